@@ -1,0 +1,28 @@
+"""nbxtensor: a torch-free, inference-first tensor library whose kernels are written in Triton."""
+from . import _runtime  # settles interpreted or compiled kernels before anything imports triton
+from ._version import __version__
+from .device import default_device, device, register_backend, set_default_device
+from .device.host import HostBackend
+from .dtypes import all_dtypes, dtype, get_dtype
+from .promotion import (can_cast, get_default_complex_dtype, get_default_dtype, promote_types, result_type,
+                        set_default_dtype)
+from .shape import broadcast_shapes
+from .tensor import Size, Tensor
+
+register_backend(HostBackend())
+
+from .ops import registry as _registry  # noqa: E402  (ops register themselves on import)
+from .ops import copy as _copy_ops, creation as _creation_ops, views as _view_ops  # noqa: E402,F401
+from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402
+
+_registry.bind(globals(), Tensor)
+
+for _d in all_dtypes:
+    globals()[_d.name] = _d
+    for _alias in _d.aliases:
+        if _alias.isidentifier() and _alias not in globals() and _alias not in ("float", "int", "bool", "long",
+                                                                                 "char", "byte", "short"):
+            globals()[_alias] = _d
+half, double, cfloat, cdouble = float16, float64, complex64, complex128  # noqa: F821
+long, short = int64, int16  # noqa: F821
+del _d, _alias

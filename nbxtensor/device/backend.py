@@ -1,0 +1,64 @@
+"""The interface every device backend implements."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+
+class Buffer:
+    """A block of device memory. ``ptr`` is its address; the memory is released when the buffer
+    is collected (a backend may give it back to a cache rather than to the system)."""
+
+    __slots__ = ("ptr", "nbytes", "_owner", "__weakref__")
+
+    def __init__(self, ptr: int, nbytes: int, owner=None):
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self._owner = owner
+
+
+class Backend(ABC):
+    """One kind of memory and the means to run kernels on it."""
+
+    type: str = ""
+    host_addressable: bool = False  # the host can read and write this memory directly
+
+    @property
+    @abstractmethod
+    def facts(self) -> dict:
+        """The facts of the device class this backend drives (see ``device/facts``)."""
+
+    def current_index(self) -> int:
+        return 0
+
+    @abstractmethod
+    def device_count(self) -> int: ...
+
+    @abstractmethod
+    def allocate(self, nbytes: int, index: int | None) -> Buffer: ...
+
+    @abstractmethod
+    def upload(self, dst_ptr: int, host: np.ndarray, index: int | None) -> None:
+        """Copy the bytes of the C-contiguous array ``host`` to ``dst_ptr``."""
+
+    @abstractmethod
+    def download(self, src_ptr: int, nbytes: int, index: int | None) -> np.ndarray:
+        """A fresh host uint8 array holding ``nbytes`` bytes from ``src_ptr``."""
+
+    @abstractmethod
+    def synchronize(self, index: int | None) -> None: ...
+
+    @abstractmethod
+    def kernel_pointer(self, ptr: int, element_type):
+        """The object a Triton kernel receives for a pointer to ``element_type`` at ``ptr``."""
+
+    def host_view(self, ptr: int, nbytes: int, owner) -> np.ndarray | None:
+        """A host uint8 array over device memory where the host can address it directly, else None."""
+        return None
+
+    def check_kernels(self) -> None:
+        """Raise a clear error when this process cannot run kernels on this backend."""
+
+    def describe(self) -> dict:
+        return {"type": self.type}

@@ -1,0 +1,109 @@
+"""The CPU device: host memory, with the Triton kernels run by Triton's interpreter."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .. import _runtime
+from . import facts as _facts
+from .backend import Backend, Buffer
+
+_ALIGN = 64
+
+
+class HostPointer:
+    """A kernel argument pointing into host memory.
+
+    Triton's interpreter copies every pointer argument to the host and back through a small part of
+    torch's tensor interface. Host memory needs no copy, so each of those calls answers with the
+    pointer itself.
+    """
+
+    __slots__ = ("_ptr", "dtype")
+
+    def __init__(self, ptr: int, element_type):
+        self._ptr = ptr
+        self.dtype = element_type
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def untyped_storage(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def new_empty(self, *_args, **_kwargs):
+        return self
+
+    def set_(self, *_args):
+        return self
+
+    def storage_offset(self) -> int:
+        return 0
+
+    def size(self):
+        return (0,)
+
+    def stride(self):
+        return (1,)
+
+    def copy_(self, _other):
+        return self
+
+
+class HostBackend(Backend):
+    type = "cpu"
+    host_addressable = True
+
+    @property
+    def facts(self) -> dict:
+        return _facts.load("cpu")
+
+    def device_count(self) -> int:
+        return 1
+
+    def allocate(self, nbytes: int, index=None) -> Buffer:
+        raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
+        shift = (-raw.ctypes.data) % _ALIGN
+        return Buffer(raw.ctypes.data + shift, nbytes, raw)
+
+    def wrap(self, array: np.ndarray, ptr: int, nbytes: int) -> Buffer:
+        """A buffer over memory owned by a NumPy array, kept alive by the buffer."""
+        return Buffer(ptr, nbytes, array)
+
+    def upload(self, dst_ptr: int, host: np.ndarray, index=None) -> None:
+        if host.nbytes:
+            ctypes.memmove(dst_ptr, host.ctypes.data, host.nbytes)
+
+    def download(self, src_ptr: int, nbytes: int, index=None) -> np.ndarray:
+        out = np.empty(nbytes, dtype=np.uint8)
+        if nbytes:
+            ctypes.memmove(out.ctypes.data, src_ptr, nbytes)
+        return out
+
+    def host_view(self, ptr: int, nbytes: int, owner) -> np.ndarray:
+        if nbytes == 0:
+            return np.empty(0, dtype=np.uint8)
+        window = (ctypes.c_uint8 * nbytes).from_address(ptr)
+        window.owner = owner  # the array below keeps the window, and so the storage, alive
+        return np.frombuffer(window, dtype=np.uint8)
+
+    def synchronize(self, index=None) -> None:
+        return None
+
+    def kernel_pointer(self, ptr: int, element_type) -> HostPointer:
+        return HostPointer(ptr, element_type)
+
+    def check_kernels(self) -> None:
+        if _runtime.KERNEL_MODE != _runtime.INTERPRETED:
+            raise RuntimeError(
+                "this process compiles kernels for the GPU, so CPU tensors hold data but cannot run ops "
+                "(Triton interprets kernels only process-wide); move the tensor with .to('cuda'), or "
+                "start the process with NBX_DEVICE=cpu to compute on the CPU")
+
+    def describe(self) -> dict:
+        return {"type": "cpu", "kernels": "Triton interpreter" if _runtime.KERNEL_MODE == _runtime.INTERPRETED
+                else "unavailable in this process (kernels are compiled for the GPU)"}

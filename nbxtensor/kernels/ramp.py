@@ -1,0 +1,32 @@
+"""Evenly spaced values: arange and linspace."""
+import triton
+import triton.language as tl
+
+ARANGE = 0
+LINSPACE = 1
+
+
+@triton.jit
+def linear_ramp(out, n, start_bits, step_bits, end_bits, halfway,
+                MODE: tl.constexpr, COMPUTE: tl.constexpr, COMPUTE_BITS: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
+    """``start + i * step`` (arange); linspace counts the upper half back from ``end`` so that both
+    ends are exact. Scalars arrive as the bits of COMPUTE-typed values, so float64 keeps its precision."""
+    pid = tl.program_id(0)
+    if INDEX_64:
+        idx = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    else:
+        idx = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = idx < n
+    ones = tl.full([BLOCK], 1, tl.int64)
+    start = (ones * start_bits).to(COMPUTE_BITS).to(COMPUTE, bitcast=True)
+    step = (ones * step_bits).to(COMPUTE_BITS).to(COMPUTE, bitcast=True)
+    i = idx.to(COMPUTE)
+    if MODE == 0:
+        value = start + i * step
+    else:
+        end = (ones * end_bits).to(COMPUTE_BITS).to(COMPUTE, bitcast=True)
+        back = (n - 1 - idx).to(COMPUTE)
+        value = tl.where(idx < halfway, start + step * i, end - step * back)
+    if VIA_F32:
+        value = value.to(tl.float32)
+    tl.store(out + idx, value.to(out.dtype.element_ty), mask=mask)

@@ -1,0 +1,1 @@
+"""Operator families. Each module declares its ops in the registry when imported."""

@@ -1,0 +1,382 @@
+"""Copy, cast and fill: every one of them is the one strided copy kernel."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import shape as S
+from ..device import backend_for, device as _device
+from ..dtypes import get_dtype
+from ..kernels.copy import SOURCE_CONSTANT, SOURCE_TENSOR, strided_copy
+from ..launch import cdiv, launch
+from ..promotion import result_type
+from ..storage import Storage
+from ..tensor import Tensor
+from .registry import Cost, TensorMeta, nbytes, register
+
+# Dims the copy kernel indexes directly; a copy of more dims (after merging) loops over the rest.
+KERNEL_MAX_RANK = 8
+_INT32_LIMIT = 2 ** 31
+_BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def new_tensor(shape, dtype, dev: _device, strides=None) -> Tensor:
+    """Uninitialised memory for a tensor of ``shape`` (contiguous unless ``strides`` are given)."""
+    shape = tuple(shape)
+    strides = S.contiguous_strides(shape) if strides is None else tuple(strides)
+    count = S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
+    return Tensor._make(Storage(dev, count * dtype.itemsize), 0, shape, strides, dtype)
+
+
+def _check_data(t: Tensor, op: str) -> None:
+    if t.is_meta:
+        raise RuntimeError(f"{op}: a meta tensor has no data")
+
+
+def _elementwise_block(dev: _device) -> int:
+    return backend_for(dev).facts["kernels"]["elementwise_block"]
+
+
+def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0) -> None:
+    """One launch of the copy kernel writing all of ``dst``; ``src`` already broadcast to ``dst``."""
+    n = dst.numel()
+    if n == 0:
+        return
+    src_strides = src.stride() if src is not None else (0,) * dst.ndim
+    shape, (dst_strides, src_strides) = S.coalesce(dst.shape, dst.stride(), src_strides)
+    if len(shape) > KERNEL_MAX_RANK:
+        for i in range(dst.shape[0]):
+            _run_copy(dst[i], None if src is None else src[i], constant_bits)
+        return
+    if not shape:
+        shape, dst_strides, src_strides = (1,), (0,), (0,)
+    index_64 = (n >= _INT32_LIMIT or S.max_offset(shape, dst_strides) >= _INT32_LIMIT
+                or S.max_offset(shape, src_strides) >= _INT32_LIMIT)
+    dt = dst.dtype
+    if src is None:
+        flags = dict(SOURCE=SOURCE_CONSTANT, DST_BOOL=False, VIA_F32=False, FLOAT_TO_INT=False)
+    else:
+        st = src.dtype
+        narrow_src = st.is_floating_point and st.itemsize <= 2
+        narrow_dst = dt.is_floating_point and dt.itemsize <= 2
+        flags = dict(
+            SOURCE=SOURCE_TENSOR,
+            DST_BOOL=dt.kind == "bool",
+            # ATen converts to half, bfloat16 and float8 through float32, and reads float8 through it
+            VIA_F32=st is not dt and ((narrow_dst and not narrow_src) or st.itemsize == 1 and narrow_src
+                                      or narrow_src and narrow_dst),
+            # through int64, so that negative floats wrap into unsigned types as ATen's casts do
+            FLOAT_TO_INT=st.is_floating_point and dt.is_integral,
+        )
+    import triton.language as tl
+    block = _elementwise_block(dst.device)
+    launch(strided_copy, (cdiv(n, block),), dst.device,
+           [dst, dst if src is None else src, n, constant_bits, shape, dst_strides, src_strides],
+           RANK=len(shape), CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[dt.itemsize]),
+           INDEX_64=index_64, BLOCK=block, **flags)
+
+
+def _byte_range(t: Tensor) -> tuple[int, int]:
+    start = t.data_ptr()
+    return start, start + (S.max_offset(t.shape, t.stride()) + 1) * t.dtype.itemsize
+
+
+def _check_overlap(dst: Tensor, src: Tensor) -> None:
+    if any(st == 0 and n > 1 for n, st in zip(dst.shape, dst.stride())):
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location; clone() the tensor before writing to it")
+    if src._storage is not dst._storage or src.numel() == 0 or dst.numel() == 0:
+        return
+    if (src.data_ptr(), src.stride(), src.dtype) == (dst.data_ptr(), dst.stride(), dst.dtype):
+        return
+    (a0, a1), (b0, b1) = _byte_range(dst), _byte_range(src)
+    if a0 < b1 and b0 < a1:
+        raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
+                           "refer to a single memory location; clone() the source first")
+
+
+def _copy_meta(dst, src, non_blocking=False):
+    S.broadcast_strides(src.shape, S.contiguous_strides(src.shape), dst.shape)
+    return TensorMeta(tuple(dst.shape), dst.dtype)
+
+
+def _copy_cost(dst, src, non_blocking=False):
+    return Cost(bytes_read=nbytes(src), bytes_written=nbytes(dst))
+
+
+@register("copy_", family="copy", aten=["aten::copy_.default", "aten::copy.default"], meta=_copy_meta,
+          cost=_copy_cost, api=(), methods=("copy_",))
+def copy_(dst: Tensor, src, non_blocking: bool = False) -> Tensor:
+    """Write ``src`` (broadcast to ``dst``'s shape, converted to its dtype) into ``dst``."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_ expects a Tensor source, got {type(src).__name__}; use fill_ for a scalar")
+    _check_data(dst, "copy_")
+    _check_data(src, "copy_")
+    src = src._view(dst.shape, S.broadcast_strides(src.shape, src.stride(), dst.shape))
+    if src.device != dst.device:
+        src = _transfer(src, dst.device)
+    _check_overlap(dst, src)
+    if dst.dtype.is_complex or src.dtype.is_complex:
+        _copy_complex(dst, src)
+    else:
+        _run_copy(dst, src)
+    return dst
+
+
+def _copy_complex(dst: Tensor, src: Tensor) -> None:
+    from .views import real, select, view_as_real
+    if dst.dtype.is_complex and src.dtype.is_complex:
+        _run_copy(view_as_real(dst), view_as_real(src))
+    elif dst.dtype.is_complex:
+        pairs = view_as_real(dst)
+        _run_copy(select(pairs, -1, 0), src)
+        fill_(select(pairs, -1, 1), 0)
+    else:
+        _run_copy(dst, real(src))
+
+
+def _transfer(src: Tensor, dev: _device) -> Tensor:
+    """The same values, same dtype, contiguous, on ``dev``."""
+    out = new_tensor(src.shape, src.dtype, dev)
+    if src.numel() == 0:
+        return out
+    if backend_for(src.device).host_addressable:
+        host = np.ascontiguousarray(src.numpy())
+    else:
+        dense = src.contiguous()
+        host = backend_for(src.device).download(dense.data_ptr(), dense.nbytes, src.device.index)
+    backend_for(dev).upload(out.data_ptr(), host.reshape(-1).view(np.uint8), dev.index)
+    return out
+
+
+def constant_bits(value, dt) -> int:
+    """``value`` converted to dtype ``dt`` as ATen's fill does, returned as the integer holding its bits.
+    Values that the dtype cannot hold raise instead of wrapping."""
+    if isinstance(value, Tensor):
+        value = value.item()
+    if isinstance(value, (np.generic,)):
+        value = value.item()
+    if dt.kind == "bool":
+        arr = np.array(bool(value), dtype=np.uint8)
+    elif dt.is_integral:
+        if isinstance(value, complex):
+            raise RuntimeError(f"value {value} cannot be converted to type {dt.name}")
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise RuntimeError(f"value {value} cannot be converted to type {dt.name} without overflow")
+            value = int(value)
+        info = np.iinfo(dt.numpy)
+        if not info.min <= int(value) <= info.max:
+            raise RuntimeError(f"value {value} cannot be converted to type {dt.name} without overflow")
+        arr = np.array(int(value), dtype=dt.numpy)
+    else:
+        if isinstance(value, complex):
+            if value.imag != 0:
+                raise RuntimeError(f"value {value} cannot be converted to type {dt.name} without overflow")
+            value = value.real
+        value = float(value)
+        if math.isfinite(value) and abs(value) > float(_finfo_max(dt)):
+            raise RuntimeError(f"value {value} cannot be converted to type {dt.name} without overflow")
+        arr = np.array(value, dtype=np.float64 if dt.itemsize == 8 else np.float32)
+        if dt.itemsize < 4:
+            arr = arr.astype(dt.numpy)
+    return int(arr.view(_BITS_TYPE[dt.itemsize]))
+
+
+def _finfo_max(dt):
+    import ml_dtypes
+    return ml_dtypes.finfo(dt.numpy).max
+
+
+def _fill_meta(x, value):
+    return TensorMeta(tuple(x.shape), x.dtype)
+
+
+def _fill_cost(x, value):
+    return Cost(bytes_written=nbytes(x))
+
+
+@register("fill_", family="copy", aten=["aten::fill_.Scalar", "aten::fill.Scalar"], meta=_fill_meta,
+          cost=_fill_cost, api=(), methods=("fill_",))
+def fill_(x: Tensor, value) -> Tensor:
+    """Set every element of ``x`` (whatever its strides) to ``value``."""
+    _check_data(x, "fill_")
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise RuntimeError(f"fill_ only supports a 0-dimension value tensor, got {value.ndim} dimensions")
+        return copy_(x, value)
+    if any(st == 0 and n > 1 for n, st in zip(x.shape, x.stride())):
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location; clone() the tensor before writing to it")
+    if x.dtype.is_complex:
+        from .views import select, view_as_real
+        value = complex(value)
+        pairs = view_as_real(x)
+        fill_(select(pairs, -1, 0), value.real)
+        fill_(select(pairs, -1, 1), value.imag)
+        return x
+    _run_copy(x, None, constant_bits(value, x.dtype))
+    return x
+
+
+def zero_(x: Tensor) -> Tensor:
+    return fill_(x, 0)
+
+
+def _clone_meta(x, memory_format=None):
+    return TensorMeta(tuple(x.shape), x.dtype)
+
+
+def _clone_cost(x, memory_format=None):
+    return Cost(bytes_read=nbytes(x), bytes_written=nbytes(x))
+
+
+@register("clone", family="copy", aten=["aten::clone.default"], meta=_clone_meta, cost=_clone_cost,
+          methods=("clone",))
+def clone(x: Tensor, memory_format=None) -> Tensor:
+    """A copy with its own storage; a dense input keeps its strides (``preserve_format``)."""
+    _check_data(x, "clone")
+    if memory_format in (None, "preserve_format"):
+        strides = S.dense_strides_like(x.shape, x.stride())
+    elif memory_format == "contiguous_format":
+        strides = None
+    else:
+        raise ValueError(f"clone: unsupported memory_format {memory_format!r}; use 'preserve_format' or "
+                         "'contiguous_format'")
+    return copy_(new_tensor(x.shape, x.dtype, x.device, strides), x)
+
+
+@register("contiguous", family="copy", aten=["aten::contiguous.default"], meta=_clone_meta, cost=_clone_cost,
+          api=(), methods=("contiguous",))
+def contiguous(x: Tensor, memory_format=None) -> Tensor:
+    if x.is_contiguous():
+        return x
+    return copy_(new_tensor(x.shape, x.dtype, x.device), x)
+
+
+def _to_meta(x, device=None, dtype=None, copy=False):
+    return TensorMeta(tuple(x.shape), x.dtype if dtype is None else get_dtype(dtype))
+
+
+def _to_cost(x, device=None, dtype=None, copy=False):
+    out = _to_meta(x, device, dtype)
+    return Cost(bytes_read=nbytes(x), bytes_written=nbytes(out))
+
+
+@register("to", family="copy", aten=["aten::_to_copy.default", "aten::to.dtype", "aten::to.device",
+                                     "aten::to.dtype_layout"], meta=_to_meta, cost=_to_cost, api=())
+def to(x: Tensor, device=None, dtype=None, copy: bool = False) -> Tensor:
+    """``x`` on ``device`` as ``dtype``; ``x`` itself when nothing changes and no copy is asked."""
+    _check_data(x, "to")
+    dev = x.device if device is None else _resolve(device)
+    dt = x.dtype if dtype is None else get_dtype(dtype)
+    if dev == x.device and dt is x.dtype and not copy:
+        return x
+    if dev == x.device:
+        return copy_(new_tensor(x.shape, dt, dev, S.dense_strides_like(x.shape, x.stride())), x)
+    if dt is x.dtype:
+        return _transfer(x, dev)
+    if _can_compute(x.device):
+        return _transfer(to(x, dtype=dt), dev)
+    return to(_transfer(x, dev), dtype=dt)
+
+
+def _resolve(dev) -> _device:
+    from ..device import resolve
+    return resolve(dev)
+
+
+def _can_compute(dev: _device) -> bool:
+    try:
+        backend_for(dev).check_kernels()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _cat_meta(tensors, dim=0):
+    return _cat_geometry(tensors, dim)[0]
+
+
+def _cat_geometry(tensors, dim):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat expects a non-empty list of tensors")
+    for i, t in enumerate(tensors):
+        if len(t.shape) == 0:
+            raise ValueError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    live = [(i, t) for i, t in enumerate(tensors) if tuple(t.shape) != (0,)]
+    if not live:
+        return TensorMeta((0,), result_type(*tensors)), 0, []
+    ref_i, ref = live[0]
+    d = S.wrap_dim(dim, len(ref.shape))
+    total = 0
+    for i, t in live:
+        if len(t.shape) != len(ref.shape):
+            raise ValueError(f"tensors must have the same number of dimensions: tensor {ref_i} has "
+                             f"{len(ref.shape)}, tensor {i} has {len(t.shape)}")
+        for k, (a, b) in enumerate(zip(t.shape, ref.shape)):
+            if k != d and a != b:
+                raise ValueError(f"sizes of tensors must match except in dimension {d}: expected size {b} but "
+                                 f"got size {a} for tensor number {i} in the list (dimension {k})")
+        total += t.shape[d]
+    shape = list(ref.shape)
+    shape[d] = total
+    return TensorMeta(tuple(shape), result_type(*[t.dtype for t in tensors])), d, live
+
+
+def _cat_cost(tensors, dim=0):
+    out = _cat_meta(tensors, dim)
+    return Cost(bytes_read=sum(nbytes(t) for t in tensors), bytes_written=nbytes(out))
+
+
+@register("cat", family="copy", aten=["aten::cat.default"], meta=_cat_meta, cost=_cat_cost,
+          api=("cat", "concat", "concatenate"))
+def cat(tensors, dim: int = 0) -> Tensor:
+    """Join tensors along ``dim`` (promoting dtypes); 1-D empty tensors are skipped as ATen does."""
+    tensors = list(tensors)
+    out_meta, d, live = _cat_geometry(tensors, dim)
+    devices = {t.device for t in tensors}
+    if len(devices) > 1:
+        raise RuntimeError(f"cat expects all tensors on one device, got {', '.join(sorted(map(str, devices)))}")
+    out = new_tensor(out_meta.shape, out_meta.dtype, tensors[0].device)
+    start = 0
+    from .views import narrow
+    for _, t in live:
+        n = t.shape[d]
+        copy_(narrow(out, d, start, n), t)
+        start += n
+    return out
+
+
+def _stack_meta(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack expects a non-empty list of tensors")
+    ref = tuple(tensors[0].shape)
+    for i, t in enumerate(tensors):
+        if tuple(t.shape) != ref:
+            raise ValueError(f"stack expects each tensor to be equal size, but got {ref} at entry 0 and "
+                             f"{tuple(t.shape)} at entry {i}")
+    d = S.wrap_dim(dim, len(ref), allow_end=True)
+    return TensorMeta((*ref[:d], len(tensors), *ref[d:]), result_type(*[t.dtype for t in tensors]))
+
+
+def _stack_cost(tensors, dim=0):
+    return Cost(bytes_read=sum(nbytes(t) for t in tensors), bytes_written=nbytes(_stack_meta(tensors, dim)))
+
+
+@register("stack", family="copy", aten=["aten::stack.default"], meta=_stack_meta, cost=_stack_cost)
+def stack(tensors, dim: int = 0) -> Tensor:
+    tensors = list(tensors)
+    meta = _stack_meta(tensors, dim)
+    d = S.wrap_dim(dim, tensors[0].ndim, allow_end=True)
+    from .views import select
+    out = new_tensor(meta.shape, meta.dtype, tensors[0].device)
+    for i, t in enumerate(tensors):
+        copy_(select(out, d, i), t)
+    return out
+
+
+Tensor.zero_ = zero_

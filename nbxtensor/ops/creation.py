@@ -1,0 +1,401 @@
+"""Creation ops: new tensors from shapes, values, ranges, NumPy arrays and Python data."""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .. import shape as S
+from ..device import backend_for, resolve
+from ..dtypes import get_dtype
+from ..kernels.ramp import ARANGE, LINSPACE, linear_ramp
+from ..launch import cdiv, launch
+from ..promotion import get_default_complex_dtype, get_default_dtype
+from ..storage import Storage
+from ..tensor import Tensor
+from .copy import _BITS_TYPE, _elementwise_block, fill_, new_tensor
+from .registry import Cost, TensorMeta, nbytes, register
+
+_I64 = get_dtype("int64")
+_BOOL = get_dtype("bool")
+
+
+def _creation_meta(shape, dtype):
+    return TensorMeta(tuple(shape), dtype)
+
+
+def _factory(name: str, aten, fill):
+    """Register ``name(*size, dtype=None, device=None)``; ``fill`` is None (uninitialised) or a value."""
+    def meta(*size, dtype=None, device=None, **_):
+        return TensorMeta(S.normalize_shape(size), get_dtype(dtype) if dtype is not None else get_default_dtype())
+
+    def cost(*size, dtype=None, device=None, **_):
+        return Cost(bytes_written=0 if fill is None else nbytes(meta(*size, dtype=dtype)))
+
+    def impl(*size, dtype=None, device=None, requires_grad=False, pin_memory=False, memory_format=None):
+        m = meta(*size, dtype=dtype)
+        out = new_tensor(m.shape, m.dtype, resolve(device))
+        return out if fill is None else fill_(out, fill)
+
+    impl.__name__ = name
+    impl.__doc__ = f"A new tensor of the given size, {'uninitialised' if fill is None else f'filled with {fill}'}."
+    return register(name, family="creation", aten=aten, meta=meta, cost=cost)(impl)
+
+
+empty = _factory("empty", ["aten::empty.memory_format"], None)
+zeros = _factory("zeros", ["aten::zeros.default"], 0)
+ones = _factory("ones", ["aten::ones.default"], 1)
+
+
+def _scalar_dtype(value):
+    if isinstance(value, Tensor):
+        return value.dtype
+    if isinstance(value, (bool, np.bool_)):
+        return _BOOL
+    if isinstance(value, numbers.Integral):
+        return _I64
+    if isinstance(value, numbers.Real):
+        return get_default_dtype()
+    if isinstance(value, numbers.Complex):
+        return get_default_complex_dtype()
+    raise TypeError(f"fill value must be a number, got {type(value).__name__}")
+
+
+def _full_meta(size, fill_value, dtype=None, device=None, **_):
+    return TensorMeta(S.normalize_shape((size,)), get_dtype(dtype) if dtype is not None else _scalar_dtype(fill_value))
+
+
+def _full_cost(size, fill_value, dtype=None, device=None, **_):
+    return Cost(bytes_written=nbytes(_full_meta(size, fill_value, dtype)))
+
+
+@register("full", family="creation", aten=["aten::full.default"], meta=_full_meta, cost=_full_cost)
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A tensor of ``size`` filled with ``fill_value``; the dtype follows the value's Python type."""
+    m = _full_meta(size, fill_value, dtype)
+    return fill_(new_tensor(m.shape, m.dtype, resolve(device)), fill_value)
+
+
+def _like_meta(x, *args, dtype=None, **_):
+    return TensorMeta(tuple(x.shape), x.dtype if dtype is None else get_dtype(dtype))
+
+
+def _like_cost(x, *args, dtype=None, **_):
+    return Cost(bytes_written=nbytes(_like_meta(x, dtype=dtype)))
+
+
+def _like_tensor(x: Tensor, dtype, device, memory_format) -> Tensor:
+    dt = x.dtype if dtype is None else get_dtype(dtype)
+    dev = x.device if device is None else resolve(device)
+    if memory_format in (None, "preserve_format"):
+        strides = S.dense_strides_like(x.shape, x.stride())
+    elif memory_format == "contiguous_format":
+        strides = None
+    else:
+        raise ValueError(f"unsupported memory_format {memory_format!r}; use 'preserve_format' or 'contiguous_format'")
+    return new_tensor(x.shape, dt, dev, strides)
+
+
+def _like(name: str, aten, fill):
+    def impl(x, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+        out = _like_tensor(x, dtype, device, memory_format)
+        return out if fill is None else fill_(out, fill)
+
+    impl.__name__ = name
+    impl.__doc__ = f"A tensor shaped like ``x``, {'uninitialised' if fill is None else f'filled with {fill}'}."
+    return register(name, family="creation", aten=aten, meta=_like_meta, cost=_like_cost)(impl)
+
+
+empty_like = _like("empty_like", ["aten::empty_like.default"], None)
+zeros_like = _like("zeros_like", ["aten::zeros_like.default"], 0)
+ones_like = _like("ones_like", ["aten::ones_like.default"], 1)
+
+
+@register("full_like", family="creation", aten=["aten::full_like.default"],
+          meta=lambda x, fill_value, dtype=None, **_: _like_meta(x, dtype=dtype),
+          cost=lambda x, fill_value, dtype=None, **_: _like_cost(x, dtype=dtype))
+def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return fill_(_like_tensor(x, dtype, device, memory_format), fill_value)
+
+
+def _new_methods():
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        return empty(*size, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        return zeros(*size, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return ones(*size, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device)
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+        return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
+                    device=self.device if device is None else device)
+
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+        return tensor(data, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device)
+
+    for f in (new_empty, new_zeros, new_ones, new_full, new_tensor):
+        setattr(Tensor, f.__name__, f)
+
+
+# ---- ranges ----------------------------------------------------------------------------------
+
+def _arange_args(args):
+    if len(args) == 1:
+        return 0, args[0], 1
+    if len(args) == 2:
+        return args[0], args[1], 1
+    if len(args) == 3:
+        return args
+    raise TypeError(f"arange takes 1 to 3 positional arguments (end | start, end[, step]), got {len(args)}")
+
+
+def _is_float_scalar(v) -> bool:
+    if isinstance(v, Tensor):
+        return v.dtype.is_floating_point
+    return isinstance(v, (float, np.floating))
+
+
+def _arange_plan(*args, dtype=None):
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in _arange_args(args))
+    if dtype is None:
+        dt = get_default_dtype() if any(_is_float_scalar(v) for v in (start, end, step)) else _I64
+    else:
+        dt = get_dtype(dtype)
+    if dt.is_complex or dt.kind == "bool":
+        raise TypeError(f"arange does not produce {dt.name} tensors")
+    if dt.is_integral:
+        start, end, step = int(start), int(end), int(step)
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if not math.isfinite(v):
+            raise ValueError(f"arange: {name} must be finite, got {v}")
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if (end - start) * step < 0 and end != start:
+        raise ValueError(f"arange: upper bound and larger bound inconsistent with step sign "
+                         f"(start={start}, end={end}, step={step})")
+    if dt.is_integral:
+        sign = (step > 0) - (step < 0)
+        length = (end - start + step - sign) // step
+    else:
+        length = math.ceil((float(end) - float(start)) / float(step))
+    return max(0, int(length)), dt, start, step
+
+
+def _arange_meta(*args, dtype=None, device=None, **_):
+    n, dt, _, _ = _arange_plan(*args, dtype=dtype)
+    return TensorMeta((n,), dt)
+
+
+def _arange_cost(*args, dtype=None, device=None, **_):
+    return Cost(bytes_written=nbytes(_arange_meta(*args, dtype=dtype)))
+
+
+def _bits(value, compute) -> int:
+    arr = np.array(value, dtype=np.float64 if compute == "float64" else
+                   np.float32 if compute == "float32" else np.int64)
+    return int(arr.view(_BITS_TYPE[arr.itemsize]).astype(np.int64))
+
+
+def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) -> Tensor:
+    n = out.numel()
+    if n == 0:
+        return out
+    import triton.language as tl
+    block = _elementwise_block(out.device)
+    narrow = out.dtype.is_floating_point and out.dtype.itemsize <= 2
+    launch(linear_ramp, (cdiv(n, block),), out.device,
+           [out, n, _bits(start, compute), _bits(step, compute), _bits(end, compute), halfway],
+           MODE=mode, COMPUTE=getattr(tl, compute),
+           COMPUTE_BITS=tl.int32 if compute == "float32" else tl.int64, VIA_F32=narrow and compute != "float32",
+           INDEX_64=n >= 2 ** 31, BLOCK=block)
+    return out
+
+
+@register("arange", family="creation", aten=["aten::arange.default", "aten::arange.start",
+                                             "aten::arange.start_step"], meta=_arange_meta, cost=_arange_cost)
+def arange(*args, dtype=None, device=None, requires_grad=False, **kwargs):
+    """``arange(end)``, ``arange(start, end[, step])``; int64 unless a bound or the step is a float."""
+    for key in ("start", "end", "step"):
+        if key in kwargs:
+            raise TypeError("pass arange's start, end and step positionally")
+    n, dt, start, step = _arange_plan(*args, dtype=dtype)
+    out = new_tensor((n,), dt, resolve(device))
+    return _run_ramp(out, ARANGE, "int64" if dt.is_integral else "float64", start, step)
+
+
+def _linspace_meta(start, end, steps, dtype=None, **_):
+    return TensorMeta((int(steps),), get_default_dtype() if dtype is None else get_dtype(dtype))
+
+
+@register("linspace", family="creation", aten=["aten::linspace.default"], meta=_linspace_meta,
+          cost=lambda *a, **k: Cost(bytes_written=nbytes(_linspace_meta(*a, **k))))
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=False):
+    """``steps`` values from ``start`` to ``end`` inclusive; the upper half is counted back from
+    ``end`` as ATen does, so both ends are exact."""
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    if int(steps) < 0:
+        raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+    m = _linspace_meta(start, end, steps, dtype)
+    dt = m.dtype
+    if dt.is_complex or dt.kind == "bool":
+        raise TypeError(f"linspace does not produce {dt.name} tensors")
+    out = new_tensor(m.shape, dt, resolve(device))
+    steps = int(steps)
+    if steps == 1:
+        return fill_(out, start)
+    compute = dt.name if dt.name in ("float32", "float64") else "float32" if dt.is_floating_point else "float64"
+    npt = np.float64 if compute == "float64" else np.float32
+    with np.errstate(over="ignore", invalid="ignore"):
+        s, e = npt(start), npt(end)
+        step = (e - s) / npt(steps - 1) if steps > 1 else npt(0)
+    return _run_ramp(out, LINSPACE, compute, s, step, e, steps // 2)
+
+
+def _eye_meta(n, m=None, dtype=None, **_):
+    return TensorMeta((int(n), int(n if m is None else m)), get_default_dtype() if dtype is None else get_dtype(dtype))
+
+
+@register("eye", family="creation", aten=["aten::eye.default", "aten::eye.m"], meta=_eye_meta,
+          cost=lambda *a, **k: Cost(bytes_written=nbytes(_eye_meta(*a, **k))))
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=False):
+    meta = _eye_meta(n, m, dtype)
+    rows, cols = meta.shape
+    if rows < 0 or cols < 0:
+        raise ValueError(f"eye: n and m must be non-negative, got n={n}, m={m}")
+    out = zeros(rows, cols, dtype=meta.dtype, device=device)
+    from .views import as_strided
+    diagonal = as_strided(out, (min(rows, cols),), (cols + 1,), 0)
+    fill_(diagonal, 1)
+    return out
+
+
+# ---- from host data --------------------------------------------------------------------------
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A CPU tensor sharing memory with ``array`` (any non-negative strides; 0-d stays 0-d)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
+    if array.dtype.byteorder == ">":
+        raise ValueError(f"from_numpy: big-endian arrays ({array.dtype}) are not supported; "
+                         "convert with array.astype(array.dtype.newbyteorder('='))")
+    dt = get_dtype(array.dtype)
+    itemsize = array.itemsize
+    if any(s < 0 for s in array.strides):
+        raise ValueError(f"from_numpy: negative strides {array.strides} are not supported; "
+                         "pass array.copy() or np.ascontiguousarray(array)")
+    if any(s % itemsize for s in array.strides):
+        raise ValueError(f"from_numpy: strides {array.strides} are not multiples of the element size {itemsize}")
+    strides = tuple(s // itemsize for s in array.strides)
+    host = backend_for(resolve("cpu"))
+    count = S.max_offset(array.shape, strides) + 1 if array.size else 0
+    buffer = host.wrap(array, array.ctypes.data, count * itemsize) if count else None
+    return Tensor._make(Storage(resolve("cpu"), count * itemsize, buffer), 0, array.shape, strides, dt)
+
+
+def _infer_python_dtype(data):
+    kinds = set()
+
+    def walk(x):
+        if isinstance(x, Tensor):
+            kinds.add(x.dtype)
+        elif isinstance(x, np.ndarray) or isinstance(x, np.generic):
+            kinds.add(get_dtype(x.dtype))
+        elif isinstance(x, (list, tuple)):
+            for item in x:
+                walk(item)
+        elif isinstance(x, bool):
+            kinds.add("bool")
+        elif isinstance(x, numbers.Integral):
+            kinds.add("int")
+        elif isinstance(x, numbers.Real):
+            kinds.add("float")
+        elif isinstance(x, numbers.Complex):
+            kinds.add("complex")
+        else:
+            raise TypeError(f"cannot build a tensor from {type(x).__name__} ({x!r})")
+
+    walk(data)
+    explicit = [k for k in kinds if not isinstance(k, str)]
+    if "complex" in kinds or any(k.is_complex for k in explicit):
+        return get_default_complex_dtype() if not explicit else _widest(explicit, "complex")
+    if "float" in kinds or any(k.is_floating_point for k in explicit):
+        return get_default_dtype() if not any(k.is_floating_point for k in explicit) else _widest(explicit, "float")
+    if "int" in kinds or any(k.is_integral for k in explicit):
+        return _I64 if "int" in kinds or not explicit else _widest(explicit, "int")
+    if explicit:
+        return explicit[0]
+    return _BOOL if kinds else get_default_dtype()
+
+
+def _widest(dtypes, kind):
+    from ..promotion import promote_types
+    out = dtypes[0]
+    for d in dtypes[1:]:
+        out = promote_types(out, d)
+    return out
+
+
+def _nested_to_numpy(data, dt) -> np.ndarray:
+    def check(x, depth, path):
+        if isinstance(x, (list, tuple)):
+            return [check(item, depth + 1, path + (i,)) for i, item in enumerate(x)]
+        if isinstance(x, Tensor):
+            return x.numpy()
+        return x
+
+    cleaned = check(data, 0, ())
+    try:
+        array = np.array(cleaned, dtype=np.float64 if dt.is_floating_point and dt.itemsize <= 2 else dt.numpy)
+    except ValueError as e:
+        raise ValueError(f"cannot build a tensor from ragged nested sequences: {e}") from None
+    return _cast_host(array, dt)
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested sequences, scalars, arrays or tensors)."""
+    dev = resolve(device)
+    if isinstance(data, Tensor):
+        return data.to(device=dev, dtype=dtype, copy=True)
+    if isinstance(data, (np.ndarray, np.generic)):
+        dt = get_dtype(data.dtype) if dtype is None else get_dtype(dtype)
+        array = np.asarray(data)
+        host = array if array.dtype == dt.numpy else _cast_host(array, dt)
+    else:
+        dt = _infer_python_dtype(data) if dtype is None else get_dtype(dtype)
+        host = _nested_to_numpy(data, dt)
+    return _upload(np.ascontiguousarray(host), dt, dev)
+
+
+def _cast_host(array: np.ndarray, dt) -> np.ndarray:
+    """NumPy's cast, except that half, bfloat16 and float8 are reached through float32 as ATen does."""
+    if dt.is_floating_point and dt.itemsize <= 2 and array.dtype != np.float32 and not (
+            array.dtype.kind in "fV" and array.dtype.itemsize <= 2):
+        array = array.astype(np.float32)
+    return array.astype(dt.numpy)
+
+
+def _upload(host: np.ndarray, dt, dev) -> Tensor:
+    out = new_tensor(host.shape, dt, dev)
+    if host.size:
+        backend_for(dev).upload(out.data_ptr(), host.reshape(-1).view(np.uint8), dev.index)
+    return out
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """``data`` as a tensor, sharing memory when it already is one (or a CPU NumPy array) of the
+    requested dtype and device."""
+    if isinstance(data, Tensor):
+        return data.to(device=device if device is not None else data.device, dtype=dtype)
+    dev = resolve(device)
+    if isinstance(data, np.ndarray) and dev.type == "cpu" and (dtype is None or get_dtype(dtype).numpy == data.dtype):
+        try:
+            return from_numpy(data)
+        except ValueError:
+            pass
+    return tensor(data, dtype=dtype, device=dev)
+
+
+_new_methods()

@@ -1,0 +1,109 @@
+"""The op registry: one declaration per op, used by the Python API, the graph executor, the
+planner and the tuner alike.
+
+An op declares its ATen overload names, a meta rule (output shapes and dtypes from input metadata,
+no device), a cost rule (FLOPs, bytes read and written, workspace from metadata alone) and its
+implementation. Meta and cost rules receive the op's arguments with every tensor replaced by
+anything that has ``shape`` and ``dtype`` (a real tensor does).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+from ..shape import numel
+
+__all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "all_ops", "nbytes"]
+
+
+class TensorMeta(NamedTuple):
+    shape: tuple
+    dtype: object
+
+
+@dataclass(frozen=True)
+class Cost:
+    flops: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    workspace: int = 0
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    family: str
+    aten: tuple[str, ...]
+    meta: Callable
+    cost: Callable
+    impl: Callable
+    doc: str = ""
+    api: tuple[str, ...] = ()
+    methods: tuple[str, ...] = ()
+
+    def __call__(self, *args, **kwargs):
+        return self.impl(*args, **kwargs)
+
+
+_BY_NAME: dict[str, OpDef] = {}
+_BY_ATEN: dict[str, OpDef] = {}
+
+
+def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta: Callable, cost: Callable,
+             api: tuple[str, ...] | None = None, methods: tuple[str, ...] = ()):
+    """Declare op ``name``; used as a decorator on its implementation. ``api`` lists the names it
+    takes in the ``nbxtensor`` namespace (default: its own name), ``methods`` its Tensor methods."""
+    def wrap(impl: Callable) -> OpDef:
+        if name in _BY_NAME:
+            raise ValueError(f"op {name!r} is declared twice")
+        op = OpDef(name=name, family=family, aten=tuple(aten), meta=meta, cost=cost, impl=impl,
+                   doc=impl.__doc__ or "", api=(name,) if api is None else tuple(api), methods=tuple(methods))
+        for overload in op.aten:
+            if overload in _BY_ATEN:
+                raise ValueError(f"ATen overload {overload!r} is claimed by {_BY_ATEN[overload].name!r} and {name!r}")
+            _BY_ATEN[overload] = op
+        _BY_NAME[name] = op
+        return op
+    return wrap
+
+
+def get(name: str) -> OpDef:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no op named {name!r}; families: {', '.join(families())}") from None
+
+
+def lookup(aten_name: str) -> OpDef:
+    """The op implementing an ATen overload such as ``aten::add.Tensor``; a bare ``aten::add``
+    means its ``.default`` overload."""
+    op = _BY_ATEN.get(aten_name) or _BY_ATEN.get(aten_name + ".default")
+    if op is None:
+        raise KeyError(f"no op implements {aten_name!r}; families that exist: {', '.join(families())}")
+    return op
+
+
+def all_ops() -> list[OpDef]:
+    return list(_BY_NAME.values())
+
+
+def families() -> list[str]:
+    return sorted({op.family for op in _BY_NAME.values()})
+
+
+def nbytes(meta) -> int:
+    """Bytes of a tensor described by ``meta``."""
+    return numel(meta.shape) * meta.dtype.itemsize
+
+
+def bind(namespace: dict, tensor_class: type) -> None:
+    """Expose every op under its API names in ``namespace`` and as methods of ``tensor_class``."""
+    for op in _BY_NAME.values():
+        for api_name in op.api:
+            namespace[api_name] = op.impl
+        for method in op.methods:
+            setattr(tensor_class, method, op.impl)

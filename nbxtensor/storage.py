@@ -1,0 +1,23 @@
+"""Storage: a refcounted device buffer that tensors view. Zero-size storage allocates nothing."""
+from __future__ import annotations
+
+from .device import Buffer, backend_for, device
+
+
+class Storage:
+    __slots__ = ("device", "nbytes", "buffer", "__weakref__")
+
+    def __init__(self, dev: device, nbytes: int, buffer: Buffer | None = None):
+        self.device = dev
+        self.nbytes = nbytes
+        if buffer is None and nbytes > 0:
+            buffer = backend_for(dev).allocate(nbytes, dev.index)
+        self.buffer = buffer
+
+    @property
+    def ptr(self) -> int:
+        return 0 if self.buffer is None else self.buffer.ptr
+
+    @property
+    def backend(self):
+        return backend_for(self.device)

@@ -1,0 +1,319 @@
+"""The tensor: a view (offset, shape, strides in elements, dtype) over a refcounted storage."""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from . import shape as _shape
+from .device import backend_for, device
+from .dtypes import dtype as _dtype
+from .dtypes import get_dtype
+from .storage import Storage
+
+__all__ = ["Tensor", "Size"]
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple of ints, as ``torch.Size``."""
+
+    def numel(self) -> int:
+        return math.prod(self)
+
+    def __repr__(self) -> str:
+        return f"nbxtensor.Size({list(self)})"
+
+    def __getitem__(self, item):
+        out = tuple.__getitem__(self, item)
+        return Size(out) if isinstance(item, slice) else out
+
+
+class Tensor:
+    __slots__ = ("_storage", "_offset", "_shape", "_strides", "_dtype", "__weakref__")
+
+    def __init__(self, *_args, **_kwargs):
+        raise TypeError("create tensors with nbxtensor.tensor, nbxtensor.empty, nbxtensor.from_numpy and friends")
+
+    @classmethod
+    def _make(cls, storage: Storage | None, offset: int, shape, strides, dtype: _dtype) -> "Tensor":
+        t = object.__new__(cls)
+        t._storage = storage
+        t._offset = offset
+        t._shape = Size(shape)
+        t._strides = tuple(strides)
+        t._dtype = dtype
+        return t
+
+    @classmethod
+    def _meta(cls, shape, dtype, strides=None) -> "Tensor":
+        """A tensor with metadata and no memory, for meta rules that run the real view code."""
+        shape = tuple(shape)
+        return cls._make(None, 0, shape, _shape.contiguous_strides(shape) if strides is None else strides,
+                         get_dtype(dtype))
+
+    def _view(self, shape, strides, offset: int | None = None, dtype: _dtype | None = None) -> "Tensor":
+        return Tensor._make(self._storage, self._offset if offset is None else offset, shape, strides,
+                            self._dtype if dtype is None else dtype)
+
+    # ---- attributes -------------------------------------------------------------------------
+    @property
+    def shape(self) -> Size:
+        return self._shape
+
+    @property
+    def dtype(self) -> _dtype:
+        return self._dtype
+
+    @property
+    def device(self) -> device:
+        return _META_DEVICE if self._storage is None else self._storage.device
+
+    @property
+    def is_meta(self) -> bool:
+        return self._storage is None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    def dim(self) -> int:
+        return len(self._shape)
+
+    ndimension = dim
+
+    def numel(self) -> int:
+        return math.prod(self._shape)
+
+    nelement = numel
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return self._shape
+        return self._shape[_shape.wrap_dim(dim, self.ndim)]
+
+    def stride(self, dim: int | None = None):
+        if dim is None:
+            return self._strides
+        return self._strides[_shape.wrap_dim(dim, self.ndim)]
+
+    def storage_offset(self) -> int:
+        return self._offset
+
+    def element_size(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self._dtype.itemsize
+
+    def data_ptr(self) -> int:
+        if self._storage is None or self._storage.buffer is None:
+            return 0
+        return self._storage.ptr + self._offset * self._dtype.itemsize
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        return _shape.is_contiguous(self._shape, self._strides)
+
+    def is_floating_point(self) -> bool:
+        return self._dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return self._dtype.is_complex
+
+    def _kernel_pointer(self, backend):
+        return backend.kernel_pointer(self.data_ptr(), self._dtype.triton)
+
+    # ---- host access ------------------------------------------------------------------------
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The data as a NumPy array: a view sharing memory on the CPU (any strides), a copy from
+        any other device."""
+        self._require_data("numpy()")
+        if self.numel() == 0:
+            return np.empty(self._shape, dtype=self._dtype.numpy)
+        itemsize = self._dtype.itemsize
+        backend = self._storage.backend
+        span = _shape.max_offset(self._shape, self._strides) + 1
+        start = self._storage.ptr + self._offset * itemsize
+        host = backend.host_view(start, span * itemsize, self._storage)
+        if host is None:
+            src = self.contiguous()
+            raw = backend.download(src.data_ptr(), src.nbytes, src.device.index)
+            return raw.view(self._dtype.numpy).reshape(self._shape)
+        flat = host.view(self._dtype.numpy)
+        return np.lib.stride_tricks.as_strided(
+            flat, shape=self._shape, strides=tuple(s * itemsize for s in self._strides))
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def item(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to a Python scalar")
+        return _to_python(self.numpy().reshape(()))
+
+    def tolist(self):
+        return _to_python(self.numpy())
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self.numel()} elements is ambiguous")
+        return builtins.bool(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item().real if self._dtype.is_complex else self.item())
+
+    def __float__(self) -> float:
+        return builtins.float(self.item())
+
+    def __complex__(self) -> complex:
+        return builtins.complex(self.item())
+
+    def __index__(self) -> int:
+        if self._dtype.kind not in ("int", "uint", "bool") or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __repr__(self) -> str:
+        if self._storage is None:
+            return f"tensor(..., size={tuple(self._shape)}, device='meta', dtype={self._dtype.name})"
+        body = np.array2string(self.numpy().astype(_printable(self._dtype)), separator=", ", prefix="tensor(")
+        extras = []
+        if self.device.type != "cpu":
+            extras.append(f"device='{self.device}'")
+        if self._dtype.name not in ("float32", "int64", "bool", "complex64"):
+            extras.append(f"dtype={self._dtype!r}")
+        return f"tensor({body}" + "".join(", " + e for e in extras) + ")"
+
+    def _require_data(self, what: str) -> None:
+        if self._storage is None:
+            raise RuntimeError(f"{what} needs data, and a meta tensor has none")
+
+    # ---- device and dtype moves ---------------------------------------------------------------
+    def to(self, *args, **kwargs) -> "Tensor":
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; ``copy=True`` forces a copy."""
+        dev, dt, copy = _parse_to(self, args, kwargs)
+        from .ops import copy as _copy
+        return _copy.to(self, device=dev, dtype=dt, copy=copy)
+
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def cuda(self, index: int | None = None) -> "Tensor":
+        return self.to(device("cuda", index))
+
+    def type_as(self, other: "Tensor") -> "Tensor":
+        return self.to(other.dtype)
+
+    def float(self) -> "Tensor":
+        return self.to(_D["float32"])
+
+    def double(self) -> "Tensor":
+        return self.to(_D["float64"])
+
+    def half(self) -> "Tensor":
+        return self.to(_D["float16"])
+
+    def bfloat16(self) -> "Tensor":
+        return self.to(_D["bfloat16"])
+
+    def int(self) -> "Tensor":
+        return self.to(_D["int32"])
+
+    def long(self) -> "Tensor":
+        return self.to(_D["int64"])
+
+    def short(self) -> "Tensor":
+        return self.to(_D["int16"])
+
+    def char(self) -> "Tensor":
+        return self.to(_D["int8"])
+
+    def byte(self) -> "Tensor":
+        return self.to(_D["uint8"])
+
+    def bool(self) -> "Tensor":
+        return self.to(_D["bool"])
+
+    def cfloat(self) -> "Tensor":
+        return self.to(_D["complex64"])
+
+    def cdouble(self) -> "Tensor":
+        return self.to(_D["complex128"])
+
+    # ---- indexing -----------------------------------------------------------------------------
+    def __getitem__(self, index) -> "Tensor":
+        from .ops.views import basic_index
+        return basic_index(self, index)
+
+    def __setitem__(self, index, value) -> None:
+        from .ops.views import basic_index
+        target = basic_index(self, index)
+        if isinstance(value, Tensor):
+            target.copy_(value)
+        else:
+            target.fill_(value)
+
+
+_META_DEVICE = device("meta")
+_D = {d.name: d for d in __import__("nbxtensor.dtypes", fromlist=["all_dtypes"]).all_dtypes}
+
+
+def _printable(d: _dtype):
+    if d.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        return np.float32
+    return d.numpy
+
+
+def _to_python(array: np.ndarray):
+    if array.dtype.kind == "V" or array.dtype in (_D["bfloat16"].numpy, _D["float8_e4m3fn"].numpy,
+                                                   _D["float8_e5m2"].numpy):
+        array = array.astype(np.float64)
+    return array.tolist()
+
+
+def _parse_to(t: Tensor, args, kwargs):
+    dev = kwargs.pop("device", None)
+    dt = kwargs.pop("dtype", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dev, dt = a.device, a.dtype
+        elif isinstance(a, _dtype) or (type(a).__name__ == "dtype"):
+            dt = a
+        elif isinstance(a, (str, device, builtins.int)):
+            try:
+                dev = device(a)
+            except (ValueError, TypeError):
+                dt = a
+        elif isinstance(a, builtins.bool):
+            copy = a
+        else:
+            dt = a
+    return (None if dev is None else device(dev)), (None if dt is None else get_dtype(dt)), copy
