@@ -1,5 +1,7 @@
 """nbxtensor: a torch-free, inference-first tensor library whose kernels are written in Triton."""
 from . import _runtime  # settles interpreted or compiled kernels before anything imports triton
+
+_runtime.keep_triton_off_torch()
 from ._version import __version__
 from .device import default_device, device, register_backend, set_default_device
 from .device.host import HostBackend

@@ -42,3 +42,35 @@ if KERNEL_MODE == INTERPRETED:
             "nbxtensor needs Triton's interpreter here (no CUDA GPU, or NBX_DEVICE=cpu), but triton was "
             "imported first without it; import nbxtensor before triton, or set TRITON_INTERPRET=1")
     os.environ["TRITON_INTERPRET"] = "1"
+
+
+class _RefuseTorch:
+    """An import hook that makes ``import torch`` fail, used for one call below."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("nbxtensor keeps torch out of Triton's argument specialisation")
+        return None
+
+
+def keep_triton_off_torch() -> None:
+    """Triton's argument specialiser imports torch on its first call, when torch is installed, to
+    recognise torch tensors; it remembers the outcome. Making that first call with torch refused keeps
+    a process that uses nbxtensor free of torch. A process that imported torch already is left alone."""
+    if "torch" in sys.modules:
+        return
+    import triton.language as tl
+    from triton.runtime.jit import mangle_type
+
+    class _Pointer:
+        dtype = tl.uint8
+
+        def data_ptr(self):
+            return 0
+
+    hook = _RefuseTorch()
+    sys.meta_path.insert(0, hook)
+    try:
+        mangle_type(_Pointer())
+    finally:
+        sys.meta_path.remove(hook)
