@@ -12,6 +12,12 @@ from .shape import broadcast_shapes
 from .tensor import Size, Tensor
 
 register_backend(HostBackend())
+if _runtime.KERNEL_MODE == _runtime.COMPILED:
+    from .device.cuda import CudaBackend, install_triton_driver
+
+    _cuda_backend = CudaBackend()
+    register_backend(_cuda_backend)
+    install_triton_driver(_cuda_backend)
 
 from .ops import registry as _registry  # noqa: E402  (ops register themselves on import)
 from .ops import copy as _copy_ops, creation as _creation_ops, views as _view_ops  # noqa: E402,F401

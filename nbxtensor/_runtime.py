@@ -22,7 +22,10 @@ def cuda_device_count() -> int:
         from cuda.bindings import driver
     except ImportError:
         return 0
-    (err,) = driver.cuInit(0)
+    try:
+        (err,) = driver.cuInit(0)
+    except (RuntimeError, OSError):  # cuda-bindings present, but no NVIDIA driver library to load
+        return 0
     if err != driver.CUresult.CUDA_SUCCESS:
         return 0
     err, count = driver.cuDeviceGetCount()

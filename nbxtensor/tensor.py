@@ -152,9 +152,12 @@ class Tensor:
             src = self.contiguous()
             raw = backend.download(src.data_ptr(), src.nbytes, src.device.index)
             return raw.view(self._dtype.numpy).reshape(self._shape)
-        flat = host.view(self._dtype.numpy)
-        return np.lib.stride_tricks.as_strided(
+        # as_strided goes through __array_interface__, whose type string loses ml_dtypes types
+        # (float8_e5m2 reads back as '<f1'), so stride over same-size integers and view back.
+        flat = host.view(np.dtype(f"u{itemsize}") if itemsize <= 8 else self._dtype.numpy)
+        strided = np.lib.stride_tricks.as_strided(
             flat, shape=self._shape, strides=tuple(s * itemsize for s in self._strides))
+        return strided.view(self._dtype.numpy)
 
     def __array__(self, dtype=None, copy=None):
         out = self.numpy()

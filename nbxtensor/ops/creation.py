@@ -366,7 +366,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     else:
         dt = _infer_python_dtype(data) if dtype is None else get_dtype(dtype)
         host = _nested_to_numpy(data, dt)
-    return _upload(np.ascontiguousarray(host), dt, dev)
+    # np.ascontiguousarray would turn a 0-d array into shape (1,)
+    return _upload(np.require(host, requirements="C"), dt, dev)
 
 
 def _cast_host(array: np.ndarray, dt) -> np.ndarray:

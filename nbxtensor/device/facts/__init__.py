@@ -16,3 +16,9 @@ def load(name: str) -> dict:
                        if p.name.endswith(".yaml"))
         raise FileNotFoundError(f"no facts file {name}.yaml; known: {', '.join(known)}")
     return yaml.safe_load(path.read_text())
+
+
+def all_facts() -> list[dict]:
+    """Every facts file, in name order."""
+    folder = resources.files("nbxtensor.device.facts")
+    return [load(p.name[:-5]) for p in sorted(folder.iterdir(), key=lambda p: p.name) if p.name.endswith(".yaml")]

@@ -1,0 +1,177 @@
+"""The CUDA device through NVIDIA's ``cuda-bindings``, with a Triton driver that never imports torch."""
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+
+from . import facts as _facts
+from .backend import Backend, Buffer
+
+
+class CudaError(RuntimeError):
+    pass
+
+
+def _check(result, what: str):
+    """Unpack a ``cuda-bindings`` result tuple, raising on an error code."""
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if int(err) != 0:
+        from cuda.bindings import runtime as rt
+        _, name = rt.cudaGetErrorName(err)
+        _, text = rt.cudaGetErrorString(err)
+        raise CudaError(f"{what} failed: {name.decode() if isinstance(name, bytes) else name}: "
+                        f"{text.decode() if isinstance(text, bytes) else text}")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
+class DevicePointer:
+    """A kernel argument pointing into device memory: Triton reads ``data_ptr()`` and ``dtype``."""
+
+    __slots__ = ("_ptr", "dtype")
+
+    def __init__(self, ptr: int, element_type):
+        self._ptr = ptr
+        self.dtype = element_type
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+
+class CudaBackend(Backend):
+    type = "cuda"
+    host_addressable = False
+
+    def __init__(self):
+        from cuda.bindings import runtime
+        self._rt = runtime
+        self._count = _check(runtime.cudaGetDeviceCount(), "cudaGetDeviceCount")
+        self._local = threading.local()
+        self._properties: dict[int, object] = {}
+
+    # ---- devices ---------------------------------------------------------------------------
+    def device_count(self) -> int:
+        return self._count
+
+    def current_index(self) -> int:
+        return getattr(self._local, "index", 0)
+
+    def set_current(self, index: int) -> None:
+        if not 0 <= index < self._count:
+            raise ValueError(f"cuda:{index} does not exist; this machine has {self._count} CUDA device(s)")
+        _check(self._rt.cudaSetDevice(index), f"cudaSetDevice({index})")
+        self._local.index = index
+
+    def _activate(self, index: int | None) -> None:
+        index = self.current_index() if index is None else index
+        if index != getattr(self._local, "active", None):
+            self.set_current(index)
+            self._local.active = index
+
+    def properties(self, index: int):
+        if index not in self._properties:
+            self._properties[index] = _check(self._rt.cudaGetDeviceProperties(index), "cudaGetDeviceProperties")
+        return self._properties[index]
+
+    def capability(self, index: int | None = None) -> tuple[int, int]:
+        p = self.properties(self.current_index() if index is None else index)
+        return (p.major, p.minor)
+
+    @property
+    def facts(self) -> dict:
+        return facts_for(self.properties(self.current_index()))
+
+    # ---- memory ----------------------------------------------------------------------------
+    def allocate(self, nbytes: int, index: int | None) -> Buffer:
+        self._activate(index)
+        ptr = int(_check(self._rt.cudaMalloc(nbytes), f"cudaMalloc({nbytes})"))
+        buffer = Buffer(ptr, nbytes)
+        weakref.finalize(buffer, self._rt.cudaFree, ptr)
+        return buffer
+
+    def upload(self, dst_ptr: int, host: np.ndarray, index: int | None) -> None:
+        if host.nbytes == 0:
+            return
+        self._activate(index)
+        _check(self._rt.cudaMemcpy(dst_ptr, host.ctypes.data, host.nbytes,
+                                   self._rt.cudaMemcpyKind.cudaMemcpyHostToDevice), "cudaMemcpy host to device")
+
+    def download(self, src_ptr: int, nbytes: int, index: int | None) -> np.ndarray:
+        out = np.empty(nbytes, dtype=np.uint8)
+        if nbytes:
+            self._activate(index)
+            _check(self._rt.cudaMemcpy(out.ctypes.data, src_ptr, nbytes,
+                                       self._rt.cudaMemcpyKind.cudaMemcpyDeviceToHost), "cudaMemcpy device to host")
+        return out
+
+    def synchronize(self, index: int | None = None) -> None:
+        self._activate(index)
+        _check(self._rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+
+    def kernel_pointer(self, ptr: int, element_type) -> DevicePointer:
+        return DevicePointer(ptr, element_type)
+
+    def current_stream_handle(self, index: int | None = None) -> int:
+        return 0  # the legacy default stream: kernels and copies are ordered with each other
+
+    def describe(self) -> dict:
+        p = self.properties(self.current_index())
+        name = p.name.decode() if isinstance(p.name, bytes) else str(p.name)
+        return {"type": "cuda", "name": name.rstrip("\x00"), "capability": f"{p.major}.{p.minor}",
+                "multiprocessors": p.multiProcessorCount, "memory_gib": round(p.totalGlobalMem / 2 ** 30, 1),
+                "facts": self.facts["name"]}
+
+
+def facts_for(props) -> dict:
+    """The facts file matching a device's compute capability and name, or facts derived from its
+    driver properties when no file matches."""
+    name = props.name.decode() if isinstance(props.name, bytes) else str(props.name)
+    for candidate in _facts.all_facts():
+        match = candidate.get("match", {})
+        if match.get("type") != "cuda":
+            continue
+        if match.get("capability") and [props.major, props.minor] not in match["capability"]:
+            continue
+        if match.get("name_contains") and not any(s in name for s in match["name_contains"]):
+            continue
+        return candidate
+    return {"name": f"derived ({name.strip()})", "derived": True,
+            "kernels": {"elementwise_block": 1024},
+            "memory": {"bytes": props.totalGlobalMem}}
+
+
+def install_triton_driver(backend: CudaBackend) -> None:
+    """Make Triton launch on our devices and streams, with no torch behind it."""
+    import triton
+    from triton.backends.nvidia.driver import CudaDriver, CudaLauncher, CudaUtils
+
+    class NbxCudaDriver(CudaDriver):
+        def __init__(self):
+            self.utils = CudaUtils()
+            self.launcher_cls = CudaLauncher
+            self.get_device_capability = backend.capability
+            self.get_current_stream = backend.current_stream_handle
+            self.get_current_device = backend.current_index
+            self.set_current_device = backend.set_current
+
+        @staticmethod
+        def is_active():
+            return True
+
+        def get_active_torch_device(self):
+            raise RuntimeError("nbxtensor's Triton driver has no torch device")
+
+        def get_device_interface(self):
+            raise RuntimeError("nbxtensor's Triton driver has no torch device interface")
+
+        def get_empty_cache_for_benchmark(self):
+            from ..ops.creation import empty
+            return empty(256 * 2 ** 20 // 4, dtype="int32", device="cuda")
+
+        def clear_cache(self, cache):
+            cache.zero_()
+
+    triton.runtime.driver.set_active(NbxCudaDriver())
