@@ -61,13 +61,18 @@ class dtype:
         return self
 
     def to_complex(self) -> "dtype":
+        """The complex dtype with this dtype's components, as ATen's toComplexType: bfloat16 maps to
+        complex64 (it has float32's range); float16 would need complex32, which nbxtensor lacks."""
         if self.is_complex:
             return self
-        if self.name == "float32":
+        if self.name in ("float32", "bfloat16"):
             return _BY_NAME["complex64"]
         if self.name == "float64":
             return _BY_NAME["complex128"]
-        raise TypeError(f"there is no complex dtype with {self.name} components in nbxtensor "
+        if self.name == "float16":
+            raise TypeError("the complex counterpart of float16 is complex32 (ComplexHalf), which nbxtensor does "
+                            "not support; cast the float16 operand to float32 first")
+        raise TypeError(f"there is no complex dtype with {self.name} components "
                         "(complex64 and complex128 are supported)")
 
     def __repr__(self) -> str:

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from .dtypes import all_dtypes, dtype, get_dtype
 
-__all__ = ["promote_types", "result_type", "can_cast", "get_default_dtype", "set_default_dtype",
-           "get_default_complex_dtype"]
+__all__ = ["PromotionError", "promote_types", "result_type", "can_cast", "get_default_dtype",
+           "set_default_dtype", "get_default_complex_dtype"]
+
+
+class PromotionError(TypeError, RuntimeError):
+    """Two dtypes with no common type. A TypeError as Python expects, and a RuntimeError as torch
+    raises for the same cases, so code written against either catches it."""
 
 _D = {d.name: d for d in all_dtypes}
 _CATEGORY = {"bool": 0, "uint": 1, "int": 1, "float": 2, "complex": 3}
@@ -32,7 +37,16 @@ def set_default_dtype(d) -> None:
 
 
 def get_default_complex_dtype() -> dtype:
-    return _D["complex128"] if _default_float.name == "float64" else _D["complex64"]
+    """The dtype of a Python complex, paired with the default float dtype as torch pairs them."""
+    if _default_float.name == "float64":
+        return _D["complex128"]
+    if _default_float.name == "float32":
+        return _D["complex64"]
+    if _default_float.name == "float16":
+        raise PromotionError("with float16 as the default dtype a Python complex would be complex32 (ComplexHalf), "
+                             "which nbxtensor does not support; give the complex dtype explicitly")
+    raise PromotionError(f"there is no default complex dtype while the default dtype is {_default_float.name} "
+                         "(torch has none either); give the complex dtype explicitly")
 
 
 def _int_rank(d: dtype) -> int:
@@ -45,7 +59,7 @@ def promote_types(a, b) -> dtype:
     if a is b:
         return a
     if a.name in _FP8 or b.name in _FP8:
-        raise TypeError(f"promotion of {a.name} with {b.name} is not defined (float8 types promote only "
+        raise PromotionError(f"promotion of {a.name} with {b.name} is not defined (float8 types promote only "
                         "with themselves); cast explicitly")
     if a.kind == "bool":
         return b
@@ -75,7 +89,7 @@ def _is_tensor(x) -> bool:
     return hasattr(x, "dtype") and hasattr(x, "shape") and not isinstance(x, (bool, int, float, complex))
 
 
-def _wrapped_dtype(x) -> dtype:
+def _wrapped_dtype(x, complex_dtype: dtype) -> dtype:
     if isinstance(x, bool):
         return _D["bool"]
     if isinstance(x, int):
@@ -83,7 +97,7 @@ def _wrapped_dtype(x) -> dtype:
     if isinstance(x, float):
         return _default_float
     if isinstance(x, complex):
-        return get_default_complex_dtype()
+        return complex_dtype
     raise TypeError(f"expected a tensor or a Python scalar, got {type(x).__name__}")
 
 
@@ -95,7 +109,12 @@ def _combine_categories(higher: dtype | None, lower: dtype | None) -> dtype | No
     if higher.is_complex:
         return higher
     if lower.is_complex:
-        return higher.to_complex() if higher.is_floating_point else lower
+        if not higher.is_floating_point:
+            return lower
+        try:
+            return higher.to_complex()
+        except TypeError as e:
+            raise PromotionError(str(e)) from None
     if higher.is_floating_point:
         return higher
     if higher.kind == "bool" or lower.is_floating_point:
@@ -109,6 +128,19 @@ def result_type(*operands) -> dtype:
     raising the result only when it belongs to a higher category."""
     if not operands:
         raise TypeError("result_type needs at least one operand")
+    try:
+        default_complex = get_default_complex_dtype()
+    except PromotionError:
+        # With a half-precision default there is no default complex dtype, and torch only fails when
+        # a Python complex decides the result; if either complex dtype gives the same answer, it did not.
+        as_complex64 = _result_type(operands, _D["complex64"])
+        if as_complex64 is _result_type(operands, _D["complex128"]):
+            return as_complex64
+        raise
+    return _result_type(operands, default_complex)
+
+
+def _result_type(operands, complex_scalar_dtype: dtype) -> dtype:
     dim_result = zero_result = wrapped_result = None
     for x in operands:
         if isinstance(x, dtype):
@@ -120,7 +152,7 @@ def result_type(*operands) -> dtype:
             else:
                 dim_result = d if dim_result is None else promote_types(dim_result, d)
         else:
-            d = _wrapped_dtype(x)
+            d = _wrapped_dtype(x, complex_scalar_dtype)
             wrapped_result = d if wrapped_result is None else promote_types(wrapped_result, d)
     return _combine_categories(dim_result, _combine_categories(zero_result, wrapped_result))
 

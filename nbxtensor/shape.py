@@ -7,6 +7,11 @@ from typing import Sequence
 MAX_RANK = 64
 
 
+class ShapeError(RuntimeError, ValueError):
+    """Shapes that do not fit together. ATen raises RuntimeError for these; being a ValueError too
+    keeps callers that catch the Pythonic error working."""
+
+
 def normalize_shape(args) -> tuple[int, ...]:
     """``(2, 3)``, ``((2, 3),)`` or ``([2, 3],)`` to ``(2, 3)``, checking every extent."""
     if len(args) == 1 and not isinstance(args[0], int) and hasattr(args[0], "__len__"):
@@ -18,7 +23,7 @@ def normalize_shape(args) -> tuple[int, ...]:
         if not isinstance(s, int) or isinstance(s, bool):
             raise TypeError(f"shape entries must be integers, got {s!r} in {tuple(args)}")
         if s < 0:
-            raise ValueError(f"negative extent {s} in shape {tuple(args)}")
+            raise ShapeError(f"negative extent {s} in shape {tuple(args)}")
         shape.append(s)
     if len(shape) > MAX_RANK:
         raise ValueError(f"rank {len(shape)} exceeds the maximum of {MAX_RANK}")
@@ -122,19 +127,25 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
             if out[j] == 1:
                 out[j] = size
             elif size != 1 and size != out[j]:
-                raise ValueError(f"shapes {' and '.join(str(tuple(x)) for x in shapes)} cannot be broadcast "
+                raise ShapeError(f"shapes {' and '.join(str(tuple(x)) for x in shapes)} cannot be broadcast "
                                  f"together: extent {size} against {out[j]} at dimension {j}")
     return tuple(out)
 
 
 def broadcast_strides(shape: Sequence[int], strides: Sequence[int], target: Sequence[int]) -> tuple[int, ...]:
-    """Strides that read a ``shape`` tensor as if it had the broadcast ``target`` shape."""
+    """Strides that read a ``shape`` tensor as if it had the broadcast ``target`` shape, as ATen's
+    ``inferExpandGeometry`` picks them: a new leading dim of extent 1 gets the stride an unsqueeze
+    would give it (extent times stride of the dim after it), any other broadcast dim stride 0."""
     if len(shape) > len(target):
-        raise ValueError(f"cannot expand shape {tuple(shape)} to {tuple(target)}: the target has fewer dims")
+        raise ShapeError(f"cannot expand shape {tuple(shape)} to {tuple(target)}: the target has fewer dims")
+    if not shape:
+        return (0,) * len(target)
     lead = len(target) - len(shape)
     out = [0] * len(target)
-    for i, t in enumerate(target):
+    for i in range(len(target) - 1, -1, -1):
+        t = target[i]
         if i < lead:
+            out[i] = target[i + 1] * out[i + 1] if t == 1 else 0
             continue
         size, stride = shape[i - lead], strides[i - lead]
         if size == t:
@@ -142,7 +153,7 @@ def broadcast_strides(shape: Sequence[int], strides: Sequence[int], target: Sequ
         elif size == 1:
             out[i] = 0
         else:
-            raise ValueError(f"the expanded size of the tensor ({t}) must match the existing size ({size}) "
+            raise ShapeError(f"the expanded size of the tensor ({t}) must match the existing size ({size}) "
                              f"at non-singleton dimension {i}; target sizes {tuple(target)}, tensor sizes "
                              f"{tuple(shape)}")
     return tuple(out)
@@ -153,20 +164,20 @@ def infer_size(shape: Sequence[int], count: int) -> tuple[int, ...]:
     shape = list(shape)
     unknown = [i for i, s in enumerate(shape) if s == -1]
     if len(unknown) > 1:
-        raise ValueError(f"only one dimension can be inferred, got shape {tuple(shape)}")
+        raise ShapeError(f"only one dimension can be inferred, got shape {tuple(shape)}")
     for s in shape:
         if s < -1:
-            raise ValueError(f"invalid shape dimension {s} in {tuple(shape)}")
+            raise ShapeError(f"invalid shape dimension {s} in {tuple(shape)}")
     known = math.prod(s for s in shape if s != -1)
     if unknown:
         if known == 0:
-            raise ValueError(f"cannot reshape a tensor of {count} elements into shape {tuple(shape)}: "
+            raise ShapeError(f"cannot reshape a tensor of {count} elements into shape {tuple(shape)}: "
                              "the unspecified dimension is ambiguous with a zero extent")
         if count % known:
-            raise ValueError(f"shape {tuple(shape)} is invalid for input of size {count}")
+            raise ShapeError(f"shape {tuple(shape)} is invalid for input of size {count}")
         shape[unknown[0]] = count // known
     elif known != count:
-        raise ValueError(f"shape {tuple(shape)} is invalid for input of size {count}")
+        raise ShapeError(f"shape {tuple(shape)} is invalid for input of size {count}")
     return tuple(shape)
 
 

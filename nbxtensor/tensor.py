@@ -273,12 +273,8 @@ class Tensor:
         return basic_index(self, index)
 
     def __setitem__(self, index, value) -> None:
-        from .ops.views import basic_index
-        target = basic_index(self, index)
-        if isinstance(value, Tensor):
-            target.copy_(value)
-        else:
-            target.fill_(value)
+        from .ops.views import set_index
+        set_index(self, index, value)
 
 
 _META_DEVICE = device("meta")

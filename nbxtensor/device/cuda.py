@@ -51,6 +51,7 @@ class CudaBackend(Backend):
         self._count = _check(runtime.cudaGetDeviceCount(), "cudaGetDeviceCount")
         self._local = threading.local()
         self._properties: dict[int, object] = {}
+        self._facts: dict[int, dict] = {}
 
     # ---- devices ---------------------------------------------------------------------------
     def device_count(self) -> int:
@@ -82,7 +83,11 @@ class CudaBackend(Backend):
 
     @property
     def facts(self) -> dict:
-        return facts_for(self.properties(self.current_index()))
+        index = self.current_index()
+        found = self._facts.get(index)
+        if found is None:
+            found = self._facts[index] = facts_for(self.properties(index))
+        return found
 
     # ---- memory ----------------------------------------------------------------------------
     def allocate(self, nbytes: int, index: int | None) -> Buffer:

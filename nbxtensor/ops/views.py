@@ -99,11 +99,11 @@ def reshape_as(x: Tensor, other) -> Tensor:
 
 @view_op("flatten", ["aten::flatten.using_ints"], methods=("flatten",))
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    if x.ndim == 0:
-        return reshape(x, (1,))
     start, end = S.wrap_dim(start_dim, x.ndim), S.wrap_dim(end_dim, x.ndim)
     if start > end:
-        raise ValueError(f"flatten() has invalid args: start_dim {start_dim} cannot come after end_dim {end_dim}")
+        raise S.ShapeError(f"flatten() has invalid args: start_dim {start_dim} cannot come after end_dim {end_dim}")
+    if x.ndim == 0:
+        return reshape(x, (1,))
     if start == end:
         return x
     new_shape = (*x.shape[:start], math.prod(x.shape[start:end + 1]), *x.shape[end + 1:])
@@ -112,13 +112,17 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 @view_op("unflatten", ["aten::unflatten.int"], methods=("unflatten",))
 def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
+    if x.ndim == 0:
+        raise RuntimeError("unflatten() cannot be applied to a 0-dim tensor")
     d = S.wrap_dim(dim, x.ndim)
-    sizes = S.infer_size(list(sizes), x.shape[d]) if x.ndim else tuple(sizes)
+    sizes = S.infer_size(list(sizes), x.shape[d])
     return view(x, (*x.shape[:d], *sizes, *x.shape[d + 1:]))
 
 
 @view_op("permute", ["aten::permute.default"], methods=("permute",))
 def permute(x: Tensor, *dims) -> Tensor:
+    if not dims:
+        raise TypeError('permute() missing 1 required positional argument: "dims"')
     dims = tuple(S.wrap_dim(d, x.ndim) for d in _dims(dims))
     if sorted(dims) != list(range(x.ndim)):
         raise RuntimeError(f"permute(dims={_dims(dims)}): dims must be a permutation of 0..{x.ndim - 1} "
@@ -311,12 +315,13 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
     size = x.shape[d]
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
-        if step <= 0 and size > 0:
-            raise RuntimeError(f"split: split_size must be positive, got {step}")
+        if step < 0 or (step == 0 and size > 0):
+            raise RuntimeError(f"split expects split_size to be positive (or 0 for an empty dimension), "
+                               f"got {step} for dimension {d} of size {size}")
         sections = [min(step, size - i) for i in range(0, size, step)] if size else [0]
     else:
         sections = [int(s) for s in split_size_or_sections]
-        if sum(sections) != size:
+        if any(n < 0 for n in sections) or sum(sections) != size:
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} "
                                f"(input tensor's size at dimension {d}), but got split_sizes={sections}")
     out, start = [], 0
@@ -328,6 +333,8 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
 
 @view_op("chunk", ["aten::chunk.default"], methods=("chunk",))
 def chunk(x: Tensor, chunks: int, dim: int = 0):
+    if x.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = S.wrap_dim(dim, x.ndim)
@@ -378,29 +385,38 @@ def imag(x: Tensor) -> Tensor:
     return select(view_as_real(x), -1, 1)
 
 
+def _is_integer_index(item) -> bool:
+    """An int, a NumPy integer or a 0-d integer tensor: a select. Bools, bool and uint8 tensors are
+    masks to ATen (advanced indexing), never integers."""
+    if isinstance(item, Tensor):
+        return item.ndim == 0 and item.dtype.kind == "int"
+    return not isinstance(item, bool) and hasattr(item, "__index__")
+
+
 def basic_index(x: Tensor, index) -> Tensor:
-    """``x[index]`` for ints, slices (positive steps), ``...`` and ``None``."""
+    """``x[index]`` for ints, slices (positive steps), ``...`` and ``None``, a view built as ATen's
+    ``applySlicing`` builds it, one index item after the other."""
     items = index if isinstance(index, tuple) else (index,)
     for item in items:
-        if item is None or item is Ellipsis or isinstance(item, slice):
+        if item is None or item is Ellipsis or isinstance(item, slice) or _is_integer_index(item):
             continue
-        if isinstance(item, bool) or not hasattr(item, "__index__") or (isinstance(item, Tensor) and item.ndim):
-            raise IndexError(f"advanced indexing with {type(item).__name__} indices is not supported yet; "
-                             "basic indexing takes ints, slices, ... and None")
+        kind = f"{item.dtype.name} tensor" if isinstance(item, Tensor) else type(item).__name__
+        raise IndexError(f"advanced indexing with {kind} indices is not supported yet; basic indexing "
+                         "takes ints, slices, ... and None")
     consuming = sum(1 for i in items if i is not None and i is not Ellipsis)
     ellipses = sum(1 for i in items if i is Ellipsis)
     if ellipses > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if consuming > x.ndim:
         raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
-    shape, strides, inserted = [], [], []
+    shape, strides = [], []
     offset = x.storage_offset()
-    dim = 0
+    dim = 0  # the next dim of x that an index item consumes
     for item in items:
         if item is None:
-            inserted.append(len(shape))
+            # unsqueeze in front of x's next dim, with the stride that dim has before it is indexed
             shape.append(1)
-            strides.append(1)
+            strides.append(x.shape[dim] * x.stride(dim) if dim < x.ndim else 1)
         elif item is Ellipsis:
             skip = x.ndim - consuming
             shape.extend(x.shape[dim:dim + skip])
@@ -421,9 +437,21 @@ def basic_index(x: Tensor, index) -> Tensor:
             dim += 1
     shape.extend(x.shape[dim:])
     strides.extend(x.stride()[dim:])
-    for p in reversed(inserted):  # as unsqueeze strides a new dim
-        strides[p] = shape[p + 1] * strides[p + 1] if p + 1 < len(shape) else 1
     return x._view(shape, strides, offset=offset)
+
+
+def set_index(x: Tensor, index, value) -> None:
+    """``x[index] = value``: a tensor is broadcast into the view (leading extent-1 dims of the value
+    dropped first, as ATen does), a Python scalar fills it."""
+    target = basic_index(x, index)
+    if isinstance(value, Tensor):
+        lead = 0
+        while value.ndim - lead > target.ndim and value.shape[lead] == 1:
+            lead += 1
+        value = value._view(value.shape[lead:], value.stride()[lead:])
+        target.copy_(value)
+    else:
+        target.fill_(value)
 
 
 Tensor.T = property(_T)
