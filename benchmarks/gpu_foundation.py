@@ -60,7 +60,7 @@ tdst = torch.empty_like(tsrc)
 ours = gpu_time_ms(lambda: dst.copy_(src))
 theirs = gpu_time_ms(lambda: tdst.copy_(tsrc))
 nbytes = 2 * n * 2
-rows.append(("copy bf16 256M", ours, theirs, nbytes / ours / 1e9, nbytes / theirs / 1e9))
+rows.append(("copy bf16 256M", ours, theirs, nbytes / ours / 1e6, nbytes / theirs / 1e6))
 
 f32 = nbx.empty(n, dtype=nbx.float32, device="cuda")
 f32.fill_(1.5)
@@ -68,7 +68,7 @@ tf32 = torch.randn(n, device="cuda")
 ours = gpu_time_ms(lambda: dst.copy_(f32))
 theirs = gpu_time_ms(lambda: tdst.copy_(tf32))
 nbytes = n * 6
-rows.append(("cast f32->bf16 256M", ours, theirs, nbytes / ours / 1e9, nbytes / theirs / 1e9))
+rows.append(("cast f32->bf16 256M", ours, theirs, nbytes / ours / 1e6, nbytes / theirs / 1e6))
 
 m = 16384
 sq = nbx.empty(m, m, dtype=nbx.bfloat16, device="cuda")
@@ -79,20 +79,37 @@ tsqo = torch.empty_like(tsq)
 ours = gpu_time_ms(lambda: sqo.copy_(sq.T))
 theirs = gpu_time_ms(lambda: tsqo.copy_(tsq.T))
 nbytes = m * m * 4
-rows.append(("transpose copy bf16 16k^2", ours, theirs, nbytes / ours / 1e9, nbytes / theirs / 1e9))
+rows.append(("transpose copy bf16 16k^2", ours, theirs, nbytes / ours / 1e6, nbytes / theirs / 1e6))
 
 ours = gpu_time_ms(lambda: dst.fill_(0.5))
 theirs = gpu_time_ms(lambda: tdst.fill_(0.5))
 nbytes = n * 2
-rows.append(("fill bf16 256M", ours, theirs, nbytes / ours / 1e9, nbytes / theirs / 1e9))
+rows.append(("fill bf16 256M", ours, theirs, nbytes / ours / 1e6, nbytes / theirs / 1e6))
 del src, dst, f32, sq, sqo, tsrc, tdst, tf32, tsq, tsqo
 
 # --- host cost of one small launch -------------------------------------------------------------
+import triton.language as tl  # noqa: E402
+
+from nbxtensor.device import backend_for  # noqa: E402
+from nbxtensor.kernels.copy import SOURCE_CONSTANT, strided_copy  # noqa: E402
+
 small = nbx.empty(16, device="cuda")
 tsmall = torch.empty(16, device="cuda")
 host_ours = host_time_us(lambda: small.fill_(1.0))
+pointer = backend_for(small.device).kernel_pointer(small.data_ptr(), tl.float32)
+bits = int(np.array(1.0, np.float32).view(np.int32))
+
+
+def triton_generic():
+    strided_copy[(1,)](pointer, pointer, 16, bits, (16,), (1,), (1,), RANK=1, SOURCE=SOURCE_CONSTANT,
+                       CONSTANT_BITS_TYPE=tl.int32, DST_BOOL=False, VIA_F32=False, FLOAT_TO_INT=False,
+                       INDEX_64=False, BLOCK=1024)
+
+
+host_generic = host_time_us(triton_generic)
 host_torch = host_time_us(lambda: tsmall.fill_(1.0))
 torch.cuda.synchronize()
+check("cached launch wrote", small.numpy().tolist() == [1.0] * 16)
 
 print("\nchecks:")
 for name, ok in checks:
@@ -100,6 +117,7 @@ for name, ok in checks:
 print(f"\n{'what':28s} {'ours ms':>9s} {'torch ms':>9s} {'ratio':>6s} {'ours GB/s':>10s} {'torch GB/s':>10s}")
 for name, o, t, gbo, gbt in rows:
     print(f"{name:28s} {o:9.3f} {t:9.3f} {t / o:6.2f} {gbo:10.0f} {gbt:10.0f}")
-print(f"\nhost cost of one small fill_: ours {host_ours:.1f} us, torch eager {host_torch:.1f} us")
+print(f"\nhost cost of one small fill_: ours {host_ours:.1f} us, Triton's generic launch of the same kernel "
+      f"{host_generic:.1f} us, torch eager {host_torch:.1f} us")
 with open(os.path.join(out_dir, "gpu_foundation.json"), "w") as f:
-    json.dump({"checks": checks, "rows": rows, "host_us": {"ours": host_ours, "torch": host_torch}}, f, indent=1)
+    json.dump({"checks": checks, "rows": rows, "host_us": {"ours": host_ours, "triton_generic": host_generic, "torch": host_torch}}, f, indent=1)

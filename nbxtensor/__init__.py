@@ -27,10 +27,7 @@ _registry.bind(globals(), Tensor)
 
 for _d in all_dtypes:
     globals()[_d.name] = _d
-    for _alias in _d.aliases:
-        if _alias.isidentifier() and _alias not in globals() and _alias not in ("float", "int", "bool", "long",
-                                                                                 "char", "byte", "short"):
-            globals()[_alias] = _d
-half, double, cfloat, cdouble = float16, float64, complex64, complex128  # noqa: F821
-long, short = int64, int16  # noqa: F821
-del _d, _alias
+del _d
+# torch's short names for dtypes; set last because they shadow builtins inside this module
+half, double, cfloat, cdouble, long, short = float16, float64, complex64, complex128, int64, int16  # noqa: F821
+float, int = float32, int32  # noqa: F821,A001

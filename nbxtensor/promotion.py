@@ -37,20 +37,12 @@ def set_default_dtype(d) -> None:
 
 
 def get_default_complex_dtype() -> dtype:
-    """The dtype of a Python complex, paired with the default float dtype as torch pairs them."""
-    if _default_float.name == "float64":
-        return _D["complex128"]
-    if _default_float.name == "float32":
-        return _D["complex64"]
-    if _default_float.name == "float16":
-        raise PromotionError("with float16 as the default dtype a Python complex would be complex32 (ComplexHalf), "
-                             "which nbxtensor does not support; give the complex dtype explicitly")
-    raise PromotionError(f"there is no default complex dtype while the default dtype is {_default_float.name} "
-                         "(torch has none either); give the complex dtype explicitly")
-
-
-def _int_rank(d: dtype) -> int:
-    return d.itemsize
+    """The dtype of a Python complex: the complex counterpart of the default float dtype, as torch
+    pairs them (bfloat16 gives complex64; float16 would give complex32, which nbxtensor lacks)."""
+    try:
+        return _default_float.to_complex()
+    except TypeError as e:
+        raise PromotionError(f"with {_default_float.name} as the default dtype: {e}") from None
 
 
 def promote_types(a, b) -> dtype:
@@ -131,8 +123,8 @@ def result_type(*operands) -> dtype:
     try:
         default_complex = get_default_complex_dtype()
     except PromotionError:
-        # With a half-precision default there is no default complex dtype, and torch only fails when
-        # a Python complex decides the result; if either complex dtype gives the same answer, it did not.
+        # With a float16 default there is no default complex dtype, and torch only fails when a Python
+        # complex decides the result; if either complex dtype gives the same answer, it did not.
         as_complex64 = _result_type(operands, _D["complex64"])
         if as_complex64 is _result_type(operands, _D["complex128"]):
             return as_complex64

@@ -22,8 +22,15 @@ shapes = st.lists(st.integers(0, 4), min_size=0, max_size=5).map(tuple)
 
 def base_pair(shape, dtype="float32"):
     """The same values as a torch tensor and an nbx tensor."""
-    array = np.arange(math.prod(shape)).astype(dtype).reshape(shape)
-    return torch.from_numpy(array.copy()), to_nbx(array)
+    return torch_and_nbx(np.arange(math.prod(shape)).astype(dtype).reshape(shape))
+
+
+def torch_and_nbx(array):
+    """Contiguous copies of ``array`` (torch.from_numpy would keep NumPy's strides of empty arrays)."""
+    theirs = torch.empty(array.shape, dtype=getattr(torch, array.dtype.name)).copy_(torch.from_numpy(array))
+    mine = to_nbx(array)
+    assert_same_layout(mine, theirs, "base")
+    return theirs, mine
 
 
 def storage_start(t):
@@ -123,7 +130,7 @@ def op_expand(data, shape):
     sizes = [data.draw(st.sampled_from([-1, 0, 2, 3]), label="size") if s == 1 else
              data.draw(st.sampled_from([-1, s]), label="size") for s in shape]
     target = tuple(lead + sizes)
-    return f"expand{target}", lambda t: t.expand(*target)
+    return f"expand{target}", lambda t: t.expand(target)
 
 
 def op_flatten(data, shape):
@@ -349,7 +356,7 @@ def test_view_dtype_matches_torch(source, target, data):
     shape = data.draw(st.lists(st.integers(0, 4), min_size=0, max_size=3).map(tuple), label="shape")
     array = np.arange(math.prod(shape) * 8, dtype=np.uint8).view(nbx.get_dtype(source).numpy)
     array = array[: math.prod(shape)].reshape(shape)
-    theirs, mine = torch.from_numpy(array.copy()), to_nbx(array)
+    theirs, mine = torch_and_nbx(array)
     what, fn = data.draw(st.sampled_from([op_permute, op_slice, op_narrow, op_unsqueeze]), label="op")(data, shape)
     both = apply_both(fn, mine, theirs, what)
     if both is None:
@@ -369,7 +376,7 @@ def test_view_dtype_matches_torch(source, target, data):
 @given(shape=shapes, data=st.data())
 def test_complex_views_match_torch(dtype, shape, data):
     array = (np.arange(math.prod(shape)) + 1j * -np.arange(math.prod(shape))).astype(dtype).reshape(shape)
-    theirs, mine = torch.from_numpy(array.copy()), to_nbx(array)
+    theirs, mine = torch_and_nbx(array)
     what, fn = data.draw(st.sampled_from([op_permute, op_slice, op_select, op_unsqueeze]), label="op")(data, shape)
     both = apply_both(fn, mine, theirs, what)
     if both is None:
@@ -474,13 +481,20 @@ def test_expand_strides_of_new_dims_match_torch(fn):
     lambda t: t.transpose(0, -1),
     lambda t: t.permute(),
     lambda t: t.permute(()),
+    lambda t: t.expand(()),
+    lambda t: t.expand(),
+    lambda t: t.view(),
+    lambda t: t.view(()),
+    lambda t: t.reshape(),
+    lambda t: t.movedim((), ()),
+    lambda t: t.movedim(0, -1),
     lambda t: t.movedim(0, 0),
     lambda t: t.t(),
     lambda t: t.narrow(0, 0, 1),
     lambda t: t.select(0, 0),
     lambda t: t[None],
     lambda t: t[..., None],
-], ids=range(25))
+], ids=range(32))
 def test_zero_dim_views_match_torch(fn):
     theirs, mine = base_pair(())
     result = apply_both(fn, mine, theirs, "0-d")

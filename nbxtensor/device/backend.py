@@ -23,6 +23,7 @@ class Backend(ABC):
 
     type: str = ""
     host_addressable: bool = False  # the host can read and write this memory directly
+    compiles_kernels: bool = False  # kernels are compiled (and their launches cached), not interpreted
 
     @property
     @abstractmethod

@@ -44,6 +44,7 @@ class DevicePointer:
 class CudaBackend(Backend):
     type = "cuda"
     host_addressable = False
+    compiles_kernels = True
 
     def __init__(self):
         from cuda.bindings import runtime

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
 from .. import shape as S
 from ..device import backend_for, device as _device
 from ..dtypes import get_dtype
-from ..kernels.copy import SOURCE_CONSTANT, SOURCE_TENSOR, strided_copy
+from ..kernels.copy import (FORMAT_BOOL, FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE,
+                            SMALL_FLOAT_FORMATS, SOURCE_CONSTANT, SOURCE_TENSOR, strided_copy)
 from ..launch import cdiv, launch
 from ..promotion import result_type
 from ..storage import Storage
@@ -38,8 +40,24 @@ def _elementwise_block(dev: _device) -> int:
     return backend_for(dev).facts["kernels"]["elementwise_block"]
 
 
-def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0) -> None:
-    """One launch of the copy kernel writing all of ``dst``; ``src`` already broadcast to ``dst``."""
+def _conversion_flags(st, dt) -> dict:
+    """Kernel settings that convert ``st`` elements to ``dt`` (both real dtypes) as ATen does."""
+    if st is dt:
+        return dict(SRC_FORMAT=FORMAT_NATIVE, DST_FORMAT=FORMAT_NATIVE, VIA_F32=False, FLOAT_TO_INT=False)
+    return dict(
+        SRC_FORMAT=SMALL_FLOAT_FORMATS.get(st.name, FORMAT_NATIVE),
+        DST_FORMAT=FORMAT_BOOL if dt.kind == "bool" else SMALL_FLOAT_FORMATS.get(dt.name, FORMAT_NATIVE),
+        # ATen's Half is built from a float: wider sources round to float32 first
+        VIA_F32=dt.name == "float16",
+        # through int64, so that negative floats wrap into unsigned types as ATen's casts do
+        FLOAT_TO_INT=st.is_floating_point and dt.is_integral,
+    )
+
+
+def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: int = PAIRS_NONE) -> None:
+    """One launch of the copy kernel writing all of ``dst``; ``src`` already broadcast to ``dst``.
+    With ``pairs``, the complex side is given as its real components (``view_as_real`` then select
+    0), the imaginary component one element after each."""
     n = dst.numel()
     if n == 0:
         return
@@ -47,33 +65,25 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0) -> None:
     shape, (dst_strides, src_strides) = S.coalesce(dst.shape, dst.stride(), src_strides)
     if len(shape) > KERNEL_MAX_RANK:
         for i in range(dst.shape[0]):
-            _run_copy(dst[i], None if src is None else src[i], constant_bits)
+            _run_copy(dst[i], None if src is None else src[i], constant_bits, pairs)
         return
     if not shape:
         shape, dst_strides, src_strides = (1,), (0,), (0,)
-    index_64 = (n >= _INT32_LIMIT or S.max_offset(shape, dst_strides) >= _INT32_LIMIT
-                or S.max_offset(shape, src_strides) >= _INT32_LIMIT)
+    # the imaginary component of a pair sits one element past the offsets the strides reach
+    extra = 1 if pairs != PAIRS_NONE else 0
+    index_64 = (n >= _INT32_LIMIT or S.max_offset(shape, dst_strides) + extra >= _INT32_LIMIT
+                or S.max_offset(shape, src_strides) + extra >= _INT32_LIMIT)
     dt = dst.dtype
     if src is None:
-        flags = dict(SOURCE=SOURCE_CONSTANT, DST_BOOL=False, VIA_F32=False, FLOAT_TO_INT=False)
+        flags = dict(SOURCE=SOURCE_CONSTANT, SRC_FORMAT=FORMAT_NATIVE, DST_FORMAT=FORMAT_NATIVE,
+                     VIA_F32=False, FLOAT_TO_INT=False)
     else:
-        st = src.dtype
-        narrow_src = st.is_floating_point and st.itemsize <= 2
-        narrow_dst = dt.is_floating_point and dt.itemsize <= 2
-        flags = dict(
-            SOURCE=SOURCE_TENSOR,
-            DST_BOOL=dt.kind == "bool",
-            # ATen converts to half, bfloat16 and float8 through float32, and reads float8 through it
-            VIA_F32=st is not dt and ((narrow_dst and not narrow_src) or st.itemsize == 1 and narrow_src
-                                      or narrow_src and narrow_dst),
-            # through int64, so that negative floats wrap into unsigned types as ATen's casts do
-            FLOAT_TO_INT=st.is_floating_point and dt.is_integral,
-        )
+        flags = dict(SOURCE=SOURCE_TENSOR, **_conversion_flags(src.dtype, dt))
     import triton.language as tl
     block = _elementwise_block(dst.device)
     launch(strided_copy, (cdiv(n, block),), dst.device,
            [dst, dst if src is None else src, n, constant_bits, shape, dst_strides, src_strides],
-           RANK=len(shape), CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[dt.itemsize]),
+           RANK=len(shape), CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[dt.itemsize]), PAIRS=pairs,
            INDEX_64=index_64, BLOCK=block, **flags)
 
 
@@ -125,15 +135,15 @@ def copy_(dst: Tensor, src, non_blocking: bool = False) -> Tensor:
 
 
 def _copy_complex(dst: Tensor, src: Tensor) -> None:
-    from .views import real, select, view_as_real
+    from .views import select, view_as_real
     if dst.dtype.is_complex and src.dtype.is_complex:
         _run_copy(view_as_real(dst), view_as_real(src))
     elif dst.dtype.is_complex:
-        pairs = view_as_real(dst)
-        _run_copy(select(pairs, -1, 0), src)
-        fill_(select(pairs, -1, 1), 0)
+        _run_copy(select(view_as_real(dst), -1, 0), src, pairs=PAIRS_DESTINATION)
     else:
-        _run_copy(dst, real(src))
+        if dst.dtype.kind != "bool":
+            warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=4)
+        _run_copy(dst, select(view_as_real(src), -1, 0), pairs=PAIRS_SOURCE)
 
 
 def _transfer(src: Tensor, dev: _device) -> Tensor:

@@ -34,7 +34,10 @@ def view_op(name: str, aten, methods=(), api=None):
     return wrap
 
 
-def _dims(args) -> tuple:
+def _dims(args, what: str = "dims") -> tuple:
+    """``f(2, 3)`` and ``f((2, 3))`` alike; ``f()`` is a missing argument, as in torch (``f(())`` is not)."""
+    if not args:
+        raise TypeError(f'missing 1 required positional argument: "{what}"')
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         return tuple(args[0])
     return tuple(args)
@@ -51,7 +54,7 @@ def view(x: Tensor, *shape) -> Tensor:
         return _view_dtype(x, get_dtype(shape[0]))
     if len(shape) == 1 and isinstance(shape[0], str):
         return _view_dtype(x, get_dtype(shape[0]))
-    new_shape = S.infer_size([int(s) for s in _dims(shape)], x.numel())
+    new_shape = S.infer_size([int(s) for s in _dims(shape, "size")], x.numel())
     strides = S.view_strides(x.shape, x.stride(), new_shape)
     if strides is None:
         raise RuntimeError(f"view size {new_shape} is not compatible with input tensor's size and stride "
@@ -82,7 +85,7 @@ def _view_dtype(x: Tensor, dt) -> Tensor:
 
 @view_op("reshape", ["aten::reshape.default"], methods=("reshape",))
 def reshape(x: Tensor, *shape) -> Tensor:
-    new_shape = S.infer_size([int(s) for s in _dims(shape)], x.numel())
+    new_shape = S.infer_size([int(s) for s in _dims(shape, "shape")], x.numel())
     strides = S.view_strides(x.shape, x.stride(), new_shape)
     if strides is not None:
         return x._view(new_shape, strides)
@@ -121,8 +124,6 @@ def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
 
 @view_op("permute", ["aten::permute.default"], methods=("permute",))
 def permute(x: Tensor, *dims) -> Tensor:
-    if not dims:
-        raise TypeError('permute() missing 1 required positional argument: "dims"')
     dims = tuple(S.wrap_dim(d, x.ndim) for d in _dims(dims))
     if sorted(dims) != list(range(x.ndim)):
         raise RuntimeError(f"permute(dims={_dims(dims)}): dims must be a permutation of 0..{x.ndim - 1} "
@@ -154,6 +155,8 @@ def _T(x: Tensor) -> Tensor:
 
 
 def _mT(x: Tensor) -> Tensor:
+    if x.ndim == 0:  # ATen lets a 0-d tensor through
+        return x._view((), ())
     if x.ndim < 2:
         raise RuntimeError(f"mT needs a tensor of at least 2 dimensions, got {x.ndim}")
     return transpose(x, -2, -1)
@@ -161,7 +164,7 @@ def _mT(x: Tensor) -> Tensor:
 
 @view_op("expand", ["aten::expand.default"], methods=("expand",))
 def expand(x: Tensor, *sizes) -> Tensor:
-    sizes = [int(s) for s in _dims(sizes)]
+    sizes = [int(s) for s in _dims(sizes, "size")]
     if len(sizes) < x.ndim:
         raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be at least the number "
                            f"of dimensions of the tensor ({x.ndim})")
@@ -301,6 +304,8 @@ def movedim(x: Tensor, source, destination) -> Tensor:
         raise RuntimeError(f"movedim: source {source} and destination {destination} differ in length")
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
         raise RuntimeError(f"movedim: repeated dims in source {source} or destination {destination}")
+    if x.ndim == 0:
+        return x._view((), ())
     order = [None] * x.ndim
     for s, d in zip(src, dst):
         order[d] = s
