@@ -8,6 +8,7 @@ from .device.host import HostBackend
 from .dtypes import all_dtypes, dtype, get_dtype
 from .promotion import (can_cast, get_default_complex_dtype, get_default_dtype, promote_types, result_type,
                         set_default_dtype)
+from .memory import OutOfMemoryError
 from .shape import broadcast_shapes
 from .tensor import Size, Tensor
 
@@ -24,6 +25,8 @@ from .ops import copy as _copy_ops, creation as _creation_ops, views as _view_op
 from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402
 
 _registry.bind(globals(), Tensor)
+
+from . import cuda  # noqa: E402
 
 for _d in all_dtypes:
     globals()[_d.name] = _d

@@ -6,6 +6,8 @@ import weakref
 
 import numpy as np
 
+from ..memory import CachingAllocator, RawOutOfMemory
+from ..memory.caching import limit_from_environment
 from . import facts as _facts
 from .backend import Backend, Buffer
 
@@ -53,6 +55,7 @@ class CudaBackend(Backend):
         self._local = threading.local()
         self._properties: dict[int, object] = {}
         self._facts: dict[int, dict] = {}
+        self._allocators: dict[int, CachingAllocator] = {}
 
     # ---- devices ---------------------------------------------------------------------------
     def device_count(self) -> int:
@@ -91,40 +94,96 @@ class CudaBackend(Backend):
         return found
 
     # ---- memory ----------------------------------------------------------------------------
-    def allocate(self, nbytes: int, index: int | None) -> Buffer:
+    def allocator(self, index: int | None = None) -> CachingAllocator:
+        index = self.current_index() if index is None else index
+        found = self._allocators.get(index)
+        if found is None:
+            found = self._allocators[index] = CachingAllocator(
+                lambda n, i=index: self._raw_alloc(n, i), lambda p, i=index: self._raw_free(p, i),
+                lambda i=index: self._mem_info(i), name=f"cuda:{index}", limit=limit_from_environment())
+        return found
+
+    def _raw_alloc(self, nbytes: int, index: int) -> int:
         self._activate(index)
-        ptr = int(_check(self._rt.cudaMalloc(nbytes), f"cudaMalloc({nbytes})"))
+        err, ptr = self._rt.cudaMalloc(nbytes)
+        if err == self._rt.cudaError_t.cudaErrorMemoryAllocation:
+            self._rt.cudaGetLastError()  # clear the sticky-free error so the process stays usable
+            raise RawOutOfMemory(nbytes)
+        return int(_check((err, ptr), f"cudaMalloc({nbytes})"))
+
+    def _raw_free(self, ptr: int, index: int) -> None:
+        self._activate(index)
+        _check(self._rt.cudaFree(ptr), "cudaFree")
+
+    def _mem_info(self, index: int) -> tuple[int, int]:
+        self._activate(index)
+        return _check(self._rt.cudaMemGetInfo(), "cudaMemGetInfo")
+
+    def allocate(self, nbytes: int, index: int | None) -> Buffer:
+        index = self.current_index() if index is None else index
+        allocator = self.allocator(index)
+        block = allocator.allocate(nbytes, self.current_stream_handle(index))
+        buffer = Buffer(block.ptr, nbytes)
+        weakref.finalize(buffer, allocator.free, block)
+        return buffer
+
+    def allocate_pinned(self, nbytes: int) -> Buffer:
+        """Page-locked host memory, which the GPU's copy engines read and write directly."""
+        ptr = int(_check(self._rt.cudaMallocHost(nbytes), f"cudaMallocHost({nbytes})"))
         buffer = Buffer(ptr, nbytes)
-        weakref.finalize(buffer, self._rt.cudaFree, ptr)
+        weakref.finalize(buffer, self._rt.cudaFreeHost, ptr)
         return buffer
 
     def upload(self, dst_ptr: int, host: np.ndarray, index: int | None) -> None:
-        if host.nbytes == 0:
-            return
-        self._activate(index)
-        _check(self._rt.cudaMemcpy(dst_ptr, host.ctypes.data, host.nbytes,
-                                   self._rt.cudaMemcpyKind.cudaMemcpyHostToDevice), "cudaMemcpy host to device")
+        self._copy(dst_ptr, host.ctypes.data, host.nbytes, index, self._rt.cudaMemcpyKind.cudaMemcpyHostToDevice)
 
     def download(self, src_ptr: int, nbytes: int, index: int | None) -> np.ndarray:
         out = np.empty(nbytes, dtype=np.uint8)
-        if nbytes:
-            self._activate(index)
-            _check(self._rt.cudaMemcpy(out.ctypes.data, src_ptr, nbytes,
-                                       self._rt.cudaMemcpyKind.cudaMemcpyDeviceToHost), "cudaMemcpy device to host")
+        self._copy(out.ctypes.data, src_ptr, nbytes, index, self._rt.cudaMemcpyKind.cudaMemcpyDeviceToHost)
         return out
+
+    def copy_raw(self, dst_ptr: int, src_ptr: int, nbytes: int, index: int | None, kind: str,
+                 blocking: bool = True) -> None:
+        """A byte copy on the current stream; ``kind`` is "h2d", "d2h" or "d2d"."""
+        kinds = self._rt.cudaMemcpyKind
+        self._copy(dst_ptr, src_ptr, nbytes, index, {"h2d": kinds.cudaMemcpyHostToDevice,
+                                                      "d2h": kinds.cudaMemcpyDeviceToHost,
+                                                      "d2d": kinds.cudaMemcpyDeviceToDevice}[kind], blocking)
+
+    def _copy(self, dst: int, src: int, nbytes: int, index: int | None, kind, blocking: bool = True) -> None:
+        if nbytes == 0:
+            return
+        self._activate(index)
+        stream = self.current_stream_handle(index)
+        _check(self._rt.cudaMemcpyAsync(dst, src, nbytes, kind, stream), "cudaMemcpyAsync")
+        if blocking:
+            _check(self._rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
 
     def synchronize(self, index: int | None = None) -> None:
         self._activate(index)
         _check(self._rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
 
+    # ---- streams ---------------------------------------------------------------------------
+    def current_stream_handle(self, index: int | None = None) -> int:
+        streams = getattr(self._local, "streams", None)
+        if not streams:
+            return 0
+        return streams.get(self.current_index() if index is None else index, 0)
+
+    def set_stream_handle(self, index: int, handle: int) -> None:
+        streams = getattr(self._local, "streams", None)
+        if streams is None:
+            streams = self._local.streams = {}
+        streams[index] = handle
+
     def kernel_pointer(self, ptr: int, element_type) -> DevicePointer:
         return DevicePointer(ptr, element_type)
 
-    def current_stream_handle(self, index: int | None = None) -> int:
-        return 0  # the legacy default stream: kernels and copies are ordered with each other
-
     def describe(self) -> dict:
-        p = self.properties(self.current_index())
+        return self.describe_index(self.current_index())
+
+    def describe_index(self, index: int) -> dict:
+        p = self.properties(index)
         name = p.name.decode() if isinstance(p.name, bytes) else str(p.name)
         return {"type": "cuda", "name": name.rstrip("\x00"), "capability": f"{p.major}.{p.minor}",
                 "multiprocessors": p.multiProcessorCount, "memory_gib": round(p.totalGlobalMem / 2 ** 30, 1),

@@ -49,8 +49,9 @@ def _conversion_flags(st, dt) -> dict:
         DST_FORMAT=FORMAT_BOOL if dt.kind == "bool" else SMALL_FLOAT_FORMATS.get(dt.name, FORMAT_NATIVE),
         # ATen's Half is built from a float: wider sources round to float32 first
         VIA_F32=dt.name == "float16",
-        # through int64, so that negative floats wrap into unsigned types as ATen's casts do
-        FLOAT_TO_INT=st.is_floating_point and dt.is_integral,
+        # into 8- and 16-bit integers through int64, so that negative floats wrap into unsigned types
+        # as ATen's casts do; int32 and int64 directly, as the CPU's conversion instructions do
+        FLOAT_TO_INT=st.is_floating_point and dt.is_integral and dt.itemsize <= 2,
     )
 
 
@@ -87,23 +88,32 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
            INDEX_64=index_64, BLOCK=block, **flags)
 
 
-def _byte_range(t: Tensor) -> tuple[int, int]:
-    start = t.data_ptr()
-    return start, start + (S.max_offset(t.shape, t.stride()) + 1) * t.dtype.itemsize
+def _has_internal_overlap(t: Tensor) -> bool:
+    """A broadcast (stride 0) dim: several elements share one memory location."""
+    return any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
 
 
 def _check_overlap(dst: Tensor, src: Tensor) -> None:
-    if any(st == 0 and n > 1 for n, st in zip(dst.shape, dst.stride())):
+    """ATen's checks before a write: ``dst`` may not be broadcast, and ``src`` may not partially
+    overlap it. As in ATen, overlap is judged only when both are non-overlapping and dense; for
+    other layouts (``x[::2]`` against ``x[1::2]``) it is too hard to tell, and the copy goes ahead."""
+    if _has_internal_overlap(dst):
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                            "single memory location; clone() the tensor before writing to it")
     if src._storage is not dst._storage or src.numel() == 0 or dst.numel() == 0:
         return
-    if (src.data_ptr(), src.stride(), src.dtype) == (dst.data_ptr(), dst.stride(), dst.dtype):
+    if not (S.is_non_overlapping_and_dense(dst.shape, dst.stride())
+            and S.is_non_overlapping_and_dense(src.shape, src.stride())):
         return
-    (a0, a1), (b0, b1) = _byte_range(dst), _byte_range(src)
-    if a0 < b1 and b0 < a1:
-        raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
-                           "refer to a single memory location; clone() the source first")
+    dst_begin, src_begin = dst.data_ptr(), src.data_ptr()
+    dst_end, src_end = dst_begin + dst.nbytes, src_begin + src.nbytes
+    if (dst_begin, dst_end) == (src_begin, src_end):
+        if dst.stride() == src.stride():
+            return
+    elif not (dst_begin < src_end and src_begin < dst_end):
+        return
+    raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
+                       "refer to a single memory location; clone() the source first")
 
 
 def _copy_meta(dst, src, non_blocking=False):
@@ -123,10 +133,10 @@ def copy_(dst: Tensor, src, non_blocking: bool = False) -> Tensor:
         raise TypeError(f"copy_ expects a Tensor source, got {type(src).__name__}; use fill_ for a scalar")
     _check_data(dst, "copy_")
     _check_data(src, "copy_")
+    _check_overlap(dst, src)
     src = src._view(dst.shape, S.broadcast_strides(src.shape, src.stride(), dst.shape))
     if src.device != dst.device:
         src = _transfer(src, dst.device)
-    _check_overlap(dst, src)
     if dst.dtype.is_complex or src.dtype.is_complex:
         _copy_complex(dst, src)
     else:
@@ -161,37 +171,49 @@ def _transfer(src: Tensor, dev: _device) -> Tensor:
 
 
 def constant_bits(value, dt) -> int:
-    """``value`` converted to dtype ``dt`` as ATen's fill does, returned as the integer holding its bits.
-    Values that the dtype cannot hold raise instead of wrapping."""
+    """``value`` converted to dtype ``dt`` as ATen's fill does (``checked_convert``), returned as the
+    integer holding its bits. A value that the dtype cannot hold raises instead of wrapping, except
+    that a negative integer may wrap into an unsigned type (uint8 fill -1 gives 255), as in ATen."""
     if isinstance(value, Tensor):
         value = value.item()
-    if isinstance(value, (np.generic,)):
+    if isinstance(value, np.generic):
         value = value.item()
-    if dt.kind == "bool":
-        arr = np.array(bool(value), dtype=np.uint8)
-    elif dt.is_integral:
-        if isinstance(value, complex):
-            raise RuntimeError(f"value {value} cannot be converted to type {dt.name}")
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise RuntimeError(f"value {value} cannot be converted to type {dt.name} without overflow")
-            value = int(value)
+    if dt.kind == "bool":  # ATen never reports overflow into bool: any nonzero value is True
+        return int(bool(value))
+    if isinstance(value, complex):
+        if value.imag != 0:
+            raise _overflow(value, dt)
+        value = value.real
+    if dt.is_integral:
         info = np.iinfo(dt.numpy)
-        if not info.min <= int(value) <= info.max:
-            raise RuntimeError(f"value {value} cannot be converted to type {dt.name} without overflow")
-        arr = np.array(int(value), dtype=dt.numpy)
-    else:
-        if isinstance(value, complex):
-            if value.imag != 0:
-                raise RuntimeError(f"value {value} cannot be converted to type {dt.name} without overflow")
-            value = value.real
-        value = float(value)
-        if math.isfinite(value) and abs(value) > float(_finfo_max(dt)):
-            raise RuntimeError(f"value {value} cannot be converted to type {dt.name} without overflow")
-        arr = np.array(value, dtype=np.float64 if dt.itemsize == 8 else np.float32)
-        if dt.itemsize < 4:
-            arr = arr.astype(dt.numpy)
+        if isinstance(value, float):
+            # the range check comes before truncation: int8 fill 127.5 raises, fill 2.7 gives 2
+            if not info.min <= value <= info.max:
+                raise _overflow(value, dt)
+            value = int(value)
+        value = int(value)
+        wraps = dt.kind == "uint" and value < 0 and -value <= info.max
+        if not (info.min <= value <= info.max or wraps):
+            raise _overflow(value, dt)
+        return int(np.array(value % (1 << dt.bits) if wraps else value, dtype=dt.numpy).view(_BITS_TYPE[dt.itemsize]))
+    value = float(value)
+    if math.isinf(value) and not _has_infinity(dt):
+        raise _overflow(value, dt)
+    if math.isfinite(value) and abs(value) > float(_finfo_max(dt)):
+        raise _overflow(value, dt)
+    # ATen's Scalar holds a double; half, bfloat16 and float8 are built from it through float32
+    arr = np.array(value, dtype=np.float64 if dt.itemsize == 8 else np.float32)
+    if dt.itemsize < 4:
+        arr = arr.astype(dt.numpy)
     return int(arr.view(_BITS_TYPE[dt.itemsize]))
+
+
+def _overflow(value, dt) -> RuntimeError:
+    return RuntimeError(f"value {value} cannot be converted to type {dt.name} without overflow")
+
+
+def _has_infinity(dt) -> bool:
+    return bool(np.isinf(np.array(np.inf, dtype=np.float32).astype(dt.to_real().numpy)))
 
 
 def _finfo_max(dt):
@@ -215,16 +237,20 @@ def fill_(x: Tensor, value) -> Tensor:
     if isinstance(value, Tensor):
         if value.ndim != 0:
             raise RuntimeError(f"fill_ only supports a 0-dimension value tensor, got {value.ndim} dimensions")
-        return copy_(x, value)
-    if any(st == 0 and n > 1 for n, st in zip(x.shape, x.stride())):
-        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
-                           "single memory location; clone() the tensor before writing to it")
+        if value.device != x.device:
+            value = value.item()
+        else:
+            # a value that is a view of x is read before x is written
+            return copy_(x, clone(value) if value._storage is x._storage else value)
+    # no check for a broadcast x: writing one value to a shared location is well defined (ATen agrees)
     if x.dtype.is_complex:
         from .views import select, view_as_real
         value = complex(value)
+        component = x.dtype.to_real()
+        real_bits, imag_bits = constant_bits(value.real, component), constant_bits(value.imag, component)
         pairs = view_as_real(x)
-        fill_(select(pairs, -1, 0), value.real)
-        fill_(select(pairs, -1, 1), value.imag)
+        _run_copy(select(pairs, -1, 0), None, real_bits)
+        _run_copy(select(pairs, -1, 1), None, imag_bits)
         return x
     _run_copy(x, None, constant_bits(value, x.dtype))
     return x
@@ -312,10 +338,10 @@ def _cat_meta(tensors, dim=0):
 def _cat_geometry(tensors, dim):
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("cat expects a non-empty list of tensors")
+        raise S.ShapeError("cat expects a non-empty list of tensors")
     for i, t in enumerate(tensors):
         if len(t.shape) == 0:
-            raise ValueError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+            raise S.ShapeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
     live = [(i, t) for i, t in enumerate(tensors) if tuple(t.shape) != (0,)]
     if not live:
         return TensorMeta((0,), result_type(*tensors)), 0, []
@@ -324,11 +350,11 @@ def _cat_geometry(tensors, dim):
     total = 0
     for i, t in live:
         if len(t.shape) != len(ref.shape):
-            raise ValueError(f"tensors must have the same number of dimensions: tensor {ref_i} has "
+            raise S.ShapeError(f"tensors must have the same number of dimensions: tensor {ref_i} has "
                              f"{len(ref.shape)}, tensor {i} has {len(t.shape)}")
         for k, (a, b) in enumerate(zip(t.shape, ref.shape)):
             if k != d and a != b:
-                raise ValueError(f"sizes of tensors must match except in dimension {d}: expected size {b} but "
+                raise S.ShapeError(f"sizes of tensors must match except in dimension {d}: expected size {b} but "
                                  f"got size {a} for tensor number {i} in the list (dimension {k})")
         total += t.shape[d]
     shape = list(ref.shape)
@@ -363,11 +389,11 @@ def cat(tensors, dim: int = 0) -> Tensor:
 def _stack_meta(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("stack expects a non-empty list of tensors")
+        raise S.ShapeError("stack expects a non-empty list of tensors")
     ref = tuple(tensors[0].shape)
     for i, t in enumerate(tensors):
         if tuple(t.shape) != ref:
-            raise ValueError(f"stack expects each tensor to be equal size, but got {ref} at entry 0 and "
+            raise S.ShapeError(f"stack expects each tensor to be equal size, but got {ref} at entry 0 and "
                              f"{tuple(t.shape)} at entry {i}")
     d = S.wrap_dim(dim, len(ref), allow_end=True)
     return TensorMeta((*ref[:d], len(tensors), *ref[d:]), result_type(*[t.dtype for t in tensors]))

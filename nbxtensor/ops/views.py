@@ -118,6 +118,8 @@ def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
     if x.ndim == 0:
         raise RuntimeError("unflatten() cannot be applied to a 0-dim tensor")
     d = S.wrap_dim(dim, x.ndim)
+    if not len(sizes):
+        raise RuntimeError("unflatten: sizes must be non-empty")
     sizes = S.infer_size(list(sizes), x.shape[d])
     return view(x, (*x.shape[:d], *sizes, *x.shape[d + 1:]))
 
@@ -316,6 +318,8 @@ def movedim(x: Tensor, source, destination) -> Tensor:
 
 @view_op("split", ["aten::split.Tensor", "aten::split_with_sizes.default"], methods=("split",))
 def split(x: Tensor, split_size_or_sections, dim: int = 0):
+    if x.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = S.wrap_dim(dim, x.ndim)
     size = x.shape[d]
     if isinstance(split_size_or_sections, int):
