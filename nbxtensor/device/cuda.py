@@ -203,9 +203,12 @@ def facts_for(props) -> dict:
         if match.get("name_contains") and not any(s in name for s in match["name_contains"]):
             continue
         return candidate
-    return {"name": f"derived ({name.strip()})", "derived": True,
-            "kernels": {"elementwise_block": 1024},
-            "memory": {"bytes": props.totalGlobalMem}}
+    derived = dict(_facts.load("generic_cuda"))
+    derived.update(name=f"derived from the driver ({name.strip()})", derived=True,
+                   shared_memory_per_block_bytes=getattr(props, "sharedMemPerBlockOptin", None)
+                   or derived["shared_memory_per_block_bytes"],
+                   memory=dict(derived["memory"], bytes=props.totalGlobalMem))
+    return derived
 
 
 def install_triton_driver(backend: CudaBackend) -> None:
