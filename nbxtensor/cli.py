@@ -7,6 +7,7 @@ import sys
 
 def _info(_args) -> int:
     import triton
+    import yaml
 
     import nbxtensor as nbx
     from nbxtensor import _runtime
@@ -24,7 +25,11 @@ def _info(_args) -> int:
             if key != "type":
                 print(f"  {key}: {value}")
         facts = backend.facts
-        print(f"  facts: {facts.get('name')} ({', '.join(f'{k}={v}' for k, v in facts.get('kernels', {}).items())})")
+        print(f"  facts in force: {facts['name']}" + (" (no facts file matches this GPU; derived from its driver "
+                                                      "properties)" if facts.get("derived") else ""))
+        for line in yaml.safe_dump({k: v for k, v in facts.items() if k not in ("name", "match", "derived")},
+                                   default_flow_style=None, sort_keys=False).splitlines():
+            print(f"    {line}")
     return 0
 
 

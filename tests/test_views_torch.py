@@ -456,7 +456,7 @@ def test_basic_index_layout_matches_torch(index):
     lambda t: t[:0].expand(1, 0),
     lambda t: t[0].expand(1, 1),
     lambda t: t[0].expand(2, 1),
-    lambda t: t.unsqueeze(1).expand(3, 1, 0),
+    lambda t: t.unsqueeze(1).expand(1, 3, 0),
     lambda t: t.broadcast_to((1, 2, 3)),
 ], ids=range(8))
 def test_expand_strides_of_new_dims_match_torch(fn):
