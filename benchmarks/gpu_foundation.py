@@ -11,7 +11,7 @@ import numpy as np
 import nbxtensor as nbx
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timing import gpu_time_ms, host_time_us  # noqa: E402
+from timing import gpu_time_ms  # noqa: E402
 
 out_dir = os.environ.get("OUT", ".")
 rows, checks = [], []
@@ -87,37 +87,11 @@ nbytes = n * 2
 rows.append(("fill bf16 256M", ours, theirs, nbytes / ours / 1e6, nbytes / theirs / 1e6))
 del src, dst, f32, sq, sqo, tsrc, tdst, tf32, tsq, tsqo
 
-# --- host cost of one small launch -------------------------------------------------------------
-import triton.language as tl  # noqa: E402
-
-from nbxtensor.device import backend_for  # noqa: E402
-from nbxtensor.kernels.copy import SOURCE_CONSTANT, strided_copy  # noqa: E402
-
-small = nbx.empty(16, device="cuda")
-tsmall = torch.empty(16, device="cuda")
-host_ours = host_time_us(lambda: small.fill_(1.0))
-pointer = backend_for(small.device).kernel_pointer(small.data_ptr(), tl.float32)
-bits = int(np.array(1.0, np.float32).view(np.int32))
-
-
-def triton_generic():
-    strided_copy[(1,)](pointer, pointer, 16, bits, (16,), (1,), (1,), RANK=1, SOURCE=SOURCE_CONSTANT,
-                       CONSTANT_BITS_TYPE=tl.int32, DST_BOOL=False, VIA_F32=False, FLOAT_TO_INT=False,
-                       INDEX_64=False, BLOCK=1024)
-
-
-host_generic = host_time_us(triton_generic)
-host_torch = host_time_us(lambda: tsmall.fill_(1.0))
-torch.cuda.synchronize()
-check("cached launch wrote", small.numpy().tolist() == [1.0] * 16)
-
 print("\nchecks:")
 for name, ok in checks:
     print(f"  {'ok  ' if ok else 'FAIL'} {name}")
 print(f"\n{'what':28s} {'ours ms':>9s} {'torch ms':>9s} {'ratio':>6s} {'ours GB/s':>10s} {'torch GB/s':>10s}")
 for name, o, t, gbo, gbt in rows:
     print(f"{name:28s} {o:9.3f} {t:9.3f} {t / o:6.2f} {gbo:10.0f} {gbt:10.0f}")
-print(f"\nhost cost of one small fill_: ours {host_ours:.1f} us, Triton's generic launch of the same kernel "
-      f"{host_generic:.1f} us, torch eager {host_torch:.1f} us")
 with open(os.path.join(out_dir, "gpu_foundation.json"), "w") as f:
-    json.dump({"checks": checks, "rows": rows, "host_us": {"ours": host_ours, "triton_generic": host_generic, "torch": host_torch}}, f, indent=1)
+    json.dump({"checks": checks, "rows": rows}, f, indent=1)

@@ -2,15 +2,21 @@
 import triton
 import triton.language as tl
 
+from .copy import _encode
+
 ARANGE = 0
 LINSPACE = 1
 
 
 @triton.jit
 def linear_ramp(out, n, start_bits, step_bits, end_bits, halfway,
-                MODE: tl.constexpr, COMPUTE: tl.constexpr, COMPUTE_BITS: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
+                MODE: tl.constexpr, COMPUTE: tl.constexpr, COMPUTE_BITS: tl.constexpr,
+                OUT_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, FLOAT_TO_INT: tl.constexpr,
+                INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """``start + i * step`` (arange); linspace counts the upper half back from ``end`` so that both
-    ends are exact. Scalars arrive as the bits of COMPUTE-typed values, so float64 keeps its precision."""
+    ends are exact. Scalars arrive as the bits of COMPUTE-typed values, so float64 keeps its precision.
+    The store converts exactly as the copy kernel does (its bit-level bfloat16 and float8 rounding,
+    and float to integer through int64)."""
     pid = tl.program_id(0)
     if INDEX_64:
         idx = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
@@ -27,6 +33,4 @@ def linear_ramp(out, n, start_bits, step_bits, end_bits, halfway,
         end = (ones * end_bits).to(COMPUTE_BITS).to(COMPUTE, bitcast=True)
         back = (n - 1 - idx).to(COMPUTE)
         value = tl.where(idx < halfway, start + step * i, end - step * back)
-    if VIA_F32:
-        value = value.to(tl.float32)
-    tl.store(out + idx, value.to(out.dtype.element_ty), mask=mask)
+    tl.store(out + idx, _encode(value, out.dtype.element_ty, OUT_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
