@@ -25,8 +25,10 @@ from .ops import copy as _copy_ops, creation as _creation_ops, views as _view_op
 from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402
 
 _registry.bind(globals(), Tensor)
+from .interop import from_dlpack  # noqa: E402  (also gives Tensor __dlpack__ and __dlpack_device__)
 
 from . import cuda  # noqa: E402
+from . import io  # noqa: E402  (safetensors load_file, save_file, safe_open)
 
 for _d in all_dtypes:
     globals()[_d.name] = _d

@@ -15,7 +15,7 @@ from tests.conftest import to_nbx
 
 torch = pytest.importorskip("torch")
 
-SETTINGS = settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 shapes = st.lists(st.integers(0, 4), min_size=0, max_size=5).map(tuple)
 

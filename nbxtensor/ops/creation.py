@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import ml_dtypes
 import numpy as np
 
 from .. import shape as S
@@ -14,7 +15,7 @@ from ..launch import cdiv, launch
 from ..promotion import get_default_complex_dtype, get_default_dtype
 from ..storage import Storage
 from ..tensor import Tensor
-from .copy import _BITS_TYPE, _elementwise_block, fill_, new_tensor
+from .copy import _BITS_TYPE, _conversion_flags, _elementwise_block, fill_, new_tensor
 from .registry import Cost, TensorMeta, nbytes, register
 
 _I64 = get_dtype("int64")
@@ -158,7 +159,21 @@ def _is_float_scalar(v) -> bool:
     return isinstance(v, (float, np.floating))
 
 
+def _check_range(start, end, step) -> None:
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if not math.isfinite(v):
+            raise ValueError(f"arange: {name} must be finite, got {v}")
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise ValueError(f"arange: upper bound and larger bound inconsistent with step sign "
+                         f"(start={start}, end={end}, step={step})")
+
+
 def _arange_plan(*args, dtype=None):
+    """(length, dtype, start, step) as ATen's arange: an int64 result counts with the bounds and step
+    truncated to integers; every other dtype counts with them as given. Integer results hold the
+    truncated start plus multiples of the truncated step."""
     start, end, step = (v.item() if isinstance(v, Tensor) else v for v in _arange_args(args))
     if dtype is None:
         dt = get_default_dtype() if any(_is_float_scalar(v) for v in (start, end, step)) else _I64
@@ -166,22 +181,23 @@ def _arange_plan(*args, dtype=None):
         dt = get_dtype(dtype)
     if dt.is_complex or dt.kind == "bool":
         raise TypeError(f"arange does not produce {dt.name} tensors")
-    if dt.is_integral:
+    if dt is _I64:
         start, end, step = int(start), int(end), int(step)
-    for name, v in (("start", start), ("end", end), ("step", step)):
-        if not math.isfinite(v):
-            raise ValueError(f"arange: {name} must be finite, got {v}")
-    if step == 0:
-        raise ValueError("arange: step must be nonzero")
-    if (end - start) * step < 0 and end != start:
-        raise ValueError(f"arange: upper bound and larger bound inconsistent with step sign "
-                         f"(start={start}, end={end}, step={step})")
-    if dt.is_integral:
+        _check_range(start, end, step)
         sign = (step > 0) - (step < 0)
-        length = (end - start + step - sign) // step
+        length = _truncating_div(end - start + step - sign, step)
     else:
+        _check_range(start, end, step)
         length = math.ceil((float(end) - float(start)) / float(step))
+        if dt.is_integral:
+            start, step = int(start), int(step)
     return max(0, int(length)), dt, start, step
+
+
+def _truncating_div(a: int, b: int) -> int:
+    """C++'s integer division, which rounds toward zero."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
 
 
 def _arange_meta(*args, dtype=None, device=None, **_):
@@ -205,12 +221,12 @@ def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) ->
         return out
     import triton.language as tl
     block = _elementwise_block(out.device)
-    narrow = out.dtype.is_floating_point and out.dtype.itemsize <= 2
+    flags = _conversion_flags(get_dtype(compute), out.dtype)
     launch(linear_ramp, (cdiv(n, block),), out.device,
            [out, n, _bits(start, compute), _bits(step, compute), _bits(end, compute), halfway],
            MODE=mode, COMPUTE=getattr(tl, compute),
-           COMPUTE_BITS=tl.int32 if compute == "float32" else tl.int64, VIA_F32=narrow and compute != "float32",
-           INDEX_64=n >= 2 ** 31, BLOCK=block)
+           COMPUTE_BITS=tl.int32 if compute == "float32" else tl.int64, OUT_FORMAT=flags["DST_FORMAT"],
+           VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"], INDEX_64=n >= 2 ** 31, BLOCK=block)
     return out
 
 
@@ -223,11 +239,29 @@ def arange(*args, dtype=None, device=None, requires_grad=False, **kwargs):
             raise TypeError("pass arange's start, end and step positionally")
     n, dt, start, step = _arange_plan(*args, dtype=dtype)
     out = new_tensor((n,), dt, resolve(device))
-    return _run_ramp(out, ARANGE, "int64" if dt.is_integral else "float64", start, step)
+    # ATen accumulates in int64 for integers, float32 for half types, float64 for float32 and float64
+    compute = "int64" if dt.is_integral else "float32" if dt.itemsize <= 2 else "float64"
+    return _run_ramp(out, ARANGE, compute, start, step)
 
 
 def _linspace_meta(start, end, steps, dtype=None, **_):
     return TensorMeta((int(steps),), get_default_dtype() if dtype is None else get_dtype(dtype))
+
+
+def _integer_bound(value, dt):
+    """``value`` converted to integer dtype ``dt`` as ATen's checked Scalar conversion does: a float
+    must lie within the type's range and is truncated toward zero; a negative int wraps into an
+    unsigned type (down to minus its maximum)."""
+    info = np.iinfo(dt.numpy)
+    if isinstance(value, numbers.Integral):
+        as_int = int(value)
+        if info.min <= as_int <= info.max:
+            return as_int
+        if dt.kind == "uint" and -as_int <= info.max:
+            return as_int % (info.max + 1)
+    elif info.min <= float(value) <= info.max:
+        return int(value)
+    raise ValueError(f"linspace: {value} cannot be converted to {dt.name} without overflow")
 
 
 @register("linspace", family="creation", aten=["aten::linspace.default"], meta=_linspace_meta,
@@ -246,7 +280,17 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=F
     steps = int(steps)
     if steps == 1:
         return fill_(out, start)
-    compute = dt.name if dt.name in ("float32", "float64") else "float32" if dt.is_floating_point else "float64"
+    if dt.is_integral:
+        # ATen converts the ends to the integer type first and steps between them in float64
+        start, end = _integer_bound(start, dt), _integer_bound(end, dt)
+        compute = "float64"
+    else:
+        largest = float(ml_dtypes.finfo(dt.numpy).max)
+        for v in (start, end):
+            if math.isfinite(v) and abs(v) > largest:  # ATen's checked Scalar conversion refuses it too
+                raise ValueError(f"linspace: {v} cannot be converted to {dt.name} without overflow")
+        # float32 and float64 step in their own precision; half types in float32
+        compute = "float64" if dt.name == "float64" else "float32"
     npt = np.float64 if compute == "float64" else np.float32
     with np.errstate(over="ignore", invalid="ignore"):
         s, e = npt(start), npt(end)

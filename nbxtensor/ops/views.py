@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import shape as S
 from ..dtypes import get_dtype
 from ..tensor import Tensor
@@ -399,6 +401,8 @@ def _is_integer_index(item) -> bool:
     masks to ATen (advanced indexing), never integers."""
     if isinstance(item, Tensor):
         return item.ndim == 0 and item.dtype.kind == "int"
+    if isinstance(item, (np.ndarray, np.generic)):  # arrays have __index__ too, which fails unless 0-d
+        return item.ndim == 0 and item.dtype.kind in "iu"
     return not isinstance(item, bool) and hasattr(item, "__index__")
 
 
@@ -460,6 +464,10 @@ def set_index(x: Tensor, index, value) -> None:
         value = value._view(value.shape[lead:], value.stride()[lead:])
         target.copy_(value)
     else:
+        # ATen assigns a scalar by copying a 0-d tensor, so a broadcast target is refused as for copy_
+        if any(stride == 0 and n > 1 for n, stride in zip(target.shape, target.stride())):
+            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers "
+                               "to a single memory location; clone() the tensor before writing to it")
         target.fill_(value)
 
 
