@@ -277,7 +277,8 @@ def test_float8_to_float8_and_to_integers():
     assert_bits_equal(cast(values, "float8_e4m3fn"), expected)
     e4m3 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)
     finite = np.isfinite(e4m3.astype(np.float32))
-    np.testing.assert_array_equal(cast(e4m3, "int32")[finite], np.trunc(e4m3.astype(np.float32)[finite]).astype(np.int32))
+    truncated = np.trunc(e4m3.astype(np.float32)[finite]).astype(np.int32)
+    np.testing.assert_array_equal(cast(e4m3, "int32")[finite], truncated)
 
 
 def test_complex_to_real_takes_the_real_part():

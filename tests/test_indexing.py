@@ -287,3 +287,17 @@ def test_item_and_tolist_on_indexed_views():
         x[0].item()
     ints = to_nbx(np.arange(6, dtype=np.int16).reshape(2, 3))
     assert isinstance(ints[1, 2].item(), int) and ints[1, 2].item() == 5
+
+
+def test_setitem_from_the_same_storage():
+    array, x = arange_pair((2, 3))
+    x[0] = x[1]  # disjoint parts of one storage: fine
+    array[0] = array[1]
+    x[0, 0] = x[1, 2]
+    array[0, 0] = array[1, 2]
+    assert np.array_equal(x.numpy(), array)
+    _, flat = arange_pair((6,))
+    with pytest.raises(RuntimeError):
+        flat[1:] = flat[:-1]  # partly overlapping source and target: ATen refuses, clone() first
+    flat[1:] = flat[:-1].clone()
+    assert flat.numpy().tolist() == [0.0, 0.0, 1.0, 2.0, 3.0, 4.0]

@@ -74,7 +74,7 @@ def draw_dim(data, ndim, extra=0):
 
 def op_permute(data, shape):
     perm = data.draw(st.permutations(range(len(shape))), label="perm")
-    return f"permute{tuple(perm)}", lambda t: t.permute(*perm)
+    return f"permute{tuple(perm)}", lambda t: t.permute(tuple(perm))
 
 
 def op_transpose(data, shape):
