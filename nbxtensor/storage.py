@@ -7,12 +7,17 @@ from .device import Buffer, backend_for, device
 class Storage:
     __slots__ = ("device", "nbytes", "buffer", "__weakref__")
 
-    def __init__(self, dev: device, nbytes: int, buffer: Buffer | None = None):
+    def __init__(self, dev: device, nbytes: int, buffer: Buffer | None = None, pinned: bool = False):
         self.device = dev
         self.nbytes = nbytes
         if buffer is None and nbytes > 0:
-            buffer = backend_for(dev).allocate(nbytes, dev.index)
+            backend = backend_for(dev)
+            buffer = backend.allocate(nbytes, dev.index, pinned=True) if pinned else backend.allocate(nbytes, dev.index)
         self.buffer = buffer
+
+    @property
+    def pinned(self) -> bool:
+        return self.buffer is not None and self.buffer.pinned
 
     @property
     def ptr(self) -> int:

@@ -222,6 +222,21 @@ class Tensor:
         from .ops import copy as _copy
         return _copy.to(self, device=dev, dtype=dt, copy=copy)
 
+    def is_pinned(self) -> bool:
+        return self._storage is not None and self._storage.pinned
+
+    def pin_memory(self) -> "Tensor":
+        """This CPU tensor in page-locked memory, which GPU copies reach directly (a copy unless it
+        already is)."""
+        if self.is_pinned():
+            return self
+        if self.device.type != "cpu":
+            raise RuntimeError(f"pin_memory applies to CPU tensors, not {self.device} ones")
+        from .ops.copy import new_tensor
+        out = new_tensor(self.shape, self._dtype, self.device, pinned=True)
+        out.numpy()[...] = self.numpy()
+        return out
+
     def cpu(self) -> "Tensor":
         return self.to("cpu")
 

@@ -10,12 +10,13 @@ class Buffer:
     """A block of device memory. ``ptr`` is its address; the memory is released when the buffer
     is collected (a backend may give it back to a cache rather than to the system)."""
 
-    __slots__ = ("ptr", "nbytes", "_owner", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "_owner", "pinned", "__weakref__")
 
-    def __init__(self, ptr: int, nbytes: int, owner=None):
+    def __init__(self, ptr: int, nbytes: int, owner=None, pinned: bool = False):
         self.ptr = ptr
         self.nbytes = nbytes
         self._owner = owner
+        self.pinned = pinned  # page-locked host memory that a GPU's copy engines reach directly
 
 
 class Backend(ABC):
@@ -46,6 +47,11 @@ class Backend(ABC):
     @abstractmethod
     def download(self, src_ptr: int, nbytes: int, index: int | None) -> np.ndarray:
         """A fresh host uint8 array holding ``nbytes`` bytes from ``src_ptr``."""
+
+    @abstractmethod
+    def copy_raw(self, dst_ptr: int, src_ptr: int, nbytes: int, index: int | None, kind: str,
+                 blocking: bool = True) -> None:
+        """Copy bytes; ``kind`` is "h2d", "d2h" or "d2d" as seen from this backend's device."""
 
     @abstractmethod
     def synchronize(self, index: int | None) -> None: ...

@@ -130,7 +130,7 @@ class CudaBackend(Backend):
     def allocate_pinned(self, nbytes: int) -> Buffer:
         """Page-locked host memory, which the GPU's copy engines read and write directly."""
         ptr = int(_check(self._rt.cudaMallocHost(nbytes), f"cudaMallocHost({nbytes})"))
-        buffer = Buffer(ptr, nbytes)
+        buffer = Buffer(ptr, nbytes, pinned=True)
         weakref.finalize(buffer, self._rt.cudaFreeHost, ptr)
         return buffer
 

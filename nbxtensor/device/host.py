@@ -65,7 +65,13 @@ class HostBackend(Backend):
     def device_count(self) -> int:
         return 1
 
-    def allocate(self, nbytes: int, index=None) -> Buffer:
+    def allocate(self, nbytes: int, index=None, pinned: bool = False) -> Buffer:
+        if pinned:
+            from . import available_backends
+            gpu = available_backends().get("cuda")
+            if gpu is None:
+                raise RuntimeError("pinned host memory needs a CUDA device in this process")
+            return gpu.allocate_pinned(nbytes)
         raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
         shift = (-raw.ctypes.data) % _ALIGN
         return Buffer(raw.ctypes.data + shift, nbytes, raw)
@@ -90,6 +96,11 @@ class HostBackend(Backend):
         window = (ctypes.c_uint8 * nbytes).from_address(ptr)
         window.owner = owner  # the array below keeps the window, and so the storage, alive
         return np.frombuffer(window, dtype=np.uint8)
+
+    def copy_raw(self, dst_ptr: int, src_ptr: int, nbytes: int, index=None, kind: str = "h2h",
+                 blocking: bool = True) -> None:
+        if nbytes:
+            ctypes.memmove(dst_ptr, src_ptr, nbytes)
 
     def synchronize(self, index=None) -> None:
         return None

@@ -23,12 +23,15 @@ _INT32_LIMIT = 2 ** 31
 _BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
 
-def new_tensor(shape, dtype, dev: _device, strides=None) -> Tensor:
-    """Uninitialised memory for a tensor of ``shape`` (contiguous unless ``strides`` are given)."""
+def new_tensor(shape, dtype, dev: _device, strides=None, pinned: bool = False) -> Tensor:
+    """Uninitialised memory for a tensor of ``shape`` (contiguous unless ``strides`` are given);
+    ``pinned`` asks for page-locked host memory."""
     shape = tuple(shape)
     strides = S.contiguous_strides(shape) if strides is None else tuple(strides)
     count = S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
-    return Tensor._make(Storage(dev, count * dtype.itemsize), 0, shape, strides, dtype)
+    if pinned and dev.type != "cpu":
+        raise RuntimeError(f"pin_memory applies to CPU tensors, not {dev}")
+    return Tensor._make(Storage(dev, count * dtype.itemsize, pinned=pinned), 0, shape, strides, dtype)
 
 
 def _check_data(t: Tensor, op: str) -> None:
@@ -136,6 +139,9 @@ def copy_(dst: Tensor, src, non_blocking: bool = False) -> Tensor:
     _check_overlap(dst, src)
     src = src._view(dst.shape, S.broadcast_strides(src.shape, src.stride(), dst.shape))
     if src.device != dst.device:
+        if src.dtype is dst.dtype and dst.is_contiguous() and src.is_contiguous():
+            _bytes_between(dst, src, blocking=not non_blocking)
+            return dst
         src = _transfer(src, dst.device)
     if dst.dtype.is_complex or src.dtype.is_complex:
         _copy_complex(dst, src)
@@ -159,15 +165,39 @@ def _copy_complex(dst: Tensor, src: Tensor) -> None:
 def _transfer(src: Tensor, dev: _device) -> Tensor:
     """The same values, same dtype, contiguous, on ``dev``."""
     out = new_tensor(src.shape, src.dtype, dev)
-    if src.numel() == 0:
-        return out
-    if backend_for(src.device).host_addressable:
-        host = np.ascontiguousarray(src.numpy())
-    else:
-        dense = src.contiguous()
-        host = backend_for(src.device).download(dense.data_ptr(), dense.nbytes, src.device.index)
-    backend_for(dev).upload(out.data_ptr(), host.reshape(-1).view(np.uint8), dev.index)
+    if src.numel():
+        _bytes_between(out, _dense(src))
     return out
+
+
+def _dense(t: Tensor) -> Tensor:
+    """``t`` or a contiguous copy of it; host memory is rearranged on the host, so this works for CPU
+    tensors in a process whose kernels are compiled for a GPU."""
+    if t.is_contiguous():
+        return t
+    if backend_for(t.device).host_addressable:
+        from .creation import from_numpy
+        return from_numpy(np.ascontiguousarray(t.numpy()))
+    return contiguous(t)
+
+
+def _bytes_between(dst: Tensor, src: Tensor, blocking: bool = True) -> None:
+    """Copy the bytes of contiguous ``src`` into contiguous ``dst`` (same dtype and size) across
+    devices. A copy that does not wait for the GPU is honoured only from or to pinned memory."""
+    nbytes = src.nbytes
+    if nbytes == 0:
+        return
+    host_dst, host_src = backend_for(dst.device).host_addressable, backend_for(src.device).host_addressable
+    if host_dst and host_src:
+        backend_for(dst.device).copy_raw(dst.data_ptr(), src.data_ptr(), nbytes, None, "h2h")
+    elif host_src:
+        backend_for(dst.device).copy_raw(dst.data_ptr(), src.data_ptr(), nbytes, dst.device.index, "h2d",
+                                         blocking or not src._storage.pinned)
+    elif host_dst:
+        backend_for(src.device).copy_raw(dst.data_ptr(), src.data_ptr(), nbytes, src.device.index, "d2h",
+                                         blocking or not dst._storage.pinned)
+    else:
+        backend_for(dst.device).copy_raw(dst.data_ptr(), src.data_ptr(), nbytes, dst.device.index, "d2d", blocking)
 
 
 def constant_bits(value, dt) -> int:

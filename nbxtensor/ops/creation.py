@@ -36,7 +36,7 @@ def _factory(name: str, aten, fill):
 
     def impl(*size, dtype=None, device=None, requires_grad=False, pin_memory=False, memory_format=None):
         m = meta(*size, dtype=dtype)
-        out = new_tensor(m.shape, m.dtype, resolve(device))
+        out = new_tensor(m.shape, m.dtype, resolve(device), pinned=pin_memory)
         return out if fill is None else fill_(out, fill)
 
     impl.__name__ = name
@@ -75,7 +75,7 @@ def _full_cost(size, fill_value, dtype=None, device=None, **_):
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A tensor of ``size`` filled with ``fill_value``; the dtype follows the value's Python type."""
     m = _full_meta(size, fill_value, dtype)
-    return fill_(new_tensor(m.shape, m.dtype, resolve(device)), fill_value)
+    return fill_(new_tensor(m.shape, m.dtype, resolve(device), pinned=pin_memory), fill_value)
 
 
 def _like_meta(x, *args, dtype=None, **_):
@@ -411,7 +411,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         dt = _infer_python_dtype(data) if dtype is None else get_dtype(dtype)
         host = _nested_to_numpy(data, dt)
     # np.ascontiguousarray would turn a 0-d array into shape (1,)
-    return _upload(np.require(host, requirements="C"), dt, dev)
+    return _upload(np.require(host, requirements="C"), dt, dev, pin_memory)
 
 
 def _cast_host(array: np.ndarray, dt) -> np.ndarray:
@@ -422,8 +422,8 @@ def _cast_host(array: np.ndarray, dt) -> np.ndarray:
     return array.astype(dt.numpy)
 
 
-def _upload(host: np.ndarray, dt, dev) -> Tensor:
-    out = new_tensor(host.shape, dt, dev)
+def _upload(host: np.ndarray, dt, dev, pinned: bool = False) -> Tensor:
+    out = new_tensor(host.shape, dt, dev, pinned=pinned)
     if host.size:
         backend_for(dev).upload(out.data_ptr(), host.reshape(-1).view(np.uint8), dev.index)
     return out
