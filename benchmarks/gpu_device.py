@@ -31,8 +31,8 @@ bits = int(np.array(1.0, np.float32).view(np.int32))
 
 def triton_generic():
     strided_copy[(1,)](pointer, pointer, 16, bits, (16,), (1,), (1,), RANK=1, SOURCE=SOURCE_CONSTANT,
-                       CONSTANT_BITS_TYPE=tl.int32, DST_BOOL=False, VIA_F32=False, FLOAT_TO_INT=False,
-                       INDEX_64=False, BLOCK=1024)
+                       CONSTANT_BITS_TYPE=tl.int32, SRC_FORMAT=0, DST_FORMAT=0, PAIRS=0, VIA_F32=False,
+                       FLOAT_TO_INT=False, INDEX_64=False, BLOCK=1024)
 
 
 a = nbx.ones(16, device="cuda")

@@ -141,6 +141,11 @@ def test_arange_length_dtype_and_values_match_numpy(args):
                                   "float64"])
 def test_arange_matches_torch(args, name):
     kwargs = {} if name is None else {"dtype": getattr(torch, name)}
+    if name == "int64" and len(args) == 3 and int(args[2]) == 0:
+        # a step that truncates to 0: torch 2.11 divides by it (SIGFPE); ATen's later versions raise
+        with pytest.raises((ValueError, RuntimeError)):
+            nbx.arange(*args, dtype=name, device=TEST_DEVICE)
+        return
     try:
         expected = torch.arange(*args, **kwargs)
     except (RuntimeError, ValueError):

@@ -43,15 +43,19 @@ def _elementwise_block(dev: _device) -> int:
     return backend_for(dev).facts["kernels"]["elementwise_block"]
 
 
-def _conversion_flags(st, dt) -> dict:
-    """Kernel settings that convert ``st`` elements to ``dt`` (both real dtypes) as ATen does."""
+def _conversion_flags(st, dt, dev: _device) -> dict:
+    """Kernel settings that convert ``st`` elements to ``dt`` (both real dtypes) as ATen does, on ``dev``.
+    bfloat16 is rounded by bit arithmetic unless the device's facts say its own cast rounds to
+    nearest-even (GPUs do; Triton's interpreter truncates)."""
     if st is dt:
         return dict(SRC_FORMAT=FORMAT_NATIVE, DST_FORMAT=FORMAT_NATIVE, VIA_F32=False, FLOAT_TO_INT=False)
+    native_bf16 = dt.name == "bfloat16" and backend_for(dev).facts["kernels"].get("bf16_cast_rounds", False)
     return dict(
         SRC_FORMAT=SMALL_FLOAT_FORMATS.get(st.name, FORMAT_NATIVE),
-        DST_FORMAT=FORMAT_BOOL if dt.kind == "bool" else SMALL_FLOAT_FORMATS.get(dt.name, FORMAT_NATIVE),
-        # ATen's Half is built from a float: wider sources round to float32 first
-        VIA_F32=dt.name == "float16",
+        DST_FORMAT=FORMAT_BOOL if dt.kind == "bool" else FORMAT_NATIVE if native_bf16
+        else SMALL_FLOAT_FORMATS.get(dt.name, FORMAT_NATIVE),
+        # ATen builds Half and BFloat16 from a float: wider sources round to float32 first
+        VIA_F32=dt.name == "float16" or native_bf16,
         # into 8- and 16-bit integers through int64, so that negative floats wrap into unsigned types
         # as ATen's casts do; int32 and int64 directly, as the CPU's conversion instructions do
         FLOAT_TO_INT=st.is_floating_point and dt.is_integral and dt.itemsize <= 2,
@@ -82,7 +86,7 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
         flags = dict(SOURCE=SOURCE_CONSTANT, SRC_FORMAT=FORMAT_NATIVE, DST_FORMAT=FORMAT_NATIVE,
                      VIA_F32=False, FLOAT_TO_INT=False)
     else:
-        flags = dict(SOURCE=SOURCE_TENSOR, **_conversion_flags(src.dtype, dt))
+        flags = dict(SOURCE=SOURCE_TENSOR, **_conversion_flags(src.dtype, dt, dst.device))
     import triton.language as tl
     block = _elementwise_block(dst.device)
     launch(strided_copy, (cdiv(n, block),), dst.device,

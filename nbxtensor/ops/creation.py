@@ -221,7 +221,7 @@ def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) ->
         return out
     import triton.language as tl
     block = _elementwise_block(out.device)
-    flags = _conversion_flags(get_dtype(compute), out.dtype)
+    flags = _conversion_flags(get_dtype(compute), out.dtype, out.device)
     launch(linear_ramp, (cdiv(n, block),), out.device,
            [out, n, _bits(start, compute), _bits(step, compute), _bits(end, compute), halfway],
            MODE=mode, COMPUTE=getattr(tl, compute),
