@@ -105,5 +105,6 @@ for name, ours, theirs in rows:
     print(f"{name:40s} {ours:9.1f} {theirs:9.1f}")
 with open(os.path.join(out_dir, "gpu_device.json"), "w") as f:
     json.dump({"rows": rows, "triton_generic_us": generic, "oom": oom_text,
-               "checks": {"fill": fill_ok, "copy": copy_ok, "baseline": baseline_ok, "after_oom": after_oom_ok}}, f,
+               "checks": {"fill": bool(fill_ok), "copy": bool(copy_ok), "baseline": bool(baseline_ok),
+                          "after_oom": bool(after_oom_ok)}}, f,
               indent=1)

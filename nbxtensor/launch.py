@@ -10,8 +10,9 @@ it always takes the generic path.
 from __future__ import annotations
 
 from .device import backend_for
+from .tensor import Tensor
 
-_ALIGN = 16
+_ALIGN_MASK = 15  # Triton specialises pointers on 16-byte alignment
 _compiled: dict = {}
 
 
@@ -19,47 +20,36 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _specialisation(arg):
-    """What Triton's specialiser keys on for one non-constexpr argument."""
-    if hasattr(arg, "_kernel_pointer"):
-        return (arg._dtype.name, arg.data_ptr() % _ALIGN == 0)
-    if isinstance(arg, bool):
-        return ("i1", arg)
-    if isinstance(arg, int):
-        return ("i32" if -2 ** 31 <= arg < 2 ** 31 else "i64", arg == 1, arg % _ALIGN == 0)
-    if isinstance(arg, float):
-        return ("fp32",)
-    if isinstance(arg, tuple):
-        return tuple(_specialisation(a) for a in arg)
-    raise TypeError(f"unsupported kernel argument of type {type(arg).__name__}")
-
-
 def launch(kernel, grid, device, args, **constexprs) -> None:
     """Run ``kernel`` over ``grid`` on ``device``. Tensor arguments travel as pointers to their
-    first element; anything else goes as it is. Constexprs come by keyword."""
+    first element; anything else goes as it is. Constexprs come by keyword, after every positional
+    parameter of the kernel."""
     backend = backend_for(device)
     if not backend.compiles_kernels:
         backend.check_kernels()
-        kernel[grid](*[a._kernel_pointer(backend) if hasattr(a, "_kernel_pointer") else a for a in args],
-                     **constexprs)
+        kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args], **constexprs)
         return
-    key = (kernel, device.index, tuple(constexprs.items()), tuple(_specialisation(a) for a in args))
+    # The key holds every value Triton could specialise on (ints and tuples by value, pointers by
+    # dtype and alignment), so one entry never stands for two different compilations.
+    spec = []
+    values = []
+    for a in args:
+        if type(a) is Tensor:
+            ptr = a.data_ptr()
+            spec.append((a._dtype, ptr & _ALIGN_MASK == 0))
+            values.append(ptr)
+        else:
+            spec.append(a)
+            values.append(a)
+    key = (kernel, device.index, tuple(constexprs.items()), tuple(spec))
     entry = _compiled.get(key)
     if entry is None:
-        compiled = kernel[grid](*[a._kernel_pointer(backend) if hasattr(a, "_kernel_pointer") else a
-                                  for a in args], **constexprs)
-        names = kernel.arg_names
-        constexpr_slots = [(names.index(k), v) for k, v in constexprs.items()]
-        _compiled[key] = (compiled, len(names), constexpr_slots)
+        compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args],
+                                **constexprs)
+        _compiled[key] = (compiled, [constexprs[name] for name in kernel.arg_names[len(args):]])
         return
-    compiled, count, constexpr_slots = entry
-    bound = [None] * count
-    for i, a in enumerate(args):
-        bound[i] = a.data_ptr() if hasattr(a, "_kernel_pointer") else a
-    for slot, value in constexpr_slots:
-        bound[slot] = value
-    g0 = grid[0]
+    compiled, tail = entry
     g1 = grid[1] if len(grid) > 1 else 1
     g2 = grid[2] if len(grid) > 2 else 1
-    compiled.run(g0, g1, g2, backend.current_stream_handle(device.index), compiled.function,
-                 compiled.packed_metadata, None, None, None, *bound)
+    compiled.run(grid[0], g1, g2, backend.current_stream_handle(device.index), compiled.function,
+                 compiled.packed_metadata, None, None, None, *values, *tail)

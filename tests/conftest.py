@@ -9,6 +9,10 @@ import nbxtensor as nbx
 
 TEST_DEVICE = os.environ.get("NBX_TEST_DEVICE", "cpu")
 
+# In a process whose kernels are compiled for a GPU, CPU tensors hold data but run no kernels.
+CPU_RUNS_KERNELS = nbx._runtime.KERNEL_MODE == nbx._runtime.INTERPRETED
+cpu_kernels = pytest.mark.skipif(not CPU_RUNS_KERNELS, reason="CPU tensors run no kernels in a GPU-compiling process")
+
 
 @pytest.fixture
 def device():

@@ -368,7 +368,7 @@ def test_as_tensor_shares_a_cpu_array_of_the_same_dtype():
     t = nbx.as_tensor(array, device="cpu")
     array[0] = 42
     assert t[0].item() == 42
-    t2 = nbx.as_tensor(array)  # no device: the CPU, sharing
+    t2 = nbx.as_tensor(array, device="cpu")
     assert np.shares_memory(t2.numpy(), array)
 
 

@@ -1,5 +1,7 @@
 """CUDA-only behaviour: memory statistics, out-of-memory, streams, events and pinned memory.
 These run when the suite's device is cuda (NBX_TEST_DEVICE=cuda on a GPU machine)."""
+import gc
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,7 @@ pytestmark = pytest.mark.skipif(TEST_DEVICE != "cuda" or not nbx.cuda.is_availab
 
 
 def test_allocated_bytes_return_to_baseline_after_many_small_ops():
+    gc.collect()  # tensors of earlier tests held in reference cycles would be freed mid-loop
     nbx.cuda.synchronize()
     base = nbx.cuda.memory_allocated()
     x = nbx.ones(64, device="cuda")
@@ -19,6 +22,7 @@ def test_allocated_bytes_return_to_baseline_after_many_small_ops():
         y = x.clone()
         y.fill_(2.0)
     del x, y
+    gc.collect()
     assert nbx.cuda.memory_allocated() == base
     assert nbx.cuda.memory_stats()["segments"] >= 1
 

@@ -1,10 +1,12 @@
 """Copy, cast and fill: every one of them is the one strided copy kernel."""
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
 import numpy as np
+import triton.language as tl
 
 from .. import shape as S
 from ..device import backend_for, device as _device
@@ -87,7 +89,6 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
                      VIA_F32=False, FLOAT_TO_INT=False)
     else:
         flags = dict(SOURCE=SOURCE_TENSOR, **_conversion_flags(src.dtype, dt, dst.device))
-    import triton.language as tl
     block = _elementwise_block(dst.device)
     launch(strided_copy, (cdiv(n, block),), dst.device,
            [dst, dst if src is None else src, n, constant_bits, shape, dst_strides, src_strides],
@@ -250,6 +251,7 @@ def _has_infinity(dt) -> bool:
     return bool(np.isinf(np.array(np.inf, dtype=np.float32).astype(dt.to_real().numpy)))
 
 
+@functools.cache
 def _finfo_max(dt):
     import ml_dtypes
     return ml_dtypes.finfo(dt.numpy).max
