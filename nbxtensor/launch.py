@@ -24,6 +24,11 @@ def launch(kernel, grid, device, args, **constexprs) -> None:
     """Run ``kernel`` over ``grid`` on ``device``. Tensor arguments travel as pointers to their
     first element; anything else goes as it is. Constexprs come by keyword, after every positional
     parameter of the kernel."""
+    launch_planned(kernel, grid, device, args, constexprs, tuple(constexprs.items()))
+
+
+def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: tuple) -> None:
+    """``launch`` for callers that keep their constexprs, and their key, from one call to the next."""
     backend = backend_for(device)
     if not backend.compiles_kernels:
         backend.check_kernels()
@@ -41,7 +46,7 @@ def launch(kernel, grid, device, args, **constexprs) -> None:
         else:
             spec.append(a)
             values.append(a)
-    key = (kernel, device.index, tuple(constexprs.items()), tuple(spec))
+    key = (kernel, device.index, constexpr_key, tuple(spec))
     entry = _compiled.get(key)
     if entry is None:
         compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args],

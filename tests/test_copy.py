@@ -478,3 +478,15 @@ def test_zero_size_copy_and_fill_are_no_ops():
     x.fill_(1)
     x.zero_()
     assert tuple(x.to(nbx.float16).shape) == (0, 4)
+
+
+def test_fill_values_that_compare_equal_keep_their_own_bits():
+    """Fill values are remembered by their exact bits: 0.0 and -0.0 compare equal but differ."""
+    t = to_nbx(np.ones(4, np.float32))
+    t.fill_(0.0)
+    t.fill_(-0.0)
+    assert np.signbit(t.numpy()).all()
+    t.fill_(True)
+    assert t.numpy().tolist() == [1.0] * 4
+    t.fill_(float("nan"))
+    assert np.isnan(t.numpy()).all()

@@ -13,7 +13,7 @@ from ..device import backend_for, device as _device
 from ..dtypes import get_dtype
 from ..kernels.copy import (FORMAT_BOOL, FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE,
                             SMALL_FLOAT_FORMATS, SOURCE_CONSTANT, SOURCE_TENSOR, strided_copy)
-from ..launch import cdiv, launch
+from ..launch import cdiv, launch_planned
 from ..promotion import result_type
 from ..storage import Storage
 from ..tensor import Tensor
@@ -64,19 +64,31 @@ def _conversion_flags(st, dt, dev: _device) -> dict:
     )
 
 
-def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: int = PAIRS_NONE) -> None:
-    """One launch of the copy kernel writing all of ``dst``; ``src`` already broadcast to ``dst``.
-    With ``pairs``, the complex side is given as its real components (``view_as_real`` then select
-    0), the imaginary component one element after each."""
+class _CopyPlan:
+    """What one geometry of copy needs besides its pointers and its constant: worked out once."""
+
+    __slots__ = ("grid", "shape", "dst_strides", "src_strides", "constexprs", "constexpr_key")
+
+    def __init__(self, grid, shape, dst_strides, src_strides, constexprs):
+        self.grid = grid
+        self.shape = shape
+        self.dst_strides = dst_strides
+        self.src_strides = src_strides
+        self.constexprs = constexprs
+        self.constexpr_key = tuple(constexprs.items())
+
+
+_SPLIT = object()  # a plan marker: more dims than the kernel indexes, copied one leading index at a time
+_copy_plans: dict = {}
+_MAX_PLANS = 4096
+
+
+def _plan_copy(dst: Tensor, src: Tensor | None, pairs: int):
     n = dst.numel()
-    if n == 0:
-        return
     src_strides = src.stride() if src is not None else (0,) * dst.ndim
     shape, (dst_strides, src_strides) = S.coalesce(dst.shape, dst.stride(), src_strides)
     if len(shape) > KERNEL_MAX_RANK:
-        for i in range(dst.shape[0]):
-            _run_copy(dst[i], None if src is None else src[i], constant_bits, pairs)
-        return
+        return _SPLIT
     if not shape:
         shape, dst_strides, src_strides = (1,), (0,), (0,)
     # the imaginary component of a pair sits one element past the offsets the strides reach
@@ -90,10 +102,32 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
     else:
         flags = dict(SOURCE=SOURCE_TENSOR, **_conversion_flags(src.dtype, dt, dst.device))
     block = _elementwise_block(dst.device)
-    launch(strided_copy, (cdiv(n, block),), dst.device,
-           [dst, dst if src is None else src, n, constant_bits, shape, dst_strides, src_strides],
-           RANK=len(shape), CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[dt.itemsize]), PAIRS=pairs,
-           INDEX_64=index_64, BLOCK=block, **flags)
+    constexprs = dict(RANK=len(shape), SOURCE=flags.pop("SOURCE"),
+                      CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[dt.itemsize]), **flags, PAIRS=pairs,
+                      INDEX_64=index_64, BLOCK=block)
+    return _CopyPlan((cdiv(n, block),), shape, dst_strides, src_strides, constexprs)
+
+
+def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: int = PAIRS_NONE) -> None:
+    """One launch of the copy kernel writing all of ``dst``; ``src`` already broadcast to ``dst``.
+    With ``pairs``, the complex side is given as its real components (``view_as_real`` then select
+    0), the imaginary component one element after each."""
+    if dst.numel() == 0:
+        return
+    key = (dst._shape, dst._strides, dst._dtype, dst.device,
+           None if src is None else (src._strides, src._dtype), pairs)
+    plan = _copy_plans.get(key)
+    if plan is None:
+        if len(_copy_plans) >= _MAX_PLANS:
+            _copy_plans.clear()
+        plan = _copy_plans[key] = _plan_copy(dst, src, pairs)
+    if plan is _SPLIT:
+        for i in range(dst.shape[0]):
+            _run_copy(dst[i], None if src is None else src[i], constant_bits, pairs)
+        return
+    launch_planned(strided_copy, plan.grid, dst.device,
+                   [dst, dst if src is None else src, dst.numel(), constant_bits, plan.shape, plan.dst_strides,
+                    plan.src_strides], plan.constexprs, plan.constexpr_key)
 
 
 def _has_internal_overlap(t: Tensor) -> bool:
@@ -142,7 +176,8 @@ def copy_(dst: Tensor, src, non_blocking: bool = False) -> Tensor:
     _check_data(dst, "copy_")
     _check_data(src, "copy_")
     _check_overlap(dst, src)
-    src = src._view(dst.shape, S.broadcast_strides(src.shape, src.stride(), dst.shape))
+    if src._shape != dst._shape:
+        src = src._view(dst.shape, S.broadcast_strides(src.shape, src.stride(), dst.shape))
     if src.device != dst.device:
         if src.dtype is dst.dtype and dst.is_contiguous() and src.is_contiguous():
             _bytes_between(dst, src, blocking=not non_blocking)
@@ -206,6 +241,26 @@ def _bytes_between(dst: Tensor, src: Tensor, blocking: bool = True) -> None:
 
 
 def constant_bits(value, dt) -> int:
+    """``value`` as the bits of a ``dt`` element; Python scalars are remembered, since the same few
+    fill values recur."""
+    if type(value) is float:  # keyed by its exact text: 0.0 == -0.0, and NaN equals nothing
+        return _float_bits(value.hex(), dt)
+    if type(value) in (bool, int):
+        return _integer_bits(value, dt)
+    return _constant_bits(value, dt)
+
+
+@functools.lru_cache(maxsize=1024)
+def _float_bits(text: str, dt) -> int:
+    return _constant_bits(float.fromhex(text), dt)
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _integer_bits(value, dt) -> int:
+    return _constant_bits(value, dt)
+
+
+def _constant_bits(value, dt) -> int:
     """``value`` converted to dtype ``dt`` as ATen's fill does (``checked_convert``), returned as the
     integer holding its bits. A value that the dtype cannot hold raises instead of wrapping, except
     that a negative integer may wrap into an unsigned type (uint8 fill -1 gives 255), as in ATen."""
