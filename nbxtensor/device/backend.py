@@ -7,16 +7,26 @@ import numpy as np
 
 
 class Buffer:
-    """A block of device memory. ``ptr`` is its address; the memory is released when the buffer
-    is collected (a backend may give it back to a cache rather than to the system)."""
+    """A block of device memory. ``ptr`` is its address. ``release``, if given, is called once when
+    the buffer is collected (a backend may give the memory back to a cache rather than the system)."""
 
-    __slots__ = ("ptr", "nbytes", "_owner", "pinned", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "_owner", "pinned", "_release", "__weakref__")
 
-    def __init__(self, ptr: int, nbytes: int, owner=None, pinned: bool = False):
+    def __init__(self, ptr: int, nbytes: int, owner=None, pinned: bool = False, release=None):
         self.ptr = ptr
         self.nbytes = nbytes
         self._owner = owner
         self.pinned = pinned  # page-locked host memory that a GPU's copy engines reach directly
+        self._release = release
+
+    def __del__(self):
+        release = self._release
+        if release is not None:
+            self._release = None
+            try:
+                release()
+            except Exception:  # noqa: BLE001  (at interpreter exit the device may already be gone)
+                pass
 
 
 class Backend(ABC):

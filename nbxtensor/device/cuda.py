@@ -1,8 +1,8 @@
 """The CUDA device through NVIDIA's ``cuda-bindings``, with a Triton driver that never imports torch."""
 from __future__ import annotations
 
+import functools
 import threading
-import weakref
 
 import numpy as np
 
@@ -123,16 +123,12 @@ class CudaBackend(Backend):
         index = self.current_index() if index is None else index
         allocator = self.allocator(index)
         block = allocator.allocate(nbytes, self.current_stream_handle(index))
-        buffer = Buffer(block.ptr, nbytes)
-        weakref.finalize(buffer, allocator.free, block)
-        return buffer
+        return Buffer(block.ptr, nbytes, release=functools.partial(allocator.free, block))
 
     def allocate_pinned(self, nbytes: int) -> Buffer:
         """Page-locked host memory, which the GPU's copy engines read and write directly."""
         ptr = int(_check(self._rt.cudaMallocHost(nbytes), f"cudaMallocHost({nbytes})"))
-        buffer = Buffer(ptr, nbytes, pinned=True)
-        weakref.finalize(buffer, self._rt.cudaFreeHost, ptr)
-        return buffer
+        return Buffer(ptr, nbytes, pinned=True, release=functools.partial(self._rt.cudaFreeHost, ptr))
 
     def upload(self, dst_ptr: int, host: np.ndarray, index: int | None) -> None:
         self._copy(dst_ptr, host.ctypes.data, host.nbytes, index, self._rt.cudaMemcpyKind.cudaMemcpyHostToDevice)
