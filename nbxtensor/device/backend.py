@@ -6,6 +6,19 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 
+class KernelPointer:
+    """A kernel argument pointing into device memory: Triton reads ``data_ptr()`` and ``dtype``."""
+
+    __slots__ = ("_ptr", "dtype")
+
+    def __init__(self, ptr: int, element_type):
+        self._ptr = ptr
+        self.dtype = element_type
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+
 class Buffer:
     """A block of device memory. ``ptr`` is its address. ``release``, if given, is called once when
     the buffer is collected (a backend may give the memory back to a cache rather than the system)."""

@@ -9,7 +9,7 @@ import numpy as np
 from ..memory import CachingAllocator, RawOutOfMemory
 from ..memory.caching import limit_from_environment
 from . import facts as _facts
-from .backend import Backend, Buffer
+from .backend import Backend, Buffer, KernelPointer
 
 
 class CudaError(RuntimeError):
@@ -28,19 +28,6 @@ def _check(result, what: str):
     if not rest:
         return None
     return rest[0] if len(rest) == 1 else tuple(rest)
-
-
-class DevicePointer:
-    """A kernel argument pointing into device memory: Triton reads ``data_ptr()`` and ``dtype``."""
-
-    __slots__ = ("_ptr", "dtype")
-
-    def __init__(self, ptr: int, element_type):
-        self._ptr = ptr
-        self.dtype = element_type
-
-    def data_ptr(self) -> int:
-        return self._ptr
 
 
 class CudaBackend(Backend):
@@ -172,8 +159,8 @@ class CudaBackend(Backend):
             streams = self._local.streams = {}
         streams[index] = handle
 
-    def kernel_pointer(self, ptr: int, element_type) -> DevicePointer:
-        return DevicePointer(ptr, element_type)
+    def kernel_pointer(self, ptr: int, element_type) -> KernelPointer:
+        return KernelPointer(ptr, element_type)
 
     def describe(self) -> dict:
         return self.describe_index(self.current_index())

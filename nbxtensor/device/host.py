@@ -7,12 +7,12 @@ import numpy as np
 
 from .. import _runtime
 from . import facts as _facts
-from .backend import Backend, Buffer
+from .backend import Backend, Buffer, KernelPointer
 
 _ALIGN = 64
 
 
-class HostPointer:
+class HostPointer(KernelPointer):
     """A kernel argument pointing into host memory.
 
     Triton's interpreter copies every pointer argument to the host and back through a small part of
@@ -20,14 +20,7 @@ class HostPointer:
     pointer itself.
     """
 
-    __slots__ = ("_ptr", "dtype")
-
-    def __init__(self, ptr: int, element_type):
-        self._ptr = ptr
-        self.dtype = element_type
-
-    def data_ptr(self) -> int:
-        return self._ptr
+    __slots__ = ()
 
     def untyped_storage(self):
         return self
