@@ -22,12 +22,17 @@ if _runtime.KERNEL_MODE == _runtime.COMPILED:
 
 from .ops import registry as _registry  # noqa: E402  (ops register themselves on import)
 from .ops import copy as _copy_ops, creation as _creation_ops, views as _view_ops  # noqa: E402,F401
+from .ops import pointwise_table as _pointwise_ops  # noqa: E402,F401
+from .ops import reductions as _reduction_ops, normalization as _normalization_ops  # noqa: E402,F401
+from .ops import indexing as _indexing_ops, shape_ops as _shape_ops, sorting as _sorting_ops  # noqa: E402,F401
 from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402
 
 _registry.bind(globals(), Tensor)
 from .interop import from_dlpack  # noqa: E402  (also gives Tensor __dlpack__ and __dlpack_device__)
 
 from . import cuda  # noqa: E402
+from . import nn  # noqa: E402
+from . import linalg  # noqa: E402
 from . import io  # noqa: E402  (safetensors load_file, save_file, safe_open)
 
 for _d in all_dtypes:

@@ -47,7 +47,11 @@ def set_device(device) -> None:
 
 
 def synchronize(device=None) -> None:
-    _backend().synchronize(_index(device))
+    index = _index(device)
+    _backend().synchronize(index)
+    from .device import device as _device
+    from .ops.indexing import check_device_errors  # indices a kernel found out of range
+    check_device_errors(_device("cuda", index))
 
 
 def get_device_name(device=None) -> str:

@@ -151,6 +151,8 @@ class Tensor:
         if host is None:
             src = self.contiguous()
             raw = backend.download(src.data_ptr(), src.nbytes, src.device.index)
+            from .ops.indexing import check_device_errors  # indices a kernel found out of range
+            check_device_errors(self.device)
             return raw.view(self._dtype.numpy).reshape(self._shape)
         # as_strided goes through __array_interface__, whose type string loses ml_dtypes types
         # (float8_e5m2 reads back as '<f1'), so stride over same-size integers and view back.

@@ -184,17 +184,20 @@ def test_too_many_indices_and_two_ellipses_raise_index_error():
         to_nbx(np.float64(1.0))[:]
 
 
-def test_advanced_indices_raise_a_clear_index_error_for_now():
-    """Integer and boolean tensors, lists, arrays and bools are advanced indexing, not yet supported;
-    they must not be misread as basic indices (a 0-d bool tensor is a mask, not the integer 0 or 1)."""
-    _, x = arange_pair((3, 4))
-    advanced = [[0, 1], (slice(None), [1, 2]), to_nbx(np.array([0, 2])), to_nbx(np.array([True, False, True])),
-                to_nbx(np.array(True)), to_nbx(np.array(1, dtype=np.uint8)), True, np.array([1, 2]),
-                (0, to_nbx(np.array([1])))]
-    for index in advanced:
-        with pytest.raises(IndexError, match="advanced indexing"):
-            x[index]
-    for index in [1.0, "a", to_nbx(np.array(1.0))]:
+def test_advanced_indices_are_not_misread_as_basic_indices():
+    """Integer and boolean tensors, lists, arrays and bools are advanced indexing (a copy), never
+    basic: a 0-d bool tensor is a mask, not the integer 0 or 1; floats and strings are refused."""
+    array, x = arange_pair((3, 4))
+    cases = [([0, 1], array[[0, 1]]), ((slice(None), [1, 2]), array[:, [1, 2]]),
+             (to_nbx(np.array([0, 2])), array[[0, 2]]), (to_nbx(np.array([True, False, True])), array[[0, 2]]),
+             (to_nbx(np.array(True)), array[None]), (True, array[None]), (np.array([1, 2]), array[[1, 2]]),
+             ((0, to_nbx(np.array([1]))), array[0, [1]])]
+    for index, expected in cases:
+        result = x[index]
+        assert np.array_equal(result.numpy(), expected), index
+        assert result.numel() == 0 or storage_start(result) != storage_start(x)
+    assert tuple(x[to_nbx(np.array(1, dtype=np.uint8))].shape) == (1, 3, 4)  # a byte tensor is a mask
+    for index in [1.0, "a", to_nbx(np.array(1.0)), to_nbx(np.array([1.0]))]:
         with pytest.raises(IndexError):
             x[index]
 

@@ -408,14 +408,18 @@ def _is_integer_index(item) -> bool:
 
 def basic_index(x: Tensor, index) -> Tensor:
     """``x[index]`` for ints, slices (positive steps), ``...`` and ``None``, a view built as ATen's
-    ``applySlicing`` builds it, one index item after the other."""
+    ``applySlicing`` builds it, one index item after the other. An index holding integer or boolean
+    tensors, lists or arrays is advanced indexing (``ops.indexing``), which copies."""
     items = index if isinstance(index, tuple) else (index,)
     for item in items:
         if item is None or item is Ellipsis or isinstance(item, slice) or _is_integer_index(item):
             continue
-        kind = f"{item.dtype.name} tensor" if isinstance(item, Tensor) else type(item).__name__
-        raise IndexError(f"advanced indexing with {kind} indices is not supported yet; basic indexing "
-                         "takes ints, slices, ... and None")
+        if isinstance(item, (float, str)) or (isinstance(item, Tensor) and item.dtype.kind not in ("int", "uint", "bool")):
+            kind = f"{item.dtype.name} tensor" if isinstance(item, Tensor) else type(item).__name__
+            raise IndexError(f"only integers, slices, None, ..., and integer or boolean tensors, lists or arrays "
+                             f"are valid indices, got {kind}")
+        from .indexing import advanced_get
+        return advanced_get(x, index)
     consuming = sum(1 for i in items if i is not None and i is not Ellipsis)
     ellipses = sum(1 for i in items if i is Ellipsis)
     if ellipses > 1:
@@ -455,7 +459,11 @@ def basic_index(x: Tensor, index) -> Tensor:
 
 def set_index(x: Tensor, index, value) -> None:
     """``x[index] = value``: a tensor is broadcast into the view (leading extent-1 dims of the value
-    dropped first, as ATen does), a Python scalar fills it."""
+    dropped first, as ATen does), a Python scalar fills it. Advanced indices write through
+    ``ops.indexing`` (``index_put_``)."""
+    from .indexing import advanced_set
+    if advanced_set(x, index, value):
+        return
     target = basic_index(x, index)
     if isinstance(value, Tensor):
         lead = 0

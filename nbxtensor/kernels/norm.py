@@ -1,0 +1,206 @@
+"""Softmax and the normalisations over rows. A row that fits in registers is read once and written
+once; a longer one is summarised first (per-lane online statistics, or per-chunk states written by
+``reduce_rows`` and combined in a fixed order) and then normalised in a second sweep. As in
+``reduce.py``, the arithmetic order depends only on the row length, never on the batch."""
+import triton
+import triton.language as tl
+
+from .copy import _decode, _encode
+from .reduce import _max_lanes, _reduce_lanes, load_partials, strided_offset, welford_combine
+
+
+@triton.jit
+def _rows(n_rows, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr):
+    pid = tl.program_id(0)
+    rows = tl.arange(0, BLOCK_ROWS)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+        rows = rows.to(tl.int64)
+    rows = pid * BLOCK_ROWS + rows
+    return rows, rows < n_rows
+
+
+@triton.jit
+def softmax_rows(src, dst, part0, part1, n_rows, length, chunk_length, n_chunks,
+                 row_shape, src_row_strides, dst_row_strides, src_red_stride, dst_red_stride,
+                 LOG: tl.constexpr, ROW_RANK: tl.constexpr, RED_UNIT: tl.constexpr, RESIDENT: tl.constexpr,
+                 COMPUTE: tl.constexpr, SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                 FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr,
+                 BLOCK_R: tl.constexpr, CHUNKS: tl.constexpr, CHUNK_BITS: tl.constexpr):
+    """softmax (or log_softmax with LOG) of rows. RESIDENT: a row is one block. Otherwise the
+    (max, sum of exp) states of every chunk of the row are in part0/part1; program (rows, chunk)
+    combines them and writes its chunk."""
+    rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
+    src_row = strided_offset(rows, row_shape, src_row_strides, ROW_RANK)
+    dst_row = strided_offset(rows, row_shape, dst_row_strides, ROW_RANK)
+    lanes = tl.arange(0, BLOCK_R)
+    if INDEX_64:
+        lanes = lanes.to(tl.int64)
+    out_type = dst.dtype.element_ty
+    if RESIDENT:
+        mask = row_mask[:, None] & (lanes < length)[None, :]
+        if RED_UNIT:
+            src_off = lanes
+        else:
+            src_off = lanes * src_red_stride
+        x = _decode(tl.load(src + src_row[:, None] + src_off[None, :], mask=mask, other=0), SRC_FORMAT)
+        x = tl.where(mask, x.to(COMPUTE), float("-inf"))
+        top = _max_lanes(x)
+        shifted = x - top[:, None]
+        e = tl.exp(shifted)
+        total = tl.sum(tl.where(mask, e, 0.0), 1)
+        if LOG:
+            y = shifted - tl.log(total)[:, None]
+        else:
+            y = e / total[:, None]
+        tl.store(dst + dst_row[:, None] + (lanes * dst_red_stride)[None, :],
+                 _encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+    else:
+        top, total, _ = load_partials(part0, part1, part0, rows, row_mask, n_chunks, 9, COMPUTE, float("-inf"),
+                                      float("inf"), BLOCK_ROWS, CHUNKS, CHUNK_BITS)
+        log_total = tl.log(total)
+        chunk = tl.program_id(1)
+        if INDEX_64:
+            chunk = chunk.to(tl.int64)
+        start = chunk * chunk_length
+        stop = start + chunk_length
+        while start < stop:
+            j = start + lanes
+            mask = row_mask[:, None] & (j < length)[None, :]
+            x = _decode(tl.load(src + src_row[:, None] + (j * src_red_stride)[None, :], mask=mask, other=0),
+                        SRC_FORMAT).to(COMPUTE)
+            shifted = x - top[:, None]
+            if LOG:
+                y = shifted - log_total[:, None]
+            else:
+                y = tl.exp(shifted) / total[:, None]
+            tl.store(dst + dst_row[:, None] + (j * dst_red_stride)[None, :],
+                     _encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+            start += BLOCK_R
+
+
+@triton.jit
+def _load_row_block(src, res, res_out, src_row, res_row, out_row, j, mask, COMPUTE: tl.constexpr,
+                    HAS_RESIDUAL: tl.constexpr, SRC_FORMAT: tl.constexpr, RES_FORMAT: tl.constexpr,
+                    H_FORMAT: tl.constexpr, H_VIA_F32: tl.constexpr):
+    """A block of rows, with the residual added (and the sum, rounded to the input's dtype as an
+    unfused add would round it, stored to res_out) when HAS_RESIDUAL."""
+    x = _decode(tl.load(src + src_row[:, None] + j[None, :], mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+    if HAS_RESIDUAL:
+        r = _decode(tl.load(res + res_row[:, None] + j[None, :], mask=mask, other=0), RES_FORMAT).to(COMPUTE)
+        h = _encode(x + r, res_out.dtype.element_ty, H_FORMAT, H_VIA_F32, False)
+        tl.store(res_out + out_row[:, None] + j[None, :], h, mask=mask)
+        x = _decode(h, H_FORMAT).to(COMPUTE)
+    return tl.where(mask, x, 0.0)
+
+
+@triton.jit
+def _affine(y, weight, bias, rows, j, mask, groups, group_channels, spatial, COMPUTE: tl.constexpr,
+            AFFINE: tl.constexpr, HAS_BIAS: tl.constexpr, W_FORMAT: tl.constexpr, B_FORMAT: tl.constexpr):
+    """y * weight + bias; AFFINE 1: per element of the row, 2: per channel of a group-norm group."""
+    if AFFINE == 0:
+        return y
+    if AFFINE == 1:
+        widx = tl.broadcast_to(j[None, :], y.shape)
+    else:
+        widx = (rows % groups)[:, None] * group_channels + (j // spatial)[None, :]
+    w = _decode(tl.load(weight + widx, mask=mask, other=0), W_FORMAT).to(COMPUTE)
+    y = y * w
+    if HAS_BIAS:
+        y = y + _decode(tl.load(bias + widx, mask=mask, other=0), B_FORMAT).to(COMPUTE)
+    return y
+
+
+@triton.jit
+def norm_rows(src, res, res_out, weight, bias, dst, n_rows, length, eps, groups, group_channels, spatial,
+              row_shape, src_row_strides, res_row_strides,
+              RMS: tl.constexpr, AFFINE: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+              ROW_RANK: tl.constexpr, RESIDENT: tl.constexpr, COMPUTE: tl.constexpr,
+              SRC_FORMAT: tl.constexpr, RES_FORMAT: tl.constexpr, H_FORMAT: tl.constexpr, H_VIA_F32: tl.constexpr,
+              W_FORMAT: tl.constexpr, B_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+              INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr):
+    """layer_norm (RMS false: subtract the mean, divide by the standard deviation) or rms_norm of rows
+    whose elements are adjacent; outputs (and the residual sum) are written densely."""
+    rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
+    src_row = strided_offset(rows, row_shape, src_row_strides, ROW_RANK)
+    res_row = strided_offset(rows, row_shape, res_row_strides, ROW_RANK)
+    out_row = rows * length
+    lanes = tl.arange(0, BLOCK_R)
+    if INDEX_64:
+        lanes = lanes.to(tl.int64)
+    out_type = dst.dtype.element_ty
+    if RESIDENT:
+        mask = row_mask[:, None] & (lanes < length)[None, :]
+        x = _load_row_block(src, res, res_out, src_row, res_row, out_row, lanes, mask, COMPUTE, HAS_RESIDUAL,
+                            SRC_FORMAT, RES_FORMAT, H_FORMAT, H_VIA_F32)
+        if RMS:
+            rstd = 1.0 / tl.sqrt(tl.sum(x * x, 1) / length + eps)
+            y = x * rstd[:, None]
+        else:
+            mean = tl.sum(x, 1) / length
+            centred = tl.where(mask, x - mean[:, None], 0.0)
+            rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, 1) / length + eps)
+            y = centred * rstd[:, None]
+        y = _affine(y, weight, bias, rows, lanes, mask, groups, group_channels, spatial, COMPUTE, AFFINE, HAS_BIAS,
+                    W_FORMAT, B_FORMAT)
+        tl.store(dst + out_row[:, None] + lanes[None, :], _encode(y, out_type, DST_FORMAT, VIA_F32, False), mask=mask)
+    else:
+        count = tl.zeros([BLOCK_ROWS, BLOCK_R], COMPUTE)
+        mean_acc = tl.zeros([BLOCK_ROWS, BLOCK_R], COMPUTE)
+        m2 = tl.zeros([BLOCK_ROWS, BLOCK_R], COMPUTE)
+        start = length * 0
+        while start < length:
+            j = start + lanes
+            mask = row_mask[:, None] & (j < length)[None, :]
+            x = _load_row_block(src, res, res_out, src_row, res_row, out_row, j, mask, COMPUTE, HAS_RESIDUAL,
+                                SRC_FORMAT, RES_FORMAT, H_FORMAT, H_VIA_F32)
+            if RMS:
+                m2 += x * x
+            else:
+                count, mean_acc, m2 = welford_combine(count, mean_acc, m2, mask.to(COMPUTE), x, 0.0)
+            start += BLOCK_R
+        if RMS:
+            rstd = 1.0 / tl.sqrt(tl.sum(m2, 1) / length + eps)
+            mean = rstd * 0
+        else:
+            _, mean, total_m2 = _reduce_lanes(count, mean_acc, m2, 8, 0)
+            rstd = 1.0 / tl.sqrt(total_m2 / length + eps)
+        start = length * 0
+        while start < length:
+            j = start + lanes
+            mask = row_mask[:, None] & (j < length)[None, :]
+            if HAS_RESIDUAL:
+                x = _decode(tl.load(res_out + out_row[:, None] + j[None, :], mask=mask, other=0), H_FORMAT)
+            else:
+                x = _decode(tl.load(src + src_row[:, None] + j[None, :], mask=mask, other=0), SRC_FORMAT)
+            y = (x.to(COMPUTE) - mean[:, None]) * rstd[:, None]
+            y = _affine(y, weight, bias, rows, j, mask, groups, group_channels, spatial, COMPUTE, AFFINE, HAS_BIAS,
+                        W_FORMAT, B_FORMAT)
+            tl.store(dst + out_row[:, None] + j[None, :], _encode(y, out_type, DST_FORMAT, VIA_F32, False), mask=mask)
+            start += BLOCK_R
+
+
+@triton.jit
+def batch_norm_inference(src, dst, mean, var, weight, bias, n, channels, spatial, eps,
+                         HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, COMPUTE: tl.constexpr,
+                         SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                         INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
+    """(x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] over a dense [N, C, spatial] tensor;
+    the per-channel vectors arrive in the compute dtype."""
+    pid = tl.program_id(0)
+    idx = tl.arange(0, BLOCK)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+        idx = idx.to(tl.int64)
+    idx = pid * BLOCK + idx
+    mask = idx < n
+    c = (idx // spatial) % channels
+    x = _decode(tl.load(src + idx, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+    m = tl.load(mean + c, mask=mask, other=0)
+    v = tl.load(var + c, mask=mask, other=1)
+    y = (x - m) / tl.sqrt(v + eps)
+    if HAS_WEIGHT:
+        y = y * tl.load(weight + c, mask=mask, other=1)
+    if HAS_BIAS:
+        y = y + tl.load(bias + c, mask=mask, other=0)
+    tl.store(dst + idx, _encode(y, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)

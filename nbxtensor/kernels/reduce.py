@@ -1,0 +1,536 @@
+"""Row reductions: one kernel family for every reduction, chosen by a constexpr ``OP``.
+
+A reduction reads "rows": each output element reduces ``length`` input elements. Rows are found
+by strides (kept dims), elements within a row by strides (reduced dims), so no input is copied.
+Two layouts of the program tile ``[BLOCK_ROWS, BLOCK_R]``:
+
+- ROW: a program takes BLOCK_ROWS whole rows; used when the reduced elements are adjacent in memory
+  (or when nothing is), so loads run along the row.
+- COLUMN: the innermost kept dim has unit stride; a program takes BLOCK_ROWS neighbouring rows of one
+  outer index, so loads run across rows and reduced elements are walked with their stride.
+
+Every op keeps up to three state tensors per lane (element ``j`` of a row goes to lane
+``j % BLOCK_R``), folds each block of elements into them, and combines the lanes at the end. The
+order of that arithmetic depends only on the row length and the layout (the launch settings are a
+function of those), never on the number of rows or on which program handles a row, so a row gives
+the same bits alone or in any batch. A row too long for one program is split into fixed chunks
+whose partial states are written out and combined, in a fixed order, by ``combine_partials``.
+"""
+import triton
+import triton.language as tl
+
+from .copy import _decode, _encode
+
+OP_SUM = 0
+OP_NANSUM = 1
+OP_MEAN = 2
+OP_NANMEAN = 3
+OP_PROD = 4
+OP_AMAX = 5
+OP_AMIN = 6
+OP_ARGMAX = 7
+OP_ARGMIN = 8
+OP_AMINMAX = 9
+OP_VAR = 10
+OP_STD = 11
+OP_LOGSUMEXP = 12
+OP_ANY = 13
+OP_ALL = 14
+OP_COUNT_NONZERO = 15
+OP_NORM_0 = 16
+OP_NORM_1 = 17
+OP_NORM_2 = 18
+OP_NORM_INF = 19
+OP_NORM_NEG_INF = 20
+OP_NORM_P = 21
+
+# how lane states combine
+KIND_ADD = 0
+KIND_MUL = 1
+KIND_MAX = 2
+KIND_MIN = 3
+KIND_ARGMAX = 4
+KIND_ARGMIN = 5
+KIND_MINMAX = 6
+KIND_SUM_COUNT = 7
+KIND_WELFORD = 8
+KIND_LOGSUMEXP = 9
+
+KIND_OF = {
+    OP_SUM: KIND_ADD, OP_NANSUM: KIND_ADD, OP_MEAN: KIND_ADD, OP_NANMEAN: KIND_SUM_COUNT, OP_PROD: KIND_MUL,
+    OP_AMAX: KIND_MAX, OP_AMIN: KIND_MIN, OP_ARGMAX: KIND_ARGMAX, OP_ARGMIN: KIND_ARGMIN,
+    OP_AMINMAX: KIND_MINMAX, OP_VAR: KIND_WELFORD, OP_STD: KIND_WELFORD, OP_LOGSUMEXP: KIND_LOGSUMEXP,
+    OP_ANY: KIND_MAX, OP_ALL: KIND_MIN, OP_COUNT_NONZERO: KIND_ADD, OP_NORM_0: KIND_ADD, OP_NORM_1: KIND_ADD,
+    OP_NORM_2: KIND_ADD, OP_NORM_INF: KIND_MAX, OP_NORM_NEG_INF: KIND_MIN, OP_NORM_P: KIND_ADD,
+}
+
+# the index a padding lane carries: larger than any real one, so real elements win ties
+NO_INDEX = 2 ** 62
+
+
+@triton.jit
+def strided_offset(idx, shape, strides, RANK: tl.constexpr):
+    """The element offset of row-major index ``idx`` over ``shape`` laid out with ``strides``."""
+    if RANK == 1:
+        return idx * strides[0]
+    off = idx * 0
+    rem = idx
+    for d in tl.static_range(RANK - 1, -1, -1):
+        off += (rem % shape[d]) * strides[d]
+        rem = rem // shape[d]
+    return off
+
+
+@triton.jit
+def max_propagating_nan(a, b):
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def min_propagating_nan(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def _add(a, b):
+    return a + b
+
+
+@triton.jit
+def _mul(a, b):
+    return a * b
+
+
+@triton.jit
+def _argmax_combine(va, ia, vb, ib):
+    """The larger value, NaN above everything, the first index among equals."""
+    nan_a = va != va
+    nan_b = vb != vb
+    first = (va > vb) | (nan_a & ~nan_b) | (((va == vb) | (nan_a & nan_b)) & (ia < ib))
+    return tl.where(first, va, vb), tl.where(first, ia, ib)
+
+
+@triton.jit
+def _argmin_combine(va, ia, vb, ib):
+    nan_a = va != va
+    nan_b = vb != vb
+    first = (va < vb) | (nan_a & ~nan_b) | (((va == vb) | (nan_a & nan_b)) & (ia < ib))
+    return tl.where(first, va, vb), tl.where(first, ia, ib)
+
+
+@triton.jit
+def _minmax_combine(min_a, max_a, min_b, max_b):
+    return min_propagating_nan(min_a, min_b), max_propagating_nan(max_a, max_b)
+
+
+@triton.jit
+def _sum_count_combine(sum_a, count_a, sum_b, count_b):
+    return sum_a + sum_b, count_a + count_b
+
+
+@triton.jit
+def welford_combine(count_a, mean_a, m2_a, count_b, mean_b, m2_b):
+    """Chan et al.'s merge of two (count, mean, sum of squared deviations) states."""
+    count = count_a + count_b
+    ratio = count_b / tl.where(count == 0, 1, count)
+    delta = mean_b - mean_a
+    return count, mean_a + delta * ratio, m2_a + m2_b + delta * delta * count_a * ratio
+
+
+@triton.jit
+def logsumexp_combine(max_a, sum_a, max_b, sum_b):
+    """Merge (running max, sum of exp(x - max)) states; infinite maxima need no rescaling."""
+    top = max_propagating_nan(max_a, max_b)
+    scale_a = tl.where(max_a == top, 1.0, tl.exp(max_a - top))
+    scale_b = tl.where(max_b == top, 1.0, tl.exp(max_b - top))
+    return top, sum_a * scale_a + sum_b * scale_b
+
+
+@triton.jit
+def _fold(s0, s1, s2, t0, t1, t2, KIND: tl.constexpr):
+    """Combine state (s0, s1, s2) with state (t0, t1, t2) elementwise."""
+    if KIND == 0:
+        return s0 + t0, s1, s2
+    elif KIND == 1:
+        return s0 * t0, s1, s2
+    elif KIND == 2:
+        return max_propagating_nan(s0, t0), s1, s2
+    elif KIND == 3:
+        return min_propagating_nan(s0, t0), s1, s2
+    elif KIND == 4:
+        v, i = _argmax_combine(s0, s1, t0, t1)
+        return v, i, s2
+    elif KIND == 5:
+        v, i = _argmin_combine(s0, s1, t0, t1)
+        return v, i, s2
+    elif KIND == 6:
+        lo, hi = _minmax_combine(s0, s1, t0, t1)
+        return lo, hi, s2
+    elif KIND == 7:
+        return s0 + t0, s1 + t1, s2
+    elif KIND == 8:
+        return welford_combine(s0, s1, s2, t0, t1, t2)
+    else:
+        m, s = logsumexp_combine(s0, s1, t0, t1)
+        return m, s, s2
+
+
+@triton.jit
+def _max_lanes(x):
+    """Largest value along axis 1, NaN when any is NaN (Triton's own max skips NaN on GPUs)."""
+    if x.dtype.is_floating():
+        has_nan = tl.max((x != x).to(tl.int32), 1) > 0
+        return tl.where(has_nan, float("nan"), tl.max(x, 1)).to(x.dtype)
+    else:
+        # no NaN to look for; a float constant in the select would round large integers
+        return tl.max(x, 1)
+
+
+@triton.jit
+def _min_lanes(x):
+    if x.dtype.is_floating():
+        has_nan = tl.max((x != x).to(tl.int32), 1) > 0
+        return tl.where(has_nan, float("nan"), tl.min(x, 1)).to(x.dtype)
+    else:
+        return tl.min(x, 1)
+
+
+@triton.jit
+def _reduce_lanes(s0, s1, s2, KIND: tl.constexpr, LANE_BITS: tl.constexpr):
+    """States over axis 1 of a [rows, lanes] tile combined into one state per row. Only Triton's
+    built-in reductions are used: a custom combine function runs element by element in Triton's
+    interpreter, and these closed forms need none."""
+    if KIND == 0:
+        return tl.sum(s0, 1), tl.sum(s1, 1), tl.sum(s2, 1)
+    elif KIND == 1:
+        # a pairwise tree: lanes 2k and 2k + 1 multiply, LANE_BITS times
+        prod = s0
+        for _ in tl.static_range(LANE_BITS):
+            left, right = tl.split(tl.reshape(prod, [prod.shape[0], prod.shape[1] // 2, 2]))
+            prod = left * right
+        return tl.reshape(prod, [prod.shape[0]]), tl.sum(s1, 1), tl.sum(s2, 1)
+    elif KIND == 2:
+        return _max_lanes(s0), tl.sum(s1, 1), tl.sum(s2, 1)
+    elif KIND == 3:
+        return _min_lanes(s0), tl.sum(s1, 1), tl.sum(s2, 1)
+    elif KIND == 4 or KIND == 5:
+        # each lane holds its first best index; the row's answer is the smallest index among the
+        # lanes whose value equals the best one
+        if KIND == 4:
+            best = _max_lanes(s0)
+        else:
+            best = _min_lanes(s0)
+        both_nan = (s0 != s0) & (best != best)[:, None]
+        hit = (s0 == best[:, None]) | both_nan
+        return best, tl.min(tl.where(hit, s1, 4611686018427387904), 1), tl.sum(s2, 1)
+    elif KIND == 6:
+        return _min_lanes(s0), _max_lanes(s1), tl.sum(s2, 1)
+    elif KIND == 7:
+        return tl.sum(s0, 1), tl.sum(s1, 1), tl.sum(s2, 1)
+    elif KIND == 8:
+        # the parallel form of Chan's merge over all lanes at once
+        count = tl.sum(s0, 1)
+        mean = tl.sum(s0 * s1, 1) / tl.where(count == 0, 1, count)
+        delta = s1 - mean[:, None]
+        return count, mean, tl.sum(s2, 1) + tl.sum(s0 * delta * delta, 1)
+    else:
+        top = _max_lanes(s0)
+        scale = tl.where(s0 == top[:, None], 1.0, tl.exp(s0 - top[:, None]))
+        return top, tl.sum(s1 * scale, 1), tl.sum(s2, 1)
+
+
+@triton.jit
+def _identity(shape, KIND: tl.constexpr, ACC: tl.constexpr, LOWEST: tl.constexpr, HIGHEST: tl.constexpr):
+    """The state of no elements. s1 holds indices (int64) for the arg kinds."""
+    if KIND == 1:
+        s0 = tl.full(shape, 1, ACC)
+    elif KIND == 2 or KIND == 4:
+        s0 = tl.full(shape, LOWEST, ACC)
+    elif KIND == 3 or KIND == 5:
+        s0 = tl.full(shape, HIGHEST, ACC)
+    elif KIND == 6:
+        s0 = tl.full(shape, HIGHEST, ACC)
+    elif KIND == 9:
+        s0 = tl.full(shape, float("-inf"), ACC)
+    else:
+        s0 = tl.zeros(shape, ACC)
+    if KIND == 4 or KIND == 5:
+        s1 = tl.full(shape, 4611686018427387904, tl.int64)
+    elif KIND == 6:
+        s1 = tl.full(shape, LOWEST, ACC)
+    else:
+        s1 = tl.zeros(shape, ACC)
+    s2 = tl.zeros(shape, ACC)
+    return s0, s1, s2
+
+
+@triton.jit
+def _lift(x, j, mask, p, OP: tl.constexpr, KIND: tl.constexpr, ACC: tl.constexpr, LOWEST: tl.constexpr,
+          HIGHEST: tl.constexpr):
+    """The state of one element ``x`` (already converted to the compute type) at index ``j``;
+    the identity where ``mask`` is false."""
+    id0, id1, id2 = _identity(x.shape, KIND, ACC, LOWEST, HIGHEST)
+    if OP == 1:
+        v = tl.where(x != x, 0, x).to(ACC)
+    elif OP == 13 or OP == 14 or OP == 15 or OP == 16:
+        v = (x != 0).to(ACC)
+    elif OP == 17 or OP == 19 or OP == 20:
+        v = tl.abs(x).to(ACC)
+    elif OP == 18:
+        v = (x * x).to(ACC)
+    elif OP == 21:
+        v = tl.exp2(p * tl.log2(tl.abs(x))).to(ACC)
+    else:
+        v = x.to(ACC)
+    if KIND == 4 or KIND == 5:
+        return tl.where(mask, v, id0), tl.where(mask, j.to(tl.int64), id1), id2
+    elif KIND == 6:
+        return tl.where(mask, v, id0), tl.where(mask, v, id1), id2
+    elif KIND == 7:
+        valid = mask & (v == v)
+        return tl.where(valid, v, 0), valid.to(ACC), id2
+    elif KIND == 8:
+        return mask.to(ACC), tl.where(mask, v, 0), id2
+    elif KIND == 9:
+        return tl.where(mask, v, float("-inf")), mask.to(ACC), id2
+    else:
+        return tl.where(mask, v, id0), id1, id2
+
+
+@triton.jit
+def _finalize(s0, s1, s2, count, p, correction, OP: tl.constexpr):
+    """The op's results (first output, second output) from a row's combined state."""
+    if OP == 2:
+        return s0 / count, s1
+    elif OP == 3:
+        return s0 / s1, s1
+    elif OP == 10 or OP == 11:
+        var = s2 / tl.maximum(s0 - correction, 0.0)
+        if OP == 11:
+            var = tl.sqrt(var)
+        return var, s1
+    elif OP == 12:
+        return s0 + tl.log(s1), s1
+    elif OP == 18:
+        return tl.sqrt(s0), s1
+    elif OP == 21:
+        return tl.exp2(tl.log2(s0) / p), s1
+    else:
+        return s0, s1
+
+
+@triton.jit
+def _store_results(out0, out1, out_idx, row_mask, s0, s1, s2, count, p, correction,
+                   OP: tl.constexpr, KIND: tl.constexpr, OUT_VALUES: tl.constexpr, OUT_SECOND: tl.constexpr,
+                   DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, FLOAT_TO_INT: tl.constexpr):
+    first, second = _finalize(s0, s1, s2, count, p, correction, OP)
+    if KIND == 4 or KIND == 5:
+        # arg kinds: out0 holds values (when OUT_VALUES), out1 the indices
+        if OUT_VALUES:
+            tl.store(out0 + out_idx, _encode(first, out0.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
+                     mask=row_mask)
+        tl.store(out1 + out_idx, second, mask=row_mask)
+    else:
+        tl.store(out0 + out_idx, _encode(first, out0.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
+                 mask=row_mask)
+        if OUT_SECOND:
+            tl.store(out1 + out_idx, _encode(second, out1.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
+                     mask=row_mask)
+
+
+@triton.jit
+def _row_geometry(n_rows, n_inner, row_shape, row_strides, ROW_RANK: tl.constexpr, COLUMN: tl.constexpr,
+                  INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr):
+    """(offsets of this program's rows, their output indices, which are real)."""
+    pid = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK_ROWS)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+        lanes = lanes.to(tl.int64)
+    if COLUMN:
+        inner_blocks = tl.cdiv(n_inner, BLOCK_ROWS)
+        outer = pid // inner_blocks
+        inner = (pid % inner_blocks) * BLOCK_ROWS + lanes
+        row_mask = inner < n_inner
+        row_off = strided_offset(outer, row_shape, row_strides, ROW_RANK) + inner
+        out_idx = outer * n_inner + inner
+    else:
+        rows = pid * BLOCK_ROWS + lanes
+        row_mask = rows < n_rows
+        row_off = strided_offset(rows, row_shape, row_strides, ROW_RANK)
+        out_idx = rows
+    return row_off, out_idx, row_mask
+
+
+@triton.jit
+def reduce_rows(src, out0, out1, part0, part1, part2,
+                n_rows, n_inner, length, chunk_length, n_chunks, count, p, correction,
+                row_shape, row_strides, red_shape, red_strides,
+                OP: tl.constexpr, KIND: tl.constexpr, ACC: tl.constexpr, COMPUTE: tl.constexpr,
+                LOWEST: tl.constexpr, HIGHEST: tl.constexpr,
+                ROW_RANK: tl.constexpr, RED_RANK: tl.constexpr, RED_UNIT: tl.constexpr, COLUMN: tl.constexpr,
+                SPLIT: tl.constexpr, OUT_VALUES: tl.constexpr, OUT_SECOND: tl.constexpr,
+                SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr,
+                BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, LANE_BITS: tl.constexpr):
+    """Reduce rows (one chunk of each when SPLIT, writing partial states to part0..2)."""
+    row_off, out_idx, row_mask = _row_geometry(n_rows, n_inner, row_shape, row_strides, ROW_RANK, COLUMN,
+                                               INDEX_64, BLOCK_ROWS)
+    chunk = tl.program_id(1)
+    lanes = tl.arange(0, BLOCK_R)
+    if INDEX_64:
+        chunk = chunk.to(tl.int64)
+        lanes = lanes.to(tl.int64)
+    begin = chunk * chunk_length
+    s0, s1, s2 = _identity([BLOCK_ROWS, BLOCK_R], KIND, ACC, LOWEST, HIGHEST)
+    # chunk lengths are multiples of BLOCK_R, so only the last chunk of a row meets its end. Loops
+    # are while loops: Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2).
+    start = begin
+    while start < begin + chunk_length:
+        j = start + lanes
+        if RED_UNIT:
+            red_off = j
+        else:
+            red_off = strided_offset(j, red_shape, red_strides, RED_RANK)
+        mask = row_mask[:, None] & (j < length)[None, :]
+        raw = tl.load(src + row_off[:, None] + red_off[None, :], mask=mask, other=0)
+        x = _decode(raw, SRC_FORMAT).to(COMPUTE)
+        t0, t1, t2 = _lift(x, tl.broadcast_to(j[None, :], [BLOCK_ROWS, BLOCK_R]), mask, p, OP, KIND, ACC,
+                           LOWEST, HIGHEST)
+        s0, s1, s2 = _fold(s0, s1, s2, t0, t1, t2, KIND)
+        start += BLOCK_R
+    r0, r1, r2 = _reduce_lanes(s0, s1, s2, KIND, LANE_BITS)
+    if SPLIT:
+        part_idx = out_idx * n_chunks + chunk
+        tl.store(part0 + part_idx, r0, mask=row_mask)
+        tl.store(part1 + part_idx, r1, mask=row_mask)
+        tl.store(part2 + part_idx, r2, mask=row_mask)
+    else:
+        _store_results(out0, out1, out_idx, row_mask, r0, r1, r2, count, p, correction, OP, KIND, OUT_VALUES,
+                       OUT_SECOND, DST_FORMAT, VIA_F32, FLOAT_TO_INT)
+
+
+@triton.jit
+def load_partials(part0, part1, part2, rows, row_mask, n_chunks, KIND: tl.constexpr, ACC: tl.constexpr,
+                  LOWEST: tl.constexpr, HIGHEST: tl.constexpr, BLOCK_ROWS: tl.constexpr, CHUNKS: tl.constexpr,
+                  CHUNK_BITS: tl.constexpr):
+    """The partial states of ``rows`` (all their chunks) combined, in a fixed order, into one per row."""
+    chunks = tl.arange(0, CHUNKS)
+    mask = row_mask[:, None] & (chunks < n_chunks)[None, :]
+    idx = rows[:, None] * n_chunks + chunks[None, :]
+    id0, id1, id2 = _identity([BLOCK_ROWS, CHUNKS], KIND, ACC, LOWEST, HIGHEST)
+    s0 = tl.where(mask, tl.load(part0 + idx, mask=mask, other=0), id0)
+    s1 = tl.where(mask, tl.load(part1 + idx, mask=mask, other=0), id1)
+    s2 = tl.where(mask, tl.load(part2 + idx, mask=mask, other=0), id2)
+    return _reduce_lanes(s0, s1, s2, KIND, CHUNK_BITS)
+
+
+@triton.jit
+def combine_partials(part0, part1, part2, out0, out1, n_rows, n_chunks, count, p, correction,
+                     OP: tl.constexpr, KIND: tl.constexpr, ACC: tl.constexpr,
+                     LOWEST: tl.constexpr, HIGHEST: tl.constexpr,
+                     OUT_VALUES: tl.constexpr, OUT_SECOND: tl.constexpr,
+                     DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, FLOAT_TO_INT: tl.constexpr,
+                     BLOCK_ROWS: tl.constexpr, CHUNKS: tl.constexpr, CHUNK_BITS: tl.constexpr):
+    """The second pass of a split reduction: every row's chunk states combined and finalised."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    row_mask = rows < n_rows
+    r0, r1, r2 = load_partials(part0, part1, part2, rows, row_mask, n_chunks, KIND, ACC, LOWEST, HIGHEST, BLOCK_ROWS,
+                               CHUNKS, CHUNK_BITS)
+    _store_results(out0, out1, rows, row_mask, r0, r1, r2, count, p, correction, OP, KIND, OUT_VALUES, OUT_SECOND,
+                   DST_FORMAT, VIA_F32, FLOAT_TO_INT)
+
+
+@triton.jit
+def _scan_combine_add(a, b):
+    return a + b
+
+
+@triton.jit
+def _scan_combine_mul(a, b):
+    return a * b
+
+
+@triton.jit
+def _cummax_combine(va, ia, vb, ib):
+    """Later operand ``b`` wins when it is NaN, or not below ``a`` while ``a`` is not NaN (ATen's
+    cummax keeps the last index among equal maxima)."""
+    take_b = (vb != vb) | ((va == va) & (vb >= va))
+    return tl.where(take_b, vb, va), tl.where(take_b, ib, ia)
+
+
+@triton.jit
+def _cummin_combine(va, ia, vb, ib):
+    take_b = (vb != vb) | ((va == va) & (vb <= va))
+    return tl.where(take_b, vb, va), tl.where(take_b, ib, ia)
+
+
+@triton.jit
+def _last_of_row(x, BLOCK_R: tl.constexpr):
+    """The last column of a [rows, BLOCK_R] tile, as a [rows, 1] tile."""
+    last = tl.arange(0, BLOCK_R)[None, :] == BLOCK_R - 1
+    return tl.sum(tl.where(last, x, 0), 1)[:, None]
+
+
+@triton.jit
+def scan_rows(src, dst, dst_idx, n_rows, length,
+              row_shape, src_row_strides, dst_row_strides, src_red_stride, dst_red_stride,
+              SCAN: tl.constexpr, ACC: tl.constexpr, COMPUTE: tl.constexpr, LOWEST: tl.constexpr,
+              HIGHEST: tl.constexpr, ROW_RANK: tl.constexpr,
+              SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+              FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr):
+    """Inclusive scans along rows. SCAN: 0 cumsum, 1 cumprod, 2 cummax, 3 cummin, 4 logcumsumexp.
+    Each block is scanned and then joined to the carry of the blocks before it."""
+    pid = tl.program_id(0)
+    rows = tl.arange(0, BLOCK_ROWS)
+    lanes = tl.arange(0, BLOCK_R)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+        rows = rows.to(tl.int64)
+        lanes = lanes.to(tl.int64)
+    rows = pid * BLOCK_ROWS + rows
+    row_mask = rows < n_rows
+    src_row = strided_offset(rows, row_shape, src_row_strides, ROW_RANK)
+    dst_row = strided_offset(rows, row_shape, dst_row_strides, ROW_RANK)
+    if SCAN == 1:
+        carry = tl.full([BLOCK_ROWS, 1], 1, ACC)
+    elif SCAN == 2:
+        carry = tl.full([BLOCK_ROWS, 1], LOWEST, ACC)
+    elif SCAN == 3:
+        carry = tl.full([BLOCK_ROWS, 1], HIGHEST, ACC)
+    elif SCAN == 4:
+        carry = tl.full([BLOCK_ROWS, 1], float("-inf"), ACC)
+    else:
+        carry = tl.zeros([BLOCK_ROWS, 1], ACC)
+    carry_idx = tl.zeros([BLOCK_ROWS, 1], tl.int64)
+    start = length * 0
+    while start < length:
+        j = start + lanes
+        mask = row_mask[:, None] & (j < length)[None, :]
+        raw = tl.load(src + src_row[:, None] + (j * src_red_stride)[None, :], mask=mask, other=0)
+        x = _decode(raw, SRC_FORMAT).to(COMPUTE).to(ACC)
+        idx = tl.broadcast_to(j[None, :].to(tl.int64), [BLOCK_ROWS, BLOCK_R])
+        if SCAN == 0:
+            y = tl.associative_scan(x, 1, _scan_combine_add) + carry
+            carry = _last_of_row(y, BLOCK_R)
+        elif SCAN == 1:
+            y = tl.associative_scan(x, 1, _scan_combine_mul) * carry
+            carry = _last_of_row(y, BLOCK_R)
+        elif SCAN == 2 or SCAN == 3:
+            if SCAN == 2:
+                v, i = tl.associative_scan((x, idx), 1, _cummax_combine)
+                y, yi = _cummax_combine(carry, carry_idx, v, i)
+            else:
+                v, i = tl.associative_scan((x, idx), 1, _cummin_combine)
+                y, yi = _cummin_combine(carry, carry_idx, v, i)
+            carry = _last_of_row(y, BLOCK_R)
+            carry_idx = _last_of_row(yi, BLOCK_R)
+            tl.store(dst_idx + dst_row[:, None] + (j * dst_red_stride)[None, :], yi, mask=mask)
+        else:
+            m, s = tl.associative_scan((x, tl.full(x.shape, 1.0, ACC)), 1, logsumexp_combine)
+            m, s = logsumexp_combine(carry, tl.where(carry == float("-inf"), 0.0, 1.0), m, s)
+            y = m + tl.log(s)
+            carry = _last_of_row(y, BLOCK_R)
+        tl.store(dst + dst_row[:, None] + (j * dst_red_stride)[None, :],
+                 _encode(y, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+        start += BLOCK_R

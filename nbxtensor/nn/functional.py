@@ -1,0 +1,16 @@
+"""``nbxtensor.nn.functional``: torch.nn.functional's names for the ops nbxtensor has.
+
+The activations are rows of the pointwise table (``ops/pointwise_table.py``); each takes torch's
+arguments, ``inplace=`` included where torch has it, and ``<name>_`` is the in-place form.
+"""
+from ..ops import pointwise_table as _table  # noqa: F401  (registers the rows)
+from ..ops.pointwise import FUNCTIONAL as _FUNCTIONAL
+from ..ops.normalization import FUNCTIONAL as _NORM_FUNCTIONAL
+from ..ops.registry import get as _get
+
+globals().update(_FUNCTIONAL)
+globals().update(_NORM_FUNCTIONAL)
+sigmoid = _get("sigmoid").impl
+tanh = _get("tanh").impl
+
+__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, "sigmoid", "tanh"])

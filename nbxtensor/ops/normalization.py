@@ -1,0 +1,351 @@
+"""softmax, log_softmax and the normalisations (layer, RMS, group, batch in inference form, and the
+fused residual-add forms), each one launch (two for rows too long to hold in registers)."""
+from __future__ import annotations
+
+import ml_dtypes
+
+from .. import shape as S
+from ..kernels import norm as N
+from ..kernels import reduce as K
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..launch import cdiv, launch
+from ..tensor import Tensor
+from .copy import _conversion_flags, new_tensor
+from .reductions import _needs_index_64, _source, compute_dtype, kernel_facts, next_pow2, split_plan, tile_for
+from .registry import Cost, TensorMeta, nbytes, register
+
+
+def _format(dt):
+    return SMALL_FLOAT_FORMATS.get(dt.name, FORMAT_NATIVE)
+
+
+def _float_out(x, dtype, op: str):
+    from ..dtypes import get_dtype
+    out = x.dtype if dtype is None else get_dtype(dtype)
+    if not out.is_floating_point or out.storage_only:
+        raise TypeError(f"{op}: expected a floating-point tensor (or dtype=), got {out.name}")
+    return out
+
+
+# ---- softmax ---------------------------------------------------------------------------------------
+def _softmax_meta(x, dim=None, dtype=None, _stacklevel=3):
+    if dim is None:
+        raise TypeError("softmax: dim is required (the implicit choice of dim is deprecated in torch)")
+    S.wrap_dim(dim, len(x.shape))
+    return TensorMeta(tuple(x.shape), _float_out(x, dtype, "softmax"))
+
+
+def _softmax_cost(x, dim=None, dtype=None, _stacklevel=3):
+    out = _softmax_meta(x, dim, dtype)
+    return Cost(flops=4 * S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
+
+
+def _run_softmax(x: Tensor, dim, dtype, log: bool) -> Tensor:
+    meta = _softmax_meta(x, dim, dtype)
+    src, as_dtype = _source(x, meta.dtype)
+    compute = compute_dtype(as_dtype)
+    out = new_tensor(x.shape, meta.dtype, x.device)
+    if x.numel() == 0:
+        return out
+    d = S.wrap_dim(dim, x.ndim)
+    if x.ndim == 0:
+        src, view, d = src._view((1,), (1,)), out._view((1,), (1,)), 0
+    else:
+        view = out
+    kept = [i for i in range(src.ndim) if i != d]
+    row_shape, (src_strides, dst_strides) = S.coalesce([src.shape[i] for i in kept], [src.stride(i) for i in kept],
+                                                       [view.stride(i) for i in kept])
+    if len(row_shape) > 8:
+        return _run_softmax(x.contiguous(), dim, dtype, log)
+    n_rows = S.numel(row_shape)
+    row_shape, src_strides, dst_strides = (row_shape, src_strides, dst_strides) if row_shape else ((1,), (0,), (0,))
+    length = src.shape[d]
+    facts = kernel_facts(x.device)
+    flags = _conversion_flags(compute, meta.dtype, x.device)
+    index_64 = _needs_index_64(src) or _needs_index_64(view)
+    common = dict(LOG=log, ROW_RANK=len(row_shape), RED_UNIT=src.stride(d) == 1, COMPUTE=compute.triton,
+                  SRC_FORMAT=_format(src.dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+                  FLOAT_TO_INT=False, INDEX_64=index_64)
+    if length <= facts["row_resident_max"]:
+        block_r = next_pow2(length)
+        block_rows = max(1, facts["reduction_tile"] // block_r)
+        warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
+        launch(N.softmax_rows, (cdiv(n_rows, block_rows),), x.device,
+               [src, view, view, view, n_rows, length, length, 1, row_shape, src_strides, dst_strides,
+                src.stride(d), view.stride(d)],
+               RESIDENT=True, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=1, CHUNK_BITS=0, num_warps=warps,
+               **common)
+        return out
+    # a long row: (max, sum of exp) per chunk from the reduction kernel, then a normalising sweep
+    chunk, n_chunks = split_plan(length, facts)
+    block_rows, block_r, warps = tile_for(chunk, facts)
+    top = new_tensor((n_rows * n_chunks,), compute, x.device)
+    total = new_tensor((n_rows * n_chunks,), compute, x.device)
+    unused_state = new_tensor((n_rows * n_chunks,), compute, x.device)
+    lowest, highest = float("-inf"), float("inf")
+    launch(K.reduce_rows, (cdiv(n_rows, block_rows), n_chunks), x.device,
+           [src, top, top, top, total, unused_state, n_rows, 1, length, chunk, n_chunks, float(length), 0.0, 0.0,
+            row_shape, src_strides, (length,), (src.stride(d),)],
+           OP=K.OP_LOGSUMEXP, KIND=K.KIND_LOGSUMEXP, ACC=compute.triton, COMPUTE=compute.triton, LOWEST=lowest,
+           HIGHEST=highest, ROW_RANK=len(row_shape), RED_RANK=1, RED_UNIT=src.stride(d) == 1, COLUMN=False,
+           SPLIT=True, OUT_VALUES=True, OUT_SECOND=False, SRC_FORMAT=_format(src.dtype), DST_FORMAT=FORMAT_NATIVE,
+           VIA_F32=False, FLOAT_TO_INT=False, INDEX_64=index_64, BLOCK_ROWS=block_rows, BLOCK_R=block_r,
+           LANE_BITS=block_r.bit_length() - 1, num_warps=warps)
+    chunks = next_pow2(n_chunks)
+    launch(N.softmax_rows, (cdiv(n_rows, block_rows), n_chunks), x.device,
+           [src, view, top, total, n_rows, length, chunk, n_chunks, row_shape, src_strides, dst_strides,
+            src.stride(d), view.stride(d)],
+           RESIDENT=False, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=chunks,
+           CHUNK_BITS=chunks.bit_length() - 1, num_warps=warps, **common)
+    return out
+
+
+@register("softmax", family="normalization", aten=["aten::_softmax.default", "aten::softmax.int"],
+          meta=_softmax_meta, cost=_softmax_cost, methods=("softmax",))
+def softmax(x: Tensor, dim=None, dtype=None, _stacklevel: int = 3) -> Tensor:
+    """exp(x - max) / sum(exp(x - max)) along ``dim``, in float32 for half precision (float64 for
+    float64); a row of -inf gives NaN, as in torch."""
+    return _run_softmax(x, dim, dtype, False)
+
+
+@register("log_softmax", family="normalization", aten=["aten::_log_softmax.default", "aten::log_softmax.int"],
+          meta=_softmax_meta, cost=_softmax_cost, methods=("log_softmax",))
+def log_softmax(x: Tensor, dim=None, dtype=None, _stacklevel: int = 3) -> Tensor:
+    """x - max - log(sum(exp(x - max))) along ``dim``."""
+    return _run_softmax(x, dim, dtype, True)
+
+
+# ---- layer norm, rms norm, group norm -------------------------------------------------------------
+def _normalized_length(x, normalized_shape, op: str) -> int:
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape or tuple(x.shape[len(x.shape) - len(shape):]) != shape or len(shape) > len(x.shape):
+        raise S.ShapeError(f"{op}: normalized_shape {list(shape)} must be the trailing dims of the input, whose "
+                           f"shape is {list(x.shape)}")
+    return S.numel(shape)
+
+
+def _as_rows(t: Tensor, n_rows: int, length: int) -> Tensor:
+    """``t`` as [n_rows, length] whose row elements are adjacent (a view when strides allow)."""
+    rows = t.reshape(n_rows, length)
+    if length > 1 and rows.stride(1) != 1:
+        rows = rows.contiguous()
+    return rows
+
+
+def _param(p, length: int, what: str, op: str):
+    if p is None:
+        return None
+    if p.numel() != length:
+        raise S.ShapeError(f"{op}: {what} has {p.numel()} elements, expected {length}")
+    return p.reshape(length).contiguous()
+
+
+def _run_norm(x, length, *, rms, weight, bias, eps, residual=None, groups=1, group_channels=1, spatial=1,
+              per_channel=False, op="layer_norm"):
+    if x.dtype.is_complex or not x.dtype.is_floating_point or x.dtype.storage_only:
+        raise TypeError(f"{op}: expected a floating-point input, got {x.dtype.name}")
+    out = new_tensor(x.shape, x.dtype, x.device)
+    res_out = new_tensor(x.shape, x.dtype, x.device) if residual is not None else None
+    n_rows = x.numel() // length if length else 0
+    if x.numel() == 0:
+        return out, res_out
+    rows = _as_rows(x, n_rows, length)
+    res_rows = None
+    if residual is not None:
+        if tuple(residual.shape) != tuple(x.shape):
+            raise S.ShapeError(f"{op}: residual shape {list(residual.shape)} differs from input {list(x.shape)}")
+        res_rows = _as_rows(residual, n_rows, length)
+    affine_length = groups * group_channels if per_channel else length
+    if weight is None and bias is not None:
+        from .creation import ones
+        weight = ones(affine_length, dtype=bias.dtype, device=x.device)
+    weight = _param(weight, affine_length, "weight", op)
+    bias = _param(bias, affine_length, "bias", op)
+    compute = compute_dtype(x.dtype)
+    facts = kernel_facts(x.device)
+    resident = length <= facts["row_resident_max"]
+    if resident:
+        block_r = next_pow2(length)
+        block_rows = max(1, facts["reduction_tile"] // block_r)
+        warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
+    else:
+        block_rows, block_r, warps = tile_for(length, facts)
+    flags = _conversion_flags(compute, x.dtype, x.device)
+    index_64 = _needs_index_64(x) or _needs_index_64(rows)
+    launch(N.norm_rows, (cdiv(n_rows, block_rows),), x.device,
+           [rows, res_rows if res_rows is not None else rows, res_out if res_out is not None else out,
+            weight if weight is not None else rows, bias if bias is not None else rows, out,
+            n_rows, length, float(eps), groups, group_channels, spatial,
+            (n_rows,), (rows.stride(0),), (res_rows.stride(0) if res_rows is not None else 0,)],
+           RMS=rms, AFFINE=0 if weight is None else (2 if per_channel else 1), HAS_BIAS=bias is not None,
+           HAS_RESIDUAL=residual is not None, ROW_RANK=1, RESIDENT=resident, COMPUTE=compute.triton,
+           SRC_FORMAT=_format(x.dtype), RES_FORMAT=_format(residual.dtype) if residual is not None else FORMAT_NATIVE,
+           H_FORMAT=flags["DST_FORMAT"], H_VIA_F32=flags["VIA_F32"],
+           W_FORMAT=_format(weight.dtype) if weight is not None else FORMAT_NATIVE,
+           B_FORMAT=_format(bias.dtype) if bias is not None else FORMAT_NATIVE,
+           DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=index_64,
+           BLOCK_ROWS=block_rows, BLOCK_R=block_r, num_warps=warps)
+    return out, res_out
+
+
+def _norm_cost(x, *params, outputs=1):
+    read = nbytes(x) + sum(nbytes(p) for p in params if p is not None)
+    return Cost(flops=5 * S.numel(x.shape), bytes_read=read, bytes_written=outputs * nbytes(x))
+
+
+def _layer_norm_meta(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    _normalized_length(x, normalized_shape, "layer_norm")
+    return TensorMeta(tuple(x.shape), x.dtype)
+
+
+def _layer_norm_cost(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    return _norm_cost(x, weight, bias)
+
+
+@register("layer_norm", family="normalization", aten=["aten::layer_norm.default"], meta=_layer_norm_meta,
+          cost=_layer_norm_cost)
+def layer_norm(x: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5, cudnn_enable=True) -> Tensor:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing ``normalized_shape`` dims
+    (biased variance, computed in float32 for half precision)."""
+    length = _normalized_length(x, normalized_shape, "layer_norm")
+    return _run_norm(x, length, rms=False, weight=weight, bias=bias, eps=eps)[0]
+
+
+def _rms_eps(x, eps):
+    if eps is not None:
+        return eps
+    return float(ml_dtypes.finfo(x.dtype.numpy).eps)
+
+
+def _rms_norm_meta(x, normalized_shape, weight=None, eps=None):
+    _normalized_length(x, normalized_shape, "rms_norm")
+    return TensorMeta(tuple(x.shape), x.dtype)
+
+
+def _rms_norm_cost(x, normalized_shape, weight=None, eps=None):
+    return _norm_cost(x, weight)
+
+
+@register("rms_norm", family="normalization", aten=["aten::rms_norm.default"], meta=_rms_norm_meta,
+          cost=_rms_norm_cost)
+def rms_norm(x: Tensor, normalized_shape, weight=None, eps=None) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight; ``eps`` defaults to the dtype's machine epsilon, as torch."""
+    length = _normalized_length(x, normalized_shape, "rms_norm")
+    return _run_norm(x, length, rms=True, weight=weight, bias=None, eps=_rms_eps(x, eps), op="rms_norm")[0]
+
+
+def _add_rms_norm_meta(x, residual, normalized_shape, weight=None, eps=None):
+    meta = _rms_norm_meta(x, normalized_shape)
+    return (meta, meta)
+
+
+def _add_rms_norm_cost(x, residual, normalized_shape, weight=None, eps=None):
+    return _norm_cost(x, residual, weight, outputs=2)
+
+
+@register("add_rms_norm", family="normalization", aten=["nbx::add_rms_norm"], meta=_add_rms_norm_meta,
+          cost=_add_rms_norm_cost, api=())
+def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape, weight=None, eps=None):
+    """(rms_norm(x + residual), x + residual) in one pass; the sum is rounded to x's dtype before it
+    is normalised, exactly as the unfused ``rms_norm(x + residual)`` would see it."""
+    length = _normalized_length(x, normalized_shape, "add_rms_norm")
+    return _run_norm(x, length, rms=True, weight=weight, bias=None, eps=_rms_eps(x, eps), residual=residual,
+                     op="add_rms_norm")
+
+
+def _add_layer_norm_meta(x, residual, normalized_shape, weight=None, bias=None, eps=1e-5):
+    meta = _layer_norm_meta(x, normalized_shape)
+    return (meta, meta)
+
+
+def _add_layer_norm_cost(x, residual, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return _norm_cost(x, residual, weight, bias, outputs=2)
+
+
+@register("add_layer_norm", family="normalization", aten=["nbx::add_layer_norm"], meta=_add_layer_norm_meta,
+          cost=_add_layer_norm_cost, api=())
+def add_layer_norm(x: Tensor, residual: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """(layer_norm(x + residual), x + residual) in one pass, the sum rounded to x's dtype first."""
+    length = _normalized_length(x, normalized_shape, "add_layer_norm")
+    return _run_norm(x, length, rms=False, weight=weight, bias=bias, eps=eps, residual=residual,
+                     op="add_layer_norm")
+
+
+def _group_norm_meta(x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    if len(x.shape) < 2:
+        raise S.ShapeError(f"group_norm expects an input of at least 2 dims (N, C, ...), got {list(x.shape)}")
+    if num_groups <= 0 or x.shape[1] % num_groups:
+        raise S.ShapeError(f"group_norm: {x.shape[1]} channels do not split into {num_groups} groups")
+    return TensorMeta(tuple(x.shape), x.dtype)
+
+
+def _group_norm_cost(x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    return _norm_cost(x, weight, bias)
+
+
+@register("group_norm", family="normalization", aten=["aten::group_norm.default"], meta=_group_norm_meta,
+          cost=_group_norm_cost)
+def group_norm(x: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5, cudnn_enabled=True) -> Tensor:
+    """Normalise each (sample, group of channels) over its channels and positions, then scale and
+    shift per channel."""
+    _group_norm_meta(x, num_groups)
+    channels = x.shape[1]
+    spatial = S.numel(x.shape[2:])
+    group_channels = channels // num_groups
+    length = group_channels * spatial
+    return _run_norm(x, length, rms=False, weight=weight, bias=bias, eps=eps, groups=num_groups,
+                     group_channels=group_channels, spatial=spatial, per_channel=True, op="group_norm")[0]
+
+
+def _batch_norm_meta(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5,
+                     cudnn_enabled=True):
+    if len(x.shape) < 2:
+        raise S.ShapeError(f"batch_norm expects an input of at least 2 dims (N, C, ...), got {list(x.shape)}")
+    return TensorMeta(tuple(x.shape), x.dtype)
+
+
+def _batch_norm_cost(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5,
+                     cudnn_enabled=True):
+    return _norm_cost(x, running_mean, running_var, weight, bias)
+
+
+@register("batch_norm", family="normalization", aten=["aten::batch_norm.default"], meta=_batch_norm_meta,
+          cost=_batch_norm_cost)
+def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5, cudnn_enabled=True) -> Tensor:
+    """Inference batch norm: (x - running_mean) / sqrt(running_var + eps) * weight + bias per channel."""
+    _batch_norm_meta(x, running_mean, running_var)
+    if training:
+        raise NotImplementedError("batch_norm: training mode (batch statistics and running-stat updates) is not "
+                                  "supported by this inference library; pass training=False with running stats")
+    if running_mean is None or running_var is None:
+        raise RuntimeError("batch_norm: running_mean and running_var must be defined in evaluation mode")
+    if not x.dtype.is_floating_point or x.dtype.storage_only:
+        raise TypeError(f"batch_norm: expected a floating-point input, got {x.dtype.name}")
+    channels = x.shape[1]
+    compute = compute_dtype(x.dtype)
+    params = [_param(p, channels, name, "batch_norm") for p, name in
+              ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"), (bias, "bias"))]
+    params = [None if p is None else p.to(dtype=compute).contiguous() for p in params]
+    out = new_tensor(x.shape, x.dtype, x.device)
+    n = x.numel()
+    if n == 0:
+        return out
+    src = x.contiguous()
+    block = kernel_facts(x.device)["elementwise_block"]
+    flags = _conversion_flags(compute, x.dtype, x.device)
+    mean_, var_, w, b = params
+    launch(N.batch_norm_inference, (cdiv(n, block),), x.device,
+           [src, out, mean_, var_, w if w is not None else mean_, b if b is not None else mean_, n, channels,
+            S.numel(x.shape[2:]), float(eps)],
+           HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, COMPUTE=compute.triton, SRC_FORMAT=_format(x.dtype),
+           DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=n >= 2 ** 31, BLOCK=block)
+    return out
+
+
+# nbxtensor.nn.functional's names for these ops
+FUNCTIONAL = {
+    "softmax": softmax.impl, "log_softmax": log_softmax.impl, "layer_norm": layer_norm.impl,
+    "rms_norm": rms_norm.impl, "group_norm": group_norm.impl, "batch_norm": batch_norm.impl,
+    "add_rms_norm": add_rms_norm.impl, "add_layer_norm": add_layer_norm.impl,
+}

@@ -1,0 +1,544 @@
+"""The pointwise family: one engine that runs every row of ``pointwise_table.TABLE``.
+
+A row says how an op reads its arguments (a parser returning operand slots), how its dtypes are
+decided (``Rule``), which kernel body computes it, and which names it takes (``nbx.<name>``, Tensor
+methods, in-place ``<name>_``, ``nbx.nn.functional``). ``_build`` turns each row into registry
+entries; everything else (promotion, broadcasting, output layout, ``out=`` and in-place checks,
+scalars as kernel arguments, the launch) is done once, here, for all of them.
+
+Semantics follow ATen: promotion with weak scalars; integer inputs of float ops compute in the
+default float; float16 and bfloat16 compute in float32 and round once on the store; a new output
+takes the layout TensorIterator gives (the operands' common stride order); ``out=`` and in-place
+results must be castable to the written tensor's dtype. Python scalars travel as kernel arguments
+(their bits in the compute type); a 0-d tensor on the op's device is read through a zero stride, so
+it never syncs the host; a 0-d tensor on the host is read as a Python scalar.
+
+Integer division and remainder by zero: on the CPU device they raise ``ZeroDivisionError`` (as ATen
+CPU does; the divisor is in host memory, so the check costs no sync). On a GPU nothing is checked
+(that would need a sync) and the result is defined: quotient -1 (all bits set), remainder the
+dividend. ``INT_MIN // -1`` wraps to ``INT_MIN`` and ``INT_MIN % -1`` is 0, on every device.
+
+Deviations from ATen, each deliberate: an ``out=`` tensor of the wrong shape is an error unless it
+is empty (ATen resizes it with a warning); ``conj`` of a complex tensor returns a new tensor rather
+than a lazy conjugate view.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import _runtime
+from .. import shape as S
+from ..device import backend_for
+from ..dtypes import get_dtype
+from ..kernels import pointwise as K
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..launch import cdiv, launch
+from ..promotion import can_cast, get_default_dtype, result_type
+from ..tensor import Tensor
+from .copy import _check_overlap, _conversion_flags, new_tensor
+from .registry import Cost, TensorMeta, nbytes, register
+
+_INTERPRETED = _runtime.KERNEL_MODE == _runtime.INTERPRETED
+if _INTERPRETED:
+    from .pointwise_interpreter import install as _install_interpreter_libdevice
+
+    _install_interpreter_libdevice()
+
+KERNEL_MAX_RANK = 8
+_INT32_LIMIT = 2 ** 31
+_D = {name: get_dtype(name) for name in ("bool", "int64", "float32", "float64", "complex64", "complex128")}
+_BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+class IntegerDivisionByZero(ZeroDivisionError, RuntimeError):
+    """Integer division or remainder by zero on the CPU device: a ZeroDivisionError, and a
+    RuntimeError as torch raises for it."""
+
+
+# ---- what a parser returns, and the dtype rules --------------------------------------------------
+
+class Call(NamedTuple):
+    """One op call, read by a row's parser. ``slots``: up to four operands (a tensor, a Python
+    scalar or None), in the order the kernel body takes them. ``promote``: the slots whose dtypes
+    decide the result (the others are parameters, converted to the compute type). ``mode``: the
+    body's constexpr. ``rule``: overrides the row's dtype rule for this call."""
+    slots: tuple
+    promote: tuple
+    mode: int = 0
+    rule: str | None = None
+    inplace: bool = False
+
+
+# dtype rules: how the common dtype of the promoting slots becomes the compute and result dtypes
+PROMOTE = "promote"        # computed and returned in the common dtype
+FLOAT = "float"            # integers and bool compute in the default float
+COMPARE = "compare"        # computed in the common dtype, returned as bool
+COMPARE_FLOAT = "compare_float"  # computed in a float (the default float for integers), returned as bool
+
+# which common dtypes a row accepts
+ANY = "any"
+NO_BOOL = "no_bool"
+FLOATS = "floats"          # floating (and complex, where the row has a complex body)
+INTEGERS = "integers"      # integer and bool
+INTEGERS_NO_BOOL = "integers_no_bool"
+REAL = "real"              # anything but complex
+
+
+class Row(NamedTuple):
+    name: str
+    body: Any
+    parse: Any
+    rule: str = PROMOTE
+    accepts: str = ANY
+    flops: int = 1
+    aten: tuple = ()
+    api: tuple | None = None        # names in nbx (default: the name)
+    methods: tuple | None = None    # Tensor methods (default: the name)
+    inplace: bool = True            # a ``<name>_`` method
+    inplace_api: tuple = ()         # names in nbx for the in-place form (torch.relu_)
+    functional: tuple = ()          # names in nbx.nn.functional
+    complex_body: Any = None        # body of pointwise_complex, when complex inputs are supported
+    complex_mode: int = 0
+    check: Any = None               # check(call, common_dtype) raising for refused cases
+    result: Any = None              # result(common_dtype) -> result dtype override
+
+
+# ---- metadata: dtypes and shapes ----------------------------------------------------------------
+
+def _is_tensor(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (bool, int, float, complex))
+
+
+def _is_scalar(x) -> bool:
+    return isinstance(x, (bool, int, float, complex, np.generic))
+
+
+def _python_scalar(x):
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def _compute_dtype(common):
+    """The dtype a kernel computes in: float32 for the half types, else the common dtype itself."""
+    if common.name in ("float16", "bfloat16"):
+        return _D["float32"]
+    return common
+
+
+def _category(compute) -> int:
+    if compute.kind == "bool":
+        return K.CAT_BOOL
+    if compute.kind == "int":
+        return K.CAT_INT
+    if compute.kind == "uint":
+        return K.CAT_UINT
+    return K.CAT_FLOAT64 if compute.itemsize == 8 else K.CAT_FLOAT32
+
+
+class Plan(NamedTuple):
+    call: Call
+    shape: tuple
+    common: Any      # the promoted dtype of the promoting slots
+    compute: Any     # the dtype the kernel computes in
+    result: Any      # the dtype of a new output
+
+
+def _plan(row: Row, args, kwargs) -> Plan:
+    """Everything about a call that metadata decides: slots, shape, dtypes. No memory is touched."""
+    call = row.parse(*args, **kwargs)
+    rule = call.rule or row.rule
+    for s in call.slots:
+        if s is not None and not _is_tensor(s) and not _is_scalar(s):
+            raise TypeError(f"{row.name}: expected a tensor or a number, got {type(s).__name__}")
+    if call.promote:
+        operands = [_python_scalar(call.slots[i]) for i in call.promote if call.slots[i] is not None]
+        common = result_type(*operands)
+    else:
+        common = _D["bool"]
+    _check_accepts(row, common)
+    if row.check is not None:
+        row.check(call, common)
+    if rule in (FLOAT, COMPARE_FLOAT) and not (common.is_floating_point or common.is_complex):
+        common_for_compute = get_default_dtype()
+    else:
+        common_for_compute = common
+    compute = _compute_dtype(common_for_compute)
+    if rule in (COMPARE, COMPARE_FLOAT):
+        result = _D["bool"]
+    elif row.result is not None:
+        result = row.result(common_for_compute)
+    else:
+        result = common_for_compute
+    tensors = [s for s in call.slots if s is not None and _is_tensor(s)]
+    shape = S.broadcast_shapes(*[tuple(t.shape) for t in tensors]) if tensors else ()
+    return Plan(call, shape, common, compute, result)
+
+
+def _check_accepts(row: Row, common) -> None:
+    kind = common.kind
+    if getattr(common, "storage_only", False):
+        raise NotImplementedError(f"{row.name}: {common.name} is a storage-only dtype; convert it to a "
+                                  "computing dtype (float16, bfloat16, float32) first")
+    if kind == "complex" and row.complex_body is None:
+        raise NotImplementedError(f"{row.name} is not implemented for complex tensors ({common.name})")
+    refused = ((row.accepts == NO_BOOL and kind == "bool")
+               or (row.accepts == FLOATS and kind not in ("float", "complex"))
+               or (row.accepts == INTEGERS and kind not in ("bool", "int", "uint"))
+               or (row.accepts == INTEGERS_NO_BOOL and kind not in ("int", "uint")))
+    if refused:
+        raise NotImplementedError(f"{row.name} is not implemented for {common.name} tensors")
+
+
+def _meta(row: Row, args, kwargs, out=None) -> TensorMeta:
+    plan = _plan(row, args, kwargs)
+    if out is not None:
+        return TensorMeta(plan.shape, out.dtype)
+    return TensorMeta(plan.shape, plan.result)
+
+
+def _cost(row: Row, args, kwargs, out=None) -> Cost:
+    plan = _plan(row, args, kwargs)
+    numel = S.numel(plan.shape)
+    read = sum(nbytes(s) for s in plan.call.slots if s is not None and _is_tensor(s))
+    written = numel * (out.dtype if out is not None else plan.result).itemsize
+    complex_factor = 4 if plan.compute.is_complex else 1
+    return Cost(flops=numel * row.flops * complex_factor, bytes_read=read, bytes_written=written)
+
+
+# ---- output layout ------------------------------------------------------------------------------
+
+def output_strides(shape, stride_sets) -> tuple:
+    """The strides TensorIterator gives a new output of ``shape`` for operands read with
+    ``stride_sets`` (already broadcast to ``shape``): contiguous when every operand is; an operand
+    layout they all share; otherwise dims ordered by the first operand whose strides decide each
+    comparison (broadcast dims abstain), as ATen's ``reorder_dimensions`` does."""
+    if all(S.is_contiguous(shape, st) for st in stride_sets):
+        return S.contiguous_strides(shape)
+    first = stride_sets[0]
+    if all(st == first for st in stride_sets) and S.is_non_overlapping_and_dense(shape, first):
+        return tuple(first)
+    ndim = len(shape)
+
+    def should_swap(dim0, dim1):
+        for st in stride_sets:
+            s0, s1 = st[dim0], st[dim1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 != s1:
+                return 1 if s0 > s1 else -1
+            if shape[dim0] > shape[dim1]:
+                return 1
+        return 0
+
+    perm = list(range(ndim - 1, -1, -1))  # innermost first
+    for i in range(1, ndim):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            c = should_swap(perm[dim0], perm[dim1])
+            if c > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif c < 0:
+                break
+    out = [0] * ndim
+    step = 1
+    for d in perm:
+        out[d] = step
+        step *= max(shape[d], 1)
+    return tuple(out)
+
+
+# ---- running a call -----------------------------------------------------------------------------
+
+def _run(row: Row, args, kwargs, out=None, inplace=False):
+    plan = _plan(row, args, kwargs)
+    call = plan.call
+    inplace = inplace or call.inplace
+    slots = list(call.slots)
+    tensors = [s for s in slots if isinstance(s, Tensor)]
+    if inplace:
+        target = slots[call.promote[0]]
+        if not isinstance(target, Tensor):
+            raise TypeError(f"{row.name}_: the tensor written in place must be a Tensor")
+        out = target
+    dev = _common_device(row, tensors, out)
+    # a 0-d tensor held on the host joins a device op as a Python scalar, as ATen's CPU scalars do
+    for i, s in enumerate(slots):
+        if isinstance(s, Tensor) and s.device != dev and s.ndim == 0:
+            slots[i] = s.item()
+    for t in slots:
+        if isinstance(t, Tensor) and t.is_meta:
+            raise RuntimeError(f"{row.name}: a meta tensor has no data")
+    shape = plan.shape
+    if out is not None:
+        out = _prepare_out(row, plan, out, inplace, dev)
+        for s in slots:
+            if isinstance(s, Tensor):
+                _check_overlap(out, s)
+    else:
+        broadcast = [S.broadcast_strides(t.shape, t.stride(), shape) for t in slots if isinstance(t, Tensor)]
+        strides = output_strides(shape, broadcast) if broadcast else S.contiguous_strides(shape)
+        out = new_tensor(shape, plan.result, dev, strides)
+    if out.numel() == 0:
+        return out
+    if dev.type == "cpu" and plan.compute.is_integral:
+        _check_integer_division(row, call, slots)
+    views = [s._view(shape, S.broadcast_strides(s.shape, s.stride(), shape)) if isinstance(s, Tensor) else s
+             for s in slots]
+    launcher = _launch_complex if plan.compute.is_complex else _launch_real
+    if _INTERPRETED:
+        # the interpreter computes with NumPy, which warns where IEEE arithmetic gives inf or NaN
+        with np.errstate(all="ignore"):
+            launcher(row, call, plan, out, views)
+    else:
+        launcher(row, call, plan, out, views)
+    return out
+
+
+def _common_device(row: Row, tensors, out):
+    devices = {t.device for t in tensors if t.ndim > 0}
+    if not devices:
+        devices = {t.device for t in tensors}
+    if out is not None:
+        devices.add(out.device)
+    if len(devices) > 1:
+        raise RuntimeError(f"{row.name}: expected all tensors on one device, got "
+                           f"{', '.join(sorted(map(str, devices)))}")
+    if not devices:
+        raise TypeError(f"{row.name}: expected at least one tensor argument")
+    return devices.pop()
+
+
+def _prepare_out(row: Row, plan: Plan, out, inplace: bool, dev):
+    name = row.name + ("_" if inplace else "")
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}: out must be a Tensor, got {type(out).__name__}")
+    if not can_cast(plan.result, out.dtype):
+        raise RuntimeError(f"{name}: result type {plan.result.name} can't be cast to the desired output type "
+                           f"{out.dtype.name}")
+    if tuple(out.shape) != tuple(plan.shape):
+        if inplace or out.numel() != 0:
+            raise S.ShapeError(f"{name}: output with shape {tuple(out.shape)} doesn't match the broadcast shape "
+                               f"{tuple(plan.shape)}")
+        fresh = new_tensor(plan.shape, out.dtype, dev)
+        out._storage, out._offset, out._shape, out._strides = (fresh._storage, 0, fresh._shape, fresh._strides)
+    return out
+
+
+def _check_integer_division(row: Row, call: Call, slots) -> None:
+    """ATen CPU raises for integer division and remainder by zero; so do we on the CPU device."""
+    if row.name not in ("div", "floor_divide", "remainder", "fmod") or (row.name == "div" and call.mode == 0):
+        return
+    divisor = slots[1]
+    if isinstance(divisor, Tensor):
+        has_zero = bool((divisor.numpy() == 0).any())
+    else:
+        has_zero = divisor == 0
+    if has_zero:
+        raise IntegerDivisionByZero("ZeroDivisionError: integer division or remainder by zero")
+
+
+def _scalar_bits(value, compute) -> int:
+    """``value`` converted to the compute dtype (as ATen casts a wrapped number), as the signed
+    integer holding its bits."""
+    if compute.kind == "bool":
+        return int(bool(value))
+    if isinstance(value, complex):
+        value = value.real
+    if compute.is_integral:
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise RuntimeError(f"value {value} cannot be converted to type {compute.name} without overflow")
+            value = int(value)
+        info = np.iinfo(np.int64)
+        value = int(value)
+        if not info.min <= value <= np.iinfo(np.uint64).max:
+            raise RuntimeError(f"value {value} cannot be converted to type {compute.name} without overflow")
+        wrapped = np.array(value & ((1 << compute.bits) - 1), dtype=np.uint64).astype(f"u{compute.itemsize}")
+        return int(wrapped.view(_BITS_TYPE[compute.itemsize]))
+    arr = np.array(float(value), dtype=compute.numpy)
+    return int(arr.view(_BITS_TYPE[compute.itemsize]))
+
+
+def _operand_format(t: Tensor) -> int:
+    return SMALL_FLOAT_FORMATS.get(t.dtype.name, FORMAT_NATIVE)
+
+
+def _launch_real(row: Row, call: Call, plan: Plan, out: Tensor, views) -> None:
+    import triton.language as tl
+    shape = tuple(out.shape)
+    tensor_slots = [i for i, v in enumerate(views) if isinstance(v, Tensor)]
+    stride_sets = [out.stride()] + [views[i].stride() for i in tensor_slots]
+    merged, merged_strides = S.coalesce(shape, *stride_sets)
+    if len(merged) > KERNEL_MAX_RANK:
+        for i in range(shape[0]):
+            sub = [v[i] if isinstance(v, Tensor) else v for v in views]
+            _launch_real(row, call, plan, out[i], sub)
+        return
+    if not merged:
+        merged = (1,)
+        merged_strides = [(0,) for _ in merged_strides]
+    rank = len(merged)
+    n = out.numel()
+    index_64 = n >= _INT32_LIMIT or any(S.max_offset(merged, st) >= _INT32_LIMIT for st in merged_strides)
+    compute = plan.compute
+    pointers, strides, bits, kinds, formats = [], [], [], [], []
+    tensor_position = 1
+    for v in list(views) + [None] * (4 - len(views)):
+        if isinstance(v, Tensor):
+            pointers.append(v)
+            strides.append(merged_strides[tensor_position])
+            tensor_position += 1
+            bits.append(0)
+            kinds.append(K.OPERAND_TENSOR)
+            formats.append(_operand_format(v))
+        else:
+            pointers.append(out)
+            strides.append((0,) * rank)
+            bits.append(0 if v is None else _scalar_bits(_python_scalar(v), compute))
+            kinds.append(K.OPERAND_ABSENT if v is None else K.OPERAND_SCALAR)
+            formats.append(FORMAT_NATIVE)
+    body_result = _D["bool"] if plan.result.kind == "bool" and row.rule in (COMPARE, COMPARE_FLOAT) else compute
+    if compute.kind == "bool":
+        body_result = _D["bool"]
+    flags = _conversion_flags(body_result, out.dtype, out.device)
+    block = backend_for(out.device).facts["kernels"]["elementwise_block"]
+    compute_type = tl.int1 if compute.kind == "bool" else compute.triton
+    launch(K.pointwise, (cdiv(n, block),), out.device,
+           [out, n, merged, merged_strides[0], *pointers, *strides, *bits],
+           BODY=row.body, MODE=call.mode, COMPUTE=compute_type, CATEGORY=_category(compute),
+           K0=kinds[0], K1=kinds[1], K2=kinds[2], K3=kinds[3],
+           F0=formats[0], F1=formats[1], F2=formats[2], F3=formats[3],
+           BITS_TYPE=getattr(tl, _BITS_TYPE[max(compute.itemsize, 1)]),
+           OUT_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
+           RANK=rank, INDEX_64=index_64, BLOCK=block)
+
+
+def _launch_complex(row: Row, call: Call, plan: Plan, out: Tensor, views) -> None:
+    import triton.language as tl
+    from .views import select, view_as_real
+    compute = plan.compute if plan.compute.is_complex else plan.compute.to_complex()
+    component = compute.to_real()
+    if len(views) > 2:
+        raise NotImplementedError(f"{row.name} is not implemented for complex operands")
+    shape = tuple(out.shape)
+    operands, kinds, bits = [], [], []
+    for v in list(views) + [None] * (2 - len(views)):
+        if isinstance(v, Tensor):
+            if v.dtype.is_complex:
+                if v.dtype is not compute:
+                    v = v.to(compute)
+                operands.append(select(view_as_real(v), -1, 0))
+                kinds.append(K.OPERAND_COMPLEX_TENSOR)
+            else:
+                operands.append(v.to(component) if v.dtype is not component else v)
+                kinds.append(K.OPERAND_TENSOR)
+            bits += [0, 0]
+        else:
+            operands.append(None)
+            kinds.append(K.OPERAND_ABSENT if v is None else K.OPERAND_SCALAR)
+            value = complex(0 if v is None else _python_scalar(v))
+            bits += [_scalar_bits(value.real, component), _scalar_bits(value.imag, component)]
+    complex_out = out.dtype.is_complex and row.result is None and row.rule not in (COMPARE, COMPARE_FLOAT)
+    if complex_out:
+        target = out if out.dtype is compute else new_tensor(shape, compute, out.device)
+        written = select(view_as_real(target), -1, 0)
+    else:
+        result_dtype = _D["bool"] if row.rule in (COMPARE, COMPARE_FLOAT) else component
+        target = out if out.dtype is result_dtype else new_tensor(shape, result_dtype, out.device)
+        written = target
+    stride_sets = [written.stride()] + [o.stride() for o in operands if o is not None]
+    merged, merged_strides = S.coalesce(shape, *stride_sets)
+    if len(merged) > KERNEL_MAX_RANK:
+        raise NotImplementedError(f"{row.name}: complex operands of more than {KERNEL_MAX_RANK} dims that "
+                                  "cannot be merged; make them contiguous first")
+    if not merged:
+        merged = (1,)
+        merged_strides = [(0,) for _ in merged_strides]
+    rank = len(merged)
+    tensor_strides = iter(merged_strides[1:])
+    pointers = [o if o is not None else written for o in operands]
+    strides = [next(tensor_strides) if o is not None else (0,) * rank for o in operands]
+    n = out.numel()
+    index_64 = n >= _INT32_LIMIT or any(S.max_offset(merged, st) + 1 >= _INT32_LIMIT for st in merged_strides)
+    block = backend_for(out.device).facts["kernels"]["elementwise_block"]
+    launch(K.pointwise_complex, (cdiv(n, block),), out.device,
+           [written, n, merged, merged_strides[0], *pointers, *strides, *bits],
+           BODY=row.complex_body, MODE=row.complex_mode, COMPUTE=component.triton, K0=kinds[0], K1=kinds[1],
+           BITS_TYPE=getattr(tl, _BITS_TYPE[component.itemsize]), COMPLEX_OUT=complex_out, RANK=rank,
+           INDEX_64=index_64, BLOCK=block)
+    if target is not out:
+        out.copy_(target)
+
+
+# ---- building the API from the table ------------------------------------------------------------
+
+FUNCTIONAL: dict = {}
+
+
+def _signature(row: Row, with_out: bool):
+    params = list(inspect.signature(row.parse).parameters.values())
+    if with_out:
+        params.append(inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None))
+    return inspect.Signature(params)
+
+
+def _build(row: Row) -> None:
+    def impl(*args, out=None, **kwargs):
+        return _run(row, args, kwargs, out=out)
+
+    def inplace_impl(*args, **kwargs):
+        return _run(row, args, kwargs, inplace=True)
+
+    def meta(*args, out=None, **kwargs):
+        return _meta(row, args, kwargs, out)
+
+    def cost(*args, out=None, **kwargs):
+        return _cost(row, args, kwargs, out)
+
+    impl.__name__ = row.name
+    impl.__qualname__ = row.name
+    impl.__doc__ = f"Pointwise ``{row.name}`` as ATen computes it (see nbxtensor.ops.pointwise)."
+    impl.__signature__ = _signature(row, True)
+    aten = row.aten or _default_aten(row)
+    api = (row.name,) if row.api is None else row.api
+    methods = (row.name,) if row.methods is None else row.methods
+    op = register(row.name, family="pointwise", aten=[a for a in aten if not _is_inplace_overload(a)],
+                  meta=meta, cost=cost, api=api, methods=methods)(impl)
+    for name in row.functional:
+        # parsers of activations that torch lets run in place read ``inplace`` themselves
+        FUNCTIONAL[name] = inplace_impl if name.endswith("_") else op.impl
+    if row.inplace:
+        inplace_impl.__name__ = row.name + "_"
+        inplace_impl.__signature__ = _signature(row, False)
+        inplace_aten = [a for a in aten if _is_inplace_overload(a)] or [f"aten::{row.name}_.default"]
+        register(row.name + "_", family="pointwise", aten=inplace_aten, meta=meta, cost=cost,
+                 api=row.inplace_api, methods=tuple(m + "_" for m in methods))(inplace_impl)
+
+
+def _is_inplace_overload(aten_name: str) -> bool:
+    """``aten::add_.Tensor`` is in place; ``aten::__lshift__.Scalar`` is not."""
+    base = aten_name.split("::")[1].split(".")[0]
+    return base.endswith("_") and not base.endswith("__")
+
+
+def _default_aten(row: Row) -> tuple:
+    unary = len([p for p in inspect.signature(row.parse).parameters.values()
+                 if p.default is inspect.Parameter.empty]) == 1
+    if unary:
+        names = [f"aten::{row.name}.default", f"aten::{row.name}.out"]
+        if row.inplace:
+            names.append(f"aten::{row.name}_.default")
+    else:
+        names = [f"aten::{row.name}.Tensor", f"aten::{row.name}.Scalar", f"aten::{row.name}.out"]
+        if row.inplace:
+            names += [f"aten::{row.name}_.Tensor", f"aten::{row.name}_.Scalar"]
+    return tuple(names)
+
+
+def build_all(table) -> None:
+    for row in table:
+        _build(row)

@@ -1,0 +1,759 @@
+"""Reductions and scans: every one is a launch of ``kernels/reduce.py``'s row kernels over a strided
+view of its input (no copy), with ATen's dtype rules, empty-input rules and NaN semantics."""
+from __future__ import annotations
+
+import builtins
+import math
+from collections import namedtuple
+
+from .. import shape as S
+from ..device import backend_for
+from ..dtypes import get_dtype
+from ..kernels import reduce as K
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..launch import cdiv, launch
+from ..promotion import get_default_dtype
+from ..tensor import Tensor
+from .copy import _conversion_flags, new_tensor
+from .registry import Cost, TensorMeta, nbytes, register
+
+_INT32_LIMIT = 2 ** 31
+# kept and reduced dims, each after merging, that the kernels index directly; more are made contiguous
+MAX_KERNEL_RANK = 8
+
+max_result = namedtuple("max", ["values", "indices"])
+min_result = namedtuple("min", ["values", "indices"])
+aminmax_result = namedtuple("aminmax", ["min", "max"])
+cummax_result = namedtuple("cummax", ["values", "indices"])
+cummin_result = namedtuple("cummin", ["values", "indices"])
+
+
+def _dt(name):
+    return get_dtype(name)
+
+
+def kernel_facts(dev) -> dict:
+    return backend_for(dev).facts["kernels"]
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+# ---- dims and dtypes -----------------------------------------------------------------------------
+def reduced_dims(ndim: int, dim, op: str) -> tuple[int, ...]:
+    """The sorted dims ``dim`` names (None or an empty list: all of them), checked as ATen checks."""
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, int) or hasattr(dim, "__index__") else tuple(dim)
+    if not dims:
+        return tuple(range(ndim))
+    out = []
+    for d in dims:
+        try:
+            w = S.wrap_dim(d, ndim)
+        except IndexError as e:
+            raise IndexError(f"{op}: {e}") from None
+        if w in out:
+            raise RuntimeError(f"{op}: dim {w} appears multiple times in the list of dims")
+        out.append(w)
+    return tuple(sorted(d for d in out if d < ndim))
+
+
+def reduced_shape(shape, dims, keepdim: bool) -> tuple[int, ...]:
+    if keepdim:
+        return tuple(1 if i in dims else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in dims)
+
+
+def _reduced_length(shape, dims) -> int:
+    return math.prod(shape[d] for d in dims) if shape else 1
+
+
+def compute_dtype(dt):
+    """The type elements are accumulated in: float32 for half precision, int64 for integers and bool."""
+    if dt.is_floating_point:
+        return _dt("float64") if dt.itemsize == 8 else _dt("float32")
+    return _dt("int64")
+
+
+def _check_supported(x, op: str) -> None:
+    if x.dtype.is_complex:
+        raise TypeError(f"{op}: complex inputs are not supported; reduce view_as_real(x) instead")
+    if x.dtype.storage_only:
+        raise TypeError(f"{op}: {x.dtype.name} is a storage-only dtype; convert it to a float dtype first")
+
+
+def _sum_dtype(dt, dtype):
+    if dtype is not None:
+        return get_dtype(dtype)
+    return _dt("int64") if dt.kind in ("bool", "int", "uint") else dt
+
+
+def _float_dtype(dt, dtype, op: str):
+    """Output dtype of ops defined for floats only (mean, var, norm)."""
+    if dtype is not None:
+        dtype = get_dtype(dtype)
+        if not dtype.is_floating_point:
+            raise RuntimeError(f"{op}(): dtype must be a floating point dtype, got {dtype.name}")
+        return dtype
+    if not dt.is_floating_point:
+        raise RuntimeError(f"{op}(): could not infer output dtype. Input dtype must be either a floating point "
+                           f"or complex dtype. Got: {dt.name}; pass dtype= to convert it")
+    return dt
+
+
+def _exactly_widens(src, dst) -> bool:
+    """Whether every ``src`` value converts exactly to ``dst``, so the kernel may convert on load."""
+    if src is dst or src.kind == "bool":
+        return True
+    if src.is_floating_point and dst.is_floating_point:
+        return dst.itemsize > src.itemsize or (src.itemsize == dst.itemsize == 4)
+    if src.is_integral:
+        return dst.name == "int64" or (dst.name == "float64" and src.itemsize <= 4)
+    return False
+
+
+def _source(x: Tensor, dtype):
+    """The tensor the kernel reads and the dtype it treats elements as: ATen converts the input to
+    ``dtype`` before reducing; exact widenings happen on load, others through a copy first."""
+    if dtype is None or dtype is x.dtype:
+        return x, x.dtype
+    if _exactly_widens(x.dtype, dtype):
+        return x, dtype
+    return x.to(dtype), dtype
+
+
+def _extremes(dt):
+    """Lowest and highest values of compute dtype ``dt``, as kernel constants."""
+    if dt.is_floating_point:
+        return float("-inf"), float("inf")
+    return -(2 ** 63), 2 ** 63 - 1
+
+
+# ---- the launch -------------------------------------------------------------------------------------
+def _geometry(x: Tensor, dims, order_matters: bool):
+    """(row shape, row strides, reduced shape, reduced strides), each pair merged where strides allow.
+    When the order of reduced elements does not matter, reduced dims are walked outermost stride first
+    so that a transposed dense input still reads as one run."""
+    kept = [d for d in range(x.ndim) if d not in dims]
+    red = list(dims)
+    if not order_matters:
+        red.sort(key=lambda d: -x.stride(d))
+    row_shape, (row_strides,) = S.coalesce([x.shape[d] for d in kept], [x.stride(d) for d in kept])
+    red_shape, (red_strides,) = S.coalesce([x.shape[d] for d in red], [x.stride(d) for d in red])
+    return row_shape, row_strides, red_shape, red_strides
+
+
+def _pad(shape, strides):
+    return (tuple(shape), tuple(strides)) if shape else ((1,), (0,))
+
+
+def _needs_index_64(x: Tensor) -> bool:
+    return x.numel() >= _INT32_LIMIT or S.max_offset(x.shape, x.stride()) >= _INT32_LIMIT
+
+
+def split_plan(length: int, facts: dict) -> tuple[int, int]:
+    """(chunk length, chunk count) for a row of ``length``: a function of the length alone, so a
+    row is reduced in the same order whatever batch it is in."""
+    if length <= facts["reduction_split_length"]:
+        return max(length, 1), 1
+    chunk = max(facts["reduction_block"], next_pow2(cdiv(length, facts["reduction_split_chunks"])))
+    return chunk, cdiv(length, chunk)
+
+
+def tile_for(length: int, facts: dict, column: bool = False) -> tuple[int, int, int]:
+    """(BLOCK_ROWS, BLOCK_R, warps) for rows of ``length``; independent of the number of rows."""
+    limit = facts["reduction_column_lanes"] if column else facts["reduction_block"]
+    block_r = min(next_pow2(max(length, 1)), limit)
+    block_rows = max(1, facts["reduction_tile"] // block_r)
+    warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
+    return block_rows, block_r, warps
+
+
+def _run_reduce(x: Tensor, dims, op: int, out_shape, out_dtype, acc, compute, *, second=None, values=True,
+                p: float = 0.0, correction: float = 0.0, order_matters: bool = False):
+    """Launch the reduction ``op`` of ``x`` over ``dims``. Returns (out0, out1): out0 of ``out_dtype``
+    (for arg ops: the values, or None), out1 the indices (arg ops) or ``second``'s dtype (None)."""
+    kind = K.KIND_OF[op]
+    arg = kind in (K.KIND_ARGMAX, K.KIND_ARGMIN)
+    dev = x.device
+    out0 = new_tensor(out_shape, out_dtype, dev) if (values or not arg) else None
+    out1 = new_tensor(out_shape, _dt("int64"), dev) if arg else (
+        new_tensor(out_shape, second, dev) if second is not None else None)
+    n_rows = S.numel(out_shape)
+    if n_rows == 0:
+        return out0, out1
+    row_shape, row_strides, red_shape, red_strides = _geometry(x, dims, order_matters)
+    if len(row_shape) > MAX_KERNEL_RANK or len(red_shape) > MAX_KERNEL_RANK:
+        return _run_reduce(x.contiguous(), dims, op, out_shape, out_dtype, acc, compute, second=second,
+                           values=values, p=p, correction=correction, order_matters=order_matters)
+    length = S.numel(red_shape)
+    facts = kernel_facts(dev)
+    red_unit = len(red_shape) <= 1 and (not red_strides or red_strides[0] == 1)
+    column = not red_unit and bool(row_shape) and row_strides[-1] == 1
+    chunk, n_chunks = split_plan(length, facts)
+    block_rows, block_r, warps = tile_for(min(chunk, length), facts, column)
+    if column:
+        n_inner = row_shape[-1]
+        row_shape, row_strides = row_shape[:-1], row_strides[:-1]
+        grid0 = cdiv(n_inner, block_rows) * S.numel(row_shape)
+    else:
+        n_inner = 1
+        grid0 = cdiv(n_rows, block_rows)
+    row_shape, row_strides = _pad(row_shape, row_strides)
+    red_shape, red_strides = _pad(red_shape, red_strides)
+    lowest, highest = _extremes(acc)
+    if op in (K.OP_ANY, K.OP_ALL):
+        lowest, highest = 0, 1
+    src_format = SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE)
+    written = out0 if out0 is not None else out1
+    flags = _conversion_flags(acc, out_dtype, dev) if not (arg and not values) else _conversion_flags(acc, acc, dev)
+    common = dict(OP=op, KIND=kind, ACC=acc.triton, LOWEST=lowest, HIGHEST=highest, OUT_VALUES=values,
+                  OUT_SECOND=second is not None, DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+                  FLOAT_TO_INT=flags["FLOAT_TO_INT"])
+    o0 = written if out0 is None else out0
+    o1 = out1 if out1 is not None else o0
+    count = float(length)
+    index_64 = _needs_index_64(x)
+    if n_chunks == 1:
+        parts = (o0, o0, o0)
+    else:
+        index_dt = _dt("int64") if arg else acc
+        parts = (new_tensor((n_rows * n_chunks,), acc, dev), new_tensor((n_rows * n_chunks,), index_dt, dev),
+                 new_tensor((n_rows * n_chunks,), acc, dev))
+    launch(K.reduce_rows, (grid0, n_chunks), dev,
+           [x, o0, o1, *parts, n_rows, n_inner, length, chunk, n_chunks, count, float(p), float(correction),
+            row_shape, row_strides, red_shape, red_strides],
+           COMPUTE=compute.triton, ROW_RANK=len(row_shape), RED_RANK=len(red_shape), RED_UNIT=red_unit,
+           COLUMN=column, SPLIT=n_chunks > 1, SRC_FORMAT=src_format, INDEX_64=index_64,
+           BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1, num_warps=warps, **common)
+    if n_chunks > 1:
+        chunks = next_pow2(n_chunks)
+        rows_per_program = max(1, facts["reduction_tile"] // chunks)
+        launch(K.combine_partials, (cdiv(n_rows, rows_per_program),), dev,
+               [*parts, o0, o1, n_rows, n_chunks, count, float(p), float(correction)],
+               BLOCK_ROWS=rows_per_program, CHUNKS=chunks, CHUNK_BITS=chunks.bit_length() - 1, num_warps=facts["reduction_warps"], **common)
+    return out0, out1
+
+
+def _reduction_cost(x, out_metas, workspace: int = 0, flops_per_element: int = 1) -> Cost:
+    return Cost(flops=flops_per_element * S.numel(x.shape), bytes_read=nbytes(x),
+                bytes_written=builtins.sum(nbytes(m) for m in out_metas), workspace=workspace)
+
+
+# ---- sum, mean, prod and friends ----------------------------------------------------------------
+def _simple_meta(kind):
+    def meta(x, dim=None, keepdim=False, *, dtype=None):
+        dims = reduced_dims(len(x.shape), dim, kind)
+        shape = reduced_shape(x.shape, dims, keepdim)
+        if kind in ("sum", "nansum", "prod"):
+            return TensorMeta(shape, _sum_dtype(x.dtype, dtype))
+        return TensorMeta(shape, _float_dtype(x.dtype, dtype, kind))
+    return meta
+
+
+def _simple_cost(kind):
+    meta = _simple_meta(kind)
+
+    def cost(x, dim=None, keepdim=False, *, dtype=None):
+        return _reduction_cost(x, [meta(x, dim, keepdim, dtype=dtype)])
+    return cost
+
+
+def _simple_reduction(kind: str, op: int):
+    meta = _simple_meta(kind)
+
+    def impl(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+        _check_supported(x, kind)
+        out = meta(x, dim, keepdim, dtype=dtype)
+        if kind == "nansum" and out.dtype.is_integral and x.dtype.is_floating_point:
+            raise RuntimeError("nansum does not support an integer result for floating-point input")
+        src, as_dtype = _source(x, out.dtype)
+        acc = compute_dtype(as_dtype)
+        return _run_reduce(src, reduced_dims(x.ndim, dim, kind), op, out.shape, out.dtype, acc, acc)[0]
+    impl.__name__ = kind
+    return impl, meta
+
+
+_SIMPLE = {
+    "sum": (K.OP_SUM, ["aten::sum.default", "aten::sum.dim_IntList"],
+            "Sum over ``dim`` (all dims by default); integers and bool sum to int64."),
+    "nansum": (K.OP_NANSUM, ["aten::nansum.default"], "Sum treating NaN as zero."),
+    "mean": (K.OP_MEAN, ["aten::mean.default", "aten::mean.dim"], "Mean of a floating-point tensor."),
+    "nanmean": (K.OP_NANMEAN, ["aten::nanmean.default"], "Mean of the elements that are not NaN."),
+    "prod": (K.OP_PROD, ["aten::prod.default", "aten::prod.dim_int"], "Product; empty products are 1."),
+}
+for _kind, (_op, _aten, _doc) in _SIMPLE.items():
+    _impl, _meta = _simple_reduction(_kind, _op)
+    _impl.__doc__ = _doc
+    globals()[_kind] = register(_kind, family="reduction", aten=_aten, meta=_meta, cost=_simple_cost(_kind),
+                                methods=(_kind,))(_impl)
+
+
+# ---- amax, amin, max, min, argmax, argmin, aminmax ---------------------------------------------
+def _require_elements(x, dims, op: str) -> None:
+    if _reduced_length(x.shape, dims) == 0:
+        where = f"reduction dim {dims[0]}" if len(dims) == 1 else "the reduced dims"
+        raise IndexError(f"{op}(): Expected {where} to have non-zero size; the reduction of no elements has no "
+                         "value (specify a dim whose extent is not zero)")
+
+
+def _extreme_values(x: Tensor, dims, keepdim: bool, op: int, name: str) -> Tensor:
+    _check_supported(x, name)
+    _require_elements(x, dims, name)
+    acc = compute_dtype(x.dtype)
+    return _run_reduce(x, dims, op, reduced_shape(x.shape, dims, keepdim), x.dtype, acc, acc)[0]
+
+
+def _amax_meta(x, dim=(), keepdim=False):
+    return TensorMeta(reduced_shape(x.shape, reduced_dims(len(x.shape), dim, "amax"), keepdim), x.dtype)
+
+
+def _amax_cost(x, dim=(), keepdim=False):
+    return _reduction_cost(x, [_amax_meta(x, dim, keepdim)])
+
+
+@register("amax", family="reduction", aten=["aten::amax.default"], meta=_amax_meta, cost=_amax_cost,
+          methods=("amax",))
+def amax(x: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+    """Largest element over ``dim`` (all dims by default); NaN wins."""
+    return _extreme_values(x, reduced_dims(x.ndim, dim, "amax"), keepdim, K.OP_AMAX, "amax")
+
+
+@register("amin", family="reduction", aten=["aten::amin.default"], meta=_amax_meta, cost=_amax_cost,
+          methods=("amin",))
+def amin(x: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+    """Smallest element over ``dim`` (all dims by default); NaN wins."""
+    return _extreme_values(x, reduced_dims(x.ndim, dim, "amin"), keepdim, K.OP_AMIN, "amin")
+
+
+def _arg_reduce(x: Tensor, dim, keepdim: bool, op: int, name: str, values: bool):
+    _check_supported(x, name)
+    if dim is None:
+        dims = tuple(range(x.ndim))
+        out_shape = (1,) * x.ndim if keepdim else ()
+    else:
+        dims = (S.wrap_dim(dim, x.ndim),) if x.ndim else ()
+        out_shape = reduced_shape(x.shape, dims, keepdim)
+    _require_elements(x, dims, name)
+    acc = compute_dtype(x.dtype)
+    return _run_reduce(x, dims, op, out_shape, x.dtype, acc, acc, values=values, order_matters=True)
+
+
+def _minmax_meta(x, dim=None, keepdim=False):
+    if isinstance(dim, Tensor) or (dim is not None and not isinstance(dim, int) and not hasattr(dim, "__index__")):
+        raise TypeError("max/min with a second tensor is the elementwise maximum/minimum")
+    if dim is None:
+        return TensorMeta((), x.dtype)
+    dims = (S.wrap_dim(dim, len(x.shape)),) if len(x.shape) else ()
+    shape = reduced_shape(x.shape, dims, keepdim)
+    return (TensorMeta(shape, x.dtype), TensorMeta(shape, _dt("int64")))
+
+
+def _minmax_cost(x, dim=None, keepdim=False):
+    out = _minmax_meta(x, dim, keepdim)
+    return _reduction_cost(x, out if isinstance(out, tuple) else [out])
+
+
+def _extreme_or_pair(x, dim, keepdim, name, op_values, op_arg, result_type, pairwise):
+    if isinstance(dim, Tensor):
+        from . import registry
+        try:
+            return registry.get(pairwise).impl(x, dim)
+        except KeyError:
+            raise NotImplementedError(f"{name}(input, other) is the elementwise {pairwise}, which needs the "
+                                      "pointwise ops") from None
+    if dim is None:
+        _check_supported(x, name)
+        if x.numel() == 0:
+            raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+                             "the reduction dim with the 'dim' argument.")
+        return _extreme_values(x, tuple(range(x.ndim)), False, op_values, name)
+    values, indices = _arg_reduce(x, dim, keepdim, op_arg, name, True)
+    return result_type(values, indices)
+
+
+@register("max", family="reduction", aten=["aten::max.default", "aten::max.dim"], meta=_minmax_meta,
+          cost=_minmax_cost, methods=("max",))
+def max_(x: Tensor, dim=None, keepdim: bool = False):
+    """Largest element, or (values, indices) over ``dim`` (first index among equals, NaN wins)."""
+    return _extreme_or_pair(x, dim, keepdim, "max", K.OP_AMAX, K.OP_ARGMAX, max_result, "maximum")
+
+
+@register("min", family="reduction", aten=["aten::min.default", "aten::min.dim"], meta=_minmax_meta,
+          cost=_minmax_cost, methods=("min",))
+def min_(x: Tensor, dim=None, keepdim: bool = False):
+    """Smallest element, or (values, indices) over ``dim`` (first index among equals, NaN wins)."""
+    return _extreme_or_pair(x, dim, keepdim, "min", K.OP_AMIN, K.OP_ARGMIN, min_result, "minimum")
+
+
+def _refuse_bool(x, op: str) -> None:
+    if x.dtype.kind == "bool":
+        raise RuntimeError(f"{op}(): does not support bool input (as in ATen); convert it with .to(nbxtensor.uint8)")
+
+
+def _argmax_meta(x, dim=None, keepdim=False):
+    if dim is None:
+        return TensorMeta((1,) * len(x.shape) if keepdim else (), _dt("int64"))
+    dims = (S.wrap_dim(dim, len(x.shape)),) if len(x.shape) else ()
+    return TensorMeta(reduced_shape(x.shape, dims, keepdim), _dt("int64"))
+
+
+def _argmax_cost(x, dim=None, keepdim=False):
+    return _reduction_cost(x, [_argmax_meta(x, dim, keepdim)])
+
+
+@register("argmax", family="reduction", aten=["aten::argmax.default"], meta=_argmax_meta, cost=_argmax_cost,
+          methods=("argmax",))
+def argmax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Index of the largest element (flattened when ``dim`` is None); the first among equals, NaN wins."""
+    _refuse_bool(x, "argmax")
+    return _arg_reduce(x, dim, keepdim, K.OP_ARGMAX, "argmax", False)[1]
+
+
+@register("argmin", family="reduction", aten=["aten::argmin.default"], meta=_argmax_meta, cost=_argmax_cost,
+          methods=("argmin",))
+def argmin(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Index of the smallest element (flattened when ``dim`` is None); the first among equals, NaN wins."""
+    _refuse_bool(x, "argmin")
+    return _arg_reduce(x, dim, keepdim, K.OP_ARGMIN, "argmin", False)[1]
+
+
+def _aminmax_meta(x, *, dim=None, keepdim=False):
+    dims = reduced_dims(len(x.shape), dim, "aminmax")
+    meta = TensorMeta(reduced_shape(x.shape, dims, keepdim), x.dtype)
+    return (meta, meta)
+
+
+def _aminmax_cost(x, *, dim=None, keepdim=False):
+    return _reduction_cost(x, _aminmax_meta(x, dim=dim, keepdim=keepdim))
+
+
+@register("aminmax", family="reduction", aten=["aten::aminmax.default"], meta=_aminmax_meta, cost=_aminmax_cost,
+          methods=("aminmax",))
+def aminmax(x: Tensor, *, dim=None, keepdim: bool = False):
+    """(min, max) in one pass."""
+    _check_supported(x, "aminmax")
+    dims = reduced_dims(x.ndim, dim, "aminmax")
+    _require_elements(x, dims, "aminmax")
+    acc = compute_dtype(x.dtype)
+    lo, hi = _run_reduce(x, dims, K.OP_AMINMAX, _aminmax_meta(x, dim=dim, keepdim=keepdim)[0].shape, x.dtype, acc,
+                         acc, second=x.dtype)
+    return aminmax_result(lo, hi)
+
+
+# ---- var, std ------------------------------------------------------------------------------------
+def _var_args(dim, unbiased, keepdim, correction):
+    if isinstance(dim, bool):  # torch.var(x, False): the second positional argument is ``unbiased``
+        dim, unbiased = None, dim
+    if correction is not None and unbiased is not None:
+        raise RuntimeError("var/std: pass either correction or unbiased, not both")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return dim, keepdim, float(correction)
+
+
+def _var_meta(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    dim, keepdim, _ = _var_args(dim, unbiased, keepdim, correction)
+    dtype = _float_dtype(x.dtype, None, "var")
+    return TensorMeta(reduced_shape(x.shape, reduced_dims(len(x.shape), dim, "var"), keepdim), dtype)
+
+
+def _var_cost(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return _reduction_cost(x, [_var_meta(x, dim, unbiased, keepdim, correction=correction)], flops_per_element=5)
+
+
+def _var_mean_meta(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    meta = _var_meta(x, dim, unbiased, keepdim, correction=correction)
+    return (meta, meta)
+
+
+def _var_mean_cost(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return _reduction_cost(x, _var_mean_meta(x, dim, unbiased, keepdim, correction=correction), flops_per_element=5)
+
+
+def _moments(x, dim, unbiased, keepdim, correction, op, with_mean):
+    _check_supported(x, "var")
+    meta = _var_meta(x, dim, unbiased, keepdim, correction=correction)
+    dim, keepdim, corr = _var_args(dim, unbiased, keepdim, correction)
+    acc = compute_dtype(x.dtype)
+    out, mean_ = _run_reduce(x, reduced_dims(x.ndim, dim, "var"), op, meta.shape, meta.dtype, acc, acc,
+                             second=meta.dtype if with_mean else None, correction=corr)
+    return (out, mean_) if with_mean else out
+
+
+@register("var", family="reduction", aten=["aten::var.correction", "aten::var.default", "aten::var.dim"],
+          meta=_var_meta, cost=_var_cost, methods=("var",))
+def var(x: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
+    """Variance with ``correction`` (Bessel's, 1, by default) by Welford's method, merged across lanes."""
+    return _moments(x, dim, unbiased, keepdim, correction, K.OP_VAR, False)
+
+
+@register("std", family="reduction", aten=["aten::std.correction", "aten::std.default", "aten::std.dim"],
+          meta=_var_meta, cost=_var_cost, methods=("std",))
+def std(x: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
+    """Standard deviation: the square root of ``var``."""
+    return _moments(x, dim, unbiased, keepdim, correction, K.OP_STD, False)
+
+
+@register("var_mean", family="reduction", aten=["aten::var_mean.correction"], meta=_var_mean_meta,
+          cost=_var_mean_cost)
+def var_mean(x: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """(var, mean) in one pass."""
+    return _moments(x, dim, unbiased, keepdim, correction, K.OP_VAR, True)
+
+
+@register("std_mean", family="reduction", aten=["aten::std_mean.correction"], meta=_var_mean_meta,
+          cost=_var_mean_cost)
+def std_mean(x: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """(std, mean) in one pass."""
+    return _moments(x, dim, unbiased, keepdim, correction, K.OP_STD, True)
+
+
+# ---- norms, logsumexp ----------------------------------------------------------------------------
+def _norm_op(p):
+    if p == "fro" or p == 2:
+        return K.OP_NORM_2, 2.0
+    if isinstance(p, str):
+        raise NotImplementedError(f"norm: p={p!r} is a matrix norm; only vector norms (numbers and 'fro') exist")
+    p = float(p)
+    if p == 0:
+        return K.OP_NORM_0, p
+    if p == 1:
+        return K.OP_NORM_1, p
+    if p == math.inf:
+        return K.OP_NORM_INF, p
+    if p == -math.inf:
+        return K.OP_NORM_NEG_INF, p
+    return K.OP_NORM_P, p
+
+
+def _vector_norm_meta(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    if x.dtype.is_complex:
+        raise TypeError("linalg.vector_norm: complex inputs are not supported")
+    out = _float_dtype(x.dtype, dtype, "linalg.vector_norm")
+    return TensorMeta(reduced_shape(x.shape, reduced_dims(len(x.shape), dim, "linalg.vector_norm"), keepdim), out)
+
+
+def _vector_norm_cost(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    return _reduction_cost(x, [_vector_norm_meta(x, ord, dim, keepdim, dtype=dtype)], flops_per_element=2)
+
+
+@register("linalg.vector_norm", family="reduction", aten=["aten::linalg_vector_norm.default"],
+          meta=_vector_norm_meta, cost=_vector_norm_cost, api=())
+def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """(sum |x|^ord)^(1/ord) over ``dim``; ord 0 counts nonzeros, inf and -inf take max and min of |x|."""
+    _check_supported(x, "linalg.vector_norm")
+    meta = _vector_norm_meta(x, ord, dim, keepdim, dtype=dtype)
+    op, p = _norm_op(ord)
+    dims = reduced_dims(x.ndim, dim, "linalg.vector_norm")
+    if (op == K.OP_NORM_INF or op == K.OP_NORM_NEG_INF or p < 0) and _reduced_length(x.shape, dims) == 0 \
+            and x.numel() == 0:
+        raise IndexError(f"linalg.vector_norm cannot compute the {ord} norm of an empty reduction; the identity "
+                         "of max/min does not exist")
+    src, as_dtype = _source(x, meta.dtype)
+    acc = compute_dtype(as_dtype)
+    return _run_reduce(src, dims, op, meta.shape, meta.dtype, acc, acc, p=p)[0]
+
+
+def _norm_meta(x, p="fro", dim=None, keepdim=False, dtype=None):
+    return _vector_norm_meta(x, 2 if p is None else p, dim, keepdim, dtype=dtype)
+
+
+def _norm_cost(x, p="fro", dim=None, keepdim=False, dtype=None):
+    return _reduction_cost(x, [_norm_meta(x, p, dim, keepdim, dtype)], flops_per_element=2)
+
+
+@register("norm", family="reduction", aten=["aten::norm.Scalar", "aten::norm.ScalarOpt_dim"], meta=_norm_meta,
+          cost=_norm_cost, methods=("norm",))
+def norm(x: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """``torch.norm`` for vector norms: ``linalg.vector_norm`` with ``p`` ('fro' is 2)."""
+    return vector_norm(x, 2 if p is None else p, dim, keepdim, dtype=dtype)
+
+
+def _lse_dtype(dt):
+    return dt if dt.is_floating_point else get_default_dtype()
+
+
+def _logsumexp_meta(x, dim, keepdim=False):
+    dims = reduced_dims(len(x.shape), dim, "logsumexp")
+    return TensorMeta(reduced_shape(x.shape, dims, keepdim), _lse_dtype(x.dtype))
+
+
+def _logsumexp_cost(x, dim, keepdim=False):
+    return _reduction_cost(x, [_logsumexp_meta(x, dim, keepdim)], flops_per_element=3)
+
+
+@register("logsumexp", family="reduction", aten=["aten::logsumexp.default"], meta=_logsumexp_meta,
+          cost=_logsumexp_cost, methods=("logsumexp",))
+def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
+    """log(sum(exp(x))) over ``dim`` without overflow (an online max); integers give the default float."""
+    _check_supported(x, "logsumexp")
+    meta = _logsumexp_meta(x, dim, keepdim)
+    src, as_dtype = _source(x, meta.dtype)
+    acc = compute_dtype(as_dtype)
+    return _run_reduce(src, reduced_dims(x.ndim, dim, "logsumexp"), K.OP_LOGSUMEXP, meta.shape, meta.dtype, acc,
+                       acc)[0]
+
+
+# ---- any, all, count_nonzero ----------------------------------------------------------------------
+def _logical_meta(x, dim=None, keepdim=False):
+    dims = reduced_dims(len(x.shape), dim, "any")
+    return TensorMeta(reduced_shape(x.shape, dims, keepdim), _dt("uint8") if x.dtype.name == "uint8" else _dt("bool"))
+
+
+def _logical_cost(x, dim=None, keepdim=False):
+    return _reduction_cost(x, [_logical_meta(x, dim, keepdim)])
+
+
+def _logical(x, dim, keepdim, op, name):
+    _check_supported(x, name)
+    meta = _logical_meta(x, dim, keepdim)
+    return _run_reduce(x, reduced_dims(x.ndim, dim, name), op, meta.shape, meta.dtype, _dt("int32"),
+                       compute_dtype(x.dtype))[0]
+
+
+@register("any", family="reduction", aten=["aten::any.default", "aten::any.dim", "aten::any.dims"],
+          meta=_logical_meta, cost=_logical_cost, methods=("any",))
+def any_(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Whether any element is nonzero (NaN counts); uint8 input gives uint8, as in ATen."""
+    return _logical(x, dim, keepdim, K.OP_ANY, "any")
+
+
+@register("all", family="reduction", aten=["aten::all.default", "aten::all.dim", "aten::all.dims"],
+          meta=_logical_meta, cost=_logical_cost, methods=("all",))
+def all_(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Whether every element is nonzero; True for no elements."""
+    return _logical(x, dim, keepdim, K.OP_ALL, "all")
+
+
+def _count_meta(x, dim=None):
+    return TensorMeta(reduced_shape(x.shape, reduced_dims(len(x.shape), dim, "count_nonzero"), False), _dt("int64"))
+
+
+def _count_cost(x, dim=None):
+    return _reduction_cost(x, [_count_meta(x, dim)])
+
+
+@register("count_nonzero", family="reduction", aten=["aten::count_nonzero.default", "aten::count_nonzero.dim_IntList"],
+          meta=_count_meta, cost=_count_cost, methods=("count_nonzero",))
+def count_nonzero(x: Tensor, dim=None) -> Tensor:
+    """Number of nonzero elements (int64)."""
+    _check_supported(x, "count_nonzero")
+    meta = _count_meta(x, dim)
+    return _run_reduce(x, reduced_dims(x.ndim, dim, "count_nonzero"), K.OP_COUNT_NONZERO, meta.shape, meta.dtype,
+                       _dt("int64"), compute_dtype(x.dtype))[0]
+
+
+# ---- scans ------------------------------------------------------------------------------------------
+SCAN_CUMSUM, SCAN_CUMPROD, SCAN_CUMMAX, SCAN_CUMMIN, SCAN_LOGCUMSUMEXP = range(5)
+
+
+def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indices=False):
+    out = new_tensor(x.shape, out_dtype, x.device)
+    indices = new_tensor(x.shape, _dt("int64"), x.device) if with_indices else None
+    if x.numel() == 0:
+        return out, indices
+    if x.ndim == 0:
+        x, out_v = x._view((1,), (1,)), out._view((1,), (1,))
+        idx_v = indices._view((1,), (1,)) if with_indices else None
+        d = 0
+    else:
+        out_v, idx_v, d = out, indices, dim
+    kept = [i for i in range(x.ndim) if i != d]
+    row_shape, (src_strides, dst_strides) = S.coalesce([x.shape[i] for i in kept], [x.stride(i) for i in kept],
+                                                       [out_v.stride(i) for i in kept])
+    if len(row_shape) > MAX_KERNEL_RANK:
+        return _run_scan(x.contiguous(), dim, scan, out_dtype, acc, compute, with_indices)
+    length = x.shape[d]
+    facts = kernel_facts(x.device)
+    block_rows, block_r, warps = tile_for(length, facts)
+    n_rows = S.numel(row_shape)
+    # rows of a scan are independent lanes, so the tile may shrink to the rows there are
+    block_rows = min(block_rows, next_pow2(n_rows))
+    row_shape, src_strides = _pad(row_shape, src_strides)
+    dst_strides = dst_strides if dst_strides else (0,)
+    flags = _conversion_flags(acc, out_dtype, x.device)
+    lowest, highest = _extremes(acc)
+    launch(K.scan_rows, (cdiv(n_rows, block_rows),), x.device,
+           [x, out_v, idx_v if with_indices else out_v, n_rows, length, row_shape, src_strides, dst_strides,
+            x.stride(d), out_v.stride(d)],
+           SCAN=scan, ACC=acc.triton, COMPUTE=compute.triton, LOWEST=lowest, HIGHEST=highest,
+           ROW_RANK=len(row_shape), SRC_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE),
+           DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
+           INDEX_64=_needs_index_64(x) or _needs_index_64(out_v), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
+           num_warps=warps)
+    return out, indices
+
+
+def _scan_meta(kind):
+    def meta(x, dim, *, dtype=None):
+        S.wrap_dim(dim, len(x.shape))
+        if kind == "logcumsumexp":
+            return TensorMeta(tuple(x.shape), _float_dtype(x.dtype, dtype, kind))
+        return TensorMeta(tuple(x.shape), _sum_dtype(x.dtype, dtype))
+    return meta
+
+
+def _scan_cost(kind):
+    meta = _scan_meta(kind)
+
+    def cost(x, dim, *, dtype=None):
+        return _reduction_cost(x, [meta(x, dim, dtype=dtype)])
+    return cost
+
+
+def _scan_op(kind: str, scan: int):
+    meta = _scan_meta(kind)
+
+    def impl(x: Tensor, dim: int, *, dtype=None) -> Tensor:
+        _check_supported(x, kind)
+        out = meta(x, dim, dtype=dtype)
+        src, as_dtype = _source(x, out.dtype)
+        acc = compute_dtype(as_dtype)
+        return _run_scan(src, S.wrap_dim(dim, x.ndim), scan, out.dtype, acc, acc)[0]
+    impl.__name__ = kind
+    return impl, meta
+
+
+_SCANS = {
+    "cumsum": (SCAN_CUMSUM, ["aten::cumsum.default"], "Running sum along ``dim``; integers give int64."),
+    "cumprod": (SCAN_CUMPROD, ["aten::cumprod.default"], "Running product along ``dim``; integers give int64."),
+    "logcumsumexp": (SCAN_LOGCUMSUMEXP, ["aten::logcumsumexp.default"], "Running logsumexp along ``dim``."),
+}
+for _kind, (_scan, _aten, _doc) in _SCANS.items():
+    _impl, _meta = _scan_op(_kind, _scan)
+    _impl.__doc__ = _doc
+    globals()[_kind] = register(_kind, family="reduction", aten=_aten, meta=_meta, cost=_scan_cost(_kind),
+                                methods=(_kind,))(_impl)
+
+
+def _cum_extreme_meta(x, dim):
+    S.wrap_dim(dim, len(x.shape))
+    return (TensorMeta(tuple(x.shape), x.dtype), TensorMeta(tuple(x.shape), _dt("int64")))
+
+
+def _cum_extreme_cost(x, dim):
+    return _reduction_cost(x, _cum_extreme_meta(x, dim))
+
+
+def _cum_extreme(x, dim, scan, name, result_type):
+    _check_supported(x, name)
+    acc = compute_dtype(x.dtype)
+    values, indices = _run_scan(x, S.wrap_dim(dim, x.ndim), scan, x.dtype, acc, acc, with_indices=True)
+    return result_type(values, indices)
+
+
+@register("cummax", family="reduction", aten=["aten::cummax.default"], meta=_cum_extreme_meta,
+          cost=_cum_extreme_cost, methods=("cummax",))
+def cummax(x: Tensor, dim: int):
+    """(running max, its index) along ``dim``: the last index among equal maxima, NaN sticks, as ATen."""
+    return _cum_extreme(x, dim, SCAN_CUMMAX, "cummax", cummax_result)
+
+
+@register("cummin", family="reduction", aten=["aten::cummin.default"], meta=_cum_extreme_meta,
+          cost=_cum_extreme_cost, methods=("cummin",))
+def cummin(x: Tensor, dim: int):
+    """(running min, its index) along ``dim``: the last index among equal minima, NaN sticks, as ATen."""
+    return _cum_extreme(x, dim, SCAN_CUMMIN, "cummin", cummin_result)

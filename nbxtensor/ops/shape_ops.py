@@ -1,0 +1,441 @@
+"""Shape and data movement: flip, roll, repeat, tile, repeat_interleave, the triangles, diagonals,
+padding, stacking, meshgrid and one_hot. Views where ATen returns views (``diagonal``, ``meshgrid``);
+everything else is the copy kernel over a view, or one index-remapping kernel."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import shape as S
+from ..dtypes import get_dtype
+from ..kernels import indexing as K
+from ..launch import cdiv, launch
+from ..tensor import Tensor
+from .copy import _elementwise_block, cat, copy_, fill_, new_tensor
+from .indexing import _index_64, _padded
+from .registry import Cost, TensorMeta, nbytes, register
+from .views import expand, narrow, reshape, unsqueeze, view_op
+
+_I64 = get_dtype("int64")
+
+
+def _same_meta(x, *args, **kwargs):
+    return TensorMeta(tuple(x.shape), x.dtype)
+
+
+def _copy_cost(x, *args, **kwargs):
+    return Cost(bytes_read=nbytes(x), bytes_written=nbytes(x))
+
+
+def _dim_list(dims, ndim: int, op: str) -> list[int]:
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    wrapped = [S.wrap_dim(d, max(ndim, 1)) for d in dims]
+    if len(set(wrapped)) != len(wrapped):
+        raise RuntimeError(f"{op}: dims {dims} has a repeated dim")
+    return wrapped
+
+
+def _remap(x: Tensor, flips: list[int], shifts: dict) -> Tensor:
+    """A contiguous copy of ``x`` with ``flips`` reversed and dims rolled by ``shifts``."""
+    out = new_tensor(x.shape, x.dtype, x.device)
+    n = x.numel()
+    if n == 0:
+        return out
+    if x.dtype.is_complex:
+        from .views import view_as_complex, view_as_real
+        return view_as_complex(_remap(view_as_real(x), flips, shifts))
+    shape = _padded(x.shape)
+    strides = _padded(x.stride(), 0)
+    flip_bits = sum(1 << d for d in flips)
+    shift_values = _padded([shifts.get(d, 0) % x.shape[d] if x.shape[d] else 0 for d in range(x.ndim)], 0)
+    block = _elementwise_block(x.device)
+    launch(K.remap_copy, (cdiv(n, block),), x.device, [out, x, n, shape, strides, shift_values],
+           FLIPS=flip_bits, RANK=len(shape), INDEX_64=_index_64(n, (x.shape, x.stride())), BLOCK=block)
+    return out
+
+
+@register("flip", family="shape", aten=["aten::flip.default"], meta=_same_meta, cost=_copy_cost, methods=("flip",))
+def flip(x: Tensor, dims) -> Tensor:
+    """A copy with the order of ``dims`` reversed."""
+    return _remap(x, _dim_list(dims, x.ndim, "flip") if x.ndim else [], {})
+
+
+@register("fliplr", family="shape", aten=["aten::fliplr.default"], meta=_same_meta, cost=_copy_cost,
+          methods=("fliplr",))
+def fliplr(x: Tensor) -> Tensor:
+    if x.ndim < 2:
+        raise RuntimeError("fliplr needs a tensor of at least 2 dimensions")
+    return flip.impl(x, [1])
+
+
+@register("flipud", family="shape", aten=["aten::flipud.default"], meta=_same_meta, cost=_copy_cost,
+          methods=("flipud",))
+def flipud(x: Tensor) -> Tensor:
+    if x.ndim < 1:
+        raise RuntimeError("flipud needs a tensor of at least 1 dimension")
+    return flip.impl(x, [0])
+
+
+@register("roll", family="shape", aten=["aten::roll.default"], meta=_same_meta, cost=_copy_cost, methods=("roll",))
+def roll(x: Tensor, shifts, dims=None) -> Tensor:
+    """Elements moved ``shifts`` places along ``dims`` cyclically (the flattened tensor without dims)."""
+    shifts = [shifts] if isinstance(shifts, int) else [int(s) for s in shifts]
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"roll: without dims, shifts must be one value, got {shifts}")
+        return reshape(_remap(reshape(x, (-1,)), [], {0: shifts[0]}), tuple(x.shape))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"roll: shifts ({len(shifts)}) and dims ({len(dims)}) must have the same length")
+    total: dict = {}
+    for s, d in zip(shifts, dims):
+        d = S.wrap_dim(d, x.ndim)
+        total[d] = total.get(d, 0) + s
+    return _remap(x, [], total)
+
+
+def _repeat_meta(x, *sizes):
+    reps = [int(r) for r in (sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes)]
+    if len(reps) < len(x.shape):
+        raise RuntimeError(f"repeat: number of repeat dims ({len(reps)}) can not be smaller than number of dims "
+                           f"of the tensor ({len(x.shape)})")
+    shape = (1,) * (len(reps) - len(x.shape)) + tuple(x.shape)
+    return TensorMeta(tuple(n * r for n, r in zip(shape, reps)), x.dtype)
+
+
+@register("repeat", family="shape", aten=["aten::repeat.default"], meta=_repeat_meta,
+          cost=lambda x, *s: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_repeat_meta(x, *s))),
+          api=(), methods=("repeat",))
+def repeat(x: Tensor, *sizes) -> Tensor:
+    """``x`` tiled ``sizes[d]`` times along each dim: one copy from a broadcast view."""
+    meta = _repeat_meta(x, *sizes)
+    reps = [int(r) for r in (sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes)]
+    if any(r < 0 for r in reps):
+        raise RuntimeError(f"repeat: repeats must be non-negative, got {reps}")
+    base = reshape(x, (1,) * (len(reps) - x.ndim) + tuple(x.shape))
+    out = new_tensor(meta.shape, x.dtype, x.device)
+    if out.numel() == 0:
+        return out
+    # out seen as (r0, n0, r1, n1, ...) takes base seen as (1, n0, 1, n1, ...) broadcast
+    pairs = [v for r, n in zip(reps, base.shape) for v in (r, n)]
+    source_shape = [v for n in base.shape for v in (1, n)]
+    copy_(reshape(out, pairs), expand(reshape(base, source_shape), pairs))
+    return out
+
+
+@register("tile", family="shape", aten=["aten::tile.default"],
+          meta=lambda x, dims: _repeat_meta(x, *((1,) * (len(x.shape) - len(dims)) + tuple(dims))),
+          cost=lambda x, dims: Cost(bytes_read=nbytes(x)), methods=("tile",))
+def tile(x: Tensor, dims) -> Tensor:
+    dims = tuple(int(d) for d in dims)
+    return repeat.impl(x, (1,) * (x.ndim - len(dims)) + dims)
+
+
+def _repeat_interleave_meta(x, repeats=None, dim=None, *, output_size=None):
+    return TensorMeta((None,), x.dtype)
+
+
+@register("repeat_interleave", family="shape", aten=["aten::repeat_interleave.self_int",
+                                                      "aten::repeat_interleave.self_Tensor",
+                                                      "aten::repeat_interleave.Tensor"],
+          meta=_repeat_interleave_meta, cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x)),
+          methods=("repeat_interleave",))
+def repeat_interleave(x: Tensor, repeats=None, dim: int | None = None, *, output_size: int | None = None) -> Tensor:
+    """Each element (or slice along ``dim``) repeated ``repeats`` times in place; ``repeats`` an int
+    or a tensor with one count per element. Alone, a tensor of counts gives the repeated positions.
+    Per-element counts are read on the host (the output size depends on them)."""
+    from .creation import tensor
+    from .indexing import index_select
+    if repeats is None:
+        counts = x.numpy().astype(np.int64).reshape(-1)
+        if np.any(counts < 0):
+            raise RuntimeError("repeat_interleave: repeats must be non-negative")
+        return tensor(np.repeat(np.arange(counts.size), counts), device=x.device)
+    if dim is None:
+        x = reshape(x, (-1,))
+        dim = 0
+    d = S.wrap_dim(dim, max(x.ndim, 1))
+    if x.ndim == 0:
+        x = reshape(x, (1,))
+    if isinstance(repeats, Tensor) and repeats.numel() == 1 and repeats.ndim <= 1:
+        repeats = int(repeats.item())
+    if isinstance(repeats, int):
+        if repeats < 0:
+            raise RuntimeError(f"repeat_interleave: repeats must be non-negative, got {repeats}")
+        shape = list(x.shape)
+        spread = (*shape[:d + 1], repeats, *shape[d + 1:])
+        out = new_tensor((*shape[:d], shape[d] * repeats, *shape[d + 1:]), x.dtype, x.device)
+        if out.numel():
+            copy_(reshape(out, spread), expand(unsqueeze(x, d + 1), spread))
+        return out
+    counts = (repeats.numpy() if isinstance(repeats, Tensor) else np.asarray(repeats)).astype(np.int64).reshape(-1)
+    if counts.size != x.shape[d]:
+        raise RuntimeError(f"repeat_interleave: repeats must have {x.shape[d]} entries (the size of dim {d}), "
+                           f"got {counts.size}")
+    if np.any(counts < 0):
+        raise RuntimeError("repeat_interleave: repeats must be non-negative")
+    positions = tensor(np.repeat(np.arange(counts.size), counts), device=x.device)
+    return index_select.impl(x, d, positions)
+
+
+def _triangle(x: Tensor, diagonal: int, upper: bool) -> Tensor:
+    if x.ndim < 2:
+        raise RuntimeError(f"{'triu' if upper else 'tril'}: input tensor must have at least 2 dimensions")
+    out = new_tensor(x.shape, x.dtype, x.device)
+    n = x.numel()
+    if n == 0:
+        return out
+    if x.dtype.is_complex:
+        from .views import view_as_complex, view_as_real
+        pairs = view_as_real(x)
+        # the (re, im) pairs become the rows of a 2-column matrix: keep both or neither
+        flat = _triangle_pairs(pairs, diagonal, upper)
+        return view_as_complex(flat)
+    rows, cols = x.shape[-2], x.shape[-1]
+    batch = _padded(x.shape[:-2])
+    batch_strides = _padded(x.stride()[:-2], 0)
+    block = _elementwise_block(x.device)
+    launch(K.triangle, (cdiv(n, block),), x.device,
+           [out, x, n, rows, cols, diagonal, batch, batch_strides, x.stride(-2), x.stride(-1)],
+           BATCH_RANK=len(batch), UPPER=upper, INDEX_64=_index_64(n, (x.shape, x.stride())), BLOCK=block)
+    return out
+
+
+def _triangle_pairs(pairs: Tensor, diagonal: int, upper: bool) -> Tensor:
+    from .views import select
+    real = _triangle(select(pairs, -1, 0), diagonal, upper)
+    imag = _triangle(select(pairs, -1, 1), diagonal, upper)
+    from .copy import stack
+    return stack([real, imag], -1)
+
+
+@register("tril", family="shape", aten=["aten::tril.default"], meta=_same_meta, cost=_copy_cost, methods=("tril",))
+def tril(x: Tensor, diagonal: int = 0) -> Tensor:
+    """The lower triangle of the last two dims (on and below ``diagonal``), zeros above."""
+    return _triangle(x, int(diagonal), False)
+
+
+@register("triu", family="shape", aten=["aten::triu.default"], meta=_same_meta, cost=_copy_cost, methods=("triu",))
+def triu(x: Tensor, diagonal: int = 0) -> Tensor:
+    """The upper triangle of the last two dims (on and above ``diagonal``), zeros below."""
+    return _triangle(x, int(diagonal), True)
+
+
+@view_op("diagonal", ["aten::diagonal.default"], methods=("diagonal",))
+def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """A view of the diagonal of dims ``dim1`` and ``dim2`` (offset above when positive), as the
+    last dim."""
+    a, b = S.wrap_dim(dim1, x.ndim), S.wrap_dim(dim2, x.ndim)
+    if a == b:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    offset = int(offset)
+    if offset >= 0:
+        length = max(0, min(x.shape[a], x.shape[b] - offset))
+        start = offset * x.stride(b) if length else 0
+    else:
+        length = max(0, min(x.shape[a] + offset, x.shape[b]))
+        start = -offset * x.stride(a) if length else 0
+    keep = [d for d in range(x.ndim) if d not in (a, b)]
+    shape = [x.shape[d] for d in keep] + [length]
+    strides = [x.stride(d) for d in keep] + [x.stride(a) + x.stride(b)]
+    return x._view(shape, strides, offset=x.storage_offset() + start)
+
+
+def _diag_meta(x, diagonal=0):
+    if len(x.shape) == 1:
+        n = x.shape[0] + abs(diagonal)
+        return TensorMeta((n, n), x.dtype)
+    if len(x.shape) != 2:
+        raise RuntimeError(f"diag: expected a 1-D or 2-D tensor, got {len(x.shape)}-D")
+    rows, cols = x.shape
+    length = max(0, min(rows, cols - diagonal) if diagonal >= 0 else min(rows + diagonal, cols))
+    return TensorMeta((length,), x.dtype)
+
+
+@register("diag", family="shape", aten=["aten::diag.default"], meta=_diag_meta,
+          cost=lambda x, diagonal=0: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_diag_meta(x, diagonal))),
+          methods=("diag",))
+def diag(x: Tensor, diagonal: int = 0) -> Tensor:
+    """A 1-D tensor as the ``diagonal`` of a square matrix, or a copy of a matrix's diagonal."""
+    meta = _diag_meta(x, diagonal)
+    if x.ndim == 2:
+        return diagonal_copy(x, diagonal)
+    out = fill_(new_tensor(meta.shape, x.dtype, x.device), 0)
+    copy_(_diagonal_view.impl(out, diagonal), x)
+    return out
+
+
+_diagonal_view = diagonal  # diag's argument takes the name
+
+
+def diagonal_copy(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    view = diagonal.impl(x, offset, dim1, dim2)
+    return copy_(new_tensor(view.shape, x.dtype, x.device), view)
+
+
+def _diag_embed_meta(x, offset=0, dim1=-2, dim2=-1):
+    ndim = len(x.shape) + 1
+    a, b = S.wrap_dim(dim1, ndim), S.wrap_dim(dim2, ndim)
+    if a == b:
+        raise RuntimeError(f"diag_embed: diagonal dimensions cannot be identical {dim1}, {dim2}")
+    n = x.shape[-1] + abs(offset)
+    rest = iter(x.shape[:-1])
+    return TensorMeta(tuple(n if d in (a, b) else next(rest) for d in range(ndim)), x.dtype)
+
+
+@register("diag_embed", family="shape", aten=["aten::diag_embed.default"], meta=_diag_embed_meta,
+          cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_diag_embed_meta(x, *a, **k))),
+          methods=("diag_embed",))
+def diag_embed(x: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """Matrices (in dims ``dim1``, ``dim2`` of the result) with the last dim of ``x`` on their
+    ``offset`` diagonal, zeros elsewhere."""
+    meta = _diag_embed_meta(x, offset, dim1, dim2)
+    out = fill_(new_tensor(meta.shape, x.dtype, x.device), 0)
+    copy_(diagonal.impl(out, offset, dim1, dim2), x)
+    return out
+
+
+# ---- padding -------------------------------------------------------------------------------------
+
+def _pad_meta(x, pad, mode="constant", value=None):
+    pad = list(pad)
+    if len(pad) % 2 or len(pad) // 2 > len(x.shape):
+        raise RuntimeError(f"pad: padding length must be even and at most twice the number of dims, got {len(pad)} "
+                           f"for {len(x.shape)} dims")
+    shape = list(x.shape)
+    for i in range(len(pad) // 2):
+        d = len(shape) - 1 - i
+        shape[d] += pad[2 * i] + pad[2 * i + 1]
+        if shape[d] < 0:
+            raise RuntimeError(f"pad: the padded size of dim {d} would be negative ({shape[d]})")
+    return TensorMeta(tuple(shape), x.dtype)
+
+
+@register("pad", family="shape", aten=["aten::pad.default", "aten::constant_pad_nd.default"], meta=_pad_meta,
+          cost=lambda x, pad, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_pad_meta(x, pad))), api=())
+def pad(x: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
+    """``torch.nn.functional.pad``: ``pad`` lists (before, after) amounts from the last dim back.
+    'constant' fills with ``value`` (negative amounts crop); 'reflect', 'replicate' and 'circular'
+    read the border of ``x``, one gather per padded dim."""
+    meta = _pad_meta(x, pad, mode, value)
+    amounts = [(len(x.shape) - 1 - i, int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(len(pad) // 2)]
+    if mode == "constant":
+        out = fill_(new_tensor(meta.shape, x.dtype, x.device), 0 if value is None else value)
+        source, target = x, out
+        for d, before, after in amounts:
+            keep_from, keep_len = max(0, -before), x.shape[d] - max(0, -before) - max(0, -after)
+            if keep_len <= 0:
+                return out
+            source = narrow(source, d, keep_from, keep_len)
+            target = narrow(target, d, max(0, before), keep_len)
+        copy_(target, source)
+        return out
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: mode {mode!r} is not supported; use constant, reflect, replicate or circular")
+    if value is not None and value != 0:
+        raise RuntimeError(f"pad: a value only applies to constant padding, not {mode!r}")
+    from .creation import tensor
+    from .indexing import index_select
+    out = x
+    for d, before, after in amounts:
+        n = x.shape[d]
+        positions = np.arange(-before, n + after)
+        if mode == "reflect":
+            if before >= n or after >= n:
+                raise RuntimeError(f"pad: reflect padding ({before}, {after}) must be smaller than the size {n} of dim {d}")
+            period = 2 * (n - 1) if n > 1 else 1
+            positions = np.abs(positions) % period
+            positions = np.where(positions >= n, period - positions, positions)
+        elif mode == "replicate":
+            if n == 0:
+                raise RuntimeError(f"pad: cannot replicate-pad the empty dim {d}")
+            positions = np.clip(positions, 0, n - 1)
+        else:
+            if before > n or after > n:
+                raise RuntimeError(f"pad: circular padding ({before}, {after}) can be at most the size {n} of dim {d}")
+            positions = positions % n
+        out = index_select.impl(out, d, tensor(positions.astype(np.int64), device=x.device))
+    return out
+
+
+# ---- stacking and grids --------------------------------------------------------------------------
+
+def _atleast(t: Tensor, ndim: int) -> Tensor:
+    if t.ndim >= ndim:
+        return t
+    if ndim == 1:
+        return reshape(t, (1,))
+    return reshape(t, (1, -1) if t.ndim <= 1 else tuple(t.shape))
+
+
+@register("hstack", family="shape", aten=["aten::hstack.default"],
+          meta=lambda tensors: TensorMeta((None,), tensors[0].dtype),
+          cost=lambda tensors: Cost(bytes_read=sum(nbytes(t) for t in tensors)))
+def hstack(tensors) -> Tensor:
+    """``cat`` along dim 1, or dim 0 for 1-D tensors (0-d tensors count as 1-D)."""
+    tensors = [_atleast(t, 1) for t in tensors]
+    return cat.impl(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+@register("vstack", family="shape", aten=["aten::vstack.default"],
+          meta=lambda tensors: TensorMeta((None,), tensors[0].dtype),
+          cost=lambda tensors: Cost(bytes_read=sum(nbytes(t) for t in tensors)), api=("vstack", "row_stack"))
+def vstack(tensors) -> Tensor:
+    """``cat`` along dim 0 of the tensors made at least 2-D (1-D ones as rows)."""
+    return cat.impl([_atleast(t, 2) for t in tensors], 0)
+
+
+@register("meshgrid", family="shape", aten=["aten::meshgrid.default", "aten::meshgrid.indexing"],
+          meta=lambda *t, indexing="ij": tuple(TensorMeta(tuple(_grid_shape(t, indexing)), x.dtype)
+                                               for x in (t[0] if len(t) == 1 and isinstance(t[0], (list, tuple)) else t)),
+          cost=lambda *t, **k: Cost())
+def meshgrid(*tensors, indexing: str = "ij"):
+    """Coordinate grids (broadcast views, no copy) from 1-D tensors; 'xy' swaps the first two
+    output dims as NumPy does."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    for t in tensors:
+        if t.ndim > 1:
+            raise RuntimeError(f"meshgrid expects 0-D or 1-D tensors, got a {t.ndim}-D one")
+    shape = _grid_shape(tensors, indexing)
+    swap = indexing == "xy" and len(tensors) >= 2
+    out = []
+    for i, t in enumerate(tensors):
+        axis = (1 - i if i < 2 else i) if swap else i
+        view_shape = [1] * len(tensors)
+        view_shape[axis] = -1
+        out.append(expand(reshape(t, view_shape), shape))
+    return tuple(out)
+
+
+def _grid_shape(tensors, indexing):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    shape = [S.numel(t.shape) for t in tensors]
+    if indexing == "xy" and len(shape) >= 2:
+        shape[0], shape[1] = shape[1], shape[0]
+    return shape
+
+
+@register("one_hot", family="shape", aten=["aten::one_hot.default"],
+          meta=lambda x, num_classes=-1: TensorMeta((*x.shape, None if num_classes < 0 else num_classes), _I64),
+          cost=lambda x, num_classes=-1: Cost(bytes_read=nbytes(x)), api=())
+def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
+    """``torch.nn.functional.one_hot``: int64 rows with a 1 at each class index. Without
+    ``num_classes`` the largest index is read on the host to size the result."""
+    if x.dtype is not _I64:
+        raise RuntimeError(f"one_hot is only applicable to index tensors (int64), got {x.dtype.name}")
+    if num_classes < 0:
+        if x.numel() == 0:
+            raise RuntimeError("one_hot: cannot infer the number of classes from an empty tensor")
+        values = x.numpy()
+        if values.min() < 0:
+            raise RuntimeError("one_hot: class values must be non-negative")
+        num_classes = int(values.max()) + 1
+    out = fill_(new_tensor((*x.shape, num_classes), _I64, x.device), 0)
+    if x.numel():
+        from .indexing import _scatter_into
+        _scatter_into(out, -1, unsqueeze(x, -1), 1, "one_hot")
+    return out
+

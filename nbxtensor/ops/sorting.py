@@ -1,0 +1,244 @@
+"""Sorting and search: sort, argsort, msort, topk, kthvalue, searchsorted, bucketize.
+
+Sorts are stable and order NaN as ATen does (largest: last ascending, first descending). A row is
+sorted by one program in registers when it holds at most ``SEGMENT_LIMIT`` elements; top-k of a
+longer row keeps the best k of each segment and then sorts the survivors, so any row length works
+for k up to the limit. Keys are compared in the values' own precision (fp32 stays fp32), and
+padding lanes sort after every real element, so a k that is not a power of two never reads them.
+"""
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+from .. import shape as S
+from ..dtypes import get_dtype
+from ..kernels import sort as K
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..launch import cdiv, launch
+from ..promotion import result_type
+from ..tensor import Tensor
+from .copy import _elementwise_block, new_tensor
+from .registry import Cost, TensorMeta, nbytes, register
+from .views import movedim, reshape
+
+SEGMENT_LIMIT = 4096  # elements one program sorts in registers
+_INT32_LIMIT = 2 ** 31
+_I64 = get_dtype("int64")
+_I32 = get_dtype("int32")
+
+SortResult = namedtuple("sort", ["values", "indices"])
+TopkResult = namedtuple("topk", ["values", "indices"])
+KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
+
+
+def _key_kind(dt, op: str) -> dict:
+    if dt.is_complex:
+        raise RuntimeError(f"{op}: complex tensors have no order")
+    if dt.is_floating_point:
+        if dt.itemsize == 8:
+            return dict(KIND=K.KEY_FLOAT64, FORMAT=FORMAT_NATIVE)
+        return dict(KIND=K.KEY_FLOAT, FORMAT=SMALL_FLOAT_FORMATS.get(dt.name, FORMAT_NATIVE))
+    if dt.itemsize == 8:
+        return dict(KIND=K.KEY_INT64, FORMAT=FORMAT_NATIVE)
+    if dt.kind == "int":
+        return dict(KIND=K.KEY_SIGNED, FORMAT=FORMAT_NATIVE)
+    return dict(KIND=K.KEY_UNSIGNED, FORMAT=FORMAT_NATIVE)
+
+
+def _rows(x: Tensor, dim: int):
+    """``x`` with ``dim`` moved last, contiguous, as (rows, n); and the moved shape."""
+    if x.ndim == 0:
+        x = reshape(x, (1,))
+        dim = 0
+    d = S.wrap_dim(dim, x.ndim)
+    moved = movedim(x, d, -1).contiguous()
+    n = moved.shape[-1]
+    return reshape(moved, (-1, n)) if moved.numel() else moved, tuple(moved.shape), d
+
+
+def _power_of_2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _select_rows(rows: Tensor, k: int, descending: bool, op: str):
+    """The first ``k`` of each row in sorted order: (values, int64 positions), each (rows, k)."""
+    count, n = rows.shape
+    dev = rows.device
+    values = new_tensor((count, k), rows.dtype, dev)
+    indices = new_tensor((count, k), _I64, dev)
+    if count == 0 or k == 0:
+        return values, indices
+    flags = dict(DESCENDING=descending, INDEX_64=rows.numel() >= _INT32_LIMIT, **_key_kind(rows.dtype, op))
+    if n <= SEGMENT_LIMIT:
+        launch(K.sort_segments, (count, 1), dev, [rows, rows, indices, values, n, n, k],
+               SEGMENT=n, LENGTH=_power_of_2(n), K_OUT=k, HAS_PERM=False, WRITE_VALUES=True, **flags)
+        return values, indices
+    if 2 * k > SEGMENT_LIMIT:
+        # each round must at least halve the candidates, so a segment holds at least 2k of them
+        raise NotImplementedError(f"{op}: selecting {k} of {n} elements per row needs k <= {SEGMENT_LIMIT // 2} "
+                                  f"(or rows of at most {SEGMENT_LIMIT}); longer sorts are not implemented yet")
+    # keep the best k of each segment, then of the survivors, until one segment holds them all
+    segment = SEGMENT_LIMIT
+    candidates, m, has_perm = rows, n, False
+    while m > SEGMENT_LIMIT:
+        segments = cdiv(m, segment)
+        survivors = new_tensor((count, segments * k), _I64, dev)
+        launch(K.sort_segments, (count, segments), dev, [rows, candidates, survivors, values, n, m, segments * k],
+               SEGMENT=segment, LENGTH=_power_of_2(segment), K_OUT=k, HAS_PERM=has_perm, WRITE_VALUES=False,
+               **flags)
+        candidates, m, has_perm = survivors, segments * k, True
+    launch(K.sort_segments, (count, 1), dev, [rows, candidates, indices, values, n, m, k],
+           SEGMENT=m, LENGTH=_power_of_2(m), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True, **flags)
+    return values, indices
+
+
+def _restore(result: Tensor, moved_shape, d: int, k: int) -> Tensor:
+    shape = (*moved_shape[:-1], k)
+    out = movedim(reshape(result, shape), -1, d) if len(moved_shape) else result
+    return out
+
+
+def _sort_meta(x, dim=-1, descending=False, stable=False):
+    return TensorMeta(tuple(x.shape), x.dtype), TensorMeta(tuple(x.shape), _I64)
+
+
+def _sort_cost(x, *args, **kwargs):
+    n = S.numel(x.shape)
+    return Cost(flops=n * max(1, int(math.log2(max(n, 2)))) ** 2, bytes_read=2 * nbytes(x),
+                bytes_written=nbytes(x) + n * 8)
+
+
+@register("sort", family="sorting", aten=["aten::sort.default", "aten::sort.stable"], meta=_sort_meta,
+          cost=_sort_cost, methods=("sort",))
+def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False, *, out=None):
+    """(values, indices) sorted along ``dim``; always stable, NaN largest."""
+    rows, moved_shape, d = _rows(x, dim)
+    n = moved_shape[-1] if moved_shape else 1
+    if n > SEGMENT_LIMIT:
+        raise NotImplementedError(f"sort: rows of {n} elements are longer than the {SEGMENT_LIMIT} that nbxtensor sorts "
+                                  "so far; topk works at any row length")
+    if rows.numel() == 0:
+        return SortResult(x.contiguous() if x.numel() == 0 else x, new_tensor(x.shape, _I64, x.device))
+    values, indices = _select_rows(rows, n, descending, "sort")
+    if x.ndim == 0:
+        return SortResult(reshape(values, ()), reshape(indices, ()))
+    return SortResult(_restore(values, moved_shape, d, n), _restore(indices, moved_shape, d, n))
+
+
+@register("argsort", family="sorting", aten=["aten::argsort.default", "aten::argsort.stable"],
+          meta=lambda x, dim=-1, descending=False, stable=False: TensorMeta(tuple(x.shape), _I64),
+          cost=_sort_cost, methods=("argsort",))
+def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    return sort.impl(x, dim, descending).indices
+
+
+@register("msort", family="sorting", aten=["aten::msort.default"], meta=lambda x: TensorMeta(tuple(x.shape), x.dtype),
+          cost=_sort_cost, methods=("msort",))
+def msort(x: Tensor) -> Tensor:
+    """``sort(x, dim=0).values``."""
+    return sort.impl(x, 0).values
+
+
+def _topk_meta(x, k, dim=-1, largest=True, sorted=True):
+    shape = list(x.shape) or [1]
+    shape[S.wrap_dim(dim, len(shape))] = k
+    shape = tuple(shape) if len(x.shape) else ()
+    return TensorMeta(shape, x.dtype), TensorMeta(shape, _I64)
+
+
+@register("topk", family="sorting", aten=["aten::topk.default"], meta=_topk_meta,
+          cost=lambda x, k, *a, **kw: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_topk_meta(x, k, *a, **kw)[0])),
+          methods=("topk",))
+def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+    """The ``k`` largest (or smallest) entries along ``dim`` and their positions, best first; NaN
+    counts as the largest value, as in ATen."""
+    rows, moved_shape, d = _rows(x, dim)
+    n = moved_shape[-1] if moved_shape else 1
+    k = int(k)
+    if not 0 <= k <= n:
+        raise RuntimeError(f"topk: k ({k}) is out of range for a dimension of size {n}")
+    values, indices = _select_rows(rows, k, largest, "topk") if rows.numel() or k == 0 else \
+        (new_tensor((0, k), x.dtype, x.device), new_tensor((0, k), _I64, x.device))
+    if x.ndim == 0:
+        return TopkResult(reshape(values, ()), reshape(indices, ()))
+    return TopkResult(_restore(values, moved_shape, d, k), _restore(indices, moved_shape, d, k))
+
+
+@register("kthvalue", family="sorting", aten=["aten::kthvalue.default"],
+          meta=lambda x, k, dim=-1, keepdim=False: tuple(
+              TensorMeta(_reduced_shape(x.shape, dim, keepdim), dt) for dt in (x.dtype, _I64)),
+          cost=lambda x, k, *a, **kw: Cost(bytes_read=nbytes(x)), methods=("kthvalue",))
+def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False):
+    """The ``k``-th smallest entry (1-based) along ``dim`` and its position."""
+    result = topk.impl(x, k, dim, largest=False)
+    if x.ndim == 0:
+        return KthvalueResult(result.values, result.indices)
+    d = S.wrap_dim(dim, x.ndim)
+    from .views import narrow, squeeze
+    values, indices = narrow(result.values, d, k - 1, 1), narrow(result.indices, d, k - 1, 1)
+    if not keepdim:
+        values, indices = squeeze(values, d), squeeze(indices, d)
+    return KthvalueResult(values, indices)
+
+
+def _reduced_shape(shape, dim, keepdim):
+    if not len(shape):
+        return ()
+    d = S.wrap_dim(dim, len(shape))
+    return tuple(1 if i == d else n for i, n in enumerate(shape) if keepdim or i != d)
+
+
+def _search_meta(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    shape = tuple(values.shape) if hasattr(values, "shape") else ()
+    return TensorMeta(shape, _I32 if out_int32 else _I64)
+
+
+@register("searchsorted", family="sorting", aten=["aten::searchsorted.Tensor", "aten::searchsorted.Scalar"],
+          meta=_search_meta,
+          cost=lambda seq, values, **kw: Cost(bytes_read=nbytes(_search_meta(seq, values)) * 2,
+                                              bytes_written=nbytes(_search_meta(seq, values, **kw))))
+def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, right: bool = False,
+                 side: str | None = None, sorter=None) -> Tensor:
+    """Insertion points of ``values`` in the innermost dim of the ascending ``sorted_sequence``
+    (1-D, or one row per leading index of ``values``): first position with element >= value, or >
+    with ``right`` (``side='right'``)."""
+    if sorter is not None:
+        raise NotImplementedError("searchsorted: sorter is not supported; sort the sequence first")
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+        if right and side == "left":
+            raise RuntimeError("searchsorted: side='left' and right=True disagree")
+        right = side == "right"
+    from .creation import tensor
+    scalar = not isinstance(values, Tensor)
+    if scalar:
+        values = tensor(values, device=sorted_sequence.device)
+    common = result_type(sorted_sequence, values)
+    seq = sorted_sequence.to(common).contiguous()
+    vals = values.to(common).contiguous()
+    if seq.ndim > 1 and tuple(seq.shape[:-1]) != tuple(vals.shape[:-1]):
+        raise RuntimeError(f"searchsorted: the leading dims of the sequence {list(seq.shape[:-1])} and of the values "
+                           f"{list(vals.shape[:-1])} must match")
+    out = new_tensor(vals.shape, _I64, vals.device)
+    n = vals.numel()
+    if n:
+        seq_len = seq.shape[-1] if seq.ndim else 1
+        per_row = vals.shape[-1] if seq.ndim > 1 else n
+        block = _elementwise_block(vals.device)
+        launch(K.search_sorted, (cdiv(n, block),), vals.device,
+               [seq, vals, out, n, seq_len, max(per_row, 1), seq_len if seq.ndim > 1 else 0],
+               RIGHT=right, STEPS=max(1, seq_len.bit_length() + 1),
+               INDEX_64=max(n, seq.numel()) >= _INT32_LIMIT, BLOCK=block, **_key_kind(common, "searchsorted"))
+    return out.to(_I32) if out_int32 else out
+
+
+@register("bucketize", family="sorting", aten=["aten::bucketize.Tensor", "aten::bucketize.Scalar"],
+          meta=lambda x, boundaries, *, out_int32=False, right=False: _search_meta(boundaries, x, out_int32=out_int32),
+          cost=lambda x, boundaries, **kw: Cost(bytes_read=nbytes(boundaries)), methods=())
+def bucketize(x, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
+    """The bucket of each element of ``x`` among the ascending 1-D ``boundaries``."""
+    if boundaries.ndim != 1:
+        raise RuntimeError(f"bucketize: boundaries must be 1-D, got {boundaries.ndim}-D")
+    return searchsorted.impl(boundaries, x, out_int32=out_int32, right=right)

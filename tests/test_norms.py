@@ -1,0 +1,191 @@
+"""softmax and the normalisations against NumPy float64 references.
+
+Tolerances: float32 results are within a few eps32 relative of the exact value (one exp, one sum
+over n < 2^10 elements accumulated in float32: n * eps32 * sum, and sum >= 1 after the max shift);
+half-precision outputs add one rounding of their own dtype, so they are held to 2 eps of that dtype.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.device import backend_for
+
+from .conftest import TEST_DEVICE, to_nbx
+
+F = nbx.nn.functional
+EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float64": 2.0 ** -52}
+
+
+def tolerance(dtype, n):
+    return 2 * EPS[dtype] + 4 * n * EPS["float32"] if dtype != "float64" else 4 * n * EPS["float64"]
+
+
+def ref_softmax(a, dim):
+    a = a.astype(np.float64)
+    e = np.exp(a - a.max(dim, keepdims=True))
+    return e / e.sum(dim, keepdims=True)
+
+
+@pytest.fixture
+def long_rows(monkeypatch):
+    """Rows over 32 elements are not held in registers; over 64 they are split in chunks of 16."""
+    facts = backend_for(nbx.device(TEST_DEVICE)).facts["kernels"]
+    monkeypatch.setitem(facts, "row_resident_max", 32)
+    monkeypatch.setitem(facts, "reduction_split_length", 64)
+    monkeypatch.setitem(facts, "reduction_split_chunks", 4)
+    monkeypatch.setitem(facts, "reduction_block", 16)
+    monkeypatch.setitem(facts, "reduction_tile", 256)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+def test_softmax(rng, dtype, dim):
+    a = (rng.standard_normal((5, 6, 21)) * 4).astype(nbx.get_dtype(dtype).numpy)
+    x = to_nbx(a)
+    n = a.shape[dim]
+    got = F.softmax(x, dim)
+    assert got.dtype.name == dtype
+    np.testing.assert_allclose(got.numpy().astype(np.float64), ref_softmax(a, dim), rtol=tolerance(dtype, n),
+                               atol=tolerance(dtype, n) * 1e-3)
+    log = F.log_softmax(x, dim).numpy().astype(np.float64)
+    ref_log = np.log(ref_softmax(a, dim))
+    np.testing.assert_allclose(log, ref_log, rtol=tolerance(dtype, n), atol=tolerance(dtype, n) * 4)
+
+
+def test_softmax_special_rows():
+    a = np.array([[-np.inf] * 4, [0, -np.inf, 1, -np.inf], [1, np.nan, 2, 3], [np.inf, 0, 1, 2]], np.float32)
+    got = to_nbx(a).softmax(-1).numpy()
+    assert np.isnan(got[0]).all()  # all -inf: NaN, as torch
+    np.testing.assert_allclose(got[1], ref_softmax(a[1:2], -1)[0], rtol=1e-6)
+    assert np.isnan(got[2]).all()
+    assert np.isnan(got[3]).any()  # +inf: inf - inf, as torch
+    assert F.softmax(to_nbx(np.zeros((0, 3), np.float32)), 1).shape == (0, 3)
+    assert to_nbx(np.array(3.0, np.float32)).softmax(0).item() == 1.0
+
+
+def test_softmax_dtype_argument(rng):
+    a = rng.standard_normal((3, 8)).astype(nbx.bfloat16.numpy)
+    got = F.softmax(to_nbx(a), -1, dtype=nbx.float32)
+    assert got.dtype == nbx.float32
+    np.testing.assert_allclose(got.numpy(), ref_softmax(a, -1), rtol=1e-6)
+    with pytest.raises(TypeError, match="floating-point"):
+        F.softmax(to_nbx(np.arange(4)), 0)
+
+
+@pytest.mark.parametrize("length", [40, 300])
+def test_softmax_long_rows(rng, long_rows, length):
+    a = (rng.standard_normal((3, length)) * 3).astype(np.float32)
+    x = to_nbx(a)
+    np.testing.assert_allclose(F.softmax(x, 1).numpy(), ref_softmax(a, 1), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(F.log_softmax(x, 1).numpy(), np.log(ref_softmax(a, 1)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(F.softmax(x.T, 0).numpy(), ref_softmax(a.T, 0), rtol=1e-5, atol=1e-9)
+    batch = F.softmax(x, 1).numpy()
+    assert F.softmax(x[1:2], 1).numpy().tobytes() == batch[1:2].tobytes()
+    row = np.full((1, length), -np.inf, np.float32)
+    assert np.isnan(F.softmax(to_nbx(row), 1).numpy()).all()
+
+
+def ref_layer_norm(a, n_dims, w=None, b=None, eps=1e-5):
+    axes = tuple(range(a.ndim - n_dims, a.ndim))
+    a = a.astype(np.float64)
+    y = (a - a.mean(axes, keepdims=True)) / np.sqrt(a.var(axes, keepdims=True) + eps)
+    if w is not None:
+        y = y * w.astype(np.float64)
+    if b is not None:
+        y = y + b.astype(np.float64)
+    return y
+
+
+def ref_rms_norm(a, w=None, eps=1e-6):
+    a = a.astype(np.float64)
+    y = a / np.sqrt((a * a).mean(-1, keepdims=True) + eps)
+    return y if w is None else y * w.astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("resident", [True, False])
+def test_layer_norm_and_rms_norm(rng, dtype, resident, request):
+    if not resident:
+        request.getfixturevalue("long_rows")
+    npdt = nbx.get_dtype(dtype).numpy
+    a = (rng.standard_normal((4, 3, 48)) * 2 + 5).astype(npdt)
+    w = rng.standard_normal(48).astype(npdt)
+    b = rng.standard_normal(48).astype(npdt)
+    x = to_nbx(a)
+    tol = tolerance(dtype, 48) * 8  # |y| reaches a few units: relative output rounding times that
+    got = F.layer_norm(x, (48,), to_nbx(w), to_nbx(b)).numpy().astype(np.float64)
+    np.testing.assert_allclose(got, ref_layer_norm(a, 1, w, b), rtol=tol, atol=tol)
+    got = F.layer_norm(x, (3, 48)).numpy().astype(np.float64)
+    np.testing.assert_allclose(got, ref_layer_norm(a, 2), rtol=tol, atol=tol)
+    got = F.rms_norm(x, (48,), to_nbx(w), eps=1e-6).numpy().astype(np.float64)
+    np.testing.assert_allclose(got, ref_rms_norm(a, w), rtol=tol, atol=tol)
+
+
+def test_rms_norm_default_eps_is_dtype_eps():
+    x = to_nbx(np.full((1, 4), 1e-3, np.float16))
+    expected = 1e-3 / math.sqrt(1e-6 + 2.0 ** -10)
+    assert abs(F.rms_norm(x, (4,)).numpy().astype(np.float64)[0, 0] - expected) < 1e-2 * expected
+
+
+@pytest.mark.parametrize("resident", [True, False])
+def test_fused_residual_norms(rng, resident, request):
+    if not resident:
+        request.getfixturevalue("long_rows")
+    bf16 = nbx.bfloat16.numpy
+    a = rng.standard_normal((5, 40)).astype(bf16)
+    r = rng.standard_normal((5, 40)).astype(bf16)
+    w = rng.standard_normal(40).astype(bf16)
+    x, res, weight = to_nbx(a), to_nbx(r), to_nbx(w)
+    h = (a.astype(np.float32) + r.astype(np.float32)).astype(bf16)  # the unfused add, rounded to bf16
+    out, summed = F.add_rms_norm(x, res, (40,), weight, eps=1e-6)
+    assert summed.numpy().tobytes() == h.tobytes()
+    np.testing.assert_allclose(out.numpy().astype(np.float64), ref_rms_norm(h, w), rtol=2 ** -7, atol=2 ** -6)
+    out, summed = F.add_layer_norm(x, res, (40,), weight, weight)
+    assert summed.numpy().tobytes() == h.tobytes()
+    np.testing.assert_allclose(out.numpy().astype(np.float64), ref_layer_norm(h, 1, w, w), rtol=2 ** -7, atol=2 ** -5)
+
+
+@pytest.mark.parametrize("resident", [True, False])
+def test_group_norm(rng, resident, request):
+    if not resident:
+        request.getfixturevalue("long_rows")
+    a = rng.standard_normal((2, 6, 5, 3)).astype(np.float32)
+    w = rng.standard_normal(6).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    got = F.group_norm(to_nbx(a), 3, to_nbx(w), to_nbx(b)).numpy()
+    g = a.astype(np.float64).reshape(2, 3, -1)
+    ref = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)).reshape(a.shape)
+    ref = ref * w[None, :, None, None] + b[None, :, None, None]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="6 channels do not split into 4 groups"):
+        F.group_norm(to_nbx(a), 4)
+
+
+def test_batch_norm_inference(rng):
+    a = rng.standard_normal((2, 4, 3, 5)).astype(np.float32)
+    mean, var = rng.standard_normal(4).astype(np.float32), rng.random(4).astype(np.float32) + 0.5
+    w, b = rng.standard_normal(4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    got = F.batch_norm(to_nbx(a), to_nbx(mean), to_nbx(var), to_nbx(w), to_nbx(b), eps=1e-3).numpy()
+    c = (slice(None), None, None)
+    ref = (a - mean[c]) / np.sqrt(var[c].astype(np.float64) + 1e-3) * w[c] + b[c]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(NotImplementedError, match="training"):
+        F.batch_norm(to_nbx(a), to_nbx(mean), to_nbx(var), training=True)
+
+
+def test_norm_errors_name_the_problem():
+    x = to_nbx(np.ones((2, 4), np.float32))
+    with pytest.raises(ValueError, match="normalized_shape \\[3\\] must be the trailing dims"):
+        F.layer_norm(x, (3,))
+    with pytest.raises(ValueError, match="weight has 3 elements, expected 4"):
+        F.rms_norm(x, (4,), to_nbx(np.ones(3, np.float32)))
+
+
+def test_strided_input_rows(rng):
+    a = rng.standard_normal((6, 20)).astype(np.float32)
+    x = to_nbx(a)[::2, 2:18]
+    ref = a[::2, 2:18]
+    np.testing.assert_allclose(F.layer_norm(x, (16,)).numpy(), ref_layer_norm(ref, 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(F.softmax(x, 1).numpy(), ref_softmax(ref, 1), rtol=1e-5)

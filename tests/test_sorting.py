@@ -1,0 +1,118 @@
+"""sort, argsort, msort, topk, kthvalue, searchsorted and bucketize against NumPy: stability, NaN
+order, every dim, and the top-k lessons (no rounding through fp16, no padding lanes read)."""
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.ops import sorting
+from tests.conftest import to_nbx
+
+DTYPES = [np.float32, np.float64, np.float16, np.int64, np.int32, np.int8, np.uint8, np.bool_]
+
+
+def sample(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if dtype == np.bool_:
+        return rng.standard_normal(shape) > 0
+    if np.issubdtype(dtype, np.floating):
+        return (rng.integers(-4, 4, size=shape) / 2).astype(dtype)  # many ties
+    return rng.integers(0 if dtype == np.uint8 else -50, 50, size=shape).astype(dtype)
+
+
+def stable_argsort(a, axis, descending):
+    if descending:
+        # a stable descending order: NaN first, ties in their original order
+        key = -a.astype(np.float64) if a.dtype != np.bool_ else ~a
+        key = np.where(np.isnan(key), -np.inf, key) if np.issubdtype(key.dtype, np.floating) else key
+        return np.argsort(key, axis=axis, kind="stable")
+    return np.argsort(a, axis=axis, kind="stable")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dim,descending", [(0, True), (1, False), (-1, True)])
+def test_sort_is_stable_along_any_dim(dtype, dim, descending):
+    a = sample((3, 4, 5), dtype)
+    values, indices = nbx.sort(to_nbx(a), dim=dim, descending=descending)
+    order = stable_argsort(a, dim, descending)
+    assert np.array_equal(indices.numpy(), order)
+    assert np.array_equal(values.numpy(), np.take_along_axis(a, order, dim))
+    assert np.array_equal(nbx.argsort(to_nbx(a), dim, descending).numpy(), order)
+
+
+def test_nan_sorts_last_ascending_and_first_descending_and_zero_signs_tie():
+    a = np.array([2.0, np.nan, -0.0, 1.0, 0.0, np.nan, -np.inf, np.inf], np.float32)
+    assert nbx.sort(to_nbx(a)).indices.tolist() == [6, 2, 4, 3, 0, 7, 1, 5]
+    assert nbx.sort(to_nbx(a), descending=True).indices.tolist() == [1, 5, 7, 0, 3, 2, 4, 6]
+    assert nbx.sort(to_nbx(a.astype(np.float64))).indices.tolist() == [6, 2, 4, 3, 0, 7, 1, 5]
+
+
+def test_msort_and_zero_dim_and_empty():
+    a = sample((4, 3), np.float32)
+    assert np.array_equal(nbx.msort(to_nbx(a)).numpy(), np.sort(a, 0))
+    assert nbx.sort(to_nbx(np.array(3.0))).values.item() == 3.0
+    assert tuple(nbx.sort(to_nbx(np.zeros((0, 3)))).indices.shape) == (0, 3)
+
+
+@pytest.mark.parametrize("k", [1, 3, 5, 7, 13])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_k_not_a_power_of_two_never_returns_padding(k, largest):
+    # negative scores: padding lanes read as zeros would win a largest top-k
+    a = -1.0 - np.random.default_rng(k).random((4, 13)).astype(np.float32)
+    result = nbx.topk(to_nbx(a), k, largest=largest)
+    order = np.argsort(-a if largest else a, axis=1, kind="stable")[:, :k]
+    assert np.array_equal(result.indices.numpy(), order)
+    assert np.array_equal(result.values.numpy(), np.take_along_axis(a, order, 1))
+
+
+def test_topk_of_float32_is_not_rounded_through_float16():
+    a = np.array([[1.0001, 1.0002, 1.0003, 1.0, 70000.5, 70000.25]], np.float32)
+    result = nbx.topk(to_nbx(a), 4)
+    assert result.values.numpy()[0].tolist() == a[0, [4, 5, 2, 1]].tolist()
+    assert result.indices.tolist() == [[4, 5, 2, 1]]
+
+
+def test_topk_of_rows_longer_than_a_segment(monkeypatch):
+    monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((3, 300)).astype(np.float32)
+    a[1, 299] = np.nan
+    a[2, :] = 0.5  # all ties: the first positions win, in order
+    result = nbx.topk(to_nbx(a), 10)
+    order = stable_argsort(a, 1, True)[:, :10]
+    assert np.array_equal(result.indices.numpy(), order)
+    smallest = nbx.topk(to_nbx(a[:, :130]), 32, dim=1, largest=False)
+    assert np.array_equal(smallest.indices.numpy(), np.argsort(a[:, :130], 1, kind="stable")[:, :32])
+    with pytest.raises(NotImplementedError, match="k <= 32"):
+        nbx.topk(to_nbx(a), 33)  # a round that would not shrink the candidates is refused, not looped
+    with pytest.raises(NotImplementedError, match="sort"):
+        nbx.sort(to_nbx(a))
+
+
+def test_topk_along_a_leading_dim_and_kthvalue():
+    a = sample((6, 4), np.int32, seed=3)
+    result = nbx.topk(to_nbx(a), 2, dim=0)
+    order = stable_argsort(a, 0, True)[:2]
+    assert np.array_equal(result.indices.numpy(), order)
+    values, indices = nbx.kthvalue(to_nbx(a), 3, dim=0, keepdim=True)
+    assert np.array_equal(values.numpy(), np.sort(a, 0)[2:3])
+    assert np.array_equal(np.take_along_axis(a, indices.numpy(), 0), values.numpy())
+    with pytest.raises(RuntimeError):
+        nbx.topk(to_nbx(a), 7, dim=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.float64, np.int16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_and_bucketize(dtype, right):
+    rng = np.random.default_rng(8)
+    seq = np.sort(rng.integers(-10, 10, size=9)).astype(dtype)
+    values = rng.integers(-12, 12, size=(3, 5)).astype(dtype)
+    side = "right" if right else "left"
+    assert np.array_equal(nbx.searchsorted(to_nbx(seq), to_nbx(values), right=right).numpy(),
+                          np.searchsorted(seq, values, side=side))
+    assert np.array_equal(nbx.bucketize(to_nbx(values), to_nbx(seq), right=right).numpy(),
+                          np.searchsorted(seq, values, side=side))
+    rows = np.sort(rng.integers(-10, 10, size=(3, 6)), axis=1).astype(dtype)
+    got = nbx.searchsorted(to_nbx(rows), to_nbx(values), side=side, out_int32=True)
+    assert got.dtype == nbx.int32
+    assert np.array_equal(got.numpy(), np.stack([np.searchsorted(r, v, side=side) for r, v in zip(rows, values)]))
+    assert nbx.searchsorted(to_nbx(seq), 0).item() == np.searchsorted(seq, 0)
