@@ -119,10 +119,11 @@ def gather_rows(out, src, index, n_b, inner_n, outer_shape, outer_strides, index
 def advanced_accumulate(data, other, index, alpha, n, n_b, shape, data_strides, other_strides,
                         b_shape, b_other_strides, index_sizes, index_strides, status,
                         RANK: tl.constexpr, B_RANK: tl.constexpr, K: tl.constexpr,
-                        COMPUTE: tl.constexpr, FORMAT: tl.constexpr, VIA_F32: tl.constexpr, SCALED: tl.constexpr,
-                        CODE: tl.constexpr, WRAP: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
-    """``data[index] += alpha * other`` (``alpha`` only when SCALED), deterministically: lanes run over the non-indexed dims (``shape``),
-    and each lane walks the index entries in order, so duplicates add up in a fixed order and no
+                        COMPUTE: tl.constexpr, FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                        SCALED: tl.constexpr, CODE: tl.constexpr, WRAP: tl.constexpr,
+                        INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
+    """``data[index] += alpha * other`` (``alpha`` only when SCALED), deterministically: lanes run
+    over the non-indexed dims (``shape``), and each lane walks the index entries in order, so duplicates add up in a fixed order and no
     two lanes touch one element."""
     idx = _lanes(BLOCK, INDEX_64)
     valid = idx < n

@@ -1010,7 +1010,7 @@ def masked_scatter_(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     from .views import expand, narrow, reshape
     _check_mask(mask, "masked_scatter_")
     mask = expand(_on(mask, x.device), tuple(x.shape))
-    plan = _plan(x, (mask,)) if x.ndim else _plan(x, (mask,))
+    plan = _plan(x, (mask,))
     count = math.prod(plan.index_shape)
     flat = reshape(source, (-1,))
     if flat.numel() < count:
