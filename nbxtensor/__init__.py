@@ -28,6 +28,15 @@ from .ops import indexing as _indexing_ops, shape_ops as _shape_ops, sorting as 
 from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402
 
 _registry.bind(globals(), Tensor)
+
+
+def where(condition, input=None, other=None, **kwargs):
+    """``where(condition, input, other)`` picks elements; ``where(condition)`` is ``nonzero(as_tuple=True)``."""
+    if input is None and other is None and not kwargs:
+        return _indexing_ops.where_condition(condition)
+    return _registry.get("where").impl(condition, input, other, **kwargs)
+
+
 from .interop import from_dlpack  # noqa: E402  (also gives Tensor __dlpack__ and __dlpack_device__)
 
 from . import cuda  # noqa: E402

@@ -167,3 +167,11 @@ def test_index_op_in_aten_form_and_meta():
     assert np.array_equal(op(x, [None, idx]).numpy(), array[:, [2, 0]])
     assert op.meta(x, [None, idx]).shape == (3, 2)
     assert op.meta(x, [idx, None, ]).shape == (2, 4)
+
+
+def test_where_with_the_condition_alone_gives_the_indices():
+    condition = to_nbx(np.array([[True, False], [False, True]]))
+    rows, cols = nbx.where(condition)
+    assert rows.tolist() == [0, 1] and cols.tolist() == [0, 1]
+    picked = nbx.where(condition, to_nbx(np.ones((2, 2), np.float32)), 0.0)
+    assert picked.tolist() == [[1.0, 0.0], [0.0, 1.0]]
