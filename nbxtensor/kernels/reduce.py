@@ -92,16 +92,6 @@ def min_propagating_nan(a, b):
 
 
 @triton.jit
-def _add(a, b):
-    return a + b
-
-
-@triton.jit
-def _mul(a, b):
-    return a * b
-
-
-@triton.jit
 def _argmax_combine(va, ia, vb, ib):
     """The larger value, NaN above everything, the first index among equals."""
     nan_a = va != va
@@ -121,11 +111,6 @@ def _argmin_combine(va, ia, vb, ib):
 @triton.jit
 def _minmax_combine(min_a, max_a, min_b, max_b):
     return min_propagating_nan(min_a, min_b), max_propagating_nan(max_a, max_b)
-
-
-@triton.jit
-def _sum_count_combine(sum_a, count_a, sum_b, count_b):
-    return sum_a + sum_b, count_a + count_b
 
 
 @triton.jit
