@@ -530,7 +530,10 @@ def test_classification_ops():
     np.testing.assert_array_equal(host(nbx.isposinf(x)), np.isposinf(values))
     np.testing.assert_array_equal(host(nbx.isneginf(x)), np.isneginf(values))
     np.testing.assert_array_equal(host(nbx.signbit(x)), np.signbit(values))
-    np.testing.assert_array_equal(host(nbx.signbit(x.bfloat16())), np.signbit(values))
+    # a NaN's sign does not survive narrowing consistently (ATen's CPU paths give 0xFFFF for every NaN,
+    # GPUs a positive canonical NaN), so the bfloat16 check leaves NaNs out
+    numbers = ~np.isnan(values)
+    np.testing.assert_array_equal(host(nbx.signbit(x.bfloat16()))[numbers], np.signbit(values)[numbers])
     ints = to_nbx(np.array([-3, 0, 4]))
     assert nbx.isfinite(ints).tolist() == [True] * 3 and nbx.isnan(ints).tolist() == [False] * 3
     assert nbx.signbit(ints).tolist() == [True, False, False]

@@ -347,7 +347,9 @@ def _row_geometry(n_rows, n_inner, row_shape, row_strides, ROW_RANK: tl.constexp
     return row_off, out_idx, row_mask
 
 
-@triton.jit
+# The row count is never specialised: a kernel compiled for one row could contract its arithmetic
+# differently from the many-row kernel, and a row must reduce to the same bits in any batch.
+@triton.jit(do_not_specialize=["n_rows", "n_inner"])
 def reduce_rows(src, out0, out1, part0, part1, part2,
                 n_rows, n_inner, length, chunk_length, n_chunks, count, p, correction,
                 row_shape, row_strides, red_shape, red_strides,
@@ -410,7 +412,7 @@ def load_partials(part0, part1, part2, rows, row_mask, n_chunks, KIND: tl.conste
     return _reduce_lanes(s0, s1, s2, KIND, CHUNK_BITS)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def combine_partials(part0, part1, part2, out0, out1, n_rows, n_chunks, count, p, correction,
                      OP: tl.constexpr, KIND: tl.constexpr, ACC: tl.constexpr,
                      LOWEST: tl.constexpr, HIGHEST: tl.constexpr,
