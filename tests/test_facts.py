@@ -41,3 +41,11 @@ def test_unknown_gpu_gets_derived_facts():
 def test_unknown_facts_file_names_known_ones():
     with pytest.raises(FileNotFoundError, match="known: .*hopper"):
         facts.load("no-such-gpu")
+
+
+@pytest.mark.parametrize("data", facts.all_facts(), ids=lambda d: d["name"])
+def test_rates_are_numbers(data):
+    """YAML reads 4.8e12 as a string (it wants 4.8e+12): every rate must come back a number."""
+    for table in ("bandwidth_bytes_per_s", "flops_per_s"):
+        for key, value in data.get(table, {}).items():
+            assert isinstance(value, (int, float)), f"{data['name']}.{table}.{key} = {value!r}"

@@ -59,6 +59,9 @@ def test_setitem_scalar_and_tensor_match_numpy(make_index):
     array[index] = -5.0
     assert np.array_equal(x.numpy(), array), index
     target_shape = array[index].shape
+    positions = np.arange(array.size).reshape(array.shape)[index]
+    if np.unique(positions).size != positions.size:
+        return  # which of several values lands on a repeated position is undefined (in ATen too)
     value = -100.0 - np.arange(math.prod(target_shape)).reshape(target_shape)
     x[index] = to_nbx(value)
     array[index] = value

@@ -8,6 +8,8 @@ buffer (``status``) that the host reads at its next synchronisation.
 import triton
 import triton.language as tl
 
+from . import ieee
+
 from .copy import _decode, _encode
 
 # the data side of a flat advanced-index launch
@@ -289,7 +291,8 @@ def divide_by_counts(dst, counts, n, extra, FLOOR: tl.constexpr, COMPUTE: tl.con
         # Triton's integer division truncates; ATen's mean of integers floors
         q = tl.where((q * d != value) & ((value < 0) != (d < 0)), q - 1, q)
     else:
-        q = value / divisor.to(COMPUTE)
+        # IEEE-rounded: Triton's plain float32 division is approximate on NVIDIA GPUs
+        q = ieee.div(value, divisor.to(COMPUTE))
     tl.store(dst + idx, _encode(q, dst.dtype.element_ty, FORMAT, VIA_F32, False), mask=hit)
 
 

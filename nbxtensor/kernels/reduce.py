@@ -19,6 +19,8 @@ whose partial states are written out and combined, in a fixed order, by ``combin
 import triton
 import triton.language as tl
 
+from . import ieee
+
 from .copy import _decode, _encode
 
 OP_SUM = 0
@@ -285,14 +287,15 @@ def _lift(x, j, mask, p, OP: tl.constexpr, KIND: tl.constexpr, ACC: tl.constexpr
 @triton.jit
 def _finalize(s0, s1, s2, count, p, correction, OP: tl.constexpr):
     """The op's results (first output, second output) from a row's combined state."""
+    # IEEE-rounded division and square root: Triton's plain float32 forms are approximate on NVIDIA GPUs
     if OP == 2:
-        return s0 / count, s1
+        return ieee.div(s0, s0 * 0 + count), s1
     elif OP == 3:
-        return s0 / s1, s1
+        return ieee.div(s0, s1), s1
     elif OP == 10 or OP == 11:
-        var = s2 / tl.maximum(s0 - correction, 0.0)
+        var = ieee.div(s2, tl.maximum(s0 - correction, 0.0))
         if OP == 11:
-            var = tl.sqrt(var)
+            var = ieee.sqrt(var)
         return var, s1
     elif OP == 12:
         return s0 + tl.log(s1), s1
