@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 
 from .copy import _decode, _encode
-from .reduce import _max_lanes, _reduce_lanes, load_partials, strided_offset, welford_combine
+from .reduce import _max_lanes, _pairwise_sum, _reduce_lanes, load_partials, strided_offset, welford_combine
 
 
 @triton.jit
@@ -118,7 +118,7 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, length, eps, groups,
               ROW_RANK: tl.constexpr, RESIDENT: tl.constexpr, COMPUTE: tl.constexpr,
               SRC_FORMAT: tl.constexpr, RES_FORMAT: tl.constexpr, H_FORMAT: tl.constexpr, H_VIA_F32: tl.constexpr,
               W_FORMAT: tl.constexpr, B_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-              INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr):
+              INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, LANE_BITS: tl.constexpr):
     """layer_norm (RMS false: subtract the mean, divide by the standard deviation) or rms_norm of rows
     whose elements are adjacent; outputs (and the residual sum) are written densely."""
     rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
@@ -160,10 +160,10 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, length, eps, groups,
                 count, mean_acc, m2 = welford_combine(count, mean_acc, m2, mask.to(COMPUTE), x, 0.0)
             start += BLOCK_R
         if RMS:
-            rstd = 1.0 / tl.sqrt(tl.sum(m2, 1) / length + eps)
+            rstd = 1.0 / tl.sqrt(_pairwise_sum(m2, LANE_BITS) / length + eps)
             mean = rstd * 0
         else:
-            _, mean, total_m2 = _reduce_lanes(count, mean_acc, m2, 8, 0)
+            _, mean, total_m2 = _reduce_lanes(count, mean_acc, m2, 8, LANE_BITS)
             rstd = 1.0 / tl.sqrt(total_m2 / length + eps)
         start = length * 0
         while start < length:

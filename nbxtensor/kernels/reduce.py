@@ -183,12 +183,23 @@ def _min_lanes(x):
 
 
 @triton.jit
+def _pairwise_sum(x, LANE_BITS: tl.constexpr):
+    """The sum over axis 1 of a [rows, 2**LANE_BITS] tile in a fixed pairwise order (lanes 2k and
+    2k + 1 first). ``tl.sum``'s order follows the compiler's layout of the tile, which can change with
+    the values Triton specialises on, and a row must give the same bits in any batch."""
+    for _ in tl.static_range(LANE_BITS):
+        left, right = tl.split(tl.reshape(x, [x.shape[0], x.shape[1] // 2, 2]))
+        x = left + right
+    return tl.reshape(x, [x.shape[0]])
+
+
+@triton.jit
 def _reduce_lanes(s0, s1, s2, KIND: tl.constexpr, LANE_BITS: tl.constexpr):
     """States over axis 1 of a [rows, lanes] tile combined into one state per row. Only Triton's
     built-in reductions are used: a custom combine function runs element by element in Triton's
     interpreter, and these closed forms need none."""
     if KIND == 0:
-        return tl.sum(s0, 1), tl.sum(s1, 1), tl.sum(s2, 1)
+        return _pairwise_sum(s0, LANE_BITS), tl.sum(s1, 1), tl.sum(s2, 1)
     elif KIND == 1:
         # a pairwise tree: lanes 2k and 2k + 1 multiply, LANE_BITS times
         prod = s0
@@ -213,17 +224,17 @@ def _reduce_lanes(s0, s1, s2, KIND: tl.constexpr, LANE_BITS: tl.constexpr):
     elif KIND == 6:
         return _min_lanes(s0), _max_lanes(s1), tl.sum(s2, 1)
     elif KIND == 7:
-        return tl.sum(s0, 1), tl.sum(s1, 1), tl.sum(s2, 1)
+        return _pairwise_sum(s0, LANE_BITS), _pairwise_sum(s1, LANE_BITS), tl.sum(s2, 1)
     elif KIND == 8:
         # the parallel form of Chan's merge over all lanes at once
-        count = tl.sum(s0, 1)
-        mean = tl.sum(s0 * s1, 1) / tl.where(count == 0, 1, count)
+        count = _pairwise_sum(s0, LANE_BITS)
+        mean = _pairwise_sum(s0 * s1, LANE_BITS) / tl.where(count == 0, 1, count)
         delta = s1 - mean[:, None]
-        return count, mean, tl.sum(s2, 1) + tl.sum(s0 * delta * delta, 1)
+        return count, mean, _pairwise_sum(s2, LANE_BITS) + _pairwise_sum(s0 * delta * delta, LANE_BITS)
     else:
         top = _max_lanes(s0)
         scale = tl.where(s0 == top[:, None], 1.0, tl.exp(s0 - top[:, None]))
-        return top, tl.sum(s1 * scale, 1), tl.sum(s2, 1)
+        return top, _pairwise_sum(s1 * scale, LANE_BITS), tl.sum(s2, 1)
 
 
 @triton.jit

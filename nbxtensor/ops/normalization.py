@@ -184,7 +184,7 @@ def _run_norm(x, length, *, rms, weight, bias, eps, residual=None, groups=1, gro
            W_FORMAT=_format(weight.dtype) if weight is not None else FORMAT_NATIVE,
            B_FORMAT=_format(bias.dtype) if bias is not None else FORMAT_NATIVE,
            DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=index_64,
-           BLOCK_ROWS=block_rows, BLOCK_R=block_r, num_warps=warps)
+           BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1, num_warps=warps)
     return out, res_out
 
 
