@@ -237,3 +237,84 @@ def test_complex_matches_torch():
         np.testing.assert_allclose(g[finite], e[finite], rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(np.isfinite(g), finite)
     assert math.isclose(abs(complex(nbx.abs(to_nbx(np.array([3 + 4j], np.complex64))).item())), 5.0)
+
+
+def test_sgn_of_complex_matches_torch():
+    inf, nan = math.inf, math.nan
+    for dtype in (np.complex64, np.complex128):
+        z = np.array([3 + 4j, 1 + 1j, 0.1 + 0.7j, 0j, complex(-0.0, 0.0), complex(inf, 1), complex(nan, 0),
+                      complex(1e30, -1e30), -2j], dtype)
+        got = nbx.sgn(to_nbx(z)).numpy()
+        magnitude = np.abs(z)
+        with np.errstate(all="ignore"):
+            reference = np.where(magnitude == 0, 0, (z.real / magnitude) + 1j * (z.imag / magnitude)).astype(dtype)
+        assert got.dtype == reference.dtype
+        # |z| from hypot, within an ulp on every device; NaN where the reference has NaN, exact zeros
+        np.testing.assert_allclose(got, reference, rtol=2 * np.finfo(dtype).eps, atol=0)
+        assert np.array_equal(got == 0, reference == 0)
+        # torch's CPU kernel divides directly in its vector loop and by complex division in its tail, so
+        # its last bit depends on an element's position: compared within an ulp
+        expected = torch.sgn(as_torch(z)).numpy()
+        finite = np.isfinite(expected)
+        np.testing.assert_allclose(got[finite], expected[finite], rtol=2 * np.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize("dtype", DTYPES + ["complex64"])
+def test_masked_fill_matches_torch(dtype):
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal((3, 4)) * 3).astype(nbx.get_dtype(dtype).numpy)
+    mask = rng.standard_normal((1, 4)) > 0
+    values = [2, -1, 2.5, True, 0.0, np.array(3.5, np.float32), np.array(-2, np.int64)]
+    if dtype == "complex64":
+        values.append(1 - 2j)
+    for value in values:
+        t_value = as_torch(value) if isinstance(value, np.ndarray) else value
+        n_value = to_nbx(value) if isinstance(value, np.ndarray) else value
+        try:
+            expected = as_torch(a).masked_fill(as_torch(mask), t_value)
+        except RuntimeError:
+            with pytest.raises(RuntimeError):
+                to_nbx(a).masked_fill(to_nbx(mask), n_value)
+            continue
+        got = to_nbx(a).masked_fill(to_nbx(mask), n_value)
+        assert got.dtype.name == _torch_dtype_name(expected), (dtype, value)
+        e = expected.to(torch.float32).numpy() if dtype == "bfloat16" else expected.numpy()
+        np.testing.assert_array_equal(np.asarray(got.numpy(), e.dtype), e)
+        inplace = to_nbx(a)
+        assert inplace.masked_fill_(to_nbx(mask), n_value) is inplace
+        np.testing.assert_array_equal(np.asarray(inplace.numpy(), e.dtype), e)
+
+
+def test_masked_fill_errors_match_torch():
+    x, mask = np.zeros(3, np.float32), np.array([True, False, True])
+    cases = [
+        (x.astype(np.int8), mask, 300),                 # overflow of the value
+        (x, mask.astype(np.int64), 1),                  # a mask that is not bool
+        (x, mask, np.array([1.0], np.float32)),         # a value tensor with dims
+        (x, np.ones((2, 3), bool), 1.0),                # in place: the mask broadcasts to the input only
+        (x, mask, 1 + 2j),                              # a complex value for a real tensor
+    ]
+    for a, m, value in cases:
+        t_value = as_torch(value) if isinstance(value, np.ndarray) else value
+        n_value = to_nbx(value) if isinstance(value, np.ndarray) else value
+        with pytest.raises(RuntimeError):
+            as_torch(a).masked_fill_(as_torch(m), t_value)
+        with pytest.raises(RuntimeError):
+            to_nbx(a).masked_fill_(to_nbx(m), n_value)
+    grown = to_nbx(x).masked_fill(to_nbx(np.ones((2, 3), bool)), 1.0)
+    assert tuple(grown.shape) == (2, 3) and grown.numpy().tolist() == [[1.0] * 3] * 2
+
+
+def test_where_of_complex_matches_torch():
+    rng = np.random.default_rng(8)
+    cond = rng.standard_normal((2, 3)) > 0
+    z = (rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))).astype(np.complex64)
+    r = rng.standard_normal((1, 3)).astype(np.float64)
+    for other, n_other in ((as_torch(r), to_nbx(r)), (1 - 1j, 1 - 1j), (2, 2)):
+        expected = torch.where(as_torch(cond), as_torch(z), other)
+        got = nbx.where(to_nbx(cond), to_nbx(z), n_other)
+        assert got.dtype.name == _torch_dtype_name(expected)
+        np.testing.assert_array_equal(got.numpy(), expected.numpy())
+        expected = torch.where(as_torch(cond), other, as_torch(z).T.contiguous().T)
+        got = nbx.where(to_nbx(cond), n_other, to_nbx(z))
+        np.testing.assert_array_equal(got.numpy(), expected.numpy())

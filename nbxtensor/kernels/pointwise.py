@@ -1068,6 +1068,15 @@ def complex_neg(ar, ai, br, bi, MODE: tl.constexpr):
 
 
 @triton.jit
+def complex_sgn(ar, ai, br, bi, MODE: tl.constexpr):
+    """z / |z| by components, and 0 for 0, as ATen's CUDA and vectorised CPU kernels compute it."""
+    magnitude = libdevice.hypot(ar, ai)
+    zero = magnitude == 0
+    safe = tl.where(zero, _ones(magnitude), magnitude)
+    return tl.where(zero, _zeros(ar), _cdiv(ar, safe)), tl.where(zero, _zeros(ai), _cdiv(ai, safe))
+
+
+@triton.jit
 def complex_exp(ar, ai, br, bi, MODE: tl.constexpr):
     magnitude = libdevice.exp(ar)
     return magnitude * libdevice.cos(ai), magnitude * libdevice.sin(ai)

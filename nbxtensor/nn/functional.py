@@ -6,11 +6,14 @@ arguments, ``inplace=`` included where torch has it, and ``<name>_`` is the in-p
 from ..ops import pointwise_table as _table  # noqa: F401  (registers the rows)
 from ..ops.pointwise import FUNCTIONAL as _FUNCTIONAL
 from ..ops.normalization import FUNCTIONAL as _NORM_FUNCTIONAL
+from ..ops.random import dropout as _dropout
 from ..ops.registry import get as _get
 
 globals().update(_FUNCTIONAL)
 globals().update(_NORM_FUNCTIONAL)
 sigmoid = _get("sigmoid").impl
 tanh = _get("tanh").impl
+linear = _get("linear").impl
+dropout = _dropout.impl
 
-__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, "sigmoid", "tanh"])
+__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear"])

@@ -935,59 +935,6 @@ def _check_mask(mask: Tensor, op: str) -> None:
         raise RuntimeError(f"{op}: expected a boolean mask, got {mask.dtype.name}")
 
 
-@register("masked_fill_", family="indexing", aten=["aten::masked_fill_.Scalar", "aten::masked_fill_.Tensor"],
-          meta=_same_meta, cost=lambda x, mask, value: Cost(bytes_read=nbytes(mask), bytes_written=nbytes(x)),
-          api=(), methods=("masked_fill_",))
-def masked_fill_(x: Tensor, mask: Tensor, value) -> Tensor:
-    """``value`` wherever ``mask`` (broadcast to ``x``) is True."""
-    _check_mask(mask, "masked_fill_")
-    if isinstance(value, Tensor):
-        if value.ndim:
-            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, got {value.ndim} dimensions")
-        value = value.item()
-    mask = _on(mask, x.device)
-    try:
-        mask_strides = S.broadcast_strides(mask.shape, mask.stride(), x.shape)
-    except Exception:
-        raise RuntimeError(f"masked_fill_: mask of shape {list(mask.shape)} cannot be broadcast to the tensor's "
-                           f"shape {list(x.shape)}") from None
-    if x.numel() == 0:
-        return x
-    from .copy import _has_internal_overlap
-    if _has_internal_overlap(x):
-        raise RuntimeError("masked_fill_: unsupported operation: more than one element of the written-to tensor "
-                           "refers to a single memory location; clone() the tensor before writing to it")
-    if x.dtype.is_complex:
-        from .views import select, view_as_real
-        value = complex(value)
-        pairs = view_as_real(x)
-        masked_fill_.impl(select(pairs, -1, 0), mask._view(x.shape, mask_strides), value.real)
-        masked_fill_.impl(select(pairs, -1, 1), mask._view(x.shape, mask_strides), value.imag)
-        return x
-    shape, (dst_strides, m_strides) = S.coalesce(x.shape, x.stride(), mask_strides)
-    if not shape:
-        shape, dst_strides, m_strides = (1,), (0,), (0,)
-    n = x.numel()
-    block = _block(x.device)
-    launch(K.masked_fill, (cdiv(n, block),), x.device,
-           [x, mask, constant_bits(value, x.dtype), n, shape, dst_strides, m_strides],
-           RANK=len(shape), CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[x.dtype.itemsize]),
-           INDEX_64=_index_64(n, (shape, dst_strides), (shape, m_strides)), BLOCK=block)
-    return x
-
-
-@register("masked_fill", family="indexing", aten=["aten::masked_fill.Scalar", "aten::masked_fill.Tensor"],
-          meta=lambda x, mask, value: TensorMeta(S.broadcast_shapes(tuple(x.shape), tuple(mask.shape)), x.dtype),
-          cost=lambda x, mask, value: Cost(bytes_read=nbytes(x) + nbytes(mask), bytes_written=nbytes(x)),
-          methods=("masked_fill",))
-def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
-    from .views import expand
-    shape = S.broadcast_shapes(tuple(x.shape), tuple(mask.shape))
-    out = new_tensor(shape, x.dtype, x.device)
-    copy_(out, expand(x, shape))
-    return masked_fill_.impl(out, mask, value)
-
-
 @register("masked_select", family="indexing", aten=["aten::masked_select.default"],
           meta=lambda x, mask: TensorMeta((None,), x.dtype),
           cost=lambda x, mask: Cost(bytes_read=nbytes(x) + nbytes(mask), bytes_written=nbytes(x)),
@@ -1051,7 +998,7 @@ def nonzero(x: Tensor, *, as_tuple: bool = False):
         pairs = view_as_real(x)
         flags = new_tensor(x.shape, _BOOL, x.device)
         copy_(flags, pairs[..., 0])
-        masked_fill_.impl(flags, _as_flags(pairs[..., 1]), True)
+        flags.masked_fill_(_as_flags(pairs[..., 1]), True)
         return nonzero.impl(flags, as_tuple=as_tuple)
     dev = x.device
     n = x.numel()

@@ -24,6 +24,7 @@ than a lazy conjugate view.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from typing import Any, NamedTuple
@@ -36,14 +37,14 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch
+from ..launch import cdiv, launch, launch_planned
 from ..promotion import can_cast, get_default_dtype, result_type
+from ..storage import Storage
 from ..tensor import Tensor
 from .copy import _check_overlap, _conversion_flags, new_tensor
 from .registry import Cost, TensorMeta, nbytes, register
 
-_INTERPRETED = _runtime.KERNEL_MODE == _runtime.INTERPRETED
-if _INTERPRETED:
+if _runtime.KERNEL_MODE == _runtime.INTERPRETED:
     from .pointwise_interpreter import install as _install_interpreter_libdevice
 
     _install_interpreter_libdevice()
@@ -148,7 +149,10 @@ class Plan(NamedTuple):
 
 def _plan(row: Row, args, kwargs) -> Plan:
     """Everything about a call that metadata decides: slots, shape, dtypes. No memory is touched."""
-    call = row.parse(*args, **kwargs)
+    return _plan_call(row, row.parse(*args, **kwargs))
+
+
+def _plan_call(row: Row, call: Call) -> Plan:
     rule = call.rule or row.rule
     for s in call.slots:
         if s is not None and not _is_tensor(s) and not _is_scalar(s):
@@ -252,11 +256,112 @@ def output_strides(shape, stride_sets) -> tuple:
 
 
 # ---- running a call -----------------------------------------------------------------------------
+#
+# A call is parsed, then keyed on everything that decides its plan: the row, the parsed mode, rule and
+# promoting slots, the operands' shapes, strides, dtypes and devices, the Python types of its scalars,
+# the out tensor's geometry, the in-place flag and the default float. The plan (dtypes, the output's
+# layout, the kernel's merged geometry and constexprs) is worked out on the first call of a key; a
+# repeated call only checks what depends on values (the row's check, overlap of memory, integer
+# division by zero on the CPU), allocates its output and launches with its pointers and scalar bits.
+
+_call_plans: dict = {}
+_MAX_PLANS = 4096
+_HOST_SCALAR = object()  # in a plan's slots: a 0-d host tensor, read as a Python scalar on every call
+_DIVISIONS = frozenset(("div", "floor_divide", "remainder", "fmod"))
+_SCALAR_TYPES = (bool, int, float, complex)
+
+
+class _Launch(NamedTuple):
+    """One launch of the real skeleton, less its pointers and scalar bits."""
+    grid: tuple
+    n: int
+    shape: tuple
+    out_strides: tuple
+    pointer_slots: tuple   # per kernel operand: the slot whose tensor it reads, or -1 (none: the output)
+    strides: tuple         # per kernel operand
+    scalar_slots: tuple    # per kernel operand: the slot whose scalar it takes, or -1 (bits 0)
+    constexprs: dict
+    constexpr_key: tuple
+
+
+class _CallPlan(NamedTuple):
+    """Everything one key of call decides; holds no tensor, so it keeps no memory alive."""
+    device: Any
+    backend: Any
+    shape: tuple
+    common: Any
+    compute: Any
+    result: Any
+    host_scalar_slots: tuple   # 0-d host tensors read as Python scalars
+    new_out: tuple | None      # (strides, bytes) of a new output; None when out is given
+    empty: bool
+    division_check: bool
+    launch: _Launch | None     # None: the general path (complex, or more dims than the kernel indexes)
+
+
+def _call_key(row: Row, call: Call, out, inplace: bool):
+    """The plan key of a parsed call, or None for a call the cache does not hold (an unusual operand)."""
+    parts = [row, call.mode, call.rule, call.promote, inplace, get_default_dtype(), len(call.slots), out is None]
+    for s in call.slots:
+        if type(s) is Tensor:
+            storage = s._storage
+            parts += (s._shape, s._strides, s._dtype, None if storage is None else storage.device)
+        elif s is None or type(s) in _SCALAR_TYPES or isinstance(s, np.generic):
+            parts.append(type(s))
+        else:
+            return None
+    if out is not None:
+        if type(out) is not Tensor or out._storage is None:
+            return None
+        parts += (out._shape, out._strides, out._dtype, out._storage.device)
+    return tuple(parts)
+
 
 def _run(row: Row, args, kwargs, out=None, inplace=False):
-    plan = _plan(row, args, kwargs)
-    call = plan.call
+    call = row.parse(*args, **kwargs)
     inplace = inplace or call.inplace
+    key = _call_key(row, call, out, inplace)
+    plan = _call_plans.get(key) if key is not None else None
+    if plan is None:
+        plan, cacheable = _build_call_plan(row, call, out, inplace)
+        if key is not None and cacheable:
+            if len(_call_plans) >= _MAX_PLANS:
+                _call_plans.clear()
+            _call_plans[key] = plan
+    elif row.check is not None:
+        row.check(call, plan.common)
+    slots = call.slots
+    if plan.host_scalar_slots:
+        slots = list(slots)
+        for i in plan.host_scalar_slots:
+            slots[i] = slots[i].item()
+    if inplace:
+        out = call.slots[call.promote[0]]
+    if plan.new_out is None:
+        for s in slots:
+            # overlap is a matter of addresses, checked on every call; ``out`` itself was checked on the first
+            if type(s) is Tensor and s._storage is out._storage and s is not out:
+                _check_overlap(out, s)
+    else:
+        strides, size = plan.new_out
+        out = Tensor._make(Storage(plan.device, size), 0, plan.shape, strides, plan.result)
+    if plan.empty:
+        return out
+    if plan.division_check:
+        _check_integer_division(row, call, slots)
+    if plan.backend.compiles_kernels:
+        _execute(row, call, plan, out, slots)
+    else:
+        # the interpreter computes with NumPy, which warns where IEEE arithmetic gives inf or NaN
+        with np.errstate(all="ignore"):
+            _execute(row, call, plan, out, slots)
+    return out
+
+
+def _build_call_plan(row: Row, call: Call, out, inplace: bool):
+    """The plan of a call, with every check that metadata decides (raising as ATen does), and whether
+    it may be cached: not when an empty ``out`` was resized, which happens on its first call only."""
+    plan = _plan_call(row, call)
     slots = list(call.slots)
     tensors = [s for s in slots if isinstance(s, Tensor)]
     if inplace:
@@ -266,36 +371,58 @@ def _run(row: Row, args, kwargs, out=None, inplace=False):
         out = target
     dev = _common_device(row, tensors, out)
     # a 0-d tensor held on the host joins a device op as a Python scalar, as ATen's CPU scalars do
-    for i, s in enumerate(slots):
-        if isinstance(s, Tensor) and s.device != dev and s.ndim == 0:
-            slots[i] = s.item()
+    host_scalar_slots = tuple(i for i, s in enumerate(slots)
+                              if isinstance(s, Tensor) and s.device != dev and s.ndim == 0)
+    for i in host_scalar_slots:
+        slots[i] = _HOST_SCALAR
     for t in slots:
         if isinstance(t, Tensor) and t.is_meta:
             raise RuntimeError(f"{row.name}: a meta tensor has no data")
     shape = plan.shape
+    cacheable = True
+    operand_tensors = [(i, s) for i, s in enumerate(slots) if isinstance(s, Tensor)]
+    broadcast = {i: S.broadcast_strides(s.shape, s.stride(), shape) for i, s in operand_tensors}
     if out is not None:
+        resizing = tuple(out.shape) != tuple(plan.shape)
         out = _prepare_out(row, plan, out, inplace, dev)
-        for s in slots:
-            if isinstance(s, Tensor):
-                _check_overlap(out, s)
+        cacheable = not resizing
+        for _, s in operand_tensors:
+            _check_overlap(out, s)
+        out_strides, new_out = out.stride(), None
     else:
-        broadcast = [S.broadcast_strides(t.shape, t.stride(), shape) for t in slots if isinstance(t, Tensor)]
-        strides = output_strides(shape, broadcast) if broadcast else S.contiguous_strides(shape)
-        out = new_tensor(shape, plan.result, dev, strides)
-    if out.numel() == 0:
-        return out
-    if dev.type == "cpu" and plan.compute.is_integral:
-        _check_integer_division(row, call, slots)
-    views = [s._view(shape, S.broadcast_strides(s.shape, s.stride(), shape)) if isinstance(s, Tensor) else s
-             for s in slots]
-    launcher = _launch_complex if plan.compute.is_complex else _launch_real
-    if _INTERPRETED:
-        # the interpreter computes with NumPy, which warns where IEEE arithmetic gives inf or NaN
-        with np.errstate(all="ignore"):
-            launcher(row, call, plan, out, views)
-    else:
-        launcher(row, call, plan, out, views)
-    return out
+        out_strides = (output_strides(shape, list(broadcast.values())) if broadcast
+                       else S.contiguous_strides(shape))
+        count = S.max_offset(shape, out_strides) + 1 if S.numel(shape) else 0
+        new_out = (out_strides, count * plan.result.itemsize)
+    out_dtype = out.dtype if out is not None else plan.result
+    backend = backend_for(dev)
+    numel = S.numel(shape)
+    launch_plan = None
+    if numel and not plan.compute.is_complex:
+        launch_plan = _plan_real_launch(row, call, plan, shape, out_strides, out_dtype, dev, slots, broadcast)
+    division_check = (dev.type == "cpu" and plan.compute.is_integral and row.name in _DIVISIONS
+                      and not (row.name == "div" and call.mode == 0))
+    return _CallPlan(dev, backend, shape, plan.common, plan.compute, plan.result, host_scalar_slots, new_out,
+                     numel == 0, division_check, launch_plan), cacheable
+
+
+def _execute(row: Row, call: Call, plan: _CallPlan, out: Tensor, slots) -> None:
+    planned = plan.launch
+    if planned is None:
+        shape = plan.shape
+        views = [s._view(shape, S.broadcast_strides(s.shape, s.stride(), shape)) if isinstance(s, Tensor) else s
+                 for s in slots]
+        metadata = Plan(call, shape, plan.common, plan.compute, plan.result)
+        launcher = _launch_complex if plan.compute.is_complex else _launch_real
+        launcher(row, call, metadata, out, views)
+        return
+    compute = plan.compute
+    # a tensor's pointer is that of its first element whatever its view, so slots go as they are
+    pointers = [out if i < 0 else slots[i] for i in planned.pointer_slots]
+    bits = [0 if i < 0 else _cached_scalar_bits(slots[i], compute) for i in planned.scalar_slots]
+    launch_planned(K.pointwise, planned.grid, plan.device,
+                   [out, planned.n, planned.shape, planned.out_strides, *pointers, *planned.strides, *bits],
+                   planned.constexprs, planned.constexpr_key)
 
 
 def _common_device(row: Row, tensors, out):
@@ -330,8 +457,6 @@ def _prepare_out(row: Row, plan: Plan, out, inplace: bool, dev):
 
 def _check_integer_division(row: Row, call: Call, slots) -> None:
     """ATen CPU raises for integer division and remainder by zero; so do we on the CPU device."""
-    if row.name not in ("div", "floor_divide", "remainder", "fmod") or (row.name == "div" and call.mode == 0):
-        return
     divisor = slots[1]
     if isinstance(divisor, Tensor):
         has_zero = bool((divisor.numpy() == 0).any())
@@ -363,63 +488,138 @@ def _scalar_bits(value, compute) -> int:
     return int(arr.view(_BITS_TYPE[compute.itemsize]))
 
 
+def _cached_scalar_bits(value, compute) -> int:
+    """``_scalar_bits`` remembered for the few scalars that recur; floats by their exact text, since
+    0.0 == -0.0 and NaN equals nothing."""
+    kind = type(value)
+    if kind is float:
+        return _float_scalar_bits(value.hex(), compute)
+    if kind is int or kind is bool:
+        return _integer_scalar_bits(value, compute)
+    return _scalar_bits(_python_scalar(value), compute)
+
+
+@functools.lru_cache(maxsize=1024)
+def _float_scalar_bits(text: str, compute) -> int:
+    return _scalar_bits(float.fromhex(text), compute)
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _integer_scalar_bits(value, compute) -> int:
+    return _scalar_bits(value, compute)
+
+
 def _operand_format(t: Tensor) -> int:
     return SMALL_FLOAT_FORMATS.get(t.dtype.name, FORMAT_NATIVE)
 
 
-def _launch_real(row: Row, call: Call, plan: Plan, out: Tensor, views) -> None:
+def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype, dev, slots, broadcast):
+    """The real skeleton's launch for ``slots`` (tensors read with their ``broadcast`` strides, scalars,
+    None), writing ``out_dtype`` with ``out_strides``; None when the merged dims exceed the kernel's."""
     import triton.language as tl
-    shape = tuple(out.shape)
-    tensor_slots = [i for i, v in enumerate(views) if isinstance(v, Tensor)]
-    stride_sets = [out.stride()] + [views[i].stride() for i in tensor_slots]
-    merged, merged_strides = S.coalesce(shape, *stride_sets)
+    tensor_slots = [i for i, s in enumerate(slots) if isinstance(s, Tensor)]
+    merged, merged_strides = S.coalesce(shape, out_strides, *[broadcast[i] for i in tensor_slots])
     if len(merged) > KERNEL_MAX_RANK:
-        for i in range(shape[0]):
-            sub = [v[i] if isinstance(v, Tensor) else v for v in views]
-            _launch_real(row, call, plan, out[i], sub)
-        return
+        return None
     if not merged:
         merged = (1,)
         merged_strides = [(0,) for _ in merged_strides]
     rank = len(merged)
-    n = out.numel()
+    n = S.numel(shape)
     index_64 = n >= _INT32_LIMIT or any(S.max_offset(merged, st) >= _INT32_LIMIT for st in merged_strides)
     compute = plan.compute
-    pointers, strides, bits, kinds, formats = [], [], [], [], []
-    tensor_position = 1
-    for v in list(views) + [None] * (4 - len(views)):
+    pointer_slots, strides, scalar_slots, kinds, formats = [], [], [], [], []
+    operand_strides = iter(merged_strides[1:])
+    for i, v in enumerate(list(slots) + [None] * (4 - len(slots))):
         if isinstance(v, Tensor):
-            pointers.append(v)
-            strides.append(merged_strides[tensor_position])
-            tensor_position += 1
-            bits.append(0)
+            pointer_slots.append(i)
+            strides.append(next(operand_strides))
+            scalar_slots.append(-1)
             kinds.append(K.OPERAND_TENSOR)
             formats.append(_operand_format(v))
         else:
-            pointers.append(out)
+            pointer_slots.append(-1)
             strides.append((0,) * rank)
-            bits.append(0 if v is None else _scalar_bits(_python_scalar(v), compute))
+            scalar_slots.append(-1 if v is None else i)
             kinds.append(K.OPERAND_ABSENT if v is None else K.OPERAND_SCALAR)
             formats.append(FORMAT_NATIVE)
     body_result = _D["bool"] if plan.result.kind == "bool" and row.rule in (COMPARE, COMPARE_FLOAT) else compute
     if compute.kind == "bool":
         body_result = _D["bool"]
-    flags = _conversion_flags(body_result, out.dtype, out.device)
-    block = backend_for(out.device).facts["kernels"]["elementwise_block"]
+    flags = _conversion_flags(body_result, out_dtype, dev)
+    block = backend_for(dev).facts["kernels"]["elementwise_block"]
     compute_type = tl.int1 if compute.kind == "bool" else compute.triton
-    launch(K.pointwise, (cdiv(n, block),), out.device,
-           [out, n, merged, merged_strides[0], *pointers, *strides, *bits],
-           BODY=row.body, MODE=call.mode, COMPUTE=compute_type, CATEGORY=_category(compute),
-           K0=kinds[0], K1=kinds[1], K2=kinds[2], K3=kinds[3],
-           F0=formats[0], F1=formats[1], F2=formats[2], F3=formats[3],
-           BITS_TYPE=getattr(tl, _BITS_TYPE[max(compute.itemsize, 1)]),
-           OUT_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
-           RANK=rank, INDEX_64=index_64, BLOCK=block)
+    constexprs = dict(BODY=row.body, MODE=call.mode, COMPUTE=compute_type, CATEGORY=_category(compute),
+                      K0=kinds[0], K1=kinds[1], K2=kinds[2], K3=kinds[3],
+                      F0=formats[0], F1=formats[1], F2=formats[2], F3=formats[3],
+                      BITS_TYPE=getattr(tl, _BITS_TYPE[max(compute.itemsize, 1)]),
+                      OUT_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
+                      RANK=rank, INDEX_64=index_64, BLOCK=block)
+    return _Launch((cdiv(n, block),), n, merged, merged_strides[0], tuple(pointer_slots), tuple(strides),
+                   tuple(scalar_slots), constexprs, _constexpr_id(constexprs))
+
+
+_constexpr_ids: dict = {}
+
+
+def _constexpr_id(constexprs: dict) -> int:
+    """A small integer standing for one set of constexprs in the launch cache's key: hashing the
+    set itself (jitted bodies, Triton dtypes) on every launch costs more than the rest of the key."""
+    return _constexpr_ids.setdefault(tuple(constexprs.items()), len(_constexpr_ids))
+
+
+def _launch_real(row: Row, call: Call, plan: Plan, out: Tensor, views) -> None:
+    """The real skeleton over ``views`` (already broadcast to ``out``), one leading index at a time
+    where the merged dims exceed the kernel's."""
+    shape = tuple(out.shape)
+    broadcast = {i: v.stride() for i, v in enumerate(views) if isinstance(v, Tensor)}
+    planned = _plan_real_launch(row, call, plan, shape, out.stride(), out.dtype, out.device, views, broadcast)
+    if planned is None:
+        for i in range(shape[0]):
+            _launch_real(row, call, plan, out[i], [v[i] if isinstance(v, Tensor) else v for v in views])
+        return
+    pointers = [out if i < 0 else views[i] for i in planned.pointer_slots]
+    bits = [0 if i < 0 else _cached_scalar_bits(views[i], plan.compute) for i in planned.scalar_slots]
+    launch_planned(K.pointwise, planned.grid, out.device,
+                   [out, planned.n, planned.shape, planned.out_strides, *pointers, *planned.strides, *bits],
+                   planned.constexprs, planned.constexpr_key)
+
+
+# a row's complex_body for selections (where, masked_fill): slot 0 is a condition, and each component
+# of the result is selected from the same component of the other slots, by the real skeleton
+SELECT_COMPONENTWISE = "select_componentwise"
+
+
+def _launch_selection_componentwise(row: Row, call: Call, plan: Plan, out: Tensor, views) -> None:
+    from .views import select, view_as_real
+    compute = plan.compute
+    component = compute.to_real()
+    shape = tuple(out.shape)
+    target = out if out.dtype is compute else new_tensor(shape, compute, out.device)
+    pairs = view_as_real(target)
+    component_plan = Plan(call, shape, component, component, component)
+    for k in (0, 1):
+        component_views = [views[0]]
+        for v in views[1:]:
+            if isinstance(v, Tensor):
+                # a real tensor's imaginary part is 0
+                component_views.append(select(view_as_real(v), -1, k) if v.dtype.is_complex else v if k == 0 else 0)
+            elif v is None:
+                component_views.append(None)
+            else:
+                value = complex(_python_scalar(v))
+                component_views.append(value.imag if k else value.real)
+        _launch_real(row, call, component_plan, select(pairs, -1, k), component_views)
+    if target is not out:
+        out.copy_(target)
 
 
 def _launch_complex(row: Row, call: Call, plan: Plan, out: Tensor, views) -> None:
     import triton.language as tl
     from .views import select, view_as_real
+    if row.complex_body == SELECT_COMPONENTWISE:
+        _launch_selection_componentwise(row, call, plan, out, views)
+        return
     compute = plan.compute if plan.compute.is_complex else plan.compute.to_complex()
     component = compute.to_real()
     if len(views) > 2:

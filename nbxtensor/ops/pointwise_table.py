@@ -12,8 +12,9 @@ import ml_dtypes
 from .. import shape as S
 from ..kernels import pointwise as K
 from ..tensor import Tensor
+from .copy import constant_bits
 from .pointwise import (COMPARE, COMPARE_FLOAT, FLOAT, FLOATS, INTEGERS, INTEGERS_NO_BOOL, NO_BOOL, PROMOTE,
-                        REAL, Call, Row, _is_scalar, _is_tensor, build_all)
+                        REAL, SELECT_COMPONENTWISE, Call, Row, _is_scalar, _is_tensor, _python_scalar, build_all)
 from .registry import TensorMeta, get
 
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -193,6 +194,30 @@ def _where(condition, input, other):
     return Call((condition, input, other), (1, 2))
 
 
+def _masked_fill(input, mask, value):
+    if not _is_tensor(input) or not _is_tensor(mask):
+        raise TypeError(f"masked_fill expects tensors for input and mask, got {type(input).__name__} and "
+                        f"{type(mask).__name__}")
+    if mask.dtype.kind != "bool":
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {mask.dtype.name}")
+    if _is_tensor(value) and len(value.shape) != 0:
+        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{len(value.shape)} dimension(s).")
+    # the body is where's: mask ? value : input; only the input decides the dtype
+    return Call((mask, value, input), (2,))
+
+
+def _check_masked_fill(call, common):
+    value = call.slots[1]
+    if _is_scalar(value):
+        if not common.is_complex:
+            constant_bits(_python_scalar(value), common)  # ATen's checked conversion: raises on overflow
+    elif value.dtype.is_complex and not common.is_complex:
+        # ATen accepts one whose imaginary part is 0; knowing that would wait for the device
+        raise RuntimeError(f"masked_fill: a complex value tensor can't fill a {common.name} tensor; pass its real "
+                           "part")
+
+
 def _clamp(input, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
@@ -270,7 +295,7 @@ TABLE = [
     Row("neg", K.neg, _unary, api=("neg", "negative"), methods=("neg", "negative"),
         inplace_api=("neg_", "negative_"), complex_body=K.complex_neg, check=_refuse_bool(_NEG_BOOL)),
     Row("sign", K.sign, _unary, accepts=REAL),
-    Row("sgn", K.sign, _unary, accepts=REAL),
+    Row("sgn", K.sign, _unary, complex_body=K.complex_sgn),
     Row("exp", K.exp, _unary, rule=FLOAT, flops=20, inplace_api=("exp_",), complex_body=K.complex_exp),
     *[_unary_float(n, inplace_api=(n + "_",)) for n in ("exp2", "expm1", "log", "log2", "log10", "log1p",
                                                          "rsqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh",
@@ -379,9 +404,13 @@ TABLE = [
               "aten::bitwise_right_shift.Scalar_Tensor", "aten::__rshift__.Tensor", "aten::__rshift__.Scalar",
               "aten::bitwise_right_shift_.Tensor", "aten::bitwise_right_shift_.Tensor_Scalar")),
     # selection, clamping, ternary
-    Row("where", K.where, _where, inplace=False, complex_body=None,
+    Row("where", K.where, _where, inplace=False, complex_body=SELECT_COMPONENTWISE,
         aten=("aten::where.self", "aten::where.ScalarSelf", "aten::where.ScalarOther", "aten::where.Scalar",
               "aten::where.self_out")),
+    Row("masked_fill", K.where, _masked_fill, check=_check_masked_fill, flops=1,
+        complex_body=SELECT_COMPONENTWISE,
+        aten=("aten::masked_fill.Scalar", "aten::masked_fill.Tensor", "aten::masked_fill.Scalar_out",
+              "aten::masked_fill.Tensor_out", "aten::masked_fill_.Scalar", "aten::masked_fill_.Tensor")),
     Row("clamp", K.clamp, _clamp, accepts=REAL, api=("clamp", "clip"), methods=("clamp", "clip"),
         inplace_api=("clamp_", "clip_"),
         aten=("aten::clamp.default", "aten::clamp.Tensor", "aten::clamp.out", "aten::clamp.Tensor_out",

@@ -242,3 +242,181 @@ def bucketize(x, boundaries: Tensor, *, out_int32: bool = False, right: bool = F
     if boundaries.ndim != 1:
         raise RuntimeError(f"bucketize: boundaries must be 1-D, got {boundaries.ndim}-D")
     return searchsorted.impl(boundaries, x, out_int32=out_int32, right=right)
+
+
+# ---- unique, bincount, histc ----------------------------------------------------------------------
+# Their output sizes depend on the data, so each reads a count back to the host (one synchronisation
+# with the device) before allocating its result.
+
+def _unique_cost(x, *args, **kwargs):
+    return _sort_cost(x)
+
+
+def _groups(ordered: Tensor):
+    """For the rows of ``ordered`` (n, m) in order: whether each starts a new run of equal rows, and
+    its run number (int64), and the number of runs (read back to the host)."""
+    from .copy import cat
+    from .creation import ones
+    from .reductions import cumsum
+    n = ordered.shape[0]
+    differs = (ordered[1:] != ordered[:-1])
+    differs = differs.any(1) if differs.ndim == 2 else differs
+    starts = cat([ones(1, dtype=get_dtype("bool"), device=ordered.device), differs])
+    run = cumsum(starts.to(_I64), 0) - 1
+    return starts, run, int(run[n - 1].item()) + 1
+
+
+def _lexicographic_order(rows: Tensor) -> Tensor:
+    """The stable lexicographic order of the rows of ``rows`` (n, m): one stable sort per column,
+    last column first."""
+    from .indexing import index_select
+    order = None
+    for column in reversed(range(rows.shape[1])):
+        keys = rows[:, column] if order is None else index_select(rows[:, column], 0, order)
+        step = argsort.impl(keys)
+        order = step if order is None else index_select(order, 0, step)
+    return order
+
+
+def _unique_result(x: Tensor, dim, ordered_rows: Tensor, order: Tensor | None, return_inverse, return_counts,
+                   moved_shape, d):
+    from .creation import ones, zeros
+    from .indexing import index_select, masked_select, nonzero, scatter_, scatter_add_
+    n = ordered_rows.shape[0]
+    starts, run, count = _groups(ordered_rows)
+    if dim is None:
+        values = masked_select(ordered_rows, starts)
+    else:
+        picked = index_select(ordered_rows, 0, reshape(nonzero(starts), (-1,)))
+        values = movedim(reshape(picked, (count, *moved_shape[1:])), 0, d)
+    results = [values]
+    if return_inverse:
+        inverse = run if order is None else scatter_(zeros(n, dtype=_I64, device=x.device), 0, order, run)
+        results.append(reshape(inverse, tuple(x.shape)) if dim is None else inverse)
+    if return_counts:
+        results.append(scatter_add_(zeros(count, dtype=_I64, device=x.device), 0, run,
+                                    ones(n, dtype=_I64, device=x.device)))
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def _slices(x: Tensor, dim):
+    """``x`` flattened (dim None) or as rows of slices along ``dim`` (n, slice size); and the moved shape."""
+    if dim is None:
+        return reshape(x.contiguous(), (-1,)), (x.numel(),), 0
+    d = S.wrap_dim(dim, x.ndim)
+    moved = movedim(x, d, 0).contiguous()
+    return reshape(moved, (moved.shape[0], -1)), tuple(moved.shape), d
+
+
+def _empty_unique(x: Tensor, dim, return_inverse, return_counts):
+    from .creation import zeros
+    values = new_tensor((0,), x.dtype, x.device) if dim is None else x.contiguous()
+    results = [values]
+    if return_inverse:
+        results.append(zeros(*(x.shape if dim is None else (x.shape[S.wrap_dim(dim, x.ndim)],)), dtype=_I64,
+                             device=x.device))
+    if return_counts:
+        results.append(zeros(0, dtype=_I64, device=x.device))
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+@register("unique", family="sorting", aten=["aten::_unique2.default", "aten::unique_dim.default"],
+          meta=lambda x, *a, **k: TensorMeta((None,), x.dtype), cost=_unique_cost, methods=("unique",))
+def unique(x: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim=None):
+    """The distinct elements of ``x`` (or distinct slices along ``dim``), ascending; optionally the
+    position of each input element in them (``return_inverse``) and their counts. Always sorted,
+    also when ``sorted=False``. NaNs compare unequal, so each NaN is its own value (ATen's rule).
+    Reads the number of distinct values back to the host."""
+    if x.dtype.is_complex:
+        raise RuntimeError("unique: complex tensors have no order")
+    rows, moved_shape, d = _slices(x, dim)
+    if rows.shape[0] == 0:
+        return _empty_unique(x, dim, return_inverse, return_counts)
+    if dim is None or rows.shape[1] == 1:
+        ordered, order = sort.impl(rows if dim is None else rows[:, 0], 0)
+        ordered = ordered if dim is None else reshape(ordered, (-1, 1))
+    elif rows.shape[1] == 0:
+        order = None
+        ordered = rows
+    else:
+        from .indexing import index_select
+        order = _lexicographic_order(rows)
+        ordered = index_select(rows, 0, order)
+    return _unique_result(x, dim, ordered, order, return_inverse, return_counts, moved_shape, d)
+
+
+@register("unique_consecutive", family="sorting", aten=["aten::unique_consecutive.default"],
+          meta=lambda x, *a, **k: TensorMeta((None,), x.dtype), cost=_unique_cost, methods=("unique_consecutive",))
+def unique_consecutive(x: Tensor, return_inverse: bool = False, return_counts: bool = False, dim=None):
+    """``x`` with each run of equal consecutive elements (or slices along ``dim``) collapsed to one;
+    optionally the run of each element and the run lengths. Reads the number of runs back to the host."""
+    rows, moved_shape, d = _slices(x, dim)
+    if rows.shape[0] == 0:
+        return _empty_unique(x, dim, return_inverse, return_counts)
+    return _unique_result(x, dim, rows, None, return_inverse, return_counts, moved_shape, d)
+
+
+def _bincount_dtype(weights):
+    if weights is None:
+        return _I64
+    return weights.dtype if weights.dtype.name == "float32" else get_dtype("float64")
+
+
+@register("bincount", family="sorting", aten=["aten::bincount.default"],
+          meta=lambda x, weights=None, minlength=0: TensorMeta((None,), _bincount_dtype(weights)),
+          cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x)), methods=("bincount",))
+def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """How often each value 0..max(x) occurs in the non-negative 1-D integer ``x`` (at least
+    ``minlength`` bins), or the sum of ``weights`` at its occurrences (float32 weights give float32,
+    others float64). The sums are taken by the deterministic scatter-add. Reads max(x) back to the host."""
+    from .creation import zeros
+    from .indexing import scatter_add_
+    if x.ndim != 1 or not x.dtype.is_integral or x.dtype.kind == "bool":
+        raise RuntimeError(f"bincount: expected a 1-D integer tensor, got {x.ndim}-D {x.dtype.name}")
+    if minlength < 0:
+        raise RuntimeError(f"bincount: minlength must be non-negative, got {minlength}")
+    if weights is not None and tuple(weights.shape) != tuple(x.shape):
+        raise RuntimeError(f"bincount: weights {list(weights.shape)} must have the shape of the input {list(x.shape)}")
+    out_dtype = _bincount_dtype(weights)
+    if x.numel() == 0:
+        return zeros(minlength, dtype=out_dtype, device=x.device)
+    lowest, highest = (int(v.item()) for v in (x.amin(), x.amax()))
+    if lowest < 0:
+        raise RuntimeError("bincount: the input must be non-negative")
+    index = x.to(_I64)
+    source = weights.to(out_dtype) if weights is not None else \
+        zeros(1, dtype=_I64, device=x.device).add(1).expand(x.shape[0])
+    return scatter_add_(zeros(max(highest + 1, minlength), dtype=out_dtype, device=x.device), 0, index,
+                        source.contiguous())
+
+
+@register("histc", family="sorting", aten=["aten::histc.default"],
+          meta=lambda x, bins=100, min=0, max=0: TensorMeta((int(bins),), x.dtype),
+          cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x)), methods=("histc",))
+def histc(x: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
+    """A histogram of ``x`` in ``bins`` equal bins over [min, max] (the data's range when min == max,
+    widened by 1 on each side if that is a point); elements outside are ignored, ``max`` falls in the
+    last bin. Reads the range back to the host when it comes from the data."""
+    from .indexing import masked_select
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"histc: expected a floating-point tensor, got {x.dtype.name}")
+    bins = int(bins)
+    if bins <= 0:
+        raise RuntimeError(f"histc: bins must be positive, got {bins}")
+    low, high = float(min), float(max)
+    if low > high:
+        raise RuntimeError(f"histc: max must be larger than min, got min={low}, max={high}")
+    flat = reshape(x.contiguous(), (-1,))
+    if low == high and flat.numel():
+        low, high = float(flat.amin().item()), float(flat.amax().item())
+    if low == high:
+        low, high = low - 1, high + 1
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise RuntimeError(f"histc: range of [{low}, {high}] is not finite")
+    compute = get_dtype("float64") if x.dtype.name == "float64" else get_dtype("float32")
+    values = flat.to(compute)
+    inside = (values >= low) & (values <= high)
+    # the bin as ATen computes it: (v - min) * bins / (max - min), the maximum in the last bin
+    position = ((values - low) * bins / (high - low)).floor().to(_I64).clamp(0, bins - 1)
+    counts = bincount.impl(masked_select(position, inside), minlength=bins)
+    return counts.to(x.dtype)

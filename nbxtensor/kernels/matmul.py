@@ -1,0 +1,211 @@
+"""Matrix-product kernels: a tiled, batched, strided GEMM and a weight-streaming GEMV for decode rows.
+
+Both read their operands through arbitrary strides (a transposed weight is read in place), accumulate in
+float32 (int32 for int8 inputs), and apply the ``alpha * (a @ b) + beta * bias`` epilogue of addmm and
+its relatives before converting to the output type as ``kernels/copy.py`` converts.
+"""
+import triton
+import triton.language as tl
+
+from .copy import _decode, _encode
+
+
+@triton.jit
+def _batch_offsets(batch, shape, a_strides, b_strides, bias_strides, out_strides, RANK: tl.constexpr):
+    """Element offsets of batch ``batch`` (a flat index over ``shape``) in the four operands."""
+    off_a = batch * 0
+    off_b = batch * 0
+    off_bias = batch * 0
+    off_out = batch * 0
+    rest = batch
+    for d in tl.static_range(RANK - 1, -1, -1):
+        i = rest % shape[d]
+        rest = rest // shape[d]
+        off_a += i * a_strides[d]
+        off_b += i * b_strides[d]
+        off_bias += i * bias_strides[d]
+        off_out += i * out_strides[d]
+    return off_a, off_b, off_bias, off_out
+
+
+@triton.jit
+def _operand(x, DECODE_BF16: tl.constexpr):
+    """Tiles as ``tl.dot`` takes them. Triton's interpreter has no bfloat16 arithmetic, so there bfloat16
+    tiles are widened to float32 first; the products are exact either way (8-bit mantissas)."""
+    if DECODE_BF16:
+        return _decode(x, 1)
+    else:
+        return x
+
+
+@triton.jit
+def _epilogue(acc, bias_ptr, bias_off, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out_ptr, out_off,
+              out_sm, out_sn, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+              DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
+    """``alpha * acc + beta * bias`` (as far as the flags ask) stored in the output's type."""
+    if SCALED:
+        acc = acc * alpha
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + bias_off + rm[:, None] * bias_sm + rn[None, :] * bias_sn, mask=mask, other=0)
+        bias = _decode(bias, BIAS_FORMAT).to(acc.dtype)
+        if SCALED:
+            bias = bias * beta
+        acc = acc + bias
+    value = _encode(acc, out_ptr.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    tl.store(out_ptr + out_off + rm[:, None] * out_sm + rn[None, :] * out_sn, value, mask=mask)
+
+
+@triton.jit
+def _gemm_step(acc, a_ptrs, b_ptrs, left, rk, EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
+               DECODE_BF16: tl.constexpr):
+    """acc plus the product of the next K tile (``left`` elements of K remain)."""
+    if EVEN_K:
+        a_tile = tl.load(a_ptrs)
+        b_tile = tl.load(b_ptrs)
+    else:
+        a_tile = tl.load(a_ptrs, mask=rk[None, :] < left, other=0)
+        b_tile = tl.load(b_ptrs, mask=rk[:, None] < left, other=0)
+    return tl.dot(_operand(a_tile, DECODE_BF16), _operand(b_tile, DECODE_BF16), acc, input_precision=PRECISION,
+                  out_dtype=ACC)
+
+
+@triton.jit
+def gemm(a, b, bias, out, M, N, K, batch_start, alpha, beta,
+         batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
+         a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
+         BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+         GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
+         DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+         DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+    """out[batch] = alpha * a[batch] @ b[batch] + beta * bias[batch]; one BLOCK_M x BLOCK_N tile per
+    program (axis 0), one batch per program row (axis 1, offset by ``batch_start``)."""
+    pid = tl.program_id(0)
+    batch = tl.program_id(1) + batch_start
+    if INDEX_64:
+        batch = batch.to(tl.int64)
+    # GROUP_M rows of tiles are walked column by column, so the programs running together share
+    # panels of a and b in L2
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * tiles_n
+    group = pid // per_group
+    first_m = group * GROUP_M
+    group_rows = min(tiles_m - first_m, GROUP_M)
+    tile_m = first_m + (pid % per_group) % group_rows
+    tile_n = (pid % per_group) // group_rows
+    off_a, off_b, off_bias, off_out = _batch_offsets(batch, batch_shape, a_batch_strides, b_batch_strides,
+                                                     bias_batch_strides, out_batch_strides, BATCH_RANK)
+    rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    if INDEX_64:
+        rm = rm.to(tl.int64)
+        rn = rn.to(tl.int64)
+        rk = rk.to(tl.int64)
+    # rows and columns past the edge read row 0 / column 0 instead of masking: their results are
+    # never stored, and the loads stay unmasked along M and N
+    rm_load = tl.where(rm < M, rm, 0)
+    rn_load = tl.where(rn < N, rn, 0)
+    a_ptrs = a + off_a + rm_load[:, None] * a_sm + rk[None, :] * a_sk
+    b_ptrs = b + off_b + rk[:, None] * b_sk + rn_load[None, :] * b_sn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    if INTERPRETED:
+        # Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2); a GPU needs the
+        # for loop, which is what it software-pipelines over num_stages
+        k = 0
+        while k < k_tiles:
+            acc = _gemm_step(acc, a_ptrs, b_ptrs, K - k * BLOCK_K, rk, EVEN_K, ACC, PRECISION, DECODE_BF16)
+            a_ptrs += BLOCK_K * a_sk
+            b_ptrs += BLOCK_K * b_sk
+            k += 1
+    else:
+        for k in range(0, k_tiles):
+            acc = _gemm_step(acc, a_ptrs, b_ptrs, K - k * BLOCK_K, rk, EVEN_K, ACC, PRECISION, DECODE_BF16)
+            a_ptrs += BLOCK_K * a_sk
+            b_ptrs += BLOCK_K * b_sk
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
+              HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def _gemv_step(acc, x, w, rm_load, rn_load, kk, k_stop, x_sm, x_sk, w_sk, w_sn, BLOCK_M: tl.constexpr,
+               ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr):
+    """acc plus the rows' products with the weight rows ``kk`` (those below ``k_stop``)."""
+    k_mask = kk < k_stop
+    w_tile = _operand(tl.load(w + kk[:, None] * w_sk + rn_load[None, :] * w_sn, mask=k_mask[:, None], other=0),
+                      DECODE_BF16)
+    if BLOCK_M == 1:
+        # one row: a multiply and a column sum, no matrix unit needed
+        x_row = _operand(tl.load(x + kk * x_sk, mask=k_mask, other=0), DECODE_BF16)
+        return acc + tl.sum(x_row.to(ACC)[:, None] * w_tile.to(ACC), axis=0)
+    else:
+        x_tile = tl.load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, mask=k_mask[None, :], other=0)
+        return tl.dot(_operand(x_tile, DECODE_BF16), w_tile, acc, input_precision=PRECISION, out_dtype=ACC)
+
+
+@triton.jit
+def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
+         x_sm, x_sk, w_sk, w_sn, bias_sm, bias_sn, out_sm, out_sn,
+         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
+         ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr,
+         SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+         INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+    """Rows of ``x`` (M of them, M <= BLOCK_M <= 16) times the K x N weight ``w``, which is streamed once:
+    program (i, s) reads columns [i * BLOCK_N, ...) of the rows in split s of K. With SPLIT, each program
+    writes its float32 partial sums to ``partial`` (split, M, N) and ``gemv_combine`` adds them in a
+    fixed order (no atomics, so results do not depend on scheduling)."""
+    pid_n = tl.program_id(0)
+    split = tl.program_id(1)
+    rm = tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    if INDEX_64:
+        rn = rn.to(tl.int64)
+        rk = rk.to(tl.int64)
+    k_start = split * k_per_split
+    k_stop = tl.minimum(K, k_start + k_per_split)
+    rn_load = tl.where(rn < N, rn, 0)
+    rm_load = tl.where(rm < M, rm, 0)
+    if BLOCK_M == 1:
+        acc = tl.zeros((BLOCK_N,), dtype=ACC)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    if INTERPRETED:
+        k0 = 0
+        while k0 < k_per_split:
+            acc = _gemv_step(acc, x, w, rm_load, rn_load, k_start + k0 + rk, k_stop, x_sm, x_sk, w_sk, w_sn,
+                             BLOCK_M, ACC, PRECISION, DECODE_BF16)
+            k0 += BLOCK_K
+    else:
+        for k0 in range(0, k_per_split, BLOCK_K):
+            acc = _gemv_step(acc, x, w, rm_load, rn_load, k_start + k0 + rk, k_stop, x_sm, x_sk, w_sk, w_sn,
+                             BLOCK_M, ACC, PRECISION, DECODE_BF16)
+    if BLOCK_M == 1:
+        acc2 = acc[None, :]
+    else:
+        acc2 = acc
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if SPLIT:
+        tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], acc2, mask=mask)
+    else:
+        _epilogue(acc2, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
+                  HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def gemv_combine(partial, bias, out, M, N, splits, alpha, beta, bias_sm, bias_sn, out_sm, out_sn,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
+                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
+    """Sums ``gemv``'s partials over the splits, in split order, then applies the epilogue."""
+    rm = tl.arange(0, BLOCK_M)
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=partial.dtype.element_ty)
+    s = 0
+    while s < splits:
+        acc += tl.load(partial + (s * M + rm[:, None]) * N + rn[None, :], mask=mask, other=0)
+        s += 1
+    _epilogue(acc, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
+              HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)

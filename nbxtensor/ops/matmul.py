@@ -1,0 +1,716 @@
+"""Matrix products: mm, bmm, matmul (torch's rank rules and batch broadcasting), addmm, baddbmm, addmv,
+addr, mv, dot, vdot, outer, linear and einsum's contraction forms.
+
+Every product is one launch of ``kernels/matmul.py``'s ``gemm`` over strided views of its operands (a
+transposed weight is read in place), or, for a handful of rows against one matrix (decode), of ``gemv``,
+which streams the matrix once. Settings come from the tuning cache under a launch key (``tuning/``).
+
+dtypes: both operands share one of float32, float16, bfloat16 (accumulated in float32, returned in the
+input dtype) or int8 (accumulated and returned in int32). float32 is multiplied in true float32 unless the
+user opts into TF32 as torch has it: ``set_float32_matmul_precision("high")`` or
+``backends.cuda.matmul.allow_tf32 = True``.
+"""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+from .. import shape as S
+from .. import tuning
+from ..device import backend_for
+from ..dtypes import get_dtype
+from ..kernels import matmul as K
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..launch import cdiv, launch
+from ..tensor import Tensor
+from .copy import _conversion_flags, new_tensor
+from .registry import Cost, TensorMeta, nbytes, register
+
+_INT32_LIMIT = 2 ** 31
+# batch dims (after merging) the kernel indexes directly; more are materialised first
+MAX_BATCH_RANK = 4
+# rows up to this many take the GEMV kernel (one 16-row tile of the matrix unit at most)
+GEMV_MAX_ROWS = 16
+# grid axis 1 holds batches; CUDA allows this many per launch
+MAX_GRID_Y = 65535
+GROUP_M = 8
+
+_SUPPORTED = ("float32", "float16", "bfloat16", "int8")
+
+# ---- float32 precision, as torch spells it ---------------------------------------------------------
+_PRECISIONS = ("highest", "high", "medium")
+_precision = {"float32": "highest"}
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """"highest" (default): float32 products in true float32. "high" or "medium": TF32 matrix units."""
+    if precision not in _PRECISIONS:
+        raise ValueError(f"set_float32_matmul_precision: expected one of {', '.join(_PRECISIONS)}, got {precision!r}")
+    _precision["float32"] = precision
+
+
+def get_float32_matmul_precision() -> str:
+    return _precision["float32"]
+
+
+class _CudaMatmulFlags:
+    """``backends.cuda.matmul``: ``allow_tf32`` is the float32 precision seen as a switch, as in torch."""
+
+    @property
+    def allow_tf32(self) -> bool:
+        return _precision["float32"] != "highest"
+
+    @allow_tf32.setter
+    def allow_tf32(self, value: bool) -> None:
+        _precision["float32"] = "high" if value else "highest"
+
+
+backends = SimpleNamespace(cuda=SimpleNamespace(matmul=_CudaMatmulFlags()))
+
+
+def _dot_precision(dtype) -> str | None:
+    if dtype.kind == "int":
+        return None
+    if dtype.name == "float32" and _precision["float32"] != "highest":
+        return "tf32"
+    return "ieee"
+
+
+# ---- checks and meta rules --------------------------------------------------------------------------
+def _dims(shape) -> str:
+    return "x".join(str(n) for n in shape) if len(shape) else "()"
+
+
+def _result_dtype(op: str, *operands):
+    """The output dtype of a product of ``operands`` (all one dtype)."""
+    first = operands[0].dtype
+    for other in operands[1:]:
+        if other.dtype is not first:
+            raise RuntimeError(f"{op}: expected all operands to have the same dtype, but got "
+                               + " and ".join(o.dtype.name for o in operands))
+    if first.name not in _SUPPORTED:
+        raise TypeError(f"{op}: {first.name} operands are not supported; matrix products take "
+                        f"{', '.join(_SUPPORTED)} (convert with .to(...))")
+    return get_dtype("int32") if first.name == "int8" else first
+
+
+def _require_rank(op: str, name: str, x, rank: int) -> None:
+    if len(x.shape) != rank:
+        kind = {1: "a vector (1-D)", 2: "a matrix (2-D)", 3: "a 3-D tensor"}[rank]
+        raise RuntimeError(f"{op}: {name} must be {kind}, got a {len(x.shape)}-D tensor of shape {_dims(x.shape)}")
+
+
+def _require_inner(op: str, a_shape, b_shape, a_dim: int, b_dim: int) -> None:
+    if a_shape[a_dim] != b_shape[b_dim]:
+        raise RuntimeError(f"{op}: shapes {_dims(a_shape)} and {_dims(b_shape)} cannot be multiplied: dim {a_dim} of "
+                           f"the first ({a_shape[a_dim]}) must equal dim {b_dim} of the second ({b_shape[b_dim]})")
+
+
+def _matmul_shape(op: str, a_shape, b_shape) -> tuple:
+    """torch.matmul's result shape for operands of these shapes (either at least 1-D)."""
+    if len(a_shape) == 0 or len(b_shape) == 0:
+        raise RuntimeError(f"{op}: both arguments need at least 1 dimension, got {len(a_shape)}-D and "
+                           f"{len(b_shape)}-D tensors")
+    a2 = (1, *a_shape) if len(a_shape) == 1 else tuple(a_shape)
+    b2 = (*b_shape, 1) if len(b_shape) == 1 else tuple(b_shape)
+    _require_inner(op, a_shape, b_shape, -1, 0 if len(b_shape) == 1 else -2)
+    try:
+        batch = S.broadcast_shapes(a2[:-2], b2[:-2])
+    except (RuntimeError, ValueError):
+        raise RuntimeError(f"{op}: batch dims of {_dims(a_shape)} and {_dims(b_shape)} do not broadcast "
+                           f"({_dims(a2[:-2])} against {_dims(b2[:-2])})") from None
+    shape = [*batch]
+    if len(a_shape) > 1:
+        shape.append(a2[-2])
+    if len(b_shape) > 1:
+        shape.append(b2[-1])
+    return tuple(shape)
+
+
+def _require_broadcastable(op: str, bias_shape, target) -> None:
+    try:
+        if S.broadcast_shapes(bias_shape, target) == tuple(target):
+            return
+    except (RuntimeError, ValueError):
+        pass
+    raise RuntimeError(f"{op}: input of shape {_dims(bias_shape)} does not broadcast to the product's "
+                       f"shape {_dims(target)}")
+
+
+def _product_cost(out_meta, flops, *inputs) -> Cost:
+    return Cost(flops=flops, bytes_read=sum(nbytes(m) for m in inputs if m is not None),
+                bytes_written=nbytes(out_meta))
+
+
+# ---- the launch -------------------------------------------------------------------------------------
+def _needs_index_64(*tensors) -> bool:
+    return any(t.numel() >= _INT32_LIMIT or S.max_offset(t.shape, t.stride()) >= _INT32_LIMIT for t in tensors)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), best-known shapes for large problems first; each is
+# clamped to the facts' ceilings and to the problem, so small problems and small devices get small tiles
+_GEMM_SHAPES = [
+    (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 8), (128, 128, 64, 3, 4),
+    (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (128, 128, 128, 3, 8), (64, 64, 64, 4, 4),
+    (64, 64, 32, 4, 4), (32, 64, 64, 4, 4), (16, 128, 128, 4, 4), (32, 32, 32, 2, 4),
+]
+
+
+def _clamp_block(block: int, ceiling: int, extent: int) -> int:
+    # tl.dot takes tiles of at least 16 along each dim
+    return max(16, min(block, ceiling, _next_pow2(extent)))
+
+
+def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype) -> list[dict]:
+    """The settings worth timing for an m x n x k product of ``dtype`` on a device with these facts."""
+    tiles = facts["tiles"]
+    shared = facts.get("shared_memory_per_block_bytes")
+    seen, out = set(), []
+    for bm, bn, bk, stages, warps in _GEMM_SHAPES:
+        if dtype.itemsize == 4:
+            bk //= 2  # float32 tiles take twice the shared memory and registers
+        config = dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m),
+                      BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
+                      BLOCK_K=_clamp_block(bk, tiles["max_block_k"], k),
+                      num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]),
+                      GROUP_M=GROUP_M)
+        staged = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * dtype.itemsize * config["num_stages"]
+        if shared and staged > shared:
+            continue
+        marker = tuple(config.values())
+        if marker not in seen:
+            seen.add(marker)
+            out.append(config)
+    return out
+
+
+# (BLOCK_N, BLOCK_K, splits of K); the first is what an untimed device uses
+_GEMV_SHAPES = [(64, 128, 1), (128, 128, 1), (64, 64, 1), (64, 128, 4), (128, 128, 4), (64, 128, 8),
+                (32, 128, 8), (128, 64, 8), (64, 256, 4), (256, 64, 2)]
+
+
+def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
+    tiles = facts["tiles"]
+    seen, out = set(), []
+    for bn, bk, splits in _GEMV_SHAPES:
+        block_k = _clamp_block(bk, tiles["max_block_k"], k)
+        config = dict(BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n), BLOCK_K=block_k,
+                      SPLITS=max(1, min(splits, cdiv(k, block_k))), num_warps=min(4, tiles["max_warps"]))
+        marker = tuple(config.values())
+        if marker not in seen:
+            seen.add(marker)
+            out.append(config)
+    return out
+
+
+def _operand_flags(dtype, out_dtype, bias, dev, facts) -> dict:
+    acc = get_dtype("int32") if dtype.kind == "int" else get_dtype("float32")
+    conversion = _conversion_flags(acc, out_dtype, dev)
+    interpreted = bool(facts["kernels"].get("interpreted"))
+    return dict(ACC=acc.triton, PRECISION=_dot_precision(dtype), INTERPRETED=interpreted,
+                DECODE_BF16=dtype.name == "bfloat16" and interpreted,
+                BIAS_FORMAT=SMALL_FLOAT_FORMATS.get(bias.dtype.name, FORMAT_NATIVE) if bias is not None
+                else FORMAT_NATIVE,
+                DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"])
+
+
+def _choose(key: str, facts: dict, candidates: list[dict], run) -> dict:
+    def measure(config):
+        from ..tuning.timing import device_time_ms
+        return device_time_ms(lambda: run(config))
+    return tuning.choose(key, facts["name"], candidates, measure, interpreted=bool(facts["kernels"].get("interpreted")))
+
+
+def _run_gemv(a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flags, facts, dev, index_64):
+    """out (m x n, m <= 16) from a (m x k) and b (k x n), all 2-D strided views."""
+    block_m = 1 if m == 1 else GEMV_MAX_ROWS
+    bias_sm, bias_sn = (bias.stride(0), bias.stride(1)) if has_bias else (0, 0)
+    key = tuning.launch_key("gemv", facts, rows={"M": m}, cols={"N": n, "K": k}, dtypes=(a.dtype, out.dtype),
+                            flags={"a_k_unit": a.stride(1) == 1, "b_n_unit": b.stride(1) == 1})
+
+    def run(config):
+        block_k, splits = config["BLOCK_K"], config["SPLITS"]
+        k_per_split = cdiv(cdiv(k, splits), block_k) * block_k if k else block_k
+        splits = max(1, cdiv(k, k_per_split))
+        partial = new_tensor((splits, m, n), get_dtype("int32" if out.dtype.kind == "int" else "float32"), dev) \
+            if splits > 1 else out
+        launch(K.gemv, (cdiv(n, config["BLOCK_N"]), splits), dev,
+               [a, b, bias if has_bias else out, out, partial, m, n, k, k_per_split, float(alpha), float(beta),
+                a.stride(0), a.stride(1), b.stride(0), b.stride(1), bias_sm, bias_sn, out.stride(0), out.stride(1)],
+               BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1,
+               HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"], **flags)
+        if splits > 1:
+            combine_n = min(config["BLOCK_N"], 64)
+            launch(K.gemv_combine, (cdiv(n, combine_n),), dev,
+                   [partial, bias if has_bias else out, out, m, n, splits, float(alpha), float(beta),
+                    bias_sm, bias_sn, out.stride(0), out.stride(1)],
+                   BLOCK_M=_next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=scaled,
+                   BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+                   num_warps=config["num_warps"])
+
+    run(_choose(key, facts, gemv_candidates(facts, m, n, k), run))
+
+
+def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = None, alpha=1, beta=0) -> Tensor:
+    """alpha * (a @ b) + beta * bias for a (..., m, k) and b (..., k, n) whose batch dims broadcast, and
+    ``bias`` broadcasting to the result; ``beta == 0`` ignores ``bias`` (NaN in it does not spread)."""
+    dev = a.device
+    if b.device != dev or (bias is not None and bias.device != dev):
+        raise RuntimeError(f"{op}: expected all tensors on one device, got {a.device} and "
+                           f"{b.device if b.device != dev else bias.device}")
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = S.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    out = new_tensor((*batch, m, n), out_dtype, dev)
+    if out.numel() == 0:
+        return out
+    has_bias = bias is not None and beta != 0
+    if out_dtype.kind == "int" and (alpha != 1 or has_bias):
+        raise RuntimeError(f"{op}: alpha, beta and an added input are supported for float products only")
+    scaled = alpha != 1 or (has_bias and beta != 1)
+    a_bs = S.broadcast_strides(a.shape[:-2], a.stride()[:-2], batch)
+    b_bs = S.broadcast_strides(b.shape[:-2], b.stride()[:-2], batch)
+    if has_bias:
+        bias_strides = S.broadcast_strides(bias.shape, bias.stride(), out.shape)
+    else:
+        bias_strides = (0,) * out.ndim
+    shape_c, (a_bs, b_bs, bias_bs, out_bs) = S.coalesce(batch, a_bs, b_bs, bias_strides[:-2], out.stride()[:-2])
+    if len(shape_c) > MAX_BATCH_RANK:
+        return _product(op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(), out_dtype,
+                        bias.expand(*out.shape).contiguous() if has_bias else None, alpha, beta if has_bias else 0)
+    facts = backend_for(dev).facts
+    flags = _operand_flags(a.dtype, out_dtype, bias if has_bias else None, dev, facts)
+    index_64 = _needs_index_64(a, b, out, *([bias] if has_bias else []))
+    batches = S.numel(shape_c)
+    a_sm, a_sk = a.stride()[-2:]
+    b_sk, b_sn = b.stride()[-2:]
+    if batches == 1 and m <= GEMV_MAX_ROWS and k > 0:
+        # every batch extent is 1 here, so these reshapes are views
+        bias2 = bias.expand(*out.shape).reshape(m, n) if has_bias else None
+        _run_gemv(a.reshape(m, k), b.reshape(k, n), bias2, out.view(m, n), m, n, k, alpha, beta, has_bias, scaled,
+                  flags, facts, dev, index_64)
+        return out
+    shape_c, a_bs, b_bs, bias_bs, out_bs = _pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs)
+    key = tuning.launch_key("gemm", facts, rows={"B": batches, "M": m}, cols={"N": n, "K": k},
+                            dtypes=(a.dtype, out_dtype), flags={"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1})
+    bias_arg = bias if has_bias else out
+    bias_sm, bias_sn = bias_strides[-2:]
+
+    def run(config):
+        tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
+        for start in range(0, batches, MAX_GRID_Y):
+            launch(K.gemm, (tiles, min(MAX_GRID_Y, batches - start)), dev,
+                   [a, b, bias_arg, out, m, n, k, start, float(alpha), float(beta), shape_c, a_bs, b_bs, bias_bs,
+                    out_bs, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out.stride(-2), out.stride(-1)],
+                   BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+                   BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0,
+                   HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
+                   num_stages=config["num_stages"], **flags)
+
+    run(_choose(key, facts, gemm_candidates(facts, m, n, k, a.dtype), run))
+    return out
+
+
+def _pad_batch(shape, *stride_sets):
+    if shape:
+        return (tuple(shape), *(tuple(s) for s in stride_sets))
+    return ((1,), *((0,) for _ in stride_sets))
+
+
+def _bias_meta(op: str, bias, out_meta) -> None:
+    if bias.dtype is not out_meta.dtype:
+        raise RuntimeError(f"{op}: expected input to have the operands' dtype {out_meta.dtype.name}, "
+                           f"got {bias.dtype.name}")
+    _require_broadcastable(op, tuple(bias.shape), tuple(out_meta.shape))
+
+
+def _flops(*extents) -> int:
+    return 2 * math.prod(extents)
+
+
+# ---- mm, bmm, matmul ---------------------------------------------------------------------------------
+def _mm_meta(input, mat2):
+    _require_rank("mm", "self", input, 2)
+    _require_rank("mm", "mat2", mat2, 2)
+    dtype = _result_dtype("mm", input, mat2)
+    _require_inner("mm", tuple(input.shape), tuple(mat2.shape), -1, -2)
+    return TensorMeta((input.shape[0], mat2.shape[1]), dtype)
+
+
+def _mm_cost(input, mat2):
+    out = _mm_meta(input, mat2)
+    return _product_cost(out, _flops(*input.shape, mat2.shape[1]), input, mat2)
+
+
+@register("mm", family="matmul", aten=["aten::mm.default"], meta=_mm_meta, cost=_mm_cost, methods=("mm",))
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Matrix product of two matrices."""
+    return _product("mm", input, mat2, _mm_meta(input, mat2).dtype)
+
+
+def _bmm_meta(input, mat2):
+    _require_rank("bmm", "self", input, 3)
+    _require_rank("bmm", "mat2", mat2, 3)
+    dtype = _result_dtype("bmm", input, mat2)
+    if input.shape[0] != mat2.shape[0]:
+        raise RuntimeError(f"bmm: batch sizes differ: dim 0 of {_dims(input.shape)} ({input.shape[0]}) must equal "
+                           f"dim 0 of {_dims(mat2.shape)} ({mat2.shape[0]})")
+    _require_inner("bmm", tuple(input.shape), tuple(mat2.shape), -1, -2)
+    return TensorMeta((input.shape[0], input.shape[1], mat2.shape[2]), dtype)
+
+
+def _bmm_cost(input, mat2):
+    out = _bmm_meta(input, mat2)
+    return _product_cost(out, _flops(*input.shape, mat2.shape[2]), input, mat2)
+
+
+@register("bmm", family="matmul", aten=["aten::bmm.default"], meta=_bmm_meta, cost=_bmm_cost, methods=("bmm",))
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Batched matrix product of two 3-D tensors with the same batch size."""
+    return _product("bmm", input, mat2, _bmm_meta(input, mat2).dtype)
+
+
+def _matmul_meta(input, other):
+    dtype = _result_dtype("matmul", input, other)
+    return TensorMeta(_matmul_shape("matmul", tuple(input.shape), tuple(other.shape)), dtype)
+
+
+def _matmul_cost(input, other):
+    out = _matmul_meta(input, other)
+    k = input.shape[-1]
+    return _product_cost(out, 2 * S.numel(out.shape) * k, input, other)
+
+
+def _fold_rows(x: Tensor) -> Tensor | None:
+    """``x`` (..., k) as one (rows, k) matrix view, when its leading dims merge without a copy."""
+    lead, (strides,) = S.coalesce(x.shape[:-1], x.stride()[:-1])
+    if len(lead) > 1:
+        return None
+    rows = S.numel(x.shape[:-1])
+    return x.as_strided((rows, x.shape[-1]), (strides[0] if lead else 0, x.stride(-1)))
+
+
+def _matmul(op: str, a: Tensor, b: Tensor, out_dtype, bias=None, alpha=1, beta=0) -> Tensor:
+    """torch.matmul's rank rules: vectors gain a dim that the result drops; batch dims broadcast; a batched
+    left operand against one matrix becomes one tall product when its rows merge."""
+    out_shape = _matmul_shape(op, tuple(a.shape), tuple(b.shape))
+    a2 = a.unsqueeze(0) if a.ndim == 1 else a
+    b2 = b.unsqueeze(-1) if b.ndim == 1 else b
+    if b2.ndim == 2 and a2.ndim > 2:
+        folded = _fold_rows(a2)
+        if folded is not None:
+            flat_bias = None
+            if bias is not None and beta != 0:
+                flat_bias = _fold_rows(bias.expand(*a2.shape[:-1], b2.shape[-1]))
+            if bias is None or beta == 0 or flat_bias is not None:
+                return _product(op, folded, b2, out_dtype, flat_bias, alpha, beta).view(tuple(out_shape))
+    if bias is not None and beta != 0:
+        bias = bias.expand(*out_shape)
+        if a.ndim == 1:
+            bias = bias.unsqueeze(-2)
+        if b.ndim == 1:
+            bias = bias.unsqueeze(-1)
+    return _product(op, a2, b2, out_dtype, bias, alpha, beta).view(tuple(out_shape))
+
+
+@register("matmul", family="matmul", aten=["aten::matmul.default"], meta=_matmul_meta, cost=_matmul_cost,
+          methods=("matmul", "__matmul__"))
+def matmul(input: Tensor, other: Tensor) -> Tensor:
+    """torch.matmul: dot, matrix-vector, matrix and batched products by rank, batch dims broadcasting."""
+    return _matmul("matmul", input, other, _matmul_meta(input, other).dtype)
+
+
+def _rmatmul(self: Tensor, other: Tensor) -> Tensor:
+    return matmul.impl(other, self)
+
+
+Tensor.__rmatmul__ = _rmatmul
+
+
+# ---- with an added input: addmm, baddbmm, addmv, addr -----------------------------------------------
+def _addmm_meta(input, mat1, mat2, *, beta=1, alpha=1):
+    out = _mm_meta(mat1, mat2)
+    _bias_meta("addmm", input, out)
+    return out
+
+
+def _addmm_cost(input, mat1, mat2, *, beta=1, alpha=1):
+    out = _addmm_meta(input, mat1, mat2)
+    return _product_cost(out, _flops(*mat1.shape, mat2.shape[1]), input, mat1, mat2)
+
+
+@register("addmm", family="matmul", aten=["aten::addmm.default"], meta=_addmm_meta, cost=_addmm_cost,
+          methods=("addmm",))
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * (mat1 @ mat2), input broadcasting to the product; beta=0 ignores input."""
+    out = _addmm_meta(input, mat1, mat2)
+    return _product("addmm", mat1, mat2, out.dtype, input, alpha, beta)
+
+
+def _baddbmm_meta(input, batch1, batch2, *, beta=1, alpha=1):
+    out = _bmm_meta(batch1, batch2)
+    _bias_meta("baddbmm", input, out)
+    return out
+
+
+def _baddbmm_cost(input, batch1, batch2, *, beta=1, alpha=1):
+    out = _baddbmm_meta(input, batch1, batch2)
+    return _product_cost(out, _flops(*batch1.shape, batch2.shape[2]), input, batch1, batch2)
+
+
+@register("baddbmm", family="matmul", aten=["aten::baddbmm.default"], meta=_baddbmm_meta, cost=_baddbmm_cost,
+          methods=("baddbmm",))
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * bmm(batch1, batch2)."""
+    out = _baddbmm_meta(input, batch1, batch2)
+    return _product("baddbmm", batch1, batch2, out.dtype, input, alpha, beta)
+
+
+def _mv_meta(input, vec):
+    _require_rank("mv", "self", input, 2)
+    _require_rank("mv", "vec", vec, 1)
+    dtype = _result_dtype("mv", input, vec)
+    _require_inner("mv", tuple(input.shape), tuple(vec.shape), -1, 0)
+    return TensorMeta((input.shape[0],), dtype)
+
+
+def _mv_cost(input, vec):
+    return _product_cost(_mv_meta(input, vec), _flops(*input.shape), input, vec)
+
+
+@register("mv", family="matmul", aten=["aten::mv.default"], meta=_mv_meta, cost=_mv_cost, methods=("mv",))
+def mv(input: Tensor, vec: Tensor) -> Tensor:
+    """Matrix times vector."""
+    return _matmul("mv", input, vec, _mv_meta(input, vec).dtype)
+
+
+def _addmv_meta(input, mat, vec, *, beta=1, alpha=1):
+    out = _mv_meta(mat, vec)
+    _bias_meta("addmv", input, out)
+    return out
+
+
+def _addmv_cost(input, mat, vec, *, beta=1, alpha=1):
+    return _product_cost(_addmv_meta(input, mat, vec), _flops(*mat.shape), input, mat, vec)
+
+
+@register("addmv", family="matmul", aten=["aten::addmv.default"], meta=_addmv_meta, cost=_addmv_cost,
+          methods=("addmv",))
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * (mat @ vec)."""
+    out = _addmv_meta(input, mat, vec)
+    return _matmul("addmv", mat, vec, out.dtype, input, alpha, beta)
+
+
+def _outer_meta(input, vec2):
+    _require_rank("outer", "self", input, 1)
+    _require_rank("outer", "vec2", vec2, 1)
+    return TensorMeta((input.shape[0], vec2.shape[0]), _result_dtype("outer", input, vec2))
+
+
+def _outer_cost(input, vec2):
+    out = _outer_meta(input, vec2)
+    return _product_cost(out, S.numel(out.shape), input, vec2)
+
+
+@register("outer", family="matmul", aten=["aten::outer.default"], meta=_outer_meta, cost=_outer_cost,
+          api=("outer", "ger"), methods=("outer", "ger"))
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """Outer product of two vectors (a product with an inner extent of 1)."""
+    return _product("outer", input.unsqueeze(1), vec2.unsqueeze(0), _outer_meta(input, vec2).dtype)
+
+
+def _addr_meta(input, vec1, vec2, *, beta=1, alpha=1):
+    out = _outer_meta(vec1, vec2)
+    _bias_meta("addr", input, out)
+    return out
+
+
+def _addr_cost(input, vec1, vec2, *, beta=1, alpha=1):
+    out = _addr_meta(input, vec1, vec2)
+    return _product_cost(out, 2 * S.numel(out.shape), input, vec1, vec2)
+
+
+@register("addr", family="matmul", aten=["aten::addr.default"], meta=_addr_meta, cost=_addr_cost,
+          methods=("addr",))
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * outer(vec1, vec2)."""
+    out = _addr_meta(input, vec1, vec2)
+    return _product("addr", vec1.unsqueeze(1), vec2.unsqueeze(0), out.dtype, input, alpha, beta)
+
+
+def _dot_meta_for(op):
+    def meta(input, other):
+        _require_rank(op, "self", input, 1)
+        _require_rank(op, "other", other, 1)
+        dtype = _result_dtype(op, input, other)
+        if input.shape[0] != other.shape[0]:
+            raise RuntimeError(f"{op}: expected both vectors to have the same number of elements, but got "
+                               f"{input.shape[0]} and {other.shape[0]} (shapes {_dims(input.shape)} and "
+                               f"{_dims(other.shape)})")
+        return TensorMeta((), dtype)
+    return meta
+
+
+def _dot_cost_for(op):
+    meta = _dot_meta_for(op)
+
+    def cost(input, other):
+        return _product_cost(meta(input, other), _flops(input.shape[0]), input, other)
+    return cost
+
+
+@register("dot", family="matmul", aten=["aten::dot.default"], meta=_dot_meta_for("dot"), cost=_dot_cost_for("dot"),
+          methods=("dot",))
+def dot(input: Tensor, other: Tensor) -> Tensor:
+    """Inner product of two vectors of equal length; a 0-d tensor."""
+    return _matmul("dot", input, other, _dot_meta_for("dot")(input, other).dtype)
+
+
+@register("vdot", family="matmul", aten=["aten::vdot.default"], meta=_dot_meta_for("vdot"),
+          cost=_dot_cost_for("vdot"), methods=("vdot",))
+def vdot(input: Tensor, other: Tensor) -> Tensor:
+    """Inner product conjugating the first vector; the same as dot for the real dtypes supported."""
+    return _matmul("vdot", input, other, _dot_meta_for("vdot")(input, other).dtype)
+
+
+# ---- linear ------------------------------------------------------------------------------------------
+def _linear_meta(input, weight, bias=None):
+    _require_rank("linear", "weight", weight, 2)
+    if len(input.shape) == 0:
+        raise RuntimeError("linear: input must have at least 1 dimension, got a 0-D tensor")
+    dtype = _result_dtype("linear", input, weight)
+    if input.shape[-1] != weight.shape[1]:
+        raise RuntimeError(f"linear: input of shape {_dims(input.shape)} and weight of shape "
+                           f"{_dims(weight.shape)} cannot be multiplied: dim -1 of the input ({input.shape[-1]}) "
+                           f"must equal dim 1 of the weight ({weight.shape[1]})")
+    out = TensorMeta((*input.shape[:-1], weight.shape[0]), dtype)
+    if bias is not None:
+        _bias_meta("linear", bias, out)
+    return out
+
+
+def _linear_cost(input, weight, bias=None):
+    out = _linear_meta(input, weight, bias)
+    return _product_cost(out, 2 * S.numel(out.shape) * weight.shape[1], input, weight, bias)
+
+
+@register("linear", family="matmul", aten=["aten::linear.default"], meta=_linear_meta, cost=_linear_cost, api=())
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """input @ weight.T + bias, with the (out_features, in_features) weight read in place, transposed."""
+    out = _linear_meta(input, weight, bias)
+    return _matmul("linear", input, weight.transpose(0, 1), out.dtype, bias, 1, 0 if bias is None else 1)
+
+
+# ---- einsum ------------------------------------------------------------------------------------------
+class _Contraction:
+    """A parsed einsum equation of one or two operands, in the forms inference graphs use: a permutation
+    of one operand, or a batched contraction of two (every index names one dim of each operand it is in,
+    and an index of one operand only is kept in the output)."""
+
+    def __init__(self, equation: str, shapes):
+        self.equation = equation
+        text = equation.replace(" ", "")
+        if len(shapes) not in (1, 2):
+            self._unsupported(f"{len(shapes)} operands (one or two are supported)")
+        lhs, arrow, out = text.partition("->")
+        terms = lhs.split(",")
+        if len(terms) != len(shapes):
+            raise RuntimeError(f"einsum {equation!r}: {len(terms)} operand terms for {len(shapes)} operands")
+        spare = iter(sorted(set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") - set(text)))
+        ellipsis_rank = max(len(s) - len(t.replace("...", "")) for t, s in zip(terms, shapes) if "..." in t) \
+            if "..." in lhs else 0
+        ellipsis = "".join(next(spare) for _ in range(ellipsis_rank))
+        self.terms = []
+        for term, shape in zip(terms, shapes):
+            own = len(shape) - len(term.replace("...", ""))
+            letters = term.replace("...", ellipsis[ellipsis_rank - own:]) if "..." in term else term
+            if len(letters) != len(shape) or not letters.isalpha():
+                raise RuntimeError(f"einsum {equation!r}: term {term!r} does not match an operand of shape "
+                                   f"{_dims(shape)}")
+            if len(set(letters)) != len(letters):
+                self._unsupported(f"repeated index in {term!r} (diagonals)")
+            self.terms.append(letters)
+        if arrow:
+            self.out = out.replace("...", ellipsis)
+        else:
+            counts = {c: sum(t.count(c) for t in self.terms) for c in set("".join(self.terms))}
+            self.out = ellipsis + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ellipsis))
+        self.sizes = {}
+        for letters, shape in zip(self.terms, shapes):
+            for c, n in zip(letters, shape):
+                if self.sizes.setdefault(c, n) != n:
+                    raise RuntimeError(f"einsum {equation!r}: index {c!r} is {self.sizes[c]} in one operand and "
+                                       f"{n} in another (shapes {', '.join(_dims(s) for s in shapes)})")
+        if len(set(self.out)) != len(self.out) or any(c not in self.sizes for c in self.out):
+            raise RuntimeError(f"einsum {equation!r}: the output names an index twice or one no operand has")
+        everywhere = set("".join(self.terms))
+        if len(self.terms) == 1 and set(self.out) != everywhere:
+            self._unsupported("a sum over an index of one operand")
+        if len(self.terms) == 2:
+            a, b = self.terms
+            for c in everywhere:
+                if (c in a) != (c in b) and c not in self.out:
+                    self._unsupported(f"index {c!r} is summed over in one operand only")
+            self.batch = [c for c in self.out if c in a and c in b]
+            self.left = [c for c in a if c not in b]
+            self.right = [c for c in b if c not in a]
+            self.contracted = [c for c in a if c in b and c not in self.out]
+
+    def _unsupported(self, what: str):
+        raise NotImplementedError(f"einsum {self.equation!r}: {what} is not supported; einsum takes permutations "
+                                  "of one operand and batched contractions of two")
+
+    @property
+    def out_shape(self) -> tuple:
+        return tuple(self.sizes[c] for c in self.out)
+
+
+def _einsum_operands(operands):
+    return tuple(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else operands
+
+
+def _einsum_meta(equation, *operands):
+    operands = _einsum_operands(operands)
+    plan = _Contraction(equation, [tuple(o.shape) for o in operands])
+    dtype = _result_dtype("einsum", *operands) if len(operands) == 2 else operands[0].dtype
+    return TensorMeta(plan.out_shape, dtype)
+
+
+def _einsum_cost(equation, *operands):
+    operands = _einsum_operands(operands)
+    plan = _Contraction(equation, [tuple(o.shape) for o in operands])
+    out = _einsum_meta(equation, *operands)
+    if len(operands) == 1:
+        return Cost()
+    flops = 2 * S.numel(out.shape) * math.prod(plan.sizes[c] for c in plan.contracted)
+    return _product_cost(out, flops, *operands)
+
+
+@register("einsum", family="matmul", aten=["aten::einsum.default"], meta=_einsum_meta, cost=_einsum_cost)
+def einsum(equation: str, *operands) -> Tensor:
+    """torch.einsum for a permutation of one operand or a batched contraction of two, as one product
+    (operands are permuted views, merged into matrices where their strides allow)."""
+    operands = _einsum_operands(operands)
+    out_meta = _einsum_meta(equation, *operands)
+    plan = _Contraction(equation, [tuple(o.shape) for o in operands])
+    if len(operands) == 1:
+        (x,), (term,) = operands, plan.terms
+        return x.permute(*[term.index(c) for c in plan.out])
+    a, b = operands
+    ta, tb = plan.terms
+    size = plan.sizes
+    batch_shape = [size[c] for c in plan.batch]
+    m = math.prod(size[c] for c in plan.left)
+    k = math.prod(size[c] for c in plan.contracted)
+    n = math.prod(size[c] for c in plan.right)
+    a3 = a.permute(*[ta.index(c) for c in (*plan.batch, *plan.left, *plan.contracted)]).reshape(*batch_shape, m, k)
+    b3 = b.permute(*[tb.index(c) for c in (*plan.batch, *plan.contracted, *plan.right)]).reshape(*batch_shape, k, n)
+    product = _product("einsum", a3, b3, out_meta.dtype)
+    order = [*plan.batch, *plan.left, *plan.right]
+    full = product.view(tuple(size[c] for c in order))
+    return full.permute(*[order.index(c) for c in plan.out])

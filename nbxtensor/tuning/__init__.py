@@ -1,0 +1,29 @@
+"""``nbxtensor.tuning``: launch keys and the per-device-class cache of tuned kernel settings.
+
+``entries(device)`` shows what a device class has stored, ``cache_path(device)`` where, and ``mode()``
+whether tuning may happen during a run (``NBX_TUNING=certified-only`` says it may not).
+"""
+from __future__ import annotations
+
+from .cache import (MODE_CERTIFIED_ONLY, MODE_TUNE, TuningCache, TuningKeyMissing, bucket, cache_for, choose,
+                    launch_key, mode, tuning_dir)
+from .cache import cache_path as _cache_path_of
+
+
+def _facts(device=None) -> dict:
+    from ..device import backend_for, default_device, resolve
+    return backend_for(resolve(device) if device is not None else default_device()).facts
+
+
+def cache_path(device=None):
+    """The file holding ``device``'s (default: the default device's) device class settings."""
+    return _cache_path_of(_facts(device)["name"])
+
+
+def entries(device=None) -> dict:
+    """Launch key -> {config, ms, candidates, certified} for ``device``'s device class (a copy)."""
+    return {k: dict(v) for k, v in cache_for(_facts(device)["name"]).entries().items()}
+
+
+__all__ = ["MODE_CERTIFIED_ONLY", "MODE_TUNE", "TuningCache", "TuningKeyMissing", "bucket", "cache_for",
+           "cache_path", "choose", "entries", "launch_key", "mode", "tuning_dir"]

@@ -1,0 +1,208 @@
+"""Matrix products against NumPy float64.
+
+Tolerances follow from the dtype and the inner extent K: a float32 product accumulated in float32 errs
+by about K * eps32 (eps32 = 2^-24 per rounding) relative to sum |a||b|; half-precision inputs are
+multiplied exactly and accumulated in float32, so the error is the single rounding of the result to the
+output type (2^-8 relative for bfloat16, 2^-11 for float16) plus the float32 accumulation. Inputs are
+made in the low-precision dtype first and the reference multiplies those very values in float64.
+"""
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.ops import matmul as MM
+
+from .conftest import to_nbx
+
+EPS = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
+
+def _inputs(rng, shape, dtype):
+    if dtype == "int8":
+        return to_nbx(rng.integers(-128, 128, shape).astype(np.int8))
+    return to_nbx(rng.standard_normal(shape).astype(np.float32)).to(dtype)
+
+
+def _f64(x):
+    return x.to("float64").numpy() if x.dtype.name != "int32" else x.numpy().astype(np.float64)
+
+
+def assert_product_close(ours, a64, b64, k, dtype, bias_scale=None):
+    """|ours - ref| <= tol * (|a| @ |b|) elementwise, tol from the dtype's rounding and K."""
+    ref = np.matmul(a64, b64)
+    scale = np.matmul(np.abs(a64), np.abs(b64))
+    if bias_scale is not None:
+        ref, scale = ref + bias_scale[0], scale + np.abs(bias_scale[0])
+    got = _f64(ours)
+    assert got.shape == ref.shape
+    if dtype == "int8":
+        np.testing.assert_array_equal(got, ref)
+        return
+    # accumulation in float32 (K roundings) plus one rounding into the output type
+    tol = 2 * k * EPS["float32"] + 2 * EPS[dtype]
+    assert np.all(np.abs(got - ref) <= tol * scale + 1e-30), np.max(np.abs(got - ref) / (scale + 1e-30))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8"])
+@pytest.mark.parametrize("m,k,n", [(37, 45, 29), (3, 70, 33), (1, 130, 20), (64, 16, 80)])
+def test_mm_dtypes(rng, dtype, m, k, n):
+    a, b = _inputs(rng, (m, k), dtype), _inputs(rng, (k, n), dtype)
+    out = nbx.mm(a, b)
+    assert out.dtype == (nbx.int32 if dtype == "int8" else a.dtype)
+    assert_product_close(out, _f64(a), _f64(b), k, dtype)
+
+
+MATMUL_SHAPES = [
+    ((7,), (7,)), ((5, 7), (7,)), ((7,), (7, 4)), ((5, 7), (7, 4)),
+    ((3, 5, 7), (7,)), ((7,), (3, 7, 4)), ((3, 5, 7), (7, 4)), ((5, 7), (3, 7, 4)),
+    ((3, 5, 7), (3, 7, 4)), ((2, 1, 5, 7), (3, 7, 4)), ((2, 3, 5, 7), (1, 7, 4)), ((1, 5, 7), (2, 3, 7, 4)),
+    ((2, 1, 3, 1, 5, 7), (1, 2, 1, 2, 7, 4)), ((0, 5, 7), (7, 4)), ((5, 0), (0, 4)),
+]
+
+
+@pytest.mark.parametrize("a_shape,b_shape", MATMUL_SHAPES, ids=[f"{a}@{b}" for a, b in MATMUL_SHAPES])
+def test_matmul_ranks_and_broadcasting(rng, a_shape, b_shape):
+    a, b = _inputs(rng, a_shape, "float32"), _inputs(rng, b_shape, "float32")
+    out = nbx.matmul(a, b)
+    ref = np.matmul(a.numpy().astype(np.float64), b.numpy().astype(np.float64))
+    assert tuple(out.shape) == ref.shape
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal((a @ b).numpy(), out.numpy())
+
+
+def test_transposed_and_strided_operands_read_in_place(rng):
+    base_a = _inputs(rng, (40, 60), "float32")
+    base_b = _inputs(rng, (50, 90), "float32")
+    a = base_a.transpose(0, 1)[::2]          # 30 x 40, no unit stride along K
+    b = base_b[:, ::3].transpose(0, 1)[:, 5:45]  # 30 x 40 viewed as K x N after .T below
+    out = nbx.mm(a, b.transpose(0, 1))
+    assert_product_close(out, a.numpy().astype(np.float64), b.numpy().astype(np.float64).T, 40, "float32")
+    batched = _inputs(rng, (4, 20, 24), "bfloat16").transpose(1, 2)  # 4 x 24 x 20, K-major rows
+    other = _inputs(rng, (4, 20, 12), "bfloat16")[:, :, ::2]
+    assert_product_close(nbx.bmm(batched, other), _f64(batched), _f64(other), 20, "bfloat16")
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5, 16])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32", "int8"])
+def test_decode_rows_take_the_gemv_kernel_with_a_transposed_weight(rng, rows, dtype):
+    x = _inputs(rng, (rows, 96), dtype)
+    weight = _inputs(rng, (72, 96), dtype)  # (out_features, in_features): read transposed, in place
+    out = nbx.matmul(x, weight.transpose(0, 1))
+    assert_product_close(out, _f64(x), _f64(weight).T, 96, dtype)
+
+
+def test_gemv_split_over_k_adds_partials_in_order(rng, monkeypatch):
+    """The split path runs only when tuning picks it; force a 3-way split to test the combine."""
+    def split_first(facts, m, n, k):
+        return [dict(BLOCK_N=32, BLOCK_K=16, SPLITS=3, num_warps=1)]
+    monkeypatch.setattr(MM, "gemv_candidates", split_first)
+    x, w, bias = _inputs(rng, (3, 100), "float32"), _inputs(rng, (100, 40), "float32"), _inputs(rng, (40,), "float32")
+    out = nbx.addmm(bias, x, w, beta=0.5, alpha=2.0)
+    assert_product_close(out, 2 * x.numpy().astype(np.float64), w.numpy().astype(np.float64), 100, "float32",
+                         bias_scale=(0.5 * bias.numpy().astype(np.float64),))
+
+
+def test_addmm_baddbmm_alpha_beta(rng):
+    a, b = _inputs(rng, (20, 30), "float32"), _inputs(rng, (30, 18), "float32")
+    bias = _inputs(rng, (18,), "float32")
+    a64, b64, c64 = (t.numpy().astype(np.float64) for t in (a, b, bias))
+    np.testing.assert_allclose(nbx.addmm(bias, a, b).numpy(), c64 + a64 @ b64, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(nbx.addmm(bias, a, b, beta=0.5, alpha=-2).numpy(), 0.5 * c64 - 2 * a64 @ b64,
+                               rtol=1e-5, atol=1e-5)
+    # beta=0 ignores the input entirely, NaN included, as torch does
+    nan_bias = to_nbx(np.full((20, 18), np.nan, dtype=np.float32))
+    np.testing.assert_allclose(nbx.addmm(nan_bias, a, b, beta=0).numpy(), a64 @ b64, rtol=1e-5, atol=1e-5)
+    x, y = _inputs(rng, (3, 20, 30), "bfloat16"), _inputs(rng, (3, 30, 17), "bfloat16")
+    c = _inputs(rng, (3, 1, 17), "bfloat16")
+    out = nbx.baddbmm(c, x, y, beta=2.0, alpha=0.5)
+    assert_product_close(out, 0.5 * _f64(x), _f64(y), 30, "bfloat16", bias_scale=(2.0 * _f64(c),))
+
+
+def test_vector_products(rng):
+    m, v, w = _inputs(rng, (9, 21), "float32"), _inputs(rng, (21,), "float32"), _inputs(rng, (9,), "float32")
+    m64, v64, w64 = (t.numpy().astype(np.float64) for t in (m, v, w))
+    close = dict(rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(nbx.mv(m, v).numpy(), m64 @ v64, **close)
+    np.testing.assert_allclose(nbx.addmv(w, m, v, beta=2, alpha=3).numpy(), 2 * w64 + 3 * (m64 @ v64), **close)
+    d = nbx.dot(v, v)
+    assert d.shape == () and np.isclose(float(d.numpy()), v64 @ v64, rtol=1e-5)
+    assert np.isclose(float(nbx.vdot(v, v).numpy()), v64 @ v64, rtol=1e-5)
+    np.testing.assert_allclose(nbx.outer(w, v).numpy(), np.outer(w64, v64), **close)
+    np.testing.assert_allclose(nbx.addr(m, w, v, alpha=2).numpy(), m64 + 2 * np.outer(w64, v64), **close)
+
+
+def test_linear_with_and_without_bias(rng):
+    x, weight, bias = _inputs(rng, (2, 3, 24), "float16"), _inputs(rng, (10, 24), "float16"), _inputs(rng, (10,), "float16")
+    out = nbx.nn.functional.linear(x, weight, bias)
+    assert out.shape == (2, 3, 10) and out.dtype == nbx.float16
+    assert_product_close(out, _f64(x), _f64(weight).T, 24, "float16", bias_scale=(_f64(bias),))
+    assert_product_close(nbx.nn.functional.linear(x, weight), _f64(x), _f64(weight).T, 24, "float16")
+
+
+def test_tf32_is_opt_in():
+    assert nbx.get_float32_matmul_precision() == "highest" and not nbx.backends.cuda.matmul.allow_tf32
+    assert MM._dot_precision(nbx.float32) == "ieee"
+    try:
+        nbx.backends.cuda.matmul.allow_tf32 = True
+        assert nbx.get_float32_matmul_precision() == "high" and MM._dot_precision(nbx.float32) == "tf32"
+        assert MM._dot_precision(nbx.bfloat16) == "ieee"
+    finally:
+        nbx.set_float32_matmul_precision("highest")
+    with pytest.raises(ValueError, match="highest"):
+        nbx.set_float32_matmul_precision("fast")
+
+
+def test_errors_name_shapes_dims_and_dtypes():
+    a, b = nbx.zeros(2, 3), nbx.zeros(4, 5)
+    with pytest.raises(RuntimeError, match=r"2x3 and 4x5.*dim -1 of the first \(3\).*dim -2 of the second \(4\)"):
+        nbx.mm(a, b)
+    with pytest.raises(RuntimeError, match=r"2x3 and 4x5"):
+        nbx.matmul(a, b)
+    with pytest.raises(RuntimeError, match=r"same dtype.*float32 and float16"):
+        nbx.mm(nbx.zeros(2, 3), nbx.zeros(3, 2, dtype=nbx.float16))
+    with pytest.raises(TypeError, match="float64 operands are not supported"):
+        nbx.mm(nbx.zeros(2, 3, dtype=nbx.float64), nbx.zeros(3, 2, dtype=nbx.float64))
+    with pytest.raises(RuntimeError, match="mat2 must be a matrix"):
+        nbx.mm(a, nbx.zeros(3))
+    with pytest.raises(RuntimeError, match=r"batch sizes differ.*\(2\).*\(3\)"):
+        nbx.bmm(nbx.zeros(2, 3, 4), nbx.zeros(3, 4, 5))
+    with pytest.raises(RuntimeError, match=r"batch dims of 2x3x4 and 3x4x5 do not broadcast"):
+        nbx.matmul(nbx.zeros(2, 3, 4), nbx.zeros(3, 4, 5))
+    with pytest.raises(RuntimeError, match=r"input of shape 3 does not broadcast.*2x5"):
+        nbx.addmm(nbx.zeros(3), nbx.zeros(2, 4), nbx.zeros(4, 5))
+    with pytest.raises(RuntimeError, match=r"dim -1 of the input \(4\) must equal dim 1 of the weight \(5\)"):
+        nbx.nn.functional.linear(nbx.zeros(2, 4), nbx.zeros(3, 5))
+    with pytest.raises(RuntimeError, match="same number of elements.*3 and 4"):
+        nbx.dot(nbx.zeros(3), nbx.zeros(4))
+
+
+def test_meta_and_cost_rules_need_no_device():
+    from nbxtensor.ops.registry import TensorMeta, get
+    a, b = TensorMeta((8, 4096), nbx.bfloat16), TensorMeta((4096, 14336), nbx.bfloat16)
+    assert get("mm").meta(a, b) == TensorMeta((8, 14336), nbx.bfloat16)
+    cost = get("mm").cost(a, b)
+    assert cost.flops == 2 * 8 * 4096 * 14336 and cost.bytes_written == 8 * 14336 * 2
+    assert get("matmul").meta(TensorMeta((2, 1, 5, 7), nbx.int8), TensorMeta((3, 7, 4), nbx.int8)) == \
+        TensorMeta((2, 3, 5, 4), nbx.int32)
+    assert get("linear").meta(TensorMeta((2, 3, 24), nbx.float16), TensorMeta((10, 24), nbx.float16)).shape == (2, 3, 10)
+
+
+EINSUMS = [("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("bhqd,bhkd->bhqk", [(2, 3, 5, 8), (2, 3, 6, 8)]),
+           ("bhqk,bhkd->bqhd", [(2, 3, 5, 6), (2, 3, 6, 8)]), ("ij->ji", [(3, 4)]),
+           ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]), ("ij,jk", [(3, 4), (4, 5)]),
+           ("i,j->ij", [(3,), (4,)]), ("bsd,od->bso", [(2, 3, 4), (5, 4)])]
+
+
+@pytest.mark.parametrize("equation,shapes", EINSUMS, ids=[e for e, _ in EINSUMS])
+def test_einsum_contractions_and_permutations(rng, equation, shapes):
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    out = nbx.einsum(equation, *[to_nbx(x) for x in arrays])
+    ref = np.einsum(equation, *[x.astype(np.float64) for x in arrays])
+    assert tuple(out.shape) == ref.shape
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("equation,operands", [("ii->i", 1), ("ij->i", 1), ("i,i,i->", 3), ("ij,jk,kl->il", 3)])
+def test_einsum_other_forms_name_the_equation(equation, operands):
+    with pytest.raises(NotImplementedError, match=f"einsum {equation!r}"):
+        nbx.einsum(equation, *[nbx.zeros(3, 3) if "j" in equation or "ii" in equation else nbx.zeros(3)] * operands)

@@ -1,0 +1,103 @@
+"""Launch keys and the tuning cache: keys are pure functions of shapes and dtypes, a tuned choice is
+stored per device class and reused by a fresh process, and certified-only mode refuses to tune."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor import tuning
+from nbxtensor.device.facts import load as load_facts
+from nbxtensor.ops.matmul import gemm_candidates, gemv_candidates
+
+HOPPER = load_facts("hopper")
+CANDIDATES = [{"BLOCK_M": 64}, {"BLOCK_M": 128}, {"BLOCK_M": 256}]
+
+
+def test_bucketing_follows_the_ladder():
+    ladder = HOPPER["ladders"]["rows"]
+    assert [tuning.bucket(n, ladder) for n in (1, 3, 16, 17, 4000, 65536)] == [1, 4, 16, 32, 4096, 65536]
+    assert tuning.bucket(70000, ladder) == 131072  # past the top rung: the next power of two
+
+
+def test_keys_are_pure_functions_of_shapes_dtypes_and_layout():
+    def key(m, n, k, dtype=nbx.bfloat16, a_k_unit=True):
+        return tuning.launch_key("gemm", HOPPER, rows={"M": m}, cols={"N": n, "K": k}, dtypes=(dtype, dtype),
+                                 flags={"a_k_unit": a_k_unit})
+    assert key(4096, 4096, 4096) == key(4096, 4096, 4096) == "gemm|M=4096|N=4096|K=4096|bfloat16,bfloat16|a_k_unit=1"
+    assert key(3000, 4000, 4096) == key(4096, 4096, 4096)  # same buckets
+    assert key(4097, 4096, 4096) != key(4096, 4096, 4096)
+    assert key(4096, 4096, 4096, nbx.float16) != key(4096, 4096, 4096)
+    assert key(4096, 4096, 4096, a_k_unit=False) != key(4096, 4096, 4096)
+
+
+def test_candidates_come_from_the_facts_ceilings():
+    hopper = gemm_candidates(HOPPER, 4096, 4096, 4096, nbx.bfloat16)
+    assert hopper[0]["BLOCK_N"] == 256 and len(hopper) > 4
+    for c in hopper:
+        staged = (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * 2 * c["num_stages"]
+        assert staged <= HOPPER["shared_memory_per_block_bytes"] and c["num_warps"] <= 8
+    cpu = gemm_candidates(load_facts("cpu"), 4096, 4096, 4096, nbx.bfloat16)
+    assert all(c["BLOCK_M"] <= 64 and c["num_warps"] == 1 and c["num_stages"] == 1 for c in cpu)
+    small = gemm_candidates(HOPPER, 5, 20, 3, nbx.float32)
+    assert all(c["BLOCK_M"] == 16 and c["BLOCK_N"] == 32 and c["BLOCK_K"] == 16 for c in small)
+    assert all(c["SPLITS"] >= 1 for c in gemv_candidates(HOPPER, 1, 14336, 4096))
+
+
+def test_interpreted_devices_take_the_first_candidate_and_store_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+
+    def never(config):
+        raise AssertionError("nothing is timed under the interpreter")
+    assert tuning.choose("k|M=1", "cpu", CANDIDATES, never, interpreted=True) == CANDIDATES[0]
+    assert not list(tmp_path.iterdir())
+    a = nbx.ones(20, 20)
+    nbx.mm(a, a)
+    assert not list(tmp_path.iterdir()) and tuning.entries("cpu") == {}
+
+
+def test_tuned_choice_persists_and_a_fresh_process_reuses_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    times = {64: 3.0, 128: 1.0, 256: 2.0}
+    broken = {"BLOCK_M": 512}  # a candidate that fails to run is skipped, not fatal
+
+    def measure(config):
+        if config is broken:
+            raise RuntimeError("out of shared memory")
+        return times[config["BLOCK_M"]]
+    chosen = tuning.choose("gemm|M=128", "testgpu", [broken, *CANDIDATES], measure, interpreted=False)
+    assert chosen == {"BLOCK_M": 128}
+    stored = json.loads((tmp_path / "testgpu.json").read_text())
+    assert stored["entries"]["gemm|M=128"]["config"] == {"BLOCK_M": 128}
+    assert stored["entries"]["gemm|M=128"]["certified"] is False
+    script = textwrap.dedent("""
+        from nbxtensor import tuning
+        def measure(config):
+            raise AssertionError("a stored key is not tuned again")
+        print(tuning.choose("gemm|M=128", "testgpu", [{"BLOCK_M": 64}], measure, interpreted=False)["BLOCK_M"])
+    """)
+    env = dict(os.environ, NBX_TUNING_DIR=str(tmp_path), NBX_TUNING="certified-only", NBX_DEVICE="cpu")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "128"
+
+
+def test_certified_only_refuses_to_tune_and_names_the_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    monkeypatch.setenv("NBX_TUNING", "certified-only")
+    with pytest.raises(tuning.TuningKeyMissing, match=r"gemm\|M=4096\|N=4096.*testgpu.json"):
+        tuning.choose("gemm|M=4096|N=4096", "testgpu", CANDIDATES, lambda c: 1.0, interpreted=False)
+    monkeypatch.setenv("NBX_TUNING", "sometimes")
+    with pytest.raises(ValueError, match="certified-only"):
+        tuning.mode()
+
+
+def test_certify_hook_rejects_settings_before_they_are_stored(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    chosen = tuning.choose("k|M=8", "testgpu", CANDIDATES, lambda c: c["BLOCK_M"], interpreted=False,
+                           certify=lambda c: c["BLOCK_M"] != 64)
+    assert chosen == {"BLOCK_M": 128}
+    assert tuning.cache_for("testgpu").entries()["k|M=8"]["certified"] is True
