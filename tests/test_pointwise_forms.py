@@ -303,3 +303,29 @@ def test_functional_namespace():
     z = to_nbx(np.array([-1.0, 2.0], np.float32))
     assert F.leaky_relu(z, 0.5, True) is z and z.tolist() == [-0.5, 2.0]
     assert nbx.relu_ is not None and to_nbx(np.array([-3.0])).relu().tolist() == [0.0]
+
+
+def test_masked_fill_reads_a_device_value_tensor_without_a_sync(monkeypatch):
+    x = to_nbx(np.arange(6, dtype=np.float32).reshape(2, 3))
+    mask = to_nbx(np.array([True, False, True]))
+    value = to_nbx(np.array(-1.5, np.float64))
+
+    def no_sync(self):
+        raise AssertionError("item() would wait for the device")
+
+    monkeypatch.setattr(nbx.Tensor, "item", no_sync)
+    for _ in range(2):  # the first call plans, the second runs the plan
+        filled = x.masked_fill(mask, value)
+        np.testing.assert_array_equal(host(filled), np.where([True, False, True], -1.5, np.arange(6).reshape(2, 3)))
+    x.t().masked_fill_(mask.reshape(3, 1), value)
+    np.testing.assert_array_equal(host(x), np.where([[True], [False], [True]], -1.5, np.arange(6).reshape(2, 3).T).T)
+
+
+def test_masked_fill_meta_cost_and_names():
+    assert registry.lookup("aten::masked_fill.Tensor").name == "masked_fill"
+    assert registry.lookup("aten::masked_fill_.Scalar").name == "masked_fill_"
+    meta = registry.get("masked_fill").meta(TensorMeta((2, 1), nbx.float16), TensorMeta((3,), nbx.bool), 0.5)
+    assert meta == TensorMeta((2, 3), nbx.float16)
+    cost = registry.get("masked_fill").cost(TensorMeta((2, 3), nbx.float32), TensorMeta((3,), nbx.bool), 0.5)
+    assert cost.bytes_read == 2 * 3 * 4 + 3 and cost.bytes_written == 2 * 3 * 4
+    assert not hasattr(nbx, "masked_fill_") and hasattr(nbx.Tensor, "masked_fill_")

@@ -156,15 +156,15 @@ def test_multinomial_with_replacement_matches_the_weights():
 
 def test_multinomial_without_replacement_never_repeats():
     g = gen(61)
-    weights = np.random.default_rng(0).random((50, 20)).astype(np.float32)
+    weights = np.random.default_rng(0).random((10, 20)).astype(np.float32)
     weights[:, 3] = 0
     samples = nbx.multinomial(to_nbx(weights), 19, generator=g).numpy()
-    assert samples.shape == (50, 19) and samples.dtype == np.int64
+    assert samples.shape == (10, 19) and samples.dtype == np.int64
     assert all(len(set(row)) == 19 and 3 not in row for row in samples)
     # the first draw follows the weights: each row's first pick among [1, 0, 3] weights
-    firsts = nbx.multinomial(to_nbx(np.tile([[1.0, 0.0, 3.0]], (4000, 1)).astype(np.float32)), 2, generator=g)
+    firsts = nbx.multinomial(to_nbx(np.tile([[1.0, 0.0, 3.0]], (400, 1)).astype(np.float32)), 2, generator=g)
     counts = np.bincount(firsts.numpy()[:, 0], minlength=3)
-    assert counts[1] == 0 and stats.binomtest(counts[2], 4000, 0.75).pvalue > 1e-4
+    assert counts[1] == 0 and stats.binomtest(counts[2], 400, 0.75).pvalue > 1e-4
     with pytest.raises(RuntimeError):
         nbx.multinomial(to_nbx(weights), 21)
 

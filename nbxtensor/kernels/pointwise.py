@@ -140,6 +140,84 @@ def pointwise(out, n, shape, out_strides,
 
 
 @triton.jit
+def _tile_operand(ptr, off, bits, mask, KIND: tl.constexpr, FORMAT: tl.constexpr, BITS_TYPE: tl.constexpr,
+                  COMPUTE: tl.constexpr, CATEGORY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``_operand`` for a [BLOCK_M, BLOCK_N] tile."""
+    if KIND == 1:
+        return _decode(tl.load(ptr + off, mask=mask), FORMAT).to(COMPUTE)
+    else:
+        raw = tl.full([BLOCK_M, BLOCK_N], bits, tl.int64).to(BITS_TYPE)
+        if CATEGORY == 0:
+            return raw != 0
+        else:
+            return raw.to(COMPUTE, bitcast=True)
+
+
+@triton.jit
+def _tile_offset(base, rows, cols, strides, RANK: tl.constexpr):
+    return base + rows[:, None] * strides[RANK - 2] + cols[None, :] * strides[RANK - 1]
+
+
+@triton.jit
+def pointwise_tiled(out, n, shape, out_strides,
+                    x0, x1, x2, x3, strides0, strides1, strides2, strides3, bits0, bits1, bits2, bits3,
+                    BODY: tl.constexpr, MODE: tl.constexpr, COMPUTE: tl.constexpr, CATEGORY: tl.constexpr,
+                    K0: tl.constexpr, K1: tl.constexpr, K2: tl.constexpr, K3: tl.constexpr,
+                    F0: tl.constexpr, F1: tl.constexpr, F2: tl.constexpr, F3: tl.constexpr,
+                    BITS_TYPE: tl.constexpr, OUT_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                    FLOAT_TO_INT: tl.constexpr, RANK: tl.constexpr, INDEX_64: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``pointwise`` over [BLOCK_M, BLOCK_N] tiles of the last two dims, for operands whose fastest
+    dims differ (``a + b.T``): each load and the store index the same tile, and the compiler lays each
+    out along its own contiguous dim, converting between them on chip, so no side reads or writes
+    with a stride. Axis 1 of the grid runs over the dims before the last two."""
+    tiles_n = tl.cdiv(shape[RANK - 1], BLOCK_N)
+    pid = tl.program_id(0)
+    batch = tl.program_id(1)
+    rows = (pid // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = (pid % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    if INDEX_64:
+        rows = rows.to(tl.int64)
+        cols = cols.to(tl.int64)
+        batch = batch.to(tl.int64)
+    out_base = batch * 0
+    base0 = batch * 0
+    base1 = batch * 0
+    base2 = batch * 0
+    base3 = batch * 0
+    rem = batch
+    for d in tl.static_range(RANK - 3, -1, -1):
+        coord = rem % shape[d]
+        rem = rem // shape[d]
+        out_base += coord * out_strides[d]
+        base0 += coord * strides0[d]
+        base1 += coord * strides1[d]
+        base2 += coord * strides2[d]
+        base3 += coord * strides3[d]
+    mask = (rows[:, None] < shape[RANK - 2]) & (cols[None, :] < shape[RANK - 1])
+    out_off = _tile_offset(out_base, rows, cols, out_strides, RANK)
+    a = _tile_operand(x0, _tile_offset(base0, rows, cols, strides0, RANK), bits0, mask, K0, F0, BITS_TYPE,
+                      COMPUTE, CATEGORY, BLOCK_M, BLOCK_N)
+    if K1 == 0:
+        b = a
+    else:
+        b = _tile_operand(x1, _tile_offset(base1, rows, cols, strides1, RANK), bits1, mask, K1, F1, BITS_TYPE,
+                          COMPUTE, CATEGORY, BLOCK_M, BLOCK_N)
+    if K2 == 0:
+        c = a
+    else:
+        c = _tile_operand(x2, _tile_offset(base2, rows, cols, strides2, RANK), bits2, mask, K2, F2, BITS_TYPE,
+                          COMPUTE, CATEGORY, BLOCK_M, BLOCK_N)
+    if K3 == 0:
+        d = a
+    else:
+        d = _tile_operand(x3, _tile_offset(base3, rows, cols, strides3, RANK), bits3, mask, K3, F3, BITS_TYPE,
+                          COMPUTE, CATEGORY, BLOCK_M, BLOCK_N)
+    y = BODY(a, b, c, d, MODE, CATEGORY)
+    tl.store(out + out_off, _encode(y, out.dtype.element_ty, OUT_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+
+
+@triton.jit
 def _complex_operand(ptr, off, re_bits, im_bits, mask, KIND: tl.constexpr, COMPUTE: tl.constexpr,
                      BITS_TYPE: tl.constexpr, BLOCK: tl.constexpr):
     """(re, im) of one operand: a complex tensor's pair, a real tensor with im 0, or a scalar."""

@@ -18,9 +18,23 @@ CPU does; the divisor is in host memory, so the check costs no sync). On a GPU n
 (that would need a sync) and the result is defined: quotient -1 (all bits set), remainder the
 dividend. ``INT_MIN // -1`` wraps to ``INT_MIN`` and ``INT_MIN % -1`` is 0, on every device.
 
+Host cost: a call is parsed and keyed on its metadata; the first call of a key works out its plan
+(dtypes, output layout, the kernel's merged geometry and constexprs), later calls allocate, check what
+depends on values and launch (see "running a call" below).
+
+Layouts: operands are read through their strides by one flat skeleton; when an operand reads
+contiguously along a dim other than the output's (``a + b.T``), a tiled skeleton covers those two dims
+with 2-D tiles so that neither the loads nor the store go with a stride.
+
+Complex: the arithmetic rows, ``exp``, ``abs``, ``angle``, ``sgn``, ``conj`` and comparisons for
+equality have complex bodies; ``where`` and ``masked_fill`` select each component with the real
+skeleton. Other rows refuse complex inputs.
+
 Deviations from ATen, each deliberate: an ``out=`` tensor of the wrong shape is an error unless it
 is empty (ATen resizes it with a warning); ``conj`` of a complex tensor returns a new tensor rather
-than a lazy conjugate view.
+than a lazy conjugate view; ``masked_fill`` of a real tensor refuses a complex value tensor (ATen
+accepts one whose imaginary part is 0, which only a sync could tell), and a device value tensor is
+converted as the kernel casts, without ATen's overflow check (which would need its value on the host).
 """
 from __future__ import annotations
 
@@ -53,6 +67,7 @@ KERNEL_MAX_RANK = 8
 _INT32_LIMIT = 2 ** 31
 _D = {name: get_dtype(name) for name in ("bool", "int64", "float32", "float64", "complex64", "complex128")}
 _BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
+_SCALAR_TYPES = (bool, int, float, complex)
 
 
 class IntegerDivisionByZero(ZeroDivisionError, RuntimeError):
@@ -111,10 +126,14 @@ class Row(NamedTuple):
 # ---- metadata: dtypes and shapes ----------------------------------------------------------------
 
 def _is_tensor(x) -> bool:
+    if type(x) is Tensor:
+        return True
     return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (bool, int, float, complex))
 
 
 def _is_scalar(x) -> bool:
+    if type(x) in _SCALAR_TYPES:
+        return True
     return isinstance(x, (bool, int, float, complex, np.generic))
 
 
@@ -268,11 +287,11 @@ _call_plans: dict = {}
 _MAX_PLANS = 4096
 _HOST_SCALAR = object()  # in a plan's slots: a 0-d host tensor, read as a Python scalar on every call
 _DIVISIONS = frozenset(("div", "floor_divide", "remainder", "fmod"))
-_SCALAR_TYPES = (bool, int, float, complex)
 
 
 class _Launch(NamedTuple):
     """One launch of the real skeleton, less its pointers and scalar bits."""
+    kernel: Any
     grid: tuple
     n: int
     shape: tuple
@@ -420,7 +439,7 @@ def _execute(row: Row, call: Call, plan: _CallPlan, out: Tensor, slots) -> None:
     # a tensor's pointer is that of its first element whatever its view, so slots go as they are
     pointers = [out if i < 0 else slots[i] for i in planned.pointer_slots]
     bits = [0 if i < 0 else _cached_scalar_bits(slots[i], compute) for i in planned.scalar_slots]
-    launch_planned(K.pointwise, planned.grid, plan.device,
+    launch_planned(planned.kernel, planned.grid, plan.device,
                    [out, planned.n, planned.shape, planned.out_strides, *pointers, *planned.strides, *bits],
                    planned.constexprs, planned.constexpr_key)
 
@@ -554,9 +573,49 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
                       F0=formats[0], F1=formats[1], F2=formats[2], F3=formats[3],
                       BITS_TYPE=getattr(tl, _BITS_TYPE[max(compute.itemsize, 1)]),
                       OUT_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
-                      RANK=rank, INDEX_64=index_64, BLOCK=block)
-    return _Launch((cdiv(n, block),), n, merged, merged_strides[0], tuple(pointer_slots), tuple(strides),
-                   tuple(scalar_slots), constexprs, _constexpr_id(constexprs))
+                      RANK=rank, INDEX_64=index_64)
+    tile = backend_for(dev).facts["kernels"].get("pointwise_tile", DEFAULT_TILE)
+    tiled = _tile_order(merged, merged_strides[0], [st for st, k in zip(strides, kinds) if k == K.OPERAND_TENSOR],
+                        tile)
+    if tiled is not None:
+        merged = tuple(merged[d] for d in tiled)
+        out_strides = tuple(merged_strides[0][d] for d in tiled)
+        strides = [tuple(st[d] for d in tiled) for st in strides]
+        grid = (cdiv(merged[-2], tile) * cdiv(merged[-1], tile), S.numel(merged[:-2]))
+        constexprs.update(BLOCK_M=tile, BLOCK_N=tile)
+        return _Launch(K.pointwise_tiled, grid, n, merged, out_strides, tuple(pointer_slots), tuple(strides),
+                       tuple(scalar_slots), constexprs, _constexpr_id(constexprs))
+    constexprs.update(BLOCK=block)
+    return _Launch(K.pointwise, (cdiv(n, block),), n, merged, merged_strides[0], tuple(pointer_slots),
+                   tuple(strides), tuple(scalar_slots), constexprs, _constexpr_id(constexprs))
+
+
+DEFAULT_TILE = 32
+_MAX_GRID_Y = 65535
+
+
+def _unit_dim(shape, strides):
+    """The dim an operand reads contiguously (stride 1, more than one element), if any."""
+    for d in range(len(shape) - 1, -1, -1):
+        if strides[d] == 1 and shape[d] > 1:
+            return d
+    return None
+
+
+def _tile_order(shape, out_strides, operand_strides, tile: int):
+    """The dims in the order a tiled launch takes them (the tile's rows and columns last), when an
+    operand reads contiguously along a dim other than the output's and both dims span a tile; else None."""
+    columns = _unit_dim(shape, out_strides)
+    if columns is None or shape[columns] < tile:
+        return None
+    for strides in operand_strides:
+        rows = _unit_dim(shape, strides)
+        if rows is not None and rows != columns and shape[rows] >= tile:
+            order = [d for d in range(len(shape)) if d not in (rows, columns)] + [rows, columns]
+            if S.numel([shape[d] for d in order[:-2]]) > _MAX_GRID_Y:
+                return None
+            return tuple(order)
+    return None
 
 
 _constexpr_ids: dict = {}
@@ -580,7 +639,7 @@ def _launch_real(row: Row, call: Call, plan: Plan, out: Tensor, views) -> None:
         return
     pointers = [out if i < 0 else views[i] for i in planned.pointer_slots]
     bits = [0 if i < 0 else _cached_scalar_bits(views[i], plan.compute) for i in planned.scalar_slots]
-    launch_planned(K.pointwise, planned.grid, out.device,
+    launch_planned(planned.kernel, planned.grid, out.device,
                    [out, planned.n, planned.shape, planned.out_strides, *pointers, *planned.strides, *bits],
                    planned.constexprs, planned.constexpr_key)
 

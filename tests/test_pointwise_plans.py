@@ -1,0 +1,196 @@
+"""The pointwise engine's per-call plans: a repeated call reuses its plan, and a plan never stands for
+a call whose metadata differs (shapes, strides, dtypes, devices, scalar types, out and in-place forms,
+the default dtype), while whatever depends on values is still checked on every call."""
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.ops import pointwise
+from tests.conftest import to_nbx
+
+
+@pytest.fixture
+def plan_builds(monkeypatch):
+    """Counts plan constructions (cache misses) from here on."""
+    count = [0]
+    build = pointwise._build_call_plan
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(pointwise, "_build_call_plan", counting)
+    pointwise._call_plans.clear()
+    return count
+
+
+def test_a_repeated_call_builds_its_plan_once(plan_builds):
+    a, b = to_nbx(np.arange(6, dtype=np.float32)), to_nbx(np.ones(6, np.float32))
+    for _ in range(3):
+        a + b
+    assert plan_builds[0] == 1
+    for _ in range(3):
+        a.add_(b)
+        a * 2.0
+    assert plan_builds[0] == 3
+
+
+def test_a_cached_plan_follows_the_data(plan_builds):
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x, y = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 3)).astype(np.float32)
+        np.testing.assert_array_equal((to_nbx(x) + to_nbx(y)).numpy(), x + y)
+        np.testing.assert_array_equal((to_nbx(x) * 3.5).numpy(), x * np.float32(3.5))
+        signs = np.signbit((to_nbx(x) * -0.0).numpy())  # the plan of ``* 3.5``, with -0.0's own bits
+        np.testing.assert_array_equal(signs, np.signbit(x * np.float32(-0.0)))
+        cond = x > 0
+        np.testing.assert_array_equal(nbx.where(to_nbx(cond), to_nbx(x), 7).numpy(), np.where(cond, x, 7))
+    assert plan_builds[0] == 3
+
+
+def test_no_plan_is_stale_when_the_metadata_changes(plan_builds):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    y = np.arange(12, dtype=np.float32).reshape(4, 3) * 10  # read transposed
+    cases = [
+        (lambda: to_nbx(x) + to_nbx(x), x + x),
+        (lambda: to_nbx(x) + to_nbx(y).T, x + y.T),                              # strides
+        (lambda: to_nbx(x) + to_nbx(x[:1]), x + x[:1]),                          # broadcast shape
+        (lambda: to_nbx(x[:2]) + to_nbx(x[:2]), x[:2] + x[:2]),                  # shape
+        (lambda: to_nbx(x.astype(np.int32)) + to_nbx(x), x + x),                 # dtype
+        (lambda: to_nbx(x.astype(np.int32)) + 2, x.astype(np.int32) + 2),        # scalar types
+        (lambda: to_nbx(x.astype(np.int32)) + 2.5, (x + 2.5).astype(np.float32)),
+        (lambda: to_nbx(x.astype(np.int32)) + True, x.astype(np.int32) + 1),
+        (lambda: to_nbx(x) + to_nbx(np.array(5.0, np.float64)), x + 5),          # a 0-d tensor
+        (lambda: nbx.add(to_nbx(x), to_nbx(x), alpha=2), x + 2 * x),             # a kwarg changing the mode
+    ]
+    for _ in range(2):
+        for make, expected in cases:
+            got = make()
+            assert got.dtype.name == np.asarray(expected).dtype.name
+            np.testing.assert_array_equal(got.numpy(), expected)
+    assert plan_builds[0] == len(cases)
+    # the transposed operand gives the output its layout; the plain one does not
+    assert (to_nbx(y).T + to_nbx(y).T).stride() == to_nbx(y).T.stride()
+
+
+def test_no_plan_is_stale_across_out_inplace_and_the_default_dtype(plan_builds):
+    x = np.arange(6, dtype=np.int64)
+    ints = to_nbx(x)
+    assert nbx.sqrt(ints).dtype is nbx.float32
+    previous = nbx.get_default_dtype()
+    nbx.set_default_dtype(nbx.float64)
+    try:
+        assert nbx.sqrt(ints).dtype is nbx.float64
+    finally:
+        nbx.set_default_dtype(previous)
+    out = nbx.empty((6,), dtype=nbx.float64)
+    assert nbx.add(ints, 1, out=out) is out
+    np.testing.assert_array_equal(out.numpy(), x + 1)
+    strided_out = nbx.empty((12,), dtype=nbx.float64)[::2]
+    nbx.add(ints, 2, out=strided_out)
+    np.testing.assert_array_equal(strided_out.numpy(), x + 2)
+    target = to_nbx(x)
+    target.add_(1)
+    target.add_(1)
+    np.testing.assert_array_equal(target.numpy(), x + 2)
+    assert (ints + 1).numpy().tolist() == (x + 1).tolist()
+
+
+def test_an_empty_out_is_resized_on_every_call():
+    x = to_nbx(np.arange(4, dtype=np.float32))
+    for _ in range(2):
+        out = nbx.empty((0,), dtype=nbx.float32)
+        nbx.mul(x, 2, out=out)
+        assert tuple(out.shape) == (4,)
+        np.testing.assert_array_equal(out.numpy(), np.arange(4) * 2)
+
+
+def test_value_checks_run_on_a_cached_plan():
+    ints = to_nbx(np.arange(1, 5, dtype=np.int64))
+    ints ** 5
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        ints ** -3
+    base = to_nbx(np.arange(8, dtype=np.float32))
+    base[4:8].add_(base[0:4])
+    with pytest.raises(RuntimeError, match="refer to a single memory location"):
+        base[2:6].add_(base[1:5])
+
+
+@pytest.mark.skipif(nbx._runtime.KERNEL_MODE != nbx._runtime.INTERPRETED, reason="the CPU device's check")
+def test_integer_division_by_zero_is_checked_on_a_cached_plan():
+    a = nbx.tensor(np.array([4, 5], np.int64))
+    a // nbx.tensor(np.array([2, 1], np.int64))
+    with pytest.raises(ZeroDivisionError):
+        a // nbx.tensor(np.array([2, 0], np.int64))
+
+
+def test_a_plan_holds_no_tensor():
+    import gc
+    import weakref
+    x = to_nbx(np.ones(4, np.float32))
+    result = x + x
+    watched = weakref.ref(result._storage)
+    del result
+    x + x
+    gc.collect()
+    assert watched() is None
+    for plan in pointwise._call_plans.values():
+        assert not any(isinstance(field, nbx.Tensor) for field in plan)
+
+
+# ---- the tiled path: operands whose fastest dims differ ------------------------------------------
+
+def _kernels_used():
+    return {plan.launch.kernel.__name__ for plan in pointwise._call_plans.values() if plan.launch is not None}
+
+
+@pytest.mark.parametrize("case", ["add", "inplace", "out_transposed", "batched", "where_half", "mul_int_scalar",
+                                  "addcmul_three_layouts"])
+def test_tiled_launch_is_exact(case, monkeypatch):
+    monkeypatch.setattr(pointwise, "DEFAULT_TILE", 16)
+    pointwise._call_plans.clear()
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((37, 50)).astype(np.float32)
+    b_t = rng.standard_normal((50, 37)).astype(np.float32)  # read transposed
+    if case == "add":
+        got, expected = to_nbx(a) + to_nbx(b_t).T, a + b_t.T
+    elif case == "inplace":
+        got = to_nbx(a)
+        got.add_(to_nbx(b_t).T, alpha=2)
+        expected = a + np.float32(2) * b_t.T
+    elif case == "out_transposed":
+        got = nbx.empty((50, 37), dtype=nbx.float64).T
+        nbx.sub(to_nbx(a), to_nbx(a), out=got)
+        nbx.mul(to_nbx(a), to_nbx(b_t).T, out=got)
+        expected = (a * b_t.T).astype(np.float64)
+    elif case == "batched":
+        x = rng.standard_normal((3, 20, 24)).astype(np.float32)
+        y = rng.standard_normal((3, 24, 20)).astype(np.float32)
+        got, expected = to_nbx(x) - nbx.transpose(to_nbx(y), 1, 2) + to_nbx(np.float32(0.5)), x - y.transpose(0, 2, 1) + 0.5
+    elif case == "where_half":
+        cond = rng.standard_normal((50, 37)) > 0
+        got = nbx.where(to_nbx(cond).T, to_nbx(a.astype(np.float16)), 1.5)
+        expected = np.where(cond.T, a.astype(np.float16), np.float16(1.5))
+    elif case == "mul_int_scalar":
+        ints = rng.integers(-100, 100, size=(50, 37)).astype(np.int32)
+        got, expected = to_nbx(ints).T * 3 + to_nbx(a.astype(np.int32)), ints.T * 3 + a.astype(np.int32)
+    else:
+        c = np.asfortranarray(rng.standard_normal((37, 50)).astype(np.float32))
+        got = nbx.addcmul(to_nbx(a), to_nbx(b_t).T, nbx.transpose(to_nbx(c.T), 0, 1), value=0.5)
+        expected = a + np.float32(0.5) * b_t.T * c
+    assert "pointwise_tiled" in _kernels_used()
+    assert got.dtype.name == expected.dtype.name
+    np.testing.assert_array_equal(got.numpy(), expected)
+
+
+def test_the_tiled_and_the_flat_launch_agree(monkeypatch):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((33, 17)).astype(np.float32)
+    b = rng.standard_normal((17, 33)).astype(np.float32)
+    results = []
+    for tile in (8, 10 ** 6):  # a tile larger than the tensor: the flat kernel
+        monkeypatch.setattr(pointwise, "DEFAULT_TILE", tile)
+        pointwise._call_plans.clear()
+        results.append(nbx.atan2(to_nbx(a), to_nbx(b).T).numpy())
+        assert ("pointwise_tiled" in _kernels_used()) == (tile == 8)
+    np.testing.assert_array_equal(results[0], results[1])
