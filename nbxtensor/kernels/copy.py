@@ -9,6 +9,8 @@ arithmetic gives ATen's results on every device.
 import triton
 import triton.language as tl
 
+from .common import program_elements
+
 SOURCE_TENSOR = 0
 SOURCE_CONSTANT = 1
 
@@ -143,11 +145,7 @@ def strided_copy(dst, src, n, constant_bits, shape, dst_strides, src_strides,
                  SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, PAIRS: tl.constexpr,
                  VIA_F32: tl.constexpr, FLOAT_TO_INT: tl.constexpr,
                  INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    if INDEX_64:
-        idx = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
-    else:
-        idx = pid * BLOCK + tl.arange(0, BLOCK)
+    idx = program_elements(BLOCK, INDEX_64)
     mask = idx < n
     dst_off, src_off = _offsets(idx, shape, dst_strides, src_strides, RANK)
     out_type = dst.dtype.element_ty

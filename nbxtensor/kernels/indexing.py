@@ -9,6 +9,7 @@ import triton
 import triton.language as tl
 
 from . import ieee
+from .common import program_elements
 
 from .copy import _decode, _encode
 
@@ -38,15 +39,6 @@ def _checked(raw, size, valid, status, CODE: tl.constexpr, WRAP: tl.constexpr):
 
 
 @triton.jit
-def _lanes(BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    pid = tl.program_id(0)
-    if INDEX_64:
-        return pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
-    else:
-        return pid * BLOCK + tl.arange(0, BLOCK)
-
-
-@triton.jit
 def advanced_index(data, other, index, constant_bits, n, n_b, shape, data_strides, other_strides,
                    index_sizes, index_strides, status,
                    RANK: tl.constexpr, B_START: tl.constexpr, B_END: tl.constexpr, K: tl.constexpr,
@@ -55,7 +47,7 @@ def advanced_index(data, other, index, constant_bits, n, n_b, shape, data_stride
     """One lane per element of the iteration shape, whose dims B_START..B_END-1 run over the
     broadcast index shape (stride 0 in ``data``); ``index`` holds K rows of ``n_b`` int64 indices
     into ``data``'s indexed dims (extents ``index_sizes``, strides ``index_strides``)."""
-    idx = _lanes(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
     rem = idx
     data_off = idx * 0
@@ -127,7 +119,7 @@ def advanced_accumulate(data, other, index, alpha, n, n_b, shape, data_strides, 
     """``data[index] += alpha * other`` (``alpha`` only when SCALED), deterministically: lanes run
     over the non-indexed dims (``shape``), and each lane walks the index entries in order, so duplicates add up in a fixed order and no
     two lanes touch one element."""
-    idx = _lanes(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
     rem = idx
     data_base = idx * 0
@@ -167,7 +159,7 @@ def dim_gather(out, src, index, n, shape, out_strides, src_strides, index_stride
                RANK: tl.constexpr, DIM: tl.constexpr, CODE: tl.constexpr, WRAP: tl.constexpr,
                INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """``out[c] = src[c with c[DIM] replaced by index[c]]`` over the index's shape."""
-    idx = _lanes(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
     rem = idx
     out_off = idx * 0
@@ -195,7 +187,7 @@ def dim_scatter(dst, src, index, constant_bits, n, shape, dst_strides, src_strid
                 INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """``dst[c with c[DIM] replaced by index[c]] = src[c]`` (or a constant) over the index's shape;
     which of several writes to one element lands is unspecified, as in ATen."""
-    idx = _lanes(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
     rem = idx
     dst_off = idx * 0
@@ -241,7 +233,7 @@ def dim_scatter_reduce(dst, src, index, counts, n, dim_n, shape, dst_strides, sr
     """Lanes over the index's shape with DIM taken out (``shape[DIM]`` is 1); each lane walks the
     ``dim_n`` entries along DIM in order and combines them into ``dst``, so the result does not
     depend on scheduling. With COUNT, ``counts`` (int32, contiguous like ``dst``) counts the hits."""
-    idx = _lanes(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
     rem = idx
     dst_base = idx * 0
@@ -278,7 +270,7 @@ def divide_by_counts(dst, counts, n, extra, FLOOR: tl.constexpr, COMPUTE: tl.con
                      VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """The mean of scatter_reduce: a contiguous ``dst`` divided by its hit counts plus ``extra``
     (1 when the element itself took part); elements nobody hit keep their value."""
-    idx = _lanes(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
     count = tl.load(counts + idx, mask=valid, other=0)
     divisor = count + extra
@@ -300,7 +292,7 @@ def divide_by_counts(dst, counts, n, extra, FLOOR: tl.constexpr, COMPUTE: tl.con
 def masked_fill(dst, mask_ptr, constant_bits, n, shape, dst_strides, mask_strides,
                 RANK: tl.constexpr, CONSTANT_BITS_TYPE: tl.constexpr, INDEX_64: tl.constexpr,
                 BLOCK: tl.constexpr):
-    idx = _lanes(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
     rem = idx
     dst_off = idx * 0
@@ -330,7 +322,7 @@ def _nonzero_flags(src, idx, n, shape, strides, RANK: tl.constexpr):
 def nonzero_count(src, counts, n, shape, strides, RANK: tl.constexpr, INDEX_64: tl.constexpr,
                   BLOCK: tl.constexpr):
     """How many nonzero elements each block of the row-major order holds."""
-    idx = _lanes(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     flags = _nonzero_flags(src, idx, n, shape, strides, RANK)
     tl.store(counts + tl.program_id(0), tl.sum(flags.to(tl.int32), axis=0))
 
@@ -340,7 +332,7 @@ def nonzero_write(src, starts, out, n, shape, strides, RANK: tl.constexpr, INDEX
                   BLOCK: tl.constexpr):
     """The coordinates of each nonzero element, row ``starts[block] + rank in block`` of ``out``
     (int64, shape (count, RANK)), in row-major order."""
-    idx = _lanes(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     flags = _nonzero_flags(src, idx, n, shape, strides, RANK)
     rank = tl.cumsum(flags.to(tl.int32), axis=0) - 1
     row = tl.load(starts + tl.program_id(0)).to(tl.int64) + rank.to(tl.int64)
@@ -355,7 +347,7 @@ def remap_copy(out, src, n, shape, src_strides, shifts, FLIPS: tl.constexpr, RAN
                INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """A contiguous ``out`` whose element at c reads ``src`` at c with each dim d mapped: reversed
     where bit d of FLIPS is set, else moved back by ``shifts[d]`` (0 <= shift < extent) cyclically."""
-    idx = _lanes(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
     rem = idx
     src_off = idx * 0
@@ -375,7 +367,7 @@ def remap_copy(out, src, n, shape, src_strides, shifts, FLIPS: tl.constexpr, RAN
 def triangle(out, src, n, rows, cols, diagonal, batch_shape, src_batch_strides, src_row_stride, src_col_stride,
              BATCH_RANK: tl.constexpr, UPPER: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """A contiguous ``out`` holding ``src``'s lower (tril) or upper (triu) triangle, zeros elsewhere."""
-    idx = _lanes(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
     col = idx % cols
     row = (idx // cols) % rows

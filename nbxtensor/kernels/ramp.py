@@ -2,6 +2,8 @@
 import triton
 import triton.language as tl
 
+from .common import program_elements
+
 from .copy import _encode
 
 ARANGE = 0
@@ -17,11 +19,7 @@ def linear_ramp(out, n, start_bits, step_bits, end_bits, halfway,
     ends are exact. Scalars arrive as the bits of COMPUTE-typed values, so float64 keeps its precision.
     The store converts exactly as the copy kernel does (its bit-level bfloat16 and float8 rounding,
     and float to integer through int64)."""
-    pid = tl.program_id(0)
-    if INDEX_64:
-        idx = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
-    else:
-        idx = pid * BLOCK + tl.arange(0, BLOCK)
+    idx = program_elements(BLOCK, INDEX_64)
     mask = idx < n
     ones = tl.full([BLOCK], 1, tl.int64)
     start = (ones * start_bits).to(COMPUTE_BITS).to(COMPUTE, bitcast=True)
