@@ -44,12 +44,103 @@ def _example(_args) -> int:
     return 0
 
 
+def _dims(pairs) -> dict[str, int]:
+    dims = {}
+    for pair in pairs or ():
+        name, _, value = pair.partition("=")
+        dims[name] = int(value)
+    return dims
+
+
+def _floor_rate(table, dtype_name=None):
+    """A measured rate when the facts have one, else the first listed (per dtype for FLOPs when known)."""
+    if not isinstance(table, dict) or not table:
+        return None, None
+    for key in [k for k in table if k.startswith("measured")] + [k for k in table if dtype_name and dtype_name in k] + list(table):
+        return table[key], key
+
+
+def _plan(args) -> int:
+    from nbxtensor import graph
+    from nbxtensor.device import backend_for, resolve
+    from nbxtensor.device.facts import load as load_facts
+
+    model = graph.load(args.model_dir, device="cpu")
+    values = {**model.trace_values(), **_dims(args.dim)}
+    memory_plan = model.plan(values)
+    priced = model.costs(values)
+    flops = sum(cost.flops for _, cost in priced)
+    moved = sum(cost.bytes_moved for _, cost in priced)
+    facts = load_facts(args.facts) if args.facts else backend_for(resolve(None)).facts
+    print(f"graph: {args.model_dir} ({len(model.steps)} ops), symbols: {values}")
+    print(f"weights bytes: {model.weight_bytes()}")
+    print(f"planned activation peak: {memory_plan.arena_bytes} bytes (arena, {memory_plan.alignment}-byte aligned)")
+    print(f"naive sum of intermediates: {memory_plan.naive_bytes} bytes; most live at one step: {memory_plan.live_peak_bytes}")
+    print(f"workspaces (cost rules): peak {memory_plan.workspace_peak_bytes}, total {memory_plan.workspace_total_bytes} bytes")
+    print(f"FLOPs: {flops}; bytes moved: {moved}")
+    bandwidth, bandwidth_key = _floor_rate(facts.get("bandwidth_bytes_per_s"))
+    peak, peak_key = _floor_rate(facts.get("flops_per_s"))
+    print(f"facts: {facts['name']}")
+    if bandwidth:
+        print(f"  memory floor: {moved / bandwidth * 1e6:.3f} us ({bandwidth_key} {bandwidth:.3g} B/s)")
+    if peak:
+        print(f"  compute floor: {flops / peak * 1e6:.3f} us ({peak_key} {peak:.3g} FLOP/s)")
+    if not bandwidth and not peak:
+        print("  no bandwidth or FLOP rate in these facts; pass --facts hopper (or another class) to price")
+    print("the executor does not run on the arena yet: tensors come from the device allocator one by one")
+    return 0
+
+
+def _run(args) -> int:
+    import os
+
+    import numpy as np
+
+    from nbxtensor import graph
+
+    model = graph.load(args.model_dir, device=args.device)
+    given = dict(pair.split("=", 1) for pair in args.input or ())
+    names = [tensor_id.removeprefix("input::") for tensor_id in model.inputs]
+    missing = [name for name in names if name not in given]
+    if missing:
+        print(f"nbx run: missing --input for {', '.join(missing)} (inputs: {', '.join(names)})", file=sys.stderr)
+        return 2
+    results = model(*[np.load(given[name]) for name in names])
+    results = results if isinstance(results, tuple) else (results,)
+    os.makedirs(args.out, exist_ok=True)
+    for tensor_id, result in zip(model.outputs, results):
+        array = result.cpu().numpy()
+        path = os.path.join(args.out, tensor_id.replace("::", "_").replace("/", "_") + ".npy")
+        np.save(path, array)
+        summary = f"min {array.min():.6g} max {array.max():.6g} mean {array.astype(np.float64).mean():.6g}" if array.size else "empty"
+        print(f"{tensor_id}: {array.dtype}{list(array.shape)} {summary} -> {path}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="nbx", description="nbxtensor: tensors and Triton kernels, no torch")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="version, Triton, devices and the facts in force").set_defaults(run=_info)
     sub.add_parser("example", help="a short tensor example on the default device").set_defaults(run=_example)
+    plan = sub.add_parser("plan", help="a graph's weights, planned activation memory, FLOPs and time floor")
+    plan.add_argument("model_dir")
+    plan.add_argument("--dim", action="append", metavar="SYMBOL=VALUE", help="a symbol's value (default: traced)")
+    plan.add_argument("--facts", help="price on this facts class (e.g. hopper) instead of the default device's")
+    plan.set_defaults(run=_plan)
+    run = sub.add_parser("run", help="run a graph on .npy inputs and write its outputs as .npy")
+    run.add_argument("model_dir")
+    run.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    run.add_argument("--out", default=".", help="folder for the outputs (default: here)")
+    run.add_argument("--device", default=None)
+    run.set_defaults(run=_run)
     args = parser.parse_args(argv)
+    if args.command in ("plan", "run"):
+        from nbxtensor.graph import GraphError
+        try:
+            return args.run(args)
+        except GraphError as error:
+            print(f"nbx {args.command}: {error}", file=sys.stderr)
+            return 1
     return args.run(args)
 
 

@@ -1,10 +1,12 @@
-"""Sorting kernels: one program sorts one segment of a row in registers.
+"""Sorting kernels: one program sorts one segment of a row in registers; longer rows are then
+merged pairwise, one output block per program.
 
 Values become order-preserving unsigned keys (floats by their bits with the sign folded, NaN
 largest, -0.0 equal to 0.0; signed integers with the sign bit flipped; descending by inverting),
-packed above a validity bit and the lane number, so ``tl.sort`` of the packed words is a stable
-sort that puts padding lanes after every real element. 64-bit keys take two stable passes (low
-half, then high half).
+packed above a validity bit and a tie-breaking rank, so an ascending sort of the packed words is a
+stable sort that puts padding lanes after every real element. 64-bit keys take two stable passes
+(low half, then high half). The sorting network is bitonic, built from min/max over pairs (which
+Triton's interpreter runs as whole-array operations, unlike ``tl.sort``'s xor reductions).
 """
 import triton
 import triton.language as tl
@@ -50,12 +52,42 @@ def _key_parts(v, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.const
     return high, low
 
 
+@triton.constexpr_function
+def _log2(n):
+    return n.bit_length() - 1
+
+
 @triton.jit
-def _stable_order(key, valid, lane):
-    """The lanes in the stable ascending order of ``key``, invalid lanes last."""
+def _bitonic(x, MERGE_ONLY: tl.constexpr):
+    """``x`` (1-D, a power of two long) in ascending order. MERGE_ONLY: ``x`` already rises then
+    falls, so the last stage suffices. Each step swaps elements STRIDE apart into order, ascending in
+    runs of RUN elements at even multiples of RUN and descending in the odd ones. The steps are
+    written inline, and reduce with the combine functions behind tl.min/tl.max directly, because the
+    interpreter pays per nested jit call (and runs those two combines as NumPy reductions)."""
+    LENGTH: tl.constexpr = x.shape[0]
+    LOG: tl.constexpr = _log2(LENGTH)
+    FIRST_STAGE: tl.constexpr = LOG if MERGE_ONLY else 1
+    for stage in tl.static_range(FIRST_STAGE, LOG + 1):
+        for step in tl.static_range(stage):
+            STRIDE: tl.constexpr = 1 << (stage - 1 - step)
+            RUN: tl.constexpr = 1 << stage
+            OUTER: tl.constexpr = LENGTH // (2 * STRIDE)
+            pairs = tl.reshape(x, [OUTER, 2, STRIDE])
+            smaller = tl.reduce(pairs, 1, tl.standard._elementwise_min, keep_dims=True)
+            larger = tl.reduce(pairs, 1, tl.standard._elementwise_max, keep_dims=True)
+            second = tl.arange(0, 2)[None, :, None] == 1
+            descending = ((tl.arange(0, OUTER)[:, None, None] * (2 * STRIDE)) // RUN) % 2 == 1
+            x = tl.reshape(tl.where(second != descending, larger, smaller), [LENGTH])
+    return x
+
+
+@triton.jit
+def _stable_order(key, valid, rank, BITONIC_INPUT: tl.constexpr):
+    """The ranks (distinct, below 2^31) in the ascending order of (``key``, rank), invalid lanes
+    last. BITONIC_INPUT: the packed words already rise then fall, so a merge suffices."""
     key = tl.where(valid, key, tl.full(key.shape, 0xFFFFFFFF, tl.uint32))
-    packed = (key.to(tl.uint64) << 32) | ((valid == 0).to(tl.uint64) << 31) | lane.to(tl.uint64)
-    packed = tl.sort(packed)
+    packed = (key.to(tl.uint64) << 32) | ((valid == 0).to(tl.uint64) << 31) | rank.to(tl.uint64)
+    packed = _bitonic(packed, BITONIC_INPUT)
     return (packed & 0x7FFFFFFF).to(tl.int32)
 
 
@@ -72,6 +104,7 @@ def sort_segments(src, perm_in, index_out, values_out, src_row_len, m, out_row_l
     seg = tl.program_id(1)
     if INDEX_64:
         row = row.to(tl.int64)
+        seg = seg.to(tl.int64)
     lane = tl.arange(0, LENGTH)
     local = seg * SEGMENT + lane
     valid = (lane < SEGMENT) & (local < m)
@@ -84,21 +117,97 @@ def sort_segments(src, perm_in, index_out, values_out, src_row_len, m, out_row_l
     src_row = src + row * src_row_len
     high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
     if KIND >= 3:
-        first = _stable_order(low, valid, lane)
+        first = _stable_order(low, valid, lane, False)
         pos_first = tl.gather(pos, first, 0)
         valid_first = tl.gather(valid.to(tl.int32), first, 0) != 0
         high_first, _ = _key_parts(tl.load(src_row + pos_first, mask=valid_first), KIND, FORMAT, DESCENDING)
-        second = _stable_order(high_first, valid_first, lane)
+        second = _stable_order(high_first, valid_first, lane, False)
         order = tl.gather(first, second, 0)
     else:
-        order = _stable_order(high, valid, lane)
+        order = _stable_order(high, valid, lane, False)
     chosen = tl.gather(pos, order, 0)
     chosen_valid = tl.gather(valid.to(tl.int32), order, 0) != 0
-    keep = lane < K_OUT
+    keep = (lane < K_OUT) & (seg * K_OUT + lane < out_row_len)  # a row's last segment may be short
     out_at = row * out_row_len + seg * K_OUT + lane
     tl.store(index_out + out_at, tl.where(chosen_valid, chosen, -1).to(tl.int64), mask=keep)
     if WRITE_VALUES:
         tl.store(values_out + out_at, tl.load(src_row + chosen, mask=keep & chosen_valid), mask=keep)
+
+
+@triton.jit
+def _taken_from_first(first, second, diag, first_len, second_len,
+                      KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr):
+    """How many of the first ``diag`` elements of the stable merge of the sorted runs ``first`` and
+    ``second`` come from ``first`` (which wins ties): a binary search along the merge-path diagonal."""
+    lo = tl.maximum(diag - second_len, 0)
+    hi = tl.minimum(diag, first_len)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        f_high, f_low = _key_parts(tl.load(first + mid), KIND, FORMAT, DESCENDING)
+        s_high, s_low = _key_parts(tl.load(second + diag - 1 - mid), KIND, FORMAT, DESCENDING)
+        first_precedes = (f_high < s_high) | ((f_high == s_high) & (f_low <= s_low))
+        lo = tl.where(first_precedes, mid + 1, lo)
+        hi = tl.where(first_precedes, hi, mid)
+    return lo
+
+
+@triton.jit
+def merge_runs(values_in, indices_in, values_out, indices_out, row_len, run, blocks_per_row,
+               BLOCK: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr,
+               INDEX_64: tl.constexpr):
+    """Each row of (``values_in``, ``indices_in``) is sorted in runs of ``run`` elements; program
+    row*blocks_per_row + block writes output elements block*BLOCK .. of the stable merge of the pair
+    of runs that holds them (BLOCK divides 2*run). Its share of each run comes from two diagonal
+    searches; the first run's share goes to the lanes in order and the second's reversed at the top,
+    so the packed keys rise then fall and one bitonic merge orders them."""
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    row = pid // blocks_per_row
+    block = pid % blocks_per_row
+    out_start = block * BLOCK
+    pair_start = out_start // (2 * run) * (2 * run)
+    first_len = tl.minimum(run, row_len - pair_start)
+    second_start = pair_start + first_len
+    second_len = tl.minimum(run, row_len - second_start)
+    diag = out_start - pair_start
+    diag_end = tl.minimum(diag + BLOCK, first_len + second_len)
+    row_values = values_in + row * row_len
+    row_indices = indices_in + row * row_len
+    first_from = _taken_from_first(row_values + pair_start, row_values + second_start, diag, first_len, second_len,
+                                   KIND, FORMAT, DESCENDING)
+    first_to = _taken_from_first(row_values + pair_start, row_values + second_start, diag_end, first_len,
+                                 second_len, KIND, FORMAT, DESCENDING)
+    first_count = first_to - first_from
+    second_from = diag - first_from
+    second_count = diag_end - diag - first_count
+
+    lane = tl.arange(0, BLOCK)
+    from_first = lane < first_count
+    from_second = lane >= BLOCK - second_count
+    valid = from_first | from_second
+    reversed_lane = BLOCK - 1 - lane
+    at = tl.where(from_first, pair_start + first_from + lane, second_start + second_from + reversed_lane)
+    at = tl.where(valid, at, 0)
+    rank = tl.where(from_first, lane, first_count + reversed_lane)  # position in the merge's input order
+    values = tl.load(row_values + at, mask=valid)
+    indices = tl.load(row_indices + at, mask=valid)
+    high, low = _key_parts(values, KIND, FORMAT, DESCENDING)
+    if KIND >= 3:
+        # two stable passes; the first sorts by the low half, whose order the runs do not share
+        first_ranks = _stable_order(low, valid, rank, False)
+        first_lanes = tl.where(first_ranks < first_count, first_ranks, BLOCK - 1 - (first_ranks - first_count))
+        high_first = tl.gather(high, first_lanes, 0)
+        valid_first = tl.gather(valid.to(tl.int32), first_lanes, 0) != 0
+        second = _stable_order(high_first, valid_first, lane, False)
+        order = tl.gather(first_lanes, second, 0)
+    else:
+        ranks = _stable_order(high, valid, rank, True)
+        order = tl.where(ranks < first_count, ranks, BLOCK - 1 - (ranks - first_count))
+    keep = lane < diag_end - diag
+    out_at = row * row_len + out_start + lane
+    tl.store(values_out + out_at, tl.gather(values, order, 0), mask=keep)
+    tl.store(indices_out + out_at, tl.gather(indices, order, 0), mask=keep)
 
 
 @triton.jit

@@ -8,6 +8,7 @@ from ..ops.pointwise import FUNCTIONAL as _FUNCTIONAL
 from ..ops.normalization import FUNCTIONAL as _NORM_FUNCTIONAL
 from ..ops.random import dropout as _dropout
 from ..ops.registry import get as _get
+from ..ops import attention as _attention
 
 globals().update(_FUNCTIONAL)
 globals().update(_NORM_FUNCTIONAL)
@@ -15,5 +16,10 @@ sigmoid = _get("sigmoid").impl
 tanh = _get("tanh").impl
 linear = _get("linear").impl
 dropout = _dropout.impl
+scaled_dot_product_attention = _attention.scaled_dot_product_attention.impl
+paged_attention = _attention.paged_attention.impl
+kv_cache_append = _attention.kv_cache_append.impl
+rotary_embedding = _attention.rotary_embedding.impl
+_ATTENTION = ["scaled_dot_product_attention", "paged_attention", "kv_cache_append", "rotary_embedding"]
 
-__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear"])
+__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", *_ATTENTION])

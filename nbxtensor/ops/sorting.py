@@ -1,10 +1,13 @@
 """Sorting and search: sort, argsort, msort, topk, kthvalue, searchsorted, bucketize.
 
 Sorts are stable and order NaN as ATen does (largest: last ascending, first descending). A row is
-sorted by one program in registers when it holds at most ``SEGMENT_LIMIT`` elements; top-k of a
-longer row keeps the best k of each segment and then sorts the survivors, so any row length works
-for k up to the limit. Keys are compared in the values' own precision (fp32 stays fp32), and
-padding lanes sort after every real element, so a k that is not a power of two never reads them.
+sorted by one program in registers when it holds at most ``SEGMENT_LIMIT`` elements. A longer row is
+sorted in segments of that length, and then pairs of sorted runs are merged, doubling the run length
+each pass (log2(n / SEGMENT_LIMIT) passes over the row, ping-ponging between two buffers). Top-k of
+a long row keeps the best k of each segment and then sorts the survivors while k is at most half a
+segment, and takes the head of the full sort beyond that. Keys are compared in the values' own
+precision (fp32 stays fp32), and padding lanes sort after every real element, so a k that is not a
+power of two never reads them.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import math
 from collections import namedtuple
 
 from .. import shape as S
+from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
@@ -22,7 +26,9 @@ from .copy import _elementwise_block, new_tensor
 from .registry import Cost, TensorMeta, nbytes, register
 from .views import movedim, reshape
 
-SEGMENT_LIMIT = 4096  # elements one program sorts in registers
+SEGMENT_LIMIT = 4096  # elements one program sorts in registers (a power of two)
+MERGE_BLOCK = 1024  # output elements one program of a merge pass writes (a power of two)
+MERGE_BLOCK_INTERPRETED = 4096  # the interpreter pays per program, so it takes wider blocks
 _INT32_LIMIT = 2 ** 31
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
@@ -65,19 +71,19 @@ def _select_rows(rows: Tensor, k: int, descending: bool, op: str):
     """The first ``k`` of each row in sorted order: (values, int64 positions), each (rows, k)."""
     count, n = rows.shape
     dev = rows.device
+    flags = dict(DESCENDING=descending, INDEX_64=rows.numel() >= _INT32_LIMIT, **_key_kind(rows.dtype, op))
+    if count and n > SEGMENT_LIMIT and 2 * k > SEGMENT_LIMIT:
+        # a selection round must at least halve the candidates, so k this large sorts the whole row
+        values, indices = _sort_long_rows(rows, flags)
+        return (values, indices) if k == n else (values[:, :k].contiguous(), indices[:, :k].contiguous())
     values = new_tensor((count, k), rows.dtype, dev)
     indices = new_tensor((count, k), _I64, dev)
     if count == 0 or k == 0:
         return values, indices
-    flags = dict(DESCENDING=descending, INDEX_64=rows.numel() >= _INT32_LIMIT, **_key_kind(rows.dtype, op))
     if n <= SEGMENT_LIMIT:
         launch(K.sort_segments, (count, 1), dev, [rows, rows, indices, values, n, n, k],
                SEGMENT=n, LENGTH=_power_of_2(n), K_OUT=k, HAS_PERM=False, WRITE_VALUES=True, **flags)
         return values, indices
-    if 2 * k > SEGMENT_LIMIT:
-        # each round must at least halve the candidates, so a segment holds at least 2k of them
-        raise NotImplementedError(f"{op}: selecting {k} of {n} elements per row needs k <= {SEGMENT_LIMIT // 2} "
-                                  f"(or rows of at most {SEGMENT_LIMIT}); longer sorts are not implemented yet")
     # keep the best k of each segment, then of the survivors, until one segment holds them all
     segment = SEGMENT_LIMIT
     candidates, m, has_perm = rows, n, False
@@ -90,6 +96,34 @@ def _select_rows(rows: Tensor, k: int, descending: bool, op: str):
         candidates, m, has_perm = survivors, segments * k, True
     launch(K.sort_segments, (count, 1), dev, [rows, candidates, indices, values, n, m, k],
            SEGMENT=m, LENGTH=_power_of_2(m), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True, **flags)
+    return values, indices
+
+
+def _merge_block(dev) -> int:
+    interpreted = backend_for(dev).facts["kernels"].get("interpreted", False)
+    # a block lies within one pair of runs when it divides the shortest merged pair
+    return min(MERGE_BLOCK_INTERPRETED if interpreted else MERGE_BLOCK, 2 * SEGMENT_LIMIT)
+
+
+def _sort_long_rows(rows: Tensor, flags: dict):
+    """Each row of ``rows`` (count, n > SEGMENT_LIMIT) sorted: (values, int64 positions), each (count, n).
+    Segments are sorted in registers, then sorted runs are merged pairwise until one run covers the row."""
+    count, n = rows.shape
+    dev = rows.device
+    values, indices = new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)
+    launch(K.sort_segments, (count, cdiv(n, SEGMENT_LIMIT)), dev, [rows, rows, indices, values, n, n, n],
+           SEGMENT=SEGMENT_LIMIT, LENGTH=SEGMENT_LIMIT, K_OUT=SEGMENT_LIMIT, HAS_PERM=False, WRITE_VALUES=True,
+           **flags)
+    spare_values, spare_indices = new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)
+    block = _merge_block(dev)
+    blocks_per_row = cdiv(n, block)
+    merge_flags = {name: flags[name] for name in ("KIND", "FORMAT", "DESCENDING", "INDEX_64")}
+    run = SEGMENT_LIMIT
+    while run < n:
+        launch(K.merge_runs, (count * blocks_per_row,), dev,
+               [values, indices, spare_values, spare_indices, n, run, blocks_per_row], BLOCK=block, **merge_flags)
+        values, indices, spare_values, spare_indices = spare_values, spare_indices, values, indices
+        run *= 2
     return values, indices
 
 
@@ -115,9 +149,6 @@ def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = Fals
     """(values, indices) sorted along ``dim``; always stable, NaN largest."""
     rows, moved_shape, d = _rows(x, dim)
     n = moved_shape[-1] if moved_shape else 1
-    if n > SEGMENT_LIMIT:
-        raise NotImplementedError(f"sort: rows of {n} elements are longer than the {SEGMENT_LIMIT} that nbxtensor sorts "
-                                  "so far; topk works at any row length")
     if rows.numel() == 0:
         return SortResult(x.contiguous() if x.numel() == 0 else x, new_tensor(x.shape, _I64, x.device))
     values, indices = _select_rows(rows, n, descending, "sort")

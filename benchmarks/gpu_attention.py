@@ -1,0 +1,87 @@
+"""Attention on a CUDA GPU against torch on the same inputs (shared through DLPack), in the same run:
+fused SDPA prefill (TFLOP/s, fraction of torch and of 720 TFLOP/s) and split-K decode attention with
+grouped-query heads (TB/s of K/V read, fraction of torch and of 4.1 TB/s). Prints a check list, then the
+table; writes gpu_attention.json under $OUT."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import nbxtensor as nbx
+
+sys.path.insert(0, os.path.dirname(__file__))
+from timing import gpu_time_ms  # noqa: E402
+
+import torch  # noqa: E402  (the comparison only; nbxtensor itself never imports torch)
+
+TF = torch.nn.functional
+F = nbx.nn.functional
+FLOOR_FLOPS = 720e12
+FLOOR_BYTES_PER_S = 4.1e12
+out_dir = os.environ.get("OUT", ".")
+rows, checks = [], []
+
+
+def shared(t):
+    return nbx.from_dlpack(t)
+
+
+def check(name, ours, theirs, atol):
+    diff = (torch.from_dlpack(ours).double() - theirs.double()).abs()
+    worst = float(torch.nan_to_num(diff, nan=float("inf")).max())
+    checks.append((name, worst <= atol, worst))
+
+
+def prefill(batch, heads, length, head_dim, causal):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(batch, heads, length, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    nq, nk, nv = shared(q), shared(k), shared(v)
+    name = f"SDPA bf16 B{batch} H{heads} S{length} D{head_dim}{' causal' if causal else ''}"
+    check(name, F.scaled_dot_product_attention(nq, nk, nv, is_causal=causal),
+          TF.scaled_dot_product_attention(q, k, v, is_causal=causal), 2e-2)
+    ours = gpu_time_ms(lambda: F.scaled_dot_product_attention(nq, nk, nv, is_causal=causal))
+    theirs = gpu_time_ms(lambda: TF.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    flops = 4 * batch * heads * length * length * head_dim // (2 if causal else 1)
+    rows.append(dict(name=name, ours_ms=ours, torch_ms=theirs, flops=flops, nbytes=None))
+
+
+def decode(batch, q_heads, kv_heads, keys, head_dim):
+    torch.manual_seed(0)
+    q = torch.randn(batch, q_heads, 1, head_dim, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(batch, kv_heads, keys, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    nq, nk, nv = shared(q), shared(k), shared(v)
+    name = f"decode bf16 B{batch} {q_heads}q/{kv_heads}kv S{keys} D{head_dim}"
+    ours_out = F.scaled_dot_product_attention(nq, nk, nv, enable_gqa=True)
+    check(name, ours_out, TF.scaled_dot_product_attention(q, k, v, enable_gqa=True), 2e-2)
+    check(name + " deterministic", ours_out, torch.from_dlpack(F.scaled_dot_product_attention(nq, nk, nv,
+                                                                                              enable_gqa=True)), 0.0)
+    ours = gpu_time_ms(lambda: F.scaled_dot_product_attention(nq, nk, nv, enable_gqa=True))
+    theirs = gpu_time_ms(lambda: TF.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+    nbytes = 2 * k.numel() * 2 + 2 * q.numel() * 2
+    rows.append(dict(name=name, ours_ms=ours, torch_ms=theirs, flops=None, nbytes=nbytes))
+
+
+prefill(4, 32, 4096, 128, True)
+prefill(4, 32, 4096, 128, False)
+prefill(16, 16, 1024, 64, False)
+decode(8, 32, 8, 8192, 128)
+
+print("\nchecks:")
+for name, ok, worst in checks:
+    print(f"  {'ok  ' if ok else 'FAIL'} {name} (max |diff| {worst:.3g})")
+print(f"\n{'what':42s} {'ours ms':>8s} {'torch ms':>9s} {'of torch':>9s}  rate")
+for r in rows:
+    ratio = r["torch_ms"] / r["ours_ms"]
+    if r["flops"] is not None:
+        rate = r["flops"] / r["ours_ms"] / 1e-3
+        torch_rate = r["flops"] / r["torch_ms"] / 1e-3
+        shown = f"{rate / 1e12:6.1f} TFLOP/s (torch {torch_rate / 1e12:.1f}, {rate / FLOOR_FLOPS:.1%} of 720)"
+    else:
+        rate = r["nbytes"] / r["ours_ms"] / 1e-3
+        torch_rate = r["nbytes"] / r["torch_ms"] / 1e-3
+        shown = f"{rate / 1e12:6.2f} TB/s (torch {torch_rate / 1e12:.2f}, {rate / FLOOR_BYTES_PER_S:.1%} of 4.1)"
+    r.update(ratio=ratio, rate=rate, torch_rate=torch_rate)
+    print(f"{r['name']:42s} {r['ours_ms']:8.3f} {r['torch_ms']:9.3f} {ratio:9.2f}  {shown}")
+with open(os.path.join(out_dir, "gpu_attention.json"), "w") as f:
+    json.dump({"checks": checks, "rows": rows}, f, indent=1)

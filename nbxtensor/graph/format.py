@@ -1,0 +1,170 @@
+"""The graph format's vocabulary: the format tag and version, tensor id namespaces, symbolic shape
+expressions, and the encoding of op arguments. docs/graph-format.md describes the file itself."""
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import math
+import operator
+
+import numpy as np
+
+from ..dtypes import all_dtypes, get_dtype
+
+FORMAT_TAG = "nbxtensor.graph"
+FORMAT_VERSION = 1
+GRAPH_FILE = "graph.json"
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
+
+INPUT, PARAM, BUFFER, CONST = "input::", "param::", "buffer::", "const::"
+NAMESPACES = (INPUT, PARAM, BUFFER, CONST)
+WEIGHT_NAMESPACES = (PARAM, BUFFER)
+
+DTYPE_NAMES = frozenset(d.name for d in all_dtypes)
+
+
+class GraphError(ValueError):
+    """A graph directory that cannot be loaded or run as written; the message names the file and the
+    op or tensor at fault."""
+
+
+# ---- symbolic shape expressions -------------------------------------------------------------------
+# An expression is an int, a symbol name, or + - * // and parentheses over those: what torch.export's
+# shape guards produce for the dimensions a model derives from its inputs (``2*s0``, ``s0 + 1``).
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+           ast.Mod: operator.mod}
+
+
+def parse_expression(text: str, known_symbols) -> ast.AST:
+    """The checked syntax tree of ``text``; refuses anything but ints, known symbols and + - * // %."""
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        raise ValueError(f"not a shape expression: {text!r}") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if node.id not in known_symbols:
+                raise ValueError(f"shape expression {text!r} names unknown symbol {node.id!r}")
+        elif isinstance(node, ast.Constant):
+            if type(node.value) is not int:
+                raise ValueError(f"shape expression {text!r} holds a non-integer {node.value!r}")
+        elif isinstance(node, ast.BinOp):
+            if type(node.op) not in _BINARY:
+                raise ValueError(f"shape expression {text!r} uses an operator other than + - * // %")
+        elif isinstance(node, ast.UnaryOp):
+            if not isinstance(node.op, ast.USub):
+                raise ValueError(f"shape expression {text!r} uses a unary operator other than -")
+        elif not isinstance(node, (ast.operator, ast.unaryop, ast.Load)):
+            raise ValueError(f"shape expression {text!r} holds {type(node).__name__}, not arithmetic")
+    return tree
+
+
+def evaluate_expression(text: str, values: dict[str, int]) -> int:
+    return _evaluate(parse_expression(text, values), values)
+
+
+def _evaluate(node: ast.AST, values: dict[str, int]) -> int:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return values[node.id]
+    if isinstance(node, ast.UnaryOp):
+        return -_evaluate(node.operand, values)
+    return _BINARY[type(node.op)](_evaluate(node.left, values), _evaluate(node.right, values))
+
+
+def evaluate_dim(dim, values: dict[str, int]) -> int:
+    return dim if isinstance(dim, int) else evaluate_expression(dim, values)
+
+
+def evaluate_shape(shape, values: dict[str, int]) -> tuple[int, ...]:
+    return tuple(evaluate_dim(dim, values) for dim in shape)
+
+
+# ---- arguments ------------------------------------------------------------------------------------
+# JSON keeps ints (1) and floats (1.0) apart and true/false apart from ints; everything else is an
+# object with one tagging key, so a decoder never guesses.
+_SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+def encode_float(value: float):
+    if math.isnan(value):
+        return {"float": "nan"}
+    if math.isinf(value):
+        return {"float": "inf" if value > 0 else "-inf"}
+    return float(value)
+
+
+def decode_argument(value, tensor_of, symbol_values: dict[str, int]):
+    """The Python value of an encoded argument; ``tensor_of(id)`` supplies tensors (or their metadata)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [decode_argument(item, tensor_of, symbol_values) for item in value]
+    if isinstance(value, dict) and len(value) == 1:
+        (tag, payload), = value.items()
+        if tag == "tensor":
+            return tensor_of(payload)
+        if tag == "float":
+            return _SPECIAL_FLOATS[payload]
+        if tag == "dtype":
+            return get_dtype(payload)
+        if tag == "sym":
+            return evaluate_expression(payload, symbol_values)
+    raise ValueError(f"not an encoded argument: {value!r}")
+
+
+def check_argument(value, symbols, where: str) -> list[str]:
+    """Tensor ids an encoded argument refers to; raises ``ValueError`` naming ``where`` on bad encodings."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return []
+    if isinstance(value, list):
+        return [ref for item in value for ref in check_argument(item, symbols, where)]
+    if isinstance(value, dict) and len(value) == 1:
+        (tag, payload), = value.items()
+        if tag == "tensor" and isinstance(payload, str):
+            return [payload]
+        if tag == "float" and payload in _SPECIAL_FLOATS:
+            return []
+        if tag == "dtype" and payload in DTYPE_NAMES:
+            return []
+        if tag == "sym" and isinstance(payload, str):
+            parse_expression(payload, symbols)
+            return []
+    raise ValueError(f"{where}: not an encoded argument: {value!r} (expected null, bool, int, float, string, list, "
+                     f"or an object tagged tensor, float, dtype or sym)")
+
+
+# ---- inline constants -----------------------------------------------------------------------------
+def encode_constant(array: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()).decode("ascii")
+
+
+def decode_constant(data: str, shape: tuple[int, ...], dtype_name: str) -> np.ndarray:
+    element = np.dtype(get_dtype(dtype_name).numpy).newbyteorder("<")
+    raw = base64.b64decode(data.encode("ascii"), validate=True)
+    expected = math.prod(shape) * element.itemsize
+    if len(raw) != expected:
+        raise ValueError(f"inline data holds {len(raw)} bytes, the shape {list(shape)} of {dtype_name} needs {expected}")
+    return np.frombuffer(raw, dtype=element).astype(element.newbyteorder("=")).reshape(shape)
+
+
+# ---- writing --------------------------------------------------------------------------------------
+def dumps(document: dict) -> str:
+    """``document`` as JSON with one tensor and one op per line, so a diff shows what changed."""
+    lines = ["{"]
+    items = list(document.items())
+    for index, (key, value) in enumerate(items):
+        comma = "," if index < len(items) - 1 else ""
+        if key in ("tensors", "symbols") and isinstance(value, dict) and value:
+            inner = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in value.items()]
+            lines.append(f" {json.dumps(key)}: {{\n" + ",\n".join(inner) + f"\n }}{comma}")
+        elif key == "ops" and isinstance(value, list) and value:
+            inner = [f"  {json.dumps(op)}" for op in value]
+            lines.append(f" {json.dumps(key)}: [\n" + ",\n".join(inner) + f"\n ]{comma}")
+        else:
+            lines.append(f" {json.dumps(key)}: {json.dumps(value)}{comma}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

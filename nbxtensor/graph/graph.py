@@ -1,0 +1,474 @@
+"""Loading a graph directory (validated before anything runs) and executing it through the registry."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..device import resolve
+from ..dtypes import get_dtype
+from ..io.safetensors import SafetensorsError, safe_open
+from ..ops.creation import tensor as _tensor
+from ..ops.registry import Cost, OpDef, TensorMeta, families, nbytes
+from ..tensor import Tensor
+from . import calling
+from .format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSION, GRAPH_FILE, INPUT, NAMESPACES, PARAM,
+                     WEIGHT_NAMESPACES, WEIGHTS_INDEX_FILE, GraphError, check_argument, decode_argument,
+                     decode_constant, evaluate_shape, parse_expression)
+from .planner import Block, MemoryPlan, plan as plan_blocks
+
+__all__ = ["Graph", "GraphError", "load"]
+
+# Views share their input's memory: the planner gives them no block of their own.
+_VIEW_FAMILY = "view"
+# These return a view when they can and a copy otherwise: the planner gives them a block and keeps
+# their input alive as long as them.
+_MAYBE_ALIAS = frozenset(("reshape", "flatten", "unflatten", "to", "contiguous"))
+
+
+@dataclass(frozen=True)
+class Step:
+    id: str
+    aten: str
+    op: OpDef
+    args: list
+    kwargs: dict
+    outputs: list  # tensor ids, None where an output of a tuple-returning op is unused
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    min: int
+    max: int | None
+    trace: int | None
+
+
+def load(model_dir, device=None) -> "Graph":
+    """The graph in ``model_dir`` (``graph.json`` and its safetensors weights), validated, with its
+    weights on ``device`` (default: nbxtensor's default device)."""
+    model_dir = os.fspath(model_dir)
+    path = os.path.join(model_dir, GRAPH_FILE)
+    try:
+        with open(path, encoding="utf-8") as file:
+            document = json.load(file)
+    except FileNotFoundError:
+        raise GraphError(f"{model_dir}: no {GRAPH_FILE} here") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise GraphError(f"{path}: not JSON: {error}") from None
+    return Graph(document, model_dir, resolve(device))
+
+
+def _fail(path: str, message: str):
+    raise GraphError(f"{path}: {message}")
+
+
+class Graph:
+    """A loaded graph; call it with its inputs (nbxtensor tensors or NumPy arrays) in order. Returns one
+    tensor for a graph with one output, else a tuple."""
+
+    def __init__(self, document: dict, model_dir: str, device):
+        self.model_dir = model_dir
+        self.path = os.path.join(model_dir, GRAPH_FILE)
+        self.device = device
+        self.document = document
+        self._read_header(document)
+        self.symbols = self._read_symbols(document.get("symbols", {}))
+        self.tensors = self._read_tensors(document.get("tensors"))
+        self.inputs = self._read_endpoints(document, "inputs")
+        self.outputs = self._read_endpoints(document, "outputs")
+        self.steps = self._read_ops(document.get("ops"))
+        self._check_outputs_defined()
+        self.weights = self._load_weights()
+        self.constants = self._load_constants()
+        self._last_use = self._last_uses()
+        self._inferred: dict[tuple, dict[str, TensorMeta]] = {}
+        self._plans: dict[tuple, MemoryPlan] = {}
+
+    # ---- validation -------------------------------------------------------------------------------
+    def _read_header(self, document) -> None:
+        if not isinstance(document, dict):
+            _fail(self.path, "expected a JSON object at the top")
+        tag, version = document.get("format"), document.get("version")
+        if tag != FORMAT_TAG:
+            _fail(self.path, f"format {tag!r} is not {FORMAT_TAG!r}; this is not an nbxtensor graph")
+        if type(version) is not int:
+            _fail(self.path, f"version {version!r} is not an integer")
+        if version != FORMAT_VERSION:
+            _fail(self.path, f"{FORMAT_TAG} version {version} is unknown; this nbxtensor reads version {FORMAT_VERSION}")
+
+    def _read_symbols(self, raw) -> dict[str, Symbol]:
+        if not isinstance(raw, dict):
+            _fail(self.path, "symbols must be an object of name: {min, max, trace}")
+        symbols = {}
+        for name, entry in raw.items():
+            if not name.isidentifier() or not isinstance(entry, dict):
+                _fail(self.path, f"symbol {name!r}: expected an identifier mapped to {{min, max, trace}}")
+            low, high, trace = entry.get("min", 0), entry.get("max"), entry.get("trace")
+            if type(low) is not int or (high is not None and type(high) is not int) or \
+                    (trace is not None and type(trace) is not int):
+                _fail(self.path, f"symbol {name!r}: min, max and trace must be integers (max may be null)")
+            if high is not None and high < low:
+                _fail(self.path, f"symbol {name!r}: max {high} is below min {low}")
+            symbols[name] = Symbol(name, low, high, trace)
+        return symbols
+
+    def _read_tensors(self, raw) -> dict[str, dict]:
+        if not isinstance(raw, dict):
+            _fail(self.path, "tensors must be an object keyed by tensor id")
+        for tensor_id, entry in raw.items():
+            where = f"tensor {tensor_id!r}"
+            if not isinstance(entry, dict) or not isinstance(entry.get("shape"), list):
+                _fail(self.path, f"{where}: expected {{shape: [...], dtype: name}}")
+            if entry.get("dtype") not in DTYPE_NAMES:
+                _fail(self.path, f"{where}: dtype {entry.get('dtype')!r} is not one of {', '.join(sorted(DTYPE_NAMES))}")
+            for dim in entry["shape"]:
+                if isinstance(dim, str):
+                    try:
+                        parse_expression(dim, self.symbols)
+                    except ValueError as error:
+                        _fail(self.path, f"{where}: {error}")
+                elif type(dim) is not int or dim < 0:
+                    _fail(self.path, f"{where}: dimension {dim!r} is neither a size nor a symbol expression")
+            if tensor_id.startswith(WEIGHT_NAMESPACES):
+                if not isinstance(entry.get("weight"), str):
+                    _fail(self.path, f"{where}: a parameter or buffer names its safetensors key in 'weight'")
+                if not all(type(d) is int for d in entry["shape"]):
+                    _fail(self.path, f"{where}: a parameter or buffer has a fixed shape, not {entry['shape']}")
+            if tensor_id.startswith(CONST) and not isinstance(entry.get("data"), str) \
+                    and not isinstance(entry.get("weight"), str):
+                _fail(self.path, f"{where}: a constant carries inline 'data' (base64) or a safetensors 'weight' key")
+        return raw
+
+    def _read_endpoints(self, document, key: str) -> list[str]:
+        ids = document.get(key)
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            _fail(self.path, f"{key} must be a list of tensor ids")
+        for tensor_id in ids:
+            if tensor_id not in self.tensors:
+                _fail(self.path, f"{key[:-1]} {tensor_id!r} is not among the tensors")
+            if key == "inputs" and not tensor_id.startswith(INPUT):
+                _fail(self.path, f"input {tensor_id!r} is not in the {INPUT} namespace")
+        return ids
+
+    def _read_ops(self, raw) -> list[Step]:
+        if not isinstance(raw, list):
+            _fail(self.path, "ops must be a list in execution order")
+        defined = {t for t in self.tensors if t.startswith(NAMESPACES)}
+        seen_ids, steps = set(), []
+        for position, entry in enumerate(raw):
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                _fail(self.path, f"op #{position}: expected an object with an 'id'")
+            op_id, aten = entry["id"], entry.get("op")
+            where = f"op {op_id!r} ({aten})"
+            if op_id in seen_ids:
+                _fail(self.path, f"op id {op_id!r} appears twice")
+            seen_ids.add(op_id)
+            try:
+                op = calling.resolve(aten)
+            except (KeyError, TypeError):
+                _fail(self.path, f"op {op_id!r}: {aten!r} is not in the registry; families that exist: "
+                                 f"{', '.join(families())}")
+            args, kwargs, outputs = entry.get("args", []), entry.get("kwargs", {}), entry.get("outputs")
+            if not isinstance(args, list) or not isinstance(kwargs, dict):
+                _fail(self.path, f"{where}: args must be a list and kwargs an object")
+            if not isinstance(outputs, list) or not outputs:
+                _fail(self.path, f"{where}: outputs must be a non-empty list of tensor ids (null for unused)")
+            try:
+                refs = [r for a in [*args, *kwargs.values()] for r in check_argument(a, self.symbols, where)]
+            except ValueError as error:
+                _fail(self.path, str(error))
+            for ref in refs:
+                if ref not in self.tensors:
+                    _fail(self.path, f"{where}: reads tensor {ref!r}, which is not among the tensors")
+                if ref not in defined:
+                    _fail(self.path, f"{where}: reads tensor {ref!r} before any op defines it")
+            for out in outputs:
+                if out is None:
+                    continue
+                if not isinstance(out, str) or out not in self.tensors:
+                    _fail(self.path, f"{where}: output {out!r} is not among the tensors")
+                if out in defined or out.startswith(NAMESPACES):
+                    _fail(self.path, f"{where}: output {out!r} is already defined")
+                defined.add(out)
+            steps.append(Step(op_id, aten, op, args, kwargs, outputs))
+        self._defined = defined
+        return steps
+
+    def _check_outputs_defined(self) -> None:
+        for out in self.outputs:
+            if out not in self._defined:
+                _fail(self.path, f"output {out!r} is never defined by an op")
+
+    def _weight_files(self) -> dict[str, str]:
+        """Safetensors key -> file, from the index when there is one, else from every *.safetensors here."""
+        index_path = os.path.join(self.model_dir, self.document.get("weights_index", WEIGHTS_INDEX_FILE))
+        if os.path.exists(index_path):
+            try:
+                with open(index_path, encoding="utf-8") as file:
+                    weight_map = json.load(file)["weight_map"]
+            except (json.JSONDecodeError, KeyError, TypeError) as error:
+                raise GraphError(f"{index_path}: not a safetensors index with a weight_map ({error})") from None
+            return {key: os.path.join(self.model_dir, name) for key, name in weight_map.items()}
+        located = {}
+        for name in sorted(os.listdir(self.model_dir)):
+            if name.endswith(".safetensors"):
+                file_path = os.path.join(self.model_dir, name)
+                with safe_open(file_path, device="cpu") as file:
+                    located.update({key: file_path for key in file.keys()})
+        return located
+
+    def _load_weights(self) -> dict[str, Tensor]:
+        wanted = {t: e for t, e in self.tensors.items()
+                  if t.startswith(WEIGHT_NAMESPACES) or (t.startswith(CONST) and "data" not in e)}
+        if not wanted:
+            return {}
+        try:
+            located = self._weight_files()
+        except SafetensorsError as error:
+            raise GraphError(str(error)) from None
+        by_file: dict[str, list[str]] = {}
+        for tensor_id, entry in wanted.items():
+            key = entry["weight"]
+            if key not in located:
+                _fail(self.path, f"tensor {tensor_id!r}: weight {key!r} is in no safetensors file of {self.model_dir}")
+            by_file.setdefault(located[key], []).append(tensor_id)
+        weights = {}
+        for file_path, ids in by_file.items():
+            try:
+                with safe_open(file_path, device=self.device) as file:
+                    for tensor_id in ids:
+                        entry, key = self.tensors[tensor_id], self.tensors[tensor_id]["weight"]
+                        info = file.info(key)
+                        if list(info.shape) != entry["shape"] or info.dtype.name != entry["dtype"]:
+                            _fail(file_path, f"weight {key!r} for {tensor_id!r} is {info.dtype.name}{list(info.shape)}; "
+                                             f"{GRAPH_FILE} declares {entry['dtype']}{entry['shape']}")
+                        weights[tensor_id] = file.get_tensor(key)
+            except (SafetensorsError, KeyError, OSError) as error:
+                raise GraphError(f"{file_path}: {error}") from None
+        return weights
+
+    def _load_constants(self) -> dict[str, Tensor]:
+        constants = {}
+        for tensor_id, entry in self.tensors.items():
+            if tensor_id.startswith(CONST) and "data" in entry:
+                try:
+                    array = decode_constant(entry["data"], tuple(entry["shape"]), entry["dtype"])
+                except (ValueError, TypeError) as error:
+                    _fail(self.path, f"tensor {tensor_id!r}: {error}")
+                constants[tensor_id] = _tensor(array, dtype=get_dtype(entry["dtype"]), device=self.device)
+        return constants
+
+    def _last_uses(self) -> dict[str, int]:
+        last = {}
+        for index, step in enumerate(self.steps):
+            for arg in [*step.args, *step.kwargs.values()]:
+                for ref in check_argument(arg, self.symbols, step.id):
+                    last[ref] = index
+        end = len(self.steps)
+        for out in self.outputs:
+            last[out] = end
+        return last
+
+    # ---- shapes -----------------------------------------------------------------------------------
+    def bind(self, shapes) -> dict[str, int]:
+        """Symbol values from the actual input shapes, checked against each symbol's range."""
+        if len(shapes) != len(self.inputs):
+            raise GraphError(f"{self.path}: the graph takes {len(self.inputs)} inputs "
+                             f"({', '.join(self.inputs)}), got {len(shapes)}")
+        values: dict[str, int] = {}
+        for tensor_id, shape in zip(self.inputs, shapes):
+            declared = self.tensors[tensor_id]["shape"]
+            if len(shape) != len(declared):
+                raise GraphError(f"{self.path}: input {tensor_id!r} has {len(declared)} dimensions {declared}, "
+                                 f"got shape {list(shape)}")
+            for axis, (want, got) in enumerate(zip(declared, shape)):
+                if isinstance(want, str) and want in self.symbols:
+                    if values.setdefault(want, got) != got:
+                        raise GraphError(f"{self.path}: symbol {want!r} is {values[want]} from an earlier input "
+                                         f"but {got} in dimension {axis} of {tensor_id!r}")
+        self.check_symbols(values)
+        for tensor_id, shape in zip(self.inputs, shapes):
+            try:
+                expected = evaluate_shape(self.tensors[tensor_id]["shape"], values)
+            except KeyError as error:
+                raise GraphError(f"{self.path}: input {tensor_id!r}: symbol {error} is bound by no input "
+                                 f"dimension of its own") from None
+            if tuple(shape) != expected:
+                raise GraphError(f"{self.path}: input {tensor_id!r} must have shape {list(expected)} "
+                                 f"({self.tensors[tensor_id]['shape']}), got {list(shape)}")
+        return values
+
+    def check_symbols(self, values: dict[str, int]) -> None:
+        for name, value in values.items():
+            symbol = self.symbols.get(name)
+            if symbol is None:
+                raise GraphError(f"{self.path}: no symbol named {name!r}; symbols: {', '.join(self.symbols) or 'none'}")
+            if value < symbol.min or (symbol.max is not None and value > symbol.max):
+                raise GraphError(f"{self.path}: symbol {name!r} = {value} is outside its range "
+                                 f"[{symbol.min}, {'inf' if symbol.max is None else symbol.max}]")
+
+    def trace_values(self) -> dict[str, int]:
+        return {name: s.trace for name, s in self.symbols.items() if s.trace is not None}
+
+    def infer(self, values: dict[str, int]) -> dict[str, TensorMeta]:
+        """Every tensor's concrete shape and dtype for symbol ``values``, through the ops' meta rules,
+        checked against the shapes the file declares."""
+        key = tuple(sorted(values.items()))
+        if key in self._inferred:
+            return self._inferred[key]
+        metas = {}
+        for tensor_id, entry in self.tensors.items():
+            if tensor_id.startswith(NAMESPACES):
+                metas[tensor_id] = TensorMeta(evaluate_shape(entry["shape"], values), get_dtype(entry["dtype"]))
+        for step in self.steps:
+            args, kwargs = self._arguments(step, metas.__getitem__, values, device=None)
+            try:
+                produced = step.op.meta(*args, **kwargs)
+            except Exception as error:  # a meta rule refusing its arguments: name the op
+                raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}): the meta rule refuses its "
+                                 f"arguments: {error}") from None
+            for out, meta in zip(step.outputs, self._as_list(step, produced)):
+                if out is None:
+                    continue
+                declared = self.tensors[out]
+                expected = TensorMeta(evaluate_shape(declared["shape"], values), get_dtype(declared["dtype"]))
+                actual = TensorMeta(tuple(meta.shape), meta.dtype)
+                if actual != expected:
+                    raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) makes {out!r} as "
+                                     f"{actual.dtype.name}{list(actual.shape)}; the file declares "
+                                     f"{expected.dtype.name}{list(expected.shape)}")
+                metas[out] = actual
+        self._inferred[key] = metas
+        return metas
+
+    def _as_list(self, step: Step, produced) -> list:
+        # a TensorMeta is itself a tuple, so a single result is told apart by having a shape
+        results = [produced] if hasattr(produced, "shape") else list(produced)
+        if len(results) < len(step.outputs) or (len(step.outputs) == 1 and len(results) != 1):
+            raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) returns {len(results)} results; "
+                             f"the file lists {len(step.outputs)} outputs")
+        return results
+
+    def _arguments(self, step: Step, tensor_of, values, device):
+        args = [decode_argument(a, tensor_of, values) for a in step.args]
+        kwargs = {k: decode_argument(v, tensor_of, values) for k, v in step.kwargs.items()}
+        return calling.adapt(step.aten, step.op, args, kwargs, device)
+
+    # ---- pricing and planning ---------------------------------------------------------------------
+    def costs(self, values: dict[str, int]) -> list[tuple[Step, Cost]]:
+        metas = self.infer(values)
+        priced = []
+        for step in self.steps:
+            args, kwargs = self._arguments(step, metas.__getitem__, values, device=None)
+            try:
+                priced.append((step, step.op.cost(*args, **kwargs)))
+            except Exception as error:  # a cost rule refusing its arguments: name the op
+                raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}): the cost rule fails: {error}") from None
+        return priced
+
+    def plan(self, values: dict[str, int] | None = None) -> MemoryPlan:
+        """Lifetimes and arena offsets of every intermediate (and op workspace) for symbol ``values``
+        (default: the values seen at export)."""
+        values = self.trace_values() if values is None else values
+        self.check_symbols(values)
+        key = tuple(sorted(values.items()))
+        if key not in self._plans:
+            self._plans[key] = self._plan(values)
+        return self._plans[key]
+
+    def _plan(self, values) -> MemoryPlan:
+        metas = self.infer(values)
+        root: dict[str, str] = {}  # a view's id -> the block whose memory it shares
+        may_share: dict[str, str] = {}  # a maybe-view's id -> the block it may share
+        first: dict[str, int] = {}
+        last: dict[str, int] = {}
+
+        def extend(block_id, step_index):
+            while block_id is not None:  # through every block this one may share memory with
+                if block_id in first:
+                    last[block_id] = max(last[block_id], step_index)
+                block_id = may_share.get(block_id)
+
+        for index, step in enumerate(self.steps):
+            source = self._first_tensor(step)
+            pure_view = step.op.family == _VIEW_FAMILY and step.op.name not in _MAYBE_ALIAS and source is not None
+            for out in step.outputs:
+                if out is None:
+                    continue
+                if pure_view:
+                    root[out] = root.get(source, source)
+                else:
+                    root[out] = out
+                    first[out], last[out] = index, index
+                    if step.op.name in _MAYBE_ALIAS and source is not None:
+                        may_share[out] = root.get(source, source)
+        for tensor_id, use in self._last_use.items():
+            extend(root.get(tensor_id, tensor_id), use)
+        blocks = [Block(t, nbytes(metas[t]), first[t], last[t]) for t in first]
+        workspaces = [Block(f"{step.id}#workspace", cost.workspace, i, i)
+                      for i, (step, cost) in enumerate(self.costs(values)) if cost.workspace]
+        return plan_blocks(blocks, workspaces)
+
+    def _first_tensor(self, step: Step) -> str | None:
+        for arg in step.args:
+            if isinstance(arg, dict) and "tensor" in arg:
+                return arg["tensor"]
+        return None
+
+    def weight_bytes(self) -> int:
+        return sum(nbytes(TensorMeta(tuple(e["shape"]), get_dtype(e["dtype"])))
+                   for t, e in self.tensors.items() if t.startswith((PARAM, BUFFER, CONST)))
+
+    # ---- running ----------------------------------------------------------------------------------
+    def __call__(self, *inputs):
+        """Run the graph. The planner's arena is computed for these shapes before the first run, but
+        tensors are still allocated one by one through the device's allocator, and each intermediate is
+        released after its last use."""
+        tensors = [self._as_input(tensor_id, value) for tensor_id, value in zip(self.inputs, inputs)]
+        values = self.bind([tuple(t.shape) for t in tensors])
+        metas = self.infer(values)
+        self.plan(values)
+        env: dict[str, Tensor] = {**self.weights, **self.constants, **dict(zip(self.inputs, tensors))}
+        keep = set(self.outputs)
+        for index, step in enumerate(self.steps):
+            args, kwargs = self._arguments(step, env.__getitem__, values, device=self.device)
+            try:
+                produced = step.op.impl(*args, **kwargs)
+            except Exception as error:
+                raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) failed: "
+                                 f"{type(error).__name__}: {error}") from error
+            for out, result in zip(step.outputs, self._as_list(step, produced)):
+                if out is None:
+                    continue
+                if tuple(result.shape) != metas[out].shape or result.dtype is not metas[out].dtype:
+                    raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) made {out!r} as "
+                                     f"{result.dtype.name}{list(result.shape)}, its meta rule says "
+                                     f"{metas[out].dtype.name}{list(metas[out].shape)}")
+                env[out] = result
+                if out not in self._last_use:
+                    del env[out]  # never read
+            for arg in [*step.args, *step.kwargs.values()]:
+                for ref in check_argument(arg, self.symbols, step.id):
+                    if self._last_use.get(ref) == index and ref not in keep and ref in env and \
+                            not ref.startswith((PARAM, BUFFER, CONST)):
+                        del env[ref]
+        results = tuple(env[out] for out in self.outputs)
+        return results[0] if len(results) == 1 else results
+
+    def _as_input(self, tensor_id: str, value) -> Tensor:
+        entry = self.tensors[tensor_id]
+        if isinstance(value, np.ndarray) or np.isscalar(value):
+            value = _tensor(np.asarray(value), device=self.device)
+        if not isinstance(value, Tensor):
+            raise GraphError(f"{self.path}: input {tensor_id!r} must be a tensor or a NumPy array, "
+                             f"got {type(value).__name__}")
+        if value.dtype.name != entry["dtype"]:
+            raise GraphError(f"{self.path}: input {tensor_id!r} must be {entry['dtype']}, got {value.dtype.name}")
+        return value
+
+    def __repr__(self) -> str:
+        return (f"Graph({self.model_dir!r}, {len(self.steps)} ops, inputs={self.inputs}, "
+                f"outputs={self.outputs}, device={self.device})")

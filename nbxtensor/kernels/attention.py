@@ -1,0 +1,333 @@
+"""Attention kernels: a fused flash-style forward (online softmax over K/V tiles, float32 state), a split-K
+decode kernel for one query token per sequence (dense or paged keys) with a fixed-order combine, a paged
+KV-cache append and rotary position embeddings.
+
+Scores are kept in base 2: ``qk * scale * log2(e)`` and ``exp2``, which is exact up to float32 rounding
+and cheaper than ``exp`` on a GPU. A row that sees no key at all (every score -inf) yields zeros, as
+torch's scaled_dot_product_attention gives.
+"""
+import triton
+import triton.language as tl
+
+from .copy import _decode, _encode
+
+LOG2_E = 1.4426950408889634
+
+MASK_NONE = 0
+MASK_BOOL = 1  # True (nonzero) = attend
+MASK_ADDITIVE = 2
+
+
+@triton.jit
+def _widen(x, IN_FORMAT: tl.constexpr):
+    """Tiles as ``tl.dot`` takes them: bfloat16 read through its bits (float32) where the interpreter has
+    no bfloat16 arithmetic, else as loaded."""
+    return _decode(x, IN_FORMAT)
+
+
+@triton.jit
+def _score_mask(s, rows, cols, mask_ptr, mask_row_stride, mask_col_stride, row_ok, col_ok,
+                MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr):
+    """Scores (base 2) with the user's mask applied: a boolean mask sets refused pairs to -inf, an
+    additive one is added (in base 2 as well)."""
+    if MASK_KIND == 1:
+        allowed = tl.load(mask_ptr + rows[:, None] * mask_row_stride + cols[None, :] * mask_col_stride,
+                          mask=row_ok[:, None] & col_ok[None, :], other=0)
+        s = tl.where(allowed != 0, s, float("-inf"))
+    elif MASK_KIND == 2:
+        bias = tl.load(mask_ptr + rows[:, None] * mask_row_stride + cols[None, :] * mask_col_stride,
+                       mask=row_ok[:, None] & col_ok[None, :], other=0)
+        s = s + _decode(bias, MASK_FORMAT).to(tl.float32) * 1.4426950408889634
+    return s
+
+
+@triton.jit
+def _online_update(acc, m_i, l_i, s, v_tile, PRECISION: tl.constexpr):
+    """One step of the online softmax: fold scores ``s`` (base 2, -inf where refused) and their values
+    into the running max ``m_i``, sum ``l_i`` and weighted sum ``acc``."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    # while a row has seen only -inf, measure from 0 so that -inf - -inf never makes a NaN
+    m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.math.exp2(m_i - m_ref)
+    p = tl.math.exp2(s - m_ref[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    acc = tl.dot(p.to(v_tile.dtype), v_tile, acc, input_precision=PRECISION, out_dtype=tl.float32)
+    return acc, m_new, l_i
+
+
+@triton.jit
+def _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv, L, S, qk_scale,
+                   k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss,
+                   HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                   MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
+                   PRECISION: tl.constexpr, INDEX_64: tl.constexpr):
+    rn = start_n + tl.arange(0, BLOCK_N)
+    if INDEX_64:
+        rn = rn.to(tl.int64)
+    col_ok = rn < S
+    k_tile = tl.load(k_base + rn[None, :] * k_sn + rd[:, None] * k_sd,
+                     mask=col_ok[None, :] & (rd[:, None] < HEAD_DIM), other=0)
+    s = tl.dot(q_tile, _widen(k_tile, IN_FORMAT), input_precision=PRECISION, out_dtype=tl.float32) * qk_scale
+    s = _score_mask(s, rm, rn, mask_base, mask_sl, mask_ss, rm < L, col_ok, MASK_KIND, MASK_FORMAT)
+    allowed = col_ok[None, :] & (rm[:, None] >= 0)
+    if CAUSAL:
+        allowed = allowed & (rn[None, :] <= rm[:, None])
+    s = tl.where(allowed, s, float("-inf"))
+    v_tile = tl.load(v_base + rn[:, None] * v_sn + rdv[None, :] * v_sd,
+                     mask=col_ok[:, None] & (rdv[None, :] < VALUE_DIM), other=0)
+    return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), PRECISION)
+
+
+@triton.jit
+def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
+                      q_sb, q_sh, q_sl, q_sd, k_sb, k_sh, k_sn, k_sd, v_sb, v_sh, v_sn, v_sd,
+                      mask_sb, mask_sh, mask_sl, mask_ss, out_sb, out_sh, out_sl, out_sd,
+                      HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr,
+                      MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
+                      PRECISION: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                      INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+    """out[b, h, i] = softmax_j(q[b, h, i] . k[b, h // heads_per_kv, j] * scale + mask) v[...]; one
+    BLOCK_M tile of queries per program (axis 0), query head on axis 1, batch on axis 2."""
+    tile_m = tl.program_id(0)
+    head = tl.program_id(1)
+    batch = tl.program_id(2)
+    if INDEX_64:
+        head = head.to(tl.int64)
+        batch = batch.to(tl.int64)
+    kv_head = head // heads_per_kv
+    rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rd = tl.arange(0, BLOCK_D)
+    rdv = tl.arange(0, BLOCK_DV)
+    if INDEX_64:
+        rm = rm.to(tl.int64)
+    row_ok = rm < L
+    q_tile = tl.load(q + batch * q_sb + head * q_sh + rm[:, None] * q_sl + rd[None, :] * q_sd,
+                     mask=row_ok[:, None] & (rd[None, :] < HEAD_DIM), other=0)
+    q_tile = _widen(q_tile, IN_FORMAT)
+    k_base = k + batch * k_sb + kv_head * k_sh
+    v_base = v + batch * v_sb + kv_head * v_sh
+    mask_base = mask + batch * mask_sb + head * mask_sh
+    acc = tl.zeros((BLOCK_M, BLOCK_DV), dtype=tl.float32)
+    m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    # causal (top-left aligned): query i sees keys j <= i, so key tiles past this tile's last row are skipped
+    if CAUSAL:
+        stop = tl.minimum(S, (tile_m + 1) * BLOCK_M)
+    else:
+        stop = S
+    if INTERPRETED:
+        start_n = 0
+        while start_n < stop:
+            acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
+                                           L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM,
+                                           VALUE_DIM, BLOCK_N, CAUSAL, MASK_KIND, MASK_FORMAT, IN_FORMAT,
+                                           PRECISION, INDEX_64)
+            start_n += BLOCK_N
+    else:
+        for start_n in range(0, stop, BLOCK_N):
+            acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
+                                           L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM,
+                                           VALUE_DIM, BLOCK_N, CAUSAL, MASK_KIND, MASK_FORMAT, IN_FORMAT,
+                                           PRECISION, INDEX_64)
+    result = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+    value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    tl.store(out + batch * out_sb + head * out_sh + rm[:, None] * out_sl + rdv[None, :] * out_sd, value,
+             mask=row_ok[:, None] & (rdv[None, :] < VALUE_DIM))
+
+
+# ---- decode: one query token, keys split over programs ---------------------------------------------------
+@triton.jit
+def _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, rg, group_ok, rd, rdv, rn,
+                  key_stop, qk_scale, k_sp, k_sn, k_sd, v_sp, v_sn, v_sd, mask_sh, mask_ss, block_size,
+                  HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, PAGED: tl.constexpr,
+                  MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
+                  PRECISION: tl.constexpr, INDEX_64: tl.constexpr):
+    """Keys ``rn`` (those below ``key_stop``) folded into the state of the group's query heads ``rg``."""
+    col_ok = rn < key_stop
+    if PAGED:
+        # key j lives in slot j % block_size of page block_table[j // block_size]
+        page = tl.load(table_row + rn // block_size, mask=col_ok, other=0)
+        if INDEX_64:
+            page = page.to(tl.int64)
+        else:
+            page = page.to(tl.int32)
+        slot = rn % block_size
+        k_tile = tl.load(k_base + (page * k_sp + slot * k_sn)[None, :] + rd[:, None] * k_sd,
+                         mask=col_ok[None, :] & (rd[:, None] < HEAD_DIM), other=0)
+        v_tile = tl.load(v_base + (page * v_sp + slot * v_sn)[:, None] + rdv[None, :] * v_sd,
+                         mask=col_ok[:, None] & (rdv[None, :] < VALUE_DIM), other=0)
+    else:
+        k_tile = tl.load(k_base + rn[None, :] * k_sn + rd[:, None] * k_sd,
+                         mask=col_ok[None, :] & (rd[:, None] < HEAD_DIM), other=0)
+        v_tile = tl.load(v_base + rn[:, None] * v_sn + rdv[None, :] * v_sd,
+                         mask=col_ok[:, None] & (rdv[None, :] < VALUE_DIM), other=0)
+    s = tl.dot(q_tile, _widen(k_tile, IN_FORMAT), input_precision=PRECISION, out_dtype=tl.float32) * qk_scale
+    s = _score_mask(s, rg, rn, mask_base, mask_sh, mask_ss, group_ok, col_ok, MASK_KIND, MASK_FORMAT)
+    s = tl.where(col_ok[None, :] & group_ok[:, None], s, float("-inf"))
+    return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), PRECISION)
+
+
+@triton.jit
+def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, part_sum,
+                   S, heads_per_kv, H_q, keys_per_split, splits, qk_scale, block_size,
+                   q_sb, q_sh, q_sd, k_sb, k_sh, k_sn, k_sd, v_sb, v_sh, v_sn, v_sd,
+                   mask_sb, mask_sh, mask_ss, table_sb,
+                   HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, MASK_KIND: tl.constexpr,
+                   MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr,
+                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+    """The partial (max, sum, weighted sum) of one KV head's group of query heads (axis 0) over one split
+    of the keys (axis 1) of one sequence (axis 2). The group shares every K/V tile it loads, which is what
+    makes grouped-query decode read the cache once. Dense keys are (b, kv head, key, dim) through strides;
+    paged keys are (page, slot, kv head, dim), and then ``k_sb``/``k_sn`` are the page and slot strides."""
+    kv_head = tl.program_id(0)
+    split = tl.program_id(1)
+    batch = tl.program_id(2)
+    if INDEX_64:
+        kv_head = kv_head.to(tl.int64)
+        batch = batch.to(tl.int64)
+    rg = kv_head * heads_per_kv + tl.arange(0, BLOCK_G)
+    group_ok = (tl.arange(0, BLOCK_G) < heads_per_kv) & (rg < H_q)
+    rd = tl.arange(0, BLOCK_D)
+    rdv = tl.arange(0, BLOCK_DV)
+    q_tile = tl.load(q + batch * q_sb + rg[:, None] * q_sh + rd[None, :] * q_sd,
+                     mask=group_ok[:, None] & (rd[None, :] < HEAD_DIM), other=0)
+    q_tile = _widen(q_tile, IN_FORMAT)
+    if PAGED:
+        key_stop = tl.load(seq_lens + batch).to(tl.int32)
+        table_row = block_table + batch * table_sb
+        k_base = k + kv_head * k_sh
+        v_base = v + kv_head * v_sh
+    else:
+        key_stop = S
+        table_row = block_table
+        k_base = k + batch * k_sb + kv_head * k_sh
+        v_base = v + batch * v_sb + kv_head * v_sh
+    mask_base = mask + batch * mask_sb
+    start = split * keys_per_split
+    key_stop = tl.minimum(key_stop, start + keys_per_split)
+    acc = tl.zeros((BLOCK_G, BLOCK_DV), dtype=tl.float32)
+    m_i = tl.full((BLOCK_G,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_G,), dtype=tl.float32)
+    if INTERPRETED:
+        start_n = start
+        while start_n < key_stop:
+            rn = start_n + tl.arange(0, BLOCK_N)
+            acc, m_i, l_i = _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, rg, group_ok,
+                                          rd, rdv, rn, key_stop, qk_scale, k_sb, k_sn, k_sd, v_sb, v_sn, v_sd, mask_sh,
+                                          mask_ss, block_size, HEAD_DIM, VALUE_DIM, PAGED, MASK_KIND, MASK_FORMAT,
+                                          IN_FORMAT, PRECISION, INDEX_64)
+            start_n += BLOCK_N
+    else:
+        for start_n in range(start, key_stop, BLOCK_N):
+            rn = start_n + tl.arange(0, BLOCK_N)
+            acc, m_i, l_i = _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, rg, group_ok,
+                                          rd, rdv, rn, key_stop, qk_scale, k_sb, k_sn, k_sd, v_sb, v_sn, v_sd, mask_sh,
+                                          mask_ss, block_size, HEAD_DIM, VALUE_DIM, PAGED, MASK_KIND, MASK_FORMAT,
+                                          IN_FORMAT, PRECISION, INDEX_64)
+    # partials are (batch, query head, split) rows, contiguous
+    state = (batch * H_q + rg) * splits + split
+    tl.store(part_max + state, m_i, mask=group_ok)
+    tl.store(part_sum + state, l_i, mask=group_ok)
+    tl.store(part_acc + state[:, None] * BLOCK_DV + rdv[None, :], acc, mask=group_ok[:, None])
+
+
+@triton.jit
+def decode_combine(part_acc, part_max, part_sum, out, H_q, splits, out_sb, out_sh, out_sd,
+                   VALUE_DIM: tl.constexpr, BLOCK_DV: tl.constexpr, DST_FORMAT: tl.constexpr,
+                   VIA_F32: tl.constexpr):
+    """Merges one query head's split states (axis 0: head, axis 1: batch) in split order, so the result's
+    bits do not depend on which program finished first."""
+    head = tl.program_id(0)
+    batch = tl.program_id(1)
+    rdv = tl.arange(0, BLOCK_DV)
+    first = (batch * H_q + head) * splits
+    m_all = tl.load(part_max + first)
+    s = 1
+    while s < splits:
+        m_all = tl.maximum(m_all, tl.load(part_max + first + s))
+        s += 1
+    m_ref = tl.where(m_all == float("-inf"), 0.0, m_all)
+    acc = tl.zeros((BLOCK_DV,), dtype=tl.float32)
+    total = m_ref * 0.0
+    s = 0
+    while s < splits:
+        weight = tl.math.exp2(tl.load(part_max + first + s) - m_ref)
+        total += tl.load(part_sum + first + s) * weight
+        acc += tl.load(part_acc + (first + s) * BLOCK_DV + rdv) * weight
+        s += 1
+    result = acc / tl.where(total > 0, total, 1.0)
+    value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    tl.store(out + batch * out_sb + head * out_sh + rdv * out_sd, value, mask=rdv < VALUE_DIM)
+
+
+# ---- paged KV cache append ----------------------------------------------------------------------------
+@triton.jit
+def cache_append(src, cache, slots, tokens, heads, block_size, src_st, src_sh, src_sd,
+                 cache_sp, cache_ss, cache_sh, cache_sd,
+                 DIM: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, INDEX_64: tl.constexpr):
+    """Copies token rows ``src[t, h, :]`` to slot ``slots[t]`` (page slots[t] // block_size, offset
+    slots[t] % block_size) of ``cache``; a negative slot marks a padding token and is skipped. Program
+    axis 0: a tile of tokens; axis 1: the head."""
+    rt = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    head = tl.program_id(1)
+    rd = tl.arange(0, BLOCK_D)
+    slot = tl.load(slots + rt, mask=rt < tokens, other=-1)
+    if INDEX_64:
+        slot = slot.to(tl.int64)
+        rt = rt.to(tl.int64)
+    else:
+        slot = slot.to(tl.int32)
+    live = (rt < tokens) & (slot >= 0)
+    slot = tl.where(live, slot, 0)
+    lanes = live[:, None] & (rd[None, :] < DIM)
+    rows = tl.load(src + rt[:, None] * src_st + head * src_sh + rd[None, :] * src_sd, mask=lanes)
+    target = (slot // block_size) * cache_sp + (slot % block_size) * cache_ss + head * cache_sh
+    tl.store(cache + target[:, None] + rd[None, :] * cache_sd, rows, mask=lanes)
+
+
+# ---- rotary position embedding ------------------------------------------------------------------------
+@triton.jit
+def rotary(x, out, cos, sin, positions, rows, row_sx, row_so, pos_sr, x_sd, out_sd, trig_sp, trig_sd,
+           HALF: tl.constexpr, DIM: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_HALF: tl.constexpr,
+           BLOCK_REST: tl.constexpr, INTERLEAVED: tl.constexpr, IN_FORMAT: tl.constexpr, TRIG_FORMAT: tl.constexpr,
+           DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr):
+    """Rotates pairs (x1, x2) of each row by the angle of its position: (x1 cos - x2 sin, x2 cos + x1 sin),
+    in float32. Rotate-half pairs element i with i + HALF; interleaved pairs 2i with 2i + 1. Elements past
+    2 * HALF pass through unchanged (partial rotary)."""
+    rr = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    if INDEX_64:
+        rr = rr.to(tl.int64)
+    ri = tl.arange(0, BLOCK_HALF)
+    row_ok = rr < rows
+    lanes = row_ok[:, None] & (ri[None, :] < HALF)
+    pos = tl.load(positions + rr * pos_sr, mask=row_ok, other=0)
+    if INDEX_64:
+        pos = pos.to(tl.int64)
+    else:
+        pos = pos.to(tl.int32)
+    trig = pos[:, None] * trig_sp + ri[None, :] * trig_sd
+    c = _decode(tl.load(cos + trig, mask=lanes, other=0), TRIG_FORMAT).to(tl.float32)
+    s = _decode(tl.load(sin + trig, mask=lanes, other=0), TRIG_FORMAT).to(tl.float32)
+    if INTERLEAVED:
+        first = 2 * ri
+        second = 2 * ri + 1
+    else:
+        first = ri
+        second = ri + HALF
+    x_row = x + rr[:, None] * row_sx
+    out_row = out + rr[:, None] * row_so
+    x1 = _decode(tl.load(x_row + first[None, :] * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    x2 = _decode(tl.load(x_row + second[None, :] * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    out_type = out.dtype.element_ty
+    tl.store(out_row + first[None, :] * out_sd, _encode(x1 * c - x2 * s, out_type, DST_FORMAT, VIA_F32, False),
+             mask=lanes)
+    tl.store(out_row + second[None, :] * out_sd, _encode(x2 * c + x1 * s, out_type, DST_FORMAT, VIA_F32, False),
+             mask=lanes)
+    if DIM > 2 * HALF:
+        rest = 2 * HALF + tl.arange(0, BLOCK_REST)
+        rest_lanes = row_ok[:, None] & (rest[None, :] < DIM)
+        tl.store(out_row + rest[None, :] * out_sd, tl.load(x_row + rest[None, :] * x_sd, mask=rest_lanes),
+                 mask=rest_lanes)

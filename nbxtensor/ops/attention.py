@@ -1,0 +1,494 @@
+"""Attention: scaled_dot_product_attention (torch's signature and semantics, one fused launch), decode
+attention for one query token (split over the keys, combined in a fixed order), attention over a paged KV
+cache, the cache append that fills its pages, and rotary position embeddings.
+
+Everything accumulates in float32 and returns the query's dtype. A query row that sees no key (a fully
+masked row) returns zeros, as torch does. Grouped-query heads read their shared K/V head in place:
+query head h uses key head h // (H_q // H_kv), nothing is expanded in memory.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import shape as S
+from .. import tuning
+from ..device import backend_for
+from ..dtypes import get_dtype
+from ..kernels import attention as K
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..launch import cdiv, launch
+from ..tensor import Tensor
+from .copy import _conversion_flags, new_tensor
+from .matmul import _dot_precision, _needs_index_64, _next_pow2
+from .registry import Cost, TensorMeta, nbytes, register
+
+_FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+MAX_HEAD_DIM = 256
+MAX_GRID_YZ = 65535
+# decode splits the keys of a sequence into about this many parts (fewer for short sequences); a function
+# of the key count alone, so a sequence's result does not depend on the batch it is in
+_DECODE_SPLITS = {True: 4, False: 16}
+
+
+def _dims(shape) -> str:
+    return "(" + ", ".join(str(n) for n in shape) + ")"
+
+
+# ---- checks and meta ------------------------------------------------------------------------------------
+def _check_operands(op: str, query, key, value):
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if len(t.shape) < 2:
+            raise RuntimeError(f"{op}: {name} must have at least 2 dims (..., length, dim), got shape "
+                               f"{_dims(t.shape)}")
+        if t.dtype.name not in _FLOAT_DTYPES:
+            raise TypeError(f"{op}: {name} is {t.dtype.name}; attention takes {', '.join(_FLOAT_DTYPES)}")
+    if not (query.dtype is key.dtype is value.dtype):
+        raise RuntimeError(f"{op}: query, key and value must share a dtype, got {query.dtype.name}, "
+                           f"{key.dtype.name} and {value.dtype.name}")
+    if query.shape[-1] != key.shape[-1]:
+        raise RuntimeError(f"{op}: query {_dims(query.shape)} and key {_dims(key.shape)} differ in their last "
+                           f"dim (head dim {query.shape[-1]} vs {key.shape[-1]})")
+    if key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"{op}: key {_dims(key.shape)} and value {_dims(value.shape)} differ in length "
+                           f"(dim -2: {key.shape[-2]} vs {value.shape[-2]})")
+    for name, t in (("query/key", key), ("value", value)):
+        if t.shape[-1] > MAX_HEAD_DIM or query.shape[-1] > MAX_HEAD_DIM:
+            raise RuntimeError(f"{op}: head dims up to {MAX_HEAD_DIM} are supported, got {name} "
+                               f"{_dims(t.shape)}")
+
+
+def _kv_lead(op: str, query, key, value, enable_gqa: bool) -> tuple:
+    """The leading dims K and V are read with (query's, except the head count under GQA); raises when
+    they do not fit the query's."""
+    q_lead = tuple(query.shape[:-2])
+    for name, t in (("key", key), ("value", value)):
+        lead = tuple(t.shape[:-2])
+        if enable_gqa and len(q_lead) >= 1 and len(lead) >= 1:
+            target = (*q_lead[:-1], lead[-1])
+        else:
+            target = q_lead
+        try:
+            fits = len(lead) <= len(target) and S.broadcast_shapes(lead, target) == target
+        except (RuntimeError, ValueError):
+            fits = False
+        if not fits:
+            raise RuntimeError(f"{op}: {name} {_dims(t.shape)} does not fit query {_dims(query.shape)}: leading "
+                               f"dims {_dims(lead)} must broadcast to {_dims(target)}")
+    if enable_gqa and len(q_lead) >= 1:
+        q_heads = q_lead[-1]
+        k_heads, v_heads = (key.shape[-3] if len(key.shape) >= 3 else 1), (value.shape[-3] if len(value.shape) >= 3
+                                                                             else 1)
+        if k_heads != v_heads:
+            raise RuntimeError(f"{op}: key {_dims(key.shape)} and value {_dims(value.shape)} must have the same "
+                               f"number of heads (dim -3)")
+        if q_heads % k_heads:
+            raise RuntimeError(f"{op}: enable_gqa needs the query's head count to be a multiple of the key's, got "
+                               f"query {_dims(query.shape)} ({q_heads} heads) and key {_dims(key.shape)} "
+                               f"({k_heads} heads)")
+    return q_lead
+
+
+def _check_mask(op: str, attn_mask, query, key):
+    if attn_mask is None:
+        return
+    if attn_mask.dtype.name != "bool" and attn_mask.dtype is not query.dtype:
+        raise TypeError(f"{op}: attn_mask must be bool or the query's dtype {query.dtype.name}, got "
+                        f"{attn_mask.dtype.name}")
+    target = (*query.shape[:-1], key.shape[-2])
+    try:
+        fits = len(attn_mask.shape) <= len(target) and S.broadcast_shapes(tuple(attn_mask.shape), target) == target
+    except (RuntimeError, ValueError):
+        fits = False
+    if not fits:
+        raise RuntimeError(f"{op}: attn_mask {_dims(attn_mask.shape)} does not broadcast to the scores' shape "
+                           f"{_dims(target)}")
+
+
+def _sdpa_meta(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    op = "scaled_dot_product_attention"
+    _check_operands(op, query, key, value)
+    _kv_lead(op, query, key, value, enable_gqa)
+    _check_mask(op, attn_mask, query, key)
+    return TensorMeta((*query.shape[:-1], value.shape[-1]), query.dtype)
+
+
+def _sdpa_cost(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    out = _sdpa_meta(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    rows = S.numel(query.shape[:-1])  # B * H * L
+    keys = key.shape[-2]
+    flops = 2 * rows * keys * (query.shape[-1] + value.shape[-1])  # 4 B H L S E when E == Ev
+    if is_causal:
+        flops //= 2
+    read = nbytes(query) + nbytes(key) + nbytes(value) + (nbytes(attn_mask) if attn_mask is not None else 0)
+    return Cost(flops=flops, bytes_read=read, bytes_written=nbytes(out))
+
+
+# ---- layout helpers --------------------------------------------------------------------------------------
+def _as_4d(t: Tensor) -> Tensor:
+    """(B, H, L, E): leading dims merged into B (a view up to rank 4), missing ones added as 1."""
+    while t.ndim < 4:
+        t = t.unsqueeze(0)
+    if t.ndim > 4:
+        t = t.reshape(-1, *t.shape[-3:])
+    return t
+
+
+def _in_format(dtype, facts) -> int:
+    """How kernels read q/k/v: through bfloat16's bits where the interpreter has no bfloat16 arithmetic."""
+    interpreted = bool(facts["kernels"].get("interpreted"))
+    return SMALL_FLOAT_FORMATS["bfloat16"] if dtype.name == "bfloat16" and interpreted else FORMAT_NATIVE
+
+
+def _mask_setup(attn_mask, scores_shape):
+    """(mask tensor or None, kind, element format, its (B, H, L, S) strides with 0 where broadcast)."""
+    if attn_mask is None:
+        return None, K.MASK_NONE, FORMAT_NATIVE, (0, 0, 0, 0)
+    full = _as_4d(attn_mask.expand(*scores_shape))
+    kind = K.MASK_BOOL if attn_mask.dtype.name == "bool" else K.MASK_ADDITIVE
+    return full, kind, SMALL_FLOAT_FORMATS.get(attn_mask.dtype.name, FORMAT_NATIVE), tuple(full.stride())
+
+
+# ---- prefill: one fused launch ---------------------------------------------------------------------------
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) per head-dim bound, best-known first; float32 halves BLOCK_N
+_FORWARD_SHAPES = {
+    64: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 4)],
+    128: [(128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3), (128, 32, 4, 4)],
+    256: [(64, 32, 4, 2), (64, 64, 8, 2), (128, 32, 8, 2), (32, 32, 4, 2)],
+}
+
+
+def forward_candidates(facts: dict, length: int, keys: int, head_dim: int, dtype) -> list[dict]:
+    tiles = facts["tiles"]
+    bound = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
+    seen, out = set(), []
+    for bm, bn, warps, stages in _FORWARD_SHAPES[bound]:
+        if dtype.itemsize == 4:
+            bn = max(16, bn // 2)  # float32 tiles take twice the registers and shared memory
+        config = dict(BLOCK_M=max(16, min(bm, tiles["max_block_m"], _next_pow2(length))),
+                      BLOCK_N=max(16, min(bn, tiles["max_block_n"], _next_pow2(keys))),
+                      num_warps=min(warps, tiles["max_warps"]), num_stages=min(stages, tiles["max_stages"]))
+        marker = tuple(config.values())
+        if marker not in seen:
+            seen.add(marker)
+            out.append(config)
+    return out
+
+
+def _choose(key: str, facts: dict, candidates: list[dict], run) -> dict:
+    def measure(config):
+        from ..tuning.timing import device_time_ms
+        return device_time_ms(lambda: run(config))
+    return tuning.choose(key, facts["name"], candidates, measure, interpreted=bool(facts["kernels"].get("interpreted")))
+
+
+def _common_flags(dtype, out_dtype, dev, facts) -> dict:
+    conversion = _conversion_flags(get_dtype("float32"), out_dtype, dev)
+    return dict(IN_FORMAT=_in_format(dtype, facts), PRECISION=_dot_precision(dtype),
+                DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"],
+                INTERPRETED=bool(facts["kernels"].get("interpreted")))
+
+
+def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv, scale, causal, dev, facts):
+    B, H, L, E = q.shape
+    keys, value_dim = k.shape[2], v.shape[3]
+    flags = _common_flags(q.dtype, out.dtype, dev, facts)
+    index_64 = _needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
+    key = tuning.launch_key("attention", facts, rows={"L": L}, cols={"S": keys, "E": E}, dtypes=(q.dtype,),
+                            flags={"causal": causal, "mask": mask_kind})
+
+    def run(config):
+        launch(K.attention_forward, (cdiv(L, config["BLOCK_M"]), H, B), dev,
+               [q, k, v, mask if mask is not None else q, out, L, keys, heads_per_kv, scale * K.LOG2_E,
+                *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride()],
+               HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+               BLOCK_D=max(16, _next_pow2(E)), BLOCK_DV=max(16, _next_pow2(value_dim)), CAUSAL=causal,
+               MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
+               num_stages=config["num_stages"], **flags)
+
+    run(_choose(key, facts, forward_candidates(facts, L, keys, max(E, value_dim), q.dtype), run))
+
+
+# ---- decode: split over the keys, then a fixed-order combine ---------------------------------------------
+def decode_plan(keys: int, head_dim: int, facts: dict) -> tuple[int, int, int]:
+    """(BLOCK_N, keys per split, splits) for ``keys`` keys: a function of the key count and the device
+    class only, so the order of every floating-point operation is too."""
+    interpreted = bool(facts["kernels"].get("interpreted"))
+    block_n = 64 if head_dim <= 128 else 32
+    block_n = max(16, min(block_n, facts["tiles"]["max_block_n"], _next_pow2(max(keys, 1))))
+    per_split = max(block_n, cdiv(cdiv(max(keys, 1), _DECODE_SPLITS[interpreted]), block_n) * block_n)
+    return block_n, per_split, max(1, cdiv(keys, per_split))
+
+
+def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv, scale, keys, dev, facts,
+            paged=None):
+    """Attention of one query row per (batch, head). ``q`` (B, H_q, E) and ``out`` (B, H_q, Ev) as strided
+    views; dense ``k``/``v`` (B, H_kv, S, E); paged ones (pages, slots, H_kv, E) with ``paged`` =
+    (block_table, seq_lens) and ``keys`` the capacity of a table row."""
+    B, H_q, E = q.shape
+    value_dim = out.shape[2]
+    block_n, per_split, splits = decode_plan(keys, max(E, value_dim), facts)
+    block_dv = max(16, _next_pow2(value_dim))
+    flags = _common_flags(q.dtype, out.dtype, dev, facts)
+    combine_flags = dict(DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"])
+    del flags["DST_FORMAT"], flags["VIA_F32"]
+    f32 = get_dtype("float32")
+    part_acc = new_tensor((B, H_q, splits, block_dv), f32, dev)
+    part_max = new_tensor((B, H_q, splits), f32, dev)
+    part_sum = new_tensor((B, H_q, splits), f32, dev)
+    groups = H_q // heads_per_kv
+    if paged is None:
+        table, lens, table_sb = q, q, 0
+        k_strides = k.stride()
+        v_strides = v.stride()
+        # dense: (batch, head, key, dim)
+        k_args = (k_strides[0], k_strides[1], k_strides[2], k_strides[3])
+        v_args = (v_strides[0], v_strides[1], v_strides[2], v_strides[3])
+    else:
+        table, lens = paged
+        table_sb = table.stride(0)
+        # paged: (page, slot, head, dim) passed as (page, head, slot, dim) to match the kernel's order
+        k_args = (k.stride(0), k.stride(2), k.stride(1), k.stride(3))
+        v_args = (v.stride(0), v.stride(2), v.stride(1), v.stride(3))
+    index_64 = _needs_index_64(q, k, v, out, part_acc, *([mask] if mask is not None else []))
+    launch(K.decode_partial, (groups, splits, B), dev,
+           [q, k, v, mask if mask is not None else q, table, lens, part_acc, part_max, part_sum,
+            keys, heads_per_kv, H_q, per_split, splits, scale * K.LOG2_E, k.shape[1] if paged is not None else 1,
+            *q.stride(), *k_args, *v_args, mask_strides[0], mask_strides[1], mask_strides[3], table_sb],
+           HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, _next_pow2(heads_per_kv)), BLOCK_N=block_n,
+           BLOCK_D=max(16, _next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
+           MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=4, **flags)
+    launch(K.decode_combine, (H_q, B), dev,
+           [part_acc, part_max, part_sum, out, H_q, splits, *out.stride()],
+           VALUE_DIM=value_dim, BLOCK_DV=block_dv, num_warps=1, **combine_flags)
+
+
+# ---- the entry point -------------------------------------------------------------------------------------
+@register("scaled_dot_product_attention", family="attention", aten=["aten::scaled_dot_product_attention.default"],
+          meta=_sdpa_meta, cost=_sdpa_cost, api=())
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """softmax(query @ key^T * scale + mask) @ value over (..., L, E) x (..., S, E) x (..., S, Ev), as
+    torch.nn.functional.scaled_dot_product_attention: ``is_causal`` lets query i see keys j <= i (top-left
+    aligned), a bool ``attn_mask`` marks what may be attended (True), a float one is added to the scores;
+    ``scale`` defaults to 1/sqrt(E); ``enable_gqa`` maps query head h to key head h // (H_q // H_kv).
+    Inference only: ``dropout_p`` must be 0. One query row (L == 1) takes the split-K decode kernel."""
+    op = "scaled_dot_product_attention"
+    if dropout_p and dropout_p > 0:
+        raise NotImplementedError(f"{op}: dropout_p={dropout_p} is not supported (attention here is inference "
+                                  f"only); pass dropout_p=0.0, or apply nn.functional.dropout to the weights of an "
+                                  f"explicit softmax")
+    meta = _sdpa_meta(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    dev = query.device
+    for name, t in (("key", key), ("value", value), ("attn_mask", attn_mask)):
+        if t is not None and t.device != dev:
+            raise RuntimeError(f"{op}: expected all tensors on {dev}, got {name} on {t.device}")
+    out = new_tensor(meta.shape, meta.dtype, dev)
+    if out.numel() == 0:
+        return out
+    L, E = query.shape[-2:]
+    keys = key.shape[-2]
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    q4 = _as_4d(query)
+    q_lead = tuple(query.shape[:-2])
+    q_heads = q_lead[-1] if q_lead else 1
+    if enable_gqa and q_lead:
+        kv_heads = key.shape[-3] if key.ndim >= 3 else 1
+        kv_lead = (*q_lead[:-1], kv_heads)
+        heads_per_kv = q_heads // kv_heads
+    else:
+        kv_lead, heads_per_kv = q_lead, 1
+    k4 = _as_4d(key.expand(*kv_lead, keys, E))
+    v4 = _as_4d(value.expand(*kv_lead, keys, value.shape[-1]))
+    out4 = _as_4d(out)
+    if keys == 0:
+        from .creation import zeros
+        return zeros(meta.shape, dtype=meta.dtype, device=dev)
+    if is_causal and L == 1:
+        # top-left alignment: the only query row sees key 0 alone
+        keys = 1
+        k4, v4 = k4[:, :, :1], v4[:, :, :1]
+    facts = backend_for(dev).facts
+    scores_shape = (*query.shape[:-1], key.shape[-2])
+    mask, kind, mask_format, mask_strides = _mask_setup(attn_mask, scores_shape)
+    if L == 1:
+        _decode(q4[:, :, 0], k4, v4, mask, kind, mask_format, mask_strides, out4[:, :, 0], heads_per_kv, scale,
+                keys, dev, facts)
+    else:
+        _prefill(q4, k4, v4, mask, kind, mask_format, mask_strides, out4, heads_per_kv, scale, is_causal, dev, facts)
+    return out
+
+
+# ---- paged attention and its cache append ----------------------------------------------------------------
+def _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale=None):
+    op = "paged_attention"
+    if len(query.shape) != 3:
+        raise RuntimeError(f"{op}: query must be (batch, heads, dim), got shape {_dims(query.shape)}")
+    for name, t in (("key_cache", key_cache), ("value_cache", value_cache)):
+        if len(t.shape) != 4:
+            raise RuntimeError(f"{op}: {name} must be (num_blocks, block_size, kv_heads, dim), got shape "
+                               f"{_dims(t.shape)}")
+    _check_operands(op, query, key_cache, value_cache)
+    if tuple(key_cache.shape[:3]) != tuple(value_cache.shape[:3]):
+        raise RuntimeError(f"{op}: key_cache {_dims(key_cache.shape)} and value_cache {_dims(value_cache.shape)} "
+                           f"must agree in (num_blocks, block_size, kv_heads)")
+    if query.shape[1] % key_cache.shape[2]:
+        raise RuntimeError(f"{op}: query heads ({query.shape[1]}, query {_dims(query.shape)}) must be a multiple "
+                           f"of the cache's kv heads ({key_cache.shape[2]}, key_cache {_dims(key_cache.shape)})")
+    if len(block_table.shape) != 2 or block_table.shape[0] != query.shape[0] or block_table.dtype.kind != "int":
+        raise RuntimeError(f"{op}: block_table must be an integer (batch, max_blocks) tensor with batch "
+                           f"{query.shape[0]}, got {block_table.dtype.name} {_dims(block_table.shape)}")
+    if tuple(seq_lens.shape) != (query.shape[0],) or seq_lens.dtype.kind != "int":
+        raise RuntimeError(f"{op}: seq_lens must be an integer ({query.shape[0]},) tensor, got "
+                           f"{seq_lens.dtype.name} {_dims(seq_lens.shape)}")
+    return TensorMeta((*query.shape[:2], value_cache.shape[-1]), query.dtype)
+
+
+def _paged_cost(query, key_cache, value_cache, block_table, seq_lens, scale=None):
+    out = _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale)
+    B, H_q, E = query.shape
+    capacity = block_table.shape[1] * key_cache.shape[1]
+    kv_heads = key_cache.shape[2]
+    # at most a full table row of keys per sequence: an upper bound, the lengths live on the device
+    kv_bytes = B * capacity * kv_heads * (E + value_cache.shape[-1]) * key_cache.dtype.itemsize
+    return Cost(flops=2 * B * H_q * capacity * (E + value_cache.shape[-1]),
+                bytes_read=nbytes(query) + kv_bytes + nbytes(block_table) + nbytes(seq_lens),
+                bytes_written=nbytes(out))
+
+
+@register("paged_attention", family="attention", aten=[], meta=_paged_meta, cost=_paged_cost, api=())
+def paged_attention(query: Tensor, key_cache: Tensor, value_cache: Tensor, block_table: Tensor, seq_lens: Tensor,
+                    scale: float | None = None) -> Tensor:
+    """Decode attention of one query token per sequence over a paged KV cache: ``query`` (B, H_q, E);
+    ``key_cache``/``value_cache`` (num_blocks, block_size, H_kv, E); sequence b's key j lives in page
+    ``block_table[b, j // block_size]`` at slot ``j % block_size``, for j < ``seq_lens[b]``. H_q may be a
+    multiple of H_kv (grouped-query heads). Returns (B, H_q, Ev); a sequence of length 0 gives zeros."""
+    meta = _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale)
+    out = new_tensor(meta.shape, meta.dtype, query.device)
+    if out.numel() == 0:
+        return out
+    E = query.shape[-1]
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    capacity = block_table.shape[1] * key_cache.shape[1]
+    facts = backend_for(query.device).facts
+    _decode(query, key_cache, value_cache, None, K.MASK_NONE, FORMAT_NATIVE, (0, 0, 0, 0), out,
+            query.shape[1] // key_cache.shape[2], scale, capacity, query.device, facts,
+            paged=(block_table, seq_lens))
+    return out
+
+
+def _append_meta(key, value, key_cache, value_cache, slot_mapping):
+    op = "kv_cache_append"
+    for name, rows, cache in (("key", key, key_cache), ("value", value, value_cache)):
+        if len(rows.shape) != 3 or len(cache.shape) != 4 or tuple(rows.shape[1:]) != tuple(cache.shape[2:]):
+            raise RuntimeError(f"{op}: {name} (tokens, kv_heads, dim) {_dims(rows.shape)} does not fit its cache "
+                               f"(num_blocks, block_size, kv_heads, dim) {_dims(cache.shape)}")
+        if rows.dtype is not cache.dtype:
+            raise RuntimeError(f"{op}: {name} is {rows.dtype.name} but its cache is {cache.dtype.name}")
+    if key.shape[0] != value.shape[0] or tuple(slot_mapping.shape) != (key.shape[0],) \
+            or slot_mapping.dtype.kind != "int":
+        raise RuntimeError(f"{op}: key {_dims(key.shape)}, value {_dims(value.shape)} and an integer slot_mapping "
+                           f"{_dims(slot_mapping.shape)} must have the same number of tokens")
+    return TensorMeta(tuple(key_cache.shape), key_cache.dtype)
+
+
+def _append_cost(key, value, key_cache, value_cache, slot_mapping):
+    _append_meta(key, value, key_cache, value_cache, slot_mapping)
+    return Cost(bytes_read=nbytes(key) + nbytes(value) + nbytes(slot_mapping),
+                bytes_written=nbytes(key) + nbytes(value))
+
+
+@register("kv_cache_append", family="attention", aten=[], meta=_append_meta, cost=_append_cost, api=())
+def kv_cache_append(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: Tensor,
+                    slot_mapping: Tensor) -> None:
+    """Writes token t's rows ``key[t]``/``value[t]`` (kv_heads, dim) into the caches at slot
+    ``slot_mapping[t]``: page ``slot // block_size``, offset ``slot % block_size``. A negative slot skips
+    the token (padding). In place; slots are not checked against the cache's size."""
+    _append_meta(key, value, key_cache, value_cache, slot_mapping)
+    tokens, heads = key.shape[:2]
+    if tokens == 0 or heads == 0:
+        return
+    block_size = key_cache.shape[1]
+    for rows, cache in ((key, key_cache), (value, value_cache)):
+        dim = rows.shape[2]
+        block_d = _next_pow2(dim)
+        block_t = max(1, min(64, 4096 // block_d))
+        launch(K.cache_append, (cdiv(tokens, block_t), heads), rows.device,
+               [rows, cache, slot_mapping, tokens, heads, block_size, *rows.stride(), *cache.stride()],
+               DIM=dim, BLOCK_T=block_t, BLOCK_D=block_d, INDEX_64=_needs_index_64(rows, cache),
+               num_warps=4)
+
+
+# ---- rotary position embedding ---------------------------------------------------------------------------
+def _rotary_meta(x, cos, sin, positions=None, interleaved=False):
+    op = "rotary_embedding"
+    if len(x.shape) < 2 or x.dtype.name not in _FLOAT_DTYPES:
+        raise RuntimeError(f"{op}: x must be a float tensor (..., length, dim), got {x.dtype.name} "
+                           f"{_dims(x.shape)}")
+    if len(cos.shape) != 2 or tuple(cos.shape) != tuple(sin.shape) or cos.dtype is not sin.dtype:
+        raise RuntimeError(f"{op}: cos and sin must both be (positions, rotary_dim / 2) of one dtype, got "
+                           f"{cos.dtype.name} {_dims(cos.shape)} and {sin.dtype.name} {_dims(sin.shape)}")
+    if 2 * cos.shape[1] > x.shape[-1]:
+        raise RuntimeError(f"{op}: cos {_dims(cos.shape)} rotates {2 * cos.shape[1]} dims but x {_dims(x.shape)} "
+                           f"has {x.shape[-1]}")
+    if positions is not None and not isinstance(positions, int):
+        try:
+            fits = S.broadcast_shapes(tuple(positions.shape), tuple(x.shape[:-1])) == tuple(x.shape[:-1])
+        except (RuntimeError, ValueError):
+            fits = False
+        if not fits or positions.dtype.kind != "int":
+            raise RuntimeError(f"{op}: positions must be integers broadcasting to x's rows {_dims(x.shape[:-1])}, "
+                               f"got {positions.dtype.name} {_dims(positions.shape)}")
+    return TensorMeta(tuple(x.shape), x.dtype)
+
+
+def _rotary_cost(x, cos, sin, positions=None, interleaved=False):
+    out = _rotary_meta(x, cos, sin, positions, interleaved)
+    return Cost(flops=3 * S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
+
+
+@register("rotary_embedding", family="attention", aten=[], meta=_rotary_meta, cost=_rotary_cost, api=())
+def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interleaved: bool = False) -> Tensor:
+    """Rotary position embedding of ``x`` (..., L, E): pair i of a row at position p turns by the angle whose
+    cosine and sine are ``cos[p, i]`` and ``sin[p, i]`` (tables (max_positions, R / 2), R <= E; dims past R
+    pass through). Rotate-half pairs dims (i, i + R/2); ``interleaved`` pairs (2i, 2i + 1). ``positions``:
+    None (row l of the L axis at position l), an int offset (l + offset), or an integer tensor broadcasting
+    to x.shape[:-1] (any layout: (L,) for (..., L, E), (B, L, 1) for (B, L, H, E) ...). Positions are not
+    checked against the table's length."""
+    _rotary_meta(x, cos, sin, positions, interleaved)
+    from .creation import arange
+    out = new_tensor(x.shape, x.dtype, x.device)
+    if x.numel() == 0:
+        return out
+    L, E = x.shape[-2:]
+    if positions is None or isinstance(positions, int):
+        offset = positions or 0
+        if offset + L > cos.shape[0]:
+            raise RuntimeError(f"rotary_embedding: positions {offset} to {offset + L - 1} are past the table's "
+                               f"{cos.shape[0]} rows")
+        positions = arange(offset, offset + L, dtype=get_dtype("int32"), device=x.device)
+    rows_shape = tuple(x.shape[:-1])
+    pos_rows = positions.expand(*rows_shape).contiguous().reshape(-1)
+    x_rows = x.reshape(-1, E)
+    out_rows = out.view(-1, E)
+    n_rows = x_rows.shape[0]
+    half = cos.shape[1]
+    if cos.stride() != sin.stride():
+        cos, sin = cos.contiguous(), sin.contiguous()
+    if half == 0:
+        out.copy_(x)
+        return out
+    block_half = _next_pow2(half)
+    block_rows = max(1, min(64, 4096 // block_half))
+    facts = backend_for(x.device).facts
+    conversion = _conversion_flags(get_dtype("float32"), x.dtype, x.device)
+    index_64 = _needs_index_64(x_rows, out_rows, cos)
+    launch(K.rotary, (cdiv(n_rows, block_rows),), x.device,
+           [x_rows, out_rows, cos, sin, pos_rows, n_rows, x_rows.stride(0), out_rows.stride(0), pos_rows.stride(0),
+            x_rows.stride(1), out_rows.stride(1), cos.stride(0), cos.stride(1)],
+           HALF=half, DIM=E, BLOCK_ROWS=block_rows, BLOCK_HALF=block_half,
+           BLOCK_REST=_next_pow2(max(1, E - 2 * half)), INTERLEAVED=bool(interleaved),
+           IN_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE),
+           TRIG_FORMAT=SMALL_FLOAT_FORMATS.get(cos.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
+           VIA_F32=conversion["VIA_F32"], INDEX_64=index_64, num_warps=4)
+    return out

@@ -1,0 +1,315 @@
+"""scaled_dot_product_attention, decode, paged attention, the KV-cache append and rotary embeddings
+against NumPy float64 references written here.
+
+Tolerances: float32 attention is a softmax-weighted mean of float32 products over S <= 64 keys, each
+score off by about E * 2^-24 relative; outputs are O(1), so 2e-5 absolute leaves room for exp2 and the
+online rescaling. bfloat16 inputs are rounded before the reference sees them, so what remains is the
+output's rounding (2^-8 relative) and, on a GPU, the probabilities rounded to bfloat16 before P @ V
+(another 2^-8 per term): 2e-2 absolute. float16 keeps 3 more mantissa bits: 4e-3.
+"""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from tests.conftest import to_nbx
+
+F = nbx.nn.functional
+TOL = {"float32": 2e-5, "bfloat16": 2e-2, "float16": 4e-3}
+NUMPY_TYPE = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
+
+
+def reference(q, k, v, mask=None, causal=False, scale=None):
+    """softmax(q k^T scale + mask) v in float64; K/V heads repeat to the query's (grouped-query heads);
+    a row with no visible key is zero, as torch returns."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        k = np.repeat(k, q.shape[-3] // k.shape[-3], axis=-3)
+        v = np.repeat(v, q.shape[-3] // v.shape[-3], axis=-3)
+    scores = q @ np.swapaxes(k, -1, -2) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    if causal:
+        length, keys = scores.shape[-2:]
+        scores = np.where(np.tril(np.ones((length, keys), bool)), scores, -np.inf)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf) if mask.dtype == bool else scores + np.asarray(mask, np.float64)
+    top = scores.max(-1, keepdims=True)
+    weights = np.exp(scores - np.where(np.isfinite(top), top, 0))
+    total = weights.sum(-1, keepdims=True)
+    return np.where(total > 0, (weights / np.where(total > 0, total, 1)) @ v, 0.0)
+
+
+def _inputs(rng, q_shape, k_shape, v_shape, dtype="float32"):
+    cast = NUMPY_TYPE[dtype]
+    return [rng.standard_normal(s).astype(np.float32).astype(cast) for s in (q_shape, k_shape, v_shape)]
+
+
+def _sdpa(q, k, v, mask=None, **kwargs):
+    return F.scaled_dot_product_attention(to_nbx(q), to_nbx(k), to_nbx(v),
+                                          attn_mask=None if mask is None else to_nbx(mask), **kwargs)
+
+
+def _close(out, expected, dtype="float32"):
+    got = np.asarray(out.numpy(), dtype=np.float64)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, atol=TOL[dtype], rtol=TOL[dtype])
+
+
+def _mask(rng, kind, shape):
+    if kind == "bool":
+        mask = rng.random(shape) < 0.7
+        mask[..., 0] = True  # every row sees a key; fully masked rows have their own test
+        return mask
+    if kind == "additive":
+        return rng.standard_normal(shape).astype(np.float32)
+    return None
+
+
+@pytest.mark.parametrize("head_dim", [16, 64, 80, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("mask_kind", [None, "bool", "additive"])
+def test_head_dims_causal_and_masks(rng, head_dim, causal, mask_kind):
+    length, keys = (19, 23) if head_dim <= 80 else (9, 11)
+    q, k, v = _inputs(rng, (2, 2, length, head_dim), (2, 2, keys, head_dim), (2, 2, keys, head_dim))
+    mask = _mask(rng, mask_kind, (2, 2, length, keys))
+    out = _sdpa(q, k, v, mask, is_causal=causal)
+    _close(out, reference(q, k, v, mask, causal))
+
+
+@pytest.mark.parametrize("ratio", [1, 4, 8])
+@pytest.mark.parametrize("length", [1, 17])
+def test_grouped_query_heads(rng, ratio, length):
+    kv_heads = 2
+    q, k, v = _inputs(rng, (2, kv_heads * ratio, length, 32), (2, kv_heads, 21, 32), (2, kv_heads, 21, 32))
+    _close(_sdpa(q, k, v, enable_gqa=True), reference(q, k, v))
+    _close(_sdpa(q, k, v, enable_gqa=True, is_causal=True), reference(q, k, v, causal=True))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_half_precision(rng, dtype, causal):
+    q, k, v = _inputs(rng, (1, 2, 20, 64), (1, 2, 37, 64), (1, 2, 37, 64), dtype)
+    mask = _mask(rng, "additive", (20, 37)).astype(NUMPY_TYPE[dtype])
+    out = _sdpa(q, k, v, mask, is_causal=causal)
+    assert out.dtype.name == dtype
+    _close(out, reference(q, k, v, mask, causal), dtype)
+
+
+def test_causal_with_more_keys_than_queries_is_top_left(rng):
+    q, k, v = _inputs(rng, (1, 1, 3, 16), (1, 1, 8, 16), (1, 1, 8, 16))
+    _close(_sdpa(q, k, v, is_causal=True), reference(q, k, v, causal=True))
+    # one query row sees key 0 only
+    _close(_sdpa(q[:, :, :1], k, v, is_causal=True), reference(q[:, :, :1], k, v, causal=True))
+
+
+def test_three_d_inputs_scale_and_value_dim(rng):
+    q, k, v = _inputs(rng, (3, 10, 24), (3, 13, 24), (3, 13, 40))
+    out = _sdpa(q, k, v, scale=0.3)
+    assert tuple(out.shape) == (3, 10, 40)
+    _close(out, reference(q, k, v, scale=0.3))
+
+
+def test_strided_inputs(rng):
+    # (B, L, H, E) storage read as (B, H, L, E), the layout a fused QKV projection leaves
+    q, k, v = _inputs(rng, (2, 11, 3, 32), (2, 14, 3, 32), (2, 14, 3, 32))
+    tq, tk, tv = (to_nbx(a).transpose(1, 2) for a in (q, k, v))
+    out = F.scaled_dot_product_attention(tq, tk, tv)
+    _close(out, reference(*(a.transpose(0, 2, 1, 3) for a in (q, k, v))))
+
+
+@pytest.mark.parametrize("mask_shape", [(23,), (9, 23), (2, 1, 9, 23), (1, 3, 1, 23)])
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_masks_broadcast(rng, mask_shape, kind):
+    q, k, v = _inputs(rng, (2, 3, 9, 16), (2, 3, 23, 16), (2, 3, 23, 16))
+    mask = _mask(rng, kind, mask_shape)
+    _close(_sdpa(q, k, v, mask), reference(q, k, v, mask))
+
+
+def test_fully_masked_rows_are_zero(rng):
+    q, k, v = _inputs(rng, (1, 2, 4, 16), (1, 2, 6, 16), (1, 2, 6, 16))
+    mask = np.ones((4, 6), bool)
+    mask[1] = False
+    out = _sdpa(q, k, v, mask).numpy()
+    assert np.all(out[:, :, 1] == 0)
+    _close(_sdpa(q, k, v, mask), reference(q, k, v, mask))
+    additive = np.where(mask, 0.0, -np.inf).astype(np.float32)
+    _close(_sdpa(q, k, v, additive), reference(q, k, v, mask))
+    # one query row, decode path
+    _close(_sdpa(q[:, :, 1:2], k, v, mask[1:2]), reference(q[:, :, 1:2], k, v, mask[1:2]))
+
+
+# ---- decode --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("head_dim,ratio", [(64, 1), (128, 4), (80, 8)])
+def test_decode_matches_dense_path(rng, head_dim, ratio):
+    """One query row takes the split-K kernel; its rows agree with the prefill kernel's first row."""
+    q, k, v = _inputs(rng, (2, 2 * ratio, 2, head_dim), (2, 2, 150, head_dim), (2, 2, 150, head_dim))
+    dense = _sdpa(q, k, v, enable_gqa=True).numpy()[:, :, :1]
+    decoded = _sdpa(q[:, :, :1], k, v, enable_gqa=True).numpy()
+    np.testing.assert_allclose(decoded, dense, atol=2e-5, rtol=2e-5)
+    _close(_sdpa(q[:, :, :1], k, v, enable_gqa=True), reference(q[:, :, :1], k, v))
+
+
+def test_decode_with_mask(rng):
+    q, k, v = _inputs(rng, (2, 4, 1, 32), (2, 4, 70, 32), (2, 4, 70, 32))
+    for kind in ("bool", "additive"):
+        mask = _mask(rng, kind, (2, 1, 1, 70))
+        _close(_sdpa(q, k, v, mask), reference(q, k, v, mask))
+
+
+def test_decode_is_deterministic(rng):
+    q, k, v = _inputs(rng, (2, 8, 1, 64), (2, 2, 300, 64), (2, 2, 300, 64), "bfloat16")
+    first = _sdpa(q, k, v, enable_gqa=True).numpy()
+    second = _sdpa(q, k, v, enable_gqa=True).numpy()
+    assert first.tobytes() == second.tobytes()
+    _close(_sdpa(q, k, v, enable_gqa=True), reference(q, k, v), "bfloat16")
+
+
+# ---- paged attention and the cache append ---------------------------------------------------------------
+def _paged_setup(rng, seq_lens, kv_heads=2, head_dim=32, block_size=8, dtype="float32"):
+    batch = len(seq_lens)
+    max_blocks = max(1, -(-max(seq_lens) // block_size))
+    num_blocks = batch * max_blocks + 3
+    cast = NUMPY_TYPE[dtype]
+    key_cache = rng.standard_normal((num_blocks, block_size, kv_heads, head_dim)).astype(np.float32).astype(cast)
+    value_cache = rng.standard_normal((num_blocks, block_size, kv_heads, head_dim)).astype(np.float32).astype(cast)
+    table = rng.permutation(num_blocks)[:batch * max_blocks].reshape(batch, max_blocks).astype(np.int32)
+    return key_cache, value_cache, table
+
+
+def _gather(cache, table_row, length):
+    """(kv_heads, length, dim): the sequence's keys in order."""
+    block_size = cache.shape[1]
+    rows = [cache[table_row[j // block_size], j % block_size] for j in range(length)]
+    return np.stack(rows, axis=1) if rows else np.zeros((cache.shape[2], 0, cache.shape[3]), cache.dtype)
+
+
+@pytest.mark.parametrize("ratio", [1, 4])
+def test_paged_attention_matches_dense(rng, ratio):
+    seq_lens = [37, 8, 1, 60]
+    key_cache, value_cache, table = _paged_setup(rng, seq_lens)
+    q = rng.standard_normal((len(seq_lens), 2 * ratio, 32)).astype(np.float32)
+    out = F.paged_attention(to_nbx(q), to_nbx(key_cache), to_nbx(value_cache), to_nbx(table),
+                            to_nbx(np.array(seq_lens, np.int32))).numpy()
+    for b, length in enumerate(seq_lens):
+        k, v = _gather(key_cache, table[b], length), _gather(value_cache, table[b], length)
+        dense = _sdpa(q[b][:, None], k, v, enable_gqa=True).numpy()[:, 0]
+        np.testing.assert_allclose(out[b], dense, atol=2e-5, rtol=2e-5)
+        np.testing.assert_allclose(out[b], reference(q[b][:, None], k, v)[:, 0], atol=2e-5, rtol=2e-5)
+
+
+def test_paged_attention_empty_sequence_and_bf16(rng):
+    seq_lens = [0, 19]
+    key_cache, value_cache, table = _paged_setup(rng, seq_lens, dtype="bfloat16")
+    q = rng.standard_normal((2, 2, 32)).astype(ml_dtypes.bfloat16)
+    args = (to_nbx(q), to_nbx(key_cache), to_nbx(value_cache), to_nbx(table), to_nbx(np.array(seq_lens, np.int64)))
+    out = F.paged_attention(*args).numpy().astype(np.float64)
+    assert np.all(out[0] == 0)
+    k, v = _gather(key_cache, table[1], 19), _gather(value_cache, table[1], 19)
+    np.testing.assert_allclose(out[1], reference(q[1][:, None], k, v)[:, 0], atol=2e-2, rtol=2e-2)
+    assert F.paged_attention(*args).numpy().tobytes() == F.paged_attention(*args).numpy().tobytes()
+
+
+def test_kv_cache_append_then_attend(rng):
+    block_size, kv_heads, head_dim = 4, 2, 16
+    key_cache = np.zeros((6, block_size, kv_heads, head_dim), np.float32)
+    value_cache = np.zeros_like(key_cache)
+    keys = rng.standard_normal((5, kv_heads, head_dim)).astype(np.float32)
+    values = rng.standard_normal((5, kv_heads, head_dim)).astype(np.float32)
+    slots = np.array([9, 10, -1, 3, 23], np.int32)  # -1: a padding token, skipped
+    kc, vc = to_nbx(key_cache), to_nbx(value_cache)
+    F.kv_cache_append(to_nbx(keys), to_nbx(values), kc, vc, to_nbx(slots))
+    expected_k, expected_v = key_cache.copy(), value_cache.copy()
+    for t, slot in enumerate(slots):
+        if slot >= 0:
+            expected_k[slot // block_size, slot % block_size] = keys[t]
+            expected_v[slot // block_size, slot % block_size] = values[t]
+    np.testing.assert_array_equal(kc.numpy(), expected_k)
+    np.testing.assert_array_equal(vc.numpy(), expected_v)
+    # a sequence whose pages are 2 then 0: positions 0..5 are slots 8, 9, 10, 11, 0, 1
+    table = np.array([[2, 0]], np.int32)
+    q = rng.standard_normal((1, 2, head_dim)).astype(np.float32)
+    out = F.paged_attention(to_nbx(q), kc, vc, to_nbx(table), to_nbx(np.array([6], np.int32))).numpy()
+    k, v = _gather(expected_k, table[0], 6), _gather(expected_v, table[0], 6)
+    np.testing.assert_allclose(out[0], reference(q[0][:, None], k, v)[:, 0], atol=2e-5, rtol=2e-5)
+
+
+# ---- rotary embedding ----------------------------------------------------------------------------------
+def _rotary_reference(x, cos, sin, positions, interleaved):
+    x = np.asarray(x, np.float64)
+    half = cos.shape[1]
+    c = np.asarray(cos, np.float64)[positions]
+    s = np.asarray(sin, np.float64)[positions]
+    out = x.copy()
+    if interleaved:
+        x1, x2 = x[..., 0:2 * half:2], x[..., 1:2 * half:2]
+        out[..., 0:2 * half:2], out[..., 1:2 * half:2] = x1 * c - x2 * s, x2 * c + x1 * s
+    else:
+        x1, x2 = x[..., :half], x[..., half:2 * half]
+        out[..., :half], out[..., half:2 * half] = x1 * c - x2 * s, x2 * c + x1 * s
+    return out
+
+
+def _tables(max_positions, half):
+    angles = np.arange(max_positions)[:, None] * (10000.0 ** (-np.arange(half) / half))[None, :]
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("head_dim,rotary_dim", [(64, 64), (80, 32)])
+def test_rotary_forms_and_offsets(rng, interleaved, head_dim, rotary_dim):
+    cos, sin = _tables(40, rotary_dim // 2)
+    x = rng.standard_normal((2, 3, 7, head_dim)).astype(np.float32)
+    positions = np.arange(7)
+    out = F.rotary_embedding(to_nbx(x), to_nbx(cos), to_nbx(sin), interleaved=interleaved)
+    np.testing.assert_allclose(out.numpy(), _rotary_reference(x, cos, sin, positions, interleaved),
+                               atol=1e-6, rtol=1e-6)
+    shifted = F.rotary_embedding(to_nbx(x), to_nbx(cos), to_nbx(sin), positions=5, interleaved=interleaved)
+    np.testing.assert_allclose(shifted.numpy(), _rotary_reference(x, cos, sin, positions + 5, interleaved),
+                               atol=1e-6, rtol=1e-6)
+    # per-sequence positions in a (B, L, H, E) layout
+    tokens = rng.standard_normal((2, 7, 3, head_dim)).astype(np.float32)
+    per_token = rng.integers(0, 40, (2, 7, 1)).astype(np.int64)
+    out = F.rotary_embedding(to_nbx(tokens), to_nbx(cos), to_nbx(sin), positions=to_nbx(per_token),
+                             interleaved=interleaved)
+    np.testing.assert_allclose(out.numpy(), _rotary_reference(tokens, cos, sin, per_token, interleaved),
+                               atol=1e-6, rtol=1e-6)
+
+
+def test_rotary_bf16(rng):
+    cos, sin = _tables(16, 8)
+    x = rng.standard_normal((4, 16)).astype(ml_dtypes.bfloat16)
+    out = F.rotary_embedding(to_nbx(x), to_nbx(cos), to_nbx(sin))
+    assert out.dtype.name == "bfloat16"
+    expected = _rotary_reference(x, cos, sin, np.arange(4), False)
+    np.testing.assert_allclose(out.numpy().astype(np.float64), expected, atol=2 ** -7, rtol=2 ** -7)
+
+
+# ---- errors and registry ---------------------------------------------------------------------------------
+def test_error_paths(rng):
+    q, k, v = _inputs(rng, (1, 6, 4, 16), (1, 4, 5, 16), (1, 4, 5, 16))
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        _sdpa(q, q, q, dropout_p=0.1)
+    with pytest.raises(RuntimeError, match=r"multiple.*\(1, 6, 4, 16\).*\(1, 4, 5, 16\)"):
+        _sdpa(q, k, v, enable_gqa=True)
+    with pytest.raises(RuntimeError, match=r"\(1, 4, 5, 16\)"):
+        _sdpa(q, k, v)
+    with pytest.raises(RuntimeError, match=r"head dim 16 vs 8"):
+        _sdpa(q, q[..., :8], q)
+    with pytest.raises(RuntimeError, match=r"differ in length"):
+        _sdpa(q, k, v[:, :, :3])
+    with pytest.raises(RuntimeError, match=r"attn_mask \(3, 5\)"):
+        _sdpa(q[:, :4], k, v, np.ones((3, 5), bool))
+    with pytest.raises(RuntimeError, match="share a dtype"):
+        _sdpa(q, q.astype(np.float16), q)
+    with pytest.raises(RuntimeError, match="multiple"):
+        F.paged_attention(to_nbx(q[0, :3, :3]), *(to_nbx(np.zeros((2, 4, 2, 16), np.float32)),) * 2,
+                          to_nbx(np.zeros((3, 1), np.int32)), to_nbx(np.zeros(3, np.int32)))
+
+
+def test_registry_meta_and_cost():
+    from nbxtensor.ops.registry import TensorMeta, lookup
+    op = lookup("aten::scaled_dot_product_attention.default")
+    f32 = nbx.float32
+    q, k, v = TensorMeta((2, 8, 128, 64), f32), TensorMeta((2, 2, 256, 64), f32), TensorMeta((2, 2, 256, 48), f32)
+    assert tuple(op.meta(q, k, v, enable_gqa=True).shape) == (2, 8, 128, 48)
+    square = TensorMeta((2, 8, 256, 64), f32)
+    assert op.cost(square, square, square).flops == 4 * 2 * 8 * 256 * 256 * 64

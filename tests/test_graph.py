@@ -1,0 +1,142 @@
+"""Loading and running graph directories written by hand (no torch): validation errors, symbol binding,
+execution against NumPy, and that the runtime imports no torch."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor import graph
+from nbxtensor.graph import GraphError
+from nbxtensor.io import save_file
+
+from .conftest import TEST_DEVICE, cpu_kernels
+
+
+def _mlp_document():
+    return {
+        "format": "nbxtensor.graph", "version": 1,
+        "symbols": {"s0": {"min": 1, "max": 8, "trace": 2}},
+        "inputs": ["input::x"], "outputs": ["relu"],
+        "tensors": {
+            "input::x": {"shape": ["s0", 4], "dtype": "float32"},
+            "param::fc.weight": {"shape": [3, 4], "dtype": "float32", "weight": "fc.weight"},
+            "param::fc.bias": {"shape": [3], "dtype": "float32", "weight": "fc.bias"},
+            "const::shift": {"shape": [], "dtype": "float32",
+                             "data": nbx.graph.format.encode_constant(np.array(0.25, np.float32))},
+            "linear": {"shape": ["s0", 3], "dtype": "float32"},
+            "sub": {"shape": ["s0", 3], "dtype": "float32"},
+            "relu": {"shape": ["s0", 3], "dtype": "float32"},
+        },
+        "ops": [
+            {"id": "linear", "op": "aten::linear.default", "kwargs": {}, "outputs": ["linear"],
+             "args": [{"tensor": "input::x"}, {"tensor": "param::fc.weight"}, {"tensor": "param::fc.bias"}]},
+            {"id": "sub", "op": "aten::sub.Tensor", "args": [{"tensor": "linear"}, {"tensor": "const::shift"}],
+             "kwargs": {}, "outputs": ["sub"]},
+            {"id": "relu", "op": "aten::relu.default", "args": [{"tensor": "sub"}], "kwargs": {}, "outputs": ["relu"]},
+        ],
+    }
+
+
+WEIGHT = np.arange(12, dtype=np.float32).reshape(3, 4) / 10 - 0.5
+BIAS = np.array([0.1, -0.2, 0.3], np.float32)
+
+
+def _write(directory, document=None, weights=None):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "graph.json"), "w") as file:
+        json.dump(_mlp_document() if document is None else document, file)
+    weights = {"fc.weight": WEIGHT, "fc.bias": BIAS} if weights is None else weights
+    save_file({k: nbx.tensor(v) for k, v in weights.items()}, os.path.join(directory, "model.safetensors"))
+    return directory
+
+
+def _reference(x):
+    return np.maximum(x @ WEIGHT.T + BIAS - 0.25, 0)
+
+
+@cpu_kernels
+@pytest.mark.parametrize("batch", [1, 5])
+def test_runs_with_a_dynamic_batch(tmp_path, batch):
+    model = graph.load(_write(tmp_path), device=TEST_DEVICE)
+    x = np.random.default_rng(batch).standard_normal((batch, 4)).astype(np.float32)
+    out = model(nbx.tensor(x, device=TEST_DEVICE))
+    np.testing.assert_allclose(out.cpu().numpy(), _reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_symbol_out_of_range(tmp_path):
+    model = graph.load(_write(tmp_path))
+    with pytest.raises(GraphError, match=r"symbol 's0' = 9 is outside its range \[1, 8\]"):
+        model(np.zeros((9, 4), np.float32))
+    with pytest.raises(GraphError, match="input 'input::x' must have shape"):
+        model(np.zeros((2, 5), np.float32))
+
+
+def test_unknown_format_version(tmp_path):
+    document = _mlp_document()
+    document["version"] = 99
+    with pytest.raises(GraphError, match="nbxtensor.graph version 99 is unknown"):
+        graph.load(_write(tmp_path, document))
+    document["format"] = "onnx"
+    with pytest.raises(GraphError, match="format 'onnx' is not 'nbxtensor.graph'"):
+        graph.load(_write(tmp_path, document))
+
+
+def test_unknown_op_names_the_op_its_node_and_the_families(tmp_path):
+    document = _mlp_document()
+    document["ops"][2]["op"] = "aten::frobnicate.default"
+    with pytest.raises(GraphError) as error:
+        graph.load(_write(tmp_path, document))
+    message = str(error.value)
+    assert "graph.json" in message and "'relu'" in message and "aten::frobnicate.default" in message
+    assert "families that exist" in message and "pointwise" in message
+
+
+def test_missing_weight(tmp_path):
+    with pytest.raises(GraphError, match="weight 'fc.bias' is in no safetensors file"):
+        graph.load(_write(tmp_path, weights={"fc.weight": WEIGHT}))
+
+
+def test_wrong_weight_shape(tmp_path):
+    with pytest.raises(GraphError, match=r"model.safetensors: weight 'fc.weight' .* is float32\[4, 3\]"):
+        graph.load(_write(tmp_path, weights={"fc.weight": WEIGHT.T.copy(), "fc.bias": BIAS}))
+
+
+def test_missing_tensor_reference(tmp_path):
+    document = _mlp_document()
+    document["ops"][1]["args"][0] = {"tensor": "nowhere"}
+    with pytest.raises(GraphError, match="op 'sub' .*reads tensor 'nowhere', which is not among the tensors"):
+        graph.load(_write(tmp_path, document))
+
+
+def test_ambiguous_argument_is_refused(tmp_path):
+    document = _mlp_document()
+    document["ops"][1]["args"].append({"what": 1})
+    with pytest.raises(GraphError, match="not an encoded argument"):
+        graph.load(_write(tmp_path, document))
+
+
+def test_plan_reports_the_arena(tmp_path):
+    model = graph.load(_write(tmp_path))
+    memory_plan = model.plan({"s0": 8})
+    assert graph.overlapping_pairs(memory_plan) == []
+    assert memory_plan.arena_bytes <= memory_plan.naive_bytes
+    assert {b.name for b in memory_plan.blocks} == {"linear", "sub", "relu"}
+
+
+@cpu_kernels
+def test_loading_and_running_imports_no_torch(tmp_path):
+    directory = _write(tmp_path)
+    script = (
+        "import sys, numpy as np\n"
+        "from nbxtensor import graph\n"
+        f"model = graph.load({str(directory)!r})\n"
+        "model(np.ones((2, 4), np.float32))\n"
+        "model.plan()\n"
+        "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n"
+    )
+    env = {**os.environ, "NBX_DEVICE": "cpu"}
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, timeout=120)
