@@ -289,25 +289,6 @@ def divide_by_counts(dst, counts, n, extra, FLOOR: tl.constexpr, COMPUTE: tl.con
 
 
 @triton.jit
-def masked_fill(dst, mask_ptr, constant_bits, n, shape, dst_strides, mask_strides,
-                RANK: tl.constexpr, CONSTANT_BITS_TYPE: tl.constexpr, INDEX_64: tl.constexpr,
-                BLOCK: tl.constexpr):
-    idx = program_elements(BLOCK, INDEX_64)
-    valid = idx < n
-    rem = idx
-    dst_off = idx * 0
-    mask_off = idx * 0
-    for d in tl.static_range(RANK - 1, -1, -1):
-        coord = rem % shape[d]
-        rem = rem // shape[d]
-        dst_off += coord * dst_strides[d]
-        mask_off += coord * mask_strides[d]
-    selected = valid & (tl.load(mask_ptr + mask_off, mask=valid, other=0) != 0)
-    value = tl.full([BLOCK], constant_bits, tl.int64).to(CONSTANT_BITS_TYPE).to(dst.dtype.element_ty, bitcast=True)
-    tl.store(dst + dst_off, value, mask=selected)
-
-
-@triton.jit
 def _nonzero_flags(src, idx, n, shape, strides, RANK: tl.constexpr):
     valid = idx < n
     rem = idx
