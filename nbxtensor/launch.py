@@ -14,10 +14,26 @@ from .tensor import Tensor
 
 _ALIGN_MASK = 15  # Triton specialises pointers on 16-byte alignment
 _compiled: dict = {}
+_tuple_specialisations: dict = {}  # shapes and strides recur: their specialisation is remembered
+_MAX_REMEMBERED = 4096
 
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _specialisation(value):
+    """What Triton's specialiser sees in a non-pointer argument: an integer's type, whether it is 1
+    and whether it divides by 16; a float's type; a tuple element by element."""
+    kind = type(value)
+    if kind is int:
+        width = 0 if -0x80000000 <= value <= 0x7FFFFFFF else 1 if value < 0x8000000000000000 else 2
+        return (value == 1, value & _ALIGN_MASK == 0, width)
+    if kind is tuple:
+        return tuple(_specialisation(v) for v in value)
+    if kind is float:
+        return float
+    return value
 
 
 def launch(kernel, grid, device, args, **constexprs) -> None:
@@ -34,8 +50,8 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
         backend.check_kernels()
         kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args], **constexprs)
         return
-    # The key holds every value Triton could specialise on (ints and tuples by value, pointers by
-    # dtype and alignment), so one entry never stands for two different compilations.
+    # The key holds what Triton specialises on (pointers by dtype and alignment, integers by their
+    # class), so one entry never stands for two compilations and new values reuse an entry.
     spec = []
     values = []
     for a in args:
@@ -43,8 +59,16 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
             ptr = a.data_ptr()
             spec.append((a._dtype, ptr & _ALIGN_MASK == 0))
             values.append(ptr)
+        elif type(a) is tuple:
+            known = _tuple_specialisations.get(a)
+            if known is None:
+                if len(_tuple_specialisations) >= _MAX_REMEMBERED:
+                    _tuple_specialisations.clear()
+                known = _tuple_specialisations[a] = _specialisation(a)
+            spec.append(known)
+            values.append(a)
         else:
-            spec.append(a)
+            spec.append(_specialisation(a))
             values.append(a)
     key = (kernel, device.index, constexpr_key, tuple(spec))
     entry = _compiled.get(key)

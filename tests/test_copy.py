@@ -490,3 +490,13 @@ def test_fill_values_that_compare_equal_keep_their_own_bits():
     assert t.numpy().tolist() == [1.0] * 4
     t.fill_(float("nan"))
     assert np.isnan(t.numpy()).all()
+
+
+def test_launch_keys_follow_triton_specialisation_not_values():
+    """Launches are cached by what Triton specialises on, so new values reuse a compiled kernel and
+    the cache does not grow with every fill value or shape."""
+    from nbxtensor.launch import _specialisation
+    assert _specialisation(7) == _specialisation(9) != _specialisation(16) != _specialisation(1)
+    assert _specialisation(2 ** 40) != _specialisation(7)
+    assert _specialisation((3, 5)) == _specialisation((7, 9))
+    assert _specialisation(2.5) == _specialisation(-1.0)
