@@ -356,7 +356,7 @@ def _paged_cost(query, key_cache, value_cache, block_table, seq_lens, scale=None
                 bytes_written=nbytes(out))
 
 
-@register("paged_attention", family="attention", aten=[], meta=_paged_meta, cost=_paged_cost, api=())
+@register("paged_attention", family="attention", aten=["nbx::paged_attention"], meta=_paged_meta, cost=_paged_cost, api=())
 def paged_attention(query: Tensor, key_cache: Tensor, value_cache: Tensor, block_table: Tensor, seq_lens: Tensor,
                     scale: float | None = None) -> Tensor:
     """Decode attention of one query token per sequence over a paged KV cache: ``query`` (B, H_q, E);
@@ -398,7 +398,7 @@ def _append_cost(key, value, key_cache, value_cache, slot_mapping):
                 bytes_written=nbytes(key) + nbytes(value))
 
 
-@register("kv_cache_append", family="attention", aten=[], meta=_append_meta, cost=_append_cost, api=())
+@register("kv_cache_append", family="attention", aten=["nbx::kv_cache_append"], meta=_append_meta, cost=_append_cost, api=())
 def kv_cache_append(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: Tensor,
                     slot_mapping: Tensor) -> None:
     """Writes token t's rows ``key[t]``/``value[t]`` (kv_heads, dim) into the caches at slot
@@ -447,7 +447,7 @@ def _rotary_cost(x, cos, sin, positions=None, interleaved=False):
     return Cost(flops=3 * S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
 
 
-@register("rotary_embedding", family="attention", aten=[], meta=_rotary_meta, cost=_rotary_cost, api=())
+@register("rotary_embedding", family="attention", aten=["nbx::rotary_embedding"], meta=_rotary_meta, cost=_rotary_cost, api=())
 def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interleaved: bool = False) -> Tensor:
     """Rotary position embedding of ``x`` (..., L, E): pair i of a row at position p turns by the angle whose
     cosine and sine are ``cos[p, i]`` and ``sin[p, i]`` (tables (max_positions, R / 2), R <= E; dims past R
