@@ -21,10 +21,13 @@ def sample(shape, dtype, seed=0):
 
 def stable_argsort(a, axis, descending):
     if descending:
-        # a stable descending order: NaN first, ties in their original order
+        # a stable descending order: NaN first (ahead of inf), ties in their original order
         key = -a.astype(np.float64) if a.dtype != np.bool_ else ~a
-        key = np.where(np.isnan(key), -np.inf, key) if np.issubdtype(key.dtype, np.floating) else key
-        return np.argsort(key, axis=axis, kind="stable")
+        order = np.argsort(key, axis=axis, kind="stable")
+        if np.issubdtype(key.dtype, np.floating):
+            not_nan = ~np.isnan(np.take_along_axis(key, order, axis))
+            order = np.take_along_axis(order, np.argsort(not_nan, axis=axis, kind="stable"), axis)
+        return order
     return np.argsort(a, axis=axis, kind="stable")
 
 
@@ -82,10 +85,12 @@ def test_topk_of_rows_longer_than_a_segment(monkeypatch):
     assert np.array_equal(result.indices.numpy(), order)
     smallest = nbx.topk(to_nbx(a[:, :130]), 32, dim=1, largest=False)
     assert np.array_equal(smallest.indices.numpy(), np.argsort(a[:, :130], 1, kind="stable")[:, :32])
-    with pytest.raises(NotImplementedError, match="k <= 32"):
-        nbx.topk(to_nbx(a), 33)  # a round that would not shrink the candidates is refused, not looped
-    with pytest.raises(NotImplementedError, match="sort"):
-        nbx.sort(to_nbx(a))
+    # k past half a segment: a selection round would not shrink the candidates, so the row is sorted
+    for k in (33, 300):
+        result = nbx.topk(to_nbx(a), k)
+        order = stable_argsort(a, 1, True)[:, :k]
+        assert np.array_equal(result.indices.numpy(), order)
+        assert np.array_equal(result.values.numpy(), np.take_along_axis(a, order, 1), equal_nan=True)
 
 
 def test_topk_along_a_leading_dim_and_kthvalue():

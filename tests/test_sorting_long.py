@@ -1,0 +1,98 @@
+"""Rows longer than one sorting segment: segments sorted in registers, then sorted runs merged
+pairwise. Checked exactly against NumPy's stable argsort, with ties, NaN and -0.0, both directions,
+and through the ops that used to be capped by the segment length (topk, randperm, unique,
+multinomial). A shrunken segment makes many merge passes cheap to exercise."""
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.ops import sorting
+from tests.conftest import TEST_DEVICE, to_nbx
+from tests.test_sorting import stable_argsort
+
+
+def awkward(n, dtype, seed):
+    """Many ties; floats also hold NaN, -0.0, 0.0 and infinities."""
+    rng = np.random.default_rng(seed)
+    if dtype == "bfloat16" or np.issubdtype(dtype, np.floating):
+        a = (rng.integers(-40, 40, size=n) / 4).astype(np.float32 if dtype == "bfloat16" else dtype)
+        specials = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf], a.dtype)
+        flat = a.reshape(-1)
+        spots = rng.choice(flat.size, size=flat.size // 10, replace=False)
+        flat[spots] = specials[rng.integers(0, len(specials), size=len(spots))]
+        return a
+    return rng.integers(-60, 60, size=n).astype(dtype)
+
+
+def check_sort(a, dim, descending, tensor=None):
+    values, indices = nbx.sort(to_nbx(a) if tensor is None else tensor, dim=dim, descending=descending)
+    order = stable_argsort(a, dim, descending)
+    assert np.array_equal(indices.numpy(), order)
+    expected = np.take_along_axis(a, order, dim)
+    got = values.numpy() if tensor is None else values.to(nbx.float32).numpy()
+    assert np.array_equal(got, expected, equal_nan=np.issubdtype(a.dtype, np.floating))
+    # -0.0 and 0.0 tie, so each keeps its own sign where it lands
+    assert np.array_equal(np.signbit(got), np.signbit(expected))
+
+
+@pytest.mark.parametrize("n", [5000, 9000])
+@pytest.mark.parametrize("descending", [False, True])
+def test_long_float32_rows_sort_stably(n, descending):
+    check_sort(awkward(n, np.float32, n), 0, descending)
+
+
+def test_twenty_thousand_elements_and_argsort():
+    a = awkward(20000, np.float32, 3)
+    check_sort(a, -1, False)
+    assert np.array_equal(nbx.argsort(to_nbx(a), descending=True).numpy(), stable_argsort(a, 0, True))
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_long_int64_rows_sort_stably(descending):
+    check_sort(awkward(9000, np.int64, 5), 0, descending)
+
+
+def test_long_bfloat16_rows_sort_stably():
+    a = awkward(5000, "bfloat16", 6)  # quarters fit bf16 exactly, so the float32 reference is the same order
+    check_sort(a, 0, True, tensor=to_nbx(a).to(nbx.bfloat16))
+
+
+@pytest.mark.parametrize("dtype,shape", [(np.float64, (1, 600)), (np.int32, (3, 600)), (np.uint8, (2, 600))],
+                         ids=["float64", "int32", "uint8"])
+def test_many_merge_passes_with_a_small_segment(monkeypatch, dtype, shape):
+    monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    a = awkward(shape, dtype, 7) if dtype != np.uint8 else \
+        np.random.default_rng(7).integers(0, 5, size=shape).astype(dtype)
+    check_sort(a, 1, False)  # four passes, the last pairing a run with a short one
+    check_sort(a, 1, True)
+
+
+def test_multiple_rows_and_a_leading_dim(monkeypatch):
+    monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    a = awkward((200, 2, 2), np.float32, 8)
+    check_sort(a, 0, False)
+    check_sort(a, 0, True)
+    assert np.array_equal(nbx.msort(to_nbx(a)).numpy(), np.take_along_axis(a, stable_argsort(a, 0, False), 0),
+                          equal_nan=True)
+
+
+def test_long_topk_and_kthvalue(monkeypatch):
+    monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    a = awkward((1, 300), np.float32, 9)
+    for k, largest in ((20, True), (40, False), (299, True), (300, False)):
+        result = nbx.topk(to_nbx(a), k, largest=largest)
+        order = stable_argsort(a, 1, largest)[:, :k]
+        assert np.array_equal(result.indices.numpy(), order)
+    values, _ = nbx.kthvalue(to_nbx(a), 200)
+    assert np.array_equal(values.numpy(), np.sort(a, 1)[:, 199], equal_nan=True)
+
+
+def test_randperm_unique_and_multinomial_past_a_segment():
+    n = 6000
+    perm = nbx.randperm(n, generator=nbx.Generator(device=TEST_DEVICE).manual_seed(1), device=TEST_DEVICE).numpy()
+    assert np.array_equal(np.sort(perm), np.arange(n))
+    a = np.random.default_rng(10).integers(-300, 300, size=n)
+    assert np.array_equal(nbx.unique(to_nbx(a)).numpy(), np.unique(a))
+    weights = np.random.default_rng(11).random(n).astype(np.float32)
+    picked = nbx.multinomial(to_nbx(weights), 3000, generator=nbx.Generator(device=TEST_DEVICE).manual_seed(2)).numpy()
+    assert len(set(picked.tolist())) == 3000 and picked.min() >= 0 and picked.max() < n
