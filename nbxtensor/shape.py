@@ -91,8 +91,6 @@ def dense_strides_like(shape: Sequence[int], strides: Sequence[int]) -> tuple[in
     innermost, by a stable insertion sort that leaves zero-stride dims where they are."""
     if is_non_overlapping_and_dense(shape, strides):
         return tuple(strides)
-    ndim = len(shape)
-    perm = list(range(ndim - 1, -1, -1))  # innermost first
 
     def should_swap(a, b):  # > 0 when dim a must go outside dim b; zero strides keep their place
         if strides[a] == 0 or strides[b] == 0:
@@ -101,6 +99,15 @@ def dense_strides_like(shape: Sequence[int], strides: Sequence[int]) -> tuple[in
             return 1 if strides[a] > strides[b] else -1
         return 1 if shape[a] > shape[b] else 0
 
+    return dense_strides_in_order(shape, should_swap)
+
+
+def dense_strides_in_order(shape: Sequence[int], should_swap) -> tuple[int, ...]:
+    """Dense strides for ``shape`` with its dims ordered by ATen's stable insertion sort:
+    ``should_swap(a, b)`` is positive when dim a belongs outside dim b, negative when inside, and 0
+    when it cannot tell (the dims keep their order)."""
+    ndim = len(shape)
+    perm = list(range(ndim - 1, -1, -1))  # innermost first
     for i in range(1, ndim):
         dim1 = i
         for dim0 in range(i - 1, -1, -1):

@@ -27,6 +27,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
+from .common import program_elements
 from .copy import _decode, _encode
 
 OPERAND_ABSENT = 0
@@ -73,15 +74,6 @@ def _operand(ptr, off, bits, mask, KIND: tl.constexpr, FORMAT: tl.constexpr, BIT
 
 
 @triton.jit
-def _index(BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    pid = tl.program_id(0)
-    if INDEX_64:
-        return pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
-    else:
-        return pid * BLOCK + tl.arange(0, BLOCK)
-
-
-@triton.jit
 def _offsets(idx, shape, out_strides, strides0, strides1, strides2, strides3,
              K0: tl.constexpr, K1: tl.constexpr, K2: tl.constexpr, K3: tl.constexpr, RANK: tl.constexpr):
     """Element offsets of the output and of each tensor operand for the row-major index ``idx``. The
@@ -118,7 +110,7 @@ def pointwise(out, n, shape, out_strides,
               F0: tl.constexpr, F1: tl.constexpr, F2: tl.constexpr, F3: tl.constexpr,
               BITS_TYPE: tl.constexpr, OUT_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
               FLOAT_TO_INT: tl.constexpr, RANK: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
-    idx = _index(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     mask = idx < n
     out_off, off0, off1, off2, off3 = _offsets(idx, shape, out_strides, strides0, strides1, strides2, strides3,
                                                K0, K1, K2, K3, RANK)
@@ -239,7 +231,7 @@ def pointwise_complex(out, n, shape, out_strides, x0, x1, strides0, strides1, bi
                       RANK: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """Complex operands and output are given as their real components (``view_as_real`` then select
     0): strides count components, and each imaginary part sits one element after its real part."""
-    idx = _index(BLOCK, INDEX_64)
+    idx = program_elements(BLOCK, INDEX_64)
     mask = idx < n
     out_off, off0, off1, _, _ = _offsets(idx, shape, out_strides, strides0, strides1, strides0, strides1,
                                          K0, K1, 0, 0, RANK)

@@ -243,7 +243,6 @@ def output_strides(shape, stride_sets) -> tuple:
     first = stride_sets[0]
     if all(st == first for st in stride_sets) and S.is_non_overlapping_and_dense(shape, first):
         return tuple(first)
-    ndim = len(shape)
 
     def should_swap(dim0, dim1):
         for st in stride_sets:
@@ -256,22 +255,7 @@ def output_strides(shape, stride_sets) -> tuple:
                 return 1
         return 0
 
-    perm = list(range(ndim - 1, -1, -1))  # innermost first
-    for i in range(1, ndim):
-        dim1 = i
-        for dim0 in range(i - 1, -1, -1):
-            c = should_swap(perm[dim0], perm[dim1])
-            if c > 0:
-                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
-                dim1 = dim0
-            elif c < 0:
-                break
-    out = [0] * ndim
-    step = 1
-    for d in perm:
-        out[d] = step
-        step *= max(shape[d], 1)
-    return tuple(out)
+    return S.dense_strides_in_order(shape, should_swap)
 
 
 # ---- running a call -----------------------------------------------------------------------------
