@@ -5,18 +5,14 @@ once; a longer one is summarised first (per-lane online statistics, or per-chunk
 import triton
 import triton.language as tl
 
+from .common import program_elements
 from .copy import _decode, _encode
 from .reduce import _max_lanes, _pairwise_sum, _reduce_lanes, load_partials, strided_offset, welford_combine
 
 
 @triton.jit
 def _rows(n_rows, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr):
-    pid = tl.program_id(0)
-    rows = tl.arange(0, BLOCK_ROWS)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-        rows = rows.to(tl.int64)
-    rows = pid * BLOCK_ROWS + rows
+    rows = program_elements(BLOCK_ROWS, INDEX_64)
     return rows, rows < n_rows
 
 
@@ -187,12 +183,7 @@ def batch_norm_inference(src, dst, mean, var, weight, bias, n, channels, spatial
                          INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """(x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] over a dense [N, C, spatial] tensor;
     the per-channel vectors arrive in the compute dtype."""
-    pid = tl.program_id(0)
-    idx = tl.arange(0, BLOCK)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-        idx = idx.to(tl.int64)
-    idx = pid * BLOCK + idx
+    idx = program_elements(BLOCK, INDEX_64)
     mask = idx < n
     c = (idx // spatial) % channels
     x = _decode(tl.load(src + idx, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
