@@ -9,7 +9,7 @@ export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
 suite_seconds="${1:-300}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1
 python3 -c "import triton, torch, numpy, cuda.bindings; print('triton', triton.__version__, 'torch', torch.__version__, 'numpy', numpy.__version__, 'cuda-bindings', cuda.bindings.__version__)" >> "$out/gpu.txt" 2>&1
-for bench in gpu_foundation gpu_device gpu_pointwise gpu_reductions gpu_indexing; do
+for bench in gpu_foundation gpu_device gpu_pointwise gpu_reductions gpu_indexing gpu_matmul gpu_attention; do
   [ -f "benchmarks/$bench.py" ] || continue
   timeout 150 python3 "benchmarks/$bench.py" > "$out/$bench.log" 2>&1
   echo "$bench rc=$?" >> "$out/summary.txt"
