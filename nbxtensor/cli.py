@@ -44,6 +44,12 @@ def _example(_args) -> int:
     return 0
 
 
+def _demo(args) -> int:
+    from nbxtensor import demo
+
+    return demo.run(device=args.device)
+
+
 def _dims(pairs) -> dict[str, int]:
     dims = {}
     for pair in pairs or ():
@@ -122,6 +128,9 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="version, Triton, devices and the facts in force").set_defaults(run=_info)
     sub.add_parser("example", help="a short tensor example on the default device").set_defaults(run=_example)
+    demo = sub.add_parser("demo", help="embed a few sentences with all-MiniLM-L6-v2 (needs the demo extra)")
+    demo.add_argument("--device", default=None, help="default: the GPU when present, else the CPU")
+    demo.set_defaults(run=_demo)
     plan = sub.add_parser("plan", help="a graph's weights, planned activation memory, FLOPs and time floor")
     plan.add_argument("model_dir")
     plan.add_argument("--dim", action="append", metavar="SYMBOL=VALUE", help="a symbol's value (default: traced)")
