@@ -27,3 +27,14 @@ def rng():
 def to_nbx(array, device=TEST_DEVICE):
     """A tensor on the test device holding ``array``'s values (a copy)."""
     return nbx.tensor(np.asarray(array), device=device)
+
+
+def arange_pair(shape, dtype=np.float64):
+    """A NumPy array of 0, 1, 2, ... and the same values as a tensor: each value names its position."""
+    array = np.arange(int(np.prod(shape, dtype=np.int64))).astype(dtype).reshape(shape)
+    return array, to_nbx(array)
+
+
+def storage_start(t):
+    """Address of the first byte of ``t``'s storage: equal for two tensors exactly when they share it."""
+    return t.data_ptr() - t.storage_offset() * t.element_size()

@@ -9,21 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbxtensor as nbx
-from tests.conftest import TEST_DEVICE, to_nbx
+from tests.conftest import TEST_DEVICE, arange_pair, storage_start, to_nbx
 
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 shapes = st.lists(st.integers(0, 4), min_size=0, max_size=5).map(tuple)
-
-
-def arange_pair(shape, dtype=np.float64):
-    array = np.arange(math.prod(shape)).astype(dtype).reshape(shape)
-    return array, to_nbx(array)
-
-
-def storage_start(t):
-    """Address of the first byte of ``t``'s storage: equal for two tensors exactly when they share it."""
-    return t.data_ptr() - t.storage_offset() * t.element_size()
 
 
 def shares_storage(a, b):

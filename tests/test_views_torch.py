@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbxtensor as nbx
-from tests.conftest import to_nbx
+from tests.conftest import storage_start, to_nbx
 
 torch = pytest.importorskip("torch")
 
@@ -31,11 +31,6 @@ def torch_and_nbx(array):
     mine = to_nbx(array)
     assert_same_layout(mine, theirs, "base")
     return theirs, mine
-
-
-def storage_start(t):
-    """Address of the first byte of ``t``'s storage: equal for two tensors exactly when they share it."""
-    return t.data_ptr() - t.storage_offset() * t.element_size()
 
 
 def outcome(fn, t):
