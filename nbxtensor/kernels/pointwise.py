@@ -46,6 +46,11 @@ DIV_TRUE = 0
 DIV_TRUNC = 1
 DIV_FLOOR = 2
 
+# round_to_integer's directions
+ROUND_FLOOR = 0
+ROUND_CEIL = 1
+ROUND_TRUNC = 2
+
 # pow with a scalar exponent: the cases ATen computes without pow()
 POW_GENERAL = 0
 POW_SQUARE = 1
@@ -506,27 +511,16 @@ def erfinv(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 
 @triton.jit
-def floor(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if CATEGORY >= 3:
-        return libdevice.floor(a)
-    else:
+def round_to_integer(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
+    """floor, ceil or trunc (MODE: ROUND_FLOOR, ROUND_CEIL, ROUND_TRUNC); integers are already there."""
+    if CATEGORY < 3:
         return a
-
-
-@triton.jit
-def ceil(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if CATEGORY >= 3:
+    elif MODE == 0:
+        return libdevice.floor(a)
+    elif MODE == 1:
         return libdevice.ceil(a)
     else:
-        return a
-
-
-@triton.jit
-def trunc(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if CATEGORY >= 3:
         return libdevice.trunc(a)
-    else:
-        return a
 
 
 @triton.jit

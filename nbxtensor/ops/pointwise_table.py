@@ -27,6 +27,13 @@ def _unary(input):
     return Call((input,), (0,))
 
 
+def _round_toward(direction: int):
+    """The parser of floor, ceil or trunc: one kernel body, the direction as its mode."""
+    def parse(input):
+        return Call((input,), (0,), mode=direction)
+    return parse
+
+
 def _binary(input, other):
     return Call((input, other), (0, 1))
 
@@ -307,10 +314,10 @@ TABLE = [
       for n in _ALIASED_UNARY],
     Row("square", K.square, _square, inplace_api=("square_",), aten=("aten::square.default", "aten::square.out",
                                                                      "aten::square_.default")),
-    Row("floor", K.floor, _unary, accepts=NO_BOOL, inplace_api=("floor_",)),
-    Row("ceil", K.ceil, _unary, accepts=NO_BOOL, inplace_api=("ceil_",)),
-    Row("trunc", K.trunc, _unary, accepts=NO_BOOL, api=("trunc", "fix"), methods=("trunc", "fix"),
-        inplace_api=("trunc_", "fix_")),
+    Row("floor", K.round_to_integer, _round_toward(K.ROUND_FLOOR), accepts=NO_BOOL, inplace_api=("floor_",)),
+    Row("ceil", K.round_to_integer, _round_toward(K.ROUND_CEIL), accepts=NO_BOOL, inplace_api=("ceil_",)),
+    Row("trunc", K.round_to_integer, _round_toward(K.ROUND_TRUNC), accepts=NO_BOOL, api=("trunc", "fix"),
+        methods=("trunc", "fix"), inplace_api=("trunc_", "fix_")),
     Row("round", K.round_, _round, accepts=NO_BOOL, check=_check_round, inplace_api=("round_",),
         aten=("aten::round.default", "aten::round.decimals", "aten::round.out", "aten::round_.default",
               "aten::round_.decimals")),
