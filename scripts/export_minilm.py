@@ -67,16 +67,6 @@ def _tensor_refs(value):
     return []
 
 
-def _restore_dropped_copies(document) -> None:
-    """Turn each view of a permuted tensor into a reshape. Attention's `transpose(1, 2).contiguous()` is
-    a clone, which the exporter drops as a clone of an op output; torch's CPU attention returns its
-    result in the transposed layout, so the view after it worked in torch but not on other layouts."""
-    permuted = {out for op in document["ops"] if op["op"] == "aten::permute.default" for out in op["outputs"]}
-    for op in document["ops"]:
-        if op["op"] == "aten::view.default" and op["args"][0].get("tensor") in permuted:
-            op["op"] = "aten::reshape.default"
-
-
 def main() -> int:
     model = load_reference()
     batch, tokens = torch.export.Dim("batch", min=1, max=1024), torch.export.Dim("tokens", min=2, max=MAX_TOKENS)
@@ -94,7 +84,6 @@ def main() -> int:
         read = {ref for op in document["ops"] for ref in _tensor_refs([*op["args"], *op["kwargs"].values()])}
         document["tensors"] = {key: value for key, value in document["tensors"].items()
                                if "weight" not in value or key in read}
-        _restore_dropped_copies(document)
         GRAPH_PATH.parent.mkdir(parents=True, exist_ok=True)
         GRAPH_PATH.write_text(dumps(document), encoding="utf-8")
     print(f"wrote {GRAPH_PATH} ({os.path.getsize(GRAPH_PATH)} bytes, {len(document['ops'])} ops)")

@@ -48,3 +48,18 @@ def test_bf16_matches_torch(rng):
     got = F.scaled_dot_product_attention(*ours, is_causal=True)
     want = torch.nn.functional.scaled_dot_product_attention(*theirs, is_causal=True)
     np.testing.assert_allclose(got.to(nbx.float32).numpy(), want.float().numpy(), atol=2e-2, rtol=2e-2)
+
+
+def test_output_layout_follows_the_query_as_atens():
+    """ATen's fused attention lays its output out in the query's dim order; exported graphs view the
+    transpose of a query-shaped output without a copy, so the strides must agree."""
+    projected = torch.randn(2, 9, 12, 32)  # (B, L, H, E), as a model's projection leaves it
+    q = projected.transpose(1, 2)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    ours_q = to_nbx(projected.numpy()).transpose(1, 2)
+    ours = nbx.nn.functional.scaled_dot_product_attention(ours_q, ours_q, ours_q)
+    assert ours.stride() == expected.stride()
+    assert ours.transpose(1, 2).is_contiguous()
+    dense = torch.randn(2, 12, 9, 32)
+    assert nbx.nn.functional.scaled_dot_product_attention(*(to_nbx(dense.numpy()),) * 3).stride() == \
+        torch.nn.functional.scaled_dot_product_attention(dense, dense, dense).stride()

@@ -182,8 +182,11 @@ class _Writer:
         if isinstance(val, (torch.SymInt, int, bool, float)) or val is None:
             return  # sym_size, asserts and other guards: no tensor work
         source = node.args[0] if node.args else None
+        # a clone of an op output is an artefact only when that output was already contiguous; a clone
+        # of a transposed view is the copy that lets a later view merge its dims
         fresh_clone = (name == "aten::clone.default" and isinstance(source, torch.fx.Node)
-                       and source.op == "call_function")
+                       and source.op == "call_function"
+                       and getattr(source.meta.get("val"), "is_contiguous", lambda: False)())
         if name in _ALIASES or fresh_clone:
             self.ids[node.name] = self.ids[source.name]
             return

@@ -263,6 +263,15 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
 
 
 # ---- the entry point -------------------------------------------------------------------------------------
+def _aten_output_strides(query: Tensor, shape):
+    """ATen's fused attention lays its output out in the query's dim order (a query viewed from
+    (B, L, H, E) and transposed gives an output whose transpose back is contiguous). Exported graphs
+    rely on it: the view after that transpose traces with no copy in between."""
+    if tuple(query.shape) != tuple(shape):
+        return None
+    return S.dense_strides_like(query.shape, query.stride())
+
+
 @register("scaled_dot_product_attention", family="attention", aten=["aten::scaled_dot_product_attention.default"],
           meta=_sdpa_meta, cost=_sdpa_cost, api=())
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
@@ -283,7 +292,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     for name, t in (("key", key), ("value", value), ("attn_mask", attn_mask)):
         if t is not None and t.device != dev:
             raise RuntimeError(f"{op}: expected all tensors on {dev}, got {name} on {t.device}")
-    out = new_tensor(meta.shape, meta.dtype, dev)
+    out = new_tensor(meta.shape, meta.dtype, dev, _aten_output_strides(query, meta.shape))
     if out.numel() == 0:
         return out
     L, E = query.shape[-2:]
