@@ -60,8 +60,8 @@ def _log2(n):
 @triton.jit
 def _bitonic(x, MERGE_ONLY: tl.constexpr):
     """``x`` (1-D, a power of two long) in ascending order. MERGE_ONLY: ``x`` already rises then
-    falls, so the last stage suffices. Each step swaps elements STRIDE apart into order, ascending in
-    runs of RUN elements at even multiples of RUN and descending in the odd ones. The steps are
+    falls, so the last stage suffices. Each step swaps elements ``stride`` apart into order, ascending in
+    runs of ``run`` elements at even multiples of ``run`` and descending in the odd ones. The steps are
     written inline, and reduce with the combine functions behind tl.min/tl.max directly, because the
     interpreter pays per nested jit call (and runs those two combines as NumPy reductions)."""
     LENGTH: tl.constexpr = x.shape[0]
@@ -69,14 +69,15 @@ def _bitonic(x, MERGE_ONLY: tl.constexpr):
     FIRST_STAGE: tl.constexpr = LOG if MERGE_ONLY else 1
     for stage in tl.static_range(FIRST_STAGE, LOG + 1):
         for step in tl.static_range(stage):
-            STRIDE: tl.constexpr = 1 << (stage - 1 - step)
-            RUN: tl.constexpr = 1 << stage
-            OUTER: tl.constexpr = LENGTH // (2 * STRIDE)
-            pairs = tl.reshape(x, [OUTER, 2, STRIDE])
+            # Plain names: loop-carried constexprs cannot be re-annotated in compiled code.
+            stride = 1 << (stage - 1 - step)
+            run = 1 << stage
+            outer = LENGTH // (2 * stride)
+            pairs = tl.reshape(x, [outer, 2, stride])
             smaller = tl.reduce(pairs, 1, tl.standard._elementwise_min, keep_dims=True)
             larger = tl.reduce(pairs, 1, tl.standard._elementwise_max, keep_dims=True)
             second = tl.arange(0, 2)[None, :, None] == 1
-            descending = ((tl.arange(0, OUTER)[:, None, None] * (2 * STRIDE)) // RUN) % 2 == 1
+            descending = ((tl.arange(0, outer)[:, None, None] * (2 * stride)) // run) % 2 == 1
             x = tl.reshape(tl.where(second != descending, larger, smaller), [LENGTH])
     return x
 
