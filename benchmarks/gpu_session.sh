@@ -34,7 +34,7 @@ if [ "$mode" != bench ]; then
   for ((s = 0; s < shards; s++)); do
     mine=()
     for ((i = s; i < ${#files[@]}; i += shards)); do mine+=("${files[i]}"); done
-    NBX_TEST_DEVICE=cuda timeout $(( $(remaining) - 5 )) python3 -m pytest -q -p no:cacheprovider "${mine[@]}" \
+    NBX_TEST_DEVICE=cuda timeout $(( $(remaining) - 5 )) python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=120 "${mine[@]}" \
       > "$logs/pytest_cuda_$s.log" 2>&1 &
   done
   wait

@@ -178,9 +178,15 @@ def test_tiled_launch_is_exact(case, monkeypatch):
         c = np.asfortranarray(rng.standard_normal((37, 50)).astype(np.float32))
         got = nbx.addcmul(to_nbx(a), to_nbx(b_t).T, nbx.transpose(to_nbx(c.T), 0, 1), value=0.5)
         expected = a + np.float32(0.5) * b_t.T * c
+        # A compiled kernel may contract a + v*b*c into one FMA (as ATen's CUDA kernel does): each
+        # element is then the exact value rounded once, which float64 carries here (the product is exact).
+        fused = (a.astype(np.float64) + 0.5 * b_t.T.astype(np.float64) * c.astype(np.float64)).astype(np.float32)
     assert "pointwise_tiled" in _kernels_used()
     assert got.dtype.name == expected.dtype.name
-    np.testing.assert_array_equal(got.numpy(), expected)
+    if case == "addcmul_three_layouts":
+        assert np.all((got.numpy() == expected) | (got.numpy() == fused))
+    else:
+        np.testing.assert_array_equal(got.numpy(), expected)
 
 
 def test_the_tiled_and_the_flat_launch_agree(monkeypatch):

@@ -57,27 +57,30 @@ def _log2(n):
     return n.bit_length() - 1
 
 
+@triton.constexpr_function
+def _pow2(exponent):
+    return 1 << exponent
+
+
 @triton.jit
 def _bitonic(x, MERGE_ONLY: tl.constexpr):
     """``x`` (1-D, a power of two long) in ascending order. MERGE_ONLY: ``x`` already rises then
-    falls, so the last stage suffices. Each step swaps elements ``stride`` apart into order, ascending in
-    runs of ``run`` elements at even multiples of ``run`` and descending in the odd ones. The steps are
-    written inline, and reduce with the combine functions behind tl.min/tl.max directly, because the
+    falls, so the last stage suffices. Step ``step`` of stage ``stage`` swaps elements
+    2^(stage-1-step) apart into order, ascending in runs of 2^stage elements at even multiples of that
+    and descending in the odd ones (pair block ``o`` lies in run ``o >> step``). The steps are written
+    inline, and reduce with the combine functions behind tl.min/tl.max directly, because the
     interpreter pays per nested jit call (and runs those two combines as NumPy reductions)."""
     LENGTH: tl.constexpr = x.shape[0]
     LOG: tl.constexpr = _log2(LENGTH)
     FIRST_STAGE: tl.constexpr = LOG if MERGE_ONLY else 1
     for stage in tl.static_range(FIRST_STAGE, LOG + 1):
         for step in tl.static_range(stage):
-            # Plain names: loop-carried constexprs cannot be re-annotated in compiled code.
-            stride = 1 << (stage - 1 - step)
-            run = 1 << stage
-            outer = LENGTH // (2 * stride)
-            pairs = tl.reshape(x, [outer, 2, stride])
+            # Inline constexpr arithmetic: names bound inside an unrolled loop cannot stay constexpr.
+            pairs = tl.reshape(x, [LENGTH // _pow2(stage - step), 2, _pow2(stage - 1 - step)])
             smaller = tl.reduce(pairs, 1, tl.standard._elementwise_min, keep_dims=True)
             larger = tl.reduce(pairs, 1, tl.standard._elementwise_max, keep_dims=True)
             second = tl.arange(0, 2)[None, :, None] == 1
-            descending = ((tl.arange(0, outer)[:, None, None] * (2 * stride)) // run) % 2 == 1
+            descending = ((tl.arange(0, LENGTH // _pow2(stage - step)) >> step) & 1)[:, None, None] == 1
             x = tl.reshape(tl.where(second != descending, larger, smaller), [LENGTH])
     return x
 

@@ -175,7 +175,8 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype) -> list[dict]:
             bk //= 2  # float32 tiles take twice the shared memory and registers
         config = dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m),
                       BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
-                      BLOCK_K=_clamp_block(bk, tiles["max_block_k"], k),
+                      # 8-bit operands multiply in K steps of 32 (the MMA shapes for int8)
+                      BLOCK_K=max(_clamp_block(bk, tiles["max_block_k"], k), 32 // dtype.itemsize),
                       num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]),
                       GROUP_M=GROUP_M)
         staged = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * dtype.itemsize * config["num_stages"]

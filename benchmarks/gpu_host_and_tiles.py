@@ -1,0 +1,88 @@
+"""Two measurements that set facts and find host costs, for one device call:
+1. host time per call of small ops (ours and torch's), with the top of a profile of ours;
+2. row-sum tiles: bf16 32768 x 4096 summed over rows for each (reduction_block, reduction_tile,
+   reduction_warps) in a grid, against torch in the same run.
+Writes a full log to stdout; the short table comes last."""
+from __future__ import annotations
+
+import cProfile
+import io
+import itertools
+import os
+import pstats
+import sys
+
+import nbxtensor as nbx
+from nbxtensor.device import backend_for
+
+sys.path.insert(0, os.path.dirname(__file__))
+from timing import gpu_time_ms, host_time_us  # noqa: E402
+
+import torch  # noqa: E402  (the comparison only)
+
+dev = "cuda"
+a, b = nbx.ones((16,), device=dev), nbx.ones((16,), device=dev)
+ta, tb = torch.ones(16, device=dev), torch.ones(16, device=dev)
+x, w = nbx.ones((1, 4096), device=dev, dtype=nbx.bfloat16), nbx.ones((14336, 4096), device=dev, dtype=nbx.bfloat16)
+tx, tw = torch.ones(1, 4096, device=dev, dtype=torch.bfloat16), torch.ones(14336, 4096, device=dev, dtype=torch.bfloat16)
+m2, tm2 = nbx.ones((64, 256), device=dev), torch.ones(64, 256, device=dev)
+q = nbx.ones((8, 32, 1, 128), device=dev, dtype=nbx.bfloat16)
+kv = nbx.ones((8, 32, 1024, 128), device=dev, dtype=nbx.bfloat16)
+tq, tkv = torch.from_dlpack(q), torch.from_dlpack(kv)
+F, TF = nbx.nn.functional, torch.nn.functional
+cases = {
+    "fill_": (lambda: a.fill_(1.0), lambda: ta.fill_(1.0)),
+    "copy_": (lambda: a.copy_(b), lambda: ta.copy_(tb)),
+    "clone": (lambda: a.clone(), lambda: ta.clone()),
+    "empty 1 MiB": (lambda: nbx.empty((262144,), device=dev), lambda: torch.empty(262144, device=dev)),
+    "add": (lambda: a + b, lambda: ta + tb),
+    "mul scalar": (lambda: a * 2.0, lambda: ta * 2.0),
+    "linear 1x4096x14336": (lambda: F.linear(x, w), lambda: TF.linear(tx, tw)),
+    "sum row 64x256": (lambda: m2.sum(dim=-1), lambda: tm2.sum(dim=-1)),
+    "softmax 64x256": (lambda: nbx.softmax(m2, -1), lambda: torch.softmax(tm2, -1)),
+    "sdpa decode": (lambda: F.scaled_dot_product_attention(q, kv, kv), lambda: TF.scaled_dot_product_attention(tq, tkv, tkv)),
+}
+host_rows = []
+for name, (ours, theirs) in cases.items():
+    ours_us, theirs_us = host_time_us(ours), host_time_us(theirs)
+    torch.cuda.synchronize()
+    host_rows.append((name, ours_us, theirs_us))
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(500):
+        ours()
+    profile.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(12)
+    print(f"==== {name}: ours {ours_us:.1f} us, torch {theirs_us:.1f} us\n{text.getvalue()}")
+
+facts = backend_for(nbx.device(dev)).facts
+saved = {k: facts[k] for k in ("reduction_block", "reduction_tile", "reduction_warps")}
+torch.manual_seed(0)
+t = torch.randn(32768, 4096, device=dev, dtype=torch.bfloat16)
+s = nbx.from_dlpack(t)
+theirs = gpu_time_ms(lambda: t.sum(dim=-1))
+expected = t.float().sum(dim=-1)
+tile_rows = []
+for block, tile, warps in itertools.product((512, 1024, 2048, 4096), (4096, 8192, 16384), (4, 8, 16)):
+    if tile < block:
+        continue
+    facts.update(reduction_block=block, reduction_tile=tile, reduction_warps=warps)
+    try:
+        got = torch.from_dlpack(s.sum(dim=-1)).float()
+        err = float((got - expected).abs().max())
+        ms = gpu_time_ms(lambda: s.sum(dim=-1))
+    except Exception as e:  # noqa: BLE001  (a setting the device refuses is a result too)
+        print(f"block {block} tile {tile} warps {warps}: {type(e).__name__}: {str(e)[:200]}")
+        continue
+    tile_rows.append((block, tile, warps, ms, err))
+facts.update(saved)
+
+print(f"\n{'host: one call of':24s} {'ours us':>8s} {'torch us':>9s} {'ratio':>6s}")
+for name, ours_us, theirs_us in host_rows:
+    print(f"{name:24s} {ours_us:8.1f} {theirs_us:9.1f} {theirs_us / ours_us:6.2f}")
+print(f"\nrow sum bf16 32768x4096: torch {theirs:.3f} ms")
+print(f"{'block':>6s} {'tile':>6s} {'warps':>5s} {'ms':>7s} {'ratio':>6s} {'max err':>8s}")
+for block, tile, warps, ms, err in sorted(tile_rows, key=lambda r: r[3])[:12]:
+    print(f"{block:6d} {tile:6d} {warps:5d} {ms:7.3f} {theirs / ms:6.2f} {err:8.2g}")
