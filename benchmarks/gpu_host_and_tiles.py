@@ -57,7 +57,7 @@ for name, (ours, theirs) in cases.items():
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(12)
     print(f"==== {name}: ours {ours_us:.1f} us, torch {theirs_us:.1f} us\n{text.getvalue()}")
 
-facts = backend_for(nbx.device(dev)).facts
+facts = backend_for(nbx.device(dev)).facts["kernels"]
 saved = {k: facts[k] for k in ("reduction_block", "reduction_tile", "reduction_warps")}
 torch.manual_seed(0)
 t = torch.randn(32768, 4096, device=dev, dtype=torch.bfloat16)

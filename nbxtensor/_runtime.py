@@ -4,6 +4,8 @@ Triton decides at import whether ``@triton.jit`` compiles for a GPU or runs kern
 interpreter, and its own library functions (``tl.sum``...) are made at that moment, so a process
 cannot switch later. nbxtensor settles it once: kernels are compiled when a CUDA GPU is present
 and ``NBX_DEVICE`` does not ask for the CPU; otherwise they run interpreted on host memory.
+``NBX_KERNEL_MODE=compile-only`` is for the compile check (``scripts/compile_check.py``): kernels are
+Triton's compilable functions, and no device runs them.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import sys
 
 INTERPRETED = "interpreted"
 COMPILED = "compiled"
+COMPILE_ONLY = "compile-only"  # kernels compile for a GPU target with no GPU present; nothing runs
 
 
 def cuda_device_count() -> int:
@@ -33,6 +36,8 @@ def cuda_device_count() -> int:
 
 
 def _decide() -> str:
+    if os.environ.get("NBX_KERNEL_MODE", "") == COMPILE_ONLY:
+        return COMPILE_ONLY
     if os.environ.get("TRITON_INTERPRET", "") == "1":
         return INTERPRETED
     return COMPILED if cuda_device_count() > 0 else INTERPRETED

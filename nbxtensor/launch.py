@@ -9,6 +9,9 @@ it always takes the generic path.
 """
 from __future__ import annotations
 
+import json
+import os
+
 from .device import backend_for
 from .tensor import Tensor
 
@@ -16,6 +19,30 @@ _ALIGN_MASK = 15  # Triton specialises pointers on 16-byte alignment
 _compiled: dict = {}
 _tuple_specialisations: dict = {}  # shapes and strides recur: their specialisation is remembered
 _MAX_REMEMBERED = 4096
+
+
+# Set, interpreted launches are written to this file (one JSON line each) for the compile check, which
+# compiles every recorded specialisation for a GPU target on a machine that has none.
+_RECORD_PATH = os.environ.get("NBX_RECORD_LAUNCHES")
+
+
+def _record(kernel, args, constexprs: dict) -> None:
+    def describe(a):
+        if type(a) is Tensor:
+            return {"pointer": str(a._dtype.triton), "aligned": a.data_ptr() & _ALIGN_MASK == 0}
+        if isinstance(a, tuple):
+            return {"tuple": [describe(v) for v in a]}
+        return {"value": a}
+    def constant(v):
+        if hasattr(v, "primitive_bitwidth"):
+            return {"dtype": str(v)}
+        if hasattr(v, "fn"):
+            return {"function": [v.fn.__module__, v.fn.__name__]}
+        return v
+    line = {"module": kernel.fn.__module__, "kernel": kernel.fn.__name__, "args": [describe(a) for a in args],
+            "constexprs": {k: constant(v) for k, v in constexprs.items()}}
+    with open(_RECORD_PATH, "a") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 def cdiv(a: int, b: int) -> int:
@@ -48,6 +75,8 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
     backend = backend_for(device)
     if not backend.compiles_kernels:
         backend.check_kernels()
+        if _RECORD_PATH:
+            _record(kernel, args, constexprs)
         kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args], **constexprs)
         return
     # The key holds what Triton specialises on (pointers by dtype and alignment, integers by their

@@ -14,8 +14,12 @@ from hypothesis import strategies as st
 
 import nbxtensor as nbx
 from nbxtensor.device import backend_for
+from nbxtensor.kernels.reduce import _lane_sum
 
-from .conftest import TEST_DEVICE, to_nbx
+import triton  # noqa: E402  (after nbxtensor, which settles Triton's mode)
+import triton.language as tl  # noqa: E402
+
+from .conftest import TEST_DEVICE, cpu_kernels, to_nbx
 
 EPS = {"float32": np.finfo(np.float32).eps, "float64": np.finfo(np.float64).eps,
        "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
@@ -344,3 +348,40 @@ def test_hypothesis_strided_sum_and_max(shape, data):
     d = dims[0]
     assert view.argmax(d).tolist() == ref.argmax(d).tolist()
     np.testing.assert_allclose(view.cumsum(d).numpy(), np.cumsum(a64, d), rtol=1e-5, atol=1e-5)
+
+
+@triton.jit
+def lane_sums(src, perm, out, LANES: tl.constexpr):
+    rows = tl.arange(0, 2)
+    lanes = tl.load(perm + tl.arange(0, LANES))
+    tl.store(out + rows, _lane_sum(tl.load(src + rows[:, None] * LANES + lanes[None, :])))
+
+
+@cpu_kernels
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lane_sums_do_not_depend_on_the_order_of_lanes(dtype):
+    """The lane combine of float sums gives the same bits for any order of the lanes: a compiled kernel
+    orders them by its layout, which can differ between batchings of the same row. The plain pairwise
+    sum of the interpreter does depend on the order, so this catches a combine that adds floats."""
+    def run(values, order):
+        held = [to_nbx(values, device="cpu"), to_nbx(order.astype(np.int32), device="cpu"),
+                nbx.empty(2, dtype=dtype, device="cpu")]  # alive while the kernel reads their memory
+        lane_sums[(1,)](*[t._kernel_pointer(backend_for(t.device)) for t in held], LANES=256)
+        return held[2].numpy()
+
+    rng = np.random.default_rng(11)
+    values = (rng.standard_normal((2, 256)) * np.exp2(rng.integers(-20, 20, (2, 256)))).astype(dtype)
+    values[1, :7] = [1e30, -1e30, 3.0, 1e-30, -2.5, 7e10, -7e10]  # cancellation around a large lane
+    exact = [math.fsum(row) for row in values.astype(np.float64)]
+    results = set()
+    for seed in range(6):
+        order = np.arange(256) if seed == 0 else np.random.default_rng(seed).permutation(256)
+        got = run(values, order)
+        results.add(got.tobytes())
+        # each of 256 = 2^8 lanes keeps 50 bits below the largest lane's magnitude
+        bound = np.finfo(dtype).eps * np.abs(exact) + np.abs(values).max(axis=1) * 2.0 ** -42
+        assert np.all(np.abs(got - exact) <= bound)
+    assert len(results) == 1
+    values[0, 5], values[1, 9] = np.inf, np.nan
+    got = run(values, np.arange(256))
+    assert got[0] == np.inf and np.isnan(got[1])

@@ -12,6 +12,7 @@ import nbxtensor as nbx
 from nbxtensor import tuning
 from nbxtensor.device.facts import load as load_facts
 from nbxtensor.ops.matmul import gemm_candidates, gemv_candidates
+from tests.conftest import cpu_kernels
 
 HOPPER = load_facts("hopper")
 CANDIDATES = [{"BLOCK_M": 64}, {"BLOCK_M": 128}, {"BLOCK_M": 256}]
@@ -54,7 +55,12 @@ def test_interpreted_devices_take_the_first_candidate_and_store_nothing(tmp_path
         raise AssertionError("nothing is timed under the interpreter")
     assert tuning.choose("k|M=1", "cpu", CANDIDATES, never, interpreted=True) == CANDIDATES[0]
     assert not list(tmp_path.iterdir())
-    a = nbx.ones(20, 20)
+
+
+@cpu_kernels
+def test_a_product_on_the_interpreter_stores_no_tuning(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    a = nbx.ones(20, 20, device="cpu")
     nbx.mm(a, a)
     assert not list(tmp_path.iterdir()) and tuning.entries("cpu") == {}
 

@@ -7,7 +7,7 @@ import triton.language as tl
 
 from .common import program_elements
 from .copy import _decode, _encode
-from .reduce import _max_lanes, _pairwise_sum, _reduce_lanes, load_partials, strided_offset, welford_combine
+from .reduce import _lane_sum, _max_lanes, _reduce_lanes, load_partials, strided_offset, welford_combine
 
 
 @triton.jit
@@ -156,7 +156,7 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, length, eps, groups,
                 count, mean_acc, m2 = welford_combine(count, mean_acc, m2, mask.to(COMPUTE), x, 0.0)
             start += BLOCK_R
         if RMS:
-            rstd = 1.0 / tl.sqrt(_pairwise_sum(m2, LANE_BITS) / length + eps)
+            rstd = 1.0 / tl.sqrt(_lane_sum(m2) / length + eps)
             mean = rstd * 0
         else:
             _, mean, total_m2 = _reduce_lanes(count, mean_acc, m2, 8, LANE_BITS)

@@ -19,7 +19,7 @@ MODE_BERNOULLI_TENSOR = 4  # u < p[i]
 MODE_EXPONENTIAL = 5  # -log(1 - u) / a
 MODE_DROPOUT = 6  # x[i] * b where u >= a, else 0
 
-_TWO_PI = 6.283185307179586
+_TWO_PI = tl.constexpr(6.283185307179586)
 
 
 @triton.jit

@@ -183,14 +183,26 @@ def _min_lanes(x):
 
 
 @triton.jit
-def _pairwise_sum(x, LANE_BITS: tl.constexpr):
-    """The sum over axis 1 of a [rows, 2**LANE_BITS] tile in a fixed pairwise order (lanes 2k and
-    2k + 1 first). ``tl.sum``'s order follows the compiler's layout of the tile, which can change with
-    the values Triton specialises on, and a row must give the same bits in any batch."""
-    for _ in tl.static_range(LANE_BITS):
-        left, right = tl.split(tl.reshape(x, [x.shape[0], x.shape[1] // 2, 2]))
-        x = left + right
-    return tl.reshape(x, [x.shape[0]])
+def _lane_sum(x):
+    """The sum over axis 1 of a [rows, lanes] tile, bit-identical whatever the compiler's layout of the
+    tile. ``tl.sum`` adds floats in an order that follows the layout, and the layout follows what Triton
+    specialises on (a row's alignment, say), so the same row could round differently in another batch.
+    Floats are summed instead in 64-bit fixed point scaled to the row's largest lane: converting each
+    lane is elementwise and integer addition is exact, so the order no longer matters. Each lane keeps
+    50 bits below the largest lane's magnitude (the total of up to 2^12 lanes stays below 2^62), which
+    is finer than a float32 or float64 rounding of the sum. Rows holding inf or NaN take the plain sum:
+    its non-finite result does not depend on order."""
+    if x.dtype.is_floating():
+        wide = x.to(tl.float64)
+        plain = tl.sum(wide, 1)
+        biased_exponent = (tl.max(tl.abs(wide), 1).to(tl.int64, bitcast=True) >> 52) & 0x7FF
+        shift = tl.minimum(tl.maximum(1072 - biased_exponent, -1022), 1023)  # lanes then lie below 2^50
+        scale = ((shift + 1023) << 52).to(tl.float64, bitcast=True)
+        unscale = ((1023 - shift) << 52).to(tl.float64, bitcast=True)
+        total = tl.sum((wide * scale[:, None]).to(tl.int64), 1).to(tl.float64) * unscale
+        return tl.where(tl.abs(plain) < float("inf"), total, plain).to(x.dtype)
+    else:
+        return tl.sum(x, 1)
 
 
 @triton.jit
@@ -199,7 +211,7 @@ def _reduce_lanes(s0, s1, s2, KIND: tl.constexpr, LANE_BITS: tl.constexpr):
     built-in reductions are used: a custom combine function runs element by element in Triton's
     interpreter, and these closed forms need none."""
     if KIND == 0:
-        return _pairwise_sum(s0, LANE_BITS), tl.sum(s1, 1), tl.sum(s2, 1)
+        return _lane_sum(s0), tl.sum(s1, 1), tl.sum(s2, 1)
     elif KIND == 1:
         # a pairwise tree: lanes 2k and 2k + 1 multiply, LANE_BITS times
         prod = s0
@@ -224,17 +236,17 @@ def _reduce_lanes(s0, s1, s2, KIND: tl.constexpr, LANE_BITS: tl.constexpr):
     elif KIND == 6:
         return _min_lanes(s0), _max_lanes(s1), tl.sum(s2, 1)
     elif KIND == 7:
-        return _pairwise_sum(s0, LANE_BITS), _pairwise_sum(s1, LANE_BITS), tl.sum(s2, 1)
+        return _lane_sum(s0), _lane_sum(s1), tl.sum(s2, 1)
     elif KIND == 8:
         # the parallel form of Chan's merge over all lanes at once
-        count = _pairwise_sum(s0, LANE_BITS)
-        mean = _pairwise_sum(s0 * s1, LANE_BITS) / tl.where(count == 0, 1, count)
+        count = _lane_sum(s0)
+        mean = _lane_sum(s0 * s1) / tl.where(count == 0, 1, count)
         delta = s1 - mean[:, None]
-        return count, mean, _pairwise_sum(s2, LANE_BITS) + _pairwise_sum(s0 * delta * delta, LANE_BITS)
+        return count, mean, _lane_sum(s2) + _lane_sum(s0 * delta * delta)
     else:
         top = _max_lanes(s0)
         scale = tl.where(s0 == top[:, None], 1.0, tl.exp(s0 - top[:, None]))
-        return top, _pairwise_sum(s1 * scale, LANE_BITS), tl.sum(s2, 1)
+        return top, _lane_sum(s1 * scale), tl.sum(s2, 1)
 
 
 @triton.jit

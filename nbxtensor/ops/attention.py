@@ -174,13 +174,6 @@ def forward_candidates(facts: dict, length: int, keys: int, head_dim: int, dtype
     return out
 
 
-def _choose(key: str, facts: dict, candidates: list[dict], run) -> dict:
-    def measure(config):
-        from ..tuning.timing import device_time_ms
-        return device_time_ms(lambda: run(config))
-    return tuning.choose(key, facts["name"], candidates, measure, interpreted=bool(facts["kernels"].get("interpreted")))
-
-
 def _common_flags(dtype, out_dtype, dev, facts) -> dict:
     conversion = _conversion_flags(get_dtype("float32"), out_dtype, dev)
     return dict(IN_FORMAT=_in_format(dtype, facts), PRECISION=_dot_precision(dtype),
@@ -205,7 +198,7 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
                MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
                num_stages=config["num_stages"], **flags)
 
-    run(_choose(key, facts, forward_candidates(facts, L, keys, max(E, value_dim), q.dtype), run))
+    run(tuning.choose_timed(key, facts, lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype), run))
 
 
 # ---- decode: split over the keys, then a fixed-order combine ---------------------------------------------

@@ -219,41 +219,45 @@ def _operand_flags(dtype, out_dtype, bias, dev, facts) -> dict:
                 DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"])
 
 
-def _choose(key: str, facts: dict, candidates: list[dict], run) -> dict:
-    def measure(config):
-        from ..tuning.timing import device_time_ms
-        return device_time_ms(lambda: run(config))
-    return tuning.choose(key, facts["name"], candidates, measure, interpreted=bool(facts["kernels"].get("interpreted")))
-
-
-def _run_gemv(a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flags, facts, dev, index_64):
-    """out (m x n, m <= 16) from a (m x k) and b (k x n), all 2-D strided views."""
+def _gemv_launches(a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flags, facts, dev, index_64):
+    """``run(config, a, b, bias, out)`` for out (m x n, m <= 16) from a (m x k) and b (k x n), given here as
+    2-D strided views of the tensors ``run`` later takes (which share their first elements), and the
+    tuned config."""
     block_m = 1 if m == 1 else GEMV_MAX_ROWS
     bias_sm, bias_sn = (bias.stride(0), bias.stride(1)) if has_bias else (0, 0)
+    a_sm, a_sk, b_sk, b_sn, out_sm, out_sn = a.stride(0), a.stride(1), b.stride(0), b.stride(1), *out.stride()
+    partial_dtype = get_dtype("int32" if out.dtype.kind == "int" else "float32")
     key = tuning.launch_key("gemv", facts, rows={"M": m}, cols={"N": n, "K": k}, dtypes=(a.dtype, out.dtype),
-                            flags={"a_k_unit": a.stride(1) == 1, "b_n_unit": b.stride(1) == 1})
+                            flags={"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1})
 
-    def run(config):
+    def run(config, a, b, bias, out):
         block_k, splits = config["BLOCK_K"], config["SPLITS"]
         k_per_split = cdiv(cdiv(k, splits), block_k) * block_k if k else block_k
         splits = max(1, cdiv(k, k_per_split))
-        partial = new_tensor((splits, m, n), get_dtype("int32" if out.dtype.kind == "int" else "float32"), dev) \
-            if splits > 1 else out
+        partial = new_tensor((splits, m, n), partial_dtype, dev) if splits > 1 else out
         launch(K.gemv, (cdiv(n, config["BLOCK_N"]), splits), dev,
                [a, b, bias if has_bias else out, out, partial, m, n, k, k_per_split, float(alpha), float(beta),
-                a.stride(0), a.stride(1), b.stride(0), b.stride(1), bias_sm, bias_sn, out.stride(0), out.stride(1)],
+                a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
                BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1,
                HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"], **flags)
         if splits > 1:
             combine_n = min(config["BLOCK_N"], 64)
             launch(K.gemv_combine, (cdiv(n, combine_n),), dev,
                    [partial, bias if has_bias else out, out, m, n, splits, float(alpha), float(beta),
-                    bias_sm, bias_sn, out.stride(0), out.stride(1)],
+                    bias_sm, bias_sn, out_sm, out_sn],
                    BLOCK_M=_next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=scaled,
                    BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                    num_warps=config["num_warps"])
 
-    run(_choose(key, facts, gemv_candidates(facts, m, n, k), run))
+    config = tuning.choose_timed(key, facts, lambda: gemv_candidates(facts, m, n, k),
+                                 lambda config: run(config, a, b, bias, out))
+    return lambda a, b, bias, out: run(config, a, b, bias, out)
+
+
+# Products repeat with the same shapes, strides and dtypes (a model's layers, step after step): each such
+# call reuses the launch worked out, and tuned, for the first.
+_product_plans: dict = {}
+_MAX_PRODUCT_PLANS = 4096
 
 
 def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = None, alpha=1, beta=0) -> Tensor:
@@ -263,12 +267,27 @@ def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = Non
     if b.device != dev or (bias is not None and bias.device != dev):
         raise RuntimeError(f"{op}: expected all tensors on one device, got {a.device} and "
                            f"{b.device if b.device != dev else bias.device}")
+    key = (op, dev, a._dtype, b._dtype, out_dtype, a.shape, a.stride(), b.shape, b.stride(),
+           None if bias is None else (bias._dtype, bias.shape, bias.stride()), alpha, beta)
+    execute = _product_plans.get(key)
+    if execute is None:
+        execute = _plan_product(op, a, b, out_dtype, bias, alpha, beta)
+        if len(_product_plans) >= _MAX_PRODUCT_PLANS:
+            _product_plans.clear()
+        _product_plans[key] = execute
+    return execute(a, b, bias)
+
+
+def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta):
+    """``execute(a, b, bias) -> out`` for operands laid out as these are (tuning on them if needed)."""
+    dev = a.device
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = S.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    out = new_tensor((*batch, m, n), out_dtype, dev)
+    out_shape = (*batch, m, n)
+    out = new_tensor(out_shape, out_dtype, dev)
     if out.numel() == 0:
-        return out
+        return lambda a, b, bias: new_tensor(out_shape, out_dtype, dev)
     has_bias = bias is not None and beta != 0
     if out_dtype.kind == "int" and (alpha != 1 or has_bias):
         raise RuntimeError(f"{op}: alpha, beta and an added input are supported for float products only")
@@ -281,8 +300,9 @@ def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = Non
         bias_strides = (0,) * out.ndim
     shape_c, (a_bs, b_bs, bias_bs, out_bs) = S.coalesce(batch, a_bs, b_bs, bias_strides[:-2], out.stride()[:-2])
     if len(shape_c) > MAX_BATCH_RANK:
-        return _product(op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(), out_dtype,
-                        bias.expand(*out.shape).contiguous() if has_bias else None, alpha, beta if has_bias else 0)
+        return lambda a, b, bias: _product(
+            op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(), out_dtype,
+            bias.expand(*out_shape).contiguous() if has_bias else None, alpha, beta if has_bias else 0)
     facts = backend_for(dev).facts
     flags = _operand_flags(a.dtype, out_dtype, bias if has_bias else None, dev, facts)
     index_64 = _needs_index_64(a, b, out, *([bias] if has_bias else []))
@@ -292,28 +312,39 @@ def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = Non
     if batches == 1 and m <= GEMV_MAX_ROWS and k > 0:
         # every batch extent is 1 here, so these reshapes are views
         bias2 = bias.expand(*out.shape).reshape(m, n) if has_bias else None
-        _run_gemv(a.reshape(m, k), b.reshape(k, n), bias2, out.view(m, n), m, n, k, alpha, beta, has_bias, scaled,
-                  flags, facts, dev, index_64)
-        return out
+        run_gemv = _gemv_launches(a.reshape(m, k), b.reshape(k, n), bias2, out.view(m, n), m, n, k, alpha, beta,
+                                  has_bias, scaled, flags, facts, dev, index_64)
+
+        def execute_gemv(a, b, bias):
+            out = new_tensor(out_shape, out_dtype, dev)
+            run_gemv(a, b, bias, out)
+            return out
+        return execute_gemv
     shape_c, a_bs, b_bs, bias_bs, out_bs = _pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs)
     key = tuning.launch_key("gemm", facts, rows={"B": batches, "M": m}, cols={"N": n, "K": k},
                             dtypes=(a.dtype, out_dtype), flags={"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1})
-    bias_arg = bias if has_bias else out
     bias_sm, bias_sn = bias_strides[-2:]
+    out_sm, out_sn = out.stride()[-2:]
 
-    def run(config):
+    def run(config, a, b, bias, out):
         tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
         for start in range(0, batches, MAX_GRID_Y):
             launch(K.gemm, (tiles, min(MAX_GRID_Y, batches - start)), dev,
-                   [a, b, bias_arg, out, m, n, k, start, float(alpha), float(beta), shape_c, a_bs, b_bs, bias_bs,
-                    out_bs, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out.stride(-2), out.stride(-1)],
+                   [a, b, bias if has_bias else out, out, m, n, k, start, float(alpha), float(beta), shape_c, a_bs,
+                    b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
                    BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                    BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0,
                    HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
                    num_stages=config["num_stages"], **flags)
 
-    run(_choose(key, facts, gemm_candidates(facts, m, n, k, a.dtype), run))
-    return out
+    config = tuning.choose_timed(key, facts, lambda: gemm_candidates(facts, m, n, k, a.dtype),
+                                 lambda config: run(config, a, b, bias, out))
+
+    def execute(a, b, bias):
+        out = new_tensor(out_shape, out_dtype, dev)
+        run(config, a, b, bias, out)
+        return out
+    return execute
 
 
 def _pad_batch(shape, *stride_sets):

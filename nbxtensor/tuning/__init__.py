@@ -15,6 +15,15 @@ def _facts(device=None) -> dict:
     return backend_for(resolve(device) if device is not None else default_device()).facts
 
 
+def choose_timed(key: str, facts: dict, candidates, run) -> dict:
+    """``choose`` for a kernel family whose ``run(config)`` launches it: candidates are timed on the
+    device the facts describe."""
+    def measure(config):
+        from .timing import device_time_ms
+        return device_time_ms(lambda: run(config))
+    return choose(key, facts["name"], candidates, measure, interpreted=bool(facts["kernels"].get("interpreted")))
+
+
 def cache_path(device=None):
     """The file holding ``device``'s (default: the default device's) device class settings."""
     return _cache_path_of(_facts(device)["name"])
@@ -26,4 +35,4 @@ def entries(device=None) -> dict:
 
 
 __all__ = ["MODE_CERTIFIED_ONLY", "MODE_TUNE", "TuningCache", "TuningKeyMissing", "bucket", "cache_for",
-           "cache_path", "choose", "entries", "launch_key", "mode", "tuning_dir"]
+           "cache_path", "choose", "choose_timed", "entries", "launch_key", "mode", "tuning_dir"]

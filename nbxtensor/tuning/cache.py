@@ -115,26 +115,29 @@ _caches: dict[tuple[str, str], TuningCache] = {}
 
 def cache_for(facts_name: str) -> TuningCache:
     """The cache of a device class; a new one when ``NBX_TUNING_DIR`` changed."""
-    key = (facts_name, str(tuning_dir()))
+    key = (facts_name, os.environ.get("NBX_TUNING_DIR"))
     cache = _caches.get(key)
     if cache is None:
         cache = _caches[key] = TuningCache(facts_name)
     return cache
 
 
-def choose(key: str, facts_name: str, candidates: list[dict], measure, *, interpreted: bool,
-           certify=None) -> dict:
+def choose(key: str, facts_name: str, candidates, measure, *, interpreted: bool, certify=None) -> dict:
     """The setting for ``key``: cached, or (interpreted) the first candidate, or the fastest candidate by
     ``measure(config) -> milliseconds`` (a candidate that fails to build or run is skipped), stored.
-    ``certify(config) -> bool``, when given, must accept a setting before it is stored."""
+    ``candidates`` is a list of settings, or a function giving it, called only when the key must be
+    tuned. ``certify(config) -> bool``, when given, must accept a setting before it is stored."""
+    if not interpreted:
+        entry = cache_for(facts_name).entries().get(key)
+        if entry is not None:
+            return entry["config"]
+    if callable(candidates):
+        candidates = candidates()
     if not candidates:
         raise ValueError(f"no tuning candidates for launch key {key!r}")
     if interpreted:
         return candidates[0]
     cache = cache_for(facts_name)
-    entry = cache.entries().get(key)
-    if entry is not None:
-        return entry["config"]
     if mode() == MODE_CERTIFIED_ONLY:
         raise TuningKeyMissing(key, cache.path)
     timed = []

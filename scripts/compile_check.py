@@ -1,0 +1,145 @@
+"""Compile recorded kernel launches for a GPU target on a machine without a GPU.
+
+Triton's interpreter runs kernels that the GPU compiler refuses (a global that is not a constexpr, a
+constexpr rebound in an unrolled loop, a tile shape an MMA cannot take), so the CPU suite alone does not
+prove a kernel compiles. Record the launches of any run with ``NBX_RECORD_LAUNCHES=FILE`` (interpreted),
+then compile each distinct specialisation here:
+
+    NBX_RECORD_LAUNCHES=/tmp/launches.jsonl python3 -m pytest -q tests/test_sorting.py
+    python3 scripts/compile_check.py /tmp/launches.jsonl [--target 90] [--jobs 2] [--limit-per-kernel N]
+
+Interpreter-only switches (``INTERPRETED``, ``DECODE_BF16``) are compiled as a GPU would set them.
+Prints one line per failure and a summary; exits 1 when any specialisation fails to compile.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+
+_GPU_SETTINGS = {"INTERPRETED": False, "DECODE_BF16": False}
+
+
+def distinct_launches(path: str, limit_per_kernel: int | None) -> list[dict]:
+    """The recorded launches, one per (kernel, constexprs, argument specialisation), in first-seen order;
+    with ``limit_per_kernel``, at most that many constexpr sets of each kernel."""
+    seen, per_kernel, out = set(), {}, []
+    with open(path) as f:
+        for line in f:
+            record = json.loads(line)
+            for name, value in _GPU_SETTINGS.items():
+                if name in record["constexprs"]:
+                    record["constexprs"][name] = value
+            marker = json.dumps(record, sort_keys=True)
+            if marker in seen:
+                continue
+            seen.add(marker)
+            kernel = (record["module"], record["kernel"])
+            shapes = per_kernel.setdefault(kernel, set())
+            constexprs = json.dumps(record["constexprs"], sort_keys=True)
+            if limit_per_kernel is not None and constexprs not in shapes and len(shapes) >= limit_per_kernel:
+                continue
+            shapes.add(constexprs)
+            out.append(record)
+    return out
+
+
+def _install_compile_only_driver(capability: int) -> None:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.driver import CudaDriver
+
+    class CompileOnlyDriver(CudaDriver):
+        def __init__(self):  # no CUDA utilities: nothing is loaded or launched
+            self.target = GPUTarget("cuda", capability, 32)
+
+        @staticmethod
+        def is_active():
+            return True
+
+        def get_current_target(self):
+            return self.target
+
+        def get_current_device(self):
+            return 0
+
+        def get_current_stream(self, device=None):
+            return 0
+
+    triton.runtime.driver.set_active(CompileOnlyDriver())
+
+
+def _arguments(record: dict):
+    import triton.language as tl
+    from nbxtensor.device.backend import KernelPointer
+
+    def build(described):
+        if "pointer" in described:
+            return KernelPointer(0 if described["aligned"] else 8, tl.dtype(described["pointer"]))
+        if "tuple" in described:
+            return tuple(build(v) for v in described["tuple"])
+        return described["value"]
+
+    def constant(value):
+        if isinstance(value, dict) and "dtype" in value:
+            return tl.dtype(value["dtype"])
+        if isinstance(value, dict) and "function" in value:
+            module, name = value["function"]
+            return getattr(importlib.import_module(module), name)
+        return value
+    return [build(a) for a in record["args"]], {k: constant(v) for k, v in record["constexprs"].items()}
+
+
+def _compile(record: dict) -> tuple[str, float, str | None]:
+    kernel = getattr(importlib.import_module(record["module"]), record["kernel"])
+    name = f"{record['module'].rsplit('.', 1)[-1]}.{record['kernel']}"
+    start = time.perf_counter()
+    try:
+        args, constexprs = _arguments(record)
+        kernel.warmup(*args, grid=(1,), **constexprs)
+    except Exception as e:  # noqa: BLE001  (every failure is reported, with what was compiled)
+        root = e
+        while root.__cause__ is not None:  # Triton wraps the real error once per nested jit call
+            root = root.__cause__
+        reason = "".join(traceback.format_exception_only(type(root), root)).strip().splitlines()[-1]
+        settings = {k: v for k, v in record["constexprs"].items() if not isinstance(v, dict)}
+        return name, time.perf_counter() - start, f"{reason[:400]} [constexprs {settings}]"
+    return name, time.perf_counter() - start, None
+
+
+def _worker_init(capability: int) -> None:
+    os.environ["NBX_KERNEL_MODE"] = "compile-only"
+    os.environ.pop("TRITON_INTERPRET", None)
+    import nbxtensor  # noqa: F401  (settles the kernel mode before Triton is imported)
+    _install_compile_only_driver(capability)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("records")
+    parser.add_argument("--target", type=int, default=90, help="compute capability, e.g. 90 for Hopper")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--limit-per-kernel", type=int, default=None)
+    args = parser.parse_args(argv)
+    records = distinct_launches(args.records, args.limit_per_kernel)
+    failures, timings = [], []
+    with concurrent.futures.ProcessPoolExecutor(args.jobs, initializer=_worker_init,
+                                                initargs=(args.target,)) as pool:
+        for name, seconds, error in pool.map(_compile, records):
+            timings.append((seconds, name))
+            if error:
+                failures.append(f"{name}: {error}")
+                print(f"FAIL {name}: {error}", flush=True)
+    slowest = ", ".join(f"{n} {s:.1f}s" for s, n in sorted(timings, reverse=True)[:5])
+    print(f"compiled {len(records) - len(failures)} of {len(records)} specialisations for sm_{args.target}; "
+          f"{len(failures)} failed; slowest: {slowest}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
