@@ -57,6 +57,47 @@ for name, (ours, theirs) in cases.items():
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(12)
     print(f"==== {name}: ours {ours_us:.1f} us, torch {theirs_us:.1f} us\n{text.getvalue()}")
 
+# Where an add's host time goes: Triton's launcher alone, our launch path alone, the whole op, and the
+# whole op with Python's cyclic garbage collector off.
+import gc  # noqa: E402
+
+import nbxtensor.launch as launch_module  # noqa: E402
+import nbxtensor.ops.pointwise as pointwise_module  # noqa: E402
+
+captured = []
+real_launch_planned = pointwise_module.launch_planned
+
+
+def capturing(kernel, grid, device, args, constexprs, key):
+    captured.append((kernel, grid, device, list(args), constexprs, key))
+    real_launch_planned(kernel, grid, device, args, constexprs, key)
+
+
+pointwise_module.launch_planned = capturing
+keep = a + b
+pointwise_module.launch_planned = real_launch_planned
+kernel, grid, device, args, constexprs, key = captured[-1]
+backend = backend_for(device)
+entry = [v for k, v in launch_module._compiled.items() if k[0] is kernel][-1]
+compiled, tail = entry
+values = [x.data_ptr() if isinstance(x, nbx.Tensor) else x for x in args]
+stream = backend.current_stream_handle(device.index)
+breakdown = [
+    ("Triton launcher alone", host_time_us(lambda: compiled.run(grid[0], 1, 1, stream, compiled.function,
+                                                               compiled.packed_metadata, None, None, None,
+                                                               *values, *tail))),
+    ("our launch path", host_time_us(lambda: real_launch_planned(kernel, grid, device, args, constexprs, key))),
+    ("whole add", host_time_us(lambda: a + b)),
+]
+gc.disable()
+breakdown.append(("whole add, gc off", host_time_us(lambda: a + b)))
+gc.enable()
+breakdown.append(("empty(16) + free", host_time_us(lambda: nbx.empty((16,), device=dev))))
+torch.cuda.synchronize()
+print("\nadd of 16 floats, host us:")
+for name, us in breakdown:
+    print(f"  {name:28s} {us:7.1f}")
+
 facts = backend_for(nbx.device(dev)).facts["kernels"]
 saved = {k: facts[k] for k in ("reduction_block", "reduction_tile", "reduction_warps")}
 torch.manual_seed(0)
@@ -65,7 +106,7 @@ s = nbx.from_dlpack(t)
 theirs = gpu_time_ms(lambda: t.sum(dim=-1))
 expected = t.float().sum(dim=-1)
 tile_rows = []
-for block, tile, warps in itertools.product((512, 1024, 2048, 4096), (4096, 8192, 16384), (4, 8, 16)):
+for block, tile, warps in itertools.product((512, 1024, 2048, 4096), (4096, 8192), (4, 8)):
     if tile < block:
         continue
     facts.update(reduction_block=block, reduction_tile=tile, reduction_warps=warps)
@@ -79,6 +120,7 @@ for block, tile, warps in itertools.product((512, 1024, 2048, 4096), (4096, 8192
     tile_rows.append((block, tile, warps, ms, err))
 facts.update(saved)
 
+print("\nadd of 16 floats, host us: " + ", ".join(f"{name} {us:.1f}" for name, us in breakdown))
 print(f"\n{'host: one call of':24s} {'ours us':>8s} {'torch us':>9s} {'ratio':>6s}")
 for name, ours_us, theirs_us in host_rows:
     print(f"{name:24s} {ours_us:8.1f} {theirs_us:9.1f} {theirs_us / ours_us:6.2f}")

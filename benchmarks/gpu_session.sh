@@ -2,6 +2,7 @@
 # One device call: GPU benchmarks, the whole suite with cuda as the test device, or both.
 # Usage on the lent GPU (nothing installable there):
 #   bash benchmarks/gpu_session.sh bench|suite|all [SECONDS] [SHARDS]
+# BENCHMARKS (names in benchmarks/, without .py) and TEST_FILES narrow what runs.
 # The suite runs as SHARDS pytest processes over disjoint test files (cold runs are compile-bound, and
 # the machine has many cores). Logs are packed into $OUT/logs.tgz (the device returns few files); a short
 # summary is printed last.
@@ -30,16 +31,16 @@ if [ "$mode" != suite ]; then
 fi
 
 if [ "$mode" != bench ]; then
-  mapfile -t files < <(ls -S tests/test_*.py)
+  mapfile -t files < <(ls -S ${TEST_FILES:-tests/test_*.py})
   for ((s = 0; s < shards; s++)); do
     mine=()
     for ((i = s; i < ${#files[@]}; i += shards)); do mine+=("${files[i]}"); done
-    NBX_TEST_DEVICE=cuda timeout $(( $(remaining) - 5 )) python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=120 "${mine[@]}" \
+    NBX_TEST_DEVICE=cuda timeout $(( $(remaining) - 5 )) python3 -m pytest -v -p no:cacheprovider -o faulthandler_timeout=120 --durations=5 "${mine[@]}" \
       > "$logs/pytest_cuda_$s.log" 2>&1 &
   done
   wait
   for ((s = 0; s < shards; s++)); do
-    echo "pytest shard $s: $(tail -1 "$logs/pytest_cuda_$s.log")" >> "$logs/summary.txt"
+    echo "pytest shard $s: $(grep -c PASSED "$logs/pytest_cuda_$s.log") passed, $(grep -c "FAILED\|ERROR" "$logs/pytest_cuda_$s.log") failed or errors; $(tail -1 "$logs/pytest_cuda_$s.log" | cut -c1-80)" >> "$logs/summary.txt"
   done
 fi
 
@@ -47,4 +48,4 @@ tar czf "$out/logs.tgz" -C "$logs" .
 cp "$logs/summary.txt" "$out/" 2>/dev/null
 cat "$logs/gpu.txt" "$logs/summary.txt"
 for f in "$logs"/gpu_*.log; do [ -f "$f" ] && { echo "== $(basename "$f")"; sed -n '/^what\|^checks/,$p' "$f" | head -40; }; done
-grep -hE "^FAILED|^ERROR" "$logs"/pytest_cuda_*.log 2>/dev/null | head -40
+grep -hE "^FAILED|^ERROR|(FAILED|ERROR) *\[" "$logs"/pytest_cuda_*.log 2>/dev/null | cut -c1-160 | head -40

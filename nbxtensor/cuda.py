@@ -9,7 +9,8 @@ from .memory import OutOfMemoryError
 __all__ = ["is_available", "device_count", "current_device", "set_device", "synchronize", "Stream", "Event",
            "stream", "current_stream", "default_stream", "memory_allocated", "max_memory_allocated",
            "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats", "empty_cache", "memory_stats",
-           "set_memory_limit", "get_device_name", "get_device_capability", "mem_get_info", "OutOfMemoryError"]
+           "set_memory_limit", "get_device_name", "get_device_capability", "mem_get_info", "OutOfMemoryError", "manual_seed",
+           "manual_seed_all", "seed", "initial_seed"]
 
 
 def _backend():
@@ -52,6 +53,36 @@ def synchronize(device=None) -> None:
     from .device import device as _device
     from .ops.indexing import check_device_errors  # indices a kernel found out of range
     check_device_errors(_device("cuda", index))
+
+
+# ---- random streams: as torch.cuda's, a call without CUDA does nothing (seeding code stays portable) ----
+def _generator(index: int):
+    from .device import device as _device
+    from .ops.random import default_generator_for
+    return default_generator_for(_device("cuda", index))
+
+
+def manual_seed(seed) -> None:
+    """Seed the current GPU's default generator."""
+    if is_available():
+        _generator(current_device()).manual_seed(seed)
+
+
+def manual_seed_all(seed) -> None:
+    """Seed the default generator of every GPU."""
+    for index in range(device_count()):
+        _generator(index).manual_seed(seed)
+
+
+def seed() -> None:
+    """Seed the current GPU's default generator from the operating system's entropy."""
+    if is_available():
+        _generator(current_device()).seed()
+
+
+def initial_seed() -> int:
+    """The seed of the current GPU's default generator."""
+    return _generator(current_device()).initial_seed()
 
 
 def get_device_name(device=None) -> str:

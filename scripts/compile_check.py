@@ -25,17 +25,36 @@ import traceback
 _GPU_SETTINGS = {"INTERPRETED": False, "DECODE_BF16": False}
 
 
-def distinct_launches(path: str, limit_per_kernel: int | None) -> list[dict]:
-    """The recorded launches, one per (kernel, constexprs, argument specialisation), in first-seen order;
-    with ``limit_per_kernel``, at most that many constexpr sets of each kernel."""
+def _representative(described: dict) -> dict:
+    """An argument that Triton specialises as it does ``described``: integers by whether they equal 1,
+    divide by 16 and fit 32 bits; floats as floats; tuples element by element."""
+    if "tuple" in described:
+        return {"tuple": [_representative(v) for v in described["tuple"]]}
+    value = described.get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return described
+    if isinstance(value, float):
+        return {"value": 1.5}
+    wide = not -2 ** 31 <= value < 2 ** 31
+    if value == 1:
+        return {"value": 1}
+    return {"value": (2 ** 36 if wide else 16) if value % 16 == 0 else (2 ** 36 + 3 if wide else 3)}
+
+
+def distinct_launches(path: str, limit_per_kernel: int | None, all_arguments: bool = False) -> list[dict]:
+    """The recorded launches, one per (kernel, constexprs) in first-seen order, or with ``all_arguments``
+    one per (kernel, constexprs, argument specialisation); with ``limit_per_kernel``, at most that many
+    constexpr sets of each kernel."""
     seen, per_kernel, out = set(), {}, []
     with open(path) as f:
         for line in f:
             record = json.loads(line)
+            record["args"] = [_representative(a) for a in record["args"]]
             for name, value in _GPU_SETTINGS.items():
                 if name in record["constexprs"]:
                     record["constexprs"][name] = value
-            marker = json.dumps(record, sort_keys=True)
+            marker = json.dumps(record if all_arguments else [record["module"], record["kernel"],
+                                                              record["constexprs"]], sort_keys=True)
             if marker in seen:
                 continue
             seen.add(marker)
@@ -125,8 +144,10 @@ def main(argv=None) -> int:
     parser.add_argument("--target", type=int, default=90, help="compute capability, e.g. 90 for Hopper")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--limit-per-kernel", type=int, default=None)
+    parser.add_argument("--all-arguments", action="store_true",
+                        help="also compile each specialisation of the non-constexpr arguments")
     args = parser.parse_args(argv)
-    records = distinct_launches(args.records, args.limit_per_kernel)
+    records = distinct_launches(args.records, args.limit_per_kernel, args.all_arguments)
     failures, timings = [], []
     with concurrent.futures.ProcessPoolExecutor(args.jobs, initializer=_worker_init,
                                                 initargs=(args.target,)) as pool:

@@ -196,3 +196,16 @@ def test_dropout_training_masks_and_scales_and_inference_returns_the_input(dtype
     assert F.dropout(same, 0.4, inplace=True, generator=gen(71)) is same
     assert np.array_equal(same.numpy().astype(np.float64), got)
     assert np.all(F.dropout(x, 1.0).numpy() == 0)
+
+
+def test_cuda_seeding_seeds_the_gpu_streams_and_is_a_no_op_without_cuda():
+    nbx.cuda.manual_seed(5)
+    nbx.cuda.manual_seed_all(5)
+    nbx.cuda.seed()
+    if not nbx.cuda.is_available():
+        return  # as torch.cuda's, seeding without CUDA does nothing
+    nbx.cuda.manual_seed(21)
+    assert nbx.cuda.initial_seed() == 21
+    first = nbx.rand(6, device="cuda").numpy()
+    nbx.cuda.manual_seed_all(21)
+    assert np.array_equal(first, nbx.rand(6, device="cuda").numpy())
