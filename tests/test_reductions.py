@@ -40,6 +40,7 @@ def split_rows(monkeypatch):
     monkeypatch.setitem(facts, "reduction_split_length", 64)
     monkeypatch.setitem(facts, "reduction_split_chunks", 4)
     monkeypatch.setitem(facts, "reduction_block", 16)
+    monkeypatch.setitem(facts, "reduction_split_block", 16)
     monkeypatch.setitem(facts, "reduction_tile", 256)
 
 

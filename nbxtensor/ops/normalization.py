@@ -78,7 +78,7 @@ def _run_softmax(x: Tensor, dim, dtype, log: bool) -> Tensor:
         return out
     # a long row: (max, sum of exp) per chunk from the reduction kernel, then a normalising sweep
     chunk, n_chunks = split_plan(length, facts)
-    block_rows, block_r, warps = tile_for(chunk, facts)
+    block_rows, block_r, warps = tile_for(chunk, facts, split=True)
     top = new_tensor((n_rows * n_chunks,), compute, x.device)
     total = new_tensor((n_rows * n_chunks,), compute, x.device)
     unused_state = new_tensor((n_rows * n_chunks,), compute, x.device)
@@ -169,7 +169,7 @@ def _run_norm(x, length, *, rms, weight, bias, eps, residual=None, groups=1, gro
         block_rows = max(1, facts["reduction_tile"] // block_r)
         warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
     else:
-        block_rows, block_r, warps = tile_for(length, facts)
+        block_rows, block_r, warps = tile_for(length, facts, split=True)  # long rows, few of them
     flags = _conversion_flags(compute, x.dtype, x.device)
     index_64 = _needs_index_64(x) or _needs_index_64(rows)
     launch(N.norm_rows, (cdiv(n_rows, block_rows),), x.device,

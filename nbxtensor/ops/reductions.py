@@ -158,13 +158,19 @@ def split_plan(length: int, facts: dict) -> tuple[int, int]:
     row is reduced in the same order whatever batch it is in."""
     if length <= facts["reduction_split_length"]:
         return max(length, 1), 1
-    chunk = max(facts["reduction_block"], next_pow2(cdiv(length, facts["reduction_split_chunks"])))
+    chunk = max(facts["reduction_split_block"], next_pow2(cdiv(length, facts["reduction_split_chunks"])))
     return chunk, cdiv(length, chunk)
 
 
-def tile_for(length: int, facts: dict, column: bool = False) -> tuple[int, int, int]:
-    """(BLOCK_ROWS, BLOCK_R, warps) for rows of ``length``; independent of the number of rows."""
-    limit = facts["reduction_column_lanes"] if column else facts["reduction_block"]
+def tile_for(length: int, facts: dict, column: bool = False, split: bool = False) -> tuple[int, int, int]:
+    """(BLOCK_ROWS, BLOCK_R, warps) for rows of ``length`` (``split``: long rows, or chunks of them).
+    BLOCK_R is a function of the length alone: lane l sums elements l, l + BLOCK_R, ... in turn, so it
+    fixes the order of the additions. BLOCK_ROWS may shrink to the rows there are; lanes combine in no
+    order."""
+    if column:
+        limit = facts["reduction_column_lanes"]
+    else:
+        limit = facts["reduction_split_block" if split else "reduction_block"]
     block_r = min(next_pow2(max(length, 1)), limit)
     block_rows = max(1, facts["reduction_tile"] // block_r)
     warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
@@ -193,7 +199,10 @@ def _run_reduce(x: Tensor, dims, op: int, out_shape, out_dtype, acc, compute, *,
     red_unit = len(red_shape) <= 1 and (not red_strides or red_strides[0] == 1)
     column = not red_unit and bool(row_shape) and row_strides[-1] == 1
     chunk, n_chunks = split_plan(length, facts)
-    block_rows, block_r, warps = tile_for(min(chunk, length), facts, column)
+    block_rows, block_r, warps = tile_for(min(chunk, length), facts, column, split=n_chunks > 1)
+    if not column and block_rows > n_rows:
+        block_rows = next_pow2(n_rows)
+        warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
     if column:
         n_inner = row_shape[-1]
         row_shape, row_strides = row_shape[:-1], row_strides[:-1]
