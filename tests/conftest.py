@@ -24,6 +24,22 @@ def rng():
     return np.random.default_rng(1234)
 
 
+@pytest.fixture
+def set_kernel_facts(monkeypatch):
+    """``set_kernel_facts(name=value, ...)`` changes the test device's kernel facts for one test. Plans
+    made under other facts are forgotten before and after, since plans keep what the facts decided."""
+    from nbxtensor.device import backend_for
+    from nbxtensor.ops.plans import clear_all
+    facts = backend_for(nbx.device(TEST_DEVICE)).facts["kernels"]
+
+    def set_facts(**values):
+        clear_all()
+        for name, value in values.items():
+            monkeypatch.setitem(facts, name, value)
+    yield set_facts
+    clear_all()
+
+
 def to_nbx(array, device=TEST_DEVICE):
     """A tensor on the test device holding ``array``'s values (a copy)."""
     return nbx.tensor(np.asarray(array), device=device)

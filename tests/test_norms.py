@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
-from nbxtensor.device import backend_for
 
 from .conftest import TEST_DEVICE, to_nbx
 
@@ -29,15 +28,10 @@ def ref_softmax(a, dim):
 
 
 @pytest.fixture
-def long_rows(monkeypatch):
+def long_rows(set_kernel_facts):
     """Rows over 32 elements are not held in registers; over 64 they are split in chunks of 16."""
-    facts = backend_for(nbx.device(TEST_DEVICE)).facts["kernels"]
-    monkeypatch.setitem(facts, "row_resident_max", 32)
-    monkeypatch.setitem(facts, "reduction_split_length", 64)
-    monkeypatch.setitem(facts, "reduction_split_chunks", 4)
-    monkeypatch.setitem(facts, "reduction_block", 16)
-    monkeypatch.setitem(facts, "reduction_split_block", 16)
-    monkeypatch.setitem(facts, "reduction_tile", 256)
+    set_kernel_facts(row_resident_max=32, reduction_split_length=64, reduction_split_chunks=4,
+                     reduction_block=16, reduction_split_block=16, reduction_tile=256)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])

@@ -210,3 +210,16 @@ def test_cuda_seeding_seeds_the_gpu_streams_and_is_a_no_op_without_cuda():
     first = nbx.rand(6, device="cuda").numpy()
     nbx.cuda.manual_seed_all(21)
     assert np.array_equal(first, nbx.rand(6, device="cuda").numpy())
+
+
+@pytest.mark.parametrize("weights, samples, replacement, message", [
+    ([[0.0, 1.0, 0.0], [1.0, 1.0, 1.0]], 2, False, "1 categories of positive weight, fewer than the 2"),
+    ([0.0, 0.0, 0.0], 1, True, "weights sum to zero"),
+    ([1.0, -0.5, 2.0], 1, True, "finite and non-negative"),
+    ([1.0, float("inf")], 1, False, "finite and non-negative"),
+    ([float("nan"), 1.0], 1, True, "finite and non-negative"),
+])
+def test_multinomial_refuses_weights_that_define_no_distribution(weights, samples, replacement, message):
+    """As torch: never a silently wrong sample (without the check, zero-weight categories come back)."""
+    with pytest.raises(RuntimeError, match=message):
+        nbx.multinomial(to_nbx(np.array(weights, np.float32)), samples, replacement, generator=gen(1))

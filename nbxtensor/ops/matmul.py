@@ -24,6 +24,7 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..tensor import Tensor
 from .copy import _conversion_flags, new_tensor
+from .plans import PlanCache
 from .registry import Cost, TensorMeta, nbytes, register
 
 _INT32_LIMIT = 2 ** 31
@@ -254,10 +255,7 @@ def _gemv_launches(a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flag
     return lambda a, b, bias, out: run(config, a, b, bias, out)
 
 
-# Products repeat with the same shapes, strides and dtypes (a model's layers, step after step): each such
-# call reuses the launch worked out, and tuned, for the first.
-_product_plans: dict = {}
-_MAX_PRODUCT_PLANS = 4096
+_product_plans = PlanCache()
 
 
 def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = None, alpha=1, beta=0) -> Tensor:
@@ -269,13 +267,7 @@ def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = Non
                            f"{b.device if b.device != dev else bias.device}")
     key = (op, dev, a._dtype, b._dtype, out_dtype, a.shape, a.stride(), b.shape, b.stride(),
            None if bias is None else (bias._dtype, bias.shape, bias.stride()), alpha, beta)
-    execute = _product_plans.get(key)
-    if execute is None:
-        execute = _plan_product(op, a, b, out_dtype, bias, alpha, beta)
-        if len(_product_plans) >= _MAX_PRODUCT_PLANS:
-            _product_plans.clear()
-        _product_plans[key] = execute
-    return execute(a, b, bias)
+    return _product_plans.get(key, lambda: _plan_product(op, a, b, out_dtype, bias, alpha, beta))(a, b, bias)
 
 
 def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta):

@@ -409,6 +409,7 @@ def multinomial(x: Tensor, num_samples: int, replacement: bool = False, *, gener
         raise RuntimeError(f"multinomial: cannot sample {num_samples} > {categories} categories without replacement")
     compute = _F64 if x.dtype is _F64 else _F32
     weights = reshape(x.to(compute), (-1, categories))
+    _check_weights(weights, num_samples if not replacement else 1, replacement)
     if replacement:
         totals = cumsum(weights, -1)
         points = rand(weights.shape[0], num_samples, generator=generator, dtype=compute, device=x.device)
@@ -418,6 +419,22 @@ def multinomial(x: Tensor, num_samples: int, replacement: bool = False, *, gener
         race = exponential_(new_tensor(weights.shape, compute, x.device), generator=generator)
         picked = topk(weights / race, num_samples, -1).indices
     return picked if x.ndim == 2 else reshape(picked, (num_samples,))
+
+
+def _check_weights(weights: Tensor, needed: int, replacement: bool) -> None:
+    """Raise, as torch does, for weights that define no distribution: negative, infinite or NaN ones,
+    or a row with fewer positive weights than the categories it must yield. One read of two numbers
+    from the device."""
+    invalid = ((weights < 0) | ~weights.isfinite()).any()
+    fewest = (weights > 0).sum(-1).amin()
+    bad, fewest = invalid.item(), fewest.item()
+    if bad:
+        raise RuntimeError("multinomial: invalid distribution: every weight must be finite and non-negative "
+                           "(a negative, infinite or NaN weight was given)")
+    if fewest < needed:
+        raise RuntimeError(f"multinomial: invalid distribution: a row has {fewest} categories of positive weight, "
+                           + (f"fewer than the {needed} samples asked for without replacement" if not replacement
+                              else "so its weights sum to zero"))
 
 
 def _randperm_meta(n, *, generator=None, dtype=None, **_):

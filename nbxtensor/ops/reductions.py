@@ -11,10 +11,11 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch
+from ..launch import cdiv, launch, launch_planned
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import _conversion_flags, new_tensor
+from .plans import PlanCache
 from .registry import Cost, TensorMeta, nbytes, register
 
 _INT32_LIMIT = 2 ** 31
@@ -177,23 +178,40 @@ def tile_for(length: int, facts: dict, column: bool = False, split: bool = False
     return block_rows, block_r, warps
 
 
+_reduce_plans = PlanCache()
+
+
 def _run_reduce(x: Tensor, dims, op: int, out_shape, out_dtype, acc, compute, *, second=None, values=True,
                 p: float = 0.0, correction: float = 0.0, order_matters: bool = False):
     """Launch the reduction ``op`` of ``x`` over ``dims``. Returns (out0, out1): out0 of ``out_dtype``
     (for arg ops: the values, or None), out1 the indices (arg ops) or ``second``'s dtype (None)."""
+    key = (x._dtype, x.shape, x.stride(), x.device, tuple(dims) if isinstance(dims, list) else dims, op,
+           tuple(out_shape), out_dtype, acc, compute, second, values, p, correction, order_matters)
+    return _reduce_plans.get(key, lambda: _plan_reduce(x, dims, op, out_shape, out_dtype, acc, compute, second,
+                                                       values, p, correction, order_matters))(x)
+
+
+def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second, values, p, correction,
+                 order_matters):
+    """``execute(x) -> (out0, out1)`` for tensors laid out as ``x`` is."""
     kind = K.KIND_OF[op]
     arg = kind in (K.KIND_ARGMAX, K.KIND_ARGMIN)
     dev = x.device
-    out0 = new_tensor(out_shape, out_dtype, dev) if (values or not arg) else None
-    out1 = new_tensor(out_shape, _dt("int64"), dev) if arg else (
-        new_tensor(out_shape, second, dev) if second is not None else None)
+    out_shape = tuple(out_shape)
+    int64 = _dt("int64")
+
+    def outputs():
+        out0 = new_tensor(out_shape, out_dtype, dev) if (values or not arg) else None
+        out1 = new_tensor(out_shape, int64, dev) if arg else (
+            new_tensor(out_shape, second, dev) if second is not None else None)
+        return out0, out1
     n_rows = S.numel(out_shape)
     if n_rows == 0:
-        return out0, out1
+        return lambda x: outputs()
     row_shape, row_strides, red_shape, red_strides = _geometry(x, dims, order_matters)
     if len(row_shape) > MAX_KERNEL_RANK or len(red_shape) > MAX_KERNEL_RANK:
-        return _run_reduce(x.contiguous(), dims, op, out_shape, out_dtype, acc, compute, second=second,
-                           values=values, p=p, correction=correction, order_matters=order_matters)
+        return lambda x: _run_reduce(x.contiguous(), dims, op, out_shape, out_dtype, acc, compute, second=second,
+                                     values=values, p=p, correction=correction, order_matters=order_matters)
     length = S.numel(red_shape)
     facts = kernel_facts(dev)
     red_unit = len(red_shape) <= 1 and (not red_strides or red_strides[0] == 1)
@@ -215,35 +233,41 @@ def _run_reduce(x: Tensor, dims, op: int, out_shape, out_dtype, acc, compute, *,
     lowest, highest = _extremes(acc)
     if op in (K.OP_ANY, K.OP_ALL):
         lowest, highest = 0, 1
-    src_format = SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE)
-    written = out0 if out0 is not None else out1
     flags = _conversion_flags(acc, out_dtype, dev) if not (arg and not values) else _conversion_flags(acc, acc, dev)
     common = dict(OP=op, KIND=kind, ACC=acc.triton, LOWEST=lowest, HIGHEST=highest, OUT_VALUES=values,
                   OUT_SECOND=second is not None, DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                   FLOAT_TO_INT=flags["FLOAT_TO_INT"])
-    o0 = written if out0 is None else out0
-    o1 = out1 if out1 is not None else o0
-    count = float(length)
-    index_64 = _needs_index_64(x)
-    if n_chunks == 1:
-        parts = (o0, o0, o0)
-    else:
-        index_dt = _dt("int64") if arg else acc
-        parts = (new_tensor((n_rows * n_chunks,), acc, dev), new_tensor((n_rows * n_chunks,), index_dt, dev),
-                 new_tensor((n_rows * n_chunks,), acc, dev))
-    launch(K.reduce_rows, (grid0, n_chunks), dev,
-           [x, o0, o1, *parts, n_rows, n_inner, length, chunk, n_chunks, count, float(p), float(correction),
-            row_shape, row_strides, red_shape, red_strides],
-           COMPUTE=compute.triton, ROW_RANK=len(row_shape), RED_RANK=len(red_shape), RED_UNIT=red_unit,
-           COLUMN=column, SPLIT=n_chunks > 1, SRC_FORMAT=src_format, INDEX_64=index_64,
-           BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1, num_warps=warps, **common)
-    if n_chunks > 1:
-        chunks = next_pow2(n_chunks)
-        rows_per_program = max(1, facts["reduction_tile"] // chunks)
-        launch(K.combine_partials, (cdiv(n_rows, rows_per_program),), dev,
-               [*parts, o0, o1, n_rows, n_chunks, count, float(p), float(correction)],
-               BLOCK_ROWS=rows_per_program, CHUNKS=chunks, CHUNK_BITS=chunks.bit_length() - 1, num_warps=facts["reduction_warps"], **common)
-    return out0, out1
+    scalars = [n_rows, n_inner, length, chunk, n_chunks, float(length), float(p), float(correction),
+               tuple(row_shape), tuple(row_strides), tuple(red_shape), tuple(red_strides)]
+    reduce_constexprs = dict(COMPUTE=compute.triton, ROW_RANK=len(row_shape), RED_RANK=len(red_shape),
+                             RED_UNIT=red_unit, COLUMN=column, SPLIT=n_chunks > 1,
+                             SRC_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE),
+                             INDEX_64=_needs_index_64(x), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
+                             LANE_BITS=block_r.bit_length() - 1, num_warps=warps, **common)
+    reduce_key = tuple(reduce_constexprs.items())
+    chunks = next_pow2(n_chunks)
+    rows_per_program = max(1, facts["reduction_tile"] // chunks)
+    combine_constexprs = dict(BLOCK_ROWS=rows_per_program, CHUNKS=chunks, CHUNK_BITS=chunks.bit_length() - 1,
+                              num_warps=facts["reduction_warps"], **common)
+    combine_key = tuple(combine_constexprs.items())
+    part_dtypes = (acc, int64 if arg else acc, acc)
+
+    def execute(x):
+        out0, out1 = outputs()
+        o0 = out0 if out0 is not None else out1
+        o1 = out1 if out1 is not None else o0
+        if n_chunks == 1:
+            parts = (o0, o0, o0)
+        else:
+            parts = tuple(new_tensor((n_rows * n_chunks,), dt, dev) for dt in part_dtypes)
+        launch_planned(K.reduce_rows, (grid0, n_chunks), dev, [x, o0, o1, *parts, *scalars], reduce_constexprs,
+                       reduce_key)
+        if n_chunks > 1:
+            launch_planned(K.combine_partials, (cdiv(n_rows, rows_per_program),), dev,
+                           [*parts, o0, o1, n_rows, n_chunks, float(length), float(p), float(correction)],
+                           combine_constexprs, combine_key)
+        return out0, out1
+    return execute
 
 
 def _reduction_cost(x, out_metas, workspace: int = 0, flops_per_element: int = 1) -> Cost:

@@ -1,0 +1,40 @@
+"""Plans keyed by a call's layout: shapes, strides, dtypes, device and options.
+
+A model calls each op with the same layouts step after step, so the host work of choosing tiles,
+merging dims, building constexprs and tuning is done for the first call of a layout and reused after;
+a plan holds no tensors, only what the layout decided. The cache is bounded: past ``limit`` entries it
+starts over (a workload of that many layouts is rare, and re-planning is correct, only slower).
+Plans read the device's facts when made: whoever changes facts in a running process calls
+``clear_all()``."""
+from __future__ import annotations
+
+_all_caches: list = []
+
+
+def clear_all() -> None:
+    """Forget every plan (after a change of facts or tuning that plans were made under)."""
+    for cache in _all_caches:
+        cache.clear()
+
+
+class PlanCache:
+    def __init__(self, limit: int = 4096):
+        self._plans: dict = {}
+        self._limit = limit
+        _all_caches.append(self)
+
+    def get(self, key, make):
+        """The plan for ``key``, made by ``make()`` the first time."""
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = make()
+            if len(self._plans) >= self._limit:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    def clear(self) -> None:
+        self._plans.clear()
+
+    def __len__(self) -> int:
+        return len(self._plans)
