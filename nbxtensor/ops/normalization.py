@@ -11,6 +11,7 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..tensor import Tensor
 from .copy import _conversion_flags, new_tensor
+from .plans import PlanCache, PlannedLaunch, Slot
 from .reductions import _needs_index_64, _source, compute_dtype, kernel_facts, next_pow2, split_plan, tile_for
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -40,13 +41,24 @@ def _softmax_cost(x, dim=None, dtype=None, _stacklevel=3):
     return Cost(flops=4 * S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
 
 
+_softmax_plans = PlanCache()
+
+
 def _run_softmax(x: Tensor, dim, dtype, log: bool) -> Tensor:
+    key = (x._dtype, x.shape, x.stride(), x.device, dim, dtype, log)
+    return _softmax_plans.get(key, lambda: _plan_softmax(x, dim, dtype, log))(x)
+
+
+def _plan_softmax(x: Tensor, dim, dtype, log: bool):
+    """``execute(x) -> out`` for inputs laid out as ``x`` is."""
     meta = _softmax_meta(x, dim, dtype)
     src, as_dtype = _source(x, meta.dtype)
+    convert = src is not x
     compute = compute_dtype(as_dtype)
-    out = new_tensor(x.shape, meta.dtype, x.device)
+    dev, shape = x.device, tuple(x.shape)
+    out = new_tensor(shape, meta.dtype, dev)
     if x.numel() == 0:
-        return out
+        return lambda x: new_tensor(shape, meta.dtype, dev)
     d = S.wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         src, view, d = src._view((1,), (1,)), out._view((1,), (1,)), 0
@@ -56,48 +68,64 @@ def _run_softmax(x: Tensor, dim, dtype, log: bool) -> Tensor:
     row_shape, (src_strides, dst_strides) = S.coalesce([src.shape[i] for i in kept], [src.stride(i) for i in kept],
                                                        [view.stride(i) for i in kept])
     if len(row_shape) > 8:
-        return _run_softmax(x.contiguous(), dim, dtype, log)
+        return lambda x: _run_softmax(x.contiguous(), dim, dtype, log)
     n_rows = S.numel(row_shape)
     row_shape, src_strides, dst_strides = (row_shape, src_strides, dst_strides) if row_shape else ((1,), (0,), (0,))
+    row_shape, src_strides, dst_strides = tuple(row_shape), tuple(src_strides), tuple(dst_strides)
     length = src.shape[d]
-    facts = kernel_facts(x.device)
-    flags = _conversion_flags(compute, meta.dtype, x.device)
+    facts = kernel_facts(dev)
+    flags = _conversion_flags(compute, meta.dtype, dev)
     index_64 = _needs_index_64(src) or _needs_index_64(view)
     common = dict(LOG=log, ROW_RANK=len(row_shape), RED_UNIT=src.stride(d) == 1, COMPUTE=compute.triton,
                   SRC_FORMAT=_format(src.dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                   FLOAT_TO_INT=False, INDEX_64=index_64)
+    source, result = Slot("src"), Slot("out")
+    temporaries = ()
     if length <= facts["row_resident_max"]:
         block_r = next_pow2(length)
         block_rows = max(1, facts["reduction_tile"] // block_r)
         warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
-        launch(N.softmax_rows, (cdiv(n_rows, block_rows),), x.device,
-               [src, view, view, view, n_rows, length, length, 1, row_shape, src_strides, dst_strides,
-                src.stride(d), view.stride(d)],
-               RESIDENT=True, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=1, CHUNK_BITS=0, num_warps=warps,
-               **common)
+        launches = [PlannedLaunch(
+            N.softmax_rows, (cdiv(n_rows, block_rows),),
+            [source, result, result, result, n_rows, length, length, 1, row_shape, src_strides, dst_strides,
+             src.stride(d), view.stride(d)],
+            dict(RESIDENT=True, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=1, CHUNK_BITS=0, num_warps=warps,
+                 **common))]
+    else:
+        # a long row: (max, sum of exp) per chunk from the reduction kernel, then a normalising sweep
+        chunk, n_chunks = split_plan(length, facts)
+        block_rows, block_r, warps = tile_for(chunk, facts, split=True)
+        temporaries = ("top", "total", "unused")
+        top, total = Slot("top"), Slot("total")
+        chunks = next_pow2(n_chunks)
+        launches = [
+            PlannedLaunch(
+                K.reduce_rows, (cdiv(n_rows, block_rows), n_chunks),
+                [source, top, top, top, total, Slot("unused"), n_rows, 1, length, chunk, n_chunks, float(length),
+                 0.0, 0.0, row_shape, src_strides, (length,), (src.stride(d),)],
+                dict(OP=K.OP_LOGSUMEXP, KIND=K.KIND_LOGSUMEXP, ACC=compute.triton, COMPUTE=compute.triton,
+                     LOWEST=float("-inf"), HIGHEST=float("inf"), ROW_RANK=len(row_shape), RED_RANK=1,
+                     RED_UNIT=src.stride(d) == 1, COLUMN=False, SPLIT=True, OUT_VALUES=True, OUT_SECOND=False,
+                     SRC_FORMAT=_format(src.dtype), DST_FORMAT=FORMAT_NATIVE, VIA_F32=False, FLOAT_TO_INT=False,
+                     INDEX_64=index_64, BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1,
+                     num_warps=warps)),
+            PlannedLaunch(
+                N.softmax_rows, (cdiv(n_rows, block_rows), n_chunks),
+                [source, result, top, total, n_rows, length, chunk, n_chunks, row_shape, src_strides, dst_strides,
+                 src.stride(d), view.stride(d)],
+                dict(RESIDENT=False, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=chunks,
+                     CHUNK_BITS=chunks.bit_length() - 1, num_warps=warps, **common))]
+        temporary_count = n_rows * n_chunks
+
+    def execute(x):
+        out = new_tensor(shape, meta.dtype, dev)
+        tensors = {"src": x.to(as_dtype) if convert else x, "out": out}
+        for name in temporaries:
+            tensors[name] = new_tensor((temporary_count,), compute, dev)
+        for planned in launches:
+            planned(dev, tensors)
         return out
-    # a long row: (max, sum of exp) per chunk from the reduction kernel, then a normalising sweep
-    chunk, n_chunks = split_plan(length, facts)
-    block_rows, block_r, warps = tile_for(chunk, facts, split=True)
-    top = new_tensor((n_rows * n_chunks,), compute, x.device)
-    total = new_tensor((n_rows * n_chunks,), compute, x.device)
-    unused_state = new_tensor((n_rows * n_chunks,), compute, x.device)
-    lowest, highest = float("-inf"), float("inf")
-    launch(K.reduce_rows, (cdiv(n_rows, block_rows), n_chunks), x.device,
-           [src, top, top, top, total, unused_state, n_rows, 1, length, chunk, n_chunks, float(length), 0.0, 0.0,
-            row_shape, src_strides, (length,), (src.stride(d),)],
-           OP=K.OP_LOGSUMEXP, KIND=K.KIND_LOGSUMEXP, ACC=compute.triton, COMPUTE=compute.triton, LOWEST=lowest,
-           HIGHEST=highest, ROW_RANK=len(row_shape), RED_RANK=1, RED_UNIT=src.stride(d) == 1, COLUMN=False,
-           SPLIT=True, OUT_VALUES=True, OUT_SECOND=False, SRC_FORMAT=_format(src.dtype), DST_FORMAT=FORMAT_NATIVE,
-           VIA_F32=False, FLOAT_TO_INT=False, INDEX_64=index_64, BLOCK_ROWS=block_rows, BLOCK_R=block_r,
-           LANE_BITS=block_r.bit_length() - 1, num_warps=warps)
-    chunks = next_pow2(n_chunks)
-    launch(N.softmax_rows, (cdiv(n_rows, block_rows), n_chunks), x.device,
-           [src, view, top, total, n_rows, length, chunk, n_chunks, row_shape, src_strides, dst_strides,
-            src.stride(d), view.stride(d)],
-           RESIDENT=False, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=chunks,
-           CHUNK_BITS=chunks.bit_length() - 1, num_warps=warps, **common)
-    return out
+    return execute
 
 
 @register("softmax", family="normalization", aten=["aten::_softmax.default", "aten::softmax.int"],
@@ -140,29 +168,51 @@ def _param(p, length: int, what: str, op: str):
     return p.reshape(length).contiguous()
 
 
+_norm_plans = PlanCache()
+
+
+def _layout(t):
+    return None if t is None else (t._dtype, t.shape, t.stride())
+
+
 def _run_norm(x, length, *, rms, weight, bias, eps, residual=None, groups=1, group_channels=1, spatial=1,
               per_channel=False, op="layer_norm"):
+    options = dict(rms=rms, eps=eps, groups=groups, group_channels=group_channels, spatial=spatial,
+                   per_channel=per_channel, op=op)
+    key = (x.device, _layout(x), length, _layout(weight), _layout(bias), _layout(residual), *options.values())
+    return _norm_plans.get(key, lambda: _plan_norm(x, length, weight, bias, residual, **options))(
+        x, weight, bias, residual)
+
+
+def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_channels, spatial, per_channel, op):
+    """``execute(x, weight, bias, residual) -> (out, residual sum or None)`` for operands laid out as these."""
     if x.dtype.is_complex or not x.dtype.is_floating_point or x.dtype.storage_only:
         raise TypeError(f"{op}: expected a floating-point input, got {x.dtype.name}")
-    out = new_tensor(x.shape, x.dtype, x.device)
-    res_out = new_tensor(x.shape, x.dtype, x.device) if residual is not None else None
+    dev, shape, dtype = x.device, tuple(x.shape), x.dtype
     n_rows = x.numel() // length if length else 0
     if x.numel() == 0:
-        return out, res_out
-    rows = _as_rows(x, n_rows, length)
-    res_rows = None
-    if residual is not None:
-        if tuple(residual.shape) != tuple(x.shape):
-            raise S.ShapeError(f"{op}: residual shape {list(residual.shape)} differs from input {list(x.shape)}")
-        res_rows = _as_rows(residual, n_rows, length)
+        return lambda x, weight, bias, residual: (
+            new_tensor(shape, dtype, dev), new_tensor(shape, dtype, dev) if residual is not None else None)
+    if residual is not None and tuple(residual.shape) != shape:
+        raise S.ShapeError(f"{op}: residual shape {list(residual.shape)} differs from input {list(x.shape)}")
     affine_length = groups * group_channels if per_channel else length
-    if weight is None and bias is not None:
-        from .creation import ones
-        weight = ones(affine_length, dtype=bias.dtype, device=x.device)
-    weight = _param(weight, affine_length, "weight", op)
-    bias = _param(bias, affine_length, "bias", op)
-    compute = compute_dtype(x.dtype)
-    facts = kernel_facts(x.device)
+    ones_weight = weight is None and bias is not None
+
+    def operands(x, weight, bias, residual):
+        """The kernel's operands: rows of x and residual (views, or copies where strides need them), and
+        the affine parameters as flat contiguous vectors."""
+        if ones_weight:
+            from .creation import ones
+            weight = ones(affine_length, dtype=bias.dtype, device=dev)
+        return (_as_rows(x, n_rows, length), _as_rows(residual, n_rows, length) if residual is not None else None,
+                _param(weight, affine_length, "weight", op), _param(bias, affine_length, "bias", op))
+    rows, res_rows, weight_v, bias_v = operands(x, weight, bias, residual)
+    # where every operand is a view of what the caller passed, a call passes those tensors unchanged
+    views = (not ones_weight and rows._storage is x._storage and (residual is None or res_rows._storage is residual._storage)
+             and (weight is None or weight_v._storage is weight._storage)
+             and (bias is None or bias_v._storage is bias._storage))
+    compute = compute_dtype(dtype)
+    facts = kernel_facts(dev)
     resident = length <= facts["row_resident_max"]
     if resident:
         block_r = next_pow2(length)
@@ -170,22 +220,34 @@ def _run_norm(x, length, *, rms, weight, bias, eps, residual=None, groups=1, gro
         warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
     else:
         block_rows, block_r, warps = tile_for(length, facts, split=True)  # long rows, few of them
-    flags = _conversion_flags(compute, x.dtype, x.device)
-    index_64 = _needs_index_64(x) or _needs_index_64(rows)
-    launch(N.norm_rows, (cdiv(n_rows, block_rows),), x.device,
-           [rows, res_rows if res_rows is not None else rows, res_out if res_out is not None else out,
-            weight if weight is not None else rows, bias if bias is not None else rows, out,
-            n_rows, length, float(eps), groups, group_channels, spatial,
-            (n_rows,), (rows.stride(0),), (res_rows.stride(0) if res_rows is not None else 0,)],
-           RMS=rms, AFFINE=0 if weight is None else (2 if per_channel else 1), HAS_BIAS=bias is not None,
-           HAS_RESIDUAL=residual is not None, ROW_RANK=1, RESIDENT=resident, COMPUTE=compute.triton,
-           SRC_FORMAT=_format(x.dtype), RES_FORMAT=_format(residual.dtype) if residual is not None else FORMAT_NATIVE,
-           H_FORMAT=flags["DST_FORMAT"], H_VIA_F32=flags["VIA_F32"],
-           W_FORMAT=_format(weight.dtype) if weight is not None else FORMAT_NATIVE,
-           B_FORMAT=_format(bias.dtype) if bias is not None else FORMAT_NATIVE,
-           DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=index_64,
-           BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1, num_warps=warps)
-    return out, res_out
+    flags = _conversion_flags(compute, dtype, dev)
+    rows_slot, out_slot = Slot("rows"), Slot("out")
+    has_residual, has_weight, has_bias = residual is not None, weight_v is not None, bias_v is not None
+    launch = PlannedLaunch(
+        N.norm_rows, (cdiv(n_rows, block_rows),),
+        [rows_slot, Slot("res_rows") if has_residual else rows_slot, Slot("res_out") if has_residual else out_slot,
+         Slot("weight") if has_weight else rows_slot, Slot("bias") if has_bias else rows_slot, out_slot,
+         n_rows, length, float(eps), groups, group_channels, spatial,
+         (n_rows,), (rows.stride(0),), (res_rows.stride(0) if has_residual else 0,)],
+        dict(RMS=rms, AFFINE=0 if not has_weight else (2 if per_channel else 1), HAS_BIAS=has_bias,
+             HAS_RESIDUAL=has_residual, ROW_RANK=1, RESIDENT=resident, COMPUTE=compute.triton,
+             SRC_FORMAT=_format(dtype), RES_FORMAT=_format(residual.dtype) if has_residual else FORMAT_NATIVE,
+             H_FORMAT=flags["DST_FORMAT"], H_VIA_F32=flags["VIA_F32"],
+             W_FORMAT=_format(weight_v.dtype) if has_weight else FORMAT_NATIVE,
+             B_FORMAT=_format(bias_v.dtype) if has_bias else FORMAT_NATIVE,
+             DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+             INDEX_64=_needs_index_64(x) or _needs_index_64(rows),
+             BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1, num_warps=warps))
+
+    def execute(x, weight, bias, residual):
+        if not views:
+            x, residual, weight, bias = operands(x, weight, bias, residual)
+        out = new_tensor(shape, dtype, dev)
+        res_out = new_tensor(shape, dtype, dev) if has_residual else None
+        launch(dev, {"rows": x, "res_rows": residual, "weight": weight, "bias": bias, "out": out,
+                     "res_out": res_out})
+        return out, res_out
+    return execute
 
 
 def _norm_cost(x, *params, outputs=1):

@@ -8,6 +8,8 @@ Plans read the device's facts when made: whoever changes facts in a running proc
 ``clear_all()``."""
 from __future__ import annotations
 
+from ..launch import launch_planned
+
 _all_caches: list = []
 
 
@@ -38,3 +40,30 @@ class PlanCache:
 
     def __len__(self) -> int:
         return len(self._plans)
+
+
+class Slot:
+    """A tensor argument of a planned launch, named, and supplied at each call."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+class PlannedLaunch:
+    """One kernel launch whose arguments are all fixed except the tensors that ``Slot``s name."""
+
+    __slots__ = ("kernel", "grid", "args", "slots", "constexprs", "key")
+
+    def __init__(self, kernel, grid, args, constexprs: dict):
+        self.kernel, self.grid, self.args = kernel, grid, list(args)
+        self.slots = [(i, a.name) for i, a in enumerate(self.args) if isinstance(a, Slot)]
+        self.constexprs = constexprs
+        self.key = tuple(constexprs.items())
+
+    def __call__(self, device, tensors: dict) -> None:
+        args = self.args.copy()
+        for i, name in self.slots:
+            args[i] = tensors[name]
+        launch_planned(self.kernel, self.grid, device, args, self.constexprs, self.key)

@@ -1,0 +1,79 @@
+"""Plans are kept per call layout and reused: a second call with other tensors of the same layout must
+use those tensors (never the first call's), and a call whose operands needed copying when planned must
+copy again. Each op runs twice on different data, from different places of one buffer."""
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.ops import matmul, normalization, reductions
+from nbxtensor.ops.plans import PlanCache, clear_all
+
+from .conftest import to_nbx
+
+
+def _two_inputs(rng, shape):
+    """Two tensors of one layout at different offsets of one buffer, and their values."""
+    size = int(np.prod(shape))
+    flat = rng.standard_normal(3 * size).astype(np.float32)
+    buffer = to_nbx(flat)
+    first, second = buffer[:size].view(*shape), buffer[size + 7:2 * size + 7].view(*shape)
+    return (first, flat[:size].reshape(shape)), (second, flat[size + 7:2 * size + 7].reshape(shape))
+
+
+def _layer_norm(x, weight=None, bias=None, eps=1e-5):
+    x = x.astype(np.float64)
+    mean = x.mean(-1, keepdims=True)
+    out = (x - mean) / np.sqrt(x.var(-1, keepdims=True) + eps)
+    return out * (1.0 if weight is None else weight) + (0.0 if bias is None else bias)
+
+
+OPS = {
+    "linear 1 row": (lambda t, w: nbx.nn.functional.linear(t, w), lambda a, w: a @ w.T, (1, 24)),
+    "linear 20 rows": (lambda t, w: nbx.nn.functional.linear(t, w), lambda a, w: a @ w.T, (20, 24)),
+    "row sum": (lambda t, w: t.sum(-1), lambda a, w: a.sum(-1), (5, 24)),
+    "argmax": (lambda t, w: t.argmax(0), lambda a, w: a.argmax(0), (5, 24)),
+    "softmax": (lambda t, w: nbx.softmax(t, -1),
+                lambda a, w: np.exp(a - a.max(-1, keepdims=True)) / np.exp(a - a.max(-1, keepdims=True)).sum(-1, keepdims=True),
+                (5, 24)),
+    "layer_norm": (lambda t, w: nbx.nn.functional.layer_norm(t, (24,)), lambda a, w: _layer_norm(a), (5, 24)),
+    "layer_norm of a transposed view": (lambda t, w: nbx.nn.functional.layer_norm(t.T, (5,)),
+                                        lambda a, w: _layer_norm(a.T), (5, 24)),
+    "layer_norm, bias only": (lambda t, w: nbx.nn.functional.layer_norm(t, (24,), None, w[0]),
+                              lambda a, w: _layer_norm(a, None, w[0]), (5, 24)),
+}
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_a_reused_plan_reads_the_new_operands(rng, name):
+    op, reference, shape = OPS[name]
+    clear_all()
+    weight_np = rng.standard_normal((16, shape[-1])).astype(np.float32)
+    weight = to_nbx(weight_np)
+    results = []
+    for tensor, values in _two_inputs(rng, shape):
+        got = op(tensor, weight).numpy()
+        expected = reference(values.astype(np.float64), weight_np.astype(np.float64))
+        # float32 results of reductions over at most 24 elements: a few ulps of the operands' scale
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+        results.append(got)
+    assert not np.array_equal(results[0], results[1])
+
+
+def test_one_plan_per_layout():
+    clear_all()
+    a, b = to_nbx(np.ones((4, 6), np.float32)), to_nbx(np.full((4, 6), 2.0, np.float32))
+    for x in (a, b, a):
+        x.sum(-1)
+    assert len(reductions._reduce_plans) == 1
+    a.T.sum(-1)
+    assert len(reductions._reduce_plans) == 2
+    for cache in (matmul._product_plans, normalization._softmax_plans, normalization._norm_plans):
+        assert isinstance(cache, PlanCache)
+
+
+def test_the_cache_starts_over_past_its_limit():
+    cache = PlanCache(limit=2)
+    made = []
+    for key in ("a", "b", "c", "a"):
+        cache.get(key, lambda: made.append(key) or key)
+    assert made == ["a", "b", "c", "a"] and len(cache) == 2
