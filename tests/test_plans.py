@@ -77,3 +77,24 @@ def test_the_cache_starts_over_past_its_limit():
     for key in ("a", "b", "c", "a"):
         cache.get(key, lambda: made.append(key) or key)
     assert made == ["a", "b", "c", "a"] and len(cache) == 2
+
+
+def _attention(q, k, v):
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return (weights / weights.sum(-1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("queries", [1, 4])  # the decode path and the fused forward
+def test_a_reused_attention_plan_reads_the_new_operands(rng, queries):
+    clear_all()
+    results = []
+    for _ in range(2):
+        q, k, v = (rng.standard_normal(shape).astype(np.float32)
+                   for shape in ((2, 3, queries, 8), (2, 3, 5, 8), (2, 3, 5, 8)))
+        got = nbx.nn.functional.scaled_dot_product_attention(to_nbx(q), to_nbx(k), to_nbx(v)).numpy()
+        # float32 softmax over 5 keys and 8-long dot products
+        np.testing.assert_allclose(got, _attention(q.astype(np.float64), k.astype(np.float64),
+                                                   v.astype(np.float64)), rtol=1e-5, atol=1e-5)
+        results.append(got)
+    assert not np.array_equal(results[0], results[1])

@@ -19,6 +19,7 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..tensor import Tensor
 from .copy import _conversion_flags, new_tensor
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .matmul import _dot_precision, _needs_index_64, _next_pow2
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -182,6 +183,8 @@ def _common_flags(dtype, out_dtype, dev, facts) -> dict:
 
 
 def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv, scale, causal, dev, facts):
+    """The fused forward launch for (B, H, L, E) views, tuned on these tensors; returns (launches,
+    temporaries) over the slots q, k, v, mask, out."""
     B, H, L, E = q.shape
     keys, value_dim = k.shape[2], v.shape[3]
     flags = _common_flags(q.dtype, out.dtype, dev, facts)
@@ -189,16 +192,19 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
     key = tuning.launch_key("attention", facts, rows={"L": L}, cols={"S": keys, "E": E}, dtypes=(q.dtype,),
                             flags={"causal": causal, "mask": mask_kind})
 
-    def run(config):
-        launch(K.attention_forward, (cdiv(L, config["BLOCK_M"]), H, B), dev,
-               [q, k, v, mask if mask is not None else q, out, L, keys, heads_per_kv, scale * K.LOG2_E,
-                *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride()],
-               HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-               BLOCK_D=max(16, _next_pow2(E)), BLOCK_DV=max(16, _next_pow2(value_dim)), CAUSAL=causal,
-               MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
-               num_stages=config["num_stages"], **flags)
-
-    run(tuning.choose_timed(key, facts, lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype), run))
+    def planned(config):
+        return PlannedLaunch(
+            K.attention_forward, (cdiv(L, config["BLOCK_M"]), H, B),
+            [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), Slot("out"), L, keys,
+             heads_per_kv, scale * K.LOG2_E, *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride()],
+            dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+                 BLOCK_D=max(16, _next_pow2(E)), BLOCK_DV=max(16, _next_pow2(value_dim)), CAUSAL=causal,
+                 MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
+                 num_stages=config["num_stages"], **flags))
+    tensors = {"q": q, "k": k, "v": v, "mask": mask, "out": out}
+    config = tuning.choose_timed(key, facts, lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype),
+                                 lambda config: planned(config)(dev, tensors))
+    return [planned(config)], {}
 
 
 # ---- decode: split over the keys, then a fixed-order combine ---------------------------------------------
@@ -216,7 +222,8 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
             paged=None):
     """Attention of one query row per (batch, head). ``q`` (B, H_q, E) and ``out`` (B, H_q, Ev) as strided
     views; dense ``k``/``v`` (B, H_kv, S, E); paged ones (pages, slots, H_kv, E) with ``paged`` =
-    (block_table, seq_lens) and ``keys`` the capacity of a table row."""
+    (block_table, seq_lens) and ``keys`` the capacity of a table row. Returns (launches, temporaries)
+    over the slots q, k, v, mask, out, table, lens and the temporaries' names."""
     B, H_q, E = q.shape
     value_dim = out.shape[2]
     block_n, per_split, splits = decode_plan(keys, max(E, value_dim), facts)
@@ -225,34 +232,46 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     combine_flags = dict(DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"])
     del flags["DST_FORMAT"], flags["VIA_F32"]
     f32 = get_dtype("float32")
-    part_acc = new_tensor((B, H_q, splits, block_dv), f32, dev)
-    part_max = new_tensor((B, H_q, splits), f32, dev)
-    part_sum = new_tensor((B, H_q, splits), f32, dev)
+    temporaries = {"part_acc": ((B, H_q, splits, block_dv), f32), "part_max": ((B, H_q, splits), f32),
+                   "part_sum": ((B, H_q, splits), f32)}
     groups = H_q // heads_per_kv
     if paged is None:
-        table, lens, table_sb = q, q, 0
-        k_strides = k.stride()
-        v_strides = v.stride()
+        table, lens, table_sb = Slot("q"), Slot("q"), 0
         # dense: (batch, head, key, dim)
-        k_args = (k_strides[0], k_strides[1], k_strides[2], k_strides[3])
-        v_args = (v_strides[0], v_strides[1], v_strides[2], v_strides[3])
+        k_args, v_args = tuple(k.stride()), tuple(v.stride())
     else:
-        table, lens = paged
-        table_sb = table.stride(0)
+        table, lens = Slot("table"), Slot("lens")
+        table_sb = paged[0].stride(0)
         # paged: (page, slot, head, dim) passed as (page, head, slot, dim) to match the kernel's order
         k_args = (k.stride(0), k.stride(2), k.stride(1), k.stride(3))
         v_args = (v.stride(0), v.stride(2), v.stride(1), v.stride(3))
-    index_64 = _needs_index_64(q, k, v, out, part_acc, *([mask] if mask is not None else []))
-    launch(K.decode_partial, (groups, splits, B), dev,
-           [q, k, v, mask if mask is not None else q, table, lens, part_acc, part_max, part_sum,
-            keys, heads_per_kv, H_q, per_split, splits, scale * K.LOG2_E, k.shape[1] if paged is not None else 1,
-            *q.stride(), *k_args, *v_args, mask_strides[0], mask_strides[1], mask_strides[3], table_sb],
-           HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, _next_pow2(heads_per_kv)), BLOCK_N=block_n,
-           BLOCK_D=max(16, _next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
-           MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=4, **flags)
-    launch(K.decode_combine, (H_q, B), dev,
-           [part_acc, part_max, part_sum, out, H_q, splits, *out.stride()],
-           VALUE_DIM=value_dim, BLOCK_DV=block_dv, num_warps=1, **combine_flags)
+    partial_elements = B * H_q * splits * block_dv
+    index_64 = (_needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
+                or partial_elements >= 2 ** 31)
+    part_acc, part_max, part_sum = Slot("part_acc"), Slot("part_max"), Slot("part_sum")
+    launches = [
+        PlannedLaunch(
+            K.decode_partial, (groups, splits, B),
+            [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), table, lens, part_acc,
+             part_max, part_sum, keys, heads_per_kv, H_q, per_split, splits, scale * K.LOG2_E,
+             k.shape[1] if paged is not None else 1, *q.stride(), *k_args, *v_args, mask_strides[0],
+             mask_strides[1], mask_strides[3], table_sb],
+            dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, _next_pow2(heads_per_kv)), BLOCK_N=block_n,
+                 BLOCK_D=max(16, _next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
+                 MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=4, **flags)),
+        PlannedLaunch(
+            K.decode_combine, (H_q, B),
+            [part_acc, part_max, part_sum, Slot("out"), H_q, splits, *out.stride()],
+            dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, num_warps=1, **combine_flags)),
+    ]
+    return launches, temporaries
+
+
+def _run_launches(dev, launches, temporaries: dict, tensors: dict) -> None:
+    for name, (shape, dtype) in temporaries.items():
+        tensors[name] = new_tensor(shape, dtype, dev)
+    for planned in launches:
+        planned(dev, tensors)
 
 
 # ---- the entry point -------------------------------------------------------------------------------------
@@ -280,16 +299,36 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise NotImplementedError(f"{op}: dropout_p={dropout_p} is not supported (attention here is inference "
                                   f"only); pass dropout_p=0.0, or apply nn.functional.dropout to the weights of an "
                                   f"explicit softmax")
-    meta = _sdpa_meta(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    plan_key = (layout_key(query), layout_key(key), layout_key(value), layout_key(attn_mask), is_causal, scale,
+                enable_gqa)
+    execute = _attention_plans.get(plan_key, lambda: _plan_sdpa(query, key, value, attn_mask, is_causal, scale,
+                                                                enable_gqa))
+    return execute(query, key, value, attn_mask)
+
+
+_attention_plans = PlanCache()
+
+
+def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
+    """``execute(query, key, value, attn_mask) -> out`` for operands laid out as these."""
+    op = "scaled_dot_product_attention"
+    meta = _sdpa_meta(query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa)
     dev = query.device
     for name, t in (("key", key), ("value", value), ("attn_mask", attn_mask)):
         if t is not None and t.device != dev:
             raise RuntimeError(f"{op}: expected all tensors on {dev}, got {name} on {t.device}")
-    out = new_tensor(meta.shape, meta.dtype, dev, _aten_output_strides(query, meta.shape))
-    if out.numel() == 0:
-        return out
-    L, E = query.shape[-2:]
+    out_strides = _aten_output_strides(query, meta.shape)
+    out = new_tensor(meta.shape, meta.dtype, dev, out_strides)
+
+    def fresh_output():
+        return new_tensor(meta.shape, meta.dtype, dev, out_strides)
     keys = key.shape[-2]
+    if out.numel() == 0:
+        return lambda query, key, value, attn_mask: fresh_output()
+    if keys == 0:
+        from .creation import zeros
+        return lambda query, key, value, attn_mask: zeros(meta.shape, dtype=meta.dtype, device=dev)
+    L, E = query.shape[-2:]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
     q4 = _as_4d(query)
     q_lead = tuple(query.shape[:-2])
@@ -303,9 +342,6 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     k4 = _as_4d(key.expand(*kv_lead, keys, E))
     v4 = _as_4d(value.expand(*kv_lead, keys, value.shape[-1]))
     out4 = _as_4d(out)
-    if keys == 0:
-        from .creation import zeros
-        return zeros(meta.shape, dtype=meta.dtype, device=dev)
     if is_causal and L == 1:
         # top-left alignment: the only query row sees key 0 alone
         keys = 1
@@ -314,11 +350,22 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     scores_shape = (*query.shape[:-1], key.shape[-2])
     mask, kind, mask_format, mask_strides = _mask_setup(attn_mask, scores_shape)
     if L == 1:
-        _decode(q4[:, :, 0], k4, v4, mask, kind, mask_format, mask_strides, out4[:, :, 0], heads_per_kv, scale,
-                keys, dev, facts)
+        launches, temporaries = _decode(q4[:, :, 0], k4, v4, mask, kind, mask_format, mask_strides, out4[:, :, 0],
+                                        heads_per_kv, scale, keys, dev, facts)
     else:
-        _prefill(q4, k4, v4, mask, kind, mask_format, mask_strides, out4, heads_per_kv, scale, is_causal, dev, facts)
-    return out
+        launches, temporaries = _prefill(q4, k4, v4, mask, kind, mask_format, mask_strides, out4, heads_per_kv,
+                                         scale, is_causal, dev, facts)
+    # the 4-D views (and the mask's) start where the operands do, unless merging dims needed a copy
+    views = all(view is None or view.data_ptr() == t.data_ptr()
+                for view, t in ((q4, query), (k4, key), (v4, value), (mask, attn_mask)))
+
+    def execute(query, key, value, attn_mask):
+        if not views:
+            return _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa)(query, key, value, attn_mask)
+        out = fresh_output()
+        _run_launches(dev, launches, temporaries, {"q": query, "k": key, "v": value, "mask": attn_mask, "out": out})
+        return out
+    return execute
 
 
 # ---- paged attention and its cache append ----------------------------------------------------------------
@@ -373,9 +420,11 @@ def paged_attention(query: Tensor, key_cache: Tensor, value_cache: Tensor, block
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
     capacity = block_table.shape[1] * key_cache.shape[1]
     facts = backend_for(query.device).facts
-    _decode(query, key_cache, value_cache, None, K.MASK_NONE, FORMAT_NATIVE, (0, 0, 0, 0), out,
-            query.shape[1] // key_cache.shape[2], scale, capacity, query.device, facts,
-            paged=(block_table, seq_lens))
+    launches, temporaries = _decode(query, key_cache, value_cache, None, K.MASK_NONE, FORMAT_NATIVE, (0, 0, 0, 0),
+                                    out, query.shape[1] // key_cache.shape[2], scale, capacity, query.device, facts,
+                                    paged=(block_table, seq_lens))
+    _run_launches(query.device, launches, temporaries, {"q": query, "k": key_cache, "v": value_cache, "out": out,
+                                                        "table": block_table, "lens": seq_lens})
     return out
 
 

@@ -17,6 +17,7 @@ from ..launch import cdiv, launch_planned
 from ..promotion import result_type
 from ..storage import Storage
 from ..tensor import Tensor
+from .plans import PlanCache
 from .registry import Cost, TensorMeta, nbytes, register
 
 # Dims the copy kernel indexes directly; a copy of more dims (after merging) loops over the rest.
@@ -79,8 +80,7 @@ class _CopyPlan:
 
 
 _SPLIT = object()  # a plan marker: more dims than the kernel indexes, copied one leading index at a time
-_copy_plans: dict = {}
-_MAX_PLANS = 4096
+_copy_plans = PlanCache()
 
 
 def _plan_copy(dst: Tensor, src: Tensor | None, pairs: int):
@@ -116,11 +116,7 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
         return
     key = (dst._shape, dst._strides, dst._dtype, dst.device,
            None if src is None else (src._strides, src._dtype), pairs)
-    plan = _copy_plans.get(key)
-    if plan is None:
-        if len(_copy_plans) >= _MAX_PLANS:
-            _copy_plans.clear()
-        plan = _copy_plans[key] = _plan_copy(dst, src, pairs)
+    plan = _copy_plans.get(key, lambda: _plan_copy(dst, src, pairs))
     if plan is _SPLIT:
         for i in range(dst.shape[0]):
             _run_copy(dst[i], None if src is None else src[i], constant_bits, pairs)

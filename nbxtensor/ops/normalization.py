@@ -11,7 +11,7 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..tensor import Tensor
 from .copy import _conversion_flags, new_tensor
-from .plans import PlanCache, PlannedLaunch, Slot
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import _needs_index_64, _source, compute_dtype, kernel_facts, next_pow2, split_plan, tile_for
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -171,15 +171,11 @@ def _param(p, length: int, what: str, op: str):
 _norm_plans = PlanCache()
 
 
-def _layout(t):
-    return None if t is None else (t._dtype, t.shape, t.stride())
-
-
 def _run_norm(x, length, *, rms, weight, bias, eps, residual=None, groups=1, group_channels=1, spatial=1,
               per_channel=False, op="layer_norm"):
     options = dict(rms=rms, eps=eps, groups=groups, group_channels=group_channels, spatial=spatial,
                    per_channel=per_channel, op=op)
-    key = (x.device, _layout(x), length, _layout(weight), _layout(bias), _layout(residual), *options.values())
+    key = (layout_key(x), length, layout_key(weight), layout_key(bias), layout_key(residual), *options.values())
     return _norm_plans.get(key, lambda: _plan_norm(x, length, weight, bias, residual, **options))(
         x, weight, bias, residual)
 

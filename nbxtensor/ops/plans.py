@@ -13,6 +13,11 @@ from ..launch import launch_planned
 _all_caches: list = []
 
 
+def layout_key(t):
+    """What a plan may depend on of a tensor operand (or None): dtype, shape, strides and device."""
+    return None if t is None else (t._dtype, t.shape, t.stride(), t.device)
+
+
 def clear_all() -> None:
     """Forget every plan (after a change of facts or tuning that plans were made under)."""
     for cache in _all_caches:
@@ -30,13 +35,23 @@ class PlanCache:
         plan = self._plans.get(key)
         if plan is None:
             plan = make()
-            if len(self._plans) >= self._limit:
-                self._plans.clear()
-            self._plans[key] = plan
+            self.put(key, plan)
         return plan
+
+    def lookup(self, key):
+        """The plan for ``key``, or None."""
+        return self._plans.get(key)
+
+    def put(self, key, plan) -> None:
+        if len(self._plans) >= self._limit:
+            self._plans.clear()
+        self._plans[key] = plan
 
     def clear(self) -> None:
         self._plans.clear()
+
+    def values(self):
+        return self._plans.values()
 
     def __len__(self) -> int:
         return len(self._plans)

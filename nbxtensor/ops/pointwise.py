@@ -56,6 +56,7 @@ from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
 from ..tensor import Tensor
 from .copy import _check_overlap, _conversion_flags, new_tensor
+from .plans import PlanCache
 from .registry import Cost, TensorMeta, nbytes, register
 
 if _runtime.KERNEL_MODE == _runtime.INTERPRETED:
@@ -267,8 +268,7 @@ def output_strides(shape, stride_sets) -> tuple:
 # repeated call only checks what depends on values (the row's check, overlap of memory, integer
 # division by zero on the CPU), allocates its output and launches with its pointers and scalar bits.
 
-_call_plans: dict = {}
-_MAX_PLANS = 4096
+_call_plans = PlanCache()
 _HOST_SCALAR = object()  # in a plan's slots: a 0-d host tensor, read as a Python scalar on every call
 _DIVISIONS = frozenset(("div", "floor_divide", "remainder", "fmod"))
 
@@ -324,13 +324,11 @@ def _run(row: Row, args, kwargs, out=None, inplace=False):
     call = row.parse(*args, **kwargs)
     inplace = inplace or call.inplace
     key = _call_key(row, call, out, inplace)
-    plan = _call_plans.get(key) if key is not None else None
+    plan = _call_plans.lookup(key) if key is not None else None
     if plan is None:
         plan, cacheable = _build_call_plan(row, call, out, inplace)
         if key is not None and cacheable:
-            if len(_call_plans) >= _MAX_PLANS:
-                _call_plans.clear()
-            _call_plans[key] = plan
+            _call_plans.put(key, plan)
     elif row.check is not None:
         row.check(call, plan.common)
     slots = call.slots
