@@ -6,9 +6,14 @@ generic path, which compiles it; the compiled kernel is then cached under a key 
 on), and later launches call it directly with bound arguments. That skips Triton's per-launch binding
 and keying, which cost more host time than the rest of an op. The interpreter has no compiled form:
 it always takes the generic path.
+
+``capture()`` records the launches of a stretch of work so that ``Capture.replay()`` can issue them
+again, on the same tensors, without the ops' Python; work that a replay could not repeat faithfully
+(host reads, host data, random draws) marks the capture refused, with the reason.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -26,7 +31,7 @@ _MAX_REMEMBERED = 4096
 _RECORD_PATH = os.environ.get("NBX_RECORD_LAUNCHES")
 
 
-def _record(kernel, args, constexprs: dict) -> None:
+def _log_for_compile_check(kernel, args, constexprs: dict) -> None:
     def describe(a):
         if type(a) is Tensor:
             return {"pointer": str(a._dtype.triton), "aligned": a.data_ptr() & _ALIGN_MASK == 0}
@@ -63,6 +68,50 @@ def _specialisation(value):
     return value
 
 
+class Capture:
+    """The launches of a stretch of work, holding the tensors they use (so their memory, and so every
+    address, stays as it was), and why the work cannot be replayed, if it cannot."""
+
+    def __init__(self):
+        self.launches: list = []
+        self.after: list = []  # host work to redo after each replay (checks that need no host read first)
+        self.refused: str | None = None
+
+    def replay(self) -> None:
+        if self.refused is not None:
+            raise RuntimeError(f"this capture cannot be replayed: it {self.refused}")
+        for kernel, grid, device, args, constexprs, key in self.launches:
+            launch_planned(kernel, grid, device, args, constexprs, key)
+        for work in self.after:
+            work()
+
+
+_capturing: Capture | None = None
+
+
+@contextlib.contextmanager
+def capture():
+    """Record every launch made inside the ``with`` block into the yielded ``Capture``."""
+    global _capturing
+    if _capturing is not None:
+        raise RuntimeError("captures do not nest")
+    _capturing = recorded = Capture()
+    try:
+        yield recorded
+    finally:
+        _capturing = None
+
+
+def current_capture() -> Capture | None:
+    return _capturing
+
+
+def refuse_capture(reason: str) -> None:
+    """Called by work a replay would not repeat (``reason`` completes "it ..."); the first one counts."""
+    if _capturing is not None and _capturing.refused is None:
+        _capturing.refused = reason
+
+
 def launch(kernel, grid, device, args, **constexprs) -> None:
     """Run ``kernel`` over ``grid`` on ``device``. Tensor arguments travel as pointers to their
     first element; anything else goes as it is. Constexprs come by keyword, after every positional
@@ -72,11 +121,13 @@ def launch(kernel, grid, device, args, **constexprs) -> None:
 
 def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: tuple) -> None:
     """``launch`` for callers that keep their constexprs, and their key, from one call to the next."""
+    if _capturing is not None:
+        _capturing.launches.append((kernel, grid, device, list(args), constexprs, constexpr_key))
     backend = backend_for(device)
     if not backend.compiles_kernels:
         backend.check_kernels()
         if _RECORD_PATH:
-            _record(kernel, args, constexprs)
+            _log_for_compile_check(kernel, args, constexprs)
         kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args], **constexprs)
         return
     # The key holds what Triton specialises on (pointers by dtype and alignment, integers by their

@@ -141,6 +141,8 @@ class Tensor:
         """The data as a NumPy array: a view sharing memory on the CPU (any strides), a copy from
         any other device."""
         self._require_data("numpy()")
+        from .launch import refuse_capture
+        refuse_capture("reads tensor data on the host (numpy, item, tolist or a Python scalar)")
         if self.numel() == 0:
             return np.empty(self._shape, dtype=self._dtype.numpy)
         itemsize = self._dtype.itemsize

@@ -140,3 +140,33 @@ def test_loading_and_running_imports_no_torch(tmp_path):
     )
     env = {**os.environ, "NBX_DEVICE": "cpu"}
     subprocess.run([sys.executable, "-c", script], check=True, env=env, timeout=120)
+
+
+def test_replay_repeats_the_captured_launches_and_checks_itself(tmp_path, caplog):
+    """First call captures, the second replays (checked byte for byte against the normal path), later
+    ones replay on new inputs; another batch size is captured separately."""
+    g = graph.load(_write(tmp_path / "mlp"), device=TEST_DEVICE)
+    rng = np.random.default_rng(5)
+    for batch in (3, 3, 3, 5, 5, 3):
+        x = rng.standard_normal((batch, 4)).astype(np.float32)
+        # float32 products of length 4: well inside 1e-5
+        np.testing.assert_allclose(g.replay(x).numpy(), _reference(x), rtol=1e-5, atol=1e-6)
+    replayer = g._replayer
+    assert len(replayer._captured) == 2 and all(c.verified for c in replayer._captured.values())
+    assert replayer.reason(np.zeros((3, 4), np.float32)) is None
+    assert not [r for r in caplog.records if r.name == "nbxtensor.graph"]
+
+
+def test_a_run_with_random_draws_is_not_replayed_and_says_why_once(tmp_path, caplog):
+    document = _mlp_document()
+    document["tensors"]["noise"] = {"shape": ["s0", 3], "dtype": "float32"}
+    document["ops"].append({"id": "noise", "op": "aten::rand_like.default", "args": [{"tensor": "relu"}],
+                            "kwargs": {}, "outputs": ["noise"]})
+    document["outputs"] = ["relu", "noise"]
+    g = graph.load(_write(tmp_path / "noisy", document), device=TEST_DEVICE)
+    x = np.ones((2, 4), np.float32)
+    with caplog.at_level("WARNING", logger="nbxtensor.graph"):
+        first, second, third = (g.replay(x)[1].numpy() for _ in range(3))
+    assert not np.array_equal(first, second) and not np.array_equal(second, third)  # fresh draws each run
+    assert "draws random numbers" in g._replayer.reason(x)
+    assert len([r for r in caplog.records if r.name == "nbxtensor.graph"]) == 1

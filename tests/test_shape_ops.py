@@ -99,3 +99,13 @@ def test_hstack_vstack_meshgrid_one_hot():
     assert np.array_equal(one_hot(to_nbx(labels), 6).numpy(), np.eye(6, dtype=np.int64)[labels])
     with pytest.raises(IndexError, match="one_hot"):
         one_hot(to_nbx(labels), 3).numpy()
+
+
+def test_functional_names_reach_pad_one_hot_and_embedding():
+    """torch.nn.functional's pad, one_hot and embedding (input first) are reachable under the same names."""
+    F = nbx.nn.functional
+    x = to_nbx(np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(F.pad(x, (1, 0), value=-1.0).numpy(), np.pad(np.arange(6.0).reshape(2, 3),
+                                                                               ((0, 0), (1, 0)), constant_values=-1))
+    np.testing.assert_array_equal(F.one_hot(to_nbx(np.array([2, 0])), 3).numpy(), [[0, 0, 1], [1, 0, 0]])
+    np.testing.assert_array_equal(F.embedding(to_nbx(np.array([1, 0])), x).numpy(), [[3, 4, 5], [0, 1, 2]])

@@ -9,6 +9,7 @@ from ..ops.normalization import FUNCTIONAL as _NORM_FUNCTIONAL
 from ..ops.random import dropout as _dropout
 from ..ops.registry import get as _get
 from ..ops import attention as _attention
+from ..ops import indexing as _indexing
 
 globals().update(_FUNCTIONAL)
 globals().update(_NORM_FUNCTIONAL)
@@ -21,5 +22,9 @@ paged_attention = _attention.paged_attention.impl
 kv_cache_append = _attention.kv_cache_append.impl
 rotary_embedding = _attention.rotary_embedding.impl
 _ATTENTION = ["scaled_dot_product_attention", "paged_attention", "kv_cache_append", "rotary_embedding"]
+embedding = _indexing.embedding_functional  # torch's argument order: (input, weight, ...)
+pad = _get("pad").impl
+one_hot = _get("one_hot").impl
 
-__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", *_ATTENTION])
+__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", "embedding", "pad", "one_hot",
+                  *_ATTENTION])

@@ -13,7 +13,7 @@ from ..device import backend_for, device as _device
 from ..dtypes import get_dtype
 from ..kernels.copy import (FORMAT_BOOL, FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE,
                             SMALL_FLOAT_FORMATS, SOURCE_CONSTANT, SOURCE_TENSOR, strided_copy)
-from ..launch import cdiv, launch_planned
+from ..launch import cdiv, launch_planned, refuse_capture
 from ..promotion import result_type
 from ..storage import Storage
 from ..tensor import Tensor
@@ -223,6 +223,7 @@ def _bytes_between(dst: Tensor, src: Tensor, blocking: bool = True) -> None:
     nbytes = src.nbytes
     if nbytes == 0:
         return
+    refuse_capture("copies between devices")
     host_dst, host_src = backend_for(dst.device).host_addressable, backend_for(src.device).host_addressable
     if host_dst and host_src:
         backend_for(dst.device).copy_raw(dst.data_ptr(), src.data_ptr(), nbytes, None, "h2h")

@@ -11,7 +11,7 @@ from .. import shape as S
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels.ramp import ARANGE, LINSPACE, linear_ramp
-from ..launch import cdiv, launch
+from ..launch import cdiv, launch, refuse_capture
 from ..promotion import get_default_complex_dtype, get_default_dtype
 from ..storage import Storage
 from ..tensor import Tensor
@@ -425,6 +425,7 @@ def _cast_host(array: np.ndarray, dt) -> np.ndarray:
 def _upload(host: np.ndarray, dt, dev, pinned: bool = False) -> Tensor:
     out = new_tensor(host.shape, dt, dev, pinned=pinned)
     if host.size:
+        refuse_capture("uploads host data")
         backend_for(dev).upload(out.data_ptr(), host.reshape(-1).view(np.uint8), dev.index)
     return out
 

@@ -24,7 +24,7 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import indexing as K
 from ..kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch
+from ..launch import cdiv, current_capture, launch
 from ..tensor import Tensor
 from .copy import _BITS_TYPE, _elementwise_block, clone, constant_bits, copy_, new_tensor
 from .registry import Cost, TensorMeta, nbytes, register
@@ -61,7 +61,12 @@ def _status(dev) -> Tensor:
 
 
 def _after_checked_launch(dev) -> None:
-    if backend_for(dev).host_addressable:
+    captured = current_capture()
+    if captured is not None:
+        # reading the status now would end the capture's use; a replay checks after its launches
+        captured.after.append(lambda: _after_checked_launch(dev))
+        _pending.add(dev)
+    elif backend_for(dev).host_addressable:
         check_device_errors(dev)
     else:
         _pending.add(dev)

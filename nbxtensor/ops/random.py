@@ -19,7 +19,7 @@ from ..device import device as _device, resolve
 from ..dtypes import get_dtype
 from ..kernels import random as K
 from ..kernels.copy import SMALL_FLOAT_FORMATS, FORMAT_NATIVE
-from ..launch import cdiv, launch
+from ..launch import cdiv, launch, refuse_capture
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import _conversion_flags, _elementwise_block, copy_, new_tensor
@@ -84,6 +84,7 @@ class Generator:
 
     def _take(self, words: int) -> tuple[int, int]:
         """(seed as int64 bits, first counter) for a draw of ``words`` 32-bit words; advances the offset."""
+        refuse_capture("draws random numbers (a replay would draw the same ones again)")
         counter = self._offset // 4
         self._offset += 4 * cdiv(words, 4)
         seed = self._seed - _U64_MOD if self._seed >= 2 ** 63 else self._seed
