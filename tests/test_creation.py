@@ -392,3 +392,10 @@ def test_from_numpy_of_a_zero_dim_array_stays_zero_dim():
     # lesson: from_numpy turned 0-d into shape (1,)
     t = nbx.from_numpy(np.array(7, dtype=np.int16))
     assert t.shape == () and t.item() == 7
+
+
+def test_scalar_tensor_takes_the_default_float_dtype_as_torch():
+    assert nbx.scalar_tensor(3).dtype is nbx.float32 and nbx.scalar_tensor(3).item() == 3.0
+    t = nbx.scalar_tensor(7, dtype=nbx.int64, device=TEST_DEVICE)
+    assert t.shape == () and t.dtype is nbx.int64 and t.item() == 7
+    assert nbx.scalar_tensor(True, dtype=nbx.bool).item() is True

@@ -111,3 +111,34 @@ def test_missing_registry_op_fails_export_clearly(tmp_path):
         pass
     with pytest.raises(ExportError, match=r"registry lacks 1 op\(s\).*aten::i0.default"):
         export(Odd(), (torch.randn(3),), tmp_path / "odd")
+
+
+def test_nbx_export_writes_a_graph_that_runs_with_a_dynamic_batch(tmp_path, capsys):
+    import importlib.util
+
+    from nbxtensor.cli import main
+    (tmp_path / "factory.py").write_text(
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "def make():\n"
+        "    torch.manual_seed(0)  # the same weights each time\n"
+        "    return nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))\n")
+    out = tmp_path / "model"
+    assert main(["export", f"{tmp_path / 'factory.py'}:make", "--input", "x=float32[3,4]",
+                 "--dynamic", "x.0=batch:1:32", "--out", str(out)]) == 0
+    assert "exported" in capsys.readouterr().out
+    spec = importlib.util.spec_from_file_location("factory", tmp_path / "factory.py")
+    factory = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(factory)
+    x = torch.randn(5, 4)  # a batch the example did not have
+    # float32 GELU network, 4 and 8 long dot products
+    np.testing.assert_allclose(graph.load(out)(x.numpy()).numpy(), factory.make()(x).detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_nbx_export_explains_bad_arguments(tmp_path):
+    from nbxtensor.cli import main
+    with pytest.raises(SystemExit, match="MODULE:NAME"):
+        main(["export", "no_colon_here", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="DTYPE"):
+        main(["export", "torch.nn:Identity", "--input", "x=floaty[2]", "--out", str(tmp_path)])

@@ -78,6 +78,19 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, pin_
     return fill_(new_tensor(m.shape, m.dtype, resolve(device), pinned=pin_memory), fill_value)
 
 
+def _scalar_tensor_meta(s, dtype=None, **_):
+    return TensorMeta((), get_dtype(dtype) if dtype is not None else get_default_dtype())
+
+
+@register("scalar_tensor", family="creation", aten=["aten::scalar_tensor.default"], meta=_scalar_tensor_meta,
+          cost=lambda s, dtype=None, **_: Cost(bytes_written=nbytes(_scalar_tensor_meta(s, dtype))))
+def scalar_tensor(s, *, dtype=None, device=None, layout=None, requires_grad=False, pin_memory=False):
+    """A 0-d tensor holding ``s``: of the default float dtype unless ``dtype`` says otherwise, as torch's
+    (unlike ``full``, the value's Python type does not choose)."""
+    m = _scalar_tensor_meta(s, dtype)
+    return fill_(new_tensor((), m.dtype, resolve(device), pinned=pin_memory), s)
+
+
 def _like_meta(x, *args, dtype=None, **_):
     return TensorMeta(tuple(x.shape), x.dtype if dtype is None else get_dtype(dtype))
 
