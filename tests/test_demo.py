@@ -26,6 +26,17 @@ SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
     "Rain is expected tomorrow afternoon in Paris, with clearing skies by the evening and a cool night.",
     "Dogs",
+    "Quantum computers use qubits, which can be in superpositions of 0 and 1.",
+    "¿Dónde está la biblioteca?",
+    "The invoice total was $1,234.56, due on 2024-03-15.",
+    "I can't believe it's not butter!",
+    "Neural networks learn representations from data.",
+    "A kitten is napping in the sun.",
+    "Der Zug nach München fährt um 8 Uhr ab.",
+    "e = mc^2",
+    "The committee postponed its decision until the next quarterly meeting, citing incomplete data "
+    "from two of the regional offices and an ongoing review of the budget.",
+    "ok",
 ]
 
 

@@ -598,3 +598,12 @@ def test_views_keep_their_device():
     for view in (x.t(), x[1], x.view(6), x.unsqueeze(0), x.expand(2, 2, 3)):
         assert str(view.device) == str(x.device)
     assert str(x.device).startswith(TEST_DEVICE)
+
+
+def test_writing_into_an_empty_view_with_a_broadcast_dim_is_allowed():
+    """Found by hypothesis: an empty view whose other dim has stride 0 and extent 2 (unfold of an empty
+    tensor) holds no element twice; ATen writes into it (nothing to write) instead of refusing."""
+    view = to_nbx(np.zeros(0, np.float32)).unsqueeze(0).unfold(0, 0, 1)
+    assert view.shape == (2, 0, 0) and view.stride() == (0, 1, 0)
+    view[...] = to_nbx(np.zeros((2, 0, 0), np.float32))
+    view.fill_(1.0)

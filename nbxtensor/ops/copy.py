@@ -127,8 +127,9 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
 
 
 def _has_internal_overlap(t: Tensor) -> bool:
-    """A broadcast (stride 0) dim: several elements share one memory location."""
-    return any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
+    """A broadcast (stride 0) dim: several elements share one memory location. An empty tensor has no
+    elements to share one (ATen counts it dense)."""
+    return t.numel() != 0 and any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
 
 
 def _check_overlap(dst: Tensor, src: Tensor) -> None:
