@@ -98,3 +98,12 @@ def test_a_reused_attention_plan_reads_the_new_operands(rng, queries):
                                                    v.astype(np.float64)), rtol=1e-5, atol=1e-5)
         results.append(got)
     assert not np.array_equal(results[0], results[1])
+
+
+def test_a_reused_gather_plan_reads_the_new_indices_and_table(rng):
+    clear_all()
+    for _ in range(2):
+        table = rng.standard_normal((10, 20)).astype(np.float32)
+        ids = rng.integers(0, 10, (3, 4))
+        np.testing.assert_array_equal(nbx.nn.functional.embedding(to_nbx(ids), to_nbx(table)).numpy(), table[ids])
+        np.testing.assert_array_equal(to_nbx(table)[to_nbx(ids[0])].numpy(), table[ids[0]])

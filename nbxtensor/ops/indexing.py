@@ -27,6 +27,7 @@ from ..kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, current_capture, launch
 from ..tensor import Tensor
 from .copy import _BITS_TYPE, _elementwise_block, clone, constant_bits, copy_, new_tensor
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, nbytes, register
 
 _INT32_LIMIT = 2 ** 31
@@ -287,45 +288,59 @@ def _index_rows(plan: _Plan) -> Tensor:
 
 # ---- gathers and puts through a plan -----------------------------------------------------------
 
+_gather_plans = PlanCache()
+
+
 def _gather(plan: _Plan, op: str) -> Tensor:
     view = plan.view
     if view.dtype.is_complex:
         from .views import view_as_complex
         return view_as_complex(_gather(_Plan(_real_pair(view), plan.positions, plan.indices, plan.wrap), op))
+    key = (op, layout_key(view), tuple(plan.positions), tuple(layout_key(t) for t in plan.indices), plan.wrap)
+    return _gather_plans.get(key, lambda: _plan_gather(plan, op))(plan)
+
+
+def _plan_gather(plan: _Plan, op: str):
+    """``execute(plan) -> out`` for advanced-index plans laid out as ``plan``."""
+    view = plan.view
+    dev, dtype = view.device, view.dtype
     shape, data_strides, b_start, b_end = plan.geometry()
-    out = new_tensor(shape, view.dtype, view.device)
-    if out.numel() == 0:
-        return out
-    data, other = view, out
-    rows = _index_rows(plan)
+    if math.prod(shape) == 0:
+        return lambda plan: new_tensor(shape, dtype, dev)
     n_b = math.prod(plan.index_shape)
     sizes = tuple(view.shape[p] for p in plan.positions)
     index_strides = tuple(view.stride(p) for p in plan.positions)
     full_reach = S.max_offset(view.shape, view.stride())
     inner_shape, (inner_strides,) = S.coalesce(shape[b_end:], data_strides[b_end:])
-    dev = view.device
-    status = _status(dev)
-    index_64 = _index_64(out.numel(), (view.shape, view.stride())) or full_reach >= _INT32_LIMIT
+    index_64 = _index_64(math.prod(shape), (view.shape, view.stride())) or full_reach >= _INT32_LIMIT
+    data, out, rows, status = Slot("data"), Slot("out"), Slot("rows"), Slot("status")
     if len(inner_shape) == 1 and inner_shape[0] >= 16:
         outer_shape, (outer_strides,) = S.coalesce(shape[:b_start], data_strides[:b_start])
         inner_n = inner_shape[0]
         block = min(triton_next_power_of_2(inner_n), 4 * _block(dev))
         rows_n = math.prod(outer_shape) * n_b
-        launch(K.gather_rows, (rows_n, cdiv(inner_n, block)), dev,
-               [other, data, rows, n_b, inner_n, _padded(outer_shape), _padded(outer_strides, 0), sizes,
-                index_strides, inner_strides[0], status],
-               OUTER_RANK=len(outer_shape), K=len(sizes), CODE=_code(op), WRAP=plan.wrap, INDEX_64=index_64,
-               BLOCK=block, **_warps(dev, block))
+        launch = PlannedLaunch(
+            K.gather_rows, (rows_n, cdiv(inner_n, block)),
+            [out, data, rows, n_b, inner_n, _padded(outer_shape), _padded(outer_strides, 0), sizes, index_strides,
+             inner_strides[0], status],
+            dict(OUTER_RANK=len(outer_shape), K=len(sizes), CODE=_code(op), WRAP=plan.wrap, INDEX_64=index_64,
+                 BLOCK=block, **_warps(dev, block)))
     else:
         n = math.prod(shape)
         block = _block(dev)
-        other_strides = S.contiguous_strides(shape)
-        launch(K.advanced_index, (cdiv(n, block),), dev,
-               [data, other, rows, 0, n, n_b, shape, data_strides, other_strides, sizes, index_strides, status],
-               RANK=len(shape), B_START=b_start, B_END=b_end, K=len(sizes), MODE=K.MODE_GATHER,
-               CONSTANT_BITS_TYPE=tl.int8, CODE=_code(op), WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block)
-    _after_checked_launch(dev)
-    return out
+        launch = PlannedLaunch(
+            K.advanced_index, (cdiv(n, block),),
+            [data, out, rows, 0, n, n_b, tuple(shape), tuple(data_strides), S.contiguous_strides(shape), sizes,
+             index_strides, status],
+            dict(RANK=len(shape), B_START=b_start, B_END=b_end, K=len(sizes), MODE=K.MODE_GATHER,
+                 CONSTANT_BITS_TYPE=tl.int8, CODE=_code(op), WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block))
+
+    def execute(plan):
+        result = new_tensor(shape, dtype, dev)
+        launch(dev, {"data": plan.view, "out": result, "rows": _index_rows(plan), "status": _status(dev)})
+        _after_checked_launch(dev)
+        return result
+    return execute
 
 
 def triton_next_power_of_2(n: int) -> int:
