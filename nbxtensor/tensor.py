@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from . import shape as _shape
-from .device import backend_for, device
+from .device import device
 from .dtypes import dtype as _dtype
 from .dtypes import get_dtype
 from .storage import Storage

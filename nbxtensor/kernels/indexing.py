@@ -239,8 +239,6 @@ def dim_scatter_reduce(dst, src, index, counts, n, dim_n, shape, dst_strides, sr
     dst_base = idx * 0
     src_base = idx * 0
     index_base = idx * 0
-    count_base = idx * 0
-    count_scale = idx * 0 + 1
     for d in tl.static_range(RANK - 1, -1, -1):
         coord = rem % shape[d]
         rem = rem // shape[d]

@@ -531,7 +531,6 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interl
         return out
     block_half = _next_pow2(half)
     block_rows = max(1, min(64, 4096 // block_half))
-    facts = backend_for(x.device).facts
     conversion = _conversion_flags(get_dtype("float32"), x.dtype, x.device)
     index_64 = _needs_index_64(x_rows, out_rows, cos)
     launch(K.rotary, (cdiv(n_rows, block_rows),), x.device,

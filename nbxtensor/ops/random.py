@@ -9,7 +9,6 @@ generator set to the matching offset.
 """
 from __future__ import annotations
 
-import math
 import os
 
 import numpy as np
