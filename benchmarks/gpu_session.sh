@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 python3 -c "import triton, torch, numpy, cuda.bindings; print('triton', triton.__version__, 'torch', torch.__version__, 'numpy', numpy.__version__, 'cuda-bindings', cuda.bindings.__version__)" >> "$logs/gpu.txt" 2>&1
 
 if [ "$mode" != suite ]; then
-  for bench in ${BENCHMARKS:-gpu_foundation gpu_device gpu_pointwise gpu_reductions gpu_indexing gpu_matmul gpu_attention}; do
+  for bench in ${BENCHMARKS:-gpu_foundation gpu_device gpu_pointwise gpu_reductions gpu_indexing gpu_matmul gpu_attention gpu_host_and_tiles gpu_graph}; do
     left=$(remaining)
     [ "$left" -gt 10 ] || { echo "$bench skipped (no time left)" >> "$logs/summary.txt"; continue; }
     start=$(date +%s)
