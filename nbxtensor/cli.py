@@ -93,7 +93,6 @@ def _plan(args) -> int:
         print(f"  compute floor: {flops / peak * 1e6:.3f} us ({peak_key} {peak:.3g} FLOP/s)")
     if not bandwidth and not peak:
         print("  no bandwidth or FLOP rate in these facts; pass --facts hopper (or another class) to price")
-    print("the executor does not run on the arena yet: tensors come from the device allocator one by one")
     return 0
 
 

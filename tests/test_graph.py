@@ -170,3 +170,44 @@ def test_a_run_with_random_draws_is_not_replayed_and_says_why_once(tmp_path, cap
     assert not np.array_equal(first, second) and not np.array_equal(second, third)  # fresh draws each run
     assert "draws random numbers" in g._replayer.reason(x)
     assert len([r for r in caplog.records if r.name == "nbxtensor.graph"]) == 1
+
+
+def _chain_document():
+    """relu, then contiguous of an already contiguous tensor (which returns its input: the same memory
+    under a new name), then two more ops, so the arena must keep the aliased value alive or move it."""
+    t = {"shape": ["s0", 4], "dtype": "float32"}
+    return {
+        "format": "nbxtensor.graph", "version": 1, "symbols": {"s0": {"min": 1, "max": 8, "trace": 2}},
+        "inputs": ["input::x"], "outputs": ["out"],
+        "tensors": {"input::x": t, "relu": t, "same": t, "neg": t, "out": t},
+        "ops": [
+            {"id": "relu", "op": "aten::relu.default", "args": [{"tensor": "input::x"}], "kwargs": {},
+             "outputs": ["relu"]},
+            {"id": "same", "op": "aten::contiguous.default", "args": [{"tensor": "relu"}], "kwargs": {},
+             "outputs": ["same"]},
+            {"id": "neg", "op": "aten::neg.default", "args": [{"tensor": "same"}], "kwargs": {}, "outputs": ["neg"]},
+            {"id": "out", "op": "aten::mul.Tensor", "args": [{"tensor": "neg"}, {"tensor": "same"}], "kwargs": {},
+             "outputs": ["out"]},
+        ],
+    }
+
+
+def test_intermediates_live_in_the_planned_arena_and_outputs_outside_it(tmp_path):
+    g = graph.load(_write(tmp_path / "mlp"), device=TEST_DEVICE)
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    first = g(x)
+    served, _ = g.last_arena_use
+    assert served == 2  # linear and sub; relu is the graph's output
+    kept = first.numpy().copy()
+    g(x * 2)  # a second run reuses nothing the first one returned
+    np.testing.assert_array_equal(first.numpy(), kept)
+    np.testing.assert_allclose(kept, _reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_value_an_op_returned_unchanged_is_moved_into_its_own_place(tmp_path):
+    g = graph.load(_write(tmp_path / "chain", _chain_document(), weights={}), device=TEST_DEVICE)
+    x = np.linspace(-2, 2, 8, dtype=np.float32).reshape(2, 4)
+    got = g(x).numpy()
+    relu = np.maximum(x, 0)
+    np.testing.assert_array_equal(got, -relu * relu)
+    assert g.last_arena_use[1] == 1

@@ -14,6 +14,7 @@ from ..ops.creation import tensor as _tensor
 from ..ops.registry import Cost, OpDef, TensorMeta, families, nbytes
 from ..tensor import Tensor
 from . import calling
+from .arena import ArenaRun
 from .format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSION, GRAPH_FILE, INPUT, NAMESPACES, PARAM,
                      WEIGHT_NAMESPACES, WEIGHTS_INDEX_FILE, GraphError, check_argument, decode_argument,
                      decode_constant, evaluate_shape, parse_expression)
@@ -424,38 +425,41 @@ class Graph:
 
     # ---- running ----------------------------------------------------------------------------------
     def __call__(self, *inputs):
-        """Run the graph. The planner's arena is computed for these shapes before the first run, but
-        tensors are still allocated one by one through the device's allocator, and each intermediate is
-        released after its last use."""
+        """Run the graph. Intermediates live in the arena the planner laid out for these shapes (see
+        ``graph/arena.py``); graph outputs come from the device's allocator."""
         tensors = [self._as_input(tensor_id, value) for tensor_id, value in zip(self.inputs, inputs)]
         values = self.bind([tuple(t.shape) for t in tensors])
         metas = self.infer(values)
-        self.plan(values)
+        plan = self.plan(values)
         env: dict[str, Tensor] = {**self.weights, **self.constants, **dict(zip(self.inputs, tensors))}
         keep = set(self.outputs)
-        for index, step in enumerate(self.steps):
-            args, kwargs = self._arguments(step, env.__getitem__, values, device=self.device)
-            try:
-                produced = step.op.impl(*args, **kwargs)
-            except Exception as error:
-                raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) failed: "
-                                 f"{type(error).__name__}: {error}") from error
-            for out, result in zip(step.outputs, self._as_list(step, produced)):
-                if out is None:
-                    continue
-                if tuple(result.shape) != metas[out].shape or result.dtype is not metas[out].dtype:
-                    raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) made {out!r} as "
-                                     f"{result.dtype.name}{list(result.shape)}, its meta rule says "
-                                     f"{metas[out].dtype.name}{list(metas[out].shape)}")
-                env[out] = result
-                if out not in self._last_use:
-                    del env[out]  # never read
-            for arg in [*step.args, *step.kwargs.values()]:
-                for ref in check_argument(arg, self.symbols, step.id):
-                    if self._last_use.get(ref) == index and ref not in keep and ref in env and \
-                            not ref.startswith((PARAM, BUFFER, CONST)):
-                        del env[ref]
-        results = tuple(env[out] for out in self.outputs)
+        with ArenaRun(plan, self.device) as arena:
+            for index, step in enumerate(self.steps):
+                arena.expect([(out, metas[out]) for out in step.outputs
+                              if out is not None and out in plan.offsets and out not in keep])
+                args, kwargs = self._arguments(step, env.__getitem__, values, device=self.device)
+                try:
+                    produced = step.op.impl(*args, **kwargs)
+                except Exception as error:
+                    raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) failed: "
+                                     f"{type(error).__name__}: {error}") from error
+                for out, result in zip(step.outputs, self._as_list(step, produced)):
+                    if out is None:
+                        continue
+                    if tuple(result.shape) != metas[out].shape or result.dtype is not metas[out].dtype:
+                        raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) made {out!r} as "
+                                         f"{result.dtype.name}{list(result.shape)}, its meta rule says "
+                                         f"{metas[out].dtype.name}{list(metas[out].shape)}")
+                    env[out] = arena.settle(out, result) if out in plan.offsets and out not in keep else result
+                    if out not in self._last_use:
+                        del env[out]  # never read
+                for arg in [*step.args, *step.kwargs.values()]:
+                    for ref in check_argument(arg, self.symbols, step.id):
+                        if self._last_use.get(ref) == index and ref not in keep and ref in env and \
+                                not ref.startswith((PARAM, BUFFER, CONST)):
+                            del env[ref]
+            results = tuple(arena.release(env[out]) for out in self.outputs)
+        self.last_arena_use = (arena.served, arena.copied)  # (outputs served from the arena, moved into it)
         return results[0] if len(results) == 1 else results
 
     def replay(self, *inputs):

@@ -26,6 +26,11 @@ _INT32_LIMIT = 2 ** 31
 _BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
 
+# While a graph runs on its planned arena, this serves the allocations that are a step's planned outputs
+# (see graph/arena.py); it returns None for every other request.
+arena_service = None
+
+
 def new_tensor(shape, dtype, dev: _device, strides=None, pinned: bool = False) -> Tensor:
     """Uninitialised memory for a tensor of ``shape`` (contiguous unless ``strides`` are given);
     ``pinned`` asks for page-locked host memory."""
@@ -34,6 +39,10 @@ def new_tensor(shape, dtype, dev: _device, strides=None, pinned: bool = False) -
     count = S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
     if pinned and dev.type != "cpu":
         raise RuntimeError(f"pin_memory applies to CPU tensors, not {dev}")
+    if arena_service is not None and count:
+        served = arena_service(shape, strides, dtype, dev, count * dtype.itemsize)
+        if served is not None:
+            return served
     return Tensor._make(Storage(dev, count * dtype.itemsize, pinned=pinned), 0, shape, strides, dtype)
 
 

@@ -1,0 +1,83 @@
+"""Running a graph on its planned arena.
+
+The planner gives every intermediate that owns memory an offset in one arena (``planner.py``). While a
+step runs, the first allocation its op makes with the dtype and byte size of one of the step's planned
+outputs is served from that output's place in the arena (an op may allocate in another shape and view); every other allocation (an op's scratch, a
+graph output, which the caller keeps) comes from the device's allocator as usual. After the step, an
+output that did not land in its place but lies in the arena (an op that returned another step's memory
+unchanged) is copied into its place, because the arena's reuse follows the plan's lifetimes, not
+references. An output from the allocator is kept as it is: correct, only unplanned.
+"""
+from __future__ import annotations
+
+from .. import shape as S
+from ..ops import copy as _copy
+from ..ops.registry import nbytes
+from ..storage import Storage
+from ..tensor import Tensor
+
+
+class ArenaRun:
+    """One run's arena: ``expect(step_outputs)`` before a step, ``settle(outputs)`` after it."""
+
+    def __init__(self, plan, device):
+        self.plan = plan
+        self.device = device
+        self.storage = Storage(device, plan.arena_bytes) if plan.arena_bytes else None
+        self._expected: list = []  # (dtype, bytes, byte offset, slot bytes) of this step's planned outputs
+        self.served = 0
+        self.copied = 0
+
+    def __enter__(self) -> "ArenaRun":
+        if _copy.arena_service is not None:
+            raise RuntimeError("graph runs on an arena do not nest")
+        _copy.arena_service = self._serve
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        _copy.arena_service = None
+
+    def expect(self, outputs) -> None:
+        """``outputs``: (tensor id, meta) of the step's outputs that own planned memory."""
+        self._expected = []
+        for tensor_id, meta in outputs:
+            offset = self.plan.offsets.get(tensor_id)
+            if offset is not None and self.storage is not None:
+                self._expected.append((meta.dtype, nbytes(meta), offset, self.plan.placement(tensor_id)[1]))
+
+    def _serve(self, shape, strides, dtype, device, nbytes):
+        if device != self.device:
+            return None
+        for i, (want_dtype, want_bytes, offset, room) in enumerate(self._expected):
+            # by dtype and size, not shape: an op may allocate its output in another shape and view it
+            if want_dtype is dtype and nbytes == want_bytes <= room and offset % dtype.itemsize == 0:
+                del self._expected[i]
+                self.served += 1
+                return Tensor._make(self.storage, offset // dtype.itemsize, shape, strides, dtype)
+        return None
+
+    def settle(self, tensor_id: str, result: Tensor) -> Tensor:
+        """``result``, the output ``tensor_id`` of the step just run (one that owns a planned place),
+        moved into that place when it lies elsewhere in the arena."""
+        self._expected = []  # nothing more is served for this step
+        if not self._holds(result):
+            return result
+        offset, room = self.plan.offsets[tensor_id], self.plan.placement(tensor_id)[1]
+        begin = result.data_ptr() - self.storage.ptr
+        if offset <= begin and begin + self._extent(result) <= offset + room:
+            return result
+        self.copied += 1
+        place = Tensor._make(self.storage, offset // result.dtype.itemsize, tuple(result.shape),
+                             S.contiguous_strides(tuple(result.shape)), result.dtype)
+        return _copy.copy_(place, result)
+
+    def release(self, result: Tensor) -> Tensor:
+        """A graph output, out of the arena (the caller keeps it; the arena is the run's alone)."""
+        return result.clone() if self._holds(result) else result
+
+    def _holds(self, t: Tensor) -> bool:
+        return self.storage is not None and t._storage is self.storage
+
+    @staticmethod
+    def _extent(t: Tensor) -> int:
+        return (S.max_offset(tuple(t.shape), tuple(t.stride())) + 1) * t.dtype.itemsize if t.numel() else 0
