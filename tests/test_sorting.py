@@ -85,8 +85,8 @@ def test_topk_of_rows_longer_than_a_segment(monkeypatch):
     assert np.array_equal(result.indices.numpy(), order)
     smallest = nbx.topk(to_nbx(a[:, :130]), 32, dim=1, largest=False)
     assert np.array_equal(smallest.indices.numpy(), np.argsort(a[:, :130], 1, kind="stable")[:, :32])
-    # k past half a segment: a selection round would not shrink the candidates, so the row is sorted
-    for k in (33, 300):
+    # k up to a segment takes the radix select; past it, the whole row is sorted
+    for k in (33, 64, 65, 300):
         result = nbx.topk(to_nbx(a), k)
         order = stable_argsort(a, 1, True)[:, :k]
         assert np.array_equal(result.indices.numpy(), order)
@@ -121,3 +121,26 @@ def test_searchsorted_and_bucketize(dtype, right):
     assert got.dtype == nbx.int32
     assert np.array_equal(got.numpy(), np.stack([np.searchsorted(r, v, side=side) for r, v in zip(rows, values)]))
     assert nbx.searchsorted(to_nbx(seq), 0).item() == np.searchsorted(seq, 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int8", "uint8"])
+@pytest.mark.parametrize("largest", [True, False])
+def test_radix_select_over_long_rows_with_many_ties(monkeypatch, dtype, largest):
+    """Rows longer than a segment take the radix select: keys are found 8 bits at a time, so values that
+    share leading digits (a small alphabet, -0.0 and 0.0, NaN) must still give ATen's stable order."""
+    monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    rng = np.random.default_rng(17)
+    alphabet = np.array([-3, -1, 0, 1, 2, 100, 101], np.float64)
+    a = alphabet[rng.integers(0, len(alphabet), (4, 700))]
+    if dtype.startswith(("float", "bfloat")):
+        a[0, ::50] = -0.0
+        a[1, 123] = np.nan
+        a[3] = rng.standard_normal(700) * 1e-3  # distinct values close together: the low digits decide
+    elif dtype == "uint8":
+        a = np.abs(a)
+    x = to_nbx(a.astype(np.float32)).to(getattr(nbx, dtype)) if dtype == "bfloat16" else to_nbx(a.astype(dtype))
+    values = x.float().numpy().astype(np.float64) if dtype == "bfloat16" else x.numpy().astype(np.float64)
+    for k in (1, 7, 64):
+        result = nbx.topk(x, k, largest=largest)
+        expected = stable_argsort(values, 1, largest)[:, :k]
+        assert np.array_equal(result.indices.numpy(), expected)

@@ -139,6 +139,85 @@ def sort_segments(src, perm_in, index_out, values_out, src_row_len, m, out_row_l
 
 
 @triton.jit
+def _digit_of(high, low, LEVEL: tl.constexpr):
+    """Digit LEVEL (8 bits, most significant first) of the key (high, low)."""
+    if LEVEL < 4:
+        return ((high >> (24 - 8 * LEVEL)) & 0xFF).to(tl.int32)
+    else:
+        return ((low >> (56 - 8 * LEVEL)) & 0xFF).to(tl.int32)
+
+
+@triton.jit
+def _matches_prefix(high, low, prefix_high, prefix_low, LEVEL: tl.constexpr):
+    """Whether the key's digits above LEVEL equal the prefix found so far."""
+    if LEVEL == 0:
+        return high == high
+    elif LEVEL < 4:
+        return (high >> (32 - 8 * LEVEL)) == prefix_high
+    elif LEVEL == 4:
+        return high == prefix_high
+    else:
+        return (high == prefix_high) & ((low >> (64 - 8 * LEVEL)) == prefix_low)
+
+
+@triton.jit
+def radix_select(src, candidates, src_row_len, n, k, KIND: tl.constexpr, FORMAT: tl.constexpr,
+                 DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program ``row`` writes to ``candidates`` (k positions per row) the positions of its ``k`` first
+    elements in key order, in position order: every element whose key is below the k-th key, then the
+    first elements (by position) equal to it. The k-th key is found a digit of 8 bits at a time, most
+    significant first, from a histogram of the elements that share the digits found so far."""
+    row = tl.program_id(0)
+    if INDEX_64:
+        row = row.to(tl.int64)
+    src_row = src + row * src_row_len
+    lanes = tl.arange(0, BLOCK)
+    bins = tl.arange(0, 256)
+    below = k * 0  # elements whose key is below every key still in the running
+    prefix_high = (k * 0).to(tl.uint32)
+    prefix_low = (k * 0).to(tl.uint32)
+    for level in tl.static_range(8 if KIND >= 3 else 4):
+        counts = tl.zeros([256], tl.int32)
+        start = 0
+        while start < n:
+            pos = start + lanes
+            valid = pos < n
+            high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
+            alive = valid & _matches_prefix(high, low, prefix_high, prefix_low, level)
+            counts += tl.histogram(_digit_of(high, low, level), 256, mask=alive)
+            start += BLOCK
+        passed = below + tl.cumsum(counts, 0) < k  # bins wholly before the k-th key
+        digit = tl.sum(passed.to(tl.int32), 0)
+        below += tl.sum(tl.where(passed, counts, 0), 0)
+        if level < 4:
+            prefix_high = (prefix_high << 8) | digit.to(tl.uint32)
+        else:
+            prefix_low = (prefix_low << 8) | digit.to(tl.uint32)
+    equal_wanted = k - below
+    taken_below = k * 0
+    seen_equal = k * 0
+    out_row = candidates + row * k
+    start = 0
+    while start < n:
+        pos = start + lanes
+        valid = pos < n
+        high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
+        if KIND >= 3:
+            is_below = valid & ((high < prefix_high) | ((high == prefix_high) & (low < prefix_low)))
+            is_equal = valid & (high == prefix_high) & (low == prefix_low)
+        else:  # a 32-bit key: ``low`` carries nothing (descending flips it to all ones)
+            is_below = valid & (high < prefix_high)
+            is_equal = valid & (high == prefix_high)
+        below_rank = taken_below + tl.cumsum(is_below.to(tl.int32), 0) - 1
+        equal_rank = seen_equal + tl.cumsum(is_equal.to(tl.int32), 0) - 1
+        tl.store(out_row + below_rank, pos.to(tl.int64), mask=is_below)
+        tl.store(out_row + below + equal_rank, pos.to(tl.int64), mask=is_equal & (equal_rank < equal_wanted))
+        taken_below += tl.sum(is_below.to(tl.int32), 0)
+        seen_equal += tl.sum(is_equal.to(tl.int32), 0)
+        start += BLOCK
+
+
+@triton.jit
 def _taken_from_first(first, second, diag, first_len, second_len,
                       KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr):
     """How many of the first ``diag`` elements of the stable merge of the sorted runs ``first`` and

@@ -27,6 +27,8 @@ from .registry import Cost, TensorMeta, nbytes, register
 from .views import movedim, reshape
 
 SEGMENT_LIMIT = 4096  # elements one program sorts in registers (a power of two)
+SELECT_BLOCK = 2048  # elements a radix-select program reads per step
+SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wider ones
 MERGE_BLOCK = 1024  # output elements one program of a merge pass writes (a power of two)
 MERGE_BLOCK_INTERPRETED = 4096  # the interpreter pays per program, so it takes wider blocks
 _INT32_LIMIT = 2 ** 31
@@ -72,8 +74,8 @@ def _select_rows(rows: Tensor, k: int, descending: bool, op: str):
     count, n = rows.shape
     dev = rows.device
     flags = dict(DESCENDING=descending, INDEX_64=rows.numel() >= _INT32_LIMIT, **_key_kind(rows.dtype, op))
-    if count and n > SEGMENT_LIMIT and 2 * k > SEGMENT_LIMIT:
-        # a selection round must at least halve the candidates, so k this large sorts the whole row
+    if count and n > SEGMENT_LIMIT and k > SEGMENT_LIMIT:
+        # the k first are sorted by one program, so k this large sorts the whole row
         values, indices = _sort_long_rows(rows, flags)
         return (values, indices) if k == n else (values[:, :k].contiguous(), indices[:, :k].contiguous())
     values = new_tensor((count, k), rows.dtype, dev)
@@ -84,19 +86,17 @@ def _select_rows(rows: Tensor, k: int, descending: bool, op: str):
         launch(K.sort_segments, (count, 1), dev, [rows, rows, indices, values, n, n, k],
                SEGMENT=n, LENGTH=_power_of_2(n), K_OUT=k, HAS_PERM=False, WRITE_VALUES=True, **flags)
         return values, indices
-    # keep the best k of each segment, then of the survivors, until one segment holds them all
-    segment = SEGMENT_LIMIT
-    candidates, m, has_perm = rows, n, False
-    while m > SEGMENT_LIMIT:
-        segments = cdiv(m, segment)
-        survivors = new_tensor((count, segments * k), _I64, dev)
-        launch(K.sort_segments, (count, segments), dev, [rows, candidates, survivors, values, n, m, segments * k],
-               SEGMENT=segment, LENGTH=_power_of_2(segment), K_OUT=k, HAS_PERM=has_perm, WRITE_VALUES=False,
-               **flags)
-        candidates, m, has_perm = survivors, segments * k, True
-    launch(K.sort_segments, (count, 1), dev, [rows, candidates, indices, values, n, m, k],
-           SEGMENT=m, LENGTH=_power_of_2(m), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True, **flags)
+    # the k first of each row, found by a radix select, then sorted among themselves
+    candidates = new_tensor((count, k), _I64, dev)
+    launch(K.radix_select, (count,), dev, [rows, candidates, n, n, k], BLOCK=_select_block(dev), **flags)
+    launch(K.sort_segments, (count, 1), dev, [rows, candidates, indices, values, n, k, k],
+           SEGMENT=k, LENGTH=_power_of_2(k), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True, **flags)
     return values, indices
+
+
+def _select_block(dev) -> int:
+    interpreted = backend_for(dev).facts["kernels"].get("interpreted", False)
+    return SELECT_BLOCK_INTERPRETED if interpreted else SELECT_BLOCK
 
 
 def _merge_block(dev) -> int:
