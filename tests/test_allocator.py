@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from nbxtensor.memory import CachingAllocator, OutOfMemoryError, RawOutOfMemory, parse_bytes
-from nbxtensor.memory.caching import LARGE_ROUND, ROUND, SMALL_SEGMENT
+from nbxtensor.memory.caching import LARGE_ROUND, ROUND, SMALL_LIMIT, SMALL_SEGMENT
 
 
 class FakeDevice:
@@ -149,3 +149,34 @@ def test_random_sequences_keep_blocks_disjoint(ops, seed):
         alloc.free(b)
     alloc.empty_cache()
     assert dev.used == 0 and alloc.stats.reserved == 0
+
+
+def test_a_freed_small_block_is_taken_back_whole_then_merged_when_needed():
+    """A freed small block waits whole for the next request of its size (no split, no merge); a request
+    that finds nothing else merges the waiting blocks back, so no segment is asked for needlessly."""
+    dev, alloc = make()
+    quarter = SMALL_SEGMENT // 4
+    blocks = [alloc.allocate(quarter) for _ in range(4)]  # the whole small segment
+    assert len({b.segment.ptr for b in blocks}) == 1 and dev.mallocs == 1
+    alloc.free(blocks[2])
+    again = alloc.allocate(quarter - 100)  # the same rounded size: the block just freed, as it was
+    assert again is blocks[2]
+    for block in blocks:
+        alloc.free(block)
+    assert alloc.stats.allocated == 0
+    whole = alloc.allocate(SMALL_LIMIT)  # half the segment at once: the waiting quarters merge first
+    assert dev.mallocs == 1 and whole.ptr == blocks[0].segment.ptr
+    alloc.free(whole)
+    with pytest.raises(RuntimeError, match="freed twice"):
+        alloc.free(whole)
+    assert alloc.empty_cache() == SMALL_SEGMENT and dev.used == 0
+
+
+def test_waiting_blocks_are_released_by_empty_cache():
+    dev, alloc = make()
+    blocks = [alloc.allocate(2048) for _ in range(4)]
+    for block in blocks:
+        alloc.free(block)
+    with pytest.raises(RuntimeError, match="freed twice"):
+        alloc.free(blocks[0])  # a waiting block is free: freeing it again is an error
+    assert alloc.empty_cache() == SMALL_SEGMENT and dev.used == 0 and alloc.stats.reserved == 0

@@ -20,6 +20,7 @@ SMALL_LIMIT = 1 << 20
 SMALL_SEGMENT = 2 << 20
 LARGE_ROUND = 2 << 20
 MIN_LARGE_SPLIT = 1 << 20
+_PARKED_PER_SIZE = 8
 
 
 class RawOutOfMemory(Exception):
@@ -93,6 +94,10 @@ class CachingAllocator:
         self._pools: dict[tuple[int, bool], list[tuple[int, int, Block]]] = {}
         self._segments: dict[int, Segment] = {}
         self._live: dict[int, Block] = {}
+        # small blocks just freed, by (stream, size), kept whole: the next request of that size takes one
+        # back without a split and a merge (most requests repeat a recent size); they join the pools
+        # when a request finds nothing else, and before the cache is emptied
+        self._parked: dict[tuple[int, int], list[Block]] = {}
 
     @staticmethod
     def round_size(nbytes: int) -> int:
@@ -103,10 +108,17 @@ class CachingAllocator:
             raise ValueError(f"cannot allocate a negative number of bytes ({nbytes})")
         size = self.round_size(nbytes)
         small = size <= SMALL_LIMIT
-        block = self._take_cached(size, stream, small)
-        if block is None:
-            block = self._new_segment_block(size, stream, small, nbytes)
-        self._split(block, size, small)
+        parked = self._parked.get((stream, size)) if small else None
+        if parked:
+            block = parked.pop()
+        else:
+            block = self._take_cached(size, stream, small)
+            if block is None and self._parked:
+                self._merge_parked()
+                block = self._take_cached(size, stream, small)
+            if block is None:
+                block = self._new_segment_block(size, stream, small, nbytes)
+            self._split(block, size, small)
         block.free = False
         block.requested = nbytes
         self._live[block.ptr] = block
@@ -119,17 +131,33 @@ class CachingAllocator:
     def free(self, block: Block) -> None:
         if block.free or self._live.pop(block.ptr, None) is not block:
             raise RuntimeError(f"{self.name}: block at {block.ptr:#x} freed twice or not ours")
-        block.free = True
         self.stats.allocated -= block.size
         self.stats.frees += 1
+        if block.segment.small:
+            parked = self._parked.setdefault((block.segment.stream, block.size), [])
+            if len(parked) < _PARKED_PER_SIZE:
+                parked.append(block)  # still marked in use, so no neighbour merges with it meanwhile
+                return
+        self._release(block)
+
+    def _release(self, block: Block) -> None:
+        """Return a block to its stream's pool as free, merged with free neighbours."""
+        block.free = True
         for neighbour in (block.prev, block.next):
             if neighbour is not None and neighbour.free:
                 self._unpool(neighbour)
                 block = self._merge(block, neighbour)
         self._pool(block)
 
+    def _merge_parked(self) -> None:
+        parked, self._parked = self._parked, {}
+        for blocks in parked.values():
+            for block in blocks:
+                self._release(block)
+
     def empty_cache(self) -> int:
         """Give every wholly free segment back to the device; returns the bytes released."""
+        self._merge_parked()
         released = 0
         for key, pool in list(self._pools.items()):
             keep = []
