@@ -22,7 +22,10 @@ from .tensor import Tensor
 
 _ALIGN_MASK = 15  # Triton specialises pointers on 16-byte alignment
 _compiled: dict = {}
-_tuple_specialisations: dict = {}  # shapes and strides recur: their specialisation is remembered
+# shapes, strides and sizes recur from call to call: their specialisations are remembered (by type, since
+# 1 == 1.0 == True as dict keys)
+_int_specialisations: dict = {}
+_tuple_specialisations: dict = {}
 _MAX_REMEMBERED = 4096
 
 
@@ -112,6 +115,13 @@ def refuse_capture(reason: str) -> None:
         _capturing.refused = reason
 
 
+def _remember(remembered: dict, value):
+    if len(remembered) >= _MAX_REMEMBERED:
+        remembered.clear()
+    known = remembered[value] = _specialisation(value)
+    return known
+
+
 def launch(kernel, grid, device, args, **constexprs) -> None:
     """Run ``kernel`` over ``grid`` on ``device``. Tensor arguments travel as pointers to their
     first element; anything else goes as it is. Constexprs come by keyword, after every positional
@@ -134,22 +144,28 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
     # class), so one entry never stands for two compilations and new values reuse an entry.
     spec = []
     values = []
+    add_spec, add_value = spec.append, values.append
     for a in args:
-        if type(a) is Tensor:
+        kind = type(a)
+        if kind is Tensor:
             ptr = a.data_ptr()
-            spec.append((a._dtype, ptr & _ALIGN_MASK == 0))
-            values.append(ptr)
-        elif type(a) is tuple:
+            add_spec((a._dtype, ptr & _ALIGN_MASK == 0))
+            add_value(ptr)
+            continue
+        if kind is int:
+            known = _int_specialisations.get(a)
+            if known is None:
+                known = _remember(_int_specialisations, a)
+        elif kind is float:
+            known = float
+        elif kind is tuple:
             known = _tuple_specialisations.get(a)
             if known is None:
-                if len(_tuple_specialisations) >= _MAX_REMEMBERED:
-                    _tuple_specialisations.clear()
-                known = _tuple_specialisations[a] = _specialisation(a)
-            spec.append(known)
-            values.append(a)
+                known = _remember(_tuple_specialisations, a)
         else:
-            spec.append(_specialisation(a))
-            values.append(a)
+            known = _specialisation(a)
+        add_spec(known)
+        add_value(a)
     key = (kernel, device.index, constexpr_key, tuple(spec))
     entry = _compiled.get(key)
     if entry is None:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbxtensor as nbx
-from tests.conftest import TEST_DEVICE, to_nbx
+from tests.conftest import TEST_DEVICE, cpu_kernels, to_nbx
 
 pytestmark = pytest.mark.filterwarnings("ignore:Casting complex values to real")
 
@@ -500,3 +500,42 @@ def test_launch_keys_follow_triton_specialisation_not_values():
     assert _specialisation(2 ** 40) != _specialisation(7)
     assert _specialisation((3, 5)) == _specialisation((7, 9))
     assert _specialisation(2.5) == _specialisation(-1.0)
+
+
+@cpu_kernels
+def test_the_compiled_launch_path_compiles_once_per_specialisation(monkeypatch):
+    """The compiled path, driven on the CPU with a stand-in for Triton's compiled kernel: values of one
+    specialisation class reuse an entry (ints by 1 / multiple of 16 / other and width, floats as floats,
+    True apart from 1), pointers by dtype and 16-byte alignment; the bound launcher gets the values."""
+    import nbxtensor.launch as L
+    from nbxtensor.device import backend_for
+
+    compiles, runs = [], []
+
+    class Compiled:
+        function, packed_metadata = "function", "metadata"
+
+        def run(self, *args):
+            runs.append(args)
+
+    class Kernel:
+        arg_names = ["x", "n", "scale", "shape", "flag", "BLOCK"]
+
+        def __getitem__(self, grid):
+            def generic(*args, **constexprs):
+                compiles.append(args)
+                return Compiled()
+            return generic
+
+    backend = backend_for(nbx.device("cpu"))
+    monkeypatch.setattr(type(backend), "compiles_kernels", True)
+    monkeypatch.setattr(type(backend), "current_stream_handle", lambda self, index=None: 0, raising=False)
+    monkeypatch.setattr(L, "_compiled", {})
+    kernel, x = Kernel(), nbx.ones(8)
+    calls = [(7, 2.5, (3, 5), False), (9, -1.0, (7, 9), False), (16, 2.5, (3, 5), False), (1, 2.5, (3, 5), False),
+             (2 ** 40, 2.5, (3, 5), False), (7, 2.5, (3, 5), True), (7, 3, (3, 5), False), (11, 0.5, (3, 16), False)]
+    for n, scale, shape, flag in calls:
+        L.launch_planned(kernel, (1,), x.device, [x, n, scale, shape, flag], {"BLOCK": 4}, (("BLOCK", 4),))
+    # compiled: the first, 16, 1, 2**40, True, an int scale, a tuple holding 16; the second call reused the first
+    assert len(compiles) == 7 and len(runs) == 1
+    assert runs[0][-6:] == (x.data_ptr(), 9, -1.0, (7, 9), False, 4)
