@@ -211,3 +211,22 @@ def test_a_value_an_op_returned_unchanged_is_moved_into_its_own_place(tmp_path):
     relu = np.maximum(x, 0)
     np.testing.assert_array_equal(got, -relu * relu)
     assert g.last_arena_use[1] == 1
+
+
+def test_a_replay_reads_each_calls_inputs_including_a_0d_step_scalar(tmp_path):
+    """A per-step scalar (a timestep, say) passed as a 0-d tensor is read from its buffer on every replay,
+    never baked into the launches; stale inputs would repeat the first call's answer."""
+    t = {"shape": ["s0", 4], "dtype": "float32"}
+    document = {
+        "format": "nbxtensor.graph", "version": 1, "symbols": {"s0": {"min": 1, "max": 8, "trace": 2}},
+        "inputs": ["input::x", "input::step"], "outputs": ["out"],
+        "tensors": {"input::x": t, "input::step": {"shape": [], "dtype": "float32"}, "out": t},
+        "ops": [{"id": "out", "op": "aten::mul.Tensor", "args": [{"tensor": "input::x"}, {"tensor": "input::step"}],
+                 "kwargs": {}, "outputs": ["out"]}],
+    }
+    g = graph.load(_write(tmp_path / "step", document, weights={}), device=TEST_DEVICE)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for step in (1.0, 2.0, 3.0, 4.0):
+        np.testing.assert_array_equal(g.replay(x, np.array(step, np.float32)).numpy(), x * step)
+    reason = g._replayer.reason(x, np.array(0.0, np.float32))
+    assert reason is None or "reads tensor data on the host" in reason
