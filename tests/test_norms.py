@@ -184,3 +184,21 @@ def test_strided_input_rows(rng):
     ref = a[::2, 2:18]
     np.testing.assert_allclose(F.layer_norm(x, (16,)).numpy(), ref_layer_norm(ref, 1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(F.softmax(x, 1).numpy(), ref_softmax(ref, 1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("resident", [True, False])
+def test_a_row_normalises_to_the_same_bits_alone_or_in_a_batch(rng, resident, request):
+    """Softmax, log_softmax, layer_norm and rms_norm of a row do not depend on the rows around it: a row
+    alone (also one whose start is not 16-byte aligned, which a compiler may load differently) gives the
+    bits it gets inside a batch of 9."""
+    if not resident:
+        request.getfixturevalue("long_rows")
+    a = rng.standard_normal((9, 301)).astype(np.float32)
+    x = to_nbx(a)
+    F = nbx.nn.functional
+    ops = [lambda t: nbx.softmax(t, -1), lambda t: nbx.log_softmax(t, -1), lambda t: F.layer_norm(t, (301,)),
+           lambda t: F.rms_norm(t, (301,))]
+    for op in ops:
+        batch = op(x).numpy()
+        for i in (0, 3, 8):  # row 3 starts 3 * 301 * 4 bytes in: not a multiple of 16
+            assert op(x[i:i + 1]).numpy().tobytes() == batch[i:i + 1].tobytes()
