@@ -39,17 +39,31 @@ _F32 = get_dtype("float32")
 
 # ---- the device-side error status ------------------------------------------------------------
 
-_OP_CODES: dict[str, int] = {}
+_OP_CODES: dict = {}
 _OP_NAMES: dict[int, str] = {}
+_REPORTS: dict[int, tuple[type, str]] = {}  # code -> (exception, message) of a check other than bounds
 _status_buffers: dict = {}
 _pending: set = set()
 
 
-def _code(op: str) -> int:
-    if op not in _OP_CODES:
-        _OP_CODES[op] = len(_OP_CODES) + 1
-        _OP_NAMES[_OP_CODES[op]] = op
-    return _OP_CODES[op]
+def _code(op: str, report: tuple[type, str] | None = None) -> int:
+    key = op if report is None else (op, report)
+    if key not in _OP_CODES:
+        code = _OP_CODES[key] = len(_OP_CODES) + 1
+        _OP_NAMES[code] = op
+        if report is not None:
+            _REPORTS[code] = report
+    return _OP_CODES[key]
+
+
+def report_on_device(flag: Tensor, op: str, error: type, message: str) -> None:
+    """Make ``flag`` (a 0-d bool on the device) being true an error of ``op``, raised with ``message`` at
+    the next check of the device's status (at once on the CPU), without reading it now."""
+    from .registry import get
+    dev = flag.device
+    status = _status(dev)
+    copy_(status, get("where").impl(flag, _code(op, (error, message)), status))
+    _after_checked_launch(dev)
 
 
 def _status(dev) -> Tensor:
@@ -74,8 +88,8 @@ def _after_checked_launch(dev) -> None:
 
 
 def check_device_errors(dev=None) -> None:
-    """Raise the out-of-range error a kernel reported on ``dev`` (every device when None) since the
-    last check, and clear it. Reading the status waits for the device."""
+    """Raise the error reported on ``dev`` (every device when None) since the last check (an index out
+    of range, or a ``report_on_device`` check), and clear it. Reading the status waits for the device."""
     devices = [dev] if dev is not None else list(_pending)
     for d in devices:
         buffer = _status_buffers.get(d)
@@ -92,6 +106,9 @@ def check_device_errors(dev=None) -> None:
         if code:
             backend_for(d).upload(buffer.data_ptr(), np.zeros(1, np.int32).view(np.uint8), d.index)
             op = _OP_NAMES.get(code, "an indexing op")
+            if code in _REPORTS:
+                error, message = _REPORTS[code]
+                raise error(f"{op}: {message} (found on {d})")
             raise IndexError(f"{op}: index out of range (found on {d}); out-of-range indices were not followed, "
                              "and the elements they address in the result are unspecified")
 

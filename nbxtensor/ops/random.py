@@ -422,19 +422,17 @@ def multinomial(x: Tensor, num_samples: int, replacement: bool = False, *, gener
 
 
 def _check_weights(weights: Tensor, needed: int, replacement: bool) -> None:
-    """Raise, as torch does, for weights that define no distribution: negative, infinite or NaN ones,
-    or a row with fewer positive weights than the categories it must yield. One read of two numbers
-    from the device."""
-    invalid = ((weights < 0) | ~weights.isfinite()).any()
-    fewest = (weights > 0).sum(-1).amin()
-    bad, fewest = invalid.item(), fewest.item()
-    if bad:
-        raise RuntimeError("multinomial: invalid distribution: every weight must be finite and non-negative "
-                           "(a negative, infinite or NaN weight was given)")
-    if fewest < needed:
-        raise RuntimeError(f"multinomial: invalid distribution: a row has {fewest} categories of positive weight, "
-                           + (f"fewer than the {needed} samples asked for without replacement" if not replacement
-                              else "so its weights sum to zero"))
+    """Report, as torch does, weights that define no distribution: negative, infinite or NaN ones, or a
+    row with fewer positive weights than the categories it must yield. The check stays on the device
+    (no wait): it raises at the next read or synchronisation, at once on the CPU."""
+    from .indexing import report_on_device
+    report_on_device(((weights < 0) | ~weights.isfinite()).any(), "multinomial", RuntimeError,
+                     "invalid distribution: every weight must be finite and non-negative (a negative, "
+                     "infinite or NaN weight was given)")
+    shortage = ("has fewer categories of positive weight than the "
+                f"{needed} samples asked for without replacement" if not replacement else "has weights summing to zero")
+    report_on_device((weights > 0).sum(-1).amin() < needed, "multinomial", RuntimeError,
+                     f"invalid distribution: a row {shortage}")
 
 
 def _randperm_meta(n, *, generator=None, dtype=None, **_):
