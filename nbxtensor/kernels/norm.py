@@ -7,7 +7,7 @@ import triton.language as tl
 
 from .common import program_elements
 from .copy import _decode, _encode
-from .reduce import _lane_sum, _max_lanes, _reduce_lanes, load_partials, strided_offset, welford_combine
+from .reduce import _extreme_lanes, _lane_sum, _reduce_lanes, load_partials, strided_offset, welford_combine
 
 
 @triton.jit
@@ -41,7 +41,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, length, chunk_length, n_chunks,
             src_off = lanes * src_red_stride
         x = _decode(tl.load(src + src_row[:, None] + src_off[None, :], mask=mask, other=0), SRC_FORMAT)
         x = tl.where(mask, x.to(COMPUTE), float("-inf"))
-        top = _max_lanes(x)
+        top = _extreme_lanes(x, True)
         shifted = x - top[:, None]
         e = tl.exp(shifted)
         total = tl.sum(tl.where(mask, e, 0.0), 1)

@@ -163,23 +163,16 @@ def _fold(s0, s1, s2, t0, t1, t2, KIND: tl.constexpr):
 
 
 @triton.jit
-def _max_lanes(x):
-    """Largest value along axis 1, NaN when any is NaN (Triton's own max skips NaN on GPUs)."""
+def _extreme_lanes(x, LARGEST: tl.constexpr):
+    """Largest (or smallest) value along axis 1, NaN when any is NaN (Triton's own max and min skip NaN
+    on GPUs)."""
+    best = tl.max(x, 1) if LARGEST else tl.min(x, 1)
     if x.dtype.is_floating():
         has_nan = tl.max((x != x).to(tl.int32), 1) > 0
-        return tl.where(has_nan, float("nan"), tl.max(x, 1)).to(x.dtype)
+        return tl.where(has_nan, float("nan"), best).to(x.dtype)
     else:
         # no NaN to look for; a float constant in the select would round large integers
-        return tl.max(x, 1)
-
-
-@triton.jit
-def _min_lanes(x):
-    if x.dtype.is_floating():
-        has_nan = tl.max((x != x).to(tl.int32), 1) > 0
-        return tl.where(has_nan, float("nan"), tl.min(x, 1)).to(x.dtype)
-    else:
-        return tl.min(x, 1)
+        return best
 
 
 @triton.jit
@@ -220,21 +213,21 @@ def _reduce_lanes(s0, s1, s2, KIND: tl.constexpr, LANE_BITS: tl.constexpr):
             prod = left * right
         return tl.reshape(prod, [prod.shape[0]]), tl.sum(s1, 1), tl.sum(s2, 1)
     elif KIND == 2:
-        return _max_lanes(s0), tl.sum(s1, 1), tl.sum(s2, 1)
+        return _extreme_lanes(s0, True), tl.sum(s1, 1), tl.sum(s2, 1)
     elif KIND == 3:
-        return _min_lanes(s0), tl.sum(s1, 1), tl.sum(s2, 1)
+        return _extreme_lanes(s0, False), tl.sum(s1, 1), tl.sum(s2, 1)
     elif KIND == 4 or KIND == 5:
         # each lane holds its first best index; the row's answer is the smallest index among the
         # lanes whose value equals the best one
         if KIND == 4:
-            best = _max_lanes(s0)
+            best = _extreme_lanes(s0, True)
         else:
-            best = _min_lanes(s0)
+            best = _extreme_lanes(s0, False)
         both_nan = (s0 != s0) & (best != best)[:, None]
         hit = (s0 == best[:, None]) | both_nan
         return best, tl.min(tl.where(hit, s1, 4611686018427387904), 1), tl.sum(s2, 1)
     elif KIND == 6:
-        return _min_lanes(s0), _max_lanes(s1), tl.sum(s2, 1)
+        return _extreme_lanes(s0, False), _extreme_lanes(s1, True), tl.sum(s2, 1)
     elif KIND == 7:
         return _lane_sum(s0), _lane_sum(s1), tl.sum(s2, 1)
     elif KIND == 8:
@@ -244,7 +237,7 @@ def _reduce_lanes(s0, s1, s2, KIND: tl.constexpr, LANE_BITS: tl.constexpr):
         delta = s1 - mean[:, None]
         return count, mean, _lane_sum(s2) + _lane_sum(s0 * delta * delta)
     else:
-        top = _max_lanes(s0)
+        top = _extreme_lanes(s0, True)
         scale = tl.where(s0 == top[:, None], 1.0, tl.exp(s0 - top[:, None]))
         return top, _lane_sum(s1 * scale), tl.sum(s2, 1)
 

@@ -39,11 +39,16 @@ def new_tensor(shape, dtype, dev: _device, strides=None, pinned: bool = False) -
     count = S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
     if pinned and dev.type != "cpu":
         raise RuntimeError(f"pin_memory applies to CPU tensors, not {dev}")
-    if arena_service is not None and count:
-        served = arena_service(shape, strides, dtype, dev, count * dtype.itemsize)
+    return allocate_tensor(shape, strides, dtype, dev, count * dtype.itemsize, pinned)
+
+
+def allocate_tensor(shape: tuple, strides: tuple, dtype, dev: _device, nbytes: int, pinned: bool = False) -> Tensor:
+    """``new_tensor`` for callers that know the strides and byte size already (planned ops)."""
+    if arena_service is not None and nbytes:
+        served = arena_service(shape, strides, dtype, dev, nbytes)
         if served is not None:
             return served
-    return Tensor._make(Storage(dev, count * dtype.itemsize, pinned=pinned), 0, shape, strides, dtype)
+    return Tensor._make(Storage(dev, nbytes, pinned=pinned), 0, shape, strides, dtype)
 
 
 def _check_data(t: Tensor, op: str) -> None:

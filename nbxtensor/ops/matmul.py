@@ -24,7 +24,7 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..tensor import Tensor
 from .copy import _conversion_flags, new_tensor
-from .plans import PlanCache
+from .plans import PlanCache, layout_key
 from .registry import Cost, TensorMeta, nbytes, register
 
 _INT32_LIMIT = 2 ** 31
@@ -265,8 +265,7 @@ def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = Non
     if b.device != dev or (bias is not None and bias.device != dev):
         raise RuntimeError(f"{op}: expected all tensors on one device, got {a.device} and "
                            f"{b.device if b.device != dev else bias.device}")
-    key = (op, dev, a._dtype, b._dtype, out_dtype, a.shape, a.stride(), b.shape, b.stride(),
-           None if bias is None else (bias._dtype, bias.shape, bias.stride()), alpha, beta)
+    key = (op, out_dtype, layout_key(a), layout_key(b), layout_key(bias), alpha, beta)
     return _product_plans.get(key, lambda: _plan_product(op, a, b, out_dtype, bias, alpha, beta))(a, b, bias)
 
 

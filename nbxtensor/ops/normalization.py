@@ -45,7 +45,7 @@ _softmax_plans = PlanCache()
 
 
 def _run_softmax(x: Tensor, dim, dtype, log: bool) -> Tensor:
-    key = (x._dtype, x.shape, x.stride(), x.device, dim, dtype, log)
+    key = (layout_key(x), dim, dtype, log)
     return _softmax_plans.get(key, lambda: _plan_softmax(x, dim, dtype, log))(x)
 
 

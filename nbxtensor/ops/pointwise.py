@@ -53,10 +53,8 @@ from ..kernels import pointwise as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, launch_planned
 from ..promotion import can_cast, get_default_dtype, result_type
-from ..storage import Storage
 from ..tensor import Tensor
-from . import copy as _copy_ops
-from .copy import _check_overlap, _conversion_flags, new_tensor
+from .copy import _check_overlap, _conversion_flags, allocate_tensor, new_tensor
 from .plans import PlanCache
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -346,11 +344,7 @@ def _run(row: Row, args, kwargs, out=None, inplace=False):
                 _check_overlap(out, s)
     else:
         strides, size = plan.new_out
-        out = None
-        if _copy_ops.arena_service is not None and size:
-            out = _copy_ops.arena_service(plan.shape, strides, plan.result, plan.device, size)
-        if out is None:
-            out = Tensor._make(Storage(plan.device, size), 0, plan.shape, strides, plan.result)
+        out = allocate_tensor(plan.shape, strides, plan.result, plan.device, size)
     if plan.empty:
         return out
     if plan.division_check:

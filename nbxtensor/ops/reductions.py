@@ -11,11 +11,11 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch, launch_planned
+from ..launch import cdiv, launch
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import _conversion_flags, new_tensor
-from .plans import PlanCache
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, nbytes, register
 
 _INT32_LIMIT = 2 ** 31
@@ -185,7 +185,7 @@ def _run_reduce(x: Tensor, dims, op: int, out_shape, out_dtype, acc, compute, *,
                 p: float = 0.0, correction: float = 0.0, order_matters: bool = False):
     """Launch the reduction ``op`` of ``x`` over ``dims``. Returns (out0, out1): out0 of ``out_dtype``
     (for arg ops: the values, or None), out1 the indices (arg ops) or ``second``'s dtype (None)."""
-    key = (x._dtype, x.shape, x.stride(), x.device, tuple(dims) if isinstance(dims, list) else dims, op,
+    key = (layout_key(x), tuple(dims) if isinstance(dims, list) else dims, op,
            tuple(out_shape), out_dtype, acc, compute, second, values, p, correction, order_matters)
     return _reduce_plans.get(key, lambda: _plan_reduce(x, dims, op, out_shape, out_dtype, acc, compute, second,
                                                        values, p, correction, order_matters))(x)
@@ -237,35 +237,35 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
     common = dict(OP=op, KIND=kind, ACC=acc.triton, LOWEST=lowest, HIGHEST=highest, OUT_VALUES=values,
                   OUT_SECOND=second is not None, DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                   FLOAT_TO_INT=flags["FLOAT_TO_INT"])
-    scalars = [n_rows, n_inner, length, chunk, n_chunks, float(length), float(p), float(correction),
-               tuple(row_shape), tuple(row_strides), tuple(red_shape), tuple(red_strides)]
-    reduce_constexprs = dict(COMPUTE=compute.triton, ROW_RANK=len(row_shape), RED_RANK=len(red_shape),
-                             RED_UNIT=red_unit, COLUMN=column, SPLIT=n_chunks > 1,
-                             SRC_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE),
-                             INDEX_64=_needs_index_64(x), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
-                             LANE_BITS=block_r.bit_length() - 1, num_warps=warps, **common)
-    reduce_key = tuple(reduce_constexprs.items())
-    chunks = next_pow2(n_chunks)
-    rows_per_program = max(1, facts["reduction_tile"] // chunks)
-    combine_constexprs = dict(BLOCK_ROWS=rows_per_program, CHUNKS=chunks, CHUNK_BITS=chunks.bit_length() - 1,
-                              num_warps=facts["reduction_warps"], **common)
-    combine_key = tuple(combine_constexprs.items())
-    part_dtypes = (acc, int64 if arg else acc, acc)
+    split = n_chunks > 1
+    o0, o1 = Slot("out0"), Slot("out1")
+    parts = (Slot("part0"), Slot("part1"), Slot("part2")) if split else (o0, o0, o0)
+    launches = [PlannedLaunch(
+        K.reduce_rows, (grid0, n_chunks),
+        [Slot("x"), o0, o1, *parts, n_rows, n_inner, length, chunk, n_chunks, float(length), float(p),
+         float(correction), tuple(row_shape), tuple(row_strides), tuple(red_shape), tuple(red_strides)],
+        dict(COMPUTE=compute.triton, ROW_RANK=len(row_shape), RED_RANK=len(red_shape), RED_UNIT=red_unit,
+             COLUMN=column, SPLIT=split, SRC_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE),
+             INDEX_64=_needs_index_64(x), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
+             LANE_BITS=block_r.bit_length() - 1, num_warps=warps, **common))]
+    if split:
+        chunks = next_pow2(n_chunks)
+        rows_per_program = max(1, facts["reduction_tile"] // chunks)
+        launches.append(PlannedLaunch(
+            K.combine_partials, (cdiv(n_rows, rows_per_program),),
+            [*parts, o0, o1, n_rows, n_chunks, float(length), float(p), float(correction)],
+            dict(BLOCK_ROWS=rows_per_program, CHUNKS=chunks, CHUNK_BITS=chunks.bit_length() - 1,
+                 num_warps=facts["reduction_warps"], **common)))
+    part_dtypes = {"part0": acc, "part1": int64 if arg else acc, "part2": acc} if split else {}
 
     def execute(x):
         out0, out1 = outputs()
-        o0 = out0 if out0 is not None else out1
-        o1 = out1 if out1 is not None else o0
-        if n_chunks == 1:
-            parts = (o0, o0, o0)
-        else:
-            parts = tuple(new_tensor((n_rows * n_chunks,), dt, dev) for dt in part_dtypes)
-        launch_planned(K.reduce_rows, (grid0, n_chunks), dev, [x, o0, o1, *parts, *scalars], reduce_constexprs,
-                       reduce_key)
-        if n_chunks > 1:
-            launch_planned(K.combine_partials, (cdiv(n_rows, rows_per_program),), dev,
-                           [*parts, o0, o1, n_rows, n_chunks, float(length), float(p), float(correction)],
-                           combine_constexprs, combine_key)
+        written = out0 if out0 is not None else out1
+        tensors = {"x": x, "out0": written, "out1": out1 if out1 is not None else written}
+        for name, dtype in part_dtypes.items():
+            tensors[name] = new_tensor((n_rows * n_chunks,), dtype, dev)
+        for planned in launches:
+            planned(dev, tensors)
         return out0, out1
     return execute
 
