@@ -35,15 +35,19 @@ def _check(records: Path, tmp_path: Path) -> subprocess.CompletedProcess:
 
 @cpu_kernels
 def test_recorded_library_kernels_compile_for_hopper(tmp_path):
-    # the sort network and the lane sums each ran under the interpreter yet failed on the GPU once
+    # the sort network, the lane sums and the radix select (k == 1) each ran under the interpreter yet
+    # failed on the GPU once
     records = _record(tmp_path, """
         import nbxtensor as nbx
         x = nbx.arange(10.0)
         (x * 2).sum()
         nbx.sort(nbx.tensor([3.0, 1.0, 2.0]))
+        from nbxtensor.ops import sorting
+        sorting.SEGMENT_LIMIT = 16
+        nbx.topk(nbx.arange(40.0), 1)  # a long row, k specialised to the constant 1
     """)
     kernels = {json.loads(line)["kernel"] for line in records.read_text().splitlines()}
-    assert {"pointwise", "reduce_rows", "sort_segments"} <= kernels
+    assert {"pointwise", "reduce_rows", "sort_segments", "radix_select"} <= kernels
     result = _check(records, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 failed" in result.stdout

@@ -44,7 +44,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, length, chunk_length, n_chunks,
         top = _extreme_lanes(x, True)
         shifted = x - top[:, None]
         e = tl.exp(shifted)
-        total = tl.sum(tl.where(mask, e, 0.0), 1)
+        total = _lane_sum(tl.where(mask, e, 0.0))
         if LOG:
             y = shifted - tl.log(total)[:, None]
         else:
@@ -129,13 +129,14 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, length, eps, groups,
         mask = row_mask[:, None] & (lanes < length)[None, :]
         x = _load_row_block(src, res, res_out, src_row, res_row, out_row, lanes, mask, COMPUTE, HAS_RESIDUAL,
                             SRC_FORMAT, RES_FORMAT, H_FORMAT, H_VIA_F32)
+        # order-free sums: a row gives the same bits in any batch, whatever layout the compiler picks
         if RMS:
-            rstd = 1.0 / tl.sqrt(tl.sum(x * x, 1) / length + eps)
+            rstd = 1.0 / tl.sqrt(_lane_sum(x * x) / length + eps)
             y = x * rstd[:, None]
         else:
-            mean = tl.sum(x, 1) / length
+            mean = _lane_sum(x) / length
             centred = tl.where(mask, x - mean[:, None], 0.0)
-            rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, 1) / length + eps)
+            rstd = 1.0 / tl.sqrt(_lane_sum(centred * centred) / length + eps)
             y = centred * rstd[:, None]
         y = _affine(y, weight, bias, rows, lanes, mask, groups, group_channels, spatial, COMPUTE, AFFINE, HAS_BIAS,
                     W_FORMAT, B_FORMAT)

@@ -173,9 +173,10 @@ def radix_select(src, candidates, src_row_len, n, k, KIND: tl.constexpr, FORMAT:
     src_row = src + row * src_row_len
     lanes = tl.arange(0, BLOCK)
     bins = tl.arange(0, 256)
-    below = k * 0  # elements whose key is below every key still in the running
-    prefix_high = (k * 0).to(tl.uint32)
-    prefix_low = (k * 0).to(tl.uint32)
+    # typed zeros: ``k`` may arrive specialised to the constant 1, which has no ``.to``
+    below = tl.full([], 0, tl.int32)  # elements whose key is below every key still in the running
+    prefix_high = tl.full([], 0, tl.uint32)
+    prefix_low = tl.full([], 0, tl.uint32)
     for level in tl.static_range(8 if KIND >= 3 else 4):
         counts = tl.zeros([256], tl.int32)
         start = 0
@@ -194,8 +195,8 @@ def radix_select(src, candidates, src_row_len, n, k, KIND: tl.constexpr, FORMAT:
         else:
             prefix_low = (prefix_low << 8) | digit.to(tl.uint32)
     equal_wanted = k - below
-    taken_below = k * 0
-    seen_equal = k * 0
+    taken_below = tl.full([], 0, tl.int32)
+    seen_equal = tl.full([], 0, tl.int32)
     out_row = candidates + row * k
     start = 0
     while start < n:
