@@ -97,12 +97,36 @@ with tempfile.TemporaryDirectory() as scratch, torch.no_grad():
         return worst <= 1e-5, f"max |diff| {worst:.3g}"
     bench("200 small ops", lambda: small(xs), lambda: small.replay(xs), lambda: SmallOps()(x), small_check)
 
+def kernel_table(title, work):
+    """Where the GPU time of one call goes, by kernel (CUPTI sees our Triton launches and torch's alike)."""
+    work()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        work()
+        torch.cuda.synchronize()
+    print(f"\n== {title}: GPU time by kernel")
+    print(profile.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=60))
+
+
+if torch.cuda.is_available():
+    kernel_table("MiniLM replay (ours)", lambda: model.replay(*inputs))
+    kernel_table("MiniLM (torch)", lambda: cuda_module(ids, mask, types))
+
 print("checks:")
 for name, ok, detail in checks:
     print(f"  {'ok  ' if ok else 'FAIL'} {name} ({detail})")
-print(f"  replay of MiniLM: {'replays' if replay_reason is None else 'refused: ' + replay_reason}")
+def replay_kind(model, reason):
+    if reason is not None:
+        return "refused: " + reason
+    graphs = [c.recorded.device_graph is not None for c in model._replayer._captured.values()]
+    return "replays as a CUDA graph" if all(graphs) else "replays launch by launch"
+
+
+print(f"  replay of MiniLM: {replay_kind(model, replay_reason)}; 200 small ops: {replay_kind(small, None)}")
 print(f"\nMiniLM activation peak: ours {ours_peak / 2**20:.1f} MiB measured, {planned.arena_bytes / 2**20:.1f} MiB "
       f"planned; torch {torch_peak / 2**20:.1f} MiB (weights {weights / 2**20:.1f} MiB, not counted)")
-print(f"\n{'what':24s} {'ours ms':>8s} {'replay ms':>10s} {'torch ms':>9s} {'torch/ours':>10s} {'torch/replay':>12s}")
+print(f"\n{'what':24s} {'ours ms':>8s} {'replay ms':>10s} {'torch ms':>9s} {'torch/ours':>10s} {'torch/replay':>12s}"
+      f" {'ours/replay':>11s}")
 for name, ours, replayed, theirs in rows:
-    print(f"{name:24s} {ours:8.3f} {replayed:10.3f} {theirs:9.3f} {theirs / ours:10.2f} {theirs / replayed:12.2f}")
+    print(f"{name:24s} {ours:8.3f} {replayed:10.3f} {theirs:9.3f} {theirs / ours:10.2f} {theirs / replayed:12.2f}"
+          f" {ours / replayed:11.2f}")

@@ -123,6 +123,22 @@ for block, tile, warps in itertools.product((512, 1024, 2048, 4096), (4096, 8192
 facts.update(saved)
 clear_all()
 
+# elements per program of pointwise kernels (4 warps): heavy bodies like gelu's erf may want more per thread
+saved_block = facts["elementwise_block"]
+g = torch.randn(256 * 2**20, device=dev, dtype=torch.bfloat16)
+gs = nbx.from_dlpack(g)
+pointwise_torch = {"gelu": gpu_time_ms(lambda: torch.nn.functional.gelu(g)),
+                   "silu": gpu_time_ms(lambda: torch.nn.functional.silu(g)), "add": gpu_time_ms(lambda: g + g)}
+ours_pointwise = {"gelu": lambda: nbx.nn.functional.gelu(gs), "silu": lambda: nbx.nn.functional.silu(gs),
+                  "add": lambda: gs + gs}
+block_rows = []
+for block in (512, 1024, 2048, 4096, 8192):
+    facts["elementwise_block"] = block
+    clear_all()
+    block_rows.append((block, {name: gpu_time_ms(fn) for name, fn in ours_pointwise.items()}))
+facts["elementwise_block"] = saved_block
+clear_all()
+
 print("\nadd of 16 floats, host us: " + ", ".join(f"{name} {us:.1f}" for name, us in breakdown))
 print(f"\n{'host: one call of':24s} {'ours us':>8s} {'torch us':>9s} {'ratio':>6s}")
 for name, ours_us, theirs_us in host_rows:
@@ -131,3 +147,8 @@ print(f"\nrow sum bf16 32768x4096: torch {theirs:.3f} ms")
 print(f"{'block':>6s} {'tile':>6s} {'warps':>5s} {'ms':>7s} {'ratio':>6s} {'max err':>8s}")
 for block, tile, warps, ms, err in sorted(tile_rows, key=lambda r: r[3])[:12]:
     print(f"{block:6d} {tile:6d} {warps:5d} {ms:7.3f} {theirs / ms:6.2f} {err:8.2g}")
+print("\npointwise bf16 256M by elements per program (ms; ratio to torch)")
+print(f"{'block':>6s} " + " ".join(f"{name:>14s}" for name in pointwise_torch))
+print(f"{'torch':>6s} " + " ".join(f"{ms:14.3f}" for ms in pointwise_torch.values()))
+for block, times in block_rows:
+    print(f"{block:6d} " + " ".join(f"{times[n]:8.3f} {pointwise_torch[n] / times[n]:5.2f}" for n in pointwise_torch))

@@ -73,20 +73,42 @@ def _specialisation(value):
 
 class Capture:
     """The launches of a stretch of work, holding the tensors they use (so their memory, and so every
-    address, stays as it was), and why the work cannot be replayed, if it cannot."""
+    address, stays as it was), and why the work cannot be replayed, if it cannot. Once recorded into the
+    device's own graph (``record_device_graph``), a replay is one launch of that graph."""
 
     def __init__(self):
         self.launches: list = []
         self.after: list = []  # host work to redo after each replay (checks that need no host read first)
         self.refused: str | None = None
+        self.device_graph = None
 
     def replay(self) -> None:
         if self.refused is not None:
             raise RuntimeError(f"this capture cannot be replayed: it {self.refused}")
-        for kernel, grid, device, args, constexprs, key in self.launches:
-            launch_planned(kernel, grid, device, args, constexprs, key)
+        if self.device_graph is not None:
+            self.device_graph.launch()
+        else:
+            self._issue()
         for work in self.after:
             work()
+
+    def _issue(self) -> None:
+        for kernel, grid, device, args, constexprs, key in self.launches:
+            launch_planned(kernel, grid, device, args, constexprs, key)
+
+    def record_device_graph(self) -> str | None:
+        """Record the launches into the device's graph (a CUDA graph) for later replays. Returns why
+        replays stay launch by launch, or None when recorded or when the device has no graphs. Every
+        kernel must have run once (compiled and loaded) before: recording cannot compile."""
+        devices = {(device.type, device.index) for _, _, device, _, _, _ in self.launches}
+        if len(devices) != 1:
+            return "its launches are on several devices" if devices else None
+        device = self.launches[0][2]
+        try:
+            self.device_graph = backend_for(device).record_graph(self._issue, device.index)
+        except Exception as error:  # any failure leaves replays launch by launch, which verification covers
+            return f"its launches could not be recorded as a device graph ({error})"
+        return None
 
 
 _capturing: Capture | None = None

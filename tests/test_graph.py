@@ -155,6 +155,50 @@ def test_replay_repeats_the_captured_launches_and_checks_itself(tmp_path, caplog
     assert len(replayer._captured) == 2 and all(c.verified for c in replayer._captured.values())
     assert replayer.reason(np.zeros((3, 4), np.float32)) is None
     assert not [r for r in caplog.records if r.name == "nbxtensor.graph"]
+    # on CUDA each capture became a CUDA graph, replayed by one launch
+    on_cuda = str(TEST_DEVICE).startswith("cuda")
+    assert all((c.recorded.device_graph is not None) == on_cuda for c in replayer._captured.values())
+
+
+@cpu_kernels
+@pytest.mark.parametrize("recording_fails", [False, True])
+def test_replays_launch_the_device_graph_once_recorded(tmp_path, caplog, monkeypatch, recording_fails):
+    """Where the device records graphs, the second call records the captured launches into one (after
+    the capture's run compiled every kernel) and each replay is one launch of it; a recording that fails
+    leaves replays launch by launch, says why once, and the results stay right."""
+    from nbxtensor.device import backend_for
+
+    class RecordedGraph:
+        launches = 0
+
+        def __init__(self, issue):
+            self.issue = issue
+
+        def launch(self):
+            RecordedGraph.launches += 1
+            self.issue()
+
+    def record_graph(issue, index):
+        if recording_fails:
+            raise RuntimeError("cudaStreamBeginCapture failed")
+        return RecordedGraph(issue)
+
+    monkeypatch.setattr(backend_for(nbx.device("cpu")), "record_graph", record_graph)
+    g = graph.load(_write(tmp_path / "mlp"), device="cpu")
+    rng = np.random.default_rng(6)
+    with caplog.at_level("INFO", logger="nbxtensor.graph"):
+        for _ in range(4):
+            x = rng.standard_normal((3, 4)).astype(np.float32)
+            np.testing.assert_allclose(g.replay(x).numpy(), _reference(x), rtol=1e-5, atol=1e-6)
+    (captured,) = g._replayer._captured.values()
+    assert captured.verified
+    messages = [r.getMessage() for r in caplog.records if r.name == "nbxtensor.graph"]
+    if recording_fails:
+        assert captured.recorded.device_graph is None and RecordedGraph.launches == 0
+        assert len(messages) == 1 and "launch by launch" in messages[0] and "BeginCapture" in messages[0]
+    else:
+        assert isinstance(captured.recorded.device_graph, RecordedGraph)
+        assert RecordedGraph.launches == 3 and messages == []
 
 
 def test_a_run_with_random_draws_is_not_replayed_and_says_why_once(tmp_path, caplog):

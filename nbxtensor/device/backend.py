@@ -90,5 +90,11 @@ class Backend(ABC):
     def check_kernels(self) -> None:
         """Raise a clear error when this process cannot run kernels on this backend."""
 
+    def record_graph(self, issue, index: int):
+        """The device's own graph of the launches that ``issue()`` makes on device ``index``, recorded
+        without running them, as an object whose ``launch()`` runs them all on the current stream; None
+        where the device has no such graphs (its replays issue the launches one by one)."""
+        return None
+
     def describe(self) -> dict:
         return {"type": self.type}

@@ -159,6 +159,34 @@ class CudaBackend(Backend):
             streams = self._local.streams = {}
         streams[index] = handle
 
+    # ---- graphs ----------------------------------------------------------------------------
+    def record_graph(self, issue, index: int) -> "CudaGraph":
+        """Stream capture on a private stream: the launches ``issue()`` makes land in a CUDA graph
+        instead of running. Thread-local mode refuses anything in this thread that could not be part of
+        a graph (a synchronisation, an allocation from the driver), which ends the recording with an
+        error rather than a wrong graph."""
+        rt = self._rt
+        self._activate(index)
+        stream = int(_check(rt.cudaStreamCreateWithFlags(rt.cudaStreamNonBlocking), "cudaStreamCreateWithFlags"))
+        previous = self.current_stream_handle(index)
+        self.set_stream_handle(index, stream)
+        try:
+            _check(rt.cudaStreamBeginCapture(stream, rt.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal),
+                   "cudaStreamBeginCapture")
+            try:
+                issue()
+            finally:
+                graph = _check(rt.cudaStreamEndCapture(stream), "cudaStreamEndCapture")
+            try:
+                executable = _check(rt.cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate")
+            except CudaError:
+                rt.cudaGraphDestroy(graph)
+                raise
+        finally:
+            self.set_stream_handle(index, previous)
+            rt.cudaStreamDestroy(stream)
+        return CudaGraph(self, index, graph, executable)
+
     def kernel_pointer(self, ptr: int, element_type) -> KernelPointer:
         return KernelPointer(ptr, element_type)
 
@@ -171,6 +199,24 @@ class CudaBackend(Backend):
         return {"type": "cuda", "name": name.rstrip("\x00"), "capability": f"{p.major}.{p.minor}",
                 "multiprocessors": p.multiProcessorCount, "memory_gib": round(p.totalGlobalMem / 2 ** 30, 1),
                 "facts": self.facts["name"]}
+
+
+class CudaGraph:
+    """An instantiated CUDA graph; ``launch()`` runs it on the device's current stream."""
+
+    def __init__(self, backend: CudaBackend, index: int, graph, executable):
+        self._backend, self._index, self._graph, self._executable = backend, index, graph, executable
+
+    def launch(self) -> None:
+        backend = self._backend
+        backend._activate(self._index)
+        _check(backend._rt.cudaGraphLaunch(self._executable, backend.current_stream_handle(self._index)),
+               "cudaGraphLaunch")
+
+    def __del__(self):
+        rt = self._backend._rt
+        rt.cudaGraphExecDestroy(self._executable)
+        rt.cudaGraphDestroy(self._graph)
 
 
 def facts_for(props) -> dict:

@@ -2,9 +2,10 @@
 
 The first call for a set of input layouts runs the graph normally on private copies of the inputs
 while every launch is captured (``launch.capture``); the capture holds the tensors it launched on, so
-every intermediate keeps its address. The next call copies its inputs into those private buffers and
-re-issues the captured launches, skipping the ops' Python; its outputs are checked byte for byte
-against the normal path once, before any replay is trusted. A run that cannot be replayed (it reads
+every intermediate keeps its address. The next call records the launches into a device graph where the
+device has them (a CUDA graph: one launch replays them all), copies its inputs into those private
+buffers and replays, skipping the ops' Python; its outputs are checked byte for byte against the normal
+path once, before any replay is trusted. A run that cannot be replayed (it reads
 data on the host, draws random numbers, uploads host data, or the first replay differed) takes the
 normal path from then on, for those layouts, and the reason is logged once.
 """
@@ -50,6 +51,11 @@ class Replayer:
             return self._capture(key, tensors)
         for private, given in zip(captured.inputs, tensors):
             private.copy_(given)
+        if not captured.verified:
+            # the capture's run compiled every kernel, so the launches can now go into a device graph
+            why_not = captured.recorded.record_device_graph()
+            if why_not is not None:
+                log.info("%s: inputs %s replay launch by launch: %s", self.graph.path, _describe(key), why_not)
         captured.recorded.replay()
         results = tuple(out.clone() for out in captured.outputs)
         if not captured.verified:

@@ -137,9 +137,10 @@ def _gemv_step(acc, x, w, rm_load, rn_load, kk, k_stop, x_sm, x_sk, w_sk, w_sn, 
     w_tile = _operand(tl.load(w + kk[:, None] * w_sk + rn_load[None, :] * w_sn, mask=k_mask[:, None], other=0),
                       DECODE_BF16)
     if BLOCK_M == 1:
-        # one row: a multiply and a column sum, no matrix unit needed
+        # one row: products gather in a [BLOCK_K, BLOCK_N] accumulator, summed over K once at the end
+        # (a sum per step would exchange values between threads every step); no matrix unit needed
         x_row = _operand(tl.load(x + kk * x_sk, mask=k_mask, other=0), DECODE_BF16)
-        return acc + tl.sum(x_row.to(ACC)[:, None] * w_tile.to(ACC), axis=0)
+        return acc + x_row.to(ACC)[:, None] * w_tile.to(ACC)
     else:
         x_tile = tl.load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, mask=k_mask[None, :], other=0)
         return tl.dot(_operand(x_tile, DECODE_BF16), w_tile, acc, input_precision=PRECISION, out_dtype=ACC)
@@ -169,7 +170,7 @@ def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
     rn_load = tl.where(rn < N, rn, 0)
     rm_load = tl.where(rm < M, rm, 0)
     if BLOCK_M == 1:
-        acc = tl.zeros((BLOCK_N,), dtype=ACC)
+        acc = tl.zeros((BLOCK_K, BLOCK_N), dtype=ACC)
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
     if INTERPRETED:
@@ -183,7 +184,7 @@ def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
             acc = _gemv_step(acc, x, w, rm_load, rn_load, k_start + k0 + rk, k_stop, x_sm, x_sk, w_sk, w_sn,
                              BLOCK_M, ACC, PRECISION, DECODE_BF16)
     if BLOCK_M == 1:
-        acc2 = acc[None, :]
+        acc2 = tl.sum(acc, axis=0)[None, :]
     else:
         acc2 = acc
     mask = (rm[:, None] < M) & (rn[None, :] < N)

@@ -166,13 +166,19 @@ def _clamp_block(block: int, ceiling: int, extent: int) -> int:
     return max(16, min(block, ceiling, _next_pow2(extent)))
 
 
+# true float32 products run on the FMA units, not the matrix unit: short K steps over large output tiles
+_GEMM_FMA_SHAPES = [(128, 128, 16, 3, 8), (128, 64, 16, 3, 4), (64, 128, 16, 3, 4), (128, 128, 32, 2, 8),
+                    (256, 64, 16, 3, 8), (64, 64, 32, 3, 4)]
+
+
 def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype) -> list[dict]:
     """The settings worth timing for an m x n x k product of ``dtype`` on a device with these facts."""
     tiles = facts["tiles"]
     shared = facts.get("shared_memory_per_block_bytes")
     seen, out = set(), []
-    for bm, bn, bk, stages, warps in _GEMM_SHAPES:
-        if dtype.itemsize == 4:
+    fma = dtype.name == "float32" and _dot_precision(dtype) == "ieee"
+    for bm, bn, bk, stages, warps in _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else []):
+        if dtype.itemsize == 4 and bk > 32:
             bk //= 2  # float32 tiles take twice the shared memory and registers
         config = dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m),
                       BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
@@ -190,18 +196,22 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype) -> list[dict]:
     return out
 
 
-# (BLOCK_N, BLOCK_K, splits of K); the first is what an untimed device uses
-_GEMV_SHAPES = [(64, 128, 1), (128, 128, 1), (64, 64, 1), (64, 128, 4), (128, 128, 4), (64, 128, 8),
-                (32, 128, 8), (128, 64, 8), (64, 256, 4), (256, 64, 2)]
+# (BLOCK_N, BLOCK_K, SPLITS, num_warps); the first is what an untimed device uses. One row is a multiply-add over a [BLOCK_K, BLOCK_N] weight tile
+# (no matrix unit), so long K tiles keep many bytes in flight; several rows go through tl.dot.
+_GEMV_ONE_ROW_SHAPES = [(32, 256, 1, 4), (16, 512, 1, 4), (64, 256, 1, 8), (32, 512, 1, 8), (16, 256, 1, 4),
+                        (64, 128, 1, 4), (32, 256, 2, 4), (128, 64, 1, 4), (64, 128, 4, 4)]
+_GEMV_ROWS_SHAPES = [(64, 128, 1, 4), (128, 128, 1, 8), (64, 64, 1, 4), (32, 256, 1, 4), (64, 256, 1, 8),
+                     (64, 128, 2, 4), (128, 128, 4, 8), (64, 128, 8, 4), (32, 128, 8, 4), (256, 64, 2, 8)]
+_GEMV_MAX_BLOCK_K = 512
 
 
 def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
     tiles = facts["tiles"]
     seen, out = set(), []
-    for bn, bk, splits in _GEMV_SHAPES:
-        block_k = _clamp_block(bk, tiles["max_block_k"], k)
+    for bn, bk, splits, warps in _GEMV_ONE_ROW_SHAPES if m == 1 else _GEMV_ROWS_SHAPES:
+        block_k = _clamp_block(bk, _GEMV_MAX_BLOCK_K if m == 1 else tiles["max_block_k"], k)
         config = dict(BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n), BLOCK_K=block_k,
-                      SPLITS=max(1, min(splits, cdiv(k, block_k))), num_warps=min(4, tiles["max_warps"]))
+                      SPLITS=max(1, min(splits, cdiv(k, block_k))), num_warps=min(warps, tiles["max_warps"]))
         marker = tuple(config.values())
         if marker not in seen:
             seen.add(marker)
