@@ -183,49 +183,25 @@ def _fraction_bits(lanes):
 
 
 @triton.jit
-def _power_of_two_f32(exponent):
-    """2.0 ** exponent in float32, for exponents of normal numbers."""
-    return ((exponent.to(tl.int32) + 127) << 23).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _power_of_two_f64(exponent):
-    """2.0 ** exponent in float64, for exponents of normal numbers."""
-    return ((exponent.to(tl.int64) + 1023) << 52).to(tl.float64, bitcast=True)
-
-
-@triton.jit
 def _lane_sum(x):
     """The sum over axis 1 of a [rows, lanes] tile, bit-identical whatever the compiler's layout of the
     tile. ``tl.sum`` adds floats in an order that follows the layout, and the layout follows what Triton
     specialises on (a row's alignment, say), so the same row could round differently in another batch.
-    Floats are summed instead in 64-bit fixed point scaled to the row's largest lane: scaling by a power
-    of two and converting each lane is elementwise and integer addition is exact, so the order no longer
-    matters. Each lane keeps about 50 bits below the largest lane's magnitude, finer than a float32 or
-    float64 rounding of the sum. Half inputs are summed as float32 (exactly representable), so one
-    conversion per lane suffices. A row holding inf or NaN gives the sum of those lanes alone (their sum
-    does not depend on order either)."""
+    Floats are summed instead in 64-bit fixed point scaled to the row's largest lane: converting each
+    lane is elementwise and integer addition is exact, so the order no longer matters. Each lane keeps
+    about 50 bits below the largest lane's magnitude (fewer for wider tiles, so that the total stays
+    below 2^62), which is finer than a float32 or float64 rounding of the sum. Rows holding inf or NaN
+    take the plain sum: its non-finite result does not depend on order."""
     if x.dtype.is_floating():
-        # the largest lane, below 2^(e + 1) for its exponent e, scales to below 2^fraction; the scale goes
-        # in two powers of two so that rows of subnormals scale too
-        fraction = _fraction_bits(x.shape[1])
-        if x.dtype == tl.float64:
-            wide = x
-            exponent = ((tl.max(tl.abs(wide), 1).to(tl.int64, bitcast=True) >> 52) & 0x7FF) - 1023
-            shift = fraction - 1 - exponent
-            first = tl.minimum(shift, 1023)
-            scaled = wide * _power_of_two_f64(first)[:, None] * _power_of_two_f64(shift - first)[:, None]
-        else:
-            wide = x.to(tl.float32)
-            exponent = ((tl.max(tl.abs(wide), 1).to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
-            shift = fraction - 1 - exponent
-            first = tl.minimum(shift, 127)
-            scaled = wide * _power_of_two_f32(first)[:, None] * _power_of_two_f32(shift - first)[:, None]
-        total = tl.sum(scaled.to(tl.int64), 1).to(tl.float64)
-        first = tl.minimum(shift, 1022)
-        total = total * _power_of_two_f64(-first) * _power_of_two_f64(first - shift)
-        non_finite = tl.sum(tl.where(wide - wide == 0, 0.0, wide), 1)  # inf and NaN lanes only
-        return tl.where(non_finite == 0, total, non_finite).to(x.dtype)
+        wide = x.to(tl.float64)
+        plain = tl.sum(wide, 1)
+        biased_exponent = (tl.max(tl.abs(wide), 1).to(tl.int64, bitcast=True) >> 52) & 0x7FF
+        # the largest lane lies below 2^fraction once scaled
+        shift = tl.minimum(tl.maximum(1022 + _fraction_bits(x.shape[1]) - biased_exponent, -1022), 1023)
+        scale = ((shift + 1023) << 52).to(tl.float64, bitcast=True)
+        unscale = ((1023 - shift) << 52).to(tl.float64, bitcast=True)
+        total = tl.sum((wide * scale[:, None]).to(tl.int64), 1).to(tl.float64) * unscale
+        return tl.where(tl.abs(plain) < float("inf"), total, plain).to(x.dtype)
     else:
         return tl.sum(x, 1)
 

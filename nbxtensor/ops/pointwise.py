@@ -547,7 +547,8 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
     if compute.kind == "bool":
         body_result = _D["bool"]
     flags = _conversion_flags(body_result, out_dtype, dev)
-    block = backend_for(dev).facts["kernels"]["elementwise_block"]
+    kernel_facts = backend_for(dev).facts["kernels"]
+    block = kernel_facts["elementwise_block_heavy" if row.flops >= HEAVY_BODY_FLOPS else "elementwise_block"]
     compute_type = tl.int1 if compute.kind == "bool" else compute.triton
     constexprs = dict(BODY=row.body, MODE=call.mode, COMPUTE=compute_type, CATEGORY=_category(compute),
                       K0=kinds[0], K1=kinds[1], K2=kinds[2], K3=kinds[3],
@@ -572,6 +573,7 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
 
 
 DEFAULT_TILE = 32
+HEAVY_BODY_FLOPS = 40  # bodies costing this much per element take the facts' heavy block
 _MAX_GRID_Y = 65535
 
 

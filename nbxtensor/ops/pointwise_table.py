@@ -336,7 +336,7 @@ TABLE = [
         functional=("celu", "celu_")),
     Row("selu", K.elu, _selu, accepts=FLOATS, flops=20, methods=(), inplace_api=("selu_",),
         functional=("selu", "selu_")),
-    Row("gelu", K.gelu, _gelu, accepts=FLOATS, flops=20, api=(), methods=(), inplace=False, functional=("gelu",)),
+    Row("gelu", K.gelu, _gelu, accepts=FLOATS, flops=40, api=(), methods=(), inplace=False, functional=("gelu",)),
     Row("silu", K.silu, _activation, accepts=FLOATS, flops=20, api=(), methods=(), functional=("silu",)),
     Row("mish", K.mish, _activation, accepts=FLOATS, flops=60, api=(), methods=(), functional=("mish",)),
     Row("softplus", K.softplus, _softplus, accepts=FLOATS, flops=40, api=(), methods=(), inplace=False,
