@@ -79,6 +79,18 @@ rows.append(("pageable host->device 1 GiB (GB/s)", wall_gbps(lambda: dev.copy_(p
 copy_ok = int(dev.numpy()[12345]) == 3
 del pinned, dev, tpinned, tdev, pageable, tpageable
 
+# a 1 GiB safetensors file (in the page cache after the first read) loaded to the GPU
+import tempfile  # noqa: E402
+
+from safetensors.torch import load_file as torch_load_file  # noqa: E402
+
+with tempfile.TemporaryDirectory() as scratch:
+    path = os.path.join(scratch, "weights.safetensors")
+    nbx.io.save_file({f"w{i}": nbx.from_numpy(np.full(1 << 26, i, np.float32)) for i in range(4)}, path)
+    rows.append(("safetensors 1 GiB file -> device (GB/s)", wall_gbps(lambda: nbx.io.load_file(path, device="cuda")),
+                 wall_gbps(lambda: torch_load_file(path, device="cuda"))))
+    copy_ok = copy_ok and float(nbx.io.load_file(path, device="cuda")["w3"].numpy()[-1]) == 3.0
+
 # --- allocation -------------------------------------------------------------------------------------
 rows.append(("host: empty(1 MiB) + free (us)", host_time_us(lambda: nbx.empty(1 << 18, device="cuda")),
              host_time_us(lambda: torch.empty(1 << 18, device="cuda"))))

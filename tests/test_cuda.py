@@ -79,3 +79,18 @@ def test_pinned_round_trip():
     back = dev.to("cpu")
     assert np.array_equal(back.numpy(), np.arange(1 << 16, dtype=np.float32))
     assert nbx.from_numpy(np.ones(4, np.float32)).pin_memory().is_pinned()
+
+
+def test_large_uploads_from_pageable_memory_are_staged_and_exact(tmp_path):
+    """Uploads above the staging threshold go through the pinned buffers in turn: an array spanning
+    several stages, a safetensors file loaded to the GPU, both byte for byte."""
+    from nbxtensor.device import cuda as cuda_device
+    n = 2 * cuda_device.STAGE_BYTES + 12345
+    host = np.random.default_rng(0).integers(0, 256, n, dtype=np.uint8)
+    assert np.array_equal(nbx.from_numpy(host).to("cuda").numpy(), host)
+    weights = {"w": nbx.from_numpy(np.random.default_rng(1).standard_normal((1024, 9000)).astype(np.float32))}
+    nbx.io.save_file(weights, tmp_path / "w.safetensors")
+    loaded = nbx.io.load_file(tmp_path / "w.safetensors", device="cuda")
+    assert loaded["w"].device.type == "cuda"
+    assert np.array_equal(loaded["w"].numpy(), weights["w"].numpy())
+

@@ -67,6 +67,11 @@ class Backend(ABC):
     def upload(self, dst_ptr: int, host: np.ndarray, index: int | None) -> None:
         """Copy the bytes of the C-contiguous array ``host`` to ``dst_ptr``."""
 
+    def upload_from_host(self, dst_ptr: int, src_ptr: int, nbytes: int, index: int | None) -> None:
+        """Copy ``nbytes`` from ordinary (pageable) host memory at ``src_ptr`` to ``dst_ptr``, waiting for
+        the copy. Devices whose copy engines read only page-locked memory stage it there."""
+        self.copy_raw(dst_ptr, src_ptr, nbytes, index, "h2d")
+
     @abstractmethod
     def download(self, src_ptr: int, nbytes: int, index: int | None) -> np.ndarray:
         """A fresh host uint8 array holding ``nbytes`` bytes from ``src_ptr``."""

@@ -1,6 +1,7 @@
 """The CUDA device through NVIDIA's ``cuda-bindings``, with a Triton driver that never imports torch."""
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 
@@ -30,6 +31,26 @@ def _check(result, what: str):
     return rest[0] if len(rest) == 1 else tuple(rest)
 
 
+STAGE_BYTES = 16 << 20  # each of the two pinned staging buffers
+STAGE_ABOVE_BYTES = 1 << 20  # smaller uploads go straight from pageable memory
+
+
+def staged_copy(dst: int, src: int, nbytes: int, stages: list[int], stage_bytes: int, copy_async, record,
+                wait) -> None:
+    """Copy ``nbytes`` from host memory at ``src`` to ``dst`` a piece at a time through the host buffers
+    ``stages`` in turn: ``copy_async(dst, stage, size)`` queues a piece's copy, ``record(slot)`` marks the
+    last copy queued from stage ``slot`` and ``wait(slot)`` blocks until it is done, which must happen
+    before the host refills that stage. The caller waits for the last copies."""
+    for piece, start in enumerate(range(0, nbytes, stage_bytes)):
+        slot = piece % len(stages)
+        size = min(stage_bytes, nbytes - start)
+        if piece >= len(stages):
+            wait(slot)
+        ctypes.memmove(stages[slot], src + start, size)
+        copy_async(dst + start, stages[slot], size)
+        record(slot)
+
+
 class CudaBackend(Backend):
     type = "cuda"
     host_addressable = False
@@ -43,6 +64,8 @@ class CudaBackend(Backend):
         self._properties: dict[int, object] = {}
         self._facts: dict[int, dict] = {}
         self._allocators: dict[int, CachingAllocator] = {}
+        self._staging = None  # pinned buffers and their events, for uploads from pageable memory
+        self._staging_lock = threading.Lock()
 
     # ---- devices ---------------------------------------------------------------------------
     def device_count(self) -> int:
@@ -118,7 +141,32 @@ class CudaBackend(Backend):
         return Buffer(ptr, nbytes, pinned=True, release=functools.partial(self._rt.cudaFreeHost, ptr))
 
     def upload(self, dst_ptr: int, host: np.ndarray, index: int | None) -> None:
-        self._copy(dst_ptr, host.ctypes.data, host.nbytes, index, self._rt.cudaMemcpyKind.cudaMemcpyHostToDevice)
+        self.upload_from_host(dst_ptr, host.ctypes.data, host.nbytes, index)
+
+    def upload_from_host(self, dst_ptr: int, src_ptr: int, nbytes: int, index: int | None) -> None:
+        """Large copies go through two pinned buffers in turn (the driver's own staging of pageable
+        memory runs at a fraction of the bus): the host fills one while the copy engine drains the
+        other. The buffers are made on first use and kept; a lock keeps threads from sharing them."""
+        h2d = self._rt.cudaMemcpyKind.cudaMemcpyHostToDevice
+        if nbytes < STAGE_ABOVE_BYTES:
+            self._copy(dst_ptr, src_ptr, nbytes, index, h2d)
+            return
+        rt = self._rt
+        with self._staging_lock:
+            self._activate(index)
+            stream = self.current_stream_handle(index)
+            if self._staging is None:
+                buffers = [self.allocate_pinned(STAGE_BYTES) for _ in range(2)]
+                events = [_check(rt.cudaEventCreateWithFlags(rt.cudaEventDisableTiming), "cudaEventCreate")
+                          for _ in buffers]
+                self._staging = buffers, events
+            buffers, events = self._staging
+            staged_copy(dst_ptr, src_ptr, nbytes, [b.ptr for b in buffers], STAGE_BYTES,
+                        copy_async=lambda dst, src, size: _check(rt.cudaMemcpyAsync(dst, src, size, h2d, stream),
+                                                                 "cudaMemcpyAsync"),
+                        record=lambda slot: _check(rt.cudaEventRecord(events[slot], stream), "cudaEventRecord"),
+                        wait=lambda slot: _check(rt.cudaEventSynchronize(events[slot]), "cudaEventSynchronize"))
+            _check(rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
 
     def download(self, src_ptr: int, nbytes: int, index: int | None) -> np.ndarray:
         out = np.empty(nbytes, dtype=np.uint8)

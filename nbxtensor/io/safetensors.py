@@ -8,8 +8,8 @@ tensors are stored row-major and little-endian, and together they cover the buff
 
 CPU tensors view the mapped file; the mapping is private (copy-on-write), so writing to such a tensor
 changes this process's copy only, never the file, and the mapping lives as long as any tensor that
-views it. Tensors for another device are read from the mapping and uploaded from pageable memory;
-staging through pinned host buffers, to overlap reads with copies, is future work.
+views it. Tensors for another device are read from the mapping into pinned host buffers, in turn, while
+the copy engine moves the previous piece to the device (the backend's ``upload_from_host``).
 
 A file that another process truncates while it is mapped can still fault on access (SIGBUS), as with
 any memory-mapped reader; ``save_file`` never does this to files it replaces (see there).

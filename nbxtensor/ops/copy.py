@@ -242,9 +242,10 @@ def _bytes_between(dst: Tensor, src: Tensor, blocking: bool = True) -> None:
     host_dst, host_src = backend_for(dst.device).host_addressable, backend_for(src.device).host_addressable
     if host_dst and host_src:
         backend_for(dst.device).copy_raw(dst.data_ptr(), src.data_ptr(), nbytes, None, "h2h")
+    elif host_src and not src._storage.pinned:
+        backend_for(dst.device).upload_from_host(dst.data_ptr(), src.data_ptr(), nbytes, dst.device.index)
     elif host_src:
-        backend_for(dst.device).copy_raw(dst.data_ptr(), src.data_ptr(), nbytes, dst.device.index, "h2d",
-                                         blocking or not src._storage.pinned)
+        backend_for(dst.device).copy_raw(dst.data_ptr(), src.data_ptr(), nbytes, dst.device.index, "h2d", blocking)
     elif host_dst:
         backend_for(src.device).copy_raw(dst.data_ptr(), src.data_ptr(), nbytes, src.device.index, "d2h",
                                          blocking or not dst._storage.pinned)
