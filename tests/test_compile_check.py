@@ -79,3 +79,48 @@ def test_a_kernel_the_interpreter_runs_but_the_compiler_refuses_is_reported(tmp_
     assert result.returncode == 1
     assert "FAIL refused_kernel.scale" in result.stdout and "SCALE" in result.stdout
     assert "1 failed" in result.stdout
+
+
+@cpu_kernels
+def test_a_resident_row_sums_in_the_same_layout_alone_or_in_a_batch(tmp_path):
+    """Softmax and norms sum a row with ``tl.sum``, whose order follows the layout the compiler derives
+    from what Triton specialises on. Rows alone (aligned, and 3 * 301 floats in: not 16-byte aligned) and
+    in a batch of 9 must therefore compile to the same layouts, reductions included, so that they round
+    alike on a GPU (a specialised row count or shape may differ; it changes no layout)."""
+    records = _record(tmp_path, """
+        import numpy as np
+        import nbxtensor as nbx
+        F = nbx.nn.functional
+        x = nbx.from_numpy(np.ones((9, 301), np.float32))
+        for rows in (x, x[0:1], x[3:4]):
+            nbx.softmax(rows, -1)
+            F.layer_norm(rows, (301,))
+            F.rms_norm(rows, (301,))
+    """)
+    program = textwrap.dedent(f"""
+        import importlib, json, re, sys
+        sys.path.insert(0, {str(ROOT / "scripts")!r})
+        import compile_check
+        compile_check._worker_init(90)
+        layouts = {{}}
+        for line in open({str(records)!r}):
+            record = json.loads(line)
+            record["args"] = [compile_check._representative(a) for a in record["args"]]
+            args, constexprs = compile_check._arguments(record)
+            kernel = getattr(importlib.import_module(record["module"]), record["kernel"])
+            ttgir = kernel.warmup(*args, grid=(1,), **constexprs).asm["ttgir"]
+            defined = sorted(set(re.findall(r"^#\\w+ = #ttg\\.\\w+<.*>$", ttgir, re.M)))
+            reduced = re.findall(r'"tt.reduce"\\(.*?\\}}\\) : \\((tensor<[^)]*)\\)', ttgir, re.S)
+            assert defined and reduced, ttgir[:2000]
+            key = record["kernel"] + json.dumps(record["constexprs"], sort_keys=True, default=str)
+            layouts.setdefault(key, set()).add(json.dumps([defined, reduced]))
+        print(json.dumps([[key.split("{{")[0], len(seen)] for key, seen in layouts.items()]))
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TRITON_INTERPRET", None)
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=tmp_path,
+                            timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    variants = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {name for name, _ in variants} == {"softmax_rows", "norm_rows"}
+    assert all(count == 1 for _, count in variants), variants

@@ -16,7 +16,13 @@ def _rows(n_rows, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr):
     return rows, rows < n_rows
 
 
-@triton.jit
+# A row's sums must not depend on the rows around it. ``tl.sum`` adds in an order set by the tile's layout,
+# which Triton derives from what it specialises on: the alignment of the row pointers and strides, and so
+# of a batch's first row. These kernels are therefore not specialised on those, nor on the row count or
+# shape: a row alone and the same row in any batch run the same binary, and add in the same order.
+@triton.jit(do_not_specialize=["n_rows", "row_shape", "src_row_strides", "dst_row_strides", "src_red_stride",
+                                "dst_red_stride"],
+            do_not_specialize_on_alignment=["src", "dst", "part0", "part1"])
 def softmax_rows(src, dst, part0, part1, n_rows, length, chunk_length, n_chunks,
                  row_shape, src_row_strides, dst_row_strides, src_red_stride, dst_red_stride,
                  LOG: tl.constexpr, ROW_RANK: tl.constexpr, RED_UNIT: tl.constexpr, RESIDENT: tl.constexpr,
@@ -44,7 +50,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, length, chunk_length, n_chunks,
         top = _extreme_lanes(x, True)
         shifted = x - top[:, None]
         e = tl.exp(shifted)
-        total = _lane_sum(tl.where(mask, e, 0.0))
+        total = tl.sum(tl.where(mask, e, 0.0), 1)
         if LOG:
             y = shifted - tl.log(total)[:, None]
         else:
@@ -107,7 +113,8 @@ def _affine(y, weight, bias, rows, j, mask, groups, group_channels, spatial, COM
     return y
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows", "row_shape", "src_row_strides", "res_row_strides"],
+            do_not_specialize_on_alignment=["src", "res", "res_out", "weight", "bias", "dst"])
 def norm_rows(src, res, res_out, weight, bias, dst, n_rows, length, eps, groups, group_channels, spatial,
               row_shape, src_row_strides, res_row_strides,
               RMS: tl.constexpr, AFFINE: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
@@ -129,14 +136,13 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, length, eps, groups,
         mask = row_mask[:, None] & (lanes < length)[None, :]
         x = _load_row_block(src, res, res_out, src_row, res_row, out_row, lanes, mask, COMPUTE, HAS_RESIDUAL,
                             SRC_FORMAT, RES_FORMAT, H_FORMAT, H_VIA_F32)
-        # order-free sums: a row gives the same bits in any batch, whatever layout the compiler picks
         if RMS:
-            rstd = 1.0 / tl.sqrt(_lane_sum(x * x) / length + eps)
+            rstd = 1.0 / tl.sqrt(tl.sum(x * x, 1) / length + eps)
             y = x * rstd[:, None]
         else:
-            mean = _lane_sum(x) / length
+            mean = tl.sum(x, 1) / length
             centred = tl.where(mask, x - mean[:, None], 0.0)
-            rstd = 1.0 / tl.sqrt(_lane_sum(centred * centred) / length + eps)
+            rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, 1) / length + eps)
             y = centred * rstd[:, None]
         y = _affine(y, weight, bias, rows, lanes, mask, groups, group_channels, spatial, COMPUTE, AFFINE, HAS_BIAS,
                     W_FORMAT, B_FORMAT)
