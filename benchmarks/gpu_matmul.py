@@ -9,10 +9,9 @@ import os
 import sys
 
 import nbxtensor as nbx
-from nbxtensor.launch import capture
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timing import gpu_time_ms  # noqa: E402
+from timing import gpu_time_ms, graph_times_ms  # noqa: E402
 
 import torch  # noqa: E402  (the comparison only; nbxtensor itself never imports torch)
 
@@ -48,16 +47,9 @@ def bench(name, m, n, k, dtype, gemv=False):
     if gemv:
         # a decode step is host-paced when called op by op; in a graph (ours and torch's alike) only the
         # kernels count
-        with capture() as recorded:
-            ours_fn()
-        recorded.record_device_graph()
-        torch_graph = torch.cuda.CUDAGraph()
-        torch_fn()
-        torch.cuda.synchronize()
-        with torch.cuda.graph(torch_graph):
-            torch_fn()
-        rows.append(dict(name=name + " (graph)", ours_ms=gpu_time_ms(recorded.replay),
-                         torch_ms=gpu_time_ms(torch_graph.replay), flops=2 * m * n * k, nbytes=nbytes, gemv=gemv))
+        ours_graph, torch_graph = graph_times_ms(ours_fn, torch_fn)
+        rows.append(dict(name=name + " (graph)", ours_ms=ours_graph, torch_ms=torch_graph, flops=2 * m * n * k,
+                         nbytes=nbytes, gemv=gemv))
     del a, weight, x, w
 
 

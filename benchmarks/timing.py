@@ -40,3 +40,25 @@ def host_time_us(fn, *, reps: int = 2000) -> float:
     for _ in range(reps):
         fn()
     return (time.perf_counter() - t0) / reps * 1e6
+
+
+def graph_times_ms(ours, theirs) -> tuple[float, float]:
+    """Device time of one call of ``ours`` and of ``theirs`` (a torch call), each recorded into a CUDA
+    graph and replayed, so that neither side's host path paces the measurement (decode steps are that
+    short). NaN when our call cannot be captured."""
+    import torch
+
+    from nbxtensor.launch import capture
+    with capture() as recorded:
+        ours()
+    if recorded.refused is not None:
+        print(f"graph timing: our call cannot be replayed: it {recorded.refused}")
+        return float("nan"), float("nan")
+    recorded.record_device_graph()
+    torch_graph = torch.cuda.CUDAGraph()
+    theirs()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(torch_graph):
+        theirs()
+    return gpu_time_ms(recorded.replay), gpu_time_ms(torch_graph.replay)
+
