@@ -151,8 +151,10 @@ def launch(kernel, grid, device, args, **constexprs) -> None:
     launch_planned(kernel, grid, device, args, constexprs, tuple(constexprs.items()))
 
 
-def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: tuple) -> None:
-    """``launch`` for callers that keep their constexprs, and their key, from one call to the next."""
+def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: tuple):
+    """``launch`` for callers that keep their constexprs, and their key, from one call to the next.
+    Returns (compiled entry, argument values, backend) when it ran an already compiled kernel, else None
+    (interpreted, or compiled just now)."""
     if _capturing is not None:
         _capturing.launches.append((kernel, grid, device, list(args), constexprs, constexpr_key))
     backend = backend_for(device)
@@ -161,7 +163,7 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
         if _RECORD_PATH:
             _log_for_compile_check(kernel, args, constexprs)
         kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args], **constexprs)
-        return
+        return None
     # The key holds what Triton specialises on (pointers by dtype and alignment, integers by their
     # class), so one entry never stands for two compilations and new values reuse an entry.
     spec = []
@@ -194,9 +196,53 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
         compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args],
                                 **constexprs)
         _compiled[key] = (compiled, [constexprs[name] for name in kernel.arg_names[len(args):]])
-        return
+        return None
+    _run_compiled(entry, grid, backend, device, values)
+    return entry, values, backend
+
+
+def _run_compiled(entry, grid, backend, device, values) -> None:
     compiled, tail = entry
     g1 = grid[1] if len(grid) > 1 else 1
     g2 = grid[2] if len(grid) > 2 else 1
     compiled.run(grid[0], g1, g2, backend.current_stream_handle(device.index), compiled.function,
                  compiled.packed_metadata, None, None, None, *values, *tail)
+
+
+def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict, constexpr_key: tuple,
+                 bound: dict) -> None:
+    """``launch_planned`` for a launch whose arguments are fixed except those at ``positions`` in ``args``,
+    which take ``values`` (tensors or scalars) at this call. Once the kernel is compiled, ``bound`` (kept
+    by the caller, empty at first) holds it with every argument's value, per device and what Triton
+    specialises on in ``values``, so a call looks at its varying arguments only: the fixed ones'
+    specialisation is not worked out again."""
+    if _capturing is None:
+        varying, key = [], [device.index]
+        for v in values:
+            kind = type(v)
+            if kind is Tensor:
+                pointer = v.data_ptr()
+                varying.append(pointer)
+                key.append((v._dtype, pointer & _ALIGN_MASK == 0))
+                continue
+            varying.append(v)
+            if kind is int:
+                known = _int_specialisations.get(v)
+                key.append(known if known is not None else _remember(_int_specialisations, v))
+            else:
+                key.append(float if kind is float else _specialisation(v))
+        key = tuple(key)
+        found = bound.get(key)
+        if found is not None:
+            entry, fixed, backend = found
+            filled = fixed.copy()
+            for i, v in zip(positions, varying):
+                filled[i] = v
+            _run_compiled(entry, grid, backend, device, filled)
+            return
+    full = list(args)
+    for i, v in zip(positions, values):
+        full[i] = v
+    launched = launch_planned(kernel, grid, device, full, constexprs, constexpr_key)
+    if launched is not None and _capturing is None:
+        bound[key] = launched

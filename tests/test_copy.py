@@ -503,6 +503,57 @@ def test_launch_keys_follow_triton_specialisation_not_values():
 
 
 @cpu_kernels
+def test_launches_with_fixed_arguments_bind_them_once(monkeypatch):
+    """``launch_slots``, driven on the CPU with a stand-in for Triton's compiled kernel: after the first
+    launch of a compiled kernel, a call with new tensors and scalars of the same specialisation reaches the
+    launcher with exactly the arguments the full path gives it; a tensor of another alignment, a scalar of
+    another specialisation class or a capture goes through the full path."""
+    import nbxtensor.launch as L
+    from nbxtensor.device import backend_for
+
+    runs = []
+
+    class Compiled:
+        function, packed_metadata = "function", "metadata"
+
+        def run(self, *args):
+            runs.append(args)
+
+    class Kernel:
+        arg_names = ["x", "n", "shape", "y", "bits", "BLOCK"]
+
+        def __getitem__(self, grid):
+            return lambda *args, **constexprs: Compiled()
+
+    backend = backend_for(nbx.device("cpu"))
+    monkeypatch.setattr(type(backend), "compiles_kernels", True)
+    monkeypatch.setattr(type(backend), "current_stream_handle", lambda self, index=None: 0, raising=False)
+    monkeypatch.setattr(L, "_compiled", {})
+    kernel, bound, fixed = Kernel(), {}, [None, 40, (5, 8), None, None]
+    storage = nbx.zeros(64)
+
+    def launch(x, y, bits):
+        L.launch_slots(kernel, (2,), x.device, fixed, [0, 3, 4], [x, y, bits], {"BLOCK": 4}, (("BLOCK", 4),), bound)
+
+    def full(x, y, bits):
+        L.launch_planned(kernel, (2,), x.device, [x, 40, (5, 8), y, bits], {"BLOCK": 4}, (("BLOCK", 4),))
+
+    launch(storage[0:8], storage[8:16], 7)  # compiles
+    launch(storage[0:8], storage[8:16], 7)  # runs, and binds
+    assert len(runs) == 1 and len(bound) == 1
+    for x, y, bits in [(storage[16:24], storage[32:40], 9), (storage[1:9], storage[8:16], 7),
+                       (storage[16:24], storage[32:40], 16)]:
+        launch(x, y, bits)  # a new specialisation compiles here, without running
+        launch(x, y, bits)
+        full(x, y, bits)
+        assert runs[-2] == runs[-1] and runs[-1][-6:] == (x.data_ptr(), 40, (5, 8), y.data_ptr(), bits, 4)
+    assert len(bound) == 3  # new entries for a misaligned tensor and for a multiple of 16
+    with L.capture() as recorded:
+        launch(storage[0:8], storage[8:16], 7)
+    assert len(recorded.launches) == 1 and len(bound) == 3
+
+
+@cpu_kernels
 def test_the_compiled_launch_path_compiles_once_per_specialisation(monkeypatch):
     """The compiled path, driven on the CPU with a stand-in for Triton's compiled kernel: values of one
     specialisation class reuse an entry (ints by 1 / multiple of 16 / other and width, floats as floats,

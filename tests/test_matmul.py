@@ -139,6 +139,23 @@ def test_linear_with_and_without_bias(rng):
     assert_product_close(nbx.nn.functional.linear(x, weight), _f64(x), _f64(weight).T, 24, "float16")
 
 
+def test_linear_reuses_its_plan_on_new_tensors_of_the_same_layout(rng):
+    """linear plans the views it multiplies once per layout; each later call rebuilds them on its own
+    tensors (a stale pointer would repeat the first call's result). Rows that do not fold into one matrix
+    (a transposed batch) take the general path, the bias broadcasting over every row either way."""
+    MM._linear_plans.clear()
+    for _ in range(3):
+        x, weight, bias = (_inputs(rng, shape, "float32") for shape in ((2, 3, 24), (10, 24), (10,)))
+        assert_product_close(nbx.nn.functional.linear(x, weight, bias), _f64(x), _f64(weight).T, 24, "float32",
+                             bias_scale=(_f64(bias),))
+        unfolded = x.transpose(0, 1)  # (3, 2, 24) whose rows do not merge into one stride
+        assert_product_close(nbx.nn.functional.linear(unfolded, weight, bias), _f64(unfolded), _f64(weight).T, 24,
+                             "float32", bias_scale=(_f64(bias),))
+    assert len(MM._linear_plans) == 2
+    with pytest.raises(RuntimeError, match="dim 1 of the weight"):
+        nbx.nn.functional.linear(x, _inputs(rng, (10, 23), "float32"))
+
+
 def test_tf32_is_opt_in():
     assert nbx.get_float32_matmul_precision() == "highest" and not nbx.backends.cuda.matmul.allow_tf32
     assert MM._dot_precision(nbx.float32) == "ieee"

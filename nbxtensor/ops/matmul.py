@@ -21,10 +21,10 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch
+from ..launch import cdiv
 from ..tensor import Tensor
 from .copy import _conversion_flags, new_tensor
-from .plans import PlanCache, layout_key
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, nbytes, register
 
 _INT32_LIMIT = 2 ** 31
@@ -241,28 +241,37 @@ def _gemv_launches(a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flag
     key = tuning.launch_key("gemv", facts, rows={"M": m}, cols={"N": n, "K": k}, dtypes=(a.dtype, out.dtype),
                             flags={"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1})
 
-    def run(config, a, b, bias, out):
+    def launches_for(config):
+        """``run(a, b, bias, out)`` for ``config``, its launches built once."""
         block_k, splits = config["BLOCK_K"], config["SPLITS"]
         k_per_split = cdiv(cdiv(k, splits), block_k) * block_k if k else block_k
         splits = max(1, cdiv(k, k_per_split))
-        partial = new_tensor((splits, m, n), partial_dtype, dev) if splits > 1 else out
-        launch(K.gemv, (cdiv(n, config["BLOCK_N"]), splits), dev,
-               [a, b, bias if has_bias else out, out, partial, m, n, k, k_per_split, float(alpha), float(beta),
-                a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
-               BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1,
-               HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"], **flags)
-        if splits > 1:
-            combine_n = min(config["BLOCK_N"], 64)
-            launch(K.gemv_combine, (cdiv(n, combine_n),), dev,
-                   [partial, bias if has_bias else out, out, m, n, splits, float(alpha), float(beta),
-                    bias_sm, bias_sn, out_sm, out_sn],
-                   BLOCK_M=_next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=scaled,
-                   BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-                   num_warps=config["num_warps"])
+        main = PlannedLaunch(
+            K.gemv, (cdiv(n, config["BLOCK_N"]), splits),
+            [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split, float(alpha),
+             float(beta), a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
+            dict(BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1, HAS_BIAS=has_bias,
+                 SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"], **flags))
+        combine_n = min(config["BLOCK_N"], 64)
+        combine = PlannedLaunch(
+            K.gemv_combine, (cdiv(n, combine_n),),
+            [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, float(alpha), float(beta), bias_sm, bias_sn,
+             out_sm, out_sn],
+            dict(BLOCK_M=_next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=scaled,
+                 BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+                 num_warps=config["num_warps"])) if splits > 1 else None
+
+        def run(a, b, bias, out):
+            partial = new_tensor((splits, m, n), partial_dtype, dev) if combine is not None else out
+            tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out, "partial": partial}
+            main(dev, tensors)
+            if combine is not None:
+                combine(dev, tensors)
+        return run
 
     config = tuning.choose_timed(key, facts, lambda: gemv_candidates(facts, m, n, k),
-                                 lambda config: run(config, a, b, bias, out))
-    return lambda a, b, bias, out: run(config, a, b, bias, out)
+                                 lambda config: launches_for(config)(a, b, bias, out))
+    return launches_for(config)
 
 
 _product_plans = PlanCache()
@@ -327,23 +336,32 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta):
     bias_sm, bias_sn = bias_strides[-2:]
     out_sm, out_sn = out.stride()[-2:]
 
-    def run(config, a, b, bias, out):
+    def launches_for(config):
+        """``run(a, b, bias, out)`` for ``config``, its launches (one per MAX_GRID_Y batches) built once."""
         tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
-        for start in range(0, batches, MAX_GRID_Y):
-            launch(K.gemm, (tiles, min(MAX_GRID_Y, batches - start)), dev,
-                   [a, b, bias if has_bias else out, out, m, n, k, start, float(alpha), float(beta), shape_c, a_bs,
-                    b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
-                   BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-                   BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0,
-                   HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
-                   num_stages=config["num_stages"], **flags)
+        constexprs = dict(BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+                          BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0,
+                          HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
+                          num_stages=config["num_stages"], **flags)
+        launches = [PlannedLaunch(K.gemm, (tiles, min(MAX_GRID_Y, batches - start)),
+                                  [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, start, float(alpha),
+                                   float(beta), shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk, b_sn, bias_sm,
+                                   bias_sn, out_sm, out_sn], constexprs)
+                    for start in range(0, batches, MAX_GRID_Y)]
+
+        def run(a, b, bias, out):
+            tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out}
+            for planned in launches:
+                planned(dev, tensors)
+        return run
 
     config = tuning.choose_timed(key, facts, lambda: gemm_candidates(facts, m, n, k, a.dtype),
-                                 lambda config: run(config, a, b, bias, out))
+                                 lambda config: launches_for(config)(a, b, bias, out))
+    run = launches_for(config)
 
     def execute(a, b, bias):
         out = new_tensor(out_shape, out_dtype, dev)
-        run(config, a, b, bias, out)
+        run(a, b, bias, out)
         return out
     return execute
 
@@ -635,8 +653,44 @@ def _linear_cost(input, weight, bias=None):
 @register("linear", family="matmul", aten=["aten::linear.default"], meta=_linear_meta, cost=_linear_cost, api=())
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """input @ weight.T + bias, with the (out_features, in_features) weight read in place, transposed."""
-    out = _linear_meta(input, weight, bias)
-    return _matmul("linear", input, weight.transpose(0, 1), out.dtype, bias, 1, 0 if bias is None else 1)
+    key = (layout_key(input), layout_key(weight), layout_key(bias))
+    plan = _linear_plans.lookup(key)
+    if plan is None:
+        plan = _plan_linear(input, weight, bias)
+        _linear_plans.put(key, plan)
+    return plan(input, weight, bias)
+
+
+_linear_plans = PlanCache()
+
+
+def _plan_linear(input: Tensor, weight: Tensor, bias: Tensor | None):
+    """``execute(input, weight, bias)`` for operands laid out as these are. A decode step calls linear
+    with the same layouts every time, so the views it multiplies (the input's rows as one matrix, the
+    weight transposed, the bias over those rows) are worked out once and rebuilt from their strides."""
+    dtype = _linear_meta(input, weight, bias).dtype
+    beta = 0 if bias is None else 1
+    rows = _fold_rows(input) if input.ndim >= 2 else None
+    flat_bias = None if bias is None else _fold_rows(bias.expand(*input.shape[:-1], weight.shape[0])) \
+        if rows is not None else None
+    if rows is None or (bias is not None and flat_bias is None) or len({t.device for t in (input, weight, bias)
+                                                                          if t is not None}) > 1:
+        return lambda input, weight, bias: _matmul("linear", input, weight.transpose(0, 1), dtype, bias, 1, beta)
+    weight_t = weight.transpose(0, 1)
+    product = _product_plans.get(
+        ("linear", dtype, layout_key(rows), layout_key(weight_t), layout_key(flat_bias), 1, beta),
+        lambda: _plan_product("linear", rows, weight_t, dtype, flat_bias, 1, beta))
+    rows_shape, rows_strides = rows.shape, rows.stride()
+    weight_t_shape, weight_t_strides = weight_t.shape, weight_t.stride()
+    bias_shape, bias_strides = (None, None) if flat_bias is None else (flat_bias.shape, flat_bias.stride())
+    out_shape = (*input.shape[:-1], weight.shape[0])
+    out_strides = S.contiguous_strides(out_shape)
+
+    def execute(input, weight, bias):
+        out = product(input._view(rows_shape, rows_strides), weight._view(weight_t_shape, weight_t_strides),
+                      None if bias is None else bias._view(bias_shape, bias_strides))
+        return out._view(out_shape, out_strides)
+    return execute
 
 
 # ---- einsum ------------------------------------------------------------------------------------------

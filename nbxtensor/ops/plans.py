@@ -8,7 +8,7 @@ Plans read the device's facts when made: whoever changes facts in a running proc
 ``clear_all()``."""
 from __future__ import annotations
 
-from ..launch import launch_planned
+from ..launch import launch_slots
 
 _all_caches: list = []
 
@@ -69,16 +69,16 @@ class Slot:
 class PlannedLaunch:
     """One kernel launch whose arguments are all fixed except the tensors that ``Slot``s name."""
 
-    __slots__ = ("kernel", "grid", "args", "slots", "constexprs", "key")
+    __slots__ = ("kernel", "grid", "args", "positions", "names", "constexprs", "key", "bound")
 
     def __init__(self, kernel, grid, args, constexprs: dict):
         self.kernel, self.grid, self.args = kernel, grid, list(args)
-        self.slots = [(i, a.name) for i, a in enumerate(self.args) if isinstance(a, Slot)]
+        self.positions = [i for i, a in enumerate(self.args) if isinstance(a, Slot)]
+        self.names = [self.args[i].name for i in self.positions]
         self.constexprs = constexprs
         self.key = tuple(constexprs.items())
+        self.bound: dict = {}  # the compiled kernel and argument values, once known (``launch_slots``)
 
     def __call__(self, device, tensors: dict) -> None:
-        args = self.args.copy()
-        for i, name in self.slots:
-            args[i] = tensors[name]
-        launch_planned(self.kernel, self.grid, device, args, self.constexprs, self.key)
+        launch_slots(self.kernel, self.grid, device, self.args, self.positions, [tensors[n] for n in self.names],
+                     self.constexprs, self.key, self.bound)

@@ -51,7 +51,7 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch, launch_planned
+from ..launch import cdiv, launch, launch_slots
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..tensor import Tensor
 from .copy import _check_overlap, _conversion_flags, allocate_tensor, new_tensor
@@ -276,14 +276,21 @@ class _Launch(NamedTuple):
     """One launch of the real skeleton, less its pointers and scalar bits."""
     kernel: Any
     grid: tuple
-    n: int
-    shape: tuple
-    out_strides: tuple
     pointer_slots: tuple   # per kernel operand: the slot whose tensor it reads, or -1 (none: the output)
-    strides: tuple         # per kernel operand
     scalar_slots: tuple    # per kernel operand: the slot whose scalar it takes, or -1 (bits 0)
+    args: list             # the kernel's arguments, with None where a call's output, pointers and bits go
+    positions: list        # where those go, in that order
     constexprs: dict
     constexpr_key: tuple
+    bound: dict            # what ``launch_slots`` keeps of the compiled kernel
+
+
+def _launch_of(kernel, grid, n, shape, out_strides, pointer_slots, strides, scalar_slots, constexprs) -> _Launch:
+    operands = len(pointer_slots)
+    args = [None, n, shape, out_strides, *[None] * operands, *strides, *[None] * operands]
+    positions = [0, *range(4, 4 + operands), *range(4 + 2 * operands, 4 + 3 * operands)]
+    return _Launch(kernel, grid, tuple(pointer_slots), tuple(scalar_slots), args, positions, constexprs,
+                   _constexpr_id(constexprs), {})
 
 
 class _CallPlan(NamedTuple):
@@ -420,9 +427,8 @@ def _execute(row: Row, call: Call, plan: _CallPlan, out: Tensor, slots) -> None:
     # a tensor's pointer is that of its first element whatever its view, so slots go as they are
     pointers = [out if i < 0 else slots[i] for i in planned.pointer_slots]
     bits = [0 if i < 0 else _cached_scalar_bits(slots[i], compute) for i in planned.scalar_slots]
-    launch_planned(planned.kernel, planned.grid, plan.device,
-                   [out, planned.n, planned.shape, planned.out_strides, *pointers, *planned.strides, *bits],
-                   planned.constexprs, planned.constexpr_key)
+    launch_slots(planned.kernel, planned.grid, plan.device, planned.args, planned.positions, [out, *pointers, *bits],
+                 planned.constexprs, planned.constexpr_key, planned.bound)
 
 
 def _common_device(row: Row, tensors, out):
@@ -565,11 +571,11 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
         strides = [tuple(st[d] for d in tiled) for st in strides]
         grid = (cdiv(merged[-2], tile) * cdiv(merged[-1], tile), S.numel(merged[:-2]))
         constexprs.update(BLOCK_M=tile, BLOCK_N=tile)
-        return _Launch(K.pointwise_tiled, grid, n, merged, out_strides, tuple(pointer_slots), tuple(strides),
-                       tuple(scalar_slots), constexprs, _constexpr_id(constexprs))
+        return _launch_of(K.pointwise_tiled, grid, n, merged, out_strides, pointer_slots, strides, scalar_slots,
+                          constexprs)
     constexprs.update(BLOCK=block)
-    return _Launch(K.pointwise, (cdiv(n, block),), n, merged, merged_strides[0], tuple(pointer_slots),
-                   tuple(strides), tuple(scalar_slots), constexprs, _constexpr_id(constexprs))
+    return _launch_of(K.pointwise, (cdiv(n, block),), n, merged, merged_strides[0], pointer_slots, strides,
+                      scalar_slots, constexprs)
 
 
 DEFAULT_TILE = 32
@@ -622,9 +628,8 @@ def _launch_real(row: Row, call: Call, plan: Plan, out: Tensor, views) -> None:
         return
     pointers = [out if i < 0 else views[i] for i in planned.pointer_slots]
     bits = [0 if i < 0 else _cached_scalar_bits(views[i], plan.compute) for i in planned.scalar_slots]
-    launch_planned(planned.kernel, planned.grid, out.device,
-                   [out, planned.n, planned.shape, planned.out_strides, *pointers, *planned.strides, *bits],
-                   planned.constexprs, planned.constexpr_key)
+    launch_slots(planned.kernel, planned.grid, out.device, planned.args, planned.positions, [out, *pointers, *bits],
+                 planned.constexprs, planned.constexpr_key, planned.bound)
 
 
 # a row's complex_body for selections (where, masked_fill): slot 0 is a condition, and each component
