@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
-from tests.conftest import to_nbx
+from tests.conftest import TEST_DEVICE, to_nbx
 
 F = nbx.nn.functional
 TOL = {"float32": 2e-5, "bfloat16": 2e-2, "float16": 4e-3}
@@ -313,3 +313,19 @@ def test_registry_meta_and_cost():
     assert tuple(op.meta(q, k, v, enable_gqa=True).shape) == (2, 8, 128, 48)
     square = TensorMeta((2, 8, 256, 64), f32)
     assert op.cost(square, square, square).flops == 4 * 2 * 8 * 256 * 256 * 64
+
+
+def test_decode_temporaries_share_one_allocation_in_aligned_pieces():
+    """A decode step's partial results are carved from one buffer: every piece 16-byte aligned, none
+    overlapping, each with its own shape and dtype."""
+    from nbxtensor.ops.attention import Workspace
+    f32, f16 = nbx.float32, nbx.float16
+    workspace = Workspace({"a": ((3, 5), f32), "b": ((7,), f16), "c": ((2, 2), f32)})
+    tensors = {}
+    workspace.allocate(nbx.device(TEST_DEVICE), tensors)
+    spans = sorted((t.data_ptr(), t.data_ptr() + t.nbytes) for t in tensors.values())
+    assert all(start % 16 == 0 for start, _ in spans) and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert len({t._storage for t in tensors.values()}) == 1
+    assert [(tuple(t.shape), t.dtype) for t in tensors.values()] == [((3, 5), f32), ((7,), f16), ((2, 2), f32)]
+    tensors["b"].fill_(2.0)
+    assert tensors["b"].numpy().tolist() == [2.0] * 7

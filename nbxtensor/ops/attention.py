@@ -204,7 +204,7 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
     tensors = {"q": q, "k": k, "v": v, "mask": mask, "out": out}
     config = tuning.choose_timed(key, facts, lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype),
                                  lambda config: planned(config)(dev, tensors))
-    return [planned(config)], {}
+    return [planned(config)], Workspace({})
 
 
 # ---- decode: split over the keys, then a fixed-order combine ---------------------------------------------
@@ -264,12 +264,36 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
             [part_acc, part_max, part_sum, Slot("out"), H_q, splits, *out.stride()],
             dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, num_warps=1, **combine_flags)),
     ]
-    return launches, temporaries
+    return launches, Workspace(temporaries)
 
 
-def _run_launches(dev, launches, temporaries: dict, tensors: dict) -> None:
-    for name, (shape, dtype) in temporaries.items():
-        tensors[name] = new_tensor(shape, dtype, dev)
+class Workspace:
+    """A plan's temporaries, carved at each call from one allocation (one allocator round trip instead
+    of one per temporary); each piece starts 16 bytes after the one before it, rounded up."""
+
+    def __init__(self, pieces: dict):
+        """``pieces``: name -> (shape, dtype)."""
+        self.pieces, offset = [], 0
+        for name, (shape, dtype) in pieces.items():
+            shape = tuple(shape)
+            self.pieces.append((name, shape, S.contiguous_strides(shape), offset // dtype.itemsize, dtype))
+            offset += -(-S.numel(shape) * dtype.itemsize // 16) * 16
+        self.nbytes = offset
+
+    def allocate(self, device, tensors: dict) -> None:
+        """Put a fresh tensor for every piece into ``tensors``."""
+        if not self.pieces:
+            return
+        buffer = new_tensor((max(self.nbytes, 1),), _BYTES, device)
+        for name, shape, strides, offset, dtype in self.pieces:
+            tensors[name] = buffer._view(shape, strides, offset=offset, dtype=dtype)
+
+
+_BYTES = get_dtype("uint8")
+
+
+def _run_launches(dev, launches, workspace: Workspace, tensors: dict) -> None:
+    workspace.allocate(dev, tensors)
     for planned in launches:
         planned(dev, tensors)
 
