@@ -390,3 +390,20 @@ def test_lane_sums_do_not_depend_on_the_order_of_lanes(dtype):
     values = (rng.integers(-1000, 1000, (2, 256)) * tiny).astype(dtype)
     got = run(values, np.random.default_rng(3).permutation(256))
     assert got.tolist() == [float(np.sum(row.astype(np.float64))) for row in values]
+
+
+def test_simple_reductions_plan_once_per_layout_and_recheck_bad_calls(rng):
+    """sum and friends keep one plan per (layout, dims, keepdim, dtype): new tensors of a seen layout
+    reduce correctly, a list of dims is a key like its tuple, and a bad dim raises every time."""
+    from nbxtensor.ops import reductions as R
+    R._simple_plans.clear()
+    for _ in range(3):
+        a = rng.standard_normal((4, 6, 5)).astype(np.float32)
+        x = to_nbx(a)
+        np.testing.assert_allclose(x.sum([0, 2]).numpy(), a.astype(np.float64).sum((0, 2)), rtol=1e-5)
+        np.testing.assert_allclose(nbx.mean(x, (0, 2), keepdim=True).numpy(),
+                                   a.astype(np.float64).mean((0, 2), keepdims=True), rtol=1e-5)
+    assert len(R._simple_plans) == 2
+    for _ in range(2):
+        with pytest.raises(IndexError, match="sum"):
+            x.sum(3)

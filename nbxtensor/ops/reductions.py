@@ -294,17 +294,36 @@ def _simple_cost(kind):
     return cost
 
 
+_simple_plans = PlanCache()
+
+
 def _simple_reduction(kind: str, op: int):
     meta = _simple_meta(kind)
 
-    def impl(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    def plan(x: Tensor, dim, keepdim: bool, dtype):
+        """``run(x)`` for tensors laid out as ``x`` is, the call's checks and dims worked out once."""
         _check_supported(x, kind)
         out = meta(x, dim, keepdim, dtype=dtype)
         if kind == "nansum" and out.dtype.is_integral and x.dtype.is_floating_point:
             raise RuntimeError("nansum does not support an integer result for floating-point input")
-        src, as_dtype = _source(x, out.dtype)
-        acc = compute_dtype(as_dtype)
-        return _run_reduce(src, reduced_dims(x.ndim, dim, kind), op, out.shape, out.dtype, acc, acc)[0]
+        dims = reduced_dims(x.ndim, dim, kind)
+
+        def run(x):
+            src, as_dtype = _source(x, out.dtype)
+            acc = compute_dtype(as_dtype)
+            return _run_reduce(src, dims, op, out.shape, out.dtype, acc, acc)[0]
+        return run
+
+    def impl(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+        key = (kind, layout_key(x), tuple(dim) if isinstance(dim, list) else dim, keepdim, dtype)
+        try:
+            run = _simple_plans.lookup(key)
+        except TypeError:  # a dim that does not hash: plan it for this call only
+            return plan(x, dim, keepdim, dtype)(x)
+        if run is None:
+            run = plan(x, dim, keepdim, dtype)
+            _simple_plans.put(key, run)
+        return run(x)
     impl.__name__ = kind
     return impl, meta
 
