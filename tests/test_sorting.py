@@ -127,8 +127,11 @@ def test_searchsorted_and_bucketize(dtype, right):
 @pytest.mark.parametrize("largest", [True, False])
 def test_radix_select_over_long_rows_with_many_ties(monkeypatch, dtype, largest):
     """Rows longer than a segment take the radix select: keys are found 8 bits at a time, so values that
-    share leading digits (a small alphabet, -0.0 and 0.0, NaN) must still give ATen's stable order."""
+    share leading digits (a small alphabet, -0.0 and 0.0, NaN) must still give ATen's stable order. Each
+    row spreads over three chunks (programs), whose counts and positions must join up in order."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    monkeypatch.setattr(sorting, "SELECT_CHUNK_INTERPRETED", 256)
+    monkeypatch.setattr(sorting, "SELECT_BLOCK_INTERPRETED", 128)
     rng = np.random.default_rng(17)
     alphabet = np.array([-3, -1, 0, 1, 2, 100, 101], np.float64)
     a = alphabet[rng.integers(0, len(alphabet), (4, 700))]

@@ -160,61 +160,140 @@ def _matches_prefix(high, low, prefix_high, prefix_low, LEVEL: tl.constexpr):
         return (high == prefix_high) & ((low >> (64 - 8 * LEVEL)) == prefix_low)
 
 
+# The k first elements of long rows, by a radix select spread over many programs per row. A row's state
+# (four int64: the key digits found so far, high and low words, and how many elements lie below every
+# key still in the running) lives in ``state``. Each 8-bit digit, most significant first, takes two
+# launches: ``radix_histogram`` (program (row, chunk): its chunk's histogram of the digit among the
+# elements that share the digits found so far) and ``radix_choose`` (program row: the digit of the k-th
+# key, from the sum of its chunks' histograms). Then ``radix_count`` counts, per chunk, the elements
+# below the k-th key and equal to it, and ``radix_gather`` writes their positions, in position order.
+
 @triton.jit
-def radix_select(src, candidates, src_row_len, n, k, KIND: tl.constexpr, FORMAT: tl.constexpr,
-                 DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program ``row`` writes to ``candidates`` (k positions per row) the positions of its ``k`` first
-    elements in key order, in position order: every element whose key is below the k-th key, then the
-    first elements (by position) equal to it. The k-th key is found a digit of 8 bits at a time, most
-    significant first, from a histogram of the elements that share the digits found so far."""
+def _row_and_chunk(INDEX_64: tl.constexpr):
     row = tl.program_id(0)
+    chunk = tl.program_id(1)
     if INDEX_64:
         row = row.to(tl.int64)
+        chunk = chunk.to(tl.int64)
+    return row, chunk
+
+
+@triton.jit
+def radix_histogram(src, hist, state, src_row_len, n, chunk_len, n_chunks, LEVEL: tl.constexpr, KIND: tl.constexpr,
+                    FORMAT: tl.constexpr, DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (row, chunk): hist[row, chunk] counts, by digit LEVEL, the chunk's elements whose higher
+    digits are the row's prefix so far."""
+    row, chunk = _row_and_chunk(INDEX_64)
+    prefix_high = tl.load(state + row * 4).to(tl.uint32)
+    prefix_low = tl.load(state + row * 4 + 1).to(tl.uint32)
     src_row = src + row * src_row_len
     lanes = tl.arange(0, BLOCK)
+    counts = tl.zeros([256], tl.int32)
+    start = chunk * chunk_len
+    stop = tl.minimum(n, start + chunk_len)
+    while start < stop:
+        pos = start + lanes
+        valid = pos < stop
+        high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
+        alive = valid & _matches_prefix(high, low, prefix_high, prefix_low, LEVEL)
+        counts += tl.histogram(_digit_of(high, low, LEVEL), 256, mask=alive)
+        start += BLOCK
+    tl.store(hist + (row * n_chunks + chunk) * 256 + tl.arange(0, 256), counts)
+
+
+@triton.jit
+def radix_choose(hist, state, k, n_chunks, LEVEL: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program row: digit LEVEL of the row's k-th key, from its chunks' histograms added in chunk order;
+    the prefix gains the digit and ``below`` the elements of the bins before it."""
+    row, _ = _row_and_chunk(INDEX_64)
     bins = tl.arange(0, 256)
-    # typed zeros: ``k`` may arrive specialised to the constant 1, which has no ``.to``
-    below = tl.full([], 0, tl.int32)  # elements whose key is below every key still in the running
-    prefix_high = tl.full([], 0, tl.uint32)
-    prefix_low = tl.full([], 0, tl.uint32)
-    for level in tl.static_range(8 if KIND >= 3 else 4):
-        counts = tl.zeros([256], tl.int32)
-        start = 0
-        while start < n:
-            pos = start + lanes
-            valid = pos < n
-            high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
-            alive = valid & _matches_prefix(high, low, prefix_high, prefix_low, level)
-            counts += tl.histogram(_digit_of(high, low, level), 256, mask=alive)
-            start += BLOCK
-        passed = below + tl.cumsum(counts, 0) < k  # bins wholly before the k-th key
-        digit = tl.sum(passed.to(tl.int32), 0)
-        below += tl.sum(tl.where(passed, counts, 0), 0)
-        if level < 4:
-            prefix_high = (prefix_high << 8) | digit.to(tl.uint32)
-        else:
-            prefix_low = (prefix_low << 8) | digit.to(tl.uint32)
-    equal_wanted = k - below
+    counts = tl.zeros([256], tl.int32)
+    chunk = tl.full([], 0, tl.int32)  # not from ``n_chunks``, which may arrive as the constant 1
+    while chunk < n_chunks:
+        counts += tl.load(hist + (row * n_chunks + chunk) * 256 + bins)
+        chunk += 1
+    below = tl.load(state + row * 4 + 2).to(tl.int32)
+    passed = below + tl.cumsum(counts, 0) < k  # bins wholly before the k-th key
+    digit = tl.sum(passed.to(tl.int32), 0).to(tl.int64)
+    tl.store(state + row * 4 + 2, (below + tl.sum(tl.where(passed, counts, 0), 0)).to(tl.int64))
+    if LEVEL < 4:
+        word = state + row * 4
+    else:
+        word = state + row * 4 + 1
+    tl.store(word, ((tl.load(word) << 8) | digit) & 0xFFFFFFFF)
+
+
+@triton.jit
+def _below_and_equal(high, low, valid, prefix_high, prefix_low, KIND: tl.constexpr):
+    """Which keys lie below the k-th key (prefix_high, prefix_low), and which equal it."""
+    if KIND >= 3:
+        below = valid & ((high < prefix_high) | ((high == prefix_high) & (low < prefix_low)))
+        equal = valid & (high == prefix_high) & (low == prefix_low)
+    else:  # a 32-bit key: ``low`` carries nothing (descending flips it to all ones)
+        below = valid & (high < prefix_high)
+        equal = valid & (high == prefix_high)
+    return below, equal
+
+
+@triton.jit
+def radix_count(src, counts, state, src_row_len, n, chunk_len, n_chunks, KIND: tl.constexpr, FORMAT: tl.constexpr,
+                DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (row, chunk): counts[row, chunk] = (elements of the chunk below the k-th key, equal to it)."""
+    row, chunk = _row_and_chunk(INDEX_64)
+    prefix_high = tl.load(state + row * 4).to(tl.uint32)
+    prefix_low = tl.load(state + row * 4 + 1).to(tl.uint32)
+    src_row = src + row * src_row_len
+    lanes = tl.arange(0, BLOCK)
+    below_count = tl.full([], 0, tl.int32)
+    equal_count = tl.full([], 0, tl.int32)
+    start = chunk * chunk_len
+    stop = tl.minimum(n, start + chunk_len)
+    while start < stop:
+        pos = start + lanes
+        valid = pos < stop
+        high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
+        below, equal = _below_and_equal(high, low, valid, prefix_high, prefix_low, KIND)
+        below_count += tl.sum(below.to(tl.int32), 0)
+        equal_count += tl.sum(equal.to(tl.int32), 0)
+        start += BLOCK
+    at = (row * n_chunks + chunk) * 2
+    tl.store(counts + at, below_count)
+    tl.store(counts + at + 1, equal_count)
+
+
+@triton.jit
+def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n_chunks, KIND: tl.constexpr,
+                 FORMAT: tl.constexpr, DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (row, chunk) writes to ``candidates`` (k per row) the positions of its chunk's elements
+    among the row's k first in key order: every element below the k-th key, then the first elements (by
+    position) equal to it; both in position order, after those of the chunks before."""
+    row, chunk = _row_and_chunk(INDEX_64)
+    prefix_high = tl.load(state + row * 4).to(tl.uint32)
+    prefix_low = tl.load(state + row * 4 + 1).to(tl.uint32)
+    below_total = tl.load(state + row * 4 + 2).to(tl.int32)
     taken_below = tl.full([], 0, tl.int32)
     seen_equal = tl.full([], 0, tl.int32)
+    before = tl.full([], 0, tl.int32)
+    while before < chunk:
+        taken_below += tl.load(counts + (row * n_chunks + before) * 2)
+        seen_equal += tl.load(counts + (row * n_chunks + before) * 2 + 1)
+        before += 1
+    src_row = src + row * src_row_len
     out_row = candidates + row * k
-    start = 0
-    while start < n:
+    lanes = tl.arange(0, BLOCK)
+    start = chunk * chunk_len
+    stop = tl.minimum(n, start + chunk_len)
+    while start < stop:
         pos = start + lanes
-        valid = pos < n
+        valid = pos < stop
         high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
-        if KIND >= 3:
-            is_below = valid & ((high < prefix_high) | ((high == prefix_high) & (low < prefix_low)))
-            is_equal = valid & (high == prefix_high) & (low == prefix_low)
-        else:  # a 32-bit key: ``low`` carries nothing (descending flips it to all ones)
-            is_below = valid & (high < prefix_high)
-            is_equal = valid & (high == prefix_high)
-        below_rank = taken_below + tl.cumsum(is_below.to(tl.int32), 0) - 1
-        equal_rank = seen_equal + tl.cumsum(is_equal.to(tl.int32), 0) - 1
-        tl.store(out_row + below_rank, pos.to(tl.int64), mask=is_below)
-        tl.store(out_row + below + equal_rank, pos.to(tl.int64), mask=is_equal & (equal_rank < equal_wanted))
-        taken_below += tl.sum(is_below.to(tl.int32), 0)
-        seen_equal += tl.sum(is_equal.to(tl.int32), 0)
+        below, equal = _below_and_equal(high, low, valid, prefix_high, prefix_low, KIND)
+        below_rank = taken_below + tl.cumsum(below.to(tl.int32), 0) - 1
+        equal_rank = seen_equal + tl.cumsum(equal.to(tl.int32), 0) - 1
+        tl.store(out_row + below_rank, pos.to(tl.int64), mask=below)
+        tl.store(out_row + below_total + equal_rank, pos.to(tl.int64), mask=equal & (equal_rank < k - below_total))
+        taken_below += tl.sum(below.to(tl.int32), 0)
+        seen_equal += tl.sum(equal.to(tl.int32), 0)
         start += BLOCK
 
 

@@ -22,13 +22,15 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..promotion import result_type
 from ..tensor import Tensor
-from .copy import _elementwise_block, new_tensor
+from .copy import _elementwise_block, fill_, new_tensor
 from .registry import Cost, TensorMeta, nbytes, register
 from .views import movedim, reshape
 
 SEGMENT_LIMIT = 4096  # elements one program sorts in registers (a power of two)
 SELECT_BLOCK = 2048  # elements a radix-select program reads per step
 SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wider ones
+SELECT_CHUNK = 8192  # elements of a row one radix-select program covers: a 152k row spreads over 19
+SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
 MERGE_BLOCK = 1024  # output elements one program of a merge pass writes (a power of two)
 MERGE_BLOCK_INTERPRETED = 4096  # the interpreter pays per program, so it takes wider blocks
 _INT32_LIMIT = 2 ** 31
@@ -86,17 +88,37 @@ def _select_rows(rows: Tensor, k: int, descending: bool, op: str):
         launch(K.sort_segments, (count, 1), dev, [rows, rows, indices, values, n, n, k],
                SEGMENT=n, LENGTH=_power_of_2(n), K_OUT=k, HAS_PERM=False, WRITE_VALUES=True, **flags)
         return values, indices
-    # the k first of each row, found by a radix select, then sorted among themselves
-    candidates = new_tensor((count, k), _I64, dev)
-    launch(K.radix_select, (count,), dev, [rows, candidates, n, n, k], BLOCK=_select_block(dev), **flags)
+    # the k first of each row, found by a radix select over chunks of the row, then sorted among themselves
+    candidates = _radix_select(rows, k, flags)
     launch(K.sort_segments, (count, 1), dev, [rows, candidates, indices, values, n, k, k],
            SEGMENT=k, LENGTH=_power_of_2(k), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True, **flags)
     return values, indices
 
 
-def _select_block(dev) -> int:
+def _radix_select(rows: Tensor, k: int, flags: dict) -> Tensor:
+    """The positions (count, k, int64) of each row's k first elements in key order, in position order
+    (``kernels/sort.py``: two launches per 8-bit digit of the key, then a count and a gather)."""
+    count, n = rows.shape
+    dev = rows.device
     interpreted = backend_for(dev).facts["kernels"].get("interpreted", False)
-    return SELECT_BLOCK_INTERPRETED if interpreted else SELECT_BLOCK
+    chunk = SELECT_CHUNK_INTERPRETED if interpreted else SELECT_CHUNK
+    block = min(SELECT_BLOCK_INTERPRETED if interpreted else SELECT_BLOCK, chunk)
+    n_chunks = cdiv(n, chunk)
+    index_64 = flags["INDEX_64"]
+    key = {name: flags[name] for name in ("KIND", "FORMAT", "DESCENDING")}
+    state = fill_(new_tensor((count, 4), _I64, dev), 0)
+    hist = new_tensor((count, n_chunks, 256), _I32, dev)
+    for level in range(8 if flags["KIND"] >= K.KEY_FLOAT64 else 4):
+        launch(K.radix_histogram, (count, n_chunks), dev, [rows, hist, state, n, n, chunk, n_chunks], LEVEL=level,
+               BLOCK=block, INDEX_64=index_64, **key)
+        launch(K.radix_choose, (count,), dev, [hist, state, k, n_chunks], LEVEL=level, INDEX_64=index_64)
+    counts = new_tensor((count, n_chunks, 2), _I32, dev)
+    launch(K.radix_count, (count, n_chunks), dev, [rows, counts, state, n, n, chunk, n_chunks], BLOCK=block,
+           INDEX_64=index_64, **key)
+    candidates = new_tensor((count, k), _I64, dev)
+    launch(K.radix_gather, (count, n_chunks), dev, [rows, counts, state, candidates, n, n, k, chunk, n_chunks],
+           BLOCK=block, INDEX_64=index_64, **key)
+    return candidates
 
 
 def _merge_block(dev) -> int:
