@@ -45,10 +45,11 @@ def test_recorded_library_kernels_compile_for_hopper(tmp_path):
         from nbxtensor.ops import sorting
         sorting.SEGMENT_LIMIT = 16
         nbx.topk(nbx.arange(40.0), 1)  # a long row, k specialised to the constant 1
+        nbx.sort(nbx.arange(40.0))  # a long row: radix passes
     """)
     kernels = {json.loads(line)["kernel"] for line in records.read_text().splitlines()}
     assert {"pointwise", "reduce_rows", "sort_segments", "radix_histogram", "radix_choose", "radix_count",
-            "radix_gather"} <= kernels
+            "radix_gather", "radix_sort_histogram", "radix_sort_scatter"} <= kernels
     result = _check(records, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 failed" in result.stdout

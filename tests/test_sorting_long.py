@@ -59,11 +59,14 @@ def test_long_bfloat16_rows_sort_stably():
 
 @pytest.mark.parametrize("dtype,shape", [(np.float64, (1, 600)), (np.int32, (3, 600)), (np.uint8, (2, 600))],
                          ids=["float64", "int32", "uint8"])
-def test_many_merge_passes_with_a_small_segment(monkeypatch, dtype, shape):
+def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape):
+    """Rows past a segment sort by radix passes; 600 elements in blocks of 128 (the last one short) make
+    every pass join five programs' elements per row, 16 passes for float64's 64-bit keys."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    monkeypatch.setattr(sorting, "SORT_BLOCK_INTERPRETED", 128)
     a = awkward(shape, dtype, 7) if dtype != np.uint8 else \
         np.random.default_rng(7).integers(0, 5, size=shape).astype(dtype)
-    check_sort(a, 1, False)  # four passes, the last pairing a run with a short one
+    check_sort(a, 1, False)
     check_sort(a, 1, True)
 
 

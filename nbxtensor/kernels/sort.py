@@ -1,5 +1,5 @@
-"""Sorting kernels: one program sorts one segment of a row in registers; longer rows are then
-merged pairwise, one output block per program.
+"""Sorting kernels: one program sorts a short row (or segment) in registers; longer rows sort by LSD
+radix passes over many programs, and their k first elements are found by a radix select.
 
 Values become order-preserving unsigned keys (floats by their bits with the sign folded, NaN
 largest, -0.0 equal to 0.0; signed integers with the sign bit flipped; descending by inverting),
@@ -297,80 +297,59 @@ def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n
         start += BLOCK
 
 
-@triton.jit
-def _taken_from_first(first, second, diag, first_len, second_len,
-                      KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr):
-    """How many of the first ``diag`` elements of the stable merge of the sorted runs ``first`` and
-    ``second`` come from ``first`` (which wins ties): a binary search along the merge-path diagonal."""
-    lo = tl.maximum(diag - second_len, 0)
-    hi = tl.minimum(diag, first_len)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        f_high, f_low = _key_parts(tl.load(first + mid), KIND, FORMAT, DESCENDING)
-        s_high, s_low = _key_parts(tl.load(second + diag - 1 - mid), KIND, FORMAT, DESCENDING)
-        first_precedes = (f_high < s_high) | ((f_high == s_high) & (f_low <= s_low))
-        lo = tl.where(first_precedes, mid + 1, lo)
-        hi = tl.where(first_precedes, hi, mid)
-    return lo
+# Long rows sort by LSD radix passes over 4-bit digits of the order-preserving key (8 passes for 32-bit
+# keys, 16 for 64-bit). Program (row, block) of a pass handles BLOCK consecutive elements:
+# ``radix_sort_histogram`` counts its digits into hist[row, digit, block]; an exclusive scan of hist in
+# that order gives each (row, digit, block) the flat position of its first element; ``radix_sort_scatter``
+# moves every element there plus its rank among the block's equal digits. Each pass is stable, so the
+# sort is.
+RADIX = tl.constexpr(16)
 
 
 @triton.jit
-def merge_runs(values_in, indices_in, values_out, indices_out, row_len, run, blocks_per_row,
-               BLOCK: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr,
-               INDEX_64: tl.constexpr):
-    """Each row of (``values_in``, ``indices_in``) is sorted in runs of ``run`` elements; program
-    row*blocks_per_row + block writes output elements block*BLOCK .. of the stable merge of the pair
-    of runs that holds them (BLOCK divides 2*run). Its share of each run comes from two diagonal
-    searches; the first run's share goes to the lanes in order and the second's reversed at the top,
-    so the packed keys rise then fall and one bitonic merge orders them."""
-    pid = tl.program_id(0)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-    row = pid // blocks_per_row
-    block = pid % blocks_per_row
-    out_start = block * BLOCK
-    pair_start = out_start // (2 * run) * (2 * run)
-    first_len = tl.minimum(run, row_len - pair_start)
-    second_start = pair_start + first_len
-    second_len = tl.minimum(run, row_len - second_start)
-    diag = out_start - pair_start
-    diag_end = tl.minimum(diag + BLOCK, first_len + second_len)
-    row_values = values_in + row * row_len
-    row_indices = indices_in + row * row_len
-    first_from = _taken_from_first(row_values + pair_start, row_values + second_start, diag, first_len, second_len,
-                                   KIND, FORMAT, DESCENDING)
-    first_to = _taken_from_first(row_values + pair_start, row_values + second_start, diag_end, first_len,
-                                 second_len, KIND, FORMAT, DESCENDING)
-    first_count = first_to - first_from
-    second_from = diag - first_from
-    second_count = diag_end - diag - first_count
-
-    lane = tl.arange(0, BLOCK)
-    from_first = lane < first_count
-    from_second = lane >= BLOCK - second_count
-    valid = from_first | from_second
-    reversed_lane = BLOCK - 1 - lane
-    at = tl.where(from_first, pair_start + first_from + lane, second_start + second_from + reversed_lane)
-    at = tl.where(valid, at, 0)
-    rank = tl.where(from_first, lane, first_count + reversed_lane)  # position in the merge's input order
-    values = tl.load(row_values + at, mask=valid)
-    indices = tl.load(row_indices + at, mask=valid)
-    high, low = _key_parts(values, KIND, FORMAT, DESCENDING)
-    if KIND >= 3:
-        # two stable passes; the first sorts by the low half, whose order the runs do not share
-        first_ranks = _stable_order(low, valid, rank, False)
-        first_lanes = tl.where(first_ranks < first_count, first_ranks, BLOCK - 1 - (first_ranks - first_count))
-        high_first = tl.gather(high, first_lanes, 0)
-        valid_first = tl.gather(valid.to(tl.int32), first_lanes, 0) != 0
-        second = _stable_order(high_first, valid_first, lane, False)
-        order = tl.gather(first_lanes, second, 0)
+def _radix_digit(v, PASS: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr):
+    """Digit PASS (4 bits, least significant first) of the order-preserving key of ``v``."""
+    high, low = _key_parts(v, KIND, FORMAT, DESCENDING)
+    if KIND >= 3 and PASS < 8:
+        word = low
     else:
-        ranks = _stable_order(high, valid, rank, True)
-        order = tl.where(ranks < first_count, ranks, BLOCK - 1 - (ranks - first_count))
-    keep = lane < diag_end - diag
-    out_at = row * row_len + out_start + lane
-    tl.store(values_out + out_at, tl.gather(values, order, 0), mask=keep)
-    tl.store(indices_out + out_at, tl.gather(indices, order, 0), mask=keep)
+        word = high
+    return ((word >> (4 * (PASS % 8))) & 0xF).to(tl.int32)
+
+
+@triton.jit
+def radix_sort_histogram(values, hist, n, n_blocks, PASS: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr,
+                         DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (row, block): hist[row, d, block] = how many of the block's elements have digit d."""
+    row, block = _row_and_chunk(INDEX_64)
+    pos = block * BLOCK + tl.arange(0, BLOCK)
+    valid = pos < n
+    digits = _radix_digit(tl.load(values + row * n + pos, mask=valid), PASS, KIND, FORMAT, DESCENDING)
+    counts = tl.histogram(digits, RADIX, mask=valid)
+    tl.store(hist + (row * RADIX + tl.arange(0, RADIX)) * n_blocks + block, counts)
+
+
+@triton.jit
+def radix_sort_scatter(values, indices, values_out, indices_out, offsets, n, n_blocks, PASS: tl.constexpr,
+                       HAS_INDICES: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr,
+                       DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (row, block) moves its elements (and their positions in the unsorted row: ``indices``, or
+    with no HAS_INDICES the positions themselves) to offsets[row, digit, block] plus their rank among the
+    block's elements of the same digit. ``offsets`` are flat positions in the (rows, n) outputs."""
+    row, block = _row_and_chunk(INDEX_64)
+    pos = block * BLOCK + tl.arange(0, BLOCK)
+    valid = pos < n
+    v = tl.load(values + row * n + pos, mask=valid)
+    if HAS_INDICES:
+        index = tl.load(indices + row * n + pos, mask=valid)
+    else:
+        index = pos.to(tl.int64)
+    digits = tl.where(valid, _radix_digit(v, PASS, KIND, FORMAT, DESCENDING), RADIX)
+    same = (digits[:, None] == tl.arange(0, RADIX)[None, :]).to(tl.int32)
+    rank = tl.sum(tl.where(same != 0, tl.cumsum(same, 0), 0), 1) - 1
+    at = tl.load(offsets + (row * RADIX + digits) * n_blocks + block, mask=valid, other=0) + rank
+    tl.store(values_out + at, v, mask=valid)
+    tl.store(indices_out + at, index, mask=valid)
 
 
 @triton.jit

@@ -31,8 +31,8 @@ SELECT_BLOCK = 2048  # elements a radix-select program reads per step
 SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wider ones
 SELECT_CHUNK = 8192  # elements of a row one radix-select program covers: a 152k row spreads over 19
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
-MERGE_BLOCK = 1024  # output elements one program of a merge pass writes (a power of two)
-MERGE_BLOCK_INTERPRETED = 4096  # the interpreter pays per program, so it takes wider blocks
+SORT_BLOCK = 1024  # elements one program of a radix sort pass moves
+SORT_BLOCK_INTERPRETED = 4096  # the interpreter pays per program, so it takes wider blocks
 _INT32_LIMIT = 2 ** 31
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
@@ -121,31 +121,28 @@ def _radix_select(rows: Tensor, k: int, flags: dict) -> Tensor:
     return candidates
 
 
-def _merge_block(dev) -> int:
-    interpreted = backend_for(dev).facts["kernels"].get("interpreted", False)
-    # a block lies within one pair of runs when it divides the shortest merged pair
-    return min(MERGE_BLOCK_INTERPRETED if interpreted else MERGE_BLOCK, 2 * SEGMENT_LIMIT)
-
-
 def _sort_long_rows(rows: Tensor, flags: dict):
-    """Each row of ``rows`` (count, n > SEGMENT_LIMIT) sorted: (values, int64 positions), each (count, n).
-    Segments are sorted in registers, then sorted runs are merged pairwise until one run covers the row."""
+    """Each row of ``rows`` (count, n > SEGMENT_LIMIT) sorted: (values, int64 positions), each (count, n),
+    by stable LSD radix passes over 4-bit digits of the key (``kernels/sort.py``)."""
+    from .reductions import cumsum
     count, n = rows.shape
     dev = rows.device
-    values, indices = new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)
-    launch(K.sort_segments, (count, cdiv(n, SEGMENT_LIMIT)), dev, [rows, rows, indices, values, n, n, n],
-           SEGMENT=SEGMENT_LIMIT, LENGTH=SEGMENT_LIMIT, K_OUT=SEGMENT_LIMIT, HAS_PERM=False, WRITE_VALUES=True,
-           **flags)
-    spare_values, spare_indices = new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)
-    block = _merge_block(dev)
-    blocks_per_row = cdiv(n, block)
-    merge_flags = {name: flags[name] for name in ("KIND", "FORMAT", "DESCENDING", "INDEX_64")}
-    run = SEGMENT_LIMIT
-    while run < n:
-        launch(K.merge_runs, (count * blocks_per_row,), dev,
-               [values, indices, spare_values, spare_indices, n, run, blocks_per_row], BLOCK=block, **merge_flags)
-        values, indices, spare_values, spare_indices = spare_values, spare_indices, values, indices
-        run *= 2
+    interpreted = backend_for(dev).facts["kernels"].get("interpreted", False)
+    block = SORT_BLOCK_INTERPRETED if interpreted else SORT_BLOCK
+    n_blocks = cdiv(n, block)
+    key = dict(KIND=flags["KIND"], FORMAT=flags["FORMAT"], DESCENDING=flags["DESCENDING"], BLOCK=block,
+               INDEX_64=flags["INDEX_64"])
+    hist = new_tensor((count * K.RADIX.value * n_blocks,), _I32, dev)  # RADIX is the kernels' tl.constexpr
+    buffers = [(new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)) for _ in range(2)]
+    values, indices = rows, None
+    for step in range(16 if flags["KIND"] >= K.KEY_FLOAT64 else 8):
+        launch(K.radix_sort_histogram, (count, n_blocks), dev, [values, hist, n, n_blocks], PASS=step, **key)
+        offsets = cumsum(hist, 0) - hist  # where each (row, digit, block) starts in the flat outputs
+        values_out, indices_out = buffers[step % 2]
+        launch(K.radix_sort_scatter, (count, n_blocks), dev,
+               [values, indices if indices is not None else values, values_out, indices_out, offsets, n, n_blocks],
+               PASS=step, HAS_INDICES=indices is not None, **key)
+        values, indices = values_out, indices_out
     return values, indices
 
 
