@@ -1,9 +1,12 @@
-"""Rows longer than one sorting segment: segments sorted in registers, then sorted runs merged
-pairwise. Checked exactly against NumPy's stable argsort, with ties, NaN and -0.0, both directions,
-and through the ops that used to be capped by the segment length (topk, randperm, unique,
-multinomial). A shrunken segment makes many merge passes cheap to exercise."""
+"""Rows longer than one sorting segment: stable radix passes over many blocks of a row (sort) and a
+radix select over many chunks (topk). Checked exactly against NumPy's stable argsort, with ties, NaN
+and -0.0, both directions, and through the ops that used to be capped by the segment length (topk,
+randperm, unique, multinomial). A shrunken segment and block make many programs per row cheap to
+exercise."""
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import nbxtensor as nbx
 from nbxtensor.ops import sorting
@@ -99,3 +102,21 @@ def test_randperm_unique_and_multinomial_past_a_segment():
     weights = np.random.default_rng(11).random(n).astype(np.float32)
     picked = nbx.multinomial(to_nbx(weights), 3000, generator=nbx.Generator(device=TEST_DEVICE).manual_seed(2)).numpy()
     assert len(set(picked.tolist())) == 3000 and picked.min() >= 0 and picked.max() < n
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.integers(1, 3), n=st.integers(65, 300), dtype=st.sampled_from(["float32", "int64", "uint8"]),
+       descending=st.booleans(), k=st.integers(1, 64), seed=st.integers(0, 2 ** 16))
+def test_radix_sort_and_select_match_a_stable_argsort(monkeypatch, rows, n, dtype, descending, k, seed):
+    """Any row count and length past the segment, blocks and chunks of 32 (the last one short), and k:
+    sort and topk give NumPy's stable order exactly."""
+    monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    monkeypatch.setattr(sorting, "SORT_BLOCK_INTERPRETED", 32)
+    monkeypatch.setattr(sorting, "SELECT_CHUNK_INTERPRETED", 32)
+    monkeypatch.setattr(sorting, "SELECT_BLOCK_INTERPRETED", 32)
+    a = awkward((rows, n), np.dtype(dtype), seed) if dtype != "uint8" else \
+        np.random.default_rng(seed).integers(0, 7, size=(rows, n)).astype(np.uint8)
+    check_sort(a, 1, descending)
+    top = nbx.topk(to_nbx(a), k, dim=1, largest=descending)
+    assert np.array_equal(top.indices.numpy(), stable_argsort(a, 1, descending)[:, :k])
+
