@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import functools
 import json
 import math
 import operator
@@ -39,14 +40,25 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 
 def parse_expression(text: str, known_symbols) -> ast.AST:
     """The checked syntax tree of ``text``; refuses anything but ints, known symbols and + - * // %."""
+    tree, names = _parsed(text)
+    for name in names:
+        if name not in known_symbols:
+            raise ValueError(f"shape expression {text!r} names unknown symbol {name!r}")
+    return tree
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> tuple[ast.AST, tuple[str, ...]]:
+    """``text``'s syntax tree, checked to be integer arithmetic, and the names it uses: worked out once
+    per expression, since a graph evaluates the same few expressions at every run."""
     try:
         tree = ast.parse(text, mode="eval").body
     except SyntaxError:
         raise ValueError(f"not a shape expression: {text!r}") from None
+    names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
-            if node.id not in known_symbols:
-                raise ValueError(f"shape expression {text!r} names unknown symbol {node.id!r}")
+            names.append(node.id)
         elif isinstance(node, ast.Constant):
             if type(node.value) is not int:
                 raise ValueError(f"shape expression {text!r} holds a non-integer {node.value!r}")
@@ -58,7 +70,7 @@ def parse_expression(text: str, known_symbols) -> ast.AST:
                 raise ValueError(f"shape expression {text!r} uses a unary operator other than -")
         elif not isinstance(node, (ast.operator, ast.unaryop, ast.Load)):
             raise ValueError(f"shape expression {text!r} holds {type(node).__name__}, not arithmetic")
-    return tree
+    return tree, tuple(names)
 
 
 def evaluate_expression(text: str, values: dict[str, int]) -> int:
@@ -113,6 +125,27 @@ def decode_argument(value, tensor_of, symbol_values: dict[str, int]):
             return get_dtype(payload)
         if tag == "sym":
             return evaluate_expression(payload, symbol_values)
+    raise ValueError(f"not an encoded argument: {value!r}")
+
+
+def argument_decoder(value):
+    """``decode(tensor_of, symbol_values)`` for an encoded argument, with everything that does not depend
+    on the call (constants, dtypes, special floats, the parsing of expressions) worked out once."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return lambda tensor_of, symbol_values: value
+    if isinstance(value, list):
+        items = [argument_decoder(item) for item in value]
+        return lambda tensor_of, symbol_values: [item(tensor_of, symbol_values) for item in items]
+    if isinstance(value, dict) and len(value) == 1:
+        (tag, payload), = value.items()
+        if tag == "tensor":
+            return lambda tensor_of, symbol_values: tensor_of(payload)
+        if tag in ("float", "dtype"):
+            decoded = decode_argument(value, None, {})
+            return lambda tensor_of, symbol_values: decoded
+        if tag == "sym":
+            tree, _ = _parsed(payload)
+            return lambda tensor_of, symbol_values: _evaluate(tree, symbol_values)
     raise ValueError(f"not an encoded argument: {value!r}")
 
 

@@ -16,7 +16,7 @@ from ..tensor import Tensor
 from . import calling
 from .arena import ArenaRun
 from .format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSION, GRAPH_FILE, INPUT, NAMESPACES, PARAM,
-                     WEIGHT_NAMESPACES, WEIGHTS_INDEX_FILE, GraphError, check_argument, decode_argument,
+                     WEIGHT_NAMESPACES, WEIGHTS_INDEX_FILE, GraphError, argument_decoder, check_argument,
                      decode_constant, evaluate_shape, parse_expression)
 from .planner import Block, MemoryPlan, plan as plan_blocks
 
@@ -85,6 +85,8 @@ class Graph:
         self.weights = self._load_weights()
         self.constants = self._load_constants()
         self._last_use = self._last_uses()
+        self._freed_after = self._frees()
+        self._decoders: dict[str, tuple] = {}  # step id -> its arguments' decoders, made at first use
         self._inferred: dict[tuple, dict[str, TensorMeta]] = {}
         self._plans: dict[tuple, MemoryPlan] = {}
 
@@ -273,6 +275,15 @@ class Graph:
             last[out] = end
         return last
 
+    def _frees(self) -> list[list[str]]:
+        """Per step, the intermediates it reads for the last time (freed after it runs)."""
+        freed = [[] for _ in self.steps]
+        keep = set(self.outputs)
+        for ref, index in self._last_use.items():
+            if index < len(self.steps) and ref not in keep and not ref.startswith((PARAM, BUFFER, CONST)):
+                freed[index].append(ref)
+        return freed
+
     # ---- shapes -----------------------------------------------------------------------------------
     def bind(self, shapes) -> dict[str, int]:
         """Symbol values from the actual input shapes, checked against each symbol's range."""
@@ -354,8 +365,13 @@ class Graph:
         return results
 
     def _arguments(self, step: Step, tensor_of, values, device):
-        args = [decode_argument(a, tensor_of, values) for a in step.args]
-        kwargs = {k: decode_argument(v, tensor_of, values) for k, v in step.kwargs.items()}
+        decoders = self._decoders.get(step.id)
+        if decoders is None:
+            decoders = self._decoders[step.id] = ([argument_decoder(a) for a in step.args],
+                                                  {k: argument_decoder(v) for k, v in step.kwargs.items()})
+        positional, named = decoders
+        args = [decode(tensor_of, values) for decode in positional]
+        kwargs = {k: decode(tensor_of, values) for k, decode in named.items()}
         return calling.adapt(step.aten, step.op, args, kwargs, device)
 
     # ---- pricing and planning ---------------------------------------------------------------------
@@ -453,11 +469,8 @@ class Graph:
                     env[out] = arena.settle(out, result) if out in plan.offsets and out not in keep else result
                     if out not in self._last_use:
                         del env[out]  # never read
-                for arg in [*step.args, *step.kwargs.values()]:
-                    for ref in check_argument(arg, self.symbols, step.id):
-                        if self._last_use.get(ref) == index and ref not in keep and ref in env and \
-                                not ref.startswith((PARAM, BUFFER, CONST)):
-                            del env[ref]
+                for ref in self._freed_after[index]:
+                    env.pop(ref, None)
             results = tuple(arena.release(env[out]) for out in self.outputs)
         self.last_arena_use = (arena.served, arena.copied)  # (outputs served from the arena, moved into it)
         return results[0] if len(results) == 1 else results
