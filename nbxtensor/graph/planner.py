@@ -6,6 +6,7 @@ placed largest first, each into the smallest gap (best fit) left by the already 
 lifetimes overlap its own, or on top of them; sizes are rounded up to the arena alignment."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 ARENA_ALIGNMENT = 256
@@ -36,8 +37,11 @@ class MemoryPlan:
 
     def placement(self, name: str) -> tuple[int, int]:
         """``(offset, aligned size)`` of block ``name``."""
-        block = next(b for b in self.blocks if b.name == name)
-        return self.offsets[name], align(block.size, self.alignment)
+        return self.offsets[name], self._aligned_sizes[name]
+
+    @functools.cached_property
+    def _aligned_sizes(self) -> dict[str, int]:
+        return {b.name: align(b.size, self.alignment) for b in self.blocks}
 
 
 def align(size: int, alignment: int = ARENA_ALIGNMENT) -> int:
