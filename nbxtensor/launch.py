@@ -164,8 +164,22 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
             _log_for_compile_check(kernel, args, constexprs)
         kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args], **constexprs)
         return None
-    # The key holds what Triton specialises on (pointers by dtype and alignment, integers by their
-    # class), so one entry never stands for two compilations and new values reuse an entry.
+    spec, values = _specialised(args)
+    key = (kernel, device.index, constexpr_key, spec)
+    entry = _compiled.get(key)
+    if entry is None:
+        compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args],
+                                **constexprs)
+        _compiled[key] = (compiled, [constexprs[name] for name in kernel.arg_names[len(args):]])
+        return None
+    _run_compiled(entry, grid, backend, device, values)
+    return entry, values, backend
+
+
+def _specialised(args) -> tuple[tuple, list]:
+    """What Triton specialises on in ``args`` (pointers by dtype and alignment, integers by their class),
+    so that one cache entry never stands for two compilations and new values reuse an entry; and the
+    values the launcher takes (tensors as addresses)."""
     spec = []
     values = []
     add_spec, add_value = spec.append, values.append
@@ -190,15 +204,7 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
             known = _specialisation(a)
         add_spec(known)
         add_value(a)
-    key = (kernel, device.index, constexpr_key, tuple(spec))
-    entry = _compiled.get(key)
-    if entry is None:
-        compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args],
-                                **constexprs)
-        _compiled[key] = (compiled, [constexprs[name] for name in kernel.arg_names[len(args):]])
-        return None
-    _run_compiled(entry, grid, backend, device, values)
-    return entry, values, backend
+    return tuple(spec), values
 
 
 def _run_compiled(entry, grid, backend, device, values) -> None:
@@ -217,21 +223,8 @@ def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict
     specialises on in ``values``, so a call looks at its varying arguments only: the fixed ones'
     specialisation is not worked out again."""
     if _capturing is None:
-        varying, key = [], [device.index]
-        for v in values:
-            kind = type(v)
-            if kind is Tensor:
-                pointer = v.data_ptr()
-                varying.append(pointer)
-                key.append((v._dtype, pointer & _ALIGN_MASK == 0))
-                continue
-            varying.append(v)
-            if kind is int:
-                known = _int_specialisations.get(v)
-                key.append(known if known is not None else _remember(_int_specialisations, v))
-            else:
-                key.append(float if kind is float else _specialisation(v))
-        key = tuple(key)
+        spec, varying = _specialised(values)
+        key = (device.index, spec)
         found = bound.get(key)
         if found is not None:
             entry, fixed, backend = found

@@ -502,16 +502,13 @@ def test_launch_keys_follow_triton_specialisation_not_values():
     assert _specialisation(2.5) == _specialisation(-1.0)
 
 
-@cpu_kernels
-def test_launches_with_fixed_arguments_bind_them_once(monkeypatch):
-    """``launch_slots``, driven on the CPU with a stand-in for Triton's compiled kernel: after the first
-    launch of a compiled kernel, a call with new tensors and scalars of the same specialisation reaches the
-    launcher with exactly the arguments the full path gives it; a tensor of another alignment, a scalar of
-    another specialisation class or a capture goes through the full path."""
+def _stand_in_compiled_kernel(monkeypatch, arg_names):
+    """(kernel, compiles, runs): the CPU backend told it compiles, and a stand-in for a Triton kernel whose
+    generic path records each compilation's arguments and whose compiled form records each launch."""
     import nbxtensor.launch as L
     from nbxtensor.device import backend_for
 
-    runs = []
+    compiles, runs = [], []
 
     class Compiled:
         function, packed_metadata = "function", "metadata"
@@ -520,16 +517,30 @@ def test_launches_with_fixed_arguments_bind_them_once(monkeypatch):
             runs.append(args)
 
     class Kernel:
-        arg_names = ["x", "n", "shape", "y", "bits", "BLOCK"]
-
         def __getitem__(self, grid):
-            return lambda *args, **constexprs: Compiled()
+            def generic(*args, **constexprs):
+                compiles.append(args)
+                return Compiled()
+            return generic
 
+    Kernel.arg_names = arg_names
     backend = backend_for(nbx.device("cpu"))
     monkeypatch.setattr(type(backend), "compiles_kernels", True)
     monkeypatch.setattr(type(backend), "current_stream_handle", lambda self, index=None: 0, raising=False)
     monkeypatch.setattr(L, "_compiled", {})
-    kernel, bound, fixed = Kernel(), {}, [None, 40, (5, 8), None, None]
+    return Kernel(), compiles, runs
+
+
+@cpu_kernels
+def test_launches_with_fixed_arguments_bind_them_once(monkeypatch):
+    """``launch_slots``, driven on the CPU with a stand-in for Triton's compiled kernel: after the first
+    launch of a compiled kernel, a call with new tensors and scalars of the same specialisation reaches the
+    launcher with exactly the arguments the full path gives it; a tensor of another alignment, a scalar of
+    another specialisation class or a capture goes through the full path."""
+    import nbxtensor.launch as L
+
+    kernel, _, runs = _stand_in_compiled_kernel(monkeypatch, ["x", "n", "shape", "y", "bits", "BLOCK"])
+    bound, fixed = {}, [None, 40, (5, 8), None, None]
     storage = nbx.zeros(64)
 
     def launch(x, y, bits):
@@ -559,30 +570,9 @@ def test_the_compiled_launch_path_compiles_once_per_specialisation(monkeypatch):
     specialisation class reuse an entry (ints by 1 / multiple of 16 / other and width, floats as floats,
     True apart from 1), pointers by dtype and 16-byte alignment; the bound launcher gets the values."""
     import nbxtensor.launch as L
-    from nbxtensor.device import backend_for
 
-    compiles, runs = [], []
-
-    class Compiled:
-        function, packed_metadata = "function", "metadata"
-
-        def run(self, *args):
-            runs.append(args)
-
-    class Kernel:
-        arg_names = ["x", "n", "scale", "shape", "flag", "BLOCK"]
-
-        def __getitem__(self, grid):
-            def generic(*args, **constexprs):
-                compiles.append(args)
-                return Compiled()
-            return generic
-
-    backend = backend_for(nbx.device("cpu"))
-    monkeypatch.setattr(type(backend), "compiles_kernels", True)
-    monkeypatch.setattr(type(backend), "current_stream_handle", lambda self, index=None: 0, raising=False)
-    monkeypatch.setattr(L, "_compiled", {})
-    kernel, x = Kernel(), nbx.ones(8)
+    kernel, compiles, runs = _stand_in_compiled_kernel(monkeypatch, ["x", "n", "scale", "shape", "flag", "BLOCK"])
+    x = nbx.ones(8)
     calls = [(7, 2.5, (3, 5), False), (9, -1.0, (7, 9), False), (16, 2.5, (3, 5), False), (1, 2.5, (3, 5), False),
              (2 ** 40, 2.5, (3, 5), False), (7, 2.5, (3, 5), True), (7, 3, (3, 5), False), (11, 0.5, (3, 16), False)]
     for n, scale, shape, flag in calls:

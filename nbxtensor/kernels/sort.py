@@ -179,18 +179,28 @@ def _row_and_chunk(INDEX_64: tl.constexpr):
 
 
 @triton.jit
+def _prefix(state, row):
+    """The digits of the row's k-th key found so far: (high word, low word) from ``state``."""
+    return tl.load(state + row * 4).to(tl.uint32), tl.load(state + row * 4 + 1).to(tl.uint32)
+
+
+@triton.jit
+def _chunk_bounds(chunk, chunk_len, n):
+    start = chunk * chunk_len
+    return start, tl.minimum(n, start + chunk_len)
+
+
+@triton.jit
 def radix_histogram(src, hist, state, src_row_len, n, chunk_len, n_chunks, LEVEL: tl.constexpr, KIND: tl.constexpr,
                     FORMAT: tl.constexpr, DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
     """Program (row, chunk): hist[row, chunk] counts, by digit LEVEL, the chunk's elements whose higher
     digits are the row's prefix so far."""
     row, chunk = _row_and_chunk(INDEX_64)
-    prefix_high = tl.load(state + row * 4).to(tl.uint32)
-    prefix_low = tl.load(state + row * 4 + 1).to(tl.uint32)
+    prefix_high, prefix_low = _prefix(state, row)
     src_row = src + row * src_row_len
     lanes = tl.arange(0, BLOCK)
     counts = tl.zeros([256], tl.int32)
-    start = chunk * chunk_len
-    stop = tl.minimum(n, start + chunk_len)
+    start, stop = _chunk_bounds(chunk, chunk_len, n)
     while start < stop:
         pos = start + lanes
         valid = pos < stop
@@ -240,14 +250,12 @@ def radix_count(src, counts, state, src_row_len, n, chunk_len, n_chunks, KIND: t
                 DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
     """Program (row, chunk): counts[row, chunk] = (elements of the chunk below the k-th key, equal to it)."""
     row, chunk = _row_and_chunk(INDEX_64)
-    prefix_high = tl.load(state + row * 4).to(tl.uint32)
-    prefix_low = tl.load(state + row * 4 + 1).to(tl.uint32)
+    prefix_high, prefix_low = _prefix(state, row)
     src_row = src + row * src_row_len
     lanes = tl.arange(0, BLOCK)
     below_count = tl.full([], 0, tl.int32)
     equal_count = tl.full([], 0, tl.int32)
-    start = chunk * chunk_len
-    stop = tl.minimum(n, start + chunk_len)
+    start, stop = _chunk_bounds(chunk, chunk_len, n)
     while start < stop:
         pos = start + lanes
         valid = pos < stop
@@ -268,8 +276,7 @@ def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n
     among the row's k first in key order: every element below the k-th key, then the first elements (by
     position) equal to it; both in position order, after those of the chunks before."""
     row, chunk = _row_and_chunk(INDEX_64)
-    prefix_high = tl.load(state + row * 4).to(tl.uint32)
-    prefix_low = tl.load(state + row * 4 + 1).to(tl.uint32)
+    prefix_high, prefix_low = _prefix(state, row)
     below_total = tl.load(state + row * 4 + 2).to(tl.int32)
     taken_below = tl.full([], 0, tl.int32)
     seen_equal = tl.full([], 0, tl.int32)
@@ -281,8 +288,7 @@ def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n
     src_row = src + row * src_row_len
     out_row = candidates + row * k
     lanes = tl.arange(0, BLOCK)
-    start = chunk * chunk_len
-    stop = tl.minimum(n, start + chunk_len)
+    start, stop = _chunk_bounds(chunk, chunk_len, n)
     while start < stop:
         pos = start + lanes
         valid = pos < stop

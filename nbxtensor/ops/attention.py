@@ -18,7 +18,7 @@ from ..kernels import attention as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..tensor import Tensor
-from .copy import _conversion_flags, new_tensor
+from .copy import Workspace, _conversion_flags, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .matmul import _dot_precision, _needs_index_64, _next_pow2
 from .registry import Cost, TensorMeta, nbytes, register
@@ -265,31 +265,6 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
             dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, num_warps=1, **combine_flags)),
     ]
     return launches, Workspace(temporaries)
-
-
-class Workspace:
-    """A plan's temporaries, carved at each call from one allocation (one allocator round trip instead
-    of one per temporary); each piece starts 16 bytes after the one before it, rounded up."""
-
-    def __init__(self, pieces: dict):
-        """``pieces``: name -> (shape, dtype)."""
-        self.pieces, offset = [], 0
-        for name, (shape, dtype) in pieces.items():
-            shape = tuple(shape)
-            self.pieces.append((name, shape, S.contiguous_strides(shape), offset // dtype.itemsize, dtype))
-            offset += -(-S.numel(shape) * dtype.itemsize // 16) * 16
-        self.nbytes = offset
-
-    def allocate(self, device, tensors: dict) -> None:
-        """Put a fresh tensor for every piece into ``tensors``."""
-        if not self.pieces:
-            return
-        buffer = new_tensor((max(self.nbytes, 1),), _BYTES, device)
-        for name, shape, strides, offset, dtype in self.pieces:
-            tensors[name] = buffer._view(shape, strides, offset=offset, dtype=dtype)
-
-
-_BYTES = get_dtype("uint8")
 
 
 def _run_launches(dev, launches, workspace: Workspace, tensors: dict) -> None:

@@ -51,6 +51,31 @@ def allocate_tensor(shape: tuple, strides: tuple, dtype, dev: _device, nbytes: i
     return Tensor._make(Storage(dev, nbytes, pinned=pinned), 0, shape, strides, dtype)
 
 
+class Workspace:
+    """An op plan's temporaries, carved at each call from one allocation (one allocator round trip instead
+    of one per temporary); each piece starts 16 bytes after the one before it, rounded up."""
+
+    def __init__(self, pieces: dict):
+        """``pieces``: name -> (shape, dtype)."""
+        self.pieces, offset = [], 0
+        for name, (shape, dtype) in pieces.items():
+            shape = tuple(shape)
+            self.pieces.append((name, shape, S.contiguous_strides(shape), offset // dtype.itemsize, dtype))
+            offset += -(-S.numel(shape) * dtype.itemsize // 16) * 16
+        self.nbytes = offset
+
+    def allocate(self, device, tensors: dict) -> None:
+        """Put a fresh tensor for every piece into ``tensors``."""
+        if not self.pieces:
+            return
+        buffer = new_tensor((max(self.nbytes, 1),), _BYTES, device)
+        for name, shape, strides, offset, dtype in self.pieces:
+            tensors[name] = buffer._view(shape, strides, offset=offset, dtype=dtype)
+
+
+_BYTES = get_dtype("uint8")
+
+
 def _check_data(t: Tensor, op: str) -> None:
     if t.is_meta:
         raise RuntimeError(f"{op}: a meta tensor has no data")

@@ -10,7 +10,7 @@ from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..tensor import Tensor
-from .copy import _conversion_flags, new_tensor
+from .copy import Workspace, _conversion_flags, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import _needs_index_64, _source, compute_dtype, kernel_facts, next_pow2, split_plan, tile_for
 from .registry import Cost, TensorMeta, nbytes, register
@@ -80,7 +80,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                   SRC_FORMAT=_format(src.dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                   FLOAT_TO_INT=False, INDEX_64=index_64)
     source, result = Slot("src"), Slot("out")
-    temporaries = ()
+    temporaries = {}
     if length <= facts["row_resident_max"]:
         block_r = next_pow2(length)
         block_rows = max(1, facts["reduction_tile"] // block_r)
@@ -95,7 +95,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
         # a long row: (max, sum of exp) per chunk from the reduction kernel, then a normalising sweep
         chunk, n_chunks = split_plan(length, facts)
         block_rows, block_r, warps = tile_for(chunk, facts, split=True)
-        temporaries = ("top", "total", "unused")
+        temporaries = {name: ((n_rows * n_chunks,), compute) for name in ("top", "total", "unused")}
         top, total = Slot("top"), Slot("total")
         chunks = next_pow2(n_chunks)
         launches = [
@@ -115,13 +115,13 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                  src.stride(d), view.stride(d)],
                 dict(RESIDENT=False, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=chunks,
                      CHUNK_BITS=chunks.bit_length() - 1, num_warps=warps, **common))]
-        temporary_count = n_rows * n_chunks
+
+    workspace = Workspace(temporaries)
 
     def execute(x):
         out = new_tensor(shape, meta.dtype, dev)
         tensors = {"src": x.to(as_dtype) if convert else x, "out": out}
-        for name in temporaries:
-            tensors[name] = new_tensor((temporary_count,), compute, dev)
+        workspace.allocate(dev, tensors)
         for planned in launches:
             planned(dev, tensors)
         return out

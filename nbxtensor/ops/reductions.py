@@ -14,7 +14,7 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import _conversion_flags, new_tensor
+from .copy import Workspace, _conversion_flags, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -256,14 +256,15 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
             [*parts, o0, o1, n_rows, n_chunks, float(length), float(p), float(correction)],
             dict(BLOCK_ROWS=rows_per_program, CHUNKS=chunks, CHUNK_BITS=chunks.bit_length() - 1,
                  num_warps=facts["reduction_warps"], **common)))
-    part_dtypes = {"part0": acc, "part1": int64 if arg else acc, "part2": acc} if split else {}
+    parts = n_rows * n_chunks
+    workspace = Workspace({"part0": ((parts,), acc), "part1": ((parts,), int64 if arg else acc),
+                           "part2": ((parts,), acc)} if split else {})
 
     def execute(x):
         out0, out1 = outputs()
         written = out0 if out0 is not None else out1
         tensors = {"x": x, "out0": written, "out1": out1 if out1 is not None else written}
-        for name, dtype in part_dtypes.items():
-            tensors[name] = new_tensor((n_rows * n_chunks,), dtype, dev)
+        workspace.allocate(dev, tensors)
         for planned in launches:
             planned(dev, tensors)
         return out0, out1
