@@ -187,18 +187,30 @@ def test_strided_input_rows(rng):
 
 
 @pytest.mark.parametrize("resident", [True, False])
-def test_a_row_normalises_to_the_same_bits_alone_or_in_a_batch(rng, resident, request):
-    """Softmax, log_softmax, layer_norm and rms_norm of a row do not depend on the rows around it: a row
-    alone (also one whose start is not 16-byte aligned, which a compiler may load differently) gives the
-    bits it gets inside a batch of 9."""
+@pytest.mark.parametrize("length", [301, 304])
+def test_a_row_normalises_to_the_same_bits_alone_or_in_a_batch(rng, resident, length, request):
+    """Softmax, log_softmax, layer_norm and rms_norm (plain, weighted, with a residual) of a row do not
+    depend on the rows around it, nor on where its buffer starts: a row alone, a row whose start is not
+    16-byte aligned (which a compiler may load differently; copied to an aligned buffer first) and a
+    whole batch held one float into its buffer all give the bits the row gets in the aligned batch of 9.
+    Rows of 301 floats are loaded one by one, rows of 304 by 16-byte vectors."""
     if not resident:
         request.getfixturevalue("long_rows")
-    a = rng.standard_normal((9, 301)).astype(np.float32)
-    x = to_nbx(a)
+    a = rng.standard_normal((9, length)).astype(np.float32)
+    w = rng.standard_normal(length).astype(np.float32)
+    x, weight, residual = to_nbx(a), to_nbx(w), to_nbx(a[::-1].copy())
+
+    def shifted(array):
+        """``array``'s values in a view that starts 4 bytes into its buffer."""
+        return to_nbx(np.concatenate([[0], array.ravel()]).astype(array.dtype))[1:].reshape(array.shape)
     F = nbx.nn.functional
-    ops = [lambda t: nbx.softmax(t, -1), lambda t: nbx.log_softmax(t, -1), lambda t: F.layer_norm(t, (301,)),
-           lambda t: F.rms_norm(t, (301,))]
+    ops = [lambda t, w, r: nbx.softmax(t, -1), lambda t, w, r: nbx.log_softmax(t, -1),
+           lambda t, w, r: F.layer_norm(t, (length,)), lambda t, w, r: F.rms_norm(t, (length,)),
+           lambda t, w, r: F.layer_norm(t, (length,), w, w), lambda t, w, r: F.rms_norm(t, (length,), w),
+           lambda t, w, r: F.add_rms_norm(t, r, (length,), w)[0]]
     for op in ops:
-        batch = op(x).numpy()
-        for i in (0, 3, 8):  # row 3 starts 3 * 301 * 4 bytes in: not a multiple of 16
-            assert op(x[i:i + 1]).numpy().tobytes() == batch[i:i + 1].tobytes()
+        batch = op(x, weight, residual).numpy()
+        assert op(shifted(a), shifted(w), shifted(a[::-1])).numpy().tobytes() == batch.tobytes()
+        for i in (0, 3, 8):  # row 3 of 301 starts 3 * 301 * 4 bytes in: not a multiple of 16
+            alone = op(x[i:i + 1], weight, residual[i:i + 1]).numpy()
+            assert alone.tobytes() == batch[i:i + 1].tobytes()

@@ -7,7 +7,7 @@ import triton.language as tl
 
 from .common import program_elements
 from .copy import _decode, _encode
-from .reduce import _extreme_lanes, _lane_sum, _reduce_lanes, load_partials, strided_offset, welford_combine
+from .reduce import _extreme_lanes, _lane_sum, _reduce_lanes, load_partials, welford_combine
 
 
 @triton.jit
@@ -17,24 +17,42 @@ def _rows(n_rows, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr):
 
 
 # A row's sums must not depend on the rows around it. ``tl.sum`` adds in an order set by the tile's layout,
-# which Triton derives from what it specialises on: the alignment of the row pointers and strides, and so
-# of a batch's first row. These kernels are therefore not specialised on those, nor on the row count or
-# shape: a row alone and the same row in any batch run the same binary, and add in the same order.
-@triton.jit(do_not_specialize=["n_rows", "row_shape", "src_row_strides", "dst_row_strides", "src_red_stride",
-                                "dst_red_stride"],
-            do_not_specialize_on_alignment=["src", "dst", "part0", "part1"])
-def softmax_rows(src, dst, part0, part1, n_rows, length, chunk_length, n_chunks,
+# which Triton derives from what it knows of the addresses: their alignment, and the values it specialised
+# the row count, shape and strides on. So every pointer arrives 16-byte aligned (the host copies one that
+# is not), the row count is not specialised on, and a row's start is computed by ``_row_starts`` with
+# nothing known of it but the constexpr ROW_ALIGN, a function of the row's length and dtype alone: a row
+# alone and the same row in any batch run the same binary and add in the same order, with vector loads
+# wherever the length allows them.
+@triton.jit
+def _row_starts(rows, row_shape, row_strides, opaque_zero, ROW_RANK: tl.constexpr, ROW_ALIGN: tl.constexpr):
+    """The offsets of ``rows``' first elements. Triton specialises the elements of a tuple argument
+    whatever ``do_not_specialize`` says (a shape of 1, a stride of 0 or 16 would become facts the compiler
+    builds layouts on); adding ``opaque_zero``, an unspecialised 0, leaves it knowing only ROW_ALIGN."""
+    size = row_shape[ROW_RANK - 1] + opaque_zero
+    off = (rows % size) * (row_strides[ROW_RANK - 1] + opaque_zero)
+    rem = rows // size
+    for d in tl.static_range(ROW_RANK - 2, -1, -1):
+        size = row_shape[d] + opaque_zero
+        off += (rem % size) * (row_strides[d] + opaque_zero)
+        rem = rem // size
+    # the hint marks the last operation, which (unlike an addition to a zero start) is never folded away
+    return tl.multiple_of(off, ROW_ALIGN)
+
+
+@triton.jit(do_not_specialize=["n_rows", "src_red_stride", "dst_red_stride", "opaque_zero"])
+def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_length, n_chunks,
                  row_shape, src_row_strides, dst_row_strides, src_red_stride, dst_red_stride,
                  LOG: tl.constexpr, ROW_RANK: tl.constexpr, RED_UNIT: tl.constexpr, RESIDENT: tl.constexpr,
                  COMPUTE: tl.constexpr, SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                 FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-                 BLOCK_R: tl.constexpr, CHUNKS: tl.constexpr, CHUNK_BITS: tl.constexpr):
-    """softmax (or log_softmax with LOG) of rows. RESIDENT: a row is one block. Otherwise the
+                 FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, ROW_ALIGN: tl.constexpr,
+                 BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, CHUNKS: tl.constexpr, CHUNK_BITS: tl.constexpr):
+    """softmax (or log_softmax with LOG) of rows (RED_UNIT: adjacent elements in both src and dst).
+    RESIDENT: a row is one block. Otherwise the
     (max, sum of exp) states of every chunk of the row are in part0/part1; program (rows, chunk)
     combines them and writes its chunk."""
     rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
-    src_row = strided_offset(rows, row_shape, src_row_strides, ROW_RANK)
-    dst_row = strided_offset(rows, row_shape, dst_row_strides, ROW_RANK)
+    src_row = _row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
+    dst_row = _row_starts(rows, row_shape, dst_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
     lanes = tl.arange(0, BLOCK_R)
     if INDEX_64:
         lanes = lanes.to(tl.int64)
@@ -55,8 +73,12 @@ def softmax_rows(src, dst, part0, part1, n_rows, length, chunk_length, n_chunks,
             y = shifted - tl.log(total)[:, None]
         else:
             y = e / total[:, None]
-        tl.store(dst + dst_row[:, None] + (lanes * dst_red_stride)[None, :],
-                 _encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+        if RED_UNIT:
+            dst_off = lanes
+        else:
+            dst_off = lanes * dst_red_stride
+        tl.store(dst + dst_row[:, None] + dst_off[None, :], _encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
+                 mask=mask)
     else:
         top, total, _ = load_partials(part0, part1, part0, rows, row_mask, n_chunks, 9, COMPUTE, float("-inf"),
                                       float("inf"), BLOCK_ROWS, CHUNKS, CHUNK_BITS)
@@ -69,15 +91,20 @@ def softmax_rows(src, dst, part0, part1, n_rows, length, chunk_length, n_chunks,
         while start < stop:
             j = start + lanes
             mask = row_mask[:, None] & (j < length)[None, :]
-            x = _decode(tl.load(src + src_row[:, None] + (j * src_red_stride)[None, :], mask=mask, other=0),
-                        SRC_FORMAT).to(COMPUTE)
+            if RED_UNIT:
+                src_off = j
+                dst_off = j
+            else:
+                src_off = j * src_red_stride
+                dst_off = j * dst_red_stride
+            x = _decode(tl.load(src + src_row[:, None] + src_off[None, :], mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
             shifted = x - top[:, None]
             if LOG:
                 y = shifted - log_total[:, None]
             else:
                 y = tl.exp(shifted) / total[:, None]
-            tl.store(dst + dst_row[:, None] + (j * dst_red_stride)[None, :],
-                     _encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+            tl.store(dst + dst_row[:, None] + dst_off[None, :], _encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
+                     mask=mask)
             start += BLOCK_R
 
 
@@ -113,21 +140,21 @@ def _affine(y, weight, bias, rows, j, mask, groups, group_channels, spatial, COM
     return y
 
 
-@triton.jit(do_not_specialize=["n_rows", "row_shape", "src_row_strides", "res_row_strides"],
-            do_not_specialize_on_alignment=["src", "res", "res_out", "weight", "bias", "dst"])
-def norm_rows(src, res, res_out, weight, bias, dst, n_rows, length, eps, groups, group_channels, spatial,
+@triton.jit(do_not_specialize=["n_rows", "opaque_zero"])
+def norm_rows(src, res, res_out, weight, bias, dst, n_rows, opaque_zero, length, eps, groups, group_channels, spatial,
               row_shape, src_row_strides, res_row_strides,
               RMS: tl.constexpr, AFFINE: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
               ROW_RANK: tl.constexpr, RESIDENT: tl.constexpr, COMPUTE: tl.constexpr,
               SRC_FORMAT: tl.constexpr, RES_FORMAT: tl.constexpr, H_FORMAT: tl.constexpr, H_VIA_F32: tl.constexpr,
               W_FORMAT: tl.constexpr, B_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-              INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, LANE_BITS: tl.constexpr):
+              INDEX_64: tl.constexpr, ROW_ALIGN: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr,
+              LANE_BITS: tl.constexpr):
     """layer_norm (RMS false: subtract the mean, divide by the standard deviation) or rms_norm of rows
     whose elements are adjacent; outputs (and the residual sum) are written densely."""
     rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
-    src_row = strided_offset(rows, row_shape, src_row_strides, ROW_RANK)
-    res_row = strided_offset(rows, row_shape, res_row_strides, ROW_RANK)
-    out_row = rows * length
+    src_row = _row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
+    res_row = _row_starts(rows, row_shape, res_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
+    out_row = tl.multiple_of(rows * length, ROW_ALIGN)
     lanes = tl.arange(0, BLOCK_R)
     if INDEX_64:
         lanes = lanes.to(tl.int64)

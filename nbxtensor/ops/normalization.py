@@ -28,6 +28,31 @@ def _float_out(x, dtype, op: str):
     return out
 
 
+# ---- how rows reach the row kernels ----------------------------------------------------------------
+# The row kernels promise the compiler what makes a row's sums independent of its batch (see
+# kernels/norm.py): 16-byte aligned pointers, and row starts aligned to ROW_ALIGN elements.
+POINTER_ALIGNMENT = 16
+
+
+def row_align(length: int, dtype, unit_stride: bool) -> int:
+    """ROW_ALIGN for rows of ``length`` elements of ``dtype``: a 16-byte vector's worth when the row is
+    unit-stride and holds whole vectors, else 1. It depends on nothing that batching changes."""
+    vector = max(1, POINTER_ALIGNMENT // dtype.itemsize)
+    return vector if unit_stride and length % vector == 0 else 1
+
+
+def _rows_start_aligned(shape, strides, align: int) -> bool:
+    return all(stride % align == 0 for size, stride in zip(shape, strides) if size > 1)
+
+
+def _misaligned(*tensors) -> bool:
+    return any(t is not None and t.data_ptr() % POINTER_ALIGNMENT for t in tensors)
+
+
+def _dense_copy(t):
+    return None if t is None else t.clone(memory_format="contiguous_format")
+
+
 # ---- softmax ---------------------------------------------------------------------------------------
 def _softmax_meta(x, dim=None, dtype=None, _stacklevel=3):
     if dim is None:
@@ -56,9 +81,12 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     convert = src is not x
     compute = compute_dtype(as_dtype)
     dev, shape = x.device, tuple(x.shape)
-    out = new_tensor(shape, meta.dtype, dev)
     if x.numel() == 0:
         return lambda x: new_tensor(shape, meta.dtype, dev)
+    # the output is laid out as the input is (as torch's empty_like would), so both reduce along a unit
+    # stride or neither does
+    out_strides = S.dense_strides_like(shape, src.stride())
+    out = new_tensor(shape, meta.dtype, dev, out_strides)
     d = S.wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         src, view, d = src._view((1,), (1,)), out._view((1,), (1,)), 0
@@ -73,12 +101,16 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     row_shape, src_strides, dst_strides = (row_shape, src_strides, dst_strides) if row_shape else ((1,), (0,), (0,))
     row_shape, src_strides, dst_strides = tuple(row_shape), tuple(src_strides), tuple(dst_strides)
     length = src.shape[d]
+    unit = src.stride(d) == 1 and view.stride(d) == 1
+    align = row_align(length, src.dtype, unit)
+    if not (_rows_start_aligned(row_shape, src_strides, align) and _rows_start_aligned(row_shape, dst_strides, align)):
+        return lambda x: _run_softmax(_dense_copy(x), dim, dtype, log)
     facts = kernel_facts(dev)
     flags = _conversion_flags(compute, meta.dtype, dev)
     index_64 = _needs_index_64(src) or _needs_index_64(view)
-    common = dict(LOG=log, ROW_RANK=len(row_shape), RED_UNIT=src.stride(d) == 1, COMPUTE=compute.triton,
+    common = dict(LOG=log, ROW_RANK=len(row_shape), RED_UNIT=unit, COMPUTE=compute.triton,
                   SRC_FORMAT=_format(src.dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-                  FLOAT_TO_INT=False, INDEX_64=index_64)
+                  FLOAT_TO_INT=False, INDEX_64=index_64, ROW_ALIGN=align)
     source, result = Slot("src"), Slot("out")
     temporaries = {}
     if length <= facts["row_resident_max"]:
@@ -87,7 +119,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
         warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
         launches = [PlannedLaunch(
             N.softmax_rows, (cdiv(n_rows, block_rows),),
-            [source, result, result, result, n_rows, length, length, 1, row_shape, src_strides, dst_strides,
+            [source, result, result, result, n_rows, 0, length, length, 1, row_shape, src_strides, dst_strides,
              src.stride(d), view.stride(d)],
             dict(RESIDENT=True, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=1, CHUNK_BITS=0, num_warps=warps,
                  **common))]
@@ -111,7 +143,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                      num_warps=warps)),
             PlannedLaunch(
                 N.softmax_rows, (cdiv(n_rows, block_rows), n_chunks),
-                [source, result, top, total, n_rows, length, chunk, n_chunks, row_shape, src_strides, dst_strides,
+                [source, result, top, total, n_rows, 0, length, chunk, n_chunks, row_shape, src_strides, dst_strides,
                  src.stride(d), view.stride(d)],
                 dict(RESIDENT=False, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=chunks,
                      CHUNK_BITS=chunks.bit_length() - 1, num_warps=warps, **common))]
@@ -119,7 +151,9 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     workspace = Workspace(temporaries)
 
     def execute(x):
-        out = new_tensor(shape, meta.dtype, dev)
+        if not convert and _misaligned(x):
+            return _run_softmax(_dense_copy(x), dim, dtype, log)
+        out = new_tensor(shape, meta.dtype, dev, out_strides)
         tensors = {"src": x.to(as_dtype) if convert else x, "out": out}
         workspace.allocate(dev, tensors)
         for planned in launches:
@@ -207,6 +241,15 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
     views = (not ones_weight and rows._storage is x._storage and (residual is None or res_rows._storage is residual._storage)
              and (weight is None or weight_v._storage is weight._storage)
              and (bias is None or bias_v._storage is bias._storage))
+    options = dict(rms=rms, eps=eps, groups=groups, group_channels=group_channels, spatial=spatial,
+                   per_channel=per_channel, op=op)
+
+    def from_dense_copies(x, weight, bias, residual):
+        return _run_norm(_dense_copy(x), length, weight=_dense_copy(weight), bias=_dense_copy(bias),
+                         residual=_dense_copy(residual), **options)
+    align = row_align(length, dtype, True)
+    if not all(_rows_start_aligned((n_rows,), (t.stride(0),), align) for t in (rows, res_rows) if t is not None):
+        return from_dense_copies
     compute = compute_dtype(dtype)
     facts = kernel_facts(dev)
     resident = length <= facts["row_resident_max"]
@@ -223,7 +266,7 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
         N.norm_rows, (cdiv(n_rows, block_rows),),
         [rows_slot, Slot("res_rows") if has_residual else rows_slot, Slot("res_out") if has_residual else out_slot,
          Slot("weight") if has_weight else rows_slot, Slot("bias") if has_bias else rows_slot, out_slot,
-         n_rows, length, float(eps), groups, group_channels, spatial,
+         n_rows, 0, length, float(eps), groups, group_channels, spatial,
          (n_rows,), (rows.stride(0),), (res_rows.stride(0) if has_residual else 0,)],
         dict(RMS=rms, AFFINE=0 if not has_weight else (2 if per_channel else 1), HAS_BIAS=has_bias,
              HAS_RESIDUAL=has_residual, ROW_RANK=1, RESIDENT=resident, COMPUTE=compute.triton,
@@ -232,10 +275,12 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
              W_FORMAT=_format(weight_v.dtype) if has_weight else FORMAT_NATIVE,
              B_FORMAT=_format(bias_v.dtype) if has_bias else FORMAT_NATIVE,
              DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-             INDEX_64=_needs_index_64(x) or _needs_index_64(rows),
+             INDEX_64=_needs_index_64(x) or _needs_index_64(rows), ROW_ALIGN=align,
              BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1, num_warps=warps))
 
     def execute(x, weight, bias, residual):
+        if _misaligned(x, residual, weight, bias):  # a view's pointer is its base's; a copy's is aligned
+            return from_dense_copies(x, weight, bias, residual)
         if not views:
             x, residual, weight, bias = operands(x, weight, bias, residual)
         out = new_tensor(shape, dtype, dev)
