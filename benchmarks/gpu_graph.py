@@ -16,7 +16,7 @@ from nbxtensor.export import export
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
-from timing import gpu_time_ms  # noqa: E402
+from timing import gpu_time_ms, kernel_table  # noqa: E402
 
 import torch  # noqa: E402  (the reference and the exporter; nbxtensor's runtime never imports it)
 from transformers import BertConfig, BertModel  # noqa: E402
@@ -96,17 +96,6 @@ with tempfile.TemporaryDirectory() as scratch, torch.no_grad():
         worst = float((got - SmallOps()(x)).abs().max())
         return worst <= 1e-5, f"max |diff| {worst:.3g}"
     bench("200 small ops", lambda: small(xs), lambda: small.replay(xs), lambda: SmallOps()(x), small_check)
-
-def kernel_table(title, work):
-    """Where the GPU time of one call goes, by kernel (CUPTI sees our Triton launches and torch's alike)."""
-    work()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
-        work()
-        torch.cuda.synchronize()
-    print(f"\n== {title}: GPU time by kernel")
-    print(profile.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=60))
-
 
 if torch.cuda.is_available():
     kernel_table("MiniLM replay (ours)", lambda: model.replay(*inputs))

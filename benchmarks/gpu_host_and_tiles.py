@@ -66,18 +66,22 @@ import nbxtensor.launch as launch_module  # noqa: E402
 import nbxtensor.ops.pointwise as pointwise_module  # noqa: E402
 
 captured = []
-real_launch_planned = pointwise_module.launch_planned
+real_launch_slots = pointwise_module.launch_slots
 
 
-def capturing(kernel, grid, device, args, constexprs, key):
-    captured.append((kernel, grid, device, list(args), constexprs, key))
-    real_launch_planned(kernel, grid, device, args, constexprs, key)
+def capturing(*launch_args):
+    captured.append(launch_args)
+    real_launch_slots(*launch_args)
 
 
-pointwise_module.launch_planned = capturing
+pointwise_module.launch_slots = capturing
 keep = a + b
-pointwise_module.launch_planned = real_launch_planned
-kernel, grid, device, args, constexprs, key = captured[-1]
+pointwise_module.launch_slots = real_launch_slots
+launch_args = captured[-1]
+kernel, grid, device, fixed_args, positions, varying = launch_args[:6]
+args = list(fixed_args)
+for i, v in zip(positions, varying):
+    args[i] = v
 backend = backend_for(device)
 entry = [v for k, v in launch_module._compiled.items() if k[0] is kernel][-1]
 compiled, tail = entry
@@ -87,7 +91,7 @@ breakdown = [
     ("Triton launcher alone", host_time_us(lambda: compiled.run(grid[0], 1, 1, stream, compiled.function,
                                                                compiled.packed_metadata, None, None, None,
                                                                *values, *tail))),
-    ("our launch path", host_time_us(lambda: real_launch_planned(kernel, grid, device, args, constexprs, key))),
+    ("our launch path", host_time_us(lambda: real_launch_slots(*launch_args))),
     ("whole add", host_time_us(lambda: a + b)),
 ]
 gc.disable()

@@ -13,7 +13,7 @@ import nbxtensor as nbx
 from nbxtensor.device import backend_for
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timing import gpu_time_ms  # noqa: E402
+from timing import gpu_time_ms, kernel_table  # noqa: E402
 
 import torch  # noqa: E402  (the comparison only; nbxtensor itself never imports torch)
 
@@ -77,11 +77,14 @@ ours_k, theirs_k = nbx.topk(logits, 50), torch.topk(tlogits, 50)
 check("topk values", torch.equal(torch.from_dlpack(ours_k.values), theirs_k.values))
 check("topk indices", torch.equal(torch.from_dlpack(ours_k.indices), theirs_k.indices))
 record("topk k=50 64 x 152064 f32", lambda: nbx.topk(logits, 50), lambda: torch.topk(tlogits, 50), logits_np.nbytes)
+kernel_table("topk k=50 (ours)", lambda: nbx.topk(logits, 50))
+kernel_table("topk k=50 (torch)", lambda: torch.topk(tlogits, 50))
 try:
     keys_np = rng.standard_normal(16 * 2 ** 20).astype(np.float32)
     keys, tkeys = both(keys_np)
     check("sort 16M", torch.equal(torch.from_dlpack(nbx.sort(keys).values), torch.sort(tkeys).values))
     record("sort 16M f32", lambda: nbx.sort(keys), lambda: torch.sort(tkeys), keys_np.nbytes * 2 * 3)
+    kernel_table("sort 16M f32 (ours)", lambda: nbx.sort(keys))
 except NotImplementedError as e:
     rows.append((f"sort 16M f32: {e}"[:60], float("nan"), float("nan"), float("nan"), float("nan")))
 

@@ -42,6 +42,19 @@ def host_time_us(fn, *, reps: int = 2000) -> float:
     return (time.perf_counter() - t0) / reps * 1e6
 
 
+def kernel_table(title, work):
+    """Print where the GPU time of one call of ``work`` goes, by kernel (CUPTI, through torch's profiler,
+    sees our Triton launches and torch's alike)."""
+    import torch
+    work()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        work()
+        torch.cuda.synchronize()
+    print(f"\n== {title}: GPU time by kernel")
+    print(profile.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=60))
+
+
 def graph_times_ms(ours, theirs) -> tuple[float, float]:
     """Device time of one call of ``ours`` and of ``theirs`` (a torch call), each recorded into a CUDA
     graph and replayed, so that neither side's host path paces the measurement (decode steps are that
