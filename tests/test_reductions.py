@@ -299,7 +299,7 @@ def test_batch_independence(rng, long_rows, request):
     a = rng.standard_normal((9, 301)).astype(np.float32)
     x = to_nbx(a)
     ops = [lambda t: t.sum(-1), lambda t: t.mean(-1), lambda t: t.var(-1), lambda t: t.logsumexp(-1),
-           lambda t: t.norm(3, -1), lambda t: t.prod(-1)]
+           lambda t: t.norm(3, -1), lambda t: t.prod(-1), lambda t: t.cumsum(-1)]
     for op in ops:
         batch = op(x).numpy()
         for i in (0, 8):
@@ -308,6 +308,23 @@ def test_batch_independence(rng, long_rows, request):
     columns = x.T  # rows of the column layout
     batch = columns.sum(0).numpy()
     assert columns[:, 3:4].sum(0).numpy().tobytes() == batch[3:4].tobytes()
+
+
+@pytest.mark.parametrize("long_rows", [False, True])
+def test_cumsum_of_long_rows(rng, long_rows, request):
+    """cumsum of rows past the split length scans their chunks in parallel from the totals of the chunks
+    before (split_rows: 301 elements in chunks of 128): integers exactly; float32 within the bound of
+    301 float32 additions; a single row, rows along a strided dim, and a length just past a chunk."""
+    if long_rows:
+        request.getfixturevalue("split_rows")
+    ints = rng.integers(-1000, 1000, (4, 301)).astype(np.int32)
+    assert to_nbx(ints).cumsum(1).tolist() == np.cumsum(ints.astype(np.int64), 1).tolist()
+    assert to_nbx(ints[:, :129]).cumsum(1).tolist() == np.cumsum(ints[:, :129].astype(np.int64), 1).tolist()
+    assert to_nbx(ints.T.copy()).cumsum(0).tolist() == np.cumsum(ints.T.astype(np.int64), 0).tolist()
+    floats = rng.standard_normal(301).astype(np.float32)
+    exact = np.cumsum(floats.astype(np.float64))
+    bound = 301 * EPS["float32"] * np.cumsum(np.abs(floats.astype(np.float64)))
+    assert np.all(np.abs(to_nbx(floats).cumsum(0).numpy() - exact) <= bound)
 
 
 def test_meta_and_cost_rules():
@@ -358,9 +375,11 @@ def lane_sums(src, perm, out, LANES: tl.constexpr):
 @cpu_kernels
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_lane_sums_do_not_depend_on_the_order_of_lanes(dtype):
-    """The lane combine of float sums gives the same bits for any order of the lanes: a compiled kernel
-    orders them by its layout, which can differ between batchings of the same row. The plain pairwise
-    sum of the interpreter does depend on the order, so this catches a combine that adds floats."""
+    """The lane combine of float sums gives the same bits whatever order a compiled kernel's layout adds
+    lanes in (it can differ between batchings of the same row). It first adds neighbouring lanes in a
+    tree the code fixes (256 lanes: groups of 4, ((a + b) + (c + d))), then the 64 group sums in an order
+    that does not matter; so the groups are shuffled here. The plain pairwise sum of the interpreter
+    does depend on the order, so this catches a final combine that adds floats."""
     def run(values, order):
         held = [to_nbx(values, device="cpu"), to_nbx(order.astype(np.int32), device="cpu"),
                 nbx.empty(2, dtype=dtype, device="cpu")]  # alive while the kernel reads their memory
@@ -373,11 +392,14 @@ def test_lane_sums_do_not_depend_on_the_order_of_lanes(dtype):
     exact = [math.fsum(row) for row in values.astype(np.float64)]
     results = set()
     for seed in range(6):
-        order = np.arange(256) if seed == 0 else np.random.default_rng(seed).permutation(256)
-        got = run(values, order)
+        groups = np.arange(64) if seed == 0 else np.random.default_rng(seed).permutation(64)
+        got = run(values, (groups[:, None] * 4 + np.arange(4)[None, :]).ravel())
         results.add(got.tobytes())
-        # each of 256 = 2^8 lanes keeps 50 bits below the largest lane's magnitude
-        bound = np.finfo(dtype).eps * np.abs(exact) + np.abs(values).max(axis=1) * 2.0 ** -42
+        # two rounded additions per group, then each of 64 = 2^6 group sums keeps 54 bits below the
+        # largest one's magnitude
+        groups_abs = np.abs(values.astype(np.float64)).reshape(2, 64, 4).sum(axis=2)
+        bound = (np.finfo(dtype).eps * (np.abs(exact) + 2 * groups_abs.sum(axis=1))
+                 + groups_abs.max(axis=1) * 2.0 ** -50)
         assert np.all(np.abs(got - exact) <= bound)
     assert len(results) == 1
     values[0, 5], values[1, 9] = np.inf, np.nan

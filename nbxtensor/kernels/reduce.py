@@ -182,6 +182,25 @@ def _fraction_bits(lanes):
     return 61 - (lanes - 1).bit_length()
 
 
+@triton.constexpr_function
+def _halvings_to(lanes, target):
+    """How many pairwise halvings take ``lanes`` down to at most ``target``."""
+    return max(0, (lanes - 1).bit_length() - (target - 1).bit_length())
+
+
+@triton.jit
+def _pairwise(x, TIMES: tl.constexpr, PRODUCT: tl.constexpr):
+    """``x`` [rows, lanes] with lanes 2k and 2k + 1 combined (added, or multiplied with PRODUCT), TIMES
+    times over: an order the code fixes, whatever the tile's layout."""
+    for _ in tl.static_range(TIMES):
+        left, right = tl.split(tl.reshape(x, [x.shape[0], x.shape[1] // 2, 2]))
+        if PRODUCT:
+            x = left * right
+        else:
+            x = left + right
+    return x
+
+
 @triton.jit
 def _lane_sum(x):
     """The sum over axis 1 of a [rows, lanes] tile, bit-identical whatever the compiler's layout of the
@@ -193,11 +212,12 @@ def _lane_sum(x):
     below 2^62), which is finer than a float32 or float64 rounding of the sum. Rows holding inf or NaN
     take the plain sum: its non-finite result does not depend on order."""
     if x.dtype.is_floating():
-        wide = x.to(tl.float64)
+        # pairs of lanes first (cheap, and in a fixed order): fewer lanes to convert to fixed point
+        wide = _pairwise(x, _halvings_to(x.shape[1], 64), False).to(tl.float64)
         plain = tl.sum(wide, 1)
         biased_exponent = (tl.max(tl.abs(wide), 1).to(tl.int64, bitcast=True) >> 52) & 0x7FF
         # the largest lane lies below 2^fraction once scaled
-        shift = tl.minimum(tl.maximum(1022 + _fraction_bits(x.shape[1]) - biased_exponent, -1022), 1023)
+        shift = tl.minimum(tl.maximum(1022 + _fraction_bits(wide.shape[1]) - biased_exponent, -1022), 1023)
         scale = ((shift + 1023) << 52).to(tl.float64, bitcast=True)
         unscale = ((1023 - shift) << 52).to(tl.float64, bitcast=True)
         total = tl.sum((wide * scale[:, None]).to(tl.int64), 1).to(tl.float64) * unscale
@@ -214,11 +234,7 @@ def _reduce_lanes(s0, s1, s2, KIND: tl.constexpr, LANE_BITS: tl.constexpr):
     if KIND == 0:
         return _lane_sum(s0), tl.sum(s1, 1), tl.sum(s2, 1)
     elif KIND == 1:
-        # a pairwise tree: lanes 2k and 2k + 1 multiply, LANE_BITS times
-        prod = s0
-        for _ in tl.static_range(LANE_BITS):
-            left, right = tl.split(tl.reshape(prod, [prod.shape[0], prod.shape[1] // 2, 2]))
-            prod = left * right
+        prod = _pairwise(s0, LANE_BITS, True)
         return tl.reshape(prod, [prod.shape[0]]), tl.sum(s1, 1), tl.sum(s2, 1)
     elif KIND == 2:
         return _extreme_lanes(s0, True), tl.sum(s1, 1), tl.sum(s2, 1)
@@ -487,14 +503,17 @@ def _last_of_row(x, BLOCK_R: tl.constexpr):
 
 
 @triton.jit
-def scan_rows(src, dst, dst_idx, n_rows, length,
+def scan_rows(src, dst, dst_idx, carries, n_rows, length, chunk_length, n_chunks,
               row_shape, src_row_strides, dst_row_strides, src_red_stride, dst_red_stride,
               SCAN: tl.constexpr, ACC: tl.constexpr, COMPUTE: tl.constexpr, LOWEST: tl.constexpr,
-              HIGHEST: tl.constexpr, ROW_RANK: tl.constexpr,
+              HIGHEST: tl.constexpr, ROW_RANK: tl.constexpr, PHASE: tl.constexpr,
               SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
               FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr):
     """Inclusive scans along rows. SCAN: 0 cumsum, 1 cumprod, 2 cummax, 3 cummin, 4 logcumsumexp.
-    Each block is scanned and then joined to the carry of the blocks before it."""
+    Each block is scanned and then joined to the carry of the blocks before it. A long cumsum row runs
+    as chunks over programs (row block, chunk): PHASE 1 writes each chunk's total to ``carries``
+    [row, chunk]; the host turns them into the sums of the chunks before; PHASE 2 scans each chunk from
+    that carry. PHASE 0: whole rows, one program each."""
     pid = tl.program_id(0)
     rows = tl.arange(0, BLOCK_ROWS)
     lanes = tl.arange(0, BLOCK_R)
@@ -517,10 +536,20 @@ def scan_rows(src, dst, dst_idx, n_rows, length,
     else:
         carry = tl.zeros([BLOCK_ROWS, 1], ACC)
     carry_idx = tl.zeros([BLOCK_ROWS, 1], tl.int64)
-    start = length * 0
-    while start < length:
+    chunk = tl.program_id(1)
+    if INDEX_64:
+        chunk = chunk.to(tl.int64)
+    if PHASE == 0:
+        start = length * 0
+        stop = length
+    else:
+        start = chunk * chunk_length
+        stop = tl.minimum(start + chunk_length, length)
+    if PHASE == 2:
+        carry = tl.load(carries + rows * n_chunks + chunk, mask=row_mask, other=0)[:, None]
+    while start < stop:
         j = start + lanes
-        mask = row_mask[:, None] & (j < length)[None, :]
+        mask = row_mask[:, None] & (j < stop)[None, :]
         raw = tl.load(src + src_row[:, None] + (j * src_red_stride)[None, :], mask=mask, other=0)
         x = _decode(raw, SRC_FORMAT).to(COMPUTE).to(ACC)
         idx = tl.broadcast_to(j[None, :].to(tl.int64), [BLOCK_ROWS, BLOCK_R])
@@ -545,6 +574,9 @@ def scan_rows(src, dst, dst_idx, n_rows, length,
             m, s = logsumexp_combine(carry, tl.where(carry == float("-inf"), 0.0, 1.0), m, s)
             y = m + tl.log(s)
             carry = _last_of_row(y, BLOCK_R)
-        tl.store(dst + dst_row[:, None] + (j * dst_red_stride)[None, :],
-                 _encode(y, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+        if PHASE != 1:
+            tl.store(dst + dst_row[:, None] + (j * dst_red_stride)[None, :],
+                     _encode(y, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
         start += BLOCK_R
+    if PHASE == 1:
+        tl.store(carries + rows[:, None] * n_chunks + chunk, carry, mask=row_mask[:, None])

@@ -729,14 +729,30 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
     dst_strides = dst_strides if dst_strides else (0,)
     flags = _conversion_flags(acc, out_dtype, x.device)
     lowest, highest = _extremes(acc)
-    launch(K.scan_rows, (cdiv(n_rows, block_rows),), x.device,
-           [x, out_v, idx_v if with_indices else out_v, n_rows, length, row_shape, src_strides, dst_strides,
-            x.stride(d), out_v.stride(d)],
-           SCAN=scan, ACC=acc.triton, COMPUTE=compute.triton, LOWEST=lowest, HIGHEST=highest,
-           ROW_RANK=len(row_shape), SRC_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE),
-           DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
-           INDEX_64=_needs_index_64(x) or _needs_index_64(out_v), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
-           num_warps=warps)
+    common = dict(SCAN=scan, ACC=acc.triton, COMPUTE=compute.triton, LOWEST=lowest, HIGHEST=highest,
+                  ROW_RANK=len(row_shape), SRC_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE),
+                  DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
+                  INDEX_64=_needs_index_64(x) or _needs_index_64(out_v), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
+                  num_warps=warps)
+    args = [x, out_v, idx_v if with_indices else out_v]
+    geometry = [row_shape, src_strides, dst_strides, x.stride(d), out_v.stride(d)]
+    chunk, n_chunks = split_plan(length, facts)
+    if scan != SCAN_CUMSUM or n_chunks == 1:
+        launch(K.scan_rows, (cdiv(n_rows, block_rows),), x.device, [*args, out_v, n_rows, length, length, 1,
+                                                                    *geometry], PHASE=0, **common)
+        return out, indices
+    # a long row: one program would walk it alone, so its chunks scan in parallel from the sum of the
+    # chunks before them. Whether and how a row is chunked depends on its length alone (as for the
+    # reductions' split), so a row's sums do not depend on its batch.
+    from .creation import zeros_like
+    totals = new_tensor((n_rows, n_chunks), acc, x.device)
+    grid = (cdiv(n_rows, block_rows), n_chunks)
+    launch(K.scan_rows, grid, x.device, [*args, totals, n_rows, length, chunk, n_chunks, *geometry], PHASE=1,
+           **common)
+    carries = zeros_like(totals)
+    carries[:, 1:] = cumsum(totals, 1)[:, :-1]
+    launch(K.scan_rows, grid, x.device, [*args, carries, n_rows, length, chunk, n_chunks, *geometry], PHASE=2,
+           **common)
     return out, indices
 
 
