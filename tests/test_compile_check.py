@@ -85,8 +85,8 @@ def test_a_kernel_the_interpreter_runs_but_the_compiler_refuses_is_reported(tmp_
 
 @cpu_kernels
 def test_a_resident_row_sums_in_the_same_layout_alone_or_in_a_batch(tmp_path):
-    """Softmax and norms sum a row with ``tl.sum``, whose order follows the layout the compiler derives
-    from what it knows of the addresses. Rows alone and in a batch of 9 must compile to the same layouts,
+    """Softmax and norms sum a row with ``tl.sum`` (cumsum with ``tl.associative_scan``), whose order
+    follows the layout the compiler derives from what it knows of the addresses. Rows alone and in a batch of 9 must compile to the same layouts,
     reductions included, so that they round alike on a GPU: rows of 301 floats (no vector loads; row 3
     starts off a 16-byte boundary) and of 304 (vector loads), aligned or not (a view one float into its
     buffer: copied to an aligned one). A specialised row count or shape may differ; it changes no layout."""
@@ -101,6 +101,7 @@ def test_a_resident_row_sums_in_the_same_layout_alone_or_in_a_batch(tmp_path):
                 nbx.softmax(rows, -1)
                 F.layer_norm(rows, (length,))
                 F.rms_norm(rows, (length,))
+                rows.cumsum(-1)
     """)
     program = textwrap.dedent(f"""
         import importlib, json, re, sys
@@ -110,7 +111,7 @@ def test_a_resident_row_sums_in_the_same_layout_alone_or_in_a_batch(tmp_path):
         layouts = {{}}
         for line in open({str(records)!r}):
             record = json.loads(line)
-            if record["kernel"] not in ("softmax_rows", "norm_rows"):
+            if record["kernel"] not in ("softmax_rows", "norm_rows", "scan_rows"):
                 continue  # the copies that align a shifted view
             record["args"] = [compile_check._representative(a) for a in record["args"]]
             args, constexprs = compile_check._arguments(record)
@@ -129,5 +130,5 @@ def test_a_resident_row_sums_in_the_same_layout_alone_or_in_a_batch(tmp_path):
                             timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     variants = json.loads(result.stdout.strip().splitlines()[-1])
-    assert {name for name, _ in variants} == {"softmax_rows", "norm_rows"}
+    assert {name for name, _ in variants} == {"softmax_rows", "norm_rows", "scan_rows"}
     assert all(count == 1 for _, count in variants), variants

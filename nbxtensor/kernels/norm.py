@@ -7,7 +7,7 @@ import triton.language as tl
 
 from .common import program_elements
 from .copy import _decode, _encode
-from .reduce import _extreme_lanes, _lane_sum, _reduce_lanes, load_partials, welford_combine
+from .reduce import _extreme_lanes, _lane_sum, _reduce_lanes, load_partials, row_starts, welford_combine
 
 
 @triton.jit
@@ -19,26 +19,10 @@ def _rows(n_rows, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr):
 # A row's sums must not depend on the rows around it. ``tl.sum`` adds in an order set by the tile's layout,
 # which Triton derives from what it knows of the addresses: their alignment, and the values it specialised
 # the row count, shape and strides on. So every pointer arrives 16-byte aligned (the host copies one that
-# is not), the row count is not specialised on, and a row's start is computed by ``_row_starts`` with
+# is not), the row count is not specialised on, and a row's start is computed by ``row_starts`` with
 # nothing known of it but the constexpr ROW_ALIGN, a function of the row's length and dtype alone: a row
 # alone and the same row in any batch run the same binary and add in the same order, with vector loads
 # wherever the length allows them.
-@triton.jit
-def _row_starts(rows, row_shape, row_strides, opaque_zero, ROW_RANK: tl.constexpr, ROW_ALIGN: tl.constexpr):
-    """The offsets of ``rows``' first elements. Triton specialises the elements of a tuple argument
-    whatever ``do_not_specialize`` says (a shape of 1, a stride of 0 or 16 would become facts the compiler
-    builds layouts on); adding ``opaque_zero``, an unspecialised 0, leaves it knowing only ROW_ALIGN."""
-    size = row_shape[ROW_RANK - 1] + opaque_zero
-    off = (rows % size) * (row_strides[ROW_RANK - 1] + opaque_zero)
-    rem = rows // size
-    for d in tl.static_range(ROW_RANK - 2, -1, -1):
-        size = row_shape[d] + opaque_zero
-        off += (rem % size) * (row_strides[d] + opaque_zero)
-        rem = rem // size
-    # the hint marks the last operation, which (unlike an addition to a zero start) is never folded away
-    return tl.multiple_of(off, ROW_ALIGN)
-
-
 @triton.jit(do_not_specialize=["n_rows", "src_red_stride", "dst_red_stride", "opaque_zero"])
 def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_length, n_chunks,
                  row_shape, src_row_strides, dst_row_strides, src_red_stride, dst_red_stride,
@@ -51,8 +35,8 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
     (max, sum of exp) states of every chunk of the row are in part0/part1; program (rows, chunk)
     combines them and writes its chunk."""
     rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
-    src_row = _row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
-    dst_row = _row_starts(rows, row_shape, dst_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
+    src_row = row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
+    dst_row = row_starts(rows, row_shape, dst_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
     lanes = tl.arange(0, BLOCK_R)
     if INDEX_64:
         lanes = lanes.to(tl.int64)
@@ -152,8 +136,8 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, opaque_zero, length,
     """layer_norm (RMS false: subtract the mean, divide by the standard deviation) or rms_norm of rows
     whose elements are adjacent; outputs (and the residual sum) are written densely."""
     rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
-    src_row = _row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
-    res_row = _row_starts(rows, row_shape, res_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
+    src_row = row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
+    res_row = row_starts(rows, row_shape, res_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
     out_row = tl.multiple_of(rows * length, ROW_ALIGN)
     lanes = tl.arange(0, BLOCK_R)
     if INDEX_64:

@@ -84,6 +84,22 @@ def strided_offset(idx, shape, strides, RANK: tl.constexpr):
 
 
 @triton.jit
+def row_starts(rows, row_shape, row_strides, opaque_zero, ROW_RANK: tl.constexpr, ROW_ALIGN: tl.constexpr):
+    """The offsets of ``rows``' first elements. Triton specialises the elements of a tuple argument
+    whatever ``do_not_specialize`` says (a shape of 1, a stride of 0 or 16 would become facts the compiler
+    builds layouts on); adding ``opaque_zero``, an unspecialised 0, leaves it knowing only ROW_ALIGN."""
+    size = row_shape[ROW_RANK - 1] + opaque_zero
+    off = (rows % size) * (row_strides[ROW_RANK - 1] + opaque_zero)
+    rem = rows // size
+    for d in tl.static_range(ROW_RANK - 2, -1, -1):
+        size = row_shape[d] + opaque_zero
+        off += (rem % size) * (row_strides[d] + opaque_zero)
+        rem = rem // size
+    # the hint marks the last operation, which (unlike an addition to a zero start) is never folded away
+    return tl.multiple_of(off, ROW_ALIGN)
+
+
+@triton.jit
 def max_propagating_nan(a, b):
     return tl.where((a > b) | (a != a), a, b)
 
@@ -502,8 +518,11 @@ def _last_of_row(x, BLOCK_R: tl.constexpr):
     return tl.sum(tl.where(last, x, 0), 1)[:, None]
 
 
-@triton.jit
-def scan_rows(src, dst, dst_idx, carries, n_rows, length, chunk_length, n_chunks,
+# Like softmax's rows (kernels/norm.py), a scanned row must not depend on its batch: the row count is not
+# specialised on and row starts go through ``row_starts``, promised nothing (ROW_ALIGN 1); the host keeps
+# the tile's row count whatever the batch.
+@triton.jit(do_not_specialize=["n_rows", "opaque_zero"])
+def scan_rows(src, dst, dst_idx, carries, n_rows, opaque_zero, length, chunk_length, n_chunks,
               row_shape, src_row_strides, dst_row_strides, src_red_stride, dst_red_stride,
               SCAN: tl.constexpr, ACC: tl.constexpr, COMPUTE: tl.constexpr, LOWEST: tl.constexpr,
               HIGHEST: tl.constexpr, ROW_RANK: tl.constexpr, PHASE: tl.constexpr,
@@ -523,8 +542,8 @@ def scan_rows(src, dst, dst_idx, carries, n_rows, length, chunk_length, n_chunks
         lanes = lanes.to(tl.int64)
     rows = pid * BLOCK_ROWS + rows
     row_mask = rows < n_rows
-    src_row = strided_offset(rows, row_shape, src_row_strides, ROW_RANK)
-    dst_row = strided_offset(rows, row_shape, dst_row_strides, ROW_RANK)
+    src_row = row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, 1)
+    dst_row = row_starts(rows, row_shape, dst_row_strides, opaque_zero, ROW_RANK, 1)
     if SCAN == 1:
         carry = tl.full([BLOCK_ROWS, 1], 1, ACC)
     elif SCAN == 2:

@@ -723,8 +723,6 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
     facts = kernel_facts(x.device)
     block_rows, block_r, warps = tile_for(length, facts)
     n_rows = S.numel(row_shape)
-    # rows of a scan are independent lanes, so the tile may shrink to the rows there are
-    block_rows = min(block_rows, next_pow2(n_rows))
     row_shape, src_strides = _pad(row_shape, src_strides)
     dst_strides = dst_strides if dst_strides else (0,)
     flags = _conversion_flags(acc, out_dtype, x.device)
@@ -738,7 +736,7 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
     geometry = [row_shape, src_strides, dst_strides, x.stride(d), out_v.stride(d)]
     chunk, n_chunks = split_plan(length, facts)
     if scan != SCAN_CUMSUM or n_chunks == 1:
-        launch(K.scan_rows, (cdiv(n_rows, block_rows),), x.device, [*args, out_v, n_rows, length, length, 1,
+        launch(K.scan_rows, (cdiv(n_rows, block_rows),), x.device, [*args, out_v, n_rows, 0, length, length, 1,
                                                                     *geometry], PHASE=0, **common)
         return out, indices
     # a long row: one program would walk it alone, so its chunks scan in parallel from the sum of the
@@ -747,11 +745,11 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
     from .creation import zeros_like
     totals = new_tensor((n_rows, n_chunks), acc, x.device)
     grid = (cdiv(n_rows, block_rows), n_chunks)
-    launch(K.scan_rows, grid, x.device, [*args, totals, n_rows, length, chunk, n_chunks, *geometry], PHASE=1,
+    launch(K.scan_rows, grid, x.device, [*args, totals, n_rows, 0, length, chunk, n_chunks, *geometry], PHASE=1,
            **common)
     carries = zeros_like(totals)
     carries[:, 1:] = cumsum(totals, 1)[:, :-1]
-    launch(K.scan_rows, grid, x.device, [*args, carries, n_rows, length, chunk, n_chunks, *geometry], PHASE=2,
+    launch(K.scan_rows, grid, x.device, [*args, carries, n_rows, 0, length, chunk, n_chunks, *geometry], PHASE=2,
            **common)
     return out, indices
 
