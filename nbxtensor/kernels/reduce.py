@@ -531,8 +531,7 @@ def scan_rows(src, dst, dst_idx, carries, n_rows, opaque_zero, length, chunk_len
     """Inclusive scans along rows. SCAN: 0 cumsum, 1 cumprod, 2 cummax, 3 cummin, 4 logcumsumexp.
     Each block is scanned and then joined to the carry of the blocks before it. A long cumsum row runs
     as chunks over programs (row block, chunk): PHASE 1 writes each chunk's total to ``carries``
-    [row, chunk]; the host turns them into the sums of the chunks before; PHASE 2 scans each chunk from
-    that carry. PHASE 0: whole rows, one program each."""
+    [row, chunk]; the host scans them; PHASE 2 scans each chunk from the sum of the chunks before it. PHASE 0: whole rows, one program each."""
     pid = tl.program_id(0)
     rows = tl.arange(0, BLOCK_ROWS)
     lanes = tl.arange(0, BLOCK_R)
@@ -564,8 +563,8 @@ def scan_rows(src, dst, dst_idx, carries, n_rows, opaque_zero, length, chunk_len
     else:
         start = chunk * chunk_length
         stop = tl.minimum(start + chunk_length, length)
-    if PHASE == 2:
-        carry = tl.load(carries + rows * n_chunks + chunk, mask=row_mask, other=0)[:, None]
+    if PHASE == 2:  # carries holds the inclusive sums of the chunk totals: take the previous chunk's
+        carry = tl.load(carries + rows * n_chunks + chunk - 1, mask=row_mask & (chunk > 0), other=0)[:, None]
     while start < stop:
         j = start + lanes
         mask = row_mask[:, None] & (j < stop)[None, :]

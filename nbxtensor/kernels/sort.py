@@ -341,21 +341,33 @@ def radix_sort_scatter(values, indices, values_out, indices_out, offsets, n, n_b
                        DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
     """Program (row, block) moves its elements (and their positions in the unsorted row: ``indices``, or
     with no HAS_INDICES the positions themselves) to offsets[row, digit, block] plus their rank among the
-    block's elements of the same digit. ``offsets`` are flat positions in the (rows, n) outputs."""
+    block's elements of the same digit. ``offsets`` are flat positions in the (rows, n) outputs.
+    The block is first put in (digit, position) order by sorting the distinct words digit * BLOCK +
+    lane, so that a digit's elements sit side by side: an element's rank is its place in that order less
+    where its digit's run starts, and neighbouring lanes write neighbouring addresses."""
     row, block = _row_and_chunk(INDEX_64)
-    pos = block * BLOCK + tl.arange(0, BLOCK)
-    valid = pos < n
-    v = tl.load(values + row * n + pos, mask=valid)
+    lane = tl.arange(0, BLOCK)
+    first = block * BLOCK
+    valid = first + lane < n
+    digits = tl.where(valid, _radix_digit(tl.load(values + row * n + first + lane, mask=valid), PASS, KIND,
+                                          FORMAT, DESCENDING), RADIX)  # padding sorts after every digit
+    words = _bitonic(digits * BLOCK + lane, False)
+    digit = words // BLOCK
+    local = words % BLOCK
+    real = digit < RADIX
+    digit = tl.where(real, digit, 0)
+    counts = tl.histogram(tl.where(valid, digits, 0), RADIX, mask=valid)
+    run_start = tl.cumsum(counts, 0) - counts
+    rank = lane - tl.gather(run_start, digit, 0)
+    at = tl.load(offsets + (row * RADIX + digit) * n_blocks + block, mask=real, other=0) + rank
+    src_at = row * n + first + local
+    v = tl.load(values + src_at, mask=real)
     if HAS_INDICES:
-        index = tl.load(indices + row * n + pos, mask=valid)
+        index = tl.load(indices + src_at, mask=real)
     else:
-        index = pos.to(tl.int64)
-    digits = tl.where(valid, _radix_digit(v, PASS, KIND, FORMAT, DESCENDING), RADIX)
-    same = (digits[:, None] == tl.arange(0, RADIX)[None, :]).to(tl.int32)
-    rank = tl.sum(tl.where(same != 0, tl.cumsum(same, 0), 0), 1) - 1
-    at = tl.load(offsets + (row * RADIX + digits) * n_blocks + block, mask=valid, other=0) + rank
-    tl.store(values_out + at, v, mask=valid)
-    tl.store(indices_out + at, index, mask=valid)
+        index = (first + local).to(tl.int64)
+    tl.store(values_out + at, v, mask=real)
+    tl.store(indices_out + at, index, mask=real)
 
 
 @triton.jit

@@ -723,6 +723,10 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
     facts = kernel_facts(x.device)
     block_rows, block_r, warps = tile_for(length, facts)
     n_rows = S.numel(row_shape)
+    if facts.get("interpreted", False):
+        # no layouts there, so the order of a row's sums does not follow the tile; the interpreter pays
+        # for every element of a tile, masked or not
+        block_rows = min(block_rows, next_pow2(n_rows))
     row_shape, src_strides = _pad(row_shape, src_strides)
     dst_strides = dst_strides if dst_strides else (0,)
     flags = _conversion_flags(acc, out_dtype, x.device)
@@ -742,15 +746,12 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
     # a long row: one program would walk it alone, so its chunks scan in parallel from the sum of the
     # chunks before them. Whether and how a row is chunked depends on its length alone (as for the
     # reductions' split), so a row's sums do not depend on its batch.
-    from .creation import zeros_like
     totals = new_tensor((n_rows, n_chunks), acc, x.device)
     grid = (cdiv(n_rows, block_rows), n_chunks)
     launch(K.scan_rows, grid, x.device, [*args, totals, n_rows, 0, length, chunk, n_chunks, *geometry], PHASE=1,
            **common)
-    carries = zeros_like(totals)
-    carries[:, 1:] = cumsum(totals, 1)[:, :-1]
-    launch(K.scan_rows, grid, x.device, [*args, carries, n_rows, 0, length, chunk, n_chunks, *geometry], PHASE=2,
-           **common)
+    launch(K.scan_rows, grid, x.device, [*args, cumsum(totals, 1), n_rows, 0, length, chunk, n_chunks, *geometry],
+           PHASE=2, **common)
     return out, indices
 
 
