@@ -531,7 +531,8 @@ def scan_rows(src, dst, dst_idx, carries, n_rows, opaque_zero, length, chunk_len
     """Inclusive scans along rows. SCAN: 0 cumsum, 1 cumprod, 2 cummax, 3 cummin, 4 logcumsumexp.
     Each block is scanned and then joined to the carry of the blocks before it. A long cumsum row runs
     as chunks over programs (row block, chunk): PHASE 1 writes each chunk's total to ``carries``
-    [row, chunk]; the host scans them; PHASE 2 scans each chunk from the sum of the chunks before it. PHASE 0: whole rows, one program each."""
+    [row, chunk]; the host scans them; PHASE 2 scans each chunk from the sum of the chunks before it.
+    PHASE 0: whole rows, one program each."""
     pid = tl.program_id(0)
     rows = tl.arange(0, BLOCK_ROWS)
     lanes = tl.arange(0, BLOCK_R)

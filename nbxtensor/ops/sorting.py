@@ -29,7 +29,7 @@ from .views import movedim, reshape
 SEGMENT_LIMIT = 4096  # elements one program sorts in registers (a power of two)
 SELECT_BLOCK = 2048  # elements a radix-select program reads per step
 SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wider ones
-SELECT_CHUNK = 8192  # elements of a row one radix-select program covers: a 152k row spreads over 19
+SELECT_CHUNK = 2048  # elements of a row one radix-select program covers, one step: a 152k row spreads over 75
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
 SORT_BLOCK = 1024  # elements one program of a radix sort pass moves
 SORT_BLOCK_INTERPRETED = 4096  # the interpreter pays per program, so it takes wider blocks
