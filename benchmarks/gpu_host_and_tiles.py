@@ -111,7 +111,7 @@ s = nbx.from_dlpack(t)
 theirs = gpu_time_ms(lambda: t.sum(dim=-1))
 expected = t.float().sum(dim=-1)
 tile_rows = []
-for block, tile, warps in itertools.product((512, 1024, 2048, 4096), (4096, 8192), (4, 8)):
+for block, tile, warps in itertools.product((128, 256, 512, 1024, 2048), (2048, 4096, 8192), (4, 8)):
     if tile < block:
         continue
     facts.update(reduction_block=block, reduction_tile=tile, reduction_warps=warps)
