@@ -214,3 +214,15 @@ def test_a_row_normalises_to_the_same_bits_alone_or_in_a_batch(rng, resident, le
         for i in (0, 3, 8):  # row 3 of 301 starts 3 * 301 * 4 bytes in: not a multiple of 16
             alone = op(x[i:i + 1], weight, residual[i:i + 1]).numpy()
             assert alone.tobytes() == batch[i:i + 1].tobytes()
+
+
+def test_softmax_of_a_transposed_input_is_contiguous_like_torch(rng):
+    """torch returns softmax contiguous whatever the input's strides (code then views it freely); the
+    columns of a transposed batch are read along a unit stride and written along a strided one."""
+    a = rng.standard_normal((9, 304)).astype(np.float32)
+    x = to_nbx(a).T
+    out = nbx.softmax(x, 0)
+    assert out.is_contiguous() and tuple(out.shape) == (304, 9)
+    np.testing.assert_allclose(out.numpy(), ref_softmax(a.T, 0), rtol=tolerance("float32", 304))
+    alone = nbx.softmax(x[:, 3:4], 0)
+    assert alone.numpy().tobytes() == out[:, 3:4].contiguous().numpy().tobytes()

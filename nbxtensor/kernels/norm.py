@@ -29,14 +29,15 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
                  LOG: tl.constexpr, ROW_RANK: tl.constexpr, RED_UNIT: tl.constexpr, RESIDENT: tl.constexpr,
                  COMPUTE: tl.constexpr, SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
                  FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, ROW_ALIGN: tl.constexpr,
-                 BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, CHUNKS: tl.constexpr, CHUNK_BITS: tl.constexpr):
-    """softmax (or log_softmax with LOG) of rows (RED_UNIT: adjacent elements in both src and dst).
+                 DST_UNIT: tl.constexpr, DST_ALIGN: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, CHUNKS: tl.constexpr, CHUNK_BITS: tl.constexpr):
+    """softmax (or log_softmax with LOG) of rows (RED_UNIT, DST_UNIT: a row's elements are adjacent in
+    src, in dst; ROW_ALIGN, DST_ALIGN: what row starts are promised to be multiples of).
     RESIDENT: a row is one block. Otherwise the
     (max, sum of exp) states of every chunk of the row are in part0/part1; program (rows, chunk)
     combines them and writes its chunk."""
     rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
     src_row = row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
-    dst_row = row_starts(rows, row_shape, dst_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
+    dst_row = row_starts(rows, row_shape, dst_row_strides, opaque_zero, ROW_RANK, DST_ALIGN)
     lanes = tl.arange(0, BLOCK_R)
     if INDEX_64:
         lanes = lanes.to(tl.int64)
@@ -57,7 +58,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
             y = shifted - tl.log(total)[:, None]
         else:
             y = e / total[:, None]
-        if RED_UNIT:
+        if DST_UNIT:
             dst_off = lanes
         else:
             dst_off = lanes * dst_red_stride
@@ -77,9 +78,11 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
             mask = row_mask[:, None] & (j < length)[None, :]
             if RED_UNIT:
                 src_off = j
-                dst_off = j
             else:
                 src_off = j * src_red_stride
+            if DST_UNIT:
+                dst_off = j
+            else:
                 dst_off = j * dst_red_stride
             x = _decode(tl.load(src + src_row[:, None] + src_off[None, :], mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
             shifted = x - top[:, None]

@@ -83,10 +83,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     dev, shape = x.device, tuple(x.shape)
     if x.numel() == 0:
         return lambda x: new_tensor(shape, meta.dtype, dev)
-    # the output is laid out as the input is (as torch's empty_like would), so both reduce along a unit
-    # stride or neither does
-    out_strides = S.dense_strides_like(shape, src.stride())
-    out = new_tensor(shape, meta.dtype, dev, out_strides)
+    out = new_tensor(shape, meta.dtype, dev)
     d = S.wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         src, view, d = src._view((1,), (1,)), out._view((1,), (1,)), 0
@@ -101,16 +98,17 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     row_shape, src_strides, dst_strides = (row_shape, src_strides, dst_strides) if row_shape else ((1,), (0,), (0,))
     row_shape, src_strides, dst_strides = tuple(row_shape), tuple(src_strides), tuple(dst_strides)
     length = src.shape[d]
-    unit = src.stride(d) == 1 and view.stride(d) == 1
+    unit, dst_unit = src.stride(d) == 1, view.stride(d) == 1
     align = row_align(length, src.dtype, unit)
-    if not (_rows_start_aligned(row_shape, src_strides, align) and _rows_start_aligned(row_shape, dst_strides, align)):
+    if not _rows_start_aligned(row_shape, src_strides, align):
         return lambda x: _run_softmax(_dense_copy(x), dim, dtype, log)
     facts = kernel_facts(dev)
     flags = _conversion_flags(compute, meta.dtype, dev)
     index_64 = _needs_index_64(src) or _needs_index_64(view)
     common = dict(LOG=log, ROW_RANK=len(row_shape), RED_UNIT=unit, COMPUTE=compute.triton,
                   SRC_FORMAT=_format(src.dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-                  FLOAT_TO_INT=False, INDEX_64=index_64, ROW_ALIGN=align)
+                  FLOAT_TO_INT=False, INDEX_64=index_64, ROW_ALIGN=align, DST_UNIT=dst_unit,
+                  DST_ALIGN=row_align(length, meta.dtype, dst_unit))
     source, result = Slot("src"), Slot("out")
     temporaries = {}
     if length <= facts["row_resident_max"]:
@@ -153,7 +151,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     def execute(x):
         if not convert and _misaligned(x):
             return _run_softmax(_dense_copy(x), dim, dtype, log)
-        out = new_tensor(shape, meta.dtype, dev, out_strides)
+        out = new_tensor(shape, meta.dtype, dev)
         tensors = {"src": x.to(as_dtype) if convert else x, "out": out}
         workspace.allocate(dev, tensors)
         for planned in launches:
