@@ -168,6 +168,9 @@ def _matches_prefix(high, low, prefix_high, prefix_low, LEVEL: tl.constexpr):
 # key, from the sum of its chunks' histograms). Then ``radix_count`` counts, per chunk, the elements
 # below the k-th key and equal to it, and ``radix_gather`` writes their positions, in position order.
 
+CHUNKS_PER_STEP = tl.constexpr(16)  # chunks' histograms or counts one step of a sum over chunks reads
+
+
 @triton.jit
 def _row_and_chunk(INDEX_64: tl.constexpr):
     row = tl.program_id(0)
@@ -218,10 +221,13 @@ def radix_choose(hist, state, k, n_chunks, LEVEL: tl.constexpr, INDEX_64: tl.con
     row, _ = _row_and_chunk(INDEX_64)
     bins = tl.arange(0, 256)
     counts = tl.zeros([256], tl.int32)
-    chunk = tl.full([], 0, tl.int32)  # not from ``n_chunks``, which may arrive as the constant 1
-    while chunk < n_chunks:
-        counts += tl.load(hist + (row * n_chunks + chunk) * 256 + bins)
-        chunk += 1
+    first = tl.full([], 0, tl.int32)  # not from ``n_chunks``, which may arrive as the constant 1
+    while first < n_chunks:  # integer sums: any grouping of the chunks gives the same counts
+        chunks = first + tl.arange(0, CHUNKS_PER_STEP)
+        block = tl.load(hist + (row * n_chunks + chunks)[:, None] * 256 + bins[None, :],
+                        mask=(chunks < n_chunks)[:, None], other=0)
+        counts += tl.sum(block, 0)
+        first += CHUNKS_PER_STEP
     below = tl.load(state + row * 4 + 2).to(tl.int32)
     passed = below + tl.cumsum(counts, 0) < k  # bins wholly before the k-th key
     digit = tl.sum(passed.to(tl.int32), 0).to(tl.int64)
@@ -234,8 +240,12 @@ def radix_choose(hist, state, k, n_chunks, LEVEL: tl.constexpr, INDEX_64: tl.con
 
 
 @triton.jit
-def _below_and_equal(high, low, valid, prefix_high, prefix_low, KIND: tl.constexpr):
-    """Which keys lie below the k-th key (prefix_high, prefix_low), and which equal it."""
+def _below_and_equal(src_row, pos, stop, prefix_high, prefix_low, KIND: tl.constexpr, FORMAT: tl.constexpr,
+                     DESCENDING: tl.constexpr):
+    """Which of the row's elements at ``pos`` (those before ``stop``) have keys below the k-th key
+    (prefix_high, prefix_low), and which equal it."""
+    valid = pos < stop
+    high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
     if KIND >= 3:
         below = valid & ((high < prefix_high) | ((high == prefix_high) & (low < prefix_low)))
         equal = valid & (high == prefix_high) & (low == prefix_low)
@@ -258,9 +268,7 @@ def radix_count(src, counts, state, src_row_len, n, chunk_len, n_chunks, KIND: t
     start, stop = _chunk_bounds(chunk, chunk_len, n)
     while start < stop:
         pos = start + lanes
-        valid = pos < stop
-        high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
-        below, equal = _below_and_equal(high, low, valid, prefix_high, prefix_low, KIND)
+        below, equal = _below_and_equal(src_row, pos, stop, prefix_high, prefix_low, KIND, FORMAT, DESCENDING)
         below_count += tl.sum(below.to(tl.int32), 0)
         equal_count += tl.sum(equal.to(tl.int32), 0)
         start += BLOCK
@@ -280,20 +288,20 @@ def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n
     below_total = tl.load(state + row * 4 + 2).to(tl.int32)
     taken_below = tl.full([], 0, tl.int32)
     seen_equal = tl.full([], 0, tl.int32)
-    before = tl.full([], 0, tl.int32)
-    while before < chunk:
-        taken_below += tl.load(counts + (row * n_chunks + before) * 2)
-        seen_equal += tl.load(counts + (row * n_chunks + before) * 2 + 1)
-        before += 1
+    first = tl.full([], 0, tl.int32)
+    while first < chunk:
+        before = first + tl.arange(0, CHUNKS_PER_STEP)
+        at = (row * n_chunks + before) * 2
+        taken_below += tl.sum(tl.load(counts + at, mask=before < chunk, other=0), 0)
+        seen_equal += tl.sum(tl.load(counts + at + 1, mask=before < chunk, other=0), 0)
+        first += CHUNKS_PER_STEP
     src_row = src + row * src_row_len
     out_row = candidates + row * k
     lanes = tl.arange(0, BLOCK)
     start, stop = _chunk_bounds(chunk, chunk_len, n)
     while start < stop:
         pos = start + lanes
-        valid = pos < stop
-        high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
-        below, equal = _below_and_equal(high, low, valid, prefix_high, prefix_low, KIND)
+        below, equal = _below_and_equal(src_row, pos, stop, prefix_high, prefix_low, KIND, FORMAT, DESCENDING)
         below_rank = taken_below + tl.cumsum(below.to(tl.int32), 0) - 1
         equal_rank = seen_equal + tl.cumsum(equal.to(tl.int32), 0) - 1
         tl.store(out_row + below_rank, pos.to(tl.int64), mask=below)
@@ -349,14 +357,13 @@ def radix_sort_scatter(values, indices, values_out, indices_out, offsets, n, n_b
     lane = tl.arange(0, BLOCK)
     first = block * BLOCK
     valid = first + lane < n
-    digits = tl.where(valid, _radix_digit(tl.load(values + row * n + first + lane, mask=valid), PASS, KIND,
-                                          FORMAT, DESCENDING), RADIX)  # padding sorts after every digit
-    words = _bitonic(digits * BLOCK + lane, False)
+    digits = _radix_digit(tl.load(values + row * n + first + lane, mask=valid), PASS, KIND, FORMAT, DESCENDING)
+    counts = tl.histogram(digits, RADIX, mask=valid)
+    words = _bitonic(tl.where(valid, digits, RADIX) * BLOCK + lane, False)  # padding sorts after every digit
     digit = words // BLOCK
     local = words % BLOCK
     real = digit < RADIX
     digit = tl.where(real, digit, 0)
-    counts = tl.histogram(tl.where(valid, digits, 0), RADIX, mask=valid)
     run_start = tl.cumsum(counts, 0) - counts
     rank = lane - tl.gather(run_start, digit, 0)
     at = tl.load(offsets + (row * RADIX + digit) * n_blocks + block, mask=real, other=0) + rank
