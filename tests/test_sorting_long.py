@@ -64,9 +64,11 @@ def test_long_bfloat16_rows_sort_stably():
                          ids=["float64", "int32", "uint8"])
 def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape):
     """Rows past a segment sort by radix passes; 600 elements in blocks of 128 (the last one short) make
-    every pass join five programs' elements per row, 16 passes for float64's 64-bit keys."""
+    every pass join five programs' elements per row, 16 passes for float64's 64-bit keys; the scan of a
+    digit's block counts takes two steps of four."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
-    monkeypatch.setattr(sorting, "SORT_BLOCK_INTERPRETED", 128)
+    monkeypatch.setattr(sorting, "SORT_BLOCK", 128)
+    monkeypatch.setattr(sorting, "SORT_SCAN_BLOCK", 4)
     a = awkward(shape, dtype, 7) if dtype != np.uint8 else \
         np.random.default_rng(7).integers(0, 5, size=shape).astype(dtype)
     check_sort(a, 1, False)
@@ -111,7 +113,8 @@ def test_radix_sort_and_select_match_a_stable_argsort(monkeypatch, rows, n, dtyp
     """Any row count and length past the segment, blocks and chunks of 32 (the last one short), and k:
     sort and topk give NumPy's stable order exactly."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
-    monkeypatch.setattr(sorting, "SORT_BLOCK_INTERPRETED", 32)
+    monkeypatch.setattr(sorting, "SORT_BLOCK", 32)
+    monkeypatch.setattr(sorting, "SORT_SCAN_BLOCK", 4)
     monkeypatch.setattr(sorting, "SELECT_CHUNK_INTERPRETED", 32)
     monkeypatch.setattr(sorting, "SELECT_BLOCK_INTERPRETED", 32)
     a = awkward((rows, n), np.dtype(dtype), seed) if dtype != "uint8" else \

@@ -197,13 +197,23 @@ def _chunk_bounds(chunk, chunk_len, n):
 def radix_histogram(src, hist, state, src_row_len, n, chunk_len, n_chunks, LEVEL: tl.constexpr, KIND: tl.constexpr,
                     FORMAT: tl.constexpr, DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
     """Program (row, chunk): hist[row, chunk] counts, by digit LEVEL, the chunk's elements whose higher
-    digits are the row's prefix so far."""
+    digits are the row's prefix so far. Past the first level, the chunk's bin of the last digit chosen
+    (its own entry of the level before) says how many are still in the running: a chunk with none
+    skips its elements, which after a few levels is nearly every chunk."""
     row, chunk = _row_and_chunk(INDEX_64)
     prefix_high, prefix_low = _prefix(state, row)
     src_row = src + row * src_row_len
     lanes = tl.arange(0, BLOCK)
     counts = tl.zeros([256], tl.int32)
+    hist_at = hist + (row * n_chunks + chunk) * 256
     start, stop = _chunk_bounds(chunk, chunk_len, n)
+    if LEVEL > 0:
+        if LEVEL <= 4:
+            last_digit = prefix_high & 0xFF
+        else:
+            last_digit = prefix_low & 0xFF
+        if tl.load(hist_at + last_digit) == 0:
+            stop = start
     while start < stop:
         pos = start + lanes
         valid = pos < stop
@@ -211,7 +221,7 @@ def radix_histogram(src, hist, state, src_row_len, n, chunk_len, n_chunks, LEVEL
         alive = valid & _matches_prefix(high, low, prefix_high, prefix_low, LEVEL)
         counts += tl.histogram(_digit_of(high, low, LEVEL), 256, mask=alive)
         start += BLOCK
-    tl.store(hist + (row * n_chunks + chunk) * 256 + tl.arange(0, 256), counts)
+    tl.store(hist_at + tl.arange(0, 256), counts)
 
 
 @triton.jit
@@ -282,13 +292,20 @@ def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n
                  FORMAT: tl.constexpr, DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
     """Program (row, chunk) writes to ``candidates`` (k per row) the positions of its chunk's elements
     among the row's k first in key order: every element below the k-th key, then the first elements (by
-    position) equal to it; both in position order, after those of the chunks before."""
+    position) equal to it; both in position order, after those of the chunks before. A chunk with none
+    of them (``counts`` from radix_count), nearly every chunk when k is small, reads nothing more, and a
+    step with none skips the scans that rank them."""
     row, chunk = _row_and_chunk(INDEX_64)
     prefix_high, prefix_low = _prefix(state, row)
     below_total = tl.load(state + row * 4 + 2).to(tl.int32)
     taken_below = tl.full([], 0, tl.int32)
     seen_equal = tl.full([], 0, tl.int32)
     first = tl.full([], 0, tl.int32)
+    start, stop = _chunk_bounds(chunk, chunk_len, n)
+    mine = (row * n_chunks + chunk) * 2
+    if tl.load(counts + mine) + tl.load(counts + mine + 1) == 0:
+        first = chunk
+        stop = start
     while first < chunk:
         before = first + tl.arange(0, CHUNKS_PER_STEP)
         at = (row * n_chunks + before) * 2
@@ -298,83 +315,110 @@ def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n
     src_row = src + row * src_row_len
     out_row = candidates + row * k
     lanes = tl.arange(0, BLOCK)
-    start, stop = _chunk_bounds(chunk, chunk_len, n)
     while start < stop:
         pos = start + lanes
         below, equal = _below_and_equal(src_row, pos, stop, prefix_high, prefix_low, KIND, FORMAT, DESCENDING)
-        below_rank = taken_below + tl.cumsum(below.to(tl.int32), 0) - 1
-        equal_rank = seen_equal + tl.cumsum(equal.to(tl.int32), 0) - 1
-        tl.store(out_row + below_rank, pos.to(tl.int64), mask=below)
-        tl.store(out_row + below_total + equal_rank, pos.to(tl.int64), mask=equal & (equal_rank < k - below_total))
-        taken_below += tl.sum(below.to(tl.int32), 0)
-        seen_equal += tl.sum(equal.to(tl.int32), 0)
+        below_here = tl.sum(below.to(tl.int32), 0)
+        equal_here = tl.sum(equal.to(tl.int32), 0)
+        if below_here + equal_here > 0:
+            below_rank = taken_below + tl.cumsum(below.to(tl.int32), 0) - 1
+            equal_rank = seen_equal + tl.cumsum(equal.to(tl.int32), 0) - 1
+            tl.store(out_row + below_rank, pos.to(tl.int64), mask=below)
+            tl.store(out_row + below_total + equal_rank, pos.to(tl.int64),
+                     mask=equal & (equal_rank < k - below_total))
+        taken_below += below_here
+        seen_equal += equal_here
         start += BLOCK
 
 
 # Long rows sort by LSD radix passes over 4-bit digits of the order-preserving key (8 passes for 32-bit
-# keys, 16 for 64-bit). Program (row, block) of a pass handles BLOCK consecutive elements:
-# ``radix_sort_histogram`` counts its digits into hist[row, digit, block]; an exclusive scan of hist in
-# that order gives each (row, digit, block) the flat position of its first element; ``radix_sort_scatter``
-# moves every element there plus its rank among the block's equal digits. Each pass is stable, so the
-# sort is.
+# keys, 16 for 64-bit), the pass's bit offset ``shift`` an ordinary argument (one compiled kernel serves
+# every pass). Program (row, block) of a pass handles BLOCK consecutive elements: ``radix_sort_histogram``
+# counts its digits into hist[row, digit, block]; ``radix_sort_offsets`` (program (row, digit)) scans a
+# digit's counts across the blocks; ``radix_sort_scatter`` moves every element to its digit's start in the
+# row (the counts of the lower digits), plus its block's start among that digit's elements, plus its rank
+# among the block's elements of that digit. Each pass is stable, so the sort is.
 RADIX = tl.constexpr(16)
 
 
 @triton.jit
-def _radix_digit(v, PASS: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr):
-    """Digit PASS (4 bits, least significant first) of the order-preserving key of ``v``."""
+def _radix_digit(v, shift, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr):
+    """The 4-bit digit ``shift`` bits up the order-preserving key of ``v`` (a 64-bit key's low word
+    holds shifts 0..28, its high word 32..60)."""
     high, low = _key_parts(v, KIND, FORMAT, DESCENDING)
-    if KIND >= 3 and PASS < 8:
-        word = low
+    if KIND >= 3:
+        word = tl.where(shift < 32, low, high)
     else:
         word = high
-    return ((word >> (4 * (PASS % 8))) & 0xF).to(tl.int32)
+    return ((word >> (shift % 32).to(tl.uint32)) & 0xF).to(tl.int32)
 
 
 @triton.jit
-def radix_sort_histogram(values, hist, n, n_blocks, PASS: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr,
+def radix_sort_histogram(values, hist, n, n_blocks, shift, KIND: tl.constexpr, FORMAT: tl.constexpr,
                          DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
     """Program (row, block): hist[row, d, block] = how many of the block's elements have digit d."""
     row, block = _row_and_chunk(INDEX_64)
     pos = block * BLOCK + tl.arange(0, BLOCK)
     valid = pos < n
-    digits = _radix_digit(tl.load(values + row * n + pos, mask=valid), PASS, KIND, FORMAT, DESCENDING)
+    digits = _radix_digit(tl.load(values + row * n + pos, mask=valid), shift, KIND, FORMAT, DESCENDING)
     counts = tl.histogram(digits, RADIX, mask=valid)
     tl.store(hist + (row * RADIX + tl.arange(0, RADIX)) * n_blocks + block, counts)
 
 
 @triton.jit
-def radix_sort_scatter(values, indices, values_out, indices_out, offsets, n, n_blocks, PASS: tl.constexpr,
+def radix_sort_offsets(hist, offsets, totals, n_blocks, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (row, d): offsets[row, d, b] = the row's elements of digit d in the blocks before b;
+    totals[row, d] = all of them."""
+    row, digit = _row_and_chunk(INDEX_64)
+    line = (row * RADIX + digit) * n_blocks
+    carry = tl.full([], 0, offsets.dtype.element_ty)
+    first = tl.full([], 0, tl.int32)  # not from ``n_blocks``, which may arrive as the constant 1
+    while first < n_blocks:
+        at = first + tl.arange(0, BLOCK)
+        inside = at < n_blocks
+        counts = tl.load(hist + line + at, mask=inside, other=0).to(offsets.dtype.element_ty)
+        tl.store(offsets + line + at, carry + tl.cumsum(counts, 0) - counts, mask=inside)
+        carry += tl.sum(counts, 0)
+        first += BLOCK
+    tl.store(totals + row * RADIX + digit, carry)
+
+
+@triton.jit
+def _rank_among_equal_digits(digits):
+    """For each lane, how many lanes before it hold its digit (RADIX: none). The running counts of all
+    sixteen digits ride in four scans, four digits to a 64-bit word in 16-bit fields (blocks of up to
+    65535 elements), so the rank costs a few operations a lane rather than a sort of the block."""
+    rank = digits * 0
+    field = ((digits % 4) * 16).to(tl.uint64)
+    for group in tl.static_range(4):
+        mine = digits // 4 == group
+        running = tl.cumsum(tl.where(mine, tl.full(digits.shape, 1, tl.uint64) << field, 0).to(tl.uint64), 0)
+        rank = tl.where(mine, ((running >> field) & 0xFFFF).to(tl.int32) - 1, rank)
+    return rank
+
+
+@triton.jit
+def radix_sort_scatter(values, indices, values_out, indices_out, offsets, totals, n, n_blocks, shift,
                        HAS_INDICES: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr,
                        DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
     """Program (row, block) moves its elements (and their positions in the unsorted row: ``indices``, or
-    with no HAS_INDICES the positions themselves) to offsets[row, digit, block] plus their rank among the
-    block's elements of the same digit. ``offsets`` are flat positions in the (rows, n) outputs.
-    The block is first put in (digit, position) order by sorting the distinct words digit * BLOCK +
-    lane, so that a digit's elements sit side by side: an element's rank is its place in that order less
-    where its digit's run starts, and neighbouring lanes write neighbouring addresses."""
+    with no HAS_INDICES the positions themselves) to where ``offsets`` and ``totals`` put its digits,
+    plus their ranks among the block's elements of the same digit."""
     row, block = _row_and_chunk(INDEX_64)
-    lane = tl.arange(0, BLOCK)
-    first = block * BLOCK
-    valid = first + lane < n
-    digits = _radix_digit(tl.load(values + row * n + first + lane, mask=valid), PASS, KIND, FORMAT, DESCENDING)
-    counts = tl.histogram(digits, RADIX, mask=valid)
-    words = _bitonic(tl.where(valid, digits, RADIX) * BLOCK + lane, False)  # padding sorts after every digit
-    digit = words // BLOCK
-    local = words % BLOCK
-    real = digit < RADIX
-    digit = tl.where(real, digit, 0)
-    run_start = tl.cumsum(counts, 0) - counts
-    rank = lane - tl.gather(run_start, digit, 0)
-    at = tl.load(offsets + (row * RADIX + digit) * n_blocks + block, mask=real, other=0) + rank
-    src_at = row * n + first + local
-    v = tl.load(values + src_at, mask=real)
+    pos = block * BLOCK + tl.arange(0, BLOCK)
+    valid = pos < n
+    v = tl.load(values + row * n + pos, mask=valid)
+    digits = tl.where(valid, _radix_digit(v, shift, KIND, FORMAT, DESCENDING), RADIX)
+    bins = tl.arange(0, RADIX)
+    row_totals = tl.load(totals + row * RADIX + bins)
+    starts = tl.load(offsets + (row * RADIX + bins) * n_blocks + block) + tl.cumsum(row_totals, 0) - row_totals
+    at = row * n + tl.gather(starts, tl.where(valid, digits, 0), 0) + _rank_among_equal_digits(digits)
     if HAS_INDICES:
-        index = tl.load(indices + src_at, mask=real)
+        index = tl.load(indices + row * n + pos, mask=valid)
     else:
-        index = (first + local).to(tl.int64)
-    tl.store(values_out + at, v, mask=real)
-    tl.store(indices_out + at, index, mask=real)
+        index = pos
+    tl.store(values_out + at, v, mask=valid)
+    tl.store(indices_out + at, index, mask=valid)
 
 
 @triton.jit

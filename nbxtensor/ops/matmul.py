@@ -155,7 +155,8 @@ def _next_pow2(n: int) -> int:
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), best-known shapes for large problems first; each is
 # clamped to the facts' ceilings and to the problem, so small problems and small devices get small tiles
 _GEMM_SHAPES = [
-    (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 8), (128, 128, 64, 3, 4),
+    (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 256, 64, 4, 8), (128, 128, 64, 4, 8), (128, 128, 64, 3, 4),
+    (128, 128, 64, 4, 4),
     (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (128, 128, 128, 3, 8), (64, 64, 64, 4, 4),
     (64, 64, 32, 4, 4), (32, 64, 64, 4, 4), (16, 128, 128, 4, 4), (32, 32, 32, 2, 4),
 ]

@@ -2,12 +2,11 @@
 
 Sorts are stable and order NaN as ATen does (largest: last ascending, first descending). A row is
 sorted by one program in registers when it holds at most ``SEGMENT_LIMIT`` elements. A longer row is
-sorted in segments of that length, and then pairs of sorted runs are merged, doubling the run length
-each pass (log2(n / SEGMENT_LIMIT) passes over the row, ping-ponging between two buffers). Top-k of
-a long row keeps the best k of each segment and then sorts the survivors while k is at most half a
-segment, and takes the head of the full sort beyond that. Keys are compared in the values' own
-precision (fp32 stays fp32), and padding lanes sort after every real element, so a k that is not a
-power of two never reads them.
+sorted by stable LSD radix passes over 4-bit digits of an order-preserving key, many programs a row.
+Top-k of a long row finds its k first by a radix select (8-bit digits, most significant first, over
+chunks of the row) and sorts those among themselves while k fits a segment, and takes the head of
+the full sort beyond that. Keys are compared in the values' own precision (fp32 stays fp32), and
+padding lanes sort after every real element, so a k that is not a power of two never reads them.
 """
 from __future__ import annotations
 
@@ -31,8 +30,9 @@ SELECT_BLOCK = 2048  # elements a radix-select program reads per step
 SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wider ones
 SELECT_CHUNK = 2048  # elements of a row one radix-select program covers, one step: a 152k row spreads over 75
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
-SORT_BLOCK = 1024  # elements one program of a radix sort pass moves
-SORT_BLOCK_INTERPRETED = 4096  # the interpreter pays per program, so it takes wider blocks
+SORT_BLOCK = 4096  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
+SORT_WARPS = 8
+SORT_SCAN_BLOCK = 1024  # a digit's block counts one step of the offsets scan reads
 _INT32_LIMIT = 2 ** 31
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
@@ -123,25 +123,34 @@ def _radix_select(rows: Tensor, k: int, flags: dict) -> Tensor:
 
 def _sort_long_rows(rows: Tensor, flags: dict):
     """Each row of ``rows`` (count, n > SEGMENT_LIMIT) sorted: (values, int64 positions), each (count, n),
-    by stable LSD radix passes over 4-bit digits of the key (``kernels/sort.py``)."""
-    from .reductions import cumsum
+    by stable LSD radix passes over 4-bit digits of the key (``kernels/sort.py``). Positions travel
+    between passes as int32 while a row's fit, and the last pass writes them as int64."""
     count, n = rows.shape
     dev = rows.device
-    interpreted = backend_for(dev).facts["kernels"].get("interpreted", False)
-    block = SORT_BLOCK_INTERPRETED if interpreted else SORT_BLOCK
+    block = SORT_BLOCK
     n_blocks = cdiv(n, block)
-    key = dict(KIND=flags["KIND"], FORMAT=flags["FORMAT"], DESCENDING=flags["DESCENDING"], BLOCK=block,
-               INDEX_64=flags["INDEX_64"])
-    hist = new_tensor((count * K.RADIX.value * n_blocks,), _I32, dev)  # RADIX is the kernels' tl.constexpr
-    buffers = [(new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)) for _ in range(2)]
+    index_64 = flags["INDEX_64"]
+    wide = _I64 if index_64 else _I32  # positions within a row, and counts of a row's elements
+    key = dict(KIND=flags["KIND"], FORMAT=flags["FORMAT"], DESCENDING=flags["DESCENDING"], INDEX_64=index_64)
+    radix = K.RADIX.value  # the kernels' tl.constexpr
+    hist = new_tensor((count, radix, n_blocks), _I32, dev)
+    offsets = new_tensor((count, radix, n_blocks), wide, dev)
+    totals = new_tensor((count, radix), wide, dev)
+    key_bits = 64 if flags["KIND"] >= K.KEY_FLOAT64 else 32
+    shifts = range(0, key_bits, 4)
+    values_buffers = [new_tensor((count, n), rows.dtype, dev) for _ in range(2)]
+    index_buffers = [new_tensor((count, n), wide, dev) for _ in range(2)]
     values, indices = rows, None
-    for step in range(16 if flags["KIND"] >= K.KEY_FLOAT64 else 8):
-        launch(K.radix_sort_histogram, (count, n_blocks), dev, [values, hist, n, n_blocks], PASS=step, **key)
-        offsets = cumsum(hist, 0) - hist  # where each (row, digit, block) starts in the flat outputs
-        values_out, indices_out = buffers[step % 2]
+    for step, shift in enumerate(shifts):
+        launch(K.radix_sort_histogram, (count, n_blocks), dev, [values, hist, n, n_blocks, shift], BLOCK=block,
+               num_warps=SORT_WARPS, **key)
+        launch(K.radix_sort_offsets, (count, radix), dev, [hist, offsets, totals, n_blocks], BLOCK=SORT_SCAN_BLOCK,
+               INDEX_64=index_64)
+        values_out = values_buffers[step % 2]
+        indices_out = index_buffers[step % 2] if step < len(shifts) - 1 else new_tensor((count, n), _I64, dev)
         launch(K.radix_sort_scatter, (count, n_blocks), dev,
-               [values, indices if indices is not None else values, values_out, indices_out, offsets, n, n_blocks],
-               PASS=step, HAS_INDICES=indices is not None, **key)
+               [values, indices if indices is not None else values, values_out, indices_out, offsets, totals, n,
+                n_blocks, shift], HAS_INDICES=indices is not None, BLOCK=block, num_warps=SORT_WARPS, **key)
         values, indices = values_out, indices_out
     return values, indices
 
