@@ -3,6 +3,7 @@ index_select, sort and top-k. Prints ours/torch/ratio and the fraction of the me
 that must move at the device's measured copy bandwidth) each reaches; correctness checks first."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -11,6 +12,7 @@ import numpy as np
 
 import nbxtensor as nbx
 from nbxtensor.device import backend_for
+from nbxtensor.ops import sorting
 
 sys.path.insert(0, os.path.dirname(__file__))
 from timing import gpu_time_ms, kernel_table  # noqa: E402
@@ -82,9 +84,19 @@ kernel_table("topk k=50 (torch)", lambda: torch.topk(tlogits, 50))
 try:
     keys_np = rng.standard_normal(16 * 2 ** 20).astype(np.float32)
     keys, tkeys = both(keys_np)
-    check("sort 16M", torch.equal(torch.from_dlpack(nbx.sort(keys).values), torch.sort(tkeys).values))
+    ours_sorted, theirs_sorted = nbx.sort(keys), torch.sort(tkeys, stable=True)
+    check("sort 16M", torch.equal(torch.from_dlpack(ours_sorted.values), theirs_sorted.values))
+    check("sort 16M indices (stable)", torch.equal(torch.from_dlpack(ours_sorted.indices), theirs_sorted.indices))
+    del ours_sorted, theirs_sorted
     record("sort 16M f32", lambda: nbx.sort(keys), lambda: torch.sort(tkeys), keys_np.nbytes * 2 * 3)
     kernel_table("sort 16M f32 (ours)", lambda: nbx.sort(keys))
+    kernel_table("sort 16M f32 (torch)", lambda: torch.sort(tkeys))
+    saved = (sorting.SORT_BLOCK, sorting.SORT_WARPS)
+    print("\nsort 16M f32 by elements and warps a radix pass program takes (ms)")
+    for block, warps in itertools.product((2048, 4096, 8192), (4, 8, 16)):
+        sorting.SORT_BLOCK, sorting.SORT_WARPS = block, warps
+        print(f"  block {block:6d} warps {warps:2d}: {gpu_time_ms(lambda: nbx.sort(keys)):.3f}")
+    sorting.SORT_BLOCK, sorting.SORT_WARPS = saved
 except NotImplementedError as e:
     rows.append((f"sort 16M f32: {e}"[:60], float("nan"), float("nan"), float("nan"), float("nan")))
 
