@@ -162,10 +162,10 @@ def _matches_prefix(high, low, prefix_high, prefix_low, LEVEL: tl.constexpr):
 
 # The k first elements of long rows, by a radix select spread over many programs per row. A row's state
 # (four int64: the key digits found so far, high and low words, and how many elements lie below every
-# key still in the running, and a ticket) lives in ``state``. Each 8-bit digit, most significant first,
-# takes one launch of ``radix_histogram``: program (row, chunk) histograms the digit among its chunk's
-# elements that share the digits found so far, and the row's last program to finish chooses the digit
-# of the k-th key from the sum of the chunks' histograms. Then ``radix_count`` counts, per chunk, the elements
+# key still in the running) lives in ``state``. Each 8-bit digit, most significant first, takes two
+# launches: ``radix_histogram`` (program (row, chunk): its chunk's histogram of the digit among the
+# elements that share the digits found so far) and ``radix_choose`` (program row: the digit of the k-th
+# key, from the sum of its chunks' histograms). Then ``radix_count`` counts, per chunk, the elements
 # below the k-th key and equal to it, and ``radix_gather`` writes their positions, in position order.
 
 CHUNKS_PER_STEP = tl.constexpr(16)  # chunks' histograms or counts one step of a sum over chunks reads
@@ -194,14 +194,12 @@ def _chunk_bounds(chunk, chunk_len, n):
 
 
 @triton.jit
-def radix_histogram(src, hist, state, src_row_len, n, k, chunk_len, n_chunks, LEVEL: tl.constexpr,
-                    KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr, BLOCK: tl.constexpr,
-                    INDEX_64: tl.constexpr):
+def radix_histogram(src, hist, state, src_row_len, n, chunk_len, n_chunks, LEVEL: tl.constexpr, KIND: tl.constexpr,
+                    FORMAT: tl.constexpr, DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
     """Program (row, chunk): hist[row, chunk] counts, by digit LEVEL, the chunk's elements whose higher
     digits are the row's prefix so far. Past the first level, the chunk's bin of the last digit chosen
     (its own entry of the level before) says how many are still in the running: a chunk with none
-    skips its elements, which after a few levels is nearly every chunk. The row's last program to
-    finish (a ticket in the row's state) chooses the digit, saving a launch per level."""
+    skips its elements, which after a few levels is nearly every chunk."""
     row, chunk = _row_and_chunk(INDEX_64)
     prefix_high, prefix_low = _prefix(state, row)
     src_row = src + row * src_row_len
@@ -224,25 +222,20 @@ def radix_histogram(src, hist, state, src_row_len, n, k, chunk_len, n_chunks, LE
         counts += tl.histogram(_digit_of(high, low, LEVEL), 256, mask=alive)
         start += BLOCK
     tl.store(hist_at + tl.arange(0, 256), counts)
-    tl.debug_barrier()  # every thread's counts are stored before the ticket releases them
-    ticket = state + row * 4 + 3
-    if tl.atomic_add(ticket, 1, sem="acq_rel") == n_chunks - 1:
-        tl.store(ticket, 0)
-        _choose_digit(hist, state, row, k, n_chunks, LEVEL)
 
 
 @triton.jit
-def _choose_digit(hist, state, row, k, n_chunks, LEVEL: tl.constexpr):
-    """Digit LEVEL of the row's k-th key, from its chunks' histograms added in chunk order; the prefix
-    gains the digit and ``below`` the elements of the bins before it. The histograms are read from L2
-    (``.cg``): other programs wrote them."""
+def radix_choose(hist, state, k, n_chunks, LEVEL: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program row: digit LEVEL of the row's k-th key, from its chunks' histograms added in chunk order;
+    the prefix gains the digit and ``below`` the elements of the bins before it."""
+    row, _ = _row_and_chunk(INDEX_64)
     bins = tl.arange(0, 256)
     counts = tl.zeros([256], tl.int32)
     first = tl.full([], 0, tl.int32)  # not from ``n_chunks``, which may arrive as the constant 1
     while first < n_chunks:  # integer sums: any grouping of the chunks gives the same counts
         chunks = first + tl.arange(0, CHUNKS_PER_STEP)
         block = tl.load(hist + (row * n_chunks + chunks)[:, None] * 256 + bins[None, :],
-                        mask=(chunks < n_chunks)[:, None], other=0, cache_modifier=".cg")
+                        mask=(chunks < n_chunks)[:, None], other=0)
         counts += tl.sum(block, 0)
         first += CHUNKS_PER_STEP
     below = tl.load(state + row * 4 + 2).to(tl.int32)

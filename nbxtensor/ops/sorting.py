@@ -30,8 +30,8 @@ SELECT_BLOCK = 2048  # elements a radix-select program reads per step
 SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wider ones
 SELECT_CHUNK = 2048  # elements of a row one radix-select program covers, one step: a 152k row spreads over 75
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
-SORT_BLOCK = 2048  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
-SORT_WARPS = 8  # with SORT_BLOCK, the best of a sweep on the H200 (docs/performance.md)
+SORT_BLOCK = 1024  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
+SORT_WARPS = 4  # with SORT_BLOCK, the best of a sweep on the H200 (docs/performance.md)
 SORT_SCAN_BLOCK = 1024  # a digit's block counts one step of the offsets scan reads
 _INT32_LIMIT = 2 ** 31
 _I64 = get_dtype("int64")
@@ -97,7 +97,7 @@ def _select_rows(rows: Tensor, k: int, descending: bool, op: str):
 
 def _radix_select(rows: Tensor, k: int, flags: dict) -> Tensor:
     """The positions (count, k, int64) of each row's k first elements in key order, in position order
-    (``kernels/sort.py``: one launch per 8-bit digit of the key, then a count and a gather)."""
+    (``kernels/sort.py``: two launches per 8-bit digit of the key, then a count and a gather)."""
     count, n = rows.shape
     dev = rows.device
     interpreted = backend_for(dev).facts["kernels"].get("interpreted", False)
@@ -109,8 +109,9 @@ def _radix_select(rows: Tensor, k: int, flags: dict) -> Tensor:
     state = fill_(new_tensor((count, 4), _I64, dev), 0)
     hist = new_tensor((count, n_chunks, 256), _I32, dev)
     for level in range(8 if flags["KIND"] >= K.KEY_FLOAT64 else 4):
-        launch(K.radix_histogram, (count, n_chunks), dev, [rows, hist, state, n, n, k, chunk, n_chunks],
-               LEVEL=level, BLOCK=block, INDEX_64=index_64, **key)
+        launch(K.radix_histogram, (count, n_chunks), dev, [rows, hist, state, n, n, chunk, n_chunks], LEVEL=level,
+               BLOCK=block, INDEX_64=index_64, **key)
+        launch(K.radix_choose, (count,), dev, [hist, state, k, n_chunks], LEVEL=level, INDEX_64=index_64)
     counts = new_tensor((count, n_chunks, 2), _I32, dev)
     launch(K.radix_count, (count, n_chunks), dev, [rows, counts, state, n, n, chunk, n_chunks], BLOCK=block,
            INDEX_64=index_64, **key)
