@@ -75,6 +75,23 @@ def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape):
     check_sort(a, 1, True)
 
 
+def test_every_radix_pass_launches_the_same_kernels(monkeypatch):
+    """A pass's bit offset is an argument, not a constexpr: sixteen passes of a 64-bit key compiled 32
+    kernels for one sort (a GPU test ran out of time compiling them)."""
+    monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    monkeypatch.setattr(sorting, "SORT_BLOCK", 128)
+    seen = {}
+    real_launch = sorting.launch
+
+    def recording_launch(kernel, grid, device, args, **constexprs):
+        seen.setdefault(kernel.fn.__name__, set()).add(tuple(sorted(constexprs.items())))
+        real_launch(kernel, grid, device, args, **constexprs)
+    monkeypatch.setattr(sorting, "launch", recording_launch)
+    check_sort(awkward((1, 300), np.float64, 3), 1, False)
+    assert len(seen["radix_sort_histogram"]) == 1 and len(seen["radix_sort_offsets"]) == 1
+    assert len(seen["radix_sort_scatter"]) == 2  # the first pass makes the positions, the rest carry them
+
+
 def test_multiple_rows_and_a_leading_dim(monkeypatch):
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
     a = awkward((200, 2, 2), np.float32, 8)
