@@ -60,19 +60,42 @@ def test_long_bfloat16_rows_sort_stably():
     check_sort(a, 0, True, tensor=to_nbx(a).to(nbx.bfloat16))
 
 
-@pytest.mark.parametrize("dtype,shape", [(np.float64, (1, 600)), (np.int32, (3, 600)), (np.uint8, (2, 600))],
-                         ids=["float64", "int32", "uint8"])
-def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape):
+def record_launches(monkeypatch) -> dict:
+    """Kernel name -> the constexpr sets of each of its launches from the sorting ops, in order."""
+    seen = {}
+    real_launch = sorting.launch
+
+    def recording_launch(kernel, grid, device, args, **constexprs):
+        seen.setdefault(kernel.fn.__name__, []).append(tuple(sorted(constexprs.items())))
+        real_launch(kernel, grid, device, args, **constexprs)
+    monkeypatch.setattr(sorting, "launch", recording_launch)
+    return seen
+
+
+@pytest.mark.parametrize("dtype,shape,passes", [
+    ("float64", (1, 600), 16), ("int32", (3, 600), 8), ("uint8", (2, 600), 2), ("int8", (2, 600), 3),
+    ("int16", (1, 600), 5), ("float16", (2, 600), 5), ("bfloat16", (1, 600), 4), ("bool", (2, 600), 2)])
+def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passes):
     """Rows past a segment sort by radix passes; 600 elements in blocks of 128 (the last one short) make
-    every pass join five programs' elements per row, 16 passes for float64's 64-bit keys; the scan of a
-    digit's block counts takes two steps of four."""
+    every pass join five programs' elements per row; the scan of a digit's block counts takes two steps
+    of four. A pass runs for each 4-bit digit that can change the order: all sixteen of a 64-bit key,
+    and of a narrower type's widened key only those below its width (and the sign's, for signed
+    integers) or, for floats, those that reach its mantissa."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
     monkeypatch.setattr(sorting, "SORT_BLOCK", 128)
     monkeypatch.setattr(sorting, "SORT_SCAN_BLOCK", 4)
-    a = awkward(shape, dtype, 7) if dtype != np.uint8 else \
-        np.random.default_rng(7).integers(0, 5, size=shape).astype(dtype)
-    check_sort(a, 1, False)
-    check_sort(a, 1, True)
+    launches = record_launches(monkeypatch)
+    rng = np.random.default_rng(7)
+    if dtype == "uint8":
+        a = rng.integers(0, 5, size=shape).astype(np.uint8)
+    elif dtype == "bool":
+        a = rng.integers(0, 2, size=shape).astype(bool)
+    else:
+        a = awkward(shape, dtype if dtype == "bfloat16" else np.dtype(dtype), 7)
+    tensor = to_nbx(a).to(nbx.bfloat16) if dtype == "bfloat16" else None
+    check_sort(a, 1, False, tensor=tensor)
+    assert len(launches["radix_sort_scatter"]) == passes
+    check_sort(a, 1, True, tensor=tensor)
 
 
 def test_every_radix_pass_launches_the_same_kernels(monkeypatch):
@@ -80,16 +103,10 @@ def test_every_radix_pass_launches_the_same_kernels(monkeypatch):
     kernels for one sort (a GPU test ran out of time compiling them)."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
     monkeypatch.setattr(sorting, "SORT_BLOCK", 128)
-    seen = {}
-    real_launch = sorting.launch
-
-    def recording_launch(kernel, grid, device, args, **constexprs):
-        seen.setdefault(kernel.fn.__name__, set()).add(tuple(sorted(constexprs.items())))
-        real_launch(kernel, grid, device, args, **constexprs)
-    monkeypatch.setattr(sorting, "launch", recording_launch)
+    launches = record_launches(monkeypatch)
     check_sort(awkward((1, 300), np.float64, 3), 1, False)
-    assert len(seen["radix_sort_histogram"]) == 1 and len(seen["radix_sort_offsets"]) == 1
-    assert len(seen["radix_sort_scatter"]) == 2  # the first pass makes the positions, the rest carry them
+    assert len(set(launches["radix_sort_histogram"])) == 1 and len(set(launches["radix_sort_offsets"])) == 1
+    assert len(set(launches["radix_sort_scatter"])) == 2  # the first pass makes the positions, the rest carry them
 
 
 def test_multiple_rows_and_a_leading_dim(monkeypatch):

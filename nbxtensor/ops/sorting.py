@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
+import ml_dtypes
+
 from .. import shape as S
 from ..device import backend_for
 from ..dtypes import get_dtype
@@ -121,10 +123,28 @@ def _radix_select(rows: Tensor, k: int, flags: dict) -> Tensor:
     return candidates
 
 
+def _radix_shifts(dt, kind: int) -> list[int]:
+    """The bit offsets of the 4-bit key digits a radix sort of ``dt`` must pass over. The others change no
+    order: each is the same for every key, or follows from a higher digit that is passed over."""
+    if kind >= K.KEY_FLOAT64:
+        return list(range(0, 64, 4))
+    if kind == K.KEY_FLOAT:
+        # widened to float32, a narrower float has zeros below its mantissa; the key makes them all zeros
+        # or all ones by sign (NaN: all ones), and the top digit holds the sign
+        constant_bits = 23 - int(ml_dtypes.finfo(dt.numpy).nmant)
+        return list(range(constant_bits // 4 * 4, 32, 4))
+    width = 8 * dt.itemsize
+    shifts = list(range(0, width, 4))
+    if kind == K.KEY_SIGNED and width < 32:
+        shifts.append(28)  # above its width the key repeats the sign, which its top digit orders
+    return shifts
+
+
 def _sort_long_rows(rows: Tensor, flags: dict):
     """Each row of ``rows`` (count, n > SEGMENT_LIMIT) sorted: (values, int64 positions), each (count, n),
-    by stable LSD radix passes over 4-bit digits of the key (``kernels/sort.py``). Positions travel
-    between passes as int32 while a row's fit, and the last pass writes them as int64."""
+    by stable LSD radix passes over the 4-bit digits of the key that can change the order
+    (``kernels/sort.py``). Positions travel between passes as int32 while a row's fit, and the last pass
+    writes them as int64."""
     count, n = rows.shape
     dev = rows.device
     block = SORT_BLOCK
@@ -136,8 +156,7 @@ def _sort_long_rows(rows: Tensor, flags: dict):
     hist = new_tensor((count, radix, n_blocks), _I32, dev)
     offsets = new_tensor((count, radix, n_blocks), wide, dev)
     totals = new_tensor((count, radix), wide, dev)
-    key_bits = 64 if flags["KIND"] >= K.KEY_FLOAT64 else 32
-    shifts = range(0, key_bits, 4)
+    shifts = _radix_shifts(rows.dtype, flags["KIND"])
     values_buffers = [new_tensor((count, n), rows.dtype, dev) for _ in range(2)]
     index_buffers = [new_tensor((count, n), wide, dev) for _ in range(2)]
     values, indices = rows, None
