@@ -118,6 +118,21 @@ def test_multiple_rows_and_a_leading_dim(monkeypatch):
                           equal_nan=True)
 
 
+def test_radix_select_starts_from_dirty_memory(monkeypatch):
+    """The select's state is written by its first level, not zeroed before: its workspace comes straight
+    from the allocator, here from blocks just filled with ones and freed."""
+    monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    monkeypatch.setattr(sorting, "SELECT_CHUNK_INTERPRETED", 256)
+    monkeypatch.setattr(sorting, "SELECT_BLOCK_INTERPRETED", 128)
+    a = awkward((3, 700), np.float32, 12)
+    for k, largest in ((5, True), (30, False)):
+        for _ in range(2):
+            junk = [nbx.full((size,), -1, dtype=nbx.int64, device=TEST_DEVICE) for size in (64, 512, 4096, 32768)]
+            del junk
+            result = nbx.topk(to_nbx(a), k, dim=1, largest=largest)
+            assert np.array_equal(result.indices.numpy(), stable_argsort(a, 1, largest)[:, :k])
+
+
 def test_long_topk_and_kthvalue(monkeypatch):
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
     a = awkward((1, 300), np.float32, 9)

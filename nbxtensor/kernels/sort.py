@@ -227,7 +227,8 @@ def radix_histogram(src, hist, state, src_row_len, n, chunk_len, n_chunks, LEVEL
 @triton.jit
 def radix_choose(hist, state, k, n_chunks, LEVEL: tl.constexpr, INDEX_64: tl.constexpr):
     """Program row: digit LEVEL of the row's k-th key, from its chunks' histograms added in chunk order;
-    the prefix gains the digit and ``below`` the elements of the bins before it."""
+    the prefix gains the digit and ``below`` the elements of the bins before it. (The first level's
+    histograms read the state but use none of it.)"""
     row, _ = _row_and_chunk(INDEX_64)
     bins = tl.arange(0, 256)
     counts = tl.zeros([256], tl.int32)
@@ -238,15 +239,22 @@ def radix_choose(hist, state, k, n_chunks, LEVEL: tl.constexpr, INDEX_64: tl.con
                         mask=(chunks < n_chunks)[:, None], other=0)
         counts += tl.sum(block, 0)
         first += CHUNKS_PER_STEP
-    below = tl.load(state + row * 4 + 2).to(tl.int32)
+    if LEVEL == 0:  # the first level starts the row's state: nothing needs it zeroed before
+        below = tl.full([], 0, tl.int32)
+    else:
+        below = tl.load(state + row * 4 + 2).to(tl.int32)
     passed = below + tl.cumsum(counts, 0) < k  # bins wholly before the k-th key
     digit = tl.sum(passed.to(tl.int32), 0).to(tl.int64)
     tl.store(state + row * 4 + 2, (below + tl.sum(tl.where(passed, counts, 0), 0)).to(tl.int64))
-    if LEVEL < 4:
-        word = state + row * 4
+    if LEVEL == 0:
+        tl.store(state + row * 4, digit)
+        tl.store(state + row * 4 + 1, digit * 0)
+    elif LEVEL < 4:
+        tl.store(state + row * 4, ((tl.load(state + row * 4) << 8) | digit) & 0xFFFFFFFF)
+    elif LEVEL == 4:
+        tl.store(state + row * 4 + 1, digit)
     else:
-        word = state + row * 4 + 1
-    tl.store(word, ((tl.load(word) << 8) | digit) & 0xFFFFFFFF)
+        tl.store(state + row * 4 + 1, ((tl.load(state + row * 4 + 1) << 8) | digit) & 0xFFFFFFFF)
 
 
 @triton.jit

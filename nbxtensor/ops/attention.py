@@ -19,7 +19,7 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, new_tensor
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .matmul import _dot_precision, _needs_index_64, _next_pow2
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -267,12 +267,6 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     return launches, Workspace(temporaries)
 
 
-def _run_launches(dev, launches, workspace: Workspace, tensors: dict) -> None:
-    workspace.allocate(dev, tensors)
-    for planned in launches:
-        planned(dev, tensors)
-
-
 # ---- the entry point -------------------------------------------------------------------------------------
 def _aten_output_strides(query: Tensor, shape):
     """ATen's fused attention lays its output out in the query's dim order (a query viewed from
@@ -362,7 +356,7 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
         if not views:
             return _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa)(query, key, value, attn_mask)
         out = fresh_output()
-        _run_launches(dev, launches, temporaries, {"q": query, "k": key, "v": value, "mask": attn_mask, "out": out})
+        run_launches(dev, launches, temporaries, {"q": query, "k": key, "v": value, "mask": attn_mask, "out": out})
         return out
     return execute
 
@@ -422,7 +416,7 @@ def paged_attention(query: Tensor, key_cache: Tensor, value_cache: Tensor, block
     launches, temporaries = _decode(query, key_cache, value_cache, None, K.MASK_NONE, FORMAT_NATIVE, (0, 0, 0, 0),
                                     out, query.shape[1] // key_cache.shape[2], scale, capacity, query.device, facts,
                                     paged=(block_table, seq_lens))
-    _run_launches(query.device, launches, temporaries, {"q": query, "k": key_cache, "v": value_cache, "out": out,
+    run_launches(query.device, launches, temporaries, {"q": query, "k": key_cache, "v": value_cache, "out": out,
                                                         "table": block_table, "lens": seq_lens})
     return out
 

@@ -82,3 +82,10 @@ class PlannedLaunch:
     def __call__(self, device, tensors: dict) -> None:
         launch_slots(self.kernel, self.grid, device, self.args, self.positions, [tensors[n] for n in self.names],
                      self.constexprs, self.key, self.bound)
+
+
+def run_launches(device, launches, workspace, tensors: dict) -> None:
+    """Carve ``workspace`` (an ``ops.copy.Workspace``) into ``tensors`` and run the planned launches."""
+    workspace.allocate(device, tensors)
+    for planned in launches:
+        planned(device, tensors)

@@ -23,7 +23,8 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..promotion import result_type
 from ..tensor import Tensor
-from .copy import _elementwise_block, fill_, new_tensor
+from .copy import Workspace, _elementwise_block, new_tensor
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .registry import Cost, TensorMeta, nbytes, register
 from .views import movedim, reshape
 
@@ -73,54 +74,75 @@ def _power_of_2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+_select_plans = PlanCache()
+
+
 def _select_rows(rows: Tensor, k: int, descending: bool, op: str):
     """The first ``k`` of each row in sorted order: (values, int64 positions), each (rows, k)."""
     count, n = rows.shape
     dev = rows.device
-    flags = dict(DESCENDING=descending, INDEX_64=rows.numel() >= _INT32_LIMIT, **_key_kind(rows.dtype, op))
     if count and n > SEGMENT_LIMIT and k > SEGMENT_LIMIT:
         # the k first are sorted by one program, so k this large sorts the whole row
-        values, indices = _sort_long_rows(rows, flags)
+        values, indices = _sort_long_rows(rows, _select_flags(rows, descending, op))
         return (values, indices) if k == n else (values[:, :k].contiguous(), indices[:, :k].contiguous())
-    values = new_tensor((count, k), rows.dtype, dev)
-    indices = new_tensor((count, k), _I64, dev)
-    if count == 0 or k == 0:
-        return values, indices
-    if n <= SEGMENT_LIMIT:
-        launch(K.sort_segments, (count, 1), dev, [rows, rows, indices, values, n, n, k],
-               SEGMENT=n, LENGTH=_power_of_2(n), K_OUT=k, HAS_PERM=False, WRITE_VALUES=True, **flags)
-        return values, indices
-    # the k first of each row, found by a radix select over chunks of the row, then sorted among themselves
-    candidates = _radix_select(rows, k, flags)
-    launch(K.sort_segments, (count, 1), dev, [rows, candidates, indices, values, n, k, k],
-           SEGMENT=k, LENGTH=_power_of_2(k), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True, **flags)
-    return values, indices
+    tensors = {"rows": rows, "values": new_tensor((count, k), rows.dtype, dev),
+               "indices": new_tensor((count, k), _I64, dev)}
+    if count and k:
+        launches, workspace = _select_plans.get((layout_key(rows), k, descending, op),
+                                                lambda: _plan_select(rows, k, _select_flags(rows, descending, op)))
+        run_launches(dev, launches, workspace, tensors)
+    return tensors["values"], tensors["indices"]
 
 
-def _radix_select(rows: Tensor, k: int, flags: dict) -> Tensor:
-    """The positions (count, k, int64) of each row's k first elements in key order, in position order
-    (``kernels/sort.py``: two launches per 8-bit digit of the key, then a count and a gather)."""
+def _select_flags(rows: Tensor, descending: bool, op: str) -> dict:
+    return dict(DESCENDING=descending, INDEX_64=rows.numel() >= _INT32_LIMIT, **_key_kind(rows.dtype, op))
+
+
+def _plan_select(rows: Tensor, k: int, flags: dict):
+    """(launches, workspace) that write ``values`` and ``indices`` from ``rows``: one program a row sorts
+    a row that fits a segment; a longer row's k first come from a radix select over chunks of the row
+    and are then sorted among themselves."""
     count, n = rows.shape
-    dev = rows.device
-    interpreted = backend_for(dev).facts["kernels"].get("interpreted", False)
+    if n <= SEGMENT_LIMIT:
+        return [PlannedLaunch(K.sort_segments, (count, 1),
+                              [Slot("rows"), Slot("rows"), Slot("indices"), Slot("values"), n, n, k],
+                              dict(SEGMENT=n, LENGTH=_power_of_2(n), K_OUT=k, HAS_PERM=False, WRITE_VALUES=True,
+                                   **flags))], Workspace({})
+    launches, workspace = _plan_radix_select(rows, k, flags)
+    launches.append(PlannedLaunch(K.sort_segments, (count, 1),
+                                  [Slot("rows"), Slot("candidates"), Slot("indices"), Slot("values"), n, k, k],
+                                  dict(SEGMENT=k, LENGTH=_power_of_2(k), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True,
+                                       **flags)))
+    return launches, workspace
+
+
+def _plan_radix_select(rows: Tensor, k: int, flags: dict):
+    """Launches that write to ``candidates`` (count, k, int64) the positions of each row's k first
+    elements in key order, in position order (``kernels/sort.py``: two launches per 8-bit digit of the
+    key, then a count and a gather), and the workspace they use."""
+    count, n = rows.shape
+    interpreted = backend_for(rows.device).facts["kernels"].get("interpreted", False)
     chunk = SELECT_CHUNK_INTERPRETED if interpreted else SELECT_CHUNK
     block = min(SELECT_BLOCK_INTERPRETED if interpreted else SELECT_BLOCK, chunk)
     n_chunks = cdiv(n, chunk)
     index_64 = flags["INDEX_64"]
     key = {name: flags[name] for name in ("KIND", "FORMAT", "DESCENDING")}
-    state = fill_(new_tensor((count, 4), _I64, dev), 0)
-    hist = new_tensor((count, n_chunks, 256), _I32, dev)
+    source, hist, state, counts = Slot("rows"), Slot("hist"), Slot("state"), Slot("counts")
+    launches = []
     for level in range(8 if flags["KIND"] >= K.KEY_FLOAT64 else 4):
-        launch(K.radix_histogram, (count, n_chunks), dev, [rows, hist, state, n, n, chunk, n_chunks], LEVEL=level,
-               BLOCK=block, INDEX_64=index_64, **key)
-        launch(K.radix_choose, (count,), dev, [hist, state, k, n_chunks], LEVEL=level, INDEX_64=index_64)
-    counts = new_tensor((count, n_chunks, 2), _I32, dev)
-    launch(K.radix_count, (count, n_chunks), dev, [rows, counts, state, n, n, chunk, n_chunks], BLOCK=block,
-           INDEX_64=index_64, **key)
-    candidates = new_tensor((count, k), _I64, dev)
-    launch(K.radix_gather, (count, n_chunks), dev, [rows, counts, state, candidates, n, n, k, chunk, n_chunks],
-           BLOCK=block, INDEX_64=index_64, **key)
-    return candidates
+        launches.append(PlannedLaunch(K.radix_histogram, (count, n_chunks),
+                                      [source, hist, state, n, n, chunk, n_chunks],
+                                      dict(LEVEL=level, BLOCK=block, INDEX_64=index_64, **key)))
+        launches.append(PlannedLaunch(K.radix_choose, (count,), [hist, state, k, n_chunks],
+                                      dict(LEVEL=level, INDEX_64=index_64)))
+    launches.append(PlannedLaunch(K.radix_count, (count, n_chunks), [source, counts, state, n, n, chunk, n_chunks],
+                                  dict(BLOCK=block, INDEX_64=index_64, **key)))
+    launches.append(PlannedLaunch(K.radix_gather, (count, n_chunks),
+                                  [source, counts, state, Slot("candidates"), n, n, k, chunk, n_chunks],
+                                  dict(BLOCK=block, INDEX_64=index_64, **key)))
+    workspace = Workspace({"state": ((count, 4), _I64), "candidates": ((count, k), _I64),
+                           "hist": ((count, n_chunks, 256), _I32), "counts": ((count, n_chunks, 2), _I32)})
+    return launches, workspace
 
 
 def _radix_shifts(dt, kind: int) -> list[int]:
