@@ -65,9 +65,10 @@ def _rows(x: Tensor, dim: int):
         x = reshape(x, (1,))
         dim = 0
     d = S.wrap_dim(dim, x.ndim)
-    moved = movedim(x, d, -1).contiguous()
+    moved = (x if d == x.ndim - 1 else movedim(x, d, -1)).contiguous()
     n = moved.shape[-1]
-    return reshape(moved, (-1, n)) if moved.numel() else moved, tuple(moved.shape), d
+    rows = moved if moved.ndim == 2 or not moved.numel() else reshape(moved, (-1, n))
+    return rows, tuple(moved.shape), d
 
 
 def _power_of_2(n: int) -> int:
@@ -197,9 +198,11 @@ def _sort_long_rows(rows: Tensor, flags: dict):
 
 
 def _restore(result: Tensor, moved_shape, d: int, k: int) -> Tensor:
+    if not moved_shape:
+        return result
     shape = (*moved_shape[:-1], k)
-    out = movedim(reshape(result, shape), -1, d) if len(moved_shape) else result
-    return out
+    out = result if tuple(result.shape) == shape else reshape(result, shape)
+    return out if d == len(shape) - 1 else movedim(out, -1, d)
 
 
 def _sort_meta(x, dim=-1, descending=False, stable=False):

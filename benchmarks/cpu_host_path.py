@@ -1,0 +1,75 @@
+"""Host time of one call of small ops, on any machine: our Python before the launch, with every kernel
+launch stubbed out (the CPU backend is told it compiles kernels, and each "compiled" kernel's run does
+nothing), so no kernel runs and only host work is timed. Not a GPU figure: a GPU host adds Triton's
+launcher (about 5.6 us a launch on the H200 machine) and runs Python more slowly.
+
+    python3 benchmarks/cpu_host_path.py
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+import nbxtensor as nbx
+from nbxtensor import launch as launch_module
+from nbxtensor.device import backend_for
+
+
+class _StubKernel:
+    function = None
+    packed_metadata = None
+
+    @staticmethod
+    def run(*args):
+        return None
+
+
+class _EverythingCompiled(dict):
+    def get(self, key, default=None):
+        return (_StubKernel, [])
+
+
+def stub_launches() -> None:
+    backend = backend_for(nbx.device("cpu"))
+    type(backend).compiles_kernels = property(lambda self: True)
+    backend.current_stream_handle = lambda index: 0
+    launch_module._compiled = _EverythingCompiled()
+
+
+def host_us(fn, calls: int = 200, repeats: int = 7) -> float:
+    for _ in range(50):
+        fn()
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        runs.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(runs)
+
+
+def main() -> None:
+    stub_launches()
+    rng = np.random.default_rng(0)
+    a = nbx.tensor(rng.standard_normal(16).astype(np.float32))
+    b = nbx.tensor(rng.standard_normal(16).astype(np.float32))
+    rows = nbx.tensor(rng.standard_normal((64, 256)).astype(np.float32))
+    logits = nbx.tensor(rng.standard_normal((64, 152064)).astype(np.float32))
+    cases = [
+        ("fill_ (16 floats)", lambda: a.fill_(1.0)),
+        ("a + b (16 floats)", lambda: a + b),
+        ("row sum 64 x 256", lambda: rows.sum(dim=-1)),
+        ("softmax 64 x 256", lambda: nbx.softmax(rows, -1)),
+        ("sort 64 x 256", lambda: nbx.sort(rows)),
+        ("topk k=5 of 64 x 256", lambda: nbx.topk(rows, 5)),
+        ("topk k=50 of 64 x 152064", lambda: nbx.topk(logits, 50)),
+    ]
+    print(f"{'one call of':28s} {'host us':>8s}")
+    for name, fn in cases:
+        print(f"{name:28s} {host_us(fn):8.1f}")
+
+
+if __name__ == "__main__":
+    main()
