@@ -57,26 +57,66 @@ def _online_update(acc, m_i, l_i, s, v_tile, PRECISION: tl.constexpr):
 
 
 @triton.jit
+def _load_tile(ptrs, keys_ok, dims_ok, EDGE: tl.constexpr, FULL_DIMS: tl.constexpr):
+    """A key or value tile, masked by key on an EDGE tile and by head dim unless the dims fill it."""
+    if EDGE:
+        return tl.load(ptrs, mask=keys_ok & dims_ok, other=0)
+    elif FULL_DIMS:
+        return tl.load(ptrs)
+    else:
+        return tl.load(ptrs, mask=dims_ok, other=0)
+
+
+@triton.jit
 def _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv, L, S, qk_scale,
                    k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss,
                    HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                   MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
+                   EDGE: tl.constexpr, MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
                    PRECISION: tl.constexpr, INDEX_64: tl.constexpr):
+    """Fold the key tile at ``start_n`` into the running softmax. EDGE: the tile may pass the last key
+    or (CAUSAL) the diagonal, so its scores are masked; tiles wholly inside need no mask."""
     rn = start_n + tl.arange(0, BLOCK_N)
     if INDEX_64:
         rn = rn.to(tl.int64)
     col_ok = rn < S
-    k_tile = tl.load(k_base + rn[None, :] * k_sn + rd[:, None] * k_sd,
-                     mask=col_ok[None, :] & (rd[:, None] < HEAD_DIM), other=0)
+    k_tile = _load_tile(k_base + rn[None, :] * k_sn + rd[:, None] * k_sd, col_ok[None, :], rd[:, None] < HEAD_DIM,
+                        EDGE, HEAD_DIM == rd.shape[0])
     s = tl.dot(q_tile, _widen(k_tile, IN_FORMAT), input_precision=PRECISION, out_dtype=tl.float32) * qk_scale
     s = _score_mask(s, rm, rn, mask_base, mask_sl, mask_ss, rm < L, col_ok, MASK_KIND, MASK_FORMAT)
-    allowed = col_ok[None, :] & (rm[:, None] >= 0)
-    if CAUSAL:
-        allowed = allowed & (rn[None, :] <= rm[:, None])
-    s = tl.where(allowed, s, float("-inf"))
-    v_tile = tl.load(v_base + rn[:, None] * v_sn + rdv[None, :] * v_sd,
-                     mask=col_ok[:, None] & (rdv[None, :] < VALUE_DIM), other=0)
+    if EDGE:
+        allowed = col_ok[None, :] & (rm[:, None] >= 0)
+        if CAUSAL:
+            allowed = allowed & (rn[None, :] <= rm[:, None])
+        s = tl.where(allowed, s, float("-inf"))
+    v_tile = _load_tile(v_base + rn[:, None] * v_sn + rdv[None, :] * v_sd, col_ok[:, None],
+                        rdv[None, :] < VALUE_DIM, EDGE, VALUE_DIM == rdv.shape[0])
     return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), PRECISION)
+
+
+@triton.jit
+def _forward_span(acc, m_i, l_i, first, stop, q_tile, k_base, v_base, mask_base, rm, rd, rdv, L, S, qk_scale,
+                  k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss,
+                  HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                  EDGE: tl.constexpr, MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
+                  PRECISION: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+    """The key tiles from ``first`` up to ``stop``, in order."""
+    if INTERPRETED:
+        # Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2); a GPU needs the
+        # for loop, which is what it software-pipelines over num_stages
+        start_n = first
+        while start_n < stop:
+            acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
+                                           L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM,
+                                           VALUE_DIM, BLOCK_N, CAUSAL, EDGE, MASK_KIND, MASK_FORMAT, IN_FORMAT,
+                                           PRECISION, INDEX_64)
+            start_n += BLOCK_N
+    else:
+        for start_n in range(first, stop, BLOCK_N):
+            acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
+                                           L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM,
+                                           VALUE_DIM, BLOCK_N, CAUSAL, EDGE, MASK_KIND, MASK_FORMAT, IN_FORMAT,
+                                           PRECISION, INDEX_64)
+    return acc, m_i, l_i
 
 
 @triton.jit
@@ -112,25 +152,22 @@ def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
     acc = tl.zeros((BLOCK_M, BLOCK_DV), dtype=tl.float32)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    # causal (top-left aligned): query i sees keys j <= i, so key tiles past this tile's last row are skipped
+    # causal (top-left aligned): query i sees keys j <= i, so key tiles past this tile's last row are
+    # skipped, and those wholly left of its first row need no mask; nor do whole tiles without causality
     if CAUSAL:
         stop = tl.minimum(S, (tile_m + 1) * BLOCK_M)
+        inner_stop = tl.minimum(S, tile_m * BLOCK_M) // BLOCK_N * BLOCK_N
     else:
         stop = S
-    if INTERPRETED:
-        start_n = 0
-        while start_n < stop:
-            acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
-                                           L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM,
-                                           VALUE_DIM, BLOCK_N, CAUSAL, MASK_KIND, MASK_FORMAT, IN_FORMAT,
-                                           PRECISION, INDEX_64)
-            start_n += BLOCK_N
-    else:
-        for start_n in range(0, stop, BLOCK_N):
-            acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
-                                           L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM,
-                                           VALUE_DIM, BLOCK_N, CAUSAL, MASK_KIND, MASK_FORMAT, IN_FORMAT,
-                                           PRECISION, INDEX_64)
+        inner_stop = S // BLOCK_N * BLOCK_N
+    acc, m_i, l_i = _forward_span(acc, m_i, l_i, 0, inner_stop, q_tile, k_base, v_base, mask_base, rm, rd, rdv, L,
+                                  S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM, VALUE_DIM,
+                                  BLOCK_N, CAUSAL, False, MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64,
+                                  INTERPRETED)
+    acc, m_i, l_i = _forward_span(acc, m_i, l_i, inner_stop, stop, q_tile, k_base, v_base, mask_base, rm, rd, rdv,
+                                  L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM, VALUE_DIM,
+                                  BLOCK_N, CAUSAL, True, MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64,
+                                  INTERPRETED)
     result = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
     value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     tl.store(out + batch * out_sb + head * out_sh + rm[:, None] * out_sl + rdv[None, :] * out_sd, value,
