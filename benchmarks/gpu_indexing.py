@@ -90,6 +90,11 @@ try:
     del ours_sorted, theirs_sorted
     record("sort 16M f32", lambda: nbx.sort(keys), lambda: torch.sort(tkeys), keys_np.nbytes * 2 * 3)
     kernel_table("sort 16M f32 (ours)", lambda: nbx.sort(keys))
+    keys16, tkeys16 = keys.to(nbx.bfloat16), tkeys.to(torch.bfloat16)
+    check("sort 16M bf16 indices (stable)",
+          torch.equal(torch.from_dlpack(nbx.sort(keys16).indices), torch.sort(tkeys16, stable=True).indices))
+    record("sort 16M bf16 (4 radix passes)", lambda: nbx.sort(keys16), lambda: torch.sort(tkeys16),
+           keys_np.nbytes // 2 * 3 + keys_np.nbytes * 2)
     kernel_table("sort 16M f32 (torch)", lambda: torch.sort(tkeys))
     saved = (sorting.SORT_BLOCK, sorting.SORT_WARPS)
     print("\nsort 16M f32 by elements and warps a radix pass program takes (ms)")
