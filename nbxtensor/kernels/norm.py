@@ -16,6 +16,16 @@ def _rows(n_rows, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr):
     return rows, rows < n_rows
 
 
+@triton.jit
+def _along(j, stride, UNIT: tl.constexpr):
+    """Offsets of elements ``j`` of a row: adjacent (UNIT, which the compiler can then see) or ``stride``
+    apart."""
+    if UNIT:
+        return j
+    else:
+        return j * stride
+
+
 # A row's sums must not depend on the rows around it. ``tl.sum`` adds in an order set by the tile's layout,
 # which Triton derives from what it knows of the addresses: their alignment, and the values it specialised
 # the row count, shape and strides on. So every pointer arrives 16-byte aligned (the host copies one that
@@ -29,12 +39,12 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
                  LOG: tl.constexpr, ROW_RANK: tl.constexpr, RED_UNIT: tl.constexpr, RESIDENT: tl.constexpr,
                  COMPUTE: tl.constexpr, SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
                  FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, ROW_ALIGN: tl.constexpr,
-                 DST_UNIT: tl.constexpr, DST_ALIGN: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, CHUNKS: tl.constexpr, CHUNK_BITS: tl.constexpr):
+                 DST_UNIT: tl.constexpr, DST_ALIGN: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr,
+                 CHUNKS: tl.constexpr, CHUNK_BITS: tl.constexpr):
     """softmax (or log_softmax with LOG) of rows (RED_UNIT, DST_UNIT: a row's elements are adjacent in
-    src, in dst; ROW_ALIGN, DST_ALIGN: what row starts are promised to be multiples of).
-    RESIDENT: a row is one block. Otherwise the
-    (max, sum of exp) states of every chunk of the row are in part0/part1; program (rows, chunk)
-    combines them and writes its chunk."""
+    src, in dst; ROW_ALIGN, DST_ALIGN: what row starts are promised to be multiples of). RESIDENT: a row
+    is one block. Otherwise the (max, sum of exp) states of every chunk of the row are in part0/part1;
+    program (rows, chunk) combines them and writes its chunk."""
     rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
     src_row = row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
     dst_row = row_starts(rows, row_shape, dst_row_strides, opaque_zero, ROW_RANK, DST_ALIGN)
@@ -44,11 +54,8 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
     out_type = dst.dtype.element_ty
     if RESIDENT:
         mask = row_mask[:, None] & (lanes < length)[None, :]
-        if RED_UNIT:
-            src_off = lanes
-        else:
-            src_off = lanes * src_red_stride
-        x = _decode(tl.load(src + src_row[:, None] + src_off[None, :], mask=mask, other=0), SRC_FORMAT)
+        x = _decode(tl.load(src + src_row[:, None] + _along(lanes, src_red_stride, RED_UNIT)[None, :], mask=mask,
+                            other=0), SRC_FORMAT)
         x = tl.where(mask, x.to(COMPUTE), float("-inf"))
         top = _extreme_lanes(x, True)
         shifted = x - top[:, None]
@@ -58,12 +65,8 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
             y = shifted - tl.log(total)[:, None]
         else:
             y = e / total[:, None]
-        if DST_UNIT:
-            dst_off = lanes
-        else:
-            dst_off = lanes * dst_red_stride
-        tl.store(dst + dst_row[:, None] + dst_off[None, :], _encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
-                 mask=mask)
+        tl.store(dst + dst_row[:, None] + _along(lanes, dst_red_stride, DST_UNIT)[None, :],
+                 _encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
     else:
         top, total, _ = load_partials(part0, part1, part0, rows, row_mask, n_chunks, 9, COMPUTE, float("-inf"),
                                       float("inf"), BLOCK_ROWS, CHUNKS, CHUNK_BITS)
@@ -76,22 +79,15 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
         while start < stop:
             j = start + lanes
             mask = row_mask[:, None] & (j < length)[None, :]
-            if RED_UNIT:
-                src_off = j
-            else:
-                src_off = j * src_red_stride
-            if DST_UNIT:
-                dst_off = j
-            else:
-                dst_off = j * dst_red_stride
-            x = _decode(tl.load(src + src_row[:, None] + src_off[None, :], mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+            x = _decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :], mask=mask,
+                                other=0), SRC_FORMAT).to(COMPUTE)
             shifted = x - top[:, None]
             if LOG:
                 y = shifted - log_total[:, None]
             else:
                 y = tl.exp(shifted) / total[:, None]
-            tl.store(dst + dst_row[:, None] + dst_off[None, :], _encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
-                     mask=mask)
+            tl.store(dst + dst_row[:, None] + _along(j, dst_red_stride, DST_UNIT)[None, :],
+                     _encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
             start += BLOCK_R
 
 

@@ -246,15 +246,13 @@ def radix_choose(hist, state, k, n_chunks, LEVEL: tl.constexpr, INDEX_64: tl.con
     passed = below + tl.cumsum(counts, 0) < k  # bins wholly before the k-th key
     digit = tl.sum(passed.to(tl.int32), 0).to(tl.int64)
     tl.store(state + row * 4 + 2, (below + tl.sum(tl.where(passed, counts, 0), 0)).to(tl.int64))
-    if LEVEL == 0:
-        tl.store(state + row * 4, digit)
-        tl.store(state + row * 4 + 1, digit * 0)
-    elif LEVEL < 4:
-        tl.store(state + row * 4, ((tl.load(state + row * 4) << 8) | digit) & 0xFFFFFFFF)
-    elif LEVEL == 4:
-        tl.store(state + row * 4 + 1, digit)
+    word = state + row * 4 + LEVEL // 4  # levels 0-3 fill the high word, 4-7 the low one
+    if LEVEL % 4 == 0:  # a word's first digit starts it
+        tl.store(word, digit)
     else:
-        tl.store(state + row * 4 + 1, ((tl.load(state + row * 4 + 1) << 8) | digit) & 0xFFFFFFFF)
+        tl.store(word, ((tl.load(word) << 8) | digit) & 0xFFFFFFFF)
+    if LEVEL == 0:
+        tl.store(state + row * 4 + 1, digit * 0)
 
 
 @triton.jit
@@ -387,10 +385,10 @@ def _unsigned(bits):
 
 
 @triton.jit
-def _load_elements(src, src_indices, rows, at, valid, value_type: tl.constexpr, PAIRED: tl.constexpr,
+def _load_elements(src, src_indices, positions, at, valid, value_type: tl.constexpr, PAIRED: tl.constexpr,
                    HAS_INDICES: tl.constexpr):
-    """(values, positions in the unsorted row) at flat positions ``at`` whose in-row positions are
-    ``rows``: from pairs, from ``src`` and ``src_indices``, or (no HAS_INDICES) the positions themselves."""
+    """(values, positions in the unsorted row) at flat offsets ``at``, which hold the row's elements at
+    ``positions``: from pairs, from ``src`` and ``src_indices``, or (no HAS_INDICES) ``positions``."""
     if PAIRED:
         value, index = _unpair(tl.load(src + at, mask=valid), value_type)
     else:
@@ -398,7 +396,7 @@ def _load_elements(src, src_indices, rows, at, valid, value_type: tl.constexpr, 
         if HAS_INDICES:
             index = tl.load(src_indices + at, mask=valid)
         else:
-            index = rows
+            index = positions
     return value, index
 
 

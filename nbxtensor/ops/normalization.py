@@ -11,7 +11,7 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, new_tensor
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .reductions import _needs_index_64, _source, compute_dtype, kernel_facts, next_pow2, split_plan, tile_for
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -153,9 +153,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
             return _run_softmax(_dense_copy(x), dim, dtype, log)
         out = new_tensor(shape, meta.dtype, dev)
         tensors = {"src": x.to(as_dtype) if convert else x, "out": out}
-        workspace.allocate(dev, tensors)
-        for planned in launches:
-            planned(dev, tensors)
+        run_launches(dev, launches, workspace, tensors)
         return out
     return execute
 

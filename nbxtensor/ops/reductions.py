@@ -15,7 +15,7 @@ from ..launch import cdiv, launch
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, new_tensor
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .registry import Cost, TensorMeta, nbytes, register
 
 _INT32_LIMIT = 2 ** 31
@@ -264,9 +264,7 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
         out0, out1 = outputs()
         written = out0 if out0 is not None else out1
         tensors = {"x": x, "out0": written, "out1": out1 if out1 is not None else written}
-        workspace.allocate(dev, tensors)
-        for planned in launches:
-            planned(dev, tensors)
+        run_launches(dev, launches, workspace, tensors)
         return out0, out1
     return execute
 
