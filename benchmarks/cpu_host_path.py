@@ -1,7 +1,7 @@
 """Host time of one call of small ops, on any machine: our Python before the launch, with every kernel
 launch stubbed out (the CPU backend is told it compiles kernels, and each "compiled" kernel's run does
-nothing), so no kernel runs and only host work is timed. Not a GPU figure: a GPU host adds Triton's
-launcher (about 5.6 us a launch on the H200 machine) and runs Python more slowly.
+nothing; new tensors come from a caching allocator as on a GPU), so no kernel runs and only host work is
+timed. Not a GPU figure: a GPU host adds Triton's C launcher and the driver's launch.
 
     python3 benchmarks/cpu_host_path.py
 """
@@ -15,27 +15,47 @@ import numpy as np
 import nbxtensor as nbx
 from nbxtensor import launch as launch_module
 from nbxtensor.device import backend_for
+from nbxtensor.memory import CachingAllocator
+
+
+class _StubLauncher:
+    """Triton's launcher as the launch path sees it: its C function, which does nothing here."""
+    global_scratch_size = profile_scratch_size = 0
+    launch_cooperative_grid = launch_pdl = 0
+
+    @staticmethod
+    def launch(*args):
+        return None
+
+    def __call__(self, *args):
+        return None
 
 
 class _StubKernel:
     function = None
     packed_metadata = None
-
-    @staticmethod
-    def run(*args):
-        return None
+    run = _StubLauncher()
 
 
 class _EverythingCompiled(dict):
     def get(self, key, default=None):
-        return (_StubKernel, [])
+        return (_StubKernel, [], launch_module._direct_launcher(_StubKernel))
 
 
 def stub_launches() -> None:
+    """Launches do nothing, and new tensors come from a caching allocator, as on a GPU."""
     backend = backend_for(nbx.device("cpu"))
     type(backend).compiles_kernels = property(lambda self: True)
-    backend.current_stream_handle = lambda index: 0
+    backend.current_stream_handle = lambda index=None: 0
     launch_module._compiled = _EverythingCompiled()
+    segments = []  # host memory behind the cache (some ops read a count back from a launch's output)
+
+    def segment(nbytes):
+        segments.append(np.zeros(nbytes + 256, np.uint8))
+        return segments[-1].ctypes.data + (-segments[-1].ctypes.data) % 256
+
+    cache = CachingAllocator(segment, lambda ptr: None, lambda: (1 << 40, 1 << 40))
+    backend.allocate = lambda nbytes, index=None, pinned=False: cache.buffer(nbytes)
 
 
 def host_us(fn, calls: int = 200, repeats: int = 7) -> float:

@@ -84,7 +84,7 @@ for i, v in zip(positions, varying):
     args[i] = v
 backend = backend_for(device)
 entry = [v for k, v in launch_module._compiled.items() if k[0] is kernel][-1]
-compiled, tail = entry
+compiled, tail = entry[:2]
 values = [x.data_ptr() if isinstance(x, nbx.Tensor) else x for x in args]
 stream = backend.current_stream_handle(device.index)
 breakdown = [

@@ -170,7 +170,8 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
     if entry is None:
         compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args],
                                 **constexprs)
-        _compiled[key] = (compiled, [constexprs[name] for name in kernel.arg_names[len(args):]])
+        _compiled[key] = (compiled, [constexprs[name] for name in kernel.arg_names[len(args):]],
+                          _direct_launcher(compiled))
         return None
     _run_compiled(entry, grid, backend, device, values)
     return entry, values, backend
@@ -207,12 +208,48 @@ def _specialised(args) -> tuple[tuple, list]:
     return tuple(spec), values
 
 
+def _direct_launcher(compiled):
+    """Triton's C launcher of ``compiled`` with the two flags its Python wrapper passes, when that wrapper
+    adds nothing else (it allocates scratch memory per launch for kernels that ask for it); else None.
+    Calling the C function directly saves the wrapper's Python on every launch."""
+    runner = getattr(compiled, "run", None)
+    c_launch = getattr(runner, "launch", None)
+    if c_launch is None or getattr(runner, "global_scratch_size", 1) or getattr(runner, "profile_scratch_size", 1):
+        return None
+    return c_launch, runner.launch_cooperative_grid, runner.launch_pdl
+
+
 def _run_compiled(entry, grid, backend, device, values) -> None:
-    compiled, tail = entry
+    compiled, tail, direct = entry
     g1 = grid[1] if len(grid) > 1 else 1
     g2 = grid[2] if len(grid) > 2 else 1
-    compiled.run(grid[0], g1, g2, backend.current_stream_handle(device.index), compiled.function,
+    stream = backend.current_stream_handle(device.index)
+    if direct is None:
+        compiled.run(grid[0], g1, g2, stream, compiled.function, compiled.packed_metadata, None, None, None,
+                     *values, *tail)
+    else:
+        c_launch, cooperative, pdl = direct
+        c_launch(grid[0], g1, g2, stream, compiled.function, cooperative, pdl, None, None,
                  compiled.packed_metadata, None, None, None, *values, *tail)
+
+
+STREAM_ARGUMENT = 3  # where the stream goes in a ``direct_arguments`` list
+KERNEL_ARGUMENTS = 13  # where the kernel's own arguments start in it
+
+
+def direct_arguments(entry, grid, values) -> tuple | None:
+    """(Triton's C launcher, its whole argument list) for running the compiled ``entry`` over ``grid`` with
+    ``values``, for callers that keep the list and change only the stream (at ``STREAM_ARGUMENT``) and some
+    kernel arguments (argument i at ``KERNEL_ARGUMENTS + i``) from one call to the next, keeping each
+    argument's specialisation. None when the kernel needs Triton's Python wrapper."""
+    compiled, tail, direct = entry
+    if direct is None:
+        return None
+    c_launch, cooperative, pdl = direct
+    g1 = grid[1] if len(grid) > 1 else 1
+    g2 = grid[2] if len(grid) > 2 else 1
+    return c_launch, [grid[0], g1, g2, 0, compiled.function, cooperative, pdl, None, None, compiled.packed_metadata,
+                      None, None, None, *values, *tail]
 
 
 def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict, constexpr_key: tuple,

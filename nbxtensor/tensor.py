@@ -40,7 +40,7 @@ class Tensor:
         t = object.__new__(cls)
         t._storage = storage
         t._offset = offset
-        t._shape = Size(shape)
+        t._shape = shape if type(shape) is Size else Size(shape)
         t._strides = tuple(strides)
         t._dtype = dtype
         return t

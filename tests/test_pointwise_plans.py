@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
-from nbxtensor.ops import pointwise
+from nbxtensor.ops import pointwise, pointwise_table
 from tests.conftest import to_nbx
 
 
@@ -200,3 +200,131 @@ def test_the_tiled_and_the_flat_launch_agree(monkeypatch):
         results.append(nbx.atan2(to_nbx(a), to_nbx(b).T).numpy())
         assert ("pointwise_tiled" in _kernels_used()) == (tile == 8)
     np.testing.assert_array_equal(results[0], results[1])
+
+
+class _RecordingLauncher:
+    """Triton's compiled launcher as the launch path sees it; its C function records each launch."""
+    global_scratch_size = profile_scratch_size = 0
+    launch_cooperative_grid = launch_pdl = 0
+
+    def __init__(self):
+        self.launches = []
+
+    def launch(self, *args):
+        self.launches.append(args)
+
+    def __call__(self, *args):
+        raise AssertionError("launches go to the C function, not through Triton's Python wrapper")
+
+
+@pytest.fixture
+def bound_launches(monkeypatch):
+    """The CPU backend told it compiles kernels, every kernel "compiled" already into a stand-in whose
+    launches are recorded (nothing runs); returns the recorded launches."""
+    import nbxtensor.launch as L
+    from nbxtensor.device import backend_for
+
+    launcher = _RecordingLauncher()
+
+    class Compiled:
+        function, packed_metadata, run = "function", "metadata", launcher
+
+    class EverythingCompiled(dict):
+        def get(self, key, default=None):
+            return (Compiled, [], L._direct_launcher(Compiled))
+
+    backend = backend_for(nbx.device("cpu"))
+    monkeypatch.setattr(type(backend), "compiles_kernels", True)
+    monkeypatch.setattr(type(backend), "current_stream_handle", lambda self, index=None: 0, raising=False)
+    monkeypatch.setattr(L, "_compiled", EverythingCompiled())
+    pointwise._call_plans.clear()
+    return launcher.launches
+
+
+def _row(name):
+    return next(r for r in pointwise_table.TABLE if r.name == name)
+
+
+def _general(name, *args):
+    """The call through the general path (parse, plan, ``launch_slots``), never the bound one."""
+    return pointwise._run(_row(name), args, {})
+
+
+def _same_launch(first, second, out_first, out_second):
+    def normalise(args, out):
+        return tuple("out" if a == out.data_ptr() else a for a in args)
+    return normalise(first, out_first) == normalise(second, out_second)
+
+
+def test_a_bound_call_launches_exactly_what_the_general_path_does(bound_launches, monkeypatch):
+    """After a call's kernel is bound, later calls with the same key go straight to Triton's C launcher
+    with the general path's arguments: tensors by address, scalars by their bits (0.0 and -0.0 apart),
+    reflected operands in their places, broadcast operands with their strides."""
+    rng = np.random.default_rng(0)
+    a, b, c, d = (to_nbx(rng.standard_normal((4, 8)).astype(np.float32)) for _ in range(4))
+    row = to_nbx(rng.standard_normal(8).astype(np.float32))
+    cases = [("add", lambda x, y: x + y, lambda x, y: (x, y)),
+             ("mul", lambda x, y: x * 2.5, lambda x, y: (x, 2.5)),
+             ("mul", lambda x, y: 2.5 * y, lambda x, y: (2.5, y)),
+             ("mul", lambda x, y: x * 0.0, lambda x, y: (x, 0.0)),
+             ("mul", lambda x, y: x * -0.0, lambda x, y: (x, -0.0)),
+             ("sub", lambda x, y: x - row, lambda x, y: (x, row)),
+             ("sub", lambda x, y: row - y, lambda x, y: (row, y))]
+    binds = []
+    bind = pointwise._bind_fast_call
+    monkeypatch.setattr(pointwise, "_bind_fast_call", lambda *args: binds.append(bind(*args)) or binds[-1])
+    fast_launches = []
+    for name, fn, operands in cases:
+        for _ in range(3):
+            fn(a, b)  # compiles (the stand-in), binds the launch, binds the call
+        bound = len(binds)
+        out = fn(c, d)
+        assert len(binds) == bound, f"{name}: the bound call was not taken"
+        fast_launches.append(bound_launches[-1])
+        general_out = _general(name, *operands(c, d))
+        assert _same_launch(fast_launches[-1], bound_launches[-1], out, general_out), name
+        assert out.shape == general_out.shape and out.stride() == general_out.stride()
+    assert all(found is not None for found in binds)
+    assert fast_launches[3] != fast_launches[4]  # x * 0.0 and x * -0.0
+
+
+def test_a_bound_call_takes_each_operand_from_its_own_argument(bound_launches):
+    """A call bound from ``x + x`` could not tell its operands apart: it is not bound, so a later ``a + b``
+    of the same layout reads a and b; and an operand off Triton's 16-byte alignment, a capture or a new
+    default dtype go through the general path."""
+    rng = np.random.default_rng(1)
+    x, a, b = (to_nbx(rng.standard_normal(32).astype(np.float32)) for _ in range(3))
+    for _ in range(3):
+        x + x
+    a + b
+    kernel_args = bound_launches[-1][13:]
+    assert a.data_ptr() in kernel_args and b.data_ptr() in kernel_args
+    big = to_nbx(rng.standard_normal(40).astype(np.float32))
+    shifted = big[1:33]  # 4 bytes past an aligned address
+    out = shifted + b
+    assert shifted.data_ptr() in bound_launches[-1][13:] and out.shape == (32,)
+    import nbxtensor.launch as L
+    with L.capture() as recorded:
+        a + b
+    assert len(recorded.launches) == 1
+    ia, ib = to_nbx(np.arange(1, 9, dtype=np.int32)), to_nbx(np.full(8, 2, np.int32))
+    for _ in range(3):
+        ia / ib
+    nbx.set_default_dtype(nbx.float64)
+    try:
+        assert (ia / ib).dtype == nbx.float64
+    finally:
+        nbx.set_default_dtype(nbx.float32)
+
+
+def test_a_bound_call_launches_on_the_current_stream(bound_launches, monkeypatch):
+    """The stream is read at every call (a ``with nbx.cuda.stream(s)`` may change it between two calls)."""
+    from nbxtensor.device import backend_for
+    a, b = to_nbx(np.ones(8, np.float32)), to_nbx(np.ones(8, np.float32))
+    stream = [0]
+    monkeypatch.setattr(type(backend_for(a.device)), "current_stream_handle", lambda self, index=None: stream[0])
+    for _ in range(3):
+        a + b
+    stream[0] = 7
+    a + b
+    assert bound_launches[-1][3] == 7

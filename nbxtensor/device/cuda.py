@@ -131,9 +131,8 @@ class CudaBackend(Backend):
 
     def allocate(self, nbytes: int, index: int | None) -> Buffer:
         index = self.current_index() if index is None else index
-        allocator = self.allocator(index)
-        block = allocator.allocate(nbytes, self.current_stream_handle(index))
-        return Buffer(block.ptr, nbytes, release=functools.partial(allocator.free, block))
+        allocator = self._allocators.get(index) or self.allocator(index)
+        return allocator.buffer(nbytes, self.current_stream_handle(index))
 
     def allocate_pinned(self, nbytes: int) -> Buffer:
         """Page-locked host memory, which the GPU's copy engines read and write directly."""

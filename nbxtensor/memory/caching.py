@@ -15,6 +15,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..device.backend import Buffer
+
 ROUND = 512
 SMALL_LIMIT = 1 << 20
 SMALL_SEGMENT = 2 << 20
@@ -81,6 +83,20 @@ class MemoryStats:
     oom_retries: int = 0
 
 
+class _BlockBuffer(Buffer):
+    """A buffer over a block of a cache, which takes the block back when the buffer is collected."""
+    __slots__ = ("_block", "_cache")
+
+    def __del__(self):
+        cache = self._cache
+        if cache is not None:
+            self._cache = None
+            try:
+                cache.free(self._block)
+            except Exception:  # noqa: BLE001  (at interpreter exit the device may already be gone)
+                pass
+
+
 class CachingAllocator:
     def __init__(self, raw_alloc, raw_free, mem_info, name: str = "device", limit: int | None = None):
         """``raw_alloc(nbytes) -> ptr`` (raising RawOutOfMemory), ``raw_free(ptr)``,
@@ -127,6 +143,27 @@ class CachingAllocator:
         s.allocations += 1
         s.peak_allocated = max(s.peak_allocated, s.allocated)
         return block
+
+    def buffer(self, nbytes: int, stream: int = 0):
+        """``allocate`` as a device ``Buffer`` that frees its block when collected. A request of a size just
+        freed on this stream takes that block back directly: the common case of an op's output, whose
+        host cost is most of a small op's."""
+        size = max(ROUND, -(-nbytes // ROUND) * ROUND)
+        parked = self._parked.get((stream, size))
+        if parked:
+            block = parked.pop()
+            block.requested = nbytes
+            self._live[block.ptr] = block
+            s = self.stats
+            s.allocated += size
+            s.allocations += 1
+            if s.allocated > s.peak_allocated:
+                s.peak_allocated = s.allocated
+        else:
+            block = self.allocate(nbytes, stream)
+        buffer = _BlockBuffer(block.ptr, nbytes)
+        buffer._block, buffer._cache = block, self
+        return buffer
 
     def free(self, block: Block) -> None:
         if block.free or self._live.pop(block.ptr, None) is not block:

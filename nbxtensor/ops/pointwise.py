@@ -46,14 +46,19 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _runtime
+from .. import launch as _launch_module
+from .. import promotion as _promotion
 from .. import shape as S
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch, launch_slots
+from ..launch import (KERNEL_ARGUMENTS, STREAM_ARGUMENT, _specialised, cdiv, direct_arguments, launch,
+                      launch_slots)
 from ..promotion import can_cast, get_default_dtype, result_type
-from ..tensor import Tensor
+from ..storage import Storage
+from ..tensor import Size, Tensor
+from . import copy as _copy_module
 from .copy import _check_overlap, _conversion_flags, allocate_tensor, new_tensor
 from .plans import PlanCache
 from .registry import Cost, TensorMeta, nbytes, register
@@ -326,7 +331,90 @@ def _call_key(row: Row, call: Call, out, inplace: bool):
     return tuple(parts)
 
 
-def _run(row: Row, args, kwargs, out=None, inplace=False):
+def _fast_key(args):
+    """The key of a call by positional tensors and Python scalars alone, or None: every tensor's layout and
+    device, every scalar's type and value (floats by their exact text, since 0.0 == -0.0), the default
+    dtype. A row's parser and plan are functions of these, so one key always means one launch."""
+    key = [_promotion._default_float]
+    for a in args:
+        kind = type(a)
+        if kind is Tensor:
+            storage = a._storage
+            if storage is None:
+                return None
+            dev = storage.device
+            key += (a._shape, a._strides, a._dtype, dev.type, dev.index)
+        elif kind is float:
+            key.append(a.hex())
+        elif kind is int or kind is bool:
+            key += (kind, a)
+        else:
+            return None
+    return tuple(key)
+
+
+def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
+    """The call of ``plan`` as a function of the positional ``args`` of a later call with the same
+    ``_fast_key``: it allocates the output and issues the bound launch through Triton's C launcher, with
+    the stream, the output's and the operands' addresses as the only arguments that change. Returns None
+    for calls it does not serve (an operand that is not one argument, a kernel not yet bound, a pointer
+    off Triton's 16-byte specialisation); the call returns None when an address of a later call is off it,
+    and the general path takes over."""
+    planned = plan.launch
+    arg_of = []  # per kernel operand: the argument whose address it takes, or -1 (the output's, unread)
+    for i in planned.pointer_slots:
+        found = [-1] if i < 0 else [j for j, a in enumerate(args) if a is slots[i]]
+        if len(found) != 1:
+            return None
+        arg_of.append(found[0])
+    pointers = [out if j < 0 else args[j] for j in arg_of]
+    bits = [0 if i < 0 else _cached_scalar_bits(slots[i], plan.compute) for i in planned.scalar_slots]
+    spec, varying = _specialised([out, *pointers, *bits])
+    if not all(aligned for _, aligned in spec[:1 + len(pointers)]):
+        return None
+    found = planned.bound.get((plan.device.index, spec))
+    if found is None:
+        return None
+    entry, fixed, backend = found
+    values = fixed.copy()
+    for i, v in zip(planned.positions, varying):
+        values[i] = v
+    direct = direct_arguments(entry, planned.grid, values)
+    if direct is None:
+        return None
+    c_launch, template = direct
+    out_at = [KERNEL_ARGUMENTS + planned.positions[1 + k] for k, j in enumerate(arg_of) if j < 0]
+    out_at.append(KERNEL_ARGUMENTS + planned.positions[0])
+    operands = tuple((KERNEL_ARGUMENTS + planned.positions[1 + k], j, args[j]._dtype.itemsize)
+                     for k, j in enumerate(arg_of) if j >= 0)
+    shape, result, device = Size(plan.shape), plan.result, plan.device
+    strides, nbytes = plan.new_out
+    stream_of, index, allocate = backend.current_stream_handle, device.index, backend.allocate
+
+    def call(args):
+        if _copy_module.arena_service is None:
+            made = Tensor._make(Storage(device, nbytes, allocate(nbytes, index)), 0, shape, strides, result)
+        else:
+            made = allocate_tensor(shape, strides, result, device, nbytes)
+        arguments = template.copy()
+        arguments[STREAM_ARGUMENT] = stream_of(index)
+        aligned = made._storage.buffer.ptr
+        for at in out_at:
+            arguments[at] = aligned
+        for at, j, itemsize in operands:
+            a = args[j]
+            ptr = arguments[at] = a._storage.buffer.ptr + a._offset * itemsize
+            aligned |= ptr
+        if aligned & 15:
+            return None
+        c_launch(*arguments)
+        return made
+    return call
+
+
+def _run(row: Row, args, kwargs, out=None, inplace=False, fast_calls=None):
+    """One call of ``row``. ``fast_calls``, given for a call by positional arguments alone, receives the
+    call's bound form once its kernel is compiled and bound (see ``_bind_fast_call``)."""
     call = row.parse(*args, **kwargs)
     inplace = inplace or call.inplace
     key = _call_key(row, call, out, inplace)
@@ -358,6 +446,13 @@ def _run(row: Row, args, kwargs, out=None, inplace=False):
         _check_integer_division(row, call, slots)
     if plan.backend.compiles_kernels:
         _execute(row, call, plan, out, slots)
+        if (fast_calls is not None and plan.launch is not None and plan.new_out is not None
+                and not plan.host_scalar_slots and _launch_module._capturing is None):
+            fast_key = _fast_key(args)
+            if fast_key is not None:
+                bound_call = _bind_fast_call(plan, args, slots, out)
+                if bound_call is not None:
+                    fast_calls.put(fast_key, bound_call)
     else:
         # the interpreter computes with NumPy, which warns where IEEE arithmetic gives inf or NaN
         with np.errstate(all="ignore"):
@@ -734,7 +829,18 @@ def _signature(row: Row, with_out: bool):
 
 
 def _build(row: Row) -> None:
+    fast_calls = PlanCache()
+    lookup = fast_calls._plans.get
+
     def impl(*args, out=None, **kwargs):
+        if out is None and not kwargs:
+            key = _fast_key(args)
+            bound_call = lookup(key) if key is not None else None
+            if bound_call is not None and _launch_module._capturing is None:
+                made = bound_call(args)
+                if made is not None:
+                    return made
+            return _run(row, args, kwargs, fast_calls=fast_calls)
         return _run(row, args, kwargs, out=out)
 
     def inplace_impl(*args, **kwargs):
