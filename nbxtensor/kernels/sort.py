@@ -344,9 +344,6 @@ def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n
 # (row, digit)) scans a digit's counts across the blocks; ``radix_sort_scatter`` moves every element to its
 # digit's start in the row (the counts of the lower digits), plus its block's start among that digit's
 # elements, plus its rank among the block's elements of that digit. Each pass is stable, so the sort is.
-# Between passes, an element of at most 32 bits and its position (below 2^32) travel as one 64-bit word,
-# the value's bits over the position (PAIRED): the scattered writes, which set a pass's pace, are one
-# store an element instead of two.
 RADIX = tl.constexpr(16)
 
 
@@ -363,54 +360,14 @@ def _radix_digit(v, shift, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING:
 
 
 @triton.jit
-def _pair(v, position):
-    """``v`` (at most 32 bits) and its position as one word: the value's bits above the position's."""
-    BITS: tl.constexpr = v.dtype.primitive_bitwidth
-    raw = v.to(_unsigned(BITS), bitcast=True).to(tl.uint64)
-    return (raw << 32) | position.to(tl.uint32).to(tl.uint64)
-
-
-@triton.jit
-def _unpair(word, value_type: tl.constexpr):
-    """(value of ``value_type``, int32 position) from a word of ``_pair`` (stored as int64)."""
-    BITS: tl.constexpr = value_type.primitive_bitwidth
-    word = word.to(tl.uint64, bitcast=True)
-    value = (word >> 32).to(_unsigned(BITS)).to(value_type, bitcast=True)
-    return value, (word & 0xFFFFFFFF).to(tl.uint32).to(tl.int32, bitcast=True)
-
-
-@triton.constexpr_function
-def _unsigned(bits):
-    return {8: tl.uint8, 16: tl.uint16, 32: tl.uint32}[bits]
-
-
-@triton.jit
-def _load_elements(src, src_indices, positions, at, valid, value_type: tl.constexpr, PAIRED: tl.constexpr,
-                   HAS_INDICES: tl.constexpr):
-    """(values, positions in the unsorted row) at flat offsets ``at``, which hold the row's elements at
-    ``positions``: from pairs, from ``src`` and ``src_indices``, or (no HAS_INDICES) ``positions``."""
-    if PAIRED:
-        value, index = _unpair(tl.load(src + at, mask=valid), value_type)
-    else:
-        value = tl.load(src + at, mask=valid)
-        if HAS_INDICES:
-            index = tl.load(src_indices + at, mask=valid)
-        else:
-            index = positions
-    return value, index
-
-
-@triton.jit
-def radix_sort_histogram(src, values, hist, n, n_blocks, shift, KIND: tl.constexpr, FORMAT: tl.constexpr,
-                         DESCENDING: tl.constexpr, PAIRED: tl.constexpr, BLOCK: tl.constexpr,
-                         INDEX_64: tl.constexpr):
-    """Program (row, block): hist[row, d, block] = how many of the block's elements have digit d.
-    ``values`` (not read) is the tensor being sorted: its element type reads PAIRED words."""
+def radix_sort_histogram(values, hist, n, n_blocks, shift, KIND: tl.constexpr, FORMAT: tl.constexpr,
+                         DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (row, block): hist[row, d, block] = how many of the block's elements have digit d."""
     row, block = _row_and_chunk(INDEX_64)
     pos = block * BLOCK + tl.arange(0, BLOCK)
     valid = pos < n
-    v, _ = _load_elements(src, src, pos, row * n + pos, valid, values.dtype.element_ty, PAIRED, False)
-    counts = tl.histogram(_radix_digit(v, shift, KIND, FORMAT, DESCENDING), RADIX, mask=valid)
+    digits = _radix_digit(tl.load(values + row * n + pos, mask=valid), shift, KIND, FORMAT, DESCENDING)
+    counts = tl.histogram(digits, RADIX, mask=valid)
     tl.store(hist + (row * RADIX + tl.arange(0, RADIX)) * n_blocks + block, counts)
 
 
@@ -447,30 +404,27 @@ def _rank_among_equal_digits(digits):
 
 
 @triton.jit
-def radix_sort_scatter(src, src_indices, values, dst, dst_indices, offsets, totals, n, n_blocks, shift,
-                       HAS_INDICES: tl.constexpr, SRC_PAIRED: tl.constexpr, DST_PAIRED: tl.constexpr,
-                       KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr, BLOCK: tl.constexpr,
-                       INDEX_64: tl.constexpr):
-    """Program (row, block) moves its elements (and their positions in the unsorted row: ``src_indices``,
-    or with no HAS_INDICES the positions themselves; or both as SRC_PAIRED words) to where ``offsets``
-    and ``totals`` put its digits, plus their ranks among the block's elements of the same digit; to
-    ``dst`` and ``dst_indices``, or to ``dst`` as DST_PAIRED words. ``values`` (not read) is the tensor
-    being sorted: its element type reads and writes the words."""
+def radix_sort_scatter(values, indices, values_out, indices_out, offsets, totals, n, n_blocks, shift,
+                       HAS_INDICES: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr,
+                       DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (row, block) moves its elements (and their positions in the unsorted row: ``indices``, or
+    with no HAS_INDICES the positions themselves) to where ``offsets`` and ``totals`` put its digits,
+    plus their ranks among the block's elements of the same digit."""
     row, block = _row_and_chunk(INDEX_64)
     pos = block * BLOCK + tl.arange(0, BLOCK)
     valid = pos < n
-    v, index = _load_elements(src, src_indices, pos, row * n + pos, valid, values.dtype.element_ty, SRC_PAIRED,
-                              HAS_INDICES)
+    v = tl.load(values + row * n + pos, mask=valid)
     digits = tl.where(valid, _radix_digit(v, shift, KIND, FORMAT, DESCENDING), RADIX)
     bins = tl.arange(0, RADIX)
     row_totals = tl.load(totals + row * RADIX + bins)
     starts = tl.load(offsets + (row * RADIX + bins) * n_blocks + block) + tl.cumsum(row_totals, 0) - row_totals
     at = row * n + tl.gather(starts, tl.where(valid, digits, 0), 0) + _rank_among_equal_digits(digits)
-    if DST_PAIRED:
-        tl.store(dst + at, _pair(v, index).to(tl.int64, bitcast=True), mask=valid)
+    if HAS_INDICES:
+        index = tl.load(indices + row * n + pos, mask=valid)
     else:
-        tl.store(dst + at, v, mask=valid)
-        tl.store(dst_indices + at, index, mask=valid)
+        index = pos
+    tl.store(values_out + at, v, mask=valid)
+    tl.store(indices_out + at, index, mask=valid)
 
 
 @triton.jit

@@ -35,7 +35,7 @@ SELECT_CHUNK = 2048  # elements of a row one radix-select program covers, one st
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
 SORT_BLOCK = 512  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
 SORT_WARPS = 4  # with SORT_BLOCK, the best of a sweep on the H200 (docs/performance.md)
-SORT_SCAN_BLOCK = 1024  # a digit's block counts one step of the offsets scan reads
+SORT_SCAN_BLOCK = 4096  # a digit's block counts one step of the offsets scan reads (16 programs a row scan)
 _INT32_LIMIT = 2 ** 31
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
@@ -166,41 +166,33 @@ def _radix_shifts(dt, kind: int) -> list[int]:
 def _sort_long_rows(rows: Tensor, flags: dict):
     """Each row of ``rows`` (count, n > SEGMENT_LIMIT) sorted: (values, int64 positions), each (count, n),
     by stable LSD radix passes over the 4-bit digits of the key that can change the order
-    (``kernels/sort.py``). Between passes, a key of at most 32 bits travels with its position in one
-    64-bit word; 64-bit keys travel beside int32 positions (int64 past 2^31 elements). The last pass
-    writes the values and int64 positions."""
+    (``kernels/sort.py``). Between passes the positions are int32 (int64 past 2^31 elements); the last
+    pass writes int64 positions."""
     count, n = rows.shape
     dev = rows.device
     block = SORT_BLOCK
     n_blocks = cdiv(n, block)
     index_64 = flags["INDEX_64"]
     wide = _I64 if index_64 else _I32  # positions within a row, and counts of a row's elements
-    paired = flags["KIND"] < K.KEY_FLOAT64 and not index_64
     key = dict(KIND=flags["KIND"], FORMAT=flags["FORMAT"], DESCENDING=flags["DESCENDING"], INDEX_64=index_64)
     radix = K.RADIX.value  # the kernels' tl.constexpr
     hist = new_tensor((count, radix, n_blocks), _I32, dev)
     offsets = new_tensor((count, radix, n_blocks), wide, dev)
     totals = new_tensor((count, radix), wide, dev)
     shifts = _radix_shifts(rows.dtype, flags["KIND"])
-    if paired:
-        buffers = [(new_tensor((count, n), _I64, dev), None) for _ in range(2)]  # the words' bits
-    else:
-        buffers = [(new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), wide, dev)) for _ in range(2)]
+    buffers = [(new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), wide, dev)) for _ in range(2)]
     src, src_indices = rows, None
     for step, shift in enumerate(shifts):
-        src_paired = paired and step > 0
         last = step == len(shifts) - 1
-        launch(K.radix_sort_histogram, (count, n_blocks), dev, [src, rows, hist, n, n_blocks, shift],
-               PAIRED=src_paired, BLOCK=block, num_warps=SORT_WARPS, **key)
+        launch(K.radix_sort_histogram, (count, n_blocks), dev, [src, hist, n, n_blocks, shift], BLOCK=block,
+               num_warps=SORT_WARPS, **key)
         launch(K.radix_sort_offsets, (count, radix), dev, [hist, offsets, totals, n_blocks], BLOCK=SORT_SCAN_BLOCK,
                INDEX_64=index_64)
         dst, dst_indices = (new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)) if last \
             else buffers[step % 2]
         launch(K.radix_sort_scatter, (count, n_blocks), dev,
-               [src, src if src_indices is None else src_indices, rows, dst, dst if dst_indices is None else dst_indices,
-                offsets, totals, n, n_blocks, shift],
-               HAS_INDICES=src_indices is not None or src_paired, SRC_PAIRED=src_paired, DST_PAIRED=paired and not last,
-               BLOCK=block, num_warps=SORT_WARPS, **key)
+               [src, src if src_indices is None else src_indices, dst, dst_indices, offsets, totals, n, n_blocks,
+                shift], HAS_INDICES=src_indices is not None, BLOCK=block, num_warps=SORT_WARPS, **key)
         src, src_indices = dst, dst_indices
     return src, src_indices
 
