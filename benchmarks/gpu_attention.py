@@ -1,7 +1,8 @@
 """Attention on a CUDA GPU against torch on the same inputs (shared through DLPack), in the same run:
 fused SDPA prefill (TFLOP/s, fraction of torch and of 720 TFLOP/s) and split-K decode attention with
-grouped-query heads (TB/s of K/V read, fraction of torch and of 4.1 TB/s). Prints a check list, then the
-table; writes gpu_attention.json under $OUT."""
+grouped-query heads (TB/s of K/V read, fraction of torch and of 4.1 TB/s). Every attention launch key is
+tuned afresh; prints each key's candidates with their times (best first, the chosen one starred), then a
+check list, then the table; writes gpu_attention.json under $OUT."""
 from __future__ import annotations
 
 import json
@@ -14,6 +15,41 @@ sys.path.insert(0, os.path.dirname(__file__))
 from timing import gpu_time_ms, graph_times_ms  # noqa: E402
 
 import torch  # noqa: E402  (the comparison only; nbxtensor itself never imports torch)
+
+import nbxtensor.tuning as tuning  # noqa: E402
+from nbxtensor.tuning.timing import device_time_ms  # noqa: E402
+
+# every attention launch key is tuned afresh in this run (a tuning cache left by an earlier run would hide
+# candidates added since), and every candidate's time is kept for the sweep lines printed before the checks
+os.environ["NBX_TUNING_DIR"] = os.path.join(os.environ.get("OUT", "."), "attention_tuning")
+sweeps = {}
+_choose_timed = tuning.choose_timed
+
+
+def _sweeping(key, facts, candidates, run):
+    if not key.startswith("attention"):
+        return _choose_timed(key, facts, candidates, run)
+    configs = candidates() if callable(candidates) else candidates
+    timed = []
+    for config in configs:
+        try:
+            timed.append((device_time_ms(lambda: run(config)), config))
+        except Exception as error:  # noqa: BLE001  (a candidate the device refuses: shown, not chosen)
+            timed.append((float("inf"), dict(config, error=type(error).__name__)))
+    chosen = _choose_timed(key, facts, configs, run)
+    sweeps[key] = (sorted(timed, key=lambda t: t[0]), chosen)
+    return chosen
+
+
+tuning.choose_timed = _sweeping
+
+
+def _short(config):
+    if "BLOCK_M" in config:
+        text = f"{config['BLOCK_M']}x{config['BLOCK_N']} w{config['num_warps']} s{config['num_stages']}"
+    else:
+        text = f"n{config['BLOCK_N']} splits{config['SPLITS']} w{config['num_warps']} s{config['num_stages']}"
+    return text + (f" ({config['error']})" if "error" in config else "")
 
 TF = torch.nn.functional
 F = nbx.nn.functional
@@ -71,6 +107,10 @@ prefill(4, 32, 4096, 128, False)
 prefill(16, 16, 1024, 64, False)
 decode(8, 32, 8, 8192, 128)
 
+print("\nwhat the tuner timed per launch key, best first (ms; * the one it chose):")
+for key, (timed, chosen) in sweeps.items():
+    shown = ", ".join(f"{ms:.3f} {_short(config)}{'*' if config == chosen else ''}" for ms, config in timed)
+    print(f"  {key}: {shown}")
 print("\nchecks:")
 for name, ok, worst in checks:
     print(f"  {'ok  ' if ok else 'FAIL'} {name} (max |diff| {worst:.3g})")
@@ -88,4 +128,6 @@ for r in rows:
     r.update(ratio=ratio, rate=rate, torch_rate=torch_rate)
     print(f"{r['name']:50s} {r['ours_ms']:8.3f} {r['torch_ms']:9.3f} {ratio:9.2f}  {shown}")
 with open(os.path.join(out_dir, "gpu_attention.json"), "w") as f:
-    json.dump({"checks": checks, "rows": rows}, f, indent=1)
+    json.dump({"checks": checks, "rows": rows,
+               "sweeps": {key: {"timed": [[ms, config] for ms, config in timed], "chosen": chosen}
+                          for key, (timed, chosen) in sweeps.items()}}, f, indent=1, default=str)

@@ -42,18 +42,35 @@ def _score_mask(s, rows, cols, mask_ptr, mask_row_stride, mask_col_stride, row_o
 
 
 @triton.jit
-def _online_update(acc, m_i, l_i, s, v_tile, PRECISION: tl.constexpr):
-    """One step of the online softmax: fold scores ``s`` (base 2, -inf where refused) and their values
-    into the running max ``m_i``, sum ``l_i`` and weighted sum ``acc``."""
-    m_new = tl.maximum(m_i, tl.max(s, 1))
+def _softmax_step(s, m_i, l_i, qk_scale, FOLD: tl.constexpr):
+    """The online softmax's state after scores ``s``: (probabilities, the factor ``alpha`` that rescales
+    what came before, new running max, new running sum). ``s`` is in base 2 and scaled, -inf where
+    refused; or, FOLD, raw products ``q . k`` with a positive scale and nothing refused: the scale is then
+    applied to the row max (the same bits as the max of the scaled scores, rounding being monotonic) and
+    inside ``s * scale - max``, which a GPU does as one fused multiply-add per score."""
+    if FOLD:
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+    else:
+        m_new = tl.maximum(m_i, tl.max(s, 1))
     # while a row has seen only -inf, measure from 0 so that -inf - -inf never makes a NaN
     m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = tl.math.exp2(m_i - m_ref)
-    p = tl.math.exp2(s - m_ref[:, None])
+    if FOLD:
+        p = tl.math.exp2(s * qk_scale - m_ref[:, None])
+    else:
+        p = tl.math.exp2(s - m_ref[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
+    return p, alpha, m_new, l_i
+
+
+@triton.jit
+def _online_update(acc, m_i, l_i, s, v_tile, PRECISION: tl.constexpr):
+    """One step of the online softmax: fold scores ``s`` (base 2, -inf where refused) and their values
+    into the running max ``m_i``, sum ``l_i`` and weighted sum ``acc``."""
+    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, 1.0, False)
     acc = acc * alpha[:, None]
     acc = tl.dot(p.to(v_tile.dtype), v_tile, acc, input_precision=PRECISION, out_dtype=tl.float32)
-    return acc, m_new, l_i
+    return acc, m_i, l_i
 
 
 @triton.jit
@@ -68,21 +85,33 @@ def _load_tile(ptrs, keys_ok, dims_ok, EDGE: tl.constexpr, FULL_DIMS: tl.constex
 
 
 @triton.jit
+def _scores(q_tile, k_tile, rm, rn, mask_base, L, col_ok, qk_scale, mask_sl, mask_ss, MASK_KIND: tl.constexpr,
+            MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr, FOLD: tl.constexpr):
+    """A tile's scores: raw products when FOLD (``_softmax_step`` scales them), else scaled and masked."""
+    s = tl.dot(q_tile, _widen(k_tile, IN_FORMAT), input_precision=PRECISION, out_dtype=tl.float32)
+    if not FOLD:
+        s = s * qk_scale
+        s = _score_mask(s, rm, rn, mask_base, mask_sl, mask_ss, rm < L, col_ok, MASK_KIND, MASK_FORMAT)
+    return s
+
+
+@triton.jit
 def _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv, L, S, qk_scale,
                    k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss,
                    HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                    EDGE: tl.constexpr, MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
-                   PRECISION: tl.constexpr, INDEX_64: tl.constexpr):
+                   PRECISION: tl.constexpr, INDEX_64: tl.constexpr, FOLD: tl.constexpr):
     """Fold the key tile at ``start_n`` into the running softmax. EDGE: the tile may pass the last key
-    or (CAUSAL) the diagonal, so its scores are masked; tiles wholly inside need no mask."""
+    or (CAUSAL) the diagonal, so its scores are masked; tiles wholly inside need no mask. FOLD (inner
+    tiles without a user mask, positive scale): the scale is folded into the softmax."""
     rn = start_n + tl.arange(0, BLOCK_N)
     if INDEX_64:
         rn = rn.to(tl.int64)
     col_ok = rn < S
     k_tile = _load_tile(k_base + rn[None, :] * k_sn + rd[:, None] * k_sd, col_ok[None, :], rd[:, None] < HEAD_DIM,
                         EDGE, HEAD_DIM == rd.shape[0])
-    s = tl.dot(q_tile, _widen(k_tile, IN_FORMAT), input_precision=PRECISION, out_dtype=tl.float32) * qk_scale
-    s = _score_mask(s, rm, rn, mask_base, mask_sl, mask_ss, rm < L, col_ok, MASK_KIND, MASK_FORMAT)
+    s = _scores(q_tile, k_tile, rm, rn, mask_base, L, col_ok, qk_scale, mask_sl, mask_ss, MASK_KIND, MASK_FORMAT,
+                IN_FORMAT, PRECISION, FOLD and not EDGE)
     if EDGE:
         allowed = col_ok[None, :] & (rm[:, None] >= 0)
         if CAUSAL:
@@ -90,7 +119,11 @@ def _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm
         s = tl.where(allowed, s, float("-inf"))
     v_tile = _load_tile(v_base + rn[:, None] * v_sn + rdv[None, :] * v_sd, col_ok[:, None],
                         rdv[None, :] < VALUE_DIM, EDGE, VALUE_DIM == rdv.shape[0])
-    return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), PRECISION)
+    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, qk_scale, FOLD and not EDGE)
+    acc = acc * alpha[:, None]
+    v_tile = _widen(v_tile, IN_FORMAT)
+    acc = tl.dot(p.to(v_tile.dtype), v_tile, acc, input_precision=PRECISION, out_dtype=tl.float32)
+    return acc, m_i, l_i
 
 
 @triton.jit
@@ -98,7 +131,7 @@ def _forward_span(acc, m_i, l_i, first, stop, q_tile, k_base, v_base, mask_base,
                   k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss,
                   HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                   EDGE: tl.constexpr, MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
-                  PRECISION: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+                  PRECISION: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, FOLD: tl.constexpr):
     """The key tiles from ``first`` up to ``stop``, in order."""
     if INTERPRETED:
         # Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2); a GPU needs the
@@ -108,14 +141,14 @@ def _forward_span(acc, m_i, l_i, first, stop, q_tile, k_base, v_base, mask_base,
             acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
                                            L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM,
                                            VALUE_DIM, BLOCK_N, CAUSAL, EDGE, MASK_KIND, MASK_FORMAT, IN_FORMAT,
-                                           PRECISION, INDEX_64)
+                                           PRECISION, INDEX_64, FOLD)
             start_n += BLOCK_N
     else:
         for start_n in range(first, stop, BLOCK_N):
             acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
                                            L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM,
                                            VALUE_DIM, BLOCK_N, CAUSAL, EDGE, MASK_KIND, MASK_FORMAT, IN_FORMAT,
-                                           PRECISION, INDEX_64)
+                                           PRECISION, INDEX_64, FOLD)
     return acc, m_i, l_i
 
 
@@ -127,10 +160,15 @@ def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
                       BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr,
                       MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
                       PRECISION: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                      INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+                      INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, FOLD_SCALE: tl.constexpr = False):
     """out[b, h, i] = softmax_j(q[b, h, i] . k[b, h // heads_per_kv, j] * scale + mask) v[...]; one
-    BLOCK_M tile of queries per program (axis 0), query head on axis 1, batch on axis 2."""
-    tile_m = tl.program_id(0)
+    BLOCK_M tile of queries per program (axis 0), query head on axis 1, batch on axis 2. Causal programs
+    take their tiles last first, so the longest start first and the shortest fill the end of the grid.
+    FOLD_SCALE (no user mask, positive scale): inner tiles fold the scale into the softmax's exponent."""
+    if CAUSAL:
+        tile_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        tile_m = tl.program_id(0)
     head = tl.program_id(1)
     batch = tl.program_id(2)
     if INDEX_64:
@@ -163,11 +201,11 @@ def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
     acc, m_i, l_i = _forward_span(acc, m_i, l_i, 0, inner_stop, q_tile, k_base, v_base, mask_base, rm, rd, rdv, L,
                                   S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM, VALUE_DIM,
                                   BLOCK_N, CAUSAL, False, MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64,
-                                  INTERPRETED)
+                                  INTERPRETED, FOLD_SCALE)
     acc, m_i, l_i = _forward_span(acc, m_i, l_i, inner_stop, stop, q_tile, k_base, v_base, mask_base, rm, rd, rdv,
                                   L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM, VALUE_DIM,
                                   BLOCK_N, CAUSAL, True, MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64,
-                                  INTERPRETED)
+                                  INTERPRETED, False)
     result = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
     value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     tl.store(out + batch * out_sb + head * out_sh + rm[:, None] * out_sl + rdv[None, :] * out_sd, value,

@@ -153,7 +153,10 @@ def _mask_setup(attn_mask, scores_shape):
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) per head-dim bound, best-known first; float32 halves BLOCK_N
 _FORWARD_SHAPES = {
     64: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 4)],
-    128: [(128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 4)],
+    # the last three (sm_90, compile-checked): 128 x 64 in 4 stages (160 KB of shared memory) or 2 (96 KB, 169
+    # registers a thread), and 64 x 64 in 2 stages, small enough (80 KB) for two programs an SM
+    128: [(128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 4), (128, 64, 8, 4),
+          (128, 64, 8, 2), (64, 64, 4, 2)],
     256: [(64, 32, 4, 2), (64, 64, 8, 2), (128, 32, 8, 2), (32, 32, 4, 2)],
 }
 
@@ -192,6 +195,9 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
     key = tuning.launch_key("attention", facts, rows={"L": L}, cols={"S": keys, "E": E}, dtypes=(q.dtype,),
                             flags={"causal": causal, "mask": mask_kind})
 
+    # without a user mask and with a positive scale, inner tiles fold the scale into the softmax's exponent
+    fold_scale = mask_kind == K.MASK_NONE and scale > 0
+
     def planned(config):
         return PlannedLaunch(
             K.attention_forward, (cdiv(L, config["BLOCK_M"]), H, B),
@@ -200,7 +206,7 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                  BLOCK_D=max(16, _next_pow2(E)), BLOCK_DV=max(16, _next_pow2(value_dim)), CAUSAL=causal,
                  MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
-                 num_stages=config["num_stages"], **flags))
+                 num_stages=config["num_stages"], FOLD_SCALE=fold_scale, **flags))
     tensors = {"q": q, "k": k, "v": v, "mask": mask, "out": out}
     config = tuning.choose_timed(key, facts, lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype),
                                  lambda config: planned(config)(dev, tensors))
@@ -208,25 +214,68 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
 
 
 # ---- decode: split over the keys, then a fixed-order combine ---------------------------------------------
-def decode_plan(keys: int, head_dim: int, facts: dict) -> tuple[int, int, int]:
-    """(BLOCK_N, keys per split, splits) for ``keys`` keys: a function of the key count and the device
-    class only, so the order of every floating-point operation is too."""
+# (BLOCK_N, splits, num_warps, num_stages) of dense decode on a compiling device, the first the untuned
+# plan; "splits" is the target count before rounding to whole key tiles. 64-key tiles in 3 stages take 70 KB
+# of shared memory (3 programs an SM), in 2 stages about 40 KB; 128-key tiles in 3 stages 136 KB.
+_DECODE_SHAPES = [(64, 16, 4, 3), (64, 32, 4, 3), (64, 16, 4, 2), (64, 32, 4, 2), (64, 8, 4, 4), (128, 16, 4, 3),
+                  (128, 8, 8, 3), (32, 32, 4, 4)]
+
+
+def decode_candidates(keys: int, head_dim: int, facts: dict) -> list[dict]:
+    """Decode settings to time: under the interpreter, or past head dim 128, the fixed plan alone."""
     interpreted = bool(facts["kernels"].get("interpreted"))
-    block_n = 64 if head_dim <= 128 else 32
+    default = dict(BLOCK_N=64 if head_dim <= 128 else 32, SPLITS=_DECODE_SPLITS[interpreted], num_warps=4,
+                   num_stages=None)
+    if interpreted or head_dim > 128:
+        return [default]
+    tiles, seen, out = facts["tiles"], set(), []
+    for block_n, splits, warps, stages in _DECODE_SHAPES:
+        config = dict(BLOCK_N=block_n, SPLITS=splits, num_warps=min(warps, tiles["max_warps"]),
+                      num_stages=min(stages, tiles["max_stages"]))
+        marker = decode_plan(keys, head_dim, facts, config) + (config["num_warps"], config["num_stages"])
+        if marker not in seen:
+            seen.add(marker)
+            out.append(config)
+    return out
+
+
+def decode_plan(keys: int, head_dim: int, facts: dict, config: dict | None = None) -> tuple[int, int, int]:
+    """(BLOCK_N, keys per split, splits) for ``keys`` keys: a function of the key count, the device class
+    and the setting (tuned per key-count bucket, never per batch), so the order of every floating-point
+    operation is too, whatever batch a sequence is in."""
+    interpreted = bool(facts["kernels"].get("interpreted"))
+    if config is None:
+        block_n, target = (64 if head_dim <= 128 else 32), _DECODE_SPLITS[interpreted]
+    else:
+        block_n, target = config["BLOCK_N"], config["SPLITS"]
     block_n = max(16, min(block_n, facts["tiles"]["max_block_n"], _next_pow2(max(keys, 1))))
-    per_split = max(block_n, cdiv(cdiv(max(keys, 1), _DECODE_SPLITS[interpreted]), block_n) * block_n)
+    per_split = max(block_n, cdiv(cdiv(max(keys, 1), target), block_n) * block_n)
     return block_n, per_split, max(1, cdiv(keys, per_split))
 
 
 def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv, scale, keys, dev, facts,
-            paged=None):
+            paged=None, tuned=None):
     """Attention of one query row per (batch, head). ``q`` (B, H_q, E) and ``out`` (B, H_q, Ev) as strided
     views; dense ``k``/``v`` (B, H_kv, S, E); paged ones (pages, slots, H_kv, E) with ``paged`` =
     (block_table, seq_lens) and ``keys`` the capacity of a table row. Returns (launches, temporaries)
-    over the slots q, k, v, mask, out, table, lens and the temporaries' names."""
+    over the slots q, k, v, mask, out, table, lens and the temporaries' names. Dense decode is tuned
+    over ``decode_candidates`` unless ``tuned`` gives the setting; paged decode keeps the first."""
     B, H_q, E = q.shape
     value_dim = out.shape[2]
-    block_n, per_split, splits = decode_plan(keys, max(E, value_dim), facts)
+    head_dim = max(E, value_dim)
+    if paged is None and tuned is None:
+        # timed on these tensors (the partials are temporaries), keyed without the batch
+        key = tuning.launch_key("attention_decode", facts, cols={"S": keys, "E": head_dim},
+                                rows={"G": heads_per_kv}, dtypes=(q.dtype,), flags={"mask": mask_kind})
+
+        def run(config):
+            launches, temporaries = _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv,
+                                            scale, keys, dev, facts, tuned=config)
+            run_launches(dev, launches, temporaries, {"q": q, "k": k, "v": v, "mask": mask, "out": out})
+        tuned = tuning.choose_timed(key, facts, lambda: decode_candidates(keys, head_dim, facts), run)
+    config = tuned or decode_candidates(keys, head_dim, facts)[0]
+    block_n, per_split, splits = decode_plan(keys, head_dim, facts, config)
+    stages = {} if config.get("num_stages") is None else {"num_stages": config["num_stages"]}
     block_dv = max(16, _next_pow2(value_dim))
     flags = _common_flags(q.dtype, out.dtype, dev, facts)
     combine_flags = dict(DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"])
@@ -258,7 +307,7 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
              mask_strides[1], mask_strides[3], table_sb],
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, _next_pow2(heads_per_kv)), BLOCK_N=block_n,
                  BLOCK_D=max(16, _next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
-                 MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=4, **flags)),
+                 MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"], **stages, **flags)),
         PlannedLaunch(
             K.decode_combine, (H_q, B),
             [part_acc, part_max, part_sum, Slot("out"), H_q, splits, *out.stride()],
