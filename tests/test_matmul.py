@@ -223,3 +223,85 @@ def test_einsum_contractions_and_permutations(rng, equation, shapes):
 def test_einsum_other_forms_name_the_equation(equation, operands):
     with pytest.raises(NotImplementedError, match=f"einsum {equation!r}"):
         nbx.einsum(equation, *[nbx.zeros(3, 3) if "j" in equation or "ii" in equation else nbx.zeros(3)] * operands)
+
+
+# ---- gemm_tiles: persistent programs and tensor-descriptor (TMA) loads ---------------------------------
+TILE_VARIANTS = [dict(PERSISTENT=True), dict(TMA=True), dict(PERSISTENT=True, TMA=True),
+                 dict(PERSISTENT=True, TMA=True, FLATTEN=True)]
+
+
+@pytest.fixture
+def force_gemm_config(monkeypatch, tmp_path):
+    """``force_gemm_config(config)``: products plan with this one GEMM setting (tuning cache and plans
+    fresh, so that a device that times candidates times this one too)."""
+    from nbxtensor.ops import plans
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    plans.clear_all()
+
+    def force(config):
+        monkeypatch.setattr(MM, "gemm_candidates", lambda facts, m, n, k, dtype, single=False: [dict(config)])
+    yield force
+    plans.clear_all()
+
+
+def _tile_config(variant, **tiles):
+    return dict(dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_stages=1, num_warps=1, GROUP_M=2), **tiles, **variant)
+
+
+@pytest.mark.parametrize("variant", TILE_VARIANTS, ids=lambda v: "+".join(sorted(v)))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_gemm_tiles_variants(rng, force_gemm_config, variant, dtype):
+    """Several tiles a program (a persistent grid is a few programs under the interpreter), ragged edges
+    in M, N and K (descriptors read zeros past the edge; pointers mask), b read K-major (a linear layer's
+    weight) and N-major, a bias with alpha and beta; strides descriptors cannot take (a row of 45 floats
+    is not a multiple of 16 bytes) and an operand off a 16-byte boundary read through pointers instead."""
+    force_gemm_config(_tile_config(variant))
+    x, weight = _inputs(rng, (70, 40), dtype), _inputs(rng, (24, 40), dtype)
+    assert_product_close(nbx.nn.functional.linear(x, weight), _f64(x), _f64(weight).T, 40, dtype)
+    b = _inputs(rng, (40, 24), dtype)
+    assert_product_close(nbx.mm(x, b), _f64(x), _f64(b), 40, dtype)
+    bias = _inputs(rng, (24,), dtype)
+    out = nbx.addmm(bias, x, b, beta=0.5, alpha=2.0)
+    assert_product_close(out, 2 * _f64(x), _f64(b), 40, dtype, bias_scale=(0.5 * _f64(bias),))
+    odd, odd_b = _inputs(rng, (33, 45), dtype), _inputs(rng, (45, 19), dtype)
+    assert_product_close(nbx.mm(odd, odd_b), _f64(odd), _f64(odd_b), 45, dtype)
+    # the same layout as x, one element into its buffer: 2 or 4 bytes off the descriptors' alignment
+    shifted = _inputs(rng, (70 * 40 + 8,), dtype)[1:70 * 40 + 1].view(70, 40)
+    assert_product_close(nbx.mm(shifted, b), _f64(shifted), _f64(b), 40, dtype)
+
+
+def test_tile_variants_are_candidates_on_hopper_only():
+    from nbxtensor.device.facts import load as load_facts
+    hopper = load_facts("hopper")
+    plain = MM.gemm_candidates(hopper, 4096, 4096, 4096, nbx.bfloat16)
+    single = MM.gemm_candidates(hopper, 4096, 4096, 4096, nbx.bfloat16, single=True)
+    assert single[:len(plain)] == plain and not any(c.get("TMA") or c.get("PERSISTENT") for c in plain)
+    assert any(c.get("TMA") and c.get("PERSISTENT") and c["BLOCK_N"] == 256 for c in single)
+    fp32 = MM.gemm_candidates(hopper, 4096, 384, 384, nbx.float32, single=True)
+    assert any(c.get("PERSISTENT") for c in fp32) and any(c["BLOCK_K"] == 16 for c in fp32)
+    for c in single + fp32:
+        assert (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * 4 * c["num_stages"] <= 2 * 232448
+    ampere = MM.gemm_candidates(load_facts("ampere"), 4096, 4096, 4096, nbx.bfloat16, single=True)
+    assert any(c.get("PERSISTENT") for c in ampere) and not any(c.get("TMA") for c in ampere)
+    assert MM.gemm_candidates(load_facts("cpu"), 64, 64, 64, nbx.bfloat16, single=True) == \
+        MM.gemm_candidates(load_facts("cpu"), 64, 64, 64, nbx.bfloat16)
+
+
+def test_gemm_sweep_runs_each_setting_and_reports_failures(rng):
+    """The benchmark's sweep (untimed here: the interpreter has no device clock): every given setting runs
+    on the product's operands, a setting that cannot build is reported with its error, not raised."""
+    x, weight = _inputs(rng, (40, 32), "float32"), _inputs(rng, (24, 32), "float32")
+    bias = _inputs(rng, (24,), "float32")
+    good = _tile_config(dict(PERSISTENT=True, TMA=True))
+    bad = dict(good, BLOCK_M=24)  # not a power of two: tl.arange refuses it
+    results = []
+
+    def check(out):
+        results.append(out.numpy().copy())
+        return len(results)
+    swept = MM.gemm_sweep("linear", x, weight.transpose(0, 1), bias.expand(40, 24), 1, 1, configs=[good, bad],
+                          check=check, timed=False)
+    assert swept["key"].startswith("gemm|") and swept["candidates"]
+    assert [r["error"] is None for r in swept["rows"]] == [True, False] and swept["rows"][1]["config"] == bad
+    assert len(results) == 1
+    assert_product_close(to_nbx(results[0]), _f64(x), _f64(weight).T, 32, "float32", bias_scale=(_f64(bias),))

@@ -70,6 +70,16 @@ def _gemm_step(acc, a_ptrs, b_ptrs, left, rk, EVEN_K: tl.constexpr, ACC: tl.cons
 
 
 @triton.jit
+def _grouped_tile(tile, tiles_m, tiles_n, GROUP_M: tl.constexpr):
+    """(row, column) of output tile ``tile`` when GROUP_M rows of tiles are walked column by column, so
+    that tiles worked on together share panels of a and b in L2."""
+    per_group = GROUP_M * tiles_n
+    first_m = (tile // per_group) * GROUP_M
+    group_rows = min(tiles_m - first_m, GROUP_M)
+    return first_m + (tile % per_group) % group_rows, (tile % per_group) // group_rows
+
+
+@triton.jit
 def gemm(a, b, bias, out, M, N, K, batch_start, alpha, beta,
          batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
          a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
@@ -85,14 +95,7 @@ def gemm(a, b, bias, out, M, N, K, batch_start, alpha, beta,
         batch = batch.to(tl.int64)
     # GROUP_M rows of tiles are walked column by column, so the programs running together share
     # panels of a and b in L2
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * tiles_n
-    group = pid // per_group
-    first_m = group * GROUP_M
-    group_rows = min(tiles_m - first_m, GROUP_M)
-    tile_m = first_m + (pid % per_group) % group_rows
-    tile_n = (pid % per_group) // group_rows
+    tile_m, tile_n = _grouped_tile(pid, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     off_a, off_b, off_bias, off_out = _batch_offsets(batch, batch_shape, a_batch_strides, b_batch_strides,
                                                      bias_batch_strides, out_batch_strides, BATCH_RANK)
     rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -127,6 +130,115 @@ def gemm(a, b, bias, out, M, N, K, batch_start, alpha, beta,
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
               HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def _tile_product(a, b, a_desc, b_desc, off_m, off_n, M, N, K, a_sm, a_sk, b_sk, b_sn, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TMA: tl.constexpr, B_K_MAJOR: tl.constexpr,
+                  EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+                  INTERPRETED: tl.constexpr):
+    """The float32 (int32) BLOCK_M x BLOCK_N tile of a @ b at (off_m, off_n). With TMA, tiles come through
+    the tensor descriptors (the copy engine fills shared memory; out-of-bounds elements read as zeros, so
+    nothing is masked); otherwise through pointers as in ``gemm``."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    if TMA:
+        if INTERPRETED:
+            k = 0
+            while k < k_tiles:
+                acc = _tma_step(acc, a_desc, b_desc, off_m, off_n, k * BLOCK_K, B_K_MAJOR, ACC, PRECISION,
+                                DECODE_BF16)
+                k += 1
+        else:
+            for k in range(0, k_tiles):
+                acc = _tma_step(acc, a_desc, b_desc, off_m, off_n, k * BLOCK_K, B_K_MAJOR, ACC, PRECISION,
+                                DECODE_BF16)
+    else:
+        rm = off_m + tl.arange(0, BLOCK_M)
+        rn = off_n + tl.arange(0, BLOCK_N)
+        rk = tl.arange(0, BLOCK_K)
+        a_ptrs = a + tl.where(rm < M, rm, 0)[:, None] * a_sm + rk[None, :] * a_sk
+        b_ptrs = b + rk[:, None] * b_sk + tl.where(rn < N, rn, 0)[None, :] * b_sn
+        if INTERPRETED:
+            k = 0
+            while k < k_tiles:
+                acc = _gemm_step(acc, a_ptrs, b_ptrs, K - k * BLOCK_K, rk, EVEN_K, ACC, PRECISION, DECODE_BF16)
+                a_ptrs += BLOCK_K * a_sk
+                b_ptrs += BLOCK_K * b_sk
+                k += 1
+        else:
+            for k in range(0, k_tiles):
+                acc = _gemm_step(acc, a_ptrs, b_ptrs, K - k * BLOCK_K, rk, EVEN_K, ACC, PRECISION, DECODE_BF16)
+                a_ptrs += BLOCK_K * a_sk
+                b_ptrs += BLOCK_K * b_sk
+    return acc
+
+
+@triton.jit
+def _tma_step(acc, a_desc, b_desc, off_m, off_n, off_k, B_K_MAJOR: tl.constexpr, ACC: tl.constexpr,
+              PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr):
+    a_tile = a_desc.load([off_m, off_k])
+    if B_K_MAJOR:
+        # b is read as the (N, K) matrix it is stored as (a linear layer's weight) and transposed in place
+        b_tile = tl.trans(b_desc.load([off_n, off_k]))
+    else:
+        b_tile = b_desc.load([off_k, off_n])
+    return tl.dot(_operand(a_tile, DECODE_BF16), _operand(b_tile, DECODE_BF16), acc, input_precision=PRECISION,
+                  out_dtype=ACC)
+
+
+@triton.jit
+def gemm_tiles(a, b, bias, out, M, N, K, programs, alpha, beta, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
+               out_sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+               TMA: tl.constexpr, B_K_MAJOR: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+               EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+               HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+               VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
+    """out = alpha * a @ b + beta * bias for one matrix (no batch): ``programs`` programs (the grid) walk the
+    output tiles in ``gemm``'s grouped order, program p taking tiles p, p + programs, ... With a grid of one
+    program per SM (persistent), the loads of a program's next tile are issued while its last tile's
+    epilogue runs (FLATTEN lets the pipeliner overlap them); with one program per tile, each takes one.
+
+    TMA: a and b are read through device-side tensor descriptors (Hopper's copy engine), which need a
+    (.., K) row-major a (``a_sk == 1``), b either K-major (``b_sk == 1``, B_K_MAJOR) or N-major
+    (``b_sn == 1``), 16-byte aligned bases and row strides; the caller checks. Indices fit in int32."""
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles = tiles_m * tiles_n
+    if TMA:
+        a_desc = tl.make_tensor_descriptor(a, shape=[M, K], strides=[a_sm, 1], block_shape=[BLOCK_M, BLOCK_K])
+        if B_K_MAJOR:
+            b_desc = tl.make_tensor_descriptor(b, shape=[N, K], strides=[b_sn, 1], block_shape=[BLOCK_N, BLOCK_K])
+        else:
+            b_desc = tl.make_tensor_descriptor(b, shape=[K, N], strides=[b_sk, 1], block_shape=[BLOCK_K, BLOCK_N])
+    else:
+        a_desc = a
+        b_desc = b
+    if INTERPRETED:
+        tile = pid
+        while tile < tiles:
+            tile_m, tile_n = _grouped_tile(tile, tiles_m, tiles_n, GROUP_M)
+            acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, K, a_sm, a_sk, b_sk,
+                                b_sn, BLOCK_M, BLOCK_N, BLOCK_K, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16,
+                                INTERPRETED)
+            rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            mask = (rm[:, None] < M) & (rn[None, :] < N)
+            _epilogue(acc, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
+                      HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+            tile += programs
+    else:
+        for tile in tl.range(pid, tiles, programs, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
+            tile_m, tile_n = _grouped_tile(tile, tiles_m, tiles_n, GROUP_M)
+            acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, K, a_sm, a_sk, b_sk,
+                                b_sn, BLOCK_M, BLOCK_N, BLOCK_K, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16,
+                                INTERPRETED)
+            rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            mask = (rm[:, None] < M) & (rn[None, :] < N)
+            _epilogue(acc, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
+                      HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit

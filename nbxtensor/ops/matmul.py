@@ -169,16 +169,53 @@ def _clamp_block(block: int, ceiling: int, extent: int) -> int:
 
 # true float32 products run on the FMA units, not the matrix unit: short K steps over large output tiles
 _GEMM_FMA_SHAPES = [(128, 128, 16, 3, 8), (128, 64, 16, 3, 4), (64, 128, 16, 3, 4), (128, 128, 32, 2, 8),
-                    (256, 64, 16, 3, 8), (64, 64, 32, 3, 4)]
+                    (256, 64, 16, 3, 8), (64, 64, 32, 3, 4),
+                    # smaller tiles for the N = 384 products of small encoders (4096 x 384: 96 tiles of
+                    # 128 x 128 leave a third of 132 SMs idle); none spills registers on sm_90 (ptxas -v)
+                    (64, 128, 32, 3, 4), (128, 64, 32, 3, 4), (64, 64, 16, 4, 2), (32, 128, 32, 3, 2),
+                    (128, 128, 16, 4, 8)]
+
+# Variants of ``gemm_tiles`` (one matrix, int32 indices): (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps,
+# flags). PERSISTENT: one program per SM walks the tiles; TMA: operands through tensor descriptors
+# (devices whose matrix unit is ``wgmma``, Hopper, or later); FLATTEN: the tile and K loops pipelined as one
+# (the next tile's loads overlap this tile's epilogue); WARP_SPECIALIZE: Triton's automatic warp
+# specialisation of the tile loop (not a candidate, below). Shapes as in _GEMM_SHAPES (K halved for 4-byte
+# types).
+_P, _T = dict(PERSISTENT=True), dict(TMA=True)
+_PT = dict(PERSISTENT=True, TMA=True)
+_GEMM_TILE_VARIANTS = [
+    (128, 256, 64, 3, 8, _PT), (128, 256, 64, 4, 8, _PT), (128, 256, 64, 3, 8, dict(_PT, FLATTEN=True)),
+    (128, 256, 64, 3, 8, _T), (256, 128, 64, 3, 8, _PT), (128, 128, 64, 4, 4, _PT),
+    (128, 128, 64, 4, 4, dict(_PT, FLATTEN=True)), (128, 128, 64, 3, 4, _T), (128, 128, 64, 4, 8, _PT),
+    (128, 256, 64, 3, 8, _P), (128, 128, 64, 3, 4, _P),
+]
+# Triton 3.6 documents automatic warp specialisation for Blackwell only; on sm_90 these compile (a
+# producer warp group is added) but are unproven, so they are swept by the benchmark on request, not tuned
+GEMM_WARP_SPECIALIZED = [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, num_stages=3, num_warps=w, GROUP_M=GROUP_M,
+                              PERSISTENT=True, TMA=True, WARP_SPECIALIZE=True) for bm, bn, w in ((128, 256, 8),
+                                                                                              (128, 128, 4))]
+# the same for true float32 (FMA units): persistent only (through descriptors, ptxas spills kilobytes)
+_GEMM_FMA_TILE_VARIANTS = [(128, 128, 16, 3, 8, _P), (128, 64, 32, 3, 4, _P), (64, 128, 32, 3, 4, _P)]
+_TILE_FLAGS = ("PERSISTENT", "TMA", "FLATTEN", "WARP_SPECIALIZE")
 
 
-def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype) -> list[dict]:
-    """The settings worth timing for an m x n x k product of ``dtype`` on a device with these facts."""
+def _has_tma(facts: dict) -> bool:
+    return (facts.get("matrix_unit") or {}).get("instruction") in ("wgmma", "tcgen05")
+
+
+def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool = False) -> list[dict]:
+    """The settings worth timing for an m x n x k product of ``dtype`` on a device with these facts;
+    ``single`` (one matrix, int32 indices) adds the ``gemm_tiles`` variants (persistent, TMA)."""
     tiles = facts["tiles"]
     shared = facts.get("shared_memory_per_block_bytes")
     seen, out = set(), []
     fma = dtype.name == "float32" and _dot_precision(dtype) == "ieee"
-    for bm, bn, bk, stages, warps in _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else []):
+    shapes = [(*s, {}) for s in _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else [])]
+    if single and dtype.kind != "int" and not facts["kernels"].get("interpreted"):
+        tma = _has_tma(facts)
+        shapes += [s for s in (_GEMM_FMA_TILE_VARIANTS if fma else _GEMM_TILE_VARIANTS)
+                   if tma or not s[5].get("TMA")]
+    for bm, bn, bk, stages, warps, flags in shapes:
         if dtype.itemsize == 4 and bk > 32:
             bk //= 2  # float32 tiles take twice the shared memory and registers
         config = dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m),
@@ -186,11 +223,11 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype) -> list[dict]:
                       # 8-bit operands multiply in K steps of 32 (the MMA shapes for int8)
                       BLOCK_K=max(_clamp_block(bk, tiles["max_block_k"], k), 32 // dtype.itemsize),
                       num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]),
-                      GROUP_M=GROUP_M)
+                      GROUP_M=GROUP_M, **{f: True for f in _TILE_FLAGS if flags.get(f)})
         staged = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * dtype.itemsize * config["num_stages"]
         if shared and staged > shared:
             continue
-        marker = tuple(config.values())
+        marker = tuple(sorted(config.items()))
         if marker not in seen:
             seen.add(marker)
             out.append(config)
@@ -337,13 +374,18 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta):
     bias_sm, bias_sn = bias_strides[-2:]
     out_sm, out_sn = out.stride()[-2:]
 
+    single = batches == 1 and not index_64
+
     def launches_for(config):
         """``run(a, b, bias, out)`` for ``config``, its launches (one per MAX_GRID_Y batches) built once."""
+        if single and any(config.get(f) for f in _TILE_FLAGS):
+            return _tile_launches(config, dev, facts, m, n, k, float(alpha), float(beta), a.dtype, has_bias, scaled,
+                                  flags, (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
         tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
         constexprs = dict(BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                           BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0,
                           HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
-                          num_stages=config["num_stages"], **flags)
+                          num_stages=config["num_stages"], **_with_precision(flags, config))
         launches = [PlannedLaunch(K.gemm, (tiles, min(MAX_GRID_Y, batches - start)),
                                   [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, start, float(alpha),
                                    float(beta), shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk, b_sn, bias_sm,
@@ -356,8 +398,10 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta):
                 planned(dev, tensors)
         return run
 
-    config = tuning.choose_timed(key, facts, lambda: gemm_candidates(facts, m, n, k, a.dtype),
-                                 lambda config: launches_for(config)(a, b, bias, out))
+    candidates = lambda: gemm_candidates(facts, m, n, k, a.dtype, single=single)  # noqa: E731
+    if _sweep is not None:
+        _sweep(key, candidates, launches_for, (a, b, bias, out))
+    config = tuning.choose_timed(key, facts, candidates, lambda config: launches_for(config)(a, b, bias, out))
     run = launches_for(config)
 
     def execute(a, b, bias):
@@ -365,6 +409,158 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta):
         run(a, b, bias, out)
         return out
     return execute
+
+
+def _with_precision(flags: dict, config: dict) -> dict:
+    """The operand flags, with the dot precision a config may name (benchmark sweeps of emulated float32
+    only: tuning candidates never name one, so float32 stays true float32 unless the user opts out)."""
+    return dict(flags, PRECISION=config["PRECISION"]) if "PRECISION" in config else flags
+
+
+def _sm_count(dev) -> int:
+    """Programs of a persistent launch: the device's SMs (a few under the interpreter, so that each
+    program walks several tiles there too)."""
+    properties = getattr(backend_for(dev), "properties", None)
+    if properties is None:
+        return 3
+    return int(properties(dev.index or 0).multiProcessorCount)
+
+
+class _DescriptorScratch:
+    """Triton's allocator of global scratch memory, which device-side tensor descriptors are written to
+    (128 bytes each, per program). One buffer per device and stream, grown when a launch needs more and
+    never freed: a launch recorded into a device graph keeps its address, so the memory must stay with
+    it, and launches on one stream run one after another, so they can share it."""
+
+    def __init__(self):
+        self.device = None
+        self._held: dict = {}
+        self._kept: list = []
+
+    def __call__(self, size: int, alignment: int, stream):
+        key = (self.device, stream)
+        held = self._held.get(key)
+        if held is None or held[1] < size or held[0] % alignment:
+            buffer = new_tensor((size + alignment,), get_dtype("uint8"), self.device)
+            address = -(-buffer.data_ptr() // alignment) * alignment
+            if held is not None:
+                self._kept.append(held)
+            held = self._held[key] = (address, size, buffer)
+        return SimpleNamespace(data_ptr=lambda address=held[0]: address)
+
+
+_scratch = _DescriptorScratch()
+
+
+def _use_scratch(dev) -> None:
+    import triton
+    from triton.runtime import _allocation
+    current = _allocation._allocator.get()
+    if current is not _scratch and isinstance(current, _allocation.NullAllocator):
+        triton.set_allocator(_scratch)
+    _scratch.device = dev
+
+
+def _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn):
+    """Whether tensor descriptors can read a and b laid out with these strides (the last dim contiguous,
+    the other stride a multiple of 16 bytes), and whether b is read K-major; (False, False) when not."""
+    def aligned(stride):
+        return (stride * dtype.itemsize) % 16 == 0 and stride > 0
+    if a_sk != 1 or not aligned(a_sm):
+        return False, False
+    if b_sk == 1 and aligned(b_sn):
+        return True, True
+    if b_sn == 1 and aligned(b_sk):
+        return True, False
+    return False, False
+
+
+def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, scaled, flags, strides):
+    """``run(a, b, bias, out)`` through ``gemm_tiles`` for one matrix. A TMA config whose operands cannot
+    be read by descriptors (strides here, or an address off 16 bytes at a call) reads through pointers."""
+    a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn = strides
+    tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
+    programs = min(tiles, _sm_count(dev)) if config.get("PERSISTENT") else tiles
+    tma, b_k_major = _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn) if config.get("TMA") else (False, False)
+
+    def planned(use_tma):
+        constexprs = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
+                          GROUP_M=config["GROUP_M"], TMA=use_tma, B_K_MAJOR=use_tma and b_k_major,
+                          FLATTEN=bool(config.get("FLATTEN")), WARP_SPECIALIZE=bool(config.get("WARP_SPECIALIZE")),
+                          EVEN_K=k % config["BLOCK_K"] == 0, HAS_BIAS=has_bias, SCALED=scaled,
+                          num_warps=config["num_warps"], num_stages=config["num_stages"],
+                          **_with_precision(flags, config))
+        return PlannedLaunch(K.gemm_tiles, (programs,),
+                             [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, programs, alpha, beta,
+                              a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn], constexprs)
+    launch = planned(tma)
+    fallback = planned(False) if tma else None
+    compiles = not facts["kernels"].get("interpreted")
+
+    def run(a, b, bias, out):
+        tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out}
+        if fallback is not None and (a.data_ptr() | b.data_ptr()) & 15:
+            fallback(dev, tensors)
+            return
+        if tma and compiles:
+            _use_scratch(dev)
+        launch(dev, tensors)
+    return run
+
+
+# set by ``gemm_sweep`` while it plans a product: called with (key, candidates, launches_for, operands)
+_sweep = None
+
+
+class _Observed(Exception):
+    """Stops ``_plan_product`` once ``gemm_sweep`` has what it needs (before any tuning)."""
+
+
+def gemm_sweep(op: str, a: Tensor, b: Tensor, bias: Tensor | None = None, alpha=1, beta=0, *, configs=None,
+               extra=(), check=None, timed: bool = True) -> dict:
+    """The GEMM settings of the launch key of ``a @ b`` (2-D or batched, as ``_product`` takes them), each
+    run on the device: {"key", "candidates" (the tuner's), "chosen" (the cached setting, if tuned), "rows":
+    [{"config", "extra", "ms" (None when it failed to build or run, or untimed), "error", "check"}] fastest
+    first}. ``configs`` replaces the tuner's candidates; ``extra`` settings are run too (e.g. a
+    ``PRECISION`` of emulated float32, which no tuning candidate names); ``check(out)`` is called on each
+    setting's output; ``timed=False`` runs each once (to compile it). Nothing is tuned or stored."""
+    global _sweep
+    from ..tuning.timing import device_time_ms
+    found = {}
+
+    def observe(key, candidates, launches_for, operands):
+        found.update(key=key, candidates=candidates(), launches_for=launches_for, operands=operands)
+        raise _Observed
+    _sweep = observe
+    try:
+        out_dtype = get_dtype("int32") if a.dtype.name == "int8" else a.dtype
+        _plan_product(op, a, b, out_dtype, bias, alpha, beta)
+    except _Observed:
+        pass
+    finally:
+        _sweep = None
+    if not found:
+        raise RuntimeError(f"{op}: no GEMM launch for shapes {_dims(a.shape)} and {_dims(b.shape)} (GEMV rows?)")
+    rows = []
+    chosen = found["candidates"] if configs is None else configs
+    for config, is_extra in [(dict(c), False) for c in chosen] + [(dict(c), True) for c in extra]:
+        row = dict(config=config, extra=is_extra, ms=None, error=None, check=None)
+        try:
+            run = found["launches_for"](config)
+            if timed:
+                row["ms"] = float(device_time_ms(lambda: run(*found["operands"])))
+            else:
+                run(*found["operands"])
+            if check is not None:
+                row["check"] = check(found["operands"][3])
+        except Exception as e:  # noqa: BLE001  (a setting that does not build or fit is reported, not fatal)
+            text = str(e).strip().splitlines()
+            row["error"] = f"{type(e).__name__}: {text[-1][:200] if text else ''}"
+        rows.append(row)
+    rows.sort(key=lambda r: (r["ms"] is None, r["ms"] or 0.0))
+    entry = tuning.entries(a.device).get(found["key"])
+    return dict(key=found["key"], candidates=found["candidates"], chosen=None if entry is None else entry["config"],
+                rows=rows)
 
 
 def _pad_batch(shape, *stride_sets):
