@@ -58,13 +58,21 @@ for name, (ours, theirs) in cases.items():
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(12)
     print(f"==== {name}: ours {ours_us:.1f} us, torch {theirs_us:.1f} us\n{text.getvalue()}")
 
-# Where an add's host time goes: Triton's launcher alone, our launch path alone, the whole op, and the
-# whole op with Python's cyclic garbage collector off.
+# Where an add's host time goes: Triton's launcher with and without its Python wrapper, our launch path
+# alone, the general path of the op (parse, plan, launch_slots), the whole op (its bound call), the whole
+# op with Python's cyclic garbage collector off; and the floor of a launch: a kernel of two arguments
+# through Triton's C launcher and through cuda-bindings' cuLaunchKernel with packed parameters.
+import ctypes  # noqa: E402
 import gc  # noqa: E402
+
+import triton  # noqa: E402
+from cuda.bindings import driver  # noqa: E402
 
 import nbxtensor.launch as launch_module  # noqa: E402
 import nbxtensor.ops.pointwise as pointwise_module  # noqa: E402
+from nbxtensor.ops.pointwise_table import TABLE  # noqa: E402
 
+add_row = next(r for r in TABLE if r.name == "add")
 captured = []
 real_launch_slots = pointwise_module.launch_slots
 
@@ -75,7 +83,7 @@ def capturing(*launch_args):
 
 
 pointwise_module.launch_slots = capturing
-keep = a + b
+keep = pointwise_module._run(add_row, (a, b), {})
 pointwise_module.launch_slots = real_launch_slots
 launch_args = captured[-1]
 kernel, grid, device, fixed_args, positions, varying = launch_args[:6]
@@ -87,11 +95,45 @@ entry = [v for k, v in launch_module._compiled.items() if k[0] is kernel][-1]
 compiled, tail = entry[:2]
 values = [x.data_ptr() if isinstance(x, nbx.Tensor) else x for x in args]
 stream = backend.current_stream_handle(device.index)
+c_launch, direct = launch_module.direct_arguments(entry, grid, values)
+direct[launch_module.STREAM_ARGUMENT] = stream
+
+
+@triton.jit
+def _two_arguments(x_ptr, n):
+    pass
+
+
+for _ in range(2):
+    launch_module.launch(_two_arguments, (1,), device, [a, 16])
+tiny = [v for k, v in launch_module._compiled.items() if k[0] is _two_arguments][-1]
+tiny_launch, tiny_args = launch_module.direct_arguments(tiny, (1,), [a.data_ptr(), 16])
+tiny_args[launch_module.STREAM_ARGUMENT] = stream
+tiny_values = [ctypes.c_uint64(a.data_ptr()), ctypes.c_int32(16), ctypes.c_uint64(0), ctypes.c_uint64(0)]
+tiny_params = (ctypes.c_void_p * 4)(*[ctypes.addressof(v) for v in tiny_values])
+tiny_function, tiny_stream = driver.CUfunction(init_value=tiny[0].function), driver.CUstream(init_value=stream)
+tiny_threads, tiny_shared = 32 * tiny[0].metadata.num_warps, tiny[0].metadata.shared
+
+
+def bindings_launch():
+    return driver.cuLaunchKernel(tiny_function, 1, 1, 1, tiny_threads, 1, 1, tiny_shared, tiny_stream,
+                                 ctypes.addressof(tiny_params), 0)
+
+
+try:
+    bindings_launch()
+    bindings_row = ("2-arg kernel, cuLaunchKernel", host_time_us(bindings_launch))
+except Exception as error:  # noqa: BLE001  (a measurement, reported either way)
+    bindings_row = (f"2-arg kernel, cuLaunchKernel failed: {error}"[:60], float("nan"))
 breakdown = [
     ("Triton launcher alone", host_time_us(lambda: compiled.run(grid[0], 1, 1, stream, compiled.function,
                                                                compiled.packed_metadata, None, None, None,
                                                                *values, *tail))),
+    ("Triton C launcher alone", host_time_us(lambda: c_launch(*direct))),
+    ("2-arg kernel, C launcher", host_time_us(lambda: tiny_launch(*tiny_args))),
+    bindings_row,
     ("our launch path", host_time_us(lambda: real_launch_slots(*launch_args))),
+    ("add, general path", host_time_us(lambda: pointwise_module._run(add_row, (a, b), {}))),
     ("whole add", host_time_us(lambda: a + b)),
 ]
 gc.disable()
