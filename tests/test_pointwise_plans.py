@@ -6,6 +6,7 @@ import pytest
 
 import nbxtensor as nbx
 from nbxtensor.ops import pointwise, pointwise_table
+from nbxtensor.ops.plans import clear_all
 from tests.conftest import to_nbx
 
 
@@ -237,8 +238,9 @@ def bound_launches(monkeypatch):
     monkeypatch.setattr(type(backend), "compiles_kernels", True)
     monkeypatch.setattr(type(backend), "current_stream_handle", lambda self, index=None: 0, raising=False)
     monkeypatch.setattr(L, "_compiled", EverythingCompiled())
-    pointwise._call_plans.clear()
-    return launcher.launches
+    clear_all()  # no plan or bound call made before holds another launcher
+    yield launcher.launches
+    clear_all()
 
 
 def _host(array):
@@ -333,3 +335,18 @@ def test_a_bound_call_launches_on_the_current_stream(bound_launches, monkeypatch
     stream[0] = 7
     a + b
     assert bound_launches[-1][3] == 7
+
+
+def test_a_bound_call_writes_where_a_graph_arena_puts_its_output(bound_launches, monkeypatch):
+    """Inside a graph run, outputs are views into the graph's arena at an offset: the bound call launches
+    on the view's address, not on the arena's start."""
+    from nbxtensor.ops import copy as copy_module
+    a, b = _host(np.ones(8, np.float32)), _host(np.ones(8, np.float32))
+    for _ in range(3):
+        a + b
+    arena = _host(np.zeros(64, np.float32))
+    monkeypatch.setattr(copy_module, "arena_service",
+                        lambda shape, strides, dtype, dev, nbytes: arena[16:16 + 8])
+    out = a + b
+    assert out.data_ptr() == arena.data_ptr() + 64
+    assert out.data_ptr() in bound_launches[-1][13:] and arena.data_ptr() not in bound_launches[-1][13:]

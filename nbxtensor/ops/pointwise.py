@@ -394,11 +394,12 @@ def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
     def call(args):
         if _copy_module.arena_service is None:
             made = Tensor._make(Storage(device, nbytes, allocate(nbytes, index)), 0, shape, strides, result)
+            aligned = made._storage.buffer.ptr
         else:
-            made = allocate_tensor(shape, strides, result, device, nbytes)
+            made = allocate_tensor(shape, strides, result, device, nbytes)  # a view into a graph's arena
+            aligned = made.data_ptr()
         arguments = template.copy()
         arguments[STREAM_ARGUMENT] = stream_of(index)
-        aligned = made._storage.buffer.ptr
         for at in out_at:
             arguments[at] = aligned
         for at, j, itemsize in operands:
