@@ -268,9 +268,14 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
         key = tuning.launch_key("attention_decode", facts, cols={"S": keys, "E": head_dim},
                                 rows={"G": heads_per_kv}, dtypes=(q.dtype,), flags={"mask": mask_kind})
 
+        planned = {}  # each setting planned once: timed calls must be paced by the device, not by planning
+
         def run(config):
-            launches, temporaries = _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv,
-                                            scale, keys, dev, facts, tuned=config)
+            marker = tuple(sorted(config.items()))
+            if marker not in planned:
+                planned[marker] = _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv,
+                                          scale, keys, dev, facts, tuned=config)
+            launches, temporaries = planned[marker]
             run_launches(dev, launches, temporaries, {"q": q, "k": k, "v": v, "mask": mask, "out": out})
         tuned = tuning.choose_timed(key, facts, lambda: decode_candidates(keys, head_dim, facts), run)
     config = tuned or decode_candidates(keys, head_dim, facts)[0]
