@@ -305,3 +305,90 @@ def test_gemm_sweep_runs_each_setting_and_reports_failures(rng):
     assert [r["error"] is None for r in swept["rows"]] == [True, False] and swept["rows"][1]["config"] == bad
     assert len(results) == 1
     assert_product_close(to_nbx(results[0]), _f64(x), _f64(weight).T, 32, "float32", bias_scale=(_f64(bias),))
+
+
+@pytest.fixture
+def float32_planes(monkeypatch):
+    """Float32 products through bfloat16 planes whatever the device (the CPU's facts name no matrix unit,
+    so it keeps them on the IEEE path otherwise)."""
+    from nbxtensor.ops.plans import clear_all
+    monkeypatch.setattr(MM, "_by_planes",
+                        lambda dtype, facts: dtype.name == "float32" and MM.backends.cuda.matmul.float32_planes)
+    clear_all()
+    yield
+    clear_all()
+
+
+@pytest.mark.parametrize("m,k,n", [(37, 45, 29), (64, 130, 24), (20, 7, 33)])
+def test_float32_planes_are_as_accurate_as_float32(rng, float32_planes, m, k, n):
+    """The parts of each operand sum to it exactly and the dropped part products are below 2^-24 of the
+    product, so the float32 tolerance (K roundings of the accumulation) holds."""
+    a, b = _inputs(rng, (m, k), "float32"), _inputs(rng, (k, n), "float32")
+    assert_product_close(a @ b, _f64(a), _f64(b), k, "float32")
+
+
+def test_float32_planes_take_k_in_chunks_with_the_epilogue(rng, float32_planes, monkeypatch):
+    """With a small workspace K goes in three chunks, each chunk's product added to the last through the
+    epilogue; alpha, beta and a broadcast bias apply once; a linear weight is read transposed in place."""
+    monkeypatch.setattr(MM, "_PLANE_WORKSPACE_FLOOR", 0)
+    split_launches = []
+    real_launch = MM.launch
+    monkeypatch.setattr(MM, "launch", lambda kernel, *args, **kw: (split_launches.append(kernel),
+                                                                    real_launch(kernel, *args, **kw)))
+    a, b, bias = (_inputs(rng, s, "float32") for s in ((24, 50), (50, 9), (9,)))
+    got = nbx.addmm(bias, a, b, beta=0.5, alpha=-2.0)
+    assert len(split_launches) == 6  # three chunks, two operands each
+    a64, b64, bias64 = _f64(a), _f64(b), _f64(bias)
+    assert_product_close(got, -2.0 * a64, b64, 50, "float32", bias_scale=(0.5 * bias64,))
+    weight = _inputs(rng, (9, 50), "float32")
+    assert_product_close(nbx.nn.functional.linear(a, weight, bias), a64, _f64(weight).T, 50, "float32",
+                         bias_scale=(bias64,))
+
+
+def test_float32_planes_carry_special_values_as_ieee(float32_planes):
+    """inf times a finite value stays inf (not inf * 0 = NaN from a zero part), NaN spreads, inf * 0 is NaN,
+    and values past bfloat16's largest split without overflow: the pattern of NaN and inf is float32's."""
+    a = np.array([[np.inf, 1.0, 0.0], [1.0, np.nan, 2.0], [3.4e38, 1.0, 1.0], [1.0, 2.0, 3.0],
+                  [-np.inf, 0.0, 1.0]] * 4, np.float32)  # 20 rows: more than the GEMV path takes
+    b = np.array([[1.0, 0.0, 1.5], [2.0, 1.0, -1.0], [1.0, 1.0, 1.0]], np.float32)
+    got = (to_nbx(a) @ to_nbx(b)).numpy()
+    with np.errstate(all="ignore"):
+        expected = a @ b
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(got) & (got > 0), np.isinf(expected) & (expected > 0))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-6)
+
+
+def test_float32_plane_parts_sum_to_their_value_exactly():
+    """high + mid + low == x for every finite float32 (8 significant bits a part, by truncation); the parts
+    of inf and NaN put the value in high and zeros elsewhere."""
+    from nbxtensor.kernels import matmul as K
+    from nbxtensor.launch import launch
+    values = np.array([1.0, -1.0, 3.4028235e38, -3.3e38, 1.1754944e-38, 1e-30, np.pi, -np.e, 0.1, 65504.0,
+                       123456.789, -7.0e-20, np.inf, -np.inf, np.nan, 0.0], np.float32)
+    x = to_nbx(values.reshape(1, -1))
+    n = values.size
+    planes = nbx.empty((1, 4 * n), dtype=nbx.int16, device=x.device)
+    parts = (K.PART_HIGH, K.PART_MID, K.PART_LOW, K.PART_HIGH_FINITE)
+    launch(K.split_bf16_planes, (1,), x.device, [x, planes, 1, n, *x.stride(), 4 * n, n],
+           P0=parts[0], P1=parts[1], P2=parts[2], P3=parts[3], P4=parts[3], P5=parts[3], BLOCK=32, INDEX_64=False)
+    high, mid, low, high_finite = planes.view(nbx.bfloat16).to("float64").numpy().reshape(4, n)
+    finite = np.isfinite(values)
+    np.testing.assert_array_equal(high[finite] + mid[finite] + low[finite], values[finite].astype(np.float64))
+    np.testing.assert_array_equal(high_finite[finite], high[finite])
+    assert np.isposinf(high[12]) and np.isneginf(high[13]) and np.isnan(high[14])
+    assert not np.any(mid[~finite]) and not np.any(low[~finite]) and not np.any(high_finite[~finite])
+
+
+def test_float32_planes_are_a_switch(rng, float32_planes, monkeypatch):
+    seen = []
+    real_launch = MM.launch
+    monkeypatch.setattr(MM, "launch", lambda kernel, *args, **kw: (seen.append(kernel), real_launch(kernel, *args, **kw)))
+    a, b = _inputs(rng, (20, 30), "float32"), _inputs(rng, (30, 20), "float32")
+    try:
+        MM.backends.cuda.matmul.float32_planes = False
+        assert_product_close(a @ b, _f64(a), _f64(b), 30, "float32")
+        assert not seen
+    finally:
+        MM.backends.cuda.matmul.float32_planes = True

@@ -322,3 +322,67 @@ def gemv_combine(partial, bias, out, M, N, splits, alpha, beta, bias_sm, bias_sn
         s += 1
     _epilogue(acc, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
               HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+# float32 products on bfloat16 matrix units: each operand is split into three bfloat16 parts whose sum is
+# it exactly (x = high + mid + low: 8 significant bits each, by truncation, so no part overflows), and the
+# product is the sum of the six part products larger than float32's rounding, accumulated in float32. The
+# parts are stacked along K as planes, so one bfloat16 GEMM of K' = 6K computes the sum:
+#     a planes  low   high* mid  mid   high* high
+#     b planes  high* low   mid  high* mid   high
+# small terms first. ``high*`` is ``high`` of a finite value and 0 of inf or NaN, which reach the result
+# only through high x high, as IEEE arithmetic would carry them (inf * x, NaN).
+PART_HIGH = tl.constexpr(0)
+PART_HIGH_FINITE = tl.constexpr(1)
+PART_MID = tl.constexpr(2)
+PART_LOW = tl.constexpr(3)
+
+
+@triton.jit
+def _truncated(x):
+    """``x`` (float32) with the low 16 bits of its encoding cleared: its bfloat16 truncation, as float32."""
+    return (x.to(tl.uint32, bitcast=True) & 0xFFFF0000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _part_bits(part, high, high_finite, mid, low):
+    if part == PART_HIGH:
+        value = high
+    elif part == PART_HIGH_FINITE:
+        value = high_finite
+    elif part == PART_MID:
+        value = mid
+    else:
+        value = low
+    # every part is a bfloat16 value held in float32: its top 16 bits are its bfloat16 encoding
+    return (value.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16).to(tl.int16, bitcast=True)
+
+
+@triton.jit
+def split_bf16_planes(x, planes, rows, cols, x_sr, x_sc, planes_sr, plane_step, P0: tl.constexpr,
+                      P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, P4: tl.constexpr, P5: tl.constexpr,
+                      BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """The rows x cols float32 matrix ``x`` (strided) as six bfloat16 planes (their bits, int16) in
+    ``planes``: element (r, c) of plane j at r * planes_sr + c + j * plane_step, plane j holding part Pj."""
+    if INDEX_64:
+        idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    else:
+        idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    valid = idx < rows * cols
+    r = idx // cols
+    c = idx - r * cols
+    v = tl.load(x + r * x_sr + c * x_sc, mask=valid, other=0.0).to(tl.float32)
+    finite = tl.abs(v) < float("inf")
+    # a NaN whose payload sits in the low bits would truncate to inf: it becomes the quiet NaN
+    high = tl.where(v != v, float("nan"), _truncated(v))
+    rest = tl.where(finite, v - high, 0.0)
+    mid = _truncated(rest)
+    low = rest - mid
+    high_finite = tl.where(finite, high, 0.0)
+    base = planes + r * planes_sr + c
+    tl.store(base, _part_bits(P0, high, high_finite, mid, low), mask=valid)
+    tl.store(base + plane_step, _part_bits(P1, high, high_finite, mid, low), mask=valid)
+    tl.store(base + 2 * plane_step, _part_bits(P2, high, high_finite, mid, low), mask=valid)
+    tl.store(base + 3 * plane_step, _part_bits(P3, high, high_finite, mid, low), mask=valid)
+    tl.store(base + 4 * plane_step, _part_bits(P4, high, high_finite, mid, low), mask=valid)
+    tl.store(base + 5 * plane_step, _part_bits(P5, high, high_finite, mid, low), mask=valid)

@@ -21,7 +21,7 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv
+from ..launch import cdiv, launch
 from ..tensor import Tensor
 from .copy import _conversion_flags, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
@@ -55,7 +55,12 @@ def get_float32_matmul_precision() -> str:
 
 
 class _CudaMatmulFlags:
-    """``backends.cuda.matmul``: ``allow_tf32`` is the float32 precision seen as a switch, as in torch."""
+    """``backends.cuda.matmul``: ``allow_tf32`` is the float32 precision seen as a switch, as in torch.
+    ``float32_planes`` (default True): at "highest" precision, float32 products on matrix units with
+    bfloat16 run as bfloat16 products of each operand's three exact bfloat16 parts (``kernels/matmul.py``),
+    as accurate as the FMA units and faster; False keeps them on the FMA units."""
+
+    float32_planes = True
 
     @property
     def allow_tf32(self) -> bool:
@@ -368,6 +373,13 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta):
             run_gemv(a, b, bias, out)
             return out
         return execute_gemv
+    if batches == 1 and k > 0 and _by_planes(a.dtype, facts):
+        run_planes = _planes_launches(op, m, n, k, alpha, beta if has_bias else 0, dev)
+
+        def execute_planes(a, b, bias):
+            bias2 = bias.expand(*out_shape).reshape(m, n) if has_bias else None
+            return run_planes(a.reshape(m, k), b.reshape(k, n), bias2).view(*out_shape)
+        return execute_planes
     shape_c, a_bs, b_bs, bias_bs, out_bs = _pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs)
     key = tuning.launch_key("gemm", facts, rows={"B": batches, "M": m}, cols={"N": n, "K": k},
                             dtypes=(a.dtype, out_dtype), flags={"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1})
@@ -409,6 +421,52 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta):
         run(a, b, bias, out)
         return out
     return execute
+
+
+def _by_planes(dtype, facts: dict) -> bool:
+    """Whether a float32 product runs on bfloat16 planes here (``_CudaMatmulFlags.float32_planes``)."""
+    return (dtype.name == "float32" and _precision["float32"] == "highest" and backends.cuda.matmul.float32_planes
+            and "bfloat16" in (facts.get("matrix_unit") or {}).get("dtypes", ()))
+
+
+# six parts a product, in ``kernels/matmul.py``'s order (small terms first)
+_A_PLANES = (K.PART_LOW, K.PART_HIGH_FINITE, K.PART_MID, K.PART_MID, K.PART_HIGH_FINITE, K.PART_HIGH)
+_B_PLANES = (K.PART_HIGH_FINITE, K.PART_LOW, K.PART_MID, K.PART_HIGH_FINITE, K.PART_MID, K.PART_HIGH)
+_PLANE_BLOCK = 1024
+_PLANE_WORKSPACE_FLOOR = 32 << 20
+
+
+def _planes_launches(op: str, m: int, n: int, k: int, alpha, beta, dev):
+    """``run(a, b, bias) -> out`` for a float32 m x k by k x n product (2-D strided views; ``bias`` m x n or
+    None when beta is 0) through bfloat16 planes: K is taken in chunks whose planes (three times the bytes
+    of their float32 slices) fit in the larger of the operands' own bytes and 32 MiB, so the workspace
+    stays within what the operands already hold; each chunk's product adds to the last through the
+    GEMM's epilogue."""
+    budget = max(4 * (m * k + k * n), _PLANE_WORKSPACE_FLOOR)
+    chunks = max(1, min(k, cdiv(12 * (m * k + k * n), budget)))
+    width = cdiv(k, chunks)
+    starts = list(range(0, k, width))
+    int16, bfloat16, float32 = get_dtype("int16"), get_dtype("bfloat16"), get_dtype("float32")
+
+    def split(x, rows, cols, planes, plane_step, parts):
+        index_64 = _needs_index_64(x, planes)
+        launch(K.split_bf16_planes, (cdiv(rows * cols, _PLANE_BLOCK),), dev,
+               [x, planes, rows, cols, *x.stride(), planes.stride(0), plane_step],
+               **{f"P{j}": part for j, part in enumerate(parts)}, BLOCK=_PLANE_BLOCK, INDEX_64=index_64)
+
+    def run(a, b, bias):
+        out = None
+        for start in starts:
+            kc = min(width, k - start)
+            a_planes = new_tensor((m, 6 * kc), int16, dev)
+            b_planes = new_tensor((6 * kc, n), int16, dev)
+            split(a[:, start:start + kc], m, kc, a_planes, kc, _A_PLANES)
+            split(b[start:start + kc], kc, n, b_planes, kc * n, _B_PLANES)
+            addend, weight = (bias, beta) if out is None else (out, 1)
+            out = _product(op, a_planes.view(bfloat16), b_planes.view(bfloat16), float32,
+                           addend if weight != 0 else None, alpha, weight)
+        return out
+    return run
 
 
 def _with_precision(flags: dict, config: dict) -> dict:
