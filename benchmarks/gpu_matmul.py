@@ -69,6 +69,7 @@ def _compile_jobs(job):
     """Worker: compile one setting (and run it once) on each of its products; Triton keeps the compiled
     kernels on disk, so the tuner and the sweep in the main process load them instead."""
     config, products = job
+    MM.backends.cuda.matmul.float32_planes = False  # the swept float32 settings are those of the FMA path
     errors = []
     for name, m, n, k, dtype_name, with_bias in products:
         a, b, bias = sweep_operands(m, n, k, dtype_name, with_bias)
@@ -81,6 +82,7 @@ def precompile():
     """Every swept setting compiled in parallel worker processes before anything is timed: one job per
     setting, over every product that has it (the first compiles, the others find it)."""
     jobs = {}
+    MM.backends.cuda.matmul.float32_planes = False  # float32 sweeps list the FMA path's settings
     for shape in SWEPT:
         name, m, n, k, dtype_name, with_bias = shape
         a, b, bias = sweep_operands(m, n, k, dtype_name, with_bias)
@@ -88,6 +90,7 @@ def precompile():
         for config in listed["candidates"] + extra_for(dtype_name):
             jobs.setdefault((dtype_name, json.dumps(config, sort_keys=True)), (config, []))[1].append(shape)
         del a, b, bias
+    MM.backends.cuda.matmul.float32_planes = True
     start = time.perf_counter()
     workers = min(len(jobs), max(1, (os.cpu_count() or 2) - 1))
     context = multiprocessing.get_context("spawn")
@@ -190,16 +193,23 @@ def main():
     bench("mm bf16 2048x14336x4096", 2048, 14336, 4096, torch.bfloat16)
     bench("gemv bf16 1x14336x4096", 1, 14336, 4096, torch.bfloat16, gemv=True)
     bench("gemv bf16 16x14336x4096", 16, 14336, 4096, torch.bfloat16, gemv=True)
-    bench("mm fp32 4096^3 (ieee)", 4096, 4096, 4096, torch.float32)
+    # float32: through bfloat16 planes (the default) and on the FMA units; torch with TF32 off (IEEE)
+    bench("mm fp32 4096^3", 4096, 4096, 4096, torch.float32)
     # the fp32 products of the MiniLM encoder (32 x 128 tokens, hidden 384): 24 of the first a run, 6 each
-    # of the others; torch with TF32 off (true fp32, as ours)
+    # of the others
     bench("linear fp32 4096x384x384 +bias", 4096, 384, 384, torch.float32, bias=True)
     bench("linear fp32 4096x1536x384 +bias", 4096, 1536, 384, torch.float32, bias=True)
     bench("linear fp32 4096x384x1536 +bias", 4096, 384, 1536, torch.float32, bias=True)
+    MM.backends.cuda.matmul.float32_planes = False
+    bench("mm fp32 4096^3 (ieee)", 4096, 4096, 4096, torch.float32)
+    bench("linear fp32 4096x1536x384 (ieee)", 4096, 1536, 384, torch.float32, bias=True)
     if SWEEP:
         torch_ms = {r["name"]: r["torch_ms"] for r in rows}
+        torch_ms.update({name: torch_ms[name.replace(" (ieee)", "")] for name, *_ in SWEPT
+                         if name.replace(" (ieee)", "") in torch_ms and name not in torch_ms})
         for swept_shape in SWEPT:
             sweep_table(*swept_shape, torch_ms[swept_shape[0]])
+    MM.backends.cuda.matmul.float32_planes = True
 
     print("\nchecks:")
     for name, ok, worst in checks:

@@ -240,11 +240,13 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
 
 
 # (BLOCK_N, BLOCK_K, SPLITS, num_warps); the first is what an untimed device uses. One row is a multiply-add over a [BLOCK_K, BLOCK_N] weight tile
-# (no matrix unit), so long K tiles keep many bytes in flight; several rows go through tl.dot.
+# (no matrix unit), so long K tiles keep many bytes in flight; several rows go through tl.dot, with K tiles
+# up to the same length (weight streaming wants the bytes in flight more than square tiles).
 _GEMV_ONE_ROW_SHAPES = [(32, 256, 1, 4), (16, 512, 1, 4), (64, 256, 1, 8), (32, 512, 1, 8), (16, 256, 1, 4),
                         (64, 128, 1, 4), (32, 256, 2, 4), (128, 64, 1, 4), (64, 128, 4, 4)]
 _GEMV_ROWS_SHAPES = [(64, 128, 1, 4), (128, 128, 1, 8), (64, 64, 1, 4), (32, 256, 1, 4), (64, 256, 1, 8),
-                     (64, 128, 2, 4), (128, 128, 4, 8), (64, 128, 8, 4), (32, 128, 8, 4), (256, 64, 2, 8)]
+                     (64, 128, 2, 4), (128, 128, 4, 8), (64, 128, 8, 4), (32, 128, 8, 4), (256, 64, 2, 8),
+                     (16, 256, 1, 4), (32, 512, 1, 8), (16, 512, 1, 4)]
 _GEMV_MAX_BLOCK_K = 512
 
 
@@ -252,7 +254,7 @@ def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
     tiles = facts["tiles"]
     seen, out = set(), []
     for bn, bk, splits, warps in _GEMV_ONE_ROW_SHAPES if m == 1 else _GEMV_ROWS_SHAPES:
-        block_k = _clamp_block(bk, _GEMV_MAX_BLOCK_K if m == 1 else tiles["max_block_k"], k)
+        block_k = _clamp_block(bk, _GEMV_MAX_BLOCK_K, k)
         config = dict(BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n), BLOCK_K=block_k,
                       SPLITS=max(1, min(splits, cdiv(k, block_k))), num_warps=min(warps, tiles["max_warps"]))
         marker = tuple(config.values())
