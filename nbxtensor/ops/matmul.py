@@ -215,11 +215,17 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
     shared = facts.get("shared_memory_per_block_bytes")
     seen, out = set(), []
     fma = dtype.name == "float32" and _dot_precision(dtype) == "ieee"
-    shapes = [(*s, {}) for s in _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else [])]
+    plain = _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else [])
+    variants = []
     if single and dtype.kind != "int" and not facts["kernels"].get("interpreted"):
         tma = _has_tma(facts)
-        shapes += [s for s in (_GEMM_FMA_TILE_VARIANTS if fma else _GEMM_TILE_VARIANTS)
-                   if tma or not s[5].get("TMA")]
+        variants = [s for s in (_GEMM_FMA_TILE_VARIANTS if fma else _GEMM_TILE_VARIANTS) if tma or not s[5].get("TMA")]
+        if tma and not fma:
+            # on the H200 every half-precision product's best setting was a descriptor variant, the plain
+            # kernel's best a few percent behind (docs/performance.md): the plain tiles that came closest stay
+            # as the fallback, and a first call compiles a dozen settings rather than two dozen
+            plain = _GEMM_SHAPES[:2] + [(128, 128, 64, 3, 4), (64, 128, 64, 4, 4)]
+    shapes = [(*s, {}) for s in plain] + variants
     for bm, bn, bk, stages, warps, flags in shapes:
         if dtype.itemsize == 4 and bk > 32:
             bk //= 2  # float32 tiles take twice the shared memory and registers
