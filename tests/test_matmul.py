@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
+from nbxtensor.kernels import matmul as K
 from nbxtensor.ops import matmul as MM
 
 from .conftest import to_nbx
@@ -334,17 +335,15 @@ def test_float32_planes_take_k_in_chunks_with_the_epilogue(rng, float32_planes, 
     """With a small workspace K goes in three chunks, each chunk's product added to the last through the
     epilogue; alpha, beta and a broadcast bias apply once; a linear weight is read transposed in place."""
     monkeypatch.setattr(MM, "_PLANE_WORKSPACE_FLOOR", 0)
-    split_launches = []
-    real_launch = MM.launch
-    monkeypatch.setattr(MM, "launch", lambda kernel, *args, **kw: (split_launches.append(kernel),
-                                                                    real_launch(kernel, *args, **kw)))
-    a, b, bias = (_inputs(rng, s, "float32") for s in ((24, 50), (50, 9), (9,)))
+    kernels = _launched_kernels(monkeypatch)
+    a, b, bias = (_inputs(rng, s, "float32") for s in ((24, 300), (300, 9), (9,)))
     got = nbx.addmm(bias, a, b, beta=0.5, alpha=-2.0)
-    assert len(split_launches) == 6  # three chunks, two operands each
+    # chunks of 128, 128 and 44 (multiples of 64 but the last), two operands split each
+    assert kernels.count(K.split_bf16_planes) == 6
     a64, b64, bias64 = _f64(a), _f64(b), _f64(bias)
-    assert_product_close(got, -2.0 * a64, b64, 50, "float32", bias_scale=(0.5 * bias64,))
-    weight = _inputs(rng, (9, 50), "float32")
-    assert_product_close(nbx.nn.functional.linear(a, weight, bias), a64, _f64(weight).T, 50, "float32",
+    assert_product_close(got, -2.0 * a64, b64, 300, "float32", bias_scale=(0.5 * bias64,))
+    weight = _inputs(rng, (9, 300), "float32")
+    assert_product_close(nbx.nn.functional.linear(a, weight, bias), a64, _f64(weight).T, 300, "float32",
                          bias_scale=(bias64,))
 
 
@@ -366,7 +365,6 @@ def test_float32_planes_carry_special_values_as_ieee(float32_planes):
 def test_float32_plane_parts_sum_to_their_value_exactly():
     """high + mid + low == x for every finite float32 (8 significant bits a part, by truncation); the parts
     of inf and NaN put the value in high and zeros elsewhere."""
-    from nbxtensor.kernels import matmul as K
     from nbxtensor.launch import launch
     values = np.array([1.0, -1.0, 3.4028235e38, -3.3e38, 1.1754944e-38, 1e-30, np.pi, -np.e, 0.1, 65504.0,
                        123456.789, -7.0e-20, np.inf, -np.inf, np.nan, 0.0], np.float32)
@@ -385,13 +383,23 @@ def test_float32_plane_parts_sum_to_their_value_exactly():
 
 
 def test_float32_planes_are_a_switch(rng, float32_planes, monkeypatch):
-    seen = []
-    real_launch = MM.launch
-    monkeypatch.setattr(MM, "launch", lambda kernel, *args, **kw: (seen.append(kernel), real_launch(kernel, *args, **kw)))
+    """The switch takes effect on the next call, whatever plans were made before it (it clears them)."""
+    kernels = _launched_kernels(monkeypatch)
     a, b = _inputs(rng, (20, 30), "float32"), _inputs(rng, (30, 20), "float32")
+    a @ b
+    assert K.split_bf16_planes in kernels
     try:
         MM.backends.cuda.matmul.float32_planes = False
+        kernels.clear()
         assert_product_close(a @ b, _f64(a), _f64(b), 30, "float32")
-        assert not seen
+        assert kernels and K.split_bf16_planes not in kernels
     finally:
         MM.backends.cuda.matmul.float32_planes = True
+
+
+def _launched_kernels(monkeypatch) -> list:
+    """The kernels planned launches run from here on, in order."""
+    from nbxtensor.ops import plans
+    kernels, real = [], plans.launch_slots
+    monkeypatch.setattr(plans, "launch_slots", lambda kernel, *args: (kernels.append(kernel), real(kernel, *args)))
+    return kernels

@@ -21,10 +21,10 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch
+from ..launch import cdiv
 from ..tensor import Tensor
 from .copy import _conversion_flags, new_tensor
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
 from .registry import Cost, TensorMeta, nbytes, register
 
 _INT32_LIMIT = 2 ** 31
@@ -40,7 +40,7 @@ _SUPPORTED = ("float32", "float16", "bfloat16", "int8")
 
 # ---- float32 precision, as torch spells it ---------------------------------------------------------
 _PRECISIONS = ("highest", "high", "medium")
-_precision = {"float32": "highest"}
+_precision = {"float32": "highest", "planes": True}
 
 
 def set_float32_matmul_precision(precision: str) -> None:
@@ -48,6 +48,7 @@ def set_float32_matmul_precision(precision: str) -> None:
     if precision not in _PRECISIONS:
         raise ValueError(f"set_float32_matmul_precision: expected one of {', '.join(_PRECISIONS)}, got {precision!r}")
     _precision["float32"] = precision
+    clear_all()  # plans made under the other precision
 
 
 def get_float32_matmul_precision() -> str:
@@ -60,15 +61,22 @@ class _CudaMatmulFlags:
     bfloat16 run as bfloat16 products of each operand's three exact bfloat16 parts (``kernels/matmul.py``),
     as accurate as the FMA units and faster; False keeps them on the FMA units."""
 
-    float32_planes = True
-
     @property
     def allow_tf32(self) -> bool:
         return _precision["float32"] != "highest"
 
     @allow_tf32.setter
     def allow_tf32(self, value: bool) -> None:
-        _precision["float32"] = "high" if value else "highest"
+        set_float32_matmul_precision("high" if value else "highest")
+
+    @property
+    def float32_planes(self) -> bool:
+        return _precision["planes"]
+
+    @float32_planes.setter
+    def float32_planes(self, value: bool) -> None:
+        _precision["planes"] = bool(value)
+        clear_all()
 
 
 backends = SimpleNamespace(cuda=SimpleNamespace(matmul=_CudaMatmulFlags()))
@@ -339,8 +347,9 @@ def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = Non
     return _product_plans.get(key, lambda: _plan_product(op, a, b, out_dtype, bias, alpha, beta))(a, b, bias)
 
 
-def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta):
-    """``execute(a, b, bias) -> out`` for operands laid out as these are (tuning on them if needed)."""
+def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, planes: bool = True):
+    """``execute(a, b, bias) -> out`` for operands laid out as these are (tuning on them if needed);
+    ``planes=False`` keeps a float32 product off bfloat16 planes (to sweep its own GEMM settings)."""
     dev = a.device
     m, k = a.shape[-2:]
     n = b.shape[-1]
@@ -381,13 +390,11 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta):
             run_gemv(a, b, bias, out)
             return out
         return execute_gemv
-    if batches == 1 and k > 0 and _by_planes(a.dtype, facts):
-        run_planes = _planes_launches(op, m, n, k, alpha, beta if has_bias else 0, dev)
-
-        def execute_planes(a, b, bias):
-            bias2 = bias.expand(*out_shape).reshape(m, n) if has_bias else None
-            return run_planes(a.reshape(m, k), b.reshape(k, n), bias2).view(*out_shape)
-        return execute_planes
+    if planes and batches == 1 and k > 0 and _by_planes(a.dtype, facts):
+        def as_matrices(a, b, bias):
+            return a.reshape(m, k), b.reshape(k, n), bias.expand(*out_shape).reshape(m, n) if has_bias else None
+        run_planes = _planes_launches(op, *as_matrices(a, b, bias), alpha, beta if has_bias else 0, dev)
+        return lambda a, b, bias: run_planes(*as_matrices(a, b, bias)).view(*out_shape)
     shape_c, a_bs, b_bs, bias_bs, out_bs = _pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs)
     key = tuning.launch_key("gemm", facts, rows={"B": batches, "M": m}, cols={"N": n, "K": k},
                             dtypes=(a.dtype, out_dtype), flags={"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1})
@@ -444,35 +451,41 @@ _PLANE_BLOCK = 1024
 _PLANE_WORKSPACE_FLOOR = 32 << 20
 
 
-def _planes_launches(op: str, m: int, n: int, k: int, alpha, beta, dev):
-    """``run(a, b, bias) -> out`` for a float32 m x k by k x n product (2-D strided views; ``bias`` m x n or
-    None when beta is 0) through bfloat16 planes: K is taken in chunks whose planes (three times the bytes
-    of their float32 slices) fit in the larger of the operands' own bytes and 32 MiB, so the workspace
-    stays within what the operands already hold; each chunk's product adds to the last through the
-    GEMM's epilogue."""
+def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, beta, dev):
+    """``run(a, b, bias) -> out`` for a float32 m x k by k x n product laid out as these 2-D views are
+    (``bias`` m x n, or None when beta is 0), through bfloat16 planes: K is taken in chunks (multiples of
+    64, so plane rows keep the 16-byte alignment descriptors need) whose planes, three times the bytes of
+    their float32 slices, fit in the larger of the operands' own bytes and 32 MiB; each chunk's product
+    adds to the last through the GEMM's epilogue. Launches and the chunks' products are planned here."""
+    (m, k), n = a.shape, b.shape[1]
     budget = max(4 * (m * k + k * n), _PLANE_WORKSPACE_FLOOR)
-    chunks = max(1, min(k, cdiv(12 * (m * k + k * n), budget)))
-    width = cdiv(k, chunks)
-    starts = list(range(0, k, width))
+    chunks = max(1, cdiv(12 * (m * k + k * n), budget))
+    width = min(k, cdiv(cdiv(k, chunks), 64) * 64)
     int16, bfloat16, float32 = get_dtype("int16"), get_dtype("bfloat16"), get_dtype("float32")
-
-    def split(x, rows, cols, planes, plane_step, parts):
-        index_64 = _needs_index_64(x, planes)
-        launch(K.split_bf16_planes, (cdiv(rows * cols, _PLANE_BLOCK),), dev,
-               [x, planes, rows, cols, *x.stride(), planes.stride(0), plane_step],
-               **{f"P{j}": part for j, part in enumerate(parts)}, BLOCK=_PLANE_BLOCK, INDEX_64=index_64)
+    steps = []
+    for start in range(0, k, width):
+        kc = min(width, k - start)
+        a_planes, b_planes = new_tensor((m, 6 * kc), int16, dev), new_tensor((6 * kc, n), int16, dev)
+        splits = [
+            PlannedLaunch(K.split_bf16_planes, (cdiv(rows * cols, _PLANE_BLOCK),),
+                          [Slot("x"), Slot("planes"), rows, cols, *x.stride(), planes.stride(0), step],
+                          dict({f"P{j}": part for j, part in enumerate(parts)}, BLOCK=_PLANE_BLOCK,
+                               INDEX_64=_needs_index_64(x, planes)))
+            for x, planes, rows, cols, step, parts in ((a, a_planes, m, kc, kc, _A_PLANES),
+                                                       (b, b_planes, kc, n, kc * n, _B_PLANES))]
+        addend, weight = (bias, beta) if start == 0 else (new_tensor((m, n), float32, dev), 1)
+        product = _plan_product(op, a_planes.view(bfloat16), b_planes.view(bfloat16), float32,
+                                addend if weight != 0 else None, alpha, weight)
+        steps.append((start, kc, splits, product, weight))
 
     def run(a, b, bias):
         out = None
-        for start in starts:
-            kc = min(width, k - start)
-            a_planes = new_tensor((m, 6 * kc), int16, dev)
-            b_planes = new_tensor((6 * kc, n), int16, dev)
-            split(a[:, start:start + kc], m, kc, a_planes, kc, _A_PLANES)
-            split(b[start:start + kc], kc, n, b_planes, kc * n, _B_PLANES)
-            addend, weight = (bias, beta) if out is None else (out, 1)
-            out = _product(op, a_planes.view(bfloat16), b_planes.view(bfloat16), float32,
-                           addend if weight != 0 else None, alpha, weight)
+        for start, kc, (split_a, split_b), product, weight in steps:
+            a_planes, b_planes = new_tensor((m, 6 * kc), int16, dev), new_tensor((6 * kc, n), int16, dev)
+            split_a(dev, {"x": a[:, start:start + kc] if start or kc < k else a, "planes": a_planes})
+            split_b(dev, {"x": b[start:start + kc] if start or kc < k else b, "planes": b_planes})
+            addend = (bias if weight != 0 else None) if out is None else out
+            out = product(a_planes.view(bfloat16), b_planes.view(bfloat16), addend)
         return out
     return run
 
@@ -600,7 +613,7 @@ def gemm_sweep(op: str, a: Tensor, b: Tensor, bias: Tensor | None = None, alpha=
     _sweep = observe
     try:
         out_dtype = get_dtype("int32") if a.dtype.name == "int8" else a.dtype
-        _plan_product(op, a, b, out_dtype, bias, alpha, beta)
+        _plan_product(op, a, b, out_dtype, bias, alpha, beta, planes=False)
     except _Observed:
         pass
     finally:
