@@ -10,6 +10,7 @@ import io
 import itertools
 import os
 import pstats
+import statistics
 import sys
 
 import nbxtensor as nbx
@@ -45,8 +46,13 @@ cases = {
 }
 host_rows = []
 for name, (ours, theirs) in cases.items():
-    ours_us, theirs_us = host_time_us(ours), host_time_us(theirs)
-    torch.cuda.synchronize()
+    # alternated rounds, medians: a host's speed drifts within a run (run 2 of the sixth session measured
+    # the same add at 13.2 and 9.4 us a minute apart), so each side gets the same moments
+    rounds = []
+    for _ in range(5):
+        rounds.append((host_time_us(ours, reps=1000), host_time_us(theirs, reps=1000)))
+        torch.cuda.synchronize()
+    ours_us, theirs_us = (statistics.median(r[i] for r in rounds) for i in (0, 1))
     host_rows.append((name, ours_us, theirs_us))
     profile = cProfile.Profile()
     profile.enable()
