@@ -403,3 +403,20 @@ def _launched_kernels(monkeypatch) -> list:
     kernels, real = [], plans.launch_slots
     monkeypatch.setattr(plans, "launch_slots", lambda kernel, *args: (kernels.append(kernel), real(kernel, *args)))
     return kernels
+
+
+def test_float32_products_declare_their_planes_workspace():
+    """A float32 product's cost declares the workspace of its bfloat16 planes (the largest K chunk's planes,
+    and the previous chunk's sum when K is chunked), so a graph's memory plan counts it; half types and
+    decode rows take none."""
+    from nbxtensor.ops.registry import TensorMeta, get
+    linear = get("linear").cost
+    x, w = TensorMeta((32, 128, 384), nbx.float32), TensorMeta((1536, 384), nbx.float32)
+    assert linear(x, w).workspace == 12 * 384 * (4096 + 1536)  # one chunk: six bfloat16 planes of each
+    wide = TensorMeta((4096, 1536), nbx.float32)
+    narrow_w = TensorMeta((384, 1536), nbx.float32)
+    width = MM._plane_chunk_width(4096, 384, 1536)
+    assert width < 1536 and width % 64 == 0
+    assert linear(wide, narrow_w).workspace == 12 * width * (4096 + 384) + 4 * 4096 * 384
+    assert linear(TensorMeta((16, 384), nbx.float32), w).workspace == 0
+    assert linear(TensorMeta((4096, 384), nbx.bfloat16), TensorMeta((1536, 384), nbx.bfloat16)).workspace == 0

@@ -151,9 +151,16 @@ def _require_broadcastable(op: str, bias_shape, target) -> None:
                        f"shape {_dims(target)}")
 
 
-def _product_cost(out_meta, flops, *inputs) -> Cost:
+def _product_cost(out_meta, flops, *inputs, rows: int = 0, inner: int = 0) -> Cost:
+    """The cost of a product; a float32 one of ``rows`` x ``inner`` by ``inner`` x columns declares the
+    workspace its bfloat16 planes take where they are used (an upper bound: the rule knows no device)."""
+    workspace = 0
+    if out_meta.dtype.name == "float32" and rows > GEMV_MAX_ROWS and inner > 0:
+        cols = out_meta.shape[-1]
+        width = _plane_chunk_width(rows, cols, inner)
+        workspace = 12 * width * (rows + cols) + (4 * rows * cols if width < inner else 0)
     return Cost(flops=flops, bytes_read=sum(nbytes(m) for m in inputs if m is not None),
-                bytes_written=nbytes(out_meta))
+                bytes_written=nbytes(out_meta), workspace=workspace)
 
 
 # ---- the launch -------------------------------------------------------------------------------------
@@ -451,16 +458,22 @@ _PLANE_BLOCK = 1024
 _PLANE_WORKSPACE_FLOOR = 32 << 20
 
 
-def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, beta, dev):
-    """``run(a, b, bias) -> out`` for a float32 m x k by k x n product laid out as these 2-D views are
-    (``bias`` m x n, or None when beta is 0), through bfloat16 planes: K is taken in chunks (multiples of
-    64, so plane rows keep the 16-byte alignment descriptors need) whose planes, three times the bytes of
-    their float32 slices, fit in the larger of the operands' own bytes and 32 MiB; each chunk's product
-    adds to the last through the GEMM's epilogue. Launches and the chunks' products are planned here."""
-    (m, k), n = a.shape, b.shape[1]
+def _plane_chunk_width(m: int, n: int, k: int) -> int:
+    """The K chunk of a planes product: a multiple of 64 (plane rows keep descriptors' 16-byte alignment)
+    such that a chunk's planes, three times the bytes of its float32 slices, fit in the larger of the
+    operands' own bytes and 32 MiB."""
     budget = max(4 * (m * k + k * n), _PLANE_WORKSPACE_FLOOR)
     chunks = max(1, cdiv(12 * (m * k + k * n), budget))
-    width = min(k, cdiv(cdiv(k, chunks), 64) * 64)
+    return min(k, cdiv(cdiv(k, chunks), 64) * 64)
+
+
+def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, beta, dev):
+    """``run(a, b, bias) -> out`` for a float32 m x k by k x n product laid out as these 2-D views are
+    (``bias`` m x n, or None when beta is 0), through bfloat16 planes, K in chunks (``_plane_chunk_width``),
+    each chunk's product added to the last through the GEMM's epilogue. Launches and the chunks' products
+    are planned here."""
+    (m, k), n = a.shape, b.shape[1]
+    width = _plane_chunk_width(m, n, k)
     int16, bfloat16, float32 = get_dtype("int16"), get_dtype("bfloat16"), get_dtype("float32")
     steps = []
     for start in range(0, k, width):
@@ -670,7 +683,8 @@ def _mm_meta(input, mat2):
 
 def _mm_cost(input, mat2):
     out = _mm_meta(input, mat2)
-    return _product_cost(out, _flops(*input.shape, mat2.shape[1]), input, mat2)
+    return _product_cost(out, _flops(*input.shape, mat2.shape[1]), input, mat2, rows=input.shape[0],
+                         inner=input.shape[1])
 
 
 @register("mm", family="matmul", aten=["aten::mm.default"], meta=_mm_meta, cost=_mm_cost, methods=("mm",))
@@ -767,7 +781,8 @@ def _addmm_meta(input, mat1, mat2, *, beta=1, alpha=1):
 
 def _addmm_cost(input, mat1, mat2, *, beta=1, alpha=1):
     out = _addmm_meta(input, mat1, mat2)
-    return _product_cost(out, _flops(*mat1.shape, mat2.shape[1]), input, mat1, mat2)
+    return _product_cost(out, _flops(*mat1.shape, mat2.shape[1]), input, mat1, mat2, rows=mat1.shape[0],
+                         inner=mat1.shape[1])
 
 
 @register("addmm", family="matmul", aten=["aten::addmm.default"], meta=_addmm_meta, cost=_addmm_cost,
@@ -923,7 +938,9 @@ def _linear_meta(input, weight, bias=None):
 
 def _linear_cost(input, weight, bias=None):
     out = _linear_meta(input, weight, bias)
-    return _product_cost(out, 2 * S.numel(out.shape) * weight.shape[1], input, weight, bias)
+    rows = S.numel(out.shape[:-1])
+    return _product_cost(out, 2 * S.numel(out.shape) * weight.shape[1], input, weight, bias, rows=rows,
+                         inner=weight.shape[1])
 
 
 @register("linear", family="matmul", aten=["aten::linear.default"], meta=_linear_meta, cost=_linear_cost, api=())
