@@ -70,6 +70,28 @@ def _gemm_step(acc, a_ptrs, b_ptrs, left, rk, EVEN_K: tl.constexpr, ACC: tl.cons
 
 
 @triton.jit
+def _k_loop(acc, a_ptrs, b_ptrs, K, rk, a_sk, b_sk, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr,
+            PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, INTERPRETED: tl.constexpr):
+    """acc plus the product over K of the tiles ``a_ptrs`` and ``b_ptrs`` point at, BLOCK_K at a time."""
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    if INTERPRETED:
+        # Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2); a GPU needs the
+        # for loop, which is what it software-pipelines over num_stages
+        k = 0
+        while k < k_tiles:
+            acc = _gemm_step(acc, a_ptrs, b_ptrs, K - k * BLOCK_K, rk, EVEN_K, ACC, PRECISION, DECODE_BF16)
+            a_ptrs += BLOCK_K * a_sk
+            b_ptrs += BLOCK_K * b_sk
+            k += 1
+    else:
+        for k in range(0, k_tiles):
+            acc = _gemm_step(acc, a_ptrs, b_ptrs, K - k * BLOCK_K, rk, EVEN_K, ACC, PRECISION, DECODE_BF16)
+            a_ptrs += BLOCK_K * a_sk
+            b_ptrs += BLOCK_K * b_sk
+    return acc
+
+
+@triton.jit
 def _grouped_tile(tile, tiles_m, tiles_n, GROUP_M: tl.constexpr):
     """(row, column) of output tile ``tile`` when GROUP_M rows of tiles are walked column by column, so
     that tiles worked on together share panels of a and b in L2."""
@@ -111,22 +133,8 @@ def gemm(a, b, bias, out, M, N, K, batch_start, alpha, beta,
     rn_load = tl.where(rn < N, rn, 0)
     a_ptrs = a + off_a + rm_load[:, None] * a_sm + rk[None, :] * a_sk
     b_ptrs = b + off_b + rk[:, None] * b_sk + rn_load[None, :] * b_sn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    if INTERPRETED:
-        # Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2); a GPU needs the
-        # for loop, which is what it software-pipelines over num_stages
-        k = 0
-        while k < k_tiles:
-            acc = _gemm_step(acc, a_ptrs, b_ptrs, K - k * BLOCK_K, rk, EVEN_K, ACC, PRECISION, DECODE_BF16)
-            a_ptrs += BLOCK_K * a_sk
-            b_ptrs += BLOCK_K * b_sk
-            k += 1
-    else:
-        for k in range(0, k_tiles):
-            acc = _gemm_step(acc, a_ptrs, b_ptrs, K - k * BLOCK_K, rk, EVEN_K, ACC, PRECISION, DECODE_BF16)
-            a_ptrs += BLOCK_K * a_sk
-            b_ptrs += BLOCK_K * b_sk
+    acc = _k_loop(tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC), a_ptrs, b_ptrs, K, rk, a_sk, b_sk, BLOCK_K, EVEN_K, ACC,
+                  PRECISION, DECODE_BF16, INTERPRETED)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
               HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
@@ -159,18 +167,8 @@ def _tile_product(a, b, a_desc, b_desc, off_m, off_n, M, N, K, a_sm, a_sk, b_sk,
         rk = tl.arange(0, BLOCK_K)
         a_ptrs = a + tl.where(rm < M, rm, 0)[:, None] * a_sm + rk[None, :] * a_sk
         b_ptrs = b + rk[:, None] * b_sk + tl.where(rn < N, rn, 0)[None, :] * b_sn
-        if INTERPRETED:
-            k = 0
-            while k < k_tiles:
-                acc = _gemm_step(acc, a_ptrs, b_ptrs, K - k * BLOCK_K, rk, EVEN_K, ACC, PRECISION, DECODE_BF16)
-                a_ptrs += BLOCK_K * a_sk
-                b_ptrs += BLOCK_K * b_sk
-                k += 1
-        else:
-            for k in range(0, k_tiles):
-                acc = _gemm_step(acc, a_ptrs, b_ptrs, K - k * BLOCK_K, rk, EVEN_K, ACC, PRECISION, DECODE_BF16)
-                a_ptrs += BLOCK_K * a_sk
-                b_ptrs += BLOCK_K * b_sk
+        acc = _k_loop(acc, a_ptrs, b_ptrs, K, rk, a_sk, b_sk, BLOCK_K, EVEN_K, ACC, PRECISION, DECODE_BF16,
+                      INTERPRETED)
     return acc
 
 
@@ -185,6 +183,24 @@ def _tma_step(acc, a_desc, b_desc, off_m, off_n, off_k, B_K_MAJOR: tl.constexpr,
         b_tile = b_desc.load([off_k, off_n])
     return tl.dot(_operand(a_tile, DECODE_BF16), _operand(b_tile, DECODE_BF16), acc, input_precision=PRECISION,
                   out_dtype=ACC)
+
+
+@triton.jit
+def _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk, b_sk,
+                 b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, TMA: tl.constexpr, B_K_MAJOR: tl.constexpr,
+                 EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+                 HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                 VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
+    """Output tile ``tile`` of ``gemm_tiles`` (in grouped order): its product and epilogue."""
+    tile_m, tile_n = _grouped_tile(tile, tiles_m, tiles_n, GROUP_M)
+    acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, K, a_sm, a_sk, b_sk, b_sn,
+                        BLOCK_M, BLOCK_N, BLOCK_K, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, INTERPRETED)
+    rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    _epilogue(acc, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn, HAS_BIAS, SCALED,
+              BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
@@ -218,27 +234,17 @@ def gemm_tiles(a, b, bias, out, M, N, K, programs, alpha, beta, a_sm, a_sk, b_sk
     if INTERPRETED:
         tile = pid
         while tile < tiles:
-            tile_m, tile_n = _grouped_tile(tile, tiles_m, tiles_n, GROUP_M)
-            acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, K, a_sm, a_sk, b_sk,
-                                b_sn, BLOCK_M, BLOCK_N, BLOCK_K, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16,
-                                INTERPRETED)
-            rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-            mask = (rm[:, None] < M) & (rn[None, :] < N)
-            _epilogue(acc, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
-                      HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+            _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk,
+                         b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA,
+                         B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT,
+                         VIA_F32, INTERPRETED)
             tile += programs
     else:
         for tile in tl.range(pid, tiles, programs, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
-            tile_m, tile_n = _grouped_tile(tile, tiles_m, tiles_n, GROUP_M)
-            acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, K, a_sm, a_sk, b_sk,
-                                b_sn, BLOCK_M, BLOCK_N, BLOCK_K, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16,
-                                INTERPRETED)
-            rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-            mask = (rm[:, None] < M) & (rn[None, :] < N)
-            _epilogue(acc, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
-                      HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+            _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk,
+                         b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA,
+                         B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT,
+                         VIA_F32, INTERPRETED)
 
 
 @triton.jit
