@@ -370,11 +370,11 @@ def test_float32_plane_parts_sum_to_their_value_exactly():
                        123456.789, -7.0e-20, np.inf, -np.inf, np.nan, 0.0], np.float32)
     x = to_nbx(values.reshape(1, -1))
     n = values.size
-    planes = nbx.empty((1, 6 * n), dtype=nbx.int16, device=x.device)  # the kernel writes six planes
+    planes = nbx.empty((1, 6 * n), dtype=nbx.bfloat16, device=x.device)  # the kernel writes six planes
     parts = (K.PART_HIGH, K.PART_MID, K.PART_LOW, K.PART_HIGH_FINITE)
     launch(K.split_bf16_planes, (1,), x.device, [x, planes, 1, n, *x.stride(), 6 * n, n],
            P0=parts[0], P1=parts[1], P2=parts[2], P3=parts[3], P4=parts[3], P5=parts[3], BLOCK=32, INDEX_64=False)
-    high, mid, low, high_finite = planes.view(nbx.bfloat16).to("float64").numpy().reshape(6, n)[:4]
+    high, mid, low, high_finite = planes.to("float64").numpy().reshape(6, n)[:4]
     finite = np.isfinite(values)
     np.testing.assert_array_equal(high[finite] + mid[finite] + low[finite], values[finite].astype(np.float64))
     np.testing.assert_array_equal(high_finite[finite], high[finite])

@@ -360,16 +360,17 @@ def _part_bits(part, high, high_finite, mid, low):
         value = mid
     else:
         value = low
-    # every part is a bfloat16 value held in float32: its top 16 bits are its bfloat16 encoding
-    return (value.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16).to(tl.int16, bitcast=True)
+    # every part is a bfloat16 value held in float32: its top 16 bits are its bfloat16 encoding (taken
+    # as bits: the interpreter's own conversion would truncate, and a GPU's round, the same exact value)
+    return (value.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
 
 
 @triton.jit
 def split_bf16_planes(x, planes, rows, cols, x_sr, x_sc, planes_sr, plane_step, P0: tl.constexpr,
                       P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, P4: tl.constexpr, P5: tl.constexpr,
                       BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """The rows x cols float32 matrix ``x`` (strided) as six bfloat16 planes (their bits, int16) in
-    ``planes``: element (r, c) of plane j at r * planes_sr + c + j * plane_step, plane j holding part Pj."""
+    """The rows x cols float32 matrix ``x`` (strided) as six bfloat16 planes in ``planes``: element (r, c)
+    of plane j at r * planes_sr + c + j * plane_step, plane j holding part Pj."""
     if INDEX_64:
         idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     else:

@@ -399,7 +399,9 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         return execute_gemv
     if planes and batches == 1 and k > 0 and _by_planes(a.dtype, facts):
         def as_matrices(a, b, bias):
-            return a.reshape(m, k), b.reshape(k, n), bias.expand(*out_shape).reshape(m, n) if has_bias else None
+            # every batch extent is 1: reshapes are views, and 2-D operands need none
+            return (a if a.ndim == 2 else a.reshape(m, k), b if b.ndim == 2 else b.reshape(k, n),
+                    None if not has_bias else bias if bias.shape == (m, n) else bias.expand(*out_shape).reshape(m, n))
         run_planes = _planes_launches(op, *as_matrices(a, b, bias), alpha, beta if has_bias else 0, dev)
         return lambda a, b, bias: run_planes(*as_matrices(a, b, bias)).view(*out_shape)
     shape_c, a_bs, b_bs, bias_bs, out_bs = _pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs)
@@ -474,11 +476,11 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
     are planned here."""
     (m, k), n = a.shape, b.shape[1]
     width = _plane_chunk_width(m, n, k)
-    int16, bfloat16, float32 = get_dtype("int16"), get_dtype("bfloat16"), get_dtype("float32")
+    bfloat16, float32 = get_dtype("bfloat16"), get_dtype("float32")
     steps = []
     for start in range(0, k, width):
         kc = min(width, k - start)
-        a_planes, b_planes = new_tensor((m, 6 * kc), int16, dev), new_tensor((6 * kc, n), int16, dev)
+        a_planes, b_planes = new_tensor((m, 6 * kc), bfloat16, dev), new_tensor((6 * kc, n), bfloat16, dev)
         splits = [
             PlannedLaunch(K.split_bf16_planes, (cdiv(rows * cols, _PLANE_BLOCK),),
                           [Slot("x"), Slot("planes"), rows, cols, *x.stride(), planes.stride(0), step],
@@ -487,18 +489,17 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
             for x, planes, rows, cols, step, parts in ((a, a_planes, m, kc, kc, _A_PLANES),
                                                        (b, b_planes, kc, n, kc * n, _B_PLANES))]
         addend, weight = (bias, beta) if start == 0 else (new_tensor((m, n), float32, dev), 1)
-        product = _plan_product(op, a_planes.view(bfloat16), b_planes.view(bfloat16), float32,
-                                addend if weight != 0 else None, alpha, weight)
+        product = _plan_product(op, a_planes, b_planes, float32, addend if weight != 0 else None, alpha, weight)
         steps.append((start, kc, splits, product, weight))
 
     def run(a, b, bias):
         out = None
         for start, kc, (split_a, split_b), product, weight in steps:
-            a_planes, b_planes = new_tensor((m, 6 * kc), int16, dev), new_tensor((6 * kc, n), int16, dev)
+            a_planes, b_planes = new_tensor((m, 6 * kc), bfloat16, dev), new_tensor((6 * kc, n), bfloat16, dev)
             split_a(dev, {"x": a[:, start:start + kc] if start or kc < k else a, "planes": a_planes})
             split_b(dev, {"x": b[start:start + kc] if start or kc < k else b, "planes": b_planes})
             addend = (bias if weight != 0 else None) if out is None else out
-            out = product(a_planes.view(bfloat16), b_planes.view(bfloat16), addend)
+            out = product(a_planes, b_planes, addend)
         return out
     return run
 
