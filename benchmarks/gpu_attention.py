@@ -26,17 +26,17 @@ sweeps = {}
 _choose_timed = tuning.choose_timed
 
 
-def _sweeping(key, facts, candidates, run):
+def _sweeping(key, facts, candidates, prepare):
     if not key.startswith("attention"):
-        return _choose_timed(key, facts, candidates, run)
+        return _choose_timed(key, facts, candidates, prepare)
     configs = candidates() if callable(candidates) else candidates
     timed = []
     for config in configs:
         try:
-            timed.append((device_time_ms(lambda: run(config)), config))
+            timed.append((device_time_ms(prepare(config)), config))
         except Exception as error:  # noqa: BLE001  (a candidate the device refuses: shown, not chosen)
             timed.append((float("inf"), dict(config, error=type(error).__name__)))
-    chosen = _choose_timed(key, facts, configs, run)
+    chosen = _choose_timed(key, facts, configs, prepare)
     sweeps[key] = (sorted(timed, key=lambda t: t[0]), chosen)
     return chosen
 

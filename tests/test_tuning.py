@@ -107,3 +107,23 @@ def test_certify_hook_rejects_settings_before_they_are_stored(tmp_path, monkeypa
                            certify=lambda c: c["BLOCK_M"] != 64)
     assert chosen == {"BLOCK_M": 128}
     assert tuning.cache_for("testgpu").entries()["k|M=8"]["certified"] is True
+
+
+def test_timed_candidates_are_planned_once_and_their_launches_timed(tmp_path, monkeypatch):
+    """``choose_timed`` plans each candidate once and times only the function it returns: timed calls that
+    re-planned would be paced by the host (a decode tuner chose a setting 7% slower that way)."""
+    from nbxtensor.tuning import timing
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    planned, issued = [], []
+
+    def prepare(config):
+        planned.append(config["n"])
+        return lambda: issued.append(config["n"])
+
+    def timed(fn):
+        for _ in range(5):
+            fn()
+        return {1: 2.0, 2: 1.0}[issued[-1]]
+    monkeypatch.setattr(timing, "device_time_ms", timed)
+    chosen = tuning.choose_timed("k|once", {"name": "testgpu", "kernels": {}}, [{"n": 1}, {"n": 2}], prepare)
+    assert chosen == {"n": 2} and planned == [1, 2] and issued == [1] * 5 + [2] * 5

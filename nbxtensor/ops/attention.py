@@ -8,6 +8,8 @@ query head h uses key head h // (H_q // H_kv), nothing is expanded in memory.
 """
 from __future__ import annotations
 
+import functools
+
 import math
 
 from .. import shape as S
@@ -209,7 +211,7 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
                  num_stages=config["num_stages"], FOLD_SCALE=fold_scale, **flags))
     tensors = {"q": q, "k": k, "v": v, "mask": mask, "out": out}
     config = tuning.choose_timed(key, facts, lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype),
-                                 lambda config: planned(config)(dev, tensors))
+                                 lambda config: functools.partial(planned(config), dev, tensors))
     return [planned(config)], Workspace({})
 
 
@@ -268,16 +270,12 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
         key = tuning.launch_key("attention_decode", facts, cols={"S": keys, "E": head_dim},
                                 rows={"G": heads_per_kv}, dtypes=(q.dtype,), flags={"mask": mask_kind})
 
-        planned = {}  # each setting planned once: timed calls must be paced by the device, not by planning
-
-        def run(config):
-            marker = tuple(sorted(config.items()))
-            if marker not in planned:
-                planned[marker] = _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv,
-                                          scale, keys, dev, facts, tuned=config)
-            launches, temporaries = planned[marker]
-            run_launches(dev, launches, temporaries, {"q": q, "k": k, "v": v, "mask": mask, "out": out})
-        tuned = tuning.choose_timed(key, facts, lambda: decode_candidates(keys, head_dim, facts), run)
+        def prepare(config):
+            launches, temporaries = _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv,
+                                            scale, keys, dev, facts, tuned=config)
+            return functools.partial(run_launches, dev, launches, temporaries,
+                                     {"q": q, "k": k, "v": v, "mask": mask, "out": out})
+        tuned = tuning.choose_timed(key, facts, lambda: decode_candidates(keys, head_dim, facts), prepare)
     config = tuned or decode_candidates(keys, head_dim, facts)[0]
     block_n, per_split, splits = decode_plan(keys, head_dim, facts, config)
     stages = {} if config.get("num_stages") is None else {"num_stages": config["num_stages"]}

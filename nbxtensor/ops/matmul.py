@@ -12,6 +12,7 @@ user opts into TF32 as torch has it: ``set_float32_matmul_precision("high")`` or
 """
 from __future__ import annotations
 
+import functools
 import math
 from types import SimpleNamespace
 
@@ -336,7 +337,7 @@ def _gemv_launches(a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flag
         return run
 
     config = tuning.choose_timed(key, facts, lambda: gemv_candidates(facts, m, n, k),
-                                 lambda config: launches_for(config)(a, b, bias, out))
+                                 lambda config: functools.partial(launches_for(config), a, b, bias, out))
     return launches_for(config)
 
 
@@ -437,7 +438,8 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     candidates = lambda: gemm_candidates(facts, m, n, k, a.dtype, single=single)  # noqa: E731
     if _sweep is not None:
         _sweep(key, candidates, launches_for, (a, b, bias, out))
-    config = tuning.choose_timed(key, facts, candidates, lambda config: launches_for(config)(a, b, bias, out))
+    config = tuning.choose_timed(key, facts, candidates,
+                                 lambda config: functools.partial(launches_for(config), a, b, bias, out))
     run = launches_for(config)
 
     def execute(a, b, bias):

@@ -15,12 +15,13 @@ def _facts(device=None) -> dict:
     return backend_for(resolve(device) if device is not None else default_device()).facts
 
 
-def choose_timed(key: str, facts: dict, candidates, run) -> dict:
-    """``choose`` for a kernel family whose ``run(config)`` launches it: candidates are timed on the
-    device the facts describe."""
+def choose_timed(key: str, facts: dict, candidates, prepare) -> dict:
+    """``choose`` for a kernel family whose ``prepare(config)`` plans its launches and returns a function
+    that issues them: candidates are timed on the device the facts describe, each planned once, so that
+    the timed calls are paced by the device rather than by planning."""
     def measure(config):
         from .timing import device_time_ms
-        return device_time_ms(lambda: run(config))
+        return device_time_ms(prepare(config))
     return choose(key, facts["name"], candidates, measure, interpreted=bool(facts["kernels"].get("interpreted")))
 
 
