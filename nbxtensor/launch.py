@@ -18,6 +18,7 @@ import json
 import os
 
 from .device import backend_for
+from .storage import Storage
 from .tensor import Tensor
 
 _ALIGN_MASK = 15  # Triton specialises pointers on 16-byte alignment
@@ -81,6 +82,7 @@ class Capture:
         self.after: list = []  # host work to redo after each replay (checks that need no host read first)
         self.refused: str | None = None
         self.device_graph = None
+        self.scratch: list = []  # the global scratch its device graph's launches use, kept with it
 
     def replay(self) -> None:
         if self.refused is not None:
@@ -104,11 +106,90 @@ class Capture:
         if len(devices) != 1:
             return "its launches are on several devices" if devices else None
         device = self.launches[0][2]
+        size, alignment = 0, 1
+        for kernel, grid, _, args, _, key in self.launches:
+            entry = _compiled.get((kernel, device.index, key, _specialised(args)[0]))
+            if entry is not None:
+                need, align = _scratch_need(entry, grid)
+                size, alignment = max(size, need), max(alignment, align)
+        streams = []
+
+        def prepare(stream):
+            streams.append(stream)
+            if size:
+                _scratch.reserve(device, stream, size, alignment)
         try:
-            self.device_graph = backend_for(device).record_graph(self._issue, device.index)
+            self.device_graph = backend_for(device).record_graph(self._issue, device.index, prepare)
         except Exception as error:  # any failure leaves replays launch by launch, which verification covers
             return f"its launches could not be recorded as a device graph ({error})"
+        finally:
+            self.scratch = [_scratch.detach(device, stream) for stream in streams]
         return None
+
+
+class _LaunchScratch:
+    """Global scratch memory for kernels that ask for it at each launch (Triton's allocator protocol;
+    device-side tensor descriptors are written there, 128 bytes a program). One buffer per device and
+    stream, grown when a launch needs more and never freed while its stream may use it: launches on one
+    stream run one after another, so they can share it. A recording into a device graph cannot allocate,
+    so ``reserve`` sets aside the recording stream's buffer before capture begins and ``detach`` hands it
+    to the recording, which keeps it for as long as its graph replays."""
+
+    def __init__(self):
+        self.device = None
+        self._held: dict = {}
+        self._kept: list = []
+
+    def __call__(self, size: int, alignment: int, stream):
+        held = self.reserve(self.device, stream, size, alignment)
+        return _Address(held[0])
+
+    def reserve(self, device, stream, size: int, alignment: int) -> tuple:
+        key = (device, stream)
+        held = self._held.get(key)
+        if held is None or held[1] < size or held[0] % alignment:
+            storage = Storage(device, size + alignment)
+            address = -(-storage.ptr // alignment) * alignment
+            if held is not None:
+                self._kept.append(held)  # launches already issued may still use it
+            held = self._held[key] = (address, size, storage)
+        return held
+
+    def detach(self, device, stream):
+        return self._held.pop((device, stream), None)
+
+
+class _Address:
+    __slots__ = ("address",)
+
+    def __init__(self, address: int):
+        self.address = address
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+_scratch = _LaunchScratch()
+
+
+def _use_scratch(device) -> None:
+    """Make ``_scratch`` serve Triton's launches on ``device`` in this thread (Triton keeps its allocator
+    per context), unless another allocator was set."""
+    from triton.runtime import _allocation
+    if _allocation._allocator.get() is not _scratch and isinstance(_allocation._allocator.get(),
+                                                                    _allocation.NullAllocator):
+        _allocation._allocator.set(_scratch)
+    _scratch.device = device
+
+
+def _scratch_need(entry, grid) -> tuple[int, int]:
+    """(bytes, alignment) of the global scratch a launch of the compiled ``entry`` over ``grid`` asks for."""
+    metadata = getattr(entry[0], "metadata", None)
+    size = getattr(metadata, "global_scratch_size", 0) or 0
+    if not size:
+        return 0, 1
+    programs = grid[0] * (grid[1] if len(grid) > 1 else 1) * (grid[2] if len(grid) > 2 else 1)
+    return programs * getattr(metadata, "num_ctas", 1) * size, metadata.global_scratch_align
 
 
 _capturing: Capture | None = None
@@ -168,6 +249,7 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
     key = (kernel, device.index, constexpr_key, spec)
     entry = _compiled.get(key)
     if entry is None:
+        _use_scratch(device)  # a kernel may ask for global scratch on its first launch
         compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args],
                                 **constexprs)
         _compiled[key] = (compiled, [constexprs[name] for name in kernel.arg_names[len(args):]],
@@ -225,6 +307,7 @@ def _run_compiled(entry, grid, backend, device, values) -> None:
     g2 = grid[2] if len(grid) > 2 else 1
     stream = backend.current_stream_handle(device.index)
     if direct is None:
+        _use_scratch(device)  # Triton's wrapper allocates the kernel's global scratch, if it asks for any
         compiled.run(grid[0], g1, g2, stream, compiled.function, compiled.packed_metadata, None, None, None,
                      *values, *tail)
     else:

@@ -178,7 +178,7 @@ def test_replays_launch_the_device_graph_once_recorded(tmp_path, caplog, monkeyp
             RecordedGraph.launches += 1
             self.issue()
 
-    def record_graph(issue, index):
+    def record_graph(issue, index, prepare=None):
         if recording_fails:
             raise RuntimeError("cudaStreamBeginCapture failed")
         return RecordedGraph(issue)

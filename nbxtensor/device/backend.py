@@ -95,10 +95,11 @@ class Backend(ABC):
     def check_kernels(self) -> None:
         """Raise a clear error when this process cannot run kernels on this backend."""
 
-    def record_graph(self, issue, index: int):
+    def record_graph(self, issue, index: int, prepare=None):
         """The device's own graph of the launches that ``issue()`` makes on device ``index``, recorded
         without running them, as an object whose ``launch()`` runs them all on the current stream; None
-        where the device has no such graphs (its replays issue the launches one by one)."""
+        where the device has no such graphs (its replays issue the launches one by one). ``prepare(stream)``
+        is called with the recording stream before recording starts (when memory can still be allocated)."""
         return None
 
     def describe(self) -> dict:

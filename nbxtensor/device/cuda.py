@@ -207,17 +207,20 @@ class CudaBackend(Backend):
         streams[index] = handle
 
     # ---- graphs ----------------------------------------------------------------------------
-    def record_graph(self, issue, index: int) -> "CudaGraph":
+    def record_graph(self, issue, index: int, prepare=None) -> "CudaGraph":
         """Stream capture on a private stream: the launches ``issue()`` makes land in a CUDA graph
         instead of running. Thread-local mode refuses anything in this thread that could not be part of
         a graph (a synchronisation, an allocation from the driver), which ends the recording with an
-        error rather than a wrong graph."""
+        error rather than a wrong graph; ``prepare(stream)`` runs on the private stream before capture,
+        where memory the launches will need can still be allocated."""
         rt = self._rt
         self._activate(index)
         stream = int(_check(rt.cudaStreamCreateWithFlags(rt.cudaStreamNonBlocking), "cudaStreamCreateWithFlags"))
         previous = self.current_stream_handle(index)
         self.set_stream_handle(index, stream)
         try:
+            if prepare is not None:
+                prepare(stream)
             _check(rt.cudaStreamBeginCapture(stream, rt.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal),
                    "cudaStreamBeginCapture")
             try:

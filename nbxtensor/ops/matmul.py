@@ -521,41 +521,6 @@ def _sm_count(dev) -> int:
     return int(properties(dev.index or 0).multiProcessorCount)
 
 
-class _DescriptorScratch:
-    """Triton's allocator of global scratch memory, which device-side tensor descriptors are written to
-    (128 bytes each, per program). One buffer per device and stream, grown when a launch needs more and
-    never freed: a launch recorded into a device graph keeps its address, so the memory must stay with
-    it, and launches on one stream run one after another, so they can share it."""
-
-    def __init__(self):
-        self.device = None
-        self._held: dict = {}
-        self._kept: list = []
-
-    def __call__(self, size: int, alignment: int, stream):
-        key = (self.device, stream)
-        held = self._held.get(key)
-        if held is None or held[1] < size or held[0] % alignment:
-            buffer = new_tensor((size + alignment,), get_dtype("uint8"), self.device)
-            address = -(-buffer.data_ptr() // alignment) * alignment
-            if held is not None:
-                self._kept.append(held)
-            held = self._held[key] = (address, size, buffer)
-        return SimpleNamespace(data_ptr=lambda address=held[0]: address)
-
-
-_scratch = _DescriptorScratch()
-
-
-def _use_scratch(dev) -> None:
-    import triton
-    from triton.runtime import _allocation
-    current = _allocation._allocator.get()
-    if current is not _scratch and isinstance(current, _allocation.NullAllocator):
-        triton.set_allocator(_scratch)
-    _scratch.device = dev
-
-
 def _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn):
     """Whether tensor descriptors can read a and b laid out with these strides (the last dim contiguous,
     the other stride a multiple of 16 bytes), and whether b is read K-major; (False, False) when not."""
@@ -590,15 +555,12 @@ def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, sc
                               a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn], constexprs)
     launch = planned(tma)
     fallback = planned(False) if tma else None
-    compiles = not facts["kernels"].get("interpreted")
 
     def run(a, b, bias, out):
         tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out}
         if fallback is not None and (a.data_ptr() | b.data_ptr()) & 15:
             fallback(dev, tensors)
             return
-        if tma and compiles:
-            _use_scratch(dev)
         launch(dev, tensors)
     return run
 
