@@ -123,6 +123,33 @@ def test_searchsorted_and_bucketize(dtype, right):
     assert nbx.searchsorted(to_nbx(seq), 0).item() == np.searchsorted(seq, 0)
 
 
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_with_a_sorter_reads_the_sequence_in_its_order(right):
+    """``sorter`` gives the order of an unsorted sequence (NumPy's and torch's meaning): results are
+    positions in that order, per row for a 2-D sequence; a sorter of another shape or dtype is refused, and
+    an index out of range is reported naming searchsorted."""
+    rng = np.random.default_rng(9)
+    side = "right" if right else "left"
+    seq = rng.permutation(np.arange(-8, 8) * 1.5).astype(np.float32)
+    values = rng.uniform(-14, 14, size=(2, 7)).astype(np.float32)
+    sorter = np.argsort(seq, kind="stable")
+    got = nbx.searchsorted(to_nbx(seq), to_nbx(values), side=side, sorter=to_nbx(sorter))
+    assert np.array_equal(got.numpy(), np.searchsorted(seq, values, side=side, sorter=sorter))
+    rows = rng.integers(-10, 10, size=(2, 6)).astype(np.int64)
+    row_sorters = np.argsort(rows, axis=1, kind="stable")
+    got = nbx.searchsorted(to_nbx(rows), to_nbx(values.astype(np.int64)), side=side, sorter=to_nbx(row_sorters))
+    expected = [np.searchsorted(r, v, side=side, sorter=o) for r, v, o in zip(rows, values.astype(np.int64), row_sorters)]
+    assert np.array_equal(got.numpy(), np.stack(expected))
+    with pytest.raises(RuntimeError, match="same shape"):
+        nbx.searchsorted(to_nbx(seq), to_nbx(values), sorter=to_nbx(sorter[:-1]))
+    with pytest.raises(RuntimeError, match="int64"):
+        nbx.searchsorted(to_nbx(seq), to_nbx(values), sorter=to_nbx(sorter.astype(np.int32)))
+    bad = sorter.copy()
+    bad[3] = 99
+    with pytest.raises(IndexError, match="searchsorted"):
+        nbx.searchsorted(to_nbx(seq), to_nbx(values), sorter=to_nbx(bad)).numpy()
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int8", "uint8"])
 @pytest.mark.parametrize("largest", [True, False])
 def test_radix_select_over_long_rows_with_many_ties(monkeypatch, dtype, largest):

@@ -305,9 +305,18 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
                  side: str | None = None, sorter=None) -> Tensor:
     """Insertion points of ``values`` in the innermost dim of the ascending ``sorted_sequence``
     (1-D, or one row per leading index of ``values``): first position with element >= value, or >
-    with ``right`` (``side='right'``)."""
+    with ``right`` (``side='right'``). With ``sorter`` (int64 indices that sort an unsorted sequence along
+    its innermost dim), positions in the sorted order, as torch gives them."""
     if sorter is not None:
-        raise NotImplementedError("searchsorted: sorter is not supported; sort the sequence first")
+        if not isinstance(sorter, Tensor) or sorter.dtype.name != "int64":
+            got = sorter.dtype.name if isinstance(sorter, Tensor) else type(sorter).__name__
+            raise RuntimeError(f"searchsorted: sorter must be a tensor of int64 indices, got {got}")
+        if tuple(sorter.shape) != tuple(sorted_sequence.shape):
+            raise RuntimeError(f"searchsorted: the sequence {list(sorted_sequence.shape)} and its sorter "
+                               f"{list(sorter.shape)} must have the same shape")
+        from .indexing import _gather_dim
+        # an index of the sorter out of range is caught on the device, named at the next synchronisation
+        sorted_sequence = _gather_dim(sorted_sequence, -1, sorter, "searchsorted (sorter)", wrap=False)
     if side is not None:
         if side not in ("left", "right"):
             raise RuntimeError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
