@@ -633,6 +633,21 @@ def test_complex_basics(dtype, rng):
     assert nbx.eq(ta, ta).tolist() == [[True] * 4] * 3 and nbx.ne(ta, tb).dtype is nbx.bool
 
 
+def test_complex_operands_of_more_dims_than_the_kernel_indexes(rng):
+    """Nine dims that do not merge (a permuted operand, a broadcast one, a permuted output) run through
+    dense copies, as ATen runs any rank."""
+    shape = (2, 3, 2, 2, 3, 2, 2, 2, 2)
+    a = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+    b = (rng.standard_normal((2, 1, 2)) + 1j * rng.standard_normal((2, 1, 2))).astype(np.complex64)
+    order = (8, 3, 0, 6, 2, 5, 1, 7, 4)
+    ta = to_nbx(np.ascontiguousarray(a.transpose(order))).permute(*np.argsort(order))
+    got = ta * to_nbx(b) + ta
+    np.testing.assert_allclose(host(got), a * b + a, rtol=1e-5, atol=1e-6)
+    out = to_nbx(np.zeros(shape, np.complex64).transpose(order)).permute(*np.argsort(order))
+    nbx.mul(ta, to_nbx(b), out=out)
+    np.testing.assert_allclose(host(out), a * b, rtol=1e-5, atol=1e-6)
+
+
 def test_complex_from_real_and_scalar():
     x = to_nbx(np.array([1.0, -2.0], np.float32))
     out = x + 1j

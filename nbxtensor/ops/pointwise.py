@@ -796,8 +796,13 @@ def _launch_complex(row: Row, call: Call, plan: Plan, out: Tensor, views) -> Non
     stride_sets = [written.stride()] + [o.stride() for o in operands if o is not None]
     merged, merged_strides = S.coalesce(shape, *stride_sets)
     if len(merged) > KERNEL_MAX_RANK:
-        raise NotImplementedError(f"{row.name}: complex operands of more than {KERNEL_MAX_RANK} dims that "
-                                  "cannot be merged; make them contiguous first")
+        # more dims than the kernel indexes that do not merge: the operands (broadcasts materialised) and
+        # the result go through dense copies, whose dims merge into one
+        dense_out = out if out.is_contiguous() else new_tensor(shape, out.dtype, out.device)
+        _launch_complex(row, call, plan, dense_out, [v.contiguous() if isinstance(v, Tensor) else v for v in views])
+        if dense_out is not out:
+            out.copy_(dense_out)
+        return
     if not merged:
         merged = (1,)
         merged_strides = [(0,) for _ in merged_strides]
