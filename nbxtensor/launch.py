@@ -340,22 +340,31 @@ def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict
     """``launch_planned`` for a launch whose arguments are fixed except those at ``positions`` in ``args``,
     which take ``values`` (tensors or scalars) at this call. Once the kernel is compiled, ``bound`` (kept
     by the caller, empty at first) holds it with every argument's value, per device and what Triton
-    specialises on in ``values``, so a call looks at its varying arguments only: the fixed ones'
-    specialisation is not worked out again."""
+    specialises on in ``values`` (and Triton's C launcher with its whole argument list, where the kernel
+    needs nothing of its Python wrapper), so a call looks at its varying arguments only."""
     if _capturing is None:
         spec, varying = _specialised(values)
         key = (device.index, spec)
         found = bound.get(key)
         if found is not None:
-            entry, fixed, backend = found
-            filled = fixed.copy()
+            entry, fixed, backend, direct = found
+            if direct is None:
+                filled = fixed.copy()
+                for i, v in zip(positions, varying):
+                    filled[i] = v
+                _run_compiled(entry, grid, backend, device, filled)
+                return
+            c_launch, template = direct
+            arguments = template.copy()
+            arguments[STREAM_ARGUMENT] = backend.current_stream_handle(device.index)
             for i, v in zip(positions, varying):
-                filled[i] = v
-            _run_compiled(entry, grid, backend, device, filled)
+                arguments[KERNEL_ARGUMENTS + i] = v
+            c_launch(*arguments)
             return
     full = list(args)
     for i, v in zip(positions, values):
         full[i] = v
     launched = launch_planned(kernel, grid, device, full, constexprs, constexpr_key)
     if launched is not None and _capturing is None:
-        bound[key] = launched
+        entry, fixed, backend = launched
+        bound[key] = (entry, fixed, backend, direct_arguments(entry, grid, fixed))

@@ -375,7 +375,7 @@ def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
     found = planned.bound.get((plan.device.index, spec))
     if found is None:
         return None
-    entry, fixed, backend = found
+    entry, fixed, backend, _ = found
     values = fixed.copy()
     for i, v in zip(planned.positions, varying):
         values[i] = v
