@@ -176,8 +176,7 @@ def _use_scratch(device) -> None:
     """Make ``_scratch`` serve Triton's launches on ``device`` in this thread (Triton keeps its allocator
     per context), unless another allocator was set."""
     from triton.runtime import _allocation
-    if _allocation._allocator.get() is not _scratch and isinstance(_allocation._allocator.get(),
-                                                                    _allocation.NullAllocator):
+    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
         _allocation._allocator.set(_scratch)
     _scratch.device = device
 
@@ -188,8 +187,8 @@ def _scratch_need(entry, grid) -> tuple[int, int]:
     size = getattr(metadata, "global_scratch_size", 0) or 0
     if not size:
         return 0, 1
-    programs = grid[0] * (grid[1] if len(grid) > 1 else 1) * (grid[2] if len(grid) > 2 else 1)
-    return programs * getattr(metadata, "num_ctas", 1) * size, metadata.global_scratch_align
+    g0, g1, g2 = _grid3(grid)
+    return g0 * g1 * g2 * getattr(metadata, "num_ctas", 1) * size, metadata.global_scratch_align
 
 
 _capturing: Capture | None = None
@@ -290,6 +289,10 @@ def _specialised(args) -> tuple[tuple, list]:
     return tuple(spec), values
 
 
+def _grid3(grid) -> tuple[int, int, int]:
+    return grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1
+
+
 def _direct_launcher(compiled):
     """Triton's C launcher of ``compiled`` with the two flags its Python wrapper passes, when that wrapper
     adds nothing else (it allocates scratch memory per launch for kernels that ask for it); else None.
@@ -303,16 +306,15 @@ def _direct_launcher(compiled):
 
 def _run_compiled(entry, grid, backend, device, values) -> None:
     compiled, tail, direct = entry
-    g1 = grid[1] if len(grid) > 1 else 1
-    g2 = grid[2] if len(grid) > 2 else 1
+    g0, g1, g2 = _grid3(grid)
     stream = backend.current_stream_handle(device.index)
     if direct is None:
         _use_scratch(device)  # Triton's wrapper allocates the kernel's global scratch, if it asks for any
-        compiled.run(grid[0], g1, g2, stream, compiled.function, compiled.packed_metadata, None, None, None,
+        compiled.run(g0, g1, g2, stream, compiled.function, compiled.packed_metadata, None, None, None,
                      *values, *tail)
     else:
         c_launch, cooperative, pdl = direct
-        c_launch(grid[0], g1, g2, stream, compiled.function, cooperative, pdl, None, None,
+        c_launch(g0, g1, g2, stream, compiled.function, cooperative, pdl, None, None,
                  compiled.packed_metadata, None, None, None, *values, *tail)
 
 
@@ -329,9 +331,7 @@ def direct_arguments(entry, grid, values) -> tuple | None:
     if direct is None:
         return None
     c_launch, cooperative, pdl = direct
-    g1 = grid[1] if len(grid) > 1 else 1
-    g2 = grid[2] if len(grid) > 2 else 1
-    return c_launch, [grid[0], g1, g2, 0, compiled.function, cooperative, pdl, None, None, compiled.packed_metadata,
+    return c_launch, [*_grid3(grid), 0, compiled.function, cooperative, pdl, None, None, compiled.packed_metadata,
                       None, None, None, *values, *tail]
 
 

@@ -64,10 +64,11 @@ def _softmax_step(s, m_i, l_i, qk_scale, FOLD: tl.constexpr):
 
 
 @triton.jit
-def _online_update(acc, m_i, l_i, s, v_tile, PRECISION: tl.constexpr):
-    """One step of the online softmax: fold scores ``s`` (base 2, -inf where refused) and their values
-    into the running max ``m_i``, sum ``l_i`` and weighted sum ``acc``."""
-    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, 1.0, False)
+def _online_update(acc, m_i, l_i, s, v_tile, qk_scale, PRECISION: tl.constexpr, FOLD: tl.constexpr):
+    """One step of the online softmax: fold scores ``s`` (base 2, -inf where refused; raw products with
+    FOLD, see ``_softmax_step``) and their values into the running max ``m_i``, sum ``l_i`` and weighted
+    sum ``acc``."""
+    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, qk_scale, FOLD)
     acc = acc * alpha[:, None]
     acc = tl.dot(p.to(v_tile.dtype), v_tile, acc, input_precision=PRECISION, out_dtype=tl.float32)
     return acc, m_i, l_i
@@ -119,11 +120,7 @@ def _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm
         s = tl.where(allowed, s, float("-inf"))
     v_tile = _load_tile(v_base + rn[:, None] * v_sn + rdv[None, :] * v_sd, col_ok[:, None],
                         rdv[None, :] < VALUE_DIM, EDGE, VALUE_DIM == rdv.shape[0])
-    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, qk_scale, FOLD and not EDGE)
-    acc = acc * alpha[:, None]
-    v_tile = _widen(v_tile, IN_FORMAT)
-    acc = tl.dot(p.to(v_tile.dtype), v_tile, acc, input_precision=PRECISION, out_dtype=tl.float32)
-    return acc, m_i, l_i
+    return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), qk_scale, PRECISION, FOLD and not EDGE)
 
 
 @triton.jit
@@ -241,7 +238,7 @@ def _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, r
     s = tl.dot(q_tile, _widen(k_tile, IN_FORMAT), input_precision=PRECISION, out_dtype=tl.float32) * qk_scale
     s = _score_mask(s, rg, rn, mask_base, mask_sh, mask_ss, group_ok, col_ok, MASK_KIND, MASK_FORMAT)
     s = tl.where(col_ok[None, :] & group_ok[:, None], s, float("-inf"))
-    return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), PRECISION)
+    return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), 1.0, PRECISION, False)
 
 
 @triton.jit

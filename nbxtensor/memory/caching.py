@@ -145,22 +145,8 @@ class CachingAllocator:
         return block
 
     def buffer(self, nbytes: int, stream: int = 0):
-        """``allocate`` as a device ``Buffer`` that frees its block when collected. A request of a size just
-        freed on this stream takes that block back directly: the common case of an op's output, whose
-        host cost is most of a small op's."""
-        size = max(ROUND, -(-nbytes // ROUND) * ROUND)
-        parked = self._parked.get((stream, size))
-        if parked:
-            block = parked.pop()
-            block.requested = nbytes
-            self._live[block.ptr] = block
-            s = self.stats
-            s.allocated += size
-            s.allocations += 1
-            if s.allocated > s.peak_allocated:
-                s.peak_allocated = s.allocated
-        else:
-            block = self.allocate(nbytes, stream)
+        """``allocate`` as a device ``Buffer`` that frees its block when collected."""
+        block = self.allocate(nbytes, stream)
         buffer = _BlockBuffer(block.ptr, nbytes)
         buffer._block, buffer._cache = block, self
         return buffer

@@ -234,22 +234,18 @@ def decode_candidates(keys: int, head_dim: int, facts: dict) -> list[dict]:
     for block_n, splits, warps, stages in _DECODE_SHAPES:
         config = dict(BLOCK_N=block_n, SPLITS=splits, num_warps=min(warps, tiles["max_warps"]),
                       num_stages=min(stages, tiles["max_stages"]))
-        marker = decode_plan(keys, head_dim, facts, config) + (config["num_warps"], config["num_stages"])
+        marker = decode_plan(keys, facts, config) + (config["num_warps"], config["num_stages"])
         if marker not in seen:
             seen.add(marker)
             out.append(config)
     return out
 
 
-def decode_plan(keys: int, head_dim: int, facts: dict, config: dict | None = None) -> tuple[int, int, int]:
-    """(BLOCK_N, keys per split, splits) for ``keys`` keys: a function of the key count, the device class
-    and the setting (tuned per key-count bucket, never per batch), so the order of every floating-point
-    operation is too, whatever batch a sequence is in."""
-    interpreted = bool(facts["kernels"].get("interpreted"))
-    if config is None:
-        block_n, target = (64 if head_dim <= 128 else 32), _DECODE_SPLITS[interpreted]
-    else:
-        block_n, target = config["BLOCK_N"], config["SPLITS"]
+def decode_plan(keys: int, facts: dict, config: dict) -> tuple[int, int, int]:
+    """(BLOCK_N, keys per split, splits) for ``keys`` keys under a ``decode_candidates`` setting: a function
+    of the key count, the device class and the setting (tuned per key-count bucket, never per batch), so
+    the order of every floating-point operation is too, whatever batch a sequence is in."""
+    block_n, target = config["BLOCK_N"], config["SPLITS"]
     block_n = max(16, min(block_n, facts["tiles"]["max_block_n"], _next_pow2(max(keys, 1))))
     per_split = max(block_n, cdiv(cdiv(max(keys, 1), target), block_n) * block_n)
     return block_n, per_split, max(1, cdiv(keys, per_split))
@@ -277,7 +273,7 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
                                      {"q": q, "k": k, "v": v, "mask": mask, "out": out})
         tuned = tuning.choose_timed(key, facts, lambda: decode_candidates(keys, head_dim, facts), prepare)
     config = tuned or decode_candidates(keys, head_dim, facts)[0]
-    block_n, per_split, splits = decode_plan(keys, head_dim, facts, config)
+    block_n, per_split, splits = decode_plan(keys, facts, config)
     stages = {} if config.get("num_stages") is None else {"num_stages": config["num_stages"]}
     block_dv = max(16, _next_pow2(value_dim))
     flags = _common_flags(q.dtype, out.dtype, dev, facts)

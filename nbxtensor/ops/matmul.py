@@ -24,8 +24,8 @@ from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv
 from ..tensor import Tensor
-from .copy import _conversion_flags, new_tensor
-from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
+from .copy import Workspace, _conversion_flags, new_tensor
+from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key, run_launches
 from .registry import Cost, TensorMeta, nbytes, register
 
 _INT32_LIMIT = 2 ** 31
@@ -261,9 +261,10 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
     return out
 
 
-# (BLOCK_N, BLOCK_K, SPLITS, num_warps); the first is what an untimed device uses. One row is a multiply-add over a [BLOCK_K, BLOCK_N] weight tile
-# (no matrix unit), so long K tiles keep many bytes in flight; several rows go through tl.dot, with K tiles
-# up to the same length (weight streaming wants the bytes in flight more than square tiles).
+# (BLOCK_N, BLOCK_K, SPLITS, num_warps); the first is what an untimed device uses. One row is a multiply-add
+# over a [BLOCK_K, BLOCK_N] weight tile (no matrix unit), so long K tiles keep many bytes in flight; several
+# rows go through tl.dot, with K tiles up to the same length (weight streaming wants bytes in flight more than
+# square tiles).
 _GEMV_ONE_ROW_SHAPES = [(32, 256, 1, 4), (16, 512, 1, 4), (64, 256, 1, 8), (32, 512, 1, 8), (16, 256, 1, 4),
                         (64, 128, 1, 4), (32, 256, 2, 4), (128, 64, 1, 4), (64, 128, 4, 4)]
 _GEMV_ROWS_SHAPES = [(64, 128, 1, 4), (128, 128, 1, 8), (64, 64, 1, 4), (32, 256, 1, 4), (64, 256, 1, 8),
@@ -482,26 +483,30 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
     steps = []
     for start in range(0, k, width):
         kc = min(width, k - start)
-        a_planes, b_planes = new_tensor((m, 6 * kc), bfloat16, dev), new_tensor((6 * kc, n), bfloat16, dev)
+        # both operands' planes in one allocation a call
+        workspace = Workspace({"a_planes": ((m, 6 * kc), bfloat16), "b_planes": ((6 * kc, n), bfloat16)})
+        planes: dict = {}
+        workspace.allocate(dev, planes)
         splits = [
             PlannedLaunch(K.split_bf16_planes, (cdiv(rows * cols, _PLANE_BLOCK),),
-                          [Slot("x"), Slot("planes"), rows, cols, *x.stride(), planes.stride(0), step],
+                          [Slot(name), Slot(f"{name}_planes"), rows, cols, *x.stride(), split.stride(0), step],
                           dict({f"P{j}": part for j, part in enumerate(parts)}, BLOCK=_PLANE_BLOCK,
-                               INDEX_64=_needs_index_64(x, planes)))
-            for x, planes, rows, cols, step, parts in ((a, a_planes, m, kc, kc, _A_PLANES),
-                                                       (b, b_planes, kc, n, kc * n, _B_PLANES))]
+                               INDEX_64=_needs_index_64(x, split)))
+            for name, x, split, rows, cols, step, parts in (("a", a, planes["a_planes"], m, kc, kc, _A_PLANES),
+                                                            ("b", b, planes["b_planes"], kc, n, kc * n, _B_PLANES))]
         addend, weight = (bias, beta) if start == 0 else (new_tensor((m, n), float32, dev), 1)
-        product = _plan_product(op, a_planes, b_planes, float32, addend if weight != 0 else None, alpha, weight)
-        steps.append((start, kc, splits, product, weight))
+        product = _plan_product(op, planes["a_planes"], planes["b_planes"], float32, addend if weight != 0 else None,
+                                alpha, weight)
+        steps.append((start, kc, splits, workspace, product, weight))
 
     def run(a, b, bias):
         out = None
-        for start, kc, (split_a, split_b), product, weight in steps:
-            a_planes, b_planes = new_tensor((m, 6 * kc), bfloat16, dev), new_tensor((6 * kc, n), bfloat16, dev)
-            split_a(dev, {"x": a[:, start:start + kc] if start or kc < k else a, "planes": a_planes})
-            split_b(dev, {"x": b[start:start + kc] if start or kc < k else b, "planes": b_planes})
+        for start, kc, splits, workspace, product, weight in steps:
+            whole = not start and kc == k
+            tensors = {"a": a if whole else a[:, start:start + kc], "b": b if whole else b[start:start + kc]}
+            run_launches(dev, splits, workspace, tensors)
             addend = (bias if weight != 0 else None) if out is None else out
-            out = product(a_planes, b_planes, addend)
+            out = product(tensors["a_planes"], tensors["b_planes"], addend)
         return out
     return run
 

@@ -53,8 +53,7 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import (KERNEL_ARGUMENTS, STREAM_ARGUMENT, _specialised, cdiv, direct_arguments, launch,
-                      launch_slots)
+from ..launch import KERNEL_ARGUMENTS, STREAM_ARGUMENT, _specialised, cdiv, launch, launch_slots
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor
@@ -373,16 +372,12 @@ def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
     if not all(aligned for _, aligned in spec[:1 + len(pointers)]):
         return None
     found = planned.bound.get((plan.device.index, spec))
-    if found is None:
+    if found is None or found[3] is None:
         return None
-    entry, fixed, backend, _ = found
-    values = fixed.copy()
+    _, _, backend, (c_launch, template) = found
+    template = template.copy()  # this call's scalar bits stay; the addresses are set at each call
     for i, v in zip(planned.positions, varying):
-        values[i] = v
-    direct = direct_arguments(entry, planned.grid, values)
-    if direct is None:
-        return None
-    c_launch, template = direct
+        template[KERNEL_ARGUMENTS + i] = v
     out_at = [KERNEL_ARGUMENTS + planned.positions[1 + k] for k, j in enumerate(arg_of) if j < 0]
     out_at.append(KERNEL_ARGUMENTS + planned.positions[0])
     operands = tuple((KERNEL_ARGUMENTS + planned.positions[1 + k], j, args[j]._dtype.itemsize)
@@ -413,9 +408,10 @@ def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
     return call
 
 
-def _run(row: Row, args, kwargs, out=None, inplace=False, fast_calls=None):
-    """One call of ``row``. ``fast_calls``, given for a call by positional arguments alone, receives the
-    call's bound form once its kernel is compiled and bound (see ``_bind_fast_call``)."""
+def _run(row: Row, args, kwargs, out=None, inplace=False, bind_to=None):
+    """One call of ``row``. ``bind_to`` (bound calls, key), given for a call by positional arguments alone,
+    receives the call's bound form under its ``_fast_key`` once its kernel is compiled and bound (see
+    ``_bind_fast_call``)."""
     call = row.parse(*args, **kwargs)
     inplace = inplace or call.inplace
     key = _call_key(row, call, out, inplace)
@@ -447,13 +443,10 @@ def _run(row: Row, args, kwargs, out=None, inplace=False, fast_calls=None):
         _check_integer_division(row, call, slots)
     if plan.backend.compiles_kernels:
         _execute(row, call, plan, out, slots)
-        if (fast_calls is not None and plan.launch is not None and plan.new_out is not None
-                and not plan.host_scalar_slots and _launch_module._capturing is None):
-            fast_key = _fast_key(args)
-            if fast_key is not None:
-                bound_call = _bind_fast_call(plan, args, slots, out)
-                if bound_call is not None:
-                    fast_calls.put(fast_key, bound_call)
+        if bind_to is not None and plan.launch is not None and plan.new_out is not None and not plan.host_scalar_slots:
+            bound_call = _bind_fast_call(plan, args, slots, out)
+            if bound_call is not None:
+                bind_to[0].put(bind_to[1], bound_call)
     else:
         # the interpreter computes with NumPy, which warns where IEEE arithmetic gives inf or NaN
         with np.errstate(all="ignore"):
@@ -839,14 +832,15 @@ def _build(row: Row) -> None:
     lookup = fast_calls._plans.get
 
     def impl(*args, out=None, **kwargs):
-        if out is None and not kwargs:
+        if out is None and not kwargs and _launch_module._capturing is None:
             key = _fast_key(args)
-            bound_call = lookup(key) if key is not None else None
-            if bound_call is not None and _launch_module._capturing is None:
+            if key is not None:
+                bound_call = lookup(key)
+                if bound_call is None:
+                    return _run(row, args, kwargs, bind_to=(fast_calls, key))
                 made = bound_call(args)
                 if made is not None:
                     return made
-            return _run(row, args, kwargs, fast_calls=fast_calls)
         return _run(row, args, kwargs, out=out)
 
     def inplace_impl(*args, **kwargs):
