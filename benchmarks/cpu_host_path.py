@@ -47,6 +47,7 @@ def stub_launches() -> None:
     backend = backend_for(nbx.device("cpu"))
     type(backend).compiles_kernels = property(lambda self: True)
     backend.current_stream_handle = lambda index=None: 0
+    backend.bind_launch = lambda compiled, grid, values, positions: _StubLauncher.launch
     launch_module._compiled = _EverythingCompiled()
     segments = []  # host memory behind the cache (some ops read a count back from a launch's output)
 
@@ -56,6 +57,7 @@ def stub_launches() -> None:
 
     cache = CachingAllocator(segment, lambda ptr: None, lambda: (1 << 40, 1 << 40))
     backend.allocate = lambda nbytes, index=None, pinned=False: cache.buffer(nbytes)
+    backend.parked_buffers = lambda index: cache.parked_buffer
 
 
 def host_us(fn, calls: int = 200, repeats: int = 7) -> float:

@@ -10,7 +10,6 @@ import io
 import itertools
 import os
 import pstats
-import statistics
 import sys
 
 import nbxtensor as nbx
@@ -18,7 +17,7 @@ from nbxtensor.device import backend_for
 from nbxtensor.ops.plans import clear_all
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timing import gpu_time_ms, host_time_us  # noqa: E402
+from timing import gpu_time_ms, host_pair_us, host_time_us  # noqa: E402
 
 import torch  # noqa: E402  (the comparison only)
 
@@ -46,13 +45,10 @@ cases = {
 }
 host_rows = []
 for name, (ours, theirs) in cases.items():
-    # alternated rounds, medians: a host's speed drifts within a run (run 2 of the sixth session measured
+    # alternated batches, medians: a host's speed drifts within a run (run 2 of the sixth session measured
     # the same add at 13.2 and 9.4 us a minute apart), so each side gets the same moments
-    rounds = []
-    for _ in range(5):
-        rounds.append((host_time_us(ours, reps=1000), host_time_us(theirs, reps=1000)))
-        torch.cuda.synchronize()
-    ours_us, theirs_us = (statistics.median(r[i] for r in rounds) for i in (0, 1))
+    ours_us, theirs_us = host_pair_us(ours, theirs)
+    torch.cuda.synchronize()
     host_rows.append((name, ours_us, theirs_us))
     profile = cProfile.Profile()
     profile.enable()
@@ -101,8 +97,11 @@ entry = [v for k, v in launch_module._compiled.items() if k[0] is kernel][-1]
 compiled, tail = entry[:2]
 values = [x.data_ptr() if isinstance(x, nbx.Tensor) else x for x in args]
 stream = backend.current_stream_handle(device.index)
-c_launch, direct = launch_module.direct_arguments(entry, grid, values)
-direct[launch_module.STREAM_ARGUMENT] = stream
+c_launch, cooperative, pdl = launch_module._direct_launcher(compiled)
+triton_arguments = [*launch_module._grid3(grid), stream, compiled.function, cooperative, pdl, None, None,
+                    compiled.packed_metadata, None, None, None, *values, *tail]
+ours = launch_module.bind_launch(entry, grid, backend, values, positions)
+ours_new = [values[i] for i in positions]
 
 
 @triton.jit
@@ -113,8 +112,10 @@ def _two_arguments(x_ptr, n):
 for _ in range(2):
     launch_module.launch(_two_arguments, (1,), device, [a, 16])
 tiny = [v for k, v in launch_module._compiled.items() if k[0] is _two_arguments][-1]
-tiny_launch, tiny_args = launch_module.direct_arguments(tiny, (1,), [a.data_ptr(), 16])
-tiny_args[launch_module.STREAM_ARGUMENT] = stream
+tiny_launch = launch_module._direct_launcher(tiny[0])[0]
+tiny_args = [1, 1, 1, stream, tiny[0].function, 0, 0, None, None, tiny[0].packed_metadata, None, None, None,
+             a.data_ptr(), 16]
+tiny_ours = launch_module.bind_launch(tiny, (1,), backend, [a.data_ptr(), 16], [0])
 tiny_values = [ctypes.c_uint64(a.data_ptr()), ctypes.c_int32(16), ctypes.c_uint64(0), ctypes.c_uint64(0)]
 tiny_params = (ctypes.c_void_p * 4)(*[ctypes.addressof(v) for v in tiny_values])
 tiny_function, tiny_stream = driver.CUfunction(init_value=tiny[0].function), driver.CUstream(init_value=stream)
@@ -135,8 +136,10 @@ breakdown = [
     ("Triton launcher alone", host_time_us(lambda: compiled.run(grid[0], 1, 1, stream, compiled.function,
                                                                compiled.packed_metadata, None, None, None,
                                                                *values, *tail))),
-    ("Triton C launcher alone", host_time_us(lambda: c_launch(*direct))),
+    ("Triton C launcher alone", host_time_us(lambda: c_launch(*triton_arguments))),
+    ("our bound launcher alone", host_time_us(lambda: ours(stream, *ours_new)) if ours else float("nan")),
     ("2-arg kernel, C launcher", host_time_us(lambda: tiny_launch(*tiny_args))),
+    ("2-arg kernel, our launcher", host_time_us(lambda: tiny_ours(stream, a.data_ptr())) if tiny_ours else float("nan")),
     bindings_row,
     ("our launch path", host_time_us(lambda: real_launch_slots(*launch_args))),
     ("add, general path", host_time_us(lambda: pointwise_module._run(add_row, (a, b), {}))),

@@ -18,7 +18,7 @@ import nbxtensor as nbx
 import nbxtensor.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timing import gpu_time_ms, host_time_us  # noqa: E402
+from timing import gpu_time_ms, host_pair_us  # noqa: E402
 
 PEAK_TBPS = 4.1  # measured H200 copy bandwidth class (device facts: measured_h200_copy 4.14e12)
 out_dir = os.environ.get("OUT", ".")
@@ -99,8 +99,7 @@ small_a = nbx.full((1024,), 1.0, device="cuda")
 small_b = nbx.full((1024,), 2.0, device="cuda")
 t_small_a = torch.full((1024,), 1.0, device="cuda")
 t_small_b = torch.full((1024,), 2.0, device="cuda")
-host_ours = host_time_us(lambda: small_a + small_b)
-host_torch = host_time_us(lambda: t_small_a + t_small_b)
+host_ours, host_torch = host_pair_us(lambda: small_a + small_b, lambda: t_small_a + t_small_b)
 torch.cuda.synchronize()
 
 # --- report -----------------------------------------------------------------------------------

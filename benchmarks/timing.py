@@ -32,14 +32,37 @@ def gpu_time_ms(fn, *, warmup: int = 3, reps: int = 20, batches: int = 5) -> flo
     return statistics.median(times)
 
 
-def host_time_us(fn, *, reps: int = 2000) -> float:
-    """Mean host wall time of one call, in microseconds, after a warm-up."""
-    for _ in range(50):
-        fn()
+def _per_call_us(fn, reps: int) -> float:
     t0 = time.perf_counter()
     for _ in range(reps):
         fn()
     return (time.perf_counter() - t0) / reps * 1e6
+
+
+def host_time_us(fn, *, reps: int = 200, batches: int = 11) -> float:
+    """Host wall time of one call, in microseconds: the median over ``batches`` of the mean of ``reps``
+    calls, after a warm-up (a median, since a host's pace drifts and a collection or an interrupt lands
+    in some batches)."""
+    for _ in range(50):
+        fn()
+    return statistics.median(_per_call_us(fn, reps) for _ in range(batches))
+
+
+def host_pair_us(ours, theirs, *, reps: int = 200, rounds: int = 21) -> tuple[float, float]:
+    """``host_time_us`` of two functions measured in alternation, batch by batch (each first in turn), so
+    that both meet the same moments of the host: medians over ``rounds``."""
+    for _ in range(50):
+        ours()
+        theirs()
+    mine, other = [], []
+    for r in range(rounds):
+        if r % 2:
+            other.append(_per_call_us(theirs, reps))
+            mine.append(_per_call_us(ours, reps))
+        else:
+            mine.append(_per_call_us(ours, reps))
+            other.append(_per_call_us(theirs, reps))
+    return statistics.median(mine), statistics.median(other)
 
 
 def kernel_table(title, work):

@@ -213,7 +213,7 @@ def stream(s: Stream | None):
 
 def memory_stats(device=None) -> dict:
     stats = _backend().allocator(_index(device)).stats
-    return dict(vars(stats))
+    return stats.as_dict()
 
 
 def memory_allocated(device=None) -> int:

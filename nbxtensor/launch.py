@@ -318,21 +318,22 @@ def _run_compiled(entry, grid, backend, device, values) -> None:
                  compiled.packed_metadata, None, None, None, *values, *tail)
 
 
-STREAM_ARGUMENT = 3  # where the stream goes in a ``direct_arguments`` list
-KERNEL_ARGUMENTS = 13  # where the kernel's own arguments start in it
-
-
-def direct_arguments(entry, grid, values) -> tuple | None:
-    """(Triton's C launcher, its whole argument list) for running the compiled ``entry`` over ``grid`` with
-    ``values``, for callers that keep the list and change only the stream (at ``STREAM_ARGUMENT``) and some
-    kernel arguments (argument i at ``KERNEL_ARGUMENTS + i``) from one call to the next, keeping each
-    argument's specialisation. None when the kernel needs Triton's Python wrapper."""
-    compiled, tail, direct = entry
+def bind_launch(entry, grid, backend, values, positions):
+    """The backend's launcher of the compiled ``entry`` over ``grid`` with ``values``, for callers that keep
+    it and pass, at each call, the stream and new values for the arguments at ``positions`` (each keeping
+    its specialisation): ``launcher(stream, *new)``. None when the kernel needs Triton's Python wrapper or
+    the backend has no launcher of its own for it."""
+    compiled, _, direct = entry
     if direct is None:
         return None
-    c_launch, cooperative, pdl = direct
-    return c_launch, [*_grid3(grid), 0, compiled.function, cooperative, pdl, None, None, compiled.packed_metadata,
-                      None, None, None, *values, *tail]
+    return backend.bind_launch(compiled, grid, values, positions)
+
+
+def relaunch(error: RuntimeError, launcher, backend, device, stream, new) -> None:
+    """After ``launcher(stream, *new)`` raised ``error``: the backend makes the device current where the
+    thread had no context, and the launch is tried once more; any other failure is raised, named."""
+    backend.launch_failed(error, device.index)
+    launcher(stream, *new)
 
 
 def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict, constexpr_key: tuple,
@@ -340,26 +341,25 @@ def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict
     """``launch_planned`` for a launch whose arguments are fixed except those at ``positions`` in ``args``,
     which take ``values`` (tensors or scalars) at this call. Once the kernel is compiled, ``bound`` (kept
     by the caller, empty at first) holds it with every argument's value, per device and what Triton
-    specialises on in ``values`` (and Triton's C launcher with its whole argument list, where the kernel
-    needs nothing of its Python wrapper), so a call looks at its varying arguments only."""
+    specialises on in ``values`` (and the backend's bound launcher, ``bind_launch``, where it has one for
+    the kernel), so a call looks at its varying arguments only."""
     if _capturing is None:
         spec, varying = _specialised(values)
         key = (device.index, spec)
         found = bound.get(key)
         if found is not None:
-            entry, fixed, backend, direct = found
-            if direct is None:
+            entry, fixed, backend, launcher = found
+            if launcher is None:
                 filled = fixed.copy()
                 for i, v in zip(positions, varying):
                     filled[i] = v
                 _run_compiled(entry, grid, backend, device, filled)
                 return
-            c_launch, template = direct
-            arguments = template.copy()
-            arguments[STREAM_ARGUMENT] = backend.current_stream_handle(device.index)
-            for i, v in zip(positions, varying):
-                arguments[KERNEL_ARGUMENTS + i] = v
-            c_launch(*arguments)
+            stream = backend.current_stream_handle(device.index)
+            try:
+                launcher(stream, *varying)
+            except RuntimeError as error:
+                relaunch(error, launcher, backend, device, stream, varying)
             return
     full = list(args)
     for i, v in zip(positions, values):
@@ -367,4 +367,4 @@ def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict
     launched = launch_planned(kernel, grid, device, full, constexprs, constexpr_key)
     if launched is not None and _capturing is None:
         entry, fixed, backend = launched
-        bound[key] = (entry, fixed, backend, direct_arguments(entry, grid, fixed))
+        bound[key] = (entry, fixed, backend, bind_launch(entry, grid, backend, fixed, positions))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import itertools
 import math
 
 import numpy as np
@@ -29,8 +30,30 @@ class Size(tuple):
         return Size(out) if isinstance(item, slice) else out
 
 
+# Layouts by id, for cache keys that hash an int instead of nested tuples. Ids are never reused, so an id
+# held by a tensor or a cache stays true after the table is cleared at its cap (the layout then gets a new
+# id: a cache miss, never a wrong hit).
+_LAYOUTS: dict = {}
+_MAX_LAYOUTS = 4096
+_next_layout = itertools.count().__next__
+
+
+def layout_key(shape, strides: tuple, dtype: _dtype, dev: device) -> int:
+    """An int naming (shape, strides, dtype, device): tensors whose keys are equal have equal layouts on
+    one device. ``strides`` is a tuple, as ``Tensor._make`` keeps it."""
+    key = (shape, strides, dtype, dev.type, dev.index)
+    found = _LAYOUTS.get(key)
+    if found is None:
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        found = _LAYOUTS[key] = _next_layout()
+    return found
+
+
 class Tensor:
-    __slots__ = ("_storage", "_offset", "_shape", "_strides", "_dtype", "__weakref__")
+    # ``_layout``: the ``layout_key`` of this tensor, or None until first asked; whatever assigns
+    # ``_storage``, ``_shape``, ``_strides`` or ``_dtype`` after ``_make`` sets it back to None
+    __slots__ = ("_storage", "_offset", "_shape", "_strides", "_dtype", "_layout", "__weakref__")
 
     def __init__(self, *_args, **_kwargs):
         raise TypeError("create tensors with nbxtensor.tensor, nbxtensor.empty, nbxtensor.from_numpy and friends")
@@ -43,6 +66,7 @@ class Tensor:
         t._shape = shape if type(shape) is Size else Size(shape)
         t._strides = tuple(strides)
         t._dtype = dtype
+        t._layout = None
         return t
 
     @classmethod
@@ -51,6 +75,14 @@ class Tensor:
         shape = tuple(shape)
         return cls._make(None, 0, shape, _shape.contiguous_strides(shape) if strides is None else strides,
                          get_dtype(dtype))
+
+    def _layout_key(self) -> int | None:
+        """``layout_key`` of this tensor, kept on it; None for a tensor with no storage (meta)."""
+        storage = self._storage
+        if storage is None:
+            return None
+        layout = self._layout = layout_key(self._shape, self._strides, self._dtype, storage.device)
+        return layout
 
     def _view(self, shape, strides, offset: int | None = None, dtype: _dtype | None = None) -> "Tensor":
         return Tensor._make(self._storage, self._offset if offset is None else offset, shape, strides,

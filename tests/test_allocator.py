@@ -180,3 +180,53 @@ def test_waiting_blocks_are_released_by_empty_cache():
     with pytest.raises(RuntimeError, match="freed twice"):
         alloc.free(blocks[0])  # a waiting block is free: freeing it again is an error
     assert alloc.empty_cache() == SMALL_SEGMENT and dev.used == 0 and alloc.stats.reserved == 0
+
+
+def test_buffers_free_their_block_when_collected():
+    """A buffer frees its block when the last reference goes (parked by size, then handed out again as it
+    was, without a device call); the fast path (``parked_buffer``) serves only a size with a parked block;
+    a collection during an exception leaves the exception as it was; counters return to the baseline."""
+    dev, alloc = make()
+    assert alloc.parked_buffer(100, 0) is None  # nothing parked yet
+    first = alloc.buffer(100)
+    ptr = first.ptr
+    assert (first.nbytes, first.pinned, alloc.stats.allocated, alloc.stats.allocations) == (100, False, ROUND, 1)
+    del first
+    assert alloc.stats.allocated == 0 and alloc.stats.frees == 1
+    again = alloc.parked_buffer(200, 0)
+    assert again is not None and again.ptr == ptr and again.nbytes == 200 and alloc.stats.allocated == ROUND
+    assert alloc.parked_buffer(200, 0) is None and alloc.parked_buffer(200, 7) is None  # none left; other stream
+    try:
+        raise KeyError("in flight")
+    except KeyError as error:
+        del again  # collected while an exception is handled
+        assert error.args == ("in flight",)
+    assert alloc.stats.allocated == 0 and dev.mallocs == 1
+    large = alloc.buffer(SMALL_LIMIT + 1)  # large blocks are never parked: released to their pool
+    del large
+    assert alloc.stats.allocated == 0 and alloc.parked_buffer(SMALL_LIMIT + 1, 0) is None
+    assert alloc.empty_cache() == SMALL_SEGMENT + LARGE_ROUND and dev.used == 0
+    stats = alloc.stats.as_dict()
+    assert stats["allocations"] == 3 and stats["frees"] == 3 and stats["allocated"] == 0
+    assert set(stats) == {"allocated", "peak_allocated", "reserved", "peak_reserved", "allocations", "frees",
+                          "segments", "cache_flushes", "oom_retries"}
+
+
+def test_a_buffer_outliving_its_block_does_not_free_it_twice():
+    """A buffer whose block was freed by hand (a misuse) frees nothing when collected, and says nothing."""
+    _, alloc = make()
+    buffer = alloc.buffer(4096)
+    alloc.free(buffer._block)
+    del buffer
+    assert alloc.stats.allocated == 0 and alloc.stats.frees == 1
+
+
+def test_parked_blocks_per_size_are_bounded():
+    """At most a few blocks of one (stream, size) wait parked; the rest go back to their pool."""
+    _, alloc = make()
+    from nbxtensor.memory.caching import _PARKED_PER_SIZE
+    blocks = [alloc.allocate(4096) for _ in range(_PARKED_PER_SIZE + 3)]
+    for block in blocks:
+        alloc.free(block)
+    assert [len(v) for v in alloc._parked.values()] == [_PARKED_PER_SIZE]
+    assert sum(len(pool) for pool in alloc._pools.values()) >= 1 and alloc.stats.allocated == 0

@@ -204,7 +204,8 @@ def test_the_tiled_and_the_flat_launch_agree(monkeypatch):
 
 
 class _RecordingLauncher:
-    """Triton's compiled launcher as the launch path sees it; its C function records each launch."""
+    """Triton's compiled launcher as the launch path sees it; its C function records each launch as
+    (stream, *the kernel's arguments)."""
     global_scratch_size = profile_scratch_size = 0
     launch_cooperative_grid = launch_pdl = 0
 
@@ -212,7 +213,18 @@ class _RecordingLauncher:
         self.launches = []
 
     def launch(self, *args):
-        self.launches.append(args)
+        self.launches.append((args[3], *args[13:]))
+
+    def bind(self, compiled, grid, values, positions):
+        """A stand-in of the backend's bound launcher: a call sets the values at ``positions`` and records
+        the launch as Triton's launcher does."""
+        values = list(values)
+
+        def launch(stream, *new):
+            for position, value in zip(positions, new):
+                values[position] = value
+            self.launches.append((stream, *values))
+        return launch
 
     def __call__(self, *args):
         raise AssertionError("launches go to the C function, not through Triton's Python wrapper")
@@ -237,6 +249,7 @@ def bound_launches(monkeypatch):
     backend = backend_for(nbx.device("cpu"))
     monkeypatch.setattr(type(backend), "compiles_kernels", True)
     monkeypatch.setattr(type(backend), "current_stream_handle", lambda self, index=None: 0, raising=False)
+    monkeypatch.setattr(type(backend), "bind_launch", lambda self, *args: launcher.bind(*args))
     monkeypatch.setattr(L, "_compiled", EverythingCompiled())
     clear_all()  # no plan or bound call made before holds another launcher
     yield launcher.launches
@@ -264,7 +277,7 @@ def _same_launch(first, second, out_first, out_second):
 
 
 def test_a_bound_call_launches_exactly_what_the_general_path_does(bound_launches, monkeypatch):
-    """After a call's kernel is bound, later calls with the same key go straight to Triton's C launcher
+    """After a call's kernel is bound, later calls with the same key go straight to the bound launcher
     with the general path's arguments: tensors by address, scalars by their bits (0.0 and -0.0 apart),
     reflected operands in their places, broadcast operands with their strides."""
     rng = np.random.default_rng(0)
@@ -304,12 +317,12 @@ def test_a_bound_call_takes_each_operand_from_its_own_argument(bound_launches):
     for _ in range(3):
         x + x
     a + b
-    kernel_args = bound_launches[-1][13:]
+    kernel_args = bound_launches[-1][1:]
     assert a.data_ptr() in kernel_args and b.data_ptr() in kernel_args
     big = _host(rng.standard_normal(40).astype(np.float32))
     shifted = big[1:33]  # 4 bytes past an aligned address
     out = shifted + b
-    assert shifted.data_ptr() in bound_launches[-1][13:] and out.shape == (32,)
+    assert shifted.data_ptr() in bound_launches[-1][1:] and out.shape == (32,)
     import nbxtensor.launch as L
     with L.capture() as recorded:
         a + b
@@ -334,7 +347,7 @@ def test_a_bound_call_launches_on_the_current_stream(bound_launches, monkeypatch
         a + b
     stream[0] = 7
     a + b
-    assert bound_launches[-1][3] == 7
+    assert bound_launches[-1][0] == 7
 
 
 def test_a_bound_call_writes_where_a_graph_arena_puts_its_output(bound_launches, monkeypatch):
@@ -349,4 +362,76 @@ def test_a_bound_call_writes_where_a_graph_arena_puts_its_output(bound_launches,
                         lambda shape, strides, dtype, dev, nbytes: arena[16:16 + 8])
     out = a + b
     assert out.data_ptr() == arena.data_ptr() + 64
-    assert out.data_ptr() in bound_launches[-1][13:] and arena.data_ptr() not in bound_launches[-1][13:]
+    assert out.data_ptr() in bound_launches[-1][1:] and arena.data_ptr() not in bound_launches[-1][1:]
+
+
+def test_tensors_of_one_layout_on_one_device_share_a_key():
+    """A tensor goes into ``_fast_key`` as its layout key: equal for equal shape, strides, dtype and
+    device, whatever the data or the offset; different when any of them differs."""
+    from nbxtensor.storage import Storage
+    from nbxtensor.tensor import Tensor
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    a, b = _host(x), _host(x + 1)
+    big = _host(np.zeros((4, 4), np.float32))
+    assert pointwise._fast_key((a, b)) == pointwise._fast_key((b, a)) == pointwise._fast_key((a, big[1:]))
+    assert pointwise._fast_key((a,)) == pointwise._fast_key((big[1:],))
+    transposed = _host(x.reshape(4, 3)).T
+    assert transposed.shape == a.shape
+    other_dtype = _host(x.astype(np.float64))
+    # no memory is needed for a key, so a CUDA tensor of no elements stands for one on any machine
+    cuda = [Tensor._make(Storage(nbx.device("cuda", i), 0), 0, (0,), (1,), a.dtype) for i in (0, 1)]
+    empty = _host(np.zeros(0, np.float32))
+    keys = [pointwise._fast_key((t,)) for t in (a, transposed, other_dtype, empty, *cuda)]
+    assert len(set(keys)) == len(keys)
+    assert pointwise._fast_key((a, b)) != pointwise._fast_key((a, transposed))
+    assert pointwise._fast_key((a, 1)) != pointwise._fast_key((a, 1.0)) != pointwise._fast_key((a, True))
+
+
+def test_a_tensor_with_no_storage_has_no_fast_key():
+    from nbxtensor.tensor import Tensor
+    a = _host(np.ones(4, np.float32))
+    meta = Tensor._meta((4,), nbx.float32)
+    pointwise._fast_key((a,))  # a's layout key is kept from here on
+    assert pointwise._fast_key((meta,)) is None
+    assert pointwise._fast_key((a, meta)) is None and pointwise._fast_key((meta, a)) is None
+    assert pointwise._fast_key((a, 2.0, meta)) is None
+
+
+def test_an_out_resized_in_place_gets_a_new_key():
+    """An empty ``out`` takes the broadcast shape in place; a layout key kept from before would stand for
+    the old shape."""
+    a, b = _host(np.ones(8, np.float32)), _host(np.arange(8, dtype=np.float32))
+    out = _host(np.zeros(0, np.float32))
+    before = pointwise._fast_key((out, b))
+    nbx.add(a, b, out=out)
+    assert out.shape == (8,)
+    assert pointwise._fast_key((out, b)) == pointwise._fast_key((a, b)) != before
+    np.testing.assert_array_equal((out * b).numpy(), (a + b).numpy() * b.numpy())
+
+
+def test_layout_keys_are_never_reused_when_the_table_is_cleared(monkeypatch):
+    import sys
+    tensor_module = sys.modules["nbxtensor.tensor"]  # ``nbxtensor.tensor`` the attribute is the function
+    monkeypatch.setattr(tensor_module, "_LAYOUTS", {})
+    monkeypatch.setattr(tensor_module, "_MAX_LAYOUTS", 2)
+    kept = [_host(np.zeros(n, np.float32)) for n in range(1, 6)]
+    keys = [pointwise._fast_key((t,)) for t in kept]  # the table is cleared twice on the way
+    assert len(set(keys)) == len(keys)
+    again = _host(np.ones(1, np.float32))
+    assert pointwise._fast_key((again,)) not in keys[1:]
+
+
+def test_a_bound_call_gives_its_outputs_their_layout_key(bound_launches):
+    """Outputs of a bound call come with their layout key, so a chained op does not compute it again;
+    it is the key their layout has."""
+    from nbxtensor.tensor import layout_key
+    rng = np.random.default_rng(2)
+    a, b, c = (_host(rng.standard_normal((4, 8)).astype(np.float32)) for _ in range(3))
+    row = _host(rng.standard_normal(8).astype(np.int32))
+    for _ in range(3):
+        a + b
+        a * row
+    for out in (a + b, a * row):
+        assert out._layout is not None
+        assert out._layout == layout_key(out._shape, out._strides, out._dtype, out.device)
+    assert pointwise._fast_key((a + b, c)) == pointwise._fast_key((a, c))

@@ -95,6 +95,24 @@ class Backend(ABC):
     def check_kernels(self) -> None:
         """Raise a clear error when this process cannot run kernels on this backend."""
 
+    def parked_buffers(self, index: int):
+        """A function ``(nbytes, stream) -> buffer or None`` that hands out a cached buffer of that size on
+        device ``index`` without Python where one is ready (else None, and ``allocate`` serves); None where
+        the backend keeps no such cache."""
+        return None
+
+    def bind_launch(self, compiled, grid, values, positions):
+        """A callable ``(stream, *new)`` that launches the compiled kernel ``compiled`` over ``grid`` with
+        the kernel's positional arguments ``values`` (tensors as addresses), the arguments at ``positions``
+        taking the call's ``new`` values; None where this backend has no such launcher for it (then
+        launches go through Triton's)."""
+        return None
+
+    def launch_failed(self, error: RuntimeError, index: int) -> None:
+        """After a launcher from ``bind_launch`` raised ``error`` on device ``index``: put right what a retry
+        can fix and return (the caller retries once), else raise."""
+        raise error
+
     def record_graph(self, issue, index: int, prepare=None):
         """The device's own graph of the launches that ``issue()`` makes on device ``index``, recorded
         without running them, as an object whose ``launch()`` runs them all on the current stream; None

@@ -4,11 +4,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+import warnings
 
 import numpy as np
 
 from ..memory import CachingAllocator, RawOutOfMemory
 from ..memory.caching import limit_from_environment
+from . import cuda_launcher
 from . import facts as _facts
 from .backend import Backend, Buffer, KernelPointer
 
@@ -66,6 +68,7 @@ class CudaBackend(Backend):
         self._allocators: dict[int, CachingAllocator] = {}
         self._staging = None  # pinned buffers and their events, for uploads from pageable memory
         self._staging_lock = threading.Lock()
+        self._launch_address: int | None = None  # cuLaunchKernelEx's, once looked up; 0: unavailable
 
     # ---- devices ---------------------------------------------------------------------------
     def device_count(self) -> int:
@@ -112,6 +115,9 @@ class CudaBackend(Backend):
                 lambda n, i=index: self._raw_alloc(n, i), lambda p, i=index: self._raw_free(p, i),
                 lambda i=index: self._mem_info(i), name=f"cuda:{index}", limit=limit_from_environment())
         return found
+
+    def parked_buffers(self, index: int):
+        return self.allocator(index).parked_buffer
 
     def _raw_alloc(self, nbytes: int, index: int) -> int:
         self._activate(index)
@@ -192,6 +198,38 @@ class CudaBackend(Backend):
     def synchronize(self, index: int | None = None) -> None:
         self._activate(index)
         _check(self._rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+
+    # ---- launches --------------------------------------------------------------------------
+    def bind_launch(self, compiled, grid, values, positions):
+        """Our launcher (``cuda_launcher``): the parameters packed once, a call rewrites the varying ones
+        and calls ``cuLaunchKernelEx``, for a fraction of Triton's launcher's host time. None where it
+        cannot serve the kernel, or cannot be built here (then Triton's launcher serves)."""
+        if self._launch_address is None:
+            from cuda.bindings import driver
+            self._launch_address = 0
+            err, address, _ = driver.cuGetProcAddress(
+                b"cuLaunchKernelEx", 12000, driver.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT)
+            if err == driver.CUresult.CUDA_SUCCESS and address:
+                try:
+                    cuda_launcher.module()
+                    self._launch_address = int(address)
+                except RuntimeError as e:
+                    warnings.warn(f"{e}; kernels launch through Triton's launcher", RuntimeWarning, stacklevel=2)
+        if not self._launch_address:
+            return None
+        return cuda_launcher.bind(compiled, grid, values, positions, self._launch_address)
+
+    def launch_failed(self, error: RuntimeError, index: int) -> None:
+        """After a bound launch raised ``error``: make device ``index`` current where the thread had no
+        context (the caller then retries once), else raise the error with the driver's name for it."""
+        from cuda.bindings import driver
+        code = getattr(error, "cuda_result", None)
+        if code in (driver.CUresult.CUDA_ERROR_INVALID_CONTEXT, driver.CUresult.CUDA_ERROR_CONTEXT_IS_DESTROYED):
+            self._local.active = None
+            self._activate(index)
+            return
+        name = driver.CUresult(code).name if code is not None else "unknown"
+        raise RuntimeError(f"cuda:{index}: kernel launch failed: {name} ({code})") from error
 
     # ---- streams ---------------------------------------------------------------------------
     def current_stream_handle(self, index: int | None = None) -> int:

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..device.backend import Buffer
+from .. import native
 
 ROUND = 512
 SMALL_LIMIT = 1 << 20
@@ -70,33 +70,6 @@ class Block:
     next: "Block | None" = field(default=None, repr=False)
 
 
-@dataclass
-class MemoryStats:
-    allocated: int = 0
-    peak_allocated: int = 0
-    reserved: int = 0
-    peak_reserved: int = 0
-    allocations: int = 0
-    frees: int = 0
-    segments: int = 0
-    cache_flushes: int = 0
-    oom_retries: int = 0
-
-
-class _BlockBuffer(Buffer):
-    """A buffer over a block of a cache, which takes the block back when the buffer is collected."""
-    __slots__ = ("_block", "_cache")
-
-    def __del__(self):
-        cache = self._cache
-        if cache is not None:
-            self._cache = None
-            try:
-                cache.free(self._block)
-            except Exception:  # noqa: BLE001  (at interpreter exit the device may already be gone)
-                pass
-
-
 class CachingAllocator:
     def __init__(self, raw_alloc, raw_free, mem_info, name: str = "device", limit: int | None = None):
         """``raw_alloc(nbytes) -> ptr`` (raising RawOutOfMemory), ``raw_free(ptr)``,
@@ -106,62 +79,51 @@ class CachingAllocator:
         self._mem_info = mem_info
         self.name = name
         self.limit = limit
-        self.stats = MemoryStats()
         self._pools: dict[tuple[int, bool], list[tuple[int, int, Block]]] = {}
         self._segments: dict[int, Segment] = {}
-        self._live: dict[int, Block] = {}
-        # small blocks just freed, by (stream, size), kept whole: the next request of that size takes one
-        # back without a split and a merge (most requests repeat a recent size); they join the pools
-        # when a request finds nothing else, and before the cache is emptied
-        self._parked: dict[tuple[int, int], list[Block]] = {}
+        # The hot path runs in C (``nbxtensor/native/block_cache.c``): small blocks just freed are parked
+        # whole by (stream, size), and the next request of that size takes one back without a split and a
+        # merge (most requests repeat a recent size); they join the pools when a request finds nothing
+        # else, and before the cache is emptied. It keeps the live blocks and the counters too.
+        self._parking = native.module("block_cache").Parking(self._release, _PARKED_PER_SIZE, ROUND, SMALL_LIMIT)
+        self.stats = self._parking.stats
+        self._live: dict[int, Block] = self._parking.live
+        self._parked: dict[tuple[int, int], list[Block]] = self._parking.parked
+        # (nbytes, stream) -> a buffer over a parked block, or None (then ``buffer``): for callers that
+        # allocate the same size call after call
+        self.parked_buffer = self._parking.buffer
 
     @staticmethod
     def round_size(nbytes: int) -> int:
         return max(ROUND, -(-nbytes // ROUND) * ROUND)
 
     def allocate(self, nbytes: int, stream: int = 0) -> Block:
+        block = self._parking.take(nbytes, stream)
+        if block is not None:
+            return block
         if nbytes < 0:
             raise ValueError(f"cannot allocate a negative number of bytes ({nbytes})")
         size = self.round_size(nbytes)
         small = size <= SMALL_LIMIT
-        parked = self._parked.get((stream, size)) if small else None
-        if parked:
-            block = parked.pop()
-        else:
+        block = self._take_cached(size, stream, small)
+        if block is None and any(self._parked.values()):
+            self._merge_parked()
             block = self._take_cached(size, stream, small)
-            if block is None and self._parked:
-                self._merge_parked()
-                block = self._take_cached(size, stream, small)
-            if block is None:
-                block = self._new_segment_block(size, stream, small, nbytes)
-            self._split(block, size, small)
+        if block is None:
+            block = self._new_segment_block(size, stream, small, nbytes)
+        self._split(block, size, small)
         block.free = False
-        block.requested = nbytes
-        self._live[block.ptr] = block
-        s = self.stats
-        s.allocated += block.size
-        s.allocations += 1
-        s.peak_allocated = max(s.peak_allocated, s.allocated)
+        self._parking.checkout(block, nbytes)
         return block
 
     def buffer(self, nbytes: int, stream: int = 0):
-        """``allocate`` as a device ``Buffer`` that frees its block when collected."""
-        block = self.allocate(nbytes, stream)
-        buffer = _BlockBuffer(block.ptr, nbytes)
-        buffer._block, buffer._cache = block, self
-        return buffer
+        """``allocate`` as a device buffer that frees its block when collected."""
+        made = self._parking.buffer(nbytes, stream)
+        return made if made is not None else self._parking.wrap(self.allocate(nbytes, stream), nbytes)
 
     def free(self, block: Block) -> None:
-        if block.free or self._live.pop(block.ptr, None) is not block:
-            raise RuntimeError(f"{self.name}: block at {block.ptr:#x} freed twice or not ours")
-        self.stats.allocated -= block.size
-        self.stats.frees += 1
-        if block.segment.small:
-            parked = self._parked.setdefault((block.segment.stream, block.size), [])
-            if len(parked) < _PARKED_PER_SIZE:
-                parked.append(block)  # still marked in use, so no neighbour merges with it meanwhile
-                return
-        self._release(block)
+        """Give back a block ``allocate`` handed out: parked, or released to its pool."""
+        self._parking.free(block)
 
     def _release(self, block: Block) -> None:
         """Return a block to its stream's pool as free, merged with free neighbours."""
@@ -173,10 +135,9 @@ class CachingAllocator:
         self._pool(block)
 
     def _merge_parked(self) -> None:
-        parked, self._parked = self._parked, {}
-        for blocks in parked.values():
-            for block in blocks:
-                self._release(block)
+        for blocks in self._parked.values():  # emptied in place: the parking keeps these lists
+            while blocks:
+                self._release(blocks.pop())
 
     def empty_cache(self) -> int:
         """Give every wholly free segment back to the device; returns the bytes released."""

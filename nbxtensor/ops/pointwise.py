@@ -53,10 +53,10 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import KERNEL_ARGUMENTS, STREAM_ARGUMENT, _specialised, cdiv, launch, launch_slots
+from ..launch import _specialised, bind_launch, cdiv, launch, launch_slots, relaunch
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
-from ..tensor import Size, Tensor
+from ..tensor import Size, Tensor, layout_key
 from . import copy as _copy_module
 from .copy import _check_overlap, _conversion_flags, allocate_tensor, new_tensor
 from .plans import PlanCache
@@ -333,16 +333,25 @@ def _call_key(row: Row, call: Call, out, inplace: bool):
 def _fast_key(args):
     """The key of a call by positional tensors and Python scalars alone, or None: every tensor's layout and
     device, every scalar's type and value (floats by their exact text, since 0.0 == -0.0), the default
-    dtype. A row's parser and plan are functions of these, so one key always means one launch."""
+    dtype. A row's parser and plan are functions of these, so one key always means one launch. A tensor
+    goes as its layout key (an int, see ``tensor.layout_key``): a scalar goes as a type and a value or as a
+    string, so no two argument lists share a key."""
+    if len(args) == 2:  # two tensors whose layout keys are known: the usual binary call, built directly
+        x, y = args
+        if type(x) is Tensor and type(y) is Tensor:
+            layout_x, layout_y = x._layout, y._layout
+            if layout_x is not None and layout_y is not None:
+                return (_promotion._default_float, layout_x, layout_y)
     key = [_promotion._default_float]
     for a in args:
         kind = type(a)
         if kind is Tensor:
-            storage = a._storage
-            if storage is None:
-                return None
-            dev = storage.device
-            key += (a._shape, a._strides, a._dtype, dev.type, dev.index)
+            layout = a._layout
+            if layout is None:
+                layout = a._layout_key()
+                if layout is None:
+                    return None
+            key.append(layout)
         elif kind is float:
             key.append(a.hex())
         elif kind is int or kind is bool:
@@ -354,11 +363,11 @@ def _fast_key(args):
 
 def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
     """The call of ``plan`` as a function of the positional ``args`` of a later call with the same
-    ``_fast_key``: it allocates the output and issues the bound launch through Triton's C launcher, with
+    ``_fast_key``: it allocates the output and issues the launch through the backend's bound launcher, with
     the stream, the output's and the operands' addresses as the only arguments that change. Returns None
-    for calls it does not serve (an operand that is not one argument, a kernel not yet bound, a pointer
-    off Triton's 16-byte specialisation); the call returns None when an address of a later call is off it,
-    and the general path takes over."""
+    for calls it does not serve (an operand that is not one argument, a kernel not yet bound or with no
+    bound launcher, a pointer off Triton's 16-byte specialisation); the call returns None when an address
+    of a later call is off it, and the general path takes over."""
     planned = plan.launch
     arg_of = []  # per kernel operand: the argument whose address it takes, or -1 (the output's, unread)
     for i in planned.pointer_slots:
@@ -372,38 +381,47 @@ def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
     if not all(aligned for _, aligned in spec[:1 + len(pointers)]):
         return None
     found = planned.bound.get((plan.device.index, spec))
-    if found is None or found[3] is None:
+    if found is None:
         return None
-    _, _, backend, (c_launch, template) = found
-    template = template.copy()  # this call's scalar bits stay; the addresses are set at each call
+    entry, fixed, backend, _ = found
+    values = fixed.copy()  # this call's scalar bits stay; the addresses are set at each call
     for i, v in zip(planned.positions, varying):
-        template[KERNEL_ARGUMENTS + i] = v
-    out_at = [KERNEL_ARGUMENTS + planned.positions[1 + k] for k, j in enumerate(arg_of) if j < 0]
-    out_at.append(KERNEL_ARGUMENTS + planned.positions[0])
-    operands = tuple((KERNEL_ARGUMENTS + planned.positions[1 + k], j, args[j]._dtype.itemsize)
-                     for k, j in enumerate(arg_of) if j >= 0)
+        values[i] = v
+    outputs = [planned.positions[1 + k] for k, j in enumerate(arg_of) if j < 0] + [planned.positions[0]]
+    operands = [(planned.positions[1 + k], j) for k, j in enumerate(arg_of) if j >= 0]
+    launcher = bind_launch(entry, planned.grid, backend, values, outputs + [p for p, _ in operands])
+    if launcher is None:
+        return None
+    copies = len(outputs)
+    operands = tuple((j, args[j]._dtype.itemsize) for _, j in operands)
     shape, result, device = Size(plan.shape), plan.result, plan.device
     strides, nbytes = plan.new_out
     stream_of, index, allocate = backend.current_stream_handle, device.index, backend.allocate
+    layout = layout_key(shape, tuple(strides), result, device)  # every output of this call has this layout
+    parked = backend.parked_buffers(index) or (lambda nbytes, stream: None)
 
     def call(args):
+        stream = stream_of(index)
         if _copy_module.arena_service is None:
-            made = Tensor._make(Storage(device, nbytes, allocate(nbytes, index)), 0, shape, strides, result)
-            aligned = made._storage.buffer.ptr
+            buffer = parked(nbytes, stream) or allocate(nbytes, index)
+            made = Tensor._make(Storage(device, nbytes, buffer), 0, shape, strides, result)
+            aligned = buffer.ptr
         else:
             made = allocate_tensor(shape, strides, result, device, nbytes)  # a view into a graph's arena
             aligned = made.data_ptr()
-        arguments = template.copy()
-        arguments[STREAM_ARGUMENT] = stream_of(index)
-        for at in out_at:
-            arguments[at] = aligned
-        for at, j, itemsize in operands:
+        made._layout = layout
+        addresses = [aligned] * copies
+        for j, itemsize in operands:
             a = args[j]
-            ptr = arguments[at] = a._storage.buffer.ptr + a._offset * itemsize
+            ptr = a._storage.buffer.ptr + a._offset * itemsize
+            addresses.append(ptr)
             aligned |= ptr
         if aligned & 15:
             return None
-        c_launch(*arguments)
+        try:
+            launcher(stream, *addresses)
+        except RuntimeError as error:
+            relaunch(error, launcher, backend, device, stream, addresses)
         return made
     return call
 
@@ -547,6 +565,7 @@ def _prepare_out(row: Row, plan: Plan, out, inplace: bool, dev):
                                f"{tuple(plan.shape)}")
         fresh = new_tensor(plan.shape, out.dtype, dev)
         out._storage, out._offset, out._shape, out._strides = (fresh._storage, 0, fresh._shape, fresh._strides)
+        out._layout = None
     return out
 
 
