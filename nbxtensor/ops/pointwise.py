@@ -334,8 +334,8 @@ def _fast_key(args):
     """The key of a call by positional tensors and Python scalars alone, or None: every tensor's layout and
     device, every scalar's type and value (floats by their exact text, since 0.0 == -0.0), the default
     dtype. A row's parser and plan are functions of these, so one key always means one launch. A tensor
-    goes as its layout key (an int, see ``tensor.layout_key``): a scalar goes as a type and a value or as a
-    string, so no two argument lists share a key."""
+    goes as its layout key (an int, see ``tensor.layout_key``), a scalar as its type and value or as a
+    string, so one argument's items never read as another's."""
     if len(args) == 2:  # two tensors whose layout keys are known: the usual binary call, built directly
         x, y = args
         if type(x) is Tensor and type(y) is Tensor:
