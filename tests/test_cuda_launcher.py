@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from nbxtensor.device import cuda_launcher
+from tests.conftest import TEST_DEVICE
 
 if not (os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")):
     pytest.skip("no C compiler (gcc, clang or $CC) to build the _nbx_cuda_launch extension",
@@ -448,3 +449,41 @@ def test_bind_declines_what_it_does_not_serve():
     assert cuda_launcher.bind(_Compiled(signature), (1,), [0, (2, 3)], [1], address) is None
     assert cuda_launcher.bind(_Compiled({"d": "tensordesc<fp32[64, 64]>"}), (1,), [0], [0], address) is None
     assert cuda_launcher.bind(_Compiled(signature), (1,), [0, (2, 3)], [0], address) is not None
+
+
+@pytest.mark.skipif(TEST_DEVICE != "cuda", reason="the CUDA backend binds launches; the interpreter has none")
+def test_repeated_calls_on_cuda_launch_through_our_launcher(monkeypatch):
+    """On CUDA a pointwise call repeated with the same layout binds our launcher once and then launches
+    through it, with results equal to NumPy's."""
+    import numpy as np
+
+    import nbxtensor as nbx
+    made = []
+    real_bind = cuda_launcher.bind
+    monkeypatch.setattr(cuda_launcher, "bind", lambda *args: made.append(real_bind(*args)) or made[-1])
+    x = np.arange(91, dtype=np.float32).reshape(7, 13)  # a layout no other test plans
+    a, b = nbx.tensor(x, device="cuda"), nbx.tensor(2 * x, device="cuda")
+    results = [(a + b * 0.5).numpy() for _ in range(4)]
+    assert made and all(isinstance(m, BoundLaunch) for m in made)
+    for got in results:
+        np.testing.assert_array_equal(got, x + x)
+
+
+@pytest.mark.skipif(TEST_DEVICE != "cuda", reason="the CUDA backend binds launches; the interpreter has none")
+def test_a_bound_launch_from_a_new_thread_makes_the_device_current():
+    """A thread that has touched no CUDA API yet has no current context: the bound launch fails with the
+    driver's invalid-context error, the device is made current and the launch retried."""
+    import threading
+
+    import numpy as np
+
+    import nbxtensor as nbx
+    x = np.arange(77, dtype=np.float32).reshape(7, 11)  # a layout no other test plans
+    a = nbx.tensor(x, device="cuda")
+    for _ in range(3):
+        a + a  # binds the call in this thread
+    results = []
+    worker = threading.Thread(target=lambda: results.append((a + a).numpy()))
+    worker.start()
+    worker.join()
+    np.testing.assert_array_equal(results[0], 2 * x)

@@ -458,7 +458,7 @@ def _operator(op_name: str, reflected: bool = False):
     impl = get(op_name).impl
 
     def operator(self, other):
-        if not (isinstance(other, Tensor) or _is_scalar(other)):
+        if type(other) is not Tensor and not (isinstance(other, Tensor) or _is_scalar(other)):
             return NotImplemented
         return impl(other, self) if reflected else impl(self, other)
 
