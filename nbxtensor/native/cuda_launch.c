@@ -11,6 +11,11 @@
 #include <string.h>
 #include "cuda.h"
 
+#if PY_VERSION_HEX < 0x030B0000  /* the half-float packers became public API in Python 3.11 */
+#define PyFloat_Pack2(x, p, le) _PyFloat_Pack2((x), (unsigned char *)(p), (le))
+#define PyFloat_Unpack2(p, le) _PyFloat_Unpack2((const unsigned char *)(p), (le))
+#endif
+
 PyDoc_STRVAR(module_doc,
 "Launches compiled Triton kernels from a pre-packed parameter buffer.\n\n"
 "BoundLaunch(launch_address, function, grid, block_x, shared_memory, cooperative, pdl,\n"
