@@ -13,7 +13,7 @@ from ..device import backend_for, device as _device
 from ..dtypes import get_dtype
 from ..kernels.copy import (FORMAT_BOOL, FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE,
                             SMALL_FLOAT_FORMATS, SOURCE_CONSTANT, SOURCE_TENSOR, strided_copy)
-from ..launch import cdiv, launch_planned, refuse_capture
+from ..launch import cdiv, launch_slots, refuse_capture
 from ..promotion import result_type
 from ..storage import Storage
 from ..tensor import Tensor
@@ -105,17 +105,21 @@ def _conversion_flags(st, dt, dev: _device) -> dict:
 
 
 class _CopyPlan:
-    """What one geometry of copy needs besides its pointers and its constant: worked out once."""
+    """What one geometry of copy needs besides its pointers and its constant: worked out once. ``args``
+    are the kernel's arguments with None where a call's destination, source and constant go
+    (``_VARYING``); ``bound`` is what ``launch_slots`` keeps of the compiled kernel."""
 
-    __slots__ = ("grid", "shape", "dst_strides", "src_strides", "constexprs", "constexpr_key")
+    __slots__ = ("grid", "args", "constexprs", "constexpr_key", "bound")
 
-    def __init__(self, grid, shape, dst_strides, src_strides, constexprs):
+    def __init__(self, grid, n, shape, dst_strides, src_strides, constexprs):
         self.grid = grid
-        self.shape = shape
-        self.dst_strides = dst_strides
-        self.src_strides = src_strides
+        self.args = [None, None, n, None, shape, dst_strides, src_strides]
         self.constexprs = constexprs
         self.constexpr_key = tuple(constexprs.items())
+        self.bound = {}
+
+
+_VARYING = [0, 1, 3]  # strided_copy's destination, source and constant bits
 
 
 _SPLIT = object()  # a plan marker: more dims than the kernel indexes, copied one leading index at a time
@@ -144,7 +148,7 @@ def _plan_copy(dst: Tensor, src: Tensor | None, pairs: int):
     constexprs = dict(RANK=len(shape), SOURCE=flags.pop("SOURCE"),
                       CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[dt.itemsize]), **flags, PAIRS=pairs,
                       INDEX_64=index_64, BLOCK=block)
-    return _CopyPlan((cdiv(n, block),), shape, dst_strides, src_strides, constexprs)
+    return _CopyPlan((cdiv(n, block),), n, shape, dst_strides, src_strides, constexprs)
 
 
 def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: int = PAIRS_NONE) -> None:
@@ -160,9 +164,8 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
         for i in range(dst.shape[0]):
             _run_copy(dst[i], None if src is None else src[i], constant_bits, pairs)
         return
-    launch_planned(strided_copy, plan.grid, dst.device,
-                   [dst, dst if src is None else src, dst.numel(), constant_bits, plan.shape, plan.dst_strides,
-                    plan.src_strides], plan.constexprs, plan.constexpr_key)
+    launch_slots(strided_copy, plan.grid, dst.device, plan.args, _VARYING,
+                 [dst, dst if src is None else src, constant_bits], plan.constexprs, plan.constexpr_key, plan.bound)
 
 
 def _has_internal_overlap(t: Tensor) -> bool:
