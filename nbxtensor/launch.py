@@ -268,7 +268,9 @@ def _specialised(args) -> tuple[tuple, list]:
     for a in args:
         kind = type(a)
         if kind is Tensor:
-            ptr = a.data_ptr()
+            storage = a._storage  # ``data_ptr()`` inlined: a launch reads several tensors' addresses
+            buffer = None if storage is None else storage.buffer
+            ptr = 0 if buffer is None else buffer.ptr + a._offset * a._dtype.itemsize
             add_spec((a._dtype, ptr & _ALIGN_MASK == 0))
             add_value(ptr)
             continue
