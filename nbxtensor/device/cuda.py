@@ -284,9 +284,14 @@ class CudaBackend(Backend):
     def describe_index(self, index: int) -> dict:
         p = self.properties(index)
         name = p.name.decode() if isinstance(p.name, bytes) else str(p.name)
+        try:
+            cuda_launcher.module()
+            launcher = "nbxtensor's (native/cuda_launch.c) for repeated launches"
+        except RuntimeError as e:
+            launcher = f"Triton's ({e})"
         return {"type": "cuda", "name": name.rstrip("\x00"), "capability": f"{p.major}.{p.minor}",
                 "multiprocessors": p.multiProcessorCount, "memory_gib": round(p.totalGlobalMem / 2 ** 30, 1),
-                "facts": self.facts["name"]}
+                "facts": self.facts["name"], "launcher": launcher}
 
 
 class CudaGraph:
