@@ -79,9 +79,20 @@ def main() -> None:
     b = nbx.tensor(rng.standard_normal(16).astype(np.float32))
     rows = nbx.tensor(rng.standard_normal((64, 256)).astype(np.float32))
     logits = nbx.tensor(rng.standard_normal((64, 152064)).astype(np.float32))
+    F = nbx.nn.functional
+    weight = nbx.tensor(rng.standard_normal(256).astype(np.float32))
+    q = nbx.tensor(rng.standard_normal((1, 8, 1, 64)).astype(np.float32))
+    kv = nbx.tensor(rng.standard_normal((1, 8, 128, 64)).astype(np.float32))
+    w = nbx.tensor(rng.standard_normal((256, 256)).astype(np.float32))
     cases = [
         ("fill_ (16 floats)", lambda: a.fill_(1.0)),
+        ("copy_ (16 floats)", lambda: a.copy_(b)),
+        ("clone (16 floats)", lambda: a.clone()),
         ("a + b (16 floats)", lambda: a + b),
+        ("a * 2.0 (16 floats)", lambda: a * 2.0),
+        ("linear 64 x 256 -> 256", lambda: F.linear(rows, w)),
+        ("rms_norm 64 x 256", lambda: F.rms_norm(rows, (256,), weight)),
+        ("sdpa decode 8 heads x 128 keys", lambda: F.scaled_dot_product_attention(q, kv, kv)),
         ("row sum 64 x 256", lambda: rows.sum(dim=-1)),
         ("softmax 64 x 256", lambda: nbx.softmax(rows, -1)),
         ("sort 64 x 256", lambda: nbx.sort(rows)),

@@ -580,3 +580,17 @@ def test_the_compiled_launch_path_compiles_once_per_specialisation(monkeypatch):
     # compiled: the first, 16, 1, 2**40, True, an int scale, a tuple holding 16; the second call reused the first
     assert len(compiles) == 7 and len(runs) == 1
     assert runs[0][-6:] == (x.data_ptr(), 9, -1.0, (7, 9), False, 4)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float16, np.int8, np.bool_])
+def test_clone_of_every_kind_of_dtype_copies_values_exactly(dtype):
+    """clone writes its fresh tensor directly (no copy_ checks): complex pairs, narrow floats, integers and
+    bools come back bit for bit, from a strided view too."""
+    values = (np.arange(24).reshape(4, 6) * 0.75 - 3).astype(dtype)
+    if np.issubdtype(dtype, np.complexfloating):
+        values = values + 1j * values[::-1]
+    x = to_nbx(values)
+    for view, expected in ((x, values), (x.t()[::2], values.T[::2])):
+        got = view.clone()
+        assert got.dtype == view.dtype and got.shape == view.shape
+        np.testing.assert_array_equal(got.numpy(), expected)

@@ -412,7 +412,13 @@ def clone(x: Tensor, memory_format=None) -> Tensor:
     else:
         raise ValueError(f"clone: unsupported memory_format {memory_format!r}; use 'preserve_format' or "
                          "'contiguous_format'")
-    return copy_(new_tensor(x.shape, x.dtype, x.device, strides), x)
+    out = new_tensor(x.shape, x.dtype, x.device, strides)
+    # a fresh tensor of x's shape, dtype and device: none of copy_'s checks or conversions apply
+    if x.dtype.is_complex:
+        _copy_complex(out, x)
+    else:
+        _run_copy(out, x)
+    return out
 
 
 @register("contiguous", family="copy", aten=["aten::contiguous.default"], meta=_clone_meta, cost=_clone_cost,
