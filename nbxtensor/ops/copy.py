@@ -31,12 +31,29 @@ _BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 arena_service = None
 
 
+# shape -> (contiguous strides, elements): every op's outputs repeat a few shapes call after call
+_contiguous: dict = {}
+
+
+def _contiguous_layout(shape: tuple) -> tuple:
+    found = _contiguous.get(shape)
+    if found is None:
+        if len(_contiguous) >= 4096:
+            _contiguous.clear()
+        strides = S.contiguous_strides(shape)
+        found = _contiguous[shape] = (strides, S.numel(shape))
+    return found
+
+
 def new_tensor(shape, dtype, dev: _device, strides=None, pinned: bool = False) -> Tensor:
     """Uninitialised memory for a tensor of ``shape`` (contiguous unless ``strides`` are given);
     ``pinned`` asks for page-locked host memory."""
     shape = tuple(shape)
-    strides = S.contiguous_strides(shape) if strides is None else tuple(strides)
-    count = S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
+    if strides is None:
+        strides, count = _contiguous_layout(shape)
+    else:
+        strides = tuple(strides)
+        count = S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
     if pinned and dev.type != "cpu":
         raise RuntimeError(f"pin_memory applies to CPU tensors, not {dev}")
     return allocate_tensor(shape, strides, dtype, dev, count * dtype.itemsize, pinned)
