@@ -180,24 +180,6 @@ def test_a_failed_launch_raises_with_the_cuda_result():
     assert info.value.cuda_result == 700
 
 
-def test_with_grid_copies_everything_but_the_grid():
-    driver = Driver(3)
-    bound = driver.bind(b"pid", [5, -6, 0.25], varying=(1,), grid=(2, 2, 2), block_x=64, shared_memory=100,
-                        cooperative=1)
-    bound(0, -7)
-    other = bound.with_grid((9, 1, 1))
-    assert other.grid == (9, 1, 1) and bound.grid == (2, 2, 2)
-    assert (other.kinds, other.varying, other.values()) == (bound.kinds, bound.varying, (5, -7, 0.25))
-    other(3, 8)
-    assert driver.last.grid == (9, 1, 1) and driver.last.block == (64, 1, 1) and driver.last.shared == 100
-    assert driver.last.attrs == [(COOPERATIVE, 1)] and driver.last.stream == 3
-    assert other.values() == (5, 8, 0.25) and bound.values() == (5, -7, 0.25)
-    assert set(driver.launches[-1].pointers).isdisjoint(driver.launches[0].pointers)
-    assert other.with_grid([0, 1, 1]).grid == (0, 1, 1)
-    with pytest.raises(TypeError, match="grid"):
-        bound.with_grid((1, 1))
-
-
 def test_the_noop_launch_function_does_nothing_and_succeeds():
     bound = BoundLaunch(lib.noop_launch_address, 1, (1, 1, 1), 32, 0, 0, 0, b"ppp", (0, 0, 0), (0, 1))
     assert bound(0, 2**64 - 1, 3) is None and bound.values() == (2**64 - 1, 3, 0)

@@ -454,33 +454,6 @@ static PyObject *bound_call(PyObject *op, PyObject *const *args, size_t nargsf, 
     Py_RETURN_NONE;
 }
 
-static PyObject *bound_with_grid(PyObject *op, PyObject *grid)
-{
-    BoundLaunch *self = (BoundLaunch *)op;
-    unsigned int g[3];
-    if (parse_grid(grid, g) < 0)
-        return NULL;
-    BoundLaunch *copy = (BoundLaunch *)Py_TYPE(op)->tp_alloc(Py_TYPE(op), 0);
-    if (!copy)
-        return NULL;
-    copy->vectorcall = self->vectorcall;
-    copy->launch = self->launch;
-    copy->function = self->function;
-    set_grid(copy, g);
-    copy->block_x = self->block_x;
-    copy->shared_memory = self->shared_memory;
-    copy->cooperative = self->cooperative;
-    copy->pdl = self->pdl;
-    if (allocate(copy, self->n, self->nvarying) < 0) {
-        Py_DECREF(copy);
-        return NULL;
-    }
-    memcpy(copy->slots, self->slots, self->n * sizeof(uint64_t));
-    memcpy(copy->kind, self->kind, self->n * sizeof(const Kind *));
-    memcpy(copy->varying, self->varying, self->nvarying * sizeof(Py_ssize_t));
-    return (PyObject *)copy;
-}
-
 static PyObject *bound_values(PyObject *op, PyObject *unused)
 {
     BoundLaunch *self = (BoundLaunch *)op;
@@ -566,7 +539,6 @@ static PyGetSetDef bound_getset[] = {
 
 static PyMethodDef bound_methods[] = {
     {"values", bound_values, METH_NOARGS, "values() -> the parameters' current values, decoded by kind"},
-    {"with_grid", bound_with_grid, METH_O, "with_grid(grid) -> a copy of this launch for another grid"},
     {NULL},
 };
 
@@ -577,8 +549,8 @@ static PyTypeObject BoundLaunchType = {
                         "pdl, kinds, values, varying)\n\nOne kernel launch with its parameters packed: "
                         "`values` gives every parameter's value (the varying ones' first values too), "
                         "`varying` the indices of those a call supplies. Call it as "
-                        "bound(stream, *varying_values). Calls rewrite shared slots: one thread at a time "
-                        "(with_grid makes an independent copy)."),
+                        "bound(stream, *varying_values). Calls rewrite shared slots holding the GIL throughout, "
+                        "so a call with plain int and float values is atomic to other Python threads."),
     .tp_basicsize = sizeof(BoundLaunch),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = bound_new,
