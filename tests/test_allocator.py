@@ -230,3 +230,15 @@ def test_parked_blocks_per_size_are_bounded():
         alloc.free(block)
     assert [len(v) for v in alloc._parked.values()] == [_PARKED_PER_SIZE]
     assert sum(len(pool) for pool in alloc._pools.values()) >= 1 and alloc.stats.allocated == 0
+
+
+def test_absurd_requests_get_clear_errors():
+    """A request past 64 bits or past the device goes to the general path, which says what failed; a
+    negative one is refused by name."""
+    _, alloc = make()
+    for nbytes in (1 << 70, 1 << 62):
+        with pytest.raises(OutOfMemoryError, match="out of memory asking for"):
+            alloc.buffer(nbytes)
+    with pytest.raises(ValueError, match="negative number of bytes"):
+        alloc.buffer(-5)
+    assert alloc.stats.allocated == 0

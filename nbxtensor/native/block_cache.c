@@ -196,10 +196,15 @@ static PyObject *parking_take(PyObject *op, PyObject *const *args, Py_ssize_t na
     }
     Parking *p = (Parking *)op;
     long long nbytes = PyLong_AsLongLong(args[0]);
-    if (nbytes == -1 && PyErr_Occurred())
-        return NULL;
-    long long size = rounded(p, nbytes);
-    PyObject *block = nbytes >= 0 && size <= p->small_limit ? take(p, args[1], size, args[0]) : NULL;
+    if (nbytes == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return NULL;
+        PyErr_Clear();  /* past 64 bits: not small, so none is parked; the general path says why it fails */
+        Py_RETURN_NONE;
+    }
+    /* only small requests are parked (and a huge one must not overflow the rounding) */
+    PyObject *block = nbytes >= 0 && nbytes <= p->small_limit && rounded(p, nbytes) <= p->small_limit
+                          ? take(p, args[1], rounded(p, nbytes), args[0]) : NULL;
     if (block || PyErr_Occurred())
         return block;
     Py_RETURN_NONE;
