@@ -469,3 +469,41 @@ def test_a_bound_launch_from_a_new_thread_makes_the_device_current():
     worker.start()
     worker.join()
     np.testing.assert_array_equal(results[0], 2 * x)
+
+
+@pytest.mark.skipif(TEST_DEVICE != "cuda", reason="the CUDA backend binds launches; the interpreter has none")
+def test_a_thread_without_a_context_gets_the_invalid_context_error_and_recovers(monkeypatch):
+    """A bound launcher called first thing in a new thread (no CUDA call before it, so no current context):
+    the driver answers CUDA_ERROR_INVALID_CONTEXT, which ``launch_failed`` puts right, and the retry runs."""
+    import threading
+
+    import numpy as np
+
+    import nbxtensor as nbx
+    from nbxtensor.device import backend_for
+    made = []
+    real_bind = cuda_launcher.bind
+    monkeypatch.setattr(cuda_launcher, "bind", lambda *args: made.append(real_bind(*args)) or made[-1])
+    x = np.arange(65, dtype=np.float32).reshape(5, 13)  # a layout no other test plans
+    a = nbx.tensor(x, device="cuda")
+    results = [a * 3.0 for _ in range(4)]  # kept alive: the launcher's last addresses are theirs
+    launcher = next(m for m in made if m is not None)
+    values = launcher.values()
+    arguments = [0 if i is None else values[i] for i in launcher.varying]
+    outcome = []
+
+    def first_thing_in_a_thread():
+        try:
+            launcher(0, *arguments)
+            outcome.append("ran")
+        except RuntimeError as error:
+            outcome.append(getattr(error, "cuda_result", None))
+            backend_for(a.device).launch_failed(error, a.device.index)
+            launcher(0, *arguments)
+    worker = threading.Thread(target=first_thing_in_a_thread)
+    worker.start()
+    worker.join()
+    nbx.cuda.synchronize()
+    assert outcome in (["ran"], [201])  # 201: CUDA_ERROR_INVALID_CONTEXT
+    for out in results:
+        np.testing.assert_array_equal(out.numpy(), 3 * x)
