@@ -19,6 +19,7 @@ POINTER = "p"
 # Triton appends two pointers to every kernel's own parameters: global scratch, profile scratch.
 SCRATCH_KINDS = POINTER * 2
 
+
 def module():
     """The loaded ``_nbx_cuda_launch`` extension (``nbxtensor/native/cuda_launch.c``), built on first use;
     ``RuntimeError`` saying why when it cannot be built."""

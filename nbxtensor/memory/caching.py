@@ -99,8 +99,10 @@ class CachingAllocator:
 
     def allocate(self, nbytes: int, stream: int = 0) -> Block:
         block = self._parking.take(nbytes, stream)
-        if block is not None:
-            return block
+        return block if block is not None else self._allocate_unparked(nbytes, stream)
+
+    def _allocate_unparked(self, nbytes: int, stream: int) -> Block:
+        """``allocate`` when no parked block serves the request: from the pools, or a new segment."""
         if nbytes < 0:
             raise ValueError(f"cannot allocate a negative number of bytes ({nbytes})")
         size = self.round_size(nbytes)
@@ -119,7 +121,7 @@ class CachingAllocator:
     def buffer(self, nbytes: int, stream: int = 0):
         """``allocate`` as a device buffer that frees its block when collected."""
         made = self._parking.buffer(nbytes, stream)
-        return made if made is not None else self._parking.wrap(self.allocate(nbytes, stream), nbytes)
+        return made if made is not None else self._parking.wrap(self._allocate_unparked(nbytes, stream), nbytes)
 
     def free(self, block: Block) -> None:
         """Give back a block ``allocate`` handed out: parked, or released to its pool."""

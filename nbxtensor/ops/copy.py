@@ -31,18 +31,11 @@ _BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 arena_service = None
 
 
-# shape -> (contiguous strides, elements): every op's outputs repeat a few shapes call after call
-_contiguous: dict = {}
-
-
+@functools.lru_cache(maxsize=4096)
 def _contiguous_layout(shape: tuple) -> tuple:
-    found = _contiguous.get(shape)
-    if found is None:
-        if len(_contiguous) >= 4096:
-            _contiguous.clear()
-        strides = S.contiguous_strides(shape)
-        found = _contiguous[shape] = (strides, S.numel(shape))
-    return found
+    """(contiguous strides, elements) of ``shape``, kept: every op's outputs repeat a few shapes call after
+    call."""
+    return S.contiguous_strides(shape), S.numel(shape)
 
 
 def new_tensor(shape, dtype, dev: _device, strides=None, pinned: bool = False) -> Tensor:

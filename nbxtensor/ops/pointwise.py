@@ -388,12 +388,12 @@ def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
     for i, v in zip(planned.positions, varying):
         values[i] = v
     outputs = [planned.positions[1 + k] for k, j in enumerate(arg_of) if j < 0] + [planned.positions[0]]
-    operands = [(planned.positions[1 + k], j) for k, j in enumerate(arg_of) if j >= 0]
-    launcher = bind_launch(entry, planned.grid, backend, values, outputs + [p for p, _ in operands])
+    read = [(planned.positions[1 + k], j) for k, j in enumerate(arg_of) if j >= 0]  # (position, argument)
+    launcher = bind_launch(entry, planned.grid, backend, values, outputs + [p for p, _ in read])
     if launcher is None:
         return None
     copies = len(outputs)
-    operands = tuple((j, args[j]._dtype.itemsize) for _, j in operands)
+    operands = tuple((j, args[j]._dtype.itemsize) for _, j in read)
     shape, result, device = Size(plan.shape), plan.result, plan.device
     strides, nbytes = plan.new_out
     stream_of, index, allocate = backend.current_stream_handle, device.index, backend.allocate
