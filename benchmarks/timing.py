@@ -32,6 +32,38 @@ def gpu_time_ms(fn, *, warmup: int = 3, reps: int = 20, batches: int = 5) -> flo
     return statistics.median(times)
 
 
+def gpu_pair_ms(ours, theirs, *, warmup: int = 3, reps: int = 10, rounds: int = 10) -> tuple[float, float]:
+    """``gpu_time_ms`` of two functions measured in alternation, batch by batch (each first in turn), so
+    that a drift of the device's clocks over the run (heat, power) meets both alike: medians over
+    ``rounds``."""
+    rt = _rt()
+    for _ in range(warmup):
+        ours()
+        theirs()
+    rt.cudaDeviceSynchronize()
+    _, start = rt.cudaEventCreate()
+    _, stop = rt.cudaEventCreate()
+
+    def batch(fn):
+        rt.cudaEventRecord(start, 0)
+        for _ in range(reps):
+            fn()
+        rt.cudaEventRecord(stop, 0)
+        rt.cudaEventSynchronize(stop)
+        return rt.cudaEventElapsedTime(start, stop)[1] / reps
+    mine, other = [], []
+    for r in range(rounds):
+        if r % 2:
+            other.append(batch(theirs))
+            mine.append(batch(ours))
+        else:
+            mine.append(batch(ours))
+            other.append(batch(theirs))
+    rt.cudaEventDestroy(start)
+    rt.cudaEventDestroy(stop)
+    return statistics.median(mine), statistics.median(other)
+
+
 def _per_call_us(fn, reps: int) -> float:
     t0 = time.perf_counter()
     for _ in range(reps):
@@ -96,5 +128,5 @@ def graph_times_ms(ours, theirs) -> tuple[float, float]:
     torch.cuda.synchronize()
     with torch.cuda.graph(torch_graph):
         theirs()
-    return gpu_time_ms(recorded.replay), gpu_time_ms(torch_graph.replay)
+    return gpu_pair_ms(recorded.replay, torch_graph.replay)
 

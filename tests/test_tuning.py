@@ -120,10 +120,42 @@ def test_timed_candidates_are_planned_once_and_their_launches_timed(tmp_path, mo
         planned.append(config["n"])
         return lambda: issued.append(config["n"])
 
-    def timed(fn):
+    def timed(fn, **kwargs):
         for _ in range(5):
             fn()
         return {1: 2.0, 2: 1.0}[issued[-1]]
     monkeypatch.setattr(timing, "device_time_ms", timed)
     chosen = tuning.choose_timed("k|once", {"name": "testgpu", "kernels": {}}, [{"n": 1}, {"n": 2}], prepare)
-    assert chosen == {"n": 2} and planned == [1, 2] and issued == [1] * 5 + [2] * 5
+    assert chosen == {"n": 2} and planned == [1, 2]
+    assert issued == [1] * 5 + [2] * 5 + [2] * 5 + [1] * 5 + [1] * 5 + [2] * 5 + [2] * 5 + [1] * 5
+
+
+def test_interleaved_rounds_cancel_a_steady_drift_of_the_device(tmp_path, monkeypatch):
+    """Candidates measured while the device slows steadily (heat): measured one after another, the first
+    would win by its head start; over rounds in alternating order the truly fastest wins."""
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    true_ms = {"slow": 1.05, "fast": 1.0}
+    calls = []
+
+    def measure(config):
+        calls.append(config["name"])
+        return true_ms[config["name"]] + 0.1 * (len(calls) - 1)
+    candidates = [{"name": "slow"}, {"name": "fast"}]
+    assert tuning.choose("k|drift1", "testgpu", candidates, measure, interpreted=False)["name"] == "slow"
+    calls.clear()
+    assert tuning.choose("k|drift4", "testgpu", candidates, measure, interpreted=False, rounds=4)["name"] == "fast"
+    assert calls == ["slow", "fast", "fast", "slow", "slow", "fast", "fast", "slow"]
+
+
+def test_a_candidate_failing_in_a_later_round_is_dropped(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    seen = []
+
+    def measure(config):
+        seen.append(config["BLOCK_M"])
+        if config["BLOCK_M"] == 64 and seen.count(64) == 2:
+            raise RuntimeError("out of resources")
+        return {64: 0.5, 128: 1.0}[config["BLOCK_M"]]
+    chosen = tuning.choose("k|flaky", "testgpu", [{"BLOCK_M": 64}, {"BLOCK_M": 128}], measure,
+                           interpreted=False, rounds=4)
+    assert chosen == {"BLOCK_M": 128} and seen.count(64) == 2

@@ -15,14 +15,23 @@ def _facts(device=None) -> dict:
     return backend_for(resolve(device) if device is not None else default_device()).facts
 
 
+TIMING_ROUNDS = 4  # interleaved measurements of each candidate, an even count (``choose``)
+
+
 def choose_timed(key: str, facts: dict, candidates, prepare) -> dict:
     """``choose`` for a kernel family whose ``prepare(config)`` plans its launches and returns a function
     that issues them: candidates are timed on the device the facts describe, each planned once, so that
-    the timed calls are paced by the device rather than by planning."""
+    the timed calls are paced by the device rather than by planning, over ``TIMING_ROUNDS`` interleaved
+    rounds."""
+    prepared = {}
+
     def measure(config):
         from .timing import device_time_ms
-        return device_time_ms(prepare(config))
-    return choose(key, facts["name"], candidates, measure, interpreted=bool(facts["kernels"].get("interpreted")))
+        if id(config) not in prepared:
+            prepared[id(config)] = prepare(config)
+        return device_time_ms(prepared[id(config)], reps=8, batches=1)
+    return choose(key, facts["name"], candidates, measure, interpreted=bool(facts["kernels"].get("interpreted")),
+                  rounds=TIMING_ROUNDS)
 
 
 def cache_path(device=None):
@@ -36,4 +45,4 @@ def entries(device=None) -> dict:
 
 
 __all__ = ["MODE_CERTIFIED_ONLY", "MODE_TUNE", "TuningCache", "TuningKeyMissing", "bucket", "cache_for",
-           "cache_path", "choose", "choose_timed", "entries", "launch_key", "mode", "tuning_dir"]
+           "TIMING_ROUNDS", "cache_path", "choose", "choose_timed", "entries", "launch_key", "mode", "tuning_dir"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import threading
 from pathlib import Path
 
@@ -122,11 +123,16 @@ def cache_for(facts_name: str) -> TuningCache:
     return cache
 
 
-def choose(key: str, facts_name: str, candidates, measure, *, interpreted: bool, certify=None) -> dict:
+def choose(key: str, facts_name: str, candidates, measure, *, interpreted: bool, certify=None,
+           rounds: int = 1) -> dict:
     """The setting for ``key``: cached, or (interpreted) the first candidate, or the fastest candidate by
     ``measure(config) -> milliseconds`` (a candidate that fails to build or run is skipped), stored.
     ``candidates`` is a list of settings, or a function giving it, called only when the key must be
-    tuned. ``certify(config) -> bool``, when given, must accept a setting before it is stored."""
+    tuned. With ``rounds`` > 1 every candidate is measured once a round, in order and then in reverse
+    order by turns, and ranked by its median: with an even count of rounds a steady drift of the
+    device's pace during tuning (heat, power) cancels out of every median instead of penalising the
+    candidates measured last. ``certify(config) -> bool``, when given, must accept a setting before it
+    is stored."""
     if not interpreted:
         entry = cache_for(facts_name).entries().get(key)
         if entry is not None:
@@ -140,14 +146,18 @@ def choose(key: str, facts_name: str, candidates, measure, *, interpreted: bool,
     cache = cache_for(facts_name)
     if mode() == MODE_CERTIFIED_ONLY:
         raise TuningKeyMissing(key, cache.path)
-    timed = []
-    for config in candidates:
-        try:
-            ms = float(measure(config))
-        except Exception:  # noqa: BLE001  (a candidate too large for the device is just not a choice)
-            continue
-        if math.isfinite(ms):
-            timed.append((ms, config))
+    times = {i: [] for i in range(len(candidates))}
+    for turn in range(rounds):
+        for i in (list(times) if turn % 2 == 0 else list(times)[::-1]):
+            try:
+                ms = float(measure(candidates[i]))
+            except Exception:  # noqa: BLE001  (a candidate too large for the device is just not a choice)
+                ms = math.nan
+            if math.isfinite(ms):
+                times[i].append(ms)
+            else:
+                del times[i]
+    timed = [(statistics.median(times[i]), candidates[i]) for i in times]
     timed.sort(key=lambda t: t[0])
     for ms, config in timed:
         if certify is None or certify(config):
