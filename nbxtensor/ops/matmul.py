@@ -261,25 +261,28 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
     return out
 
 
-# (BLOCK_N, BLOCK_K, SPLITS, num_warps); the first is what an untimed device uses. One row is a multiply-add
-# over a [BLOCK_K, BLOCK_N] weight tile (no matrix unit), so long K tiles keep many bytes in flight; several
-# rows go through tl.dot, with K tiles up to the same length (weight streaming wants bytes in flight more than
-# square tiles).
+# (BLOCK_N, BLOCK_K, SPLITS, num_warps[, num_stages: Triton's default when absent]); the first is what an
+# untimed device uses. One row is a multiply-add over a [BLOCK_K, BLOCK_N] weight tile (no matrix unit), so
+# long K tiles keep many bytes in flight; several rows go through tl.dot, with K tiles up to the same length
+# (weight streaming wants bytes in flight more than square tiles), or more stages of shorter ones.
 _GEMV_ONE_ROW_SHAPES = [(32, 256, 1, 4), (16, 512, 1, 4), (64, 256, 1, 8), (32, 512, 1, 8), (16, 256, 1, 4),
                         (64, 128, 1, 4), (32, 256, 2, 4), (128, 64, 1, 4), (64, 128, 4, 4)]
 _GEMV_ROWS_SHAPES = [(64, 128, 1, 4), (128, 128, 1, 8), (64, 64, 1, 4), (32, 256, 1, 4), (64, 256, 1, 8),
                      (64, 128, 2, 4), (128, 128, 4, 8), (64, 128, 8, 4), (32, 128, 8, 4), (256, 64, 2, 8),
-                     (16, 256, 1, 4), (32, 512, 1, 8), (16, 512, 1, 4)]
+                     (16, 256, 1, 4), (32, 512, 1, 8), (16, 512, 1, 4),
+                     (64, 128, 1, 4, 4), (64, 128, 1, 4, 5), (32, 256, 1, 4, 4), (64, 64, 1, 4, 6), (32, 128, 1, 4, 6)]
 _GEMV_MAX_BLOCK_K = 512
 
 
 def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
     tiles = facts["tiles"]
     seen, out = set(), []
-    for bn, bk, splits, warps in _GEMV_ONE_ROW_SHAPES if m == 1 else _GEMV_ROWS_SHAPES:
+    for bn, bk, splits, warps, *stages in _GEMV_ONE_ROW_SHAPES if m == 1 else _GEMV_ROWS_SHAPES:
         block_k = _clamp_block(bk, _GEMV_MAX_BLOCK_K, k)
         config = dict(BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n), BLOCK_K=block_k,
                       SPLITS=max(1, min(splits, cdiv(k, block_k))), num_warps=min(warps, tiles["max_warps"]))
+        if stages:  # small tiles: a stage count past the GEMM ceiling fits; one that does not is skipped
+            config["num_stages"] = stages[0]
         marker = tuple(config.values())
         if marker not in seen:
             seen.add(marker)
@@ -319,7 +322,8 @@ def _gemv_launches(a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flag
             [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split, float(alpha),
              float(beta), a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
             dict(BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1, HAS_BIAS=has_bias,
-                 SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"], **flags))
+                 SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
+                 **({"num_stages": config["num_stages"]} if "num_stages" in config else {}), **flags))
         combine_n = min(config["BLOCK_N"], 64)
         combine = PlannedLaunch(
             K.gemv_combine, (cdiv(n, combine_n),),
