@@ -21,13 +21,19 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 python3 -c "import triton, torch, numpy, cuda.bindings; print('triton', triton.__version__, 'torch', torch.__version__, 'numpy', numpy.__version__, 'cuda-bindings', cuda.bindings.__version__)" >> "$logs/gpu.txt" 2>&1
 
 if [ "$mode" != suite ]; then
+  # SM clock, power and temperature every 200 ms while the benchmarks run: a ratio that moves between
+  # runs can then be read against throttling
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv -lms 200 > "$logs/clocks.csv" 2>&1 &
+  monitor=$!
   for bench in ${BENCHMARKS:-gpu_foundation gpu_device gpu_pointwise gpu_reductions gpu_indexing gpu_matmul gpu_attention gpu_host_and_tiles gpu_graph}; do
     left=$(remaining)
     [ "$left" -gt 10 ] || { echo "$bench skipped (no time left)" >> "$logs/summary.txt"; continue; }
     start=$(date +%s)
     OUT="$logs" timeout $(( left < 200 ? left : 200 )) python3 "benchmarks/$bench.py" > "$logs/$bench.log" 2>&1
-    echo "$bench rc=$? $(( $(date +%s) - start ))s" >> "$logs/summary.txt"
+    echo "$bench rc=$? $(( $(date +%s) - start ))s $(date +%H:%M:%S)" >> "$logs/summary.txt"
   done
+  kill "$monitor" 2>/dev/null
 fi
 
 if [ "$mode" != bench ]; then
