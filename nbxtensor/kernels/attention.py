@@ -324,29 +324,24 @@ def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, par
 
 @triton.jit
 def decode_combine(part_acc, part_max, part_sum, out, H_q, splits, out_sb, out_sh, out_sd,
-                   VALUE_DIM: tl.constexpr, BLOCK_DV: tl.constexpr, DST_FORMAT: tl.constexpr,
+                   VALUE_DIM: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_S: tl.constexpr, DST_FORMAT: tl.constexpr,
                    VIA_F32: tl.constexpr):
-    """Merges one query head's split states (axis 0: head, axis 1: batch) in split order, so the result's
-    bits do not depend on which program finished first."""
+    """Merges one query head's split states (axis 0: head, axis 1: batch), all BLOCK_S (>= splits) of them
+    loaded at once and reduced in a fixed order, so the result's bits do not depend on which program
+    finished first."""
     head = tl.program_id(0)
     batch = tl.program_id(1)
     rdv = tl.arange(0, BLOCK_DV)
-    first = (batch * H_q + head) * splits
-    m_all = tl.load(part_max + first)
-    s = 1
-    while s < splits:
-        m_all = tl.maximum(m_all, tl.load(part_max + first + s))
-        s += 1
-    m_ref = tl.where(m_all == float("-inf"), 0.0, m_all)
-    acc = tl.zeros((BLOCK_DV,), dtype=tl.float32)
-    total = m_ref * 0.0
-    s = 0
-    while s < splits:
-        weight = tl.math.exp2(tl.load(part_max + first + s) - m_ref)
-        total += tl.load(part_sum + first + s) * weight
-        acc += tl.load(part_acc + (first + s) * BLOCK_DV + rdv) * weight
-        s += 1
-    result = acc / tl.where(total > 0, total, 1.0)
+    rs = tl.arange(0, BLOCK_S)
+    present = rs < splits
+    state = (batch * H_q + head) * splits + rs
+    m = tl.load(part_max + state, mask=present, other=float("-inf"))
+    m_all = tl.max(m, 0)
+    # a head none of whose keys was visible has only -inf maxima: measure from 0 (weights 0, result 0)
+    weight = tl.math.exp2(m - tl.where(m_all == float("-inf"), 0.0, m_all))
+    total = tl.sum(tl.load(part_sum + state, mask=present, other=0.0) * weight, 0)
+    acc = tl.load(part_acc + state[:, None] * BLOCK_DV + rdv[None, :], mask=present[:, None], other=0.0)
+    result = tl.sum(acc * weight[:, None], 0) / tl.where(total > 0, total, 1.0)
     value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     tl.store(out + batch * out_sb + head * out_sh + rdv * out_sd, value, mask=rdv < VALUE_DIM)
 

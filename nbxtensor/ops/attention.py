@@ -334,7 +334,7 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
         PlannedLaunch(
             K.decode_combine, (H_q, B),
             [part_acc, part_max, part_sum, Slot("out"), H_q, splits, *out.stride()],
-            dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, num_warps=1, **combine_flags)),
+            dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, BLOCK_S=_next_pow2(splits), num_warps=2, **combine_flags)),
     ]
     return launches, Workspace(temporaries)
 
