@@ -338,14 +338,40 @@ def relaunch(error: RuntimeError, launcher, backend, device, stream, new) -> Non
     launcher(stream, *new)
 
 
+_ALIGNED_TENSORS = "aligned tensors"  # ``launch_slots``' key for its launch of tensors only, all aligned
+
+
 def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict, constexpr_key: tuple,
                  bound: dict) -> None:
     """``launch_planned`` for a launch whose arguments are fixed except those at ``positions`` in ``args``,
     which take ``values`` (tensors or scalars) at this call. Once the kernel is compiled, ``bound`` (kept
     by the caller, empty at first) holds it with every argument's value, per device and what Triton
     specialises on in ``values`` (and the backend's bound launcher, ``bind_launch``, where it has one for
-    the kernel), so a call looks at its varying arguments only."""
+    the kernel), so a call looks at its varying arguments only. When every varying argument is a tensor on
+    Triton's 16-byte specialisation, ``bound`` also keeps that launcher under ``_ALIGNED_TENSORS``: a later
+    call whose tensors have the same dtypes and aligned addresses goes straight to it."""
     if _capturing is None:
+        fast = bound.get(_ALIGNED_TENSORS)
+        if fast is not None and fast[0] == device.index:
+            _, dtypes, launcher, backend = fast
+            addresses = []
+            offsets = 0
+            for v, dtype in zip(values, dtypes):
+                if type(v) is not Tensor or v._dtype is not dtype:
+                    break
+                storage = v._storage  # ``data_ptr()`` inlined, as in ``_specialised``
+                buffer = None if storage is None else storage.buffer
+                ptr = 0 if buffer is None else buffer.ptr + v._offset * dtype.itemsize
+                offsets |= ptr
+                addresses.append(ptr)
+            else:
+                if not offsets & _ALIGN_MASK:
+                    stream = backend.current_stream_handle(device.index)
+                    try:
+                        launcher(stream, *addresses)
+                    except RuntimeError as error:
+                        relaunch(error, launcher, backend, device, stream, addresses)
+                    return
         spec, varying = _specialised(values)
         key = (device.index, spec)
         found = bound.get(key)
@@ -369,4 +395,8 @@ def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict
     launched = launch_planned(kernel, grid, device, full, constexprs, constexpr_key)
     if launched is not None and _capturing is None:
         entry, fixed, backend = launched
-        bound[key] = (entry, fixed, backend, bind_launch(entry, grid, backend, fixed, positions))
+        launcher = bind_launch(entry, grid, backend, fixed, positions)
+        bound[key] = (entry, fixed, backend, launcher)
+        if launcher is not None and _ALIGNED_TENSORS not in bound \
+                and all(type(v) is Tensor and known[1] for v, known in zip(values, spec)):
+            bound[_ALIGNED_TENSORS] = (device.index, tuple(v._dtype for v in values), launcher, backend)

@@ -435,3 +435,35 @@ def test_a_bound_call_gives_its_outputs_their_layout_key(bound_launches):
         assert out._layout is not None
         assert out._layout == layout_key(out._shape, out._strides, out._dtype, out.device)
     assert pointwise._fast_key((a + b, c)) == pointwise._fast_key((a, c))
+
+
+def test_a_planned_launch_of_aligned_tensors_goes_straight_to_its_launcher(bound_launches, monkeypatch):
+    """``launch_slots`` keeps the bound launcher of a launch whose varying arguments are all tensors on
+    16-byte addresses: a later call with aligned tensors of the same dtypes skips the specialisation;
+    one with an address off 16 bytes, or another dtype, takes the general path and its own compilation."""
+    import nbxtensor.launch as L
+    from nbxtensor.kernels import ramp
+    from nbxtensor.ops.plans import PlannedLaunch, Slot
+    planned = PlannedLaunch(ramp.linear_ramp, (1,), [Slot("out"), 8, 0, 0, 0, 0],
+                            dict(MODE=0, COMPUTE=None, COMPUTE_BITS=None, OUT_FORMAT=0, VIA_F32=False,
+                                 FLOAT_TO_INT=False, INDEX_64=False, BLOCK=8))
+    specialised = []
+    general = L._specialised
+    monkeypatch.setattr(L, "_specialised", lambda values: specialised.append(values) or general(values))
+    cpu = nbx.device("cpu")
+    first, second = _host(np.zeros(16, np.float32)), _host(np.zeros(16, np.float32))
+    planned(cpu, {"out": first})  # "compiles" (the stand-in) and binds
+    planned(cpu, {"out": first})
+    taken = len(specialised)
+    planned(cpu, {"out": second})
+    assert len(specialised) == taken and bound_launches[-1][1] == second.data_ptr()
+    shifted = first[1:]  # 4 bytes off the specialisation
+    planned(cpu, {"out": shifted})
+    assert len(specialised) > taken and bound_launches[-1][1] == shifted.data_ptr()
+    taken = len(specialised)
+    ints = _host(np.zeros(16, np.int32))
+    planned(cpu, {"out": ints})
+    assert len(specialised) > taken and bound_launches[-1][1] == ints.data_ptr()
+    taken = len(specialised)
+    planned(cpu, {"out": second})
+    assert len(specialised) == taken and bound_launches[-1][1] == second.data_ptr()
