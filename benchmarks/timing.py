@@ -1,6 +1,7 @@
 """Device timing for benchmarks: CUDA events through cuda-bindings, median of repeated batches."""
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -99,7 +100,11 @@ def host_pair_us(ours, theirs, *, reps: int = 200, rounds: int = 21) -> tuple[fl
 
 def kernel_table(title, work):
     """Print where the GPU time of one call of ``work`` goes, by kernel (CUPTI, through torch's profiler,
-    sees our Triton launches and torch's alike)."""
+    sees our Triton launches and torch's alike). NBX_BENCH_KERNEL_TABLES=0 skips them: a process that never
+    opens a profiler session tells whether an abort at exit is the profiler's."""
+    if os.environ.get("NBX_BENCH_KERNEL_TABLES") == "0":
+        print(f"\n== {title}: kernel table skipped (NBX_BENCH_KERNEL_TABLES=0)")
+        return
     import torch
     work()
     torch.cuda.synchronize()
