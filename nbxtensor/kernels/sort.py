@@ -338,87 +338,149 @@ def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n
 
 
 # Long rows sort by LSD radix passes over 4-bit digits of the order-preserving key (at most 8 passes for
-# 32-bit keys, 16 for 64-bit), the pass's bit offset ``shift`` an ordinary argument (one compiled kernel
-# serves every pass). Program (row, block) of a pass handles BLOCK consecutive elements:
-# ``radix_sort_histogram`` counts its digits into hist[row, digit, block]; ``radix_sort_offsets`` (program
-# (row, digit)) scans a digit's counts across the blocks; ``radix_sort_scatter`` moves every element to its
-# digit's start in the row (the counts of the lower digits), plus its block's start among that digit's
-# elements, plus its rank among the block's elements of that digit. Each pass is stable, so the sort is.
+# 32-bit keys, 16 for 64-bit). ``radix_sort_totals`` reads the keys once, before the passes, and counts
+# every digit at every position a pass will read: totals[row, position, digit]. Then each pass is one
+# launch of ``radix_sort_scatter``, its bit offset ``shift`` an ordinary argument (one compiled kernel
+# serves every pass). A program of a pass takes a ticket, which names its block of BLOCK elements (so
+# blocks start in order along the row), ranks its elements among the block's of the same digit, finds
+# how many elements of each digit the row's earlier blocks hold by decoupled look-back over their status
+# words, and moves every element to its digit's start in the row (the totals of the lower digits), plus
+# that count, plus its rank. Each pass is stable, so the sort is.
 RADIX = tl.constexpr(16)
+STATUS_COUNT_BITS = tl.constexpr(48)  # a status word: its tag above a count of 48 bits
+STATUS_COUNT_MASK = tl.constexpr((1 << STATUS_COUNT_BITS.value) - 1)
+
+
+@triton.constexpr_function
+def digit_positions(kind):
+    """How many 4-bit digits a key of ``kind`` has: 8 (32-bit kinds) or 16 (64-bit)."""
+    return 16 if kind >= KEY_FLOAT64 else 8
 
 
 @triton.jit
-def _radix_digit(v, shift, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr):
-    """The 4-bit digit ``shift`` bits up the order-preserving key of ``v`` (a 64-bit key's low word
-    holds shifts 0..28, its high word 32..60)."""
-    high, low = _key_parts(v, KIND, FORMAT, DESCENDING)
+def _radix_digit(high, low, shift, KIND: tl.constexpr):
+    """The 4-bit digit ``shift`` bits up the key (high, low) (a 64-bit key's low word holds shifts
+    0..28, its high word 32..60)."""
     if KIND >= 3:
         word = tl.where(shift < 32, low, high)
     else:
         word = high
-    return ((word >> (shift % 32).to(tl.uint32)) & 0xF).to(tl.int32)
+    return ((word >> tl.cast(shift % 32, tl.uint32)) & 0xF).to(tl.int32)
 
 
 @triton.jit
-def radix_sort_histogram(values, hist, n, n_blocks, shift, KIND: tl.constexpr, FORMAT: tl.constexpr,
-                         DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program (row, block): hist[row, d, block] = how many of the block's elements have digit d."""
-    row, block = _row_and_chunk(INDEX_64)
-    pos = block * BLOCK + tl.arange(0, BLOCK)
-    valid = pos < n
-    digits = _radix_digit(tl.load(values + row * n + pos, mask=valid), shift, KIND, FORMAT, DESCENDING)
-    counts = tl.histogram(digits, RADIX, mask=valid)
-    tl.store(hist + (row * RADIX + tl.arange(0, RADIX)) * n_blocks + block, counts)
-
-
-@triton.jit
-def radix_sort_offsets(hist, offsets, totals, n_blocks, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program (row, d): offsets[row, d, b] = the row's elements of digit d in the blocks before b;
-    totals[row, d] = all of them."""
-    row, digit = _row_and_chunk(INDEX_64)
-    line = (row * RADIX + digit) * n_blocks
-    carry = tl.full([], 0, offsets.dtype.element_ty)
-    first = tl.full([], 0, tl.int32)  # not from ``n_blocks``, which may arrive as the constant 1
-    while first < n_blocks:
-        at = first + tl.arange(0, BLOCK)
-        inside = at < n_blocks
-        counts = tl.load(hist + line + at, mask=inside, other=0).to(offsets.dtype.element_ty)
-        tl.store(offsets + line + at, carry + tl.cumsum(counts, 0) - counts, mask=inside)
-        carry += tl.sum(counts, 0)
-        first += BLOCK
-    tl.store(totals + row * RADIX + digit, carry)
+def radix_sort_totals(values, totals, n, chunk_len, n_chunks, position_mask, KIND: tl.constexpr, FORMAT: tl.constexpr,
+                      DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program p counts chunk p % n_chunks (chunk_len elements, BLOCK a step) of row p // n_chunks: for
+    each digit position d set in ``position_mask`` (the digit 4 d bits up the key), it adds its
+    elements of each digit to totals[row, d, digit] (int64, zeroed before). Integer atomic sums are exact
+    in any order, so the totals are the same from run to run."""
+    program = tl.program_id(0)
+    if INDEX_64:
+        program = program.to(tl.int64)
+    row = program // n_chunks
+    start, stop = _chunk_bounds(program % n_chunks, chunk_len, n)
+    DIGITS: tl.constexpr = digit_positions(KIND)
+    lines = tl.arange(0, DIGITS)
+    bins = tl.arange(0, RADIX)
+    lanes = tl.arange(0, BLOCK)
+    counts = tl.zeros([DIGITS, RADIX], tl.int64)
+    while start < stop:
+        pos = start + lanes
+        valid = pos < stop
+        high, low = _key_parts(tl.load(values + row * n + pos, mask=valid), KIND, FORMAT, DESCENDING)
+        for digit_position in tl.static_range(DIGITS):
+            if ((position_mask >> digit_position) & 1) != 0:  # positions no pass reads are skipped
+                here = tl.histogram(_radix_digit(high, low, 4 * digit_position, KIND), RADIX, mask=valid)
+                counts += tl.where(lines[:, None] == digit_position, here[None, :], 0)
+        start += BLOCK
+    wanted = ((position_mask >> lines) & 1) != 0
+    tl.atomic_add(totals + (row * DIGITS + lines[:, None]) * RADIX + bins[None, :], counts,
+                  mask=tl.broadcast_to(wanted[:, None], [DIGITS, RADIX]), sem="relaxed")
 
 
 @triton.jit
 def _rank_among_equal_digits(digits):
-    """For each lane, how many lanes before it hold its digit (RADIX: none). The running counts of all
-    sixteen digits ride in four scans, four digits to a 64-bit word in 16-bit fields (blocks of up to
-    65535 elements), so the rank costs a few operations a lane rather than a sort of the block."""
+    """For each lane, how many lanes before it hold its digit (RADIX: none); and how many lanes hold each
+    digit. The running counts of all sixteen digits ride in four scans, four digits to a 64-bit word in
+    16-bit fields (blocks of up to 65535 elements), so the rank costs a few operations a lane rather than
+    a sort of the block, and the scans' last lanes hold the block's counts."""
     rank = digits * 0
     field = ((digits % 4) * 16).to(tl.uint64)
+    bins = tl.arange(0, RADIX)
+    counts = bins * 0
+    bin_field = ((bins % 4) * 16).to(tl.uint64)
+    last = tl.full([RADIX], digits.shape[0] - 1, tl.int32)
     for group in tl.static_range(4):
         mine = digits // 4 == group
         running = tl.cumsum(tl.where(mine, tl.full(digits.shape, 1, tl.uint64) << field, 0).to(tl.uint64), 0)
         rank = tl.where(mine, ((running >> field) & 0xFFFF).to(tl.int32) - 1, rank)
-    return rank
+        counts = tl.where(bins // 4 == group, ((tl.gather(running, last, 0) >> bin_field) & 0xFFFF).to(tl.int32),
+                          counts)
+    return rank, counts
 
 
 @triton.jit
-def radix_sort_scatter(values, indices, values_out, indices_out, offsets, totals, n, n_blocks, shift,
+def _look_back(status_row, block, counts, aggregate_tag):
+    """How many elements of each digit the row's blocks before ``block`` hold, by decoupled look-back.
+    The block first publishes its own ``counts`` in its sixteen status words (tagged ``aggregate_tag``;
+    block 0 tags them inclusive, ``aggregate_tag + 1``: nothing comes before it). Then each digit's lane
+    walks back from the block before: an inclusive word (the counts of that block and all before it)
+    ends the lane's walk, an aggregate one (that block alone) adds to it and steps back, any other tag
+    (not yet published in this pass) is read again. Earlier blocks took earlier tickets, so they are
+    running and publish without waiting on later ones. Last, the block publishes its inclusive counts.
+    A word holds tag and count together, so each read sees a whole one and no order between words is
+    needed; the reads are volatile, so a read in the loop goes to memory each time (not to a stale
+    cache line, nor hoisted out of the loop)."""
+    bins = tl.arange(0, RADIX)
+    counts = counts.to(tl.int64)
+    inclusive_tag = aggregate_tag + 1
+    mine = status_row + block * RADIX + bins
+    first_tag = tl.where(block == 0, inclusive_tag, aggregate_tag).to(tl.int64)
+    tl.atomic_xchg(mine, (first_tag << STATUS_COUNT_BITS) | counts, sem="relaxed")
+    prefix = tl.zeros([RADIX], tl.int64)
+    look = block - 1 + bins * 0
+    walking = look >= 0
+    while tl.reduce(walking.to(tl.int32), 0, tl.standard._elementwise_max) != 0:  # tl.max's combine: see _bitonic
+        word = tl.load(status_row + look * RADIX + bins, mask=walking, other=0, volatile=True)
+        tag = word >> STATUS_COUNT_BITS
+        published = walking & ((tag == aggregate_tag) | (tag == inclusive_tag))
+        prefix += tl.where(published, word & STATUS_COUNT_MASK, 0)
+        walking = walking & (tag != inclusive_tag)
+        look = tl.where(published, look - 1, look)
+    if block > 0:
+        tl.atomic_xchg(mine, (inclusive_tag.to(tl.int64) << STATUS_COUNT_BITS) | (prefix + counts), sem="relaxed")
+    return prefix
+
+
+@triton.jit
+def radix_sort_scatter(values, indices, values_out, indices_out, totals, status, tickets, n, n_blocks, shift,
                        HAS_INDICES: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr,
                        DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program (row, block) moves its elements (and their positions in the unsorted row: ``indices``, or
-    with no HAS_INDICES the positions themselves) to where ``offsets`` and ``totals`` put its digits,
-    plus their ranks among the block's elements of the same digit."""
-    row, block = _row_and_chunk(INDEX_64)
+    """The pass over the digit ``shift`` bits up the key. A program takes the pass's next ticket t
+    (``tickets`` holds a counter per digit position, zeroed before the sort), which names block
+    t % n_blocks of row t // n_blocks, and moves the block's elements (and their positions in the
+    unsorted row: ``indices``, or with no HAS_INDICES the positions themselves) to their digit's start
+    (``totals``), plus the elements of that digit in the row's earlier blocks (look-back over ``status``,
+    a word per row, block and digit, which every pass reuses: its tags name the pass), plus their ranks
+    among the block's elements of the same digit."""
+    digit_position = shift // 4
+    ticket = tl.atomic_add(tickets + digit_position, 1, sem="relaxed")
+    if not INDEX_64:
+        ticket = ticket.to(tl.int32)
+    row = ticket // n_blocks
+    block = ticket % n_blocks
     pos = block * BLOCK + tl.arange(0, BLOCK)
     valid = pos < n
     v = tl.load(values + row * n + pos, mask=valid)
-    digits = tl.where(valid, _radix_digit(v, shift, KIND, FORMAT, DESCENDING), RADIX)
+    high, low = _key_parts(v, KIND, FORMAT, DESCENDING)
+    digits = tl.where(valid, _radix_digit(high, low, shift, KIND), RADIX)
+    rank, block_counts = _rank_among_equal_digits(digits)
+    before = _look_back(status + row * n_blocks * RADIX, block, block_counts, 2 * digit_position + 1)
     bins = tl.arange(0, RADIX)
-    row_totals = tl.load(totals + row * RADIX + bins)
-    starts = tl.load(offsets + (row * RADIX + bins) * n_blocks + block) + tl.cumsum(row_totals, 0) - row_totals
-    at = row * n + tl.gather(starts, tl.where(valid, digits, 0), 0) + _rank_among_equal_digits(digits)
+    row_totals = tl.load(totals + (row * digit_positions(KIND) + digit_position) * RADIX + bins)
+    starts = (before + tl.cumsum(row_totals, 0) - row_totals).to(pos.dtype)
+    at = row * n + tl.gather(starts, tl.where(valid, digits, 0), 0) + rank
     if HAS_INDICES:
         index = tl.load(indices + row * n + pos, mask=valid)
     else:
