@@ -369,12 +369,25 @@ def _radix_digit(high, low, shift, KIND: tl.constexpr):
 
 
 @triton.jit
+def _digit_counts(digits, valid):
+    """How many of the ``valid`` lanes hold each digit ([RADIX] int32; digits 0..15, a multiple of 8
+    lanes). Each lane's digit d becomes a one in nibble d of a 64-bit word; eight lanes' words are summed
+    (a nibble counts to 15; which eight does not matter, so the compiler may take a thread's own), then
+    the nibbles are unpacked and summed: 2.5 times fewer instructions than tl.histogram's ballots (PTX
+    for sm_90)."""
+    one_hot = tl.where(valid, tl.full(digits.shape, 1, tl.uint64) << (4 * digits).to(tl.uint64), 0)
+    eights = tl.sum(tl.reshape(one_hot.to(tl.uint64), [digits.shape[0] // 8, 8], can_reorder=True), 1)
+    nibbles = (4 * tl.arange(0, RADIX)).to(tl.uint64)
+    return tl.sum(((eights[:, None] >> nibbles[None, :]) & 0xF).to(tl.int32), 0)
+
+
+@triton.jit
 def radix_sort_totals(values, totals, n, chunk_len, n_chunks, position_mask, KIND: tl.constexpr, FORMAT: tl.constexpr,
                       DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program p counts chunk p % n_chunks (chunk_len elements, BLOCK a step) of row p // n_chunks: for
-    each digit position d set in ``position_mask`` (the digit 4 d bits up the key), it adds its
-    elements of each digit to totals[row, d, digit] (int64, zeroed before). Integer atomic sums are exact
-    in any order, so the totals are the same from run to run."""
+    """Program p counts chunk p % n_chunks (chunk_len elements, BLOCK a step, a multiple of 8) of row
+    p // n_chunks: for each digit position d set in ``position_mask`` (the digit 4 d bits up the key), it
+    adds its elements of each digit to totals[row, d, digit] (int64, zeroed before). Integer atomic sums
+    are exact in any order, so the totals are the same from run to run."""
     program = tl.program_id(0)
     if INDEX_64:
         program = program.to(tl.int64)
@@ -391,7 +404,7 @@ def radix_sort_totals(values, totals, n, chunk_len, n_chunks, position_mask, KIN
         high, low = _key_parts(tl.load(values + row * n + pos, mask=valid), KIND, FORMAT, DESCENDING)
         for digit_position in tl.static_range(DIGITS):
             if ((position_mask >> digit_position) & 1) != 0:  # positions no pass reads are skipped
-                here = tl.histogram(_radix_digit(high, low, 4 * digit_position, KIND), RADIX, mask=valid)
+                here = _digit_counts(_radix_digit(high, low, 4 * digit_position, KIND), valid)
                 counts += tl.where(lines[:, None] == digit_position, here[None, :], 0)
         start += BLOCK
     wanted = ((position_mask >> lines) & 1) != 0
@@ -401,23 +414,16 @@ def radix_sort_totals(values, totals, n, chunk_len, n_chunks, position_mask, KIN
 
 @triton.jit
 def _rank_among_equal_digits(digits):
-    """For each lane, how many lanes before it hold its digit (RADIX: none); and how many lanes hold each
-    digit. The running counts of all sixteen digits ride in four scans, four digits to a 64-bit word in
-    16-bit fields (blocks of up to 65535 elements), so the rank costs a few operations a lane rather than
-    a sort of the block, and the scans' last lanes hold the block's counts."""
+    """For each lane, how many lanes before it hold its digit (RADIX: none). The running counts of all
+    sixteen digits ride in four scans, four digits to a 64-bit word in 16-bit fields (blocks of up to
+    65535 elements), so the rank costs a few operations a lane rather than a sort of the block."""
     rank = digits * 0
     field = ((digits % 4) * 16).to(tl.uint64)
-    bins = tl.arange(0, RADIX)
-    counts = bins * 0
-    bin_field = ((bins % 4) * 16).to(tl.uint64)
-    last = tl.full([RADIX], digits.shape[0] - 1, tl.int32)
     for group in tl.static_range(4):
         mine = digits // 4 == group
         running = tl.cumsum(tl.where(mine, tl.full(digits.shape, 1, tl.uint64) << field, 0).to(tl.uint64), 0)
         rank = tl.where(mine, ((running >> field) & 0xFFFF).to(tl.int32) - 1, rank)
-        counts = tl.where(bins // 4 == group, ((tl.gather(running, last, 0) >> bin_field) & 0xFFFF).to(tl.int32),
-                          counts)
-    return rank, counts
+    return rank
 
 
 @triton.jit
@@ -474,13 +480,15 @@ def radix_sort_scatter(values, indices, values_out, indices_out, totals, status,
     valid = pos < n
     v = tl.load(values + row * n + pos, mask=valid)
     high, low = _key_parts(v, KIND, FORMAT, DESCENDING)
-    digits = tl.where(valid, _radix_digit(high, low, shift, KIND), RADIX)
-    rank, block_counts = _rank_among_equal_digits(digits)
-    before = _look_back(status + row * n_blocks * RADIX, block, block_counts, 2 * digit_position + 1)
+    digit = _radix_digit(high, low, shift, KIND)
+    # the block's counts go out first, so that later blocks' look-backs can pass over this one early;
+    # the ranks come after the look-back: fewer registers live across its loop (72 against 96, sm_90)
+    before = _look_back(status + row * n_blocks * RADIX, block, _digit_counts(digit, valid), 2 * digit_position + 1)
     bins = tl.arange(0, RADIX)
     row_totals = tl.load(totals + (row * digit_positions(KIND) + digit_position) * RADIX + bins)
     starts = (before + tl.cumsum(row_totals, 0) - row_totals).to(pos.dtype)
-    at = row * n + tl.gather(starts, tl.where(valid, digits, 0), 0) + rank
+    rank = _rank_among_equal_digits(tl.where(valid, digit, RADIX))
+    at = row * n + tl.gather(starts, digit, 0) + rank
     if HAS_INDICES:
         index = tl.load(indices + row * n + pos, mask=valid)
     else:
