@@ -98,7 +98,7 @@ try:
     kernel_table("sort 16M f32 (torch)", lambda: torch.sort(tkeys))
     saved = (sorting.SORT_BLOCK, sorting.SORT_WARPS)
     print("\nsort 16M f32 by elements and warps a radix pass program takes (ms)")
-    for block, warps in itertools.product((512, 1024, 2048), (2, 4, 8)):
+    for block, warps in itertools.product((512, 1024, 2048, 4096), (4, 8)):
         sorting.SORT_BLOCK, sorting.SORT_WARPS = block, warps
         print(f"  block {block:6d} warps {warps:2d}: {gpu_time_ms(lambda: nbx.sort(keys)):.3f}")
     sorting.SORT_BLOCK, sorting.SORT_WARPS = saved

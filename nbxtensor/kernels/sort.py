@@ -349,6 +349,7 @@ def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n
 RADIX = tl.constexpr(16)
 STATUS_COUNT_BITS = tl.constexpr(48)  # a status word: its tag above a count of 48 bits
 STATUS_COUNT_MASK = tl.constexpr((1 << STATUS_COUNT_BITS.value) - 1)
+LOOK_BACK = tl.constexpr(16)  # earlier blocks' status words a look-back step reads at once
 
 
 @triton.constexpr_function
@@ -431,29 +432,37 @@ def _look_back(status_row, block, counts, aggregate_tag):
     """How many elements of each digit the row's blocks before ``block`` hold, by decoupled look-back.
     The block first publishes its own ``counts`` in its sixteen status words (tagged ``aggregate_tag``;
     block 0 tags them inclusive, ``aggregate_tag + 1``: nothing comes before it). Then each digit's lane
-    walks back from the block before: an inclusive word (the counts of that block and all before it)
-    ends the lane's walk, an aggregate one (that block alone) adds to it and steps back, any other tag
-    (not yet published in this pass) is read again. Earlier blocks took earlier tickets, so they are
-    running and publish without waiting on later ones. Last, the block publishes its inclusive counts.
-    A word holds tag and count together, so each read sees a whole one and no order between words is
-    needed; the reads are volatile, so a read in the loop goes to memory each time (not to a stale
-    cache line, nor hoisted out of the loop)."""
+    reads the words of the LOOK_BACK blocks before the nearest one it has not yet counted, at once: it
+    adds the run of published words nearest to it, up to and including the nearest inclusive word (the
+    counts of that block and all before it), which ends its walk; a word not yet published in this pass
+    (another tag) stops the run there, and the lane reads again from it. Earlier blocks took earlier
+    tickets, so they are running and publish without waiting on later ones. Last, the block publishes
+    its inclusive counts. A word holds tag and count together, so each read sees a whole one and no
+    order between words is needed; the reads are volatile, so a read in the loop goes to memory each
+    time (not to a stale cache line, nor hoisted out of the loop)."""
     bins = tl.arange(0, RADIX)
+    steps = tl.arange(0, LOOK_BACK)[:, None]  # 0: the nearest block not yet counted
     counts = counts.to(tl.int64)
     inclusive_tag = aggregate_tag + 1
     mine = status_row + block * RADIX + bins
     first_tag = tl.where(block == 0, inclusive_tag, aggregate_tag).to(tl.int64)
     tl.atomic_xchg(mine, (first_tag << STATUS_COUNT_BITS) | counts, sem="relaxed")
     prefix = tl.zeros([RADIX], tl.int64)
-    look = block - 1 + bins * 0
-    walking = look >= 0
+    nearest = block - 1 + bins * 0  # per digit lane: the nearest block it has not counted yet
+    walking = nearest >= 0
     while tl.reduce(walking.to(tl.int32), 0, tl.standard._elementwise_max) != 0:  # tl.max's combine: see _bitonic
-        word = tl.load(status_row + look * RADIX + bins, mask=walking, other=0, volatile=True)
+        look = nearest[None, :] - steps
+        inside = walking[None, :] & (look >= 0)
+        word = tl.load(status_row + look * RADIX + bins[None, :], mask=inside, other=0, volatile=True)
         tag = word >> STATUS_COUNT_BITS
-        published = walking & ((tag == aggregate_tag) | (tag == inclusive_tag))
-        prefix += tl.where(published, word & STATUS_COUNT_MASK, 0)
-        walking = walking & (tag != inclusive_tag)
-        look = tl.where(published, look - 1, look)
+        unpublished = inside & (tag != aggregate_tag) & (tag != inclusive_tag)
+        first_gap = tl.min(tl.where(unpublished, steps, LOOK_BACK), 0)
+        first_inclusive = tl.min(tl.where(inside & (tag == inclusive_tag), steps, LOOK_BACK), 0)
+        ends = first_inclusive < first_gap
+        taken = tl.where(ends, first_inclusive + 1, first_gap)
+        prefix += tl.sum(tl.where(inside & (steps < taken[None, :]), word & STATUS_COUNT_MASK, 0), 0)
+        nearest = nearest - taken
+        walking = walking & (ends == 0)
     if block > 0:
         tl.atomic_xchg(mine, (inclusive_tag.to(tl.int64) << STATUS_COUNT_BITS) | (prefix + counts), sem="relaxed")
     return prefix
