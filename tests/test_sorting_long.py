@@ -77,15 +77,13 @@ def record_launches(monkeypatch) -> dict:
     ("int16", (1, 600), 5), ("float16", (2, 600), 5), ("bfloat16", (1, 600), 4), ("bool", (2, 600), 2)])
 def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passes):
     """Rows past a segment sort by radix passes; 600 elements in blocks of 128 (the last one short) make
-    every pass join five programs' elements per row, each finding its place after the blocks before it
-    by look-back; the up-front count covers a row in three chunks of 256 (the last one short), 64 a
-    step, whose atomic sums make the totals. A pass runs for each 4-bit digit that can change the order:
-    all sixteen of a 64-bit key, and of a narrower type's widened key only those below its width (and
-    the sign's, for signed integers) or, for floats, those that reach its mantissa."""
+    every pass join five programs' elements per row; the scan of a digit's block counts takes two steps
+    of four. A pass runs for each 4-bit digit that can change the order: all sixteen of a 64-bit key,
+    and of a narrower type's widened key only those below its width (and the sign's, for signed
+    integers) or, for floats, those that reach its mantissa."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
     monkeypatch.setattr(sorting, "SORT_BLOCK", 128)
-    monkeypatch.setattr(sorting, "SORT_COUNT_CHUNK", 256)
-    monkeypatch.setattr(sorting, "SORT_COUNT_BLOCK", 64)
+    monkeypatch.setattr(sorting, "SORT_SCAN_BLOCK", 4)
     launches = record_launches(monkeypatch)
     rng = np.random.default_rng(7)
     if dtype == "uint8":
@@ -96,28 +94,18 @@ def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passe
         a = awkward(shape, dtype if dtype == "bfloat16" else np.dtype(dtype), 7)
     tensor = to_nbx(a).to(nbx.bfloat16) if dtype == "bfloat16" else None
     check_sort(a, 1, False, tensor=tensor)
-    assert len(launches["radix_sort_totals"]) == 1 and len(launches["radix_sort_scatter"]) == passes
+    assert len(launches["radix_sort_scatter"]) == passes
     check_sort(a, 1, True, tensor=tensor)
 
 
-def test_a_sort_launches_a_fill_a_count_and_one_kernel_a_pass(monkeypatch):
-    """The digit totals of every pass come from one reading of the keys, and each pass finds its blocks'
-    places by look-back, so a pass is one launch; the status words, totals and tickets are zeroed once
-    for the whole sort. A pass's bit offset is an argument, not a constexpr: sixteen passes of a 64-bit
-    key compiled 32 kernels for one sort (a GPU test ran out of time compiling them)."""
+def test_every_radix_pass_launches_the_same_kernels(monkeypatch):
+    """A pass's bit offset is an argument, not a constexpr: sixteen passes of a 64-bit key compiled 32
+    kernels for one sort (a GPU test ran out of time compiling them)."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
     monkeypatch.setattr(sorting, "SORT_BLOCK", 128)
     launches = record_launches(monkeypatch)
-    zeroed = []
-    real_zero = sorting.zero_
-
-    def recording_zero(x):
-        zeroed.append(x.numel())
-        return real_zero(x)
-    monkeypatch.setattr(sorting, "zero_", recording_zero)
     check_sort(awkward((1, 300), np.float64, 3), 1, False)
-    assert set(launches) == {"radix_sort_totals", "radix_sort_scatter"}
-    assert len(zeroed) == 1 and len(launches["radix_sort_totals"]) == 1 and len(launches["radix_sort_scatter"]) == 16
+    assert len(set(launches["radix_sort_histogram"])) == 1 and len(set(launches["radix_sort_offsets"])) == 1
     assert len(set(launches["radix_sort_scatter"])) == 2  # the first pass makes the positions, the rest carry them
 
 
@@ -171,12 +159,11 @@ def test_randperm_unique_and_multinomial_past_a_segment():
 @given(rows=st.integers(1, 3), n=st.integers(65, 300), dtype=st.sampled_from(["float32", "int64", "uint8"]),
        descending=st.booleans(), k=st.integers(1, 64), seed=st.integers(0, 2 ** 16))
 def test_radix_sort_and_select_match_a_stable_argsort(monkeypatch, rows, n, dtype, descending, k, seed):
-    """Any row count and length past the segment, blocks and chunks of 32 (the digit count's chunks of
-    64; the last of each short), and k: sort and topk give NumPy's stable order exactly."""
+    """Any row count and length past the segment, blocks and chunks of 32 (the last one short), and k:
+    sort and topk give NumPy's stable order exactly."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
     monkeypatch.setattr(sorting, "SORT_BLOCK", 32)
-    monkeypatch.setattr(sorting, "SORT_COUNT_CHUNK", 64)
-    monkeypatch.setattr(sorting, "SORT_COUNT_BLOCK", 32)
+    monkeypatch.setattr(sorting, "SORT_SCAN_BLOCK", 4)
     monkeypatch.setattr(sorting, "SELECT_CHUNK_INTERPRETED", 32)
     monkeypatch.setattr(sorting, "SELECT_BLOCK_INTERPRETED", 32)
     a = awkward((rows, n), np.dtype(dtype), seed) if dtype != "uint8" else \
@@ -186,28 +173,26 @@ def test_radix_sort_and_select_match_a_stable_argsort(monkeypatch, rows, n, dtyp
     assert np.array_equal(top.indices.numpy(), stable_argsort(a, 1, descending)[:, :k])
 
 
+
 def small_blocks(monkeypatch, block=16):
-    """Radix sorts past 64 elements, in blocks of ``block``; the up-front count in chunks of 64."""
+    """Radix sorts past 64 elements, in blocks of ``block``; the scan of block counts four a step."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
     monkeypatch.setattr(sorting, "SORT_BLOCK", block)
-    monkeypatch.setattr(sorting, "SORT_COUNT_CHUNK", 64)
-    monkeypatch.setattr(sorting, "SORT_COUNT_BLOCK", 32)
+    monkeypatch.setattr(sorting, "SORT_SCAN_BLOCK", 4)
 
 
 @pytest.mark.parametrize("descending", [False, True])
 def test_equal_digits_across_many_blocks_keep_their_order(monkeypatch, descending):
     """Three values whose low digits are all equal (3) and high digits 0, 1, 2, over 38 blocks of 16: in
-    each pass every digit's elements spread across every block, so each block's place among its
-    digit's elements comes from the look-back over all the blocks before it, and equal keys must keep
-    their order across blocks."""
+    each pass every digit's elements spread across every block, and equal keys keep their order across
+    blocks."""
     small_blocks(monkeypatch)
     a = np.random.default_rng(20).choice(np.array([3, 19, 35], np.uint8), size=(1, 600))
     check_sort(a, 1, descending)
 
 
 def test_several_rows_of_many_blocks(monkeypatch):
-    """A pass's tickets run over the blocks of every row in turn: each row's look-back and totals stay
-    its own, whatever the block count of the row (rows of 137 end in a short block)."""
+    """Each row's block counts and digit totals stay its own (rows of 137 end in a short block)."""
     small_blocks(monkeypatch)
     a = np.random.default_rng(21).integers(-4, 4, size=(5, 137)).astype(np.int8)
     a[3] = 2  # one row of a single value
@@ -217,8 +202,7 @@ def test_several_rows_of_many_blocks(monkeypatch):
 
 @pytest.mark.parametrize("descending", [False, True])
 def test_int64_keys_over_many_blocks(monkeypatch, descending):
-    """Sixteen passes (every digit position of a 64-bit key, low word then high) share one status word
-    a block and digit, told apart by their tags, and one ticket counter each."""
+    """Sixteen passes: every digit position of a 64-bit key, low word then high."""
     small_blocks(monkeypatch, block=32)
     rng = np.random.default_rng(22)
     a = rng.integers(-2 ** 62, 2 ** 62, size=(2, 100)) >> rng.integers(0, 62, size=(2, 100))
@@ -228,8 +212,8 @@ def test_int64_keys_over_many_blocks(monkeypatch, descending):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int64])
 def test_rows_past_two_to_the_31_count_in_int64(monkeypatch, dtype):
-    """INDEX_64 (sorts of 2^31 elements or more, too big for a test) takes tickets, positions, counts
-    and addresses as int64: forced on small rows, the sort must not change."""
+    """INDEX_64 (sorts of 2^31 elements or more, too big for a test) takes positions, counts and
+    addresses as int64: forced on small rows, the sort must not change."""
     small_blocks(monkeypatch, block=32)
     a = awkward((2, 100), np.dtype(dtype), 23)
     rows = to_nbx(a)
@@ -241,51 +225,24 @@ def test_rows_past_two_to_the_31_count_in_int64(monkeypatch, dtype):
         assert np.array_equal(values.numpy(), np.take_along_axis(a, order, 1), equal_nan=True)
 
 
-def test_look_back_walks_over_blocks_published_but_not_yet_inclusive():
-    """Under the interpreter every block of a pass finishes before the next starts, so the look-back
-    always meets an inclusive word at once. Here one program runs the last block of the second row
-    (its ticket set so) against status words as a GPU might leave them mid-pass: for each digit the
-    earlier blocks have published only their own counts (aggregate) back to some block that has
-    published its inclusive counts, and the words before that one hold junk the walk must not read.
-    (A word not yet published is re-read until it is; a single interpreted program cannot show that
-    without waiting forever.)"""
-    from nbxtensor.kernels import sort as K
-    from nbxtensor.kernels.copy import FORMAT_NATIVE
-    from nbxtensor.launch import launch
-    rng = np.random.default_rng(24)
-    block, n_blocks, n = 16, 4, 60  # the last block is short
-    keys = rng.integers(0, 16, size=(2, n)).astype(np.uint8)  # key = digit at shift 0
-    digits = keys[1]
-    per_block = np.stack([np.bincount(digits[b * block:(b + 1) * block], minlength=16) for b in range(n_blocks)])
-    before = np.cumsum(per_block, 0)  # inclusive counts of blocks 0..b
-    aggregate, inclusive = 1, 2  # the tags of the pass at digit position 0
-    stops = rng.integers(0, n_blocks - 1, size=16)  # where each digit's walk ends
-    stops[:3] = [0, 1, 2]
-    # junk where the walks must not reach: unpublished words, other passes' and this pass's tags
-    status = (rng.choice([0, aggregate, inclusive, 3, 5], size=(2, n_blocks, 16)) << 48) | \
-        rng.integers(0, 2 ** 40, size=(2, n_blocks, 16))
-    for d, stop in enumerate(stops):
-        status[1, stop, d] = (inclusive << 48) | before[stop, d]
-        for b in range(stop + 1, n_blocks - 1):
-            status[1, b, d] = (aggregate << 48) | per_block[b, d]
-    totals = np.zeros((2, 8, 16), np.int64)
-    totals[1, 0] = per_block.sum(0)
-    tickets = np.zeros(8, np.int64)  # a counter per digit position of a 32-bit key
-    tickets[0] = 1 * n_blocks + (n_blocks - 1)  # the next ticket: row 1, its last block
-    source, status_t, tickets_t = to_nbx(keys), to_nbx(status), to_nbx(tickets)
-    values_out, indices_out = to_nbx(np.zeros((2, n), np.uint8)), to_nbx(np.full((2, n), -1, np.int32))
-    launch(K.radix_sort_scatter, (1,), source.device,
-           [source, source, values_out, indices_out, to_nbx(totals), status_t, tickets_t, n, n_blocks, 0],
-           HAS_INDICES=False, KIND=K.KEY_UNSIGNED, FORMAT=FORMAT_NATIVE, DESCENDING=False, BLOCK=block,
-           INDEX_64=False)
-    order = np.argsort(digits, kind="stable")
-    mine = order >= (n_blocks - 1) * block
-    assert np.array_equal(indices_out.numpy()[1][mine], order[mine])
-    assert np.array_equal(values_out.numpy()[1][mine], digits[order[mine]])
-    assert (indices_out.numpy()[1][~mine] == -1).all() and (indices_out.numpy()[0] == -1).all()
-    published = status_t.numpy()
-    assert np.array_equal(published[1, n_blocks - 1], (inclusive << 48) | before[n_blocks - 1])
-    others = np.ones(status.shape, bool)
-    others[1, n_blocks - 1] = False
-    assert np.array_equal(published[others], status[others])
-    assert tickets_t.numpy()[0] == tickets[0] + 1
+def test_more_long_rows_than_a_grid_dimension_takes_go_in_groups(monkeypatch):
+    """The radix kernels put rows on a grid's second dimension (at most 65535 on CUDA): more long rows
+    than that are sorted and selected a group at a time (groups of two here, the last one short)."""
+    from nbxtensor.ops import plans
+    small_blocks(monkeypatch)
+    monkeypatch.setattr(sorting, "GRID_ROWS", 2)
+    monkeypatch.setattr(sorting, "SELECT_CHUNK_INTERPRETED", 32)
+    monkeypatch.setattr(sorting, "SELECT_BLOCK_INTERPRETED", 32)
+    grids = []
+    for module, name in ((sorting, "launch"), (plans, "launch_slots")):
+        def recording(kernel, grid, *args, _real=getattr(module, name), **kwargs):
+            grids.append((kernel.fn.__name__, tuple(grid)))
+            return _real(kernel, grid, *args, **kwargs)
+        monkeypatch.setattr(module, name, recording)
+    a = awkward((5, 90), np.dtype(np.float32), 25)
+    check_sort(a, 1, False)
+    top = nbx.topk(to_nbx(a), 7, dim=1)
+    assert np.array_equal(top.indices.numpy(), stable_argsort(a, 1, True)[:, :7])
+    radix = [grid for kernel, grid in grids if kernel.startswith("radix_") and kernel != "radix_choose"]
+    assert {"radix_sort_scatter", "radix_gather"} <= {kernel for kernel, _ in grids}
+    assert radix and all(grid[1] <= 2 for grid in radix)

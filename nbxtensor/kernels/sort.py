@@ -163,7 +163,7 @@ def _matches_prefix(high, low, prefix_high, prefix_low, LEVEL: tl.constexpr):
 # The k first elements of long rows, by a radix select spread over many programs per row. A row's state
 # (four int64: the key digits found so far, high and low words, and how many elements lie below every
 # key still in the running) lives in ``state``. Each 8-bit digit, most significant first, takes two
-# launches: ``radix_histogram`` (program (row, chunk): its chunk's histogram of the digit among the
+# launches: ``radix_histogram`` (program (chunk, row): its chunk's histogram of the digit among the
 # elements that share the digits found so far) and ``radix_choose`` (program row: the digit of the k-th
 # key, from the sum of its chunks' histograms). Then ``radix_count`` counts, per chunk, the elements
 # below the k-th key and equal to it, and ``radix_gather`` writes their positions, in position order.
@@ -173,8 +173,10 @@ CHUNKS_PER_STEP = tl.constexpr(16)  # chunks' histograms or counts one step of a
 
 @triton.jit
 def _row_and_chunk(INDEX_64: tl.constexpr):
-    row = tl.program_id(0)
-    chunk = tl.program_id(1)
+    """(row, chunk or block) of a program of a grid (chunks, rows): the chunks of a long row may pass the
+    65535 a grid's second dimension allows; the caller launches at most that many rows at once."""
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
     if INDEX_64:
         row = row.to(tl.int64)
         chunk = chunk.to(tl.int64)
@@ -196,7 +198,7 @@ def _chunk_bounds(chunk, chunk_len, n):
 @triton.jit
 def radix_histogram(src, hist, state, src_row_len, n, chunk_len, n_chunks, LEVEL: tl.constexpr, KIND: tl.constexpr,
                     FORMAT: tl.constexpr, DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program (row, chunk): hist[row, chunk] counts, by digit LEVEL, the chunk's elements whose higher
+    """Program (chunk, row): hist[row, chunk] counts, by digit LEVEL, the chunk's elements whose higher
     digits are the row's prefix so far. Past the first level, the chunk's bin of the last digit chosen
     (its own entry of the level before) says how many are still in the running: a chunk with none
     skips its elements, which after a few levels is nearly every chunk."""
@@ -229,7 +231,9 @@ def radix_choose(hist, state, k, n_chunks, LEVEL: tl.constexpr, INDEX_64: tl.con
     """Program row: digit LEVEL of the row's k-th key, from its chunks' histograms added in chunk order;
     the prefix gains the digit and ``below`` the elements of the bins before it. (The first level's
     histograms read the state but use none of it.)"""
-    row, _ = _row_and_chunk(INDEX_64)
+    row = tl.program_id(0)
+    if INDEX_64:
+        row = row.to(tl.int64)
     bins = tl.arange(0, 256)
     counts = tl.zeros([256], tl.int32)
     first = tl.full([], 0, tl.int32)  # not from ``n_chunks``, which may arrive as the constant 1
@@ -274,7 +278,7 @@ def _below_and_equal(src_row, pos, stop, prefix_high, prefix_low, KIND: tl.const
 @triton.jit
 def radix_count(src, counts, state, src_row_len, n, chunk_len, n_chunks, KIND: tl.constexpr, FORMAT: tl.constexpr,
                 DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program (row, chunk): counts[row, chunk] = (elements of the chunk below the k-th key, equal to it)."""
+    """Program (chunk, row): counts[row, chunk] = (elements of the chunk below the k-th key, equal to it)."""
     row, chunk = _row_and_chunk(INDEX_64)
     prefix_high, prefix_low = _prefix(state, row)
     src_row = src + row * src_row_len
@@ -296,7 +300,7 @@ def radix_count(src, counts, state, src_row_len, n, chunk_len, n_chunks, KIND: t
 @triton.jit
 def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n_chunks, KIND: tl.constexpr,
                  FORMAT: tl.constexpr, DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program (row, chunk) writes to ``candidates`` (k per row) the positions of its chunk's elements
+    """Program (chunk, row) writes to ``candidates`` (k per row) the positions of its chunk's elements
     among the row's k first in key order: every element below the k-th key, then the first elements (by
     position) equal to it; both in position order, after those of the chunks before. A chunk with none
     of them (``counts`` from radix_count), nearly every chunk when k is small, reads nothing more, and a
@@ -338,79 +342,55 @@ def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n
 
 
 # Long rows sort by LSD radix passes over 4-bit digits of the order-preserving key (at most 8 passes for
-# 32-bit keys, 16 for 64-bit). ``radix_sort_totals`` reads the keys once, before the passes, and counts
-# every digit at every position a pass will read: totals[row, position, digit]. Then each pass is one
-# launch of ``radix_sort_scatter``, its bit offset ``shift`` an ordinary argument (one compiled kernel
-# serves every pass). A program of a pass takes a ticket, which names its block of BLOCK elements (so
-# blocks start in order along the row), ranks its elements among the block's of the same digit, finds
-# how many elements of each digit the row's earlier blocks hold by decoupled look-back over their status
-# words, and moves every element to its digit's start in the row (the totals of the lower digits), plus
-# that count, plus its rank. Each pass is stable, so the sort is.
+# 32-bit keys, 16 for 64-bit), the pass's bit offset ``shift`` an ordinary argument (one compiled kernel
+# serves every pass). Program (block, row) of a pass handles BLOCK consecutive elements:
+# ``radix_sort_histogram`` counts its digits into hist[row, digit, block]; ``radix_sort_offsets`` (program
+# (digit, row)) scans a digit's counts across the blocks; ``radix_sort_scatter`` moves every element to its
+# digit's start in the row (the counts of the lower digits), plus its block's start among that digit's
+# elements, plus its rank among the block's elements of that digit. Each pass is stable, so the sort is.
 RADIX = tl.constexpr(16)
-STATUS_COUNT_BITS = tl.constexpr(48)  # a status word: its tag above a count of 48 bits
-STATUS_COUNT_MASK = tl.constexpr((1 << STATUS_COUNT_BITS.value) - 1)
-LOOK_BACK = tl.constexpr(16)  # earlier blocks' status words a look-back step reads at once
-
-
-@triton.constexpr_function
-def digit_positions(kind):
-    """How many 4-bit digits a key of ``kind`` has: 8 (32-bit kinds) or 16 (64-bit)."""
-    return 16 if kind >= KEY_FLOAT64 else 8
 
 
 @triton.jit
-def _radix_digit(high, low, shift, KIND: tl.constexpr):
-    """The 4-bit digit ``shift`` bits up the key (high, low) (a 64-bit key's low word holds shifts
-    0..28, its high word 32..60)."""
+def _radix_digit(v, shift, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr):
+    """The 4-bit digit ``shift`` bits up the order-preserving key of ``v`` (a 64-bit key's low word
+    holds shifts 0..28, its high word 32..60)."""
+    high, low = _key_parts(v, KIND, FORMAT, DESCENDING)
     if KIND >= 3:
         word = tl.where(shift < 32, low, high)
     else:
         word = high
-    return ((word >> tl.cast(shift % 32, tl.uint32)) & 0xF).to(tl.int32)
+    return ((word >> (shift % 32).to(tl.uint32)) & 0xF).to(tl.int32)
 
 
 @triton.jit
-def _digit_counts(digits, valid):
-    """How many of the ``valid`` lanes hold each digit ([RADIX] int32; digits 0..15, a multiple of 8
-    lanes). Each lane's digit d becomes a one in nibble d of a 64-bit word; eight lanes' words are summed
-    (a nibble counts to 15; which eight does not matter, so the compiler may take a thread's own), then
-    the nibbles are unpacked and summed: 2.5 times fewer instructions than tl.histogram's ballots (PTX
-    for sm_90)."""
-    one_hot = tl.where(valid, tl.full(digits.shape, 1, tl.uint64) << (4 * digits).to(tl.uint64), 0)
-    eights = tl.sum(tl.reshape(one_hot.to(tl.uint64), [digits.shape[0] // 8, 8], can_reorder=True), 1)
-    nibbles = (4 * tl.arange(0, RADIX)).to(tl.uint64)
-    return tl.sum(((eights[:, None] >> nibbles[None, :]) & 0xF).to(tl.int32), 0)
+def radix_sort_histogram(values, hist, n, n_blocks, shift, KIND: tl.constexpr, FORMAT: tl.constexpr,
+                         DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (block, row): hist[row, d, block] = how many of the block's elements have digit d."""
+    row, block = _row_and_chunk(INDEX_64)
+    pos = block * BLOCK + tl.arange(0, BLOCK)
+    valid = pos < n
+    digits = _radix_digit(tl.load(values + row * n + pos, mask=valid), shift, KIND, FORMAT, DESCENDING)
+    counts = tl.histogram(digits, RADIX, mask=valid)
+    tl.store(hist + (row * RADIX + tl.arange(0, RADIX)) * n_blocks + block, counts)
 
 
 @triton.jit
-def radix_sort_totals(values, totals, n, chunk_len, n_chunks, position_mask, KIND: tl.constexpr, FORMAT: tl.constexpr,
-                      DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program p counts chunk p % n_chunks (chunk_len elements, BLOCK a step, a multiple of 8) of row
-    p // n_chunks: for each digit position d set in ``position_mask`` (the digit 4 d bits up the key), it
-    adds its elements of each digit to totals[row, d, digit] (int64, zeroed before). Integer atomic sums
-    are exact in any order, so the totals are the same from run to run."""
-    program = tl.program_id(0)
-    if INDEX_64:
-        program = program.to(tl.int64)
-    row = program // n_chunks
-    start, stop = _chunk_bounds(program % n_chunks, chunk_len, n)
-    DIGITS: tl.constexpr = digit_positions(KIND)
-    lines = tl.arange(0, DIGITS)
-    bins = tl.arange(0, RADIX)
-    lanes = tl.arange(0, BLOCK)
-    counts = tl.zeros([DIGITS, RADIX], tl.int64)
-    while start < stop:
-        pos = start + lanes
-        valid = pos < stop
-        high, low = _key_parts(tl.load(values + row * n + pos, mask=valid), KIND, FORMAT, DESCENDING)
-        for digit_position in tl.static_range(DIGITS):
-            if ((position_mask >> digit_position) & 1) != 0:  # positions no pass reads are skipped
-                here = _digit_counts(_radix_digit(high, low, 4 * digit_position, KIND), valid)
-                counts += tl.where(lines[:, None] == digit_position, here[None, :], 0)
-        start += BLOCK
-    wanted = ((position_mask >> lines) & 1) != 0
-    tl.atomic_add(totals + (row * DIGITS + lines[:, None]) * RADIX + bins[None, :], counts,
-                  mask=tl.broadcast_to(wanted[:, None], [DIGITS, RADIX]), sem="relaxed")
+def radix_sort_offsets(hist, offsets, totals, n_blocks, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (d, row): offsets[row, d, b] = the row's elements of digit d in the blocks before b;
+    totals[row, d] = all of them."""
+    row, digit = _row_and_chunk(INDEX_64)
+    line = (row * RADIX + digit) * n_blocks
+    carry = tl.full([], 0, offsets.dtype.element_ty)
+    first = tl.full([], 0, tl.int32)  # not from ``n_blocks``, which may arrive as the constant 1
+    while first < n_blocks:
+        at = first + tl.arange(0, BLOCK)
+        inside = at < n_blocks
+        counts = tl.load(hist + line + at, mask=inside, other=0).to(offsets.dtype.element_ty)
+        tl.store(offsets + line + at, carry + tl.cumsum(counts, 0) - counts, mask=inside)
+        carry += tl.sum(counts, 0)
+        first += BLOCK
+    tl.store(totals + row * RADIX + digit, carry)
 
 
 @triton.jit
@@ -428,76 +408,21 @@ def _rank_among_equal_digits(digits):
 
 
 @triton.jit
-def _look_back(status_row, block, counts, aggregate_tag):
-    """How many elements of each digit the row's blocks before ``block`` hold, by decoupled look-back.
-    The block first publishes its own ``counts`` in its sixteen status words (tagged ``aggregate_tag``;
-    block 0 tags them inclusive, ``aggregate_tag + 1``: nothing comes before it). Then each digit's lane
-    reads the words of the LOOK_BACK blocks before the nearest one it has not yet counted, at once: it
-    adds the run of published words nearest to it, up to and including the nearest inclusive word (the
-    counts of that block and all before it), which ends its walk; a word not yet published in this pass
-    (another tag) stops the run there, and the lane reads again from it. Earlier blocks took earlier
-    tickets, so they are running and publish without waiting on later ones. Last, the block publishes
-    its inclusive counts. A word holds tag and count together, so each read sees a whole one and no
-    order between words is needed; the reads are volatile, so a read in the loop goes to memory each
-    time (not to a stale cache line, nor hoisted out of the loop)."""
-    bins = tl.arange(0, RADIX)
-    steps = tl.arange(0, LOOK_BACK)[:, None]  # 0: the nearest block not yet counted
-    counts = counts.to(tl.int64)
-    inclusive_tag = aggregate_tag + 1
-    mine = status_row + block * RADIX + bins
-    first_tag = tl.where(block == 0, inclusive_tag, aggregate_tag).to(tl.int64)
-    tl.atomic_xchg(mine, (first_tag << STATUS_COUNT_BITS) | counts, sem="relaxed")
-    prefix = tl.zeros([RADIX], tl.int64)
-    nearest = block - 1 + bins * 0  # per digit lane: the nearest block it has not counted yet
-    walking = nearest >= 0
-    while tl.reduce(walking.to(tl.int32), 0, tl.standard._elementwise_max) != 0:  # tl.max's combine: see _bitonic
-        look = nearest[None, :] - steps
-        inside = walking[None, :] & (look >= 0)
-        word = tl.load(status_row + look * RADIX + bins[None, :], mask=inside, other=0, volatile=True)
-        tag = word >> STATUS_COUNT_BITS
-        unpublished = inside & (tag != aggregate_tag) & (tag != inclusive_tag)
-        first_gap = tl.min(tl.where(unpublished, steps, LOOK_BACK), 0)
-        first_inclusive = tl.min(tl.where(inside & (tag == inclusive_tag), steps, LOOK_BACK), 0)
-        ends = first_inclusive < first_gap
-        taken = tl.where(ends, first_inclusive + 1, first_gap)
-        prefix += tl.sum(tl.where(inside & (steps < taken[None, :]), word & STATUS_COUNT_MASK, 0), 0)
-        nearest = nearest - taken
-        walking = walking & (ends == 0)
-    if block > 0:
-        tl.atomic_xchg(mine, (inclusive_tag.to(tl.int64) << STATUS_COUNT_BITS) | (prefix + counts), sem="relaxed")
-    return prefix
-
-
-@triton.jit
-def radix_sort_scatter(values, indices, values_out, indices_out, totals, status, tickets, n, n_blocks, shift,
+def radix_sort_scatter(values, indices, values_out, indices_out, offsets, totals, n, n_blocks, shift,
                        HAS_INDICES: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr,
                        DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """The pass over the digit ``shift`` bits up the key. A program takes the pass's next ticket t
-    (``tickets`` holds a counter per digit position, zeroed before the sort), which names block
-    t % n_blocks of row t // n_blocks, and moves the block's elements (and their positions in the
-    unsorted row: ``indices``, or with no HAS_INDICES the positions themselves) to their digit's start
-    (``totals``), plus the elements of that digit in the row's earlier blocks (look-back over ``status``,
-    a word per row, block and digit, which every pass reuses: its tags name the pass), plus their ranks
-    among the block's elements of the same digit."""
-    digit_position = shift // 4
-    ticket = tl.atomic_add(tickets + digit_position, 1, sem="relaxed")
-    if not INDEX_64:
-        ticket = ticket.to(tl.int32)
-    row = ticket // n_blocks
-    block = ticket % n_blocks
+    """Program (block, row) moves its elements (and their positions in the unsorted row: ``indices``, or
+    with no HAS_INDICES the positions themselves) to where ``offsets`` and ``totals`` put its digits,
+    plus their ranks among the block's elements of the same digit."""
+    row, block = _row_and_chunk(INDEX_64)
     pos = block * BLOCK + tl.arange(0, BLOCK)
     valid = pos < n
     v = tl.load(values + row * n + pos, mask=valid)
-    high, low = _key_parts(v, KIND, FORMAT, DESCENDING)
-    digit = _radix_digit(high, low, shift, KIND)
-    # the block's counts go out first, so that later blocks' look-backs can pass over this one early;
-    # the ranks come after the look-back: fewer registers live across its loop (72 against 96, sm_90)
-    before = _look_back(status + row * n_blocks * RADIX, block, _digit_counts(digit, valid), 2 * digit_position + 1)
+    digits = tl.where(valid, _radix_digit(v, shift, KIND, FORMAT, DESCENDING), RADIX)
     bins = tl.arange(0, RADIX)
-    row_totals = tl.load(totals + (row * digit_positions(KIND) + digit_position) * RADIX + bins)
-    starts = (before + tl.cumsum(row_totals, 0) - row_totals).to(pos.dtype)
-    rank = _rank_among_equal_digits(tl.where(valid, digit, RADIX))
-    at = row * n + tl.gather(starts, digit, 0) + rank
+    row_totals = tl.load(totals + row * RADIX + bins)
+    starts = tl.load(offsets + (row * RADIX + bins) * n_blocks + block) + tl.cumsum(row_totals, 0) - row_totals
+    at = row * n + tl.gather(starts, tl.where(valid, digits, 0), 0) + _rank_among_equal_digits(digits)
     if HAS_INDICES:
         index = tl.load(indices + row * n + pos, mask=valid)
     else:

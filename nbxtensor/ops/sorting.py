@@ -23,7 +23,7 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..promotion import result_type
 from ..tensor import Tensor
-from .copy import Workspace, _elementwise_block, new_tensor, zero_
+from .copy import Workspace, _elementwise_block, cat, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .registry import Cost, TensorMeta, nbytes, register
 from .views import movedim, reshape
@@ -33,10 +33,10 @@ SELECT_BLOCK = 2048  # elements a radix-select program reads per step
 SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wider ones
 SELECT_CHUNK = 2048  # elements of a row one radix-select program covers, one step: a 152k row spreads over 75
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
-SORT_BLOCK = 512  # elements one program of a radix sort pass moves (a power of two, 8 to 32768: kernels/sort.py)
+SORT_BLOCK = 512  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
 SORT_WARPS = 4  # with SORT_BLOCK, the best of a sweep on the H200 (docs/performance.md)
-SORT_COUNT_BLOCK = 2048  # elements the up-front digit count reads a step (a power of two, at least 8)
-SORT_COUNT_CHUNK = 16384  # elements of a row one program of that count covers (one atomic add a bin at its end)
+SORT_SCAN_BLOCK = 4096  # a digit's block counts one step of the offsets scan reads (16 programs a row scan)
+GRID_ROWS = 65535  # rows one launch of the radix kernels takes: CUDA's limit on a grid's second dimension
 _INT32_LIMIT = 2 ** 31
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
@@ -83,6 +83,11 @@ def _select_rows(rows: Tensor, k: int, descending: bool, op: str):
     """The first ``k`` of each row in sorted order: (values, int64 positions), each (rows, k)."""
     count, n = rows.shape
     dev = rows.device
+    if count > GRID_ROWS and n > SEGMENT_LIMIT:
+        # the radix kernels put rows on a grid's second dimension
+        parts = [_select_rows(rows[first:first + GRID_ROWS], k, descending, op)
+                 for first in range(0, count, GRID_ROWS)]
+        return cat([values for values, _ in parts]), cat([indices for _, indices in parts])
     if count and n > SEGMENT_LIMIT and k > SEGMENT_LIMIT:
         # the k first are sorted by one program, so k this large sorts the whole row
         values, indices = _sort_long_rows(rows, _select_flags(rows, descending, op))
@@ -132,14 +137,14 @@ def _plan_radix_select(rows: Tensor, k: int, flags: dict):
     source, hist, state, counts = Slot("rows"), Slot("hist"), Slot("state"), Slot("counts")
     launches = []
     for level in range(8 if flags["KIND"] >= K.KEY_FLOAT64 else 4):
-        launches.append(PlannedLaunch(K.radix_histogram, (count, n_chunks),
+        launches.append(PlannedLaunch(K.radix_histogram, (n_chunks, count),
                                       [source, hist, state, n, n, chunk, n_chunks],
                                       dict(LEVEL=level, BLOCK=block, INDEX_64=index_64, **key)))
         launches.append(PlannedLaunch(K.radix_choose, (count,), [hist, state, k, n_chunks],
                                       dict(LEVEL=level, INDEX_64=index_64)))
-    launches.append(PlannedLaunch(K.radix_count, (count, n_chunks), [source, counts, state, n, n, chunk, n_chunks],
+    launches.append(PlannedLaunch(K.radix_count, (n_chunks, count), [source, counts, state, n, n, chunk, n_chunks],
                                   dict(BLOCK=block, INDEX_64=index_64, **key)))
-    launches.append(PlannedLaunch(K.radix_gather, (count, n_chunks),
+    launches.append(PlannedLaunch(K.radix_gather, (n_chunks, count),
                                   [source, counts, state, Slot("candidates"), n, n, k, chunk, n_chunks],
                                   dict(BLOCK=block, INDEX_64=index_64, **key)))
     workspace = Workspace({"state": ((count, 4), _I64), "candidates": ((count, k), _I64),
@@ -167,40 +172,33 @@ def _radix_shifts(dt, kind: int) -> list[int]:
 def _sort_long_rows(rows: Tensor, flags: dict):
     """Each row of ``rows`` (count, n > SEGMENT_LIMIT) sorted: (values, int64 positions), each (count, n),
     by stable LSD radix passes over the 4-bit digits of the key that can change the order
-    (``kernels/sort.py``): one zero fill, one launch that counts every pass's digits, then one launch a
-    pass. Between passes the positions are int32 (int64 past 2^31 elements); the last pass writes int64
-    positions."""
+    (``kernels/sort.py``). Between passes the positions are int32 (int64 past 2^31 elements); the last
+    pass writes int64 positions."""
     count, n = rows.shape
     dev = rows.device
     block = SORT_BLOCK
     n_blocks = cdiv(n, block)
-    n_chunks = cdiv(n, SORT_COUNT_CHUNK)
     index_64 = flags["INDEX_64"]
-    wide = _I64 if index_64 else _I32  # positions within a row
+    wide = _I64 if index_64 else _I32  # positions within a row, and counts of a row's elements
     key = dict(KIND=flags["KIND"], FORMAT=flags["FORMAT"], DESCENDING=flags["DESCENDING"], INDEX_64=index_64)
     radix = K.RADIX.value  # the kernels' tl.constexpr
+    hist = new_tensor((count, radix, n_blocks), _I32, dev)
+    offsets = new_tensor((count, radix, n_blocks), wide, dev)
+    totals = new_tensor((count, radix), wide, dev)
     shifts = _radix_shifts(rows.dtype, flags["KIND"])
-    n_positions = K.digit_positions(flags["KIND"])
-    # The status words of every block, the digit totals and a ticket counter per digit position, all
-    # int64 and zeroed by one fill; the passes' status words and tickets differ by position, so none is
-    # cleared between passes.
-    status_size, totals_size = count * n_blocks * radix, count * n_positions * radix
-    zeroed = zero_(new_tensor((status_size + totals_size + n_positions,), _I64, dev))
-    status = zeroed[:status_size]
-    totals = zeroed[status_size:status_size + totals_size]
-    tickets = zeroed[status_size + totals_size:]
-    launch(K.radix_sort_totals, (count * n_chunks,), dev,
-           [rows, totals, n, SORT_COUNT_CHUNK, n_chunks, sum(1 << (shift // 4) for shift in shifts)],
-           BLOCK=SORT_COUNT_BLOCK, **key)
     buffers = [(new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), wide, dev)) for _ in range(2)]
     src, src_indices = rows, None
     for step, shift in enumerate(shifts):
         last = step == len(shifts) - 1
+        launch(K.radix_sort_histogram, (n_blocks, count), dev, [src, hist, n, n_blocks, shift], BLOCK=block,
+               num_warps=SORT_WARPS, **key)
+        launch(K.radix_sort_offsets, (radix, count), dev, [hist, offsets, totals, n_blocks], BLOCK=SORT_SCAN_BLOCK,
+               INDEX_64=index_64)
         dst, dst_indices = (new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)) if last \
             else buffers[step % 2]
-        launch(K.radix_sort_scatter, (count * n_blocks,), dev,
-               [src, src if src_indices is None else src_indices, dst, dst_indices, totals, status, tickets, n,
-                n_blocks, shift], HAS_INDICES=src_indices is not None, BLOCK=block, num_warps=SORT_WARPS, **key)
+        launch(K.radix_sort_scatter, (n_blocks, count), dev,
+               [src, src if src_indices is None else src_indices, dst, dst_indices, offsets, totals, n, n_blocks,
+                shift], HAS_INDICES=src_indices is not None, BLOCK=block, num_warps=SORT_WARPS, **key)
         src, src_indices = dst, dst_indices
     return src, src_indices
 
