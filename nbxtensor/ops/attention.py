@@ -20,7 +20,7 @@ from ..kernels import attention as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, new_tensor
+from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .matmul import _dot_precision, _has_tma, _needs_index_64, _next_pow2
 from .registry import Cost, TensorMeta, nbytes, register
@@ -393,9 +393,7 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
             raise RuntimeError(f"{op}: expected all tensors on {dev}, got {name} on {t.device}")
     out_strides = _aten_output_strides(query, meta.shape)
     out = new_tensor(meta.shape, meta.dtype, dev, out_strides)
-
-    def fresh_output():
-        return new_tensor(meta.shape, meta.dtype, dev, out_strides)
+    fresh_output = fresh_tensor_maker(meta.shape, meta.dtype, dev, out_strides)
     keys = key.shape[-2]
     if out.numel() == 0:
         return lambda query, key, value, attn_mask: fresh_output()

@@ -16,7 +16,8 @@ from ..kernels.copy import (FORMAT_BOOL, FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS
 from ..launch import cdiv, launch_slots, refuse_capture
 from ..promotion import result_type
 from ..storage import Storage
-from ..tensor import Tensor
+from ..tensor import Size, Tensor
+from ..tensor import layout_key as tensor_layout_key
 from .plans import PlanCache
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -59,6 +60,35 @@ def allocate_tensor(shape: tuple, strides: tuple, dtype, dev: _device, nbytes: i
         if served is not None:
             return served
     return Tensor._make(Storage(dev, nbytes, pinned=pinned), 0, shape, strides, dtype)
+
+
+def fresh_tensor_maker(shape, dtype, dev: _device, strides=None):
+    """``make()``: a fresh tensor laid out as ``new_tensor(shape, dtype, dev, strides)`` makes it, for a
+    plan that makes one at every call. The layout is worked out once and given to each tensor (its
+    ``layout_key``); the memory is a block the allocator parked for the current stream where there is
+    one (no Python in the allocator), else the allocator's. While a graph runs on its arena, the arena
+    serves the request as it serves ``new_tensor``'s."""
+    shape = Size(shape)
+    if strides is None:
+        strides, count = _contiguous_layout(tuple(shape))
+    else:
+        strides = tuple(strides)
+        count = S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
+    nbytes = count * dtype.itemsize
+    backend, index = backend_for(dev), dev.index
+    parked, allocate = backend.parked_buffers(index), backend.allocate
+    stream_of = getattr(backend, "current_stream_handle", None)
+    layout = tensor_layout_key(shape, strides, dtype, dev)
+
+    def make() -> Tensor:
+        if arena_service is not None or not nbytes:
+            made = allocate_tensor(shape, strides, dtype, dev, nbytes)
+        else:
+            buffer = (parked and parked(nbytes, stream_of(index))) or allocate(nbytes, index)
+            made = Tensor._make(Storage(dev, nbytes, buffer), 0, shape, strides, dtype)
+        made._layout = layout
+        return made
+    return make
 
 
 class Workspace:

@@ -24,7 +24,7 @@ from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, new_tensor
+from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key, run_launches
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -398,8 +398,10 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         run_gemv = _gemv_launches(a.reshape(m, k), b.reshape(k, n), bias2, out.view(m, n), m, n, k, alpha, beta,
                                   has_bias, scaled, flags, facts, dev, index_64)
 
+        fresh_output = fresh_tensor_maker(out_shape, out_dtype, dev)
+
         def execute_gemv(a, b, bias):
-            out = new_tensor(out_shape, out_dtype, dev)
+            out = fresh_output()
             run_gemv(a, b, bias, out)
             return out
         return execute_gemv
@@ -446,9 +448,10 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     config = tuning.choose_timed(key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), a, b, bias, out))
     run = launches_for(config)
+    fresh_output = fresh_tensor_maker(out_shape, out_dtype, dev)
 
     def execute(a, b, bias):
-        out = new_tensor(out_shape, out_dtype, dev)
+        out = fresh_output()
         run(a, b, bias, out)
         return out
     return execute

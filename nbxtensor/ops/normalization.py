@@ -10,7 +10,7 @@ from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, new_tensor
+from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .reductions import _needs_index_64, _source, compute_dtype, kernel_facts, next_pow2, split_plan, tile_for
 from .registry import Cost, TensorMeta, nbytes, register
@@ -147,11 +147,12 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                      CHUNK_BITS=chunks.bit_length() - 1, num_warps=warps, **common))]
 
     workspace = Workspace(temporaries)
+    fresh_output = fresh_tensor_maker(shape, meta.dtype, dev)
 
     def execute(x):
         if not convert and _misaligned(x):
             return _run_softmax(_dense_copy(x), dim, dtype, log)
-        out = new_tensor(shape, meta.dtype, dev)
+        out = fresh_output()
         tensors = {"src": x.to(as_dtype) if convert else x, "out": out}
         run_launches(dev, launches, workspace, tensors)
         return out
@@ -274,13 +275,15 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
              INDEX_64=_needs_index_64(x) or _needs_index_64(rows), ROW_ALIGN=align,
              BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1, num_warps=warps))
 
+    fresh_output = fresh_tensor_maker(shape, dtype, dev)
+
     def execute(x, weight, bias, residual):
         if _misaligned(x, residual, weight, bias):  # a view's pointer is its base's; a copy's is aligned
             return from_dense_copies(x, weight, bias, residual)
         if not views:
             x, residual, weight, bias = operands(x, weight, bias, residual)
-        out = new_tensor(shape, dtype, dev)
-        res_out = new_tensor(shape, dtype, dev) if has_residual else None
+        out = fresh_output()
+        res_out = fresh_output() if has_residual else None
         launch(dev, {"rows": x, "res_rows": residual, "weight": weight, "bias": bias, "out": out,
                      "res_out": res_out})
         return out, res_out

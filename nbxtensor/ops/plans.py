@@ -14,8 +14,17 @@ _all_caches: list = []
 
 
 def layout_key(t):
-    """What a plan may depend on of a tensor operand (or None): dtype, shape, strides and device."""
-    return None if t is None else (t._dtype, t.shape, t.stride(), t.device)
+    """What a plan may depend on of a tensor operand (or None): its dtype, shape, strides and device, as
+    the int ``tensor.layout_key`` names them (kept on the tensor once asked); a tensor with no storage
+    (meta) by the tuple itself."""
+    if t is None:
+        return None
+    layout = t._layout
+    if layout is None:
+        layout = t._layout_key()
+        if layout is None:
+            return (t._dtype, t.shape, t.stride(), t.device)
+    return layout
 
 
 def clear_all() -> None:

@@ -14,7 +14,7 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, new_tensor
+from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -200,11 +200,12 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
     out_shape = tuple(out_shape)
     int64 = _dt("int64")
 
+    first = fresh_tensor_maker(out_shape, out_dtype, dev) if (values or not arg) else None
+    second_dtype = int64 if arg else second
+    other = fresh_tensor_maker(out_shape, second_dtype, dev) if second_dtype is not None else None
+
     def outputs():
-        out0 = new_tensor(out_shape, out_dtype, dev) if (values or not arg) else None
-        out1 = new_tensor(out_shape, int64, dev) if arg else (
-            new_tensor(out_shape, second, dev) if second is not None else None)
-        return out0, out1
+        return first() if first is not None else None, other() if other is not None else None
     n_rows = S.numel(out_shape)
     if n_rows == 0:
         return lambda x: outputs()
