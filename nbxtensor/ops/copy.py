@@ -18,7 +18,7 @@ from ..promotion import result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor
 from ..tensor import layout_key as tensor_layout_key
-from .plans import PlanCache
+from .plans import PlanCache, layout_key
 from .registry import Cost, TensorMeta, nbytes, register
 
 # Dims the copy kernel indexes directly; a copy of more dims (after merging) loops over the rest.
@@ -147,19 +147,22 @@ def _conversion_flags(st, dt, dev: _device) -> dict:
 class _CopyPlan:
     """What one geometry of copy needs besides its pointers and its constant: worked out once. ``args``
     are the kernel's arguments with None where a call's destination, source and constant go
-    (``_VARYING``); ``bound`` is what ``launch_slots`` keeps of the compiled kernel."""
+    (``_VARYING``; a copy from a tensor has constant 0, fixed, and varies in its two tensors alone, so
+    that its launch can go straight to the bound launcher); ``bound`` is what ``launch_slots`` keeps of
+    the compiled kernel."""
 
     __slots__ = ("grid", "args", "constexprs", "constexpr_key", "bound")
 
-    def __init__(self, grid, n, shape, dst_strides, src_strides, constexprs):
+    def __init__(self, grid, n, shape, dst_strides, src_strides, constexprs, from_tensor: bool):
         self.grid = grid
-        self.args = [None, None, n, None, shape, dst_strides, src_strides]
+        self.args = [None, None, n, 0 if from_tensor else None, shape, dst_strides, src_strides]
         self.constexprs = constexprs
         self.constexpr_key = tuple(constexprs.items())
         self.bound = {}
 
 
 _VARYING = [0, 1, 3]  # strided_copy's destination, source and constant bits
+_VARYING_TENSORS = [0, 1]  # a copy from a tensor: destination and source
 
 
 _SPLIT = object()  # a plan marker: more dims than the kernel indexes, copied one leading index at a time
@@ -188,7 +191,7 @@ def _plan_copy(dst: Tensor, src: Tensor | None, pairs: int):
     constexprs = dict(RANK=len(shape), SOURCE=flags.pop("SOURCE"),
                       CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[dt.itemsize]), **flags, PAIRS=pairs,
                       INDEX_64=index_64, BLOCK=block)
-    return _CopyPlan((cdiv(n, block),), n, shape, dst_strides, src_strides, constexprs)
+    return _CopyPlan((cdiv(n, block),), n, shape, dst_strides, src_strides, constexprs, src is not None)
 
 
 def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: int = PAIRS_NONE) -> None:
@@ -204,8 +207,12 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
         for i in range(dst.shape[0]):
             _run_copy(dst[i], None if src is None else src[i], constant_bits, pairs)
         return
-    launch_slots(strided_copy, plan.grid, dst.device, plan.args, _VARYING,
-                 [dst, dst if src is None else src, constant_bits], plan.constexprs, plan.constexpr_key, plan.bound)
+    if src is None:
+        launch_slots(strided_copy, plan.grid, dst.device, plan.args, _VARYING, [dst, dst, constant_bits],
+                     plan.constexprs, plan.constexpr_key, plan.bound)
+    else:
+        launch_slots(strided_copy, plan.grid, dst.device, plan.args, _VARYING_TENSORS, [dst, src], plan.constexprs,
+                     plan.constexpr_key, plan.bound)
 
 
 def _has_internal_overlap(t: Tensor) -> bool:
@@ -440,19 +447,20 @@ def _clone_cost(x, memory_format=None):
     return Cost(bytes_read=nbytes(x), bytes_written=nbytes(x))
 
 
+_clone_outputs = PlanCache()  # (input layout, whether strides are preserved) -> the output's maker
+
+
 @register("clone", family="copy", aten=["aten::clone.default"], meta=_clone_meta, cost=_clone_cost,
           methods=("clone",))
 def clone(x: Tensor, memory_format=None) -> Tensor:
     """A copy with its own storage; a dense input keeps its strides (``preserve_format``)."""
     _check_data(x, "clone")
-    if memory_format in (None, "preserve_format"):
-        strides = S.dense_strides_like(x.shape, x.stride())
-    elif memory_format == "contiguous_format":
-        strides = None
-    else:
+    if memory_format not in (None, "preserve_format", "contiguous_format"):
         raise ValueError(f"clone: unsupported memory_format {memory_format!r}; use 'preserve_format' or "
                          "'contiguous_format'")
-    out = new_tensor(x.shape, x.dtype, x.device, strides)
+    preserve = memory_format != "contiguous_format"
+    out = _clone_outputs.get((layout_key(x), preserve), lambda: fresh_tensor_maker(
+        x.shape, x.dtype, x.device, S.dense_strides_like(x.shape, x.stride()) if preserve else None))()
     # a fresh tensor of x's shape, dtype and device: none of copy_'s checks or conversions apply
     if x.dtype.is_complex:
         _copy_complex(out, x)
