@@ -46,6 +46,10 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
 def wrap_dim(dim: int, ndim: int, *, allow_end: bool = False) -> int:
     """A dimension index in ``[0, ndim)`` (``[0, ndim]`` with ``allow_end``), negatives counted from
     the end, as ATen does: a 0-d tensor accepts dim 0 and -1."""
+    if type(dim) is int:  # the common case, without the protocol checks below
+        size = max(ndim + (1 if allow_end else 0), 1)
+        if -size <= dim < size:
+            return dim + size if dim < 0 else dim
     if hasattr(dim, "__index__") and not isinstance(dim, bool):
         dim = dim.__index__()
     else:
@@ -193,6 +197,7 @@ def view_strides(old_shape: Sequence[int], old_strides: Sequence[int],
     """Strides that let ``new_shape`` view memory laid out as (``old_shape``, ``old_strides``), or
     None when no view exists (ATen's computeStride): runs of old dims that are contiguous with
     each other may be split or merged, nothing else."""
+    old_shape, new_shape = tuple(old_shape), tuple(new_shape)  # plain tuples index without ``Size``'s Python
     if numel(old_shape) == 0:
         return tuple(old_strides) if tuple(old_shape) == tuple(new_shape) else contiguous_strides(new_shape)
     if len(old_shape) == 0:

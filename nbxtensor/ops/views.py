@@ -2,6 +2,7 @@
 when ATen would). Their meta rules run the same code on a tensor that has no memory."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -56,13 +57,20 @@ def view(x: Tensor, *shape) -> Tensor:
         return _view_dtype(x, get_dtype(shape[0]))
     if len(shape) == 1 and isinstance(shape[0], str):
         return _view_dtype(x, get_dtype(shape[0]))
-    new_shape = S.infer_size([int(s) for s in _dims(shape, "size")], x.numel())
-    strides = S.view_strides(x.shape, x.stride(), new_shape)
+    new_shape, strides = _view_layout(tuple(x._shape), x._strides, tuple([int(s) for s in _dims(shape, "size")]))
     if strides is None:
         raise RuntimeError(f"view size {new_shape} is not compatible with input tensor's size and stride "
                            f"({_describe(x)}): at least one dimension spans across two contiguous subspaces; "
                            "use .reshape(...) instead")
     return x._view(new_shape, strides)
+
+
+@functools.lru_cache(maxsize=4096)
+def _view_layout(shape: tuple, strides: tuple, requested: tuple) -> tuple:
+    """(shape, strides or None) of ``view(requested)`` of a tensor laid out as (``shape``, ``strides``):
+    kept, since a model views the same layouts call after call."""
+    new_shape = S.infer_size(requested, math.prod(shape))
+    return new_shape, S.view_strides(shape, strides, new_shape)
 
 
 def _view_dtype(x: Tensor, dt) -> Tensor:
@@ -128,11 +136,13 @@ def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
 
 @view_op("permute", ["aten::permute.default"], methods=("permute",))
 def permute(x: Tensor, *dims) -> Tensor:
-    dims = tuple(S.wrap_dim(d, x.ndim) for d in _dims(dims))
-    if sorted(dims) != list(range(x.ndim)):
-        raise RuntimeError(f"permute(dims={_dims(dims)}): dims must be a permutation of 0..{x.ndim - 1} "
-                           f"for a tensor of shape {tuple(x.shape)}")
-    return x._view([x.shape[d] for d in dims], [x.stride(d) for d in dims])
+    shape, strides = tuple(x._shape), x._strides
+    ndim = len(shape)
+    dims = [S.wrap_dim(d, ndim) for d in _dims(dims)]
+    if sorted(dims) != list(range(ndim)):
+        raise RuntimeError(f"permute(dims={_dims(dims)}): dims must be a permutation of 0..{ndim - 1} "
+                           f"for a tensor of shape {shape}")
+    return x._view([shape[d] for d in dims], [strides[d] for d in dims])
 
 
 @view_op("transpose", ["aten::transpose.int"], methods=("transpose", "swapaxes", "swapdims"),
