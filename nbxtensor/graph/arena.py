@@ -37,13 +37,16 @@ class ArenaRun:
     def __exit__(self, *exc_info) -> None:
         _copy.arena_service = None
 
-    def expect(self, outputs) -> None:
-        """``outputs``: (tensor id, meta) of the step's outputs that own planned memory."""
-        self._expected = []
-        for tensor_id, meta in outputs:
-            offset = self.plan.offsets.get(tensor_id)
-            if offset is not None and self.storage is not None:
-                self._expected.append((meta.dtype, nbytes(meta), offset, self.plan.placement(tensor_id)[1]))
+    def expect(self, expected) -> None:
+        """``expected``: (dtype, bytes, byte offset, room) of each of the step's outputs that own planned
+        memory (``expectations``)."""
+        self._expected = list(expected) if self.storage is not None else []
+
+    @staticmethod
+    def expectations(plan, outputs) -> list:
+        """What ``expect`` takes for ``outputs``, (tensor id, meta) of a step's outputs placed by ``plan``."""
+        return [(meta.dtype, nbytes(meta), plan.offsets[tensor_id], plan.placement(tensor_id)[1])
+                for tensor_id, meta in outputs]
 
     def _serve(self, shape, strides, dtype, device, nbytes):
         if device != self.device:

@@ -56,10 +56,22 @@ def resolve(aten_name: str) -> OpDef:
     return lookup(aten_name)
 
 
+def adapter(aten_name: str):
+    """``adapt(args tuple, kwargs dict) -> (args, kwargs)`` from an ATen overload's arguments to the
+    registry op's, or None where they are the same."""
+    return _ADAPTERS.get(aten_name)
+
+
+def placed(op: OpDef) -> bool:
+    """Whether ``op`` makes tensors from nothing and must be told the device."""
+    return op.family in _PLACED_FAMILIES and _takes_device(op)
+
+
 def adapt(aten_name: str, op: OpDef, args, kwargs, device=None):
     """Positional and keyword arguments for ``op``'s rules and implementation."""
-    adapter = _ADAPTERS.get(aten_name)
-    args, kwargs = (tuple(args), dict(kwargs)) if adapter is None else adapter(tuple(args), dict(kwargs))
-    if device is not None and op.family in _PLACED_FAMILIES and _takes_device(op):
+    adapt_arguments = adapter(aten_name)
+    args, kwargs = (tuple(args), dict(kwargs)) if adapt_arguments is None else adapt_arguments(tuple(args),
+                                                                                               dict(kwargs))
+    if device is not None and placed(op):
         kwargs["device"] = device
     return args, kwargs

@@ -87,6 +87,7 @@ class Graph:
         self._last_use = self._last_uses()
         self._freed_after = self._frees()
         self._decoders: dict[str, tuple] = {}  # step id -> its arguments' decoders, made at first use
+        self._prepared: dict[tuple, tuple] = {}  # symbol values -> ``_runs``
         self._inferred: dict[tuple, dict[str, TensorMeta]] = {}
         self._plans: dict[tuple, MemoryPlan] = {}
 
@@ -364,12 +365,16 @@ class Graph:
                              f"the file lists {len(step.outputs)} outputs")
         return results
 
-    def _arguments(self, step: Step, tensor_of, values, device):
+    def _decoders_of(self, step: Step) -> tuple:
+        """(positional, named) decoders of ``step``'s arguments, made at first use."""
         decoders = self._decoders.get(step.id)
         if decoders is None:
             decoders = self._decoders[step.id] = ([argument_decoder(a) for a in step.args],
                                                   {k: argument_decoder(v) for k, v in step.kwargs.items()})
-        positional, named = decoders
+        return decoders
+
+    def _arguments(self, step: Step, tensor_of, values, device):
+        positional, named = self._decoders_of(step)
         args = [decode(tensor_of, values) for decode in positional]
         kwargs = {k: decode(tensor_of, values) for k, decode in named.items()}
         return calling.adapt(step.aten, step.op, args, kwargs, device)
@@ -445,35 +450,61 @@ class Graph:
         ``graph/arena.py``); graph outputs come from the device's allocator."""
         tensors = [self._as_input(tensor_id, value) for tensor_id, value in zip(self.inputs, inputs)]
         values = self.bind([tuple(t.shape) for t in tensors])
-        metas = self.infer(values)
-        plan = self.plan(values)
+        plan, runs = self._runs(values)
         env: dict[str, Tensor] = {**self.weights, **self.constants, **dict(zip(self.inputs, tensors))}
-        keep = set(self.outputs)
-        with ArenaRun(plan, self.device) as arena:
-            for index, step in enumerate(self.steps):
-                arena.expect([(out, metas[out]) for out in step.outputs
-                              if out is not None and out in plan.offsets and out not in keep])
-                args, kwargs = self._arguments(step, env.__getitem__, values, device=self.device)
+        tensor_of, device = env.__getitem__, self.device
+        with ArenaRun(plan, device) as arena:
+            for step, positional, named, adapter, placed, expected, outputs, freed in runs:
+                arena.expect(expected)
+                args = [decode(tensor_of, values) for decode in positional]
+                kwargs = {k: decode(tensor_of, values) for k, decode in named.items()}
+                if adapter is not None:
+                    args, kwargs = adapter(tuple(args), kwargs)
+                if placed:
+                    kwargs["device"] = device
                 try:
                     produced = step.op.impl(*args, **kwargs)
                 except Exception as error:
                     raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) failed: "
                                      f"{type(error).__name__}: {error}") from error
-                for out, result in zip(step.outputs, self._as_list(step, produced)):
+                for (out, shape, dtype, planned, read), result in zip(outputs, self._as_list(step, produced)):
                     if out is None:
                         continue
-                    if tuple(result.shape) != metas[out].shape or result.dtype is not metas[out].dtype:
+                    if result.dtype is not dtype or tuple(result.shape) != shape:
                         raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) made {out!r} as "
                                          f"{result.dtype.name}{list(result.shape)}, its meta rule says "
-                                         f"{metas[out].dtype.name}{list(metas[out].shape)}")
-                    env[out] = arena.settle(out, result) if out in plan.offsets and out not in keep else result
-                    if out not in self._last_use:
-                        del env[out]  # never read
-                for ref in self._freed_after[index]:
+                                         f"{dtype.name}{list(shape)}")
+                    if read:
+                        env[out] = arena.settle(out, result) if planned else result
+                for ref in freed:
                     env.pop(ref, None)
             results = tuple(arena.release(env[out]) for out in self.outputs)
         self.last_arena_use = (arena.served, arena.copied)  # (outputs served from the arena, moved into it)
         return results[0] if len(results) == 1 else results
+
+    def _runs(self, values: dict[str, int]):
+        """(memory plan, one record a step) for symbol ``values``, worked out once: the step, its
+        arguments' decoders, its calling adapter, whether it is told the device, its planned outputs'
+        (dtype, bytes, arena offset, room), per output (id, shape, dtype, whether it owns planned memory,
+        whether anything reads it), and the intermediates it reads last."""
+        key = tuple(sorted(values.items()))
+        found = self._prepared.get(key)
+        if found is not None:
+            return found
+        metas, plan = self.infer(values), self.plan(values)
+        keep = set(self.outputs)
+        runs = []
+        for index, step in enumerate(self.steps):
+            positional, named = self._decoders_of(step)
+            planned = [out for out in step.outputs if out is not None and out in plan.offsets and out not in keep]
+            expected = ArenaRun.expectations(plan, [(out, metas[out]) for out in planned])
+            outputs = [(None, None, None, False, False) if out is None else
+                       (out, metas[out].shape, metas[out].dtype, out in planned, out in self._last_use)
+                       for out in step.outputs]
+            runs.append((step, positional, named, calling.adapter(step.aten), calling.placed(step.op), expected,
+                         outputs, tuple(self._freed_after[index])))
+        found = self._prepared[key] = (plan, runs)
+        return found
 
     def replay(self, *inputs):
         """``self(*inputs)``, by replaying the launches captured on the first call with these input
