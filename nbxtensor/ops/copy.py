@@ -447,7 +447,7 @@ def _clone_cost(x, memory_format=None):
     return Cost(bytes_read=nbytes(x), bytes_written=nbytes(x))
 
 
-_clone_outputs = PlanCache()  # (input layout, whether strides are preserved) -> the output's maker
+_converted_outputs = PlanCache()  # (input layout, dtype, whether strides are preserved) -> the output's maker
 
 
 @register("clone", family="copy", aten=["aten::clone.default"], meta=_clone_meta, cost=_clone_cost,
@@ -458,11 +458,16 @@ def clone(x: Tensor, memory_format=None) -> Tensor:
     if memory_format not in (None, "preserve_format", "contiguous_format"):
         raise ValueError(f"clone: unsupported memory_format {memory_format!r}; use 'preserve_format' or "
                          "'contiguous_format'")
-    preserve = memory_format != "contiguous_format"
-    out = _clone_outputs.get((layout_key(x), preserve), lambda: fresh_tensor_maker(
-        x.shape, x.dtype, x.device, S.dense_strides_like(x.shape, x.stride()) if preserve else None))()
-    # a fresh tensor of x's shape, dtype and device: none of copy_'s checks or conversions apply
-    if x.dtype.is_complex:
+    return _converted(x, x.dtype, memory_format != "contiguous_format")
+
+
+def _converted(x: Tensor, dt, preserve: bool) -> Tensor:
+    """A fresh tensor of ``x``'s shape on its device holding its values as ``dt``: a dense ``x``'s strides
+    kept with ``preserve`` (else contiguous). Its output's maker is kept per (layout, dtype, preserve);
+    the output is fresh, so none of ``copy_``'s checks apply."""
+    out = _converted_outputs.get((layout_key(x), dt, preserve), lambda: fresh_tensor_maker(
+        x.shape, dt, x.device, S.dense_strides_like(x.shape, x.stride()) if preserve else None))()
+    if x.dtype.is_complex or dt.is_complex:
         _copy_complex(out, x)
     else:
         _run_copy(out, x)
@@ -496,7 +501,7 @@ def to(x: Tensor, device=None, dtype=None, copy: bool = False) -> Tensor:
     if dev == x.device and dt is x.dtype and not copy:
         return x
     if dev == x.device:
-        return copy_(new_tensor(x.shape, dt, dev, S.dense_strides_like(x.shape, x.stride())), x)
+        return _converted(x, dt, True)
     if dt is x.dtype:
         return _transfer(x, dev)
     if _can_compute(x.device):
