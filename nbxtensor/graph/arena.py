@@ -59,14 +59,13 @@ class ArenaRun:
                 return Tensor._make(self.storage, offset // dtype.itemsize, shape, strides, dtype)
         return None
 
-    def settle(self, tensor_id: str, result: Tensor) -> Tensor:
-        """``result``, the output ``tensor_id`` of the step just run (one that owns a planned place),
-        moved into that place when it lies elsewhere in the arena."""
+    def settle(self, result: Tensor, offset: int, room: int) -> Tensor:
+        """``result``, an output of the step just run that owns the planned place (``offset``, ``room``
+        bytes: ``plan.placement``), moved into that place when it lies elsewhere in the arena."""
         self._expected = []  # nothing more is served for this step
         if not self._holds(result):
             return result
-        offset, room = self.plan.offsets[tensor_id], self.plan.placement(tensor_id)[1]
-        begin = result.data_ptr() - self.storage.ptr
+        begin = result._offset * result._dtype.itemsize  # the arena's storage starts at its offset 0
         if offset <= begin and begin + self._extent(result) <= offset + room:
             return result
         self.copied += 1
@@ -83,4 +82,8 @@ class ArenaRun:
 
     @staticmethod
     def _extent(t: Tensor) -> int:
-        return (S.max_offset(tuple(t.shape), tuple(t.stride())) + 1) * t.dtype.itemsize if t.numel() else 0
+        shape = tuple(t._shape)
+        strides, count = _copy._contiguous_layout(shape)
+        if t._strides == strides:
+            return count * t._dtype.itemsize
+        return (S.max_offset(shape, t._strides) + 1) * t._dtype.itemsize if count else 0

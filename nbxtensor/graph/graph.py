@@ -467,7 +467,7 @@ class Graph:
                 except Exception as error:
                     raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) failed: "
                                      f"{type(error).__name__}: {error}") from error
-                for (out, shape, dtype, planned, read), result in zip(outputs, self._as_list(step, produced)):
+                for (out, shape, dtype, place, read), result in zip(outputs, self._as_list(step, produced)):
                     if out is None:
                         continue
                     if result.dtype is not dtype or tuple(result.shape) != shape:
@@ -475,7 +475,7 @@ class Graph:
                                          f"{result.dtype.name}{list(result.shape)}, its meta rule says "
                                          f"{dtype.name}{list(shape)}")
                     if read:
-                        env[out] = arena.settle(out, result) if planned else result
+                        env[out] = result if place is None else arena.settle(result, *place)
                 for ref in freed:
                     env.pop(ref, None)
             results = tuple(arena.release(env[out]) for out in self.outputs)
@@ -485,8 +485,8 @@ class Graph:
     def _runs(self, values: dict[str, int]):
         """(memory plan, one record a step) for symbol ``values``, worked out once: the step, its
         arguments' decoders, its calling adapter, whether it is told the device, its planned outputs'
-        (dtype, bytes, arena offset, room), per output (id, shape, dtype, whether it owns planned memory,
-        whether anything reads it), and the intermediates it reads last."""
+        (dtype, bytes, arena offset, room), per output (id, shape, dtype, its planned place (offset,
+        room) or None, whether anything reads it), and the intermediates it reads last."""
         key = tuple(sorted(values.items()))
         found = self._prepared.get(key)
         if found is not None:
@@ -498,9 +498,9 @@ class Graph:
             positional, named = self._decoders_of(step)
             planned = [out for out in step.outputs if out is not None and out in plan.offsets and out not in keep]
             expected = ArenaRun.expectations(plan, [(out, metas[out]) for out in planned])
-            outputs = [(None, None, None, False, False) if out is None else
-                       (out, metas[out].shape, metas[out].dtype, out in planned, out in self._last_use)
-                       for out in step.outputs]
+            outputs = [(None, None, None, None, False) if out is None else
+                       (out, metas[out].shape, metas[out].dtype, plan.placement(out) if out in planned else None,
+                        out in self._last_use) for out in step.outputs]
             runs.append((step, positional, named, calling.adapter(step.aten), calling.placed(step.op), expected,
                          outputs, tuple(self._freed_after[index])))
         found = self._prepared[key] = (plan, runs)
