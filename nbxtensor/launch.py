@@ -338,6 +338,15 @@ def relaunch(error: RuntimeError, launcher, backend, device, stream, new) -> Non
     launcher(stream, *new)
 
 
+def _launch_bound(launcher, backend, device, new) -> None:
+    """``launcher(stream, *new)`` on the device's current stream (``relaunch`` where it fails)."""
+    stream = backend.current_stream_handle(device.index)
+    try:
+        launcher(stream, *new)
+    except RuntimeError as error:
+        relaunch(error, launcher, backend, device, stream, new)
+
+
 _ALIGNED_TENSORS = "aligned tensors"  # ``launch_slots``' key for its launch of tensors only, all aligned
 
 
@@ -366,11 +375,7 @@ def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict
                 addresses.append(ptr)
             else:
                 if not offsets & _ALIGN_MASK:
-                    stream = backend.current_stream_handle(device.index)
-                    try:
-                        launcher(stream, *addresses)
-                    except RuntimeError as error:
-                        relaunch(error, launcher, backend, device, stream, addresses)
+                    _launch_bound(launcher, backend, device, addresses)
                     return
         spec, varying = _specialised(values)
         key = (device.index, spec)
@@ -383,11 +388,7 @@ def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict
                     filled[i] = v
                 _run_compiled(entry, grid, backend, device, filled)
                 return
-            stream = backend.current_stream_handle(device.index)
-            try:
-                launcher(stream, *varying)
-            except RuntimeError as error:
-                relaunch(error, launcher, backend, device, stream, varying)
+            _launch_bound(launcher, backend, device, varying)
             return
     full = list(args)
     for i, v in zip(positions, values):
