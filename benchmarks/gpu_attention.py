@@ -74,7 +74,7 @@ def _short(config):
         text = f"{config['BLOCK_M']}x{config['BLOCK_N']} w{config['num_warps']} s{config['num_stages']}"
     else:
         text = f"n{config['BLOCK_N']} splits{config['SPLITS']} w{config['num_warps']} s{config['num_stages']}"
-    return text + (" tma" if config.get("TMA") else "") + (f" ({config['error']})" if "error" in config else "")
+    return text + (f" ({config['error']})" if "error" in config else "")
 
 TF = torch.nn.functional
 F = nbx.nn.functional

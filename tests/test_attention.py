@@ -183,25 +183,6 @@ def test_decode_is_deterministic(rng):
     _close(_sdpa(q, k, v, enable_gqa=True), reference(q, k, v), "bfloat16")
 
 
-@pytest.mark.parametrize("head_dim", [64, 80])
-def test_decode_through_tensor_descriptors(rng, monkeypatch, tmp_path, head_dim):
-    """Decode's TMA variant (dense keys, tuned where the matrix unit is wgmma): three splits of 16-key
-    descriptor tiles over 37 keys (the last split's tile reads zeros past the end), a head dim of 80 in a
-    128-wide tile, grouped-query heads; values one element off a 16-byte boundary go through pointers."""
-    from nbxtensor.ops import attention, plans
-    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
-    plans.clear_all()
-    monkeypatch.setattr(attention, "decode_candidates", lambda *args, **kwargs: [
-        dict(BLOCK_N=16, SPLITS=3, num_warps=1, num_stages=None, TMA=True)])
-    q, k, v = _inputs(rng, (2, 8, 1, head_dim), (2, 2, 37, head_dim), (2, 2, 37, head_dim), "bfloat16")
-    _close(_sdpa(q, k, v, enable_gqa=True), reference(q, k, v), "bfloat16")
-    padded = np.concatenate([np.zeros(1, v.dtype), v.ravel()])
-    shifted = to_nbx(padded)[1:].view(v.shape)
-    out = F.scaled_dot_product_attention(to_nbx(q), to_nbx(k), shifted, enable_gqa=True)
-    _close(out, reference(q, k, v), "bfloat16")
-    plans.clear_all()
-
-
 # ---- paged attention and the cache append ---------------------------------------------------------------
 def _paged_setup(rng, seq_lens, kv_heads=2, head_dim=32, block_size=8, dtype="float32"):
     batch = len(seq_lens)

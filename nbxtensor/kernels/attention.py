@@ -227,20 +227,14 @@ def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
 
 # ---- decode: one query token, keys split over programs ---------------------------------------------------
 @triton.jit
-def _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, rg, group_ok, rd, rdv, start_n,
+def _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, rg, group_ok, rd, rdv, rn,
                   key_stop, qk_scale, k_sp, k_sn, k_sd, v_sp, v_sn, v_sd, mask_sh, mask_ss, block_size,
-                  HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_N: tl.constexpr, PAGED: tl.constexpr,
+                  HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, PAGED: tl.constexpr,
                   MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
-                  PRECISION: tl.constexpr, INDEX_64: tl.constexpr, TMA: tl.constexpr):
-    """Keys from ``start_n`` (those below ``key_stop``) folded into the state of the group's query heads
-    ``rg``. TMA (dense keys): ``k_base``/``v_base`` are descriptors of the (keys, dims) matrices; a tile
-    never crosses into the next split (splits are whole tiles), and reads past the last key give zeros."""
-    rn = start_n + tl.arange(0, BLOCK_N)
+                  PRECISION: tl.constexpr, INDEX_64: tl.constexpr):
+    """Keys ``rn`` (those below ``key_stop``) folded into the state of the group's query heads ``rg``."""
     col_ok = rn < key_stop
-    if TMA:
-        k_tile = tl.trans(k_base.load([start_n, 0]))
-        v_tile = v_base.load([start_n, 0])
-    elif PAGED:
+    if PAGED:
         # key j lives in slot j % block_size of page block_table[j // block_size]
         page = tl.load(table_row + rn // block_size, mask=col_ok, other=0)
         if INDEX_64:
@@ -271,13 +265,11 @@ def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, par
                    HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
                    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, MASK_KIND: tl.constexpr,
                    MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr,
-                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, TMA: tl.constexpr = False):
+                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
     """The partial (max, sum, weighted sum) of one KV head's group of query heads (axis 0) over one split
     of the keys (axis 1) of one sequence (axis 2). The group shares every K/V tile it loads, which is what
     makes grouped-query decode read the cache once. Dense keys are (b, kv head, key, dim) through strides;
-    paged keys are (page, slot, kv head, dim), and then ``k_sb``/``k_sn`` are the page and slot strides.
-    TMA (dense keys only): keys and values are read through device-side tensor descriptors, as in
-    ``attention_forward``."""
+    paged keys are (page, slot, kv head, dim), and then ``k_sb``/``k_sn`` are the page and slot strides."""
     kv_head = tl.program_id(0)
     split = tl.program_id(1)
     batch = tl.program_id(2)
@@ -307,25 +299,22 @@ def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, par
     acc = tl.zeros((BLOCK_G, BLOCK_DV), dtype=tl.float32)
     m_i = tl.full((BLOCK_G,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_G,), dtype=tl.float32)
-    if TMA:
-        k_base = tl.make_tensor_descriptor(k_base, shape=[S, HEAD_DIM], strides=[k_sn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        v_base = tl.make_tensor_descriptor(v_base, shape=[S, VALUE_DIM], strides=[v_sn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_DV])
     if INTERPRETED:
         start_n = start
         while start_n < key_stop:
+            rn = start_n + tl.arange(0, BLOCK_N)
             acc, m_i, l_i = _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, rg, group_ok,
-                                          rd, rdv, start_n, key_stop, qk_scale, k_sb, k_sn, k_sd, v_sb, v_sn, v_sd,
-                                          mask_sh, mask_ss, block_size, HEAD_DIM, VALUE_DIM, BLOCK_N, PAGED, MASK_KIND,
-                                          MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64, TMA)
+                                          rd, rdv, rn, key_stop, qk_scale, k_sb, k_sn, k_sd, v_sb, v_sn, v_sd, mask_sh,
+                                          mask_ss, block_size, HEAD_DIM, VALUE_DIM, PAGED, MASK_KIND, MASK_FORMAT,
+                                          IN_FORMAT, PRECISION, INDEX_64)
             start_n += BLOCK_N
     else:
         for start_n in range(start, key_stop, BLOCK_N):
+            rn = start_n + tl.arange(0, BLOCK_N)
             acc, m_i, l_i = _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, rg, group_ok,
-                                          rd, rdv, start_n, key_stop, qk_scale, k_sb, k_sn, k_sd, v_sb, v_sn, v_sd,
-                                          mask_sh, mask_ss, block_size, HEAD_DIM, VALUE_DIM, BLOCK_N, PAGED, MASK_KIND,
-                                          MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64, TMA)
+                                          rd, rdv, rn, key_stop, qk_scale, k_sb, k_sn, k_sd, v_sb, v_sn, v_sd, mask_sh,
+                                          mask_ss, block_size, HEAD_DIM, VALUE_DIM, PAGED, MASK_KIND, MASK_FORMAT,
+                                          IN_FORMAT, PRECISION, INDEX_64)
     # partials are (batch, query head, split) rows, contiguous
     state = (batch * H_q + rg) * splits + split
     tl.store(part_max + state, m_i, mask=group_ok)

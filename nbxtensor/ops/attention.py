@@ -247,26 +247,21 @@ _DECODE_SHAPES = [(64, 16, 4, 3), (64, 32, 4, 3), (64, 16, 4, 2), (64, 32, 4, 2)
                   (128, 8, 8, 3), (32, 32, 4, 4)]
 
 
-def decode_candidates(keys: int, head_dim: int, facts: dict, tma: bool = False) -> list[dict]:
-    """Decode settings to time: under the interpreter, or past head dim 128, the fixed plan alone. ``tma``
-    (dense keys laid out for descriptors on a wgmma device) adds each shape read through descriptors."""
+def decode_candidates(keys: int, head_dim: int, facts: dict) -> list[dict]:
+    """Decode settings to time: under the interpreter, or past head dim 128, the fixed plan alone."""
     interpreted = bool(facts["kernels"].get("interpreted"))
     default = dict(BLOCK_N=64 if head_dim <= 128 else 32, SPLITS=_DECODE_SPLITS[interpreted], num_warps=4,
                    num_stages=None)
     if interpreted or head_dim > 128:
         return [default]
     tiles, seen, out = facts["tiles"], set(), []
-    for through_descriptors in (False, True) if tma else (False,):
-        for block_n, splits, warps, stages in _DECODE_SHAPES:
-            config = dict(BLOCK_N=block_n, SPLITS=splits, num_warps=min(warps, tiles["max_warps"]),
-                          num_stages=min(stages, tiles["max_stages"]))
-            if through_descriptors:
-                config["TMA"] = True
-            marker = decode_plan(keys, facts, config) + (config["num_warps"], config["num_stages"],
-                                                         through_descriptors)
-            if marker not in seen:
-                seen.add(marker)
-                out.append(config)
+    for block_n, splits, warps, stages in _DECODE_SHAPES:
+        config = dict(BLOCK_N=block_n, SPLITS=splits, num_warps=min(warps, tiles["max_warps"]),
+                      num_stages=min(stages, tiles["max_stages"]))
+        marker = decode_plan(keys, facts, config) + (config["num_warps"], config["num_stages"])
+        if marker not in seen:
+            seen.add(marker)
+            out.append(config)
     return out
 
 
@@ -290,20 +285,17 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     B, H_q, E = q.shape
     value_dim = out.shape[2]
     head_dim = max(E, value_dim)
-    operands_64 = _needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
-    descriptors = paged is None and _descriptor_layout(k, v, operands_64)
     if paged is None and tuned is None:
         # timed on these tensors (the partials are temporaries), keyed without the batch
-        tma = descriptors and _has_tma(facts)
         key = tuning.launch_key("attention_decode", facts, cols={"S": keys, "E": head_dim},
-                                rows={"G": heads_per_kv}, dtypes=(q.dtype,), flags={"mask": mask_kind, "tma": tma})
+                                rows={"G": heads_per_kv}, dtypes=(q.dtype,), flags={"mask": mask_kind})
 
         def prepare(config):
             launches, temporaries = _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv,
                                             scale, keys, dev, facts, tuned=config)
             return functools.partial(run_launches, dev, launches, temporaries,
                                      {"q": q, "k": k, "v": v, "mask": mask, "out": out})
-        tuned = tuning.choose_timed(key, facts, lambda: decode_candidates(keys, head_dim, facts, tma), prepare)
+        tuned = tuning.choose_timed(key, facts, lambda: decode_candidates(keys, head_dim, facts), prepare)
     config = tuned or decode_candidates(keys, head_dim, facts)[0]
     block_n, per_split, splits = decode_plan(keys, facts, config)
     stages = {} if config.get("num_stages") is None else {"num_stages": config["num_stages"]}
@@ -326,7 +318,8 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
         k_args = (k.stride(0), k.stride(2), k.stride(1), k.stride(3))
         v_args = (v.stride(0), v.stride(2), v.stride(1), v.stride(3))
     partial_elements = B * H_q * splits * block_dv
-    index_64 = operands_64 or partial_elements >= 2 ** 31
+    index_64 = (_needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
+                or partial_elements >= 2 ** 31)
     part_acc, part_max, part_sum = Slot("part_acc"), Slot("part_max"), Slot("part_sum")
     launches = [
         PlannedLaunch(
@@ -337,8 +330,7 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
              mask_strides[1], mask_strides[3], table_sb],
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, _next_pow2(heads_per_kv)), BLOCK_N=block_n,
                  BLOCK_D=max(16, _next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
-                 MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
-                 TMA=bool(config.get("TMA")) and descriptors and not index_64, **stages, **flags)),
+                 MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"], **stages, **flags)),
         PlannedLaunch(
             K.decode_combine, (H_q, B),
             [part_acc, part_max, part_sum, Slot("out"), H_q, splits, *out.stride()],
