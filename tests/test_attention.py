@@ -75,26 +75,6 @@ def test_head_dims_causal_and_masks(rng, head_dim, causal, mask_kind):
     _close(out, reference(q, k, v, mask, causal))
 
 
-@pytest.mark.parametrize("head_dim", [64, 80])
-@pytest.mark.parametrize("causal", [False, True])
-def test_keys_and_values_through_tensor_descriptors(rng, monkeypatch, tmp_path, head_dim, causal):
-    """The forward's TMA variant (tuned where the matrix unit is wgmma): 16-key descriptor tiles over 37 keys
-    (reads past the last key give zeros, its scores are masked), a head dim of 80 in a 128-wide tile,
-    grouped-query heads, half precision; keys one element off a 16-byte boundary go through pointers."""
-    from nbxtensor.ops import attention, plans
-    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
-    plans.clear_all()
-    monkeypatch.setattr(attention, "forward_candidates", lambda *args, **kwargs: [
-        dict(BLOCK_M=16, BLOCK_N=16, num_warps=1, num_stages=1, TMA=True)])
-    q, k, v = _inputs(rng, (2, 4, 21, head_dim), (2, 2, 37, head_dim), (2, 2, 37, head_dim), "bfloat16")
-    _close(_sdpa(q, k, v, is_causal=causal, enable_gqa=True), reference(q, k, v, causal=causal), "bfloat16")
-    padded = np.concatenate([np.zeros(1, k.dtype), k.ravel()])
-    shifted = to_nbx(padded)[1:].view(k.shape)
-    out = F.scaled_dot_product_attention(to_nbx(q), shifted, to_nbx(v), is_causal=causal, enable_gqa=True)
-    _close(out, reference(q, k, v, causal=causal), "bfloat16")
-    plans.clear_all()
-
-
 @pytest.mark.parametrize("ratio", [1, 4, 8])
 @pytest.mark.parametrize("length", [1, 17])
 def test_grouped_query_heads(rng, ratio, length):

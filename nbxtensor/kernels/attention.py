@@ -101,20 +101,16 @@ def _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm
                    k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss,
                    HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                    EDGE: tl.constexpr, MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
-                   PRECISION: tl.constexpr, INDEX_64: tl.constexpr, FOLD: tl.constexpr, TMA: tl.constexpr):
+                   PRECISION: tl.constexpr, INDEX_64: tl.constexpr, FOLD: tl.constexpr):
     """Fold the key tile at ``start_n`` into the running softmax. EDGE: the tile may pass the last key
     or (CAUSAL) the diagonal, so its scores are masked; tiles wholly inside need no mask. FOLD (inner
-    tiles without a user mask, positive scale): the scale is folded into the softmax. TMA: ``k_base`` and
-    ``v_base`` are tensor descriptors of the (keys, dims) matrices, whose reads past an edge give zeros."""
+    tiles without a user mask, positive scale): the scale is folded into the softmax."""
     rn = start_n + tl.arange(0, BLOCK_N)
     if INDEX_64:
         rn = rn.to(tl.int64)
     col_ok = rn < S
-    if TMA:
-        k_tile = tl.trans(k_base.load([start_n, 0]))
-    else:
-        k_tile = _load_tile(k_base + rn[None, :] * k_sn + rd[:, None] * k_sd, col_ok[None, :],
-                            rd[:, None] < HEAD_DIM, EDGE, HEAD_DIM == rd.shape[0])
+    k_tile = _load_tile(k_base + rn[None, :] * k_sn + rd[:, None] * k_sd, col_ok[None, :], rd[:, None] < HEAD_DIM,
+                        EDGE, HEAD_DIM == rd.shape[0])
     s = _scores(q_tile, k_tile, rm, rn, mask_base, L, col_ok, qk_scale, mask_sl, mask_ss, MASK_KIND, MASK_FORMAT,
                 IN_FORMAT, PRECISION, FOLD and not EDGE)
     if EDGE:
@@ -122,11 +118,8 @@ def _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm
         if CAUSAL:
             allowed = allowed & (rn[None, :] <= rm[:, None])
         s = tl.where(allowed, s, float("-inf"))
-    if TMA:
-        v_tile = v_base.load([start_n, 0])
-    else:
-        v_tile = _load_tile(v_base + rn[:, None] * v_sn + rdv[None, :] * v_sd, col_ok[:, None],
-                            rdv[None, :] < VALUE_DIM, EDGE, VALUE_DIM == rdv.shape[0])
+    v_tile = _load_tile(v_base + rn[:, None] * v_sn + rdv[None, :] * v_sd, col_ok[:, None],
+                        rdv[None, :] < VALUE_DIM, EDGE, VALUE_DIM == rdv.shape[0])
     return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), qk_scale, PRECISION, FOLD and not EDGE)
 
 
@@ -135,8 +128,7 @@ def _forward_span(acc, m_i, l_i, first, stop, q_tile, k_base, v_base, mask_base,
                   k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss,
                   HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                   EDGE: tl.constexpr, MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
-                  PRECISION: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, FOLD: tl.constexpr,
-                  TMA: tl.constexpr):
+                  PRECISION: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, FOLD: tl.constexpr):
     """The key tiles from ``first`` up to ``stop``, in order."""
     if INTERPRETED:
         # Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2); a GPU needs the
@@ -146,14 +138,14 @@ def _forward_span(acc, m_i, l_i, first, stop, q_tile, k_base, v_base, mask_base,
             acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
                                            L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM,
                                            VALUE_DIM, BLOCK_N, CAUSAL, EDGE, MASK_KIND, MASK_FORMAT, IN_FORMAT,
-                                           PRECISION, INDEX_64, FOLD, TMA)
+                                           PRECISION, INDEX_64, FOLD)
             start_n += BLOCK_N
     else:
         for start_n in range(first, stop, BLOCK_N):
             acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
                                            L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM,
                                            VALUE_DIM, BLOCK_N, CAUSAL, EDGE, MASK_KIND, MASK_FORMAT, IN_FORMAT,
-                                           PRECISION, INDEX_64, FOLD, TMA)
+                                           PRECISION, INDEX_64, FOLD)
     return acc, m_i, l_i
 
 
@@ -165,14 +157,11 @@ def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
                       BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr,
                       MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
                       PRECISION: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                      INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, FOLD_SCALE: tl.constexpr = False,
-                      TMA: tl.constexpr = False):
+                      INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, FOLD_SCALE: tl.constexpr = False):
     """out[b, h, i] = softmax_j(q[b, h, i] . k[b, h // heads_per_kv, j] * scale + mask) v[...]; one
     BLOCK_M tile of queries per program (axis 0), query head on axis 1, batch on axis 2. Causal programs
     take their tiles last first, so the longest start first and the shortest fill the end of the grid.
-    FOLD_SCALE (no user mask, positive scale): inner tiles fold the scale into the softmax's exponent.
-    TMA: keys and values are read through device-side tensor descriptors (Hopper's copy engine), which need
-    their dims contiguous, 16-byte aligned addresses and strides, and int32 indices; the caller checks."""
+    FOLD_SCALE (no user mask, positive scale): inner tiles fold the scale into the softmax's exponent."""
     if CAUSAL:
         tile_m = tl.num_programs(0) - 1 - tl.program_id(0)
     else:
@@ -194,11 +183,6 @@ def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
     q_tile = _widen(q_tile, IN_FORMAT)
     k_base = k + batch * k_sb + kv_head * k_sh
     v_base = v + batch * v_sb + kv_head * v_sh
-    if TMA:
-        k_base = tl.make_tensor_descriptor(k_base, shape=[S, HEAD_DIM], strides=[k_sn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        v_base = tl.make_tensor_descriptor(v_base, shape=[S, VALUE_DIM], strides=[v_sn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_DV])
     mask_base = mask + batch * mask_sb + head * mask_sh
     acc = tl.zeros((BLOCK_M, BLOCK_DV), dtype=tl.float32)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
@@ -214,11 +198,11 @@ def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
     acc, m_i, l_i = _forward_span(acc, m_i, l_i, 0, inner_stop, q_tile, k_base, v_base, mask_base, rm, rd, rdv, L,
                                   S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM, VALUE_DIM,
                                   BLOCK_N, CAUSAL, False, MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64,
-                                  INTERPRETED, FOLD_SCALE, TMA)
+                                  INTERPRETED, FOLD_SCALE)
     acc, m_i, l_i = _forward_span(acc, m_i, l_i, inner_stop, stop, q_tile, k_base, v_base, mask_base, rm, rd, rdv,
                                   L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM, VALUE_DIM,
                                   BLOCK_N, CAUSAL, True, MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64,
-                                  INTERPRETED, False, TMA)
+                                  INTERPRETED, False)
     result = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
     value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     tl.store(out + batch * out_sb + head * out_sh + rm[:, None] * out_sl + rdv[None, :] * out_sd, value,

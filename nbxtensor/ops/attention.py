@@ -22,7 +22,7 @@ from ..launch import cdiv, launch
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .matmul import _dot_precision, _has_tma, _needs_index_64, _next_pow2
+from .matmul import _dot_precision, _needs_index_64, _next_pow2
 from .registry import Cost, TensorMeta, nbytes, register
 
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
@@ -163,42 +163,21 @@ _FORWARD_SHAPES = {
 }
 
 
-# TMA variants of the first shapes (devices whose matrix unit is ``wgmma`` or later, operands laid out for
-# descriptors: ``_descriptor_layout``)
-_FORWARD_TMA_SHAPES = 6
-
-
-def forward_candidates(facts: dict, length: int, keys: int, head_dim: int, dtype, tma: bool = False) -> list[dict]:
+def forward_candidates(facts: dict, length: int, keys: int, head_dim: int, dtype) -> list[dict]:
     tiles = facts["tiles"]
     bound = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
-    shapes = [(*shape, False) for shape in _FORWARD_SHAPES[bound]]
-    if tma:
-        shapes += [(*shape, True) for shape in _FORWARD_SHAPES[bound][:_FORWARD_TMA_SHAPES]]
     seen, out = set(), []
-    for bm, bn, warps, stages, through_descriptors in shapes:
+    for bm, bn, warps, stages in _FORWARD_SHAPES[bound]:
         if dtype.itemsize == 4:
             bn = max(16, bn // 2)  # float32 tiles take twice the registers and shared memory
         config = dict(BLOCK_M=max(16, min(bm, tiles["max_block_m"], _next_pow2(length))),
                       BLOCK_N=max(16, min(bn, tiles["max_block_n"], _next_pow2(keys))),
                       num_warps=min(warps, tiles["max_warps"]), num_stages=min(stages, tiles["max_stages"]))
-        if through_descriptors:
-            config["TMA"] = True
         marker = tuple(config.values())
         if marker not in seen:
             seen.add(marker)
             out.append(config)
     return out
-
-
-def _descriptor_layout(k, v, index_64: bool) -> bool:
-    """Whether tensor descriptors can read the (B, H, S, E) keys and values: half-precision elements, the
-    head dim contiguous, every other stride a multiple of 16 bytes, addresses 16-byte aligned (checked
-    again at each call, since a plan serves any address), int32 indices."""
-    if index_64 or k.dtype.itemsize != 2 or k.stride(3) != 1 or v.stride(3) != 1:
-        return False
-    strides = (*k.stride()[:3], *v.stride()[:3])
-    return (k.stride(2) > 0 and v.stride(2) > 0 and all(st * 2 % 16 == 0 for st in strides)
-            and (k.data_ptr() | v.data_ptr()) & 15 == 0)
 
 
 def _common_flags(dtype, out_dtype, dev, facts) -> dict:
@@ -215,9 +194,8 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
     keys, value_dim = k.shape[2], v.shape[3]
     flags = _common_flags(q.dtype, out.dtype, dev, facts)
     index_64 = _needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
-    descriptors = _descriptor_layout(k, v, index_64)
     key = tuning.launch_key("attention", facts, rows={"L": L}, cols={"S": keys, "E": E}, dtypes=(q.dtype,),
-                            flags={"causal": causal, "mask": mask_kind, "tma": descriptors and _has_tma(facts)})
+                            flags={"causal": causal, "mask": mask_kind})
 
     # without a user mask and with a positive scale, inner tiles fold the scale into the softmax's exponent
     fold_scale = mask_kind == K.MASK_NONE and scale > 0
@@ -230,11 +208,9 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                  BLOCK_D=max(16, _next_pow2(E)), BLOCK_DV=max(16, _next_pow2(value_dim)), CAUSAL=causal,
                  MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
-                 num_stages=config["num_stages"], FOLD_SCALE=fold_scale,
-                 TMA=bool(config.get("TMA")) and descriptors, **flags))
+                 num_stages=config["num_stages"], FOLD_SCALE=fold_scale, **flags))
     tensors = {"q": q, "k": k, "v": v, "mask": mask, "out": out}
-    config = tuning.choose_timed(key, facts, lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype,
-                                                                        descriptors and _has_tma(facts)),
+    config = tuning.choose_timed(key, facts, lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype),
                                  lambda config: functools.partial(planned(config), dev, tensors))
     return [planned(config)], Workspace({})
 
@@ -364,9 +340,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise NotImplementedError(f"{op}: dropout_p={dropout_p} is not supported (attention here is inference "
                                   f"only); pass dropout_p=0.0, or apply nn.functional.dropout to the weights of an "
                                   f"explicit softmax")
-    # the keys' and values' alignment decides whether tensor descriptors may read them
     plan_key = (layout_key(query), layout_key(key), layout_key(value), layout_key(attn_mask), is_causal, scale,
-                enable_gqa, (key.data_ptr() | value.data_ptr()) & 15)
+                enable_gqa)
     execute = _attention_plans.get(plan_key, lambda: _plan_sdpa(query, key, value, attn_mask, is_causal, scale,
                                                                 enable_gqa))
     return execute(query, key, value, attn_mask)
