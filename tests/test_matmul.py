@@ -92,6 +92,16 @@ def test_decode_rows_take_the_gemv_kernel_with_a_transposed_weight(rng, rows, dt
     assert_product_close(out, _f64(x), _f64(weight).T, 96, dtype)
 
 
+@pytest.mark.parametrize("rows", [1, 5])
+def test_gemv_over_several_programs_and_k_steps(rng, monkeypatch, rows):
+    """Under the interpreter a GEMV takes one wide tile (few programs); small tiles here cover the
+    programs past the first along N and the steps along K that GPU settings take, unsplit."""
+    monkeypatch.setattr(MM, "gemv_candidates", lambda facts, m, n, k: [dict(BLOCK_N=32, BLOCK_K=32, SPLITS=1,
+                                                                            num_warps=1)])
+    x, weight = _inputs(rng, (rows, 100), "float32"), _inputs(rng, (72, 100), "float32")
+    assert_product_close(nbx.nn.functional.linear(x, weight), _f64(x), _f64(weight).T, 100, "float32")
+
+
 def test_gemv_split_over_k_adds_partials_in_order(rng, monkeypatch):
     """The split path runs only when tuning picks it; force a 3-way split to test the combine."""
     def split_first(facts, m, n, k):

@@ -274,7 +274,15 @@ _GEMV_ROWS_SHAPES = [(64, 128, 1, 4), (128, 128, 1, 8), (64, 64, 1, 4), (32, 256
 _GEMV_MAX_BLOCK_K = 512
 
 
+_GEMV_INTERPRETED_BLOCK_N = 1024
+
+
 def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
+    if facts["kernels"].get("interpreted"):
+        # the interpreter pays per program and per operation far more than per element: few programs, each
+        # reading a wide tile of the weight (a linear layer of the main job: 152 -> about 30 ms a call)
+        return [dict(BLOCK_N=_clamp_block(_GEMV_INTERPRETED_BLOCK_N, _GEMV_INTERPRETED_BLOCK_N, n),
+                     BLOCK_K=_clamp_block(_GEMV_MAX_BLOCK_K, _GEMV_MAX_BLOCK_K, k), SPLITS=1, num_warps=4)]
     tiles = facts["tiles"]
     seen, out = set(), []
     for bn, bk, splits, warps, *stages in _GEMV_ONE_ROW_SHAPES if m == 1 else _GEMV_ROWS_SHAPES:
