@@ -62,6 +62,9 @@ def load(model_dir, device=None) -> "Graph":
     return Graph(document, model_dir, resolve(device))
 
 
+_KERNEL_ALIGNMENT = 16  # bytes: Triton specialises pointers on it, and planned ops copy operands off it
+
+
 def _fail(path: str, message: str):
     raise GraphError(f"{path}: {message}")
 
@@ -249,7 +252,12 @@ class Graph:
                         if list(info.shape) != entry["shape"] or info.dtype.name != entry["dtype"]:
                             _fail(file_path, f"weight {key!r} for {tensor_id!r} is {info.dtype.name}{list(info.shape)}; "
                                              f"{GRAPH_FILE} declares {entry['dtype']}{entry['shape']}")
-                        weights[tensor_id] = file.get_tensor(key)
+                        weight = file.get_tensor(key)
+                        if weight.device.type == "cpu" and weight.data_ptr() % _KERNEL_ALIGNMENT:
+                            # the file put it off the alignment kernels specialise on, so every op would
+                            # copy it first: one aligned copy now, for every run of the graph
+                            weight = _tensor(weight.numpy(), dtype=weight.dtype, device=self.device)
+                        weights[tensor_id] = weight
             except (SafetensorsError, KeyError, OSError) as error:
                 raise GraphError(f"{file_path}: {error}") from None
         return weights
