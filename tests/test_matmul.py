@@ -259,6 +259,17 @@ def _tile_config(variant, **tiles):
     return dict(dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_stages=1, num_warps=1, GROUP_M=2), **tiles, **variant)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
+def test_small_tiles_of_the_batched_kernel(rng, force_gemm_config, dtype):
+    """Under the interpreter a product takes one wide tile; 16-wide tiles here cover the programs past
+    the first, the K steps and the ragged edges that GPU settings take, batched with broadcasting."""
+    force_gemm_config(_tile_config({}, BLOCK_K=32) if dtype == "int8" else _tile_config({}))  # int8 MMA: K 32
+    x, y = _inputs(rng, (3, 37, 45), dtype), _inputs(rng, (1, 45, 29), dtype)
+    assert_product_close(nbx.matmul(x, y), _f64(x), _f64(y), 45, dtype)
+    a, b = _inputs(rng, (70, 40), dtype), _inputs(rng, (24, 40), dtype)
+    assert_product_close(nbx.matmul(a, b.transpose(0, 1)), _f64(a), _f64(b).T, 40, dtype)
+
+
 @pytest.mark.parametrize("variant", TILE_VARIANTS, ids=lambda v: "+".join(sorted(v)))
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_gemm_tiles_variants(rng, force_gemm_config, variant, dtype):

@@ -41,8 +41,11 @@ def test_candidates_come_from_the_facts_ceilings():
     for c in hopper:
         staged = (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * 2 * c["num_stages"]
         assert staged <= HOPPER["shared_memory_per_block_bytes"] and c["num_warps"] <= 8
+    # the interpreter pays per program and operation: one wide tile, whatever the ceilings
     cpu = gemm_candidates(load_facts("cpu"), 4096, 4096, 4096, nbx.bfloat16)
-    assert all(c["BLOCK_M"] <= 64 and c["num_warps"] == 1 and c["num_stages"] == 1 for c in cpu)
+    assert [(c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["num_warps"], c["num_stages"]) for c in cpu] == \
+        [(128, 1024, 512, 1, 1)]
+    assert gemm_candidates(load_facts("cpu"), 5, 20, 3, nbx.int8)[0]["BLOCK_K"] == 32
     small = gemm_candidates(HOPPER, 5, 20, 3, nbx.float32)
     assert all(c["BLOCK_M"] == 16 and c["BLOCK_N"] == 32 and c["BLOCK_K"] == 16 for c in small)
     assert all(c["SPLITS"] >= 1 for c in gemv_candidates(HOPPER, 1, 14336, 4096))

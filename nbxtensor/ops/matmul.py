@@ -220,6 +220,10 @@ _GEMM_FMA_TILE_VARIANTS = [(128, 128, 16, 3, 8, _P), (128, 64, 32, 3, 4, _P), (6
 _TILE_FLAGS = ("PERSISTENT", "TMA", "FLATTEN", "WARP_SPECIALIZE")
 
 
+# products under Triton's interpreter: tiles as wide as these (see gemm_candidates and gemv_candidates)
+_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_K = 128, 1024, 512
+
+
 def _has_tma(facts: dict) -> bool:
     return (facts.get("matrix_unit") or {}).get("instruction") in ("wgmma", "tcgen05")
 
@@ -227,6 +231,13 @@ def _has_tma(facts: dict) -> bool:
 def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool = False) -> list[dict]:
     """The settings worth timing for an m x n x k product of ``dtype`` on a device with these facts;
     ``single`` (one matrix, int32 indices) adds the ``gemm_tiles`` variants (persistent, TMA)."""
+    if facts["kernels"].get("interpreted"):
+        # as for the GEMV: the interpreter pays per program and operation, so one wide tile of the output
+        # a program and long K steps (the main job's layers on the CPU: about 4x faster)
+        return [dict(BLOCK_M=_clamp_block(_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_M, m),
+                     BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n),
+                     BLOCK_K=max(_clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), 32 // dtype.itemsize),
+                     num_stages=1, num_warps=1, GROUP_M=GROUP_M)]
     tiles = facts["tiles"]
     shared = facts.get("shared_memory_per_block_bytes")
     seen, out = set(), []
@@ -274,15 +285,12 @@ _GEMV_ROWS_SHAPES = [(64, 128, 1, 4), (128, 128, 1, 8), (64, 64, 1, 4), (32, 256
 _GEMV_MAX_BLOCK_K = 512
 
 
-_GEMV_INTERPRETED_BLOCK_N = 1024
-
-
 def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
     if facts["kernels"].get("interpreted"):
         # the interpreter pays per program and per operation far more than per element: few programs, each
         # reading a wide tile of the weight (a linear layer of the main job: 152 -> about 30 ms a call)
-        return [dict(BLOCK_N=_clamp_block(_GEMV_INTERPRETED_BLOCK_N, _GEMV_INTERPRETED_BLOCK_N, n),
-                     BLOCK_K=_clamp_block(_GEMV_MAX_BLOCK_K, _GEMV_MAX_BLOCK_K, k), SPLITS=1, num_warps=4)]
+        return [dict(BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n),
+                     BLOCK_K=_clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), SPLITS=1, num_warps=4)]
     tiles = facts["tiles"]
     seen, out = set(), []
     for bn, bk, splits, warps, *stages in _GEMV_ONE_ROW_SHAPES if m == 1 else _GEMV_ROWS_SHAPES:
