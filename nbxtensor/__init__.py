@@ -2,6 +2,7 @@
 from . import _runtime  # settles interpreted or compiled kernels before anything imports triton
 
 _runtime.keep_triton_off_torch()
+_runtime.lighten_nested_calls()
 from ._version import __version__
 from .device import default_device, device, register_backend, set_default_device
 from .device.host import HostBackend

@@ -1,0 +1,27 @@
+"""Triton's interpreter as nbxtensor runs it on the CPU (``_runtime.lighten_nested_calls``)."""
+import numpy as np
+
+import nbxtensor as nbx
+from tests.conftest import cpu_kernels
+
+
+@cpu_kernels
+def test_nested_jit_calls_patch_the_language_once_a_run(monkeypatch):
+    """Triton's interpreter re-patched ``triton.language`` on every call of a nested ``@triton.jit``
+    helper; a run now patches each language module once. A softmax over four rows calls its helpers
+    many times a program (one patch each before), and gives the same values."""
+    from triton.runtime import interpreter
+    patches = []
+    real = interpreter._patch_lang
+
+    def counting(fn):
+        patches.append(fn.__name__)
+        return real(fn)
+    monkeypatch.setattr(interpreter, "_patch_lang", counting)
+    x = np.random.default_rng(0).standard_normal((4, 300)).astype(np.float32)
+    with np.errstate(invalid="ignore"):  # the interpreter's NumPy meets -inf - -inf in padding lanes
+        out = nbx.softmax(nbx.tensor(x, device="cpu"), -1).numpy()
+    shifted = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(out, shifted / shifted.sum(-1, keepdims=True), rtol=1e-6, atol=1e-7)
+    # the run's own patch, and at most one more for a module only a helper's globals hold
+    assert 1 <= len(patches) <= 2, patches
