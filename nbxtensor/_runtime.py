@@ -98,11 +98,14 @@ def lighten_nested_calls() -> None:
     import triton.language as tl
     from triton.runtime import interpreter
 
+    needs = ("_patch_lang", "GridExecutor", "InterpretedFunction", "InterpreterError")
+    if not all(hasattr(interpreter, name) for name in needs) or not hasattr(interpreter.InterpretedFunction,
+                                                                            "rewrite"):
+        return  # a Triton whose interpreter is laid out otherwise runs as it ships, only slower
     run_kernel = interpreter.GridExecutor.__call__
     state = threading.local()
     language = (tl, tl.core)
-
-    known: dict = {}
+    known: dict = {}  # function -> ids of the language modules its globals hold
 
     def modules_of(fn) -> frozenset:
         found = known.get(fn)
