@@ -17,6 +17,8 @@ import contextlib
 import json
 import os
 
+import numpy as np
+
 from .device import backend_for
 from .storage import Storage
 from .tensor import Tensor
@@ -242,7 +244,10 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
         backend.check_kernels()
         if _RECORD_PATH:
             _log_for_compile_check(kernel, args, constexprs)
-        kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args], **constexprs)
+        # the interpreter computes with NumPy, which warns where IEEE arithmetic gives inf or NaN (masked
+        # lanes, -inf - -inf); a GPU does not
+        with np.errstate(all="ignore"):
+            kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args], **constexprs)
         return None
     spec, values = _specialised(args)
     key = (kernel, device.index, constexpr_key, spec)

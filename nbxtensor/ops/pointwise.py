@@ -466,9 +466,7 @@ def _run(row: Row, args, kwargs, out=None, inplace=False, bind_to=None):
             if bound_call is not None:
                 bind_to[0].put(bind_to[1], bound_call)
     else:
-        # the interpreter computes with NumPy, which warns where IEEE arithmetic gives inf or NaN
-        with np.errstate(all="ignore"):
-            _execute(row, call, plan, out, slots)
+        _execute(row, call, plan, out, slots)
     return out
 
 
