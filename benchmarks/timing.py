@@ -11,25 +11,50 @@ def _rt():
     return runtime
 
 
-def gpu_time_ms(fn, *, warmup: int = 3, reps: int = 20, batches: int = 5) -> float:
-    """Median over ``batches`` of the mean device time of ``reps`` calls of ``fn``."""
-    rt = _rt()
-    for _ in range(warmup):
-        fn()
-    rt.cudaDeviceSynchronize()
-    _, start = rt.cudaEventCreate()
-    _, stop = rt.cudaEventCreate()
-    times = []
-    for _ in range(batches):
-        rt.cudaEventRecord(start, 0)
+class _EventBatches:
+    """Device time of batches of calls, through one pair of CUDA events on the legacy default stream."""
+
+    def __init__(self):
+        self.rt = _rt()
+        self.rt.cudaDeviceSynchronize()
+        _, self.start = self.rt.cudaEventCreate()
+        _, self.stop = self.rt.cudaEventCreate()
+
+    def mean_ms(self, fn, reps: int) -> float:
+        """Mean device time of one of ``reps`` calls of ``fn`` made back to back."""
+        self.rt.cudaEventRecord(self.start, 0)
         for _ in range(reps):
             fn()
-        rt.cudaEventRecord(stop, 0)
-        rt.cudaEventSynchronize(stop)
-        _, ms = rt.cudaEventElapsedTime(start, stop)
-        times.append(ms / reps)
-    rt.cudaEventDestroy(start)
-    rt.cudaEventDestroy(stop)
+        self.rt.cudaEventRecord(self.stop, 0)
+        self.rt.cudaEventSynchronize(self.stop)
+        return self.rt.cudaEventElapsedTime(self.start, self.stop)[1] / reps
+
+    def close(self) -> None:
+        self.rt.cudaEventDestroy(self.start)
+        self.rt.cudaEventDestroy(self.stop)
+
+
+def _alternating(measure, ours, theirs, rounds: int) -> tuple[float, float]:
+    """Medians over ``rounds`` of ``measure(ours)`` and ``measure(theirs)``, taken in turn, each first in
+    turn, so that both meet the same moments of the machine."""
+    mine, other = [], []
+    for r in range(rounds):
+        if r % 2:
+            other.append(measure(theirs))
+            mine.append(measure(ours))
+        else:
+            mine.append(measure(ours))
+            other.append(measure(theirs))
+    return statistics.median(mine), statistics.median(other)
+
+
+def gpu_time_ms(fn, *, warmup: int = 3, reps: int = 20, batches: int = 5) -> float:
+    """Median over ``batches`` of the mean device time of ``reps`` calls of ``fn``."""
+    for _ in range(warmup):
+        fn()
+    events = _EventBatches()
+    times = [events.mean_ms(fn, reps) for _ in range(batches)]
+    events.close()
     return statistics.median(times)
 
 
@@ -37,32 +62,13 @@ def gpu_pair_ms(ours, theirs, *, warmup: int = 3, reps: int = 10, rounds: int = 
     """``gpu_time_ms`` of two functions measured in alternation, batch by batch (each first in turn), so
     that a drift of the device's clocks over the run (heat, power) meets both alike: medians over
     ``rounds``."""
-    rt = _rt()
     for _ in range(warmup):
         ours()
         theirs()
-    rt.cudaDeviceSynchronize()
-    _, start = rt.cudaEventCreate()
-    _, stop = rt.cudaEventCreate()
-
-    def batch(fn):
-        rt.cudaEventRecord(start, 0)
-        for _ in range(reps):
-            fn()
-        rt.cudaEventRecord(stop, 0)
-        rt.cudaEventSynchronize(stop)
-        return rt.cudaEventElapsedTime(start, stop)[1] / reps
-    mine, other = [], []
-    for r in range(rounds):
-        if r % 2:
-            other.append(batch(theirs))
-            mine.append(batch(ours))
-        else:
-            mine.append(batch(ours))
-            other.append(batch(theirs))
-    rt.cudaEventDestroy(start)
-    rt.cudaEventDestroy(stop)
-    return statistics.median(mine), statistics.median(other)
+    events = _EventBatches()
+    result = _alternating(lambda fn: events.mean_ms(fn, reps), ours, theirs, rounds)
+    events.close()
+    return result
 
 
 def _per_call_us(fn, reps: int) -> float:
@@ -87,15 +93,7 @@ def host_pair_us(ours, theirs, *, reps: int = 200, rounds: int = 21) -> tuple[fl
     for _ in range(50):
         ours()
         theirs()
-    mine, other = [], []
-    for r in range(rounds):
-        if r % 2:
-            other.append(_per_call_us(theirs, reps))
-            mine.append(_per_call_us(ours, reps))
-        else:
-            mine.append(_per_call_us(ours, reps))
-            other.append(_per_call_us(theirs, reps))
-    return statistics.median(mine), statistics.median(other)
+    return _alternating(lambda fn: _per_call_us(fn, reps), ours, theirs, rounds)
 
 
 def kernel_table(title, work):

@@ -10,6 +10,7 @@ import numpy as np
 from ..device import resolve
 from ..dtypes import get_dtype
 from ..io.safetensors import SafetensorsError, safe_open
+from ..launch import _ALIGN_MASK
 from ..ops.creation import tensor as _tensor
 from ..ops.registry import Cost, OpDef, TensorMeta, families, nbytes
 from ..tensor import Tensor
@@ -60,9 +61,6 @@ def load(model_dir, device=None) -> "Graph":
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise GraphError(f"{path}: not JSON: {error}") from None
     return Graph(document, model_dir, resolve(device))
-
-
-_KERNEL_ALIGNMENT = 16  # bytes: Triton specialises pointers on it, and planned ops copy operands off it
 
 
 def _fail(path: str, message: str):
@@ -253,7 +251,7 @@ class Graph:
                             _fail(file_path, f"weight {key!r} for {tensor_id!r} is {info.dtype.name}{list(info.shape)}; "
                                              f"{GRAPH_FILE} declares {entry['dtype']}{entry['shape']}")
                         weight = file.get_tensor(key)
-                        if weight.device.type == "cpu" and weight.data_ptr() % _KERNEL_ALIGNMENT:
+                        if weight.device.type == "cpu" and weight.data_ptr() & _ALIGN_MASK:
                             # the file put it off the alignment kernels specialise on, so every op would
                             # copy it first: one aligned copy now, for every run of the graph
                             weight = _tensor(weight.numpy(), dtype=weight.dtype, device=self.device)
