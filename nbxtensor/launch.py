@@ -60,15 +60,6 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def sm_count(device) -> int:
-    """The device's SMs, for sizing launches whose programs each walk several pieces of work (a few under
-    the interpreter, so that each program walks several pieces there too)."""
-    properties = getattr(backend_for(device), "properties", None)
-    if properties is None:
-        return 3
-    return int(properties(device.index or 0).multiProcessorCount)
-
-
 def _specialisation(value):
     """What Triton's specialiser sees in a non-pointer argument: an integer's type, whether it is 1
     and whether it divides by 16; a float's type; a tuple element by element."""

@@ -76,17 +76,14 @@ def record_launches(monkeypatch) -> dict:
     ("float64", (1, 600), 16), ("int32", (3, 600), 8), ("uint8", (2, 600), 2), ("int8", (2, 600), 3),
     ("int16", (1, 600), 5), ("float16", (2, 600), 5), ("bfloat16", (1, 600), 4), ("bool", (2, 600), 2)])
 def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passes):
-    """Rows past a segment sort by radix passes; 600 elements in blocks of 64 (the last one short), dealt
-    to three programs a row in runs of four blocks, make every pass join three runs of several blocks
-    each; the scan of a digit's run counts takes two steps of two. A pass runs for each 4-bit digit that
-    can change the order: all sixteen of a 64-bit key, and of a narrower type's widened key only those
-    below its width (and the sign's, for signed integers) or, for floats, those that reach its
-    mantissa."""
+    """Rows past a segment sort by radix passes; 600 elements in blocks of 128 (the last one short) make
+    every pass join five programs' elements per row; the scan of a digit's block counts takes two steps
+    of four. A pass runs for each 4-bit digit that can change the order: all sixteen of a 64-bit key,
+    and of a narrower type's widened key only those below its width (and the sign's, for signed
+    integers) or, for floats, those that reach its mantissa."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
-    monkeypatch.setattr(sorting, "SORT_BLOCK", 64)
-    monkeypatch.setattr(sorting, "SORT_PROGRAMS_PER_SM", 1)
-    monkeypatch.setattr(sorting, "sm_count", lambda device: 3)
-    monkeypatch.setattr(sorting, "SORT_SCAN_BLOCK", 2)
+    monkeypatch.setattr(sorting, "SORT_BLOCK", 128)
+    monkeypatch.setattr(sorting, "SORT_SCAN_BLOCK", 4)
     launches = record_launches(monkeypatch)
     rng = np.random.default_rng(7)
     if dtype == "uint8":
@@ -102,7 +99,7 @@ def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passe
 
 
 def test_every_radix_pass_launches_the_same_kernels(monkeypatch):
-    """A pass's bit offset is an argument, not a constexpr: a pass per digit of a 64-bit key compiled 32
+    """A pass's bit offset is an argument, not a constexpr: sixteen passes of a 64-bit key compiled 32
     kernels for one sort (a GPU test ran out of time compiling them)."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
     monkeypatch.setattr(sorting, "SORT_BLOCK", 128)
@@ -177,21 +174,18 @@ def test_radix_sort_and_select_match_a_stable_argsort(monkeypatch, rows, n, dtyp
 
 
 
-def small_blocks(monkeypatch, block=16, programs=3):
-    """Radix sorts past 64 elements, in blocks of ``block`` dealt to ``programs`` programs a row in runs
-    of several blocks; the scan of the runs' counts two a step."""
+def small_blocks(monkeypatch, block=16):
+    """Radix sorts past 64 elements, in blocks of ``block``; the scan of block counts four a step."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
     monkeypatch.setattr(sorting, "SORT_BLOCK", block)
-    monkeypatch.setattr(sorting, "SORT_PROGRAMS_PER_SM", 1)
-    monkeypatch.setattr(sorting, "sm_count", lambda device: programs)
-    monkeypatch.setattr(sorting, "SORT_SCAN_BLOCK", 2)
+    monkeypatch.setattr(sorting, "SORT_SCAN_BLOCK", 4)
 
 
 @pytest.mark.parametrize("descending", [False, True])
 def test_equal_digits_across_many_blocks_keep_their_order(monkeypatch, descending):
-    """Three values whose low digits are all equal (3) and high digits 0, 1, 2, over 38 blocks of 16 in
-    three runs: in each pass every digit's elements spread across every block and run, and equal keys
-    keep their order across them."""
+    """Three values whose low digits are all equal (3) and high digits 0, 1, 2, over 38 blocks of 16: in
+    each pass every digit's elements spread across every block, and equal keys keep their order across
+    blocks."""
     small_blocks(monkeypatch)
     a = np.random.default_rng(20).choice(np.array([3, 19, 35], np.uint8), size=(1, 600))
     check_sort(a, 1, descending)

@@ -343,15 +343,11 @@ def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n
 
 # Long rows sort by LSD radix passes over 4-bit digits of the order-preserving key (at most 8 passes for
 # 32-bit keys, 16 for 64-bit), the pass's bit offset ``shift`` an ordinary argument (one compiled kernel
-# serves every pass). A row's blocks of BLOCK elements are dealt out in contiguous runs, one run to a
-# program (a few programs an SM): ``radix_sort_histogram`` counts a run's digits into
-# hist[row, digit, program]; ``radix_sort_offsets`` (program (digit, row)) scans a digit's counts across
-# the programs; ``radix_sort_scatter`` walks its run's blocks in order, keeping where its next element of
-# each digit goes. Each pass is stable, so the sort is. Sixteen digits keep few writes in flight: a
-# program's stores advance sixteen places at once, each filling its cache lines before it moves on (8-bit
-# digits, 256 places a program, left L2 with more partly written lines than it holds and measured 2.2 ms
-# a pass; docs/performance.md).
-DIGIT_BITS = tl.constexpr(4)
+# serves every pass). Program (block, row) of a pass handles BLOCK consecutive elements:
+# ``radix_sort_histogram`` counts its digits into hist[row, digit, block]; ``radix_sort_offsets`` (program
+# (digit, row)) scans a digit's counts across the blocks; ``radix_sort_scatter`` moves every element to its
+# digit's start in the row (the counts of the lower digits), plus its block's start among that digit's
+# elements, plus its rank among the block's elements of that digit. Each pass is stable, so the sort is.
 RADIX = tl.constexpr(16)
 
 
@@ -368,34 +364,28 @@ def _radix_digit(v, shift, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING:
 
 
 @triton.jit
-def radix_sort_histogram(values, hist, n, run_len, n_programs, shift, KIND: tl.constexpr, FORMAT: tl.constexpr,
+def radix_sort_histogram(values, hist, n, n_blocks, shift, KIND: tl.constexpr, FORMAT: tl.constexpr,
                          DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program (p, row): hist[row, d, p] = how many elements of digit d the row's run p (``run_len``
-    elements from p * run_len) holds."""
-    row, program = _row_and_chunk(INDEX_64)
-    start, stop = _chunk_bounds(program, run_len, n)
-    counts = tl.zeros([RADIX], tl.int32)
-    first = start
-    while first < stop:
-        pos = first + tl.arange(0, BLOCK)
-        valid = pos < stop
-        digits = _radix_digit(tl.load(values + row * n + pos, mask=valid), shift, KIND, FORMAT, DESCENDING)
-        counts += tl.histogram(digits, RADIX, mask=valid)
-        first += BLOCK
-    tl.store(hist + (row * RADIX + tl.arange(0, RADIX)) * n_programs + program, counts)
+    """Program (block, row): hist[row, d, block] = how many of the block's elements have digit d."""
+    row, block = _row_and_chunk(INDEX_64)
+    pos = block * BLOCK + tl.arange(0, BLOCK)
+    valid = pos < n
+    digits = _radix_digit(tl.load(values + row * n + pos, mask=valid), shift, KIND, FORMAT, DESCENDING)
+    counts = tl.histogram(digits, RADIX, mask=valid)
+    tl.store(hist + (row * RADIX + tl.arange(0, RADIX)) * n_blocks + block, counts)
 
 
 @triton.jit
-def radix_sort_offsets(hist, offsets, totals, n_programs, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program (d, row): offsets[row, d, p] = the row's elements of digit d in the runs before p;
+def radix_sort_offsets(hist, offsets, totals, n_blocks, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (d, row): offsets[row, d, b] = the row's elements of digit d in the blocks before b;
     totals[row, d] = all of them."""
     row, digit = _row_and_chunk(INDEX_64)
-    line = (row * RADIX + digit) * n_programs
+    line = (row * RADIX + digit) * n_blocks
     carry = tl.full([], 0, offsets.dtype.element_ty)
-    first = tl.full([], 0, tl.int32)  # not from ``n_programs``, which may arrive as the constant 1
-    while first < n_programs:
+    first = tl.full([], 0, tl.int32)  # not from ``n_blocks``, which may arrive as the constant 1
+    while first < n_blocks:
         at = first + tl.arange(0, BLOCK)
-        inside = at < n_programs
+        inside = at < n_blocks
         counts = tl.load(hist + line + at, mask=inside, other=0).to(offsets.dtype.element_ty)
         tl.store(offsets + line + at, carry + tl.cumsum(counts, 0) - counts, mask=inside)
         carry += tl.sum(counts, 0)
@@ -418,34 +408,27 @@ def _rank_among_equal_digits(digits):
 
 
 @triton.jit
-def radix_sort_scatter(values, indices, values_out, indices_out, offsets, totals, n, run_len, n_programs, shift,
+def radix_sort_scatter(values, indices, values_out, indices_out, offsets, totals, n, n_blocks, shift,
                        HAS_INDICES: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr,
                        DESCENDING: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program (p, row) moves the elements of the row's run p (and their positions in the unsorted row:
-    ``indices``, or with no HAS_INDICES the positions themselves) to their places, a block at a time:
-    the place the run's next element of its digit takes, plus its rank among the block's elements of
-    that digit."""
-    row, program = _row_and_chunk(INDEX_64)
-    start, stop = _chunk_bounds(program, run_len, n)
+    """Program (block, row) moves its elements (and their positions in the unsorted row: ``indices``, or
+    with no HAS_INDICES the positions themselves) to where ``offsets`` and ``totals`` put its digits,
+    plus their ranks among the block's elements of the same digit."""
+    row, block = _row_and_chunk(INDEX_64)
+    pos = block * BLOCK + tl.arange(0, BLOCK)
+    valid = pos < n
+    v = tl.load(values + row * n + pos, mask=valid)
+    digits = tl.where(valid, _radix_digit(v, shift, KIND, FORMAT, DESCENDING), RADIX)
     bins = tl.arange(0, RADIX)
     row_totals = tl.load(totals + row * RADIX + bins)
-    next_place = row * n + tl.load(offsets + (row * RADIX + bins) * n_programs + program) + tl.cumsum(row_totals, 0) \
-        - row_totals
-    first = start
-    while first < stop:
-        pos = first + tl.arange(0, BLOCK)
-        valid = pos < stop
-        v = tl.load(values + row * n + pos, mask=valid)
-        digits = tl.where(valid, _radix_digit(v, shift, KIND, FORMAT, DESCENDING), RADIX)
-        at = tl.gather(next_place, tl.where(valid, digits, 0), 0) + _rank_among_equal_digits(digits)
-        if HAS_INDICES:
-            index = tl.load(indices + row * n + pos, mask=valid)
-        else:
-            index = pos
-        tl.store(values_out + at, v, mask=valid)
-        tl.store(indices_out + at, index, mask=valid)
-        next_place += tl.histogram(digits, RADIX, mask=valid)
-        first += BLOCK
+    starts = tl.load(offsets + (row * RADIX + bins) * n_blocks + block) + tl.cumsum(row_totals, 0) - row_totals
+    at = row * n + tl.gather(starts, tl.where(valid, digits, 0), 0) + _rank_among_equal_digits(digits)
+    if HAS_INDICES:
+        index = tl.load(indices + row * n + pos, mask=valid)
+    else:
+        index = pos
+    tl.store(values_out + at, v, mask=valid)
+    tl.store(indices_out + at, index, mask=valid)
 
 
 @triton.jit

@@ -20,7 +20,7 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch, sm_count
+from ..launch import cdiv, launch
 from ..promotion import result_type
 from ..tensor import Tensor
 from .copy import Workspace, _elementwise_block, cat, new_tensor
@@ -33,12 +33,9 @@ SELECT_BLOCK = 2048  # elements a radix-select program reads per step
 SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wider ones
 SELECT_CHUNK = 2048  # elements of a row one radix-select program covers, one step: a 152k row spreads over 75
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
-SORT_BLOCK = 512  # elements a radix sort pass ranks at once (at most 65535: kernels/sort.py)
-SORT_COUNT_BLOCK = 2048  # elements a radix pass's histogram loads at once
-SORT_WARPS = 4
-SORT_COUNT_WARPS = 4
-SORT_PROGRAMS_PER_SM = 8  # programs a radix pass deals a row's runs to, a row to a program at least
-SORT_SCAN_BLOCK = 4096  # a digit's run counts one step of the offsets scan reads (16 programs a row scan)
+SORT_BLOCK = 512  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
+SORT_WARPS = 4  # with SORT_BLOCK, the best of a sweep on the H200 (docs/performance.md)
+SORT_SCAN_BLOCK = 4096  # a digit's block counts one step of the offsets scan reads (16 programs a row scan)
 GRID_ROWS = 65535  # rows one launch of the radix kernels takes: CUDA's limit on a grid's second dimension
 _INT32_LIMIT = 2 ** 31
 _I64 = get_dtype("int64")
@@ -156,20 +153,19 @@ def _plan_radix_select(rows: Tensor, k: int, flags: dict):
 
 
 def _radix_shifts(dt, kind: int) -> list[int]:
-    """The bit offsets of the key digits a radix sort of ``dt`` must pass over. The others change no
+    """The bit offsets of the 4-bit key digits a radix sort of ``dt`` must pass over. The others change no
     order: each is the same for every key, or follows from a higher digit that is passed over."""
-    bits = K.DIGIT_BITS.value
     if kind >= K.KEY_FLOAT64:
-        return list(range(0, 64, bits))
+        return list(range(0, 64, 4))
     if kind == K.KEY_FLOAT:
         # widened to float32, a narrower float has zeros below its mantissa; the key makes them all zeros
         # or all ones by sign (NaN: all ones), and the top digit holds the sign
         constant_bits = 23 - int(ml_dtypes.finfo(dt.numpy).nmant)
-        return list(range(constant_bits // bits * bits, 32, bits))
+        return list(range(constant_bits // 4 * 4, 32, 4))
     width = 8 * dt.itemsize
-    shifts = list(range(0, width, bits))
+    shifts = list(range(0, width, 4))
     if kind == K.KEY_SIGNED and width < 32:
-        shifts.append(32 - bits)  # above its width the key repeats the sign, which its top digit orders
+        shifts.append(28)  # above its width the key repeats the sign, which its top digit orders
     return shifts
 
 
@@ -182,31 +178,27 @@ def _sort_long_rows(rows: Tensor, flags: dict):
     dev = rows.device
     block = SORT_BLOCK
     n_blocks = cdiv(n, block)
-    run_blocks = cdiv(n_blocks, max(1, min(n_blocks, sm_count(dev) * SORT_PROGRAMS_PER_SM // count)))
-    run_len = run_blocks * block
-    n_programs = cdiv(n, run_len)
     index_64 = flags["INDEX_64"]
     wide = _I64 if index_64 else _I32  # positions within a row, and counts of a row's elements
     key = dict(KIND=flags["KIND"], FORMAT=flags["FORMAT"], DESCENDING=flags["DESCENDING"], INDEX_64=index_64)
     radix = K.RADIX.value  # the kernels' tl.constexpr
-    hist = new_tensor((count, radix, n_programs), _I32, dev)
-    offsets = new_tensor((count, radix, n_programs), wide, dev)
+    hist = new_tensor((count, radix, n_blocks), _I32, dev)
+    offsets = new_tensor((count, radix, n_blocks), wide, dev)
     totals = new_tensor((count, radix), wide, dev)
     shifts = _radix_shifts(rows.dtype, flags["KIND"])
     buffers = [(new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), wide, dev)) for _ in range(2)]
     src, src_indices = rows, None
     for step, shift in enumerate(shifts):
         last = step == len(shifts) - 1
-        launch(K.radix_sort_histogram, (n_programs, count), dev, [src, hist, n, run_len, n_programs, shift],
-               BLOCK=SORT_COUNT_BLOCK, num_warps=SORT_COUNT_WARPS, **key)
-        launch(K.radix_sort_offsets, (radix, count), dev, [hist, offsets, totals, n_programs], BLOCK=SORT_SCAN_BLOCK,
+        launch(K.radix_sort_histogram, (n_blocks, count), dev, [src, hist, n, n_blocks, shift], BLOCK=block,
+               num_warps=SORT_WARPS, **key)
+        launch(K.radix_sort_offsets, (radix, count), dev, [hist, offsets, totals, n_blocks], BLOCK=SORT_SCAN_BLOCK,
                INDEX_64=index_64)
         dst, dst_indices = (new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)) if last \
             else buffers[step % 2]
-        launch(K.radix_sort_scatter, (n_programs, count), dev,
-               [src, src if src_indices is None else src_indices, dst, dst_indices, offsets, totals, n,
-                run_len, n_programs, shift], HAS_INDICES=src_indices is not None, BLOCK=block,
-               num_warps=SORT_WARPS, **key)
+        launch(K.radix_sort_scatter, (n_blocks, count), dev,
+               [src, src if src_indices is None else src_indices, dst, dst_indices, offsets, totals, n, n_blocks,
+                shift], HAS_INDICES=src_indices is not None, BLOCK=block, num_warps=SORT_WARPS, **key)
         src, src_indices = dst, dst_indices
     return src, src_indices
 
