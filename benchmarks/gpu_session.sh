@@ -41,11 +41,14 @@ if [ "$mode" != bench ]; then
   for ((s = 0; s < shards; s++)); do
     mine=()
     for ((i = s; i < ${#files[@]}; i += shards)); do mine+=("${files[i]}"); done
+    # more shards than files: pytest given no file would run the whole suite
+    [ ${#mine[@]} -gt 0 ] || continue
     NBX_TEST_DEVICE=cuda timeout $(( $(remaining) - 5 )) python3 -m pytest -v -p no:cacheprovider -o faulthandler_timeout=120 --durations=5 "${mine[@]}" \
       > "$logs/pytest_cuda_$s.log" 2>&1 &
   done
   wait
   for ((s = 0; s < shards; s++)); do
+    [ -f "$logs/pytest_cuda_$s.log" ] || continue
     echo "pytest shard $s: $(grep -c PASSED "$logs/pytest_cuda_$s.log") passed, $(grep -c "FAILED\|ERROR" "$logs/pytest_cuda_$s.log") failed or errors; $(tail -1 "$logs/pytest_cuda_$s.log" | cut -c1-80)" >> "$logs/summary.txt"
   done
 fi
