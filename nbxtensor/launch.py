@@ -60,6 +60,11 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def next_pow2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1): Triton's block shapes are powers of two."""
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
 def _specialisation(value):
     """What Triton's specialiser sees in a non-pointer argument: an integer's type, whether it is 1
     and whether it divides by 16; a float's type; a tuple element by element."""

@@ -18,11 +18,11 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import attention as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch
+from ..launch import cdiv, launch, next_pow2
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .matmul import _dot_precision, _needs_index_64, _next_pow2
+from .matmul import _dot_precision, _needs_index_64
 from .registry import Cost, TensorMeta, nbytes, register
 
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
@@ -170,8 +170,8 @@ def forward_candidates(facts: dict, length: int, keys: int, head_dim: int, dtype
     for bm, bn, warps, stages in _FORWARD_SHAPES[bound]:
         if dtype.itemsize == 4:
             bn = max(16, bn // 2)  # float32 tiles take twice the registers and shared memory
-        config = dict(BLOCK_M=max(16, min(bm, tiles["max_block_m"], _next_pow2(length))),
-                      BLOCK_N=max(16, min(bn, tiles["max_block_n"], _next_pow2(keys))),
+        config = dict(BLOCK_M=max(16, min(bm, tiles["max_block_m"], next_pow2(length))),
+                      BLOCK_N=max(16, min(bn, tiles["max_block_n"], next_pow2(keys))),
                       num_warps=min(warps, tiles["max_warps"]), num_stages=min(stages, tiles["max_stages"]))
         marker = tuple(config.values())
         if marker not in seen:
@@ -206,7 +206,7 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
             [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), Slot("out"), L, keys,
              heads_per_kv, scale * K.LOG2_E, *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride()],
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-                 BLOCK_D=max(16, _next_pow2(E)), BLOCK_DV=max(16, _next_pow2(value_dim)), CAUSAL=causal,
+                 BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=max(16, next_pow2(value_dim)), CAUSAL=causal,
                  MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
                  num_stages=config["num_stages"], FOLD_SCALE=fold_scale, **flags))
     tensors = {"q": q, "k": k, "v": v, "mask": mask, "out": out}
@@ -246,7 +246,7 @@ def decode_plan(keys: int, facts: dict, config: dict) -> tuple[int, int, int]:
     of the key count, the device class and the setting (tuned per key-count bucket, never per batch), so
     the order of every floating-point operation is too, whatever batch a sequence is in."""
     block_n, target = config["BLOCK_N"], config["SPLITS"]
-    block_n = max(16, min(block_n, facts["tiles"]["max_block_n"], _next_pow2(max(keys, 1))))
+    block_n = max(16, min(block_n, facts["tiles"]["max_block_n"], next_pow2(max(keys, 1))))
     per_split = max(block_n, cdiv(cdiv(max(keys, 1), target), block_n) * block_n)
     return block_n, per_split, max(1, cdiv(keys, per_split))
 
@@ -275,7 +275,7 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     config = tuned or decode_candidates(keys, head_dim, facts)[0]
     block_n, per_split, splits = decode_plan(keys, facts, config)
     stages = {} if config.get("num_stages") is None else {"num_stages": config["num_stages"]}
-    block_dv = max(16, _next_pow2(value_dim))
+    block_dv = max(16, next_pow2(value_dim))
     flags = _common_flags(q.dtype, out.dtype, dev, facts)
     combine_flags = dict(DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"])
     del flags["DST_FORMAT"], flags["VIA_F32"]
@@ -304,13 +304,13 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
              part_max, part_sum, keys, heads_per_kv, H_q, per_split, splits, scale * K.LOG2_E,
              k.shape[1] if paged is not None else 1, *q.stride(), *k_args, *v_args, mask_strides[0],
              mask_strides[1], mask_strides[3], table_sb],
-            dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, _next_pow2(heads_per_kv)), BLOCK_N=block_n,
-                 BLOCK_D=max(16, _next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
+            dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, next_pow2(heads_per_kv)), BLOCK_N=block_n,
+                 BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
                  MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"], **stages, **flags)),
         PlannedLaunch(
             K.decode_combine, (H_q, B),
             [part_acc, part_max, part_sum, Slot("out"), H_q, splits, *out.stride()],
-            dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, BLOCK_S=_next_pow2(splits), num_warps=2, **combine_flags)),
+            dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, BLOCK_S=next_pow2(splits), num_warps=2, **combine_flags)),
     ]
     return launches, Workspace(temporaries)
 
@@ -501,7 +501,7 @@ def kv_cache_append(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: 
     block_size = key_cache.shape[1]
     for rows, cache in ((key, key_cache), (value, value_cache)):
         dim = rows.shape[2]
-        block_d = _next_pow2(dim)
+        block_d = next_pow2(dim)
         block_t = max(1, min(64, 4096 // block_d))
         launch(K.cache_append, (cdiv(tokens, block_t), heads), rows.device,
                [rows, cache, slot_mapping, tokens, heads, block_size, *rows.stride(), *cache.stride()],
@@ -568,7 +568,7 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interl
     if half == 0:
         out.copy_(x)
         return out
-    block_half = _next_pow2(half)
+    block_half = next_pow2(half)
     block_rows = max(1, min(64, 4096 // block_half))
     conversion = _conversion_flags(get_dtype("float32"), x.dtype, x.device)
     index_64 = _needs_index_64(x_rows, out_rows, cos)
@@ -576,7 +576,7 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interl
            [x_rows, out_rows, cos, sin, pos_rows, n_rows, x_rows.stride(0), out_rows.stride(0), pos_rows.stride(0),
             x_rows.stride(1), out_rows.stride(1), cos.stride(0), cos.stride(1)],
            HALF=half, DIM=E, BLOCK_ROWS=block_rows, BLOCK_HALF=block_half,
-           BLOCK_REST=_next_pow2(max(1, E - 2 * half)), INTERLEAVED=bool(interleaved),
+           BLOCK_REST=next_pow2(max(1, E - 2 * half)), INTERLEAVED=bool(interleaved),
            IN_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE),
            TRIG_FORMAT=SMALL_FLOAT_FORMATS.get(cos.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
            VIA_F32=conversion["VIA_F32"], INDEX_64=index_64, num_warps=4)

@@ -24,7 +24,7 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import indexing as K
 from ..kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, current_capture, launch
+from ..launch import cdiv, current_capture, launch, next_pow2
 from ..tensor import Tensor
 from .copy import _BITS_TYPE, _elementwise_block, clone, constant_bits, copy_, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
@@ -334,7 +334,7 @@ def _plan_gather(plan: _Plan, op: str):
     if len(inner_shape) == 1 and inner_shape[0] >= 16:
         outer_shape, (outer_strides,) = S.coalesce(shape[:b_start], data_strides[:b_start])
         inner_n = inner_shape[0]
-        block = min(triton_next_power_of_2(inner_n), 4 * _block(dev))
+        block = min(next_pow2(inner_n), 4 * _block(dev))
         rows_n = math.prod(outer_shape) * n_b
         launch = PlannedLaunch(
             K.gather_rows, (rows_n, cdiv(inner_n, block)),
@@ -358,10 +358,6 @@ def _plan_gather(plan: _Plan, op: str):
         _after_checked_launch(dev)
         return result
     return execute
-
-
-def triton_next_power_of_2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 def _warps(dev, block: int) -> dict:

@@ -22,7 +22,7 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv
+from ..launch import cdiv, next_pow2
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key, run_launches
@@ -169,10 +169,6 @@ def _needs_index_64(*tensors) -> bool:
     return any(t.numel() >= _INT32_LIMIT or S.max_offset(t.shape, t.stride()) >= _INT32_LIMIT for t in tensors)
 
 
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, (int(n) - 1).bit_length())
-
-
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), best-known shapes for large problems first; each is
 # clamped to the facts' ceilings and to the problem, so small problems and small devices get small tiles
 _GEMM_SHAPES = [
@@ -185,7 +181,7 @@ _GEMM_SHAPES = [
 
 def _clamp_block(block: int, ceiling: int, extent: int) -> int:
     # tl.dot takes tiles of at least 16 along each dim
-    return max(16, min(block, ceiling, _next_pow2(extent)))
+    return max(16, min(block, ceiling, next_pow2(extent)))
 
 
 # true float32 products run on the FMA units, not the matrix unit: short K steps over large output tiles
@@ -345,7 +341,7 @@ def _gemv_launches(a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flag
             K.gemv_combine, (cdiv(n, combine_n),),
             [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, float(alpha), float(beta), bias_sm, bias_sn,
              out_sm, out_sn],
-            dict(BLOCK_M=_next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=scaled,
+            dict(BLOCK_M=next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=scaled,
                  BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                  num_warps=config["num_warps"])) if splits > 1 else None
 

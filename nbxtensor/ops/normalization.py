@@ -8,11 +8,11 @@ from .. import shape as S
 from ..kernels import norm as N
 from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch
+from ..launch import cdiv, launch, next_pow2
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .reductions import _needs_index_64, _source, compute_dtype, kernel_facts, next_pow2, split_plan, tile_for
+from .reductions import _needs_index_64, _source, compute_dtype, kernel_facts, split_plan, tile_for
 from .registry import Cost, TensorMeta, nbytes, register
 
 

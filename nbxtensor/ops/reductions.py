@@ -11,7 +11,7 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch
+from ..launch import cdiv, launch, next_pow2
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
@@ -35,10 +35,6 @@ def _dt(name):
 
 def kernel_facts(dev) -> dict:
     return backend_for(dev).facts["kernels"]
-
-
-def next_pow2(n: int) -> int:
-    return 1 << max(0, (int(n) - 1).bit_length())
 
 
 # ---- dims and dtypes -----------------------------------------------------------------------------
