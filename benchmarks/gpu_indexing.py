@@ -96,12 +96,21 @@ try:
     record("sort 16M bf16 (4 radix passes)", lambda: nbx.sort(keys16), lambda: torch.sort(tkeys16),
            keys_np.nbytes // 2 * 3 + keys_np.nbytes * 2)
     kernel_table("sort 16M f32 (torch)", lambda: torch.sort(tkeys))
+    saved = (sorting.SORT_WARP_WARPS, sorting.SORT_WARP_ROWS)
+    print("\nsort 16M f32 by warps a program and elements a lane of the warp passes (ms)")
+    for warps, lane_rows in ((4, 8), (8, 8), (2, 16), (4, 16), (1, 8)):
+        sorting.SORT_WARP_WARPS, sorting.SORT_WARP_ROWS = warps, lane_rows
+        print(f"  {warps} warps, {lane_rows:3d} a lane: {gpu_time_ms(lambda: nbx.sort(keys)):.3f}", flush=True)
+    sorting.SORT_WARP_WARPS, sorting.SORT_WARP_ROWS = saved
+    warp_passes = sorting._warp_passes
+    sorting._warp_passes = lambda rows, flags: False
     saved = (sorting.SORT_BLOCK, sorting.SORT_WARPS)
-    print("\nsort 16M f32 by elements and warps a radix pass program takes (ms)")
-    for block, warps in itertools.product((256, 512, 1024), (2, 4)):
+    print("\nsort 16M f32 through the portable passes, by elements and warps a program takes (ms)")
+    for block, warps in itertools.product((256, 512), (2, 4)):
         sorting.SORT_BLOCK, sorting.SORT_WARPS = block, warps
         print(f"  block {block:6d} warps {warps:2d}: {gpu_time_ms(lambda: nbx.sort(keys)):.3f}")
     sorting.SORT_BLOCK, sorting.SORT_WARPS = saved
+    sorting._warp_passes = warp_passes
 except NotImplementedError as e:
     rows.append((f"sort 16M f32: {e}"[:60], float("nan"), float("nan"), float("nan"), float("nan")))
 

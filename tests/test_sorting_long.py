@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbxtensor as nbx
+from nbxtensor.device import backend_for
 from nbxtensor.ops import sorting
 from tests.conftest import TEST_DEVICE, to_nbx
 from tests.test_sorting import stable_argsort
@@ -94,8 +95,24 @@ def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passe
         a = awkward(shape, dtype if dtype == "bfloat16" else np.dtype(dtype), 7)
     tensor = to_nbx(a).to(nbx.bfloat16) if dtype == "bfloat16" else None
     check_sort(a, 1, False, tensor=tensor)
-    assert len(launches["radix_sort_scatter"]) == passes
+    assert len(launches.get("radix_sort_scatter", []) + launches.get("radix_scatter_warp", [])) == passes
     check_sort(a, 1, True, tensor=tensor)
+
+
+@pytest.mark.skipif(not backend_for(nbx.device(TEST_DEVICE)).facts["kernels"].get("warp_votes"),
+                    reason="the warp radix kernels need a device with warp votes (CUDA)")
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("descending", [False, True])
+def test_warp_radix_passes_sort_32_bit_keys(monkeypatch, dtype, descending):
+    """On a device with warp votes, 32-bit keys take the Gluon passes (``kernels/sort_warp.py``): ranks
+    from ballots, one warp a block. Several rows of 70 blocks, a short last block, ties, NaN and -0.0,
+    and a row of one value (every element one digit in every pass)."""
+    monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    launches = record_launches(monkeypatch)
+    a = awkward((3, 70 * 32 * sorting.SORT_WARP_ROWS - 5), np.dtype(dtype), 31)
+    a[1] = a[1, 0]
+    check_sort(a, 1, descending)
+    assert launches["radix_scatter_warp"] and "radix_sort_scatter" not in launches
 
 
 def test_every_radix_pass_launches_the_same_kernels(monkeypatch):
