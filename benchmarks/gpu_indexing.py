@@ -96,12 +96,13 @@ try:
     record("sort 16M bf16 (4 radix passes)", lambda: nbx.sort(keys16), lambda: torch.sort(tkeys16),
            keys_np.nbytes // 2 * 3 + keys_np.nbytes * 2)
     kernel_table("sort 16M f32 (torch)", lambda: torch.sort(tkeys))
-    saved = (sorting.SORT_WARP_WARPS, sorting.SORT_WARP_ROWS)
-    print("\nsort 16M f32 by warps a program and elements a lane of the warp passes (ms)")
-    for warps, lane_rows in ((4, 8), (8, 8), (2, 16), (4, 16), (1, 8)):
-        sorting.SORT_WARP_WARPS, sorting.SORT_WARP_ROWS = warps, lane_rows
-        print(f"  {warps} warps, {lane_rows:3d} a lane: {gpu_time_ms(lambda: nbx.sort(keys)):.3f}", flush=True)
-    sorting.SORT_WARP_WARPS, sorting.SORT_WARP_ROWS = saved
+    saved = (sorting.SORT_WARP_WARPS, sorting.SORT_WARP_ROWS, sorting.SORT_WARP_ORDERED)
+    print("\nsort 16M f32 by warps a program, elements a lane of the warp passes, and the scatter's reorder (ms)")
+    for warps, lane_rows, ordered in itertools.product((4, 8), (8, 16), (True, False)):
+        sorting.SORT_WARP_WARPS, sorting.SORT_WARP_ROWS, sorting.SORT_WARP_ORDERED = warps, lane_rows, ordered
+        print(f"  {warps} warps, {lane_rows:3d} a lane, {'reordered' if ordered else 'direct   '}: "
+              f"{gpu_time_ms(lambda: nbx.sort(keys)):.3f}", flush=True)
+    sorting.SORT_WARP_WARPS, sorting.SORT_WARP_ROWS, sorting.SORT_WARP_ORDERED = saved
     warp_passes = sorting._warp_passes
     sorting._warp_passes = lambda rows, flags: False
     saved = (sorting.SORT_BLOCK, sorting.SORT_WARPS)

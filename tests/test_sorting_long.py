@@ -95,7 +95,8 @@ def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passe
         a = awkward(shape, dtype if dtype == "bfloat16" else np.dtype(dtype), 7)
     tensor = to_nbx(a).to(nbx.bfloat16) if dtype == "bfloat16" else None
     check_sort(a, 1, False, tensor=tensor)
-    assert len(launches.get("radix_sort_scatter", []) + launches.get("radix_scatter_warp", [])) == passes
+    assert sum(len(launches.get(name, [])) for name in ("radix_sort_scatter", "radix_scatter_warp",
+                                                         "radix_scatter_warp_ordered")) == passes
     check_sort(a, 1, True, tensor=tensor)
 
 
@@ -103,16 +104,19 @@ def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passe
                     reason="the warp radix kernels need a device with warp votes (CUDA)")
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 @pytest.mark.parametrize("descending", [False, True])
-def test_warp_radix_passes_sort_32_bit_keys(monkeypatch, dtype, descending):
+@pytest.mark.parametrize("ordered", [False, True])
+def test_warp_radix_passes_sort_32_bit_keys(monkeypatch, dtype, descending, ordered):
     """On a device with warp votes, 32-bit keys take the Gluon passes (``kernels/sort_warp.py``): ranks
     from ballots, one warp a block. Several rows of 70 blocks, a short last block, ties, NaN and -0.0,
     and a row of one value (every element one digit in every pass)."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    monkeypatch.setattr(sorting, "SORT_WARP_ORDERED", ordered)
     launches = record_launches(monkeypatch)
     a = awkward((3, 70 * 32 * sorting.SORT_WARP_ROWS - 5), np.dtype(dtype), 31)
     a[1] = a[1, 0]
     check_sort(a, 1, descending)
-    assert launches["radix_scatter_warp"] and "radix_sort_scatter" not in launches
+    assert launches["radix_scatter_warp_ordered" if ordered else "radix_scatter_warp"]
+    assert "radix_sort_scatter" not in launches
 
 
 def test_every_radix_pass_launches_the_same_kernels(monkeypatch):

@@ -138,3 +138,70 @@ def radix_scatter_warp(values, indices, values_out, indices_out, offsets, totals
         index = pos
     gl.store(values_out + at, v, mask=valid)
     gl.store(indices_out + at, index, mask=valid)
+
+
+@gluon.jit
+def _shared_store(offset, value, after):
+    """st.shared of ``value`` (32 bits) at byte ``offset`` of the kernel's shared memory; returns 0, which
+    later accesses take as an input so that they stay after it."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .u32 a; mov.b32 a, global_smem; add.u32 a, a, $1; st.shared.b32 [a], $2; mov.u32 $0, 0; }",
+        "=r,r,r,r", [offset, value, after], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _shared_load(offset, after):
+    """bar.warp.sync, then ld.shared of 32 bits at byte ``offset`` of the kernel's shared memory."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .u32 a; bar.warp.sync -1; mov.b32 a, global_smem; add.u32 a, a, $1; ld.shared.b32 $0, [a]; }",
+        "=r,r,r", [offset, after], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def radix_scatter_warp_ordered(values, indices, values_out, indices_out, offsets, totals, n, n_blocks, shift,
+                               HAS_INDICES: gl.constexpr, KIND: gl.constexpr, DESCENDING: gl.constexpr,
+                               W: gl.constexpr, R: gl.constexpr):
+    """``radix_scatter_warp``, but each warp first puts its block in digit order in its own stretch of
+    shared memory (a stable local sort: slot = the digit's start in the block + the element's rank), then
+    reads it back slot by slot, so that a register row's 32 lanes write a few runs of neighbouring
+    addresses instead of sixteen scattered ones (CUB's block-local reorder, a warp a block). The shared
+    memory is this kernel's only allocation, so it starts at ``global_smem``; the inline stores and loads
+    address it directly (Gluon has no indexed store into shared memory)."""
+    row = gl.program_id(1)
+    blocks, lanes, lane, pos, valid, v, digit, mine, counts = _block(values, row, n, shift, KIND, DESCENDING, W, R)
+    # written once through Gluon, so that Triton allocates it (at offset 0: the kernel's only allocation)
+    # and declares ``global_smem``; the barrier keeps that write before the inline stores
+    flat: gl.constexpr = gl.BlockedLayout([2 * R], [32], [W], [0])
+    stage = gl.allocate_shared_memory(gl.int32, [2 * W * 32 * R], gl.SwizzledSharedLayout(1, 1, 1, [0]),
+                                      gl.zeros([2 * W * 32 * R], gl.int32, flat))
+    gl.thread_barrier()
+    rank_in_row = _popc(mine & ((1 << lane) - 1))
+    earlier_rows = gl.associative_scan(counts, 1, _add) - counts
+    block_counts = gl.sum(counts, 1)
+    local_starts = _lanes_before(block_counts, lanes)
+    is_digit = (lanes < RADIX) & (blocks < n_blocks)
+    row_totals = gl.load(totals + row * RADIX + lanes, mask=lanes < RADIX, other=0)
+    block_starts = gl.load(offsets + (row * RADIX + lanes) * n_blocks + blocks, mask=is_digit, other=0) \
+        + _lanes_before(row_totals, lanes)
+    slot = _from_lane(gl.expand_dims(local_starts, 1) + earlier_rows, digit) + rank_in_row
+    # a warp's stretch: 32 * R values, then (after every warp's values) 32 * R positions
+    warp_base = gl.expand_dims(blocks % W, 1) * (32 * R * 4)
+    positions_base = W * 32 * R * 4
+    if HAS_INDICES:
+        index = gl.load(indices + row * n + pos, mask=valid)
+    else:
+        index = pos
+    done = _shared_store(warp_base + slot * 4, v.to(gl.int32, bitcast=True), 0)
+    done = _shared_store(positions_base + warp_base + slot * 4, index, done)
+    block_first = gl.expand_dims(blocks, 1) * (32 * R)
+    order = pos - block_first  # the slot each lane reads back: its own place in the block
+    in_block = gl.minimum(n - block_first, 32 * R)
+    ordered = _shared_load(warp_base + order * 4, done).to(v.dtype, bitcast=True)
+    ordered_index = _shared_load(positions_base + warp_base + order * 4, done)
+    present = order < in_block
+    ordered_digit = gl.where(present, _digit(ordered, shift, KIND, DESCENDING), 0)
+    # the place of the slot: its digit's start in the row, plus how far the slot is into the digit's run
+    at = row * n + _from_lane(gl.expand_dims(block_starts - local_starts, 1) + order * 0, ordered_digit) + order
+    gl.store(values_out + at, ordered, mask=present)
+    gl.store(indices_out + at, ordered_index, mask=present)
+    stage._keep_alive()

@@ -38,6 +38,7 @@ SORT_BLOCK = 256  # elements one program of a radix sort pass moves (at most 655
 SORT_WARPS = 2  # with SORT_BLOCK, the best of a sweep on the H200 (docs/performance.md)
 SORT_WARP_ROWS = 8  # elements a lane of the warp kernels' passes takes (kernels/sort_warp.py: 32 x this a warp)
 SORT_WARP_WARPS = 4  # warps (each its own block) a program of the warp kernels' passes
+SORT_WARP_ORDERED = True  # the warp scatter puts a block in digit order in shared memory before writing
 SORT_SCAN_BLOCK = 4096  # a digit's block counts one step of the offsets scan reads (16 programs a row scan)
 GRID_ROWS = 65535  # rows one launch of the radix kernels takes: CUDA's limit on a grid's second dimension
 _INT32_LIMIT = 2 ** 31
@@ -209,7 +210,8 @@ def _sort_long_rows(rows: Tensor, flags: dict):
             else buffers[step % 2]
         args = [src, src if src_indices is None else src_indices, dst, dst_indices, offsets, totals, n, n_blocks, shift]
         if warp:
-            launch(KW.radix_scatter_warp, warp_grid, dev, args, HAS_INDICES=src_indices is not None, **warp_key)
+            scatter = KW.radix_scatter_warp_ordered if SORT_WARP_ORDERED else KW.radix_scatter_warp
+            launch(scatter, warp_grid, dev, args, HAS_INDICES=src_indices is not None, **warp_key)
         else:
             launch(K.radix_sort_scatter, (n_blocks, count), dev, args, HAS_INDICES=src_indices is not None,
                    BLOCK=block, num_warps=SORT_WARPS, **key)
