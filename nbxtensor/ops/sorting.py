@@ -26,6 +26,7 @@ from ..promotion import result_type
 from ..tensor import Tensor
 from .copy import Workspace, _elementwise_block, cat, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
+from .reductions import next_pow2
 from .registry import Cost, TensorMeta, nbytes, register
 from .views import movedim, reshape
 
@@ -39,7 +40,7 @@ SORT_WARPS = 2  # with SORT_BLOCK, the best of a sweep on the H200 (docs/perform
 SORT_WARP_ROWS = 8  # elements a lane of the warp kernels' passes takes (kernels/sort_warp.py: 32 x this a warp)
 SORT_WARP_WARPS = 4  # warps (each its own block) a program of the warp kernels' passes
 SORT_WARP_ORDERED = True  # the warp scatter puts a block in digit order in shared memory before writing
-SORT_SCAN_BLOCK = 4096  # a digit's block counts one step of the offsets scan reads (16 programs a row scan)
+SORT_SCAN_BLOCK = 4096  # block counts of a digit one program of the offsets scan takes (a segment)
 GRID_ROWS = 65535  # rows one launch of the radix kernels takes: CUDA's limit on a grid's second dimension
 _INT32_LIMIT = 2 ** 31
 _I64 = get_dtype("int64")
@@ -194,6 +195,8 @@ def _sort_long_rows(rows: Tensor, flags: dict):
     hist = new_tensor((count, radix, n_blocks), _I32, dev)
     offsets = new_tensor((count, radix, n_blocks), wide, dev)
     totals = new_tensor((count, radix), wide, dev)
+    n_segments = cdiv(n_blocks, SORT_SCAN_BLOCK)
+    segment_totals = new_tensor((count, radix, n_segments), wide, dev)
     shifts = _radix_shifts(rows.dtype, flags["KIND"])
     buffers = [(new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), wide, dev)) for _ in range(2)]
     src, src_indices = rows, None
@@ -204,8 +207,12 @@ def _sort_long_rows(rows: Tensor, flags: dict):
         else:
             launch(K.radix_sort_histogram, (n_blocks, count), dev, [src, hist, n, n_blocks, shift], BLOCK=block,
                    num_warps=SORT_WARPS, **key)
-        launch(K.radix_sort_offsets, (radix, count), dev, [hist, offsets, totals, n_blocks], BLOCK=SORT_SCAN_BLOCK,
-               INDEX_64=index_64)
+        if n_segments > 1:
+            launch(K.radix_sort_segment_totals, (radix * n_segments, count), dev,
+                   [hist, segment_totals, n_blocks, n_segments], BLOCK=SORT_SCAN_BLOCK, INDEX_64=index_64)
+        launch(K.radix_sort_offsets, (radix * n_segments, count), dev,
+               [hist, segment_totals, offsets, totals, n_blocks, n_segments], BLOCK=SORT_SCAN_BLOCK,
+               SEGMENTS=next_pow2(n_segments), INDEX_64=index_64)
         dst, dst_indices = (new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)) if last \
             else buffers[step % 2]
         args = [src, src if src_indices is None else src_indices, dst, dst_indices, offsets, totals, n, n_blocks, shift]
