@@ -21,12 +21,11 @@ from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels import sort_warp as KW
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch
+from ..launch import cdiv, launch, next_pow2
 from ..promotion import result_type
 from ..tensor import Tensor
 from .copy import Workspace, _elementwise_block, cat, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .reductions import next_pow2
 from .registry import Cost, TensorMeta, nbytes, register
 from .views import movedim, reshape
 
