@@ -183,7 +183,12 @@ def radix_scatter_warp_ordered(values, indices, values_out, indices_out, offsets
     row_totals = gl.load(totals + row * RADIX + lanes, mask=lanes < RADIX, other=0)
     block_starts = gl.load(offsets + (row * RADIX + lanes) * n_blocks + blocks, mask=is_digit, other=0) \
         + _lanes_before(row_totals, lanes)
-    slot = _from_lane(gl.expand_dims(local_starts, 1) + earlier_rows, digit) + rank_in_row
+    block_first = gl.expand_dims(blocks, 1) * (32 * R)
+    order = pos - block_first  # the element's place in the block, and the slot its lane reads back
+    in_block = gl.minimum(n - block_first, 32 * R)
+    # the block's real elements fill slots below in_block; a padding lane (past the row's end, so at or
+    # past in_block) stores to its own place, which no real element takes (the inline stores are unmasked)
+    slot = gl.where(valid, _from_lane(gl.expand_dims(local_starts, 1) + earlier_rows, digit) + rank_in_row, order)
     # a warp's stretch: 32 * R values, then (after every warp's values) 32 * R positions
     warp_base = gl.expand_dims(blocks % W, 1) * (32 * R * 4)
     positions_base = W * 32 * R * 4
@@ -193,9 +198,6 @@ def radix_scatter_warp_ordered(values, indices, values_out, indices_out, offsets
         index = pos
     done = _shared_store(warp_base + slot * 4, v.to(gl.int32, bitcast=True), 0)
     done = _shared_store(positions_base + warp_base + slot * 4, index, done)
-    block_first = gl.expand_dims(blocks, 1) * (32 * R)
-    order = pos - block_first  # the slot each lane reads back: its own place in the block
-    in_block = gl.minimum(n - block_first, 32 * R)
     ordered = _shared_load(warp_base + order * 4, done).to(v.dtype, bitcast=True)
     ordered_index = _shared_load(positions_base + warp_base + order * 4, done)
     present = order < in_block
