@@ -199,7 +199,7 @@ def view_strides(old_shape: Sequence[int], old_strides: Sequence[int],
     each other may be split or merged, nothing else."""
     old_shape, new_shape = tuple(old_shape), tuple(new_shape)  # plain tuples index without ``Size``'s Python
     if numel(old_shape) == 0:
-        return tuple(old_strides) if tuple(old_shape) == tuple(new_shape) else contiguous_strides(new_shape)
+        return tuple(old_strides) if old_shape == new_shape else contiguous_strides(new_shape)
     if len(old_shape) == 0:
         return tuple(1 for _ in new_shape)
     new_strides = [0] * len(new_shape)

@@ -67,11 +67,7 @@ def placed(op: OpDef) -> bool:
     return op.family in _PLACED_FAMILIES and _takes_device(op)
 
 
-def adapt(aten_name: str, op: OpDef, args, kwargs, device=None):
-    """Positional and keyword arguments for ``op``'s rules and implementation."""
+def adapt(aten_name: str, args, kwargs):
+    """Positional and keyword arguments for the registry op's rules and implementation."""
     adapt_arguments = adapter(aten_name)
-    args, kwargs = (tuple(args), dict(kwargs)) if adapt_arguments is None else adapt_arguments(tuple(args),
-                                                                                               dict(kwargs))
-    if device is not None and placed(op):
-        kwargs["device"] = device
-    return args, kwargs
+    return (tuple(args), dict(kwargs)) if adapt_arguments is None else adapt_arguments(tuple(args), dict(kwargs))

@@ -343,7 +343,7 @@ class Graph:
             if tensor_id.startswith(NAMESPACES):
                 metas[tensor_id] = TensorMeta(evaluate_shape(entry["shape"], values), get_dtype(entry["dtype"]))
         for step in self.steps:
-            args, kwargs = self._arguments(step, metas.__getitem__, values, device=None)
+            args, kwargs = self._arguments(step, metas.__getitem__, values)
             try:
                 produced = step.op.meta(*args, **kwargs)
             except Exception as error:  # a meta rule refusing its arguments: name the op
@@ -379,18 +379,19 @@ class Graph:
                                                   {k: argument_decoder(v) for k, v in step.kwargs.items()})
         return decoders
 
-    def _arguments(self, step: Step, tensor_of, values, device):
+    def _arguments(self, step: Step, tensor_of, values):
+        """``step``'s arguments for its op's meta and cost rules (a run adds the device itself: ``_runs``)."""
         positional, named = self._decoders_of(step)
         args = [decode(tensor_of, values) for decode in positional]
         kwargs = {k: decode(tensor_of, values) for k, decode in named.items()}
-        return calling.adapt(step.aten, step.op, args, kwargs, device)
+        return calling.adapt(step.aten, args, kwargs)
 
     # ---- pricing and planning ---------------------------------------------------------------------
     def costs(self, values: dict[str, int]) -> list[tuple[Step, Cost]]:
         metas = self.infer(values)
         priced = []
         for step in self.steps:
-            args, kwargs = self._arguments(step, metas.__getitem__, values, device=None)
+            args, kwargs = self._arguments(step, metas.__getitem__, values)
             try:
                 priced.append((step, step.op.cost(*args, **kwargs)))
             except Exception as error:  # a cost rule refusing its arguments: name the op

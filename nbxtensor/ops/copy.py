@@ -39,15 +39,17 @@ def _contiguous_layout(shape: tuple) -> tuple:
     return S.contiguous_strides(shape), S.numel(shape)
 
 
+def _strided_layout(shape: tuple, strides) -> tuple:
+    """(strides, elements the memory spans) of ``shape`` laid out with ``strides``."""
+    strides = tuple(strides)
+    return strides, S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
+
+
 def new_tensor(shape, dtype, dev: _device, strides=None, pinned: bool = False) -> Tensor:
     """Uninitialised memory for a tensor of ``shape`` (contiguous unless ``strides`` are given);
     ``pinned`` asks for page-locked host memory."""
     shape = tuple(shape)
-    if strides is None:
-        strides, count = _contiguous_layout(shape)
-    else:
-        strides = tuple(strides)
-        count = S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
+    strides, count = _contiguous_layout(shape) if strides is None else _strided_layout(shape, strides)
     if pinned and dev.type != "cpu":
         raise RuntimeError(f"pin_memory applies to CPU tensors, not {dev}")
     return allocate_tensor(shape, strides, dtype, dev, count * dtype.itemsize, pinned)
@@ -69,11 +71,7 @@ def fresh_tensor_maker(shape, dtype, dev: _device, strides=None):
     one (no Python in the allocator), else the allocator's. While a graph runs on its arena, the arena
     serves the request as it serves ``new_tensor``'s."""
     shape = Size(shape)
-    if strides is None:
-        strides, count = _contiguous_layout(tuple(shape))
-    else:
-        strides = tuple(strides)
-        count = S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
+    strides, count = _contiguous_layout(tuple(shape)) if strides is None else _strided_layout(shape, strides)
     nbytes = count * dtype.itemsize
     backend, index = backend_for(dev), dev.index
     parked, allocate = backend.parked_buffers(index), backend.allocate
