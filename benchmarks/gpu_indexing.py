@@ -96,13 +96,16 @@ try:
     record("sort 16M bf16 (4 radix passes)", lambda: nbx.sort(keys16), lambda: torch.sort(tkeys16),
            keys_np.nbytes // 2 * 3 + keys_np.nbytes * 2)
     kernel_table("sort 16M f32 (torch)", lambda: torch.sort(tkeys))
-    saved = (sorting.SORT_WARP_WARPS, sorting.SORT_WARP_ROWS, sorting.SORT_WARP_ORDERED)
-    print("\nsort 16M f32 by warps a program, elements a lane of the warp passes, and the scatter's reorder (ms)")
-    for warps, lane_rows, ordered in itertools.product((4, 8), (8, 16), (True, False)):
-        sorting.SORT_WARP_WARPS, sorting.SORT_WARP_ROWS, sorting.SORT_WARP_ORDERED = warps, lane_rows, ordered
-        print(f"  {warps} warps, {lane_rows:3d} a lane, {'reordered' if ordered else 'direct   '}: "
+    names = ("SORT_WARP_BITS", "SORT_WARP_HIST_BLOCKS", "SORT_WARP_SCATTER_REGS", "SORT_WARP_WARPS")
+    saved = [getattr(sorting, name) for name in names]
+    print("\nsort 16M f32 by the warp passes' digit bits, histogram blocks a warp, scatter register cap, warps (ms)")
+    for setting in ((4, 1, None, 4), (4, 2, None, 4), (4, 1, 64, 4), (4, 1, None, 8), (5, 1, None, 4)):
+        for name, value in zip(names, setting):
+            setattr(sorting, name, value)
+        print(f"  bits {setting[0]} hist blocks {setting[1]} regs {setting[2]} warps {setting[3]}: "
               f"{gpu_time_ms(lambda: nbx.sort(keys)):.3f}", flush=True)
-    sorting.SORT_WARP_WARPS, sorting.SORT_WARP_ROWS, sorting.SORT_WARP_ORDERED = saved
+    for name, value in zip(names, saved):
+        setattr(sorting, name, value)
     warp_passes = sorting._warp_passes
     sorting._warp_passes = lambda rows, flags: False
     saved = (sorting.SORT_BLOCK, sorting.SORT_WARPS)

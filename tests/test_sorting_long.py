@@ -28,6 +28,13 @@ def awkward(n, dtype, seed):
     return rng.integers(-60, 60, size=n).astype(dtype)
 
 
+def with_nan_payloads(a):
+    """``a`` (float32) with NaNs of both signs and several payloads every 97 elements."""
+    for start, bits in enumerate((0xFFC00000, 0x7F800001, 0xFFFFFFFF)):
+        a.reshape(-1).view(np.uint32)[start::97] = bits
+    return a
+
+
 def check_sort(a, dim, descending, tensor=None):
     values, indices = nbx.sort(to_nbx(a) if tensor is None else tensor, dim=dim, descending=descending)
     order = stable_argsort(a, dim, descending)
@@ -35,14 +42,14 @@ def check_sort(a, dim, descending, tensor=None):
     expected = np.take_along_axis(a, order, dim)
     got = values.numpy() if tensor is None else values.to(nbx.float32).numpy()
     assert np.array_equal(got, expected, equal_nan=np.issubdtype(a.dtype, np.floating))
-    # -0.0 and 0.0 tie, so each keeps its own sign where it lands
-    assert np.array_equal(np.signbit(got), np.signbit(expected))
+    # -0.0 and 0.0 tie, and so do all NaNs: each keeps its own bits where it lands
+    assert np.array_equal(got.view(f"u{got.itemsize}"), expected.view(f"u{expected.itemsize}"))
 
 
 @pytest.mark.parametrize("n", [5000, 9000])
 @pytest.mark.parametrize("descending", [False, True])
 def test_long_float32_rows_sort_stably(n, descending):
-    check_sort(awkward(n, np.float32, n), 0, descending)
+    check_sort(with_nan_payloads(awkward(n, np.float32, n)), 0, descending)
 
 
 def test_twenty_thousand_elements_and_argsort():
@@ -95,8 +102,9 @@ def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passe
         a = awkward(shape, dtype if dtype == "bfloat16" else np.dtype(dtype), 7)
     tensor = to_nbx(a).to(nbx.bfloat16) if dtype == "bfloat16" else None
     check_sort(a, 1, False, tensor=tensor)
-    assert sum(len(launches.get(name, [])) for name in ("radix_sort_scatter", "radix_scatter_warp",
-                                                         "radix_scatter_warp_ordered")) == passes
+    if "radix_scatter_warp" in launches:  # a device with warp votes: every digit of a 32-bit key, of its width
+        passes = -(-32 // sorting.SORT_WARP_BITS)
+    assert sum(len(launches.get(name, [])) for name in ("radix_sort_scatter", "radix_scatter_warp")) == passes
     check_sort(a, 1, True, tensor=tensor)
 
 
@@ -104,19 +112,24 @@ def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passe
                     reason="the warp radix kernels need a device with warp votes (CUDA)")
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 @pytest.mark.parametrize("descending", [False, True])
-@pytest.mark.parametrize("ordered", [False, True])
-def test_warp_radix_passes_sort_32_bit_keys(monkeypatch, dtype, descending, ordered):
+@pytest.mark.parametrize("bits,hist_blocks,registers", [(4, 1, None), (5, 2, 64), (5, 4, None)])
+def test_warp_radix_passes_sort_32_bit_keys(monkeypatch, dtype, descending, bits, hist_blocks, registers):
     """On a device with warp votes, 32-bit keys take the Gluon passes (``kernels/sort_warp.py``): ranks
-    from ballots, one warp a block. Several rows of 70 blocks, a short last block, ties, NaN and -0.0,
-    and a row of one value (every element one digit in every pass)."""
+    from ballots, one warp a block, in digits of 4 or 5 bits (the last pass of 5-bit digits has two),
+    histogram programs of several blocks a warp, the scatter with and without a register cap. Several
+    rows of 70 blocks, a short last block, ties, NaN and -0.0, and a row of one value (every element one
+    digit in every pass)."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
-    monkeypatch.setattr(sorting, "SORT_WARP_ORDERED", ordered)
+    monkeypatch.setattr(sorting, "SORT_WARP_BITS", bits)
+    monkeypatch.setattr(sorting, "SORT_WARP_HIST_BLOCKS", hist_blocks)
+    monkeypatch.setattr(sorting, "SORT_WARP_SCATTER_REGS", registers)
     launches = record_launches(monkeypatch)
     a = awkward((3, 70 * 32 * sorting.SORT_WARP_ROWS - 5), np.dtype(dtype), 31)
     a[1] = a[1, 0]
+    if dtype == np.float32:  # the passes carry keys, which fold NaNs and zeros
+        with_nan_payloads(a[2])
     check_sort(a, 1, descending)
-    assert launches["radix_scatter_warp_ordered" if ordered else "radix_scatter_warp"]
-    assert "radix_sort_scatter" not in launches
+    assert len(launches["radix_scatter_warp"]) == -(-32 // bits) and "radix_sort_scatter" not in launches
 
 
 def test_every_radix_pass_launches_the_same_kernels(monkeypatch):
@@ -265,5 +278,6 @@ def test_more_long_rows_than_a_grid_dimension_takes_go_in_groups(monkeypatch):
     top = nbx.topk(to_nbx(a), 7, dim=1)
     assert np.array_equal(top.indices.numpy(), stable_argsort(a, 1, True)[:, :7])
     radix = [grid for kernel, grid in grids if kernel.startswith("radix_") and kernel != "radix_choose"]
-    assert {"radix_sort_scatter", "radix_gather"} <= {kernel for kernel, _ in grids}
+    kernels = {kernel for kernel, _ in grids}
+    assert "radix_gather" in kernels and kernels & {"radix_sort_scatter", "radix_scatter_warp"}
     assert radix and all(grid[1] <= 2 for grid in radix)

@@ -37,8 +37,10 @@ SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chun
 SORT_BLOCK = 256  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
 SORT_WARPS = 2  # with SORT_BLOCK, the best of a sweep on the H200 (docs/performance.md)
 SORT_WARP_ROWS = 8  # elements a lane of the warp kernels' passes takes (kernels/sort_warp.py: 32 x this a warp)
-SORT_WARP_WARPS = 4  # warps (each its own block) a program of the warp kernels' passes
-SORT_WARP_ORDERED = True  # the warp scatter puts a block in digit order in shared memory before writing
+SORT_WARP_WARPS = 4  # warps a program of the warp kernels' passes
+SORT_WARP_BITS = 4  # digit width of the warp kernels' passes (4 or 5: 8 or 7 passes of a 32-bit key)
+SORT_WARP_HIST_BLOCKS = 1  # blocks each warp of a warp histogram program counts
+SORT_WARP_SCATTER_REGS = None  # a cap on the warp scatter's registers a thread (None: the compiler's choice)
 SORT_SCAN_BLOCK = 4096  # block counts of a digit one program of the offsets scan takes (a segment)
 GRID_ROWS = 65535  # rows one launch of the radix kernels takes: CUDA's limit on a grid's second dimension
 _INT32_LIMIT = 2 ** 31
@@ -177,7 +179,7 @@ def _radix_shifts(dt, kind: int) -> list[int]:
 def _sort_long_rows(rows: Tensor, flags: dict):
     """Each row of ``rows`` (count, n > SEGMENT_LIMIT) sorted: (values, int64 positions), each (count, n),
     by stable LSD radix passes over the 4-bit digits of the key that can change the order
-    (``kernels/sort.py``). Between passes the positions are int32 (int64 past 2^31 elements); the last
+    (``kernels/sort.py``), or over all SORT_WARP_BITS-bit digits in the warp passes. Between passes the positions are int32 (int64 past 2^31 elements); the last
     pass writes int64 positions."""
     count, n = rows.shape
     dev = rows.device
@@ -187,37 +189,43 @@ def _sort_long_rows(rows: Tensor, flags: dict):
     n_blocks = cdiv(n, block)
     wide = _I64 if index_64 else _I32  # positions within a row, and counts of a row's elements
     key = dict(KIND=flags["KIND"], FORMAT=flags["FORMAT"], DESCENDING=flags["DESCENDING"], INDEX_64=index_64)
-    warp_key = dict(KIND=flags["KIND"], DESCENDING=flags["DESCENDING"], W=SORT_WARP_WARPS, R=SORT_WARP_ROWS,
-                    num_warps=SORT_WARP_WARPS)
-    warp_grid = (cdiv(n_blocks, SORT_WARP_WARPS), count)
-    radix = K.RADIX.value  # the kernels' tl.constexpr
-    hist = new_tensor((count, radix, n_blocks), _I32, dev)
-    offsets = new_tensor((count, radix, n_blocks), wide, dev)
-    totals = new_tensor((count, radix), wide, dev)
+    digits = 1 << SORT_WARP_BITS if warp else K.RADIX.value  # digit values, one hist row each
+    warp_key = dict(KIND=flags["KIND"], DESCENDING=flags["DESCENDING"], BITS=SORT_WARP_BITS, W=SORT_WARP_WARPS,
+                    R=SORT_WARP_ROWS, num_warps=SORT_WARP_WARPS)
+    hist = new_tensor((count, digits, n_blocks), _I32, dev)
+    offsets = new_tensor((count, digits, n_blocks), wide, dev)
+    totals = new_tensor((count, digits), wide, dev)
     n_segments = cdiv(n_blocks, SORT_SCAN_BLOCK)
-    segment_totals = new_tensor((count, radix, n_segments), wide, dev)
-    shifts = _radix_shifts(rows.dtype, flags["KIND"])
-    buffers = [(new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), wide, dev)) for _ in range(2)]
+    segment_totals = new_tensor((count, digits, n_segments), wide, dev)
+    shifts = list(range(0, 32, SORT_WARP_BITS)) if warp else _radix_shifts(rows.dtype, flags["KIND"])
+    # the warp passes carry int32 keys between passes (kernels/sort_warp.py)
+    between = _I32 if warp else rows.dtype
+    buffers = [(new_tensor((count, n), between, dev), new_tensor((count, n), wide, dev)) for _ in range(2)]
     src, src_indices = rows, None
     for step, shift in enumerate(shifts):
         last = step == len(shifts) - 1
         if warp:
-            launch(KW.radix_histogram_warp, warp_grid, dev, [src, hist, n, n_blocks, shift], **warp_key)
+            nb = SORT_WARP_WARPS * SORT_WARP_HIST_BLOCKS
+            of_keys = {} if step == 0 else dict(KIND=K.KEY_UNSIGNED, DESCENDING=False)
+            launch(KW.radix_histogram_warp, (cdiv(n_blocks, nb), count), dev, [src, hist, n, n_blocks, shift],
+                   NB=nb, **{**warp_key, **of_keys})
         else:
             launch(K.radix_sort_histogram, (n_blocks, count), dev, [src, hist, n, n_blocks, shift], BLOCK=block,
                    num_warps=SORT_WARPS, **key)
         if n_segments > 1:
-            launch(K.radix_sort_segment_totals, (radix * n_segments, count), dev,
-                   [hist, segment_totals, n_blocks, n_segments], BLOCK=SORT_SCAN_BLOCK, INDEX_64=index_64)
-        launch(K.radix_sort_offsets, (radix * n_segments, count), dev,
+            launch(K.radix_sort_segment_totals, (digits * n_segments, count), dev,
+                   [hist, segment_totals, n_blocks, n_segments], BLOCK=SORT_SCAN_BLOCK, DIGITS=digits,
+                   INDEX_64=index_64)
+        launch(K.radix_sort_offsets, (digits * n_segments, count), dev,
                [hist, segment_totals, offsets, totals, n_blocks, n_segments], BLOCK=SORT_SCAN_BLOCK,
-               SEGMENTS=next_pow2(n_segments), INDEX_64=index_64)
+               SEGMENTS=next_pow2(n_segments), DIGITS=digits, INDEX_64=index_64)
         dst, dst_indices = (new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)) if last \
             else buffers[step % 2]
         args = [src, src if src_indices is None else src_indices, dst, dst_indices, offsets, totals, n, n_blocks, shift]
         if warp:
-            scatter = KW.radix_scatter_warp_ordered if SORT_WARP_ORDERED else KW.radix_scatter_warp
-            launch(scatter, warp_grid, dev, args, HAS_INDICES=src_indices is not None, **warp_key)
+            registers = {} if SORT_WARP_SCATTER_REGS is None else {"maxnreg": SORT_WARP_SCATTER_REGS}
+            launch(KW.radix_scatter_warp, (cdiv(n_blocks, SORT_WARP_WARPS), count), dev, args[:6] + [rows] + args[6:],
+                   FIRST=step == 0, LAST=last, NB=SORT_WARP_WARPS, **warp_key, **registers)
         else:
             launch(K.radix_sort_scatter, (n_blocks, count), dev, args, HAS_INDICES=src_indices is not None,
                    BLOCK=block, num_warps=SORT_WARPS, **key)
