@@ -96,13 +96,15 @@ try:
     record("sort 16M bf16 (4 radix passes)", lambda: nbx.sort(keys16), lambda: torch.sort(tkeys16),
            keys_np.nbytes // 2 * 3 + keys_np.nbytes * 2)
     kernel_table("sort 16M f32 (torch)", lambda: torch.sort(tkeys))
-    names = ("SORT_WARP_BITS", "SORT_WARP_HIST_BLOCKS", "SORT_WARP_SCATTER_REGS", "SORT_WARP_WARPS")
+    names = ("SORT_WARP_HIST_BLOCKS", "SORT_WARP_HIST_PER_SM", "SORT_WARP_SCATTER_PER_SM", "SORT_WARP_BITS")
     saved = [getattr(sorting, name) for name in names]
-    print("\nsort 16M f32 by the warp passes' digit bits, histogram blocks a warp, scatter register cap, warps (ms)")
-    for setting in ((4, 1, None, 4), (4, 2, None, 4), (4, 1, 64, 4), (4, 1, None, 8), (5, 1, None, 4)):
+    print("\nsort 16M f32 by the warp passes' histogram blocks a warp, histogram and scatter programs an SM, "
+          "digit bits (ms)")
+    for setting in ((1, 16, 6, 4), (2, 10, 6, 4), (1, 32, 6, 4), (1, 8, 6, 4), (1, 16, 12, 4), (1, 16, 3, 4),
+                    (1, 16, 6, 5)):
         for name, value in zip(names, setting):
             setattr(sorting, name, value)
-        print(f"  bits {setting[0]} hist blocks {setting[1]} regs {setting[2]} warps {setting[3]}: "
+        print(f"  hist blocks {setting[0]} hist/SM {setting[1]:2d} scatter/SM {setting[2]:2d} bits {setting[3]}: "
               f"{gpu_time_ms(lambda: nbx.sort(keys)):.3f}", flush=True)
     for name, value in zip(names, saved):
         setattr(sorting, name, value)
