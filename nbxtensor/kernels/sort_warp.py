@@ -127,11 +127,11 @@ def _places(group, n, NB: gl.constexpr, W: gl.constexpr, R: gl.constexpr):
 
 
 @gluon.jit
-def _prefetch_next(row_start, pos, n, ahead):
+def _prefetch_next(row_start, pos, lane, n, ahead):
     """Starts bringing into L2 the lines ``ahead`` elements past ``pos`` in the row at ``row_start``, for
     the program's next group of blocks: its loads then wait on L2 rather than on memory."""
     later = pos + ahead
-    _prefetch(row_start + gl.where(later < n, later, 0))
+    _prefetch(row_start + gl.where(later < n, later, 0), lane)
 
 
 @gluon.jit
@@ -154,19 +154,21 @@ def radix_histogram_warp(values, hist, n, n_blocks, shift, KIND: gl.constexpr, D
     for group in range(gl.program_id(0), gl.cdiv(n_blocks, NB), gl.num_programs(0)):
         blocks, lanes, lane, pos, valid = _places(group, n, NB, W, R)
         v = gl.load(values + row * n + pos, mask=valid)
-        _prefetch_next(values + row * n, pos, n, gl.num_programs(0) * NB * 32 * R)
+        _prefetch_next(values + row * n, pos, lane, n, gl.num_programs(0) * NB * 32 * R)
         digit, mine, counts = _ranks(_key(v, KIND, DESCENDING), valid, lane, shift, BITS)
         gl.store(hist + (row * (1 << BITS) + lanes) * n_blocks + blocks, gl.sum(counts, 1),
                  mask=(lanes < (1 << BITS)) & (blocks < n_blocks))
 
 
 @gluon.jit
-def _prefetch(pointers):
-    """Starts bringing the lines at ``pointers`` into L2 and returns 0 without waiting. Also how the
-    scatter overlaps its positions' load with its values': a load issued before the ballots would be
-    moved after them by the assembler (it keeps registers free), its latency following theirs."""
-    return gl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [pointers], dtype=gl.int32,
-                                     is_pure=False, pack=1)
+def _prefetch(pointers, lane):
+    """Starts bringing the lines at ``pointers`` into L2, one request a register row from its lane 0 (a
+    prefetch from every lane is a request each), and returns 0 without waiting. Also how the scatter
+    overlaps its positions' load with its values': a load issued before the ballots would be moved
+    after them by the assembler (it keeps registers free), its latency following theirs."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.eq.s32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }", "=r,l,r",
+        [pointers, lane], dtype=gl.int32, is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -225,13 +227,13 @@ def radix_scatter_warp(values, indices, values_out, indices_out, offsets, totals
         blocks, lanes, lane, pos, valid = _places(group, n, NB, W, R)
         v = gl.load(values + row * n + pos, mask=valid)
         if not FIRST:
-            _prefetch(indices + row * n + gl.where(valid, pos, 0))
+            _prefetch(indices + row * n + gl.where(valid, pos, 0), lane)
         is_digit = (lanes < (1 << BITS)) & (blocks < n_blocks)
         row_totals = gl.load(totals + row * (1 << BITS) + lanes, mask=lanes < (1 << BITS), other=0)
         block_offsets = gl.load(offsets + (row * (1 << BITS) + lanes) * n_blocks + blocks, mask=is_digit, other=0)
-        _prefetch_next(values + row * n, pos, n, ahead)
+        _prefetch_next(values + row * n, pos, lane, n, ahead)
         if not FIRST:
-            _prefetch_next(indices + row * n, pos, n, ahead)
+            _prefetch_next(indices + row * n, pos, lane, n, ahead)
         if FIRST:
             key = _key(v, KIND, DESCENDING)
         else:

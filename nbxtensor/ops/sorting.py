@@ -236,10 +236,11 @@ def _sort_long_rows(rows: Tensor, flags: dict):
     return src, src_indices
 
 
-def _warp_programs(dev, n_blocks: int, blocks_a_program: int, count: int, per_sm: int) -> int:
-    """Programs a row of a warp pass: enough for ``per_sm`` on each multiprocessor over the ``count`` rows,
-    each walking groups of ``blocks_a_program`` blocks, but no more than there are groups."""
-    return min(cdiv(n_blocks, blocks_a_program), cdiv(multiprocessors(dev) * per_sm, count))
+def _warp_programs(dev, n_blocks: int, blocks_a_program: int, count: int, per_sm) -> int:
+    """Programs a row of a warp pass, each walking groups of ``blocks_a_program`` blocks: enough for
+    ``per_sm`` on each multiprocessor over the ``count`` rows, or with None one a group."""
+    groups = cdiv(n_blocks, blocks_a_program)
+    return groups if per_sm is None else min(groups, cdiv(multiprocessors(dev) * per_sm, count))
 
 
 def _warp_passes(rows: Tensor, flags: dict) -> bool:
