@@ -131,7 +131,7 @@ def _prefetch_next(row_start, pos, lane, n, ahead):
     """Starts bringing into L2 the lines ``ahead`` elements past ``pos`` in the row at ``row_start``, for
     the program's next group of blocks: its loads then wait on L2 rather than on memory."""
     later = pos + ahead
-    _prefetch(row_start + gl.where(later < n, later, 0), lane)
+    _prefetch(row_start + later, (lane == 0) & (later < n))
 
 
 @gluon.jit
@@ -161,14 +161,15 @@ def radix_histogram_warp(values, hist, n, n_blocks, shift, KIND: gl.constexpr, D
 
 
 @gluon.jit
-def _prefetch(pointers, lane):
-    """Starts bringing the lines at ``pointers`` into L2, one request a register row from its lane 0 (a
-    prefetch from every lane is a request each), and returns 0 without waiting. Also how the scatter
+def _prefetch(pointers, take):
+    """Starts bringing the lines at ``pointers`` into L2 where ``take``, and returns 0 without waiting.
+    Callers take one lane a register row (a prefetch from every lane is a request each) and only lines
+    they will read (a clamped address sends every program's request to one line). Also how the scatter
     overlaps its positions' load with its values': a load issued before the ballots would be moved
     after them by the assembler (it keeps registers free), its latency following theirs."""
     return gl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.eq.s32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }", "=r,l,r",
-        [pointers, lane], dtype=gl.int32, is_pure=False, pack=1)
+        "{ .reg .pred p; setp.ne.s32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }", "=r,l,r",
+        [pointers, take.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -227,7 +228,7 @@ def radix_scatter_warp(values, indices, values_out, indices_out, offsets, totals
         blocks, lanes, lane, pos, valid = _places(group, n, NB, W, R)
         v = gl.load(values + row * n + pos, mask=valid)
         if not FIRST:
-            _prefetch(indices + row * n + gl.where(valid, pos, 0), lane)
+            _prefetch(indices + row * n + pos, (lane == 0) & valid)
         is_digit = (lanes < (1 << BITS)) & (blocks < n_blocks)
         row_totals = gl.load(totals + row * (1 << BITS) + lanes, mask=lanes < (1 << BITS), other=0)
         block_offsets = gl.load(offsets + (row * (1 << BITS) + lanes) * n_blocks + blocks, mask=is_digit, other=0)
