@@ -100,8 +100,8 @@ try:
     saved = [getattr(sorting, name) for name in names]
     print("\nsort 16M f32 by the warp passes' histogram blocks a warp, histogram and scatter programs an SM, "
           "digit bits (ms)")
-    for setting in ((1, None, None, 4), (1, 16, None, 4), (1, 8, None, 4), (1, None, 6, 4), (1, None, 3, 4),
-                    (1, 16, 6, 4), (1, 8, 3, 4)):
+    for setting in ((1, None, None, 4), (1, 16, None, 4), (1, 8, None, 4), (1, None, 5, 4), (1, None, 3, 4),
+                    (1, 16, 5, 4), (1, 8, 3, 4)):
         for name, value in zip(names, setting):
             setattr(sorting, name, value)
         print(f"  hist blocks {setting[0]} hist/SM {setting[1]} scatter/SM {setting[2]} bits {setting[3]}: "
