@@ -96,15 +96,13 @@ try:
     record("sort 16M bf16 (4 radix passes)", lambda: nbx.sort(keys16), lambda: torch.sort(tkeys16),
            keys_np.nbytes // 2 * 3 + keys_np.nbytes * 2)
     kernel_table("sort 16M f32 (torch)", lambda: torch.sort(tkeys))
-    names = ("SORT_WARP_HIST_BLOCKS", "SORT_WARP_HIST_PER_SM", "SORT_WARP_SCATTER_PER_SM", "SORT_WARP_BITS")
+    names = ("SORT_WARP_BITS", "SORT_WARP_HIST_BLOCKS", "SORT_WARP_WARPS")
     saved = [getattr(sorting, name) for name in names]
-    print("\nsort 16M f32 by the warp passes' histogram blocks a warp, histogram and scatter programs an SM, "
-          "digit bits (ms)")
-    for setting in ((1, None, None, 4), (1, 16, None, 4), (1, 8, None, 4), (1, None, 5, 4), (1, None, 3, 4),
-                    (1, 16, 5, 4), (1, 8, 3, 4)):
+    print("\nsort 16M f32 by the warp passes' digit bits, histogram blocks a warp, warps a program (ms)")
+    for setting in ((4, 1, 4), (4, 2, 4), (4, 2, 8), (5, 2, 4)):
         for name, value in zip(names, setting):
             setattr(sorting, name, value)
-        print(f"  hist blocks {setting[0]} hist/SM {setting[1]} scatter/SM {setting[2]} bits {setting[3]}: "
+        print(f"  bits {setting[0]} hist blocks {setting[1]} warps {setting[2]}: "
               f"{gpu_time_ms(lambda: nbx.sort(keys)):.3f}", flush=True)
     for name, value in zip(names, saved):
         setattr(sorting, name, value)

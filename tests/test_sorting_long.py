@@ -116,17 +116,15 @@ def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passe
                     reason="the warp radix kernels need a device with warp votes (CUDA)")
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 @pytest.mark.parametrize("descending", [False, True])
-@pytest.mark.parametrize("bits,hist_blocks,registers", [(4, 1, None), (5, 2, 64), (5, 4, None)])
-def test_warp_radix_passes_sort_32_bit_keys(monkeypatch, dtype, descending, bits, hist_blocks, registers):
+@pytest.mark.parametrize("bits,hist_blocks", [(4, 1), (5, 2), (5, 4)])
+def test_warp_radix_passes_sort_32_bit_keys(monkeypatch, dtype, descending, bits, hist_blocks):
     """On a device with warp votes, 32-bit keys take the Gluon passes (``kernels/sort_warp.py``): ranks
     from ballots, one warp a block, in digits of 4 or 5 bits (the last pass of 5-bit digits has two),
-    histogram programs of several blocks a warp, the scatter with and without a register cap. Several
-    rows of 70 blocks, a short last block, ties, NaN and -0.0, and a row of one value (every element one
-    digit in every pass)."""
+    histogram programs of several blocks a warp. Several rows of 70 blocks, a short last block, ties,
+    NaN and -0.0, and a row of one value (every element one digit in every pass)."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
     monkeypatch.setattr(sorting, "SORT_WARP_BITS", bits)
     monkeypatch.setattr(sorting, "SORT_WARP_HIST_BLOCKS", hist_blocks)
-    monkeypatch.setattr(sorting, "SORT_WARP_SCATTER_REGS", registers)
     launches = record_launches(monkeypatch)
     a = awkward((3, 70 * 32 * sorting.SORT_WARP_ROWS - 5), np.dtype(dtype), 31)
     a[1] = a[1, 0]

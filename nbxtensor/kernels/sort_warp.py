@@ -1,9 +1,8 @@
 """Radix sort passes for CUDA GPUs, written in Gluon (Triton's layout-explicit dialect) so that a block's
 elements sit one to a lane: a warp then ranks 32 of them at once with vote ballots, where the portable
 kernels in ``sort.py`` rank through four 64-bit scans of the block. A block is 32 * R elements, R a lane,
-element (r, lane) at r * 32 + lane. A program takes groups of NB blocks over its W warps (NB / W a
-warp, each its own), one group after another (P programs a row: groups p, p + P, ...), and prefetches
-its next group into L2 while it works on one. Keys of 32-bit kinds in digits of BITS bits (4 or 5: lane d of a register row counts digit d);
+element (r, lane) at r * 32 + lane; a program takes NB blocks over its W warps (NB / W a warp, each its
+own). Keys of 32-bit kinds in digits of BITS bits (4 or 5: lane d of a register row counts digit d);
 hist and offsets are laid out as in ``sort.py`` (DIGITS = 2 ** BITS rows a key row), whose offsets
 kernels serve these passes.
 """
@@ -107,31 +106,25 @@ def _digit_masks(digit, lane, BITS: gl.constexpr):
 
 
 @gluon.jit
-def _places(group, n, NB: gl.constexpr, W: gl.constexpr, R: gl.constexpr):
-    """Blocks group * NB up to (group + 1) * NB as (block, register row, lane) tensors: warp w holds
-    blocks w, w + W, ... Returns (block, lane) planes of the block numbers and lanes; each element's lane,
-    place in the row, and validity."""
+def _block(values, row, n, NB: gl.constexpr, W: gl.constexpr, R: gl.constexpr):
+    """The program's NB blocks, as (block, register row, lane) tensors: warp w holds blocks w, w + W, ...
+    Returns (block, lane) planes of the block numbers and lanes; each element's lane, place in the row,
+    and validity; the values."""
     layout: gl.constexpr = gl.BlockedLayout([1, R, 1], [1, 1, 32], [W, 1, 1], [2, 1, 0])
     plane: gl.constexpr = gl.SliceLayout(1, layout)  # (block, lane)
     warps = gl.arange(0, NB, layout=gl.SliceLayout(1, plane))
     regs = gl.arange(0, R, layout=gl.SliceLayout(0, gl.SliceLayout(2, layout)))
     lanes = gl.arange(0, 32, layout=gl.SliceLayout(0, plane))
-    blocks = group * NB + warps
+    blocks = gl.program_id(0) * NB + warps
     lane = gl.expand_dims(gl.expand_dims(warps, 1) * 0 + gl.expand_dims(lanes, 0), 1) \
         + gl.expand_dims(gl.expand_dims(regs, 0), 2) * 0
     pos = gl.expand_dims(gl.expand_dims(blocks * (32 * R), 1), 1) + gl.expand_dims(gl.expand_dims(regs, 0), 2) * 32 \
         + gl.expand_dims(gl.expand_dims(lanes, 0), 1)
+    valid = pos < n
+    v = gl.load(values + row * n + pos, mask=valid)
     lanes_2d = gl.expand_dims(warps, 1) * 0 + gl.expand_dims(lanes, 0)
     blocks_2d = gl.expand_dims(blocks, 1) + lanes_2d * 0
-    return blocks_2d, lanes_2d, lane, pos, pos < n
-
-
-@gluon.jit
-def _prefetch_next(row_start, pos, lane, n, ahead):
-    """Starts bringing into L2 the lines ``ahead`` elements past ``pos`` in the row at ``row_start``, for
-    the program's next group of blocks: its loads then wait on L2 rather than on memory."""
-    later = pos + ahead
-    _prefetch(row_start + later, (lane == 0) & (later < n))
+    return blocks_2d, lanes_2d, lane, pos, valid, v
 
 
 @gluon.jit
@@ -148,28 +141,22 @@ def _ranks(key, valid, lane, shift, BITS: gl.constexpr):
 @gluon.jit
 def radix_histogram_warp(values, hist, n, n_blocks, shift, KIND: gl.constexpr, DESCENDING: gl.constexpr,
                          BITS: gl.constexpr, NB: gl.constexpr, W: gl.constexpr, R: gl.constexpr):
-    """Program (p, row): hist[row, d, b] = how many of block b's elements have digit d, for groups of NB
-    blocks p, p + P, ... (P programs a row; each prefetches its next group while it counts one)."""
+    """Program (p, row): hist[row, d, b] = how many of block b's elements have digit d, for its NB blocks
+    b = p * NB + i."""
     row = gl.program_id(1)
-    for group in range(gl.program_id(0), gl.cdiv(n_blocks, NB), gl.num_programs(0)):
-        blocks, lanes, lane, pos, valid = _places(group, n, NB, W, R)
-        v = gl.load(values + row * n + pos, mask=valid)
-        _prefetch_next(values + row * n, pos, lane, n, gl.num_programs(0) * NB * 32 * R)
-        digit, mine, counts = _ranks(_key(v, KIND, DESCENDING), valid, lane, shift, BITS)
-        gl.store(hist + (row * (1 << BITS) + lanes) * n_blocks + blocks, gl.sum(counts, 1),
-                 mask=(lanes < (1 << BITS)) & (blocks < n_blocks))
+    blocks, lanes, lane, pos, valid, v = _block(values, row, n, NB, W, R)
+    digit, mine, counts = _ranks(_key(v, KIND, DESCENDING), valid, lane, shift, BITS)
+    gl.store(hist + (row * (1 << BITS) + lanes) * n_blocks + blocks, gl.sum(counts, 1),
+             mask=(lanes < (1 << BITS)) & (blocks < n_blocks))
 
 
 @gluon.jit
-def _prefetch(pointers, take):
-    """Starts bringing the lines at ``pointers`` into L2 where ``take``, and returns 0 without waiting.
-    Callers take one lane a register row (a prefetch from every lane is a request each) and only lines
-    they will read (a clamped address sends every program's request to one line). Also how the scatter
-    overlaps its positions' load with its values': a load issued before the ballots would be moved
-    after them by the assembler (it keeps registers free), its latency following theirs."""
-    return gl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.s32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }", "=r,l,r",
-        [pointers, take.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)
+def _prefetch(pointers):
+    """Starts bringing the lines at ``pointers`` into L2 and returns 0 without waiting: a load issued
+    before the ballots would be moved after them by the assembler (it keeps registers free), so its
+    latency would follow theirs instead of overlapping the values' load."""
+    return gl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [pointers], dtype=gl.int32,
+                                     is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -179,14 +166,6 @@ def _shared_store(offset, value, after):
     return gl.inline_asm_elementwise(
         "{ .reg .u32 a; mov.b32 a, global_smem; add.u32 a, a, $1; st.shared.b32 [a], $2; mov.u32 $0, 0; }",
         "=r,r,r,r", [offset, value, after], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _warp_sync(like):
-    """bar.warp.sync (a tensor of zeros shaped as ``like``): a warp's earlier shared-memory accesses come
-    before its later ones."""
-    return gl.inline_asm_elementwise("bar.warp.sync -1; mov.u32 $0, 0;", "=r,r", [like], dtype=gl.int32,
-                                     is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -201,8 +180,7 @@ def _shared_load(offset, after):
 def radix_scatter_warp(values, indices, values_out, indices_out, offsets, totals, original, n, n_blocks, shift,
                        FIRST: gl.constexpr, LAST: gl.constexpr, KIND: gl.constexpr, DESCENDING: gl.constexpr,
                        BITS: gl.constexpr, NB: gl.constexpr, W: gl.constexpr, R: gl.constexpr):
-    """Program (p, row) moves each of its groups' blocks' elements (groups of NB blocks p, p + P, ... as
-    in ``radix_histogram_warp``) and positions to where ``offsets`` and
+    """Program (p, row) moves each of its blocks' elements (and positions) to where ``offsets`` and
     ``totals`` put its digits, plus each one's rank among the block's elements of its digit: the
     elements of its digit in earlier register rows (a scan down the rows, lane d holding digit d's
     counts) and in earlier lanes of its own row (a ballot). Each warp first puts its block in digit order
@@ -217,62 +195,54 @@ def radix_scatter_warp(values, indices, values_out, indices_out, offsets, totals
     makes the positions) and writes keys, the LAST writes values back, reading a float the key folds
     (a zero or NaN) from ``original`` at its position, so that every bit comes back."""
     row = gl.program_id(1)
+    blocks, lanes, lane, pos, valid, v = _block(values, row, n, NB, W, R)
+    if not FIRST:
+        _prefetch(indices + row * n + gl.where(valid, pos, 0))
+    is_digit = (lanes < (1 << BITS)) & (blocks < n_blocks)
+    row_totals = gl.load(totals + row * (1 << BITS) + lanes, mask=lanes < (1 << BITS), other=0)
+    block_offsets = gl.load(offsets + (row * (1 << BITS) + lanes) * n_blocks + blocks, mask=is_digit, other=0)
+    if FIRST:
+        key = _key(v, KIND, DESCENDING)
+    else:
+        key = v
+    digit, mine, counts = _ranks(key, valid, lane, shift, BITS)
+    if FIRST:
+        index = pos
+    else:
+        index = gl.load(indices + row * n + pos, mask=valid)
     # written once through Gluon, so that Triton allocates it (at offset 0: the kernel's only allocation)
     # and declares ``global_smem``; the barrier keeps that write before the inline stores
     flat: gl.constexpr = gl.BlockedLayout([2 * R], [32], [W], [0])
     stage = gl.allocate_shared_memory(gl.int32, [2 * NB * 32 * R], gl.SwizzledSharedLayout(1, 1, 1, [0]),
                                       gl.zeros([2 * NB * 32 * R], gl.int32, flat))
     gl.thread_barrier()
-    ahead = gl.num_programs(0) * NB * 32 * R
-    for group in range(gl.program_id(0), gl.cdiv(n_blocks, NB), gl.num_programs(0)):
-        blocks, lanes, lane, pos, valid = _places(group, n, NB, W, R)
-        v = gl.load(values + row * n + pos, mask=valid)
-        if not FIRST:
-            _prefetch(indices + row * n + pos, (lane == 0) & valid)
-        is_digit = (lanes < (1 << BITS)) & (blocks < n_blocks)
-        row_totals = gl.load(totals + row * (1 << BITS) + lanes, mask=lanes < (1 << BITS), other=0)
-        block_offsets = gl.load(offsets + (row * (1 << BITS) + lanes) * n_blocks + blocks, mask=is_digit, other=0)
-        _prefetch_next(values + row * n, pos, lane, n, ahead)
-        if not FIRST:
-            _prefetch_next(indices + row * n, pos, lane, n, ahead)
-        if FIRST:
-            key = _key(v, KIND, DESCENDING)
-        else:
-            key = v
-        digit, mine, counts = _ranks(key, valid, lane, shift, BITS)
-        if FIRST:
-            index = pos
-        else:
-            index = gl.load(indices + row * n + pos, mask=valid)
-        rank_in_row = _popc(mine & ((1 << lane) - 1))
-        earlier_rows = gl.associative_scan(counts, 1, _add) - counts
-        block_counts = gl.sum(counts, 1)
-        local_starts = _lanes_before(block_counts, lanes)
-        block_starts = block_offsets + _lanes_before(row_totals, lanes)
-        block_first = gl.expand_dims(blocks, 1) * (32 * R)
-        order = pos - block_first  # the element's place in the block, and the slot its lane reads back
-        in_block = gl.minimum(n - block_first, 32 * R)
-        # the block's real elements fill slots below in_block; a padding lane (past the row's end, so at
-        # or past in_block) stores to its own place, which no real element takes (the stores are unmasked)
-        slot = gl.where(valid, _from_lane(gl.expand_dims(local_starts, 1) + earlier_rows, digit) + rank_in_row,
-                        order)
-        # a block's stretch: 32 * R keys, then (after every block's keys) 32 * R positions; the warp's
-        # loads of the previous group's slots come before these stores
-        warp_base = gl.expand_dims(blocks % NB, 1) * (32 * R * 4)
-        positions_base = NB * 32 * R * 4
-        done = _shared_store(warp_base + slot * 4, key, _warp_sync(slot))
-        done = _shared_store(positions_base + warp_base + slot * 4, index, done)
-        ordered = _shared_load(warp_base + order * 4, done)
-        ordered_index = _shared_load(positions_base + warp_base + order * 4, done)
-        present = order < in_block
-        ordered_digit = gl.where(present, _digit(ordered, shift, BITS), 0)
-        # the place of the slot: its digit's start in the row, plus how far the slot is into the digit's run
-        at = row * n + _from_lane(gl.expand_dims(block_starts - local_starts, 1) + order * 0, ordered_digit) + order
-        if LAST:
-            value, folded = _value(ordered, KIND, DESCENDING)
-            exact = gl.load(original + row * n + ordered_index, mask=present & folded)
-            gl.store(values_out + at, gl.where(folded, exact, value), mask=present)
-        else:
-            gl.store(values_out + at, ordered, mask=present)
-        gl.store(indices_out + at, ordered_index, mask=present)
+    rank_in_row = _popc(mine & ((1 << lane) - 1))
+    earlier_rows = gl.associative_scan(counts, 1, _add) - counts
+    block_counts = gl.sum(counts, 1)
+    local_starts = _lanes_before(block_counts, lanes)
+    block_starts = block_offsets + _lanes_before(row_totals, lanes)
+    block_first = gl.expand_dims(blocks, 1) * (32 * R)
+    order = pos - block_first  # the element's place in the block, and the slot its lane reads back
+    in_block = gl.minimum(n - block_first, 32 * R)
+    # the block's real elements fill slots below in_block; a padding lane (past the row's end, so at or
+    # past in_block) stores to its own place, which no real element takes (the inline stores are unmasked)
+    slot = gl.where(valid, _from_lane(gl.expand_dims(local_starts, 1) + earlier_rows, digit) + rank_in_row, order)
+    # a block's stretch: 32 * R keys, then (after every block's keys) 32 * R positions
+    warp_base = gl.expand_dims(blocks % NB, 1) * (32 * R * 4)
+    positions_base = NB * 32 * R * 4
+    done = _shared_store(warp_base + slot * 4, key, 0)
+    done = _shared_store(positions_base + warp_base + slot * 4, index, done)
+    ordered = _shared_load(warp_base + order * 4, done)
+    ordered_index = _shared_load(positions_base + warp_base + order * 4, done)
+    present = order < in_block
+    ordered_digit = gl.where(present, _digit(ordered, shift, BITS), 0)
+    # the place of the slot: its digit's start in the row, plus how far the slot is into the digit's run
+    at = row * n + _from_lane(gl.expand_dims(block_starts - local_starts, 1) + order * 0, ordered_digit) + order
+    if LAST:
+        value, folded = _value(ordered, KIND, DESCENDING)
+        exact = gl.load(original + row * n + ordered_index, mask=present & folded)
+        gl.store(values_out + at, gl.where(folded, exact, value), mask=present)
+    else:
+        gl.store(values_out + at, ordered, mask=present)
+    gl.store(indices_out + at, ordered_index, mask=present)
     stage._keep_alive()

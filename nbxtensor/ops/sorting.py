@@ -16,7 +16,7 @@ from collections import namedtuple
 import ml_dtypes
 
 from .. import shape as S
-from ..device import backend_for, multiprocessors
+from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels import sort_warp as KW
@@ -38,11 +38,8 @@ SORT_BLOCK = 256  # elements one program of a radix sort pass moves (at most 655
 SORT_WARPS = 2  # with SORT_BLOCK, the best of a sweep on the H200 (docs/performance.md)
 SORT_WARP_ROWS = 8  # elements a lane of the warp kernels' passes takes (kernels/sort_warp.py: 32 x this a warp)
 SORT_WARP_WARPS = 4  # warps a program of the warp kernels' passes
-SORT_WARP_BITS = 4  # digit width of the warp kernels' passes (4 or 5: 8 or 7 passes of a 32-bit key)
-SORT_WARP_HIST_BLOCKS = 1  # blocks each warp of a warp histogram program counts
-SORT_WARP_SCATTER_REGS = None  # a cap on the warp scatter's registers a thread (None: the compiler's choice)
-SORT_WARP_HIST_PER_SM = 16  # warp histogram programs a multiprocessor (as many as fit at 30 registers a thread)
-SORT_WARP_SCATTER_PER_SM = 6  # warp scatter programs a multiprocessor (as many as fit at 80 registers a thread)
+SORT_WARP_BITS = 4  # digit width of the warp passes (5, seven passes, measured slower on the H200)
+SORT_WARP_HIST_BLOCKS = 2  # blocks each warp of a warp histogram program counts (2 edged 1 on the H200)
 SORT_SCAN_BLOCK = 4096  # block counts of a digit one program of the offsets scan takes (a segment)
 GRID_ROWS = 65535  # rows one launch of the radix kernels takes: CUDA's limit on a grid's second dimension
 _INT32_LIMIT = 2 ** 31
@@ -181,8 +178,9 @@ def _radix_shifts(dt, kind: int) -> list[int]:
 def _sort_long_rows(rows: Tensor, flags: dict):
     """Each row of ``rows`` (count, n > SEGMENT_LIMIT) sorted: (values, int64 positions), each (count, n),
     by stable LSD radix passes over the 4-bit digits of the key that can change the order
-    (``kernels/sort.py``), or over all SORT_WARP_BITS-bit digits in the warp passes. Between passes the positions are int32 (int64 past 2^31 elements); the last
-    pass writes int64 positions."""
+    (``kernels/sort.py``), or over every SORT_WARP_BITS-bit digit in the warp passes
+    (``kernels/sort_warp.py``, which carry keys between passes). Between passes the positions are int32
+    (int64 past 2^31 elements); the last pass writes int64 positions."""
     count, n = rows.shape
     dev = rows.device
     index_64 = flags["INDEX_64"]
@@ -209,8 +207,8 @@ def _sort_long_rows(rows: Tensor, flags: dict):
         if warp:
             nb = SORT_WARP_WARPS * SORT_WARP_HIST_BLOCKS
             of_keys = {} if step == 0 else dict(KIND=K.KEY_UNSIGNED, DESCENDING=False)
-            launch(KW.radix_histogram_warp, (_warp_programs(dev, n_blocks, nb, count, SORT_WARP_HIST_PER_SM), count),
-                   dev, [src, hist, n, n_blocks, shift], NB=nb, **{**warp_key, **of_keys})
+            launch(KW.radix_histogram_warp, (cdiv(n_blocks, nb), count), dev, [src, hist, n, n_blocks, shift],
+                   NB=nb, **{**warp_key, **of_keys})
         else:
             launch(K.radix_sort_histogram, (n_blocks, count), dev, [src, hist, n, n_blocks, shift], BLOCK=block,
                    num_warps=SORT_WARPS, **key)
@@ -225,22 +223,13 @@ def _sort_long_rows(rows: Tensor, flags: dict):
             else buffers[step % 2]
         args = [src, src if src_indices is None else src_indices, dst, dst_indices, offsets, totals, n, n_blocks, shift]
         if warp:
-            registers = {} if SORT_WARP_SCATTER_REGS is None else {"maxnreg": SORT_WARP_SCATTER_REGS}
-            programs = _warp_programs(dev, n_blocks, SORT_WARP_WARPS, count, SORT_WARP_SCATTER_PER_SM)
-            launch(KW.radix_scatter_warp, (programs, count), dev, args[:6] + [rows] + args[6:],
-                   FIRST=step == 0, LAST=last, NB=SORT_WARP_WARPS, **warp_key, **registers)
+            launch(KW.radix_scatter_warp, (cdiv(n_blocks, SORT_WARP_WARPS), count), dev, args[:6] + [rows] + args[6:],
+                   FIRST=step == 0, LAST=last, NB=SORT_WARP_WARPS, **warp_key)
         else:
             launch(K.radix_sort_scatter, (n_blocks, count), dev, args, HAS_INDICES=src_indices is not None,
                    BLOCK=block, num_warps=SORT_WARPS, **key)
         src, src_indices = dst, dst_indices
     return src, src_indices
-
-
-def _warp_programs(dev, n_blocks: int, blocks_a_program: int, count: int, per_sm) -> int:
-    """Programs a row of a warp pass, each walking groups of ``blocks_a_program`` blocks: enough for
-    ``per_sm`` on each multiprocessor over the ``count`` rows, or with None one a group."""
-    groups = cdiv(n_blocks, blocks_a_program)
-    return groups if per_sm is None else min(groups, cdiv(multiprocessors(dev) * per_sm, count))
 
 
 def _warp_passes(rows: Tensor, flags: dict) -> bool:
