@@ -96,12 +96,25 @@ try:
     record("sort 16M bf16 (4 radix passes)", lambda: nbx.sort(keys16), lambda: torch.sort(tkeys16),
            keys_np.nbytes // 2 * 3 + keys_np.nbytes * 2)
     kernel_table("sort 16M f32 (torch)", lambda: torch.sort(tkeys))
+    names = ("SORT_WARP_BITS", "SORT_WARP_HIST_BLOCKS", "SORT_WARP_WARPS")
+    saved = [getattr(sorting, name) for name in names]
+    print("\nsort 16M f32 by the warp passes' digit bits, histogram blocks a warp, warps a program (ms)")
+    for setting in ((4, 1, 4), (4, 2, 4), (4, 2, 8), (5, 2, 4)):
+        for name, value in zip(names, setting):
+            setattr(sorting, name, value)
+        print(f"  bits {setting[0]} hist blocks {setting[1]} warps {setting[2]}: "
+              f"{gpu_time_ms(lambda: nbx.sort(keys)):.3f}", flush=True)
+    for name, value in zip(names, saved):
+        setattr(sorting, name, value)
+    warp_passes = sorting._warp_passes
+    sorting._warp_passes = lambda rows, flags: False
     saved = (sorting.SORT_BLOCK, sorting.SORT_WARPS)
-    print("\nsort 16M f32 by elements and warps a radix pass program takes (ms)")
-    for block, warps in itertools.product((256, 512, 1024), (2, 4)):
+    print("\nsort 16M f32 through the portable passes, by elements and warps a program takes (ms)")
+    for block, warps in itertools.product((256, 512), (2, 4)):
         sorting.SORT_BLOCK, sorting.SORT_WARPS = block, warps
         print(f"  block {block:6d} warps {warps:2d}: {gpu_time_ms(lambda: nbx.sort(keys)):.3f}")
     sorting.SORT_BLOCK, sorting.SORT_WARPS = saved
+    sorting._warp_passes = warp_passes
 except NotImplementedError as e:
     rows.append((f"sort 16M f32: {e}"[:60], float("nan"), float("nan"), float("nan"), float("nan")))
 

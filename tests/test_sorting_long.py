@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbxtensor as nbx
+from nbxtensor.device import backend_for
 from nbxtensor.ops import sorting
 from tests.conftest import TEST_DEVICE, to_nbx
 from tests.test_sorting import stable_argsort
@@ -27,6 +28,13 @@ def awkward(n, dtype, seed):
     return rng.integers(-60, 60, size=n).astype(dtype)
 
 
+def with_nan_payloads(a):
+    """``a`` (float32) with NaNs of both signs and several payloads every 97 elements."""
+    for start, bits in enumerate((0xFFC00000, 0x7F800001, 0xFFFFFFFF)):
+        a.reshape(-1).view(np.uint32)[start::97] = bits
+    return a
+
+
 def check_sort(a, dim, descending, tensor=None):
     values, indices = nbx.sort(to_nbx(a) if tensor is None else tensor, dim=dim, descending=descending)
     order = stable_argsort(a, dim, descending)
@@ -34,14 +42,18 @@ def check_sort(a, dim, descending, tensor=None):
     expected = np.take_along_axis(a, order, dim)
     got = values.numpy() if tensor is None else values.to(nbx.float32).numpy()
     assert np.array_equal(got, expected, equal_nan=np.issubdtype(a.dtype, np.floating))
-    # -0.0 and 0.0 tie, so each keeps its own sign where it lands
-    assert np.array_equal(np.signbit(got), np.signbit(expected))
+    # -0.0 and 0.0 tie, and so do all NaNs: each keeps its own bits where it lands (a NaN's, unless the
+    # values came through a conversion, which may rewrite a NaN's payload)
+    if tensor is None:
+        assert np.array_equal(got.view(f"u{got.itemsize}"), expected.view(f"u{expected.itemsize}"))
+    else:
+        assert np.array_equal(np.signbit(got[got == got]), np.signbit(expected[expected == expected]))
 
 
 @pytest.mark.parametrize("n", [5000, 9000])
 @pytest.mark.parametrize("descending", [False, True])
 def test_long_float32_rows_sort_stably(n, descending):
-    check_sort(awkward(n, np.float32, n), 0, descending)
+    check_sort(with_nan_payloads(awkward(n, np.float32, n)), 0, descending)
 
 
 def test_twenty_thousand_elements_and_argsort():
@@ -94,8 +106,32 @@ def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passe
         a = awkward(shape, dtype if dtype == "bfloat16" else np.dtype(dtype), 7)
     tensor = to_nbx(a).to(nbx.bfloat16) if dtype == "bfloat16" else None
     check_sort(a, 1, False, tensor=tensor)
-    assert len(launches["radix_sort_scatter"]) == passes
+    if "radix_scatter_warp" in launches:  # a device with warp votes: every digit of a 32-bit key, of its width
+        passes = -(-32 // sorting.SORT_WARP_BITS)
+    assert sum(len(launches.get(name, [])) for name in ("radix_sort_scatter", "radix_scatter_warp")) == passes
     check_sort(a, 1, True, tensor=tensor)
+
+
+@pytest.mark.skipif(not backend_for(nbx.device(TEST_DEVICE)).facts["kernels"].get("warp_votes"),
+                    reason="the warp radix kernels need a device with warp votes (CUDA)")
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("bits,hist_blocks", [(4, 1), (5, 2), (5, 4)])
+def test_warp_radix_passes_sort_32_bit_keys(monkeypatch, dtype, descending, bits, hist_blocks):
+    """On a device with warp votes, 32-bit keys take the Gluon passes (``kernels/sort_warp.py``): ranks
+    from ballots, one warp a block, in digits of 4 or 5 bits (the last pass of 5-bit digits has two),
+    histogram programs of several blocks a warp. Several rows of 70 blocks, a short last block, ties,
+    NaN and -0.0, and a row of one value (every element one digit in every pass)."""
+    monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
+    monkeypatch.setattr(sorting, "SORT_WARP_BITS", bits)
+    monkeypatch.setattr(sorting, "SORT_WARP_HIST_BLOCKS", hist_blocks)
+    launches = record_launches(monkeypatch)
+    a = awkward((3, 70 * 32 * sorting.SORT_WARP_ROWS - 5), np.dtype(dtype), 31)
+    a[1] = a[1, 0]
+    if dtype == np.float32:  # the passes carry keys, which fold NaNs and zeros
+        with_nan_payloads(a[2])
+    check_sort(a, 1, descending)
+    assert len(launches["radix_scatter_warp"]) == -(-32 // bits) and "radix_sort_scatter" not in launches
 
 
 def test_every_radix_pass_launches_the_same_kernels(monkeypatch):
@@ -244,5 +280,6 @@ def test_more_long_rows_than_a_grid_dimension_takes_go_in_groups(monkeypatch):
     top = nbx.topk(to_nbx(a), 7, dim=1)
     assert np.array_equal(top.indices.numpy(), stable_argsort(a, 1, True)[:, :7])
     radix = [grid for kernel, grid in grids if kernel.startswith("radix_") and kernel != "radix_choose"]
-    assert {"radix_sort_scatter", "radix_gather"} <= {kernel for kernel, _ in grids}
+    kernels = {kernel for kernel, _ in grids}
+    assert "radix_gather" in kernels and kernels & {"radix_sort_scatter", "radix_scatter_warp"}
     assert radix and all(grid[1] <= 2 for grid in radix)

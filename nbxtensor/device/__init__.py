@@ -82,6 +82,15 @@ def backend_for(dev: device) -> Backend:
     return found
 
 
+def multiprocessors(dev: device) -> int:
+    """Programs that run at once on ``dev`` at one a multiprocessor: its SM count (a few under the
+    interpreter, so that persistent programs each walk several items there too)."""
+    properties = getattr(backend_for(dev), "properties", None)
+    if properties is None:
+        return 3
+    return int(properties(dev.index or 0).multiProcessorCount)
+
+
 def resolve(spec) -> device:
     """A concrete device: a CUDA device without an index becomes the current one."""
     d = default_device() if spec is None else device(spec)

@@ -344,10 +344,12 @@ def radix_gather(src, counts, state, candidates, src_row_len, n, k, chunk_len, n
 # Long rows sort by LSD radix passes over 4-bit digits of the order-preserving key (at most 8 passes for
 # 32-bit keys, 16 for 64-bit), the pass's bit offset ``shift`` an ordinary argument (one compiled kernel
 # serves every pass). Program (block, row) of a pass handles BLOCK consecutive elements:
-# ``radix_sort_histogram`` counts its digits into hist[row, digit, block]; ``radix_sort_offsets`` (program
-# (digit, row)) scans a digit's counts across the blocks; ``radix_sort_scatter`` moves every element to its
-# digit's start in the row (the counts of the lower digits), plus its block's start among that digit's
-# elements, plus its rank among the block's elements of that digit. Each pass is stable, so the sort is.
+# ``radix_sort_histogram`` counts its digits into hist[row, digit, block]; ``radix_sort_offsets`` scans a
+# digit's counts across the blocks, a segment of them a program (after ``radix_sort_segment_totals``;
+# both take the number of digit values, so they serve the wider digits of ``sort_warp.py`` too);
+# ``radix_sort_scatter`` moves every element to its digit's start in the row (the counts of the lower
+# digits), plus its block's start among that digit's elements, plus its rank among the block's elements
+# of that digit. Each pass is stable, so the sort is.
 RADIX = tl.constexpr(16)
 
 
@@ -376,21 +378,40 @@ def radix_sort_histogram(values, hist, n, n_blocks, shift, KIND: tl.constexpr, F
 
 
 @triton.jit
-def radix_sort_offsets(hist, offsets, totals, n_blocks, BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
-    """Program (d, row): offsets[row, d, b] = the row's elements of digit d in the blocks before b;
-    totals[row, d] = all of them."""
-    row, digit = _row_and_chunk(INDEX_64)
-    line = (row * RADIX + digit) * n_blocks
-    carry = tl.full([], 0, offsets.dtype.element_ty)
-    first = tl.full([], 0, tl.int32)  # not from ``n_blocks``, which may arrive as the constant 1
-    while first < n_blocks:
-        at = first + tl.arange(0, BLOCK)
-        inside = at < n_blocks
-        counts = tl.load(hist + line + at, mask=inside, other=0).to(offsets.dtype.element_ty)
-        tl.store(offsets + line + at, carry + tl.cumsum(counts, 0) - counts, mask=inside)
-        carry += tl.sum(counts, 0)
-        first += BLOCK
-    tl.store(totals + row * RADIX + digit, carry)
+def radix_sort_segment_totals(hist, segment_totals, n_blocks, n_segments, BLOCK: tl.constexpr,
+                              DIGITS: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (d * n_segments + s, row): segment_totals[row, d, s] = the row's elements of digit d in
+    blocks s * BLOCK up to (s + 1) * BLOCK."""
+    row, program = _row_and_chunk(INDEX_64)
+    digit = program // n_segments
+    segment = program % n_segments
+    at = segment * BLOCK + tl.arange(0, BLOCK)
+    counts = tl.load(hist + (row * DIGITS + digit) * n_blocks + at, mask=at < n_blocks, other=0)
+    tl.store(segment_totals + (row * DIGITS + digit) * n_segments + segment,
+             tl.sum(counts.to(segment_totals.dtype.element_ty), 0))
+
+
+@triton.jit
+def radix_sort_offsets(hist, segment_totals, offsets, totals, n_blocks, n_segments, BLOCK: tl.constexpr,
+                       SEGMENTS: tl.constexpr, DIGITS: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (d * n_segments + s, row): offsets[row, d, b] = the row's elements of digit d in the blocks
+    before b, for the BLOCK blocks of segment s: the digit's totals of the segments before s
+    (``radix_sort_segment_totals``; SEGMENTS >= n_segments) plus a scan of the segment's own counts. The
+    last segment's program writes totals[row, d]. Every segment's scan runs at once, where one program a
+    digit walking a row's 65536 block counts took sixteen dependent steps."""
+    row, program = _row_and_chunk(INDEX_64)
+    digit = program // n_segments
+    segment = program % n_segments
+    earlier = tl.arange(0, SEGMENTS)
+    carry = tl.sum(tl.load(segment_totals + (row * DIGITS + digit) * n_segments + earlier, mask=earlier < segment,
+                           other=0).to(offsets.dtype.element_ty), 0)
+    line = (row * DIGITS + digit) * n_blocks
+    at = segment * BLOCK + tl.arange(0, BLOCK)
+    inside = at < n_blocks
+    counts = tl.load(hist + line + at, mask=inside, other=0).to(offsets.dtype.element_ty)
+    tl.store(offsets + line + at, carry + tl.cumsum(counts, 0) - counts, mask=inside)
+    if segment == n_segments - 1:
+        tl.store(totals + row * DIGITS + digit, carry + tl.sum(counts, 0))
 
 
 @triton.jit

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 from .. import shape as S
 from .. import tuning
-from ..device import backend_for
+from ..device import backend_for, multiprocessors
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
@@ -536,15 +536,6 @@ def _with_precision(flags: dict, config: dict) -> dict:
     return dict(flags, PRECISION=config["PRECISION"]) if "PRECISION" in config else flags
 
 
-def _sm_count(dev) -> int:
-    """Programs of a persistent launch: the device's SMs (a few under the interpreter, so that each
-    program walks several tiles there too)."""
-    properties = getattr(backend_for(dev), "properties", None)
-    if properties is None:
-        return 3
-    return int(properties(dev.index or 0).multiProcessorCount)
-
-
 def _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn):
     """Whether tensor descriptors can read a and b laid out with these strides (the last dim contiguous,
     the other stride a multiple of 16 bytes), and whether b is read K-major; (False, False) when not."""
@@ -564,7 +555,7 @@ def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, sc
     be read by descriptors (strides here, or an address off 16 bytes at a call) reads through pointers."""
     a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn = strides
     tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
-    programs = min(tiles, _sm_count(dev)) if config.get("PERSISTENT") else tiles
+    programs = min(tiles, multiprocessors(dev)) if config.get("PERSISTENT") else tiles
     tma, b_k_major = _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn) if config.get("TMA") else (False, False)
 
     def planned(use_tma):

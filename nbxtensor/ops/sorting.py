@@ -19,8 +19,9 @@ from .. import shape as S
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import sort as K
+from ..kernels import sort_warp as KW
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch
+from ..launch import cdiv, launch, next_pow2
 from ..promotion import result_type
 from ..tensor import Tensor
 from .copy import Workspace, _elementwise_block, cat, new_tensor
@@ -35,11 +36,16 @@ SELECT_CHUNK = 2048  # elements of a row one radix-select program covers, one st
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
 SORT_BLOCK = 256  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
 SORT_WARPS = 2  # with SORT_BLOCK, the best of a sweep on the H200 (docs/performance.md)
-SORT_SCAN_BLOCK = 4096  # a digit's block counts one step of the offsets scan reads (16 programs a row scan)
+SORT_WARP_ROWS = 8  # elements a lane of the warp kernels' passes takes (kernels/sort_warp.py: 32 x this a warp)
+SORT_WARP_WARPS = 4  # warps a program of the warp kernels' passes
+SORT_WARP_BITS = 4  # digit width of the warp passes (5, seven passes, measured slower on the H200)
+SORT_WARP_HIST_BLOCKS = 2  # blocks each warp of a warp histogram program counts (2 edged 1 on the H200)
+SORT_SCAN_BLOCK = 4096  # block counts of a digit one program of the offsets scan takes (a segment)
 GRID_ROWS = 65535  # rows one launch of the radix kernels takes: CUDA's limit on a grid's second dimension
 _INT32_LIMIT = 2 ** 31
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
+_F32 = get_dtype("float32")
 
 SortResult = namedtuple("sort", ["values", "indices"])
 TopkResult = namedtuple("topk", ["values", "indices"])
@@ -172,35 +178,66 @@ def _radix_shifts(dt, kind: int) -> list[int]:
 def _sort_long_rows(rows: Tensor, flags: dict):
     """Each row of ``rows`` (count, n > SEGMENT_LIMIT) sorted: (values, int64 positions), each (count, n),
     by stable LSD radix passes over the 4-bit digits of the key that can change the order
-    (``kernels/sort.py``). Between passes the positions are int32 (int64 past 2^31 elements); the last
-    pass writes int64 positions."""
+    (``kernels/sort.py``), or over every SORT_WARP_BITS-bit digit in the warp passes
+    (``kernels/sort_warp.py``, which carry keys between passes). Between passes the positions are int32
+    (int64 past 2^31 elements); the last pass writes int64 positions."""
     count, n = rows.shape
     dev = rows.device
-    block = SORT_BLOCK
-    n_blocks = cdiv(n, block)
     index_64 = flags["INDEX_64"]
+    warp = _warp_passes(rows, flags)
+    block = 32 * SORT_WARP_ROWS if warp else SORT_BLOCK
+    n_blocks = cdiv(n, block)
     wide = _I64 if index_64 else _I32  # positions within a row, and counts of a row's elements
     key = dict(KIND=flags["KIND"], FORMAT=flags["FORMAT"], DESCENDING=flags["DESCENDING"], INDEX_64=index_64)
-    radix = K.RADIX.value  # the kernels' tl.constexpr
-    hist = new_tensor((count, radix, n_blocks), _I32, dev)
-    offsets = new_tensor((count, radix, n_blocks), wide, dev)
-    totals = new_tensor((count, radix), wide, dev)
-    shifts = _radix_shifts(rows.dtype, flags["KIND"])
-    buffers = [(new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), wide, dev)) for _ in range(2)]
+    digits = 1 << SORT_WARP_BITS if warp else K.RADIX.value  # digit values, one hist row each
+    warp_key = dict(KIND=flags["KIND"], DESCENDING=flags["DESCENDING"], BITS=SORT_WARP_BITS, W=SORT_WARP_WARPS,
+                    R=SORT_WARP_ROWS, num_warps=SORT_WARP_WARPS)
+    hist = new_tensor((count, digits, n_blocks), _I32, dev)
+    offsets = new_tensor((count, digits, n_blocks), wide, dev)
+    totals = new_tensor((count, digits), wide, dev)
+    n_segments = cdiv(n_blocks, SORT_SCAN_BLOCK)
+    segment_totals = new_tensor((count, digits, n_segments), wide, dev)
+    shifts = list(range(0, 32, SORT_WARP_BITS)) if warp else _radix_shifts(rows.dtype, flags["KIND"])
+    # the warp passes carry int32 keys between passes (kernels/sort_warp.py)
+    between = _I32 if warp else rows.dtype
+    buffers = [(new_tensor((count, n), between, dev), new_tensor((count, n), wide, dev)) for _ in range(2)]
     src, src_indices = rows, None
     for step, shift in enumerate(shifts):
         last = step == len(shifts) - 1
-        launch(K.radix_sort_histogram, (n_blocks, count), dev, [src, hist, n, n_blocks, shift], BLOCK=block,
-               num_warps=SORT_WARPS, **key)
-        launch(K.radix_sort_offsets, (radix, count), dev, [hist, offsets, totals, n_blocks], BLOCK=SORT_SCAN_BLOCK,
-               INDEX_64=index_64)
+        if warp:
+            nb = SORT_WARP_WARPS * SORT_WARP_HIST_BLOCKS
+            of_keys = {} if step == 0 else dict(KIND=K.KEY_UNSIGNED, DESCENDING=False)
+            launch(KW.radix_histogram_warp, (cdiv(n_blocks, nb), count), dev, [src, hist, n, n_blocks, shift],
+                   NB=nb, **{**warp_key, **of_keys})
+        else:
+            launch(K.radix_sort_histogram, (n_blocks, count), dev, [src, hist, n, n_blocks, shift], BLOCK=block,
+                   num_warps=SORT_WARPS, **key)
+        if n_segments > 1:
+            launch(K.radix_sort_segment_totals, (digits * n_segments, count), dev,
+                   [hist, segment_totals, n_blocks, n_segments], BLOCK=SORT_SCAN_BLOCK, DIGITS=digits,
+                   INDEX_64=index_64)
+        launch(K.radix_sort_offsets, (digits * n_segments, count), dev,
+               [hist, segment_totals, offsets, totals, n_blocks, n_segments], BLOCK=SORT_SCAN_BLOCK,
+               SEGMENTS=next_pow2(n_segments), DIGITS=digits, INDEX_64=index_64)
         dst, dst_indices = (new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)) if last \
             else buffers[step % 2]
-        launch(K.radix_sort_scatter, (n_blocks, count), dev,
-               [src, src if src_indices is None else src_indices, dst, dst_indices, offsets, totals, n, n_blocks,
-                shift], HAS_INDICES=src_indices is not None, BLOCK=block, num_warps=SORT_WARPS, **key)
+        args = [src, src if src_indices is None else src_indices, dst, dst_indices, offsets, totals, n, n_blocks, shift]
+        if warp:
+            launch(KW.radix_scatter_warp, (cdiv(n_blocks, SORT_WARP_WARPS), count), dev, args[:6] + [rows] + args[6:],
+                   FIRST=step == 0, LAST=last, NB=SORT_WARP_WARPS, **warp_key)
+        else:
+            launch(K.radix_sort_scatter, (n_blocks, count), dev, args, HAS_INDICES=src_indices is not None,
+                   BLOCK=block, num_warps=SORT_WARPS, **key)
         src, src_indices = dst, dst_indices
     return src, src_indices
+
+
+def _warp_passes(rows: Tensor, flags: dict) -> bool:
+    """Whether the radix passes take the warp kernels (``kernels/sort_warp.py``): a device whose facts
+    name warp votes, keys of 32-bit floats or integers, positions that fit int32."""
+    facts = backend_for(rows.device).facts["kernels"]
+    return bool(facts.get("warp_votes")) and rows.dtype in (_F32, _I32) and not flags["INDEX_64"] \
+        and flags["KIND"] in (K.KEY_FLOAT, K.KEY_SIGNED)
 
 
 def _restore(result: Tensor, moved_shape, d: int, k: int) -> Tensor:
