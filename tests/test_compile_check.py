@@ -10,8 +10,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from .conftest import cpu_kernels
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import pytest
 
 import nbxtensor as nbx
 
-from .conftest import TEST_DEVICE, to_nbx
+from .conftest import to_nbx
 
 F = nbx.nn.functional
 EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float64": 2.0 ** -52}

@@ -19,7 +19,7 @@ from nbxtensor.kernels.reduce import _lane_sum
 import triton  # noqa: E402  (after nbxtensor, which settles Triton's mode)
 import triton.language as tl  # noqa: E402
 
-from .conftest import TEST_DEVICE, cpu_kernels, to_nbx
+from .conftest import cpu_kernels, to_nbx
 
 EPS = {"float32": np.finfo(np.float32).eps, "float64": np.finfo(np.float64).eps,
        "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}

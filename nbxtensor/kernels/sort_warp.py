@@ -6,10 +6,8 @@ own). Keys of 32-bit kinds in digits of BITS bits (4 or 5: lane d of a register 
 hist and offsets are laid out as in ``sort.py`` (DIGITS = 2 ** BITS rows a key row), whose offsets
 kernels serve these passes.
 """
-import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-
 
 
 @gluon.jit
