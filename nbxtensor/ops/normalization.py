@@ -2,6 +2,8 @@
 fused residual-add forms), each one launch (two for rows too long to hold in registers)."""
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 
 from .. import shape as S
@@ -46,7 +48,10 @@ def _rows_start_aligned(shape, strides, align: int) -> bool:
 
 
 def _misaligned(*tensors) -> bool:
-    return any(t is not None and t.data_ptr() % POINTER_ALIGNMENT for t in tensors)
+    for t in tensors:  # a loop, not any() over a generator: this runs on every call of a planned norm
+        if t is not None and t.data_ptr() % POINTER_ALIGNMENT:
+            return True
+    return False
 
 
 def _dense_copy(t):
@@ -177,10 +182,11 @@ def log_softmax(x: Tensor, dim=None, dtype=None, _stacklevel: int = 3) -> Tensor
 # ---- layer norm, rms norm, group norm -------------------------------------------------------------
 def _normalized_length(x, normalized_shape, op: str) -> int:
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if not shape or tuple(x.shape[len(x.shape) - len(shape):]) != shape or len(shape) > len(x.shape):
+    dims = tuple(x.shape)  # a plain tuple slices without making a Size
+    if not shape or len(shape) > len(dims) or dims[len(dims) - len(shape):] != shape:
         raise S.ShapeError(f"{op}: normalized_shape {list(shape)} must be the trailing dims of the input, whose "
                            f"shape is {list(x.shape)}")
-    return S.numel(shape)
+    return math.prod(shape)
 
 
 def _as_rows(t: Tensor, n_rows: int, length: int) -> Tensor:
@@ -313,10 +319,17 @@ def layer_norm(x: Tensor, normalized_shape, weight=None, bias=None, eps: float =
     return _run_norm(x, length, rms=False, weight=weight, bias=bias, eps=eps)[0]
 
 
+_MACHINE_EPS: dict = {}  # dtype -> its machine epsilon, the default eps of rms_norm
+
+
 def _rms_eps(x, eps):
     if eps is not None:
         return eps
-    return float(ml_dtypes.finfo(x.dtype.numpy).eps)
+    dtype = x.dtype
+    found = _MACHINE_EPS.get(dtype)
+    if found is None:
+        found = _MACHINE_EPS[dtype] = float(ml_dtypes.finfo(dtype.numpy).eps)
+    return found
 
 
 def _rms_norm_meta(x, normalized_shape, weight=None, eps=None):
