@@ -121,6 +121,9 @@ def get_dtype(spec) -> dtype:
         from .promotion import get_default_complex_dtype
         return get_default_complex_dtype()
     if isinstance(spec, str):
+        found = _BY_NAME.get(spec)  # a plain name or alias: the common case, no prefix to strip
+        if found is not None:
+            return found
         name = spec
         for prefix in _PREFIXES:
             if name.startswith(prefix):
