@@ -134,6 +134,22 @@ def test_warp_radix_passes_sort_32_bit_keys(monkeypatch, dtype, descending, bits
     assert len(launches["radix_scatter_warp"]) == -(-32 // bits) and "radix_sort_scatter" not in launches
 
 
+@pytest.mark.parametrize("dtype,index_64,expected", [
+    ("float32", False, True), ("int32", False, True), ("float32", True, False), ("float64", False, False),
+    ("int64", False, False), ("bfloat16", False, False), ("uint8", False, False), ("bool", False, False)])
+def test_warp_passes_take_32_bit_floats_and_signed_ints(monkeypatch, dtype, index_64, expected):
+    """Which long sorts the warp passes take on a device whose facts name warp votes (here any device,
+    its facts patched): float32 and int32 keys with int32 positions; everything else keeps the portable
+    passes, and a device without the fact takes none."""
+    rows = to_nbx(np.zeros((1, 8), dtype=bool if dtype == "bool" else np.float32)).to(getattr(nbx, dtype))
+    flags = dict(sorting._select_flags(rows, False, "sort"), INDEX_64=index_64)
+    kernels = backend_for(rows.device).facts["kernels"]
+    monkeypatch.setitem(kernels, "warp_votes", True)
+    assert sorting._warp_passes(rows, flags) is expected
+    monkeypatch.setitem(kernels, "warp_votes", False)
+    assert not sorting._warp_passes(rows, flags)
+
+
 def test_every_radix_pass_launches_the_same_kernels(monkeypatch):
     """A pass's bit offset is an argument, not a constexpr: sixteen passes of a 64-bit key compiled 32
     kernels for one sort (a GPU test ran out of time compiling them)."""
