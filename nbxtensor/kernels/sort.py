@@ -397,8 +397,8 @@ def radix_sort_offsets(hist, segment_totals, offsets, totals, n_blocks, n_segmen
     """Program (d * n_segments + s, row): offsets[row, d, b] = the row's elements of digit d in the blocks
     before b, for the BLOCK blocks of segment s: the digit's totals of the segments before s
     (``radix_sort_segment_totals``; SEGMENTS >= n_segments) plus a scan of the segment's own counts. The
-    last segment's program writes totals[row, d]. Every segment's scan runs at once, where one program a
-    digit walking a row's 65536 block counts took sixteen dependent steps."""
+    last segment's program writes totals[row, d]. Every segment's scan runs at once, not one after
+    another in a program a digit."""
     row, program = _row_and_chunk(INDEX_64)
     digit = program // n_segments
     segment = program % n_segments

@@ -221,13 +221,13 @@ def _sort_long_rows(rows: Tensor, flags: dict):
                SEGMENTS=next_pow2(n_segments), DIGITS=digits, INDEX_64=index_64)
         dst, dst_indices = (new_tensor((count, n), rows.dtype, dev), new_tensor((count, n), _I64, dev)) if last \
             else buffers[step % 2]
-        args = [src, src if src_indices is None else src_indices, dst, dst_indices, offsets, totals, n, n_blocks, shift]
-        if warp:
-            launch(KW.radix_scatter_warp, (cdiv(n_blocks, SORT_WARP_WARPS), count), dev, args[:6] + [rows] + args[6:],
-                   FIRST=step == 0, LAST=last, NB=SORT_WARP_WARPS, **warp_key)
+        moved = [src, src if src_indices is None else src_indices, dst, dst_indices, offsets, totals]
+        if warp:  # the warp scatter also reads the original row, for the values its last pass cannot rebuild
+            launch(KW.radix_scatter_warp, (cdiv(n_blocks, SORT_WARP_WARPS), count), dev,
+                   [*moved, rows, n, n_blocks, shift], FIRST=step == 0, LAST=last, NB=SORT_WARP_WARPS, **warp_key)
         else:
-            launch(K.radix_sort_scatter, (n_blocks, count), dev, args, HAS_INDICES=src_indices is not None,
-                   BLOCK=block, num_warps=SORT_WARPS, **key)
+            launch(K.radix_sort_scatter, (n_blocks, count), dev, [*moved, n, n_blocks, shift],
+                   HAS_INDICES=src_indices is not None, BLOCK=block, num_warps=SORT_WARPS, **key)
         src, src_indices = dst, dst_indices
     return src, src_indices
 
