@@ -167,27 +167,37 @@ def _shared_store(offset, value, after):
 
 
 @gluon.jit
-def _shared_load(offset, after):
-    """bar.warp.sync, then ld.shared of 32 bits at byte ``offset`` of the kernel's shared memory."""
+def _shared_load_after(offset, after):
+    """ld.shared of 32 bits at byte ``offset`` of the kernel's shared memory, after ``after`` (which a
+    program-wide barrier has ordered after every warp's stores)."""
     return gl.inline_asm_elementwise(
-        "{ .reg .u32 a; bar.warp.sync -1; mov.b32 a, global_smem; add.u32 a, a, $1; ld.shared.b32 $0, [a]; }",
+        "{ .reg .u32 a; mov.b32 a, global_smem; add.u32 a, a, $1; ld.shared.b32 $0, [a]; }",
         "=r,r,r", [offset, after], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _program_barrier(after):
+    """bar.sync of the whole program after ``after`` (one element a thread); returns 0."""
+    return gl.inline_asm_elementwise("bar.sync 0; mov.u32 $0, 0;", "=r,r", [after], dtype=gl.int32,
+                                     is_pure=False, pack=1)
 
 
 @gluon.jit
 def radix_scatter_warp(values, indices, values_out, indices_out, offsets, totals, original, n, n_blocks, shift,
                        FIRST: gl.constexpr, LAST: gl.constexpr, KIND: gl.constexpr, DESCENDING: gl.constexpr,
                        BITS: gl.constexpr, NB: gl.constexpr, W: gl.constexpr, R: gl.constexpr):
-    """Program (p, row) moves each of its blocks' elements (and positions) to where ``offsets`` and
-    ``totals`` put its digits, plus each one's rank among the block's elements of its digit: the
-    elements of its digit in earlier register rows (a scan down the rows, lane d holding digit d's
-    counts) and in earlier lanes of its own row (a ballot). Each warp first puts its block in digit order
-    in its own stretch of shared memory (a stable local sort: slot = the digit's start in the block +
-    the element's rank), then reads it back slot by slot, so that a register row's 32 lanes write a few
-    runs of neighbouring addresses instead of up to 2 ** BITS scattered ones (CUB's block-local reorder,
-    a warp a block; writing straight from the ranks measured 1.5x slower on the H200). The shared
-    memory is this kernel's only allocation, so it starts at ``global_smem``; the inline stores and loads
-    address it directly (Gluon has no indexed store into shared memory).
+    """Program (p, row) moves its tile of NB blocks (one a warp) to where ``offsets`` and ``totals`` put
+    each block's digits, stably. The tile is first put in digit order in shared memory (a stable local
+    sort), then read back slot by slot, so that a register row's 32 lanes write runs of neighbouring
+    addresses, about TILE / 2 ** BITS elements a digit, instead of scattered ones (CUB's tile reorder;
+    writing straight from the ranks measured 1.5x slower on the H200 than a reorder a warp). An
+    element's slot: its digit's start in the tile (the blocks' digit counts, exchanged through shared
+    memory), plus the earlier blocks' elements of its digit, plus those in earlier register rows of its
+    block (a scan down the rows, lane d holding digit d's counts) and earlier lanes of its row (a
+    ballot). A block's digits go where ``offsets`` says; since the tile's blocks are consecutive, the
+    tile's run of a digit goes where its first block's does. The shared memory is this kernel's only
+    allocation, so it starts at ``global_smem``; the inline stores and loads address it directly (Gluon
+    has no indexed store into shared memory), the digit counts in the words the keys take later.
 
     Between passes the elements travel as their ``_key``s: the FIRST pass reads values (of KIND, and
     makes the positions) and writes keys, the LAST writes values back, reading a float the key folds
@@ -217,25 +227,35 @@ def radix_scatter_warp(values, indices, values_out, indices_out, offsets, totals
     rank_in_row = _popc(mine & ((1 << lane) - 1))
     earlier_rows = gl.associative_scan(counts, 1, _add) - counts
     block_counts = gl.sum(counts, 1)
-    local_starts = _lanes_before(block_counts, lanes)
-    block_starts = block_offsets + _lanes_before(row_totals, lanes)
-    block_first = gl.expand_dims(blocks, 1) * (32 * R)
-    order = pos - block_first  # the element's place in the block, and the slot its lane reads back
-    in_block = gl.minimum(n - block_first, 32 * R)
-    # the block's real elements fill slots below in_block; a padding lane (past the row's end, so at or
-    # past in_block) stores to its own place, which no real element takes (the inline stores are unmasked)
-    slot = gl.where(valid, _from_lane(gl.expand_dims(local_starts, 1) + earlier_rows, digit) + rank_in_row, order)
-    # a block's stretch: 32 * R keys, then (after every block's keys) 32 * R positions
-    warp_base = gl.expand_dims(blocks % NB, 1) * (32 * R * 4)
-    positions_base = NB * 32 * R * 4
-    done = _shared_store(warp_base + slot * 4, key, 0)
-    done = _shared_store(positions_base + warp_base + slot * 4, index, done)
-    ordered = _shared_load(warp_base + order * 4, done)
-    ordered_index = _shared_load(positions_base + warp_base + order * 4, done)
-    present = order < in_block
+    warp = blocks % NB
+    done = _program_barrier(_shared_store((warp * 32 + lanes) * 4, block_counts, 0))
+    tile_counts = block_counts * 0
+    before_block = tile_counts
+    for j in gl.static_range(NB):
+        counts_j = _shared_load_after((j * 32 + lanes) * 4, done)
+        tile_counts = tile_counts + counts_j
+        before_block = before_block + gl.where(warp > j, counts_j, 0)
+    # every warp has read the counts before any overwrites them with keys
+    done = _program_barrier(tile_counts + before_block)
+    tile_starts = _lanes_before(tile_counts, lanes)
+    # where the tile's run of each digit goes in the row, less the run's start in the tile
+    runs_at = block_offsets + _lanes_before(row_totals, lanes) - before_block - tile_starts
+    TILE: gl.constexpr = NB * 32 * R
+    tile_first = gl.expand_dims(blocks - warp, 1) * (32 * R)
+    order = pos - tile_first  # the element's place in the tile, and the slot its lane reads back
+    in_tile = gl.minimum(n - tile_first, TILE)
+    # the tile's real elements fill slots below in_tile; a padding lane (past the row's end, so at or
+    # past in_tile) stores to its own place, which no real element takes (the inline stores are unmasked)
+    slot = gl.where(valid, _from_lane(gl.expand_dims(tile_starts + before_block, 1) + earlier_rows, digit)
+                    + rank_in_row, order)
+    stored = _shared_store(slot * 4, key, gl.expand_dims(done, 1) + order * 0)
+    stored = _shared_store(TILE * 4 + slot * 4, index, stored)
+    done = gl.expand_dims(_program_barrier(gl.max(stored, 1)), 1)
+    ordered = _shared_load_after(order * 4, done)
+    ordered_index = _shared_load_after(TILE * 4 + order * 4, done)
+    present = order < in_tile
     ordered_digit = gl.where(present, _digit(ordered, shift, BITS), 0)
-    # the place of the slot: its digit's start in the row, plus how far the slot is into the digit's run
-    at = row * n + _from_lane(gl.expand_dims(block_starts - local_starts, 1) + order * 0, ordered_digit) + order
+    at = row * n + _from_lane(gl.expand_dims(runs_at, 1) + order * 0, ordered_digit) + order
     if LAST:
         value, folded = _value(ordered, KIND, DESCENDING)
         exact = gl.load(original + row * n + ordered_index, mask=present & folded)
