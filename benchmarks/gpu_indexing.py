@@ -96,13 +96,14 @@ try:
     record("sort 16M bf16 (4 radix passes)", lambda: nbx.sort(keys16), lambda: torch.sort(tkeys16),
            keys_np.nbytes // 2 * 3 + keys_np.nbytes * 2)
     kernel_table("sort 16M f32 (torch)", lambda: torch.sort(tkeys))
-    names = ("SORT_WARP_BITS", "SORT_WARP_HIST_BLOCKS", "SORT_WARP_WARPS")
+    names = ("SORT_WARP_BITS", "SORT_WARP_HIST_BLOCKS", "SORT_WARP_WARPS", "SORT_WARP_SCATTER_REGISTERS")
     saved = [getattr(sorting, name) for name in names]
-    print("\nsort 16M f32 by the warp passes' digit bits, histogram blocks a warp, warps a program (ms)")
-    for setting in ((4, 1, 4), (4, 2, 4), (4, 2, 8), (5, 2, 4)):
+    print("\nsort 16M f32 by the warp passes' digit bits, histogram blocks a warp, warps a program, scatter "
+          "registers (ms)")
+    for setting in ((4, 2, 4, 64), (4, 2, 4, 72), (4, 2, 4, 255), (4, 1, 4, 64), (4, 2, 8, 64), (5, 2, 4, 64)):
         for name, value in zip(names, setting):
             setattr(sorting, name, value)
-        print(f"  bits {setting[0]} hist blocks {setting[1]} warps {setting[2]}: "
+        print(f"  bits {setting[0]} hist blocks {setting[1]} warps {setting[2]} registers {setting[3]}: "
               f"{gpu_time_ms(lambda: nbx.sort(keys)):.3f}", flush=True)
     for name, value in zip(names, saved):
         setattr(sorting, name, value)
