@@ -120,8 +120,9 @@ def test_radix_passes_over_many_blocks_of_a_row(monkeypatch, dtype, shape, passe
 def test_warp_radix_passes_sort_32_bit_keys(monkeypatch, dtype, descending, bits, hist_blocks):
     """On a device with warp votes, 32-bit keys take the Gluon passes (``kernels/sort_warp.py``): ranks
     from ballots, one warp a block, in digits of 4 or 5 bits (the last pass of 5-bit digits has two),
-    histogram programs of several blocks a warp. Several rows of 70 blocks, a short last block, ties,
-    NaN and -0.0, and a row of one value (every element one digit in every pass)."""
+    histogram programs of several blocks a warp, scatter programs reordering four blocks together.
+    Several rows of 70 blocks (the last scatter program's tile two blocks and a short one), ties, NaN
+    and -0.0, and a row of one value (every element one digit in every pass)."""
     monkeypatch.setattr(sorting, "SEGMENT_LIMIT", 64)
     monkeypatch.setattr(sorting, "SORT_WARP_BITS", bits)
     monkeypatch.setattr(sorting, "SORT_WARP_HIST_BLOCKS", hist_blocks)
