@@ -202,6 +202,7 @@ def radix_scatter_warp(values, indices, values_out, indices_out, offsets, totals
     Between passes the elements travel as their ``_key``s: the FIRST pass reads values (of KIND, and
     makes the positions) and writes keys, the LAST writes values back, reading a float the key folds
     (a zero or NaN) from ``original`` at its position, so that every bit comes back."""
+    gl.static_assert(NB == W, "the scatter's tile is one block a warp")
     row = gl.program_id(1)
     blocks, lanes, lane, pos, valid, v = _block(values, row, n, NB, W, R)
     if not FIRST:
