@@ -38,13 +38,18 @@ _RECORD_PATH = os.environ.get("NBX_RECORD_LAUNCHES")
 
 
 def _log_for_compile_check(kernel, args, constexprs: dict) -> None:
+    def plain(v):  # a value kernels keep as ``tl.constexpr`` (a module constant) is recorded as its value
+        return v.value if type(v).__name__ == "constexpr" else v
+
     def describe(a):
         if type(a) is Tensor:
             return {"pointer": str(a._dtype.triton), "aligned": a.data_ptr() & _ALIGN_MASK == 0}
         if isinstance(a, tuple):
             return {"tuple": [describe(v) for v in a]}
-        return {"value": a}
+        return {"value": plain(a)}
+
     def constant(v):
+        v = plain(v)
         if hasattr(v, "primitive_bitwidth"):
             return {"dtype": str(v)}
         if hasattr(v, "fn"):

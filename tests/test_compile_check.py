@@ -54,6 +54,23 @@ def test_recorded_library_kernels_compile_for_hopper(tmp_path):
 
 
 @cpu_kernels
+def test_a_product_through_float32_planes_is_recorded(tmp_path):
+    # the planes' split launches take module constants (``tl.constexpr`` objects) as constexprs, which
+    # the record once failed to write, failing the product itself
+    records = _record(tmp_path, """
+        import numpy as np
+        import nbxtensor as nbx
+        from nbxtensor.ops import matmul
+        matmul._by_planes = lambda dtype, facts: dtype.name == "float32"  # the CPU's facts name no matrix unit
+        a = nbx.tensor(np.ones((37, 45), np.float32))
+        (a @ nbx.tensor(np.ones((45, 29), np.float32))).numpy()
+    """)
+    kernels = [json.loads(line) for line in records.read_text().splitlines()]
+    splits = [record for record in kernels if record["kernel"] == "split_bf16_planes"]
+    assert splits and all(isinstance(record["constexprs"]["P0"], int) for record in splits)
+
+
+@cpu_kernels
 def test_a_kernel_the_interpreter_runs_but_the_compiler_refuses_is_reported(tmp_path):
     (tmp_path / "refused_kernel.py").write_text(textwrap.dedent("""
         import nbxtensor  # settles Triton's mode first
