@@ -12,3 +12,20 @@ def program_elements(BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
         return pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     else:
         return pid * BLOCK + tl.arange(0, BLOCK)
+
+
+@triton.jit
+def strided_offset(idx, shape, strides, RANK: tl.constexpr, SKIP: tl.constexpr = -1):
+    """The element offset of row-major index ``idx`` over ``shape`` laid out with ``strides``, dim SKIP
+    left out (-1: none; the caller adds that dim's own index). Offsets of one index in several layouts
+    share their divisions once the compiler has inlined the calls."""
+    if RANK == 1:
+        if SKIP != 0:
+            return idx * strides[0]
+    off = idx * 0
+    rem = idx
+    for d in tl.static_range(RANK - 1, -1, -1):
+        if d != SKIP:
+            off += (rem % shape[d]) * strides[d]
+        rem = rem // shape[d]
+    return off

@@ -9,7 +9,7 @@ arithmetic gives ATen's results on every device.
 import triton
 import triton.language as tl
 
-from .common import program_elements
+from .common import program_elements, strided_offset
 
 SOURCE_TENSOR = 0
 SOURCE_CONSTANT = 1
@@ -28,20 +28,6 @@ SMALL_FLOAT_FORMATS = {"bfloat16": FORMAT_BFLOAT16, "float8_e4m3fn": FORMAT_E4M3
 PAIRS_NONE = 0
 PAIRS_SOURCE = 1
 PAIRS_DESTINATION = 2
-
-
-@triton.jit
-def _offsets(idx, shape, strides_a, strides_b, RANK: tl.constexpr):
-    """Element offsets in two layouts of the same row-major index ``idx`` over ``shape``."""
-    off_a = idx * 0
-    off_b = idx * 0
-    rem = idx
-    for d in tl.static_range(RANK - 1, -1, -1):
-        coord = rem % shape[d]
-        rem = rem // shape[d]
-        off_a += coord * strides_a[d]
-        off_b += coord * strides_b[d]
-    return off_a, off_b
 
 
 @triton.jit
@@ -147,7 +133,8 @@ def strided_copy(dst, src, n, constant_bits, shape, dst_strides, src_strides,
                  INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     idx = program_elements(BLOCK, INDEX_64)
     mask = idx < n
-    dst_off, src_off = _offsets(idx, shape, dst_strides, src_strides, RANK)
+    dst_off = strided_offset(idx, shape, dst_strides, RANK)
+    src_off = strided_offset(idx, shape, src_strides, RANK)
     out_type = dst.dtype.element_ty
     if SOURCE == 1:
         x = tl.full([BLOCK], constant_bits, tl.int64).to(CONSTANT_BITS_TYPE)

@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from . import ieee
-from .common import program_elements
+from .common import program_elements, strided_offset
 
 from .copy import _decode, _encode
 
@@ -93,11 +93,7 @@ def gather_rows(out, src, index, n_b, inner_n, outer_shape, outer_strides, index
         cols = col * BLOCK + tl.arange(0, BLOCK)
     valid = cols < inner_n
     b = row % n_b
-    rem = row // n_b
-    base = rem * 0
-    for d in tl.static_range(OUTER_RANK - 1, -1, -1):
-        base += (rem % outer_shape[d]) * outer_strides[d]
-        rem = rem // outer_shape[d]
+    base = strided_offset(row // n_b, outer_shape, outer_strides, OUTER_RANK)
     ok = valid
     for k in tl.static_range(K):
         raw = tl.load(index + k * n_b + b + cols * 0)
@@ -121,23 +117,13 @@ def advanced_accumulate(data, other, index, alpha, n, n_b, shape, data_strides, 
     two lanes touch one element."""
     idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
-    rem = idx
-    data_base = idx * 0
-    other_base = idx * 0
-    for d in tl.static_range(RANK - 1, -1, -1):
-        coord = rem % shape[d]
-        rem = rem // shape[d]
-        data_base += coord * data_strides[d]
-        other_base += coord * other_strides[d]
+    data_base = strided_offset(idx, shape, data_strides, RANK)
+    other_base = strided_offset(idx, shape, other_strides, RANK)
     out_type = data.dtype.element_ty
     # a while loop: the interpreter cannot take a runtime bound in range()
     b = 0
     while b < n_b:
-        other_off = other_base
-        brem = b
-        for d in tl.static_range(B_RANK - 1, -1, -1):
-            other_off += (brem % b_shape[d]) * b_other_strides[d]
-            brem = brem // b_shape[d]
+        other_off = other_base + strided_offset(b, b_shape, b_other_strides, B_RANK)
         data_off = data_base
         ok = valid
         for k in tl.static_range(K):
@@ -161,17 +147,9 @@ def dim_gather(out, src, index, n, shape, out_strides, src_strides, index_stride
     """``out[c] = src[c with c[DIM] replaced by index[c]]`` over the index's shape."""
     idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
-    rem = idx
-    out_off = idx * 0
-    src_off = idx * 0
-    index_off = idx * 0
-    for d in tl.static_range(RANK - 1, -1, -1):
-        coord = rem % shape[d]
-        rem = rem // shape[d]
-        out_off += coord * out_strides[d]
-        index_off += coord * index_strides[d]
-        if d != DIM:
-            src_off += coord * src_strides[d]
+    out_off = strided_offset(idx, shape, out_strides, RANK)
+    index_off = strided_offset(idx, shape, index_strides, RANK)
+    src_off = strided_offset(idx, shape, src_strides, RANK, DIM)
     i, ok = _checked(tl.load(index + index_off, mask=valid, other=0), src_dim_size, valid, status, CODE, WRAP)
     if not INDEX_64:
         i = i.to(tl.int32)
@@ -189,17 +167,9 @@ def dim_scatter(dst, src, index, constant_bits, n, shape, dst_strides, src_strid
     which of several writes to one element lands is unspecified, as in ATen."""
     idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
-    rem = idx
-    dst_off = idx * 0
-    src_off = idx * 0
-    index_off = idx * 0
-    for d in tl.static_range(RANK - 1, -1, -1):
-        coord = rem % shape[d]
-        rem = rem // shape[d]
-        src_off += coord * src_strides[d]
-        index_off += coord * index_strides[d]
-        if d != DIM:
-            dst_off += coord * dst_strides[d]
+    src_off = strided_offset(idx, shape, src_strides, RANK)
+    index_off = strided_offset(idx, shape, index_strides, RANK)
+    dst_off = strided_offset(idx, shape, dst_strides, RANK, DIM)
     i, ok = _checked(tl.load(index + index_off, mask=valid, other=0), dst_dim_size, valid, status, CODE, WRAP)
     if not INDEX_64:
         i = i.to(tl.int32)
@@ -235,16 +205,9 @@ def dim_scatter_reduce(dst, src, index, counts, n, dim_n, shape, dst_strides, sr
     depend on scheduling. With COUNT, ``counts`` (int32, contiguous like ``dst``) counts the hits."""
     idx = program_elements(BLOCK, INDEX_64)
     valid = idx < n
-    rem = idx
-    dst_base = idx * 0
-    src_base = idx * 0
-    index_base = idx * 0
-    for d in tl.static_range(RANK - 1, -1, -1):
-        coord = rem % shape[d]
-        rem = rem // shape[d]
-        src_base += coord * src_strides[d]
-        index_base += coord * index_strides[d]
-        dst_base += coord * dst_strides[d]
+    src_base = strided_offset(idx, shape, src_strides, RANK)
+    index_base = strided_offset(idx, shape, index_strides, RANK)
+    dst_base = strided_offset(idx, shape, dst_strides, RANK)
     out_type = dst.dtype.element_ty
     t = 0
     while t < dim_n:
@@ -289,12 +252,7 @@ def divide_by_counts(dst, counts, n, extra, FLOOR: tl.constexpr, COMPUTE: tl.con
 @triton.jit
 def _nonzero_flags(src, idx, n, shape, strides, RANK: tl.constexpr):
     valid = idx < n
-    rem = idx
-    off = idx * 0
-    for d in tl.static_range(RANK - 1, -1, -1):
-        off += (rem % shape[d]) * strides[d]
-        rem = rem // shape[d]
-    return valid & (tl.load(src + off, mask=valid, other=0) != 0)
+    return valid & (tl.load(src + strided_offset(idx, shape, strides, RANK), mask=valid, other=0) != 0)
 
 
 @triton.jit

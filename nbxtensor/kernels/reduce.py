@@ -21,6 +21,7 @@ import triton.language as tl
 
 from . import ieee
 
+from .common import strided_offset
 from .copy import _decode, _encode
 
 OP_SUM = 0
@@ -68,19 +69,6 @@ KIND_OF = {
 
 # the index a padding lane carries: larger than any real one, so real elements win ties
 NO_INDEX = 2 ** 62
-
-
-@triton.jit
-def strided_offset(idx, shape, strides, RANK: tl.constexpr):
-    """The element offset of row-major index ``idx`` over ``shape`` laid out with ``strides``."""
-    if RANK == 1:
-        return idx * strides[0]
-    off = idx * 0
-    rem = idx
-    for d in tl.static_range(RANK - 1, -1, -1):
-        off += (rem % shape[d]) * strides[d]
-        rem = rem // shape[d]
-    return off
 
 
 @triton.jit
