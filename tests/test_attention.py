@@ -145,8 +145,9 @@ def _wgmma_device():
 
 def _wgmma_settings():
     from nbxtensor.ops.attention import _WGMMA_SHAPES
-    return [(head_dim, dict(KERNEL="wgmma", BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, STAGES=stages))
-            for head_dim, shapes in _WGMMA_SHAPES.items() for bm, bn, warps, stages in shapes]
+    return [(head_dim, dict(KERNEL="wgmma", BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, STAGES=stages,
+                            Q_IN_REGISTERS=in_registers))
+            for head_dim, shapes in _WGMMA_SHAPES.items() for bm, bn, warps, stages, in_registers in shapes]
 
 
 @pytest.mark.skipif(not _wgmma_device(), reason="the wgmma forward kernel runs on Hopper GPUs only")
@@ -168,7 +169,7 @@ def test_wgmma_forward_every_setting(rng, monkeypatch, head_dim, setting, causal
     clear_all()
     try:
         for dtype, (length, keys) in (("bfloat16", (70, 70)), ("bfloat16", (200, 300)), ("float16", (129, 200))):
-            if dtype == "float16" and setting["BLOCK_N"] != 64:
+            if dtype == "float16" and setting["BLOCK_M"] != 64:
                 continue
             q, k, v = _inputs(rng, (2, 4, length, head_dim), (2, 2, keys, head_dim), (2, 2, keys, head_dim), dtype)
             out = _sdpa(q, k, v, is_causal=causal, enable_gqa=True)

@@ -58,7 +58,8 @@ def _needs_mask(tile_m, start_n, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr
 def attention_forward_wgmma(q, k, v, out, L, S, heads_per_kv, qk_scale,
                             q_sb, q_sh, q_sl, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn, out_sb, out_sh, out_sl,
                             HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                            STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
+                            STAGES: gl.constexpr, CAUSAL: gl.constexpr, Q_IN_REGISTERS: gl.constexpr,
+                            num_warps: gl.constexpr):
     """out[b, h, i] = softmax_j(q[b, h, i] . k[b, h // heads_per_kv, j] * scale) v[...] (``qk_scale`` is
     scale * log2(e)); grid and tile order as ``attention.attention_forward``."""
     dtype: gl.constexpr = q.dtype.element_ty
@@ -108,7 +109,12 @@ def attention_forward_wgmma(q, k, v, out, L, S, heads_per_kv, qk_scale,
     fence_async_shared()
     gl.thread_barrier()
     zeros = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-    s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), zeros, use_acc=False)
+    if Q_IN_REGISTERS:
+        # the score products read the queries from registers, sparing shared memory a read of them a tile
+        queries = q_smem.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+    else:
+        queries = q_smem
+    s = warpgroup_mma(queries, k_smem.index(0).permute((1, 0)), zeros, use_acc=False)
     if _needs_mask(tile_m, 0, S, BLOCK_M, BLOCK_N, CAUSAL):
         s = _masked_scores(s, tile_m, 0, S, BLOCK_M, BLOCK_N, CAUSAL, s_layout)
     m_i = gl.max(s, 1) * qk_scale
@@ -119,7 +125,6 @@ def attention_forward_wgmma(q, k, v, out, L, S, heads_per_kv, qk_scale,
 
     for j in range(1, n_tiles):
         async_copy.wait_group(2 * (STAGES - 2))
-        fence_async_shared()
         gl.thread_barrier()
         # every thread is past step j - 1: k_{j-1}'s and v_{j-2}'s slots are free
         refill = j + STAGES - 2
@@ -132,7 +137,7 @@ def attention_forward_wgmma(q, k, v, out, L, S, heads_per_kv, qk_scale,
                        HEAD_DIM, copy_layout)
         async_copy.commit_group()
 
-        s = warpgroup_mma(q_smem, k_smem.index(j % STAGES).permute((1, 0)), zeros, use_acc=False, is_async=True)
+        s = warpgroup_mma(queries, k_smem.index(j % STAGES).permute((1, 0)), zeros, use_acc=False, is_async=True)
         acc = warpgroup_mma(p_prev, v_smem.index((j - 1) % STAGES), acc, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
         start_n = j * BLOCK_N
@@ -148,12 +153,13 @@ def attention_forward_wgmma(q, k, v, out, L, S, heads_per_kv, qk_scale,
         p_prev = gl.convert_layout(p.to(dtype), p_layout)
 
     async_copy.wait_group(0)
-    fence_async_shared()
     gl.thread_barrier()
     acc = warpgroup_mma(p_prev, v_smem.index((n_tiles - 1) % STAGES), acc)
 
     result = acc / gl.convert_layout(l_i, out_rows_layout)[:, None]
-    rows = tile_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=out_rows_layout)
-    dims = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-    gl.store(out + batch * out_sb + head * out_sh + rows[:, None] * out_sl + dims[None, :],
-             result.to(out.dtype.element_ty), mask=(rows < L)[:, None])
+    # stored in the copy layout: 16 bytes a thread along each row
+    result = gl.convert_layout(result.to(out.dtype.element_ty), copy_layout)
+    rows = tile_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, copy_layout))
+    dims = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, copy_layout))
+    gl.store(out + batch * out_sb + head * out_sh + rows[:, None] * out_sl + dims[None, :], result,
+             mask=(rows < L)[:, None])

@@ -181,12 +181,14 @@ def forward_candidates(facts: dict, length: int, keys: int, head_dim: int, dtype
     return out
 
 
-# kernels/attention_wgmma.py on Hopper's asynchronous matrix unit: (BLOCK_M, BLOCK_N, num_warps, STAGES) per
-# head dim (sm_90 resources: 128 x 128 in 2 stages 160 KB of shared memory and 210 registers a thread;
-# 128 x 64 in 3 stages 128 KB and 149; 64 x 64 in 3 stages 112 KB, two programs an SM)
+# kernels/attention_wgmma.py on Hopper's asynchronous matrix unit: (BLOCK_M, BLOCK_N, num_warps, STAGES,
+# Q_IN_REGISTERS) per head dim. sm_90 resources at head dim 128: 64 x 64 in 3 stages 112 KB of shared memory
+# (two programs an SM) and 164 registers a thread, 200 with the queries in registers; 128 x 64 in 3 stages
+# 128 KB and 199 with them
 _WGMMA_SHAPES = {
-    64: [(128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3)],
-    128: [(128, 128, 8, 2), (128, 64, 8, 3), (128, 64, 8, 2), (64, 64, 4, 3), (64, 64, 4, 2)],
+    64: [(64, 64, 4, 3, False), (64, 64, 4, 3, True), (128, 64, 8, 3, False), (128, 128, 8, 2, False)],
+    128: [(64, 64, 4, 3, False), (64, 64, 4, 2, False), (64, 64, 4, 3, True), (64, 64, 4, 2, True),
+          (128, 64, 8, 3, True)],
 }
 
 
@@ -197,8 +199,8 @@ def wgmma_candidates(facts: dict, q, k, v, out, mask, scale: float, index_64: bo
             or q.shape[3] != v.shape[3] or q.shape[3] not in _WGMMA_SHAPES
             or any(t.stride(3) != 1 for t in (q, k, v, out))):
         return []
-    return [dict(KERNEL="wgmma", BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, STAGES=stages)
-            for bm, bn, warps, stages in _WGMMA_SHAPES[q.shape[3]]]
+    return [dict(KERNEL="wgmma", BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, STAGES=stages, Q_IN_REGISTERS=in_registers)
+            for bm, bn, warps, stages, in_registers in _WGMMA_SHAPES[q.shape[3]]]
 
 
 def _common_flags(dtype, out_dtype, dev, facts) -> dict:
@@ -231,7 +233,7 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
                 [Slot("q"), Slot("k"), Slot("v"), Slot("out"), L, keys, heads_per_kv, scale * K.LOG2_E,
                  *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3]],
                 dict(HEAD_DIM=E, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], STAGES=config["STAGES"],
-                     CAUSAL=causal, num_warps=config["num_warps"]))
+                     CAUSAL=causal, Q_IN_REGISTERS=config["Q_IN_REGISTERS"], num_warps=config["num_warps"]))
         return PlannedLaunch(
             K.attention_forward, (cdiv(L, config["BLOCK_M"]), H, B),
             [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), Slot("out"), L, keys,
