@@ -70,7 +70,10 @@ tuning.choose_timed = _sweeping
 
 
 def _short(config):
-    if "BLOCK_M" in config:
+    if config.get("KERNEL") == "wgmma":
+        text = (f"wgmma {config['BLOCK_M']}x{config['BLOCK_N']} w{config['num_warps']} s{config['STAGES']}"
+                f"{' q-regs' if config['Q_IN_REGISTERS'] else ''}")
+    elif "BLOCK_M" in config:
         text = f"{config['BLOCK_M']}x{config['BLOCK_N']} w{config['num_warps']} s{config['num_stages']}"
     else:
         text = f"n{config['BLOCK_N']} splits{config['SPLITS']} w{config['num_warps']} s{config['num_stages']}"

@@ -137,6 +137,66 @@ def test_fully_masked_rows_are_zero(rng):
     _close(_sdpa(q[:, :, 1:2], k, v, mask[1:2]), reference(q[:, :, 1:2], k, v, mask[1:2]))
 
 
+def _wgmma_device():
+    from nbxtensor.device import backend_for
+    facts = backend_for(nbx.device(TEST_DEVICE)).facts
+    return facts.get("matrix_unit", {}).get("instruction") == "wgmma" and not facts["kernels"].get("interpreted")
+
+
+def _wgmma_settings():
+    from nbxtensor.ops.attention import _WGMMA_SHAPES
+    return [(head_dim, dict(KERNEL="wgmma", BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, STAGES=stages,
+                            Q_IN_REGISTERS=in_registers))
+            for head_dim, shapes in _WGMMA_SHAPES.items() for bm, bn, warps, stages, in_registers in shapes]
+
+
+@pytest.mark.skipif(not _wgmma_device(), reason="the wgmma forward kernel runs on Hopper GPUs only")
+@pytest.mark.parametrize("head_dim, setting", _wgmma_settings())
+@pytest.mark.parametrize("causal", [False, True])
+def test_wgmma_forward_every_setting(rng, monkeypatch, head_dim, setting, causal):
+    """Each setting of kernels/attention_wgmma.py, forced: queries and keys that end inside a tile (70, 200
+    rows; 300 keys), grouped-query heads, keys past the queries under causality; bfloat16, float16 once."""
+    from nbxtensor.ops import attention as attention_ops
+    from nbxtensor.ops.plans import clear_all
+    chosen = []
+
+    def forced(key, facts, candidates, prepare):
+        offered = candidates()
+        assert setting in offered, (setting, offered)
+        chosen.append(setting)
+        return setting
+    monkeypatch.setattr(attention_ops.tuning, "choose_timed", forced)
+    clear_all()
+    try:
+        for dtype, (length, keys) in (("bfloat16", (70, 70)), ("bfloat16", (200, 300)), ("float16", (129, 200))):
+            if dtype == "float16" and setting["BLOCK_M"] != 64:
+                continue
+            q, k, v = _inputs(rng, (2, 4, length, head_dim), (2, 2, keys, head_dim), (2, 2, keys, head_dim), dtype)
+            out = _sdpa(q, k, v, is_causal=causal, enable_gqa=True)
+            assert out.dtype.name == dtype
+            _close(out, reference(q, k, v, causal=causal), dtype)
+    finally:
+        clear_all()
+    assert chosen
+
+
+def test_wgmma_kernel_is_offered_only_where_it_serves(monkeypatch):
+    """The wgmma settings join the tuner's candidates for 16-bit operands of head dim 64 or 128 with unit
+    head-dim strides, no mask and a positive scale, on a device whose matrix unit is wgmma; never on others."""
+    from nbxtensor.ops.attention import wgmma_candidates
+    facts = {"matrix_unit": {"instruction": "wgmma"}, "kernels": {}}
+    q = nbx.zeros((1, 2, 8, 128), dtype=nbx.bfloat16, device=TEST_DEVICE)
+    assert len(wgmma_candidates(facts, q, q, q, q, None, 0.1, False)) >= 2
+    for changed in (dict(facts={"matrix_unit": {"instruction": "mma"}, "kernels": {}}),
+                    dict(facts={"matrix_unit": {"instruction": "wgmma"}, "kernels": {"interpreted": True}}),
+                    dict(q=q.float()), dict(q=nbx.zeros((1, 2, 8, 80), dtype=nbx.bfloat16, device=TEST_DEVICE)),
+                    dict(q=nbx.zeros((1, 2, 128, 8), dtype=nbx.bfloat16, device=TEST_DEVICE).transpose(2, 3)),
+                    dict(mask=q), dict(scale=-0.1), dict(index_64=True)):
+        args = dict(facts=facts, q=q, mask=None, scale=0.1, index_64=False) | changed
+        assert wgmma_candidates(args["facts"], args["q"], q, q, q, args["mask"], args["scale"],
+                                args["index_64"]) == [], changed
+
+
 # ---- decode --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("head_dim,ratio", [(64, 1), (128, 4), (80, 8)])
 def test_decode_matches_dense_path(rng, head_dim, ratio):

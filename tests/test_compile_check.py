@@ -156,3 +156,23 @@ def test_a_resident_row_sums_in_the_same_layout_alone_or_in_a_batch(tmp_path):
     variants = json.loads(result.stdout.strip().splitlines()[-1])
     assert {name.removeprefix("reductions of ") for name, _ in variants} == {"softmax_rows", "norm_rows", "scan_rows"}
     assert all(count == 1 for _, count in variants), variants
+
+
+@cpu_kernels
+def test_the_wgmma_attention_kernel_compiles_for_hopper(tmp_path):
+    # the Gluon kernel never runs on the CPU (its launches are taken on Hopper GPUs only), so CI compiles
+    # its largest and smallest settings, causal and not, from records written here
+    def record(head_dim, block_m, block_n, warps, stages, causal, in_registers):
+        pointer = {"pointer": "bf16", "aligned": True}
+        ints = [{"value": v} for v in (300, 300, 2)] + [{"value": 1.5}] + [{"value": v} for v in
+                                                                       (4 * 300 * head_dim, 300 * head_dim, head_dim) * 4]
+        return {"module": "nbxtensor.kernels.attention_wgmma", "kernel": "attention_forward_wgmma",
+                "args": [pointer] * 4 + ints,
+                "constexprs": dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages, CAUSAL=causal,
+                                   Q_IN_REGISTERS=in_registers, num_warps=warps)}
+    records = tmp_path / "launches.jsonl"
+    records.write_text("\n".join(json.dumps(record(*shape)) for shape in
+                                 ((128, 128, 128, 8, 2, True, False), (64, 64, 64, 4, 3, False, True))) + "\n")
+    result = _check(records, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "compiled 2 of 2" in result.stdout

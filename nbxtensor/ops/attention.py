@@ -17,6 +17,7 @@ from .. import tuning
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import attention as K
+from ..kernels import attention_wgmma as KW
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
 from ..tensor import Tensor
@@ -180,6 +181,28 @@ def forward_candidates(facts: dict, length: int, keys: int, head_dim: int, dtype
     return out
 
 
+# kernels/attention_wgmma.py on Hopper's asynchronous matrix unit: (BLOCK_M, BLOCK_N, num_warps, STAGES,
+# Q_IN_REGISTERS) per head dim. sm_90 resources at head dim 128: 64 x 64 in 3 stages 112 KB of shared memory
+# (two programs an SM) and 164 registers a thread, 200 with the queries in registers; 128 x 64 in 3 stages
+# 128 KB and 199 with them
+_WGMMA_SHAPES = {
+    64: [(64, 64, 4, 3, False), (64, 64, 4, 3, True), (128, 64, 8, 3, False), (128, 128, 8, 2, False)],
+    128: [(64, 64, 4, 3, False), (64, 64, 4, 2, False), (64, 64, 4, 3, True), (64, 64, 4, 2, True),
+          (128, 64, 8, 3, True)],
+}
+
+
+def wgmma_candidates(facts: dict, q, k, v, out, mask, scale: float, index_64: bool) -> list[dict]:
+    """Settings of the wgmma forward kernel where it serves these operands (see its module), else none."""
+    if (facts.get("matrix_unit", {}).get("instruction") != "wgmma" or facts["kernels"].get("interpreted")
+            or q.dtype.name not in ("bfloat16", "float16") or mask is not None or not scale > 0 or index_64
+            or q.shape[3] != v.shape[3] or q.shape[3] not in _WGMMA_SHAPES
+            or any(t.stride(3) != 1 for t in (q, k, v, out))):
+        return []
+    return [dict(KERNEL="wgmma", BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, STAGES=stages, Q_IN_REGISTERS=in_registers)
+            for bm, bn, warps, stages, in_registers in _WGMMA_SHAPES[q.shape[3]]]
+
+
 def _common_flags(dtype, out_dtype, dev, facts) -> dict:
     conversion = _conversion_flags(get_dtype("float32"), out_dtype, dev)
     return dict(IN_FORMAT=_in_format(dtype, facts), PRECISION=_dot_precision(dtype),
@@ -194,13 +217,23 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
     keys, value_dim = k.shape[2], v.shape[3]
     flags = _common_flags(q.dtype, out.dtype, dev, facts)
     index_64 = _needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
+    wgmma = wgmma_candidates(facts, q, k, v, out, mask, scale, index_64)
+    # the key names whether the wgmma kernel serves these operands, so a setting chosen for it is never
+    # handed to operands it does not serve
     key = tuning.launch_key("attention", facts, rows={"L": L}, cols={"S": keys, "E": E}, dtypes=(q.dtype,),
-                            flags={"causal": causal, "mask": mask_kind})
+                            flags={"causal": causal, "mask": mask_kind, **({"wgmma": 1} if wgmma else {})})
 
     # without a user mask and with a positive scale, inner tiles fold the scale into the softmax's exponent
     fold_scale = mask_kind == K.MASK_NONE and scale > 0
 
     def planned(config):
+        if config.get("KERNEL") == "wgmma":
+            return PlannedLaunch(
+                KW.attention_forward_wgmma, (cdiv(L, config["BLOCK_M"]), H, B),
+                [Slot("q"), Slot("k"), Slot("v"), Slot("out"), L, keys, heads_per_kv, scale * K.LOG2_E,
+                 *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3]],
+                dict(HEAD_DIM=E, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], STAGES=config["STAGES"],
+                     CAUSAL=causal, Q_IN_REGISTERS=config["Q_IN_REGISTERS"], num_warps=config["num_warps"]))
         return PlannedLaunch(
             K.attention_forward, (cdiv(L, config["BLOCK_M"]), H, B),
             [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), Slot("out"), L, keys,
@@ -210,7 +243,8 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
                  MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
                  num_stages=config["num_stages"], FOLD_SCALE=fold_scale, **flags))
     tensors = {"q": q, "k": k, "v": v, "mask": mask, "out": out}
-    config = tuning.choose_timed(key, facts, lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype),
+    config = tuning.choose_timed(key, facts,
+                                 lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype) + wgmma,
                                  lambda config: functools.partial(planned(config), dev, tensors))
     return [planned(config)], Workspace({})
 
