@@ -34,24 +34,21 @@ def _copy_rows(smem, base, first, rows_total, row_stride, ROWS: gl.constexpr, HE
 
 
 @gluon.jit
-def _masked_scores(s, tile_m, start_n, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
-                   layout: gl.constexpr):
-    """Scores with keys past the last (or, CAUSAL, past the query's own position) set to -inf."""
-    rows = tile_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
-    cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
-    allowed = (cols < S)[None, :]
-    if CAUSAL:
-        allowed = allowed & (cols[None, :] <= rows[:, None])
-    return gl.where(allowed, s, float("-inf"))
-
-
-@gluon.jit
-def _needs_mask(tile_m, start_n, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """Whether the key tile at ``start_n`` passes the last key or (CAUSAL) some query's position."""
+def _visible_scores(s, tile_m, start_n, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+                    layout: gl.constexpr):
+    """Scores of the key tile at ``start_n`` with keys past the last (or, CAUSAL, past the query's own
+    position) set to -inf; a tile wholly inside is returned as it is, behind one run-time branch."""
     edge = start_n + BLOCK_N > S
     if CAUSAL:
         edge = edge | (start_n + BLOCK_N > tile_m * BLOCK_M + 1)
-    return edge
+    if edge:
+        rows = tile_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+        cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
+        allowed = (cols < S)[None, :]
+        if CAUSAL:
+            allowed = allowed & (cols[None, :] <= rows[:, None])
+        s = gl.where(allowed, s, float("-inf"))
+    return s
 
 
 @gluon.jit
@@ -115,8 +112,7 @@ def attention_forward_wgmma(q, k, v, out, L, S, heads_per_kv, qk_scale,
     else:
         queries = q_smem
     s = warpgroup_mma(queries, k_smem.index(0).permute((1, 0)), zeros, use_acc=False)
-    if _needs_mask(tile_m, 0, S, BLOCK_M, BLOCK_N, CAUSAL):
-        s = _masked_scores(s, tile_m, 0, S, BLOCK_M, BLOCK_N, CAUSAL, s_layout)
+    s = _visible_scores(s, tile_m, 0, S, BLOCK_M, BLOCK_N, CAUSAL, s_layout)
     m_i = gl.max(s, 1) * qk_scale
     p = gl.exp2(s * qk_scale - m_i[:, None])
     l_i = gl.sum(p, 1)
@@ -124,6 +120,8 @@ def attention_forward_wgmma(q, k, v, out, L, S, heads_per_kv, qk_scale,
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
 
     for j in range(1, n_tiles):
+        # no proxy fence between these copies and the products that read them, as in Triton's own
+        # pipelined loops (the fence cost a MEMBAR.ALL.CTA a step); the one above covers the queries
         async_copy.wait_group(2 * (STAGES - 2))
         gl.thread_barrier()
         # every thread is past step j - 1: k_{j-1}'s and v_{j-2}'s slots are free
@@ -140,9 +138,7 @@ def attention_forward_wgmma(q, k, v, out, L, S, heads_per_kv, qk_scale,
         s = warpgroup_mma(queries, k_smem.index(j % STAGES).permute((1, 0)), zeros, use_acc=False, is_async=True)
         acc = warpgroup_mma(p_prev, v_smem.index((j - 1) % STAGES), acc, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
-        start_n = j * BLOCK_N
-        if _needs_mask(tile_m, start_n, S, BLOCK_M, BLOCK_N, CAUSAL):
-            s = _masked_scores(s, tile_m, start_n, S, BLOCK_M, BLOCK_N, CAUSAL, s_layout)
+        s = _visible_scores(s, tile_m, j * BLOCK_N, S, BLOCK_M, BLOCK_N, CAUSAL, s_layout)
         m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
         alpha = gl.exp2(m_i - m_new)
         p = gl.exp2(s * qk_scale - m_new[:, None])
