@@ -70,7 +70,9 @@ tuning.choose_timed = _sweeping
 
 
 def _short(config):
-    if config.get("KERNEL") == "wgmma":
+    if config.get("KERNEL") == "wgmma_ws":
+        text = f"ws {config['BLOCK_M']}x{config['BLOCK_N']} s{config['STAGES']}"
+    elif config.get("KERNEL") == "wgmma":
         text = (f"wgmma {config['BLOCK_M']}x{config['BLOCK_N']} w{config['num_warps']} s{config['STAGES']}"
                 f"{' q-regs' if config['Q_IN_REGISTERS'] else ''}")
     elif "BLOCK_M" in config:

@@ -144,10 +144,13 @@ def _wgmma_device():
 
 
 def _wgmma_settings():
-    from nbxtensor.ops.attention import _WGMMA_SHAPES
+    from nbxtensor.ops.attention import _WGMMA_WS_REGISTERS, _WGMMA_SHAPES, _WGMMA_WS_SHAPES
     return [(head_dim, dict(KERNEL="wgmma", BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, STAGES=stages,
                             Q_IN_REGISTERS=in_registers))
-            for head_dim, shapes in _WGMMA_SHAPES.items() for bm, bn, warps, stages, in_registers in shapes]
+            for head_dim, shapes in _WGMMA_SHAPES.items() for bm, bn, warps, stages, in_registers in shapes] + [
+        (head_dim, dict(KERNEL="wgmma_ws", BLOCK_M=128, BLOCK_N=bn, num_warps=4, STAGES=stages,
+                        maxnreg=_WGMMA_WS_REGISTERS))
+        for head_dim, shapes in _WGMMA_WS_SHAPES.items() for bn, stages in shapes]
 
 
 @pytest.mark.skipif(not _wgmma_device(), reason="the wgmma forward kernel runs on Hopper GPUs only")
@@ -169,7 +172,7 @@ def test_wgmma_forward_every_setting(rng, monkeypatch, head_dim, setting, causal
     clear_all()
     try:
         for dtype, (length, keys) in (("bfloat16", (70, 70)), ("bfloat16", (200, 300)), ("float16", (129, 200))):
-            if dtype == "float16" and setting["BLOCK_M"] != 64:
+            if dtype == "float16" and setting["KERNEL"] == "wgmma" and setting["BLOCK_M"] != 64:
                 continue
             q, k, v = _inputs(rng, (2, 4, length, head_dim), (2, 2, keys, head_dim), (2, 2, keys, head_dim), dtype)
             out = _sdpa(q, k, v, is_causal=causal, enable_gqa=True)
@@ -180,6 +183,33 @@ def test_wgmma_forward_every_setting(rng, monkeypatch, head_dim, setting, causal
     assert chosen
 
 
+@pytest.mark.skipif(not _wgmma_device(), reason="the wgmma forward kernels run on Hopper GPUs only")
+def test_a_plan_made_for_aligned_operands_serves_misaligned_ones(rng, monkeypatch):
+    """The warp-specialised kernel copies by tensor-memory descriptors, which fault on a start that is not
+    16-byte aligned: operands of the same layout starting 2 bytes on must be planned again, without it."""
+    from nbxtensor.ops import attention as attention_ops
+    from nbxtensor.ops.plans import clear_all
+    kernels = []
+
+    def forced(key, facts, candidates, prepare):
+        offered = candidates()
+        ws = [c for c in offered if c.get("KERNEL") == "wgmma_ws"]
+        kernels.append(bool(ws))
+        return (ws or offered)[0]
+    monkeypatch.setattr(attention_ops.tuning, "choose_timed", forced)
+    clear_all()
+    try:
+        shape = (1, 2, 130, 64)
+        q, k, v = _inputs(rng, shape, shape, shape, "bfloat16")
+        _close(_sdpa(q, k, v), reference(q, k, v), "bfloat16")
+        shifted = [to_nbx(np.concatenate([np.zeros(1, t.dtype), t.ravel()]))[1:].view(shape) for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*shifted)
+        _close(out, reference(q, k, v), "bfloat16")
+    finally:
+        clear_all()
+    assert kernels == [True, False]
+
+
 def test_wgmma_kernel_is_offered_only_where_it_serves(monkeypatch):
     """The wgmma settings join the tuner's candidates for 16-bit operands of head dim 64 or 128 with unit
     head-dim strides, no mask and a positive scale, on a device whose matrix unit is wgmma; never on others."""
@@ -187,6 +217,13 @@ def test_wgmma_kernel_is_offered_only_where_it_serves(monkeypatch):
     facts = {"matrix_unit": {"instruction": "wgmma"}, "kernels": {}}
     q = nbx.zeros((1, 2, 8, 128), dtype=nbx.bfloat16, device=TEST_DEVICE)
     assert len(wgmma_candidates(facts, q, q, q, q, None, 0.1, False)) >= 2
+    # the warp-specialised settings need rows on 16 bytes: not 2 bytes on, nor 132 elements apart
+    assert any(c["KERNEL"] == "wgmma_ws" for c in wgmma_candidates(facts, q, q, q, q, None, 0.1, False))
+    shifted = nbx.zeros((2 * 8 * 128 + 1,), dtype=nbx.bfloat16, device=TEST_DEVICE)[1:].view(1, 2, 8, 128)
+    padded = nbx.zeros((1, 2, 8, 132), dtype=nbx.bfloat16, device=TEST_DEVICE)[..., :128]
+    for unaligned in (shifted, padded):
+        offered = wgmma_candidates(facts, unaligned, q, q, q, None, 0.1, False)
+        assert offered and not any(c["KERNEL"] == "wgmma_ws" for c in offered)
     for changed in (dict(facts={"matrix_unit": {"instruction": "mma"}, "kernels": {}}),
                     dict(facts={"matrix_unit": {"instruction": "wgmma"}, "kernels": {"interpreted": True}}),
                     dict(q=q.float()), dict(q=nbx.zeros((1, 2, 8, 80), dtype=nbx.bfloat16, device=TEST_DEVICE)),

@@ -191,6 +191,23 @@ _WGMMA_SHAPES = {
           (128, 64, 8, 3, True)],
 }
 
+# its warp-specialised form (``attention_forward_wgmma_ws``): 128-row tiles shared by two computing
+# warpgroups and a loading warp, one program an SM; (BLOCK_N, STAGES) per head dim. At head dim 128,
+# 64-key tiles in 3 stages take 128 KB of shared memory, 128-key tiles in 2 stages 160 KB. Registers: 168
+# a thread at launch (12 warps), re-divided as 240 for each computing warpgroup and 24 for the loader.
+_WGMMA_WS_SHAPES = {64: [(64, 3), (128, 2), (128, 3)], 128: [(64, 2), (64, 3), (64, 4), (128, 2)]}
+_WGMMA_WS_REGISTERS = 168
+
+
+def _starts_aligned(*tensors) -> bool:
+    return all(t.data_ptr() % 16 == 0 for t in tensors)
+
+
+def _rows_aligned(*tensors) -> bool:
+    """Whether tensor-memory copies can read these (B, H, rows, dim) views: every row starting on 16
+    bytes, so each start and each stride but the last a multiple of 8 16-bit elements."""
+    return _starts_aligned(*tensors) and all(st % 8 == 0 for t in tensors for st in t.stride()[:3])
+
 
 def wgmma_candidates(facts: dict, q, k, v, out, mask, scale: float, index_64: bool) -> list[dict]:
     """Settings of the wgmma forward kernel where it serves these operands (see its module), else none."""
@@ -199,8 +216,12 @@ def wgmma_candidates(facts: dict, q, k, v, out, mask, scale: float, index_64: bo
             or q.shape[3] != v.shape[3] or q.shape[3] not in _WGMMA_SHAPES
             or any(t.stride(3) != 1 for t in (q, k, v, out))):
         return []
-    return [dict(KERNEL="wgmma", BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, STAGES=stages, Q_IN_REGISTERS=in_registers)
-            for bm, bn, warps, stages, in_registers in _WGMMA_SHAPES[q.shape[3]]]
+    out = [dict(KERNEL="wgmma", BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, STAGES=stages, Q_IN_REGISTERS=in_registers)
+           for bm, bn, warps, stages, in_registers in _WGMMA_SHAPES[q.shape[3]]]
+    if _rows_aligned(q, k, v):
+        out += [dict(KERNEL="wgmma_ws", BLOCK_M=128, BLOCK_N=bn, num_warps=4, STAGES=stages,
+                     maxnreg=_WGMMA_WS_REGISTERS) for bn, stages in _WGMMA_WS_SHAPES[q.shape[3]]]
+    return out
 
 
 def _common_flags(dtype, out_dtype, dev, facts) -> dict:
@@ -218,15 +239,23 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
     flags = _common_flags(q.dtype, out.dtype, dev, facts)
     index_64 = _needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
     wgmma = wgmma_candidates(facts, q, k, v, out, mask, scale, index_64)
-    # the key names whether the wgmma kernel serves these operands, so a setting chosen for it is never
-    # handed to operands it does not serve
+    # the key names whether the wgmma kernels serve these operands (1: the pointer form, 2: the warp-
+    # specialised one too), so a setting chosen for them is never handed to operands they do not serve
+    kernels = 0 if not wgmma else 2 if any(c["KERNEL"] == "wgmma_ws" for c in wgmma) else 1
     key = tuning.launch_key("attention", facts, rows={"L": L}, cols={"S": keys, "E": E}, dtypes=(q.dtype,),
-                            flags={"causal": causal, "mask": mask_kind, **({"wgmma": 1} if wgmma else {})})
+                            flags={"causal": causal, "mask": mask_kind, **({"wgmma": kernels} if wgmma else {})})
 
     # without a user mask and with a positive scale, inner tiles fold the scale into the softmax's exponent
     fold_scale = mask_kind == K.MASK_NONE and scale > 0
 
     def planned(config):
+        if config.get("KERNEL") == "wgmma_ws":
+            return PlannedLaunch(
+                KW.attention_forward_wgmma_ws, (cdiv(L, config["BLOCK_M"]), H, B),
+                [Slot("q"), Slot("k"), Slot("v"), Slot("out"), L, keys, heads_per_kv, scale * K.LOG2_E,
+                 *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3]],
+                dict(HEAD_DIM=E, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], STAGES=config["STAGES"],
+                     CAUSAL=causal, num_warps=config["num_warps"], maxnreg=config["maxnreg"]))
         if config.get("KERNEL") == "wgmma":
             return PlannedLaunch(
                 KW.attention_forward_wgmma, (cdiv(L, config["BLOCK_M"]), H, B),
@@ -431,9 +460,11 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
     # the 4-D views (and the mask's) start where the operands do, unless merging dims needed a copy
     views = all(view is None or view.data_ptr() == t.data_ptr()
                 for view, t in ((q4, query), (k4, key), (v4, value), (mask, attn_mask)))
+    # a plan may copy by tensor-memory descriptors, which need the operands' starts as aligned as these
+    aligned = _starts_aligned(query, key, value)
 
     def execute(query, key, value, attn_mask):
-        if not views:
+        if not views or _starts_aligned(query, key, value) != aligned:
             return _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa)(query, key, value, attn_mask)
         out = fresh_output()
         run_launches(dev, launches, temporaries, {"q": query, "k": key, "v": value, "mask": attn_mask, "out": out})
