@@ -160,8 +160,8 @@ def test_a_resident_row_sums_in_the_same_layout_alone_or_in_a_batch(tmp_path):
 
 @cpu_kernels
 def test_the_wgmma_attention_kernel_compiles_for_hopper(tmp_path):
-    # the Gluon kernel never runs on the CPU (its launches are taken on Hopper GPUs only), so CI compiles
-    # its largest and smallest settings, causal and not, from records written here
+    # the Gluon kernels never run on the CPU (their launches are taken on Hopper GPUs only), so CI compiles
+    # the largest and smallest settings of each, causal and not, from records written here
     def record(head_dim, block_m, block_n, warps, stages, causal, in_registers):
         pointer = {"pointer": "bf16", "aligned": True}
         ints = [{"value": v} for v in (300, 300, 2)] + [{"value": 1.5}] + [{"value": v} for v in
@@ -170,9 +170,15 @@ def test_the_wgmma_attention_kernel_compiles_for_hopper(tmp_path):
                 "args": [pointer] * 4 + ints,
                 "constexprs": dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages, CAUSAL=causal,
                                    Q_IN_REGISTERS=in_registers, num_warps=warps)}
+    def warp_specialised(head_dim, block_n, stages, causal, pingpong):
+        described = record(head_dim, 128, block_n, 4, stages, causal, False)
+        del described["constexprs"]["Q_IN_REGISTERS"]
+        described["constexprs"] |= dict(PINGPONG=pingpong, maxnreg=168)
+        return described | {"kernel": "attention_forward_wgmma_ws"}
     records = tmp_path / "launches.jsonl"
-    records.write_text("\n".join(json.dumps(record(*shape)) for shape in
-                                 ((128, 128, 128, 8, 2, True, False), (64, 64, 64, 4, 3, False, True))) + "\n")
+    records.write_text("\n".join(
+        [json.dumps(record(*shape)) for shape in ((128, 128, 128, 8, 2, True, False), (64, 64, 64, 4, 3, False, True))]
+        + [json.dumps(warp_specialised(*shape)) for shape in ((128, 128, 2, True, True), (64, 64, 3, False, False))]) + "\n")
     result = _check(records, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "compiled 2 of 2" in result.stdout
+    assert "compiled 4 of 4" in result.stdout
