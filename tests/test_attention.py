@@ -148,9 +148,9 @@ def _wgmma_settings():
     return [(head_dim, dict(KERNEL="wgmma", BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, STAGES=stages,
                             Q_IN_REGISTERS=in_registers))
             for head_dim, shapes in _WGMMA_SHAPES.items() for bm, bn, warps, stages, in_registers in shapes] + [
-        (head_dim, dict(KERNEL="wgmma_ws", BLOCK_M=128, BLOCK_N=bn, num_warps=4, STAGES=stages, PINGPONG=pingpong,
+        (head_dim, dict(KERNEL="wgmma_ws", BLOCK_M=128, BLOCK_N=bn, num_warps=4, STAGES=stages,
                         maxnreg=_WGMMA_WS_REGISTERS))
-        for head_dim, shapes in _WGMMA_WS_SHAPES.items() for bn, stages, pingpong in shapes]
+        for head_dim, shapes in _WGMMA_WS_SHAPES.items() for bn, stages in shapes]
 
 
 @pytest.mark.skipif(not _wgmma_device(), reason="the wgmma forward kernel runs on Hopper GPUs only")

@@ -170,15 +170,15 @@ def test_the_wgmma_attention_kernel_compiles_for_hopper(tmp_path):
                 "args": [pointer] * 4 + ints,
                 "constexprs": dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages, CAUSAL=causal,
                                    Q_IN_REGISTERS=in_registers, num_warps=warps)}
-    def warp_specialised(head_dim, block_n, stages, causal, pingpong):
+    def warp_specialised(head_dim, block_n, stages, causal):
         described = record(head_dim, 128, block_n, 4, stages, causal, False)
         del described["constexprs"]["Q_IN_REGISTERS"]
-        described["constexprs"] |= dict(PINGPONG=pingpong, maxnreg=168)
+        described["constexprs"]["maxnreg"] = 168
         return described | {"kernel": "attention_forward_wgmma_ws"}
     records = tmp_path / "launches.jsonl"
     records.write_text("\n".join(
         [json.dumps(record(*shape)) for shape in ((128, 128, 128, 8, 2, True, False), (64, 64, 64, 4, 3, False, True))]
-        + [json.dumps(warp_specialised(*shape)) for shape in ((128, 128, 2, True, True), (64, 64, 3, False, False))]) + "\n")
+        + [json.dumps(warp_specialised(*shape)) for shape in ((128, 128, 2, True), (64, 64, 3, False))]) + "\n")
     result = _check(records, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "compiled 4 of 4" in result.stdout

@@ -191,29 +191,12 @@ def _ws_loads(q_desc, k_desc, v_desc, rings, q_row, n_tiles, BLOCK_N: gl.constex
 
 
 @gluon.jit
-def _take_turn(turns, step, HALF: gl.constexpr, PINGPONG: gl.constexpr):
-    """Under PINGPONG, wait until the other warpgroup has issued its products of the step before (the
-    first warpgroup's first wait finds its barrier's phase 1 complete, as every barrier starts)."""
-    if PINGPONG:
-        mbarrier.wait(turns.index(HALF), (step + 1 - HALF) & 1)
-
-
-@gluon.jit
-def _pass_turn(turns, HALF: gl.constexpr, PINGPONG: gl.constexpr):
-    if PINGPONG:
-        mbarrier.arrive(turns.index(1 - HALF), count=1)
-
-
-@gluon.jit
-def _ws_compute(rings, turns, out_base, out_sl, tile_m, L, S, program_tiles, qk_scale, HALF: gl.constexpr,
-                HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
+def _ws_compute(rings, out_base, out_sl, tile_m, L, S, qk_scale, HALF: gl.constexpr, HEAD_DIM: gl.constexpr,
+                BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     """One computing warpgroup: the rows HALF * BLOCK_M / 2 onwards of the program's query tile, with the
     loop of ``attention_forward_wgmma`` waiting on the ring's barriers instead of the whole program's.
     Under CAUSAL the first half needs one key tile fewer than the loads bring (at most that, for BLOCK_N
-    >= BLOCK_M / 2); that tile's slot is never refilled, so skipping it leaves the ring consistent. Under
-    PINGPONG the warpgroups take turns issuing each step's products (the other's softmax runs meanwhile),
-    so both walk every tile of the program, the first half's last one wholly masked if so."""
+    >= BLOCK_M / 2); that tile's slot is never refilled, so skipping it leaves the ring consistent."""
     q_smem, k_smem, v_smem, q_ready, k_ready, v_ready, k_empty, v_empty = rings
     HALF_M: gl.constexpr = BLOCK_M // 2
     dtype: gl.constexpr = q_smem.dtype
@@ -225,19 +208,16 @@ def _ws_compute(rings, turns, out_base, out_sl, tile_m, L, S, program_tiles, qk_
     out_rows_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
     # in units of half tiles, as _visible_scores counts them
     part = tile_m * 2 + HALF
-    if CAUSAL and not PINGPONG:
+    if CAUSAL:
         n_tiles = gl.cdiv(gl.minimum(S, (part + 1) * HALF_M), BLOCK_N)
     else:
-        n_tiles = program_tiles
+        n_tiles = gl.cdiv(S, BLOCK_N)
 
     mbarrier.wait(q_ready.index(HALF), 0)
     queries = q_smem.index(HALF).load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
     zeros = gl.zeros([HALF_M, BLOCK_N], gl.float32, s_layout)
     mbarrier.wait(k_ready.index(0), 0)
-    _take_turn(turns, 0, HALF, PINGPONG)
-    s = warpgroup_mma(queries, k_smem.index(0).permute((1, 0)), zeros, use_acc=False, is_async=True)
-    _pass_turn(turns, HALF, PINGPONG)
-    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+    s = warpgroup_mma(queries, k_smem.index(0).permute((1, 0)), zeros, use_acc=False)
     mbarrier.arrive(k_empty.index(0), count=1)
     s = _visible_scores(s, part, 0, S, HALF_M, BLOCK_N, CAUSAL, s_layout)
     m_i = gl.max(s, 1) * qk_scale
@@ -251,10 +231,8 @@ def _ws_compute(rings, turns, out_base, out_sl, tile_m, L, S, program_tiles, qk_
         prev = (j - 1) % STAGES
         mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
         mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        _take_turn(turns, j, HALF, PINGPONG)
         s = warpgroup_mma(queries, k_smem.index(slot).permute((1, 0)), zeros, use_acc=False, is_async=True)
         acc = warpgroup_mma(p_prev, v_smem.index(prev), acc, is_async=True)
-        _pass_turn(turns, HALF, PINGPONG)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
         mbarrier.arrive(k_empty.index(slot), count=1)
         s = _visible_scores(s, part, j * BLOCK_N, S, HALF_M, BLOCK_N, CAUSAL, s_layout)
@@ -270,10 +248,7 @@ def _ws_compute(rings, turns, out_base, out_sl, tile_m, L, S, program_tiles, qk_
 
     last = (n_tiles - 1) % STAGES
     mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
-    _take_turn(turns, n_tiles, HALF, PINGPONG)
-    acc = warpgroup_mma(p_prev, v_smem.index(last), acc, is_async=True)
-    _pass_turn(turns, HALF, PINGPONG)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+    acc = warpgroup_mma(p_prev, v_smem.index(last), acc)
     mbarrier.arrive(v_empty.index(last), count=1)
 
     result = acc / gl.convert_layout(l_i, out_rows_layout)[:, None]
@@ -288,8 +263,7 @@ def _ws_compute(rings, turns, out_base, out_sl, tile_m, L, S, program_tiles, qk_
 def attention_forward_wgmma_ws(q, k, v, out, L, S, heads_per_kv, qk_scale,
                                q_sb, q_sh, q_sl, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn, out_sb, out_sh, out_sl,
                                HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                               STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
-                               num_warps: gl.constexpr):
+                               STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
     """``attention_forward_wgmma`` over 128-row query tiles shared by two computing warpgroups (the
     default partition, num_warps = 4, and a worker) and a loading warp: tensor-memory copies of whole
     tiles arrive on mbarriers, so one warpgroup's softmax runs while the other's products do, and each
@@ -332,16 +306,13 @@ def attention_forward_wgmma_ws(q, k, v, out, L, S, heads_per_kv, qk_scale,
         # one arrival from each computing warpgroup
         mbarrier.init(k_empty.index(i), count=2)
         mbarrier.init(v_empty.index(i), count=2)
-    turns = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for half in gl.static_range(2):
-        mbarrier.init(turns.index(half), count=1)
 
     out_base = out + batch * out_sb + head * out_sh
     rings = (q_smem, k_smem, v_smem, q_ready, k_ready, v_ready, k_empty, v_empty)
     gl.warp_specialize([
-        (_ws_compute, (rings, turns, out_base, out_sl, tile_m, L, S, n_tiles, qk_scale, 0, HEAD_DIM, BLOCK_M,
-                       BLOCK_N, STAGES, CAUSAL, PINGPONG)),
-        (_ws_compute, (rings, turns, out_base, out_sl, tile_m, L, S, n_tiles, qk_scale, 1, HEAD_DIM, BLOCK_M,
-                       BLOCK_N, STAGES, CAUSAL, PINGPONG)),
+        (_ws_compute, (rings, out_base, out_sl, tile_m, L, S, qk_scale, 0, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
+                       CAUSAL)),
+        (_ws_compute, (rings, out_base, out_sl, tile_m, L, S, qk_scale, 1, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
+                       CAUSAL)),
         (_ws_loads, (q_desc, k_desc, v_desc, rings, tile_m * BLOCK_M, n_tiles, BLOCK_N, STAGES)),
     ], [4, 1], [240, 24])
