@@ -260,6 +260,73 @@ def test_decode_is_deterministic(rng):
     _close(_sdpa(q, k, v, enable_gqa=True), reference(q, k, v), "bfloat16")
 
 
+def _tickets_left(device=TEST_DEVICE):
+    """The decode kernels' ticket counters of the current stream, as the next launch will find them."""
+    from nbxtensor.device import backend_for
+    from nbxtensor.launch import _scratch
+    dev = nbx.device(device)
+    backend = backend_for(dev)
+    address, size, _ = _scratch._held[(dev, backend.current_stream_handle(dev.index), True)]
+    return np.frombuffer(backend.download(address, size, dev.index).tobytes(), np.int32), size
+
+
+def test_decode_calls_in_a_row_share_counters_that_each_leaves_at_zero(rng, monkeypatch):
+    """A decode launch's last split to finish merges the others and sets its ticket counter back to zero, so
+    the next launch on the stream reuses the counters: calls in a row, with other batches and split counts
+    (dense and paged) and the counters growing on the way, each agree with the reference, repeat their
+    bits, and leave every counter at zero."""
+    import nbxtensor.launch as L
+    monkeypatch.setattr(L, "_scratch", L._LaunchScratch())  # counters made by this test alone
+    # (batch, query heads, kv heads, keys): 4, 1, 2 and 3 splits under the interpreter's plan
+    cases = [(1, 4, 2, 1000), (3, 8, 2, 40), (2, 4, 4, 70), (6, 8, 4, 150)]
+    inputs = [_inputs(rng, (b, hq, 1, 32), (b, hk, keys, 32), (b, hk, keys, 32)) for b, hq, hk, keys in cases]
+    seq_lens = [37, 0, 60]
+    key_cache, value_cache, table = _paged_setup(rng, seq_lens)
+    q_paged = rng.standard_normal((len(seq_lens), 4, 32)).astype(np.float32)
+    paged_args = [to_nbx(a) for a in (q_paged, key_cache, value_cache, table, np.array(seq_lens, np.int32))]
+    sizes, first = [], []
+    for q, k, v in inputs:
+        out = _sdpa(q, k, v, enable_gqa=True).numpy()
+        np.testing.assert_allclose(out, reference(q, k, v), atol=TOL["float32"], rtol=TOL["float32"])
+        tickets, size = _tickets_left()
+        assert not tickets.any()
+        sizes.append(size)
+        first.append(out.tobytes())
+    assert sizes == sorted(sizes) and sizes[-1] > sizes[0] and len(L._scratch._kept) >= 1
+    paged = F.paged_attention(*paged_args).numpy()
+    assert not paged[1].any()  # a sequence of no keys
+    for b in (0, 2):
+        k, v = _gather(key_cache, table[b], seq_lens[b]), _gather(value_cache, table[b], seq_lens[b])
+        np.testing.assert_allclose(paged[b], reference(q_paged[b][:, None], k, v)[:, 0], atol=2e-5, rtol=2e-5)
+    for _ in range(2):
+        for (q, k, v), bits in reversed(list(zip(inputs, first))):
+            assert _sdpa(q, k, v, enable_gqa=True).numpy().tobytes() == bits
+            assert not _tickets_left()[0].any()
+        assert F.paged_attention(*paged_args).numpy().tobytes() == paged.tobytes()
+        assert not _tickets_left()[0].any()
+
+
+def test_a_captured_decode_is_one_launch_and_replays(rng):
+    """The splits are combined inside the decode launch; a capture of it replays (as a device graph where
+    the device has them, with counters of its own) on new queries, leaving the counters at zero."""
+    from nbxtensor.launch import capture
+    q, k, v = _inputs(rng, (2, 8, 1, 64), (2, 2, 300, 64), (2, 2, 300, 64))
+    query, key, value = to_nbx(q), to_nbx(k), to_nbx(v)
+    with capture() as captured:
+        out = F.scaled_dot_product_attention(query, key, value, enable_gqa=True)
+    assert captured.refused is None and len(captured.launches) == 1
+    captured.record_device_graph()
+    q = rng.standard_normal(q.shape).astype(np.float32)
+    query.copy_(to_nbx(q))
+    replayed = []
+    for _ in range(3):
+        captured.replay()
+        replayed.append(out.numpy().tobytes())
+        assert not _tickets_left()[0].any()
+    _close(out, reference(q, k, v))
+    assert len(set(replayed)) == 1
+
+
 # ---- paged attention and the cache append ---------------------------------------------------------------
 def _paged_setup(rng, seq_lens, kv_heads=2, head_dim=32, block_size=8, dtype="float32"):
     batch = len(seq_lens)
