@@ -20,7 +20,6 @@ import os
 import numpy as np
 
 from .device import backend_for
-from .dtypes import get_dtype
 from .storage import Storage
 from .tensor import Tensor
 
@@ -43,7 +42,7 @@ def _log_for_compile_check(kernel, args, constexprs: dict) -> None:
         return v.value if type(v).__name__ == "constexpr" else v
 
     def describe(a):
-        if type(a) is Tensor or type(a) is StreamCounters:
+        if type(a) is Tensor:
             return {"pointer": str(a._dtype.triton), "aligned": a.data_ptr() & _ALIGN_MASK == 0}
         if isinstance(a, tuple):
             return {"tuple": [describe(v) for v in a]}
@@ -119,38 +118,34 @@ class Capture:
         if len(devices) != 1:
             return "its launches are on several devices" if devices else None
         device = self.launches[0][2]
-        size, alignment, counters = 0, 1, 0
+        size, alignment = 0, 1
         for kernel, grid, _, args, _, key in self.launches:
             entry = _compiled.get((kernel, device.index, key, _specialised(args)[0]))
             if entry is not None:
                 need, align = _scratch_need(entry, grid)
                 size, alignment = max(size, need), max(alignment, align)
-            counters = max([counters] + [a.nbytes for a in args if type(a) is StreamCounters])
         streams = []
 
         def prepare(stream):
             streams.append(stream)
             if size:
                 _scratch.reserve(device, stream, size, alignment)
-            if counters:
-                _scratch.reserve(device, stream, counters, _COUNTER_ALIGN, zeroed=True)
         try:
             self.device_graph = backend_for(device).record_graph(self._issue, device.index, prepare)
         except Exception as error:  # any failure leaves replays launch by launch, which verification covers
             return f"its launches could not be recorded as a device graph ({error})"
         finally:
-            self.scratch = [held for stream in streams for held in _scratch.detach(device, stream)]
+            self.scratch = [_scratch.detach(device, stream) for stream in streams]
         return None
 
 
 class _LaunchScratch:
-    """Global memory that launches use per device and stream: scratch for kernels that ask for it at each
-    launch (Triton's allocator protocol; device-side tensor descriptors are written there, 128 bytes a
-    program), and zeroed memory for ``StreamCounters``. One buffer of each kind per device and stream,
-    grown when a launch needs more and never freed while its stream may use it: launches on one stream run
-    one after another, so they can share it. A recording into a device graph cannot allocate, so
-    ``reserve`` sets aside the recording stream's buffers before capture begins and ``detach`` hands them
-    to the recording, which keeps them for as long as its graph replays."""
+    """Global scratch memory for kernels that ask for it at each launch (Triton's allocator protocol;
+    device-side tensor descriptors are written there, 128 bytes a program). One buffer per device and
+    stream, grown when a launch needs more and never freed while its stream may use it: launches on one
+    stream run one after another, so they can share it. A recording into a device graph cannot allocate,
+    so ``reserve`` sets aside the recording stream's buffer before capture begins and ``detach`` hands it
+    to the recording, which keeps it for as long as its graph replays."""
 
     def __init__(self):
         self.device = None
@@ -161,25 +156,19 @@ class _LaunchScratch:
         held = self.reserve(self.device, stream, size, alignment)
         return _Address(held[0])
 
-    def reserve(self, device, stream, size: int, alignment: int, zeroed: bool = False) -> tuple:
-        """(address, size, storage) of the stream's buffer of at least ``size`` bytes at ``alignment``;
-        ``zeroed``: the buffer whose bytes kernels leave at zero, zero when first handed out."""
-        key = (device, stream, zeroed)
+    def reserve(self, device, stream, size: int, alignment: int) -> tuple:
+        key = (device, stream)
         held = self._held.get(key)
         if held is None or held[1] < size or held[0] % alignment:
             storage = Storage(device, size + alignment)
             address = -(-storage.ptr // alignment) * alignment
-            if zeroed:
-                backend_for(device).upload(address, np.zeros(size, np.uint8), device.index)
             if held is not None:
                 self._kept.append(held)  # launches already issued may still use it
             held = self._held[key] = (address, size, storage)
         return held
 
-    def detach(self, device, stream) -> list:
-        """The stream's buffers, which it no longer uses: its next launch that needs one gets a new one."""
-        return [held for held in (self._held.pop((device, stream, zeroed), None) for zeroed in (False, True))
-                if held is not None]
+    def detach(self, device, stream):
+        return self._held.pop((device, stream), None)
 
 
 class _Address:
@@ -193,30 +182,6 @@ class _Address:
 
 
 _scratch = _LaunchScratch()
-_COUNTER_ALIGN = 16  # an int32 pointer on Triton's 16-byte specialisation
-_INT32 = get_dtype("int32")
-_COUNTER_SPEC = (_INT32, True)
-
-
-class StreamCounters:
-    """A launch argument for ``count`` int32 counters that a kernel finds at zero and leaves at zero (it
-    counts its own programs, say): at each launch, the start of ``_scratch``'s zeroed buffer of the stream
-    the launch goes to. Launches on one stream run one after another and share it; launches on two streams
-    never do. A ``Capture`` records the argument itself, so its device graph gets a buffer of its own."""
-
-    __slots__ = ("device", "nbytes")
-    _dtype = _INT32
-
-    def __init__(self, device, count: int):
-        self.device, self.nbytes = device, 4 * count
-
-    def data_ptr(self) -> int:
-        device = self.device
-        stream = backend_for(device).current_stream_handle(device.index)
-        return _scratch.reserve(device, stream, self.nbytes, _COUNTER_ALIGN, zeroed=True)[0]
-
-    def _kernel_pointer(self, backend):
-        return backend.kernel_pointer(self.data_ptr(), _INT32.triton)
 
 
 def _use_scratch(device) -> None:
@@ -292,24 +257,20 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
         # the interpreter computes with NumPy, which warns where IEEE arithmetic gives inf or NaN (masked
         # lanes, -inf - -inf); a GPU does not
         with np.errstate(all="ignore"):
-            kernel[grid](*_kernel_arguments(args, backend), **constexprs)
+            kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args], **constexprs)
         return None
     spec, values = _specialised(args)
     key = (kernel, device.index, constexpr_key, spec)
     entry = _compiled.get(key)
     if entry is None:
         _use_scratch(device)  # a kernel may ask for global scratch on its first launch
-        compiled = kernel[grid](*_kernel_arguments(args, backend), **constexprs)
+        compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args],
+                                **constexprs)
         _compiled[key] = (compiled, [constexprs[name] for name in kernel.arg_names[len(args):]],
                           _direct_launcher(compiled))
         return None
     _run_compiled(entry, grid, backend, device, values)
     return entry, values, backend
-
-
-def _kernel_arguments(args, backend) -> list:
-    """``args`` as Triton's own launch takes them: tensors and counters as pointers."""
-    return [a._kernel_pointer(backend) if type(a) is Tensor or type(a) is StreamCounters else a for a in args]
 
 
 def _specialised(args) -> tuple[tuple, list]:
@@ -338,10 +299,6 @@ def _specialised(args) -> tuple[tuple, list]:
             known = _tuple_specialisations.get(a)
             if known is None:
                 known = _remember(_tuple_specialisations, a)
-        elif kind is StreamCounters:
-            add_spec(_COUNTER_SPEC)
-            add_value(a.data_ptr())
-            continue
         else:
             known = _specialisation(a)
         add_spec(known)

@@ -57,11 +57,6 @@ class Backend(ABC):
     def current_index(self) -> int:
         return 0
 
-    def current_stream_handle(self, index: int | None = None) -> int:
-        """The stream this thread's launches on device ``index`` go to; a device without streams runs
-        everything in order, as one."""
-        return 0
-
     @abstractmethod
     def device_count(self) -> int: ...
 

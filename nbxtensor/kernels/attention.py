@@ -1,6 +1,6 @@
 """Attention kernels: a fused flash-style forward (online softmax over K/V tiles, float32 state), a split-K
-decode kernel for one query token per sequence (dense or paged keys) whose last split to finish combines
-them in a fixed order, a paged KV-cache append and rotary position embeddings.
+decode kernel for one query token per sequence (dense or paged keys) with a fixed-order combine, a paged
+KV-cache append and rotary position embeddings.
 
 Scores are kept in base 2: ``qk * scale * log2(e)`` and ``exp2``, which is exact up to float32 rounding
 and cheaper than ``exp`` on a GPU. A row that sees no key at all (every score -inf) yields zeros, as
@@ -242,23 +242,18 @@ def _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, r
 
 
 @triton.jit
-def decode_attention(q, k, v, mask, block_table, seq_lens, part_acc, part_max, part_sum, out, counters,
-                     S, heads_per_kv, H_q, keys_per_split, splits, qk_scale, block_size,
-                     q_sb, q_sh, q_sd, k_sb, k_sh, k_sn, k_sd, v_sb, v_sh, v_sn, v_sd,
-                     mask_sb, mask_sh, mask_ss, table_sb, out_sb, out_sh, out_sd,
-                     HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_S: tl.constexpr, PAGED: tl.constexpr,
-                     MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
-                     PRECISION: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                     INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
-    """Decode attention of one KV head's group of query heads (axis 0) over one split of the keys (axis 1)
-    of one sequence (axis 2). Each program writes its split's partial (max, sum, weighted sum) and takes a
-    ticket from the (sequence, group)'s counter in ``counters`` (zero at launch); the one that draws the
-    last merges every split's state of the group's heads, BLOCK_S (>= splits) at once in a fixed order, so
-    the output's bits do not depend on which program finished last, and sets the counter back to zero for
-    the next launch. The group shares every K/V tile it loads, which is what makes grouped-query decode
-    read the cache once. Dense keys are (b, kv head, key, dim) through strides; paged keys are (page, slot,
-    kv head, dim), and then ``k_sb``/``k_sn`` are the page and slot strides."""
+def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, part_sum,
+                   S, heads_per_kv, H_q, keys_per_split, splits, qk_scale, block_size,
+                   q_sb, q_sh, q_sd, k_sb, k_sh, k_sn, k_sd, v_sb, v_sh, v_sn, v_sd,
+                   mask_sb, mask_sh, mask_ss, table_sb,
+                   HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, MASK_KIND: tl.constexpr,
+                   MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr,
+                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+    """The partial (max, sum, weighted sum) of one KV head's group of query heads (axis 0) over one split
+    of the keys (axis 1) of one sequence (axis 2). The group shares every K/V tile it loads, which is what
+    makes grouped-query decode read the cache once. Dense keys are (b, kv head, key, dim) through strides;
+    paged keys are (page, slot, kv head, dim), and then ``k_sb``/``k_sn`` are the page and slot strides."""
     kv_head = tl.program_id(0)
     split = tl.program_id(1)
     batch = tl.program_id(2)
@@ -309,32 +304,30 @@ def decode_attention(q, k, v, mask, block_table, seq_lens, part_acc, part_max, p
     tl.store(part_max + state, m_i, mask=group_ok)
     tl.store(part_sum + state, l_i, mask=group_ok)
     tl.store(part_acc + state[:, None] * BLOCK_DV + rdv[None, :], acc, mask=group_ok[:, None])
-    # every thread's partials are stored before the ticket (one atomic a program, by one thread) releases
-    # them to the program that draws the last one
-    tl.debug_barrier()
-    counter = counters + batch * tl.num_programs(0) + kv_head
-    ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-    if ticket == splits - 1:
-        # the ticket reached every thread through shared memory, after the acquire; the loads of the other
-        # programs' partials skip L1, which is not coherent across multiprocessors
-        rs = tl.arange(0, BLOCK_S)
-        present = rs < splits
-        head = kv_head * heads_per_kv
-        group_stop = head + heads_per_kv
-        while head < group_stop:
-            rows = (batch * H_q + head) * splits + rs
-            m = tl.load(part_max + rows, mask=present, other=float("-inf"), cache_modifier=".cg")
-            m_all = tl.max(m, 0)
-            # a head none of whose keys was visible has only -inf maxima: measure from 0 (weights 0, result 0)
-            weight = tl.math.exp2(m - tl.where(m_all == float("-inf"), 0.0, m_all))
-            total = tl.sum(tl.load(part_sum + rows, mask=present, other=0.0, cache_modifier=".cg") * weight, 0)
-            parts = tl.load(part_acc + rows[:, None] * BLOCK_DV + rdv[None, :], mask=present[:, None], other=0.0,
-                            cache_modifier=".cg")
-            result = tl.sum(parts * weight[:, None], 0) / tl.where(total > 0, total, 1.0)
-            value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
-            tl.store(out + batch * out_sb + head * out_sh + rdv * out_sd, value, mask=rdv < VALUE_DIM)
-            head += 1
-        tl.store(counter, 0)
+
+
+@triton.jit
+def decode_combine(part_acc, part_max, part_sum, out, H_q, splits, out_sb, out_sh, out_sd,
+                   VALUE_DIM: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_S: tl.constexpr, DST_FORMAT: tl.constexpr,
+                   VIA_F32: tl.constexpr):
+    """Merges one query head's split states (axis 0: head, axis 1: batch), all BLOCK_S (>= splits) of them
+    loaded at once and reduced in a fixed order, so the result's bits do not depend on which program
+    finished first."""
+    head = tl.program_id(0)
+    batch = tl.program_id(1)
+    rdv = tl.arange(0, BLOCK_DV)
+    rs = tl.arange(0, BLOCK_S)
+    present = rs < splits
+    state = (batch * H_q + head) * splits + rs
+    m = tl.load(part_max + state, mask=present, other=float("-inf"))
+    m_all = tl.max(m, 0)
+    # a head none of whose keys was visible has only -inf maxima: measure from 0 (weights 0, result 0)
+    weight = tl.math.exp2(m - tl.where(m_all == float("-inf"), 0.0, m_all))
+    total = tl.sum(tl.load(part_sum + state, mask=present, other=0.0) * weight, 0)
+    acc = tl.load(part_acc + state[:, None] * BLOCK_DV + rdv[None, :], mask=present[:, None], other=0.0)
+    result = tl.sum(acc * weight[:, None], 0) / tl.where(total > 0, total, 1.0)
+    value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    tl.store(out + batch * out_sb + head * out_sh + rdv * out_sd, value, mask=rdv < VALUE_DIM)
 
 
 # ---- paged KV cache append ----------------------------------------------------------------------------

@@ -282,7 +282,7 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
     return [planned(config)], Workspace({})
 
 
-# ---- decode: split over the keys, combined in a fixed order by the last split ----------------------------
+# ---- decode: split over the keys, then a fixed-order combine ---------------------------------------------
 # (BLOCK_N, splits, num_warps, num_stages) of dense decode on a compiling device, the first the untuned
 # plan; "splits" is the target count before rounding to whole key tiles. 64-key tiles in 3 stages take 70 KB
 # of shared memory (3 programs an SM), in 2 stages about 40 KB; 128-key tiles in 3 stages 136 KB.
@@ -322,8 +322,8 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
             paged=None, tuned=None):
     """Attention of one query row per (batch, head). ``q`` (B, H_q, E) and ``out`` (B, H_q, Ev) as strided
     views; dense ``k``/``v`` (B, H_kv, S, E); paged ones (pages, slots, H_kv, E) with ``paged`` =
-    (block_table, seq_lens) and ``keys`` the capacity of a table row. Returns (launches, temporaries): one
-    launch over the slots q, k, v, mask, out, table, lens and the temporaries' names. Dense decode is tuned
+    (block_table, seq_lens) and ``keys`` the capacity of a table row. Returns (launches, temporaries)
+    over the slots q, k, v, mask, out, table, lens and the temporaries' names. Dense decode is tuned
     over ``decode_candidates`` unless ``tuned`` gives the setting; paged decode keeps the first."""
     B, H_q, E = q.shape
     value_dim = out.shape[2]
@@ -344,6 +344,8 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     stages = {} if config.get("num_stages") is None else {"num_stages": config["num_stages"]}
     block_dv = max(16, next_pow2(value_dim))
     flags = _common_flags(q.dtype, out.dtype, dev, facts)
+    combine_flags = dict(DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"])
+    del flags["DST_FORMAT"], flags["VIA_F32"]
     f32 = get_dtype("float32")
     temporaries = {"part_acc": ((B, H_q, splits, block_dv), f32), "part_max": ((B, H_q, splits), f32),
                    "part_sum": ((B, H_q, splits), f32)}
@@ -361,18 +363,23 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     partial_elements = B * H_q * splits * block_dv
     index_64 = (_needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
                 or partial_elements >= 2 ** 31)
-    launches = [PlannedLaunch(
-        K.decode_attention, (groups, splits, B),
-        [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), table, lens, Slot("part_acc"),
-         Slot("part_max"), Slot("part_sum"), Slot("out"), Slot("tickets"), keys, heads_per_kv, H_q, per_split, splits,
-         scale * K.LOG2_E, k.shape[1] if paged is not None else 1, *q.stride(), *k_args, *v_args, mask_strides[0],
-         mask_strides[1], mask_strides[3], table_sb, *out.stride()],
-        dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, next_pow2(heads_per_kv)), BLOCK_N=block_n,
-             BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=block_dv, BLOCK_S=next_pow2(splits), PAGED=paged is not None,
-             MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
-             **stages, **flags))]
-    # one ticket counter per (sequence, group of query heads sharing a KV head)
-    return launches, Workspace(temporaries, {"tickets": B * groups})
+    part_acc, part_max, part_sum = Slot("part_acc"), Slot("part_max"), Slot("part_sum")
+    launches = [
+        PlannedLaunch(
+            K.decode_partial, (groups, splits, B),
+            [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), table, lens, part_acc,
+             part_max, part_sum, keys, heads_per_kv, H_q, per_split, splits, scale * K.LOG2_E,
+             k.shape[1] if paged is not None else 1, *q.stride(), *k_args, *v_args, mask_strides[0],
+             mask_strides[1], mask_strides[3], table_sb],
+            dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, next_pow2(heads_per_kv)), BLOCK_N=block_n,
+                 BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
+                 MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"], **stages, **flags)),
+        PlannedLaunch(
+            K.decode_combine, (H_q, B),
+            [part_acc, part_max, part_sum, Slot("out"), H_q, splits, *out.stride()],
+            dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, BLOCK_S=next_pow2(splits), num_warps=2, **combine_flags)),
+    ]
+    return launches, Workspace(temporaries)
 
 
 # ---- the entry point -------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from ..device import backend_for, device as _device
 from ..dtypes import get_dtype
 from ..kernels.copy import (FORMAT_BOOL, FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE,
                             SMALL_FLOAT_FORMATS, SOURCE_CONSTANT, SOURCE_TENSOR, strided_copy)
-from ..launch import StreamCounters, cdiv, launch_slots, refuse_capture
+from ..launch import cdiv, launch_slots, refuse_capture
 from ..promotion import result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor
@@ -91,11 +91,9 @@ def fresh_tensor_maker(shape, dtype, dev: _device, strides=None):
 
 class Workspace:
     """An op plan's temporaries, carved at each call from one allocation (one allocator round trip instead
-    of one per temporary); each piece starts 16 bytes after the one before it, rounded up. ``counters``
-    (name -> count) are int32 counters that the kernels leave at zero, kept per stream across calls
-    (``launch.StreamCounters``) rather than allocated."""
+    of one per temporary); each piece starts 16 bytes after the one before it, rounded up."""
 
-    def __init__(self, pieces: dict, counters: dict | None = None):
+    def __init__(self, pieces: dict):
         """``pieces``: name -> (shape, dtype)."""
         self.pieces, offset = [], 0
         for name, (shape, dtype) in pieces.items():
@@ -103,12 +101,9 @@ class Workspace:
             self.pieces.append((name, shape, S.contiguous_strides(shape), offset // dtype.itemsize, dtype))
             offset += -(-S.numel(shape) * dtype.itemsize // 16) * 16
         self.nbytes = offset
-        self.counters = list((counters or {}).items())
 
     def allocate(self, device, tensors: dict) -> None:
-        """Put a fresh tensor for every piece, and the counters, into ``tensors``."""
-        for name, count in self.counters:
-            tensors[name] = StreamCounters(device, count)
+        """Put a fresh tensor for every piece into ``tensors``."""
         if not self.pieces:
             return
         buffer = new_tensor((max(self.nbytes, 1),), _BYTES, device)
