@@ -6,9 +6,10 @@ value product runs. Keys and values stream into shared memory through asynchrono
 ahead.
 
 ``attention_forward_wgmma_ws`` is its warp-specialised form: a program of 128 query rows is two computing
-warpgroups of 64 and a warp that loads, by tensor-memory copies arriving on mbarriers. The warpgroups wait
-on the ring's barriers alone, never on each other, so one's softmax runs while the other's products do,
-and each key and value tile crosses from L2 once for 128 rows instead of 64.
+warpgroups of 64 and a warp that loads, by tensor-memory copies arriving on mbarriers. The warpgroups meet
+only through the ring's barriers (a slot is refilled once both have read it), not at a barrier of the
+whole program each step, so one's softmax runs while the other's products do; and each key and value
+tile crosses from L2 once for 128 rows instead of 64.
 
 Served: 16-bit queries, keys and values with head dim 64 or 128, no user mask, a positive scale, unit
 stride along the head dim and 32-bit offsets (the warp-specialised form also rows on 16 bytes);
