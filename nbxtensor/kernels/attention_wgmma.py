@@ -60,6 +60,24 @@ def _visible_scores(s, tile_m, start_n, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.co
 
 
 @gluon.jit
+def _first_softmax(s, qk_scale):
+    """(p, row max, row sum) of the first tile's scores, in base 2."""
+    m_i = gl.max(s, 1) * qk_scale
+    p = gl.exp2(s * qk_scale - m_i[:, None])
+    return p, m_i, gl.sum(p, 1)
+
+
+@gluon.jit
+def _online_softmax(s, m_i, l_i, qk_scale):
+    """A later tile's p, the running row max and sum updated to include it, and alpha, the factor by which
+    what was accumulated before it is rescaled."""
+    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+    alpha = gl.exp2(m_i - m_new)
+    p = gl.exp2(s * qk_scale - m_new[:, None])
+    return p, m_new, l_i * alpha + gl.sum(p, 1), alpha
+
+
+@gluon.jit
 def attention_forward_wgmma(q, k, v, out, L, S, heads_per_kv, qk_scale,
                             q_sb, q_sh, q_sl, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn, out_sb, out_sh, out_sl,
                             HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -121,9 +139,7 @@ def attention_forward_wgmma(q, k, v, out, L, S, heads_per_kv, qk_scale,
         queries = q_smem
     s = warpgroup_mma(queries, k_smem.index(0).permute((1, 0)), zeros, use_acc=False)
     s = _visible_scores(s, tile_m, 0, S, BLOCK_M, BLOCK_N, CAUSAL, s_layout)
-    m_i = gl.max(s, 1) * qk_scale
-    p = gl.exp2(s * qk_scale - m_i[:, None])
-    l_i = gl.sum(p, 1)
+    p, m_i, l_i = _first_softmax(s, qk_scale)
     p_prev = gl.convert_layout(p.to(dtype), p_layout)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
 
@@ -147,11 +163,7 @@ def attention_forward_wgmma(q, k, v, out, L, S, heads_per_kv, qk_scale,
         acc = warpgroup_mma(p_prev, v_smem.index((j - 1) % STAGES), acc, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
         s = _visible_scores(s, tile_m, j * BLOCK_N, S, BLOCK_M, BLOCK_N, CAUSAL, s_layout)
-        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-        alpha = gl.exp2(m_i - m_new)
-        p = gl.exp2(s * qk_scale - m_new[:, None])
-        l_i = l_i * alpha + gl.sum(p, 1)
-        m_i = m_new
+        p, m_i, l_i, alpha = _online_softmax(s, m_i, l_i, qk_scale)
         acc, p_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_prev))
         acc = acc * gl.convert_layout(alpha, out_rows_layout)[:, None]
         p_prev = gl.convert_layout(p.to(dtype), p_layout)
@@ -221,9 +233,7 @@ def _ws_compute(rings, out_base, out_sl, tile_m, L, S, qk_scale, HALF: gl.conste
     s = warpgroup_mma(queries, k_smem.index(0).permute((1, 0)), zeros, use_acc=False)
     mbarrier.arrive(k_empty.index(0), count=1)
     s = _visible_scores(s, part, 0, S, HALF_M, BLOCK_N, CAUSAL, s_layout)
-    m_i = gl.max(s, 1) * qk_scale
-    p = gl.exp2(s * qk_scale - m_i[:, None])
-    l_i = gl.sum(p, 1)
+    p, m_i, l_i = _first_softmax(s, qk_scale)
     p_prev = gl.convert_layout(p.to(dtype), p_layout)
     acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout)
 
@@ -237,11 +247,7 @@ def _ws_compute(rings, out_base, out_sl, tile_m, L, S, qk_scale, HALF: gl.conste
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
         mbarrier.arrive(k_empty.index(slot), count=1)
         s = _visible_scores(s, part, j * BLOCK_N, S, HALF_M, BLOCK_N, CAUSAL, s_layout)
-        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-        alpha = gl.exp2(m_i - m_new)
-        p = gl.exp2(s * qk_scale - m_new[:, None])
-        l_i = l_i * alpha + gl.sum(p, 1)
-        m_i = m_new
+        p, m_i, l_i, alpha = _online_softmax(s, m_i, l_i, qk_scale)
         acc, p_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_prev))
         mbarrier.arrive(v_empty.index(prev), count=1)
         acc = acc * gl.convert_layout(alpha, out_rows_layout)[:, None]

@@ -203,6 +203,11 @@ _WGMMA_WS_SHAPES = {64: [(128, 2)], 128: [(128, 2), (64, 4), (64, 2)]}
 _WGMMA_WS_REGISTERS = 168
 
 
+# the Gluon forwards by a setting's KERNEL: the kernel, and the settings it takes beyond the common ones
+_GLUON_FORWARDS = {"wgmma": (KW.attention_forward_wgmma, ("Q_IN_REGISTERS",)),
+                   "wgmma_ws": (KW.attention_forward_wgmma_ws, ("maxnreg",))}
+
+
 def _starts_aligned(*tensors) -> bool:
     return all(t.data_ptr() % 16 == 0 for t in tensors)
 
@@ -253,20 +258,15 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
     fold_scale = mask_kind == K.MASK_NONE and scale > 0
 
     def planned(config):
-        if config.get("KERNEL") == "wgmma_ws":
+        gluon = _GLUON_FORWARDS.get(config.get("KERNEL"))
+        if gluon is not None:
+            kernel, own_settings = gluon
             return PlannedLaunch(
-                KW.attention_forward_wgmma_ws, (cdiv(L, config["BLOCK_M"]), H, B),
+                kernel, (cdiv(L, config["BLOCK_M"]), H, B),
                 [Slot("q"), Slot("k"), Slot("v"), Slot("out"), L, keys, heads_per_kv, scale * K.LOG2_E,
                  *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3]],
                 dict(HEAD_DIM=E, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], STAGES=config["STAGES"],
-                     CAUSAL=causal, num_warps=config["num_warps"], maxnreg=config["maxnreg"]))
-        if config.get("KERNEL") == "wgmma":
-            return PlannedLaunch(
-                KW.attention_forward_wgmma, (cdiv(L, config["BLOCK_M"]), H, B),
-                [Slot("q"), Slot("k"), Slot("v"), Slot("out"), L, keys, heads_per_kv, scale * K.LOG2_E,
-                 *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3]],
-                dict(HEAD_DIM=E, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], STAGES=config["STAGES"],
-                     CAUSAL=causal, Q_IN_REGISTERS=config["Q_IN_REGISTERS"], num_warps=config["num_warps"]))
+                     CAUSAL=causal, num_warps=config["num_warps"], **{name: config[name] for name in own_settings}))
         return PlannedLaunch(
             K.attention_forward, (cdiv(L, config["BLOCK_M"]), H, B),
             [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), Slot("out"), L, keys,
@@ -464,11 +464,11 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
     # the 4-D views (and the mask's) start where the operands do, unless merging dims needed a copy
     views = all(view is None or view.data_ptr() == t.data_ptr()
                 for view, t in ((q4, query), (k4, key), (v4, value), (mask, attn_mask)))
-    # a plan may copy by tensor-memory descriptors, which need the operands' starts as aligned as these
-    aligned = _starts_aligned(query, key, value)
+    # a plan that copies by tensor-memory descriptors holds only for operands whose starts are aligned too
+    descriptors = any(launch.kernel is KW.attention_forward_wgmma_ws for launch in launches)
 
     def execute(query, key, value, attn_mask):
-        if not views or _starts_aligned(query, key, value) != aligned:
+        if not views or descriptors and not _starts_aligned(query, key, value):
             return _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa)(query, key, value, attn_mask)
         out = fresh_output()
         run_launches(dev, launches, temporaries, {"q": query, "k": key, "v": value, "mask": attn_mask, "out": out})
