@@ -77,14 +77,15 @@ with tempfile.TemporaryDirectory() as scratch, torch.no_grad():
     fp32_weights = {k: v.float() for k, v in bf16_model.model.state_dict().items()}  # the bf16 weights, exactly
     fp32_model.load_state_dict(fp32_weights)
     fp32_model = Logits(fp32_model)
-    seq = torch.export.Dim("seq", min=2, max=2048)
-    example = (torch.randint(0, 32000, (1, 512), device="cuda"),)
-    model = graph.load(export(bf16_model, example, os.path.join(scratch, "llama"), dynamic_shapes=({1: seq},)),
-                       device="cuda")
-    print(f"built, exported and loaded in {time.perf_counter() - start:.0f} s: {model}")
+    print(f"built in {time.perf_counter() - start:.0f} s")
     for tokens in PREFILLS:
+        # one static export a prefill length: torch.export cannot prove the causal-mask guards that
+        # transformers' Llama forms for a sequence dimension ranging up to the context
         torch.manual_seed(tokens)
         ids = torch.randint(0, 32000, (1, tokens), device="cuda")
+        start = time.perf_counter()
+        model = graph.load(export(bf16_model, (ids,), os.path.join(scratch, f"llama{tokens}")), device="cuda")
+        print(f"exported and loaded in {time.perf_counter() - start:.0f} s: {model}")
         ours_in = nbx.from_dlpack(ids)
         reference = fp32_model(ids)
         ours_logits = torch.from_dlpack(model(ours_in))
