@@ -1,4 +1,4 @@
-"""Safetensors I/O: round trips for every dtype with a safetensors code, zero-copy CPU loads, a parser that
+"""Safetensors I/O: round trips for every dtype with a safetensors code, owned and memory-mapped CPU loads, a parser that
 refuses every malformed or hostile file with SafetensorsError (fuzzed with Hypothesis), and interop with
 the PyPI ``safetensors`` package as the oracle where it is installed."""
 import json
