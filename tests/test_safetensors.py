@@ -1,6 +1,6 @@
-"""Safetensors I/O: round trips for every dtype with a safetensors code, owned and memory-mapped CPU loads, a parser that
-refuses every malformed or hostile file with SafetensorsError (fuzzed with Hypothesis), and interop with
-the PyPI ``safetensors`` package as the oracle where it is installed."""
+"""Safetensors I/O: round trips for every dtype with a safetensors code, owned and memory-mapped CPU
+loads, a parser that refuses every malformed or hostile file with SafetensorsError (fuzzed with
+Hypothesis), and interop with the PyPI ``safetensors`` package as the oracle where it is installed."""
 import json
 import math
 import mmap
@@ -197,6 +197,8 @@ BAD_HEADERS = [
     ({"x": {**F32_ENTRY, "shape": [True, 2]}}, b"\0" * 8, "'x'.*non-negative integers"),
     ({"x": {**F32_ENTRY, "shape": [2.0]}}, b"\0" * 8, "'x'.*non-negative integers"),
     ({"x": {**F32_ENTRY, "shape": [1] * 65}}, b"\0" * 4, "'x'.*65 dimensions"),
+    ({"x": {**F32_ENTRY, "shape": [2 ** 64, 0], "data_offsets": [0, 0]}}, b"", "'x'.*too large for an array"),
+    ({"x": {**F32_ENTRY, "shape": [0, 2 ** 62, 2 ** 62], "data_offsets": [0, 0]}}, b"", "'x'.*too large for an array"),
     ({"x": {**F32_ENTRY, "data_offsets": [0]}}, b"\0" * 8, "'x'.*two integers"),
     ({"x": {**F32_ENTRY, "data_offsets": [8, 0]}}, b"\0" * 8, "'x'.*do not lie within"),
     ({"x": {**F32_ENTRY, "data_offsets": [-8, 0]}}, b"\0" * 8, "'x'.*do not lie within"),
