@@ -48,6 +48,7 @@ _ENTRY_KEYS = frozenset(("dtype", "shape", "data_offsets"))
 _LENGTH_PREFIX = struct.Struct("<Q")
 _HEADER_ALIGNMENT = 8  # the buffer then starts 8-aligned, so each tensor sorted by itemsize is aligned
 _MAX_RANK = 64  # NumPy's limit; a deeper shape could not be viewed
+_MAX_ARRAY_BYTES = 2 ** 63 - 1  # NumPy's, for the product of the nonzero dimensions and the itemsize
 _KNOWN_CODES = ", ".join(sorted(d.safetensors for d in all_dtypes if d.safetensors))
 _FRAMEWORKS = ("nbx", "nbxtensor", "np", "numpy")
 
@@ -286,6 +287,9 @@ def _check_entry(name: str, entry, buffer_length: int, source: str) -> TensorInf
     if not 0 <= begin <= end <= buffer_length:
         raise SafetensorsError(f"{where}: data_offsets [{_described(begin)}, {_described(end)}] do not lie within "
                                f"the data buffer [0, {buffer_length}]")
+    if math.prod(n for n in shape if n) * dt.itemsize > _MAX_ARRAY_BYTES:  # zero dimensions aside, as NumPy
+        raise SafetensorsError(f"{where}: shape {_described(shape)} of {code} is too large for an array (more "
+                               f"than {_MAX_ARRAY_BYTES} bytes, not counting its zero dimensions)")
     expected = math.prod(shape) * dt.itemsize
     if end - begin != expected:
         raise SafetensorsError(f"{where}: data_offsets [{begin}, {end}] span {end - begin} bytes, but shape "
