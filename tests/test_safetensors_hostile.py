@@ -1,8 +1,8 @@
 """Safetensors files that change under the reader or carry hostile bytes: loaded tensors own their
 memory, so truncating their file afterwards cannot kill the process (the opt-in memory map can, shown in
 a child process); a file truncated between the header and a tensor's read is refused; only the bytes
-asked for are read; bool bytes other than 0/1 read as True; and error messages never print the file's
-text."""
+asked for are read, also by threads sharing one open file; bool bytes other than 0/1 read as True; and
+error messages never print the file's text."""
 import json
 import os
 import signal
@@ -108,6 +108,20 @@ def test_only_the_bytes_asked_for_are_read(tmp_path, monkeypatch):
         assert np.array_equal(file.get_tensor("rows").numpy(), rows)
     # rows 1-2; three elements of row 2; elements 11 (row 1) to 23 (row 3); the whole tensor
     assert reads[len(header_reads):] == [48, 12, 52, 96]
+
+
+def test_threads_sharing_one_open_file_read_their_own_ranges(tmp_path):
+    """Reads seek and read one shared handle; each must get its own range, never another thread's."""
+    from concurrent.futures import ThreadPoolExecutor
+    tensors = {f"t{i}": np.full((64, 33), i, np.int32) for i in range(8)}
+    path = tmp_path / "shared.safetensors"
+    save_file({name: nbx.tensor(values) for name, values in tensors.items()}, path)
+    with safe_open(path, framework="numpy") as file:
+        def read_often(name):
+            return all(np.array_equal(file.get_slice(name)[row:row + 3], tensors[name][row:row + 3])
+                       and np.array_equal(file.get_tensor(name), tensors[name]) for row in range(61))
+        with ThreadPoolExecutor(8) as pool:
+            assert all(pool.map(read_often, list(tensors) * 8))
 
 
 def bool_file(raw: bytes) -> bytes:
