@@ -277,13 +277,13 @@ def test_a_replay_reads_each_calls_inputs_including_a_0d_step_scalar(tmp_path):
 
 
 def test_cpu_weights_off_the_kernels_alignment_are_copied_once_at_load(tmp_path):
-    """A safetensors file lays tensors out back to back, so on the CPU (where tensors view the mapped
-    file) a weight may start off the 16 bytes kernels specialise on, and every op would copy it first:
-    the graph copies such weights once, aligned, and runs the same."""
+    """A safetensors file lays tensors out back to back, so a weight viewing the mapped file may start
+    off the 16 bytes kernels specialise on, and every op would copy it first: the graph's weights start
+    on them, and the graph runs the same."""
     from nbxtensor.io import safe_open
     weights = {"fc.bias": BIAS, "fc.weight": WEIGHT}  # 12 bytes of bias put the weight off 16 bytes
     directory = _write(tmp_path, weights=weights)
-    with safe_open(os.path.join(directory, "model.safetensors"), device="cpu") as file:
+    with safe_open(os.path.join(directory, "model.safetensors"), device="cpu", mmap=True) as file:
         assert any(file.get_tensor(name).data_ptr() % 16 for name in weights)
     model = graph.load(directory, device="cpu")
     assert all(w.data_ptr() % 16 == 0 for w in model.weights.values())
