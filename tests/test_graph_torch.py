@@ -72,7 +72,7 @@ def _roundtrip(module, example, tmp_path, dynamic=None, runs=()):
 def test_mlp_with_dynamic_batch(tmp_path):
     batch = torch.export.Dim("batch", min=1, max=16)
     model = _roundtrip(MLP(), (torch.randn(3, 8),), tmp_path, ({0: batch},), runs=[(torch.randn(5, 8),)])
-    assert model.symbols["s0"].min == 1 and model.symbols["s0"].max == 16 and model.symbols["s0"].trace == 3
+    assert model.symbols["batch"].min == 1 and model.symbols["batch"].max == 16 and model.symbols["batch"].trace == 3
     with pytest.raises(GraphError, match="outside its range"):
         model(np.zeros((17, 8), np.float32))
 
