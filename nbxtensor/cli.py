@@ -128,7 +128,7 @@ def _export(args) -> int:
     try:
         from nbxtensor.export.command import run
     except ImportError as missing:
-        print(f"nbx export needs PyTorch (the exporter is the one part of nbxtensor that uses it): "
+        print(f"nbx export: needs PyTorch (the exporter is the one part of nbxtensor that uses it): "
               f"python3 -m pip install -e \".[export]\" ({missing})", file=sys.stderr)
         return 2
     try:
