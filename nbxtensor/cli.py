@@ -123,13 +123,24 @@ def _run(args) -> int:
 
 
 def _export(args) -> int:
+    from nbxtensor.export import CommandError, ExportError
+
     try:
         from nbxtensor.export.command import run
     except ImportError as missing:
-        print(f"nbx export needs PyTorch (the exporter is the one part of nbxtensor that uses it): "
+        print(f"nbx export: needs PyTorch (the exporter is the one part of nbxtensor that uses it): "
               f"python3 -m pip install -e \".[export]\" ({missing})", file=sys.stderr)
         return 2
-    return run(args.module, args.input or (), args.dynamic or (), args.out)
+    try:
+        if args.out_dir and args.out and args.out_dir != args.out:
+            raise CommandError(f"two output folders, {args.out_dir} and --out {args.out}: give one")
+        if not (args.out_dir or args.out):
+            raise CommandError("no output folder: nbx export MODEL OUT")
+        return run(args.model, args.input or (), args.dynamic or (), args.out_dir or args.out, task=args.task,
+                   with_attention_mask=args.with_attention_mask)
+    except (CommandError, ExportError) as error:
+        print(f"nbx export: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
 
 
 def main(argv=None) -> int:
@@ -151,14 +162,22 @@ def main(argv=None) -> int:
     run.add_argument("--out", default=".", help="folder for the outputs (default: here)")
     run.add_argument("--device", default=None)
     run.set_defaults(run=_run)
-    exporter = sub.add_parser("export", help="export a PyTorch module to a graph folder (needs the export extra)")
-    exporter.add_argument("module", metavar="MODULE:NAME", help="a module, or a function or class that makes "
-                                                                 "one, as package.module:name or file.py:name")
+    exporter = sub.add_parser("export", help="export a PyTorch module or a Hugging Face checkpoint directory to a "
+                                             "graph folder (needs the export extra; checkpoints also transformers)")
+    exporter.add_argument("model", metavar="CHECKPOINT_DIR|MODULE:NAME",
+                          help="a directory save_pretrained wrote (config.json and safetensors), or a module, or a "
+                               "function or class that makes one, as package.module:name or file.py:name")
+    exporter.add_argument("out_dir", nargs="?", metavar="OUT", help="the graph folder to write (or --out)")
     exporter.add_argument("--input", action="append", metavar="NAME=DTYPE[SHAPE]|NAME=FILE.npy",
                           help="an example input, in the order forward takes them (e.g. x=float32[2,16])")
     exporter.add_argument("--dynamic", action="append", metavar="INPUT.AXIS=SYMBOL[:MIN:MAX]",
-                          help="a dimension that varies at run time (e.g. x.0=batch:1:64)")
-    exporter.add_argument("--out", required=True, help="the graph folder to write")
+                          help="a dimension that varies at run time (e.g. x.0=batch:1:64); on a checkpoint, "
+                               "renames or rebounds the inferred batch, seq or decoder_seq there")
+    exporter.add_argument("--out", help="the graph folder to write")
+    exporter.add_argument("--task", help="with a checkpoint: feature-extraction (last_hidden_state), causal-lm "
+                                         "(logits) or seq2seq (logits, from input_ids and decoder_input_ids)")
+    exporter.add_argument("--with-attention-mask", action="store_true",
+                          help="with a checkpoint: take attention_mask (int64, the shape of input_ids) as an input too")
     exporter.set_defaults(run=_export)
     args = parser.parse_args(argv)
     if args.command in ("plan", "run"):

@@ -72,7 +72,7 @@ def _roundtrip(module, example, tmp_path, dynamic=None, runs=()):
 def test_mlp_with_dynamic_batch(tmp_path):
     batch = torch.export.Dim("batch", min=1, max=16)
     model = _roundtrip(MLP(), (torch.randn(3, 8),), tmp_path, ({0: batch},), runs=[(torch.randn(5, 8),)])
-    assert model.symbols["s0"].min == 1 and model.symbols["s0"].max == 16 and model.symbols["s0"].trace == 3
+    assert model.symbols["batch"].min == 1 and model.symbols["batch"].max == 16 and model.symbols["batch"].trace == 3
     with pytest.raises(GraphError, match="outside its range"):
         model(np.zeros((17, 8), np.float32))
 
@@ -136,9 +136,9 @@ def test_nbx_export_writes_a_graph_that_runs_with_a_dynamic_batch(tmp_path, caps
                                rtol=1e-5, atol=1e-6)
 
 
-def test_nbx_export_explains_bad_arguments(tmp_path):
+def test_nbx_export_explains_bad_arguments(tmp_path, capsys):
     from nbxtensor.cli import main
-    with pytest.raises(SystemExit, match="MODULE:NAME"):
-        main(["export", "no_colon_here", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit, match="DTYPE"):
-        main(["export", "torch.nn:Identity", "--input", "x=floaty[2]", "--out", str(tmp_path)])
+    assert main(["export", "no_colon_here", "--out", str(tmp_path)]) == 2
+    assert "MODULE:NAME" in capsys.readouterr().err
+    assert main(["export", "torch.nn:Identity", "--input", "x=floaty[2]", "--out", str(tmp_path)]) == 2
+    assert "DTYPE" in capsys.readouterr().err

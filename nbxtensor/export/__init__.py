@@ -7,6 +7,11 @@ class ExportError(ValueError):
     """A module that cannot be written as an nbxtensor graph; the message says which ops or values."""
 
 
+class CommandError(ValueError):
+    """A command line or checkpoint directory that ``nbx export`` cannot act on; the CLI prints it as one
+    line."""
+
+
 def export(module, example_args, out_dir, dynamic_shapes=None, **options) -> str:
     """Export ``module`` called on ``example_args`` into ``out_dir`` (``graph.json`` and
     ``model.safetensors``) and return ``out_dir``. ``dynamic_shapes`` is passed to ``torch.export.export``."""
@@ -15,4 +20,4 @@ def export(module, example_args, out_dir, dynamic_shapes=None, **options) -> str
     return _export(module, example_args, out_dir, dynamic_shapes=dynamic_shapes, **options)
 
 
-__all__ = ["ExportError", "export"]
+__all__ = ["CommandError", "ExportError", "export"]

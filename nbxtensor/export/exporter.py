@@ -1,6 +1,8 @@
 """torch.export program -> nbxtensor graph directory. The only module of nbxtensor that imports torch."""
 from __future__ import annotations
 
+import inspect
+import itertools
 import math
 import operator
 import os
@@ -49,10 +51,11 @@ def _is_tensor(value) -> bool:
 
 
 class _Writer:
-    def __init__(self, program, example_args):
+    def __init__(self, program, example_args, dim_names=None):
         self.program = program
         self.example_args = example_args
-        self.symbol_names: dict = {}  # sympy symbol -> s0, s1, ...
+        self.dim_names = dim_names or {}  # (flat input index, axis) -> the name of the Dim given there
+        self.symbol_names: dict = {}  # sympy symbol -> its Dim's name, else s0, s1, ...
         self.symbols: dict[str, dict] = {}
         self.tensors: dict[str, dict] = {}
         self.ids: dict[str, str] = {}  # fx node name -> tensor id
@@ -64,15 +67,19 @@ class _Writer:
     def _name_symbols(self, user_inputs) -> None:
         ranges = self.program.range_constraints
         flat_examples = pytree.tree_flatten(self.example_args)[0]
-        for node, example in zip(user_inputs, flat_examples):
+        # torch's symbols carry no Dim names: a symbol takes the name of the Dim that made it
+        unnamed = (f"s{k}" for k in itertools.count() if f"s{k}" not in self.dim_names.values())
+        for index, (node, example) in enumerate(zip(user_inputs, flat_examples)):
             value = node.meta.get("val")
             if not _is_tensor(value):
                 continue
-            for dim, actual in zip(value.shape, example.shape):
+            for axis, (dim, actual) in enumerate(zip(value.shape, example.shape)):
                 if isinstance(dim, torch.SymInt):
-                    for symbol in sorted(dim.node.expr.free_symbols, key=str):
+                    free = sorted(dim.node.expr.free_symbols, key=str)
+                    for symbol in free:
                         if symbol not in self.symbol_names:
-                            name = f"s{len(self.symbol_names)}"
+                            given = self.dim_names.get((index, axis)) if len(free) == 1 else None
+                            name = given or next(unnamed)
                             self.symbol_names[symbol] = name
                             bounds = ranges.get(symbol)
                             upper = None if bounds is None or not math.isfinite(float(bounds.upper)) else int(bounds.upper)
@@ -243,6 +250,25 @@ def _decomposition_table():
     return table
 
 
+def _dim_names(module, example_args, dynamic_shapes) -> dict:
+    """(flat input index, axis) -> the name of the ``torch.export.Dim`` that ``dynamic_shapes`` puts on
+    that axis of a tensor argument (a derived Dim's root name)."""
+    if not dynamic_shapes:
+        return {}
+    if isinstance(dynamic_shapes, dict):  # keyed by forward's parameter names
+        arguments = inspect.signature(module.forward).bind(*example_args).arguments
+        dynamic_shapes = [dynamic_shapes.get(name) for name in arguments]
+    names, index = {}, 0
+    for example, spec in zip(example_args, dynamic_shapes):
+        if _is_tensor(example) and isinstance(spec, (dict, list, tuple)):
+            for axis, dim in spec.items() if isinstance(spec, dict) else enumerate(spec):
+                dim = getattr(dim, "root", dim)
+                if isinstance(dim, torch.export.Dim) and dim.__name__.isidentifier():
+                    names[(index, axis)] = dim.__name__
+        index += len(pytree.tree_flatten(example)[0])
+    return names
+
+
 def export(module, example_args, out_dir, dynamic_shapes=None) -> str:
     from .. import from_dlpack
     from ..io.safetensors import save_file
@@ -251,7 +277,7 @@ def export(module, example_args, out_dir, dynamic_shapes=None) -> str:
     module = module.eval() if hasattr(module, "eval") else module
     program = torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes)
     program = program.run_decompositions(_decomposition_table())
-    document = _Writer(program, example_args).document()
+    document = _Writer(program, example_args, _dim_names(module, example_args, dynamic_shapes)).document()
     os.makedirs(out_dir, exist_ok=True)
     writer_weights = {}
     for tensor_id, entry in document["tensors"].items():
