@@ -179,7 +179,8 @@ class Tensor:
     # ---- host access ------------------------------------------------------------------------
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The data as a NumPy array: a view sharing memory on the CPU (any strides), a copy from
-        any other device."""
+        any other device. Bools keep the bytes their memory holds; NumPy, like nbxtensor, reads any
+        nonzero byte as True, and ``tolist``/``item`` give Python bools."""
         self._require_data("numpy()")
         from .launch import refuse_capture
         refuse_capture("reads tensor data on the host (numpy, item, tolist or a Python scalar)")
