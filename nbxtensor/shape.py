@@ -249,3 +249,28 @@ def max_offset(shape: Sequence[int], strides: Sequence[int]) -> int:
     if 0 in shape:
         return 0
     return sum((n - 1) * s for n, s in zip(shape, strides))
+
+
+def check_view_in_storage(shape: Sequence[int], strides: Sequence[int], offset: int, itemsize: int,
+                          storage_nbytes: int | None, what: str) -> None:
+    """Refuse a view whose extents or storage offset are negative, or whose elements, from the lowest
+    address any index reaches to the highest, are not all inside a storage of ``storage_nbytes``
+    bytes (None: a meta tensor, which has no storage to bound it). An empty view reads nothing, so
+    only its signs are checked, as ATen's ``setStorage`` does."""
+    if offset < 0:
+        raise ShapeError(f"{what}: storage offset {offset} is negative; a view starts at element 0 of its "
+                         "storage or later")
+    if any(n < 0 for n in shape):
+        raise ShapeError(f"{what}: negative extent in sizes {list(shape)}")
+    if storage_nbytes is None or 0 in shape:
+        return
+    lowest = highest = offset
+    for n, s in zip(shape, strides):
+        if s < 0:
+            lowest += (n - 1) * s
+        else:
+            highest += (n - 1) * s
+    if lowest < 0 or (highest + 1) * itemsize > storage_nbytes:
+        raise ShapeError(f"{what}: sizes {list(shape)}, strides {list(strides)} and storage offset {offset} "
+                         f"reach elements {lowest} to {highest} (itemsize {itemsize}, so bytes {lowest * itemsize} "
+                         f"to {(highest + 1) * itemsize}), out of bounds for a storage of {storage_nbytes} bytes")

@@ -60,6 +60,14 @@ class Tensor:
 
     @classmethod
     def _make(cls, storage: Storage | None, offset: int, shape, strides, dtype: _dtype) -> "Tensor":
+        """A tensor over ``storage``, unchecked: views sit on hot paths, so the bounds are proved where
+        geometry enters rather than here. Constructors that allocate, or that wrap foreign memory
+        (``from_numpy``, DLPack), size the storage to the layout's own span, and the graph arena places
+        a tensor only in the room its plan reserved for that many bytes; the one
+        view taking caller-chosen geometry, ``as_strided``, checks it with
+        ``shape.check_view_in_storage``; every other view op derives its geometry from an in-bounds
+        tensor and stays inside it (validated indices, slices clamped to the extent, reshapes and
+        permutations of the same elements, broadcasts of stride 0, dtype views over the same bytes)."""
         t = object.__new__(cls)
         t._storage = storage
         t._offset = offset
@@ -171,7 +179,8 @@ class Tensor:
     # ---- host access ------------------------------------------------------------------------
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The data as a NumPy array: a view sharing memory on the CPU (any strides), a copy from
-        any other device."""
+        any other device. Bools keep the bytes their memory holds; NumPy, like nbxtensor, reads any
+        nonzero byte as True, and ``tolist``/``item`` give Python bools."""
         self._require_data("numpy()")
         from .launch import refuse_capture
         refuse_capture("reads tensor data on the host (numpy, item, tolist or a Python scalar)")

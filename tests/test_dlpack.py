@@ -301,6 +301,18 @@ def test_unsupported_imports_are_refused_and_left_to_the_producer(fields, messag
     assert producer.deleter_calls == 0
 
 
+def test_a_null_data_pointer_is_refused_and_left_to_the_producer():
+    producer = CountingProducer(np.zeros((3, 4), dtype=np.float32))
+    producer.managed.dl_tensor.data = None
+    capsule = producer.capsule()
+    with pytest.raises(BufferError, match="null data pointer"):
+        nbx.from_dlpack(capsule)
+    assert producer.deleter_calls == 0
+    empty = CountingProducer(np.zeros((0, 4), dtype=np.float32))
+    empty.managed.dl_tensor.data = None
+    assert tuple(nbx.from_dlpack(empty.capsule()).shape) == (0, 4)
+
+
 def test_read_only_arrays_are_accepted():
     array = np.arange(3, dtype=np.float32)
     array.flags.writeable = False

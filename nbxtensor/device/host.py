@@ -6,10 +6,40 @@ import ctypes
 import numpy as np
 
 from .. import _runtime
+from ..memory.caching import OutOfMemoryError, _fmt
 from . import facts as _facts
 from .backend import Backend, Buffer, KernelPointer
 
 _ALIGN = 64
+
+
+def _host_bytes(nbytes: int) -> np.ndarray:
+    """``nbytes`` of uninitialised host memory, or ``OutOfMemoryError`` saying why there is none."""
+    try:
+        return np.empty(nbytes, dtype=np.uint8)
+    except (MemoryError, ValueError):  # ValueError: more bytes than NumPy can index
+        raise _host_out_of_memory(nbytes) from None
+
+
+def _host_out_of_memory(nbytes: int) -> OutOfMemoryError:
+    try:
+        with open("/proc/meminfo") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo)
+        available = f"{_fmt(int(fields['MemAvailable'].split()[0]) * 1024)} available on the host"
+    except (OSError, KeyError, ValueError):
+        available = "host memory available unknown"
+    limit = ""
+    try:
+        import resource
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            limit = f"; this process may address at most {_fmt(soft)} (its RLIMIT_AS, ulimit -v)"
+    except (ImportError, OSError, ValueError):
+        pass
+    return OutOfMemoryError(
+        f"cpu: out of memory asking for {_fmt(nbytes)} of host memory; {available}{limit}; nbxtensor caches "
+        "no host memory, so there is nothing of its own to release. To fit: free tensors you no longer need "
+        "(del them), use smaller batches or a narrower dtype, or raise the process's memory limit.")
 
 
 class HostPointer(KernelPointer):
@@ -65,7 +95,7 @@ class HostBackend(Backend):
             if gpu is None:
                 raise RuntimeError("pinned host memory needs a CUDA device in this process")
             return gpu.allocate_pinned(nbytes)
-        raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
+        raw = _host_bytes(nbytes + _ALIGN)
         shift = (-raw.ctypes.data) % _ALIGN
         return Buffer(raw.ctypes.data + shift, nbytes, raw)
 
@@ -78,7 +108,7 @@ class HostBackend(Backend):
             ctypes.memmove(dst_ptr, host.ctypes.data, host.nbytes)
 
     def download(self, src_ptr: int, nbytes: int, index=None) -> np.ndarray:
-        out = np.empty(nbytes, dtype=np.uint8)
+        out = _host_bytes(nbytes)
         if nbytes:
             ctypes.memmove(out.ctypes.data, src_ptr, nbytes)
         return out

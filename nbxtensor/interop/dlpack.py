@@ -325,6 +325,8 @@ def _describe(dl: _DLTensor):
     if any(s < 0 for s in strides):
         raise BufferError(f"DLPack tensor has negative strides {strides}; nbxtensor views take non-negative "
                           "strides only (copy it in the producing library first)")
+    if not dl.data and _shape.numel(shape):
+        raise BufferError(f"DLPack tensor of shape {shape} has a null data pointer")
     data = (dl.data or 0) + dl.byte_offset
     return dev, dt, shape, strides, data
 

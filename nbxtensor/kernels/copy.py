@@ -19,9 +19,16 @@ FORMAT_NATIVE = 0
 FORMAT_BFLOAT16 = 1
 FORMAT_E4M3FN = 2
 FORMAT_E5M2 = 3
-FORMAT_BOOL = 4  # stores only: nonzero as 1, zero as 0
+# bool: read as (byte != 0) and written as 1 for nonzero, 0 for zero. Memory shared with NumPy, a uint8
+# view or a DLPack producer may hold any byte for True, so no kernel computes with a bool's raw byte.
+FORMAT_BOOL = 4
 
 SMALL_FLOAT_FORMATS = {"bfloat16": FORMAT_BFLOAT16, "float8_e4m3fn": FORMAT_E4M3FN, "float8_e5m2": FORMAT_E5M2}
+
+
+def load_format(dtype) -> int:
+    """The format a kernel decodes loaded ``dtype`` elements with (``_decode``)."""
+    return FORMAT_BOOL if dtype.kind == "bool" else SMALL_FLOAT_FORMATS.get(dtype.name, FORMAT_NATIVE)
 
 # complex data as (re, im) pairs of components: a complex source read for its real part (and, for a
 # bool destination, its imaginary part); a complex destination written with a zero imaginary part
@@ -95,13 +102,15 @@ def _decode_float8(raw, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FINITE_O
 
 @triton.jit
 def _decode(raw, FORMAT: tl.constexpr):
-    """Elements as loaded, or their float32 values for the formats read through their bits."""
+    """Elements as loaded, bools as 0 or 1, or float32 values for the formats read through their bits."""
     if FORMAT == 1:
         return (raw.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
     elif FORMAT == 2:
         return _decode_float8(raw, 4, 3, True)
     elif FORMAT == 3:
         return _decode_float8(raw, 5, 2, False)
+    elif FORMAT == 4:
+        return (raw != 0).to(tl.uint8)
     else:
         return raw
 

@@ -33,7 +33,7 @@ def _key_parts(v, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.const
         high = v.to(tl.int32).to(tl.uint32, bitcast=True) ^ 0x80000000
         low = high * 0
     elif KIND == 2:
-        high = v.to(tl.uint32)
+        high = _decode(v, FORMAT).to(tl.uint32)
         low = high * 0
     elif KIND == 3:
         f = v + 0.0

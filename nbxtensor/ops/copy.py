@@ -12,7 +12,7 @@ from .. import shape as S
 from ..device import backend_for, device as _device
 from ..dtypes import get_dtype
 from ..kernels.copy import (FORMAT_BOOL, FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE,
-                            SMALL_FLOAT_FORMATS, SOURCE_CONSTANT, SOURCE_TENSOR, strided_copy)
+                            SMALL_FLOAT_FORMATS, SOURCE_CONSTANT, SOURCE_TENSOR, load_format, strided_copy)
 from ..launch import cdiv, launch_slots, refuse_capture
 from ..promotion import result_type
 from ..storage import Storage
@@ -127,11 +127,12 @@ def _conversion_flags(st, dt, dev: _device) -> dict:
     """Kernel settings that convert ``st`` elements to ``dt`` (both real dtypes) as ATen does, on ``dev``.
     bfloat16 is rounded by bit arithmetic unless the device's facts say its own cast rounds to
     nearest-even (GPUs do; Triton's interpreter truncates)."""
-    if st is dt:
-        return dict(SRC_FORMAT=FORMAT_NATIVE, DST_FORMAT=FORMAT_NATIVE, VIA_F32=False, FLOAT_TO_INT=False)
+    if st is dt:  # bits as they are, but a bool's byte read as 0 or 1 so that copies come out canonical
+        return dict(SRC_FORMAT=FORMAT_BOOL if st.kind == "bool" else FORMAT_NATIVE, DST_FORMAT=FORMAT_NATIVE,
+                    VIA_F32=False, FLOAT_TO_INT=False)
     native_bf16 = dt.name == "bfloat16" and backend_for(dev).facts["kernels"].get("bf16_cast_rounds", False)
     return dict(
-        SRC_FORMAT=SMALL_FLOAT_FORMATS.get(st.name, FORMAT_NATIVE),
+        SRC_FORMAT=load_format(st),
         DST_FORMAT=FORMAT_BOOL if dt.kind == "bool" else FORMAT_NATIVE if native_bf16
         else SMALL_FLOAT_FORMATS.get(dt.name, FORMAT_NATIVE),
         # ATen builds Half and BFloat16 from a float: wider sources round to float32 first

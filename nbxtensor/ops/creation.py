@@ -419,7 +419,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     if isinstance(data, (np.ndarray, np.generic)):
         dt = get_dtype(data.dtype) if dtype is None else get_dtype(dtype)
         array = np.asarray(data)
-        host = array if array.dtype == dt.numpy else _cast_host(array, dt)
+        host = array if array.dtype == dt.numpy and dt.kind != "bool" else _cast_host(array, dt)
     else:
         dt = _infer_python_dtype(data) if dtype is None else get_dtype(dtype)
         host = _nested_to_numpy(data, dt)
@@ -428,7 +428,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 
 
 def _cast_host(array: np.ndarray, dt) -> np.ndarray:
-    """NumPy's cast, except that half, bfloat16 and float8 are reached through float32 as ATen does."""
+    """NumPy's cast, except that half, bfloat16 and float8 are reached through float32 as ATen does, and
+    bools come out as bytes 0 and 1 even from a bool array holding other bytes for True."""
+    if dt.kind == "bool":
+        return array != 0
     if dt.is_floating_point and dt.itemsize <= 2 and array.dtype != np.float32 and not (
             array.dtype.kind in "fV" and array.dtype.itemsize <= 2):
         array = array.astype(np.float32)

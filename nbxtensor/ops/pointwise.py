@@ -52,7 +52,7 @@ from .. import shape as S
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..kernels.copy import FORMAT_NATIVE, load_format
 from ..launch import _specialised, bind_launch, cdiv, launch, launch_slots, relaunch
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
@@ -622,7 +622,7 @@ def _integer_scalar_bits(value, compute) -> int:
 
 
 def _operand_format(t: Tensor) -> int:
-    return SMALL_FLOAT_FORMATS.get(t.dtype.name, FORMAT_NATIVE)
+    return load_format(t.dtype)
 
 
 def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype, dev, slots, broadcast):

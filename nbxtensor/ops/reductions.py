@@ -10,7 +10,7 @@ from .. import shape as S
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import reduce as K
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..kernels.copy import load_format
 from ..launch import cdiv, launch, next_pow2
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
@@ -242,7 +242,7 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
         [Slot("x"), o0, o1, *parts, n_rows, n_inner, length, chunk, n_chunks, float(length), float(p),
          float(correction), tuple(row_shape), tuple(row_strides), tuple(red_shape), tuple(red_strides)],
         dict(COMPUTE=compute.triton, ROW_RANK=len(row_shape), RED_RANK=len(red_shape), RED_UNIT=red_unit,
-             COLUMN=column, SPLIT=split, SRC_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE),
+             COLUMN=column, SPLIT=split, SRC_FORMAT=load_format(x.dtype),
              INDEX_64=_needs_index_64(x), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
              LANE_BITS=block_r.bit_length() - 1, num_warps=warps, **common))]
     if split:
@@ -727,7 +727,7 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
     flags = _conversion_flags(acc, out_dtype, x.device)
     lowest, highest = _extremes(acc)
     common = dict(SCAN=scan, ACC=acc.triton, COMPUTE=compute.triton, LOWEST=lowest, HIGHEST=highest,
-                  ROW_RANK=len(row_shape), SRC_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE),
+                  ROW_RANK=len(row_shape), SRC_FORMAT=load_format(x.dtype),
                   DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
                   INDEX_64=_needs_index_64(x) or _needs_index_64(out_v), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
                   num_warps=warps)

@@ -20,7 +20,7 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels import sort_warp as KW
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
 from ..launch import cdiv, launch, next_pow2
 from ..promotion import result_type
 from ..tensor import Tensor
@@ -66,7 +66,7 @@ def _key_kind(dt, op: str) -> dict:
         return dict(KIND=K.KEY_INT64, FORMAT=FORMAT_NATIVE)
     if dt.kind == "int":
         return dict(KIND=K.KEY_SIGNED, FORMAT=FORMAT_NATIVE)
-    return dict(KIND=K.KEY_UNSIGNED, FORMAT=FORMAT_NATIVE)
+    return dict(KIND=K.KEY_UNSIGNED, FORMAT=load_format(dt))
 
 
 def _rows(x: Tensor, dim: int):

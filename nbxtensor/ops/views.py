@@ -295,17 +295,17 @@ def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
 
 @view_op("as_strided", ["aten::as_strided.default"], methods=("as_strided",))
 def as_strided(x: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
+    """The one view built from geometry the caller chooses, so the one view op that checks it against
+    the storage; every other view op derives its geometry from an in-bounds tensor and stays inside it
+    (see ``Tensor._make``)."""
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     if len(size) != len(stride):
         raise RuntimeError(f"as_strided: size {size} and stride {stride} have different lengths")
     if any(s < 0 for s in stride):
         raise RuntimeError(f"as_strided: negative strides are not supported, got {stride}")
     offset = x.storage_offset() if storage_offset is None else int(storage_offset)
-    if x._storage is not None and math.prod(size) > 0:
-        needed = (offset + S.max_offset(size, stride) + 1) * x.dtype.itemsize
-        if needed > x._storage.nbytes:
-            raise RuntimeError(f"as_strided: size {size}, stride {stride} and offset {offset} reach byte "
-                               f"{needed}, beyond the storage of {x._storage.nbytes} bytes")
+    S.check_view_in_storage(size, stride, offset, x.dtype.itemsize,
+                            None if x._storage is None else x._storage.nbytes, "as_strided")
     return x._view(size, stride, offset=offset)
 
 
