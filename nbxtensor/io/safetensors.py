@@ -83,12 +83,12 @@ def _parse(raw: np.ndarray, source: str) -> _Header:
                                f"(the header length alone takes {_LENGTH_PREFIX.size})")
     (header_length,) = _LENGTH_PREFIX.unpack(raw[:_LENGTH_PREFIX.size].tobytes())
     if header_length > MAX_HEADER_BYTES:
-        raise SafetensorsError(f"{source}: header length {header_length} exceeds the limit of "
-                               f"{MAX_HEADER_BYTES} bytes")
+        raise SafetensorsError(f"{source}: the header length its first 8 bytes give exceeds the limit of "
+                               f"{MAX_HEADER_BYTES} bytes; the file is not safetensors")
     buffer_start = _LENGTH_PREFIX.size + header_length
     if buffer_start > total:
-        raise SafetensorsError(f"{source}: header length {header_length} runs past the end of the file "
-                               f"({total} bytes); the file is truncated or not safetensors")
+        raise SafetensorsError(f"{source}: the header length its first 8 bytes give runs past the end of "
+                               f"the file ({total} bytes); the file is truncated or not safetensors")
     document = _decode_json(raw[_LENGTH_PREFIX.size:buffer_start].tobytes(), source)
     if not isinstance(document, dict):
         raise SafetensorsError(f"{source}: the header must be a JSON object, got {type(document).__name__}")
@@ -103,7 +103,7 @@ def _decode_json(header: bytes, source: str):
     try:
         text = header.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise SafetensorsError(f"{source}: the header is not valid UTF-8 ({error})") from None
+        raise SafetensorsError(f"{source}: the header is not valid UTF-8 (at its byte {error.start})") from None
     try:
         return json.loads(text, object_pairs_hook=_refuse_duplicate_keys)
     except _DuplicateKey as error:
