@@ -203,9 +203,9 @@ def check_argument(value, symbols, where: str) -> list[str]:
         (tag, payload), = value.items()
         if tag == "tensor" and isinstance(payload, str):
             return [payload]
-        if tag == "float" and payload in _SPECIAL_FLOATS:
+        if tag == "float" and isinstance(payload, str) and payload in _SPECIAL_FLOATS:
             return []
-        if tag == "dtype" and payload in DTYPE_NAMES:
+        if tag == "dtype" and isinstance(payload, str) and payload in DTYPE_NAMES:
             return []
         if tag == "sym" and isinstance(payload, str):
             parse_expression(payload, symbols)

@@ -154,7 +154,7 @@ class Graph:
             where = f"tensor {tensor_id!r}"
             if not isinstance(entry, dict) or not isinstance(entry.get("shape"), list):
                 _fail(self.path, f"{where}: expected {{shape: [...], dtype: name}}")
-            if entry.get("dtype") not in DTYPE_NAMES:
+            if not isinstance(entry.get("dtype"), str) or entry["dtype"] not in DTYPE_NAMES:
                 _fail(self.path, f"{where}: dtype {entry.get('dtype')!r} is not one of {', '.join(sorted(DTYPE_NAMES))}")
             for dim in entry["shape"]:
                 if isinstance(dim, str):
