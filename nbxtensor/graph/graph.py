@@ -142,6 +142,8 @@ class Graph:
             if type(low) is not int or (high is not None and type(high) is not int) or \
                     (trace is not None and type(trace) is not int):
                 _fail(self.path, f"symbol {name!r}: min, max and trace must be integers (max may be null)")
+            if low < 0:
+                _fail(self.path, f"symbol {name!r}: min {low} is negative; a symbol is a size")
             if high is not None and high < low:
                 _fail(self.path, f"symbol {name!r}: max {high} is below min {low}")
             symbols[name] = Symbol(name, low, high, trace)
@@ -408,9 +410,13 @@ class Graph:
     def _shape(self, tensor_id: str, values: dict[str, int]) -> tuple[int, ...]:
         """The declared shape of ``tensor_id`` for symbol ``values``."""
         try:
-            return evaluate_shape(self.tensors[tensor_id]["shape"], values)
+            shape = evaluate_shape(self.tensors[tensor_id]["shape"], values)
         except ValueError as error:
             _fail(self.path, f"tensor {tensor_id!r}: {error}")
+        if any(dim < 0 for dim in shape):
+            _fail(self.path, f"tensor {tensor_id!r}: shape {self.tensors[tensor_id]['shape']} is {list(shape)} for "
+                             f"{values}, a negative size")
+        return shape
 
     def _sized(self, tensor_id: str, meta: TensorMeta) -> TensorMeta:
         """``meta``, refused where its bytes are past what memory can be addressed with."""
@@ -444,7 +450,11 @@ class Graph:
             kwargs = {k: decode(tensor_of, values) for k, decode in named.items()}
         except ValueError as error:  # a symbolic argument that has no value for these symbols
             _fail(self.path, f"op {step.id!r} ({step.aten}): {error}")
-        return calling.adapt(step.aten, args, kwargs)
+        try:
+            return calling.adapt(step.aten, args, kwargs)
+        except (ValueError, TypeError, IndexError) as error:  # an adapter unpacking too few arguments
+            _fail(self.path, f"op {step.id!r} ({step.aten}): the arguments do not fit the overload's schema "
+                             f"({error})")
 
     # ---- pricing and planning ---------------------------------------------------------------------
     def costs(self, values: dict[str, int]) -> list[tuple[Step, Cost]]:
