@@ -389,8 +389,9 @@ def _paths(node, prefix=()):
 
 @st.composite
 def _mutated(draw, document):
-    """``document`` after a few random edits: a value replaced by another of any JSON type, deleted, or
-    buried under many lists."""
+    """``document`` after a few random edits: a value replaced by another of any JSON type or by a copy
+    of another value of the document (plausible, but in the wrong place), deleted, or buried under many
+    lists."""
     for _ in range(draw(st.integers(1, 3))):
         paths = _paths(document)
         if not paths:
@@ -399,9 +400,14 @@ def _mutated(draw, document):
         parent = document
         for key in path[:-1]:
             parent = parent[key]
-        action = draw(st.sampled_from(["replace", "delete", "bury"]))
+        action = draw(st.sampled_from(["replace", "copy", "delete", "bury"]))
         if action == "replace":
             parent[path[-1]] = draw(_VALUES)
+        elif action == "copy":
+            source = document
+            for key in paths[draw(st.integers(0, len(paths) - 1))]:
+                source = source[key]
+            parent[path[-1]] = json.loads(json.dumps(source))
         elif action == "delete":
             del parent[path[-1]]
         else:
@@ -416,7 +422,7 @@ def _mutated(draw, document):
 def _text_edits(draw, text):
     """``text`` with bytes flipped, brackets inserted, or cut short."""
     data = bytearray(text.encode("utf-8"))
-    for _ in range(draw(st.integers(0, 3))):
+    for _ in range(draw(st.sampled_from([0, 0, 1, 3]))):
         position = draw(st.integers(0, len(data) - 1))
         edit = draw(st.sampled_from(["flip", "brackets", "truncate"]))
         if edit == "flip":
