@@ -54,7 +54,7 @@ def load(model_dir, device=None) -> "Graph":
     model_dir = os.fspath(model_dir)
     if not os.path.exists(os.path.join(model_dir, GRAPH_FILE)):
         raise GraphError(f"{model_dir}: no {GRAPH_FILE} here")
-    path = file_inside(model_dir, GRAPH_FILE, "graph file")
+    path = _file_inside(model_dir, GRAPH_FILE, "graph file")
     return Graph(_read_json(path), model_dir, resolve(device))
 
 
@@ -62,7 +62,7 @@ def _fail(path: str, message: str):
     raise GraphError(f"{path}: {message}")
 
 
-def file_inside(model_dir: str, name, entry: str) -> str:
+def _file_inside(model_dir: str, name, entry: str) -> str:
     """The real path of the regular file ``name`` names in ``model_dir``, after following symlinks;
     ``GraphError`` naming ``entry`` (the field that names it) where ``name`` is not a file name, leads out
     of the directory, or is missing or no regular file (a directory, a FIFO that would block a read)."""
@@ -250,18 +250,18 @@ class Graph:
         named = "weights_index" in self.document
         index_name = self.document.get("weights_index", WEIGHTS_INDEX_FILE)
         if named or os.path.lexists(os.path.join(self.model_dir, index_name)):
-            index_path = file_inside(self.model_dir, index_name, "weights_index" if named else index_name)
+            index_path = _file_inside(self.model_dir, index_name, "weights_index" if named else index_name)
             index = _read_json(index_path)
             weight_map = index.get("weight_map") if isinstance(index, dict) else None
             if not isinstance(weight_map, dict):
                 _fail(index_path, f"weight_map: expected an object of safetensors key: file name, got "
                                   f"{type(weight_map).__name__}")
-            return {key: file_inside(self.model_dir, name, f"{index_name}: weight_map[{key!r}]")
+            return {key: _file_inside(self.model_dir, name, f"{index_name}: weight_map[{key!r}]")
                     for key, name in weight_map.items()}
         located = {}
         for name in sorted(os.listdir(self.model_dir)):
             if name.endswith(".safetensors"):
-                file_path = file_inside(self.model_dir, name, "weights file")
+                file_path = _file_inside(self.model_dir, name, "weights file")
                 with safe_open(file_path, device="cpu") as file:
                     located.update({key: file_path for key in file.keys()})
         return located
