@@ -8,6 +8,7 @@ import functools
 import json
 import math
 import operator
+import re
 
 import numpy as np
 
@@ -24,6 +25,15 @@ NAMESPACES = (INPUT, PARAM, BUFFER, CONST)
 WEIGHT_NAMESPACES = (PARAM, BUFFER)
 
 DTYPE_NAMES = frozenset(d.name for d in all_dtypes)
+
+# Bounds on what a file may ask of the loader, far above what an exporter writes: a shape expression's
+# length (parsing and evaluating recurse through its syntax tree), the nesting of a JSON document (its
+# decoding and the checks of op arguments recurse through it), and the bytes of one tensor or arena
+# (kernels address memory with 64-bit signed offsets).
+MAX_EXPRESSION_CHARS = 1000
+MAX_EXPRESSION_DEPTH = 100
+MAX_JSON_NESTING = 64
+MAX_TENSOR_BYTES = 2 ** 63 - 1
 
 
 class GraphError(ValueError):
@@ -51,10 +61,17 @@ def parse_expression(text: str, known_symbols) -> ast.AST:
 def _parsed(text: str) -> tuple[ast.AST, tuple[str, ...]]:
     """``text``'s syntax tree, checked to be integer arithmetic, and the names it uses: worked out once
     per expression, since a graph evaluates the same few expressions at every run."""
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise ValueError(f"shape expression of {len(text)} characters is longer than the limit of "
+                         f"{MAX_EXPRESSION_CHARS}")
     try:
         tree = ast.parse(text, mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: a null character
         raise ValueError(f"not a shape expression: {text!r}") from None
+    depth = _depth(tree)
+    if depth > MAX_EXPRESSION_DEPTH:
+        raise ValueError(f"shape expression {text!r} nests {depth} levels deep, more than the limit of "
+                         f"{MAX_EXPRESSION_DEPTH}")
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
@@ -65,6 +82,9 @@ def _parsed(text: str) -> tuple[ast.AST, tuple[str, ...]]:
         elif isinstance(node, ast.BinOp):
             if type(node.op) not in _BINARY:
                 raise ValueError(f"shape expression {text!r} uses an operator other than + - * // %")
+            if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and isinstance(node.right, ast.Constant) \
+                    and node.right.value == 0:
+                raise ValueError(f"shape expression {text!r} divides by zero")
         elif isinstance(node, ast.UnaryOp):
             if not isinstance(node.op, ast.USub):
                 raise ValueError(f"shape expression {text!r} uses a unary operator other than -")
@@ -73,8 +93,32 @@ def _parsed(text: str) -> tuple[ast.AST, tuple[str, ...]]:
     return tree, tuple(names)
 
 
+def _depth(tree: ast.AST) -> int:
+    """How many levels ``tree`` has, counted without recursing (the evaluator recurses this deep)."""
+    deepest, pending = 0, [(tree, 1)]
+    while pending:
+        node, level = pending.pop()
+        deepest = max(deepest, level)
+        pending.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 def evaluate_expression(text: str, values: dict[str, int]) -> int:
-    return _evaluate(parse_expression(text, values), values)
+    """The value of ``text`` for symbol ``values``; ``ValueError`` naming the expression where a symbol
+    has no value or a divisor is zero for these values."""
+    tree, names = _parsed(text)
+    return _evaluated(text, tree, names, values)
+
+
+def _evaluated(text: str, tree: ast.AST, names: tuple[str, ...], values: dict[str, int]) -> int:
+    for name in names:
+        if name not in values:
+            raise ValueError(f"shape expression {text!r} needs symbol {name!r}, which has no value")
+    try:
+        return _evaluate(tree, values)
+    except ZeroDivisionError:
+        raise ValueError(f"shape expression {text!r} divides by zero for "
+                         f"{', '.join(f'{n}={values[n]}' for n in dict.fromkeys(names))}") from None
 
 
 def _evaluate(node: ast.AST, values: dict[str, int]) -> int:
@@ -144,8 +188,8 @@ def argument_decoder(value):
             decoded = decode_argument(value, None, {})
             return lambda tensor_of, symbol_values: decoded
         if tag == "sym":
-            tree, _ = _parsed(payload)
-            return lambda tensor_of, symbol_values: _evaluate(tree, symbol_values)
+            tree, names = _parsed(payload)
+            return lambda tensor_of, symbol_values: _evaluated(payload, tree, names, symbol_values)
     raise ValueError(f"not an encoded argument: {value!r}")
 
 
@@ -159,15 +203,46 @@ def check_argument(value, symbols, where: str) -> list[str]:
         (tag, payload), = value.items()
         if tag == "tensor" and isinstance(payload, str):
             return [payload]
-        if tag == "float" and payload in _SPECIAL_FLOATS:
+        if tag == "float" and isinstance(payload, str) and payload in _SPECIAL_FLOATS:
             return []
-        if tag == "dtype" and payload in DTYPE_NAMES:
+        if tag == "dtype" and isinstance(payload, str) and payload in DTYPE_NAMES:
             return []
         if tag == "sym" and isinstance(payload, str):
             parse_expression(payload, symbols)
             return []
     raise ValueError(f"{where}: not an encoded argument: {value!r} (expected null, bool, int, float, string, list, "
                      f"or an object tagged tensor, float, dtype or sym)")
+
+
+# ---- reading ---------------------------------------------------------------------------------------
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKETS = re.compile(r"[^\[\]{}]+")
+
+
+def json_nesting(text: str) -> int:
+    """How deeply ``text``'s arrays and objects nest, counted outside its strings; for a text that is not
+    JSON, at least the nesting that a JSON decoder reaches before it fails."""
+    brackets = np.frombuffer(_BRACKETS.sub("", _JSON_STRING.sub("", text)).encode("ascii"), np.uint8)
+    steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def decode_json(data: bytes, source: str):
+    """The JSON document in ``data``, read from ``source``; ``GraphError`` naming ``source`` where it is
+    not UTF-8 JSON or nests deeper than ``MAX_JSON_NESTING``. The messages quote nothing of ``data``."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise GraphError(f"{source}: not UTF-8 (at byte {error.start})") from None
+    depth = json_nesting(text)
+    if depth > MAX_JSON_NESTING:
+        raise GraphError(f"{source}: arrays and objects nest {depth} deep, more than the limit of {MAX_JSON_NESTING}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise GraphError(f"{source}: not JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+    except ValueError as error:  # an integer too long to convert
+        raise GraphError(f"{source}: not JSON ({error})") from None
 
 
 # ---- inline constants -----------------------------------------------------------------------------

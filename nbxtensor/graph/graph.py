@@ -1,8 +1,8 @@
 """Loading a graph directory (validated before anything runs) and executing it through the registry."""
 from __future__ import annotations
 
-import json
 import os
+import stat
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,9 +16,9 @@ from ..ops.registry import Cost, OpDef, TensorMeta, families, nbytes
 from ..tensor import Tensor
 from . import calling
 from .arena import ArenaRun
-from .format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSION, GRAPH_FILE, INPUT, NAMESPACES, PARAM,
-                     WEIGHT_NAMESPACES, WEIGHTS_INDEX_FILE, GraphError, argument_decoder, check_argument,
-                     decode_constant, evaluate_shape, parse_expression)
+from .format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSION, GRAPH_FILE, INPUT, MAX_TENSOR_BYTES,
+                     NAMESPACES, PARAM, WEIGHT_NAMESPACES, WEIGHTS_INDEX_FILE, GraphError, argument_decoder,
+                     check_argument, decode_constant, decode_json, evaluate_shape, parse_expression)
 from .planner import Block, MemoryPlan, plan as plan_blocks
 
 __all__ = ["Graph", "GraphError", "load"]
@@ -52,19 +52,45 @@ def load(model_dir, device=None) -> "Graph":
     """The graph in ``model_dir`` (``graph.json`` and its safetensors weights), validated, with its
     weights on ``device`` (default: nbxtensor's default device)."""
     model_dir = os.fspath(model_dir)
-    path = os.path.join(model_dir, GRAPH_FILE)
-    try:
-        with open(path, encoding="utf-8") as file:
-            document = json.load(file)
-    except FileNotFoundError:
-        raise GraphError(f"{model_dir}: no {GRAPH_FILE} here") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise GraphError(f"{path}: not JSON: {error}") from None
-    return Graph(document, model_dir, resolve(device))
+    if not os.path.exists(os.path.join(model_dir, GRAPH_FILE)):
+        raise GraphError(f"{model_dir}: no {GRAPH_FILE} here")
+    path = _file_inside(model_dir, GRAPH_FILE, "graph file")
+    return Graph(_read_json(path), model_dir, resolve(device))
 
 
 def _fail(path: str, message: str):
     raise GraphError(f"{path}: {message}")
+
+
+def _file_inside(model_dir: str, name, entry: str) -> str:
+    """The real path of the regular file ``name`` names in ``model_dir``, after following symlinks;
+    ``GraphError`` naming ``entry`` (the field that names it) where ``name`` is not a file name, leads out
+    of the directory, or is missing or no regular file (a directory, a FIFO that would block a read)."""
+    if not isinstance(name, str) or not name:
+        _fail(model_dir, f"{entry}: expected a file name, got {type(name).__name__} {name!r}")
+    root = os.path.realpath(model_dir)
+    try:
+        resolved = os.path.realpath(os.path.join(root, name))
+        outside = os.path.commonpath([root, resolved]) != root
+        mode = None if outside else os.stat(resolved).st_mode
+    except FileNotFoundError:
+        _fail(model_dir, f"{entry}: {name!r} does not exist")
+    except (OSError, ValueError) as error:  # ValueError: a null character in the name
+        _fail(model_dir, f"{entry}: {name!r} cannot be opened ({type(error).__name__})")
+    if outside:
+        _fail(model_dir, f"{entry}: {name!r} leads outside the model directory; a graph reads only its own files")
+    if not stat.S_ISREG(mode):
+        _fail(model_dir, f"{entry}: {name!r} is not a regular file")
+    return resolved
+
+
+def _read_json(path: str):
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        _fail(path, f"cannot be read ({type(error).__name__})")
+    return decode_json(data, path)
 
 
 class Graph:
@@ -80,6 +106,7 @@ class Graph:
         self.symbols = self._read_symbols(document.get("symbols", {}))
         self.tensors = self._read_tensors(document.get("tensors"))
         self.inputs = self._read_endpoints(document, "inputs")
+        self._check_symbols_bound()
         self.outputs = self._read_endpoints(document, "outputs")
         self.steps = self._read_ops(document.get("ops"))
         self._check_outputs_defined()
@@ -115,6 +142,8 @@ class Graph:
             if type(low) is not int or (high is not None and type(high) is not int) or \
                     (trace is not None and type(trace) is not int):
                 _fail(self.path, f"symbol {name!r}: min, max and trace must be integers (max may be null)")
+            if low < 0:
+                _fail(self.path, f"symbol {name!r}: min {low} is negative; a symbol is a size")
             if high is not None and high < low:
                 _fail(self.path, f"symbol {name!r}: max {high} is below min {low}")
             symbols[name] = Symbol(name, low, high, trace)
@@ -127,7 +156,7 @@ class Graph:
             where = f"tensor {tensor_id!r}"
             if not isinstance(entry, dict) or not isinstance(entry.get("shape"), list):
                 _fail(self.path, f"{where}: expected {{shape: [...], dtype: name}}")
-            if entry.get("dtype") not in DTYPE_NAMES:
+            if not isinstance(entry.get("dtype"), str) or entry["dtype"] not in DTYPE_NAMES:
                 _fail(self.path, f"{where}: dtype {entry.get('dtype')!r} is not one of {', '.join(sorted(DTYPE_NAMES))}")
             for dim in entry["shape"]:
                 if isinstance(dim, str):
@@ -157,6 +186,14 @@ class Graph:
             if key == "inputs" and not tensor_id.startswith(INPUT):
                 _fail(self.path, f"input {tensor_id!r} is not in the {INPUT} namespace")
         return ids
+
+    def _check_symbols_bound(self) -> None:
+        """Every symbol takes its value from an input dimension that is exactly that symbol."""
+        bound = {dim for t in self.inputs for dim in self.tensors[t]["shape"] if isinstance(dim, str)}
+        for name in self.symbols:
+            if name not in bound:
+                _fail(self.path, f"symbol {name!r}: no input dimension binds it (an input's shape must hold "
+                                 f"{name!r} as one of its dimensions)")
 
     def _read_ops(self, raw) -> list[Step]:
         if not isinstance(raw, list):
@@ -208,19 +245,23 @@ class Graph:
                 _fail(self.path, f"output {out!r} is never defined by an op")
 
     def _weight_files(self) -> dict[str, str]:
-        """Safetensors key -> file, from the index when there is one, else from every *.safetensors here."""
-        index_path = os.path.join(self.model_dir, self.document.get("weights_index", WEIGHTS_INDEX_FILE))
-        if os.path.exists(index_path):
-            try:
-                with open(index_path, encoding="utf-8") as file:
-                    weight_map = json.load(file)["weight_map"]
-            except (json.JSONDecodeError, KeyError, TypeError) as error:
-                raise GraphError(f"{index_path}: not a safetensors index with a weight_map ({error})") from None
-            return {key: os.path.join(self.model_dir, name) for key, name in weight_map.items()}
+        """Safetensors key -> file, from the index when there is one (the document's ``weights_index``,
+        else the default name), else from every *.safetensors here. Every file lies inside the directory."""
+        named = "weights_index" in self.document
+        index_name = self.document.get("weights_index", WEIGHTS_INDEX_FILE)
+        if named or os.path.lexists(os.path.join(self.model_dir, index_name)):
+            index_path = _file_inside(self.model_dir, index_name, "weights_index" if named else index_name)
+            index = _read_json(index_path)
+            weight_map = index.get("weight_map") if isinstance(index, dict) else None
+            if not isinstance(weight_map, dict):
+                _fail(index_path, f"weight_map: expected an object of safetensors key: file name, got "
+                                  f"{type(weight_map).__name__}")
+            return {key: _file_inside(self.model_dir, name, f"{index_name}: weight_map[{key!r}]")
+                    for key, name in weight_map.items()}
         located = {}
         for name in sorted(os.listdir(self.model_dir)):
             if name.endswith(".safetensors"):
-                file_path = os.path.join(self.model_dir, name)
+                file_path = _file_inside(self.model_dir, name, "weights file")
                 with safe_open(file_path, device="cpu") as file:
                     located.update({key: file_path for key in file.keys()})
         return located
@@ -234,6 +275,8 @@ class Graph:
             located = self._weight_files()
         except SafetensorsError as error:
             raise GraphError(str(error)) from None
+        except OSError as error:
+            raise GraphError(f"{self.model_dir}: the weights cannot be read ({type(error).__name__})") from None
         by_file: dict[str, list[str]] = {}
         for tensor_id, entry in wanted.items():
             key = entry["weight"]
@@ -310,17 +353,18 @@ class Graph:
                                          f"but {got} in dimension {axis} of {tensor_id!r}")
         self.check_symbols(values)
         for tensor_id, shape in zip(self.inputs, shapes):
-            try:
-                expected = evaluate_shape(self.tensors[tensor_id]["shape"], values)
-            except KeyError as error:
-                raise GraphError(f"{self.path}: input {tensor_id!r}: symbol {error} is bound by no input "
-                                 f"dimension of its own") from None
+            expected = self._shape(tensor_id, values)
             if tuple(shape) != expected:
                 raise GraphError(f"{self.path}: input {tensor_id!r} must have shape {list(expected)} "
                                  f"({self.tensors[tensor_id]['shape']}), got {list(shape)}")
         return values
 
     def check_symbols(self, values: dict[str, int]) -> None:
+        """``values`` give every symbol a value inside its range, and name no other."""
+        for name in self.symbols:
+            if name not in values:
+                raise GraphError(f"{self.path}: symbol {name!r} has no value; values given: "
+                                 f"{', '.join(values) or 'none'}")
         for name, value in values.items():
             symbol = self.symbols.get(name)
             if symbol is None:
@@ -341,7 +385,8 @@ class Graph:
         metas = {}
         for tensor_id, entry in self.tensors.items():
             if tensor_id.startswith(NAMESPACES):
-                metas[tensor_id] = TensorMeta(evaluate_shape(entry["shape"], values), get_dtype(entry["dtype"]))
+                metas[tensor_id] = self._sized(tensor_id, TensorMeta(self._shape(tensor_id, values),
+                                                                     get_dtype(entry["dtype"])))
         for step in self.steps:
             args, kwargs = self._arguments(step, metas.__getitem__, values)
             try:
@@ -352,9 +397,8 @@ class Graph:
             for out, meta in zip(step.outputs, self._as_list(step, produced)):
                 if out is None:
                     continue
-                declared = self.tensors[out]
-                expected = TensorMeta(evaluate_shape(declared["shape"], values), get_dtype(declared["dtype"]))
-                actual = TensorMeta(tuple(meta.shape), meta.dtype)
+                expected = TensorMeta(self._shape(out, values), get_dtype(self.tensors[out]["dtype"]))
+                actual = self._sized(out, TensorMeta(tuple(meta.shape), meta.dtype))
                 if actual != expected:
                     raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) makes {out!r} as "
                                      f"{actual.dtype.name}{list(actual.shape)}; the file declares "
@@ -362,6 +406,25 @@ class Graph:
                 metas[out] = actual
         self._inferred[key] = metas
         return metas
+
+    def _shape(self, tensor_id: str, values: dict[str, int]) -> tuple[int, ...]:
+        """The declared shape of ``tensor_id`` for symbol ``values``."""
+        try:
+            shape = evaluate_shape(self.tensors[tensor_id]["shape"], values)
+        except ValueError as error:
+            _fail(self.path, f"tensor {tensor_id!r}: {error}")
+        if any(dim < 0 for dim in shape):
+            _fail(self.path, f"tensor {tensor_id!r}: shape {self.tensors[tensor_id]['shape']} is {list(shape)} for "
+                             f"{values}, a negative size")
+        return shape
+
+    def _sized(self, tensor_id: str, meta: TensorMeta) -> TensorMeta:
+        """``meta``, refused where its bytes are past what memory can be addressed with."""
+        size = nbytes(meta)
+        if size > MAX_TENSOR_BYTES:
+            _fail(self.path, f"tensor {tensor_id!r}: {meta.dtype.name}{list(meta.shape)} takes {size} bytes, more "
+                             f"than the {MAX_TENSOR_BYTES} one tensor may take")
+        return meta
 
     def _as_list(self, step: Step, produced) -> list:
         # a TensorMeta is itself a tuple, so a single result is told apart by having a shape
@@ -382,9 +445,16 @@ class Graph:
     def _arguments(self, step: Step, tensor_of, values):
         """``step``'s arguments for its op's meta and cost rules (a run adds the device itself: ``_runs``)."""
         positional, named = self._decoders_of(step)
-        args = [decode(tensor_of, values) for decode in positional]
-        kwargs = {k: decode(tensor_of, values) for k, decode in named.items()}
-        return calling.adapt(step.aten, args, kwargs)
+        try:
+            args = [decode(tensor_of, values) for decode in positional]
+            kwargs = {k: decode(tensor_of, values) for k, decode in named.items()}
+        except ValueError as error:  # a symbolic argument that has no value for these symbols
+            _fail(self.path, f"op {step.id!r} ({step.aten}): {error}")
+        try:
+            return calling.adapt(step.aten, args, kwargs)
+        except (ValueError, TypeError, IndexError) as error:  # an adapter unpacking too few arguments
+            _fail(self.path, f"op {step.id!r} ({step.aten}): the arguments do not fit the overload's schema "
+                             f"({error})")
 
     # ---- pricing and planning ---------------------------------------------------------------------
     def costs(self, values: dict[str, int]) -> list[tuple[Step, Cost]]:
@@ -439,7 +509,11 @@ class Graph:
         blocks = [Block(t, nbytes(metas[t]), first[t], last[t]) for t in first]
         workspaces = [Block(f"{step.id}#workspace", cost.workspace, i, i)
                       for i, (step, cost) in enumerate(self.costs(values)) if cost.workspace]
-        return plan_blocks(blocks, workspaces)
+        memory_plan = plan_blocks(blocks, workspaces)
+        if memory_plan.arena_bytes > MAX_TENSOR_BYTES:
+            _fail(self.path, f"the memory plan for {values} needs an arena of {memory_plan.arena_bytes} bytes, "
+                             f"more than the {MAX_TENSOR_BYTES} one allocation may take")
+        return memory_plan
 
     def _first_tensor(self, step: Step) -> str | None:
         for arg in step.args:
