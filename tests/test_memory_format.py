@@ -48,3 +48,11 @@ def test_channels_last_is_refused_by_name(call):
 def test_unknown_memory_format_is_refused():
     with pytest.raises(ValueError, match="unknown memory_format 'sideways'"):
         _transposed()[1].clone(memory_format="sideways")
+
+
+@pytest.mark.parametrize("name", ["rand_like", "randn_like", "empty_like", "zeros_like"])
+def test_like_ops_follow_the_memory_format(name):
+    _, x = _transposed()
+    make = getattr(nbx, name)
+    assert make(x).stride() == x.stride()
+    assert make(x, memory_format="contiguous_format").is_contiguous()
