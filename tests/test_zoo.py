@@ -119,7 +119,7 @@ def test_architecture(name, tmp_path):
 @pytest.mark.parametrize("name", sorted(ENCODER_DECODER))
 def test_encoder_decoder_forward(name, tmp_path):
     module = DecoderLastHidden(_seeded(ENCODER_DECODER[name]))
-    # torch.export refuses BART's sequence dims below 3 (its learned positions specialise smaller ones)
+    # torch.export refuses a minimum below 3 for BART's sequence dims
     batch = torch.export.Dim("batch", min=1, max=8)
     source, target = torch.export.Dim("source", min=3, max=32), torch.export.Dim("target", min=3, max=32)
     model = _export_and_load(module, (_ids(2, 7), _ids(2, 4)), ({0: batch, 1: source}, {0: batch, 1: target}),
