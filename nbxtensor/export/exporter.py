@@ -20,8 +20,11 @@ from . import ExportError
 # High-level ops worth their own kernels: run_decompositions leaves them whole (those torch has).
 KEEP_WHOLE = ("aten::scaled_dot_product_attention.default", "aten::layer_norm.default", "aten::rms_norm.default",
               "aten::linear.default", "aten::embedding.default")
-# Arguments that say where or how a result is laid out; one graph runs on one device, dense.
-_DROPPED_ARGUMENTS = frozenset(("device", "layout", "memory_format", "pin_memory"))
+# Arguments that say where a result lives; one graph runs on one device, with dense tensors. A memory
+# format is kept: it decides the result's strides, and so whether a later view of it works.
+_DROPPED_ARGUMENTS = frozenset(("device", "layout", "pin_memory"))
+# Clones that keep the layout of an input that is already row-major.
+_LAYOUT_KEEPING_FORMATS = (None, "preserve_format", "contiguous_format")
 # Ops that only rename a tensor in a functional graph.
 _ALIASES = frozenset(("aten::detach.default", "aten::alias.default", "aten::lift_fresh_copy.default"))
 INLINE_CONSTANT_BYTES = 4096
@@ -131,7 +134,9 @@ class _Writer:
             return encoded if isinstance(encoded, int) else {"sym": encoded}
         if isinstance(value, torch.dtype):
             return {"dtype": _dtype_name(value)}
-        if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
+        if isinstance(value, torch.memory_format):
+            return str(value).removeprefix("torch.")
+        if isinstance(value, (torch.device, torch.layout)):
             return None
         raise ExportError(f"argument {value!r} of type {type(value).__name__} cannot be written")
 
@@ -193,6 +198,7 @@ class _Writer:
         # of a transposed view is the copy that lets a later view merge its dims
         fresh_clone = (name == "aten::clone.default" and isinstance(source, torch.fx.Node)
                        and source.op == "call_function"
+                       and self._encode(node.kwargs.get("memory_format")) in _LAYOUT_KEEPING_FORMATS
                        and getattr(source.meta.get("val"), "is_contiguous", lambda: False)())
         if name in _ALIASES or fresh_clone:
             self.ids[node.name] = self.ids[source.name]

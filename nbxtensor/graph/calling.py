@@ -25,19 +25,55 @@ def _drop_kwargs(*names):
     return adapt
 
 
-def _to_copy_from_aten(args, kwargs):
-    # aten::_to_copy(self, *, dtype, layout, device, pin_memory, non_blocking, memory_format) always copies;
-    # the graph runs on one device, so only the dtype matters
-    return args[:1], {"dtype": kwargs.get("dtype"), "copy": True}
+def _positional_as_keywords(position: int, *names):
+    """ATen passes these arguments by position where the implementation takes them by keyword."""
+    def adapt(args, kwargs):
+        return args[:position], {**dict(zip(names, args[position:])), **kwargs}
+    return adapt
 
+
+def _to_from_aten(*positional, always_copy=False):
+    # aten::to and aten::_to_copy: the graph runs on one device with dense tensors, so of the device,
+    # layout, pin_memory and non_blocking nothing matters; the dtype, a copy and the memory format do
+    def adapt(args, kwargs):
+        named = {**dict(zip(positional, args[1:])), **kwargs}
+        return args[:1], {"dtype": named.get("dtype"), "copy": always_copy or named.get("copy", False),
+                          "memory_format": named.get("memory_format")}
+    return adapt
+
+
+def _index_put_impl_from_aten(args, kwargs):
+    # aten::_index_put_impl_(self, indices, values, accumulate, unsafe): unsafe only skips index checks
+    return args[:4], {k: v for k, v in kwargs.items() if k != "unsafe"}
+
+
+def _batch_norm_from_aten(args, kwargs):
+    # aten::batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled);
+    # torch's Python batch_norm takes the running statistics before weight and bias
+    named = {**dict(zip(("input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps",
+                         "cudnn_enabled"), args)), **kwargs}
+    x = named.pop("input")
+    return (x, named.pop("running_mean", None), named.pop("running_var", None)), named
+
+
+_SCALAR_ALPHA = ("aten::add.Scalar", "aten::add.Scalar_out", "aten::add_.Scalar", "aten::sub.Scalar",
+                 "aten::sub.Scalar_out", "aten::sub_.Scalar", "aten::rsub.Scalar", "aten::rsub.Scalar_out")
 
 _ADAPTERS = {
     "aten::_softmax.default": _softmax_from_aten,
     "aten::_log_softmax.default": _softmax_from_aten,
     "aten::expand.default": _drop_kwargs("implicit"),
-    "aten::_to_copy.default": _to_copy_from_aten,
-    "aten::clone.default": _drop_kwargs("memory_format"),
-    "aten::contiguous.default": _drop_kwargs("memory_format"),
+    "aten::_to_copy.default": _to_from_aten(always_copy=True),
+    "aten::to.dtype": _to_from_aten("dtype", "non_blocking", "copy", "memory_format"),
+    "aten::to.device": _to_from_aten("device", "dtype", "non_blocking", "copy", "memory_format"),
+    "aten::to.dtype_layout": _to_from_aten(),
+    # the contraction order einsum's path names changes no value
+    "aten::einsum.default": _drop_kwargs("path"),
+    "aten::_index_put_impl_.default": _index_put_impl_from_aten,
+    "aten::batch_norm.default": _batch_norm_from_aten,
+    **{name: _positional_as_keywords(2, "alpha") for name in _SCALAR_ALPHA},
+    **{name: _positional_as_keywords(1, "alpha", "scale", "input_scale")
+       for name in ("aten::elu.default", "aten::elu.out", "aten::elu_.default")},
 }
 
 # ops that make tensors from nothing need to be told where

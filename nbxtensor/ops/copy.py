@@ -449,15 +449,29 @@ def _clone_cost(x, memory_format=None):
 _converted_outputs = PlanCache()  # (input layout, dtype, whether strides are preserved) -> the output's maker
 
 
+_UNSUPPORTED_MEMORY_FORMATS = ("channels_last", "channels_last_3d")
+
+
+def preserves_strides(op: str, memory_format) -> bool:
+    """Whether ``memory_format`` (torch's name without ``torch.``; None is ``preserve_format``) keeps a dense
+    input's strides (True) or asks for row-major ones (``contiguous_format``: False)."""
+    if memory_format in (None, "preserve_format"):
+        return True
+    if memory_format == "contiguous_format":
+        return False
+    if memory_format in _UNSUPPORTED_MEMORY_FORMATS:
+        raise NotImplementedError(f"{op}: memory_format {memory_format!r} is not supported yet; use "
+                                  "'preserve_format' or 'contiguous_format'")
+    raise ValueError(f"{op}: unknown memory_format {memory_format!r}; use 'preserve_format' or 'contiguous_format'")
+
+
 @register("clone", family="copy", aten=["aten::clone.default"], meta=_clone_meta, cost=_clone_cost,
           methods=("clone",))
 def clone(x: Tensor, memory_format=None) -> Tensor:
-    """A copy with its own storage; a dense input keeps its strides (``preserve_format``)."""
+    """A copy with its own storage; a dense input keeps its strides (``preserve_format``), ``contiguous_format``
+    makes them row-major."""
     _check_data(x, "clone")
-    if memory_format not in (None, "preserve_format", "contiguous_format"):
-        raise ValueError(f"clone: unsupported memory_format {memory_format!r}; use 'preserve_format' or "
-                         "'contiguous_format'")
-    return _converted(x, x.dtype, memory_format != "contiguous_format")
+    return _converted(x, x.dtype, preserves_strides("clone", memory_format))
 
 
 def _converted(x: Tensor, dt, preserve: bool) -> Tensor:
@@ -476,31 +490,39 @@ def _converted(x: Tensor, dt, preserve: bool) -> Tensor:
 @register("contiguous", family="copy", aten=["aten::contiguous.default"], meta=_clone_meta, cost=_clone_cost,
           api=(), methods=("contiguous",))
 def contiguous(x: Tensor, memory_format=None) -> Tensor:
+    if memory_format == "preserve_format":
+        raise ValueError("contiguous: memory_format 'preserve_format' is not a layout contiguous() can give")
+    if memory_format is not None:
+        preserves_strides("contiguous", memory_format)  # refuses the formats not supported and unknown names
     if x.is_contiguous():
         return x
     return copy_(new_tensor(x.shape, x.dtype, x.device), x)
 
 
-def _to_meta(x, device=None, dtype=None, copy=False):
+def _to_meta(x, device=None, dtype=None, copy=False, memory_format=None):
     return TensorMeta(tuple(x.shape), x.dtype if dtype is None else get_dtype(dtype))
 
 
-def _to_cost(x, device=None, dtype=None, copy=False):
+def _to_cost(x, device=None, dtype=None, copy=False, memory_format=None):
     out = _to_meta(x, device, dtype)
     return Cost(bytes_read=nbytes(x), bytes_written=nbytes(out))
 
 
 @register("to", family="copy", aten=["aten::_to_copy.default", "aten::to.dtype", "aten::to.device",
                                      "aten::to.dtype_layout"], meta=_to_meta, cost=_to_cost, api=())
-def to(x: Tensor, device=None, dtype=None, copy: bool = False) -> Tensor:
-    """``x`` on ``device`` as ``dtype``; ``x`` itself when nothing changes and no copy is asked."""
+def to(x: Tensor, device=None, dtype=None, copy: bool = False, memory_format=None) -> Tensor:
+    """``x`` on ``device`` as ``dtype``; ``x`` itself when nothing changes, no copy is asked and the layout
+    suits ``memory_format``."""
     _check_data(x, "to")
     dev = x.device if device is None else _resolve(device)
     dt = x.dtype if dtype is None else get_dtype(dtype)
-    if dev == x.device and dt is x.dtype and not copy:
+    preserve = preserves_strides("to", memory_format)
+    if dev == x.device and dt is x.dtype and not copy and (preserve or x.is_contiguous()):
         return x
     if dev == x.device:
-        return _converted(x, dt, True)
+        return _converted(x, dt, preserve)
+    if not preserve:
+        return contiguous(to(x, dev, dt))
     if dt is x.dtype:
         return _transfer(x, dev)
     if _can_compute(x.device):

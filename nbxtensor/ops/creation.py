@@ -15,7 +15,7 @@ from ..launch import cdiv, launch, refuse_capture
 from ..promotion import get_default_complex_dtype, get_default_dtype
 from ..storage import Storage
 from ..tensor import Tensor
-from .copy import _BITS_TYPE, _conversion_flags, _elementwise_block, fill_, new_tensor
+from .copy import _BITS_TYPE, _conversion_flags, _elementwise_block, fill_, new_tensor, preserves_strides
 from .registry import Cost, TensorMeta, nbytes, register
 
 _I64 = get_dtype("int64")
@@ -99,21 +99,16 @@ def _like_cost(x, *args, dtype=None, **_):
     return Cost(bytes_written=nbytes(_like_meta(x, dtype=dtype)))
 
 
-def _like_tensor(x: Tensor, dtype, device, memory_format) -> Tensor:
+def _like_tensor(op: str, x: Tensor, dtype, device, memory_format) -> Tensor:
     dt = x.dtype if dtype is None else get_dtype(dtype)
     dev = x.device if device is None else resolve(device)
-    if memory_format in (None, "preserve_format"):
-        strides = S.dense_strides_like(x.shape, x.stride())
-    elif memory_format == "contiguous_format":
-        strides = None
-    else:
-        raise ValueError(f"unsupported memory_format {memory_format!r}; use 'preserve_format' or 'contiguous_format'")
+    strides = S.dense_strides_like(x.shape, x.stride()) if preserves_strides(op, memory_format) else None
     return new_tensor(x.shape, dt, dev, strides)
 
 
 def _like(name: str, aten, fill):
     def impl(x, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-        out = _like_tensor(x, dtype, device, memory_format)
+        out = _like_tensor(name, x, dtype, device, memory_format)
         return out if fill is None else fill_(out, fill)
 
     impl.__name__ = name
@@ -130,7 +125,7 @@ ones_like = _like("ones_like", ["aten::ones_like.default"], 1)
           meta=lambda x, fill_value, dtype=None, **_: _like_meta(x, dtype=dtype),
           cost=lambda x, fill_value, dtype=None, **_: _like_cost(x, dtype=dtype))
 def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return fill_(_like_tensor(x, dtype, device, memory_format), fill_value)
+    return fill_(_like_tensor("full_like", x, dtype, device, memory_format), fill_value)
 
 
 def _new_methods():

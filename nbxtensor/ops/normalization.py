@@ -15,7 +15,7 @@ from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .reductions import _needs_index_64, _source, compute_dtype, kernel_facts, split_plan, tile_for
-from .registry import Cost, TensorMeta, nbytes, register
+from .registry import Cost, TensorMeta, get, nbytes, register
 
 
 def _format(dt):
@@ -456,6 +456,49 @@ def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, tra
            HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, COMPUTE=compute.triton, SRC_FORMAT=_format(x.dtype),
            DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=n >= 2 ** 31, BLOCK=block)
     return out
+
+
+def _native_group_norm_meta(x, weight, bias, N, C, HxW, group, eps):
+    _group_norm_meta(x, group)
+    statistics = TensorMeta((N, group), x.dtype)
+    return TensorMeta(tuple(x.shape), x.dtype), statistics, statistics
+
+
+def _native_group_norm_cost(x, weight, bias, N, C, HxW, group, eps):
+    norm = _norm_cost(x, weight, bias)
+    statistics = 2 * N * group * x.dtype.itemsize
+    return Cost(flops=norm.flops + 3 * S.numel(x.shape), bytes_read=norm.bytes_read + nbytes(x),
+                bytes_written=norm.bytes_written + statistics)
+
+
+@register("native_group_norm", family="normalization", aten=["aten::native_group_norm.default"],
+          meta=_native_group_norm_meta, cost=_native_group_norm_cost, api=())
+def native_group_norm(x: Tensor, weight, bias, N: int, C: int, HxW: int, group: int, eps: float):
+    """What torch.export makes of ``group_norm``: (out, mean, rstd), with the mean and 1/std of each
+    (sample, group) that training keeps for the backward pass, computed here in a second pass over x."""
+    out = group_norm.impl(x, group, weight, bias, eps)
+    var, mean = get("var_mean").impl(x.reshape(N, group, -1), dim=-1, correction=0)
+    return out, mean, get("rsqrt").impl(get("add").impl(var, eps))
+
+
+def _native_batch_norm_no_training_meta(x, weight, bias, running_mean, running_var, momentum, eps):
+    _batch_norm_meta(x, running_mean, running_var)
+    empty = TensorMeta((0,), x.dtype)
+    return TensorMeta(tuple(x.shape), x.dtype), empty, empty
+
+
+def _native_batch_norm_no_training_cost(x, weight, bias, running_mean, running_var, momentum, eps):
+    return _batch_norm_cost(x, running_mean, running_var, weight, bias)
+
+
+@register("native_batch_norm_no_training", family="normalization",
+          aten=["aten::_native_batch_norm_legit_no_training.default"], meta=_native_batch_norm_no_training_meta,
+          cost=_native_batch_norm_no_training_cost, api=())
+def native_batch_norm_no_training(x: Tensor, weight, bias, running_mean, running_var, momentum: float, eps: float):
+    """What torch.export makes of an inference ``batch_norm``: (out, save_mean, save_invstd), the last two
+    empty as ATen's are (no batch statistics are taken)."""
+    out = batch_norm.impl(x, running_mean, running_var, weight, bias, False, momentum, eps)
+    return out, new_tensor((0,), x.dtype, x.device), new_tensor((0,), x.dtype, x.device)
 
 
 # nbxtensor.nn.functional's names for these ops

@@ -108,6 +108,14 @@ INTEGERS_NO_BOOL = "integers_no_bool"
 REAL = "real"              # anything but complex
 
 
+# How ATen names a pointwise op's overloads. Every unary op, and the binary ops ATen added with its
+# structured kernels, have ``default`` and ``out``; the older binary ops have one overload for a tensor
+# ``other`` and one for a scalar, whose out forms ATen names one of two ways.
+OVERLOADS_DEFAULT = ("default", "out")
+OVERLOADS_TENSOR_SCALAR = ("Tensor", "Scalar", "out", "Scalar_out")
+OVERLOADS_TENSOR_SCALAR_OUT = ("Tensor", "Scalar", "Tensor_out", "Scalar_out")
+
+
 class Row(NamedTuple):
     name: str
     body: Any
@@ -115,7 +123,8 @@ class Row(NamedTuple):
     rule: str = PROMOTE
     accepts: str = ANY
     flops: int = 1
-    aten: tuple = ()
+    aten: tuple | None = None       # ATen overloads when not the ones ``overloads`` names
+    overloads: tuple = OVERLOADS_DEFAULT  # ATen's overload names, one of the schemes above
     api: tuple | None = None        # names in nbx (default: the name)
     methods: tuple | None = None    # Tensor methods (default: the name)
     inplace: bool = True            # a ``<name>_`` method
@@ -873,7 +882,7 @@ def _build(row: Row) -> None:
     impl.__qualname__ = row.name
     impl.__doc__ = f"Pointwise ``{row.name}`` as ATen computes it (see nbxtensor.ops.pointwise)."
     impl.__signature__ = _signature(row, True)
-    aten = row.aten or _default_aten(row)
+    aten = _default_aten(row) if row.aten is None else row.aten
     api = (row.name,) if row.api is None else row.api
     methods = (row.name,) if row.methods is None else row.methods
     op = register(row.name, family="pointwise", aten=[a for a in aten if not _is_inplace_overload(a)],
@@ -896,16 +905,9 @@ def _is_inplace_overload(aten_name: str) -> bool:
 
 
 def _default_aten(row: Row) -> tuple:
-    unary = len([p for p in inspect.signature(row.parse).parameters.values()
-                 if p.default is inspect.Parameter.empty]) == 1
-    if unary:
-        names = [f"aten::{row.name}.default", f"aten::{row.name}.out"]
-        if row.inplace:
-            names.append(f"aten::{row.name}_.default")
-    else:
-        names = [f"aten::{row.name}.Tensor", f"aten::{row.name}.Scalar", f"aten::{row.name}.out"]
-        if row.inplace:
-            names += [f"aten::{row.name}_.Tensor", f"aten::{row.name}_.Scalar"]
+    names = [f"aten::{row.name}.{overload}" for overload in row.overloads]
+    if row.inplace:  # the in-place forms have the functional overloads, without the out ones
+        names += [f"aten::{row.name}_.{overload}" for overload in row.overloads if not overload.endswith("out")]
     return tuple(names)
 
 

@@ -13,8 +13,9 @@ from .. import shape as S
 from ..kernels import pointwise as K
 from ..tensor import Tensor
 from .copy import constant_bits
-from .pointwise import (COMPARE, COMPARE_FLOAT, FLOAT, FLOATS, INTEGERS, INTEGERS_NO_BOOL, NO_BOOL, PROMOTE,
-                        REAL, SELECT_COMPONENTWISE, Call, Row, _is_scalar, _is_tensor, _python_scalar, build_all)
+from .pointwise import (COMPARE, COMPARE_FLOAT, FLOAT, FLOATS, INTEGERS, INTEGERS_NO_BOOL, NO_BOOL,
+                        OVERLOADS_TENSOR_SCALAR, OVERLOADS_TENSOR_SCALAR_OUT, PROMOTE, REAL,
+                        SELECT_COMPONENTWISE, Call, Row, _is_scalar, _is_tensor, _python_scalar, build_all)
 from .registry import TensorMeta, get
 
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -138,8 +139,9 @@ def _leaky_relu(input, negative_slope=0.01, inplace=False):
     return Call((input, negative_slope), (0,), inplace=inplace)
 
 
-def _elu(input, alpha=1.0, inplace=False):
-    return Call((input, alpha, 1.0, 1.0), (0,), inplace=inplace)
+def _elu(input, alpha=1.0, inplace=False, *, scale=1.0, input_scale=1.0):
+    # scale and input_scale are ATen's (selu and celu are elu with them set); torch's Python elu lacks them
+    return Call((input, alpha, scale, input_scale), (0,), inplace=inplace)
 
 
 def _celu(input, alpha=1.0, inplace=False):
@@ -335,14 +337,15 @@ TABLE = [
     Row("celu", K.elu, _celu, accepts=FLOATS, flops=20, methods=(), inplace_api=("celu_",),
         functional=("celu", "celu_")),
     Row("selu", K.elu, _selu, accepts=FLOATS, flops=20, methods=(), inplace_api=("selu_",),
-        functional=("selu", "selu_")),
+        functional=("selu", "selu_"), aten=("aten::selu.default", "aten::selu_.default")),
     Row("gelu", K.gelu, _gelu, accepts=FLOATS, flops=40, api=(), methods=(), inplace=False, functional=("gelu",)),
     Row("silu", K.silu, _activation, accepts=FLOATS, flops=20, api=(), methods=(), functional=("silu",)),
     Row("mish", K.mish, _activation, accepts=FLOATS, flops=60, api=(), methods=(), functional=("mish",)),
     Row("softplus", K.softplus, _softplus, accepts=FLOATS, flops=40, api=(), methods=(), inplace=False,
         functional=("softplus",)),
+    # ATen has no softsign (torch composes it from abs, add and div): an nbx:: name
     Row("softsign", K.softsign, _unary, rule=FLOAT, accepts=NO_BOOL, flops=4, api=(), methods=(), inplace=False,
-        functional=("softsign",)),
+        functional=("softsign",), aten=("nbx::softsign",)),
     Row("hardsigmoid", K.hardsigmoid, _activation, accepts=FLOATS, flops=4, api=(), methods=(),
         functional=("hardsigmoid",)),
     Row("hardswish", K.hardswish, _activation, accepts=FLOATS, flops=5, api=(), methods=(),
@@ -354,19 +357,23 @@ TABLE = [
     Row("glu", K.glu, _glu, accepts=FLOATS, flops=20, api=(), methods=(), inplace=False, functional=("glu",),
         aten=("aten::glu.default", "aten::glu.out")),
     # binary arithmetic
-    Row("add", K.add, _with_alpha, check=_check_alpha, complex_body=K.complex_add),
+    Row("add", K.add, _with_alpha, check=_check_alpha, complex_body=K.complex_add, overloads=OVERLOADS_TENSOR_SCALAR),
     Row("sub", K.sub, _with_alpha, check=_check_sub, api=("sub", "subtract"), methods=("sub", "subtract"),
-        complex_body=K.complex_sub),
-    Row("rsub", K.sub, _rsub, check=_check_sub, methods=(), inplace=False, complex_body=K.complex_sub),
-    Row("mul", K.mul, _binary, api=("mul", "multiply"), methods=("mul", "multiply"), complex_body=K.complex_mul),
+        complex_body=K.complex_sub, overloads=OVERLOADS_TENSOR_SCALAR),
+    Row("rsub", K.sub, _rsub, check=_check_sub, methods=(), inplace=False, complex_body=K.complex_sub,
+        overloads=OVERLOADS_TENSOR_SCALAR_OUT),
+    Row("mul", K.mul, _binary, api=("mul", "multiply"), methods=("mul", "multiply"), complex_body=K.complex_mul,
+        overloads=OVERLOADS_TENSOR_SCALAR),
     Row("div", K.div, _div, check=_check_div, api=("div", "divide", "true_divide"),
         methods=("div", "divide", "true_divide"), complex_body=K.complex_div,
         aten=("aten::div.Tensor", "aten::div.Scalar", "aten::div.Tensor_mode", "aten::div.Scalar_mode",
               "aten::div.out", "aten::div.out_mode", "aten::div_.Tensor", "aten::div_.Scalar",
               "aten::div_.Tensor_mode", "aten::div_.Scalar_mode")),
-    Row("floor_divide", K.div, _floor_divide, accepts=NO_BOOL, flops=8),
-    Row("remainder", K.remainder, _binary, accepts=NO_BOOL, flops=8),
-    Row("fmod", K.fmod, _binary, accepts=NO_BOOL, flops=8),
+    Row("floor_divide", K.div, _floor_divide, accepts=NO_BOOL, flops=8,
+        aten=("aten::floor_divide.default", "aten::floor_divide.Scalar", "aten::floor_divide.out",
+              "aten::floor_divide.Scalar_out", "aten::floor_divide_.Tensor", "aten::floor_divide_.Scalar")),
+    Row("remainder", K.remainder, _binary, accepts=NO_BOOL, flops=8, overloads=OVERLOADS_TENSOR_SCALAR_OUT),
+    Row("fmod", K.fmod, _binary, accepts=NO_BOOL, flops=8, overloads=OVERLOADS_TENSOR_SCALAR_OUT),
     Row("pow", K.pow_, _pow, accepts=REAL, flops=20, check=_check_pow,
         aten=("aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar", "aten::pow.Scalar", "aten::pow.Tensor_Tensor_out",
               "aten::pow_.Tensor", "aten::pow_.Scalar")),
@@ -377,18 +384,25 @@ TABLE = [
     Row("minimum", K.minimum, _binary, accepts=REAL, inplace=False),
     Row("fmax", K.fmax, _binary, accepts=REAL, inplace=False),
     Row("fmin", K.fmin, _binary, accepts=REAL, inplace=False),
-    Row("copysign", K.copysign, _binary, rule=FLOAT, accepts=REAL),
-    Row("xlogy", K.xlogy, _binary, rule=FLOAT, accepts=REAL, flops=20, inplace_api=("xlogy_",)),
+    Row("copysign", K.copysign, _binary, rule=FLOAT, accepts=REAL, overloads=OVERLOADS_TENSOR_SCALAR),
+    Row("xlogy", K.xlogy, _binary, rule=FLOAT, accepts=REAL, flops=20, inplace_api=("xlogy_",),
+        aten=("aten::xlogy.Tensor", "aten::xlogy.Scalar_Self", "aten::xlogy.Scalar_Other", "aten::xlogy.OutTensor",
+              "aten::xlogy.OutScalar_Self", "aten::xlogy.OutScalar_Other", "aten::xlogy_.Tensor",
+              "aten::xlogy_.Scalar_Other")),
     Row("logaddexp", K.logaddexp, _binary, rule=FLOAT, accepts=FLOATS, flops=40, inplace=False),
     # comparisons and logic
-    Row("eq", K.eq, _binary, rule=COMPARE, complex_body=K.complex_eq, complex_mode=0),
+    Row("eq", K.eq, _binary, rule=COMPARE, complex_body=K.complex_eq, complex_mode=0,
+        overloads=OVERLOADS_TENSOR_SCALAR_OUT),
     Row("ne", K.ne, _binary, rule=COMPARE, api=("ne", "not_equal"), methods=("ne", "not_equal"),
-        complex_body=K.complex_eq, complex_mode=1),
-    Row("lt", K.lt, _binary, rule=COMPARE, accepts=REAL, api=("lt", "less"), methods=("lt", "less")),
-    Row("le", K.le, _binary, rule=COMPARE, accepts=REAL, api=("le", "less_equal"), methods=("le", "less_equal")),
-    Row("gt", K.gt, _binary, rule=COMPARE, accepts=REAL, api=("gt", "greater"), methods=("gt", "greater")),
+        complex_body=K.complex_eq, complex_mode=1, overloads=OVERLOADS_TENSOR_SCALAR_OUT),
+    Row("lt", K.lt, _binary, rule=COMPARE, accepts=REAL, api=("lt", "less"), methods=("lt", "less"),
+        overloads=OVERLOADS_TENSOR_SCALAR_OUT),
+    Row("le", K.le, _binary, rule=COMPARE, accepts=REAL, api=("le", "less_equal"), methods=("le", "less_equal"),
+        overloads=OVERLOADS_TENSOR_SCALAR_OUT),
+    Row("gt", K.gt, _binary, rule=COMPARE, accepts=REAL, api=("gt", "greater"), methods=("gt", "greater"),
+        overloads=OVERLOADS_TENSOR_SCALAR_OUT),
     Row("ge", K.ge, _binary, rule=COMPARE, accepts=REAL, api=("ge", "greater_equal"),
-        methods=("ge", "greater_equal")),
+        methods=("ge", "greater_equal"), overloads=OVERLOADS_TENSOR_SCALAR_OUT),
     Row("isclose", K.isclose, _isclose, rule=COMPARE_FLOAT, accepts=REAL, flops=8, inplace=False,
         aten=("aten::isclose.default",)),
     Row("logical_and", K.logical_and, _binary, rule=COMPARE, accepts=REAL,
@@ -398,9 +412,9 @@ TABLE = [
     Row("logical_xor", K.logical_xor, _binary, rule=COMPARE, accepts=REAL,
         aten=("aten::logical_xor.default", "aten::logical_xor.out", "aten::logical_xor_.default")),
     Row("logical_not", K.logical_not, _unary, rule=COMPARE, accepts=REAL),
-    Row("bitwise_and", K.bitwise_and, _binary, accepts=INTEGERS),
-    Row("bitwise_or", K.bitwise_or, _binary, accepts=INTEGERS),
-    Row("bitwise_xor", K.bitwise_xor, _binary, accepts=INTEGERS),
+    Row("bitwise_and", K.bitwise_and, _binary, accepts=INTEGERS, overloads=OVERLOADS_TENSOR_SCALAR_OUT),
+    Row("bitwise_or", K.bitwise_or, _binary, accepts=INTEGERS, overloads=OVERLOADS_TENSOR_SCALAR_OUT),
+    Row("bitwise_xor", K.bitwise_xor, _binary, accepts=INTEGERS, overloads=OVERLOADS_TENSOR_SCALAR_OUT),
     Row("bitwise_not", K.bitwise_not, _unary, accepts=INTEGERS),
     Row("bitwise_left_shift", K.left_shift, _binary, accepts=INTEGERS_NO_BOOL,
         aten=("aten::bitwise_left_shift.Tensor", "aten::bitwise_left_shift.Tensor_Scalar",
@@ -437,7 +451,7 @@ TABLE = [
     Row("addcdiv", K.addcdiv, _addcdiv, accepts=REAL, flops=3,
         aten=("aten::addcdiv.default", "aten::addcdiv.out", "aten::addcdiv_.default")),
     Row("nan_to_num", K.nan_to_num, _nan_to_num, accepts=REAL, flops=3, inplace_api=("nan_to_num_",)),
-    Row("isfinite", K.isfinite, _unary, rule=COMPARE, accepts=REAL, inplace=False),
+    Row("isfinite", K.isfinite, _unary, rule=COMPARE, accepts=REAL, inplace=False, aten=("aten::isfinite.default",)),
     Row("isinf", K.isinf, _unary, rule=COMPARE, accepts=REAL, inplace=False),
     Row("isnan", K.isnan, _unary, rule=COMPARE, accepts=REAL, inplace=False),
     Row("isposinf", K.isposinf, _unary, rule=COMPARE, accepts=REAL, inplace=False),

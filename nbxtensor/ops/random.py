@@ -22,6 +22,7 @@ from ..launch import cdiv, launch, refuse_capture
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import _conversion_flags, _elementwise_block, copy_, new_tensor
+from .creation import _like_tensor
 from .registry import Cost, TensorMeta, nbytes, register
 
 _I64 = get_dtype("int64")
@@ -231,15 +232,10 @@ def _like_meta(x, *args, dtype=None, **_):
     return TensorMeta(tuple(x.shape), x.dtype if dtype is None else get_dtype(dtype))
 
 
-def _like_out(x: Tensor, dtype, device) -> Tensor:
-    return new_tensor(x.shape, x.dtype if dtype is None else get_dtype(dtype), x.device if device is None
-                      else resolve(device))
-
-
 @register("rand_like", family="random", aten=["aten::rand_like.default"], meta=_like_meta,
           cost=_written_cost(_like_meta))
 def rand_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
-    out = _like_out(x, dtype, device)
+    out = _like_tensor("rand_like", x, dtype, device, memory_format)
     _float_dtype(out.dtype, "rand_like")
     return _draw(out, K.MODE_UNIFORM, generator, a=0.0, b=1.0, digits=_digits(out.dtype))
 
@@ -247,7 +243,7 @@ def rand_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_gr
 @register("randn_like", family="random", aten=["aten::randn_like.default"], meta=_like_meta,
           cost=_written_cost(_like_meta))
 def randn_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
-    out = _like_out(x, dtype, device)
+    out = _like_tensor("randn_like", x, dtype, device, memory_format)
     _float_dtype(out.dtype, "randn_like")
     return _draw(out, K.MODE_NORMAL, generator, a=0.0, b=1.0)
 
@@ -308,7 +304,7 @@ def randint_like(x: Tensor, low=0, high=None, *, generator=None, dtype=None, dev
     """``randint(low, high, x.shape)`` in ``x``'s dtype and device; ``randint_like(x, high)`` too."""
     if high is None:
         low, high = 0, low
-    out = _like_out(x, dtype, device)
+    out = _like_tensor("randint_like", x, dtype, device, memory_format)
     span = _integer_range(int(low), int(high), out.dtype, "randint_like")
     return _draw(out, K.MODE_RANDINT, generator, int_low=int(low), int_range=span)
 
