@@ -134,7 +134,7 @@ def _decode_workspace(query, keys: int, value_dim: int, causal: bool) -> int:
     keys = 1 if causal else keys
     if not keys or not S.numel(query.shape):
         return 0
-    target = max(_DECODE_SPLITS.values(), *(shape[1] for shape in _DECODE_SHAPES))
+    target = max(*_DECODE_SPLITS.values(), *(shape[1] for shape in _DECODE_SHAPES))
     splits = min(target, cdiv(keys, 16))
     rows = S.numel(query.shape[:-1])  # batch x heads: one query row each
     f32 = get_dtype("float32")
