@@ -56,6 +56,7 @@ class ArenaRun:
 
     def __exit__(self, *exc_info) -> None:
         _copy.arena_service = None
+        self.storage = None  # the run's figures may be kept; its memory goes with the tensors still on it
 
     def expect(self, step_id: str, expected, workspace) -> None:
         """``expected``: (dtype, bytes, byte offset, room) of each of step ``step_id``'s outputs, offset None

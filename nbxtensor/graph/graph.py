@@ -467,8 +467,9 @@ class Graph:
 
     # ---- running ----------------------------------------------------------------------------------
     def __call__(self, *inputs):
-        """Run the graph. Intermediates live in the arena the planner laid out for these shapes (see
-        ``graph/arena.py``); graph outputs come from the device's allocator."""
+        """Run the graph. Intermediates and the ops' temporaries live in the arena the planner laid out for
+        these shapes (see ``graph/arena.py``); graph outputs come from the device's allocator. ``last_run``
+        keeps the run's figures (temporaries served, allocations past the plan, peak bytes)."""
         tensors = [self._as_input(tensor_id, value) for tensor_id, value in zip(self.inputs, inputs)]
         values = self.bind([tuple(t.shape) for t in tensors])
         plan, runs = self._runs(values)
@@ -501,7 +502,7 @@ class Graph:
                     env.pop(ref, None)
             results = tuple(arena.release(env[out]) for out in self.outputs)
         self.last_arena_use = (arena.served, arena.copied)  # (outputs served from the arena, moved into it)
-        self.last_run = arena  # its figures: scratch_served, unplanned, peak_bytes
+        self.last_run = arena
         return results[0] if len(results) == 1 else results
 
     def _runs(self, values: dict[str, int]):
