@@ -188,8 +188,9 @@ def test_decode_attention_takes_its_partials_from_the_arena(tmp_path):
     out = g.op("aten::mul.Tensor", [attended, 3.0], [1, HEADS, 1, HEAD_DIM])
     model = graph.load(g.write(tmp_path, [q, k, v], [out]), device=TEST_DEVICE)
     rng = np.random.default_rng(4)
+    keys_shape = (1, HEADS, 40, HEAD_DIM)
     q_value, k_value, v_value = (rng.standard_normal(shape).astype(np.float32)
-                                 for shape in ((1, HEADS, 1, HEAD_DIM), (1, HEADS, 40, HEAD_DIM), (1, HEADS, 40, HEAD_DIM)))
+                                 for shape in ((1, HEADS, 1, HEAD_DIM), keys_shape, keys_shape))
     got = model(q_value, k_value, v_value).numpy()
     scores = q_value.astype(np.float64) @ k_value.astype(np.float64).transpose(0, 1, 3, 2) / math.sqrt(HEAD_DIM)
     weights = np.exp(scores - scores.max(-1, keepdims=True))
@@ -307,3 +308,25 @@ def test_nbx_plan_reports_the_peak_with_workspaces_and_outputs(tmp_path, capsys,
     assert memory_plan.workspace_peak_bytes > 0 and memory_plan.output_bytes == 24 * 9 * 4
     assert f"planned activation peak: {memory_plan.peak_bytes} bytes: the arena {memory_plan.arena_bytes}" in printed
     assert memory_plan.peak_bytes == memory_plan.arena_bytes + memory_plan.output_bytes
+
+
+def test_graph_outputs_sit_beside_the_arena(tmp_path):
+    """Graph outputs take no arena space: one an op makes comes from the allocator, one viewing an
+    intermediate leaves the arena as a copy, one viewing another output needs nothing; the plan's peak
+    counts each once, as the run holds them."""
+    g = _Builder({"s": {"min": 1, "max": 8, "trace": 3}})
+    x = g.input("x", ["s", 4])
+    hidden = g.op("aten::relu.default", [x], ["s", 4])
+    flat = g.op("aten::view.default", [hidden, [-1]], ["s*4"])
+    made = g.op("aten::neg.default", [hidden], ["s", 4])
+    again = g.op("aten::view.default", [made, [-1]], ["s*4"])
+    model = graph.load(g.write(tmp_path, [x], [flat, made, again]), device=TEST_DEVICE)
+    x_value = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    got_flat, got_made, got_again = (t.numpy() for t in model(x_value))
+    np.testing.assert_array_equal(got_flat, np.maximum(x_value, 0).ravel())
+    np.testing.assert_array_equal(got_made, -np.maximum(x_value, 0))
+    np.testing.assert_array_equal(got_again, got_made.ravel())
+    memory_plan = model.plan({"s": 3})
+    assert {b.name for b in memory_plan.blocks} == {"t0"}
+    assert memory_plan.output_bytes == 2 * 3 * 4 * 4  # flat's copy and made; again views made
+    _assert_on_plan(model, {"s": 3})

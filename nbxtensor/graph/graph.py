@@ -447,7 +447,8 @@ class Graph:
                       for i, (step, cost) in enumerate(self.costs(values)) if cost.workspace]
         # an output viewing an intermediate leaves the arena as a copy; one viewing another output or an
         # input needs no memory of its own
-        owning = {t for t in kept if root.get(t, t) in first and (root.get(t, t) == t or root.get(t, t) not in kept)}
+        sources = {t: root.get(t, t) for t in kept}
+        owning = [t for t, source in sources.items() if source in first and (source == t or source not in kept)]
         return plan_blocks(blocks, workspaces, output_bytes=sum(nbytes(metas[t]) for t in owning))
 
     def _is_view(self, step: Step) -> bool:

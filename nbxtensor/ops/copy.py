@@ -160,7 +160,8 @@ class Workspace:
         """Put every piece, a view of ``buffer`` (uint8, at least ``nbytes`` long, starting on 16 bytes in its
         storage), into ``tensors``."""
         for name, shape, strides, offset, dtype in self.pieces:
-            tensors[name] = buffer._view(shape, strides, offset=(buffer._offset + offset) // dtype.itemsize, dtype=dtype)
+            start = (buffer._offset + offset) // dtype.itemsize
+            tensors[name] = buffer._view(shape, strides, offset=start, dtype=dtype)
 
 
 _BYTES = get_dtype("uint8")

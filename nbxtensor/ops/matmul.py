@@ -540,11 +540,12 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
         steps.append((start, kc, splits, workspace, product, weight))
 
     planes_bytes = max(workspace.nbytes for _, _, _, workspace, _, _ in steps)
+    uint8 = get_dtype("uint8")
     fresh_output = fresh_tensor_maker((m, n), float32, dev)
 
     def run(a, b, bias):
         out = fresh_output()
-        buffer = scratch_tensor((planes_bytes,), get_dtype("uint8"), dev)
+        buffer = scratch_tensor((planes_bytes,), uint8, dev)
         spare = scratch_tensor((m, n), float32, dev) if len(steps) > 1 else None
         last = None
         for index, (start, kc, splits, workspace, product, weight) in enumerate(steps):
@@ -717,7 +718,8 @@ def _bmm_meta(input, mat2):
 
 def _bmm_cost(input, mat2):
     out = _bmm_meta(input, mat2)
-    return _product_cost(out, _flops(*input.shape, mat2.shape[2]), input, mat2, products=[(*input.shape, mat2.shape[2])])
+    return _product_cost(out, _flops(*input.shape, mat2.shape[2]), input, mat2,
+                         products=[(*input.shape, mat2.shape[2])])
 
 
 @register("bmm", family="matmul", aten=["aten::bmm.default"], meta=_bmm_meta, cost=_bmm_cost, methods=("bmm",))
@@ -734,7 +736,8 @@ def _matmul_meta(input, other):
 def _matmul_cost(input, other):
     out = _matmul_meta(input, other)
     k = input.shape[-1]
-    return _product_cost(out, 2 * S.numel(out.shape) * k, input, other, products=_matmul_products(input.shape, other.shape))
+    return _product_cost(out, 2 * S.numel(out.shape) * k, input, other,
+                         products=_matmul_products(input.shape, other.shape))
 
 
 def _matmul_products(a_shape, b_shape) -> list:
