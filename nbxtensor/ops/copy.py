@@ -95,7 +95,7 @@ def outside_arena():
 def allocate_tensor(shape: tuple, strides: tuple, dtype, dev: _device, nbytes: int, pinned: bool = False,
                     scratch: bool = False) -> Tensor:
     """``new_tensor`` for callers that know the strides and byte size already (planned ops)."""
-    if arena_service is not None and nbytes:
+    if arena_service is not None and nbytes and not pinned:  # the arena is not page-locked
         served = arena_service(shape, strides, dtype, dev, nbytes, scratch or _scratch_depth > 0)
         if served is not None:
             return served
