@@ -112,8 +112,9 @@ def replay_kind(model, reason):
 
 
 print(f"  replay of MiniLM: {replay_kind(model, replay_reason)}; 200 small ops: {replay_kind(small, None)}")
-print(f"\nMiniLM activation peak: ours {ours_peak / 2**20:.1f} MiB measured, {planned.arena_bytes / 2**20:.1f} MiB "
-      f"planned; torch {torch_peak / 2**20:.1f} MiB (weights {weights / 2**20:.1f} MiB, not counted)")
+print(f"\nMiniLM activation peak: ours {ours_peak / 2**20:.1f} MiB measured, {planned.peak_bytes / 2**20:.1f} MiB "
+      f"planned (arena and outputs); torch {torch_peak / 2**20:.1f} MiB (weights {weights / 2**20:.1f} MiB, "
+      f"not counted)")
 print(f"\n{'what':24s} {'ours ms':>8s} {'replay ms':>10s} {'torch ms':>9s} {'torch/ours':>10s} {'torch/replay':>12s}"
       f" {'ours/replay':>11s}")
 for name, ours, replayed, theirs in rows:

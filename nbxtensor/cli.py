@@ -80,9 +80,13 @@ def _plan(args) -> int:
     facts = load_facts(args.facts) if args.facts else backend_for(resolve(None)).facts
     print(f"graph: {args.model_dir} ({len(model.steps)} ops), symbols: {values}")
     print(f"weights bytes: {model.weight_bytes()}")
-    print(f"planned activation peak: {memory_plan.arena_bytes} bytes (arena, {memory_plan.alignment}-byte aligned)")
-    print(f"naive sum of intermediates: {memory_plan.naive_bytes} bytes; most live at one step: {memory_plan.live_peak_bytes}")
-    print(f"workspaces (cost rules): peak {memory_plan.workspace_peak_bytes}, total {memory_plan.workspace_total_bytes} bytes")
+    print(f"planned activation peak: {memory_plan.peak_bytes} bytes: the arena {memory_plan.arena_bytes} "
+          f"(intermediates and op workspaces, {memory_plan.alignment}-byte aligned) and the outputs "
+          f"{memory_plan.output_bytes}")
+    print(f"naive sum of intermediates and workspaces: {memory_plan.naive_bytes} bytes; most live at one step: "
+          f"{memory_plan.live_peak_bytes}")
+    print(f"workspaces (cost rules, in the arena): peak {memory_plan.workspace_peak_bytes}, total "
+          f"{memory_plan.workspace_total_bytes} bytes")
     print(f"FLOPs: {flops}; bytes moved: {moved}")
     bandwidth, bandwidth_key = _floor_rate(facts.get("bandwidth_bytes_per_s"))
     peak, peak_key = _floor_rate(facts.get("flops_per_s"))

@@ -428,8 +428,8 @@ def _launched_kernels(monkeypatch) -> list:
 
 def test_float32_products_declare_their_planes_workspace():
     """A float32 product's cost declares the workspace of its bfloat16 planes (the largest K chunk's planes,
-    and the previous chunk's sum when K is chunked), so a graph's memory plan counts it; half types and
-    decode rows take none."""
+    and the previous chunk's sum when K is chunked), so a graph's memory plan counts it; decode rows declare
+    the split-K partials of their GEMV instead; half types take none."""
     from nbxtensor.ops.registry import TensorMeta, get
     linear = get("linear").cost
     x, w = TensorMeta((32, 128, 384), nbx.float32), TensorMeta((1536, 384), nbx.float32)
@@ -439,5 +439,7 @@ def test_float32_products_declare_their_planes_workspace():
     width = MM._plane_chunk_width(4096, 384, 1536)
     assert width < 1536 and width % 64 == 0
     assert linear(wide, narrow_w).workspace == 12 * width * (4096 + 384) + 4 * 4096 * 384
-    assert linear(TensorMeta((16, 384), nbx.float32), w).workspace == 0
+    # the GEMV settings split K = 384 at most three ways (tiles of 128): float32 partials of 16 x 1536 each
+    assert linear(TensorMeta((16, 384), nbx.float32), w).workspace == 3 * 16 * 1536 * 4
+    assert linear(TensorMeta((1, 384), nbx.float32), w).workspace == 3 * 1536 * 4
     assert linear(TensorMeta((4096, 384), nbx.bfloat16), TensorMeta((1536, 384), nbx.bfloat16)).workspace == 0

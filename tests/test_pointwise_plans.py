@@ -359,7 +359,7 @@ def test_a_bound_call_writes_where_a_graph_arena_puts_its_output(bound_launches,
         a + b
     arena = _host(np.zeros(64, np.float32))
     monkeypatch.setattr(copy_module, "arena_service",
-                        lambda shape, strides, dtype, dev, nbytes: arena[16:16 + 8])
+                        lambda shape, strides, dtype, dev, nbytes, scratch: arena[16:16 + 8])
     out = a + b
     assert out.data_ptr() == arena.data_ptr() + 64
     assert out.data_ptr() in bound_launches[-1][1:] and arena.data_ptr() not in bound_launches[-1][1:]

@@ -1,32 +1,52 @@
 """Running a graph on its planned arena.
 
-The planner gives every intermediate that owns memory an offset in one arena (``planner.py``). While a
-step runs, the first allocation its op makes with the dtype and byte size of one of the step's planned
-outputs is served from that output's place in the arena (an op may allocate in another shape and view); every other allocation (an op's scratch, a
-graph output, which the caller keeps) comes from the device's allocator as usual. After the step, an
+The planner gives every intermediate that owns memory an offset in one arena, and every step whose cost
+rule declares a workspace a region of its own there (``planner.py``). While a step runs, the first
+allocation its op makes with the dtype and byte size of one of the step's planned outputs is served from
+that output's place in the arena (an op may allocate in another shape and view); the first with those of
+a graph output comes from the device's allocator (the caller keeps it); every other allocation (the op's
+temporaries: ``ops.copy.scratch_tensor``, and the results of ops it calls) is served from the step's
+workspace, one after another (``registry.workspace_bytes``). An allocation that finds no room there is an
+op allocating more than its cost rule declares: it comes from the allocator and is counted
+(``unplanned``), or raises ``WorkspaceOverflow`` where ``strict`` is set (tests). After the step, an
 output that did not land in its place but lies in the arena (an op that returned another step's memory
-unchanged) is copied into its place, because the arena's reuse follows the plan's lifetimes, not
-references. An output from the allocator is kept as it is: correct, only unplanned.
+unchanged, or its result built in its workspace) is copied into its place, because the arena's reuse
+follows the plan's lifetimes, not references. An output from the allocator is kept as it is: correct,
+only unplanned.
 """
 from __future__ import annotations
 
 from .. import shape as S
 from ..ops import copy as _copy
-from ..ops.registry import nbytes
+from ..ops.registry import nbytes, workspace_bytes
 from ..storage import Storage
 from ..tensor import Tensor
 
+# Raise ``WorkspaceOverflow`` instead of counting an allocation past a step's plan (a debug check).
+strict = False
+
+
+class WorkspaceOverflow(RuntimeError):
+    """An op allocated more during a graph run than its planned outputs and declared workspace."""
+
 
 class ArenaRun:
-    """One run's arena: ``expect(step_outputs)`` before a step, ``settle(outputs)`` after it."""
+    """One run's arena: ``expect(step, outputs, workspace)`` before a step, ``settle(outputs)`` after it,
+    ``release(output)`` for the graph's outputs."""
 
     def __init__(self, plan, device):
         self.plan = plan
         self.device = device
         self.storage = Storage(device, plan.arena_bytes) if plan.arena_bytes else None
-        self._expected: list = []  # (dtype, bytes, byte offset, slot bytes) of this step's planned outputs
+        self._expected: list = []  # (dtype, bytes, byte offset or None, room) of this step's outputs
+        self._step = None
+        self._cursor = self._end = 0  # the step's workspace region not yet served
+        self._declared = 0
         self.served = 0
         self.copied = 0
+        self.scratch_served = 0
+        self.output_bytes = 0  # the graph outputs' memory, from the allocator
+        self.unplanned: list = []  # (step id, bytes) of allocations past a step's plan
 
     def __enter__(self) -> "ArenaRun":
         if _copy.arena_service is not None:
@@ -36,33 +56,58 @@ class ArenaRun:
 
     def __exit__(self, *exc_info) -> None:
         _copy.arena_service = None
+        self.storage = None  # the run's figures may be kept; its memory goes with the tensors still on it
 
-    def expect(self, expected) -> None:
-        """``expected``: (dtype, bytes, byte offset, room) of each of the step's outputs that own planned
-        memory (``expectations``)."""
-        self._expected = list(expected) if self.storage is not None else []
+    def expect(self, step_id: str, expected, workspace) -> None:
+        """``expected``: (dtype, bytes, byte offset, room) of each of step ``step_id``'s outputs, offset None
+        for a graph output (``expectations``); ``workspace``: the step's planned (offset, bytes), or None."""
+        self._step = step_id
+        self._expected = list(expected)
+        self._cursor, self._end = (workspace[0], workspace[0] + workspace[1]) if workspace else (0, 0)
+        self._declared = self._end - self._cursor
 
     @staticmethod
-    def expectations(plan, outputs) -> list:
-        """What ``expect`` takes for ``outputs``, (tensor id, meta) of a step's outputs placed by ``plan``."""
-        return [(meta.dtype, nbytes(meta), plan.offsets[tensor_id], plan.placement(tensor_id)[1])
-                for tensor_id, meta in outputs]
+    def expectations(plan, outputs, kept=()) -> list:
+        """What ``expect`` takes for ``outputs``, (tensor id, meta) of a step's outputs placed by ``plan``,
+        and ``kept``, those of its graph outputs."""
+        return [*[(meta.dtype, nbytes(meta), plan.offsets[tensor_id], plan.placement(tensor_id)[1])
+                  for tensor_id, meta in outputs],
+                *[(meta.dtype, nbytes(meta), None, 0) for _, meta in kept]]
 
-    def _serve(self, shape, strides, dtype, device, nbytes):
-        if device != self.device:
+    def _serve(self, shape, strides, dtype, device, nbytes, scratch):
+        if device != self.device or self._step is None:
             return None
-        for i, (want_dtype, want_bytes, offset, room) in enumerate(self._expected):
-            # by dtype and size, not shape: an op may allocate its output in another shape and view it
-            if want_dtype is dtype and nbytes == want_bytes <= room and offset % dtype.itemsize == 0:
-                del self._expected[i]
-                self.served += 1
-                return Tensor._make(self.storage, offset // dtype.itemsize, shape, strides, dtype)
+        if not scratch:
+            for i, (want_dtype, want_bytes, offset, room) in enumerate(self._expected):
+                # by dtype and size, not shape: an op may allocate its output in another shape and view it
+                if want_dtype is dtype and nbytes == want_bytes and (
+                        offset is None or (nbytes <= room and offset % dtype.itemsize == 0)):
+                    del self._expected[i]
+                    if offset is None:
+                        self.output_bytes += nbytes
+                        return None
+                    self.served += 1
+                    return Tensor._make(self.storage, offset // dtype.itemsize, shape, strides, dtype)
+        size = workspace_bytes(nbytes)
+        if self._cursor + size <= self._end:
+            # regions and sizes are multiples of the scratch alignment: the cursor suits every dtype
+            served = Tensor._make(self.storage, self._cursor // dtype.itemsize, shape, strides, dtype)
+            self._cursor += size
+            self.scratch_served += 1
+            return served
+        if strict:
+            raise WorkspaceOverflow(
+                f"op {self._step!r} allocated {dtype.name}{list(shape)} ({nbytes} bytes) past its planned "
+                f"outputs and the {self._declared} bytes of workspace its cost rule declares "
+                f"({self._end - self._cursor} left)")
+        self.unplanned.append((self._step, nbytes))
         return None
 
     def settle(self, result: Tensor, offset: int, room: int) -> Tensor:
         """``result``, an output of the step just run that owns the planned place (``offset``, ``room``
         bytes: ``plan.placement``), moved into that place when it lies elsewhere in the arena."""
         self._expected = []  # nothing more is served for this step
+        self._cursor = self._end = 0
         if not self._holds(result):
             return result
         begin = result._offset * result._dtype.itemsize  # the arena's storage starts at its offset 0
@@ -75,7 +120,18 @@ class ArenaRun:
 
     def release(self, result: Tensor) -> Tensor:
         """A graph output, out of the arena (the caller keeps it; the arena is the run's alone)."""
-        return result.clone() if self._holds(result) else result
+        self._step = None  # steps are over: what follows is the caller's
+        if not self._holds(result):
+            return result
+        released = result.clone()
+        self.output_bytes += released.nbytes
+        return released
+
+    @property
+    def peak_bytes(self) -> int:
+        """The most bytes this run held at once, at most: the arena, the graph outputs and whatever was
+        allocated past the plan (counted as if none of it were freed)."""
+        return self.plan.arena_bytes + self.output_bytes + sum(size for _, size in self.unplanned)
 
     def _holds(self, t: Tensor) -> bool:
         return self.storage is not None and t._storage is self.storage

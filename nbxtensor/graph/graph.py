@@ -58,6 +58,11 @@ def load(model_dir, device=None) -> "Graph":
     return Graph(_read_json(path), model_dir, resolve(device))
 
 
+def _workspace_block(step: Step) -> str:
+    """The planner's name for ``step``'s workspace."""
+    return f"{step.id}#workspace"
+
+
 def _fail(path: str, message: str):
     raise GraphError(f"{path}: {message}")
 
@@ -493,7 +498,7 @@ class Graph:
 
         for index, step in enumerate(self.steps):
             source = self._first_tensor(step)
-            pure_view = step.op.family == _VIEW_FAMILY and step.op.name not in _MAYBE_ALIAS and source is not None
+            pure_view = self._is_view(step)
             for out in step.outputs:
                 if out is None:
                     continue
@@ -506,14 +511,24 @@ class Graph:
                         may_share[out] = root.get(source, source)
         for tensor_id, use in self._last_use.items():
             extend(root.get(tensor_id, tensor_id), use)
-        blocks = [Block(t, nbytes(metas[t]), first[t], last[t]) for t in first]
-        workspaces = [Block(f"{step.id}#workspace", cost.workspace, i, i)
+        kept = set(self.outputs)  # the caller keeps these: they come from the allocator, not the arena
+        blocks = [Block(t, nbytes(metas[t]), first[t], last[t]) for t in first if t not in kept]
+        workspaces = [Block(_workspace_block(step), cost.workspace, i, i)
                       for i, (step, cost) in enumerate(self.costs(values)) if cost.workspace]
-        memory_plan = plan_blocks(blocks, workspaces)
+        # an output viewing an intermediate leaves the arena as a copy; one viewing another output or an
+        # input needs no memory of its own
+        sources = {t: root.get(t, t) for t in kept}
+        owning = [t for t, source in sources.items() if source in first and (source == t or source not in kept)]
+        memory_plan = plan_blocks(blocks, workspaces, output_bytes=sum(nbytes(metas[t]) for t in owning))
         if memory_plan.arena_bytes > MAX_TENSOR_BYTES:
             _fail(self.path, f"the memory plan for {values} needs an arena of {memory_plan.arena_bytes} bytes, "
                              f"more than the {MAX_TENSOR_BYTES} one allocation may take")
         return memory_plan
+
+    def _is_view(self, step: Step) -> bool:
+        """Whether ``step``'s outputs share its first tensor argument's memory (no memory of their own)."""
+        return step.op.family == _VIEW_FAMILY and step.op.name not in _MAYBE_ALIAS and \
+            self._first_tensor(step) is not None
 
     def _first_tensor(self, step: Step) -> str | None:
         for arg in step.args:
@@ -527,16 +542,17 @@ class Graph:
 
     # ---- running ----------------------------------------------------------------------------------
     def __call__(self, *inputs):
-        """Run the graph. Intermediates live in the arena the planner laid out for these shapes (see
-        ``graph/arena.py``); graph outputs come from the device's allocator."""
+        """Run the graph. Intermediates and the ops' temporaries live in the arena the planner laid out for
+        these shapes (see ``graph/arena.py``); graph outputs come from the device's allocator. ``last_run``
+        keeps the run's figures (temporaries served, allocations past the plan, peak bytes)."""
         tensors = [self._as_input(tensor_id, value) for tensor_id, value in zip(self.inputs, inputs)]
         values = self.bind([tuple(t.shape) for t in tensors])
         plan, runs = self._runs(values)
         env: dict[str, Tensor] = {**self.weights, **self.constants, **dict(zip(self.inputs, tensors))}
         tensor_of, device = env.__getitem__, self.device
         with ArenaRun(plan, device) as arena:
-            for step, positional, named, adapter, placed, expected, outputs, freed in runs:
-                arena.expect(expected)
+            for step, positional, named, adapter, placed, expected, workspace, outputs, freed in runs:
+                arena.expect(step.id, expected, workspace)
                 args = [decode(tensor_of, values) for decode in positional]
                 kwargs = {k: decode(tensor_of, values) for k, decode in named.items()}
                 if adapter is not None:
@@ -561,13 +577,15 @@ class Graph:
                     env.pop(ref, None)
             results = tuple(arena.release(env[out]) for out in self.outputs)
         self.last_arena_use = (arena.served, arena.copied)  # (outputs served from the arena, moved into it)
+        self.last_run = arena
         return results[0] if len(results) == 1 else results
 
     def _runs(self, values: dict[str, int]):
         """(memory plan, one record a step) for symbol ``values``, worked out once: the step, its
-        arguments' decoders, its calling adapter, whether it is told the device, its planned outputs'
-        (dtype, bytes, arena offset, room), per output (id, shape, dtype, its planned place (offset,
-        room) or None, whether anything reads it), and the intermediates it reads last."""
+        arguments' decoders, its calling adapter, whether it is told the device, its outputs' expected
+        allocations (``ArenaRun.expectations``), its workspace's (offset, bytes) or None, per output (id,
+        shape, dtype, its planned place (offset, room) or None, whether anything reads it), and the
+        intermediates it reads last."""
         key = tuple(sorted(values.items()))
         found = self._prepared.get(key)
         if found is not None:
@@ -577,13 +595,17 @@ class Graph:
         runs = []
         for index, step in enumerate(self.steps):
             positional, named = self._decoders_of(step)
-            planned = [out for out in step.outputs if out is not None and out in plan.offsets and out not in keep]
-            expected = ArenaRun.expectations(plan, [(out, metas[out]) for out in planned])
+            planned = [out for out in step.outputs if out is not None and out in plan.offsets]
+            owned = [out for out in step.outputs if out in keep and not self._is_view(step)]
+            expected = ArenaRun.expectations(plan, [(out, metas[out]) for out in planned],
+                                             [(out, metas[out]) for out in owned])
+            workspace = _workspace_block(step)
+            workspace = plan.placement(workspace) if workspace in plan.offsets else None
             outputs = [(None, None, None, None, False) if out is None else
                        (out, metas[out].shape, metas[out].dtype, plan.placement(out) if out in planned else None,
                         out in self._last_use) for out in step.outputs]
             runs.append((step, positional, named, calling.adapter(step.aten), calling.placed(step.op), expected,
-                         outputs, tuple(self._freed_after[index])))
+                         workspace, outputs, tuple(self._freed_after[index])))
         found = self._prepared[key] = (plan, runs)
         return found
 

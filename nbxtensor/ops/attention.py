@@ -124,7 +124,28 @@ def _sdpa_cost(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     if is_causal:
         flops //= 2
     read = nbytes(query) + nbytes(key) + nbytes(value) + (nbytes(attn_mask) if attn_mask is not None else 0)
-    return Cost(flops=flops, bytes_read=read, bytes_written=nbytes(out))
+    return Cost(flops=flops, bytes_read=read, bytes_written=nbytes(out),
+                workspace=_decode_workspace(query, keys, value.shape[-1], is_causal) if query.shape[-2] == 1 else 0)
+
+
+def _decode_workspace(query, keys: int, value_dim: int, causal: bool) -> int:
+    """The most bytes the split-K partials of ``_decode`` take on any device (the rule knows none): the
+    splits, at most the largest target of any setting, and at most one per 16 keys (the smallest tile)."""
+    keys = 1 if causal else keys
+    if not keys or not S.numel(query.shape):
+        return 0
+    target = max(*_DECODE_SPLITS.values(), *(shape[1] for shape in _DECODE_SHAPES))
+    splits = min(target, cdiv(keys, 16))
+    rows = S.numel(query.shape[:-1])  # batch x heads: one query row each
+    f32 = get_dtype("float32")
+    return Workspace.bytes_for(_decode_partials(rows, splits, max(16, next_pow2(value_dim)), f32))
+
+
+def _decode_partials(rows: int, splits: int, block_dv: int, f32) -> dict:
+    """The decode's temporaries for ``rows`` (batch x heads) query rows: per split, an accumulator and the
+    softmax's running max and sum."""
+    return {"part_acc": ((rows, splits, block_dv), f32), "part_max": ((rows, splits), f32),
+            "part_sum": ((rows, splits), f32)}
 
 
 # ---- layout helpers --------------------------------------------------------------------------------------
@@ -347,8 +368,7 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     combine_flags = dict(DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"])
     del flags["DST_FORMAT"], flags["VIA_F32"]
     f32 = get_dtype("float32")
-    temporaries = {"part_acc": ((B, H_q, splits, block_dv), f32), "part_max": ((B, H_q, splits), f32),
-                   "part_sum": ((B, H_q, splits), f32)}
+    temporaries = _decode_partials(B * H_q, splits, block_dv, f32)
     groups = H_q // heads_per_kv
     if paged is None:
         table, lens, table_sb = Slot("q"), Slot("q"), 0
@@ -510,7 +530,7 @@ def _paged_cost(query, key_cache, value_cache, block_table, seq_lens, scale=None
     kv_bytes = B * capacity * kv_heads * (E + value_cache.shape[-1]) * key_cache.dtype.itemsize
     return Cost(flops=2 * B * H_q * capacity * (E + value_cache.shape[-1]),
                 bytes_read=nbytes(query) + kv_bytes + nbytes(block_table) + nbytes(seq_lens),
-                bytes_written=nbytes(out))
+                bytes_written=nbytes(out), workspace=_decode_workspace(query, capacity, value_cache.shape[-1], False))
 
 
 @register("paged_attention", family="attention", aten=["nbx::paged_attention"], meta=_paged_meta, cost=_paged_cost, api=())

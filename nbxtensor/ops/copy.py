@@ -1,6 +1,7 @@
 """Copy, cast and fill: every one of them is the one strided copy kernel."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import warnings
@@ -19,7 +20,7 @@ from ..storage import Storage
 from ..tensor import Size, Tensor
 from ..tensor import layout_key as tensor_layout_key
 from .plans import PlanCache, layout_key
-from .registry import Cost, TensorMeta, nbytes, register
+from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
 
 # Dims the copy kernel indexes directly; a copy of more dims (after merging) loops over the rest.
 KERNEL_MAX_RANK = 8
@@ -27,9 +28,11 @@ _INT32_LIMIT = 2 ** 31
 _BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
 
-# While a graph runs on its planned arena, this serves the allocations that are a step's planned outputs
-# (see graph/arena.py); it returns None for every other request.
+# While a graph runs on its planned arena, this serves every allocation its steps make (see
+# graph/arena.py): a step's planned outputs in their places, its temporaries from its planned workspace.
 arena_service = None
+# Within ``scratch_scope``, every allocation is an op's temporary, never a planned output.
+_scratch_depth = 0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -55,10 +58,45 @@ def new_tensor(shape, dtype, dev: _device, strides=None, pinned: bool = False) -
     return allocate_tensor(shape, strides, dtype, dev, count * dtype.itemsize, pinned)
 
 
-def allocate_tensor(shape: tuple, strides: tuple, dtype, dev: _device, nbytes: int, pinned: bool = False) -> Tensor:
+def scratch_tensor(shape, dtype, dev: _device) -> Tensor:
+    """Uninitialised contiguous memory for an op's internal temporary (never its result): inside a graph
+    run it comes from the step's planned workspace, which the op's cost rule declares (``Cost.workspace``,
+    each temporary counted by ``registry.workspace_bytes``); elsewhere from the allocator."""
+    shape = tuple(shape)
+    strides, count = _contiguous_layout(shape)
+    return allocate_tensor(shape, strides, dtype, dev, count * dtype.itemsize, scratch=True)
+
+
+@contextlib.contextmanager
+def scratch_scope():
+    """Every allocation made inside is an op's temporary (``scratch_tensor``): for an op that builds its
+    result through other ops, around the calls whose results it does not return."""
+    global _scratch_depth
+    _scratch_depth += 1
+    try:
+        yield
+    finally:
+        _scratch_depth -= 1
+
+
+@contextlib.contextmanager
+def outside_arena():
+    """Allocations made inside come from the allocator even while a graph runs: for making an op's plan,
+    whose probes and tuning trials belong to the first call of a layout (as compiling does), not to the
+    step it runs in."""
+    global arena_service
+    service, arena_service = arena_service, None
+    try:
+        yield
+    finally:
+        arena_service = service
+
+
+def allocate_tensor(shape: tuple, strides: tuple, dtype, dev: _device, nbytes: int, pinned: bool = False,
+                    scratch: bool = False) -> Tensor:
     """``new_tensor`` for callers that know the strides and byte size already (planned ops)."""
-    if arena_service is not None and nbytes:
-        served = arena_service(shape, strides, dtype, dev, nbytes)
+    if arena_service is not None and nbytes and not pinned:  # the arena is not page-locked
+        served = arena_service(shape, strides, dtype, dev, nbytes, scratch or _scratch_depth > 0)
         if served is not None:
             return served
     return Tensor._make(Storage(dev, nbytes, pinned=pinned), 0, shape, strides, dtype)
@@ -98,17 +136,32 @@ class Workspace:
         self.pieces, offset = [], 0
         for name, (shape, dtype) in pieces.items():
             shape = tuple(shape)
-            self.pieces.append((name, shape, S.contiguous_strides(shape), offset // dtype.itemsize, dtype))
-            offset += -(-S.numel(shape) * dtype.itemsize // 16) * 16
+            self.pieces.append((name, shape, S.contiguous_strides(shape), offset, dtype))
+            offset += self._piece_bytes(shape, dtype)
         self.nbytes = offset
+
+    @staticmethod
+    def _piece_bytes(shape, dtype) -> int:
+        return -(-S.numel(tuple(shape)) * dtype.itemsize // 16) * 16
+
+    @classmethod
+    def bytes_for(cls, pieces) -> int:
+        """The workspace bytes a cost rule declares for a ``Workspace`` of ``pieces`` (name -> (shape,
+        dtype), or just (shape, dtype) pairs): its one temporary, as ``workspace_bytes`` counts it."""
+        pairs = list(pieces.values() if isinstance(pieces, dict) else pieces)
+        return workspace_bytes(max(sum(cls._piece_bytes(shape, dtype) for shape, dtype in pairs), 1)) if pairs else 0
 
     def allocate(self, device, tensors: dict) -> None:
         """Put a fresh tensor for every piece into ``tensors``."""
-        if not self.pieces:
-            return
-        buffer = new_tensor((max(self.nbytes, 1),), _BYTES, device)
+        if self.pieces:
+            self.carve(scratch_tensor((max(self.nbytes, 1),), _BYTES, device), tensors)
+
+    def carve(self, buffer: Tensor, tensors: dict) -> None:
+        """Put every piece, a view of ``buffer`` (uint8, at least ``nbytes`` long, starting on 16 bytes in its
+        storage), into ``tensors``."""
         for name, shape, strides, offset, dtype in self.pieces:
-            tensors[name] = buffer._view(shape, strides, offset=offset, dtype=dtype)
+            start = (buffer._offset + offset) // dtype.itemsize
+            tensors[name] = buffer._view(shape, strides, offset=start, dtype=dtype)
 
 
 _BYTES = get_dtype("uint8")

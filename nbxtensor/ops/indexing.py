@@ -26,9 +26,9 @@ from ..kernels import indexing as K
 from ..kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, current_capture, launch, next_pow2
 from ..tensor import Tensor
-from .copy import _BITS_TYPE, _elementwise_block, clone, constant_bits, copy_, new_tensor
+from .copy import _BITS_TYPE, _elementwise_block, clone, constant_bits, copy_, new_tensor, outside_arena, scratch_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, nbytes, register
+from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
 
 _INT32_LIMIT = 2 ** 31
 _I64 = get_dtype("int64")
@@ -70,7 +70,8 @@ def _status(dev) -> Tensor:
     buffer = _status_buffers.get(dev)
     if buffer is None:
         from .copy import fill_
-        buffer = fill_(new_tensor((1,), _I32, dev), 0)
+        with outside_arena():  # the device's for good, not a graph step's
+            buffer = fill_(new_tensor((1,), _I32, dev), 0)
         _status_buffers[dev] = buffer
     return buffer
 
@@ -296,7 +297,7 @@ def _index_rows(plan: _Plan) -> Tensor:
         only = plan.indices[0]
         if tuple(only.shape) == b and only.dtype is _I64 and only.is_contiguous():
             return only
-    rows = new_tensor((len(plan.indices), *b), _I64, plan.view.device)
+    rows = scratch_tensor((len(plan.indices), *b), _I64, plan.view.device)
     from .views import expand, select
     for k, t in enumerate(plan.indices):
         copy_(select(rows, 0, k), expand(t, b))
@@ -524,8 +525,21 @@ def _copy_cost_of(meta_fn):
     return cost
 
 
+def _index_rows_workspace(indices) -> int:
+    """The workspace of ``_index_rows`` for ATen's list of ``indices`` (None for a whole dim): the int64
+    rows it builds (declared even where the one index could be used as it is: only its layout decides)."""
+    tensors = [i for i in indices if i is not None]
+    return workspace_bytes(len(tensors) * S.numel(S.broadcast_shapes(*[tuple(t.shape) for t in tensors])) * 8) \
+        if tensors else 0
+
+
+def _index_cost(x, indices):
+    out = _index_meta(x, indices)
+    return Cost(bytes_read=nbytes(out), bytes_written=nbytes(out), workspace=_index_rows_workspace(indices))
+
+
 @register("index", family="indexing", aten=["aten::index.Tensor"], meta=_index_meta,
-          cost=_copy_cost_of(_index_meta), api=())
+          cost=_index_cost, api=())
 def index(x: Tensor, indices) -> Tensor:
     """``x[indices]`` with ATen's argument form: a list of index tensors, None for a whole dim."""
     items = tuple(slice(None) if i is None else i for i in indices)
@@ -541,7 +555,8 @@ def _index_put_meta(x, indices, values, accumulate=False):
 
 
 def _index_put_cost(x, indices, values, accumulate=False):
-    return Cost(bytes_read=nbytes(values) * (2 if accumulate else 1), bytes_written=nbytes(values))
+    return Cost(bytes_read=nbytes(values) * (2 if accumulate else 1), bytes_written=nbytes(values),
+                workspace=_index_rows_workspace(indices))
 
 
 @register("index_put_", family="indexing", aten=["aten::index_put_.default", "aten::_index_put_impl_.default"],

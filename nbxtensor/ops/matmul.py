@@ -24,9 +24,9 @@ from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, next_pow2
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
-from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key, run_launches
-from .registry import Cost, TensorMeta, nbytes, register
+from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_tensor
+from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
+from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
 
 _INT32_LIMIT = 2 ** 31
 # batch dims (after merging) the kernel indexes directly; more are materialised first
@@ -152,16 +152,28 @@ def _require_broadcastable(op: str, bias_shape, target) -> None:
                        f"shape {_dims(target)}")
 
 
-def _product_cost(out_meta, flops, *inputs, rows: int = 0, inner: int = 0) -> Cost:
-    """The cost of a product; a float32 one of ``rows`` x ``inner`` by ``inner`` x columns declares the
-    workspace its bfloat16 planes take where they are used (an upper bound: the rule knows no device)."""
-    workspace = 0
-    if out_meta.dtype.name == "float32" and rows > GEMV_MAX_ROWS and inner > 0:
-        cols = out_meta.shape[-1]
-        width = _plane_chunk_width(rows, cols, inner)
-        workspace = 12 * width * (rows + cols) + (4 * rows * cols if width < inner else 0)
+def _product_cost(out_meta, flops, *inputs, products=()) -> Cost:
+    """The cost of a product run as ``products``, each (batches, m, k, n) of one way ``_product`` may take
+    it; the workspace is the most any of them takes (``_product_workspace``)."""
     return Cost(flops=flops, bytes_read=sum(nbytes(m) for m in inputs if m is not None),
-                bytes_written=nbytes(out_meta), workspace=workspace)
+                bytes_written=nbytes(out_meta),
+                workspace=max((_product_workspace(out_meta.dtype, *shape) for shape in products), default=0))
+
+
+def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
+    """The temporaries' bytes of a product of ``batches`` (m x k) by (k x n) matrices, the most any device
+    takes (the rule knows none): a GEMV's split-K partials, or a float32 GEMM's bfloat16 planes (the
+    widest chunk's, one buffer for all) and the chunk products they add up in."""
+    if batches != 1 or not (m and k and n):
+        return 0
+    if m <= GEMV_MAX_ROWS:
+        splits = max(min(shape[2], cdiv(k, _clamp_block(shape[1], _GEMV_MAX_BLOCK_K, k)))
+                     for shape in (_GEMV_ONE_ROW_SHAPES if m == 1 else _GEMV_ROWS_SHAPES))
+        return workspace_bytes(splits * m * n * 4) if splits > 1 else 0  # int32 or float32 partials
+    if dtype.name != "float32":
+        return 0
+    width = _plane_chunk_width(m, n, k)
+    return Workspace.bytes_for(_plane_pieces(m, n, width)) + (workspace_bytes(4 * m * n) if width < k else 0)
 
 
 # ---- the launch -------------------------------------------------------------------------------------
@@ -346,7 +358,7 @@ def _gemv_launches(a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flag
                  num_warps=config["num_warps"])) if splits > 1 else None
 
         def run(a, b, bias, out):
-            partial = new_tensor((splits, m, n), partial_dtype, dev) if combine is not None else out
+            partial = scratch_tensor((splits, m, n), partial_dtype, dev) if combine is not None else out
             tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out, "partial": partial}
             main(dev, tensors)
             if combine is not None:
@@ -462,8 +474,9 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     run = launches_for(config)
     fresh_output = fresh_tensor_maker(out_shape, out_dtype, dev)
 
-    def execute(a, b, bias):
-        out = fresh_output()
+    def execute(a, b, bias, out=None):
+        """``out``: where to write (laid out as the plan's output), else a fresh tensor."""
+        out = fresh_output() if out is None else out
         run(a, b, bias, out)
         return out
     return execute
@@ -491,19 +504,27 @@ def _plane_chunk_width(m: int, n: int, k: int) -> int:
     return min(k, cdiv(cdiv(k, chunks), 64) * 64)
 
 
+def _plane_pieces(m: int, n: int, kc: int) -> dict:
+    """The ``Workspace`` pieces of the planes of a K chunk ``kc`` wide: six bfloat16 parts of each operand."""
+    bfloat16 = get_dtype("bfloat16")
+    return {"a_planes": ((m, 6 * kc), bfloat16), "b_planes": ((6 * kc, n), bfloat16)}
+
+
 def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, beta, dev):
     """``run(a, b, bias) -> out`` for a float32 m x k by k x n product laid out as these 2-D views are
     (``bias`` m x n, or None when beta is 0), through bfloat16 planes, K in chunks (``_plane_chunk_width``),
     each chunk's product added to the last through the GEMM's epilogue. Launches and the chunks' products
-    are planned here."""
+    are planned here. A call takes one buffer for every chunk's planes (the chunks run one after another)
+    and, past one chunk, one m x n temporary: the chunks' products alternate between it and the output, so
+    that the last lands in the output."""
     (m, k), n = a.shape, b.shape[1]
     width = _plane_chunk_width(m, n, k)
-    bfloat16, float32 = get_dtype("bfloat16"), get_dtype("float32")
+    float32 = get_dtype("float32")
     steps = []
     for start in range(0, k, width):
         kc = min(width, k - start)
         # both operands' planes in one allocation a call
-        workspace = Workspace({"a_planes": ((m, 6 * kc), bfloat16), "b_planes": ((6 * kc, n), bfloat16)})
+        workspace = Workspace(_plane_pieces(m, n, kc))
         planes: dict = {}
         workspace.allocate(dev, planes)
         splits = [
@@ -518,14 +539,25 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
                                 alpha, weight)
         steps.append((start, kc, splits, workspace, product, weight))
 
+    planes_bytes = max(workspace.nbytes for _, _, _, workspace, _, _ in steps)
+    uint8 = get_dtype("uint8")
+    fresh_output = fresh_tensor_maker((m, n), float32, dev)
+
     def run(a, b, bias):
-        out = None
-        for start, kc, splits, workspace, product, weight in steps:
+        out = fresh_output()
+        buffer = scratch_tensor((planes_bytes,), uint8, dev)
+        spare = scratch_tensor((m, n), float32, dev) if len(steps) > 1 else None
+        last = None
+        for index, (start, kc, splits, workspace, product, weight) in enumerate(steps):
             whole = not start and kc == k
             tensors = {"a": a if whole else a[:, start:start + kc], "b": b if whole else b[start:start + kc]}
-            run_launches(dev, splits, workspace, tensors)
-            addend = (bias if weight != 0 else None) if out is None else out
-            out = product(tensors["a_planes"], tensors["b_planes"], addend)
+            workspace.carve(buffer, tensors)
+            for planned in splits:
+                planned(dev, tensors)
+            addend = (bias if weight != 0 else None) if last is None else last
+            # an even number of chunks still to come after this one: this one writes the output
+            last = product(tensors["a_planes"], tensors["b_planes"], addend,
+                           out if (len(steps) - 1 - index) % 2 == 0 else spare)
         return out
     return run
 
@@ -663,8 +695,8 @@ def _mm_meta(input, mat2):
 
 def _mm_cost(input, mat2):
     out = _mm_meta(input, mat2)
-    return _product_cost(out, _flops(*input.shape, mat2.shape[1]), input, mat2, rows=input.shape[0],
-                         inner=input.shape[1])
+    return _product_cost(out, _flops(*input.shape, mat2.shape[1]), input, mat2,
+                         products=[(1, *input.shape, mat2.shape[1])])
 
 
 @register("mm", family="matmul", aten=["aten::mm.default"], meta=_mm_meta, cost=_mm_cost, methods=("mm",))
@@ -686,7 +718,8 @@ def _bmm_meta(input, mat2):
 
 def _bmm_cost(input, mat2):
     out = _bmm_meta(input, mat2)
-    return _product_cost(out, _flops(*input.shape, mat2.shape[2]), input, mat2)
+    return _product_cost(out, _flops(*input.shape, mat2.shape[2]), input, mat2,
+                         products=[(*input.shape, mat2.shape[2])])
 
 
 @register("bmm", family="matmul", aten=["aten::bmm.default"], meta=_bmm_meta, cost=_bmm_cost, methods=("bmm",))
@@ -703,7 +736,20 @@ def _matmul_meta(input, other):
 def _matmul_cost(input, other):
     out = _matmul_meta(input, other)
     k = input.shape[-1]
-    return _product_cost(out, 2 * S.numel(out.shape) * k, input, other)
+    return _product_cost(out, 2 * S.numel(out.shape) * k, input, other,
+                         products=_matmul_products(input.shape, other.shape))
+
+
+def _matmul_products(a_shape, b_shape) -> list:
+    """The (batches, m, k, n) ways ``_matmul`` may run a product of operands of these shapes: as one tall
+    product when a batched left operand's rows merge, else batch by batch."""
+    a = (1, *a_shape) if len(a_shape) == 1 else tuple(a_shape)
+    b = (*b_shape, 1) if len(b_shape) == 1 else tuple(b_shape)
+    batches = S.numel(S.broadcast_shapes(a[:-2], b[:-2]))
+    ways = [(batches, a[-2], a[-1], b[-1])]
+    if len(b) == 2 and len(a) > 2:
+        ways.append((1, S.numel(a[:-1]), a[-1], b[-1]))
+    return ways
 
 
 def _fold_rows(x: Tensor) -> Tensor | None:
@@ -761,8 +807,8 @@ def _addmm_meta(input, mat1, mat2, *, beta=1, alpha=1):
 
 def _addmm_cost(input, mat1, mat2, *, beta=1, alpha=1):
     out = _addmm_meta(input, mat1, mat2)
-    return _product_cost(out, _flops(*mat1.shape, mat2.shape[1]), input, mat1, mat2, rows=mat1.shape[0],
-                         inner=mat1.shape[1])
+    return _product_cost(out, _flops(*mat1.shape, mat2.shape[1]), input, mat1, mat2,
+                         products=[(1, *mat1.shape, mat2.shape[1])])
 
 
 @register("addmm", family="matmul", aten=["aten::addmm.default"], meta=_addmm_meta, cost=_addmm_cost,
@@ -781,7 +827,8 @@ def _baddbmm_meta(input, batch1, batch2, *, beta=1, alpha=1):
 
 def _baddbmm_cost(input, batch1, batch2, *, beta=1, alpha=1):
     out = _baddbmm_meta(input, batch1, batch2)
-    return _product_cost(out, _flops(*batch1.shape, batch2.shape[2]), input, batch1, batch2)
+    return _product_cost(out, _flops(*batch1.shape, batch2.shape[2]), input, batch1, batch2,
+                         products=[(*batch1.shape, batch2.shape[2])])
 
 
 @register("baddbmm", family="matmul", aten=["aten::baddbmm.default"], meta=_baddbmm_meta, cost=_baddbmm_cost,
@@ -801,7 +848,7 @@ def _mv_meta(input, vec):
 
 
 def _mv_cost(input, vec):
-    return _product_cost(_mv_meta(input, vec), _flops(*input.shape), input, vec)
+    return _product_cost(_mv_meta(input, vec), _flops(*input.shape), input, vec, products=[(1, *input.shape, 1)])
 
 
 @register("mv", family="matmul", aten=["aten::mv.default"], meta=_mv_meta, cost=_mv_cost, methods=("mv",))
@@ -817,7 +864,8 @@ def _addmv_meta(input, mat, vec, *, beta=1, alpha=1):
 
 
 def _addmv_cost(input, mat, vec, *, beta=1, alpha=1):
-    return _product_cost(_addmv_meta(input, mat, vec), _flops(*mat.shape), input, mat, vec)
+    return _product_cost(_addmv_meta(input, mat, vec), _flops(*mat.shape), input, mat, vec,
+                         products=[(1, *mat.shape, 1)])
 
 
 @register("addmv", family="matmul", aten=["aten::addmv.default"], meta=_addmv_meta, cost=_addmv_cost,
@@ -836,7 +884,7 @@ def _outer_meta(input, vec2):
 
 def _outer_cost(input, vec2):
     out = _outer_meta(input, vec2)
-    return _product_cost(out, S.numel(out.shape), input, vec2)
+    return _product_cost(out, S.numel(out.shape), input, vec2, products=[(1, input.shape[0], 1, vec2.shape[0])])
 
 
 @register("outer", family="matmul", aten=["aten::outer.default"], meta=_outer_meta, cost=_outer_cost,
@@ -854,7 +902,8 @@ def _addr_meta(input, vec1, vec2, *, beta=1, alpha=1):
 
 def _addr_cost(input, vec1, vec2, *, beta=1, alpha=1):
     out = _addr_meta(input, vec1, vec2)
-    return _product_cost(out, 2 * S.numel(out.shape), input, vec1, vec2)
+    return _product_cost(out, 2 * S.numel(out.shape), input, vec1, vec2,
+                         products=[(1, vec1.shape[0], 1, vec2.shape[0])])
 
 
 @register("addr", family="matmul", aten=["aten::addr.default"], meta=_addr_meta, cost=_addr_cost,
@@ -882,7 +931,8 @@ def _dot_cost_for(op):
     meta = _dot_meta_for(op)
 
     def cost(input, other):
-        return _product_cost(meta(input, other), _flops(input.shape[0]), input, other)
+        return _product_cost(meta(input, other), _flops(input.shape[0]), input, other,
+                             products=[(1, 1, input.shape[0], 1)])
     return cost
 
 
@@ -919,8 +969,9 @@ def _linear_meta(input, weight, bias=None):
 def _linear_cost(input, weight, bias=None):
     out = _linear_meta(input, weight, bias)
     rows = S.numel(out.shape[:-1])
-    return _product_cost(out, 2 * S.numel(out.shape) * weight.shape[1], input, weight, bias, rows=rows,
-                         inner=weight.shape[1])
+    return _product_cost(out, 2 * S.numel(out.shape) * weight.shape[1], input, weight, bias,
+                         products=[(1, rows, weight.shape[1], weight.shape[0]),
+                                   *_matmul_products(input.shape, tuple(weight.shape[::-1]))])
 
 
 @register("linear", family="matmul", aten=["aten::linear.default"], meta=_linear_meta, cost=_linear_cost, api=())
@@ -1048,7 +1099,8 @@ def _einsum_cost(equation, *operands):
     if len(operands) == 1:
         return Cost()
     flops = 2 * S.numel(out.shape) * math.prod(plan.sizes[c] for c in plan.contracted)
-    return _product_cost(out, flops, *operands)
+    sizes = [math.prod(plan.sizes[c] for c in part) for part in (plan.batch, plan.left, plan.contracted, plan.right)]
+    return _product_cost(out, flops, *operands, products=[tuple(sizes)])
 
 
 @register("einsum", family="matmul", aten=["aten::einsum.default"], meta=_einsum_meta, cost=_einsum_cost)

@@ -12,10 +12,11 @@ from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
+from ..device.facts import all_facts
+from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .reductions import _needs_index_64, _source, compute_dtype, kernel_facts, split_plan, tile_for
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .reductions import _exactly_widens, _needs_index_64, _source, compute_dtype, kernel_facts, split_plan, tile_for
+from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 
 
 def _format(dt):
@@ -55,7 +56,12 @@ def _misaligned(*tensors) -> bool:
 
 
 def _dense_copy(t):
-    return None if t is None else t.clone(memory_format="contiguous_format")
+    """A dense copy for a kernel whose operand's layout does not suit it: an op's temporary, which its cost
+    rule does not declare (only the layout, not the metadata, asks for it)."""
+    if t is None:
+        return None
+    with scratch_scope():
+        return t.clone(memory_format="contiguous_format")
 
 
 # ---- softmax ---------------------------------------------------------------------------------------
@@ -68,7 +74,26 @@ def _softmax_meta(x, dim=None, dtype=None, _stacklevel=3):
 
 def _softmax_cost(x, dim=None, dtype=None, _stacklevel=3):
     out = _softmax_meta(x, dim, dtype)
-    return Cost(flops=4 * S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
+    return Cost(flops=4 * S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out),
+                workspace=_softmax_workspace(x, dim, out.dtype))
+
+
+def _softmax_workspace(x, dim, out_dtype) -> int:
+    """The temporaries of ``_plan_softmax``, the most any device takes: the input converted to ``out_dtype``
+    where loading cannot widen it exactly, and a long row's per-chunk partials."""
+    converted = out_dtype is not x.dtype and not _exactly_widens(x.dtype, out_dtype)
+    total = workspace_bytes(S.numel(x.shape) * out_dtype.itemsize) if converted else 0
+    length = x.shape[S.wrap_dim(dim, len(x.shape))] if x.shape else 1
+    rows = S.numel(x.shape) // length if length else 0
+    compute = compute_dtype(out_dtype)
+    partials = [Workspace.bytes_for(_softmax_partials(rows * split_plan(length, facts["kernels"])[1], compute))
+                for facts in all_facts() if length > facts["kernels"]["row_resident_max"]]
+    return total + max(partials, default=0)
+
+
+def _softmax_partials(count: int, compute) -> dict:
+    """A long row's temporaries: per chunk, its maximum and its sum of exponentials (and a slot unused)."""
+    return {name: ((count,), compute) for name in ("top", "total", "unused")}
 
 
 _softmax_plans = PlanCache()
@@ -130,7 +155,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
         # a long row: (max, sum of exp) per chunk from the reduction kernel, then a normalising sweep
         chunk, n_chunks = split_plan(length, facts)
         block_rows, block_r, warps = tile_for(chunk, facts, split=True)
-        temporaries = {name: ((n_rows * n_chunks,), compute) for name in ("top", "total", "unused")}
+        temporaries = _softmax_partials(n_rows * n_chunks, compute)
         top, total = Slot("top"), Slot("total")
         chunks = next_pow2(n_chunks)
         launches = [
@@ -190,10 +215,12 @@ def _normalized_length(x, normalized_shape, op: str) -> int:
 
 
 def _as_rows(t: Tensor, n_rows: int, length: int) -> Tensor:
-    """``t`` as [n_rows, length] whose row elements are adjacent (a view when strides allow)."""
-    rows = t.reshape(n_rows, length)
-    if length > 1 and rows.stride(1) != 1:
-        rows = rows.contiguous()
+    """``t`` as [n_rows, length] whose row elements are adjacent (a view when strides allow, else a
+    temporary copy, as ``_dense_copy``)."""
+    with scratch_scope():
+        rows = t.reshape(n_rows, length)
+        if length > 1 and rows.stride(1) != 1:
+            rows = rows.contiguous()
     return rows
 
 
@@ -236,7 +263,8 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
         the affine parameters as flat contiguous vectors."""
         if ones_weight:
             from .creation import ones
-            weight = ones(affine_length, dtype=bias.dtype, device=dev)
+            with scratch_scope():  # declared by the cost rule (``_norm_cost``)
+                weight = ones(affine_length, dtype=bias.dtype, device=dev)
         return (_as_rows(x, n_rows, length), _as_rows(residual, n_rows, length) if residual is not None else None,
                 _param(weight, affine_length, "weight", op), _param(bias, affine_length, "bias", op))
     rows, res_rows, weight_v, bias_v = operands(x, weight, bias, residual)
@@ -296,9 +324,11 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
     return execute
 
 
-def _norm_cost(x, *params, outputs=1):
-    read = nbytes(x) + sum(nbytes(p) for p in params if p is not None)
-    return Cost(flops=5 * S.numel(x.shape), bytes_read=read, bytes_written=outputs * nbytes(x))
+def _norm_cost(x, *params, outputs=1, weight=None, bias=None):
+    """``weight`` and ``bias``: the affine ones; a bias without a weight takes a temporary weight of ones."""
+    read = nbytes(x) + sum(nbytes(p) for p in (*params, weight, bias) if p is not None)
+    return Cost(flops=5 * S.numel(x.shape), bytes_read=read, bytes_written=outputs * nbytes(x),
+                workspace=workspace_bytes(nbytes(bias)) if weight is None and bias is not None else 0)
 
 
 def _layer_norm_meta(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
@@ -307,7 +337,7 @@ def _layer_norm_meta(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudn
 
 
 def _layer_norm_cost(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
-    return _norm_cost(x, weight, bias)
+    return _norm_cost(x, weight=weight, bias=bias)
 
 
 @register("layer_norm", family="normalization", aten=["aten::layer_norm.default"], meta=_layer_norm_meta,
@@ -374,7 +404,7 @@ def _add_layer_norm_meta(x, residual, normalized_shape, weight=None, bias=None, 
 
 
 def _add_layer_norm_cost(x, residual, normalized_shape, weight=None, bias=None, eps=1e-5):
-    return _norm_cost(x, residual, weight, bias, outputs=2)
+    return _norm_cost(x, residual, outputs=2, weight=weight, bias=bias)
 
 
 @register("add_layer_norm", family="normalization", aten=["nbx::add_layer_norm"], meta=_add_layer_norm_meta,
@@ -395,7 +425,7 @@ def _group_norm_meta(x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enab
 
 
 def _group_norm_cost(x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
-    return _norm_cost(x, weight, bias)
+    return _norm_cost(x, weight=weight, bias=bias)
 
 
 @register("group_norm", family="normalization", aten=["aten::group_norm.default"], meta=_group_norm_meta,
@@ -421,7 +451,7 @@ def _batch_norm_meta(x, running_mean, running_var, weight=None, bias=None, train
 
 def _batch_norm_cost(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5,
                      cudnn_enabled=True):
-    return _norm_cost(x, running_mean, running_var, weight, bias)
+    return _norm_cost(x, running_mean, running_var, weight=weight, bias=bias)
 
 
 @register("batch_norm", family="normalization", aten=["aten::batch_norm.default"], meta=_batch_norm_meta,

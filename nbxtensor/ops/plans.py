@@ -43,7 +43,9 @@ class PlanCache:
         """The plan for ``key``, made by ``make()`` the first time."""
         plan = self._plans.get(key)
         if plan is None:
-            plan = make()
+            from .copy import outside_arena  # ops.copy keeps its plans here: imported at first use
+            with outside_arena():
+                plan = make()
             self.put(key, plan)
         return plan
 

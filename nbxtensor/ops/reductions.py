@@ -8,6 +8,7 @@ from collections import namedtuple
 
 from .. import shape as S
 from ..device import backend_for
+from ..device.facts import all_facts
 from ..dtypes import get_dtype
 from ..kernels import reduce as K
 from ..kernels.copy import load_format
@@ -266,9 +267,21 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
     return execute
 
 
-def _reduction_cost(x, out_metas, workspace: int = 0, flops_per_element: int = 1) -> Cost:
+def _reduction_cost(x, out_metas, flops_per_element: int = 1) -> Cost:
     return Cost(flops=flops_per_element * S.numel(x.shape), bytes_read=nbytes(x),
-                bytes_written=builtins.sum(nbytes(m) for m in out_metas), workspace=workspace)
+                bytes_written=builtins.sum(nbytes(m) for m in out_metas),
+                workspace=_split_workspace(S.numel(x.shape), S.numel(out_metas[0].shape)))
+
+
+def _split_workspace(elements: int, rows: int) -> int:
+    """The most bytes the partials of ``_plan_reduce`` take to reduce ``elements`` to ``rows`` results on any
+    device class (the rule knows none): three pieces of a partial per row and chunk, none past 8 bytes."""
+    if not rows:
+        return 0
+    length = elements // rows
+    chunks = builtins.max(split_plan(length, facts["kernels"])[1] for facts in all_facts())
+    wide = _dt("int64")
+    return Workspace.bytes_for([((rows * chunks,), wide)] * 3) if chunks > 1 else 0
 
 
 # ---- sum, mean, prod and friends ----------------------------------------------------------------

@@ -13,7 +13,10 @@ from typing import Callable, NamedTuple
 
 from ..shape import numel
 
-__all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "all_ops", "nbytes"]
+__all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "all_ops", "nbytes", "workspace_bytes"]
+
+# Each temporary an op takes from its graph step's workspace starts this many bytes after the last.
+SCRATCH_ALIGNMENT = 256
 
 
 class TensorMeta(NamedTuple):
@@ -26,11 +29,18 @@ class Cost:
     flops: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
+    # an upper bound on the bytes of every temporary the op allocates besides its outputs, including the
+    # results of other ops it calls, each counted by ``workspace_bytes``
     workspace: int = 0
 
     @property
     def bytes_moved(self) -> int:
         return self.bytes_read + self.bytes_written
+
+
+def workspace_bytes(*sizes: int) -> int:
+    """The workspace of temporaries of these byte sizes, each allocated on its own."""
+    return sum(-(-size // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT for size in sizes)
 
 
 @dataclass(frozen=True)
