@@ -520,9 +520,9 @@ class Graph:
         sources = {t: root.get(t, t) for t in kept}
         owning = [t for t, source in sources.items() if source in first and (source == t or source not in kept)]
         memory_plan = plan_blocks(blocks, workspaces, output_bytes=sum(nbytes(metas[t]) for t in owning))
-        if memory_plan.arena_bytes > MAX_TENSOR_BYTES:
-            _fail(self.path, f"the memory plan for {values} needs an arena of {memory_plan.arena_bytes} bytes, "
-                             f"more than the {MAX_TENSOR_BYTES} one allocation may take")
+        if memory_plan.peak_bytes > MAX_TENSOR_BYTES:
+            _fail(self.path, f"the memory plan for {values} needs {memory_plan.peak_bytes} bytes at its peak "
+                             f"(arena and outputs), more than the {MAX_TENSOR_BYTES} a process can address")
         return memory_plan
 
     def _is_view(self, step: Step) -> bool:
