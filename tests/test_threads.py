@@ -200,3 +200,31 @@ def test_the_caching_allocator_hands_out_each_block_once_under_threads():
     finally:
         sys.setswitchinterval(interval)
 
+
+
+def test_threads_drawing_from_one_generator_each_take_their_own_counters():
+    """Every draw advances the generator's offset past the counters it takes, so no two threads' draws
+    share random numbers: the offset ends at the sum of all the draws."""
+    generator = nbx.Generator()
+    draws, words = 20000, 4
+    start = threading.Barrier(THREADS)
+    counters = [[] for _ in range(THREADS)]
+
+    def draw(thread: int) -> None:
+        start.wait()
+        for _ in range(draws):
+            counters[thread].append(generator._take(words)[1])
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=draw, args=(i,)) for i in range(THREADS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    taken = [c for per_thread in counters for c in per_thread]
+    assert len(set(taken)) == len(taken) == THREADS * draws
+    assert generator.get_offset() == THREADS * draws * words
