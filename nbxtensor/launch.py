@@ -161,11 +161,17 @@ class _LaunchScratch:
         self._held: dict = {}
         self._kept: list = []
 
-    def serve(self, device) -> None:
+    @property
+    def device(self):
+        """The device whose launch this thread is making."""
+        return getattr(self._serving, "device", None)
+
+    @device.setter
+    def device(self, device) -> None:
         self._serving.device = device
 
     def __call__(self, size: int, alignment: int, stream):
-        held = self.reserve(self._serving.device, stream, size, alignment)
+        held = self.reserve(self.device, stream, size, alignment)
         return _Address(held[0])
 
     def reserve(self, device, stream, size: int, alignment: int) -> tuple:
@@ -204,7 +210,7 @@ def _use_scratch(device) -> None:
     from triton.runtime import _allocation
     if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
         _allocation._allocator.set(_scratch)
-    _scratch.serve(device)
+    _scratch.device = device
 
 
 def _scratch_need(entry, grid) -> tuple[int, int]:
