@@ -1,5 +1,6 @@
 """Ops from several Python threads at once: every result bit for bit what the same op gives run alone, no
-op raising; a capture, the current stream and the caching allocator each kept right per thread."""
+op raising; a capture, a graph's arena, the current stream, the caching allocator and a generator each
+kept right per thread."""
 import random
 import sys
 import threading
@@ -228,3 +229,37 @@ def test_threads_drawing_from_one_generator_each_take_their_own_counters():
     taken = [c for per_thread in counters for c in per_thread]
     assert len(set(taken)) == len(taken) == THREADS * draws
     assert generator.get_offset() == THREADS * draws * words
+
+
+def test_a_graph_arena_serves_only_its_own_threads_allocations():
+    """While one thread runs on an arena, another thread's op output of the very size the arena expects
+    comes from the allocator, and that thread may run on an arena of its own."""
+    from types import SimpleNamespace
+
+    from nbxtensor.graph.arena import ArenaRun
+    a, b = to_nbx(np.ones(4, np.float32)), to_nbx(np.full(4, 2.0, np.float32))
+    planned = (a.dtype, 16, 0, 16)  # (dtype, bytes, offset, room) of a step output of four float32
+    opened, other_done = threading.Event(), threading.Event()
+    runs = []
+
+    def running() -> None:
+        with ArenaRun(SimpleNamespace(arena_bytes=64), a.device) as run:
+            run.expect([planned])
+            runs.append(run)
+            opened.set()
+            other_done.wait(timeout=60)
+            runs.append(nbx.add(a, b))
+
+    thread = threading.Thread(target=running)
+    thread.start()
+    try:
+        assert opened.wait(timeout=60)
+        other = nbx.add(a, b)
+        with ArenaRun(SimpleNamespace(arena_bytes=64), a.device):
+            pass
+    finally:
+        other_done.set()
+        thread.join()
+    run, own = runs
+    assert other._storage is not run.storage and own._storage is run.storage and run.served == 1
+    np.testing.assert_array_equal(other.numpy(), [3.0] * 4)

@@ -85,8 +85,8 @@ class CachingAllocator:
         self.limit = limit
         self._pools: dict[tuple[int, bool], list[tuple[int, int, Block]]] = {}
         self._segments: dict[int, Segment] = {}
-        # over the pools and segments; re-entrant, as a block freed while the lock is held (a collected
-        # buffer) is released by the same thread
+        # over the pools and segments; re-entrant: an allocation may merge parked blocks or empty the
+        # cache, and a buffer collected while the lock is held frees its block in the same thread
         self._lock = threading.RLock()
         # The hot path runs in C (``nbxtensor/native/block_cache.c``): small blocks just freed are parked
         # whole by (stream, size), and the next request of that size takes one back without a split and a
