@@ -9,13 +9,20 @@ it always takes the generic path.
 
 ``capture()`` records the launches of a stretch of work so that ``Capture.replay()`` can issue them
 again, on the same tensors, without the ops' Python; work that a replay could not repeat faithfully
-(host reads, host data, random draws) marks the capture refused, with the reason.
+(host reads, host data, random draws) marks the capture refused, with the reason. A capture belongs to
+the thread that opened it: launches other threads make meanwhile run as usual and are not recorded.
+
+Threads: Triton's interpreter keeps the grid being run, and its patches of ``triton.language``, in
+process-wide state, so interpreted launches take ``_interpreter_lock`` and run one at a time. The caches
+here are filled by publishing a finished entry in one assignment; any entry a racing thread overwrites
+is an equal one.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import threading
 
 import numpy as np
 
@@ -30,6 +37,7 @@ _compiled: dict = {}
 _int_specialisations: dict = {}
 _tuple_specialisations: dict = {}
 _MAX_REMEMBERED = 4096
+_interpreter_lock = threading.Lock()  # interpreted launches never nest: a kernel body launches nothing
 
 
 # Set, interpreted launches are written to this file (one JSON line each) for the compile check, which
@@ -148,9 +156,19 @@ class _LaunchScratch:
     to the recording, which keeps it for as long as its graph replays."""
 
     def __init__(self):
-        self.device = None
+        self._serving = threading.local()  # the device of the launch this thread is making
+        self._lock = threading.Lock()  # threads on one device's default stream share its buffer
         self._held: dict = {}
         self._kept: list = []
+
+    @property
+    def device(self):
+        """The device whose launch this thread is making."""
+        return getattr(self._serving, "device", None)
+
+    @device.setter
+    def device(self, device) -> None:
+        self._serving.device = device
 
     def __call__(self, size: int, alignment: int, stream):
         held = self.reserve(self.device, stream, size, alignment)
@@ -158,17 +176,19 @@ class _LaunchScratch:
 
     def reserve(self, device, stream, size: int, alignment: int) -> tuple:
         key = (device, stream)
-        held = self._held.get(key)
-        if held is None or held[1] < size or held[0] % alignment:
-            storage = Storage(device, size + alignment)
-            address = -(-storage.ptr // alignment) * alignment
-            if held is not None:
-                self._kept.append(held)  # launches already issued may still use it
-            held = self._held[key] = (address, size, storage)
-        return held
+        with self._lock:
+            held = self._held.get(key)
+            if held is None or held[1] < size or held[0] % alignment:
+                storage = Storage(device, size + alignment)
+                address = -(-storage.ptr // alignment) * alignment
+                if held is not None:
+                    self._kept.append(held)  # launches already issued may still use it
+                held = self._held[key] = (address, size, storage)
+            return held
 
     def detach(self, device, stream):
-        return self._held.pop((device, stream), None)
+        with self._lock:
+            return self._held.pop((device, stream), None)
 
 
 class _Address:
@@ -203,30 +223,39 @@ def _scratch_need(entry, grid) -> tuple[int, int]:
     return g0 * g1 * g2 * getattr(metadata, "num_ctas", 1) * size, metadata.global_scratch_align
 
 
-_capturing: Capture | None = None
+# captures open in all threads: while none is, a launch need not look up its thread's capture
+_captures_open = 0
+_captures_open_lock = threading.Lock()
+_thread_capture = threading.local()
 
 
 @contextlib.contextmanager
 def capture():
-    """Record every launch made inside the ``with`` block into the yielded ``Capture``."""
-    global _capturing
-    if _capturing is not None:
+    """Record every launch this thread makes inside the ``with`` block into the yielded ``Capture``."""
+    global _captures_open
+    if current_capture() is not None:
         raise RuntimeError("captures do not nest")
-    _capturing = recorded = Capture()
+    _thread_capture.capture = recorded = Capture()
+    with _captures_open_lock:
+        _captures_open += 1
     try:
         yield recorded
     finally:
-        _capturing = None
+        _thread_capture.capture = None
+        with _captures_open_lock:
+            _captures_open -= 1
 
 
 def current_capture() -> Capture | None:
-    return _capturing
+    """The capture this thread has open, or None."""
+    return getattr(_thread_capture, "capture", None) if _captures_open else None
 
 
 def refuse_capture(reason: str) -> None:
     """Called by work a replay would not repeat (``reason`` completes "it ..."); the first one counts."""
-    if _capturing is not None and _capturing.refused is None:
-        _capturing.refused = reason
+    recording = current_capture()
+    if recording is not None and recording.refused is None:
+        recording.refused = reason
 
 
 def _remember(remembered: dict, value):
@@ -247,8 +276,10 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
     """``launch`` for callers that keep their constexprs, and their key, from one call to the next.
     Returns (compiled entry, argument values, backend) when it ran an already compiled kernel, else None
     (interpreted, or compiled just now)."""
-    if _capturing is not None:
-        _capturing.launches.append((kernel, grid, device, list(args), constexprs, constexpr_key))
+    if _captures_open:
+        recording = current_capture()
+        if recording is not None:
+            recording.launches.append((kernel, grid, device, list(args), constexprs, constexpr_key))
     backend = backend_for(device)
     if not backend.compiles_kernels:
         backend.check_kernels()
@@ -256,7 +287,7 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
             _log_for_compile_check(kernel, args, constexprs)
         # the interpreter computes with NumPy, which warns where IEEE arithmetic gives inf or NaN (masked
         # lanes, -inf - -inf); a GPU does not
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), _interpreter_lock:
             kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args], **constexprs)
         return None
     spec, values = _specialised(args)
@@ -374,7 +405,7 @@ def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict
     the kernel), so a call looks at its varying arguments only. When every varying argument is a tensor on
     Triton's 16-byte specialisation, ``bound`` also keeps that launcher under ``_ALIGNED_TENSORS``: a later
     call whose tensors have the same dtypes and aligned addresses goes straight to it."""
-    if _capturing is None:
+    if not _captures_open:  # else through ``launch_planned``, which records it if this thread captures
         fast = bound.get(_ALIGNED_TENSORS)
         if fast is not None and fast[0] == device.index:
             _, dtypes, launcher, backend = fast
@@ -409,7 +440,7 @@ def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict
     for i, v in zip(positions, values):
         full[i] = v
     launched = launch_planned(kernel, grid, device, full, constexprs, constexpr_key)
-    if launched is not None and _capturing is None:
+    if launched is not None and not _captures_open:
         entry, fixed, backend = launched
         launcher = bind_launch(entry, grid, backend, fixed, positions)
         bound[key] = (entry, fixed, backend, launcher)

@@ -102,18 +102,18 @@ class CudaBackend(Backend):
     def facts(self) -> dict:
         index = self.current_index()
         found = self._facts.get(index)
-        if found is None:
-            found = self._facts[index] = facts_for(self.properties(index))
+        if found is None:  # one facts dict a device, whichever thread made it first
+            found = self._facts.setdefault(index, facts_for(self.properties(index)))
         return found
 
     # ---- memory ----------------------------------------------------------------------------
     def allocator(self, index: int | None = None) -> CachingAllocator:
         index = self.current_index() if index is None else index
         found = self._allocators.get(index)
-        if found is None:
-            found = self._allocators[index] = CachingAllocator(
+        if found is None:  # threads racing here all get the allocator published first
+            found = self._allocators.setdefault(index, CachingAllocator(
                 lambda n, i=index: self._raw_alloc(n, i), lambda p, i=index: self._raw_free(p, i),
-                lambda i=index: self._mem_info(i), name=f"cuda:{index}", limit=limit_from_environment())
+                lambda i=index: self._mem_info(i), name=f"cuda:{index}", limit=limit_from_environment()))
         return found
 
     def parked_buffers(self, index: int):

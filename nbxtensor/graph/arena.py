@@ -13,8 +13,13 @@ output that did not land in its place but lies in the arena (an op that returned
 unchanged, or its result built in its workspace) is copied into its place, because the arena's reuse
 follows the plan's lifetimes, not references. An output from the allocator is kept as it is: correct,
 only unplanned.
+
+A run serves the allocations of its own thread only: while any thread runs on an arena, the service
+installed for allocations (``ops.copy.arena_service``) looks up the calling thread's run.
 """
 from __future__ import annotations
+
+import threading
 
 from .. import shape as S
 from ..ops import copy as _copy
@@ -28,6 +33,16 @@ strict = False
 
 class WorkspaceOverflow(RuntimeError):
     """An op allocated more during a graph run than its planned outputs and declared workspace."""
+
+
+_thread_run = threading.local()  # the ArenaRun this thread is in, if any
+_runs_open = 0  # in all threads
+_runs_open_lock = threading.Lock()
+
+
+def _serve_this_threads_run(shape, strides, dtype, device, nbytes, scratch):
+    run = getattr(_thread_run, "run", None)
+    return None if run is None else run._serve(shape, strides, dtype, device, nbytes, scratch)
 
 
 class ArenaRun:
@@ -49,13 +64,22 @@ class ArenaRun:
         self.unplanned: list = []  # (step id, bytes) of allocations past a step's plan
 
     def __enter__(self) -> "ArenaRun":
-        if _copy.arena_service is not None:
+        global _runs_open
+        if getattr(_thread_run, "run", None) is not None:
             raise RuntimeError("graph runs on an arena do not nest")
-        _copy.arena_service = self._serve
+        _thread_run.run = self
+        with _runs_open_lock:
+            _runs_open += 1
+            _copy.arena_service = _serve_this_threads_run
         return self
 
     def __exit__(self, *exc_info) -> None:
-        _copy.arena_service = None
+        global _runs_open
+        _thread_run.run = None
+        with _runs_open_lock:
+            _runs_open -= 1
+            if not _runs_open:
+                _copy.arena_service = None
         self.storage = None  # the run's figures may be kept; its memory goes with the tensors still on it
 
     def expect(self, step_id: str, expected, workspace) -> None:

@@ -7,12 +7,16 @@ when the remainder is worth keeping. Neighbouring free blocks of one segment mer
 has its own pools, so a block freed by work on one stream is only reused by that stream. When the
 device refuses a segment, the cache is released and the request retried once before
 ``OutOfMemoryError`` explains what was asked, what is free and what to do.
+
+Threads: the parked blocks' hot path is C, which runs whole under the GIL; the pools and segments are
+Python, kept under the allocator's lock.
 """
 from __future__ import annotations
 
 import bisect
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 
 from .. import native
@@ -81,6 +85,9 @@ class CachingAllocator:
         self.limit = limit
         self._pools: dict[tuple[int, bool], list[tuple[int, int, Block]]] = {}
         self._segments: dict[int, Segment] = {}
+        # over the pools and segments; re-entrant: an allocation may merge parked blocks or empty the
+        # cache, and a buffer collected while the lock is held frees its block in the same thread
+        self._lock = threading.RLock()
         # The hot path runs in C (``nbxtensor/native/block_cache.c``): small blocks just freed are parked
         # whole by (stream, size), and the next request of that size takes one back without a split and a
         # merge (most requests repeat a recent size); they join the pools when a request finds nothing
@@ -107,15 +114,16 @@ class CachingAllocator:
             raise ValueError(f"cannot allocate a negative number of bytes ({nbytes})")
         size = self.round_size(nbytes)
         small = size <= SMALL_LIMIT
-        block = self._take_cached(size, stream, small)
-        if block is None and any(self._parked.values()):
-            self._merge_parked()
+        with self._lock:
             block = self._take_cached(size, stream, small)
-        if block is None:
-            block = self._new_segment_block(size, stream, small, nbytes)
-        self._split(block, size, small)
-        block.free = False
-        self._parking.checkout(block, nbytes)
+            if block is None and any(self._parked.values()):
+                self._merge_parked()
+                block = self._take_cached(size, stream, small)
+            if block is None:
+                block = self._new_segment_block(size, stream, small, nbytes)
+            self._split(block, size, small)
+            block.free = False
+            self._parking.checkout(block, nbytes)
         return block
 
     def buffer(self, nbytes: int, stream: int = 0):
@@ -129,36 +137,43 @@ class CachingAllocator:
 
     def _release(self, block: Block) -> None:
         """Return a block to its stream's pool as free, merged with free neighbours."""
-        block.free = True
-        for neighbour in (block.prev, block.next):
-            if neighbour is not None and neighbour.free:
-                self._unpool(neighbour)
-                block = self._merge(block, neighbour)
-        self._pool(block)
+        with self._lock:
+            block.free = True
+            for neighbour in (block.prev, block.next):
+                if neighbour is not None and neighbour.free:
+                    self._unpool(neighbour)
+                    block = self._merge(block, neighbour)
+            self._pool(block)
 
     def _merge_parked(self) -> None:
-        for blocks in self._parked.values():  # emptied in place: the parking keeps these lists
-            while blocks:
-                self._release(blocks.pop())
+        # emptied in place (the parking keeps these lists), a pop at a time: other threads take from them
+        for blocks in list(self._parked.values()):
+            while True:
+                try:
+                    block = blocks.pop()
+                except IndexError:
+                    break
+                self._release(block)
 
     def empty_cache(self) -> int:
         """Give every wholly free segment back to the device; returns the bytes released."""
-        self._merge_parked()
-        released = 0
-        for key, pool in list(self._pools.items()):
-            keep = []
-            for entry in pool:
-                block = entry[2]
-                if block.prev is None and block.next is None and block.size == block.segment.size:
-                    self._raw_free(block.segment.ptr)
-                    del self._segments[block.segment.ptr]
-                    released += block.size
-                else:
-                    keep.append(entry)
-            self._pools[key] = keep
-        self.stats.reserved -= released
-        self.stats.segments = len(self._segments)
-        self.stats.cache_flushes += 1
+        with self._lock:
+            self._merge_parked()
+            released = 0
+            for key, pool in list(self._pools.items()):
+                keep = []
+                for entry in pool:
+                    block = entry[2]
+                    if block.prev is None and block.next is None and block.size == block.segment.size:
+                        self._raw_free(block.segment.ptr)
+                        del self._segments[block.segment.ptr]
+                        released += block.size
+                    else:
+                        keep.append(entry)
+                self._pools[key] = keep
+            self.stats.reserved -= released
+            self.stats.segments = len(self._segments)
+            self.stats.cache_flushes += 1
         return released
 
     def reset_peak(self) -> None:
@@ -166,7 +181,7 @@ class CachingAllocator:
         self.stats.peak_reserved = self.stats.reserved
 
     def largest_live(self, count: int = 5) -> list[int]:
-        return sorted((b.requested for b in self._live.values()), reverse=True)[:count]
+        return sorted((b.requested for b in list(self._live.values())), reverse=True)[:count]
 
     # ---- internals ----------------------------------------------------------------------------
     def _pool(self, block: Block) -> None:

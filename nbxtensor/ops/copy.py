@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import threading
 import warnings
 
 import numpy as np
@@ -31,8 +32,11 @@ _BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 # While a graph runs on its planned arena, this serves every allocation its steps make (see
 # graph/arena.py): a step's planned outputs in their places, its temporaries from its planned workspace.
 arena_service = None
-# Within ``scratch_scope``, every allocation is an op's temporary, never a planned output.
-_scratch_depth = 0
+# Per thread: how deep in ``scratch_scope`` (every allocation an op's temporary, never a planned output)
+# and whether in ``outside_arena`` (every allocation from the allocator). A graph runs in one thread, and
+# another thread's plan making or scratch must not change how it is served.
+_arena_local = threading.local()
+_arena_local.scratch_depth, _arena_local.outside = 0, False
 
 
 @functools.lru_cache(maxsize=4096)
@@ -71,12 +75,11 @@ def scratch_tensor(shape, dtype, dev: _device) -> Tensor:
 def scratch_scope():
     """Every allocation made inside is an op's temporary (``scratch_tensor``): for an op that builds its
     result through other ops, around the calls whose results it does not return."""
-    global _scratch_depth
-    _scratch_depth += 1
+    _arena_local.scratch_depth = getattr(_arena_local, "scratch_depth", 0) + 1
     try:
         yield
     finally:
-        _scratch_depth -= 1
+        _arena_local.scratch_depth -= 1
 
 
 @contextlib.contextmanager
@@ -84,19 +87,21 @@ def outside_arena():
     """Allocations made inside come from the allocator even while a graph runs: for making an op's plan,
     whose probes and tuning trials belong to the first call of a layout (as compiling does), not to the
     step it runs in."""
-    global arena_service
-    service, arena_service = arena_service, None
+    outside = getattr(_arena_local, "outside", False)
+    _arena_local.outside = True
     try:
         yield
     finally:
-        arena_service = service
+        _arena_local.outside = outside
 
 
 def allocate_tensor(shape: tuple, strides: tuple, dtype, dev: _device, nbytes: int, pinned: bool = False,
                     scratch: bool = False) -> Tensor:
     """``new_tensor`` for callers that know the strides and byte size already (planned ops)."""
-    if arena_service is not None and nbytes and not pinned:  # the arena is not page-locked
-        served = arena_service(shape, strides, dtype, dev, nbytes, scratch or _scratch_depth > 0)
+    if arena_service is not None and nbytes and not pinned and not getattr(_arena_local, "outside", False):
+        # (the arena is not page-locked)
+        served = arena_service(shape, strides, dtype, dev, nbytes,
+                               scratch or getattr(_arena_local, "scratch_depth", 0) > 0)
         if served is not None:
             return served
     return Tensor._make(Storage(dev, nbytes, pinned=pinned), 0, shape, strides, dtype)

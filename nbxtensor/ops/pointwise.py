@@ -858,7 +858,7 @@ def _build(row: Row) -> None:
     lookup = fast_calls._plans.get
 
     def impl(*args, out=None, **kwargs):
-        if out is None and not kwargs and _launch_module._capturing is None:
+        if out is None and not kwargs and not _launch_module._captures_open:
             key = _fast_key(args)
             if key is not None:
                 bound_call = lookup(key)

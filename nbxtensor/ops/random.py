@@ -10,6 +10,7 @@ generator set to the matching offset.
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -42,13 +43,15 @@ class Generator:
         self.device = resolve(device) if device is not None else _device("cpu")
         self._seed = DEFAULT_SEED
         self._offset = 0
+        self._lock = threading.Lock()  # threads drawing at once each take their own counters
 
     def manual_seed(self, seed) -> "Generator":
         seed = int(seed)
         if not -2 ** 63 <= seed < _U64_MOD:
             raise RuntimeError(f"manual_seed: seed must be within [-2^63, 2^64), got {seed}")
-        self._seed = seed % _U64_MOD
-        self._offset = 0
+        with self._lock:
+            self._seed = seed % _U64_MOD
+            self._offset = 0
         return self
 
     def seed(self) -> int:
@@ -85,10 +88,11 @@ class Generator:
     def _take(self, words: int) -> tuple[int, int]:
         """(seed as int64 bits, first counter) for a draw of ``words`` 32-bit words; advances the offset."""
         refuse_capture("draws random numbers (a replay would draw the same ones again)")
-        counter = self._offset // 4
-        self._offset += 4 * cdiv(words, 4)
-        seed = self._seed - _U64_MOD if self._seed >= 2 ** 63 else self._seed
-        return seed, counter
+        with self._lock:
+            counter = self._offset // 4
+            self._offset += 4 * cdiv(words, 4)
+            seed = self._seed
+        return (seed - _U64_MOD if seed >= 2 ** 63 else seed), counter
 
     def __repr__(self) -> str:
         return f"Generator(device={self.device}, seed={self._seed}, offset={self._offset})"
@@ -102,8 +106,8 @@ def default_generator_for(dev) -> Generator:
     """The default generator of ``dev``'s device (one per CPU, one per GPU index)."""
     dev = resolve(dev)
     gen = _defaults.get(dev)
-    if gen is None:
-        gen = _defaults[dev] = Generator(dev).manual_seed(_default_seed)
+    if gen is None:  # threads racing here all get the generator published first
+        gen = _defaults.setdefault(dev, Generator(dev).manual_seed(_default_seed))
     return gen
 
 
@@ -113,7 +117,7 @@ default_generator = default_generator_for("cpu")
 def manual_seed(seed) -> Generator:
     """Seed every default generator (those created later start from ``seed`` too); returns the CPU's."""
     global _default_seed
-    for gen in _defaults.values():
+    for gen in list(_defaults.values()):
         gen.manual_seed(seed)
     _default_seed = default_generator.initial_seed()
     return default_generator

@@ -83,9 +83,13 @@ class TuningCache:
         self._lock = threading.Lock()
 
     def entries(self) -> dict:
-        if self._entries is None:
-            self._entries = self._read()
-        return self._entries
+        entries = self._entries
+        if entries is None:
+            with self._lock:  # read once: a second read could replace entries another thread just stored
+                if self._entries is None:
+                    self._entries = self._read()
+                entries = self._entries
+        return entries
 
     def _read(self) -> dict:
         try:
@@ -100,9 +104,9 @@ class TuningCache:
     def store(self, key: str, entry: dict) -> None:
         """Record ``entry`` and write the file, merged with whatever another process wrote meanwhile."""
         with self._lock:
-            self.entries()[key] = entry
             merged = self._read()
-            merged.update(self._entries)
+            merged.update(self._entries or {})
+            merged[key] = entry
             self._entries = merged
             self.path.parent.mkdir(parents=True, exist_ok=True)
             temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
@@ -119,7 +123,7 @@ def cache_for(facts_name: str) -> TuningCache:
     key = (facts_name, os.environ.get("NBX_TUNING_DIR"))
     cache = _caches.get(key)
     if cache is None:
-        cache = _caches[key] = TuningCache(facts_name)
+        cache = _caches.setdefault(key, TuningCache(facts_name))
     return cache
 
 
