@@ -244,8 +244,8 @@ def test_a_graph_arena_serves_only_its_own_threads_allocations():
 
     def running() -> None:
         with ArenaRun(SimpleNamespace(arena_bytes=64), a.device) as run:
-            run.expect([planned])
-            runs.append(run)
+            run.expect("add", [planned], None)
+            runs.append((run, run.storage))  # the run lets go of its storage when it ends
             opened.set()
             other_done.wait(timeout=60)
             runs.append(nbx.add(a, b))
@@ -260,6 +260,36 @@ def test_a_graph_arena_serves_only_its_own_threads_allocations():
     finally:
         other_done.set()
         thread.join()
-    run, own = runs
-    assert other._storage is not run.storage and own._storage is run.storage and run.served == 1
+    (run, storage), own = runs
+    assert other._storage is not storage and own._storage is storage and run.served == 1
     np.testing.assert_array_equal(other.numpy(), [3.0] * 4)
+
+
+def test_another_threads_plan_making_leaves_a_run_on_its_arena():
+    """A thread making a plan (``outside_arena``) while another runs a graph: the run's step outputs still
+    land in its arena."""
+    from types import SimpleNamespace
+
+    from nbxtensor.graph.arena import ArenaRun
+    from nbxtensor.ops.copy import outside_arena
+    a, b = to_nbx(np.ones(4, np.float32)), to_nbx(np.full(4, 2.0, np.float32))
+    inside, done = threading.Event(), threading.Event()
+
+    def planning() -> None:
+        with outside_arena():
+            inside.set()
+            done.wait(timeout=60)
+
+    thread = threading.Thread(target=planning)
+    with ArenaRun(SimpleNamespace(arena_bytes=64), a.device) as run:
+        run.expect("add", [(a.dtype, 16, 0, 16)], None)
+        thread.start()
+        try:
+            assert inside.wait(timeout=60)
+            out = nbx.add(a, b)
+            storage = run.storage
+        finally:
+            done.set()
+            thread.join()
+    assert out._storage is storage and run.served == 1
+    np.testing.assert_array_equal(out.numpy(), [3.0] * 4)
