@@ -7,6 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 import nbxtensor as nbx  # noqa: E402
 from nbxtensor import graph  # noqa: E402
@@ -50,6 +51,13 @@ class Norms(nn.Module):
 
     def forward(self, x):
         return self.out(self.batch(self.group(self.mix(x))))
+
+
+class Activations(nn.Module):
+    """The activations that torch's decompositions would spell as several full-size temporaries."""
+
+    def forward(self, x):
+        return F.silu(x) + F.hardswish(x) + F.hardsigmoid(x) + F.mish(x) + F.softplus(x, beta=2.0, threshold=3.0)
 
 
 def _check(module, example, tmp_path, runs, dims):
@@ -110,3 +118,12 @@ def test_aten_batch_norm_arguments_in_schema_order(aten_name):
     c = (slice(None), None)
     want = (x - mean[c]) / np.sqrt(var[c].astype(np.float64) + 1e-5) * weight[c] + bias[c]
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_activations_stay_whole(tmp_path):
+    batch = torch.export.Dim("batch", min=1, max=8)
+    document = _check(Activations(), torch.randn(2, 6) * 4, tmp_path, [(2, 6), (5, 6)], {0: batch})
+    names = [op["op"] for op in document["ops"]]
+    for whole in ("silu", "hardswish", "hardsigmoid", "mish", "softplus"):
+        assert f"aten::{whole}.default" in names
+    assert "aten::sigmoid.default" not in names and "aten::_to_copy.default" not in names

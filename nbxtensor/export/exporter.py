@@ -17,9 +17,12 @@ from ..graph.format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSI
 from ..ops import registry
 from . import ExportError
 
-# High-level ops worth their own kernels: run_decompositions leaves them whole (those torch has).
+# High-level ops worth their own kernels: run_decompositions leaves them whole (those torch has). The
+# activations among them decompose into several full-size temporaries (silu of bf16 becomes an fp32 copy,
+# its sigmoid and their product) where one pointwise launch computes in fp32 and rounds once.
 KEEP_WHOLE = ("aten::scaled_dot_product_attention.default", "aten::layer_norm.default", "aten::rms_norm.default",
-              "aten::linear.default", "aten::embedding.default")
+              "aten::linear.default", "aten::embedding.default", "aten::silu.default", "aten::hardswish.default",
+              "aten::hardsigmoid.default", "aten::mish.default", "aten::softplus.default")
 # Arguments that say where a result lives; one graph runs on one device, with dense tensors. A memory
 # format is kept: it decides the result's strides, and so whether a later view of it works.
 _DROPPED_ARGUMENTS = frozenset(("device", "layout", "pin_memory"))
