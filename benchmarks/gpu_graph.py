@@ -69,6 +69,8 @@ with tempfile.TemporaryDirectory() as scratch, torch.no_grad():
         cosine = float(torch.nn.functional.cosine_similarity(got, cuda_module(ids, mask, types)).min())
         return cosine >= 0.99999, f"min cosine {cosine:.7f}"
     weights = model.weight_bytes()
+    model(*inputs)  # the first call of a layout makes its plans (and tunes): not part of a run's peak
+    nbx.cuda.synchronize()
     nbx.cuda.reset_peak_memory_stats()
     base = nbx.cuda.memory_allocated()
     model(*inputs)

@@ -110,7 +110,7 @@ with tempfile.TemporaryDirectory() as scratch, torch.no_grad():
             pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(40)
             with open(os.path.join(os.environ["OUT"], f"llama_host_{tokens}.txt"), "w") as file:
                 file.write(text.getvalue())
-        planned = model.plan(model.bind([tuple(ours_in.shape)])).arena_bytes
+        planned = model.plan(model.bind([tuple(ours_in.shape)])).peak_bytes  # arena and outputs
         ours_peak = peak_bytes(lambda: model(ours_in), (nbx.cuda.reset_peak_memory_stats, nbx.cuda.memory_allocated,
                                                         nbx.cuda.max_memory_allocated))
         torch_peak = peak_bytes(lambda: bf16_model(ids), (torch.cuda.reset_peak_memory_stats,
