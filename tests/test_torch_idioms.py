@@ -385,7 +385,7 @@ def test_meta_tensors_come_from_creation_and_to_and_refuse_computation():
         made + 1
     with pytest.raises(RuntimeError, match="the meta device has no memory"):
         nbx.rand(2, device="meta")
-    with pytest.raises(RuntimeError, match="numpy\(\) needs data, and a meta tensor has none"):
+    with pytest.raises(RuntimeError, match=r"numpy\(\) needs data, and a meta tensor has none"):
         made.numpy()
 
 
