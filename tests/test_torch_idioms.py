@@ -393,5 +393,6 @@ def test_repr_of_an_empty_tensor_says_its_size_and_dtype_as_torch():
     assert repr(nbx.zeros((2, 0), device="cpu")) == "tensor([], size=(2, 0))"
     assert repr(nbx.zeros((0,), device="cpu")) == "tensor([])"
     assert repr(nbx.zeros((0,), dtype=nbx.int64, device="cpu")) == f"tensor([], dtype={nbx.int64!r})"
-    assert repr(nbx.zeros((3, 0, 1), dtype=nbx.int32, device="cpu")) == f"tensor([], size=(3, 0, 1), dtype={nbx.int32!r})"
+    expected = f"tensor([], size=(3, 0, 1), dtype={nbx.int32!r})"
+    assert repr(nbx.zeros((3, 0, 1), dtype=nbx.int32, device="cpu")) == expected
     assert repr(nbx.zeros((2,), dtype=nbx.int64, device="cpu")) == "tensor([0, 0])"

@@ -133,18 +133,19 @@ def accepting_aliases(impl: Callable) -> Callable:
         parameters = inspect.signature(impl).parameters
     except (TypeError, ValueError):
         return impl
-    aliases = {alias: name for alias, name in KEYWORD_ALIASES.items() if name in parameters and alias not in parameters}
+    aliases = tuple((alias, name) for alias, name in KEYWORD_ALIASES.items()
+                    if name in parameters and alias not in parameters)
     if not aliases:
         return impl
 
     @functools.wraps(impl)
     def with_aliases(*args, **kwargs):
         if kwargs:
-            for alias in aliases.keys() & kwargs.keys():
-                name = aliases[alias]
-                if name in kwargs:
-                    raise TypeError(f"{impl.__name__}() got both {name}= and its alias {alias}=")
-                kwargs[name] = kwargs.pop(alias)
+            for alias, name in aliases:
+                if alias in kwargs:
+                    if name in kwargs:
+                        raise TypeError(f"{impl.__name__}() got both {name}= and its alias {alias}=")
+                    kwargs[name] = kwargs.pop(alias)
         return impl(*args, **kwargs)
     return with_aliases
 
