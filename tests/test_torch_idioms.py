@@ -291,6 +291,16 @@ def test_axis_reaches_max_min_cumsum_softmax_and_cat():
     np.testing.assert_array_equal(nbx.cat([x, x], axis=1).numpy(), np.concatenate([array, array], axis=1))
 
 
+@pytest.mark.parametrize("call, name", [
+    (lambda x: x.sum(foo=1), "sum"), (lambda x: nbx.zeros(2, foo=1), "zeros"),
+    (lambda x: nbx.ones_like(x, foo=1), "ones_like"), (lambda x: x.cumsum(0, foo=1), "cumsum"),
+])
+def test_an_unknown_keyword_names_the_op_not_its_factory(call, name):
+    x = to_nbx(np.ones((2, 3), np.float32))
+    with pytest.raises(TypeError, match=rf"^{name}\(\) got an unexpected keyword argument 'foo'$"):
+        call(x)
+
+
 def test_dim_and_its_alias_together_are_refused():
     x = to_nbx(np.ones((2, 3), np.float32))
     with pytest.raises(TypeError, match="got both dim= and its alias axis="):

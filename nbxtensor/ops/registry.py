@@ -73,6 +73,8 @@ def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta:
     def wrap(impl: Callable) -> OpDef:
         if name in _BY_NAME:
             raise ValueError(f"op {name!r} is declared twice")
+        if "<locals>" in impl.__qualname__:  # Python names the qualname in argument errors: say the op's name
+            impl.__qualname__ = name
         op = OpDef(name=name, family=family, aten=tuple(aten), meta=meta, cost=cost, impl=impl,
                    doc=impl.__doc__ or "", api=(name,) if api is None else tuple(api), methods=tuple(methods))
         for overload in op.aten:
