@@ -236,7 +236,7 @@ def _bits(value, compute) -> int:
 
 def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) -> Tensor:
     n = out.numel()
-    if n == 0:
+    if n == 0 or out.is_meta:
         return out
     import triton.language as tl
     block = _elementwise_block(out.device)
@@ -465,7 +465,7 @@ def _cast_host(array: np.ndarray, dt) -> np.ndarray:
 
 def _upload(host: np.ndarray, dt, dev, pinned: bool = False) -> Tensor:
     out = new_tensor(host.shape, dt, dev, pinned=pinned)
-    if host.size:
+    if host.size and not out.is_meta:
         refuse_capture("uploads host data")
         backend_for(dev).upload(out.data_ptr(), host.reshape(-1).view(np.uint8), dev.index)
     return out

@@ -166,7 +166,7 @@ def _draw(out: Tensor, mode: int, generator, *, a=0.0, b=0.0, int_low=0, int_ran
           digits: int | None = None) -> Tensor:
     """Fill ``out`` with draws of ``mode``, through a contiguous buffer when ``out`` is strided."""
     n = out.numel()
-    if n == 0:
+    if n == 0 or out.is_meta:  # nothing to draw: the generator stays where it is
         return out
     dev = out.device
     gen = _generator(generator, dev)
