@@ -388,8 +388,9 @@ def test_meta_tensors_come_from_creation_and_to_and_refuse_computation():
     made = nbx.zeros(2, 3, device="meta")
     moved = to_nbx(np.ones((3, 2), np.float32)).t().to("meta")
     others = (nbx.empty_like(made), nbx.full((2,), 1.0, device="meta"), made.to("meta", nbx.float16),
-              nbx.tensor([[1.0, 2.0]], device="meta"), nbx.arange(5, device="meta"), nbx.linspace(0, 1, 4, device="meta"),
-              nbx.eye(3, device="meta"), nbx.rand(2, 2, device="meta"), nbx.randint(0, 3, (4,), device="meta"))
+              nbx.tensor([[1.0, 2.0]], device="meta"), nbx.arange(5, device="meta"),
+              nbx.linspace(0, 1, 4, device="meta"), nbx.eye(3, device="meta"), nbx.rand(2, 2, device="meta"),
+              nbx.randint(0, 3, (4,), device="meta"))
     assert [tuple(t.shape) for t in others] == [(2, 3), (2,), (2, 3), (1, 2), (5,), (4,), (3, 3), (2, 2), (4,)]
     for t in (made, moved, *others):
         assert t.is_meta and t.device == nbx.device("meta")
