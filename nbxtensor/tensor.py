@@ -203,6 +203,11 @@ class Tensor:
     def detach_(self) -> "Tensor":
         return self
 
+    @property
+    def data(self) -> "Tensor":
+        """``detach()``, as torch's ``.data`` reads."""
+        return self.detach()
+
     def _kernel_pointer(self, backend):
         return backend.kernel_pointer(self.data_ptr(), self._dtype.triton)
 

@@ -134,6 +134,8 @@ def test_detach_is_a_new_tensor_over_the_same_memory():
     array.T[0, 1] = 100.0
     np.testing.assert_array_equal(x.numpy(), array)
     assert x.detach_() is x
+    data = x.data
+    assert data is not x and data.data_ptr() == x.data_ptr() and data.shape == x.shape
 
 
 # ---- in-place views ----------------------------------------------------------------------------
