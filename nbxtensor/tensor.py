@@ -459,7 +459,7 @@ def _device_or_dtype(name: str, dev, dt):
     try:
         return device(name), dt
     except (ValueError, TypeError) as e:
-        raise ValueError(f"to({name!r}): no such device or dtype: {e}") from None
+        raise ValueError(f"to({name!r}) names neither a dtype nor a device that is here: {e}") from None
 
 
 def _parse_to(t: Tensor, args, kwargs):

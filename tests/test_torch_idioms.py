@@ -379,7 +379,8 @@ def test_an_index_tensor_out_of_range_names_the_value_and_the_size(index, messag
 
 def test_to_an_absent_device_says_so():
     x = to_nbx(np.ones(2, np.float32))
-    with pytest.raises(ValueError, match=r"to\('cpu:1'\): no such device or dtype: the cpu device has no index 1"):
+    with pytest.raises(ValueError, match=r"to\('cpu:1'\) names neither a dtype nor a device that is here: "
+                                         "the cpu device has no index 1"):
         x.to("cpu:1")
     with pytest.raises(ValueError, match="unknown device type 'floot32'"):
         x.to("floot32")
