@@ -11,7 +11,9 @@ from .promotion import (can_cast, get_default_complex_dtype, get_default_dtype, 
                         set_default_dtype)
 from .memory import OutOfMemoryError
 from .shape import broadcast_shapes
-from .tensor import Size, Tensor
+from .tensor import Size, Tensor, is_complex, is_floating_point, is_tensor, numel
+from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                        set_grad_enabled)
 
 register_backend(HostBackend())
 if _runtime.KERNEL_MODE == _runtime.COMPILED:
@@ -27,6 +29,7 @@ from .ops import pointwise_table as _pointwise_ops  # noqa: E402,F401
 from .ops import reductions as _reduction_ops, normalization as _normalization_ops  # noqa: E402,F401
 from .ops import indexing as _indexing_ops, shape_ops as _shape_ops, sorting as _sorting_ops  # noqa: E402,F401
 from .ops import attention as _attention_ops  # noqa: E402,F401
+from .ops.comparison import allclose, equal  # noqa: E402
 from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402
 from .ops.matmul import backends, get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402  (and nbx.tuning)
 from .ops.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state  # noqa: E402,E501

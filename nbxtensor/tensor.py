@@ -13,7 +13,7 @@ from .dtypes import dtype as _dtype
 from .dtypes import get_dtype
 from .storage import Storage
 
-__all__ = ["Tensor", "Size"]
+__all__ = ["Tensor", "Size", "is_tensor", "numel", "is_floating_point", "is_complex"]
 
 
 class Size(tuple):
@@ -173,6 +173,41 @@ class Tensor:
     def is_complex(self) -> bool:
         return self._dtype.is_complex
 
+    # ---- gradients: never computed ----------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return False
+
+    @requires_grad.setter
+    def requires_grad(self, value) -> None:
+        from .grad_mode import refuse_requires_grad
+        refuse_requires_grad(value, "Tensor.requires_grad")
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        from .grad_mode import refuse_requires_grad
+        refuse_requires_grad(requires_grad, "Tensor.requires_grad_")
+        return self
+
+    @property
+    def grad(self) -> None:
+        return None
+
+    @property
+    def is_leaf(self) -> bool:
+        return True
+
+    def detach(self) -> "Tensor":
+        """A new tensor object over the same memory, as torch's (there is no graph to leave)."""
+        return self._view(self._shape, self._strides)
+
+    def detach_(self) -> "Tensor":
+        return self
+
+    @property
+    def data(self) -> "Tensor":
+        """``detach()``, as torch's ``.data`` reads."""
+        return self.detach()
+
     def _kernel_pointer(self, backend):
         return backend.kernel_pointer(self.data_ptr(), self._dtype.triton)
 
@@ -252,7 +287,15 @@ class Tensor:
         extras = []
         if self.device.type != "cpu":
             extras.append(f"device='{self.device}'")
-        if self._dtype.name not in ("float32", "int64", "bool", "complex64"):
+        if self.numel() == 0:
+            # no elements show the shape or the dtype, so say them as torch does: a shape other than (0,),
+            # a dtype other than the default
+            if self.ndim != 1:
+                extras.append(f"size={tuple(self._shape)}")
+            from .promotion import get_default_dtype
+            if self._dtype is not get_default_dtype():
+                extras.append(f"dtype={self._dtype!r}")
+        elif self._dtype.name not in ("float32", "int64", "bool", "complex64"):
             extras.append(f"dtype={self._dtype!r}")
         return f"tensor({body}" + "".join(", " + e for e in extras) + ")"
 
@@ -287,6 +330,17 @@ class Tensor:
 
     def cuda(self, index: int | None = None) -> "Tensor":
         return self.to(device("cuda", index))
+
+    def type(self, dtype=None, non_blocking: bool = False, **kwargs):
+        """With no dtype, the legacy type name (``'nbxtensor.FloatTensor'``, ``'nbxtensor.cuda.HalfTensor'``
+        where torch says ``'torch.…'``); with one (a dtype or such a name, either prefix), this tensor
+        cast to it."""
+        if dtype is None:
+            where = "" if self.device.type == "cpu" else f"{self.device.type}."
+            return f"nbxtensor.{where}{_TENSOR_TYPE_NAMES.get(self._dtype.name, _capitalised(self._dtype.name))}Tensor"
+        if isinstance(dtype, str) and dtype.endswith("Tensor"):
+            return self.to(*_parse_type_name(dtype))
+        return self.to(dtype)
 
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.to(other.dtype)
@@ -337,8 +391,49 @@ class Tensor:
         set_index(self, index, value)
 
 
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def numel(input: Tensor) -> int:
+    return input.numel()
+
+
+def is_floating_point(input: Tensor) -> bool:
+    return input.is_floating_point()
+
+
+def is_complex(input: Tensor) -> bool:
+    return input.is_complex()
+
+
 _META_DEVICE = device("meta")
 _D = {d.name: d for d in __import__("nbxtensor.dtypes", fromlist=["all_dtypes"]).all_dtypes}
+
+
+# torch's legacy tensor type names, ``torch.<Name>Tensor``
+_TENSOR_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+                      "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+                      "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+_TYPE_NAME_DTYPES = {name: dtype_name for dtype_name, name in _TENSOR_TYPE_NAMES.items()}
+
+
+def _capitalised(dtype_name: str) -> str:
+    return dtype_name[:1].upper() + dtype_name[1:]
+
+
+def _parse_type_name(type_name: str) -> tuple:
+    """(device, dtype) named by a legacy type name such as ``'torch.cuda.FloatTensor'``."""
+    parts = type_name.split(".")
+    if len(parts) not in (2, 3) or parts[0] not in ("torch", "nbxtensor") or (len(parts) == 3 and parts[1] != "cuda"):
+        raise ValueError(f"invalid tensor type name {type_name!r}; expected e.g. 'nbxtensor.FloatTensor' "
+                         "or 'torch.cuda.HalfTensor'")
+    name = parts[-1][:-len("Tensor")]
+    by_capital = {_capitalised(d.name): d.name for d in _D.values()}
+    dtype_name = _TYPE_NAME_DTYPES.get(name) or by_capital.get(name)
+    if dtype_name is None:
+        raise ValueError(f"invalid tensor type name {type_name!r}: no dtype is called {name!r}")
+    return ("cuda" if len(parts) == 3 else "cpu"), _D[dtype_name]
 
 
 def _printable(d: _dtype):
@@ -354,6 +449,19 @@ def _to_python(array: np.ndarray):
     return array.tolist()
 
 
+def _device_or_dtype(name: str, dev, dt):
+    """(device, dtype) after ``to(name)``: a dtype name sets the dtype, anything else names a device,
+    and a device that is not there is an error about the device."""
+    try:
+        return dev, get_dtype(name)
+    except TypeError:
+        pass
+    try:
+        return device(name), dt
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"to({name!r}) names neither a dtype nor a device that is here: {e}") from None
+
+
 def _parse_to(t: Tensor, args, kwargs):
     dev = kwargs.pop("device", None)
     dt = kwargs.pop("dtype", None)
@@ -366,11 +474,10 @@ def _parse_to(t: Tensor, args, kwargs):
             dev, dt = a.device, a.dtype
         elif isinstance(a, _dtype) or (type(a).__name__ == "dtype"):
             dt = a
-        elif isinstance(a, (str, device, builtins.int)):
-            try:
-                dev = device(a)
-            except (ValueError, TypeError):
-                dt = a
+        elif isinstance(a, str):
+            dev, dt = _device_or_dtype(a, dev, dt)
+        elif isinstance(a, (device, builtins.int)):
+            dev = a
         elif isinstance(a, builtins.bool):
             copy = a
         else:

@@ -76,6 +76,9 @@ def available_backends() -> dict[str, Backend]:
 
 def backend_for(dev: device) -> Backend:
     found = _BACKENDS.get(dev.type)
+    if found is None and dev.type == "meta":
+        raise RuntimeError("the meta device has no memory: a meta tensor carries only a shape, strides and a "
+                           "dtype, so no op computes values on it")
     if found is None:
         raise RuntimeError(f"no backend for device {dev} in this process; available: "
                            f"{', '.join(sorted(_BACKENDS))}")

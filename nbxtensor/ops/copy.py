@@ -59,6 +59,8 @@ def new_tensor(shape, dtype, dev: _device, strides=None, pinned: bool = False) -
     strides, count = _contiguous_layout(shape) if strides is None else _strided_layout(shape, strides)
     if pinned and dev.type != "cpu":
         raise RuntimeError(f"pin_memory applies to CPU tensors, not {dev}")
+    if dev.type == "meta":
+        return Tensor._meta(shape, dtype, strides)
     return allocate_tensor(shape, strides, dtype, dev, count * dtype.itemsize, pinned)
 
 
@@ -468,8 +470,9 @@ def _fill_cost(x, value):
 @register("fill_", family="copy", aten=["aten::fill_.Scalar", "aten::fill.Scalar"], meta=_fill_meta,
           cost=_fill_cost, api=(), methods=("fill_",))
 def fill_(x: Tensor, value) -> Tensor:
-    """Set every element of ``x`` (whatever its strides) to ``value``."""
-    _check_data(x, "fill_")
+    """Set every element of ``x`` (whatever its strides) to ``value``; a meta tensor has no elements to set."""
+    if x.is_meta:
+        return x
     if isinstance(value, Tensor):
         if value.ndim != 0:
             raise RuntimeError(f"fill_ only supports a 0-dimension value tensor, got {value.ndim} dimensions")
@@ -571,9 +574,12 @@ def _to_cost(x, device=None, dtype=None, copy=False, memory_format=None):
 def to(x: Tensor, device=None, dtype=None, copy: bool = False, memory_format=None) -> Tensor:
     """``x`` on ``device`` as ``dtype``; ``x`` itself when nothing changes, no copy is asked and the layout
     suits ``memory_format``."""
-    _check_data(x, "to")
     dev = x.device if device is None else _resolve(device)
     dt = x.dtype if dtype is None else get_dtype(dtype)
+    if dev.type == "meta":  # shapes only: nothing to copy
+        preserve = preserves_strides("to", memory_format)
+        return Tensor._meta(x.shape, dt, S.dense_strides_like(x.shape, x.stride()) if preserve else None)
+    _check_data(x, "to")
     preserve = preserves_strides("to", memory_format)
     if dev == x.device and dt is x.dtype and not copy and (preserve or x.is_contiguous()):
         return x

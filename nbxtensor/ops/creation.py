@@ -10,6 +10,7 @@ import numpy as np
 from .. import shape as S
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
+from ..grad_mode import refuse_requires_grad
 from ..kernels.ramp import ARANGE, LINSPACE, linear_ramp
 from ..launch import cdiv, launch, refuse_capture
 from ..promotion import get_default_complex_dtype, get_default_dtype
@@ -35,6 +36,7 @@ def _factory(name: str, aten, fill):
         return Cost(bytes_written=0 if fill is None else nbytes(meta(*size, dtype=dtype)))
 
     def impl(*size, dtype=None, device=None, requires_grad=False, pin_memory=False, memory_format=None):
+        refuse_requires_grad(requires_grad, name)
         m = meta(*size, dtype=dtype)
         out = new_tensor(m.shape, m.dtype, resolve(device), pinned=pin_memory)
         return out if fill is None else fill_(out, fill)
@@ -74,6 +76,7 @@ def _full_cost(size, fill_value, dtype=None, device=None, **_):
 @register("full", family="creation", aten=["aten::full.default"], meta=_full_meta, cost=_full_cost)
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A tensor of ``size`` filled with ``fill_value``; the dtype follows the value's Python type."""
+    refuse_requires_grad(requires_grad, "full")
     m = _full_meta(size, fill_value, dtype)
     return fill_(new_tensor(m.shape, m.dtype, resolve(device), pinned=pin_memory), fill_value)
 
@@ -87,6 +90,7 @@ def _scalar_tensor_meta(s, dtype=None, **_):
 def scalar_tensor(s, *, dtype=None, device=None, layout=None, requires_grad=False, pin_memory=False):
     """A 0-d tensor holding ``s``: of the default float dtype unless ``dtype`` says otherwise, as torch's
     (unlike ``full``, the value's Python type does not choose)."""
+    refuse_requires_grad(requires_grad, "scalar_tensor")
     m = _scalar_tensor_meta(s, dtype)
     return fill_(new_tensor((), m.dtype, resolve(device), pinned=pin_memory), s)
 
@@ -108,6 +112,7 @@ def _like_tensor(op: str, x: Tensor, dtype, device, memory_format) -> Tensor:
 
 def _like(name: str, aten, fill):
     def impl(x, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+        refuse_requires_grad(requires_grad, name)
         out = _like_tensor(name, x, dtype, device, memory_format)
         return out if fill is None else fill_(out, fill)
 
@@ -125,24 +130,30 @@ ones_like = _like("ones_like", ["aten::ones_like.default"], 1)
           meta=lambda x, fill_value, dtype=None, **_: _like_meta(x, dtype=dtype),
           cost=lambda x, fill_value, dtype=None, **_: _like_cost(x, dtype=dtype))
 def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    refuse_requires_grad(requires_grad, "full_like")
     return fill_(_like_tensor("full_like", x, dtype, device, memory_format), fill_value)
 
 
 def _new_methods():
     def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        refuse_requires_grad(requires_grad, "new_empty")
         return empty(*size, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device)
 
     def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        refuse_requires_grad(requires_grad, "new_zeros")
         return zeros(*size, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device)
 
     def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        refuse_requires_grad(requires_grad, "new_ones")
         return ones(*size, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device)
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+        refuse_requires_grad(requires_grad, "new_full")
         return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
                     device=self.device if device is None else device)
 
     def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+        refuse_requires_grad(requires_grad, "new_tensor")
         return tensor(data, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device)
 
     for f in (new_empty, new_zeros, new_ones, new_full, new_tensor):
@@ -225,7 +236,7 @@ def _bits(value, compute) -> int:
 
 def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) -> Tensor:
     n = out.numel()
-    if n == 0:
+    if n == 0 or out.is_meta:
         return out
     import triton.language as tl
     block = _elementwise_block(out.device)
@@ -242,6 +253,7 @@ def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) ->
                                              "aten::arange.start_step"], meta=_arange_meta, cost=_arange_cost)
 def arange(*args, dtype=None, device=None, requires_grad=False, **kwargs):
     """``arange(end)``, ``arange(start, end[, step])``; int64 unless a bound or the step is a float."""
+    refuse_requires_grad(requires_grad, "arange")
     for key in ("start", "end", "step"):
         if key in kwargs:
             raise TypeError("pass arange's start, end and step positionally")
@@ -277,6 +289,7 @@ def _integer_bound(value, dt):
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=False):
     """``steps`` values from ``start`` to ``end`` inclusive; the upper half is counted back from
     ``end`` as ATen does, so both ends are exact."""
+    refuse_requires_grad(requires_grad, "linspace")
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
     if int(steps) < 0:
         raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
@@ -313,6 +326,7 @@ def _eye_meta(n, m=None, dtype=None, **_):
 @register("eye", family="creation", aten=["aten::eye.default", "aten::eye.m"], meta=_eye_meta,
           cost=lambda *a, **k: Cost(bytes_written=nbytes(_eye_meta(*a, **k))))
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=False):
+    refuse_requires_grad(requires_grad, "eye")
     meta = _eye_meta(n, m, dtype)
     rows, cols = meta.shape
     if rows < 0 or cols < 0:
@@ -408,7 +422,9 @@ def _nested_to_numpy(data, dt) -> np.ndarray:
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested sequences, scalars, arrays or tensors)."""
+    refuse_requires_grad(requires_grad, "tensor")
     dev = resolve(device)
+    data = _from_foreign(data)
     if isinstance(data, Tensor):
         return data.to(device=dev, dtype=dtype, copy=True)
     if isinstance(data, (np.ndarray, np.generic)):
@@ -420,6 +436,20 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         host = _nested_to_numpy(data, dt)
     # np.ascontiguousarray would turn a 0-d array into shape (1,)
     return _upload(np.require(host, requirements="C"), dt, dev, pin_memory)
+
+
+def _from_foreign(data):
+    """Another library's array (a torch tensor, a CuPy or JAX array) as a tensor sharing its memory
+    through DLPack, which keeps every dtype (bfloat16 too), or as a NumPy array through the array
+    protocol; anything else as it is. Duck-typed: no other library is imported."""
+    if isinstance(data, (Tensor, np.ndarray, np.generic, list, tuple)) or isinstance(data, numbers.Number):
+        return data
+    if hasattr(data, "__dlpack__") and hasattr(data, "__dlpack_device__"):
+        from ..interop import from_dlpack
+        return from_dlpack(data)
+    if hasattr(data, "__array__") or hasattr(data, "__array_interface__"):
+        return np.asarray(data)
+    return data
 
 
 def _cast_host(array: np.ndarray, dt) -> np.ndarray:
@@ -435,7 +465,7 @@ def _cast_host(array: np.ndarray, dt) -> np.ndarray:
 
 def _upload(host: np.ndarray, dt, dev, pinned: bool = False) -> Tensor:
     out = new_tensor(host.shape, dt, dev, pinned=pinned)
-    if host.size:
+    if host.size and not out.is_meta:
         refuse_capture("uploads host data")
         backend_for(dev).upload(out.data_ptr(), host.reshape(-1).view(np.uint8), dev.index)
     return out
@@ -444,6 +474,7 @@ def _upload(host: np.ndarray, dt, dev, pinned: bool = False) -> Tensor:
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """``data`` as a tensor, sharing memory when it already is one (or a CPU NumPy array) of the
     requested dtype and device."""
+    data = _from_foreign(data)
     if isinstance(data, Tensor):
         return data.to(device=device if device is not None else data.device, dtype=dtype)
     dev = resolve(device)

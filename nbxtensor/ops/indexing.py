@@ -76,21 +76,36 @@ def _status(dev) -> Tensor:
     return buffer
 
 
-def _after_checked_launch(dev) -> None:
+def _after_checked_launch(dev, out_of_range=None) -> None:
+    """Check ``dev``'s status after a launch that reads indices, at once where the host reads the
+    device's memory (there ``out_of_range()``, when given, names the offending index), else at the
+    next synchronisation."""
     captured = current_capture()
     if captured is not None:
         # reading the status now would end the capture's use; a replay checks after its launches
         captured.after.append(lambda: _after_checked_launch(dev))
         _pending.add(dev)
     elif backend_for(dev).host_addressable:
-        check_device_errors(dev)
+        check_device_errors(dev, out_of_range)
     else:
         _pending.add(dev)
 
 
-def check_device_errors(dev=None) -> None:
+def _out_of_range(op: str, index: Tensor, size: int, dim: int, wrap: bool) -> str | None:
+    """torch's message for the first entry of ``index`` (on a device the host reads) outside a dim of
+    ``size``, or None when every entry is in range."""
+    values = index.numpy()
+    bad = (values < (-size if wrap else 0)) | (values >= size)
+    if not bad.any():
+        return None
+    prefix = "" if op == "index" else f"{op}: "
+    return f"{prefix}index {int(values[bad].flat[0])} is out of bounds for dimension {dim} with size {size}"
+
+
+def check_device_errors(dev=None, out_of_range=None) -> None:
     """Raise the error reported on ``dev`` (every device when None) since the last check (an index out
-    of range, or a ``report_on_device`` check), and clear it. Reading the status waits for the device."""
+    of range, or a ``report_on_device`` check), and clear it. Reading the status waits for the device.
+    ``out_of_range()`` gives the message for an index out of range, when it can name the index."""
     devices = [dev] if dev is not None else list(_pending)
     for d in devices:
         buffer = _status_buffers.get(d)
@@ -110,8 +125,9 @@ def check_device_errors(dev=None) -> None:
             if code in _REPORTS:
                 error, message = _REPORTS[code]
                 raise error(f"{op}: {message} (found on {d})")
-            raise IndexError(f"{op}: index out of range (found on {d}); out-of-range indices were not followed, "
-                             "and the elements they address in the result are unspecified")
+            named = out_of_range() if out_of_range is not None else None
+            raise IndexError(named or f"{op}: index out of range (found on {d}); out-of-range indices were not "
+                             "followed, and the elements they address in the result are unspecified")
 
 
 # ---- shared helpers --------------------------------------------------------------------------
@@ -189,11 +205,12 @@ class _Plan:
     """An advanced index resolved against a view: ``view``'s dims ``positions`` are indexed by
     ``indices`` (int tensors, broadcast to ``index_shape``)."""
 
-    def __init__(self, view, positions, indices, wrap: bool = True):
+    def __init__(self, view, positions, indices, wrap: bool = True, dims=None):
         self.wrap = wrap  # negative indices count from the end (indexing) or are out of range (index_select)
         self.view = view
         self.positions = positions
         self.indices = indices
+        self.dims = positions if dims is None else dims  # the indexed tensor's dims, for messages
         try:
             self.index_shape = S.broadcast_shapes(*[t.shape for t in indices])
         except Exception:
@@ -201,6 +218,14 @@ class _Plan:
             raise IndexError(f"shape mismatch: indexing tensors could not be broadcast together with shapes "
                              f"[{shapes}]") from None
         self.adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
+
+    def out_of_range(self, op: str) -> str | None:
+        """The message naming the first index out of range, read on the host; None when all are in range."""
+        for position, dim, index in zip(self.positions, self.dims, self.indices):
+            message = _out_of_range(op, index, self.view.shape[position], dim, self.wrap)
+            if message is not None:
+                return message
+        return None
 
     def geometry(self):
         """(iteration shape, data strides over it, first and end dim of the index block); the
@@ -242,7 +267,7 @@ def _plan(x: Tensor, index) -> _Plan | None:
     total = sum(consumed(i) for i in converted)
     if total > x.ndim:
         raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
-    basic_items, positions, indices = [], [], []
+    basic_items, positions, indices, dims = [], [], [], []
     view_dim = 0
     source_dim = 0
     for item in converted:
@@ -266,6 +291,7 @@ def _plan(x: Tensor, index) -> _Plan | None:
             from .creation import tensor
             keep = bool(item.item())
             positions.append(view_dim)
+            dims.append(source_dim)
             indices.append(tensor([0] if keep else [], dtype="int64", device=x.device))
             view_dim += 1
         elif item.dtype.kind == "bool":
@@ -277,17 +303,19 @@ def _plan(x: Tensor, index) -> _Plan | None:
             for j in range(item.ndim):
                 basic_items.append(slice(None))
                 positions.append(view_dim)
+                dims.append(source_dim + j)
                 indices.append(coordinates[:, j])
                 view_dim += 1
             source_dim += item.ndim
         else:
             basic_items.append(slice(None))
             positions.append(view_dim)
+            dims.append(source_dim)
             indices.append(item)
             view_dim += 1
             source_dim += 1
     from .views import basic_index
-    return _Plan(basic_index(x, tuple(basic_items)), positions, indices)
+    return _Plan(basic_index(x, tuple(basic_items)), positions, indices, dims=dims)
 
 
 def _index_rows(plan: _Plan) -> Tensor:
@@ -313,7 +341,7 @@ def _gather(plan: _Plan, op: str) -> Tensor:
     view = plan.view
     if view.dtype.is_complex:
         from .views import view_as_complex
-        return view_as_complex(_gather(_Plan(_real_pair(view), plan.positions, plan.indices, plan.wrap), op))
+        return view_as_complex(_gather(_Plan(_real_pair(view), plan.positions, plan.indices, plan.wrap, plan.dims), op))
     key = (op, layout_key(view), tuple(plan.positions), tuple(layout_key(t) for t in plan.indices), plan.wrap)
     return _gather_plans.get(key, lambda: _plan_gather(plan, op))(plan)
 
@@ -356,7 +384,7 @@ def _plan_gather(plan: _Plan, op: str):
     def execute(plan):
         result = new_tensor(shape, dtype, dev)
         launch(dev, {"data": plan.view, "out": result, "rows": _index_rows(plan), "status": _status(dev)})
-        _after_checked_launch(dev)
+        _after_checked_launch(dev, lambda: plan.out_of_range(op))
         return result
     return execute
 
@@ -407,7 +435,7 @@ def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> N
         from .creation import full
         value = _value_for(plan, full((), value, dtype=view.dtype, device=view.device), op)
     if view.dtype.is_complex:
-        plan = _Plan(_real_pair(view), plan.positions, plan.indices, plan.wrap)
+        plan = _Plan(_real_pair(view), plan.positions, plan.indices, plan.wrap, plan.dims)
         view, value = plan.view, _real_pair(value)
         shape, data_strides, b_start, b_end = plan.geometry()
     rows = _index_rows(plan)
@@ -444,7 +472,7 @@ def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> N
                MODE=K.MODE_PUT_CONSTANT if constant else K.MODE_PUT,
                CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[view.dtype.itemsize]), CODE=_code(op),
                WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block)
-    _after_checked_launch(dev)
+    _after_checked_launch(dev, lambda: plan.out_of_range(op))
 
 
 def advanced_get(x: Tensor, index) -> Tensor | None:
@@ -680,7 +708,7 @@ def _gather_dim(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool) -> Tens
            [out1, x1, index1, n, shape, out1.stride(), x1.stride(), index1.stride(), x1.shape[d], _status(dev)],
            RANK=len(shape), DIM=d, CODE=_code(op), WRAP=wrap,
            INDEX_64=_index_64(n, (x1.shape, x1.stride()), (shape, index1.stride())), BLOCK=block)
-    _after_checked_launch(dev)
+    _after_checked_launch(dev, lambda: _out_of_range(op, index1, x1.shape[d], d, wrap))
     return out
 
 
@@ -771,7 +799,7 @@ def _scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
            CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[out.dtype.to_real().itemsize]), CODE=_code(op), WRAP=False,
            INDEX_64=_index_64(n, (dst1.shape, dst1.stride()), (src1.shape, src1.stride()),
                               (shape, index1.stride())), BLOCK=block)
-    _after_checked_launch(dev)
+    _after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
     return out
 
 
@@ -841,7 +869,7 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
            RANK=len(shape), DIM=d, REDUCE=_REDUCE_CODES[reduce], COUNT=counts is not None, CODE=_code(op), WRAP=False,
            INDEX_64=_index_64(index1.numel(), (dst1.shape, dst1.stride()), (src1.shape, src1.stride()),
                               (index1.shape, index1.stride())), BLOCK=block, **flags)
-    _after_checked_launch(dev)
+    _after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
     if counts is not None:
         total = out.numel()
         launch(K.divide_by_counts, (cdiv(total, block),), dev,

@@ -17,6 +17,7 @@ import numpy as np
 from .. import shape as S
 from ..device import device as _device, resolve
 from ..dtypes import get_dtype
+from ..grad_mode import refuse_requires_grad
 from ..kernels import random as K
 from ..kernels.copy import SMALL_FLOAT_FORMATS, FORMAT_NATIVE
 from ..launch import cdiv, launch, refuse_capture
@@ -165,7 +166,7 @@ def _draw(out: Tensor, mode: int, generator, *, a=0.0, b=0.0, int_low=0, int_ran
           digits: int | None = None) -> Tensor:
     """Fill ``out`` with draws of ``mode``, through a contiguous buffer when ``out`` is strided."""
     n = out.numel()
-    if n == 0:
+    if n == 0 or out.is_meta:  # nothing to draw: the generator stays where it is
         return out
     dev = out.device
     gen = _generator(generator, dev)
@@ -218,6 +219,7 @@ def _float_factory(name: str, mode: int, a: float, b: float, doc: str):
     meta = _size_meta(name)
 
     def impl(*size, generator=None, dtype=None, device=None, requires_grad=False, pin_memory=False, layout=None):
+        refuse_requires_grad(requires_grad, name)
         m = meta(*size, dtype=dtype)
         out = new_tensor(m.shape, m.dtype, resolve(device), pinned=pin_memory)
         return _draw(out, mode, generator, a=a, b=b, digits=_digits(m.dtype) if mode == K.MODE_UNIFORM else 24)
@@ -239,6 +241,7 @@ def _like_meta(x, *args, dtype=None, **_):
 @register("rand_like", family="random", aten=["aten::rand_like.default"], meta=_like_meta,
           cost=_written_cost(_like_meta))
 def rand_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
+    refuse_requires_grad(requires_grad, "rand_like")
     out = _like_tensor("rand_like", x, dtype, device, memory_format)
     _float_dtype(out.dtype, "rand_like")
     return _draw(out, K.MODE_UNIFORM, generator, a=0.0, b=1.0, digits=_digits(out.dtype))
@@ -247,6 +250,7 @@ def rand_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_gr
 @register("randn_like", family="random", aten=["aten::randn_like.default"], meta=_like_meta,
           cost=_written_cost(_like_meta))
 def randn_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
+    refuse_requires_grad(requires_grad, "randn_like")
     out = _like_tensor("randn_like", x, dtype, device, memory_format)
     _float_dtype(out.dtype, "randn_like")
     return _draw(out, K.MODE_NORMAL, generator, a=0.0, b=1.0)
@@ -294,6 +298,7 @@ def _randint_meta(*args, low=0, high=None, size=None, generator=None, dtype=None
 def randint(*args, low=0, high=None, size=None, generator=None, dtype=None, device=None, requires_grad=False,
             pin_memory=False, layout=None):
     """Integers uniform in [low, high) (int64 unless ``dtype`` says otherwise)."""
+    refuse_requires_grad(requires_grad, "randint")
     low, high, shape = _randint_args(args, low, high, size)
     dt = _I64 if dtype is None else get_dtype(dtype)
     span = _integer_range(low, high, dt, "randint")
@@ -306,6 +311,7 @@ def randint(*args, low=0, high=None, size=None, generator=None, dtype=None, devi
 def randint_like(x: Tensor, low=0, high=None, *, generator=None, dtype=None, device=None, requires_grad=False,
                  memory_format=None):
     """``randint(low, high, x.shape)`` in ``x``'s dtype and device; ``randint_like(x, high)`` too."""
+    refuse_requires_grad(requires_grad, "randint_like")
     if high is None:
         low, high = 0, low
     out = _like_tensor("randint_like", x, dtype, device, memory_format)
@@ -445,6 +451,7 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=F
              layout=None) -> Tensor:
     """A random permutation of 0..n-1: the stable order of random 62-bit keys (ties, which need two
     equal 62-bit draws, keep their positions)."""
+    refuse_requires_grad(requires_grad, "randperm")
     from .sorting import argsort
     n = int(n)
     if n < 0:

@@ -8,12 +8,15 @@ anything that has ``shape`` and ``dtype`` (a real tensor does).
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from ..shape import numel
 
-__all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "all_ops", "nbytes", "workspace_bytes"]
+__all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "all_ops", "nbytes", "workspace_bytes",
+           "public_function", "accepting_aliases", "KEYWORD_ALIASES"]
 
 # Each temporary an op takes from its graph step's workspace starts this many bytes after the last.
 SCRATCH_ALIGNMENT = 256
@@ -70,6 +73,8 @@ def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta:
     def wrap(impl: Callable) -> OpDef:
         if name in _BY_NAME:
             raise ValueError(f"op {name!r} is declared twice")
+        if "<locals>" in impl.__qualname__:  # Python names the qualname in argument errors: say the op's name
+            impl.__qualname__ = name
         op = OpDef(name=name, family=family, aten=tuple(aten), meta=meta, cost=cost, impl=impl,
                    doc=impl.__doc__ or "", api=(name,) if api is None else tuple(api), methods=tuple(methods))
         for overload in op.aten:
@@ -110,10 +115,48 @@ def nbytes(meta) -> int:
     return numel(meta.shape) * meta.dtype.itemsize
 
 
+# NumPy's keyword names that torch's argument parser takes for its own, in every function it binds
+KEYWORD_ALIASES = {"axis": "dim", "keepdims": "keepdim"}
+_PUBLIC: dict[str, Callable] = {}
+
+
+def public_function(op: OpDef) -> Callable:
+    """``op.impl`` as the API calls it: taking the ``KEYWORD_ALIASES`` of the keywords it has; the
+    implementation itself when it has none of them."""
+    found = _PUBLIC.get(op.name)
+    if found is None:
+        found = _PUBLIC[op.name] = accepting_aliases(op.impl)
+    return found
+
+
+def accepting_aliases(impl: Callable) -> Callable:
+    """``impl`` taking the ``KEYWORD_ALIASES`` of the keywords it has (itself when it has none)."""
+    try:
+        parameters = inspect.signature(impl).parameters
+    except (TypeError, ValueError):
+        return impl
+    aliases = tuple((alias, name) for alias, name in KEYWORD_ALIASES.items()
+                    if name in parameters and alias not in parameters)
+    if not aliases:
+        return impl
+
+    @functools.wraps(impl)
+    def with_aliases(*args, **kwargs):
+        if kwargs:
+            for alias, name in aliases:
+                if alias in kwargs:
+                    if name in kwargs:
+                        raise TypeError(f"{impl.__name__}() got both {name}= and its alias {alias}=")
+                    kwargs[name] = kwargs.pop(alias)
+        return impl(*args, **kwargs)
+    return with_aliases
+
+
 def bind(namespace: dict, tensor_class: type) -> None:
     """Expose every op under its API names in ``namespace`` and as methods of ``tensor_class``."""
     for op in _BY_NAME.values():
+        function = public_function(op)
         for api_name in op.api:
-            namespace[api_name] = op.impl
+            namespace[api_name] = function
         for method in op.methods:
-            setattr(tensor_class, method, op.impl)
+            setattr(tensor_class, method, function)

@@ -10,7 +10,7 @@ import numpy as np
 from .. import shape as S
 from ..dtypes import get_dtype
 from ..tensor import Tensor
-from .registry import Cost, TensorMeta, register
+from .registry import Cost, TensorMeta, accepting_aliases, register
 
 _NO_COST = Cost()
 
@@ -489,6 +489,36 @@ def set_index(x: Tensor, index, value) -> None:
         target.fill_(value)
 
 
+def _become(x: Tensor, view: Tensor) -> Tensor:
+    """``x`` itself given ``view``'s geometry over the same storage, as torch's in-place view ops change
+    the tensor they are called on."""
+    x._shape, x._strides, x._offset, x._layout = view._shape, view._strides, view._offset, None
+    return x
+
+
+def unsqueeze_(x: Tensor, dim: int) -> Tensor:
+    return _become(x, unsqueeze(x, dim))
+
+
+def squeeze_(x: Tensor, dim=None) -> Tensor:
+    return _become(x, squeeze(x, dim))
+
+
+def transpose_(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    return _become(x, transpose(x, dim0, dim1))
+
+
+def t_(x: Tensor) -> Tensor:
+    return _become(x, t(x))
+
+
+def as_strided_(x: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
+    return _become(x, as_strided(x, size, stride, storage_offset))
+
+
+for _in_place in (unsqueeze_, squeeze_, transpose_, t_, as_strided_):
+    setattr(Tensor, _in_place.__name__, accepting_aliases(_in_place))
+Tensor.swapdims_ = Tensor.swapaxes_ = transpose_
 Tensor.T = property(_T)
 Tensor.mT = property(_mT)
 Tensor.real = property(real.impl)
