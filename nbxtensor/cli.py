@@ -204,7 +204,8 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="nbx", description="nbxtensor: tensors and Triton kernels, no torch")
     top.add_argument("--version", action="version", version=f"nbxtensor {__version__}",
                      help="print nbxtensor's version and exit")
-    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                             help="what to do; nbx COMMAND --help describes each")
     sub.add_parser("info", help="version, Triton, devices and the facts in force",
                    description="Print the versions, the kernel mode, each device and its facts.").set_defaults(run=_info)
     sub.add_parser("example", help="a short tensor example on the default device",
@@ -224,7 +225,7 @@ def parser() -> argparse.ArgumentParser:
     plan.set_defaults(run=_plan)
     run = sub.add_parser("run", help="run a graph on .npy inputs and write its outputs as .npy",
                          description="Run a graph folder on inputs saved with numpy.save; each output is written "
-                                     "as OUT/<output id>.npy and summarised.")
+                                     "to OUT as one .npy file, named after its tensor id, and summarised.")
     run.add_argument("model_dir", metavar="MODEL_DIR", help="a graph folder (graph.json and its safetensors)")
     run.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                      help="an input of the graph by name, repeatable: one for each input")
