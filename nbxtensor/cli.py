@@ -60,7 +60,10 @@ def _device(spec):
     except (ValueError, TypeError) as error:
         raise UsageError(f"--device {spec}: {error}") from None
     backends = available_backends()
-    if named.type != "meta" and named.type not in backends:
+    if named.type == "meta":
+        raise UsageError(f"--device {spec}: the meta device holds shapes, not data, so nothing runs there; pass "
+                         f"one of {', '.join(sorted(backends))}")
+    if named.type not in backends:
         remedy = ("a GPU needs an NVIDIA driver and the cuda extra (python3 -m pip install -e \".[cuda]\")"
                   if named.type == "cuda" else f"pass one of {', '.join(sorted(backends))}")
         raise UsageError(f"--device {spec}: no {named.type} device in this process (devices here: "

@@ -106,7 +106,8 @@ def test_run_refusals_are_one_line_with_exit_code_2(example_graph, tmp_path):
              ((), "missing --input for x"),
              (("--input", f"x={x_path}", "--input", f"y={x_path}"), "the graph has no input y"),
              (("--input", f"x={tmp_path / 'wide.npy'}"), "must have shape"),
-             (("--input", f"x={x_path}", "--device", "tpu"), "unknown device type 'tpu'")]
+             (("--input", f"x={x_path}", "--device", "tpu"), "unknown device type 'tpu'"),
+             (("--input", f"x={x_path}", "--device", "meta"), "the meta device holds shapes, not data")]
     for argv, message in cases:
         code, _, err = _nbx("run", directory, *argv, "--out", tmp_path / "out")
         line = _refusal(code, err, "run")
