@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -44,16 +45,53 @@ def _example(_args) -> int:
     return 0
 
 
+class UsageError(ValueError):
+    """A command line the command cannot act on; ``main`` prints it as one line and exits with 2."""
+
+
+def _device(spec):
+    """The device ``--device`` names (None: the default), refused by name when this process has none."""
+    from nbxtensor.device import available_backends, device, resolve
+
+    if spec is None:
+        return None
+    try:
+        named = device(spec)
+    except (ValueError, TypeError) as error:
+        raise UsageError(f"--device {spec}: {error}") from None
+    backends = available_backends()
+    if named.type == "meta":
+        raise UsageError(f"--device {spec}: the meta device holds shapes, not data, so nothing runs there; pass "
+                         f"one of {', '.join(sorted(backends))}")
+    if named.type not in backends:
+        remedy = ("a GPU needs an NVIDIA driver and the cuda extra (python3 -m pip install -e \".[cuda]\")"
+                  if named.type == "cuda" else f"pass one of {', '.join(sorted(backends))}")
+        raise UsageError(f"--device {spec}: no {named.type} device in this process (devices here: "
+                         f"{', '.join(sorted(backends))}); {remedy}, or leave --device out for the default")
+    if named.index is not None and named.index >= backends[named.type].device_count():
+        raise UsageError(f"--device {spec}: this machine has {backends[named.type].device_count()} {named.type} "
+                         f"device(s), numbered from 0")
+    return resolve(named)
+
+
 def _demo(args) -> int:
     from nbxtensor import demo
 
-    return demo.run(device=args.device)
+    device = _device(args.device)
+    try:
+        return demo.run(device=device)
+    except ModuleNotFoundError as missing:
+        if missing.name not in demo.NEEDED_PACKAGES:
+            raise
+        raise UsageError(str(missing)) from None
 
 
 def _dims(pairs) -> dict[str, int]:
     dims = {}
     for pair in pairs or ():
         name, _, value = pair.partition("=")
+        if not name or not value.strip().isdigit():
+            raise UsageError(f"--dim {pair!r}: write SYMBOL=VALUE with a non-negative integer value, e.g. batch=8")
         dims[name] = int(value)
     return dims
 
@@ -77,7 +115,10 @@ def _plan(args) -> int:
     priced = model.costs(values)
     flops = sum(cost.flops for _, cost in priced)
     moved = sum(cost.bytes_moved for _, cost in priced)
-    facts = load_facts(args.facts) if args.facts else backend_for(resolve(None)).facts
+    try:
+        facts = load_facts(args.facts) if args.facts else backend_for(resolve(None)).facts
+    except FileNotFoundError as error:
+        raise UsageError(f"--facts {args.facts}: {error}") from None
     print(f"graph: {args.model_dir} ({len(model.steps)} ops), symbols: {values}")
     print(f"weights bytes: {model.weight_bytes()}")
     print(f"planned activation peak: {memory_plan.peak_bytes} bytes: the arena {memory_plan.arena_bytes} "
@@ -100,21 +141,40 @@ def _plan(args) -> int:
     return 0
 
 
-def _run(args) -> int:
-    import os
-
+def _read_array(name: str, path: str):
     import numpy as np
 
-    from nbxtensor import graph
+    if not os.path.isfile(path):
+        raise UsageError(f"--input {name}={path}: no file {path}; write the array with numpy.save and pass its path")
+    try:
+        return np.load(path)
+    except (ValueError, OSError, EOFError):  # NumPy's messages may quote the file's bytes: name the file only
+        raise UsageError(f"--input {name}={path}: not a .npy file NumPy can read without pickle; write the array "
+                         f"with numpy.save") from None
 
-    model = graph.load(args.model_dir, device=args.device)
-    given = dict(pair.split("=", 1) for pair in args.input or ())
+
+def _run(args) -> int:
+    import numpy as np
+
+    from nbxtensor import graph, progress
+
+    given = {}
+    for pair in args.input or ():
+        name, _, path = pair.partition("=")
+        if not name or not path:
+            raise UsageError(f"--input {pair!r}: write NAME=FILE.npy")
+        given[name] = path
+    model = graph.load(args.model_dir, device=_device(args.device))
     names = [tensor_id.removeprefix("input::") for tensor_id in model.inputs]
     missing = [name for name in names if name not in given]
-    if missing:
-        print(f"nbx run: missing --input for {', '.join(missing)} (inputs: {', '.join(names)})", file=sys.stderr)
-        return 2
-    results = model(*[np.load(given[name]) for name in names])
+    unknown = [name for name in given if name not in names]
+    if missing or unknown:
+        problems = ([f"missing --input for {', '.join(missing)}"] if missing else []) + \
+                   ([f"the graph has no input {', '.join(unknown)}"] if unknown else [])
+        raise UsageError(f"{'; '.join(problems)}; give --input NAME=FILE.npy for each of its inputs: {', '.join(names)}")
+    arrays = [_read_array(name, given[name]) for name in names]
+    with progress.task(f"running {args.model_dir}"):
+        results = model(*arrays)
     results = results if isinstance(results, tuple) else (results,)
     os.makedirs(args.out, exist_ok=True)
     for tensor_id, result in zip(model.outputs, results):
@@ -127,47 +187,58 @@ def _run(args) -> int:
 
 
 def _export(args) -> int:
-    from nbxtensor.export import CommandError, ExportError
-
     try:
         from nbxtensor.export.command import run
     except ImportError as missing:
-        print(f"nbx export: needs PyTorch (the exporter is the one part of nbxtensor that uses it): "
-              f"python3 -m pip install -e \".[export]\" ({missing})", file=sys.stderr)
-        return 2
-    try:
-        if args.out_dir and args.out and args.out_dir != args.out:
-            raise CommandError(f"two output folders, {args.out_dir} and --out {args.out}: give one")
-        if not (args.out_dir or args.out):
-            raise CommandError("no output folder: nbx export MODEL OUT")
-        return run(args.model, args.input or (), args.dynamic or (), args.out_dir or args.out, task=args.task,
-                   with_attention_mask=args.with_attention_mask)
-    except (CommandError, ExportError) as error:
-        print(f"nbx export: {' '.join(str(error).split())}", file=sys.stderr)
-        return 2
+        raise UsageError(f"needs PyTorch (the exporter is the one part of nbxtensor that uses it): "
+                         f"python3 -m pip install -e \".[export]\" ({missing})") from None
+    if args.out_dir and args.out and args.out_dir != args.out:
+        raise UsageError(f"two output folders, {args.out_dir} and --out {args.out}: give one")
+    if not (args.out_dir or args.out):
+        raise UsageError("no output folder: nbx export MODEL OUT")
+    return run(args.model, args.input or (), args.dynamic or (), args.out_dir or args.out, task=args.task,
+               with_attention_mask=args.with_attention_mask)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="nbx", description="nbxtensor: tensors and Triton kernels, no torch")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="version, Triton, devices and the facts in force").set_defaults(run=_info)
-    sub.add_parser("example", help="a short tensor example on the default device").set_defaults(run=_example)
-    demo = sub.add_parser("demo", help="embed a few sentences with all-MiniLM-L6-v2 (needs the demo extra)")
-    demo.add_argument("--device", default=None, help="default: the GPU when present, else the CPU")
+def parser() -> argparse.ArgumentParser:
+    """The ``nbx`` command line: every command and option with its help."""
+    from nbxtensor._version import __version__
+
+    top = argparse.ArgumentParser(prog="nbx", description="nbxtensor: tensors and Triton kernels, no torch")
+    top.add_argument("--version", action="version", version=f"nbxtensor {__version__}",
+                     help="print nbxtensor's version and exit")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                             help="what to do; nbx COMMAND --help describes each")
+    sub.add_parser("info", help="version, Triton, devices and the facts in force",
+                   description="Print the versions, the kernel mode, each device and its facts.").set_defaults(run=_info)
+    sub.add_parser("example", help="a short tensor example on the default device",
+                   description="Run a short tour of the tensor API.").set_defaults(run=_example)
+    demo = sub.add_parser("demo", help="embed a few sentences with all-MiniLM-L6-v2 (needs the demo extra)",
+                          description="Embed five sentences with the embedded all-MiniLM-L6-v2 graph and print "
+                                      "their cosine similarities.")
+    demo.add_argument("--device", default=None, help="cpu or cuda[:N] (default: the GPU when present, else the CPU)")
     demo.set_defaults(run=_demo)
-    plan = sub.add_parser("plan", help="a graph's weights, planned activation memory, FLOPs and time floor")
-    plan.add_argument("model_dir")
-    plan.add_argument("--dim", action="append", metavar="SYMBOL=VALUE", help="a symbol's value (default: traced)")
+    plan = sub.add_parser("plan", help="a graph's weights, planned activation memory, FLOPs and time floor",
+                          description="Price a graph folder: weights, the memory plan, FLOPs, bytes moved and "
+                                      "the time floors of a device class.")
+    plan.add_argument("model_dir", metavar="MODEL_DIR", help="a graph folder (graph.json and its safetensors)")
+    plan.add_argument("--dim", action="append", metavar="SYMBOL=VALUE",
+                      help="a symbol's value, repeatable (default: the value traced at export)")
     plan.add_argument("--facts", help="price on this facts class (e.g. hopper) instead of the default device's")
     plan.set_defaults(run=_plan)
-    run = sub.add_parser("run", help="run a graph on .npy inputs and write its outputs as .npy")
-    run.add_argument("model_dir")
-    run.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    run = sub.add_parser("run", help="run a graph on .npy inputs and write its outputs as .npy",
+                         description="Run a graph folder on inputs saved with numpy.save; each output is written "
+                                     "to OUT as one .npy file, named after its tensor id, and summarised.")
+    run.add_argument("model_dir", metavar="MODEL_DIR", help="a graph folder (graph.json and its safetensors)")
+    run.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                     help="an input of the graph by name, repeatable: one for each input")
     run.add_argument("--out", default=".", help="folder for the outputs (default: here)")
-    run.add_argument("--device", default=None)
+    run.add_argument("--device", default=None, help="cpu or cuda[:N] (default: the GPU when present, else the CPU)")
     run.set_defaults(run=_run)
     exporter = sub.add_parser("export", help="export a PyTorch module or a Hugging Face checkpoint directory to a "
-                                             "graph folder (needs the export extra; checkpoints also transformers)")
+                                             "graph folder (needs the export extra; checkpoints also transformers)",
+                              description="Export a PyTorch module (with example inputs) or a Hugging Face "
+                                          "checkpoint directory (for a task) to a graph folder.")
     exporter.add_argument("model", metavar="CHECKPOINT_DIR|MODULE:NAME",
                           help="a directory save_pretrained wrote (config.json and safetensors), or a module, or a "
                                "function or class that makes one, as package.module:name or file.py:name")
@@ -183,15 +254,20 @@ def main(argv=None) -> int:
     exporter.add_argument("--with-attention-mask", action="store_true",
                           help="with a checkpoint: take attention_mask (int64, the shape of input_ids) as an input too")
     exporter.set_defaults(run=_export)
-    args = parser.parse_args(argv)
-    if args.command in ("plan", "run"):
-        from nbxtensor.graph import GraphError
-        try:
-            return args.run(args)
-        except GraphError as error:
-            print(f"nbx {args.command}: {error}", file=sys.stderr)
-            return 1
-    return args.run(args)
+    return top
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    from nbxtensor.export import CommandError, ExportError
+    from nbxtensor.graph import GraphError
+
+    try:
+        return args.run(args)
+    except (UsageError, GraphError, CommandError, ExportError) as error:
+        # one line naming the problem and its remedy; the messages are written that way
+        print(f"nbx {args.command}: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

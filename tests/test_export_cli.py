@@ -3,6 +3,7 @@ exported for a task, run by nbxtensor and compared with transformers; the inferr
 dynamic symbols; the refusals, each one line and exit code 2."""
 import contextlib
 import io
+import logging
 import sys
 
 import numpy as np
@@ -235,3 +236,57 @@ def test_without_torch_the_refusal_names_it(bert_dir, tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "nbxtensor.export.command")
     code, _, err = _export(bert_dir, tmp_path, "--task", "feature-extraction")
     assert "needs PyTorch" in _one_line_refusal(code, err)
+
+
+@pytest.fixture
+def factory_file(tmp_path):
+    path = tmp_path / "factory.py"
+    path.write_text("import torch\n"
+                    "def make():\n"
+                    "    return torch.nn.Linear(4, 3)\n")
+    return path
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--input", "x=float32[3,5]"), "RuntimeError: a and b must have same reduction dim"),  # Linear(4, 3)
+    (("--input", "x=float32[3,4]", "--input", "y=float32[2]"), "TypeError: too many positional arguments"),
+    (("--input", "x=float32[3,4]", "--dynamic", "x.0=batch:1:2"), "ConstraintViolationError: 3 not in range"),
+])
+def test_module_that_torch_export_cannot_trace_is_refused_on_one_line(factory_file, tmp_path, argv, message):
+    logged = []
+    handler = logging.Handler()
+    handler.emit = logged.append
+    fake_tensor_log = logging.getLogger("torch._subclasses.fake_tensor")  # logs a failed meta with its traceback
+    fake_tensor_log.addHandler(handler)
+    try:
+        code, _, err = _export(f"{factory_file}:make", *argv, "--out", tmp_path / "graph")
+    finally:
+        fake_tensor_log.removeHandler(handler)
+    line = _one_line_refusal(code, err)
+    assert "torch.export could not trace the module on the example inputs" in line and message in line
+    assert "check that each --input has the dtype and shape forward takes" in line
+    assert not logged and logging.getLogger("torch").level != logging.CRITICAL  # held back, then restored
+
+
+def test_module_refusals_name_the_missing_module_or_file(factory_file, tmp_path):
+    cases = [(("no_such_package.models:make", "--input", "x=float32[3,4]"),
+              "no module named 'no_such_package': install it or put it on PYTHONPATH"),
+             ((f"{factory_file}:make", "--input", f"x={tmp_path / 'absent.npy'}"), "absent.npy': no file"),
+             ((f"{factory_file}:unmade", "--input", "x=float32[3,4]"), "has no 'unmade'")]
+    for argv, message in cases:
+        code, _, err = _export(*argv, "--out", tmp_path / "graph")
+        assert message in _one_line_refusal(code, err), argv
+
+
+def test_module_with_ops_the_registry_lacks_is_refused_with_the_remedy(factory_file, tmp_path, monkeypatch):
+    lookup = registry.lookup
+
+    def lookup_without_linear(name):
+        if name == "aten::linear.default":
+            raise KeyError(name)
+        return lookup(name)
+    monkeypatch.setattr(registry, "lookup", lookup_without_linear)
+    code, _, err = _export(f"{factory_file}:make", "--input", "x=float32[3,4]", "--out", tmp_path / "graph")
+    line = _one_line_refusal(code, err)
+    assert "registry lacks 1 op(s) this model needs: aten::linear.default (nodes linear)" in line
+    assert "add these to the registry" in line

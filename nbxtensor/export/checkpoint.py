@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import CommandError
+from .. import progress
+from . import CommandError, first_line
 
 CONFIG_FILE = "config.json"
 # The traced sizes: above 1, which torch.export would specialise, and small, so tracing is quick.
@@ -85,10 +86,11 @@ def load(directory: str, task_name: str | None):
         raise CommandError(f"{directory}: transformers {transformers.__version__} has no {task_name} model "
                            f"({task.auto_class}) for model type {config.model_type!r}")
     try:
-        model, loading = auto_class.from_pretrained(directory, local_files_only=True, output_loading_info=True)
+        with progress.task(f"loading the {task_name} model with transformers"):
+            model, loading = auto_class.from_pretrained(directory, local_files_only=True, output_loading_info=True)
     except (OSError, ValueError, RuntimeError) as error:
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise CommandError(f"{directory}: transformers could not load the {task_name} model: {first_line}") from None
+        raise CommandError(f"{directory}: transformers could not load the {task_name} model: "
+                           f"{first_line(error)}") from None
     missing = sorted(loading.get("missing_keys", ()))
     if missing:
         print(f"nbx export: warning: {len(missing)} weights are not in the checkpoint and were initialised at "

@@ -3,8 +3,10 @@ their dtypes and shapes (or read from .npy files), or a Hugging Face checkpoint 
 a task with token inputs; dimensions marked dynamic either way. Imports torch."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import logging
 import os
 import re
 
@@ -12,7 +14,7 @@ import numpy as np
 import torch
 
 from .. import graph
-from . import CommandError, checkpoint, export
+from . import CommandError, TraceError, checkpoint, export
 
 
 def _load_factory(spec: str):
@@ -27,7 +29,13 @@ def _load_factory(spec: str):
         module = importlib.util.module_from_spec(loaded)
         loaded.loader.exec_module(module)
     else:
-        module = importlib.import_module(target)
+        try:
+            module = importlib.import_module(target)
+        except ModuleNotFoundError as missing:
+            if missing.name is None or not (target == missing.name or target.startswith(missing.name + ".")):
+                raise  # the module exists; one it imports is missing, which its traceback shows best
+            raise CommandError(f"no module named {missing.name!r}: install it or put it on PYTHONPATH, or name "
+                               f"a file as path/to/file.py:{name}") from None
     if not hasattr(module, name):
         raise CommandError(f"{target} has no {name!r}")
     return getattr(module, name)
@@ -37,6 +45,9 @@ def _example_input(spec: str):
     """``NAME=FILE.npy`` or ``NAME=DTYPE[D0,D1,...]``: random normals for float dtypes, zeros otherwise."""
     name, _, value = spec.partition("=")
     if value.endswith(".npy"):
+        if not os.path.isfile(value):
+            raise CommandError(f"--input {spec!r}: no file {value}; write NAME=FILE.npy for an existing file or "
+                               f"NAME=DTYPE[D0,D1,...]")
         return name, torch.from_numpy(np.load(value))
     m = re.fullmatch(r"(\w+)\[([\d, ]*)\]", value.strip())
     if not m or not isinstance(getattr(torch, m.group(1), None), torch.dtype):
@@ -121,6 +132,27 @@ def run(target: str, input_specs, dynamic_specs, out_dir: str, task=None, with_a
         inputs, placed, bounds = dict(_example_input(spec) for spec in input_specs), {}, {}
         label = target
     _place_dynamic(dynamic_specs, inputs, placed, bounds)
-    out = export(module, tuple(inputs.values()), out_dir, dynamic_shapes=_dynamic_shapes(inputs, placed, bounds))
+    remedy = ("this model type may not trace with torch.export" if os.path.isdir(target) else
+              "check that each --input has the dtype and shape forward takes, in forward's order, and that "
+              "every --dynamic range holds the example's size")
+    try:
+        with _torch_logs_quiet():
+            out = export(module, tuple(inputs.values()), out_dir,
+                         dynamic_shapes=_dynamic_shapes(inputs, placed, bounds))
+    except TraceError as error:
+        raise CommandError(f"{error}; {remedy}") from None
     _report(label, out)
     return 0
+
+
+@contextlib.contextmanager
+def _torch_logs_quiet():
+    """torch logs a failed trace, with a traceback, before raising it; the command reports the raised error
+    in one line, so torch's records below CRITICAL are not printed meanwhile."""
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

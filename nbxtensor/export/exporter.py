@@ -12,10 +12,11 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind
 
+from .. import progress
 from ..graph.format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSION, GRAPH_FILE, INPUT, PARAM,
                             WEIGHTS_FILE, dumps, encode_constant, encode_float, parse_expression)
 from ..ops import registry
-from . import ExportError
+from . import ExportError, TraceError, first_line
 
 # High-level ops worth their own kernels: run_decompositions leaves them whole (those torch has). The
 # activations among them decompose into several full-size temporaries (silu of bf16 becomes an fp32 copy,
@@ -237,7 +238,9 @@ class _Writer:
                 self._call(node, getitem_outputs)
         if self.missing:
             listing = "; ".join(f"{name} (nodes {', '.join(nodes_)})" for name, nodes_ in sorted(self.missing.items()))
-            raise ExportError(f"the registry lacks {len(self.missing)} op(s) this model needs: {listing}")
+            raise ExportError(f"the registry lacks {len(self.missing)} op(s) this model needs: {listing}; write the "
+                              f"module with ops nbxtensor has (README.md, What works), or add these to the registry "
+                              f"(nbxtensor/ops/registry.py)")
         output_node = next(n for n in nodes if n.op == "output")
         results = pytree.tree_flatten(output_node.args[0])[0]
         outputs = []
@@ -284,18 +287,25 @@ def export(module, example_args, out_dir, dynamic_shapes=None) -> str:
 
     example_args = tuple(example_args)
     module = module.eval() if hasattr(module, "eval") else module
-    program = torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes)
-    program = program.run_decompositions(_decomposition_table())
-    document = _Writer(program, example_args, _dim_names(module, example_args, dynamic_shapes)).document()
-    os.makedirs(out_dir, exist_ok=True)
-    writer_weights = {}
-    for tensor_id, entry in document["tensors"].items():
-        if "weight" in entry:
-            writer_weights[entry["weight"]] = None
-    state = {**program.state_dict, **program.constants}
-    for key in writer_weights:
-        writer_weights[key] = from_dlpack(state[key].detach().cpu().contiguous())
-    save_file(writer_weights, os.path.join(out_dir, WEIGHTS_FILE), metadata={"format": "nbx"})
-    with open(os.path.join(out_dir, GRAPH_FILE), "w", encoding="utf-8") as file:
-        file.write(dumps(document))
+    with progress.task("exporting: torch.export tracing the module") as shown:
+        try:
+            program = torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes)
+        except Exception as error:  # noqa: BLE001  (whatever torch raises, it is about the module and its inputs)
+            raise TraceError(first_line(error)) from error
+        shown.label = "exporting: decompositions"
+        program = program.run_decompositions(_decomposition_table())
+        shown.label = "exporting: writing the graph"
+        document = _Writer(program, example_args, _dim_names(module, example_args, dynamic_shapes)).document()
+        os.makedirs(out_dir, exist_ok=True)
+        writer_weights = {}
+        for tensor_id, entry in document["tensors"].items():
+            if "weight" in entry:
+                writer_weights[entry["weight"]] = None
+        state = {**program.state_dict, **program.constants}
+        for key in writer_weights:
+            writer_weights[key] = from_dlpack(state[key].detach().cpu().contiguous())
+        shown.label = "exporting: writing the weights"
+        save_file(writer_weights, os.path.join(out_dir, WEIGHTS_FILE), metadata={"format": "nbx"})
+        with open(os.path.join(out_dir, GRAPH_FILE), "w", encoding="utf-8") as file:
+            file.write(dumps(document))
     return out_dir

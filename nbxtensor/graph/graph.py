@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import progress
 from ..device import resolve
 from ..dtypes import get_dtype
 from ..io.safetensors import SafetensorsError, safe_open
@@ -289,24 +290,31 @@ class Graph:
                 _fail(self.path, f"tensor {tensor_id!r}: weight {key!r} is in no safetensors file of {self.model_dir}")
             by_file.setdefault(located[key], []).append(tensor_id)
         weights = {}
-        for file_path, ids in by_file.items():
-            try:
-                with safe_open(file_path, device=self.device) as file:
-                    for tensor_id in ids:
-                        entry, key = self.tensors[tensor_id], self.tensors[tensor_id]["weight"]
-                        info = file.info(key)
-                        if list(info.shape) != entry["shape"] or info.dtype.name != entry["dtype"]:
-                            _fail(file_path, f"weight {key!r} for {tensor_id!r} is {info.dtype.name}{list(info.shape)}; "
-                                             f"{GRAPH_FILE} declares {entry['dtype']}{entry['shape']}")
-                        weight = file.get_tensor(key)
-                        if weight.device.type == "cpu" and weight.data_ptr() & _ALIGN_MASK:
-                            # the file put it off the alignment kernels specialise on, so every op would
-                            # copy it first: one aligned copy now, for every run of the graph
-                            weight = _tensor(weight.numpy(), dtype=weight.dtype, device=self.device)
-                        weights[tensor_id] = weight
-            except (SafetensorsError, KeyError, OSError) as error:
-                raise GraphError(f"{file_path}: {error}") from None
+        declared_bytes = {tensor_id: nbytes(TensorMeta(tuple(entry["shape"]), get_dtype(entry["dtype"])))
+                          for tensor_id, entry in wanted.items()}
+        with progress.task("loading weights", total=sum(declared_bytes.values()), unit="bytes") as shown:
+            for file_path, ids in by_file.items():
+                try:
+                    with safe_open(file_path, device=self.device) as file:
+                        for tensor_id in ids:
+                            weights[tensor_id] = self._load_weight(file, file_path, tensor_id)
+                            shown.advance(declared_bytes[tensor_id])
+                except (SafetensorsError, KeyError, OSError) as error:
+                    raise GraphError(f"{file_path}: {error}") from None
         return weights
+
+    def _load_weight(self, file: safe_open, file_path: str, tensor_id: str) -> Tensor:
+        entry, key = self.tensors[tensor_id], self.tensors[tensor_id]["weight"]
+        info = file.info(key)
+        if list(info.shape) != entry["shape"] or info.dtype.name != entry["dtype"]:
+            _fail(file_path, f"weight {key!r} for {tensor_id!r} is {info.dtype.name}{list(info.shape)}; "
+                             f"{GRAPH_FILE} declares {entry['dtype']}{entry['shape']}")
+        weight = file.get_tensor(key)
+        if weight.device.type == "cpu" and weight.data_ptr() & _ALIGN_MASK:
+            # the file put it off the alignment kernels specialise on, so every op would
+            # copy it first: one aligned copy now, for every run of the graph
+            weight = _tensor(weight.numpy(), dtype=weight.dtype, device=self.device)
+        return weight
 
     def _load_constants(self) -> dict[str, Tensor]:
         constants = {}

@@ -34,6 +34,7 @@ from mmap import ACCESS_COPY, mmap as _memory_map
 
 import numpy as np
 
+from .. import progress
 from ..device import device as _device, resolve
 from ..dtypes import all_dtypes, dtype as _dtype, from_safetensors_code
 from ..ops.creation import from_numpy
@@ -487,13 +488,19 @@ def load_file(path, device=None, *, mmap: bool = False) -> dict[str, Tensor]:
     in memory of its own. ``mmap=True`` makes CPU tensors view a memory map of the file instead (no
     copy, but a truncation of the file while they live kills the process; see ``safe_open``)."""
     with safe_open(path, device=device, mmap=mmap) as file:
-        return {name: file.get_tensor(name) for name in file.keys()}
+        return _load_all(file)
 
 
 def load(data: bytes, device=None) -> dict[str, Tensor]:
     """Every tensor of a safetensors image held in memory; CPU tensors share one private copy of it."""
     with safe_open._from_bytes(data, device, "<bytes>") as file:
-        return {name: file.get_tensor(name) for name in file.keys()}
+        return _load_all(file)
+
+
+def _load_all(file: safe_open) -> dict[str, Tensor]:
+    sizes = {name: file.info(name).end - file.info(name).begin for name in file.keys()}
+    return {name: file.get_tensor(name) for name in progress.track(sizes, "loading tensors", size=sizes.__getitem__,
+                                                                   total=sum(sizes.values()), unit="bytes")}
 
 
 # ---- writing ---------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ import statistics
 import threading
 from pathlib import Path
 
+from .. import progress
+
 MODE_TUNE = "tune"
 MODE_CERTIFIED_ONLY = "certified-only"
 _MODES = (MODE_TUNE, MODE_CERTIFIED_ONLY)
@@ -151,16 +153,19 @@ def choose(key: str, facts_name: str, candidates, measure, *, interpreted: bool,
     if mode() == MODE_CERTIFIED_ONLY:
         raise TuningKeyMissing(key, cache.path)
     times = {i: [] for i in range(len(candidates))}
-    for turn in range(rounds):
-        for i in (list(times) if turn % 2 == 0 else list(times)[::-1]):
-            try:
-                ms = float(measure(candidates[i]))
-            except Exception:  # noqa: BLE001  (a candidate too large for the device is just not a choice)
-                ms = math.nan
-            if math.isfinite(ms):
-                times[i].append(ms)
-            else:
-                del times[i]
+    with progress.task(f"tuning {key}", total=rounds * len(candidates)) as shown:
+        for turn in range(rounds):
+            for i in (list(times) if turn % 2 == 0 else list(times)[::-1]):
+                try:
+                    ms = float(measure(candidates[i]))
+                except Exception:  # noqa: BLE001  (a candidate too large for the device is just not a choice)
+                    ms = math.nan
+                if math.isfinite(ms):
+                    times[i].append(ms)
+                    shown.advance()
+                else:
+                    del times[i]
+                    shown.advance(rounds - turn)  # its later rounds are skipped
     timed = [(statistics.median(times[i]), candidates[i]) for i in times]
     timed.sort(key=lambda t: t[0])
     for ms, config in timed:
