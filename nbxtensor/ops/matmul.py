@@ -6,7 +6,9 @@ transposed weight is read in place), or, for a handful of rows against one matri
 which streams the matrix once. Settings come from the tuning cache under a launch key (``tuning/``).
 
 dtypes: both operands share one of float32, float16, bfloat16 (accumulated in float32, returned in the
-input dtype) or int8 (accumulated and returned in int32). float32 is multiplied in true float32 unless the
+input dtype), int8 (accumulated and returned in int32), or int64, int32, int16, uint8 (summed exactly in
+int64 by ``gemm_exact`` and returned in the input dtype, wrapping as torch's do); outer and addr also take
+bool (logical and / or, as torch). float32 is multiplied in true float32 unless the
 user opts into TF32 as torch has it: ``set_float32_matmul_precision("high")`` or
 ``backends.cuda.matmul.allow_tf32 = True``.
 """
@@ -37,7 +39,12 @@ GEMV_MAX_ROWS = 16
 MAX_GRID_Y = 65535
 GROUP_M = 8
 
-_SUPPORTED = ("float32", "float16", "bfloat16", "int8")
+# integer operands multiplied exactly (int64 sums, wrapped to their own width as torch's are); int8 takes
+# the matrix unit and returns int32
+_EXACT_INTEGER = ("int64", "int32", "int16", "uint8")
+_SUPPORTED = ("float32", "float16", "bfloat16", "int8", *_EXACT_INTEGER)
+# (BLOCK_M, BLOCK_N, BLOCK_K) of the exact integer product, clamped to the problem
+_EXACT_TILE = (32, 32, 8)
 
 # ---- float32 precision, as torch spells it ---------------------------------------------------------
 _PRECISIONS = ("highest", "high", "medium")
@@ -96,13 +103,16 @@ def _dims(shape) -> str:
     return "x".join(str(n) for n in shape) if len(shape) else "()"
 
 
-def _result_dtype(op: str, *operands):
-    """The output dtype of a product of ``operands`` (all one dtype)."""
+def _result_dtype(op: str, *operands, boolean: bool = False):
+    """The output dtype of a product of ``operands`` (all one dtype); ``boolean``: bool operands are taken
+    (torch's outer and addr take them; its sums of products do not)."""
     first = operands[0].dtype
     for other in operands[1:]:
         if other.dtype is not first:
             raise RuntimeError(f"{op}: expected all operands to have the same dtype, but got "
                                + " and ".join(o.dtype.name for o in operands))
+    if boolean and first.name == "bool":
+        return first
     if first.name not in _SUPPORTED:
         raise TypeError(f"{op}: {first.name} operands are not supported; matrix products take "
                         f"{', '.join(_SUPPORTED)} (convert with .to(...))")
@@ -164,7 +174,8 @@ def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
     """The temporaries' bytes of a product of ``batches`` (m x k) by (k x n) matrices, the most any device
     takes (the rule knows none): a GEMV's split-K partials, or a float32 GEMM's bfloat16 planes (the
     widest chunk's, one buffer for all) and the chunk products they add up in."""
-    if batches != 1 or not (m and k and n):
+    if batches != 1 or not (m and k and n) or dtype.name in ("int64", "int16", "uint8", "bool"):
+        # exact integer products (int32 results may be int8's, which a GEMV splits) take no temporaries
         return 0
     if m <= GEMV_MAX_ROWS:
         splits = max(min(shape[2], cdiv(k, _clamp_block(shape[1], _GEMV_MAX_BLOCK_K, k)))
@@ -396,7 +407,11 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     if out.numel() == 0:
         return lambda a, b, bias: new_tensor(out_shape, out_dtype, dev)
     has_bias = bias is not None and beta != 0
-    if out_dtype.kind == "int" and (alpha != 1 or has_bias):
+    exact = a.dtype.name in _EXACT_INTEGER
+    if exact and any(isinstance(scalar, float) for scalar in (alpha, beta)):
+        raise RuntimeError(f"{op}: for integral input tensors, alpha and beta must be integers, got alpha={alpha!r} "
+                           f"and beta={beta!r}")
+    if out_dtype.kind == "int" and not exact and (alpha != 1 or has_bias):
         raise RuntimeError(f"{op}: alpha, beta and an added input are supported for float products only")
     scaled = alpha != 1 or (has_bias and beta != 1)
     a_bs = S.broadcast_strides(a.shape[:-2], a.stride()[:-2], batch)
@@ -410,9 +425,12 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         return lambda a, b, bias: _product(
             op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(), out_dtype,
             bias.expand(*out_shape).contiguous() if has_bias else None, alpha, beta if has_bias else 0)
+    index_64 = _needs_index_64(a, b, out, *([bias] if has_bias else []))
+    if exact:
+        return _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides,
+                               *_pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs), index_64)
     facts = backend_for(dev).facts
     flags = _operand_flags(a.dtype, out_dtype, bias if has_bias else None, dev, facts)
-    index_64 = _needs_index_64(a, b, out, *([bias] if has_bias else []))
     batches = S.numel(shape_c)
     a_sm, a_sk = a.stride()[-2:]
     b_sk, b_sn = b.stride()[-2:]
@@ -580,6 +598,36 @@ def _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn):
     if b_sn == 1 and aligned(b_sk):
         return True, False
     return False, False
+
+
+def _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides, shape_c, a_bs, b_bs, bias_bs,
+                    out_bs, index_64):
+    """``execute(a, b, bias) -> out`` through ``gemm_exact``: integer products summed exactly in int64 (the
+    matrix unit takes no int64 operands, and int32 ones on few targets), one launch per MAX_GRID_Y batches.
+    Its tiles are fixed (a tile's K x int64 partial products live in registers), not tuned."""
+    dev = a.device
+    batches = S.numel(shape_c)
+    block_m, block_n, block_k = (max(2, min(limit, next_pow2(extent)))
+                                 for limit, extent in zip(_EXACT_TILE, (m, n, k)))
+    tiles = cdiv(m, block_m) * cdiv(n, block_n)
+    constexprs = dict(BATCH_RANK=len(shape_c), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, HAS_BIAS=has_bias,
+                      SCALED=scaled, INDEX_64=index_64, INTERPRETED=bool(backend_for(dev).facts["kernels"].get(
+                          "interpreted")), num_warps=4)
+    (a_sm, a_sk), (b_sk, b_sn) = a.stride()[-2:], b.stride()[-2:]
+    launches = [PlannedLaunch(K.gemm_exact, (tiles, min(MAX_GRID_Y, batches - start)),
+                              [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, start, int(alpha), int(beta),
+                               shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk, b_sn, *bias_strides[-2:],
+                               *out.stride()[-2:]], constexprs)
+                for start in range(0, batches, MAX_GRID_Y)]
+    fresh_output = fresh_tensor_maker(out.shape, out.dtype, dev)
+
+    def execute(a, b, bias):
+        out = fresh_output()
+        tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out}
+        for planned in launches:
+            planned(dev, tensors)
+        return out
+    return execute
 
 
 def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, scaled, flags, strides):
@@ -879,7 +927,7 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor
 def _outer_meta(input, vec2):
     _require_rank("outer", "self", input, 1)
     _require_rank("outer", "vec2", vec2, 1)
-    return TensorMeta((input.shape[0], vec2.shape[0]), _result_dtype("outer", input, vec2))
+    return TensorMeta((input.shape[0], vec2.shape[0]), _result_dtype("outer", input, vec2, boolean=True))
 
 
 def _outer_cost(input, vec2):
@@ -891,7 +939,10 @@ def _outer_cost(input, vec2):
           api=("outer", "ger"), methods=("outer", "ger"))
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """Outer product of two vectors (a product with an inner extent of 1)."""
-    return _product("outer", input.unsqueeze(1), vec2.unsqueeze(0), _outer_meta(input, vec2).dtype)
+    dtype = _outer_meta(input, vec2).dtype
+    if dtype.name == "bool":
+        return input.unsqueeze(1).logical_and(vec2.unsqueeze(0))
+    return _product("outer", input.unsqueeze(1), vec2.unsqueeze(0), dtype)
 
 
 def _addr_meta(input, vec1, vec2, *, beta=1, alpha=1):
@@ -911,7 +962,21 @@ def _addr_cost(input, vec1, vec2, *, beta=1, alpha=1):
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * outer(vec1, vec2)."""
     out = _addr_meta(input, vec1, vec2)
+    if out.dtype.name == "bool":
+        return _boolean_addr(input, vec1, vec2, beta, alpha, out.shape)
     return _product("addr", vec1.unsqueeze(1), vec2.unsqueeze(0), out.dtype, input, alpha, beta)
+
+
+def _boolean_addr(input, vec1, vec2, beta, alpha, shape) -> Tensor:
+    """torch's addr of bool tensors: (beta and input) or (alpha and outer(vec1, vec2))."""
+    if any(isinstance(scalar, float) for scalar in (alpha, beta)):
+        raise RuntimeError(f"addr: for bool input tensors, alpha and beta must be booleans, got alpha={alpha!r} "
+                           f"and beta={beta!r}")
+    if alpha:
+        product = vec1.unsqueeze(1).logical_and(vec2.unsqueeze(0))
+    else:
+        product = new_tensor(tuple(shape), vec1.dtype, vec1.device).fill_(False)
+    return product.logical_or(input) if beta else product
 
 
 def _dot_meta_for(op):

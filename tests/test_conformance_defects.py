@@ -1,0 +1,107 @@
+"""Conformance defects found by running PyTorch's OpInfo samples against nbxtensor, each checked against a
+NumPy reference (integer products in int64 NumPy, wrapped to the operands' width as torch wraps them)."""
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+
+from .conftest import to_nbx
+
+
+# ---- integer matrix products: exact, in the operands' dtype, wrapping on overflow ----------------------
+def _ints(rng, shape, dtype):
+    low = 0 if dtype == "uint8" else -50
+    return rng.integers(low, 50, shape).astype(dtype)
+
+
+def _wrapped(product, dtype):
+    """An int64 NumPy product (itself wrapped mod 2^64) reduced to ``dtype``'s width."""
+    return product.astype(np.int64).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "uint8"])
+def test_integer_mm_bmm_matmul_are_exact(rng, dtype):
+    a, b = _ints(rng, (5, 9), dtype), _ints(rng, (9, 3), dtype)
+    wide = a.astype(np.int64) @ b.astype(np.int64)
+    for result in (nbx.mm(to_nbx(a), to_nbx(b)), nbx.matmul(to_nbx(a), to_nbx(b)),
+                   nbx.einsum("ij,jk->ik", to_nbx(a), to_nbx(b))):
+        assert result.dtype.name == dtype
+        np.testing.assert_array_equal(result.numpy(), _wrapped(wide, dtype))
+    a3, b3 = _ints(rng, (2, 3, 4), dtype), _ints(rng, (2, 4, 2), dtype)
+    np.testing.assert_array_equal(nbx.bmm(to_nbx(a3), to_nbx(b3)).numpy(),
+                                  _wrapped(a3.astype(np.int64) @ b3.astype(np.int64), dtype))
+
+
+def test_integer_products_wrap_as_torch_does():
+    big = np.array([[2 ** 62 + 3, 2 ** 40 + 1], [-(2 ** 61), 7]], np.int64)
+    wide = np.array([[sum(int(big[i, j]) * int(big[j, c]) for j in range(2)) for c in range(2)] for i in range(2)])
+    expected = ((wide + 2 ** 63) % 2 ** 64 - 2 ** 63).astype(np.int64)
+    np.testing.assert_array_equal(nbx.mm(to_nbx(big), to_nbx(big)).numpy(), expected)
+    small = np.full((3, 40), 2 ** 15 + 1, np.int32)
+    wide32 = small.astype(np.int64) @ small.T.astype(np.int64)
+    np.testing.assert_array_equal(nbx.mm(to_nbx(small), to_nbx(small.T.copy())).numpy(), wide32.astype(np.int32))
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_integer_vector_products(rng, dtype):
+    m, v, w = _ints(rng, (4, 6), dtype), _ints(rng, (6,), dtype), _ints(rng, (4,), dtype)
+    i64 = np.int64
+    np.testing.assert_array_equal(nbx.mv(to_nbx(m), to_nbx(v)).numpy(), m.astype(i64) @ v.astype(i64))
+    for op in (nbx.dot, nbx.vdot):
+        result = op(to_nbx(v), to_nbx(v))
+        assert result.shape == () and result.dtype.name == dtype
+        assert int(result.numpy()) == int(v.astype(i64) @ v.astype(i64))
+    np.testing.assert_array_equal(nbx.outer(to_nbx(w), to_nbx(v)).numpy(), np.outer(w, v))
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_integer_products_with_alpha_beta_and_input(rng, dtype):
+    i64 = np.int64
+    a, b, c = _ints(rng, (3, 5), dtype), _ints(rng, (5, 4), dtype), _ints(rng, (3, 4), dtype)
+    got = nbx.addmm(to_nbx(c), to_nbx(a), to_nbx(b), beta=3, alpha=-2).numpy()
+    np.testing.assert_array_equal(got, 3 * c.astype(i64) - 2 * (a.astype(i64) @ b.astype(i64)))
+    bias_row = _ints(rng, (4,), dtype)
+    np.testing.assert_array_equal(nbx.addmm(to_nbx(bias_row), to_nbx(a), to_nbx(b)).numpy(),
+                                  bias_row + a.astype(i64) @ b.astype(i64))
+    v = _ints(rng, (5,), dtype)
+    np.testing.assert_array_equal(nbx.addmv(to_nbx(c[:, 0].copy()), to_nbx(a), to_nbx(v), beta=2).numpy(),
+                                  2 * c[:, 0].astype(i64) + a.astype(i64) @ v.astype(i64))
+    x, y = _ints(rng, (3,), dtype), _ints(rng, (4,), dtype)
+    np.testing.assert_array_equal(nbx.addr(to_nbx(c), to_nbx(x), to_nbx(y), alpha=5).numpy(),
+                                  c + 5 * np.outer(x.astype(i64), y.astype(i64)))
+    a3, b3, c3 = _ints(rng, (2, 3, 5), dtype), _ints(rng, (2, 5, 2), dtype), _ints(rng, (2, 3, 2), dtype)
+    np.testing.assert_array_equal(nbx.baddbmm(to_nbx(c3), to_nbx(a3), to_nbx(b3), beta=0).numpy(),
+                                  a3.astype(i64) @ b3.astype(i64))
+    weight, bias = _ints(rng, (4, 5), dtype), _ints(rng, (4,), dtype)
+    got = nbx.nn.functional.linear(to_nbx(a), to_nbx(weight), to_nbx(bias))
+    assert got.dtype.name == dtype
+    np.testing.assert_array_equal(got.numpy(), a.astype(i64) @ weight.T.astype(i64) + bias)
+
+
+def test_integer_product_with_empty_inner_dim_is_zeros_plus_input():
+    a, b, c = np.zeros((2, 0), np.int64), np.zeros((0, 3), np.int64), np.arange(6, dtype=np.int64).reshape(2, 3)
+    np.testing.assert_array_equal(nbx.addmm(to_nbx(c), to_nbx(a), to_nbx(b)).numpy(), c)
+
+
+def test_integer_products_refuse_float_scalars():
+    a = to_nbx(np.ones((2, 2), np.int64))
+    with pytest.raises(RuntimeError, match="alpha and beta must be integers"):
+        nbx.addmm(a, a, a, alpha=0.5)
+
+
+def test_bool_outer_and_addr_follow_logical_rules():
+    v, w = np.array([True, False, True]), np.array([False, True])
+    base = np.array([[True, False], [False, False], [False, True]])
+    np.testing.assert_array_equal(nbx.outer(to_nbx(v), to_nbx(w)).numpy(), np.logical_and.outer(v, w))
+    for alpha in (True, False):
+        for beta in (True, False):
+            got = nbx.addr(to_nbx(base), to_nbx(v), to_nbx(w), alpha=alpha, beta=beta)
+            assert got.dtype.name == "bool"
+            expected = (beta & base) | (alpha & np.logical_and.outer(v, w))
+            np.testing.assert_array_equal(got.numpy(), expected)
+
+
+def test_bool_sums_of_products_are_refused_as_torch_refuses_them():
+    x = to_nbx(np.ones((2, 2), bool))
+    with pytest.raises(TypeError, match="bool operands are not supported"):
+        nbx.mm(x, x)
