@@ -105,3 +105,40 @@ def test_bool_sums_of_products_are_refused_as_torch_refuses_them():
     x = to_nbx(np.ones((2, 2), bool))
     with pytest.raises(TypeError, match="bool operands are not supported"):
         nbx.mm(x, x)
+
+
+# ---- einsum of one operand: diagonals, sums, permutations -------------------------------------------------
+@pytest.mark.parametrize("equation, shape", [
+    ("i->", (5,)), ("ij->i", (3, 4)), ("ij->j", (3, 4)), ("i...->...", (2, 3, 4)), ("...i->...", (2, 3, 4)),
+    ("ii->i", (3, 3)), ("ii->", (3, 3)), ("ii", (3, 3)), ("ij->ji", (3, 4)), ("ijk->kj", (2, 3, 4)),
+    ("iji->j", (2, 3, 2)), ("iij->ji", (2, 2, 3)), ("i->", (0,)),
+])
+def test_einsum_of_one_operand(rng, equation, shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    got = nbx.einsum(equation, to_nbx(x))
+    expected = np.einsum(equation, x.astype(np.float64))
+    assert tuple(got.shape) == expected.shape and got.dtype.name == "float32"
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_of_one_operand_sums_integers_to_int64_as_sum_does():
+    x = np.arange(9, dtype=np.int32).reshape(3, 3)
+    trace = nbx.einsum("ii->", to_nbx(x))
+    assert trace.dtype.name == "int64" and int(trace.numpy()) == 12
+    diagonal = nbx.einsum("ii->i", to_nbx(x))
+    assert diagonal.dtype.name == "int32"
+    np.testing.assert_array_equal(diagonal.numpy(), [0, 4, 8])
+
+
+def test_einsum_of_one_operand_declares_a_cost():
+    from nbxtensor.ops import registry
+    from nbxtensor.ops.registry import TensorMeta
+    x = TensorMeta((3, 3), nbx.float32)
+    op = registry.get("einsum")
+    assert op.cost("ij->i", x).bytes_read == 36
+    assert op.meta("ii->", x).shape == ()
+
+
+def test_einsum_repeated_index_of_unequal_extents_is_refused():
+    with pytest.raises(RuntimeError, match="index 'i' is 2"):
+        nbx.einsum("ii->i", to_nbx(np.zeros((2, 3), np.float32)))

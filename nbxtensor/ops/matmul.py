@@ -28,6 +28,7 @@ from ..launch import cdiv, next_pow2
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
+from .reductions import _simple_cost, _sum_dtype
 from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
 
 _INT32_LIMIT = 2 ** 31
@@ -1084,9 +1085,10 @@ def _plan_linear(input: Tensor, weight: Tensor, bias: Tensor | None):
 
 # ---- einsum ------------------------------------------------------------------------------------------
 class _Contraction:
-    """A parsed einsum equation of one or two operands, in the forms inference graphs use: a permutation
-    of one operand, or a batched contraction of two (every index names one dim of each operand it is in,
-    and an index of one operand only is kept in the output)."""
+    """A parsed einsum equation of one or two operands, in the forms inference graphs use: one operand's
+    diagonals (a repeated index), sums (an index left out of the output) and permutation, or a batched
+    contraction of two (every index names one dim of each operand it is in, and an index of one operand
+    only is kept in the output)."""
 
     def __init__(self, equation: str, shapes):
         self.equation = equation
@@ -1108,7 +1110,7 @@ class _Contraction:
             if len(letters) != len(shape) or not letters.isalpha():
                 raise RuntimeError(f"einsum {equation!r}: term {term!r} does not match an operand of shape "
                                    f"{_dims(shape)}")
-            if len(set(letters)) != len(letters):
+            if len(set(letters)) != len(letters) and len(shapes) == 2:
                 self._unsupported(f"repeated index in {term!r} (diagonals)")
             self.terms.append(letters)
         if arrow:
@@ -1125,8 +1127,8 @@ class _Contraction:
         if len(set(self.out)) != len(self.out) or any(c not in self.sizes for c in self.out):
             raise RuntimeError(f"einsum {equation!r}: the output names an index twice or one no operand has")
         everywhere = set("".join(self.terms))
-        if len(self.terms) == 1 and set(self.out) != everywhere:
-            self._unsupported("a sum over an index of one operand")
+        if len(self.terms) == 1:
+            self._plan_single(self.terms[0])
         if len(self.terms) == 2:
             a, b = self.terms
             for c in everywhere:
@@ -1137,23 +1139,52 @@ class _Contraction:
             self.right = [c for c in b if c not in a]
             self.contracted = [c for c in a if c in b and c not in self.out]
 
+    def _plan_single(self, letters: str) -> None:
+        """One operand's steps: ``diagonals``, the (dim1, dim2) pairs taken in turn (each diagonal becomes
+        the last dim, as ``diagonal`` puts it), leaving ``diagonal_letters``; ``summed``, the dims of those
+        summed over; ``order``, the remaining dims' positions in the output's order."""
+        self.diagonals = []
+        letters = list(letters)
+        for c in dict.fromkeys(letters):
+            while letters.count(c) > 1:
+                first = letters.index(c)
+                second = letters.index(c, first + 1)
+                self.diagonals.append((first, second))
+                letters = [x for i, x in enumerate(letters) if i not in (first, second)] + [c]
+        self.diagonal_letters = "".join(letters)
+        self.summed = [i for i, c in enumerate(letters) if c not in self.out]
+        kept = [c for c in letters if c in self.out]
+        self.order = [kept.index(c) for c in self.out]
+
+    @property
+    def diagonal_shape(self) -> tuple:
+        return tuple(self.sizes[c] for c in self.diagonal_letters)
+
     def _unsupported(self, what: str):
-        raise NotImplementedError(f"einsum {self.equation!r}: {what} is not supported; einsum takes permutations "
-                                  "of one operand and batched contractions of two")
+        raise NotImplementedError(f"einsum {self.equation!r}: {what} is not supported; einsum takes one operand "
+                                  "(diagonals, sums, permutations) and batched contractions of two")
 
     @property
     def out_shape(self) -> tuple:
         return tuple(self.sizes[c] for c in self.out)
 
 
+_sum_cost = _simple_cost("sum")
+
+
 def _einsum_operands(operands):
-    return tuple(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else operands
+    # a list of operands, not one operand's metadata (a TensorMeta is a tuple too)
+    listed = len(operands) == 1 and isinstance(operands[0], (list, tuple)) and not hasattr(operands[0], "shape")
+    return tuple(operands[0]) if listed else operands
 
 
 def _einsum_meta(equation, *operands):
     operands = _einsum_operands(operands)
     plan = _Contraction(equation, [tuple(o.shape) for o in operands])
-    dtype = _result_dtype("einsum", *operands) if len(operands) == 2 else operands[0].dtype
+    if len(operands) == 2:
+        dtype = _result_dtype("einsum", *operands)
+    else:
+        dtype = _sum_dtype(operands[0].dtype, None) if plan.summed else operands[0].dtype
     return TensorMeta(plan.out_shape, dtype)
 
 
@@ -1162,7 +1193,10 @@ def _einsum_cost(equation, *operands):
     plan = _Contraction(equation, [tuple(o.shape) for o in operands])
     out = _einsum_meta(equation, *operands)
     if len(operands) == 1:
-        return Cost()
+        # diagonals and permutations are views; sums cost what sum does over the diagonal view
+        if not plan.summed:
+            return Cost()
+        return _sum_cost(TensorMeta(plan.diagonal_shape, operands[0].dtype), plan.summed)
     flops = 2 * S.numel(out.shape) * math.prod(plan.sizes[c] for c in plan.contracted)
     sizes = [math.prod(plan.sizes[c] for c in part) for part in (plan.batch, plan.left, plan.contracted, plan.right)]
     return _product_cost(out, flops, *operands, products=[tuple(sizes)])
@@ -1170,14 +1204,19 @@ def _einsum_cost(equation, *operands):
 
 @register("einsum", family="matmul", aten=["aten::einsum.default"], meta=_einsum_meta, cost=_einsum_cost)
 def einsum(equation: str, *operands) -> Tensor:
-    """torch.einsum for a permutation of one operand or a batched contraction of two, as one product
-    (operands are permuted views, merged into matrices where their strides allow)."""
+    """torch.einsum for one operand (diagonal views, a sum over the indices the output leaves out, a
+    permutation) or a batched contraction of two, as one product (operands are permuted views, merged into
+    matrices where their strides allow)."""
     operands = _einsum_operands(operands)
     out_meta = _einsum_meta(equation, *operands)
     plan = _Contraction(equation, [tuple(o.shape) for o in operands])
     if len(operands) == 1:
-        (x,), (term,) = operands, plan.terms
-        return x.permute(*[term.index(c) for c in plan.out])
+        (x,) = operands
+        for first, second in plan.diagonals:
+            x = x.diagonal(0, first, second)
+        if plan.summed:
+            x = x.sum(plan.summed)
+        return x.permute(*plan.order) if plan.order else x
     a, b = operands
     ta, tb = plan.terms
     size = plan.sizes
