@@ -129,7 +129,9 @@ def dense_strides_in_order(shape: Sequence[int], should_swap) -> tuple[int, ...]
     return tuple(out)
 
 
-def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+def broadcast_shapes(*shapes: Sequence[int] | int) -> tuple[int, ...]:
+    """The shape ``shapes`` broadcast to; an int is the shape of one dim, as torch takes it."""
+    shapes = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:

@@ -142,3 +142,70 @@ def test_einsum_of_one_operand_declares_a_cost():
 def test_einsum_repeated_index_of_unequal_extents_is_refused():
     with pytest.raises(RuntimeError, match="index 'i' is 2"):
         nbx.einsum("ii->i", to_nbx(np.zeros((2, 3), np.float32)))
+
+
+# ---- indexing and shape corners ---------------------------------------------------------------------
+def test_take_along_dim_wraps_negative_indices_along_dim():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    index = np.array([[-1], [0], [-4]])
+    got = nbx.take_along_dim(to_nbx(x), to_nbx(index), dim=1)
+    np.testing.assert_array_equal(got.numpy(), np.take_along_axis(x, index % 4, axis=1))
+    got = nbx.take_along_dim(to_nbx(x), to_nbx(np.array([[-3, 2, -1, 0]])), dim=0)
+    np.testing.assert_array_equal(got.numpy(), x[[0, 2, 2, 0], [0, 1, 2, 3]][None])
+
+
+def test_take_along_dim_still_refuses_indices_past_either_end():
+    x = to_nbx(np.zeros((2, 3), np.float32))
+    for bad in (-4, 3):
+        with pytest.raises(IndexError, match="take_along_dim: index out of range"):
+            nbx.take_along_dim(x, to_nbx(np.array([[bad], [0]])), dim=1)
+
+
+def test_gather_and_scatter_take_an_empty_index_of_any_dtype():
+    x = to_nbx(np.arange(6, dtype=np.float32).reshape(2, 3))
+    empty = to_nbx(np.zeros((2, 0), np.uint8))
+    assert tuple(nbx.gather(x, 1, empty).shape) == (2, 0)
+    np.testing.assert_array_equal(x.scatter(1, empty, to_nbx(np.zeros((2, 0), np.float32))).numpy(), x.numpy())
+    with pytest.raises(IndexError, match="int64 or int32"):
+        nbx.gather(x, 1, to_nbx(np.zeros((2, 1), np.uint8)))
+
+
+def test_index_add_on_bool_with_a_bool_alpha():
+    base = np.array([False, True, False])
+    index, source = np.array([0, 2]), np.array([True, True])
+    for alpha in (False, True):
+        got = nbx.index_add(to_nbx(base), 0, to_nbx(index), to_nbx(source), alpha=alpha)
+        assert got.dtype.name == "bool"
+        np.testing.assert_array_equal(got.numpy(), [alpha, True, alpha])
+
+
+@pytest.mark.parametrize("shape, dim", [((2, 0), 1), ((0, 3), 0)])
+def test_unique_consecutive_over_a_zero_size_dim(shape, dim):
+    x = to_nbx(np.zeros(shape, np.float32))
+    values, inverse, counts = nbx.unique_consecutive(x, return_inverse=True, return_counts=True, dim=dim)
+    assert tuple(values.shape) == shape
+    assert tuple(inverse.shape) == (0,) and tuple(counts.shape) == (0,)
+
+
+@pytest.mark.parametrize("op", ["unique", "unique_consecutive"])
+def test_unique_of_empty_slices_along_a_nonzero_dim_is_refused(op):
+    with pytest.raises(RuntimeError, match=f"{op}: the input of shape \\[0, 3\\] has a zero-size dim"):
+        getattr(nbx, op)(to_nbx(np.zeros((0, 3), np.float32)), dim=1)
+
+
+def test_index_select_of_a_0d_tensor_is_0d():
+    x = to_nbx(np.array(5.0, np.float32))
+    for index in (np.array([0]), np.array(0)):
+        got = nbx.index_select(x, 0, to_nbx(index))
+        assert tuple(got.shape) == () and float(got.numpy()) == 5.0
+    assert nbx.ops.registry.get("index_select").meta(x, 0, to_nbx(np.array([0]))).shape == ()
+    with pytest.raises(IndexError, match="exactly 1 value, got 2"):
+        nbx.index_select(x, 0, to_nbx(np.array([0, 0])))
+
+
+def test_broadcast_shapes_takes_ints_as_one_dim_shapes():
+    assert nbx.broadcast_shapes((5, 1), 5) == (5, 5)
+    assert nbx.broadcast_shapes(3) == (3,)
+    assert nbx.broadcast_shapes([2, 1], [3]) == (2, 3)
+    with pytest.raises(RuntimeError, match="cannot be broadcast"):
+        nbx.broadcast_shapes((5,), 3)
