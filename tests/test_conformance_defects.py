@@ -209,3 +209,49 @@ def test_broadcast_shapes_takes_ints_as_one_dim_shapes():
     assert nbx.broadcast_shapes([2, 1], [3]) == (2, 3)
     with pytest.raises(RuntimeError, match="cannot be broadcast"):
         nbx.broadcast_shapes((5,), 3)
+
+
+# ---- moments of no elements ------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["var_mean", "std_mean"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_moments_of_an_empty_reduction_have_a_nan_mean(op, dtype):
+    x = to_nbx(np.zeros((3, 0), np.float32)).to(dtype)
+    spread, mean = getattr(nbx, op)(x, 1)
+    assert mean.dtype.name == dtype and tuple(mean.shape) == (3,)
+    assert np.isnan(spread.to("float32").numpy()).all() and np.isnan(mean.to("float32").numpy()).all()
+    spread, mean = getattr(nbx, op)(x)
+    assert np.isnan(float(mean.to("float32").numpy()))
+
+
+def test_moments_of_elements_keep_their_mean():
+    x = np.array([[1.0, 2.0, 4.0], [0.0, 0.0, 0.0]], np.float32)
+    variance, mean = nbx.var_mean(to_nbx(x), 1)
+    np.testing.assert_allclose(mean.numpy(), x.mean(1), rtol=1e-6)
+    np.testing.assert_allclose(variance.numpy(), x.astype(np.float64).var(1, ddof=1), rtol=1e-6)
+
+
+# ---- circular padding with negative amounts ---------------------------------------------------------------
+def _circular_reference(row, before, after):
+    """torch's rule: crop the negative amounts first, then wrap the positive ones around what is left."""
+    kept = row[max(0, -before):len(row) - max(0, -after)]
+    return np.concatenate([kept[len(kept) - max(0, before):], kept, kept[:max(0, after)]])
+
+
+@pytest.mark.parametrize("amounts", [(2, -1), (-1, 2), (-2, -1), (-3, 3), (3, -3), (1, 1), (-1, -1)])
+def test_circular_pad_crops_before_it_wraps(amounts):
+    x = np.arange(6, dtype=np.float32).reshape(1, 1, 6)
+    got = nbx.nn.functional.pad(to_nbx(x), amounts, mode="circular")
+    np.testing.assert_array_equal(got.numpy().ravel(), _circular_reference(x.ravel(), *amounts))
+
+
+def test_circular_pad_of_two_dims_with_cropping():
+    x = np.arange(20, dtype=np.float32).reshape(1, 4, 5)
+    got = nbx.nn.functional.pad(to_nbx(x), (-2, 1, 1, -1), mode="circular").numpy()
+    rows = np.stack([_circular_reference(r, -2, 1) for r in x[0]])
+    expected = np.stack([_circular_reference(c, 1, -1) for c in rows.T]).T
+    np.testing.assert_array_equal(got[0], expected)
+
+
+def test_circular_pad_wider_than_the_cropped_dim_is_refused():
+    with pytest.raises(RuntimeError, match="at most the size 3 of dim 2 after cropping"):
+        nbx.nn.functional.pad(to_nbx(np.zeros((1, 1, 6), np.float32)), (4, -3), mode="circular")
