@@ -255,3 +255,12 @@ def test_circular_pad_of_two_dims_with_cropping():
 def test_circular_pad_wider_than_the_cropped_dim_is_refused():
     with pytest.raises(RuntimeError, match="at most the size 3 of dim 2 after cropping"):
         nbx.nn.functional.pad(to_nbx(np.zeros((1, 1, 6), np.float32)), (4, -3), mode="circular")
+
+
+# ---- complex32 ---------------------------------------------------------------------------------------------
+def test_view_as_complex_of_float16_names_complex32_as_unsupported():
+    x = to_nbx(np.zeros((3, 2), np.float16))
+    with pytest.raises(TypeError, match="complex32.*not support"):
+        nbx.view_as_complex(x)
+    with pytest.raises(TypeError, match="complex32"):
+        nbx.ops.registry.get("view_as_complex").meta(x)
