@@ -264,3 +264,44 @@ def test_view_as_complex_of_float16_names_complex32_as_unsupported():
         nbx.view_as_complex(x)
     with pytest.raises(TypeError, match="complex32"):
         nbx.ops.registry.get("view_as_complex").meta(x)
+
+
+# ---- memory_format on Tensor.to and the dtype shorthands ------------------------------------------------
+_SHORTHANDS = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double": "float64", "int": "int32",
+               "long": "int64", "short": "int16", "char": "int8", "byte": "uint8", "bool": "bool",
+               "cfloat": "complex64", "cdouble": "complex128"}
+
+
+def _transposed_int8():
+    values = np.arange(6, dtype=np.int8).reshape(2, 3)
+    return values.T, to_nbx(values).t()
+
+
+@pytest.mark.parametrize("name", sorted(_SHORTHANDS))
+def test_dtype_shorthands_take_a_memory_format(name):
+    want, x = _transposed_int8()
+    for memory_format, contiguous in (("contiguous_format", True), ("preserve_format", False), (None, False)):
+        got = getattr(x, name)(memory_format=memory_format)
+        assert got.dtype.name == _SHORTHANDS[name]
+        assert got.is_contiguous() == contiguous
+        np.testing.assert_array_equal(got.numpy(), want.astype(got.numpy().dtype))
+
+
+def test_to_takes_a_memory_format():
+    want, x = _transposed_int8()
+    got = x.to("float32", memory_format="contiguous_format")
+    assert got.is_contiguous() and got.stride() == (2, 1)
+    np.testing.assert_array_equal(got.numpy(), want.astype(np.float32))
+    kept = x.to(dtype="float32", memory_format="preserve_format")
+    assert kept.stride() == (1, 3)
+    assert x.to(x.device, memory_format="preserve_format") is x
+
+
+def test_to_and_shorthands_name_the_memory_formats_they_refuse():
+    x = to_nbx(np.zeros((1, 2, 2, 2), np.float32))
+    with pytest.raises(NotImplementedError, match="'channels_last' is not supported"):
+        x.half(memory_format="channels_last")
+    with pytest.raises(NotImplementedError, match="'channels_last' is not supported"):
+        x.to("float16", memory_format="channels_last")
+    with pytest.raises(ValueError, match="unknown memory_format 'sideways'"):
+        x.float(memory_format="sideways")
