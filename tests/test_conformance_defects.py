@@ -1,11 +1,14 @@
 """Conformance defects found by running PyTorch's OpInfo samples against nbxtensor, each checked against a
 NumPy reference (integer products in int64 NumPy, wrapped to the operands' width as torch wraps them)."""
+import json
+
 import numpy as np
 import pytest
 
 import nbxtensor as nbx
 
-from .conftest import to_nbx
+from .conftest import cpu_kernels, to_nbx
+from .test_compile_check import _check, _record
 
 
 # ---- integer matrix products: exact, in the operands' dtype, wrapping on overflow ----------------------
@@ -305,3 +308,23 @@ def test_to_and_shorthands_name_the_memory_formats_they_refuse():
         x.to("float16", memory_format="channels_last")
     with pytest.raises(ValueError, match="unknown memory_format 'sideways'"):
         x.float(memory_format="sideways")
+
+
+# ---- the new kernel code compiles for the GPU --------------------------------------------------------------
+@cpu_kernels
+def test_exact_integer_products_and_empty_moments_compile_for_hopper(tmp_path):
+    records = _record(tmp_path, """
+        import numpy as np
+        import nbxtensor as nbx
+        a = nbx.tensor(np.arange(40 * 40, dtype=np.int64).reshape(40, 40) % 7)
+        nbx.addmm(a, a, a, beta=2, alpha=3).numpy()
+        small = nbx.tensor(np.ones((3, 5), np.uint8))
+        nbx.bmm(small.unsqueeze(0), small.t().unsqueeze(0)).numpy()
+        nbx.var_mean(nbx.zeros(3, 0), 1)
+        nbx.std_mean(nbx.zeros(3, 4), 1)
+    """)
+    kernels = {json.loads(line)["kernel"] for line in records.read_text().splitlines()}
+    assert {"gemm_exact", "reduce_rows"} <= kernels
+    result = _check(records, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 failed" in result.stdout
