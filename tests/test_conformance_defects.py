@@ -328,3 +328,28 @@ def test_exact_integer_products_and_empty_moments_compile_for_hopper(tmp_path):
     result = _check(records, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 failed" in result.stdout
+
+
+# ---- the new paths in a graph run stay on the memory their cost rules declare ----------------------------
+@cpu_kernels
+def test_new_product_paths_run_on_their_declared_memory(tmp_path, monkeypatch):
+    from nbxtensor import graph
+    from nbxtensor.graph import arena
+
+    from .test_graph_arena import _Builder
+    monkeypatch.setattr(arena, "strict", True)
+    g = _Builder({})
+    base, v, w = g.input("base", [3, 2], "bool"), g.input("v", [3], "bool"), g.input("w", [2], "bool")
+    a, x = g.input("a", [3, 4], "int64"), g.input("x", [3, 3], "float32")
+    either = g.op("aten::addr.default", [base, v, w], [3, 2], "bool")
+    product = g.op("aten::mm.default", [a, g.op("aten::t.default", [a], [4, 3], "int64")], [3, 3], "int64")
+    rows = g.op("aten::einsum.default", ["ij->i", [x]], [3])
+    model = graph.load(g.write(tmp_path, [base, v, w, a, x], [either, product, rows]), device="cpu")
+    base_value, v_value, w_value = np.array([[True, False], [False, False], [False, True]]), \
+        np.array([True, False, True]), np.array([False, True])
+    a_value = np.arange(12, dtype=np.int64).reshape(3, 4) - 5
+    x_value = np.arange(9, dtype=np.float32).reshape(3, 3)
+    got = model(base_value, v_value, w_value, a_value, x_value)
+    np.testing.assert_array_equal(got[0].numpy(), base_value | np.logical_and.outer(v_value, w_value))
+    np.testing.assert_array_equal(got[1].numpy(), a_value @ a_value.T)
+    np.testing.assert_allclose(got[2].numpy(), x_value.sum(1))

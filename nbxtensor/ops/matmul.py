@@ -14,6 +14,7 @@ user opts into TF32 as torch has it: ``set_float32_matmul_precision("high")`` or
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from types import SimpleNamespace
@@ -26,7 +27,7 @@ from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, next_pow2
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_tensor
+from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
 from .reductions import _simple_cost, _sum_dtype
 from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
@@ -954,8 +955,12 @@ def _addr_meta(input, vec1, vec2, *, beta=1, alpha=1):
 
 def _addr_cost(input, vec1, vec2, *, beta=1, alpha=1):
     out = _addr_meta(input, vec1, vec2)
-    return _product_cost(out, 2 * S.numel(out.shape), input, vec1, vec2,
+    cost = _product_cost(out, 2 * S.numel(out.shape), input, vec1, vec2,
                          products=[(1, vec1.shape[0], 1, vec2.shape[0])])
+    if out.dtype.name == "bool" and beta:
+        # the outer product, a temporary before it is or-ed with the input
+        return dataclasses.replace(cost, workspace=workspace_bytes(nbytes(out)))
+    return cost
 
 
 @register("addr", family="matmul", aten=["aten::addr.default"], meta=_addr_meta, cost=_addr_cost,
@@ -973,11 +978,15 @@ def _boolean_addr(input, vec1, vec2, beta, alpha, shape) -> Tensor:
     if any(isinstance(scalar, float) for scalar in (alpha, beta)):
         raise RuntimeError(f"addr: for bool input tensors, alpha and beta must be booleans, got alpha={alpha!r} "
                            f"and beta={beta!r}")
-    if alpha:
-        product = vec1.unsqueeze(1).logical_and(vec2.unsqueeze(0))
-    else:
-        product = new_tensor(tuple(shape), vec1.dtype, vec1.device).fill_(False)
-    return product.logical_or(input) if beta else product
+    def product():
+        if alpha:
+            return vec1.unsqueeze(1).logical_and(vec2.unsqueeze(0))
+        return new_tensor(tuple(shape), vec1.dtype, vec1.device).fill_(False)
+    if not beta:
+        return product()
+    with scratch_scope():  # declared by ``_addr_cost``
+        term = product()
+    return term.logical_or(input)
 
 
 def _dot_meta_for(op):
