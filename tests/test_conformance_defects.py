@@ -344,7 +344,8 @@ def test_new_product_paths_run_on_their_declared_memory(tmp_path, monkeypatch):
     either = g.op("aten::addr.default", [base, v, w], [3, 2], "bool")
     product = g.op("aten::mm.default", [a, g.op("aten::t.default", [a], [4, 3], "int64")], [3, 3], "int64")
     rows = g.op("aten::einsum.default", ["ij->i", [x]], [3])
-    model = graph.load(g.write(tmp_path, [base, v, w, a, x], [either, product, rows]), device="cpu")
+    trace = g.op("aten::einsum.default", ["ii->", [x]], [])
+    model = graph.load(g.write(tmp_path, [base, v, w, a, x], [either, product, rows, trace]), device="cpu")
     base_value, v_value, w_value = np.array([[True, False], [False, False], [False, True]]), \
         np.array([True, False, True]), np.array([False, True])
     a_value = np.arange(12, dtype=np.int64).reshape(3, 4) - 5
@@ -353,3 +354,4 @@ def test_new_product_paths_run_on_their_declared_memory(tmp_path, monkeypatch):
     np.testing.assert_array_equal(got[0].numpy(), base_value | np.logical_and.outer(v_value, w_value))
     np.testing.assert_array_equal(got[1].numpy(), a_value @ a_value.T)
     np.testing.assert_allclose(got[2].numpy(), x_value.sum(1))
+    assert float(got[3].numpy()) == np.trace(x_value)
