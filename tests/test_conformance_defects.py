@@ -283,10 +283,11 @@ def _transposed_int8():
 @pytest.mark.parametrize("name", sorted(_SHORTHANDS))
 def test_dtype_shorthands_take_a_memory_format(name):
     want, x = _transposed_int8()
+    converts = _SHORTHANDS[name] != "int8"  # char() of int8 changes nothing: x itself, as in torch
     for memory_format, contiguous in (("contiguous_format", True), ("preserve_format", False), (None, False)):
         got = getattr(x, name)(memory_format=memory_format)
         assert got.dtype.name == _SHORTHANDS[name]
-        assert got.is_contiguous() == contiguous
+        assert got.is_contiguous() == (contiguous and converts) and (got is x) == (not converts)
         np.testing.assert_array_equal(got.numpy(), want.astype(got.numpy().dtype))
 
 
@@ -355,3 +356,27 @@ def test_new_product_paths_run_on_their_declared_memory(tmp_path, monkeypatch):
     np.testing.assert_array_equal(got[1].numpy(), a_value @ a_value.T)
     np.testing.assert_allclose(got[2].numpy(), x_value.sum(1))
     assert float(got[3].numpy()) == np.trace(x_value)
+
+
+def test_to_a_memory_format_aliases_when_it_is_the_one_suggested_for_the_strides():
+    # as ATen: contiguous_format is what a tensor not laid out channels_last suggests, contiguous or not
+    transposed = to_nbx(np.arange(6, dtype=np.float32).reshape(2, 3)).t()
+    assert transposed.to(memory_format="contiguous_format") is transposed
+    assert transposed.float(memory_format="contiguous_format") is transposed
+    channels_last = to_nbx(np.arange(120, dtype=np.float32).reshape(2, 4, 5, 3)).permute(0, 3, 1, 2)
+    copied = channels_last.to(memory_format="contiguous_format")
+    assert copied is not channels_last and copied.is_contiguous()
+    np.testing.assert_array_equal(copied.numpy(), channels_last.numpy())
+    # one channel: contiguous, yet its strides read as channels_last, so ATen copies too
+    one_channel = to_nbx(np.zeros((2, 4, 5, 1), np.float32)).permute(0, 3, 1, 2)
+    assert one_channel.is_contiguous() and one_channel.to(memory_format="contiguous_format") is not one_channel
+
+
+@pytest.mark.parametrize("shape, strides, expected", [
+    ((2, 3, 4, 5), (60, 1, 15, 3), True), ((2, 3, 4, 5), (60, 20, 5, 1), False), ((2, 3), (1, 2), False),
+    ((2, 3, 4, 5, 6), (360, 1, 90, 18, 3), True), ((2, 1, 4, 5), (20, 1, 5, 1), True),
+    ((2, 3, 4, 5), (60, 0, 15, 3), False), ((2, 3, 0, 5), (0, 1, 15, 3), False), ((4, 1, 1, 1), (1, 1, 1, 1), False),
+])
+def test_strides_like_channels_last(shape, strides, expected):
+    from nbxtensor import shape as S
+    assert S.strides_like_channels_last(shape, strides) is expected

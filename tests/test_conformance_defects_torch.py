@@ -113,3 +113,16 @@ def test_shorthand_memory_formats_equal_torch():
         got, expected = x.float(memory_format=memory_format), t.float(memory_format=torch_format)
         assert got.stride() == expected.stride()
         np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 1, 4, 5), (1, 3, 1, 5), (2, 3, 1, 1), (2, 3, 2, 4, 5),
+                                   (4, 1, 1, 1)])
+def test_to_aliases_exactly_when_torch_does(shape):
+    import itertools
+    for order in itertools.permutations(range(len(shape))):
+        base = np.zeros([shape[d] for d in order], np.float32)
+        inverse = [order.index(d) for d in range(len(shape))]
+        x, t = to_nbx(base).permute(*inverse), torch.from_numpy(base).permute(*inverse)
+        assert tuple(x.shape) == tuple(t.shape) and x.stride() == t.stride()
+        aliased = x.to(memory_format="contiguous_format") is x
+        assert aliased == (t.to(memory_format=torch.contiguous_format) is t), (shape, order, t.stride())
