@@ -106,6 +106,20 @@ def dense_strides_like(shape: Sequence[int], strides: Sequence[int]) -> tuple[in
     return dense_strides_in_order(shape, should_swap)
 
 
+def strides_like_channels_last(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether ATen takes a 4-D (5-D) tensor of these strides for channels_last (channels_last_3d), as its
+    ``suggest_memory_format`` does: the channel dim innermost, then the spatial dims from the last, then
+    the batch; ambiguous layouts (a trivial channel stride, size-1 dims tied with it) count as contiguous."""
+    if len(shape) not in (4, 5) or strides[1] == 0:
+        return False
+    least = 0
+    for d in (1, *range(len(shape) - 1, 1, -1), 0):
+        if shape[d] == 0 or strides[d] < least or (d == 0 and least == strides[1]):
+            return False
+        least = strides[d] * shape[d] if shape[d] > 1 else strides[d]
+    return True
+
+
 def dense_strides_in_order(shape: Sequence[int], should_swap) -> tuple[int, ...]:
     """Dense strides for ``shape`` with its dims ordered by ATen's stable insertion sort:
     ``should_swap(a, b)`` is positive when dim a belongs outside dim b, negative when inside, and 0
@@ -129,7 +143,9 @@ def dense_strides_in_order(shape: Sequence[int], should_swap) -> tuple[int, ...]
     return tuple(out)
 
 
-def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+def broadcast_shapes(*shapes: Sequence[int] | int) -> tuple[int, ...]:
+    """The shape ``shapes`` broadcast to; an int is the shape of one dim, as torch takes it."""
+    shapes = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:

@@ -305,10 +305,12 @@ class Tensor:
 
     # ---- device and dtype moves ---------------------------------------------------------------
     def to(self, *args, **kwargs) -> "Tensor":
-        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; ``copy=True`` forces a copy."""
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; ``copy=True`` forces a copy;
+        ``memory_format`` as torch's (``ops.copy.preserves_strides``)."""
+        memory_format = kwargs.pop("memory_format", None)
         dev, dt, copy = _parse_to(self, args, kwargs)
         from .ops import copy as _copy
-        return _copy.to(self, device=dev, dtype=dt, copy=copy)
+        return _copy.to(self, device=dev, dtype=dt, copy=copy, memory_format=memory_format)
 
     def is_pinned(self) -> bool:
         return self._storage is not None and self._storage.pinned
@@ -345,41 +347,41 @@ class Tensor:
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.to(other.dtype)
 
-    def float(self) -> "Tensor":
-        return self.to(_D["float32"])
+    def float(self, *, memory_format=None) -> "Tensor":
+        return self.to(_D["float32"], memory_format=memory_format)
 
-    def double(self) -> "Tensor":
-        return self.to(_D["float64"])
+    def double(self, *, memory_format=None) -> "Tensor":
+        return self.to(_D["float64"], memory_format=memory_format)
 
-    def half(self) -> "Tensor":
-        return self.to(_D["float16"])
+    def half(self, *, memory_format=None) -> "Tensor":
+        return self.to(_D["float16"], memory_format=memory_format)
 
-    def bfloat16(self) -> "Tensor":
-        return self.to(_D["bfloat16"])
+    def bfloat16(self, *, memory_format=None) -> "Tensor":
+        return self.to(_D["bfloat16"], memory_format=memory_format)
 
-    def int(self) -> "Tensor":
-        return self.to(_D["int32"])
+    def int(self, *, memory_format=None) -> "Tensor":
+        return self.to(_D["int32"], memory_format=memory_format)
 
-    def long(self) -> "Tensor":
-        return self.to(_D["int64"])
+    def long(self, *, memory_format=None) -> "Tensor":
+        return self.to(_D["int64"], memory_format=memory_format)
 
-    def short(self) -> "Tensor":
-        return self.to(_D["int16"])
+    def short(self, *, memory_format=None) -> "Tensor":
+        return self.to(_D["int16"], memory_format=memory_format)
 
-    def char(self) -> "Tensor":
-        return self.to(_D["int8"])
+    def char(self, *, memory_format=None) -> "Tensor":
+        return self.to(_D["int8"], memory_format=memory_format)
 
-    def byte(self) -> "Tensor":
-        return self.to(_D["uint8"])
+    def byte(self, *, memory_format=None) -> "Tensor":
+        return self.to(_D["uint8"], memory_format=memory_format)
 
-    def bool(self) -> "Tensor":
-        return self.to(_D["bool"])
+    def bool(self, *, memory_format=None) -> "Tensor":
+        return self.to(_D["bool"], memory_format=memory_format)
 
-    def cfloat(self) -> "Tensor":
-        return self.to(_D["complex64"])
+    def cfloat(self, *, memory_format=None) -> "Tensor":
+        return self.to(_D["complex64"], memory_format=memory_format)
 
-    def cdouble(self) -> "Tensor":
-        return self.to(_D["complex128"])
+    def cdouble(self, *, memory_format=None) -> "Tensor":
+        return self.to(_D["complex128"], memory_format=memory_format)
 
     # ---- indexing -----------------------------------------------------------------------------
     def __getitem__(self, index) -> "Tensor":

@@ -88,7 +88,7 @@ def test_index_select_add_copy_fill():
     idx = np.array([3, 0, 3])
     assert np.array_equal(nbx.index_select(x, 0, to_nbx(idx)).numpy(), a[idx])
     assert np.array_equal(nbx.index_select(x.t(), 1, to_nbx(idx.astype(np.int32))).numpy(), a.T[:, idx])
-    assert nbx.index_select(to_nbx(np.array(5.0)), 0, to_nbx(np.array(0))).tolist() == [5.0]
+    assert nbx.index_select(to_nbx(np.array(5.0)), 0, to_nbx(np.array(0))).tolist() == 5.0
     source = np.ones((4, 3))
     expected = a.copy()
     np.add.at(expected, (slice(None), idx), 2 * source)

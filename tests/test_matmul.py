@@ -230,10 +230,10 @@ def test_einsum_contractions_and_permutations(rng, equation, shapes):
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("equation,operands", [("ii->i", 1), ("ij->i", 1), ("i,i,i->", 3), ("ij,jk,kl->il", 3)])
+@pytest.mark.parametrize("equation,operands", [("i,i,i->", 3), ("ij,jk,kl->il", 3)])
 def test_einsum_other_forms_name_the_equation(equation, operands):
     with pytest.raises(NotImplementedError, match=f"einsum {equation!r}"):
-        nbx.einsum(equation, *[nbx.zeros(3, 3) if "j" in equation or "ii" in equation else nbx.zeros(3)] * operands)
+        nbx.einsum(equation, *[nbx.zeros(3, 3) if "j" in equation else nbx.zeros(3)] * operands)
 
 
 # ---- gemm_tiles: persistent programs and tensor-descriptor (TMA) loads ---------------------------------

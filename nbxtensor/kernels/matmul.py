@@ -1,6 +1,8 @@
-"""Matrix-product kernels: a tiled, batched, strided GEMM and a weight-streaming GEMV for decode rows.
+"""Matrix-product kernels: a tiled, batched, strided GEMM, a weight-streaming GEMV for decode rows, and
+an exact integer GEMM (``gemm_exact``, int64 sums of elementwise products, for the integer dtypes the
+matrix unit does not take).
 
-Both read their operands through arbitrary strides (a transposed weight is read in place), accumulate in
+The first two read their operands through arbitrary strides (a transposed weight is read in place), accumulate in
 float32 (int32 for int8 inputs), and apply the ``alpha * (a @ b) + beta * bias`` epilogue of addmm and
 its relatives before converting to the output type as ``kernels/copy.py`` converts.
 """
@@ -138,6 +140,62 @@ def gemm(a, b, bias, out, M, N, K, batch_start, alpha, beta,
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
               HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def _exact_step(acc, a, b, off_a, off_b, rm_load, rn_load, rk, left, a_sm, a_sk, b_sk, b_sn):
+    """acc plus the exact int64 product of the next K tile (``left`` elements of K remain): each output
+    is a sum of elementwise products over the tile, with no matrix unit (it takes no int64 operands)."""
+    a_tile = tl.load(a + off_a + rm_load[:, None] * a_sm + rk[None, :] * a_sk, mask=rk[None, :] < left, other=0)
+    b_tile = tl.load(b + off_b + rk[:, None] * b_sk + rn_load[None, :] * b_sn, mask=rk[:, None] < left, other=0)
+    products = a_tile.to(tl.int64)[:, :, None] * b_tile.to(tl.int64)[None, :, :]
+    return acc + tl.sum(products, axis=1)
+
+
+@triton.jit
+def gemm_exact(a, b, bias, out, M, N, K, batch_start, alpha, beta,
+               batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
+               a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
+               BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+               HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+    """out[batch] = alpha * a[batch] @ b[batch] + beta * bias[batch] for integer operands, accumulated in
+    int64 and wrapped to the output's width as torch's integer products are; tiles and grid as ``gemm``."""
+    pid = tl.program_id(0)
+    batch = tl.program_id(1) + batch_start
+    if INDEX_64:
+        batch = batch.to(tl.int64)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_a, off_b, off_bias, off_out = _batch_offsets(batch, batch_shape, a_batch_strides, b_batch_strides,
+                                                     bias_batch_strides, out_batch_strides, BATCH_RANK)
+    rm = (pid // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = (pid % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    if INDEX_64:
+        rm = rm.to(tl.int64)
+        rn = rn.to(tl.int64)
+        rk = rk.to(tl.int64)
+    rm_load = tl.where(rm < M, rm, 0)
+    rn_load = tl.where(rn < N, rn, 0)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int64)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    if INTERPRETED:
+        k = 0
+        while k < k_tiles:
+            acc = _exact_step(acc, a, b, off_a, off_b, rm_load, rn_load, rk + k * BLOCK_K, K, a_sm, a_sk, b_sk, b_sn)
+            k += 1
+    else:
+        for k in range(0, k_tiles):
+            acc = _exact_step(acc, a, b, off_a, off_b, rm_load, rn_load, rk + k * BLOCK_K, K, a_sm, a_sk, b_sk, b_sn)
+    if SCALED:
+        acc = acc * alpha
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if HAS_BIAS:
+        bias_tile = tl.load(bias + off_bias + rm[:, None] * bias_sm + rn[None, :] * bias_sn, mask=mask, other=0)
+        bias_tile = bias_tile.to(tl.int64)
+        if SCALED:
+            bias_tile = bias_tile * beta
+        acc = acc + bias_tile
+    tl.store(out + off_out + rm[:, None] * out_sm + rn[None, :] * out_sn, acc.to(out.dtype.element_ty), mask=mask)
 
 
 @triton.jit

@@ -340,7 +340,8 @@ def _finalize(s0, s1, s2, count, p, correction, OP: tl.constexpr):
         var = ieee.div(s2, tl.maximum(s0 - correction, 0.0))
         if OP == 11:
             var = ieee.sqrt(var)
-        return var, s1
+        # the mean of no elements is NaN, as mean's 0 / 0 is
+        return var, tl.where(s0 > 0, s1, float("nan"))
     elif OP == 12:
         return s0 + tl.log(s1), s1
     elif OP == 18:

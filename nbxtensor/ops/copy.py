@@ -572,8 +572,9 @@ def _to_cost(x, device=None, dtype=None, copy=False, memory_format=None):
 @register("to", family="copy", aten=["aten::_to_copy.default", "aten::to.dtype", "aten::to.device",
                                      "aten::to.dtype_layout"], meta=_to_meta, cost=_to_cost, api=())
 def to(x: Tensor, device=None, dtype=None, copy: bool = False, memory_format=None) -> Tensor:
-    """``x`` on ``device`` as ``dtype``; ``x`` itself when nothing changes, no copy is asked and the layout
-    suits ``memory_format``."""
+    """``x`` on ``device`` as ``dtype``; ``x`` itself when nothing changes, no copy is asked and, as in
+    ATen, ``memory_format`` is the one ATen suggests for ``x``'s strides (contiguous unless they look like
+    channels_last), whether or not ``x`` is contiguous."""
     dev = x.device if device is None else _resolve(device)
     dt = x.dtype if dtype is None else get_dtype(dtype)
     if dev.type == "meta":  # shapes only: nothing to copy
@@ -581,7 +582,8 @@ def to(x: Tensor, device=None, dtype=None, copy: bool = False, memory_format=Non
         return Tensor._meta(x.shape, dt, S.dense_strides_like(x.shape, x.stride()) if preserve else None)
     _check_data(x, "to")
     preserve = preserves_strides("to", memory_format)
-    if dev == x.device and dt is x.dtype and not copy and (preserve or x.is_contiguous()):
+    suggested = not S.strides_like_channels_last(x.shape, x.stride())
+    if dev == x.device and dt is x.dtype and not copy and (preserve or suggested):
         return x
     if dev == x.device:
         return _converted(x, dt, preserve)

@@ -456,8 +456,10 @@ def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> N
         b_shape = shape[b_start:b_end]
         b_strides = value_strides[b_start:b_end]
         flags = _arith_flags(view.dtype)
+        # a Python bool reaches Triton as a 1-bit integer, which its arithmetic does not widen: pass 0 or 1
+        scale = 1 if alpha is None else int(alpha) if isinstance(alpha, bool) else alpha
         launch(K.advanced_accumulate, (cdiv(n, block),), dev,
-               [data, value, rows, 1 if alpha is None else alpha, n, n_b, _padded(rest_shape),
+               [data, value, rows, scale, n, n_b, _padded(rest_shape),
                 _padded([data_strides[d] for d in rest], 0), _padded([value_strides[d] for d in rest], 0),
                 _padded(b_shape), _padded(b_strides, 0), sizes, index_strides, status],
                RANK=len(rest), B_RANK=len(b_shape), K=len(sizes), SCALED=alpha is not None, CODE=_code(op), WRAP=plan.wrap,
@@ -612,17 +614,25 @@ def index_put(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
 
 
 def _select_meta(x, dim, index):
-    shape = list(x.shape) or [1]
+    if not len(x.shape):
+        S.wrap_dim(dim, 1)
+        if S.numel(index.shape) != 1:
+            raise IndexError(f"index_select: an index into a 0-d tensor must hold exactly 1 value, got "
+                             f"{S.numel(index.shape)}")
+        return TensorMeta((), x.dtype)
+    shape = list(x.shape)
     shape[S.wrap_dim(dim, len(shape))] = S.numel(index.shape)
-    return TensorMeta(tuple(shape) if len(x.shape) else (S.numel(index.shape),), x.dtype)
+    return TensorMeta(tuple(shape), x.dtype)
 
 
 @register("index_select", family="indexing", aten=["aten::index_select.default"], meta=_select_meta,
           cost=_copy_cost_of(_select_meta), methods=("index_select",))
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
-    """The entries of ``x`` at positions ``index`` (a vector) along ``dim``."""
+    """The entries of ``x`` at positions ``index`` (a vector) along ``dim``; of a 0-d ``x``, its one
+    element (the index holding the one value 0), 0-d as torch gives it."""
+    shape = _select_meta(x, dim, index).shape
     out = _gather(_dim_plan(x, dim, index, "index_select"), "index_select")
-    return out if x.ndim else out._view((index.numel(),), (1,))
+    return out if x.ndim else out._view(shape, ())
 
 
 def _embedding_meta(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
@@ -663,7 +673,9 @@ def _gather_meta(x, dim, index, sparse_grad=False):
 
 
 def _check_dim_shapes(x: Tensor, dim: int, index: Tensor, op: str, src: Tensor | None = None) -> int:
-    _check_index_dtype(index, op)
+    if index.numel():
+        # as torch: an empty index addresses nothing, so its dtype is not checked
+        _check_index_dtype(index, op)
     if index.ndim != x.ndim and not (index.ndim <= 1 and x.ndim <= 1):
         raise RuntimeError(f"{op}: index tensor must have the same number of dimensions as the input tensor "
                            f"({x.ndim}), got {index.ndim}")
@@ -719,8 +731,9 @@ def _gather_dim(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool) -> Tens
           cost=lambda x, indices, dim=None: Cost(bytes_read=nbytes(indices), bytes_written=nbytes(indices)),
           methods=("take_along_dim",))
 def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
-    """``gather`` with the input and the indices broadcast against each other outside ``dim``;
-    with no ``dim``, both are flattened."""
+    """``gather`` with the input and the indices broadcast against each other outside ``dim``, negative
+    indices counting from the end of ``dim``; with no ``dim``, both are flattened (and, as torch, negative
+    indices are out of range)."""
     from .views import expand, reshape
     if dim is None:
         return gather.impl(reshape(x, (-1,)), 0, reshape(indices, (-1,)))
@@ -729,7 +742,7 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
                            f"{x.ndim} and {indices.ndim}")
     d = S.wrap_dim(dim, x.ndim)
     x_shape, index_shape = _along_shapes(x.shape, indices.shape, d)
-    return gather.impl(expand(x, x_shape), d, expand(indices, index_shape))
+    return _gather_dim(expand(x, x_shape), d, expand(indices, index_shape), "take_along_dim", wrap=True)
 
 
 def _along_shapes(x_shape, index_shape, d):

@@ -6,12 +6,15 @@ transposed weight is read in place), or, for a handful of rows against one matri
 which streams the matrix once. Settings come from the tuning cache under a launch key (``tuning/``).
 
 dtypes: both operands share one of float32, float16, bfloat16 (accumulated in float32, returned in the
-input dtype) or int8 (accumulated and returned in int32). float32 is multiplied in true float32 unless the
+input dtype), int8 (accumulated and returned in int32), or int64, int32, int16, uint8 (summed exactly in
+int64 by ``gemm_exact`` and returned in the input dtype, wrapping as torch's do); outer and addr also take
+bool (logical and / or, as torch). float32 is multiplied in true float32 unless the
 user opts into TF32 as torch has it: ``set_float32_matmul_precision("high")`` or
 ``backends.cuda.matmul.allow_tf32 = True``.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from types import SimpleNamespace
@@ -24,8 +27,9 @@ from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, next_pow2
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_tensor
+from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
+from .reductions import _simple_cost, _sum_dtype
 from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
 
 _INT32_LIMIT = 2 ** 31
@@ -37,7 +41,12 @@ GEMV_MAX_ROWS = 16
 MAX_GRID_Y = 65535
 GROUP_M = 8
 
-_SUPPORTED = ("float32", "float16", "bfloat16", "int8")
+# integer operands multiplied exactly (int64 sums, wrapped to their own width as torch's are); int8 takes
+# the matrix unit and returns int32
+_EXACT_INTEGER = ("int64", "int32", "int16", "uint8")
+_SUPPORTED = ("float32", "float16", "bfloat16", "int8", *_EXACT_INTEGER)
+# (BLOCK_M, BLOCK_N, BLOCK_K) of the exact integer product, clamped to the problem
+_EXACT_TILE = (32, 32, 8)
 
 # ---- float32 precision, as torch spells it ---------------------------------------------------------
 _PRECISIONS = ("highest", "high", "medium")
@@ -96,13 +105,16 @@ def _dims(shape) -> str:
     return "x".join(str(n) for n in shape) if len(shape) else "()"
 
 
-def _result_dtype(op: str, *operands):
-    """The output dtype of a product of ``operands`` (all one dtype)."""
+def _result_dtype(op: str, *operands, boolean: bool = False):
+    """The output dtype of a product of ``operands`` (all one dtype); ``boolean``: bool operands are taken
+    (torch's outer and addr take them; its sums of products do not)."""
     first = operands[0].dtype
     for other in operands[1:]:
         if other.dtype is not first:
             raise RuntimeError(f"{op}: expected all operands to have the same dtype, but got "
                                + " and ".join(o.dtype.name for o in operands))
+    if boolean and first.name == "bool":
+        return first
     if first.name not in _SUPPORTED:
         raise TypeError(f"{op}: {first.name} operands are not supported; matrix products take "
                         f"{', '.join(_SUPPORTED)} (convert with .to(...))")
@@ -164,7 +176,8 @@ def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
     """The temporaries' bytes of a product of ``batches`` (m x k) by (k x n) matrices, the most any device
     takes (the rule knows none): a GEMV's split-K partials, or a float32 GEMM's bfloat16 planes (the
     widest chunk's, one buffer for all) and the chunk products they add up in."""
-    if batches != 1 or not (m and k and n):
+    if batches != 1 or not (m and k and n) or dtype.name in ("int64", "int16", "uint8", "bool"):
+        # exact integer products (int32 results may be int8's, which a GEMV splits) take no temporaries
         return 0
     if m <= GEMV_MAX_ROWS:
         splits = max(min(shape[2], cdiv(k, _clamp_block(shape[1], _GEMV_MAX_BLOCK_K, k)))
@@ -396,7 +409,11 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     if out.numel() == 0:
         return lambda a, b, bias: new_tensor(out_shape, out_dtype, dev)
     has_bias = bias is not None and beta != 0
-    if out_dtype.kind == "int" and (alpha != 1 or has_bias):
+    exact = a.dtype.name in _EXACT_INTEGER
+    if exact and any(isinstance(scalar, float) for scalar in (alpha, beta)):
+        raise RuntimeError(f"{op}: for integral input tensors, alpha and beta must be integers, got alpha={alpha!r} "
+                           f"and beta={beta!r}")
+    if out_dtype.kind == "int" and not exact and (alpha != 1 or has_bias):
         raise RuntimeError(f"{op}: alpha, beta and an added input are supported for float products only")
     scaled = alpha != 1 or (has_bias and beta != 1)
     a_bs = S.broadcast_strides(a.shape[:-2], a.stride()[:-2], batch)
@@ -410,9 +427,12 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         return lambda a, b, bias: _product(
             op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(), out_dtype,
             bias.expand(*out_shape).contiguous() if has_bias else None, alpha, beta if has_bias else 0)
+    index_64 = _needs_index_64(a, b, out, *([bias] if has_bias else []))
+    if exact:
+        return _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides,
+                               *_pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs), index_64)
     facts = backend_for(dev).facts
     flags = _operand_flags(a.dtype, out_dtype, bias if has_bias else None, dev, facts)
-    index_64 = _needs_index_64(a, b, out, *([bias] if has_bias else []))
     batches = S.numel(shape_c)
     a_sm, a_sk = a.stride()[-2:]
     b_sk, b_sn = b.stride()[-2:]
@@ -580,6 +600,36 @@ def _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn):
     if b_sn == 1 and aligned(b_sk):
         return True, False
     return False, False
+
+
+def _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides, shape_c, a_bs, b_bs, bias_bs,
+                    out_bs, index_64):
+    """``execute(a, b, bias) -> out`` through ``gemm_exact``: integer products summed exactly in int64 (the
+    matrix unit takes no int64 operands, and int32 ones on few targets), one launch per MAX_GRID_Y batches.
+    Its tiles are fixed (a tile's K x int64 partial products live in registers), not tuned."""
+    dev = a.device
+    batches = S.numel(shape_c)
+    block_m, block_n, block_k = (max(2, min(limit, next_pow2(extent)))
+                                 for limit, extent in zip(_EXACT_TILE, (m, n, k)))
+    tiles = cdiv(m, block_m) * cdiv(n, block_n)
+    constexprs = dict(BATCH_RANK=len(shape_c), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, HAS_BIAS=has_bias,
+                      SCALED=scaled, INDEX_64=index_64, INTERPRETED=bool(backend_for(dev).facts["kernels"].get(
+                          "interpreted")), num_warps=4)
+    (a_sm, a_sk), (b_sk, b_sn) = a.stride()[-2:], b.stride()[-2:]
+    launches = [PlannedLaunch(K.gemm_exact, (tiles, min(MAX_GRID_Y, batches - start)),
+                              [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, start, int(alpha), int(beta),
+                               shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk, b_sn, *bias_strides[-2:],
+                               *out.stride()[-2:]], constexprs)
+                for start in range(0, batches, MAX_GRID_Y)]
+    fresh_output = fresh_tensor_maker(out.shape, out.dtype, dev)
+
+    def execute(a, b, bias):
+        out = fresh_output()
+        tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out}
+        for planned in launches:
+            planned(dev, tensors)
+        return out
+    return execute
 
 
 def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, scaled, flags, strides):
@@ -879,7 +929,7 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor
 def _outer_meta(input, vec2):
     _require_rank("outer", "self", input, 1)
     _require_rank("outer", "vec2", vec2, 1)
-    return TensorMeta((input.shape[0], vec2.shape[0]), _result_dtype("outer", input, vec2))
+    return TensorMeta((input.shape[0], vec2.shape[0]), _result_dtype("outer", input, vec2, boolean=True))
 
 
 def _outer_cost(input, vec2):
@@ -891,7 +941,10 @@ def _outer_cost(input, vec2):
           api=("outer", "ger"), methods=("outer", "ger"))
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """Outer product of two vectors (a product with an inner extent of 1)."""
-    return _product("outer", input.unsqueeze(1), vec2.unsqueeze(0), _outer_meta(input, vec2).dtype)
+    dtype = _outer_meta(input, vec2).dtype
+    if dtype.name == "bool":
+        return input.unsqueeze(1).logical_and(vec2.unsqueeze(0))
+    return _product("outer", input.unsqueeze(1), vec2.unsqueeze(0), dtype)
 
 
 def _addr_meta(input, vec1, vec2, *, beta=1, alpha=1):
@@ -902,8 +955,12 @@ def _addr_meta(input, vec1, vec2, *, beta=1, alpha=1):
 
 def _addr_cost(input, vec1, vec2, *, beta=1, alpha=1):
     out = _addr_meta(input, vec1, vec2)
-    return _product_cost(out, 2 * S.numel(out.shape), input, vec1, vec2,
+    cost = _product_cost(out, 2 * S.numel(out.shape), input, vec1, vec2,
                          products=[(1, vec1.shape[0], 1, vec2.shape[0])])
+    if out.dtype.name == "bool" and beta:
+        # the outer product, a temporary before it is or-ed with the input
+        return dataclasses.replace(cost, workspace=workspace_bytes(nbytes(out)))
+    return cost
 
 
 @register("addr", family="matmul", aten=["aten::addr.default"], meta=_addr_meta, cost=_addr_cost,
@@ -911,7 +968,25 @@ def _addr_cost(input, vec1, vec2, *, beta=1, alpha=1):
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * outer(vec1, vec2)."""
     out = _addr_meta(input, vec1, vec2)
+    if out.dtype.name == "bool":
+        return _boolean_addr(input, vec1, vec2, beta, alpha, out.shape)
     return _product("addr", vec1.unsqueeze(1), vec2.unsqueeze(0), out.dtype, input, alpha, beta)
+
+
+def _boolean_addr(input, vec1, vec2, beta, alpha, shape) -> Tensor:
+    """torch's addr of bool tensors: (beta and input) or (alpha and outer(vec1, vec2))."""
+    if any(isinstance(scalar, float) for scalar in (alpha, beta)):
+        raise RuntimeError(f"addr: for bool input tensors, alpha and beta must be booleans, got alpha={alpha!r} "
+                           f"and beta={beta!r}")
+    def product():
+        if alpha:
+            return vec1.unsqueeze(1).logical_and(vec2.unsqueeze(0))
+        return new_tensor(tuple(shape), vec1.dtype, vec1.device).fill_(False)
+    if not beta:
+        return product()
+    with scratch_scope():  # declared by ``_addr_cost``
+        term = product()
+    return term.logical_or(input)
 
 
 def _dot_meta_for(op):
@@ -1019,9 +1094,10 @@ def _plan_linear(input: Tensor, weight: Tensor, bias: Tensor | None):
 
 # ---- einsum ------------------------------------------------------------------------------------------
 class _Contraction:
-    """A parsed einsum equation of one or two operands, in the forms inference graphs use: a permutation
-    of one operand, or a batched contraction of two (every index names one dim of each operand it is in,
-    and an index of one operand only is kept in the output)."""
+    """A parsed einsum equation of one or two operands, in the forms inference graphs use: one operand's
+    diagonals (a repeated index), sums (an index left out of the output) and permutation, or a batched
+    contraction of two (every index names one dim of each operand it is in, and an index of one operand
+    only is kept in the output)."""
 
     def __init__(self, equation: str, shapes):
         self.equation = equation
@@ -1043,7 +1119,7 @@ class _Contraction:
             if len(letters) != len(shape) or not letters.isalpha():
                 raise RuntimeError(f"einsum {equation!r}: term {term!r} does not match an operand of shape "
                                    f"{_dims(shape)}")
-            if len(set(letters)) != len(letters):
+            if len(set(letters)) != len(letters) and len(shapes) == 2:
                 self._unsupported(f"repeated index in {term!r} (diagonals)")
             self.terms.append(letters)
         if arrow:
@@ -1060,8 +1136,8 @@ class _Contraction:
         if len(set(self.out)) != len(self.out) or any(c not in self.sizes for c in self.out):
             raise RuntimeError(f"einsum {equation!r}: the output names an index twice or one no operand has")
         everywhere = set("".join(self.terms))
-        if len(self.terms) == 1 and set(self.out) != everywhere:
-            self._unsupported("a sum over an index of one operand")
+        if len(self.terms) == 1:
+            self._plan_single(self.terms[0])
         if len(self.terms) == 2:
             a, b = self.terms
             for c in everywhere:
@@ -1072,23 +1148,52 @@ class _Contraction:
             self.right = [c for c in b if c not in a]
             self.contracted = [c for c in a if c in b and c not in self.out]
 
+    def _plan_single(self, letters: str) -> None:
+        """One operand's steps: ``diagonals``, the (dim1, dim2) pairs taken in turn (each diagonal becomes
+        the last dim, as ``diagonal`` puts it), leaving ``diagonal_letters``; ``summed``, the dims of those
+        summed over; ``order``, the remaining dims' positions in the output's order."""
+        self.diagonals = []
+        letters = list(letters)
+        for c in dict.fromkeys(letters):
+            while letters.count(c) > 1:
+                first = letters.index(c)
+                second = letters.index(c, first + 1)
+                self.diagonals.append((first, second))
+                letters = [x for i, x in enumerate(letters) if i not in (first, second)] + [c]
+        self.diagonal_letters = "".join(letters)
+        self.summed = [i for i, c in enumerate(letters) if c not in self.out]
+        kept = [c for c in letters if c in self.out]
+        self.order = [kept.index(c) for c in self.out]
+
+    @property
+    def diagonal_shape(self) -> tuple:
+        return tuple(self.sizes[c] for c in self.diagonal_letters)
+
     def _unsupported(self, what: str):
-        raise NotImplementedError(f"einsum {self.equation!r}: {what} is not supported; einsum takes permutations "
-                                  "of one operand and batched contractions of two")
+        raise NotImplementedError(f"einsum {self.equation!r}: {what} is not supported; einsum takes one operand "
+                                  "(diagonals, sums, permutations) and batched contractions of two")
 
     @property
     def out_shape(self) -> tuple:
         return tuple(self.sizes[c] for c in self.out)
 
 
+_sum_cost = _simple_cost("sum")
+
+
 def _einsum_operands(operands):
-    return tuple(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else operands
+    # a list of operands, not one operand's metadata (a TensorMeta is a tuple too)
+    listed = len(operands) == 1 and isinstance(operands[0], (list, tuple)) and not hasattr(operands[0], "shape")
+    return tuple(operands[0]) if listed else operands
 
 
 def _einsum_meta(equation, *operands):
     operands = _einsum_operands(operands)
     plan = _Contraction(equation, [tuple(o.shape) for o in operands])
-    dtype = _result_dtype("einsum", *operands) if len(operands) == 2 else operands[0].dtype
+    if len(operands) == 2:
+        dtype = _result_dtype("einsum", *operands)
+    else:
+        dtype = _sum_dtype(operands[0].dtype, None) if plan.summed else operands[0].dtype
     return TensorMeta(plan.out_shape, dtype)
 
 
@@ -1097,7 +1202,10 @@ def _einsum_cost(equation, *operands):
     plan = _Contraction(equation, [tuple(o.shape) for o in operands])
     out = _einsum_meta(equation, *operands)
     if len(operands) == 1:
-        return Cost()
+        # diagonals and permutations are views; sums cost what sum does over the diagonal view
+        if not plan.summed:
+            return Cost()
+        return _sum_cost(TensorMeta(plan.diagonal_shape, operands[0].dtype), plan.summed)
     flops = 2 * S.numel(out.shape) * math.prod(plan.sizes[c] for c in plan.contracted)
     sizes = [math.prod(plan.sizes[c] for c in part) for part in (plan.batch, plan.left, plan.contracted, plan.right)]
     return _product_cost(out, flops, *operands, products=[tuple(sizes)])
@@ -1105,14 +1213,19 @@ def _einsum_cost(equation, *operands):
 
 @register("einsum", family="matmul", aten=["aten::einsum.default"], meta=_einsum_meta, cost=_einsum_cost)
 def einsum(equation: str, *operands) -> Tensor:
-    """torch.einsum for a permutation of one operand or a batched contraction of two, as one product
-    (operands are permuted views, merged into matrices where their strides allow)."""
+    """torch.einsum for one operand (diagonal views, a sum over the indices the output leaves out, a
+    permutation) or a batched contraction of two, as one product (operands are permuted views, merged into
+    matrices where their strides allow)."""
     operands = _einsum_operands(operands)
     out_meta = _einsum_meta(equation, *operands)
     plan = _Contraction(equation, [tuple(o.shape) for o in operands])
     if len(operands) == 1:
-        (x,), (term,) = operands, plan.terms
-        return x.permute(*[term.index(c) for c in plan.out])
+        (x,) = operands
+        for first, second in plan.diagonals:
+            x = x.diagonal(0, first, second)
+        if plan.summed:
+            x = x.sum(plan.summed)
+        return x.permute(*plan.order) if plan.order else x
     a, b = operands
     ta, tb = plan.terms
     size = plan.sizes

@@ -350,9 +350,13 @@ def pad(x: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
                 raise RuntimeError(f"pad: cannot replicate-pad the empty dim {d}")
             positions = np.clip(positions, 0, n - 1)
         else:
-            if before > n or after > n:
-                raise RuntimeError(f"pad: circular padding ({before}, {after}) can be at most the size {n} of dim {d}")
-            positions = positions % n
+            # as torch: negative amounts crop first, and the padding wraps around what is left
+            crop_before = max(0, -before)
+            kept = n - crop_before - max(0, -after)
+            if before > kept or after > kept:
+                raise RuntimeError(f"pad: circular padding ({before}, {after}) can be at most the size {kept} of dim "
+                                   f"{d} after cropping")
+            positions = crop_before + np.arange(-max(0, before), kept + max(0, after)) % max(kept, 1)
         out = index_select.impl(out, d, tensor(positions.astype(np.int64), device=x.device))
     return out
 

@@ -458,13 +458,17 @@ def _unique_result(x: Tensor, dim, ordered_rows: Tensor, order: Tensor | None, r
     return results[0] if len(results) == 1 else tuple(results)
 
 
-def _slices(x: Tensor, dim):
+def _slices(x: Tensor, dim, op: str):
     """``x`` flattened (dim None) or as rows of slices along ``dim`` (n, slice size); and the moved shape."""
     if dim is None:
         return reshape(x.contiguous(), (-1,)), (x.numel(),), 0
     d = S.wrap_dim(dim, x.ndim)
+    if x.numel() == 0 and x.shape[d] != 0:
+        # slices of no elements would all be equal: torch refuses rather than picking one
+        raise RuntimeError(f"{op}: the input of shape {list(x.shape)} has a zero-size dim other than dim {d}, so its "
+                           f"slices along dim {d} are empty and cannot be told apart")
     moved = movedim(x, d, 0).contiguous()
-    return reshape(moved, (moved.shape[0], -1)), tuple(moved.shape), d
+    return reshape(moved, (moved.shape[0], math.prod(moved.shape[1:]))), tuple(moved.shape), d
 
 
 def _empty_unique(x: Tensor, dim, return_inverse, return_counts):
@@ -488,15 +492,12 @@ def unique(x: Tensor, sorted: bool = True, return_inverse: bool = False, return_
     Reads the number of distinct values back to the host."""
     if x.dtype.is_complex:
         raise RuntimeError("unique: complex tensors have no order")
-    rows, moved_shape, d = _slices(x, dim)
+    rows, moved_shape, d = _slices(x, dim, "unique")
     if rows.shape[0] == 0:
         return _empty_unique(x, dim, return_inverse, return_counts)
     if dim is None or rows.shape[1] == 1:
         ordered, order = sort.impl(rows if dim is None else rows[:, 0], 0)
         ordered = ordered if dim is None else reshape(ordered, (-1, 1))
-    elif rows.shape[1] == 0:
-        order = None
-        ordered = rows
     else:
         from .indexing import index_select
         order = _lexicographic_order(rows)
@@ -509,7 +510,7 @@ def unique(x: Tensor, sorted: bool = True, return_inverse: bool = False, return_
 def unique_consecutive(x: Tensor, return_inverse: bool = False, return_counts: bool = False, dim=None):
     """``x`` with each run of equal consecutive elements (or slices along ``dim``) collapsed to one;
     optionally the run of each element and the run lengths. Reads the number of runs back to the host."""
-    rows, moved_shape, d = _slices(x, dim)
+    rows, moved_shape, d = _slices(x, dim, "unique_consecutive")
     if rows.shape[0] == 0:
         return _empty_unique(x, dim, return_inverse, return_counts)
     return _unique_result(x, dim, rows, None, return_inverse, return_counts, moved_shape, d)

@@ -383,6 +383,9 @@ def view_as_real(x: Tensor) -> Tensor:
 
 @view_op("view_as_complex", ["aten::view_as_complex.default"])
 def view_as_complex(x: Tensor) -> Tensor:
+    if x.dtype.name == "float16":
+        raise TypeError("view_as_complex: a float16 tensor views as complex32 (torch's chalf), a dtype nbxtensor does "
+                        "not support; convert to float32 first (x.float()) to view it as complex64")
     if x.dtype.name not in ("float32", "float64"):
         raise RuntimeError(f"view_as_complex is only supported for float32 and float64 tensors, got {x.dtype.name}")
     if x.ndim == 0 or x.shape[-1] != 2 or x.stride(-1) != 1:
