@@ -104,6 +104,22 @@ def _grouped_tile(tile, tiles_m, tiles_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def _tile_indices(tile_m, tile_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  INDEX_64: tl.constexpr):
+    """Rows, columns and K offsets of output tile (tile_m, tile_n), and the rows and columns to load: those
+    past the edge read row 0 / column 0 instead of masking (their results are never stored, and the loads
+    stay unmasked along M and N)."""
+    rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    if INDEX_64:
+        rm = rm.to(tl.int64)
+        rn = rn.to(tl.int64)
+        rk = rk.to(tl.int64)
+    return rm, rn, rk, tl.where(rm < M, rm, 0), tl.where(rn < N, rn, 0)
+
+
+@triton.jit
 def gemm(a, b, bias, out, M, N, K, batch_start, alpha, beta,
          batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
          a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
@@ -122,17 +138,7 @@ def gemm(a, b, bias, out, M, N, K, batch_start, alpha, beta,
     tile_m, tile_n = _grouped_tile(pid, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     off_a, off_b, off_bias, off_out = _batch_offsets(batch, batch_shape, a_batch_strides, b_batch_strides,
                                                      bias_batch_strides, out_batch_strides, BATCH_RANK)
-    rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    if INDEX_64:
-        rm = rm.to(tl.int64)
-        rn = rn.to(tl.int64)
-        rk = rk.to(tl.int64)
-    # rows and columns past the edge read row 0 / column 0 instead of masking: their results are
-    # never stored, and the loads stay unmasked along M and N
-    rm_load = tl.where(rm < M, rm, 0)
-    rn_load = tl.where(rn < N, rn, 0)
+    rm, rn, rk, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K, INDEX_64)
     a_ptrs = a + off_a + rm_load[:, None] * a_sm + rk[None, :] * a_sk
     b_ptrs = b + off_b + rk[:, None] * b_sk + rn_load[None, :] * b_sn
     acc = _k_loop(tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC), a_ptrs, b_ptrs, K, rk, a_sk, b_sk, BLOCK_K, EVEN_K, ACC,
@@ -167,15 +173,8 @@ def gemm_exact(a, b, bias, out, M, N, K, batch_start, alpha, beta,
     tiles_n = tl.cdiv(N, BLOCK_N)
     off_a, off_b, off_bias, off_out = _batch_offsets(batch, batch_shape, a_batch_strides, b_batch_strides,
                                                      bias_batch_strides, out_batch_strides, BATCH_RANK)
-    rm = (pid // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = (pid % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    if INDEX_64:
-        rm = rm.to(tl.int64)
-        rn = rn.to(tl.int64)
-        rk = rk.to(tl.int64)
-    rm_load = tl.where(rm < M, rm, 0)
-    rn_load = tl.where(rn < N, rn, 0)
+    rm, rn, rk, rm_load, rn_load = _tile_indices(pid // tiles_n, pid % tiles_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K,
+                                                 INDEX_64)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int64)
     k_tiles = tl.cdiv(K, BLOCK_K)
     if INTERPRETED:
