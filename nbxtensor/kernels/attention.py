@@ -17,6 +17,9 @@ MASK_NONE = 0
 MASK_BOOL = 1  # True (nonzero) = attend
 MASK_ADDITIVE = 2
 
+# kernels only Triton's interpreter runs (scripts/compile_check.py does not compile them for a GPU)
+INTERPRETER_ONLY = ("attention_forward_heads",)
+
 
 @triton.jit
 def _widen(x, IN_FORMAT: tl.constexpr):
