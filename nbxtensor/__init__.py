@@ -3,6 +3,7 @@ from . import _runtime  # settles interpreted or compiled kernels before anythin
 
 _runtime.keep_triton_off_torch()
 _runtime.lighten_nested_calls()
+_runtime.drop_unasserted_overflow_checks()
 from ._version import __version__
 from .device import default_device, device, register_backend, set_default_device
 from .device.host import HostBackend

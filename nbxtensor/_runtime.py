@@ -138,3 +138,23 @@ def lighten_nested_calls() -> None:
     interpreter.GridExecutor.__call__ = run
     interpreter.InterpretedFunction.__call__ = call_nested
 
+
+
+def drop_unasserted_overflow_checks() -> None:
+    """Under Triton's interpreter every integer ``+``, ``-`` and ``*`` below 64 bits (index arithmetic:
+    offsets, strides, masks) redoes itself in int64, compares the result with the type's bounds and hands
+    the verdict to ``device_assert``, which does nothing unless the interpreter's options say debug. With
+    debug off those checks cost about a third of a kernel's run and cannot change anything it does, so they
+    are switched off then; with debug on they stay."""
+    if KERNEL_MODE != INTERPRETED:
+        return
+    import dataclasses
+
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "interpreter_builder", None)
+    options = getattr(builder, "options", None)
+    if options is None or not dataclasses.is_dataclass(options) or not hasattr(options, "sanitize_overflow"):
+        return  # a Triton whose interpreter is laid out otherwise runs as it ships, only slower
+    if not getattr(options, "debug", False):
+        builder.options = dataclasses.replace(options, sanitize_overflow=False)

@@ -49,6 +49,8 @@ def distinct_launches(path: str, limit_per_kernel: int | None, all_arguments: bo
     with open(path) as f:
         for line in f:
             record = json.loads(line)
+            if record["kernel"] in getattr(importlib.import_module(record["module"]), "INTERPRETER_ONLY", ()):
+                continue  # never launched on a GPU (the module says so)
             record["args"] = [_representative(a) for a in record["args"]]
             for name, value in _GPU_SETTINGS.items():
                 if name in record["constexprs"]:

@@ -64,10 +64,26 @@ def _mask(rng, kind, shape):
     return None
 
 
+@pytest.fixture(params=["interpreter's", "key-tiled"])
+def forward_kernel(request, monkeypatch):
+    """On the CPU, the prefill runs the interpreter's own kernel (heads grouped, all keys in one tile) and
+    again the key-tiled kernel a GPU runs, in 16 x 16 tiles so that its online softmax takes several steps;
+    elsewhere the device's own choice, once."""
+    from nbxtensor.ops import attention as attention_ops
+    if request.param == "key-tiled":
+        if TEST_DEVICE != "cpu":
+            pytest.skip("the key-tiled kernel is the device's own choice off the CPU")
+        monkeypatch.setattr(attention_ops, "interpreted_forward_config",
+                            lambda length, keys, heads: dict(BLOCK_M=16, BLOCK_N=16, num_warps=1, num_stages=1))
+    attention_ops._attention_plans.clear()
+    yield request.param
+    attention_ops._attention_plans.clear()
+
+
 @pytest.mark.parametrize("head_dim", [16, 64, 80, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("mask_kind", [None, "bool", "additive"])
-def test_head_dims_causal_and_masks(rng, head_dim, causal, mask_kind):
+def test_head_dims_causal_and_masks(rng, head_dim, causal, mask_kind, forward_kernel):
     length, keys = (19, 23) if head_dim <= 80 else (9, 11)
     q, k, v = _inputs(rng, (2, 2, length, head_dim), (2, 2, keys, head_dim), (2, 2, keys, head_dim))
     mask = _mask(rng, mask_kind, (2, 2, length, keys))
@@ -77,7 +93,7 @@ def test_head_dims_causal_and_masks(rng, head_dim, causal, mask_kind):
 
 @pytest.mark.parametrize("ratio", [1, 4, 8])
 @pytest.mark.parametrize("length", [1, 17])
-def test_grouped_query_heads(rng, ratio, length):
+def test_grouped_query_heads(rng, ratio, length, forward_kernel):
     kv_heads = 2
     q, k, v = _inputs(rng, (2, kv_heads * ratio, length, 32), (2, kv_heads, 21, 32), (2, kv_heads, 21, 32))
     _close(_sdpa(q, k, v, enable_gqa=True), reference(q, k, v))
@@ -92,6 +108,26 @@ def test_half_precision(rng, dtype, causal):
     out = _sdpa(q, k, v, mask, is_causal=causal)
     assert out.dtype.name == dtype
     _close(out, reference(q, k, v, mask, causal), dtype)
+
+
+# (batch, heads, queries, keys, head dim): one group of 16 heads' tiles for 12 heads (the MiniLM of `nbx demo`),
+# two groups of 4 for 5 heads, and single heads in two query tiles of 256 rows
+@pytest.mark.parametrize("shape, groups, query_tiles", [((2, 12, 12, 12, 32), 1, 1), ((1, 5, 100, 100, 16), 2, 1),
+                                                        ((1, 3, 300, 600, 16), 3, 2)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_heads_grouped_under_the_interpreter(rng, shape, groups, query_tiles, causal):
+    """The interpreter's kernel stacks a program's heads into one block-diagonal problem: a head count
+    that is not a power of two (the group's last rows and columns are heads past the last), several
+    groups, several query tiles, and a mask of its own per head must all give each head its own answer."""
+    from nbxtensor.ops.attention import interpreted_forward_config
+    batch, heads, length, keys, dim = shape
+    q, k, v = _inputs(rng, (batch, heads, length, dim), (batch, heads, keys, dim), (batch, heads, keys, dim))
+    mask = _mask(rng, "bool", (batch, heads, length, keys))
+    _close(_sdpa(q, k, v, is_causal=causal), reference(q, k, v, causal=causal))
+    _close(_sdpa(q, k, v, mask, is_causal=causal), reference(q, k, v, mask, causal))
+    config = interpreted_forward_config(length, keys, heads)
+    assert config["BLOCK_N"] >= keys
+    assert (-(-heads // config["HEADS"]), -(-length // config["BLOCK_M"])) == (groups, query_tiles)
 
 
 def test_causal_with_more_keys_than_queries_is_top_left(rng):

@@ -1,4 +1,5 @@
-"""Triton's interpreter as nbxtensor runs it on the CPU (``_runtime.lighten_nested_calls``)."""
+"""Triton's interpreter as nbxtensor runs it on the CPU (``_runtime.lighten_nested_calls``,
+``_runtime.drop_unasserted_overflow_checks``)."""
 import numpy as np
 
 import nbxtensor as nbx
@@ -37,3 +38,26 @@ def test_interpreted_kernels_raise_no_numpy_warnings():
         warnings.simplefilter("error")
         nbx.softmax(x, -1).numpy()
         assert np.isinf((x / 0.0).numpy()).all()
+
+
+@cpu_kernels
+def test_integer_arithmetic_skips_the_overflow_checks_nothing_asserts(monkeypatch):
+    """With the interpreter's debug off, ``device_assert`` does nothing, so the int64 shadow of every
+    32-bit ``+``, ``-`` and ``*`` that Triton computes for it is never looked at: none is computed. Index
+    arithmetic that wraps 32 bits still gives what it did (the kernels' own bounds are their business)."""
+    from triton.language import semantic
+    from triton.runtime import interpreter
+    assert not interpreter.interpreter_builder.options.debug
+    asserts = []
+    real = semantic.TritonSemantic.device_assert
+
+    def counting(self, cond, msg, mask):
+        asserts.append(msg)
+        return real(self, cond, msg, mask)
+    monkeypatch.setattr(semantic.TritonSemantic, "device_assert", counting)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    out = (nbx.tensor(x, device="cpu").T * 2.0 + 1.0).numpy()
+    np.testing.assert_array_equal(out, x.T * 2 + 1)
+    ints = nbx.tensor(np.array([2 ** 31 - 1, 7], np.int32), device="cpu")
+    np.testing.assert_array_equal((ints + 1).numpy(), np.array([-2 ** 31, 8], np.int32))
+    assert not [msg for msg in asserts if "overflow detected" in msg]

@@ -17,6 +17,9 @@ MASK_NONE = 0
 MASK_BOOL = 1  # True (nonzero) = attend
 MASK_ADDITIVE = 2
 
+# kernels only Triton's interpreter runs (scripts/compile_check.py does not compile them for a GPU)
+INTERPRETER_ONLY = ("attention_forward_heads",)
+
 
 @triton.jit
 def _widen(x, IN_FORMAT: tl.constexpr):
@@ -206,6 +209,65 @@ def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
     result = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
     value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     tl.store(out + batch * out_sb + head * out_sh + rm[:, None] * out_sl + rdv[None, :] * out_sd, value,
+             mask=row_ok[:, None] & (rdv[None, :] < VALUE_DIM))
+
+
+@triton.jit
+def attention_forward_heads(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
+                            q_sb, q_sh, q_sl, q_sd, k_sb, k_sh, k_sn, k_sd, v_sb, v_sh, v_sn, v_sd,
+                            mask_sb, mask_sh, mask_sl, mask_ss, out_sb, out_sh, out_sl, out_sd,
+                            HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                            BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+                            CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr,
+                            IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr, DST_FORMAT: tl.constexpr,
+                            VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, HEADS: tl.constexpr,
+                            HEAD_COUNT: tl.constexpr):
+    """``attention_forward`` for Triton's interpreter, which pays per program and per operation rather
+    than per element: HEADS query heads a program (axis 1; HEAD_COUNT heads in all), each a BLOCK_M tile of
+    its queries (axis 0) against all its S <= BLOCK_N keys in one tile. The heads' tiles are stacked into
+    one block-diagonal problem, rows by head and then query, columns by head and then key, a pair of
+    different heads refused like a masked one; one softmax step over the one key tile gives each row what
+    the key-tiled kernel gives it."""
+    tile_m = tl.program_id(0)
+    first_head = tl.program_id(1) * HEADS
+    batch = tl.program_id(2)
+    rows = tl.arange(0, HEADS * BLOCK_M)
+    cols = tl.arange(0, HEADS * BLOCK_N)
+    if INDEX_64:
+        first_head = first_head.to(tl.int64)
+        batch = batch.to(tl.int64)
+        rows = rows.to(tl.int64)
+        cols = cols.to(tl.int64)
+    row_head = first_head + rows // BLOCK_M
+    col_head = first_head + cols // BLOCK_N
+    col_kv_head = col_head // heads_per_kv
+    # rows of the heads past the last stand at row L, outside the queries, which masks them everywhere
+    rm = tl.where(row_head < HEAD_COUNT, tile_m * BLOCK_M + rows % BLOCK_M, L)
+    rn = cols % BLOCK_N
+    rd = tl.arange(0, BLOCK_D)
+    rdv = tl.arange(0, BLOCK_DV)
+    row_ok = rm < L
+    col_ok = (rn < S) & (col_head < HEAD_COUNT)
+    q_tile = tl.load(q + batch * q_sb + (row_head * q_sh + rm * q_sl)[:, None] + rd[None, :] * q_sd,
+                     mask=row_ok[:, None] & (rd[None, :] < HEAD_DIM), other=0)
+    k_tile = tl.load(k + batch * k_sb + (col_kv_head * k_sh + rn * k_sn)[None, :] + rd[:, None] * k_sd,
+                     mask=col_ok[None, :] & (rd[:, None] < HEAD_DIM), other=0)
+    mask_rows = mask + batch * mask_sb + (row_head * mask_sh)[:, None]
+    s = _scores(_widen(q_tile, IN_FORMAT), k_tile, rm, rn, mask_rows, L, col_ok, qk_scale, mask_sl, mask_ss,
+                MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, False)
+    allowed = col_ok[None, :] & (row_head[:, None] == col_head[None, :])
+    if CAUSAL:
+        allowed = allowed & (rn[None, :] <= rm[:, None])
+    s = tl.where(allowed, s, float("-inf"))
+    v_tile = tl.load(v + batch * v_sb + (col_kv_head * v_sh + rn * v_sn)[:, None] + rdv[None, :] * v_sd,
+                     mask=col_ok[:, None] & (rdv[None, :] < VALUE_DIM), other=0)
+    acc = tl.zeros((HEADS * BLOCK_M, BLOCK_DV), dtype=tl.float32)
+    m_i = tl.full((HEADS * BLOCK_M,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((HEADS * BLOCK_M,), dtype=tl.float32)
+    acc, m_i, l_i = _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), qk_scale, PRECISION, False)
+    result = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+    value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    tl.store(out + batch * out_sb + (row_head * out_sh + rm * out_sl)[:, None] + rdv[None, :] * out_sd, value,
              mask=row_ok[:, None] & (rdv[None, :] < VALUE_DIM))
 
 

@@ -185,7 +185,33 @@ _FORWARD_SHAPES = {
 }
 
 
-def forward_candidates(facts: dict, length: int, keys: int, head_dim: int, dtype) -> list[dict]:
+# under Triton's interpreter, which pays per program and per operation rather than per element: all keys in
+# one tile up to this many, and a program's score tile (its heads' query rows x their keys) up to this many
+# elements; longer key runs take the key-tiled kernel in tiles of these sides
+_INTERPRETED_MAX_KEYS = 1024
+_INTERPRETED_SCORE_ELEMENTS = 1 << 18
+_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N = 128, 1024
+
+
+def interpreted_forward_config(length: int, keys: int, heads: int) -> dict:
+    """The interpreter's one setting: as many query heads a program as the score tile holds (a power of
+    two, the rows of the heads past the last masked), every query row of a head and all its keys in one
+    tile (``attention_forward_heads``); or, past ``_INTERPRETED_MAX_KEYS`` keys, one head a program in
+    tiles as wide as the interpreter's bounds (``attention_forward``)."""
+    block_n = max(16, next_pow2(keys))
+    if block_n > _INTERPRETED_MAX_KEYS:
+        return dict(BLOCK_M=max(16, min(_INTERPRETED_BLOCK_M, next_pow2(length))),
+                    BLOCK_N=_INTERPRETED_BLOCK_N, num_warps=1, num_stages=1)
+    block_m = max(16, min(next_pow2(length), _INTERPRETED_SCORE_ELEMENTS // block_n))
+    group = 1
+    while group < heads and (2 * group) ** 2 * block_m * block_n <= _INTERPRETED_SCORE_ELEMENTS:
+        group *= 2
+    return dict(BLOCK_M=block_m, BLOCK_N=block_n, HEADS=group, num_warps=1, num_stages=1)
+
+
+def forward_candidates(facts: dict, length: int, keys: int, head_dim: int, dtype, heads: int = 1) -> list[dict]:
+    if facts["kernels"].get("interpreted"):
+        return [interpreted_forward_config(length, keys, heads)]
     tiles = facts["tiles"]
     bound = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
     seen, out = set(), []
@@ -288,17 +314,24 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
                  *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3]],
                 dict(HEAD_DIM=E, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], STAGES=config["STAGES"],
                      CAUSAL=causal, num_warps=config["num_warps"], **{name: config[name] for name in own_settings}))
+        args = [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), Slot("out"), L, keys,
+                heads_per_kv, scale * K.LOG2_E, *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride()]
+        if "HEADS" in config:
+            return PlannedLaunch(
+                K.attention_forward_heads, (cdiv(L, config["BLOCK_M"]), cdiv(H, config["HEADS"]), B), args,
+                dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+                     BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=max(16, next_pow2(value_dim)), CAUSAL=causal,
+                     MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, HEADS=config["HEADS"],
+                     HEAD_COUNT=H, **{name: value for name, value in flags.items() if name != "INTERPRETED"}))
         return PlannedLaunch(
-            K.attention_forward, (cdiv(L, config["BLOCK_M"]), H, B),
-            [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), Slot("out"), L, keys,
-             heads_per_kv, scale * K.LOG2_E, *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride()],
+            K.attention_forward, (cdiv(L, config["BLOCK_M"]), H, B), args,
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                  BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=max(16, next_pow2(value_dim)), CAUSAL=causal,
                  MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
                  num_stages=config["num_stages"], FOLD_SCALE=fold_scale, **flags))
     tensors = {"q": q, "k": k, "v": v, "mask": mask, "out": out}
     config = tuning.choose_timed(key, facts,
-                                 lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype) + wgmma,
+                                 lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype, H) + wgmma,
                                  lambda config: functools.partial(planned(config), dev, tensors))
     return [planned(config)], Workspace({})
 
