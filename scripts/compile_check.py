@@ -49,8 +49,6 @@ def distinct_launches(path: str, limit_per_kernel: int | None, all_arguments: bo
     with open(path) as f:
         for line in f:
             record = json.loads(line)
-            if record["kernel"] in getattr(importlib.import_module(record["module"]), "INTERPRETER_ONLY", ()):
-                continue  # never launched on a GPU (the module says so)
             record["args"] = [_representative(a) for a in record["args"]]
             for name, value in _GPU_SETTINGS.items():
                 if name in record["constexprs"]:
@@ -116,9 +114,15 @@ def _arguments(record: dict):
     return [build(a) for a in record["args"]], {k: constant(v) for k, v in record["constexprs"].items()}
 
 
-def _compile(record: dict) -> tuple[str, float, str | None]:
-    kernel = getattr(importlib.import_module(record["module"]), record["kernel"])
+def _compile(record: dict) -> tuple[str, float | None, str | None]:
+    """(kernel name, seconds to compile or None for a kernel its module lists as never launched on a GPU
+    (``INTERPRETER_ONLY``), the failure or None). Runs in a worker, whose Triton compiles: importing the
+    kernels' modules in the parent would settle it, and the workers forked from it, as interpreted."""
+    module = importlib.import_module(record["module"])
+    kernel = getattr(module, record["kernel"])
     name = f"{record['module'].rsplit('.', 1)[-1]}.{record['kernel']}"
+    if record["kernel"] in getattr(module, "INTERPRETER_ONLY", ()):
+        return name, None, None
     start = time.perf_counter()
     try:
         args, constexprs = _arguments(record)
@@ -150,17 +154,20 @@ def main(argv=None) -> int:
                         help="also compile each specialisation of the non-constexpr arguments")
     args = parser.parse_args(argv)
     records = distinct_launches(args.records, args.limit_per_kernel, args.all_arguments)
-    failures, timings = [], []
+    failures, timings, interpreter_only = [], [], 0
     with concurrent.futures.ProcessPoolExecutor(args.jobs, initializer=_worker_init,
                                                 initargs=(args.target,)) as pool:
         for name, seconds, error in pool.map(_compile, records):
+            if seconds is None:
+                interpreter_only += 1
+                continue
             timings.append((seconds, name))
             if error:
                 failures.append(f"{name}: {error}")
                 print(f"FAIL {name}: {error}", flush=True)
     slowest = ", ".join(f"{n} {s:.1f}s" for s, n in sorted(timings, reverse=True)[:5])
-    print(f"compiled {len(records) - len(failures)} of {len(records)} specialisations for sm_{args.target}; "
-          f"{len(failures)} failed; slowest: {slowest}")
+    print(f"compiled {len(timings) - len(failures)} of {len(timings)} specialisations for sm_{args.target}; "
+          f"{len(failures)} failed; {interpreter_only} interpreter-only skipped; slowest: {slowest}")
     return 1 if failures else 0
 
 

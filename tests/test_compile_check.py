@@ -98,6 +98,42 @@ def test_a_kernel_the_interpreter_runs_but_the_compiler_refuses_is_reported(tmp_
     assert "1 failed" in result.stdout
 
 
+
+@cpu_kernels
+def test_an_interpreter_only_kernel_is_skipped_and_the_rest_still_compile(tmp_path):
+    """A kernel its module lists in ``INTERPRETER_ONLY`` is never compiled; a refused kernel beside it is
+    still reported (the check must not settle the workers' Triton as interpreted by importing modules)."""
+    (tmp_path / "mixed_kernels.py").write_text(textwrap.dedent("""
+        import nbxtensor  # settles Triton's mode first
+        import triton
+        import triton.language as tl
+
+        SCALE = 3.0  # a plain global: the interpreter reads it, the compiler refuses it
+        INTERPRETER_ONLY = ("scale_on_the_cpu",)
+
+        @triton.jit
+        def scale_on_the_cpu(x, n, BLOCK: tl.constexpr):
+            i = tl.arange(0, BLOCK)
+            tl.store(x + i, tl.load(x + i, mask=i < n) * SCALE, mask=i < n)
+
+        @triton.jit
+        def scale(x, n, BLOCK: tl.constexpr):
+            i = tl.arange(0, BLOCK)
+            tl.store(x + i, tl.load(x + i, mask=i < n) * SCALE, mask=i < n)
+    """))
+    records = _record(tmp_path, """
+        import nbxtensor as nbx
+        from nbxtensor.launch import launch
+        from mixed_kernels import scale, scale_on_the_cpu
+        x = nbx.ones(4)
+        launch(scale_on_the_cpu, (1,), x.device, [x, 4], BLOCK=8)
+        launch(scale, (1,), x.device, [x, 4], BLOCK=8)
+    """)
+    result = _check(records, tmp_path)
+    assert result.returncode == 1
+    assert "FAIL mixed_kernels.scale:" in result.stdout and "scale_on_the_cpu" not in result.stdout
+    assert "1 failed; 1 interpreter-only skipped" in result.stdout
+
 @cpu_kernels
 def test_a_resident_row_sums_in_the_same_layout_alone_or_in_a_batch(tmp_path):
     """Softmax and norms sum a row with ``tl.sum`` (cumsum with ``tl.associative_scan``), in an order that
