@@ -347,42 +347,6 @@ class Tensor:
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.to(other.dtype)
 
-    def float(self, *, memory_format=None) -> "Tensor":
-        return self.to(_D["float32"], memory_format=memory_format)
-
-    def double(self, *, memory_format=None) -> "Tensor":
-        return self.to(_D["float64"], memory_format=memory_format)
-
-    def half(self, *, memory_format=None) -> "Tensor":
-        return self.to(_D["float16"], memory_format=memory_format)
-
-    def bfloat16(self, *, memory_format=None) -> "Tensor":
-        return self.to(_D["bfloat16"], memory_format=memory_format)
-
-    def int(self, *, memory_format=None) -> "Tensor":
-        return self.to(_D["int32"], memory_format=memory_format)
-
-    def long(self, *, memory_format=None) -> "Tensor":
-        return self.to(_D["int64"], memory_format=memory_format)
-
-    def short(self, *, memory_format=None) -> "Tensor":
-        return self.to(_D["int16"], memory_format=memory_format)
-
-    def char(self, *, memory_format=None) -> "Tensor":
-        return self.to(_D["int8"], memory_format=memory_format)
-
-    def byte(self, *, memory_format=None) -> "Tensor":
-        return self.to(_D["uint8"], memory_format=memory_format)
-
-    def bool(self, *, memory_format=None) -> "Tensor":
-        return self.to(_D["bool"], memory_format=memory_format)
-
-    def cfloat(self, *, memory_format=None) -> "Tensor":
-        return self.to(_D["complex64"], memory_format=memory_format)
-
-    def cdouble(self, *, memory_format=None) -> "Tensor":
-        return self.to(_D["complex128"], memory_format=memory_format)
-
     # ---- indexing -----------------------------------------------------------------------------
     def __getitem__(self, index) -> "Tensor":
         from .ops.views import basic_index
@@ -411,6 +375,27 @@ def is_complex(input: Tensor) -> bool:
 
 _META_DEVICE = device("meta")
 _D = {d.name: d for d in __import__("nbxtensor.dtypes", fromlist=["all_dtypes"]).all_dtypes}
+
+
+# Tensor methods that are ``to(dtype)`` under torch's short names, each taking ``memory_format`` as torch's do
+_DTYPE_SHORTHANDS = {"float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16",
+                     "int": "int32", "long": "int64", "short": "int16", "char": "int8", "byte": "uint8",
+                     "bool": "bool", "cfloat": "complex64", "cdouble": "complex128"}
+
+
+def _dtype_shorthand(name: str, dtype_name: str):
+    target = _D[dtype_name]
+
+    def cast(self, *, memory_format=None) -> Tensor:
+        return self.to(target, memory_format=memory_format)
+    cast.__name__ = cast.__qualname__ = name
+    cast.__doc__ = f"``self.to({dtype_name})``."
+    return cast
+
+
+for _name, _dtype_name in _DTYPE_SHORTHANDS.items():
+    setattr(Tensor, _name, _dtype_shorthand(_name, _dtype_name))
+del _name, _dtype_name
 
 
 # torch's legacy tensor type names, ``torch.<Name>Tensor``

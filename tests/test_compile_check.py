@@ -70,20 +70,29 @@ def test_a_product_through_float32_planes_is_recorded(tmp_path):
     assert splits and all(isinstance(record["constexprs"]["P0"], int) for record in splits)
 
 
-@cpu_kernels
-def test_a_kernel_the_interpreter_runs_but_the_compiler_refuses_is_reported(tmp_path):
-    (tmp_path / "refused_kernel.py").write_text(textwrap.dedent("""
-        import nbxtensor  # settles Triton's mode first
-        import triton
-        import triton.language as tl
+_REFUSED_HEADER = textwrap.dedent("""
+    import nbxtensor  # settles Triton's mode first
+    import triton
+    import triton.language as tl
 
-        SCALE = 3.0  # a plain global: the interpreter reads it, the compiler refuses it
+    SCALE = 3.0  # a plain global: the interpreter reads it, the compiler refuses it
+""")
+
+
+def _refused_kernel(name: str) -> str:
+    """A kernel the interpreter runs and the compiler refuses (it reads ``SCALE``)."""
+    return textwrap.dedent(f"""
 
         @triton.jit
-        def scale(x, n, BLOCK: tl.constexpr):
+        def {name}(x, n, BLOCK: tl.constexpr):
             i = tl.arange(0, BLOCK)
             tl.store(x + i, tl.load(x + i, mask=i < n) * SCALE, mask=i < n)
-    """))
+    """)
+
+
+@cpu_kernels
+def test_a_kernel_the_interpreter_runs_but_the_compiler_refuses_is_reported(tmp_path):
+    (tmp_path / "refused_kernel.py").write_text(_REFUSED_HEADER + _refused_kernel("scale"))
     records = _record(tmp_path, """
         import nbxtensor as nbx
         from nbxtensor.launch import launch
@@ -103,24 +112,8 @@ def test_a_kernel_the_interpreter_runs_but_the_compiler_refuses_is_reported(tmp_
 def test_an_interpreter_only_kernel_is_skipped_and_the_rest_still_compile(tmp_path):
     """A kernel its module lists in ``INTERPRETER_ONLY`` is never compiled; a refused kernel beside it is
     still reported (the check must not settle the workers' Triton as interpreted by importing modules)."""
-    (tmp_path / "mixed_kernels.py").write_text(textwrap.dedent("""
-        import nbxtensor  # settles Triton's mode first
-        import triton
-        import triton.language as tl
-
-        SCALE = 3.0  # a plain global: the interpreter reads it, the compiler refuses it
-        INTERPRETER_ONLY = ("scale_on_the_cpu",)
-
-        @triton.jit
-        def scale_on_the_cpu(x, n, BLOCK: tl.constexpr):
-            i = tl.arange(0, BLOCK)
-            tl.store(x + i, tl.load(x + i, mask=i < n) * SCALE, mask=i < n)
-
-        @triton.jit
-        def scale(x, n, BLOCK: tl.constexpr):
-            i = tl.arange(0, BLOCK)
-            tl.store(x + i, tl.load(x + i, mask=i < n) * SCALE, mask=i < n)
-    """))
+    (tmp_path / "mixed_kernels.py").write_text(_REFUSED_HEADER + 'INTERPRETER_ONLY = ("scale_on_the_cpu",)\n'
+                                               + _refused_kernel("scale_on_the_cpu") + _refused_kernel("scale"))
     records = _record(tmp_path, """
         import nbxtensor as nbx
         from nbxtensor.launch import launch

@@ -243,7 +243,7 @@ def test_intermediates_live_in_the_planned_arena_and_outputs_outside_it(tmp_path
     g = graph.load(_write(tmp_path / "mlp"), device=TEST_DEVICE)
     x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
     first = g(x)
-    served, _ = g.last_arena_use
+    served = g.last_run.served
     assert served == 2  # linear and sub; relu is the graph's output
     kept = first.numpy().copy()
     g(x * 2)  # a second run reuses nothing the first one returned
@@ -257,7 +257,7 @@ def test_a_value_an_op_returned_unchanged_is_moved_into_its_own_place(tmp_path):
     got = g(x).numpy()
     relu = np.maximum(x, 0)
     np.testing.assert_array_equal(got, -relu * relu)
-    assert g.last_arena_use[1] == 1
+    assert g.last_run.copied == 1
 
 
 def test_a_replay_reads_each_calls_inputs_including_a_0d_step_scalar(tmp_path):

@@ -584,7 +584,6 @@ class Graph:
                 for ref in freed:
                     env.pop(ref, None)
             results = tuple(arena.release(env[out]) for out in self.outputs)
-        self.last_arena_use = (arena.served, arena.copied)  # (outputs served from the arena, moved into it)
         self.last_run = arena
         return results[0] if len(results) == 1 else results
 

@@ -36,7 +36,6 @@ arena_service = None
 # and whether in ``outside_arena`` (every allocation from the allocator). A graph runs in one thread, and
 # another thread's plan making or scratch must not change how it is served.
 _arena_local = threading.local()
-_arena_local.scratch_depth, _arena_local.outside = 0, False
 
 
 @functools.lru_cache(maxsize=4096)
@@ -577,13 +576,12 @@ def to(x: Tensor, device=None, dtype=None, copy: bool = False, memory_format=Non
     channels_last), whether or not ``x`` is contiguous."""
     dev = x.device if device is None else _resolve(device)
     dt = x.dtype if dtype is None else get_dtype(dtype)
+    preserve = preserves_strides("to", memory_format)
     if dev.type == "meta":  # shapes only: nothing to copy
-        preserve = preserves_strides("to", memory_format)
         return Tensor._meta(x.shape, dt, S.dense_strides_like(x.shape, x.stride()) if preserve else None)
     _check_data(x, "to")
-    preserve = preserves_strides("to", memory_format)
-    suggested = not S.strides_like_channels_last(x.shape, x.stride())
-    if dev == x.device and dt is x.dtype and not copy and (preserve or suggested):
+    if dev == x.device and dt is x.dtype and not copy and (
+            preserve or not S.strides_like_channels_last(x.shape, x.stride())):
         return x
     if dev == x.device:
         return _converted(x, dt, preserve)
