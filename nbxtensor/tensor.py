@@ -212,6 +212,11 @@ class Tensor:
         return backend.kernel_pointer(self.data_ptr(), self._dtype.triton)
 
     # ---- host access ------------------------------------------------------------------------
+    def where(self, condition, other) -> "Tensor":
+        """``self`` where ``condition`` holds, else ``other`` (torch's method order)."""
+        from .ops.registry import get
+        return get("where").impl(condition, self, other)
+
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The data as a NumPy array: a view sharing memory on the CPU (any strides), a copy from
         any other device. Bools keep the bytes their memory holds; NumPy, like nbxtensor, reads any

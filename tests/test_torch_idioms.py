@@ -414,3 +414,10 @@ def test_repr_of_an_empty_tensor_says_its_size_and_dtype_as_torch():
     expected = f"tensor([], size=(3, 0, 1), dtype={nbx.int32!r})"
     assert repr(nbx.zeros((3, 0, 1), dtype=nbx.int32, device="cpu")) == expected
     assert repr(nbx.tensor(np.zeros(2, np.int64))) == "tensor([0, 0])"  # made on the host: no kernel runs
+
+
+def test_the_where_method_reads_self_as_the_values_where_the_condition_holds():
+    x = to_nbx(np.array([1.0, -2.0, 3.0], np.float32))
+    other = to_nbx(np.full(3, 9.0, np.float32))
+    assert x.where(x > 0, other).tolist() == [1.0, 9.0, 3.0]  # torch: x.where(condition, other)
+    assert x.where(x > 0, 0.0).tolist() == [1.0, 0.0, 3.0]

@@ -425,7 +425,8 @@ TABLE = [
               "aten::bitwise_right_shift.Scalar_Tensor", "aten::__rshift__.Tensor", "aten::__rshift__.Scalar",
               "aten::bitwise_right_shift_.Tensor", "aten::bitwise_right_shift_.Tensor_Scalar")),
     # selection, clamping, ternary
-    Row("where", K.where, _where, inplace=False, complex_body=SELECT_COMPONENTWISE,
+    # Tensor.where(condition, other) reads self as the values where the condition holds: tensor.py
+    Row("where", K.where, _where, inplace=False, complex_body=SELECT_COMPONENTWISE, methods=(),
         aten=("aten::where.self", "aten::where.ScalarSelf", "aten::where.ScalarOther", "aten::where.Scalar",
               "aten::where.self_out")),
     Row("masked_fill", K.where, _masked_fill, check=_check_masked_fill, flops=1,

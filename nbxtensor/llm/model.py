@@ -1,0 +1,261 @@
+"""Decoder-only language models written with nbxtensor's ops, read from a Hugging Face checkpoint directory.
+
+One forward serves the Llama lineage (Llama 1-3 with 3.1-style RoPE scaling, Mistral, Qwen2 with its QKV
+bias, Qwen3 with its per-head q/k norms): the families differ in facts of their config, which
+``DecoderConfig.from_hf`` reads once. A prompt runs as one prefill (the flash kernel, causal); every
+later token of a batch of sequences as one decode step (the paged decode kernel over ``PagedKVCache``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..device import resolve
+from ..dtypes import get_dtype
+from ..nn import functional as F
+from ..ops.attention import kv_cache_append, paged_attention, rotary_embedding, scaled_dot_product_attention
+from ..ops.creation import tensor as make_tensor
+from ..ops.normalization import add_rms_norm, rms_norm
+from ..tensor import Tensor
+from . import checkpoint
+from .cache import PagedKVCache
+from .checkpoint import CheckpointError
+
+__all__ = ["DecoderConfig", "DecoderModel", "SUPPORTED_ARCHITECTURES", "load_model"]
+
+# architectures value -> what its config means beyond the Llama defaults
+SUPPORTED_ARCHITECTURES = {
+    "LlamaForCausalLM": {},
+    "MistralForCausalLM": {},
+    "Qwen2ForCausalLM": {"attention_bias": True},
+    "Qwen3ForCausalLM": {"qk_norm": True},
+}
+_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_eps: float
+    rope_theta: float
+    rope_scaling: dict | None
+    max_positions: int
+    tie_embeddings: bool
+    attention_bias: bool
+    output_bias: bool
+    qk_norm: bool
+    sliding_window: int | None
+    dtype: str
+    eos_token_ids: tuple[int, ...]
+    bos_token_id: int | None
+
+    @classmethod
+    def from_hf(cls, config: dict, where: str) -> "DecoderConfig":
+        architectures = config.get("architectures") or []
+        known = [a for a in architectures if a in SUPPORTED_ARCHITECTURES]
+        if not known:
+            raise CheckpointError(f"{where}: architectures {architectures} are not supported; supported: "
+                                  f"{', '.join(SUPPORTED_ARCHITECTURES)}")
+        architecture = known[0]
+        family = SUPPORTED_ARCHITECTURES[architecture]
+
+        def integer(key, default=None, minimum=1):
+            value = config.get(key, default)
+            if type(value) is not int or value < minimum:
+                raise CheckpointError(f"{where}: config {key} = {value!r} is not an integer >= {minimum}")
+            return value
+
+        heads = integer("num_attention_heads")
+        hidden = integer("hidden_size")
+        kv_heads = integer("num_key_value_heads", heads)
+        if heads % kv_heads:
+            raise CheckpointError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads "
+                                  f"{kv_heads}")
+        head_dim = config.get("head_dim") or hidden // heads
+        if type(head_dim) is not int or head_dim < 2 or head_dim % 2:
+            raise CheckpointError(f"{where}: head_dim {head_dim!r} must be an even integer")
+        eos = config.get("eos_token_id")
+        eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (eos,))
+        dtype = str(config.get("torch_dtype") or config.get("dtype") or "float32").removeprefix("torch.")
+        # transformers 5 writes rope_parameters (the base inside); earlier versions rope_theta and rope_scaling
+        rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+        if not isinstance(rope, dict):
+            raise CheckpointError(f"{where}: config rope_parameters must be an object")
+        window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
+        return cls(architecture=architecture, vocab_size=integer("vocab_size"), hidden_size=hidden,
+                   intermediate_size=integer("intermediate_size"), num_layers=integer("num_hidden_layers"),
+                   num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
+                   rms_eps=float(config.get("rms_norm_eps", 1e-6)),
+                   rope_theta=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
+                   rope_scaling=rope or None,
+                   max_positions=integer("max_position_embeddings", 2048),
+                   tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+                   attention_bias=bool(config.get("attention_bias", family.get("attention_bias", False))),
+                   output_bias=bool(config.get("attention_bias", False)),
+                   qk_norm=family.get("qk_norm", False),
+                   sliding_window=window if type(window) is int else None,
+                   dtype=_DTYPES.get(dtype, "float32"), eos_token_ids=tuple(int(e) for e in eos_ids),
+                   bos_token_id=config.get("bos_token_id"))
+
+
+def rope_tables(config: DecoderConfig, positions: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin (positions, head_dim / 2) in float32, computed as transformers does (float32 inverse
+    frequencies, float32 angles), with 3.1-style ("llama3") and linear scaling."""
+    dim = config.head_dim
+    inv_freq = (1.0 / (np.float32(config.rope_theta) ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32)
+                                                          / np.float32(dim)))).astype(np.float32)
+    scaling = config.rope_scaling or {}
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind == "linear":
+        inv_freq = (inv_freq / np.float32(scaling["factor"])).astype(np.float32)
+    elif kind == "llama3":
+        factor, low, high = (float(scaling[k]) for k in ("factor", "low_freq_factor", "high_freq_factor"))
+        original = float(scaling["original_max_position_embeddings"])
+        wavelength = 2 * math.pi / inv_freq
+        smooth = (original / wavelength - low) / (high - low)
+        smoothed = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+        inv_freq = np.where(wavelength > original / low, inv_freq / factor,
+                            np.where(wavelength < original / high, inv_freq, smoothed)).astype(np.float32)
+    elif kind != "default":
+        raise CheckpointError(f"rope_scaling type {kind!r} is not supported (default, linear and llama3 are)")
+    angles = np.arange(positions, dtype=np.float32)[:, None] * inv_freq[None, :]
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+class _Layer:
+    def __init__(self, weights: dict, prefix: str, config: DecoderConfig):
+        def get(name, optional=False):
+            value = weights.get(prefix + name)
+            if value is None and not optional:
+                raise CheckpointError(f"the checkpoint lacks weight {prefix + name}")
+            return value
+        self.input_norm = get("input_layernorm.weight")
+        self.post_norm = get("post_attention_layernorm.weight")
+        self.q, self.k, self.v, self.o = (get(f"self_attn.{n}_proj.weight") for n in "qkvo")
+        self.q_bias, self.k_bias, self.v_bias = (get(f"self_attn.{n}_proj.bias", not config.attention_bias)
+                                                 for n in "qkv")
+        self.o_bias = get("self_attn.o_proj.bias", not config.output_bias)
+        self.q_norm = get("self_attn.q_norm.weight", not config.qk_norm)
+        self.k_norm = get("self_attn.k_norm.weight", not config.qk_norm)
+        self.gate, self.up, self.down = (get(f"mlp.{n}_proj.weight") for n in ("gate", "up", "down"))
+
+
+class DecoderModel:
+    """A loaded decoder. ``prefill`` runs one prompt into the cache and gives its last position's logits;
+    ``decode`` runs one token for each of a batch of sequences."""
+
+    def __init__(self, config: DecoderConfig, weights: dict, device, dtype):
+        self.config, self.device, self.dtype = config, device, dtype
+        self.embed = weights["model.embed_tokens.weight"]
+        self.norm = weights["model.norm.weight"]
+        self.lm_head = self.embed if config.tie_embeddings else weights.get("lm_head.weight")
+        if self.lm_head is None:
+            raise CheckpointError("the checkpoint lacks lm_head.weight (and tie_word_embeddings is false)")
+        self.layers = [_Layer(weights, f"model.layers.{i}.", config) for i in range(config.num_layers)]
+        cos, sin = rope_tables(config, config.max_positions)
+        self.cos = make_tensor(cos, device=device)
+        self.sin = make_tensor(sin, device=device)
+        self._int32 = get_dtype("int32")
+
+    def new_cache(self, tokens: int, block_size: int = 16) -> PagedKVCache:
+        c = self.config
+        return PagedKVCache(c.num_layers, tokens, block_size, c.num_kv_heads, c.head_dim, self.dtype, self.device)
+
+    def _ints(self, values) -> Tensor:
+        return make_tensor(np.asarray(values, dtype=np.int32), device=self.device)
+
+    def _attention_inputs(self, layer: _Layer, h: Tensor, positions: Tensor):
+        c = self.config
+        rows = h.shape[0]
+        q = F.linear(h, layer.q, layer.q_bias).view(rows, c.num_heads, c.head_dim)
+        k = F.linear(h, layer.k, layer.k_bias).view(rows, c.num_kv_heads, c.head_dim)
+        v = F.linear(h, layer.v, layer.v_bias).view(rows, c.num_kv_heads, c.head_dim)
+        if c.qk_norm:
+            q = rms_norm(q, (c.head_dim,), layer.q_norm, c.rms_eps)
+            k = rms_norm(k, (c.head_dim,), layer.k_norm, c.rms_eps)
+        q = rotary_embedding(q, self.cos, self.sin, positions)
+        k = rotary_embedding(k, self.cos, self.sin, positions)
+        return q, k, v
+
+    def _layers(self, x: Tensor, positions: Tensor, cache: PagedKVCache, slots: Tensor, attend) -> Tensor:
+        """The residual stream ``x`` (rows, hidden) through every layer and the final norm."""
+        c = self.config
+        hidden = (c.hidden_size,)
+        residual, h = x, rms_norm(x, hidden, self.layers[0].input_norm, c.rms_eps)
+        for index, layer in enumerate(self.layers):
+            q, k, v = self._attention_inputs(layer, h, positions)
+            kv_cache_append(k, v, cache.keys[index], cache.values[index], slots)
+            attended = attend(index, q, k, v).reshape(h.shape[0], c.num_heads * c.head_dim)
+            h, residual = add_rms_norm(F.linear(attended, layer.o, layer.o_bias), residual, hidden, layer.post_norm,
+                                       c.rms_eps)
+            mlp = F.linear(F.silu(F.linear(h, layer.gate)) * F.linear(h, layer.up), layer.down)
+            following = self.layers[index + 1].input_norm if index + 1 < len(self.layers) else self.norm
+            h, residual = add_rms_norm(mlp, residual, hidden, following, c.rms_eps)
+        return h
+
+    def prefill(self, cache: PagedKVCache, sequence: int, tokens) -> Tensor:
+        """Logits (1, vocab) after the prompt ``tokens`` of a fresh cache ``sequence``."""
+        length = len(tokens)
+        self._check_length(length)
+        slots = self._ints(cache.extend(sequence, length))
+        x = F.embedding(self._ints(tokens), self.embed)
+        positions = self._ints(np.arange(length).reshape(length, 1))
+
+        def attend(index, q, k, v):
+            out = scaled_dot_product_attention(q.permute(1, 0, 2), k.permute(1, 0, 2), v.permute(1, 0, 2),
+                                               is_causal=True, enable_gqa=True)
+            return out.permute(1, 0, 2)
+        h = self._layers(x, positions, cache, slots, attend)
+        return F.linear(h[length - 1:], self.lm_head)
+
+    def decode(self, cache: PagedKVCache, sequences: list[int], tokens) -> Tensor:
+        """Logits (batch, vocab) after one more token for each of ``sequences``."""
+        lengths = [cache.length(s) for s in sequences]
+        for length in lengths:
+            self._check_length(length + 1)
+        slots = self._ints([cache.extend(s, 1)[0] for s in sequences])
+        table = self._ints(cache.block_table(sequences))
+        seq_lens = self._ints([length + 1 for length in lengths])
+        positions = self._ints(np.asarray(lengths).reshape(-1, 1))
+        x = F.embedding(self._ints(tokens), self.embed)
+
+        def attend(index, q, k, v):
+            return paged_attention(q, cache.keys[index], cache.values[index], table, seq_lens)
+        h = self._layers(x, positions, cache, slots, attend)
+        return F.linear(h, self.lm_head)
+
+    def _check_length(self, length: int) -> None:
+        c = self.config
+        if length > c.max_positions:
+            raise ValueError(f"the sequence reaches {length} tokens, past the model's context of "
+                             f"{c.max_positions} (max_position_embeddings)")
+        if c.sliding_window is not None and length > c.sliding_window:
+            raise NotImplementedError(f"the sequence reaches {length} tokens, past the sliding window of "
+                                      f"{c.sliding_window}; windowed attention is not implemented yet")
+
+
+def load_model(directory, device=None, dtype=None) -> DecoderModel:
+    """The decoder in the Hugging Face checkpoint ``directory`` on ``device``, in ``dtype`` (default: the
+    checkpoint's)."""
+    import os
+    directory = os.fspath(directory)
+    config = DecoderConfig.from_hf(checkpoint.read_json(directory, checkpoint.CONFIG_FILE), directory)
+    device = resolve(device)
+    dtype = get_dtype(dtype or config.dtype)
+    if not dtype.is_floating_point or dtype.itemsize < 2 or dtype.storage_only:
+        raise TypeError(f"a model runs in float32, float16 or bfloat16, not {dtype.name}")
+    raw = checkpoint.load_weights(directory, device, lambda name: name.startswith(("model.", "lm_head.")))
+    weights = {name: w if w.dtype is dtype else w.to(dtype) for name, w in raw.items()}
+    for required in ("model.embed_tokens.weight", "model.norm.weight"):
+        if required not in weights:
+            raise CheckpointError(f"{directory}: the checkpoint lacks weight {required}")
+    return DecoderModel(config, weights, device, dtype)

@@ -1,0 +1,163 @@
+"""Text generation from Hugging Face checkpoints (nbxtensor.llm), against transformers' own generate.
+
+Tiny random models are saved with save_pretrained and read back by nbxtensor with no torch on its side.
+Greedy tokens must be identical to transformers' in fp32: both compute the same fp32 products with
+different summation orders (differences near 1e-6 relative), far below the gaps between a random model's
+top logits, so a flipped token would be a real defect."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from nbxtensor import llm
+from nbxtensor.llm.cache import CacheFull, PagedKVCache
+from nbxtensor.llm.model import rope_tables, DecoderConfig
+
+from .conftest import TEST_DEVICE
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+COMMON = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=2, max_position_embeddings=128, eos_token_id=None, bos_token_id=None,
+              pad_token_id=None)
+FAMILIES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
+    "llama3.1-rope": ("LlamaConfig", "LlamaForCausalLM",
+                      {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                        "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}),
+    "llama-mha-tied": ("LlamaConfig", "LlamaForCausalLM", {"num_key_value_heads": 4, "tie_word_embeddings": True}),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": 64}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 32}),
+}
+PROMPTS = [[5, 17, 3, 44, 9], [8, 2, 60], [1, 90, 33, 33, 12, 70, 4, 21]]
+
+
+def _checkpoint(tmp_path_factory, family: str, **overrides):
+    config_name, model_name, extra = FAMILIES[family]
+    config = getattr(transformers, config_name)(**{**COMMON, **extra, **overrides})
+    torch.manual_seed(0)
+    model = getattr(transformers, model_name)(config).eval()
+    with torch.no_grad():  # every weight random, biases and norm weights too, so each one is exercised
+        for name, parameter in model.named_parameters():
+            parameter.normal_(0.0, 0.3 if parameter.ndim == 1 else 0.05)
+            if "norm" in name:
+                parameter.add_(1.0)
+    directory = tmp_path_factory.mktemp(family)
+    model.save_pretrained(directory)
+    return model, directory
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request, tmp_path_factory):
+    return request.param, *_checkpoint(tmp_path_factory, request.param)
+
+
+def _reference(model, prompt, new_tokens):
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=False,
+                             min_new_tokens=new_tokens)
+    return out[0, len(prompt):].tolist()
+
+
+def test_greedy_tokens_equal_transformers_alone_and_batched(family):
+    name, model, directory = family
+    ours = llm.load(directory, device=TEST_DEVICE)
+    assert ours.model.config.architecture == model.config.architectures[0]
+    expected = [_reference(model, p, 32) for p in PROMPTS]
+    alone = ours.generate(PROMPTS[0], max_new_tokens=32)
+    assert alone.tokens == expected[0] and alone.finish_reason == "length"
+    # prompts of different lengths in one batch: no padding exists to change a sequence's tokens
+    batched = ours.generate(PROMPTS, max_new_tokens=32)
+    assert [g.tokens for g in batched] == expected
+    assert ours.engine.cache.free_tokens == ours.engine.cache.capacity_tokens  # every page came back
+
+
+def test_a_request_joining_mid_batch_gets_the_tokens_it_gets_alone(tmp_path_factory):
+    model, directory = _checkpoint(tmp_path_factory, "llama")
+    ours = llm.load(directory, device=TEST_DEVICE, cache_tokens=256, block_size=4)
+    engine = ours.engine
+    first = engine.add(PROMPTS[0], llm.SamplingParams(max_new_tokens=10))
+    for _ in range(4):
+        engine.step()
+    late = engine.add(PROMPTS[1], llm.SamplingParams(max_new_tokens=10))
+    while engine.busy:
+        engine.step()
+    assert first.tokens == _reference(model, PROMPTS[0], 10)
+    assert late.tokens == _reference(model, PROMPTS[1], 10)
+
+
+def test_sampling_is_reproducible_per_seed_and_differs_across_seeds(tmp_path_factory):
+    _, directory = _checkpoint(tmp_path_factory, "llama")
+    ours = llm.load(directory, device=TEST_DEVICE)
+    settings = dict(max_new_tokens=12, temperature=1.5, top_k=40, top_p=0.95, repetition_penalty=1.2)
+    a = ours.generate(PROMPTS[0], seed=7, **settings).tokens
+    b = ours.generate(PROMPTS[0], seed=7, **settings).tokens
+    c = ours.generate(PROMPTS[0], seed=8, **settings).tokens
+    assert a == b and a != c
+
+
+def test_stop_tokens_end_a_request(tmp_path_factory):
+    model, directory = _checkpoint(tmp_path_factory, "llama")
+    ours = llm.load(directory, device=TEST_DEVICE)
+    expected = _reference(model, PROMPTS[0], 8)
+    stopped = ours.generate(PROMPTS[0], max_new_tokens=8, stop_token_ids=(expected[3],))
+    assert stopped.tokens == expected[:expected.index(expected[3]) + 1] and stopped.finish_reason == "stop"
+
+
+def test_rope_tables_follow_transformers(tmp_path_factory):
+    """cos/sin as transformers makes them (float32 inverse frequencies and angles), llama3 scaling too."""
+    model, directory = _checkpoint(tmp_path_factory, "llama3.1-rope")
+    config = DecoderConfig.from_hf(json.loads((directory / "config.json").read_text()), "test")
+    cos, sin = rope_tables(config, 40)
+    rotary = model.model.rotary_emb
+    x = torch.zeros(1, 40, config.head_dim)
+    ref_cos, ref_sin = rotary(x, torch.arange(40)[None])
+    half = config.head_dim // 2
+    np.testing.assert_allclose(cos, ref_cos[0, :, :half].numpy(), rtol=0, atol=2e-6)
+    np.testing.assert_allclose(sin, ref_sin[0, :, :half].numpy(), rtol=0, atol=2e-6)
+
+
+def test_paged_cache_hands_out_and_takes_back_pages():
+    cache = PagedKVCache(1, tokens=12, block_size=4, kv_heads=1, head_dim=2, dtype="float32", device="cpu")
+    assert cache.extend(0, 3) == [0, 1, 2]
+    assert cache.extend(1, 2) == [4, 5]
+    assert cache.extend(0, 2) == [3, 8]  # the rest of page 0, then a new page
+    assert cache.block_table([0, 1]) == [[0, 2], [1, 0]]
+    with pytest.raises(CacheFull, match="free tokens"):
+        cache.extend(2, 1)
+    cache.release(1)
+    assert cache.extend(2, 1) == [4]
+    assert cache.free_tokens == 0 and cache.length(0) == 5
+
+
+def test_unsupported_architecture_and_bad_prompts_are_refused(tmp_path_factory, tmp_path):
+    _, directory = _checkpoint(tmp_path_factory, "llama")
+    config = json.loads((directory / "config.json").read_text())
+    config["architectures"] = ["MambaForCausalLM"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(llm.CheckpointError, match="MambaForCausalLM.*supported: LlamaForCausalLM"):
+        llm.load(tmp_path)
+    ours = llm.load(directory, device=TEST_DEVICE)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        ours.generate([5, 200])
+    with pytest.raises(ValueError, match="context is 128"):
+        ours.generate(list(range(90)) * 2)
+    with pytest.raises(llm.CheckpointError, match="no tokenizer.json"):
+        ours.generate("hello")
+    with pytest.raises(ValueError, match="top_p"):
+        ours.generate([5], top_p=0.0)
+
+
+def test_a_shard_index_naming_a_path_outside_the_directory_is_refused(tmp_path_factory, tmp_path):
+    _, directory = _checkpoint(tmp_path_factory, "llama")
+    for name in ("config.json", "model.safetensors"):
+        (tmp_path / name).write_bytes((directory / name).read_bytes())
+    os.remove(tmp_path / "model.safetensors")
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "../model.safetensors"}}))
+    with pytest.raises(llm.CheckpointError, match="not a plain file name"):
+        llm.load(tmp_path)
