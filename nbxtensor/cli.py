@@ -200,6 +200,36 @@ def _export(args) -> int:
                with_attention_mask=args.with_attention_mask)
 
 
+def _generate(args) -> int:
+    import time
+
+    from nbxtensor import llm
+
+    device = _device(args.device)
+    if not os.path.isdir(args.checkpoint):
+        raise UsageError(f"{args.checkpoint}: no such directory; pass a Hugging Face checkpoint directory "
+                         f"(config.json, safetensors, tokenizer.json)")
+    try:
+        model = llm.load(args.checkpoint, device=device, dtype=args.dtype)
+        prompt = model.encode(args.prompt if model.tokenizer is not None or not args.prompt.replace(",", "").isdigit()
+                              else [int(t) for t in args.prompt.split(",")])
+        settings = {name: getattr(args, name) for name in ("max_new_tokens", "temperature", "top_k", "top_p", "min_p",
+                                                           "repetition_penalty", "seed")}
+        start = time.perf_counter()
+        produced = 0
+        for piece in model.stream(prompt, **settings):
+            print(piece if isinstance(piece, str) else f"{piece} ", end="", flush=True)
+            produced += 1
+        total = time.perf_counter() - start
+    except (llm.CheckpointError, ValueError, TypeError, NotImplementedError, ImportError) as error:
+        raise UsageError(str(error)) from None
+    engine = model.engine
+    decode_rate = f"{(produced - 1) / engine.decode_seconds:.1f}" if produced > 1 and engine.decode_seconds else "-"
+    print(f"\n[{len(prompt)} prompt tokens at {len(prompt) / engine.prefill_seconds:.1f} tokens/s; "
+          f"{produced} new in {total:.2f} s, decode {decode_rate} tokens/s]", file=sys.stderr)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``nbx`` command line: every command and option with its help."""
     from nbxtensor._version import __version__
@@ -254,6 +284,24 @@ def parser() -> argparse.ArgumentParser:
     exporter.add_argument("--with-attention-mask", action="store_true",
                           help="with a checkpoint: take attention_mask (int64, the shape of input_ids) as an input too")
     exporter.set_defaults(run=_export)
+    generate = sub.add_parser("generate", help="continue a prompt with a Hugging Face decoder checkpoint (Llama, "
+                                               "Mistral, Qwen2, Qwen3)",
+                              description="Load a decoder checkpoint directory and stream the continuation of "
+                                          "a prompt; sampling settings default to its generation_config.json.")
+    generate.add_argument("checkpoint", metavar="CHECKPOINT_DIR", help="config.json, safetensors and tokenizer.json")
+    generate.add_argument("--prompt", required=True,
+                          help="the text to continue (or comma-separated token ids for a checkpoint without tokenizer)")
+    generate.add_argument("--max-new-tokens", type=int, default=None, help="how many tokens at most (default 32)")
+    generate.add_argument("--temperature", type=float, default=None, help="0 for greedy (the default unless the "
+                                                                          "checkpoint samples)")
+    generate.add_argument("--top-k", type=int, default=None, help="keep the k likeliest tokens (0: all)")
+    generate.add_argument("--top-p", type=float, default=None, help="keep the likeliest tokens up to this mass")
+    generate.add_argument("--min-p", type=float, default=None, help="drop tokens below this share of the likeliest")
+    generate.add_argument("--repetition-penalty", type=float, default=None, help="above 1 discourages repeats")
+    generate.add_argument("--seed", type=int, default=None, help="the draw's seed: the same seed, the same tokens")
+    generate.add_argument("--dtype", default=None, help="float32, float16 or bfloat16 (default: the checkpoint's)")
+    generate.add_argument("--device", default=None, help="cpu or cuda[:N] (default: the GPU when present, else the CPU)")
+    generate.set_defaults(run=_generate)
     return top
 
 

@@ -161,3 +161,15 @@ def test_a_shard_index_naming_a_path_outside_the_directory_is_refused(tmp_path_f
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "../model.safetensors"}}))
     with pytest.raises(llm.CheckpointError, match="not a plain file name"):
         llm.load(tmp_path)
+
+
+def test_nbx_generate_streams_the_greedy_continuation(tmp_path_factory, capsys):
+    from nbxtensor import cli
+    model, directory = _checkpoint(tmp_path_factory, "llama")
+    assert cli.main(["generate", str(directory), "--prompt", "5,17,3", "--max-new-tokens", "6",
+                     "--device", TEST_DEVICE]) == 0
+    out = capsys.readouterr()
+    assert [int(t) for t in out.out.split()] == _reference(model, [5, 17, 3], 6)
+    assert "3 prompt tokens" in out.err and "decode" in out.err
+    assert cli.main(["generate", str(directory / "missing"), "--prompt", "1"]) == 2
+    assert "no such directory" in capsys.readouterr().err

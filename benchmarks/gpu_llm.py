@@ -1,0 +1,107 @@
+"""Text generation with nbxtensor.llm at TinyLlama-1.1B size (22 layers, hidden 2048, GQA 32/4, random bf16
+weights saved with save_pretrained), against transformers eager (sdpa) in the same run, batch 1:
+- greedy tokens: ours and transformers' for 32 new tokens after a 64-token prompt (random weights give flat
+  logits, so bf16 runs may part after a few tokens; the count of equal leading tokens is printed);
+- prefill of 512 and 2048 tokens (time to the first token), ours and transformers';
+- decode tokens/s at batch 1, 8 and 32 (ours: one batched step per token over the paged cache; the
+  weights-over-bandwidth floor printed beside it); transformers' at batch 1.
+Prints a table last; with OUT set, a host profile of one decode step goes to $OUT/llm_decode_profile.txt."""
+from __future__ import annotations
+
+import cProfile
+import io
+import os
+import pstats
+import tempfile
+import time
+
+import nbxtensor as nbx
+from nbxtensor import llm
+
+import torch  # noqa: E402  (the reference; nbxtensor.llm never imports it)
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+LAYERS = int(os.environ.get("NBX_LLAMA_LAYERS", "22"))
+BANDWIDTH = 4.8e12  # H200 HBM3e, bytes/s
+
+
+def checkpoint(directory: str) -> LlamaForCausalLM:
+    config = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=LAYERS,
+                         num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=4096,
+                         rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False, torch_dtype="bfloat16")
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+    model.save_pretrained(directory)
+    return model
+
+
+def timed(run, repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        nbx.cuda.synchronize()
+        start = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        nbx.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        reference = checkpoint(directory)
+        weight_bytes = sum(p.numel() * p.element_size() for p in reference.parameters())
+        ours = llm.load(directory, device="cuda", cache_tokens=32 * 2600)
+        prompt = [int(t) for t in torch.randint(0, 32000, (64,), generator=torch.Generator().manual_seed(1))]
+        got = ours.generate(prompt, max_new_tokens=32).tokens
+        with torch.no_grad():
+            want = reference.generate(torch.tensor([prompt], device="cuda"), max_new_tokens=32, do_sample=False,
+                                      min_new_tokens=32)[0, 64:].tolist()
+        same = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), len(want))
+        print(f"checks: greedy 32 tokens, {same} leading tokens equal to transformers' (bf16)")
+        for length in (512, 2048):
+            ids = [int(t) for t in torch.randint(0, 32000, (length,), generator=torch.Generator().manual_seed(2))]
+            ours_s = timed(lambda: ours.generate(ids, max_new_tokens=1))
+            with torch.no_grad():
+                theirs_s = timed(lambda: reference(torch.tensor([ids], device="cuda")))
+            rows.append((f"prefill {length}", ours_s * 1e3, theirs_s * 1e3, "ms"))
+        for batch in (1, 8, 32):
+            prompts = [prompt] * batch
+            new = 64
+            ours_s = timed(lambda: ours.generate(prompts, max_new_tokens=new), repeats=2)
+            # decode rate after the prefills: total minus the first token's step
+            prefill_s = ours.engine.prefill_seconds
+            ours.engine.prefill_seconds = ours.engine.decode_seconds = 0.0
+            ours.generate(prompts, max_new_tokens=new)
+            decode_s = ours.engine.decode_seconds
+            rate = batch * (new - 1) / decode_s
+            floor = BANDWIDTH / weight_bytes * batch
+            theirs = ""
+            if batch == 1:
+                with torch.no_grad():
+                    ids = torch.tensor([prompt], device="cuda")
+                    t = timed(lambda: reference.generate(ids, max_new_tokens=new, do_sample=False, min_new_tokens=new),
+                              repeats=2)
+                theirs = f"{new / t:.1f}"
+            rows.append((f"decode batch {batch} tokens/s", f"{rate:.1f}", theirs, f"floor {floor:.0f}"))
+            del prefill_s, ours_s
+        if os.environ.get("OUT"):
+            profile = cProfile.Profile()
+            profile.enable()
+            ours.generate(prompt, max_new_tokens=8)
+            profile.disable()
+            text = io.StringIO()
+            pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(40)
+            with open(os.path.join(os.environ["OUT"], "llm_decode_profile.txt"), "w") as file:
+                file.write(text.getvalue())
+    print("what | ours | transformers | note")
+    for row in rows:
+        print(" | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row))
+
+
+if __name__ == "__main__":
+    main()
