@@ -7,6 +7,7 @@ top logits, so a flipped token would be a real defect."""
 from __future__ import annotations
 
 import json
+import textwrap
 import os
 
 import numpy as np
@@ -173,3 +174,18 @@ def test_nbx_generate_streams_the_greedy_continuation(tmp_path_factory, capsys):
     assert "3 prompt tokens" in out.err and "decode" in out.err
     assert cli.main(["generate", str(directory / "missing"), "--prompt", "1"]) == 2
     assert "no such directory" in capsys.readouterr().err
+
+
+def test_generation_runs_where_importing_torch_fails(tmp_path_factory):
+    from .test_torch_free import REFUSE_TORCH, run_python
+    model, directory = _checkpoint(tmp_path_factory, "qwen2")
+    source = REFUSE_TORCH + textwrap.dedent(f"""
+        from nbxtensor import llm
+        tokens = llm.load({str(directory)!r}, device={TEST_DEVICE!r}).generate([5, 17, 3], max_new_tokens=4).tokens
+        import sys
+        assert not any(name == "torch" or name.startswith("torch.") for name in sys.modules)
+        print(tokens)
+    """)
+    result = run_python(source)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == str(_reference(model, [5, 17, 3], 4))
