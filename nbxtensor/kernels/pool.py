@@ -27,7 +27,8 @@ def pool_window(src, dst, indices, total, C, ID, IH, IW, OD, OH, OW,
                 s_n, s_c, s_d, s_h, s_w, o_n, o_c, o_d, o_h, o_w,
                 SD, SH, SW, PD, PH, PW, DD, DH, DW, divisor,
                 KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, KIND: tl.constexpr, ADAPTIVE: tl.constexpr,
-                COUNT_PAD: tl.constexpr, HAS_DIVISOR: tl.constexpr,                WITH_INDICES: tl.constexpr, CHANNELS_LAST: tl.constexpr, COMPUTE: tl.constexpr,
+                COUNT_PAD: tl.constexpr, HAS_DIVISOR: tl.constexpr,
+                WITH_INDICES: tl.constexpr, CHANNELS_LAST: tl.constexpr, COMPUTE: tl.constexpr,
                 SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
                 INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """KD, KH, KW: the window's extent (adaptive: the longest window). Max takes a NaN over any number

@@ -66,12 +66,12 @@ def _load(base, d, h, w, s_d, s_h, s_w, mask, SRC_FORMAT: tl.constexpr):
 
 
 @triton.jit
-def _cubic_row(base, d, h, w_a, w_b, w_c, w_e, t0, t1, t2, t3, s_d, s_h, s_w, mask, SRC_FORMAT: tl.constexpr):
-    """Cubic interpolation along W of row ``h``: taps at w_a..w_e weighted t0..t3."""
-    return (_load(base, d, h, w_a, s_d, s_h, s_w, mask, SRC_FORMAT) * t0
-            + _load(base, d, h, w_b, s_d, s_h, s_w, mask, SRC_FORMAT) * t1
-            + _load(base, d, h, w_c, s_d, s_h, s_w, mask, SRC_FORMAT) * t2
-            + _load(base, d, h, w_e, s_d, s_h, s_w, mask, SRC_FORMAT) * t3)
+def _cubic_row(row, w_a, w_b, w_c, w_e, t0, t1, t2, t3, s_w, mask, SRC_FORMAT: tl.constexpr):
+    """Cubic interpolation along W of the row at ``row``: taps at w_a..w_e weighted t0..t3."""
+    return (_load(row, 0, 0, w_a, 0, 0, s_w, mask, SRC_FORMAT) * t0
+            + _load(row, 0, 0, w_b, 0, 0, s_w, mask, SRC_FORMAT) * t1
+            + _load(row, 0, 0, w_c, 0, 0, s_w, mask, SRC_FORMAT) * t2
+            + _load(row, 0, 0, w_e, 0, 0, s_w, mask, SRC_FORMAT) * t3)
 
 
 @triton.jit
@@ -144,10 +144,15 @@ def resample(src, dst, total, C, ID, IH, IW, OD, OH, OW,
         iw = fw.to(tl.int32)
         ih = fh.to(tl.int32)
         w_a, w_b, w_c, w_e = _clamped(iw - 1, IW), _clamped(iw, IW), _clamped(iw + 1, IW), _clamped(iw + 2, IW)
-        value = (_cubic_row(base, od, _clamped(ih - 1, IH), w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_d, s_h, s_w, mask, SRC_FORMAT) * ht0
-                 + _cubic_row(base, od, _clamped(ih, IH), w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_d, s_h, s_w, mask, SRC_FORMAT) * ht1
-                 + _cubic_row(base, od, _clamped(ih + 1, IH), w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_d, s_h, s_w, mask, SRC_FORMAT) * ht2
-                 + _cubic_row(base, od, _clamped(ih + 2, IH), w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_d, s_h, s_w, mask, SRC_FORMAT) * ht3)
+        row = base + od * s_d
+        value = (_cubic_row(row + _clamped(ih - 1, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
+                            SRC_FORMAT) * ht0
+                 + _cubic_row(row + _clamped(ih, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
+                              SRC_FORMAT) * ht1
+                 + _cubic_row(row + _clamped(ih + 1, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
+                              SRC_FORMAT) * ht2
+                 + _cubic_row(row + _clamped(ih + 2, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
+                              SRC_FORMAT) * ht3)
         tl.store(out, _encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
 
 
