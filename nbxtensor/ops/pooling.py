@@ -357,7 +357,7 @@ def _declare_adaptive_pools(nd: int) -> None:
         return _adaptive(input, nd, output_size, K.KIND_MAX, bool(return_indices), mx)
     adaptive_max_pool.__doc__ = (f"torch.nn.functional.{mx}: the largest element of each adaptive window (a NaN "
                                  "wins; of equal values the first), with its input-plane index for return_indices.")
-    register(mx, family="pooling", aten=[],
+    register(mx, family="pooling", aten=[f"nbx::{mx}"],
              meta=lambda x, output_size, return_indices=False: _adaptive_meta(nd, bool(return_indices))(x, output_size),
              cost=lambda x, output_size, return_indices=False: _adaptive_cost(nd, bool(return_indices))(x, output_size),
              api=())(adaptive_max_pool)
