@@ -8,6 +8,7 @@ import triton.language as tl
 from .common import program_elements
 from .copy import _decode, _encode
 
+# KIND: the kernel compares with the literals (globals it reads must be constexprs)
 KIND_MAX = 0
 KIND_AVG = 1
 
@@ -57,7 +58,7 @@ def pool_window(src, dst, indices, total, C, ID, IH, IW, OD, OH, OW,
     h0, h_end = _window(oh, IH, KH, SH, PH, ADAPTIVE, OH)
     w0, w_end = _window(ow, IW, KW, SW, PW, ADAPTIVE, OW)
     base = src + n * s_n + c * s_c
-    if KIND == KIND_MAX:
+    if KIND == 0:
         best = tl.zeros([BLOCK], COMPUTE)
         best_index = tl.full([BLOCK], -1, tl.int64)
     else:
@@ -79,7 +80,7 @@ def pool_window(src, dst, indices, total, C, ID, IH, IW, OD, OH, OW,
                 if ADAPTIVE:
                     ok = ok & (w < w_end)
                 x = _decode(tl.load(base + d * s_d + h * s_h + w * s_w, mask=ok, other=0), SRC_FORMAT).to(COMPUTE)
-                if KIND == KIND_MAX:
+                if KIND == 0:
                     take = ok & ((x > best) | (x != x) | (best_index < 0))
                     best = tl.where(take, x, best)
                     best_index = tl.where(take, ((d * IH + h) * IW + w).to(tl.int64), best_index)
@@ -87,7 +88,7 @@ def pool_window(src, dst, indices, total, C, ID, IH, IW, OD, OH, OW,
                     acc += tl.where(ok, x, 0)
                     count += ok.to(tl.int32)
     out_offset = n * o_n + c * o_c + od * o_d + oh * o_h + ow * o_w
-    if KIND == KIND_MAX:
+    if KIND == 0:
         tl.store(dst + out_offset, _encode(best, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)
         if WITH_INDICES:
             tl.store(indices + out_offset, best_index, mask=mask)

@@ -9,12 +9,13 @@ import triton.language as tl
 from .common import program_elements
 from .copy import _decode, _encode
 
+# MODE: the kernel compares with the literals (globals it reads must be constexprs)
 MODE_NEAREST = 0
 MODE_NEAREST_EXACT = 1
 MODE_LINEAR = 2
 MODE_CUBIC = 3
 
-CUBIC_A: tl.constexpr = -0.75
+CUBIC_A = tl.constexpr(-0.75)
 
 
 @triton.jit
@@ -110,12 +111,12 @@ def resample(src, dst, total, C, ID, IH, IW, OD, OH, OW,
         n = rest // C
     base = src + n * s_n + c * s_c
     out = dst + n * o_n + c * o_c + od * o_d + oh * o_h + ow * o_w
-    if MODE == MODE_NEAREST or MODE == MODE_NEAREST_EXACT:
-        d = _nearest(od, scale_d, ID, MODE == MODE_NEAREST_EXACT)
-        h = _nearest(oh, scale_h, IH, MODE == MODE_NEAREST_EXACT)
-        w = _nearest(ow, scale_w, IW, MODE == MODE_NEAREST_EXACT)
+    if MODE == 0 or MODE == 1:
+        d = _nearest(od, scale_d, ID, MODE == 1)
+        h = _nearest(oh, scale_h, IH, MODE == 1)
+        w = _nearest(ow, scale_w, IW, MODE == 1)
         tl.store(out, tl.load(base + d * s_d + h * s_h + w * s_w, mask=mask), mask=mask)
-    elif MODE == MODE_LINEAR:
+    elif MODE == 2:
         if RESAMPLE_W:
             w_a, w_b, lw = _linear_taps(ow, scale_w, IW, ALIGN_CORNERS)
         else:
