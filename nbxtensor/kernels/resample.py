@@ -1,0 +1,172 @@
+"""Resampling over (N, C, D, H, W) with torch's source-coordinate arithmetic, in float32: nearest
+(floor(o * scale)), nearest-exact (floor((o + 0.5) * scale)), linear in each dim that resamples, and
+bicubic (A = -0.75, taps clamped to the border) in H and W. ``scale_*`` is input/output (or 1/scale_factor,
+or (I-1)/(O-1) with align_corners) as the host computed it in float32. As in pool.py, a program takes
+BLOCK output elements in the output's memory order."""
+import triton
+import triton.language as tl
+
+from .common import program_elements
+from .copy import _decode, _encode
+
+# MODE: the kernel compares with the literals (globals it reads must be constexprs)
+MODE_NEAREST = 0
+MODE_NEAREST_EXACT = 1
+MODE_LINEAR = 2
+MODE_CUBIC = 3
+
+CUBIC_A = tl.constexpr(-0.75)
+
+
+@triton.jit
+def _nearest(o, scale, size, EXACT: tl.constexpr):
+    if EXACT:
+        at = (o.to(tl.float32) + 0.5) * scale
+    else:
+        at = o.to(tl.float32) * scale
+    return tl.minimum(tl.floor(at).to(tl.int32), size - 1)
+
+
+@triton.jit
+def _source(o, scale, ALIGN_CORNERS: tl.constexpr, CUBIC: tl.constexpr):
+    """The real source coordinate of output index ``o`` (torch's area_pixel_compute_source_index)."""
+    if ALIGN_CORNERS:
+        return scale * o.to(tl.float32)
+    else:
+        at = scale * (o.to(tl.float32) + 0.5) - 0.5
+        if CUBIC:
+            return at
+        else:
+            return tl.maximum(at, 0.0)
+
+
+@triton.jit
+def _linear_taps(o, scale, size, ALIGN_CORNERS: tl.constexpr):
+    """(first index, second index, weight of the second) of linear interpolation."""
+    at = _source(o, scale, ALIGN_CORNERS, False)
+    first = at.to(tl.int32)  # at >= 0: truncation is floor
+    second = tl.minimum(first + 1, size - 1)
+    return first, second, at - first.to(tl.float32)
+
+
+@triton.jit
+def _cubic_weights(t):
+    """The four weights of taps -1, 0, 1, 2 at fraction ``t``."""
+    w0 = ((CUBIC_A * (t + 1.0) - 5.0 * CUBIC_A) * (t + 1.0) + 8.0 * CUBIC_A) * (t + 1.0) - 4.0 * CUBIC_A
+    w1 = ((CUBIC_A + 2.0) * t - (CUBIC_A + 3.0)) * t * t + 1.0
+    u = 1.0 - t
+    w2 = ((CUBIC_A + 2.0) * u - (CUBIC_A + 3.0)) * u * u + 1.0
+    v = 2.0 - t
+    w3 = ((CUBIC_A * v - 5.0 * CUBIC_A) * v + 8.0 * CUBIC_A) * v - 4.0 * CUBIC_A
+    return w0, w1, w2, w3
+
+
+@triton.jit
+def _load(base, d, h, w, s_d, s_h, s_w, mask, SRC_FORMAT: tl.constexpr):
+    return _decode(tl.load(base + d * s_d + h * s_h + w * s_w, mask=mask, other=0), SRC_FORMAT).to(tl.float32)
+
+
+@triton.jit
+def _cubic_row(row, w_a, w_b, w_c, w_e, t0, t1, t2, t3, s_w, mask, SRC_FORMAT: tl.constexpr):
+    """Cubic interpolation along W of the row at ``row``: taps at w_a..w_e weighted t0..t3."""
+    return (_load(row, 0, 0, w_a, 0, 0, s_w, mask, SRC_FORMAT) * t0
+            + _load(row, 0, 0, w_b, 0, 0, s_w, mask, SRC_FORMAT) * t1
+            + _load(row, 0, 0, w_c, 0, 0, s_w, mask, SRC_FORMAT) * t2
+            + _load(row, 0, 0, w_e, 0, 0, s_w, mask, SRC_FORMAT) * t3)
+
+
+@triton.jit
+def _clamped(i, size):
+    return tl.minimum(tl.maximum(i, 0), size - 1)
+
+
+@triton.jit
+def resample(src, dst, total, C, ID, IH, IW, OD, OH, OW,
+             s_n, s_c, s_d, s_h, s_w, o_n, o_c, o_d, o_h, o_w, scale_d, scale_h, scale_w,
+             MODE: tl.constexpr, ALIGN_CORNERS: tl.constexpr, RESAMPLE_D: tl.constexpr,
+             RESAMPLE_H: tl.constexpr, RESAMPLE_W: tl.constexpr, CHANNELS_LAST: tl.constexpr,
+             SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+             FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
+    """RESAMPLE_D/H/W: whether linear interpolation runs in that dim (a dim that does not resample reads
+    one tap). Nearest modes copy elements, so integer dtypes pass through them exactly."""
+    i = program_elements(BLOCK, INDEX_64)
+    mask = i < total
+    if CHANNELS_LAST:
+        c = i % C
+        rest = i // C
+        ow = rest % OW
+        rest = rest // OW
+        oh = rest % OH
+        rest = rest // OH
+        od = rest % OD
+        n = rest // OD
+    else:
+        ow = i % OW
+        rest = i // OW
+        oh = rest % OH
+        rest = rest // OH
+        od = rest % OD
+        rest = rest // OD
+        c = rest % C
+        n = rest // C
+    base = src + n * s_n + c * s_c
+    out = dst + n * o_n + c * o_c + od * o_d + oh * o_h + ow * o_w
+    if MODE == 0 or MODE == 1:
+        d = _nearest(od, scale_d, ID, MODE == 1)
+        h = _nearest(oh, scale_h, IH, MODE == 1)
+        w = _nearest(ow, scale_w, IW, MODE == 1)
+        tl.store(out, tl.load(base + d * s_d + h * s_h + w * s_w, mask=mask), mask=mask)
+    elif MODE == 2:
+        if RESAMPLE_W:
+            w_a, w_b, lw = _linear_taps(ow, scale_w, IW, ALIGN_CORNERS)
+        else:
+            w_a, w_b, lw = ow, ow, 0.0
+        if RESAMPLE_H:
+            h_a, h_b, lh = _linear_taps(oh, scale_h, IH, ALIGN_CORNERS)
+        else:
+            h_a, h_b, lh = oh, oh, 0.0
+        value = _linear_plane(base, od, h_a, h_b, lh, w_a, w_b, lw, s_d, s_h, s_w, mask, RESAMPLE_H, RESAMPLE_W,
+                              SRC_FORMAT)
+        if RESAMPLE_D:
+            d_a, d_b, ld = _linear_taps(od, scale_d, ID, ALIGN_CORNERS)
+            value = _linear_plane(base, d_a, h_a, h_b, lh, w_a, w_b, lw, s_d, s_h, s_w, mask, RESAMPLE_H,
+                                  RESAMPLE_W, SRC_FORMAT)
+            far = _linear_plane(base, d_b, h_a, h_b, lh, w_a, w_b, lw, s_d, s_h, s_w, mask, RESAMPLE_H,
+                                RESAMPLE_W, SRC_FORMAT)
+            value = (1.0 - ld) * value + ld * far
+        tl.store(out, _encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+    else:
+        real_w = _source(ow, scale_w, ALIGN_CORNERS, True)
+        real_h = _source(oh, scale_h, ALIGN_CORNERS, True)
+        fw = tl.floor(real_w)
+        fh = tl.floor(real_h)
+        wt0, wt1, wt2, wt3 = _cubic_weights(real_w - fw)
+        ht0, ht1, ht2, ht3 = _cubic_weights(real_h - fh)
+        iw = fw.to(tl.int32)
+        ih = fh.to(tl.int32)
+        w_a, w_b, w_c, w_e = _clamped(iw - 1, IW), _clamped(iw, IW), _clamped(iw + 1, IW), _clamped(iw + 2, IW)
+        row = base + od * s_d
+        value = (_cubic_row(row + _clamped(ih - 1, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
+                            SRC_FORMAT) * ht0
+                 + _cubic_row(row + _clamped(ih, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
+                              SRC_FORMAT) * ht1
+                 + _cubic_row(row + _clamped(ih + 1, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
+                              SRC_FORMAT) * ht2
+                 + _cubic_row(row + _clamped(ih + 2, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
+                              SRC_FORMAT) * ht3)
+        tl.store(out, _encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+
+
+@triton.jit
+def _linear_plane(base, d, h_a, h_b, lh, w_a, w_b, lw, s_d, s_h, s_w, mask, RESAMPLE_H: tl.constexpr,
+                  RESAMPLE_W: tl.constexpr, SRC_FORMAT: tl.constexpr):
+    """Linear interpolation in H and W of one D plane, rows first as torch orders it."""
+    near = _load(base, d, h_a, w_a, s_d, s_h, s_w, mask, SRC_FORMAT)
+    if RESAMPLE_W:
+        near = (1.0 - lw) * near + lw * _load(base, d, h_a, w_b, s_d, s_h, s_w, mask, SRC_FORMAT)
+    if RESAMPLE_H:
+        far = _load(base, d, h_b, w_a, s_d, s_h, s_w, mask, SRC_FORMAT)
+        if RESAMPLE_W:
+            far = (1.0 - lw) * far + lw * _load(base, d, h_b, w_b, s_d, s_h, s_w, mask, SRC_FORMAT)
+        near = (1.0 - lh) * near + lh * far
+    return near

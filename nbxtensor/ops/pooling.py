@@ -1,0 +1,368 @@
+"""Pooling: max (with indices), average and adaptive average and max, in 1-D, 2-D and 3-D, as torch has
+them; lp_pool from average pooling. Every form is one launch of ``kernels/pool.py``'s window kernel over
+(N, C, D, H, W), 1-d and 2-d inputs seen with unit dims, read in place in either memory format; the
+output is channels-last where the input's strides are (ATen's suggest_memory_format), else contiguous,
+and the indices have the output's layout."""
+from __future__ import annotations
+
+import math
+
+from .. import shape as S
+from ..dtypes import get_dtype
+from ..kernels import pool as K
+from ..launch import cdiv
+from ..tensor import Tensor
+from ..kernels.copy import load_format
+from .copy import _conversion_flags, fresh_tensor_maker
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .reductions import _needs_index_64, kernel_facts
+from .registry import Cost, TensorMeta, nbytes, register
+
+_INT64 = get_dtype("int64")
+_PAIR_WORDS = {1: "a single int", 2: "a tuple of two ints", 3: "a tuple of three ints"}
+
+
+def _ints(value, nd: int, what: str, op: str, allow_empty: bool = False) -> tuple | None:
+    """``value`` (an int, or a sequence of 1 or ``nd`` ints) as ``nd`` ints; None for an empty sequence
+    where ``allow_empty`` (a stride omitted)."""
+    if isinstance(value, int):
+        return (value,) * nd
+    value = tuple(int(v) for v in value)
+    if allow_empty and not value:
+        return None
+    if len(value) == 1:
+        return value * nd
+    if len(value) != nd:
+        omitted = "be omitted, " if allow_empty else ""
+        raise RuntimeError(f"{op}: {what} must either {omitted}be a single int, or {_PAIR_WORDS[nd]}")
+    return value
+
+
+def pooled_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool) -> int:
+    """ATen's pooling_output_shape: with ceil_mode a last window may hang over the end, but must start
+    inside the input or its left padding."""
+    span = size + 2 * pad - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
+    out = span // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+class _Geometry:
+    """The (N, C, D, H, W) view of a pooling call: spatial dims padded to three at the front."""
+
+    def __init__(self, x, nd: int, op: str, adaptive: bool):
+        shape = tuple(x.shape)
+        if len(shape) not in (nd + 1, nd + 2):
+            if adaptive:
+                raise S.ShapeError(f"{op}(): Expected {nd + 1}D or {nd + 2}D tensor, but got {list(shape)}")
+            raise S.ShapeError(f"{op}: Expected {nd + 1}D or {nd + 2}D (batch mode) tensor with optional 0 dim batch "
+                               f"size for input, but got: {list(shape)}")
+        self.batched = len(shape) == nd + 2
+        for d in range(1 if self.batched else 0, len(shape)):
+            if shape[d] == 0:
+                raise S.ShapeError(f"{op}(): Expected input to have non-zero size for non-batch dimensions, but input "
+                                   f"has sizes {list(shape)} with dimension {d} being empty")
+        self.nd = nd
+        self.n = shape[0] if self.batched else 1
+        self.c = shape[-nd - 1]
+        self.spatial = (1,) * (3 - nd) + shape[-nd:]
+
+
+def _planes(strides, geometry: _Geometry) -> tuple:
+    """(n, c, d, h, w) strides of a tensor of these strides seen as the geometry's 5-d tensor."""
+    strides = tuple(strides)
+    nd = geometry.nd
+    spatial = (0,) * (3 - nd) + strides[-nd:]
+    return ((strides[0] if geometry.batched else 0), strides[-nd - 1], *spatial)
+
+
+def _output_strides(x, out_shape) -> tuple | None:
+    """Channels-last strides for the output where ATen suggests that format for ``x``, else None (contiguous)."""
+    if S.strides_like_channels_last(x.shape, x.stride()):
+        return _channels_last_strides(out_shape)
+    return None
+
+
+def _channels_last_strides(shape) -> tuple:
+    strides = [0] * len(shape)
+    step = 1
+    for d in (1, *range(len(shape) - 1, 1, -1), 0):
+        strides[d] = step
+        step *= max(shape[d], 1)
+    return tuple(strides)
+
+
+def _check_dtype(x, op: str, integers: bool) -> None:
+    dt = x.dtype
+    if dt.kind == "bool" or dt.is_complex or dt.storage_only or (not integers and not dt.is_floating_point):
+        raise NotImplementedError(f"\"{op}\" not implemented for '{dt.name}'")
+
+
+# ---- window geometry -----------------------------------------------------------------------------------
+def _window_args(x, nd, kernel_size, stride, padding, dilation, ceil_mode, op, average: bool):
+    """(geometry, output spatial sizes, kernel, stride, padding, dilation), checked as ATen checks."""
+    kernel = _ints(kernel_size, nd, "kernel_size", op)
+    strides = _ints(() if stride is None else stride, nd, "stride", op, allow_empty=True) or kernel
+    pads = _ints(padding, nd, "padding", op)
+    dilations = _ints(dilation, nd, "dilation", op)
+    if any(k <= 0 for k in kernel):
+        raise RuntimeError(f"{op}: kernel size should be greater than zero, but got {list(kernel)}")
+    if any(s == 0 for s in strides):
+        raise RuntimeError("stride should not be zero")
+    if any(s < 0 for s in strides):
+        raise RuntimeError(f"{op}: stride should be greater than zero, but got {list(strides)}")
+    if any(d <= 0 for d in dilations):
+        raise RuntimeError(f"dilation should be greater than zero, but got dilation {list(dilations)}")
+    for k, p, d in zip(kernel, pads, dilations):
+        if p < 0 or p > ((k - 1) * d + 1) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
+                               f"kernel_size={k} and dilation={d}")
+    g = _Geometry(x, nd, op, adaptive=False)
+    inner = g.spatial[3 - nd:]
+    out = tuple(pooled_size(i, k, s, p, d, ceil_mode)
+                for i, k, s, p, d in zip(inner, kernel, strides, pads, dilations))
+    if any(o <= 0 for o in out):
+        given = "x".join(str(v) for v in (g.c, *inner))
+        calculated = "x".join(str(v) for v in (g.c, *out))
+        raise RuntimeError(f"Given input size: ({given}). Calculated output size: ({calculated}). "
+                           "Output size is too small")
+    return g, out, kernel, strides, pads, dilations
+
+
+def _out_shape(x, g: _Geometry, spatial_out) -> tuple:
+    return (*tuple(x.shape)[:len(x.shape) - g.nd], *spatial_out)
+
+
+_plans = PlanCache()
+
+
+def _run(x, key, make):
+    return _plans.get((layout_key(x), *key), make)(x)
+
+
+def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), stride=(1, 1, 1), pad=(0, 0, 0),
+          dilation=(1, 1, 1), count_pad=True, divisor=None, with_indices=False):
+    """``execute(x) -> out`` or ``(out, indices)`` for inputs laid out as ``x``; sizes are 3-d."""
+    dev, dtype = x.device, x.dtype
+    out_shape = _out_shape(x, g, out_spatial[3 - g.nd:])
+    strides = _output_strides(x, out_shape)
+    make_out = fresh_tensor_maker(out_shape, dtype, dev, strides)
+    make_indices = fresh_tensor_maker(out_shape, _INT64, dev, strides) if with_indices else None
+    total = S.numel(out_shape)
+    if total == 0:
+        return lambda x: (make_out(), make_indices()) if with_indices else make_out()
+    compute = get_dtype("float64") if dtype.name == "float64" else (
+        dtype if not dtype.is_floating_point else get_dtype("float32"))
+    flags = _conversion_flags(compute, dtype, dev)
+    facts = kernel_facts(dev)
+    # each element loops over its window: a compiled program takes few (registers), an interpreted one many
+    block = facts["elementwise_block"] if facts.get("interpreted") else min(256, facts["elementwise_block"])
+    channels_last = strides is not None
+    if adaptive:  # the longest window of each dim: ceil(I/O) + 1 covers every [floor(o*I/O), ceil((o+1)*I/O))
+        kernel = tuple(min(i, -(-i // o) + 1) for i, o in zip(g.spatial, out_spatial))
+    src_slot, out_slot = Slot("src"), Slot("out")
+    launch = PlannedLaunch(
+        K.pool_window, (cdiv(total, block),),
+        [src_slot, out_slot, Slot("indices") if with_indices else out_slot, total, g.c, *g.spatial, *out_spatial,
+         *_planes(x.stride(), g),
+         *_planes(strides or S.contiguous_strides(out_shape), g), *stride, *pad, *dilation,
+         1 if divisor is None else int(divisor)],
+        dict(KD=kernel[0], KH=kernel[1], KW=kernel[2], KIND=kind, ADAPTIVE=adaptive, COUNT_PAD=count_pad,
+             HAS_DIVISOR=divisor is not None,
+             WITH_INDICES=with_indices, CHANNELS_LAST=channels_last, COMPUTE=compute.triton,
+             SRC_FORMAT=load_format(dtype),
+             DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+             INDEX_64=_needs_index_64(x) or total * 8 >= 2 ** 31, BLOCK=block,
+             num_warps=4))
+
+    def execute(x):
+        out = make_out()
+        if with_indices:
+            indices = make_indices()
+            launch(dev, {"src": x, "out": out, "indices": indices})
+            return out, indices
+        launch(dev, {"src": x, "out": out})
+        return out
+    return execute
+
+
+# ---- max and average pooling --------------------------------------------------------------------------
+def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode, with_indices, op):
+    _check_dtype(x, op, integers=True)
+    key = (op, nd, _hashable(kernel_size), _hashable(stride), _hashable(padding), _hashable(dilation),
+           bool(ceil_mode), with_indices)
+
+    def make():
+        g, out, kernel, strides, pads, dilations = _window_args(x, nd, kernel_size, stride, padding, dilation,
+                                                                ceil_mode, op, average=False)
+        lift = (1,) * (3 - nd)
+        return _plan(x, g, lift + out, kind=K.KIND_MAX, adaptive=False, kernel=lift + kernel,
+                     stride=lift + strides, pad=(0,) * (3 - nd) + pads, dilation=lift + dilations,
+                     with_indices=with_indices)
+    return _run(x, key, make)
+
+
+def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, op):
+    _check_dtype(x, op, integers=False)
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    key = (op, nd, _hashable(kernel_size), _hashable(stride), _hashable(padding), bool(ceil_mode),
+           bool(count_include_pad), divisor_override)
+
+    def make():
+        g, out, kernel, strides, pads, _ = _window_args(x, nd, kernel_size, stride, padding, 1, ceil_mode, op,
+                                                        average=True)
+        lift = (1,) * (3 - nd)
+        return _plan(x, g, lift + out, kind=K.KIND_AVG, adaptive=False, kernel=lift + kernel,
+                     stride=lift + strides, pad=(0,) * (3 - nd) + pads, count_pad=bool(count_include_pad),
+                     divisor=divisor_override)
+    return _run(x, key, make)
+
+
+def _hashable(v):
+    return v if v is None or isinstance(v, int) else tuple(v)
+
+
+def _window_meta(nd, with_indices, average=False):
+    def meta(x, kernel_size, stride=None, padding=0, *rest, **kwargs):
+        op = f"{'avg' if average else 'max'}_pool{nd}d"
+        if average:
+            ceil_mode = rest[0] if rest else kwargs.get("ceil_mode", False)
+            dilation = 1
+        else:
+            dilation = rest[0] if rest else kwargs.get("dilation", 1)
+            ceil_mode = rest[1] if len(rest) > 1 else kwargs.get("ceil_mode", False)
+        g, out, *_ = _window_args(x, nd, kernel_size, stride, padding, dilation, ceil_mode, op, average)
+        values = TensorMeta(_out_shape(x, g, out), x.dtype)
+        return (values, TensorMeta(values.shape, _INT64)) if with_indices else values
+    return meta
+
+
+def _window_cost(nd, with_indices, average=False):
+    meta = _window_meta(nd, with_indices, average)
+
+    def cost(x, kernel_size, *args, **kwargs):
+        out = meta(x, kernel_size, *args, **kwargs)
+        values = out[0] if with_indices else out
+        window = math.prod(_ints(kernel_size, nd, "kernel_size", "pool"))
+        written = nbytes(values) + (nbytes(out[1]) if with_indices else 0)
+        return Cost(flops=S.numel(values.shape) * window, bytes_read=nbytes(x), bytes_written=written)
+    return cost
+
+
+def _declare_window_pools(nd: int) -> None:
+    name = f"max_pool{nd}d"
+
+    def max_pool_with_indices(input: Tensor, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+        return _max_pool(input, nd, kernel_size, stride, padding, dilation, ceil_mode, True, name)
+    max_pool_with_indices.__doc__ = f"({name} values, int64 indices into each input plane), as aten::{name}_with_indices."
+    register(f"{name}_with_indices", family="pooling", aten=[f"aten::{name}_with_indices.default"],
+             meta=_window_meta(nd, True), cost=_window_cost(nd, True), api=())(max_pool_with_indices)
+
+    def max_pool(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                 return_indices=False):
+        return _max_pool(input, nd, kernel_size, stride, padding, dilation, ceil_mode, bool(return_indices), name)
+    max_pool.__doc__ = (f"torch.nn.functional.{name}: the largest element of each window (a NaN wins; of equal "
+                        "values the first), with its index in the input plane for return_indices.")
+    register(name, family="pooling", aten=[f"aten::{name}.default"],
+             meta=lambda x, *a, return_indices=False, **k: _window_meta(nd, bool(return_indices))(x, *a, **k),
+             cost=lambda x, *a, return_indices=False, **k: _window_cost(nd, bool(return_indices))(x, *a, **k),
+             api=())(max_pool)
+
+    avg = f"avg_pool{nd}d"
+    if nd == 1:
+        def avg_pool(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+            return _avg_pool(input, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, None, avg)
+    else:
+        def avg_pool(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                     divisor_override=None):
+            return _avg_pool(input, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                             divisor_override, avg)
+    avg_pool.__doc__ = (f"torch.nn.functional.{avg}: the mean of each window, over its size clipped to the padded "
+                        "input (count_include_pad) or over the elements inside the input; divisor_override "
+                        "replaces the divisor.")
+    register(avg, family="pooling", aten=[f"aten::{avg}.default"], meta=_window_meta(nd, False, True),
+             cost=_window_cost(nd, False, True), api=())(avg_pool)
+
+
+# ---- adaptive pooling -----------------------------------------------------------------------------------
+def _adaptive_sizes(x, nd, output_size, op):
+    g = _Geometry(x, nd, op, adaptive=True)
+    if isinstance(output_size, int):
+        sizes = (output_size,) * nd
+    else:
+        sizes = tuple(output_size)
+        if len(sizes) == 1 and nd > 1:
+            sizes = sizes * nd
+        if len(sizes) != nd:
+            raise RuntimeError(f"{op}: output_size must be {nd}")
+    inner = g.spatial[3 - nd:]
+    sizes = tuple(i if s is None else int(s) for s, i in zip(sizes, inner))
+    if any(s < 0 for s in sizes):
+        raise RuntimeError(f"{op}: elements of output_size must be greater than or equal to 0 but received "
+                           f"{list(sizes)}")
+    return g, sizes
+
+
+def _adaptive(x, nd, output_size, kind, with_indices, op):
+    _check_dtype(x, op, integers=False)
+    key = (op, nd, _hashable(output_size), kind, with_indices)
+
+    def make():
+        g, sizes = _adaptive_sizes(x, nd, output_size, op)
+        return _plan(x, g, (1,) * (3 - nd) + sizes, kind=kind, adaptive=True, with_indices=with_indices)
+    return _run(x, key, make)
+
+
+def _adaptive_meta(nd, with_indices):
+    def meta(x, output_size, *args, **kwargs):
+        g, sizes = _adaptive_sizes(x, nd, output_size, "adaptive_pool")
+        values = TensorMeta(_out_shape(x, g, sizes), x.dtype)
+        return (values, TensorMeta(values.shape, _INT64)) if with_indices else values
+    return meta
+
+
+def _adaptive_cost(nd, with_indices):
+    meta = _adaptive_meta(nd, with_indices)
+
+    def cost(x, output_size, *args, **kwargs):
+        out = meta(x, output_size)
+        values = out[0] if with_indices else out
+        written = nbytes(values) + (nbytes(out[1]) if with_indices else 0)
+        return Cost(flops=S.numel(x.shape), bytes_read=nbytes(x), bytes_written=written)
+    return cost
+
+
+def _declare_adaptive_pools(nd: int) -> None:
+    avg = f"adaptive_avg_pool{nd}d"
+    aten = [f"aten::{avg}.default"] + ([f"aten::_{avg}.default"] if nd > 1 else [])
+
+    def adaptive_avg_pool(input: Tensor, output_size):
+        return _adaptive(input, nd, output_size, K.KIND_AVG, False, avg)
+    adaptive_avg_pool.__doc__ = (f"torch.nn.functional.{avg}: output cell o of a dim of I inputs and O outputs is "
+                                 "the mean over [floor(o*I/O), ceil((o+1)*I/O)); None in output_size keeps a size.")
+    register(avg, family="pooling", aten=aten, meta=_adaptive_meta(nd, False), cost=_adaptive_cost(nd, False),
+             api=())(adaptive_avg_pool)
+
+    mx = f"adaptive_max_pool{nd}d"
+
+    def adaptive_max_pool_with_indices(input: Tensor, output_size):
+        return _adaptive(input, nd, output_size, K.KIND_MAX, True, mx)
+    adaptive_max_pool_with_indices.__doc__ = f"(values, int64 indices) of {mx}, as aten::{mx}."
+    register(f"{mx}_with_indices", family="pooling", aten=[f"aten::{mx}.default"], meta=_adaptive_meta(nd, True),
+             cost=_adaptive_cost(nd, True), api=())(adaptive_max_pool_with_indices)
+
+    def adaptive_max_pool(input: Tensor, output_size, return_indices=False):
+        return _adaptive(input, nd, output_size, K.KIND_MAX, bool(return_indices), mx)
+    adaptive_max_pool.__doc__ = (f"torch.nn.functional.{mx}: the largest element of each adaptive window (a NaN "
+                                 "wins; of equal values the first), with its input-plane index for return_indices.")
+    register(mx, family="pooling", aten=[f"nbx::{mx}"],
+             meta=lambda x, output_size, return_indices=False: _adaptive_meta(nd, bool(return_indices))(x, output_size),
+             cost=lambda x, output_size, return_indices=False: _adaptive_cost(nd, bool(return_indices))(x, output_size),
+             api=())(adaptive_max_pool)
+
+
+for _nd in (1, 2, 3):
+    _declare_window_pools(_nd)
+    _declare_adaptive_pools(_nd)

@@ -1,0 +1,336 @@
+"""Resampling: ``interpolate`` and the ``upsample_*`` ops torch dispatches it to (nearest, nearest-exact,
+linear, bilinear, bicubic, trilinear; area is adaptive average pooling), and ``pixel_shuffle`` /
+``pixel_unshuffle``. Source coordinates follow ATen's arithmetic in float32: the scale of a dim is
+1/scale_factor where the caller gave one (and did not ask to recompute it), else input/output, or
+(input-1)/(output-1) with align_corners. One launch of ``kernels/resample.py`` per call, planned per
+layout; channels-last inputs give channels-last outputs, as ATen suggests."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import shape as S
+from ..dtypes import get_dtype
+from ..kernels import resample as K
+from ..kernels.copy import load_format
+from ..launch import cdiv
+from ..tensor import Tensor
+from .copy import _conversion_flags, fresh_tensor_maker
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .pooling import _channels_last_strides
+from .reductions import _needs_index_64, kernel_facts
+from .registry import Cost, TensorMeta, get, nbytes, register
+
+_F32 = get_dtype("float32")
+_KERNEL_MODES = {"nearest": K.MODE_NEAREST, "nearest-exact": K.MODE_NEAREST_EXACT, "linear": K.MODE_LINEAR,
+                 "cubic": K.MODE_CUBIC}
+_TAPS = {K.MODE_NEAREST: 1, K.MODE_NEAREST_EXACT: 1, K.MODE_LINEAR: 2, K.MODE_CUBIC: 4}
+
+
+def _f32(value) -> float:
+    return float(np.float32(value))
+
+
+def _kernel_scale(size_in: int, size_out: int, scale, align_corners: bool) -> float:
+    """The float32 scale ATen computes a dim's source coordinates with (area_pixel_compute_scale)."""
+    if align_corners:
+        return _f32(np.float32(size_in - 1) / np.float32(size_out - 1)) if size_out > 1 else 0.0
+    if scale is not None and scale > 0:
+        return _f32(1.0 / scale)
+    return _f32(np.float32(size_in) / np.float32(size_out))
+
+
+def _check_sizes(op: str, spatial_in, spatial_out) -> None:
+    if any(s <= 0 for s in (*spatial_in, *spatial_out)):
+        names = ("D", "H", "W")[3 - len(spatial_in):]
+        given = ", ".join(f"{n}: {s}" for n, s in zip(names, spatial_in))
+        wanted = ", ".join(f"{n}: {s}" for n, s in zip(names, spatial_out))
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input ({given}) output ({wanted})")
+
+
+def _output_sizes(x, nd: int, output_size, scales, op: str) -> tuple:
+    shape = tuple(x.shape)
+    if len(shape) != nd + 2:
+        raise S.ShapeError(f"{op}: expected a {nd + 2}-D input (N, C and {nd} spatial dims), got shape {list(shape)}")
+    if output_size is not None:
+        sizes = tuple(int(s) for s in output_size)
+        if len(sizes) != nd:
+            raise RuntimeError(f"{op}: it is expected output_size equals to {nd}, but got size {len(sizes)}")
+    else:
+        if scales is None or len(scales) != nd or any(s is None for s in scales):
+            raise RuntimeError(f"{op}: must specify exactly one of output_size and scale_factors")
+        sizes = tuple(int(math.floor(i * float(s))) for i, s in zip(shape[2:], scales))
+    _check_sizes(op, shape[2:], sizes)
+    return sizes
+
+
+_plans = PlanCache()
+
+
+def _resample(x, nd: int, output_size, scales, mode: str, align_corners: bool, op: str) -> Tensor:
+    """``x`` (N, C and ``nd`` spatial dims) resampled to ``output_size`` (None: from ``scales``, as the
+    .vec overloads do); ``scales`` (per dim, None each where not given) set the source coordinates."""
+    scales = None if scales is None else tuple(scales)
+    key = (layout_key(x), nd, None if output_size is None else tuple(output_size), scales, mode, bool(align_corners),
+           op)
+    return _plans.get(key, lambda: _plan(x, nd, output_size, scales, mode, bool(align_corners), op))(x)
+
+
+def _plan(x, nd, output_size, scales, mode, align_corners, op):
+    kernel_mode = _KERNEL_MODES[mode]
+    dt = x.dtype
+    nearest = kernel_mode in (K.MODE_NEAREST, K.MODE_NEAREST_EXACT)
+    if dt.kind == "bool" or dt.is_complex or dt.storage_only or (not dt.is_floating_point and dt.name != "uint8") or (
+            not nearest and not dt.is_floating_point):
+        raise NotImplementedError(f"\"{op}\" not implemented for '{dt.name}'")
+    sizes = _output_sizes(x, nd, output_size, scales, op)
+    per_dim = scales if scales is not None else (None,) * nd
+    dev = x.device
+    out_shape = (*tuple(x.shape)[:2], *sizes)
+    strides = _channels_last_strides(out_shape) if S.strides_like_channels_last(x.shape, x.stride()) else None
+    make_out = fresh_tensor_maker(out_shape, dt, dev, strides)
+    total = S.numel(out_shape)
+    if total == 0:
+        return lambda x: make_out()
+    lift = 3 - nd
+    spatial_in = (1,) * lift + tuple(x.shape)[2:]
+    spatial_out = (1,) * lift + sizes
+    kernel_scales = (1.0,) * lift + tuple(
+        _kernel_scale(i, o, s, align_corners and not nearest) for i, o, s in zip(spatial_in[lift:], sizes, per_dim))
+    in_strides = tuple(x.stride())
+    out_strides = strides or S.contiguous_strides(out_shape)
+    flags = _conversion_flags(_F32, dt, dev)
+    facts = kernel_facts(dev)
+    block = facts["elementwise_block"]
+    launch = PlannedLaunch(
+        K.resample, (cdiv(total, block),),
+        [Slot("src"), Slot("out"), total, out_shape[1], *spatial_in, *spatial_out,
+         in_strides[0], in_strides[1], *(0,) * lift, *in_strides[2:],
+         out_strides[0], out_strides[1], *(0,) * lift, *out_strides[2:], *kernel_scales],
+        dict(MODE=kernel_mode, ALIGN_CORNERS=align_corners and not nearest, RESAMPLE_D=nd == 3, RESAMPLE_H=nd >= 2,
+             RESAMPLE_W=True, CHANNELS_LAST=strides is not None, SRC_FORMAT=load_format(dt),
+             DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=False,
+             INDEX_64=_needs_index_64(x) or total >= 2 ** 31, BLOCK=block, num_warps=4))
+
+    def execute(x):
+        out = make_out()
+        launch(dev, {"src": x, "out": out})
+        return out
+    return execute
+
+
+def _split_scales(nd, rest):
+    """The scales of a call of either overload: .vec passes one sequence (or None) of scale factors, the
+    default overload one float (or None) per dim."""
+    if len(rest) == 1 and (rest[0] is None or isinstance(rest[0], (list, tuple))):
+        return None if rest[0] is None else tuple(rest[0])
+    scales = tuple(rest) + (None,) * (nd - len(rest))
+    return None if all(s is None for s in scales) else scales
+
+
+def _resample_meta(nd, has_align):
+    def meta(x, output_size, *rest, **kwargs):
+        rest = rest[1:] if has_align else rest
+        scales = _split_scales(nd, rest or tuple(v for k, v in kwargs.items() if k.startswith("scale")) or (None,))
+        sizes = _output_sizes(x, nd, output_size, scales, "upsample")
+        return TensorMeta((*tuple(x.shape)[:2], *sizes), x.dtype)
+    return meta
+
+
+def _resample_cost(nd, has_align, taps):
+    meta = _resample_meta(nd, has_align)
+
+    def cost(x, output_size, *rest, **kwargs):
+        out = meta(x, output_size, *rest, **kwargs)
+        return Cost(flops=2 * taps ** nd * S.numel(out.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
+    return cost
+
+
+# (ATen base name, interpolate's mode, kernel mode, spatial dims, whether it takes align_corners)
+_UPSAMPLE_OPS = [
+    ("upsample_nearest1d", "nearest", 1, False), ("upsample_nearest2d", "nearest", 2, False),
+    ("upsample_nearest3d", "nearest", 3, False), ("_upsample_nearest_exact1d", "nearest-exact", 1, False),
+    ("_upsample_nearest_exact2d", "nearest-exact", 2, False), ("_upsample_nearest_exact3d", "nearest-exact", 3, False),
+    ("upsample_linear1d", "linear", 1, True), ("upsample_bilinear2d", "linear", 2, True),
+    ("upsample_trilinear3d", "linear", 3, True), ("upsample_bicubic2d", "cubic", 2, True),
+]
+
+
+def _declare_upsample(name: str, mode: str, nd: int, has_align: bool) -> None:
+    op = name.lstrip("_")
+    if has_align:
+        def upsample(input: Tensor, output_size, align_corners, *scales):
+            return _resample(input, nd, output_size, _split_scales(nd, scales or (None,)), mode, align_corners, op)
+    else:
+        def upsample(input: Tensor, output_size, *scales):
+            return _resample(input, nd, output_size, _split_scales(nd, scales or (None,)), mode, False, op)
+    upsample.__doc__ = (f"aten::{name} (either overload: .vec's scale_factors sequence, or one scale per dim): "
+                        f"{mode} resampling of the {nd} spatial dims.")
+    register(op, family="resample", aten=[f"aten::{name}.default", f"aten::{name}.vec"],
+             meta=_resample_meta(nd, has_align), cost=_resample_cost(nd, has_align, _TAPS[_KERNEL_MODES[mode]]),
+             api=())(upsample)
+
+
+for _row in _UPSAMPLE_OPS:
+    _declare_upsample(*_row)
+
+_INTERPOLATING = ("linear", "bilinear", "bicubic", "trilinear")
+_BY_MODE = {("nearest", 1): "upsample_nearest1d", ("nearest", 2): "upsample_nearest2d",
+            ("nearest", 3): "upsample_nearest3d", ("nearest-exact", 1): "upsample_nearest_exact1d",
+            ("nearest-exact", 2): "upsample_nearest_exact2d", ("nearest-exact", 3): "upsample_nearest_exact3d",
+            ("linear", 1): "upsample_linear1d", ("bilinear", 2): "upsample_bilinear2d",
+            ("trilinear", 3): "upsample_trilinear3d", ("bicubic", 2): "upsample_bicubic2d",
+            ("area", 1): "adaptive_avg_pool1d", ("area", 2): "adaptive_avg_pool2d",
+            ("area", 3): "adaptive_avg_pool3d"}
+_NEEDS = {"linear": 3, "bilinear": 4, "bicubic": 4, "trilinear": 5}
+
+
+def _interpolate_plan(x, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
+    """(registry op name, output size or None, scale factors or None, align_corners) as F.interpolate
+    dispatches, with its checks."""
+    nd = len(x.shape) - 2
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes: "
+                             "linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    spatial = list(x.shape[2:])
+    output_size = scale_factors = None
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        if isinstance(size, (list, tuple)):
+            if len(size) != nd:
+                raise ValueError(f"Input and output must have the same number of spatial dimensions, but got input "
+                                 f"with spatial dimensions of {spatial} and output size of {size}. Please provide "
+                                 "input tensor in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, ...,oK) "
+                                 "format.")
+            output_size = [int(s) for s in size]
+        else:
+            output_size = [int(size)] * nd
+    elif scale_factor is not None:
+        if isinstance(scale_factor, (list, tuple)):
+            if len(scale_factor) != nd:
+                raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got "
+                                 f"input with spatial dimensions of {spatial} and scale_factor of shape "
+                                 f"{scale_factor}. Please provide input tensor in (N, C, d1, d2, ...,dK) format and "
+                                 "scale_factor in (s1, s2, ...,sK) format.")
+            scale_factors = [float(s) for s in scale_factor]
+        else:
+            scale_factors = [float(scale_factor)] * nd
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    if recompute_scale_factor is not None and recompute_scale_factor and size is not None:
+        raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+    if mode == "area" and output_size is None:
+        recompute_scale_factor = True
+    if recompute_scale_factor is not None and recompute_scale_factor:
+        output_size = [int(math.floor(float(i) * s)) for i, s in zip(spatial, scale_factors)]
+        scale_factors = None
+    if antialias:
+        raise NotImplementedError("interpolate: antialias is not supported yet")
+    if mode in _NEEDS and len(x.shape) != _NEEDS[mode]:
+        raise NotImplementedError(f"Got {len(x.shape)}D input, but {mode} mode needs {_NEEDS[mode]}D input")
+    name = _BY_MODE.get((mode, nd))
+    if name is None:
+        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {len(x.shape)}D) "
+                                  "for the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+                                  f"nearest-exact (got {mode})")
+    return name, output_size, scale_factors, align_corners
+
+
+def _call_planned(x, name, output_size, scale_factors, align_corners):
+    op = get(name)
+    if name.startswith("adaptive"):
+        return op, (x, output_size)
+    if "linear" in name or "cubic" in name:
+        return op, (x, output_size, align_corners, scale_factors)
+    return op, (x, output_size, scale_factors)
+
+
+def _interpolate_meta(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                      recompute_scale_factor=None, antialias=False):
+    op, args = _call_planned(input, *_interpolate_plan(input, size, scale_factor, mode, align_corners,
+                                                       recompute_scale_factor, antialias))
+    return op.meta(*args)
+
+
+def _interpolate_cost(input, *args, **kwargs):
+    op, call = _call_planned(input, *_interpolate_plan(input, *_interpolate_defaults(args, kwargs)))
+    return op.cost(*call)
+
+
+def _interpolate_defaults(args, kwargs):
+    names = ("size", "scale_factor", "mode", "align_corners", "recompute_scale_factor", "antialias")
+    defaults = dict(zip(names, (None, None, "nearest", None, None, False)))
+    defaults.update(zip(names, args))
+    defaults.update(kwargs)
+    return tuple(defaults[n] for n in names)
+
+
+@register("interpolate", family="resample", aten=["nbx::interpolate"], meta=_interpolate_meta, cost=_interpolate_cost, api=())
+def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                recompute_scale_factor=None, antialias: bool = False) -> Tensor:
+    """torch.nn.functional.interpolate: the ``upsample_*`` op (or, for 'area', adaptive average pooling)
+    that torch dispatches to, with torch's output sizes and source coordinates."""
+    op, call = _call_planned(input, *_interpolate_plan(input, size, scale_factor, mode, align_corners,
+                                                       recompute_scale_factor, antialias))
+    return op.impl(*call)
+
+
+# ---- pixel shuffle ------------------------------------------------------------------------------------
+def _shuffle_meta(x, factor, unshuffle: bool):
+    op = "pixel_unshuffle" if unshuffle else "pixel_shuffle"
+    shape = tuple(x.shape)
+    if len(shape) < 3:
+        raise S.ShapeError(f"{op} expects input to have at least 3 dimensions, but got input with {len(shape)} "
+                           "dimension(s)")
+    if factor <= 0:
+        raise RuntimeError(f"{op} expects a positive {'downscale' if unshuffle else 'upscale'}_factor, but got "
+                           f"{factor}")
+    *batch, c, h, w = shape
+    if unshuffle:
+        if h % factor:
+            raise RuntimeError(f"pixel_unshuffle expects height to be divisible by downscale_factor, but "
+                               f"input.size(-2)={h} is not divisible by {factor}")
+        if w % factor:
+            raise RuntimeError(f"pixel_unshuffle expects width to be divisible by downscale_factor, but "
+                               f"input.size(-1)={w} is not divisible by {factor}")
+        return TensorMeta((*batch, c * factor * factor, h // factor, w // factor), x.dtype)
+    if c % (factor * factor):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                           f"upscale_factor, but input.size(-3)={c} is not divisible by {factor * factor}")
+    return TensorMeta((*batch, c // (factor * factor), h * factor, w * factor), x.dtype)
+
+
+def _shuffle(x, factor, unshuffle):
+    from .copy import copy_, new_tensor
+    meta = _shuffle_meta(x, factor, unshuffle)
+    *batch, c, h, w = tuple(x.shape)
+    r, nb = factor, len(batch)
+    if unshuffle:  # (.., c, h/r, r, w/r, r) -> (.., c, r, r, h/r, w/r)
+        view = x.reshape(*batch, c, h // r, r, w // r, r).permute(*range(nb), nb, nb + 2, nb + 4, nb + 1, nb + 3)
+    else:  # (.., c/r², r, r, h, w) -> (.., c/r², h, r, w, r)
+        view = x.reshape(*batch, c // (r * r), r, r, h, w).permute(*range(nb), nb, nb + 3, nb + 1, nb + 4, nb + 2)
+    out = new_tensor(meta.shape, x.dtype, x.device)
+    copy_(out.reshape(view.shape), view)
+    return out
+
+
+@register("pixel_shuffle", family="resample", aten=["aten::pixel_shuffle.default"],
+          meta=lambda x, upscale_factor: _shuffle_meta(x, upscale_factor, False),
+          cost=lambda x, upscale_factor: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)), api=("pixel_shuffle",))
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(*, C*r², H, W) -> (*, C, H*r, W*r): each group of r² channels becomes an r x r block."""
+    return _shuffle(input, int(upscale_factor), False)
+
+
+@register("pixel_unshuffle", family="resample", aten=["aten::pixel_unshuffle.default"],
+          meta=lambda x, downscale_factor: _shuffle_meta(x, downscale_factor, True),
+          cost=lambda x, downscale_factor: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)),
+          api=("pixel_unshuffle",))
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """(*, C, H*r, W*r) -> (*, C*r², H, W), the inverse of pixel_shuffle."""
+    return _shuffle(input, int(downscale_factor), True)

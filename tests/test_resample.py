@@ -1,0 +1,108 @@
+"""Resampling against NumPy float64 references of torch's coordinate rules (nearest, nearest-exact,
+bilinear); pixel shuffle exactly. The kernel computes coordinates in float32 as ATen does; the
+reference uses the same float32 scale, so nearest results are exact and linear ones are within a few
+eps32 of the float64 interpolation of the float32 inputs (three products and sums of weights <= 1)."""
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+
+from .conftest import to_nbx
+from .test_pooling import channels_last
+
+F = nbx.nn.functional
+EPS32 = 2.0 ** -23
+
+
+def scale_of(i, o, scale, align):
+    if align:
+        return np.float32(i - 1) / np.float32(o - 1) if o > 1 else np.float32(0)
+    return np.float32(1.0 / scale) if scale else np.float32(i) / np.float32(o)
+
+
+def ref_nearest_index(i, o, scale, exact):
+    sc = scale_of(i, o, scale, False)
+    at = (np.arange(o, dtype=np.float32) + np.float32(0.5 if exact else 0)) * sc
+    return np.minimum(np.floor(at).astype(np.int64), i - 1)
+
+
+def ref_linear_weights(i, o, scale, align):
+    sc = scale_of(i, o, scale, align)
+    dst = np.arange(o, dtype=np.float32)
+    src = sc * dst if align else np.maximum(sc * (dst + np.float32(0.5)) - np.float32(0.5), np.float32(0))
+    first = src.astype(np.int64)
+    return first, np.minimum(first + 1, i - 1), (src - first).astype(np.float64)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("size, scale", [((10, 14), None), ((3, 4), None), (None, 1.7), (None, 0.6), (None, 2.0)])
+def test_nearest(rng, mode, size, scale, layout):
+    a = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    x = channels_last(a) if layout == "channels_last" else to_nbx(a)
+    out = F.interpolate(x, size=size, scale_factor=scale, mode=mode)
+    oh, ow = size or (int(5 * scale), int(7 * scale))
+    hi = ref_nearest_index(5, oh, scale, mode == "nearest-exact")
+    wi = ref_nearest_index(7, ow, scale, mode == "nearest-exact")
+    np.testing.assert_array_equal(out.numpy(), a[:, :, hi][:, :, :, wi])
+    if layout == "channels_last":
+        assert out.stride()[1] == 1
+
+
+def test_nearest_integers(rng):
+    a = rng.integers(0, 255, (1, 2, 3, 4)).astype(np.uint8)
+    out = F.interpolate(to_nbx(a), scale_factor=2)
+    np.testing.assert_array_equal(out.numpy(), a.repeat(2, 2).repeat(2, 3))
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("size, scale", [((9, 11), None), ((3, 2), None), (None, 1.3), (None, 2.0)])
+def test_bilinear(rng, align, size, scale, layout):
+    a = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    x = channels_last(a) if layout == "channels_last" else to_nbx(a)
+    out = F.interpolate(x, size=size, scale_factor=scale, mode="bilinear", align_corners=align)
+    oh, ow = size or (int(5 * scale), int(7 * scale))
+    h0, h1, lh = ref_linear_weights(5, oh, scale, align)
+    w0, w1, lw = ref_linear_weights(7, ow, scale, align)
+    b = a.astype(np.float64)
+    rows = lambda h: b[:, :, h][:, :, :, w0] * (1 - lw) + b[:, :, h][:, :, :, w1] * lw  # noqa: E731
+    ref = rows(h0) * (1 - lh)[:, None] + rows(h1) * lh[:, None]
+    np.testing.assert_allclose(out.numpy(), ref, rtol=0, atol=8 * EPS32 * np.abs(b).max())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_bilinear_half(rng, dtype):
+    dt = nbx.get_dtype(dtype)
+    a = rng.standard_normal((1, 2, 4, 5)).astype(dt.numpy)
+    out = F.interpolate(to_nbx(a), scale_factor=2, mode="bilinear")
+    ref = F.interpolate(to_nbx(a.astype(np.float32)), scale_factor=2, mode="bilinear").numpy()
+    eps = 2.0 ** (-10 if dtype == "float16" else -7)
+    np.testing.assert_allclose(out.numpy().astype(np.float32), ref, rtol=eps, atol=eps)
+
+
+def test_pixel_shuffle_round_trip(rng):
+    a = rng.standard_normal((2, 8, 3, 2)).astype(np.float32)
+    out = F.pixel_shuffle(to_nbx(a), 2)
+    ref = a.reshape(2, 2, 2, 2, 3, 2).transpose(0, 1, 4, 2, 5, 3).reshape(2, 2, 6, 4)
+    np.testing.assert_array_equal(out.numpy(), ref)
+    np.testing.assert_array_equal(F.pixel_unshuffle(out, 2).numpy(), a)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda x: F.interpolate(x, scale_factor=2, align_corners=True), ValueError, "align_corners option"),
+    (lambda x: F.interpolate(x, size=(2, 2), scale_factor=2), ValueError, "only one of size or scale_factor"),
+    (lambda x: F.interpolate(x), ValueError, "either size or scale_factor"),
+    (lambda x: F.interpolate(x, size=(2,)), ValueError, "same number of spatial dimensions"),
+    (lambda x: F.interpolate(x, scale_factor=2, mode="linear"), NotImplementedError, "linear mode needs 3D input"),
+    (lambda x: F.interpolate(x, scale_factor=2, mode="bad"), NotImplementedError, "got bad"),
+    (lambda x: F.interpolate(x, size=(0, 2)), RuntimeError, "sizes should be greater than 0"),
+    (lambda x: F.interpolate(x, size=(3, 3), recompute_scale_factor=True), ValueError, "not meaningful"),
+    (lambda x: F.interpolate(x.to(nbx.int32), scale_factor=2, mode="bilinear"), NotImplementedError, "int32"),
+    (lambda x: F.pixel_shuffle(x, 3), RuntimeError, "divisible by the square of upscale_factor"),
+    (lambda x: F.pixel_unshuffle(x, 3), RuntimeError, "height to be divisible by downscale_factor"),
+])
+def test_errors(call, error, message):
+    x = to_nbx(np.zeros((1, 2, 4, 4), np.float32))
+    with pytest.raises(error, match=message):
+        call(x)
