@@ -76,11 +76,14 @@ def test_greedy_tokens_equal_transformers_alone_and_batched(family):
     batched = ours.generate(PROMPTS, max_new_tokens=32)
     assert [g.tokens for g in batched] == expected
     assert ours.engine.cache.free_tokens == ours.engine.cache.capacity_tokens  # every page came back
+    replayer = ours.engine.replayer
+    assert not replayer.refused and all(b.verified for b in replayer._buckets.values())  # decode replayed
 
 
-def test_a_request_joining_mid_batch_gets_the_tokens_it_gets_alone(tmp_path_factory):
+@pytest.mark.parametrize("replay", [True, False])
+def test_a_request_joining_mid_batch_gets_the_tokens_it_gets_alone(tmp_path_factory, replay):
     model, directory = _checkpoint(tmp_path_factory, "llama")
-    ours = llm.load(directory, device=TEST_DEVICE, cache_tokens=256, block_size=4)
+    ours = llm.load(directory, device=TEST_DEVICE, cache_tokens=256, block_size=4, replay=replay)
     engine = ours.engine
     first = engine.add(PROMPTS[0], llm.SamplingParams(max_new_tokens=10))
     for _ in range(4):

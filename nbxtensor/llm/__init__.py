@@ -7,7 +7,8 @@
         print(piece, end="")
 
 ``Engine`` serves many requests at once: requests join and leave between steps (continuous batching);
-each step prefills the requests that joined and decodes one token for every running one in one batch.
+each step prefills the requests that joined and decodes one token for every running one in one batch,
+replayed from a capture per batch-size bucket (``replay.py``).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .. import cuda as _cuda
 from .cache import CacheFull, PagedKVCache
 from .checkpoint import CheckpointError, read_json
 from .model import SUPPORTED_ARCHITECTURES, DecoderConfig, DecoderModel, load_model
+from .replay import DecodeReplayer
 from .sampling import Sampler, SamplingParams
 
 __all__ = ["load", "LLM", "Engine", "Request", "Generation", "SamplingParams", "PagedKVCache", "CacheFull",
@@ -83,11 +85,13 @@ class Engine:
     """Requests in, tokens out, a step at a time, over one model and one paged KV cache."""
 
     def __init__(self, model: DecoderModel, cache_tokens: int | None = None, memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-                 block_size: int = 16, tokenizer=None):
+                 block_size: int = 16, tokenizer=None, replay: bool = True):
         if not 0 < memory_fraction <= 1:
             raise ValueError(f"memory_fraction must be in (0, 1], got {memory_fraction}")
         self.model, self.tokenizer = model, tokenizer
         self.cache = model.new_cache(cache_tokens or _cache_tokens(model, memory_fraction), block_size)
+        # replay=False decodes op by op (the reference the replays are checked against)
+        self.replayer = DecodeReplayer(model, self.cache) if replay else None
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         self._next_id = 0
@@ -130,7 +134,9 @@ class Engine:
         start = time.perf_counter()
         batch = [r for r in self.running if r.finish_reason is None and not any(r is m for m, _ in made)]
         if batch:
-            logits = self.model.decode(self.cache, [r.id for r in batch], [r.tokens[-1] for r in batch])
+            sequences, tokens = [r.id for r in batch], [r.tokens[-1] for r in batch]
+            logits = (self.replayer(sequences, tokens) if self.replayer is not None
+                      else self.model.decode(self.cache, sequences, tokens))
             for row, request in enumerate(batch):
                 made.append((request, self._take(request, logits[row])))
         self.decode_seconds += time.perf_counter() - start
@@ -164,12 +170,12 @@ class LLM:
     """A decoder checkpoint with its tokenizer and generation defaults, ready to generate."""
 
     def __init__(self, directory, device=None, dtype=None, cache_tokens: int | None = None,
-                 memory_fraction: float = DEFAULT_MEMORY_FRACTION, block_size: int = 16):
+                 memory_fraction: float = DEFAULT_MEMORY_FRACTION, block_size: int = 16, replay: bool = True):
         directory = os.fspath(directory)
         self.model = load_model(directory, device, dtype)
         self.tokenizer = _load_tokenizer(directory)
         self.defaults = self._generation_defaults(read_json(directory, "generation_config.json", required=False) or {})
-        self.engine = Engine(self.model, cache_tokens, memory_fraction, block_size, self.tokenizer)
+        self.engine = Engine(self.model, cache_tokens, memory_fraction, block_size, self.tokenizer, replay)
 
     def _generation_defaults(self, config: dict) -> SamplingParams:
         eos = config.get("eos_token_id", list(self.model.config.eos_token_ids))

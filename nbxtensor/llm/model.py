@@ -217,21 +217,41 @@ class DecoderModel:
         h = self._layers(x, positions, cache, slots, attend)
         return F.linear(h[length - 1:], self.lm_head)
 
-    def decode(self, cache: PagedKVCache, sequences: list[int], tokens) -> Tensor:
-        """Logits (batch, vocab) after one more token for each of ``sequences``."""
+    def decode_inputs(self, cache: PagedKVCache, sequences: list[int], tokens, rows: int | None = None,
+                      width: int | None = None) -> dict[str, np.ndarray]:
+        """The host arrays of one decode step of ``sequences`` (each one token longer after it), padded to
+        ``rows`` sequences and ``width`` pages: a padding row appends nowhere (slot -1) and attends to no
+        key (length 0)."""
         lengths = [cache.length(s) for s in sequences]
         for length in lengths:
             self._check_length(length + 1)
-        slots = self._ints([cache.extend(s, 1)[0] for s in sequences])
-        table = self._ints(cache.block_table(sequences))
-        seq_lens = self._ints([length + 1 for length in lengths])
-        positions = self._ints(np.asarray(lengths).reshape(-1, 1))
-        x = F.embedding(self._ints(tokens), self.embed)
+        rows = rows or len(sequences)
+        slots = [cache.extend(s, 1)[0] for s in sequences]
+        pages = cache.block_table(sequences)
+        width = width or len(pages[0])
+        table = np.zeros((rows, width), np.int32)
+        for row, page_list in enumerate(pages):
+            table[row, :len(page_list)] = page_list
+        padding = rows - len(sequences)
+        return {"tokens": np.asarray(list(tokens) + [0] * padding, np.int32),
+                "positions": np.asarray(lengths + [0] * padding, np.int32).reshape(rows, 1),
+                "slots": np.asarray(slots + [-1] * padding, np.int32),
+                "table": table, "seq_lens": np.asarray([n + 1 for n in lengths] + [0] * padding, np.int32)}
+
+    def decode_from(self, cache: PagedKVCache, inputs: dict) -> Tensor:
+        """Logits (rows, vocab) of a decode step whose inputs are already on the device (``decode_inputs``'s
+        arrays as tensors): it reads nothing on the host, so it can be captured and replayed."""
+        x = F.embedding(inputs["tokens"], self.embed)
 
         def attend(index, q, k, v):
-            return paged_attention(q, cache.keys[index], cache.values[index], table, seq_lens)
-        h = self._layers(x, positions, cache, slots, attend)
+            return paged_attention(q, cache.keys[index], cache.values[index], inputs["table"], inputs["seq_lens"])
+        h = self._layers(x, inputs["positions"], cache, inputs["slots"], attend)
         return F.linear(h, self.lm_head)
+
+    def decode(self, cache: PagedKVCache, sequences: list[int], tokens) -> Tensor:
+        """Logits (batch, vocab) after one more token for each of ``sequences``, op by op."""
+        arrays = self.decode_inputs(cache, sequences, tokens)
+        return self.decode_from(cache, {name: self._ints(a) for name, a in arrays.items()})
 
     def _check_length(self, length: int) -> None:
         c = self.config
