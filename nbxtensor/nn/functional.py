@@ -10,9 +10,11 @@ from ..ops.random import dropout as _dropout
 from ..ops.registry import get as _get
 from ..ops import attention as _attention
 from ..ops import indexing as _indexing
+from ..ops.convolution import FUNCTIONAL as _CONV_FUNCTIONAL
 
 globals().update(_FUNCTIONAL)
 globals().update(_NORM_FUNCTIONAL)
+globals().update(_CONV_FUNCTIONAL)
 sigmoid = _get("sigmoid").impl
 tanh = _get("tanh").impl
 linear = _get("linear").impl
@@ -26,5 +28,5 @@ embedding = _indexing.embedding_functional  # torch's argument order: (input, we
 pad = _get("pad").impl
 one_hot = _get("one_hot").impl
 
-__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", "embedding", "pad", "one_hot",
+__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, *_CONV_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", "embedding", "pad", "one_hot",
                   *_ATTENTION])
