@@ -144,3 +144,30 @@ def test_same_valid_unbatched_and_aten(rng):
 def test_errors(call, message):
     with pytest.raises(RuntimeError, match=message):
         call()
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(1, 2), groups=st.integers(1, 2), cig=st.integers(1, 3), cog=st.integers(1, 3),
+       size=st.integers(3, 7), k=st.integers(1, 3), stride=st.integers(1, 3), padding=st.integers(0, 2),
+       dilation=st.integers(1, 2), transposed=st.booleans())
+def test_conv1d_shapes_property(n, groups, cig, cog, size, k, stride, padding, dilation, transposed):
+    rng = np.random.default_rng(size * 7 + k)
+    x = rng.standard_normal((n, cig * groups, size)).astype(np.float32)
+    if transposed:
+        out_padding = stride - 1 if stride > 1 else 0
+        if (size - 1) * stride - 2 * padding + dilation * (k - 1) + out_padding + 1 <= 0:
+            return
+        w = rng.standard_normal((cig * groups, cog, k)).astype(np.float32)
+        got = F.conv_transpose1d(_to(x), _to(w), stride=stride, padding=padding, output_padding=out_padding,
+                                 groups=groups, dilation=dilation)
+        want = reference(x, w, None, stride, padding, dilation, groups, True, out_padding)
+    else:
+        if size + 2 * padding < dilation * (k - 1) + 1:
+            return
+        w = rng.standard_normal((cog * groups, cig, k)).astype(np.float32)
+        got = F.conv1d(_to(x), _to(w), stride=stride, padding=padding, dilation=dilation, groups=groups)
+        want = reference(x, w, None, stride, padding, dilation, groups)
+    _check(got, want, "float32", cig * k * 3)
