@@ -29,7 +29,7 @@ from .ops import copy as _copy_ops, creation as _creation_ops, views as _view_op
 from .ops import pointwise_table as _pointwise_ops  # noqa: E402,F401
 from .ops import reductions as _reduction_ops, normalization as _normalization_ops  # noqa: E402,F401
 from .ops import indexing as _indexing_ops, shape_ops as _shape_ops, sorting as _sorting_ops  # noqa: E402,F401
-from .ops import attention as _attention_ops  # noqa: E402,F401
+from .ops import attention as _attention_ops, convolution as _convolution_ops  # noqa: E402,F401
 from .ops import pooling as _pooling_ops, resample as _resample_ops  # noqa: E402,F401
 from .ops.comparison import allclose, equal  # noqa: E402
 from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402

@@ -10,9 +10,11 @@ from ..ops.random import dropout as _dropout
 from ..ops.registry import get as _get
 from ..ops import attention as _attention
 from ..ops import indexing as _indexing
+from ..ops.convolution import FUNCTIONAL as _CONV_FUNCTIONAL
 
 globals().update(_FUNCTIONAL)
 globals().update(_NORM_FUNCTIONAL)
+globals().update(_CONV_FUNCTIONAL)
 sigmoid = _get("sigmoid").impl
 tanh = _get("tanh").impl
 linear = _get("linear").impl
@@ -30,5 +32,5 @@ _VISION = [f"{kind}_pool{nd}d" for kind in ("max", "avg", "adaptive_avg", "adapt
     "interpolate", "pixel_shuffle", "pixel_unshuffle"]
 globals().update({name: _get(name).impl for name in _VISION})
 
-__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", "embedding", "pad", "one_hot",
-                  *_ATTENTION, *_VISION])
+__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, *_CONV_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", "embedding",
+                  "pad", "one_hot", *_ATTENTION, *_VISION])
