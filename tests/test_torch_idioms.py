@@ -413,7 +413,7 @@ def test_repr_of_an_empty_tensor_says_its_size_and_dtype_as_torch():
     assert repr(nbx.zeros((0,), dtype=nbx.int64, device="cpu")) == f"tensor([], dtype={nbx.int64!r})"
     expected = f"tensor([], size=(3, 0, 1), dtype={nbx.int32!r})"
     assert repr(nbx.zeros((3, 0, 1), dtype=nbx.int32, device="cpu")) == expected
-    assert repr(nbx.tensor(np.zeros(2, np.int64))) == "tensor([0, 0])"  # made on the host: no kernel runs
+    assert repr(nbx.tensor(np.zeros(2, np.int64), device="cpu")) == "tensor([0, 0])"  # made on the host: no kernel runs
 
 
 def test_the_where_method_reads_self_as_the_values_where_the_condition_holds():

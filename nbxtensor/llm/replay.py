@@ -1,8 +1,9 @@
 """Decode steps captured once per batch-size bucket and replayed.
 
-A step's inputs (token ids, positions, cache slots, block tables, lengths) live in buffers kept per bucket,
-with the block table as wide as the model's context, so every step of a bucket launches the same kernels
-on the same addresses. The first step of a bucket runs op by op on those buffers (compiling every
+A step's inputs (token ids, positions, cache slots, block tables, lengths) live in buffers kept per bucket:
+a bucket is a batch size and a block-table width, both rounded up to a power of two, so every step of a
+bucket launches the same kernels on the same addresses, and a short context does not pay for attention
+over the whole table. The first step of a bucket runs op by op on those buffers (compiling every
 kernel) while its launches are captured; the next records them as a device graph where the device has
 graphs (a CUDA graph, one launch a step) and replays, after checking its first replay's logits byte for
 byte against the op-by-op step. A bucket whose capture is refused, or whose first replay differs, decodes
@@ -37,19 +38,22 @@ class DecodeReplayer:
 
     def __init__(self, model, cache: PagedKVCache):
         self.model, self.cache = model, cache
-        self.width = -(-model.config.max_positions // cache.block_size)
-        self._buckets: dict[int, _Bucket] = {}
-        self.refused: dict[int, str] = {}
+        self.widest = -(-model.config.max_positions // cache.block_size)
+        self._buckets: dict[tuple[int, int], _Bucket] = {}
+        self.refused: dict[tuple[int, int], str] = {}
 
     def __call__(self, sequences: list[int], tokens):
         count = len(sequences)
         rows = next((b for b in BATCH_BUCKETS if b >= count), None)
-        if rows is None or rows in self.refused:
+        # pages the longest sequence holds after this step
+        pages = max(-(-(self.cache.length(s) + 1) // self.cache.block_size) for s in sequences)
+        key = (rows, min(self.widest, 1 << (pages - 1).bit_length()))
+        if rows is None or key in self.refused:
             return self.model.decode(self.cache, sequences, tokens)
-        arrays = self.model.decode_inputs(self.cache, sequences, tokens, rows, self.width)
-        bucket = self._buckets.get(rows)
+        arrays = self.model.decode_inputs(self.cache, sequences, tokens, *key)
+        bucket = self._buckets.get(key)
         if bucket is None:
-            return self._capture(rows, arrays)[:count]
+            return self._capture(key, arrays)[:count]
         device = self.model.device
         backend = backend_for(device)
         for name, array in arrays.items():
@@ -57,34 +61,34 @@ class DecodeReplayer:
         if not bucket.verified:
             why_not = bucket.recorded.record_device_graph()
             if why_not is not None:
-                log.info("decode at batch %d replays launch by launch: %s", rows, why_not)
+                log.info("decode bucket %s replays launch by launch: %s", key, why_not)
         bucket.recorded.replay()
         logits = bucket.logits.clone()
         if not bucket.verified:
             # the op-by-op step on the same inputs writes the same cache slots with the same values
             expected = self.model.decode_from(self.cache, bucket.inputs)
             if _bits(expected) != _bits(logits):
-                self._refuse(rows, "its first replay differed from the op-by-op step")
+                self._refuse(key, "its first replay differed from the op-by-op step")
                 return expected[:count]
             bucket.verified = True
         return logits[:count]
 
-    def _capture(self, rows: int, arrays: dict):
+    def _capture(self, key: tuple[int, int], arrays: dict):
         device = self.model.device
         inputs = {name: make_tensor(array, device=device) for name, array in arrays.items()}
         self.model.decode_from(self.cache, inputs)  # compiles and plans every kernel outside the capture
         with capture() as recorded:
             logits = self.model.decode_from(self.cache, inputs)
         if recorded.refused is not None:
-            self._refuse(rows, recorded.refused)
+            self._refuse(key, recorded.refused)
         else:
-            self._buckets[rows] = _Bucket(inputs, logits, recorded)
+            self._buckets[key] = _Bucket(inputs, logits, recorded)
         return logits.clone()
 
-    def _refuse(self, rows: int, reason: str) -> None:
-        self._buckets.pop(rows, None)
-        self.refused[rows] = reason
-        log.warning("decode at batch %d runs op by op: %s", rows, reason)
+    def _refuse(self, key: tuple[int, int], reason: str) -> None:
+        self._buckets.pop(key, None)
+        self.refused[key] = reason
+        log.warning("decode bucket %s (batch, table width) runs op by op: %s", key, reason)
 
 
 def _bits(t) -> bytes:
