@@ -29,3 +29,28 @@ def strided_offset(idx, shape, strides, RANK: tl.constexpr, SKIP: tl.constexpr =
             off += (rem % shape[d]) * strides[d]
         rem = rem // shape[d]
     return off
+
+
+@triton.jit
+def spatial_coordinates(i, C, OD, OH, OW, CHANNELS_LAST: tl.constexpr):
+    """(n, c, d, h, w) of flat element ``i`` of an (N, C, D, H, W) output, numbered in NCDHW order or,
+    with CHANNELS_LAST, in NDHWC order."""
+    if CHANNELS_LAST:
+        c = i % C
+        rest = i // C
+        w = rest % OW
+        rest = rest // OW
+        h = rest % OH
+        rest = rest // OH
+        d = rest % OD
+        n = rest // OD
+    else:
+        w = i % OW
+        rest = i // OW
+        h = rest % OH
+        rest = rest // OH
+        d = rest % OD
+        rest = rest // OD
+        c = rest % C
+        n = rest // C
+    return n, c, d, h, w

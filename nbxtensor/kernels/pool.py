@@ -5,7 +5,7 @@ innermost for channels-last), so both layouts are read and written in place."""
 import triton
 import triton.language as tl
 
-from .common import program_elements
+from .common import program_elements, spatial_coordinates
 from .copy import _decode, _encode
 
 # KIND: the kernel compares with the literals (globals it reads must be constexprs)
@@ -36,24 +36,7 @@ def pool_window(src, dst, indices, total, C, ID, IH, IW, OD, OH, OW,
     and, among equal values, the first; its index is (d * IH + h) * IW + w in the input's plane."""
     i = program_elements(BLOCK, INDEX_64)
     mask = i < total
-    if CHANNELS_LAST:
-        c = i % C
-        rest = i // C
-        ow = rest % OW
-        rest = rest // OW
-        oh = rest % OH
-        rest = rest // OH
-        od = rest % OD
-        n = rest // OD
-    else:
-        ow = i % OW
-        rest = i // OW
-        oh = rest % OH
-        rest = rest // OH
-        od = rest % OD
-        rest = rest // OD
-        c = rest % C
-        n = rest // C
+    n, c, od, oh, ow = spatial_coordinates(i, C, OD, OH, OW, CHANNELS_LAST)
     d0, d_end = _window(od, ID, KD, SD, PD, ADAPTIVE, OD)
     h0, h_end = _window(oh, IH, KH, SH, PH, ADAPTIVE, OH)
     w0, w_end = _window(ow, IW, KW, SW, PW, ADAPTIVE, OW)

@@ -6,7 +6,7 @@ BLOCK output elements in the output's memory order."""
 import triton
 import triton.language as tl
 
-from .common import program_elements
+from .common import program_elements, spatial_coordinates
 from .copy import _decode, _encode
 
 # MODE: the kernel compares with the literals (globals it reads must be constexprs)
@@ -91,24 +91,7 @@ def resample(src, dst, total, C, ID, IH, IW, OD, OH, OW,
     one tap). Nearest modes copy elements, so integer dtypes pass through them exactly."""
     i = program_elements(BLOCK, INDEX_64)
     mask = i < total
-    if CHANNELS_LAST:
-        c = i % C
-        rest = i // C
-        ow = rest % OW
-        rest = rest // OW
-        oh = rest % OH
-        rest = rest // OH
-        od = rest % OD
-        n = rest // OD
-    else:
-        ow = i % OW
-        rest = i // OW
-        oh = rest % OH
-        rest = rest // OH
-        od = rest % OD
-        rest = rest // OD
-        c = rest % C
-        n = rest // C
+    n, c, od, oh, ow = spatial_coordinates(i, C, OD, OH, OW, CHANNELS_LAST)
     base = src + n * s_n + c * s_c
     out = dst + n * o_n + c * o_c + od * o_d + oh * o_h + ow * o_w
     if MODE == 0 or MODE == 1:
