@@ -23,7 +23,7 @@ from .model import SUPPORTED_ARCHITECTURES, DecoderConfig, DecoderModel, load_mo
 from .replay import DecodeReplayer
 from .sampling import Sampler, SamplingParams
 
-__all__ = ["load", "LLM", "Engine", "Request", "Generation", "SamplingParams", "PagedKVCache", "CacheFull",
+__all__ = ["load", "LLM", "Engine", "Request", "Generation", "SamplingParams", "Sampler", "PagedKVCache", "CacheFull",
            "CheckpointError", "DecoderConfig", "DecoderModel", "SUPPORTED_ARCHITECTURES"]
 
 TOKENIZER_FILE = "tokenizer.json"

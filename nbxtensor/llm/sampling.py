@@ -61,6 +61,26 @@ class Sampler:
         """The next token after ``logits`` (vocab,) and its log-probability under the processed
         distribution (None unless asked)."""
         p = self.params
+        row = self._penalised(logits, seen)
+        if p.greedy:
+            token = int(row.argmax().item())
+            return token, (float(row.log_softmax(0)[token].item()) if p.logprobs else None)
+        values, order = self._kept(row)
+        noise = -(-values.new_empty(values.shape).uniform_(generator=self.generator).clamp(min=1e-20).log()).log()
+        choice = int((values + noise).argmax().item())
+        token = int(order[choice].item())
+        logprob = float(values.log_softmax(0)[choice].item()) if p.logprobs else None
+        return token, logprob
+
+    def distribution(self, logits, seen: list[int]) -> np.ndarray:
+        """The probabilities (vocab,) that ``choose`` draws from (a sampling request's)."""
+        values, order = self._kept(self._penalised(logits, seen))
+        probabilities = np.zeros(logits.shape[0], np.float64)
+        probabilities[order.numpy()] = values.softmax(0).numpy()
+        return probabilities
+
+    def _penalised(self, logits, seen: list[int]):
+        p = self.params
         row = logits.to(get_dtype("float32"))
         if p.repetition_penalty != 1.0 and seen:
             ids = make_tensor(np.unique(np.asarray(seen, dtype=np.int64)), device=self.device)
@@ -68,9 +88,12 @@ class Sampler:
             # as transformers: a positive logit is divided by the penalty, a negative one multiplied
             penalised = (picked * p.repetition_penalty).where(picked < 0, picked / p.repetition_penalty)
             row = row.scatter(0, ids, penalised)
-        if p.greedy:
-            token = int(row.argmax().item())
-            return token, (float(row.log_softmax(0)[token].item()) if p.logprobs else None)
+        return row
+
+    def _kept(self, row):
+        """(logits, token ids) after temperature, top-k, top-p and min-p, the likeliest first; a dropped
+        token's logit is -inf."""
+        p = self.params
         row = row / p.temperature
         if p.top_k and p.top_k < row.shape[0]:
             values, order = row.topk(p.top_k)
@@ -86,8 +109,4 @@ class Sampler:
             drop = below if drop is None else drop | below
         if drop is not None:
             values = values.masked_fill(drop, -math.inf)
-        noise = -(-values.new_empty(values.shape).uniform_(generator=self.generator).clamp(min=1e-20).log()).log()
-        choice = int((values + noise).argmax().item())
-        token = int(order[choice].item())
-        logprob = float(values.log_softmax(0)[choice].item()) if p.logprobs else None
-        return token, logprob
+        return values, order
