@@ -285,7 +285,7 @@ def parser() -> argparse.ArgumentParser:
                           help="with a checkpoint: take attention_mask (int64, the shape of input_ids) as an input too")
     exporter.set_defaults(run=_export)
     generate = sub.add_parser("generate", help="continue a prompt with a Hugging Face decoder checkpoint (Llama, "
-                                               "Mistral, Qwen2, Qwen3)",
+                                               "Mistral, Qwen2, Qwen3, Phi-3)",
                               description="Load a decoder checkpoint directory and stream the continuation of "
                                           "a prompt; sampling settings default to its generation_config.json.")
     generate.add_argument("checkpoint", metavar="CHECKPOINT_DIR", help="config.json, safetensors and tokenizer.json")

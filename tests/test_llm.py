@@ -34,6 +34,8 @@ FAMILIES = {
     "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": 64}),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 32}),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {}),
+    "phi3-partial-rotary": ("Phi3Config", "Phi3ForCausalLM", {"partial_rotary_factor": 0.5}),
 }
 PROMPTS = [[5, 17, 3, 44, 9], [8, 2, 60], [1, 90, 33, 33, 12, 70, 4, 21]]
 

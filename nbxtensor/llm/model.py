@@ -1,7 +1,7 @@
 """Decoder-only language models written with nbxtensor's ops, read from a Hugging Face checkpoint directory.
 
 One forward serves the Llama lineage (Llama 1-3 with 3.1-style RoPE scaling, Mistral, Qwen2 with its QKV
-bias, Qwen3 with its per-head q/k norms): the families differ in facts of their config, which
+bias, Qwen3 with its per-head q/k norms, Phi-3 with its fused QKV and gate-up weights): the families differ in facts of their config, which
 ``DecoderConfig.from_hf`` reads once. A prompt runs as one prefill (the flash kernel, causal); every
 later token of a batch of sequences as one decode step (the paged decode kernel over ``PagedKVCache``).
 """
@@ -31,6 +31,7 @@ SUPPORTED_ARCHITECTURES = {
     "MistralForCausalLM": {},
     "Qwen2ForCausalLM": {"attention_bias": True},
     "Qwen3ForCausalLM": {"qk_norm": True},
+    "Phi3ForCausalLM": {"fused": True},
 }
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 
@@ -53,6 +54,8 @@ class DecoderConfig:
     attention_bias: bool
     output_bias: bool
     qk_norm: bool
+    fused: bool  # one qkv_proj and one gate_up_proj weight (Phi-3)
+    rotary_dim: int
     sliding_window: int | None
     dtype: str
     eos_token_ids: tuple[int, ...]
@@ -90,6 +93,10 @@ class DecoderConfig:
         rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
         if not isinstance(rope, dict):
             raise CheckpointError(f"{where}: config rope_parameters must be an object")
+        factor = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))
+        rotary_dim = int(head_dim * float(factor))
+        if not 2 <= rotary_dim <= head_dim or rotary_dim % 2:
+            raise CheckpointError(f"{where}: partial_rotary_factor {factor!r} gives a rotary dim of {rotary_dim}")
         window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
         return cls(architecture=architecture, vocab_size=integer("vocab_size"), hidden_size=hidden,
                    intermediate_size=integer("intermediate_size"), num_layers=integer("num_hidden_layers"),
@@ -101,16 +108,17 @@ class DecoderConfig:
                    tie_embeddings=bool(config.get("tie_word_embeddings", False)),
                    attention_bias=bool(config.get("attention_bias", family.get("attention_bias", False))),
                    output_bias=bool(config.get("attention_bias", False)),
-                   qk_norm=family.get("qk_norm", False),
+                   qk_norm=family.get("qk_norm", False), fused=family.get("fused", False),
+                   rotary_dim=rotary_dim,
                    sliding_window=window if type(window) is int else None,
                    dtype=_DTYPES.get(dtype, "float32"), eos_token_ids=tuple(int(e) for e in eos_ids),
                    bos_token_id=config.get("bos_token_id"))
 
 
 def rope_tables(config: DecoderConfig, positions: int) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin (positions, head_dim / 2) in float32, computed as transformers does (float32 inverse
+    """cos and sin (positions, rotary_dim / 2) in float32, computed as transformers does (float32 inverse
     frequencies, float32 angles), with 3.1-style ("llama3") and linear scaling."""
-    dim = config.head_dim
+    dim = config.rotary_dim
     inv_freq = (1.0 / (np.float32(config.rope_theta) ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32)
                                                           / np.float32(dim)))).astype(np.float32)
     scaling = config.rope_scaling or {}
@@ -140,13 +148,23 @@ class _Layer:
             return value
         self.input_norm = get("input_layernorm.weight")
         self.post_norm = get("post_attention_layernorm.weight")
-        self.q, self.k, self.v, self.o = (get(f"self_attn.{n}_proj.weight") for n in "qkvo")
+        if config.fused:
+            # row blocks of the fused weights, read in place: q, k, v stacked; gate above up
+            qkv = get("self_attn.qkv_proj.weight")
+            q_rows, kv_rows = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
+            self.q, self.k, self.v = qkv[:q_rows], qkv[q_rows:q_rows + kv_rows], qkv[q_rows + kv_rows:]
+            gate_up = get("mlp.gate_up_proj.weight")
+            self.gate, self.up = gate_up[:config.intermediate_size], gate_up[config.intermediate_size:]
+        else:
+            self.q, self.k, self.v = (get(f"self_attn.{n}_proj.weight") for n in "qkv")
+            self.gate, self.up = get("mlp.gate_proj.weight"), get("mlp.up_proj.weight")
+        self.o = get("self_attn.o_proj.weight")
+        self.down = get("mlp.down_proj.weight")
         self.q_bias, self.k_bias, self.v_bias = (get(f"self_attn.{n}_proj.bias", not config.attention_bias)
                                                  for n in "qkv")
         self.o_bias = get("self_attn.o_proj.bias", not config.output_bias)
         self.q_norm = get("self_attn.q_norm.weight", not config.qk_norm)
         self.k_norm = get("self_attn.k_norm.weight", not config.qk_norm)
-        self.gate, self.up, self.down = (get(f"mlp.{n}_proj.weight") for n in ("gate", "up", "down"))
 
 
 class DecoderModel:
