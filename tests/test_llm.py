@@ -248,3 +248,21 @@ def test_draws_follow_the_distribution():
     counts = np.bincount([sampler.choose(to_nbx(logits), [])[0] for _ in range(400)], minlength=4)
     expected = 400 * np.exp(logits)
     assert np.all(np.abs(counts - expected) <= 5 * np.sqrt(expected * (1 - np.exp(logits)))), counts
+
+
+def test_text_prompts_go_through_the_checkpoints_tokenizer(tmp_path_factory):
+    tokenizers = pytest.importorskip("tokenizers")
+    model, directory = _checkpoint(tmp_path_factory, "llama")
+    vocab = {f"w{i}": i for i in range(97)}
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="w0"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer.decoder = tokenizers.decoders.WordPiece(prefix="##")  # joins words with spaces
+    tokenizer.save(str(directory / "tokenizer.json"))
+    ours = llm.load(directory, device=TEST_DEVICE)
+    expected = _reference(model, [5, 17, 3], 6)
+    generation = ours.generate("w5 w17 w3", max_new_tokens=6)
+    assert generation.prompt_tokens == [5, 17, 3] and generation.tokens == expected
+    assert generation.text == " ".join(f"w{t}" for t in expected)
+    assert "".join(ours.stream("w5 w17 w3", max_new_tokens=6)) == generation.text
+    stopped = ours.generate("w5 w17 w3", max_new_tokens=6, stop_strings=(f"w{expected[2]}",))
+    assert stopped.finish_reason == "stop" and f"w{expected[2]}" not in stopped.text
