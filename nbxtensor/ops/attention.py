@@ -158,6 +158,11 @@ def _as_4d(t: Tensor) -> Tensor:
     return t
 
 
+def _merges(shape, strides) -> bool:
+    """Whether ``_as_4d`` views a tensor of this layout rather than copying it (its leading dims merge)."""
+    return len(shape) <= 4 or S.view_strides(shape, strides, (S.numel(shape[:-3]), *shape[-3:])) is not None
+
+
 def _in_format(dtype, facts) -> int:
     """How kernels read q/k/v: through bfloat16's bits where the interpreter has no bfloat16 arithmetic."""
     interpreted = bool(facts["kernels"].get("interpreted"))
@@ -479,6 +484,8 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
         if t is not None and t.device != dev:
             raise RuntimeError(f"{op}: expected all tensors on {dev}, got {name} on {t.device}")
     out_strides = _aten_output_strides(query, meta.shape)
+    if out_strides is not None and not _merges(meta.shape, out_strides):
+        out_strides = None  # the kernels write a (B, H, L, Ev) view of the output, which this layout has not
     out = new_tensor(meta.shape, meta.dtype, dev, out_strides)
     fresh_output = fresh_tensor_maker(meta.shape, meta.dtype, dev, out_strides)
     keys = key.shape[-2]
@@ -489,7 +496,6 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
         return lambda query, key, value, attn_mask: zeros(meta.shape, dtype=meta.dtype, device=dev)
     L, E = query.shape[-2:]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
-    q4 = _as_4d(query)
     q_lead = tuple(query.shape[:-2])
     q_heads = q_lead[-1] if q_lead else 1
     if enable_gqa and q_lead:
@@ -498,33 +504,47 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
         heads_per_kv = q_heads // kv_heads
     else:
         kv_lead, heads_per_kv = q_lead, 1
-    k4 = _as_4d(key.expand(*kv_lead, keys, E))
-    v4 = _as_4d(value.expand(*kv_lead, keys, value.shape[-1]))
+    scores_shape = (*query.shape[:-1], keys)
+
+    def operands_4d(query, key, value, attn_mask):
+        """What the kernels read: (B, H, L, E) views of the operands, copies where leading dims cannot merge."""
+        k4 = _as_4d(key.expand(*kv_lead, keys, E))
+        v4 = _as_4d(value.expand(*kv_lead, keys, value.shape[-1]))
+        if is_causal and L == 1:
+            # top-left alignment: the only query row sees key 0 alone
+            k4, v4 = k4[:, :, :1], v4[:, :, :1]
+        return _as_4d(query), k4, v4, _mask_setup(attn_mask, scores_shape)[0]
+
+    q4, k4, v4, mask = operands_4d(query, key, value, attn_mask)
     out4 = _as_4d(out)
-    if is_causal and L == 1:
-        # top-left alignment: the only query row sees key 0 alone
-        keys = 1
-        k4, v4 = k4[:, :, :1], v4[:, :, :1]
     facts = backend_for(dev).facts
-    scores_shape = (*query.shape[:-1], key.shape[-2])
-    mask, kind, mask_format, mask_strides = _mask_setup(attn_mask, scores_shape)
+    _, kind, mask_format, mask_strides = _mask_setup(attn_mask, scores_shape)
     if L == 1:
         launches, temporaries = _decode(q4[:, :, 0], k4, v4, mask, kind, mask_format, mask_strides, out4[:, :, 0],
-                                        heads_per_kv, scale, keys, dev, facts)
+                                        heads_per_kv, scale, 1 if is_causal else keys, dev, facts)
     else:
         launches, temporaries = _prefill(q4, k4, v4, mask, kind, mask_format, mask_strides, out4, heads_per_kv,
                                          scale, is_causal, dev, facts)
-    # the 4-D views (and the mask's) start where the operands do, unless merging dims needed a copy
+    # the 4-D views (and the mask's) start where the operands do, unless merging dims needed a copy: then
+    # each call copies its operands to the layout planned here
     views = all(view is None or view.data_ptr() == t.data_ptr()
                 for view, t in ((q4, query), (k4, key), (v4, value), (mask, attn_mask)))
-    # a plan that copies by tensor-memory descriptors holds only for operands whose starts are aligned too
+    # a plan that copies by tensor-memory descriptors holds only for operands whose starts are aligned too;
+    # misaligned ones, which the layout key does not tell apart, take a second plan made at the first of them
     descriptors = any(launch.kernel is KW.attention_forward_wgmma_ws for launch in launches)
+    misaligned = []
 
     def execute(query, key, value, attn_mask):
-        if not views or descriptors and not _starts_aligned(query, key, value):
-            return _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa)(query, key, value, attn_mask)
+        if views:
+            q4, k4, v4, mask = query, key, value, attn_mask
+        else:
+            q4, k4, v4, mask = operands_4d(query, key, value, attn_mask)
+        if descriptors and not _starts_aligned(q4, k4, v4):
+            if not misaligned:
+                misaligned.append(_plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa))
+            return misaligned[0](query, key, value, attn_mask)
         out = fresh_output()
-        run_launches(dev, launches, temporaries, {"q": query, "k": key, "v": value, "mask": attn_mask, "out": out})
+        run_launches(dev, launches, temporaries, {"q": q4, "k": k4, "v": v4, "mask": mask, "out": out})
         return out
     return execute
 
