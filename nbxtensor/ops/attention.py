@@ -20,10 +20,11 @@ from ..kernels import attention as K
 from ..kernels import attention_wgmma as KW
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
+from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .matmul import _dot_precision, _needs_index_64
+from .matmul import _dot_precision
 from .registry import Cost, TensorMeta, nbytes, register
 
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
@@ -298,7 +299,7 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
     B, H, L, E = q.shape
     keys, value_dim = k.shape[2], v.shape[3]
     flags = _common_flags(q.dtype, out.dtype, dev, facts)
-    index_64 = _needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
+    index_64 = needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
     wgmma = wgmma_candidates(facts, q, k, v, out, mask, scale, index_64)
     # the key names whether the wgmma kernels serve these operands (1: the pointer form, 2: the warp-
     # specialised one too), so a setting chosen for them is never handed to operands they do not serve
@@ -419,8 +420,7 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
         k_args = (k.stride(0), k.stride(2), k.stride(1), k.stride(3))
         v_args = (v.stride(0), v.stride(2), v.stride(1), v.stride(3))
     partial_elements = B * H_q * splits * block_dv
-    index_64 = (_needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
-                or partial_elements >= 2 ** 31)
+    index_64 = needs_index_64(q, k, v, out, *([mask] if mask is not None else []), count=partial_elements)
     part_acc, part_max, part_sum = Slot("part_acc"), Slot("part_max"), Slot("part_sum")
     launches = [
         PlannedLaunch(
@@ -647,7 +647,7 @@ def kv_cache_append(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: 
         block_t = max(1, min(64, 4096 // block_d))
         launch(K.cache_append, (cdiv(tokens, block_t), heads), rows.device,
                [rows, cache, slot_mapping, tokens, heads, block_size, *rows.stride(), *cache.stride()],
-               DIM=dim, BLOCK_T=block_t, BLOCK_D=block_d, INDEX_64=_needs_index_64(rows, cache),
+               DIM=dim, BLOCK_T=block_t, BLOCK_D=block_d, INDEX_64=needs_index_64(rows, cache),
                num_warps=4)
 
 
@@ -713,7 +713,7 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interl
     block_half = next_pow2(half)
     block_rows = max(1, min(64, 4096 // block_half))
     conversion = _conversion_flags(get_dtype("float32"), x.dtype, x.device)
-    index_64 = _needs_index_64(x_rows, out_rows, cos)
+    index_64 = needs_index_64(x_rows, out_rows, cos)
     launch(K.rotary, (cdiv(n_rows, block_rows),), x.device,
            [x_rows, out_rows, cos, sin, pos_rows, n_rows, x_rows.stride(0), out_rows.stride(0), pos_rows.stride(0),
             x_rows.stride(1), out_rows.stride(1), cos.stride(0), cos.stride(1)],

@@ -26,13 +26,13 @@ from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, next_pow2
+from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
 from .reductions import _simple_cost, _sum_dtype
 from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
 
-_INT32_LIMIT = 2 ** 31
 # batch dims (after merging) the kernel indexes directly; more are materialised first
 MAX_BATCH_RANK = 4
 # rows up to this many take the GEMV kernel (one 16-row tile of the matrix unit at most)
@@ -190,10 +190,6 @@ def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
 
 
 # ---- the launch -------------------------------------------------------------------------------------
-def _needs_index_64(*tensors) -> bool:
-    return any(t.numel() >= _INT32_LIMIT or S.max_offset(t.shape, t.stride()) >= _INT32_LIMIT for t in tensors)
-
-
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), best-known shapes for large problems first; each is
 # clamped to the facts' ceilings and to the problem, so small problems and small devices get small tiles
 _GEMM_SHAPES = [
@@ -427,7 +423,7 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         return lambda a, b, bias: _product(
             op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(), out_dtype,
             bias.expand(*out_shape).contiguous() if has_bias else None, alpha, beta if has_bias else 0)
-    index_64 = _needs_index_64(a, b, out, *([bias] if has_bias else []))
+    index_64 = needs_index_64(a, b, out, *([bias] if has_bias else []))
     if exact:
         return _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides,
                                *_pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs), index_64)
@@ -551,7 +547,7 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
             PlannedLaunch(K.split_bf16_planes, (cdiv(rows * cols, _PLANE_BLOCK),),
                           [Slot(name), Slot(f"{name}_planes"), rows, cols, *x.stride(), split.stride(0), step],
                           dict({f"P{j}": part for j, part in enumerate(parts)}, BLOCK=_PLANE_BLOCK,
-                               INDEX_64=_needs_index_64(x, split)))
+                               INDEX_64=needs_index_64(x, split)))
             for name, x, split, rows, cols, step, parts in (("a", a, planes["a_planes"], m, kc, kc, _A_PLANES),
                                                             ("b", b, planes["b_planes"], kc, n, kc * n, _B_PLANES))]
         addend, weight = (bias, beta) if start == 0 else (new_tensor((m, n), float32, dev), 1)
