@@ -46,8 +46,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _runtime
+from .. import dtypes as _dtypes
 from .. import launch as _launch_module
-from .. import promotion as _promotion
 from .. import shape as S
 from ..device import backend_for
 from ..dtypes import get_dtype
@@ -350,8 +350,8 @@ def _fast_key(args):
         if type(x) is Tensor and type(y) is Tensor:
             layout_x, layout_y = x._layout, y._layout
             if layout_x is not None and layout_y is not None:
-                return (_promotion._default_float, layout_x, layout_y)
-    key = [_promotion._default_float]
+                return (_dtypes._default_float, layout_x, layout_y)
+    key = [_dtypes._default_float]
     for a in args:
         kind = type(a)
         if kind is Tensor:
