@@ -7,7 +7,13 @@ import ml_dtypes
 import numpy as np
 import yaml
 
-__all__ = ["dtype", "get_dtype", "all_dtypes"]
+__all__ = ["dtype", "get_dtype", "all_dtypes", "get_default_dtype", "set_default_dtype", "get_default_complex_dtype",
+           "PromotionError"]
+
+
+class PromotionError(TypeError, RuntimeError):
+    """Two dtypes with no common type. A TypeError as Python expects, and a RuntimeError as torch
+    raises for the same cases, so code written against either catches it."""
 
 
 class dtype:
@@ -104,6 +110,30 @@ _BY_DLPACK: dict[tuple[int, int], dtype] = {d.dlpack: d for d in all_dtypes}
 
 _PREFIXES = ("torch.", "nbxtensor.", "nbx.", "numpy.", "np.")
 
+# the dtype of a Python float (``set_default_dtype``); read directly by hot paths that key on it
+_default_float = _BY_NAME["float32"]
+
+
+def get_default_dtype() -> dtype:
+    return _default_float
+
+
+def set_default_dtype(d) -> None:
+    global _default_float
+    d = get_dtype(d)
+    if d.name not in ("float32", "float64", "float16", "bfloat16"):
+        raise TypeError(f"only floating-point types are supported as the default type, not {d.name}")
+    _default_float = d
+
+
+def get_default_complex_dtype() -> dtype:
+    """The dtype of a Python complex: the complex counterpart of the default float dtype, as torch
+    pairs them (bfloat16 gives complex64; float16 would give complex32, which nbxtensor lacks)."""
+    try:
+        return _default_float.to_complex()
+    except TypeError as e:
+        raise PromotionError(f"with {_default_float.name} as the default dtype: {e}") from None
+
 
 def get_dtype(spec) -> dtype:
     """A dtype from a dtype, a name or alias (``"float16"``, ``"torch.float16"``, ``"half"``), a NumPy
@@ -115,10 +145,8 @@ def get_dtype(spec) -> dtype:
     if spec is int:
         return _BY_NAME["int64"]
     if spec is float:
-        from .promotion import get_default_dtype
-        return get_default_dtype()
+        return _default_float
     if spec is complex:
-        from .promotion import get_default_complex_dtype
         return get_default_complex_dtype()
     if isinstance(spec, str):
         found = _BY_NAME.get(spec)  # a plain name or alias: the common case, no prefix to strip

@@ -28,7 +28,6 @@ import numpy as np
 
 from .device import backend_for
 from .storage import Storage
-from .tensor import Tensor
 
 _ALIGN_MASK = 15  # Triton specialises pointers on 16-byte alignment
 _compiled: dict = {}
@@ -38,6 +37,20 @@ _int_specialisations: dict = {}
 _tuple_specialisations: dict = {}
 _MAX_REMEMBERED = 4096
 _interpreter_lock = threading.Lock()  # interpreted launches never nest: a kernel body launches nothing
+
+# The class of the arguments that travel to kernels as pointers to their first element: the tensor
+# class, which names itself (``pointer_argument``) so that this layer imports none. Of such an argument
+# the launch path reads ``_dtype`` (its element type), ``_storage.buffer.ptr`` and ``_offset`` (its
+# address, in elements past the buffer's start) and ``_kernel_pointer(backend)`` (what the interpreter
+# takes); compared by identity, as cheap as naming the class here.
+_Pointer: type | None = None
+
+
+def pointer_argument(cls: type) -> type:
+    """Class decorator: ``cls``'s instances go to kernels as pointers (see ``_Pointer``)."""
+    global _Pointer
+    _Pointer = cls
+    return cls
 
 
 # Set, interpreted launches are written to this file (one JSON line each) for the compile check, which
@@ -50,7 +63,7 @@ def _log_for_compile_check(kernel, args, constexprs: dict) -> None:
         return v.value if type(v).__name__ == "constexpr" else v
 
     def describe(a):
-        if type(a) is Tensor:
+        if type(a) is _Pointer:
             return {"pointer": str(a._dtype.triton), "aligned": a.data_ptr() & _ALIGN_MASK == 0}
         if isinstance(a, tuple):
             return {"tuple": [describe(v) for v in a]}
@@ -288,14 +301,14 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
         # the interpreter computes with NumPy, which warns where IEEE arithmetic gives inf or NaN (masked
         # lanes, -inf - -inf); a GPU does not
         with np.errstate(all="ignore"), _interpreter_lock:
-            kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args], **constexprs)
+            kernel[grid](*[a._kernel_pointer(backend) if type(a) is _Pointer else a for a in args], **constexprs)
         return None
     spec, values = _specialised(args)
     key = (kernel, device.index, constexpr_key, spec)
     entry = _compiled.get(key)
     if entry is None:
         _use_scratch(device)  # a kernel may ask for global scratch on its first launch
-        compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is Tensor else a for a in args],
+        compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is _Pointer else a for a in args],
                                 **constexprs)
         _compiled[key] = (compiled, [constexprs[name] for name in kernel.arg_names[len(args):]],
                           _direct_launcher(compiled))
@@ -313,7 +326,7 @@ def _specialised(args) -> tuple[tuple, list]:
     add_spec, add_value = spec.append, values.append
     for a in args:
         kind = type(a)
-        if kind is Tensor:
+        if kind is _Pointer:
             storage = a._storage  # ``data_ptr()`` inlined: a launch reads several tensors' addresses
             buffer = None if storage is None else storage.buffer
             ptr = 0 if buffer is None else buffer.ptr + a._offset * a._dtype.itemsize
@@ -412,7 +425,7 @@ def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict
             addresses = []
             offsets = 0
             for v, dtype in zip(values, dtypes):
-                if type(v) is not Tensor or v._dtype is not dtype:
+                if type(v) is not _Pointer or v._dtype is not dtype:
                     break
                 storage = v._storage  # ``data_ptr()`` inlined, as in ``_specialised``
                 buffer = None if storage is None else storage.buffer
@@ -445,5 +458,5 @@ def launch_slots(kernel, grid, device, args, positions, values, constexprs: dict
         launcher = bind_launch(entry, grid, backend, fixed, positions)
         bound[key] = (entry, fixed, backend, launcher)
         if launcher is not None and _ALIGNED_TENSORS not in bound \
-                and all(type(v) is Tensor and known[1] for v, known in zip(values, spec)):
+                and all(type(v) is _Pointer and known[1] for v, known in zip(values, spec)):
             bound[_ALIGNED_TENSORS] = (device.index, tuple(v._dtype for v in values), launcher, backend)

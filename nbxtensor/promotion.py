@@ -7,42 +7,15 @@ they belong to a higher category than the dimensioned tensors.
 """
 from __future__ import annotations
 
-from .dtypes import all_dtypes, dtype, get_dtype
+from .dtypes import (PromotionError, all_dtypes, dtype, get_default_complex_dtype, get_default_dtype, get_dtype,
+                     set_default_dtype)
 
 __all__ = ["PromotionError", "promote_types", "result_type", "can_cast", "get_default_dtype",
            "set_default_dtype", "get_default_complex_dtype"]
 
-
-class PromotionError(TypeError, RuntimeError):
-    """Two dtypes with no common type. A TypeError as Python expects, and a RuntimeError as torch
-    raises for the same cases, so code written against either catches it."""
-
 _D = {d.name: d for d in all_dtypes}
 _CATEGORY = {"bool": 0, "uint": 1, "int": 1, "float": 2, "complex": 3}
 _FP8 = ("float8_e4m3fn", "float8_e5m2")
-
-_default_float = _D["float32"]
-
-
-def get_default_dtype() -> dtype:
-    return _default_float
-
-
-def set_default_dtype(d) -> None:
-    global _default_float
-    d = get_dtype(d)
-    if d.name not in ("float32", "float64", "float16", "bfloat16"):
-        raise TypeError(f"only floating-point types are supported as the default type, not {d.name}")
-    _default_float = d
-
-
-def get_default_complex_dtype() -> dtype:
-    """The dtype of a Python complex: the complex counterpart of the default float dtype, as torch
-    pairs them (bfloat16 gives complex64; float16 would give complex32, which nbxtensor lacks)."""
-    try:
-        return _default_float.to_complex()
-    except TypeError as e:
-        raise PromotionError(f"with {_default_float.name} as the default dtype: {e}") from None
 
 
 def promote_types(a, b) -> dtype:
@@ -87,7 +60,7 @@ def _wrapped_dtype(x, complex_dtype: dtype) -> dtype:
     if isinstance(x, int):
         return _D["int64"]
     if isinstance(x, float):
-        return _default_float
+        return get_default_dtype()
     if isinstance(x, complex):
         return complex_dtype
     raise TypeError(f"expected a tensor or a Python scalar, got {type(x).__name__}")

@@ -10,7 +10,8 @@ import numpy as np
 from . import shape as _shape
 from .device import device
 from .dtypes import dtype as _dtype
-from .dtypes import get_dtype
+from .dtypes import get_default_dtype, get_dtype
+from .launch import pointer_argument, refuse_capture
 from .storage import Storage
 
 __all__ = ["Tensor", "Size", "is_tensor", "numel", "is_floating_point", "is_complex"]
@@ -50,6 +51,7 @@ def layout_key(shape, strides: tuple, dtype: _dtype, dev: device) -> int:
     return found
 
 
+@pointer_argument
 class Tensor:
     # ``_layout``: the ``layout_key`` of this tensor, or None until first asked; whatever assigns
     # ``_storage``, ``_shape``, ``_strides`` or ``_dtype`` after ``_make`` sets it back to None
@@ -222,7 +224,6 @@ class Tensor:
         any other device. Bools keep the bytes their memory holds; NumPy, like nbxtensor, reads any
         nonzero byte as True, and ``tolist``/``item`` give Python bools."""
         self._require_data("numpy()")
-        from .launch import refuse_capture
         refuse_capture("reads tensor data on the host (numpy, item, tolist or a Python scalar)")
         if self.numel() == 0:
             return np.empty(self._shape, dtype=self._dtype.numpy)
@@ -297,7 +298,6 @@ class Tensor:
             # a dtype other than the default
             if self.ndim != 1:
                 extras.append(f"size={tuple(self._shape)}")
-            from .promotion import get_default_dtype
             if self._dtype is not get_default_dtype():
                 extras.append(f"dtype={self._dtype!r}")
         elif self._dtype.name not in ("float32", "int64", "bool", "complex64"):

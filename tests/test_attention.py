@@ -152,6 +152,31 @@ def test_strided_inputs(rng):
     _close(out, reference(*(a.transpose(0, 2, 1, 3) for a in (q, k, v))))
 
 
+@pytest.mark.parametrize("length", [5, 1])
+@pytest.mark.parametrize("masked", [False, True])
+def test_leading_dims_that_cannot_merge_are_copied_by_a_plan_made_once(rng, monkeypatch, length, masked):
+    """Rank-5 operands made by ``.transpose(0, 1)`` have leading dims no view merges into the kernels' batch
+    dim: each call copies them to the planned layout, and the output is laid out so that it can be viewed
+    (a view that copied would lose what the kernel writes). Planned once, however many calls."""
+    from nbxtensor.ops import attention as attention_ops
+    plans = []
+    make = attention_ops._plan_sdpa
+    monkeypatch.setattr(attention_ops, "_plan_sdpa", lambda *args: plans.append(1) or make(*args))
+    attention_ops._attention_plans.clear()
+    q, k, v = _inputs(rng, (3, 2, 2, length, 16), (3, 2, 2, 7, 16), (3, 2, 2, 7, 16))
+    mask = _mask(rng, "bool", (3, 2, 1, length, 7)) if masked else None
+    swap = (1, 0, 2, 3, 4)
+    expected = reference(*(a.transpose(swap) for a in (q, k, v)), None if mask is None else mask.transpose(swap),
+                         causal=length == 1)
+    for _ in range(2):
+        operands = [to_nbx(a).transpose(0, 1) for a in (q, k, v)]
+        out = F.scaled_dot_product_attention(
+            *operands, attn_mask=None if mask is None else to_nbx(mask).transpose(0, 1), is_causal=length == 1)
+        _close(out, expected)
+    attention_ops._attention_plans.clear()
+    assert len(plans) == 1
+
+
 @pytest.mark.parametrize("mask_shape", [(23,), (9, 23), (2, 1, 9, 23), (1, 3, 1, 23)])
 @pytest.mark.parametrize("kind", ["bool", "additive"])
 def test_masks_broadcast(rng, mask_shape, kind):

@@ -12,6 +12,7 @@ import pytest
 import nbxtensor as nbx
 from nbxtensor.kernels import matmul as K
 from nbxtensor.ops import matmul as MM
+from nbxtensor.ops.plans import clear_all
 
 from .conftest import to_nbx
 
@@ -165,6 +166,31 @@ def test_linear_reuses_its_plan_on_new_tensors_of_the_same_layout(rng):
     assert len(MM._linear_plans) == 2
     with pytest.raises(RuntimeError, match="dim 1 of the weight"):
         nbx.nn.functional.linear(x, _inputs(rng, (10, 23), "float32"))
+
+
+def test_products_look_their_plan_up_before_the_meta_rule(rng, monkeypatch):
+    """A call whose layouts are planned goes to its plan without running the op's meta rule (the plan was
+    made for a checked call of that layout); a new layout runs it, and a bad call still raises its error."""
+    calls = []
+    for name in ("_mm_meta", "_matmul_meta", "_addmm_meta", "_mv_meta"):
+        rule = getattr(MM, name)
+        monkeypatch.setattr(MM, name, lambda *args, _rule=rule, _name=name, **kw: calls.append(_name)
+                            or _rule(*args, **kw))
+    clear_all()
+    first = None
+    for _ in range(3):
+        a, b, c, bias, vec = (_inputs(rng, shape, "float32") for shape in ((5, 7), (7, 6), (2, 5, 7), (6,), (7,)))
+        assert_product_close(nbx.mm(a, b), _f64(a), _f64(b), 7, "float32")
+        assert_product_close(nbx.matmul(c, b), _f64(c), _f64(b), 7, "float32")
+        assert_product_close(nbx.addmm(bias, a, b), _f64(a), _f64(b), 7, "float32", bias_scale=(_f64(bias),))
+        assert_product_close(nbx.mv(a, vec), _f64(a), _f64(vec), 7, "float32")
+        first = first or list(calls)
+        assert calls == first
+    assert set(first) == {"_mm_meta", "_matmul_meta", "_addmm_meta", "_mv_meta"}
+    assert_product_close(nbx.mm(b.transpose(0, 1), a.transpose(0, 1)), _f64(b).T, _f64(a).T, 7, "float32")
+    assert calls[len(first):] == ["_mm_meta"]
+    with pytest.raises(RuntimeError, match="mm"):
+        nbx.mm(a, a)
 
 
 def test_tf32_is_opt_in():

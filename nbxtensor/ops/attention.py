@@ -20,10 +20,11 @@ from ..kernels import attention as K
 from ..kernels import attention_wgmma as KW
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
+from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .matmul import _dot_precision, _needs_index_64
+from .matmul import _dot_precision
 from .registry import Cost, TensorMeta, nbytes, register
 
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
@@ -156,6 +157,11 @@ def _as_4d(t: Tensor) -> Tensor:
     if t.ndim > 4:
         t = t.reshape(-1, *t.shape[-3:])
     return t
+
+
+def _merges(shape, strides) -> bool:
+    """Whether ``_as_4d`` views a tensor of this layout rather than copying it (its leading dims merge)."""
+    return len(shape) <= 4 or S.view_strides(shape, strides, (S.numel(shape[:-3]), *shape[-3:])) is not None
 
 
 def _in_format(dtype, facts) -> int:
@@ -293,7 +299,7 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
     B, H, L, E = q.shape
     keys, value_dim = k.shape[2], v.shape[3]
     flags = _common_flags(q.dtype, out.dtype, dev, facts)
-    index_64 = _needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
+    index_64 = needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
     wgmma = wgmma_candidates(facts, q, k, v, out, mask, scale, index_64)
     # the key names whether the wgmma kernels serve these operands (1: the pointer form, 2: the warp-
     # specialised one too), so a setting chosen for them is never handed to operands they do not serve
@@ -414,8 +420,7 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
         k_args = (k.stride(0), k.stride(2), k.stride(1), k.stride(3))
         v_args = (v.stride(0), v.stride(2), v.stride(1), v.stride(3))
     partial_elements = B * H_q * splits * block_dv
-    index_64 = (_needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
-                or partial_elements >= 2 ** 31)
+    index_64 = needs_index_64(q, k, v, out, *([mask] if mask is not None else []), count=partial_elements)
     part_acc, part_max, part_sum = Slot("part_acc"), Slot("part_max"), Slot("part_sum")
     launches = [
         PlannedLaunch(
@@ -479,6 +484,8 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
         if t is not None and t.device != dev:
             raise RuntimeError(f"{op}: expected all tensors on {dev}, got {name} on {t.device}")
     out_strides = _aten_output_strides(query, meta.shape)
+    if out_strides is not None and not _merges(meta.shape, out_strides):
+        out_strides = None  # the kernels write a (B, H, L, Ev) view of the output, which this layout has not
     out = new_tensor(meta.shape, meta.dtype, dev, out_strides)
     fresh_output = fresh_tensor_maker(meta.shape, meta.dtype, dev, out_strides)
     keys = key.shape[-2]
@@ -489,7 +496,6 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
         return lambda query, key, value, attn_mask: zeros(meta.shape, dtype=meta.dtype, device=dev)
     L, E = query.shape[-2:]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
-    q4 = _as_4d(query)
     q_lead = tuple(query.shape[:-2])
     q_heads = q_lead[-1] if q_lead else 1
     if enable_gqa and q_lead:
@@ -498,33 +504,47 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
         heads_per_kv = q_heads // kv_heads
     else:
         kv_lead, heads_per_kv = q_lead, 1
-    k4 = _as_4d(key.expand(*kv_lead, keys, E))
-    v4 = _as_4d(value.expand(*kv_lead, keys, value.shape[-1]))
+    scores_shape = (*query.shape[:-1], keys)
+
+    def operands_4d(query, key, value, attn_mask):
+        """What the kernels read: (B, H, L, E) views of the operands, copies where leading dims cannot merge."""
+        k4 = _as_4d(key.expand(*kv_lead, keys, E))
+        v4 = _as_4d(value.expand(*kv_lead, keys, value.shape[-1]))
+        if is_causal and L == 1:
+            # top-left alignment: the only query row sees key 0 alone
+            k4, v4 = k4[:, :, :1], v4[:, :, :1]
+        return _as_4d(query), k4, v4, _mask_setup(attn_mask, scores_shape)[0]
+
+    q4, k4, v4, mask = operands_4d(query, key, value, attn_mask)
     out4 = _as_4d(out)
-    if is_causal and L == 1:
-        # top-left alignment: the only query row sees key 0 alone
-        keys = 1
-        k4, v4 = k4[:, :, :1], v4[:, :, :1]
     facts = backend_for(dev).facts
-    scores_shape = (*query.shape[:-1], key.shape[-2])
-    mask, kind, mask_format, mask_strides = _mask_setup(attn_mask, scores_shape)
+    _, kind, mask_format, mask_strides = _mask_setup(attn_mask, scores_shape)
     if L == 1:
         launches, temporaries = _decode(q4[:, :, 0], k4, v4, mask, kind, mask_format, mask_strides, out4[:, :, 0],
-                                        heads_per_kv, scale, keys, dev, facts)
+                                        heads_per_kv, scale, 1 if is_causal else keys, dev, facts)
     else:
         launches, temporaries = _prefill(q4, k4, v4, mask, kind, mask_format, mask_strides, out4, heads_per_kv,
                                          scale, is_causal, dev, facts)
-    # the 4-D views (and the mask's) start where the operands do, unless merging dims needed a copy
+    # the 4-D views (and the mask's) start where the operands do, unless merging dims needed a copy: then
+    # each call copies its operands to the layout planned here
     views = all(view is None or view.data_ptr() == t.data_ptr()
                 for view, t in ((q4, query), (k4, key), (v4, value), (mask, attn_mask)))
-    # a plan that copies by tensor-memory descriptors holds only for operands whose starts are aligned too
+    # a plan that copies by tensor-memory descriptors holds only for operands whose starts are aligned too;
+    # misaligned ones, which the layout key does not tell apart, take a second plan made at the first of them
     descriptors = any(launch.kernel is KW.attention_forward_wgmma_ws for launch in launches)
+    misaligned = []
 
     def execute(query, key, value, attn_mask):
-        if not views or descriptors and not _starts_aligned(query, key, value):
-            return _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa)(query, key, value, attn_mask)
+        if views:
+            q4, k4, v4, mask = query, key, value, attn_mask
+        else:
+            q4, k4, v4, mask = operands_4d(query, key, value, attn_mask)
+        if descriptors and not _starts_aligned(q4, k4, v4):
+            if not misaligned:
+                misaligned.append(_plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa))
+            return misaligned[0](query, key, value, attn_mask)
         out = fresh_output()
-        run_launches(dev, launches, temporaries, {"q": query, "k": key, "v": value, "mask": attn_mask, "out": out})
+        run_launches(dev, launches, temporaries, {"q": q4, "k": k4, "v": v4, "mask": mask, "out": out})
         return out
     return execute
 
@@ -627,7 +647,7 @@ def kv_cache_append(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: 
         block_t = max(1, min(64, 4096 // block_d))
         launch(K.cache_append, (cdiv(tokens, block_t), heads), rows.device,
                [rows, cache, slot_mapping, tokens, heads, block_size, *rows.stride(), *cache.stride()],
-               DIM=dim, BLOCK_T=block_t, BLOCK_D=block_d, INDEX_64=_needs_index_64(rows, cache),
+               DIM=dim, BLOCK_T=block_t, BLOCK_D=block_d, INDEX_64=needs_index_64(rows, cache),
                num_warps=4)
 
 
@@ -693,7 +713,7 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interl
     block_half = next_pow2(half)
     block_rows = max(1, min(64, 4096 // block_half))
     conversion = _conversion_flags(get_dtype("float32"), x.dtype, x.device)
-    index_64 = _needs_index_64(x_rows, out_rows, cos)
+    index_64 = needs_index_64(x_rows, out_rows, cos)
     launch(K.rotary, (cdiv(n_rows, block_rows),), x.device,
            [x_rows, out_rows, cos, sin, pos_rows, n_rows, x_rows.stride(0), out_rows.stride(0), pos_rows.stride(0),
             x_rows.stride(1), out_rows.stride(1), cos.stride(0), cos.stride(1)],

@@ -16,6 +16,7 @@ from ..dtypes import get_dtype
 from ..kernels.copy import (FORMAT_BOOL, FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE,
                             SMALL_FLOAT_FORMATS, SOURCE_CONSTANT, SOURCE_TENSOR, load_format, strided_copy)
 from ..launch import cdiv, launch_slots, refuse_capture
+from ..lowering import needs_index_64
 from ..promotion import result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor
@@ -25,7 +26,6 @@ from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
 
 # Dims the copy kernel indexes directly; a copy of more dims (after merging) loops over the rest.
 KERNEL_MAX_RANK = 8
-_INT32_LIMIT = 2 ** 31
 _BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
 
@@ -237,8 +237,7 @@ def _plan_copy(dst: Tensor, src: Tensor | None, pairs: int):
         shape, dst_strides, src_strides = (1,), (0,), (0,)
     # the imaginary component of a pair sits one element past the offsets the strides reach
     extra = 1 if pairs != PAIRS_NONE else 0
-    index_64 = (n >= _INT32_LIMIT or S.max_offset(shape, dst_strides) + extra >= _INT32_LIMIT
-                or S.max_offset(shape, src_strides) + extra >= _INT32_LIMIT)
+    index_64 = needs_index_64((shape, dst_strides), (shape, src_strides), count=n, reach=extra)
     dt = dst.dtype
     if src is None:
         flags = dict(SOURCE=SOURCE_CONSTANT, SRC_FORMAT=FORMAT_NATIVE, DST_FORMAT=FORMAT_NATIVE,

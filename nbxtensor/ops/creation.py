@@ -13,6 +13,7 @@ from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..kernels.ramp import ARANGE, LINSPACE, linear_ramp
 from ..launch import cdiv, launch, refuse_capture
+from ..lowering import needs_index_64
 from ..promotion import get_default_complex_dtype, get_default_dtype
 from ..storage import Storage
 from ..tensor import Tensor
@@ -245,7 +246,7 @@ def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) ->
            [out, n, _bits(start, compute), _bits(step, compute), _bits(end, compute), halfway],
            MODE=mode, COMPUTE=getattr(tl, compute),
            COMPUTE_BITS=tl.int32 if compute == "float32" else tl.int64, OUT_FORMAT=flags["DST_FORMAT"],
-           VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"], INDEX_64=n >= 2 ** 31, BLOCK=block)
+           VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"], INDEX_64=needs_index_64(count=n), BLOCK=block)
     return out
 
 

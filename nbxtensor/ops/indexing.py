@@ -25,12 +25,12 @@ from ..dtypes import get_dtype
 from ..kernels import indexing as K
 from ..kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, current_capture, launch, next_pow2
+from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .copy import _BITS_TYPE, _elementwise_block, clone, constant_bits, copy_, new_tensor, outside_arena, scratch_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
 
-_INT32_LIMIT = 2 ** 31
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
 _BOOL = get_dtype("bool")
@@ -134,11 +134,6 @@ def check_device_errors(dev=None, out_of_range=None) -> None:
 
 def _block(dev) -> int:
     return _elementwise_block(dev)
-
-
-def _index_64(n: int, *views) -> bool:
-    """64-bit index arithmetic when the element count or any (shape, strides) reach reaches 2^31."""
-    return n >= _INT32_LIMIT or any(S.max_offset(shape, strides) >= _INT32_LIMIT for shape, strides in views)
 
 
 def _padded(values, fill=1) -> tuple:
@@ -356,9 +351,8 @@ def _plan_gather(plan: _Plan, op: str):
     n_b = math.prod(plan.index_shape)
     sizes = tuple(view.shape[p] for p in plan.positions)
     index_strides = tuple(view.stride(p) for p in plan.positions)
-    full_reach = S.max_offset(view.shape, view.stride())
     inner_shape, (inner_strides,) = S.coalesce(shape[b_end:], data_strides[b_end:])
-    index_64 = _index_64(math.prod(shape), (view.shape, view.stride())) or full_reach >= _INT32_LIMIT
+    index_64 = needs_index_64(view, count=math.prod(shape))
     data, out, rows, status = Slot("data"), Slot("out"), Slot("rows"), Slot("status")
     if len(inner_shape) == 1 and inner_shape[0] >= 16:
         outer_shape, (outer_strides,) = S.coalesce(shape[:b_start], data_strides[:b_start])
@@ -446,8 +440,8 @@ def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> N
     status = _status(dev)
     data = view
     value_strides = value.stride() if isinstance(value, Tensor) else (0,) * len(shape)
-    index_64 = (_index_64(math.prod(shape), (view.shape, view.stride()))
-                or (isinstance(value, Tensor) and _index_64(0, (shape, value_strides))))
+    index_64 = needs_index_64(view, *([(shape, value_strides)] if isinstance(value, Tensor) else []),
+                              count=math.prod(shape))
     block = _block(dev)
     if accumulate:
         rest = [d for d in range(len(shape)) if not b_start <= d < b_end]
@@ -719,7 +713,7 @@ def _gather_dim(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool) -> Tens
     launch(K.dim_gather, (cdiv(n, block),), dev,
            [out1, x1, index1, n, shape, out1.stride(), x1.stride(), index1.stride(), x1.shape[d], _status(dev)],
            RANK=len(shape), DIM=d, CODE=_code(op), WRAP=wrap,
-           INDEX_64=_index_64(n, (x1.shape, x1.stride()), (shape, index1.stride())), BLOCK=block)
+           INDEX_64=needs_index_64(x1, (shape, index1.stride()), count=n), BLOCK=block)
     _after_checked_launch(dev, lambda: _out_of_range(op, index1, x1.shape[d], d, wrap))
     return out
 
@@ -810,8 +804,7 @@ def _scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
             _status(dev)],
            RANK=len(shape), DIM=d, CONSTANT=src_t is None,
            CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[out.dtype.to_real().itemsize]), CODE=_code(op), WRAP=False,
-           INDEX_64=_index_64(n, (dst1.shape, dst1.stride()), (src1.shape, src1.stride()),
-                              (shape, index1.stride())), BLOCK=block)
+           INDEX_64=needs_index_64(dst1, src1, (shape, index1.stride()), count=n), BLOCK=block)
     _after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
     return out
 
@@ -880,14 +873,13 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
            [dst1, src1, index1, dst1 if counts is None else counts, n, dim_n, shape, dst1.stride(), src1.stride(),
             index1.stride(), dst1.shape[d], _status(dev)],
            RANK=len(shape), DIM=d, REDUCE=_REDUCE_CODES[reduce], COUNT=counts is not None, CODE=_code(op), WRAP=False,
-           INDEX_64=_index_64(index1.numel(), (dst1.shape, dst1.stride()), (src1.shape, src1.stride()),
-                              (index1.shape, index1.stride())), BLOCK=block, **flags)
+           INDEX_64=needs_index_64(dst1, src1, index1), BLOCK=block, **flags)
     _after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
     if counts is not None:
         total = out.numel()
         launch(K.divide_by_counts, (cdiv(total, block),), dev,
                [out, counts, total, 1 if include_self else 0],
-               FLOOR=not out.dtype.is_floating_point, INDEX_64=total >= _INT32_LIMIT, BLOCK=block, **flags)
+               FLOOR=not out.dtype.is_floating_point, INDEX_64=needs_index_64(count=total), BLOCK=block, **flags)
     return out
 
 
@@ -1099,7 +1091,7 @@ def nonzero(x: Tensor, *, as_tuple: bool = False):
         out = new_tensor((0, rank), _I64, dev)
     else:
         counts = new_tensor((blocks,), _I32, dev)
-        index_64 = _index_64(n, (shape, strides))
+        index_64 = needs_index_64((shape, strides), count=n)
         launch(K.nonzero_count, (blocks,), dev, [x, counts, n, shape, strides],
                RANK=len(shape), INDEX_64=index_64, BLOCK=block)
         per_block = counts.numpy().astype(np.int64)

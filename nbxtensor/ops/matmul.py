@@ -26,13 +26,13 @@ from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, next_pow2
+from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
 from .reductions import _simple_cost, _sum_dtype
 from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
 
-_INT32_LIMIT = 2 ** 31
 # batch dims (after merging) the kernel indexes directly; more are materialised first
 MAX_BATCH_RANK = 4
 # rows up to this many take the GEMV kernel (one 16-row tile of the matrix unit at most)
@@ -190,10 +190,6 @@ def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
 
 
 # ---- the launch -------------------------------------------------------------------------------------
-def _needs_index_64(*tensors) -> bool:
-    return any(t.numel() >= _INT32_LIMIT or S.max_offset(t.shape, t.stride()) >= _INT32_LIMIT for t in tensors)
-
-
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), best-known shapes for large problems first; each is
 # clamped to the facts' ceilings and to the problem, so small problems and small devices get small tiles
 _GEMM_SHAPES = [
@@ -388,13 +384,20 @@ _product_plans = PlanCache()
 
 def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = None, alpha=1, beta=0) -> Tensor:
     """alpha * (a @ b) + beta * bias for a (..., m, k) and b (..., k, n) whose batch dims broadcast, and
-    ``bias`` broadcasting to the result; ``beta == 0`` ignores ``bias`` (NaN in it does not spread)."""
-    dev = a.device
-    if b.device != dev or (bias is not None and bias.device != dev):
-        raise RuntimeError(f"{op}: expected all tensors on one device, got {a.device} and "
-                           f"{b.device if b.device != dev else bias.device}")
-    key = (op, out_dtype, layout_key(a), layout_key(b), layout_key(bias), alpha, beta)
-    return _product_plans.get(key, lambda: _plan_product(op, a, b, out_dtype, bias, alpha, beta))(a, b, bias)
+    ``bias`` broadcasting to the result; ``beta == 0`` ignores ``bias`` (NaN in it does not spread).
+    ``out_dtype()`` gives the result's dtype (the op's meta rule, which checks the call): called only
+    for layouts not planned yet, since the op and the operands' dtypes decide it and a planned call was
+    checked."""
+    key = (op, layout_key(a), layout_key(b), layout_key(bias), alpha, beta)
+    plan = _product_plans.lookup(key)
+    if plan is None:
+        dev = a.device
+        if b.device != dev or (bias is not None and bias.device != dev):
+            raise RuntimeError(f"{op}: expected all tensors on one device, got {a.device} and "
+                               f"{b.device if b.device != dev else bias.device}")
+        dtype = out_dtype()
+        plan = _product_plans.get(key, lambda: _plan_product(op, a, b, dtype, bias, alpha, beta))
+    return plan(a, b, bias)
 
 
 def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, planes: bool = True):
@@ -425,9 +428,9 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     shape_c, (a_bs, b_bs, bias_bs, out_bs) = S.coalesce(batch, a_bs, b_bs, bias_strides[:-2], out.stride()[:-2])
     if len(shape_c) > MAX_BATCH_RANK:
         return lambda a, b, bias: _product(
-            op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(), out_dtype,
+            op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(), lambda: out_dtype,
             bias.expand(*out_shape).contiguous() if has_bias else None, alpha, beta if has_bias else 0)
-    index_64 = _needs_index_64(a, b, out, *([bias] if has_bias else []))
+    index_64 = needs_index_64(a, b, out, *([bias] if has_bias else []))
     if exact:
         return _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides,
                                *_pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs), index_64)
@@ -551,7 +554,7 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
             PlannedLaunch(K.split_bf16_planes, (cdiv(rows * cols, _PLANE_BLOCK),),
                           [Slot(name), Slot(f"{name}_planes"), rows, cols, *x.stride(), split.stride(0), step],
                           dict({f"P{j}": part for j, part in enumerate(parts)}, BLOCK=_PLANE_BLOCK,
-                               INDEX_64=_needs_index_64(x, split)))
+                               INDEX_64=needs_index_64(x, split)))
             for name, x, split, rows, cols, step, parts in (("a", a, planes["a_planes"], m, kc, kc, _A_PLANES),
                                                             ("b", b, planes["b_planes"], kc, n, kc * n, _B_PLANES))]
         addend, weight = (bias, beta) if start == 0 else (new_tensor((m, n), float32, dev), 1)
@@ -752,7 +755,7 @@ def _mm_cost(input, mat2):
 @register("mm", family="matmul", aten=["aten::mm.default"], meta=_mm_meta, cost=_mm_cost, methods=("mm",))
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """Matrix product of two matrices."""
-    return _product("mm", input, mat2, _mm_meta(input, mat2).dtype)
+    return _product("mm", input, mat2, lambda: _mm_meta(input, mat2).dtype)
 
 
 def _bmm_meta(input, mat2):
@@ -775,7 +778,7 @@ def _bmm_cost(input, mat2):
 @register("bmm", family="matmul", aten=["aten::bmm.default"], meta=_bmm_meta, cost=_bmm_cost, methods=("bmm",))
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched matrix product of two 3-D tensors with the same batch size."""
-    return _product("bmm", input, mat2, _bmm_meta(input, mat2).dtype)
+    return _product("bmm", input, mat2, lambda: _bmm_meta(input, mat2).dtype)
 
 
 def _matmul_meta(input, other):
@@ -813,8 +816,22 @@ def _fold_rows(x: Tensor) -> Tensor | None:
 
 def _matmul(op: str, a: Tensor, b: Tensor, out_dtype, bias=None, alpha=1, beta=0) -> Tensor:
     """torch.matmul's rank rules: vectors gain a dim that the result drops; batch dims broadcast; a batched
-    left operand against one matrix becomes one tall product when its rows merge."""
-    out_shape = _matmul_shape(op, tuple(a.shape), tuple(b.shape))
+    left operand against one matrix becomes one tall product when its rows merge. ``out_dtype()`` gives
+    the result's dtype, as for ``_product``: called for layouts not planned yet only."""
+    key = (op, layout_key(a), layout_key(b), layout_key(bias), alpha, beta)
+    plan = _matmul_plans.lookup(key)
+    if plan is None:
+        dtype = out_dtype()
+        out_shape = tuple(_matmul_shape(op, tuple(a.shape), tuple(b.shape)))
+        plan = _matmul_plans.get(key, lambda: functools.partial(_ranked_product, op, out_shape, lambda: dtype))
+    return plan(a, b, bias, alpha, beta)
+
+
+_matmul_plans = PlanCache()
+
+
+def _ranked_product(op: str, out_shape: tuple, out_dtype, a: Tensor, b: Tensor, bias, alpha, beta) -> Tensor:
+    """``_matmul`` for a call whose result shape is known (``out_shape``)."""
     a2 = a.unsqueeze(0) if a.ndim == 1 else a
     b2 = b.unsqueeze(-1) if b.ndim == 1 else b
     if b2.ndim == 2 and a2.ndim > 2:
@@ -824,21 +841,21 @@ def _matmul(op: str, a: Tensor, b: Tensor, out_dtype, bias=None, alpha=1, beta=0
             if bias is not None and beta != 0:
                 flat_bias = _fold_rows(bias.expand(*a2.shape[:-1], b2.shape[-1]))
             if bias is None or beta == 0 or flat_bias is not None:
-                return _product(op, folded, b2, out_dtype, flat_bias, alpha, beta).view(tuple(out_shape))
+                return _product(op, folded, b2, out_dtype, flat_bias, alpha, beta).view(out_shape)
     if bias is not None and beta != 0:
         bias = bias.expand(*out_shape)
         if a.ndim == 1:
             bias = bias.unsqueeze(-2)
         if b.ndim == 1:
             bias = bias.unsqueeze(-1)
-    return _product(op, a2, b2, out_dtype, bias, alpha, beta).view(tuple(out_shape))
+    return _product(op, a2, b2, out_dtype, bias, alpha, beta).view(out_shape)
 
 
 @register("matmul", family="matmul", aten=["aten::matmul.default"], meta=_matmul_meta, cost=_matmul_cost,
           methods=("matmul", "__matmul__"))
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """torch.matmul: dot, matrix-vector, matrix and batched products by rank, batch dims broadcasting."""
-    return _matmul("matmul", input, other, _matmul_meta(input, other).dtype)
+    return _matmul("matmul", input, other, lambda: _matmul_meta(input, other).dtype)
 
 
 def _rmatmul(self: Tensor, other: Tensor) -> Tensor:
@@ -865,8 +882,7 @@ def _addmm_cost(input, mat1, mat2, *, beta=1, alpha=1):
           methods=("addmm",))
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * (mat1 @ mat2), input broadcasting to the product; beta=0 ignores input."""
-    out = _addmm_meta(input, mat1, mat2)
-    return _product("addmm", mat1, mat2, out.dtype, input, alpha, beta)
+    return _product("addmm", mat1, mat2, lambda: _addmm_meta(input, mat1, mat2).dtype, input, alpha, beta)
 
 
 def _baddbmm_meta(input, batch1, batch2, *, beta=1, alpha=1):
@@ -885,8 +901,8 @@ def _baddbmm_cost(input, batch1, batch2, *, beta=1, alpha=1):
           methods=("baddbmm",))
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * bmm(batch1, batch2)."""
-    out = _baddbmm_meta(input, batch1, batch2)
-    return _product("baddbmm", batch1, batch2, out.dtype, input, alpha, beta)
+    return _product("baddbmm", batch1, batch2, lambda: _baddbmm_meta(input, batch1, batch2).dtype, input, alpha,
+                    beta)
 
 
 def _mv_meta(input, vec):
@@ -904,7 +920,7 @@ def _mv_cost(input, vec):
 @register("mv", family="matmul", aten=["aten::mv.default"], meta=_mv_meta, cost=_mv_cost, methods=("mv",))
 def mv(input: Tensor, vec: Tensor) -> Tensor:
     """Matrix times vector."""
-    return _matmul("mv", input, vec, _mv_meta(input, vec).dtype)
+    return _matmul("mv", input, vec, lambda: _mv_meta(input, vec).dtype)
 
 
 def _addmv_meta(input, mat, vec, *, beta=1, alpha=1):
@@ -922,8 +938,7 @@ def _addmv_cost(input, mat, vec, *, beta=1, alpha=1):
           methods=("addmv",))
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * (mat @ vec)."""
-    out = _addmv_meta(input, mat, vec)
-    return _matmul("addmv", mat, vec, out.dtype, input, alpha, beta)
+    return _matmul("addmv", mat, vec, lambda: _addmv_meta(input, mat, vec).dtype, input, alpha, beta)
 
 
 def _outer_meta(input, vec2):
@@ -944,7 +959,7 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
     dtype = _outer_meta(input, vec2).dtype
     if dtype.name == "bool":
         return input.unsqueeze(1).logical_and(vec2.unsqueeze(0))
-    return _product("outer", input.unsqueeze(1), vec2.unsqueeze(0), dtype)
+    return _product("outer", input.unsqueeze(1), vec2.unsqueeze(0), lambda: dtype)
 
 
 def _addr_meta(input, vec1, vec2, *, beta=1, alpha=1):
@@ -970,7 +985,7 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
     out = _addr_meta(input, vec1, vec2)
     if out.dtype.name == "bool":
         return _boolean_addr(input, vec1, vec2, beta, alpha, out.shape)
-    return _product("addr", vec1.unsqueeze(1), vec2.unsqueeze(0), out.dtype, input, alpha, beta)
+    return _product("addr", vec1.unsqueeze(1), vec2.unsqueeze(0), lambda: out.dtype, input, alpha, beta)
 
 
 def _boolean_addr(input, vec1, vec2, beta, alpha, shape) -> Tensor:
@@ -1015,14 +1030,14 @@ def _dot_cost_for(op):
           methods=("dot",))
 def dot(input: Tensor, other: Tensor) -> Tensor:
     """Inner product of two vectors of equal length; a 0-d tensor."""
-    return _matmul("dot", input, other, _dot_meta_for("dot")(input, other).dtype)
+    return _matmul("dot", input, other, lambda: _dot_meta_for("dot")(input, other).dtype)
 
 
 @register("vdot", family="matmul", aten=["aten::vdot.default"], meta=_dot_meta_for("vdot"),
           cost=_dot_cost_for("vdot"), methods=("vdot",))
 def vdot(input: Tensor, other: Tensor) -> Tensor:
     """Inner product conjugating the first vector; the same as dot for the real dtypes supported."""
-    return _matmul("vdot", input, other, _dot_meta_for("vdot")(input, other).dtype)
+    return _matmul("vdot", input, other, lambda: _dot_meta_for("vdot")(input, other).dtype)
 
 
 # ---- linear ------------------------------------------------------------------------------------------
@@ -1074,10 +1089,11 @@ def _plan_linear(input: Tensor, weight: Tensor, bias: Tensor | None):
         if rows is not None else None
     if rows is None or (bias is not None and flat_bias is None) or len({t.device for t in (input, weight, bias)
                                                                           if t is not None}) > 1:
-        return lambda input, weight, bias: _matmul("linear", input, weight.transpose(0, 1), dtype, bias, 1, beta)
+        return lambda input, weight, bias: _matmul("linear", input, weight.transpose(0, 1), lambda: dtype, bias, 1,
+                                                   beta)
     weight_t = weight.transpose(0, 1)
     product = _product_plans.get(
-        ("linear", dtype, layout_key(rows), layout_key(weight_t), layout_key(flat_bias), 1, beta),
+        ("linear", layout_key(rows), layout_key(weight_t), layout_key(flat_bias), 1, beta),
         lambda: _plan_product("linear", rows, weight_t, dtype, flat_bias, 1, beta))
     rows_shape, rows_strides = rows.shape, rows.stride()
     weight_t_shape, weight_t_strides = weight_t.shape, weight_t.stride()
@@ -1235,7 +1251,7 @@ def einsum(equation: str, *operands) -> Tensor:
     n = math.prod(size[c] for c in plan.right)
     a3 = a.permute(*[ta.index(c) for c in (*plan.batch, *plan.left, *plan.contracted)]).reshape(*batch_shape, m, k)
     b3 = b.permute(*[tb.index(c) for c in (*plan.batch, *plan.contracted, *plan.right)]).reshape(*batch_shape, k, n)
-    product = _product("einsum", a3, b3, out_meta.dtype)
+    product = _product("einsum", a3, b3, lambda: out_meta.dtype)
     order = [*plan.batch, *plan.left, *plan.right]
     full = product.view(tuple(size[c] for c in order))
     return full.permute(*[order.index(c) for c in plan.out])

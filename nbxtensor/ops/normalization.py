@@ -11,11 +11,12 @@ from ..kernels import norm as N
 from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
+from ..lowering import needs_index_64
 from ..tensor import Tensor
 from ..device.facts import all_facts
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .reductions import _exactly_widens, _needs_index_64, _source, compute_dtype, kernel_facts, split_plan, tile_for
+from .reductions import _exactly_widens, _source, compute_dtype, kernel_facts, split_plan, tile_for
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 
 
@@ -134,7 +135,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
         return lambda x: _run_softmax(_dense_copy(x), dim, dtype, log)
     facts = kernel_facts(dev)
     flags = _conversion_flags(compute, meta.dtype, dev)
-    index_64 = _needs_index_64(src) or _needs_index_64(view)
+    index_64 = needs_index_64(src, view)
     common = dict(LOG=log, ROW_RANK=len(row_shape), RED_UNIT=unit, COMPUTE=compute.triton,
                   SRC_FORMAT=_format(src.dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                   FLOAT_TO_INT=False, INDEX_64=index_64, ROW_ALIGN=align, DST_UNIT=dst_unit,
@@ -306,7 +307,7 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
              W_FORMAT=_format(weight_v.dtype) if has_weight else FORMAT_NATIVE,
              B_FORMAT=_format(bias_v.dtype) if has_bias else FORMAT_NATIVE,
              DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-             INDEX_64=_needs_index_64(x) or _needs_index_64(rows), ROW_ALIGN=align,
+             INDEX_64=needs_index_64(x, rows), ROW_ALIGN=align,
              BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1, num_warps=warps))
 
     fresh_output = fresh_tensor_maker(shape, dtype, dev)
@@ -484,7 +485,7 @@ def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, tra
            [src, out, mean_, var_, w if w is not None else mean_, b if b is not None else mean_, n, channels,
             S.numel(x.shape[2:]), float(eps)],
            HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, COMPUTE=compute.triton, SRC_FORMAT=_format(x.dtype),
-           DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=n >= 2 ** 31, BLOCK=block)
+           DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(count=n), BLOCK=block)
     return out
 
 

@@ -46,14 +46,15 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _runtime
+from .. import dtypes as _dtypes
 from .. import launch as _launch_module
-from .. import promotion as _promotion
 from .. import shape as S
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.copy import FORMAT_NATIVE, load_format
 from ..launch import _specialised, bind_launch, cdiv, launch, launch_slots, relaunch
+from ..lowering import needs_index_64
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor, layout_key
@@ -68,7 +69,6 @@ if _runtime.KERNEL_MODE == _runtime.INTERPRETED:
     _install_interpreter_libdevice()
 
 KERNEL_MAX_RANK = 8
-_INT32_LIMIT = 2 ** 31
 _D = {name: get_dtype(name) for name in ("bool", "int64", "float32", "float64", "complex64", "complex128")}
 _BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 _SCALAR_TYPES = (bool, int, float, complex)
@@ -350,8 +350,8 @@ def _fast_key(args):
         if type(x) is Tensor and type(y) is Tensor:
             layout_x, layout_y = x._layout, y._layout
             if layout_x is not None and layout_y is not None:
-                return (_promotion._default_float, layout_x, layout_y)
-    key = [_promotion._default_float]
+                return (_dtypes._default_float, layout_x, layout_y)
+    key = [_dtypes._default_float]
     for a in args:
         kind = type(a)
         if kind is Tensor:
@@ -647,7 +647,7 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
         merged_strides = [(0,) for _ in merged_strides]
     rank = len(merged)
     n = S.numel(shape)
-    index_64 = n >= _INT32_LIMIT or any(S.max_offset(merged, st) >= _INT32_LIMIT for st in merged_strides)
+    index_64 = needs_index_64(*((merged, st) for st in merged_strides), count=n)
     compute = plan.compute
     pointer_slots, strides, scalar_slots, kinds, formats = [], [], [], [], []
     operand_strides = iter(merged_strides[1:])
@@ -830,7 +830,7 @@ def _launch_complex(row: Row, call: Call, plan: Plan, out: Tensor, views) -> Non
     pointers = [o if o is not None else written for o in operands]
     strides = [next(tensor_strides) if o is not None else (0,) * rank for o in operands]
     n = out.numel()
-    index_64 = n >= _INT32_LIMIT or any(S.max_offset(merged, st) + 1 >= _INT32_LIMIT for st in merged_strides)
+    index_64 = needs_index_64(*((merged, st) for st in merged_strides), count=n, reach=1)
     block = backend_for(out.device).facts["kernels"]["elementwise_block"]
     launch(K.pointwise_complex, (cdiv(n, block),), out.device,
            [written, n, merged, merged_strides[0], *pointers, *strides, *bits],

@@ -11,11 +11,12 @@ from .. import shape as S
 from ..dtypes import get_dtype
 from ..kernels import pool as K
 from ..launch import cdiv
+from ..lowering import needs_index_64
 from ..tensor import Tensor
 from ..kernels.copy import load_format
 from .copy import _conversion_flags, fresh_tensor_maker
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .reductions import _needs_index_64, kernel_facts
+from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, nbytes, register
 
 _INT64 = get_dtype("int64")
@@ -173,7 +174,7 @@ def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), str
              WITH_INDICES=with_indices, CHANNELS_LAST=channels_last, COMPUTE=compute.triton,
              SRC_FORMAT=load_format(dtype),
              DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-             INDEX_64=_needs_index_64(x) or total * 8 >= 2 ** 31, BLOCK=block,
+             INDEX_64=needs_index_64(x, count=total * 8), BLOCK=block,
              num_warps=4))
 
     def execute(x):

@@ -21,6 +21,7 @@ from ..grad_mode import refuse_requires_grad
 from ..kernels import random as K
 from ..kernels.copy import SMALL_FLOAT_FORMATS, FORMAT_NATIVE
 from ..launch import cdiv, launch, refuse_capture
+from ..lowering import needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import _conversion_flags, _elementwise_block, copy_, new_tensor
@@ -32,7 +33,6 @@ _F32 = get_dtype("float32")
 _F64 = get_dtype("float64")
 _U64_MOD = 2 ** 64
 DEFAULT_SEED = 67280421310721  # ATen's default, so an unseeded run starts from a known state
-_INT32_LIMIT = 2 ** 31
 
 
 class Generator:
@@ -188,7 +188,7 @@ def _draw(out: Tensor, mode: int, generator, *, a=0.0, b=0.0, int_low=0, int_ran
             int(int_low), int(int_range)],
            MODE=mode, PER_COUNTER=per_counter, DIGITS=digits or 24, COMPUTE=compute.triton, SRC_FORMAT=src_format,
            OUT_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
-           INDEX_64=n + 4 >= _INT32_LIMIT, BLOCK=block)
+           INDEX_64=needs_index_64(count=n + 4), BLOCK=block)
     if target is not out:
         copy_(out, target)
     return out

@@ -13,13 +13,13 @@ from ..dtypes import get_dtype
 from ..kernels import reduce as K
 from ..kernels.copy import load_format
 from ..launch import cdiv, launch, next_pow2
+from ..lowering import needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .registry import Cost, TensorMeta, nbytes, register
 
-_INT32_LIMIT = 2 ** 31
 # kept and reduced dims, each after merging, that the kernels index directly; more are made contiguous
 MAX_KERNEL_RANK = 8
 
@@ -147,10 +147,6 @@ def _pad(shape, strides):
     return (tuple(shape), tuple(strides)) if shape else ((1,), (0,))
 
 
-def _needs_index_64(x: Tensor) -> bool:
-    return x.numel() >= _INT32_LIMIT or S.max_offset(x.shape, x.stride()) >= _INT32_LIMIT
-
-
 def split_plan(length: int, facts: dict) -> tuple[int, int]:
     """(chunk length, chunk count) for a row of ``length``: a function of the length alone, so a
     row is reduced in the same order whatever batch it is in."""
@@ -244,7 +240,7 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
          float(correction), tuple(row_shape), tuple(row_strides), tuple(red_shape), tuple(red_strides)],
         dict(COMPUTE=compute.triton, ROW_RANK=len(row_shape), RED_RANK=len(red_shape), RED_UNIT=red_unit,
              COLUMN=column, SPLIT=split, SRC_FORMAT=load_format(x.dtype),
-             INDEX_64=_needs_index_64(x), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
+             INDEX_64=needs_index_64(x), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
              LANE_BITS=block_r.bit_length() - 1, num_warps=warps, **common))]
     if split:
         chunks = next_pow2(n_chunks)
@@ -742,7 +738,7 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
     common = dict(SCAN=scan, ACC=acc.triton, COMPUTE=compute.triton, LOWEST=lowest, HIGHEST=highest,
                   ROW_RANK=len(row_shape), SRC_FORMAT=load_format(x.dtype),
                   DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
-                  INDEX_64=_needs_index_64(x) or _needs_index_64(out_v), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
+                  INDEX_64=needs_index_64(x, out_v), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
                   num_warps=warps)
     args = [x, out_v, idx_v if with_indices else out_v]
     geometry = [row_shape, src_strides, dst_strides, x.stride(d), out_v.stride(d)]

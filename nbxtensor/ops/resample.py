@@ -15,11 +15,12 @@ from ..dtypes import get_dtype
 from ..kernels import resample as K
 from ..kernels.copy import load_format
 from ..launch import cdiv
+from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .copy import _conversion_flags, fresh_tensor_maker
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .pooling import _channels_last_strides
-from .reductions import _needs_index_64, kernel_facts
+from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, get, nbytes, register
 
 _F32 = get_dtype("float32")
@@ -111,7 +112,7 @@ def _plan(x, nd, output_size, scales, mode, align_corners, op):
         dict(MODE=kernel_mode, ALIGN_CORNERS=align_corners and not nearest, RESAMPLE_D=nd == 3, RESAMPLE_H=nd >= 2,
              RESAMPLE_W=True, CHANNELS_LAST=strides is not None, SRC_FORMAT=load_format(dt),
              DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=False,
-             INDEX_64=_needs_index_64(x) or total >= 2 ** 31, BLOCK=block, num_warps=4))
+             INDEX_64=needs_index_64(x, count=total), BLOCK=block, num_warps=4))
 
     def execute(x):
         out = make_out()

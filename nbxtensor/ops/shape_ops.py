@@ -9,9 +9,10 @@ from .. import shape as S
 from ..dtypes import get_dtype
 from ..kernels import indexing as K
 from ..launch import cdiv, launch
+from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .copy import _elementwise_block, cat, copy_, fill_, new_tensor
-from .indexing import _index_64, _padded
+from .indexing import _padded
 from .registry import Cost, TensorMeta, nbytes, register
 from .views import expand, narrow, reshape, unsqueeze, view_op
 
@@ -49,7 +50,7 @@ def _remap(x: Tensor, flips: list[int], shifts: dict) -> Tensor:
     shift_values = _padded([shifts.get(d, 0) % x.shape[d] if x.shape[d] else 0 for d in range(x.ndim)], 0)
     block = _elementwise_block(x.device)
     launch(K.remap_copy, (cdiv(n, block),), x.device, [out, x, n, shape, strides, shift_values],
-           FLIPS=flip_bits, RANK=len(shape), INDEX_64=_index_64(n, (x.shape, x.stride())), BLOCK=block)
+           FLIPS=flip_bits, RANK=len(shape), INDEX_64=needs_index_64(x, count=n), BLOCK=block)
     return out
 
 
@@ -196,7 +197,7 @@ def _triangle(x: Tensor, diagonal: int, upper: bool) -> Tensor:
     block = _elementwise_block(x.device)
     launch(K.triangle, (cdiv(n, block),), x.device,
            [out, x, n, rows, cols, diagonal, batch, batch_strides, x.stride(-2), x.stride(-1)],
-           BATCH_RANK=len(batch), UPPER=upper, INDEX_64=_index_64(n, (x.shape, x.stride())), BLOCK=block)
+           BATCH_RANK=len(batch), UPPER=upper, INDEX_64=needs_index_64(x, count=n), BLOCK=block)
     return out
 
 

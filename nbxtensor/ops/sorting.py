@@ -22,6 +22,7 @@ from ..kernels import sort as K
 from ..kernels import sort_warp as KW
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
 from ..launch import cdiv, launch, next_pow2
+from ..lowering import needs_index_64
 from ..promotion import result_type
 from ..tensor import Tensor
 from .copy import Workspace, _elementwise_block, cat, new_tensor
@@ -45,7 +46,6 @@ SORT_WARP_HIST_BLOCKS = 2  # blocks each warp of a warp histogram program counts
 SORT_WARP_SCATTER_REGISTERS = 64
 SORT_SCAN_BLOCK = 4096  # block counts of a digit one program of the offsets scan takes (a segment)
 GRID_ROWS = 65535  # rows one launch of the radix kernels takes: CUDA's limit on a grid's second dimension
-_INT32_LIMIT = 2 ** 31
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
 _F32 = get_dtype("float32")
@@ -111,7 +111,7 @@ def _select_rows(rows: Tensor, k: int, descending: bool, op: str):
 
 
 def _select_flags(rows: Tensor, descending: bool, op: str) -> dict:
-    return dict(DESCENDING=descending, INDEX_64=rows.numel() >= _INT32_LIMIT, **_key_kind(rows.dtype, op))
+    return dict(DESCENDING=descending, INDEX_64=needs_index_64(count=rows.numel()), **_key_kind(rows.dtype, op))
 
 
 def _plan_select(rows: Tensor, k: int, flags: dict):
@@ -389,7 +389,7 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
         launch(K.search_sorted, (cdiv(n, block),), vals.device,
                [seq, vals, out, n, seq_len, max(per_row, 1), seq_len if seq.ndim > 1 else 0],
                RIGHT=right, STEPS=max(1, seq_len.bit_length() + 1),
-               INDEX_64=max(n, seq.numel()) >= _INT32_LIMIT, BLOCK=block, **_key_kind(common, "searchsorted"))
+               INDEX_64=needs_index_64(count=max(n, seq.numel())), BLOCK=block, **_key_kind(common, "searchsorted"))
     return out.to(_I32) if out_int32 else out
 
 
