@@ -17,6 +17,7 @@ from ..ops.registry import Cost, OpDef, TensorMeta, families, nbytes
 from ..tensor import Tensor
 from . import calling
 from .arena import ArenaRun
+from .fuse import fuse as fuse_steps
 from .format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSION, GRAPH_FILE, INPUT, MAX_TENSOR_BYTES,
                      NAMESPACES, PARAM, WEIGHT_NAMESPACES, WEIGHTS_INDEX_FILE, GraphError, argument_decoder,
                      check_argument, decode_constant, decode_json, evaluate_shape, parse_expression)
@@ -49,14 +50,15 @@ class Symbol:
     trace: int | None
 
 
-def load(model_dir, device=None) -> "Graph":
+def load(model_dir, device=None, fuse: bool = True) -> "Graph":
     """The graph in ``model_dir`` (``graph.json`` and its safetensors weights), validated, with its
-    weights on ``device`` (default: nbxtensor's default device)."""
+    weights on ``device`` (default: nbxtensor's default device); ``fuse``: its op chains that
+    ``graph/fuse.py`` knows rewritten into single ops (``Graph.fusions`` counts them)."""
     model_dir = os.fspath(model_dir)
     if not os.path.exists(os.path.join(model_dir, GRAPH_FILE)):
         raise GraphError(f"{model_dir}: no {GRAPH_FILE} here")
     path = _file_inside(model_dir, GRAPH_FILE, "graph file")
-    return Graph(_read_json(path), model_dir, resolve(device))
+    return Graph(_read_json(path), model_dir, resolve(device), fuse=fuse)
 
 
 def _workspace_block(step: Step) -> str:
@@ -136,7 +138,7 @@ class Graph:
     """A loaded graph; call it with its inputs (nbxtensor tensors or NumPy arrays) in order. Returns one
     tensor for a graph with one output, else a tuple."""
 
-    def __init__(self, document: dict, model_dir: str, device):
+    def __init__(self, document: dict, model_dir: str, device, fuse: bool = True):
         self.model_dir = model_dir
         self.path = os.path.join(model_dir, GRAPH_FILE)
         self.device = device
@@ -149,6 +151,9 @@ class Graph:
         self.outputs = self._read_endpoints(document, "outputs")
         self.steps = self._read_ops(document.get("ops"))
         self._check_outputs_defined()
+        self.fusions: dict[str, int] = {}
+        if fuse:
+            self.steps, self.fusions = fuse_steps(self, self.steps)
         self.weights = self._load_weights()
         self.constants = self._load_constants()
         self._ids = list(self.tensors)  # a run's environment is a list, indexed by a tensor's place here

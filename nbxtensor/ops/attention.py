@@ -727,7 +727,7 @@ def _rotate_half_cost(x, cos, sin):
                 bytes_written=nbytes(out))
 
 
-def _as_4d(t: Tensor, shape) -> tuple:
+def _broadcast_strides_4d(t: Tensor, shape) -> tuple:
     """The strides of ``t`` broadcast to the 4-dim ``shape`` (zero along broadcast dims)."""
     strides = [0] * (4 - t.ndim) + list(t.stride())
     sizes = [1] * (4 - t.ndim) + list(t.shape)
@@ -740,19 +740,23 @@ def rotate_half_embedding(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """``x * cos + rotate_half(x) * sin`` with rotate_half(x) = cat(-x2, x1) of x's halves along its last dim,
     as transformers' ``apply_rotary_pos_emb`` writes it: ``cos`` and ``sin`` broadcast to x (any layout).
     Computed in float32 with one rounding, where the unfused ops round after every product and the sum
-    (graph fusion's target)."""
+    (graph fusion's target). The result is laid out as that sum of products would be (``output_strides``):
+    a permuted x gives a permuted result, as the ops that follow in transformers expect."""
+    from .pointwise import output_strides
     meta = _rotate_half_meta(x, cos, sin)
-    out = new_tensor(meta.shape, x.dtype, x.device)
+    shape = (1,) * (4 - x.ndim) + tuple(x.shape)
+    xs, cs, ss = _broadcast_strides_4d(x, shape), _broadcast_strides_4d(cos, shape), _broadcast_strides_4d(sin, shape)
+    by_cos = output_strides(meta.shape, [xs[4 - x.ndim:], cs[4 - x.ndim:]])
+    by_sin = output_strides(meta.shape, [S.contiguous_strides(meta.shape), ss[4 - x.ndim:]])
+    out = new_tensor(meta.shape, x.dtype, x.device, strides=output_strides(meta.shape, [by_cos, by_sin]))
     if x.numel() == 0:
         return out
-    shape = (1,) * (4 - x.ndim) + tuple(x.shape)
-    xs, cs, ss = _as_4d(x, shape), _as_4d(cos, shape), _as_4d(sin, shape)
     rows, half = shape[0] * shape[1] * shape[2], shape[3] // 2
     block_half = next_pow2(half)
     block_rows = max(1, min(64, 4096 // block_half))
     conversion = _conversion_flags(get_dtype("float32"), x.dtype, x.device)
     launch(K.rotate_half_rows, (cdiv(rows, block_rows),), x.device,
-           [x, cos, sin, out, rows, shape[1], shape[2], *xs, *cs, *ss],
+           [x, cos, sin, out, rows, shape[1], shape[2], *xs, *cs, *ss, *_broadcast_strides_4d(out, shape)],
            HALF=half, BLOCK_ROWS=block_rows, BLOCK_HALF=block_half,
            IN_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
            VIA_F32=conversion["VIA_F32"], INDEX_64=_needs_index_64(x, cos, sin, out), num_warps=4)
