@@ -37,7 +37,8 @@ class Node:
 class Pattern:
     name: str
     nodes: tuple[Node, ...]  # the last is the chain's end, where matching starts
-    outputs: tuple[str, ...]  # labels whose tensors the fused step defines, in its outputs' order
+    outputs: tuple[str, ...]  # labels whose tensors the fused step defines, in its outputs' order (an
+    # unread one but the first becomes an unused output)
     build: Callable  # build(captures, graph) -> (op, args, kwargs), or None where the chain does not qualify
 
 
@@ -81,6 +82,12 @@ def _add_rms_norm(c, graph):
     return "nbx::add_rms_norm", [a, b, c["$shape"], c["$weight"], c["$eps"]], dict(c["$options"])
 
 
+def _add_layer_norm(c, graph):
+    if _add_rms_norm({**c, "$options": {}}, graph) is None:
+        return None
+    return "nbx::add_layer_norm", [c["$a"], c["$b"], c["$shape"], c["$weight"], c["$bias"], c["$eps"]], {}
+
+
 def _rotate_half(c, graph):
     x, cos, sin = c["$x"], c["$cos"], c["$sin"]
     if any(_tensor(t) is None for t in (x, cos, sin)):
@@ -120,6 +127,11 @@ PATTERNS = (
         Node("sum", "aten::add.Tensor", ("$a", "$b")),
         Node("out", "nbx::rms_norm", ("@sum", "$shape", "$weight", "$eps"), (("round_normed", "$round"),)),
     ), ("out", "sum"), lambda c, graph: _add_rms_norm({**c, "$options": {"round_normed": c["$round"]}}, graph)),
+    # BERT's residual add and LayerNorm (with and without the trailing cudnn_enable argument)
+    *(Pattern("add_layer_norm", (
+        Node("sum", "aten::add.Tensor", ("$a", "$b")),
+        Node("out", "aten::layer_norm.default", ("@sum", "$shape", "$weight", "$bias", "$eps", *cudnn)),
+    ), ("out", "sum"), _add_layer_norm) for cudnn in ((), ("$cudnn",))),
     # transformers' apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x2, x1)
     Pattern("rotate_half_embedding", (
         Node("low", "aten::slice.Tensor", ("$x", "$dim", 0, "$half")),
@@ -256,6 +268,8 @@ def _fused_step(pattern: Pattern, bound: dict, steps: list, kept: set, graph):
     built = pattern.build(bound, graph)
     if built is None:
         return None
+    outputs = [out if i == 0 or out in kept or any(r not in matched for r in readers.get(out, [])) else None
+               for i, out in enumerate(outputs)]
     op_name, args, kwargs = built
     last = steps[position]
     return position, replace(last, id=f"{last.id}+{pattern.name}", aten=op_name, op=calling.resolve(op_name),
