@@ -37,8 +37,9 @@ class Node:
 class Pattern:
     name: str
     nodes: tuple[Node, ...]  # the last is the chain's end, where matching starts
-    outputs: tuple[str, ...]  # labels whose tensors the fused step defines, in its outputs' order (an
-    # unread one but the first becomes an unused output)
+    # labels whose tensors the fused step defines, in its outputs' order; each keeps a planned place even
+    # where nothing reads it, since the fused op makes it anyway
+    outputs: tuple[str, ...]
     build: Callable  # build(captures, graph) -> (op, args, kwargs), or None where the chain does not qualify
 
 
@@ -268,8 +269,6 @@ def _fused_step(pattern: Pattern, bound: dict, steps: list, kept: set, graph):
     built = pattern.build(bound, graph)
     if built is None:
         return None
-    outputs = [out if i == 0 or out in kept or any(r not in matched for r in readers.get(out, [])) else None
-               for i, out in enumerate(outputs)]
     op_name, args, kwargs = built
     last = steps[position]
     return position, replace(last, id=f"{last.id}+{pattern.name}", aten=op_name, op=calling.resolve(op_name),
