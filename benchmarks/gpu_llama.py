@@ -6,7 +6,8 @@ the same run, prefill of 512 and 2048 tokens, batch 1:
   never with each other): cosine over all logits and top-1 agreement over positions;
 - time: our normal path (op by op), our replay and transformers eager, alternating batch by batch;
 - activation peak: ours measured and planned, torch's max_memory_allocated, weights not counted.
-Prints checks, then a table. NBX_LLAMA_LAYERS overrides the depth (a quick look at a smaller model);
+The graph is exported unfused and fused by ``graph.load`` (RMSNorm, residual add and norm, rotary: see
+``graph/fuse.py``); its outputs live in the arena, so the planned peak is the arena. Prints checks, then a table. NBX_LLAMA_LAYERS overrides the depth (a quick look at a smaller model);
 with OUT set, the host profile of one normal-path call per prefill is written there (llama_host_TOKENS.txt)."""
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ with tempfile.TemporaryDirectory() as scratch, torch.no_grad():
         ids = torch.randint(0, 32000, (1, tokens), device="cuda")
         start = time.perf_counter()
         model = graph.load(export(bf16_model, (ids,), os.path.join(scratch, f"llama{tokens}")), device="cuda")
-        print(f"exported and loaded in {time.perf_counter() - start:.0f} s: {model}")
+        print(f"exported and loaded in {time.perf_counter() - start:.0f} s: {model}, fused at load: {model.fusions}")
         ours_in = nbx.from_dlpack(ids)
         reference = fp32_model(ids)
         ours_logits = torch.from_dlpack(model(ours_in))

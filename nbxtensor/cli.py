@@ -121,9 +121,8 @@ def _plan(args) -> int:
         raise UsageError(f"--facts {args.facts}: {error}") from None
     print(f"graph: {args.model_dir} ({len(model.steps)} ops), symbols: {values}")
     print(f"weights bytes: {model.weight_bytes()}")
-    print(f"planned activation peak: {memory_plan.peak_bytes} bytes: the arena {memory_plan.arena_bytes} "
-          f"(intermediates and op workspaces, {memory_plan.alignment}-byte aligned) and the outputs "
-          f"{memory_plan.output_bytes}")
+    print(f"planned activation peak: {memory_plan.peak_bytes} bytes: the arena (intermediates, outputs and op "
+          f"workspaces, {memory_plan.alignment}-byte aligned)")
     print(f"naive sum of intermediates and workspaces: {memory_plan.naive_bytes} bytes; most live at one step: "
           f"{memory_plan.live_peak_bytes}")
     print(f"workspaces (cost rules, in the arena): peak {memory_plan.workspace_peak_bytes}, total "

@@ -487,3 +487,22 @@ def test_decode_temporaries_share_one_allocation_in_aligned_pieces():
     assert [(tuple(t.shape), t.dtype) for t in tensors.values()] == [((3, 5), f32), ((7,), f16), ((2, 2), f32)]
     tensors["b"].fill_(2.0)
     assert tensors["b"].numpy().tolist() == [2.0] * 7
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_rotate_half_embedding_of_a_permuted_input(rng, dtype):
+    """x * cos + rotate_half(x) * sin against float64, x a permuted view (B, H, S, D) as transformers has it
+    and cos, sin (B, 1, S, D) broadcast over heads; halves of cos need not match. Tolerance: one rounding
+    of the output's dtype on values of a few units, from float32 arithmetic on exact inputs."""
+    from nbxtensor.ops.attention import rotate_half_embedding
+    npdt = nbx.get_dtype(dtype).numpy
+    x = rng.standard_normal((2, 5, 3, 8)).astype(npdt)  # (B, S, H, D)
+    cos, sin = (rng.standard_normal((2, 1, 5, 8)).astype(npdt) for _ in range(2))
+    got = rotate_half_embedding(to_nbx(x).permute(0, 2, 1, 3), to_nbx(cos), to_nbx(sin))
+    assert tuple(got.shape) == (2, 3, 5, 8) and got.stride() == (120, 8, 24, 1)  # laid out as x, as torch would
+    x64, c64, s64 = (a.astype(np.float64) for a in (x.transpose(0, 2, 1, 3), cos, sin))
+    rotated = np.concatenate([-x64[..., 4:], x64[..., :4]], -1)
+    tol = 4 * (2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -22)
+    np.testing.assert_allclose(got.numpy().astype(np.float64), x64 * c64 + rotated * s64, rtol=tol, atol=tol)
+    with pytest.raises(RuntimeError, match="cos must be"):
+        rotate_half_embedding(to_nbx(x), to_nbx(cos[:, :, :4]), to_nbx(sin))

@@ -226,3 +226,34 @@ def test_softmax_of_a_transposed_input_is_contiguous_like_torch(rng):
     np.testing.assert_allclose(out.numpy(), ref_softmax(a.T, 0), rtol=tolerance("float32", 304))
     alone = nbx.softmax(x[:, 3:4], 0)
     assert alone.numpy().tobytes() == out[:, 3:4].contiguous().numpy().tobytes()
+
+
+def _transformers_rms_norm(a, w, eps):
+    """transformers' RMSNorm in float32 as it runs it: the normalised value rounded to the input's dtype,
+    then multiplied by the weight (and rounded again)."""
+    h = a.astype(np.float32)
+    normed = h * (np.float32(1) / np.sqrt((h * h).mean(-1, keepdims=True) + np.float32(eps)))
+    return (w.astype(np.float32) * normed.astype(a.dtype).astype(np.float32)).astype(a.dtype)
+
+
+@pytest.mark.parametrize("resident", [True, False])
+def test_rms_norm_rounding_the_normalised_value_first(rng, resident, request):
+    """``round_normed`` rounds as transformers does. The kernel sums in another order than NumPy, so a
+    value just at a bfloat16 rounding boundary may land one unit (2^-7 relative) away; without the
+    rounding before the weight, about a third of the values would differ."""
+    from nbxtensor.ops.normalization import add_rms_norm, rounded_rms_norm
+    if not resident:
+        request.getfixturevalue("long_rows")
+    bf16 = nbx.bfloat16.numpy
+    a = rng.standard_normal((16, 40)).astype(bf16)
+    r = rng.standard_normal((16, 40)).astype(bf16)
+    w = (rng.standard_normal(40) * 3).astype(bf16)
+    h = (a.astype(np.float32) + r.astype(np.float32)).astype(bf16)
+    for got, source in ((rounded_rms_norm(to_nbx(a), (40,), to_nbx(w), 1e-6, round_normed=True), a),
+                        (add_rms_norm(to_nbx(a), to_nbx(r), (40,), to_nbx(w), 1e-6, round_normed=True)[0], h)):
+        got, want = got.numpy(), _transformers_rms_norm(source, w, 1e-6)
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2 ** -7, atol=0)
+        assert np.mean(got.view(np.uint16) == want.view(np.uint16)) >= 0.97
+    x32 = rng.standard_normal((3, 40)).astype(np.float32)  # float32: nothing to round, the plain rms_norm
+    np.testing.assert_array_equal(rounded_rms_norm(to_nbx(x32), (40,), None, 1e-6, round_normed=True).numpy(),
+                                  F.rms_norm(to_nbx(x32), (40,), eps=1e-6).numpy())

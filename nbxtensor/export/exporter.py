@@ -46,6 +46,15 @@ def _torch_op(aten_name: str):
     return None if packet is None else getattr(packet, overload, None)
 
 
+def _as_numpy(data):
+    """A constant tensor as a NumPy array of its dtype; NumPy has no bfloat16, ml_dtypes does."""
+    data = data.cpu().contiguous()
+    if data.dtype == torch.bfloat16:
+        import ml_dtypes
+        return data.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return data.numpy()
+
+
 def _dtype_name(dtype) -> str:
     name = str(dtype).removeprefix("torch.")
     if name not in DTYPE_NAMES:
@@ -176,7 +185,7 @@ class _Writer:
                 if spec.kind == InputKind.CONSTANT_TENSOR and data.numel() * data.element_size() <= INLINE_CONSTANT_BYTES:
                     tensor_id = CONST + key
                     self.tensors[tensor_id] = {"shape": list(data.shape), "dtype": _dtype_name(data.dtype),
-                                               "data": encode_constant(data.cpu().contiguous().numpy())}
+                                               "data": encode_constant(_as_numpy(data))}
                 else:
                     namespace = {InputKind.PARAMETER: PARAM, InputKind.BUFFER: BUFFER}.get(spec.kind, CONST)
                     tensor_id = namespace + key

@@ -3,8 +3,7 @@
 The planner gives every intermediate that owns memory an offset in one arena, and every step whose cost
 rule declares a workspace a region of its own there (``planner.py``). While a step runs, the first
 allocation its op makes with the dtype and byte size of one of the step's planned outputs is served from
-that output's place in the arena (an op may allocate in another shape and view); the first with those of
-a graph output comes from the device's allocator (the caller keeps it); every other allocation (the op's
+that output's place in the arena (an op may allocate in another shape and view); every other allocation (the op's
 temporaries: ``ops.copy.scratch_tensor``, and the results of ops it calls) is served from the step's
 workspace, one after another (``registry.workspace_bytes``). An allocation that finds no room there is an
 op allocating more than its cost rule declares: it comes from the allocator and is counted
@@ -13,6 +12,10 @@ output that did not land in its place but lies in the arena (an op that returned
 unchanged, or its result built in its workspace) is copied into its place, because the arena's reuse
 follows the plan's lifetimes, not references. An output from the allocator is kept as it is: correct,
 only unplanned.
+
+The graph's outputs have places in the arena like any intermediate, live to the end of the run, and
+are returned as they lie there: the run hands its arena over to them (a run allocates a fresh arena, so
+the next run never writes over a result the caller holds; holding a result holds its run's arena).
 
 A run serves the allocations of its own thread only: while any thread runs on an arena, the service
 installed for allocations (``ops.copy.arena_service``) looks up the calling thread's run.
@@ -46,21 +49,19 @@ def _serve_this_threads_run(shape, strides, dtype, device, nbytes, scratch):
 
 
 class ArenaRun:
-    """One run's arena: ``expect(step, outputs, workspace)`` before a step, ``settle(outputs)`` after it,
-    ``release(output)`` for the graph's outputs."""
+    """One run's arena: ``expect(step, outputs, workspace)`` before a step, ``settle(outputs)`` after it."""
 
     def __init__(self, plan, device):
         self.plan = plan
         self.device = device
         self.storage = Storage(device, plan.arena_bytes) if plan.arena_bytes else None
-        self._expected: list = []  # (dtype, bytes, byte offset or None, room) of this step's outputs
+        self._expected: list = []  # (dtype, bytes, byte offset, room) of this step's outputs
         self._step = None
         self._cursor = self._end = 0  # the step's workspace region not yet served
-        self._declared = 0
+        self._workspace = (0, 0)
         self.served = 0
         self.copied = 0
         self.scratch_served = 0
-        self.output_bytes = 0  # the graph outputs' memory, from the allocator
         self.unplanned: list = []  # (step id, bytes) of allocations past a step's plan
 
     def __enter__(self) -> "ArenaRun":
@@ -82,21 +83,24 @@ class ArenaRun:
                 _copy.arena_service = None
         self.storage = None  # the run's figures may be kept; its memory goes with the tensors still on it
 
-    def expect(self, step_id: str, expected, workspace) -> None:
-        """``expected``: (dtype, bytes, byte offset, room) of each of step ``step_id``'s outputs, offset None
-        for a graph output (``expectations``); ``workspace``: the step's planned (offset, bytes), or None."""
+    def expect(self, step_id: str, expected: list, workspace: tuple[int, int]) -> None:
+        """``expected``: (dtype, bytes, byte offset, room) of each of step ``step_id``'s outputs
+        (``expectations``); ``workspace``: the (start, end) byte offsets of the step's planned workspace
+        (``workspace_region``)."""
         self._step = step_id
-        self._expected = list(expected)
-        self._cursor, self._end = (workspace[0], workspace[0] + workspace[1]) if workspace else (0, 0)
-        self._declared = self._end - self._cursor
+        self._expected = expected.copy()
+        self._cursor, self._end = self._workspace = workspace
 
     @staticmethod
-    def expectations(plan, outputs, kept=()) -> list:
-        """What ``expect`` takes for ``outputs``, (tensor id, meta) of a step's outputs placed by ``plan``,
-        and ``kept``, those of its graph outputs."""
-        return [*[(meta.dtype, nbytes(meta), plan.offsets[tensor_id], plan.placement(tensor_id)[1])
-                  for tensor_id, meta in outputs],
-                *[(meta.dtype, nbytes(meta), None, 0) for _, meta in kept]]
+    def expectations(plan, outputs) -> list:
+        """What ``expect`` takes for ``outputs``, (tensor id, meta) of a step's outputs placed by ``plan``."""
+        return [(meta.dtype, nbytes(meta), plan.offsets[tensor_id], plan.placement(tensor_id)[1])
+                for tensor_id, meta in outputs]
+
+    @staticmethod
+    def workspace_region(placement) -> tuple[int, int]:
+        """What ``expect`` takes for a step's workspace placed at ``placement`` (offset, bytes), or None."""
+        return (placement[0], placement[0] + placement[1]) if placement else (0, 0)
 
     def _serve(self, shape, strides, dtype, device, nbytes, scratch):
         if device != self.device or self._step is None:
@@ -104,12 +108,8 @@ class ArenaRun:
         if not scratch:
             for i, (want_dtype, want_bytes, offset, room) in enumerate(self._expected):
                 # by dtype and size, not shape: an op may allocate its output in another shape and view it
-                if want_dtype is dtype and nbytes == want_bytes and (
-                        offset is None or (nbytes <= room and offset % dtype.itemsize == 0)):
+                if want_dtype is dtype and nbytes == want_bytes and nbytes <= room and offset % dtype.itemsize == 0:
                     del self._expected[i]
-                    if offset is None:
-                        self.output_bytes += nbytes
-                        return None
                     self.served += 1
                     return Tensor._make(self.storage, offset // dtype.itemsize, shape, strides, dtype)
         size = workspace_bytes(nbytes)
@@ -122,7 +122,7 @@ class ArenaRun:
         if strict:
             raise WorkspaceOverflow(
                 f"op {self._step!r} allocated {dtype.name}{list(shape)} ({nbytes} bytes) past its planned "
-                f"outputs and the {self._declared} bytes of workspace its cost rule declares "
+                f"outputs and the {self._workspace[1] - self._workspace[0]} bytes of workspace its cost rule declares "
                 f"({self._end - self._cursor} left)")
         self.unplanned.append((self._step, nbytes))
         return None
@@ -142,20 +142,11 @@ class ArenaRun:
                              S.contiguous_strides(tuple(result.shape)), result.dtype)
         return _copy.copy_(place, result)
 
-    def release(self, result: Tensor) -> Tensor:
-        """A graph output, out of the arena (the caller keeps it; the arena is the run's alone)."""
-        self._step = None  # steps are over: what follows is the caller's
-        if not self._holds(result):
-            return result
-        released = result.clone()
-        self.output_bytes += released.nbytes
-        return released
-
     @property
     def peak_bytes(self) -> int:
-        """The most bytes this run held at once, at most: the arena, the graph outputs and whatever was
-        allocated past the plan (counted as if none of it were freed)."""
-        return self.plan.arena_bytes + self.output_bytes + sum(size for _, size in self.unplanned)
+        """The most bytes this run held at once, at most: the arena (the graph outputs in it) and whatever
+        was allocated past the plan (counted as if none of it were freed)."""
+        return self.plan.arena_bytes + sum(size for _, size in self.unplanned)
 
     def _holds(self, t: Tensor) -> bool:
         return self.storage is not None and t._storage is self.storage

@@ -17,6 +17,7 @@ from ..ops.registry import Cost, OpDef, TensorMeta, families, nbytes
 from ..tensor import Tensor
 from . import calling
 from .arena import ArenaRun
+from .fuse import fuse as fuse_steps
 from .format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSION, GRAPH_FILE, INPUT, MAX_TENSOR_BYTES,
                      NAMESPACES, PARAM, WEIGHT_NAMESPACES, WEIGHTS_INDEX_FILE, GraphError, argument_decoder,
                      check_argument, decode_constant, decode_json, evaluate_shape, parse_expression)
@@ -49,14 +50,15 @@ class Symbol:
     trace: int | None
 
 
-def load(model_dir, device=None) -> "Graph":
+def load(model_dir, device=None, fuse: bool = True) -> "Graph":
     """The graph in ``model_dir`` (``graph.json`` and its safetensors weights), validated, with its
-    weights on ``device`` (default: nbxtensor's default device)."""
+    weights on ``device`` (default: nbxtensor's default device); ``fuse``: its op chains that
+    ``graph/fuse.py`` knows rewritten into single ops (``Graph.fusions`` counts them)."""
     model_dir = os.fspath(model_dir)
     if not os.path.exists(os.path.join(model_dir, GRAPH_FILE)):
         raise GraphError(f"{model_dir}: no {GRAPH_FILE} here")
     path = _file_inside(model_dir, GRAPH_FILE, "graph file")
-    return Graph(_read_json(path), model_dir, resolve(device))
+    return Graph(_read_json(path), model_dir, resolve(device), fuse=fuse)
 
 
 def _workspace_block(step: Step) -> str:
@@ -99,11 +101,44 @@ def _read_json(path: str):
     return decode_json(data, path)
 
 
+class _Marker:
+    """Where a tensor goes in a step's bound arguments: the slot of the environment that holds it."""
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: int):
+        self.slot = slot
+
+
+def _holds_marker(value) -> bool:
+    if type(value) is _Marker:
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_holds_marker(item) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_marker(item) for item in value.values())
+    return False
+
+
+def _substitute(value, env):
+    if type(value) is _Marker:
+        return env[value.slot]
+    if isinstance(value, (list, tuple)):
+        return type(value)(_substitute(item, env) for item in value)
+    if isinstance(value, dict):
+        return {k: _substitute(v, env) for k, v in value.items()}
+    return value
+
+
+def _deep_binder(args, kwargs):
+    """``bound(env)`` for arguments with tensors nested deeper than a list: substituted recursively."""
+    return lambda env: (_substitute(args, env), _substitute(kwargs, env))
+
+
 class Graph:
     """A loaded graph; call it with its inputs (nbxtensor tensors or NumPy arrays) in order. Returns one
     tensor for a graph with one output, else a tuple."""
 
-    def __init__(self, document: dict, model_dir: str, device):
+    def __init__(self, document: dict, model_dir: str, device, fuse: bool = True):
         self.model_dir = model_dir
         self.path = os.path.join(model_dir, GRAPH_FILE)
         self.device = device
@@ -116,8 +151,12 @@ class Graph:
         self.outputs = self._read_endpoints(document, "outputs")
         self.steps = self._read_ops(document.get("ops"))
         self._check_outputs_defined()
+        self.fusions: dict[str, int] = {}
+        if fuse:
+            self.steps, self.fusions = fuse_steps(self, self.steps)
         self.weights = self._load_weights()
         self.constants = self._load_constants()
+        self._ids = list(self.tensors)  # a run's environment is a list, indexed by a tensor's place here
         self._last_use = self._last_uses()
         self._freed_after = self._frees()
         self._decoders: dict[str, tuple] = {}  # step id -> its arguments' decoders, made at first use
@@ -519,18 +558,15 @@ class Graph:
                         may_share[out] = root.get(source, source)
         for tensor_id, use in self._last_use.items():
             extend(root.get(tensor_id, tensor_id), use)
-        kept = set(self.outputs)  # the caller keeps these: they come from the allocator, not the arena
-        blocks = [Block(t, nbytes(metas[t]), first[t], last[t]) for t in first if t not in kept]
+        # the graph's outputs are blocks like the rest, live to the end (``_last_uses``): a run returns them
+        # where they lie, and an output viewing an intermediate keeps that block alive
+        blocks = [Block(t, nbytes(metas[t]), first[t], last[t]) for t in first]
         workspaces = [Block(_workspace_block(step), cost.workspace, i, i)
                       for i, (step, cost) in enumerate(self.costs(values)) if cost.workspace]
-        # an output viewing an intermediate leaves the arena as a copy; one viewing another output or an
-        # input needs no memory of its own
-        sources = {t: root.get(t, t) for t in kept}
-        owning = [t for t, source in sources.items() if source in first and (source == t or source not in kept)]
-        memory_plan = plan_blocks(blocks, workspaces, output_bytes=sum(nbytes(metas[t]) for t in owning))
+        memory_plan = plan_blocks(blocks, workspaces)
         if memory_plan.peak_bytes > MAX_TENSOR_BYTES:
             _fail(self.path, f"the memory plan for {values} needs {memory_plan.peak_bytes} bytes at its peak "
-                             f"(arena and outputs), more than the {MAX_TENSOR_BYTES} a process can address")
+                             f"(its arena), more than the {MAX_TENSOR_BYTES} a process can address")
         return memory_plan
 
     def _is_view(self, step: Step) -> bool:
@@ -551,70 +587,114 @@ class Graph:
     # ---- running ----------------------------------------------------------------------------------
     def __call__(self, *inputs):
         """Run the graph. Intermediates and the ops' temporaries live in the arena the planner laid out for
-        these shapes (see ``graph/arena.py``); graph outputs come from the device's allocator. ``last_run``
-        keeps the run's figures (temporaries served, allocations past the plan, peak bytes)."""
+        these shapes (see ``graph/arena.py``), the outputs too: they are returned where they lie, on an arena
+        no later run writes to. ``last_run`` keeps the run's figures (temporaries served, allocations past
+        the plan, peak bytes)."""
         tensors = [self._as_input(tensor_id, value) for tensor_id, value in zip(self.inputs, inputs)]
         values = self.bind([tuple(t.shape) for t in tensors])
-        plan, runs = self._runs(values)
-        env: dict[str, Tensor] = {**self.weights, **self.constants, **dict(zip(self.inputs, tensors))}
-        tensor_of, device = env.__getitem__, self.device
-        with ArenaRun(plan, device) as arena:
-            for step, positional, named, adapter, placed, expected, workspace, outputs, freed in runs:
+        plan, base, input_slots, runs, output_slots = self._runs(values)
+        env = base.copy()
+        for slot, tensor in zip(input_slots, tensors):
+            env[slot] = tensor
+        with ArenaRun(plan, device=self.device) as arena:
+            for step, impl, bound, expected, workspace, outputs, freed in runs:
                 arena.expect(step.id, expected, workspace)
-                args = [decode(tensor_of, values) for decode in positional]
-                kwargs = {k: decode(tensor_of, values) for k, decode in named.items()}
-                if adapter is not None:
-                    args, kwargs = adapter(tuple(args), kwargs)
-                if placed:
-                    kwargs["device"] = device
+                args, kwargs = bound(env)
                 try:
-                    produced = step.op.impl(*args, **kwargs)
+                    produced = impl(*args, **kwargs)
                 except Exception as error:
                     raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) failed: "
                                      f"{type(error).__name__}: {error}") from error
-                for (out, shape, dtype, place, read), result in zip(outputs, self._as_list(step, produced)):
-                    if out is None:
+                for (slot, shape, dtype, place), result in zip(
+                        outputs, (produced,) if isinstance(produced, Tensor) else self._as_list(step, produced)):
+                    if slot is None:
                         continue
-                    if result.dtype is not dtype or tuple(result.shape) != shape:
-                        raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) made {out!r} as "
-                                         f"{result.dtype.name}{list(result.shape)}, its meta rule says "
-                                         f"{dtype.name}{list(shape)}")
-                    if read:
-                        env[out] = result if place is None else arena.settle(result, *place)
-                for ref in freed:
-                    env.pop(ref, None)
-            results = tuple(arena.release(env[out]) for out in self.outputs)
+                    if result._dtype is not dtype or result._shape != shape:
+                        raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) made "
+                                         f"{self._ids[slot]!r} as {result.dtype.name}{list(result.shape)}, its "
+                                         f"meta rule says {dtype.name}{list(shape)}")
+                    env[slot] = result if place is None else arena.settle(result, *place)
+                for slot in freed:
+                    env[slot] = None
+            results = tuple(env[slot] for slot in output_slots)
         self.last_run = arena
         return results[0] if len(results) == 1 else results
 
     def _runs(self, values: dict[str, int]):
-        """(memory plan, one record a step) for symbol ``values``, worked out once: the step, its
-        arguments' decoders, its calling adapter, whether it is told the device, its outputs' expected
-        allocations (``ArenaRun.expectations``), its workspace's (offset, bytes) or None, per output (id,
-        shape, dtype, its planned place (offset, room) or None, whether anything reads it), and the
-        intermediates it reads last."""
+        """What a run for symbol ``values`` needs, worked out once: (memory plan, the environment before
+        the inputs (a list indexed by tensor slot, weights and constants filled in), the inputs' slots,
+        one record a step, the outputs' slots). A step's record: the step, its implementation, its bound
+        arguments (``_binder``), its outputs' expected allocations (``ArenaRun.expectations``), its
+        workspace (``ArenaRun.workspace_region``), per output (slot, shape, dtype, planned place (offset, room)
+        or None), None for one unused or never read, and the slots it reads last."""
         key = tuple(sorted(values.items()))
         found = self._prepared.get(key)
         if found is not None:
             return found
         metas, plan = self.infer(values), self.plan(values)
-        keep = set(self.outputs)
+        slot_of = {tensor_id: slot for slot, tensor_id in enumerate(self._ids)}
+        base = [None] * len(self._ids)
+        for tensor_id, tensor in {**self.weights, **self.constants}.items():
+            base[slot_of[tensor_id]] = tensor
         runs = []
         for index, step in enumerate(self.steps):
-            positional, named = self._decoders_of(step)
             planned = [out for out in step.outputs if out is not None and out in plan.offsets]
-            owned = [out for out in step.outputs if out in keep and not self._is_view(step)]
-            expected = ArenaRun.expectations(plan, [(out, metas[out]) for out in planned],
-                                             [(out, metas[out]) for out in owned])
+            expected = ArenaRun.expectations(plan, [(out, metas[out]) for out in planned])
             workspace = _workspace_block(step)
-            workspace = plan.placement(workspace) if workspace in plan.offsets else None
-            outputs = [(None, None, None, None, False) if out is None else
-                       (out, metas[out].shape, metas[out].dtype, plan.placement(out) if out in planned else None,
-                        out in self._last_use) for out in step.outputs]
-            runs.append((step, positional, named, calling.adapter(step.aten), calling.placed(step.op), expected,
-                         workspace, outputs, tuple(self._freed_after[index])))
-        found = self._prepared[key] = (plan, runs)
+            workspace = ArenaRun.workspace_region(plan.placement(workspace) if workspace in plan.offsets else None)
+            outputs = [(None, None, None, None) if out is None or out not in self._last_use else
+                       (slot_of[out], metas[out].shape, metas[out].dtype,
+                        plan.placement(out) if out in planned else None) for out in step.outputs]
+            runs.append((step, step.op.impl, self._binder(step, values, slot_of), expected, workspace, outputs,
+                         tuple(slot_of[ref] for ref in self._freed_after[index])))
+        found = self._prepared[key] = (plan, base, [slot_of[t] for t in self.inputs], runs,
+                                       [slot_of[t] for t in self.outputs])
         return found
+
+    def _binder(self, step: Step, values: dict[str, int], slot_of: dict[str, int]):
+        """``bound(env) -> (args, kwargs)`` for ``step``'s implementation: its arguments decoded and adapted
+        once for symbol ``values`` with a marker where each tensor goes, so that a call only puts the
+        environment's tensors in their places (the adapters move arguments, never look into tensors)."""
+        args, kwargs = self._arguments(step, lambda ref: _Marker(slot_of[ref]), values)
+        args, kwargs = list(args), dict(kwargs)
+        if calling.placed(step.op):
+            kwargs["device"] = self.device
+        fills, lists, named = [], [], []
+        for i, a in enumerate(args):
+            if type(a) is _Marker:
+                fills.append((i, a.slot))
+            elif isinstance(a, (list, tuple)) and any(type(item) is _Marker for item in a):
+                lists.append((i, a, [(j, item.slot) for j, item in enumerate(a) if type(item) is _Marker]))
+        for k, v in kwargs.items():
+            if type(v) is _Marker:
+                named.append((k, v.slot))
+        listed = {i for i, _, _ in lists}
+        if any(_holds_marker(item) for i, a in enumerate(args) if i in listed for item in a
+               if type(item) is not _Marker) or \
+                any(_holds_marker(a) for i, a in enumerate(args) if type(a) is not _Marker and i not in listed) or \
+                any(_holds_marker(v) for v in kwargs.values() if type(v) is not _Marker):
+            return _deep_binder(args, kwargs)
+        if not lists and not named:
+            def bound(env):
+                filled = args.copy()
+                for i, slot in fills:
+                    filled[i] = env[slot]
+                return filled, kwargs
+            return bound
+
+        def bound(env):
+            filled, filled_kwargs = args.copy(), kwargs.copy()
+            for i, slot in fills:
+                filled[i] = env[slot]
+            for i, template, items in lists:
+                inner = list(template)
+                for j, slot in items:
+                    inner[j] = env[slot]
+                filled[i] = inner if isinstance(template, list) else tuple(inner)
+            for k, slot in named:
+                filled_kwargs[k] = env[slot]
+            return filled, filled_kwargs
+        return bound
 
     def replay(self, *inputs):
         """``self(*inputs)``, by replaying the launches captured on the first call with these input

@@ -33,13 +33,12 @@ class MemoryPlan:
     live_peak_bytes: int = 0  # the most bytes live at one step: no placement can do better
     workspace_peak_bytes: int = 0
     workspace_total_bytes: int = 0
-    output_bytes: int = 0  # the graph's outputs, which the caller keeps: from the allocator, not the arena
     notes: list[str] = field(default_factory=list)
 
     @property
     def peak_bytes(self) -> int:
-        """The most bytes a run holds at once: the arena (intermediates and workspaces) and the outputs."""
-        return self.arena_bytes + self.output_bytes
+        """The most bytes a run holds at once: the arena (intermediates, workspaces and the outputs)."""
+        return self.arena_bytes
 
     def placement(self, name: str) -> tuple[int, int]:
         """``(offset, aligned size)`` of block ``name``."""
@@ -86,17 +85,16 @@ def live_peak(blocks: list[Block], alignment: int = ARENA_ALIGNMENT) -> int:
     return max(sum(align(b.size, alignment) for b in blocks if b.first <= step <= b.last) for step in steps)
 
 
-def plan(blocks: list[Block], workspaces: list[Block] = (), alignment: int = ARENA_ALIGNMENT,
-         output_bytes: int = 0) -> MemoryPlan:
-    """Place intermediates and per-op workspaces (each live for its op's step only) in one arena;
-    ``output_bytes``, the graph outputs' (outside it), counts in the plan's peak."""
+def plan(blocks: list[Block], workspaces: list[Block] = (), alignment: int = ARENA_ALIGNMENT) -> MemoryPlan:
+    """Place intermediates (the graph's outputs among them) and per-op workspaces (each live for its op's
+    step only) in one arena."""
     everything = list(blocks) + list(workspaces)
     offsets, arena = place(everything, alignment)
     return MemoryPlan(blocks=everything, offsets=offsets, arena_bytes=arena, alignment=alignment,
                       naive_bytes=sum(align(b.size, alignment) for b in everything),
                       live_peak_bytes=live_peak(everything, alignment),
                       workspace_peak_bytes=max((b.size for b in workspaces), default=0),
-                      workspace_total_bytes=sum(b.size for b in workspaces), output_bytes=output_bytes)
+                      workspace_total_bytes=sum(b.size for b in workspaces))
 
 
 def overlapping_pairs(memory_plan: MemoryPlan) -> list[tuple[str, str]]:

@@ -460,3 +460,35 @@ def rotary(x, out, cos, sin, positions, rows, row_sx, row_so, pos_sr, x_sd, out_
         rest_lanes = row_ok[:, None] & (rest[None, :] < DIM)
         tl.store(out_row + rest[None, :] * out_sd, tl.load(x_row + rest[None, :] * x_sd, mask=rest_lanes),
                  mask=rest_lanes)
+
+
+@triton.jit
+def rotate_half_rows(x, cos, sin, out, rows, n1, n2, x_s0, x_s1, x_s2, x_sd, c_s0, c_s1, c_s2, c_sd,
+                     s_s0, s_s1, s_s2, s_sd, o_s0, o_s1, o_s2, o_sd, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_HALF: tl.constexpr,
+                     IN_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                     INDEX_64: tl.constexpr):
+    """out = x * cos + rotate_half(x) * sin over rows (i0, i1, i2) of x (n1 and n2: the sizes of i1, i2),
+    where rotate_half(x) = cat(-x[HALF:], x[:HALF]); cos and sin broadcast to x through zero strides. In
+    float32, one rounding to out's dtype."""
+    rr = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    if INDEX_64:
+        rr = rr.to(tl.int64)
+    i2 = rr % n2
+    i1 = (rr // n2) % n1
+    i0 = rr // (n2 * n1)
+    ri = tl.arange(0, BLOCK_HALF)
+    lanes = (rr < rows)[:, None] & (ri[None, :] < HALF)
+    x_row = x + (i0 * x_s0 + i1 * x_s1 + i2 * x_s2)[:, None]
+    c_row = cos + (i0 * c_s0 + i1 * c_s1 + i2 * c_s2)[:, None]
+    s_row = sin + (i0 * s_s0 + i1 * s_s1 + i2 * s_s2)[:, None]
+    first, second = ri[None, :], ri[None, :] + HALF
+    x1 = _decode(tl.load(x_row + first * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    x2 = _decode(tl.load(x_row + second * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    c1 = _decode(tl.load(c_row + first * c_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    c2 = _decode(tl.load(c_row + second * c_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    s1 = _decode(tl.load(s_row + first * s_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    s2 = _decode(tl.load(s_row + second * s_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    out_row = out + (i0 * o_s0 + i1 * o_s1 + i2 * o_s2)[:, None]
+    out_type = out.dtype.element_ty
+    tl.store(out_row + first * o_sd, _encode(x1 * c1 - x2 * s1, out_type, DST_FORMAT, VIA_F32, False), mask=lanes)
+    tl.store(out_row + second * o_sd, _encode(x2 * c2 + x1 * s2, out_type, DST_FORMAT, VIA_F32, False), mask=lanes)

@@ -131,9 +131,11 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, opaque_zero, length,
               SRC_FORMAT: tl.constexpr, RES_FORMAT: tl.constexpr, H_FORMAT: tl.constexpr, H_VIA_F32: tl.constexpr,
               W_FORMAT: tl.constexpr, B_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
               INDEX_64: tl.constexpr, ROW_ALIGN: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr,
-              LANE_BITS: tl.constexpr):
+              LANE_BITS: tl.constexpr, ROUND_NORMED: tl.constexpr = False):
     """layer_norm (RMS false: subtract the mean, divide by the standard deviation) or rms_norm of rows
-    whose elements are adjacent; outputs (and the residual sum) are written densely."""
+    whose elements are adjacent; outputs (and the residual sum) are written densely. ROUND_NORMED: the
+    normalised value is rounded to the output's dtype before the weight multiplies it (transformers'
+    RMSNorm: ``weight * normed.to(dtype)``)."""
     rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
     src_row = row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
     res_row = row_starts(rows, row_shape, res_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
@@ -154,6 +156,8 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, opaque_zero, length,
             centred = tl.where(mask, x - mean[:, None], 0.0)
             rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, 1) / length + eps)
             y = centred * rstd[:, None]
+        if ROUND_NORMED:
+            y = _decode(_encode(y, out_type, DST_FORMAT, VIA_F32, False), DST_FORMAT).to(COMPUTE)
         y = _affine(y, weight, bias, rows, lanes, mask, groups, group_channels, spatial, COMPUTE, AFFINE, HAS_BIAS,
                     W_FORMAT, B_FORMAT)
         tl.store(dst + out_row[:, None] + lanes[None, :], _encode(y, out_type, DST_FORMAT, VIA_F32, False), mask=mask)
@@ -187,6 +191,8 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, opaque_zero, length,
             else:
                 x = _decode(tl.load(src + src_row[:, None] + j[None, :], mask=mask, other=0), SRC_FORMAT)
             y = (x.to(COMPUTE) - mean[:, None]) * rstd[:, None]
+            if ROUND_NORMED:
+                y = _decode(_encode(y, out_type, DST_FORMAT, VIA_F32, False), DST_FORMAT).to(COMPUTE)
             y = _affine(y, weight, bias, rows, j, mask, groups, group_channels, spatial, COMPUTE, AFFINE, HAS_BIAS,
                         W_FORMAT, B_FORMAT)
             tl.store(dst + out_row[:, None] + j[None, :], _encode(y, out_type, DST_FORMAT, VIA_F32, False), mask=mask)

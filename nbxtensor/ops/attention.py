@@ -723,3 +723,61 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interl
            TRIG_FORMAT=SMALL_FLOAT_FORMATS.get(cos.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
            VIA_F32=conversion["VIA_F32"], INDEX_64=index_64, num_warps=4)
     return out
+
+
+def _rotate_half_meta(x, cos, sin):
+    op = "rotate_half_embedding"
+    if not 1 <= len(x.shape) <= 4 or x.dtype.name not in _FLOAT_DTYPES or x.shape[-1] % 2:
+        raise RuntimeError(f"{op}: x must be a float tensor of 1 to 4 dims whose last is even, got {x.dtype.name} "
+                           f"{_dims(x.shape)}")
+    for name, t in (("cos", cos), ("sin", sin)):
+        try:
+            fits = S.broadcast_shapes(tuple(t.shape), tuple(x.shape)) == tuple(x.shape)
+        except (RuntimeError, ValueError):
+            fits = False
+        if not fits or t.dtype is not x.dtype:
+            raise RuntimeError(f"{op}: {name} must be {x.dtype.name} and broadcast to x {_dims(x.shape)}, got "
+                               f"{t.dtype.name} {_dims(t.shape)}")
+    return TensorMeta(tuple(x.shape), x.dtype)
+
+
+def _rotate_half_cost(x, cos, sin):
+    out = _rotate_half_meta(x, cos, sin)
+    return Cost(flops=3 * S.numel(x.shape), bytes_read=nbytes(x) + nbytes(cos) + nbytes(sin),
+                bytes_written=nbytes(out))
+
+
+def _broadcast_strides_4d(t: Tensor, shape) -> tuple:
+    """The strides of ``t`` broadcast to the 4-dim ``shape`` (zero along broadcast dims)."""
+    strides = [0] * (4 - t.ndim) + list(t.stride())
+    sizes = [1] * (4 - t.ndim) + list(t.shape)
+    return tuple(0 if size == 1 and want != 1 else stride for size, want, stride in zip(sizes, shape, strides))
+
+
+@register("rotate_half_embedding", family="attention", aten=["nbx::rotate_half_embedding"], meta=_rotate_half_meta,
+          cost=_rotate_half_cost, api=())
+def rotate_half_embedding(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """``x * cos + rotate_half(x) * sin`` with rotate_half(x) = cat(-x2, x1) of x's halves along its last dim,
+    as transformers' ``apply_rotary_pos_emb`` writes it: ``cos`` and ``sin`` broadcast to x (any layout).
+    Computed in float32 with one rounding, where the unfused ops round after every product and the sum
+    (graph fusion's target). The result is laid out as that sum of products would be (``output_strides``):
+    a permuted x gives a permuted result, as the ops that follow in transformers expect."""
+    from .pointwise import output_strides
+    meta = _rotate_half_meta(x, cos, sin)
+    shape = (1,) * (4 - x.ndim) + tuple(x.shape)
+    xs, cs, ss = _broadcast_strides_4d(x, shape), _broadcast_strides_4d(cos, shape), _broadcast_strides_4d(sin, shape)
+    by_cos = output_strides(meta.shape, [xs[4 - x.ndim:], cs[4 - x.ndim:]])
+    by_sin = output_strides(meta.shape, [S.contiguous_strides(meta.shape), ss[4 - x.ndim:]])
+    out = new_tensor(meta.shape, x.dtype, x.device, strides=output_strides(meta.shape, [by_cos, by_sin]))
+    if x.numel() == 0:
+        return out
+    rows, half = shape[0] * shape[1] * shape[2], shape[3] // 2
+    block_half = next_pow2(half)
+    block_rows = max(1, min(64, 4096 // block_half))
+    conversion = _conversion_flags(get_dtype("float32"), x.dtype, x.device)
+    launch(K.rotate_half_rows, (cdiv(rows, block_rows),), x.device,
+           [x, cos, sin, out, rows, shape[1], shape[2], *xs, *cs, *ss, *_broadcast_strides_4d(out, shape)],
+           HALF=half, BLOCK_ROWS=block_rows, BLOCK_HALF=block_half,
+           IN_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
+           VIA_F32=conversion["VIA_F32"], INDEX_64=_needs_index_64(x, cos, sin, out), num_warps=4)
+    return out

@@ -237,15 +237,16 @@ _norm_plans = PlanCache()
 
 
 def _run_norm(x, length, *, rms, weight, bias, eps, residual=None, groups=1, group_channels=1, spatial=1,
-              per_channel=False, op="layer_norm"):
+              per_channel=False, op="layer_norm", round_normed=False):
     options = dict(rms=rms, eps=eps, groups=groups, group_channels=group_channels, spatial=spatial,
-                   per_channel=per_channel, op=op)
+                   per_channel=per_channel, op=op, round_normed=round_normed)
     key = (layout_key(x), length, layout_key(weight), layout_key(bias), layout_key(residual), *options.values())
     return _norm_plans.get(key, lambda: _plan_norm(x, length, weight, bias, residual, **options))(
         x, weight, bias, residual)
 
 
-def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_channels, spatial, per_channel, op):
+def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_channels, spatial, per_channel, op,
+               round_normed):
     """``execute(x, weight, bias, residual) -> (out, residual sum or None)`` for operands laid out as these."""
     if x.dtype.is_complex or not x.dtype.is_floating_point or x.dtype.storage_only:
         raise TypeError(f"{op}: expected a floating-point input, got {x.dtype.name}")
@@ -274,7 +275,7 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
              and (weight is None or weight_v._storage is weight._storage)
              and (bias is None or bias_v._storage is bias._storage))
     options = dict(rms=rms, eps=eps, groups=groups, group_channels=group_channels, spatial=spatial,
-                   per_channel=per_channel, op=op)
+                   per_channel=per_channel, op=op, round_normed=round_normed)
 
     def from_dense_copies(x, weight, bias, residual):
         return _run_norm(_dense_copy(x), length, weight=_dense_copy(weight), bias=_dense_copy(bias),
@@ -308,7 +309,8 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
              B_FORMAT=_format(bias_v.dtype) if has_bias else FORMAT_NATIVE,
              DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
              INDEX_64=needs_index_64(x, rows), ROW_ALIGN=align,
-             BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1, num_warps=warps))
+             BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1,
+             ROUND_NORMED=round_normed and dtype.itemsize < 4, num_warps=warps))
 
     fresh_output = fresh_tensor_maker(shape, dtype, dev)
 
@@ -380,23 +382,42 @@ def rms_norm(x: Tensor, normalized_shape, weight=None, eps=None) -> Tensor:
     return _run_norm(x, length, rms=True, weight=weight, bias=None, eps=_rms_eps(x, eps), op="rms_norm")[0]
 
 
-def _add_rms_norm_meta(x, residual, normalized_shape, weight=None, eps=None):
+def _rounded_rms_norm_meta(x, normalized_shape, weight=None, eps=None, round_normed=False):
+    return _rms_norm_meta(x, normalized_shape)
+
+
+def _rounded_rms_norm_cost(x, normalized_shape, weight=None, eps=None, round_normed=False):
+    return _norm_cost(x, weight)
+
+
+@register("rounded_rms_norm", family="normalization", aten=["nbx::rms_norm"], meta=_rounded_rms_norm_meta,
+          cost=_rounded_rms_norm_cost, api=())
+def rounded_rms_norm(x: Tensor, normalized_shape, weight=None, eps=None, round_normed: bool = False) -> Tensor:
+    """``rms_norm``; with ``round_normed``, the normalised value is rounded to x's dtype before the weight
+    multiplies it, as transformers' RMSNorm computes ``weight * normed.to(dtype)`` (graph fusion's target)."""
+    length = _normalized_length(x, normalized_shape, "rms_norm")
+    return _run_norm(x, length, rms=True, weight=weight, bias=None, eps=_rms_eps(x, eps), op="rms_norm",
+                     round_normed=round_normed)[0]
+
+
+def _add_rms_norm_meta(x, residual, normalized_shape, weight=None, eps=None, round_normed=False):
     meta = _rms_norm_meta(x, normalized_shape)
     return (meta, meta)
 
 
-def _add_rms_norm_cost(x, residual, normalized_shape, weight=None, eps=None):
+def _add_rms_norm_cost(x, residual, normalized_shape, weight=None, eps=None, round_normed=False):
     return _norm_cost(x, residual, weight, outputs=2)
 
 
 @register("add_rms_norm", family="normalization", aten=["nbx::add_rms_norm"], meta=_add_rms_norm_meta,
           cost=_add_rms_norm_cost, api=())
-def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape, weight=None, eps=None):
+def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape, weight=None, eps=None, round_normed: bool = False):
     """(rms_norm(x + residual), x + residual) in one pass; the sum is rounded to x's dtype before it
-    is normalised, exactly as the unfused ``rms_norm(x + residual)`` would see it."""
+    is normalised, exactly as the unfused ``rms_norm(x + residual)`` would see it. ``round_normed``: as
+    ``rounded_rms_norm``."""
     length = _normalized_length(x, normalized_shape, "add_rms_norm")
     return _run_norm(x, length, rms=True, weight=weight, bias=None, eps=_rms_eps(x, eps), residual=residual,
-                     op="add_rms_norm")
+                     op="add_rms_norm", round_normed=round_normed)
 
 
 def _add_layer_norm_meta(x, residual, normalized_shape, weight=None, bias=None, eps=1e-5):
