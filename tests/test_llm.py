@@ -31,11 +31,18 @@ FAMILIES = {
                       {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                         "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}),
     "llama-mha-tied": ("LlamaConfig", "LlamaForCausalLM", {"num_key_value_heads": 4, "tie_word_embeddings": True}),
-    "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": 64}),
+    # a window of 8: prompts and their 32 new tokens run far past it
+    "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": 8}),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 32}),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", {}),
     "phi3-partial-rotary": ("Phi3Config", "Phi3ForCausalLM", {"partial_rotary_factor": 0.5}),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": 16}),
+    # caps small enough to bend these scores (a cap of 50 barely touches a random model's), a scalar other
+    # than the head dim, layer 0 sliding over 8 keys and layer 1 full
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {"head_dim": 16, "query_pre_attn_scalar": 24,
+                                                     "sliding_window": 8, "attn_logit_softcapping": 0.5,
+                                                     "final_logit_softcapping": 2.0}),
 }
 PROMPTS = [[5, 17, 3, 44, 9], [8, 2, 60], [1, 90, 33, 33, 12, 70, 4, 21]]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from .. import cuda as _cuda
 from .cache import CacheFull, PagedKVCache
 from .checkpoint import CheckpointError, read_json
-from .model import SUPPORTED_ARCHITECTURES, DecoderConfig, DecoderModel, load_model
+from .model import DEFAULT_PREFILL_CHUNK, SUPPORTED_ARCHITECTURES, DecoderConfig, DecoderModel, load_model
 from .replay import DecodeReplayer
 from .sampling import Sampler, SamplingParams
 
@@ -170,9 +170,10 @@ class LLM:
     """A decoder checkpoint with its tokenizer and generation defaults, ready to generate."""
 
     def __init__(self, directory, device=None, dtype=None, cache_tokens: int | None = None,
-                 memory_fraction: float = DEFAULT_MEMORY_FRACTION, block_size: int = 16, replay: bool = True):
+                 memory_fraction: float = DEFAULT_MEMORY_FRACTION, block_size: int = 16, replay: bool = True,
+                 prefill_chunk: int = DEFAULT_PREFILL_CHUNK):
         directory = os.fspath(directory)
-        self.model = load_model(directory, device, dtype)
+        self.model = load_model(directory, device, dtype, prefill_chunk)
         self.tokenizer = _load_tokenizer(directory)
         self.defaults = self._generation_defaults(read_json(directory, "generation_config.json", required=False) or {})
         self.engine = Engine(self.model, cache_tokens, memory_fraction, block_size, self.tokenizer, replay)
@@ -232,6 +233,6 @@ class LLM:
                     shown = request.text
 
 
-def load(directory, device=None, dtype=None, **cache) -> LLM:
+def load(directory, device=None, dtype=None, **settings) -> LLM:
     """``LLM(directory, ...)``: the checkpoint's model, tokenizer and generation defaults."""
-    return LLM(directory, device, dtype, **cache)
+    return LLM(directory, device, dtype, **settings)
