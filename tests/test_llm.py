@@ -273,3 +273,23 @@ def test_text_prompts_go_through_the_checkpoints_tokenizer(tmp_path_factory):
     assert "".join(ours.stream("w5 w17 w3", max_new_tokens=6)) == generation.text
     stopped = ours.generate("w5 w17 w3", max_new_tokens=6, stop_strings=(f"w{expected[2]}",))
     assert stopped.finish_reason == "stop" and f"w{expected[2]}" not in stopped.text
+
+
+@pytest.mark.parametrize("family_name", ["gemma2"])
+def test_chunked_prefill_gives_the_unchunked_tokens(tmp_path_factory, family_name):
+    """A 21-token prompt in chunks of 4 (the last one short) past a window of 8: each chunk attends to the
+    pages of the ones before; its logits and tokens are those of one prefill, and transformers'."""
+    model, directory = _checkpoint(tmp_path_factory, family_name)
+    prompt = [(7 * i + 3) % 97 for i in range(21)]
+    whole = llm.load(directory, device=TEST_DEVICE, replay=False)
+    chunked = llm.load(directory, device=TEST_DEVICE, replay=False, prefill_chunk=4)
+    logits = [m.model.prefill(m.engine.cache, 0, prompt).numpy() for m in (whole, chunked)]
+    # float32 sums over the keys in other groupings: a few ulp on logits of size ~1
+    np.testing.assert_allclose(logits[1], logits[0], rtol=0, atol=1e-5)
+    for m in (whole, chunked):
+        m.engine.cache.release(0)
+    expected = _reference(model, prompt, 6)
+    assert chunked.generate(prompt, max_new_tokens=6).tokens == whole.generate(prompt, max_new_tokens=6).tokens \
+        == expected
+    with pytest.raises(ValueError, match="prefill_chunk"):
+        llm.load(directory, device=TEST_DEVICE, prefill_chunk=0)
