@@ -293,3 +293,53 @@ def test_chunked_prefill_gives_the_unchunked_tokens(tmp_path_factory, family_nam
         == expected
     with pytest.raises(ValueError, match="prefill_chunk"):
         llm.load(directory, device=TEST_DEVICE, prefill_chunk=0)
+
+
+CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}w1 {{ m['content'] }} "
+                 "{% elif m['role'] == 'system' %}w4 {{ m['content'] }} {% else %}w2 {{ m['content'] }} w3 "
+                 "{% endif %}{% endfor %}{% if add_generation_prompt %}w2 {% endif %}")
+
+
+def _word_tokenizer(directory, chat_template=CHAT_TEMPLATE):
+    """A word-level tokenizer.json (w0 ... w96, joined with spaces) and a tokenizer_config.json."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel({f"w{i}": i for i in range(97)}, unk_token="w0"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer.decoder = tokenizers.decoders.WordPiece(prefix="##")
+    tokenizer.add_special_tokens(["w6", "w96"])  # as a checkpoint's are: matched even inside a word ("w6w4")
+    tokenizer.save(str(directory / "tokenizer.json"))
+    config = {"bos_token": "w6", "eos_token": "w96", **({"chat_template": chat_template} if chat_template else {})}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+def test_nbx_chat_applies_the_chat_template_and_streams_each_reply(tmp_path_factory, capsys, monkeypatch):
+    import io
+    from nbxtensor import cli
+    model, directory = _checkpoint(tmp_path_factory, "llama")
+    _word_tokenizer(directory)
+    oracle = transformers.PreTrainedTokenizerFast(tokenizer_file=str(directory / "tokenizer.json"), bos_token="w6",
+                                                  eos_token="w96", chat_template=CHAT_TEMPLATE)
+    monkeypatch.setattr("sys.stdin", io.StringIO("w5 w17\n\nw9 w10 w11\n"))
+    assert cli.main(["chat", str(directory), "--system", "w8", "--max-new-tokens", "5", "--device", TEST_DEVICE]) == 0
+    replies = capsys.readouterr().out.splitlines()
+    messages = [{"role": "system", "content": "w8"}]
+    for line, reply in zip(["w5 w17", "w9 w10 w11"], replies, strict=True):
+        messages.append({"role": "user", "content": line})
+        ids = oracle.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+        assert ids[:3] == [6, 4, 8]  # the template's own bos, then the system turn
+        assert reply == " ".join(f"w{t}" for t in _reference(model, ids, 5))
+        messages.append({"role": "assistant", "content": reply})
+
+
+def test_chat_without_a_template_or_with_a_failing_one_is_refused(tmp_path_factory, capsys, monkeypatch):
+    import io
+    from nbxtensor import cli
+    _, directory = _checkpoint(tmp_path_factory, "llama")
+    _word_tokenizer(directory, chat_template=None)
+    monkeypatch.setattr("sys.stdin", io.StringIO("w5\n"))
+    assert cli.main(["chat", str(directory), "--device", TEST_DEVICE]) == 2
+    assert "no chat template" in capsys.readouterr().err
+    _word_tokenizer(directory, chat_template="{{ raise_exception('system messages are not supported') }}")
+    assert cli.main(["chat", str(directory), "--device", TEST_DEVICE]) == 2
+    assert "refused the conversation: system messages are not supported" in capsys.readouterr().err
