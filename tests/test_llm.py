@@ -343,3 +343,40 @@ def test_chat_without_a_template_or_with_a_failing_one_is_refused(tmp_path_facto
     _word_tokenizer(directory, chat_template="{{ raise_exception('system messages are not supported') }}")
     assert cli.main(["chat", str(directory), "--device", TEST_DEVICE]) == 2
     assert "refused the conversation: system messages are not supported" in capsys.readouterr().err
+
+
+def test_weights_load_under_a_progress_bar_of_their_bytes(tmp_path_factory, monkeypatch):
+    from nbxtensor import progress
+    from nbxtensor.llm import checkpoint
+    model, directory = _checkpoint(tmp_path_factory, "llama")
+    tasks = []
+
+    def recording(label, total=None, unit=None):
+        tasks.append(progress.Task(label, total, unit))
+        return tasks[-1]
+    monkeypatch.setattr(checkpoint.progress, "task", recording)
+    llm.load(directory, device=TEST_DEVICE)
+    (task,) = tasks
+    weights = sum(p.numel() * 4 for p in model.state_dict().values())
+    assert task.label == "loading weights" and task.unit == "bytes" and task.total == task.done == weights
+    assert "100% [" in task.line(200)
+
+
+def test_a_missing_weight_and_a_dtype_the_device_cannot_run_are_refused(tmp_path_factory, tmp_path, monkeypatch):
+    from nbxtensor.io.safetensors import safe_open, save_file
+    from nbxtensor.llm import model as model_module
+    _, directory = _checkpoint(tmp_path_factory, "llama")
+    (tmp_path / "config.json").write_text((directory / "config.json").read_text())
+    with safe_open(str(directory / "model.safetensors")) as file:
+        kept = {name: file.get_tensor(name) for name in file.keys() if name != "model.layers.1.mlp.down_proj.weight"}
+    save_file(kept, str(tmp_path / "model.safetensors"))
+    with pytest.raises(llm.CheckpointError, match="lacks weight model.layers.1.mlp.down_proj.weight"):
+        llm.load(tmp_path, device=TEST_DEVICE)
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16, not float64"):
+        llm.load(directory, device=TEST_DEVICE, dtype="float64")
+
+    class Turing:
+        facts = {"native_bf16": False}
+    monkeypatch.setattr(model_module, "backend_for", lambda device: Turing())
+    with pytest.raises(TypeError, match="no bfloat16 arithmetic.*dtype='float16'"):
+        llm.load(directory, device=TEST_DEVICE, dtype="bfloat16")

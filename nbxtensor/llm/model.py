@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..device import resolve
+from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..nn import functional as F
 from ..ops.attention import kv_cache_append, paged_attention, prefill_attention, rotary_embedding
@@ -395,8 +395,12 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
     config = DecoderConfig.from_hf(checkpoint.read_json(directory, checkpoint.CONFIG_FILE), directory)
     device = resolve(device)
     dtype = get_dtype(dtype or config.dtype)
-    if not dtype.is_floating_point or dtype.itemsize < 2 or dtype.storage_only:
+    if dtype.name not in _DTYPES:
         raise TypeError(f"a model runs in float32, float16 or bfloat16, not {dtype.name}")
+    # a GPU without bfloat16 matrix units (before Ampere) cannot compile bfloat16 products
+    if dtype.name == "bfloat16" and backend_for(device).facts.get("native_bf16") is False:
+        raise TypeError(f"{device} has no bfloat16 arithmetic (its facts say native_bf16: false); load the model "
+                        f"with dtype='float16' or 'float32' (nbx generate --dtype float16)")
     raw = checkpoint.load_weights(directory, device, lambda name: name.startswith(("model.", "lm_head.")))
     weights = {name: w if w.dtype is dtype else w.to(dtype) for name, w in raw.items()}
     for required in ("model.embed_tokens.weight", "model.norm.weight"):
