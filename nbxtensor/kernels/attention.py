@@ -306,7 +306,8 @@ def attention_forward_heads(q, k, v, mask, out, L, S, heads_per_kv, qk_scale, so
 # ---- decode: one query token, keys split over programs ---------------------------------------------------
 @triton.jit
 def _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, rg, group_ok, rd, rdv, rn,
-                  key_start, key_stop, qk_scale, softcap, k_sp, k_sn, k_sd, v_sp, v_sn, v_sd, mask_sh, mask_ss, block_size,
+                  key_start, key_stop, qk_scale, softcap, k_sp, k_sn, k_sd, v_sp, v_sn, v_sd, mask_sh, mask_ss,
+                  block_size,
                   HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, PAGED: tl.constexpr,
                   MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
                   PRECISION: tl.constexpr, INDEX_64: tl.constexpr, SOFTCAP: tl.constexpr):

@@ -330,7 +330,8 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
                 dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                      BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=max(16, next_pow2(value_dim)), CAUSAL=causal,
                      MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, HEADS=config["HEADS"],
-                     HEAD_COUNT=H, **options, **{name: value for name, value in flags.items() if name != "INTERPRETED"}))
+                     HEAD_COUNT=H, **options,
+                     **{name: value for name, value in flags.items() if name != "INTERPRETED"}))
         return PlannedLaunch(
             K.attention_forward, (cdiv(L, config["BLOCK_M"]), H, B), args,
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
@@ -431,8 +432,8 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
             K.decode_partial, (groups, splits, B),
             [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), table, lens, part_acc,
              part_max, part_sum, keys, heads_per_kv, H_q, per_split, splits, scale * K.LOG2_E,
-             (softcap or 1.0) * K.LOG2_E, window or 0, k.shape[1] if paged is not None else 1, *q.stride(), *k_args, *v_args, mask_strides[0],
-             mask_strides[1], mask_strides[3], table_sb],
+             (softcap or 1.0) * K.LOG2_E, window or 0, k.shape[1] if paged is not None else 1, *q.stride(), *k_args,
+             *v_args, mask_strides[0], mask_strides[1], mask_strides[3], table_sb],
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, next_pow2(heads_per_kv)), BLOCK_N=block_n,
                  BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
                  MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
