@@ -229,6 +229,54 @@ def _generate(args) -> int:
     return 0
 
 
+def _chat(args) -> int:
+    from nbxtensor import llm
+
+    device = _device(args.device)
+    if not os.path.isdir(args.checkpoint):
+        raise UsageError(f"{args.checkpoint}: no such directory; pass a Hugging Face checkpoint directory "
+                         f"(config.json, safetensors, tokenizer.json, tokenizer_config.json with a chat_template)")
+    interactive = sys.stdin.isatty()
+    try:
+        model = llm.load(args.checkpoint, device=device, dtype=args.dtype)
+        settings = {name: getattr(args, name) for name in ("max_new_tokens", "temperature", "top_k", "top_p", "min_p",
+                                                           "repetition_penalty", "seed")}
+        messages = [{"role": "system", "content": args.system}] if args.system else []
+        model.chat_prompt(messages + [{"role": "user", "content": ""}])  # a template that fails, fails now
+        while True:
+            if interactive:
+                print("> ", end="", flush=True)
+            line = sys.stdin.readline()
+            if not line or line.strip() in ("/exit", "/quit"):
+                break
+            if not line.strip():
+                continue
+            messages.append({"role": "user", "content": line.rstrip("\n")})
+            reply = ""
+            for piece in model.stream(model.chat_prompt(messages), **settings):
+                print(piece, end="", flush=True)
+                reply += piece
+            print(flush=True)
+            messages.append({"role": "assistant", "content": reply})
+    except (llm.CheckpointError, llm.TemplateError, ValueError, TypeError, NotImplementedError,
+            ImportError) as error:
+        raise UsageError(str(error)) from None
+    return 0
+
+
+def _sampling_flags(command) -> None:
+    command.add_argument("--max-new-tokens", type=int, default=None, help="how many tokens at most (default 32)")
+    command.add_argument("--temperature", type=float, default=None, help="0 for greedy (the default unless the "
+                                                                         "checkpoint samples)")
+    command.add_argument("--top-k", type=int, default=None, help="keep the k likeliest tokens (0: all)")
+    command.add_argument("--top-p", type=float, default=None, help="keep the likeliest tokens up to this mass")
+    command.add_argument("--min-p", type=float, default=None, help="drop tokens below this share of the likeliest")
+    command.add_argument("--repetition-penalty", type=float, default=None, help="above 1 discourages repeats")
+    command.add_argument("--seed", type=int, default=None, help="the draw's seed: the same seed, the same tokens")
+    command.add_argument("--dtype", default=None, help="float32, float16 or bfloat16 (default: the checkpoint's)")
+    command.add_argument("--device", default=None, help="cpu or cuda[:N] (default: the GPU when present, else the CPU)")
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``nbx`` command line: every command and option with its help."""
     from nbxtensor._version import __version__
@@ -284,23 +332,23 @@ def parser() -> argparse.ArgumentParser:
                           help="with a checkpoint: take attention_mask (int64, the shape of input_ids) as an input too")
     exporter.set_defaults(run=_export)
     generate = sub.add_parser("generate", help="continue a prompt with a Hugging Face decoder checkpoint (Llama, "
-                                               "Mistral, Qwen2, Qwen3, Phi-3)",
+                                               "Mistral, Qwen2, Qwen3, Phi-3, Gemma, Gemma 2)",
                               description="Load a decoder checkpoint directory and stream the continuation of "
                                           "a prompt; sampling settings default to its generation_config.json.")
     generate.add_argument("checkpoint", metavar="CHECKPOINT_DIR", help="config.json, safetensors and tokenizer.json")
     generate.add_argument("--prompt", required=True,
                           help="the text to continue (or comma-separated token ids for a checkpoint without tokenizer)")
-    generate.add_argument("--max-new-tokens", type=int, default=None, help="how many tokens at most (default 32)")
-    generate.add_argument("--temperature", type=float, default=None, help="0 for greedy (the default unless the "
-                                                                          "checkpoint samples)")
-    generate.add_argument("--top-k", type=int, default=None, help="keep the k likeliest tokens (0: all)")
-    generate.add_argument("--top-p", type=float, default=None, help="keep the likeliest tokens up to this mass")
-    generate.add_argument("--min-p", type=float, default=None, help="drop tokens below this share of the likeliest")
-    generate.add_argument("--repetition-penalty", type=float, default=None, help="above 1 discourages repeats")
-    generate.add_argument("--seed", type=int, default=None, help="the draw's seed: the same seed, the same tokens")
-    generate.add_argument("--dtype", default=None, help="float32, float16 or bfloat16 (default: the checkpoint's)")
-    generate.add_argument("--device", default=None, help="cpu or cuda[:N] (default: the GPU when present, else the CPU)")
+    _sampling_flags(generate)
     generate.set_defaults(run=_generate)
+    chat = sub.add_parser("chat", help="chat with a Hugging Face decoder checkpoint through its chat template",
+                          description="Read one user message a line from standard input (until end of input or "
+                                      "/exit), apply the checkpoint's chat template to the conversation so far and "
+                                      "stream each reply; sampling settings default to its generation_config.json.")
+    chat.add_argument("checkpoint", metavar="CHECKPOINT_DIR",
+                      help="config.json, safetensors, tokenizer.json and tokenizer_config.json (its chat_template)")
+    chat.add_argument("--system", default=None, help="a system message to open the conversation with")
+    _sampling_flags(chat)
+    chat.set_defaults(run=_chat)
     return top
 
 

@@ -506,3 +506,57 @@ def test_rotate_half_embedding_of_a_permuted_input(rng, dtype):
     np.testing.assert_allclose(got.numpy().astype(np.float64), x64 * c64 + rotated * s64, rtol=tol, atol=tol)
     with pytest.raises(RuntimeError, match="cos must be"):
         rotate_half_embedding(to_nbx(x), to_nbx(cos[:, :, :4]), to_nbx(sin))
+
+
+# ---- soft-capped and windowed attention (Gemma 2, Mistral), causal prefill from an offset ---------------
+def capped_reference(q, k, v, softcap=None, window=None, query_offset=0):
+    """Causal attention of queries at positions query_offset + i in float64: scores capped at
+    softcap * tanh(s / softcap), keys j <= p seen, and j > p - window with a window."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    k = np.repeat(k, q.shape[0] // k.shape[0], axis=0)
+    v = np.repeat(v, q.shape[0] // v.shape[0], axis=0)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if softcap is not None:
+        scores = softcap * np.tanh(scores / softcap)
+    position = query_offset + np.arange(q.shape[1])[:, None]
+    key = np.arange(k.shape[1])[None, :]
+    seen = (key <= position) & ((key > position - window) if window is not None else True)
+    scores = np.where(seen, scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return weights / weights.sum(-1, keepdims=True) @ v
+
+
+@pytest.mark.parametrize("softcap, window, query_offset", [(None, None, 0), (0.5, None, 0), (None, 5, 0),
+                                                           (0.5, 5, 0), (None, None, 13), (0.8, 7, 13)])
+def test_prefill_attention_caps_windows_and_offsets(rng, softcap, window, query_offset, forward_kernel):
+    """A cap of 0.5 bounds scores of size ~1 hard, so an uncapped kernel misses the reference by far more
+    than the float32 tolerance; windows of 5 and 7 cut across 16-key tiles of the key-tiled kernel."""
+    length = 19
+    keys = query_offset + length
+    q, k, v = _inputs(rng, (4, length, 32), (2, keys, 32), (2, keys, 32))
+    out = F.prefill_attention(to_nbx(q), to_nbx(k), to_nbx(v), softcap=softcap, window=window,
+                              query_offset=query_offset)
+    _close(out, capped_reference(q, k, v, softcap, window, query_offset))
+
+
+@pytest.mark.parametrize("softcap, window", [(None, 5), (0.5, None), (0.5, 12)])
+def test_paged_attention_caps_and_windows(rng, softcap, window):
+    seq_lens = [37, 8, 1, 60]
+    key_cache, value_cache, table = _paged_setup(rng, seq_lens)
+    q = rng.standard_normal((len(seq_lens), 4, 32)).astype(np.float32)
+    out = F.paged_attention(to_nbx(q), to_nbx(key_cache), to_nbx(value_cache), to_nbx(table),
+                            to_nbx(np.array(seq_lens, np.int32)), softcap=softcap, window=window).numpy()
+    for b, length in enumerate(seq_lens):
+        k, v = _gather(key_cache, table[b], length), _gather(value_cache, table[b], length)
+        expected = capped_reference(q[b][:, None], k, v, softcap, window, length - 1)[:, 0]
+        np.testing.assert_allclose(out[b], expected, atol=2e-5, rtol=2e-5)
+
+
+def test_cap_window_and_offset_errors(rng):
+    q, k, v = (to_nbx(a) for a in _inputs(rng, (2, 3, 16), (2, 5, 16), (2, 5, 16)))
+    with pytest.raises(RuntimeError, match="query_offset 0 plus the query's 3 positions must be the key's length 5"):
+        F.prefill_attention(q, k, v)
+    with pytest.raises(ValueError, match="softcap must be a positive"):
+        F.prefill_attention(q, k, v, softcap=0.0, query_offset=2)
+    with pytest.raises(ValueError, match="window must be an integer"):
+        F.prefill_attention(q, k, v, window=0, query_offset=2)

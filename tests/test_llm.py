@@ -31,11 +31,18 @@ FAMILIES = {
                       {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                         "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}),
     "llama-mha-tied": ("LlamaConfig", "LlamaForCausalLM", {"num_key_value_heads": 4, "tie_word_embeddings": True}),
-    "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": 64}),
+    # a window of 8: prompts and their 32 new tokens run far past it
+    "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": 8}),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 32}),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", {}),
     "phi3-partial-rotary": ("Phi3Config", "Phi3ForCausalLM", {"partial_rotary_factor": 0.5}),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": 16}),
+    # caps small enough to bend these scores (a cap of 50 barely touches a random model's), a scalar other
+    # than the head dim, layer 0 sliding over 8 keys and layer 1 full
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {"head_dim": 16, "query_pre_attn_scalar": 24,
+                                                     "sliding_window": 8, "attn_logit_softcapping": 0.5,
+                                                     "final_logit_softcapping": 2.0}),
 }
 PROMPTS = [[5, 17, 3, 44, 9], [8, 2, 60], [1, 90, 33, 33, 12, 70, 4, 21]]
 
@@ -266,3 +273,110 @@ def test_text_prompts_go_through_the_checkpoints_tokenizer(tmp_path_factory):
     assert "".join(ours.stream("w5 w17 w3", max_new_tokens=6)) == generation.text
     stopped = ours.generate("w5 w17 w3", max_new_tokens=6, stop_strings=(f"w{expected[2]}",))
     assert stopped.finish_reason == "stop" and f"w{expected[2]}" not in stopped.text
+
+
+@pytest.mark.parametrize("family_name", ["gemma2"])
+def test_chunked_prefill_gives_the_unchunked_tokens(tmp_path_factory, family_name):
+    """A 21-token prompt in chunks of 4 (the last one short) past a window of 8: each chunk attends to the
+    pages of the ones before; its logits and tokens are those of one prefill, and transformers'."""
+    model, directory = _checkpoint(tmp_path_factory, family_name)
+    prompt = [(7 * i + 3) % 97 for i in range(21)]
+    whole = llm.load(directory, device=TEST_DEVICE, replay=False)
+    chunked = llm.load(directory, device=TEST_DEVICE, replay=False, prefill_chunk=4)
+    logits = [m.model.prefill(m.engine.cache, 0, prompt).numpy() for m in (whole, chunked)]
+    # float32 sums over the keys in other groupings: a few ulp on logits of size ~1
+    np.testing.assert_allclose(logits[1], logits[0], rtol=0, atol=1e-5)
+    for m in (whole, chunked):
+        m.engine.cache.release(0)
+    expected = _reference(model, prompt, 6)
+    assert chunked.generate(prompt, max_new_tokens=6).tokens == whole.generate(prompt, max_new_tokens=6).tokens \
+        == expected
+    with pytest.raises(ValueError, match="prefill_chunk"):
+        llm.load(directory, device=TEST_DEVICE, prefill_chunk=0)
+
+
+CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}w1 {{ m['content'] }} "
+                 "{% elif m['role'] == 'system' %}w4 {{ m['content'] }} {% else %}w2 {{ m['content'] }} w3 "
+                 "{% endif %}{% endfor %}{% if add_generation_prompt %}w2 {% endif %}")
+
+
+def _word_tokenizer(directory, chat_template=CHAT_TEMPLATE):
+    """A word-level tokenizer.json (w0 ... w96, joined with spaces) and a tokenizer_config.json."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel({f"w{i}": i for i in range(97)}, unk_token="w0"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer.decoder = tokenizers.decoders.WordPiece(prefix="##")
+    tokenizer.add_special_tokens(["w6", "w96"])  # as a checkpoint's are: matched even inside a word ("w6w4")
+    tokenizer.save(str(directory / "tokenizer.json"))
+    config = {"bos_token": "w6", "eos_token": "w96", **({"chat_template": chat_template} if chat_template else {})}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+def test_nbx_chat_applies_the_chat_template_and_streams_each_reply(tmp_path_factory, capsys, monkeypatch):
+    import io
+    from nbxtensor import cli
+    model, directory = _checkpoint(tmp_path_factory, "llama")
+    _word_tokenizer(directory)
+    oracle = transformers.PreTrainedTokenizerFast(tokenizer_file=str(directory / "tokenizer.json"), bos_token="w6",
+                                                  eos_token="w96", chat_template=CHAT_TEMPLATE)
+    monkeypatch.setattr("sys.stdin", io.StringIO("w5 w17\n\nw9 w10 w11\n"))
+    assert cli.main(["chat", str(directory), "--system", "w8", "--max-new-tokens", "5", "--device", TEST_DEVICE]) == 0
+    replies = capsys.readouterr().out.splitlines()
+    messages = [{"role": "system", "content": "w8"}]
+    for line, reply in zip(["w5 w17", "w9 w10 w11"], replies, strict=True):
+        messages.append({"role": "user", "content": line})
+        ids = oracle.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+        assert ids[:3] == [6, 4, 8]  # the template's own bos, then the system turn
+        assert reply == " ".join(f"w{t}" for t in _reference(model, ids, 5))
+        messages.append({"role": "assistant", "content": reply})
+
+
+def test_chat_without_a_template_or_with_a_failing_one_is_refused(tmp_path_factory, capsys, monkeypatch):
+    import io
+    from nbxtensor import cli
+    _, directory = _checkpoint(tmp_path_factory, "llama")
+    _word_tokenizer(directory, chat_template=None)
+    monkeypatch.setattr("sys.stdin", io.StringIO("w5\n"))
+    assert cli.main(["chat", str(directory), "--device", TEST_DEVICE]) == 2
+    assert "no chat template" in capsys.readouterr().err
+    _word_tokenizer(directory, chat_template="{{ raise_exception('system messages are not supported') }}")
+    assert cli.main(["chat", str(directory), "--device", TEST_DEVICE]) == 2
+    assert "refused the conversation: system messages are not supported" in capsys.readouterr().err
+
+
+def test_weights_load_under_a_progress_bar_of_their_bytes(tmp_path_factory, monkeypatch):
+    from nbxtensor import progress
+    from nbxtensor.llm import checkpoint
+    model, directory = _checkpoint(tmp_path_factory, "llama")
+    tasks = []
+
+    def recording(label, total=None, unit=None):
+        tasks.append(progress.Task(label, total, unit))
+        return tasks[-1]
+    monkeypatch.setattr(checkpoint.progress, "task", recording)
+    llm.load(directory, device=TEST_DEVICE)
+    (task,) = tasks
+    weights = sum(p.numel() * 4 for p in model.state_dict().values())
+    assert task.label == "loading weights" and task.unit == "bytes" and task.total == task.done == weights
+    assert "100% [" in task.line(200)
+
+
+def test_a_missing_weight_and_a_dtype_the_device_cannot_run_are_refused(tmp_path_factory, tmp_path, monkeypatch):
+    from nbxtensor.io.safetensors import safe_open, save_file
+    from nbxtensor.llm import model as model_module
+    _, directory = _checkpoint(tmp_path_factory, "llama")
+    (tmp_path / "config.json").write_text((directory / "config.json").read_text())
+    with safe_open(str(directory / "model.safetensors")) as file:
+        kept = {name: file.get_tensor(name) for name in file.keys() if name != "model.layers.1.mlp.down_proj.weight"}
+    save_file(kept, str(tmp_path / "model.safetensors"))
+    with pytest.raises(llm.CheckpointError, match="lacks weight model.layers.1.mlp.down_proj.weight"):
+        llm.load(tmp_path, device=TEST_DEVICE)
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16, not float64"):
+        llm.load(directory, device=TEST_DEVICE, dtype="float64")
+
+    class Turing:
+        facts = {"native_bf16": False}
+    monkeypatch.setattr(model_module, "backend_for", lambda device: Turing())
+    with pytest.raises(TypeError, match="no bfloat16 arithmetic.*dtype='float16'"):
+        llm.load(directory, device=TEST_DEVICE, dtype="bfloat16")

@@ -5,9 +5,16 @@ KV-cache append and rotary position embeddings.
 Scores are kept in base 2: ``qk * scale * log2(e)`` and ``exp2``, which is exact up to float32 rounding
 and cheaper than ``exp`` on a GPU. A row that sees no key at all (every score -inf) yields zeros, as
 torch's scaled_dot_product_attention gives.
+
+Two options serve decoders such as Gemma 2 and Mistral, each a constexpr so that other launches compile
+as before: SOFTCAP caps every scaled score s at ``cap * tanh(s / cap)`` (in base 2 as the scores are:
+``cap * log2(e)`` is passed, which gives the same value), WINDOW lets the query at position p see only
+keys j > p - window. A causal prefill may start at a query offset (its queries at positions offset + i,
+continuing a sequence whose first keys are already there).
 """
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from .copy import _decode, _encode
 
@@ -41,6 +48,14 @@ def _score_mask(s, rows, cols, mask_ptr, mask_row_stride, mask_col_stride, row_o
         bias = tl.load(mask_ptr + rows[:, None] * mask_row_stride + cols[None, :] * mask_col_stride,
                        mask=row_ok[:, None] & col_ok[None, :], other=0)
         s = s + _decode(bias, MASK_FORMAT).to(tl.float32) * 1.4426950408889634
+    return s
+
+
+@triton.jit
+def _cap(s, softcap, SOFTCAP: tl.constexpr):
+    """Scaled scores capped at ``softcap * tanh(s / softcap)`` when SOFTCAP, else as they are."""
+    if SOFTCAP:
+        s = softcap * libdevice.tanh(s / softcap)
     return s
 
 
@@ -89,37 +104,43 @@ def _load_tile(ptrs, keys_ok, dims_ok, EDGE: tl.constexpr, FULL_DIMS: tl.constex
 
 
 @triton.jit
-def _scores(q_tile, k_tile, rm, rn, mask_base, L, col_ok, qk_scale, mask_sl, mask_ss, MASK_KIND: tl.constexpr,
-            MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr, FOLD: tl.constexpr):
-    """A tile's scores: raw products when FOLD (``_softmax_step`` scales them), else scaled and masked."""
+def _scores(q_tile, k_tile, rm, rn, mask_base, L, col_ok, qk_scale, softcap, mask_sl, mask_ss, MASK_KIND: tl.constexpr,
+            MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr, FOLD: tl.constexpr,
+            SOFTCAP: tl.constexpr):
+    """A tile's scores: raw products when FOLD (``_softmax_step`` scales them), else scaled, capped and
+    masked."""
     s = tl.dot(q_tile, _widen(k_tile, IN_FORMAT), input_precision=PRECISION, out_dtype=tl.float32)
     if not FOLD:
-        s = s * qk_scale
+        s = _cap(s * qk_scale, softcap, SOFTCAP)
         s = _score_mask(s, rm, rn, mask_base, mask_sl, mask_ss, rm < L, col_ok, MASK_KIND, MASK_FORMAT)
     return s
 
 
 @triton.jit
 def _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv, L, S, qk_scale,
-                   k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss,
+                   softcap, q_offset, window, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss,
                    HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                    EDGE: tl.constexpr, MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
-                   PRECISION: tl.constexpr, INDEX_64: tl.constexpr, FOLD: tl.constexpr):
-    """Fold the key tile at ``start_n`` into the running softmax. EDGE: the tile may pass the last key
-    or (CAUSAL) the diagonal, so its scores are masked; tiles wholly inside need no mask. FOLD (inner
-    tiles without a user mask, positive scale): the scale is folded into the softmax."""
+                   PRECISION: tl.constexpr, INDEX_64: tl.constexpr, FOLD: tl.constexpr, SOFTCAP: tl.constexpr,
+                   WINDOW: tl.constexpr):
+    """Fold the key tile at ``start_n`` into the running softmax. EDGE: the tile may pass the last key,
+    (CAUSAL) the diagonal or (WINDOW) the window's start, so its scores are masked; tiles wholly inside
+    need no mask. FOLD (inner tiles without a user mask, positive scale): the scale is folded into the
+    softmax."""
     rn = start_n + tl.arange(0, BLOCK_N)
     if INDEX_64:
         rn = rn.to(tl.int64)
     col_ok = rn < S
     k_tile = _load_tile(k_base + rn[None, :] * k_sn + rd[:, None] * k_sd, col_ok[None, :], rd[:, None] < HEAD_DIM,
                         EDGE, HEAD_DIM == rd.shape[0])
-    s = _scores(q_tile, k_tile, rm, rn, mask_base, L, col_ok, qk_scale, mask_sl, mask_ss, MASK_KIND, MASK_FORMAT,
-                IN_FORMAT, PRECISION, FOLD and not EDGE)
+    s = _scores(q_tile, k_tile, rm, rn, mask_base, L, col_ok, qk_scale, softcap, mask_sl, mask_ss, MASK_KIND,
+                MASK_FORMAT, IN_FORMAT, PRECISION, FOLD and not EDGE, SOFTCAP)
     if EDGE:
         allowed = col_ok[None, :] & (rm[:, None] >= 0)
         if CAUSAL:
-            allowed = allowed & (rn[None, :] <= rm[:, None])
+            allowed = allowed & (rn[None, :] <= rm[:, None] + q_offset)
+        if WINDOW:
+            allowed = allowed & (rn[None, :] > rm[:, None] + q_offset - window)
         s = tl.where(allowed, s, float("-inf"))
     v_tile = _load_tile(v_base + rn[:, None] * v_sn + rdv[None, :] * v_sd, col_ok[:, None],
                         rdv[None, :] < VALUE_DIM, EDGE, VALUE_DIM == rdv.shape[0])
@@ -128,10 +149,11 @@ def _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm
 
 @triton.jit
 def _forward_span(acc, m_i, l_i, first, stop, q_tile, k_base, v_base, mask_base, rm, rd, rdv, L, S, qk_scale,
-                  k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss,
+                  softcap, q_offset, window, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss,
                   HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                   EDGE: tl.constexpr, MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
-                  PRECISION: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, FOLD: tl.constexpr):
+                  PRECISION: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, FOLD: tl.constexpr,
+                  SOFTCAP: tl.constexpr, WINDOW: tl.constexpr):
     """The key tiles from ``first`` up to ``stop``, in order."""
     if INTERPRETED:
         # Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2); a GPU needs the
@@ -139,32 +161,35 @@ def _forward_span(acc, m_i, l_i, first, stop, q_tile, k_base, v_base, mask_base,
         start_n = first
         while start_n < stop:
             acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
-                                           L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM,
-                                           VALUE_DIM, BLOCK_N, CAUSAL, EDGE, MASK_KIND, MASK_FORMAT, IN_FORMAT,
-                                           PRECISION, INDEX_64, FOLD)
+                                           L, S, qk_scale, softcap, q_offset, window, k_sn, k_sd, v_sn, v_sd,
+                                           mask_sl, mask_ss, HEAD_DIM, VALUE_DIM, BLOCK_N, CAUSAL, EDGE, MASK_KIND,
+                                           MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64, FOLD, SOFTCAP, WINDOW)
             start_n += BLOCK_N
     else:
         for start_n in range(first, stop, BLOCK_N):
             acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
-                                           L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM,
-                                           VALUE_DIM, BLOCK_N, CAUSAL, EDGE, MASK_KIND, MASK_FORMAT, IN_FORMAT,
-                                           PRECISION, INDEX_64, FOLD)
+                                           L, S, qk_scale, softcap, q_offset, window, k_sn, k_sd, v_sn, v_sd,
+                                           mask_sl, mask_ss, HEAD_DIM, VALUE_DIM, BLOCK_N, CAUSAL, EDGE, MASK_KIND,
+                                           MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64, FOLD, SOFTCAP, WINDOW)
     return acc, m_i, l_i
 
 
 @triton.jit
-def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
+def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale, softcap, q_offset, window,
                       q_sb, q_sh, q_sl, q_sd, k_sb, k_sh, k_sn, k_sd, v_sb, v_sh, v_sn, v_sd,
                       mask_sb, mask_sh, mask_sl, mask_ss, out_sb, out_sh, out_sl, out_sd,
                       HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                       BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr,
                       MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
                       PRECISION: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                      INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, FOLD_SCALE: tl.constexpr = False):
+                      INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, FOLD_SCALE: tl.constexpr = False,
+                      SOFTCAP: tl.constexpr = False, WINDOW: tl.constexpr = False):
     """out[b, h, i] = softmax_j(q[b, h, i] . k[b, h // heads_per_kv, j] * scale + mask) v[...]; one
     BLOCK_M tile of queries per program (axis 0), query head on axis 1, batch on axis 2. Causal programs
     take their tiles last first, so the longest start first and the shortest fill the end of the grid.
-    FOLD_SCALE (no user mask, positive scale): inner tiles fold the scale into the softmax's exponent."""
+    FOLD_SCALE (no user mask, positive scale, no cap): inner tiles fold the scale into the softmax's
+    exponent. Causal query i stands at position q_offset + i; WINDOW (causal only) masks every tile from
+    the first the window reaches."""
     if CAUSAL:
         tile_m = tl.num_programs(0) - 1 - tl.program_id(0)
     else:
@@ -190,22 +215,27 @@ def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
     acc = tl.zeros((BLOCK_M, BLOCK_DV), dtype=tl.float32)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    # causal (top-left aligned): query i sees keys j <= i, so key tiles past this tile's last row are
-    # skipped, and those wholly left of its first row need no mask; nor do whole tiles without causality
+    # causal (top-left aligned, shifted by q_offset): query i sees keys j <= q_offset + i, so key tiles past
+    # this tile's last row are skipped, and those wholly left of its first row need no mask; nor do whole
+    # tiles without causality. A window skips the tiles wholly before it and masks all the others.
+    first = 0
     if CAUSAL:
-        stop = tl.minimum(S, (tile_m + 1) * BLOCK_M)
-        inner_stop = tl.minimum(S, tile_m * BLOCK_M) // BLOCK_N * BLOCK_N
+        stop = tl.minimum(S, (tile_m + 1) * BLOCK_M + q_offset)
+        inner_stop = tl.minimum(S, tile_m * BLOCK_M + q_offset) // BLOCK_N * BLOCK_N
+        if WINDOW:
+            first = tl.maximum(0, tile_m * BLOCK_M + q_offset - window + 1) // BLOCK_N * BLOCK_N
+            inner_stop = first
     else:
         stop = S
         inner_stop = S // BLOCK_N * BLOCK_N
-    acc, m_i, l_i = _forward_span(acc, m_i, l_i, 0, inner_stop, q_tile, k_base, v_base, mask_base, rm, rd, rdv, L,
-                                  S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM, VALUE_DIM,
-                                  BLOCK_N, CAUSAL, False, MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64,
-                                  INTERPRETED, FOLD_SCALE)
+    acc, m_i, l_i = _forward_span(acc, m_i, l_i, first, inner_stop, q_tile, k_base, v_base, mask_base, rm, rd, rdv,
+                                  L, S, qk_scale, softcap, q_offset, window, k_sn, k_sd, v_sn, v_sd, mask_sl,
+                                  mask_ss, HEAD_DIM, VALUE_DIM, BLOCK_N, CAUSAL, False, MASK_KIND, MASK_FORMAT,
+                                  IN_FORMAT, PRECISION, INDEX_64, INTERPRETED, FOLD_SCALE, SOFTCAP, WINDOW)
     acc, m_i, l_i = _forward_span(acc, m_i, l_i, inner_stop, stop, q_tile, k_base, v_base, mask_base, rm, rd, rdv,
-                                  L, S, qk_scale, k_sn, k_sd, v_sn, v_sd, mask_sl, mask_ss, HEAD_DIM, VALUE_DIM,
-                                  BLOCK_N, CAUSAL, True, MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64,
-                                  INTERPRETED, False)
+                                  L, S, qk_scale, softcap, q_offset, window, k_sn, k_sd, v_sn, v_sd, mask_sl,
+                                  mask_ss, HEAD_DIM, VALUE_DIM, BLOCK_N, CAUSAL, True, MASK_KIND, MASK_FORMAT,
+                                  IN_FORMAT, PRECISION, INDEX_64, INTERPRETED, False, SOFTCAP, WINDOW)
     result = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
     value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     tl.store(out + batch * out_sb + head * out_sh + rm[:, None] * out_sl + rdv[None, :] * out_sd, value,
@@ -213,7 +243,7 @@ def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
 
 
 @triton.jit
-def attention_forward_heads(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
+def attention_forward_heads(q, k, v, mask, out, L, S, heads_per_kv, qk_scale, softcap, q_offset, window,
                             q_sb, q_sh, q_sl, q_sd, k_sb, k_sh, k_sn, k_sd, v_sb, v_sh, v_sn, v_sd,
                             mask_sb, mask_sh, mask_sl, mask_ss, out_sb, out_sh, out_sl, out_sd,
                             HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -221,7 +251,7 @@ def attention_forward_heads(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
                             CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr,
                             IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr, DST_FORMAT: tl.constexpr,
                             VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, HEADS: tl.constexpr,
-                            HEAD_COUNT: tl.constexpr):
+                            HEAD_COUNT: tl.constexpr, SOFTCAP: tl.constexpr = False, WINDOW: tl.constexpr = False):
     """``attention_forward`` for Triton's interpreter, which pays per program and per operation rather
     than per element: HEADS query heads a program (axis 1; HEAD_COUNT heads in all), each a BLOCK_M tile of
     its queries (axis 0) against all its S <= BLOCK_N keys in one tile. The heads' tiles are stacked into
@@ -253,11 +283,13 @@ def attention_forward_heads(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
     k_tile = tl.load(k + batch * k_sb + (col_kv_head * k_sh + rn * k_sn)[None, :] + rd[:, None] * k_sd,
                      mask=col_ok[None, :] & (rd[:, None] < HEAD_DIM), other=0)
     mask_rows = mask + batch * mask_sb + (row_head * mask_sh)[:, None]
-    s = _scores(_widen(q_tile, IN_FORMAT), k_tile, rm, rn, mask_rows, L, col_ok, qk_scale, mask_sl, mask_ss,
-                MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, False)
+    s = _scores(_widen(q_tile, IN_FORMAT), k_tile, rm, rn, mask_rows, L, col_ok, qk_scale, softcap, mask_sl,
+                mask_ss, MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, False, SOFTCAP)
     allowed = col_ok[None, :] & (row_head[:, None] == col_head[None, :])
     if CAUSAL:
-        allowed = allowed & (rn[None, :] <= rm[:, None])
+        allowed = allowed & (rn[None, :] <= rm[:, None] + q_offset)
+    if WINDOW:
+        allowed = allowed & (rn[None, :] > rm[:, None] + q_offset - window)
     s = tl.where(allowed, s, float("-inf"))
     v_tile = tl.load(v + batch * v_sb + (col_kv_head * v_sh + rn * v_sn)[:, None] + rdv[None, :] * v_sd,
                      mask=col_ok[:, None] & (rdv[None, :] < VALUE_DIM), other=0)
@@ -274,12 +306,14 @@ def attention_forward_heads(q, k, v, mask, out, L, S, heads_per_kv, qk_scale,
 # ---- decode: one query token, keys split over programs ---------------------------------------------------
 @triton.jit
 def _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, rg, group_ok, rd, rdv, rn,
-                  key_stop, qk_scale, k_sp, k_sn, k_sd, v_sp, v_sn, v_sd, mask_sh, mask_ss, block_size,
+                  key_start, key_stop, qk_scale, softcap, k_sp, k_sn, k_sd, v_sp, v_sn, v_sd, mask_sh, mask_ss,
+                  block_size,
                   HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, PAGED: tl.constexpr,
                   MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
-                  PRECISION: tl.constexpr, INDEX_64: tl.constexpr):
-    """Keys ``rn`` (those below ``key_stop``) folded into the state of the group's query heads ``rg``."""
-    col_ok = rn < key_stop
+                  PRECISION: tl.constexpr, INDEX_64: tl.constexpr, SOFTCAP: tl.constexpr):
+    """Keys ``rn`` (those from ``key_start`` below ``key_stop``) folded into the state of the group's query
+    heads ``rg``."""
+    col_ok = (rn < key_stop) & (rn >= key_start)
     if PAGED:
         # key j lives in slot j % block_size of page block_table[j // block_size]
         page = tl.load(table_row + rn // block_size, mask=col_ok, other=0)
@@ -298,6 +332,7 @@ def _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, r
         v_tile = tl.load(v_base + rn[:, None] * v_sn + rdv[None, :] * v_sd,
                          mask=col_ok[:, None] & (rdv[None, :] < VALUE_DIM), other=0)
     s = tl.dot(q_tile, _widen(k_tile, IN_FORMAT), input_precision=PRECISION, out_dtype=tl.float32) * qk_scale
+    s = _cap(s, softcap, SOFTCAP)
     s = _score_mask(s, rg, rn, mask_base, mask_sh, mask_ss, group_ok, col_ok, MASK_KIND, MASK_FORMAT)
     s = tl.where(col_ok[None, :] & group_ok[:, None], s, float("-inf"))
     return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), 1.0, PRECISION, False)
@@ -305,17 +340,19 @@ def _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, r
 
 @triton.jit
 def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, part_sum,
-                   S, heads_per_kv, H_q, keys_per_split, splits, qk_scale, block_size,
+                   S, heads_per_kv, H_q, keys_per_split, splits, qk_scale, softcap, window, block_size,
                    q_sb, q_sh, q_sd, k_sb, k_sh, k_sn, k_sd, v_sb, v_sh, v_sn, v_sd,
                    mask_sb, mask_sh, mask_ss, table_sb,
                    HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
                    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, MASK_KIND: tl.constexpr,
                    MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr,
-                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, SOFTCAP: tl.constexpr = False,
+                   WINDOW: tl.constexpr = False):
     """The partial (max, sum, weighted sum) of one KV head's group of query heads (axis 0) over one split
     of the keys (axis 1) of one sequence (axis 2). The group shares every K/V tile it loads, which is what
     makes grouped-query decode read the cache once. Dense keys are (b, kv head, key, dim) through strides;
-    paged keys are (page, slot, kv head, dim), and then ``k_sb``/``k_sn`` are the page and slot strides."""
+    paged keys are (page, slot, kv head, dim), and then ``k_sb``/``k_sn`` are the page and slot strides.
+    The query stands after the last key: WINDOW lets it see the last ``window`` keys only."""
     kv_head = tl.program_id(0)
     split = tl.program_id(1)
     batch = tl.program_id(2)
@@ -341,26 +378,29 @@ def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, par
         v_base = v + batch * v_sb + kv_head * v_sh
     mask_base = mask + batch * mask_sb
     start = split * keys_per_split
+    key_start = start
+    if WINDOW:
+        key_start = tl.maximum(start, key_stop - window)
     key_stop = tl.minimum(key_stop, start + keys_per_split)
     acc = tl.zeros((BLOCK_G, BLOCK_DV), dtype=tl.float32)
     m_i = tl.full((BLOCK_G,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_G,), dtype=tl.float32)
     if INTERPRETED:
-        start_n = start
+        start_n = key_start
         while start_n < key_stop:
             rn = start_n + tl.arange(0, BLOCK_N)
             acc, m_i, l_i = _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, rg, group_ok,
-                                          rd, rdv, rn, key_stop, qk_scale, k_sb, k_sn, k_sd, v_sb, v_sn, v_sd, mask_sh,
-                                          mask_ss, block_size, HEAD_DIM, VALUE_DIM, PAGED, MASK_KIND, MASK_FORMAT,
-                                          IN_FORMAT, PRECISION, INDEX_64)
+                                          rd, rdv, rn, key_start, key_stop, qk_scale, softcap, k_sb, k_sn, k_sd, v_sb,
+                                          v_sn, v_sd, mask_sh, mask_ss, block_size, HEAD_DIM, VALUE_DIM, PAGED,
+                                          MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64, SOFTCAP)
             start_n += BLOCK_N
     else:
-        for start_n in range(start, key_stop, BLOCK_N):
+        for start_n in range(key_start, key_stop, BLOCK_N):
             rn = start_n + tl.arange(0, BLOCK_N)
             acc, m_i, l_i = _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, rg, group_ok,
-                                          rd, rdv, rn, key_stop, qk_scale, k_sb, k_sn, k_sd, v_sb, v_sn, v_sd, mask_sh,
-                                          mask_ss, block_size, HEAD_DIM, VALUE_DIM, PAGED, MASK_KIND, MASK_FORMAT,
-                                          IN_FORMAT, PRECISION, INDEX_64)
+                                          rd, rdv, rn, key_start, key_stop, qk_scale, softcap, k_sb, k_sn, k_sd, v_sb,
+                                          v_sn, v_sd, mask_sh, mask_ss, block_size, HEAD_DIM, VALUE_DIM, PAGED,
+                                          MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64, SOFTCAP)
     # partials are (batch, query head, split) rows, contiguous
     state = (batch * H_q + rg) * splits + split
     tl.store(part_max + state, m_i, mask=group_ok)

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field, replace
 
 from .. import cuda as _cuda
 from .cache import CacheFull, PagedKVCache
+from .chat import ChatTemplate, TemplateError
 from .checkpoint import CheckpointError, read_json
-from .model import SUPPORTED_ARCHITECTURES, DecoderConfig, DecoderModel, load_model
+from .model import DEFAULT_PREFILL_CHUNK, SUPPORTED_ARCHITECTURES, DecoderConfig, DecoderModel, load_model
 from .replay import DecodeReplayer
 from .sampling import Sampler, SamplingParams
 
 __all__ = ["load", "LLM", "Engine", "Request", "Generation", "SamplingParams", "Sampler", "PagedKVCache", "CacheFull",
-           "CheckpointError", "DecoderConfig", "DecoderModel", "SUPPORTED_ARCHITECTURES"]
+           "CheckpointError", "TemplateError", "DecoderConfig", "DecoderModel", "SUPPORTED_ARCHITECTURES"]
 
 TOKENIZER_FILE = "tokenizer.json"
 # the share of free device memory the KV cache takes when no size is given
@@ -170,9 +171,11 @@ class LLM:
     """A decoder checkpoint with its tokenizer and generation defaults, ready to generate."""
 
     def __init__(self, directory, device=None, dtype=None, cache_tokens: int | None = None,
-                 memory_fraction: float = DEFAULT_MEMORY_FRACTION, block_size: int = 16, replay: bool = True):
-        directory = os.fspath(directory)
-        self.model = load_model(directory, device, dtype)
+                 memory_fraction: float = DEFAULT_MEMORY_FRACTION, block_size: int = 16, replay: bool = True,
+                 prefill_chunk: int = DEFAULT_PREFILL_CHUNK):
+        self.directory = directory = os.fspath(directory)
+        self.model = load_model(directory, device, dtype, prefill_chunk)
+        self._chat_template = None
         self.tokenizer = _load_tokenizer(directory)
         self.defaults = self._generation_defaults(read_json(directory, "generation_config.json", required=False) or {})
         self.engine = Engine(self.model, cache_tokens, memory_fraction, block_size, self.tokenizer, replay)
@@ -204,6 +207,15 @@ class LLM:
             return self.tokenizer.encode(prompt).ids
         return [int(t) for t in prompt]
 
+    def chat_prompt(self, messages: list[dict]) -> list[int]:
+        """The token ids of ``messages`` ({"role", "content"} each) through the checkpoint's chat template,
+        ready for the assistant's reply; the template writes its own special tokens."""
+        if self.tokenizer is None:
+            raise CheckpointError(f"{self.directory}: the checkpoint has no {TOKENIZER_FILE}; chat needs one")
+        if self._chat_template is None:
+            self._chat_template = ChatTemplate(self.directory)
+        return self.tokenizer.encode(self._chat_template.render(messages), add_special_tokens=False).ids
+
     def generate(self, prompts, **settings):
         """One Generation per prompt (text or token ids); a single prompt gives a single Generation."""
         single = isinstance(prompts, str) or (len(prompts) > 0 and isinstance(prompts[0], int))
@@ -232,6 +244,6 @@ class LLM:
                     shown = request.text
 
 
-def load(directory, device=None, dtype=None, **cache) -> LLM:
+def load(directory, device=None, dtype=None, **settings) -> LLM:
     """``LLM(directory, ...)``: the checkpoint's model, tokenizer and generation defaults."""
-    return LLM(directory, device, dtype, **cache)
+    return LLM(directory, device, dtype, **settings)

@@ -7,6 +7,7 @@ elsewhere: a link is followed because the user named the directory, not because 
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 
@@ -81,20 +82,28 @@ def weight_files(directory: str) -> dict[str, str | None]:
 
 def load_weights(directory: str, device, wanted) -> dict:
     """The tensors of the checkpoint named by ``wanted(name)`` (a predicate), on ``device``, read shard by
-    shard. A name found in two files is refused."""
+    shard under a progress bar of their bytes (the headers, read first, give the total). A name found in
+    two files is refused."""
     files = weight_files(directory)
+    plan = {}
+    for path in files:
+        try:
+            with safe_open(path) as file:
+                plan[path] = {name: math.prod(piece.shape) * piece.dtype.itemsize
+                              for name in file.keys() if wanted(name) for piece in (file.get_slice(name),)}
+        except SafetensorsError as error:
+            raise CheckpointError(f"{path}: {error}") from None
     found = {}
-    with progress.task("loading weights") as shown:
-        for path in files:
+    with progress.task("loading weights", total=sum(sum(sizes.values()) for sizes in plan.values()),
+                       unit="bytes") as shown:
+        for path, sizes in plan.items():
             try:
                 with safe_open(path, device=device) as file:
-                    for name in file.keys():
-                        if not wanted(name):
-                            continue
+                    for name, size in sizes.items():
                         if name in found:
                             raise CheckpointError(f"{directory}: weight {name!r} is in two files")
                         found[name] = file.get_tensor(name)
-                        shown.advance(1)
+                        shown.advance(size)
             except SafetensorsError as error:
                 raise CheckpointError(f"{path}: {error}") from None
     return found

@@ -1,9 +1,13 @@
 """Decoder-only language models written with nbxtensor's ops, read from a Hugging Face checkpoint directory.
 
-One forward serves the Llama lineage (Llama 1-3 with 3.1-style RoPE scaling, Mistral, Qwen2 with its QKV
-bias, Qwen3 with its per-head q/k norms, Phi-3 with its fused QKV and gate-up weights): the families differ in facts of their config, which
-``DecoderConfig.from_hf`` reads once. A prompt runs as one prefill (the flash kernel, causal); every
-later token of a batch of sequences as one decode step (the paged decode kernel over ``PagedKVCache``).
+One forward serves the Llama lineage (Llama 1-3 with 3.1-style RoPE scaling, Mistral with its sliding
+window, Qwen2 with its QKV bias, Qwen3 with its per-head q/k norms, Phi-3 with its fused QKV and gate-up
+weights) and Gemma (embeddings scaled by sqrt(hidden), norms scaling by 1 + weight, a gelu-tanh MLP; Gemma 2
+adds norms after attention and around the MLP, soft-capped attention scores and logits, and sliding-window
+layers between full ones): the families differ in facts of their config, which ``DecoderConfig.from_hf``
+reads once. A prompt runs as a prefill (the flash kernel, causal, in chunks of at most ``prefill_chunk``
+tokens, each attending to the cache so far); every later token of a batch of sequences as one decode step
+(the paged decode kernel over ``PagedKVCache``).
 """
 from __future__ import annotations
 
@@ -12,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..device import resolve
+from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..nn import functional as F
-from ..ops.attention import kv_cache_append, paged_attention, rotary_embedding, scaled_dot_product_attention
+from ..ops.attention import kv_cache_append, paged_attention, prefill_attention, rotary_embedding
 from ..ops.creation import tensor as make_tensor
 from ..ops.normalization import add_rms_norm, rms_norm
 from ..tensor import Tensor
@@ -32,7 +36,11 @@ SUPPORTED_ARCHITECTURES = {
     "Qwen2ForCausalLM": {"attention_bias": True},
     "Qwen3ForCausalLM": {"qk_norm": True},
     "Phi3ForCausalLM": {"fused": True},
+    "GemmaForCausalLM": {"gemma": True},
+    "Gemma2ForCausalLM": {"gemma": True, "sandwich": True},
 }
+# a prompt longer than this prefills in chunks of it unless the model is told otherwise
+DEFAULT_PREFILL_CHUNK = 2048
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 
 
@@ -57,6 +65,12 @@ class DecoderConfig:
     fused: bool  # one qkv_proj and one gate_up_proj weight (Phi-3)
     rotary_dim: int
     sliding_window: int | None
+    layer_windows: tuple  # each layer's sliding window, None for full attention
+    gemma: bool  # embeddings times sqrt(hidden), norms times (1 + weight), gelu-tanh MLP
+    sandwich: bool  # norms after attention and after the MLP too (Gemma 2)
+    attention_scale: float | None  # None: 1 / sqrt(head_dim)
+    attention_softcap: float | None
+    final_softcap: float | None
     dtype: str
     eos_token_ids: tuple[int, ...]
     bos_token_id: int | None
@@ -98,19 +112,55 @@ class DecoderConfig:
         if not 2 <= rotary_dim <= head_dim or rotary_dim % 2:
             raise CheckpointError(f"{where}: partial_rotary_factor {factor!r} gives a rotary dim of {rotary_dim}")
         window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
+        window = window if type(window) is int and window > 0 else None
+        layers = integer("num_hidden_layers")
+        layer_types = config.get("layer_types")
+        if window is None:
+            layer_windows = (None,) * layers
+        elif layer_types is None:
+            layer_windows = (window,) * layers
+        elif not isinstance(layer_types, list) or len(layer_types) != layers:
+            raise CheckpointError(f"{where}: config layer_types must list one type for each of {layers} layers")
+        else:
+            unknown = sorted(set(layer_types) - {"sliding_attention", "full_attention"})
+            if unknown:
+                raise CheckpointError(f"{where}: config layer_types {unknown} are not supported (sliding_attention "
+                                      f"and full_attention are)")
+            layer_windows = tuple(window if t == "sliding_attention" else None for t in layer_types)
+        gemma = family.get("gemma", False)
+        if gemma:
+            activation = config.get("hidden_activation") or config.get("hidden_act") or "gelu_pytorch_tanh"
+            if activation not in ("gelu_pytorch_tanh", "gelu"):
+                raise CheckpointError(f"{where}: hidden_activation {activation!r} is not supported for Gemma "
+                                      f"(gelu_pytorch_tanh is)")
+        elif config.get("hidden_act", "silu") != "silu":
+            raise CheckpointError(f"{where}: hidden_act {config['hidden_act']!r} is not supported (silu is)")
+
+        def positive(key):
+            value = config.get(key)
+            if value is None:
+                return None
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise CheckpointError(f"{where}: config {key} = {value!r} is not a positive number")
+            return float(value)
+        sandwich = family.get("sandwich", False)
+        pre_scalar = positive("query_pre_attn_scalar") if sandwich else None
         return cls(architecture=architecture, vocab_size=integer("vocab_size"), hidden_size=hidden,
-                   intermediate_size=integer("intermediate_size"), num_layers=integer("num_hidden_layers"),
+                   intermediate_size=integer("intermediate_size"), num_layers=layers,
                    num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
                    rms_eps=float(config.get("rms_norm_eps", 1e-6)),
                    rope_theta=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
                    rope_scaling=rope or None,
                    max_positions=integer("max_position_embeddings", 2048),
-                   tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+                   tie_embeddings=bool(config.get("tie_word_embeddings", gemma)),
                    attention_bias=bool(config.get("attention_bias", family.get("attention_bias", False))),
                    output_bias=bool(config.get("attention_bias", False)),
                    qk_norm=family.get("qk_norm", False), fused=family.get("fused", False),
                    rotary_dim=rotary_dim,
-                   sliding_window=window if type(window) is int else None,
+                   sliding_window=window, layer_windows=layer_windows, gemma=gemma, sandwich=sandwich,
+                   attention_scale=None if pre_scalar is None else pre_scalar ** -0.5,
+                   attention_softcap=positive("attn_logit_softcapping") if sandwich else None,
+                   final_softcap=positive("final_logit_softcapping") if sandwich else None,
                    dtype=_DTYPES.get(dtype, "float32"), eos_token_ids=tuple(int(e) for e in eos_ids),
                    bos_token_id=config.get("bos_token_id"))
 
@@ -165,16 +215,34 @@ class _Layer:
         self.o_bias = get("self_attn.o_proj.bias", not config.output_bias)
         self.q_norm = get("self_attn.q_norm.weight", not config.qk_norm)
         self.k_norm = get("self_attn.k_norm.weight", not config.qk_norm)
+        self.pre_mlp_norm = get("pre_feedforward_layernorm.weight", not config.sandwich)
+        self.post_mlp_norm = get("post_feedforward_layernorm.weight", not config.sandwich)
+        if config.gemma:
+            self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm = (
+                _one_plus(w) for w in (self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm))
+
+
+def _one_plus(weight):
+    """A Gemma norm's weight as the norm multiplies by it: 1 + weight, summed in float32 as transformers
+    does (then in the model's dtype, where a float32 model gives the same products)."""
+    if weight is None:
+        return None
+    return (weight.to("float32") + 1.0).to(weight.dtype)
 
 
 class DecoderModel:
     """A loaded decoder. ``prefill`` runs one prompt into the cache and gives its last position's logits;
     ``decode`` runs one token for each of a batch of sequences."""
 
-    def __init__(self, config: DecoderConfig, weights: dict, device, dtype):
-        self.config, self.device, self.dtype = config, device, dtype
+    def __init__(self, config: DecoderConfig, weights: dict, device, dtype, prefill_chunk: int = DEFAULT_PREFILL_CHUNK):
+        if type(prefill_chunk) is not int or prefill_chunk < 1:
+            raise ValueError(f"prefill_chunk must be an integer >= 1, got {prefill_chunk!r}")
+        self.config, self.device, self.dtype, self.prefill_chunk = config, device, dtype, prefill_chunk
         self.embed = weights["model.embed_tokens.weight"]
-        self.norm = weights["model.norm.weight"]
+        self.norm = _one_plus(weights["model.norm.weight"]) if config.gemma else weights["model.norm.weight"]
+        # Gemma's sqrt(hidden), rounded to the model's dtype as transformers rounds it
+        self.embed_scale = (make_tensor(np.asarray(math.sqrt(config.hidden_size), np.float32), device=device).to(dtype)
+                            if config.gemma else None)
         self.lm_head = self.embed if config.tie_embeddings else weights.get("lm_head.weight")
         if self.lm_head is None:
             raise CheckpointError("the checkpoint lacks lm_head.weight (and tie_word_embeddings is false)")
@@ -204,6 +272,15 @@ class DecoderModel:
         k = rotary_embedding(k, self.cos, self.sin, positions)
         return q, k, v
 
+    def _embed(self, tokens: Tensor) -> Tensor:
+        x = F.embedding(tokens, self.embed)
+        return x * self.embed_scale if self.embed_scale is not None else x
+
+    def _logits(self, h: Tensor) -> Tensor:
+        logits = F.linear(h, self.lm_head)
+        cap = self.config.final_softcap
+        return F.tanh(logits / cap) * cap if cap is not None else logits
+
     def _layers(self, x: Tensor, positions: Tensor, cache: PagedKVCache, slots: Tensor, attend) -> Tensor:
         """The residual stream ``x`` (rows, hidden) through every layer and the final norm."""
         c = self.config
@@ -213,27 +290,56 @@ class DecoderModel:
             q, k, v = self._attention_inputs(layer, h, positions)
             kv_cache_append(k, v, cache.keys[index], cache.values[index], slots)
             attended = attend(index, q, k, v).reshape(h.shape[0], c.num_heads * c.head_dim)
-            h, residual = add_rms_norm(F.linear(attended, layer.o, layer.o_bias), residual, hidden, layer.post_norm,
-                                       c.rms_eps)
-            mlp = F.linear(F.silu(F.linear(h, layer.gate)) * F.linear(h, layer.up), layer.down)
+            out = F.linear(attended, layer.o, layer.o_bias)
+            if c.sandwich:
+                out = rms_norm(out, hidden, layer.post_norm, c.rms_eps)
+                h, residual = add_rms_norm(out, residual, hidden, layer.pre_mlp_norm, c.rms_eps)
+            else:
+                h, residual = add_rms_norm(out, residual, hidden, layer.post_norm, c.rms_eps)
+            gate = F.gelu(F.linear(h, layer.gate), approximate="tanh") if c.gemma else F.silu(F.linear(h, layer.gate))
+            mlp = F.linear(gate * F.linear(h, layer.up), layer.down)
+            if c.sandwich:
+                mlp = rms_norm(mlp, hidden, layer.post_mlp_norm, c.rms_eps)
             following = self.layers[index + 1].input_norm if index + 1 < len(self.layers) else self.norm
             h, residual = add_rms_norm(mlp, residual, hidden, following, c.rms_eps)
         return h
 
     def prefill(self, cache: PagedKVCache, sequence: int, tokens) -> Tensor:
-        """Logits (1, vocab) after the prompt ``tokens`` of a fresh cache ``sequence``."""
+        """Logits (1, vocab) after the prompt ``tokens`` of a fresh cache ``sequence``, run in chunks of at
+        most ``prefill_chunk`` tokens."""
+        self._check_length(len(tokens))
+        for start in range(0, len(tokens), self.prefill_chunk):
+            logits = self._prefill_chunk(cache, sequence, tokens[start:start + self.prefill_chunk], start)
+        return logits
+
+    def _prefill_chunk(self, cache: PagedKVCache, sequence: int, tokens, offset: int) -> Tensor:
+        """Logits (1, vocab) after ``tokens``, positions ``offset`` on of ``sequence``, whose first ``offset``
+        are in the cache: the chunk's queries attend to those keys (read from its pages) and to its own."""
+        c = self.config
         length = len(tokens)
-        self._check_length(length)
         slots = self._ints(cache.extend(sequence, length))
-        x = F.embedding(self._ints(tokens), self.embed)
-        positions = self._ints(np.arange(length).reshape(length, 1))
+        x = self._embed(self._ints(tokens))
+        positions = self._ints(np.arange(offset, offset + length).reshape(length, 1))
+        pages = self._ints(cache.block_table([sequence])[0]) if offset else None
 
         def attend(index, q, k, v):
-            out = scaled_dot_product_attention(q.permute(1, 0, 2), k.permute(1, 0, 2), v.permute(1, 0, 2),
-                                               is_causal=True, enable_gqa=True)
+            if pages is not None:
+                k, v = (self._sequence_rows(pool, pages, offset + length) for pool in (cache.keys[index],
+                                                                                       cache.values[index]))
+            out = prefill_attention(q.permute(1, 0, 2), k.permute(1, 0, 2), v.permute(1, 0, 2),
+                                    scale=c.attention_scale, softcap=c.attention_softcap,
+                                    window=c.layer_windows[index], query_offset=offset)
             return out.permute(1, 0, 2)
         h = self._layers(x, positions, cache, slots, attend)
-        return F.linear(h[length - 1:], self.lm_head)
+        return self._logits(h[length - 1:])
+
+    @staticmethod
+    def _sequence_rows(pool: Tensor, pages: Tensor, length: int) -> Tensor:
+        """(length, kv_heads, head_dim): a sequence's first ``length`` keys or values, gathered from its
+        ``pages`` of ``pool`` (num_blocks, block_size, kv_heads, head_dim)."""
+        blocks, block_size, heads, dim = pool.shape
+        rows = F.embedding(pages, pool.view(blocks, block_size * heads * dim))
+        return rows.view(-1, heads, dim)[:length]
 
     def decode_inputs(self, cache: PagedKVCache, sequences: list[int], tokens, rows: int | None = None,
                       width: int | None = None) -> dict[str, np.ndarray]:
@@ -259,12 +365,15 @@ class DecoderModel:
     def decode_from(self, cache: PagedKVCache, inputs: dict) -> Tensor:
         """Logits (rows, vocab) of a decode step whose inputs are already on the device (``decode_inputs``'s
         arrays as tensors): it reads nothing on the host, so it can be captured and replayed."""
-        x = F.embedding(inputs["tokens"], self.embed)
+        c = self.config
+        x = self._embed(inputs["tokens"])
 
         def attend(index, q, k, v):
-            return paged_attention(q, cache.keys[index], cache.values[index], inputs["table"], inputs["seq_lens"])
+            return paged_attention(q, cache.keys[index], cache.values[index], inputs["table"], inputs["seq_lens"],
+                                   scale=c.attention_scale, softcap=c.attention_softcap,
+                                   window=c.layer_windows[index])
         h = self._layers(x, inputs["positions"], cache, inputs["slots"], attend)
-        return F.linear(h, self.lm_head)
+        return self._logits(h)
 
     def decode(self, cache: PagedKVCache, sequences: list[int], tokens) -> Tensor:
         """Logits (batch, vocab) after one more token for each of ``sequences``, op by op."""
@@ -276,24 +385,25 @@ class DecoderModel:
         if length > c.max_positions:
             raise ValueError(f"the sequence reaches {length} tokens, past the model's context of "
                              f"{c.max_positions} (max_position_embeddings)")
-        if c.sliding_window is not None and length > c.sliding_window:
-            raise NotImplementedError(f"the sequence reaches {length} tokens, past the sliding window of "
-                                      f"{c.sliding_window}; windowed attention is not implemented yet")
 
 
-def load_model(directory, device=None, dtype=None) -> DecoderModel:
+def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_PREFILL_CHUNK) -> DecoderModel:
     """The decoder in the Hugging Face checkpoint ``directory`` on ``device``, in ``dtype`` (default: the
-    checkpoint's)."""
+    checkpoint's), prefilling prompts in chunks of at most ``prefill_chunk`` tokens."""
     import os
     directory = os.fspath(directory)
     config = DecoderConfig.from_hf(checkpoint.read_json(directory, checkpoint.CONFIG_FILE), directory)
     device = resolve(device)
     dtype = get_dtype(dtype or config.dtype)
-    if not dtype.is_floating_point or dtype.itemsize < 2 or dtype.storage_only:
+    if dtype.name not in _DTYPES:
         raise TypeError(f"a model runs in float32, float16 or bfloat16, not {dtype.name}")
+    # a GPU without bfloat16 matrix units (before Ampere) cannot compile bfloat16 products
+    if dtype.name == "bfloat16" and backend_for(device).facts.get("native_bf16") is False:
+        raise TypeError(f"{device} has no bfloat16 arithmetic (its facts say native_bf16: false); load the model "
+                        f"with dtype='float16' or 'float32' (nbx generate --dtype float16)")
     raw = checkpoint.load_weights(directory, device, lambda name: name.startswith(("model.", "lm_head.")))
     weights = {name: w if w.dtype is dtype else w.to(dtype) for name, w in raw.items()}
     for required in ("model.embed_tokens.weight", "model.norm.weight"):
         if required not in weights:
             raise CheckpointError(f"{directory}: the checkpoint lacks weight {required}")
-    return DecoderModel(config, weights, device, dtype)
+    return DecoderModel(config, weights, device, dtype, prefill_chunk)

@@ -293,22 +293,29 @@ def _common_flags(dtype, out_dtype, dev, facts) -> dict:
                 INTERPRETED=bool(facts["kernels"].get("interpreted")))
 
 
-def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv, scale, causal, dev, facts):
+def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv, scale, causal, dev, facts,
+             softcap=None, q_offset=0, window=None):
     """The fused forward launch for (B, H, L, E) views, tuned on these tensors; returns (launches,
-    temporaries) over the slots q, k, v, mask, out."""
+    temporaries) over the slots q, k, v, mask, out. ``softcap``, ``q_offset`` and ``window`` as
+    ``prefill_attention`` takes them (None, 0, None: plain attention)."""
     B, H, L, E = q.shape
     keys, value_dim = k.shape[2], v.shape[3]
     flags = _common_flags(q.dtype, out.dtype, dev, facts)
     index_64 = needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
-    wgmma = wgmma_candidates(facts, q, k, v, out, mask, scale, index_64)
+    # the wgmma kernels know neither caps nor windows nor offsets
+    plain = softcap is None and window is None and not q_offset
+    wgmma = wgmma_candidates(facts, q, k, v, out, mask, scale, index_64) if plain else []
     # the key names whether the wgmma kernels serve these operands (1: the pointer form, 2: the warp-
     # specialised one too), so a setting chosen for them is never handed to operands they do not serve
     kernels = 0 if not wgmma else 2 if any(c["KERNEL"] == "wgmma_ws" for c in wgmma) else 1
     key = tuning.launch_key("attention", facts, rows={"L": L}, cols={"S": keys, "E": E}, dtypes=(q.dtype,),
-                            flags={"causal": causal, "mask": mask_kind, **({"wgmma": kernels} if wgmma else {})})
+                            flags={"causal": causal, "mask": mask_kind, **({"wgmma": kernels} if wgmma else {}),
+                                   **({} if plain else {"softcap": softcap is not None, "window": window is not None})})
 
-    # without a user mask and with a positive scale, inner tiles fold the scale into the softmax's exponent
-    fold_scale = mask_kind == K.MASK_NONE and scale > 0
+    # without a user mask or a cap and with a positive scale, inner tiles fold the scale into the softmax's
+    # exponent
+    fold_scale = mask_kind == K.MASK_NONE and scale > 0 and softcap is None
+    options = dict(SOFTCAP=softcap is not None, WINDOW=window is not None)
 
     def planned(config):
         gluon = _GLUON_FORWARDS.get(config.get("KERNEL"))
@@ -321,20 +328,22 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
                 dict(HEAD_DIM=E, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], STAGES=config["STAGES"],
                      CAUSAL=causal, num_warps=config["num_warps"], **{name: config[name] for name in own_settings}))
         args = [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), Slot("out"), L, keys,
-                heads_per_kv, scale * K.LOG2_E, *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride()]
+                heads_per_kv, scale * K.LOG2_E, (softcap or 1.0) * K.LOG2_E, q_offset, window or 0, *q.stride(),
+                *k.stride(), *v.stride(), *mask_strides, *out.stride()]
         if "HEADS" in config:
             return PlannedLaunch(
                 K.attention_forward_heads, (cdiv(L, config["BLOCK_M"]), cdiv(H, config["HEADS"]), B), args,
                 dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                      BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=max(16, next_pow2(value_dim)), CAUSAL=causal,
                      MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, HEADS=config["HEADS"],
-                     HEAD_COUNT=H, **{name: value for name, value in flags.items() if name != "INTERPRETED"}))
+                     HEAD_COUNT=H, **options,
+                     **{name: value for name, value in flags.items() if name != "INTERPRETED"}))
         return PlannedLaunch(
             K.attention_forward, (cdiv(L, config["BLOCK_M"]), H, B), args,
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                  BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=max(16, next_pow2(value_dim)), CAUSAL=causal,
                  MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
-                 num_stages=config["num_stages"], FOLD_SCALE=fold_scale, **flags))
+                 num_stages=config["num_stages"], FOLD_SCALE=fold_scale, **options, **flags))
     tensors = {"q": q, "k": k, "v": v, "mask": mask, "out": out}
     config = tuning.choose_timed(key, facts,
                                  lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype, H) + wgmma,
@@ -379,12 +388,13 @@ def decode_plan(keys: int, facts: dict, config: dict) -> tuple[int, int, int]:
 
 
 def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv, scale, keys, dev, facts,
-            paged=None, tuned=None):
+            paged=None, tuned=None, softcap=None, window=None):
     """Attention of one query row per (batch, head). ``q`` (B, H_q, E) and ``out`` (B, H_q, Ev) as strided
     views; dense ``k``/``v`` (B, H_kv, S, E); paged ones (pages, slots, H_kv, E) with ``paged`` =
     (block_table, seq_lens) and ``keys`` the capacity of a table row. Returns (launches, temporaries)
     over the slots q, k, v, mask, out, table, lens and the temporaries' names. Dense decode is tuned
-    over ``decode_candidates`` unless ``tuned`` gives the setting; paged decode keeps the first."""
+    over ``decode_candidates`` unless ``tuned`` gives the setting; paged decode keeps the first.
+    ``softcap`` and ``window`` as ``paged_attention`` takes them."""
     B, H_q, E = q.shape
     value_dim = out.shape[2]
     head_dim = max(E, value_dim)
@@ -427,11 +437,12 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
             K.decode_partial, (groups, splits, B),
             [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), table, lens, part_acc,
              part_max, part_sum, keys, heads_per_kv, H_q, per_split, splits, scale * K.LOG2_E,
-             k.shape[1] if paged is not None else 1, *q.stride(), *k_args, *v_args, mask_strides[0],
-             mask_strides[1], mask_strides[3], table_sb],
+             (softcap or 1.0) * K.LOG2_E, window or 0, k.shape[1] if paged is not None else 1, *q.stride(), *k_args,
+             *v_args, mask_strides[0], mask_strides[1], mask_strides[3], table_sb],
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, next_pow2(heads_per_kv)), BLOCK_N=block_n,
                  BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
-                 MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"], **stages, **flags)),
+                 MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
+                 SOFTCAP=softcap is not None, WINDOW=window is not None, **stages, **flags)),
         PlannedLaunch(
             K.decode_combine, (H_q, B),
             [part_acc, part_max, part_sum, Slot("out"), H_q, splits, *out.stride()],
@@ -549,9 +560,67 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
     return execute
 
 
+# ---- causal prefill with a cap, a window and a query offset ---------------------------------------------
+def _causal_meta(query, key, value, scale=None, softcap=None, window=None, query_offset=0):
+    op = "prefill_attention"
+    _check_options(op, softcap, window)
+    if len(query.shape) != 3 or len(key.shape) != 3 or len(value.shape) != 3:
+        raise RuntimeError(f"{op}: query, key and value must be (heads, length, dim), got {_dims(query.shape)}, "
+                           f"{_dims(key.shape)} and {_dims(value.shape)}")
+    _check_operands(op, query, key, value)
+    _kv_lead(op, query, key, value, True)
+    if type(query_offset) is not int or query_offset < 0 or query_offset + query.shape[1] != key.shape[1]:
+        raise RuntimeError(f"{op}: query_offset {query_offset!r} plus the query's {query.shape[1]} positions must "
+                           f"be the key's length {key.shape[1]} (the queries are the sequence's last positions)")
+    return TensorMeta((*query.shape[:2], value.shape[-1]), query.dtype)
+
+
+def _causal_cost(query, key, value, scale=None, softcap=None, window=None, query_offset=0):
+    out = _causal_meta(query, key, value, scale, softcap, window, query_offset)
+    H, L, E = query.shape
+    seen = min(key.shape[1], window or key.shape[1])  # keys a query sees, at most
+    return Cost(flops=2 * H * L * seen * (E + value.shape[-1]),
+                bytes_read=nbytes(query) + nbytes(key) + nbytes(value), bytes_written=nbytes(out))
+
+
+@register("prefill_attention", family="attention", aten=["nbx::prefill_attention"], meta=_causal_meta,
+          cost=_causal_cost, api=())
+def prefill_attention(query: Tensor, key: Tensor, value: Tensor, scale: float | None = None,
+                      softcap: float | None = None, window: int | None = None, query_offset: int = 0) -> Tensor:
+    """Causal attention of a sequence's last positions: ``query`` (H_q, L, E) are positions
+    ``query_offset`` to ``query_offset + L - 1`` of a sequence whose keys and values ``key``/``value``
+    (H_kv, query_offset + L, E) hold every position so far; query head h reads key head h // (H_q // H_kv).
+    The query at position p sees keys j <= p, and with ``window`` only j > p - window; ``softcap`` caps each
+    scaled score s at softcap * tanh(s / softcap) before the softmax. Returns (H_q, L, Ev)."""
+    meta = _causal_meta(query, key, value, scale, softcap, window, query_offset)
+    dev = query.device
+    for name, t in (("key", key), ("value", value)):
+        if t.device != dev:
+            raise RuntimeError(f"prefill_attention: expected all tensors on {dev}, got {name} on {t.device}")
+    out = new_tensor(meta.shape, meta.dtype, dev)
+    if out.numel() == 0:
+        return out
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    q4, k4, v4, out4 = (t.unsqueeze(0) for t in (query, key, value, out))
+    launches, temporaries = _prefill(q4, k4, v4, None, K.MASK_NONE, FORMAT_NATIVE, (0, 0, 0, 0), out4,
+                                     query.shape[0] // key.shape[0], scale, True, dev, backend_for(dev).facts,
+                                     softcap=None if softcap is None else float(softcap), q_offset=query_offset,
+                                     window=window)
+    run_launches(dev, launches, temporaries, {"q": q4, "k": k4, "v": v4, "mask": None, "out": out4})
+    return out
+
+
 # ---- paged attention and its cache append ----------------------------------------------------------------
-def _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale=None):
+def _check_options(op: str, softcap, window):
+    if softcap is not None and not (isinstance(softcap, (int, float)) and softcap > 0 and math.isfinite(softcap)):
+        raise ValueError(f"{op}: softcap must be a positive finite number or None, got {softcap!r}")
+    if window is not None and (type(window) is not int or window < 1):
+        raise ValueError(f"{op}: window must be an integer >= 1 or None, got {window!r}")
+
+
+def _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale=None, softcap=None, window=None):
     op = "paged_attention"
+    _check_options(op, softcap, window)
     if len(query.shape) != 3:
         raise RuntimeError(f"{op}: query must be (batch, heads, dim), got shape {_dims(query.shape)}")
     for name, t in (("key_cache", key_cache), ("value_cache", value_cache)):
@@ -574,8 +643,8 @@ def _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale=None
     return TensorMeta((*query.shape[:2], value_cache.shape[-1]), query.dtype)
 
 
-def _paged_cost(query, key_cache, value_cache, block_table, seq_lens, scale=None):
-    out = _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale)
+def _paged_cost(query, key_cache, value_cache, block_table, seq_lens, scale=None, softcap=None, window=None):
+    out = _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale, softcap, window)
     B, H_q, E = query.shape
     capacity = block_table.shape[1] * key_cache.shape[1]
     kv_heads = key_cache.shape[2]
@@ -588,12 +657,14 @@ def _paged_cost(query, key_cache, value_cache, block_table, seq_lens, scale=None
 
 @register("paged_attention", family="attention", aten=["nbx::paged_attention"], meta=_paged_meta, cost=_paged_cost, api=())
 def paged_attention(query: Tensor, key_cache: Tensor, value_cache: Tensor, block_table: Tensor, seq_lens: Tensor,
-                    scale: float | None = None) -> Tensor:
+                    scale: float | None = None, softcap: float | None = None, window: int | None = None) -> Tensor:
     """Decode attention of one query token per sequence over a paged KV cache: ``query`` (B, H_q, E);
     ``key_cache``/``value_cache`` (num_blocks, block_size, H_kv, E); sequence b's key j lives in page
     ``block_table[b, j // block_size]`` at slot ``j % block_size``, for j < ``seq_lens[b]``. H_q may be a
-    multiple of H_kv (grouped-query heads). Returns (B, H_q, Ev); a sequence of length 0 gives zeros."""
-    meta = _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale)
+    multiple of H_kv (grouped-query heads). ``softcap`` caps each scaled score s at softcap * tanh(s /
+    softcap); ``window`` lets the query see only the last ``window`` keys of its sequence. Returns
+    (B, H_q, Ev); a sequence of length 0 gives zeros."""
+    meta = _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale, softcap, window)
     out = new_tensor(meta.shape, meta.dtype, query.device)
     if out.numel() == 0:
         return out
@@ -603,7 +674,7 @@ def paged_attention(query: Tensor, key_cache: Tensor, value_cache: Tensor, block
     facts = backend_for(query.device).facts
     launches, temporaries = _decode(query, key_cache, value_cache, None, K.MASK_NONE, FORMAT_NATIVE, (0, 0, 0, 0),
                                     out, query.shape[1] // key_cache.shape[2], scale, capacity, query.device, facts,
-                                    paged=(block_table, seq_lens))
+                                    paged=(block_table, seq_lens), softcap=softcap, window=window)
     run_launches(query.device, launches, temporaries, {"q": query, "k": key_cache, "v": value_cache, "out": out,
                                                         "table": block_table, "lens": seq_lens})
     return out
@@ -779,5 +850,5 @@ def rotate_half_embedding(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
            [x, cos, sin, out, rows, shape[1], shape[2], *xs, *cs, *ss, *_broadcast_strides_4d(out, shape)],
            HALF=half, BLOCK_ROWS=block_rows, BLOCK_HALF=block_half,
            IN_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
-           VIA_F32=conversion["VIA_F32"], INDEX_64=_needs_index_64(x, cos, sin, out), num_warps=4)
+           VIA_F32=conversion["VIA_F32"], INDEX_64=needs_index_64(x, cos, sin, out), num_warps=4)
     return out
