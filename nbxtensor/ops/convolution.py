@@ -150,12 +150,7 @@ def _output_strides(out_shape, input, weight):
     """Channels-last strides when the input or the weight is channels-last (4-D or 5-D), else contiguous."""
     if len(out_shape) in (4, 5) and (S.strides_like_channels_last(input.shape, input.stride())
                                      or S.strides_like_channels_last(weight.shape, weight.stride())):
-        perm = (0, *range(2, len(out_shape)), 1)
-        dense = S.contiguous_strides(tuple(out_shape[d] for d in perm))
-        strides = [0] * len(out_shape)
-        for i, d in enumerate(perm):
-            strides[d] = dense[i]
-        return tuple(strides)
+        return S.channels_last_strides(out_shape)
     return None
 
 
