@@ -25,21 +25,22 @@ BATCHES = (2, 3)
 T = transformers
 
 
-def _image():
-    return lambda batch: torch.randn(batch, 3, 32, 32)
+def _image(size=32):
+    return lambda batch: torch.randn(batch, 3, size, size)
 
 
 VISION_AND_AUDIO = {
     "resnet": (lambda: T.ResNetModel(T.ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 16],
                                                     depths=[1, 1], layer_type="basic")),
-               _image(), "pooler_output"),
+               _image(16), "pooler_output"),
     "resnet_bottleneck": (lambda: T.ResNetModel(T.ResNetConfig(num_channels=3, embedding_size=8,
                                                                hidden_sizes=[16, 32], depths=[1, 1],
                                                                layer_type="bottleneck", downsample_in_first_stage=True)),
-                          _image(), "last_hidden_state"),
-    "convnext": (lambda: T.ConvNextModel(T.ConvNextConfig(num_channels=3, hidden_sizes=[8, 16], depths=[1, 1],
+                          _image(16), "last_hidden_state"),
+    # its 7x7 depthwise convolutions are the slowest kernels the interpreter runs: few channels, 16x16
+    "convnext": (lambda: T.ConvNextModel(T.ConvNextConfig(num_channels=3, hidden_sizes=[4, 8], depths=[1, 1],
                                                           num_stages=2, patch_size=4)),
-                 _image(), "last_hidden_state"),
+                 _image(16), "last_hidden_state"),
     "vit": (lambda: T.ViTModel(T.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                            intermediate_size=64, image_size=32, patch_size=8)),
             _image(), "last_hidden_state"),
