@@ -11,7 +11,8 @@ from .dtypes import all_dtypes, dtype, get_dtype
 from .promotion import (can_cast, get_default_complex_dtype, get_default_dtype, promote_types, result_type,
                         set_default_dtype)
 from .memory import OutOfMemoryError
-from .shape import broadcast_shapes
+from .shape import broadcast_shapes, memory_format
+from .shape import MEMORY_FORMATS as _MEMORY_FORMATS
 from .tensor import Size, Tensor, is_complex, is_floating_point, is_tensor, numel
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                         set_grad_enabled)
@@ -37,6 +38,7 @@ from .ops.matmul import backends, get_float32_matmul_precision, set_float32_matm
 from .ops.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state  # noqa: E402,E501
 
 _registry.bind(globals(), Tensor)
+globals().update(_MEMORY_FORMATS)  # nbx.channels_last, nbx.contiguous_format, ...
 
 
 def where(condition, input=None, other=None, **kwargs):

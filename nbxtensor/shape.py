@@ -120,6 +120,62 @@ def strides_like_channels_last(shape: Sequence[int], strides: Sequence[int]) -> 
     return True
 
 
+class memory_format(str):
+    """A memory format, as torch's constants name them (``nbx.channels_last`` is ``'channels_last'``)."""
+
+    def __repr__(self) -> str:
+        return f"nbxtensor.{str.__str__(self)}"
+
+
+MEMORY_FORMATS = {name: memory_format(name) for name in
+                  ("preserve_format", "contiguous_format", "channels_last", "channels_last_3d")}
+# the channels-last formats: the rank each needs and its dims from the innermost out
+_CHANNELS_LAST_ORDER = {"channels_last": (1, 3, 2, 0), "channels_last_3d": (1, 4, 3, 2, 0)}
+
+
+def memory_format_name(op: str, value) -> str:
+    """The format ``value`` names: a name, ``nbx.channels_last`` or torch's constant (``torch.channels_last``);
+    None is ``preserve_format``."""
+    if value is None:
+        return "preserve_format"
+    name = str(value).removeprefix("torch.")
+    if name not in MEMORY_FORMATS:
+        raise ValueError(f"{op}: unknown memory_format {value!r}; use one of {', '.join(MEMORY_FORMATS)}")
+    return name
+
+
+def channels_last_strides(shape: Sequence[int], name: str | None = None) -> tuple[int, ...]:
+    """Strides of a channels-last (``channels_last_3d``) tensor of ``shape``, as ATen lays it out: the
+    channel dim innermost, then the spatial dims from the last, then the batch (sizes as they are, so an
+    empty dim gives the dims outside it stride 0, as ATen's do). None names the format of ``shape``'s rank."""
+    if name is None:
+        name = "channels_last_3d" if len(shape) == 5 else "channels_last"
+    order = _CHANNELS_LAST_ORDER[name]
+    if len(shape) != len(order):
+        raise RuntimeError(f"required rank {len(order)} tensor to use {name} format")
+    strides = [0] * len(shape)
+    step = 1
+    for d in order:
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)
+
+
+def is_channels_last_contiguous(shape: Sequence[int], strides: Sequence[int], name: str) -> bool:
+    """Whether the strides are exactly ``name``'s dense layout, size-1 dims' strides free (ATen's
+    ``is_contiguous(memory_format=...)``); a tensor of another rank never is."""
+    order = _CHANNELS_LAST_ORDER[name]
+    if len(shape) != len(order):
+        return False
+    expected = 1
+    for d in order:
+        if shape[d] != 1:
+            if strides[d] != expected:
+                return False
+            expected *= shape[d]
+    return True
+
+
 def dense_strides_in_order(shape: Sequence[int], should_swap) -> tuple[int, ...]:
     """Dense strides for ``shape`` with its dims ordered by ATen's stable insertion sort:
     ``should_swap(a, b)`` is positive when dim a belongs outside dim b, negative when inside, and 0

@@ -167,7 +167,13 @@ class Tensor:
         return self._storage.ptr + self._offset * self._dtype.itemsize
 
     def is_contiguous(self, memory_format=None) -> bool:
-        return _shape.is_contiguous(self._shape, self._strides)
+        """Whether the strides are row-major (the default) or the dense layout of the channels-last format
+        named; ``preserve_format`` asks about row-major, as in torch."""
+        name = "contiguous_format" if memory_format is None else _shape.memory_format_name("is_contiguous",
+                                                                                            memory_format)
+        if name in ("contiguous_format", "preserve_format"):
+            return _shape.is_contiguous(self._shape, self._strides)
+        return _shape.is_channels_last_contiguous(self._shape, self._strides, name)
 
     def is_floating_point(self) -> bool:
         return self._dtype.is_floating_point
@@ -311,7 +317,7 @@ class Tensor:
     # ---- device and dtype moves ---------------------------------------------------------------
     def to(self, *args, **kwargs) -> "Tensor":
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; ``copy=True`` forces a copy;
-        ``memory_format`` as torch's (``ops.copy.preserves_strides``)."""
+        ``memory_format`` as torch's (``ops.copy.format_strides``)."""
         memory_format = kwargs.pop("memory_format", None)
         dev, dt, copy = _parse_to(self, args, kwargs)
         from .ops import copy as _copy

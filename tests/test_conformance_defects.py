@@ -304,12 +304,14 @@ def test_to_takes_a_memory_format():
     assert x.to(x.device, memory_format="preserve_format") is x
 
 
-def test_to_and_shorthands_name_the_memory_formats_they_refuse():
-    x = to_nbx(np.zeros((1, 2, 2, 2), np.float32))
-    with pytest.raises(NotImplementedError, match="'channels_last' is not supported"):
-        x.half(memory_format="channels_last")
-    with pytest.raises(NotImplementedError, match="'channels_last' is not supported"):
-        x.to("float16", memory_format="channels_last")
+def test_to_and_shorthands_take_channels_last_and_name_the_formats_they_refuse():
+    values = np.arange(8, dtype=np.float32).reshape(1, 2, 2, 2)
+    x = to_nbx(values)
+    for got in (x.half(memory_format="channels_last"), x.to("float16", memory_format="channels_last")):
+        assert got.stride() == (8, 1, 4, 2) and got.dtype.name == "float16"
+        np.testing.assert_array_equal(got.numpy(), values.astype(np.float16))
+    with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last format"):
+        to_nbx(np.zeros((2, 2), np.float32)).half(memory_format="channels_last")
     with pytest.raises(ValueError, match="unknown memory_format 'sideways'"):
         x.float(memory_format="sideways")
 

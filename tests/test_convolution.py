@@ -133,6 +133,34 @@ def test_same_valid_unbatched_and_aten(rng):
     _check(got, reference(x[None], w, None, 1, 2, 1, 1), "float32", 15)
 
 
+@pytest.mark.parametrize("dims, ks, dilation", [(1, (4,), (1,)), (2, (2, 3), (3, 1)), (2, (4, 4), (2, 1)),
+                                               (3, (2, 1, 2), (1, 1, 2))])
+def test_same_padding_with_an_odd_total_pads_more_after(rng, dims, ks, dilation):
+    """torch's rule: the total d*(k-1) is split with its extra element after the input."""
+    x = rng.standard_normal((2, 3, *(5, 6, 4)[:dims])).astype(np.float32)
+    w = rng.standard_normal((4, 3, *ks)).astype(np.float32)
+    got = getattr(F, f"conv{dims}d")(_to(x), _to(w), padding="same", dilation=dilation)
+    total = [d * (k - 1) for d, k in zip(dilation, ks)]
+    padded = np.pad(x, ((0, 0), (0, 0), *((t // 2, t - t // 2) for t in total)))
+    want = reference(padded, w, None, 1, 0, dilation, 1)
+    assert want.shape[2:] == x.shape[2:]
+    _check(got, want, "float32", 3 * int(np.prod(ks)))
+
+
+@pytest.mark.parametrize("mode, numpy_mode", [("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")])
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_padding_modes_as_the_modules_apply_them(rng, mode, numpy_mode, dims):
+    """torch.nn.Conv*d(padding_mode=...) pads with F.pad in that mode, then convolves unpadded."""
+    x = rng.standard_normal((1, 2, *(5, 4, 3)[:dims])).astype(np.float32)
+    w = rng.standard_normal((3, 2, *(3,) * dims)).astype(np.float32)
+    amounts = (1, 2) * dims
+    padded = F.pad(_to(x), amounts, mode=mode)
+    np.testing.assert_array_equal(padded.numpy(), np.pad(x, ((0, 0), (0, 0), *((1, 2),) * dims), mode=numpy_mode))
+    got = getattr(F, f"conv{dims}d")(padded, _to(w))
+    want = reference(np.pad(x, ((0, 0), (0, 0), *((1, 2),) * dims), mode=numpy_mode), w, None, 1, 0, 1, 1)
+    _check(got, want, "float32", 2 * 3 ** dims)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: F.conv2d(_to(np.zeros((1, 3, 5, 5))), _to(np.zeros((4, 2, 3, 3))), groups=2), "to have 4 channels"),
     (lambda: F.conv2d(_to(np.zeros((1, 3, 2, 2))), _to(np.zeros((4, 3, 3, 3)))), "Kernel size can't be greater"),
@@ -140,6 +168,15 @@ def test_same_valid_unbatched_and_aten(rng):
     (lambda: F.conv2d(_to(np.zeros((1, 3, 5, 5))), _to(np.zeros((4, 3, 3, 3)), "float16")), "should be the same"),
     (lambda: F.conv_transpose1d(_to(np.zeros((1, 2, 1))), _to(np.zeros((2, 1, 1))), padding=1), "too small"),
     (lambda: F.conv2d(_to(np.zeros((1, 3, 5, 5))), _to(np.zeros((3, 3, 3, 3))), groups=2), "divisible"),
+    (lambda: F.conv_transpose2d(_to(np.zeros((1, 3, 5, 5))), _to(np.zeros((3, 2, 3, 3))), groups=2),
+     r"in_channels \(3\) must be divisible by groups \(2\)"),
+    (lambda: nbx.convolution(_to(np.zeros((1, 3, 5))), _to(np.zeros((4, 3))), None, [1], [0], [1], False, [0], 1),
+     "at least three dimensions"),
+    (lambda: F.conv1d(_to(np.zeros((1, 3, 5))), _to(np.zeros((4, 3, 3))), stride=0), "non-positive stride"),
+    (lambda: F.conv1d(_to(np.zeros((1, 3, 5))), _to(np.zeros((4, 3, 3))), padding=-1), "negative padding"),
+    (lambda: F.conv1d(_to(np.zeros((1, 3, 5))), _to(np.zeros((4, 3, 3))), padding="same", stride=2),
+     "not supported for strided"),
+    (lambda: F.conv1d(_to(np.zeros((1, 3, 5))), _to(np.zeros((4, 3, 3))), groups=0), "non-positive groups"),
 ])
 def test_errors(call, message):
     with pytest.raises(RuntimeError, match=message):

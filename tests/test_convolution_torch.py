@@ -48,3 +48,54 @@ def test_functional_matches_torch(kwargs):
     import nbxtensor as nbx
     got = F.conv2d(nbx.tensor(x.numpy()), nbx.tensor(w.numpy()), nbx.tensor(b.numpy()), **kwargs).numpy()
     np.testing.assert_allclose(got, torch.nn.functional.conv2d(x, w, b, **kwargs).numpy(), rtol=1e-5, atol=1e-5)
+
+
+class PaddedModes(nn.Module):
+    """Every padding mode and an even 'same' kernel with dilation, as modules declare them."""
+
+    def __init__(self, dims):
+        super().__init__()
+        conv = getattr(nn, f"Conv{dims}d")
+        self.layers = nn.ModuleList([conv(2, 2, 3, padding=(1, 2, 1)[:dims] if dims > 1 else 2, padding_mode=mode)
+                                     for mode in ("zeros", "reflect", "replicate", "circular")])
+        self.same = conv(2, 3, 2, padding="same", dilation=3)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+        return self.same(x)
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_padding_modes_and_even_same_export_and_match_torch(dims, tmp_path):
+    torch.manual_seed(dims)
+    module = PaddedModes(dims).eval()
+    x = torch.randn(1, 2, *(6, 5, 4)[:dims])
+    export(module, (x,), tmp_path)
+    with torch.no_grad():
+        want = module(x).numpy()
+    # float32 sums of at most 54 products of values below 1, in another order than torch's, over 5 layers
+    np.testing.assert_allclose(graph.load(tmp_path)(x.numpy()).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, f: f.conv2d(m.zeros(1, 3, 5, 5), m.zeros(4, 2, 3, 3), groups=2),
+    lambda m, f: f.conv2d(m.zeros(1, 3, 5, 5), m.zeros(3, 3, 3, 3), groups=2),
+    lambda m, f: f.conv2d(m.zeros(1, 3, 2, 2), m.zeros(4, 3, 3, 3)),
+    lambda m, f: f.conv_transpose2d(m.zeros(1, 2, 1, 1), m.zeros(2, 1, 1, 1), padding=1),
+    lambda m, f: f.conv1d(m.zeros(1, 3, 5), m.zeros(4, 3, 3), padding=-1),
+    lambda m, f: m.convolution(m.zeros(1, 3, 5), m.zeros(4, 3), None, [1], [0], [1], False, [0], 1),
+])
+def test_error_words_are_torchs(call):
+    """The sentence torch raises for a bad convolution is in ours."""
+    import re
+
+    import nbxtensor as nbx
+
+    def words(error):  # torch writes some sizes in double brackets
+        return re.sub(r"[\[\]]", "", re.sub(r"\s+", " ", str(error.value).splitlines()[0]))
+    with pytest.raises(RuntimeError) as theirs:
+        call(torch, torch.nn.functional)
+    with pytest.raises(RuntimeError) as ours:
+        call(nbx, F)
+    assert words(theirs).split(". Output size")[0].split(". Kernel")[0] in words(ours)

@@ -109,3 +109,33 @@ def test_functional_names_reach_pad_one_hot_and_embedding():
                                                                                ((0, 0), (1, 0)), constant_values=-1))
     np.testing.assert_array_equal(F.one_hot(to_nbx(np.array([2, 0])), 3).numpy(), [[0, 0, 1], [1, 0, 0]])
     np.testing.assert_array_equal(F.embedding(to_nbx(np.array([1, 0])), x).numpy(), [[3, 4, 5], [0, 1, 2]])
+
+
+@pytest.mark.parametrize("args, index", [((1, 1, 4), np.s_[:, 1:4]), ((0, None, None, 2), np.s_[::2]),
+                                         ((1, -3, None), np.s_[:, -3:]), ((), np.s_[:])])
+def test_slice_scatter_writes_src_over_a_copy(args, index):
+    a = np.arange(4 * 5, dtype=np.float32).reshape(4, 5)
+    src = -np.ones_like(a[index])
+    x = strided(a)
+    got = nbx.slice_scatter(x, to_nbx(src), *args)
+    want = a.copy()
+    want[index] = src
+    np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(x.numpy(), a)  # the input is left as it was
+
+
+def test_select_scatter_and_a_wrong_src_shape():
+    a = np.arange(12, dtype=np.int64).reshape(3, 4)
+    got = nbx.select_scatter(to_nbx(a), to_nbx(np.array([7, 8, 9])), 1, 2)
+    want = a.copy()
+    want[:, 2] = [7, 8, 9]
+    np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(RuntimeError, match="src to have a size equal to the slice"):
+        nbx.slice_scatter(to_nbx(a), to_nbx(np.zeros((3, 2), np.int64)), 1, 0, 3)
+
+
+@pytest.mark.parametrize("mode,numpy_mode", [("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")])
+def test_pad_modes_over_three_spatial_dims(mode, numpy_mode):
+    a = np.arange(1 * 2 * 3 * 4 * 5, dtype=np.float32).reshape(1, 2, 3, 4, 5)
+    got = pad(to_nbx(a), (1, 2, 2, 1, 1, 1), mode=mode).numpy()
+    assert np.array_equal(got, np.pad(a, ((0, 0), (0, 0), (1, 1), (2, 1), (1, 2)), mode=numpy_mode))

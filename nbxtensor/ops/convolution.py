@@ -60,6 +60,7 @@ def _geometry(op, input, weight, bias, stride, padding, dilation, transposed, ou
     if any(d <= 0 for d in dilation):
         raise RuntimeError(f"{op}: dilation should be greater than zero, got dilation={list(dilation)}")
     ks = tuple(weight.shape[2:])
+    padding_after = None
     if isinstance(padding, str):
         if padding == "valid":
             padding = (0,) * dims
@@ -68,16 +69,18 @@ def _geometry(op, input, weight, bias, stride, padding, dilation, transposed, ou
                 raise RuntimeError(f"{op}: padding='same' is not supported for transposed convolutions")
             if any(s != 1 for s in stride):
                 raise RuntimeError(f"{op}: padding='same' is not supported for strided convolutions")
+            # an odd total puts the extra row after the input, as torch does; the kernel reads zeros
+            # past the input's end, so only the output size sees the asymmetry
             total = [d * (k - 1) for d, k in zip(dilation, ks)]
-            if any(t % 2 for t in total):
-                raise NotImplementedError(f"{op}: padding='same' with an odd total padding {total} "
-                                          "(asymmetric) is not supported yet")
             padding = tuple(t // 2 for t in total)
+            padding_after = tuple(t - t // 2 for t in total)
         else:
             raise ValueError(f"{op}: Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
     padding = _tuple(op, "padding", padding, dims)
     if any(p < 0 for p in padding):
         raise RuntimeError(f"{op}: negative padding is not supported, got padding={list(padding)}")
+    if padding_after is None:
+        padding_after = padding
     cin = shape[1]
     if transposed:
         if weight.shape[0] != cin:
@@ -101,7 +104,7 @@ def _geometry(op, input, weight, bias, stride, padding, dilation, transposed, ou
                                f"{list(shape)} to have {weight.shape[1] * groups} channels, but got {cin} "
                                "channels instead")
         cout = weight.shape[0]
-        padded = tuple(i + 2 * p for i, p in zip(shape[2:], padding))
+        padded = tuple(i + p + q for i, p, q in zip(shape[2:], padding, padding_after))
         eff = tuple(d * (k - 1) + 1 for d, k in zip(dilation, ks))
         if any(e > q for e, q in zip(eff, padded)):
             raise RuntimeError(f"{op}: Calculated padded input size per channel: ({' x '.join(map(str, padded))})."
@@ -109,8 +112,8 @@ def _geometry(op, input, weight, bias, stride, padding, dilation, transposed, ou
                                "actual input size")
         spatial = tuple((q - e) // s + 1 for q, e, s in zip(padded, eff, stride))
     if any(o <= 0 for o in spatial):
-        raise RuntimeError(f"{op}: Given input size per channel {list(shape[2:])}, calculated output size "
-                           f"{list(spatial)} is too small (negative or zero output size)")
+        raise RuntimeError(f"{op}: Given input size per channel: ({' x '.join(map(str, shape[2:]))}). Calculated "
+                           f"output size per channel: ({' x '.join(map(str, spatial))}). Output size is too small")
     if bias is not None and tuple(bias.shape) != (cout,):
         raise RuntimeError(f"{op}: Given weight of size {list(weight.shape)}, expected bias to be 1-dimensional "
                            f"with {cout} elements, but got bias of size {list(bias.shape)} instead")
@@ -150,12 +153,7 @@ def _output_strides(out_shape, input, weight):
     """Channels-last strides when the input or the weight is channels-last (4-D or 5-D), else contiguous."""
     if len(out_shape) in (4, 5) and (S.strides_like_channels_last(input.shape, input.stride())
                                      or S.strides_like_channels_last(weight.shape, weight.stride())):
-        perm = (0, *range(2, len(out_shape)), 1)
-        dense = S.contiguous_strides(tuple(out_shape[d] for d in perm))
-        strides = [0] * len(out_shape)
-        for i, d in enumerate(perm):
-            strides[d] = dense[i]
-        return tuple(strides)
+        return S.channels_last_strides(out_shape)
     return None
 
 

@@ -508,37 +508,33 @@ def _clone_cost(x, memory_format=None):
 _converted_outputs = PlanCache()  # (input layout, dtype, whether strides are preserved) -> the output's maker
 
 
-_UNSUPPORTED_MEMORY_FORMATS = ("channels_last", "channels_last_3d")
-
-
-def preserves_strides(op: str, memory_format) -> bool:
-    """Whether ``memory_format`` (torch's name without ``torch.``; None is ``preserve_format``) keeps a dense
-    input's strides (True) or asks for row-major ones (``contiguous_format``: False)."""
-    if memory_format in (None, "preserve_format"):
-        return True
-    if memory_format == "contiguous_format":
-        return False
-    if memory_format in _UNSUPPORTED_MEMORY_FORMATS:
-        raise NotImplementedError(f"{op}: memory_format {memory_format!r} is not supported yet; use "
-                                  "'preserve_format' or 'contiguous_format'")
-    raise ValueError(f"{op}: unknown memory_format {memory_format!r}; use 'preserve_format' or 'contiguous_format'")
+def format_strides(op: str, memory_format, shape, strides) -> tuple | None:
+    """Strides of a fresh tensor of ``shape`` made in ``memory_format`` (None is ``preserve_format``) from one
+    laid out with ``strides``; None for row-major. ``preserve_format`` keeps a dense layout's strides."""
+    name = S.memory_format_name(op, memory_format)
+    if name == "preserve_format":
+        return S.dense_strides_like(shape, strides)
+    if name == "contiguous_format":
+        return None
+    return S.channels_last_strides(shape, name)
 
 
 @register("clone", family="copy", aten=["aten::clone.default"], meta=_clone_meta, cost=_clone_cost,
           methods=("clone",))
 def clone(x: Tensor, memory_format=None) -> Tensor:
     """A copy with its own storage; a dense input keeps its strides (``preserve_format``), ``contiguous_format``
-    makes them row-major."""
+    makes them row-major and the channels-last formats put the channel dim innermost."""
     _check_data(x, "clone")
-    return _converted(x, x.dtype, preserves_strides("clone", memory_format))
+    return _converted(x, x.dtype, memory_format)
 
 
-def _converted(x: Tensor, dt, preserve: bool) -> Tensor:
-    """A fresh tensor of ``x``'s shape on its device holding its values as ``dt``: a dense ``x``'s strides
-    kept with ``preserve`` (else contiguous). Its output's maker is kept per (layout, dtype, preserve);
-    the output is fresh, so none of ``copy_``'s checks apply."""
-    out = _converted_outputs.get((layout_key(x), dt, preserve), lambda: fresh_tensor_maker(
-        x.shape, dt, x.device, S.dense_strides_like(x.shape, x.stride()) if preserve else None))()
+def _converted(x: Tensor, dt, memory_format) -> Tensor:
+    """A fresh tensor of ``x``'s shape on its device holding its values as ``dt``, laid out in
+    ``memory_format``. Its output's maker is kept per (layout, dtype, format); the output is fresh, so none
+    of ``copy_``'s checks apply."""
+    name = S.memory_format_name("to", memory_format)
+    out = _converted_outputs.get((layout_key(x), dt, name), lambda: fresh_tensor_maker(
+        x.shape, dt, x.device, format_strides("to", name, x.shape, x.stride())))()
     if x.dtype.is_complex or dt.is_complex:
         _copy_complex(out, x)
     else:
@@ -549,13 +545,15 @@ def _converted(x: Tensor, dt, preserve: bool) -> Tensor:
 @register("contiguous", family="copy", aten=["aten::contiguous.default"], meta=_clone_meta, cost=_clone_cost,
           api=(), methods=("contiguous",))
 def contiguous(x: Tensor, memory_format=None) -> Tensor:
-    if memory_format == "preserve_format":
-        raise ValueError("contiguous: memory_format 'preserve_format' is not a layout contiguous() can give")
-    if memory_format is not None:
-        preserves_strides("contiguous", memory_format)  # refuses the formats not supported and unknown names
-    if x.is_contiguous():
+    """``x`` itself where it is already laid out in ``memory_format`` (row-major unless told), else a copy
+    that is."""
+    name = "contiguous_format" if memory_format is None else S.memory_format_name("contiguous", memory_format)
+    if name == "preserve_format":
+        raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+    if x.is_contiguous(memory_format=name):
         return x
-    return copy_(new_tensor(x.shape, x.dtype, x.device), x)
+    strides = None if name == "contiguous_format" else S.channels_last_strides(x.shape, name)
+    return copy_(new_tensor(x.shape, x.dtype, x.device, strides), x)
 
 
 def _to_meta(x, device=None, dtype=None, copy=False, memory_format=None):
@@ -575,22 +573,28 @@ def to(x: Tensor, device=None, dtype=None, copy: bool = False, memory_format=Non
     channels_last), whether or not ``x`` is contiguous."""
     dev = x.device if device is None else _resolve(device)
     dt = x.dtype if dtype is None else get_dtype(dtype)
-    preserve = preserves_strides("to", memory_format)
+    name = S.memory_format_name("to", memory_format)
     if dev.type == "meta":  # shapes only: nothing to copy
-        return Tensor._meta(x.shape, dt, S.dense_strides_like(x.shape, x.stride()) if preserve else None)
+        return Tensor._meta(x.shape, dt, format_strides("to", name, x.shape, x.stride()))
     _check_data(x, "to")
-    if dev == x.device and dt is x.dtype and not copy and (
-            preserve or not S.strides_like_channels_last(x.shape, x.stride())):
+    if dev == x.device and dt is x.dtype and not copy and name in ("preserve_format", _suggested_format(x)):
         return x
     if dev == x.device:
-        return _converted(x, dt, preserve)
-    if not preserve:
-        return contiguous(to(x, dev, dt))
+        return _converted(x, dt, name)
+    if name != "preserve_format":
+        return contiguous(to(x, dev, dt), memory_format=name)
     if dt is x.dtype:
         return _transfer(x, dev)
     if _can_compute(x.device):
         return _transfer(to(x, dtype=dt), dev)
     return to(_transfer(x, dev), dtype=dt)
+
+
+def _suggested_format(x: Tensor) -> str:
+    """ATen's ``suggest_memory_format``: the channels-last format where the strides look like one."""
+    if S.strides_like_channels_last(x.shape, x.stride()):
+        return "channels_last" if x.ndim == 4 else "channels_last_3d"
+    return "contiguous_format"
 
 
 def _resolve(dev) -> _device:

@@ -17,7 +17,7 @@ from ..lowering import needs_index_64
 from ..promotion import get_default_complex_dtype, get_default_dtype
 from ..storage import Storage
 from ..tensor import Tensor
-from .copy import _BITS_TYPE, _conversion_flags, _elementwise_block, fill_, new_tensor, preserves_strides
+from .copy import _BITS_TYPE, _conversion_flags, _elementwise_block, fill_, format_strides, new_tensor
 from .registry import Cost, TensorMeta, nbytes, register
 
 _I64 = get_dtype("int64")
@@ -26,6 +26,16 @@ _BOOL = get_dtype("bool")
 
 def _creation_meta(shape, dtype):
     return TensorMeta(tuple(shape), dtype)
+
+
+def _factory_strides(op: str, memory_format, shape) -> tuple | None:
+    """A new tensor's strides in ``memory_format`` (row-major unless told): there is no input to preserve."""
+    if memory_format is None:
+        return None
+    name = S.memory_format_name(op, memory_format)
+    if name == "preserve_format":
+        raise RuntimeError(f"{op}: unsupported memory format Preserve (a new tensor has no layout to keep)")
+    return None if name == "contiguous_format" else S.channels_last_strides(shape, name)
 
 
 def _factory(name: str, aten, fill):
@@ -39,7 +49,8 @@ def _factory(name: str, aten, fill):
     def impl(*size, dtype=None, device=None, requires_grad=False, pin_memory=False, memory_format=None):
         refuse_requires_grad(requires_grad, name)
         m = meta(*size, dtype=dtype)
-        out = new_tensor(m.shape, m.dtype, resolve(device), pinned=pin_memory)
+        out = new_tensor(m.shape, m.dtype, resolve(device), _factory_strides(name, memory_format, m.shape),
+                         pinned=pin_memory)
         return out if fill is None else fill_(out, fill)
 
     impl.__name__ = name
@@ -107,8 +118,7 @@ def _like_cost(x, *args, dtype=None, **_):
 def _like_tensor(op: str, x: Tensor, dtype, device, memory_format) -> Tensor:
     dt = x.dtype if dtype is None else get_dtype(dtype)
     dev = x.device if device is None else resolve(device)
-    strides = S.dense_strides_like(x.shape, x.stride()) if preserves_strides(op, memory_format) else None
-    return new_tensor(x.shape, dt, dev, strides)
+    return new_tensor(x.shape, dt, dev, format_strides(op, memory_format, x.shape, x.stride()))
 
 
 def _like(name: str, aten, fill):

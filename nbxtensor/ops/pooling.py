@@ -81,17 +81,8 @@ def _planes(strides, geometry: _Geometry) -> tuple:
 def _output_strides(x, out_shape) -> tuple | None:
     """Channels-last strides for the output where ATen suggests that format for ``x``, else None (contiguous)."""
     if S.strides_like_channels_last(x.shape, x.stride()):
-        return _channels_last_strides(out_shape)
+        return S.channels_last_strides(out_shape)
     return None
-
-
-def _channels_last_strides(shape) -> tuple:
-    strides = [0] * len(shape)
-    step = 1
-    for d in (1, *range(len(shape) - 1, 1, -1), 0):
-        strides[d] = step
-        step *= max(shape[d], 1)
-    return tuple(strides)
 
 
 def _check_dtype(x, op: str, integers: bool) -> None:

@@ -19,7 +19,6 @@ from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .copy import _conversion_flags, fresh_tensor_maker
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .pooling import _channels_last_strides
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, get, nbytes, register
 
@@ -89,7 +88,7 @@ def _plan(x, nd, output_size, scales, mode, align_corners, op):
     per_dim = scales if scales is not None else (None,) * nd
     dev = x.device
     out_shape = (*tuple(x.shape)[:2], *sizes)
-    strides = _channels_last_strides(out_shape) if S.strides_like_channels_last(x.shape, x.stride()) else None
+    strides = S.channels_last_strides(out_shape) if S.strides_like_channels_last(x.shape, x.stride()) else None
     make_out = fresh_tensor_maker(out_shape, dt, dev, strides)
     total = S.numel(out_shape)
     if total == 0:

@@ -14,7 +14,7 @@ from ..tensor import Tensor
 from .copy import _elementwise_block, cat, copy_, fill_, new_tensor
 from .indexing import _padded
 from .registry import Cost, TensorMeta, nbytes, register
-from .views import expand, narrow, reshape, unsqueeze, view_op
+from .views import expand, narrow, reshape, select, slice_, unsqueeze, view_op
 
 _I64 = get_dtype("int64")
 
@@ -360,6 +360,41 @@ def pad(x: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
             positions = crop_before + np.arange(-max(0, before), kept + max(0, after)) % max(kept, 1)
         out = index_select.impl(out, d, tensor(positions.astype(np.int64), device=x.device))
     return out
+
+
+# ---- scatters into views -------------------------------------------------------------------------
+
+def _view_scatter_meta(x, src, *args, view=None):
+    target = view(Tensor._meta(tuple(x.shape), x.dtype), *args)
+    if tuple(src.shape) != tuple(target.shape):
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
+                           f"slice size = {list(target.shape)}")
+    return TensorMeta(tuple(x.shape), x.dtype)
+
+
+def _view_scatter(name, view, aten, defaults):
+    """``name(x, src, *view_args)``: a copy of ``x`` with ``src`` written over ``view(copy, *view_args)``
+    (the functional form of a write into a view, as torch.export writes padding and in-place updates)."""
+    def meta(x, src, *args):
+        return _view_scatter_meta(x, src, *args, *defaults[len(args):], view=view)
+
+    def cost(x, src, *args):
+        return Cost(bytes_read=nbytes(x) + nbytes(src), bytes_written=nbytes(x) + nbytes(src))
+
+    def impl(x, src, *args):
+        args = (*args, *defaults[len(args):])
+        meta(x, src, *args)
+        out = new_tensor(x.shape, x.dtype, x.device)
+        copy_(out, x)
+        copy_(view(out, *args), src)
+        return out
+    impl.__name__ = name
+    impl.__doc__ = f"``torch.{name}``: a copy of ``x`` whose {name.split('_')[0]} view holds ``src``."
+    return register(name, family="copy", aten=aten, meta=meta, cost=cost, methods=(name,))(impl)
+
+
+slice_scatter = _view_scatter("slice_scatter", slice_, ["aten::slice_scatter.default"], (0, None, None, 1))
+select_scatter = _view_scatter("select_scatter", select, ["aten::select_scatter.default"], ())
 
 
 # ---- stacking and grids --------------------------------------------------------------------------
