@@ -27,7 +27,7 @@ _ATTENTION = ["scaled_dot_product_attention", "paged_attention", "kv_cache_appen
 embedding = _indexing.embedding_functional  # torch's argument order: (input, weight, ...)
 pad = _get("pad").impl
 one_hot = _get("one_hot").impl
-_VISION = [f"{kind}_pool{nd}d" for kind in ("max", "avg", "adaptive_avg", "adaptive_max") for nd in (1, 2, 3)] + [
+_VISION = [f"{kind}_pool{nd}d" for kind in ("max", "avg", "adaptive_avg", "adaptive_max", "lp") for nd in (1, 2, 3)] + [
     f"{kind}_pool{nd}d_with_indices" for kind in ("max", "adaptive_max") for nd in (1, 2, 3)] + [
     "interpolate", "pixel_shuffle", "pixel_unshuffle", "grid_sample", "affine_grid", "fold"]
 globals().update({name: _get(name).impl for name in _VISION})
