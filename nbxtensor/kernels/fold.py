@@ -31,7 +31,8 @@ def im2col(src, dst, total, C, H, W, OW, L, KH, KW, SH, SW, PH, PW, DH, DW, s_n,
 
 @triton.jit
 def col2im(src, dst, total, C, H, W, OH, OW, SH, SW, PH, PW, DH, DW, s_n, s_r, s_l,
-           KH: tl.constexpr, KW: tl.constexpr, COMPUTE: tl.constexpr, SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+           KH: tl.constexpr, KW: tl.constexpr, COMPUTE: tl.constexpr, SRC_FORMAT: tl.constexpr,
+           DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
            INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """Output pixel (h, w) takes kernel position (kh, kw) of block (oh, ow) where h + PH = oh * SH + kh * DH."""
     i = program_elements(BLOCK, INDEX_64)

@@ -183,10 +183,10 @@ def _base_coordinate(i, steps, ALIGN: tl.constexpr, COMPUTE: tl.constexpr):
 @triton.jit
 def affine_grid(theta, dst, total, D, H, W, t_n, t_r, t_c,
                 IS_3D: tl.constexpr, ALIGN: tl.constexpr, COMPUTE: tl.constexpr, SRC_FORMAT: tl.constexpr,
-                DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, BLOCK: tl.constexpr):
+                DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """Output (N, [D,] H, W, k): row k of theta (k < 2, or 3 in 3-d) applied to the base point
     (x, y[, z], 1), summed in that order as the product with the base grid sums."""
-    i = program_elements(BLOCK, False)
+    i = program_elements(BLOCK, INDEX_64)
     mask = i < total
     if IS_3D:
         k = i % 3

@@ -192,7 +192,8 @@ def _affine_plan(theta, size, align):
     launch = PlannedLaunch(
         K.affine_grid, (cdiv(total, block),), [Slot("theta"), Slot("out"), total, d, h, w, *theta.stride()],
         dict(IS_3D=is_3d, ALIGN=align, COMPUTE=compute.triton, SRC_FORMAT=load_format(dt),
-             DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], BLOCK=block, num_warps=4))
+             DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=total >= 2 ** 31, BLOCK=block,
+             num_warps=4))
 
     def execute(theta):
         out = make_out()
