@@ -68,6 +68,18 @@ def test_interpolate_1d_3d(mode, shape, scale, recompute):
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("size, scale", [((4, 3), None), ((20, 5), None), (None, 0.3), (None, 1.5), ((1, 1), None)])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_interpolate_antialias(mode, align, size, scale, layout):
+    x = torch.randn(2, 3, 13, 11)
+    want = TF.interpolate(x, size=size, scale_factor=scale, mode=mode, align_corners=align, antialias=True)
+    source = channels_last(x.numpy()) if layout == "channels_last" else to_nbx(x.numpy())
+    got = F.interpolate(source, size=size, scale_factor=scale, mode=mode, align_corners=align, antialias=True)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=0)
+
+
 class Vision(nn.Module):
     """A ResNet-style stem's pooling, a UNet's upsampling and a classifier head's global pool."""
 
@@ -81,7 +93,8 @@ class Vision(nn.Module):
     def forward(self, x):
         y = self.up(self.avg(self.pool(x)))
         z = TF.interpolate(y, size=(5, 7), mode="bilinear", align_corners=False)
-        return self.head(z) + z.mean()
+        small = TF.interpolate(z, size=(3, 4), mode="bicubic", antialias=True)
+        return self.head(z) + z.mean() + TF.interpolate(small, size=(5, 7), mode="bilinear", antialias=True)
 
 
 @cpu_kernels
@@ -95,3 +108,4 @@ def test_export_reaches_the_registry(tmp_path):
     np.testing.assert_allclose(model(example.numpy()).numpy(), want, rtol=1e-5, atol=1e-5)
     names = {op["op"] for op in json.loads((tmp_path / "graph.json").read_text())["ops"]}
     assert any("max_pool2d" in n for n in names) and any("upsample" in n for n in names), names
+    assert any("bicubic2d_aa" in n for n in names) and any("bilinear2d_aa" in n for n in names), names

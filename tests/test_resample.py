@@ -106,3 +106,56 @@ def test_errors(call, error, message):
     x = to_nbx(np.zeros((1, 2, 4, 4), np.float32))
     with pytest.raises(error, match=message):
         call(x)
+
+
+def ref_aa_weights(i, o, scale, align, cubic):
+    """(O, I) float64 matrix of antialiased weights from the definition: a filter centred on
+    scale * (o + 0.5), stretched by the scale when downsampling, cut to its support and normalised."""
+    sc = float(scale_of(i, o, scale, align))
+    stretch = max(sc, 1.0)
+    support = (2.0 if cubic else 1.0) * stretch
+
+    def filt(t):
+        t = abs(t)
+        if cubic:
+            a = -0.5
+            return ((a + 2) * t - (a + 3)) * t * t + 1 if t < 1 else (((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+                                                                       if t < 2 else 0.0)
+        return max(1.0 - t, 0.0)
+    m = np.zeros((o, i))
+    for k in range(o):
+        center = sc * (k + 0.5)
+        lo, hi = max(int(center - support + 0.5), 0), min(int(center + support + 0.5), i)
+        for j in range(lo, hi):
+            m[k, j] = filt((j - center + 0.5) / stretch)
+        if m[k].sum():
+            m[k] /= m[k].sum()
+    return m
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("size, scale", [((4, 3), None), ((2, 9), None), (None, 0.4), (None, 1.6)])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_antialias(rng, mode, align, size, scale, layout):
+    a = rng.standard_normal((2, 2, 9, 8)).astype(np.float32)
+    x = channels_last(a) if layout == "channels_last" else to_nbx(a)
+    out = F.interpolate(x, size=size, scale_factor=scale, mode=mode, align_corners=align, antialias=True)
+    oh, ow = size or (int(9 * scale), int(8 * scale))
+    mh = ref_aa_weights(9, oh, scale, align, mode == "bicubic")
+    mw = ref_aa_weights(8, ow, scale, align, mode == "bicubic")
+    ref = np.einsum("ph,nchw,qw->ncpq", mh, a.astype(np.float64), mw)
+    # a sum of up to 13 x 13 float32 products, weights summing to at most 1.5 in magnitude per dim
+    np.testing.assert_allclose(out.numpy(), ref, rtol=0, atol=64 * EPS32 * np.abs(a).max())
+    if layout == "channels_last":
+        assert out.stride()[1] == 1
+
+
+def test_antialias_errors():
+    x = to_nbx(np.zeros((1, 2, 4, 4), np.float32))
+    with pytest.raises(ValueError, match="Anti-alias option is restricted to bilinear and bicubic"):
+        F.interpolate(x, size=2, mode="nearest", antialias=True)
+    with pytest.raises(ValueError, match="requires a 4-D tensor"):
+        F.interpolate(to_nbx(np.zeros((1, 2, 4), np.float32)), size=2, mode="linear", antialias=True)
+    with pytest.raises(NotImplementedError, match="int32"):
+        F.interpolate(x.to(nbx.int32), size=2, mode="bilinear", antialias=True)

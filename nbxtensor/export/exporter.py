@@ -23,7 +23,8 @@ from . import ExportError, TraceError, first_line
 # its sigmoid and their product) where one pointwise launch computes in fp32 and rounds once.
 KEEP_WHOLE = ("aten::scaled_dot_product_attention.default", "aten::layer_norm.default", "aten::rms_norm.default",
               "aten::linear.default", "aten::embedding.default", "aten::silu.default", "aten::hardswish.default",
-              "aten::hardsigmoid.default", "aten::mish.default", "aten::softplus.default")
+              "aten::hardsigmoid.default", "aten::mish.default", "aten::softplus.default",
+              "aten::affine_grid_generator.default", "aten::im2col.default", "aten::col2im.default")
 # Arguments that say where a result lives; one graph runs on one device, with dense tensors. A memory
 # format is kept: it decides the result's strides, and so whether a later view of it works.
 _DROPPED_ARGUMENTS = frozenset(("device", "layout", "pin_memory"))

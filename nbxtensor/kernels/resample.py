@@ -14,6 +14,9 @@ MODE_NEAREST = 0
 MODE_NEAREST_EXACT = 1
 MODE_LINEAR = 2
 MODE_CUBIC = 3
+# antialiased bilinear and bicubic: their own kernel (resample_aa)
+MODE_LINEAR_AA = 4
+MODE_CUBIC_AA = 5
 
 CUBIC_A = tl.constexpr(-0.75)
 
@@ -153,3 +156,65 @@ def _linear_plane(base, d, h_a, h_b, lh, w_a, w_b, lw, s_d, s_h, s_w, mask, RESA
             far = (1.0 - lw) * far + lw * _load(base, d, h_b, w_b, s_d, s_h, s_w, mask, SRC_FORMAT)
         near = (1.0 - lh) * near + lh * far
     return near
+
+
+@triton.jit
+def _aa_filter(x, CUBIC: tl.constexpr):
+    """The antialiasing filters: the triangle for bilinear, Keys' cubic (A = -0.5) for bicubic."""
+    x = tl.abs(x)
+    if CUBIC:
+        near = ((-0.5 + 2.0) * x - (-0.5 + 3.0)) * x * x + 1.0
+        far = ((-0.5 * x + 2.5) * x - 4.0) * x + 2.0
+        return tl.where(x < 1.0, near, tl.where(x < 2.0, far, 0.0))
+    else:
+        return tl.where(x < 1.0, 1.0 - x, 0.0)
+
+
+@triton.jit
+def _aa_span(o, scale, support, size, MAX: tl.constexpr):
+    """(first input, tap count, filter centre) of output ``o``: the inputs within ``support`` of the
+    centre scale * (o + 0.5), at most MAX of them."""
+    center = scale * (o.to(tl.float32) + 0.5)
+    first = tl.maximum(tl.floor(center - support + 0.5), 0.0).to(tl.int32)
+    end = tl.minimum((center + support + 0.5).to(tl.int32), size)
+    return first, tl.minimum(tl.maximum(end - first, 0), MAX), center
+
+
+@triton.jit
+def _aa_total(first, count, center, invscale, MAX: tl.constexpr, CUBIC: tl.constexpr):
+    total = tl.zeros(first.shape, tl.float32)
+    for j in range(0, MAX):
+        w = _aa_filter(((j + first).to(tl.float32) - center + 0.5) * invscale, CUBIC)
+        total += tl.where(j < count, w, 0.0)
+    return tl.where(total != 0, total, 1.0)
+
+
+@triton.jit
+def resample_aa(src, dst, total, C, IH, IW, OH, OW, s_n, s_c, s_h, s_w, o_n, o_c, o_h, o_w,
+                scale_h, scale_w, support_h, support_w, invscale_h, invscale_w,
+                MAX_H: tl.constexpr, MAX_W: tl.constexpr, CUBIC: tl.constexpr, CHANNELS_LAST: tl.constexpr,
+                SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
+                BLOCK: tl.constexpr):
+    """Antialiased bilinear / bicubic resampling of H and W (ATen's _upsample_*2d_aa): each output is the
+    filter-weighted mean, weights normalised per dim, of the inputs within the filter's support, which
+    widens by the scale when downsampling. Rows are filtered along W first, then combined along H."""
+    i = program_elements(BLOCK, INDEX_64)
+    mask = i < total
+    n, c, od, oh, ow = spatial_coordinates(i, C, 1, OH, OW, CHANNELS_LAST)
+    base = src + n * s_n + c * s_c
+    h0, h_count, h_center = _aa_span(oh, scale_h, support_h, IH, MAX_H)
+    w0, w_count, w_center = _aa_span(ow, scale_w, support_w, IW, MAX_W)
+    h_total = _aa_total(h0, h_count, h_center, invscale_h, MAX_H, CUBIC)
+    w_total = _aa_total(w0, w_count, w_center, invscale_w, MAX_W, CUBIC)
+    value = tl.zeros([BLOCK], tl.float32)
+    for a in range(0, MAX_H):
+        wh = _aa_filter(((a + h0).to(tl.float32) - h_center + 0.5) * invscale_h, CUBIC) / h_total
+        row_ok = mask & (a < h_count)
+        row = tl.zeros([BLOCK], tl.float32)
+        for b in range(0, MAX_W):
+            ww = _aa_filter(((b + w0).to(tl.float32) - w_center + 0.5) * invscale_w, CUBIC) / w_total
+            ok = row_ok & (b < w_count)
+            row += tl.where(ok, ww * _load(base, 0, a + h0, b + w0, 0, s_h, s_w, ok, SRC_FORMAT), 0.0)
+        value += tl.where(row_ok, wh * row, 0.0)
+    out = dst + n * o_n + c * o_c + oh * o_h + ow * o_w
+    tl.store(out, _encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)

@@ -28,10 +28,11 @@ _ATTENTION = ["scaled_dot_product_attention", "prefill_attention", "paged_attent
 embedding = _indexing.embedding_functional  # torch's argument order: (input, weight, ...)
 pad = _get("pad").impl
 one_hot = _get("one_hot").impl
-_VISION = [f"{kind}_pool{nd}d" for kind in ("max", "avg", "adaptive_avg", "adaptive_max") for nd in (1, 2, 3)] + [
+_VISION = [f"{kind}_pool{nd}d" for kind in ("max", "avg", "adaptive_avg", "adaptive_max", "lp") for nd in (1, 2, 3)] + [
     f"{kind}_pool{nd}d_with_indices" for kind in ("max", "adaptive_max") for nd in (1, 2, 3)] + [
-    "interpolate", "pixel_shuffle", "pixel_unshuffle"]
+    "interpolate", "pixel_shuffle", "pixel_unshuffle", "grid_sample", "affine_grid", "fold"]
 globals().update({name: _get(name).impl for name in _VISION})
+unfold = _get("unfold_blocks").impl  # the registry's "unfold" is Tensor.unfold, a view
 
 __all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, *_CONV_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", "embedding",
-                  "pad", "one_hot", *_ATTENTION, *_VISION])
+                  "pad", "one_hot", "unfold", *_ATTENTION, *_VISION])

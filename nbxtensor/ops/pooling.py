@@ -17,7 +17,7 @@ from ..kernels.copy import load_format
 from .copy import _conversion_flags, fresh_tensor_maker
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import kernel_facts
-from .registry import Cost, TensorMeta, nbytes, register
+from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 
 _INT64 = get_dtype("int64")
 _PAIR_WORDS = {1: "a single int", 2: "a tuple of two ints", 3: "a tuple of three ints"}
@@ -358,3 +358,43 @@ def _declare_adaptive_pools(nd: int) -> None:
 for _nd in (1, 2, 3):
     _declare_window_pools(_nd)
     _declare_adaptive_pools(_nd)
+
+
+# ---- power-average pooling ---------------------------------------------------------------------------
+def _lp_parts(nd, kernel_size, stride, ceil_mode):
+    """(the avg_pool op, its arguments after the input, the window's element count) as F.lp_pool calls them."""
+    op = f"lp_pool{nd}d"
+    window = math.prod(_ints(kernel_size, nd, "kernel_size", op))
+    return get(f"avg_pool{nd}d"), (kernel_size, stride, 0, bool(ceil_mode)), window
+
+
+def _declare_lp_pool(nd: int) -> None:
+    name = f"lp_pool{nd}d"
+
+    def lp_pool(input: Tensor, norm_type, kernel_size, stride=None, ceil_mode=False):
+        avg, args, window = _lp_parts(nd, kernel_size, stride, ceil_mode)
+        out = avg.impl(input.pow(norm_type), *args)
+        # torch's formula: sign * relu(abs) keeps a negative mean of odd powers negative before the root
+        return (get("sign").impl(out) * get("relu").impl(out.abs())).mul(window).pow(1.0 / norm_type)
+    lp_pool.__doc__ = (f"torch.nn.functional.{name}: (sum over each window of x^p)^(1/p), as torch composes it "
+                       "from average pooling of x^p (no padding; ceil_mode as avg_pool).")
+
+    def meta(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+        avg, args, _ = _lp_parts(nd, kernel_size, stride, ceil_mode)
+        return avg.meta(TensorMeta(tuple(input.shape), input.dtype), *args)
+
+    def cost(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+        avg, args, _ = _lp_parts(nd, kernel_size, stride, ceil_mode)
+        powered = TensorMeta(tuple(input.shape), input.dtype)
+        out = avg.meta(powered, *args)
+        pooled = avg.cost(powered, *args)
+        # x^p, then sign, abs, relu, their product, the scaling and the root over the pooled size
+        temps = workspace_bytes(nbytes(powered), *(nbytes(out),) * 5)
+        return Cost(flops=S.numel(input.shape) + pooled.flops + 6 * S.numel(out.shape),
+                    bytes_read=nbytes(input) + pooled.bytes_read + 9 * nbytes(out),
+                    bytes_written=nbytes(powered) + pooled.bytes_written + 6 * nbytes(out), workspace=temps)
+    register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=())(lp_pool)
+
+
+for _nd in (1, 2, 3):
+    _declare_lp_pool(_nd)

@@ -24,8 +24,19 @@ from .registry import Cost, TensorMeta, get, nbytes, register
 
 _F32 = get_dtype("float32")
 _KERNEL_MODES = {"nearest": K.MODE_NEAREST, "nearest-exact": K.MODE_NEAREST_EXACT, "linear": K.MODE_LINEAR,
-                 "cubic": K.MODE_CUBIC}
-_TAPS = {K.MODE_NEAREST: 1, K.MODE_NEAREST_EXACT: 1, K.MODE_LINEAR: 2, K.MODE_CUBIC: 4}
+                 "cubic": K.MODE_CUBIC, "linear-aa": K.MODE_LINEAR_AA, "cubic-aa": K.MODE_CUBIC_AA}
+_TAPS = {K.MODE_NEAREST: 1, K.MODE_NEAREST_EXACT: 1, K.MODE_LINEAR: 2, K.MODE_CUBIC: 4, K.MODE_LINEAR_AA: 2,
+         K.MODE_CUBIC_AA: 4}
+_ANTIALIASED = (K.MODE_LINEAR_AA, K.MODE_CUBIC_AA)
+
+
+def _aa_support(scale: float, taps: int) -> tuple:
+    """(support, 1 / filter stretch, most taps) of an antialiased dim (ATen's _compute_index_ranges_weights):
+    downsampling by ``scale`` stretches the filter by it."""
+    if scale >= 1.0:
+        support = _f32(taps * 0.5 * scale)
+        return support, _f32(1.0 / scale), math.ceil(support) * 2 + 1
+    return taps * 0.5, 1.0, math.ceil(taps * 0.5) * 2 + 1
 
 
 def _f32(value) -> float:
@@ -103,15 +114,26 @@ def _plan(x, nd, output_size, scales, mode, align_corners, op):
     flags = _conversion_flags(_F32, dt, dev)
     facts = kernel_facts(dev)
     block = facts["elementwise_block"]
-    launch = PlannedLaunch(
+    if kernel_mode in _ANTIALIASED:
+        (sh, sw), taps = kernel_scales[1:], _TAPS[kernel_mode]
+        (support_h, inv_h, max_h), (support_w, inv_w, max_w) = _aa_support(sh, taps), _aa_support(sw, taps)
+        launch = PlannedLaunch(
+            K.resample_aa, (cdiv(total, block),),
+            [Slot("src"), Slot("out"), total, out_shape[1], *spatial_in[1:], *spatial_out[1:], *in_strides,
+             *out_strides, sh, sw, support_h, support_w, inv_h, inv_w],
+            dict(MAX_H=max_h, MAX_W=max_w, CUBIC=kernel_mode == K.MODE_CUBIC_AA, CHANNELS_LAST=strides is not None,
+                 SRC_FORMAT=load_format(dt), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+                 INDEX_64=needs_index_64(x, count=total), BLOCK=block, num_warps=4))
+    else:
+        launch = PlannedLaunch(
         K.resample, (cdiv(total, block),),
-        [Slot("src"), Slot("out"), total, out_shape[1], *spatial_in, *spatial_out,
-         in_strides[0], in_strides[1], *(0,) * lift, *in_strides[2:],
-         out_strides[0], out_strides[1], *(0,) * lift, *out_strides[2:], *kernel_scales],
-        dict(MODE=kernel_mode, ALIGN_CORNERS=align_corners and not nearest, RESAMPLE_D=nd == 3, RESAMPLE_H=nd >= 2,
-             RESAMPLE_W=True, CHANNELS_LAST=strides is not None, SRC_FORMAT=load_format(dt),
-             DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=False,
-             INDEX_64=needs_index_64(x, count=total), BLOCK=block, num_warps=4))
+            [Slot("src"), Slot("out"), total, out_shape[1], *spatial_in, *spatial_out,
+             in_strides[0], in_strides[1], *(0,) * lift, *in_strides[2:],
+             out_strides[0], out_strides[1], *(0,) * lift, *out_strides[2:], *kernel_scales],
+            dict(MODE=kernel_mode, ALIGN_CORNERS=align_corners and not nearest, RESAMPLE_D=nd == 3,
+                 RESAMPLE_H=nd >= 2, RESAMPLE_W=True, CHANNELS_LAST=strides is not None, SRC_FORMAT=load_format(dt),
+                 DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=False,
+                 INDEX_64=needs_index_64(x, count=total), BLOCK=block, num_warps=4))
 
     def execute(x):
         out = make_out()
@@ -138,12 +160,15 @@ def _resample_meta(nd, has_align):
     return meta
 
 
-def _resample_cost(nd, has_align, taps):
+def _resample_cost(nd, has_align, kernel_mode):
     meta = _resample_meta(nd, has_align)
 
     def cost(x, output_size, *rest, **kwargs):
         out = meta(x, output_size, *rest, **kwargs)
-        return Cost(flops=2 * taps ** nd * S.numel(out.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
+        window = _TAPS[kernel_mode] ** nd
+        if kernel_mode in _ANTIALIASED:  # the filter widens with the downsampling ratio
+            window = math.prod(_aa_support(i / o, _TAPS[kernel_mode])[2] for i, o in zip(x.shape[2:], out.shape[2:]))
+        return Cost(flops=2 * window * S.numel(out.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
     return cost
 
 
@@ -154,6 +179,7 @@ _UPSAMPLE_OPS = [
     ("_upsample_nearest_exact2d", "nearest-exact", 2, False), ("_upsample_nearest_exact3d", "nearest-exact", 3, False),
     ("upsample_linear1d", "linear", 1, True), ("upsample_bilinear2d", "linear", 2, True),
     ("upsample_trilinear3d", "linear", 3, True), ("upsample_bicubic2d", "cubic", 2, True),
+    ("_upsample_bilinear2d_aa", "linear-aa", 2, True), ("_upsample_bicubic2d_aa", "cubic-aa", 2, True),
 ]
 
 
@@ -168,7 +194,7 @@ def _declare_upsample(name: str, mode: str, nd: int, has_align: bool) -> None:
     upsample.__doc__ = (f"aten::{name} (either overload: .vec's scale_factors sequence, or one scale per dim): "
                         f"{mode} resampling of the {nd} spatial dims.")
     register(op, family="resample", aten=[f"aten::{name}.default", f"aten::{name}.vec"],
-             meta=_resample_meta(nd, has_align), cost=_resample_cost(nd, has_align, _TAPS[_KERNEL_MODES[mode]]),
+             meta=_resample_meta(nd, has_align), cost=_resample_cost(nd, has_align, _KERNEL_MODES[mode]),
              api=())(upsample)
 
 
@@ -229,8 +255,9 @@ def _interpolate_plan(x, size, scale_factor, mode, align_corners, recompute_scal
     if recompute_scale_factor is not None and recompute_scale_factor:
         output_size = [int(math.floor(float(i) * s)) for i, s in zip(spatial, scale_factors)]
         scale_factors = None
-    if antialias:
-        raise NotImplementedError("interpolate: antialias is not supported yet")
+    if antialias and not (mode in ("bilinear", "bicubic") and len(x.shape) == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor as "
+                         "input")
     if mode in _NEEDS and len(x.shape) != _NEEDS[mode]:
         raise NotImplementedError(f"Got {len(x.shape)}D input, but {mode} mode needs {_NEEDS[mode]}D input")
     name = _BY_MODE.get((mode, nd))
@@ -238,7 +265,7 @@ def _interpolate_plan(x, size, scale_factor, mode, align_corners, recompute_scal
         raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {len(x.shape)}D) "
                                   "for the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
                                   f"nearest-exact (got {mode})")
-    return name, output_size, scale_factors, align_corners
+    return f"{name}_aa" if antialias else name, output_size, scale_factors, align_corners
 
 
 def _call_planned(x, name, output_size, scale_factors, align_corners):
