@@ -243,12 +243,15 @@ def test_a_graph_arena_serves_only_its_own_threads_allocations():
     runs = []
 
     def running() -> None:
-        with ArenaRun(SimpleNamespace(arena_bytes=64), a.device) as run:
-            run.expect("add", [planned], None)
-            runs.append((run, run.storage))  # the run lets go of its storage when it ends
-            opened.set()
-            other_done.wait(timeout=60)
-            runs.append(nbx.add(a, b))
+        try:
+            with ArenaRun(SimpleNamespace(arena_bytes=64), a.device) as run:
+                run.expect("add", [planned], ArenaRun.workspace_region(None))
+                runs.append((run, run.storage))  # the run lets go of its storage when it ends
+                opened.set()
+                other_done.wait(timeout=60)
+                runs.append(nbx.add(a, b))
+        finally:
+            opened.set()  # a failure in this thread shows in the checks below instead of a minute's wait
 
     thread = threading.Thread(target=running)
     thread.start()
@@ -282,7 +285,7 @@ def test_another_threads_plan_making_leaves_a_run_on_its_arena():
 
     thread = threading.Thread(target=planning)
     with ArenaRun(SimpleNamespace(arena_bytes=64), a.device) as run:
-        run.expect("add", [(a.dtype, 16, 0, 16)], None)
+        run.expect("add", [(a.dtype, 16, 0, 16)], ArenaRun.workspace_region(None))
         thread.start()
         try:
             assert inside.wait(timeout=60)
