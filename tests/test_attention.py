@@ -441,6 +441,70 @@ def test_rotary_bf16(rng):
     np.testing.assert_allclose(out.numpy().astype(np.float64), expected, atol=2 ** -7, rtol=2 ** -7)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_rotary_append_rotates_and_fills_the_caches(rng, dtype):
+    """One launch gives rotary_embedding's q and k and kv_cache_append's caches, for q, k and v taken as
+    views of one projection's output (rows strided by the whole width) and a partial rotary dim."""
+    tokens, q_heads, kv_heads, head_dim, rotary_dim, block_size = 5, 4, 2, 16, 8, 4
+    numpy_type = NUMPY_TYPE[dtype]
+    cos, sin = _tables(40, rotary_dim // 2)
+    qkv = rng.standard_normal((tokens, (q_heads + 2 * kv_heads) * head_dim)).astype(numpy_type)
+    q_np = qkv[:, :q_heads * head_dim].reshape(tokens, q_heads, head_dim)
+    k_np = qkv[:, q_heads * head_dim:(q_heads + kv_heads) * head_dim].reshape(tokens, kv_heads, head_dim)
+    v_np = qkv[:, (q_heads + kv_heads) * head_dim:].reshape(tokens, kv_heads, head_dim)
+    positions = np.array([[3], [17], [0], [39], [8]], np.int32)
+    slots = np.array([9, 10, -1, 3, 23], np.int32)  # -1: a padding token, its cache rows untouched
+    fill = np.full((6, block_size, kv_heads, head_dim), 7, numpy_type)
+    key_cache, value_cache = to_nbx(fill), to_nbx(fill.copy())
+    qkv_t = to_nbx(qkv)
+    q_width, kv_width = q_heads * head_dim, kv_heads * head_dim
+    views = (qkv_t[:, :q_width].view(tokens, q_heads, head_dim),
+             qkv_t[:, q_width:q_width + kv_width].view(tokens, kv_heads, head_dim),
+             qkv_t[:, q_width + kv_width:].view(tokens, kv_heads, head_dim))
+    q_out, k_out = F.rotary_append(*views, to_nbx(cos), to_nbx(sin), to_nbx(positions), key_cache, value_cache,
+                                   to_nbx(slots))
+    # float32: a product and a sum of float32 values, a few ulp from float64; bfloat16: one rounding of the
+    # float32 value, half an ulp (2^-8 relative) plus that
+    tolerance = 1e-6 if dtype == "float32" else 2 ** -7
+    expected_q = _rotary_reference(q_np, cos, sin, positions[:, 0, None], False)
+    expected_k = _rotary_reference(k_np, cos, sin, positions[:, 0, None], False)
+    np.testing.assert_allclose(q_out.numpy().astype(np.float64), expected_q, atol=tolerance, rtol=tolerance)
+    np.testing.assert_allclose(k_out.numpy().astype(np.float64), expected_k, atol=tolerance, rtol=tolerance)
+    # the caches hold the very bits of k_out and v
+    expected_keys, expected_values = fill.copy(), fill.copy()
+    for t, slot in enumerate(slots):
+        if slot >= 0:
+            expected_keys[slot // block_size, slot % block_size] = k_out.numpy()[t]
+            expected_values[slot // block_size, slot % block_size] = v_np[t]
+    assert key_cache.numpy().tobytes() == expected_keys.tobytes()
+    assert value_cache.numpy().tobytes() == expected_values.tobytes()
+    # as the separate ops compute it
+    alone = F.rotary_embedding(to_nbx(np.ascontiguousarray(q_np)), to_nbx(cos), to_nbx(sin),
+                               positions=to_nbx(positions.reshape(tokens, 1)))
+    assert alone.numpy().tobytes() == q_out.numpy().tobytes()
+
+
+def test_rotary_append_refuses_what_does_not_fit(rng):
+    cos, sin = _tables(8, 4)
+    q = to_nbx(rng.standard_normal((3, 4, 8)).astype(np.float32))
+    k = to_nbx(rng.standard_normal((3, 2, 8)).astype(np.float32))
+    cache = to_nbx(np.zeros((2, 4, 2, 8), np.float32))
+    slots, positions = to_nbx(np.arange(3, dtype=np.int32)), to_nbx(np.arange(3, dtype=np.int32))
+    tables = (to_nbx(cos), to_nbx(sin))
+    with pytest.raises(RuntimeError, match=r"rotary_append: key_cache must be float32.*\(2, 4, 3, 8\)"):
+        F.rotary_append(q, k, k, *tables, positions, to_nbx(np.zeros((2, 4, 3, 8), np.float32)), cache, slots)
+    with pytest.raises(RuntimeError, match=r"rotary_append: k must be float32 \(tokens, kv_heads, dim\)"):
+        F.rotary_append(q, k.half(), k, *tables, positions, cache, cache, slots)
+    with pytest.raises(RuntimeError, match=r"rotary_append: slots must be integers, one per token \(3\)"):
+        F.rotary_append(q, k, k, *tables, positions, cache, cache, to_nbx(np.arange(4, dtype=np.int32)))
+    with pytest.raises(RuntimeError, match=r"rotary_dim at most q's dim 8"):
+        F.rotary_append(q, k, k, *_tables_as_nbx(8, 5), positions, cache, cache, slots)
+
+
+def _tables_as_nbx(max_positions, half):
+    return tuple(to_nbx(t) for t in _tables(max_positions, half))
+
+
 # ---- errors and registry ---------------------------------------------------------------------------------
 def test_error_paths(rng):
     q, k, v = _inputs(rng, (1, 6, 4, 16), (1, 4, 5, 16), (1, 4, 5, 16))

@@ -11,6 +11,7 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
+import scipy.special
 
 import nbxtensor as nbx
 import nbxtensor.nn.functional as F
@@ -588,6 +589,38 @@ def test_round_decimals():
     close(host(nbx.round(x, decimals=-2)), [0.0, 1200.0, -0.0], "float64")
     with pytest.raises(NotImplementedError, match="decimals"):
         nbx.round(to_nbx(np.array([25])), decimals=-1)
+
+
+@pytest.mark.parametrize("activation", ["silu", "gelu_tanh", "gelu"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_act_and_mul_rounds_the_activation_as_the_unfused_ops(rng, activation, dtype):
+    """act_and_mul(cat([gate, up], -1)) = activation(gate) * up with the activation's value rounded to a
+    half dtype first, as an unfused module stores it: equal to the two ops' result."""
+    numpy_type = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    x = (rng.standard_normal((3, 2, 24)) * 3).astype(numpy_type)
+    g, u = x[..., :12].astype(np.float64), x[..., 12:].astype(np.float64)
+    if activation == "silu":
+        act = g / (1 + np.exp(-g))
+    elif activation == "gelu_tanh":
+        act = 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g ** 3)))
+    else:
+        act = 0.5 * g * (1 + scipy.special.erf(g / np.sqrt(2)))
+    expected = act.astype(numpy_type).astype(np.float64) * u
+    out = F.act_and_mul(to_nbx(x), activation=activation)
+    assert out.dtype.name == dtype and tuple(out.shape) == (3, 2, 12)
+    # float32: the activation's own error (a few ulp, libdevice) through one product; half dtypes: the
+    # kernel's float32 activation may round to the neighbouring half value where float64's lies at a
+    # rounding boundary (one half ulp), then one rounding of the product
+    tolerance = {"float32": 1e-6, "bfloat16": 2 ** -7, "float16": 2 ** -10}[dtype]
+    np.testing.assert_allclose(out.numpy().astype(np.float64), expected, rtol=tolerance, atol=tolerance)
+    unfused_act = {"silu": F.silu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "gelu": F.gelu}[activation]
+    x_t = to_nbx(x)
+    unfused = unfused_act(x_t[..., :12]) * x_t[..., 12:]
+    assert out.numpy().tobytes() == unfused.numpy().tobytes()
+    with pytest.raises(ValueError, match="act_and_mul: activation must be one of silu, gelu_tanh, gelu"):
+        F.act_and_mul(to_nbx(x), activation="relu")
+    with pytest.raises(RuntimeError, match="Halving dimension must be even"):
+        F.act_and_mul(to_nbx(x[..., :5]))
 
 
 def test_logit_eps_and_glu(rng):

@@ -459,6 +459,30 @@ def cache_append(src, cache, slots, tokens, heads, block_size, src_st, src_sh, s
 
 # ---- rotary position embedding ------------------------------------------------------------------------
 @triton.jit
+def _rotary_trig(cos, sin, positions, rr, row_ok, pos_sr, trig_sp, trig_sd, lanes, ri, TRIG_FORMAT: tl.constexpr,
+                 INDEX_64: tl.constexpr):
+    """cos and sin (rows, BLOCK_HALF) in float32 at each row's position."""
+    pos = tl.load(positions + rr * pos_sr, mask=row_ok, other=0)
+    if INDEX_64:
+        pos = pos.to(tl.int64)
+    else:
+        pos = pos.to(tl.int32)
+    trig = pos[:, None] * trig_sp + ri[None, :] * trig_sd
+    c = _decode(tl.load(cos + trig, mask=lanes, other=0), TRIG_FORMAT).to(tl.float32)
+    s = _decode(tl.load(sin + trig, mask=lanes, other=0), TRIG_FORMAT).to(tl.float32)
+    return c, s
+
+
+@triton.jit
+def _rotated(x_row, first, second, x_sd, lanes, c, s, IN_FORMAT: tl.constexpr):
+    """The pairs (x1, x2) at ``first`` and ``second`` of rows ``x_row`` turned by (c, s): (x1 c - x2 s,
+    x2 c + x1 s), in float32."""
+    x1 = _decode(tl.load(x_row + first[None, :] * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    x2 = _decode(tl.load(x_row + second[None, :] * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    return x1 * c - x2 * s, x2 * c + x1 * s
+
+
+@triton.jit
 def rotary(x, out, cos, sin, positions, rows, row_sx, row_so, pos_sr, x_sd, out_sd, trig_sp, trig_sd,
            HALF: tl.constexpr, DIM: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_HALF: tl.constexpr,
            BLOCK_REST: tl.constexpr, INTERLEAVED: tl.constexpr, IN_FORMAT: tl.constexpr, TRIG_FORMAT: tl.constexpr,
@@ -472,14 +496,7 @@ def rotary(x, out, cos, sin, positions, rows, row_sx, row_so, pos_sr, x_sd, out_
     ri = tl.arange(0, BLOCK_HALF)
     row_ok = rr < rows
     lanes = row_ok[:, None] & (ri[None, :] < HALF)
-    pos = tl.load(positions + rr * pos_sr, mask=row_ok, other=0)
-    if INDEX_64:
-        pos = pos.to(tl.int64)
-    else:
-        pos = pos.to(tl.int32)
-    trig = pos[:, None] * trig_sp + ri[None, :] * trig_sd
-    c = _decode(tl.load(cos + trig, mask=lanes, other=0), TRIG_FORMAT).to(tl.float32)
-    s = _decode(tl.load(sin + trig, mask=lanes, other=0), TRIG_FORMAT).to(tl.float32)
+    c, s = _rotary_trig(cos, sin, positions, rr, row_ok, pos_sr, trig_sp, trig_sd, lanes, ri, TRIG_FORMAT, INDEX_64)
     if INTERLEAVED:
         first = 2 * ri
         second = 2 * ri + 1
@@ -488,18 +505,84 @@ def rotary(x, out, cos, sin, positions, rows, row_sx, row_so, pos_sr, x_sd, out_
         second = ri + HALF
     x_row = x + rr[:, None] * row_sx
     out_row = out + rr[:, None] * row_so
-    x1 = _decode(tl.load(x_row + first[None, :] * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
-    x2 = _decode(tl.load(x_row + second[None, :] * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    y1, y2 = _rotated(x_row, first, second, x_sd, lanes, c, s, IN_FORMAT)
     out_type = out.dtype.element_ty
-    tl.store(out_row + first[None, :] * out_sd, _encode(x1 * c - x2 * s, out_type, DST_FORMAT, VIA_F32, False),
-             mask=lanes)
-    tl.store(out_row + second[None, :] * out_sd, _encode(x2 * c + x1 * s, out_type, DST_FORMAT, VIA_F32, False),
-             mask=lanes)
+    tl.store(out_row + first[None, :] * out_sd, _encode(y1, out_type, DST_FORMAT, VIA_F32, False), mask=lanes)
+    tl.store(out_row + second[None, :] * out_sd, _encode(y2, out_type, DST_FORMAT, VIA_F32, False), mask=lanes)
     if DIM > 2 * HALF:
         rest = 2 * HALF + tl.arange(0, BLOCK_REST)
         rest_lanes = row_ok[:, None] & (rest[None, :] < DIM)
         tl.store(out_row + rest[None, :] * out_sd, tl.load(x_row + rest[None, :] * x_sd, mask=rest_lanes),
                  mask=rest_lanes)
+
+
+@triton.jit
+def _rotate_head_into(src_row, dst_row, cache_row, c, s, ri, row_ok, lanes, HALF: tl.constexpr, DIM: tl.constexpr,
+                      BLOCK_REST: tl.constexpr, IN_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                      VIA_F32: tl.constexpr, TO_CACHE: tl.constexpr, cache_ok):
+    """One head of rows ``src_row`` rotated (rotate-half pairs) into ``dst_row`` and, with TO_CACHE, the
+    same bits into ``cache_row`` where ``cache_ok``; dims past 2 * HALF copied."""
+    y1, y2 = _rotated(src_row, ri, ri + HALF, 1, lanes, c, s, IN_FORMAT)
+    out_type = dst_row.dtype.element_ty
+    e1 = _encode(y1, out_type, DST_FORMAT, VIA_F32, False)
+    e2 = _encode(y2, out_type, DST_FORMAT, VIA_F32, False)
+    tl.store(dst_row + ri[None, :], e1, mask=lanes)
+    tl.store(dst_row + HALF + ri[None, :], e2, mask=lanes)
+    if TO_CACHE:
+        tl.store(cache_row + ri[None, :], e1, mask=lanes & cache_ok[:, None])
+        tl.store(cache_row + HALF + ri[None, :], e2, mask=lanes & cache_ok[:, None])
+    if DIM > 2 * HALF:
+        rest = 2 * HALF + tl.arange(0, BLOCK_REST)
+        rest_lanes = row_ok[:, None] & (rest[None, :] < DIM)
+        kept = tl.load(src_row + rest[None, :], mask=rest_lanes)
+        tl.store(dst_row + rest[None, :], kept, mask=rest_lanes)
+        if TO_CACHE:
+            tl.store(cache_row + rest[None, :], kept, mask=rest_lanes & cache_ok[:, None])
+
+
+@triton.jit
+def rotary_append(q, k, v, q_out, k_out, key_cache, value_cache, cos, sin, positions, slots, tokens, q_heads,
+                  block_size, q_st, q_sh, k_st, k_sh, v_st, v_sh, qo_st, qo_sh, ko_st, ko_sh,
+                  kc_sp, kc_ss, kc_sh, vc_sp, vc_ss, vc_sh, pos_st, trig_sp,
+                  HALF: tl.constexpr, DIM: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HALF: tl.constexpr,
+                  BLOCK_REST: tl.constexpr, BLOCK_D: tl.constexpr, IN_FORMAT: tl.constexpr,
+                  TRIG_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                  INDEX_64: tl.constexpr):
+    """A decoder layer's attention inputs in one pass. Program (tile of tokens, head): a head below
+    ``q_heads`` rotates that query head into ``q_out``; head ``q_heads + j`` rotates key head j into
+    ``k_out`` and into the key cache at each token's slot (page slot // block_size, offset slot %
+    block_size), and copies value head j into the value cache there. A negative slot marks a padding token,
+    whose cache rows are left alone. Rows are rotate-half pairs of HALF in DIM, the last dims unit-strided."""
+    rt = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    head = tl.program_id(1)
+    if INDEX_64:
+        rt = rt.to(tl.int64)
+    ri = tl.arange(0, BLOCK_HALF)
+    row_ok = rt < tokens
+    lanes = row_ok[:, None] & (ri[None, :] < HALF)
+    c, s = _rotary_trig(cos, sin, positions, rt, row_ok, pos_st, trig_sp, 1, lanes, ri, TRIG_FORMAT, INDEX_64)
+    if head < q_heads:
+        _rotate_head_into(q + rt[:, None] * q_st + head * q_sh, q_out + rt[:, None] * qo_st + head * qo_sh,
+                          q_out, c, s, ri, row_ok, lanes, HALF, DIM, BLOCK_REST, IN_FORMAT, DST_FORMAT, VIA_F32,
+                          False, row_ok)
+    else:
+        kv = head - q_heads
+        slot = tl.load(slots + rt, mask=row_ok, other=-1)
+        if INDEX_64:
+            slot = slot.to(tl.int64)
+        else:
+            slot = slot.to(tl.int32)
+        live = row_ok & (slot >= 0)
+        slot = tl.where(live, slot, 0)
+        page, offset = slot // block_size, slot % block_size
+        _rotate_head_into(k + rt[:, None] * k_st + kv * k_sh, k_out + rt[:, None] * ko_st + kv * ko_sh,
+                          key_cache + (page * kc_sp + offset * kc_ss + kv * kc_sh)[:, None], c, s, ri, row_ok,
+                          lanes, HALF, DIM, BLOCK_REST, IN_FORMAT, DST_FORMAT, VIA_F32, True, live)
+        rd = tl.arange(0, BLOCK_D)
+        v_lanes = live[:, None] & (rd[None, :] < DIM)
+        values = tl.load(v + rt[:, None] * v_st + kv * v_sh + rd[None, :], mask=v_lanes)
+        tl.store(value_cache + (page * vc_sp + offset * vc_ss + kv * vc_sh)[:, None] + rd[None, :], values,
+                 mask=v_lanes)
 
 
 @triton.jit

@@ -28,7 +28,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from .common import program_elements
-from .copy import _decode, _encode
+from .copy import _decode, _encode, _encode_small_float
 
 OPERAND_ABSENT = 0
 OPERAND_TENSOR = 1
@@ -631,6 +631,40 @@ def logsigmoid(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 @triton.jit
 def glu(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     return a * _sigmoid(b, CATEGORY)
+
+
+# act_and_mul's MODE: the activation plus ACT_ROUND_* times 4, the half format the activation's value is
+# rounded to before the product (an unfused module stores it in its dtype between the two ops)
+ACT_SILU = 0
+ACT_GELU_TANH = 1
+ACT_GELU = 2
+ACT_ROUND_NONE = 0
+ACT_ROUND_BF16 = 1
+ACT_ROUND_F16 = 2
+
+
+@triton.jit
+def _round_to_half(x, FORMAT: tl.constexpr):
+    """float32 ``x`` rounded to nearest-even in bfloat16 (FORMAT 1) or float16 (2), as float32."""
+    if FORMAT == 1:
+        return (_encode_small_float(x, 8, 7, False, 0x7FC0) << 16).to(tl.float32, bitcast=True)
+    elif FORMAT == 2:
+        bits = _encode_small_float(x, 5, 10, False, 0x7E00)
+        return bits.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+    else:
+        return x
+
+
+@triton.jit
+def act_and_mul(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
+    """activation(a) * b, the gated MLP's product (SwiGLU, GeGLU)."""
+    if MODE % 4 == 0:
+        act = silu(a, b, c, d, 0, CATEGORY)
+    elif MODE % 4 == 1:
+        act = gelu(a, b, c, d, 1, CATEGORY)
+    else:
+        act = gelu(a, b, c, d, 0, CATEGORY)
+    return _round_to_half(act, MODE // 4) * b
 
 
 # ---- binary -----------------------------------------------------------------------------------

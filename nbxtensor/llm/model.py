@@ -19,7 +19,8 @@ import numpy as np
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..nn import functional as F
-from ..ops.attention import kv_cache_append, paged_attention, prefill_attention, rotary_embedding
+from ..ops.attention import paged_attention, prefill_attention, rotary_append
+from ..ops.copy import cat
 from ..ops.creation import tensor as make_tensor
 from ..ops.normalization import add_rms_norm, rms_norm
 from ..tensor import Tensor
@@ -190,33 +191,39 @@ def rope_tables(config: DecoderConfig, positions: int) -> tuple[np.ndarray, np.n
 
 
 class _Layer:
+    """One decoder layer's weights. The query, key and value projections are one (q + k + v rows, hidden)
+    matrix and the gate and up projections one (2 * intermediate, hidden) matrix, as Phi-3 stores them: a
+    decode step then streams each through one product. Separate checkpoint weights are joined here and
+    taken out of ``weights``, so the originals are freed as each layer is built."""
+
     def __init__(self, weights: dict, prefix: str, config: DecoderConfig):
-        def get(name, optional=False):
-            value = weights.get(prefix + name)
+        def take(name, optional=False):
+            value = weights.pop(prefix + name, None)
             if value is None and not optional:
                 raise CheckpointError(f"the checkpoint lacks weight {prefix + name}")
             return value
-        self.input_norm = get("input_layernorm.weight")
-        self.post_norm = get("post_attention_layernorm.weight")
+        self.input_norm = take("input_layernorm.weight")
+        self.post_norm = take("post_attention_layernorm.weight")
         if config.fused:
-            # row blocks of the fused weights, read in place: q, k, v stacked; gate above up
-            qkv = get("self_attn.qkv_proj.weight")
-            q_rows, kv_rows = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
-            self.q, self.k, self.v = qkv[:q_rows], qkv[q_rows:q_rows + kv_rows], qkv[q_rows + kv_rows:]
-            gate_up = get("mlp.gate_up_proj.weight")
-            self.gate, self.up = gate_up[:config.intermediate_size], gate_up[config.intermediate_size:]
+            self.qkv = take("self_attn.qkv_proj.weight")
+            self.gate_up = take("mlp.gate_up_proj.weight")
         else:
-            self.q, self.k, self.v = (get(f"self_attn.{n}_proj.weight") for n in "qkv")
-            self.gate, self.up = get("mlp.gate_proj.weight"), get("mlp.up_proj.weight")
-        self.o = get("self_attn.o_proj.weight")
-        self.down = get("mlp.down_proj.weight")
-        self.q_bias, self.k_bias, self.v_bias = (get(f"self_attn.{n}_proj.bias", not config.attention_bias)
-                                                 for n in "qkv")
-        self.o_bias = get("self_attn.o_proj.bias", not config.output_bias)
-        self.q_norm = get("self_attn.q_norm.weight", not config.qk_norm)
-        self.k_norm = get("self_attn.k_norm.weight", not config.qk_norm)
-        self.pre_mlp_norm = get("pre_feedforward_layernorm.weight", not config.sandwich)
-        self.post_mlp_norm = get("post_feedforward_layernorm.weight", not config.sandwich)
+            self.qkv = cat([take(f"self_attn.{n}_proj.weight") for n in "qkv"])
+            self.gate_up = cat([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")])
+        rows = (config.num_heads + 2 * config.num_kv_heads) * config.head_dim
+        for name, weight, want in (("qkv", self.qkv, rows), ("gate_up", self.gate_up, 2 * config.intermediate_size)):
+            if tuple(weight.shape) != (want, config.hidden_size):
+                raise CheckpointError(f"{prefix}: the {name} projection weights are {list(weight.shape)}, not "
+                                      f"[{want}, {config.hidden_size}] as the config gives")
+        biases = [take(f"self_attn.{n}_proj.bias", not config.attention_bias) for n in "qkv"]
+        self.qkv_bias = cat(biases) if config.attention_bias else None
+        self.o = take("self_attn.o_proj.weight")
+        self.down = take("mlp.down_proj.weight")
+        self.o_bias = take("self_attn.o_proj.bias", not config.output_bias)
+        self.q_norm = take("self_attn.q_norm.weight", not config.qk_norm)
+        self.k_norm = take("self_attn.k_norm.weight", not config.qk_norm)
+        self.pre_mlp_norm = take("pre_feedforward_layernorm.weight", not config.sandwich)
+        self.post_mlp_norm = take("post_feedforward_layernorm.weight", not config.sandwich)
         if config.gemma:
             self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm = (
                 _one_plus(w) for w in (self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm))
@@ -259,17 +266,21 @@ class DecoderModel:
     def _ints(self, values) -> Tensor:
         return make_tensor(np.asarray(values, dtype=np.int32), device=self.device)
 
-    def _attention_inputs(self, layer: _Layer, h: Tensor, positions: Tensor):
+    def _attention_inputs(self, layer: _Layer, h: Tensor, positions: Tensor, cache: PagedKVCache, index: int,
+                          slots: Tensor):
+        """The rotated queries and keys of ``h`` (rows, hidden); the keys and values also go into layer
+        ``index``'s pages of ``cache`` at ``slots``."""
         c = self.config
         rows = h.shape[0]
-        q = F.linear(h, layer.q, layer.q_bias).view(rows, c.num_heads, c.head_dim)
-        k = F.linear(h, layer.k, layer.k_bias).view(rows, c.num_kv_heads, c.head_dim)
-        v = F.linear(h, layer.v, layer.v_bias).view(rows, c.num_kv_heads, c.head_dim)
+        q_width, kv_width = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+        qkv = F.linear(h, layer.qkv, layer.qkv_bias)
+        q = qkv[:, :q_width].view(rows, c.num_heads, c.head_dim)
+        k = qkv[:, q_width:q_width + kv_width].view(rows, c.num_kv_heads, c.head_dim)
+        v = qkv[:, q_width + kv_width:].view(rows, c.num_kv_heads, c.head_dim)
         if c.qk_norm:
             q = rms_norm(q, (c.head_dim,), layer.q_norm, c.rms_eps)
             k = rms_norm(k, (c.head_dim,), layer.k_norm, c.rms_eps)
-        q = rotary_embedding(q, self.cos, self.sin, positions)
-        k = rotary_embedding(k, self.cos, self.sin, positions)
+        q, k = rotary_append(q, k, v, self.cos, self.sin, positions, cache.keys[index], cache.values[index], slots)
         return q, k, v
 
     def _embed(self, tokens: Tensor) -> Tensor:
@@ -287,8 +298,7 @@ class DecoderModel:
         hidden = (c.hidden_size,)
         residual, h = x, rms_norm(x, hidden, self.layers[0].input_norm, c.rms_eps)
         for index, layer in enumerate(self.layers):
-            q, k, v = self._attention_inputs(layer, h, positions)
-            kv_cache_append(k, v, cache.keys[index], cache.values[index], slots)
+            q, k, v = self._attention_inputs(layer, h, positions, cache, index, slots)
             attended = attend(index, q, k, v).reshape(h.shape[0], c.num_heads * c.head_dim)
             out = F.linear(attended, layer.o, layer.o_bias)
             if c.sandwich:
@@ -296,8 +306,8 @@ class DecoderModel:
                 h, residual = add_rms_norm(out, residual, hidden, layer.pre_mlp_norm, c.rms_eps)
             else:
                 h, residual = add_rms_norm(out, residual, hidden, layer.post_norm, c.rms_eps)
-            gate = F.gelu(F.linear(h, layer.gate), approximate="tanh") if c.gemma else F.silu(F.linear(h, layer.gate))
-            mlp = F.linear(gate * F.linear(h, layer.up), layer.down)
+            gated = F.act_and_mul(F.linear(h, layer.gate_up), activation="gelu_tanh" if c.gemma else "silu")
+            mlp = F.linear(gated, layer.down)
             if c.sandwich:
                 mlp = rms_norm(mlp, hidden, layer.post_mlp_norm, c.rms_eps)
             following = self.layers[index + 1].input_norm if index + 1 < len(self.layers) else self.norm
@@ -403,6 +413,7 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
                         f"with dtype='float16' or 'float32' (nbx generate --dtype float16)")
     raw = checkpoint.load_weights(directory, device, lambda name: name.startswith(("model.", "lm_head.")))
     weights = {name: w if w.dtype is dtype else w.to(dtype) for name, w in raw.items()}
+    del raw  # the layers take their weights out of ``weights``: what they join is freed as they go
     for required in ("model.embed_tokens.weight", "model.norm.weight"):
         if required not in weights:
             raise CheckpointError(f"{directory}: the checkpoint lacks weight {required}")

@@ -24,7 +24,11 @@ paged_attention = _attention.paged_attention.impl
 prefill_attention = _attention.prefill_attention.impl
 kv_cache_append = _attention.kv_cache_append.impl
 rotary_embedding = _attention.rotary_embedding.impl
-_ATTENTION = ["scaled_dot_product_attention", "prefill_attention", "paged_attention", "kv_cache_append", "rotary_embedding"]
+rotary_append = _attention.rotary_append.impl
+_ATTENTION = ["scaled_dot_product_attention", "prefill_attention", "paged_attention", "kv_cache_append", "rotary_embedding",
+              "rotary_append"]
+# the gated MLP's activation(gate) * up over cat([gate, up], -1): an nbx extra, as the attention ops are
+act_and_mul = _get("act_and_mul").impl
 embedding = _indexing.embedding_functional  # torch's argument order: (input, weight, ...)
 pad = _get("pad").impl
 one_hot = _get("one_hot").impl
@@ -35,4 +39,4 @@ globals().update({name: _get(name).impl for name in _VISION})
 unfold = _get("unfold_blocks").impl  # the registry's "unfold" is Tensor.unfold, a view
 
 __all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, *_CONV_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", "embedding",
-                  "pad", "one_hot", "unfold", *_ATTENTION, *_VISION])
+                  "pad", "one_hot", "unfold", "act_and_mul", *_ATTENTION, *_VISION])

@@ -796,6 +796,81 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interl
     return out
 
 
+def _rotary_append_meta(q, k, v, cos, sin, positions, key_cache, value_cache, slots):
+    op = "rotary_append"
+    if len(q.shape) != 3 or q.dtype.name not in _FLOAT_DTYPES:
+        raise RuntimeError(f"{op}: q must be a float tensor (tokens, heads, dim), got {q.dtype.name} {_dims(q.shape)}")
+    tokens, _, dim = q.shape
+    for name, t in (("k", k), ("v", v)):
+        if len(t.shape) != 3 or t.shape[0] != tokens or t.shape[2] != dim or t.dtype is not q.dtype:
+            raise RuntimeError(f"{op}: {name} must be {q.dtype.name} (tokens, kv_heads, dim) with q's tokens and "
+                               f"dim {_dims((tokens, dim))}, got {t.dtype.name} {_dims(t.shape)}")
+    if tuple(k.shape) != tuple(v.shape):
+        raise RuntimeError(f"{op}: k {_dims(k.shape)} and v {_dims(v.shape)} differ")
+    for name, cache in (("key_cache", key_cache), ("value_cache", value_cache)):
+        if len(cache.shape) != 4 or tuple(cache.shape[2:]) != tuple(k.shape[1:]) or cache.dtype is not q.dtype:
+            raise RuntimeError(f"{op}: {name} must be {q.dtype.name} (num_blocks, block_size, kv_heads, dim) with "
+                               f"k's heads and dim {_dims(k.shape[1:])}, got {cache.dtype.name} {_dims(cache.shape)}")
+    if len(cos.shape) != 2 or tuple(cos.shape) != tuple(sin.shape) or cos.dtype is not sin.dtype \
+            or not 1 <= 2 * cos.shape[1] <= dim:
+        raise RuntimeError(f"{op}: cos and sin must both be (positions, rotary_dim / 2) of one dtype with "
+                           f"rotary_dim at most q's dim {dim}, got {cos.dtype.name} {_dims(cos.shape)} and "
+                           f"{sin.dtype.name} {_dims(sin.shape)}")
+    for name, t in (("positions", positions), ("slots", slots)):
+        if t.dtype.kind != "int" or S.numel(t.shape) != tokens or (len(t.shape) and t.shape[0] != tokens):
+            raise RuntimeError(f"{op}: {name} must be integers, one per token ({tokens}), got {t.dtype.name} "
+                               f"{_dims(t.shape)}")
+    return (TensorMeta(tuple(q.shape), q.dtype), TensorMeta(tuple(k.shape), k.dtype))
+
+
+def _rotary_append_cost(q, k, v, cos, sin, positions, key_cache, value_cache, slots):
+    q_out, k_out = _rotary_append_meta(q, k, v, cos, sin, positions, key_cache, value_cache, slots)
+    return Cost(flops=3 * (S.numel(q.shape) + S.numel(k.shape)),
+                bytes_read=nbytes(q) + nbytes(k) + nbytes(v) + nbytes(positions) + nbytes(slots),
+                bytes_written=nbytes(q_out) + 2 * nbytes(k_out) + nbytes(v))
+
+
+@register("rotary_append", family="attention", aten=["nbx::rotary_append"], meta=_rotary_append_meta,
+          cost=_rotary_append_cost, api=())
+def rotary_append(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, positions: Tensor, key_cache: Tensor,
+                  value_cache: Tensor, slots: Tensor) -> tuple[Tensor, Tensor]:
+    """A decoder layer's attention inputs in one launch: (rotary_embedding(q), rotary_embedding(k)) at each
+    token's position (rotate-half pairs, tables (max_positions, R / 2), dims past R kept), the rotated keys
+    and the values ``v`` written into the paged caches at ``slots`` as ``kv_cache_append`` writes them
+    (a negative slot skips the token). q (tokens, heads, dim); k and v (tokens, kv_heads, dim), views of one
+    projection's output welcome; ``positions`` and ``slots`` one integer per token. Positions and slots are
+    not checked against the tables and the caches."""
+    q_meta, k_meta = _rotary_append_meta(q, k, v, cos, sin, positions, key_cache, value_cache, slots)
+    q_out = new_tensor(q_meta.shape, q.dtype, q.device)
+    k_out = new_tensor(k_meta.shape, k.dtype, k.device)
+    tokens, q_heads, dim = q.shape
+    kv_heads = k.shape[1]
+    if tokens == 0 or q_heads + kv_heads == 0 or dim == 0:
+        return q_out, k_out
+    q, k, v = (t if t.stride(2) == 1 else t.contiguous() for t in (q, k, v))
+    if cos.stride(1) != 1 or cos.stride() != sin.stride():
+        cos, sin = cos.contiguous(), sin.contiguous()
+    positions = positions.reshape(tokens)
+    if key_cache.stride(3) != 1 or value_cache.stride(3) != 1:
+        raise RuntimeError(f"rotary_append: the caches' last dim must be unit-strided, got strides "
+                           f"{key_cache.stride()} and {value_cache.stride()}")
+    half = cos.shape[1]
+    block_t = max(1, min(64, 4096 // next_pow2(dim)))
+    conversion = _conversion_flags(get_dtype("float32"), q.dtype, q.device)
+    launch(K.rotary_append, (cdiv(tokens, block_t), q_heads + kv_heads), q.device,
+           [q, k, v, q_out, k_out, key_cache, value_cache, cos, sin, positions, slots, tokens, q_heads,
+            key_cache.shape[1], q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+            q_out.stride(0), q_out.stride(1), k_out.stride(0), k_out.stride(1), *key_cache.stride()[:3],
+            *value_cache.stride()[:3], positions.stride(0), cos.stride(0)],
+           HALF=half, DIM=dim, BLOCK_T=block_t, BLOCK_HALF=next_pow2(half),
+           BLOCK_REST=next_pow2(max(1, dim - 2 * half)), BLOCK_D=next_pow2(dim),
+           IN_FORMAT=SMALL_FLOAT_FORMATS.get(q.dtype.name, FORMAT_NATIVE),
+           TRIG_FORMAT=SMALL_FLOAT_FORMATS.get(cos.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
+           VIA_F32=conversion["VIA_F32"], INDEX_64=needs_index_64(q, k, v, key_cache, value_cache, cos),
+           num_warps=4)
+    return q_out, k_out
+
+
 def _rotate_half_meta(x, cos, sin):
     op = "rotate_half_embedding"
     if not 1 <= len(x.shape) <= 4 or x.dtype.name not in _FLOAT_DTYPES or x.shape[-1] % 2:

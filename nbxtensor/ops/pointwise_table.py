@@ -188,6 +188,21 @@ def _glu(input, dim=-1):
     return Call((meta, meta), (0, 1))
 
 
+_GATED_ACTIVATIONS = {"silu": K.ACT_SILU, "gelu_tanh": K.ACT_GELU_TANH, "gelu": K.ACT_GELU}
+_ACTIVATION_ROUNDING = {"bfloat16": K.ACT_ROUND_BF16, "float16": K.ACT_ROUND_F16}
+
+
+def _act_and_mul(input, activation="silu"):
+    """activation(gate) * up for ``input`` = cat([gate, up], -1), the activation's value rounded to a half
+    input's dtype before the product, as the two unfused ops round it (so the result equals theirs)."""
+    if activation not in _GATED_ACTIVATIONS:
+        raise ValueError(f"act_and_mul: activation must be one of {', '.join(_GATED_ACTIVATIONS)}, got "
+                         f"{activation!r}")
+    mode = _GATED_ACTIVATIONS[activation] + 4 * _ACTIVATION_ROUNDING.get(input.dtype.name, K.ACT_ROUND_NONE)
+    gate, up = _glu(input).slots
+    return Call((gate, up), (0, 1), mode=mode)
+
+
 def _isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     if input.dtype != other.dtype:
         raise RuntimeError(f"isclose: {input.dtype.name} did not match {other.dtype.name}")
@@ -356,6 +371,8 @@ TABLE = [
         functional=("logsigmoid",), aten=("aten::log_sigmoid.default", "aten::log_sigmoid.out")),
     Row("glu", K.glu, _glu, accepts=FLOATS, flops=20, api=(), methods=(), inplace=False, functional=("glu",),
         aten=("aten::glu.default", "aten::glu.out")),
+    Row("act_and_mul", K.act_and_mul, _act_and_mul, accepts=FLOATS, flops=25, api=(), methods=(), inplace=False,
+        aten=("nbx::act_and_mul",)),
     # binary arithmetic
     Row("add", K.add, _with_alpha, check=_check_alpha, complex_body=K.complex_add, overloads=OVERLOADS_TENSOR_SCALAR),
     Row("sub", K.sub, _with_alpha, check=_check_sub, api=("sub", "subtract"), methods=("sub", "subtract"),
