@@ -908,22 +908,37 @@ def rotate_half_embedding(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     Computed in float32 with one rounding, where the unfused ops round after every product and the sum
     (graph fusion's target). The result is laid out as that sum of products would be (``output_strides``):
     a permuted x gives a permuted result, as the ops that follow in transformers expect."""
+    key = ("rotate_half", layout_key(x), layout_key(cos), layout_key(sin))
+    return _attention_plans.get(key, lambda: _plan_rotate_half(x, cos, sin))(x, cos, sin)
+
+
+def _plan_rotate_half(x: Tensor, cos: Tensor, sin: Tensor):
+    """``execute(x, cos, sin) -> out`` for operands laid out as these are."""
     from .pointwise import output_strides
     meta = _rotate_half_meta(x, cos, sin)
     shape = (1,) * (4 - x.ndim) + tuple(x.shape)
     xs, cs, ss = _broadcast_strides_4d(x, shape), _broadcast_strides_4d(cos, shape), _broadcast_strides_4d(sin, shape)
     by_cos = output_strides(meta.shape, [xs[4 - x.ndim:], cs[4 - x.ndim:]])
     by_sin = output_strides(meta.shape, [S.contiguous_strides(meta.shape), ss[4 - x.ndim:]])
-    out = new_tensor(meta.shape, x.dtype, x.device, strides=output_strides(meta.shape, [by_cos, by_sin]))
+    strides = output_strides(meta.shape, [by_cos, by_sin])
+    make_out = fresh_tensor_maker(meta.shape, x.dtype, x.device, strides=strides)
     if x.numel() == 0:
-        return out
+        return lambda x, cos, sin: make_out()
     rows, half = shape[0] * shape[1] * shape[2], shape[3] // 2
     block_half = next_pow2(half)
     block_rows = max(1, min(64, 4096 // block_half))
     conversion = _conversion_flags(get_dtype("float32"), x.dtype, x.device)
-    launch(K.rotate_half_rows, (cdiv(rows, block_rows),), x.device,
-           [x, cos, sin, out, rows, shape[1], shape[2], *xs, *cs, *ss, *_broadcast_strides_4d(out, shape)],
-           HALF=half, BLOCK_ROWS=block_rows, BLOCK_HALF=block_half,
-           IN_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
-           VIA_F32=conversion["VIA_F32"], INDEX_64=needs_index_64(x, cos, sin, out), num_warps=4)
-    return out
+    planned = PlannedLaunch(
+        K.rotate_half_rows, (cdiv(rows, block_rows),),
+        [Slot("x"), Slot("cos"), Slot("sin"), Slot("out"), rows, shape[1], shape[2], *xs, *cs, *ss,
+         *(0,) * (4 - x.ndim), *strides],
+        dict(HALF=half, BLOCK_ROWS=block_rows, BLOCK_HALF=block_half,
+             IN_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
+             VIA_F32=conversion["VIA_F32"], INDEX_64=needs_index_64(x, cos, sin, (meta.shape, strides)), num_warps=4))
+    device = x.device
+
+    def execute(x, cos, sin):
+        out = make_out()
+        planned(device, {"x": x, "cos": cos, "sin": sin, "out": out})
+        return out
+    return execute
