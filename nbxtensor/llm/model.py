@@ -26,6 +26,7 @@ from ..tensor import Tensor
 from . import checkpoint
 from .cache import PagedKVCache
 from .checkpoint import CheckpointError
+from .quantized import linear, load_weights
 
 __all__ = ["DecoderConfig", "DecoderModel", "SUPPORTED_ARCHITECTURES", "load_model"]
 
@@ -262,9 +263,9 @@ class DecoderModel:
     def _attention_inputs(self, layer: _Layer, h: Tensor, positions: Tensor):
         c = self.config
         rows = h.shape[0]
-        q = F.linear(h, layer.q, layer.q_bias).view(rows, c.num_heads, c.head_dim)
-        k = F.linear(h, layer.k, layer.k_bias).view(rows, c.num_kv_heads, c.head_dim)
-        v = F.linear(h, layer.v, layer.v_bias).view(rows, c.num_kv_heads, c.head_dim)
+        q = linear(h, layer.q, layer.q_bias).view(rows, c.num_heads, c.head_dim)
+        k = linear(h, layer.k, layer.k_bias).view(rows, c.num_kv_heads, c.head_dim)
+        v = linear(h, layer.v, layer.v_bias).view(rows, c.num_kv_heads, c.head_dim)
         if c.qk_norm:
             q = rms_norm(q, (c.head_dim,), layer.q_norm, c.rms_eps)
             k = rms_norm(k, (c.head_dim,), layer.k_norm, c.rms_eps)
@@ -277,7 +278,7 @@ class DecoderModel:
         return x * self.embed_scale if self.embed_scale is not None else x
 
     def _logits(self, h: Tensor) -> Tensor:
-        logits = F.linear(h, self.lm_head)
+        logits = linear(h, self.lm_head)
         cap = self.config.final_softcap
         return F.tanh(logits / cap) * cap if cap is not None else logits
 
@@ -290,14 +291,14 @@ class DecoderModel:
             q, k, v = self._attention_inputs(layer, h, positions)
             kv_cache_append(k, v, cache.keys[index], cache.values[index], slots)
             attended = attend(index, q, k, v).reshape(h.shape[0], c.num_heads * c.head_dim)
-            out = F.linear(attended, layer.o, layer.o_bias)
+            out = linear(attended, layer.o, layer.o_bias)
             if c.sandwich:
                 out = rms_norm(out, hidden, layer.post_norm, c.rms_eps)
                 h, residual = add_rms_norm(out, residual, hidden, layer.pre_mlp_norm, c.rms_eps)
             else:
                 h, residual = add_rms_norm(out, residual, hidden, layer.post_norm, c.rms_eps)
-            gate = F.gelu(F.linear(h, layer.gate), approximate="tanh") if c.gemma else F.silu(F.linear(h, layer.gate))
-            mlp = F.linear(gate * F.linear(h, layer.up), layer.down)
+            gate = F.gelu(linear(h, layer.gate), approximate="tanh") if c.gemma else F.silu(linear(h, layer.gate))
+            mlp = linear(gate * linear(h, layer.up), layer.down)
             if c.sandwich:
                 mlp = rms_norm(mlp, hidden, layer.post_mlp_norm, c.rms_eps)
             following = self.layers[index + 1].input_norm if index + 1 < len(self.layers) else self.norm
@@ -387,9 +388,11 @@ class DecoderModel:
                              f"{c.max_positions} (max_position_embeddings)")
 
 
-def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_PREFILL_CHUNK) -> DecoderModel:
+def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+               quantize: str | None = None) -> DecoderModel:
     """The decoder in the Hugging Face checkpoint ``directory`` on ``device``, in ``dtype`` (default: the
-    checkpoint's), prefilling prompts in chunks of at most ``prefill_chunk`` tokens."""
+    checkpoint's), prefilling prompts in chunks of at most ``prefill_chunk`` tokens. A quantized checkpoint's
+    linear layers stay quantized; ``quantize`` (int4, int8 or fp8) quantizes a float one's on load."""
     import os
     directory = os.fspath(directory)
     config = DecoderConfig.from_hf(checkpoint.read_json(directory, checkpoint.CONFIG_FILE), directory)
@@ -401,8 +404,7 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
     if dtype.name == "bfloat16" and backend_for(device).facts.get("native_bf16") is False:
         raise TypeError(f"{device} has no bfloat16 arithmetic (its facts say native_bf16: false); load the model "
                         f"with dtype='float16' or 'float32' (nbx generate --dtype float16)")
-    raw = checkpoint.load_weights(directory, device, lambda name: name.startswith(("model.", "lm_head.")))
-    weights = {name: w if w.dtype is dtype else w.to(dtype) for name, w in raw.items()}
+    weights = load_weights(directory, device, dtype, lambda name: name.startswith(("model.", "lm_head.")), quantize)
     for required in ("model.embed_tokens.weight", "model.norm.weight"):
         if required not in weights:
             raise CheckpointError(f"{directory}: the checkpoint lacks weight {required}")
