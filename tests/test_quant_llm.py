@@ -149,3 +149,21 @@ def test_unsupported_and_inconsistent_quantized_checkpoints_are_refused(float_ch
         load(directory, device=TEST_DEVICE, quantize="int4")
     with pytest.raises(ValueError, match="quantize must be one of int4, int8, fp8"):
         load(float_checkpoint, device=TEST_DEVICE, quantize="int2")
+
+
+def test_nbx_quantize_and_generate_quantize(float_checkpoint, tmp_path, capsys):
+    from nbxtensor.cli import main
+    out = tmp_path / "int4"
+    assert main(["quantize", str(float_checkpoint), str(out), "--format", "int4", "--group-size", "32"]) == 0
+    assert json.load(open(out / "config.json"))["quantization_config"]["group_size"] == 32
+    capsys.readouterr()
+    prompt = ",".join(map(str, PROMPT))
+    assert main(["generate", str(out), "--prompt", prompt, "--max-new-tokens", "3", "--device", TEST_DEVICE,
+                 "--dtype", "float32"]) == 0
+    from_file = capsys.readouterr().out.split()
+    assert main(["generate", str(float_checkpoint), "--prompt", prompt, "--max-new-tokens", "3", "--device",
+                 TEST_DEVICE, "--dtype", "float32", "--quantize", "int4", "--group-size", "32"]) == 0
+    on_load = capsys.readouterr().out.split()
+    assert len(from_file) == len(on_load) == 3
+    assert main(["quantize", str(out), str(tmp_path / "again")]) == 2
+    assert "already quantized" in capsys.readouterr().err

@@ -126,13 +126,15 @@ def _quantized(method: str, spec: dict, parts: dict, device, dtype) -> Quantized
     return QuantizedWeight.int8(host["weight"], host["weight_scale"], device=device, dtype=dtype)
 
 
-def load_weights(directory: str, device, dtype, wanted, quantize: str | None = None,
-                 group_size: int = DEFAULT_GROUP_SIZE) -> dict:
+def load_weights(directory: str, device, dtype, wanted, quantize=None) -> dict:
     """The checkpoint's tensors named by ``wanted``: float ones in ``dtype`` on ``device``, quantized linear
-    layers as ``QuantizedWeight`` under their ``.weight`` names. ``quantize`` (int4, int8 or fp8) rounds a
-    float checkpoint's linear layers to nearest (int4 in groups of ``group_size`` inputs, int8 and fp8 per
-    channel)."""
+    layers as ``QuantizedWeight`` under their ``.weight`` names. ``quantize`` (int4, int8 or fp8, or
+    {"format": ..., "group_size": ...}) rounds a float checkpoint's linear layers to nearest (int4 in groups
+    of ``group_size`` inputs, 128 unless given; int8 and fp8 per channel)."""
     spec = quantization_of(checkpoint.read_json(directory, checkpoint.CONFIG_FILE), directory)
+    group_size = DEFAULT_GROUP_SIZE
+    if isinstance(quantize, dict):
+        quantize, group_size = quantize.get("format"), quantize.get("group_size", DEFAULT_GROUP_SIZE)
     if quantize is not None and quantize not in FORMATS:
         raise ValueError(f"quantize must be one of {', '.join(FORMATS)}, got {quantize!r}")
     if spec is not None and quantize is not None:
