@@ -209,7 +209,7 @@ def _generate(args) -> int:
         raise UsageError(f"{args.checkpoint}: no such directory; pass a Hugging Face checkpoint directory "
                          f"(config.json, safetensors, tokenizer.json)")
     try:
-        model = llm.load(args.checkpoint, device=device, dtype=args.dtype)
+        model = llm.load(args.checkpoint, device=device, dtype=args.dtype, quantize=_quantize(args))
         prompt = model.encode(args.prompt if model.tokenizer is not None or not args.prompt.replace(",", "").isdigit()
                               else [int(t) for t in args.prompt.split(",")])
         settings = {name: getattr(args, name) for name in ("max_new_tokens", "temperature", "top_k", "top_p", "min_p",
@@ -238,7 +238,7 @@ def _chat(args) -> int:
                          f"(config.json, safetensors, tokenizer.json, tokenizer_config.json with a chat_template)")
     interactive = sys.stdin.isatty()
     try:
-        model = llm.load(args.checkpoint, device=device, dtype=args.dtype)
+        model = llm.load(args.checkpoint, device=device, dtype=args.dtype, quantize=_quantize(args))
         settings = {name: getattr(args, name) for name in ("max_new_tokens", "temperature", "top_k", "top_p", "min_p",
                                                            "repetition_penalty", "seed")}
         messages = [{"role": "system", "content": args.system}] if args.system else []
@@ -264,6 +264,29 @@ def _chat(args) -> int:
     return 0
 
 
+def _quantize(args):
+    if args.quantize is None:
+        if args.group_size is not None:
+            raise UsageError("--group-size applies to --quantize int4")
+        return None
+    return {"format": args.quantize, "group_size": args.group_size or 128}
+
+
+def _quantize_checkpoint(args) -> int:
+    from nbxtensor import llm
+    from nbxtensor.llm.quantized import write_quantized
+    from nbxtensor.quant import QuantizationError
+
+    if not os.path.isdir(args.checkpoint):
+        raise UsageError(f"{args.checkpoint}: no such directory; pass a Hugging Face checkpoint directory")
+    try:
+        spec = write_quantized(args.checkpoint, args.out, args.format, args.group_size)
+    except (llm.CheckpointError, QuantizationError, ValueError, OSError) as error:
+        raise UsageError(str(error)) from None
+    print(f"wrote {args.out} ({spec['quant_method']})", file=sys.stderr)
+    return 0
+
+
 def _sampling_flags(command) -> None:
     command.add_argument("--max-new-tokens", type=int, default=None, help="how many tokens at most (default 32)")
     command.add_argument("--temperature", type=float, default=None, help="0 for greedy (the default unless the "
@@ -275,6 +298,10 @@ def _sampling_flags(command) -> None:
     command.add_argument("--seed", type=int, default=None, help="the draw's seed: the same seed, the same tokens")
     command.add_argument("--dtype", default=None, help="float32, float16 or bfloat16 (default: the checkpoint's)")
     command.add_argument("--device", default=None, help="cpu or cuda[:N] (default: the GPU when present, else the CPU)")
+    command.add_argument("--quantize", choices=("int4", "int8", "fp8"), default=None,
+                         help="round a float checkpoint's linear layers to nearest on load: int4 in groups, int8 or "
+                              "fp8 per channel")
+    command.add_argument("--group-size", type=int, default=None, help="inputs per int4 group (default 128)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -349,6 +376,15 @@ def parser() -> argparse.ArgumentParser:
     chat.add_argument("--system", default=None, help="a system message to open the conversation with")
     _sampling_flags(chat)
     chat.set_defaults(run=_chat)
+    quantize = sub.add_parser("quantize", help="write a quantized copy of a Hugging Face decoder checkpoint",
+                              description="Round the decoder's linear layers to nearest and write them with the "
+                                          "other files: int4 as AWQ (GEMM packing), int8 as nbx, fp8 as fbgemm_fp8 "
+                                          "(per channel).")
+    quantize.add_argument("checkpoint", metavar="CHECKPOINT_DIR", help="a float checkpoint (config.json, safetensors)")
+    quantize.add_argument("out", metavar="OUT", help="the directory to write")
+    quantize.add_argument("--format", choices=("int4", "int8", "fp8"), default="int4", help="default int4")
+    quantize.add_argument("--group-size", type=int, default=128, help="inputs per int4 group (default 128)")
+    quantize.set_defaults(run=_quantize_checkpoint)
     return top
 
 

@@ -23,10 +23,12 @@ from ..ops.attention import paged_attention, prefill_attention, rotary_append
 from ..ops.copy import cat
 from ..ops.creation import tensor as make_tensor
 from ..ops.normalization import add_rms_norm, rms_norm
+from ..quant import join_rows
 from ..tensor import Tensor
 from . import checkpoint
 from .cache import PagedKVCache
 from .checkpoint import CheckpointError
+from .quantized import linear, load_weights
 
 __all__ = ["DecoderConfig", "DecoderModel", "SUPPORTED_ARCHITECTURES", "load_model"]
 
@@ -208,15 +210,17 @@ class _Layer:
             self.qkv = take("self_attn.qkv_proj.weight")
             self.gate_up = take("mlp.gate_up_proj.weight")
         else:
-            self.qkv = cat([take(f"self_attn.{n}_proj.weight") for n in "qkv"])
-            self.gate_up = cat([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")])
+            self.qkv = _joined([take(f"self_attn.{n}_proj.weight") for n in "qkv"])
+            self.gate_up = _joined([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")])
         rows = (config.num_heads + 2 * config.num_kv_heads) * config.head_dim
         for name, weight, want in (("qkv", self.qkv, rows), ("gate_up", self.gate_up, 2 * config.intermediate_size)):
-            if tuple(weight.shape) != (want, config.hidden_size):
-                raise CheckpointError(f"{prefix}: the {name} projection weights are {list(weight.shape)}, not "
+            shape = [sum(w.shape[0] for w in weight), weight[0].shape[1]] if isinstance(weight, list) \
+                else list(weight.shape)
+            if shape != [want, config.hidden_size]:
+                raise CheckpointError(f"{prefix}: the {name} projection weights are {shape}, not "
                                       f"[{want}, {config.hidden_size}] as the config gives")
         biases = [take(f"self_attn.{n}_proj.bias", not config.attention_bias) for n in "qkv"]
-        self.qkv_bias = cat(biases) if config.attention_bias else None
+        self.qkv_bias = None if not config.attention_bias else biases if isinstance(self.qkv, list) else cat(biases)
         self.o = take("self_attn.o_proj.weight")
         self.down = take("mlp.down_proj.weight")
         self.o_bias = take("self_attn.o_proj.bias", not config.output_bias)
@@ -227,6 +231,23 @@ class _Layer:
         if config.gemma:
             self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm = (
                 _one_plus(w) for w in (self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm))
+
+
+def _joined(weights: list):
+    """Projection weights stacked by output rows into one matrix, so one product computes them all; a list
+    of them where quantized ones cannot be joined (``quant.join_rows``)."""
+    if all(isinstance(w, Tensor) for w in weights):
+        return cat(weights)
+    joined = join_rows(weights)
+    return weights if joined is None else joined
+
+
+def _project(h: Tensor, weight, bias=None) -> Tensor:
+    """``h`` times a projection weight from ``_joined`` (one weight, or a list whose products are joined)."""
+    if isinstance(weight, list):
+        biases = bias if bias is not None else [None] * len(weight)
+        return cat([linear(h, w, b) for w, b in zip(weight, biases)], dim=-1)
+    return linear(h, weight, bias)
 
 
 def _one_plus(weight):
@@ -273,7 +294,7 @@ class DecoderModel:
         c = self.config
         rows = h.shape[0]
         q_width, kv_width = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-        qkv = F.linear(h, layer.qkv, layer.qkv_bias)
+        qkv = _project(h, layer.qkv, layer.qkv_bias)
         q = qkv[:, :q_width].view(rows, c.num_heads, c.head_dim)
         k = qkv[:, q_width:q_width + kv_width].view(rows, c.num_kv_heads, c.head_dim)
         v = qkv[:, q_width + kv_width:].view(rows, c.num_kv_heads, c.head_dim)
@@ -288,7 +309,7 @@ class DecoderModel:
         return x * self.embed_scale if self.embed_scale is not None else x
 
     def _logits(self, h: Tensor) -> Tensor:
-        logits = F.linear(h, self.lm_head)
+        logits = linear(h, self.lm_head)
         cap = self.config.final_softcap
         return F.tanh(logits / cap) * cap if cap is not None else logits
 
@@ -300,14 +321,14 @@ class DecoderModel:
         for index, layer in enumerate(self.layers):
             q, k, v = self._attention_inputs(layer, h, positions, cache, index, slots)
             attended = attend(index, q, k, v).reshape(h.shape[0], c.num_heads * c.head_dim)
-            out = F.linear(attended, layer.o, layer.o_bias)
+            out = linear(attended, layer.o, layer.o_bias)
             if c.sandwich:
                 out = rms_norm(out, hidden, layer.post_norm, c.rms_eps)
                 h, residual = add_rms_norm(out, residual, hidden, layer.pre_mlp_norm, c.rms_eps)
             else:
                 h, residual = add_rms_norm(out, residual, hidden, layer.post_norm, c.rms_eps)
-            gated = F.act_and_mul(F.linear(h, layer.gate_up), activation="gelu_tanh" if c.gemma else "silu")
-            mlp = F.linear(gated, layer.down)
+            gated = F.act_and_mul(_project(h, layer.gate_up), activation="gelu_tanh" if c.gemma else "silu")
+            mlp = linear(gated, layer.down)
             if c.sandwich:
                 mlp = rms_norm(mlp, hidden, layer.post_mlp_norm, c.rms_eps)
             following = self.layers[index + 1].input_norm if index + 1 < len(self.layers) else self.norm
@@ -397,9 +418,11 @@ class DecoderModel:
                              f"{c.max_positions} (max_position_embeddings)")
 
 
-def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_PREFILL_CHUNK) -> DecoderModel:
+def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+               quantize: str | None = None) -> DecoderModel:
     """The decoder in the Hugging Face checkpoint ``directory`` on ``device``, in ``dtype`` (default: the
-    checkpoint's), prefilling prompts in chunks of at most ``prefill_chunk`` tokens."""
+    checkpoint's), prefilling prompts in chunks of at most ``prefill_chunk`` tokens. A quantized checkpoint's
+    linear layers stay quantized; ``quantize`` (int4, int8 or fp8) quantizes a float one's on load."""
     import os
     directory = os.fspath(directory)
     config = DecoderConfig.from_hf(checkpoint.read_json(directory, checkpoint.CONFIG_FILE), directory)
@@ -411,9 +434,7 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
     if dtype.name == "bfloat16" and backend_for(device).facts.get("native_bf16") is False:
         raise TypeError(f"{device} has no bfloat16 arithmetic (its facts say native_bf16: false); load the model "
                         f"with dtype='float16' or 'float32' (nbx generate --dtype float16)")
-    raw = checkpoint.load_weights(directory, device, lambda name: name.startswith(("model.", "lm_head.")))
-    weights = {name: w if w.dtype is dtype else w.to(dtype) for name, w in raw.items()}
-    del raw  # the layers take their weights out of ``weights``: what they join is freed as they go
+    weights = load_weights(directory, device, dtype, lambda name: name.startswith(("model.", "lm_head.")), quantize)
     for required in ("model.embed_tokens.weight", "model.norm.weight"):
         if required not in weights:
             raise CheckpointError(f"{directory}: the checkpoint lacks weight {required}")

@@ -1,0 +1,216 @@
+"""Quantized decoders: reading a quantized checkpoint's tensors as the config's ``quantization_config``
+describes them, quantizing a float checkpoint's linear layers on load, and writing a quantized checkpoint.
+
+Read: ``gptq`` (4 bits, ``checkpoint_format`` gptq or gptq_v2, act-order through ``g_idx``), ``awq`` (4 bits,
+GEMM packing, zero points), ``fp8`` (e4m3 weights with ``weight_scale_inv`` per 128 x 128 block, dynamic
+activations: the weights alone are quantized here), ``fbgemm_fp8`` (e4m3 with a per-channel ``weight_scale``)
+and ``nbx`` (what ``write_quantized`` writes for int8: int8 ``weight`` and a per-channel ``weight_scale``).
+Any other method is refused by name. A quantized layer's tensors are checked against each other (shapes,
+dtypes, group indices) before anything reads them.
+
+Written: int4 as AWQ (GEMM packing), int8 as ``nbx``, fp8 as ``fbgemm_fp8``: checkpoints other readers of
+those formats also load (but ``nbx``)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+
+import numpy as np
+
+from ..io.safetensors import save_file
+from ..nn import functional as F
+from ..ops.creation import tensor
+from ..ops.quant import quantized_linear
+from ..quant import (AWQ_ORDER, FORMATS, QuantizationError, QuantizedWeight, pack_int4_columns, quantize_fp8,
+                     quantize_int4, quantize_int8)
+from . import checkpoint
+from .checkpoint import CheckpointError
+
+__all__ = ["linear", "quantization_of", "load_weights", "write_quantized", "QUANTIZABLE"]
+
+READ_METHODS = ("gptq", "awq", "fp8", "fbgemm_fp8", "nbx")
+# the decoder's linear layers, the weights quantized on load (embeddings, norms and the LM head stay float)
+QUANTIZABLE = re.compile(r"model\.layers\.\d+\.(self_attn|mlp)\.(q|k|v|o|qkv|gate|up|down|gate_up)_proj\.weight")
+DEFAULT_GROUP_SIZE = 128
+
+
+def linear(x, weight, bias=None):
+    """``x @ weight.T + bias`` for a float or a quantized weight."""
+    if isinstance(weight, QuantizedWeight):
+        return quantized_linear(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+def _refuse(directory: str, message: str):
+    raise CheckpointError(f"{directory}: quantization_config: {message}")
+
+
+def quantization_of(config: dict, directory: str) -> dict | None:
+    """The checkpoint's ``quantization_config``, checked (None when there is none): {"method", and the
+    method's settings as ``_modules`` reads them}."""
+    spec = config.get("quantization_config")
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or not isinstance(spec.get("quant_method"), str):
+        _refuse(directory, "expected an object with a quant_method string")
+    method = spec["quant_method"]
+    if method not in READ_METHODS:
+        _refuse(directory, f"quant_method {method!r} is not supported (supported: {', '.join(READ_METHODS)})")
+    if method in ("gptq", "awq"):
+        if spec.get("bits") != 4:
+            _refuse(directory, f"{method} with bits={spec.get('bits')!r} is not supported (4 bits are)")
+        group_size = spec.get("group_size", DEFAULT_GROUP_SIZE)
+        if type(group_size) is not int or not (group_size == -1 or group_size > 0):
+            _refuse(directory, f"group_size must be -1 or a positive integer, got {group_size!r}")
+        out = {"method": method, "group_size": group_size}
+        if method == "gptq":
+            form = spec.get("checkpoint_format", "gptq")
+            if form not in ("gptq", "gptq_v2"):
+                _refuse(directory, f"gptq checkpoint_format {form!r} is not supported (gptq and gptq_v2 are)")
+            out["zero_offset"] = 1 if form == "gptq" else 0
+        else:
+            version = str(spec.get("version", "gemm")).lower()
+            if version != "gemm":
+                _refuse(directory, f"awq version {version!r} is not supported (gemm is)")
+            if spec.get("zero_point", True) is not True:
+                _refuse(directory, "awq without zero points is not supported")
+        return out
+    if method == "fp8":
+        if spec.get("activation_scheme", "dynamic") != "dynamic":
+            _refuse(directory, f"fp8 activation_scheme {spec.get('activation_scheme')!r} is not supported (dynamic "
+                               f"is: weights alone are quantized)")
+        if list(spec.get("weight_block_size") or []) != [128, 128]:
+            _refuse(directory, f"fp8 weight_block_size {spec.get('weight_block_size')!r} is not supported ([128, 128] "
+                               f"is)")
+    if method == "nbx" and spec.get("format") != "int8":
+        _refuse(directory, f"nbx format {spec.get('format')!r} is not supported (int8 is)")
+    return {"method": method}
+
+
+# the tensors of one quantized linear module, by method: (suffixes, optional suffixes)
+_PARTS = {"gptq": (("qweight", "qzeros", "scales"), ("g_idx",)), "awq": (("qweight", "qzeros", "scales"), ()),
+          "fp8": (("weight", "weight_scale_inv"), ()), "fbgemm_fp8": (("weight", "weight_scale"), ()),
+          "nbx": (("weight", "weight_scale"), ())}
+
+
+def _module_parts(names, method: str) -> dict:
+    """module prefix -> {suffix: tensor name} for the quantized modules among ``names``."""
+    required, optional = _PARTS[method]
+    marker = required[-1] if method in ("gptq", "awq") else required[1]
+    modules = {}
+    for name in names:
+        if name.endswith("." + marker):
+            prefix = name[:-len(marker) - 1]
+            modules[prefix] = {s: f"{prefix}.{s}" for s in (*required, *optional) if f"{prefix}.{s}" in names}
+            missing = [s for s in required if s not in modules[prefix]]
+            if missing:
+                raise CheckpointError(f"quantized module {prefix} lacks {', '.join(missing)}")
+    return modules
+
+
+def _quantized(method: str, spec: dict, parts: dict, device, dtype) -> QuantizedWeight:
+    host = {suffix: tensor.numpy() for suffix, tensor in parts.items()}
+    if method == "gptq":
+        return QuantizedWeight.gptq(host["qweight"], host["qzeros"], host["scales"], host.get("g_idx"),
+                                    group_size=spec["group_size"], zero_offset=spec["zero_offset"], device=device,
+                                    dtype=dtype)
+    if method == "awq":
+        return QuantizedWeight.awq(host["qweight"], host["qzeros"], host["scales"], group_size=spec["group_size"],
+                                   device=device, dtype=dtype)
+    if method == "fp8":
+        return QuantizedWeight.fp8(host["weight"], host["weight_scale_inv"], device=device, dtype=dtype)
+    if method == "fbgemm_fp8":
+        return QuantizedWeight.fp8(host["weight"], host["weight_scale"], device=device, dtype=dtype)
+    return QuantizedWeight.int8(host["weight"], host["weight_scale"], device=device, dtype=dtype)
+
+
+def load_weights(directory: str, device, dtype, wanted, quantize=None) -> dict:
+    """The checkpoint's tensors named by ``wanted``: float ones in ``dtype`` on ``device``, quantized linear
+    layers as ``QuantizedWeight`` under their ``.weight`` names. ``quantize`` (int4, int8 or fp8, or
+    {"format": ..., "group_size": ...}) rounds a float checkpoint's linear layers to nearest (int4 in groups
+    of ``group_size`` inputs, 128 unless given; int8 and fp8 per channel)."""
+    spec = quantization_of(checkpoint.read_json(directory, checkpoint.CONFIG_FILE), directory)
+    group_size = DEFAULT_GROUP_SIZE
+    if isinstance(quantize, dict):
+        quantize, group_size = quantize.get("format"), quantize.get("group_size", DEFAULT_GROUP_SIZE)
+    if quantize is not None and quantize not in FORMATS:
+        raise ValueError(f"quantize must be one of {', '.join(FORMATS)}, got {quantize!r}")
+    if spec is not None and quantize is not None:
+        raise CheckpointError(f"{directory}: the checkpoint is already quantized ({spec['method']}); quantize= "
+                              f"applies to float checkpoints")
+    if spec is None and quantize is None:
+        raw = checkpoint.load_weights(directory, device, wanted)
+        return {name: w if w.dtype is dtype else w.to(dtype) for name, w in raw.items()}
+    # quantized tensors are repacked (or rounded) on the host, then uploaded
+    raw = checkpoint.load_weights(directory, "cpu", wanted)
+    weights = {}
+    try:
+        if spec is not None:
+            for prefix, parts in _module_parts(raw, spec["method"]).items():
+                weights[prefix + ".weight"] = _quantized(spec["method"], spec, {s: raw.pop(n) for s, n in parts.items()},
+                                                         device, dtype)
+        else:
+            for name in [n for n in raw if QUANTIZABLE.fullmatch(n)]:
+                weights[name] = QuantizedWeight.quantize(raw.pop(name).to(dtype).numpy(), quantize,
+                                                         group_size=group_size, device=device, dtype=dtype.name)
+    except QuantizationError as error:
+        raise CheckpointError(f"{directory}: {error}") from None
+    for name, w in raw.items():
+        if w.dtype.storage_only or w.dtype.kind != "float":
+            raise CheckpointError(f"{directory}: tensor {name} ({w.dtype.name}) belongs to no quantized module")
+        weights[name] = w.to(device).to(dtype)
+    return weights
+
+
+def write_quantized(directory, out, format: str, group_size: int = DEFAULT_GROUP_SIZE) -> dict:
+    """A copy of the float checkpoint ``directory`` in ``out`` with its decoder's linear layers rounded to
+    nearest: int4 (AWQ's GEMM packing, groups of ``group_size``), int8 (``nbx``) or fp8 (``fbgemm_fp8``, per
+    channel). Other files are copied as they are. Returns the ``quantization_config`` written."""
+    directory, out = os.fspath(directory), os.fspath(out)
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    config = checkpoint.read_json(directory, checkpoint.CONFIG_FILE)
+    if quantization_of(config, directory) is not None:
+        raise CheckpointError(f"{directory}: the checkpoint is already quantized")
+    if os.path.abspath(out) == os.path.abspath(directory):
+        raise ValueError("the quantized checkpoint must go to another directory")
+    raw = checkpoint.load_weights(directory, "cpu", lambda name: True)
+    tensors = {}
+    for name, w in raw.items():
+        if not QUANTIZABLE.fullmatch(name):
+            tensors[name] = w
+            continue
+        prefix = name[:-len(".weight")]
+        host = w.numpy()
+        if format == "int4":
+            n = host.shape[0]
+            if n % 8:
+                raise CheckpointError(f"{name}: AWQ packs 8 outputs a word; {n} outputs do not fill whole words")
+            q, scales, zeros = quantize_int4(host, group_size, "float16")
+            parts = {"qweight": pack_int4_columns(q, AWQ_ORDER), "qzeros": pack_int4_columns(zeros, AWQ_ORDER),
+                     "scales": scales}
+        elif format == "int8":
+            q, scales = quantize_int8(host, "float32")
+            parts = {"weight": q, "weight_scale": scales[:, None]}
+        else:
+            q, scales = quantize_fp8(host, "channel", "float32")
+            parts = {"weight": q, "weight_scale": scales[:, None]}
+        for suffix, array in parts.items():
+            tensors[f"{prefix}.{suffix}"] = tensor(np.ascontiguousarray(array), device="cpu")
+    spec = ({"quant_method": "awq", "bits": 4, "group_size": group_size, "zero_point": True, "version": "gemm"}
+            if format == "int4" else {"quant_method": "nbx", "format": "int8"} if format == "int8"
+            else {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0})
+    os.makedirs(out, exist_ok=True)
+    for name in os.listdir(directory):
+        source = os.path.join(directory, name)
+        if (name.endswith(".safetensors") or name in (checkpoint.INDEX_FILE, checkpoint.CONFIG_FILE)
+                or not os.path.isfile(source)):
+            continue
+        shutil.copyfile(source, os.path.join(out, name))
+    save_file(tensors, os.path.join(out, checkpoint.SINGLE_WEIGHTS_FILE))
+    with open(os.path.join(out, checkpoint.CONFIG_FILE), "w") as file:
+        json.dump({**config, "quantization_config": spec}, file, indent=2)
+    return spec
+

@@ -1,0 +1,208 @@
+"""``nbx::quantized_linear``: x (..., K) times a ``QuantizedWeight`` (N, K), transposed, plus an optional bias,
+in x's dtype. Up to 16 rows go through ``kernels/quant.py``'s ``quantized_gemv`` (split K, weights
+streamed once), more through ``quantized_gemm``; settings are tuned per launch key as the float GEMV's are.
+Products accumulate in float32; on a GPU, half-precision rows meet the weight tile rounded to their own
+type on the matrix units (rows of float32 in float32), one row multiplies in float32."""
+from __future__ import annotations
+
+import functools
+
+from .. import shape as S
+from .. import tuning
+from ..device import backend_for
+from ..dtypes import get_dtype
+from ..kernels import matmul as MK
+from ..kernels import quant as K
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
+from ..launch import cdiv, next_pow2
+from ..lowering import needs_index_64
+from ..quant import QuantizedWeight
+from ..tensor import Tensor
+from .copy import _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
+from .matmul import (GEMV_MAX_ROWS, GROUP_M, _clamp_block, _dot_precision, _fold_rows, _INTERPRETED_BLOCK_K,
+                     _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, _product_workspace, gemv_candidates)
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .registry import Cost, TensorMeta, nbytes, register
+
+_FLOATS = ("float32", "float16", "bfloat16")
+_WEIGHT_FORMATS = {"int4": K.WEIGHT_INT4.value, "int8": K.WEIGHT_INT8.value, "fp8": K.WEIGHT_FP8.value}
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps) of the prefill GEMM: the dequantized float32 weight
+# tile lives in registers beside the accumulator, so tiles stay smaller than the float GEMM's
+_GEMM_SHAPES = [(64, 128, 64, 3, 4), (128, 128, 64, 3, 8), (64, 64, 64, 3, 4), (128, 64, 32, 4, 4),
+                (32, 128, 64, 4, 4), (64, 256, 32, 3, 8), (128, 128, 32, 4, 8), (64, 64, 128, 2, 4)]
+
+
+def _meta(input, weight, bias=None):
+    if not isinstance(weight, QuantizedWeight):
+        raise TypeError(f"quantized_linear: weight must be a QuantizedWeight, got {type(weight).__name__} "
+                        f"(a float weight goes through nn.functional.linear)")
+    if input.dtype.name not in _FLOATS:
+        raise TypeError(f"quantized_linear: input must be float32, float16 or bfloat16, got {input.dtype.name}")
+    n, k = weight.shape
+    if len(input.shape) == 0 or input.shape[-1] != k:
+        raise RuntimeError(f"quantized_linear: input of shape {tuple(input.shape)} cannot multiply a weight of "
+                           f"shape {weight.shape}: its last dim must be {k}")
+    if bias is not None:
+        if tuple(bias.shape) != (n,):
+            raise RuntimeError(f"quantized_linear: bias must have shape ({n},), got {tuple(bias.shape)}")
+        if bias.dtype is not input.dtype:
+            raise RuntimeError(f"quantized_linear: bias must have the input's dtype {input.dtype.name}, got "
+                               f"{bias.dtype.name}")
+    return TensorMeta((*input.shape[:-1], n), input.dtype)
+
+
+def _cost(input, weight, bias=None):
+    """Reads the packed weight, its scales and zero points once (``weight.nbytes``); the workspace is a
+    decode GEMV's split-K partials, the most any device's settings take."""
+    out = _meta(input, weight, bias)
+    n, k = weight.shape
+    rows = S.numel(out.shape[:-1])
+    return Cost(flops=2 * rows * n * k, bytes_read=nbytes(input) + weight.nbytes + (nbytes(bias) if bias is not None
+                                                                                     else 0),
+                bytes_written=nbytes(out),
+                workspace=_product_workspace(out.dtype, 1, rows, k, n) if rows <= GEMV_MAX_ROWS else 0)
+
+
+_plans = PlanCache()
+
+
+@register("quantized_linear", family="quantized", aten=["nbx::quantized_linear"], meta=_meta, cost=_cost)
+def quantized_linear(input: Tensor, weight: QuantizedWeight, bias: Tensor | None = None) -> Tensor:
+    """input @ weight.T + bias for a quantized (out_features, in_features) ``weight``, dequantized as it is
+    read; the result has the input's dtype."""
+    key = (layout_key(input), weight.layout_key if type(weight) is QuantizedWeight else None, layout_key(bias))
+    plan = _plans.lookup(key)
+    if plan is None:
+        _meta(input, weight, bias)
+        plan = _plans.get(key, lambda: _plan(input, weight, bias))
+    return plan(input, weight, bias)
+
+
+def _plan(input: Tensor, weight: QuantizedWeight, bias: Tensor | None):
+    """``execute(input, weight, bias)`` for operands laid out as these are."""
+    dtype = input.dtype
+    dev = input.device
+    for other, what in ((weight, "weight"), (bias, "bias")):
+        if other is not None and other.device != dev:
+            raise RuntimeError(f"quantized_linear: input is on {dev} but the {what} on {other.device}")
+    n, k = weight.shape
+    out_shape = (*input.shape[:-1], n)
+    out_strides = S.contiguous_strides(out_shape)
+    rows = _fold_rows(input)
+    if rows is None:
+        def dense(input, weight, bias):
+            with scratch_scope():
+                input = input.contiguous()
+            return quantized_linear(input, weight, bias)
+        return dense
+    m = rows.shape[0]
+    if m == 0:
+        return lambda input, weight, bias: new_tensor(out_shape, dtype, dev)
+    rows_shape, rows_strides = rows.shape, rows.stride()
+    out = new_tensor((m, n), dtype, dev)
+    run = _launches(rows, weight, bias, out, m, n, k)
+    fresh_output = fresh_tensor_maker((m, n), dtype, dev)
+
+    def execute(input, weight, bias):
+        out = fresh_output()
+        run(input._view(rows_shape, rows_strides), weight, bias, out)
+        return out._view(out_shape, out_strides)
+    return execute
+
+
+def gemm_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
+    """Settings worth timing for the prefill GEMM of m rows by an (n, k) quantized weight."""
+    if facts["kernels"].get("interpreted"):
+        # the interpreter pays per program and operation: one wide tile a program, long K steps
+        return [dict(BLOCK_M=_clamp_block(_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_M, m),
+                     BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n),
+                     BLOCK_K=_clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), num_stages=1, num_warps=1)]
+    tiles = facts["tiles"]
+    seen, out = set(), []
+    for bm, bn, bk, stages, warps in _GEMM_SHAPES:
+        config = dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m), BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
+                      BLOCK_K=_clamp_block(bk, tiles["max_block_k"], k), num_stages=min(stages, tiles["max_stages"]),
+                      num_warps=min(warps, tiles["max_warps"]))
+        marker = tuple(config.values())
+        if marker not in seen:
+            seen.add(marker)
+            out.append(config)
+    return out
+
+
+def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
+    """``run(x, weight, bias, out)`` for (m, k) rows laid out as ``x`` and a weight laid out as ``weight``,
+    with its tuned settings."""
+    dev = x.device
+    facts = backend_for(dev).facts
+    interpreted = bool(facts["kernels"].get("interpreted"))
+    has_bias = bias is not None
+    decode_bf16 = x.dtype.name == "bfloat16" and interpreted
+    conversion = _conversion_flags(get_dtype("float32"), out.dtype, dev)
+    q = weight.qweight
+    q_sk, q_sn = (q.stride(0), q.stride(1)) if weight.format == "int4" else (q.stride(1), q.stride(0))
+    z_sg, z_sn = weight.zeros.stride() if weight.zeros is not None else (0, 0)
+    has_g_idx = weight.g_idx is not None
+    index_64 = needs_index_64(*(t for t in (x, out, q, weight.scales, weight.zeros, bias) if t is not None))
+    flags = dict(WEIGHT=_WEIGHT_FORMATS[weight.format], SCALE_FORMAT=load_format(weight.scales.dtype),
+                 HAS_G_IDX=has_g_idx, DOT=get_dtype("float32").triton if decode_bf16 else x.dtype.triton,
+                 PRECISION=_dot_precision(x.dtype), DECODE_BF16=decode_bf16, HAS_BIAS=has_bias,
+                 BIAS_FORMAT=SMALL_FLOAT_FORMATS.get(bias.dtype.name, FORMAT_NATIVE) if has_bias else FORMAT_NATIVE,
+                 DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INDEX_64=index_64,
+                 INTERPRETED=interpreted)
+    common = [weight.group_size, weight.scale_block_n, x.stride(0), x.stride(1), q_sk, q_sn, *weight.scales.stride(),
+              z_sg, z_sn, bias.stride(0) if has_bias else 0, *out.stride()]
+    decode = m <= GEMV_MAX_ROWS
+    key = tuning.launch_key("quantized_gemv" if decode else "quantized_gemm", facts, rows={"M": m},
+                            cols={"N": n, "K": k}, dtypes=(x.dtype, weight.scales.dtype),
+                            flags={"format": weight.format, "g_idx": has_g_idx})
+
+    def tensors_of(x, weight, bias, out, partial=None):
+        placeholder = weight.scales  # for the pointers a constexpr leaves unread
+        return {"x": x, "q": weight.qweight, "scales": weight.scales,
+                "zeros": weight.zeros if weight.zeros is not None else placeholder,
+                "g_idx": weight.g_idx if has_g_idx else placeholder, "bias": bias if has_bias else out, "out": out,
+                "partial": partial if partial is not None else out}
+
+    def gemv_for(config):
+        block_k, splits = config["BLOCK_K"], config["SPLITS"]
+        k_per_split = cdiv(cdiv(k, splits), block_k) * block_k
+        splits = max(1, cdiv(k, k_per_split))
+        main = PlannedLaunch(
+            K.quantized_gemv, (cdiv(n, config["BLOCK_N"]), splits),
+            [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"),
+             Slot("partial"), m, n, k, k_per_split, *common],
+            dict(BLOCK_M=1 if m == 1 else GEMV_MAX_ROWS, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1,
+                 num_warps=config["num_warps"], **({"num_stages": config["num_stages"]} if "num_stages" in config
+                                                   else {}), **flags))
+        combine_n = min(config["BLOCK_N"], 64)
+        combine = PlannedLaunch(
+            MK.gemv_combine, (cdiv(n, combine_n),),
+            [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, 1.0, 1.0, 0, common[-3], *out.stride()],
+            dict(BLOCK_M=next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=False,
+                 BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+                 num_warps=config["num_warps"])) if splits > 1 else None
+        float32 = get_dtype("float32")
+
+        def run(x, weight, bias, out):
+            partial = scratch_tensor((splits, m, n), float32, dev) if combine is not None else None
+            tensors = tensors_of(x, weight, bias, out, partial)
+            main(dev, tensors)
+            if combine is not None:
+                combine(dev, tensors)
+        return run
+
+    def gemm_for(config):
+        launch = PlannedLaunch(
+            K.quantized_gemm, (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),),
+            [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"), m, n, k,
+             *common],
+            dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], GROUP_M=GROUP_M,
+                 num_warps=config["num_warps"], num_stages=config["num_stages"], **flags))
+        return lambda x, weight, bias, out: launch(dev, tensors_of(x, weight, bias, out))
+
+    launches_for = gemv_for if decode else gemm_for
+    candidates = (lambda: gemv_candidates(facts, m, n, k)) if decode else (lambda: gemm_candidates(facts, m, n, k))
+    config = tuning.choose_timed(key, facts, candidates,
+                                 lambda config: functools.partial(launches_for(config), x, weight, bias, out))
+    return launches_for(config)

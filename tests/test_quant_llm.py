@@ -1,0 +1,171 @@
+"""Quantized decoders: checkpoints whose linear layers are GPTQ, AWQ, int8 or fp8, and float checkpoints
+quantized on load, generate the greedy tokens of the same model run in float32 with the weights those
+quantized ones stand for (dequantized here with NumPy and saved as a float checkpoint).
+
+Equal tokens, not close logits: both runs multiply by the same float32 weights (a dequantized weight is exact
+in float32), and differ only in the order of the float32 sums, far below the gaps between a random model's
+top logits at these scales (weights drawn with a standard deviation of 0.15, as below)."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import nbxtensor as nbx
+from nbxtensor.io import load_file, save_file
+from nbxtensor.llm import load
+from nbxtensor.llm.checkpoint import CheckpointError
+from nbxtensor.llm.quantized import write_quantized
+from nbxtensor.quant import AWQ_ORDER, unpack_int4_columns
+
+from .conftest import TEST_DEVICE
+from .test_quant import _pack_along_n, _pack_gptq_qweight, _reference_int4
+
+CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 80, "max_position_embeddings": 64,
+          "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "float32",
+          "bos_token_id": 1, "eos_token_id": 2}
+PROMPT = [5, 17, 3, 44, 9, 30, 61]
+NEW_TOKENS = 6
+PROJECTIONS = {"self_attn.q_proj": (64, 64), "self_attn.k_proj": (32, 64), "self_attn.v_proj": (32, 64),
+               "self_attn.o_proj": (64, 64), "mlp.gate_proj": (96, 64), "mlp.up_proj": (96, 64),
+               "mlp.down_proj": (64, 96)}
+
+
+def _write(directory, tensors: dict, quantization=None):
+    os.makedirs(directory, exist_ok=True)
+    config = dict(CONFIG, **({"quantization_config": quantization} if quantization else {}))
+    with open(os.path.join(directory, "config.json"), "w") as file:
+        json.dump(config, file)
+    save_file({name: nbx.tensor(np.ascontiguousarray(a)) for name, a in tensors.items()},
+              os.path.join(directory, "model.safetensors"))
+    return directory
+
+
+def _float_weights(rng) -> dict:
+    tensors = {"model.embed_tokens.weight": rng.standard_normal((80, 64)), "lm_head.weight": rng.standard_normal((80, 64)) * 0.15,
+               "model.norm.weight": 1 + 0.1 * rng.standard_normal(64)}
+    for layer in range(2):
+        prefix = f"model.layers.{layer}."
+        tensors[prefix + "input_layernorm.weight"] = 1 + 0.1 * rng.standard_normal(64)
+        tensors[prefix + "post_attention_layernorm.weight"] = 1 + 0.1 * rng.standard_normal(64)
+        for name, shape in PROJECTIONS.items():
+            tensors[f"{prefix}{name}.weight"] = rng.standard_normal(shape) * 0.15
+    return {name: a.astype(np.float32) for name, a in tensors.items()}
+
+
+@pytest.fixture(scope="module")
+def float_checkpoint(tmp_path_factory):
+    return _write(tmp_path_factory.mktemp("float"), _float_weights(np.random.default_rng(7)))
+
+
+def _tokens(directory, quantized=False, **settings):
+    llm = load(directory, device=TEST_DEVICE, dtype="float32", **settings)
+    assert isinstance(llm.model.layers[1].down, nbx.QuantizedWeight) == quantized
+    return llm.generate(PROMPT, max_new_tokens=NEW_TOKENS, temperature=0).tokens
+
+
+def _dequantized(directory) -> dict:
+    """The float32 weights a quantized checkpoint stands for, dequantized here with NumPy."""
+    config = json.load(open(os.path.join(directory, "config.json")))["quantization_config"]
+    tensors = {n: t.numpy() for n, t in load_file(os.path.join(directory, "model.safetensors"), device="cpu").items()}
+    out = {}
+    for name in list(tensors):
+        if name.endswith((".qweight", ".weight_scale")) or name.endswith(".weight") and tensors[name].dtype.itemsize == 1:
+            prefix = name.rsplit(".", 1)[0]
+            if prefix + ".weight" in out:
+                continue
+            if config["quant_method"] == "awq":
+                n = tensors[prefix + ".scales"].shape[1]
+                q = unpack_int4_columns(tensors[prefix + ".qweight"], n, AWQ_ORDER)
+                zeros = unpack_int4_columns(tensors[prefix + ".qzeros"], n, AWQ_ORDER)
+                groups = np.arange(q.shape[0]) // config["group_size"]
+                w = _reference_int4(q, zeros, tensors[prefix + ".scales"], groups)
+            else:  # int8 (nbx) and fp8 (fbgemm_fp8): values times a per-channel scale
+                w = tensors[prefix + ".weight"].astype(np.float64) * tensors[prefix + ".weight_scale"].astype(np.float64)
+            out[prefix + ".weight"] = w.astype(np.float32)
+        elif not name.endswith((".qzeros", ".scales")):
+            out[name] = tensors[name]
+    return out
+
+
+@pytest.mark.parametrize("format", ["int8", "int4", "fp8"])
+def test_a_written_quantized_checkpoint_generates_its_dequantized_models_tokens(float_checkpoint, tmp_path, format):
+    quantized = tmp_path / "quantized"
+    write_quantized(float_checkpoint, quantized, format, group_size=32)
+    dequantized = _write(tmp_path / "dequantized", _dequantized(quantized))
+    expected = _tokens(dequantized)
+    assert _tokens(quantized, True) == expected
+    if format == "int8":
+        # quantizing on load rounds as the writer does: the same weights
+        assert _tokens(float_checkpoint, True, quantize="int8") == expected
+
+
+@pytest.mark.parametrize("format", ["int4", "fp8"])
+def test_quantize_on_load_runs_every_format(float_checkpoint, format):
+    llm = load(float_checkpoint, device=TEST_DEVICE, dtype="float32", quantize=format)
+    # q, k and v quantized apart are joined by output rows into one weight
+    qkv = llm.model.layers[0].qkv
+    assert isinstance(qkv, nbx.QuantizedWeight) and qkv.format == format
+    assert len(llm.generate(PROMPT, max_new_tokens=3, temperature=0).tokens) == 3
+
+
+def test_a_gptq_checkpoint_with_act_order(tmp_path):
+    rng = np.random.default_rng(3)
+    tensors, dequantized = {}, {}
+    for name, a in _float_weights(rng).items():
+        prefix = name[:-len(".weight")]
+        if prefix.rsplit(".", 1)[-1] not in {p.rsplit(".", 1)[-1] for p in PROJECTIONS}:
+            tensors[name] = dequantized[name] = a
+            continue
+        n, k = a.shape
+        q = rng.integers(0, 16, (k, n)).astype(np.uint8)
+        zeros = rng.integers(1, 16, (k // 32, n)).astype(np.uint8)
+        scales = (rng.uniform(0.5, 1.5, (k // 32, n)) * 0.02).astype(np.float16)
+        g_idx = rng.permutation(np.arange(k) // 32).astype(np.int32)
+        tensors.update({prefix + ".qweight": _pack_gptq_qweight(q), prefix + ".qzeros": _pack_along_n(zeros - 1, range(8)),
+                        prefix + ".scales": scales, prefix + ".g_idx": g_idx})
+        dequantized[name] = _reference_int4(q, zeros, scales, g_idx).astype(np.float32)
+    gptq = _write(tmp_path / "gptq", tensors, {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True,
+                                               "sym": False})
+    assert _tokens(gptq, True) == _tokens(_write(tmp_path / "float", dequantized))
+
+
+def test_unsupported_and_inconsistent_quantized_checkpoints_are_refused(float_checkpoint, tmp_path):
+    weights = _float_weights(np.random.default_rng(1))
+    for spec, message in [({"quant_method": "bitsandbytes"}, "quant_method 'bitsandbytes' is not supported"),
+                          ({"quant_method": "gptq", "bits": 8, "group_size": 128}, "bits=8 is not supported"),
+                          ({"quant_method": "awq", "bits": 4, "version": "gemv"}, "version 'gemv' is not supported"),
+                          ({"quant_method": "fp8", "weight_block_size": [64, 64]}, r"\[64, 64\] is not supported")]:
+        directory = _write(tmp_path / spec["quant_method"], weights, spec)
+        with pytest.raises(CheckpointError, match=message):
+            load(directory, device=TEST_DEVICE)
+    # an int8 layer whose scales do not match its rows
+    broken = dict(weights)
+    broken["model.layers.0.self_attn.q_proj.weight"] = np.zeros((64, 64), np.int8)
+    broken["model.layers.0.self_attn.q_proj.weight_scale"] = np.ones((63, 1), np.float32)
+    directory = _write(tmp_path / "broken", broken, {"quant_method": "nbx", "format": "int8"})
+    with pytest.raises(CheckpointError, match="int8 scales: expected one per output channel"):
+        load(directory, device=TEST_DEVICE)
+    with pytest.raises(CheckpointError, match="already quantized"):
+        load(directory, device=TEST_DEVICE, quantize="int4")
+    with pytest.raises(ValueError, match="quantize must be one of int4, int8, fp8"):
+        load(float_checkpoint, device=TEST_DEVICE, quantize="int2")
+
+
+def test_nbx_quantize_and_generate_quantize(float_checkpoint, tmp_path, capsys):
+    from nbxtensor.cli import main
+    out = tmp_path / "int4"
+    assert main(["quantize", str(float_checkpoint), str(out), "--format", "int4", "--group-size", "32"]) == 0
+    assert json.load(open(out / "config.json"))["quantization_config"]["group_size"] == 32
+    capsys.readouterr()
+    prompt = ",".join(map(str, PROMPT))
+    assert main(["generate", str(out), "--prompt", prompt, "--max-new-tokens", "3", "--device", TEST_DEVICE,
+                 "--dtype", "float32"]) == 0
+    from_file = capsys.readouterr().out.split()
+    assert main(["generate", str(float_checkpoint), "--prompt", prompt, "--max-new-tokens", "3", "--device",
+                 TEST_DEVICE, "--dtype", "float32", "--quantize", "int4", "--group-size", "32"]) == 0
+    on_load = capsys.readouterr().out.split()
+    assert len(from_file) == len(on_load) == 3
+    assert main(["quantize", str(out), str(tmp_path / "again")]) == 2
+    assert "already quantized" in capsys.readouterr().err
