@@ -617,6 +617,8 @@ def test_act_and_mul_rounds_the_activation_as_the_unfused_ops(rng, activation, d
     x_t = to_nbx(x)
     unfused = unfused_act(x_t[..., :12]) * x_t[..., 12:]
     assert out.numpy().tobytes() == unfused.numpy().tobytes()
+    apart = F.act_and_mul(x_t[..., :12], x_t[..., 12:], activation=activation)
+    assert apart.numpy().tobytes() == unfused.numpy().tobytes()
     with pytest.raises(ValueError, match="act_and_mul: activation must be one of silu, gelu_tanh, gelu"):
         F.act_and_mul(to_nbx(x), activation="relu")
     with pytest.raises(RuntimeError, match="Halving dimension must be even"):

@@ -139,16 +139,20 @@ def test_recurrent(kind, tmp_path):
         _assert_matches(model, module, (torch.randn(batch_size, 5, 8),))
 
 
-FUSED = {"llama": 4, "llama_gqa": 4, "mistral": 4, "qwen2": 4}  # rotary fusions: q and k of 2 layers
+# fusions of 2 layers: rotary of q and k, the gated MLP, and grouped-query attention where keys are shared
+FUSED = {"llama": {"rotate_half_embedding": 4, "act_and_mul": 2},
+         **{name: {"rotate_half_embedding": 4, "act_and_mul": 2, "grouped_attention": 2}
+            for name in ("llama_gqa", "mistral", "qwen2")}}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("name", sorted(FUSED))
 def test_fused_graph_is_as_close_to_float32_as_the_unfused(name, dtype, tmp_path):
-    """The graph as ``graph.load`` fuses it (RMSNorm, residual add and norm, rotary) against the graph as
-    exported, both against torch in float32 on the same (bfloat16-representable) weights, side by side
-    with torch run in ``dtype``: the fused graph is at least as close (it rounds less), and far fewer
-    steps. The slack, 2% of the unfused error, covers sums taken in another order."""
+    """The graph as ``graph.load`` fuses it (RMSNorm, residual add and norm, rotary, the gated MLP, grouped
+    attention) against the graph as exported, both against torch in float32 on the same
+    (bfloat16-representable) weights, side by side with torch run in ``dtype``: the fused graph is at least
+    as close (it rounds less), and far fewer steps. The slack, 2% of the unfused error, covers sums taken
+    in another order."""
     reference = _seeded(ENCODER_ONLY_OR_DECODER_ONLY[name])
     reference.load_state_dict({k: v.to(torch.bfloat16).float() for k, v in reference.state_dict().items()})
     module = LastHidden(reference if dtype == "float32" else _seeded(ENCODER_ONLY_OR_DECODER_ONLY[name]).to(
@@ -158,8 +162,8 @@ def test_fused_graph_is_as_close_to_float32_as_the_unfused(name, dtype, tmp_path
     batch, seq = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("seq", min=2, max=32)
     export(module, (_ids(2, 7),), tmp_path, dynamic_shapes=({0: batch, 1: seq},))
     fused, unfused = graph.load(tmp_path), graph.load(tmp_path, fuse=False)
-    assert fused.fusions == {"rms_norm": 5, "add_rms_norm": 4, "rotate_half_embedding": FUSED[name]}
-    assert len(fused.steps) <= len(unfused.steps) - 40
+    assert fused.fusions == {"rms_norm": 5, "add_rms_norm": 4, **FUSED[name]}
+    assert len(fused.steps) <= len(unfused.steps) - 40 - 8 * FUSED[name].get("grouped_attention", 0)
     ids = _ids(2, 7)
     with torch.no_grad():
         want = LastHidden(reference)(ids).double().numpy()

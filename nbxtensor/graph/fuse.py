@@ -111,6 +111,60 @@ def _rotate_half(c, graph):
     return "nbx::rotate_half_embedding", [x, cos, sin], {}
 
 
+def _shape(graph, value):
+    return graph.tensors[_tensor(value)]["shape"]
+
+
+def _dims(sizes):
+    """An op's size list as the graph writes shapes: a symbol's name where the op names ``{"sym": name}``."""
+    if not isinstance(sizes, list):
+        return None
+    return [d["sym"] if isinstance(d, dict) and set(d) == {"sym"} else d for d in sizes]
+
+
+def _grouped_attention(c, graph):
+    """sdpa over keys and values repeated per query group becomes sdpa(enable_gqa=True) on them as they are."""
+    q, k, v = c["$q"], c["$k"], c["$v"]
+    if any(_tensor(t) is None for t in (q, k, v)):
+        return None
+    q_shape, k_shape = _shape(graph, q), _shape(graph, k)
+    if len(k_shape) != 4 or _shape(graph, v)[:3] != k_shape[:3] or c["$k_dim"] != 2 or c["$v_dim"] != 2:
+        return None
+    repeats = c["$k_expanded"][2] if len(c["$k_expanded"]) == 5 else None
+    for expanded, viewed, source in ((_dims(c["$k_expanded"]), _dims(c["$k_viewed"]), k_shape),
+                                     (_dims(c["$v_expanded"]), _dims(c["$v_viewed"]), _shape(graph, v))):
+        if expanded is None or viewed is None or len(expanded) != 5 or expanded[:2] != source[:2] or expanded[3:] != source[2:] or expanded[2] != repeats:
+            return None
+        if len(viewed) != 4 or viewed[0] != source[0] or viewed[2:] != source[2:]:
+            return None
+    heads = k_shape[1]
+    if type(repeats) is not int or type(heads) is not int or len(q_shape) != 4 or q_shape[1] != heads * repeats:
+        return None
+    kwargs = {name[1:]: c[name] for name in ("$scale", "$is_causal") if name in c}
+    return "aten::scaled_dot_product_attention.default", [q, k, v, *([c["$mask"]] if "$mask" in c else [])], \
+        {**kwargs, "enable_gqa": True}
+
+
+def _act_and_mul(activation: str):
+    def build(c, graph):
+        gate, up = c["$gate"], c["$up"]
+        if _tensor(gate) is None or _tensor(up) is None or _shape(graph, gate) != _shape(graph, up):
+            return None
+        if not _dtype(graph, gate) == _dtype(graph, up) == _dtype(graph, {"tensor": c["@out"]}):
+            return None
+        return "nbx::act_and_mul", [gate, up], {"activation": activation}
+    return build
+
+
+def _repeated(label: str) -> tuple:
+    """The nodes of transformers' repeat_kv on ``$label``: unsqueeze, expand, clone, view."""
+    return (Node(f"{label}_unsqueezed", "aten::unsqueeze.default", (f"${label}", f"${label}_dim")),
+            Node(f"{label}_expanded", "aten::expand.default", (f"@{label}_unsqueezed", f"${label}_expanded")),
+            Node(f"{label}_cloned", "aten::clone.default", (f"@{label}_expanded",),
+                 (("memory_format", "contiguous_format"),)),
+            Node(f"{label}_repeated", "aten::view.default", (f"@{label}_cloned", f"${label}_viewed")))
+
+
 PATTERNS = (
     # transformers' RMSNorm: weight * (x.to(float32) * rsqrt(mean(x^2) + eps)).to(dtype)
     Pattern("rms_norm", (
@@ -143,6 +197,23 @@ PATTERNS = (
         Node("by_cos", "aten::mul.Tensor", ("$x", "$cos")),
         Node("out", "aten::add.Tensor", ("@by_cos", "@by_sin")),
     ), ("out",), _rotate_half),
+    # the gated MLP's activation(gate) * up (SwiGLU; GeGLU with the tanh gelu)
+    Pattern("act_and_mul", (
+        Node("act", "aten::silu.default", ("$gate",)),
+        Node("out", "aten::mul.Tensor", ("@act", "$up")),
+    ), ("out",), _act_and_mul("silu")),
+    Pattern("act_and_mul", (
+        Node("act", "aten::gelu.default", ("$gate",), (("approximate", "tanh"),)),
+        Node("out", "aten::mul.Tensor", ("@act", "$up")),
+    ), ("out",), _act_and_mul("gelu_tanh")),
+    # grouped-query attention as transformers writes it: keys and values repeated per query group (a copy
+    # each), then sdpa; with and without a mask, and the keyword arguments the exporter keeps
+    *(Pattern("grouped_attention", (
+        *_repeated("k"), *_repeated("v"),
+        Node("out", "aten::scaled_dot_product_attention.default", ("$q", "@k_repeated", "@v_repeated", *mask),
+             tuple((name, f"${name}") for name in keywords)),
+    ), ("out",), _grouped_attention)
+      for mask in ((), ("$mask",)) for keywords in ((), ("scale",), ("is_causal",), ("is_causal", "scale"))),
 )
 
 

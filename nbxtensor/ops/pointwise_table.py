@@ -192,14 +192,17 @@ _GATED_ACTIVATIONS = {"silu": K.ACT_SILU, "gelu_tanh": K.ACT_GELU_TANH, "gelu": 
 _ACTIVATION_ROUNDING = {"bfloat16": K.ACT_ROUND_BF16, "float16": K.ACT_ROUND_F16}
 
 
-def _act_and_mul(input, activation="silu"):
-    """activation(gate) * up for ``input`` = cat([gate, up], -1), the activation's value rounded to a half
-    input's dtype before the product, as the two unfused ops round it (so the result equals theirs)."""
+def _act_and_mul(input, up=None, activation="silu"):
+    """activation(gate) * up for ``input`` = cat([gate, up], -1), or for gate = ``input`` and ``up`` given
+    apart (broadcasting), the activation's value rounded to a half input's dtype before the product, as the
+    two unfused ops round it (so the result equals theirs)."""
     if activation not in _GATED_ACTIVATIONS:
         raise ValueError(f"act_and_mul: activation must be one of {', '.join(_GATED_ACTIVATIONS)}, got "
                          f"{activation!r}")
+    if up is not None and up.dtype != input.dtype:
+        raise RuntimeError(f"act_and_mul: gate is {input.dtype.name} but up is {up.dtype.name}")
     mode = _GATED_ACTIVATIONS[activation] + 4 * _ACTIVATION_ROUNDING.get(input.dtype.name, K.ACT_ROUND_NONE)
-    gate, up = _glu(input).slots
+    gate, up = _glu(input).slots if up is None else (input, up)
     return Call((gate, up), (0, 1), mode=mode)
 
 
