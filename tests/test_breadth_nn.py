@@ -482,3 +482,25 @@ def test_meta_and_cost_agree_with_results(r):
         assert op.cost(*tensors).bytes_read > 0, name
     for name in NEW_OPS:
         assert registry.get(name).family
+
+
+def test_aten_calls_through_the_graph_adapters(r):
+    """A graph calls the losses with ATen's arguments: the reduction enum where torch's legacy arguments sit."""
+    from nbxtensor.graph.calling import adapter
+    x, y = f32(r, 3, 4), f32(r, 3, 4)
+    t = np.array([0, 1, 3], np.int64)
+    calls = [("aten::nll_loss.default", (to_nbx(x), to_nbx(t), None, 2, 1),
+              _nll_reference(x.astype(np.float64), t, None, 1, "sum")),
+             ("aten::mse_loss.default", (to_nbx(x), to_nbx(y), 0), (x.astype(np.float64) - y) ** 2),
+             ("aten::cross_entropy_loss.default", (to_nbx(x), to_nbx(t), None, 1, -100, 0.0),
+              -_log_softmax(x, 1)[[0, 1, 2], t].mean())]
+    for name, args, expected in calls:
+        op = registry.lookup(name)
+        a, k = adapter(name)(args, {})
+        out = op.impl(*a, **k)
+        assert tuple(op.meta(*a, **k).shape) == tuple(out.shape)
+        close(out, expected)
+    a, k = adapter("aten::instance_norm.default")((to_nbx(x[None]), None, None, None, None, True, 0.1, 1e-5, False), {})
+    x64 = x.astype(np.float64)
+    close(registry.lookup("aten::instance_norm.default").impl(*a, **k),
+          ((x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5))[None], rtol=1e-4, atol=1e-5)

@@ -158,14 +158,14 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode="use_mm_for_eucli
 # ---- instance and local response norm ------------------------------------------------------------
 
 def _instance_norm_meta(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
-                        momentum=0.1, eps=1e-5):
+                        momentum=0.1, eps=1e-5, cudnn_enabled=True):
     if len(input.shape) < 2:
         raise RuntimeError(f"instance_norm expects an input of at least 2 dims (N, C, ...), got {list(input.shape)}")
     return TensorMeta(tuple(input.shape), input.dtype)
 
 
 def _instance_norm_cost(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
-                        momentum=0.1, eps=1e-5):
+                        momentum=0.1, eps=1e-5, cudnn_enabled=True):
     params = sum(nbytes(t) for t in (running_mean, running_var, weight, bias) if t is not None)
     return Cost(flops=8 * S.numel(input.shape), bytes_read=nbytes(input) + params, bytes_written=nbytes(input),
                 workspace=temporaries(1, input.shape, input.dtype))
