@@ -65,16 +65,15 @@ def _tensor_split_bounds(size: int, indices_or_sections) -> list[int]:
                           "aten::tensor_split.tensor_indices_or_sections"], methods=("tensor_split",))
 def tensor_split(x: Tensor, indices_or_sections, dim: int = 0):
     """Views of ``x`` along ``dim``: ``n`` sections as equal as can be (the first size % n one longer), or
-    the pieces between the given indices (clamped to the size, as slicing is)."""
+    the slices between consecutive given indices (x[i:j] as Python slices it: empty where j <= i)."""
     if x.ndim == 0:
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     d = S.wrap_dim(dim, x.ndim)
     size = x.shape[d]
     pieces, start = [], 0
     for bound in _tensor_split_bounds(size, indices_or_sections) + [size]:
-        bound = min(max(bound if bound >= 0 else bound + size, 0), size)
-        stop = max(bound, start)
-        pieces.append(narrow(x, d, start, stop - start))
+        stop = min(max(bound if bound >= 0 else bound + size, 0), size)
+        pieces.append(narrow(x, d, min(start, stop), max(stop - start, 0)))
         start = stop
     return tuple(pieces)
 
