@@ -478,8 +478,8 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
 def _diagonal_scatter_meta(input, src, offset=0, dim1=0, dim2=1):
     expected = tuple(_op("diagonal")(_meta_tensor(input), offset, dim1, dim2).shape)
     if tuple(src.shape) != expected:
-        raise RuntimeError(f"diagonal_scatter: expected src to have a size equal to the diagonal of the input. Got "
-                           f"{list(expected)} for a diagonal of size {list(src.shape)}")
+        raise RuntimeError(f"diagonal_scatter: expected src to have a size equal to the diagonal of the input, "
+                           f"{list(expected)}, but got {list(src.shape)}")
     return TensorMeta(tuple(input.shape), input.dtype)
 
 
