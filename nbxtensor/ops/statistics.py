@@ -85,7 +85,7 @@ def _median_cost_for(op):
 
     def cost(input, dim=None, keepdim=False):
         out = meta(input, dim, keepdim)
-        return _sort_cost(input, out if isinstance(out, tuple) else (out,))
+        return _sort_cost(input, (out,) if isinstance(out, TensorMeta) else out)
     return cost
 
 
