@@ -56,6 +56,7 @@ from .interop import from_dlpack  # noqa: E402  (also gives Tensor __dlpack__ an
 from . import cuda  # noqa: E402
 from . import nn  # noqa: E402
 from . import linalg  # noqa: E402
+from . import special  # noqa: E402
 from . import io  # noqa: E402  (safetensors load_file, save_file, safe_open)
 
 for _d in all_dtypes:
