@@ -12,18 +12,17 @@ from triton.language.extra import libdevice
 
 from .pointwise import _div, _isnan, _ones, _sqrt, _zeros
 
-_PI: tl.constexpr = 3.141592653589793
-_SQRT_HALF: tl.constexpr = 0.7071067811865476
-_INV_SQRT_2PI: tl.constexpr = 0.3989422804014327
-_LOG_HALF: tl.constexpr = -0.6931471805599453
-_INF: tl.constexpr = float("inf")
-_NAN: tl.constexpr = float("nan")
+_PI = tl.constexpr(3.141592653589793)
+_SQRT_HALF = tl.constexpr(0.7071067811865476)
+_INV_SQRT_2PI = tl.constexpr(0.3989422804014327)
+_INF = tl.constexpr(float("inf"))
+_NAN = tl.constexpr(float("nan"))
 # the power series of I0 and I1 serve |x| up to this; the asymptotic expansions beyond, where their
 # smallest term is below float64's resolution
-_BESSEL_SERIES_LIMIT: tl.constexpr = 20.0
-_BESSEL_SERIES_TERMS: tl.constexpr = 60
-_BESSEL_ASYMPTOTIC_TERMS: tl.constexpr = 30
-_DIGAMMA_SHIFT: tl.constexpr = 10
+_BESSEL_SERIES_LIMIT = tl.constexpr(20.0)
+_BESSEL_SERIES_TERMS = tl.constexpr(60)
+_BESSEL_ASYMPTOTIC_TERMS = tl.constexpr(30)
+_DIGAMMA_SHIFT = tl.constexpr(10)
 
 
 @triton.jit
