@@ -47,7 +47,8 @@ def _normalize_cost(input, p=2.0, dim=1, eps=1e-12, out=None):
                 workspace=temporaries(2, input.shape, input.dtype))
 
 
-@register("normalize", family="normalization", aten=[], meta=_normalize_meta, cost=_normalize_cost, api=())
+@register("normalize", family="normalization", aten=["nbx::normalize"], meta=_normalize_meta, cost=_normalize_cost,
+          api=())
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """``input / max(||input||_p, eps)`` along ``dim``."""
     _normalize_meta(input, p, dim)
@@ -202,7 +203,8 @@ def _lrn_cost(input, size, alpha=1e-4, beta=0.75, k=1.0):
                 workspace=temporaries(1, padded, input.dtype) + temporaries(2, input.shape, input.dtype))
 
 
-@register("local_response_norm", family="normalization", aten=[], meta=_lrn_meta, cost=_lrn_cost, api=())
+@register("local_response_norm", family="normalization", aten=["nbx::local_response_norm"], meta=_lrn_meta,
+          cost=_lrn_cost, api=())
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
     """input / (k + alpha * mean of input^2 over ``size`` neighbouring channels) ^ beta, the window
     zero-padded by size // 2 before and (size - 1) // 2 after, as torch's."""
@@ -335,7 +337,7 @@ def _dropout_nd(nd: int):
         return _feature_dropout(input, p, training, inplace, batched(input), name)
     impl.__doc__ = (f"``nn.functional.{name}``: in training, zero whole channels with probability ``p`` and scale "
                     "the rest by 1 / (1 - p); otherwise (inference) return ``input`` itself.")
-    return register(name, family="random", aten=[], meta=meta, cost=cost, api=())(impl)
+    return register(name, family="random", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=())(impl)
 
 
 dropout1d, dropout2d, dropout3d = (_dropout_nd(nd) for nd in (1, 2, 3))
@@ -429,7 +431,8 @@ def _embedding_bag_cost(input, weight, offsets=None, *args, **kwargs):
                                           (out.shape[0] + 1) * weight.dtype.itemsize * 2))
 
 
-@register("embedding_bag", family="indexing", aten=[], meta=_embedding_bag_meta, cost=_embedding_bag_cost, api=())
+@register("embedding_bag", family="indexing", aten=["nbx::embedding_bag"], meta=_embedding_bag_meta,
+          cost=_embedding_bag_cost, api=())
 def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, norm_type: float = 2,
                   scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
                   per_sample_weights=None, include_last_offset: bool = False, padding_idx=None) -> Tensor:

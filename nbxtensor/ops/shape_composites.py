@@ -182,7 +182,7 @@ def _cartesian_meta(*tensors):
     return TensorMeta((S.numel([t.shape[0] for t in tensors]), len(tensors)), dtype)
 
 
-@register("cartesian_prod", family="shape", aten=[], meta=_cartesian_meta,
+@register("cartesian_prod", family="shape", aten=["nbx::cartesian_prod"], meta=_cartesian_meta,
           cost=lambda *t: Cost(bytes_written=nbytes(_cartesian_meta(*t)),
                                workspace=temporaries(len(t), _cartesian_meta(*t).shape[:1], _cartesian_meta(*t).dtype)))
 def cartesian_prod(*tensors) -> Tensor:
