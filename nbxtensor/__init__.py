@@ -35,6 +35,8 @@ from .ops import pooling as _pooling_ops, resample as _resample_ops, sampling as
 from .ops import fold as _fold_ops  # noqa: E402,F401
 from .ops import quant as _quant_ops  # noqa: E402,F401
 from .quant import QuantizedWeight  # noqa: E402
+from .ops import nn_composites as _nn_composite_ops, losses as _loss_ops  # noqa: E402,F401
+from .ops import shape_composites as _shape_composite_ops, statistics as _statistics_ops  # noqa: E402,F401
 from .ops.comparison import allclose, equal  # noqa: E402
 from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402
 from .ops.matmul import backends, get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402  (and nbx.tuning)
@@ -56,6 +58,7 @@ from .interop import from_dlpack  # noqa: E402  (also gives Tensor __dlpack__ an
 from . import cuda  # noqa: E402
 from . import nn  # noqa: E402
 from . import linalg  # noqa: E402
+from . import special  # noqa: E402
 from . import io  # noqa: E402  (safetensors load_file, save_file, safe_open)
 
 for _d in all_dtypes:

@@ -56,6 +56,32 @@ def _batch_norm_from_aten(args, kwargs):
     return (x, named.pop("running_mean", None), named.pop("running_var", None)), named
 
 
+def _named_from_aten(*names):
+    """ATen's positional arguments after ``self`` (and ``target``) passed by these names: the losses take
+    torch's legacy arguments in those places, and ATen's reduction enum by name."""
+    def adapt(args, kwargs):
+        return args[:2], {**dict(zip(names, args[2:])), **kwargs}
+    return adapt
+
+
+def _instance_norm_from_aten(args, kwargs):
+    # aten::instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn)
+    named = {**dict(zip(("input", "weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum",
+                         "eps", "cudnn_enabled"), args)), **kwargs}
+    return (named.pop("input"),), named
+
+
+_LOSSES = {
+    "aten::mse_loss.default": ("reduction",), "aten::l1_loss.default": ("reduction",),
+    "aten::smooth_l1_loss.default": ("reduction", "beta"), "aten::huber_loss.default": ("reduction", "delta"),
+    "aten::kl_div.default": ("reduction",), "aten::binary_cross_entropy.default": ("weight", "reduction"),
+    "aten::binary_cross_entropy_with_logits.default": ("weight", "pos_weight", "reduction"),
+    "aten::nll_loss.default": ("weight", "reduction", "ignore_index"),
+    "aten::nll_loss_nd.default": ("weight", "reduction", "ignore_index"),
+    "aten::nll_loss2d.default": ("weight", "reduction", "ignore_index"),
+    "aten::cross_entropy_loss.default": ("weight", "reduction", "ignore_index", "label_smoothing"),
+}
+
 _SCALAR_ALPHA = ("aten::add.Scalar", "aten::add.Scalar_out", "aten::add_.Scalar", "aten::sub.Scalar",
                  "aten::sub.Scalar_out", "aten::sub_.Scalar", "aten::rsub.Scalar", "aten::rsub.Scalar_out")
 
@@ -71,6 +97,8 @@ _ADAPTERS = {
     "aten::einsum.default": _drop_kwargs("path"),
     "aten::_index_put_impl_.default": _index_put_impl_from_aten,
     "aten::batch_norm.default": _batch_norm_from_aten,
+    "aten::instance_norm.default": _instance_norm_from_aten,
+    **{name: _named_from_aten(*names) for name, names in _LOSSES.items()},
     **{name: _positional_as_keywords(2, "alpha") for name in _SCALAR_ALPHA},
     **{name: _positional_as_keywords(1, "alpha", "scale", "input_scale")
        for name in ("aten::elu.default", "aten::elu.out", "aten::elu_.default")},

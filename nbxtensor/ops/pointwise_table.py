@@ -11,6 +11,7 @@ import ml_dtypes
 
 from .. import shape as S
 from ..kernels import pointwise as K
+from ..kernels import special as KS
 from ..tensor import Tensor
 from .copy import constant_bits
 from .pointwise import (COMPARE, COMPARE_FLOAT, FLOAT, FLOATS, INTEGERS, INTEGERS_NO_BOOL, NO_BOOL,
@@ -482,6 +483,17 @@ TABLE = [
     Row("angle", K.angle, _unary, rule=FLOAT, inplace=False, complex_body=K.complex_angle, result=_to_real),
     Row("conj", K.conj_real, _unary, inplace=False, complex_body=K.complex_conj,
         aten=("aten::conj.default", "aten::conj_physical.default", "aten::resolve_conj.default")),
+    # torch.special: the ones torch also has at the top level keep their names there
+    *[Row(n, getattr(KS, n), _unary, rule=FLOAT, accepts=REAL, flops=flops, inplace_api=(n + "_",))
+      for n, flops in (("lgamma", 40), ("digamma", 80), ("i0", 300), ("sinc", 20))],
+    # the rest only in nbx.special, each under ATen's ``special_`` name
+    *[Row("special_" + n, getattr(KS, n), _unary, rule=FLOAT, accepts=REAL, flops=flops, api=(), methods=(),
+          inplace=False)
+      for n, flops in (("erfcx", 40), ("ndtr", 20), ("ndtri", 40), ("log_ndtr", 60), ("entr", 20), ("i0e", 300),
+                       ("i1", 300), ("i1e", 300))],
+    Row("special_xlog1py", KS.xlog1py, _binary, rule=FLOAT, accepts=REAL, flops=20, api=(), methods=(), inplace=False,
+        aten=tuple(f"aten::special_xlog1py.{o}" for o in ("default", "self_scalar", "other_scalar", "out",
+                                                         "self_scalar_out", "other_scalar_out"))),
 ]
 
 build_all(TABLE)

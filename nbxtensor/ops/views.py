@@ -328,7 +328,7 @@ def movedim(x: Tensor, source, destination) -> Tensor:
     return permute(x, order)
 
 
-@view_op("split", ["aten::split.Tensor", "aten::split_with_sizes.default"], methods=("split",))
+@view_op("split", ["aten::split.Tensor"], methods=("split",))
 def split(x: Tensor, split_size_or_sections, dim: int = 0):
     if x.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")

@@ -1,0 +1,427 @@
+"""torch.nn.functional's losses, each ATen's definition composed of registry ops (pointwise terms, one
+reduction): the intermediates are the op's temporaries (``scratch_scope``), declared by its cost rule.
+``reduction`` is torch's string or ATen's enum (0 none, 1 mean, 2 sum); ``size_average`` and ``reduce``
+keep their legacy meaning."""
+from __future__ import annotations
+
+import warnings
+
+from .. import shape as S
+from ..tensor import Tensor
+from .copy import scratch_scope
+from .nn_composites import _float_dtype, temporaries
+from .registry import Cost, TensorMeta, get, nbytes, register
+
+_ENUM = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _op(name):
+    return get(name).impl
+
+
+def reduction_name(reduction, size_average=None, reduce=None, allowed=("none", "mean", "sum")) -> str:
+    if size_average is not None or reduce is not None:
+        size_average = True if size_average is None else size_average
+        reduce = True if reduce is None else reduce
+        return "none" if not reduce else ("mean" if size_average else "sum")
+    if isinstance(reduction, int) and not isinstance(reduction, bool) and reduction in _ENUM:
+        return _ENUM[reduction]
+    if reduction not in allowed:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _reduced(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.mean()
+
+
+def _reduced_meta(shape, dtype, reduction: str) -> TensorMeta:
+    return TensorMeta(tuple(shape) if reduction == "none" else (), dtype)
+
+
+def _check_float(x, op: str) -> None:
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected a floating-point input, got {x.dtype.name}")
+
+
+# ---- pointwise losses ------------------------------------------------------------------------------
+
+def _pointwise_shape(input, target, op: str, warn: bool):
+    if tuple(target.shape) != tuple(input.shape) and warn:
+        warnings.warn(f"Using a target size ({tuple(target.shape)}) that is different to the input size "
+                      f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", stacklevel=4)
+    return S.broadcast_shapes(tuple(input.shape), tuple(target.shape))
+
+
+def _pointwise_loss(name: str, aten: list[str], term, *, flops: int, weighted: bool, legacy: bool, params: dict,
+                    weighted_mean: str, doc: str):
+    """A loss ``term(difference-free inputs) -> elementwise loss``, reduced; ``weight`` (same size as the
+    input) multiplies it, and the weighted mean divides by ``weighted_mean``: 'weight' (sum of weights) or
+    'count' (number of elements), as torch's for that loss."""
+    def arguments(input, target, size_average=None, reduce=None, reduction="mean", weight=None, **kw):
+        reduction = reduction_name(reduction, size_average, reduce)
+        values = {k: kw.get(k, v) for k, v in params.items()}
+        return reduction, weight, values
+
+    def meta_of(input, target, reduction, weight):
+        shape = _pointwise_shape(input, target, name, False)
+        dtype = _float_dtype(input.dtype, target.dtype)
+        if weight is not None and tuple(weight.shape) != tuple(input.shape):
+            raise ValueError("Weights and input must have the same size.")
+        return shape, dtype
+
+    def split(args, kwargs):
+        if legacy:
+            return args, kwargs
+        # huber_loss(input, target, reduction, delta, weight) has no legacy arguments
+        names = ("reduction", *params, "weight")
+        return args[:2], {**dict(zip(names, args[2:])), **kwargs}
+
+    def meta(*args, **kwargs):
+        args, kwargs = split(args, kwargs)
+        reduction, weight, _ = arguments(*args, **kwargs)
+        shape, dtype = meta_of(args[0], args[1], reduction, weight)
+        return _reduced_meta(shape, dtype, reduction)
+
+    def cost(*args, **kwargs):
+        args, kwargs = split(args, kwargs)
+        reduction, weight, _ = arguments(*args, **kwargs)
+        shape, dtype = meta_of(args[0], args[1], reduction, weight)
+        out = _reduced_meta(shape, dtype, reduction)
+        return Cost(flops=flops * S.numel(shape), bytes_read=nbytes(args[0]) + nbytes(args[1]),
+                    bytes_written=nbytes(out), workspace=temporaries(4, shape, dtype))
+
+    def impl(*args, **kwargs):
+        args, kwargs = split(args, kwargs)
+        input, target = args[:2]
+        reduction, weight, values = arguments(*args, **kwargs)
+        _check_float(input, name)
+        shape = _pointwise_shape(input, target, name, True)
+        dtype = _float_dtype(input.dtype, target.dtype)
+        meta_of(input, target, reduction, weight)
+        with scratch_scope():
+            loss = term(input.expand(shape).to(dtype), target.expand(shape).to(dtype), **values)
+            if weight is not None:
+                loss = loss * weight
+        if weight is not None and reduction == "mean" and weighted_mean == "weight":
+            with scratch_scope():
+                total = loss.sum()
+            return total / weight.sum()
+        return _reduced(loss, reduction)
+
+    signature = ("input, target, size_average=None, reduce=None, reduction='mean'" if legacy
+                 else "input, target, reduction='mean'")
+    extra = "".join(f", {k}={v!r}" for k, v in params.items())
+    impl.__doc__ = f"``nn.functional.{name}({signature}{extra}{', weight=None' if weighted else ''})``: {doc}"
+    impl.__name__ = impl.__qualname__ = name
+    return register(name, family="loss", aten=aten, meta=meta, cost=cost, api=())(impl)
+
+
+def _mse(x, y):
+    d = x - y
+    return d * d
+
+
+def _l1(x, y):
+    return (x - y).abs()
+
+
+def _smooth_l1(x, y, beta=1.0):
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    d = (x - y).abs()
+    if beta == 0:
+        return d
+    return _op("where")(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
+
+
+def _huber(x, y, delta=1.0):
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    d = (x - y).abs()
+    return _op("where")(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+
+
+mse_loss = _pointwise_loss("mse_loss", ["aten::mse_loss.default"], _mse, flops=3, weighted=True, legacy=True,
+                           params={}, weighted_mean="weight", doc="(input - target)^2, reduced.")
+l1_loss = _pointwise_loss("l1_loss", ["aten::l1_loss.default"], _l1, flops=2, weighted=True, legacy=True,
+                          params={}, weighted_mean="weight", doc="|input - target|, reduced.")
+smooth_l1_loss = _pointwise_loss("smooth_l1_loss", ["aten::smooth_l1_loss.default"], _smooth_l1, flops=6,
+                                 weighted=False, legacy=True, params={"beta": 1.0}, weighted_mean="count",
+                                 doc="0.5 d^2 / beta where d = |input - target| < beta, d - 0.5 beta elsewhere.")
+huber_loss = _pointwise_loss("huber_loss", ["aten::huber_loss.default"], _huber, flops=6, weighted=True,
+                             legacy=False, params={"delta": 1.0}, weighted_mean="count",
+                             doc="0.5 d^2 where d = |input - target| < delta, delta (d - 0.5 delta) elsewhere.")
+
+
+# ---- kl_div, binary cross entropy -----------------------------------------------------------------------
+
+def _kl_args(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    if reduction == "batchmean" and size_average is None and reduce is None:
+        return "batchmean", log_target
+    return reduction_name(reduction, size_average, reduce, ("none", "mean", "sum", "batchmean")), log_target
+
+
+def _kl_meta(input, target, *args, **kwargs):
+    reduction, _ = _kl_args(input, target, *args, **kwargs)
+    shape = S.broadcast_shapes(tuple(input.shape), tuple(target.shape))
+    return _reduced_meta(shape, _float_dtype(input.dtype, target.dtype), reduction)
+
+
+def _kl_cost(input, target, *args, **kwargs):
+    shape = S.broadcast_shapes(tuple(input.shape), tuple(target.shape))
+    dtype = _float_dtype(input.dtype, target.dtype)
+    return Cost(flops=25 * S.numel(shape), bytes_read=nbytes(input) + nbytes(target),
+                bytes_written=nbytes(_kl_meta(input, target, *args, **kwargs)), workspace=temporaries(3, shape, dtype))
+
+
+@register("kl_div", family="loss", aten=["aten::kl_div.default"], meta=_kl_meta, cost=_kl_cost, api=())
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction="mean",
+           log_target: bool = False) -> Tensor:
+    """target * (log target - input) with input as log-probabilities (0 where target is 0), or
+    exp(target) * (target - input) when ``log_target``; 'batchmean' divides the sum by the batch size."""
+    reduction, log_target = _kl_args(input, target, size_average, reduce, reduction, log_target)
+    _check_float(input, "kl_div")
+    with scratch_scope():
+        if log_target:
+            loss = target.exp() * (target - input)
+        else:
+            loss = _op("xlogy")(target, target) - target * input
+    if reduction == "batchmean":
+        if input.ndim == 0:
+            return loss.sum()
+        with scratch_scope():
+            total = loss.sum()
+        return total / input.shape[0]
+    return _reduced(loss, reduction)
+
+
+def _bce_args(input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
+    return reduction_name(reduction, size_average, reduce)
+
+
+def _bce_meta_for(op: str, logits: bool):
+    def meta(input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
+        if tuple(target.shape) != tuple(input.shape):
+            if logits:
+                raise ValueError(f"Target size ({tuple(target.shape)}) must be the same as input size "
+                                 f"({tuple(input.shape)})")
+            raise ValueError(f"Using a target size ({tuple(target.shape)}) that is different to the input size "
+                             f"({tuple(input.shape)}) is deprecated. Please ensure they have the same size.")
+        reduction = _bce_args(input, target, weight, size_average, reduce, reduction)
+        return _reduced_meta(input.shape, _float_dtype(input.dtype, target.dtype), reduction)
+    return meta
+
+
+def _bce_cost_for(op: str, logits: bool):
+    meta = _bce_meta_for(op, logits)
+
+    def cost(input, target, *args, **kwargs):
+        out = meta(input, target, *args, **kwargs)
+        return Cost(flops=30 * S.numel(input.shape), bytes_read=nbytes(input) + nbytes(target),
+                    bytes_written=nbytes(out), workspace=temporaries(6, input.shape, out.dtype))
+    return cost
+
+
+@register("binary_cross_entropy", family="loss", aten=["aten::binary_cross_entropy.default"],
+          meta=_bce_meta_for("binary_cross_entropy", False), cost=_bce_cost_for("binary_cross_entropy", False),
+          api=())
+def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
+                         reduction="mean") -> Tensor:
+    """-weight (target log(input) + (1 - target) log(1 - input)), each log clamped at -100 as torch's. The
+    probabilities are checked on the host: a value outside [0, 1] raises."""
+    meta = _bce_meta_for("binary_cross_entropy", False)(input, target, weight, size_average, reduce, reduction)
+    reduction = _bce_args(input, target, weight, size_average, reduce, reduction)
+    _check_float(input, "binary_cross_entropy")
+    if input.numel() and ((input < 0) | (input > 1)).any().item():
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    with scratch_scope():
+        x = input.to(meta.dtype)
+        y = target.to(meta.dtype)
+        log_x = x.log().clamp_min(-100)
+        log_1mx = (1 - x).log().clamp_min(-100)
+        loss = -(y * log_x + (1 - y) * log_1mx)
+        if weight is not None:
+            loss = loss * weight
+    return _reduced(loss, reduction)
+
+
+@register("binary_cross_entropy_with_logits", family="loss", aten=["aten::binary_cross_entropy_with_logits.default"],
+          meta=_bce_meta_for("binary_cross_entropy_with_logits", True),
+          cost=_bce_cost_for("binary_cross_entropy_with_logits", True), api=("binary_cross_entropy_with_logits",))
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None) -> Tensor:
+    """(1 - target) x - log_sigmoid(x) (1 + (pos_weight - 1) target), times ``weight``: the stable form
+    of the cross entropy of sigmoid(x), as ATen writes it."""
+    meta = _bce_meta_for("binary_cross_entropy_with_logits", True)(input, target, weight, size_average, reduce,
+                                                                     reduction, pos_weight)
+    reduction = _bce_args(input, target, weight, size_average, reduce, reduction)
+    _check_float(input, "binary_cross_entropy_with_logits")
+    with scratch_scope():
+        x = input.to(meta.dtype)
+        y = target.to(meta.dtype)
+        log_sigmoid = get("logsigmoid").impl(x)
+        if pos_weight is not None:
+            log_sigmoid = log_sigmoid * ((pos_weight - 1) * y + 1)
+        loss = (1 - y) * x - log_sigmoid
+        if weight is not None:
+            loss = loss * weight
+    return _reduced(loss, reduction)
+
+
+# ---- nll_loss, cross_entropy -------------------------------------------------------------------------
+
+def _class_layout(input, target, weight, op: str):
+    """The class dim of ``input`` after checking ``target`` (class indices) and ``weight`` against it."""
+    ndim = len(input.shape)
+    if ndim < 1:
+        raise ValueError(f"Expected input to have at least 1 dimension (the classes), got 0 ({op})")
+    class_dim = 1 if ndim >= 2 else 0
+    classes = input.shape[class_dim]
+    expected = tuple(input.shape[:1]) + tuple(input.shape[2:]) if ndim >= 2 else ()
+    if ndim >= 2 and (len(target.shape) == 0 or target.shape[0] != input.shape[0]):
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                         f"({target.shape[0] if len(target.shape) else 0}).")
+    if tuple(target.shape) != expected:
+        raise RuntimeError(f"{op}: expected target of shape {list(expected)} for input of shape {list(input.shape)}, "
+                           f"got {list(target.shape)}")
+    if weight is not None and (len(weight.shape) != 1 or weight.shape[0] != classes):
+        raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but got "
+                           f"weight tensor of shape: {list(weight.shape)}")
+    return class_dim, classes
+
+
+def _check_indices(target, op: str) -> None:
+    if not target.dtype.is_integral or target.dtype.name == "bool":
+        raise RuntimeError(f"{op}: expected target of an integer dtype (class indices), got {target.dtype.name}")
+
+
+def _nll_parts(logp: Tensor, target: Tensor, weight, ignore_index: int, class_dim: int):
+    """Per-sample -w[t] logp[t] (0 where ignored) and the per-sample weight w[t] (0 where ignored)."""
+    ignored = target == ignore_index
+    safe = _op("where")(ignored, 0, target).to("int64")
+    picked = logp.gather(class_dim, safe.unsqueeze(class_dim)).squeeze(class_dim)
+    if weight is None:
+        sample_weight = (~ignored).to(logp.dtype)
+    else:
+        sample_weight = _op("where")(ignored, 0, weight.to(logp.dtype).index_select(0, safe.reshape(-1))
+                                     .reshape(tuple(target.shape)))
+    return -(picked * sample_weight), sample_weight
+
+
+def _nll_meta(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    _class_layout(input, target, weight, "nll_loss")
+    reduction = reduction_name(reduction, size_average, reduce)
+    return _reduced_meta(target.shape, input.dtype, reduction)
+
+
+def _nll_cost(input, target, *args, **kwargs):
+    out = _nll_meta(input, target, *args, **kwargs)
+    return Cost(flops=4 * S.numel(target.shape), bytes_read=nbytes(target) * 2 + nbytes(out),
+                bytes_written=nbytes(out), workspace=temporaries(8, target.shape, input.dtype)
+                + temporaries(4, target.shape, target.dtype))
+
+
+@register("nll_loss", family="loss", aten=["aten::nll_loss.default", "aten::nll_loss_nd.default",
+                                           "aten::nll_loss2d.default"],
+          meta=_nll_meta, cost=_nll_cost, api=())
+def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+             reduction="mean") -> Tensor:
+    """-weight[t] input[n, t] for each target class t; 'mean' divides by the summed weights of the targets
+    that are not ``ignore_index``. A target outside [0, C) raises."""
+    meta = _nll_meta(input, target, weight, size_average, ignore_index, reduce, reduction)
+    reduction = reduction_name(reduction, size_average, reduce)
+    _check_float(input, "nll_loss")
+    _check_indices(target, "nll_loss")
+    class_dim, _ = _class_layout(input, target, weight, "nll_loss")
+    with scratch_scope():
+        loss, sample_weight = _nll_parts(input, target, weight, ignore_index, class_dim)
+    if reduction == "none":
+        return loss.to(meta.dtype) if loss.dtype is not meta.dtype else loss
+    if reduction == "sum":
+        return loss.sum()
+    with scratch_scope():
+        total = loss.sum()
+        weights = sample_weight.sum()
+    return total / weights
+
+
+def _ce_meta(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+             label_smoothing=0.0):
+    reduction = reduction_name(reduction, size_average, reduce)
+    if target.dtype.is_floating_point:
+        if tuple(target.shape) != tuple(input.shape):
+            raise RuntimeError(f"cross_entropy: expected target of class probabilities to have the input's shape "
+                               f"{list(input.shape)}, got {list(target.shape)}")
+        class_dim = 1 if len(input.shape) >= 2 else 0
+        shape = tuple(n for i, n in enumerate(input.shape) if i != class_dim)
+        if weight is not None and (len(weight.shape) != 1 or weight.shape[0] != input.shape[class_dim]):
+            raise RuntimeError(f"weight tensor should be defined either for all {input.shape[class_dim]} classes or "
+                               f"no classes but got weight tensor of shape: {list(weight.shape)}")
+    else:
+        _class_layout(input, target, weight, "cross_entropy")
+        shape = tuple(target.shape)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    return _reduced_meta(shape, input.dtype, reduction)
+
+
+def _ce_cost(input, target, *args, **kwargs):
+    out = _ce_meta(input, target, *args, **kwargs)
+    return Cost(flops=30 * S.numel(input.shape), bytes_read=nbytes(input) + nbytes(target),
+                bytes_written=nbytes(out), workspace=temporaries(4, input.shape, input.dtype)
+                + temporaries(10, target.shape, input.dtype))
+
+
+@register("cross_entropy", family="loss", aten=["aten::cross_entropy_loss.default"], meta=_ce_meta, cost=_ce_cost,
+          api=())
+def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
+                  reduce=None, reduction="mean", label_smoothing: float = 0.0) -> Tensor:
+    """nll_loss of log_softmax over the classes (dim 1, or 0 for an unbatched input) for class-index
+    targets; for class-probability targets -sum(weight * target * log_softmax) over the classes, 'mean'
+    dividing by the number of samples. ``label_smoothing`` mixes in the uniform distribution, as ATen's."""
+    meta = _ce_meta(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+    reduction = reduction_name(reduction, size_average, reduce)
+    _check_float(input, "cross_entropy")
+    class_dim = 1 if input.ndim >= 2 else 0
+    classes = input.shape[class_dim]
+    shaped_weight = None if weight is None else weight.reshape((-1,) + (1,) * (input.ndim - class_dim - 1))
+    with scratch_scope():
+        logp = input.log_softmax(class_dim)
+    if target.dtype.is_floating_point:
+        with scratch_scope():
+            probabilities = target if label_smoothing == 0 else target * (1 - label_smoothing) + label_smoothing / classes
+            terms = logp * probabilities
+            if shaped_weight is not None:
+                terms = terms * shaped_weight
+            if reduction != "none":
+                total = terms.sum()
+        if reduction == "none":
+            return -terms.sum(class_dim)
+        if reduction == "sum":
+            return -total
+        return -total / (input.numel() // classes) if input.numel() else total * float("nan")
+    _check_indices(target, "cross_entropy")
+    with scratch_scope():
+        loss, sample_weight = _nll_parts(logp, target, weight, ignore_index, class_dim)
+        if label_smoothing > 0:
+            weighted = logp if shaped_weight is None else logp * shaped_weight
+            smooth = _op("where")(target == ignore_index, 0, -weighted.sum(class_dim))
+        if reduction != "none":
+            divisor = sample_weight.sum() if reduction == "mean" else None
+            loss = loss.sum()
+            if label_smoothing > 0:
+                smooth = smooth.sum()
+    if label_smoothing > 0:
+        with scratch_scope():
+            mixed = loss * (1 - label_smoothing) + smooth * (label_smoothing / classes)
+        return mixed / divisor if reduction == "mean" else mixed
+    return loss / divisor if reduction == "mean" else loss
+
+
+FUNCTIONAL = {name: get(name).impl for name in (
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "nll_loss", "cross_entropy")}

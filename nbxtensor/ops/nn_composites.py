@@ -1,0 +1,485 @@
+"""torch.nn.functional's distances, normalisations, activations with a parameter, channel dropout,
+channel shuffle and embedding_bag: each ATen's own composite of registry ops, the intermediates taken as
+the op's temporaries (``scratch_scope``) and declared by its cost rule."""
+from __future__ import annotations
+
+import math
+
+from .. import shape as S
+from ..promotion import get_default_dtype, result_type
+from ..tensor import Tensor
+from .copy import new_tensor, scratch_scope
+from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+
+
+def _op(name):
+    return get(name).impl
+
+
+def _float_dtype(*dtypes):
+    """The dtype a float computation over these inputs gives: their promotion, integers to the default."""
+    common = dtypes[0]
+    for dt in dtypes[1:]:
+        from ..promotion import promote_types
+        common = promote_types(common, dt)
+    return common if common.is_floating_point or common.is_complex else get_default_dtype()
+
+
+def temporaries(count: int, shape, dtype) -> int:
+    """Workspace of ``count`` temporaries of ``shape`` and ``dtype``, each allocated on its own."""
+    return workspace_bytes(*[S.numel(shape) * dtype.itemsize] * count)
+
+
+def _check_float(x, op: str) -> None:
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise RuntimeError(f"{op}: expected a floating-point input, got {x.dtype.name}")
+
+
+# ---- normalize, distances ---------------------------------------------------------------------
+
+def _normalize_meta(input, p=2.0, dim=1, eps=1e-12, out=None):
+    S.wrap_dim(dim, len(input.shape))
+    return TensorMeta(tuple(input.shape), input.dtype)
+
+
+def _normalize_cost(input, p=2.0, dim=1, eps=1e-12, out=None):
+    return Cost(flops=4 * S.numel(input.shape), bytes_read=2 * nbytes(input), bytes_written=nbytes(input),
+                workspace=temporaries(2, input.shape, input.dtype))
+
+
+@register("normalize", family="normalization", aten=["nbx::normalize"], meta=_normalize_meta, cost=_normalize_cost,
+          api=())
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
+    """``input / max(||input||_p, eps)`` along ``dim``."""
+    _normalize_meta(input, p, dim)
+    with scratch_scope():
+        denom = _op("linalg.vector_norm")(input, p, dim, True).clamp_min(eps)
+    if out is not None:
+        return _op("div")(input, denom, out=out)
+    return input / denom
+
+
+def _broadcast_pair(x1, x2):
+    shape = S.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    return shape, _float_dtype(x1.dtype, x2.dtype)
+
+
+def _cosine_meta(x1, x2, dim=1, eps=1e-8):
+    shape, dtype = _broadcast_pair(x1, x2)
+    d = S.wrap_dim(dim, len(shape))
+    return TensorMeta(tuple(n for i, n in enumerate(shape) if i != d), dtype)
+
+
+def _cosine_cost(x1, x2, dim=1, eps=1e-8):
+    shape, dtype = _broadcast_pair(x1, x2)
+    return Cost(flops=8 * S.numel(shape), bytes_read=nbytes(x1) + nbytes(x2),
+                bytes_written=nbytes(_cosine_meta(x1, x2, dim)), workspace=temporaries(5, shape, dtype))
+
+
+@register("cosine_similarity", family="normalization", aten=["aten::cosine_similarity.default"],
+          meta=_cosine_meta, cost=_cosine_cost)
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along ``dim``, after broadcasting: each
+    operand divided by its own norm first, as ATen does, so large values do not overflow a product."""
+    meta = _cosine_meta(x1, x2, dim)
+    shape = S.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    with scratch_scope():
+        a = x1.expand(shape).to(meta.dtype)
+        b = x2.expand(shape).to(meta.dtype)
+        a = a / _op("linalg.vector_norm")(a, 2, dim, True).clamp_min(eps)
+        b = b / _op("linalg.vector_norm")(b, 2, dim, True).clamp_min(eps)
+        product = a * b
+    return product.sum(dim)
+
+
+def _pairwise_meta(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    shape, dtype = _broadcast_pair(x1, x2)
+    if not shape:
+        return TensorMeta((), dtype)
+    return TensorMeta(tuple(shape[:-1]) + ((1,) if keepdim else ()), dtype)
+
+
+def _pairwise_cost(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    shape, dtype = _broadcast_pair(x1, x2)
+    return Cost(flops=4 * S.numel(shape), bytes_read=nbytes(x1) + nbytes(x2),
+                bytes_written=nbytes(_pairwise_meta(x1, x2, p, eps, keepdim)), workspace=temporaries(2, shape, dtype))
+
+
+@register("pairwise_distance", family="normalization", aten=["aten::pairwise_distance.default"],
+          meta=_pairwise_meta, cost=_pairwise_cost)
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """||x1 - x2 + eps||_p over the last dim (ATen's definition: eps is added to the difference)."""
+    meta = _pairwise_meta(x1, x2, p, eps, keepdim)
+    with scratch_scope():
+        difference = (x1 - x2).to(meta.dtype) + eps
+    return _op("linalg.vector_norm")(difference, p, -1 if difference.ndim else None, keepdim and difference.ndim > 0)
+
+
+_CDIST_MODES = {"use_mm_for_euclid_dist_if_necessary": 0, "use_mm_for_euclid_dist": 1,
+                "donot_use_mm_for_euclid_dist": 2, None: 0, 0: 0, 1: 1, 2: 2}
+
+
+def _cdist_meta(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    for name, x in (("X1", x1), ("X2", x2)):
+        if not x.dtype.is_floating_point:
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: {x.dtype.name}")
+        if len(x.shape) < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {len(x.shape)}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    if compute_mode not in _CDIST_MODES:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    if x1.dtype is not x2.dtype:
+        raise RuntimeError(f"cdist: X1 and X2 must have the same dtype, got {x1.dtype.name} and {x2.dtype.name}")
+    batch = S.broadcast_shapes(tuple(x1.shape[:-2]), tuple(x2.shape[:-2]))
+    return TensorMeta((*batch, x1.shape[-2], x2.shape[-2]), x1.dtype)
+
+
+def _cdist_cost(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    out = _cdist_meta(x1, x2, p, compute_mode)
+    pairs = (*out.shape, x1.shape[-1])
+    return Cost(flops=3 * S.numel(pairs), bytes_read=nbytes(x1) + nbytes(x2), bytes_written=nbytes(out),
+                workspace=temporaries(1, pairs, out.dtype))
+
+
+@register("cdist", family="normalization", aten=["aten::cdist.default", "aten::_cdist_forward.default"],
+          meta=_cdist_meta, cost=_cdist_cost)
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode="use_mm_for_euclid_dist_if_necessary") -> Tensor:
+    """The p-norm distance between each row of ``x1`` and each row of ``x2``, per batch. Always from the
+    differences (torch's exact path): the matrix-product form |a|^2 + |b|^2 - 2ab that torch may take
+    for p = 2 loses the small distances to cancellation, so every compute_mode gives these values."""
+    _cdist_meta(x1, x2, p, compute_mode)
+    with scratch_scope():
+        difference = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    return _op("linalg.vector_norm")(difference, p, -1)
+
+
+# ---- instance and local response norm ------------------------------------------------------------
+
+def _instance_norm_meta(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                        momentum=0.1, eps=1e-5, cudnn_enabled=True):
+    if len(input.shape) < 2:
+        raise RuntimeError(f"instance_norm expects an input of at least 2 dims (N, C, ...), got {list(input.shape)}")
+    return TensorMeta(tuple(input.shape), input.dtype)
+
+
+def _instance_norm_cost(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                        momentum=0.1, eps=1e-5, cudnn_enabled=True):
+    params = sum(nbytes(t) for t in (running_mean, running_var, weight, bias) if t is not None)
+    return Cost(flops=8 * S.numel(input.shape), bytes_read=nbytes(input) + params, bytes_written=nbytes(input),
+                workspace=temporaries(1, input.shape, input.dtype))
+
+
+@register("instance_norm", family="normalization", aten=["aten::instance_norm.default"], meta=_instance_norm_meta,
+          cost=_instance_norm_cost, api=())
+def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5, cudnn_enabled=True) -> Tensor:
+    """Each (sample, channel) normalised over its positions (group norm with a group a channel), or with
+    the running statistics when ``use_input_stats`` is False (inference batch norm)."""
+    _instance_norm_meta(input)
+    if not use_input_stats:
+        return _op("batch_norm")(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    if running_mean is not None or running_var is not None:
+        raise NotImplementedError("instance_norm: updating running_mean and running_var from the input's statistics "
+                                  "is training; pass use_input_stats=False to normalise with them, or leave them None")
+    if S.numel(input.shape[2:]) <= 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size {list(input.shape)}")
+    return _op("group_norm")(input, input.shape[1], weight, bias, eps)
+
+
+def _lrn_meta(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    if len(input.shape) < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {len(input.shape)} dimensions)")
+    if size <= 0:
+        raise ValueError(f"local_response_norm: size must be positive, got {size}")
+    return TensorMeta(tuple(input.shape), input.dtype)
+
+
+def _lrn_cost(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    padded = (input.shape[0], input.shape[1] + size - 1, *input.shape[2:])
+    return Cost(flops=(size + 30) * S.numel(input.shape), bytes_read=nbytes(input), bytes_written=nbytes(input),
+                workspace=temporaries(1, padded, input.dtype) + temporaries(2, input.shape, input.dtype))
+
+
+@register("local_response_norm", family="normalization", aten=["nbx::local_response_norm"], meta=_lrn_meta,
+          cost=_lrn_cost, api=())
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """input / (k + alpha * mean of input^2 over ``size`` neighbouring channels) ^ beta, the window
+    zero-padded by size // 2 before and (size - 1) // 2 after, as torch's."""
+    _lrn_meta(input, size)
+    if input.numel() == 0:
+        return input.clone()
+    with scratch_scope():
+        padded = _op("pad")(input * input, (0, 0) * (input.ndim - 2) + (size // 2, (size - 1) // 2))
+        window = padded.unfold(1, size, 1).mean(-1)
+        denom = (window * alpha + k).pow(beta)
+    return input / denom
+
+
+# ---- prelu, rrelu --------------------------------------------------------------------------------
+
+def _prelu_meta(input, weight):
+    if len(weight.shape) > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {len(weight.shape)}")
+    count = S.numel(weight.shape)
+    if count != 1:
+        if len(input.shape) == 0:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+        channels = input.shape[1] if len(input.shape) > 1 else 1
+        if channels != count:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               f"{count} and channel size = {channels}.")
+    return TensorMeta(tuple(input.shape), result_type(Tensor._meta(input.shape, input.dtype),
+                                                      Tensor._meta(weight.shape, weight.dtype)))
+
+
+def _prelu_cost(input, weight):
+    return Cost(flops=2 * S.numel(input.shape), bytes_read=nbytes(input) + nbytes(weight),
+                bytes_written=nbytes(_prelu_meta(input, weight)), workspace=temporaries(2, input.shape, input.dtype))
+
+
+@register("prelu", family="pointwise", aten=["aten::prelu.default", "aten::_prelu_kernel.default"],
+          meta=_prelu_meta, cost=_prelu_cost, methods=("prelu",))
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """x where x > 0, weight * x elsewhere; a weight per channel (dim 1) or one for all."""
+    _prelu_meta(input, weight)
+    if S.numel(weight.shape) != 1 and input.ndim > 1:
+        weight = weight.reshape((-1,) + (1,) * (input.ndim - 2))
+    elif weight.ndim:
+        weight = weight.reshape(())
+    with scratch_scope():
+        positive = input > 0
+        scaled = weight * input
+    return _op("where")(positive, input, scaled)
+
+
+def _rrelu_meta(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False, generator=None):
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"rrelu: expected a floating-point input, got {input.dtype.name}")
+    if lower > upper:
+        raise RuntimeError(f"Lower bound should be less than or equal to the upper bound, got lower={lower} and "
+                           f"upper={upper}")
+    return TensorMeta(tuple(input.shape), input.dtype)
+
+
+def _rrelu_cost(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False, generator=None):
+    return Cost(flops=3 * S.numel(input.shape), bytes_read=nbytes(input), bytes_written=nbytes(input),
+                workspace=temporaries(2, input.shape, input.dtype) if training else 0)
+
+
+@register("rrelu", family="random", aten=["aten::rrelu.default"], meta=_rrelu_meta, cost=_rrelu_cost, methods=("rrelu",))
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False, generator=None) -> Tensor:
+    """Leaky ReLU with the slope (lower + upper) / 2 in evaluation; in training each non-positive element
+    takes a slope drawn uniformly from [lower, upper]."""
+    _rrelu_meta(input, lower, upper)
+    if not training:
+        return get("leaky_relu").impl(input, (lower + upper) / 2, inplace)
+    with scratch_scope():
+        slopes = new_tensor(input.shape, input.dtype, input.device).uniform_(lower, upper, generator=generator)
+        scaled = input * slopes
+    result = _op("where")(input > 0, input, scaled)
+    return input.copy_(result) if inplace else result
+
+
+rrelu_ = register("rrelu_", family="random", aten=["aten::rrelu_.default"], meta=_rrelu_meta, cost=_rrelu_cost,
+                  methods=("rrelu_",))(lambda input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None:
+                                       rrelu.impl(input, lower, upper, training, True, generator))
+
+
+# ---- channel dropout, channel shuffle ------------------------------------------------------------
+
+def _feature_dropout(input: Tensor, p: float, training: bool, inplace: bool, batched: bool, op: str) -> Tensor:
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0:
+        return input
+    _check_float(input, op)
+    if p == 1:
+        return input.zero_() if inplace else input.new_zeros(input.shape)
+    lead = 2 if batched else 1
+    with scratch_scope():
+        keep = new_tensor(tuple(input.shape[:lead]) + (1,) * (input.ndim - lead), input.dtype, input.device)
+        keep.bernoulli_(1 - p).div_(1 - p)
+    return input.mul_(keep) if inplace else input * keep
+
+
+def _dropout_nd(nd: int):
+    name = f"dropout{nd}d"
+
+    def batched(input) -> bool:
+        ndim = len(input.shape)
+        if nd == 1 and ndim not in (2, 3):
+            raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {ndim}D input. Note that "
+                               "dropout1d exists to provide channel-wise dropout on inputs with 1 spatial dimension, "
+                               "a channel dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
+        if nd == 3 and ndim not in (4, 5):
+            raise RuntimeError(f"dropout3d: Expected 4D or 5D input, but received a {ndim}D input. dropout3d exists "
+                               "to provide channel-wise dropout on inputs with 3 spatial dimensions, a channel "
+                               "dimension, and an optional batch dimension (i.e. 4D or 5D inputs).")
+        if nd == 2 and ndim < 2:
+            raise RuntimeError(f"dropout2d: Expected at least a 2D input (channels and positions), got {ndim}D")
+        # dropout2d takes a 3D input as a batch of channels with one spatial dimension, as torch's does
+        return ndim != nd + 1 or nd == 2
+
+    def meta(input, p=0.5, training=True, inplace=False):
+        batched(input)
+        return TensorMeta(tuple(input.shape), input.dtype)
+
+    def cost(input, p=0.5, training=True, inplace=False):
+        lead = S.numel(input.shape[:2])
+        return Cost(flops=S.numel(input.shape), bytes_read=nbytes(input), bytes_written=nbytes(input),
+                    workspace=workspace_bytes(lead * input.dtype.itemsize) if training else 0)
+
+    def impl(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+        return _feature_dropout(input, p, training, inplace, batched(input), name)
+    impl.__doc__ = (f"``nn.functional.{name}``: in training, zero whole channels with probability ``p`` and scale "
+                    "the rest by 1 / (1 - p); otherwise (inference) return ``input`` itself.")
+    return register(name, family="random", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=())(impl)
+
+
+dropout1d, dropout2d, dropout3d = (_dropout_nd(nd) for nd in (1, 2, 3))
+
+
+@register("feature_dropout", family="random", aten=["aten::feature_dropout.default"],
+          meta=lambda input, p, train: TensorMeta(tuple(input.shape), input.dtype),
+          cost=lambda input, p, train: Cost(bytes_read=nbytes(input), bytes_written=nbytes(input)))
+def feature_dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    """ATen's channel dropout: whole (sample, channel) slices zeroed in training."""
+    return _feature_dropout(input, p, train, False, True, "feature_dropout")
+
+
+def _shuffle_meta(input, groups):
+    if len(input.shape) < 3:
+        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but got input with sizes "
+                           f"{list(input.shape)}")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    if input.shape[1] % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {input.shape[1]} channels and "
+                           f"{groups} groups.")
+    return TensorMeta(tuple(input.shape), input.dtype)
+
+
+@register("channel_shuffle", family="shape", aten=["aten::channel_shuffle.default",
+                                                    "aten::native_channel_shuffle.default"],
+          meta=_shuffle_meta, cost=lambda input, groups: Cost(bytes_read=nbytes(input), bytes_written=nbytes(input)),
+          api=("channel_shuffle", "native_channel_shuffle"))
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """Channels (n, C) read as (n, groups, C / groups) and written transposed: one copy."""
+    _shuffle_meta(input, groups)
+    n, c = input.shape[:2]
+    grouped = input.reshape((n, groups, c // groups, *input.shape[2:]))
+    return grouped.transpose(1, 2).contiguous().reshape(tuple(input.shape))
+
+
+# ---- embedding_bag -------------------------------------------------------------------------------
+
+_BAG_MODES = ("sum", "mean", "max")
+
+
+def _bag_count(input, offsets, include_last_offset) -> int:
+    if len(input.shape) == 2:
+        return input.shape[0]
+    return offsets.shape[0] - (1 if include_last_offset else 0)
+
+
+def _embedding_bag_meta(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
+                        padding_idx=None):
+    if input.dtype.name not in ("int32", "int64"):
+        raise RuntimeError(f"embedding_bag: expected input of dtype int64 or int32, got {input.dtype.name}")
+    if len(weight.shape) != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {len(weight.shape)}")
+    if mode not in _BAG_MODES:
+        raise ValueError(f"mode has to be one of sum, mean or max, got {mode!r}")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                      f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
+                                      "on GitHub.")
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise ValueError(f"embedding_bag: If per_sample_weights ({tuple(per_sample_weights.shape)}) is not None, "
+                             f"then it must have the same shape as the input ({tuple(input.shape)})")
+    if len(input.shape) == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             "fixed length sequences. However, found offsets of type Tensor")
+    elif len(input.shape) == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if len(offsets.shape) != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+        if offsets.dtype.name not in ("int32", "int64"):
+            raise RuntimeError(f"embedding_bag: expected offsets of dtype int64 or int32, got {offsets.dtype.name}")
+        if include_last_offset and offsets.shape[0] < 1:
+            raise RuntimeError("include_last_offset: number of offsets should be at least 1")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {len(input.shape)}")
+    return TensorMeta((_bag_count(input, offsets, include_last_offset), weight.shape[1]), weight.dtype)
+
+
+def _embedding_bag_cost(input, weight, offsets=None, *args, **kwargs):
+    out = _embedding_bag_meta(input, weight, offsets, *args, **kwargs)
+    count = S.numel(input.shape)
+    rows = count * weight.shape[1]
+    return Cost(flops=2 * rows, bytes_read=rows * weight.dtype.itemsize + nbytes(input), bytes_written=nbytes(out),
+                workspace=workspace_bytes(*[count * 8] * 6, rows * weight.dtype.itemsize, rows * 8,
+                                          (out.shape[0] + 1) * weight.shape[1] * weight.dtype.itemsize,
+                                          (out.shape[0] + 1) * weight.dtype.itemsize * 2))
+
+
+@register("embedding_bag", family="indexing", aten=["nbx::embedding_bag"], meta=_embedding_bag_meta,
+          cost=_embedding_bag_cost, api=())
+def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, norm_type: float = 2,
+                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights=None, include_last_offset: bool = False, padding_idx=None) -> Tensor:
+    """Sums, means or maxima of bags of embedding rows: the rows of a 2-D ``input``, or the runs of a 1-D
+    ``input`` that ``offsets`` start. An empty bag gives zeros; ``padding_idx`` entries take no part."""
+    meta = _embedding_bag_meta(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
+                               per_sample_weights, include_last_offset, padding_idx)
+    if max_norm is not None:
+        raise NotImplementedError("embedding_bag: max_norm rewrites rows of weight in place; renormalise the weight "
+                                  "once (nbx.renorm) and call without max_norm")
+    bags, width = meta.shape
+    if padding_idx is not None:
+        rows = weight.shape[0]
+        if not -rows <= padding_idx < rows:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx %= rows
+    with scratch_scope():
+        flat = input.reshape(-1).to("int64")
+        count = flat.shape[0]
+        positions = _op("arange")(count, dtype="int64", device=input.device)
+        if input.ndim == 2:
+            bag = positions // max(input.shape[1], 1)
+        else:
+            starts = offsets.to("int64")
+            if not include_last_offset:
+                # a position past every offset still belongs to the last bag; the sentinel keeps it there
+                starts = _op("cat")([starts, starts.new_full((1,), count + 1)])
+            bag = _op("searchsorted")(starts, positions, right=True) - 1
+            # positions before offsets[0] or from the last offset on (include_last_offset) go to no bag
+            bag = _op("where")((bag < 0) | (bag >= bags), bags, bag)
+        if padding_idx is not None:
+            bag = _op("where")(flat == padding_idx, bags, bag)
+        gathered = _op("index_select")(weight, 0, flat)
+        if per_sample_weights is not None:
+            gathered = gathered * per_sample_weights.reshape(-1, 1)
+        if mode == "max":
+            target = weight.new_zeros((bags + 1, width))
+            filled = _op("scatter_reduce")(target, 0, bag.unsqueeze(1).expand(count, width), gathered, "amax",
+                                          include_self=False)
+        else:
+            filled = weight.new_zeros((bags + 1, width)).index_add_(0, bag, gathered)
+            if mode == "mean":
+                sizes = weight.new_zeros((bags + 1,)).index_add_(0, bag, weight.new_ones((count,)))
+                filled = filled / sizes.clamp_min(1).unsqueeze(1)
+    return filled[:bags].contiguous()
+
+
+FUNCTIONAL = {name: get(name).impl for name in (
+    "normalize", "cosine_similarity", "pairwise_distance", "instance_norm", "local_response_norm", "prelu", "rrelu",
+    "rrelu_", "dropout1d", "dropout2d", "dropout3d", "channel_shuffle", "embedding_bag")}

@@ -1,0 +1,494 @@
+"""Splitting, broadcasting and combining: the split family and ``broadcast_tensors`` as views; index
+sets (``tril_indices``, ``combinations``) computed from sizes alone on the host and uploaded; products
+and differences (``kron``, ``tensordot``, ``cross``, ``diff``), ``block_diag``, ``isin`` and
+``diagonal_scatter`` composed of registry ops, their intermediates the op's temporaries."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .. import shape as S
+from ..dtypes import get_dtype
+from ..promotion import result_type
+from ..tensor import Tensor
+from .copy import new_tensor, scratch_scope
+from .nn_composites import temporaries
+from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .views import _NO_COST, _meta_of, narrow, reshape, view_op
+
+_I64 = get_dtype("int64")
+
+
+def _op(name):
+    return get(name).impl
+
+
+def _tensor(*args, **kwargs) -> Tensor:
+    from .creation import tensor
+    return tensor(*args, **kwargs)
+
+
+def _meta_tensor(x) -> Tensor:
+    return Tensor._meta(tuple(x.shape), x.dtype)
+
+
+# ---- the split family, broadcast_tensors, ravel ---------------------------------------------------
+
+@view_op("split_with_sizes", ["aten::split_with_sizes.default"], methods=("split_with_sizes",))
+def split_with_sizes(x: Tensor, split_sizes, dim: int = 0):
+    """Views of ``x`` along ``dim`` of the given sizes, which must sum to its size there."""
+    return _op("split")(x, [int(n) for n in split_sizes], dim)
+
+
+def _tensor_split_bounds(size: int, indices_or_sections) -> list[int]:
+    if isinstance(indices_or_sections, Tensor):
+        if indices_or_sections.dtype is not _I64 or indices_or_sections.ndim > 1:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+                               f"one-dimensional tensor of dtype long, but got a {indices_or_sections.ndim}-D tensor "
+                               f"of dtype {indices_or_sections.dtype.name}")
+        indices_or_sections = indices_or_sections.tolist()
+    if isinstance(indices_or_sections, int):
+        sections = indices_or_sections
+        if sections <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {sections}")
+        small, extra = divmod(size, sections)
+        bounds, start = [], 0
+        for i in range(sections - 1):
+            start += small + (1 if i < extra else 0)
+            bounds.append(start)
+        return bounds
+    return [int(i) for i in indices_or_sections]
+
+
+@view_op("tensor_split", ["aten::tensor_split.sections", "aten::tensor_split.indices",
+                          "aten::tensor_split.tensor_indices_or_sections"], methods=("tensor_split",))
+def tensor_split(x: Tensor, indices_or_sections, dim: int = 0):
+    """Views of ``x`` along ``dim``: ``n`` sections as equal as can be (the first size % n one longer), or
+    the slices between consecutive given indices (x[i:j] as Python slices it: empty where j <= i)."""
+    if x.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
+    d = S.wrap_dim(dim, x.ndim)
+    size = x.shape[d]
+    pieces, start = [], 0
+    for bound in _tensor_split_bounds(size, indices_or_sections) + [size]:
+        stop = min(max(bound if bound >= 0 else bound + size, 0), size)
+        pieces.append(narrow(x, d, min(start, stop), max(stop - start, 0)))
+        start = stop
+    return tuple(pieces)
+
+
+def _directional_split(name: str, dim_of, min_ndim: int):
+    def impl(x: Tensor, indices_or_sections):
+        if x.ndim < min_ndim:
+            raise RuntimeError(f"torch.{name} requires a tensor with at least {min_ndim} dimension"
+                               f"{'s' if min_ndim > 1 else ''}, but got a tensor with {x.ndim} dimensions!")
+        d = dim_of(x.ndim)
+        if isinstance(indices_or_sections, int):
+            if indices_or_sections == 0 or x.shape[d] % indices_or_sections:
+                raise RuntimeError(f"torch.{name} attempted to split along dimension {d}, but the size of the "
+                                   f"dimension {x.shape[d]} is not divisible by the split_size {indices_or_sections}!")
+        return tensor_split.impl(x, indices_or_sections, d)
+    impl.__doc__ = f"``tensor_split`` along dim {dim_of(3)}{' (0 for 1-D tensors)' if name == 'hsplit' else ''}; " \
+                   "a number of sections must divide the size."
+    return view_op(name, [f"aten::{name}.int", f"aten::{name}.array"], methods=(name,))(impl)
+
+
+hsplit = _directional_split("hsplit", lambda ndim: 1 if ndim > 1 else 0, 1)
+vsplit = _directional_split("vsplit", lambda ndim: 0, 2)
+dsplit = _directional_split("dsplit", lambda ndim: 2, 3)
+
+
+def _tensor_list(tensors):
+    return list(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else list(tensors)
+
+
+@register("broadcast_tensors", family="view", aten=["aten::broadcast_tensors.default"],
+          meta=lambda *t: tuple(TensorMeta(S.broadcast_shapes(*[tuple(x.shape) for x in _tensor_list(t)]), x.dtype)
+                                for x in _tensor_list(t)),
+          cost=lambda *t: _NO_COST)
+def broadcast_tensors(*tensors):
+    """Each tensor as a broadcast view of the common shape."""
+    tensors = _tensor_list(tensors)
+    shape = S.broadcast_shapes(*[tuple(t.shape) for t in tensors])
+    return tuple(t.expand(shape) for t in tensors)
+
+
+@view_op("ravel", ["aten::ravel.default"], methods=("ravel",))
+def ravel(x: Tensor) -> Tensor:
+    """``x`` flattened: a view where the strides allow, else a contiguous copy."""
+    return reshape(x, (-1,))
+
+
+def _hermitian(x: Tensor, batched: bool) -> Tensor:
+    if not batched and x.ndim not in (0, 2):
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {x.ndim}-D tensor.")
+    flipped = x.mT if batched else x.T
+    return _op("conj")(flipped) if x.dtype.is_complex else flipped
+
+
+Tensor.H = property(lambda x: _hermitian(x, False))
+Tensor.mH = property(lambda x: _hermitian(x, True))
+Tensor.adjoint = lambda x: _hermitian(x, True)
+
+
+# ---- index sets ------------------------------------------------------------------------------------
+
+def _indices_meta(row, col, offset=0, *, dtype=None, device=None, layout=None, pin_memory=False):
+    if row < 0 or col < 0:
+        raise RuntimeError(f"row must be non-negative, got {row}" if row < 0 else f"col must be non-negative, got {col}")
+    count = int(np.tril_indices(row, offset, col)[0].size)
+    return TensorMeta((2, count), get_dtype(dtype or "int64"))
+
+
+def _triu_meta(row, col, offset=0, **kwargs):
+    if row < 0 or col < 0:
+        raise RuntimeError(f"row must be non-negative, got {row}" if row < 0 else f"col must be non-negative, got {col}")
+    count = int(np.triu_indices(row, offset, col)[0].size)
+    return TensorMeta((2, count), get_dtype(kwargs.get("dtype") or "int64"))
+
+
+def _index_set(rows_cols, dtype, device) -> Tensor:
+    dt = get_dtype(dtype or "int64")
+    if dt.name not in ("int32", "int64"):
+        raise RuntimeError(f"\"tril_indices\" not implemented for '{dt.name}': the indices are int32 or int64")
+    return _tensor(np.stack(rows_cols).astype(dt.numpy), dtype=dt, device=device)
+
+
+@register("tril_indices", family="creation", aten=["aten::tril_indices.default"], meta=_indices_meta,
+          cost=lambda *a, **k: Cost(bytes_written=nbytes(_indices_meta(*a, **k))))
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None, pin_memory=False):
+    """The (row, column) coordinates of the lower triangle of a row x col matrix (diagonal ``offset``), a
+    2 x N tensor in row-major order."""
+    _indices_meta(row, col, offset)
+    return _index_set(np.tril_indices(row, offset, col), dtype, device)
+
+
+@register("triu_indices", family="creation", aten=["aten::triu_indices.default"], meta=_triu_meta,
+          cost=lambda *a, **k: Cost(bytes_written=nbytes(_triu_meta(*a, **k))))
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None, pin_memory=False):
+    """The (row, column) coordinates of the upper triangle of a row x col matrix (diagonal ``offset``)."""
+    _triu_meta(row, col, offset)
+    return _index_set(np.triu_indices(row, offset, col), dtype, device)
+
+
+def _cartesian_meta(*tensors):
+    for t in tensors:
+        if len(t.shape) != 1:
+            raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
+    dtype = result_type(*[_meta_tensor(t) for t in tensors])
+    if len(tensors) == 1:
+        return TensorMeta(tuple(tensors[0].shape), dtype)
+    return TensorMeta((S.numel([t.shape[0] for t in tensors]), len(tensors)), dtype)
+
+
+@register("cartesian_prod", family="shape", aten=["nbx::cartesian_prod"], meta=_cartesian_meta,
+          cost=lambda *t: Cost(bytes_written=nbytes(_cartesian_meta(*t)),
+                               workspace=temporaries(len(t), _cartesian_meta(*t).shape[:1], _cartesian_meta(*t).dtype)))
+def cartesian_prod(*tensors) -> Tensor:
+    """Every combination of one element from each 1-D tensor, one per row, the last varying fastest."""
+    meta = _cartesian_meta(*tensors)
+    if len(tensors) == 1:
+        return tensors[0]
+    with scratch_scope():
+        grids = [g.reshape(-1).to(meta.dtype) for g in _op("meshgrid")(*tensors, indexing="ij")]
+    return _op("stack")(grids, 1)
+
+
+def _combination_rows(n: int, r: int, with_replacement: bool) -> np.ndarray:
+    make = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    return np.array(list(make(range(n), r)), dtype=np.int64).reshape(-1, r)
+
+
+def _combinations_meta(input, r=2, with_replacement=False):
+    if len(input.shape) != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    if r == 0:
+        return TensorMeta((0,), input.dtype)
+    return TensorMeta((len(_combination_rows(input.shape[0], r, with_replacement)), r), input.dtype)
+
+
+@register("combinations", family="shape", aten=["aten::combinations.default"], meta=_combinations_meta,
+          cost=lambda input, r=2, with_replacement=False: Cost(
+              bytes_written=nbytes(_combinations_meta(input, r, with_replacement)),
+              workspace=temporaries(1, _combinations_meta(input, r, with_replacement).shape, _I64)))
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    """The length-``r`` combinations of the elements of a 1-D tensor, one per row, in itertools' order."""
+    meta = _combinations_meta(input, r, with_replacement)
+    if r == 0:
+        return new_tensor((0,), input.dtype, input.device)
+    rows = _combination_rows(input.shape[0], r, with_replacement)
+    with scratch_scope():
+        index = _tensor(rows.reshape(-1), dtype=_I64, device=input.device)
+    return _op("index_select")(input, 0, index).reshape(meta.shape)
+
+
+# ---- block_diag, kron, tensordot, cross, diff -------------------------------------------------------------
+
+def _as_matrix(shape):
+    if len(shape) > 2:
+        raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input has "
+                           f"{len(shape)} dimensions")
+    return (1, 1) if len(shape) == 0 else ((1, shape[0]) if len(shape) == 1 else tuple(shape))
+
+
+def _block_diag_meta(*tensors):
+    shapes = [_as_matrix(tuple(t.shape)) for t in tensors]
+    dtype = result_type(*[_meta_tensor(t) for t in tensors]) if tensors else get_dtype("float32")
+    return TensorMeta((sum(s[0] for s in shapes), sum(s[1] for s in shapes)), dtype)
+
+
+@register("block_diag", family="shape", aten=["aten::block_diag.default"], meta=_block_diag_meta,
+          cost=lambda *t: Cost(bytes_read=sum(nbytes(x) for x in t), bytes_written=nbytes(_block_diag_meta(*t))))
+def block_diag(*tensors) -> Tensor:
+    """The tensors (each taken as a matrix: 0-d as 1 x 1, 1-D as a row) along the diagonal, zeros elsewhere."""
+    meta = _block_diag_meta(*tensors)
+    device = tensors[0].device if tensors else None
+    out = _op("zeros")(meta.shape, dtype=meta.dtype, device=device)
+    row = col = 0
+    for t in tensors:
+        rows, cols = _as_matrix(tuple(t.shape))
+        out[row:row + rows, col:col + cols] = t.reshape(rows, cols)
+        row, col = row + rows, col + cols
+    return out
+
+
+def _kron_shapes(a, b):
+    ndim = max(len(a.shape), len(b.shape))
+    sa = (1,) * (ndim - len(a.shape)) + tuple(a.shape)
+    sb = (1,) * (ndim - len(b.shape)) + tuple(b.shape)
+    return sa, sb
+
+
+def _kron_meta(input, other):
+    sa, sb = _kron_shapes(input, other)
+    return TensorMeta(tuple(x * y for x, y in zip(sa, sb)), result_type(_meta_tensor(input), _meta_tensor(other)))
+
+
+@register("kron", family="shape", aten=["aten::kron.default"], meta=_kron_meta,
+          cost=lambda a, b: Cost(flops=S.numel(_kron_meta(a, b).shape), bytes_read=nbytes(a) + nbytes(b),
+                                 bytes_written=nbytes(_kron_meta(a, b))))
+def kron(input: Tensor, other: Tensor) -> Tensor:
+    """The Kronecker product: blocks input[i] * other, laid out as one product of broadcast views."""
+    meta = _kron_meta(input, other)
+    sa, sb = _kron_shapes(input, other)
+    a = input.reshape(tuple(v for n in sa for v in (n, 1)))
+    b = other.reshape(tuple(v for n in sb for v in (1, n)))
+    return (a * b).reshape(meta.shape)
+
+
+def _tensordot_dims(a, b, dims):
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        if dims > min(len(a.shape), len(b.shape)):
+            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}")
+        return list(range(len(a.shape) - dims, len(a.shape))), list(range(dims))
+    dims_a, dims_b = dims
+    dims_a = [dims_a] if isinstance(dims_a, int) else list(dims_a)
+    dims_b = [dims_b] if isinstance(dims_b, int) else list(dims_b)
+    if len(dims_a) != len(dims_b):
+        raise RuntimeError(f"both dimension lists should have same length, got {len(dims_a)} and {len(dims_b)}")
+    dims_a = [S.wrap_dim(d, len(a.shape)) for d in dims_a]
+    dims_b = [S.wrap_dim(d, len(b.shape)) for d in dims_b]
+    for da, db in zip(dims_a, dims_b):
+        if a.shape[da] != b.shape[db]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[da]} in dim {da} "
+                               f"and second has size {b.shape[db]} in dim {db}")
+    return dims_a, dims_b
+
+
+def _tensordot_meta(a, b, dims=2, out=None):
+    dims_a, dims_b = _tensordot_dims(a, b, dims)
+    keep_a = [a.shape[i] for i in range(len(a.shape)) if i not in dims_a]
+    keep_b = [b.shape[i] for i in range(len(b.shape)) if i not in dims_b]
+    return TensorMeta((*keep_a, *keep_b), result_type(_meta_tensor(a), _meta_tensor(b)))
+
+
+def _tensordot_cost(a, b, dims=2, out=None):
+    meta = _tensordot_meta(a, b, dims)
+    dims_a, _ = _tensordot_dims(a, b, dims)
+    inner = S.numel([a.shape[d] for d in dims_a])
+    return Cost(flops=2 * S.numel(meta.shape) * inner, bytes_read=nbytes(a) + nbytes(b), bytes_written=nbytes(meta),
+                workspace=temporaries(1, a.shape, a.dtype) + temporaries(1, b.shape, b.dtype))
+
+
+@register("tensordot", family="matmul", aten=["aten::tensordot.default"], meta=_tensordot_meta, cost=_tensordot_cost)
+def tensordot(a: Tensor, b: Tensor, dims=2, out=None) -> Tensor:
+    """The sum of products over ``dims`` (the last n of ``a`` with the first n of ``b``, or two lists):
+    both operands permuted to matrices and multiplied once."""
+    meta = _tensordot_meta(a, b, dims)
+    dims_a, dims_b = _tensordot_dims(a, b, dims)
+    free_a = [i for i in range(a.ndim) if i not in dims_a]
+    free_b = [i for i in range(b.ndim) if i not in dims_b]
+    inner = S.numel([a.shape[d] for d in dims_a])
+    with scratch_scope():
+        left = a.permute(free_a + dims_a).reshape(S.numel([a.shape[i] for i in free_a]), inner)
+        right = b.permute(dims_b + free_b).reshape(inner, S.numel([b.shape[i] for i in free_b]))
+    result = _op("matmul")(left.to(meta.dtype), right.to(meta.dtype)).reshape(meta.shape)
+    return out.copy_(result) if out is not None else result
+
+
+def _cross_dim(shape, dim, op):
+    if dim is None:
+        for i, n in enumerate(shape):
+            if n == 3:
+                return i
+        raise RuntimeError("no dimension of size 3 in input")
+    d = S.wrap_dim(dim, len(shape))
+    if shape[d] != 3:
+        raise RuntimeError(f"{op}: inputs dimension {dim} must have length 3. Got {shape[d]} and {shape[d]}")
+    return d
+
+
+def _cross_meta_for(op: str, default):
+    def meta(input, other, dim=default, *, out=None):
+        if len(input.shape) != len(other.shape):
+            raise RuntimeError(f"{op}: inputs must have the same number of dimensions.")
+        shape = S.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+        _cross_dim(shape, dim, op)
+        return TensorMeta(shape, result_type(_meta_tensor(input), _meta_tensor(other)))
+    return meta
+
+
+def _cross_impl(op: str, default):
+    meta_of = _cross_meta_for(op, default)
+
+    def impl(input: Tensor, other: Tensor, dim=default, *, out=None) -> Tensor:
+        meta = meta_of(input, other, dim)
+        d = _cross_dim(meta.shape, dim, op)
+        a, b = input.expand(meta.shape), other.expand(meta.shape)
+        with scratch_scope():
+            ax, ay, az = (narrow(a, d, i, 1) for i in range(3))
+            bx, by, bz = (narrow(b, d, i, 1) for i in range(3))
+            parts = [ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx]
+        result = _op("cat")(parts, d).to(meta.dtype)
+        return out.copy_(result) if out is not None else result
+    impl.__doc__ = "The cross product of 3-vectors along ``dim``, after broadcasting."
+    return impl
+
+
+def _cross_cost(input, other, *args, **kwargs):
+    shape = S.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    dtype = result_type(_meta_tensor(input), _meta_tensor(other))
+    return Cost(flops=3 * S.numel(shape), bytes_read=nbytes(input) + nbytes(other),
+                bytes_written=S.numel(shape) * dtype.itemsize,
+                workspace=temporaries(9, shape[:-1] + (1,), input.dtype))
+
+
+cross = register("cross", family="pointwise", aten=["aten::cross.default"], meta=_cross_meta_for("cross", None),
+                 cost=_cross_cost, methods=("cross",))(_cross_impl("cross", None))
+linalg_cross = register("linalg.cross", family="pointwise", aten=["aten::linalg_cross.default"],
+                        meta=_cross_meta_for("linalg.cross", -1), cost=_cross_cost, api=())(
+    _cross_impl("linalg.cross", -1))
+
+
+def _diff_meta(input, n=1, dim=-1, prepend=None, append=None):
+    if len(input.shape) == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    d = S.wrap_dim(dim, len(input.shape))
+    length = input.shape[d] + sum(0 if t is None else (t.shape[d] if len(t.shape) else 1) for t in (prepend, append))
+    shape = list(input.shape)
+    shape[d] = max(length - n, 0)
+    return TensorMeta(tuple(shape), input.dtype)
+
+
+@register("diff", family="shape", aten=["aten::diff.default"], meta=_diff_meta,
+          cost=lambda input, n=1, *a, **k: Cost(flops=n * S.numel(input.shape), bytes_read=nbytes(input),
+                                                bytes_written=nbytes(_diff_meta(input, n, *a, **k)),
+                                                workspace=temporaries(2 * max(n, 1), input.shape, input.dtype)),
+          methods=("diff",))
+def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) -> Tensor:
+    """The n-th forward difference along ``dim`` (``prepend`` and ``append`` joined first); for bool
+    tensors a difference is ``!=``, as torch's."""
+    meta = _diff_meta(input, n, dim, prepend, append)
+    d = S.wrap_dim(dim, input.ndim)
+    if n == 0:
+        return input.clone()
+    with scratch_scope():
+        pieces = []
+        for t in (prepend, input, append):
+            if t is None:
+                continue
+            if t.ndim == 0:
+                shape = list(input.shape)
+                shape[d] = 1
+                t = t.expand(shape)
+            pieces.append(t)
+        x = _op("cat")(pieces, d) if len(pieces) > 1 else input
+    for step in range(n):
+        length = x.shape[d]
+        if length <= 1:
+            return new_tensor(meta.shape, meta.dtype, input.device)
+        ahead, behind = narrow(x, d, 1, length - 1), narrow(x, d, 0, length - 1)
+        if step < n - 1:
+            with scratch_scope():
+                x = ahead != behind if x.dtype.name == "bool" else ahead - behind
+        else:
+            x = ahead != behind if x.dtype.name == "bool" else ahead - behind
+    return x
+
+
+# ---- isin, diagonal_scatter --------------------------------------------------------------------------
+
+def _isin_meta(elements, test_elements, *, assume_unique=False, invert=False):
+    shape = tuple(elements.shape) if hasattr(elements, "shape") else ()
+    return TensorMeta(shape, get_dtype("bool"))
+
+
+def _isin_cost(elements, test_elements, **kwargs):
+    count = S.numel(elements.shape) if hasattr(elements, "shape") else 1
+    tests = S.numel(test_elements.shape) if hasattr(test_elements, "shape") else 1
+    return Cost(flops=count * max(tests, 1).bit_length() + tests * max(tests, 1).bit_length(),
+                bytes_read=8 * (count + tests), bytes_written=count,
+                workspace=workspace_bytes(*[8 * count] * 4, *[8 * tests] * 4))
+
+
+@register("isin", family="sorting", aten=["aten::isin.Tensor_Tensor", "aten::isin.Tensor_Scalar",
+                                          "aten::isin.Scalar_Tensor"], meta=_isin_meta, cost=_isin_cost)
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """Whether each element is among ``test_elements``: the tests sorted once, each element looked up by
+    binary search (searchsorted), so n elements against m tests cost O((n + m) log m)."""
+    if not isinstance(elements, Tensor):
+        device = test_elements.device
+        elements = _tensor(elements, device=device)
+    if not isinstance(test_elements, Tensor):
+        test_elements = _tensor([test_elements], device=elements.device)
+    common = result_type(elements, test_elements)
+    if common.is_complex:
+        raise RuntimeError("isin: complex tensors are not supported (there is no order to search)")
+    count = S.numel(test_elements.shape)
+    if count == 0:
+        return _op("full")(tuple(elements.shape), invert, dtype="bool", device=elements.device)
+    with scratch_scope():
+        ordered = test_elements.reshape(-1).to(common).sort().values
+        values = elements.to(common).reshape(-1)
+        position = _op("searchsorted")(ordered, values).clamp_max(count - 1)
+        nearest = ordered.index_select(0, position)
+    found = nearest != values if invert else nearest == values
+    return found.reshape(tuple(elements.shape))
+
+
+def _diagonal_scatter_meta(input, src, offset=0, dim1=0, dim2=1):
+    expected = tuple(_op("diagonal")(_meta_tensor(input), offset, dim1, dim2).shape)
+    if tuple(src.shape) != expected:
+        raise RuntimeError(f"diagonal_scatter: expected src to have a size equal to the diagonal of the input, "
+                           f"{list(expected)}, but got {list(src.shape)}")
+    return TensorMeta(tuple(input.shape), input.dtype)
+
+
+@register("diagonal_scatter", family="shape", aten=["aten::diagonal_scatter.default"], meta=_diagonal_scatter_meta,
+          cost=lambda input, src, *a: Cost(bytes_read=nbytes(input) + nbytes(src), bytes_written=nbytes(input)),
+          methods=("diagonal_scatter",))
+def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """A copy of ``input`` with the diagonal (``offset``, ``dim1``, ``dim2``) replaced by ``src``."""
+    _diagonal_scatter_meta(input, src, offset, dim1, dim2)
+    out = input.clone()
+    _op("diagonal")(out, offset, dim1, dim2).copy_(src)
+    return out
