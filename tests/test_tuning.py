@@ -133,6 +133,25 @@ def test_timed_candidates_are_planned_once_and_their_launches_timed(tmp_path, mo
     assert issued == [1] * 5 + [2] * 5 + [2] * 5 + [1] * 5 + [1] * 5 + [2] * 5 + [2] * 5 + [1] * 5
 
 
+def test_timed_candidates_read_their_operands_past_the_l2_cache(tmp_path, monkeypatch):
+    """Each timed call follows an overwrite of twice the device's L2 cache: a decode step's weights stream
+    from device memory, and timed against a warm L2 the GEMV tuner chose tiles that starved the device on
+    weights under 50 MiB (an output projection at a quarter of the bandwidth its final tiles reach)."""
+    from nbxtensor.tuning import timing
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    flushes = []
+
+    def timed(fn, flush_bytes=0, **kwargs):
+        flushes.append(flush_bytes)
+        return 1.0
+    monkeypatch.setattr(timing, "device_time_ms", timed)
+    tuning.choose_timed("k|l2", {"name": "testgpu", "kernels": {}, "l2_cache_bytes": 50 * 2 ** 20}, [{"n": 1}],
+                        lambda config: lambda: None)
+    tuning.choose_timed("k|l2-unknown", {"name": "testgpu", "kernels": {}}, [{"n": 1}], lambda config: lambda: None)
+    assert set(flushes[:tuning.TIMING_ROUNDS]) == {100 * 2 ** 20}
+    assert set(flushes[tuning.TIMING_ROUNDS:]) == {2 * timing.DEFAULT_L2_BYTES}
+
+
 def test_interleaved_rounds_cancel_a_steady_drift_of_the_device(tmp_path, monkeypatch):
     """Candidates measured while the device slows steadily (heat): measured one after another, the first
     would win by its head start; over rounds in alternating order the truly fastest wins."""
