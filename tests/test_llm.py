@@ -107,6 +107,27 @@ def test_a_request_joining_mid_batch_gets_the_tokens_it_gets_alone(tmp_path_fact
     assert late.tokens == _reference(model, PROMPTS[1], 10)
 
 
+def test_a_batchs_greedy_rows_share_one_argmax(tmp_path_factory, monkeypatch):
+    """Plain greedy requests decoding together take their tokens from one argmax over the batch (one
+    read-back a step, not one a request); a request whose logits are penalised still chooses alone, and
+    every request gets the tokens it gets alone."""
+    model, directory = _checkpoint(tmp_path_factory, "llama")
+    ours = llm.load(directory, device=TEST_DEVICE, cache_tokens=256, block_size=4, replay=False)
+    alone = ours.generate(PROMPTS[2], max_new_tokens=6, repetition_penalty=1.3).tokens
+    chosen_alone = []
+    choose = llm.Sampler.choose
+    monkeypatch.setattr(llm.Sampler, "choose", lambda self, *a: chosen_alone.append(self.params) or choose(self, *a))
+    engine = ours.engine
+    plain = [engine.add(p, llm.SamplingParams(max_new_tokens=6)) for p in PROMPTS[:2]]
+    penalised = engine.add(PROMPTS[2], llm.SamplingParams(max_new_tokens=6, repetition_penalty=1.3))
+    while engine.busy:
+        engine.step()
+    assert [r.tokens for r in plain] == [_reference(model, p, 6) for p in PROMPTS[:2]]
+    assert penalised.tokens == alone
+    # prefill picks each request's first token alone; decode steps only the penalised one's
+    assert sum(not p.plain_greedy for p in chosen_alone) == 6 and sum(p.plain_greedy for p in chosen_alone) == 2
+
+
 def test_sampling_is_reproducible_per_seed_and_differs_across_seeds(tmp_path_factory):
     _, directory = _checkpoint(tmp_path_factory, "llama")
     ours = llm.load(directory, device=TEST_DEVICE)

@@ -138,17 +138,24 @@ class Engine:
             sequences, tokens = [r.id for r in batch], [r.tokens[-1] for r in batch]
             logits = (self.replayer(sequences, tokens) if self.replayer is not None
                       else self.model.decode(self.cache, sequences, tokens))
+            # the batch's plain greedy rows take their tokens from one argmax and one read-back
+            greedy = [row for row, r in enumerate(batch) if r.sampler.plain_greedy]
+            picked = dict(zip(greedy, logits[:len(batch)].argmax(dim=-1).tolist())) if len(greedy) > 1 else {}
             for row, request in enumerate(batch):
-                made.append((request, self._take(request, logits[row])))
+                made.append((request, self._take(request, logits[row], picked.get(row))))
         self.decode_seconds += time.perf_counter() - start
         for request in [r for r in self.running if r.finish_reason is not None]:
             self.cache.release(request.id)
         self.running = [r for r in self.running if r.finish_reason is None]
         return made
 
-    def _take(self, request: Request, logits) -> int:
+    def _take(self, request: Request, logits, token: int | None = None) -> int:
+        """Appends the request's next token (``token`` when already chosen, as a plain greedy one) and
+        decides whether the request is finished."""
         p = request.params
-        token, logprob = request.sampler.choose(logits, request.prompt + request.tokens)
+        logprob = None
+        if token is None:
+            token, logprob = request.sampler.choose(logits, request.prompt + request.tokens)
         request.tokens.append(token)
         if p.logprobs:
             request.logprobs.append(logprob)

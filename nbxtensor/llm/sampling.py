@@ -42,6 +42,11 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature == 0
 
+    @property
+    def plain_greedy(self) -> bool:
+        """Greedy with nothing to change the logits or to report: the token is the logits' argmax."""
+        return self.greedy and self.repetition_penalty == 1.0 and not self.logprobs
+
 
 class Sampler:
     """One request's choices: its settings, its generator and the tokens it has seen."""
@@ -56,6 +61,10 @@ class Sampler:
             else:
                 self.generator.seed()
         self.device = device
+
+    @property
+    def plain_greedy(self) -> bool:
+        return self.params.plain_greedy
 
     def choose(self, logits, seen: list[int]) -> tuple[int, float | None]:
         """The next token after ``logits`` (vocab,) and its log-probability under the processed
