@@ -322,16 +322,11 @@ def _gemv_step(acc, x, w, rm_load, rn_load, kk, k_stop, x_sm, x_sk, w_sk, w_sn, 
 
 
 @triton.jit
-def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
-         x_sm, x_sk, w_sk, w_sn, bias_sm, bias_sn, out_sm, out_sn,
-         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
-         ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr,
-         SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-         INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
-    """Rows of ``x`` (M of them, M <= BLOCK_M <= 16) times the K x N weight ``w``, which is streamed once:
-    program (i, s) reads columns [i * BLOCK_N, ...) of the rows in split s of K. With SPLIT, each program
-    writes its float32 partial sums to ``partial`` (split, M, N) and ``gemv_combine`` adds them in a
-    fixed order (no atomics, so results do not depend on scheduling)."""
+def _gemv_program(M, N, K, k_per_split, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  ACC: tl.constexpr, INDEX_64: tl.constexpr):
+    """A GEMV program's place: (split, rows, columns, K lanes, its K range, rows and columns clamped for
+    loads, a zero accumulator). One row accumulates [BLOCK_K, BLOCK_N] products, summed over K at the end;
+    several rows accumulate [BLOCK_M, BLOCK_N] from the matrix unit."""
     pid_n = tl.program_id(0)
     split = tl.program_id(1)
     rm = tl.arange(0, BLOCK_M)
@@ -348,6 +343,32 @@ def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
         acc = tl.zeros((BLOCK_K, BLOCK_N), dtype=ACC)
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    return split, rm, rn, rk, k_start, k_stop, rm_load, rn_load, acc
+
+
+@triton.jit
+def _gemv_rows(acc, rm, rn, M, N, BLOCK_M: tl.constexpr):
+    """A GEMV program's (BLOCK_M, BLOCK_N) result from its accumulator, and the mask of its live outputs."""
+    if BLOCK_M == 1:
+        rows = tl.sum(acc, axis=0)[None, :]
+    else:
+        rows = acc
+    return rows, (rm[:, None] < M) & (rn[None, :] < N)
+
+
+@triton.jit
+def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
+         x_sm, x_sk, w_sk, w_sn, bias_sm, bias_sn, out_sm, out_sn,
+         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
+         ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr,
+         SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+         INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+    """Rows of ``x`` (M of them, M <= BLOCK_M <= 16) times the K x N weight ``w``, which is streamed once:
+    program (i, s) reads columns [i * BLOCK_N, ...) of the rows in split s of K. With SPLIT, each program
+    writes its float32 partial sums to ``partial`` (split, M, N) and ``gemv_combine`` adds them in a
+    fixed order (no atomics, so results do not depend on scheduling)."""
+    split, rm, rn, rk, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M, BLOCK_N,
+                                                                              BLOCK_K, ACC, INDEX_64)
     if INTERPRETED:
         k0 = 0
         while k0 < k_per_split:
@@ -358,11 +379,7 @@ def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
         for k0 in range(0, k_per_split, BLOCK_K):
             acc = _gemv_step(acc, x, w, rm_load, rn_load, k_start + k0 + rk, k_stop, x_sm, x_sk, w_sk, w_sn,
                              BLOCK_M, ACC, PRECISION, DECODE_BF16)
-    if BLOCK_M == 1:
-        acc2 = tl.sum(acc, axis=0)[None, :]
-    else:
-        acc2 = acc
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    acc2, mask = _gemv_rows(acc, rm, rn, M, N, BLOCK_M)
     if SPLIT:
         tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], acc2, mask=mask)
     else:

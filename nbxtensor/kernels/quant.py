@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from .copy import FORMAT_E4M3FN, _decode
-from .matmul import _epilogue, _grouped_tile, _operand
+from .matmul import _epilogue, _gemv_program, _gemv_rows, _grouped_tile, _operand
 
 WEIGHT_INT4 = tl.constexpr(0)
 WEIGHT_INT8 = tl.constexpr(1)
@@ -75,22 +75,8 @@ def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_pe
     """out = x @ w.T + bias for M <= BLOCK_M <= 16 rows of ``x``: program (i, s) reads output columns
     [i * BLOCK_N, ...) of the weight's inputs in split s of K, so the weight is streamed once. With SPLIT,
     float32 partial sums go to ``partial`` (split, M, N) for ``gemv_combine`` (a fixed order, no atomics)."""
-    pid_n = tl.program_id(0)
-    split = tl.program_id(1)
-    rm = tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    if INDEX_64:
-        rn = rn.to(tl.int64)
-        rk = rk.to(tl.int64)
-    k_start = split * k_per_split
-    k_stop = tl.minimum(K, k_start + k_per_split)
-    rn_load = tl.where(rn < N, rn, 0)
-    rm_load = tl.where(rm < M, rm, 0)
-    if BLOCK_M == 1:
-        acc = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
-    else:
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    split, rm, rn, rk, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M, BLOCK_N,
+                                                                              BLOCK_K, tl.float32, INDEX_64)
     if INTERPRETED:
         # Triton's interpreter cannot iterate a range over runtime bounds; a GPU pipelines the for loop
         k0 = 0
@@ -104,11 +90,7 @@ def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_pe
             acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, k_start + k0 + rk, k_stop, group_size,
                              scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, WEIGHT,
                              SCALE_FORMAT, HAS_G_IDX, DOT, PRECISION, DECODE_BF16)
-    if BLOCK_M == 1:
-        acc2 = tl.sum(acc, axis=0)[None, :]
-    else:
-        acc2 = acc
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    acc2, mask = _gemv_rows(acc, rm, rn, M, N, BLOCK_M)
     if SPLIT:
         tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], acc2, mask=mask)
     else:
