@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from .copy import FORMAT_E4M3FN, _decode
-from .matmul import _epilogue, _gemv_program, _gemv_rows, _grouped_tile, _operand
+from .matmul import _epilogue, _gemv_program, _gemv_rows, _grouped_tile, _operand, _tile_indices
 
 WEIGHT_INT4 = tl.constexpr(0)
 WEIGHT_INT8 = tl.constexpr(1)
@@ -109,15 +109,7 @@ def quantized_gemm(x, q, scales, zeros, g_idx, bias, out, M, N, K, group_size, s
     """out = x @ w.T + bias for any number of rows: one BLOCK_M x BLOCK_N output tile per program, in
     ``gemm``'s grouped order (programs running together share weight tiles in L2)."""
     tile_m, tile_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
-    rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    if INDEX_64:
-        rm = rm.to(tl.int64)
-        rn = rn.to(tl.int64)
-        rk = rk.to(tl.int64)
-    rm_load = tl.where(rm < M, rm, 0)
-    rn_load = tl.where(rn < N, rn, 0)
+    rm, rn, rk, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K, INDEX_64)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if INTERPRETED:
         k0 = 0
