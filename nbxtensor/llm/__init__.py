@@ -140,7 +140,7 @@ class Engine:
                       else self.model.decode(self.cache, sequences, tokens))
             # the batch's plain greedy rows take their tokens from one argmax and one read-back
             greedy = [row for row, r in enumerate(batch) if r.sampler.plain_greedy]
-            picked = dict(zip(greedy, logits[:len(batch)].argmax(dim=-1).tolist())) if len(greedy) > 1 else {}
+            picked = dict(zip(greedy, logits[:len(batch)].argmax(dim=-1).tolist())) if greedy else {}
             for row, request in enumerate(batch):
                 made.append((request, self._take(request, logits[row], picked.get(row))))
         self.decode_seconds += time.perf_counter() - start

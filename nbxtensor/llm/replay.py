@@ -39,7 +39,8 @@ def _packed(arrays: dict) -> np.ndarray:
 
 
 class DecodeReplayer:
-    """``replayer(cache, sequences, tokens)`` gives what ``model.decode`` gives, by replay when it can."""
+    """``replayer(cache, sequences, tokens)`` gives what ``model.decode`` gives, by replay when it can. A
+    replayed step's logits are the bucket's own buffer: read them before the next step."""
 
     def __init__(self, model, cache: PagedKVCache):
         self.model, self.cache = model, cache
@@ -66,7 +67,8 @@ class DecodeReplayer:
             if why_not is not None:
                 log.info("decode bucket %s replays launch by launch: %s", key, why_not)
         bucket.recorded.replay()
-        logits = bucket.logits.clone()
+        # the engine reads these rows before the next step replays over them
+        logits = bucket.logits
         if not bucket.verified:
             # the op-by-op step on the same inputs writes the same cache slots with the same values
             expected = self.model.decode_from(self.cache, bucket.inputs)
