@@ -140,6 +140,25 @@ def _plan(args) -> int:
     return 0
 
 
+def _census(args) -> int:
+    from nbxtensor import graph
+    from nbxtensor.census import census
+    from nbxtensor.device.facts import load as load_facts
+
+    model = graph.load(args.model_dir, weights=False)
+    values = {**model.trace_values(), **_dims(args.dim)}
+    try:
+        facts = load_facts(args.facts) if args.facts else None
+    except FileNotFoundError as error:
+        raise UsageError(f"--facts {args.facts}: {error}") from None
+    keys = census(model, values, facts)
+    print(f"graph: {args.model_dir} ({len(model.steps)} ops), symbols: {values}")
+    print(f"launch keys: {len(keys)} distinct, formed by {sum(keys.values())} steps")
+    for key, count in sorted(keys.items()):
+        print(f"{count:6d}  {key}")
+    return 0
+
+
 def _read_array(name: str, path: str):
     import numpy as np
 
@@ -330,6 +349,15 @@ def parser() -> argparse.ArgumentParser:
                       help="a symbol's value, repeatable (default: the value traced at export)")
     plan.add_argument("--facts", help="price on this facts class (e.g. hopper) instead of the default device's")
     plan.set_defaults(run=_plan)
+    counted = sub.add_parser("census", help="every launch key a graph's run forms, and how many steps form it",
+                             description="List the tuning cache's launch keys a run of a graph folder forms, from "
+                                         "its metadata and a device class's facts alone (nothing is allocated or "
+                                         "launched), each with the count of steps that form it.")
+    counted.add_argument("model_dir", metavar="MODEL_DIR", help="a graph folder (graph.json and its safetensors)")
+    counted.add_argument("--dim", "--dims", action="extend", nargs="+", metavar="SYMBOL=VALUE",
+                         help="symbol values (default: the values traced at export)")
+    counted.add_argument("--facts", help="the keys of this facts class (e.g. hopper) instead of the default device's")
+    counted.set_defaults(run=_census)
     run = sub.add_parser("run", help="run a graph on .npy inputs and write its outputs as .npy",
                          description="Run a graph folder on inputs saved with numpy.save; each output is written "
                                      "to OUT as one .npy file, named after its tensor id, and summarised.")

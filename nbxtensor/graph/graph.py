@@ -50,15 +50,16 @@ class Symbol:
     trace: int | None
 
 
-def load(model_dir, device=None, fuse: bool = True) -> "Graph":
+def load(model_dir, device=None, fuse: bool = True, weights: bool = True) -> "Graph":
     """The graph in ``model_dir`` (``graph.json`` and its safetensors weights), validated, with its
     weights on ``device`` (default: nbxtensor's default device); ``fuse``: its op chains that
-    ``graph/fuse.py`` knows rewritten into single ops (``Graph.fusions`` counts them)."""
+    ``graph/fuse.py`` knows rewritten into single ops (``Graph.fusions`` counts them); ``weights=False``:
+    the graph's metadata alone, no weight read (for the census and pricing: such a graph cannot run)."""
     model_dir = os.fspath(model_dir)
     if not os.path.exists(os.path.join(model_dir, GRAPH_FILE)):
         raise GraphError(f"{model_dir}: no {GRAPH_FILE} here")
     path = _file_inside(model_dir, GRAPH_FILE, "graph file")
-    return Graph(_read_json(path), model_dir, resolve(device), fuse=fuse)
+    return Graph(_read_json(path), model_dir, resolve(device), fuse=fuse, weights=weights)
 
 
 def _workspace_block(step: Step) -> str:
@@ -138,7 +139,7 @@ class Graph:
     """A loaded graph; call it with its inputs (nbxtensor tensors or NumPy arrays) in order. Returns one
     tensor for a graph with one output, else a tuple."""
 
-    def __init__(self, document: dict, model_dir: str, device, fuse: bool = True):
+    def __init__(self, document: dict, model_dir: str, device, fuse: bool = True, weights: bool = True):
         self.model_dir = model_dir
         self.path = os.path.join(model_dir, GRAPH_FILE)
         self.device = device
@@ -154,8 +155,8 @@ class Graph:
         self.fusions: dict[str, int] = {}
         if fuse:
             self.steps, self.fusions = fuse_steps(self, self.steps)
-        self.weights = self._load_weights()
-        self.constants = self._load_constants()
+        self.weights = self._load_weights() if weights else {}
+        self.constants = self._load_constants() if weights else {}
         self._ids = list(self.tensors)  # a run's environment is a list, indexed by a tensor's place here
         self._last_use = self._last_uses()
         self._freed_after = self._frees()

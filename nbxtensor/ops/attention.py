@@ -14,7 +14,7 @@ import math
 
 from .. import shape as S
 from .. import tuning
-from ..device import backend_for
+from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import attention as K
 from ..kernels import attention_wgmma as KW
@@ -155,6 +155,8 @@ def _as_4d(t: Tensor) -> Tensor:
     while t.ndim < 4:
         t = t.unsqueeze(0)
     if t.ndim > 4:
+        if t.device.type == "meta" and not _merges(tuple(t.shape), tuple(t.stride())):
+            return new_tensor((S.numel(t.shape[:-3]), *t.shape[-3:]), t.dtype, t.device)  # a copy's layout
         t = t.reshape(-1, *t.shape[-3:])
     return t
 
@@ -293,6 +295,29 @@ def _common_flags(dtype, out_dtype, dev, facts) -> dict:
                 INTERPRETED=bool(facts["kernels"].get("interpreted")))
 
 
+def _prefill_key(q, k, v, mask, mask_kind, out, scale, causal, facts, softcap=None, q_offset=0, window=None):
+    """(launch key, wgmma settings) of ``_prefill`` for (B, H, L, E) operands laid out as these (tensors or
+    meta tensors, whose starts count as aligned)."""
+    L, E = q.shape[2:]
+    index_64 = needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
+    # the wgmma kernels know neither caps nor windows nor offsets
+    plain = softcap is None and window is None and not q_offset
+    wgmma = wgmma_candidates(facts, q, k, v, out, mask, scale, index_64) if plain else []
+    # the key names whether the wgmma kernels serve these operands (1: the pointer form, 2: the warp-
+    # specialised one too), so a setting chosen for them is never handed to operands they do not serve
+    kernels = 0 if not wgmma else 2 if any(c["KERNEL"] == "wgmma_ws" for c in wgmma) else 1
+    key = tuning.launch_key("attention", facts, rows={"L": L}, cols={"S": k.shape[2], "E": E}, dtypes=(q.dtype,),
+                            flags={"causal": causal, "mask": mask_kind, **({"wgmma": kernels} if wgmma else {}),
+                                   **({} if plain else {"softcap": softcap is not None, "window": window is not None})})
+    return key, wgmma
+
+
+def _decode_key(q, mask_kind, heads_per_kv: int, keys: int, value_dim: int, facts) -> str:
+    """The launch key of dense decode: ``q`` (B, H_q, E), keyed without the batch."""
+    return tuning.launch_key("attention_decode", facts, cols={"S": keys, "E": max(q.shape[2], value_dim)},
+                             rows={"G": heads_per_kv}, dtypes=(q.dtype,), flags={"mask": mask_kind})
+
+
 def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv, scale, causal, dev, facts,
              softcap=None, q_offset=0, window=None):
     """The fused forward launch for (B, H, L, E) views, tuned on these tensors; returns (launches,
@@ -302,15 +327,7 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
     keys, value_dim = k.shape[2], v.shape[3]
     flags = _common_flags(q.dtype, out.dtype, dev, facts)
     index_64 = needs_index_64(q, k, v, out, *([mask] if mask is not None else []))
-    # the wgmma kernels know neither caps nor windows nor offsets
-    plain = softcap is None and window is None and not q_offset
-    wgmma = wgmma_candidates(facts, q, k, v, out, mask, scale, index_64) if plain else []
-    # the key names whether the wgmma kernels serve these operands (1: the pointer form, 2: the warp-
-    # specialised one too), so a setting chosen for them is never handed to operands they do not serve
-    kernels = 0 if not wgmma else 2 if any(c["KERNEL"] == "wgmma_ws" for c in wgmma) else 1
-    key = tuning.launch_key("attention", facts, rows={"L": L}, cols={"S": keys, "E": E}, dtypes=(q.dtype,),
-                            flags={"causal": causal, "mask": mask_kind, **({"wgmma": kernels} if wgmma else {}),
-                                   **({} if plain else {"softcap": softcap is not None, "window": window is not None})})
+    key, wgmma = _prefill_key(q, k, v, mask, mask_kind, out, scale, causal, facts, softcap, q_offset, window)
 
     # without a user mask or a cap and with a positive scale, inner tiles fold the scale into the softmax's
     # exponent
@@ -399,9 +416,8 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     value_dim = out.shape[2]
     head_dim = max(E, value_dim)
     if paged is None and tuned is None:
-        # timed on these tensors (the partials are temporaries), keyed without the batch
-        key = tuning.launch_key("attention_decode", facts, cols={"S": keys, "E": head_dim},
-                                rows={"G": heads_per_kv}, dtypes=(q.dtype,), flags={"mask": mask_kind})
+        # timed on these tensors (the partials are temporaries)
+        key = _decode_key(q, mask_kind, heads_per_kv, keys, value_dim, facts)
 
         def prepare(config):
             launches, temporaries = _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_kv,
@@ -461,8 +477,56 @@ def _aten_output_strides(query: Tensor, shape):
     return S.dense_strides_like(query.shape, query.stride())
 
 
+def _sdpa_output_strides(query, shape):
+    strides = _aten_output_strides(query, shape)
+    # the kernels write a (B, H, L, Ev) view of the output, which a layout whose leading dims do not merge has not
+    return strides if strides is not None and _merges(shape, strides) else None
+
+
+def _sdpa_operands(query, key, value, attn_mask, is_causal, enable_gqa):
+    """(query heads per key head, ``operands_4d(query, key, value, attn_mask)``: the (B, H, L, E) views the
+    kernels read, copies where leading dims cannot merge) for operands of these shapes."""
+    L, E = query.shape[-2:]
+    keys = key.shape[-2]
+    q_lead = tuple(query.shape[:-2])
+    q_heads = q_lead[-1] if q_lead else 1
+    if enable_gqa and q_lead:
+        kv_heads = key.shape[-3] if key.ndim >= 3 else 1
+        kv_lead = (*q_lead[:-1], kv_heads)
+        heads_per_kv = q_heads // kv_heads
+    else:
+        kv_lead, heads_per_kv = q_lead, 1
+    scores_shape = (*query.shape[:-1], keys)
+
+    def operands_4d(query, key, value, attn_mask):
+        k4 = _as_4d(key.expand(*kv_lead, keys, E))
+        v4 = _as_4d(value.expand(*kv_lead, keys, value.shape[-1]))
+        if is_causal and L == 1:
+            # top-left alignment: the only query row sees key 0 alone
+            k4, v4 = k4[:, :, :1], v4[:, :, :1]
+        return _as_4d(query), k4, v4, _mask_setup(attn_mask, scores_shape)[0]
+    return heads_per_kv, operands_4d
+
+
+def _sdpa_key(facts, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+              enable_gqa=False):
+    meta = _sdpa_meta(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    keys = key.shape[-2]
+    if not S.numel(meta.shape) or not keys:
+        return []
+    L, E = query.shape[-2:]
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    heads_per_kv, operands_4d = _sdpa_operands(query, key, value, attn_mask, is_causal, enable_gqa)
+    q4, k4, v4, mask = operands_4d(query, key, value, attn_mask)
+    out4 = _as_4d(new_tensor(meta.shape, meta.dtype, resolve("meta"), _sdpa_output_strides(query, meta.shape)))
+    kind = _mask_setup(attn_mask, (*query.shape[:-1], keys))[1]
+    if L == 1:
+        return [_decode_key(q4[:, :, 0], kind, heads_per_kv, 1 if is_causal else keys, value.shape[-1], facts)]
+    return [_prefill_key(q4, k4, v4, mask, kind, out4, scale, is_causal, facts)[0]]
+
+
 @register("scaled_dot_product_attention", family="attention", aten=["aten::scaled_dot_product_attention.default"],
-          meta=_sdpa_meta, cost=_sdpa_cost, api=())
+          meta=_sdpa_meta, cost=_sdpa_cost, api=(), key=_sdpa_key)
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -494,9 +558,7 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
     for name, t in (("key", key), ("value", value), ("attn_mask", attn_mask)):
         if t is not None and t.device != dev:
             raise RuntimeError(f"{op}: expected all tensors on {dev}, got {name} on {t.device}")
-    out_strides = _aten_output_strides(query, meta.shape)
-    if out_strides is not None and not _merges(meta.shape, out_strides):
-        out_strides = None  # the kernels write a (B, H, L, Ev) view of the output, which this layout has not
+    out_strides = _sdpa_output_strides(query, meta.shape)
     out = new_tensor(meta.shape, meta.dtype, dev, out_strides)
     fresh_output = fresh_tensor_maker(meta.shape, meta.dtype, dev, out_strides)
     keys = key.shape[-2]
@@ -507,29 +569,11 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
         return lambda query, key, value, attn_mask: zeros(meta.shape, dtype=meta.dtype, device=dev)
     L, E = query.shape[-2:]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
-    q_lead = tuple(query.shape[:-2])
-    q_heads = q_lead[-1] if q_lead else 1
-    if enable_gqa and q_lead:
-        kv_heads = key.shape[-3] if key.ndim >= 3 else 1
-        kv_lead = (*q_lead[:-1], kv_heads)
-        heads_per_kv = q_heads // kv_heads
-    else:
-        kv_lead, heads_per_kv = q_lead, 1
-    scores_shape = (*query.shape[:-1], keys)
-
-    def operands_4d(query, key, value, attn_mask):
-        """What the kernels read: (B, H, L, E) views of the operands, copies where leading dims cannot merge."""
-        k4 = _as_4d(key.expand(*kv_lead, keys, E))
-        v4 = _as_4d(value.expand(*kv_lead, keys, value.shape[-1]))
-        if is_causal and L == 1:
-            # top-left alignment: the only query row sees key 0 alone
-            k4, v4 = k4[:, :, :1], v4[:, :, :1]
-        return _as_4d(query), k4, v4, _mask_setup(attn_mask, scores_shape)[0]
-
+    heads_per_kv, operands_4d = _sdpa_operands(query, key, value, attn_mask, is_causal, enable_gqa)
     q4, k4, v4, mask = operands_4d(query, key, value, attn_mask)
     out4 = _as_4d(out)
     facts = backend_for(dev).facts
-    _, kind, mask_format, mask_strides = _mask_setup(attn_mask, scores_shape)
+    _, kind, mask_format, mask_strides = _mask_setup(attn_mask, (*query.shape[:-1], keys))
     if L == 1:
         launches, temporaries = _decode(q4[:, :, 0], k4, v4, mask, kind, mask_format, mask_strides, out4[:, :, 0],
                                         heads_per_kv, scale, 1 if is_causal else keys, dev, facts)
@@ -583,8 +627,19 @@ def _causal_cost(query, key, value, scale=None, softcap=None, window=None, query
                 bytes_read=nbytes(query) + nbytes(key) + nbytes(value), bytes_written=nbytes(out))
 
 
+def _causal_key(facts, query, key, value, scale=None, softcap=None, window=None, query_offset=0):
+    meta = _causal_meta(query, key, value, scale, softcap, window, query_offset)
+    if not S.numel(meta.shape):
+        return []
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    out = new_tensor(meta.shape, meta.dtype, resolve("meta"))
+    q4, k4, v4, out4 = (t.unsqueeze(0) for t in (query, key, value, out))
+    return [_prefill_key(q4, k4, v4, None, K.MASK_NONE, out4, scale, True, facts,
+                         None if softcap is None else float(softcap), query_offset, window)[0]]
+
+
 @register("prefill_attention", family="attention", aten=["nbx::prefill_attention"], meta=_causal_meta,
-          cost=_causal_cost, api=())
+          cost=_causal_cost, api=(), key=_causal_key)
 def prefill_attention(query: Tensor, key: Tensor, value: Tensor, scale: float | None = None,
                       softcap: float | None = None, window: int | None = None, query_offset: int = 0) -> Tensor:
     """Causal attention of a sequence's last positions: ``query`` (H_q, L, E) are positions
@@ -655,7 +710,12 @@ def _paged_cost(query, key_cache, value_cache, block_table, seq_lens, scale=None
                 bytes_written=nbytes(out), workspace=_decode_workspace(query, capacity, value_cache.shape[-1], False))
 
 
-@register("paged_attention", family="attention", aten=["nbx::paged_attention"], meta=_paged_meta, cost=_paged_cost, api=())
+def _paged_key(facts, *args, **kwargs):
+    return []  # paged decode keeps the first setting (``_decode``): nothing is tuned
+
+
+@register("paged_attention", family="attention", aten=["nbx::paged_attention"], meta=_paged_meta, cost=_paged_cost, api=(),
+          key=_paged_key)
 def paged_attention(query: Tensor, key_cache: Tensor, value_cache: Tensor, block_table: Tensor, seq_lens: Tensor,
                     scale: float | None = None, softcap: float | None = None, window: int | None = None) -> Tensor:
     """Decode attention of one query token per sequence over a paged KV cache: ``query`` (B, H_q, E);

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 from .. import shape as S
 from .. import tuning
-from ..device import backend_for, multiprocessors
+from ..device import backend_for, multiprocessors, resolve
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
@@ -334,16 +334,14 @@ def _operand_flags(dtype, out_dtype, bias, dev, facts) -> dict:
                 DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"])
 
 
-def _gemv_launches(a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flags, facts, dev, index_64):
+def _gemv_launches(key, a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flags, facts, dev, index_64):
     """``run(config, a, b, bias, out)`` for out (m x n, m <= 16) from a (m x k) and b (k x n), given here as
     2-D strided views of the tensors ``run`` later takes (which share their first elements), and the
-    tuned config."""
+    config tuned under launch ``key``."""
     block_m = 1 if m == 1 else GEMV_MAX_ROWS
     bias_sm, bias_sn = (bias.stride(0), bias.stride(1)) if has_bias else (0, 0)
     a_sm, a_sk, b_sk, b_sn, out_sm, out_sn = a.stride(0), a.stride(1), b.stride(0), b.stride(1), *out.stride()
     partial_dtype = get_dtype("int32" if out.dtype.kind == "int" else "float32")
-    key = tuning.launch_key("gemv", facts, rows={"M": m}, cols={"N": n, "K": k}, dtypes=(a.dtype, out.dtype),
-                            flags={"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1})
 
     def launches_for(config):
         """``run(a, b, bias, out)`` for ``config``, its launches built once."""
@@ -400,6 +398,75 @@ def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = Non
     return plan(a, b, bias)
 
 
+def gemm_key(facts: dict, batches: int, m: int, n: int, k: int, dtype, out_dtype, a_sk: int, b_sn: int) -> str:
+    return tuning.launch_key("gemm", facts, rows={"B": batches, "M": m}, cols={"N": n, "K": k},
+                             dtypes=(dtype, out_dtype), flags={"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1})
+
+
+def gemv_key(facts: dict, m: int, n: int, k: int, dtype, out_dtype, a_sk: int, b_sn: int) -> str:
+    return tuning.launch_key("gemv", facts, rows={"M": m}, cols={"N": n, "K": k}, dtypes=(dtype, out_dtype),
+                             flags={"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1})
+
+
+def _product_route(a, b, out_dtype, bias, beta, facts: dict, planes: bool = True):
+    """How ``_plan_product`` runs a product of operands laid out as these (tensors, or meta tensors for the
+    key rules) on a device with these facts: (route, launch key or None), the route one of "empty",
+    "exact" (untuned), "dense" (batch dims past ``MAX_BATCH_RANK``: contiguous copies), "gemv", "planes"
+    (float32 on bfloat16 planes) and "gemm"."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = S.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    out_shape = (*batch, m, n)
+    if S.numel(out_shape) == 0:
+        return "empty", None
+    if a.dtype.name in _EXACT_INTEGER:
+        return "exact", None
+    has_bias = bias is not None and beta != 0
+    bias_strides = S.broadcast_strides(bias.shape, bias.stride(), out_shape) if has_bias else (0,) * len(out_shape)
+    shape_c, _ = S.coalesce(batch, S.broadcast_strides(a.shape[:-2], a.stride()[:-2], batch),
+                            S.broadcast_strides(b.shape[:-2], b.stride()[:-2], batch), bias_strides[:-2],
+                            S.contiguous_strides(out_shape)[:-2])
+    if len(shape_c) > MAX_BATCH_RANK:
+        return "dense", None
+    batches = S.numel(shape_c)
+    if batches == 1 and m <= GEMV_MAX_ROWS and k > 0:
+        # every batch extent is 1 here, so these reshapes are views
+        a2, b2 = a.reshape(m, k), b.reshape(k, n)
+        return "gemv", gemv_key(facts, m, n, k, a.dtype, out_dtype, a2.stride(1), b2.stride(1))
+    if planes and batches == 1 and k > 0 and _by_planes(a.dtype, facts):
+        return "planes", None
+    return "gemm", gemm_key(facts, batches, m, n, k, a.dtype, out_dtype, a.stride(-1), b.stride(-1))
+
+
+def _meta(shape, dtype) -> Tensor:
+    return new_tensor(shape, dtype, resolve("meta"))
+
+
+def _product_keys(facts: dict, a, b, out_dtype, bias=None, alpha=1, beta=0) -> list[str]:
+    """The launch keys ``_product`` forms for operands laid out as these (meta tensors will do)."""
+    route, key = _product_route(a, b, out_dtype, bias, beta, facts)
+    if key is not None:
+        return [key]
+    if route == "dense":
+        m, k = a.shape[-2:]
+        n = b.shape[-1]
+        batch = S.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        has_bias = bias is not None and beta != 0
+        return _product_keys(facts, _meta((*batch, m, k), a.dtype), _meta((*batch, k, n), b.dtype), out_dtype,
+                             _meta((*batch, m, n), bias.dtype) if has_bias else None, alpha, beta if has_bias else 0)
+    if route == "planes":
+        (m, k), n = a.shape[-2:], b.shape[-1]
+        has_bias = bias is not None and beta != 0
+        keys = []
+        for start, kc in _plane_chunks(m, n, k):
+            pieces = {name: _meta(*piece) for name, piece in _plane_pieces(m, n, kc).items()}
+            addend, weight = (_meta((m, n), bias.dtype), beta) if start == 0 and has_bias else \
+                (None, 0) if start == 0 else (_meta((m, n), out_dtype), 1)
+            keys += _product_keys(facts, pieces["a_planes"], pieces["b_planes"], out_dtype, addend, alpha, weight)
+        return keys
+    return []
+
+
 def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, planes: bool = True):
     """``execute(a, b, bias) -> out`` for operands laid out as these are (tuning on them if needed);
     ``planes=False`` keeps a float32 product off bfloat16 planes (to sweep its own GEMM settings)."""
@@ -408,11 +475,13 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     n = b.shape[-1]
     batch = S.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     out_shape = (*batch, m, n)
-    out = new_tensor(out_shape, out_dtype, dev)
-    if out.numel() == 0:
+    facts = backend_for(dev).facts
+    route, key = _product_route(a, b, out_dtype, bias, beta, facts, planes)
+    if route == "empty":
         return lambda a, b, bias: new_tensor(out_shape, out_dtype, dev)
+    out = new_tensor(out_shape, out_dtype, dev)
     has_bias = bias is not None and beta != 0
-    exact = a.dtype.name in _EXACT_INTEGER
+    exact = route == "exact"
     if exact and any(isinstance(scalar, float) for scalar in (alpha, beta)):
         raise RuntimeError(f"{op}: for integral input tensors, alpha and beta must be integers, got alpha={alpha!r} "
                            f"and beta={beta!r}")
@@ -426,7 +495,7 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     else:
         bias_strides = (0,) * out.ndim
     shape_c, (a_bs, b_bs, bias_bs, out_bs) = S.coalesce(batch, a_bs, b_bs, bias_strides[:-2], out.stride()[:-2])
-    if len(shape_c) > MAX_BATCH_RANK:
+    if route == "dense":
         return lambda a, b, bias: _product(
             op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(), lambda: out_dtype,
             bias.expand(*out_shape).contiguous() if has_bias else None, alpha, beta if has_bias else 0)
@@ -434,15 +503,13 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     if exact:
         return _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides,
                                *_pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs), index_64)
-    facts = backend_for(dev).facts
     flags = _operand_flags(a.dtype, out_dtype, bias if has_bias else None, dev, facts)
     batches = S.numel(shape_c)
     a_sm, a_sk = a.stride()[-2:]
     b_sk, b_sn = b.stride()[-2:]
-    if batches == 1 and m <= GEMV_MAX_ROWS and k > 0:
-        # every batch extent is 1 here, so these reshapes are views
+    if route == "gemv":
         bias2 = bias.expand(*out.shape).reshape(m, n) if has_bias else None
-        run_gemv = _gemv_launches(a.reshape(m, k), b.reshape(k, n), bias2, out.view(m, n), m, n, k, alpha, beta,
+        run_gemv = _gemv_launches(key, a.reshape(m, k), b.reshape(k, n), bias2, out.view(m, n), m, n, k, alpha, beta,
                                   has_bias, scaled, flags, facts, dev, index_64)
 
         fresh_output = fresh_tensor_maker(out_shape, out_dtype, dev)
@@ -452,7 +519,7 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
             run_gemv(a, b, bias, out)
             return out
         return execute_gemv
-    if planes and batches == 1 and k > 0 and _by_planes(a.dtype, facts):
+    if route == "planes":
         def as_matrices(a, b, bias):
             # every batch extent is 1: reshapes are views, and 2-D operands need none
             return (a if a.ndim == 2 else a.reshape(m, k), b if b.ndim == 2 else b.reshape(k, n),
@@ -460,8 +527,6 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         run_planes = _planes_launches(op, *as_matrices(a, b, bias), alpha, beta if has_bias else 0, dev)
         return lambda a, b, bias: run_planes(*as_matrices(a, b, bias)).view(*out_shape)
     shape_c, a_bs, b_bs, bias_bs, out_bs = _pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs)
-    key = tuning.launch_key("gemm", facts, rows={"B": batches, "M": m}, cols={"N": n, "K": k},
-                            dtypes=(a.dtype, out_dtype), flags={"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1})
     bias_sm, bias_sn = bias_strides[-2:]
     out_sm, out_sn = out.stride()[-2:]
 
@@ -527,6 +592,12 @@ def _plane_chunk_width(m: int, n: int, k: int) -> int:
     return min(k, cdiv(cdiv(k, chunks), 64) * 64)
 
 
+def _plane_chunks(m: int, n: int, k: int):
+    """(start, width) of each K chunk of a planes product."""
+    width = _plane_chunk_width(m, n, k)
+    return [(start, min(width, k - start)) for start in range(0, k, width)]
+
+
 def _plane_pieces(m: int, n: int, kc: int) -> dict:
     """The ``Workspace`` pieces of the planes of a K chunk ``kc`` wide: six bfloat16 parts of each operand."""
     bfloat16 = get_dtype("bfloat16")
@@ -541,11 +612,9 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
     and, past one chunk, one m x n temporary: the chunks' products alternate between it and the output, so
     that the last lands in the output."""
     (m, k), n = a.shape, b.shape[1]
-    width = _plane_chunk_width(m, n, k)
     float32 = get_dtype("float32")
     steps = []
-    for start in range(0, k, width):
-        kc = min(width, k - start)
+    for start, kc in _plane_chunks(m, n, k):
         # both operands' planes in one allocation a call
         workspace = Workspace(_plane_pieces(m, n, kc))
         planes: dict = {}
@@ -752,7 +821,12 @@ def _mm_cost(input, mat2):
                          products=[(1, *input.shape, mat2.shape[1])])
 
 
-@register("mm", family="matmul", aten=["aten::mm.default"], meta=_mm_meta, cost=_mm_cost, methods=("mm",))
+def _mm_key(facts, input, mat2):
+    return _product_keys(facts, input, mat2, _mm_meta(input, mat2).dtype)
+
+
+@register("mm", family="matmul", aten=["aten::mm.default"], meta=_mm_meta, cost=_mm_cost, methods=("mm",),
+          key=_mm_key)
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """Matrix product of two matrices."""
     return _product("mm", input, mat2, lambda: _mm_meta(input, mat2).dtype)
@@ -775,7 +849,12 @@ def _bmm_cost(input, mat2):
                          products=[(*input.shape, mat2.shape[2])])
 
 
-@register("bmm", family="matmul", aten=["aten::bmm.default"], meta=_bmm_meta, cost=_bmm_cost, methods=("bmm",))
+def _bmm_key(facts, input, mat2):
+    return _product_keys(facts, input, mat2, _bmm_meta(input, mat2).dtype)
+
+
+@register("bmm", family="matmul", aten=["aten::bmm.default"], meta=_bmm_meta, cost=_bmm_cost, methods=("bmm",),
+          key=_bmm_key)
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched matrix product of two 3-D tensors with the same batch size."""
     return _product("bmm", input, mat2, lambda: _bmm_meta(input, mat2).dtype)
@@ -832,6 +911,13 @@ _matmul_plans = PlanCache()
 
 def _ranked_product(op: str, out_shape: tuple, out_dtype, a: Tensor, b: Tensor, bias, alpha, beta) -> Tensor:
     """``_matmul`` for a call whose result shape is known (``out_shape``)."""
+    a2, b2, bias2 = _ranked_operands(a, b, bias, beta, out_shape)
+    return _product(op, a2, b2, out_dtype, bias2, alpha, beta).view(out_shape)
+
+
+def _ranked_operands(a, b, bias, beta, out_shape: tuple) -> tuple:
+    """The operands ``_ranked_product`` hands ``_product`` (views of these): vectors as matrices, a batched left
+    operand's rows folded into one matrix against a matrix where they merge."""
     a2 = a.unsqueeze(0) if a.ndim == 1 else a
     b2 = b.unsqueeze(-1) if b.ndim == 1 else b
     if b2.ndim == 2 and a2.ndim > 2:
@@ -841,18 +927,29 @@ def _ranked_product(op: str, out_shape: tuple, out_dtype, a: Tensor, b: Tensor, 
             if bias is not None and beta != 0:
                 flat_bias = _fold_rows(bias.expand(*a2.shape[:-1], b2.shape[-1]))
             if bias is None or beta == 0 or flat_bias is not None:
-                return _product(op, folded, b2, out_dtype, flat_bias, alpha, beta).view(out_shape)
+                return folded, b2, flat_bias
     if bias is not None and beta != 0:
         bias = bias.expand(*out_shape)
         if a.ndim == 1:
             bias = bias.unsqueeze(-2)
         if b.ndim == 1:
             bias = bias.unsqueeze(-1)
-    return _product(op, a2, b2, out_dtype, bias, alpha, beta).view(out_shape)
+    return a2, b2, bias
+
+
+def _matmul_keys(facts: dict, op: str, a, b, out_dtype, bias=None, alpha=1, beta=0) -> list[str]:
+    """The launch keys ``_matmul`` forms for operands laid out as these."""
+    out_shape = tuple(_matmul_shape(op, tuple(a.shape), tuple(b.shape)))
+    a2, b2, bias2 = _ranked_operands(a, b, bias, beta, out_shape)
+    return _product_keys(facts, a2, b2, out_dtype, bias2, alpha, beta)
+
+
+def _matmul_key(facts, input, other):
+    return _matmul_keys(facts, "matmul", input, other, _matmul_meta(input, other).dtype)
 
 
 @register("matmul", family="matmul", aten=["aten::matmul.default"], meta=_matmul_meta, cost=_matmul_cost,
-          methods=("matmul", "__matmul__"))
+          methods=("matmul", "__matmul__"), key=_matmul_key)
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """torch.matmul: dot, matrix-vector, matrix and batched products by rank, batch dims broadcasting."""
     return _matmul("matmul", input, other, lambda: _matmul_meta(input, other).dtype)
@@ -878,8 +975,12 @@ def _addmm_cost(input, mat1, mat2, *, beta=1, alpha=1):
                          products=[(1, *mat1.shape, mat2.shape[1])])
 
 
+def _addmm_key(facts, input, mat1, mat2, *, beta=1, alpha=1):
+    return _product_keys(facts, mat1, mat2, _addmm_meta(input, mat1, mat2).dtype, input, alpha, beta)
+
+
 @register("addmm", family="matmul", aten=["aten::addmm.default"], meta=_addmm_meta, cost=_addmm_cost,
-          methods=("addmm",))
+          methods=("addmm",), key=_addmm_key)
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * (mat1 @ mat2), input broadcasting to the product; beta=0 ignores input."""
     return _product("addmm", mat1, mat2, lambda: _addmm_meta(input, mat1, mat2).dtype, input, alpha, beta)
@@ -897,8 +998,12 @@ def _baddbmm_cost(input, batch1, batch2, *, beta=1, alpha=1):
                          products=[(*batch1.shape, batch2.shape[2])])
 
 
+def _baddbmm_key(facts, input, batch1, batch2, *, beta=1, alpha=1):
+    return _product_keys(facts, batch1, batch2, _baddbmm_meta(input, batch1, batch2).dtype, input, alpha, beta)
+
+
 @register("baddbmm", family="matmul", aten=["aten::baddbmm.default"], meta=_baddbmm_meta, cost=_baddbmm_cost,
-          methods=("baddbmm",))
+          methods=("baddbmm",), key=_baddbmm_key)
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * bmm(batch1, batch2)."""
     return _product("baddbmm", batch1, batch2, lambda: _baddbmm_meta(input, batch1, batch2).dtype, input, alpha,
@@ -917,7 +1022,12 @@ def _mv_cost(input, vec):
     return _product_cost(_mv_meta(input, vec), _flops(*input.shape), input, vec, products=[(1, *input.shape, 1)])
 
 
-@register("mv", family="matmul", aten=["aten::mv.default"], meta=_mv_meta, cost=_mv_cost, methods=("mv",))
+def _mv_key(facts, input, vec):
+    return _matmul_keys(facts, "mv", input, vec, _mv_meta(input, vec).dtype)
+
+
+@register("mv", family="matmul", aten=["aten::mv.default"], meta=_mv_meta, cost=_mv_cost, methods=("mv",),
+          key=_mv_key)
 def mv(input: Tensor, vec: Tensor) -> Tensor:
     """Matrix times vector."""
     return _matmul("mv", input, vec, lambda: _mv_meta(input, vec).dtype)
@@ -934,8 +1044,12 @@ def _addmv_cost(input, mat, vec, *, beta=1, alpha=1):
                          products=[(1, *mat.shape, 1)])
 
 
+def _addmv_key(facts, input, mat, vec, *, beta=1, alpha=1):
+    return _matmul_keys(facts, "addmv", mat, vec, _addmv_meta(input, mat, vec).dtype, input, alpha, beta)
+
+
 @register("addmv", family="matmul", aten=["aten::addmv.default"], meta=_addmv_meta, cost=_addmv_cost,
-          methods=("addmv",))
+          methods=("addmv",), key=_addmv_key)
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * (mat @ vec)."""
     return _matmul("addmv", mat, vec, lambda: _addmv_meta(input, mat, vec).dtype, input, alpha, beta)
@@ -952,8 +1066,13 @@ def _outer_cost(input, vec2):
     return _product_cost(out, S.numel(out.shape), input, vec2, products=[(1, input.shape[0], 1, vec2.shape[0])])
 
 
+def _outer_key(facts, input, vec2):
+    dtype = _outer_meta(input, vec2).dtype
+    return [] if dtype.name == "bool" else _product_keys(facts, input.unsqueeze(1), vec2.unsqueeze(0), dtype)
+
+
 @register("outer", family="matmul", aten=["aten::outer.default"], meta=_outer_meta, cost=_outer_cost,
-          api=("outer", "ger"), methods=("outer", "ger"))
+          api=("outer", "ger"), methods=("outer", "ger"), key=_outer_key)
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """Outer product of two vectors (a product with an inner extent of 1)."""
     dtype = _outer_meta(input, vec2).dtype
@@ -978,8 +1097,15 @@ def _addr_cost(input, vec1, vec2, *, beta=1, alpha=1):
     return cost
 
 
+def _addr_key(facts, input, vec1, vec2, *, beta=1, alpha=1):
+    dtype = _addr_meta(input, vec1, vec2).dtype
+    if dtype.name == "bool":
+        return []
+    return _product_keys(facts, vec1.unsqueeze(1), vec2.unsqueeze(0), dtype, input, alpha, beta)
+
+
 @register("addr", family="matmul", aten=["aten::addr.default"], meta=_addr_meta, cost=_addr_cost,
-          methods=("addr",))
+          methods=("addr",), key=_addr_key)
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * outer(vec1, vec2)."""
     out = _addr_meta(input, vec1, vec2)
@@ -1017,6 +1143,11 @@ def _dot_meta_for(op):
     return meta
 
 
+def _dot_key_for(op):
+    meta = _dot_meta_for(op)
+    return lambda facts, input, other: _matmul_keys(facts, op, input, other, meta(input, other).dtype)
+
+
 def _dot_cost_for(op):
     meta = _dot_meta_for(op)
 
@@ -1027,14 +1158,14 @@ def _dot_cost_for(op):
 
 
 @register("dot", family="matmul", aten=["aten::dot.default"], meta=_dot_meta_for("dot"), cost=_dot_cost_for("dot"),
-          methods=("dot",))
+          methods=("dot",), key=_dot_key_for("dot"))
 def dot(input: Tensor, other: Tensor) -> Tensor:
     """Inner product of two vectors of equal length; a 0-d tensor."""
     return _matmul("dot", input, other, lambda: _dot_meta_for("dot")(input, other).dtype)
 
 
 @register("vdot", family="matmul", aten=["aten::vdot.default"], meta=_dot_meta_for("vdot"),
-          cost=_dot_cost_for("vdot"), methods=("vdot",))
+          cost=_dot_cost_for("vdot"), methods=("vdot",), key=_dot_key_for("vdot"))
 def vdot(input: Tensor, other: Tensor) -> Tensor:
     """Inner product conjugating the first vector; the same as dot for the real dtypes supported."""
     return _matmul("vdot", input, other, lambda: _dot_meta_for("vdot")(input, other).dtype)
@@ -1064,7 +1195,29 @@ def _linear_cost(input, weight, bias=None):
                                    *_matmul_products(input.shape, tuple(weight.shape[::-1]))])
 
 
-@register("linear", family="matmul", aten=["aten::linear.default"], meta=_linear_meta, cost=_linear_cost, api=())
+def _linear_operands(input, weight, bias):
+    """(rows, weight transposed, bias over those rows): the matrices ``_plan_linear`` multiplies, views of
+    these; None where the input's rows (or the bias over them) do not fold into one matrix."""
+    rows = _fold_rows(input) if input.ndim >= 2 else None
+    if rows is None:
+        return None
+    flat_bias = None if bias is None else _fold_rows(bias.expand(*input.shape[:-1], weight.shape[0]))
+    if bias is not None and flat_bias is None:
+        return None
+    return rows, weight.transpose(0, 1), flat_bias
+
+
+def _linear_key(facts, input, weight, bias=None):
+    dtype = _linear_meta(input, weight, bias).dtype
+    beta = 0 if bias is None else 1
+    folded = _linear_operands(input, weight, bias)
+    if folded is None:
+        return _matmul_keys(facts, "linear", input, weight.transpose(0, 1), dtype, bias, 1, beta)
+    return _product_keys(facts, *folded[:2], dtype, folded[2], 1, beta)
+
+
+@register("linear", family="matmul", aten=["aten::linear.default"], meta=_linear_meta, cost=_linear_cost, api=(),
+          key=_linear_key)
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """input @ weight.T + bias, with the (out_features, in_features) weight read in place, transposed."""
     key = (layout_key(input), layout_key(weight), layout_key(bias))
@@ -1084,14 +1237,11 @@ def _plan_linear(input: Tensor, weight: Tensor, bias: Tensor | None):
     weight transposed, the bias over those rows) are worked out once and rebuilt from their strides."""
     dtype = _linear_meta(input, weight, bias).dtype
     beta = 0 if bias is None else 1
-    rows = _fold_rows(input) if input.ndim >= 2 else None
-    flat_bias = None if bias is None else _fold_rows(bias.expand(*input.shape[:-1], weight.shape[0])) \
-        if rows is not None else None
-    if rows is None or (bias is not None and flat_bias is None) or len({t.device for t in (input, weight, bias)
-                                                                          if t is not None}) > 1:
+    folded = _linear_operands(input, weight, bias)
+    if folded is None or len({t.device for t in (input, weight, bias) if t is not None}) > 1:
         return lambda input, weight, bias: _matmul("linear", input, weight.transpose(0, 1), lambda: dtype, bias, 1,
                                                    beta)
-    weight_t = weight.transpose(0, 1)
+    rows, weight_t, flat_bias = folded
     product = _product_plans.get(
         ("linear", layout_key(rows), layout_key(weight_t), layout_key(flat_bias), 1, beta),
         lambda: _plan_product("linear", rows, weight_t, dtype, flat_bias, 1, beta))
@@ -1227,7 +1377,37 @@ def _einsum_cost(equation, *operands):
     return _product_cost(out, flops, *operands, products=[tuple(sizes)])
 
 
-@register("einsum", family="matmul", aten=["aten::einsum.default"], meta=_einsum_meta, cost=_einsum_cost)
+def _contraction_operands(plan: _Contraction, a, b) -> tuple:
+    """(batch..., m, k) and (batch..., k, n): the operands of a contraction of two as one product."""
+    ta, tb = plan.terms
+    size = plan.sizes
+    batch_shape = [size[c] for c in plan.batch]
+    m = math.prod(size[c] for c in plan.left)
+    k = math.prod(size[c] for c in plan.contracted)
+    n = math.prod(size[c] for c in plan.right)
+    a3 = _reshaped(a.permute(*[ta.index(c) for c in (*plan.batch, *plan.left, *plan.contracted)]), (*batch_shape, m, k))
+    b3 = _reshaped(b.permute(*[tb.index(c) for c in (*plan.batch, *plan.contracted, *plan.right)]), (*batch_shape, k, n))
+    return a3, b3
+
+
+def _reshaped(x, shape: tuple):
+    """``x.reshape(shape)``; of a meta tensor no view serves, the layout of the copy a real one gets."""
+    if x.device.type == "meta" and S.view_strides(tuple(x.shape), tuple(x.stride()), shape) is None:
+        return _meta(shape, x.dtype)
+    return x.reshape(*shape)
+
+
+def _einsum_key(facts, equation, *operands):
+    operands = _einsum_operands(operands)
+    if len(operands) == 1:
+        return []  # views and a sum
+    out_meta = _einsum_meta(equation, *operands)
+    plan = _Contraction(equation, [tuple(o.shape) for o in operands])
+    return _product_keys(facts, *_contraction_operands(plan, *operands), out_meta.dtype)
+
+
+@register("einsum", family="matmul", aten=["aten::einsum.default"], meta=_einsum_meta, cost=_einsum_cost,
+          key=_einsum_key)
 def einsum(equation: str, *operands) -> Tensor:
     """torch.einsum for one operand (diagonal views, a sum over the indices the output leaves out, a
     permutation) or a batched contraction of two, as one product (operands are permuted views, merged into
@@ -1242,16 +1422,8 @@ def einsum(equation: str, *operands) -> Tensor:
         if plan.summed:
             x = x.sum(plan.summed)
         return x.permute(*plan.order) if plan.order else x
-    a, b = operands
-    ta, tb = plan.terms
+    product = _product("einsum", *_contraction_operands(plan, *operands), lambda: out_meta.dtype)
     size = plan.sizes
-    batch_shape = [size[c] for c in plan.batch]
-    m = math.prod(size[c] for c in plan.left)
-    k = math.prod(size[c] for c in plan.contracted)
-    n = math.prod(size[c] for c in plan.right)
-    a3 = a.permute(*[ta.index(c) for c in (*plan.batch, *plan.left, *plan.contracted)]).reshape(*batch_shape, m, k)
-    b3 = b.permute(*[tb.index(c) for c in (*plan.batch, *plan.contracted, *plan.right)]).reshape(*batch_shape, k, n)
-    product = _product("einsum", a3, b3, lambda: out_meta.dtype)
     order = [*plan.batch, *plan.left, *plan.right]
     full = product.view(tuple(size[c] for c in order))
     return full.permute(*[order.index(c) for c in plan.out])

@@ -63,10 +63,26 @@ def _cost(input, weight, bias=None):
                 workspace=_product_workspace(out.dtype, 1, rows, k, n) if rows <= GEMV_MAX_ROWS else 0)
 
 
+def _launch_key(facts: dict, x, weight: QuantizedWeight, m: int) -> str:
+    """The launch key of m rows laid out as ``x`` against ``weight``."""
+    n, k = weight.shape
+    return tuning.launch_key("quantized_gemv" if m <= GEMV_MAX_ROWS else "quantized_gemm", facts, rows={"M": m},
+                             cols={"N": n, "K": k}, dtypes=(x.dtype, weight.scales.dtype),
+                             flags={"format": weight.format, "g_idx": weight.g_idx is not None})
+
+
+def _key(facts, input, weight, bias=None):
+    _meta(input, weight, bias)
+    rows = _fold_rows(input)
+    # an input whose rows do not fold runs as a contiguous copy, whose rows do
+    m = S.numel(input.shape[:-1]) if rows is None else rows.shape[0]
+    return [_launch_key(facts, input, weight, m)] if m else []
+
+
 _plans = PlanCache()
 
 
-@register("quantized_linear", family="quantized", aten=["nbx::quantized_linear"], meta=_meta, cost=_cost)
+@register("quantized_linear", family="quantized", aten=["nbx::quantized_linear"], meta=_meta, cost=_cost, key=_key)
 def quantized_linear(input: Tensor, weight: QuantizedWeight, bias: Tensor | None = None) -> Tensor:
     """input @ weight.T + bias for a quantized (out_features, in_features) ``weight``, dequantized as it is
     read; the result has the input's dtype."""
@@ -153,9 +169,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     common = [weight.group_size, weight.scale_block_n, x.stride(0), x.stride(1), q_sk, q_sn, *weight.scales.stride(),
               z_sg, z_sn, bias.stride(0) if has_bias else 0, *out.stride()]
     decode = m <= GEMV_MAX_ROWS
-    key = tuning.launch_key("quantized_gemv" if decode else "quantized_gemm", facts, rows={"M": m},
-                            cols={"N": n, "K": k}, dtypes=(x.dtype, weight.scales.dtype),
-                            flags={"format": weight.format, "g_idx": has_g_idx})
+    key = _launch_key(facts, x, weight, m)
 
     def tensors_of(x, weight, bias, out, partial=None):
         placeholder = weight.scales  # for the pointers a constexpr leaves unread

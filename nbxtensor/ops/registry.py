@@ -3,8 +3,11 @@ planner and the tuner alike.
 
 An op declares its ATen overload names, a meta rule (output shapes and dtypes from input metadata,
 no device), a cost rule (FLOPs, bytes read and written, workspace from metadata alone) and its
-implementation. Meta and cost rules receive the op's arguments with every tensor replaced by
-anything that has ``shape`` and ``dtype`` (a real tensor does).
+implementation. An op that tunes its launches also declares a key rule: the launch keys (``tuning``) a call
+forms, from its arguments' layouts and a device class's facts alone. Meta and cost rules receive the op's arguments with every tensor replaced by
+anything that has ``shape`` and ``dtype`` (a real tensor does); key rules receive ``facts`` first, then
+the arguments with tensors as ones that have strides too (a meta tensor: ``device="meta"``), and return
+a list of keys.
 """
 from __future__ import annotations
 
@@ -57,6 +60,7 @@ class OpDef:
     doc: str = ""
     api: tuple[str, ...] = ()
     methods: tuple[str, ...] = ()
+    key: Callable | None = None
 
     def __call__(self, *args, **kwargs):
         return self.impl(*args, **kwargs)
@@ -67,16 +71,18 @@ _BY_ATEN: dict[str, OpDef] = {}
 
 
 def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta: Callable, cost: Callable,
-             api: tuple[str, ...] | None = None, methods: tuple[str, ...] = ()):
+             api: tuple[str, ...] | None = None, methods: tuple[str, ...] = (), key: Callable | None = None):
     """Declare op ``name``; used as a decorator on its implementation. ``api`` lists the names it
-    takes in the ``nbxtensor`` namespace (default: its own name), ``methods`` its Tensor methods."""
+    takes in the ``nbxtensor`` namespace (default: its own name), ``methods`` its Tensor methods, ``key``
+    its key rule (ops that tune)."""
     def wrap(impl: Callable) -> OpDef:
         if name in _BY_NAME:
             raise ValueError(f"op {name!r} is declared twice")
         if "<locals>" in impl.__qualname__:  # Python names the qualname in argument errors: say the op's name
             impl.__qualname__ = name
         op = OpDef(name=name, family=family, aten=tuple(aten), meta=meta, cost=cost, impl=impl,
-                   doc=impl.__doc__ or "", api=(name,) if api is None else tuple(api), methods=tuple(methods))
+                   doc=impl.__doc__ or "", api=(name,) if api is None else tuple(api), methods=tuple(methods),
+                   key=key)
         for overload in op.aten:
             if overload in _BY_ATEN:
                 raise ValueError(f"ATen overload {overload!r} is claimed by {_BY_ATEN[overload].name!r} and {name!r}")

@@ -6,7 +6,7 @@ whether tuning may happen during a run (``NBX_TUNING=certified-only`` says it ma
 from __future__ import annotations
 
 from .cache import (MODE_CERTIFIED_ONLY, MODE_TUNE, TuningCache, TuningKeyMissing, bucket, cache_for, choose,
-                    launch_key, mode, tuning_dir)
+                    launch_key, mode, recording, tuning_dir)
 from .cache import cache_path as _cache_path_of
 
 
@@ -47,4 +47,5 @@ def entries(device=None) -> dict:
 
 
 __all__ = ["MODE_CERTIFIED_ONLY", "MODE_TUNE", "TuningCache", "TuningKeyMissing", "bucket", "cache_for",
-           "TIMING_ROUNDS", "cache_path", "choose", "choose_timed", "entries", "launch_key", "mode", "tuning_dir"]
+           "TIMING_ROUNDS", "cache_path", "choose", "choose_timed", "entries", "launch_key", "mode", "recording",
+           "tuning_dir"]

@@ -14,6 +14,7 @@ a float64 reference); ``choose`` takes a ``certify`` hook so that check can run 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -72,7 +73,27 @@ def launch_key(kernel: str, facts: dict, *, rows: dict | None = None, cols: dict
     parts += [f"{name}={bucket(v, ladders['cols'])}" for name, v in (cols or {}).items()]
     parts.append(",".join(getattr(d, "name", str(d)) for d in dtypes))
     parts += [f"{name}={int(v) if isinstance(v, bool) else v}" for name, v in (flags or {}).items()]
-    return "|".join(parts)
+    key = "|".join(parts)
+    for noted in _recorders:
+        noted.append(key)
+    return key
+
+
+# the lists of the ``recording()`` blocks open now, in any thread
+_recorders: list[list] = []
+
+
+@contextlib.contextmanager
+def recording():
+    """A list of every launch key formed while the block runs, in the order formed. Keys are formed when a
+    layout is planned: a plan made before the block forms none inside it (``ops.plans.clear_all()``
+    first, to record every key a run forms)."""
+    noted: list = []
+    _recorders.append(noted)
+    try:
+        yield noted
+    finally:
+        _recorders.remove(noted)
 
 
 class TuningCache:

@@ -1,0 +1,68 @@
+"""The census: every launch key a graph's run forms, from its metadata and a device class's facts alone.
+
+Each step's arguments are laid out as meta tensors (shapes, strides and dtypes, no memory): inputs,
+weights and the results of ops that compute contiguous; a view's (and a maybe-view's, such as ``reshape``)
+by running the op on the meta tensors, as a real run makes it, and contiguous where it must copy. The
+key rule an op declares (``register(key=)``) turns its laid-out arguments into the keys its call forms.
+``shadow()`` records the keys a real run forms, to check the census against.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+
+from . import tuning
+from .device import resolve
+from .ops.copy import new_tensor
+from .ops.plans import clear_all
+
+__all__ = ["census", "shadow"]
+
+# ops whose result is a view of their first input when it can be (a copy otherwise)
+_MAYBE_VIEW = frozenset(("reshape", "flatten", "unflatten", "to", "contiguous"))
+
+
+def census(model, values: dict | None = None, facts: dict | None = None) -> Counter:
+    """Launch key -> how many of ``model``'s steps form it, for symbol ``values`` (default: the values traced
+    at export) on a device with ``facts`` (default: the default device's). ``model``: a loaded graph
+    (``graph.load(..., weights=False)`` reads no weights)."""
+    if facts is None:
+        from .device import backend_for
+        facts = backend_for(resolve(None)).facts
+    values = model.trace_values() if values is None else values
+    model.check_symbols(values)
+    metas = model.infer(values)
+    meta_device = resolve("meta")
+    laid_out: dict = {}
+
+    def layout(tensor_id):
+        found = laid_out.get(tensor_id)
+        if found is None:
+            meta = metas[tensor_id]
+            found = laid_out[tensor_id] = new_tensor(meta.shape, meta.dtype, meta_device)
+        return found
+
+    counts: Counter = Counter()
+    for step in model.steps:
+        args, kwargs = model._arguments(step, layout, values)
+        if step.op.key is not None:
+            counts.update(step.op.key(facts, *args, **kwargs))
+        if step.op.family == "view" or step.op.name in _MAYBE_VIEW:
+            try:
+                produced = step.op.impl(*args, **kwargs)
+            except RuntimeError:  # a copy, which a meta tensor cannot make: its result is contiguous
+                continue
+            results = [produced] if hasattr(produced, "shape") else list(produced)
+            for out, result in zip(step.outputs, results):
+                if out is not None and hasattr(result, "stride"):
+                    laid_out[out] = result
+    return counts
+
+
+@contextlib.contextmanager
+def shadow():
+    """The list of launch keys a real run forms inside the block: plans made before it are forgotten, so that
+    every layout the run meets is planned (and keyed) again."""
+    clear_all()
+    with tuning.recording() as noted:
+        yield noted
