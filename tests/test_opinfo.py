@@ -37,57 +37,45 @@ TOLERANCES = {"float64": (1e-7, 1e-7), "float32": (1.3e-6, 1e-5), "float16": (1e
 
 # OpInfo names whose counterpart has another name (the Tensor method named here).
 IRREGULAR = {"__rdiv__": "__rtruediv__", "fill": "fill_"}
+# OpInfos that call torch through a lambda reordering the sample's arguments: ours, reordered alike.
+ADAPTERS = {
+    "einsum": lambda tensors, equation: nbx.einsum(equation, tensors),
+    "where": lambda self, condition, other, **kwargs: nbx.where(condition, self, other, **kwargs),
+    "nn.functional.embedding": lambda weight, idx, **kwargs: nbx.nn.functional.embedding(idx, weight, **kwargs),
+    "nn.functional.embedding_bag":
+        lambda weight, idx, **kwargs: nbx.nn.functional.embedding_bag(idx, weight, **kwargs),
+}
 
-# Their results are uninitialised memory: only shapes and dtypes compare.
-UNINITIALISED = {"empty", "empty_like", "new_empty", "empty_permuted", "empty_strided", "new_empty_strided",
-                 "resize_", "resize_as_"}
+
+# Sampling functions and the ops that draw a mask or slope from the random stream in torch's default mode.
+RANDOM = {"bernoulli", "multinomial", "normal", "uniform", "cauchy", "exponential", "geometric", "log_normal",
+          "rrelu"}
 
 
 def excluded_because(op):
     """Why an op is outside an inference library's conformance, or None. The rules: FFT (``fft.*``,
     ``stft``, ``istft``: not started, README), convolution (``nn.functional.conv*``: tested on their own,
     too slow interpreted), training-only (names with ``backward`` or ``with_update``: gradients and
-    running-statistics updates), random-only (its ATen op is tagged ``nondeterministic_seeded`` and its
-    first sample's result changes with the seed)."""
+    running-statistics updates), random-only (draws from the random stream: ``rand*``, ``*dropout*`` and
+    ``RANDOM``, the last part of a dotted name counting; torch's and our streams differ)."""
+    last = op.name.split(".")[-1]
     if op.name.startswith("fft.") or op.name in ("stft", "istft"):
         return "FFT"
     if op.name.startswith("nn.functional.conv"):
         return "convolution"
     if "backward" in op.name or "with_update" in op.name:
         return "training-only"
-    if _seeded(op):
+    if last.startswith("rand") or "dropout" in last or (last in RANDOM and not op.name.startswith("signal.")):
         return "random-only"
     return None
-
-
-def _seeded(op):
-    packet = getattr(torch.ops.aten, (op.aten_name or op.name).split(".")[-1], None)
-    if packet is None or not any(torch.Tag.nondeterministic_seeded in getattr(packet, name).tags
-                                 for name in packet.overloads()):
-        return False
-    supported = op.supported_dtypes("cpu")
-    dtypes = sorted(supported, key=lambda d: (d != torch.float32, str(d)))
-    sample = next((s for d in dtypes for s in op.sample_inputs("cpu", d, requires_grad=False)), None)
-    if sample is None:
-        return False
-    results = []
-    for seed in (0, 1):
-        torch.manual_seed(seed)
-        results.append(op(sample.input, *sample.args, **sample.kwargs))
-    return any(not torch.equal(a, b) for a, b in zip(_leaves(results[0]), _leaves(results[1]))
-               if isinstance(a, torch.Tensor))
-
-
-def _leaves(value):
-    if isinstance(value, (list, tuple)):
-        return [leaf for item in value for leaf in _leaves(item)]
-    return [value]
 
 
 def counterpart(op):
     """(how, callable) for nbxtensor's counterpart of ``op``, or None: a function of ``nbx`` under the
     OpInfo's dotted name (``nn.functional.gelu``, ``special.erfcx``, ``linalg.cross``), else a Tensor
     method or property called on the sample's input."""
+    if op.name in ADAPTERS:
+        return "function", ADAPTERS[op.name]
     name = IRREGULAR.get(op.name, op.name)
     function = nbx
     for part in name.split("."):
@@ -104,11 +92,14 @@ def _dtype_name(dtype):
 
 
 def to_nbx(value):
+    """``value`` with its torch tensors (anywhere in lists, tuples and dicts) as nbxtensor tensors of the
+    same storage size, offset and strides, so that views and ``as_strided`` see what torch's saw."""
     if isinstance(value, torch.Tensor):
         value = value.detach().resolve_conj().resolve_neg()
-        if value.dtype == torch.bfloat16:
-            return nbx.tensor(value.float().numpy().astype(ml_dtypes.bfloat16))
-        return nbx.tensor(value.numpy())
+        extent = value.untyped_storage().nbytes() // value.element_size()
+        storage = value.as_strided((extent,), (1,), 0)
+        array = storage.float().numpy().astype(ml_dtypes.bfloat16) if value.dtype == torch.bfloat16 else storage.numpy()
+        return nbx.tensor(array).as_strided(tuple(value.shape), value.stride(), value.storage_offset())
     if isinstance(value, torch.dtype):
         return getattr(nbx, _dtype_name(value))
     if isinstance(value, torch.device):
@@ -223,7 +214,8 @@ def _run_sample(op, how, target, sample):
             return f"raised {type(error).__name__}: {str(error).splitlines()[0][:120] if str(error) else ''}"
     if isinstance(theirs, Exception):
         return f"returned where torch raised {type(theirs).__name__}"
-    return compare(ours, theirs, values=op.name not in UNINITIALISED)
+    # the empty family's results are uninitialised memory: only shapes and dtypes compare
+    return compare(ours, theirs, values=not op.has_nondeterministic_output)
 
 
 @cpu_kernels
