@@ -43,7 +43,7 @@ ADAPTERS = {
 }
 
 
-# Sampling functions and the ops that draw a mask or slope from the random stream in torch's default mode.
+# Sampling functions, and rrelu, whose slope is drawn in torch's default (training) mode.
 RANDOM = {"bernoulli", "multinomial", "normal", "uniform", "cauchy", "exponential", "geometric", "log_normal",
           "rrelu"}
 
@@ -52,16 +52,16 @@ def excluded_because(op):
     """Why an op is outside an inference library's conformance, or None. The rules: FFT (``fft.*``,
     ``stft``, ``istft``: not started, README), convolution (``nn.functional.conv*``: tested on their own,
     too slow interpreted), training-only (names with ``backward`` or ``with_update``: gradients and
-    running-statistics updates), random-only (draws from the random stream: ``rand*``, ``*dropout*`` and
-    ``RANDOM``, the last part of a dotted name counting; torch's and our streams differ)."""
-    last = op.name.split(".")[-1]
+    running-statistics updates), random-only (draws from the random stream, whose numbers differ from
+    torch's: ``rand*``, ``*dropout*`` and ``RANDOM``, with or without ``nn.functional.``)."""
+    bare = op.name.removeprefix("nn.functional.")
     if op.name.startswith("fft.") or op.name in ("stft", "istft"):
         return "FFT"
     if op.name.startswith("nn.functional.conv"):
         return "convolution"
     if "backward" in op.name or "with_update" in op.name:
         return "training-only"
-    if last.startswith("rand") or "dropout" in last or (last in RANDOM and not op.name.startswith("signal.")):
+    if bare.startswith("rand") or "dropout" in bare or bare in RANDOM:
         return "random-only"
     return None
 
@@ -121,9 +121,7 @@ def _largest(value):
     return 0
 
 
-def call_ours(op, how, target, sample):
-    args, kwargs = to_nbx(sample.args), to_nbx(sample.kwargs)
-    first = to_nbx(sample.input)
+def call_ours(how, target, first, args, kwargs):
     if how == "function":
         return target(first, *args, **kwargs)
     if how == "property":
@@ -196,6 +194,8 @@ def run_op(op, how, target):
 
 
 def _run_sample(op, how, target, sample):
+    # converted first: a torch op that writes into its operands must not change what ours receives
+    ours_in = to_nbx([sample.input, sample.args, sample.kwargs])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -203,7 +203,7 @@ def _run_sample(op, how, target, sample):
         except Exception as error:
             theirs = error
         try:
-            ours = call_ours(op, how, target, sample)
+            ours = call_ours(how, target, *ours_in)
         except Exception as error:
             if isinstance(theirs, Exception):
                 return None
