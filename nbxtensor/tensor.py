@@ -467,6 +467,7 @@ def _parse_to(t: Tensor, args, kwargs):
     kwargs.pop("non_blocking", None)
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    flags = 0
     for a in args:
         if isinstance(a, Tensor):
             dev, dt = a.device, a.dtype
@@ -474,10 +475,11 @@ def _parse_to(t: Tensor, args, kwargs):
             dt = a
         elif isinstance(a, str):
             dev, dt = _device_or_dtype(a, dev, dt)
+        elif isinstance(a, builtins.bool):  # before int, which bool is: torch's positional non_blocking, then copy
+            flags += 1
+            copy = a if flags == 2 else copy
         elif isinstance(a, (device, builtins.int)):
             dev = a
-        elif isinstance(a, builtins.bool):
-            copy = a
         else:
             dt = a
     return (None if dev is None else device(dev)), (None if dt is None else get_dtype(dt)), copy

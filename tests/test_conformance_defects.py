@@ -385,3 +385,12 @@ def test_to_a_memory_format_aliases_when_it_is_the_one_suggested_for_the_strides
 def test_strides_like_channels_last(shape, strides, expected):
     from nbxtensor import shape as S
     assert S.strides_like_channels_last(shape, strides) is expected
+
+
+def test_to_takes_non_blocking_and_copy_positionally():
+    # torch's signature is to(device, dtype, non_blocking, copy): bools are flags, never a device index
+    t = to_nbx(np.arange(4, dtype=np.float32))
+    moved = t.to(TEST_DEVICE, nbx.float64, True, False)
+    assert moved.dtype == nbx.float64 and moved.tolist() == [0, 1, 2, 3]
+    assert t.to(nbx.float32, True).data_ptr() == t.data_ptr()
+    assert t.to(nbx.float32, False, True).data_ptr() != t.data_ptr()

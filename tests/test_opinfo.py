@@ -1,0 +1,275 @@
+"""PyTorch's own OpInfo sample inputs (``op_db``) run through nbxtensor's counterparts on the CPU and
+compared with torch's results: shapes, dtypes (by name) and values within per-dtype tolerances, NaN
+positions included. ``opinfo_deviations.yaml`` lists the ops allowed to differ: deliberate deviations and,
+under ``defects``, known bugs kept visible. ``pytest -s`` prints the summary table."""
+import itertools
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+import yaml
+
+import nbxtensor as nbx
+
+from .conftest import cpu_kernels
+
+torch = pytest.importorskip("torch")
+
+DEVIATIONS = yaml.safe_load((Path(__file__).parent / "opinfo_deviations.yaml").read_text())
+
+DTYPES = (torch.float32, torch.int64, torch.bool, torch.bfloat16)
+SAMPLES_PER_DTYPE = 3
+# Samples are generated lazily; past this many looked at, an op-dtype stops even if fewer were compared.
+SAMPLES_EXAMINED = 12
+MAX_ELEMENTS = 4096  # the interpreter runs kernels on the host: larger samples would take minutes
+
+# torch.testing's default (rtol, atol) per dtype; integers and bools compare exactly.
+TOLERANCES = {"float64": (1e-7, 1e-7), "float32": (1.3e-6, 1e-5), "float16": (1e-3, 1e-5),
+              "bfloat16": (1.6e-2, 1e-5), "complex64": (1.3e-6, 1e-5), "complex128": (1e-7, 1e-7)}
+
+# OpInfo names whose counterpart has another name (the Tensor method named here).
+IRREGULAR = {"__rdiv__": "__rtruediv__", "fill": "fill_"}
+# OpInfos that call torch through a lambda reordering the sample's arguments: ours, reordered alike.
+ADAPTERS = {
+    "einsum": lambda tensors, equation: nbx.einsum(equation, tensors),
+    "where": lambda self, condition, other, **kwargs: nbx.where(condition, self, other, **kwargs),
+    "nn.functional.embedding": lambda weight, idx, **kwargs: nbx.nn.functional.embedding(idx, weight, **kwargs),
+    "nn.functional.embedding_bag":
+        lambda weight, idx, **kwargs: nbx.nn.functional.embedding_bag(idx, weight, **kwargs),
+}
+
+
+# Sampling functions, and rrelu, whose slope is drawn in torch's default (training) mode.
+RANDOM = {"bernoulli", "multinomial", "normal", "uniform", "cauchy", "exponential", "geometric", "log_normal",
+          "rrelu"}
+
+
+def excluded_because(op):
+    """Why an op is outside an inference library's conformance, or None. The rules: FFT (``fft.*``,
+    ``stft``, ``istft``: not started, README), convolution (``nn.functional.conv*``: tested on their own,
+    too slow interpreted), training-only (names with ``backward`` or ``with_update``: gradients and
+    running-statistics updates), random-only (draws from the random stream, whose numbers differ from
+    torch's: ``rand*``, ``*dropout*`` and ``RANDOM``, with or without ``nn.functional.``)."""
+    bare = op.name.removeprefix("nn.functional.")
+    if op.name.startswith("fft.") or op.name in ("stft", "istft"):
+        return "FFT"
+    if op.name.startswith("nn.functional.conv"):
+        return "convolution"
+    if "backward" in op.name or "with_update" in op.name:
+        return "training-only"
+    if bare.startswith("rand") or "dropout" in bare or bare in RANDOM:
+        return "random-only"
+    return None
+
+
+def counterpart(op):
+    """(how, callable) for nbxtensor's counterpart of ``op``, or None: a function of ``nbx`` under the
+    OpInfo's dotted name (``nn.functional.gelu``, ``special.erfcx``, ``linalg.cross``), else a Tensor
+    method or property called on the sample's input."""
+    if op.name in ADAPTERS:
+        return "function", ADAPTERS[op.name]
+    name = IRREGULAR.get(op.name, op.name)
+    function = nbx
+    for part in name.split("."):
+        function = getattr(function, part, None)
+    if callable(function) and not isinstance(function, (nbx.dtype, type)):
+        return "function", function
+    if hasattr(nbx.Tensor, name):
+        return ("property" if isinstance(getattr(nbx.Tensor, name), property) else "method"), name
+    return None
+
+
+def _dtype_name(dtype):
+    return str(dtype).removeprefix("torch.")
+
+
+def to_nbx(value):
+    """``value`` with its torch tensors (anywhere in lists, tuples and dicts) as nbxtensor tensors of the
+    same storage size, offset and strides, so that views and ``as_strided`` see what torch's saw."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().resolve_conj().resolve_neg()
+        extent = value.untyped_storage().nbytes() // value.element_size()
+        storage = value.as_strided((extent,), (1,), 0)
+        array = storage.float().numpy().astype(ml_dtypes.bfloat16) if value.dtype == torch.bfloat16 else storage.numpy()
+        return nbx.tensor(array).as_strided(tuple(value.shape), value.stride(), value.storage_offset())
+    if isinstance(value, torch.dtype):
+        return getattr(nbx, _dtype_name(value))
+    if isinstance(value, torch.device):
+        return str(value)
+    if isinstance(value, torch.memory_format):
+        return getattr(nbx, str(value).removeprefix("torch."))
+    if isinstance(value, torch.Size):
+        return tuple(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_nbx(item) for item in value)
+    if isinstance(value, dict):
+        return {key: to_nbx(item) for key, item in value.items()}
+    return value
+
+
+def _largest(value):
+    if isinstance(value, torch.Tensor):
+        return value.numel()
+    if isinstance(value, (list, tuple)):
+        return max((_largest(item) for item in value), default=0)
+    if isinstance(value, dict):
+        return _largest(list(value.values()))
+    return 0
+
+
+def call_ours(how, target, first, args, kwargs):
+    if how == "function":
+        return target(first, *args, **kwargs)
+    if how == "property":
+        return getattr(first, target)
+    return getattr(first, target)(*args, **kwargs)
+
+
+def compare(ours, theirs, values=True):
+    """None when ``ours`` matches torch's ``theirs``, else what differs."""
+    if isinstance(theirs, torch.Tensor):
+        if not isinstance(ours, nbx.Tensor):
+            return f"returned {type(ours).__name__}, torch a tensor"
+        if tuple(ours.shape) != tuple(theirs.shape):
+            return f"shape {tuple(ours.shape)} != torch's {tuple(theirs.shape)}"
+        if ours.dtype.name != _dtype_name(theirs.dtype):
+            return f"dtype {ours.dtype.name} != torch's {_dtype_name(theirs.dtype)}"
+        if not values:
+            return None
+        got = ours.numpy()
+        expected = (theirs.float() if theirs.dtype == torch.bfloat16 else theirs).detach().resolve_conj().numpy()
+        return _compare_values(got, expected, ours.dtype.name)
+    if isinstance(theirs, (list, tuple)):
+        if not isinstance(ours, (list, tuple)) or len(ours) != len(theirs):
+            return f"returned {type(ours).__name__}, torch a sequence of {len(theirs)}"
+        for index, (a, b) in enumerate(zip(ours, theirs)):
+            problem = compare(a, b, values)
+            if problem:
+                return f"[{index}] {problem}"
+        return None
+    if isinstance(ours, nbx.Tensor) or type(ours) is not type(theirs):
+        return f"returned {type(ours).__name__}, torch {type(theirs).__name__}"
+    return _compare_values(np.asarray(ours), np.asarray(theirs), np.asarray(theirs).dtype.name) if values else None
+
+
+def _compare_values(got, expected, dtype_name):
+    if dtype_name not in TOLERANCES:
+        if not np.array_equal(got, expected):
+            return f"values differ at {int(np.sum(got != expected))} of {got.size} elements"
+        return None
+    rtol, atol = TOLERANCES[dtype_name]
+    wide = np.complex128 if np.iscomplexobj(got) or np.iscomplexobj(expected) else np.float64
+    got, expected = got.astype(wide), expected.astype(wide)
+    close = np.isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+    if close.all():
+        return None
+    worst = np.nanmax(np.abs(got - expected)[~close]) if np.isfinite(got[~close]).any() else np.nan
+    return f"values differ at {int((~close).sum())} of {got.size} elements (max abs error {worst:.3g})"
+
+
+def run_op(op, how, target):
+    """Compare every affordable sample of ``op`` (up to SAMPLES_PER_DTYPE per dtype); returns
+    (compared, matched, {dtype name: its first problem})."""
+    compared = matched = 0
+    problems = {}
+    for dtype in (d for d in DTYPES if d in op.supported_dtypes("cpu")):
+        taken = 0
+        for sample in itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=False), SAMPLES_EXAMINED):
+            if taken == SAMPLES_PER_DTYPE:
+                break
+            if _largest([sample.input, sample.args, sample.kwargs]) > MAX_ELEMENTS:
+                continue
+            taken += 1
+            mismatch = _run_sample(op, how, target, sample)
+            compared += 1
+            if mismatch is None:
+                matched += 1
+            else:
+                problems.setdefault(_dtype_name(dtype), mismatch)
+    return compared, matched, problems
+
+
+def _run_sample(op, how, target, sample):
+    # converted first: a torch op that writes into its operands must not change what ours receives
+    ours_in = to_nbx([sample.input, sample.args, sample.kwargs])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            theirs = op(sample.input, *sample.args, **sample.kwargs)
+        except Exception as error:
+            theirs = error
+        try:
+            ours = call_ours(how, target, *ours_in)
+        except Exception as error:
+            if isinstance(theirs, Exception):
+                return None
+            return f"raised {type(error).__name__}: {str(error).splitlines()[0][:120] if str(error) else ''}"
+    if isinstance(theirs, Exception):
+        return f"returned where torch raised {type(theirs).__name__}"
+    # the empty family's results are uninitialised memory: only shapes and dtypes compare
+    return compare(ours, theirs, values=not op.has_nondeterministic_output)
+
+
+def _op_db():
+    """torch's op_db, imported in the test rather than at collection (4 s, in every pytest worker)."""
+    try:
+        from torch.testing._internal.common_methods_invocations import op_db
+    except Exception as error:  # a private module: missing helpers (expecttest) or an API change skip
+        pytest.skip(f"torch's op_db is not importable: {error!r}")
+    return op_db
+
+
+@cpu_kernels
+def test_opinfo_samples_match_torch():
+    op_db = _op_db()
+    listed = {**DEVIATIONS["deviations"], **DEVIATIONS["defects"]}
+    names = sorted({op.name for op in op_db})
+    excluded, results = {}, {}
+    for op in op_db:
+        reason = excluded_because(op)
+        if reason:
+            excluded[op.name] = reason
+            continue
+        found = counterpart(op)
+        if found is None:
+            results.setdefault(op.name, None)
+            continue
+        start = time.perf_counter()
+        compared, matched, problems = run_op(op, *found)
+        seconds = time.perf_counter() - start
+        previous = results.get(op.name) or (0, 0, {}, 0.0)
+        results[op.name] = (previous[0] + compared, previous[1] + matched, {**problems, **previous[2]},
+                            previous[3] + seconds)
+
+    covered = {name: result for name, result in results.items() if result is not None}
+    compared = {name: result for name, result in covered.items() if result[0]}
+    failing = {name: result[2] for name, result in compared.items() if result[2]}
+    samples, matches = sum(r[0] for r in covered.values()), sum(r[1] for r in covered.values())
+    coverage = len(covered) / (len(names) - len(excluded))
+
+    print(f"\nop_db names {len(names)}; excluded {len(excluded)} ({dict(Counter(excluded.values()))});"
+          f" with a counterpart {len(covered)} of {len(names) - len(excluded)} (coverage {coverage:.3f});"
+          f" compared {len(compared)}; passing {len(compared) - len(failing)};"
+          f" samples matched {matches}/{samples} ({matches / samples:.3f})")
+    for name in sorted(failing):
+        label = "defect" if name in DEVIATIONS["defects"] else "deviation" if name in listed else "FAIL"
+        count = covered[name]
+        for dtype, problem in failing[name].items():
+            print(f"  {label:9} {name:45} {count[1]}/{count[0]}  {dtype}: {problem}")
+    if len(compared) < len(covered):
+        print("  no sample compared (dtypes or sizes):", ", ".join(sorted(set(covered) - set(compared))))
+    slowest = sorted(covered.items(), key=lambda item: -item[1][3])[:5]
+    print("  slowest:", ", ".join(f"{name} {result[3]:.1f}s" for name, result in slowest))
+
+    # a listing covers the dtypes it names: the op differing in another one is a new failure
+    unexpected = {f"{name} {dtype}": problem for name, problems in failing.items()
+                  for dtype, problem in problems.items() if dtype not in listed.get(name, {}).get("dtypes", ())}
+    assert not unexpected, f"ops differing from torch, not listed in opinfo_deviations.yaml: {unexpected}"
+    stale = sorted(name for name in listed if name not in failing)
+    assert not stale, f"listed in opinfo_deviations.yaml but matching torch now (remove them): {stale}"
+    assert coverage >= DEVIATIONS["coverage_floor"], (
+        f"counterpart coverage fell to {coverage:.3f} below {DEVIATIONS['coverage_floor']}")
