@@ -64,6 +64,13 @@ def test_mode(r):
     values, indices = to_nbx(x.astype(np.float32)).mode(0, keepdim=True)
     assert tuple(values.shape) == (1, 5)
     np.testing.assert_array_equal(values.numpy()[0], [1, 1, 2, 0, 0])
+    # bools count as torch counts them (False below True); median still refuses them, as torch's does
+    flags = np.array([[True, False, True], [False, False, True], [True, False, False]])
+    values, indices = nbx.mode(to_nbx(flags), 1)
+    np.testing.assert_array_equal(values.numpy(), [True, False, False])
+    np.testing.assert_array_equal(indices.numpy(), [2, 1, 2])
+    with pytest.raises(RuntimeError, match="\"median\" not implemented for 'bool'"):
+        nbx.median(to_nbx(flags))
 
 
 def _np_method(interpolation):

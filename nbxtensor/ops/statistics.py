@@ -34,9 +34,9 @@ def _sort_cost(x, outputs, extra=4):
 
 # ---- median, nanmedian, mode ------------------------------------------------------------------------
 
-def _median_meta_for(op: str):
+def _median_meta_for(op: str, takes_bool: bool = False):
     def meta(input, dim=None, keepdim=False):
-        if input.dtype.is_complex or input.dtype.name == "bool":
+        if input.dtype.is_complex or (input.dtype.name == "bool" and not takes_bool):
             raise RuntimeError(f"\"{op}\" not implemented for '{input.dtype.name}'")
         if dim is None:
             return TensorMeta((), input.dtype)
@@ -105,7 +105,8 @@ def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
 
 
 def _mode_meta(input, dim=-1, keepdim=False):
-    return _median_meta_for("mode")(input, dim, keepdim)
+    # torch's mode counts bools (True above False); its median refuses them
+    return _median_meta_for("mode", takes_bool=True)(input, dim, keepdim)
 
 
 @register("mode", family="sorting", aten=["aten::mode.default"], meta=_mode_meta,
