@@ -114,3 +114,13 @@ def test_errors(call, message):
 def test_integer_refused():
     with pytest.raises(NotImplementedError, match="int64"):
         F.unfold(to_nbx(np.zeros((1, 1, 3, 3), np.int64)), 2)
+    with pytest.raises(NotImplementedError, match="bool"):
+        F.fold(to_nbx(np.zeros((1, 4, 4), bool)), 3, 2)
+
+
+def test_unfold_copies_bools(rng):
+    """unfold only moves elements: bools pass (as torch's im2col takes them), blocks past the edge read False."""
+    x = rng.random((2, 3, 5, 4)) > 0.5
+    got = F.unfold(to_nbx(x), 2, padding=1, stride=2)
+    assert got.dtype.name == "bool"
+    np.testing.assert_array_equal(got.numpy(), ref_unfold(x.astype(np.float64), (2, 2), (1, 1), (1, 1), (2, 2)) != 0)

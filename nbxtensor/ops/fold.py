@@ -50,8 +50,8 @@ def _blocks(size, k, d, p, s) -> tuple:
     return tuple((size[i] + 2 * p[i] - (d[i] * (k[i] - 1) + 1)) // s[i] + 1 for i in range(2))
 
 
-def _check_float(dt, op: str) -> None:
-    if not dt.is_floating_point or dt.storage_only:
+def _check_float(dt, op: str, takes_bool: bool = False) -> None:
+    if (not dt.is_floating_point or dt.storage_only) and not (takes_bool and dt.name == "bool"):
         raise NotImplementedError(f"\"{op}\" not implemented for '{dt.name}'")
 
 
@@ -66,7 +66,8 @@ def _im2col_meta(input, kernel_size, dilation, padding, stride):
         raise RuntimeError(f"Given input with spatial size ({shape[-2]}, {shape[-1]}), kernel_size=({k[0]}, {k[1]}), "
                            f"dilation=({d[0]}, {d[1]}), padding=({p[0]}, {p[1]}), calculated shape of the array of "
                            f"sliding blocks as ({blocks[0]}, {blocks[1]}), but its components must be at least one.")
-    _check_float(input.dtype, "im2col")
+    # a copy of elements: torch's im2col takes bools too (not integers)
+    _check_float(input.dtype, "im2col", takes_bool=True)
     return TensorMeta((*shape[:-3], shape[-3] * k[0] * k[1], blocks[0] * blocks[1]), input.dtype)
 
 
