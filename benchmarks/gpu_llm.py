@@ -1,10 +1,13 @@
 """Text generation with nbxtensor.llm at TinyLlama-1.1B size (22 layers, hidden 2048, GQA 32/4, random bf16
-weights saved with save_pretrained), against transformers eager (sdpa) in the same run, batch 1:
+weights saved with save_pretrained; NBX_LLM_SIZE=8b: Llama-3-8B size, 32 layers, hidden 4096, GQA 32/8,
+vocabulary 128256), against transformers eager (sdpa) in the same run, batch 1:
 - greedy tokens: ours and transformers' for 32 new tokens after a 64-token prompt (random weights give flat
   logits, so bf16 runs may part after a few tokens; the count of equal leading tokens is printed);
 - prefill of 512 and 2048 tokens (time to the first token), ours and transformers';
-- decode tokens/s at batch 1, 8 and 32 (ours: one batched step per token over the paged cache; the
-  weights-over-bandwidth floor printed beside it); transformers' at batch 1.
+- decode tokens/s at batch 1, 8, 32 and 128 (ours: one batched step per token over the paged cache; the
+  weights-over-bandwidth floor printed beside it); transformers' at batch 1;
+- (1.1B size) teacher-forced top-1 agreement over 512 positions with an fp32 run of the same weights:
+  ours in bf16 (``LLM.logits``) and transformers' in bf16, side by side.
 Prints a table last; with OUT set, a host profile of one decode step goes to $OUT/llm_decode_profile.txt."""
 from __future__ import annotations
 
@@ -25,16 +28,39 @@ LAYERS = int(os.environ.get("NBX_LLAMA_LAYERS", "22"))
 BANDWIDTH = 4.8e12  # H200 HBM3e, bytes/s
 
 
+SIZES = {
+    "1b": dict(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=LAYERS,
+               num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=4096, rope_theta=10000.0),
+    "8b": dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+               num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192, rope_theta=500000.0),
+}
+SIZE = os.environ.get("NBX_LLM_SIZE", "1b")
+
+
 def checkpoint(directory: str) -> LlamaForCausalLM:
-    config = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=LAYERS,
-                         num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=4096,
-                         rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False, torch_dtype="bfloat16")
+    config = LlamaConfig(**SIZES[SIZE], rms_norm_eps=1e-5, tie_word_embeddings=False, torch_dtype="bfloat16")
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
     model.save_pretrained(directory)
     return model
+
+
+def teacher_forced_agreement(ours, reference, vocab: int, positions: int = 512) -> tuple:
+    """Top-1 agreement with an fp32 run of the same weights over ``positions`` teacher-forced positions:
+    ours in bf16 and transformers' in bf16, each against the fp32 run (random weights give flat logits, so
+    two bf16 runs are compared with the fp32 one side by side, never with each other)."""
+    import copy
+    ids = [int(t) for t in torch.randint(0, vocab, (positions,), generator=torch.Generator().manual_seed(3))]
+    with torch.no_grad():
+        tokens = torch.tensor([ids], device="cuda")
+        exact = copy.deepcopy(reference).float()(tokens).logits[0].argmax(-1).cpu().numpy()
+        torch.cuda.empty_cache()
+        theirs = reference(tokens).logits[0].argmax(-1).cpu().numpy()
+    mine = ours.logits(ids).float().numpy().argmax(-1)
+    return (f"teacher-forced top-1 vs fp32, {positions} positions", f"{(mine == exact).mean():.4f}",
+            f"{(theirs == exact).mean():.4f}", "ours >= transformers' is the target")
 
 
 def timed(run, repeats: int = 3) -> float:
@@ -56,7 +82,8 @@ def main() -> None:
         reference = checkpoint(directory)
         weight_bytes = sum(p.numel() * p.element_size() for p in reference.parameters())
         ours = llm.load(directory, device="cuda", cache_tokens=32 * 2600)
-        prompt = [int(t) for t in torch.randint(0, 32000, (64,), generator=torch.Generator().manual_seed(1))]
+        vocab = SIZES[SIZE]["vocab_size"]
+        prompt = [int(t) for t in torch.randint(0, vocab, (64,), generator=torch.Generator().manual_seed(1))]
         got = ours.generate(prompt, max_new_tokens=32).tokens
         with torch.no_grad():
             want = reference.generate(torch.tensor([prompt], device="cuda"), max_new_tokens=32, do_sample=False,
@@ -64,12 +91,14 @@ def main() -> None:
         same = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), len(want))
         print(f"checks: greedy 32 tokens, {same} leading tokens equal to transformers' (bf16)")
         for length in (512, 2048):
-            ids = [int(t) for t in torch.randint(0, 32000, (length,), generator=torch.Generator().manual_seed(2))]
+            ids = [int(t) for t in torch.randint(0, vocab, (length,), generator=torch.Generator().manual_seed(2))]
             ours_s = timed(lambda: ours.generate(ids, max_new_tokens=1))
             with torch.no_grad():
                 theirs_s = timed(lambda: reference(torch.tensor([ids], device="cuda")))
             rows.append((f"prefill {length}", ours_s * 1e3, theirs_s * 1e3, "ms"))
-        for batch in (1, 8, 32):
+        if SIZE == "1b":
+            rows.append(teacher_forced_agreement(ours, reference, vocab))
+        for batch in (1, 8, 32, 128):
             prompts = [prompt] * batch
             new = 64
             ours_s = timed(lambda: ours.generate(prompts, max_new_tokens=new), repeats=2)

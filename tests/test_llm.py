@@ -128,6 +128,26 @@ def test_a_batchs_greedy_rows_share_one_argmax(tmp_path_factory, monkeypatch):
     assert sum(not p.plain_greedy for p in chosen_alone) == 6 and sum(p.plain_greedy for p in chosen_alone) == 2
 
 
+@pytest.mark.parametrize("chunk", [64, 5])
+def test_logits_at_every_position_equal_transformers(tmp_path_factory, chunk):
+    """Teacher forcing: ``LLM.logits`` gives each position's logits in one prefill (in chunks of 5 too),
+    as transformers' forward does, and leaves the cache as it found it."""
+    model, directory = _checkpoint(tmp_path_factory, "qwen2")
+    ours = llm.load(directory, device=TEST_DEVICE, cache_tokens=256, block_size=4, prefill_chunk=chunk)
+    prompt = [(11 * i + 5) % 97 for i in range(13)]
+    free = ours.engine.cache.free_tokens
+    got = ours.logits(prompt)
+    assert tuple(got.shape) == (13, 97) and ours.engine.cache.free_tokens == free
+    with torch.no_grad():
+        want = model(torch.tensor([prompt])).logits[0].double().numpy()
+    # float32 products over a hidden size of 64 and two layers: a few ulp of logits of size ~1
+    np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=2e-5)
+    with pytest.raises(ValueError, match="outside the vocabulary of 97"):
+        ours.logits([1, 200])
+    with pytest.raises(ValueError, match="at least one token"):
+        ours.logits([])
+
+
 def test_sampling_is_reproducible_per_seed_and_differs_across_seeds(tmp_path_factory):
     _, directory = _checkpoint(tmp_path_factory, "llama")
     ours = llm.load(directory, device=TEST_DEVICE)

@@ -100,6 +100,12 @@ class Engine:
         self.decode_seconds = 0.0
 
     def add(self, prompt: list[int], params: SamplingParams) -> Request:
+        self.check_prompt(prompt)
+        request = Request(self.new_sequence(), list(prompt), params, Sampler(params, self.model.device))
+        self.waiting.append(request)
+        return request
+
+    def check_prompt(self, prompt: list[int]) -> None:
         if not prompt:
             raise ValueError("a prompt needs at least one token")
         if len(prompt) >= self.model.config.max_positions:
@@ -109,10 +115,11 @@ class Engine:
         bad = [t for t in prompt if not 0 <= t < vocab]
         if bad:
             raise ValueError(f"prompt token {bad[0]} is outside the vocabulary of {vocab}")
-        request = Request(self._next_id, list(prompt), params, Sampler(params, self.model.device))
+
+    def new_sequence(self) -> int:
+        """A sequence id no request or other user of the cache has."""
         self._next_id += 1
-        self.waiting.append(request)
-        return request
+        return self._next_id - 1
 
     @property
     def busy(self) -> bool:
@@ -222,6 +229,17 @@ class LLM:
         if self._chat_template is None:
             self._chat_template = ChatTemplate(self.directory)
         return self.tokenizer.encode(self._chat_template.render(messages), add_special_tokens=False).ids
+
+    def logits(self, prompt):
+        """The logits (len(prompt), vocab) after each token of ``prompt`` (text or token ids) in one
+        prefill: position i's row scores the token after the first i + 1 (teacher forcing, perplexity)."""
+        tokens = self.encode(prompt)
+        self.engine.check_prompt(tokens)
+        sequence = self.engine.new_sequence()
+        try:
+            return self.model.prefill(self.engine.cache, sequence, tokens, every_position=True)
+        finally:
+            self.engine.cache.release(sequence)
 
     def generate(self, prompts, **settings):
         """One Generation per prompt (text or token ids); a single prompt gives a single Generation."""

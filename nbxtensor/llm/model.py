@@ -335,17 +335,21 @@ class DecoderModel:
             h, residual = add_rms_norm(mlp, residual, hidden, following, c.rms_eps)
         return h
 
-    def prefill(self, cache: PagedKVCache, sequence: int, tokens) -> Tensor:
+    def prefill(self, cache: PagedKVCache, sequence: int, tokens, every_position: bool = False) -> Tensor:
         """Logits (1, vocab) after the prompt ``tokens`` of a fresh cache ``sequence``, run in chunks of at
-        most ``prefill_chunk`` tokens."""
+        most ``prefill_chunk`` tokens; with ``every_position``, (len(tokens), vocab): the logits after each
+        token (teacher forcing)."""
         self._check_length(len(tokens))
-        for start in range(0, len(tokens), self.prefill_chunk):
-            logits = self._prefill_chunk(cache, sequence, tokens[start:start + self.prefill_chunk], start)
-        return logits
+        chunks = [self._prefill_chunk(cache, sequence, tokens[start:start + self.prefill_chunk], start,
+                                      every_position)
+                  for start in range(0, len(tokens), self.prefill_chunk)]
+        return cat(chunks) if every_position and len(chunks) > 1 else chunks[-1]
 
-    def _prefill_chunk(self, cache: PagedKVCache, sequence: int, tokens, offset: int) -> Tensor:
-        """Logits (1, vocab) after ``tokens``, positions ``offset`` on of ``sequence``, whose first ``offset``
-        are in the cache: the chunk's queries attend to those keys (read from its pages) and to its own."""
+    def _prefill_chunk(self, cache: PagedKVCache, sequence: int, tokens, offset: int,
+                       every_position: bool = False) -> Tensor:
+        """Logits (1, vocab) after ``tokens`` (after each of them with ``every_position``), positions
+        ``offset`` on of ``sequence``, whose first ``offset`` are in the cache: the chunk's queries attend to
+        those keys (read from its pages) and to its own."""
         c = self.config
         length = len(tokens)
         slots = self._ints(cache.extend(sequence, length))
@@ -362,7 +366,7 @@ class DecoderModel:
                                     window=c.layer_windows[index], query_offset=offset)
             return out.permute(1, 0, 2)
         h = self._layers(x, positions, cache, slots, attend)
-        return self._logits(h[length - 1:])
+        return self._logits(h if every_position else h[length - 1:])
 
     @staticmethod
     def _sequence_rows(pool: Tensor, pages: Tensor, length: int) -> Tensor:
