@@ -123,3 +123,27 @@ def test_reductions_and_products(r):
     n = r.standard_normal((3, 4))
     for p in (1, 2, 3.5, np.inf):
         close(nbx.dist(to_nbx(m), to_nbx(n), p), np.linalg.norm((m - n).ravel(), p))
+
+
+# ---- nn.functional ---------------------------------------------------------------------------------
+
+def test_functional_shrinks_and_softmin(r):
+    F = nbx.nn.functional
+    x = np.array([-1.0, -0.5, -0.3, 0.0, 0.2, 0.5, 0.9, np.nan])
+    t = to_nbx(x)
+    same(F.hardshrink(t), np.where((x >= -0.5) & (x <= 0.5), 0.0, x))
+    same(F.softshrink(t, 0.25), np.where(x > 0.25, x - 0.25, np.where(x < -0.25, x + 0.25, x * 0)))
+    close(F.tanhshrink(t), x - np.tanh(x))
+    m = r.standard_normal((2, 5))
+    e = np.exp(-m - (-m).max(1, keepdims=True))
+    close(F.softmin(to_nbx(m), 1), e / e.sum(1, keepdims=True))
+
+
+def test_functional_upsample():
+    F = nbx.nn.functional
+    x = np.arange(6.0, dtype=np.float32).reshape(1, 1, 2, 3)
+    same(F.upsample_nearest(to_nbx(x), scale_factor=2), x.repeat(2, 2).repeat(2, 3))
+    # align_corners=True: output i samples input at i * (in - 1) / (out - 1); float32 within 1e-6
+    rows, cols = np.linspace(0, 1, 3), np.linspace(0, 2, 5)
+    expected = (rows[:, None] * 3 + cols[None, :])[None, None]
+    close(F.upsample_bilinear(to_nbx(x), size=(3, 5)), expected, 1e-6)

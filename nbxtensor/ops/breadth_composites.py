@@ -380,3 +380,73 @@ def dist(a: Tensor, b: Tensor, p=2) -> Tensor:
     with scratch_scope():
         difference = a - b
     return _op("linalg.vector_norm")(difference, p)
+
+
+# ---- torch.nn.functional: softmin, the shrinks, the deprecated upsample aliases ---------------------
+
+def _pointwise_cost(count: int):
+    return lambda input, *a, **k: Cost(flops=count * S.numel(input.shape), bytes_read=nbytes(input),
+                                       bytes_written=nbytes(input), workspace=temporaries(count, input.shape,
+                                                                                          input.dtype))
+
+
+@register("softmin", family="normalization", aten=["nbx::softmin"],
+          meta=lambda input, dim=None, _stacklevel=3, dtype=None: get("softmax").meta(input, dim, dtype),
+          cost=_pointwise_cost(2), api=())
+def softmin(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """``softmax(-input)`` along ``dim``."""
+    with scratch_scope():
+        negated = -input
+    return _op("softmax")(negated, dim, dtype)
+
+
+@register("hardshrink", family="pointwise", aten=["aten::hardshrink.default"], meta=lambda input, lambd=0.5: _same_meta(input),
+          cost=_pointwise_cost(3), methods=("hardshrink",), api=())
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """0 inside [-lambd, lambd], ``input`` elsewhere (NaN included)."""
+    with scratch_scope():
+        inside = (input >= -lambd) & (input <= lambd)
+    return _op("where")(inside, 0, input).to(input.dtype)
+
+
+@register("softshrink", family="pointwise", aten=["aten::softshrink.default"], meta=lambda input, lambd=0.5: _same_meta(input),
+          cost=_pointwise_cost(5), api=())
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``input`` moved lambd towards zero, 0 inside [-lambd, lambd]; NaN stays NaN."""
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    with scratch_scope():
+        below = _op("where")(input < -lambd, input + lambd, input * 0)
+    return _op("where")(input > lambd, input - lambd, below).to(input.dtype)
+
+
+@register("tanhshrink", family="pointwise", aten=["nbx::tanhshrink"], meta=_same_meta, cost=_pointwise_cost(2), api=())
+def tanhshrink(input: Tensor) -> Tensor:
+    """``input - tanh(input)``."""
+    with scratch_scope():
+        squashed = _op("tanh")(input)
+    return input - squashed
+
+
+@register("upsample_nearest", family="resample", aten=["nbx::upsample_nearest"],
+          meta=lambda input, size=None, scale_factor=None: get("interpolate").meta(input, size, scale_factor, "nearest"),
+          cost=lambda input, size=None, scale_factor=None: get("interpolate").cost(input, size, scale_factor, "nearest"),
+          api=())
+def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """torch's deprecated alias: ``interpolate(mode="nearest")``."""
+    return _op("interpolate")(input, size, scale_factor, "nearest")
+
+
+@register("upsample_bilinear", family="resample", aten=["nbx::upsample_bilinear"],
+          meta=lambda input, size=None, scale_factor=None: get("interpolate").meta(input, size, scale_factor,
+                                                                                   "bilinear", True),
+          cost=lambda input, size=None, scale_factor=None: get("interpolate").cost(input, size, scale_factor,
+                                                                                   "bilinear", True),
+          api=())
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """torch's deprecated alias: ``interpolate(mode="bilinear", align_corners=True)``."""
+    return _op("interpolate")(input, size, scale_factor, "bilinear", True)
+
+
+FUNCTIONAL = {name: get(name).impl for name in (
+    "softmin", "hardshrink", "softshrink", "tanhshrink", "upsample_nearest", "upsample_bilinear")}
