@@ -13,12 +13,14 @@ from ..ops import indexing as _indexing
 from ..ops.convolution import FUNCTIONAL as _CONV_FUNCTIONAL
 from ..ops.nn_composites import FUNCTIONAL as _COMPOSITE_FUNCTIONAL
 from ..ops.losses import FUNCTIONAL as _LOSS_FUNCTIONAL
+from ..ops.breadth_composites import FUNCTIONAL as _BREADTH_FUNCTIONAL
 
 globals().update(_FUNCTIONAL)
 globals().update(_NORM_FUNCTIONAL)
 globals().update(_CONV_FUNCTIONAL)
 globals().update(_COMPOSITE_FUNCTIONAL)
 globals().update(_LOSS_FUNCTIONAL)
+globals().update(_BREADTH_FUNCTIONAL)
 sigmoid = _get("sigmoid").impl
 tanh = _get("tanh").impl
 linear = _get("linear").impl
@@ -42,6 +44,6 @@ _VISION = [f"{kind}_pool{nd}d" for kind in ("max", "avg", "adaptive_avg", "adapt
 globals().update({name: _get(name).impl for name in _VISION})
 unfold = _get("unfold_blocks").impl  # the registry's "unfold" is Tensor.unfold, a view
 
-__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, *_CONV_FUNCTIONAL, *_COMPOSITE_FUNCTIONAL, *_LOSS_FUNCTIONAL, "sigmoid",
-                  "tanh", "dropout", "linear", "embedding", "pad", "one_hot", "unfold", "act_and_mul", *_ATTENTION,
-                  *_VISION])
+__all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, *_CONV_FUNCTIONAL, *_COMPOSITE_FUNCTIONAL, *_LOSS_FUNCTIONAL,
+                  *_BREADTH_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", "embedding", "pad", "one_hot", "unfold",
+                  "act_and_mul", *_ATTENTION, *_VISION])
