@@ -5,17 +5,12 @@ import pytest
 
 import nbxtensor as nbx
 from tests.conftest import to_nbx
+from tests.test_breadth_shape import same
 
 
 @pytest.fixture
 def r():
     return np.random.default_rng(2929)
-
-
-def same(actual, expected):
-    a = actual.numpy()
-    assert a.shape == np.shape(expected)
-    np.testing.assert_array_equal(a, expected)
 
 
 def close(actual, expected, tol=1e-12):
