@@ -146,7 +146,7 @@ class Engine:
             logits = (self.replayer(sequences, tokens) if self.replayer is not None
                       else self.model.decode(self.cache, sequences, tokens))
             # the batch's plain greedy rows take their tokens from one argmax and one read-back
-            greedy = [row for row, r in enumerate(batch) if r.sampler.plain_greedy]
+            greedy = [row for row, r in enumerate(batch) if r.params.plain_greedy]
             picked = dict(zip(greedy, logits[:len(batch)].argmax(dim=-1).tolist())) if greedy else {}
             for row, request in enumerate(batch):
                 made.append((request, self._take(request, logits[row], picked.get(row))))

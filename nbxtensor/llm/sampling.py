@@ -62,10 +62,6 @@ class Sampler:
                 self.generator.seed()
         self.device = device
 
-    @property
-    def plain_greedy(self) -> bool:
-        return self.params.plain_greedy
-
     def choose(self, logits, seen: list[int]) -> tuple[int, float | None]:
         """The next token after ``logits`` (vocab,) and its log-probability under the processed
         distribution (None unless asked)."""

@@ -3,9 +3,10 @@ planner and the tuner alike.
 
 An op declares its ATen overload names, a meta rule (output shapes and dtypes from input metadata,
 no device), a cost rule (FLOPs, bytes read and written, workspace from metadata alone) and its
-implementation. An op that tunes its launches also declares a key rule: the launch keys (``tuning``) a call
-forms, from its arguments' layouts and a device class's facts alone. Meta and cost rules receive the op's arguments with every tensor replaced by
-anything that has ``shape`` and ``dtype`` (a real tensor does); key rules receive ``facts`` first, then
+implementation. An op that tunes its launches also declares a key rule: the launch keys (``tuning``) a
+call forms, from its arguments' layouts and a device class's facts alone. Meta and cost rules receive the
+op's arguments with every tensor replaced by anything that has ``shape`` and ``dtype`` (a real tensor
+does); key rules receive ``facts`` first, then
 the arguments with tensors as ones that have strides too (a meta tensor: ``device="meta"``), and return
 a list of keys.
 """
