@@ -169,3 +169,22 @@ def triangular_solve(a, a_batch, a_row, a_col, b, b_batch, b_row, b_col, x, x_ba
         target_rows = tl.load(perm + program * n + rows, mask=rows < n, other=0)
     tl.store(x + program * x_batch + target_rows[:, None] * x_row + rhs[None, :] * x_col,
              solution.to(x.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def matrix_product(a, a_batch, a_row, a_col, b, b_batch, b_row, b_col, c, c_batch, c_row, c_col, m, inner, n,
+                   COMPUTE: tl.constexpr, BLOCK: tl.constexpr):
+    """C = A B for an m x inner A and an inner x n B: a sum of the outer products of A's columns and B's rows,
+    in COMPUTE precision."""
+    program = tl.program_id(0).to(tl.int64)
+    rows = tl.arange(0, BLOCK)
+    cols = tl.arange(0, BLOCK)
+    left = _load_tile(a, program * a_batch, a_row, a_col, m, inner, rows, cols, COMPUTE)
+    right = _load_tile(b, program * b_batch, b_row, b_col, inner, n, rows, cols, COMPUTE)
+    total = tl.zeros([BLOCK, BLOCK], COMPUTE)
+    j = 0
+    while j < inner:
+        total += _column(left, cols, j)[:, None] * _row(right, rows, j)[None, :]
+        j += 1
+    tl.store(c + program * c_batch + rows[:, None] * c_row + cols[None, :] * c_col, total.to(c.dtype.element_ty),
+             mask=(rows[:, None] < m) & (cols[None, :] < n))

@@ -697,3 +697,34 @@ def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
     _cholesky_inverse_meta(L, upper)
     identity = _op("eye")(L.shape[-1], dtype=L.dtype, device=L.device)
     return _cholesky_solved(identity, L, upper, tuple(L.shape[:-2]), "cholesky_inverse")
+
+
+# ---- products of small matrices ----------------------------------------------------------------------------
+
+def _matrix_product_meta(A, B):
+    _check_matrices(A, "linalg.matrix_product", square=False)
+    _check_same_dtype(A, B, "linalg.matrix_product")
+    if A.shape[-1] != B.shape[-2]:
+        raise RuntimeError(f"linalg.matrix_product: A ({A.shape[-2]}x{A.shape[-1]}) and B ({B.shape[-2]}x"
+                           f"{B.shape[-1]}) cannot be multiplied")
+    return TensorMeta(_batch(A, B) + (A.shape[-2], B.shape[-1]), A.dtype)
+
+
+@register("linalg.matrix_product", family="linalg", aten=["nbx::linalg_matrix_product"],
+          meta=_matrix_product_meta, cost=_costed(_matrix_product_meta), api=())
+def matrix_product(A: Tensor, B: Tensor) -> Tensor:
+    """A @ B for batches of small matrices (float32 or float64), accumulated in float64: the products that
+    linalg's float64 composites (matrix_exp) need, where ``matmul`` takes no float64."""
+    meta = _matrix_product_meta(A, B)
+    _check_size(A, "linalg.matrix_product")
+    _check_size(B, "linalg.matrix_product")
+    batch = meta.shape[:-2]
+    m, inner, n = A.shape[-2], A.shape[-1], B.shape[-1]
+    out = new_tensor(meta.shape, A.dtype, A.device)
+    count = S.numel(batch)
+    if count and m and n:
+        left, right, target = _flat(A, batch), _flat(B, batch), out.reshape(count, m, n)
+        launch(K.matrix_product, (count,), A.device, [left, *left.stride(), right, *right.stride(), target,
+                                                      *target.stride(), m, inner, n],
+               COMPUTE=_F64.triton, BLOCK=_block(m, inner, n))
+    return out
