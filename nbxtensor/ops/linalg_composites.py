@@ -26,6 +26,12 @@ def _meta_tensor(x) -> Tensor:
     return Tensor._meta(tuple(x.shape), x.dtype)
 
 
+def _product_for(dtype):
+    """The matrix product for ``dtype``: ``matmul``, or for float64 (which it does not take) the small-matrix
+    product of ``linalg_lu``."""
+    return _op("linalg.matrix_product") if dtype is _F64 else _op("matmul")
+
+
 # ---- matrix_power, tensorinv, tensorsolve --------------------------------------------------------------
 
 def _matrix_power_meta(A, n):
@@ -52,11 +58,12 @@ def matrix_power(A: Tensor, n: int) -> Tensor:
     n = abs(n)
     if n == 1:
         return base.clone()
+    product = _product_for(A.dtype)
     square = result = None
     while n:
-        square = base if square is None else _op("matmul")(square, square)
+        square = base if square is None else product(square, square)
         if n % 2:
-            result = square if result is None else _op("matmul")(result, square)
+            result = square if result is None else product(result, square)
         n //= 2
     return result
 
@@ -182,7 +189,7 @@ def multi_dot(tensors) -> Tensor:
     shapes = _chain(tensors)
     matrices = [t.reshape(s) for t, s in zip(tensors, shapes)]
     split = _cheapest_order(shapes)
-    matmul = _op("matmul")
+    matmul = _product_for(tensors[0].dtype)
 
     def product(i, j):
         if i == j:
