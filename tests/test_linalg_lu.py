@@ -60,6 +60,10 @@ def test_lu_pivot_ties_take_the_first_row_and_a_zero_pivot_sets_info():
         LA.lu_factor(nbx.tensor([[1.0, 2.0], [2.0, 4.0]]))
     LU, pivots, info = nbx.lu(nbx.tensor([[1.0, 2.0], [2.0, 4.0]]), get_infos=True)
     assert info.item() == 2
+    # LAPACK's idamax keeps a NaN on the diagonal as the pivot and passes over one below it
+    assert LA.lu_factor_ex(nbx.tensor([[math.nan, 1.0], [2.0, 3.0]])).pivots.tolist() == [1, 2]
+    assert LA.lu_factor_ex(nbx.tensor([[1.0, 2.0], [math.nan, 3.0]])).pivots.tolist() == [1, 2]
+    assert math.isnan(LA.det(nbx.tensor([[1.0, 2.0], [math.nan, 3.0]])).item())
 
 
 def test_lu_and_lu_unpack_reconstruct():

@@ -43,9 +43,13 @@ def lu_factor(src, s_batch, s_row, s_col, lu, l_batch, l_row, l_col, pivots, inf
     product = tl.zeros([], COMPUTE) + 1.0
     k = 0
     while k < steps:  # a while loop: the interpreter cannot take a runtime bound in range()
-        magnitude = tl.where((rows >= k) & (rows < m), tl.abs(_column(a, cols, k)), -1.0)
-        largest = tl.max(magnitude, 0)
-        p = tl.min(tl.where(magnitude == largest, rows, BLOCK), 0)
+        magnitude = tl.abs(_column(a, cols, k))
+        # as LAPACK's idamax: NaN below the diagonal is passed over, NaN on it is kept as the pivot
+        candidates = tl.where((rows >= k) & (rows < m) & (magnitude == magnitude), magnitude, -1.0)
+        largest = tl.max(candidates, 0)
+        p = tl.min(tl.where(rows >= k, tl.where(candidates == largest, rows, BLOCK), BLOCK), 0)
+        on_diagonal = tl.sum(tl.where(rows == k, magnitude, 0.0), 0)
+        p = tl.where(on_diagonal != on_diagonal, k, p)
         if not PIVOT:
             p = tl.zeros([], tl.int32) + k
         row_k = _row(a, rows, k)

@@ -45,7 +45,7 @@ def _matrix_power_meta(A, n):
     return TensorMeta(tuple(A.shape), A.dtype)
 
 
-@register("linalg.matrix_power", family="linalg", aten=["aten::linalg_matrix_power.default"],
+@register("linalg.matrix_power", family="linalg", aten=["aten::linalg_matrix_power.default", "aten::matrix_power.default"],
           meta=_matrix_power_meta, cost=_costed(_matrix_power_meta), api=("matrix_power",),
           methods=("matrix_power",))
 def matrix_power(A: Tensor, n: int) -> Tensor:
@@ -213,7 +213,7 @@ def _vander_meta(x, *, N=None):
     return TensorMeta(shape + (n,), x.dtype)
 
 
-@register("linalg.vander", family="linalg", aten=["nbx::linalg_vander"], meta=_vander_meta,
+@register("linalg.vander", family="linalg", aten=["aten::linalg_vander.default"], meta=_vander_meta,
           cost=lambda x, *, N=None: Cost(flops=S.numel(_vander_meta(x, N=N).shape),
                                          bytes_read=nbytes(x), bytes_written=nbytes(_vander_meta(x, N=N))), api=())
 def vander(x: Tensor, *, N: int | None = None) -> Tensor:
@@ -248,7 +248,7 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     return products.sum(dim)
 
 
-@view_op("linalg.diagonal", ["nbx::linalg_diagonal"], api=())
+@view_op("linalg.diagonal", ["aten::linalg_diagonal.default"], api=())
 def linalg_diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     """``diagonal`` with the last two dims by default: a view of each matrix's diagonal."""
     return _op("diagonal")(A, offset, dim1, dim2)
@@ -276,7 +276,7 @@ def _matrix_exp_meta(A):
     return TensorMeta(tuple(A.shape), A.dtype)
 
 
-@register("matrix_exp", family="linalg", aten=["aten::linalg_matrix_exp.default"], meta=_matrix_exp_meta,
+@register("matrix_exp", family="linalg", aten=["aten::linalg_matrix_exp.default", "aten::matrix_exp.default"], meta=_matrix_exp_meta,
           cost=_costed(_matrix_exp_meta), methods=("matrix_exp",))
 def matrix_exp(A: Tensor) -> Tensor:
     """e^A by scaling and squaring around the [13/13] Pade approximant, in float64 whatever A's dtype."""

@@ -91,14 +91,14 @@ def _batch(a, b) -> tuple:
     return S.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
 
 
-def _cubic_cost(*metas, outputs=(), n=None) -> Cost:
-    """Cost of an O(n^3) factorisation or solve per matrix: reads its inputs, writes its outputs."""
-    shape = metas[0].shape
-    size = builtins.max(shape[-2:]) if n is None and len(shape) >= 2 else (n or 1)
-    count = S.numel(shape[:-2]) if len(shape) >= 2 else 1
-    flat = [o for o in (outputs if isinstance(outputs, (tuple, list)) else (outputs,))]
-    return Cost(flops=2 * count * size ** 3, bytes_read=sum(nbytes(m) for m in metas),
-                bytes_written=sum(nbytes(o) for o in flat),
+def _cubic_cost(*metas, outputs=()) -> Cost:
+    """Cost of an O(n^3) factorisation or solve per matrix of the first input: reads its inputs, writes its
+    outputs; its temporaries are a few float64 copies of the matrices and their row orders."""
+    shape = tuple(metas[0].shape)
+    size = builtins.max(shape[-2:], default=1)
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    return Cost(flops=2 * S.numel(shape[:-2]) * size ** 3, bytes_read=sum(nbytes(m) for m in metas),
+                bytes_written=sum(nbytes(o) for o in outputs),
                 workspace=temporaries(3, shape, _F64) + temporaries(2, shape[:-1], _I32))
 
 
@@ -262,7 +262,7 @@ def _permutation_matrix(order: Tensor, batch: tuple, m: int, dtype) -> Tensor:
 
 
 def _unpack(LU: Tensor, pivots: Tensor, unpack_data: bool, unpack_pivots: bool, op: str):
-    meta = _unpack_meta(LU, pivots, unpack_data, unpack_pivots)
+    _unpack_meta(LU, pivots, unpack_data, unpack_pivots)
     m, n = LU.shape[-2:]
     k = builtins.min(m, n)
     batch = tuple(LU.shape[:-2])
@@ -276,7 +276,6 @@ def _unpack(LU: Tensor, pivots: Tensor, unpack_data: bool, unpack_pivots: bool, 
         eye = _op("eye")(m, k, dtype=LU.dtype, device=LU.device)
         L = LU[..., :, :k].tril(-1) + eye
         U = LU[..., :k, :].triu()
-    assert tuple(P.shape) == meta[0].shape
     return P, L, U
 
 
@@ -379,7 +378,7 @@ def _determinants(A: Tensor, op: str):
     return _factor(A)[3:]
 
 
-@register("linalg.det", family="linalg", aten=["aten::linalg_det.default"], meta=_det_meta_for("linalg.det"),
+@register("linalg.det", family="linalg", aten=["aten::linalg_det.default", "aten::det.default"], meta=_det_meta_for("linalg.det"),
           cost=_costed(_det_meta_for("linalg.det")), api=("det",), methods=("det",))
 def det(A: Tensor) -> Tensor:
     """The determinant: the product of LU's pivots, signed by its row swaps, taken in float64."""
@@ -387,7 +386,7 @@ def det(A: Tensor) -> Tensor:
     return _determinants(A, "linalg.det")[0]
 
 
-@register("linalg.slogdet", family="linalg", aten=["aten::linalg_slogdet.default"],
+@register("linalg.slogdet", family="linalg", aten=["aten::linalg_slogdet.default", "aten::slogdet.default"],
           meta=_det_meta_for("linalg.slogdet", 2), cost=_costed(_det_meta_for("linalg.slogdet", 2)),
           api=("slogdet",), methods=("slogdet",))
 def slogdet(A: Tensor):
@@ -446,7 +445,7 @@ def _inv_plain_meta(A):
     return _inv_meta(A)[0]
 
 
-@register("linalg.inv", family="linalg", aten=["aten::linalg_inv.default"], meta=_inv_plain_meta,
+@register("linalg.inv", family="linalg", aten=["aten::linalg_inv.default", "aten::inverse.default"], meta=_inv_plain_meta,
           cost=_costed(_inv_plain_meta), api=("inverse",), methods=("inverse",))
 def inv(A: Tensor) -> Tensor:
     """A^-1; a singular matrix raises LinAlgError naming its zero pivot."""
