@@ -1,6 +1,6 @@
 """``nbxtensor.linalg``: the ``torch.linalg`` functions nbxtensor implements."""
 from .ops import reductions as _reductions, shape_composites as _shape_composites
-from .ops import linalg_composites as _linalg_composites, linalg_lu as _linalg_lu
+from .ops import linalg_composites as _linalg_composites, linalg_lu as _linalg_lu  # noqa: F401  (register the ops)
 from .ops.matmul import matmul as _matmul
 from .ops.registry import get as _get
 

@@ -144,7 +144,10 @@ def test_lu_solve(left, adjoint):
     LU, pivots = LA.lu_factor(nbx.tensor(a))
     got = LA.lu_solve(LU, pivots, nbx.tensor(b), left=left, adjoint=adjoint).numpy()
     op_a = a.swapaxes(-1, -2) if adjoint else a
-    want = np.linalg.solve(op_a, b) if left else np.linalg.solve(op_a.swapaxes(-1, -2), b.swapaxes(-1, -2)).swapaxes(-1, -2)
+    if left:
+        want = np.linalg.solve(op_a, b)
+    else:  # X A = B is A^T X^T = B^T
+        want = np.linalg.solve(op_a.swapaxes(-1, -2), b.swapaxes(-1, -2)).swapaxes(-1, -2)
     np.testing.assert_allclose(got, want, **F64)
     if left and not adjoint:
         np.testing.assert_allclose(nbx.lu_solve(nbx.tensor(b), LU, pivots).numpy(), want, **F64)

@@ -45,7 +45,8 @@ def _matrix_power_meta(A, n):
     return TensorMeta(tuple(A.shape), A.dtype)
 
 
-@register("linalg.matrix_power", family="linalg", aten=["aten::linalg_matrix_power.default", "aten::matrix_power.default"],
+@register("linalg.matrix_power", family="linalg",
+          aten=["aten::linalg_matrix_power.default", "aten::matrix_power.default"],
           meta=_matrix_power_meta, cost=_costed(_matrix_power_meta), api=("matrix_power",),
           methods=("matrix_power",))
 def matrix_power(A: Tensor, n: int) -> Tensor:
@@ -276,7 +277,8 @@ def _matrix_exp_meta(A):
     return TensorMeta(tuple(A.shape), A.dtype)
 
 
-@register("matrix_exp", family="linalg", aten=["aten::linalg_matrix_exp.default", "aten::matrix_exp.default"], meta=_matrix_exp_meta,
+@register("matrix_exp", family="linalg", aten=["aten::linalg_matrix_exp.default", "aten::matrix_exp.default"],
+          meta=_matrix_exp_meta,
           cost=_costed(_matrix_exp_meta), methods=("matrix_exp",))
 def matrix_exp(A: Tensor) -> Tensor:
     """e^A by scaling and squaring around the [13/13] Pade approximant, in float64 whatever A's dtype."""

@@ -134,7 +134,8 @@ def _factor(A: Tensor, pivot: bool = True):
     if count:
         source, target = _flat(A, batch), LU.reshape(count, m, n)
         launch(K.lu_factor, (count,), dev, [source, *source.stride(), target, *target.stride(), pivots, info, det,
-                                            sign, logabs, m, n, builtins.min(m, n)], PIVOT=pivot, COMPUTE=_F64.triton, BLOCK=_block(m, n))
+                                            sign, logabs, m, n, builtins.min(m, n)],
+               PIVOT=pivot, COMPUTE=_F64.triton, BLOCK=_block(m, n))
     return LU, pivots, info, det, sign, logabs
 
 
@@ -351,12 +352,12 @@ def linalg_lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,
     return _solve_factored(LU, order, B, batch, left, adjoint)
 
 
-def _old_lu_solve_meta(b, LU_data, LU_pivots):
+def _deprecated_lu_solve_meta(b, LU_data, LU_pivots):
     return _lu_solve_meta(LU_data, LU_pivots, b)
 
 
-@register("lu_solve", family="linalg", aten=["aten::lu_solve.default"], meta=_old_lu_solve_meta,
-          cost=_costed(_old_lu_solve_meta), methods=("lu_solve",))
+@register("lu_solve", family="linalg", aten=["aten::lu_solve.default"], meta=_deprecated_lu_solve_meta,
+          cost=_costed(_deprecated_lu_solve_meta), methods=("lu_solve",))
 def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:
     """torch.lu_solve: ``linalg.lu_solve(LU_data, LU_pivots, b)``."""
     return linalg_lu_solve.impl(LU_data, LU_pivots, b)
@@ -378,7 +379,8 @@ def _determinants(A: Tensor, op: str):
     return _factor(A)[3:]
 
 
-@register("linalg.det", family="linalg", aten=["aten::linalg_det.default", "aten::det.default"], meta=_det_meta_for("linalg.det"),
+@register("linalg.det", family="linalg", aten=["aten::linalg_det.default", "aten::det.default"],
+          meta=_det_meta_for("linalg.det"),
           cost=_costed(_det_meta_for("linalg.det")), api=("det",), methods=("det",))
 def det(A: Tensor) -> Tensor:
     """The determinant: the product of LU's pivots, signed by its row swaps, taken in float64."""
@@ -445,7 +447,8 @@ def _inv_plain_meta(A):
     return _inv_meta(A)[0]
 
 
-@register("linalg.inv", family="linalg", aten=["aten::linalg_inv.default", "aten::inverse.default"], meta=_inv_plain_meta,
+@register("linalg.inv", family="linalg", aten=["aten::linalg_inv.default", "aten::inverse.default"],
+          meta=_inv_plain_meta,
           cost=_costed(_inv_plain_meta), api=("inverse",), methods=("inverse",))
 def inv(A: Tensor) -> Tensor:
     """A^-1; a singular matrix raises LinAlgError naming its zero pivot."""
@@ -644,12 +647,12 @@ def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     return _cholesky_checked(A, upper, "linalg.cholesky")
 
 
-def _old_cholesky_meta(A, upper=False):
+def _deprecated_cholesky_meta(A, upper=False):
     return _cholesky_meta_for("cholesky", False)(A)
 
 
-@register("cholesky", family="linalg", aten=["aten::cholesky.default"], meta=_old_cholesky_meta,
-          cost=_costed(_old_cholesky_meta), methods=("cholesky",))
+@register("cholesky", family="linalg", aten=["aten::cholesky.default"], meta=_deprecated_cholesky_meta,
+          cost=_costed(_deprecated_cholesky_meta), methods=("cholesky",))
 def cholesky(A: Tensor, upper: bool = False) -> Tensor:
     """torch.cholesky: ``linalg.cholesky(A, upper=upper)``."""
     return _cholesky_checked(A, upper, "cholesky")
