@@ -154,7 +154,7 @@ def test_steps_launched_ahead_of_reading_tokens_give_the_op_by_op_tokens(tmp_pat
         runs[replay] = [(r.tokens, r.finish_reason) for r in requests]
         assert engine.cache.free_tokens == engine.cache.capacity_tokens
         if replay:
-            assert sum(logits is not None for logits in ahead) >= 6  # steps did run ahead
+            assert sum(logits is not None for logits in ahead) >= 3  # steps did run ahead
     assert runs[True] == runs[False]
     assert runs[True][0][0] == _reference(model, PROMPTS[0], 12)
     assert runs[True][1][1] == "stop" and runs[True][2][1] == "length"
