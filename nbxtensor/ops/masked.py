@@ -45,8 +45,10 @@ def _check_mask(input, mask, op: str, name: str = "mask") -> None:
                            f"{list(target)}")
 
 
-def _canonical_mask(input: Tensor, mask) -> Tensor:
+def _canonical_mask(input: Tensor, mask, op: str) -> Tensor:
     """``mask`` as a bool tensor of ``input``'s shape (a view where it broadcasts)."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"masked.{op}: a mask must be a tensor, got {type(mask).__name__}")
     if mask.dtype is not _BOOL:
         mask = mask.to(_BOOL)
     return mask if tuple(mask.shape) == tuple(input.shape) else mask.expand(tuple(input.shape))
@@ -74,7 +76,7 @@ def _filled(input: Tensor, mask, kind: str, op: str) -> Tensor:
     """``input`` with its masked-out elements replaced by the identity ``kind`` (``input`` itself without a mask)."""
     if mask is None:
         return input
-    return _op("where")(_canonical_mask(input, mask), input, _identity(kind, input.dtype, op))
+    return _op("where")(_canonical_mask(input, mask, op), input, _identity(kind, input.dtype, op))
 
 
 def _converted(make, made_dtype, dtype) -> Tensor:
@@ -91,11 +93,11 @@ def _out_dtype(dtype, default):
     return default if dtype is None else get_dtype(dtype)
 
 
-def _masked_count(input: Tensor, mask, dims, keepdim: bool):
+def _masked_count(input: Tensor, mask, dims, keepdim: bool, op: str):
     """How many elements each reduced slice keeps: an int64 tensor with a mask, else the slice's length."""
     if mask is None:
         return math.prod(input.shape[d] for d in dims) if input.ndim else 1
-    return _op("sum")(_canonical_mask(input, mask), dims, keepdim)
+    return _op("sum")(_canonical_mask(input, mask, op), dims, keepdim)
 
 
 def _cost(meta, flops_per_element: int, temporaries_count: int):
@@ -228,7 +230,7 @@ def mean(input: Tensor, dim=None, *, keepdim: bool = False, dtype=None, mask=Non
     dims = reduced_dims(input.ndim, dim, "masked.mean")
     with scratch_scope():
         total = get("masked.sum").impl(input, dims, keepdim=keepdim, dtype=out.dtype, mask=mask)
-        count = _masked_count(input, mask, dims, bool(keepdim))
+        count = _masked_count(input, mask, dims, bool(keepdim), "mean")
     return total / count
 
 
@@ -244,7 +246,7 @@ def _median_meta(input, dim=-1, *, keepdim=False, dtype=None, mask=None):
 
 
 @register("masked.median", family="sorting", aten=_aten("median"), meta=_median_meta,
-          cost=_cost(_median_meta, 16, 8), api=())
+          cost=_cost(_median_meta, 16, 12), api=())
 def median(input: Tensor, dim: int = -1, *, keepdim: bool = False, dtype=None, mask=None) -> Tensor:
     """torch.masked.median: the lower median of the elements ``mask`` keeps along ``dim`` (``nanmedian`` of the
     input with NaN where masked out, so NaN of the input is skipped too); NaN where it keeps none, which an
@@ -343,7 +345,7 @@ def _moment(name: str, take_sqrt: bool):
         out, compute = _moment_dtypes(input.dtype, dtype)
         masked_sum = get("masked.sum").impl
         with scratch_scope():
-            count = _masked_count(input, mask, dims, True)
+            count = _masked_count(input, mask, dims, True, name)
             centred = input - masked_sum(input, dims, keepdim=True, dtype=out, mask=mask) / count
             squares = masked_sum(centred * centred, dims, keepdim=bool(keepdim), dtype=compute, mask=mask)
             if isinstance(count, Tensor):
