@@ -12,7 +12,7 @@ import pytest
 
 import nbxtensor as nbx
 from nbxtensor.ops import registry
-from tests.conftest import to_nbx
+from tests.conftest import TEST_DEVICE, to_nbx
 
 
 @pytest.fixture
@@ -302,3 +302,35 @@ def test_meta_and_cost_rules_match(data, name):
     cost = op.cost(registry.TensorMeta(x.shape, nbx.float32), *metas, **kwargs, **mask_metas)
     assert cost.bytes_written == out.numel() * out.dtype.itemsize and cost.bytes_read >= x.nbytes
     assert getattr(nbx.masked, name) is op.impl
+
+
+# op, its arguments after the input, keywords, result shape (of a (3, 12) input)
+GRAPH_CALLS = [
+    ("sum", [1], {}, [3]), ("prod", [0], {"keepdim": True}, [1, 12]), ("amax", [1], {}, [3]), ("amin", [], {}, []),
+    ("logsumexp", [1], {}, [3]), ("argmax", [1], {}, [3]), ("argmin", [], {}, []), ("mean", [1], {}, [3]),
+    ("median", [1], {}, [3]), ("norm", [2.0, 1], {}, [3]), ("var", [1], {}, [3]),
+    ("std", [0], {"keepdim": True}, [1, 12]), ("cumsum", [1], {}, [3, 12]), ("cumprod", [0], {}, [3, 12]),
+    ("softmax", [1], {}, [3, 12]), ("log_softmax", [0], {}, [3, 12]), ("softmin", [1], {}, [3, 12]),
+    ("normalize", [2.0, 1], {}, [3, 12]),
+]
+
+
+@pytest.mark.parametrize("name,args,kwargs,shape", GRAPH_CALLS, ids=[c[0] for c in GRAPH_CALLS])
+def test_graph_runs_stay_on_declared_memory(tmp_path, monkeypatch, set_kernel_facts, name, args, kwargs, shape):
+    # an int64 mask (converted to bool) and rows split into chunks take the most temporaries there are
+    from nbxtensor import graph
+    from nbxtensor.graph import arena
+
+    from .test_graph_arena import _Builder
+    monkeypatch.setattr(arena, "strict", True)
+    set_kernel_facts(reduction_split_length=8, reduction_split_block=4, reduction_split_chunks=2)
+    rng = np.random.default_rng(29)
+    x_value = rng.standard_normal((3, 12)).astype(np.float32)
+    mask_value = (rng.random((3, 12)) > 0.3).astype(np.int64)
+    builder = _Builder({})
+    x, mask = builder.input("x", [3, 12]), builder.input("mask", [3, 12], "int64")
+    out = builder.op(f"nbx::masked_{name}", [x] + args, shape, "float32", {**kwargs, "mask": mask})
+    model = graph.load(builder.write(str(tmp_path), [x, mask], [out]), device=TEST_DEVICE)
+    got = model(x_value, mask_value)
+    expected = getattr(nbx.masked, name)(to_nbx(x_value), *args, **kwargs, mask=to_nbx(mask_value))
+    np.testing.assert_array_equal(got.numpy(), expected.numpy())

@@ -100,16 +100,19 @@ def _masked_count(input: Tensor, mask, dims, keepdim: bool, op: str):
     return _op("sum")(_canonical_mask(input, mask, op), dims, keepdim)
 
 
-def _cost(meta, flops_per_element: int, temporaries_count: int):
-    """A composite's cost: its reads of the input and masks, its result, and ``temporaries_count`` temporaries
-    the size of the input in the widest real dtype (the filled input, intermediates, and the inner
-    reductions' split partials, which three of them bound)."""
+def _cost(meta, flops_per_element: int, input_sized: int, result_sized: int = 1):
+    """A composite's cost: its reads of the input and masks, its result, and its temporaries, counted in the
+    widest real dtype: ``input_sized`` the size of the input or the result, whichever is larger (a mask
+    converted to bool, the filled input, intermediates, and three for each inner reduction's split
+    partials), ``result_sized`` the size of the result (partial results, counts, a result converted)."""
     def cost(input, *args, **kwargs):
         out = meta(input, *args, **kwargs)
         masks = [value for key, value in kwargs.items() if key.endswith("mask") and value is not None]
         operands = [input] + [a for a in args if hasattr(a, "shape")] + masks
-        return Cost(flops=flops_per_element * S.numel(input.shape), bytes_read=builtins.sum(nbytes(t) for t in operands),
-                    bytes_written=nbytes(out), workspace=temporaries(temporaries_count, input.shape, _F64))
+        largest = builtins.max(tuple(input.shape), tuple(out.shape), key=S.numel)
+        return Cost(flops=flops_per_element * S.numel(largest),
+                    bytes_read=builtins.sum(nbytes(t) for t in operands), bytes_written=nbytes(out),
+                    workspace=temporaries(input_sized, largest, _F64) + temporaries(result_sized, out.shape, _F64))
     return cost
 
 
@@ -148,7 +151,7 @@ def _reduction(name: str, identity: str, takes_dtype: bool):
         return _converted(lambda: plain.impl(filled, dims, bool(keepdim)), made, out.dtype)
     impl.__doc__ = (f"torch.masked.{name}: ``{name}`` over ``dim`` (all dims by default) of the elements ``mask`` "
                     f"keeps; the others count as the identity ({identity}).")
-    return register(f"masked.{name}", family="reduction", aten=_aten(name), meta=meta, cost=_cost(meta, 3, 4),
+    return register(f"masked.{name}", family="reduction", aten=_aten(name), meta=meta, cost=_cost(meta, 3, 5),
                     api=())(impl)
 
 
@@ -171,7 +174,7 @@ def _arg_reduction(name: str, identity: str):
         return _converted(lambda: _op(name)(filled, dim, bool(keepdim)), _I64, out.dtype)
     impl.__doc__ = (f"torch.masked.{name}: the index of the ``{name}`` of the elements ``mask`` keeps (flattened "
                     "when ``dim`` is None), as the input's dtype unless ``dtype`` says otherwise.")
-    return register(f"masked.{name}", family="reduction", aten=_aten(name), meta=meta, cost=_cost(meta, 1, 4),
+    return register(f"masked.{name}", family="reduction", aten=_aten(name), meta=meta, cost=_cost(meta, 1, 5),
                     api=())(impl)
 
 
@@ -202,7 +205,7 @@ def _along_dim(name: str, identity: str, family: str):
         return _op(name)(filled, S.wrap_dim(dim, input.ndim), dtype=out.dtype)
     impl.__doc__ = (f"torch.masked.{name}: ``{name}`` along ``dim`` with the elements ``mask`` drops taken as the "
                     f"identity ({identity}); the result has the input's dtype unless ``dtype`` says otherwise.")
-    return register(f"masked.{name}", family=family, aten=_aten(name), meta=meta, cost=_cost(meta, 4, 5),
+    return register(f"masked.{name}", family=family, aten=_aten(name), meta=meta, cost=_cost(meta, 4, 7),
                     api=())(impl)
 
 
@@ -222,7 +225,7 @@ def _mean_meta(input, dim=None, *, keepdim=False, dtype=None, mask=None):
     return TensorMeta(reduced_shape(tuple(input.shape), dims, bool(keepdim)), out)
 
 
-@register("masked.mean", family="reduction", aten=_aten("mean"), meta=_mean_meta, cost=_cost(_mean_meta, 2, 6),
+@register("masked.mean", family="reduction", aten=_aten("mean"), meta=_mean_meta, cost=_cost(_mean_meta, 2, 9, 2),
           api=())
 def mean(input: Tensor, dim=None, *, keepdim: bool = False, dtype=None, mask=None) -> Tensor:
     """torch.masked.mean: the sum of the elements ``mask`` keeps over their count; NaN where it keeps none."""
@@ -246,7 +249,7 @@ def _median_meta(input, dim=-1, *, keepdim=False, dtype=None, mask=None):
 
 
 @register("masked.median", family="sorting", aten=_aten("median"), meta=_median_meta,
-          cost=_cost(_median_meta, 16, 12), api=())
+          cost=_cost(_median_meta, 16, 16, 4), api=())
 def median(input: Tensor, dim: int = -1, *, keepdim: bool = False, dtype=None, mask=None) -> Tensor:
     """torch.masked.median: the lower median of the elements ``mask`` keeps along ``dim`` (``nanmedian`` of the
     input with NaN where masked out, so NaN of the input is skipped too); NaN where it keeps none, which an
@@ -278,7 +281,7 @@ def _norm_meta(input, ord=2.0, dim=None, *, keepdim=False, dtype=None, mask=None
     return get("linalg.vector_norm").meta(input, ord, dims, bool(keepdim), dtype=_out_dtype(dtype, input.dtype))
 
 
-@register("masked.norm", family="reduction", aten=_aten("norm"), meta=_norm_meta, cost=_cost(_norm_meta, 3, 4),
+@register("masked.norm", family="reduction", aten=_aten("norm"), meta=_norm_meta, cost=_cost(_norm_meta, 3, 5),
           api=())
 def norm(input: Tensor, ord=2.0, dim=None, *, keepdim: bool = False, dtype=None, mask=None) -> Tensor:
     """torch.masked.norm: ``linalg.vector_norm`` of order ``ord`` of the elements ``mask`` keeps (masked-out
@@ -296,7 +299,7 @@ def _normalize_meta(input, ord, dim, *, eps=1e-12, dtype=None, mask=None):
 
 
 @register("masked.normalize", family="normalization", aten=_aten("normalize"), meta=_normalize_meta,
-          cost=_cost(_normalize_meta, 4, 6), api=())
+          cost=_cost(_normalize_meta, 4, 9), api=())
 def normalize(input: Tensor, ord, dim, *, eps: float = 1e-12, dtype=None, mask=None) -> Tensor:
     """torch.masked.normalize: the elements ``mask`` keeps divided by their ``ord``-norm along ``dim`` (at least
     ``eps``); masked-out elements are 0."""
@@ -362,7 +365,7 @@ def _moment(name: str, take_sqrt: bool):
     impl.__doc__ = (f"torch.masked.{name}: the {'standard deviation' if take_sqrt else 'variance'} of the elements "
                     "``mask`` keeps over ``dim``, their count less ``correction`` (1 by default; 0 for "
                     "unbiased=False) dividing, never below 0; NaN where it keeps none.")
-    return register(f"masked.{name}", family="reduction", aten=_aten(name), meta=meta, cost=_cost(meta, 6, 10),
+    return register(f"masked.{name}", family="reduction", aten=_aten(name), meta=meta, cost=_cost(meta, 6, 16, 10),
                     api=())(impl)
 
 
@@ -379,7 +382,7 @@ def _logaddexp_meta(input, other, *, dtype=None, input_mask=None, other_mask=Non
 
 
 @register("masked.logaddexp", family="pointwise", aten=_aten("logaddexp"), meta=_logaddexp_meta,
-          cost=_cost(_logaddexp_meta, 40, 3), api=())
+          cost=_cost(_logaddexp_meta, 40, 4), api=())
 def logaddexp(input: Tensor, other: Tensor, *, dtype=None, input_mask=None, other_mask=None) -> Tensor:
     """torch.masked.logaddexp: log(exp(input) + exp(other)) with the elements each mask drops taken as -inf
     (the lowest value), so a position both drop gives -inf; as the input's dtype unless ``dtype`` says otherwise."""
