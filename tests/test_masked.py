@@ -86,6 +86,10 @@ def test_integer_inputs_and_dtype(data):
     np.testing.assert_array_equal(nbx.masked.amin(to_nbx(ints.astype(np.uint8) + 10), 1, mask=to_nbx(mask)).numpy(),
                                   np.where(mask, ints.astype(np.uint8) + 10, 255).min(1))
     assert nbx.masked.sum(to_nbx(x), 1, dtype=nbx.float64, mask=to_nbx(mask)).dtype == nbx.float64
+    flags = x > 0
+    np.testing.assert_array_equal(nbx.masked.sum(to_nbx(flags), 1, mask=to_nbx(mask)).numpy(), (flags & mask).sum(1))
+    np.testing.assert_array_equal(nbx.masked.prod(to_nbx(flags), 1, mask=to_nbx(mask)).numpy(),
+                                  (flags | ~mask).all(1).astype(np.int64))
     # dtype= converts the result of the others, which keep the input's dtype
     widest = nbx.masked.amax(to_nbx(x), 1, dtype=nbx.float64, mask=to_nbx(mask))
     assert widest.dtype == nbx.float64

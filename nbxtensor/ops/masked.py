@@ -56,10 +56,10 @@ def _canonical_mask(input: Tensor, mask, op: str) -> Tensor:
 
 def _identity(kind: str, dtype, op: str):
     """The value masked-out elements of a ``dtype`` input take: ``kind`` is zero, one, lowest, highest or nan."""
-    if kind == "zero":
-        return 0
-    if kind == "one":
-        return 1
+    if kind in ("zero", "one"):
+        # as a Python bool for a bool input, which an int would promote to int64
+        value = 0 if kind == "zero" else 1
+        return bool(value) if dtype.kind == "bool" else value
     if kind == "nan":
         return math.nan
     if dtype.is_floating_point:
@@ -306,7 +306,7 @@ def normalize(input: Tensor, ord, dim, *, eps: float = 1e-12, dtype=None, mask=N
     _normalize_meta(input, ord, dim, eps=eps, dtype=dtype, mask=mask)
     with scratch_scope():
         filled = _filled(input, mask, "zero", "normalize")
-        norms = norm(input, ord, dim, keepdim=True, dtype=dtype, mask=mask)
+        norms = get("masked.norm").impl(input, ord, dim, keepdim=True, dtype=dtype, mask=mask)
         denominator = norms.clamp_min(eps)
     return filled / denominator
 
@@ -357,11 +357,11 @@ def _moment(name: str, take_sqrt: bool):
                     count = (count.to(compute) - corrected).clamp_min(0)
             elif corrected:
                 count = builtins.max(count - corrected, 0.0)
-            if take_sqrt:
-                variance = _converted(lambda: squares / count, compute, out)
-        if take_sqrt:
-            return variance.sqrt()
-        return _converted(lambda: squares / count, compute, out)
+        if not take_sqrt:
+            return _converted(lambda: squares / count, compute, out)
+        with scratch_scope():
+            variance = _converted(lambda: squares / count, compute, out)
+        return variance.sqrt()
     impl.__doc__ = (f"torch.masked.{name}: the {'standard deviation' if take_sqrt else 'variance'} of the elements "
                     "``mask`` keeps over ``dim``, their count less ``correction`` (1 by default; 0 for "
                     "unbiased=False) dividing, never below 0; NaN where it keeps none.")
