@@ -5,8 +5,10 @@ elements where it is True. Masked-out elements take the identity of the reductio
 norms, 1 for products, the lowest value for amax/argmax/logsumexp/logaddexp/softmax, the highest for
 amin/argmin/softmin, NaN for the median, which takes ``nanmedian``) through ``where``; then the plain op
 runs. mean, var and std divide by the count of masked-in elements, so a fully masked-out slice gives NaN;
-softmax of a fully masked-out slice is NaN too, as in torch. ``dtype`` converts the result, as
-torch.masked does: ``argmax`` of a float32 input gives float32 indices unless told otherwise."""
+softmax of a fully masked-out slice is NaN too, as in torch. ``dtype`` is the result's dtype as
+torch.masked has it: sum, prod, the scans, the softmaxes, mean, var, std and norm compute in it, the
+others convert their result (``argmax`` of a float32 input gives float32 indices unless told otherwise),
+and a float input's median ignores it."""
 from __future__ import annotations
 
 import builtins
