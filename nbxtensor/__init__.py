@@ -62,6 +62,7 @@ from . import nn  # noqa: E402
 from . import linalg  # noqa: E402
 from . import special  # noqa: E402
 from . import io  # noqa: E402  (safetensors load_file, save_file, safe_open)
+from . import masked  # noqa: E402
 
 for _d in all_dtypes:
     globals()[_d.name] = _d
