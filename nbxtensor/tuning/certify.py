@@ -1,0 +1,270 @@
+"""Ahead-of-time tuning with certification: each launch key of a census tuned, among the candidates whose
+output matches a float64 reference.
+
+A key names its kernel, its extents' buckets, dtypes and layout flags, so operands that form it can be made
+from the key alone: its representative shapes are each bucket's top rung and the smallest extent of the
+bucket (ragged against every tile). For each candidate setting the family's op runs on those operands with
+the setting forced, and its output is compared with a reference computed independently in float64 with
+NumPy (the certifier checks the kernels, so it cannot share them) within the error bound of the dtypes'
+rounding. A candidate outside the bound, or one that fails to run, is refused and kept in the entry with
+its reason; the setting stored is the fastest certified candidate (under Triton's interpreter, where
+nothing can be timed, the first).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .. import progress
+from .cache import _certifying, bucket, cache_for, time_candidates
+
+__all__ = ["certify_key", "certify_keys", "certify_graph", "op_of", "parse_key", "CERTIFIERS"]
+
+
+def parse_key(key: str) -> tuple[str, dict, tuple, dict]:
+    """(kernel, extents, dtype names, flags) of a launch key as ``launch_key`` writes it."""
+    parts = key.split("|")
+    plain = [i for i, part in enumerate(parts) if "=" not in part and i > 0]
+    if not plain:
+        raise ValueError(f"launch key {key!r}: no dtypes part (kernel|NAME=extent...|dtypes|flag=value...)")
+    split = plain[0]
+    extents = {}
+    for part in parts[1:split]:
+        name, _, value = part.partition("=")
+        if not value.isdigit():
+            raise ValueError(f"launch key {key!r}: extent {part!r} is not NAME=integer")
+        extents[name] = int(value)
+    flags = dict(part.partition("=")[::2] for part in parts[split + 1:])
+    return parts[0], extents, tuple(d for d in parts[split].split(",") if d), flags
+
+
+@dataclass(frozen=True)
+class Case:
+    """One representative call: ``run()`` computes the output; ``reference`` and ``bound`` are float64."""
+    shape: tuple
+    run: Callable
+    reference: np.ndarray
+    bound: np.ndarray
+
+
+@dataclass(frozen=True)
+class Certifier:
+    op: str  # the op (registry name) whose launches form the kernel's keys
+    rows: tuple  # the extents bucketed on the rows ladder (the others on the cols ladder)
+    cases: Callable | None  # (extents, dtypes, flags, device) -> [Case], or None: not certifiable yet
+
+
+_UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
+
+def _gamma(terms: int, unit: float) -> float:
+    """The classic bound on the relative error of a sum of ``terms`` rounded products, in any order."""
+    return terms * unit / (1 - terms * unit)
+
+
+def _operand(rng, shape, dtype_name: str, device, transposed: bool):
+    """A tensor of ``dtype_name`` of ``shape`` (its last two dims stored transposed when asked), and its
+    exact values in float64."""
+    import nbxtensor as nbx
+    stored = (*shape[:-2], shape[-1], shape[-2]) if transposed else tuple(shape)
+    if dtype_name.startswith(("int", "uint")):
+        values = rng.integers(-8 if dtype_name.startswith("int") else 0, 8, stored).astype(np.int32)
+    else:
+        values = rng.standard_normal(stored).astype(np.float32)
+    tensor = nbx.tensor(values, device=device).to(getattr(nbx, dtype_name))
+    if transposed:
+        tensor = tensor.transpose(-1, -2)
+    return tensor, _exact(tensor)
+
+
+def _exact(tensor) -> np.ndarray:
+    """A tensor's values in float64 (half floats widened on the device first: float32 holds them exactly)."""
+    import nbxtensor as nbx
+    if tensor.dtype.kind == "float" and tensor.dtype.itemsize < 4:
+        tensor = tensor.to(nbx.float32)
+    return tensor.cpu().numpy().astype(np.float64)
+
+
+def _product_cases(extents, dtypes, flags, device) -> list[Case]:
+    """GEMM and GEMV keys: ``matmul``'s product (the same route a linear layer takes) on operands with the
+    key's dtypes and layouts. Bound: float accumulation of K products, then rounding to the output."""
+    from ..dtypes import get_dtype
+    from ..ops.matmul import _product
+    rng = np.random.default_rng(0)
+    in_name, out_name = dtypes
+    out_dtype = get_dtype(out_name)
+    batches, m, n, k = extents.get("B"), extents["M"], extents["N"], extents["K"]
+    lead = () if batches is None else (batches,)
+    a, a64 = _operand(rng, (*lead, m, k), in_name, device, transposed=flags.get("a_k_unit") == "0")
+    b, b64 = _operand(rng, (*lead, k, n), in_name, device, transposed=flags.get("b_n_unit") == "0")
+    reference = np.matmul(a64, b64)
+    if out_dtype.kind == "int":
+        bound = np.zeros_like(reference)
+    else:
+        accumulate = _UNIT_ROUNDOFF["float32"]
+        rounded = max(_UNIT_ROUNDOFF.get(out_name, 0.0) - accumulate, 0.0)
+        # K products and sums plus the two operands' conversions to the accumulator, then the output's rounding
+        bound = _gamma(k + 3, accumulate) * np.matmul(np.abs(a64), np.abs(b64)) + rounded * np.abs(reference)
+    return [Case((*lead, m, n, k), lambda: _product("matmul", a, b, lambda: out_dtype), reference, bound)]
+
+
+CERTIFIERS: dict[str, Certifier] = {
+    "gemm": Certifier("matmul", ("B", "M"), _product_cases),
+    "gemv": Certifier("matmul", ("M",), _product_cases),
+    "attention": Certifier("scaled_dot_product_attention", ("L",), None),
+    "attention_decode": Certifier("scaled_dot_product_attention", ("G",), None),
+    "quantized_gemm": Certifier("quantized_linear", ("M",), None),
+    "quantized_gemv": Certifier("quantized_linear", ("M",), None),
+}
+
+
+def op_of(key: str) -> str:
+    certifier = CERTIFIERS.get(key.split("|", 1)[0])
+    return certifier.op if certifier is not None else "(no op declares this kernel)"
+
+
+def representative_extents(kernel: str, extents: dict, facts: dict) -> list[dict]:
+    """The key's extents at each bucket's top rung, then at each bucket's smallest extent."""
+    rows = CERTIFIERS[kernel].rows
+    smallest = {}
+    for name, top in extents.items():
+        ladder = facts["ladders"]["rows" if name in rows else "cols"]
+        lower = max([int(r) for r in ladder if r < top], default=0)
+        if top > max(int(r) for r in ladder):  # past the ladder: the buckets are powers of two
+            lower = top // 2
+        smallest[name] = lower + 1 if bucket(lower + 1, ladder) == top else top
+    return [dict(extents)] + ([smallest] if smallest != extents else [])
+
+
+class _CertificationFailed(RuntimeError):
+    """Every candidate of a key was refused."""
+
+
+class _Certification:
+    """The tuning of one key in progress: ``choose`` hands its decision here (``cache._certifying``)."""
+
+    def __init__(self, key: str, facts_name: str):
+        self.key, self.facts_name = key, facts_name
+        self.candidates: list | None = None
+        self.forced: dict | None = None
+        self.refused: dict[str, str] = {}
+        self.shapes: list = []
+
+    def decide(self, candidates, measure, interpreted: bool, rounds: int) -> dict:
+        if self.forced is not None:
+            return self.forced
+        if self.candidates is None:  # the first call: it names the candidates
+            self.candidates = [dict(c) for c in candidates]
+            return candidates[0]
+        accepted = [c for c in candidates if _name(c) not in self.refused]
+        if interpreted:
+            ranked = [(None, c) for c in accepted]
+        else:
+            ranked = time_candidates(self.key, accepted, measure, rounds)
+        refused = [{"config": dict(c), "reason": self.refused[_name(c)]} for c in candidates
+                   if _name(c) in self.refused]
+        chosen_ms, chosen = ranked[0] if ranked else (None, None)
+        cache_for(self.facts_name).store(self.key, {
+            "config": dict(chosen) if chosen is not None else None, "ms": chosen_ms, "candidates": len(candidates),
+            "certified": chosen is not None, "refused": refused, "shapes": [list(s) for s in self.shapes]})
+        if chosen is None:
+            raise _CertificationFailed(f"every one of {len(candidates)} candidates was refused")
+        return chosen
+
+
+def _name(config: dict) -> str:
+    return json.dumps(config, sort_keys=True)
+
+
+def _verdict(case: Case) -> str | None:
+    """None when the case's output is within its bound of the reference, else why not."""
+    try:
+        out = _exact(case.run())
+    except Exception as error:  # noqa: BLE001  (a setting that cannot run is refused, not fatal)
+        return f"failed to run on shape {list(case.shape)}: {type(error).__name__}: {str(error)[:200]}"
+    if out.shape != case.reference.shape:
+        return f"output shape {list(out.shape)} on shape {list(case.shape)}, expected {list(case.reference.shape)}"
+    error = np.abs(out - case.reference)
+    wrong = ~(error <= case.bound)  # NaN counts as wrong
+    if not wrong.any():
+        return None
+    worst = np.unravel_index(np.argmax(np.where(wrong, np.nan_to_num(error, nan=np.inf), -1)), error.shape)
+    return (f"{int(wrong.sum())} of {error.size} outputs outside the float64 reference's bound on shape "
+            f"{list(case.shape)} (worst: error {error[worst]:.3g}, bound {case.bound[worst]:.3g})")
+
+
+def certify_key(key: str, device=None, *, again: bool = False) -> dict:
+    """Tune and certify ``key`` on ``device`` (default: the default device) unless it holds a certified
+    entry of these versions (``again``: certify anyway). A report: key, op, status (``kept``, ``certified``,
+    ``refused``: every candidate refused, or ``uncertifiable``), config and the refused candidates."""
+    from ..device import backend_for, resolve
+    from ..ops.plans import clear_all
+    from .cache import recording
+    dev = resolve(device)
+    facts = backend_for(dev).facts
+    cache = cache_for(facts["name"])
+    kernel, extents, dtypes, flags = parse_key(key)
+    report = {"key": key, "op": op_of(key), "config": None, "refused": []}
+    entry, _ = cache.current(key)
+    if entry is not None and entry.get("certified") and not again:
+        return {**report, "status": "kept", "config": entry["config"], "refused": entry.get("refused", [])}
+    certifier = CERTIFIERS.get(kernel)
+    if certifier is None or certifier.cases is None:
+        return {**report, "status": "uncertifiable", "why": f"no certifier for kernel {kernel!r} yet"}
+    cases = [case for shape in representative_extents(kernel, extents, facts)
+             for case in certifier.cases(shape, dtypes, flags, dev)]
+    certification = _Certification(key, facts["name"])
+    _certifying[key] = certification
+    try:
+        clear_all()
+        with recording() as formed:
+            cases[0].run()
+        if certification.candidates is None or key not in formed:
+            return {**report, "status": "uncertifiable", "why": "its representative operands do not form it"}
+        checked = [cases[0]]
+        for case in cases[1:]:  # a ragged shape whose layout forms another key certifies nothing here
+            clear_all()
+            certification.forced = certification.candidates[0]
+            with recording() as formed:
+                try:
+                    case.run()
+                except Exception:  # noqa: BLE001  (only whether it forms the key matters here)
+                    pass
+            if key in formed:
+                checked.append(case)
+        certification.shapes = [case.shape for case in checked]
+        for config in certification.candidates:
+            certification.forced = config
+            for case in checked:
+                clear_all()
+                why = _verdict(case)
+                if why is not None:
+                    certification.refused[_name(config)] = why
+                    break
+        certification.forced = None
+        clear_all()
+        try:
+            cases[0].run()
+        except _CertificationFailed:
+            pass
+    finally:
+        del _certifying[key]
+        clear_all()
+    stored = cache.entries()[key]
+    return {**report, "status": "certified" if stored["certified"] else "refused", "config": stored["config"],
+            "refused": stored["refused"]}
+
+
+def certify_keys(keys, device=None, *, again: bool = False) -> list[dict]:
+    """``certify_key`` of each key, under a progress bar."""
+    return [certify_key(key, device, again=again) for key in progress.track(sorted(keys), "certifying launch keys")]
+
+
+def certify_graph(model, values: dict | None = None, device=None, *, again: bool = False) -> list[dict]:
+    """Certify every launch key the census of ``model`` (a loaded graph) names for ``values`` on ``device``."""
+    from ..census import census
+    from ..device import backend_for, resolve
+    return certify_keys(census(model, values, backend_for(resolve(device)).facts), device, again=again)
