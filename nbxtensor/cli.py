@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -159,6 +160,58 @@ def _census(args) -> int:
     return 0
 
 
+def _tune(args) -> int:
+    from nbxtensor import graph, tuning
+
+    if (args.model_dir or args.key) and not args.certify:
+        raise UsageError("nbx tune tunes ahead of time only with certification: add --certify")
+    if not (args.model_dir or args.key or args.import_file or args.export_file):
+        raise UsageError("nothing to do: give MODEL_DIR or --key KEY with --certify, --import FILE or --export FILE")
+    if args.dim and not args.model_dir:
+        raise UsageError("--dims apply to a MODEL_DIR's census")
+    device = _device(args.device)
+    if args.import_file:
+        try:
+            imported = tuning.import_store(args.import_file)
+        except tuning.StoreFileError as error:
+            raise UsageError(str(error)) from None
+        print(f"imported {sum(imported.values())} entries from {args.import_file}: "
+              + (", ".join(f"{name} {count}" for name, count in sorted(imported.items())) or "none"))
+    reports = []
+    if args.model_dir:
+        model = graph.load(args.model_dir, weights=False)
+        values = {**model.trace_values(), **_dims(args.dim)}
+        model.check_symbols(values)
+        reports += tuning.certify_graph(model, values, device, again=args.again)
+    if args.key:
+        try:
+            for key in args.key:
+                tuning.certify.parse_key(key)
+        except ValueError as error:
+            raise UsageError(f"--key: {error}") from None
+        reports += tuning.certify_keys(args.key, device, again=args.again)
+    for report in reports:
+        detail = (report.get("why") or ", ".join(f"{k}={v}" for k, v in (report["config"] or {}).items()))
+        refused = f"; {len(report['refused'])} refused" if report["refused"] else ""
+        print(f"{report['status']:>13}  {report['key']}  [{report['op']}] {detail}{refused}")
+        for item in report["refused"] if args.verbose else ():
+            print(f"{'':>15}refused {item['config']}: {item['reason']}")
+    if reports:
+        counts = {status: sum(r["status"] == status for r in reports)
+                  for status in ("certified", "kept", "refused", "uncertifiable")}
+        print(f"{len(reports)} launch keys: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+              + f"; store: {tuning.cache_path(device)}")
+    if args.export_file:
+        written = tuning.export_store(args.export_file)
+        print(f"exported {written} entries to {args.export_file}")
+    failed = [r["key"] for r in reports if r["status"] in ("refused", "uncertifiable")]
+    if failed:
+        print(f"nbx tune: {len(failed)} launch keys have no certified setting, so a certified-only run forming "
+              f"them stops: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _read_array(name: str, path: str):
     import numpy as np
 
@@ -174,7 +227,7 @@ def _read_array(name: str, path: str):
 def _run(args) -> int:
     import numpy as np
 
-    from nbxtensor import graph, progress
+    from nbxtensor import graph, progress, tuning
 
     given = {}
     for pair in args.input or ():
@@ -191,8 +244,13 @@ def _run(args) -> int:
                    ([f"the graph has no input {', '.join(unknown)}"] if unknown else [])
         raise UsageError(f"{'; '.join(problems)}; give --input NAME=FILE.npy for each of its inputs: {', '.join(names)}")
     arrays = [_read_array(name, given[name]) for name in names]
-    with progress.task(f"running {args.model_dir}"):
-        results = model(*arrays)
+    try:
+        with progress.task(f"running {args.model_dir}"), \
+                (tuning.certified_only() if args.certified_only else contextlib.nullcontext()):
+            results = model(*arrays)
+    except tuning.TuningKeyMissing as missing:
+        raise UsageError(f"{missing}; for this graph's shapes: nbx tune {args.model_dir} --certify --dims "
+                         f"SYMBOL=VALUE ...") from None
     results = results if isinstance(results, tuple) else (results,)
     os.makedirs(args.out, exist_ok=True)
     for tensor_id, result in zip(model.outputs, results):
@@ -366,7 +424,29 @@ def parser() -> argparse.ArgumentParser:
                      help="an input of the graph by name, repeatable: one for each input")
     run.add_argument("--out", default=".", help="folder for the outputs (default: here)")
     run.add_argument("--device", default=None, help="cpu or cuda[:N] (default: the GPU when present, else the CPU)")
+    run.add_argument("--certified-only", action="store_true",
+                     help="never tune: a launch key without a certified setting stops the run, naming the command "
+                          "that certifies it (as NBX_CERTIFIED_ONLY=1)")
     run.set_defaults(run=_run)
+    tune = sub.add_parser("tune", help="tune and certify a graph's launch keys ahead of time; export or import the "
+                                       "tuning store",
+                          description="Tune every launch key the census of a graph folder names (or the --key "
+                                      "given), choosing only among settings whose output on the key's "
+                                      "representative shapes matches a float64 reference; refused settings are "
+                                      "kept with their reason. --import merges a store file first, --export "
+                                      "writes the store to one file last.")
+    tune.add_argument("model_dir", nargs="?", metavar="MODEL_DIR", help="a graph folder (graph.json)")
+    tune.add_argument("--certify", action="store_true", help="certify each setting against a float64 reference "
+                                                             "(required to tune)")
+    tune.add_argument("--dim", "--dims", action="extend", nargs="+", metavar="SYMBOL=VALUE",
+                      help="symbol values of the census (default: the values traced at export)")
+    tune.add_argument("--key", action="append", metavar="KEY", help="a launch key to certify, repeatable")
+    tune.add_argument("--again", action="store_true", help="certify keys that already hold a certified setting")
+    tune.add_argument("--device", default=None, help="cpu or cuda[:N] (default: the GPU when present, else the CPU)")
+    tune.add_argument("--import", dest="import_file", metavar="FILE", help="merge a store file into this store first")
+    tune.add_argument("--export", dest="export_file", metavar="FILE", help="write the store to one file last")
+    tune.add_argument("--verbose", action="store_true", help="list each refused setting with its reason")
+    tune.set_defaults(run=_tune)
     exporter = sub.add_parser("export", help="export a PyTorch module or a Hugging Face checkpoint directory to a "
                                              "graph folder (needs the export extra; checkpoints also transformers)",
                               description="Export a PyTorch module (with example inputs) or a Hugging Face "

@@ -111,11 +111,99 @@ def _product_cases(extents, dtypes, flags, device) -> list[Case]:
     return [Case((*lead, m, n, k), lambda: _product("matmul", a, b, lambda: out_dtype), reference, bound)]
 
 
+_HEADS = 2  # prefill operands' heads: a head past the first catches a wrong head stride
+
+
+def _softmax_rows(scores: np.ndarray) -> np.ndarray:
+    peak = np.max(scores, axis=-1, keepdims=True)
+    weights = np.exp(scores - np.where(np.isfinite(peak), peak, 0.0))
+    return weights / np.sum(weights, axis=-1, keepdims=True)
+
+
+def _attention_case(q, k, v, q64, k64, v64, mask, mask64, causal: bool, gqa: bool, shape) -> Case:
+    """softmax(q k^T / sqrt(E) + mask) v in float64. Bound, per output row: the scores' error (E rounded
+    products, the scale) moves each weight by about that much relatively, the weights rounded to the input
+    dtype for the second product and its S terms add theirs, all times the largest value; a factor of 4
+    covers the exponential's own few ulps and the online rescaling's roundings."""
+    from ..nn import functional as F
+    length, keys, dim = q64.shape[-2], k64.shape[-2], q64.shape[-1]
+    scale = 1.0 / np.sqrt(dim)
+    if gqa:  # every query head reads the one key head
+        k64, v64 = np.broadcast_to(k64, (*q64.shape[:-2], keys, dim)), np.broadcast_to(v64, (*q64.shape[:-2], keys,
+                                                                                              v64.shape[-1]))
+    scores = np.matmul(q64, np.swapaxes(k64, -1, -2)) * scale
+    magnitudes = np.matmul(np.abs(q64), np.swapaxes(np.abs(k64), -1, -2)) * scale
+    allowed = np.ones((length, keys), dtype=bool)
+    if causal:
+        allowed = np.tril(allowed)  # top-left aligned: query i sees keys j <= i
+    if mask64 is not None and mask64.dtype == bool:
+        allowed = allowed & mask64
+    elif mask64 is not None:
+        scores = scores + mask64
+    scores = np.where(allowed, scores, -np.inf)
+    reference = np.matmul(_softmax_rows(scores), v64)
+    accumulate = _UNIT_ROUNDOFF["float32"]
+    weights_unit = max(_UNIT_ROUNDOFF.get(q.dtype.name, accumulate), accumulate)
+    score_error = np.max(np.where(allowed, _gamma(dim + 2, accumulate) * magnitudes + 2 * accumulate * np.abs(scores),
+                                  0.0), axis=-1, keepdims=True)
+    largest = np.max(np.abs(v64), axis=-2, keepdims=True).max(axis=-1, keepdims=True)
+    rounded = max(_UNIT_ROUNDOFF.get(q.dtype.name, 0.0) - accumulate, 0.0)
+    bound = 4 * (2 * score_error + 2 * weights_unit + _gamma(keys + 2, accumulate)) * largest \
+        + rounded * np.abs(reference)
+    bound = np.broadcast_to(bound, reference.shape)
+
+    def run():
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=gqa)
+    return Case(shape, run, reference, bound)
+
+
+def _attention_mask(rng, flags, length, keys, dtype_name, device):
+    """The mask the key's ``mask`` flag names (0 none, 1 bool, 2 additive), (L, S) broadcast over heads."""
+    import nbxtensor as nbx
+    kind = flags.get("mask", "0")
+    if kind == "0":
+        return None, None
+    if kind == "1":
+        allowed = rng.random((length, keys)) < 0.7
+        allowed[:, 0] = True  # every row attends somewhere
+        return nbx.tensor(allowed, device=device), allowed
+    if kind == "2":
+        return _operand(rng, (length, keys), dtype_name, device, transposed=False)
+    raise ValueError(f"mask kind {kind!r}")
+
+
+def _prefill_cases(extents, dtypes, flags, device) -> list[Case]:
+    """Prefill attention keys (plain: no softcap, window or offset, which the public op does not take)."""
+    if "softcap" in flags or "window" in flags:
+        return []
+    rng = np.random.default_rng(0)
+    length, keys, dim = extents["L"], extents["S"], extents["E"]
+    (name,) = dtypes
+    q, q64 = _operand(rng, (1, _HEADS, length, dim), name, device, transposed=False)
+    k, k64 = _operand(rng, (1, _HEADS, keys, dim), name, device, transposed=False)
+    v, v64 = _operand(rng, (1, _HEADS, keys, dim), name, device, transposed=False)
+    mask, mask64 = _attention_mask(rng, flags, length, keys, name, device)
+    return [_attention_case(q, k, v, q64, k64, v64, mask, mask64, flags.get("causal") == "1", False,
+                            (length, keys, dim))]
+
+
+def _decode_cases(extents, dtypes, flags, device) -> list[Case]:
+    """Decode attention keys: one query row of G heads sharing one key head."""
+    rng = np.random.default_rng(0)
+    group, keys, dim = extents["G"], extents["S"], extents["E"]
+    (name,) = dtypes
+    q, q64 = _operand(rng, (1, group, 1, dim), name, device, transposed=False)
+    k, k64 = _operand(rng, (1, 1, keys, dim), name, device, transposed=False)
+    v, v64 = _operand(rng, (1, 1, keys, dim), name, device, transposed=False)
+    mask, mask64 = _attention_mask(rng, flags, 1, keys, name, device)
+    return [_attention_case(q, k, v, q64, k64, v64, mask, mask64, False, group > 1, (group, keys, dim))]
+
+
 CERTIFIERS: dict[str, Certifier] = {
     "gemm": Certifier("matmul", ("B", "M"), _product_cases),
     "gemv": Certifier("matmul", ("M",), _product_cases),
-    "attention": Certifier("scaled_dot_product_attention", ("L",), None),
-    "attention_decode": Certifier("scaled_dot_product_attention", ("G",), None),
+    "attention": Certifier("scaled_dot_product_attention", ("L",), _prefill_cases),
+    "attention_decode": Certifier("scaled_dot_product_attention", ("G",), _decode_cases),
     "quantized_gemm": Certifier("quantized_linear", ("M",), None),
     "quantized_gemv": Certifier("quantized_linear", ("M",), None),
 }
@@ -216,6 +304,8 @@ def certify_key(key: str, device=None, *, again: bool = False) -> dict:
         return {**report, "status": "uncertifiable", "why": f"no certifier for kernel {kernel!r} yet"}
     cases = [case for shape in representative_extents(kernel, extents, facts)
              for case in certifier.cases(shape, dtypes, flags, dev)]
+    if not cases:
+        return {**report, "status": "uncertifiable", "why": "the public op cannot form it (softcap or window)"}
     certification = _Certification(key, facts["name"])
     _certifying[key] = certification
     try:
