@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import sys
 
 
@@ -248,9 +249,13 @@ def _run(args) -> int:
         with progress.task(f"running {args.model_dir}"), \
                 (tuning.certified_only() if args.certified_only else contextlib.nullcontext()):
             results = model(*arrays)
-    except tuning.TuningKeyMissing as missing:
-        raise UsageError(f"{missing}; for this graph's shapes: nbx tune {args.model_dir} --certify --dims "
-                         f"SYMBOL=VALUE ...") from None
+    except graph.GraphError as failed:
+        if not isinstance(failed.__cause__, tuning.TuningKeyMissing):
+            raise
+        values = model.bind([tuple(np.shape(array)) for array in arrays])
+        dims = "".join(f" {name}={value}" for name, value in values.items())
+        raise UsageError(f"{failed.__cause__}; for every key of these shapes: nbx tune {shlex.quote(args.model_dir)} "
+                         f"--certify" + (f" --dims{dims}" if dims else "")) from None
     results = results if isinstance(results, tuple) else (results,)
     os.makedirs(args.out, exist_ok=True)
     for tensor_id, result in zip(model.outputs, results):

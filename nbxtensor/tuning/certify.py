@@ -85,7 +85,8 @@ def _exact(tensor) -> np.ndarray:
     import nbxtensor as nbx
     if tensor.dtype.kind == "float" and tensor.dtype.itemsize < 4:
         tensor = tensor.to(nbx.float32)
-    return tensor.cpu().numpy().astype(np.float64)
+    with np.errstate(invalid="ignore"):  # a wrong candidate's output may hold anything
+        return tensor.cpu().numpy().astype(np.float64)
 
 
 def _product_cases(extents, dtypes, flags, device) -> list[Case]:
@@ -231,12 +232,18 @@ class _CertificationFailed(RuntimeError):
     """Every candidate of a key was refused."""
 
 
+class _Captured(BaseException):
+    """Stops a call once its key's candidates are known (not an Exception: no fallback of the op may take
+    it for a failure)."""
+
+
 class _Certification:
     """The tuning of one key in progress: ``choose`` hands its decision here (``cache._certifying``)."""
 
     def __init__(self, key: str, facts_name: str):
         self.key, self.facts_name = key, facts_name
         self.candidates: list | None = None
+        self.capturing = True
         self.forced: dict | None = None
         self.refused: dict[str, str] = {}
         self.shapes: list = []
@@ -244,9 +251,10 @@ class _Certification:
     def decide(self, candidates, measure, interpreted: bool, rounds: int) -> dict:
         if self.forced is not None:
             return self.forced
-        if self.candidates is None:  # the first call: it names the candidates
-            self.candidates = [dict(c) for c in candidates]
-            return candidates[0]
+        if self.capturing:  # a call that only names the candidates: it stops here, launching nothing
+            if self.candidates is None:  # the top rung's: the shape the setting is chosen on
+                self.candidates = [dict(c) for c in candidates]
+            raise _Captured
         accepted = [c for c in candidates if _name(c) not in self.refused]
         if interpreted:
             ranked = [(None, c) for c in accepted]
@@ -309,22 +317,19 @@ def certify_key(key: str, device=None, *, again: bool = False) -> dict:
     certification = _Certification(key, facts["name"])
     _certifying[key] = certification
     try:
-        clear_all()
-        with recording() as formed:
-            cases[0].run()
-        if certification.candidates is None or key not in formed:
-            return {**report, "status": "uncertifiable", "why": "its representative operands do not form it"}
-        checked = [cases[0]]
-        for case in cases[1:]:  # a ragged shape whose layout forms another key certifies nothing here
+        checked = []
+        for case in cases:  # a ragged shape whose layout forms another key certifies nothing here
             clear_all()
-            certification.forced = certification.candidates[0]
             with recording() as formed:
                 try:
                     case.run()
-                except Exception:  # noqa: BLE001  (only whether it forms the key matters here)
+                except _Captured:
                     pass
-            if key in formed:
+            if key in formed and certification.candidates is not None:
                 checked.append(case)
+        if not checked or checked[0] is not cases[0]:
+            return {**report, "status": "uncertifiable", "why": "its representative operands do not form it"}
+        certification.capturing = False
         certification.shapes = [case.shape for case in checked]
         for config in certification.candidates:
             certification.forced = config
