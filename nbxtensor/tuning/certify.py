@@ -121,83 +121,103 @@ def _softmax_rows(scores: np.ndarray) -> np.ndarray:
     return weights / np.sum(weights, axis=-1, keepdims=True)
 
 
-def _attention_case(q, k, v, q64, k64, v64, mask, mask64, causal: bool, gqa: bool, shape) -> Case:
-    """softmax(q k^T / sqrt(E) + mask) v in float64. Bound, per output row: the scores' error (E rounded
-    products, the scale) moves each weight by about that much relatively, the weights rounded to the input
-    dtype for the second product and its S terms add theirs, all times the largest value; a factor of 4
-    covers the exponential's own few ulps and the online rescaling's roundings."""
-    from ..nn import functional as F
-    length, keys, dim = q64.shape[-2], k64.shape[-2], q64.shape[-1]
+def _attention_reference(q64, k64, v64, allowed, additive, softcap, dtype_name: str) -> tuple:
+    """(softmax(softcap(q k^T / sqrt(E)) + additive, over the ``allowed`` keys) v, its bound), both float64,
+    for (H, L, E) queries and keys and values broadcast to their heads. Bound, per output row: the scores'
+    error (E rounded products, the scale, the cap's tanh) moves each weight by about that much relatively,
+    the weights rounded to the input dtype for the second product and its S terms add theirs, all times the
+    largest value; a factor of 4 covers the exponential's own few ulps and the online rescaling's roundings."""
+    dim = q64.shape[-1]
     scale = 1.0 / np.sqrt(dim)
-    if gqa:  # every query head reads the one key head
-        k64, v64 = np.broadcast_to(k64, (*q64.shape[:-2], keys, dim)), np.broadcast_to(v64, (*q64.shape[:-2], keys,
-                                                                                              v64.shape[-1]))
     scores = np.matmul(q64, np.swapaxes(k64, -1, -2)) * scale
     magnitudes = np.matmul(np.abs(q64), np.swapaxes(np.abs(k64), -1, -2)) * scale
-    allowed = np.ones((length, keys), dtype=bool)
-    if causal:
-        allowed = np.tril(allowed)  # top-left aligned: query i sees keys j <= i
-    if mask64 is not None and mask64.dtype == bool:
-        allowed = allowed & mask64
-    elif mask64 is not None:
-        scores = scores + mask64
+    accumulate = _UNIT_ROUNDOFF["float32"]
+    score_error = _gamma(dim + 2, accumulate) * magnitudes + 2 * accumulate * np.abs(scores)
+    if softcap is not None:  # the cap's slope is at most 1: it shrinks errors, and adds its tanh's
+        scores = softcap * np.tanh(scores / softcap)
+        score_error = score_error + 4 * accumulate * softcap
+    if additive is not None:
+        scores = scores + additive
     scores = np.where(allowed, scores, -np.inf)
     reference = np.matmul(_softmax_rows(scores), v64)
-    accumulate = _UNIT_ROUNDOFF["float32"]
-    weights_unit = max(_UNIT_ROUNDOFF.get(q.dtype.name, accumulate), accumulate)
-    score_error = np.max(np.where(allowed, _gamma(dim + 2, accumulate) * magnitudes + 2 * accumulate * np.abs(scores),
-                                  0.0), axis=-1, keepdims=True)
-    largest = np.max(np.abs(v64), axis=-2, keepdims=True).max(axis=-1, keepdims=True)
-    rounded = max(_UNIT_ROUNDOFF.get(q.dtype.name, 0.0) - accumulate, 0.0)
-    bound = 4 * (2 * score_error + 2 * weights_unit + _gamma(keys + 2, accumulate)) * largest \
+    weights_unit = max(_UNIT_ROUNDOFF.get(dtype_name, accumulate), accumulate)
+    row_error = np.max(np.where(allowed, score_error, 0.0), axis=-1, keepdims=True)
+    largest = np.max(np.abs(v64), axis=(-2, -1), keepdims=True)
+    rounded = max(_UNIT_ROUNDOFF.get(dtype_name, 0.0) - accumulate, 0.0)
+    bound = 4 * (2 * row_error + 2 * weights_unit + _gamma(k64.shape[-2] + 2, accumulate)) * largest \
         + rounded * np.abs(reference)
-    bound = np.broadcast_to(bound, reference.shape)
-
-    def run():
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=gqa)
-    return Case(shape, run, reference, bound)
+    return reference, np.broadcast_to(bound, reference.shape)
 
 
 def _attention_mask(rng, flags, length, keys, dtype_name, device):
-    """The mask the key's ``mask`` flag names (0 none, 1 bool, 2 additive), (L, S) broadcast over heads."""
+    """The mask the key's ``mask`` flag names (0 none, 1 bool, 2 additive), (L, S) broadcast over heads: the
+    tensor and (allowed, additive) in float64."""
     import nbxtensor as nbx
     kind = flags.get("mask", "0")
     if kind == "0":
-        return None, None
+        return None, np.ones((length, keys), dtype=bool), None
     if kind == "1":
         allowed = rng.random((length, keys)) < 0.7
         allowed[:, 0] = True  # every row attends somewhere
-        return nbx.tensor(allowed, device=device), allowed
+        return nbx.tensor(allowed, device=device), allowed, None
     if kind == "2":
-        return _operand(rng, (length, keys), dtype_name, device, transposed=False)
+        mask, mask64 = _operand(rng, (length, keys), dtype_name, device, transposed=False)
+        return mask, np.ones((length, keys), dtype=bool), mask64
     raise ValueError(f"mask kind {kind!r}")
 
 
 def _prefill_cases(extents, dtypes, flags, device) -> list[Case]:
-    """Prefill attention keys (plain: no softcap, window or offset, which the public op does not take)."""
-    if "softcap" in flags or "window" in flags:
-        return []
+    """Prefill attention keys: plain ones through ``scaled_dot_product_attention``; those naming a cap, a
+    window or a query offset (a prompt's chunk past its first) through ``prefill_attention``, the op that
+    takes them, with the offset that makes the queries the keys' last positions."""
+    from ..nn import functional as F
+    from ..ops.attention import prefill_attention
     rng = np.random.default_rng(0)
     length, keys, dim = extents["L"], extents["S"], extents["E"]
     (name,) = dtypes
+    shape = (length, keys, dim)
+    if "softcap" in flags or "window" in flags:
+        offset = keys - length
+        if offset < 0:
+            return []
+        softcap = 2.0 if flags.get("softcap") == "1" else None
+        window = max(1, keys // 2) if flags.get("window") == "1" else None
+        q, q64 = _operand(rng, (_HEADS, length, dim), name, device, transposed=False)
+        k, k64 = _operand(rng, (1, keys, dim), name, device, transposed=False)
+        v, v64 = _operand(rng, (1, keys, dim), name, device, transposed=False)
+        position = offset + np.arange(length)[:, None]
+        seen = np.arange(keys)[None, :]
+        allowed = (seen <= position) & ((seen > position - window) if window else True)
+        reference, bound = _attention_reference(q64, np.broadcast_to(k64, (_HEADS, keys, dim)),
+                                                np.broadcast_to(v64, (_HEADS, keys, dim)), allowed, None, softcap, name)
+        return [Case(shape, lambda: prefill_attention(q, k, v, softcap=softcap, window=window, query_offset=offset),
+                     reference, bound)]
     q, q64 = _operand(rng, (1, _HEADS, length, dim), name, device, transposed=False)
     k, k64 = _operand(rng, (1, _HEADS, keys, dim), name, device, transposed=False)
     v, v64 = _operand(rng, (1, _HEADS, keys, dim), name, device, transposed=False)
-    mask, mask64 = _attention_mask(rng, flags, length, keys, name, device)
-    return [_attention_case(q, k, v, q64, k64, v64, mask, mask64, flags.get("causal") == "1", False,
-                            (length, keys, dim))]
+    mask, allowed, additive = _attention_mask(rng, flags, length, keys, name, device)
+    causal = flags.get("causal") == "1"
+    if causal:
+        allowed = allowed & np.tril(np.ones((length, keys), dtype=bool))  # top-left aligned: query i sees j <= i
+    reference, bound = _attention_reference(q64, k64, v64, allowed, additive, None, name)
+    return [Case(shape, lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal),
+                 reference, bound)]
 
 
 def _decode_cases(extents, dtypes, flags, device) -> list[Case]:
     """Decode attention keys: one query row of G heads sharing one key head."""
+    from ..nn import functional as F
     rng = np.random.default_rng(0)
     group, keys, dim = extents["G"], extents["S"], extents["E"]
     (name,) = dtypes
     q, q64 = _operand(rng, (1, group, 1, dim), name, device, transposed=False)
     k, k64 = _operand(rng, (1, 1, keys, dim), name, device, transposed=False)
     v, v64 = _operand(rng, (1, 1, keys, dim), name, device, transposed=False)
-    mask, mask64 = _attention_mask(rng, flags, 1, keys, name, device)
-    return [_attention_case(q, k, v, q64, k64, v64, mask, mask64, False, group > 1, (group, keys, dim))]
+    mask, allowed, additive = _attention_mask(rng, flags, 1, keys, name, device)
+    reference, bound = _attention_reference(q64, np.broadcast_to(k64, (1, group, keys, dim)),
+                                            np.broadcast_to(v64, (1, group, keys, dim)), allowed, additive, None, name)
+    return [Case((group, keys, dim), lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                                            enable_gqa=group > 1), reference, bound)]
 
 
 CERTIFIERS: dict[str, Certifier] = {
@@ -313,7 +333,7 @@ def certify_key(key: str, device=None, *, again: bool = False) -> dict:
     cases = [case for shape in representative_extents(kernel, extents, facts)
              for case in certifier.cases(shape, dtypes, flags, dev)]
     if not cases:
-        return {**report, "status": "uncertifiable", "why": "the public op cannot form it (softcap or window)"}
+        return {**report, "status": "uncertifiable", "why": "no operands form it (a query offset past the keys)"}
     certification = _Certification(key, facts["name"])
     _certifying[key] = certification
     try:
