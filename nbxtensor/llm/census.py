@@ -21,7 +21,7 @@ from ..ops.copy import new_tensor
 from .model import DEFAULT_PREFILL_CHUNK, DecoderConfig
 from .replay import BATCH_BUCKETS
 
-__all__ = ["prefill_keys", "decode_keys", "engine_census", "prompt_lengths"]
+__all__ = ["prefill_keys", "decode_keys", "engine_census", "prompt_lengths", "checkpoint_census"]
 
 
 def _meta(shape, dtype):
@@ -113,6 +113,8 @@ def engine_census(config: DecoderConfig, dtype, facts: dict, *, prompts=(), batc
     """Launch key -> how many launches form it over a prefill of each prompt length (``prompts``, or every
     length up to ``context``) and a decode step of each batch size (``batch_sizes``; with ``replay``, as the
     engine replays them, padded to their bucket)."""
+    if type(prefill_chunk) is not int or prefill_chunk < 1:
+        raise ValueError(f"prefill chunk {prefill_chunk!r}: expected an integer >= 1")
     counts: Counter = Counter()
     lengths = set(prompts) | (set(prompt_lengths(facts, context, prefill_chunk)) if context else set())
     chunks: dict = {}  # (length, offset, logits) -> keys: prompts share their leading chunks
@@ -133,3 +135,24 @@ def engine_census(config: DecoderConfig, dtype, facts: dict, *, prompts=(), batc
             steps[rows] = decode_keys(config, dtype, facts, rows)
         counts.update(steps[rows])
     return counts
+
+
+def checkpoint_census(directory, facts: dict, *, dtype=None, batch_sizes=None, context=None,
+                      prefill_chunk: int = DEFAULT_PREFILL_CHUNK) -> tuple[Counter, dict]:
+    """``engine_census`` of the Hugging Face checkpoint ``directory`` (its config.json alone): in ``dtype``
+    (default the checkpoint's), every batch size up to the largest replayed bucket (or ``batch_sizes``) and
+    every prompt length up to ``context`` (default the model's). Also the settings used, for printing."""
+    import os
+
+    from .checkpoint import CONFIG_FILE, read_json
+    directory = os.fspath(directory)
+    config = DecoderConfig.from_hf(read_json(directory, CONFIG_FILE), directory)
+    dtype = dtype or config.dtype
+    context = config.max_positions if context is None else context
+    if type(context) is not int or not 1 <= context <= config.max_positions:
+        raise ValueError(f"context {context!r}: expected 1 to the model's {config.max_positions} positions")
+    batch_sizes = tuple(range(1, BATCH_BUCKETS[-1] + 1)) if batch_sizes is None else tuple(batch_sizes)
+    counts = engine_census(config, dtype, facts, batch_sizes=batch_sizes, context=context,
+                           prefill_chunk=prefill_chunk)
+    return counts, {"dtype": get_dtype(dtype).name, "context": context, "prefill_chunk": prefill_chunk,
+                    "batch_sizes": f"{min(batch_sizes)}..{max(batch_sizes)}" if batch_sizes else "none"}

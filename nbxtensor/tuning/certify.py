@@ -169,15 +169,18 @@ def _attention_mask(rng, flags, length, keys, dtype_name, device):
 def _prefill_cases(extents, dtypes, flags, device) -> list[Case]:
     """Prefill attention keys: plain ones through ``scaled_dot_product_attention``; those naming a cap, a
     window or a query offset (a prompt's chunk past its first) through ``prefill_attention``, the op that
-    takes them, with the offset that makes the queries the keys' last positions."""
+    takes them, with the offset that makes the queries the keys' last positions; so too one causal row."""
     from ..nn import functional as F
     from ..ops.attention import prefill_attention
     rng = np.random.default_rng(0)
     length, keys, dim = extents["L"], extents["S"], extents["E"]
     (name,) = dtypes
     shape = (length, keys, dim)
-    if "softcap" in flags or "window" in flags:
-        offset = keys - length
+    flagged = "softcap" in flags or "window" in flags
+    if flagged or (length == 1 and flags.get("causal") == "1" and flags.get("mask") == "0"):
+        # one causal query row (a one-token prompt) sees one key: the public op would decode it instead
+        keys = keys if flagged else length
+        shape, offset = (length, keys, dim), keys - length
         if offset < 0:
             return []
         softcap = 2.0 if flags.get("softcap") == "1" else None
@@ -231,8 +234,13 @@ CERTIFIERS: dict[str, Certifier] = {
 
 
 def op_of(key: str) -> str:
+    """The op whose calls form ``key``."""
     certifier = CERTIFIERS.get(key.split("|", 1)[0])
-    return certifier.op if certifier is not None else "(no op declares this kernel)"
+    if certifier is None:
+        return "(no op declares this kernel)"
+    if certifier.cases is _prefill_cases and ("|softcap=" in key or "|window=" in key):
+        return "prefill_attention"  # caps, windows and offsets: the engine's op, not the public one
+    return certifier.op
 
 
 def representative_extents(kernel: str, extents: dict, facts: dict) -> list[dict]:
