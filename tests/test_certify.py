@@ -270,3 +270,37 @@ def test_cli_tune_run_export_import(tmp_path, capsys, monkeypatch):
     refused = capsys.readouterr().err.strip().splitlines()
     assert len(refused) == 3 and all(line.startswith("nbx tune: ") for line in refused)
     assert SECRET not in refused[0]
+
+
+@pytest.mark.parametrize("format", ["int4", "int8", "fp8"])
+def test_quantized_keys_certify_and_serve_certified_only(format):
+    from nbxtensor.ops.quant import quantized_linear
+    from nbxtensor.quant import QuantizedWeight
+    rng = np.random.default_rng(4)
+    weight = QuantizedWeight.quantize(rng.standard_normal((40, 256)).astype(np.float32), format, device="cpu")
+    x = nbx.tensor(rng.standard_normal((3, 256)).astype(np.float32), device="cpu")
+    with tuning.recording() as formed:
+        free = quantized_linear(x, weight).numpy()
+    (key,) = formed
+    report = tuning.certify_key(key, "cpu")
+    assert report["status"] == "certified" and report["op"] == "quantized_linear"
+    clear_all()
+    with tuning.certified_only():
+        np.testing.assert_array_equal(quantized_linear(x, weight).numpy(), free)
+
+
+def test_the_census_of_a_1b_llm_over_its_buckets_is_quick():
+    """TinyLlama-1.1B's shape: every prompt length up to its 2048 context, every batch size to 256."""
+    import time
+
+    from nbxtensor.llm.census import engine_census
+    from nbxtensor.llm.model import DecoderConfig
+    config = DecoderConfig.from_hf({"architectures": ["LlamaForCausalLM"], "hidden_size": 2048,
+                                    "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
+                                    "num_key_value_heads": 4, "vocab_size": 32000, "max_position_embeddings": 2048},
+                                   "tinyllama")
+    start = time.perf_counter()
+    keys = engine_census(config, "bfloat16", load_facts("hopper"), context=2048, batch_sizes=range(1, 257))
+    elapsed = time.perf_counter() - start
+    assert {key.split("|")[0] for key in keys} == {"gemm", "gemv", "attention"}
+    assert elapsed < 5.0, elapsed  # about 0.5 s on two busy cores

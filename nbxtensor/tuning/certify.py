@@ -54,7 +54,7 @@ class Case:
 class Certifier:
     op: str  # the op (registry name) whose launches form the kernel's keys
     rows: tuple  # the extents bucketed on the rows ladder (the others on the cols ladder)
-    cases: Callable | None  # (extents, dtypes, flags, device) -> [Case], or None: not certifiable yet
+    cases: Callable  # (extents, dtypes, flags, device) -> [Case] (none: no operands form the key)
 
 
 _UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
@@ -223,13 +223,38 @@ def _decode_cases(extents, dtypes, flags, device) -> list[Case]:
                                                                             enable_gqa=group > 1), reference, bound)]
 
 
+def _quantized_cases(extents, dtypes, flags, device) -> list[Case]:
+    """Quantized GEMM and GEMV keys: ``quantized_linear`` of an input with the key's dtype and a weight
+    rounded to nearest in the key's format (its scales in the key's scale dtype, checked by the key the call
+    forms). Reference: the input times the dequantized weight (``QuantizedWeight.dequantize``, on the host),
+    in float64. Bound: the product's, plus the dequantized weight's rounding to the dot's input dtype
+    (the kernel dequantizes tiles in registers) and to float32 (the host's dequantized copy)."""
+    from ..ops.quant import quantized_linear
+    from ..quant import QuantizedWeight
+    if flags.get("g_idx") == "1":
+        return []  # act-order weights come only from GPTQ checkpoints: no rounding here makes one
+    rng = np.random.default_rng(0)
+    m, n, k = extents["M"], extents["N"], extents["K"]
+    in_name, _ = dtypes
+    x, x64 = _operand(rng, (m, k), in_name, device, transposed=False)
+    weight = QuantizedWeight.quantize(rng.standard_normal((n, k)).astype(np.float32) * 0.05, flags["format"],
+                                      group_size=min(128, k), device=device, dtype=in_name)
+    w64 = weight.dequantize().astype(np.float64)
+    reference = x64 @ w64.T
+    accumulate = _UNIT_ROUNDOFF["float32"]
+    dequantized = max(_UNIT_ROUNDOFF.get(in_name, accumulate), accumulate) + accumulate
+    rounded = max(_UNIT_ROUNDOFF.get(in_name, 0.0) - accumulate, 0.0)
+    bound = (_gamma(k + 3, accumulate) + dequantized) * (np.abs(x64) @ np.abs(w64).T) + rounded * np.abs(reference)
+    return [Case((m, n, k), lambda: quantized_linear(x, weight), reference, bound)]
+
+
 CERTIFIERS: dict[str, Certifier] = {
     "gemm": Certifier("matmul", ("B", "M"), _product_cases),
     "gemv": Certifier("matmul", ("M",), _product_cases),
     "attention": Certifier("scaled_dot_product_attention", ("L",), _prefill_cases),
     "attention_decode": Certifier("scaled_dot_product_attention", ("G",), _decode_cases),
-    "quantized_gemm": Certifier("quantized_linear", ("M",), None),
-    "quantized_gemv": Certifier("quantized_linear", ("M",), None),
+    "quantized_gemm": Certifier("quantized_linear", ("M",), _quantized_cases),
+    "quantized_gemv": Certifier("quantized_linear", ("M",), _quantized_cases),
 }
 
 
@@ -336,12 +361,13 @@ def certify_key(key: str, device=None, *, again: bool = False) -> dict:
     if entry is not None and entry.get("certified") and not again:
         return {**report, "status": "kept", "config": entry["config"], "refused": entry.get("refused", [])}
     certifier = CERTIFIERS.get(kernel)
-    if certifier is None or certifier.cases is None:
-        return {**report, "status": "uncertifiable", "why": f"no certifier for kernel {kernel!r} yet"}
+    if certifier is None:
+        return {**report, "status": "uncertifiable", "why": f"no certifier for kernel {kernel!r}"}
     cases = [case for shape in representative_extents(kernel, extents, facts)
              for case in certifier.cases(shape, dtypes, flags, dev)]
     if not cases:
-        return {**report, "status": "uncertifiable", "why": "no operands form it (a query offset past the keys)"}
+        return {**report, "status": "uncertifiable",
+                "why": "no operands made here form it (an act-order weight, or a query offset past the keys)"}
     certification = _Certification(key, facts["name"])
     _certifying[key] = certification
     try:
