@@ -119,13 +119,14 @@ def test_a_key_whose_every_candidate_is_wrong_stays_uncertified(monkeypatch):
         nbx.mm(a, b)
 
 
-def test_a_candidate_that_fails_to_run_is_refused_with_its_reason(monkeypatch):
+def test_a_candidate_that_fails_to_run_is_refused_with_its_reason(monkeypatch, tmp_path):
     usual = matmul.gemm_candidates
     monkeypatch.setattr(matmul, "gemm_candidates", lambda facts, m, n, k, dtype, single=False: [
         dict(usual(facts, m, n, k, dtype)[0], BLOCK_K=24), *usual(facts, m, n, k, dtype)])  # not a power of two
     report = tuning.certify_key(PRODUCT_KEY, "cpu")
     assert report["status"] == "certified"
     assert report["refused"][0]["reason"].startswith("failed to run on shape [1, 32, 64, 64]")
+    assert tuning.export_store(tmp_path / "shipped.json") == 1  # the reason is one line a store file holds
 
 
 def _restamp(store, versions):

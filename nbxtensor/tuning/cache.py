@@ -236,8 +236,9 @@ def cache_for(facts_name: str) -> TuningCache:
     return cache
 
 
-# the certifications in progress (``certify.py``), by launch key: each decides its key's setting
-_certifying: dict = {}
+# the certifications in progress (``certify.py``), by (thread, launch key): each decides its key's setting
+# for the calls its thread makes
+certifications: dict = {}
 
 
 def choose(key: str, facts_name: str, candidates, measure, *, interpreted: bool, certify=None,
@@ -249,7 +250,7 @@ def choose(key: str, facts_name: str, candidates, measure, *, interpreted: bool,
     must accept a setting before it is stored. A certified-only run takes a certified entry or raises
     ``TuningKeyMissing``."""
     cache = cache_for(facts_name)
-    certification = _certifying.get(key)
+    certification = certifications.get((threading.get_ident(), key)) if certifications else None
     if certification is None:
         entry, why = cache.current(key)
         if mode() == MODE_CERTIFIED_ONLY:

@@ -13,13 +13,14 @@ nothing can be timed, the first).
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from .. import progress
-from .cache import _certifying, bucket, cache_for, time_candidates
+from .cache import certifications, bucket, cache_for, time_candidates
 
 __all__ = ["certify_key", "certify_keys", "certify_graph", "op_of", "parse_key", "CERTIFIERS"]
 
@@ -58,6 +59,12 @@ class Certifier:
 
 
 _UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
+
+def _output_rounding(dtype_name: str) -> float:
+    """The relative rounding of a result stored in ``dtype_name`` after float32 accumulation."""
+    unit = _UNIT_ROUNDOFF.get(dtype_name, 0.0)
+    return unit if unit > _UNIT_ROUNDOFF["float32"] else 0.0
 
 
 def _gamma(terms: int, unit: float) -> float:
@@ -106,7 +113,7 @@ def _product_cases(extents, dtypes, flags, device) -> list[Case]:
         bound = np.zeros_like(reference)
     else:
         accumulate = _UNIT_ROUNDOFF["float32"]
-        rounded = max(_UNIT_ROUNDOFF.get(out_name, 0.0) - accumulate, 0.0)
+        rounded = _output_rounding(out_name)
         # K products and sums plus the two operands' conversions to the accumulator, then the output's rounding
         bound = _gamma(k + 3, accumulate) * np.matmul(np.abs(a64), np.abs(b64)) + rounded * np.abs(reference)
     return [Case((*lead, m, n, k), lambda: _product("matmul", a, b, lambda: out_dtype), reference, bound)]
@@ -143,7 +150,7 @@ def _attention_reference(q64, k64, v64, allowed, additive, softcap, dtype_name: 
     weights_unit = max(_UNIT_ROUNDOFF.get(dtype_name, accumulate), accumulate)
     row_error = np.max(np.where(allowed, score_error, 0.0), axis=-1, keepdims=True)
     largest = np.max(np.abs(v64), axis=(-2, -1), keepdims=True)
-    rounded = max(_UNIT_ROUNDOFF.get(dtype_name, 0.0) - accumulate, 0.0)
+    rounded = _output_rounding(dtype_name)
     bound = 4 * (2 * row_error + 2 * weights_unit + _gamma(k64.shape[-2] + 2, accumulate)) * largest \
         + rounded * np.abs(reference)
     return reference, np.broadcast_to(bound, reference.shape)
@@ -243,7 +250,7 @@ def _quantized_cases(extents, dtypes, flags, device) -> list[Case]:
     reference = x64 @ w64.T
     accumulate = _UNIT_ROUNDOFF["float32"]
     dequantized = max(_UNIT_ROUNDOFF.get(in_name, accumulate), accumulate) + accumulate
-    rounded = max(_UNIT_ROUNDOFF.get(in_name, 0.0) - accumulate, 0.0)
+    rounded = _output_rounding(in_name)
     bound = (_gamma(k + 3, accumulate) + dequantized) * (np.abs(x64) @ np.abs(w64).T) + rounded * np.abs(reference)
     return [Case((m, n, k), lambda: quantized_linear(x, weight), reference, bound)]
 
@@ -291,7 +298,7 @@ class _Captured(BaseException):
 
 
 class _Certification:
-    """The tuning of one key in progress: ``choose`` hands its decision here (``cache._certifying``)."""
+    """The tuning of one key in progress: ``choose`` hands its decision here (``cache.certifications``)."""
 
     def __init__(self, key: str, facts_name: str):
         self.key, self.facts_name = key, facts_name
@@ -333,7 +340,8 @@ def _verdict(case: Case) -> str | None:
     try:
         out = _exact(case.run())
     except Exception as error:  # noqa: BLE001  (a setting that cannot run is refused, not fatal)
-        return f"failed to run on shape {list(case.shape)}: {type(error).__name__}: {str(error)[:200]}"
+        said = " ".join(str(error).split())[:200]  # one printable line: a store file holds it
+        return f"failed to run on shape {list(case.shape)}: {type(error).__name__}: {said}"
     if out.shape != case.reference.shape:
         return f"output shape {list(out.shape)} on shape {list(case.shape)}, expected {list(case.reference.shape)}"
     error = np.abs(out - case.reference)
@@ -369,7 +377,8 @@ def certify_key(key: str, device=None, *, again: bool = False) -> dict:
         return {**report, "status": "uncertifiable",
                 "why": "no operands made here form it (an act-order weight, or a query offset past the keys)"}
     certification = _Certification(key, facts["name"])
-    _certifying[key] = certification
+    claim = (threading.get_ident(), key)  # this thread's calls only: another thread's run keeps its own path
+    certifications[claim] = certification
     try:
         checked = []
         for case in cases:  # a ragged shape whose layout forms another key certifies nothing here
@@ -400,7 +409,7 @@ def certify_key(key: str, device=None, *, again: bool = False) -> dict:
         except _CertificationFailed:
             pass
     finally:
-        del _certifying[key]
+        del certifications[claim]
         clear_all()
     stored = cache.entries()[key]
     return {**report, "status": "certified" if stored["certified"] else "refused", "config": stored["config"],
