@@ -213,6 +213,7 @@ HOSTILE = {
     "a nested setting": json.dumps(_document(config={"BLOCK_M": {SECRET: 1}})).encode(),
     "an unknown entry field": json.dumps(_document(**{SECRET: 1})).encode(),
     "an infinite time": json.dumps(_document(ms=float("inf"))).encode(),
+    "a tile of a billion": json.dumps(_document(config={"BLOCK_M": 1 << 30})).encode(),
     "a refused candidate without reason": json.dumps(_document(refused=[{"config": {}}])).encode(),
     "a certified flag that is text": json.dumps(_document(certified=SECRET)).encode(),
     "a class stamped into another": json.dumps(_document(device_class=SECRET)).encode(),

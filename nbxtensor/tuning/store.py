@@ -22,6 +22,7 @@ MAX_ENTRIES = 200_000
 MAX_CONFIG_ITEMS = 64
 MAX_REFUSED = 1024
 MAX_TEXT = 1000
+MAX_SETTING = 1 << 16  # tiles, warps, stages, splits: far below this; a larger value would only exhaust a launch
 # a device class names a file of the store: no separators, no leading dot
 _CLASS_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 _VERSION_NAMES = ("nbxtensor", "triton", "driver")
@@ -126,8 +127,9 @@ def _config_problem(config) -> str | None:
     if not isinstance(config, dict) or len(config) > MAX_CONFIG_ITEMS:
         return f"a setting that is not an object of at most {MAX_CONFIG_ITEMS} fields"
     for name, value in config.items():
-        if not _text(name, 64) or not (isinstance(value, (bool, int)) or _text(value, 64)):
-            return "a setting field that is not a name with an integer, boolean or short text value"
+        if not _text(name, 64) or not (isinstance(value, bool) or _text(value, 64)
+                                       or (isinstance(value, int) and 0 <= value <= MAX_SETTING)):
+            return f"a setting field that is not a name with an integer (0 to {MAX_SETTING}), boolean or short text value"
     return None
 
 
