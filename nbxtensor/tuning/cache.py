@@ -196,7 +196,10 @@ class TuningCache:
             return {}
         except (OSError, ValueError) as e:
             raise RuntimeError(f"tuning cache {self.path} is unreadable ({e}); delete it to tune again") from None
-        return dict(data.get("entries", {}))
+        entries = data.get("entries", {}) if isinstance(data, dict) else None
+        if not isinstance(entries, dict) or not all(isinstance(e, dict) for e in entries.values()):
+            raise RuntimeError(f"tuning cache {self.path} holds no object of entries; delete it to tune again")
+        return dict(entries)
 
     def store(self, key: str, entry: dict) -> None:
         """Record ``entry`` (stamped with this device class and these versions) and write the file."""
