@@ -47,9 +47,12 @@ def write_checkpoint(directory: str) -> None:
               "lm_head.weight": (vocab, hidden)}
     for i in range(shape["num_hidden_layers"]):
         prefix = f"model.layers.{i}."
-        shapes.update({prefix + "input_layernorm.weight": (hidden,), prefix + "post_attention_layernorm.weight": (hidden,),
-                       prefix + "self_attn.q_proj.weight": (hidden, hidden), prefix + "self_attn.k_proj.weight": (kv, hidden),
-                       prefix + "self_attn.v_proj.weight": (kv, hidden), prefix + "self_attn.o_proj.weight": (hidden, hidden),
+        shapes.update({prefix + "input_layernorm.weight": (hidden,),
+                       prefix + "post_attention_layernorm.weight": (hidden,),
+                       prefix + "self_attn.q_proj.weight": (hidden, hidden),
+                       prefix + "self_attn.k_proj.weight": (kv, hidden),
+                       prefix + "self_attn.v_proj.weight": (kv, hidden),
+                       prefix + "self_attn.o_proj.weight": (hidden, hidden),
                        prefix + "mlp.gate_proj.weight": (inner, hidden), prefix + "mlp.up_proj.weight": (inner, hidden),
                        prefix + "mlp.down_proj.weight": (hidden, inner)})
     weights = {}

@@ -50,7 +50,8 @@ def test_keys_parse_and_name_their_representative_shapes():
     ladders = load_facts("hopper")["ladders"]
     for name, extent in ragged.items():  # the smallest extent of each bucket: still the same key
         ladder = ladders["rows" if name in ("B", "M") else "cols"]
-        assert tuning.bucket(extent, ladder) == top[name] and (extent == 1 or tuning.bucket(extent - 1, ladder) < top[name])
+        assert tuning.bucket(extent, ladder) == top[name]
+        assert extent == 1 or tuning.bucket(extent - 1, ladder) < top[name]
     with pytest.raises(ValueError, match="no dtypes part"):
         parse_key("gemm|M=4")
 

@@ -48,7 +48,8 @@ def cache_path(device=None):
 
 
 def entries(device=None) -> dict:
-    """Launch key -> {config, ms, candidates, certified, refused, device_class, versions} for ``device``'s device class (a copy)."""
+    """Launch key -> {config, ms, candidates, certified, refused, shapes, device_class, versions} for
+    ``device``'s device class (a copy)."""
     return {k: dict(v) for k, v in cache_for(_facts(device)["name"]).entries().items()}
 
 

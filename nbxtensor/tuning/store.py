@@ -129,7 +129,8 @@ def _config_problem(config) -> str | None:
     for name, value in config.items():
         if not _text(name, 64) or not (isinstance(value, bool) or _text(value, 64)
                                        or (isinstance(value, int) and 0 <= value <= MAX_SETTING)):
-            return f"a setting field that is not a name with an integer (0 to {MAX_SETTING}), boolean or short text value"
+            return (f"a setting field that is not a name with an integer (0 to {MAX_SETTING}), boolean or short "
+                    f"text value")
     return None
 
 
