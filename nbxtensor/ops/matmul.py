@@ -537,7 +537,7 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     if parts:
         # float32 tiles split into bfloat16 parts in the GEMM; the interpreter multiplies the parts as the
         # float32 values holding them (``kernels/matmul.py``)
-        flags = dict(flags, PRECISION=K.PRECISION_BF16_PARTS, DECODE_BF16=flags["INTERPRETED"])
+        flags = dict(flags, PRECISION=K.PRECISION_BF16_PARTS.value, DECODE_BF16=flags["INTERPRETED"])
     shape_c, a_bs, b_bs, bias_bs, out_bs = _pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs)
     bias_sm, bias_sn = bias_strides[-2:]
     out_sm, out_sn = out.stride()[-2:]
