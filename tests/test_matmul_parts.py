@@ -16,7 +16,8 @@ from nbxtensor.ops.plans import clear_all
 from nbxtensor.ops.registry import TensorMeta, get
 
 from .conftest import to_nbx
-from .test_matmul import _f64, _inputs, _launched_kernels, _launched_precisions, assert_product_close
+from .test_matmul import (TILE_VARIANTS, _f64, _inputs, _launched_kernels, _launched_precisions, _tile_config,
+                          assert_product_close)
 
 PARTS = K.PRECISION_BF16_PARTS.value
 
@@ -85,6 +86,21 @@ def test_alpha_beta_and_a_broadcast_bias_apply_once(rng, parts_in_registers, bia
     assert_product_close(got, -2.0 * _f64(a), _f64(b), 45, "float32", bias_scale=(0.5 * _f64(bias),))
     batched = nbx.baddbmm(bias, a.unsqueeze(0), b.unsqueeze(0), beta=0.5, alpha=-2.0)
     np.testing.assert_array_equal(batched.numpy()[0], got.numpy())  # a batch of one is the same launch
+
+
+@pytest.mark.parametrize("variant", [{}, *TILE_VARIANTS], ids=lambda v: "+".join(sorted(v)) or "gemm")
+def test_gpu_tiles_split_every_k_step(rng, parts_in_registers, monkeypatch, tmp_path, variant):
+    """16-wide tiles as GPU settings take them (the interpreter's one wide tile otherwise): several K steps
+    with a ragged last one, several tiles a program, descriptors and pointers, a bias with alpha and beta."""
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    monkeypatch.setattr(MM, "gemm_candidates", lambda *args, parts=False, **kwargs: [_tile_config(variant)])
+    precisions = _launched_precisions(monkeypatch)
+    x, b, bias = (_inputs(rng, shape, "float32") for shape in ((70, 40), (40, 24), (24,)))
+    assert_product_close(nbx.addmm(bias, x, b, beta=0.5, alpha=2.0), 2 * _f64(x), _f64(b), 40, "float32",
+                         bias_scale=(0.5 * _f64(bias),))
+    odd, weight = _inputs(rng, (33, 45), "float32"), _inputs(rng, (19, 45), "float32")
+    assert_product_close(nbx.nn.functional.linear(odd, weight), _f64(odd), _f64(weight).T, 45, "float32")
+    assert precisions == [PARTS, PARTS]
 
 
 def test_beta_zero_ignores_nan_in_the_added_input(rng, parts_in_registers):

@@ -4,7 +4,8 @@ matrix unit does not take).
 
 The first two read their operands through arbitrary strides (a transposed weight is read in place), accumulate in
 float32 (int32 for int8 inputs), and apply the ``alpha * (a @ b) + beta * bias`` epilogue of addmm and
-its relatives before converting to the output type as ``kernels/copy.py`` converts.
+its relatives before converting to the output type as ``kernels/copy.py`` converts. The GEMMs also take
+float32 products on bfloat16 matrix units (``PRECISION_BF16_PARTS``, at the end of this file).
 """
 import triton
 import triton.language as tl

@@ -69,7 +69,8 @@ class _CudaMatmulFlags:
     """``backends.cuda.matmul``: ``allow_tf32`` is the float32 precision seen as a switch, as in torch.
     ``float32_planes`` (default True): at "highest" precision, float32 products on matrix units with
     bfloat16 run as bfloat16 products of each operand's three exact bfloat16 parts (``kernels/matmul.py``),
-    as accurate as the FMA units and faster; False keeps them on the FMA units."""
+    as accurate as the FMA units and faster (split in the GEMM's registers or written as planes first,
+    whichever the tuner timed faster); False keeps them on the FMA units."""
 
     @property
     def allow_tf32(self) -> bool:
