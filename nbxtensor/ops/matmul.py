@@ -237,6 +237,17 @@ GEMM_WARP_SPECIALIZED = [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, num_stages=3, 
                                                                                               (128, 128, 4))]
 # the same for true float32 (FMA units): persistent only (through descriptors, ptxas spills kilobytes)
 _GEMM_FMA_TILE_VARIANTS = [(128, 128, 16, 3, 8, _P), (128, 64, 32, 3, 4, _P), (64, 128, 32, 3, 4, _P)]
+# float32 tiles split into bfloat16 parts in registers (``PRECISION_BF16_PARTS``): the tile and its parts
+# live in registers beside the accumulator, so tiles of 64 accumulator registers a thread (128 x 128 on 8
+# warps, 64 x 128 on 4); ptxas for sm_90a spills none of these, and spills 40-270 bytes a thread at 128
+# accumulators (128 x 256 on 8 warps, 128 x 128 on 4)
+_GEMM_PARTS_SHAPES = [(128, 128, 32, 3, 8), (128, 128, 16, 4, 8), (64, 128, 32, 3, 4), (128, 64, 32, 4, 4),
+                      (64, 256, 32, 3, 8), (64, 64, 32, 4, 4)]
+_GEMM_PARTS_TILE_VARIANTS = [
+    (128, 128, 32, 3, 8, _PT), (128, 128, 32, 4, 8, _PT), (128, 128, 32, 4, 8, dict(_PT, FLATTEN=True)),
+    (64, 128, 32, 4, 4, _PT), (64, 128, 32, 4, 4, dict(_PT, FLATTEN=True)), (128, 64, 32, 4, 4, _PT),
+    (64, 256, 32, 3, 8, _PT), (128, 128, 32, 3, 8, _P),
+]
 _TILE_FLAGS = ("PERSISTENT", "TMA", "FLATTEN", "WARP_SPECIALIZE")
 
 
@@ -264,12 +275,13 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
     shared = facts.get("shared_memory_per_block_bytes")
     seen, out = set(), []
     fma = dtype.name == "float32" and _dot_precision(dtype) == "ieee" and not parts
-    plain = _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else [])
+    plain = _GEMM_PARTS_SHAPES if parts else _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else [])
     variants = []
     if single and dtype.kind != "int" and not facts["kernels"].get("interpreted"):
         tma = _has_tma(facts)
-        variants = [s for s in (_GEMM_FMA_TILE_VARIANTS if fma else _GEMM_TILE_VARIANTS) if tma or not s[5].get("TMA")]
-        if tma and not fma:
+        tiled = _GEMM_PARTS_TILE_VARIANTS if parts else _GEMM_FMA_TILE_VARIANTS if fma else _GEMM_TILE_VARIANTS
+        variants = [s for s in tiled if tma or not s[5].get("TMA")]
+        if tma and not fma and not parts:
             # on the H200 every half-precision product's best setting was a descriptor variant, the plain
             # kernel's best a few percent behind (docs/performance.md): the plain tiles that came closest stay
             # as the fallback, and a first call compiles a dozen settings rather than two dozen
