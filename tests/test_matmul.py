@@ -276,7 +276,7 @@ def force_gemm_config(monkeypatch, tmp_path):
     plans.clear_all()
 
     def force(config):
-        monkeypatch.setattr(MM, "gemm_candidates", lambda facts, m, n, k, dtype, single=False, parts=False: [dict(config)])
+        monkeypatch.setattr(MM, "gemm_candidates", lambda facts, m, n, k, dtype, single=False: [dict(config)])
     yield force
     plans.clear_all()
 

@@ -582,8 +582,9 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         return run
 
     def candidates():
-        listed = gemm_candidates(facts, m, n, k, a.dtype, single=single, parts=parts)
-        return listed + [dict(PLANES=True)] if parts else listed
+        if parts:  # the one-launch form's tiles, then the planes form
+            return gemm_candidates(facts, m, n, k, a.dtype, single=single, parts=True) + [dict(PLANES=True)]
+        return gemm_candidates(facts, m, n, k, a.dtype, single=single)
     if _sweep is not None:
         _sweep(key, candidates, launches_for, (a, b, bias, out))
     config = tuning.choose_timed(key, facts, candidates,
