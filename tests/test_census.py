@@ -88,9 +88,12 @@ def test_census_equals_the_shadow_run(tmp_path, build, s):
 def test_hopper_census_runs_here(tmp_path):
     keys = C.census(graph.load(_encoder(str(tmp_path / "g")), weights=False), {"s": 40}, load_facts("hopper"))
     kernels = {key.split("|")[0] for key in keys}
-    assert kernels == {"gemm", "attention"}  # float32 on hopper: products on bfloat16 planes
-    assert all("bfloat16,float32" in key for key in keys if key.startswith("gemm"))
-    assert sum(keys.values()) == 4 * 1 + 1  # four projections (planes: one chunk each), one attention
+    assert kernels == {"gemm", "attention"}  # float32 on hopper: products on bfloat16 parts
+    parts = [key for key in keys if key.startswith("gemm") and key.endswith("|bf16_parts=1")]
+    assert parts and all("|float32,float32|" in key for key in parts)
+    assert all("bfloat16,float32" in key for key in keys if key.startswith("gemm") and key not in parts)
+    # four projections, each a product on parts and its planes form's GEMM (one chunk); one attention
+    assert sum(keys.values()) == 4 * 2 + 1
     decode = C.census(graph.load(_encoder(str(tmp_path / "g")), weights=False), {"s": 1}, load_facts("hopper"))
     assert {key.split("|")[0] for key in decode} == {"gemv", "attention_decode"}
 

@@ -63,11 +63,15 @@ def test_a_product_through_float32_planes_is_recorded(tmp_path):
         from nbxtensor.ops import matmul
         matmul._by_planes = lambda dtype, facts: dtype.name == "float32"  # the CPU's facts name no matrix unit
         a = nbx.tensor(np.ones((37, 45), np.float32))
-        (a @ nbx.tensor(np.ones((45, 29), np.float32))).numpy()
+        (a @ nbx.tensor(np.ones((45, 29), np.float32))).numpy()  # parts in registers: the interpreter's form
+        listed = matmul.gemm_candidates
+        matmul.gemm_candidates = lambda *args, parts=False, **kwargs: [] if parts else listed(*args, **kwargs)
+        (a @ nbx.tensor(np.ones((45, 30), np.float32))).numpy()  # planes in memory, the one form left
     """)
     kernels = [json.loads(line) for line in records.read_text().splitlines()]
     splits = [record for record in kernels if record["kernel"] == "split_bf16_planes"]
     assert splits and all(isinstance(record["constexprs"]["P0"], int) for record in splits)
+    assert [record["constexprs"]["PRECISION"] for record in kernels if record["kernel"] == "gemm"][0] == "bf16_parts"
 
 
 _REFUSED_HEADER = textwrap.dedent("""

@@ -33,15 +33,24 @@ def strict_arena(monkeypatch):
 
 
 @pytest.fixture
-def float32_planes(monkeypatch):
-    """Float32 products through bfloat16 planes whatever the device (the CPU's facts name no matrix unit);
-    a zero floor on their workspace takes K in chunks."""
+def float32_parts(monkeypatch):
+    """Float32 products on bfloat16 parts whatever the device (the CPU's facts name no matrix unit); the
+    interpreter takes the form that splits them in the GEMM's registers."""
     monkeypatch.setattr(MM, "_by_planes",
                         lambda dtype, facts: dtype.name == "float32" and MM.backends.cuda.matmul.float32_planes)
-    monkeypatch.setattr(MM, "_PLANE_WORKSPACE_FLOOR", 0)
     clear_all()
     yield
     clear_all()
+
+
+@pytest.fixture
+def float32_planes(float32_parts, monkeypatch):
+    """Float32 products on bfloat16 planes in memory (the only form left to the tuner); a zero floor on
+    their workspace takes K in chunks."""
+    listed = MM.gemm_candidates
+    monkeypatch.setattr(MM, "gemm_candidates",
+                        lambda *args, parts=False, **kwargs: [] if parts else listed(*args, **kwargs))
+    monkeypatch.setattr(MM, "_PLANE_WORKSPACE_FLOOR", 0)
 
 
 class _Builder:
@@ -138,12 +147,14 @@ def _assert_on_plan(model, values):
 
 
 @cpu_kernels
-@pytest.mark.parametrize("planes", [False, True])
-def test_an_encoder_layer_runs_on_its_planned_memory(tmp_path, request, planes):
-    """With planes, every linear's float32 product takes its bfloat16 planes (K in chunks, with the chunk
-    products' temporary) from its step's workspace; without, none needs one."""
-    if planes:
-        request.getfixturevalue("float32_planes")
+@pytest.mark.parametrize("parts", [None, "float32_planes", "float32_parts"])
+def test_an_encoder_layer_runs_on_its_planned_memory(tmp_path, request, parts):
+    """With planes in memory, every linear's float32 product takes its bfloat16 planes (K in chunks, with
+    the chunk products' temporary) from its step's workspace; split in registers or in float32, none
+    needs one."""
+    if parts:
+        request.getfixturevalue(parts)
+    planes = parts == "float32_planes"
     w = _weights(1)
     model = _encoder_layer(tmp_path, w)
     rng = np.random.default_rng(2)

@@ -358,15 +358,19 @@ def test_gemm_sweep_runs_each_setting_and_reports_failures(rng):
     assert_product_close(to_nbx(results[0]), _f64(x), _f64(weight).T, 32, "float32", bias_scale=(_f64(bias),))
 
 
-@pytest.fixture
-def float32_planes(monkeypatch):
-    """Float32 products through bfloat16 planes whatever the device (the CPU's facts name no matrix unit,
-    so it keeps them on the IEEE path otherwise)."""
-    from nbxtensor.ops.plans import clear_all
+@pytest.fixture(params=["registers", "memory"])
+def float32_planes(request, monkeypatch):
+    """Float32 products on bfloat16 parts whatever the device (the CPU's facts name no matrix unit, so it
+    keeps them on the IEEE path otherwise), in either form: the parts split in the GEMM's registers (the
+    interpreter takes the first candidate) or planes in memory (the one candidate left)."""
     monkeypatch.setattr(MM, "_by_planes",
                         lambda dtype, facts: dtype.name == "float32" and MM.backends.cuda.matmul.float32_planes)
+    if request.param == "memory":
+        listed = MM.gemm_candidates
+        monkeypatch.setattr(MM, "gemm_candidates",
+                            lambda *args, parts=False, **kwargs: [] if parts else listed(*args, **kwargs))
     clear_all()
-    yield
+    yield request.param
     clear_all()
 
 
@@ -385,8 +389,11 @@ def test_float32_planes_take_k_in_chunks_with_the_epilogue(rng, float32_planes, 
     kernels = _launched_kernels(monkeypatch)
     a, b, bias = (_inputs(rng, s, "float32") for s in ((24, 300), (300, 9), (9,)))
     got = nbx.addmm(bias, a, b, beta=0.5, alpha=-2.0)
-    # chunks of 128, 128 and 44 (multiples of 64 but the last), two operands split each
-    assert kernels.count(K.split_bf16_planes) == 6
+    if float32_planes == "memory":
+        # chunks of 128, 128 and 44 (multiples of 64 but the last), two operands split each
+        assert kernels.count(K.split_bf16_planes) == 6
+    else:
+        assert kernels == [K.gemm]  # split in registers: no planes, no chunks
     a64, b64, bias64 = _f64(a), _f64(b), _f64(bias)
     assert_product_close(got, -2.0 * a64, b64, 300, "float32", bias_scale=(0.5 * bias64,))
     weight = _inputs(rng, (9, 300), "float32")
@@ -433,13 +440,16 @@ def test_float32_planes_are_a_switch(rng, float32_planes, monkeypatch):
     """The switch takes effect on the next call, whatever plans were made before it (it clears them)."""
     kernels = _launched_kernels(monkeypatch)
     a, b = _inputs(rng, (20, 30), "float32"), _inputs(rng, (30, 20), "float32")
+    precisions = _launched_precisions(monkeypatch)
     a @ b
-    assert K.split_bf16_planes in kernels
+    assert K.split_bf16_planes in kernels or precisions == [K.PRECISION_BF16_PARTS.value]
     try:
         MM.backends.cuda.matmul.float32_planes = False
         kernels.clear()
+        precisions.clear()
         assert_product_close(a @ b, _f64(a), _f64(b), 30, "float32")
         assert kernels and K.split_bf16_planes not in kernels
+        assert K.PRECISION_BF16_PARTS.value not in precisions
     finally:
         MM.backends.cuda.matmul.float32_planes = True
 
@@ -450,6 +460,19 @@ def _launched_kernels(monkeypatch) -> list:
     kernels, real = [], plans.launch_slots
     monkeypatch.setattr(plans, "launch_slots", lambda kernel, *args: (kernels.append(kernel), real(kernel, *args)))
     return kernels
+
+
+def _launched_precisions(monkeypatch) -> list:
+    """The ``PRECISION`` of the planned GEMM launches made from here on, in order."""
+    from nbxtensor.ops import plans
+    precisions, real = [], plans.launch_slots
+
+    def noted(kernel, grid, device, args, positions, values, constexprs, *rest):
+        if "PRECISION" in constexprs:
+            precisions.append(constexprs["PRECISION"])
+        return real(kernel, grid, device, args, positions, values, constexprs, *rest)
+    monkeypatch.setattr(plans, "launch_slots", noted)
+    return precisions
 
 
 def test_float32_products_declare_their_planes_workspace():

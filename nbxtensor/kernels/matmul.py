@@ -4,7 +4,8 @@ matrix unit does not take).
 
 The first two read their operands through arbitrary strides (a transposed weight is read in place), accumulate in
 float32 (int32 for int8 inputs), and apply the ``alpha * (a @ b) + beta * bias`` epilogue of addmm and
-its relatives before converting to the output type as ``kernels/copy.py`` converts.
+its relatives before converting to the output type as ``kernels/copy.py`` converts. The GEMMs also take
+float32 products on bfloat16 matrix units (``PRECISION_BF16_PARTS``, at the end of this file).
 """
 import triton
 import triton.language as tl
@@ -41,6 +42,17 @@ def _operand(x, DECODE_BF16: tl.constexpr):
 
 
 @triton.jit
+def _dot(a_tile, b_tile, acc, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr):
+    """acc plus a_tile @ b_tile as PRECISION asks: one ``tl.dot``, or for ``PRECISION_BF16_PARTS`` the six
+    products of the float32 tiles' bfloat16 parts."""
+    if PRECISION == PRECISION_BF16_PARTS:
+        return _parts_dot(a_tile, b_tile, acc, DECODE_BF16)
+    else:
+        return tl.dot(_operand(a_tile, DECODE_BF16), _operand(b_tile, DECODE_BF16), acc, input_precision=PRECISION,
+                      out_dtype=ACC)
+
+
+@triton.jit
 def _epilogue(acc, bias_ptr, bias_off, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out_ptr, out_off,
               out_sm, out_sn, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr,
               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
@@ -67,8 +79,7 @@ def _gemm_step(acc, a_ptrs, b_ptrs, left, rk, EVEN_K: tl.constexpr, ACC: tl.cons
     else:
         a_tile = tl.load(a_ptrs, mask=rk[None, :] < left, other=0)
         b_tile = tl.load(b_ptrs, mask=rk[:, None] < left, other=0)
-    return tl.dot(_operand(a_tile, DECODE_BF16), _operand(b_tile, DECODE_BF16), acc, input_precision=PRECISION,
-                  out_dtype=ACC)
+    return _dot(a_tile, b_tile, acc, ACC, PRECISION, DECODE_BF16)
 
 
 @triton.jit
@@ -238,8 +249,7 @@ def _tma_step(acc, a_desc, b_desc, off_m, off_n, off_k, B_K_MAJOR: tl.constexpr,
         b_tile = tl.trans(b_desc.load([off_n, off_k]))
     else:
         b_tile = b_desc.load([off_k, off_n])
-    return tl.dot(_operand(a_tile, DECODE_BF16), _operand(b_tile, DECODE_BF16), acc, input_precision=PRECISION,
-                  out_dtype=ACC)
+    return _dot(a_tile, b_tile, acc, ACC, PRECISION, DECODE_BF16)
 
 
 @triton.jit
@@ -406,22 +416,65 @@ def gemv_combine(partial, bias, out, M, N, splits, alpha, beta, bias_sm, bias_sn
 
 # float32 products on bfloat16 matrix units: each operand is split into three bfloat16 parts whose sum is
 # it exactly (x = high + mid + low: 8 significant bits each, by truncation, so no part overflows), and the
-# product is the sum of the six part products larger than float32's rounding, accumulated in float32. The
-# parts are stacked along K as planes, so one bfloat16 GEMM of K' = 6K computes the sum:
+# product is the sum of the six part products larger than float32's rounding, accumulated in float32.
+# Two forms compute that sum. Planes: the parts are stacked along K, so one bfloat16 GEMM of K' = 6K
+# computes it after ``split_bf16_planes`` wrote each operand's planes:
 #     a planes  low   high* mid  mid   high* high
 #     b planes  high* low   mid  high* mid   high
-# small terms first. ``high*`` is ``high`` of a finite value and 0 of inf or NaN, which reach the result
+# small terms first. Parts in registers (``PRECISION_BF16_PARTS``): ``gemm`` and ``gemm_tiles`` load float32
+# tiles and split them as they go, adding the six products of each K tile in the same order (one launch,
+# no planes in memory). ``high*`` is ``high`` of a finite value and 0 of inf or NaN, which reach the result
 # only through high x high, as IEEE arithmetic would carry them (inf * x, NaN).
 PART_HIGH = tl.constexpr(0)
 PART_HIGH_FINITE = tl.constexpr(1)
 PART_MID = tl.constexpr(2)
 PART_LOW = tl.constexpr(3)
+# the PRECISION of a float32 GEMM on its tiles' bfloat16 parts (a name Triton's own precisions do not use)
+PRECISION_BF16_PARTS = tl.constexpr("bf16_parts")
 
 
 @triton.jit
 def _truncated(x):
     """``x`` (float32) with the low 16 bits of its encoding cleared: its bfloat16 truncation, as float32."""
     return (x.to(tl.uint32, bitcast=True) & 0xFFFF0000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _split_parts(x):
+    """(high, high*, mid, low) of float32 ``x``, each a bfloat16 value held in float32."""
+    finite = tl.abs(x) < float("inf")
+    # a NaN whose payload sits in the low bits would truncate to inf: it becomes the quiet NaN
+    high = tl.where(x != x, float("nan"), _truncated(x))
+    rest = tl.where(finite, x - high, 0.0)
+    mid = _truncated(rest)
+    return high, tl.where(finite, high, 0.0), mid, rest - mid
+
+
+@triton.jit
+def _matrix_part(x, DECODE_BF16: tl.constexpr):
+    """A part as ``tl.dot`` takes it: bfloat16 (exact: the value has 8 significant bits), or under the
+    interpreter, which has no bfloat16 arithmetic, the float32 holding it (its products are as exact)."""
+    if DECODE_BF16:
+        return x
+    else:
+        return x.to(tl.bfloat16)
+
+
+@triton.jit
+def _parts_dot(a_tile, b_tile, acc, DECODE_BF16: tl.constexpr):
+    """acc plus the float32 tiles' product as the six products of their parts, small terms first."""
+    a_high, a_high_finite, a_mid, a_low = _split_parts(a_tile.to(tl.float32))
+    b_high, b_high_finite, b_mid, b_low = _split_parts(b_tile.to(tl.float32))
+    a_high, a_high_finite = _matrix_part(a_high, DECODE_BF16), _matrix_part(a_high_finite, DECODE_BF16)
+    a_mid, a_low = _matrix_part(a_mid, DECODE_BF16), _matrix_part(a_low, DECODE_BF16)
+    b_high, b_high_finite = _matrix_part(b_high, DECODE_BF16), _matrix_part(b_high_finite, DECODE_BF16)
+    b_mid, b_low = _matrix_part(b_mid, DECODE_BF16), _matrix_part(b_low, DECODE_BF16)
+    acc = tl.dot(a_low, b_high_finite, acc, input_precision="ieee", out_dtype=tl.float32)
+    acc = tl.dot(a_high_finite, b_low, acc, input_precision="ieee", out_dtype=tl.float32)
+    acc = tl.dot(a_mid, b_mid, acc, input_precision="ieee", out_dtype=tl.float32)
+    acc = tl.dot(a_mid, b_high_finite, acc, input_precision="ieee", out_dtype=tl.float32)
+    acc = tl.dot(a_high_finite, b_mid, acc, input_precision="ieee", out_dtype=tl.float32)
+    return tl.dot(a_high, b_high, acc, input_precision="ieee", out_dtype=tl.float32)
 
 
 @triton.jit
@@ -452,14 +505,7 @@ def split_bf16_planes(x, planes, rows, cols, x_sr, x_sc, planes_sr, plane_step, 
     valid = idx < rows * cols
     r = idx // cols
     c = idx - r * cols
-    v = tl.load(x + r * x_sr + c * x_sc, mask=valid, other=0.0).to(tl.float32)
-    finite = tl.abs(v) < float("inf")
-    # a NaN whose payload sits in the low bits would truncate to inf: it becomes the quiet NaN
-    high = tl.where(v != v, float("nan"), _truncated(v))
-    rest = tl.where(finite, v - high, 0.0)
-    mid = _truncated(rest)
-    low = rest - mid
-    high_finite = tl.where(finite, high, 0.0)
+    high, high_finite, mid, low = _split_parts(tl.load(x + r * x_sr + c * x_sc, mask=valid, other=0.0).to(tl.float32))
     base = planes + r * planes_sr + c
     tl.store(base, _part_bits(P0, high, high_finite, mid, low), mask=valid)
     tl.store(base + plane_step, _part_bits(P1, high, high_finite, mid, low), mask=valid)

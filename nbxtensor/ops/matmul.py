@@ -69,7 +69,8 @@ class _CudaMatmulFlags:
     """``backends.cuda.matmul``: ``allow_tf32`` is the float32 precision seen as a switch, as in torch.
     ``float32_planes`` (default True): at "highest" precision, float32 products on matrix units with
     bfloat16 run as bfloat16 products of each operand's three exact bfloat16 parts (``kernels/matmul.py``),
-    as accurate as the FMA units and faster; False keeps them on the FMA units."""
+    as accurate as the FMA units and faster (split in the GEMM's registers or written as planes first,
+    whichever the tuner timed faster); False keeps them on the FMA units."""
 
     @property
     def allow_tf32(self) -> bool:
@@ -175,7 +176,9 @@ def _product_cost(out_meta, flops, *inputs, products=()) -> Cost:
 def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
     """The temporaries' bytes of a product of ``batches`` (m x k) by (k x n) matrices, the most any device
     takes (the rule knows none): a GEMV's split-K partials, or a float32 GEMM's bfloat16 planes (the
-    widest chunk's, one buffer for all) and the chunk products they add up in."""
+    widest chunk's, one buffer for all) and the chunk products they add up in. A float32 GEMM whose tuned
+    form splits its tiles in registers takes none, the planes form these: a device may time either
+    fastest, so the planes are declared."""
     if batches != 1 or not (m and k and n) or dtype.name in ("int64", "int16", "uint8", "bool"):
         # exact integer products (int32 results may be int8's, which a GEMV splits) take no temporaries
         return 0
@@ -234,6 +237,17 @@ GEMM_WARP_SPECIALIZED = [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, num_stages=3, 
                                                                                               (128, 128, 4))]
 # the same for true float32 (FMA units): persistent only (through descriptors, ptxas spills kilobytes)
 _GEMM_FMA_TILE_VARIANTS = [(128, 128, 16, 3, 8, _P), (128, 64, 32, 3, 4, _P), (64, 128, 32, 3, 4, _P)]
+# float32 tiles split into bfloat16 parts in registers (``PRECISION_BF16_PARTS``): the tile and its parts
+# live in registers beside the accumulator, so tiles of 64 accumulator registers a thread (128 x 128 on 8
+# warps, 64 x 128 on 4); ptxas for sm_90a spills none of these, and spills 40-270 bytes a thread at 128
+# accumulators (128 x 256 on 8 warps, 128 x 128 on 4)
+_GEMM_PARTS_SHAPES = [(128, 128, 32, 3, 8), (128, 128, 16, 4, 8), (64, 128, 32, 3, 4), (128, 64, 32, 4, 4),
+                      (64, 256, 32, 3, 8), (64, 64, 32, 4, 4)]
+_GEMM_PARTS_TILE_VARIANTS = [
+    (128, 128, 32, 3, 8, _PT), (128, 128, 32, 4, 8, _PT), (128, 128, 32, 4, 8, dict(_PT, FLATTEN=True)),
+    (64, 128, 32, 4, 4, _PT), (64, 128, 32, 4, 4, dict(_PT, FLATTEN=True)), (128, 64, 32, 4, 4, _PT),
+    (64, 256, 32, 3, 8, _PT), (128, 128, 32, 3, 8, _P),
+]
 _TILE_FLAGS = ("PERSISTENT", "TMA", "FLATTEN", "WARP_SPECIALIZE")
 
 
@@ -245,9 +259,11 @@ def _has_tma(facts: dict) -> bool:
     return (facts.get("matrix_unit") or {}).get("instruction") in ("wgmma", "tcgen05")
 
 
-def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool = False) -> list[dict]:
+def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool = False,
+                    parts: bool = False) -> list[dict]:
     """The settings worth timing for an m x n x k product of ``dtype`` on a device with these facts;
-    ``single`` (one matrix, int32 indices) adds the ``gemm_tiles`` variants (persistent, TMA)."""
+    ``single`` (one matrix, int32 indices) adds the ``gemm_tiles`` variants (persistent, TMA); ``parts``:
+    float32 tiles multiplied on the bfloat16 matrix unit as their parts (the matrix unit's tiles)."""
     if facts["kernels"].get("interpreted"):
         # as for the GEMV: the interpreter pays per program and operation, so one wide tile of the output
         # a program and long K steps (the main job's layers on the CPU: about 4x faster)
@@ -258,13 +274,14 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
     tiles = facts["tiles"]
     shared = facts.get("shared_memory_per_block_bytes")
     seen, out = set(), []
-    fma = dtype.name == "float32" and _dot_precision(dtype) == "ieee"
-    plain = _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else [])
+    fma = dtype.name == "float32" and _dot_precision(dtype) == "ieee" and not parts
+    plain = _GEMM_PARTS_SHAPES if parts else _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else [])
     variants = []
     if single and dtype.kind != "int" and not facts["kernels"].get("interpreted"):
         tma = _has_tma(facts)
-        variants = [s for s in (_GEMM_FMA_TILE_VARIANTS if fma else _GEMM_TILE_VARIANTS) if tma or not s[5].get("TMA")]
-        if tma and not fma:
+        tiled = _GEMM_PARTS_TILE_VARIANTS if parts else _GEMM_FMA_TILE_VARIANTS if fma else _GEMM_TILE_VARIANTS
+        variants = [s for s in tiled if tma or not s[5].get("TMA")]
+        if tma and not fma and not parts:
             # on the H200 every half-precision product's best setting was a descriptor variant, the plain
             # kernel's best a few percent behind (docs/performance.md): the plain tiles that came closest stay
             # as the fallback, and a first call compiles a dozen settings rather than two dozen
@@ -398,9 +415,12 @@ def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = Non
     return plan(a, b, bias)
 
 
-def gemm_key(facts: dict, batches: int, m: int, n: int, k: int, dtype, out_dtype, a_sk: int, b_sn: int) -> str:
+def gemm_key(facts: dict, batches: int, m: int, n: int, k: int, dtype, out_dtype, a_sk: int, b_sn: int, *,
+             planes: bool = False) -> str:
+    """``planes``: a float32 product on bfloat16 parts, whose candidates are its forms (``_plan_product``)."""
+    flags = {"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1, **({"bf16_parts": True} if planes else {})}
     return tuning.launch_key("gemm", facts, rows={"B": batches, "M": m}, cols={"N": n, "K": k},
-                             dtypes=(dtype, out_dtype), flags={"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1})
+                             dtypes=(dtype, out_dtype), flags=flags)
 
 
 def gemv_key(facts: dict, m: int, n: int, k: int, dtype, out_dtype, a_sk: int, b_sn: int) -> str:
@@ -412,7 +432,8 @@ def _product_route(a, b, out_dtype, bias, beta, facts: dict, planes: bool = True
     """How ``_plan_product`` runs a product of operands laid out as these (tensors, or meta tensors for the
     key rules) on a device with these facts: (route, launch key or None), the route one of "empty",
     "exact" (untuned), "dense" (batch dims past ``MAX_BATCH_RANK``: contiguous copies), "gemv", "planes"
-    (float32 on bfloat16 planes) and "gemm"."""
+    (float32 on bfloat16 parts: split in registers or as planes in memory, as the key's setting says)
+    and "gemm"."""
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = S.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -434,7 +455,7 @@ def _product_route(a, b, out_dtype, bias, beta, facts: dict, planes: bool = True
         a2, b2 = a.reshape(m, k), b.reshape(k, n)
         return "gemv", gemv_key(facts, m, n, k, a.dtype, out_dtype, a2.stride(1), b2.stride(1))
     if planes and batches == 1 and k > 0 and _by_planes(a.dtype, facts):
-        return "planes", None
+        return "planes", gemm_key(facts, 1, m, n, k, a.dtype, out_dtype, a.stride(-1), b.stride(-1), planes=True)
     return "gemm", gemm_key(facts, batches, m, n, k, a.dtype, out_dtype, a.stride(-1), b.stride(-1))
 
 
@@ -443,8 +464,11 @@ def _meta(shape, dtype) -> Tensor:
 
 
 def _product_keys(facts: dict, a, b, out_dtype, bias=None, alpha=1, beta=0) -> list[str]:
-    """The launch keys ``_product`` forms for operands laid out as these (meta tensors will do)."""
+    """The launch keys ``_product`` forms for operands laid out as these (meta tensors will do); of a
+    product on bfloat16 parts, its own and those of its planes form's GEMMs (which its tuning times)."""
     route, key = _product_route(a, b, out_dtype, bias, beta, facts)
+    if route == "planes":
+        return [key, *_plane_keys(facts, a, b, out_dtype, bias, alpha, beta)]
     if key is not None:
         return [key]
     if route == "dense":
@@ -454,17 +478,20 @@ def _product_keys(facts: dict, a, b, out_dtype, bias=None, alpha=1, beta=0) -> l
         has_bias = bias is not None and beta != 0
         return _product_keys(facts, _meta((*batch, m, k), a.dtype), _meta((*batch, k, n), b.dtype), out_dtype,
                              _meta((*batch, m, n), bias.dtype) if has_bias else None, alpha, beta if has_bias else 0)
-    if route == "planes":
-        (m, k), n = a.shape[-2:], b.shape[-1]
-        has_bias = bias is not None and beta != 0
-        keys = []
-        for start, kc in _plane_chunks(m, n, k):
-            pieces = {name: _meta(*piece) for name, piece in _plane_pieces(m, n, kc).items()}
-            addend, weight = (_meta((m, n), bias.dtype), beta) if start == 0 and has_bias else \
-                (None, 0) if start == 0 else (_meta((m, n), out_dtype), 1)
-            keys += _product_keys(facts, pieces["a_planes"], pieces["b_planes"], out_dtype, addend, alpha, weight)
-        return keys
     return []
+
+
+def _plane_keys(facts: dict, a, b, out_dtype, bias, alpha, beta) -> list[str]:
+    """The launch keys of the bfloat16 GEMMs of a planes product (one a K chunk)."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    has_bias = bias is not None and beta != 0
+    keys = []
+    for start, kc in _plane_chunks(m, n, k):
+        pieces = {name: _meta(*piece) for name, piece in _plane_pieces(m, n, kc).items()}
+        addend, weight = (_meta((m, n), bias.dtype), beta) if start == 0 and has_bias else \
+            (None, 0) if start == 0 else (_meta((m, n), out_dtype), 1)
+        keys += _product_keys(facts, pieces["a_planes"], pieces["b_planes"], out_dtype, addend, alpha, weight)
+    return keys
 
 
 def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, planes: bool = True):
@@ -519,13 +546,11 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
             run_gemv(a, b, bias, out)
             return out
         return execute_gemv
-    if route == "planes":
-        def as_matrices(a, b, bias):
-            # every batch extent is 1: reshapes are views, and 2-D operands need none
-            return (a if a.ndim == 2 else a.reshape(m, k), b if b.ndim == 2 else b.reshape(k, n),
-                    None if not has_bias else bias if bias.shape == (m, n) else bias.expand(*out_shape).reshape(m, n))
-        run_planes = _planes_launches(op, *as_matrices(a, b, bias), alpha, beta if has_bias else 0, dev)
-        return lambda a, b, bias: run_planes(*as_matrices(a, b, bias)).view(*out_shape)
+    parts = route == "planes"
+    if parts:
+        # float32 tiles split into bfloat16 parts in the GEMM; the interpreter multiplies the parts as the
+        # float32 values holding them (``kernels/matmul.py``)
+        flags = dict(flags, PRECISION=K.PRECISION_BF16_PARTS.value, DECODE_BF16=flags["INTERPRETED"])
     shape_c, a_bs, b_bs, bias_bs, out_bs = _pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs)
     bias_sm, bias_sn = bias_strides[-2:]
     out_sm, out_sn = out.stride()[-2:]
@@ -534,6 +559,8 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
 
     def launches_for(config):
         """``run(a, b, bias, out)`` for ``config``, its launches (one per MAX_GRID_Y batches) built once."""
+        if config.get("PLANES"):
+            return _staged_planes(op, a, b, bias if has_bias else None, alpha, beta if has_bias else 0, out_shape)
         if single and any(config.get(f) for f in _TILE_FLAGS):
             return _tile_launches(config, dev, facts, m, n, k, float(alpha), float(beta), a.dtype, has_bias, scaled,
                                   flags, (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
@@ -554,7 +581,10 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
                 planned(dev, tensors)
         return run
 
-    candidates = lambda: gemm_candidates(facts, m, n, k, a.dtype, single=single)  # noqa: E731
+    def candidates():
+        if parts:  # the one-launch form's tiles, then the planes form
+            return gemm_candidates(facts, m, n, k, a.dtype, single=single, parts=True) + [dict(PLANES=True)]
+        return gemm_candidates(facts, m, n, k, a.dtype, single=single)
     if _sweep is not None:
         _sweep(key, candidates, launches_for, (a, b, bias, out))
     config = tuning.choose_timed(key, facts, candidates,
@@ -604,8 +634,24 @@ def _plane_pieces(m: int, n: int, kc: int) -> dict:
     return {"a_planes": ((m, 6 * kc), bfloat16), "b_planes": ((6 * kc, n), bfloat16)}
 
 
+def _staged_planes(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, beta, out_shape: tuple):
+    """``run(a, b, bias, out)`` through planes in memory (``_planes_launches``) for operands laid out as these,
+    every batch extent 1 (``bias`` None when beta is 0): the planes form of a product on bfloat16 parts."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+
+    def as_matrices(a, b, bias):
+        # every batch extent is 1: reshapes are views, and 2-D operands need none
+        return (a if a.ndim == 2 else a.reshape(m, k), b if b.ndim == 2 else b.reshape(k, n),
+                None if bias is None else bias if bias.shape == (m, n) else bias.expand(*out_shape).reshape(m, n))
+    run_planes = _planes_launches(op, *as_matrices(a, b, bias), alpha, beta, a.device)
+
+    def run(a, b, bias, out):
+        run_planes(*as_matrices(a, b, bias if beta != 0 else None), out if out.ndim == 2 else out.view(m, n))
+    return run
+
+
 def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, beta, dev):
-    """``run(a, b, bias) -> out`` for a float32 m x k by k x n product laid out as these 2-D views are
+    """``run(a, b, bias, out)`` for a float32 m x k by k x n product laid out as these 2-D views are
     (``bias`` m x n, or None when beta is 0), through bfloat16 planes, K in chunks (``_plane_chunk_width``),
     each chunk's product added to the last through the GEMM's epilogue. Launches and the chunks' products
     are planned here. A call takes one buffer for every chunk's planes (the chunks run one after another)
@@ -633,10 +679,8 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
 
     planes_bytes = max(workspace.nbytes for _, _, _, workspace, _, _ in steps)
     uint8 = get_dtype("uint8")
-    fresh_output = fresh_tensor_maker((m, n), float32, dev)
 
-    def run(a, b, bias):
-        out = fresh_output()
+    def run(a, b, bias, out):
         buffer = scratch_tensor((planes_bytes,), uint8, dev)
         spare = scratch_tensor((m, n), float32, dev) if len(steps) > 1 else None
         last = None
@@ -650,7 +694,6 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
             # an even number of chunks still to come after this one: this one writes the output
             last = product(tensors["a_planes"], tensors["b_planes"], addend,
                            out if (len(steps) - 1 - index) % 2 == 0 else spare)
-        return out
     return run
 
 
