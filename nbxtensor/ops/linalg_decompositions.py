@@ -372,6 +372,25 @@ def svd(input: Tensor, some: bool = True, compute_uv: bool = True):
 
 # ---- built on singular values -----------------------------------------------------------------------------
 
+def _product(a: Tensor, b: Tensor, scale=None) -> Tensor:
+    """a diag(scale) b for batches of small matrices of one batch shape, in a's dtype (float64 here, which
+    the general matmul does not take), accumulated in float64."""
+    p, k = a.shape[-2:]
+    q = b.shape[-1]
+    batch = tuple(a.shape[:-2])
+    out = new_tensor(batch + (p, q), a.dtype, a.device)
+    if out.numel() == 0:
+        return out
+    if k == 0:
+        return _op("zeros")(out.shape, dtype=a.dtype, device=a.device)
+    with scratch_scope():
+        left, right = _batched(a), _batched(b)
+        scales = left if scale is None else scale.contiguous().reshape(-1, k)
+    launch(K.scaled_product, (left.shape[0],), a.device, [left, k, 1, scales, right, q, 1, out, p, k, q],
+           SCALED=scale is not None, BLOCK=_block(p, k, q))
+    return out
+
+
 def _tolerance(s_max, atol, rtol, default_rtol):
     """max(atol, rtol * s_max) as torch forms it: rtol defaults to ``default_rtol`` unless atol is given
     and positive; ``s_max`` keeps a trailing dim of 1."""
@@ -436,7 +455,7 @@ def pinv(A: Tensor, rcond=None, hermitian: bool = False, *, atol=None, rtol=None
         tolerance = _tolerance(magnitudes.amax(-1, keepdim=True), atol, rtol, _default_rtol(A))
         inverted = _op("where")(magnitudes > tolerance, values.reciprocal(), 0.0)
         # pinv = V diag(1 / s) U^T
-        product = _op("matmul")(right.transpose(-2, -1) * inverted.unsqueeze(-2), left.transpose(-2, -1))
+        product = _product(right.transpose(-2, -1), left.transpose(-2, -1), inverted)
     return product.to(A.dtype)
 
 
@@ -524,13 +543,12 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
             tolerance = values.amax(-1, keepdim=True) * (_default_rtol(A) if rcond is None or rcond < 0 else rcond)
             kept = values > tolerance
             inverted = _op("where")(kept, values.reciprocal(), 0.0)
-            solution = _op("matmul")(vh.transpose(-2, -1) * inverted.unsqueeze(-2),
-                                     _op("matmul")(u.transpose(-2, -1), b))
+            solution = _product(vh.transpose(-2, -1), _product(u.transpose(-2, -1), b), inverted)
             rank = kept.sum(-1)
         residuals = None
         if residuals_meta.shape != (0,):
             if bool((rank == n).all()):
-                residuals = (_op("matmul")(a, solution) - b).square().sum(-2)
+                residuals = (_product(a, solution) - b).square().sum(-2)
                 residuals = residuals.reshape(residuals_meta.shape)
         x = solution.reshape(x_meta.shape) if vector else solution
     empty = _op("zeros")((0,), dtype=A.dtype, device=A.device)
@@ -558,9 +576,13 @@ def _matrix_norm_meta(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     op = "linalg.matrix_norm"
     if len(A.shape) < 2:
         raise RuntimeError(f"{op}: The input tensor A must have at least 2 dimensions.")
-    _check_float(A if dtype is None else TensorMeta(A.shape, get_dtype(dtype)), op)
+    dt = A.dtype if dtype is None else get_dtype(dtype)
+    if not (dt.is_floating_point or dt.is_complex):
+        raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got {dt.name}")
     if ord not in _MATRIX_ORDERS:
         raise RuntimeError(f"{op}: Order {ord} not supported.")
+    if ord in (2, -2, "nuc"):
+        _check_float(TensorMeta(A.shape, dt), op)
     dims = _matrix_dims(A, tuple(dim), op)
     if ord in (2, -2, "nuc") and max(A.shape[d] for d in dims) > MAX_MATRIX_SIZE:
         _check_matrix(TensorMeta((A.shape[dims[0]], A.shape[dims[1]]), A.dtype), op)
