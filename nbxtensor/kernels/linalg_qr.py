@@ -19,7 +19,7 @@ MAX_SWEEPS = tl.constexpr(40)
 _TOLERANCE = tl.constexpr(2.220446049250313e-16)
 # Past this |theta| its square overflows: tan of the rotation angle is then 1 / (2 theta).
 _THETA_LARGE = tl.constexpr(1e150)
-_NAN = tl.constexpr(float("nan"))
+_INF = tl.constexpr(float("inf"))
 
 
 @triton.jit
@@ -54,6 +54,14 @@ def _pick(vector, i, index):
 @triton.jit
 def _eye(rows, cols, n_cols):
     return tl.where((rows[:, None] == cols[None, :]) & (cols[None, :] < n_cols), 1.0, 0.0).to(tl.float64)
+
+
+@triton.jit
+def _nan_like(x):
+    """NaN in x's shape, made at run time: a NaN global never equals itself, which Triton would take for a
+    changed global."""
+    infinite = tl.full(x.shape, _INF, tl.float64)
+    return infinite - infinite
 
 
 @triton.jit
@@ -243,10 +251,10 @@ def eigh(a_ptr, a_batch, a_r, a_c, n, w_ptr, v_ptr, LOWER: tl.constexpr, VECTORS
         (values_by_row[:, None] == values[None, :]) & (rows[:, None] < cols[None, :]))
     rank = tl.sum(tl.where(before & (rows[:, None] < n), 1, 0), axis=0)
     rank = tl.where(finite, rank, cols)
-    values = tl.where(finite, values, _NAN)
+    values = tl.where(finite, values, _nan_like(values))
     tl.store(w_ptr + batch * n + rank, values, mask=cols < n)
     if VECTORS:
-        vectors = tl.where(finite, vectors, _NAN)
+        vectors = tl.where(finite, vectors, _nan_like(vectors))
         tl.store(v_ptr + batch * n * n + rows[:, None] * n + rank[None, :], vectors,
                  mask=(rows[:, None] < n) & (cols[None, :] < n))
 
@@ -294,7 +302,7 @@ def svd(a_ptr, a_batch, a_r, a_c, m, n, s_ptr, u_ptr, u_r, u_c, u_cols, v_ptr, v
         (norms_by_row[:, None] == norms[None, :]) & (rows[:, None] < cols[None, :]))
     rank = tl.sum(tl.where(before & (rows[:, None] < n), 1, 0), axis=0)
     rank = tl.where(finite, rank, cols)
-    tl.store(s_ptr + batch * n + rank, tl.where(finite, norms, _NAN), mask=cols < n)
+    tl.store(s_ptr + batch * n + rank, tl.where(finite, norms, _nan_like(norms)), mask=cols < n)
     if VECTORS:
         ordered = tl.zeros([BLOCK, BLOCK], dtype=tl.float64)
         ordered_vectors = tl.zeros([BLOCK, BLOCK], dtype=tl.float64)
@@ -310,8 +318,8 @@ def svd(a_ptr, a_batch, a_r, a_c, m, n, s_ptr, u_ptr, u_r, u_c, u_cols, v_ptr, v
         u = _apply_left(_eye(rows, cols, u_cols), factored, tau, n, rows, cols, DESCENDING=True)
         signs = tl.sum(tl.where(rows[:, None] == cols[None, :], factored, 0.0), axis=0)
         u = tl.where((cols[None, :] < n) & (signs[None, :] < 0.0), -u, u)
-        u = tl.where(finite, u, _NAN)
-        ordered_vectors = tl.where(finite, ordered_vectors, _NAN)
+        u = tl.where(finite, u, _nan_like(u))
+        ordered_vectors = tl.where(finite, ordered_vectors, _nan_like(ordered_vectors))
         _store_tile(u_ptr + batch * m * u_cols, u_r, u_c, m, u_cols, rows, cols, u)
         _store_tile(v_ptr + batch * n * n, v_r, v_c, n, n, rows, cols, ordered_vectors)
 
