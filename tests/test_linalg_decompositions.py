@@ -304,6 +304,10 @@ def test_lstsq(r):
     wide, rhs = r.standard_normal((2, 4)), r.standard_normal(2)
     solution = nbx.linalg.lstsq(to_nbx(wide), to_nbx(rhs)).solution
     close(solution, np.linalg.lstsq(wide, rhs, rcond=None)[0])
+    # a vector right-hand side's residuals keep a trailing 1, as torch's do
+    solution, residuals, _, _ = nbx.linalg.lstsq(to_nbx(a[0]), to_nbx(b[0, :, 0]), driver="gelsd")
+    assert tuple(solution.shape) == (3,) and tuple(residuals.shape) == (1,)
+    close(residuals, np.linalg.lstsq(a[0], b[0, :, 0], rcond=None)[1])
     # rank-deficient (gelsd): the least-norm solution, no residuals
     low_rank = np.outer(r.standard_normal(5), r.standard_normal(3))
     solution, residuals, rank, _ = nbx.linalg.lstsq(to_nbx(low_rank), to_nbx(b[0]), driver="gelsd")

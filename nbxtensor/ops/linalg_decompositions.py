@@ -511,7 +511,8 @@ def _lstsq_meta(A, B, rcond=None, *, driver=None):
     batch = S.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-1] if vector else B.shape[:-2]))
     columns = () if vector else (B.shape[-1],)
     driver = driver or "gelsy"
-    residuals = batch + columns if driver != "gelsy" and m > n else (0,)
+    # a vector right-hand side keeps a trailing 1 in its residuals, as torch's does
+    residuals = batch + (columns or (1,)) if driver != "gelsy" and m > n else (0,)
     rank = batch if driver != "gels" else (0,)
     values = batch + (min(m, n),) if driver in ("gelsd", "gelss") else (0,)
     return (TensorMeta(batch + (n,) + columns, A.dtype), TensorMeta(residuals, A.dtype), TensorMeta(rank, _I64),
