@@ -115,6 +115,8 @@ def test_householder_product(r, shape, k):
     q = nbx.linalg.householder_product(to_nbx(h), to_nbx(tau))
     close(q, reflectors_product(h, tau, shape[1]))
     close(nbx.orgqr(to_nbx(h), to_nbx(tau)), reflectors_product(h, tau, shape[1]))
+    # no reflectors: the identity's first columns
+    close(nbx.linalg.householder_product(to_nbx(h), to_nbx(tau[:0])), np.eye(*shape))
 
 
 def test_householder_product_errors(r):

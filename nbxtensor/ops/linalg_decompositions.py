@@ -124,7 +124,7 @@ def _apply_reflectors(reflectors: Tensor, tau: Tensor, other, out_shape, left: b
     out_rows, out_cols = out_shape[-2:]
     with scratch_scope():
         v = _batched(reflectors)
-        taus = tau.contiguous().reshape(-1, k)
+        taus = tau.contiguous().reshape(S.numel(tau.shape[:-1]), k)
         c = _batched(other) if other is not None else out
     strides = [v_cols, 1] if left else [1, v_cols]
     launch(K.apply_householder, (v.shape[0],), reflectors.device,
