@@ -23,6 +23,14 @@ _INF = tl.constexpr(float("inf"))
 
 
 @triton.jit
+def _batch_index(INDEX_64: tl.constexpr):
+    """This program's matrix, wide enough for the offsets it reaches."""
+    if INDEX_64:
+        return tl.program_id(0).to(tl.int64)
+    return tl.program_id(0)
+
+
+@triton.jit
 def _load_tile(ptr, stride_r, stride_c, n_rows, n_cols, rows, cols):
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
     return tl.load(ptr + rows[:, None] * stride_r + cols[None, :] * stride_c, mask=mask, other=0.0).to(tl.float64)
@@ -133,10 +141,10 @@ def _apply_right(c, reflectors_t, tau, k, rows, cols, DESCENDING: tl.constexpr):
 
 
 @triton.jit
-def geqrf(a_ptr, a_batch, a_r, a_c, m, n, k, out_ptr, tau_ptr, BLOCK: tl.constexpr):
+def geqrf(a_ptr, a_batch, a_r, a_c, m, n, k, out_ptr, tau_ptr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """Householder QR of each m x n matrix (k = min(m, n)), in LAPACK's compact form (contiguous out,
     tau)."""
-    batch = tl.program_id(0)
+    batch = _batch_index(INDEX_64)
     rows = tl.arange(0, BLOCK)
     cols = tl.arange(0, BLOCK)
     a = _load_tile(a_ptr + batch * a_batch, a_r, a_c, m, n, rows, cols)
@@ -148,11 +156,12 @@ def geqrf(a_ptr, a_batch, a_r, a_c, m, n, k, out_ptr, tau_ptr, BLOCK: tl.constex
 @triton.jit
 def apply_householder(v_ptr, v_batch, v_r, v_c, v_rows, v_cols, tau_ptr, tau_batch, k,
                       c_ptr, c_batch, c_r, c_c, out_ptr, out_rows, out_cols,
-                      LEFT: tl.constexpr, DESCENDING: tl.constexpr, IDENTITY: tl.constexpr, BLOCK: tl.constexpr):
+                      LEFT: tl.constexpr, DESCENDING: tl.constexpr, IDENTITY: tl.constexpr, INDEX_64: tl.constexpr,
+                      BLOCK: tl.constexpr):
     """out = (the first k reflectors applied to c from the left (``LEFT``) or right, in ``DESCENDING``
     order or not: see ``_apply_left``, ``_apply_right``); c is the identity's first out_cols columns when
     ``IDENTITY``. For a right product, the strides given for the reflectors are those of their transpose."""
-    batch = tl.program_id(0)
+    batch = _batch_index(INDEX_64)
     rows = tl.arange(0, BLOCK)
     cols = tl.arange(0, BLOCK)
     reflectors = _load_tile(v_ptr + batch * v_batch, v_r, v_c, v_rows, v_cols, rows, cols)
@@ -208,10 +217,10 @@ def _off_diagonal(a, rows, cols):
 
 @triton.jit
 def eigh(a_ptr, a_batch, a_r, a_c, n, w_ptr, v_ptr, LOWER: tl.constexpr, VECTORS: tl.constexpr,
-         BLOCK: tl.constexpr):
+         INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """Eigenvalues (ascending, contiguous w) and eigenvectors (columns of contiguous v) of each n x n
     symmetric matrix, read from its lower (``LOWER``) or upper triangle."""
-    batch = tl.program_id(0)
+    batch = _batch_index(INDEX_64)
     rows = tl.arange(0, BLOCK)
     cols = tl.arange(0, BLOCK)
     base = a_ptr + batch * a_batch
@@ -261,11 +270,11 @@ def eigh(a_ptr, a_batch, a_r, a_c, n, w_ptr, v_ptr, LOWER: tl.constexpr, VECTORS
 
 @triton.jit
 def svd(a_ptr, a_batch, a_r, a_c, m, n, s_ptr, u_ptr, u_r, u_c, u_cols, v_ptr, v_r, v_c,
-        VECTORS: tl.constexpr, BLOCK: tl.constexpr):
+        VECTORS: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """Singular values (descending, contiguous s) of each m x n matrix, m >= n; with ``VECTORS``, U's
     first u_cols columns (at u_ptr, batch stride m * u_cols) and V (n x n at v_ptr, batch stride n * n):
     A = U diag(s) V^T."""
-    batch = tl.program_id(0)
+    batch = _batch_index(INDEX_64)
     rows = tl.arange(0, BLOCK)
     cols = tl.arange(0, BLOCK)
     a = _load_tile(a_ptr + batch * a_batch, a_r, a_c, m, n, rows, cols)
@@ -326,10 +335,10 @@ def svd(a_ptr, a_batch, a_r, a_c, m, n, s_ptr, u_ptr, u_r, u_c, u_cols, v_ptr, v
 
 @triton.jit
 def scaled_product(a_ptr, a_r, a_c, scale_ptr, b_ptr, b_r, b_c, out_ptr, p, k, q, SCALED: tl.constexpr,
-                   BLOCK: tl.constexpr):
+                   INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """out = a diag(scale) b (a diag(1) b unless ``SCALED``) for each batch of contiguous p x k a, k scale
     and k x q b (given strides within a matrix), accumulated in float64."""
-    batch = tl.program_id(0)
+    batch = _batch_index(INDEX_64)
     rows = tl.arange(0, BLOCK)
     cols = tl.arange(0, BLOCK)
     a = _load_tile(a_ptr + batch * p * k, a_r, a_c, p, k, rows, cols)

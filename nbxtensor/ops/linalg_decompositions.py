@@ -11,6 +11,7 @@ from .. import shape as S
 from ..dtypes import get_dtype
 from ..kernels import linalg_qr as K
 from ..launch import launch, next_pow2
+from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .copy import new_tensor, scratch_scope
 from .nn_composites import temporaries
@@ -109,7 +110,8 @@ def geqrf(input: Tensor):
     if a.numel():
         with scratch_scope():
             x = _batched(input)
-        launch(K.geqrf, (x.shape[0],), input.device, [x, m * n, n, 1, m, n, min(m, n), a, tau], BLOCK=_block(m, n))
+        launch(K.geqrf, (x.shape[0],), input.device, [x, m * n, n, 1, m, n, min(m, n), a, tau],
+               INDEX_64=needs_index_64(x), BLOCK=_block(m, n))
     return geqrf_result(a, tau)
 
 
@@ -130,7 +132,7 @@ def _apply_reflectors(reflectors: Tensor, tau: Tensor, other, out_shape, left: b
     launch(K.apply_householder, (v.shape[0],), reflectors.device,
            [v, v_rows * v_cols, *strides, v_rows if left else v_cols, v_cols if left else v_rows, taus, k, k,
             c, out_rows * out_cols, out_cols, 1, out, out_rows, out_cols],
-           LEFT=left, DESCENDING=descending, IDENTITY=other is None,
+           LEFT=left, DESCENDING=descending, IDENTITY=other is None, INDEX_64=needs_index_64(v, c, out),
            BLOCK=_block(v_rows, v_cols, out_rows, out_cols))
     return out
 
@@ -255,7 +257,7 @@ def _eigh(A: Tensor, UPLO: str, vectors: bool, op: str):
         with scratch_scope():
             x = _batched(A)
         launch(K.eigh, (x.shape[0],), A.device, [x, n * n, n, 1, n, values, vectors_out],
-               LOWER=UPLO in ("L", "l"), VECTORS=vectors, BLOCK=_block(n))
+               LOWER=UPLO in ("L", "l"), VECTORS=vectors, INDEX_64=needs_index_64(x), BLOCK=_block(n))
     return values, vectors_out
 
 
@@ -323,7 +325,7 @@ def _svd(A: Tensor, full_matrices: bool, vectors: bool):
         left, right = [vh, 1, vh_shape[-1]], [u, u_shape[-1], 1]
     a_strides = [n, 1] if tall else [1, n]
     launch(K.svd, (batch,), A.device, [x, m * n, *a_strides, rows, cols, s, *left, u_cols, *right],
-           VECTORS=vectors, BLOCK=_block(m, n))
+           VECTORS=vectors, INDEX_64=needs_index_64(x, u, vh), BLOCK=_block(m, n))
     return u, s, vh
 
 
@@ -387,7 +389,7 @@ def _product(a: Tensor, b: Tensor, scale=None) -> Tensor:
         left, right = _batched(a), _batched(b)
         scales = left if scale is None else scale.contiguous().reshape(-1, k)
     launch(K.scaled_product, (left.shape[0],), a.device, [left, k, 1, scales, right, q, 1, out, p, k, q],
-           SCALED=scale is not None, BLOCK=_block(p, k, q))
+           SCALED=scale is not None, INDEX_64=needs_index_64(left, right, out), BLOCK=_block(p, k, q))
     return out
 
 
