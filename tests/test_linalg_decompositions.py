@@ -6,6 +6,7 @@ float32 results are float64 results rounded once, so they hold to float32's reso
 Factors unique only up to sign (eigenvectors, singular vectors) are checked through reconstructions and
 invariants; R and the compact reflectors, whose signs follow LAPACK's, are compared with NumPy's (LAPACK's)
 own."""
+import json
 import math
 
 import numpy as np
@@ -13,7 +14,8 @@ import pytest
 
 import nbxtensor as nbx
 from nbxtensor.ops.linalg_decompositions import MAX_MATRIX_SIZE
-from tests.conftest import to_nbx
+from tests.conftest import cpu_kernels, to_nbx
+from tests.test_compile_check import _check, _record
 
 F64 = dict(rtol=1e-12, atol=1e-12)
 F32 = dict(rtol=2e-6, atol=2e-6)
@@ -362,3 +364,28 @@ def test_cond(r):
     assert nbx.linalg.cond(to_nbx(np.diag([1.0, 0.0]))).item() == math.inf
     with pytest.raises(NotImplementedError, match="linalg.inv"):
         nbx.linalg.cond(to_nbx(a), "fro")
+
+
+# ---- the kernels compile, not only interpret ----------------------------------------------------------------
+
+@cpu_kernels
+def test_linalg_kernels_compile_for_hopper(tmp_path):
+    # while loops with runtime bounds, loop-carried scalars and a NaN made at run time: what the
+    # interpreter accepts and the GPU compiler might not
+    records = _record(tmp_path, """
+        import numpy as np
+        import nbxtensor as nbx
+        a = nbx.tensor(np.arange(12.0, dtype=np.float32).reshape(4, 3))
+        compact, tau = nbx.geqrf(a)
+        nbx.linalg.qr(a)
+        nbx.ormqr(compact, tau, nbx.ones((3, 4)), left=False, transpose=True)
+        nbx.linalg.svd(a)
+        nbx.linalg.svdvals(a)
+        nbx.linalg.eigh(nbx.eye(3))
+        nbx.linalg.eigvalsh(nbx.eye(3, dtype=nbx.float64))
+        nbx.linalg.pinv(a)
+    """)
+    kernels = {json.loads(line)["kernel"] for line in records.read_text().splitlines()}
+    assert {"geqrf", "apply_householder", "svd", "eigh", "scaled_product"} <= kernels
+    result = _check(records, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
