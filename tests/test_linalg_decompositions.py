@@ -349,6 +349,13 @@ def test_linalg_norm_routes_and_norm_nuc(r):
     close(to_nbx(a[None]).norm("nuc", dim=(1, 2)), np.linalg.norm(a[None], "nuc", axis=(1, 2)))
     with pytest.raises(RuntimeError, match="input must be 1D or 2D"):
         nbx.linalg.norm(to_nbx(a[None]), 2)
+    with pytest.raises(RuntimeError, match="must be of length 1 or 2"):
+        nbx.linalg.norm(to_nbx(a[None]), dim=(0, 1, 2))
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        nbx.linalg.norm(to_nbx(a[0]), "fro")
+    # an empty matrix's norms are 0
+    for order in (2, -2, "nuc"):
+        assert nbx.linalg.matrix_norm(to_nbx(np.zeros((0, 3))), order).item() == 0
     with pytest.raises(RuntimeError, match="Order 3 not supported"):
         nbx.linalg.matrix_norm(to_nbx(a), 3)
     with pytest.raises(RuntimeError, match="dims must be different"):
@@ -362,6 +369,7 @@ def test_cond(r):
     close(nbx.linalg.cond(to_nbx(a)), np.linalg.cond(a), dict(rtol=1e-10, atol=0))
     close(nbx.linalg.cond(to_nbx(a), -2), np.linalg.cond(a, -2), dict(rtol=1e-10, atol=0))
     assert nbx.linalg.cond(to_nbx(np.diag([1.0, 0.0]))).item() == math.inf
+    assert nbx.linalg.cond(to_nbx(np.zeros((0, 0)))).item() == 0
     with pytest.raises(NotImplementedError, match="linalg.inv"):
         nbx.linalg.cond(to_nbx(a), "fro")
 

@@ -615,26 +615,32 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
     else:
         with scratch_scope():
             values = svdvals(x.movedim((first, second), (-2, -1)))
-        reduced = values.sum(-1) if ord == "nuc" else _op("amax" if ord == 2 else "amin")(values, -1)
+        if ord == "nuc" or values.shape[-1] == 0:  # an empty matrix's norms are all 0, as its sum
+            reduced = values.sum(-1)
+        else:
+            reduced = _op("amax" if ord == 2 else "amin")(values, -1)
         result = reduced.reshape(tuple(1 if i in (first, second) else n for i, n in enumerate(A.shape)))
     return result if keepdim else result.reshape(meta.shape)
 
 
 def _norm_route(A, ord, dim):
-    """(vector or matrix, (ord, dim)) as ``linalg.norm`` decides from ord and dim."""
-    if isinstance(dim, int):
-        dim = (dim,)
-    if dim is not None and len(dim) == 2 or dim is None and ord is not None and len(A.shape) == 2:
-        return "matrix", ("fro" if ord is None else ord, (-2, -1) if dim is None else tuple(dim))
-    if isinstance(ord, str):
-        raise RuntimeError(f"linalg.norm: If dim is specified, it mut be of length 1 or 2. Got {dim}"
-                           if dim is not None else
-                           f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
-                           f"Got {len(A.shape)}D.")
-    if dim is None and ord is not None and len(A.shape) != 1:
+    """(vector or matrix, (ord, dim)) as ``linalg.norm`` decides from ord and dim (a string ord always
+    names a matrix norm)."""
+    if dim is not None:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        if len(dims) not in (1, 2):
+            raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got {list(dims)}")
+        if len(dims) == 2 or isinstance(ord, str):
+            return "matrix", ("fro" if ord is None else ord, dims)
+        return "vector", (2 if ord is None else ord, dims)
+    if ord is None:
+        return "vector", (2, None)
+    if len(A.shape) not in (1, 2):
         raise RuntimeError("linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
                            f"Got {len(A.shape)}D.")
-    return "vector", (2 if ord is None else ord, dim)
+    if isinstance(ord, str) or len(A.shape) == 2:
+        return "matrix", (ord, (-2, -1))
+    return "vector", (ord, None)
 
 
 def _linalg_norm_meta(A, ord=None, dim=None, keepdim=False, *, dtype=None):
@@ -673,7 +679,9 @@ def _cond_meta(A, p=None):
           api=())
 def cond(A: Tensor, p=None) -> Tensor:
     """The condition number: largest over smallest singular value (p None or 2), or its inverse (-2)."""
-    _cond_meta(A, p)
+    meta = _cond_meta(A, p)
+    if min(A.shape[-2:]) == 0:  # torch's condition number of an empty matrix
+        return _op("zeros")(meta.shape, dtype=A.dtype, device=A.device)
     with scratch_scope():
         values = svdvals(A)
         largest, smallest = values.amax(-1), values.amin(-1)
