@@ -593,11 +593,20 @@ def _matrix_norm_meta(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     return TensorMeta(shape, A.dtype if dtype is None else get_dtype(dtype))
 
 
+def _matrix_norm_cost(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
+    out = _matrix_norm_meta(A, ord, dim, keepdim, dtype=dtype)
+    if ord not in ("nuc", 2, -2):
+        return Cost(flops=2 * S.numel(A.shape), bytes_read=nbytes(A), bytes_written=nbytes(out),
+                    workspace=temporaries(2, A.shape, out.dtype))
+    rows, cols = _matrix_dims(A, tuple(dim), "linalg.matrix_norm")
+    matrices = TensorMeta(tuple(n for i, n in enumerate(A.shape) if i not in (rows, cols)) +
+                          (A.shape[rows], A.shape[cols]), out.dtype)
+    return _factor_cost(matrices, [out], _JACOBI_FLOPS, temporaries(3, A.shape, out.dtype))
+
+
 @register("linalg.matrix_norm", family="linalg", aten=["aten::linalg_matrix_norm.default",
                                                        "aten::linalg_matrix_norm.str_ord"],
-          meta=_matrix_norm_meta, cost=lambda A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None: _factor_cost(
-              A, [_matrix_norm_meta(A, ord, dim, keepdim, dtype=dtype)], _JACOBI_FLOPS, _spectral_workspace(A, 3)),
-          api=())
+          meta=_matrix_norm_meta, cost=_matrix_norm_cost, api=())
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
     """'fro' and 'nuc' (sum of singular values); 2 and -2 the largest and smallest singular value; 1 and
     -1 the largest and smallest column sum of |A|, inf and -inf of row sums; over the two ``dim``."""
@@ -650,10 +659,15 @@ def _linalg_norm_meta(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     return get("linalg.vector_norm").meta(A, order, dims, keepdim, dtype=dtype)
 
 
+def _linalg_norm_cost(A, ord=None, dim=None, keepdim=False, *, dtype=None):
+    kind, (order, dims) = _norm_route(A, ord, dim)
+    if kind == "matrix":
+        return _matrix_norm_cost(A, order, dims, keepdim, dtype=dtype)
+    return get("linalg.vector_norm").cost(A, order, dims, keepdim, dtype=dtype)
+
+
 @register("linalg.norm", family="linalg", aten=["aten::linalg_norm.default", "aten::linalg_norm.ord_str"],
-          meta=_linalg_norm_meta, cost=lambda A, ord=None, dim=None, keepdim=False, *, dtype=None: _factor_cost(
-              A, [_linalg_norm_meta(A, ord, dim, keepdim, dtype=dtype)], _JACOBI_FLOPS, _spectral_workspace(A, 3))
-          if len(A.shape) >= 2 else Cost(bytes_read=nbytes(A)), api=())
+          meta=_linalg_norm_meta, cost=_linalg_norm_cost, api=())
 def linalg_norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """A matrix norm over two dims (``dim`` a pair, or a 2-D A with ``ord`` given), else a vector norm
     (over all elements when neither is given)."""
