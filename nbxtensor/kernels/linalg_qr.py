@@ -331,23 +331,3 @@ def svd(a_ptr, a_batch, a_r, a_c, m, n, s_ptr, u_ptr, u_r, u_c, u_cols, v_ptr, v
         ordered_vectors = tl.where(finite, ordered_vectors, _nan_like(ordered_vectors))
         _store_tile(u_ptr + batch * m * u_cols, u_r, u_c, m, u_cols, rows, cols, u)
         _store_tile(v_ptr + batch * n * n, v_r, v_c, n, n, rows, cols, ordered_vectors)
-
-
-@triton.jit
-def scaled_product(a_ptr, a_r, a_c, scale_ptr, b_ptr, b_r, b_c, out_ptr, p, k, q, SCALED: tl.constexpr,
-                   INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
-    """out = a diag(scale) b (a diag(1) b unless ``SCALED``) for each batch of contiguous p x k a, k scale
-    and k x q b (given strides within a matrix), accumulated in float64."""
-    batch = _batch_index(INDEX_64)
-    rows = tl.arange(0, BLOCK)
-    cols = tl.arange(0, BLOCK)
-    a = _load_tile(a_ptr + batch * p * k, a_r, a_c, p, k, rows, cols)
-    b = _load_tile(b_ptr + batch * k * q, b_r, b_c, k, q, rows, cols)
-    if SCALED:
-        a = a * tl.load(scale_ptr + batch * k + cols, mask=cols < k, other=0.0).to(tl.float64)[None, :]
-    out = tl.zeros([BLOCK, BLOCK], dtype=tl.float64)
-    j = 0
-    while j < k:
-        out += _column(a, j, cols)[:, None] * _row(b, j, rows)[None, :]
-        j += 1
-    _store_tile(out_ptr + batch * p * q, q, 1, p, q, rows, cols, out)

@@ -1,7 +1,8 @@
 """QR (LAPACK's compact Householder form and what applies it), the symmetric eigensolver and the SVD of
 small batched matrices (``kernels/linalg_qr.py``: one program per matrix, up to ``MAX_MATRIX_SIZE`` on
-a side), and the composites built on singular values: pinv, matrix_rank, lstsq, the spectral and
-nuclear matrix norms, cond."""
+a side, checked as ``linalg_lu`` checks its matrices), and the composites built on singular values: pinv,
+matrix_rank, lstsq, cond. Products in float64 go through ``linalg.matrix_product`` (``matmul`` takes no
+float64)."""
 from __future__ import annotations
 
 import math
@@ -14,11 +15,10 @@ from ..launch import launch, next_pow2
 from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .copy import new_tensor, scratch_scope
+from .linalg_lu import MAX_MATRIX_SIZE, _check_matrices, _check_same_dtype, _check_size
 from .nn_composites import temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 
-# The largest side of a matrix the kernels take: one program holds the matrix as one tile.
-MAX_MATRIX_SIZE = 64
 # Flops per element of one Jacobi sweep's rotations, times a typical sweep count: a cost estimate.
 _JACOBI_FLOPS = 6 * 10
 
@@ -41,35 +41,9 @@ def _op(name):
 
 # ---- checks ---------------------------------------------------------------------------------------------
 
-def _check_float(x, op: str) -> None:
-    if x.dtype.is_complex:
-        raise RuntimeError(f"{op}: complex inputs are not supported")
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got {x.dtype.name}")
-    if x.dtype.name not in _EPSILON:
-        raise RuntimeError(f"{op}: Low precision dtypes not supported. Got {x.dtype.name}")
-
-
-def _check_matrix(x, op: str, name: str = "A") -> None:
-    if len(x.shape) < 2:
-        raise RuntimeError(f"{op}: The input tensor {name} must have at least 2 dimensions.")
-    _check_float(x, op)
-    if max(x.shape[-2:]) > MAX_MATRIX_SIZE:
-        raise ValueError(f"{op}: matrices up to {MAX_MATRIX_SIZE} x {MAX_MATRIX_SIZE} are supported (one kernel "
-                         f"program holds one matrix); got {x.shape[-2]} x {x.shape[-1]}")
-
-
-def _check_square(x, op: str) -> None:
-    _check_matrix(x, op)
-    if x.shape[-1] != x.shape[-2]:
-        raise RuntimeError(f"{op}: A must be batches of square matrices, but they are {x.shape[-2]} by "
-                           f"{x.shape[-1]} matrices")
-
-
-def _check_same_dtype(a, b, op: str, names=("input", "other")) -> None:
-    if a.dtype != b.dtype:
-        raise RuntimeError(f"{op}: Expected {names[0]} and {names[1]} to have the same dtype, but got "
-                           f"{names[0]}'s dtype {a.dtype.name} and {names[1]}'s dtype {b.dtype.name}")
+def _check_matrix(x, op: str, name: str = "A", square: bool = False) -> None:
+    _check_matrices(x, op, square, name)
+    _check_size(x, op)
 
 
 def _factor_cost(x, outputs, factor: int = 4, workspace: int = 0) -> Cost:
@@ -242,7 +216,7 @@ def _eigh_meta_for(op: str, vectors: bool):
     def meta(A, UPLO="L"):
         if UPLO not in ("L", "U", "l", "u"):
             raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
-        _check_square(A, op)
+        _check_matrix(A, op, square=True)
         values = TensorMeta(tuple(A.shape[:-1]), A.dtype)
         return (values, TensorMeta(tuple(A.shape), A.dtype)) if vectors else values
     return meta
@@ -374,25 +348,6 @@ def svd(input: Tensor, some: bool = True, compute_uv: bool = True):
 
 # ---- built on singular values -----------------------------------------------------------------------------
 
-def _product(a: Tensor, b: Tensor, scale=None) -> Tensor:
-    """a diag(scale) b for batches of small matrices of one batch shape, in a's dtype (float64 here, which
-    the general matmul does not take), accumulated in float64."""
-    p, k = a.shape[-2:]
-    q = b.shape[-1]
-    batch = tuple(a.shape[:-2])
-    out = new_tensor(batch + (p, q), a.dtype, a.device)
-    if out.numel() == 0:
-        return out
-    if k == 0:
-        return _op("zeros")(out.shape, dtype=a.dtype, device=a.device)
-    with scratch_scope():
-        left, right = _batched(a), _batched(b)
-        scales = left if scale is None else scale.contiguous().reshape(-1, k)
-    launch(K.scaled_product, (left.shape[0],), a.device, [left, k, 1, scales, right, q, 1, out, p, k, q],
-           SCALED=scale is not None, INDEX_64=needs_index_64(left, right, out), BLOCK=_block(p, k, q))
-    return out
-
-
 def _tolerance(s_max, atol, rtol, default_rtol):
     """max(atol, rtol * s_max) as torch forms it: rtol defaults to ``default_rtol`` unless atol is given
     and positive; ``s_max`` keeps a trailing dim of 1."""
@@ -423,7 +378,7 @@ def _check_tolerances(A, atol, rtol, op):
 
 
 def _pinv_meta(A, rcond=None, hermitian=False, *, atol=None, rtol=None):
-    (_check_square if hermitian else _check_matrix)(A, "linalg.pinv")
+    _check_matrix(A, "linalg.pinv", square=hermitian)
     _check_tolerances(A, atol, rtol, "linalg.pinv")
     return TensorMeta(tuple(A.shape[:-2]) + (A.shape[-1], A.shape[-2]), A.dtype)
 
@@ -432,7 +387,9 @@ def _spectral_workspace(A, count=6) -> int:
     return temporaries(count, tuple(A.shape[:-2]) + (max(A.shape[-2:]),) * 2, _F64)
 
 
-@register("linalg.pinv", family="linalg", aten=["aten::linalg_pinv.atol_rtol_tensor"], meta=_pinv_meta,
+@register("linalg.pinv", family="linalg", aten=["aten::linalg_pinv.atol_rtol_tensor",
+                                                "aten::linalg_pinv.atol_rtol_float", "aten::linalg_pinv.default"],
+          meta=_pinv_meta,
           cost=lambda A, rcond=None, hermitian=False, *, atol=None, rtol=None: _factor_cost(
               A, [_pinv_meta(A, rcond, hermitian, atol=atol, rtol=rtol)], _JACOBI_FLOPS, _spectral_workspace(A)),
           api=())
@@ -457,7 +414,8 @@ def pinv(A: Tensor, rcond=None, hermitian: bool = False, *, atol=None, rtol=None
         tolerance = _tolerance(magnitudes.amax(-1, keepdim=True), atol, rtol, _default_rtol(A))
         inverted = _op("where")(magnitudes > tolerance, values.reciprocal(), 0.0)
         # pinv = V diag(1 / s) U^T
-        product = _product(right.transpose(-2, -1), left.transpose(-2, -1), inverted)
+        product = _op("linalg.matrix_product")(right.transpose(-2, -1) * inverted.unsqueeze(-2),
+                                               left.transpose(-2, -1))
     return product.to(A.dtype)
 
 
@@ -470,12 +428,14 @@ def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
 
 
 def _matrix_rank_meta(A, tol=None, hermitian=False, *, atol=None, rtol=None):
-    (_check_square if hermitian else _check_matrix)(A, "linalg.matrix_rank")
+    _check_matrix(A, "linalg.matrix_rank", square=hermitian)
     _check_tolerances(A, atol, rtol, "linalg.matrix_rank")
     return TensorMeta(tuple(A.shape[:-2]), _I64)
 
 
-@register("linalg.matrix_rank", family="linalg", aten=["aten::linalg_matrix_rank.atol_rtol_tensor"],
+@register("linalg.matrix_rank", family="linalg", aten=["aten::linalg_matrix_rank.atol_rtol_tensor",
+                                                         "aten::linalg_matrix_rank.atol_rtol_float",
+                                                         "aten::linalg_matrix_rank.default"],
           meta=_matrix_rank_meta, cost=lambda A, tol=None, hermitian=False, *, atol=None, rtol=None: _factor_cost(
               A, [_matrix_rank_meta(A, tol, hermitian, atol=atol, rtol=rtol)], _JACOBI_FLOPS,
               _spectral_workspace(A, 3)), api=())
@@ -546,12 +506,13 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
             tolerance = values.amax(-1, keepdim=True) * (_default_rtol(A) if rcond is None or rcond < 0 else rcond)
             kept = values > tolerance
             inverted = _op("where")(kept, values.reciprocal(), 0.0)
-            solution = _product(vh.transpose(-2, -1), _product(u.transpose(-2, -1), b), inverted)
+            product = _op("linalg.matrix_product")
+            solution = product(vh.transpose(-2, -1) * inverted.unsqueeze(-2), product(u.transpose(-2, -1), b))
             rank = kept.sum(-1)
         residuals = None
         if residuals_meta.shape != (0,):
             if bool((rank == n).all()):
-                residuals = (_product(a, solution) - b).square().sum(-2)
+                residuals = (_op("linalg.matrix_product")(a, solution) - b).square().sum(-2)
                 residuals = residuals.reshape(residuals_meta.shape)
         x = solution.reshape(x_meta.shape) if vector else solution
     empty = _op("zeros")((0,), dtype=A.dtype, device=A.device)
@@ -561,141 +522,36 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
         values.to(A.dtype) if values_meta.shape != (0,) else empty)
 
 
-# ---- matrix norms and cond --------------------------------------------------------------------------------
+# ---- cond -------------------------------------------------------------------------------------------------
 
-_MATRIX_ORDERS = ("fro", "nuc", math.inf, -math.inf, 1, -1, 2, -2)
-
-
-def _matrix_dims(A, dim, op):
-    if len(dim) != 2:
-        raise RuntimeError(f"{op}: dim must be a 2-tuple. Got {', '.join(map(str, dim))}")
-    dims = tuple(S.wrap_dim(d, len(A.shape)) for d in dim)
-    if dims[0] == dims[1]:
-        raise RuntimeError(f"{op}: dims must be different. Got ({dim[0]}, {dim[1]})")
-    return dims
-
-
-def _matrix_norm_meta(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
-    op = "linalg.matrix_norm"
-    if len(A.shape) < 2:
-        raise RuntimeError(f"{op}: The input tensor A must have at least 2 dimensions.")
-    dt = A.dtype if dtype is None else get_dtype(dtype)
-    if not (dt.is_floating_point or dt.is_complex):
-        raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got {dt.name}")
-    if ord not in _MATRIX_ORDERS:
-        raise RuntimeError(f"{op}: Order {ord} not supported.")
-    if ord in (2, -2, "nuc"):
-        _check_float(TensorMeta(A.shape, dt), op)
-    dims = _matrix_dims(A, tuple(dim), op)
-    if ord in (2, -2, "nuc") and max(A.shape[d] for d in dims) > MAX_MATRIX_SIZE:
-        _check_matrix(TensorMeta((A.shape[dims[0]], A.shape[dims[1]]), A.dtype), op)
-    shape = tuple(1 if i in dims else n for i, n in enumerate(A.shape) if keepdim or i not in dims)
-    return TensorMeta(shape, A.dtype if dtype is None else get_dtype(dtype))
-
-
-def _matrix_norm_cost(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
-    out = _matrix_norm_meta(A, ord, dim, keepdim, dtype=dtype)
-    if ord not in ("nuc", 2, -2):
-        return Cost(flops=2 * S.numel(A.shape), bytes_read=nbytes(A), bytes_written=nbytes(out),
-                    workspace=temporaries(2, A.shape, out.dtype))
-    rows, cols = _matrix_dims(A, tuple(dim), "linalg.matrix_norm")
-    matrices = TensorMeta(tuple(n for i, n in enumerate(A.shape) if i not in (rows, cols)) +
-                          (A.shape[rows], A.shape[cols]), out.dtype)
-    return _factor_cost(matrices, [out], _JACOBI_FLOPS, temporaries(3, A.shape, out.dtype))
-
-
-@register("linalg.matrix_norm", family="linalg", aten=["aten::linalg_matrix_norm.default",
-                                                       "aten::linalg_matrix_norm.str_ord"],
-          meta=_matrix_norm_meta, cost=_matrix_norm_cost, api=())
-def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
-    """'fro' and 'nuc' (sum of singular values); 2 and -2 the largest and smallest singular value; 1 and
-    -1 the largest and smallest column sum of |A|, inf and -inf of row sums; over the two ``dim``."""
-    meta = _matrix_norm_meta(A, ord, dim, keepdim, dtype=dtype)
-    x = A if dtype is None else A.to(meta.dtype)
-    first, second = _matrix_dims(A, tuple(dim), "linalg.matrix_norm")
-    if ord == "fro":
-        return _op("linalg.vector_norm")(x, 2, (first, second), keepdim)
-    if ord in (1, -1, math.inf, -math.inf):
-        summed, across = (first, second) if ord in (1, -1) else (second, first)
-        pick = "amax" if ord > 0 else "amin"
-        with scratch_scope():
-            sums = x.abs().sum(summed, keepdim=True)
-        result = _op(pick)(sums, across, keepdim=True)
-    else:
-        with scratch_scope():
-            values = svdvals(x.movedim((first, second), (-2, -1)))
-        if ord == "nuc" or values.shape[-1] == 0:  # an empty matrix's norms are all 0, as its sum
-            reduced = values.sum(-1)
-        else:
-            reduced = _op("amax" if ord == 2 else "amin")(values, -1)
-        result = reduced.reshape(tuple(1 if i in (first, second) else n for i, n in enumerate(A.shape)))
-    return result if keepdim else result.reshape(meta.shape)
-
-
-def _norm_route(A, ord, dim):
-    """(vector or matrix, (ord, dim)) as ``linalg.norm`` decides from ord and dim (a string ord always
-    names a matrix norm)."""
-    if dim is not None:
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        if len(dims) not in (1, 2):
-            raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got {list(dims)}")
-        if len(dims) == 2 or isinstance(ord, str):
-            return "matrix", ("fro" if ord is None else ord, dims)
-        return "vector", (2 if ord is None else ord, dims)
-    if ord is None:
-        return "vector", (2, None)
-    if len(A.shape) not in (1, 2):
-        raise RuntimeError("linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
-                           f"Got {len(A.shape)}D.")
-    if isinstance(ord, str) or len(A.shape) == 2:
-        return "matrix", (ord, (-2, -1))
-    return "vector", (ord, None)
-
-
-def _linalg_norm_meta(A, ord=None, dim=None, keepdim=False, *, dtype=None):
-    kind, (order, dims) = _norm_route(A, ord, dim)
-    if kind == "matrix":
-        return _matrix_norm_meta(A, order, dims, keepdim, dtype=dtype)
-    return get("linalg.vector_norm").meta(A, order, dims, keepdim, dtype=dtype)
-
-
-def _linalg_norm_cost(A, ord=None, dim=None, keepdim=False, *, dtype=None):
-    kind, (order, dims) = _norm_route(A, ord, dim)
-    if kind == "matrix":
-        return _matrix_norm_cost(A, order, dims, keepdim, dtype=dtype)
-    return get("linalg.vector_norm").cost(A, order, dims, keepdim, dtype=dtype)
-
-
-@register("linalg.norm", family="linalg", aten=["aten::linalg_norm.default", "aten::linalg_norm.ord_str"],
-          meta=_linalg_norm_meta, cost=_linalg_norm_cost, api=())
-def linalg_norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """A matrix norm over two dims (``dim`` a pair, or a 2-D A with ``ord`` given), else a vector norm
-    (over all elements when neither is given)."""
-    kind, (order, dims) = _norm_route(A, ord, dim)
-    if kind == "matrix":
-        return matrix_norm(A, order, dims, keepdim, dtype=dtype)
-    return _op("linalg.vector_norm")(A, order, dims, keepdim, dtype=dtype)
-
-
-_COND_ORDERS = (None, 2, -2)
+_SPECTRAL_COND_ORDERS = (None, 2, -2)
+_NORM_COND_ORDERS = ("fro", "nuc", math.inf, -math.inf, 1, -1)
 
 
 def _cond_meta(A, p=None):
-    if p not in _COND_ORDERS:
-        raise NotImplementedError(f"linalg.cond: p={p!r} needs linalg.inv, which nbxtensor does not have; "
-                                  "p None, 2 and -2 (from singular values) are supported")
-    _check_matrix(A, "linalg.cond")
+    if p not in _SPECTRAL_COND_ORDERS + _NORM_COND_ORDERS:
+        raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
+    # the orders other than 2 and -2 take the inverse: square matrices only
+    _check_matrix(A, "linalg.cond", square=p not in _SPECTRAL_COND_ORDERS)
     return TensorMeta(tuple(A.shape[:-2]), A.dtype)
 
 
-@register("linalg.cond", family="linalg", aten=["aten::linalg_cond.default"], meta=_cond_meta,
+@register("linalg.cond", family="linalg", aten=["aten::linalg_cond.default", "aten::linalg_cond.p_str"],
+          meta=_cond_meta,
           cost=lambda A, p=None: _factor_cost(A, [_cond_meta(A, p)], _JACOBI_FLOPS, _spectral_workspace(A, 3)),
           api=())
 def cond(A: Tensor, p=None) -> Tensor:
-    """The condition number: largest over smallest singular value (p None or 2), or its inverse (-2)."""
+    """The condition number: the largest over the smallest singular value (p None or 2), or its inverse
+    (-2); for the other orders, the norm of A times the norm of its inverse (inf where A is singular)."""
     meta = _cond_meta(A, p)
     if min(A.shape[-2:]) == 0:  # torch's condition number of an empty matrix
         return _op("zeros")(meta.shape, dtype=A.dtype, device=A.device)
+    if p in _NORM_COND_ORDERS:
+        with scratch_scope():
+            inverse, info = _op("linalg.inv_ex")(A)
+            norm = _op("linalg.matrix_norm")
+            product = norm(A, p) * norm(inverse, p)
+        return _op("where")(info > 0, math.inf, product)
     with scratch_scope():
         values = svdvals(A)
         largest, smallest = values.amax(-1), values.amin(-1)
