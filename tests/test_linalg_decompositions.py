@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
-from nbxtensor.ops.linalg_decompositions import MAX_MATRIX_SIZE
+from nbxtensor.ops.linalg_lu import MAX_MATRIX_SIZE
 from tests.conftest import cpu_kernels, to_nbx
 from tests.test_compile_check import _check, _record
 

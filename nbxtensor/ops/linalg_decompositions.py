@@ -1,6 +1,6 @@
 """QR (LAPACK's compact Householder form and what applies it), the symmetric eigensolver and the SVD of
-small batched matrices (``kernels/linalg_qr.py``: one program per matrix, up to ``MAX_MATRIX_SIZE`` on
-a side, checked as ``linalg_lu`` checks its matrices), and the composites built on singular values: pinv,
+small batched matrices (``kernels/linalg_qr.py``: one program per matrix, checked as ``linalg_lu`` checks
+its matrices, up to its ``MAX_MATRIX_SIZE`` a side), and the composites built on singular values: pinv,
 matrix_rank, lstsq, cond. Products in float64 go through ``linalg.matrix_product`` (``matmul`` takes no
 float64)."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..launch import launch, next_pow2
 from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .copy import new_tensor, scratch_scope
-from .linalg_lu import MAX_MATRIX_SIZE, _check_matrices, _check_same_dtype, _check_size
+from .linalg_lu import _check_matrices, _check_same_dtype, _check_size
 from .nn_composites import temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 
@@ -141,7 +141,7 @@ def _ormqr_meta(input, tau, other, left=True, transpose=False):
     _check_matrix(input, op, "input")
     _check_matrix(other, op, "other")
     _check_same_dtype(input, tau, op, ("input", "tau"))
-    _check_same_dtype(input, other, op)
+    _check_same_dtype(input, other, op, ("input", "other"))
     if len(other.shape) != len(input.shape) or tuple(other.shape[:-2]) != tuple(input.shape[:-2]):
         raise RuntimeError(f"{op}: Expected batch dimensions of other to be equal to input.shape[:-2], but got "
                            f"other of shape {tuple(other.shape)} for input of shape {tuple(input.shape)}")
@@ -465,7 +465,7 @@ def _lstsq_meta(A, B, rcond=None, *, driver=None):
     if len(B.shape) < 1:
         raise RuntimeError(f"{op}: other must have at least 1 dimension.")
     _check_matrix(A, op, "input")
-    _check_same_dtype(A, B, op)
+    _check_same_dtype(A, B, op, ("input", "other"))
     vector = len(B.shape) == len(A.shape) - 1
     if (B.shape[-1] if vector else B.shape[-2]) != A.shape[-2]:
         raise RuntimeError(f"{op}: input.size(-2) should match other.size(-{1 if vector else 2})")
