@@ -1,6 +1,7 @@
 """``nbxtensor.linalg``: the ``torch.linalg`` functions nbxtensor implements."""
 from .ops import reductions as _reductions, shape_composites as _shape_composites
 from .ops import linalg_composites as _linalg_composites, linalg_lu as _linalg_lu  # noqa: F401  (register the ops)
+from .ops import linalg_decompositions as _linalg_decompositions  # noqa: F401  (registers the ops named below)
 from .ops.matmul import matmul as _matmul
 from .ops.registry import get as _get
 
@@ -19,6 +20,9 @@ _NAMES = {
     "multi_dot": "linalg.multi_dot", "vander": "linalg.vander", "vecdot": "linalg.vecdot",
     "diagonal": "linalg.diagonal", "matrix_exp": "matrix_exp", "matrix_norm": "linalg.matrix_norm",
     "norm": "linalg.norm",
+    "qr": "linalg.qr", "householder_product": "linalg.householder_product", "eigh": "linalg.eigh",
+    "eigvalsh": "linalg.eigvalsh", "svd": "linalg.svd", "svdvals": "linalg.svdvals", "pinv": "linalg.pinv",
+    "matrix_rank": "linalg.matrix_rank", "lstsq": "linalg.lstsq", "cond": "linalg.cond",
 }
 
 globals().update({name: _get(op).impl for name, op in _NAMES.items()})

@@ -11,7 +11,7 @@ from ..dtypes import get_dtype
 from ..tensor import Tensor
 from .copy import scratch_scope
 from .linalg_lu import _check_float, _check_matrices, _costed, _type_name
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 from .views import view_op
 
 _F64 = get_dtype("float64")
@@ -328,11 +328,12 @@ def _matrix_norm_meta(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, 
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got {_type_name(A.dtype)}")
     if A.dtype.is_complex:
         raise NotImplementedError(f"{op}: complex matrices are not supported (got {A.dtype.name})")
-    if ord in _SINGULAR_VALUE_ORDS:
-        raise NotImplementedError(f"{op}: ord={ord!r} needs the singular values (linalg.svdvals), which nbxtensor "
-                                  "does not compute yet; 'fro', inf, -inf, 1 and -1 are supported")
-    if ord not in ("fro", math.inf, -math.inf, 1, -1):
+    if ord not in ("fro", math.inf, -math.inf, 1, -1, *_SINGULAR_VALUE_ORDS):
         raise RuntimeError(f"{op}: Order {ord} not supported.")
+    if ord in _SINGULAR_VALUE_ORDS:
+        # the singular values' own refusals (16-bit floats, matrices past the kernels' tile)
+        get("linalg.svdvals").meta(TensorMeta((A.shape[rows], A.shape[cols]), A.dtype if dtype is None else
+                                              get_dtype(dtype)))
     shape = tuple(1 if i in (rows, cols) else n for i, n in enumerate(A.shape) if keepdim or i not in (rows, cols))
     return TensorMeta(shape, A.dtype if dtype is None else get_dtype(dtype))
 
@@ -341,6 +342,8 @@ def _matrix_norm(A: Tensor, ord, dim, keepdim: bool, dtype) -> Tensor:
     rows, cols = _matrix_norm_dims(A, tuple(dim), "linalg.matrix_norm")
     if ord == "fro":
         return _op("linalg.vector_norm")(A, 2, (rows, cols), keepdim, dtype=dtype)
+    if ord in _SINGULAR_VALUE_ORDS:
+        return _singular_value_norm(A, ord, rows, cols, keepdim, dtype)
     with scratch_scope():
         x = A if dtype is None else A.to(dtype)
         # the largest absolute row sum (ord inf) or column sum (ord 1); -inf and -1 take the smallest
@@ -350,15 +353,36 @@ def _matrix_norm(A: Tensor, ord, dim, keepdim: bool, dtype) -> Tensor:
     return extreme if keepdim else extreme.squeeze((rows, cols))
 
 
+def _matrix_norm_cost(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
+    out = _matrix_norm_meta(A, ord, dim, keepdim, dtype=dtype)
+    if ord not in _SINGULAR_VALUE_ORDS:
+        return Cost(flops=2 * S.numel(A.shape), bytes_read=nbytes(A), bytes_written=nbytes(out))
+    rows, cols = _matrix_norm_dims(A, tuple(dim), "linalg.matrix_norm")
+    matrices = TensorMeta(tuple(n for i, n in enumerate(A.shape) if i not in (rows, cols)) +
+                          (A.shape[rows], A.shape[cols]), out.dtype)
+    values = get("linalg.svdvals").cost(matrices)
+    return Cost(flops=values.flops, bytes_read=nbytes(A), bytes_written=nbytes(out),
+                workspace=values.workspace + workspace_bytes(nbytes(matrices), nbytes(out)))
+
+
+def _singular_value_norm(A: Tensor, ord, rows: int, cols: int, keepdim: bool, dtype) -> Tensor:
+    """The largest (2) or smallest (-2) singular value, or their sum ('nuc'); 0 for an empty matrix."""
+    with scratch_scope():
+        x = A if dtype is None else A.to(dtype)
+        values = _op("linalg.svdvals")(x.movedim((rows, cols), (-2, -1)))
+    if ord == "nuc" or values.shape[-1] == 0:
+        result = values.sum(-1)
+    else:
+        result = values.amax(-1) if ord == 2 else values.amin(-1)
+    return result.reshape(tuple(1 if i in (rows, cols) else n for i, n in enumerate(A.shape))) if keepdim else result
+
+
 @register("linalg.matrix_norm", family="linalg", aten=["aten::linalg_matrix_norm.default",
                                                        "aten::linalg_matrix_norm.str_ord"],
-          meta=_matrix_norm_meta, cost=lambda A, *args, **kwargs: Cost(
-              flops=2 * S.numel(A.shape), bytes_read=nbytes(A), bytes_written=nbytes(_matrix_norm_meta(A, *args,
-                                                                                                      **kwargs))),
-          api=())
+          meta=_matrix_norm_meta, cost=_matrix_norm_cost, api=())
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
-    """The matrix norm of the dims ``dim``: 'fro', or the largest (inf, 1) or smallest (-inf, -1) absolute row
-    (inf) or column (1) sum. ord 2, -2 and 'nuc' need singular values and are refused."""
+    """The matrix norm of the dims ``dim``: 'fro', the largest (inf, 1) or smallest (-inf, -1) absolute row
+    (inf) or column (1) sum, or of the singular values the largest (2), smallest (-2) or their sum ('nuc')."""
     _matrix_norm_meta(A, ord, dim, keepdim, dtype=dtype)
     return _matrix_norm(A, ord, dim, keepdim, dtype)
 
@@ -377,7 +401,8 @@ def _norm_plan(A, ord, dim):
     if len(A.shape) not in (1, 2):
         raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got "
                            f"{len(A.shape)}D.")
-    return ("vector", ord, None) if len(A.shape) == 1 else ("matrix", ord, (-2, -1))
+    # a string ord names a matrix norm: a 1-D A is then refused as matrix_norm refuses it
+    return ("vector", ord, None) if len(A.shape) == 1 and not isinstance(ord, str) else ("matrix", ord, (-2, -1))
 
 
 def _norm_meta(A, ord=None, dim=None, keepdim=False, *, dtype=None):
@@ -389,10 +414,16 @@ def _norm_meta(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     return get("linalg.vector_norm").meta(A, order, dims, keepdim, dtype=dtype)
 
 
+def _norm_cost(A, ord=None, dim=None, keepdim=False, *, dtype=None):
+    kind, order, dims = _norm_plan(A, ord, dim)
+    if kind == "matrix":
+        return _matrix_norm_cost(A, order, dims, keepdim, dtype=dtype)
+    return Cost(flops=2 * S.numel(A.shape), bytes_read=nbytes(A),
+                bytes_written=nbytes(_norm_meta(A, ord, dim, keepdim, dtype=dtype)))
+
+
 @register("linalg.norm", family="linalg", aten=["aten::linalg_norm.default", "aten::linalg_norm.ord_str"],
-          meta=_norm_meta, cost=lambda A, *args, **kwargs: Cost(
-              flops=2 * S.numel(A.shape), bytes_read=nbytes(A), bytes_written=nbytes(_norm_meta(A, *args, **kwargs))),
-          api=())
+          meta=_norm_meta, cost=_norm_cost, api=())
 def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """A vector norm (``dim`` one dim, or None with ord None or a 1-D A) or a matrix norm (two dims, or a
     2-D A with ``ord``), as ``linalg.vector_norm`` and ``linalg.matrix_norm`` compute them."""

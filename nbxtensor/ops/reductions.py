@@ -18,7 +18,7 @@ from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .registry import Cost, TensorMeta, nbytes, register
+from .registry import Cost, TensorMeta, get, nbytes, register
 
 # kept and reduced dims, each after merging, that the kernels index directly; more are made contiguous
 MAX_KERNEL_RANK = 8
@@ -614,18 +614,29 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
     return _run_reduce(src, dims, op, meta.shape, meta.dtype, acc, acc, p=p)[0]
 
 
+def _nuclear_dims(x, dim):
+    return tuple(range(len(x.shape))) if dim is None else dim
+
+
 def _norm_meta(x, p="fro", dim=None, keepdim=False, dtype=None):
+    if p == "nuc":
+        return get("linalg.matrix_norm").meta(x, "nuc", _nuclear_dims(x, dim), keepdim, dtype=dtype)
     return _vector_norm_meta(x, 2 if p is None else p, dim, keepdim, dtype=dtype)
 
 
 def _norm_cost(x, p="fro", dim=None, keepdim=False, dtype=None):
+    if p == "nuc":
+        return get("linalg.matrix_norm").cost(x, "nuc", _nuclear_dims(x, dim), keepdim, dtype=dtype)
     return _reduction_cost(x, [_norm_meta(x, p, dim, keepdim, dtype)], flops_per_element=2)
 
 
 @register("norm", family="reduction", aten=["aten::norm.Scalar", "aten::norm.ScalarOpt_dim"], meta=_norm_meta,
           cost=_norm_cost, methods=("norm",))
 def norm(x: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
-    """``torch.norm`` for vector norms: ``linalg.vector_norm`` with ``p`` ('fro' is 2)."""
+    """``torch.norm``: ``linalg.vector_norm`` with ``p`` ('fro' is 2), but the nuclear norm ('nuc') of the
+    matrices over ``dim`` (all dims when None)."""
+    if p == "nuc":
+        return get("linalg.matrix_norm").impl(x, "nuc", _nuclear_dims(x, dim), keepdim, dtype=dtype)
     return vector_norm(x, 2 if p is None else p, dim, keepdim, dtype=dtype)
 
 
