@@ -113,7 +113,8 @@ def _cov_meta(input, *, correction=1, fweights=None, aweights=None):
     _check_weights("fweights", fweights, observations, True)
     _check_weights("aweights", aweights, observations, False)
     variables = input.shape[0] if len(input.shape) == 2 else 1
-    return TensorMeta(() if variables == 1 else (variables, variables), _float_dtype(input.dtype))
+    weights = [w.dtype for w in (fweights, aweights) if w is not None]
+    return TensorMeta(() if variables == 1 else (variables, variables), _float_dtype(input.dtype, *weights))
 
 
 def _cov_cost(input, **kwargs):
@@ -486,10 +487,10 @@ def _sum_to_size_dims(shape, size) -> list:
 
 
 def _sum_to_size_meta(input, *size):
-    dims = _sum_to_size_dims(tuple(input.shape), size)
-    if not dims:
+    # an empty size sums everything, as ATen's sum_to, even a 0-d input (whose dtype the sum may change)
+    if S.normalize_shape(size) and not _sum_to_size_dims(tuple(input.shape), size):
         return TensorMeta(tuple(input.shape), input.dtype)
-    return TensorMeta(S.normalize_shape(size), get("sum").meta(input, dims).dtype)
+    return TensorMeta(S.normalize_shape(size), get("sum").meta(input).dtype)
 
 
 @register("sum_to_size", family="reduction", aten=["nbx::sum_to_size"], meta=_sum_to_size_meta,
@@ -498,10 +499,10 @@ def sum_to_size(input: Tensor, *size) -> Tensor:
     """``input`` summed down to ``size``, a shape it broadcasts from: over its extra leading dims and over
     the dims where ``size`` has 1; ``input`` itself when there is nothing to sum."""
     meta = _sum_to_size_meta(input, *size)
+    if not meta.shape:
+        return _op("sum")(input)
     dims = _sum_to_size_dims(tuple(input.shape), size)
-    if not dims:
-        return input
-    return _op("sum")(input, dims, True).reshape(meta.shape)
+    return _op("sum")(input, dims, True).reshape(meta.shape) if dims else input
 
 
 # ---- logspace, nonzero_static --------------------------------------------------------------------------
