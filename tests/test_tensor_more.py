@@ -386,3 +386,55 @@ def test_embedding_bag_half_sums_round_once(r):
     # float32's error (far below bfloat16's half ulp) flipping a tie
     np.testing.assert_allclose(got.numpy().astype(np.float64), exact, rtol=2 ** -8, atol=1e-6)
     assert got.dtype == nbx.bfloat16
+
+
+# ---- in a graph run the composites stay on the workspace their cost rules declare -------------------------
+
+def test_composites_run_on_their_declared_workspace(tmp_path, monkeypatch, r):
+    from nbxtensor import graph
+    from nbxtensor.graph import arena
+
+    from .test_graph_arena import _Builder
+    monkeypatch.setattr(arena, "strict", True)
+    g = _Builder({})
+    x, b1, b2 = g.input("x", [3, 5]), g.input("b1", [4, 3, 2]), g.input("b2", [4, 2, 5])
+    index = g.input("index", [4], "int64")
+    added = g.op("aten::addbmm.default", [x, b1, b2], [3, 5], kwargs={"beta": 0.5})
+    covariance = g.op("aten::cov.default", [x], [3, 3], kwargs={"correction": 0})
+    correlation = g.op("aten::corrcoef.default", [x], [3, 3])
+    reduced = g.op("aten::index_reduce.default", [x, 1, index, g.op("aten::slice.Tensor", [x, 1, 0, 4], [3, 4]),
+                                                  "amax"], [3, 5], kwargs={"include_self": False})
+    column = g.op("aten::select.int", [g.op("aten::select.int", [b2, 2, 0], [4, 2]), 1, 0], [4])
+    put = g.op("aten::put.default", [x, index, column], [3, 5])
+    summed = g.op("aten::sum_to_size.default", [b1, [3, 1]], [3, 1])
+    padded = g.op("aten::constant_pad_nd.default", [x, [1, 1], 2.0], [3, 7])
+    outputs = [added, covariance, correlation, reduced, put, summed, padded]
+    model = graph.load(g.write(tmp_path, [x, b1, b2, index], outputs), device="cpu")
+    xv, b1v, b2v = f32(r, 3, 5), f32(r, 4, 3, 2), f32(r, 4, 2, 5)
+    iv = np.array([4, 0, 2, 1])
+    got = model(xv, b1v, b2v, iv)
+    close(got[0], 0.5 * xv + np.einsum("bij,bjk->ik", b1v.astype(np.float64), b2v))
+    close(got[1], np.cov(xv.astype(np.float64), ddof=0))
+    close(got[2], np.corrcoef(xv.astype(np.float64)))
+    expected = xv.copy()
+    expected[:, iv] = xv[:, :4]
+    np.testing.assert_array_equal(got[3].numpy(), expected)
+    expected = xv.copy()
+    np.put(expected, iv, b2v[:, 0, 0])
+    np.testing.assert_array_equal(got[4].numpy(), expected)
+    close(got[5], b1v.astype(np.float64).sum(axis=(0, 2))[:, None])
+    np.testing.assert_array_equal(got[6].numpy(), np.pad(xv, ((0, 0), (1, 1)), constant_values=2.0))
+
+
+def test_cost_rules_work_from_metadata():
+    from nbxtensor.ops.registry import TensorMeta, get
+    x, coordinates = TensorMeta((4, 5), nbx.float32), TensorMeta((5,), nbx.float32)
+    costs = [get("gradient").cost(x, spacing=[coordinates], dim=1, edge_order=2),
+             get("histogramdd").cost(x, [2, 3, 1, 1, 2], weight=TensorMeta((4,), nbx.float32)),
+             get("nonzero_static").cost(x, size=3), get("logspace").cost(0, 2, 5),
+             get("unravel_index").cost(TensorMeta((3,), nbx.int64), (2, 2)),
+             get("index_reduce_").cost(x, 0, TensorMeta((2,), nbx.int64), TensorMeta((2, 5), nbx.float32), "prod"),
+             get("as_strided_scatter").cost(x, TensorMeta((2, 2), nbx.float32), (2, 2), (1, 2)),
+             get("resize_").cost(x, 30), get("empty_permuted").cost((2, 3), (1, 0))]
+    assert all(c.bytes_written >= 0 and c.workspace >= 0 for c in costs)
+    assert costs[0].workspace > 0 and costs[1].bytes_written == 4 * 2 * 3 * 2 + 4 * (3 + 4 + 2 + 2 + 3)

@@ -15,7 +15,7 @@ from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
+from .copy import format_strides, new_tensor, scratch_scope
 from .nn_composites import _float_dtype, temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 from .statistics import bin_positions, equal_bin_edges
@@ -38,7 +38,7 @@ def _copy_cost(meta_rule, flops_per_element: int = 0, temporaries_count: int = 0
     ``temporaries_count`` temporaries the size of the result."""
     def cost(*args, **kwargs):
         out = meta_rule(*args, **kwargs)
-        outs = out if isinstance(out, tuple) else (out,)
+        outs = (out,) if isinstance(out, TensorMeta) else out
         read = sum(nbytes(a) for a in (*args, *kwargs.values()) if hasattr(a, "shape") and hasattr(a, "dtype"))
         first = outs[0] if outs else TensorMeta((), _I64)
         return Cost(flops=flops_per_element * S.numel(first.shape), bytes_read=read,
@@ -117,11 +117,30 @@ def _cov_meta(input, *, correction=1, fweights=None, aweights=None):
     return TensorMeta(() if variables == 1 else (variables, variables), _float_dtype(input.dtype, *weights))
 
 
+def _cov_temporaries(input, meta) -> int:
+    """The converted input, centred and weighted copies, the product; per-observation weights; scalars."""
+    variables = meta.shape[0] if meta.shape else 1
+    observations = S.numel(input.shape) // variables
+    return (temporaries(4, input.shape, meta.dtype) + temporaries(1, (variables, variables), meta.dtype)
+            + temporaries(6, (observations,), meta.dtype) + temporaries(2, (variables,), meta.dtype)
+            + temporaries(6, (), meta.dtype))
+
+
 def _cov_cost(input, **kwargs):
     meta = _cov_meta(input, **kwargs)
     variables = meta.shape[0] if meta.shape else 1
     return Cost(flops=2 * variables * S.numel(input.shape) + 4 * S.numel(input.shape), bytes_read=nbytes(input),
-                bytes_written=nbytes(meta), workspace=temporaries(4, input.shape, meta.dtype))
+                bytes_written=nbytes(meta), workspace=_cov_temporaries(input, meta))
+
+
+def _corrcoef_cost(input):
+    meta = _cov_meta(input)
+    variables = meta.shape[0] if meta.shape else 1
+    # cov's result and its own temporaries, the standard deviations, one scaled copy
+    return Cost(flops=_cov_cost(input).flops + 3 * S.numel(meta.shape), bytes_read=nbytes(input),
+                bytes_written=nbytes(meta),
+                workspace=_cov_temporaries(input, meta) + temporaries(2, meta.shape, meta.dtype)
+                + temporaries(2, (variables,), meta.dtype))
 
 
 def _refuse_negative(weights, name: str) -> None:
@@ -133,7 +152,8 @@ def _refuse_negative(weights, name: str) -> None:
 def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> Tensor:
     """The covariance matrix of the variables in ``input``'s rows (a 1-D input is one variable), observations
     in its columns, weighted by the frequency (``fweights``) and importance (``aweights``) of each; divided
-    by the weights' total less ``correction`` (the effective count with aweights), clamped at zero as ATen's."""
+    by the weights' total less ``correction`` (the effective count with aweights), clamped at zero as ATen's.
+    Negative weights are refused, which reads a flag on the host."""
     meta = _cov_meta(input, correction=correction, fweights=fweights, aweights=aweights)
     _refuse_negative(fweights, "fweights")
     _refuse_negative(aweights, "aweights")
@@ -151,8 +171,8 @@ def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> 
         else:
             total = weights.sum()
             mean = (x * weights).sum(1, keepdim=True) / total
-        if weights is None or correction == 0 or aweights is None:
-            count = total - correction if correction else total
+        if aweights is None or correction == 0:
+            count = total - correction
         else:
             count = total - correction * (weights * aweights.to(real)).sum() / total
         count = max(count, 0) if isinstance(count, numbers.Number) else _op("clamp_min")(count, 0)
@@ -163,7 +183,7 @@ def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> 
 
 
 @register("corrcoef", family="reduction", aten=["aten::corrcoef.default"], meta=lambda input: _cov_meta(input),
-          cost=lambda input: _cov_cost(input), methods=("corrcoef",))
+          cost=_corrcoef_cost, methods=("corrcoef",))
 def corrcoef(input: Tensor) -> Tensor:
     """Pearson's correlation coefficients of the variables in ``input``'s rows: their covariance over the
     product of their standard deviations, clipped to [-1, 1] (real and imaginary parts alike)."""
@@ -182,7 +202,7 @@ def corrcoef(input: Tensor) -> Tensor:
 
 # ---- constant_pad_nd, complex, polar -----------------------------------------------------------------
 
-@register("constant_pad_nd", family="shape", aten=["nbx::constant_pad_nd"],
+@register("constant_pad_nd", family="shape", aten=["aten::constant_pad_nd.default"],
           meta=lambda input, pad, value=0: get("pad").meta(input, pad),
           cost=lambda input, pad, value=0: get("pad").cost(input, pad))
 def constant_pad_nd(input: Tensor, pad, value=0) -> Tensor:
@@ -246,9 +266,10 @@ def _index_reduce_meta(input, dim, index, source, reduce, *, include_self=True):
 
 def _index_reduce_cost(input, dim, index, source, reduce, **kwargs):
     meta = _index_reduce_meta(input, dim, index, source, reduce, **kwargs)
+    spread = TensorMeta(tuple(source.shape), _I64)
+    scatter = get("scatter_reduce_").cost(input, dim, spread, source, reduce)
     return Cost(flops=2 * S.numel(source.shape), bytes_read=nbytes(input) + nbytes(index) + nbytes(source),
-                bytes_written=nbytes(meta), workspace=temporaries(1, source.shape, _I64)
-                + temporaries(2, input.shape, input.dtype) + temporaries(1, input.shape, _I64))
+                bytes_written=nbytes(meta), workspace=temporaries(2, source.shape, _I64) + scatter.workspace)
 
 
 def _index_reduce_into(target: Tensor, dim, index, source, reduce, include_self) -> Tensor:
@@ -296,6 +317,15 @@ def _put_meta(input, index, source, accumulate=False):
     return TensorMeta(tuple(input.shape), input.dtype)
 
 
+def _put_cost(input, index, source, accumulate=False):
+    meta = _put_meta(input, index, source, accumulate)
+    flat = TensorMeta((S.numel(input.shape),), input.dtype)
+    scatter = get("index_put_").cost(flat, (TensorMeta((S.numel(index.shape),), _I64),), source, accumulate)
+    # a non-contiguous input is written through a contiguous copy
+    return Cost(flops=S.numel(index.shape), bytes_read=nbytes(input) + nbytes(index) + nbytes(source),
+                bytes_written=nbytes(meta), workspace=temporaries(1, input.shape, input.dtype) + scatter.workspace)
+
+
 def _put_into(target: Tensor, index: Tensor, source: Tensor, accumulate: bool) -> Tensor:
     _put_meta(target, index, source, accumulate)
     work = target if target.is_contiguous() else target.contiguous()
@@ -304,14 +334,14 @@ def _put_into(target: Tensor, index: Tensor, source: Tensor, accumulate: bool) -
 
 
 @register("put_", family="indexing", aten=["aten::put_.default"], meta=_put_meta,
-          cost=_copy_cost(_put_meta, 1, 1), api=(), methods=("put_",))
+          cost=_put_cost, api=(), methods=("put_",))
 def put_(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     """``source``'s elements written (or added, ``accumulate``) at ``input``'s row-major positions ``index``
     (negative ones count from the end), in place; an index past either end raises ``IndexError``."""
     return _put_into(input, index, source, accumulate)
 
 
-@register("put", family="indexing", aten=["aten::put.default"], meta=_put_meta, cost=_copy_cost(_put_meta, 1, 1),
+@register("put", family="indexing", aten=["aten::put.default"], meta=_put_meta, cost=_put_cost,
           methods=("put",))
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     """``put_`` on a copy of ``input``."""
@@ -347,7 +377,8 @@ def unravel_index(indices: Tensor, shape) -> tuple:
     strides = [math.prod(shape[i + 1:]) for i in builtins.range(len(shape))]
     with scratch_scope():
         flat = indices.to("int64")
-    return tuple(_op("remainder")(flat.div(stride, rounding_mode="floor"), size) for stride, size in zip(strides, shape))
+    return tuple(_op("remainder")(flat.div(stride, rounding_mode="floor"), size)
+                 for stride, size in zip(strides, shape))
 
 
 # ---- gradient ----------------------------------------------------------------------------------------
@@ -430,9 +461,10 @@ def _coordinate_derivative(x: Tensor, d: int, coordinates: Tensor, edge_order: i
 
 def _gradient_cost(input, **kwargs):
     metas = _gradient_meta(input, **kwargs)
+    # per dim: the differences, products and quotients of the three parts, at most a dozen input-sized
     return Cost(flops=12 * S.numel(input.shape) * len(metas), bytes_read=3 * nbytes(input),
                 bytes_written=sum(nbytes(m) for m in metas),
-                workspace=temporaries(12, input.shape, metas[0].dtype) if metas else 0)
+                workspace=temporaries(12 * len(metas), input.shape, metas[0].dtype) if metas else 0)
 
 
 @register("gradient", family="reduction", aten=["aten::gradient.scalarint", "aten::gradient.scalararray",
@@ -493,7 +525,7 @@ def _sum_to_size_meta(input, *size):
     return TensorMeta(S.normalize_shape(size), get("sum").meta(input).dtype)
 
 
-@register("sum_to_size", family="reduction", aten=["nbx::sum_to_size"], meta=_sum_to_size_meta,
+@register("sum_to_size", family="reduction", aten=["aten::sum_to_size.default"], meta=_sum_to_size_meta,
           cost=_copy_cost(_sum_to_size_meta, 1), api=(), methods=("sum_to_size",))
 def sum_to_size(input: Tensor, *size) -> Tensor:
     """``input`` summed down to ``size``, a shape it broadcasts from: over its extra leading dims and over
@@ -539,7 +571,9 @@ def _nonzero_static_meta(input, *, size, fill_value=-1):
 
 @register("nonzero_static", family="indexing", aten=["aten::nonzero_static.default"], meta=_nonzero_static_meta,
           cost=lambda input, **k: Cost(bytes_read=nbytes(input), bytes_written=nbytes(_nonzero_static_meta(input, **k)),
-                                       workspace=temporaries(1, (S.numel(input.shape), len(input.shape)), _I64)),
+                                       workspace=get("nonzero").cost(input).workspace
+                                       + temporaries(1, (S.numel(input.shape), len(input.shape)), _I64)
+                                       + temporaries(1, _nonzero_static_meta(input, **k).shape, _I64)),
           methods=("nonzero_static",))
 def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
     """``nonzero``'s coordinates in exactly ``size`` rows: the first ``size`` of them, or all of them
@@ -598,14 +632,18 @@ def _histogramdd_meta(input, bins=10, *, range=None, weight=None, density=False)
 
 def _histogramdd_cost(input, bins=10, **kwargs):
     hist, edges = _histogramdd_meta(input, bins, **kwargs)
-    points = S.numel(input.shape[:-1])
+    points, columns = S.numel(input.shape[:-1]), len(hist.shape)
+    # per column: two copies of it, its bins and their flags; the flat bins, weights, totals and density
     return Cost(flops=10 * S.numel(input.shape), bytes_read=nbytes(input),
                 bytes_written=nbytes(hist) + sum(nbytes(e) for e in edges),
-                workspace=temporaries(6, (points,), _I64) + temporaries(2, (points,), input.dtype)
-                + temporaries(1, (S.numel(hist.shape) + 1,), input.dtype))
+                workspace=temporaries(8 * columns + 2, (points,), _I64)
+                + temporaries(2 * columns + 1, (points,), input.dtype)
+                + temporaries(2 * columns + 3, (S.numel(hist.shape) + 1,), input.dtype)
+                + sum(temporaries(2, e.shape, input.dtype) for e in edges))
 
 
-@register("histogramdd", family="sorting", aten=["nbx::histogramdd"], meta=_histogramdd_meta,
+@register("histogramdd", family="sorting", aten=["aten::histogramdd.default", "aten::histogramdd.int_bins",
+                                                  "aten::histogramdd.TensorList_bins"], meta=_histogramdd_meta,
           cost=_histogramdd_cost)
 def histogramdd(input: Tensor, bins=10, *, range=None, weight=None, density: bool = False):
     """The multi-dimensional histogram of the points in ``input``'s rows (its last dim the coordinates):
@@ -659,7 +697,6 @@ def _resize_meta(input, *size, memory_format=None):
 def _resize_into(x: Tensor, shape: tuple, memory_format) -> Tensor:
     strides = S.contiguous_strides(shape)
     if memory_format is not None:
-        from .copy import format_strides
         strides = format_strides("resize_", memory_format, shape, strides) or strides
     needed = S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
     available = x._storage.nbytes // x.dtype.itemsize - x.storage_offset() if x._storage is not None else 0
