@@ -29,10 +29,6 @@ def _op(name):
     return get(name).impl
 
 
-def _meta_tensor(x) -> Tensor:
-    return Tensor._meta(tuple(x.shape), x.dtype)
-
-
 def _copy_cost(meta_rule, flops_per_element: int = 0, temporaries_count: int = 0):
     """A cost rule for an op reading its tensor arguments once and writing ``meta_rule``'s result, with
     ``temporaries_count`` temporaries the size of the result."""
@@ -188,7 +184,7 @@ def corrcoef(input: Tensor) -> Tensor:
     """Pearson's correlation coefficients of the variables in ``input``'s rows: their covariance over the
     product of their standard deviations, clipped to [-1, 1] (real and imaginary parts alike)."""
     with scratch_scope():
-        covariance = cov(input)
+        covariance = _op("cov")(input)
     if covariance.ndim == 0:
         return covariance / covariance
     with scratch_scope():
@@ -237,7 +233,7 @@ def polar(abs: Tensor, angle: Tensor) -> Tensor:
     _complex_meta(abs, angle)
     with scratch_scope():
         real, imag = abs * angle.cos(), abs * angle.sin()
-    return complex.impl(real, imag)
+    return _op("complex")(real, imag)
 
 
 # ---- index_reduce, put, unravel_index -----------------------------------------------------------------
@@ -328,8 +324,10 @@ def _put_cost(input, index, source, accumulate=False):
 
 def _put_into(target: Tensor, index: Tensor, source: Tensor, accumulate: bool) -> Tensor:
     _put_meta(target, index, source, accumulate)
-    work = target if target.is_contiguous() else target.contiguous()
-    _op("index_put_")(work.reshape(-1), (index.reshape(-1),), source.reshape(-1), accumulate)
+    with scratch_scope():
+        work = target if target.is_contiguous() else target.contiguous()
+        flat_index, flat_source = index.reshape(-1), source.reshape(-1)
+    _op("index_put_")(work.reshape(-1), (flat_index,), flat_source, accumulate)
     return target if work is target else target.copy_(work)
 
 
@@ -427,35 +425,35 @@ def _along(values: Tensor, d: int, ndim: int) -> Tensor:
     return values.reshape(shape)
 
 
+def _ends(x: Tensor, d: int) -> list:
+    """The samples at 0, 1, 2 and n-3, n-2, n-1 along ``d`` (the dim kept); None for those a dim of 2 lacks."""
+    n = x.shape[d]
+    return [x.narrow(d, i, 1) if 0 <= i < n else None for i in (0, 1, 2, n - 3, n - 2, n - 1)]
+
+
 def _uniform_derivative(x: Tensor, d: int, step, edge_order: int):
     """(first, interior, last) differences along ``d`` for samples ``step`` apart."""
-    def at(i):
-        return _slice(x, d, i, i + 1) if i >= 0 else _slice(x, d, x.shape[d] + i, x.shape[d] + i + 1)
+    a0, a1, a2, z2, z1, z0 = _ends(x, d)
     interior = (_slice(x, d, 2, None) - _slice(x, d, 0, x.shape[d] - 2)) / step / 2
     if edge_order == 1:
-        return (at(1) - at(0)) / step, interior, (at(-1) - at(-2)) / step
-    return ((at(0) * -1.5 + at(1) * 2 + at(2) * -0.5) / step, interior,
-            (at(-3) * 0.5 + at(-2) * -2 + at(-1) * 1.5) / step)
+        return (a1 - a0) / step, interior, (z0 - z1) / step
+    return (a0 * -1.5 + a1 * 2 + a2 * -0.5) / step, interior, (z2 * 0.5 + z1 * -2 + z0 * 1.5) / step
 
 
 def _coordinate_derivative(x: Tensor, d: int, coordinates: Tensor, edge_order: int):
     """(first, interior, last) second-order differences along ``d`` for samples at ``coordinates``."""
+    a0, a1, a2, z2, z1, z0 = _ends(x, d)
     gaps = coordinates[1:] - coordinates[:-1]
-
-    def at(i):
-        return _slice(x, d, i, i + 1) if i >= 0 else _slice(x, d, x.shape[d] + i, x.shape[d] + i + 1)
     before, after = _along(gaps[:-1], d, x.ndim), _along(gaps[1:], d, x.ndim)
     interior = (-after / (before * (before + after)) * _slice(x, d, 0, x.shape[d] - 2)
                 + (after - before) / (before * after) * _slice(x, d, 1, x.shape[d] - 1)
                 + before / (after * (before + after)) * _slice(x, d, 2, None))
     if edge_order == 1:
-        return (at(1) - at(0)) / gaps[0], interior, (at(-1) - at(-2)) / gaps[-1]
+        return (a1 - a0) / gaps[0], interior, (z0 - z1) / gaps[-1]
     h1, h2 = gaps[0], gaps[1]
-    first = (-(2 * h1 + h2) / (h1 * (h1 + h2)) * at(0) + (h1 + h2) / (h1 * h2) * at(1)
-             - h1 / (h2 * (h1 + h2)) * at(2))
+    first = -(2 * h1 + h2) / (h1 * (h1 + h2)) * a0 + (h1 + h2) / (h1 * h2) * a1 - h1 / (h2 * (h1 + h2)) * a2
     h1, h2 = gaps[-2], gaps[-1]
-    last = (h2 / (h1 * (h1 + h2)) * at(-3) - (h2 + h1) / (h1 * h2) * at(-2)
-            + (2 * h2 + h1) / (h2 * (h1 + h2)) * at(-1))
+    last = h2 / (h1 * (h1 + h2)) * z2 - (h2 + h1) / (h1 * h2) * z1 + (2 * h2 + h1) / (h2 * (h1 + h2)) * z0
     return first, interior, last
 
 
