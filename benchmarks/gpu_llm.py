@@ -90,6 +90,11 @@ def main() -> None:
                                       min_new_tokens=32)[0, 64:].tolist()
         same = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), len(want))
         print(f"checks: greedy 32 tokens, {same} leading tokens equal to transformers' (bf16)")
+        # replayed steps launched ahead of their tokens' read-back against op-by-op steps: the same bits
+        replayer, ours.engine.replayer = ours.engine.replayer, None
+        op_by_op = ours.generate(prompt, max_new_tokens=32).tokens
+        ours.engine.replayer = replayer
+        print(f"checks: replayed steps run ahead give the op-by-op tokens: {op_by_op == got}")
         for length in (512, 2048):
             ids = [int(t) for t in torch.randint(0, vocab, (length,), generator=torch.Generator().manual_seed(2))]
             ours_s = timed(lambda: ours.generate(ids, max_new_tokens=1))

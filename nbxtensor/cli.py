@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shlex
 import sys
 
 
@@ -140,22 +142,106 @@ def _plan(args) -> int:
     return 0
 
 
-def _census(args) -> int:
+def _is_checkpoint(directory: str) -> bool:
+    """A Hugging Face checkpoint directory (config.json) rather than a graph folder (graph.json)."""
+    return (os.path.isfile(os.path.join(directory, "config.json"))
+            and not os.path.isfile(os.path.join(directory, "graph.json")))
+
+
+def _model_keys(args, facts: dict):
+    """(launch key -> count, one line describing what was counted) of ``args.model_dir``'s runs: a graph
+    folder's for its symbol values, or an LLM checkpoint's prefills and decode buckets."""
     from nbxtensor import graph
     from nbxtensor.census import census
-    from nbxtensor.device.facts import load as load_facts
 
+    if _is_checkpoint(args.model_dir):
+        from nbxtensor import llm
+        from nbxtensor.llm.census import checkpoint_census
+        from nbxtensor.llm.model import DEFAULT_PREFILL_CHUNK
+        if args.dim:
+            raise UsageError("--dims apply to a graph folder; an LLM checkpoint takes --batch-sizes and --context")
+        try:
+            keys, settings = checkpoint_census(args.model_dir, facts, dtype=args.dtype, batch_sizes=args.batch_sizes,
+                                               context=args.context,
+                                               prefill_chunk=DEFAULT_PREFILL_CHUNK if args.prefill_chunk is None
+                                               else args.prefill_chunk)
+        except (llm.CheckpointError, ValueError, TypeError) as error:
+            raise UsageError(str(error)) from None
+        return keys, f"LLM checkpoint: {args.model_dir}, " + ", ".join(f"{k} {v}" for k, v in settings.items())
+    if args.batch_sizes or args.context is not None or args.dtype or args.prefill_chunk is not None:
+        raise UsageError("--batch-sizes, --context and --dtype apply to an LLM checkpoint; a graph folder takes --dims")
     model = graph.load(args.model_dir, weights=False)
     values = {**model.trace_values(), **_dims(args.dim)}
+    model.check_symbols(values)
+    return census(model, values, facts), f"graph: {args.model_dir} ({len(model.steps)} ops), symbols: {values}"
+
+
+def _census(args) -> int:
+    from nbxtensor.device import backend_for, resolve
+    from nbxtensor.device.facts import load as load_facts
+
     try:
-        facts = load_facts(args.facts) if args.facts else None
+        facts = load_facts(args.facts) if args.facts else backend_for(resolve(None)).facts
     except FileNotFoundError as error:
         raise UsageError(f"--facts {args.facts}: {error}") from None
-    keys = census(model, values, facts)
-    print(f"graph: {args.model_dir} ({len(model.steps)} ops), symbols: {values}")
-    print(f"launch keys: {len(keys)} distinct, formed by {sum(keys.values())} steps")
+    keys, described = _model_keys(args, facts)
+    print(described)
+    print(f"launch keys: {len(keys)} distinct, formed by {sum(keys.values())} launches")
     for key, count in sorted(keys.items()):
         print(f"{count:6d}  {key}")
+    return 0
+
+
+def _tune(args) -> int:
+    from nbxtensor import tuning
+    from nbxtensor.device import backend_for, resolve
+
+    if (args.model_dir or args.key) and not args.certify:
+        raise UsageError("nbx tune tunes ahead of time only with certification: add --certify")
+    if not (args.model_dir or args.key or args.import_file or args.export_file):
+        raise UsageError("nothing to do: give MODEL_DIR or --key KEY with --certify, --import FILE or --export FILE")
+    if (args.dim or args.batch_sizes or args.context is not None or args.dtype or args.prefill_chunk) \
+            and not args.model_dir:
+        raise UsageError("--dims, --batch-sizes, --context, --dtype and --prefill-chunk apply to a MODEL_DIR's census")
+    device = _device(args.device)
+    if args.import_file:
+        try:
+            imported = tuning.import_store(args.import_file)
+        except tuning.StoreFileError as error:
+            raise UsageError(str(error)) from None
+        print(f"imported {sum(imported.values())} entries from {args.import_file}: "
+              + (", ".join(f"{name} {count}" for name, count in sorted(imported.items())) or "none"))
+    reports = []
+    if args.model_dir:
+        keys, described = _model_keys(args, backend_for(resolve(device)).facts)
+        print(f"{described}; {len(keys)} launch keys")
+        reports += tuning.certify_keys(keys, device, again=args.again)
+    if args.key:
+        try:
+            for key in args.key:
+                tuning.certify.parse_key(key)
+        except ValueError as error:
+            raise UsageError(f"--key: {error}") from None
+        reports += tuning.certify_keys(args.key, device, again=args.again)
+    for report in reports:
+        detail = (report.get("why") or ", ".join(f"{k}={v}" for k, v in (report["config"] or {}).items()))
+        refused = f"; {len(report['refused'])} refused" if report["refused"] else ""
+        print(f"{report['status']:>13}  {report['key']}  [{report['op']}] {detail}{refused}")
+        for item in report["refused"] if args.verbose else ():
+            print(f"{'':>15}refused {item['config']}: {item['reason']}")
+    if reports:
+        counts = {status: sum(r["status"] == status for r in reports)
+                  for status in ("certified", "kept", "refused", "uncertifiable")}
+        print(f"{len(reports)} launch keys: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+              + f"; store: {tuning.cache_path(device)}")
+    if args.export_file:
+        written = tuning.export_store(args.export_file)
+        print(f"exported {written} entries to {args.export_file}")
+    failed = [r["key"] for r in reports if r["status"] in ("refused", "uncertifiable")]
+    if failed:
+        print(f"nbx tune: {len(failed)} launch keys have no certified setting, so a certified-only run forming "
+              f"them stops: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -174,7 +260,7 @@ def _read_array(name: str, path: str):
 def _run(args) -> int:
     import numpy as np
 
-    from nbxtensor import graph, progress
+    from nbxtensor import graph, progress, tuning
 
     given = {}
     for pair in args.input or ():
@@ -191,8 +277,17 @@ def _run(args) -> int:
                    ([f"the graph has no input {', '.join(unknown)}"] if unknown else [])
         raise UsageError(f"{'; '.join(problems)}; give --input NAME=FILE.npy for each of its inputs: {', '.join(names)}")
     arrays = [_read_array(name, given[name]) for name in names]
-    with progress.task(f"running {args.model_dir}"):
-        results = model(*arrays)
+    try:
+        with progress.task(f"running {args.model_dir}"), \
+                (tuning.certified_only() if args.certified_only else contextlib.nullcontext()):
+            results = model(*arrays)
+    except graph.GraphError as failed:
+        if not isinstance(failed.__cause__, tuning.TuningKeyMissing):
+            raise
+        values = model.bind([tuple(np.shape(array)) for array in arrays])
+        dims = "".join(f" {name}={value}" for name, value in values.items())
+        raise UsageError(f"{failed.__cause__}; for every key of these shapes: nbx tune {shlex.quote(args.model_dir)} "
+                         f"--certify" + (f" --dims{dims}" if dims else "")) from None
     results = results if isinstance(results, tuple) else (results,)
     os.makedirs(args.out, exist_ok=True)
     for tensor_id, result in zip(model.outputs, results):
@@ -323,6 +418,15 @@ def _sampling_flags(command) -> None:
     command.add_argument("--group-size", type=int, default=None, help="inputs per int4 group (default 128)")
 
 
+def _engine_flags(command) -> None:
+    command.add_argument("--batch-sizes", action="extend", nargs="+", type=int, metavar="N",
+                         help="an LLM checkpoint's decode batch sizes (default: 1 to 256, replayed in buckets)")
+    command.add_argument("--context", type=int, help="an LLM checkpoint's longest prompt (default: its context)")
+    command.add_argument("--dtype", help="an LLM checkpoint's dtype (default: the checkpoint's)")
+    command.add_argument("--prefill-chunk", type=int, help="an LLM checkpoint's prefill chunk (default: the engine's, "
+                                                           "llm.model.DEFAULT_PREFILL_CHUNK)")
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``nbx`` command line: every command and option with its help."""
     from nbxtensor._version import __version__
@@ -353,10 +457,12 @@ def parser() -> argparse.ArgumentParser:
                              description="List the tuning cache's launch keys a run of a graph folder forms, from "
                                          "its metadata and a device class's facts alone (nothing is allocated or "
                                          "launched), each with the count of steps that form it.")
-    counted.add_argument("model_dir", metavar="MODEL_DIR", help="a graph folder (graph.json and its safetensors)")
+    counted.add_argument("model_dir", metavar="MODEL_DIR", help="a graph folder (graph.json), or a Hugging Face "
+                                                                "decoder checkpoint (config.json) for the LLM engine")
     counted.add_argument("--dim", "--dims", action="extend", nargs="+", metavar="SYMBOL=VALUE",
                          help="symbol values (default: the values traced at export)")
     counted.add_argument("--facts", help="the keys of this facts class (e.g. hopper) instead of the default device's")
+    _engine_flags(counted)
     counted.set_defaults(run=_census)
     run = sub.add_parser("run", help="run a graph on .npy inputs and write its outputs as .npy",
                          description="Run a graph folder on inputs saved with numpy.save; each output is written "
@@ -366,7 +472,31 @@ def parser() -> argparse.ArgumentParser:
                      help="an input of the graph by name, repeatable: one for each input")
     run.add_argument("--out", default=".", help="folder for the outputs (default: here)")
     run.add_argument("--device", default=None, help="cpu or cuda[:N] (default: the GPU when present, else the CPU)")
+    run.add_argument("--certified-only", action="store_true",
+                     help="never tune: a launch key without a certified setting stops the run, naming the command "
+                          "that certifies it (as NBX_CERTIFIED_ONLY=1)")
     run.set_defaults(run=_run)
+    tune = sub.add_parser("tune", help="tune and certify a graph's launch keys ahead of time; export or import the "
+                                       "tuning store",
+                          description="Tune every launch key the census of a graph folder names (or the --key "
+                                      "given), choosing only among settings whose output on the key's "
+                                      "representative shapes matches a float64 reference; refused settings are "
+                                      "kept with their reason. --import merges a store file first, --export "
+                                      "writes the store to one file last.")
+    tune.add_argument("model_dir", nargs="?", metavar="MODEL_DIR", help="a graph folder (graph.json), or a Hugging "
+                                                                      "Face decoder checkpoint (config.json)")
+    _engine_flags(tune)
+    tune.add_argument("--certify", action="store_true", help="certify each setting against a float64 reference "
+                                                             "(required to tune)")
+    tune.add_argument("--dim", "--dims", action="extend", nargs="+", metavar="SYMBOL=VALUE",
+                      help="symbol values of the census (default: the values traced at export)")
+    tune.add_argument("--key", action="append", metavar="KEY", help="a launch key to certify, repeatable")
+    tune.add_argument("--again", action="store_true", help="certify keys that already hold a certified setting")
+    tune.add_argument("--device", default=None, help="cpu or cuda[:N] (default: the GPU when present, else the CPU)")
+    tune.add_argument("--import", dest="import_file", metavar="FILE", help="merge a store file into this store first")
+    tune.add_argument("--export", dest="export_file", metavar="FILE", help="write the store to one file last")
+    tune.add_argument("--verbose", action="store_true", help="list each refused setting with its reason")
+    tune.set_defaults(run=_tune)
     exporter = sub.add_parser("export", help="export a PyTorch module or a Hugging Face checkpoint directory to a "
                                              "graph folder (needs the export extra; checkpoints also transformers)",
                               description="Export a PyTorch module (with example inputs) or a Hugging Face "

@@ -128,6 +128,38 @@ def test_a_batchs_greedy_rows_share_one_argmax(tmp_path_factory, monkeypatch):
     assert sum(not p.plain_greedy for p in chosen_alone) == 6 and sum(p.plain_greedy for p in chosen_alone) == 2
 
 
+def test_steps_launched_ahead_of_reading_tokens_give_the_op_by_op_tokens(tmp_path_factory, monkeypatch):
+    """Plain greedy requests decode with each step launched before the previous step's tokens are read
+    (fed from the device): tokens, finish reasons and pages equal an op-by-op run's, for requests of
+    different lengths that stop by length and by a stop token while a step past them is in flight, and
+    for a request joining while a step is in flight."""
+    model, directory = _checkpoint(tmp_path_factory, "llama")
+    stop = _reference(model, PROMPTS[1], 12)[4]
+    runs = {}
+    for replay in (True, False):
+        ours = llm.load(directory, device=TEST_DEVICE, cache_tokens=256, block_size=4, replay=replay)
+        engine = ours.engine
+        ahead = []
+        if replay:
+            launch = engine.replayer.ahead
+            monkeypatch.setattr(engine.replayer, "ahead", lambda *a: ahead.append(launch(*a)) or ahead[-1])
+        requests = [engine.add(PROMPTS[0], llm.SamplingParams(max_new_tokens=12)),
+                    engine.add(PROMPTS[1], llm.SamplingParams(max_new_tokens=12, stop_token_ids=(stop,))),
+                    engine.add(PROMPTS[2], llm.SamplingParams(max_new_tokens=7))]
+        for _ in range(3):
+            engine.step()
+        requests.append(engine.add(PROMPTS[2], llm.SamplingParams(max_new_tokens=5)))
+        while engine.busy:
+            engine.step()
+        runs[replay] = [(r.tokens, r.finish_reason) for r in requests]
+        assert engine.cache.free_tokens == engine.cache.capacity_tokens
+        if replay:
+            assert sum(logits is not None for logits in ahead) >= 3  # steps did run ahead
+    assert runs[True] == runs[False]
+    assert runs[True][0][0] == _reference(model, PROMPTS[0], 12)
+    assert runs[True][1][1] == "stop" and runs[True][2][1] == "length"
+
+
 @pytest.mark.parametrize("chunk", [64, 5])
 def test_logits_at_every_position_equal_transformers(tmp_path_factory, chunk):
     """Teacher forcing: ``LLM.logits`` gives each position's logits in one prefill (in chunks of 5 too),

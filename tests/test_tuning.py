@@ -87,8 +87,15 @@ def test_tuned_choice_persists_and_a_fresh_process_reuses_it(tmp_path, monkeypat
         def measure(config):
             raise AssertionError("a stored key is not tuned again")
         print(tuning.choose("gemm|M=128", "testgpu", [{"BLOCK_M": 64}], measure, interpreted=False)["BLOCK_M"])
+        with tuning.certified_only():  # tuned, not certified: a certified-only run refuses it
+            try:
+                tuning.choose("gemm|M=128", "testgpu", [{"BLOCK_M": 64}], measure, interpreted=False)
+            except tuning.TuningKeyMissing as refused:
+                assert "not certified" in str(refused)
+            else:
+                raise AssertionError("an uncertified entry served a certified-only run")
     """)
-    env = dict(os.environ, NBX_TUNING_DIR=str(tmp_path), NBX_TUNING="certified-only", NBX_DEVICE="cpu")
+    env = dict(os.environ, NBX_TUNING_DIR=str(tmp_path), NBX_DEVICE="cpu")
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "128"

@@ -8,7 +8,11 @@
 
 ``Engine`` serves many requests at once: requests join and leave between steps (continuous batching);
 each step prefills the requests that joined and decodes one token for every running one in one batch,
-replayed from a capture per batch-size bucket (``replay.py``).
+replayed from a capture per batch-size bucket (``replay.py``). While every running request decodes
+plain greedy, the engine launches each step before it reads the previous step's tokens (the step's tokens
+are the previous choice, still on the device): the device works on step t + 1 while the host takes step
+t's tokens, so a step costs its device time alone. A request that a token stops has one step computed
+past it, which is dropped.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from .cache import CacheFull, PagedKVCache
 from .chat import ChatTemplate, TemplateError
 from .checkpoint import CheckpointError, read_json
 from .model import DEFAULT_PREFILL_CHUNK, SUPPORTED_ARCHITECTURES, DecoderConfig, DecoderModel, load_model
-from .replay import DecodeReplayer
+from .replay import DecodeReplayer, TokenReadback
 from .sampling import Sampler, SamplingParams
 
 __all__ = ["load", "LLM", "Engine", "Request", "Generation", "SamplingParams", "Sampler", "PagedKVCache", "CacheFull",
@@ -44,6 +48,15 @@ class Request:
     logprobs: list[float] = field(default_factory=list)
     text: str = ""
     finish_reason: str | None = None
+
+
+@dataclass
+class _InFlight:
+    """A launched decode step whose tokens the host has not read: its requests, in row order, the choice
+    on the device, and ``tokens()`` that waits for the read-back."""
+    batch: list[Request]
+    chosen: object
+    tokens: object
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,8 @@ class Engine:
         self.cache = model.new_cache(cache_tokens or _cache_tokens(model, memory_fraction), block_size)
         # replay=False decodes op by op (the reference the replays are checked against)
         self.replayer = DecodeReplayer(model, self.cache) if replay else None
+        self.readback = TokenReadback(model.device) if replay else None
+        self._inflight: _InFlight | None = None
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         self._next_id = 0
@@ -123,12 +138,33 @@ class Engine:
 
     @property
     def busy(self) -> bool:
-        return bool(self.waiting or self.running)
+        return bool(self.waiting or self.running or self._inflight)
+
+    def _runs_ahead(self, batch: list[Request]) -> bool:
+        """Whether the step after the one making the batch's next token may start before that token is
+        read: every request decodes plain greedy and stays unfinished by length through that step."""
+        limit = self.model.config.max_positions
+        return self.replayer is not None and all(
+            r.finish_reason is None and r.params.plain_greedy and len(r.tokens) + 2 <= r.params.max_new_tokens
+            and len(r.prompt) + len(r.tokens) + 2 < limit for r in batch)
+
+    def _launch(self, batch: list[Request], logits) -> _InFlight:
+        chosen = logits.argmax(dim=-1)
+        return _InFlight(batch, chosen, self.readback.start(chosen))
+
+    def _land(self, inflight: _InFlight) -> list[tuple[Request, int]]:
+        """The tokens of a launched step, taken by its requests that are still unfinished."""
+        return [(r, self._take(r, None, token)) for r, token in zip(inflight.batch, inflight.tokens())
+                if r.finish_reason is None]
 
     def step(self) -> list[tuple[Request, int]]:
         """Prefill every waiting request, then decode one token for the running ones: the (request, token)
         pairs made this step. Finished requests leave the batch and free their pages."""
         made = []
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None and (self.waiting or not self._runs_ahead(inflight.batch)):
+            made += self._land(inflight)
+            inflight = None
         start = time.perf_counter()
         for request in self.waiting:
             if request.params.max_new_tokens == 0:
@@ -140,21 +176,37 @@ class Engine:
         self.waiting = []
         self.prefill_seconds += time.perf_counter() - start
         start = time.perf_counter()
-        batch = [r for r in self.running if r.finish_reason is None and not any(r is m for m, _ in made)]
-        if batch:
-            sequences, tokens = [r.id for r in batch], [r.tokens[-1] for r in batch]
-            logits = (self.replayer(sequences, tokens) if self.replayer is not None
-                      else self.model.decode(self.cache, sequences, tokens))
-            # the batch's plain greedy rows take their tokens from one argmax and one read-back
-            greedy = [row for row, r in enumerate(batch) if r.params.plain_greedy]
-            picked = dict(zip(greedy, logits[:len(batch)].argmax(dim=-1).tolist())) if greedy else {}
-            for row, request in enumerate(batch):
-                made.append((request, self._take(request, logits[row], picked.get(row))))
+        if inflight is not None:
+            # the running batch is the in-flight step's: its next step starts from the device's choice
+            self._inflight = self._ahead(inflight)
+            made += self._land(inflight)
+        else:
+            made += self._decode([r for r in self.running if r.finish_reason is None and not any(r is m for m, _ in made)])
         self.decode_seconds += time.perf_counter() - start
-        for request in [r for r in self.running if r.finish_reason is not None]:
+        computing = self._inflight.batch if self._inflight is not None else ()
+        for request in [r for r in self.running if r.finish_reason is not None and not any(r is c for c in computing)]:
             self.cache.release(request.id)
-        self.running = [r for r in self.running if r.finish_reason is None]
+        self.running = [r for r in self.running if r.finish_reason is None or any(r is c for c in computing)]
         return made
+
+    def _ahead(self, inflight: _InFlight) -> _InFlight | None:
+        logits = self.replayer.ahead([r.id for r in inflight.batch], inflight.chosen)
+        return self._launch(inflight.batch, logits) if logits is not None else None
+
+    def _decode(self, batch: list[Request]) -> list[tuple[Request, int]]:
+        if not batch:
+            return []
+        sequences, tokens = [r.id for r in batch], [r.tokens[-1] for r in batch]
+        logits = (self.replayer(sequences, tokens) if self.replayer is not None
+                  else self.model.decode(self.cache, sequences, tokens))
+        if self._runs_ahead(batch):
+            current = self._launch(batch, logits[:len(batch)])
+            self._inflight = self._ahead(current)
+            return self._land(current)
+        # the batch's plain greedy rows take their tokens from one argmax and one read-back
+        greedy = [row for row, r in enumerate(batch) if r.params.plain_greedy]
+        picked = dict(zip(greedy, logits[:len(batch)].argmax(dim=-1).tolist())) if greedy else {}
+        return [(r, self._take(r, logits[row], picked.get(row))) for row, r in enumerate(batch)]
 
     def _take(self, request: Request, logits, token: int | None = None) -> int:
         """Appends the request's next token (``token`` when already chosen, as a plain greedy one) and

@@ -7,30 +7,54 @@ over the whole table. The first step of a bucket runs op by op on those buffers 
 kernel) while its launches are captured; the next records them as a device graph where the device has
 graphs (a CUDA graph, one launch a step) and replays, after checking its first replay's logits byte for
 byte against the op-by-op step. A bucket whose capture is refused, or whose first replay differs, decodes
-op by op from then on, with the reason logged once."""
+op by op from then on, with the reason logged once.
+
+A verified bucket can also run a step ahead (``DecodeReplayer.ahead``): its tokens are the previous
+step's choice, still on the device, and its inputs travel from page-locked memory without waiting for
+the device, so the host launches step t + 1 before it reads step t's tokens and the device never waits
+for the host between steps (``TokenReadback`` brings the choices back the same way)."""
 from __future__ import annotations
 
 import logging
 
 import numpy as np
 
-from ..device import backend_for
+from .. import cuda as _cuda
+from ..device import backend_for, device as _device
+from ..dtypes import get_dtype
 from ..launch import capture
+from ..ops.copy import new_tensor
 from ..ops.creation import tensor as make_tensor
 from .cache import PagedKVCache
 
 log = logging.getLogger("nbxtensor.llm")
 
-__all__ = ["DecodeReplayer", "BATCH_BUCKETS"]
+__all__ = ["DecodeReplayer", "TokenReadback", "BATCH_BUCKETS"]
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
+class _HostPair:
+    """Two host buffers of ``count`` ``dtype`` elements used in turn, page-locked where the device is a GPU
+    (its copies to and from them then need no wait). A buffer is handed out again two uses later: by then
+    the engine has waited for the step between, and so for the copy that used it."""
+
+    def __init__(self, count: int, dtype, device):
+        pinned = device.type == "cuda"
+        self.buffers = [new_tensor((count,), dtype, _device("cpu"), pinned=pinned) for _ in range(2)]
+        self.turn = 0
+
+    def next(self):
+        self.turn ^= 1
+        return self.buffers[self.turn]
+
+
 class _Bucket:
-    __slots__ = ("packed", "inputs", "logits", "recorded", "verified")
+    __slots__ = ("packed", "inputs", "logits", "recorded", "verified", "staging")
 
     def __init__(self, packed, inputs, logits, recorded):
         self.packed, self.inputs, self.logits, self.recorded, self.verified = packed, inputs, logits, recorded, False
+        self.staging = None
 
 
 def _packed(arrays: dict) -> np.ndarray:
@@ -48,13 +72,16 @@ class DecodeReplayer:
         self._buckets: dict[tuple[int, int], _Bucket] = {}
         self.refused: dict[tuple[int, int], str] = {}
 
-    def __call__(self, sequences: list[int], tokens):
-        count = len(sequences)
-        rows = next((b for b in BATCH_BUCKETS if b >= count), None)
+    def _key(self, sequences: list[int]) -> tuple:
+        rows = next((b for b in BATCH_BUCKETS if b >= len(sequences)), None)
         # pages the longest sequence holds after this step
         pages = max(-(-(self.cache.length(s) + 1) // self.cache.block_size) for s in sequences)
-        key = (rows, min(self.widest, 1 << (pages - 1).bit_length()))
-        if rows is None or key in self.refused:
+        return rows, min(self.widest, 1 << (pages - 1).bit_length())
+
+    def __call__(self, sequences: list[int], tokens):
+        count = len(sequences)
+        key = self._key(sequences)
+        if key[0] is None or key in self.refused:
             return self.model.decode(self.cache, sequences, tokens)
         arrays = self.model.decode_inputs(self.cache, sequences, tokens, *key)
         bucket = self._buckets.get(key)
@@ -77,6 +104,25 @@ class DecodeReplayer:
                 return expected[:count]
             bucket.verified = True
         return logits[:count]
+
+    def ahead(self, sequences: list[int], fed):
+        """The logits of a step of ``sequences`` whose tokens are ``fed`` (a device tensor of one token a
+        sequence, the previous step's choice), launched without waiting for the device; None, with nothing
+        changed, where the step's bucket has no verified replay yet (the caller then steps as usual)."""
+        count = len(sequences)
+        key = self._key(sequences)
+        bucket = self._buckets.get(key)
+        if bucket is None or not bucket.verified:
+            return None
+        arrays = self.model.decode_inputs(self.cache, sequences, [0] * count, *key)
+        if bucket.staging is None:
+            bucket.staging = _HostPair(bucket.packed.numel(), get_dtype("int32"), self.model.device)
+        host = bucket.staging.next()
+        host.numpy()[...] = _packed(arrays)
+        bucket.packed.copy_(host, non_blocking=True)
+        bucket.inputs["tokens"][:count].copy_(fed)
+        bucket.recorded.replay()
+        return bucket.logits[:count]
 
     def _capture(self, key: tuple[int, int], arrays: dict):
         packed = make_tensor(_packed(arrays), device=self.model.device)
@@ -101,3 +147,27 @@ class DecodeReplayer:
 
 def _bits(t) -> bytes:
     return np.ascontiguousarray(t.numpy()).tobytes()
+
+
+class TokenReadback:
+    """A step's chosen tokens brought to the host without stopping the host: ``start(chosen)`` queues the
+    copy and returns ``tokens()``, which waits for it (and so for the step) and gives the list."""
+
+    def __init__(self, device, rows: int = BATCH_BUCKETS[-1]):
+        self.device = device
+        self.host = _HostPair(rows, get_dtype("int64"), device)
+
+    def start(self, chosen):
+        count = chosen.shape[0]
+        host = self.host.next()
+        host[:count].copy_(chosen, non_blocking=True)
+        done = None
+        if self.device.type == "cuda":
+            done = _cuda.Event()
+            done.record()
+
+        def tokens() -> list[int]:
+            if done is not None:
+                done.synchronize()
+            return host.numpy()[:count].tolist()
+        return tokens

@@ -1,12 +1,18 @@
-"""``nbxtensor.tuning``: launch keys and the per-device-class cache of tuned kernel settings.
+"""``nbxtensor.tuning``: launch keys and the per-device-class store of tuned kernel settings.
 
 ``entries(device)`` shows what a device class has stored, ``cache_path(device)`` where, and ``mode()``
-whether tuning may happen during a run (``NBX_TUNING=certified-only`` says it may not).
+whether tuning may happen during a run (``NBX_CERTIFIED_ONLY=1``, ``NBX_TUNING=certified-only``,
+``set_certified_only(True)`` or a ``certified_only()`` block say it may not). ``certify_graph`` and
+``certify_keys`` tune and certify ahead of time (``certify.py``); ``export_store`` and ``import_store`` move the
+store through one file (``store.py``).
 """
 from __future__ import annotations
 
-from .cache import (MODE_CERTIFIED_ONLY, MODE_TUNE, TuningCache, TuningKeyMissing, bucket, cache_for, choose,
-                    launch_key, mode, recording, tuning_dir)
+from .cache import (MODE_CERTIFIED_ONLY, MODE_TUNE, TuningCache, TuningKeyMissing, bucket, cache_for,
+                    certified_only, certify_command, choose, launch_key, mode, recording, set_certified_only,
+                    tuning_dir, versions)
+from .certify import certify_graph, certify_key, certify_keys
+from .store import StoreFileError, export_store, import_store
 from .cache import cache_path as _cache_path_of
 
 
@@ -42,10 +48,12 @@ def cache_path(device=None):
 
 
 def entries(device=None) -> dict:
-    """Launch key -> {config, ms, candidates, certified} for ``device``'s device class (a copy)."""
+    """Launch key -> {config, ms, candidates, certified, refused, shapes, device_class, versions} for
+    ``device``'s device class (a copy)."""
     return {k: dict(v) for k, v in cache_for(_facts(device)["name"]).entries().items()}
 
 
 __all__ = ["MODE_CERTIFIED_ONLY", "MODE_TUNE", "TuningCache", "TuningKeyMissing", "bucket", "cache_for",
            "TIMING_ROUNDS", "cache_path", "choose", "choose_timed", "entries", "launch_key", "mode", "recording",
-           "tuning_dir"]
+           "tuning_dir", "certified_only", "set_certified_only", "certify_command", "versions", "certify_graph",
+           "certify_key", "certify_keys", "StoreFileError", "export_store", "import_store"]

@@ -1,4 +1,4 @@
-"""Launch keys and the tuning cache (spec section 5).
+"""Launch keys and the tuning store (spec section 5).
 
 A launch key names a kernel, its extents put in buckets on the device facts' ladders, its dtypes and
 its layout flags; it is a pure function of those, so the keys a model forms can be listed from its
@@ -6,18 +6,25 @@ graph alone. A key's setting is chosen once: on a GPU by timing the candidates t
 the facts' ``tiles`` ceilings), then stored per device class in
 ``$NBX_TUNING_DIR/<facts name>.json`` (default ``~/.cache/nbxtensor/tuning``) so that later processes
 reuse it. Under Triton's interpreter nothing can be timed: the first candidate is taken and nothing
-is stored.
+is stored, unless ``certify.py`` certifies the key ahead of time.
 
-``NBX_TUNING=certified-only`` forbids tuning during a run: a key missing from the cache raises
-``TuningKeyMissing`` naming it. An entry carries ``certified`` (whether its setting was checked against
-a float64 reference); ``choose`` takes a ``certify`` hook so that check can run before storing.
+An entry records the device class and the versions (nbxtensor, Triton, driver) that chose it; an entry of
+other versions is stale: a run tunes the key again, a certification certifies it again. An entry carries
+``certified`` (its setting matched a float64 reference on the key's representative shapes) and the
+candidates certification refused, each with its reason.
+
+Certified-only runs (``NBX_CERTIFIED_ONLY=1``, ``NBX_TUNING=certified-only``, ``set_certified_only`` or the
+``certified_only()`` block) never tune: a key without a certified entry of these versions raises
+``TuningKeyMissing`` naming the key, the op and the command that certifies it.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
+import shlex
 import statistics
 import threading
 from pathlib import Path
@@ -27,22 +34,77 @@ from .. import progress
 MODE_TUNE = "tune"
 MODE_CERTIFIED_ONLY = "certified-only"
 _MODES = (MODE_TUNE, MODE_CERTIFIED_ONLY)
+STORE_FORMAT = "nbxtensor-tuning"
+STORE_VERSION = 1
 
 
 class TuningKeyMissing(RuntimeError):
-    """Raised in certified-only mode for a launch key the cache does not hold."""
+    """Raised in a certified-only run for a launch key without a certified entry of these versions."""
 
-    def __init__(self, key: str, path: Path):
+    def __init__(self, key: str, path: Path, why: str):
+        from .certify import op_of
         self.key = key
-        super().__init__(f"NBX_TUNING=certified-only: no tuned setting for launch key {key!r} in {path}; "
-                         "tune it ahead of time (run once without NBX_TUNING=certified-only) and keep the cache")
+        self.op = op_of(key)
+        self.command = certify_command(key)
+        super().__init__(f"certified-only run: launch key {key!r} of op {self.op} {why} in {path}; certify it "
+                         f"ahead of time with: {self.command} (or nbx tune MODEL --certify for every key of a model)")
+
+
+def certify_command(key: str) -> str:
+    """The command line that certifies ``key`` into the store this process reads."""
+    configured = os.environ.get("NBX_TUNING_DIR")
+    prefix = f"NBX_TUNING_DIR={shlex.quote(configured)} " if configured else ""
+    device = os.environ.get("NBX_DEVICE", "").strip()
+    prefix += f"NBX_DEVICE={shlex.quote(device)} " if device else ""
+    return f"{prefix}nbx tune --certify --key {shlex.quote(key)}"
+
+
+_switch: list = []  # the certified-only settings of set_certified_only and open certified_only() blocks
+
+
+def set_certified_only(enabled: bool | None) -> None:
+    """Make every later run of this process certified-only (True), free to tune (False), or follow the
+    environment again (None)."""
+    _switch[:] = [] if enabled is None else [bool(enabled)]
+
+
+@contextlib.contextmanager
+def certified_only(enabled: bool = True):
+    """Runs inside the block are certified-only (or, with ``enabled=False``, free to tune)."""
+    _switch.append(bool(enabled))
+    try:
+        yield
+    finally:
+        _switch.pop()
 
 
 def mode() -> str:
+    """``MODE_CERTIFIED_ONLY`` or ``MODE_TUNE``: the Python switch first, then the environment."""
+    if _switch:
+        return MODE_CERTIFIED_ONLY if _switch[-1] else MODE_TUNE
     value = os.environ.get("NBX_TUNING", MODE_TUNE) or MODE_TUNE
     if value not in _MODES:
         raise ValueError(f"NBX_TUNING={value!r}: expected one of {', '.join(_MODES)}")
-    return value
+    flag = os.environ.get("NBX_CERTIFIED_ONLY", "").strip()
+    if flag not in ("", "0", "1"):
+        raise ValueError(f"NBX_CERTIFIED_ONLY={flag!r}: expected 1 (certified-only runs) or 0")
+    return MODE_CERTIFIED_ONLY if flag == "1" else value
+
+
+@functools.cache
+def versions() -> dict:
+    """The versions an entry made in this process records: nbxtensor's, Triton's and the GPU driver's
+    (none where kernels are interpreted)."""
+    import triton
+
+    from .. import _runtime
+    from .._version import __version__
+    driver = "none"
+    if _runtime.KERNEL_MODE != _runtime.INTERPRETED:
+        from cuda.bindings import runtime as rt
+        error, number = rt.cudaDriverGetVersion()
+        driver = str(number) if int(error) == 0 else "unknown"
+    return {"nbxtensor": __version__, "triton": triton.__version__, "driver": driver}
 
 
 def tuning_dir() -> Path:
@@ -114,6 +176,18 @@ class TuningCache:
                 entries = self._entries
         return entries
 
+    def current(self, key: str) -> tuple[dict | None, str]:
+        """(the usable entry of ``key`` or None, why there is none or why it is not certified)."""
+        entry = self.entries().get(key)
+        if entry is None:
+            return None, "has no entry"
+        if entry.get("versions") != versions() or entry.get("device_class") != self.facts_name:
+            return None, (f"has an entry made by other versions ({_described(entry.get('versions'))}; this process: "
+                          f"{_described(versions())}), which is certified again, never used")
+        if entry.get("config") is None:
+            return None, "has no setting: certification refused every candidate"
+        return entry, "has an entry that was tuned but not certified"
+
     def _read(self) -> dict:
         try:
             with open(self.path) as f:
@@ -122,20 +196,35 @@ class TuningCache:
             return {}
         except (OSError, ValueError) as e:
             raise RuntimeError(f"tuning cache {self.path} is unreadable ({e}); delete it to tune again") from None
-        return dict(data.get("entries", {}))
+        entries = data.get("entries", {}) if isinstance(data, dict) else None
+        if not isinstance(entries, dict) or not all(isinstance(e, dict) for e in entries.values()):
+            raise RuntimeError(f"tuning cache {self.path} holds no object of entries; delete it to tune again")
+        return dict(entries)
 
     def store(self, key: str, entry: dict) -> None:
-        """Record ``entry`` and write the file, merged with whatever another process wrote meanwhile."""
+        """Record ``entry`` (stamped with this device class and these versions) and write the file."""
+        self.merge({key: {**entry, "device_class": self.facts_name, "versions": versions()}})
+
+    def merge(self, entries: dict) -> None:
+        """Record ``entries`` as they are and write the file, merged with whatever another process wrote
+        meanwhile."""
         with self._lock:
             merged = self._read()
             merged.update(self._entries or {})
-            merged[key] = entry
+            merged.update(entries)
             self._entries = merged
             self.path.parent.mkdir(parents=True, exist_ok=True)
             temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
             with open(temporary, "w") as f:
-                json.dump({"facts": self.facts_name, "entries": merged}, f, indent=1, sort_keys=True)
+                json.dump({"format": STORE_FORMAT, "version": STORE_VERSION, "facts": self.facts_name,
+                           "entries": merged}, f, indent=1, sort_keys=True)
             os.replace(temporary, self.path)
+
+
+def _described(found) -> str:
+    if not isinstance(found, dict):
+        return "unrecorded"
+    return ", ".join(f"{name} {found.get(name, '?')}" for name in ("nbxtensor", "triton", "driver"))
 
 
 _caches: dict[tuple[str, str], TuningCache] = {}
@@ -150,29 +239,51 @@ def cache_for(facts_name: str) -> TuningCache:
     return cache
 
 
+# the certifications in progress (``certify.py``), by (thread, launch key): each decides its key's setting
+# for the calls its thread makes
+certifications: dict = {}
+
+
 def choose(key: str, facts_name: str, candidates, measure, *, interpreted: bool, certify=None,
            rounds: int = 1) -> dict:
-    """The setting for ``key``: cached, or (interpreted) the first candidate, or the fastest candidate by
-    ``measure(config) -> milliseconds`` (a candidate that fails to build or run is skipped), stored.
-    ``candidates`` is a list of settings, or a function giving it, called only when the key must be
-    tuned. With ``rounds`` > 1 every candidate is measured once a round, in order and then in reverse
-    order by turns, and ranked by its median: with an even count of rounds a steady drift of the
-    device's pace during tuning (heat, power) cancels out of every median instead of penalising the
-    candidates measured last. ``certify(config) -> bool``, when given, must accept a setting before it
-    is stored."""
-    if not interpreted:
-        entry = cache_for(facts_name).entries().get(key)
+    """The setting for ``key``: stored (by these versions), or (interpreted) the first candidate, or the
+    fastest candidate by ``measure(config) -> milliseconds`` (a candidate that fails to build or run is
+    skipped), stored. ``candidates`` is a list of settings, or a function giving it, called only when the
+    key must be tuned. ``rounds`` as ``time_candidates`` takes it. ``certify(config) -> bool``, when given,
+    must accept a setting before it is stored. A certified-only run takes a certified entry or raises
+    ``TuningKeyMissing``."""
+    cache = cache_for(facts_name)
+    certification = certifications.get((threading.get_ident(), key)) if certifications else None
+    if certification is None:
+        entry, why = cache.current(key)
+        if mode() == MODE_CERTIFIED_ONLY:
+            if entry is None or not entry.get("certified"):
+                raise TuningKeyMissing(key, cache.path, why)
+            return entry["config"]
         if entry is not None:
             return entry["config"]
     if callable(candidates):
         candidates = candidates()
     if not candidates:
         raise ValueError(f"no tuning candidates for launch key {key!r}")
+    if certification is not None:
+        return certification.decide(candidates, measure, interpreted, rounds)
     if interpreted:
         return candidates[0]
-    cache = cache_for(facts_name)
-    if mode() == MODE_CERTIFIED_ONLY:
-        raise TuningKeyMissing(key, cache.path)
+    for ms, config in time_candidates(key, candidates, measure, rounds):
+        if certify is None or certify(config):
+            cache.store(key, {"config": dict(config), "ms": ms, "candidates": len(candidates),
+                              "certified": certify is not None})
+            return config
+    raise RuntimeError(f"tuning launch key {key!r}: none of {len(candidates)} candidates ran"
+                       + (" and passed certification" if certify is not None else ""))
+
+
+def time_candidates(key: str, candidates, measure, rounds: int = 1) -> list:
+    """(median milliseconds, config) of each candidate that ran, fastest first. With ``rounds`` > 1 every
+    candidate is measured once a round, in order and then in reverse order by turns, and ranked by its
+    median: with an even count of rounds a steady drift of the device's pace during tuning (heat, power)
+    cancels out of every median instead of penalising the candidates measured last."""
     times = {i: [] for i in range(len(candidates))}
     with progress.task(f"tuning {key}", total=rounds * len(candidates)) as shown:
         for turn in range(rounds):
@@ -189,10 +300,4 @@ def choose(key: str, facts_name: str, candidates, measure, *, interpreted: bool,
                     shown.advance(rounds - turn)  # its later rounds are skipped
     timed = [(statistics.median(times[i]), candidates[i]) for i in times]
     timed.sort(key=lambda t: t[0])
-    for ms, config in timed:
-        if certify is None or certify(config):
-            cache.store(key, {"config": dict(config), "ms": ms, "candidates": len(candidates),
-                              "certified": certify is not None})
-            return config
-    raise RuntimeError(f"tuning launch key {key!r}: none of {len(candidates)} candidates ran"
-                       + (" and passed certification" if certify is not None else ""))
+    return timed

@@ -1,0 +1,195 @@
+"""Quantized-weight products on the GPU (issue #30's figures), against our bf16 products and torch's in the
+same run:
+- decode rows 1, 4 and 16 over Llama-2-7B and Llama-3-8B projection shapes: bf16 (ours, torch) and ours
+  with int4 (groups of 128), int8 (per channel) and fp8 (per channel) weights; int4's speedup over our bf16
+  GEMV and its share of the floor (packed weights, scales and zero points over 4.1 TB/s, the issue's
+  figure);
+- prefill 2048 rows: int4 and fp8 against our bf16 GEMM (and torch's);
+- square fp8 products at 4096 and 8192 against our bf16 ones;
+- end to end (NBX_QUANT_E2E=0 skips it): Llama-3-8B size, int4 (a GPTQ checkpoint of random words written
+  here), batch 1 decode tokens/s and the weights' memory.
+Prints a table last."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+import numpy as np
+
+import nbxtensor as nbx
+from nbxtensor import llm
+from nbxtensor.nn import functional as F
+from nbxtensor.quant import QuantizedWeight
+
+import torch  # noqa: E402  (the reference)
+
+from timing import gpu_pair_ms, gpu_time_ms
+
+FLOOR_BANDWIDTH = 4.1e12  # the issue's bandwidth for the int4 GEMV floor
+# (name, out_features, in_features) of Llama-2-7B and Llama-3-8B projections (q/k/v and gate/up joined)
+SHAPES = [("llama2-7b qkv", 12288, 4096), ("llama2-7b o", 4096, 4096), ("llama2-7b gate_up", 22016, 4096),
+          ("llama2-7b down", 4096, 11008), ("llama3-8b qkv", 6144, 4096), ("llama3-8b gate_up", 28672, 4096),
+          ("llama3-8b down", 4096, 14336)]
+ROWS = (1, 4, 16)
+
+
+_WEIGHTS: dict = {}
+
+
+def weights(n: int, k: int) -> tuple:
+    """(bf16 ours, bf16 torch's, {format: quantized}) for an (n, k) weight, made once:
+    quantizing on the host takes seconds at these sizes."""
+    if (n, k) not in _WEIGHTS:
+        w = np.random.default_rng(n + k).standard_normal((n, k), dtype=np.float32) * 0.02
+        formats = {fmt: QuantizedWeight.quantize(w, fmt, group_size=128, device="cuda", dtype="bfloat16")
+                   for fmt in ("int4", "int8", "fp8")}
+        _WEIGHTS[(n, k)] = (nbx.tensor(w, device="cuda").to(nbx.bfloat16), torch.from_numpy(w).cuda().bfloat16(),
+                            formats)
+    return _WEIGHTS[(n, k)]
+
+
+def activations(rows: int, k: int) -> tuple:
+    x = np.random.default_rng(rows + k).standard_normal((rows, k), dtype=np.float32)
+    return nbx.tensor(x, device="cuda").to(nbx.bfloat16), torch.from_numpy(x).cuda().bfloat16()
+
+
+def check(x, qw: QuantizedWeight, what: str) -> None:
+    """A quantized product against the float64 product of the dequantized weight, on 4 rows."""
+    reference = x[:4].float().numpy().astype(np.float64) @ qw.dequantize().astype(np.float64).T
+    got = nbx.quantized_linear(x[:4], qw).float().numpy()
+    error = float(np.abs(got - reference).max() / np.abs(reference).max())
+    assert error < 2e-2, f"{what}: relative error {error}"
+
+
+def kernel_rows() -> list[tuple]:
+    rows = []
+    for name, n, k in SHAPES:
+        w_bf16, w_t, formats = weights(n, k)
+        for m in ROWS:
+            x, x_t = activations(m, k)
+            if m == ROWS[-1]:
+                for fmt, qw in formats.items():
+                    check(x, qw, f"{fmt} {name}")
+            ours_bf16, torch_bf16 = gpu_pair_ms(lambda: F.linear(x, w_bf16), lambda: torch.nn.functional.linear(x_t, w_t))
+            times = {fmt: gpu_time_ms(lambda: nbx.quantized_linear(x, qw)) for fmt, qw in formats.items()}
+            floor_ms = (formats["int4"].nbytes + m * k * 2 + m * n * 2) / FLOOR_BANDWIDTH * 1e3
+            rows.append((f"{name} {n}x{k} rows {m}", torch_bf16 * 1e3, ours_bf16 * 1e3, times["int4"] * 1e3,
+                         times["int8"] * 1e3, times["fp8"] * 1e3, f"{ours_bf16 / times['int4']:.2f}x",
+                         f"{floor_ms / times['int4']:.0%}"))
+    return rows
+
+
+def prefill_rows() -> list[tuple]:
+    rows = []
+    cases = [(name, n, k, 2048) for name, n, k in SHAPES if "8b" in name]
+    cases += [(f"square {s}", s, s, s) for s in (4096, 8192)]
+    for name, n, k, m in cases:
+        w_bf16, w_t, formats = weights(n, k)
+        x, x_t = activations(m, k)
+        ours_bf16, torch_bf16 = gpu_pair_ms(lambda: F.linear(x, w_bf16), lambda: torch.nn.functional.linear(x_t, w_t))
+        flops = 2 * m * n * k
+        out = [f"{name} {m}x{n}x{k}", torch_bf16 * 1e3, ours_bf16 * 1e3]
+        for fmt in ("int4", "fp8"):
+            qw = formats[fmt]
+            ms = gpu_time_ms(lambda: nbx.quantized_linear(x, qw))
+            out += [ms * 1e3, f"{ours_bf16 / ms:.2f}x"]
+        out.append(f"{flops / (ours_bf16 * 1e-3) / 1e12:.0f} TF/s bf16")
+        rows.append(tuple(out))
+    return rows
+
+
+EIGHT_B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+               num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192)
+
+
+def write_gptq_checkpoint(directory: str, config: dict, group_size: int = 128) -> None:
+    """A Llama checkpoint whose decoder linears are GPTQ int4 words drawn at random (scales small enough to
+    keep activations finite), embeddings and norms in bf16."""
+    from safetensors.numpy import save_file
+    import ml_dtypes
+    rng = np.random.default_rng(0)
+    h, inter, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
+    d = h // heads
+    linears = {"self_attn.q_proj": (heads * d, h), "self_attn.k_proj": (kv * d, h), "self_attn.v_proj": (kv * d, h),
+               "self_attn.o_proj": (h, heads * d), "mlp.gate_proj": (inter, h), "mlp.up_proj": (inter, h),
+               "mlp.down_proj": (h, inter)}
+
+    def bf16(shape, scale):
+        return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(ml_dtypes.bfloat16)
+
+    shard = {"model.embed_tokens.weight": bf16((config["vocab_size"], h), 0.02),
+             "lm_head.weight": bf16((config["vocab_size"], h), 0.02), "model.norm.weight": np.ones(h, ml_dtypes.bfloat16)}
+    files, index = [], {}
+    for layer in range(layers):
+        prefix = f"model.layers.{layer}."
+        shard[prefix + "input_layernorm.weight"] = np.ones(h, ml_dtypes.bfloat16)
+        shard[prefix + "post_attention_layernorm.weight"] = np.ones(h, ml_dtypes.bfloat16)
+        for module, (n, k) in linears.items():
+            groups = k // group_size
+            shard[prefix + module + ".qweight"] = rng.integers(-2**31, 2**31, (k // 8, n), dtype=np.int64).astype(np.int32)
+            shard[prefix + module + ".qzeros"] = np.full((groups, n // 8), 0x77777777, np.int32)
+            shard[prefix + module + ".scales"] = np.full((groups, n), 0.02 / 8, np.float16)
+        if layer % 4 == 3 or layer == layers - 1:
+            name = f"model-{len(files):05d}.safetensors"
+            save_file(shard, os.path.join(directory, name))
+            index.update({key: name for key in shard})
+            files.append(name)
+            shard = {}
+    with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": index}, f)
+    full = dict(config, architectures=["LlamaForCausalLM"], model_type="llama", rms_norm_eps=1e-5, rope_theta=500000.0,
+                torch_dtype="bfloat16", tie_word_embeddings=False, hidden_act="silu",
+                quantization_config={"quant_method": "gptq", "bits": 4, "group_size": group_size, "desc_act": False,
+                                     "sym": False, "checkpoint_format": "gptq"})
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(full, f)
+
+
+def end_to_end_rows(config: dict = EIGHT_B, device: str = "cuda", new: int = 64) -> list[tuple]:
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        start = time.perf_counter()
+        write_gptq_checkpoint(directory, config)
+        written = time.perf_counter() - start
+        nbx.cuda.reset_peak_memory_stats()
+        before = nbx.cuda.memory_allocated()
+        start = time.perf_counter()
+        model = llm.load(directory, device=device, cache_tokens=8 * 1024)
+        loaded = time.perf_counter() - start
+        weights = nbx.cuda.memory_allocated() - before
+        prompt = list(range(1, 65))
+        model.generate(prompt, max_new_tokens=8)
+        for batch in (1, 8):
+            model.engine.prefill_seconds = model.engine.decode_seconds = 0.0
+            model.generate([prompt] * batch, max_new_tokens=new)
+            rate = batch * (new - 1) / model.engine.decode_seconds
+            rows.append((f"8B int4 decode batch {batch}", f"{rate:.1f} tokens/s",
+                         f"allocated after load {weights / 2**30:.2f} GiB (weights + cache)",
+                         f"write {written:.0f} s, load {loaded:.0f} s"))
+    return rows
+
+
+def table(title: str, header: str, rows: list[tuple]) -> None:
+    print(f"\n{title}\n{header}")
+    for row in rows:
+        print(" | ".join(f"{v:.1f}" if isinstance(v, float) else str(v) for v in row))
+
+
+def main() -> None:
+    print(f"{nbx.cuda.get_device_name()}, torch {torch.__version__}")
+    kernels = kernel_rows()
+    prefill = prefill_rows()
+    e2e = end_to_end_rows() if os.environ.get("NBX_QUANT_E2E", "1") != "0" else []
+    table("decode rows (us)", "shape | torch bf16 | ours bf16 | int4 | int8 | fp8 | int4 vs our bf16 | int4 of floor",
+          kernels)
+    table("prefill and square products (us)", "case | torch bf16 | ours bf16 | int4 | int4 vs bf16 | fp8 | fp8 vs bf16 "
+          "| bf16 rate", prefill)
+    if e2e:
+        table("end to end", "what | rate | memory | time", e2e)
+
+
+if __name__ == "__main__":
+    main()

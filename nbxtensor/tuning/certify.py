@@ -1,0 +1,428 @@
+"""Ahead-of-time tuning with certification: each launch key of a census tuned, among the candidates whose
+output matches a float64 reference.
+
+A key names its kernel, its extents' buckets, dtypes and layout flags, so operands that form it can be made
+from the key alone: its representative shapes are each bucket's top rung and the smallest extent of the
+bucket (ragged against every tile). For each candidate setting the family's op runs on those operands with
+the setting forced, and its output is compared with a reference computed independently in float64 with
+NumPy (the certifier checks the kernels, so it cannot share them) within the error bound of the dtypes'
+rounding. A candidate outside the bound, or one that fails to run, is refused and kept in the entry with
+its reason; the setting stored is the fastest certified candidate (under Triton's interpreter, where
+nothing can be timed, the first).
+"""
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .. import progress
+from .cache import certifications, bucket, cache_for, time_candidates
+
+__all__ = ["certify_key", "certify_keys", "certify_graph", "op_of", "parse_key", "CERTIFIERS"]
+
+
+def parse_key(key: str) -> tuple[str, dict, tuple, dict]:
+    """(kernel, extents, dtype names, flags) of a launch key as ``launch_key`` writes it."""
+    parts = key.split("|")
+    plain = [i for i, part in enumerate(parts) if "=" not in part and i > 0]
+    if not plain:
+        raise ValueError(f"launch key {key!r}: no dtypes part (kernel|NAME=extent...|dtypes|flag=value...)")
+    split = plain[0]
+    extents = {}
+    for part in parts[1:split]:
+        name, _, value = part.partition("=")
+        if not value.isdigit():
+            raise ValueError(f"launch key {key!r}: extent {part!r} is not NAME=integer")
+        extents[name] = int(value)
+    flags = dict(part.partition("=")[::2] for part in parts[split + 1:])
+    return parts[0], extents, tuple(d for d in parts[split].split(",") if d), flags
+
+
+@dataclass(frozen=True)
+class Case:
+    """One representative call: ``run()`` computes the output; ``reference`` and ``bound`` are float64."""
+    shape: tuple
+    run: Callable
+    reference: np.ndarray
+    bound: np.ndarray
+
+
+@dataclass(frozen=True)
+class Certifier:
+    op: str  # the op (registry name) whose launches form the kernel's keys
+    rows: tuple  # the extents bucketed on the rows ladder (the others on the cols ladder)
+    cases: Callable  # (extents, dtypes, flags, device) -> [Case] (none: no operands form the key)
+
+
+_UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
+
+def _output_rounding(dtype_name: str) -> float:
+    """The relative rounding of a result stored in ``dtype_name`` after float32 accumulation."""
+    unit = _UNIT_ROUNDOFF.get(dtype_name, 0.0)
+    return unit if unit > _UNIT_ROUNDOFF["float32"] else 0.0
+
+
+def _gamma(terms: int, unit: float) -> float:
+    """The classic bound on the relative error of a sum of ``terms`` rounded products, in any order."""
+    return terms * unit / (1 - terms * unit)
+
+
+def _operand(rng, shape, dtype_name: str, device, transposed: bool):
+    """A tensor of ``dtype_name`` of ``shape`` (its last two dims stored transposed when asked), and its
+    exact values in float64."""
+    import nbxtensor as nbx
+    stored = (*shape[:-2], shape[-1], shape[-2]) if transposed else tuple(shape)
+    if dtype_name.startswith(("int", "uint")):
+        values = rng.integers(-8 if dtype_name.startswith("int") else 0, 8, stored).astype(np.int32)
+    else:
+        values = rng.standard_normal(stored).astype(np.float32)
+    tensor = nbx.tensor(values, device=device).to(getattr(nbx, dtype_name))
+    if transposed:
+        tensor = tensor.transpose(-1, -2)
+    return tensor, _exact(tensor)
+
+
+def _exact(tensor) -> np.ndarray:
+    """A tensor's values in float64 (half floats widened on the device first: float32 holds them exactly)."""
+    import nbxtensor as nbx
+    if tensor.dtype.kind == "float" and tensor.dtype.itemsize < 4:
+        tensor = tensor.to(nbx.float32)
+    with np.errstate(invalid="ignore"):  # a wrong candidate's output may hold anything
+        return tensor.cpu().numpy().astype(np.float64)
+
+
+def _product_cases(extents, dtypes, flags, device) -> list[Case]:
+    """GEMM and GEMV keys: ``matmul``'s product (the same route a linear layer takes) on operands with the
+    key's dtypes and layouts. Bound: float accumulation of K products, then rounding to the output."""
+    from ..dtypes import get_dtype
+    from ..ops.matmul import _product
+    rng = np.random.default_rng(0)
+    in_name, out_name = dtypes
+    out_dtype = get_dtype(out_name)
+    batches, m, n, k = extents.get("B"), extents["M"], extents["N"], extents["K"]
+    lead = () if batches is None else (batches,)
+    a, a64 = _operand(rng, (*lead, m, k), in_name, device, transposed=flags.get("a_k_unit") == "0")
+    b, b64 = _operand(rng, (*lead, k, n), in_name, device, transposed=flags.get("b_n_unit") == "0")
+    reference = np.matmul(a64, b64)
+    if out_dtype.kind == "int":
+        bound = np.zeros_like(reference)
+    else:
+        accumulate = _UNIT_ROUNDOFF["float32"]
+        rounded = _output_rounding(out_name)
+        # K products and sums plus the two operands' conversions to the accumulator, then the output's rounding
+        bound = _gamma(k + 3, accumulate) * np.matmul(np.abs(a64), np.abs(b64)) + rounded * np.abs(reference)
+    return [Case((*lead, m, n, k), lambda: _product("matmul", a, b, lambda: out_dtype), reference, bound)]
+
+
+_HEADS = 2  # prefill operands' heads: a head past the first catches a wrong head stride
+
+
+def _softmax_rows(scores: np.ndarray) -> np.ndarray:
+    peak = np.max(scores, axis=-1, keepdims=True)
+    weights = np.exp(scores - np.where(np.isfinite(peak), peak, 0.0))
+    return weights / np.sum(weights, axis=-1, keepdims=True)
+
+
+def _attention_reference(q64, k64, v64, allowed, additive, softcap, dtype_name: str) -> tuple:
+    """(softmax(softcap(q k^T / sqrt(E)) + additive, over the ``allowed`` keys) v, its bound), both float64,
+    for (H, L, E) queries and keys and values broadcast to their heads. Bound, per output row: the scores'
+    error (E rounded products, the scale, the cap's tanh) moves each weight by about that much relatively,
+    the weights rounded to the input dtype for the second product and its S terms add theirs, all times the
+    largest value; a factor of 4 covers the exponential's own few ulps and the online rescaling's roundings."""
+    dim = q64.shape[-1]
+    scale = 1.0 / np.sqrt(dim)
+    scores = np.matmul(q64, np.swapaxes(k64, -1, -2)) * scale
+    magnitudes = np.matmul(np.abs(q64), np.swapaxes(np.abs(k64), -1, -2)) * scale
+    accumulate = _UNIT_ROUNDOFF["float32"]
+    score_error = _gamma(dim + 2, accumulate) * magnitudes + 2 * accumulate * np.abs(scores)
+    if softcap is not None:  # the cap's slope is at most 1: it shrinks errors, and adds its tanh's
+        scores = softcap * np.tanh(scores / softcap)
+        score_error = score_error + 4 * accumulate * softcap
+    if additive is not None:
+        scores = scores + additive
+    scores = np.where(allowed, scores, -np.inf)
+    reference = np.matmul(_softmax_rows(scores), v64)
+    weights_unit = max(_UNIT_ROUNDOFF.get(dtype_name, accumulate), accumulate)
+    row_error = np.max(np.where(allowed, score_error, 0.0), axis=-1, keepdims=True)
+    largest = np.max(np.abs(v64), axis=(-2, -1), keepdims=True)
+    rounded = _output_rounding(dtype_name)
+    bound = 4 * (2 * row_error + 2 * weights_unit + _gamma(k64.shape[-2] + 2, accumulate)) * largest \
+        + rounded * np.abs(reference)
+    return reference, np.broadcast_to(bound, reference.shape)
+
+
+def _attention_mask(rng, flags, length, keys, dtype_name, device):
+    """The mask the key's ``mask`` flag names (0 none, 1 bool, 2 additive), (L, S) broadcast over heads: the
+    tensor and (allowed, additive) in float64."""
+    import nbxtensor as nbx
+    kind = flags.get("mask", "0")
+    if kind == "0":
+        return None, np.ones((length, keys), dtype=bool), None
+    if kind == "1":
+        allowed = rng.random((length, keys)) < 0.7
+        allowed[:, 0] = True  # every row attends somewhere
+        return nbx.tensor(allowed, device=device), allowed, None
+    if kind == "2":
+        mask, mask64 = _operand(rng, (length, keys), dtype_name, device, transposed=False)
+        return mask, np.ones((length, keys), dtype=bool), mask64
+    raise ValueError(f"mask kind {kind!r}")
+
+
+def _prefill_cases(extents, dtypes, flags, device) -> list[Case]:
+    """Prefill attention keys: plain ones through ``scaled_dot_product_attention``; those naming a cap, a
+    window or a query offset (a prompt's chunk past its first) through ``prefill_attention``, the op that
+    takes them, with the offset that makes the queries the keys' last positions; so too one causal row."""
+    from ..nn import functional as F
+    from ..ops.attention import prefill_attention
+    rng = np.random.default_rng(0)
+    length, keys, dim = extents["L"], extents["S"], extents["E"]
+    (name,) = dtypes
+    shape = (length, keys, dim)
+    flagged = "softcap" in flags or "window" in flags
+    if flagged or (length == 1 and flags.get("causal") == "1" and flags.get("mask") == "0"):
+        # one causal query row (a one-token prompt) sees one key: the public op would decode it instead
+        keys = keys if flagged else length
+        shape, offset = (length, keys, dim), keys - length
+        if offset < 0:
+            return []
+        softcap = 2.0 if flags.get("softcap") == "1" else None
+        window = max(1, keys // 2) if flags.get("window") == "1" else None
+        q, q64 = _operand(rng, (_HEADS, length, dim), name, device, transposed=False)
+        k, k64 = _operand(rng, (1, keys, dim), name, device, transposed=False)
+        v, v64 = _operand(rng, (1, keys, dim), name, device, transposed=False)
+        position = offset + np.arange(length)[:, None]
+        seen = np.arange(keys)[None, :]
+        allowed = (seen <= position) & ((seen > position - window) if window else True)
+        reference, bound = _attention_reference(q64, np.broadcast_to(k64, (_HEADS, keys, dim)),
+                                                np.broadcast_to(v64, (_HEADS, keys, dim)), allowed, None, softcap, name)
+        return [Case(shape, lambda: prefill_attention(q, k, v, softcap=softcap, window=window, query_offset=offset),
+                     reference, bound)]
+    q, q64 = _operand(rng, (1, _HEADS, length, dim), name, device, transposed=False)
+    k, k64 = _operand(rng, (1, _HEADS, keys, dim), name, device, transposed=False)
+    v, v64 = _operand(rng, (1, _HEADS, keys, dim), name, device, transposed=False)
+    mask, allowed, additive = _attention_mask(rng, flags, length, keys, name, device)
+    causal = flags.get("causal") == "1"
+    if causal:
+        allowed = allowed & np.tril(np.ones((length, keys), dtype=bool))  # top-left aligned: query i sees j <= i
+    reference, bound = _attention_reference(q64, k64, v64, allowed, additive, None, name)
+    return [Case(shape, lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal),
+                 reference, bound)]
+
+
+def _decode_cases(extents, dtypes, flags, device) -> list[Case]:
+    """Decode attention keys: one query row of G heads sharing one key head."""
+    from ..nn import functional as F
+    rng = np.random.default_rng(0)
+    group, keys, dim = extents["G"], extents["S"], extents["E"]
+    (name,) = dtypes
+    q, q64 = _operand(rng, (1, group, 1, dim), name, device, transposed=False)
+    k, k64 = _operand(rng, (1, 1, keys, dim), name, device, transposed=False)
+    v, v64 = _operand(rng, (1, 1, keys, dim), name, device, transposed=False)
+    mask, allowed, additive = _attention_mask(rng, flags, 1, keys, name, device)
+    reference, bound = _attention_reference(q64, np.broadcast_to(k64, (1, group, keys, dim)),
+                                            np.broadcast_to(v64, (1, group, keys, dim)), allowed, additive, None, name)
+    return [Case((group, keys, dim), lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                                            enable_gqa=group > 1), reference, bound)]
+
+
+def _quantized_cases(extents, dtypes, flags, device) -> list[Case]:
+    """Quantized GEMM and GEMV keys: ``quantized_linear`` of an input with the key's dtype and a weight
+    rounded to nearest in the key's format (its scales in the key's scale dtype, checked by the key the call
+    forms). Reference: the input times the dequantized weight (``QuantizedWeight.dequantize``, on the host),
+    in float64. Bound: the product's, plus the dequantized weight's rounding to the dot's input dtype
+    (the kernel dequantizes tiles in registers) and to float32 (the host's dequantized copy)."""
+    from ..ops.quant import quantized_linear
+    from ..quant import QuantizedWeight
+    if flags.get("g_idx") == "1":
+        return []  # act-order weights come only from GPTQ checkpoints: no rounding here makes one
+    rng = np.random.default_rng(0)
+    m, n, k = extents["M"], extents["N"], extents["K"]
+    in_name, _ = dtypes
+    x, x64 = _operand(rng, (m, k), in_name, device, transposed=False)
+    weight = QuantizedWeight.quantize(rng.standard_normal((n, k)).astype(np.float32) * 0.05, flags["format"],
+                                      group_size=min(128, k), device=device, dtype=in_name)
+    w64 = weight.dequantize().astype(np.float64)
+    reference = x64 @ w64.T
+    accumulate = _UNIT_ROUNDOFF["float32"]
+    dequantized = max(_UNIT_ROUNDOFF.get(in_name, accumulate), accumulate) + accumulate
+    rounded = _output_rounding(in_name)
+    bound = (_gamma(k + 3, accumulate) + dequantized) * (np.abs(x64) @ np.abs(w64).T) + rounded * np.abs(reference)
+    return [Case((m, n, k), lambda: quantized_linear(x, weight), reference, bound)]
+
+
+CERTIFIERS: dict[str, Certifier] = {
+    "gemm": Certifier("matmul", ("B", "M"), _product_cases),
+    "gemv": Certifier("matmul", ("M",), _product_cases),
+    "attention": Certifier("scaled_dot_product_attention", ("L",), _prefill_cases),
+    "attention_decode": Certifier("scaled_dot_product_attention", ("G",), _decode_cases),
+    "quantized_gemm": Certifier("quantized_linear", ("M",), _quantized_cases),
+    "quantized_gemv": Certifier("quantized_linear", ("M",), _quantized_cases),
+}
+
+
+def op_of(key: str) -> str:
+    """The op whose calls form ``key``."""
+    certifier = CERTIFIERS.get(key.split("|", 1)[0])
+    if certifier is None:
+        return "(no op declares this kernel)"
+    if certifier.cases is _prefill_cases and ("|softcap=" in key or "|window=" in key):
+        return "prefill_attention"  # caps, windows and offsets: the engine's op, not the public one
+    return certifier.op
+
+
+def representative_extents(kernel: str, extents: dict, facts: dict) -> list[dict]:
+    """The key's extents at each bucket's top rung, then at each bucket's smallest extent."""
+    rows = CERTIFIERS[kernel].rows
+    smallest = {}
+    for name, top in extents.items():
+        ladder = facts["ladders"]["rows" if name in rows else "cols"]
+        lower = max([int(r) for r in ladder if r < top], default=0)
+        if top > max(int(r) for r in ladder):  # past the ladder: the buckets are powers of two
+            lower = top // 2
+        smallest[name] = lower + 1 if bucket(lower + 1, ladder) == top else top
+    return [dict(extents)] + ([smallest] if smallest != extents else [])
+
+
+class _CertificationFailed(RuntimeError):
+    """Every candidate of a key was refused."""
+
+
+class _Captured(BaseException):
+    """Stops a call once its key's candidates are known (not an Exception: no fallback of the op may take
+    it for a failure)."""
+
+
+class _Certification:
+    """The tuning of one key in progress: ``choose`` hands its decision here (``cache.certifications``)."""
+
+    def __init__(self, key: str, facts_name: str):
+        self.key, self.facts_name = key, facts_name
+        self.candidates: list | None = None
+        self.capturing = True
+        self.forced: dict | None = None
+        self.refused: dict[str, str] = {}
+        self.shapes: list = []
+
+    def decide(self, candidates, measure, interpreted: bool, rounds: int) -> dict:
+        if self.forced is not None:
+            return self.forced
+        if self.capturing:  # a call that only names the candidates: it stops here, launching nothing
+            if self.candidates is None:  # the top rung's: the shape the setting is chosen on
+                self.candidates = [dict(c) for c in candidates]
+            raise _Captured
+        accepted = [c for c in candidates if _name(c) not in self.refused]
+        if interpreted:
+            ranked = [(None, c) for c in accepted]
+        else:
+            ranked = time_candidates(self.key, accepted, measure, rounds)
+        refused = [{"config": dict(c), "reason": self.refused[_name(c)]} for c in candidates
+                   if _name(c) in self.refused]
+        chosen_ms, chosen = ranked[0] if ranked else (None, None)
+        cache_for(self.facts_name).store(self.key, {
+            "config": dict(chosen) if chosen is not None else None, "ms": chosen_ms, "candidates": len(candidates),
+            "certified": chosen is not None, "refused": refused, "shapes": [list(s) for s in self.shapes]})
+        if chosen is None:
+            raise _CertificationFailed(f"every one of {len(candidates)} candidates was refused")
+        return chosen
+
+
+def _name(config: dict) -> str:
+    return json.dumps(config, sort_keys=True)
+
+
+def _verdict(case: Case) -> str | None:
+    """None when the case's output is within its bound of the reference, else why not."""
+    try:
+        out = _exact(case.run())
+    except Exception as error:  # noqa: BLE001  (a setting that cannot run is refused, not fatal)
+        said = " ".join(str(error).split())[:200]  # one printable line: a store file holds it
+        return f"failed to run on shape {list(case.shape)}: {type(error).__name__}: {said}"
+    if out.shape != case.reference.shape:
+        return f"output shape {list(out.shape)} on shape {list(case.shape)}, expected {list(case.reference.shape)}"
+    error = np.abs(out - case.reference)
+    wrong = ~(error <= case.bound)  # NaN counts as wrong
+    if not wrong.any():
+        return None
+    worst = np.unravel_index(np.argmax(np.where(wrong, np.nan_to_num(error, nan=np.inf), -1)), error.shape)
+    return (f"{int(wrong.sum())} of {error.size} outputs outside the float64 reference's bound on shape "
+            f"{list(case.shape)} (worst: error {error[worst]:.3g}, bound {case.bound[worst]:.3g})")
+
+
+def certify_key(key: str, device=None, *, again: bool = False) -> dict:
+    """Tune and certify ``key`` on ``device`` (default: the default device) unless it holds a certified
+    entry of these versions (``again``: certify anyway). A report: key, op, status (``kept``, ``certified``,
+    ``refused``: every candidate refused, or ``uncertifiable``), config and the refused candidates."""
+    from ..device import backend_for, resolve
+    from ..ops.plans import clear_all
+    from .cache import recording
+    dev = resolve(device)
+    facts = backend_for(dev).facts
+    cache = cache_for(facts["name"])
+    kernel, extents, dtypes, flags = parse_key(key)
+    report = {"key": key, "op": op_of(key), "config": None, "refused": []}
+    entry, _ = cache.current(key)
+    if entry is not None and entry.get("certified") and not again:
+        return {**report, "status": "kept", "config": entry["config"], "refused": entry.get("refused", [])}
+    certifier = CERTIFIERS.get(kernel)
+    if certifier is None:
+        return {**report, "status": "uncertifiable", "why": f"no certifier for kernel {kernel!r}"}
+    cases = [case for shape in representative_extents(kernel, extents, facts)
+             for case in certifier.cases(shape, dtypes, flags, dev)]
+    if not cases:
+        return {**report, "status": "uncertifiable",
+                "why": "no operands made here form it (an act-order weight, or a query offset past the keys)"}
+    certification = _Certification(key, facts["name"])
+    claim = (threading.get_ident(), key)  # this thread's calls only: another thread's run keeps its own path
+    certifications[claim] = certification
+    try:
+        checked = []
+        for case in cases:  # a ragged shape whose layout forms another key certifies nothing here
+            clear_all()
+            with recording() as formed:
+                try:
+                    case.run()
+                except _Captured:
+                    pass
+            if key in formed and certification.candidates is not None:
+                checked.append(case)
+        if not checked or checked[0] is not cases[0]:
+            return {**report, "status": "uncertifiable", "why": "its representative operands do not form it"}
+        certification.capturing = False
+        certification.shapes = [case.shape for case in checked]
+        for config in certification.candidates:
+            certification.forced = config
+            for case in checked:
+                clear_all()
+                why = _verdict(case)
+                if why is not None:
+                    certification.refused[_name(config)] = why
+                    break
+        certification.forced = None
+        clear_all()
+        try:
+            cases[0].run()
+        except _CertificationFailed:
+            pass
+    finally:
+        del certifications[claim]
+        clear_all()
+    stored = cache.entries()[key]
+    return {**report, "status": "certified" if stored["certified"] else "refused", "config": stored["config"],
+            "refused": stored["refused"]}
+
+
+def certify_keys(keys, device=None, *, again: bool = False) -> list[dict]:
+    """``certify_key`` of each key, under a progress bar."""
+    return [certify_key(key, device, again=again) for key in progress.track(sorted(keys), "certifying launch keys")]
+
+
+def certify_graph(model, values: dict | None = None, device=None, *, again: bool = False) -> list[dict]:
+    """Certify every launch key the census of ``model`` (a loaded graph) names for ``values`` on ``device``."""
+    from ..census import census
+    from ..device import backend_for, resolve
+    return certify_keys(census(model, values, backend_for(resolve(device)).facts), device, again=again)
