@@ -6,10 +6,13 @@ from __future__ import annotations
 import math
 
 from .. import shape as S
+from ..dtypes import get_dtype
 from ..promotion import get_default_dtype, result_type
 from ..tensor import Tensor
 from .copy import new_tensor, scratch_scope
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+
+_F32 = get_dtype("float32")
 
 
 def _op(name):
@@ -425,10 +428,11 @@ def _embedding_bag_cost(input, weight, offsets=None, *args, **kwargs):
     out = _embedding_bag_meta(input, weight, offsets, *args, **kwargs)
     count = S.numel(input.shape)
     rows = count * weight.shape[1]
+    wide = max(weight.dtype.itemsize, 4)  # sums of half-precision rows accumulate in float32
     return Cost(flops=2 * rows, bytes_read=rows * weight.dtype.itemsize + nbytes(input), bytes_written=nbytes(out),
-                workspace=workspace_bytes(*[count * 8] * 6, rows * weight.dtype.itemsize, rows * 8,
-                                          (out.shape[0] + 1) * weight.shape[1] * weight.dtype.itemsize,
-                                          (out.shape[0] + 1) * weight.dtype.itemsize * 2))
+                workspace=workspace_bytes(*[count * 8] * 6, rows * weight.dtype.itemsize, rows * wide, rows * wide,
+                                          rows * 8, *[(out.shape[0] + 1) * weight.shape[1] * wide] * 2,
+                                          *[(out.shape[0] + 1) * wide] * 2))
 
 
 @register("embedding_bag", family="indexing", aten=["nbx::embedding_bag"], meta=_embedding_bag_meta,
@@ -466,18 +470,22 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
         if padding_idx is not None:
             bag = _op("where")(flat == padding_idx, bags, bag)
         gathered = _op("index_select")(weight, 0, flat)
-        if per_sample_weights is not None:
-            gathered = gathered * per_sample_weights.reshape(-1, 1)
         if mode == "max":
             target = weight.new_zeros((bags + 1, width))
             filled = _op("scatter_reduce")(target, 0, bag.unsqueeze(1).expand(count, width), gathered, "amax",
                                           include_self=False)
         else:
-            filled = weight.new_zeros((bags + 1, width)).index_add_(0, bag, gathered)
+            # half-precision sums accumulate in float32 and round once at the end
+            wide = _F32 if weight.dtype.is_floating_point and weight.dtype.itemsize < 4 else weight.dtype
+            gathered = gathered.to(wide)
+            if per_sample_weights is not None:
+                gathered = gathered * per_sample_weights.reshape(-1, 1).to(wide)
+            filled = _op("zeros")((bags + 1, width), dtype=wide, device=weight.device).index_add_(0, bag, gathered)
             if mode == "mean":
-                sizes = weight.new_zeros((bags + 1,)).index_add_(0, bag, weight.new_ones((count,)))
+                sizes = filled.new_zeros((bags + 1,)).index_add_(0, bag, filled.new_ones((count,)))
                 filled = filled / sizes.clamp_min(1).unsqueeze(1)
-    return filled[:bags].contiguous()
+    kept = filled[:bags]
+    return kept.to(weight.dtype) if kept.dtype is not weight.dtype else kept.clone()
 
 
 FUNCTIONAL = {name: get(name).impl for name in (

@@ -482,7 +482,8 @@ TABLE = [
     # complex basics
     Row("angle", K.angle, _unary, rule=FLOAT, inplace=False, complex_body=K.complex_angle, result=_to_real),
     Row("conj", K.conj_real, _unary, inplace=False, complex_body=K.complex_conj,
-        aten=("aten::conj.default", "aten::conj_physical.default")),
+        aten=("aten::conj.default", "aten::conj_physical.default"), api=("conj", "conj_physical"),
+        methods=("conj", "conj_physical")),
     # torch.special: the ones torch also has at the top level keep their names there
     *[Row(n, getattr(KS, n), _unary, rule=FLOAT, accepts=REAL, flops=flops, inplace_api=(n + "_",))
       for n, flops in (("lgamma", 40), ("digamma", 80), ("i0", 300), ("sinc", 20))],

@@ -296,7 +296,7 @@ def _tensordot_dims(a, b, dims):
     dims_a = [S.wrap_dim(d, len(a.shape)) for d in dims_a]
     dims_b = [S.wrap_dim(d, len(b.shape)) for d in dims_b]
     for da, db in zip(dims_a, dims_b):
-        if a.shape[da] != b.shape[db]:
+        if a.shape[da] != b.shape[db] and 1 not in (a.shape[da], b.shape[db]):
             raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[da]} in dim {da} "
                                f"and second has size {b.shape[db]} in dim {db}")
     return dims_a, dims_b
@@ -311,10 +311,15 @@ def _tensordot_meta(a, b, dims=2, out=None):
 
 def _tensordot_cost(a, b, dims=2, out=None):
     meta = _tensordot_meta(a, b, dims)
-    dims_a, _ = _tensordot_dims(a, b, dims)
-    inner = S.numel([a.shape[d] for d in dims_a])
+    dims_a, dims_b = _tensordot_dims(a, b, dims)
+    inner = S.numel([min(a.shape[da], b.shape[db]) for da, db in zip(dims_a, dims_b)])
+    # each side's sum over broadcast contracted dims, then its permuted copy
     return Cost(flops=2 * S.numel(meta.shape) * inner, bytes_read=nbytes(a) + nbytes(b), bytes_written=nbytes(meta),
-                workspace=temporaries(1, a.shape, a.dtype) + temporaries(1, b.shape, b.dtype))
+                workspace=temporaries(2, a.shape, a.dtype) + temporaries(2, b.shape, b.dtype))
+
+
+def _summed_to_one(x: Tensor, dims: list) -> Tensor:
+    return _op("sum")(x, dims, True, dtype=x.dtype) if dims else x
 
 
 @register("tensordot", family="matmul", aten=["aten::tensordot.default"], meta=_tensordot_meta, cost=_tensordot_cost)
@@ -325,8 +330,11 @@ def tensordot(a: Tensor, b: Tensor, dims=2, out=None) -> Tensor:
     dims_a, dims_b = _tensordot_dims(a, b, dims)
     free_a = [i for i in range(a.ndim) if i not in dims_a]
     free_b = [i for i in range(b.ndim) if i not in dims_b]
-    inner = S.numel([a.shape[d] for d in dims_a])
     with scratch_scope():
+        # a contracted dim of size 1 broadcasts against the other side's, which is summed down to 1
+        a = _summed_to_one(a, [da for da, db in zip(dims_a, dims_b) if a.shape[da] != b.shape[db] == 1])
+        b = _summed_to_one(b, [db for da, db in zip(dims_a, dims_b) if b.shape[db] != a.shape[da] == 1])
+        inner = S.numel([a.shape[d] for d in dims_a])
         left = a.permute(free_a + dims_a).reshape(S.numel([a.shape[i] for i in free_a]), inner)
         right = b.permute(dims_b + free_b).reshape(inner, S.numel([b.shape[i] for i in free_b]))
     result = _op("matmul")(left.to(meta.dtype), right.to(meta.dtype)).reshape(meta.shape)

@@ -311,7 +311,7 @@ def _pad_meta(x, pad, mode="constant", value=None):
     return TensorMeta(tuple(shape), x.dtype)
 
 
-@register("pad", family="shape", aten=["aten::pad.default", "aten::constant_pad_nd.default"], meta=_pad_meta,
+@register("pad", family="shape", aten=["aten::pad.default"], meta=_pad_meta,
           cost=lambda x, pad, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_pad_meta(x, pad))), api=())
 def pad(x: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
     """``torch.nn.functional.pad``: ``pad`` lists (before, after) amounts from the last dim back.

@@ -323,6 +323,32 @@ def _histogram_meta(input, bins=100, *, range=None, weight=None, density=False, 
     return (TensorMeta((count,), input.dtype), TensorMeta((count + 1,), input.dtype))
 
 
+def equal_bin_edges(values: Tensor, count: int, range, op: str) -> Tensor:
+    """The ``count + 1`` edges of equal bins over ``range`` (default: the values' min and max, read on the
+    host), an empty range widened by 0.5 each way, as numpy's; in the values' dtype."""
+    if range is None:
+        low, high = (float(values.min().item()), float(values.max().item())) if values.numel() else (0.0, 0.0)
+    else:
+        low, high = float(range[0]), float(range[1])
+    if low > high:
+        raise RuntimeError(f"torch.{op}(): max must be larger than min, but got min {low} max {high}")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise RuntimeError(f"torch.{op}(): range of [{low}, {high}] is not finite")
+    if low == high:
+        low, high = low - 0.5, high + 0.5
+    return _op("linspace")(low, high, count + 1, dtype=values.dtype, device=values.device)
+
+
+def bin_positions(values: Tensor, edges: Tensor) -> Tensor:
+    """The bin of each of the 1-D ``values`` between ``edges``: a bin holds [edge, next edge), the last one its
+    right edge too; values outside the edges (and NaN) get the bin count, one past the last bin."""
+    count = edges.shape[0] - 1
+    bin_of = _op("searchsorted")(edges, values, right=True) - 1
+    bin_of = _op("where")(values == edges[count], count - 1, bin_of)
+    outside = (bin_of < 0) | (bin_of >= count) | values.isnan()
+    return _op("where")(outside, count, bin_of)
+
+
 @register("histogram", family="sorting", aten=["aten::histogram.bins_tensor", "aten::histogram.bin_ct"],
           meta=_histogram_meta,
           cost=lambda input, *a, **k: Cost(flops=S.numel(input.shape) * 8, bytes_read=nbytes(input),
@@ -337,26 +363,12 @@ def histogram(input: Tensor, bins=100, *, range=None, weight=None, density: bool
     meta = _histogram_meta(input, bins, range=range, weight=weight, density=density)
     count = meta[0].shape[0]
     if isinstance(bins, int):
-        if range is None:
-            low, high = (float(input.min().item()), float(input.max().item())) if input.numel() else (0.0, 0.0)
-        else:
-            low, high = float(range[0]), float(range[1])
-        if low > high:
-            raise RuntimeError(f"torch.histogram(): max must be larger than min, but got min {low} max {high}")
-        if not (math.isfinite(low) and math.isfinite(high)):
-            raise RuntimeError(f"torch.histogram(): range of [{low}, {high}] is not finite")
-        if low == high:
-            low, high = low - 0.5, high + 0.5
-        edges = _op("linspace")(low, high, count + 1, dtype=input.dtype, device=input.device)
+        edges = equal_bin_edges(input, count, range, "histogram")
     else:
         edges = bins.to(input.dtype).contiguous()
     with scratch_scope():
         values = input.reshape(-1)
-        bin_of = _op("searchsorted")(edges, values, right=True) - 1
-        # the last edge closes the last bin; everything else outside the edges goes to a discarded bin
-        bin_of = _op("where")(values == edges[count], count - 1, bin_of)
-        outside = (bin_of < 0) | (bin_of >= count) | values.isnan()
-        bin_of = _op("where")(outside, count, bin_of)
+        bin_of = bin_positions(values, edges)
         amounts = (_op("ones")(values.shape, dtype=input.dtype, device=input.device) if weight is None
                    else weight.reshape(-1).to(input.dtype))
         totals = _op("zeros")((count + 1,), dtype=input.dtype, device=input.device).index_add_(0, bin_of, amounts)
