@@ -16,6 +16,7 @@ from ..ops.losses import FUNCTIONAL as _LOSS_FUNCTIONAL
 from ..ops.breadth_composites import FUNCTIONAL as _BREADTH_FUNCTIONAL
 from ..ops.margin_losses import FUNCTIONAL as _MARGIN_LOSS_FUNCTIONAL
 from ..ops.nn_more import FUNCTIONAL as _NN_MORE_FUNCTIONAL
+from ..ops.mha import multi_head_attention_forward as _multi_head_attention_forward
 
 globals().update(_FUNCTIONAL)
 globals().update(_NORM_FUNCTIONAL)
@@ -25,6 +26,7 @@ globals().update(_LOSS_FUNCTIONAL)
 globals().update(_BREADTH_FUNCTIONAL)
 globals().update(_MARGIN_LOSS_FUNCTIONAL)
 globals().update(_NN_MORE_FUNCTIONAL)
+multi_head_attention_forward = _multi_head_attention_forward.impl
 sigmoid = _get("sigmoid").impl
 tanh = _get("tanh").impl
 linear = _get("linear").impl
@@ -50,4 +52,4 @@ unfold = _get("unfold_blocks").impl  # the registry's "unfold" is Tensor.unfold,
 
 __all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, *_CONV_FUNCTIONAL, *_COMPOSITE_FUNCTIONAL, *_LOSS_FUNCTIONAL,
                   *_BREADTH_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", "embedding", "pad", "one_hot", "unfold",
-                  "act_and_mul", *_ATTENTION, *_VISION, *_MARGIN_LOSS_FUNCTIONAL, *_NN_MORE_FUNCTIONAL])
+                  "act_and_mul", *_ATTENTION, *_VISION, *_MARGIN_LOSS_FUNCTIONAL, *_NN_MORE_FUNCTIONAL, "multi_head_attention_forward"])
