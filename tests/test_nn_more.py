@@ -344,3 +344,55 @@ def test_aten_names(r):
         np.testing.assert_array_equal(nbx._upsample_bilinear2d_aa(x, **call).numpy(), resized.numpy())
     out, mean, rstd = nbx.native_group_norm(x, None, None, 1, 2, 48, 2, 1e-5)
     assert tuple(mean.shape) == tuple(rstd.shape) == (1, 2)
+
+
+# ---- fractional_max_pool ---------------------------------------------------------------------------
+
+def _fractional_starts(u, size, kernel, out):
+    """ATen's window offsets, in float32 as ATen computes them for a float32 input."""
+    if out == 1:
+        return [size - kernel]
+    alpha = np.float32(size - kernel) / np.float32(out - 1)
+    starts = [int((np.float32(i) + u) * alpha) - int(u * alpha) for i in range(out - 1)]
+    return starts + [size - kernel]
+
+
+@pytest.mark.parametrize("nd,shape,kernel,out", [(2, (2, 3, 9, 8), (3, 2), (4, 5)), (3, (1, 2, 6, 5, 7), (2, 2, 3), (3, 2, 4)),
+                                                 (2, (2, 7, 7), (2, 2), (3, 3))])
+def test_fractional_max_pool_with_samples(r, nd, shape, kernel, out):
+    x = f32(r, *shape)
+    batched = x.reshape((-1,) * (len(shape) == nd + 1) + shape)
+    planes = batched.shape[:2]
+    samples = r.random((*planes, nd)).astype(np.float32)
+    expected = np.zeros((*planes, *out), np.float32)
+    where = np.zeros((*planes, *out), np.int64)
+    for n, c in np.ndindex(*planes):
+        # the 2-d pool's samples are (width, height), the 3-d one's (depth, height, width)
+        order = (1, 0) if nd == 2 else (0, 1, 2)
+        starts = [_fractional_starts(samples[n, c, order[d]], shape[-nd + d], kernel[d], out[d]) for d in range(nd)]
+        plane = batched[n, c]
+        for cell in np.ndindex(*out):
+            corner = [starts[d][cell[d]] for d in range(nd)]
+            window = plane[tuple(slice(s, s + k) for s, k in zip(corner, kernel))]
+            local = np.unravel_index(np.argmax(window), window.shape)
+            expected[(n, c, *cell)] = window[local]
+            where[(n, c, *cell)] = np.ravel_multi_index(tuple(s + i for s, i in zip(corner, local)), plane.shape)
+    pool = getattr(F, f"fractional_max_pool{nd}d")
+    values, indices = pool(to_nbx(x), kernel, output_size=out, return_indices=True,
+                           _random_samples=to_nbx(samples.reshape(*shape[:-nd], nd) if len(shape) == nd + 2
+                                                  else samples))
+    np.testing.assert_array_equal(values.numpy(), expected.reshape(*shape[:-nd], *out))
+    np.testing.assert_array_equal(indices.numpy(), where.reshape(*shape[:-nd], *out))
+
+
+def test_fractional_max_pool_draws_and_errors(r):
+    x = to_nbx(f32(r, 1, 2, 8, 8))
+    drawn = F.fractional_max_pool2d(x, 2, output_ratio=0.5)
+    assert tuple(drawn.shape) == (1, 2, 4, 4)
+    assert set(drawn.numpy().ravel()) <= set(x.numpy().ravel())
+    with pytest.raises(ValueError, match="output_size or an output_ratio"):
+        F.fractional_max_pool2d(x, 2)
+    with pytest.raises(RuntimeError, match="too large"):
+        F.fractional_max_pool2d(x, 3, output_size=7)
+    with pytest.raises(RuntimeError, match="_random_samples"):
+        F.fractional_max_pool2d(x, 2, output_size=4, _random_samples=to_nbx(np.zeros((1, 2, 3), np.float32)))

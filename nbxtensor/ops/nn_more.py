@@ -184,6 +184,109 @@ def _declare_unpool(nd: int):
 max_unpool1d, max_unpool2d, max_unpool3d = (_declare_unpool(nd) for nd in (1, 2, 3))
 
 
+# ---- fractional_max_pool -------------------------------------------------------------------------------
+
+def _fractional_sizes(input, nd, kernel_size, output_size, output_ratio, random_samples) -> tuple:
+    """(kernel, output sizes) after torch's checks of the arguments."""
+    op = f"fractional_max_pool{nd}d"
+    if len(input.shape) not in (nd + 1, nd + 2) or S.numel(input.shape) == 0:
+        raise RuntimeError(f"{op}(): expected a non-empty {nd + 1}D or {nd + 2}D input, got shape {list(input.shape)}")
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{op}\" not implemented for '{input.dtype.name}'")
+    kernel = _tuple(kernel_size, nd, "kernel_size", op)
+    spatial = tuple(input.shape[-nd:])
+    if output_size is not None:
+        sizes = _tuple(output_size, nd, "output_size", op)
+    elif output_ratio is not None:
+        ratios = (output_ratio,) * nd if isinstance(output_ratio, (int, float)) else tuple(output_ratio)
+        if len(ratios) != nd or not all(0 < r < 1 for r in ratios):
+            raise ValueError(f"{op} requires output_ratio to be {nd} numbers in (0, 1), got {output_ratio!r}")
+        sizes = tuple(int(i * r) for i, r in zip(spatial, ratios))
+    else:
+        raise ValueError(f"{op} requires specifying either an output_size or an output_ratio")
+    for i, k, o in zip(spatial, kernel, sizes):
+        if k <= 0 or o <= 0:
+            raise RuntimeError(f"{op}(): kernel_size and output_size must be positive, got {list(kernel)} and "
+                               f"{list(sizes)}")
+        if o + k - 1 > i:
+            raise RuntimeError(f"{op}(): pool size {k} too large relative to input size {i} (output size {o})")
+    if random_samples is not None:
+        planes = tuple(input.shape[:-nd]) if len(input.shape) == nd + 2 else (1, input.shape[0])
+        if tuple(random_samples.shape) != (*planes, nd):
+            raise RuntimeError(f"{op}(): expected _random_samples of shape {[*planes, nd]}, got "
+                               f"{list(random_samples.shape)}")
+    return kernel, sizes
+
+
+def _window_starts(samples: Tensor, size: int, kernel: int, out: int) -> Tensor:
+    """(N, C, out) first input positions of the windows of one dim, ATen's pseudo-random sequence
+    trunc((i + u) alpha) - trunc(u alpha), alpha = (size - kernel) / (out - 1), computed in the samples'
+    dtype; the last window ends at the input's end."""
+    last = size - kernel
+    steps = _op("arange")(out, dtype=samples.dtype, device=samples.device)
+    if out == 1:
+        return _op("full")((*samples.shape, 1), last, dtype=get_dtype("int64"), device=samples.device)
+    alpha = _op("full")((), last / (out - 1), dtype=samples.dtype, device=samples.device)
+    u = samples.unsqueeze(-1)
+    starts = ((steps + u) * alpha).to("int64") - (u * alpha).to("int64")
+    return _op("where")(steps == out - 1, last, starts)
+
+
+def _declare_fractional(nd: int):
+    name = f"fractional_max_pool{nd}d"
+
+    def meta(input, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
+        _, sizes = _fractional_sizes(input, nd, kernel_size, output_size, output_ratio, _random_samples)
+        out = TensorMeta((*input.shape[:-nd], *sizes), input.dtype)
+        return (out, TensorMeta(out.shape, get_dtype("int64"))) if return_indices else out
+
+    def cost(input, kernel_size, *args, **kwargs):
+        found = meta(input, kernel_size, *args, **kwargs)
+        out = found[0] if isinstance(found, tuple) else found
+        kernel = _tuple(kernel_size, nd, "kernel_size", name)
+        windows = (*out.shape, S.numel(kernel))
+        return Cost(flops=S.numel(windows), bytes_read=nbytes(input), bytes_written=nbytes(out) * 3,
+                    workspace=temporaries(3, windows, get_dtype("int64")) + temporaries(1, windows, input.dtype))
+
+    def fractional_max_pool(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                            return_indices: bool = False, _random_samples=None):
+        kernel, sizes = _fractional_sizes(input, nd, kernel_size, output_size, output_ratio, _random_samples)
+        batched = input.ndim == nd + 2
+        x = input if batched else input.unsqueeze(0)
+        n, c, spatial = x.shape[0], x.shape[1], tuple(x.shape[2:])
+        int64 = get_dtype("int64")
+        with scratch_scope():
+            samples = (_random_samples.reshape(n, c, nd).to(x.dtype) if _random_samples is not None
+                       else _op("rand")((n, c, nd), dtype=x.dtype, device=x.device))
+            flat = None
+            for d in range(nd):
+                # ATen's 2-d pool draws its width's sample first, the 3-d one its dims in order
+                sample = samples[:, :, (1 - d) if nd == 2 else d]
+                positions = (_window_starts(sample, spatial[d], kernel[d], sizes[d]).unsqueeze(-1)
+                             + _op("arange")(kernel[d], dtype=int64, device=x.device))
+                placed = [1] * (2 * nd)
+                placed[d], placed[nd + d] = sizes[d], kernel[d]
+                positions = positions.reshape(n, c, *placed)
+                flat = positions if flat is None else flat * spatial[d] + positions
+            flat = flat.reshape(n, c, *sizes, -1)
+            values = x.reshape(n, c, -1).gather(2, flat.reshape(n, c, -1)).reshape(tuple(flat.shape))
+            _, picked = values.max(-1, keepdim=True)
+        out, indices = values.max(-1)[0], flat.gather(-1, picked).squeeze(-1)
+        if not batched:
+            out, indices = out.squeeze(0), indices.squeeze(0)
+        return (out, indices) if return_indices else out
+    fractional_max_pool.__doc__ = (
+        f"``nn.functional.{name}``: the maximum over each of the {nd}-d windows at ATen's pseudo-random "
+        f"offsets (the first among equal values; NaN wins), its index flat in the input's plane with "
+        f"``return_indices``. ``_random_samples`` (N, C, {nd}) in [0, 1) fix the offsets; without them they "
+        "are drawn from nbxtensor's generator, so they differ from torch's draws.")
+    fractional_max_pool.__name__ = fractional_max_pool.__qualname__ = name
+    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=())(fractional_max_pool)
+
+
+fractional_max_pool2d, fractional_max_pool3d = _declare_fractional(2), _declare_fractional(3)
+
+
 # ---- native_layer_norm, native_batch_norm, _native_batch_norm_legit -----------------------------------
 
 def _native_layer_norm_meta(input, normalized_shape, weight, bias, eps):
@@ -296,4 +399,5 @@ def native_batch_norm_legit(input: Tensor, weight, bias, *rest):
                                  "_native_batch_norm_legit")
 
 
-FUNCTIONAL = {name: get(name).impl for name in ("bilinear", "pdist", "max_unpool1d", "max_unpool2d", "max_unpool3d")}
+FUNCTIONAL = {name: get(name).impl for name in ("bilinear", "pdist", "max_unpool1d", "max_unpool2d", "max_unpool3d",
+                                                "fractional_max_pool2d", "fractional_max_pool3d")}
