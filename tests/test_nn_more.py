@@ -396,3 +396,53 @@ def test_fractional_max_pool_draws_and_errors(r):
         F.fractional_max_pool2d(x, 3, output_size=7)
     with pytest.raises(RuntimeError, match="_random_samples"):
         F.fractional_max_pool2d(x, 2, output_size=4, _random_samples=to_nbx(np.zeros((1, 2, 3), np.float32)))
+
+
+# ---- ctc_loss --------------------------------------------------------------------------------------
+
+def _ctc_brute_force(log_probs, target, blank):
+    """-log of the summed probability of every frame path that collapses (repeats merged, then blanks
+    dropped) to ``target``: all C^T paths enumerated, so only for tiny T and C."""
+    frames, classes = log_probs.shape
+    total = 0.0
+    for path in np.ndindex(*(classes,) * frames):
+        collapsed = [c for i, c in enumerate(path) if (i == 0 or c != path[i - 1]) and c != blank]
+        if collapsed == list(target):
+            total += math.exp(sum(log_probs[t, c] for t, c in enumerate(path)))
+    return -math.log(total) if total > 0 else math.inf
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_ctc_loss_against_all_alignments(r, reduction):
+    frames, batch, classes = 5, 3, 3
+    logits = r.standard_normal((frames, batch, classes))
+    log_probs = (logits - np.log(np.exp(logits).sum(-1, keepdims=True))).astype(np.float32)
+    targets = np.array([[1, 1, 2], [2, 1, 0], [1, 2, 1]])  # a repeated label, a short target, a full one
+    input_lengths, target_lengths = [5, 4, 2], [2, 2, 3]  # the last cannot fit its labels in 2 frames
+    losses = np.array([_ctc_brute_force(log_probs[:input_lengths[n], n].astype(np.float64),
+                                        targets[n, :target_lengths[n]], 0) for n in range(batch)])
+    got = F.ctc_loss(to_nbx(log_probs), to_nbx(targets), input_lengths, target_lengths, reduction=reduction)
+    if reduction == "none":
+        close(got, losses)
+    zeroed = np.where(np.isinf(losses), 0, losses)
+    expected = {"none": zeroed, "sum": zeroed.sum(), "mean": (zeroed / np.maximum(target_lengths, 1)).mean()}
+    close(F.ctc_loss(to_nbx(log_probs), to_nbx(targets), to_nbx(input_lengths), to_nbx(target_lengths),
+                     reduction=reduction, zero_infinity=True), expected[reduction])
+
+
+def test_ctc_loss_concatenated_unbatched_and_errors(r):
+    logits = r.standard_normal((4, 3))
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = _ctc_brute_force(log_probs, [2, 0], blank=1)
+    close(F.ctc_loss(to_nbx(log_probs), to_nbx([2, 0]), to_nbx(4), to_nbx(2), blank=1, reduction="none"), expected)
+    batched = to_nbx(log_probs[:, None].repeat(2, 1))
+    close(F.ctc_loss(batched, to_nbx([2, 0, 2]), [4, 3], [2, 1], blank=1, reduction="none"),
+          [expected, _ctc_brute_force(log_probs[:3], [2], blank=1)])
+    with pytest.raises(RuntimeError, match="blank must be in label range"):
+        F.ctc_loss(batched, to_nbx([[1, 2]] * 2), [4, 4], [2, 2], blank=3)
+    with pytest.raises(RuntimeError, match="input_lengths"):
+        F.ctc_loss(batched, to_nbx([[1, 2]] * 2), [5, 4], [2, 2])
+    with pytest.raises(RuntimeError, match="exceed"):
+        F.ctc_loss(batched, to_nbx([[1, 2]] * 2), [4, 4], [3, 2])
+    with pytest.raises(IndexError, match="out of range"):
+        F.ctc_loss(batched, to_nbx([[1, 7]] * 2), [4, 4], [2, 2])
