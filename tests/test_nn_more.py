@@ -357,8 +357,8 @@ def _fractional_starts(u, size, kernel, out):
     return starts + [size - kernel]
 
 
-@pytest.mark.parametrize("nd,shape,kernel,out", [(2, (2, 3, 9, 8), (3, 2), (4, 5)), (3, (1, 2, 6, 5, 7), (2, 2, 3), (3, 2, 4)),
-                                                 (2, (2, 7, 7), (2, 2), (3, 3))])
+@pytest.mark.parametrize("nd,shape,kernel,out", [(2, (2, 3, 9, 8), (3, 2), (4, 5)), (2, (2, 7, 7), (2, 2), (3, 3)),
+                                                 (3, (1, 2, 6, 5, 7), (2, 2, 3), (3, 2, 4))])
 def test_fractional_max_pool_with_samples(r, nd, shape, kernel, out):
     x = f32(r, *shape)
     batched = x.reshape((-1,) * (len(shape) == nd + 1) + shape)

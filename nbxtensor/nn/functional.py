@@ -54,4 +54,5 @@ unfold = _get("unfold_blocks").impl  # the registry's "unfold" is Tensor.unfold,
 
 __all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, *_CONV_FUNCTIONAL, *_COMPOSITE_FUNCTIONAL, *_LOSS_FUNCTIONAL,
                   *_BREADTH_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", "embedding", "pad", "one_hot", "unfold",
-                  "act_and_mul", *_ATTENTION, *_VISION, *_MARGIN_LOSS_FUNCTIONAL, *_NN_MORE_FUNCTIONAL, "multi_head_attention_forward", "ctc_loss"])
+                  "act_and_mul", *_ATTENTION, *_VISION, *_MARGIN_LOSS_FUNCTIONAL, *_NN_MORE_FUNCTIONAL,
+                  "multi_head_attention_forward", "ctc_loss"])

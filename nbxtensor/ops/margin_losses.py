@@ -169,7 +169,8 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
         squares1 = (input1 * input1).sum(dim) + eps
         squares2 = (input2 * input2).sum(dim) + eps
         cosine = dot / (squares1 * squares2).sqrt()
-        loss = where(target == 1, 1 - cosine, 0) + where(target == -1, (cosine - _margin(margin, cosine)).clamp_min(0), 0)
+        below_margin = (cosine - _margin(margin, cosine)).clamp_min(0)
+        loss = where(target == 1, 1 - cosine, 0) + where(target == -1, below_margin, 0)
     return _reduced(loss, reduction)
 
 
