@@ -53,11 +53,12 @@ def _loss(name: str, *, aten, shape_rule, flops: int, temps: int, reductions=("n
                         bytes_written=nbytes(_reduced_meta(shape, dtype, values["reduction"])),
                         workspace=temporaries(temps, (widest,), dtype))
 
-        @functools.wraps(impl)
         def checked(*args, **kwargs):
             values = bound(args, kwargs)
             shape_rule(values)
             return impl(**values)
+        checked.__name__ = checked.__qualname__ = impl.__name__
+        checked.__doc__, checked.__signature__ = impl.__doc__, signature
         return register(name, family="loss", aten=aten, meta=meta, cost=cost, api=())(checked)
     return wrap
 
