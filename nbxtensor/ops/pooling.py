@@ -145,7 +145,7 @@ def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), str
     if total == 0:
         return lambda x: (make_out(), make_indices()) if with_indices else make_out()
     compute = get_dtype("float64") if dtype.name == "float64" else (
-        _INT64 if not dtype.is_floating_point else get_dtype("float32"))
+        dtype if not dtype.is_floating_point else get_dtype("float32"))
     flags = _conversion_flags(compute, dtype, dev)
     facts = kernel_facts(dev)
     # each element loops over its window: a compiled program takes few (registers), an interpreted one many
@@ -196,7 +196,7 @@ def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode, with_ind
 
 
 def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, op):
-    _check_dtype(x, op, integers=True)
+    _check_dtype(x, op, integers=x.dtype.name == "int64")  # torch averages int64, no narrower integer
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
     key = (op, nd, _hashable(kernel_size), _hashable(stride), _hashable(padding), bool(ceil_mode),
