@@ -191,7 +191,41 @@ def _multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, emb
     return out, averaged if batched else averaged.squeeze(0)
 
 
+def _mha_key(facts, *args, **kwargs):
+    """The launch keys of the four projections (``linear``) and of the attention: its explicit products
+    where the weights are returned, else ``scaled_dot_product_attention``."""
+    a = _arguments(args, kwargs)
+    query = a["query"]
+    batched, tgt_len, bsz, embed, src_len = _geometry(query, a["key"], a["value"], a["embed_dim_to_check"],
+                                                      a["num_heads"], a["key_padding_mask"], a["attn_mask"])
+    dtype, heads, head_dim = query.dtype, a["num_heads"], embed // a["num_heads"]
+    keys = _key_count(a, src_len)
+    bias = None if a["in_proj_bias"] is None else Tensor._meta((embed,), a["in_proj_bias"].dtype)
+    out_bias = None if a["out_proj_bias"] is None else Tensor._meta((embed,), a["out_proj_bias"].dtype)
+    weight = Tensor._meta((embed, embed), dtype)
+    linear_key = get("linear").key
+    found = [key for length in (tgt_len, src_len, src_len)
+             for key in linear_key(facts, Tensor._meta((length, bsz, embed), dtype), weight, bias)]
+    found += linear_key(facts, Tensor._meta((tgt_len * bsz, embed), dtype), weight, out_bias)
+    if a["need_weights"]:
+        scores = (Tensor._meta((bsz * heads, tgt_len, head_dim), dtype), Tensor._meta((bsz * heads, head_dim, keys),
+                                                                                     dtype))
+        masked = a["attn_mask"] is not None or a["key_padding_mask"] is not None
+        found += (get("baddbmm").key(facts, Tensor._meta((bsz * heads, tgt_len, keys), dtype), *scores) if masked
+                  else get("matmul").key(facts, *scores))
+        found += get("matmul").key(facts, Tensor._meta((bsz * heads, tgt_len, keys), dtype),
+                                   Tensor._meta((bsz * heads, keys, head_dim), dtype))
+    else:
+        side = Tensor._meta((bsz, heads, keys, head_dim), dtype)
+        masked = a["attn_mask"] is not None or a["key_padding_mask"] is not None
+        mask = Tensor._meta((bsz, heads, tgt_len, keys), dtype) if masked else None
+        queries = Tensor._meta((bsz, heads, tgt_len, head_dim), dtype)
+        found += get("scaled_dot_product_attention").key(facts, queries, side, side, mask, 0.0,
+                                                          a["is_causal"] and not masked)
+    return found
+
+
 _SIGNATURE = inspect.signature(_multi_head_attention_forward)
 multi_head_attention_forward = register(
     "multi_head_attention_forward", family="attention", aten=["nbx::multi_head_attention_forward"], meta=_mha_meta,
-    cost=_mha_cost, api=())(_multi_head_attention_forward)
+    cost=_mha_cost, api=(), key=_mha_key)(_multi_head_attention_forward)

@@ -53,7 +53,20 @@ def _bilinear_cost(input1, input2, weight, bias=None):
                 bytes_written=nbytes(out), workspace=temporaries(3, partial, out.dtype))
 
 
-@register("bilinear", family="matmul", aten=["aten::bilinear.default"], meta=_bilinear_meta, cost=_bilinear_cost)
+def _bilinear_key(facts, input1, input2, weight, bias=None):
+    """The launch keys of bilinear's two products: input1's rows with weight's (in1, out * in2) copy, then
+    the batched one with input2."""
+    out = _bilinear_meta(input1, input2, weight, bias)
+    outputs, in1, in2 = weight.shape
+    rows = S.numel(input1.shape[:-1])
+    matmul_key = get("matmul").key
+    first = matmul_key(facts, Tensor._meta((rows, in1), input1.dtype), Tensor._meta((in1, outputs * in2), weight.dtype))
+    return first + matmul_key(facts, Tensor._meta((rows, outputs, in2), out.dtype),
+                              Tensor._meta((rows, in2, 1), input2.dtype))
+
+
+@register("bilinear", family="matmul", aten=["aten::bilinear.default"], meta=_bilinear_meta, cost=_bilinear_cost,
+          key=_bilinear_key)
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias=None) -> Tensor:
     """out[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]: a matrix product of
     input1 with weight's (in1, out * in2) view, then a batched one with input2 (the contraction order of
