@@ -41,6 +41,10 @@ from .ops import breadth_composites as _breadth_composite_ops  # noqa: E402,F401
 from .ops import linalg_lu as _linalg_lu_ops, linalg_composites as _linalg_composite_ops  # noqa: E402,F401
 from .ops import linalg_decompositions as _linalg_decomposition_ops  # noqa: E402,F401
 from .ops import tensor_more as _tensor_more_ops  # noqa: E402,F401
+from .ops import margin_losses as _margin_loss_ops  # noqa: E402,F401
+from .ops import nn_more as _nn_more_ops  # noqa: E402,F401
+from .ops import mha as _mha_ops  # noqa: E402,F401
+from .ops import ctc as _ctc_ops  # noqa: E402,F401
 from .ops.comparison import allclose, equal  # noqa: E402
 from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402
 from .ops.matmul import backends, get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402  (and nbx.tuning)

@@ -43,6 +43,12 @@ ADAPTERS = {
     "nn.functional.embedding": lambda weight, idx, **kwargs: nbx.nn.functional.embedding(idx, weight, **kwargs),
     "nn.functional.embedding_bag":
         lambda weight, idx, **kwargs: nbx.nn.functional.embedding_bag(idx, weight, **kwargs),
+    # the samples' distance_function is torch.nn.PairwiseDistance(): ours is pairwise_distance with its settings
+    "nn.functional.triplet_margin_with_distance_loss":
+        lambda anchor, positive, negative, distance_function=None, **kwargs:
+        nbx.nn.functional.triplet_margin_with_distance_loss(anchor, positive, negative, **kwargs, distance_function=(
+            None if distance_function is None else lambda x, y: nbx.nn.functional.pairwise_distance(
+                x, y, distance_function.norm, distance_function.eps, distance_function.keepdim))),
 }
 # OpInfo variants whose torch call is a lambda doing more than the op: ours, composed alike.
 VARIANT_ADAPTERS = {

@@ -28,7 +28,7 @@ def pool_window(src, dst, indices, total, C, ID, IH, IW, OD, OH, OW,
                 s_n, s_c, s_d, s_h, s_w, o_n, o_c, o_d, o_h, o_w,
                 SD, SH, SW, PD, PH, PW, DD, DH, DW, divisor,
                 KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, KIND: tl.constexpr, ADAPTIVE: tl.constexpr,
-                COUNT_PAD: tl.constexpr, HAS_DIVISOR: tl.constexpr,
+                COUNT_PAD: tl.constexpr, HAS_DIVISOR: tl.constexpr, INTEGER: tl.constexpr,
                 WITH_INDICES: tl.constexpr, CHANNELS_LAST: tl.constexpr, COMPUTE: tl.constexpr,
                 SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
                 INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
@@ -77,9 +77,13 @@ def pool_window(src, dst, indices, total, C, ID, IH, IW, OD, OH, OW,
             tl.store(indices + out_offset, best_index, mask=mask)
     else:
         if HAS_DIVISOR:
-            value = acc / divisor
+            extent = tl.zeros([BLOCK], tl.int32) + divisor
         elif ADAPTIVE or COUNT_PAD:  # the window's extent (clipped to the padded input; adaptive: its cells)
-            value = acc / ((d_end - d0) * (h_end - h0) * (w_end - w0)).to(COMPUTE)
+            extent = (d_end - d0) * (h_end - h0) * (w_end - w0)
         else:
-            value = acc / count.to(COMPUTE)
+            extent = count
+        if INTEGER:  # torch divides an integer sum by C's truncating division
+            value = acc // extent.to(COMPUTE)
+        else:
+            value = acc / extent.to(COMPUTE)
         tl.store(dst + out_offset, _encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)

@@ -14,6 +14,10 @@ from ..ops.convolution import FUNCTIONAL as _CONV_FUNCTIONAL
 from ..ops.nn_composites import FUNCTIONAL as _COMPOSITE_FUNCTIONAL
 from ..ops.losses import FUNCTIONAL as _LOSS_FUNCTIONAL
 from ..ops.breadth_composites import FUNCTIONAL as _BREADTH_FUNCTIONAL
+from ..ops.margin_losses import FUNCTIONAL as _MARGIN_LOSS_FUNCTIONAL
+from ..ops.nn_more import FUNCTIONAL as _NN_MORE_FUNCTIONAL
+from ..ops.mha import multi_head_attention_forward as _multi_head_attention_forward
+from ..ops.ctc import ctc_loss as _ctc_loss
 
 globals().update(_FUNCTIONAL)
 globals().update(_NORM_FUNCTIONAL)
@@ -21,6 +25,10 @@ globals().update(_CONV_FUNCTIONAL)
 globals().update(_COMPOSITE_FUNCTIONAL)
 globals().update(_LOSS_FUNCTIONAL)
 globals().update(_BREADTH_FUNCTIONAL)
+globals().update(_MARGIN_LOSS_FUNCTIONAL)
+globals().update(_NN_MORE_FUNCTIONAL)
+multi_head_attention_forward = _multi_head_attention_forward.impl
+ctc_loss = _ctc_loss.impl
 sigmoid = _get("sigmoid").impl
 tanh = _get("tanh").impl
 linear = _get("linear").impl
@@ -46,4 +54,5 @@ unfold = _get("unfold_blocks").impl  # the registry's "unfold" is Tensor.unfold,
 
 __all__ = sorted([*_FUNCTIONAL, *_NORM_FUNCTIONAL, *_CONV_FUNCTIONAL, *_COMPOSITE_FUNCTIONAL, *_LOSS_FUNCTIONAL,
                   *_BREADTH_FUNCTIONAL, "sigmoid", "tanh", "dropout", "linear", "embedding", "pad", "one_hot", "unfold",
-                  "act_and_mul", *_ATTENTION, *_VISION])
+                  "act_and_mul", *_ATTENTION, *_VISION, *_MARGIN_LOSS_FUNCTIONAL, *_NN_MORE_FUNCTIONAL,
+                  "multi_head_attention_forward", "ctc_loss"])

@@ -197,7 +197,7 @@ def _lrn_meta(input, size, alpha=1e-4, beta=0.75, k=1.0):
         raise ValueError(f"Expected 3D or higher dimensionality input (got {len(input.shape)} dimensions)")
     if size <= 0:
         raise ValueError(f"local_response_norm: size must be positive, got {size}")
-    return TensorMeta(tuple(input.shape), input.dtype)
+    return TensorMeta(tuple(input.shape), _float_dtype(input.dtype))
 
 
 def _lrn_cost(input, size, alpha=1e-4, beta=0.75, k=1.0):
@@ -216,7 +216,9 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
         return input.clone()
     with scratch_scope():
         padded = _op("pad")(input * input, (0, 0) * (input.ndim - 2) + (size // 2, (size - 1) // 2))
-        window = padded.unfold(1, size, 1).mean(-1)
+        windows = padded.unfold(1, size, 1)
+        # torch averages through avg_pool, whose integer mean truncates the sum's quotient
+        window = windows.mean(-1) if input.dtype.is_floating_point else windows.sum(-1).div(size, rounding_mode="trunc")
         denom = (window * alpha + k).pow(beta)
     return input / denom
 

@@ -524,7 +524,7 @@ def _native_group_norm_cost(x, weight, bias, N, C, HxW, group, eps):
 
 
 @register("native_group_norm", family="normalization", aten=["aten::native_group_norm.default"],
-          meta=_native_group_norm_meta, cost=_native_group_norm_cost, api=())
+          meta=_native_group_norm_meta, cost=_native_group_norm_cost)
 def native_group_norm(x: Tensor, weight, bias, N: int, C: int, HxW: int, group: int, eps: float):
     """What torch.export makes of ``group_norm``: (out, mean, rstd), with the mean and 1/std of each
     (sample, group) that training keeps for the backward pass, computed here in a second pass over x."""

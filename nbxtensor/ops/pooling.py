@@ -161,7 +161,7 @@ def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), str
          *_planes(strides or S.contiguous_strides(out_shape), g), *stride, *pad, *dilation,
          1 if divisor is None else int(divisor)],
         dict(KD=kernel[0], KH=kernel[1], KW=kernel[2], KIND=kind, ADAPTIVE=adaptive, COUNT_PAD=count_pad,
-             HAS_DIVISOR=divisor is not None,
+             HAS_DIVISOR=divisor is not None, INTEGER=not dtype.is_floating_point,
              WITH_INDICES=with_indices, CHANNELS_LAST=channels_last, COMPUTE=compute.triton,
              SRC_FORMAT=load_format(dtype),
              DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
@@ -196,7 +196,7 @@ def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode, with_ind
 
 
 def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, op):
-    _check_dtype(x, op, integers=False)
+    _check_dtype(x, op, integers=x.dtype.name == "int64")  # torch averages int64, no narrower integer
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
     key = (op, nd, _hashable(kernel_size), _hashable(stride), _hashable(padding), bool(ceil_mode),

@@ -153,8 +153,9 @@ def _split_scales(nd, rest):
 
 def _resample_meta(nd, has_align):
     def meta(x, output_size, *rest, **kwargs):
-        rest = rest[1:] if has_align else rest
-        scales = _split_scales(nd, rest or tuple(v for k, v in kwargs.items() if k.startswith("scale")) or (None,))
+        if has_align and "align_corners" not in kwargs:
+            rest = rest[1:]
+        scales = _given_scales(nd, rest, {k: v for k, v in kwargs.items() if k != "align_corners"})
         sizes = _output_sizes(x, nd, output_size, scales, "upsample")
         return TensorMeta((*tuple(x.shape)[:2], *sizes), x.dtype)
     return meta
@@ -183,19 +184,38 @@ _UPSAMPLE_OPS = [
 ]
 
 
+# the upsample ops that torch's OpInfos call by their ATen names
+_TOP_LEVEL = ("_upsample_bilinear2d_aa",)
+# the default overloads' keyword names of their per-dim scales
+_SCALE_NAMES = {1: ("scales",), 2: ("scales_h", "scales_w"), 3: ("scales_d", "scales_h", "scales_w")}
+
+
+def _given_scales(nd: int, positional: tuple, keywords: dict):
+    """The scales of a call passing them by position, as .vec's ``scale_factors=`` or as the default
+    overload's ``scales_h=`` and so on."""
+    unknown = set(keywords) - {"scale_factors", *_SCALE_NAMES[nd]}
+    if unknown:
+        raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    if "scale_factors" in keywords:
+        return _split_scales(nd, (keywords["scale_factors"],))
+    named = tuple(keywords.get(k) for k in _SCALE_NAMES[nd])
+    return _split_scales(nd, positional or (named if any(s is not None for s in named) else (None,)))
+
+
 def _declare_upsample(name: str, mode: str, nd: int, has_align: bool) -> None:
     op = name.lstrip("_")
     if has_align:
-        def upsample(input: Tensor, output_size, align_corners, *scales):
-            return _resample(input, nd, output_size, _split_scales(nd, scales or (None,)), mode, align_corners, op)
+        def upsample(input: Tensor, output_size, align_corners, *scales, **scale_keywords):
+            return _resample(input, nd, output_size, _given_scales(nd, scales, scale_keywords), mode, align_corners,
+                             op)
     else:
-        def upsample(input: Tensor, output_size, *scales):
-            return _resample(input, nd, output_size, _split_scales(nd, scales or (None,)), mode, False, op)
+        def upsample(input: Tensor, output_size, *scales, **scale_keywords):
+            return _resample(input, nd, output_size, _given_scales(nd, scales, scale_keywords), mode, False, op)
     upsample.__doc__ = (f"aten::{name} (either overload: .vec's scale_factors sequence, or one scale per dim): "
                         f"{mode} resampling of the {nd} spatial dims.")
     register(op, family="resample", aten=[f"aten::{name}.default", f"aten::{name}.vec"],
              meta=_resample_meta(nd, has_align), cost=_resample_cost(nd, has_align, _KERNEL_MODES[mode]),
-             api=())(upsample)
+             api=(name,) if name in _TOP_LEVEL else ())(upsample)
 
 
 for _row in _UPSAMPLE_OPS:

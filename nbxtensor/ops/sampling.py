@@ -120,7 +120,7 @@ def _declare_grid_sampler(name: str, nd) -> None:
     sampler.__doc__ = (f"aten::{name}: ``input`` sampled at ``grid``'s normalised points; interpolation_mode 0 "
                        "bilinear, 1 nearest, 2 bicubic; padding_mode 0 zeros, 1 border, 2 reflection.")
     register(name, family="resample", aten=[f"aten::{name}.default"],
-             meta=lambda *a: _grid_meta(*a, nd=nd), cost=lambda *a: _grid_cost(*a, nd=nd), api=())(sampler)
+             meta=lambda *a: _grid_meta(*a, nd=nd), cost=lambda *a: _grid_cost(*a, nd=nd), api=(name,))(sampler)
 
 
 for _name, _nd in (("grid_sampler", None), ("grid_sampler_2d", 2), ("grid_sampler_3d", 3)):
