@@ -39,6 +39,7 @@ from .ops import nn_composites as _nn_composite_ops, losses as _loss_ops  # noqa
 from .ops import shape_composites as _shape_composite_ops, statistics as _statistics_ops  # noqa: E402,F401
 from .ops import breadth_composites as _breadth_composite_ops  # noqa: E402,F401
 from .ops import linalg_lu as _linalg_lu_ops, linalg_composites as _linalg_composite_ops  # noqa: E402,F401
+from .ops import special_polynomials as _special_polynomial_ops  # noqa: E402,F401
 from .ops.comparison import allclose, equal  # noqa: E402
 from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402
 from .ops.matmul import backends, get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402  (and nbx.tuning)
@@ -63,6 +64,7 @@ from . import linalg  # noqa: E402
 from . import special  # noqa: E402
 from . import io  # noqa: E402  (safetensors load_file, save_file, safe_open)
 from . import masked  # noqa: E402
+from . import signal  # noqa: E402  (signal.windows)
 
 for _d in all_dtypes:
     globals()[_d.name] = _d
