@@ -51,11 +51,14 @@ def _cosine(M, sym, dtype, device):
     return _op("sin")(angles)
 
 
-def _exponential(M, sym, dtype, device, center, tau):
+def _check_exponential(sym, center, tau):
     if tau <= 0:
         raise ValueError(f"Tau must be positive, got: {tau} instead.")
     if sym and center is not None:
         raise ValueError("Center must be None for symmetric windows")
+
+
+def _exponential(M, sym, dtype, device, center, tau):
     if center is None:
         center = (M if not sym and M > 1 else M - 1) / 2.0
     with scratch_scope():
@@ -63,14 +66,22 @@ def _exponential(M, sym, dtype, device, center, tau):
     return _op("exp")(decay)
 
 
-def _gaussian(M, sym, dtype, device, std):
+def _check_gaussian(sym, std):
     if std <= 0:
         raise ValueError(f"Standard deviation must be positive, got: {std} instead.")
+
+
+def _gaussian(M, sym, dtype, device, std):
     scale = 1 / (std * math.sqrt(2))
     start = -(M if not sym and M > 1 else M - 1) / 2.0
     with scratch_scope():
         exponent = _op("neg")(_op("square")(_ramp(start * scale, scale, M, dtype, device)))
     return _op("exp")(exponent)
+
+
+def _check_kaiser(sym, beta):
+    if beta < 0:
+        raise ValueError(f"beta must be non-negative, got: {beta} instead.")
 
 
 def _kaiser(M, sym, dtype, device, beta):
@@ -113,6 +124,7 @@ class Window(NamedTuple):
     params: dict          # the window's own keywords and their defaults
     ones_at_one: bool     # a length-1 window is [1] without evaluating the formula (torch's shortcut)
     terms: int            # pointwise ops per element, for the cost rule
+    check: Callable | None = None  # check(sym, **params): the parameter checks torch makes before any length
 
 
 def _cosine_sum(coefficients: Callable) -> Callable:
@@ -126,13 +138,13 @@ WINDOWS = {
     "bartlett": Window(_bartlett, {}, True, 2),
     "blackman": Window(_cosine_sum(lambda: [0.42, 0.5, 0.08]), {}, True, 9),
     "cosine": Window(_cosine, {}, False, 1),
-    "exponential": Window(_exponential, {"center": None, "tau": 1.0}, False, 3),
-    "gaussian": Window(_gaussian, {"std": 1.0}, False, 3),
+    "exponential": Window(_exponential, {"center": None, "tau": 1.0}, False, 3, _check_exponential),
+    "gaussian": Window(_gaussian, {"std": 1.0}, False, 3, _check_gaussian),
     "general_cosine": Window(_general_cosine, {"a": ()}, True, 12),
     "general_hamming": Window(_cosine_sum(lambda alpha: [alpha, 1.0 - alpha]), {"alpha": 0.54}, True, 6),
     "hamming": Window(_cosine_sum(lambda: [0.54, 1.0 - 0.54]), {}, True, 6),
     "hann": Window(_cosine_sum(lambda: [0.5, 1.0 - 0.5]), {}, True, 6),
-    "kaiser": Window(_kaiser, {"beta": 12.0}, True, 8),
+    "kaiser": Window(_kaiser, {"beta": 12.0}, True, 8, _check_kaiser),
     "nuttall": Window(_cosine_sum(lambda: [0.3635819, 0.4891775, 0.1365995, 0.0106411]), {}, True, 12),
 }
 
@@ -163,6 +175,8 @@ def _build(name: str, window: Window):
         values = dict(bound.arguments)
         M = values.pop("M")
         dtype = _check(name, M, values.pop("dtype"), values.pop("layout"), values.pop("requires_grad"))
+        if window.check is not None:
+            window.check(values["sym"], **{k: values[k] for k in window.params})
         return M, dtype, values
 
     def meta(*args, **kwargs):
