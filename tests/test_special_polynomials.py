@@ -156,6 +156,7 @@ def test_gcd_broadcasts_promotes_in_place_and_refuses_floats():
     np.testing.assert_array_equal(got.numpy(), [[2, 1, 4], [3, 3, 9]])
     x = to_nbx(np.array([10, 21]))
     assert x.gcd_(to_nbx(np.array([4, 14]))) is x and np.array_equal(x.numpy(), [2, 7])
+    assert nbx.lcm_(x, to_nbx(np.array([3, 5]))) is x and np.array_equal(x.numpy(), [6, 35])
     for bad in (np.array([1.0]), np.array([True])):
         with pytest.raises(NotImplementedError, match="gcd is not implemented"):
             nbx.gcd(to_nbx(bad), to_nbx(bad))
@@ -299,7 +300,7 @@ def test_numpy_windows_agree():
         np.testing.assert_allclose(w.kaiser(M, sym=False, dtype=nbx.float64).numpy(), np.kaiser(M + 1, 12.0)[:-1],
                                    rtol=1e-12)
     np.testing.assert_allclose(w.kaiser(6).numpy(), np.kaiser(6, 12.0), rtol=1e-5)
-    assert w.hann(6).dtype == nbx.float32  # the default dtype
+    assert w.hann(M=6).dtype == nbx.float32  # the default dtype
 
 
 def test_window_lengths_zero_and_one():

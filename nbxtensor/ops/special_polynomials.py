@@ -10,13 +10,14 @@ from ..dtypes import get_dtype
 from ..kernels import special_polynomials as KP
 from ..launch import cdiv, launch
 from ..lowering import needs_index_64
+from ..promotion import result_type
 from ..tensor import Tensor
 from .copy import _elementwise_block, new_tensor
 from .pointwise import FLOAT, FLOATS, INTEGERS_NO_BOOL, REAL, Call, Row, build_all
-from ..promotion import result_type
+from .pointwise_table import _binary
 from .registry import Cost, TensorMeta, nbytes, register
 
-# torch.special name (less "_polynomial"): the kernel body's family
+# torch.special's name: the kernel body's family (its MODE)
 POLYNOMIALS = {
     "chebyshev_polynomial_t": KP.CHEBYSHEV_T, "chebyshev_polynomial_u": KP.CHEBYSHEV_U,
     "chebyshev_polynomial_v": KP.CHEBYSHEV_V, "chebyshev_polynomial_w": KP.CHEBYSHEV_W,
@@ -44,18 +45,14 @@ def _nextafter(input, other):
     return Call((input, other), (0, 1), mode=int(_NEXT_MODES.get(common.name, KP.NEXT_NATIVE)))
 
 
-def _binary(input, other):
-    return Call((input, other), (0, 1))
-
-
 TABLE = [
     *[Row("special_" + name, KP.orthogonal_polynomial, _polynomial(family), rule=FLOAT, accepts=REAL, flops=40,
           api=(), methods=(), inplace=False, aten=tuple(f"aten::special_{name}.{o}" for o in _POLYNOMIAL_OVERLOADS))
       for name, family in POLYNOMIALS.items()],
-    Row("gcd", KP.gcd, _binary, accepts=INTEGERS_NO_BOOL, flops=100),
-    Row("lcm", KP.lcm, _binary, accepts=INTEGERS_NO_BOOL, flops=100),
+    Row("gcd", KP.gcd, _binary, accepts=INTEGERS_NO_BOOL, flops=100, inplace_api=("gcd_",)),
+    Row("lcm", KP.lcm, _binary, accepts=INTEGERS_NO_BOOL, flops=100, inplace_api=("lcm_",)),
     Row("nextafter", KP.nextafter, _nextafter, accepts=FLOATS, flops=4),
-    Row("ldexp", KP.ldexp, _binary, rule=FLOAT, accepts=REAL, flops=20,
+    Row("ldexp", KP.ldexp, _binary, rule=FLOAT, accepts=REAL, flops=20, inplace_api=("ldexp_",),
         aten=("aten::ldexp.Tensor", "aten::ldexp.out", "aten::ldexp_.default")),
 ]
 

@@ -166,7 +166,7 @@ def _check(name: str, M, dtype, layout, requires_grad):
 def _build(name: str, window: Window):
     keywords = {**window.params, **_COMMON}
     signature = inspect.Signature(
-        [inspect.Parameter("M", inspect.Parameter.POSITIONAL_ONLY)]
+        [inspect.Parameter("M", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
         + [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=v) for k, v in keywords.items()])
 
     def arguments(args, kwargs):
