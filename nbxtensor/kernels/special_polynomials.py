@@ -155,14 +155,20 @@ def orthogonal_polynomial(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr
 
 @triton.jit
 def _gcd(a, b):
-    """Euclid's algorithm on |a| and |b|; lanes that reach 0 early hold their result."""
+    """Euclid's algorithm on |a| and |b|, until every lane's remainder is 0 (lanes that get there early
+    hold their result). A loop with a dynamic end rather than a counted one, which the GPU compiler would
+    unroll into minutes of compiling."""
     x = tl.abs(a)
     y = tl.abs(b)
-    for _ in range(_EUCLID_STEPS):
+    steps = 0
+    more = _any(y != 0)
+    while more:
         going = y != 0
         remainder = x % tl.where(going, y, 1)
         x = tl.where(going, y, x)
         y = tl.where(going, remainder, y)
+        steps += 1
+        more = _any(y != 0) & (steps < _EUCLID_STEPS)
     return x
 
 
