@@ -334,5 +334,7 @@ def test_window_errors():
         w.hann(4.0)
     with pytest.raises(TypeError):
         w.hann(4, window_length=3)
+    with pytest.raises(TypeError, match="'a'"):
+        w.general_cosine(4)
     np.testing.assert_allclose(w.exponential(5, sym=False, center=1.0, tau=2.0).numpy(),
                                np.exp(-np.abs(np.arange(5) - 1.0) / 2.0), rtol=1e-6)

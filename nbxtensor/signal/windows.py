@@ -121,7 +121,7 @@ def _general_cosine(M, sym, dtype, device, a):
 
 class Window(NamedTuple):
     values: Callable      # values(M, sym, dtype, device, **params) for M >= 1 (M >= 2 where ones_at_one)
-    params: dict          # the window's own keywords and their defaults
+    params: dict          # the window's own keywords and their defaults (``inspect.Parameter.empty``: required)
     ones_at_one: bool     # a length-1 window is [1] without evaluating the formula (torch's shortcut)
     terms: int            # pointwise ops per element, for the cost rule
     check: Callable | None = None  # check(sym, **params): the parameter checks torch makes before any length
@@ -140,7 +140,7 @@ WINDOWS = {
     "cosine": Window(_cosine, {}, False, 1),
     "exponential": Window(_exponential, {"center": None, "tau": 1.0}, False, 3, _check_exponential),
     "gaussian": Window(_gaussian, {"std": 1.0}, False, 3, _check_gaussian),
-    "general_cosine": Window(_general_cosine, {"a": ()}, True, 12),
+    "general_cosine": Window(_general_cosine, {"a": inspect.Parameter.empty}, True, 12),  # a is required
     "general_hamming": Window(_cosine_sum(lambda alpha: [alpha, 1.0 - alpha]), {"alpha": 0.54}, True, 6),
     "hamming": Window(_cosine_sum(lambda: [0.54, 1.0 - 0.54]), {}, True, 6),
     "hann": Window(_cosine_sum(lambda: [0.5, 1.0 - 0.5]), {}, True, 6),
