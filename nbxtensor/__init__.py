@@ -45,6 +45,7 @@ from .ops import margin_losses as _margin_loss_ops  # noqa: E402,F401
 from .ops import nn_more as _nn_more_ops  # noqa: E402,F401
 from .ops import mha as _mha_ops  # noqa: E402,F401
 from .ops import ctc as _ctc_ops  # noqa: E402,F401
+from .ops import special_polynomials as _special_polynomial_ops  # noqa: E402,F401
 from .ops.comparison import allclose, equal  # noqa: E402
 from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402
 from .ops.matmul import backends, get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402  (and nbx.tuning)
@@ -69,6 +70,7 @@ from . import linalg  # noqa: E402
 from . import special  # noqa: E402
 from . import io  # noqa: E402  (safetensors load_file, save_file, safe_open)
 from . import masked  # noqa: E402
+from . import signal  # noqa: E402  (signal.windows)
 
 for _d in all_dtypes:
     globals()[_d.name] = _d

@@ -1,6 +1,7 @@
 """``nbxtensor.special``: torch.special's functions. Each is a row of the pointwise table
 (``ops/pointwise_table.py``) or another registry op, bound here under torch.special's names."""
 from .ops import pointwise_table as _table  # noqa: F401  (registers the rows)
+from .ops import special_polynomials as _polynomials
 from .ops.registry import get as _get
 
 _NAMES = {
@@ -11,6 +12,7 @@ _NAMES = {
     "log_softmax": "log_softmax", "erfcx": "special_erfcx", "ndtr": "special_ndtr", "ndtri": "special_ndtri",
     "log_ndtr": "special_log_ndtr", "entr": "special_entr", "i0e": "special_i0e", "i1": "special_i1",
     "i1e": "special_i1e", "xlog1py": "special_xlog1py",
+    **{name: "special_" + name for name in _polynomials.POLYNOMIALS},
 }
 
 globals().update({name: _get(op).impl for name, op in _NAMES.items()})

@@ -67,9 +67,10 @@ POW_ZERO = 7
 @triton.jit
 def _operand(ptr, off, bits, mask, KIND: tl.constexpr, FORMAT: tl.constexpr, BITS_TYPE: tl.constexpr,
              COMPUTE: tl.constexpr, CATEGORY: tl.constexpr, BLOCK: tl.constexpr):
-    """One operand in the compute type: loaded through its strides, or a scalar made from its bits."""
+    """One operand in the compute type: loaded through its strides, or a scalar made from its bits. Lanes
+    past the end read 0, so that bodies reducing over their block (a loop's trip count) see no garbage."""
     if KIND == 1:
-        return _decode(tl.load(ptr + off, mask=mask), FORMAT).to(COMPUTE)
+        return _decode(tl.load(ptr + off, mask=mask, other=0), FORMAT).to(COMPUTE)
     else:
         raw = tl.full([BLOCK], bits, tl.int64).to(BITS_TYPE)
         if CATEGORY == 0:
@@ -141,7 +142,7 @@ def _tile_operand(ptr, off, bits, mask, KIND: tl.constexpr, FORMAT: tl.constexpr
                   COMPUTE: tl.constexpr, CATEGORY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """``_operand`` for a [BLOCK_M, BLOCK_N] tile."""
     if KIND == 1:
-        return _decode(tl.load(ptr + off, mask=mask), FORMAT).to(COMPUTE)
+        return _decode(tl.load(ptr + off, mask=mask, other=0), FORMAT).to(COMPUTE)
     else:
         raw = tl.full([BLOCK_M, BLOCK_N], bits, tl.int64).to(BITS_TYPE)
         if CATEGORY == 0:
