@@ -44,27 +44,69 @@ def _row_source(od, oh, ow, m_ok, p, KH: tl.constexpr, KW: tl.constexpr, ID, IH,
 
 
 @triton.jit
+def _channel_step(acc, a_ptr, b_ptr, row_ok, n_ok, rk, c, CIN_G, x_sc, w_s_in, PRECISION: tl.constexpr,
+                  DECODE_BF16: tl.constexpr):
+    """``acc`` plus the product of channels c .. c + BLOCK_K at one kernel position."""
+    k_ok = c + rk < CIN_G
+    a = tl.load(a_ptr + c * x_sc, mask=row_ok[:, None] & k_ok[None, :], other=0)
+    b = tl.load(b_ptr + c * w_s_in, mask=k_ok[:, None] & n_ok[None, :], other=0)
+    if DECODE_BF16:
+        a = _decode(a, 1)
+        b = _decode(b, 1)
+    return tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=tl.float32)
+
+
+@triton.jit
 def _position_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, p, CIN_G, ID, IH, IW, sd, sh, sw, pd, ph, pw,
                    dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH: tl.constexpr,
                    KW: tl.constexpr, BLOCK_K: tl.constexpr, TRANSPOSED: tl.constexpr, PRECISION: tl.constexpr,
-                   DECODE_BF16: tl.constexpr, NUM_STAGES: tl.constexpr):
+                   DECODE_BF16: tl.constexpr, NUM_STAGES: tl.constexpr, INTERPRETED: tl.constexpr):
     """``acc`` plus the product over every input channel at kernel position ``p``."""
     row_off, row_ok = _row_source(od, oh, ow, m_ok, p, KH, KW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
                                   x_sd, x_sh, x_sw, TRANSPOSED)
     kw = p % KW
     kh = (p // KW) % KH
     kd = p // (KW * KH)
-    a_ptr = x_base + row_off[:, None] + rk[None, :] * x_sc
+    a_ptr = x_base[:, None] + row_off[:, None] + rk[None, :] * x_sc
     b_ptr = w_base[None, :] + kd * w_sd + kh * w_sh + kw * w_sw + rk[:, None] * w_s_in
-    for c in tl.range(0, CIN_G, BLOCK_K, num_stages=NUM_STAGES):
-        k_ok = c + rk < CIN_G
-        a = tl.load(a_ptr + c * x_sc, mask=row_ok[:, None] & k_ok[None, :], other=0)
-        b = tl.load(b_ptr + c * w_s_in, mask=k_ok[:, None] & n_ok[None, :], other=0)
-        if DECODE_BF16:
-            a = _decode(a, 1)
-            b = _decode(b, 1)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=tl.float32)
+    if INTERPRETED:
+        # Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2); a GPU needs the for
+        # loop, which is what it software-pipelines over NUM_STAGES
+        c = 0
+        while c < CIN_G:
+            acc = _channel_step(acc, a_ptr, b_ptr, row_ok, n_ok, rk, c, CIN_G, x_sc, w_s_in, PRECISION, DECODE_BF16)
+            c += BLOCK_K
+    else:
+        for c in tl.range(0, CIN_G, BLOCK_K, num_stages=NUM_STAGES):
+            acc = _channel_step(acc, a_ptr, b_ptr, row_ok, n_ok, rk, c, CIN_G, x_sc, w_s_in, PRECISION, DECODE_BF16)
     return acc
+
+
+@triton.jit
+def _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, k0, rk, reduction, ID, IH, IW, sd, sh, sw, pd, ph, pw,
+               dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH: tl.constexpr, KW: tl.constexpr,
+               VOLUME: tl.constexpr, TRANSPOSED: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr):
+    """``acc`` plus the product over K indices k0 .. k0 + BLOCK_K, each a (channel, kernel position) pair in
+    the order of an NCHW weight: channel * VOLUME + position."""
+    k = k0 + rk
+    k_ok = k < reduction
+    c = k // VOLUME
+    p = k % VOLUME
+    kw = p % KW
+    kh = (p // KW) % KH
+    kd = p // (KW * KH)
+    i_d, ok_d = _source_index(od[:, None], kd[None, :], sd, pd, dd, ID, TRANSPOSED)
+    i_h, ok_h = _source_index(oh[:, None], kh[None, :], sh, ph, dh, IH, TRANSPOSED)
+    i_w, ok_w = _source_index(ow[:, None], kw[None, :], sw, pw, dw, IW, TRANSPOSED)
+    a_ok = m_ok[:, None] & k_ok[None, :] & ok_d & ok_h & ok_w
+    a_off = tl.where(a_ok, c[None, :] * x_sc + i_d * x_sd + i_h * x_sh + i_w * x_sw, 0)
+    a = tl.load(x_base[:, None] + a_off, mask=a_ok, other=0)
+    b_off = c * w_s_in + kd * w_sd + kh * w_sh + kw * w_sw
+    b = tl.load(w_base[None, :] + b_off[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0)
+    if DECODE_BF16:
+        a = _decode(a, 1)
+        b = _decode(b, 1)
+    return tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=tl.float32)
 
 
 @triton.jit
@@ -98,37 +140,31 @@ def conv_implicit_gemm(x, w, bias, out, M, COUT_G, CIN_G, OD, OH, OW, ID, IH, IW
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     VOLUME: tl.constexpr = KD * KH * KW
     if FLAT_K:
-        # K index = channel * VOLUME + kernel position: the weight's own order in NCHW
-        for k0 in tl.range(0, CIN_G * VOLUME, BLOCK_K, num_stages=NUM_STAGES):
-            k = k0 + rk
-            k_ok = k < CIN_G * VOLUME
-            c = k // VOLUME
-            p = k % VOLUME
-            kw = p % KW
-            kh = (p // KW) % KH
-            kd = p // (KW * KH)
-            i_d, ok_d = _source_index(od[:, None], kd[None, :], sd, pd, dd, ID, TRANSPOSED)
-            i_h, ok_h = _source_index(oh[:, None], kh[None, :], sh, ph, dh, IH, TRANSPOSED)
-            i_w, ok_w = _source_index(ow[:, None], kw[None, :], sw, pw, dw, IW, TRANSPOSED)
-            a_ok = m_ok[:, None] & k_ok[None, :] & ok_d & ok_h & ok_w
-            a_off = tl.where(a_ok, c[None, :] * x_sc + i_d * x_sd + i_h * x_sh + i_w * x_sw, 0)
-            a = tl.load(x_base[:, None] + a_off, mask=a_ok, other=0)
-            b_off = c * w_s_in + kd * w_sd + kh * w_sh + kw * w_sw
-            b = tl.load(w_base[None, :] + b_off[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0)
-            if DECODE_BF16:
-                a = _decode(a, 1)
-                b = _decode(b, 1)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=tl.float32)
+        reduction = CIN_G * VOLUME
+        if INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)
+            k0 = 0
+            while k0 < reduction:
+                acc = _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, k0, rk, reduction, ID, IH, IW, sd, sh,
+                                 sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH, KW,
+                                 VOLUME, TRANSPOSED, PRECISION, DECODE_BF16)
+                k0 += BLOCK_K
+        else:
+            for k0 in tl.range(0, reduction, BLOCK_K, num_stages=NUM_STAGES):
+                acc = _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, k0, rk, reduction, ID, IH, IW, sd, sh,
+                                 sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH, KW,
+                                 VOLUME, TRANSPOSED, PRECISION, DECODE_BF16)
     elif UNROLL:
         for p in tl.static_range(VOLUME):
             acc = _position_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, p, CIN_G, ID, IH, IW, sd, sh,
                                  sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH,
-                                 KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, NUM_STAGES)
+                                 KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, NUM_STAGES,
+                                 INTERPRETED)
     else:
         for p in range(VOLUME):
             acc = _position_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, p, CIN_G, ID, IH, IW, sd, sh,
                                  sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH,
-                                 KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, NUM_STAGES)
+                                 KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, NUM_STAGES,
+                                 INTERPRETED)
     co = g * COUT_G + rn
     if HAS_BIAS:
         bv = _decode(tl.load(bias + co, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
@@ -139,8 +175,8 @@ def conv_implicit_gemm(x, w, bias, out, M, COUT_G, CIN_G, OD, OH, OW, ID, IH, IW
 
 
 @triton.jit
-def _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
-                 x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G: tl.constexpr, KH: tl.constexpr,
+def _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd,
+                 dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G: tl.constexpr, KH: tl.constexpr,
                  KW: tl.constexpr, TRANSPOSED: tl.constexpr, DECODE_BF16: tl.constexpr):
     """``acc`` plus every input channel of the group times the weight at kernel position ``p``."""
     row_off, row_ok = _row_source(od, oh, ow, m_ok, p, KH, KW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
@@ -150,7 +186,8 @@ def _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH,
     kd = p // (KW * KH)
     w_pos = w_chan + kd * w_sd + kh * w_sh + kw * w_sw
     for ci in tl.static_range(CIN_G):
-        xv = tl.load(x_chan[None, :] + ci * x_sc + (x_rows + row_off)[:, None], mask=row_ok[:, None] & c_ok[None, :], other=0)
+        xv = tl.load(x_chan[None, :] + ci * x_sc + (x_rows + row_off)[:, None],
+                     mask=row_ok[:, None] & c_ok[None, :], other=0)
         wv = tl.load(w_pos + ci * w_s_in, mask=c_ok, other=0)
         if DECODE_BF16:
             xv = _decode(xv, 1)
@@ -188,13 +225,13 @@ def conv_direct(x, w, bias, out, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
     VOLUME: tl.constexpr = KD * KH * KW
     if UNROLL:
         for p in tl.static_range(VOLUME):
-            acc = _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH, IW, sd, sh, sw, pd, ph, pw,
-                               dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW,
+            acc = _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH, IW, sd, sh, sw, pd,
+                               ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW,
                                TRANSPOSED, DECODE_BF16)
     else:
         for p in range(VOLUME):
-            acc = _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH, IW, sd, sh, sw, pd, ph, pw,
-                               dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW,
+            acc = _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH, IW, sd, sh, sw, pd,
+                               ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW,
                                TRANSPOSED, DECODE_BF16)
     if HAS_BIAS:
         bv = _decode(tl.load(bias + co, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)

@@ -428,7 +428,8 @@ def _transposed_op(name, dims):
         _rank(name, weight, dims)
         return _convolution(name, input, weight, bias, stride, padding, dilation, True, output_padding, groups)
     impl.__doc__ = f"torch.nn.functional.{name}: a {dims}-d transposed convolution."
-    return register(name, family="convolution", aten=[f"aten::{name}.default" if dims == 1 else f"aten::{name}.input"], meta=meta, cost=cost, key=key)(impl)
+    return register(name, family="convolution", aten=[f"aten::{name}.default" if dims == 1 else f"aten::{name}.input"],
+                    meta=meta, cost=cost, key=key)(impl)
 
 
 def _rank(op, weight, dims):
