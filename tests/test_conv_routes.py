@@ -164,3 +164,24 @@ def test_candidates_fit_the_device_limits(dtype):
         assert configs and len({tuple(sorted(c.items())) for c in configs}) == len(configs)
         for c in configs:
             assert c["num_warps"] <= 8 and c.get("BLOCK_M", 0) <= 256
+
+
+@pytest.mark.parametrize("case", [DEPTHWISE[2], DEPTHWISE[4], GEMM[0], GEMM[1], GEMM[2]])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_staged_candidates_copy_channels_innermost_first(case, dtype, rng, monkeypatch):
+    # the interpreter tunes nothing (it takes the first candidate): put the staged ones first
+    from nbxtensor.ops.convolution import _Setting
+    plain = _Setting.candidates
+
+    def staged_first(self, facts, dtype):
+        configs = plain(self, facts, dtype)
+        return [dict(c, STAGE=True) for c in configs] if self.stages() else configs
+    monkeypatch.setattr(_Setting, "candidates", staged_first)
+    _run(*case, dtype, False, rng)
+
+
+def test_cost_declares_the_staging_workspace():
+    x = nbx.empty((2, 8, 5, 5), device="meta")
+    w = nbx.empty((8, 8, 3, 3), device="meta")
+    assert get("conv2d").cost(x, w).workspace == (2 * 8 * 25 + 8 * 8 * 9) * 4
+    assert get("conv_transpose2d").cost(x, w).workspace == 0

@@ -145,8 +145,10 @@ def _conv_cost(input, weight, bias=None, stride=1, padding=0, dilation=1, transp
         flops = 2 * S.numel(input.shape) * weight.shape[1] * kernel_volume
     else:
         flops = 2 * S.numel(out.shape) * weight.shape[1] * kernel_volume
+    # a forward convolution's tuned setting may copy the input and weight channels-innermost (STAGE)
+    workspace = 0 if transposed else nbytes(input) + nbytes(weight)
     return Cost(flops=flops, bytes_read=sum(nbytes(t) for t in (input, weight, bias) if t is not None),
-                bytes_written=nbytes(out), workspace=0)
+                bytes_written=nbytes(out), workspace=workspace)
 
 
 def _as_3d(shape, strides, dims):
@@ -192,6 +194,7 @@ class _Setting:
         in_strides = tuple(input.stride()) if self.batched else (0, *input.stride())
         self.full_out = out_shape if self.batched else (1, *out_shape)
         self.out_strides = _output_strides(self.full_out, input, weight) if self.batched else None
+        self.full_in = in_shape
         (self.n, self.cin, *self.in_spatial), self.xs = _as_3d(in_shape, in_strides, dims)
         (_, _, *self.kernel), self.ws = _as_3d(tuple(weight.shape), tuple(weight.stride()), dims)
         pad3 = (1,) * (3 - dims)
@@ -201,12 +204,7 @@ class _Setting:
         self.m = self.n * S.numel(self.out_spatial)
         self.cout = self.full_out[1]
         self.cin_g, self.cout_g = self.cin // groups, self.cout // groups
-        ws = self.ws
-        # the weight's (output channel, input channel) strides, and its step from one group to the next
-        if transposed:
-            self.w_s_out, self.w_s_in, self.w_sg = ws[1], ws[0], self.cin_g * ws[0]
-        else:
-            self.w_s_out, self.w_s_in, self.w_sg = ws[0], ws[1], self.cout_g * ws[0]
+        self.w_s_in = self.weight_strides(self.ws)[1]
         self.volume = S.numel(self.kernel)
         self.channels_last = self.xs[1] == 1 and self.cin > 1
         self.route = ("matmul" if self._matmul_layout(input) is not None else
@@ -224,6 +222,19 @@ class _Setting:
             return "channels_last" if strides == S.channels_last_strides(shape) else None
         return "contiguous" if S.is_contiguous(shape, strides) else None
 
+    def weight_strides(self, ws):
+        """The weight's (output channel, input channel) strides, its step from one group to the next and its
+        kernel-position strides, for 3-d weight strides ``ws``."""
+        if self.transposed:
+            return ws[1], ws[0], self.cin_g * ws[0], *ws[2:]
+        return ws[0], ws[1], self.cout_g * ws[0], *ws[2:]
+
+    def stages(self) -> bool:
+        """Whether a candidate may copy an operand channels-innermost first: forward, batched, and the input
+        (or, for the implicit GEMM, the weight) not already so."""
+        return (not self.transposed and self.batched
+                and (self.xs[1] != 1 or (self.route == "gemm" and self.w_s_in != 1)))
+
     def key(self, facts, dtype) -> str:
         kernel = "direct_conv" if self.route == "direct" else "conv"
         return tuning.launch_key(kernel, facts, rows={"M": self.m}, cols={"N": self.cout_g, "K": self.cin_g},
@@ -237,8 +248,8 @@ class _Setting:
         if self.route == "direct":
             if interpreted:  # few, wide programs: the interpreter pays per program and operation
                 return [dict(BLOCK_M=64, BLOCK_C=min(64, next_pow2(self.cout)), num_warps=4)]
-            return _unique([dict(BLOCK_M=bm, BLOCK_C=min(bc, max(8, next_pow2(self.cout))), num_warps=w)
-                            for bm, bc, w in _DIRECT_SHAPES])
+            return _staged(self, [dict(BLOCK_M=bm, BLOCK_C=min(bc, max(8, next_pow2(self.cout))), num_warps=w)
+                                  for bm, bc, w in _DIRECT_SHAPES])
         k = self.cin_g * self.volume if self.flat_k else self.cin_g
         if interpreted:
             return [dict(BLOCK_M=64, BLOCK_N=max(16, min(128, next_pow2(self.cout_g))),
@@ -252,7 +263,29 @@ class _Setting:
                                 BLOCK_N=max(16, min(bn, tiles["max_block_n"], next_pow2(self.cout_g))),
                                 BLOCK_K=max(16, min(bk, tiles["max_block_k"], next_pow2(k))),
                                 num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"])))
-        return _unique(configs)
+        return _staged(self, configs)
+
+
+def _staged(setting, configs):
+    """``configs`` without repeats, and again with STAGE where the setting may stage its operands."""
+    configs = _unique(configs)
+    return configs + [dict(c, STAGE=True) for c in configs] if setting.stages() else configs
+
+
+def _channels_inner_strides(shape):
+    """Contiguous strides of ``shape`` (N, C, *S) with the channels innermost, then the spatial dims from the
+    last (channels-last for 4-d and 5-d)."""
+    strides, step = [0] * len(shape), 1
+    for d in (1, *range(len(shape) - 1, 1, -1), 0):
+        strides[d] = step
+        step *= max(shape[d], 1)
+    return tuple(strides)
+
+
+def _channels_inner(t, dims):
+    """A copy of ``t`` (N, C, *S) laid out with ``_channels_inner_strides``, through the registry's copy."""
+    moved = t.permute(0, *range(2, 2 + dims), 1).contiguous()
+    return moved.permute(0, dims + 1, *range(1, dims + 1))
 
 
 def _unique(configs):
@@ -342,11 +375,18 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                   DECODE_BF16=dtype.name == "bfloat16" and interpreted,
                   BIAS_FORMAT=SMALL_FLOAT_FORMATS.get(dtype.name, FORMAT_NATIVE),
                   DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INTERPRETED=interpreted)
-    geometry = [*st.out_spatial, *st.in_spatial, *st.stride, *st.padding, *st.dilation, *st.xs, st.w_s_out,
-                st.w_s_in, st.w_sg, *st.ws[2:]]
+    def geometry(xs, ws):
+        return [*st.out_spatial, *st.in_spatial, *st.stride, *st.padding, *st.dilation, *xs, *st.weight_strides(ws)]
+    # an NCHW operand read in place gathers across channels; a STAGE candidate copies it channels-innermost
+    # first (workspace the cost rule declares), and the tuner keeps whichever is faster
+    staged_input = _as_3d(st.full_in, _channels_inner_strides(st.full_in), st.dims)[1]
+    staged_weight = _as_3d(tuple(weight.shape), _channels_inner_strides(tuple(weight.shape)), st.dims)[1]
 
     def launcher(config):
         """(input, weight, bias, out) -> None issuing the launch with this tile setting."""
+        stage = config.get("STAGE", False)
+        stage_weight = stage and st.route == "gemm"
+        args = geometry(staged_input if stage else st.xs, staged_weight if stage_weight else st.ws)
         if st.route == "direct":
             kernel = K.conv_direct
             grid = (cdiv(st.m, config["BLOCK_M"]), cdiv(st.cout, config["BLOCK_C"]))
@@ -362,8 +402,12 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                               PRECISION=_dot_precision(dtype), num_warps=config["num_warps"])
 
         def run(input, weight, bias, out):
+            if stage:
+                input = _channels_inner(input, st.dims)
+            if stage_weight:
+                weight = _channels_inner(weight, st.dims)
             _, os_ = _as_3d(st.full_out, tuple(out.stride()), st.dims)
-            launch(kernel, grid, dev, [input, weight, bias if bias is not None else out, out, *head, *geometry, *os_],
+            launch(kernel, grid, dev, [input, weight, bias if bias is not None else out, out, *head, *args, *os_],
                    **constexprs)
         return run
 
