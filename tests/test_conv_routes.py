@@ -183,5 +183,6 @@ def test_staged_candidates_copy_channels_innermost_first(case, dtype, rng, monke
 def test_cost_declares_the_staging_workspace():
     x = nbx.empty((2, 8, 5, 5), device="meta")
     w = nbx.empty((8, 8, 3, 3), device="meta")
-    assert get("conv2d").cost(x, w).workspace == (2 * 8 * 25 + 8 * 8 * 9) * 4
+    # two temporaries, each rounded up to the scratch alignment (256 bytes)
+    assert get("conv2d").cost(x, w).workspace == 256 * 7 + 256 * 9
     assert get("conv_transpose2d").cost(x, w).workspace == 0

@@ -20,10 +20,10 @@ from ..kernels import conv as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
 from ..tensor import Tensor
-from .copy import _conversion_flags, new_tensor
+from .copy import _conversion_flags, new_tensor, scratch_scope
 from .matmul import _dot_precision
 from .plans import PlanCache, layout_key
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 
 _FLOATS = ("float32", "float16", "bfloat16")
 
@@ -146,7 +146,7 @@ def _conv_cost(input, weight, bias=None, stride=1, padding=0, dilation=1, transp
     else:
         flops = 2 * S.numel(out.shape) * weight.shape[1] * kernel_volume
     # a forward convolution's tuned setting may copy the input and weight channels-innermost (STAGE)
-    workspace = 0 if transposed else nbytes(input) + nbytes(weight)
+    workspace = 0 if transposed else workspace_bytes(nbytes(input), nbytes(weight))
     return Cost(flops=flops, bytes_read=sum(nbytes(t) for t in (input, weight, bias) if t is not None),
                 bytes_written=nbytes(out), workspace=workspace)
 
@@ -402,10 +402,11 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                               PRECISION=_dot_precision(dtype), num_warps=config["num_warps"])
 
         def run(input, weight, bias, out):
-            if stage:
-                input = _channels_inner(input, st.dims)
-            if stage_weight:
-                weight = _channels_inner(weight, st.dims)
+            with scratch_scope():
+                if stage:
+                    input = _channels_inner(input, st.dims)
+                if stage_weight:
+                    weight = _channels_inner(weight, st.dims)
             _, os_ = _as_3d(st.full_out, tuple(out.stride()), st.dims)
             launch(kernel, grid, dev, [input, weight, bias if bias is not None else out, out, *head, *args, *os_],
                    **constexprs)
