@@ -207,20 +207,20 @@ class _Setting:
         self.w_s_in = self.weight_strides(self.ws)[1]
         self.volume = S.numel(self.kernel)
         self.channels_last = self.xs[1] == 1 and self.cin > 1
-        self.route = ("matmul" if self._matmul_layout(input) is not None else
+        self.route = ("matmul" if self._runs_as_product(input) else
                       "direct" if self.cin_g * self.cout_g <= _DIRECT_MAX_GROUP_MATRIX else "gemm")
         self.flat_k = self.route == "gemm" and self.cin_g < _FLAT_K_BELOW
 
-    def _matmul_layout(self, input):
-        """"channels_last" or "contiguous": how a 1x1, stride-1, single-group convolution's input reshapes,
-        as a view, to the product's operand that gives the output's layout; None where it does not."""
+    def _runs_as_product(self, input) -> bool:
+        """Whether this is a 1x1, stride-1, single-group convolution whose input reshapes, as a view, to the
+        product operand that gives the output's layout (channels-last rows, or contiguous batches)."""
         if (self.transposed or self.groups != 1 or self.volume != 1 or any(s != 1 for s in self.stride)
                 or any(self.padding) or S.numel(self.full_out) == 0):
-            return None
+            return False
         shape, strides = tuple(input.shape), tuple(input.stride())
         if self.out_strides is not None:
-            return "channels_last" if strides == S.channels_last_strides(shape) else None
-        return "contiguous" if S.is_contiguous(shape, strides) else None
+            return strides == S.channels_last_strides(shape)
+        return S.is_contiguous(shape, strides)
 
     def weight_strides(self, ws):
         """The weight's (output channel, input channel) strides, its step from one group to the next and its
