@@ -5,8 +5,9 @@ wav2vec2's conv1d stacks and a 3x3x3 video convolution; bf16 and fp16, NCHW and 
 NCHW only). Prints, a row each, our ms, torch ms, the ratio (torch / ours), the fraction of 990 TFLOP/s
 (H200 dense half precision) and the error against torch, then the geometric mean of the ratios, overall
 and per family; writes every row to $OUT/gpu_conv.json when OUT is set. A first call of each layout tunes
-its launch key (compiles and times the tile candidates), outside the timed calls. CONV_QUICK=1 keeps bf16
-NCHW only; CONV_ONLY=a,b keeps the rows whose name contains one of those words."""
+its launch key (compiles and times the tile candidates), outside the timed calls; rows left when
+CONV_SECONDS (default 230) have passed are skipped and counted. CONV_QUICK=1 keeps bf16 NCHW only;
+CONV_ONLY=a,b keeps the rows whose name contains one of those words."""
 from __future__ import annotations
 
 import json
@@ -63,12 +64,16 @@ def _geomean(values):
 def main():
     quick = os.environ.get("CONV_QUICK") == "1"
     only = [w for w in os.environ.get("CONV_ONLY", "").split(",") if w]
-    rows = []
+    budget = float(os.environ.get("CONV_SECONDS", "230"))
+    rows, skipped = [], 0
     started = time.perf_counter()
     for dtype in (torch.bfloat16,) if quick else (torch.bfloat16, torch.float16):
         for channels_last in (False,) if quick else (False, True):
             for name, batch, cin, spatial, cout, kernel, stride, padding, groups in SHAPES:
                 if (channels_last and len(spatial) == 1) or (only and not any(w in name for w in only)):
+                    continue
+                if time.perf_counter() - started > budget:
+                    skipped += 1
                     continue
                 dims = len(spatial)
                 x = torch.randn(batch, cin, *spatial, device="cuda", dtype=dtype)
@@ -100,7 +105,7 @@ def main():
     families = sorted({_family(r["name"]) for r in rows})
     print(f"geometric mean of torch/ours over {len(rows)} rows: {_geomean([r['ratio'] for r in rows]):.3f}; "
           + ", ".join(f"{f} {_geomean([r['ratio'] for r in rows if _family(r['name']) == f]):.2f}"
-                      for f in families) + f"; {time.perf_counter() - started:.0f} s in all")
+                      for f in families) + f"; {time.perf_counter() - started:.0f} s in all, {skipped} rows skipped past CONV_SECONDS")
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "gpu_conv.json"), "w") as f:
             json.dump(rows, f, indent=1)
