@@ -7,6 +7,7 @@ the output type.
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import nbxtensor as nbx
 import nbxtensor.nn.functional as F
@@ -186,3 +187,16 @@ def test_cost_declares_the_staging_workspace():
     # two temporaries, each rounded up to the scratch alignment (256 bytes)
     assert get("conv2d").cost(x, w).workspace == 256 * 7 + 256 * 9
     assert get("conv_transpose2d").cost(x, w).workspace == 0
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(1, 2), groups=st.integers(1, 3), cig=st.sampled_from([1, 2, 5, 17]),
+       cog=st.sampled_from([1, 3, 18]), h=st.integers(3, 6), w=st.integers(3, 6), kh=st.integers(1, 3),
+       kw=st.integers(1, 3), stride=st.integers(1, 2), padding=st.integers(0, 1), dilation=st.integers(1, 2),
+       channels_last=st.booleans())
+def test_conv2d_routes_property(n, groups, cig, cog, h, w, kh, kw, stride, padding, dilation, channels_last):
+    if min(h, w) + 2 * padding < dilation * (max(kh, kw) - 1) + 1:
+        return
+    rng = np.random.default_rng(h * 31 + w * 7 + kh)
+    _run((n, cig * groups, h, w), (cog * groups, cig, kh, kw), stride, padding, dilation, groups, "float32",
+         channels_last, rng, bias=bool(groups % 2))
