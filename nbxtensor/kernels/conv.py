@@ -1,9 +1,14 @@
-"""Convolution kernels: an implicit GEMM over N-d (as 3-d) inputs read through their strides.
+"""Convolution kernels over N-d (as 3-d) inputs read through their strides: an implicit GEMM for the
+matrix units and a direct convolution for depthwise and small-channel groups.
 
-Rows of the product are output positions (batch x output spatial), columns output channels of one group,
-and the reduction runs over kernel positions x input channels of that group; input tiles are gathered
-per kernel position with boundary masks (padding, dilation, stride), so no im2col matrix is built. The
-transposed form gathers, for each output position, the input positions whose stride lands on it.
+The implicit GEMM's rows are output positions (batch x output spatial), its columns output channels of
+one group; the reduction runs over kernel positions x input channels of that group, input tiles
+gathered per kernel position with boundary masks (padding, dilation, stride), so no im2col matrix is
+built. Kernel positions are constexpr: unrolled when few, each one's channel loop a pipelined ``for``;
+with ``FLAT_K`` (fewer channels than a K tile holds) one K tile spans channels and kernel positions
+together, so the tile is not mostly masked. The direct kernel multiplies on the vector units: a program
+takes a tile of output positions x output channels and sums its few input channels over the unrolled
+window. Transposed forms gather, for each output position, the input positions whose stride lands on it.
 """
 import triton
 import triton.language as tl
@@ -25,14 +30,95 @@ def _source_index(o, k, stride, pad, dil, size, TRANSPOSED: tl.constexpr):
 
 
 @triton.jit
-def conv_implicit_gemm(x, w, bias, out, M, COUT_G, CIN_G, OD, OH, OW, ID, IH, IW, KD, KH, KW,
+def _row_source(od, oh, ow, m_ok, p, KH: tl.constexpr, KW: tl.constexpr, ID, IH, IW, sd, sh, sw, pd, ph, pw,
+                dd, dh, dw, x_sd, x_sh, x_sw, TRANSPOSED: tl.constexpr):
+    """(offset, exists) of the input element each output position reads at kernel position ``p``."""
+    kw = p % KW
+    kh = (p // KW) % KH
+    kd = p // (KW * KH)
+    i_d, ok_d = _source_index(od, kd, sd, pd, dd, ID, TRANSPOSED)
+    i_h, ok_h = _source_index(oh, kh, sh, ph, dh, IH, TRANSPOSED)
+    i_w, ok_w = _source_index(ow, kw, sw, pw, dw, IW, TRANSPOSED)
+    ok = m_ok & ok_d & ok_h & ok_w
+    return tl.where(ok, i_d * x_sd + i_h * x_sh + i_w * x_sw, 0), ok
+
+
+@triton.jit
+def _channel_step(acc, a_ptr, b_ptr, row_ok, n_ok, rk, c, CIN_G, x_sc, w_s_in, PRECISION: tl.constexpr,
+                  DECODE_BF16: tl.constexpr):
+    """``acc`` plus the product of channels c .. c + BLOCK_K at one kernel position."""
+    k_ok = c + rk < CIN_G
+    a = tl.load(a_ptr + c * x_sc, mask=row_ok[:, None] & k_ok[None, :], other=0)
+    b = tl.load(b_ptr + c * w_s_in, mask=k_ok[:, None] & n_ok[None, :], other=0)
+    if DECODE_BF16:
+        a = _decode(a, 1)
+        b = _decode(b, 1)
+    return tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=tl.float32)
+
+
+@triton.jit
+def _position_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, p, CIN_G, ID, IH, IW, sd, sh, sw, pd, ph, pw,
+                   dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH: tl.constexpr,
+                   KW: tl.constexpr, BLOCK_K: tl.constexpr, TRANSPOSED: tl.constexpr, PRECISION: tl.constexpr,
+                   DECODE_BF16: tl.constexpr, NUM_STAGES: tl.constexpr, INTERPRETED: tl.constexpr):
+    """``acc`` plus the product over every input channel at kernel position ``p``."""
+    row_off, row_ok = _row_source(od, oh, ow, m_ok, p, KH, KW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
+                                  x_sd, x_sh, x_sw, TRANSPOSED)
+    kw = p % KW
+    kh = (p // KW) % KH
+    kd = p // (KW * KH)
+    a_ptr = x_base[:, None] + row_off[:, None] + rk[None, :] * x_sc
+    b_ptr = w_base[None, :] + kd * w_sd + kh * w_sh + kw * w_sw + rk[:, None] * w_s_in
+    if INTERPRETED:
+        # Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2); a GPU needs the for
+        # loop, which is what it software-pipelines over NUM_STAGES
+        c = 0
+        while c < CIN_G:
+            acc = _channel_step(acc, a_ptr, b_ptr, row_ok, n_ok, rk, c, CIN_G, x_sc, w_s_in, PRECISION, DECODE_BF16)
+            c += BLOCK_K
+    else:
+        for c in tl.range(0, CIN_G, BLOCK_K, num_stages=NUM_STAGES):
+            acc = _channel_step(acc, a_ptr, b_ptr, row_ok, n_ok, rk, c, CIN_G, x_sc, w_s_in, PRECISION, DECODE_BF16)
+    return acc
+
+
+@triton.jit
+def _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, k0, rk, reduction, ID, IH, IW, sd, sh, sw, pd, ph, pw,
+               dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH: tl.constexpr, KW: tl.constexpr,
+               VOLUME: tl.constexpr, TRANSPOSED: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr):
+    """``acc`` plus the product over K indices k0 .. k0 + BLOCK_K, each a (channel, kernel position) pair in
+    the order of an NCHW weight: channel * VOLUME + position."""
+    k = k0 + rk
+    k_ok = k < reduction
+    c = k // VOLUME
+    p = k % VOLUME
+    kw = p % KW
+    kh = (p // KW) % KH
+    kd = p // (KW * KH)
+    i_d, ok_d = _source_index(od[:, None], kd[None, :], sd, pd, dd, ID, TRANSPOSED)
+    i_h, ok_h = _source_index(oh[:, None], kh[None, :], sh, ph, dh, IH, TRANSPOSED)
+    i_w, ok_w = _source_index(ow[:, None], kw[None, :], sw, pw, dw, IW, TRANSPOSED)
+    a_ok = m_ok[:, None] & k_ok[None, :] & ok_d & ok_h & ok_w
+    a_off = tl.where(a_ok, c[None, :] * x_sc + i_d * x_sd + i_h * x_sh + i_w * x_sw, 0)
+    a = tl.load(x_base[:, None] + a_off, mask=a_ok, other=0)
+    b_off = c * w_s_in + kd * w_sd + kh * w_sh + kw * w_sw
+    b = tl.load(w_base[None, :] + b_off[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0)
+    if DECODE_BF16:
+        a = _decode(a, 1)
+        b = _decode(b, 1)
+    return tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=tl.float32)
+
+
+@triton.jit
+def conv_implicit_gemm(x, w, bias, out, M, COUT_G, CIN_G, OD, OH, OW, ID, IH, IW,
                        sd, sh, sw, pd, ph, pw, dd, dh, dw,
                        x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
                        o_sn, o_sc, o_sd, o_sh, o_sw,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr,
-                       DECODE_BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
-                       VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
+                       KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
+                       FLAT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       NUM_STAGES: tl.constexpr, TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
+                       PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+                       DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
     """out[n, g * COUT_G + j, o] = bias + sum over c < CIN_G and kernel positions of x * w; program
     (tile, g) takes one BLOCK_M x BLOCK_N tile of group g."""
     pid = tl.program_id(0)
@@ -52,31 +138,33 @@ def conv_implicit_gemm(x, w, bias, out, M, COUT_G, CIN_G, OD, OH, OW, ID, IH, IW
     x_base = x + nb * x_sn + g * CIN_G * x_sc
     w_base = w + g * w_sg + rn * w_s_out
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    positions = KD * KH * KW
-    p = 0
-    while p < positions:
-        kw = p % KW
-        kh = (p // KW) % KH
-        kd = p // (KW * KH)
-        i_d, ok_d = _source_index(od, kd, sd, pd, dd, ID, TRANSPOSED)
-        i_h, ok_h = _source_index(oh, kh, sh, ph, dh, IH, TRANSPOSED)
-        i_w, ok_w = _source_index(ow, kw, sw, pw, dw, IW, TRANSPOSED)
-        row_ok = m_ok & ok_d & ok_h & ok_w
-        row_off = tl.where(row_ok, i_d * x_sd + i_h * x_sh + i_w * x_sw, 0)
-        w_pos = w_base + kd * w_sd + kh * w_sh + kw * w_sw
-        c = 0
-        while c < CIN_G:
-            ck = c + rk
-            k_ok = ck < CIN_G
-            a = tl.load(x_base[:, None] + row_off[:, None] + ck[None, :] * x_sc,
-                        mask=row_ok[:, None] & k_ok[None, :], other=0)
-            b = tl.load(w_pos[None, :] + ck[:, None] * w_s_in, mask=k_ok[:, None] & n_ok[None, :], other=0)
-            if DECODE_BF16:
-                a = _decode(a, 1)
-                b = _decode(b, 1)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=tl.float32)
-            c += BLOCK_K
-        p += 1
+    VOLUME: tl.constexpr = KD * KH * KW
+    if FLAT_K:
+        reduction = CIN_G * VOLUME
+        if INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)
+            k0 = 0
+            while k0 < reduction:
+                acc = _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, k0, rk, reduction, ID, IH, IW, sd, sh,
+                                 sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH, KW,
+                                 VOLUME, TRANSPOSED, PRECISION, DECODE_BF16)
+                k0 += BLOCK_K
+        else:
+            for k0 in tl.range(0, reduction, BLOCK_K, num_stages=NUM_STAGES):
+                acc = _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, k0, rk, reduction, ID, IH, IW, sd, sh,
+                                 sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH, KW,
+                                 VOLUME, TRANSPOSED, PRECISION, DECODE_BF16)
+    elif UNROLL:
+        for p in tl.static_range(VOLUME):
+            acc = _position_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, p, CIN_G, ID, IH, IW, sd, sh,
+                                 sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH,
+                                 KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, NUM_STAGES,
+                                 INTERPRETED)
+    else:
+        for p in range(VOLUME):
+            acc = _position_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, p, CIN_G, ID, IH, IW, sd, sh,
+                                 sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH,
+                                 KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, NUM_STAGES,
+                                 INTERPRETED)
     co = g * COUT_G + rn
     if HAS_BIAS:
         bv = _decode(tl.load(bias + co, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
@@ -84,3 +172,70 @@ def conv_implicit_gemm(x, w, bias, out, M, COUT_G, CIN_G, OD, OH, OW, ID, IH, IW
     value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
     tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd,
+                 dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G: tl.constexpr, KH: tl.constexpr,
+                 KW: tl.constexpr, TRANSPOSED: tl.constexpr, DECODE_BF16: tl.constexpr):
+    """``acc`` plus every input channel of the group times the weight at kernel position ``p``."""
+    row_off, row_ok = _row_source(od, oh, ow, m_ok, p, KH, KW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
+                                  x_sd, x_sh, x_sw, TRANSPOSED)
+    kw = p % KW
+    kh = (p // KW) % KH
+    kd = p // (KW * KH)
+    w_pos = w_chan + kd * w_sd + kh * w_sh + kw * w_sw
+    for ci in tl.static_range(CIN_G):
+        xv = tl.load(x_chan[None, :] + ci * x_sc + (x_rows + row_off)[:, None],
+                     mask=row_ok[:, None] & c_ok[None, :], other=0)
+        wv = tl.load(w_pos + ci * w_s_in, mask=c_ok, other=0)
+        if DECODE_BF16:
+            xv = _decode(xv, 1)
+            wv = _decode(wv, 1)
+        acc += xv.to(tl.float32) * wv.to(tl.float32)[None, :]
+    return acc
+
+
+@triton.jit
+def conv_direct(x, w, bias, out, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
+                sd, sh, sw, pd, ph, pw, dd, dh, dw,
+                x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
+                o_sn, o_sc, o_sd, o_sh, o_sw,
+                CIN_G: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
+                DECODE_BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
+    """out[n, co, o] = bias + sum over the CIN_G input channels of co's group and the window of x * w, in
+    float32 on the vector units; program (i, j) takes BLOCK_M output positions x BLOCK_C output channels."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    co = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    m_ok = rm < M
+    c_ok = co < COUT
+    ow = rm % OW
+    rest = rm // OW
+    oh = rest % OH
+    rest = rest // OH
+    od = rest % OD
+    nb = rest // OD
+    g = co // COUT_G
+    x_chan = x + g * (CIN_G * x_sc)
+    x_rows = nb * x_sn
+    w_chan = w + g * w_sg + (co - g * COUT_G) * w_s_out
+    acc = tl.zeros((BLOCK_M, BLOCK_C), dtype=tl.float32)
+    VOLUME: tl.constexpr = KD * KH * KW
+    if UNROLL:
+        for p in tl.static_range(VOLUME):
+            acc = _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH, IW, sd, sh, sw, pd,
+                               ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW,
+                               TRANSPOSED, DECODE_BF16)
+    else:
+        for p in range(VOLUME):
+            acc = _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH, IW, sd, sh, sw, pd,
+                               ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW,
+                               TRANSPOSED, DECODE_BF16)
+    if HAS_BIAS:
+        bv = _decode(tl.load(bias + co, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
+        acc = acc + bv[None, :]
+    value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
+    tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & c_ok[None, :])
