@@ -38,24 +38,32 @@ SIZE = os.environ.get("NBX_LLM_SIZE", "1b")
 
 
 def checkpoint(directory: str) -> LlamaForCausalLM:
+    """Random bf16 weights saved with save_pretrained, and transformers' model read back from them as a user
+    loads it (``from_pretrained``): a module cast with ``.to(bfloat16)`` would also round its rotary inverse
+    frequencies to bf16, which a loaded model keeps in fp32."""
     config = LlamaConfig(**SIZES[SIZE], rms_norm_eps=1e-5, tie_word_embeddings=False, torch_dtype="bfloat16")
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
     model.save_pretrained(directory)
-    return model
+    del model
+    torch.cuda.empty_cache()
+    return LlamaForCausalLM.from_pretrained(directory, torch_dtype=torch.bfloat16, attn_implementation="sdpa").cuda().eval()
 
 
-def teacher_forced_agreement(ours, reference, vocab: int, positions: int = 512) -> tuple:
-    """Top-1 agreement with an fp32 run of the same weights over ``positions`` teacher-forced positions:
-    ours in bf16 and transformers' in bf16, each against the fp32 run (random weights give flat logits, so
-    two bf16 runs are compared with the fp32 one side by side, never with each other)."""
-    import copy
+def teacher_forced_agreement(ours, reference, directory: str, vocab: int, positions: int = 512) -> tuple:
+    """Top-1 agreement with an fp32 run of the same weights (the checkpoint read in fp32) over
+    ``positions`` teacher-forced positions: ours in bf16 and transformers' in bf16, each against the fp32
+    run (random weights give flat logits, so two bf16 runs are compared with the fp32 one side by side,
+    never with each other)."""
     ids = [int(t) for t in torch.randint(0, vocab, (positions,), generator=torch.Generator().manual_seed(3))]
     with torch.no_grad():
         tokens = torch.tensor([ids], device="cuda")
-        exact = copy.deepcopy(reference).float()(tokens).logits[0].argmax(-1).cpu().numpy()
+        exact_model = LlamaForCausalLM.from_pretrained(directory, torch_dtype=torch.float32,
+                                                       attn_implementation="sdpa").cuda().eval()
+        exact = exact_model(tokens).logits[0].argmax(-1).cpu().numpy()
+        del exact_model
         torch.cuda.empty_cache()
         theirs = reference(tokens).logits[0].argmax(-1).cpu().numpy()
     mine = ours.logits(ids).float().numpy().argmax(-1)
@@ -102,7 +110,7 @@ def main() -> None:
                 theirs_s = timed(lambda: reference(torch.tensor([ids], device="cuda")))
             rows.append((f"prefill {length}", ours_s * 1e3, theirs_s * 1e3, "ms"))
         if SIZE == "1b":
-            rows.append(teacher_forced_agreement(ours, reference, vocab))
+            rows.append(teacher_forced_agreement(ours, reference, directory, vocab))
         for batch in (1, 8, 32, 128):
             prompts = [prompt] * batch
             new = 64

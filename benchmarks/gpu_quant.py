@@ -78,6 +78,7 @@ def kernel_rows() -> list[tuple]:
             rows.append((f"{name} {n}x{k} rows {m}", torch_bf16 * 1e3, ours_bf16 * 1e3, times["int4"] * 1e3,
                          times["int8"] * 1e3, times["fp8"] * 1e3, f"{ours_bf16 / times['int4']:.2f}x",
                          f"{floor_ms / times['int4']:.0%}"))
+            print(*rows[-1], sep=" | ", flush=True)
     return rows
 
 
@@ -97,6 +98,7 @@ def prefill_rows() -> list[tuple]:
             out += [ms * 1e3, f"{ours_bf16 / ms:.2f}x"]
         out.append(f"{flops / (ours_bf16 * 1e-3) / 1e12:.0f} TF/s bf16")
         rows.append(tuple(out))
+        print(*out, sep=" | ", flush=True)
     return rows
 
 
@@ -179,7 +181,7 @@ def table(title: str, header: str, rows: list[tuple]) -> None:
 
 
 def main() -> None:
-    print(f"{nbx.cuda.get_device_name()}, torch {torch.__version__}")
+    print(f"{nbx.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
     kernels = kernel_rows()
     prefill = prefill_rows()
     e2e = end_to_end_rows() if os.environ.get("NBX_QUANT_E2E", "1") != "0" else []
