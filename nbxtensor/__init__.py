@@ -38,6 +38,7 @@ from .quant import QuantizedWeight  # noqa: E402
 from .ops import nn_composites as _nn_composite_ops, losses as _loss_ops  # noqa: E402,F401
 from .ops import shape_composites as _shape_composite_ops, statistics as _statistics_ops  # noqa: E402,F401
 from .ops import breadth_composites as _breadth_composite_ops  # noqa: E402,F401
+from .ops import special_table as _special_table_ops  # noqa: E402,F401
 from .ops.comparison import allclose, equal  # noqa: E402
 from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402
 from .ops.matmul import backends, get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402  (and nbx.tuning)

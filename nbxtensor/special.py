@@ -1,6 +1,7 @@
 """``nbxtensor.special``: torch.special's functions. Each is a row of the pointwise table
 (``ops/pointwise_table.py``) or another registry op, bound here under torch.special's names."""
 from .ops import pointwise_table as _table  # noqa: F401  (registers the rows)
+from .ops import special_table as _special_table
 from .ops.registry import get as _get
 
 _NAMES = {
@@ -12,6 +13,8 @@ _NAMES = {
     "log_ndtr": "special_log_ndtr", "entr": "special_entr", "i0e": "special_i0e", "i1": "special_i1",
     "i1e": "special_i1e", "xlog1py": "special_xlog1py",
 }
+
+_NAMES.update(_special_table.SPECIAL_NAMES)
 
 globals().update({name: _get(op).impl for name, op in _NAMES.items()})
 
