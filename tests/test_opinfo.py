@@ -43,6 +43,8 @@ ADAPTERS = {
     "nn.functional.embedding": lambda weight, idx, **kwargs: nbx.nn.functional.embedding(idx, weight, **kwargs),
     "nn.functional.embedding_bag":
         lambda weight, idx, **kwargs: nbx.nn.functional.embedding_bag(idx, weight, **kwargs),
+    "polygamma": lambda input, n, **kwargs: nbx.polygamma(n, input, **kwargs),
+    "special.polygamma": lambda input, n, **kwargs: nbx.special.polygamma(n, input, **kwargs),
 }
 
 

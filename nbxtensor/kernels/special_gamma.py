@@ -121,22 +121,23 @@ def _incomplete_gamma(a, x, UPPER: tl.constexpr):
     pending = tl.zeros_like(x) == 0
     k = 1
     while _any(pending) & (k < _MAX_TERMS):
-        term = term * x / (a + k)
-        series = series + term
-        alternating_term = alternating_term * -x / k
-        alternating = alternating + alternating_term / (a + k)
+        # finished elements keep their sums: later terms of the fraction may overflow
+        term = tl.where(pending, term * x / (a + k), term)
+        series = series + tl.where(pending, term, tl.zeros_like(x))
+        alternating_term = tl.where(pending, alternating_term * -x / k, alternating_term)
+        alternating = alternating + tl.where(pending, alternating_term / (a + k), tl.zeros_like(x))
         coefficient = -k * (k - a)
         b_k = b_k + 2.0
         fraction_d = b_k + coefficient * fraction_d
         fraction_d = 1.0 / tl.where(tl.abs(fraction_d) < _TINY, tl.zeros_like(x) + _TINY, fraction_d)
         fraction_c = b_k + coefficient / fraction_c
         fraction_c = tl.where(tl.abs(fraction_c) < _TINY, tl.zeros_like(x) + _TINY, fraction_c)
-        change = fraction_c * fraction_d
+        change = tl.where(pending, fraction_c * fraction_d, tl.zeros_like(x) + 1.0)
         fraction = fraction * change
         series_pending = tl.abs(term) > series * _EPS
         fraction_pending = tl.abs(change - 1.0) > _EPS
         alternating_pending = tl.abs(alternating_term) > _EPS * (a + k) * tl.abs(alternating)
-        pending = tl.where(use_series, series_pending | (small_x & alternating_pending), fraction_pending)
+        pending = pending & tl.where(use_series, series_pending | (small_x & alternating_pending), fraction_pending)
         k += 1
     lower = libdevice.exp(log_prefix - libdevice.log(a)) * series
     upper_fraction = libdevice.exp(log_prefix) * fraction
