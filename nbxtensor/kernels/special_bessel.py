@@ -194,7 +194,8 @@ def _airy_ai(x):
     oscillating = ((p * (cosine + sine) - q * (sine - cosine)) * _SQRT_HALF
                    / (tl.sqrt(_PI * tl.sqrt(magnitude))))
     result = tl.where(x > 2.0, decaying, tl.where(zeta > _AIRY_ZETA_LIMIT, oscillating, series))
-    return tl.where(magnitude == _INF, tl.zeros_like(x), result)
+    result = tl.where(magnitude == _INF, tl.zeros_like(x), result)
+    return tl.where(x != x, x, result)
 
 
 # the bodies: MODE picks the function of a family, as the table's rows give it
