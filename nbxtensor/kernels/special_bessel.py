@@ -28,6 +28,8 @@ _SERIES_LIMIT = tl.constexpr(13.0)
 _SERIES_TERMS = tl.constexpr(40)
 # Hankel's expansion: its terms fall until about k = 2x, so this many serve every x past the limits above
 _HANKEL_TERMS = tl.constexpr(24)
+# the series loops are not unrolled: float64 libdevice calls and series of 40 terms would make kernels that
+# take ptxas minutes
 # K: the power series up to this x, then the trapezoidal rule with this step and this many nodes a side
 # (exp(-s^2 / 2) bounds the integrand, below 1e-21 at the last node)
 _K_SERIES_LIMIT = tl.constexpr(2.0)
@@ -54,7 +56,7 @@ def _series(x, ORDER: tl.constexpr, SIGN: tl.constexpr):
     weighted = tl.zeros_like(x)
     if ORDER == 1:
         weighted = term  # H_0 + H_1
-    for k in tl.static_range(1, _SERIES_TERMS):
+    for k in range(1, _SERIES_TERMS):
         term = term * step / (k * (k + ORDER))
         harmonic = harmonic + one / k
         total = total + term
@@ -75,16 +77,17 @@ def _hankel(x, FOUR_NU_SQUARED: tl.constexpr):
     term = tl.zeros_like(x) + 1.0
     p = term
     q = tl.zeros_like(x)
-    for k in tl.static_range(1, _HANKEL_TERMS):
-        term = term * step * (FOUR_NU_SQUARED - (2 * k - 1) * (2 * k - 1)) / k
-        if k % 4 == 1:
-            q = q + term
-        elif k % 4 == 2:
-            p = p - term
-        elif k % 4 == 3:
-            q = q - term
-        else:
-            p = p + term
+    # four terms a round, one of each sign and kind; the index in float64 keeps 4 v^2 - (2k - 1)^2 exact
+    for group in range(_HANKEL_TERMS // 4):
+        k = tl.zeros_like(x) + (4 * group + 1)
+        term = term * step * (FOUR_NU_SQUARED - (2.0 * k - 1.0) * (2.0 * k - 1.0)) / k
+        q = q + term
+        term = term * step * (FOUR_NU_SQUARED - (2.0 * k + 1.0) * (2.0 * k + 1.0)) / (k + 1.0)
+        p = p - term
+        term = term * step * (FOUR_NU_SQUARED - (2.0 * k + 3.0) * (2.0 * k + 3.0)) / (k + 2.0)
+        q = q - term
+        term = term * step * (FOUR_NU_SQUARED - (2.0 * k + 5.0) * (2.0 * k + 5.0)) / (k + 3.0)
+        p = p + term
     return p, q
 
 
@@ -133,7 +136,7 @@ def _scaled_k_integral(x, NU: tl.constexpr):
     2x sinh^2(t/2), which keeps its digits where t is small."""
     root = tl.sqrt(x)
     total = tl.zeros_like(x) + 0.5  # the node at 0 counts half
-    for j in tl.static_range(1, _K_NODES + 1):
+    for j in range(1, _K_NODES + 1):
         t = (j * _K_STEP) / root
         half = libdevice.sinh(t * 0.5)
         node = libdevice.exp(-2.0 * x * half * half)
@@ -177,7 +180,7 @@ def _airy_ai(x):
     g_term = near
     f = f_term
     g = g_term
-    for k in tl.static_range(1, _AIRY_SERIES_TERMS):
+    for k in range(1, _AIRY_SERIES_TERMS):
         f_term = f_term * cube / ((3 * k - 1) * (3 * k))
         g_term = g_term * cube / ((3 * k) * (3 * k + 1))
         f = f + f_term

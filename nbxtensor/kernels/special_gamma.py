@@ -179,6 +179,6 @@ def mvlgamma(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     sum_{j < MODE} lgamma(x - j / 2)."""
     x = a.to(tl.float64)
     result = tl.zeros_like(x) + MODE * (MODE - 1) * 0.25 * _LOG_PI
-    for j in tl.static_range(MODE):
+    for j in range(MODE):
         result = result + libdevice.lgamma(x - j * 0.5)
     return result.to(a.dtype)
