@@ -4,7 +4,8 @@ gamma functions and the multivariate log-gamma, in the pointwise table's calling
 
 - zeta(s, q) = sum_k (q + k)^-s: the terms below q + k = 10 summed, the rest by Euler-Maclaurin
   (DLMF 25.11.5 with N = 0 at the shifted q), whose remainder after the B_24 term is below float64's
-  resolution there. A negative q is summed up from (only integer s make its powers real).
+  resolution there. A negative q is summed up from (only integer s make its powers real), with at most
+  ``_MAX_TERMS`` terms: below q = -8182 the result is NaN rather than a partial sum.
 - polygamma(n, x) = (-1)^(n+1) n! zeta(n + 1, x) for n >= 1, digamma for n = 0.
 - P(a, x) and Q(a, x): the power series of P for x <= a + 1, Legendre's continued fraction for Q beyond
   (DLMF 8.7.1 and 8.9.2, the fraction evaluated by modified Lentz); for x <= 1.1 Q is taken from the
