@@ -13,6 +13,8 @@ cancel (their terms grow to about e^|x| / |x| before the sum settles), which flo
 - Ai: its Maclaurin series (DLMF 9.4.1) on -6.87 <= x <= 2; K_1/3 by the integral above for x > 2
   (Ai(x) = sqrt(x / 3) K_1/3(zeta) / pi, DLMF 9.6.1); Hankel's expansion with v = 1/3 for x < -6.87
   (DLMF 9.7.9), where zeta = (2/3)|x|^1.5 passes 12.
+
+The series run as loops rather than unrolled: unrolled float64 bodies of this length take ptxas minutes.
 """
 import triton
 import triton.language as tl
@@ -28,8 +30,6 @@ _SERIES_LIMIT = tl.constexpr(13.0)
 _SERIES_TERMS = tl.constexpr(40)
 # Hankel's expansion: its terms fall until about k = 2x, so this many serve every x past the limits above
 _HANKEL_TERMS = tl.constexpr(24)
-# the series loops are not unrolled: float64 libdevice calls and series of 40 terms would make kernels that
-# take ptxas minutes
 # K: the power series up to this x, then the trapezoidal rule with this step and this many nodes a side
 # (exp(-s^2 / 2) bounds the integrand, below 1e-21 at the last node)
 _K_SERIES_LIMIT = tl.constexpr(2.0)
