@@ -46,6 +46,7 @@ from .ops import nn_more as _nn_more_ops  # noqa: E402,F401
 from .ops import mha as _mha_ops  # noqa: E402,F401
 from .ops import ctc as _ctc_ops  # noqa: E402,F401
 from .ops import special_polynomials as _special_polynomial_ops  # noqa: E402,F401
+from .ops import special_table as _special_table_ops  # noqa: E402,F401
 from .ops.comparison import allclose, equal  # noqa: E402
 from .ops.creation import as_tensor, from_numpy, tensor  # noqa: E402
 from .ops.matmul import backends, get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402  (and nbx.tuning)

@@ -2,6 +2,7 @@
 (``ops/pointwise_table.py``) or another registry op, bound here under torch.special's names."""
 from .ops import pointwise_table as _table  # noqa: F401  (registers the rows)
 from .ops import special_polynomials as _polynomials
+from .ops import special_table as _special_table
 from .ops.registry import get as _get
 
 _NAMES = {
@@ -14,6 +15,8 @@ _NAMES = {
     "i1e": "special_i1e", "xlog1py": "special_xlog1py",
     **{name: "special_" + name for name in _polynomials.POLYNOMIALS},
 }
+
+_NAMES.update(_special_table.SPECIAL_NAMES)
 
 globals().update({name: _get(op).impl for name, op in _NAMES.items()})
 

@@ -49,6 +49,8 @@ ADAPTERS = {
         nbx.nn.functional.triplet_margin_with_distance_loss(anchor, positive, negative, **kwargs, distance_function=(
             None if distance_function is None else lambda x, y: nbx.nn.functional.pairwise_distance(
                 x, y, distance_function.norm, distance_function.eps, distance_function.keepdim))),
+    "polygamma": lambda input, n, **kwargs: nbx.polygamma(n, input, **kwargs),
+    "special.polygamma": lambda input, n, **kwargs: nbx.special.polygamma(n, input, **kwargs),
 }
 # OpInfo variants whose torch call is a lambda doing more than the op: ours, composed alike.
 VARIANT_ADAPTERS = {

@@ -2,7 +2,7 @@
 (``body(a, b, c, d, MODE, CATEGORY)``, ``a`` and ``b`` already in the compute dtype).
 
 Where CUDA's libdevice has the function (lgamma, erfcx, normcdf, normcdfinv) the body calls it. The
-digamma and the modified Bessel functions are computed here: digamma by recurrence up to 10 and the
+digamma and the modified Bessel functions are computed here: digamma (in float64) by recurrence up to 10 and the
 asymptotic (Bernoulli) series beyond; I0 and I1 by their power series up to |x| = 20 and by their
 asymptotic expansions beyond, so the exponentially scaled forms (i0e, i1e) never overflow.
 """
@@ -31,27 +31,34 @@ def lgamma(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 
 @triton.jit
-def digamma(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    """psi(x): -inf at 0 (signed as -x), NaN at the negative integers, reflection below 0."""
-    one = _ones(a)
+def digamma_float64(a):
+    """psi(a) for float64 ``a``: -inf at 0 (signed as -a), NaN at the negative integers, reflection below 0."""
     negative = a < 0
-    # psi(x) = psi(1 - x) - pi / tan(pi x) for x < 0
-    x = tl.where(negative, one - a, a)
-    reflection = tl.where(negative, _div(one * _PI, libdevice.tan(a * _PI), CATEGORY), _zeros(a))
-    result = _zeros(a)
+    # psi(x) = psi(1 - x) - pi / tan(pi x) for x < 0, the tangent's argument reduced exactly by its period
+    x = tl.where(negative, 1.0 - a, a)
+    reduced = a - libdevice.rint(a)
+    reflection = tl.where(negative, _PI / libdevice.tan(reduced * _PI), tl.zeros_like(a))
+    result = tl.zeros_like(a)
     for _ in tl.static_range(_DIGAMMA_SHIFT):
         small = x < _DIGAMMA_SHIFT
-        result = result - tl.where(small, _div(one, x, CATEGORY), _zeros(a))
+        result = result - tl.where(small, 1.0 / x, tl.zeros_like(a))
         x = tl.where(small, x + 1, x)
     # psi(x) ~ log x - 1/(2x) - sum B_2k / (2k x^2k), for x >= 10
-    y = _div(one, x * x, CATEGORY)
+    y = 1.0 / (x * x)
     series = y * (1.0 / 12 - y * (1.0 / 120 - y * (1.0 / 252 - y * (1.0 / 240 - y * (1.0 / 132 - y * (
         691.0 / 32760 - y * (1.0 / 12)))))))
-    result = result + libdevice.log(x) - _div(one * 0.5, x, CATEGORY) - series - reflection
+    result = result + libdevice.log(x) - 0.5 / x - series - reflection
     pole = a == libdevice.floor(a)
-    result = tl.where(negative & pole, _zeros(a) + _NAN, result)
+    result = tl.where(negative & pole, tl.zeros_like(a) + _NAN, result)
     # +0 gives -inf and -0 gives +inf, told apart by the sign of 1 / x
-    return tl.where(a == 0, tl.where(_div(one, a, CATEGORY) < 0, _zeros(a) + _INF, _zeros(a) - _INF), result)
+    return tl.where(a == 0, tl.where(1.0 / a < 0, tl.zeros_like(a) + _INF, tl.zeros_like(a) - _INF), result)
+
+
+@triton.jit
+def digamma(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
+    """In float64 whatever the input: near the negative poles float32 loses the digits that the
+    reflection's large terms cancel."""
+    return digamma_float64(a.to(tl.float64)).to(a.dtype)
 
 
 @triton.jit
