@@ -293,11 +293,14 @@ def test_opinfo_samples_match_torch():
     compared = {name: result for name, result in covered.items() if result[0]}
     failing = {name: result[2] for name, result in compared.items() if result[2]}
     samples, matches = sum(r[0] for r in covered.values()), sum(r[1] for r in covered.values())
-    coverage = len(covered) / (len(names) - len(excluded))
+    # an op passes when every compared sample matches torch, or differs only as its listed deliberate deviation
+    passing = {name for name in compared if name not in failing or name in DEVIATIONS["deviations"]}
+    coverage = len(passing) / (len(names) - len(excluded))
 
     print(f"\nop_db names {len(names)}; excluded {len(excluded)} ({dict(Counter(excluded.values()))});"
-          f" with a counterpart {len(covered)} of {len(names) - len(excluded)} (coverage {coverage:.3f});"
-          f" compared {len(compared)}; passing {len(compared) - len(failing)};"
+          f" with a counterpart {len(covered)} of {len(names) - len(excluded)}; compared {len(compared)};"
+          f" matching torch {len(compared) - len(failing)}, or as a listed deviation {len(passing)}"
+          f" (coverage {coverage:.3f});"
           f" samples matched {matches}/{samples} ({matches / samples:.3f})")
     for name in sorted(failing):
         label = "defect" if name in DEVIATIONS["defects"] else "deviation" if name in listed else "FAIL"
@@ -316,4 +319,4 @@ def test_opinfo_samples_match_torch():
     stale = sorted(name for name in listed if name in covered and name not in failing)
     assert not stale, f"listed in opinfo_deviations.yaml but matching torch now (remove them): {stale}"
     assert ONLY or coverage >= DEVIATIONS["coverage_floor"], (
-        f"counterpart coverage fell to {coverage:.3f} below {DEVIATIONS['coverage_floor']}")
+        f"coverage (ops passing) fell to {coverage:.3f} below {DEVIATIONS['coverage_floor']}")
