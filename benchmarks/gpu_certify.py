@@ -103,7 +103,7 @@ def _first_and_steady(directory: str) -> dict:
 
 def phase(name: str, directory: str) -> dict:
     """One measured phase, run in this (fresh) process."""
-    from nbxtensor import tuning
+    from nbxtensor import certify, tuning
     if name in ("warm", "cold"):
         return _first_and_steady(directory)
     if name == "certify":
@@ -114,7 +114,7 @@ def phase(name: str, directory: str) -> dict:
         config = DecoderConfig.from_hf(read_json(directory, "config.json"), directory)
         keys = engine_census(config, "bfloat16", backend_for(resolve(None)).facts, prompts=[PROMPT], batch_sizes=[1])
         start = time.perf_counter()
-        reports = tuning.certify_keys(keys, None)
+        reports = certify.certify_keys(keys, None)
         return {"certify_s": time.perf_counter() - start, "keys": len(reports),
                 "certified": sum(r["status"] == "certified" for r in reports),
                 "refused_candidates": sum(len(r["refused"]) for r in reports),

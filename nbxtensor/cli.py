@@ -193,7 +193,7 @@ def _census(args) -> int:
 
 
 def _tune(args) -> int:
-    from nbxtensor import tuning
+    from nbxtensor import certify, tuning
     from nbxtensor.device import backend_for, resolve
 
     if (args.model_dir or args.key) and not args.certify:
@@ -215,14 +215,14 @@ def _tune(args) -> int:
     if args.model_dir:
         keys, described = _model_keys(args, backend_for(resolve(device)).facts)
         print(f"{described}; {len(keys)} launch keys")
-        reports += tuning.certify_keys(keys, device, again=args.again)
+        reports += certify.certify_keys(keys, device, again=args.again)
     if args.key:
         try:
             for key in args.key:
-                tuning.certify.parse_key(key)
+                certify.parse_key(key)
         except ValueError as error:
             raise UsageError(f"--key: {error}") from None
-        reports += tuning.certify_keys(args.key, device, again=args.again)
+        reports += certify.certify_keys(args.key, device, again=args.again)
     for report in reports:
         detail = (report.get("why") or ", ".join(f"{k}={v}" for k, v in (report["config"] or {}).items()))
         refused = f"; {len(report['refused'])} refused" if report["refused"] else ""

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from nbxtensor import census as C
-from nbxtensor import cli, graph, llm, tuning
+from nbxtensor import certify, cli, graph, llm, tuning
 from nbxtensor.device.facts import load as load_facts
 from nbxtensor.llm.census import engine_census
 from nbxtensor.llm.checkpoint import read_json
@@ -58,7 +58,7 @@ def test_a_certified_zoo_graph_runs_certified_only(zoo_graph):
     model = graph.load(zoo_graph, device="cpu")
     ids = np.random.default_rng(1).integers(0, 100, (3, 20))
     free = model(ids).numpy()
-    reports = tuning.certify_graph(graph.load(zoo_graph, weights=False), model.bind([ids.shape]), "cpu")
+    reports = certify.certify_graph(graph.load(zoo_graph, weights=False), model.bind([ids.shape]), "cpu")
     assert {r["status"] for r in reports} == {"certified"}
     clear_all()
     with tuning.certified_only():
@@ -115,7 +115,7 @@ def test_engine_census_equals_the_shadow_run(checkpoint, served):
 def test_a_certified_engine_serves_certified_only(checkpoint):
     model = llm.load(checkpoint, device="cpu", prefill_chunk=CHUNK)
     free = _serve(model, PROMPTS)
-    reports = tuning.certify_keys(_census(checkpoint, PROMPTS, [3]), "cpu")
+    reports = certify.certify_keys(_census(checkpoint, PROMPTS, [3]), "cpu")
     assert {r["status"] for r in reports} == {"certified"}
     clear_all()
     with tuning.certified_only():

@@ -1,4 +1,4 @@
-"""Ahead-of-time tuning with certification (``tuning/certify.py``), certified-only runs and the tuning store
+"""Ahead-of-time tuning with certification (``certify.py``), certified-only runs and the tuning store
 in one file (``tuning/store.py``), on the CPU: the interpreter times nothing, so certification there chooses
 the first candidate that matches the float64 reference, and stores it like a GPU's timed choice."""
 from __future__ import annotations
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
-from nbxtensor import cli, graph, tuning
+from nbxtensor import certify, cli, graph, tuning
 from nbxtensor.ops import matmul
 from nbxtensor.ops.plans import clear_all
 from nbxtensor.tuning import cache as tuning_cache
 from nbxtensor.tuning import store as tuning_store
-from nbxtensor.tuning.certify import parse_key, representative_extents
+from nbxtensor.certify import parse_key, representative_extents
 from nbxtensor.device.facts import load as load_facts
 from tests.conftest import TEST_DEVICE, cpu_kernels
 from tests.test_census import _encoder, _inputs
@@ -58,7 +58,7 @@ def test_keys_parse_and_name_their_representative_shapes():
 
 def test_a_certified_graph_runs_certified_only(tmp_path):
     directory = _encoder(str(tmp_path / "g"))
-    reports = tuning.certify_graph(graph.load(directory, weights=False), {"s": 20}, "cpu")
+    reports = certify.certify_graph(graph.load(directory, weights=False), {"s": 20}, "cpu")
     assert {r["status"] for r in reports} == {"certified"} and {r["op"] for r in reports} == {
         "matmul", "scaled_dot_product_attention"}
     for key, entry in tuning.entries("cpu").items():
@@ -77,7 +77,7 @@ def test_a_certified_graph_runs_certified_only(tmp_path):
     message = str(refused)
     assert refused.key in message and f"op {refused.op}" in message
     assert f"nbx tune --certify --key '{refused.key}'" in message and "NBX_TUNING_DIR=" in message
-    again = tuning.certify_graph(graph.load(directory, weights=False), {"s": 20}, "cpu")
+    again = certify.certify_graph(graph.load(directory, weights=False), {"s": 20}, "cpu")
     assert {r["status"] for r in again} == {"kept"}  # certified entries of these versions are not redone
 
 
@@ -100,7 +100,7 @@ def _plant(monkeypatch, wrong_block_k: int, good: bool = True):
 
 def test_a_candidate_planted_to_compute_wrongly_is_refused(monkeypatch):
     _plant(monkeypatch, wrong_block_k=16)
-    report = tuning.certify_key(PRODUCT_KEY, "cpu")
+    report = certify.certify_key(PRODUCT_KEY, "cpu")
     assert report["status"] == "certified" and report["config"]["BLOCK_K"] != 16
     (refused,) = report["refused"]
     assert refused["config"]["BLOCK_K"] == 16 and "outside the float64 reference's bound" in refused["reason"]
@@ -113,7 +113,7 @@ def test_a_candidate_planted_to_compute_wrongly_is_refused(monkeypatch):
 
 def test_a_key_whose_every_candidate_is_wrong_stays_uncertified(monkeypatch):
     _plant(monkeypatch, wrong_block_k=16, good=False)
-    report = tuning.certify_key(PRODUCT_KEY, "cpu")
+    report = certify.certify_key(PRODUCT_KEY, "cpu")
     assert report["status"] == "refused" and report["config"] is None and len(report["refused"]) == 1
     a, b = _product_of_key()
     with tuning.certified_only(), pytest.raises(tuning.TuningKeyMissing, match="refused every candidate"):
@@ -124,7 +124,7 @@ def test_a_candidate_that_fails_to_run_is_refused_with_its_reason(monkeypatch, t
     usual = matmul.gemm_candidates
     monkeypatch.setattr(matmul, "gemm_candidates", lambda facts, m, n, k, dtype, single=False: [
         dict(usual(facts, m, n, k, dtype)[0], BLOCK_K=24), *usual(facts, m, n, k, dtype)])  # not a power of two
-    report = tuning.certify_key(PRODUCT_KEY, "cpu")
+    report = certify.certify_key(PRODUCT_KEY, "cpu")
     assert report["status"] == "certified"
     assert report["refused"][0]["reason"].startswith("failed to run on shape [1, 32, 64, 64]")
     assert tuning.export_store(tmp_path / "shipped.json") == 1  # the reason is one line a store file holds
@@ -140,7 +140,7 @@ def _restamp(store, versions):
 
 
 def test_stale_entries_are_certified_again_never_used(store, monkeypatch):
-    tuning.certify_key(PRODUCT_KEY, "cpu")
+    certify.certify_key(PRODUCT_KEY, "cpu")
     _restamp(store, dict(tuning.versions(), triton="0.0.1"))
     a, b = _product_of_key()
     with tuning.certified_only(), pytest.raises(tuning.TuningKeyMissing, match="other versions.*triton 0.0.1"):
@@ -151,7 +151,7 @@ def test_stale_entries_are_certified_again_never_used(store, monkeypatch):
     (store / "cpu.json").write_text(json.dumps(document))
     tuning_cache._caches.clear()
     np.testing.assert_allclose(nbx.mm(a, b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
-    report = tuning.certify_key(PRODUCT_KEY, "cpu")
+    report = certify.certify_key(PRODUCT_KEY, "cpu")
     assert report["status"] == "certified" and report["config"]["BLOCK_K"] != 24
     assert tuning.entries("cpu")[PRODUCT_KEY]["versions"] == tuning.versions()
 
@@ -178,7 +178,7 @@ def test_certified_only_switches(monkeypatch):
 
 
 def test_the_store_exports_to_one_file_and_imports_back(tmp_path, monkeypatch):
-    tuning.certify_key(PRODUCT_KEY, "cpu")
+    certify.certify_key(PRODUCT_KEY, "cpu")
     before = tuning.entries("cpu")
     shipped = tmp_path / "model.tuning.json"
     assert tuning.export_store(shipped) == 1
@@ -285,7 +285,7 @@ def test_quantized_keys_certify_and_serve_certified_only(format):
     with tuning.recording() as formed:
         free = quantized_linear(x, weight).numpy()
     (key,) = formed
-    report = tuning.certify_key(key, "cpu")
+    report = certify.certify_key(key, "cpu")
     assert report["status"] == "certified" and report["op"] == "quantized_linear"
     clear_all()
     with tuning.certified_only():

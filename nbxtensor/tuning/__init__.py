@@ -2,16 +2,15 @@
 
 ``entries(device)`` shows what a device class has stored, ``cache_path(device)`` where, and ``mode()``
 whether tuning may happen during a run (``NBX_CERTIFIED_ONLY=1``, ``NBX_TUNING=certified-only``,
-``set_certified_only(True)`` or a ``certified_only()`` block say it may not). ``certify_graph`` and
-``certify_keys`` tune and certify ahead of time (``certify.py``); ``export_store`` and ``import_store`` move the
-store through one file (``store.py``).
+``set_certified_only(True)`` or a ``certified_only()`` block say it may not); ``export_store`` and
+``import_store`` move the store through one file (``store.py``). Tuning and certifying ahead of time runs ops,
+so it lives above them, in ``nbxtensor.certify``.
 """
 from __future__ import annotations
 
 from .cache import (MODE_CERTIFIED_ONLY, MODE_TUNE, TuningCache, TuningKeyMissing, bucket, cache_for,
                     certified_only, certify_command, choose, launch_key, mode, recording, set_certified_only,
                     tuning_dir, versions)
-from .certify import certify_graph, certify_key, certify_keys
 from .store import StoreFileError, export_store, import_store
 from .cache import cache_path as _cache_path_of
 
@@ -55,5 +54,5 @@ def entries(device=None) -> dict:
 
 __all__ = ["MODE_CERTIFIED_ONLY", "MODE_TUNE", "TuningCache", "TuningKeyMissing", "bucket", "cache_for",
            "TIMING_ROUNDS", "cache_path", "choose", "choose_timed", "entries", "launch_key", "mode", "recording",
-           "tuning_dir", "certified_only", "set_certified_only", "certify_command", "versions", "certify_graph",
-           "certify_key", "certify_keys", "StoreFileError", "export_store", "import_store"]
+           "tuning_dir", "certified_only", "set_certified_only", "certify_command", "versions",
+           "StoreFileError", "export_store", "import_store"]

@@ -38,11 +38,24 @@ STORE_FORMAT = "nbxtensor-tuning"
 STORE_VERSION = 1
 
 
+# the op whose calls form a launch key, by the key's kernel (its first part)
+KERNEL_OPS = {"gemm": "matmul", "gemv": "matmul", "attention": "scaled_dot_product_attention",
+              "attention_decode": "scaled_dot_product_attention", "quantized_gemm": "quantized_linear",
+              "quantized_gemv": "quantized_linear", "conv": "convolution", "direct_conv": "convolution"}
+
+
+def op_of(key: str) -> str:
+    """The op whose calls form ``key``."""
+    kernel = key.split("|", 1)[0]
+    if kernel == "attention" and ("|softcap=" in key or "|window=" in key):
+        return "prefill_attention"  # caps, windows and offsets: the engine's op, not the public one
+    return KERNEL_OPS.get(kernel, "(no op declares this kernel)")
+
+
 class TuningKeyMissing(RuntimeError):
     """Raised in a certified-only run for a launch key without a certified entry of these versions."""
 
     def __init__(self, key: str, path: Path, why: str):
-        from .certify import op_of
         self.key = key
         self.op = op_of(key)
         self.command = certify_command(key)

@@ -19,10 +19,10 @@ from typing import Callable
 
 import numpy as np
 
-from .. import progress
-from .cache import certifications, bucket, cache_for, time_candidates
+from . import progress
+from .tuning.cache import bucket, cache_for, certifications, op_of, time_candidates
 
-__all__ = ["certify_key", "certify_keys", "certify_graph", "op_of", "parse_key", "CERTIFIERS"]
+__all__ = ["certify_key", "certify_keys", "certify_graph", "parse_key", "CERTIFIERS"]
 
 
 def parse_key(key: str) -> tuple[str, dict, tuple, dict]:
@@ -53,7 +53,6 @@ class Case:
 
 @dataclass(frozen=True)
 class Certifier:
-    op: str  # the op (registry name) whose launches form the kernel's keys
     rows: tuple  # the extents bucketed on the rows ladder (the others on the cols ladder)
     cases: Callable  # (extents, dtypes, flags, device) -> [Case] (none: no operands form the key)
 
@@ -99,8 +98,8 @@ def _exact(tensor) -> np.ndarray:
 def _product_cases(extents, dtypes, flags, device) -> list[Case]:
     """GEMM and GEMV keys: ``matmul``'s product (the same route a linear layer takes) on operands with the
     key's dtypes and layouts. Bound: float accumulation of K products, then rounding to the output."""
-    from ..dtypes import get_dtype
-    from ..ops.matmul import _product
+    from .dtypes import get_dtype
+    from .ops.matmul import _product
     rng = np.random.default_rng(0)
     in_name, out_name = dtypes
     out_dtype = get_dtype(out_name)
@@ -177,8 +176,8 @@ def _prefill_cases(extents, dtypes, flags, device) -> list[Case]:
     """Prefill attention keys: plain ones through ``scaled_dot_product_attention``; those naming a cap, a
     window or a query offset (a prompt's chunk past its first) through ``prefill_attention``, the op that
     takes them, with the offset that makes the queries the keys' last positions; so too one causal row."""
-    from ..nn import functional as F
-    from ..ops.attention import prefill_attention
+    from .nn import functional as F
+    from .ops.attention import prefill_attention
     rng = np.random.default_rng(0)
     length, keys, dim = extents["L"], extents["S"], extents["E"]
     (name,) = dtypes
@@ -216,7 +215,7 @@ def _prefill_cases(extents, dtypes, flags, device) -> list[Case]:
 
 def _decode_cases(extents, dtypes, flags, device) -> list[Case]:
     """Decode attention keys: one query row of G heads sharing one key head."""
-    from ..nn import functional as F
+    from .nn import functional as F
     rng = np.random.default_rng(0)
     group, keys, dim = extents["G"], extents["S"], extents["E"]
     (name,) = dtypes
@@ -236,8 +235,8 @@ def _quantized_cases(extents, dtypes, flags, device) -> list[Case]:
     forms). Reference: the input times the dequantized weight (``QuantizedWeight.dequantize``, on the host),
     in float64. Bound: the product's, plus the dequantized weight's rounding to the dot's input dtype
     (the kernel dequantizes tiles in registers) and to float32 (the host's dequantized copy)."""
-    from ..ops.quant import quantized_linear
-    from ..quant import QuantizedWeight
+    from .ops.quant import quantized_linear
+    from .quant import QuantizedWeight
     if flags.get("g_idx") == "1":
         return []  # act-order weights come only from GPTQ checkpoints: no rounding here makes one
     rng = np.random.default_rng(0)
@@ -256,23 +255,13 @@ def _quantized_cases(extents, dtypes, flags, device) -> list[Case]:
 
 
 CERTIFIERS: dict[str, Certifier] = {
-    "gemm": Certifier("matmul", ("B", "M"), _product_cases),
-    "gemv": Certifier("matmul", ("M",), _product_cases),
-    "attention": Certifier("scaled_dot_product_attention", ("L",), _prefill_cases),
-    "attention_decode": Certifier("scaled_dot_product_attention", ("G",), _decode_cases),
-    "quantized_gemm": Certifier("quantized_linear", ("M",), _quantized_cases),
-    "quantized_gemv": Certifier("quantized_linear", ("M",), _quantized_cases),
+    "gemm": Certifier(("B", "M"), _product_cases),
+    "gemv": Certifier(("M",), _product_cases),
+    "attention": Certifier(("L",), _prefill_cases),
+    "attention_decode": Certifier(("G",), _decode_cases),
+    "quantized_gemm": Certifier(("M",), _quantized_cases),
+    "quantized_gemv": Certifier(("M",), _quantized_cases),
 }
-
-
-def op_of(key: str) -> str:
-    """The op whose calls form ``key``."""
-    certifier = CERTIFIERS.get(key.split("|", 1)[0])
-    if certifier is None:
-        return "(no op declares this kernel)"
-    if certifier.cases is _prefill_cases and ("|softcap=" in key or "|window=" in key):
-        return "prefill_attention"  # caps, windows and offsets: the engine's op, not the public one
-    return certifier.op
 
 
 def representative_extents(kernel: str, extents: dict, facts: dict) -> list[dict]:
@@ -357,9 +346,9 @@ def certify_key(key: str, device=None, *, again: bool = False) -> dict:
     """Tune and certify ``key`` on ``device`` (default: the default device) unless it holds a certified
     entry of these versions (``again``: certify anyway). A report: key, op, status (``kept``, ``certified``,
     ``refused``: every candidate refused, or ``uncertifiable``), config and the refused candidates."""
-    from ..device import backend_for, resolve
-    from ..ops.plans import clear_all
-    from .cache import recording
+    from .device import backend_for, resolve
+    from .ops.plans import clear_all
+    from .tuning.cache import recording
     dev = resolve(device)
     facts = backend_for(dev).facts
     cache = cache_for(facts["name"])
@@ -423,6 +412,6 @@ def certify_keys(keys, device=None, *, again: bool = False) -> list[dict]:
 
 def certify_graph(model, values: dict | None = None, device=None, *, again: bool = False) -> list[dict]:
     """Certify every launch key the census of ``model`` (a loaded graph) names for ``values`` on ``device``."""
-    from ..census import census
-    from ..device import backend_for, resolve
+    from .census import census
+    from .device import backend_for, resolve
     return certify_keys(census(model, values, backend_for(resolve(device)).facts), device, again=again)
