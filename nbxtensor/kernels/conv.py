@@ -30,12 +30,16 @@ def _source_index(o, k, stride, pad, dil, size, TRANSPOSED: tl.constexpr):
 
 
 @triton.jit
+def _window_position(p, KH: tl.constexpr, KW: tl.constexpr):
+    """(kd, kh, kw) of the kernel window's flat position ``p``."""
+    return p // (KW * KH), (p // KW) % KH, p % KW
+
+
+@triton.jit
 def _row_source(od, oh, ow, m_ok, p, KH: tl.constexpr, KW: tl.constexpr, ID, IH, IW, sd, sh, sw, pd, ph, pw,
                 dd, dh, dw, x_sd, x_sh, x_sw, TRANSPOSED: tl.constexpr):
     """(offset, exists) of the input element each output position reads at kernel position ``p``."""
-    kw = p % KW
-    kh = (p // KW) % KH
-    kd = p // (KW * KH)
+    kd, kh, kw = _window_position(p, KH, KW)
     i_d, ok_d = _source_index(od, kd, sd, pd, dd, ID, TRANSPOSED)
     i_h, ok_h = _source_index(oh, kh, sh, ph, dh, IH, TRANSPOSED)
     i_w, ok_w = _source_index(ow, kw, sw, pw, dw, IW, TRANSPOSED)
@@ -64,9 +68,7 @@ def _position_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, p, CIN_G, ID
     """``acc`` plus the product over every input channel at kernel position ``p``."""
     row_off, row_ok = _row_source(od, oh, ow, m_ok, p, KH, KW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
                                   x_sd, x_sh, x_sw, TRANSPOSED)
-    kw = p % KW
-    kh = (p // KW) % KH
-    kd = p // (KW * KH)
+    kd, kh, kw = _window_position(p, KH, KW)
     a_ptr = x_base[:, None] + row_off[:, None] + rk[None, :] * x_sc
     b_ptr = w_base[None, :] + kd * w_sd + kh * w_sh + kw * w_sw + rk[:, None] * w_s_in
     if INTERPRETED:
@@ -92,9 +94,7 @@ def _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, k0, rk, reduction, I
     k_ok = k < reduction
     c = k // VOLUME
     p = k % VOLUME
-    kw = p % KW
-    kh = (p // KW) % KH
-    kd = p // (KW * KH)
+    kd, kh, kw = _window_position(p, KH, KW)
     i_d, ok_d = _source_index(od[:, None], kd[None, :], sd, pd, dd, ID, TRANSPOSED)
     i_h, ok_h = _source_index(oh[:, None], kh[None, :], sh, ph, dh, IH, TRANSPOSED)
     i_w, ok_w = _source_index(ow[:, None], kw[None, :], sw, pw, dw, IW, TRANSPOSED)
@@ -181,9 +181,7 @@ def _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH,
     """``acc`` plus every input channel of the group times the weight at kernel position ``p``."""
     row_off, row_ok = _row_source(od, oh, ow, m_ok, p, KH, KW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
                                   x_sd, x_sh, x_sw, TRANSPOSED)
-    kw = p % KW
-    kh = (p // KW) % KH
-    kd = p // (KW * KH)
+    kd, kh, kw = _window_position(p, KH, KW)
     w_pos = w_chan + kd * w_sd + kh * w_sh + kw * w_sw
     for ci in tl.static_range(CIN_G):
         xv = tl.load(x_chan[None, :] + ci * x_sc + (x_rows + row_off)[:, None],

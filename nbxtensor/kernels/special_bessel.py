@@ -20,11 +20,9 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-_PI = tl.constexpr(3.141592653589793)
+from .special import _INF, _NAN, _PI, _SQRT_HALF
+
 _EULER_GAMMA = tl.constexpr(0.5772156649015329)
-_SQRT_HALF = tl.constexpr(0.7071067811865476)
-_INF = tl.constexpr(float("inf"))
-_NAN = tl.constexpr(float("nan"))
 # J and Y: the power series serve |x| up to this, with this many terms (the last below 1e-17 of the largest)
 _SERIES_LIMIT = tl.constexpr(13.0)
 _SERIES_TERMS = tl.constexpr(40)
