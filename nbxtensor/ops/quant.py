@@ -146,6 +146,18 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
     return out
 
 
+def _groups_in_tile(weight: QuantizedWeight, k: int, block_k: int) -> int:
+    """How many whole groups of scales a K tile of ``block_k`` inputs holds (1 also when the tile lies inside
+    one group), so the kernel reads them once per group; 0 when the groups do not line up with the tiles
+    (act-order, or a group size neither dividing nor divided by the tile) and are read per input."""
+    group_size = weight.group_size
+    if weight.g_idx is not None:
+        return 0
+    if group_size >= k or group_size % block_k == 0:
+        return 1
+    return block_k // group_size if block_k % group_size == 0 else 0
+
+
 def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     """``run(x, weight, bias, out)`` for (m, k) rows laid out as ``x`` and a weight laid out as ``weight``,
     with its tuned settings."""
@@ -187,6 +199,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
             [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"),
              Slot("partial"), m, n, k, k_per_split, *common],
             dict(BLOCK_M=1 if m == 1 else GEMV_MAX_ROWS, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1,
+                 GROUPS_IN_TILE=_groups_in_tile(weight, k, block_k),
                  num_warps=config["num_warps"], **({"num_stages": config["num_stages"]} if "num_stages" in config
                                                    else {}), **flags))
         combine_n = min(config["BLOCK_N"], 64)
@@ -212,6 +225,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
             [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"), m, n, k,
              *common],
             dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], GROUP_M=GROUP_M,
+                 GROUPS_IN_TILE=_groups_in_tile(weight, k, config["BLOCK_K"]),
                  num_warps=config["num_warps"], num_stages=config["num_stages"], **flags))
         return lambda x, weight, bias, out: launch(dev, tensors_of(x, weight, bias, out))
 
