@@ -40,12 +40,13 @@ def _group_tile(ptr, k_base, k_stop, group_size, rn_group, s_sg, s_sn, GROUPS: t
 
 
 @triton.jit
-def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, k_mask, k_stop, group_size, scale_block_n, q_sk, q_sn,
-                 s_sg, s_sn, z_sg, z_sn, BLOCK_K: tl.constexpr, WEIGHT: tl.constexpr, SCALE_FORMAT: tl.constexpr,
-                 HAS_G_IDX: tl.constexpr, GROUPS_IN_TILE: tl.constexpr, INTERPRETED: tl.constexpr):
+def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, rn_words, N, k_mask, k_stop, group_size, scale_block_n,
+                 q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_K: tl.constexpr, WEIGHT: tl.constexpr,
+                 SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr, GROUPS_IN_TILE: tl.constexpr,
+                 INTERPRETED: tl.constexpr):
     """The float32 [BLOCK_K, BLOCK_N] tile of the weight, transposed (inputs kk = k_base + 0.. by outputs rn),
-    dequantized; inputs past ``k_stop`` (``k_mask`` false) give zeros. Loads use indices clamped into range,
-    so none is masked (a masked float8 load has no zero to fill with in the interpreter).
+    dequantized; inputs past ``k_stop`` (``k_mask`` false) give zeros. Loads use indices clamped into range
+    (a masked float8 load has no zero to fill with in the interpreter), except the int4 words'.
 
     int4 words are read once each as a [BLOCK_K // 8, BLOCK_N] tile (contiguous along N: vector loads) and
     split into their 8 nibbles in registers. With GROUPS_IN_TILE > 0 the K tile holds that many whole groups
@@ -55,7 +56,8 @@ def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, k_mask, k_stop, group_
     if WEIGHT == WEIGHT_INT4:
         rw = k_base // 8 + tl.arange(0, BLOCK_K // 8)
         rw = tl.where(rw * 8 < k_stop, rw, 0)
-        words = tl.load(q + rw[:, None] * q_sk + rn[None, :] * q_sn)
+        # masked by column rather than clamped, so that the loads keep the columns' contiguity (vector loads)
+        words = tl.load(q + rw[:, None] * q_sk + rn_words[None, :] * q_sn, mask=(rn_words < N)[None, :], other=0)
         nibbles = (words[:, None, :] >> (tl.arange(0, 8) * 4)[None, :, None]) & 0xF
         values = tl.reshape(nibbles, (BLOCK_K, words.shape[1])).to(tl.float32)
     elif WEIGHT == WEIGHT_INT8:
@@ -85,16 +87,16 @@ def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, k_mask, k_stop, group_
 
 
 @triton.jit
-def _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, k_base, rk, K, group_size, scale_block_n, x_sm,
-               x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+def _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k_base, rk, K, group_size, scale_block_n,
+               x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                WEIGHT: tl.constexpr, SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr,
                GROUPS_IN_TILE: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
                INTERPRETED: tl.constexpr):
     """acc plus the rows' products with the weight's inputs k_base + ``rk`` (those below K)."""
     kk = k_base + rk
     k_mask = kk < K
-    w_tile = _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn_load, k_mask, K, group_size, scale_block_n, q_sk,
-                          q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE,
+    w_tile = _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn_load, rn, N, k_mask, K, group_size, scale_block_n,
+                          q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE,
                           INTERPRETED)
     if BLOCK_M == 1:
         # one row: products gather in a [BLOCK_K, BLOCK_N] accumulator, summed over K once at the end
@@ -126,15 +128,17 @@ def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_pe
         # Triton's interpreter cannot iterate a range over runtime bounds; a GPU pipelines the for loop
         k0 = 0
         while k0 < k_per_split:
-            acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, k_start + k0, rk, k_stop, group_size,
-                             scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, WEIGHT,
-                             SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16, INTERPRETED)
+            acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k_start + k0, rk, k_stop,
+                             group_size, scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M,
+                             BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16,
+                             INTERPRETED)
             k0 += BLOCK_K
     else:
         for k0 in range(0, k_per_split, BLOCK_K):
-            acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, k_start + k0, rk, k_stop, group_size,
-                             scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, WEIGHT,
-                             SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16, INTERPRETED)
+            acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k_start + k0, rk, k_stop,
+                             group_size, scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M,
+                             BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16,
+                             INTERPRETED)
     acc2, mask = _gemv_rows(acc, rm, rn, M, N, BLOCK_M)
     if SPLIT:
         tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], acc2, mask=mask)
@@ -160,15 +164,15 @@ def quantized_gemm(x, q, scales, zeros, g_idx, bias, out, M, N, K, group_size, s
     if INTERPRETED:
         k0 = 0
         while k0 < K:
-            acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, k0, rk, K, group_size, scale_block_n,
-                             x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, WEIGHT, SCALE_FORMAT,
-                             HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16, INTERPRETED)
+            acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k0, rk, K, group_size,
+                             scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, WEIGHT,
+                             SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16, INTERPRETED)
             k0 += BLOCK_K
     else:
         for k0 in range(0, K, BLOCK_K):
-            acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, k0, rk, K, group_size, scale_block_n,
-                             x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, WEIGHT, SCALE_FORMAT,
-                             HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16, INTERPRETED)
+            acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k0, rk, K, group_size,
+                             scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, WEIGHT,
+                             SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16, INTERPRETED)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
               BIAS_FORMAT, DST_FORMAT, VIA_F32)
