@@ -253,7 +253,8 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
         return lambda x, weight, bias, out: launch(dev, tensors_of(x, weight, bias, out))
 
     launches_for = gemv_for if decode else gemm_for
-    candidates = (lambda: decode_candidates(facts, m, n, k, weight.format)) if decode else (lambda: gemm_candidates(facts, m, n, k))
+    candidates = ((lambda: decode_candidates(facts, m, n, k, weight.format)) if decode
+                  else (lambda: gemm_candidates(facts, m, n, k)))
     config = tuning.choose_timed(key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), x, weight, bias, out))
     return launches_for(config)
