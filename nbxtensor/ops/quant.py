@@ -31,6 +31,12 @@ _WEIGHT_FORMATS = {"int4": K.WEIGHT_INT4.value, "int8": K.WEIGHT_INT8.value, "fp
 _GEMM_SHAPES = [(64, 128, 64, 3, 4), (128, 128, 64, 3, 8), (64, 64, 64, 3, 4), (128, 64, 32, 4, 4),
                 (32, 128, 64, 4, 4), (64, 256, 32, 3, 8), (128, 128, 32, 4, 8), (64, 64, 128, 2, 4)]
 
+# (BLOCK_N, BLOCK_K, SPLITS, num_warps) of the int4 decode GEMV: a K tile is only BLOCK_K / 8 rows of words,
+# so tiles are wide along N (vector loads of the words) and K is split to give every SM several programs
+# (at most the float GEMV's 4 splits of one row, which the cost rule's workspace holds)
+_GEMV_INT4_SHAPES = [(128, 128, 4, 4), (256, 64, 4, 4), (128, 256, 2, 4), (256, 128, 2, 8), (64, 256, 4, 4),
+                     (256, 64, 4, 8), (128, 64, 4, 4), (64, 128, 1, 4), (128, 256, 4, 8), (256, 128, 4, 8)]
+
 
 def _meta(input, weight, bias=None):
     if not isinstance(weight, QuantizedWeight):
@@ -146,6 +152,35 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
     return out
 
 
+def decode_candidates(facts: dict, m: int, n: int, k: int, format: str) -> list[dict]:
+    """Settings worth timing for the decode GEMV of m rows by an (n, k) quantized weight: the float GEMV's,
+    and for int4 wide tiles with split K besides."""
+    out = gemv_candidates(facts, m, n, k)
+    if format != "int4" or facts["kernels"].get("interpreted"):
+        return out
+    seen = {tuple(config.values()) for config in out}
+    for bn, bk, splits, warps in _GEMV_INT4_SHAPES:
+        block_k = _clamp_block(bk, bk, k)
+        config = dict(BLOCK_N=_clamp_block(bn, facts["tiles"]["max_block_n"], n), BLOCK_K=block_k,
+                      SPLITS=max(1, min(splits, cdiv(k, block_k))), num_warps=min(warps, facts["tiles"]["max_warps"]))
+        if tuple(config.values()) not in seen:
+            seen.add(tuple(config.values()))
+            out.append(config)
+    return out
+
+
+def _groups_in_tile(weight: QuantizedWeight, k: int, block_k: int) -> int:
+    """How many whole groups of scales a K tile of ``block_k`` inputs holds (1 also when the tile lies inside
+    one group), so the kernel reads them once per group; 0 when the groups do not line up with the tiles
+    (act-order, or a group size neither dividing nor divided by the tile) and are read per input."""
+    group_size = weight.group_size
+    if weight.g_idx is not None:
+        return 0
+    if group_size >= k or group_size % block_k == 0:
+        return 1
+    return block_k // group_size if block_k % group_size == 0 else 0
+
+
 def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     """``run(x, weight, bias, out)`` for (m, k) rows laid out as ``x`` and a weight laid out as ``weight``,
     with its tuned settings."""
@@ -187,6 +222,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
             [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"),
              Slot("partial"), m, n, k, k_per_split, *common],
             dict(BLOCK_M=1 if m == 1 else GEMV_MAX_ROWS, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1,
+                 GROUPS_IN_TILE=_groups_in_tile(weight, k, block_k),
                  num_warps=config["num_warps"], **({"num_stages": config["num_stages"]} if "num_stages" in config
                                                    else {}), **flags))
         combine_n = min(config["BLOCK_N"], 64)
@@ -212,11 +248,13 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
             [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"), m, n, k,
              *common],
             dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], GROUP_M=GROUP_M,
+                 GROUPS_IN_TILE=_groups_in_tile(weight, k, config["BLOCK_K"]),
                  num_warps=config["num_warps"], num_stages=config["num_stages"], **flags))
         return lambda x, weight, bias, out: launch(dev, tensors_of(x, weight, bias, out))
 
     launches_for = gemv_for if decode else gemm_for
-    candidates = (lambda: gemv_candidates(facts, m, n, k)) if decode else (lambda: gemm_candidates(facts, m, n, k))
+    candidates = ((lambda: decode_candidates(facts, m, n, k, weight.format)) if decode
+                  else (lambda: gemm_candidates(facts, m, n, k)))
     config = tuning.choose_timed(key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), x, weight, bias, out))
     return launches_for(config)

@@ -1,0 +1,95 @@
+"""The quantized products' tile layouts, with the settings forced rather than tuned: K split into several
+tiles and splits, int4 words expanded in registers, scales read once per group (a tile holding several
+groups or lying inside one) or per input (act-order, groups that straddle tiles), odd K and N.
+
+The reference is ``test_quant.py``'s: its own packing loops and a float64 NumPy product; the tolerance is
+its float32 bound (every dequantized weight is exact in float32, so only the float32 sum errs).
+"""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from nbxtensor.ops import quant as quant_ops
+from nbxtensor.ops.plans import PlanCache
+from nbxtensor.quant import QuantizedWeight
+
+from .conftest import TEST_DEVICE
+from .test_quant import _check, _pack_gptq_qweight, _pack_along_n, _random_int4, _reference_int4
+
+ROWS = (1, 4, 16, 24)  # decode GEMV (one row, several), and a prefill GEMM
+
+
+@pytest.fixture
+def forced(monkeypatch):
+    """``force(block_k, splits)``: later products run with these settings (small tiles along N and M)."""
+    def force(block_k, splits):
+        def chosen(key, facts, candidates, prepare):
+            if key.startswith("quantized_gemv"):
+                return dict(BLOCK_N=16, BLOCK_K=block_k, SPLITS=splits, num_warps=4)
+            return dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=block_k, num_stages=1, num_warps=4)
+        monkeypatch.setattr(quant_ops.tuning, "choose_timed", chosen)
+        monkeypatch.setattr(quant_ops, "_plans", PlanCache())
+    return force
+
+
+@pytest.mark.parametrize("group_size, block_k", [(32, 16), (32, 64), (64, 32), (128, 32), (128, 64), (48, 32)])
+@pytest.mark.parametrize("rows", ROWS)
+def test_gptq_groups_against_tiles(rng, forced, group_size, block_k, rows):
+    k, n = 256, 40
+    forced(block_k, 3)
+    q, zeros, scales, g_idx = _random_int4(rng, k, n, group_size, False)
+    zeros = np.maximum(zeros, 1)
+    weight = QuantizedWeight.gptq(_pack_gptq_qweight(q), _pack_along_n(zeros - 1, range(8)), scales, g_idx,
+                                  group_size=group_size, device=TEST_DEVICE)
+    expected = {(32, 16): 1, (32, 64): 2, (64, 32): 1, (128, 32): 1, (128, 64): 1, (48, 32): 0}
+    assert quant_ops._groups_in_tile(weight, k, block_k) == expected[group_size, block_k]
+    _check(rng.standard_normal((rows, k)), weight, _reference_int4(q, zeros, scales, g_idx))
+
+
+@pytest.mark.parametrize("group_size", [32, 64, 128])
+@pytest.mark.parametrize("rows", ROWS)
+def test_act_order_across_tiles(rng, forced, group_size, rows):
+    k, n = 256, 24
+    forced(32, 2)
+    q, zeros, scales, g_idx = _random_int4(rng, k, n, group_size, True)
+    weight = QuantizedWeight.int4(q, scales, zeros, g_idx, group_size=group_size, device=TEST_DEVICE)
+    assert quant_ops._groups_in_tile(weight, k, 32) == 0
+    _check(rng.standard_normal((rows, k)), weight, _reference_int4(q, zeros, scales, g_idx))
+
+
+@pytest.mark.parametrize("group_size, block_k", [(32, 64), (32, 16), (64, 64)])
+@pytest.mark.parametrize("rows", ROWS)
+def test_int4_odd_sizes_across_tiles(rng, forced, group_size, block_k, rows):
+    """K not a multiple of 8, of the group or of the tile; N odd; the last split short."""
+    k, n = 203, 37
+    forced(block_k, 3)
+    q, zeros, scales, g_idx = _random_int4(rng, k, n, group_size, False)
+    weight = QuantizedWeight.int4(q, scales, zeros, None, group_size=group_size, device=TEST_DEVICE)
+    _check(rng.standard_normal((rows, k)), weight, _reference_int4(q, zeros, scales, g_idx))
+
+
+@pytest.mark.parametrize("rows", ROWS)
+def test_int8_across_tiles(rng, forced, rows):
+    n, k = 33, 77
+    forced(16, 2)
+    q = rng.integers(-127, 128, (n, k)).astype(np.int8)
+    scales = rng.uniform(0.001, 0.02, n).astype(np.float32)
+    weight = QuantizedWeight.int8(q, scales[:, None], device=TEST_DEVICE)
+    assert quant_ops._groups_in_tile(weight, k, 16) == 1
+    _check(rng.standard_normal((rows, k)), weight, q.astype(np.float64) * scales.astype(np.float64)[:, None])
+
+
+@pytest.mark.parametrize("mode", ["channel", "block"])
+@pytest.mark.parametrize("rows", ROWS)
+def test_fp8_across_tiles(rng, forced, mode, rows):
+    n, k = 131, 260  # 128 x 128 blocks with ragged edges; K tiles of 32 lie inside a block
+    forced(32, 3)
+    q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    scales = rng.uniform(0.01, 0.1, (n,) if mode == "channel" else (2, 3)).astype(np.float32)
+    weight = QuantizedWeight.fp8(q, scales, device=TEST_DEVICE)
+    assert quant_ops._groups_in_tile(weight, k, 32) == 1
+    if mode == "block":
+        expanded = np.repeat(np.repeat(scales, 128, 0), 128, 1)[:n, :k]
+    else:
+        expanded = np.broadcast_to(scales[:, None], (n, k))
+    _check(rng.standard_normal((rows, k)), weight, q.astype(np.float64) * expanded.astype(np.float64))
