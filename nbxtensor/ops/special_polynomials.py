@@ -92,7 +92,7 @@ def _check_frexp_out(out, metas):
                                f"shape {meta.shape}")
 
 
-@register("frexp", family="pointwise", aten=["aten::frexp.Tensor", "aten::frexp.Tensor_out"], meta=_frexp_meta,
+@register("frexp", family="pointwise", aten=["aten::frexp.Tensor"], meta=_frexp_meta,
           cost=_frexp_cost, methods=("frexp",))
 def frexp(input: Tensor, *, out=None):
     """(mantissa, exponent) with input = mantissa * 2^exponent, |mantissa| in [0.5, 1) and the exponent

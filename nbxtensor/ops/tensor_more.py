@@ -613,7 +613,7 @@ def _histogramdd_counts(input, bins) -> list:
     return counts
 
 
-def _histogramdd_meta(input, bins=10, *, range=None, weight=None, density=False):
+def _histogramdd_meta(input, bins=10, range=None, weight=None, density=False):
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"torch.histogramdd: input tensor should have a floating dtype, got {input.dtype.name}")
     counts = _histogramdd_counts(input, bins)
@@ -628,8 +628,8 @@ def _histogramdd_meta(input, bins=10, *, range=None, weight=None, density=False)
             tuple(TensorMeta((n + 1,), input.dtype) for n in counts))
 
 
-def _histogramdd_cost(input, bins=10, **kwargs):
-    hist, edges = _histogramdd_meta(input, bins, **kwargs)
+def _histogramdd_cost(input, bins=10, range=None, weight=None, density=False):
+    hist, edges = _histogramdd_meta(input, bins, range, weight, density)
     points, columns = S.numel(input.shape[:-1]), len(hist.shape)
     # per column: two copies of it, its bins and their flags; the flat bins, weights, totals and density
     return Cost(flops=10 * S.numel(input.shape), bytes_read=nbytes(input),
@@ -643,7 +643,7 @@ def _histogramdd_cost(input, bins=10, **kwargs):
 @register("histogramdd", family="sorting", aten=["aten::histogramdd.default", "aten::histogramdd.int_bins",
                                                   "aten::histogramdd.TensorList_bins"], meta=_histogramdd_meta,
           cost=_histogramdd_cost)
-def histogramdd(input: Tensor, bins=10, *, range=None, weight=None, density: bool = False):
+def histogramdd(input: Tensor, bins=10, range=None, weight=None, density: bool = False):
     """The multi-dimensional histogram of the points in ``input``'s rows (its last dim the coordinates):
     per coordinate ``bins`` equal bins over ``range`` (its min and max, two numbers per coordinate;
     default each column's extent) or the given edges, bins as ``histogram``'s; counts or summed ``weight``,
