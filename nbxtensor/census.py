@@ -1,8 +1,10 @@
 """The census: every launch key a graph's run forms, from its metadata and a device class's facts alone.
 
 Each step's arguments are laid out as meta tensors (shapes, strides and dtypes, no memory): inputs,
-weights and the results of ops that compute contiguous; a view's (and a maybe-view's, such as ``reshape``)
-by running the op on the meta tensors, as a real run makes it, and contiguous where it must copy. The
+weights and the results of ops that compute contiguous; a pointwise op's result as TensorIterator lays it
+out from its operands, and a convolution's channels-last when its input or weight is (a following
+convolution keys that layout); a view's (and a maybe-view's, such as ``reshape``) by running the op on the meta
+tensors, as a real run makes it, and contiguous where it must copy. The
 key rule an op declares (``register(key=)``) turns its laid-out arguments into the keys its call forms.
 ``shadow()`` records the keys a real run forms, to check the census against.
 """
@@ -13,8 +15,11 @@ from collections import Counter
 
 from . import tuning
 from .device import resolve
+from . import shape as S
 from .ops.copy import new_tensor
 from .ops.plans import clear_all
+from .ops.convolution import conv_output_strides
+from .ops.pointwise import output_strides
 
 __all__ = ["census", "shadow"]
 
@@ -47,7 +52,15 @@ def census(model, values: dict | None = None, facts: dict | None = None) -> Coun
         args, kwargs = model._arguments(step, layout, values)
         if step.op.key is not None:
             counts.update(step.op.key(facts, *args, **kwargs))
-        if step.op.family == "view" or step.op.name in _MAYBE_VIEW:
+        if step.op.family == "pointwise":
+            _lay_out_pointwise(step, args, kwargs, metas, laid_out, meta_device)
+        elif step.op.family == "convolution" and step.outputs and step.outputs[0] in metas:
+            # a channels-last input or weight gives a channels-last result
+            out = step.outputs[0]
+            strides = conv_output_strides(tuple(metas[out].shape), args[0], args[1])
+            if strides is not None:
+                laid_out[out] = new_tensor(metas[out].shape, metas[out].dtype, meta_device, strides=strides)
+        elif step.op.family == "view" or step.op.name in _MAYBE_VIEW:
             try:
                 produced = step.op.impl(*args, **kwargs)
             except RuntimeError:  # a copy, which a meta tensor cannot make: its result is contiguous
@@ -57,6 +70,25 @@ def census(model, values: dict | None = None, facts: dict | None = None) -> Coun
                 if out is not None and hasattr(result, "stride"):
                     laid_out[out] = result
     return counts
+
+
+def _lay_out_pointwise(step, args, kwargs, metas, laid_out, meta_device) -> None:
+    """A pointwise step's result laid out from its tensor operands' strides, broadcast to its shape."""
+    out = step.outputs[0] if step.outputs else None
+    if out is None or out not in metas:
+        return
+    shape = tuple(metas[out].shape)
+    operands = [a for a in (*args, *kwargs.values()) if hasattr(a, "stride") and len(a.shape) <= len(shape)]
+    if not operands:
+        return
+    stride_sets = []
+    for operand in operands:
+        lead = len(shape) - len(operand.shape)
+        stride_sets.append((0,) * lead + tuple(0 if size == 1 and want != 1 else stride for size, stride, want
+                                               in zip(operand.shape, operand.stride(), shape[lead:])))
+    strides = output_strides(shape, stride_sets)
+    if not S.is_contiguous(shape, strides):
+        laid_out[out] = new_tensor(shape, metas[out].dtype, meta_device, strides=strides)
 
 
 @contextlib.contextmanager

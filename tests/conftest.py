@@ -54,3 +54,17 @@ def arange_pair(shape, dtype=np.float64):
 def storage_start(t):
     """Address of the first byte of ``t``'s storage: equal for two tensors exactly when they share it."""
     return t.data_ptr() - t.storage_offset() * t.element_size()
+
+
+def run_in_census(model, arrays):
+    """``model(*arrays)`` (a loaded graph) in a shadow run, asserting that the census of the graph for these
+    input shapes named exactly the launch keys the run formed (#31: a census is what a run will tune)."""
+    from nbxtensor import census
+    from nbxtensor.device import backend_for
+    values = model.bind([tuple(a.shape) for a in arrays])
+    named = census.census(model, values, backend_for(nbx.device(TEST_DEVICE)).facts)
+    with census.shadow() as formed:
+        result = model(*arrays)
+    assert set(formed) == set(named), (f"the run formed keys the census did not name: {set(formed) - set(named)}; "
+                                       f"named but not formed: {set(named) - set(formed)}")
+    return result

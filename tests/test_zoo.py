@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers")
 from nbxtensor import graph  # noqa: E402
 from nbxtensor.export import export  # noqa: E402
 
-from .conftest import cpu_kernels  # noqa: E402
+from .conftest import cpu_kernels, run_in_census  # noqa: E402
 
 pytestmark = cpu_kernels
 TOLERANCE = 1e-4
@@ -97,7 +97,7 @@ def _export_and_load(module, example, dynamic_shapes, out_dir):
 def _assert_matches(model, module, inputs):
     with torch.no_grad():
         want = module(*inputs).numpy()
-    got = model(*(t.numpy() for t in inputs))
+    got = run_in_census(model, [t.numpy() for t in inputs])
     got = (got[0] if isinstance(got, tuple) else got).numpy()
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=TOLERANCE, atol=TOLERANCE)

@@ -157,7 +157,7 @@ def _as_3d(shape, strides, dims):
     return (*shape[:2], *(1,) * pad, *shape[2:]), (*strides[:2], *(0,) * pad, *strides[2:])
 
 
-def _output_strides(out_shape, input, weight):
+def conv_output_strides(out_shape, input, weight):
     """Channels-last strides when the input or the weight is channels-last (4-D or 5-D), else contiguous."""
     if len(out_shape) in (4, 5) and (S.strides_like_channels_last(input.shape, input.stride())
                                      or S.strides_like_channels_last(weight.shape, weight.stride())):
@@ -193,7 +193,7 @@ class _Setting:
         in_shape = tuple(input.shape) if self.batched else (1, *input.shape)
         in_strides = tuple(input.stride()) if self.batched else (0, *input.stride())
         self.full_out = out_shape if self.batched else (1, *out_shape)
-        self.out_strides = _output_strides(self.full_out, input, weight) if self.batched else None
+        self.out_strides = conv_output_strides(self.full_out, input, weight) if self.batched else None
         self.full_in = in_shape
         (self.n, self.cin, *self.in_spatial), self.xs = _as_3d(in_shape, in_strides, dims)
         (_, _, *self.kernel), self.ws = _as_3d(tuple(weight.shape), tuple(weight.stride()), dims)
