@@ -30,6 +30,13 @@ def _source_index(o, k, stride, pad, dil, size, TRANSPOSED: tl.constexpr):
 
 
 @triton.jit
+def _output_position(rm, OD, OH, OW):
+    """(batch, depth, row, column) of flat output positions ``rm``, laid out batch-major."""
+    rest = rm // OW
+    return rest // (OH * OD), (rest // OH) % OD, rest % OH, rm % OW
+
+
+@triton.jit
 def _window_position(p, KH: tl.constexpr, KW: tl.constexpr):
     """(kd, kh, kw) of the kernel window's flat position ``p``."""
     return p // (KW * KH), (p // KW) % KH, p % KW
@@ -128,12 +135,7 @@ def conv_implicit_gemm(x, w, bias, out, M, COUT_G, CIN_G, OD, OH, OW, ID, IH, IW
     rn = (pid % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     m_ok = rm < M
-    ow = rm % OW
-    rest = rm // OW
-    oh = rest % OH
-    rest = rest // OH
-    od = rest % OD
-    nb = rest // OD
+    nb, od, oh, ow = _output_position(rm, OD, OH, OW)
     n_ok = rn < COUT_G
     x_base = x + nb * x_sn + g * CIN_G * x_sc
     w_base = w + g * w_sg + rn * w_s_out
@@ -209,12 +211,7 @@ def conv_direct(x, w, bias, out, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
     co = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     m_ok = rm < M
     c_ok = co < COUT
-    ow = rm % OW
-    rest = rm // OW
-    oh = rest % OH
-    rest = rest // OH
-    od = rest % OD
-    nb = rest // OD
+    nb, od, oh, ow = _output_position(rm, OD, OH, OW)
     g = co // COUT_G
     x_chan = x + g * (CIN_G * x_sc)
     x_rows = nb * x_sn

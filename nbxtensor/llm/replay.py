@@ -156,14 +156,16 @@ class TokenReadback:
     def __init__(self, device, rows: int = BATCH_BUCKETS[-1]):
         self.device = device
         self.host = _HostPair(rows, get_dtype("int64"), device)
+        # one event a host buffer, used in the same turns (none on a host device, whose copies are done)
+        self.events = [_cuda.Event(), _cuda.Event()] if device.type == "cuda" else None
 
     def start(self, chosen):
         count = chosen.shape[0]
         host = self.host.next()
         host[:count].copy_(chosen, non_blocking=True)
         done = None
-        if self.device.type == "cuda":
-            done = _cuda.Event()
+        if self.events is not None:
+            done = self.events[self.host.turn]
             done.record()
 
         def tokens() -> list[int]:
