@@ -69,12 +69,25 @@ def peak_bytes(run, stats) -> int:
     return peak() - base
 
 
+def keep_float32_buffers(cast_model, float32_model) -> None:
+    """Give a module cast with ``.to(bfloat16)`` back the float32 buffers it computed at construction
+    (the rotary inverse frequencies, which the cast rounds): transformers loading a bf16 checkpoint keeps
+    them float32, so the bf16 run compared here is the one a user gets."""
+    cast = dict(cast_model.named_modules())
+    for name, buffer in float32_model.named_buffers():
+        if buffer.dtype == torch.float32:
+            owner, _, attribute = name.rpartition(".")
+            if getattr(cast[owner], attribute).dtype != torch.float32:
+                setattr(cast[owner], attribute, buffer.clone())
+
+
 checks, rows, memory = [], [], []
 with tempfile.TemporaryDirectory() as scratch, torch.no_grad():
     start = time.perf_counter()
     fp32_model = tinyllama()
     bf16_model = Logits(LlamaForCausalLM(fp32_model.config).to("cuda", torch.bfloat16).eval())
     bf16_model.model.load_state_dict({k: v.to(torch.bfloat16) for k, v in fp32_model.state_dict().items()})
+    keep_float32_buffers(bf16_model.model, fp32_model)
     fp32_weights = {k: v.float() for k, v in bf16_model.model.state_dict().items()}  # the bf16 weights, exactly
     fp32_model.load_state_dict(fp32_weights)
     fp32_model = Logits(fp32_model)
