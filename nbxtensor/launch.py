@@ -406,6 +406,25 @@ def _launch_bound(launcher, backend, device, new) -> None:
         relaunch(error, launcher, backend, device, stream, new)
 
 
+def bind_slots(grid, device, positions, values, bound: dict, varying) -> tuple | None:
+    """The bound form of a launch that ``launch_slots`` compiled and bound (``bound``): the backend's
+    launcher with every argument fixed as at this call (``values`` at ``positions``) except those at the
+    indices ``varying`` of ``positions``, each an aligned tensor of its dtype here; (launcher, backend),
+    called as ``launcher(stream, *addresses)`` with addresses on Triton's 16-byte specialisation. None
+    while no launch of what Triton specialises on in ``values`` was compiled and bound, for a varying value
+    that is not an aligned tensor, or where the backend has no launcher of its own for the kernel."""
+    spec, current = _specialised(values)
+    found = bound.get((device.index, spec))
+    if found is None or not all(type(values[i]) is _Pointer and spec[i][1] for i in varying):
+        return None
+    entry, fixed, backend, _ = found
+    filled = fixed.copy()
+    for i, v in zip(positions, current):
+        filled[i] = v
+    launcher = bind_launch(entry, grid, backend, filled, [positions[i] for i in varying])
+    return None if launcher is None else (launcher, backend)
+
+
 _ALIGNED_TENSORS = "aligned tensors"  # ``launch_slots``' key for its launch of tensors only, all aligned
 
 

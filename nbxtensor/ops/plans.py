@@ -8,7 +8,9 @@ Plans read the device's facts when made: whoever changes facts in a running proc
 ``clear_all()``."""
 from __future__ import annotations
 
-from ..launch import launch_slots
+from .. import dtypes as _dtypes
+from ..launch import bind_slots, launch_slots
+from ..tensor import Tensor
 
 _all_caches: list = []
 
@@ -27,6 +29,37 @@ def layout_key(t):
     return layout
 
 
+def positional_key(args):
+    """The plan key of a call by positional tensors and Python scalars alone, or None: every tensor's layout
+    and device, every scalar's type and value (floats by their exact text, since 0.0 == -0.0), the default
+    float. A plan that is a function of these serves every call with an equal key. A tensor goes as its
+    layout key (an int, see ``tensor.layout_key``), a scalar as its type and value or as a string, so one
+    argument's items never read as another's."""
+    if len(args) == 2:  # two tensors whose layout keys are known: the usual binary call, built directly
+        x, y = args
+        if type(x) is Tensor and type(y) is Tensor:
+            layout_x, layout_y = x._layout, y._layout
+            if layout_x is not None and layout_y is not None:
+                return (_dtypes._default_float, layout_x, layout_y)
+    key = [_dtypes._default_float]
+    for a in args:
+        kind = type(a)
+        if kind is Tensor:
+            layout = a._layout
+            if layout is None:
+                layout = a._layout_key()
+                if layout is None:
+                    return None
+            key.append(layout)
+        elif kind is float:
+            key.append(a.hex())
+        elif kind is int or kind is bool:
+            key += (kind, a)
+        else:
+            return None
+    return tuple(key)
+
+
 def clear_all() -> None:
     """Forget every plan (after a change of facts or tuning that plans were made under)."""
     for cache in _all_caches:
@@ -37,6 +70,7 @@ class PlanCache:
     def __init__(self, limit: int = 4096):
         self._plans: dict = {}
         self._limit = limit
+        self.lookup = self._plans.get  # ``lookup(key)``: the plan for ``key``, or None (the dict's own method)
         _all_caches.append(self)
 
     def get(self, key, make):
@@ -48,10 +82,6 @@ class PlanCache:
                 plan = make()
             self.put(key, plan)
         return plan
-
-    def lookup(self, key):
-        """The plan for ``key``, or None."""
-        return self._plans.get(key)
 
     def put(self, key, plan) -> None:
         if len(self._plans) >= self._limit:
@@ -87,12 +117,32 @@ class PlannedLaunch:
         self.positions = [i for i, a in enumerate(self.args) if isinstance(a, Slot)]
         self.names = [self.args[i].name for i in self.positions]
         self.constexprs = constexprs
-        self.key = tuple(constexprs.items())
+        self.key = constexpr_id(constexprs)
         self.bound: dict = {}  # the compiled kernel and argument values, once known (``launch_slots``)
 
     def __call__(self, device, tensors: dict) -> None:
         launch_slots(self.kernel, self.grid, device, self.args, self.positions, [tensors[n] for n in self.names],
                      self.constexprs, self.key, self.bound)
+
+    def launch(self, device, values) -> None:
+        """The launch with ``values``, one per slot in the order of ``args``."""
+        launch_slots(self.kernel, self.grid, device, self.args, self.positions, values, self.constexprs, self.key,
+                     self.bound)
+
+    def bind(self, device, values, varying) -> tuple | None:
+        """The bound form of this launch once compiled (``launch.bind_slots``): (launcher, backend), where
+        ``launcher(stream, *addresses)`` launches with the slots at the indices ``varying`` at those
+        addresses and every other slot as in ``values``; None where the launch has no bound form yet."""
+        return bind_slots(self.grid, device, self.positions, values, self.bound, varying)
+
+
+_constexpr_ids: dict = {}
+
+
+def constexpr_id(constexprs: dict) -> int:
+    """A small integer standing for one set of constexprs in the launch cache's key: hashing the set
+    itself (jitted bodies, Triton dtypes) on every launch costs more than the rest of the key."""
+    return _constexpr_ids.setdefault(tuple(constexprs.items()), len(_constexpr_ids))
 
 
 def run_launches(device, launches, workspace, tensors: dict) -> None:

@@ -46,21 +46,20 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _runtime
-from .. import dtypes as _dtypes
 from .. import launch as _launch_module
 from .. import shape as S
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.copy import FORMAT_NATIVE, load_format
-from ..launch import _specialised, bind_launch, cdiv, launch, launch_slots, relaunch
+from ..launch import cdiv, launch, relaunch
 from ..lowering import needs_index_64
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor, layout_key
 from . import copy as _copy_module
 from .copy import _check_overlap, _conversion_flags, allocate_tensor, new_tensor
-from .plans import PlanCache
+from .plans import PlanCache, PlannedLaunch, Slot, positional_key
 from .registry import Cost, TensorMeta, nbytes, register
 
 if _runtime.KERNEL_MODE == _runtime.INTERPRETED:
@@ -285,25 +284,27 @@ _HOST_SCALAR = object()  # in a plan's slots: a 0-d host tensor, read as a Pytho
 _DIVISIONS = frozenset(("div", "floor_divide", "remainder", "fmod"))
 
 
-class _Launch(NamedTuple):
-    """One launch of the real skeleton, less its pointers and scalar bits."""
-    kernel: Any
-    grid: tuple
-    pointer_slots: tuple   # per kernel operand: the slot whose tensor it reads, or -1 (none: the output)
-    scalar_slots: tuple    # per kernel operand: the slot whose scalar it takes, or -1 (bits 0)
-    args: list             # the kernel's arguments, with None where a call's output, pointers and bits go
-    positions: list        # where those go, in that order
-    constexprs: dict
-    constexpr_key: tuple
-    bound: dict            # what ``launch_slots`` keeps of the compiled kernel
+class _RealLaunch(NamedTuple):
+    """The real skeleton's planned launch, and where a call's slots go in it: its slots are the output, one
+    pointer per kernel operand, then one scalar's bits per kernel operand."""
+    planned: PlannedLaunch
+    pointer_slots: tuple   # per kernel operand: the call slot whose tensor it reads, or -1 (the output, unread)
+    scalar_slots: tuple    # per kernel operand: the call slot whose scalar it takes, or -1 (bits 0)
+
+    def values(self, out, slots, compute) -> list:
+        """The planned launch's slot values for a call writing ``out`` from ``slots``."""
+        return [out, *[out if i < 0 else slots[i] for i in self.pointer_slots],
+                *[0 if i < 0 else _cached_scalar_bits(slots[i], compute) for i in self.scalar_slots]]
 
 
-def _launch_of(kernel, grid, n, shape, out_strides, pointer_slots, strides, scalar_slots, constexprs) -> _Launch:
+_OPERAND_POINTERS = tuple(Slot(f"x{k}") for k in range(4))
+_OPERAND_BITS = tuple(Slot(f"bits{k}") for k in range(4))
+
+
+def _launch_of(kernel, grid, n, shape, out_strides, pointer_slots, strides, scalar_slots, constexprs) -> _RealLaunch:
     operands = len(pointer_slots)
-    args = [None, n, shape, out_strides, *[None] * operands, *strides, *[None] * operands]
-    positions = [0, *range(4, 4 + operands), *range(4 + 2 * operands, 4 + 3 * operands)]
-    return _Launch(kernel, grid, tuple(pointer_slots), tuple(scalar_slots), args, positions, constexprs,
-                   _constexpr_id(constexprs), {})
+    args = [Slot("out"), n, shape, out_strides, *_OPERAND_POINTERS[:operands], *strides, *_OPERAND_BITS[:operands]]
+    return _RealLaunch(PlannedLaunch(kernel, grid, args, constexprs), tuple(pointer_slots), tuple(scalar_slots))
 
 
 class _CallPlan(NamedTuple):
@@ -318,7 +319,7 @@ class _CallPlan(NamedTuple):
     new_out: tuple | None      # (strides, bytes) of a new output; None when out is given
     empty: bool
     division_check: bool
-    launch: _Launch | None     # None: the general path (complex, or more dims than the kernel indexes)
+    launch: _RealLaunch | None  # None: the general path (complex, or more dims than the kernel indexes)
 
 
 def _call_key(row: Row, call: Call, out, inplace: bool):
@@ -339,68 +340,26 @@ def _call_key(row: Row, call: Call, out, inplace: bool):
     return tuple(parts)
 
 
-def _fast_key(args):
-    """The key of a call by positional tensors and Python scalars alone, or None: every tensor's layout and
-    device, every scalar's type and value (floats by their exact text, since 0.0 == -0.0), the default
-    dtype. A row's parser and plan are functions of these, so one key always means one launch. A tensor
-    goes as its layout key (an int, see ``tensor.layout_key``), a scalar as its type and value or as a
-    string, so one argument's items never read as another's."""
-    if len(args) == 2:  # two tensors whose layout keys are known: the usual binary call, built directly
-        x, y = args
-        if type(x) is Tensor and type(y) is Tensor:
-            layout_x, layout_y = x._layout, y._layout
-            if layout_x is not None and layout_y is not None:
-                return (_dtypes._default_float, layout_x, layout_y)
-    key = [_dtypes._default_float]
-    for a in args:
-        kind = type(a)
-        if kind is Tensor:
-            layout = a._layout
-            if layout is None:
-                layout = a._layout_key()
-                if layout is None:
-                    return None
-            key.append(layout)
-        elif kind is float:
-            key.append(a.hex())
-        elif kind is int or kind is bool:
-            key += (kind, a)
-        else:
-            return None
-    return tuple(key)
-
-
 def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
     """The call of ``plan`` as a function of the positional ``args`` of a later call with the same
-    ``_fast_key``: it allocates the output and issues the launch through the backend's bound launcher, with
-    the stream, the output's and the operands' addresses as the only arguments that change. Returns None
-    for calls it does not serve (an operand that is not one argument, a kernel not yet bound or with no
-    bound launcher, a pointer off Triton's 16-byte specialisation); the call returns None when an address
-    of a later call is off it, and the general path takes over."""
-    planned = plan.launch
+    ``positional_key``: it allocates the output and issues the launch in its bound form
+    (``PlannedLaunch.bind``), with this call's scalar bits fixed and the stream, the output's and the
+    operands' addresses the only arguments that change. Returns None for calls it does not serve (an operand
+    that is not one argument, a launch with no bound form); the call returns None when an address of a
+    later call is off Triton's 16-byte specialisation, and the general path takes over."""
+    real = plan.launch
     arg_of = []  # per kernel operand: the argument whose address it takes, or -1 (the output's, unread)
-    for i in planned.pointer_slots:
+    for i in real.pointer_slots:
         found = [-1] if i < 0 else [j for j, a in enumerate(args) if a is slots[i]]
         if len(found) != 1:
             return None
         arg_of.append(found[0])
-    pointers = [out if j < 0 else args[j] for j in arg_of]
-    bits = [0 if i < 0 else _cached_scalar_bits(slots[i], plan.compute) for i in planned.scalar_slots]
-    spec, varying = _specialised([out, *pointers, *bits])
-    if not all(aligned for _, aligned in spec[:1 + len(pointers)]):
+    outputs = [1 + k for k, j in enumerate(arg_of) if j < 0] + [0]  # slots taking the output's address
+    read = [(1 + k, j) for k, j in enumerate(arg_of) if j >= 0]  # (slot, argument) of the operands read
+    bound = real.planned.bind(plan.device, real.values(out, slots, plan.compute), outputs + [k for k, _ in read])
+    if bound is None:
         return None
-    found = planned.bound.get((plan.device.index, spec))
-    if found is None:
-        return None
-    entry, fixed, backend, _ = found
-    values = fixed.copy()  # this call's scalar bits stay; the addresses are set at each call
-    for i, v in zip(planned.positions, varying):
-        values[i] = v
-    outputs = [planned.positions[1 + k] for k, j in enumerate(arg_of) if j < 0] + [planned.positions[0]]
-    read = [(planned.positions[1 + k], j) for k, j in enumerate(arg_of) if j >= 0]  # (position, argument)
-    launcher = bind_launch(entry, planned.grid, backend, values, outputs + [p for p, _ in read])
-    if launcher is None:
-        return None
+    launcher, backend = bound
     copies = len(outputs)
     operands = tuple((j, args[j]._dtype.itemsize) for _, j in read)
     shape, result, device = Size(plan.shape), plan.result, plan.device
@@ -437,7 +396,7 @@ def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
 
 def _run(row: Row, args, kwargs, out=None, inplace=False, bind_to=None):
     """One call of ``row``. ``bind_to`` (bound calls, key), given for a call by positional arguments alone,
-    receives the call's bound form under its ``_fast_key`` once its kernel is compiled and bound (see
+    receives the call's bound form under its ``positional_key`` once its kernel is compiled and bound (see
     ``_bind_fast_call``)."""
     call = row.parse(*args, **kwargs)
     inplace = inplace or call.inplace
@@ -528,8 +487,8 @@ def _build_call_plan(row: Row, call: Call, out, inplace: bool):
 
 
 def _execute(row: Row, call: Call, plan: _CallPlan, out: Tensor, slots) -> None:
-    planned = plan.launch
-    if planned is None:
+    real = plan.launch
+    if real is None:
         shape = plan.shape
         views = [s._view(shape, S.broadcast_strides(s.shape, s.stride(), shape)) if isinstance(s, Tensor) else s
                  for s in slots]
@@ -537,12 +496,8 @@ def _execute(row: Row, call: Call, plan: _CallPlan, out: Tensor, slots) -> None:
         launcher = _launch_complex if plan.compute.is_complex else _launch_real
         launcher(row, call, metadata, out, views)
         return
-    compute = plan.compute
     # a tensor's pointer is that of its first element whatever its view, so slots go as they are
-    pointers = [out if i < 0 else slots[i] for i in planned.pointer_slots]
-    bits = [0 if i < 0 else _cached_scalar_bits(slots[i], compute) for i in planned.scalar_slots]
-    launch_slots(planned.kernel, planned.grid, plan.device, planned.args, planned.positions, [out, *pointers, *bits],
-                 planned.constexprs, planned.constexpr_key, planned.bound)
+    real.planned.launch(plan.device, real.values(out, slots, plan.compute))
 
 
 def _common_device(row: Row, tensors, out):
@@ -722,29 +677,17 @@ def _tile_order(shape, out_strides, operand_strides, tile: int):
     return None
 
 
-_constexpr_ids: dict = {}
-
-
-def _constexpr_id(constexprs: dict) -> int:
-    """A small integer standing for one set of constexprs in the launch cache's key: hashing the
-    set itself (jitted bodies, Triton dtypes) on every launch costs more than the rest of the key."""
-    return _constexpr_ids.setdefault(tuple(constexprs.items()), len(_constexpr_ids))
-
-
 def _launch_real(row: Row, call: Call, plan: Plan, out: Tensor, views) -> None:
     """The real skeleton over ``views`` (already broadcast to ``out``), one leading index at a time
     where the merged dims exceed the kernel's."""
     shape = tuple(out.shape)
     broadcast = {i: v.stride() for i, v in enumerate(views) if isinstance(v, Tensor)}
-    planned = _plan_real_launch(row, call, plan, shape, out.stride(), out.dtype, out.device, views, broadcast)
-    if planned is None:
+    real = _plan_real_launch(row, call, plan, shape, out.stride(), out.dtype, out.device, views, broadcast)
+    if real is None:
         for i in range(shape[0]):
             _launch_real(row, call, plan, out[i], [v[i] if isinstance(v, Tensor) else v for v in views])
         return
-    pointers = [out if i < 0 else views[i] for i in planned.pointer_slots]
-    bits = [0 if i < 0 else _cached_scalar_bits(views[i], plan.compute) for i in planned.scalar_slots]
-    launch_slots(planned.kernel, planned.grid, out.device, planned.args, planned.positions, [out, *pointers, *bits],
-                 planned.constexprs, planned.constexpr_key, planned.bound)
+    real.planned.launch(out.device, real.values(out, views, plan.compute))
 
 
 # a row's complex_body for selections (where, masked_fill): slot 0 is a condition, and each component
@@ -855,11 +798,11 @@ def _signature(row: Row, with_out: bool):
 
 def _build(row: Row) -> None:
     fast_calls = PlanCache()
-    lookup = fast_calls._plans.get
+    lookup = fast_calls.lookup
 
     def impl(*args, out=None, **kwargs):
         if out is None and not kwargs and not _launch_module._captures_open:
-            key = _fast_key(args)
+            key = positional_key(args)
             if key is not None:
                 bound_call = lookup(key)
                 if bound_call is None:
