@@ -100,6 +100,29 @@ def test_a_reused_attention_plan_reads_the_new_operands(rng, queries):
     assert not np.array_equal(results[0], results[1])
 
 
+@pytest.mark.parametrize("queries", [1, 4])
+def test_a_reused_attention_plan_copies_the_new_operands(rng, monkeypatch, queries):
+    """Rank-5 operands made by ``.transpose(0, 1)`` have leading dims no view merges: the plan copies them
+    to its layout at each call. Made once for the layout, it reads each call's own operands."""
+    from nbxtensor.ops import attention
+    made = []
+    plan = attention._plan_sdpa
+    monkeypatch.setattr(attention, "_plan_sdpa", lambda *args: made.append(1) or plan(*args))
+    clear_all()
+    results = []
+    for _ in range(3):
+        q, k, v = (rng.standard_normal(shape).astype(np.float32)
+                   for shape in ((3, 2, 2, queries, 8), (3, 2, 2, 5, 8), (3, 2, 2, 5, 8)))
+        got = nbx.nn.functional.scaled_dot_product_attention(
+            *(to_nbx(a).transpose(0, 1) for a in (q, k, v))).numpy()
+        # float32 softmax over 5 keys and 8-long dot products
+        np.testing.assert_allclose(got, _attention(*(a.astype(np.float64).swapaxes(0, 1) for a in (q, k, v))),
+                                   rtol=1e-5, atol=1e-5)
+        results.append(got)
+    assert not np.array_equal(results[0], results[1])
+    assert len(made) == 1
+
+
 def test_a_reused_gather_plan_reads_the_new_indices_and_table(rng):
     clear_all()
     for _ in range(2):

@@ -1114,11 +1114,26 @@ def _outer_key(facts, input, vec2):
     return [] if dtype.name == "bool" else _product_keys(facts, input.unsqueeze(1), vec2.unsqueeze(0), dtype)
 
 
+_checked_dtypes = PlanCache()
+
+
+def _checked_dtype(op: str, meta, *operands):
+    """The result dtype of ``op`` for operands laid out as these: from its meta rule (which checks the
+    call) for a layout not seen yet, else as the rule gave it then."""
+    key = (op, *[layout_key(t) for t in operands]) if all(type(t) is Tensor for t in operands) else None
+    dtype = _checked_dtypes.lookup(key)
+    if dtype is None:
+        dtype = meta(*operands).dtype
+        if key is not None:
+            _checked_dtypes.put(key, dtype)
+    return dtype
+
+
 @register("outer", family="matmul", aten=["aten::outer.default"], meta=_outer_meta, cost=_outer_cost,
           api=("outer", "ger"), methods=("outer", "ger"), key=_outer_key)
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """Outer product of two vectors (a product with an inner extent of 1)."""
-    dtype = _outer_meta(input, vec2).dtype
+    dtype = _checked_dtype("outer", _outer_meta, input, vec2)
     if dtype.name == "bool":
         return input.unsqueeze(1).logical_and(vec2.unsqueeze(0))
     return _product("outer", input.unsqueeze(1), vec2.unsqueeze(0), lambda: dtype)
@@ -1151,10 +1166,10 @@ def _addr_key(facts, input, vec1, vec2, *, beta=1, alpha=1):
           methods=("addr",), key=_addr_key)
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * outer(vec1, vec2)."""
-    out = _addr_meta(input, vec1, vec2)
-    if out.dtype.name == "bool":
-        return _boolean_addr(input, vec1, vec2, beta, alpha, out.shape)
-    return _product("addr", vec1.unsqueeze(1), vec2.unsqueeze(0), lambda: out.dtype, input, alpha, beta)
+    dtype = _checked_dtype("addr", _addr_meta, input, vec1, vec2)
+    if dtype.name == "bool":
+        return _boolean_addr(input, vec1, vec2, beta, alpha, (vec1.shape[0], vec2.shape[0]))
+    return _product("addr", vec1.unsqueeze(1), vec2.unsqueeze(0), lambda: dtype, input, alpha, beta)
 
 
 def _boolean_addr(input, vec1, vec2, beta, alpha, shape) -> Tensor:
@@ -1449,6 +1464,9 @@ def _einsum_key(facts, equation, *operands):
     return _product_keys(facts, *_contraction_operands(plan, *operands), out_meta.dtype)
 
 
+_einsum_plans = PlanCache()  # (result dtype, parsed equation) by the equation and the operands' layouts
+
+
 @register("einsum", family="matmul", aten=["aten::einsum.default"], meta=_einsum_meta, cost=_einsum_cost,
           key=_einsum_key)
 def einsum(equation: str, *operands) -> Tensor:
@@ -1456,8 +1474,14 @@ def einsum(equation: str, *operands) -> Tensor:
     permutation) or a batched contraction of two, as one product (operands are permuted views, merged into
     matrices where their strides allow)."""
     operands = _einsum_operands(operands)
-    out_meta = _einsum_meta(equation, *operands)
-    plan = _Contraction(equation, [tuple(o.shape) for o in operands])
+    key = (equation, *[layout_key(o) for o in operands]) \
+        if type(equation) is str and all(type(o) is Tensor for o in operands) else None
+    planned = _einsum_plans.lookup(key)
+    if planned is None:
+        planned = (_einsum_meta(equation, *operands).dtype, _Contraction(equation, [tuple(o.shape) for o in operands]))
+        if key is not None:
+            _einsum_plans.put(key, planned)
+    dtype, plan = planned
     if len(operands) == 1:
         (x,) = operands
         for first, second in plan.diagonals:
@@ -1465,7 +1489,7 @@ def einsum(equation: str, *operands) -> Tensor:
         if plan.summed:
             x = x.sum(plan.summed)
         return x.permute(*plan.order) if plan.order else x
-    product = _product("einsum", *_contraction_operands(plan, *operands), lambda: out_meta.dtype)
+    product = _product("einsum", *_contraction_operands(plan, *operands), lambda: dtype)
     size = plan.sizes
     order = [*plan.batch, *plan.left, *plan.right]
     full = product.view(tuple(size[c] for c in order))
