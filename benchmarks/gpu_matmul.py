@@ -22,6 +22,7 @@ import time
 import nbxtensor as nbx
 
 sys.path.insert(0, os.path.dirname(__file__))
+from gemm_sweep import gemm_sweep  # noqa: E402
 from timing import gpu_time_ms, graph_times_ms  # noqa: E402
 
 from nbxtensor.ops import matmul as MM  # noqa: E402
@@ -73,7 +74,7 @@ def _compile_jobs(job):
     errors = []
     for name, m, n, k, dtype_name, with_bias in products:
         a, b, bias = sweep_operands(m, n, k, dtype_name, with_bias)
-        rows = MM.gemm_sweep("linear", a, b, bias, 1, 1 if with_bias else 0, configs=[config], timed=False)["rows"]
+        rows = gemm_sweep("linear", a, b, bias, 1, 1 if with_bias else 0, configs=[config], timed=False)["rows"]
         errors += [f"{name}: {describe(config)}: {r['error']}" for r in rows if r["error"]]
     return errors
 
@@ -86,7 +87,7 @@ def precompile():
     for shape in SWEPT:
         name, m, n, k, dtype_name, with_bias = shape
         a, b, bias = sweep_operands(m, n, k, dtype_name, with_bias)
-        listed = MM.gemm_sweep("linear", a, b, bias, 1, 1 if with_bias else 0, configs=[], timed=False)
+        listed = gemm_sweep("linear", a, b, bias, 1, 1 if with_bias else 0, configs=[], timed=False)
         for config in listed["candidates"] + extra_for(dtype_name):
             jobs.setdefault((dtype_name, json.dumps(config, sort_keys=True)), (config, []))[1].append(shape)
         del a, b, bias
@@ -123,7 +124,7 @@ def sweep_table(name, m, n, k, dtype_name, with_bias, torch_ms):
     def check(out):
         return float((torch.from_dlpack(out).double() - ref).abs().max()) / scale
     x, b, flat_bias = sweep_operands(m, n, k, dtype_name, with_bias, fill=(a, weight, bias))
-    swept = MM.gemm_sweep("linear", x, b, flat_bias, 1, 1 if with_bias else 0, check=check,
+    swept = gemm_sweep("linear", x, b, flat_bias, 1, 1 if with_bias else 0, check=check,
                           extra=extra_for(dtype_name))
     flops = 2 * m * n * k
     print(f"\nsweep {name}: key {swept['key']}; torch {torch_ms:.3f} ms; "

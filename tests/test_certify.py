@@ -10,7 +10,7 @@ import pytest
 
 import nbxtensor as nbx
 from nbxtensor import certify, cli, graph, tuning
-from nbxtensor.ops import matmul
+from nbxtensor.ops import matmul_plans
 from nbxtensor.ops.plans import clear_all
 from nbxtensor.tuning import cache as tuning_cache
 from nbxtensor.tuning import store as tuning_store
@@ -84,7 +84,7 @@ def test_a_certified_graph_runs_certified_only(tmp_path):
 def _plant(monkeypatch, wrong_block_k: int, good: bool = True):
     """GEMM candidates led by one whose launches write nothing (a miscompiled tile, say), and the usual one
     after it unless ``good`` is False."""
-    usual = matmul.gemm_candidates
+    usual = matmul_plans.gemm_candidates
 
     def candidates(facts, m, n, k, dtype, single=False):
         first = usual(facts, m, n, k, dtype, single=single)[0]
@@ -94,8 +94,8 @@ def _plant(monkeypatch, wrong_block_k: int, good: bool = True):
         real = tuning_plans.PlannedLaunch(kernel, grid, args, constexprs)
         return (lambda dev, tensors: None) if constexprs.get("BLOCK_K") == wrong_block_k else real
     from nbxtensor.ops import plans as tuning_plans
-    monkeypatch.setattr(matmul, "gemm_candidates", candidates)
-    monkeypatch.setattr(matmul, "PlannedLaunch", launch)
+    monkeypatch.setattr(matmul_plans, "gemm_candidates", candidates)
+    monkeypatch.setattr(matmul_plans, "PlannedLaunch", launch)
 
 
 def test_a_candidate_planted_to_compute_wrongly_is_refused(monkeypatch):
@@ -121,8 +121,8 @@ def test_a_key_whose_every_candidate_is_wrong_stays_uncertified(monkeypatch):
 
 
 def test_a_candidate_that_fails_to_run_is_refused_with_its_reason(monkeypatch, tmp_path):
-    usual = matmul.gemm_candidates
-    monkeypatch.setattr(matmul, "gemm_candidates", lambda facts, m, n, k, dtype, single=False: [
+    usual = matmul_plans.gemm_candidates
+    monkeypatch.setattr(matmul_plans, "gemm_candidates", lambda facts, m, n, k, dtype, single=False: [
         dict(usual(facts, m, n, k, dtype)[0], BLOCK_K=24), *usual(facts, m, n, k, dtype)])  # not a power of two
     report = certify.certify_key(PRODUCT_KEY, "cpu")
     assert report["status"] == "certified"

@@ -60,12 +60,12 @@ def test_a_product_through_float32_planes_is_recorded(tmp_path):
     records = _record(tmp_path, """
         import numpy as np
         import nbxtensor as nbx
-        from nbxtensor.ops import matmul
-        matmul._by_planes = lambda dtype, facts: dtype.name == "float32"  # the CPU's facts name no matrix unit
+        from nbxtensor.ops import matmul_plans
+        matmul_plans._by_planes = lambda dtype, facts: dtype.name == "float32"  # the CPU's facts name no matrix unit
         a = nbx.tensor(np.ones((37, 45), np.float32))
         (a @ nbx.tensor(np.ones((45, 29), np.float32))).numpy()  # parts in registers: the interpreter's form
-        listed = matmul.gemm_candidates
-        matmul.gemm_candidates = lambda *args, parts=False, **kwargs: [] if parts else listed(*args, **kwargs)
+        listed = matmul_plans.gemm_candidates
+        matmul_plans.gemm_candidates = lambda *args, parts=False, **kwargs: [] if parts else listed(*args, **kwargs)
         (a @ nbx.tensor(np.ones((45, 30), np.float32))).numpy()  # planes in memory, the one form left
     """)
     kernels = [json.loads(line) for line in records.read_text().splitlines()]

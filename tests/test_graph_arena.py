@@ -17,6 +17,7 @@ from nbxtensor.graph import GraphError, arena
 from nbxtensor.io import save_file
 from nbxtensor.ops import indexing as IX
 from nbxtensor.ops import matmul as MM
+from nbxtensor.ops import matmul_plans as MP
 from nbxtensor.ops.plans import clear_all
 from nbxtensor.ops.registry import workspace_bytes
 
@@ -36,7 +37,7 @@ def strict_arena(monkeypatch):
 def float32_parts(monkeypatch):
     """Float32 products on bfloat16 parts whatever the device (the CPU's facts name no matrix unit); the
     interpreter takes the form that splits them in the GEMM's registers."""
-    monkeypatch.setattr(MM, "_by_planes",
+    monkeypatch.setattr(MP, "_by_planes",
                         lambda dtype, facts: dtype.name == "float32" and MM.backends.cuda.matmul.float32_planes)
     clear_all()
     yield
@@ -48,9 +49,9 @@ def float32_planes(float32_parts, monkeypatch):
     """Float32 products on bfloat16 planes in memory (the only form left to the tuner); a zero floor on
     their workspace takes K in chunks."""
     listed = MM.gemm_candidates
-    monkeypatch.setattr(MM, "gemm_candidates",
+    monkeypatch.setattr(MP, "gemm_candidates",
                         lambda *args, parts=False, **kwargs: [] if parts else listed(*args, **kwargs))
-    monkeypatch.setattr(MM, "_PLANE_WORKSPACE_FLOOR", 0)
+    monkeypatch.setattr(MP, "_PLANE_WORKSPACE_FLOOR", 0)
 
 
 class _Builder:
@@ -178,7 +179,7 @@ def test_chunked_planes_alternate_between_their_temporary_and_the_output(tmp_pat
     out = g.op("aten::linear.default", [x, g.param("w", weight)], ["s", 9])
     twice = g.op("aten::mul.Tensor", [out, 2.0], ["s", 9])
     model = graph.load(g.write(tmp_path, [x], [twice]), device=TEST_DEVICE)
-    assert MM._plane_chunk_width(24, 9, 300) == 128
+    assert MP._plane_chunk_width(24, 9, 300) == 128
     x_value = rng.standard_normal((24, 300)).astype(np.float32)
     got = model(x_value).numpy()
     np.testing.assert_allclose(got, 2 * (x_value.astype(np.float64) @ weight.T), rtol=1e-5, atol=1e-5)

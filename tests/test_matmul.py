@@ -6,12 +6,16 @@ multiplied exactly and accumulated in float32, so the error is the single roundi
 output type (2^-8 relative for bfloat16, 2^-11 for float16) plus the float32 accumulation. Inputs are
 made in the low-precision dtype first and the reference multiplies those very values in float64.
 """
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import nbxtensor as nbx
 from nbxtensor.kernels import matmul as K
 from nbxtensor.ops import matmul as MM
+from nbxtensor.ops import matmul_gemv as MG
+from nbxtensor.ops import matmul_plans as MP
 from nbxtensor.ops.plans import clear_all
 
 from .conftest import to_nbx
@@ -97,7 +101,7 @@ def test_decode_rows_take_the_gemv_kernel_with_a_transposed_weight(rng, rows, dt
 def test_gemv_over_several_programs_and_k_steps(rng, monkeypatch, rows):
     """Under the interpreter a GEMV takes one wide tile (few programs); small tiles here cover the
     programs past the first along N and the steps along K that GPU settings take, unsplit."""
-    monkeypatch.setattr(MM, "gemv_candidates", lambda facts, m, n, k: [dict(BLOCK_N=32, BLOCK_K=32, SPLITS=1,
+    monkeypatch.setattr(MG, "gemv_candidates", lambda facts, m, n, k: [dict(BLOCK_N=32, BLOCK_K=32, SPLITS=1,
                                                                             num_warps=1)])
     x, weight = _inputs(rng, (rows, 100), "float32"), _inputs(rng, (72, 100), "float32")
     assert_product_close(nbx.nn.functional.linear(x, weight), _f64(x), _f64(weight).T, 100, "float32")
@@ -107,7 +111,7 @@ def test_gemv_split_over_k_adds_partials_in_order(rng, monkeypatch):
     """The split path runs only when tuning picks it; force a 3-way split to test the combine."""
     def split_first(facts, m, n, k):
         return [dict(BLOCK_N=32, BLOCK_K=16, SPLITS=3, num_warps=1)]
-    monkeypatch.setattr(MM, "gemv_candidates", split_first)
+    monkeypatch.setattr(MG, "gemv_candidates", split_first)
     x, w, bias = _inputs(rng, (3, 100), "float32"), _inputs(rng, (100, 40), "float32"), _inputs(rng, (40,), "float32")
     out = nbx.addmm(bias, x, w, beta=0.5, alpha=2.0)
     assert_product_close(out, 2 * x.numpy().astype(np.float64), w.numpy().astype(np.float64), 100, "float32",
@@ -201,11 +205,11 @@ def test_products_look_their_plan_up_before_the_meta_rule(rng, monkeypatch):
 
 def test_tf32_is_opt_in():
     assert nbx.get_float32_matmul_precision() == "highest" and not nbx.backends.cuda.matmul.allow_tf32
-    assert MM._dot_precision(nbx.float32) == "ieee"
+    assert MP._dot_precision(nbx.float32) == "ieee"
     try:
         nbx.backends.cuda.matmul.allow_tf32 = True
-        assert nbx.get_float32_matmul_precision() == "high" and MM._dot_precision(nbx.float32) == "tf32"
-        assert MM._dot_precision(nbx.bfloat16) == "ieee"
+        assert nbx.get_float32_matmul_precision() == "high" and MP._dot_precision(nbx.float32) == "tf32"
+        assert MP._dot_precision(nbx.bfloat16) == "ieee"
     finally:
         nbx.set_float32_matmul_precision("highest")
     with pytest.raises(ValueError, match="highest"):
@@ -282,7 +286,7 @@ def force_gemm_config(monkeypatch, tmp_path):
     plans.clear_all()
 
     def force(config):
-        monkeypatch.setattr(MM, "gemm_candidates", lambda facts, m, n, k, dtype, single=False: [dict(config)])
+        monkeypatch.setattr(MP, "gemm_candidates", lambda facts, m, n, k, dtype, single=False: [dict(config)])
     yield force
     plans.clear_all()
 
@@ -344,9 +348,11 @@ def test_tile_variants_are_candidates_on_hopper_only():
         MM.gemm_candidates(load_facts("cpu"), 64, 64, 64, nbx.bfloat16)
 
 
-def test_gemm_sweep_runs_each_setting_and_reports_failures(rng):
+def test_gemm_sweep_runs_each_setting_and_reports_failures(rng, monkeypatch):
     """The benchmark's sweep (untimed here: the interpreter has no device clock): every given setting runs
     on the product's operands, a setting that cannot build is reported with its error, not raised."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks"))
+    from gemm_sweep import gemm_sweep
     x, weight = _inputs(rng, (40, 32), "float32"), _inputs(rng, (24, 32), "float32")
     bias = _inputs(rng, (24,), "float32")
     good = _tile_config(dict(PERSISTENT=True, TMA=True))
@@ -356,7 +362,7 @@ def test_gemm_sweep_runs_each_setting_and_reports_failures(rng):
     def check(out):
         results.append(out.numpy().copy())
         return len(results)
-    swept = MM.gemm_sweep("linear", x, weight.transpose(0, 1), bias.expand(40, 24), 1, 1, configs=[good, bad],
+    swept = gemm_sweep("linear", x, weight.transpose(0, 1), bias.expand(40, 24), 1, 1, configs=[good, bad],
                           check=check, timed=False)
     assert swept["key"].startswith("gemm|") and swept["candidates"]
     assert [r["error"] is None for r in swept["rows"]] == [True, False] and swept["rows"][1]["config"] == bad
@@ -369,11 +375,11 @@ def float32_planes(request, monkeypatch):
     """Float32 products on bfloat16 parts whatever the device (the CPU's facts name no matrix unit, so it
     keeps them on the IEEE path otherwise), in either form: the parts split in the GEMM's registers (the
     interpreter takes the first candidate) or planes in memory (the one candidate left)."""
-    monkeypatch.setattr(MM, "_by_planes",
+    monkeypatch.setattr(MP, "_by_planes",
                         lambda dtype, facts: dtype.name == "float32" and MM.backends.cuda.matmul.float32_planes)
     if request.param == "memory":
         listed = MM.gemm_candidates
-        monkeypatch.setattr(MM, "gemm_candidates",
+        monkeypatch.setattr(MP, "gemm_candidates",
                             lambda *args, parts=False, **kwargs: [] if parts else listed(*args, **kwargs))
     clear_all()
     yield request.param
@@ -391,7 +397,7 @@ def test_float32_planes_are_as_accurate_as_float32(rng, float32_planes, m, k, n)
 def test_float32_planes_take_k_in_chunks_with_the_epilogue(rng, float32_planes, monkeypatch):
     """With a small workspace K goes in three chunks, each chunk's product added to the last through the
     epilogue; alpha, beta and a broadcast bias apply once; a linear weight is read transposed in place."""
-    monkeypatch.setattr(MM, "_PLANE_WORKSPACE_FLOOR", 0)
+    monkeypatch.setattr(MP, "_PLANE_WORKSPACE_FLOOR", 0)
     kernels = _launched_kernels(monkeypatch)
     a, b, bias = (_inputs(rng, s, "float32") for s in ((24, 300), (300, 9), (9,)))
     got = nbx.addmm(bias, a, b, beta=0.5, alpha=-2.0)
@@ -491,7 +497,7 @@ def test_float32_products_declare_their_planes_workspace():
     assert linear(x, w).workspace == 12 * 384 * (4096 + 1536)  # one chunk: six bfloat16 planes of each
     wide = TensorMeta((4096, 1536), nbx.float32)
     narrow_w = TensorMeta((384, 1536), nbx.float32)
-    width = MM._plane_chunk_width(4096, 384, 1536)
+    width = MP._plane_chunk_width(4096, 384, 1536)
     assert width < 1536 and width % 64 == 0
     assert linear(wide, narrow_w).workspace == 12 * width * (4096 + 384) + 4 * 4096 * 384
     # the GEMV settings split K = 384 at most three ways (tiles of 128): float32 partials of 16 x 1536 each

@@ -12,6 +12,7 @@ import nbxtensor as nbx
 from nbxtensor.device.facts import load as load_facts
 from nbxtensor.kernels import matmul as K
 from nbxtensor.ops import matmul as MM
+from nbxtensor.ops import matmul_plans as MP
 from nbxtensor.ops.plans import clear_all
 from nbxtensor.ops.registry import TensorMeta, get
 
@@ -23,7 +24,7 @@ PARTS = K.PRECISION_BF16_PARTS.value
 
 
 def _on_parts(monkeypatch):
-    monkeypatch.setattr(MM, "_by_planes",
+    monkeypatch.setattr(MP, "_by_planes",
                         lambda dtype, facts: dtype.name == "float32" and MM.backends.cuda.matmul.float32_planes)
 
 
@@ -40,7 +41,7 @@ def parts_in_registers(monkeypatch):
 def _planes_in_memory(monkeypatch):
     """From here on, float32 products on parts take the planes form (the one candidate left)."""
     listed = MM.gemm_candidates
-    monkeypatch.setattr(MM, "gemm_candidates",
+    monkeypatch.setattr(MP, "gemm_candidates",
                         lambda *args, parts=False, **kwargs: [] if parts else listed(*args, **kwargs))
     clear_all()
 
@@ -93,7 +94,7 @@ def test_gpu_tiles_split_every_k_step(rng, parts_in_registers, monkeypatch, tmp_
     """16-wide tiles as GPU settings take them (the interpreter's one wide tile otherwise): several K steps
     with a ragged last one, several tiles a program, descriptors and pointers, a bias with alpha and beta."""
     monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
-    monkeypatch.setattr(MM, "gemm_candidates", lambda *args, parts=False, **kwargs: [_tile_config(variant)])
+    monkeypatch.setattr(MP, "gemm_candidates", lambda *args, parts=False, **kwargs: [_tile_config(variant)])
     precisions = _launched_precisions(monkeypatch)
     x, b, bias = (_inputs(rng, shape, "float32") for shape in ((70, 40), (40, 24), (24,)))
     assert_product_close(nbx.addmm(bias, x, b, beta=0.5, alpha=2.0), 2 * _f64(x), _f64(b), 40, "float32",
@@ -149,7 +150,7 @@ def test_the_tuner_times_both_forms_under_one_key_on_a_gpu():
     key and the planes form's bfloat16 GEMM keys, which timing that form tunes."""
     hopper = load_facts("hopper")
     x, weight = TensorMeta((4096, 384), nbx.float32), TensorMeta((384, 384), nbx.float32)
-    keys = get("linear").key(hopper, MM._meta(x.shape, x.dtype), MM._meta(weight.shape, weight.dtype))
+    keys = get("linear").key(hopper, MP._meta(x.shape, x.dtype), MP._meta(weight.shape, weight.dtype))
     assert keys[0].startswith("gemm|B=1|M=4096|N=") and keys[0].endswith("|float32,float32|a_k_unit=1|b_n_unit=0"
                                                                           "|bf16_parts=1")
     assert len(keys) == 2 and "|bfloat16,float32|" in keys[1]
@@ -170,7 +171,7 @@ def test_a_device_that_times_the_planes_form_fastest_runs_it(rng, parts_in_regis
         listed = candidates()
         chosen.append((key, listed))
         return listed[-1] if "bf16_parts" in key else listed[0]
-    monkeypatch.setattr(MM.tuning, "choose_timed", choose_planes)
+    monkeypatch.setattr(MP.tuning, "choose_timed", choose_planes)
     kernels = _launched_kernels(monkeypatch)
     a, b = _inputs(rng, (20, 30), "float32"), _inputs(rng, (30, 10), "float32")
     assert_product_close(a @ b, _f64(a), _f64(b), 30, "float32")

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from .pointwise import _div, _isnan, _ones, _sqrt, _zeros
+from .pointwise_bodies import _div, _isnan, _ones, _sqrt, _zeros
 
 _PI = tl.constexpr(3.141592653589793)
 _SQRT_HALF = tl.constexpr(0.7071067811865476)

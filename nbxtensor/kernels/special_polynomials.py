@@ -14,7 +14,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from .common import program_elements
-from .pointwise import _div, _isnan, _ones, _zeros
+from .pointwise_bodies import _div, _isnan, _ones, _zeros
 
 # the polynomial families: the body's MODE
 CHEBYSHEV_T, CHEBYSHEV_U, CHEBYSHEV_V, CHEBYSHEV_W = (tl.constexpr(k) for k in range(4))

@@ -24,7 +24,7 @@ from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .matmul import _dot_precision
+from .matmul_plans import _dot_precision
 from .registry import Cost, TensorMeta, nbytes, register
 
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")

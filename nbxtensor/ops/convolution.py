@@ -21,7 +21,7 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
 from ..tensor import Tensor
 from .copy import _conversion_flags, new_tensor, scratch_scope
-from .matmul import _dot_precision
+from .matmul_plans import _dot_precision
 from .plans import PlanCache, layout_key
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 

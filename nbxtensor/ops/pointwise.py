@@ -162,12 +162,12 @@ def _compute_dtype(common):
 
 def _category(compute) -> int:
     if compute.kind == "bool":
-        return K.CAT_BOOL
+        return K.CAT_BOOL.value
     if compute.kind == "int":
-        return K.CAT_INT
+        return K.CAT_INT.value
     if compute.kind == "uint":
-        return K.CAT_UINT
-    return K.CAT_FLOAT64 if compute.itemsize == 8 else K.CAT_FLOAT32
+        return K.CAT_UINT.value
+    return K.CAT_FLOAT64.value if compute.itemsize == 8 else K.CAT_FLOAT32.value
 
 
 class Plan(NamedTuple):
@@ -611,13 +611,13 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
             pointer_slots.append(i)
             strides.append(next(operand_strides))
             scalar_slots.append(-1)
-            kinds.append(K.OPERAND_TENSOR)
+            kinds.append(K.OPERAND_TENSOR.value)
             formats.append(_operand_format(v))
         else:
             pointer_slots.append(-1)
             strides.append((0,) * rank)
             scalar_slots.append(-1 if v is None else i)
-            kinds.append(K.OPERAND_ABSENT if v is None else K.OPERAND_SCALAR)
+            kinds.append(K.OPERAND_ABSENT.value if v is None else K.OPERAND_SCALAR.value)
             formats.append(FORMAT_NATIVE)
     body_result = _D["bool"] if plan.result.kind == "bool" and row.rule in (COMPARE, COMPARE_FLOAT) else compute
     if compute.kind == "bool":
@@ -633,7 +633,7 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
                       OUT_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
                       RANK=rank, INDEX_64=index_64)
     tile = backend_for(dev).facts["kernels"].get("pointwise_tile", DEFAULT_TILE)
-    tiled = _tile_order(merged, merged_strides[0], [st for st, k in zip(strides, kinds) if k == K.OPERAND_TENSOR],
+    tiled = _tile_order(merged, merged_strides[0], [st for st, k in zip(strides, kinds) if k == K.OPERAND_TENSOR.value],
                         tile)
     if tiled is not None:
         merged = tuple(merged[d] for d in tiled)
@@ -737,14 +737,14 @@ def _launch_complex(row: Row, call: Call, plan: Plan, out: Tensor, views) -> Non
                 if v.dtype is not compute:
                     v = v.to(compute)
                 operands.append(select(view_as_real(v), -1, 0))
-                kinds.append(K.OPERAND_COMPLEX_TENSOR)
+                kinds.append(K.OPERAND_COMPLEX_TENSOR.value)
             else:
                 operands.append(v.to(component) if v.dtype is not component else v)
-                kinds.append(K.OPERAND_TENSOR)
+                kinds.append(K.OPERAND_TENSOR.value)
             bits += [0, 0]
         else:
             operands.append(None)
-            kinds.append(K.OPERAND_ABSENT if v is None else K.OPERAND_SCALAR)
+            kinds.append(K.OPERAND_ABSENT.value if v is None else K.OPERAND_SCALAR.value)
             value = complex(0 if v is None else _python_scalar(v))
             bits += [_scalar_bits(value.real, component), _scalar_bits(value.imag, component)]
     complex_out = out.dtype.is_complex and row.result is None and row.rule not in (COMPARE, COMPARE_FLOAT)

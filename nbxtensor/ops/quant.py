@@ -19,8 +19,10 @@ from ..lowering import needs_index_64
 from ..quant import QuantizedWeight
 from ..tensor import Tensor
 from .copy import _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
-from .matmul import (GEMV_MAX_ROWS, GROUP_M, _clamp_block, _dot_precision, _fold_rows, _INTERPRETED_BLOCK_K,
-                     _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, _product_workspace, gemv_candidates)
+from .matmul import _fold_rows
+from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M,
+                          _INTERPRETED_BLOCK_N, gemv_candidates)
+from .matmul_plans import GROUP_M, _dot_precision, _product_workspace
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, nbytes, register
 

@@ -1,0 +1,103 @@
+"""Matrix products of a handful of rows (decode): ``gemv`` streams the matrix once, K split over programs
+when the matrix is too narrow to fill the device, the splits' partial sums added by ``gemv_combine`` in a
+fixed order. ``matmul_plans`` routes products of up to ``GEMV_MAX_ROWS`` rows here."""
+from __future__ import annotations
+
+import functools
+
+from .. import tuning
+from ..dtypes import get_dtype
+from ..kernels import matmul as K
+from ..launch import cdiv, next_pow2
+from .copy import scratch_tensor
+from .plans import PlannedLaunch, Slot
+
+# rows up to this many take the GEMV kernel (one 16-row tile of the matrix unit at most)
+GEMV_MAX_ROWS = 16
+
+# products under Triton's interpreter: tiles as wide as these (see gemv_candidates and
+# matmul_plans.gemm_candidates)
+_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_K = 128, 1024, 512
+
+
+def _clamp_block(block: int, ceiling: int, extent: int) -> int:
+    # tl.dot takes tiles of at least 16 along each dim
+    return max(16, min(block, ceiling, next_pow2(extent)))
+
+
+# true float32 products run on the FMA units, not the matrix unit: short K steps over large output tiles
+# (BLOCK_N, BLOCK_K, SPLITS, num_warps[, num_stages: Triton's default when absent]); the first is what an
+# untimed device uses. One row is a multiply-add over a [BLOCK_K, BLOCK_N] weight tile (no matrix unit), so
+# long K tiles keep many bytes in flight; several rows go through tl.dot, with K tiles up to the same length
+# (weight streaming wants bytes in flight more than square tiles), or more stages of shorter ones.
+_GEMV_ONE_ROW_SHAPES = [(32, 256, 1, 4), (16, 512, 1, 4), (64, 256, 1, 8), (32, 512, 1, 8), (16, 256, 1, 4),
+                        (64, 128, 1, 4), (32, 256, 2, 4), (128, 64, 1, 4), (64, 128, 4, 4)]
+_GEMV_ROWS_SHAPES = [(64, 128, 1, 4), (128, 128, 1, 8), (64, 64, 1, 4), (32, 256, 1, 4), (64, 256, 1, 8),
+                     (64, 128, 2, 4), (128, 128, 4, 8), (64, 128, 8, 4), (32, 128, 8, 4), (256, 64, 2, 8),
+                     (16, 256, 1, 4), (32, 512, 1, 8), (16, 512, 1, 4),
+                     (64, 128, 1, 4, 4), (64, 128, 1, 4, 5), (32, 256, 1, 4, 4), (64, 64, 1, 4, 6), (32, 128, 1, 4, 6)]
+_GEMV_MAX_BLOCK_K = 512
+
+
+def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
+    if facts["kernels"].get("interpreted"):
+        # the interpreter pays per program and per operation far more than per element: few programs, each
+        # reading a wide tile of the weight (a linear layer of the main job: 152 -> about 30 ms a call)
+        return [dict(BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n),
+                     BLOCK_K=_clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), SPLITS=1, num_warps=4)]
+    tiles = facts["tiles"]
+    seen, out = set(), []
+    for bn, bk, splits, warps, *stages in _GEMV_ONE_ROW_SHAPES if m == 1 else _GEMV_ROWS_SHAPES:
+        block_k = _clamp_block(bk, _GEMV_MAX_BLOCK_K, k)
+        config = dict(BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n), BLOCK_K=block_k,
+                      SPLITS=max(1, min(splits, cdiv(k, block_k))), num_warps=min(warps, tiles["max_warps"]))
+        if stages:  # small tiles: a stage count past the GEMM ceiling fits; one that does not is skipped
+            config["num_stages"] = stages[0]
+        marker = tuple(config.values())
+        if marker not in seen:
+            seen.add(marker)
+            out.append(config)
+    return out
+
+
+def _gemv_launches(key, a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flags, facts, dev, index_64):
+    """``run(config, a, b, bias, out)`` for out (m x n, m <= 16) from a (m x k) and b (k x n), given here as
+    2-D strided views of the tensors ``run`` later takes (which share their first elements), and the
+    config tuned under launch ``key``."""
+    block_m = 1 if m == 1 else GEMV_MAX_ROWS
+    bias_sm, bias_sn = (bias.stride(0), bias.stride(1)) if has_bias else (0, 0)
+    a_sm, a_sk, b_sk, b_sn, out_sm, out_sn = a.stride(0), a.stride(1), b.stride(0), b.stride(1), *out.stride()
+    partial_dtype = get_dtype("int32" if out.dtype.kind == "int" else "float32")
+
+    def launches_for(config):
+        """``run(a, b, bias, out)`` for ``config``, its launches built once."""
+        block_k, splits = config["BLOCK_K"], config["SPLITS"]
+        k_per_split = cdiv(cdiv(k, splits), block_k) * block_k if k else block_k
+        splits = max(1, cdiv(k, k_per_split))
+        main = PlannedLaunch(
+            K.gemv, (cdiv(n, config["BLOCK_N"]), splits),
+            [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split, float(alpha),
+             float(beta), a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
+            dict(BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1, HAS_BIAS=has_bias,
+                 SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
+                 **({"num_stages": config["num_stages"]} if "num_stages" in config else {}), **flags))
+        combine_n = min(config["BLOCK_N"], 64)
+        combine = PlannedLaunch(
+            K.gemv_combine, (cdiv(n, combine_n),),
+            [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, float(alpha), float(beta), bias_sm, bias_sn,
+             out_sm, out_sn],
+            dict(BLOCK_M=next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=scaled,
+                 BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+                 num_warps=config["num_warps"])) if splits > 1 else None
+
+        def run(a, b, bias, out):
+            partial = scratch_tensor((splits, m, n), partial_dtype, dev) if combine is not None else out
+            tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out, "partial": partial}
+            main(dev, tensors)
+            if combine is not None:
+                combine(dev, tensors)
+        return run
+
+    config = tuning.choose_timed(key, facts, lambda: gemv_candidates(facts, m, n, k),
+                                 lambda config: functools.partial(launches_for(config), a, b, bias, out))
+    return launches_for(config)

@@ -1,0 +1,608 @@
+"""How matrix products run: the route a product's layouts take (``_product_route``: empty, exact integer,
+dense copies, GEMV, float32 on bfloat16 parts, GEMM), its launch keys, tuning candidates and the plan that
+runs it (``_plan_product``, kept per layout by ``_product``), and the float32 precision switches as torch
+spells them. The ops themselves, their checks and rules are ``matmul.py``'s; GEMV is ``matmul_gemv.py``'s."""
+from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
+
+from .. import shape as S
+from .. import tuning
+from ..device import backend_for, multiprocessors, resolve
+from ..dtypes import get_dtype
+from ..kernels import matmul as K
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..launch import cdiv, next_pow2
+from ..lowering import needs_index_64
+from ..tensor import Tensor
+from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_tensor
+from .matmul_gemv import (_GEMV_MAX_BLOCK_K, _GEMV_ONE_ROW_SHAPES, _GEMV_ROWS_SHAPES, _INTERPRETED_BLOCK_K,
+                          _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, GEMV_MAX_ROWS, _clamp_block, _gemv_launches)
+from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
+from .registry import workspace_bytes
+
+# batch dims (after merging) the kernel indexes directly; more are materialised first
+MAX_BATCH_RANK = 4
+# grid axis 1 holds batches; CUDA allows this many per launch
+MAX_GRID_Y = 65535
+GROUP_M = 8
+
+# integer operands multiplied exactly (int64 sums, wrapped to their own width as torch's are); int8 takes
+# the matrix unit and returns int32
+_EXACT_INTEGER = ("int64", "int32", "int16", "uint8")
+# (BLOCK_M, BLOCK_N, BLOCK_K) of the exact integer product, clamped to the problem
+_EXACT_TILE = (32, 32, 8)
+
+# ---- float32 precision, as torch spells it ---------------------------------------------------------
+_PRECISIONS = ("highest", "high", "medium")
+_precision = {"float32": "highest", "planes": True}
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """"highest" (default): float32 products in true float32. "high" or "medium": TF32 matrix units."""
+    if precision not in _PRECISIONS:
+        raise ValueError(f"set_float32_matmul_precision: expected one of {', '.join(_PRECISIONS)}, got {precision!r}")
+    _precision["float32"] = precision
+    clear_all()  # plans made under the other precision
+
+
+def get_float32_matmul_precision() -> str:
+    return _precision["float32"]
+
+
+class _CudaMatmulFlags:
+    """``backends.cuda.matmul``: ``allow_tf32`` is the float32 precision seen as a switch, as in torch.
+    ``float32_planes`` (default True): at "highest" precision, float32 products on matrix units with
+    bfloat16 run as bfloat16 products of each operand's three exact bfloat16 parts (``kernels/matmul.py``),
+    as accurate as the FMA units and faster (split in the GEMM's registers or written as planes first,
+    whichever the tuner timed faster); False keeps them on the FMA units."""
+
+    @property
+    def allow_tf32(self) -> bool:
+        return _precision["float32"] != "highest"
+
+    @allow_tf32.setter
+    def allow_tf32(self, value: bool) -> None:
+        set_float32_matmul_precision("high" if value else "highest")
+
+    @property
+    def float32_planes(self) -> bool:
+        return _precision["planes"]
+
+    @float32_planes.setter
+    def float32_planes(self, value: bool) -> None:
+        _precision["planes"] = bool(value)
+        clear_all()
+
+
+backends = SimpleNamespace(cuda=SimpleNamespace(matmul=_CudaMatmulFlags()))
+
+
+def _dot_precision(dtype) -> str | None:
+    if dtype.kind == "int":
+        return None
+    if dtype.name == "float32" and _precision["float32"] != "highest":
+        return "tf32"
+    return "ieee"
+
+
+def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
+    """The temporaries' bytes of a product of ``batches`` (m x k) by (k x n) matrices, the most any device
+    takes (the rule knows none): a GEMV's split-K partials, or a float32 GEMM's bfloat16 planes (the
+    widest chunk's, one buffer for all) and the chunk products they add up in. A float32 GEMM whose tuned
+    form splits its tiles in registers takes none, the planes form these: a device may time either
+    fastest, so the planes are declared."""
+    if batches != 1 or not (m and k and n) or dtype.name in ("int64", "int16", "uint8", "bool"):
+        # exact integer products (int32 results may be int8's, which a GEMV splits) take no temporaries
+        return 0
+    if m <= GEMV_MAX_ROWS:
+        splits = max(min(shape[2], cdiv(k, _clamp_block(shape[1], _GEMV_MAX_BLOCK_K, k)))
+                     for shape in (_GEMV_ONE_ROW_SHAPES if m == 1 else _GEMV_ROWS_SHAPES))
+        return workspace_bytes(splits * m * n * 4) if splits > 1 else 0  # int32 or float32 partials
+    if dtype.name != "float32":
+        return 0
+    width = _plane_chunk_width(m, n, k)
+    return Workspace.bytes_for(_plane_pieces(m, n, width)) + (workspace_bytes(4 * m * n) if width < k else 0)
+
+
+# ---- the launch -------------------------------------------------------------------------------------
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), best-known shapes for large problems first; each is
+# clamped to the facts' ceilings and to the problem, so small problems and small devices get small tiles
+_GEMM_SHAPES = [
+    (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 256, 64, 4, 8), (128, 128, 64, 4, 8), (128, 128, 64, 3, 4),
+    (128, 128, 64, 4, 4),
+    (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (128, 128, 128, 3, 8), (64, 64, 64, 4, 4),
+    (64, 64, 32, 4, 4), (32, 64, 64, 4, 4), (16, 128, 128, 4, 4), (32, 32, 32, 2, 4),
+]
+
+
+_GEMM_FMA_SHAPES = [(128, 128, 16, 3, 8), (128, 64, 16, 3, 4), (64, 128, 16, 3, 4), (128, 128, 32, 2, 8),
+                    (256, 64, 16, 3, 8), (64, 64, 32, 3, 4),
+                    # smaller tiles for the N = 384 products of small encoders (4096 x 384: 96 tiles of
+                    # 128 x 128 leave a third of 132 SMs idle); none spills registers on sm_90 (ptxas -v)
+                    (64, 128, 32, 3, 4), (128, 64, 32, 3, 4), (64, 64, 16, 4, 2), (32, 128, 32, 3, 2),
+                    (128, 128, 16, 4, 8)]
+
+# Variants of ``gemm_tiles`` (one matrix, int32 indices): (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps,
+# flags). PERSISTENT: one program per SM walks the tiles; TMA: operands through tensor descriptors
+# (devices whose matrix unit is ``wgmma``, Hopper, or later); FLATTEN: the tile and K loops pipelined as one
+# (the next tile's loads overlap this tile's epilogue); WARP_SPECIALIZE: Triton's automatic warp
+# specialisation of the tile loop (not a candidate, below). Shapes as in _GEMM_SHAPES (K halved for 4-byte
+# types).
+_P, _T = dict(PERSISTENT=True), dict(TMA=True)
+_PT = dict(PERSISTENT=True, TMA=True)
+_GEMM_TILE_VARIANTS = [
+    (128, 256, 64, 3, 8, _PT), (128, 256, 64, 4, 8, _PT), (128, 256, 64, 3, 8, dict(_PT, FLATTEN=True)),
+    (128, 256, 64, 3, 8, _T), (256, 128, 64, 3, 8, _PT), (128, 128, 64, 4, 4, _PT),
+    (128, 128, 64, 4, 4, dict(_PT, FLATTEN=True)), (128, 128, 64, 3, 4, _T), (128, 128, 64, 4, 8, _PT),
+    (128, 256, 64, 3, 8, _P), (128, 128, 64, 3, 4, _P),
+]
+# Triton 3.6 documents automatic warp specialisation for Blackwell only; on sm_90 these compile (a
+# producer warp group is added) but are unproven, so they are swept by the benchmark on request, not tuned
+GEMM_WARP_SPECIALIZED = [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, num_stages=3, num_warps=w, GROUP_M=GROUP_M,
+                              PERSISTENT=True, TMA=True, WARP_SPECIALIZE=True) for bm, bn, w in ((128, 256, 8),
+                                                                                              (128, 128, 4))]
+# the same for true float32 (FMA units): persistent only (through descriptors, ptxas spills kilobytes)
+_GEMM_FMA_TILE_VARIANTS = [(128, 128, 16, 3, 8, _P), (128, 64, 32, 3, 4, _P), (64, 128, 32, 3, 4, _P)]
+# float32 tiles split into bfloat16 parts in registers (``PRECISION_BF16_PARTS``): the tile and its parts
+# live in registers beside the accumulator, so tiles of 64 accumulator registers a thread (128 x 128 on 8
+# warps, 64 x 128 on 4); ptxas for sm_90a spills none of these, and spills 40-270 bytes a thread at 128
+# accumulators (128 x 256 on 8 warps, 128 x 128 on 4)
+_GEMM_PARTS_SHAPES = [(128, 128, 32, 3, 8), (128, 128, 16, 4, 8), (64, 128, 32, 3, 4), (128, 64, 32, 4, 4),
+                      (64, 256, 32, 3, 8), (64, 64, 32, 4, 4)]
+_GEMM_PARTS_TILE_VARIANTS = [
+    (128, 128, 32, 3, 8, _PT), (128, 128, 32, 4, 8, _PT), (128, 128, 32, 4, 8, dict(_PT, FLATTEN=True)),
+    (64, 128, 32, 4, 4, _PT), (64, 128, 32, 4, 4, dict(_PT, FLATTEN=True)), (128, 64, 32, 4, 4, _PT),
+    (64, 256, 32, 3, 8, _PT), (128, 128, 32, 3, 8, _P),
+]
+_TILE_FLAGS = ("PERSISTENT", "TMA", "FLATTEN", "WARP_SPECIALIZE")
+
+
+def _has_tma(facts: dict) -> bool:
+    return (facts.get("matrix_unit") or {}).get("instruction") in ("wgmma", "tcgen05")
+
+
+def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool = False,
+                    parts: bool = False) -> list[dict]:
+    """The settings worth timing for an m x n x k product of ``dtype`` on a device with these facts;
+    ``single`` (one matrix, int32 indices) adds the ``gemm_tiles`` variants (persistent, TMA); ``parts``:
+    float32 tiles multiplied on the bfloat16 matrix unit as their parts (the matrix unit's tiles)."""
+    if facts["kernels"].get("interpreted"):
+        # as for the GEMV: the interpreter pays per program and operation, so one wide tile of the output
+        # a program and long K steps (the main job's layers on the CPU: about 4x faster)
+        return [dict(BLOCK_M=_clamp_block(_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_M, m),
+                     BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n),
+                     BLOCK_K=max(_clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), 32 // dtype.itemsize),
+                     num_stages=1, num_warps=1, GROUP_M=GROUP_M)]
+    tiles = facts["tiles"]
+    shared = facts.get("shared_memory_per_block_bytes")
+    seen, out = set(), []
+    fma = dtype.name == "float32" and _dot_precision(dtype) == "ieee" and not parts
+    plain = _GEMM_PARTS_SHAPES if parts else _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else [])
+    variants = []
+    if single and dtype.kind != "int" and not facts["kernels"].get("interpreted"):
+        tma = _has_tma(facts)
+        tiled = _GEMM_PARTS_TILE_VARIANTS if parts else _GEMM_FMA_TILE_VARIANTS if fma else _GEMM_TILE_VARIANTS
+        variants = [s for s in tiled if tma or not s[5].get("TMA")]
+        if tma and not fma and not parts:
+            # on the H200 every half-precision product's best setting was a descriptor variant, the plain
+            # kernel's best a few percent behind (docs/performance.md): the plain tiles that came closest stay
+            # as the fallback, and a first call compiles a dozen settings rather than two dozen
+            plain = _GEMM_SHAPES[:2] + [(128, 128, 64, 3, 4), (64, 128, 64, 4, 4)]
+    shapes = [(*s, {}) for s in plain] + variants
+    for bm, bn, bk, stages, warps, flags in shapes:
+        if dtype.itemsize == 4 and bk > 32:
+            bk //= 2  # float32 tiles take twice the shared memory and registers
+        config = dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m),
+                      BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
+                      # 8-bit operands multiply in K steps of 32 (the MMA shapes for int8)
+                      BLOCK_K=max(_clamp_block(bk, tiles["max_block_k"], k), 32 // dtype.itemsize),
+                      num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]),
+                      GROUP_M=GROUP_M, **{f: True for f in _TILE_FLAGS if flags.get(f)})
+        staged = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * dtype.itemsize * config["num_stages"]
+        if shared and staged > shared:
+            continue
+        marker = tuple(sorted(config.items()))
+        if marker not in seen:
+            seen.add(marker)
+            out.append(config)
+    return out
+
+
+def _operand_flags(dtype, out_dtype, bias, dev, facts) -> dict:
+    acc = get_dtype("int32") if dtype.kind == "int" else get_dtype("float32")
+    conversion = _conversion_flags(acc, out_dtype, dev)
+    interpreted = bool(facts["kernels"].get("interpreted"))
+    return dict(ACC=acc.triton, PRECISION=_dot_precision(dtype), INTERPRETED=interpreted,
+                DECODE_BF16=dtype.name == "bfloat16" and interpreted,
+                BIAS_FORMAT=SMALL_FLOAT_FORMATS.get(bias.dtype.name, FORMAT_NATIVE) if bias is not None
+                else FORMAT_NATIVE,
+                DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"])
+
+
+_product_plans = PlanCache()
+
+
+def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = None, alpha=1, beta=0) -> Tensor:
+    """alpha * (a @ b) + beta * bias for a (..., m, k) and b (..., k, n) whose batch dims broadcast, and
+    ``bias`` broadcasting to the result; ``beta == 0`` ignores ``bias`` (NaN in it does not spread).
+    ``out_dtype()`` gives the result's dtype (the op's meta rule, which checks the call): called only
+    for layouts not planned yet, since the op and the operands' dtypes decide it and a planned call was
+    checked."""
+    key = (op, layout_key(a), layout_key(b), layout_key(bias), alpha, beta)
+    plan = _product_plans.lookup(key)
+    if plan is None:
+        dev = a.device
+        if b.device != dev or (bias is not None and bias.device != dev):
+            raise RuntimeError(f"{op}: expected all tensors on one device, got {a.device} and "
+                               f"{b.device if b.device != dev else bias.device}")
+        dtype = out_dtype()
+        plan = _product_plans.get(key, lambda: _plan_product(op, a, b, dtype, bias, alpha, beta))
+    return plan(a, b, bias)
+
+
+def gemm_key(facts: dict, batches: int, m: int, n: int, k: int, dtype, out_dtype, a_sk: int, b_sn: int, *,
+             planes: bool = False) -> str:
+    """``planes``: a float32 product on bfloat16 parts, whose candidates are its forms (``_plan_product``)."""
+    flags = {"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1, **({"bf16_parts": True} if planes else {})}
+    return tuning.launch_key("gemm", facts, rows={"B": batches, "M": m}, cols={"N": n, "K": k},
+                             dtypes=(dtype, out_dtype), flags=flags)
+
+
+def gemv_key(facts: dict, m: int, n: int, k: int, dtype, out_dtype, a_sk: int, b_sn: int) -> str:
+    return tuning.launch_key("gemv", facts, rows={"M": m}, cols={"N": n, "K": k}, dtypes=(dtype, out_dtype),
+                             flags={"a_k_unit": a_sk == 1, "b_n_unit": b_sn == 1})
+
+
+def _product_route(a, b, out_dtype, bias, beta, facts: dict, planes: bool = True):
+    """How ``_plan_product`` runs a product of operands laid out as these (tensors, or meta tensors for the
+    key rules) on a device with these facts: (route, launch key or None), the route one of "empty",
+    "exact" (untuned), "dense" (batch dims past ``MAX_BATCH_RANK``: contiguous copies), "gemv", "planes"
+    (float32 on bfloat16 parts: split in registers or as planes in memory, as the key's setting says)
+    and "gemm"."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = S.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    out_shape = (*batch, m, n)
+    if S.numel(out_shape) == 0:
+        return "empty", None
+    if a.dtype.name in _EXACT_INTEGER:
+        return "exact", None
+    has_bias = bias is not None and beta != 0
+    bias_strides = S.broadcast_strides(bias.shape, bias.stride(), out_shape) if has_bias else (0,) * len(out_shape)
+    shape_c, _ = S.coalesce(batch, S.broadcast_strides(a.shape[:-2], a.stride()[:-2], batch),
+                            S.broadcast_strides(b.shape[:-2], b.stride()[:-2], batch), bias_strides[:-2],
+                            S.contiguous_strides(out_shape)[:-2])
+    if len(shape_c) > MAX_BATCH_RANK:
+        return "dense", None
+    batches = S.numel(shape_c)
+    if batches == 1 and m <= GEMV_MAX_ROWS and k > 0:
+        # every batch extent is 1 here, so these reshapes are views
+        a2, b2 = a.reshape(m, k), b.reshape(k, n)
+        return "gemv", gemv_key(facts, m, n, k, a.dtype, out_dtype, a2.stride(1), b2.stride(1))
+    if planes and batches == 1 and k > 0 and _by_planes(a.dtype, facts):
+        return "planes", gemm_key(facts, 1, m, n, k, a.dtype, out_dtype, a.stride(-1), b.stride(-1), planes=True)
+    return "gemm", gemm_key(facts, batches, m, n, k, a.dtype, out_dtype, a.stride(-1), b.stride(-1))
+
+
+def _meta(shape, dtype) -> Tensor:
+    return new_tensor(shape, dtype, resolve("meta"))
+
+
+def _product_keys(facts: dict, a, b, out_dtype, bias=None, alpha=1, beta=0) -> list[str]:
+    """The launch keys ``_product`` forms for operands laid out as these (meta tensors will do); of a
+    product on bfloat16 parts, its own and those of its planes form's GEMMs (which its tuning times)."""
+    route, key = _product_route(a, b, out_dtype, bias, beta, facts)
+    if route == "planes":
+        return [key, *_plane_keys(facts, a, b, out_dtype, bias, alpha, beta)]
+    if key is not None:
+        return [key]
+    if route == "dense":
+        m, k = a.shape[-2:]
+        n = b.shape[-1]
+        batch = S.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        has_bias = bias is not None and beta != 0
+        return _product_keys(facts, _meta((*batch, m, k), a.dtype), _meta((*batch, k, n), b.dtype), out_dtype,
+                             _meta((*batch, m, n), bias.dtype) if has_bias else None, alpha, beta if has_bias else 0)
+    return []
+
+
+def _plane_keys(facts: dict, a, b, out_dtype, bias, alpha, beta) -> list[str]:
+    """The launch keys of the bfloat16 GEMMs of a planes product (one a K chunk)."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    has_bias = bias is not None and beta != 0
+    keys = []
+    for start, kc in _plane_chunks(m, n, k):
+        pieces = {name: _meta(*piece) for name, piece in _plane_pieces(m, n, kc).items()}
+        addend, weight = (_meta((m, n), bias.dtype), beta) if start == 0 and has_bias else \
+            (None, 0) if start == 0 else (_meta((m, n), out_dtype), 1)
+        keys += _product_keys(facts, pieces["a_planes"], pieces["b_planes"], out_dtype, addend, alpha, weight)
+    return keys
+
+
+def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, planes: bool = True):
+    """``execute(a, b, bias) -> out`` for operands laid out as these are (tuning on them if needed);
+    ``planes=False`` keeps a float32 product off bfloat16 planes (to sweep its own GEMM settings)."""
+    dev = a.device
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = S.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    out_shape = (*batch, m, n)
+    facts = backend_for(dev).facts
+    route, key = _product_route(a, b, out_dtype, bias, beta, facts, planes)
+    if route == "empty":
+        return lambda a, b, bias: new_tensor(out_shape, out_dtype, dev)
+    out = new_tensor(out_shape, out_dtype, dev)
+    has_bias = bias is not None and beta != 0
+    exact = route == "exact"
+    if exact and any(isinstance(scalar, float) for scalar in (alpha, beta)):
+        raise RuntimeError(f"{op}: for integral input tensors, alpha and beta must be integers, got alpha={alpha!r} "
+                           f"and beta={beta!r}")
+    if out_dtype.kind == "int" and not exact and (alpha != 1 or has_bias):
+        raise RuntimeError(f"{op}: alpha, beta and an added input are supported for float products only")
+    scaled = alpha != 1 or (has_bias and beta != 1)
+    a_bs = S.broadcast_strides(a.shape[:-2], a.stride()[:-2], batch)
+    b_bs = S.broadcast_strides(b.shape[:-2], b.stride()[:-2], batch)
+    if has_bias:
+        bias_strides = S.broadcast_strides(bias.shape, bias.stride(), out.shape)
+    else:
+        bias_strides = (0,) * out.ndim
+    shape_c, (a_bs, b_bs, bias_bs, out_bs) = S.coalesce(batch, a_bs, b_bs, bias_strides[:-2], out.stride()[:-2])
+    if route == "dense":
+        return lambda a, b, bias: _product(
+            op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(), lambda: out_dtype,
+            bias.expand(*out_shape).contiguous() if has_bias else None, alpha, beta if has_bias else 0)
+    index_64 = needs_index_64(a, b, out, *([bias] if has_bias else []))
+    if exact:
+        return _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides,
+                               *_pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs), index_64)
+    flags = _operand_flags(a.dtype, out_dtype, bias if has_bias else None, dev, facts)
+    batches = S.numel(shape_c)
+    a_sm, a_sk = a.stride()[-2:]
+    b_sk, b_sn = b.stride()[-2:]
+    if route == "gemv":
+        bias2 = bias.expand(*out.shape).reshape(m, n) if has_bias else None
+        run_gemv = _gemv_launches(key, a.reshape(m, k), b.reshape(k, n), bias2, out.view(m, n), m, n, k, alpha, beta,
+                                  has_bias, scaled, flags, facts, dev, index_64)
+
+        fresh_output = fresh_tensor_maker(out_shape, out_dtype, dev)
+
+        def execute_gemv(a, b, bias):
+            out = fresh_output()
+            run_gemv(a, b, bias, out)
+            return out
+        return execute_gemv
+    parts = route == "planes"
+    if parts:
+        # float32 tiles split into bfloat16 parts in the GEMM; the interpreter multiplies the parts as the
+        # float32 values holding them (``kernels/matmul.py``)
+        flags = dict(flags, PRECISION=K.PRECISION_BF16_PARTS.value, DECODE_BF16=flags["INTERPRETED"])
+    shape_c, a_bs, b_bs, bias_bs, out_bs = _pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs)
+    bias_sm, bias_sn = bias_strides[-2:]
+    out_sm, out_sn = out.stride()[-2:]
+
+    single = batches == 1 and not index_64
+
+    def launches_for(config):
+        """``run(a, b, bias, out)`` for ``config``, its launches (one per MAX_GRID_Y batches) built once."""
+        if config.get("PLANES"):
+            return _staged_planes(op, a, b, bias if has_bias else None, alpha, beta if has_bias else 0, out_shape)
+        if single and any(config.get(f) for f in _TILE_FLAGS):
+            return _tile_launches(config, dev, facts, m, n, k, float(alpha), float(beta), a.dtype, has_bias, scaled,
+                                  flags, (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
+        tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
+        constexprs = dict(BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+                          BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0,
+                          HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
+                          num_stages=config["num_stages"], **_with_precision(flags, config))
+        launches = [PlannedLaunch(K.gemm, (tiles, min(MAX_GRID_Y, batches - start)),
+                                  [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, start, float(alpha),
+                                   float(beta), shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk, b_sn, bias_sm,
+                                   bias_sn, out_sm, out_sn], constexprs)
+                    for start in range(0, batches, MAX_GRID_Y)]
+
+        def run(a, b, bias, out):
+            tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out}
+            for planned in launches:
+                planned(dev, tensors)
+        return run
+
+    def candidates():
+        if parts:  # the one-launch form's tiles, then the planes form
+            return gemm_candidates(facts, m, n, k, a.dtype, single=single, parts=True) + [dict(PLANES=True)]
+        return gemm_candidates(facts, m, n, k, a.dtype, single=single)
+    config = tuning.choose_timed(key, facts, candidates,
+                                 lambda config: functools.partial(launches_for(config), a, b, bias, out))
+    run = launches_for(config)
+    fresh_output = fresh_tensor_maker(out_shape, out_dtype, dev)
+
+    def execute(a, b, bias, out=None):
+        """``out``: where to write (laid out as the plan's output), else a fresh tensor."""
+        out = fresh_output() if out is None else out
+        run(a, b, bias, out)
+        return out
+    return execute
+
+
+def _by_planes(dtype, facts: dict) -> bool:
+    """Whether a float32 product runs on bfloat16 planes here (``_CudaMatmulFlags.float32_planes``)."""
+    return (dtype.name == "float32" and _precision["float32"] == "highest" and backends.cuda.matmul.float32_planes
+            and "bfloat16" in (facts.get("matrix_unit") or {}).get("dtypes", ()))
+
+
+# six parts a product, in ``kernels/matmul.py``'s order (small terms first)
+_A_PLANES = (K.PART_LOW, K.PART_HIGH_FINITE, K.PART_MID, K.PART_MID, K.PART_HIGH_FINITE, K.PART_HIGH)
+_B_PLANES = (K.PART_HIGH_FINITE, K.PART_LOW, K.PART_MID, K.PART_HIGH_FINITE, K.PART_MID, K.PART_HIGH)
+_PLANE_BLOCK = 1024
+_PLANE_WORKSPACE_FLOOR = 32 << 20
+
+
+def _plane_chunk_width(m: int, n: int, k: int) -> int:
+    """The K chunk of a planes product: a multiple of 64 (plane rows keep descriptors' 16-byte alignment)
+    such that a chunk's planes, three times the bytes of its float32 slices, fit in the larger of the
+    operands' own bytes and 32 MiB."""
+    budget = max(4 * (m * k + k * n), _PLANE_WORKSPACE_FLOOR)
+    chunks = max(1, cdiv(12 * (m * k + k * n), budget))
+    return min(k, cdiv(cdiv(k, chunks), 64) * 64)
+
+
+def _plane_chunks(m: int, n: int, k: int):
+    """(start, width) of each K chunk of a planes product."""
+    width = _plane_chunk_width(m, n, k)
+    return [(start, min(width, k - start)) for start in range(0, k, width)]
+
+
+def _plane_pieces(m: int, n: int, kc: int) -> dict:
+    """The ``Workspace`` pieces of the planes of a K chunk ``kc`` wide: six bfloat16 parts of each operand."""
+    bfloat16 = get_dtype("bfloat16")
+    return {"a_planes": ((m, 6 * kc), bfloat16), "b_planes": ((6 * kc, n), bfloat16)}
+
+
+def _staged_planes(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, beta, out_shape: tuple):
+    """``run(a, b, bias, out)`` through planes in memory (``_planes_launches``) for operands laid out as these,
+    every batch extent 1 (``bias`` None when beta is 0): the planes form of a product on bfloat16 parts."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+
+    def as_matrices(a, b, bias):
+        # every batch extent is 1: reshapes are views, and 2-D operands need none
+        return (a if a.ndim == 2 else a.reshape(m, k), b if b.ndim == 2 else b.reshape(k, n),
+                None if bias is None else bias if bias.shape == (m, n) else bias.expand(*out_shape).reshape(m, n))
+    run_planes = _planes_launches(op, *as_matrices(a, b, bias), alpha, beta, a.device)
+
+    def run(a, b, bias, out):
+        run_planes(*as_matrices(a, b, bias if beta != 0 else None), out if out.ndim == 2 else out.view(m, n))
+    return run
+
+
+def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, beta, dev):
+    """``run(a, b, bias, out)`` for a float32 m x k by k x n product laid out as these 2-D views are
+    (``bias`` m x n, or None when beta is 0), through bfloat16 planes, K in chunks (``_plane_chunk_width``),
+    each chunk's product added to the last through the GEMM's epilogue. Launches and the chunks' products
+    are planned here. A call takes one buffer for every chunk's planes (the chunks run one after another)
+    and, past one chunk, one m x n temporary: the chunks' products alternate between it and the output, so
+    that the last lands in the output."""
+    (m, k), n = a.shape, b.shape[1]
+    float32 = get_dtype("float32")
+    steps = []
+    for start, kc in _plane_chunks(m, n, k):
+        # both operands' planes in one allocation a call
+        workspace = Workspace(_plane_pieces(m, n, kc))
+        planes: dict = {}
+        workspace.allocate(dev, planes)
+        splits = [
+            PlannedLaunch(K.split_bf16_planes, (cdiv(rows * cols, _PLANE_BLOCK),),
+                          [Slot(name), Slot(f"{name}_planes"), rows, cols, *x.stride(), split.stride(0), step],
+                          dict({f"P{j}": part for j, part in enumerate(parts)}, BLOCK=_PLANE_BLOCK,
+                               INDEX_64=needs_index_64(x, split)))
+            for name, x, split, rows, cols, step, parts in (("a", a, planes["a_planes"], m, kc, kc, _A_PLANES),
+                                                            ("b", b, planes["b_planes"], kc, n, kc * n, _B_PLANES))]
+        addend, weight = (bias, beta) if start == 0 else (new_tensor((m, n), float32, dev), 1)
+        product = _plan_product(op, planes["a_planes"], planes["b_planes"], float32, addend if weight != 0 else None,
+                                alpha, weight)
+        steps.append((start, kc, splits, workspace, product, weight))
+
+    planes_bytes = max(workspace.nbytes for _, _, _, workspace, _, _ in steps)
+    uint8 = get_dtype("uint8")
+
+    def run(a, b, bias, out):
+        buffer = scratch_tensor((planes_bytes,), uint8, dev)
+        spare = scratch_tensor((m, n), float32, dev) if len(steps) > 1 else None
+        last = None
+        for index, (start, kc, splits, workspace, product, weight) in enumerate(steps):
+            whole = not start and kc == k
+            tensors = {"a": a if whole else a[:, start:start + kc], "b": b if whole else b[start:start + kc]}
+            workspace.carve(buffer, tensors)
+            for planned in splits:
+                planned(dev, tensors)
+            addend = (bias if weight != 0 else None) if last is None else last
+            # an even number of chunks still to come after this one: this one writes the output
+            last = product(tensors["a_planes"], tensors["b_planes"], addend,
+                           out if (len(steps) - 1 - index) % 2 == 0 else spare)
+    return run
+
+
+def _with_precision(flags: dict, config: dict) -> dict:
+    """The operand flags, with the dot precision a config may name (benchmark sweeps of emulated float32
+    only: tuning candidates never name one, so float32 stays true float32 unless the user opts out)."""
+    return dict(flags, PRECISION=config["PRECISION"]) if "PRECISION" in config else flags
+
+
+def _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn):
+    """Whether tensor descriptors can read a and b laid out with these strides (the last dim contiguous,
+    the other stride a multiple of 16 bytes), and whether b is read K-major; (False, False) when not."""
+    def aligned(stride):
+        return (stride * dtype.itemsize) % 16 == 0 and stride > 0
+    if a_sk != 1 or not aligned(a_sm):
+        return False, False
+    if b_sk == 1 and aligned(b_sn):
+        return True, True
+    if b_sn == 1 and aligned(b_sk):
+        return True, False
+    return False, False
+
+
+def _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides, shape_c, a_bs, b_bs, bias_bs,
+                    out_bs, index_64):
+    """``execute(a, b, bias) -> out`` through ``gemm_exact``: integer products summed exactly in int64 (the
+    matrix unit takes no int64 operands, and int32 ones on few targets), one launch per MAX_GRID_Y batches.
+    Its tiles are fixed (a tile's K x int64 partial products live in registers), not tuned."""
+    dev = a.device
+    batches = S.numel(shape_c)
+    block_m, block_n, block_k = (max(2, min(limit, next_pow2(extent)))
+                                 for limit, extent in zip(_EXACT_TILE, (m, n, k)))
+    tiles = cdiv(m, block_m) * cdiv(n, block_n)
+    constexprs = dict(BATCH_RANK=len(shape_c), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, HAS_BIAS=has_bias,
+                      SCALED=scaled, INDEX_64=index_64, INTERPRETED=bool(backend_for(dev).facts["kernels"].get(
+                          "interpreted")), num_warps=4)
+    (a_sm, a_sk), (b_sk, b_sn) = a.stride()[-2:], b.stride()[-2:]
+    launches = [PlannedLaunch(K.gemm_exact, (tiles, min(MAX_GRID_Y, batches - start)),
+                              [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, start, int(alpha), int(beta),
+                               shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk, b_sn, *bias_strides[-2:],
+                               *out.stride()[-2:]], constexprs)
+                for start in range(0, batches, MAX_GRID_Y)]
+    fresh_output = fresh_tensor_maker(out.shape, out.dtype, dev)
+
+    def execute(a, b, bias):
+        out = fresh_output()
+        tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out}
+        for planned in launches:
+            planned(dev, tensors)
+        return out
+    return execute
+
+
+def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, scaled, flags, strides):
+    """``run(a, b, bias, out)`` through ``gemm_tiles`` for one matrix. A TMA config whose operands cannot
+    be read by descriptors (strides here, or an address off 16 bytes at a call) reads through pointers."""
+    a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn = strides
+    tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
+    programs = min(tiles, multiprocessors(dev)) if config.get("PERSISTENT") else tiles
+    tma, b_k_major = _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn) if config.get("TMA") else (False, False)
+
+    def planned(use_tma):
+        constexprs = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
+                          GROUP_M=config["GROUP_M"], TMA=use_tma, B_K_MAJOR=use_tma and b_k_major,
+                          FLATTEN=bool(config.get("FLATTEN")), WARP_SPECIALIZE=bool(config.get("WARP_SPECIALIZE")),
+                          EVEN_K=k % config["BLOCK_K"] == 0, HAS_BIAS=has_bias, SCALED=scaled,
+                          num_warps=config["num_warps"], num_stages=config["num_stages"],
+                          **_with_precision(flags, config))
+        return PlannedLaunch(K.gemm_tiles, (programs,),
+                             [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, programs, alpha, beta,
+                              a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn], constexprs)
+    launch = planned(tma)
+    fallback = planned(False) if tma else None
+
+    def run(a, b, bias, out):
+        tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out}
+        if fallback is not None and (a.data_ptr() | b.data_ptr()) & 15:
+            fallback(dev, tensors)
+            return
+        launch(dev, tensors)
+    return run
+
+
+def _pad_batch(shape, *stride_sets):
+    if shape:
+        return (tuple(shape), *(tuple(s) for s in stride_sets))
+    return ((1,), *((0,) for _ in stride_sets))
