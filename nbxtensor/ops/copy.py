@@ -15,13 +15,13 @@ from ..device import backend_for, device as _device
 from ..dtypes import get_dtype
 from ..kernels.copy import (FORMAT_BOOL, FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE,
                             SMALL_FLOAT_FORMATS, SOURCE_CONSTANT, SOURCE_TENSOR, load_format, strided_copy)
-from ..launch import cdiv, launch_slots, refuse_capture
+from ..launch import cdiv, refuse_capture
 from ..lowering import needs_index_64
 from ..promotion import result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor
 from ..tensor import layout_key as tensor_layout_key
-from .plans import PlanCache, layout_key
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
 
 # Dims the copy kernel indexes directly; a copy of more dims (after merging) loops over the rest.
@@ -202,25 +202,10 @@ def _conversion_flags(st, dt, dev: _device) -> dict:
     )
 
 
-class _CopyPlan:
-    """What one geometry of copy needs besides its pointers and its constant: worked out once. ``args``
-    are the kernel's arguments with None where a call's destination, source and constant go
-    (``_VARYING``; a copy from a tensor has constant 0, fixed, and varies in its two tensors alone, so
-    that its launch can go straight to the bound launcher); ``bound`` is what ``launch_slots`` keeps of
-    the compiled kernel."""
-
-    __slots__ = ("grid", "args", "constexprs", "constexpr_key", "bound")
-
-    def __init__(self, grid, n, shape, dst_strides, src_strides, constexprs, from_tensor: bool):
-        self.grid = grid
-        self.args = [None, None, n, 0 if from_tensor else None, shape, dst_strides, src_strides]
-        self.constexprs = constexprs
-        self.constexpr_key = tuple(constexprs.items())
-        self.bound = {}
-
-
-_VARYING = [0, 1, 3]  # strided_copy's destination, source and constant bits
-_VARYING_TENSORS = [0, 1]  # a copy from a tensor: destination and source
+# a copy's slots: from a tensor, its destination and source (its constant bits 0, fixed, so that its launch
+# can go straight to the bound launcher); from a constant, the destination (twice) and the constant's bits
+_COPY_SLOTS = (Slot("dst"), Slot("src"))
+_FILL_SLOTS = (Slot("dst"), Slot("dst"), Slot("bits"))
 
 
 _SPLIT = object()  # a plan marker: more dims than the kernel indexes, copied one leading index at a time
@@ -248,7 +233,9 @@ def _plan_copy(dst: Tensor, src: Tensor | None, pairs: int):
     constexprs = dict(RANK=len(shape), SOURCE=flags.pop("SOURCE"),
                       CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[dt.itemsize]), **flags, PAIRS=pairs,
                       INDEX_64=index_64, BLOCK=block)
-    return _CopyPlan((cdiv(n, block),), n, shape, dst_strides, src_strides, constexprs, src is not None)
+    dst_slot, src_slot, bits = (*_COPY_SLOTS, 0) if src is not None else _FILL_SLOTS
+    return PlannedLaunch(strided_copy, (cdiv(n, block),),
+                         [dst_slot, src_slot, n, bits, shape, dst_strides, src_strides], constexprs)
 
 
 def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: int = PAIRS_NONE) -> None:
@@ -264,12 +251,7 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
         for i in range(dst.shape[0]):
             _run_copy(dst[i], None if src is None else src[i], constant_bits, pairs)
         return
-    if src is None:
-        launch_slots(strided_copy, plan.grid, dst.device, plan.args, _VARYING, [dst, dst, constant_bits],
-                     plan.constexprs, plan.constexpr_key, plan.bound)
-    else:
-        launch_slots(strided_copy, plan.grid, dst.device, plan.args, _VARYING_TENSORS, [dst, src], plan.constexprs,
-                     plan.constexpr_key, plan.bound)
+    plan.launch(dst.device, [dst, dst, constant_bits] if src is None else [dst, src])
 
 
 def _has_internal_overlap(t: Tensor) -> bool:
