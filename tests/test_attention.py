@@ -616,6 +616,33 @@ def test_paged_attention_caps_and_windows(rng, softcap, window):
         np.testing.assert_allclose(out[b], expected, atol=2e-5, rtol=2e-5)
 
 
+def test_prefill_and_paged_attention_plan_once_per_layout(rng, monkeypatch):
+    """A repeated call of either op with operands of one layout goes to its plan (its meta rule and launch
+    planning run once) and reads that call's operands and table values."""
+    from nbxtensor.ops import attention as attention_ops
+    planned = []
+    for name in ("_plan_prefill", "_plan_paged"):
+        make = getattr(attention_ops, name)
+        monkeypatch.setattr(attention_ops, name, lambda *args, _make=make, _name=name: planned.append(_name)
+                            or _make(*args))
+    attention_ops._attention_plans.clear()
+    for _ in range(2):
+        q, k, v = _inputs(rng, (4, 6, 32), (2, 9, 32), (2, 9, 32))
+        out = F.prefill_attention(to_nbx(q), to_nbx(k), to_nbx(v), softcap=0.5, window=5, query_offset=3)
+        _close(out, capped_reference(q, k, v, 0.5, 5, 3))
+        seq_lens = [int(n) for n in rng.integers(1, 30, 3)]
+        key_cache, value_cache, table = _paged_setup(rng, [29, 29, 29])
+        query = rng.standard_normal((3, 4, 32)).astype(np.float32)
+        paged = F.paged_attention(to_nbx(query), to_nbx(key_cache), to_nbx(value_cache), to_nbx(table),
+                                  to_nbx(np.array(seq_lens, np.int32))).numpy()
+        for b, length in enumerate(seq_lens):
+            keys, values = _gather(key_cache, table[b], length), _gather(value_cache, table[b], length)
+            # float32 softmax over at most 29 keys and 32-long dot products
+            np.testing.assert_allclose(paged[b], reference(query[b][:, None], keys, values)[:, 0], atol=2e-5,
+                                       rtol=2e-5)
+    assert planned == ["_plan_prefill", "_plan_paged"]
+
+
 def test_cap_window_and_offset_errors(rng):
     q, k, v = (to_nbx(a) for a in _inputs(rng, (2, 3, 16), (2, 5, 16), (2, 5, 16)))
     with pytest.raises(RuntimeError, match="query_offset 0 plus the query's 3 positions must be the key's length 5"):

@@ -647,22 +647,38 @@ def prefill_attention(query: Tensor, key: Tensor, value: Tensor, scale: float | 
     (H_kv, query_offset + L, E) hold every position so far; query head h reads key head h // (H_q // H_kv).
     The query at position p sees keys j <= p, and with ``window`` only j > p - window; ``softcap`` caps each
     scaled score s at softcap * tanh(s / softcap) before the softmax. Returns (H_q, L, Ev)."""
+    plan_key = ("prefill", layout_key(query), layout_key(key), layout_key(value), scale, softcap, type(window), window,
+                type(query_offset), query_offset)
+    execute = _attention_plans.get(plan_key, lambda: _plan_prefill(query, key, value, scale, softcap, window,
+                                                                   query_offset))
+    return execute(query, key, value)
+
+
+def _plan_prefill(query, key, value, scale, softcap, window, query_offset):
+    """``execute(query, key, value) -> out`` for ``prefill_attention``'s operands laid out as these (its
+    launches are tuned on these tensors and an output made here)."""
     meta = _causal_meta(query, key, value, scale, softcap, window, query_offset)
     dev = query.device
     for name, t in (("key", key), ("value", value)):
         if t.device != dev:
             raise RuntimeError(f"prefill_attention: expected all tensors on {dev}, got {name} on {t.device}")
-    out = new_tensor(meta.shape, meta.dtype, dev)
-    if out.numel() == 0:
-        return out
+    fresh_output = fresh_tensor_maker(meta.shape, meta.dtype, dev)
+    if not S.numel(meta.shape):
+        return lambda query, key, value: fresh_output()
+    out = fresh_output()
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     q4, k4, v4, out4 = (t.unsqueeze(0) for t in (query, key, value, out))
     launches, temporaries = _prefill(q4, k4, v4, None, K.MASK_NONE, FORMAT_NATIVE, (0, 0, 0, 0), out4,
                                      query.shape[0] // key.shape[0], scale, True, dev, backend_for(dev).facts,
                                      softcap=None if softcap is None else float(softcap), q_offset=query_offset,
                                      window=window)
-    run_launches(dev, launches, temporaries, {"q": q4, "k": k4, "v": v4, "mask": None, "out": out4})
-    return out
+
+    def execute(query, key, value):
+        out = fresh_output()
+        # the 4-D views the launches were planned on start where these tensors do
+        run_launches(dev, launches, temporaries, {"q": query, "k": key, "v": value, "mask": None, "out": out})
+        return out
+    return execute
 
 
 # ---- paged attention and its cache append ----------------------------------------------------------------
@@ -724,20 +740,35 @@ def paged_attention(query: Tensor, key_cache: Tensor, value_cache: Tensor, block
     multiple of H_kv (grouped-query heads). ``softcap`` caps each scaled score s at softcap * tanh(s /
     softcap); ``window`` lets the query see only the last ``window`` keys of its sequence. Returns
     (B, H_q, Ev); a sequence of length 0 gives zeros."""
+    plan_key = ("paged", layout_key(query), layout_key(key_cache), layout_key(value_cache), layout_key(block_table),
+                layout_key(seq_lens), scale, type(softcap), softcap, type(window), window)
+    execute = _attention_plans.get(plan_key, lambda: _plan_paged(query, key_cache, value_cache, block_table, seq_lens,
+                                                                 scale, softcap, window))
+    return execute(query, key_cache, value_cache, block_table, seq_lens)
+
+
+def _plan_paged(query, key_cache, value_cache, block_table, seq_lens, scale, softcap, window):
+    """``execute(query, key_cache, value_cache, block_table, seq_lens) -> out`` for ``paged_attention``'s
+    operands laid out as these: what the launches read of the tables' values, they read at each call."""
     meta = _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale, softcap, window)
-    out = new_tensor(meta.shape, meta.dtype, query.device)
-    if out.numel() == 0:
-        return out
+    dev = query.device
+    fresh_output = fresh_tensor_maker(meta.shape, meta.dtype, dev)
+    if not S.numel(meta.shape):
+        return lambda query, key_cache, value_cache, block_table, seq_lens: fresh_output()
     E = query.shape[-1]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
     capacity = block_table.shape[1] * key_cache.shape[1]
-    facts = backend_for(query.device).facts
+    facts = backend_for(dev).facts
     launches, temporaries = _decode(query, key_cache, value_cache, None, K.MASK_NONE, FORMAT_NATIVE, (0, 0, 0, 0),
-                                    out, query.shape[1] // key_cache.shape[2], scale, capacity, query.device, facts,
+                                    fresh_output(), query.shape[1] // key_cache.shape[2], scale, capacity, dev, facts,
                                     paged=(block_table, seq_lens), softcap=softcap, window=window)
-    run_launches(query.device, launches, temporaries, {"q": query, "k": key_cache, "v": value_cache, "out": out,
-                                                        "table": block_table, "lens": seq_lens})
-    return out
+
+    def execute(query, key_cache, value_cache, block_table, seq_lens):
+        out = fresh_output()
+        run_launches(dev, launches, temporaries, {"q": query, "k": key_cache, "v": value_cache, "out": out,
+                                                  "table": block_table, "lens": seq_lens})
+        return out
+    return execute
 
 
 def _append_meta(key, value, key_cache, value_cache, slot_mapping):
