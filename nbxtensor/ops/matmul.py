@@ -311,7 +311,10 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
 # long K tiles keep many bytes in flight; several rows go through tl.dot, with K tiles up to the same length
 # (weight streaming wants bytes in flight more than square tiles), or more stages of shorter ones.
 _GEMV_ONE_ROW_SHAPES = [(32, 256, 1, 4), (16, 512, 1, 4), (64, 256, 1, 8), (32, 512, 1, 8), (16, 256, 1, 4),
-                        (64, 128, 1, 4), (32, 256, 2, 4), (128, 64, 1, 4), (64, 128, 4, 4)]
+                        (64, 128, 1, 4), (32, 256, 2, 4), (128, 64, 1, 4), (64, 128, 4, 4),
+                        # narrow column tiles: a weight of a few thousand outputs (an attention output or a
+                        # down projection at batch 1) still spreads over several programs an SM
+                        (8, 512, 1, 4), (8, 256, 1, 2), (4, 512, 1, 2), (16, 512, 2, 4), (8, 512, 2, 4)]
 _GEMV_ROWS_SHAPES = [(64, 128, 1, 4), (128, 128, 1, 8), (64, 64, 1, 4), (32, 256, 1, 4), (64, 256, 1, 8),
                      (64, 128, 2, 4), (128, 128, 4, 8), (64, 128, 8, 4), (32, 128, 8, 4), (256, 64, 2, 8),
                      (16, 256, 1, 4), (32, 512, 1, 8), (16, 512, 1, 4),
