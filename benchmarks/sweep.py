@@ -48,6 +48,7 @@ QUICK_PER_FAMILY = 14
 # warm Triton cache, check): used for --list's estimate and to stop before the budget runs out
 SETUP_ESTIMATE_S = 0.6
 HOST_SECTION_S = 25.0
+HOST_HEADROOM_CYCLES = 100_000  # about 50 us at a GPU's clock: more than a call's host cost
 BELOW = 0.9
 SMOKE_FAMILIES = ("gemm", "norm", "attention_decode")
 SMOKE_MODELS = ("llama-3-8b",)  # bfloat16 with grouped-query heads
@@ -677,13 +678,19 @@ class GpuTimer:
     """Device time by CUDA events, ours and torch's in alternating batches, each call after an L2 flush;
     rounds and calls fitted to the case's time budget."""
 
-    def __init__(self, nbx, l2_bytes: int):
+    def __init__(self, nbx, torch, l2_bytes: int):
         sys.path.insert(0, str(HERE))
         import timing
         self.timing = timing
-        self.flush_buffer = nbx.empty(2 * l2_bytes, dtype=nbx.uint8, device="cuda")
-        self.flush = self.flush_buffer.zero_
-        self.flush_ms = timing.gpu_time_ms(self.flush)
+        buffer = nbx.empty(2 * l2_bytes, dtype=nbx.uint8, device="cuda")
+
+        def flush():
+            buffer.zero_()
+            # the device idles a moment after the flush while the host queues the timed call, so that a
+            # call's host cost (timed apart, in the host section) does not show as device time
+            torch.cuda._sleep(HOST_HEADROOM_CYCLES)
+        self.flush = flush
+        self.flush_ms = timing.gpu_time_ms(flush)
 
     def pair(self, ours, theirs, seconds: float) -> tuple[float, float]:
         first_ours, first_theirs = self.timing.gpu_pair_ms(ours, theirs, warmup=1, reps=1, rounds=1, flush=self.flush)
@@ -958,7 +965,7 @@ def main(argv=None) -> int:
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False  # float32 products in torch: IEEE, as its default
         name = nbx.cuda.get_device_name()
-        timer = GpuTimer(nbx, int(facts.get("l2_cache_bytes", 128 << 20)))
+        timer = GpuTimer(nbx, torch, int(facts.get("l2_cache_bytes", 128 << 20)))
     else:
         name, timer = "CPU (Triton interpreter)", HostTimer()
     flops_rate, bandwidth = floor_rates(facts, name)
@@ -971,8 +978,9 @@ def main(argv=None) -> int:
     import triton
     header = (f"{name} ({facts['name']} facts), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; nbxtensor "
               f"{nbx.__version__}, triton {triton.__version__}, torch {torch.__version__}; {seconds} s a case"
-              f"{', every call after an L2 flush' if device == 'cuda' else ', host clock'}; floor: bytes at {_num(bandwidth, '.3g')} B/s, FLOPs at "
-              f"{_num(flops_rate.get('bfloat16'), '.3g')} (half) / {_num(flops_rate.get('float32'), '.3g')} (fp32) FLOP/s")
+              f"{', every call after an L2 flush' if device == 'cuda' else ', host clock'}; floor: bytes at "
+              f"{_num(bandwidth, '.3g') or 'none'} B/s, FLOPs at {_num(flops_rate.get('bfloat16'), '.3g') or 'none'} "
+              f"(half) / {_num(flops_rate.get('float32'), '.3g') or 'none'} (fp32) FLOP/s")
     print(header, flush=True)
     run_host = device == "cuda" and (families is None or "host" in families)
     reserve = HOST_SECTION_S if run_host else 0.0

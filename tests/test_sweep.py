@@ -168,3 +168,14 @@ def test_a_failing_case_is_reported_and_the_sweep_goes_on(tmp_path, monkeypatch)
     assert rows["attention_decode"]["status"] == "ok"
     assert result["geomean"] == pytest.approx(rows["attention_decode"]["ratio"])
     assert "torch failed: RuntimeError: torch has no kernel" in (tmp_path / "sweep.md").read_text()
+
+
+@cpu_kernels
+def test_the_budget_stops_the_run_and_the_tables_are_still_written(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setenv("NBX_DEVICE", "cpu")
+    monkeypatch.setenv("NBX_SWEEP_BUDGET_S", "0")
+    assert sweep.main(["--cpu-smoke", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "sweep.json").read_text())
+    assert [r["status"] for r in result["rows"]] == ["not run"] * 3 and result["geomean"] is None
+    assert "not run" in (tmp_path / "sweep.md").read_text()
