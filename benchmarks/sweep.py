@@ -765,13 +765,12 @@ def floor_rates(facts: dict, device_name: str) -> tuple[dict, float | None]:
     part = next((word for word in device_name.lower().replace("-", " ").split() if any(
         part in word for part in ("h100", "h200", "a100", "l40"))), "")
 
-    def pick(table, words=()):
+    def pick(table):
         if not table:
             return None
         keys = list(table)
-        ranked = ([k for k in keys if k.startswith("measured") and part and part in k and all(w in k for w in words)]
-                  + [k for k in keys if part and part in k and all(w in k for w in words)]
-                  + [k for k in keys if all(w in k for w in words)] + keys)
+        ranked = ([k for k in keys if k.startswith("measured") and part and part in k]
+                  + [k for k in keys if part and part in k] + keys)
         return float(table[ranked[0]])
     flops = facts.get("flops_per_s") or {}
     half = pick({k: v for k, v in flops.items() if "float32" not in k})
