@@ -44,10 +44,12 @@ DEFAULT_BUDGET_S = 510.0
 DEFAULT_SECONDS_PER_CASE = 0.2
 QUICK_SECONDS_PER_CASE = 0.15
 QUICK_PER_FAMILY = 14
-# a guess at what a case costs besides its timing budget (inputs, first call with compile and tuning on a
-# warm Triton cache, check): used for --list's estimate and to stop before the budget runs out
-SETUP_ESTIMATE_S = 0.6
+# a guess at what a case costs besides its timing budget (inputs, first call with tuning on a warm Triton
+# cache, check): used for --list's estimate and to stop before the budget runs out
+SETUP_ESTIMATE_S = 0.3
 HOST_SECTION_S = 25.0
+PRECOMPILE_WORKERS = 8
+PRECOMPILE_SHARE = 0.4  # of the budget, at most, spent compiling ahead
 HOST_HEADROOM_CYCLES = 100_000  # about 50 us at a GPU's clock: more than a call's host cost
 BELOW = 0.9
 SMOKE_FAMILIES = ("gemm", "norm", "attention_decode")
@@ -883,6 +885,60 @@ def markdown(header: str, families, overall, rows, host_rows) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---- compiling ahead, in parallel --------------------------------------------------------------------------
+def _precompile_cases(keys: list, device: str, tuning_dir: str, deadline: float) -> tuple[int, list]:
+    """Worker: the first call of each case (its kernels compiled, its launch keys tuned) into a throwaway
+    tuning store; Triton keeps what it compiles on disk, where the timed run finds it."""
+    os.environ["NBX_TUNING_DIR"] = tuning_dir
+    import nbxtensor as nbx
+    import torch
+    env = Env(nbx, torch, device)
+    done, errors = 0, []
+    for op, params, dtype in keys:
+        if time.time() > deadline:
+            break
+        try:
+            built = BUILDERS[op](env, dict(params), dtype)
+            built.ours()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            done += 1
+        except Exception as error:  # noqa: BLE001  (the timed run meets and reports it again)
+            errors.append(f"{op} {describe(op, dict(params))} {dtype}: {type(error).__name__}: {error}"[:200])
+        built = None
+        if device == "cuda":
+            torch.cuda.empty_cache()
+            nbx.cuda.empty_cache()
+    return done, errors
+
+
+def precompile(cases: list[Case], workers: int, device: str, seconds: float) -> None:
+    """The cases' first calls in ``workers`` processes before anything is timed: compiling is host work that
+    the host's cores share, and the timed run then loads kernels instead of compiling them. The workers
+    tune into a scratch store (choices made while they contend for the device are thrown away), so the
+    timed run tunes afresh on a warm compile cache."""
+    import concurrent.futures
+    import multiprocessing
+    import tempfile
+    start = time.perf_counter()
+    deadline = time.time() + seconds
+    chunks = [[c.key for c in cases[i::workers]] for i in range(workers)]
+    try:
+        with tempfile.TemporaryDirectory() as scratch, concurrent.futures.ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            results = list(pool.map(_precompile_cases, chunks, [device] * workers, [scratch] * workers,
+                                    [deadline] * workers))
+    except Exception as error:  # noqa: BLE001  (the timed run compiles what the workers did not)
+        print(f"precompile failed ({type(error).__name__}: {error}); the run compiles as it goes", flush=True)
+        return
+    done = sum(n for n, _ in results)
+    errors = [e for _, found in results for e in found]
+    print(f"precompiled {done} of {len(cases)} cases' first calls in {time.perf_counter() - start:.0f} s with "
+          f"{workers} workers; {len(errors)} failed there", flush=True)
+    for error in errors[:20]:
+        print(f"  {error}", flush=True)
+
+
 # ---- the command line ------------------------------------------------------------------------------------
 def smoke_model(model: Model) -> Model:
     """The model with every extent cut down (ratios kept: grouped heads stay grouped, a head dimension that
@@ -911,6 +967,9 @@ def parse(argv):
     parser.add_argument("--list", action="store_true", help="print the cases and the estimated time; run nothing")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="a few cases of models scaled down, on the CPU device (kernels interpreted)")
+    parser.add_argument("--precompile", type=int, metavar="WORKERS",
+                        help="processes compiling the cases' kernels before the timed run (default: up to "
+                             f"{PRECOMPILE_WORKERS} on a GPU, none on the CPU; 0: none)")
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="where sweep.md and sweep.json go")
     return parser.parse_args(argv)
 
@@ -944,7 +1003,8 @@ def main(argv=None) -> int:
     print("cases per family: " + ", ".join(f"{f} {n}" for f, n in counts.items() if n) + f"; {len(cases)} in all",
           flush=True)
     print(f"estimated GPU time: {len(cases) * (seconds + SETUP_ESTIMATE_S) / 60:.1f} min ({seconds} s timing + "
-          f"~{SETUP_ESTIMATE_S} s setup a case, first calls' compiling and tuning on top on a cold cache)", flush=True)
+          f"~{SETUP_ESTIMATE_S} s setup a case on warm caches; on a cold one, compiling ahead takes up to "
+          f"{PRECOMPILE_SHARE:.0%} of the budget and tuning comes on top)", flush=True)
     if args.list:
         for case in cases:
             print(f"  {case.family:18s} {case.op:16s} {case.shape():48s} {case.dtype:9s} {'; '.join(case.users)}")
@@ -981,6 +1041,10 @@ def main(argv=None) -> int:
               f"{_num(bandwidth, '.3g') or 'none'} B/s, FLOPs at {_num(flops_rate.get('bfloat16'), '.3g') or 'none'} "
               f"(half) / {_num(flops_rate.get('float32'), '.3g') or 'none'} (fp32) FLOP/s")
     print(header, flush=True)
+    workers = args.precompile if args.precompile is not None else (
+        min(PRECOMPILE_WORKERS, max(1, (os.cpu_count() or 2) - 1)) if device == "cuda" else 0)
+    if min(workers, len(cases)) > 0:
+        precompile(cases, min(workers, len(cases)), device, PRECOMPILE_SHARE * budget)
     run_host = device == "cuda" and (families is None or "host" in families)
     reserve = HOST_SECTION_S if run_host else 0.0
     rows = []
