@@ -196,10 +196,12 @@ FORMS = [
     Form("gate-up projection", "linear", TOKENS,
          _when(lambda m, s: m.gated, _linear(lambda m: 2 * m.intermediate, lambda m: m.hidden))),
     Form("up projection", "linear", TOKENS,
-         _when(lambda m, s: not m.gated, _linear(lambda m: m.intermediate, lambda m: m.hidden, lambda m: m.bias is True))),
+         _when(lambda m, s: not m.gated,
+               _linear(lambda m: m.intermediate, lambda m: m.hidden, lambda m: m.bias is True))),
     Form("down projection", "linear", TOKENS,
          _linear(lambda m: m.hidden, lambda m: m.intermediate, lambda m: m.bias is True)),
-    Form("lm head", "linear", DECODE, _when(lambda m, s: _has_lm_head(m), _linear(lambda m: m.vocab, lambda m: m.hidden))),
+    Form("lm head", "linear", DECODE,
+         _when(lambda m, s: _has_lm_head(m), _linear(lambda m: m.vocab, lambda m: m.hidden))),
     # eager attention of encoders: scores and context as batched products of one matrix per head
     Form("attention scores (eager)", "bmm", ENCODE,
          lambda m, s, w: dict(batch=s.batch * m.heads, m=s.seq, n=s.seq, k=m.head_dim)),
@@ -470,7 +472,8 @@ def build_sdpa(env, p, dtype):
     flops = 4 * B * H * S * S * D // (2 if causal else 1)
     return Built(lambda: env.F.scaled_dot_product_attention(nq, nk, nv, is_causal=causal, enable_gqa=gqa),
                  lambda: env.TF.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa),
-                 2 * (B * H * S * D + B * G * S * D) * _size(dtype), flops, tolerance(dtype, D) + 4 * UNIT_ROUNDOFF[dtype])
+                 2 * (B * H * S * D + B * G * S * D) * _size(dtype), flops,
+                 tolerance(dtype, D) + 4 * UNIT_ROUNDOFF[dtype])
 
 
 def build_paged(env, p, dtype):
@@ -720,11 +723,24 @@ def _first(out):
     return tuple(out) if isinstance(out, (tuple, list)) else out
 
 
+def blank_row(case: Case, status: str) -> dict:
+    return dict(family=case.family, op=case.op, shape=case.shape(), dtype=case.dtype, models=case.models(),
+                users=case.users, params=dict(case.params), status=status, error=None, torch_error=None,
+                ours_ms=None, torch_ms=None, ratio=None, check=None, check_ok=None, first_call_s=None)
+
+
+def device_alive(torch) -> bool:
+    """False once a fault (an illegal address, a launch failure) has left the CUDA context unusable."""
+    try:
+        torch.cuda.synchronize()
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def run_case(env, case: Case, timer, seconds: float, floor) -> dict:
     """One row: our time and torch's, the check, the floor; errors are recorded, never raised."""
-    row = dict(family=case.family, op=case.op, shape=case.shape(), dtype=case.dtype, models=case.models(),
-               users=case.users, params={k: v for k, v in case.params}, status="ok", error=None, torch_error=None,
-               ours_ms=None, torch_ms=None, ratio=None, check=None, check_ok=None, first_call_s=None)
+    row = blank_row(case, "ok")
     try:
         built = BUILDERS[case.op](env, case.p, case.dtype)
     except Exception as error:  # noqa: BLE001  (a case that cannot be set up is reported, the sweep goes on)
@@ -858,7 +874,8 @@ def print_summary(families, overall):
 
 def markdown(header: str, families, overall, rows, host_rows) -> str:
     lines = [f"# Sweep over model shapes\n\n{header}\n", "## By family (torch ms / our ms)\n",
-             "| family | cases | timed | geomean | below 0.9x | errors | worst |", "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "| family | cases | timed | geomean | below 0.9x | errors | worst |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for f in families:
         worst = f"{f['worst_ratio']:.2f}x {f['worst']}" if f["worst"] else ""
         lines.append(f"| {f['family']} | {f['cases']} | {f['timed']} | {_num(f['geomean'], '.2f')} | {f['below']} | "
@@ -979,7 +996,8 @@ def plan(args) -> tuple[list[Case], set | None]:
     families = None if args.family is None else set(args.family.split(","))
     unknown = (families or set()) - set(FAMILIES) - {"host"}
     if unknown:
-        raise SystemExit(f"sweep.py: unknown family {', '.join(sorted(unknown))}; families: {', '.join(FAMILIES)}, host")
+        raise SystemExit(f"sweep.py: unknown family {', '.join(sorted(unknown))}; families: "
+                         f"{', '.join(FAMILIES)}, host")
     names = None if args.model is None else args.model.split(",")
     missing = set(names or ()) - {m.name for m in models}
     if missing:
@@ -1022,7 +1040,9 @@ def main(argv=None) -> int:
     env.synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     facts = backend_for(nbx.device(device)).facts
     if device == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False  # float32 products in torch: IEEE, as its default
+        # float32 products and convolutions in torch at IEEE precision (cuDNN's default is TF32), as ours
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
         name = nbx.cuda.get_device_name()
         timer = GpuTimer(nbx, torch, int(facts.get("l2_cache_bytes", 128 << 20)))
     else:
@@ -1050,9 +1070,7 @@ def main(argv=None) -> int:
     rows = []
     for i, case in enumerate(cases):
         if time.perf_counter() - started + seconds + SETUP_ESTIMATE_S + reserve > budget:
-            rows += [dict(family=c.family, op=c.op, shape=c.shape(), dtype=c.dtype, models=c.models(), users=c.users,
-                          params=dict(c.params), status="not run", error=None, torch_error=None, ours_ms=None,
-                          torch_ms=None, ratio=None, check=None, check_ok=None, first_call_s=None) for c in cases[i:]]
+            rows += [blank_row(c, "not run") for c in cases[i:]]
             print(f"budget of {budget:.0f} s (NBX_SWEEP_BUDGET_S) reached: {len(cases) - i} cases not run", flush=True)
             break
         row = run_case(env, case, timer, seconds, floor)
@@ -1064,6 +1082,11 @@ def main(argv=None) -> int:
         print(f"[{i + 1}/{len(cases)}] {case.family} {case.op} {case.shape()} {case.dtype}: {row['status']} {shown}"
               f"{' (first call %.1f s)' % row['first_call_s'] if row['first_call_s'] else ''}"
               f"{' -- ' + problem if problem else ''}  [{', '.join(case.models())}]", flush=True)
+        if device == "cuda" and row["status"] == "error" and not device_alive(torch):
+            rows += [blank_row(c, "not run") for c in cases[i + 1:]]
+            print(f"the device faulted in this case: {len(cases) - i - 1} cases not run", flush=True)
+            run_host = False
+            break
         if device == "cuda" and row.get("nbytes", 0) > 1 << 28:  # give big inputs' memory back to both caches
             torch.cuda.empty_cache()
             nbx.cuda.empty_cache()
