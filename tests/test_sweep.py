@@ -179,3 +179,15 @@ def test_the_budget_stops_the_run_and_the_tables_are_still_written(tmp_path, mon
     result = json.loads((tmp_path / "sweep.json").read_text())
     assert [r["status"] for r in result["rows"]] == ["not run"] * 3 and result["geomean"] is None
     assert "not run" in (tmp_path / "sweep.md").read_text()
+
+
+@cpu_kernels
+def test_precompile_runs_first_calls_in_worker_processes(monkeypatch, capsys):
+    pytest.importorskip("torch")
+    monkeypatch.setenv("NBX_DEVICE", "cpu")
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # where a spawned worker finds this module
+    workloads, models = sweep.load_table()
+    cases = sweep.select(sweep.build_cases([sweep.smoke_model(m) for m in models], sweep.SMOKE_WORKLOADS),
+                         {"norm"}, ["llama-3-8b"])[:1]
+    sweep.precompile(cases, 1, "cpu", 60.0)
+    assert "precompiled 1 of 1 cases' first calls" in capsys.readouterr().out
