@@ -16,9 +16,12 @@ Prints per op family the geometric mean of torch/ours, the worst row and its sha
 and functions against torch's. Writes ``sweep.md`` (the full table) and ``sweep.json`` under $OUT.
 
     python benchmarks/sweep.py [--quick] [--family gemm,norm] [--model llama-3-8b] [--limit N]
-                               [--seconds-per-case S] [--list] [--cpu-smoke]
+                               [--seconds-per-case S] [--precompile WORKERS] [--list] [--cpu-smoke]
 
-A failing case prints its error and the sweep goes on; a case only torch fails is timed alone and marked.
+Before anything is timed, worker processes make every case's first call (compiling its kernels into
+Triton's disk cache, tuning into a scratch store), so that the timed run loads kernels instead of
+compiling them. A failing case prints its error and the sweep goes on; a case only torch fails is timed
+alone and marked.
 ``NBX_SWEEP_BUDGET_S`` (seconds, default 510) bounds the run: cases are run families in turn, so a run
 stopped by the budget still covers every family, and the tables are printed all the same. ``--cpu-smoke``
 runs a few cases of models scaled down on the CPU device (kernels interpreted), timed by the host clock.
