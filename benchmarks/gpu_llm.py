@@ -25,7 +25,8 @@ import torch  # noqa: E402  (the reference; nbxtensor.llm never imports it)
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 LAYERS = int(os.environ.get("NBX_LLAMA_LAYERS", "22"))
-BANDWIDTH = 4.8e12  # H200 HBM3e, bytes/s
+# datasheet bandwidths (bytes/s): H100 SXM HBM3, H200 HBM3e
+BANDWIDTH = 3.35e12 if "H100" in torch.cuda.get_device_name() else 4.8e12
 
 
 SIZES = {
