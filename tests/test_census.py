@@ -67,12 +67,38 @@ def _chain(directory, steps):
     return g.write(directory, [{"tensor": "input::x"}], [x])
 
 
+def _conv_block(directory):
+    """A ResNet-ish block on a batch of s 6x6 RGB images: a 3x3 stem (3 input channels: the implicit GEMM's
+    flat-K form), ReLU, a depthwise 3x3 (the direct kernel), a 1x1 with bias (the matrix product), the
+    residual add, ReLU and a strided 3x3 downsampling (the implicit GEMM)."""
+    rng = np.random.default_rng(5)
+
+    def weight(*shape):
+        return (rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype(np.float32)
+
+    g = _Builder({"s": {"min": 1, "max": 64, "trace": 2}})
+    x = g.input("x", ["s", 3, 6, 6])
+    stem = g.op("aten::conv2d.default", [x, g.param("stem", weight(32, 3, 3, 3)), g.param("stem_bias", weight(32, 1)[:, 0]),
+                                         [1, 1], [1, 1], [1, 1], 1], ["s", 32, 6, 6])
+    active = g.op("aten::relu.default", [stem], ["s", 32, 6, 6])
+    depthwise = g.op("aten::conv2d.default", [active, g.param("depthwise", weight(32, 1, 3, 3)), None, [1, 1], [1, 1],
+                                              [1, 1], 32], ["s", 32, 6, 6])
+    pointwise = g.op("aten::conv2d.default", [depthwise, g.param("pointwise", weight(32, 32, 1, 1)),
+                                              g.param("pointwise_bias", weight(32, 1)[:, 0]), [1, 1], [0, 0], [1, 1], 1],
+                     ["s", 32, 6, 6])
+    residual = g.op("aten::relu.default", [g.op("aten::add.Tensor", [active, pointwise], ["s", 32, 6, 6])],
+                    ["s", 32, 6, 6])
+    down = g.op("aten::conv2d.default", [residual, g.param("down", weight(16, 32, 3, 3)), None, [2, 2], [1, 1], [1, 1],
+                                         1], ["s", 16, 3, 3])
+    return g.write(directory, [x], [down])
+
+
 def _inputs(model, values):
     rng = np.random.default_rng(0)
     return [rng.standard_normal(model._shape(t, values)).astype(np.float32) for t in model.inputs]
 
 
-@pytest.mark.parametrize("build", [_encoder, _products])
+@pytest.mark.parametrize("build", [_encoder, _products, _conv_block])
 @pytest.mark.parametrize("s", [1, 20])
 def test_census_equals_the_shadow_run(tmp_path, build, s):
     directory = build(str(tmp_path / "g"))
