@@ -355,6 +355,14 @@ def _key_flag(flags: dict, name: str) -> str:
     return flags[name]
 
 
+def _key_extents_3d(flags: dict, name: str) -> tuple:
+    """A DxHxW flag of a convolution key (its window or stride) as three positive integers."""
+    parts = _key_flag(flags, name).split("x")
+    if len(parts) != 3 or not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise ValueError(f"convolution launch key: {name}={flags[name]!r} is not three positive extents DxHxW")
+    return tuple(int(part) for part in parts)
+
+
 def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
     """Convolution keys (``conv``: the implicit GEMM, ``direct_conv``: the direct kernel): ``convolution``
     with groups of the key's channels (moved within their buckets where the route asks, see
@@ -370,11 +378,11 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
     from .device import backend_for
     from .ops.convolution import _DIRECT_SHAPES, convolution
     rng = np.random.default_rng(0)
+    if len(dtypes) != 1 or set(extents) != {"M", "N", "K"}:
+        raise ValueError(f"convolution launch key: extents {sorted(extents)} and dtypes {list(dtypes)}, expected "
+                         "M, N, K and one dtype")
     (name,) = dtypes
-    window = tuple(int(e) for e in _key_flag(flags, "window").split("x"))
-    stride = tuple(int(e) for e in _key_flag(flags, "stride").split("x"))
-    if len(window) != 3 or len(stride) != 3:
-        raise ValueError(f"convolution launch key: window {window} and stride {stride} are not 3-d")
+    window, stride = _key_extents_3d(flags, "window"), _key_extents_3d(flags, "stride")
     channels_last, transposed, grouped = (_key_flag(flags, f) == "1" for f in ("channels_last", "transposed",
                                                                                "groups"))
     channels = _conv_channels(route, extents["N"], extents["K"], backend_for(device).facts["ladders"]["cols"],

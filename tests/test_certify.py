@@ -191,9 +191,16 @@ def test_a_convolution_candidate_planted_to_compute_wrongly_is_refused(key, monk
     assert tuning.entries("cpu")[key]["refused"] == report["refused"]
 
 
-def test_malformed_convolution_keys_are_refused_by_name():
-    with pytest.raises(ValueError, match="no 'stride' flag"):
-        certify.certify_key("conv|M=64|N=64|K=16|float32|window=1x3x3", "cpu")
+@pytest.mark.parametrize("key, problem", [
+    ("conv|M=64|N=64|K=16|float32|window=1x3x3", "no 'stride' flag"),
+    ("conv|M=64|N=64|K=16|float32|window=3x3|stride=1x1x1|channels_last=0|transposed=0|groups=0",
+     "window='3x3' is not three positive extents"),
+    ("direct_conv|M=64|N=16|float32|window=1x3x3|stride=1x0x1|channels_last=0|transposed=0|groups=0",
+     r"extents \['M', 'N'\] and dtypes \['float32'\], expected M, N, K"),
+])
+def test_malformed_convolution_keys_are_refused_by_name(key, problem):
+    with pytest.raises(ValueError, match=problem):
+        certify.certify_key(key, "cpu")
 
 
 def _plant(monkeypatch, wrong_block_k: int, good: bool = True):
