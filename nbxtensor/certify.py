@@ -367,12 +367,12 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
     """Convolution keys (``conv``: the implicit GEMM, ``direct_conv``: the direct kernel): ``convolution``
     with groups of the key's channels (moved within their buckets where the route asks, see
     ``_conv_channels``), its window and stride (2-d unless the depth has a window or a stride), padding
-    about half the window (borders read zeros), dilation 1, grouped when the key says so (3 groups for the
-    implicit GEMM; for the direct kernel, more output channels than its widest tile), the input
-    channels-last when the key says so, the weight contiguous as a module holds it (STAGE candidates copy
-    it), a bias, and the M output positions as a batch of 2 (M even) and output extents about square. A
-    1x1 stride-1 ungrouped forward key is formed only by an input no view reshapes into the product's
-    operand: the input is read in place from a wider buffer.
+    about half the window (borders read zeros), the stride - 1 trailing inputs a stride skips, dilation 1,
+    grouped when the key says so (3 groups for the implicit GEMM; for the direct kernel, more output
+    channels than its widest tile), the input channels-last when the key says so, the weight contiguous as
+    a module holds it (STAGE candidates copy it), a bias, and the M output positions as a batch of 2 (M
+    even) and output extents about square. A 1x1 stride-1 ungrouped forward key is formed only by an input
+    no view reshapes into the product's operand: the input is read in place from a wider buffer.
     Bound: the product's, γ(K+3)·(|x|*|w|) for the K = C_in/groups * window products of an output, one
     more term for the bias, then the output's rounding."""
     from .device import backend_for
@@ -404,10 +404,11 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
         output_padding = tuple(r % s for r, s in zip(reach, stride))
         in_spatial = tuple((r - q) // s + 1 for r, q, s in zip(reach, output_padding, stride))
         weight_shape = (cin, cout_g, *window)
-    else:  # out = (in + 2 * padding - window) // stride + 1
+    else:  # out = (in + 2 * padding - window) // stride + 1, the stride - 1 last inputs skipped
         output_padding = (0,) * dims
         for padding in (tuple((k - 1) // 2 for k in window), (0,) * dims):
-            in_spatial = tuple((o - 1) * s + k - 2 * p for o, s, k, p in zip(out_spatial, stride, window, padding))
+            in_spatial = tuple((o - 1) * s + k - 2 * p + s - 1
+                               for o, s, k, p in zip(out_spatial, stride, window, padding))
             if channels_last or np.prod(in_spatial) > 1:
                 break  # else an input of one position would be read as channels-last: no padding widens it
         weight_shape = (cout, cin_g, *window)

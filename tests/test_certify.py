@@ -130,6 +130,7 @@ CONVOLUTIONS = {
                                                        padding=1, groups=3),
     "1x1 read in place": lambda: F.conv2d(_image((1, 16, 4, 5), channels_last=True)[..., :4], _image((24, 16, 1, 1))),
     "one output position": lambda: F.conv2d(_image((1, 3, 3, 3)), _image((8, 3, 3, 3))),
+    "one output position, 1x1 stride 2": lambda: F.conv2d(_image((1, 16, 2, 2)), _image((64, 16, 1, 1)), stride=2),
 }
 
 
