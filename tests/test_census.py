@@ -72,24 +72,22 @@ def _conv_block(directory):
     flat-K form), ReLU, a depthwise 3x3 (the direct kernel), a 1x1 with bias (the matrix product), the
     residual add, ReLU and a strided 3x3 downsampling (the implicit GEMM)."""
     rng = np.random.default_rng(5)
-
-    def weight(*shape):
-        return (rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype(np.float32)
-
     g = _Builder({"s": {"min": 1, "max": 64, "trace": 2}})
+
+    def conv(x, name, cout, cin, window, stride, groups, bias, side):
+        weight = rng.standard_normal((cout, cin // groups, window, window)) / np.sqrt(cin // groups * window ** 2)
+        args = [x, g.param(name, weight.astype(np.float32)),
+                g.param(f"{name}_bias", (rng.standard_normal(cout) / 10).astype(np.float32)) if bias else None,
+                [stride, stride], [window // 2, window // 2], [1, 1], groups]
+        return g.op("aten::conv2d.default", args, ["s", cout, side, side])
+
     x = g.input("x", ["s", 3, 6, 6])
-    stem = g.op("aten::conv2d.default", [x, g.param("stem", weight(32, 3, 3, 3)), g.param("stem_bias", weight(32, 1)[:, 0]),
-                                         [1, 1], [1, 1], [1, 1], 1], ["s", 32, 6, 6])
-    active = g.op("aten::relu.default", [stem], ["s", 32, 6, 6])
-    depthwise = g.op("aten::conv2d.default", [active, g.param("depthwise", weight(32, 1, 3, 3)), None, [1, 1], [1, 1],
-                                              [1, 1], 32], ["s", 32, 6, 6])
-    pointwise = g.op("aten::conv2d.default", [depthwise, g.param("pointwise", weight(32, 32, 1, 1)),
-                                              g.param("pointwise_bias", weight(32, 1)[:, 0]), [1, 1], [0, 0], [1, 1], 1],
-                     ["s", 32, 6, 6])
+    active = g.op("aten::relu.default", [conv(x, "stem", 32, 3, 3, 1, 1, True, 6)], ["s", 32, 6, 6])
+    depthwise = conv(active, "depthwise", 32, 32, 3, 1, 32, False, 6)
+    pointwise = conv(depthwise, "pointwise", 32, 32, 1, 1, 1, True, 6)
     residual = g.op("aten::relu.default", [g.op("aten::add.Tensor", [active, pointwise], ["s", 32, 6, 6])],
                     ["s", 32, 6, 6])
-    down = g.op("aten::conv2d.default", [residual, g.param("down", weight(16, 32, 3, 3)), None, [2, 2], [1, 1], [1, 1],
-                                         1], ["s", 16, 3, 3])
+    down = conv(residual, "down", 16, 32, 3, 2, 1, False, 3)
     return g.write(directory, [x], [down])
 
 
