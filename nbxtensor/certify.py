@@ -23,7 +23,11 @@ import numpy as np
 from . import progress
 from .tuning.cache import bucket, cache_for, certifications, op_of, time_candidates
 
-__all__ = ["certify_key", "certify_keys", "certify_graph", "parse_key", "CERTIFIERS"]
+__all__ = ["certify_key", "certify_keys", "certify_graph", "parse_key", "MalformedKey", "CERTIFIERS"]
+
+
+class MalformedKey(ValueError):
+    """A launch key that is not one ``launch_key`` writes: a part missing or not of its form."""
 
 
 def parse_key(key: str) -> tuple[str, dict, tuple, dict]:
@@ -31,13 +35,13 @@ def parse_key(key: str) -> tuple[str, dict, tuple, dict]:
     parts = key.split("|")
     plain = [i for i, part in enumerate(parts) if "=" not in part and i > 0]
     if not plain:
-        raise ValueError(f"launch key {key!r}: no dtypes part (kernel|NAME=extent...|dtypes|flag=value...)")
+        raise MalformedKey(f"launch key {key!r}: no dtypes part (kernel|NAME=extent...|dtypes|flag=value...)")
     split = plain[0]
     extents = {}
     for part in parts[1:split]:
         name, _, value = part.partition("=")
         if not value.isdigit():
-            raise ValueError(f"launch key {key!r}: extent {part!r} is not NAME=integer")
+            raise MalformedKey(f"launch key {key!r}: extent {part!r} is not NAME=integer")
         extents[name] = int(value)
     flags = dict(part.partition("=")[::2] for part in parts[split + 1:])
     return parts[0], extents, tuple(d for d in parts[split].split(",") if d), flags
@@ -350,7 +354,7 @@ def _conv_operand(rng, shape, dtype_name: str, device, channels_last: bool, stri
 
 def _key_flag(flags: dict, name: str) -> str:
     if name not in flags:
-        raise ValueError(f"convolution launch key: no {name!r} flag (window, stride, channels_last, transposed, "
+        raise MalformedKey(f"convolution launch key: no {name!r} flag (window, stride, channels_last, transposed, "
                          "groups)")
     return flags[name]
 
@@ -359,7 +363,7 @@ def _key_extents_3d(flags: dict, name: str) -> tuple:
     """A DxHxW flag of a convolution key (its window or stride) as three positive integers."""
     parts = _key_flag(flags, name).split("x")
     if len(parts) != 3 or not all(part.isdigit() and int(part) > 0 for part in parts):
-        raise ValueError(f"convolution launch key: {name}={flags[name]!r} is not three positive extents DxHxW")
+        raise MalformedKey(f"convolution launch key: {name}={flags[name]!r} is not three positive extents DxHxW")
     return tuple(int(part) for part in parts)
 
 
@@ -379,7 +383,7 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
     from .ops.convolution import _DIRECT_SHAPES, convolution
     rng = np.random.default_rng(0)
     if len(dtypes) != 1 or set(extents) != {"M", "N", "K"}:
-        raise ValueError(f"convolution launch key: extents {sorted(extents)} and dtypes {list(dtypes)}, expected "
+        raise MalformedKey(f"convolution launch key: extents {sorted(extents)} and dtypes {list(dtypes)}, expected "
                          "M, N, K and one dtype")
     (name,) = dtypes
     window, stride = _key_extents_3d(flags, "window"), _key_extents_3d(flags, "stride")
@@ -544,8 +548,15 @@ def certify_key(key: str, device=None, *, again: bool = False) -> dict:
     certifier = CERTIFIERS.get(kernel)
     if certifier is None:
         return {**report, "status": "uncertifiable", "why": f"no certifier for kernel {kernel!r}"}
-    cases = [case for shape in representative_extents(kernel, extents, facts)
-             for case in certifier.cases(shape, dtypes, flags, dev)]
+    try:
+        cases = [case for shape in representative_extents(kernel, extents, facts)
+                 for case in certifier.cases(shape, dtypes, flags, dev)]
+    except MalformedKey:
+        raise
+    except KeyError as missing:
+        raise MalformedKey(f"launch key {key!r}: no extent {missing} (its kernel's operands need it)") from None
+    except ValueError as error:  # a part of the wrong arity (dtypes) found while reading the operands off it
+        raise MalformedKey(f"launch key {key!r}: {error}") from None
     if not cases:
         return {**report, "status": "uncertifiable",
                 "why": "no operands made here form it (an act-order weight, or a query offset past the keys)"}

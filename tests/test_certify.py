@@ -394,8 +394,11 @@ def test_cli_tune_run_export_import(tmp_path, capsys, monkeypatch):
     assert cli.main(["tune", "--import", str(tmp_path / "bad.json")]) == 2
     assert cli.main(["tune", directory]) == 2  # no --certify
     assert cli.main(["tune", "--certify", "--key", "gemm|M=4"]) == 2
+    # keys that parse but lack what their kernel's operands need: refused in one line, not a traceback
+    assert cli.main(["tune", "--certify", "--key", "gemm|M=4|float32"]) == 2
+    assert cli.main(["tune", "--certify", "--key", "conv|M=4|N=8|K=8|bfloat16|window=1x3"]) == 2
     refused = capsys.readouterr().err.strip().splitlines()
-    assert len(refused) == 3 and all(line.startswith("nbx tune: ") for line in refused)
+    assert len(refused) == 5 and all(line.startswith("nbx tune: ") for line in refused)
     assert SECRET not in refused[0]
 
 
