@@ -14,9 +14,9 @@ import contextlib
 from collections import Counter
 
 from . import tuning
+from .allocation import new_tensor
 from .device import resolve
 from . import shape as S
-from .ops.copy import new_tensor
 from .ops.plans import clear_all
 from .ops.convolution import conv_output_strides
 from .ops.pointwise import output_strides

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 
 from .device import available_backends
+from .device.errors import check_device_errors
 from .memory import OutOfMemoryError
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "synchronize", "Stream", "Event",
@@ -51,7 +52,6 @@ def synchronize(device=None) -> None:
     index = _index(device)
     _backend().synchronize(index)
     from .device import device as _device
-    from .ops.indexing import check_device_errors  # indices a kernel found out of range
     check_device_errors(_device("cuda", index))
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import shape as _shape
 from .device import device
+from .device.errors import check_device_errors
 from .dtypes import dtype as _dtype
 from .dtypes import get_default_dtype, get_dtype
 from .launch import pointer_argument, refuse_capture
@@ -241,7 +242,6 @@ class Tensor:
         if host is None:
             src = self.contiguous()
             raw = backend.download(src.data_ptr(), src.nbytes, src.device.index)
-            from .ops.indexing import check_device_errors  # indices a kernel found out of range
             check_device_errors(self.device)
             return raw.view(self._dtype.numpy).reshape(self._shape)
         # as_strided goes through __array_interface__, whose type string loses ml_dtypes types
@@ -333,7 +333,7 @@ class Tensor:
             return self
         if self.device.type != "cpu":
             raise RuntimeError(f"pin_memory applies to CPU tensors, not {self.device} ones")
-        from .ops.copy import new_tensor
+        from .allocation import new_tensor
         out = new_tensor(self.shape, self._dtype, self.device, pinned=True)
         out.numpy()[...] = self.numpy()
         return out

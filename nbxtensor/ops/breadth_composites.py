@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 
 from .. import shape as S
+from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import result_type
 from ..tensor import Tensor
-from .copy import scratch_scope
 from .nn_composites import _float_dtype, temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 from .views import _NO_COST, view_op

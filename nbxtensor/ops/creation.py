@@ -8,16 +8,17 @@ import ml_dtypes
 import numpy as np
 
 from .. import shape as S
+from ..allocation import new_tensor
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..kernels.ramp import ARANGE, LINSPACE, linear_ramp
 from ..launch import cdiv, launch, refuse_capture
-from ..lowering import needs_index_64
+from ..lowering import BITS_TYPE, conversion_flags, elementwise_block, needs_index_64
 from ..promotion import get_default_complex_dtype, get_default_dtype
 from ..storage import Storage
 from ..tensor import Tensor
-from .copy import _BITS_TYPE, _conversion_flags, _elementwise_block, fill_, format_strides, new_tensor
+from .copy import fill_, format_strides
 from .registry import Cost, TensorMeta, nbytes, register
 
 _I64 = get_dtype("int64")
@@ -242,7 +243,7 @@ def _arange_cost(*args, dtype=None, device=None, **_):
 def _bits(value, compute) -> int:
     arr = np.array(value, dtype=np.float64 if compute == "float64" else
                    np.float32 if compute == "float32" else np.int64)
-    return int(arr.view(_BITS_TYPE[arr.itemsize]).astype(np.int64))
+    return int(arr.view(BITS_TYPE[arr.itemsize]).astype(np.int64))
 
 
 def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) -> Tensor:
@@ -250,8 +251,8 @@ def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) ->
     if n == 0 or out.is_meta:
         return out
     import triton.language as tl
-    block = _elementwise_block(out.device)
-    flags = _conversion_flags(get_dtype(compute), out.dtype, out.device)
+    block = elementwise_block(out.device)
+    flags = conversion_flags(get_dtype(compute), out.dtype, out.device)
     launch(linear_ramp, (cdiv(n, block),), out.device,
            [out, n, _bits(start, compute), _bits(step, compute), _bits(end, compute), halfway],
            MODE=mode, COMPUTE=getattr(tl, compute),

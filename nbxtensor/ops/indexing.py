@@ -1,11 +1,8 @@
-"""Advanced indexing, gather/scatter, embedding, masked ops and nonzero, and the device-side check
-of the indices they follow.
+"""Advanced indexing, gather/scatter, embedding, masked ops and nonzero.
 
 Every index read from memory is checked on the device: an out-of-range index is never followed, and
-the kernel stores its op's code in a per-device int32 status buffer. The host reads that buffer at
-its next synchronisation with the device (``numpy()``, ``item()``, ``tolist()``,
-``nbx.cuda.synchronize()``) and raises an ``IndexError`` naming the op; on the CPU device it is read
-right after the launch.
+the kernel stores its op's code in the device's status buffer (``device/errors.py``), which the host
+reads at its next synchronisation with the device.
 
 Advanced indexing follows ATen: ints, slices, ``None`` and ``...`` first make a view; then the
 indexed dims of that view are replaced by the broadcast shape of the index tensors, in place when
@@ -20,16 +17,18 @@ import numpy as np
 import triton.language as tl
 
 from .. import shape as S
+from ..allocation import new_tensor, outside_arena, scratch_tensor
 from ..device import backend_for
+from ..device.errors import after_checked_launch, error_code, status_buffer
 from ..dtypes import get_dtype
 from ..kernels import indexing as K
 from ..kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, current_capture, launch, next_pow2
-from ..lowering import needs_index_64
+from ..launch import cdiv, launch, next_pow2
+from ..lowering import BITS_TYPE, constant_bits, elementwise_block, needs_index_64
 from ..tensor import Tensor
-from .copy import _BITS_TYPE, _elementwise_block, clone, constant_bits, copy_, new_tensor, outside_arena, scratch_tensor
+from .copy import clone, copy_, fill_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
@@ -39,56 +38,22 @@ _F32 = get_dtype("float32")
 
 # ---- the device-side error status ------------------------------------------------------------
 
-_OP_CODES: dict = {}
-_OP_NAMES: dict[int, str] = {}
-_REPORTS: dict[int, tuple[type, str]] = {}  # code -> (exception, message) of a check other than bounds
-_status_buffers: dict = {}
-_pending: set = set()
-
-
-def _code(op: str, report: tuple[type, str] | None = None) -> int:
-    key = op if report is None else (op, report)
-    if key not in _OP_CODES:
-        code = _OP_CODES[key] = len(_OP_CODES) + 1
-        _OP_NAMES[code] = op
-        if report is not None:
-            _REPORTS[code] = report
-    return _OP_CODES[key]
-
-
 def report_on_device(flag: Tensor, op: str, error: type, message: str) -> None:
     """Make ``flag`` (a 0-d bool on the device) being true an error of ``op``, raised with ``message`` at
     the next check of the device's status (at once on the CPU), without reading it now."""
-    from .registry import get
     dev = flag.device
     status = _status(dev)
-    copy_(status, get("where").impl(flag, _code(op, (error, message)), status))
-    _after_checked_launch(dev)
+    copy_(status, get("where").impl(flag, error_code(op, (error, message)), status))
+    after_checked_launch(dev)
 
 
 def _status(dev) -> Tensor:
-    buffer = _status_buffers.get(dev)
-    if buffer is None:
-        from .copy import fill_
-        with outside_arena():  # the device's for good, not a graph step's
-            buffer = fill_(new_tensor((1,), _I32, dev), 0)
-        _status_buffers[dev] = buffer
-    return buffer
+    return status_buffer(dev, lambda: _zero_status(dev))
 
 
-def _after_checked_launch(dev, out_of_range=None) -> None:
-    """Check ``dev``'s status after a launch that reads indices, at once where the host reads the
-    device's memory (there ``out_of_range()``, when given, names the offending index), else at the
-    next synchronisation."""
-    captured = current_capture()
-    if captured is not None:
-        # reading the status now would end the capture's use; a replay checks after its launches
-        captured.after.append(lambda: _after_checked_launch(dev))
-        _pending.add(dev)
-    elif backend_for(dev).host_addressable:
-        check_device_errors(dev, out_of_range)
-    else:
-        _pending.add(dev)
+def _zero_status(dev) -> Tensor:
+    with outside_arena():  # the device's for good, not a graph step's
+        return fill_(new_tensor((1,), _I32, dev), 0)
 
 
 def _out_of_range(op: str, index: Tensor, size: int, dim: int, wrap: bool) -> str | None:
@@ -102,38 +67,10 @@ def _out_of_range(op: str, index: Tensor, size: int, dim: int, wrap: bool) -> st
     return f"{prefix}index {int(values[bad].flat[0])} is out of bounds for dimension {dim} with size {size}"
 
 
-def check_device_errors(dev=None, out_of_range=None) -> None:
-    """Raise the error reported on ``dev`` (every device when None) since the last check (an index out
-    of range, or a ``report_on_device`` check), and clear it. Reading the status waits for the device.
-    ``out_of_range()`` gives the message for an index out of range, when it can name the index."""
-    devices = [dev] if dev is not None else list(_pending)
-    for d in devices:
-        buffer = _status_buffers.get(d)
-        if buffer is None:
-            continue
-        if not backend_for(d).host_addressable:
-            if d not in _pending:
-                continue
-            _pending.discard(d)
-            raw = backend_for(d).download(buffer.data_ptr(), 4, d.index)
-            code = int(raw.view(np.int32)[0])
-        else:
-            code = int(buffer.numpy()[0])
-        if code:
-            backend_for(d).upload(buffer.data_ptr(), np.zeros(1, np.int32).view(np.uint8), d.index)
-            op = _OP_NAMES.get(code, "an indexing op")
-            if code in _REPORTS:
-                error, message = _REPORTS[code]
-                raise error(f"{op}: {message} (found on {d})")
-            named = out_of_range() if out_of_range is not None else None
-            raise IndexError(named or f"{op}: index out of range (found on {d}); out-of-range indices were not "
-                             "followed, and the elements they address in the result are unspecified")
-
-
 # ---- shared helpers --------------------------------------------------------------------------
 
 def _block(dev) -> int:
-    return _elementwise_block(dev)
+    return elementwise_block(dev)
 
 
 def _padded(values, fill=1) -> tuple:
@@ -363,7 +300,7 @@ def _plan_gather(plan: _Plan, op: str):
             K.gather_rows, (rows_n, cdiv(inner_n, block)),
             [out, data, rows, n_b, inner_n, _padded(outer_shape), _padded(outer_strides, 0), sizes, index_strides,
              inner_strides[0], status],
-            dict(OUTER_RANK=len(outer_shape), K=len(sizes), CODE=_code(op), WRAP=plan.wrap, INDEX_64=index_64,
+            dict(OUTER_RANK=len(outer_shape), K=len(sizes), CODE=error_code(op), WRAP=plan.wrap, INDEX_64=index_64,
                  BLOCK=block, **_warps(dev, block)))
     else:
         n = math.prod(shape)
@@ -373,12 +310,12 @@ def _plan_gather(plan: _Plan, op: str):
             [data, out, rows, 0, n, n_b, tuple(shape), tuple(data_strides), S.contiguous_strides(shape), sizes,
              index_strides, status],
             dict(RANK=len(shape), B_START=b_start, B_END=b_end, K=len(sizes), MODE=K.MODE_GATHER,
-                 CONSTANT_BITS_TYPE=tl.int8, CODE=_code(op), WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block))
+                 CONSTANT_BITS_TYPE=tl.int8, CODE=error_code(op), WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block))
 
     def execute(plan):
         result = new_tensor(shape, dtype, dev)
         launch(dev, {"data": plan.view, "out": result, "rows": _index_rows(plan), "status": _status(dev)})
-        _after_checked_launch(dev, lambda: plan.out_of_range(op))
+        after_checked_launch(dev, lambda: plan.out_of_range(op))
         return result
     return execute
 
@@ -456,7 +393,7 @@ def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> N
                [data, value, rows, scale, n, n_b, _padded(rest_shape),
                 _padded([data_strides[d] for d in rest], 0), _padded([value_strides[d] for d in rest], 0),
                 _padded(b_shape), _padded(b_strides, 0), sizes, index_strides, status],
-               RANK=len(rest), B_RANK=len(b_shape), K=len(sizes), SCALED=alpha is not None, CODE=_code(op), WRAP=plan.wrap,
+               RANK=len(rest), B_RANK=len(b_shape), K=len(sizes), SCALED=alpha is not None, CODE=error_code(op), WRAP=plan.wrap,
                INDEX_64=index_64, BLOCK=block, **flags)
     else:
         n = math.prod(shape)
@@ -466,9 +403,9 @@ def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> N
                 value_strides, sizes, index_strides, status],
                RANK=len(shape), B_START=b_start, B_END=b_end, K=len(sizes),
                MODE=K.MODE_PUT_CONSTANT if constant else K.MODE_PUT,
-               CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[view.dtype.itemsize]), CODE=_code(op),
+               CONSTANT_BITS_TYPE=getattr(tl, BITS_TYPE[view.dtype.itemsize]), CODE=error_code(op),
                WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block)
-    _after_checked_launch(dev, lambda: plan.out_of_range(op))
+    after_checked_launch(dev, lambda: plan.out_of_range(op))
 
 
 def advanced_get(x: Tensor, index) -> Tensor | None:
@@ -712,9 +649,9 @@ def _gather_dim(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool) -> Tens
     block = _block(dev)
     launch(K.dim_gather, (cdiv(n, block),), dev,
            [out1, x1, index1, n, shape, out1.stride(), x1.stride(), index1.stride(), x1.shape[d], _status(dev)],
-           RANK=len(shape), DIM=d, CODE=_code(op), WRAP=wrap,
+           RANK=len(shape), DIM=d, CODE=error_code(op), WRAP=wrap,
            INDEX_64=needs_index_64(x1, (shape, index1.stride()), count=n), BLOCK=block)
-    _after_checked_launch(dev, lambda: _out_of_range(op, index1, x1.shape[d], d, wrap))
+    after_checked_launch(dev, lambda: _out_of_range(op, index1, x1.shape[d], d, wrap))
     return out
 
 
@@ -803,9 +740,9 @@ def _scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
            [dst1, src1, index1, bits, n, shape, dst1.stride(), src1.stride(), index1.stride(), dst1.shape[d],
             _status(dev)],
            RANK=len(shape), DIM=d, CONSTANT=src_t is None,
-           CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[out.dtype.to_real().itemsize]), CODE=_code(op), WRAP=False,
+           CONSTANT_BITS_TYPE=getattr(tl, BITS_TYPE[out.dtype.to_real().itemsize]), CODE=error_code(op), WRAP=False,
            INDEX_64=needs_index_64(dst1, src1, (shape, index1.stride()), count=n), BLOCK=block)
-    _after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
+    after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
     return out
 
 
@@ -865,16 +802,15 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
     n = math.prod(shape)
     counts = None
     if reduce == "mean":
-        from .copy import fill_
         counts = fill_(new_tensor(out.shape, _I32, dev), 0)
     block = _block(dev)
     flags = _arith_flags(out.dtype.to_real())
     launch(K.dim_scatter_reduce, (cdiv(n, block),), dev,
            [dst1, src1, index1, dst1 if counts is None else counts, n, dim_n, shape, dst1.stride(), src1.stride(),
             index1.stride(), dst1.shape[d], _status(dev)],
-           RANK=len(shape), DIM=d, REDUCE=_REDUCE_CODES[reduce], COUNT=counts is not None, CODE=_code(op), WRAP=False,
+           RANK=len(shape), DIM=d, REDUCE=_REDUCE_CODES[reduce], COUNT=counts is not None, CODE=error_code(op), WRAP=False,
            INDEX_64=needs_index_64(dst1, src1, index1), BLOCK=block, **flags)
-    _after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
+    after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
     if counts is not None:
         total = out.numel()
         launch(K.divide_by_counts, (cdiv(total, block),), dev,

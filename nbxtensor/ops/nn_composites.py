@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import get_default_dtype, result_type
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 
 _F32 = get_dtype("float32")

@@ -12,8 +12,8 @@ import ml_dtypes
 from .. import shape as S
 from ..kernels import pointwise as K
 from ..kernels import special as KS
+from ..lowering import constant_bits
 from ..tensor import Tensor
-from .copy import constant_bits
 from .pointwise import (COMPARE, COMPARE_FLOAT, FLOAT, FLOATS, INTEGERS, INTEGERS_NO_BOOL, NO_BOOL,
                         OVERLOADS_TENSOR_SCALAR, OVERLOADS_TENSOR_SCALAR_OUT, PROMOTE, REAL,
                         SELECT_COMPONENTWISE, Call, Row, _is_scalar, _is_tensor, _python_scalar, build_all)

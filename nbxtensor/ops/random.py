@@ -15,16 +15,17 @@ import threading
 import numpy as np
 
 from .. import shape as S
+from ..allocation import new_tensor
 from ..device import device as _device, resolve
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..kernels import random as K
 from ..kernels.copy import SMALL_FLOAT_FORMATS, FORMAT_NATIVE
 from ..launch import cdiv, launch, refuse_capture
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, elementwise_block, needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import _conversion_flags, _elementwise_block, copy_, new_tensor
+from .copy import copy_
 from .creation import _like_tensor
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -180,8 +181,8 @@ def _draw(out: Tensor, mode: int, generator, *, a=0.0, b=0.0, int_low=0, int_ran
     per_counter = 2 if wide else 4
     seed, counter = gen._take(n * (4 // per_counter))
     groups = cdiv(n, per_counter)
-    block = _elementwise_block(dev)
-    flags = _conversion_flags(compute, out.dtype, dev)
+    block = elementwise_block(dev)
+    flags = conversion_flags(compute, out.dtype, dev)
     src_format = SMALL_FLOAT_FORMATS.get(src.dtype.name, FORMAT_NATIVE) if src is not None else FORMAT_NATIVE
     launch(K.random_fill, (cdiv(groups, block),), dev,
            [target, src if src is not None else target, n, seed, counter, _float_bits(a), _float_bits(b),

@@ -17,14 +17,11 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
+from ..allocation import workspace_bytes
 from ..shape import numel
 
 __all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "all_ops", "nbytes", "workspace_bytes",
            "public_function", "accepting_aliases", "KEYWORD_ALIASES"]
-
-# Each temporary an op takes from its graph step's workspace starts this many bytes after the last.
-SCRATCH_ALIGNMENT = 256
-
 
 class TensorMeta(NamedTuple):
     shape: tuple
@@ -43,11 +40,6 @@ class Cost:
     @property
     def bytes_moved(self) -> int:
         return self.bytes_read + self.bytes_written
-
-
-def workspace_bytes(*sizes: int) -> int:
-    """The workspace of temporaries of these byte sizes, each allocated on its own."""
-    return sum(-(-size // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT for size in sizes)
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ import itertools
 import numpy as np
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import result_type
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
 from .nn_composites import temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 from .views import _NO_COST, _meta_of, narrow, reshape, view_op

@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import shape as S
+from ..allocation import new_tensor
 from ..dtypes import get_dtype
 from ..kernels import indexing as K
 from ..launch import cdiv, launch
-from ..lowering import needs_index_64
+from ..lowering import elementwise_block, needs_index_64
 from ..tensor import Tensor
-from .copy import _elementwise_block, cat, copy_, fill_, new_tensor
+from .copy import cat, copy_, fill_
 from .indexing import _padded
 from .registry import Cost, TensorMeta, nbytes, register
 from .views import expand, narrow, reshape, select, slice_, unsqueeze, view_op
@@ -48,7 +49,7 @@ def _remap(x: Tensor, flips: list[int], shifts: dict) -> Tensor:
     strides = _padded(x.stride(), 0)
     flip_bits = sum(1 << d for d in flips)
     shift_values = _padded([shifts.get(d, 0) % x.shape[d] if x.shape[d] else 0 for d in range(x.ndim)], 0)
-    block = _elementwise_block(x.device)
+    block = elementwise_block(x.device)
     launch(K.remap_copy, (cdiv(n, block),), x.device, [out, x, n, shape, strides, shift_values],
            FLIPS=flip_bits, RANK=len(shape), INDEX_64=needs_index_64(x, count=n), BLOCK=block)
     return out
@@ -194,7 +195,7 @@ def _triangle(x: Tensor, diagonal: int, upper: bool) -> Tensor:
     rows, cols = x.shape[-2], x.shape[-1]
     batch = _padded(x.shape[:-2])
     batch_strides = _padded(x.stride()[:-2], 0)
-    block = _elementwise_block(x.device)
+    block = elementwise_block(x.device)
     launch(K.triangle, (cdiv(n, block),), x.device,
            [out, x, n, rows, cols, diagonal, batch, batch_strides, x.stride(-2), x.stride(-1)],
            BATCH_RANK=len(batch), UPPER=upper, INDEX_64=needs_index_64(x, count=n), BLOCK=block)

@@ -16,16 +16,17 @@ from collections import namedtuple
 import ml_dtypes
 
 from .. import shape as S
+from ..allocation import Workspace, new_tensor
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels import sort_warp as KW
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import elementwise_block, needs_index_64
 from ..promotion import result_type
 from ..tensor import Tensor
-from .copy import Workspace, _elementwise_block, cat, new_tensor
+from .copy import cat
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .registry import Cost, TensorMeta, nbytes, register
 from .views import movedim, reshape
@@ -385,7 +386,7 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
     if n:
         seq_len = seq.shape[-1] if seq.ndim else 1
         per_row = vals.shape[-1] if seq.ndim > 1 else n
-        block = _elementwise_block(vals.device)
+        block = elementwise_block(vals.device)
         launch(K.search_sorted, (cdiv(n, block),), vals.device,
                [seq, vals, out, n, seq_len, max(per_row, 1), seq_len if seq.ndim > 1 else 0],
                RIGHT=right, STEPS=max(1, seq_len.bit_length() + 1),

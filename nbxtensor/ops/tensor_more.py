@@ -10,12 +10,13 @@ import numbers
 from collections import namedtuple
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..device import resolve
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import format_strides, new_tensor, scratch_scope
+from .copy import format_strides
 from .nn_composites import _float_dtype, temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 from .statistics import bin_positions, equal_bin_edges

@@ -43,6 +43,6 @@ def _flush_buffer(nbytes: int):
     the allocator's cache when the timing ends)."""
     from ..device import resolve
     from ..dtypes import get_dtype
-    from ..ops.copy import new_tensor, outside_arena
+    from ..allocation import new_tensor, outside_arena
     with outside_arena():
         return new_tensor((nbytes,), get_dtype("uint8"), resolve("cuda"))
