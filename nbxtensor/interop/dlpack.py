@@ -146,7 +146,7 @@ def _device_from_dlpack(device_type: int, device_id: int) -> device:
                       "kDLCUDA (2) and kDLCUDAHost (3)")
 
 
-def _dlpack_device_method(self: Tensor) -> tuple[DLDeviceType, int]:
+def tensor_dlpack_device(self: Tensor) -> tuple[DLDeviceType, int]:
     """``(device type, device id)`` as DLPack numbers them, for ``__dlpack_device__``."""
     return dlpack_device(self.device)
 
@@ -203,7 +203,7 @@ def _element_window(tensor: Tensor) -> np.ndarray:
                                            strides=tuple(s * itemsize for s in tensor.stride()))
 
 
-def _dlpack_method(self: Tensor, *, stream=None, max_version=None, dl_device=None, copy=None):
+def tensor_dlpack(self: Tensor, *, stream=None, max_version=None, dl_device=None, copy=None):
     """A DLPack capsule over this tensor's memory, for ``from_dlpack`` of any library."""
     return to_dlpack(self, max_version=max_version, stream=stream, dl_device=dl_device, copy=copy)
 
@@ -330,6 +330,3 @@ def _describe(dl: _DLTensor):
     data = (dl.data or 0) + dl.byte_offset
     return dev, dt, shape, strides, data
 
-
-Tensor.__dlpack__ = _dlpack_method
-Tensor.__dlpack_device__ = _dlpack_device_method

@@ -7,8 +7,8 @@ import triton.language as tl
 
 from .. import shape as S
 from ..allocation import fresh_tensor_maker, new_tensor, outside_arena
-from ..device import backend_for, device as _device
-from ..dtypes import get_dtype
+from ..device import backend_for, device as _device, resolve
+from ..dtypes import dtype as _dtype, get_dtype
 from ..kernels.copy import (FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE, SOURCE_CONSTANT,
                             SOURCE_TENSOR, strided_copy)
 from ..launch import cdiv, launch_slots, refuse_capture
@@ -16,7 +16,8 @@ from ..lowering import BITS_TYPE, constant_bits, conversion_flags, elementwise_b
 from ..promotion import result_type
 from ..tensor import Tensor
 from .plans import PlanCache, layout_key
-from .registry import Cost, TensorMeta, nbytes, register
+from .registry import Cost, TensorMeta, nbytes, register, tensor_attribute
+from .views import narrow, select, view_as_real
 
 # Dims the copy kernel indexes directly; a copy of more dims (after merging) loops over the rest.
 KERNEL_MAX_RANK = 8
@@ -98,17 +99,17 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
                      plan.constexpr_key, plan.bound)
 
 
-def _has_internal_overlap(t: Tensor) -> bool:
+def has_internal_overlap(t: Tensor) -> bool:
     """A broadcast (stride 0) dim: several elements share one memory location. An empty tensor has no
     elements to share one (ATen counts it dense)."""
     return t.numel() != 0 and any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
 
 
-def _check_overlap(dst: Tensor, src: Tensor) -> None:
+def check_overlap(dst: Tensor, src: Tensor) -> None:
     """ATen's checks before a write: ``dst`` may not be broadcast, and ``src`` may not partially
     overlap it. As in ATen, overlap is judged only when both are non-overlapping and dense; for
     other layouts (``x[::2]`` against ``x[1::2]``) it is too hard to tell, and the copy goes ahead."""
-    if _has_internal_overlap(dst):
+    if has_internal_overlap(dst):
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                            "single memory location; clone() the tensor before writing to it")
     if src._storage is not dst._storage or src.numel() == 0 or dst.numel() == 0:
@@ -144,7 +145,7 @@ def copy_(dst: Tensor, src, non_blocking: bool = False) -> Tensor:
         raise TypeError(f"copy_ expects a Tensor source, got {type(src).__name__}; use fill_ for a scalar")
     _check_data(dst, "copy_")
     _check_data(src, "copy_")
-    _check_overlap(dst, src)
+    check_overlap(dst, src)
     if src._shape != dst._shape:
         src = src._view(dst.shape, S.broadcast_strides(src.shape, src.stride(), dst.shape))
     if src.device != dst.device:
@@ -160,7 +161,6 @@ def copy_(dst: Tensor, src, non_blocking: bool = False) -> Tensor:
 
 
 def _copy_complex(dst: Tensor, src: Tensor) -> None:
-    from .views import select, view_as_real
     if dst.dtype.is_complex and src.dtype.is_complex:
         _run_copy(view_as_real(dst), view_as_real(src))
     elif dst.dtype.is_complex:
@@ -237,7 +237,6 @@ def fill_(x: Tensor, value) -> Tensor:
             return copy_(x, clone(value) if value._storage is x._storage else value)
     # no check for a broadcast x: writing one value to a shared location is well defined (ATen agrees)
     if x.dtype.is_complex:
-        from .views import select, view_as_real
         value = complex(value)
         component = x.dtype.to_real()
         real_bits, imag_bits = constant_bits(value.real, component), constant_bits(value.imag, component)
@@ -327,7 +326,7 @@ def to(x: Tensor, device=None, dtype=None, copy: bool = False, memory_format=Non
     """``x`` on ``device`` as ``dtype``; ``x`` itself when nothing changes, no copy is asked and, as in
     ATen, ``memory_format`` is the one ATen suggests for ``x``'s strides (contiguous unless they look like
     channels_last), whether or not ``x`` is contiguous."""
-    dev = x.device if device is None else _resolve(device)
+    dev = x.device if device is None else resolve(device)
     dt = x.dtype if dtype is None else get_dtype(dtype)
     name = S.memory_format_name("to", memory_format)
     if dev.type == "meta":  # shapes only: nothing to copy
@@ -351,11 +350,6 @@ def _suggested_format(x: Tensor) -> str:
     if S.strides_like_channels_last(x.shape, x.stride()):
         return "channels_last" if x.ndim == 4 else "channels_last_3d"
     return "contiguous_format"
-
-
-def _resolve(dev) -> _device:
-    from ..device import resolve
-    return resolve(dev)
 
 
 def _can_compute(dev: _device) -> bool:
@@ -413,7 +407,6 @@ def cat(tensors, dim: int = 0) -> Tensor:
         raise RuntimeError(f"cat expects all tensors on one device, got {', '.join(sorted(map(str, devices)))}")
     out = new_tensor(out_meta.shape, out_meta.dtype, tensors[0].device)
     start = 0
-    from .views import narrow
     for _, t in live:
         n = t.shape[d]
         copy_(narrow(out, d, start, n), t)
@@ -443,11 +436,92 @@ def stack(tensors, dim: int = 0) -> Tensor:
     tensors = list(tensors)
     meta = _stack_meta(tensors, dim)
     d = S.wrap_dim(dim, tensors[0].ndim, allow_end=True)
-    from .views import select
     out = new_tensor(meta.shape, meta.dtype, tensors[0].device)
     for i, t in enumerate(tensors):
         copy_(select(out, d, i), t)
     return out
 
 
-Tensor.zero_ = zero_
+# ---- Tensor's conversion methods ---------------------------------------------------------------
+
+def tensor_to(self: Tensor, *args, **kwargs) -> Tensor:
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; ``copy=True`` forces a copy;
+    ``memory_format`` as torch's (``format_strides``)."""
+    memory_format = kwargs.pop("memory_format", None)
+    dev, dt, copy = _to_arguments(args, kwargs)
+    return to(self, device=dev, dtype=dt, copy=copy, memory_format=memory_format)
+
+
+def _to_arguments(args, kwargs) -> tuple:
+    """(device, dtype, copy) of ``Tensor.to``'s arguments, which torch takes in any of its forms."""
+    dev = kwargs.pop("device", None)
+    dt = kwargs.pop("dtype", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    flags = 0
+    for a in args:
+        if isinstance(a, Tensor):
+            dev, dt = a.device, a.dtype
+        elif isinstance(a, _dtype) or (type(a).__name__ == "dtype"):
+            dt = a
+        elif isinstance(a, str):
+            dev, dt = _device_or_dtype(a, dev, dt)
+        elif isinstance(a, bool):  # before int, which bool is: torch's positional non_blocking, then copy
+            flags += 1
+            copy = a if flags == 2 else copy
+        elif isinstance(a, (_device, int)):
+            dev = a
+        else:
+            dt = a
+    return (None if dev is None else _device(dev)), (None if dt is None else get_dtype(dt)), copy
+
+
+def _device_or_dtype(name: str, dev, dt):
+    """(device, dtype) after ``to(name)``: a dtype name sets the dtype, anything else names a device,
+    and a device that is not there is an error about the device."""
+    try:
+        return dev, get_dtype(name)
+    except TypeError:
+        pass
+    try:
+        return _device(name), dt
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"to({name!r}) names neither a dtype nor a device that is here: {e}") from None
+
+
+def pin_memory(self: Tensor) -> Tensor:
+    """This CPU tensor in page-locked memory, which GPU copies reach directly (a copy unless it
+    already is)."""
+    if self.is_pinned():
+        return self
+    if self.device.type != "cpu":
+        raise RuntimeError(f"pin_memory applies to CPU tensors, not {self.device} ones")
+    out = new_tensor(self.shape, self.dtype, self.device, pinned=True)
+    out.numpy()[...] = self.numpy()
+    return out
+
+
+# Tensor methods that are ``to(dtype)`` under torch's short names, each taking ``memory_format`` as torch's do
+_DTYPE_SHORTHANDS = {"float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16",
+                     "int": "int32", "long": "int64", "short": "int16", "char": "int8", "byte": "uint8",
+                     "bool": "bool", "cfloat": "complex64", "cdouble": "complex128"}
+
+
+def _dtype_shorthand(name: str, dtype_name: str):
+    target = get_dtype(dtype_name)
+
+    def cast(self, *, memory_format=None) -> Tensor:
+        return self.to(target, memory_format=memory_format)
+    cast.__name__ = cast.__qualname__ = name
+    cast.__doc__ = f"``self.to({dtype_name})``."
+    return cast
+
+
+tensor_attribute("zero_", zero_)
+tensor_attribute("to", tensor_to)
+tensor_attribute("pin_memory", pin_memory)
+for _name, _dtype_name in _DTYPE_SHORTHANDS.items():
+    tensor_attribute(_name, _dtype_shorthand(_name, _dtype_name))
+del _name, _dtype_name

@@ -6,20 +6,23 @@ import numbers
 
 import ml_dtypes
 import numpy as np
+import triton.language as tl
 
 from .. import shape as S
 from ..allocation import new_tensor
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
+from ..interop.dlpack import from_dlpack, tensor_dlpack, tensor_dlpack_device
 from ..kernels.ramp import ARANGE, LINSPACE, linear_ramp
 from ..launch import cdiv, launch, refuse_capture
 from ..lowering import BITS_TYPE, conversion_flags, elementwise_block, needs_index_64
-from ..promotion import get_default_complex_dtype, get_default_dtype
+from ..promotion import get_default_complex_dtype, get_default_dtype, promote_types
 from ..storage import Storage
 from ..tensor import Tensor
 from .copy import fill_, format_strides
-from .registry import Cost, TensorMeta, nbytes, register
+from .registry import Cost, TensorMeta, nbytes, register, tensor_attribute
+from .views import as_strided
 
 _I64 = get_dtype("int64")
 _BOOL = get_dtype("bool")
@@ -169,7 +172,7 @@ def _new_methods():
         return tensor(data, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device)
 
     for f in (new_empty, new_zeros, new_ones, new_full, new_tensor):
-        setattr(Tensor, f.__name__, f)
+        tensor_attribute(f.__name__, f)
 
 
 # ---- ranges ----------------------------------------------------------------------------------
@@ -250,7 +253,6 @@ def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) ->
     n = out.numel()
     if n == 0 or out.is_meta:
         return out
-    import triton.language as tl
     block = elementwise_block(out.device)
     flags = conversion_flags(get_dtype(compute), out.dtype, out.device)
     launch(linear_ramp, (cdiv(n, block),), out.device,
@@ -344,7 +346,6 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=
     if rows < 0 or cols < 0:
         raise ValueError(f"eye: n and m must be non-negative, got n={n}, m={m}")
     out = zeros(rows, cols, dtype=meta.dtype, device=device)
-    from .views import as_strided
     diagonal = as_strided(out, (min(rows, cols),), (cols + 1,), 0)
     fill_(diagonal, 1)
     return out
@@ -409,7 +410,6 @@ def _infer_python_dtype(data):
 
 
 def _widest(dtypes, kind):
-    from ..promotion import promote_types
     out = dtypes[0]
     for d in dtypes[1:]:
         out = promote_types(out, d)
@@ -457,7 +457,6 @@ def _from_foreign(data):
     if isinstance(data, (Tensor, np.ndarray, np.generic, list, tuple)) or isinstance(data, numbers.Number):
         return data
     if hasattr(data, "__dlpack__") and hasattr(data, "__dlpack_device__"):
-        from ..interop import from_dlpack
         return from_dlpack(data)
     if hasattr(data, "__array__") or hasattr(data, "__array_interface__"):
         return np.asarray(data)
@@ -499,3 +498,5 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
 
 
 _new_methods()
+tensor_attribute("__dlpack__", tensor_dlpack)
+tensor_attribute("__dlpack_device__", tensor_dlpack_device)

@@ -26,9 +26,11 @@ from ..kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
 from ..lowering import BITS_TYPE, constant_bits, elementwise_block, needs_index_64
 from ..tensor import Tensor
-from .copy import clone, copy_, fill_
+from .copy import clone, copy_, fill_, has_internal_overlap
+from .creation import full, tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, get, nbytes, register, tensor_attribute, workspace_bytes
+from .views import advanced_item_in, basic_index, expand, is_integer_index, narrow, reshape, select, view_as_complex, view_as_real
 
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
@@ -101,20 +103,17 @@ def _on(t: Tensor, dev) -> Tensor:
 
 def _real_pair(t: Tensor) -> Tensor:
     """A complex tensor as its (re, im) components, a trailing dim of 2."""
-    from .views import view_as_real
     return view_as_real(t) if t.dtype.is_complex else t
 
 
 # ---- parsing an index --------------------------------------------------------------------------
 
 def _is_basic(item) -> bool:
-    from .views import _is_integer_index
-    return item is None or item is Ellipsis or isinstance(item, slice) or _is_integer_index(item)
+    return item is None or item is Ellipsis or isinstance(item, slice) or is_integer_index(item)
 
 
 def _as_index_tensor(item, dev) -> Tensor:
     """A tensor, list, tuple, NumPy array or Python bool used as an advanced index, on ``dev``."""
-    from .creation import tensor
     if isinstance(item, Tensor):
         if not (item.dtype.kind in ("int", "uint", "bool")):
             raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors, got {item.dtype.name}")
@@ -220,7 +219,6 @@ def _plan(x: Tensor, index) -> _Plan | None:
         elif item.dtype.kind == "bool" and item.ndim == 0:
             # a scalar mask adds a dim of 1, kept (True) or emptied (False)
             basic_items.append(None)
-            from .creation import tensor
             keep = bool(item.item())
             positions.append(view_dim)
             dims.append(source_dim)
@@ -246,7 +244,6 @@ def _plan(x: Tensor, index) -> _Plan | None:
             indices.append(item)
             view_dim += 1
             source_dim += 1
-    from .views import basic_index
     return _Plan(basic_index(x, tuple(basic_items)), positions, indices, dims=dims)
 
 
@@ -258,7 +255,6 @@ def _index_rows(plan: _Plan) -> Tensor:
         if tuple(only.shape) == b and only.dtype is _I64 and only.is_contiguous():
             return only
     rows = scratch_tensor((len(plan.indices), *b), _I64, plan.view.device)
-    from .views import expand, select
     for k, t in enumerate(plan.indices):
         copy_(select(rows, 0, k), expand(t, b))
     return rows
@@ -272,7 +268,6 @@ _gather_plans = PlanCache()
 def _gather(plan: _Plan, op: str) -> Tensor:
     view = plan.view
     if view.dtype.is_complex:
-        from .views import view_as_complex
         return view_as_complex(_gather(_Plan(_real_pair(view), plan.positions, plan.indices, plan.wrap, plan.dims), op))
     key = (op, layout_key(view), tuple(plan.positions), tuple(layout_key(t) for t in plan.indices), plan.wrap)
     return _gather_plans.get(key, lambda: _plan_gather(plan, op))(plan)
@@ -333,7 +328,6 @@ def _value_for(plan: _Plan, value, op: str):
     shape = plan.geometry()[0]
     if not isinstance(value, Tensor):
         if view.dtype.is_complex:
-            from .creation import tensor
             value = tensor(complex(value), dtype=view.dtype, device=view.device)
         else:
             return constant_bits(value, view.dtype)
@@ -354,8 +348,7 @@ def _value_for(plan: _Plan, value, op: str):
 
 def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> None:
     view = plan.view
-    from .copy import _has_internal_overlap
-    if _has_internal_overlap(view):
+    if has_internal_overlap(view):
         raise RuntimeError(f"{op}: unsupported operation: more than one element of the written-to tensor refers "
                            "to a single memory location; clone() the tensor before writing to it")
     shape, data_strides, b_start, b_end = plan.geometry()
@@ -363,7 +356,6 @@ def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> N
         return
     value = _value_for(plan, value, op)
     if not isinstance(value, Tensor) and accumulate:
-        from .creation import full
         value = _value_for(plan, full((), value, dtype=view.dtype, device=view.device), op)
     if view.dtype.is_complex:
         plan = _Plan(_real_pair(view), plan.positions, plan.indices, plan.wrap, plan.dims)
@@ -423,6 +415,43 @@ def advanced_set(x: Tensor, index, value) -> bool:
         return False
     _put(plan, value, "index_put_")
     return True
+
+
+def subscript(x: Tensor, index) -> Tensor:
+    """``x[index]``: a view for ints, slices, ``...`` and ``None``, a copy when an integer or boolean
+    tensor, list or array is among them."""
+    return advanced_get(x, index) if advanced_item_in(index) else basic_index(x, index)
+
+
+def set_index(x: Tensor, index, value) -> None:
+    """``x[index] = value``: a tensor is broadcast into the view (leading extent-1 dims of the value
+    dropped first, as ATen does), a Python scalar fills it. Advanced indices write through
+    ``index_put_``."""
+    if advanced_set(x, index, value):
+        return
+    target = basic_index(x, index)
+    if isinstance(value, Tensor):
+        lead = 0
+        while value.ndim - lead > target.ndim and value.shape[lead] == 1:
+            lead += 1
+        value = value._view(value.shape[lead:], value.stride()[lead:])
+        target.copy_(value)
+    else:
+        # ATen assigns a scalar by copying a 0-d tensor, so a broadcast target is refused as for copy_
+        if any(stride == 0 and n > 1 for n, stride in zip(target.shape, target.stride())):
+            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers "
+                               "to a single memory location; clone() the tensor before writing to it")
+        target.fill_(value)
+
+
+def where_method(self: Tensor, condition, other) -> Tensor:
+    """``self`` where ``condition`` holds, else ``other`` (torch's method order)."""
+    return get("where").impl(condition, self, other)
+
+
+tensor_attribute("__getitem__", subscript)
+tensor_attribute("__setitem__", set_index)
+tensor_attribute("where", where_method)
 
 
 def _dim_plan(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool = False) -> _Plan:
@@ -506,7 +535,6 @@ def index(x: Tensor, indices) -> Tensor:
     items = tuple(slice(None) if i is None else i for i in indices)
     out = advanced_get(x, items)
     if out is None:
-        from .views import basic_index
         return clone(basic_index(x, items))
     return out
 
@@ -528,7 +556,6 @@ def index_put_(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     items = tuple(slice(None) if i is None else i for i in indices)
     plan = _plan(x, items)
     if plan is None:
-        from .views import basic_index
         if accumulate:
             raise RuntimeError("index_put_ with accumulate needs at least one index tensor")
         basic_index(x, items).copy_(values if isinstance(values, Tensor) else values)
@@ -665,7 +692,6 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
     """``gather`` with the input and the indices broadcast against each other outside ``dim``, negative
     indices counting from the end of ``dim``; with no ``dim``, both are flattened (and, as torch, negative
     indices are out of range)."""
-    from .views import expand, reshape
     if dim is None:
         return gather.impl(reshape(x, (-1,)), 0, reshape(indices, (-1,)))
     if x.ndim != indices.ndim:
@@ -690,7 +716,6 @@ def _along_shapes(x_shape, index_shape, d):
           cost=lambda x, index: Cost(bytes_read=nbytes(index), bytes_written=nbytes(index)), methods=("take",))
 def take(x: Tensor, index: Tensor) -> Tensor:
     """Elements of ``x`` read as a flat row-major vector, at ``index`` (any shape)."""
-    from .views import reshape
     _check_index_dtype(index, "take")
     flat = reshape(x, (-1,))
     out = _gather_dim(flat, 0, reshape(index, (-1,)), "take", wrap=True)
@@ -711,8 +736,7 @@ def _scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
     d = _check_dim_shapes(out, dim, index, op, src_t)
     if index.numel() == 0:
         return out
-    from .copy import _has_internal_overlap
-    if _has_internal_overlap(out):
+    if has_internal_overlap(out):
         raise RuntimeError(f"{op}: unsupported operation: more than one element of the written-to tensor refers "
                            "to a single memory location; clone() the tensor before writing to it")
     index = _on(index, out.device)
@@ -725,7 +749,6 @@ def _scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
         src1 = _as_nd(src_t, 1)
         bits = 0
     elif out.dtype.is_complex:
-        from .creation import full
         return _scatter_into(out, dim, index, full(index.shape, complex(src), dtype=out.dtype, device=dev), op)
     else:
         src1 = dst1
@@ -776,8 +799,7 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
         return out
     if out.dtype.is_complex and reduce not in ("sum", "add"):
         raise RuntimeError(f"{op}: reduce={reduce!r} is not defined for complex tensors")
-    from .copy import _has_internal_overlap
-    if _has_internal_overlap(out):
+    if has_internal_overlap(out):
         raise RuntimeError(f"{op}: unsupported operation: more than one element of the written-to tensor refers "
                            "to a single memory location; clone() the tensor before writing to it")
     dev = out.device
@@ -833,7 +855,6 @@ def scatter_(x: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce
         if reduce not in ("add", "multiply"):
             raise RuntimeError(f"scatter_: reduce argument must be either add or multiply, got {reduce!r}")
         if not isinstance(src, Tensor):
-            from .creation import full
             src = full(index.shape, src, dtype=x.dtype, device=x.device)
         return _scatter_reduce_into(x, dim, index, src, reduce, True, "scatter_")
     return _scatter_into(x, dim, index, src, "scatter_")
@@ -959,7 +980,6 @@ def _check_mask(mask: Tensor, op: str) -> None:
 def masked_select(x: Tensor, mask: Tensor) -> Tensor:
     """The elements of ``x`` where ``mask`` is True (both broadcast), as a 1-D tensor in row-major
     order. Its length depends on the mask, so this waits for the device."""
-    from .views import expand
     _check_mask(mask, "masked_select")
     shape = S.broadcast_shapes(tuple(x.shape), tuple(mask.shape))
     return advanced_get(expand(x, shape), (expand(_on(mask, x.device), shape),)) if len(shape) else \
@@ -971,7 +991,6 @@ def masked_select(x: Tensor, mask: Tensor) -> Tensor:
           api=(), methods=("masked_scatter_",))
 def masked_scatter_(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     """Copies consecutive elements of ``source`` into ``x`` where ``mask`` (broadcast) is True."""
-    from .views import expand, narrow, reshape
     _check_mask(mask, "masked_scatter_")
     mask = expand(_on(mask, x.device), tuple(x.shape))
     plan = _plan(x, (mask,))
@@ -988,7 +1007,6 @@ def masked_scatter_(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
           cost=lambda x, mask, source: Cost(bytes_read=nbytes(mask) + nbytes(x), bytes_written=nbytes(x)),
           methods=("masked_scatter",))
 def masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
-    from .views import expand
     shape = S.broadcast_shapes(tuple(x.shape), tuple(mask.shape))
     out = new_tensor(shape, x.dtype, x.device)
     copy_(out, expand(x, shape))
@@ -1011,7 +1029,6 @@ def nonzero(x: Tensor, *, as_tuple: bool = False):
     or one vector per dim with ``as_tuple``. The count depends on the data, so this waits for the
     device: a block count, a scan on the host, then a compaction."""
     if x.dtype.is_complex:
-        from .views import view_as_real
         pairs = view_as_real(x)
         flags = new_tensor(x.shape, _BOOL, x.device)
         copy_(flags, pairs[..., 0])
@@ -1033,7 +1050,6 @@ def nonzero(x: Tensor, *, as_tuple: bool = False):
         per_block = counts.numpy().astype(np.int64)
         starts = np.concatenate([[0], np.cumsum(per_block)[:-1]]).astype(np.int64)
         total = int(per_block.sum())
-        from .creation import tensor
         out = new_tensor((total, len(shape)), _I64, dev)
         if total:
             launch(K.nonzero_write, (blocks,), dev, [x, tensor(starts, device=dev), out, n, shape, strides],
@@ -1041,7 +1057,6 @@ def nonzero(x: Tensor, *, as_tuple: bool = False):
         if rank == 0:
             out = out._view((total, 0), (1, 1))
     if as_tuple:
-        from .views import select
         if rank == 0:
             return (new_tensor((out.shape[0],), _I64, dev).fill_(0),)
         return tuple(select(out, 1, d) for d in range(rank))

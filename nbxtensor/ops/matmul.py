@@ -31,7 +31,7 @@ from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
 from .reductions import _simple_cost, _sum_dtype
-from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, nbytes, register, tensor_attribute, workspace_bytes
 
 # batch dims (after merging) the kernel indexes directly; more are materialised first
 MAX_BATCH_RANK = 4
@@ -1002,7 +1002,7 @@ def _rmatmul(self: Tensor, other: Tensor) -> Tensor:
     return matmul.impl(other, self)
 
 
-Tensor.__rmatmul__ = _rmatmul
+tensor_attribute("__rmatmul__", _rmatmul)
 
 
 # ---- with an added input: addmm, baddbmm, addmv, addr -----------------------------------------------

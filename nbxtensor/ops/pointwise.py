@@ -60,7 +60,7 @@ from ..lowering import conversion_flags, needs_index_64
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor, layout_key
-from .copy import _check_overlap
+from .copy import check_overlap
 from .plans import PlanCache
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -461,7 +461,7 @@ def _run(row: Row, args, kwargs, out=None, inplace=False, bind_to=None):
         for s in slots:
             # overlap is a matter of addresses, checked on every call; ``out`` itself was checked on the first
             if type(s) is Tensor and s._storage is out._storage and s is not out:
-                _check_overlap(out, s)
+                check_overlap(out, s)
     else:
         strides, size = plan.new_out
         out = allocate_tensor(plan.shape, strides, plan.result, plan.device, size)
@@ -509,7 +509,7 @@ def _build_call_plan(row: Row, call: Call, out, inplace: bool):
         out = _prepare_out(row, plan, out, inplace, dev)
         cacheable = not resizing
         for _, s in operand_tensors:
-            _check_overlap(out, s)
+            check_overlap(out, s)
         out_strides, new_out = out.stride(), None
     else:
         out_strides = (output_strides(shape, list(broadcast.values())) if broadcast

@@ -21,7 +21,7 @@ from ..allocation import workspace_bytes
 from ..shape import numel
 
 __all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "all_ops", "nbytes", "workspace_bytes",
-           "public_function", "accepting_aliases", "KEYWORD_ALIASES"]
+           "public_function", "accepting_aliases", "KEYWORD_ALIASES", "tensor_attribute"]
 
 class TensorMeta(NamedTuple):
     shape: tuple
@@ -151,11 +151,27 @@ def accepting_aliases(impl: Callable) -> Callable:
     return with_aliases
 
 
+_TENSOR_ATTRIBUTES: dict[str, object] = {}
+
+
+def tensor_attribute(name: str, value) -> None:
+    """Declare a Tensor attribute that is no op's method (an operator, a property, a method that takes its
+    arguments in an order of its own); ``bind`` sets it with the ops' methods."""
+    if name in _TENSOR_ATTRIBUTES:
+        raise ValueError(f"Tensor attribute {name!r} is declared twice")
+    _TENSOR_ATTRIBUTES[name] = value
+
+
 def bind(namespace: dict, tensor_class: type) -> None:
-    """Expose every op under its API names in ``namespace`` and as methods of ``tensor_class``."""
+    """Expose every op under its API names in ``namespace`` and as methods of ``tensor_class``, and set the
+    declared ``tensor_attribute``s: the only place Tensor gains attributes after its class body."""
+    for name, value in _TENSOR_ATTRIBUTES.items():
+        setattr(tensor_class, name, value)
     for op in _BY_NAME.values():
         function = public_function(op)
         for api_name in op.api:
             namespace[api_name] = function
         for method in op.methods:
+            if method in _TENSOR_ATTRIBUTES:
+                raise ValueError(f"Tensor attribute {method!r} is declared by op {op.name!r} and on its own")
             setattr(tensor_class, method, function)

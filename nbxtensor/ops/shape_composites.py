@@ -14,7 +14,7 @@ from ..dtypes import get_dtype
 from ..promotion import result_type
 from ..tensor import Tensor
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, get, nbytes, register, tensor_attribute, workspace_bytes
 from .views import _NO_COST, _meta_of, narrow, reshape, view_op
 
 _I64 = get_dtype("int64")
@@ -127,9 +127,9 @@ def _hermitian(x: Tensor, batched: bool) -> Tensor:
     return _op("conj")(flipped) if x.dtype.is_complex else flipped
 
 
-Tensor.H = property(lambda x: _hermitian(x, False))
-Tensor.mH = property(lambda x: _hermitian(x, True))
-Tensor.adjoint = lambda x: _hermitian(x, True)
+tensor_attribute("H", property(lambda x: _hermitian(x, False)))
+tensor_attribute("mH", property(lambda x: _hermitian(x, True)))
+tensor_attribute("adjoint", lambda x: _hermitian(x, True))
 
 
 # ---- index sets ------------------------------------------------------------------------------------
