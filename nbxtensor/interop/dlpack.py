@@ -39,7 +39,7 @@ import weakref
 import numpy as np
 
 from .. import shape as _shape
-from ..device import available_backends, device
+from ..device import available_backends, backend_for, device
 from ..dtypes import from_dlpack_code
 from ..device.backend import Buffer
 from ..storage import Storage
@@ -225,7 +225,6 @@ def _order_for_consumer(dev: device, stream) -> None:
 def _wait_on_default_stream(index: int, consumer_stream: int) -> None:
     from cuda.bindings import runtime as rt
 
-    from ..device import backend_for
     from ..device.cuda import _check
 
     backend = backend_for(device("cuda", index))

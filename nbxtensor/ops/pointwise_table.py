@@ -18,6 +18,7 @@ from .pointwise import (COMPARE, COMPARE_FLOAT, FLOAT, FLOATS, INTEGERS, INTEGER
                         OVERLOADS_TENSOR_SCALAR, OVERLOADS_TENSOR_SCALAR_OUT, PROMOTE, REAL,
                         SELECT_COMPONENTWISE, Call, Row, _is_scalar, _is_tensor, _python_scalar, build_all)
 from .registry import TensorMeta, get, tensor_attribute
+from .views import narrow
 
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
@@ -181,7 +182,6 @@ def _glu(input, dim=-1):
         raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {size}")
     half = size // 2
     if isinstance(input, Tensor):
-        from .views import narrow
         return Call((narrow(input, d, 0, half), narrow(input, d, half, half)), (0, 1))
     shape = list(input.shape)
     shape[d] = half

@@ -25,9 +25,13 @@ from ..launch import cdiv, launch, refuse_capture
 from ..lowering import conversion_flags, elementwise_block, needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import copy_
-from .creation import _like_tensor
+from .copy import copy_, fill_
+from .creation import _like_tensor, tensor
+from .indexing import report_on_device
+from .reductions import cumsum
 from .registry import Cost, TensorMeta, nbytes, register
+from .sorting import argsort, searchsorted, topk
+from .views import expand, reshape
 
 _I64 = get_dtype("int64")
 _F32 = get_dtype("float32")
@@ -75,7 +79,6 @@ class Generator:
         return self
 
     def get_state(self) -> Tensor:
-        from .creation import tensor
         raw = np.array([self._seed, self._offset], dtype=np.uint64).view(np.uint8)
         return tensor(raw)
 
@@ -367,7 +370,6 @@ def exponential_(x: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
 def bernoulli_(x: Tensor, p=0.5, *, generator=None) -> Tensor:
     """Fill ``x`` with 0/1 draws, 1 with probability ``p`` (a float, or a tensor broadcast to ``x``)."""
     if isinstance(p, Tensor):
-        from .views import expand
         probabilities = expand(p.to(device=x.device), tuple(x.shape)).contiguous()
         if not probabilities.dtype.is_floating_point:
             probabilities = probabilities.to(_F32)
@@ -402,9 +404,6 @@ def multinomial(x: Tensor, num_samples: int, replacement: bool = False, *, gener
     replacement: the inverse of the row's cumulative weights at uniform points. Without: the
     ``num_samples`` largest weight / Exp(1) keys, which picks categories in the order of sampling
     one at a time without replacement (the exponential race)."""
-    from .reductions import cumsum
-    from .sorting import searchsorted, topk
-    from .views import reshape
     if x.ndim not in (1, 2):
         raise RuntimeError(f"multinomial: expected 1-D or 2-D weights, got {x.ndim}-D")
     _check_float(x, "multinomial")
@@ -432,7 +431,6 @@ def _check_weights(weights: Tensor, needed: int, replacement: bool) -> None:
     """Report, as torch does, weights that define no distribution: negative, infinite or NaN ones, or a
     row with fewer positive weights than the categories it must yield. The check stays on the device
     (no wait): it raises at the next read or synchronisation, at once on the CPU."""
-    from .indexing import report_on_device
     report_on_device(((weights < 0) | ~weights.isfinite()).any(), "multinomial", RuntimeError,
                      "invalid distribution: every weight must be finite and non-negative (a negative, "
                      "infinite or NaN weight was given)")
@@ -453,7 +451,6 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=F
     """A random permutation of 0..n-1: the stable order of random 62-bit keys (ties, which need two
     equal 62-bit draws, keep their positions)."""
     refuse_requires_grad(requires_grad, "randperm")
-    from .sorting import argsort
     n = int(n)
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}")
@@ -477,7 +474,6 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = Fa
     _check_float(x, "dropout")
     out = x if inplace else new_tensor(x.shape, x.dtype, x.device)
     if p == 1:
-        from .copy import fill_
         return fill_(out, 0)
     src = x.contiguous()
     return _draw(out, K.MODE_DROPOUT, generator, a=p, b=1.0 / (1.0 - p), src=src)

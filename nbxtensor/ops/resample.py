@@ -11,13 +11,14 @@ import math
 import numpy as np
 
 from .. import shape as S
-from ..allocation import fresh_tensor_maker
+from ..allocation import fresh_tensor_maker, new_tensor
 from ..dtypes import get_dtype
 from ..kernels import resample as K
 from ..kernels.copy import load_format
 from ..launch import cdiv
 from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
+from .copy import copy_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, get, nbytes, register
@@ -353,8 +354,6 @@ def _shuffle_meta(x, factor, unshuffle: bool):
 
 
 def _shuffle(x, factor, unshuffle):
-    from .copy import copy_
-    from ..allocation import new_tensor
     meta = _shuffle_meta(x, factor, unshuffle)
     *batch, c, h, w = tuple(x.shape)
     r, nb = factor, len(batch)

@@ -12,10 +12,11 @@ from ..kernels import indexing as K
 from ..launch import cdiv, launch
 from ..lowering import elementwise_block, needs_index_64
 from ..tensor import Tensor
-from .copy import cat, copy_, fill_
-from .indexing import _padded
+from .copy import cat, copy_, fill_, stack
+from .creation import tensor
+from .indexing import _padded, _scatter_into, index_select
 from .registry import Cost, TensorMeta, nbytes, register
-from .views import expand, narrow, reshape, select, slice_, unsqueeze, view_op
+from .views import expand, narrow, reshape, select, slice_, unsqueeze, view_as_complex, view_as_real, view_op
 
 _I64 = get_dtype("int64")
 
@@ -43,7 +44,6 @@ def _remap(x: Tensor, flips: list[int], shifts: dict) -> Tensor:
     if n == 0:
         return out
     if x.dtype.is_complex:
-        from .views import view_as_complex, view_as_real
         return view_as_complex(_remap(view_as_real(x), flips, shifts))
     shape = _padded(x.shape)
     strides = _padded(x.stride(), 0)
@@ -145,8 +145,6 @@ def repeat_interleave(x: Tensor, repeats=None, dim: int | None = None, *, output
     """Each element (or slice along ``dim``) repeated ``repeats`` times in place; ``repeats`` an int
     or a tensor with one count per element. Alone, a tensor of counts gives the repeated positions.
     Per-element counts are read on the host (the output size depends on them)."""
-    from .creation import tensor
-    from .indexing import index_select
     if repeats is None:
         counts = x.numpy().astype(np.int64).reshape(-1)
         if np.any(counts < 0):
@@ -187,7 +185,6 @@ def _triangle(x: Tensor, diagonal: int, upper: bool) -> Tensor:
     if n == 0:
         return out
     if x.dtype.is_complex:
-        from .views import view_as_complex, view_as_real
         pairs = view_as_real(x)
         # the (re, im) pairs become the rows of a 2-column matrix: keep both or neither
         flat = _triangle_pairs(pairs, diagonal, upper)
@@ -203,10 +200,8 @@ def _triangle(x: Tensor, diagonal: int, upper: bool) -> Tensor:
 
 
 def _triangle_pairs(pairs: Tensor, diagonal: int, upper: bool) -> Tensor:
-    from .views import select
     real = _triangle(select(pairs, -1, 0), diagonal, upper)
     imag = _triangle(select(pairs, -1, 1), diagonal, upper)
-    from .copy import stack
     return stack([real, imag], -1)
 
 
@@ -335,8 +330,6 @@ def pad(x: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
         raise NotImplementedError(f"pad: mode {mode!r} is not supported; use constant, reflect, replicate or circular")
     if value is not None and value != 0:
         raise RuntimeError(f"pad: a value only applies to constant padding, not {mode!r}")
-    from .creation import tensor
-    from .indexing import index_select
     out = x
     for d, before, after in amounts:
         n = x.shape[d]
@@ -476,7 +469,6 @@ def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
         num_classes = int(values.max()) + 1
     out = fill_(new_tensor((*x.shape, num_classes), _I64, x.device), 0)
     if x.numel():
-        from .indexing import _scatter_into
         _scatter_into(out, -1, unsqueeze(x, -1), 1, "one_hot")
     return out
 
