@@ -30,7 +30,8 @@ from .copy import clone, copy_, fill_, has_internal_overlap
 from .creation import full, tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, get, nbytes, register, tensor_attribute, workspace_bytes
-from .views import advanced_item_in, basic_index, expand, is_integer_index, narrow, reshape, select, view_as_complex, view_as_real
+from .views import (advanced_item_in, basic_index, expand, is_integer_index, narrow, reshape, select,
+                    view_as_complex, view_as_real)
 
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
@@ -385,8 +386,8 @@ def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> N
                [data, value, rows, scale, n, n_b, _padded(rest_shape),
                 _padded([data_strides[d] for d in rest], 0), _padded([value_strides[d] for d in rest], 0),
                 _padded(b_shape), _padded(b_strides, 0), sizes, index_strides, status],
-               RANK=len(rest), B_RANK=len(b_shape), K=len(sizes), SCALED=alpha is not None, CODE=error_code(op), WRAP=plan.wrap,
-               INDEX_64=index_64, BLOCK=block, **flags)
+               RANK=len(rest), B_RANK=len(b_shape), K=len(sizes), SCALED=alpha is not None, CODE=error_code(op),
+               WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block, **flags)
     else:
         n = math.prod(shape)
         constant = not isinstance(value, Tensor)
@@ -830,8 +831,8 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
     launch(K.dim_scatter_reduce, (cdiv(n, block),), dev,
            [dst1, src1, index1, dst1 if counts is None else counts, n, dim_n, shape, dst1.stride(), src1.stride(),
             index1.stride(), dst1.shape[d], _status(dev)],
-           RANK=len(shape), DIM=d, REDUCE=_REDUCE_CODES[reduce], COUNT=counts is not None, CODE=error_code(op), WRAP=False,
-           INDEX_64=needs_index_64(dst1, src1, index1), BLOCK=block, **flags)
+           RANK=len(shape), DIM=d, REDUCE=_REDUCE_CODES[reduce], COUNT=counts is not None, CODE=error_code(op),
+           WRAP=False, INDEX_64=needs_index_64(dst1, src1, index1), BLOCK=block, **flags)
     after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
     if counts is not None:
         total = out.numel()
