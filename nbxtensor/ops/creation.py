@@ -119,7 +119,7 @@ def _like_cost(x, *args, dtype=None, **_):
     return Cost(bytes_written=nbytes(_like_meta(x, dtype=dtype)))
 
 
-def _like_tensor(op: str, x: Tensor, dtype, device, memory_format) -> Tensor:
+def like_tensor(op: str, x: Tensor, dtype, device, memory_format) -> Tensor:
     dt = x.dtype if dtype is None else get_dtype(dtype)
     dev = x.device if device is None else resolve(device)
     return new_tensor(x.shape, dt, dev, format_strides(op, memory_format, x.shape, x.stride()))
@@ -128,7 +128,7 @@ def _like_tensor(op: str, x: Tensor, dtype, device, memory_format) -> Tensor:
 def _like(name: str, aten, fill):
     def impl(x, *, dtype=None, device=None, requires_grad=False, memory_format=None):
         refuse_requires_grad(requires_grad, name)
-        out = _like_tensor(name, x, dtype, device, memory_format)
+        out = like_tensor(name, x, dtype, device, memory_format)
         return out if fill is None else fill_(out, fill)
 
     impl.__name__ = name
@@ -146,7 +146,7 @@ ones_like = _like("ones_like", ["aten::ones_like.default"], 1)
           cost=lambda x, fill_value, dtype=None, **_: _like_cost(x, dtype=dtype))
 def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     refuse_requires_grad(requires_grad, "full_like")
-    return fill_(_like_tensor("full_like", x, dtype, device, memory_format), fill_value)
+    return fill_(like_tensor("full_like", x, dtype, device, memory_format), fill_value)
 
 
 def _new_methods():

@@ -76,7 +76,7 @@ def _block(dev) -> int:
     return elementwise_block(dev)
 
 
-def _padded(values, fill=1) -> tuple:
+def padded_for_kernel(values, fill=1) -> tuple:
     """Kernels take at least one entry per tuple."""
     return tuple(values) if len(values) else (fill,)
 
@@ -294,7 +294,7 @@ def _plan_gather(plan: _Plan, op: str):
         rows_n = math.prod(outer_shape) * n_b
         launch = PlannedLaunch(
             K.gather_rows, (rows_n, cdiv(inner_n, block)),
-            [out, data, rows, n_b, inner_n, _padded(outer_shape), _padded(outer_strides, 0), sizes, index_strides,
+            [out, data, rows, n_b, inner_n, padded_for_kernel(outer_shape), padded_for_kernel(outer_strides, 0), sizes, index_strides,
              inner_strides[0], status],
             dict(OUTER_RANK=len(outer_shape), K=len(sizes), CODE=error_code(op), WRAP=plan.wrap, INDEX_64=index_64,
                  BLOCK=block, **_warps(dev, block)))
@@ -383,9 +383,9 @@ def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> N
         # a Python bool reaches Triton as a 1-bit integer, which its arithmetic does not widen: pass 0 or 1
         scale = 1 if alpha is None else int(alpha) if isinstance(alpha, bool) else alpha
         launch(K.advanced_accumulate, (cdiv(n, block),), dev,
-               [data, value, rows, scale, n, n_b, _padded(rest_shape),
-                _padded([data_strides[d] for d in rest], 0), _padded([value_strides[d] for d in rest], 0),
-                _padded(b_shape), _padded(b_strides, 0), sizes, index_strides, status],
+               [data, value, rows, scale, n, n_b, padded_for_kernel(rest_shape),
+                padded_for_kernel([data_strides[d] for d in rest], 0), padded_for_kernel([value_strides[d] for d in rest], 0),
+                padded_for_kernel(b_shape), padded_for_kernel(b_strides, 0), sizes, index_strides, status],
                RANK=len(rest), B_RANK=len(b_shape), K=len(sizes), SCALED=alpha is not None, CODE=error_code(op),
                WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block, **flags)
     else:
@@ -658,10 +658,10 @@ def _as_nd(t: Tensor, ndim: int) -> Tensor:
           cost=_copy_cost_of(_gather_meta), methods=("gather",))
 def gather(x: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     """``out[c] = x[c with c[dim] replaced by index[c]]``, over the index's shape."""
-    return _gather_dim(x, dim, index, "gather", wrap=False)
+    return gather_dim(x, dim, index, "gather", wrap=False)
 
 
-def _gather_dim(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool) -> Tensor:
+def gather_dim(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool) -> Tensor:
     d = _check_dim_shapes(x, dim, index, op)
     index = _on(index, x.device)
     out = new_tensor(index.shape, x.dtype, x.device)
@@ -700,7 +700,7 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
                            f"{x.ndim} and {indices.ndim}")
     d = S.wrap_dim(dim, x.ndim)
     x_shape, index_shape = _along_shapes(x.shape, indices.shape, d)
-    return _gather_dim(expand(x, x_shape), d, expand(indices, index_shape), "take_along_dim", wrap=True)
+    return gather_dim(expand(x, x_shape), d, expand(indices, index_shape), "take_along_dim", wrap=True)
 
 
 def _along_shapes(x_shape, index_shape, d):
@@ -719,7 +719,7 @@ def take(x: Tensor, index: Tensor) -> Tensor:
     """Elements of ``x`` read as a flat row-major vector, at ``index`` (any shape)."""
     _check_index_dtype(index, "take")
     flat = reshape(x, (-1,))
-    out = _gather_dim(flat, 0, reshape(index, (-1,)), "take", wrap=True)
+    out = gather_dim(flat, 0, reshape(index, (-1,)), "take", wrap=True)
     return reshape(out, tuple(index.shape))
 
 
@@ -731,7 +731,7 @@ def _scatter_cost(x, dim, index, src=None, *args, **kwargs):
     return Cost(bytes_read=nbytes(x) + nbytes(index), bytes_written=nbytes(x))
 
 
-def _scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
+def scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
     """``out[... index ...] = src`` (a tensor or a scalar) along ``dim``, in place."""
     src_t = src if isinstance(src, Tensor) else None
     d = _check_dim_shapes(out, dim, index, op, src_t)
@@ -750,7 +750,7 @@ def _scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
         src1 = _as_nd(src_t, 1)
         bits = 0
     elif out.dtype.is_complex:
-        return _scatter_into(out, dim, index, full(index.shape, complex(src), dtype=out.dtype, device=dev), op)
+        return scatter_into(out, dim, index, full(index.shape, complex(src), dtype=out.dtype, device=dev), op)
     else:
         src1 = dst1
         bits = constant_bits(src, out.dtype)
@@ -813,7 +813,7 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
     if src.dtype is not out.dtype or src._storage is out._storage:
         src = src.to(out.dtype, copy=True)
     if not include_self:
-        _scatter_into(out, dim, index, _identity(reduce, out.dtype), op)
+        scatter_into(out, dim, index, _identity(reduce, out.dtype), op)
     dst1, index1, src1 = _as_nd(out, 1), _as_nd(index, 1), _as_nd(src, 1)
     if out.dtype.is_complex:
         dst1, src1 = _real_pair(dst1), _real_pair(src1)
@@ -858,7 +858,7 @@ def scatter_(x: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce
         if not isinstance(src, Tensor):
             src = full(index.shape, src, dtype=x.dtype, device=x.device)
         return _scatter_reduce_into(x, dim, index, src, reduce, True, "scatter_")
-    return _scatter_into(x, dim, index, src, "scatter_")
+    return scatter_into(x, dim, index, src, "scatter_")
 
 
 @register("scatter", family="indexing", aten=["aten::scatter.src", "aten::scatter.value", "aten::scatter.reduce",

@@ -26,7 +26,7 @@ from ..lowering import constant_bits, conversion_flags, elementwise_block, needs
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import copy_, fill_
-from .creation import _like_tensor, tensor
+from .creation import like_tensor, tensor
 from .indexing import report_on_device
 from .reductions import cumsum
 from .registry import Cost, TensorMeta, nbytes, register
@@ -242,7 +242,7 @@ def _like_meta(x, *args, dtype=None, **_):
           cost=_written_cost(_like_meta))
 def rand_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
     refuse_requires_grad(requires_grad, "rand_like")
-    out = _like_tensor("rand_like", x, dtype, device, memory_format)
+    out = like_tensor("rand_like", x, dtype, device, memory_format)
     _float_dtype(out.dtype, "rand_like")
     return _draw(out, K.MODE_UNIFORM, generator, a=0.0, b=1.0, digits=_digits(out.dtype))
 
@@ -251,7 +251,7 @@ def rand_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_gr
           cost=_written_cost(_like_meta))
 def randn_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
     refuse_requires_grad(requires_grad, "randn_like")
-    out = _like_tensor("randn_like", x, dtype, device, memory_format)
+    out = like_tensor("randn_like", x, dtype, device, memory_format)
     _float_dtype(out.dtype, "randn_like")
     return _draw(out, K.MODE_NORMAL, generator, a=0.0, b=1.0)
 
@@ -314,7 +314,7 @@ def randint_like(x: Tensor, low=0, high=None, *, generator=None, dtype=None, dev
     refuse_requires_grad(requires_grad, "randint_like")
     if high is None:
         low, high = 0, low
-    out = _like_tensor("randint_like", x, dtype, device, memory_format)
+    out = like_tensor("randint_like", x, dtype, device, memory_format)
     span = _integer_range(int(low), int(high), out.dtype, "randint_like")
     return _draw(out, K.MODE_RANDINT, generator, int_low=int(low), int_range=span)
 

@@ -16,7 +16,7 @@ from ..tensor import Tensor
 from .creation import tensor
 from .nn_composites import temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register, tensor_attribute, workspace_bytes
-from .views import _NO_COST, _meta_of, narrow, reshape, view_op
+from .views import NO_COST, meta_of, narrow, reshape, view_op
 
 _I64 = get_dtype("int64")
 
@@ -102,7 +102,7 @@ def _tensor_list(tensors):
 @register("broadcast_tensors", family="view", aten=["aten::broadcast_tensors.default"],
           meta=lambda *t: tuple(TensorMeta(S.broadcast_shapes(*[tuple(x.shape) for x in _tensor_list(t)]), x.dtype)
                                 for x in _tensor_list(t)),
-          cost=lambda *t: _NO_COST)
+          cost=lambda *t: NO_COST)
 def broadcast_tensors(*tensors):
     """Each tensor as a broadcast view of the common shape."""
     tensors = _tensor_list(tensors)

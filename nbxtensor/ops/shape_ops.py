@@ -14,7 +14,7 @@ from ..lowering import elementwise_block, needs_index_64
 from ..tensor import Tensor
 from .copy import cat, copy_, fill_, stack
 from .creation import tensor
-from .indexing import _padded, _scatter_into, index_select
+from .indexing import padded_for_kernel, scatter_into, index_select
 from .registry import Cost, TensorMeta, nbytes, register
 from .views import expand, narrow, reshape, select, slice_, unsqueeze, view_as_complex, view_as_real, view_op
 
@@ -45,10 +45,10 @@ def _remap(x: Tensor, flips: list[int], shifts: dict) -> Tensor:
         return out
     if x.dtype.is_complex:
         return view_as_complex(_remap(view_as_real(x), flips, shifts))
-    shape = _padded(x.shape)
-    strides = _padded(x.stride(), 0)
+    shape = padded_for_kernel(x.shape)
+    strides = padded_for_kernel(x.stride(), 0)
     flip_bits = sum(1 << d for d in flips)
-    shift_values = _padded([shifts.get(d, 0) % x.shape[d] if x.shape[d] else 0 for d in range(x.ndim)], 0)
+    shift_values = padded_for_kernel([shifts.get(d, 0) % x.shape[d] if x.shape[d] else 0 for d in range(x.ndim)], 0)
     block = elementwise_block(x.device)
     launch(K.remap_copy, (cdiv(n, block),), x.device, [out, x, n, shape, strides, shift_values],
            FLIPS=flip_bits, RANK=len(shape), INDEX_64=needs_index_64(x, count=n), BLOCK=block)
@@ -190,8 +190,8 @@ def _triangle(x: Tensor, diagonal: int, upper: bool) -> Tensor:
         flat = _triangle_pairs(pairs, diagonal, upper)
         return view_as_complex(flat)
     rows, cols = x.shape[-2], x.shape[-1]
-    batch = _padded(x.shape[:-2])
-    batch_strides = _padded(x.stride()[:-2], 0)
+    batch = padded_for_kernel(x.shape[:-2])
+    batch_strides = padded_for_kernel(x.stride()[:-2], 0)
     block = elementwise_block(x.device)
     launch(K.triangle, (cdiv(n, block),), x.device,
            [out, x, n, rows, cols, diagonal, batch, batch_strides, x.stride(-2), x.stride(-1)],
@@ -469,6 +469,6 @@ def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
         num_classes = int(values.max()) + 1
     out = fill_(new_tensor((*x.shape, num_classes), _I64, x.device), 0)
     if x.numel():
-        _scatter_into(out, -1, unsqueeze(x, -1), 1, "one_hot")
+        scatter_into(out, -1, unsqueeze(x, -1), 1, "one_hot")
     return out
 

@@ -28,7 +28,7 @@ from ..promotion import result_type
 from ..tensor import Tensor
 from .copy import cat
 from .creation import ones, tensor, zeros
-from .indexing import _gather_dim, index_select, masked_select, nonzero, scatter_, scatter_add_
+from .indexing import gather_dim, index_select, masked_select, nonzero, scatter_, scatter_add_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .reductions import cumsum
 from .registry import Cost, TensorMeta, nbytes, register
@@ -365,7 +365,7 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
             raise RuntimeError(f"searchsorted: the sequence {list(sorted_sequence.shape)} and its sorter "
                                f"{list(sorter.shape)} must have the same shape")
         # an index of the sorter out of range is caught on the device, named at the next synchronisation
-        sorted_sequence = _gather_dim(sorted_sequence, -1, sorter, "searchsorted (sorter)", wrap=False)
+        sorted_sequence = gather_dim(sorted_sequence, -1, sorter, "searchsorted (sorter)", wrap=False)
     if side is not None:
         if side not in ("left", "right"):
             raise RuntimeError(f"searchsorted: side must be 'left' or 'right', got {side!r}")

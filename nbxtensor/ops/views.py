@@ -12,7 +12,7 @@ from ..dtypes import get_dtype
 from ..tensor import Tensor
 from .registry import Cost, TensorMeta, accepting_aliases, register, tensor_attribute
 
-_NO_COST = Cost()
+NO_COST = Cost()
 
 
 def _as_meta(x) -> Tensor:
@@ -21,18 +21,18 @@ def _as_meta(x) -> Tensor:
     return Tensor._meta(x.shape, x.dtype)
 
 
-def _meta_of(out):
+def meta_of(out):
     if isinstance(out, Tensor):
         return TensorMeta(tuple(out.shape), out.dtype)
-    return tuple(_meta_of(o) for o in out)
+    return tuple(meta_of(o) for o in out)
 
 
 def view_op(name: str, aten, methods=(), api=None):
     """Register a view op; its meta rule is the op itself applied to a memoryless tensor."""
     def wrap(impl):
         def meta(x, *args, **kwargs):
-            return _meta_of(impl(_as_meta(x), *args, **kwargs))
-        return register(name, family="view", aten=aten, meta=meta, cost=lambda *a, **k: _NO_COST,
+            return meta_of(impl(_as_meta(x), *args, **kwargs))
+        return register(name, family="view", aten=aten, meta=meta, cost=lambda *a, **k: NO_COST,
                         methods=methods, api=api)(impl)
     return wrap
 
@@ -474,7 +474,7 @@ def basic_index(x: Tensor, index) -> Tensor:
     return x._view(shape, strides, offset=offset)
 
 
-def _become(x: Tensor, view: Tensor) -> Tensor:
+def become(x: Tensor, view: Tensor) -> Tensor:
     """``x`` itself given ``view``'s geometry over the same storage, as torch's in-place view ops change
     the tensor they are called on."""
     x._shape, x._strides, x._offset, x._layout = view._shape, view._strides, view._offset, None
@@ -482,23 +482,23 @@ def _become(x: Tensor, view: Tensor) -> Tensor:
 
 
 def unsqueeze_(x: Tensor, dim: int) -> Tensor:
-    return _become(x, unsqueeze(x, dim))
+    return become(x, unsqueeze(x, dim))
 
 
 def squeeze_(x: Tensor, dim=None) -> Tensor:
-    return _become(x, squeeze(x, dim))
+    return become(x, squeeze(x, dim))
 
 
 def transpose_(x: Tensor, dim0: int, dim1: int) -> Tensor:
-    return _become(x, transpose(x, dim0, dim1))
+    return become(x, transpose(x, dim0, dim1))
 
 
 def t_(x: Tensor) -> Tensor:
-    return _become(x, t(x))
+    return become(x, t(x))
 
 
 def as_strided_(x: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
-    return _become(x, as_strided(x, size, stride, storage_offset))
+    return become(x, as_strided(x, size, stride, storage_offset))
 
 
 for _in_place in (unsqueeze_, squeeze_, transpose_, t_, as_strided_):
