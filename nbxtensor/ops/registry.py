@@ -23,6 +23,7 @@ from ..shape import numel
 __all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "all_ops", "nbytes", "workspace_bytes",
            "public_function", "accepting_aliases", "KEYWORD_ALIASES", "tensor_attribute"]
 
+
 class TensorMeta(NamedTuple):
     shape: tuple
     dtype: object

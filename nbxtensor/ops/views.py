@@ -434,8 +434,8 @@ def advanced_item_in(index) -> bool:
 
 
 def basic_index(x: Tensor, index) -> Tensor:
-    """``x[index]`` for ints, slices (positive steps), ``...`` and ``None`` (no ``advanced_item_in`` it), a
-    view built as ATen's ``applySlicing`` builds it, one index item after the other."""
+    """``x[index]`` for an index of ints, slices (positive steps), ``...`` and ``None`` only (no
+    ``advanced_item_in`` it), a view built as ATen's ``applySlicing`` builds it, one item after the other."""
     items = index if isinstance(index, tuple) else (index,)
     consuming = sum(1 for i in items if i is not None and i is not Ellipsis)
     ellipses = sum(1 for i in items if i is Ellipsis)
