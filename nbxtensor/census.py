@@ -14,9 +14,9 @@ import contextlib
 from collections import Counter
 
 from . import tuning
-from .device import resolve
+from .allocation import new_tensor
+from .device import backend_for, resolve
 from . import shape as S
-from .ops.copy import new_tensor
 from .ops.plans import clear_all
 from .ops.convolution import conv_output_strides
 from .ops.pointwise import output_strides
@@ -32,7 +32,6 @@ def census(model, values: dict | None = None, facts: dict | None = None) -> Coun
     at export) on a device with ``facts`` (default: the default device's). ``model``: a loaded graph
     (``graph.load(..., weights=False)`` reads no weights)."""
     if facts is None:
-        from .device import backend_for
         facts = backend_for(resolve(None)).facts
     values = model.trace_values() if values is None else values
     model.check_symbols(values)

@@ -13,6 +13,7 @@ import pytest
 import nbxtensor as nbx
 from nbxtensor import graph
 from nbxtensor.device import backend_for
+from nbxtensor.device import errors as device_errors
 from nbxtensor.graph import GraphError, arena
 from nbxtensor.io import save_file
 from nbxtensor.ops import indexing as IX
@@ -264,11 +265,11 @@ def test_an_op_taking_more_than_its_cost_rule_declares_is_caught(tmp_path, monke
 def test_a_persistent_buffer_made_during_a_run_is_not_the_arenas(tmp_path, monkeypatch):
     """The device's status flag, made at the first checked launch (here, inside a run), outlives the run:
     it comes from the allocator, not the step's workspace."""
-    monkeypatch.setattr(IX, "_status_buffers", {})
+    monkeypatch.setattr(device_errors, "_status_buffers", {})
     model = _gather_graph(tmp_path)
     inputs = (np.ones((3, 4), np.float32), np.array([2, 0]), np.array([1, 3]))
     model(*inputs)
-    (status,) = IX._status_buffers.values()
+    (status,) = device_errors._status_buffers.values()
     assert status._storage.nbytes == status.nbytes  # its own memory, not a view into the arena
     _assert_on_plan(model, {"s": 3})
 

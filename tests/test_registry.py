@@ -84,3 +84,22 @@ def test_meta_rules_need_no_device():
     assert meta == TensorMeta((2, 3), nbx.int8)
     assert registry.get("arange").meta(0, 10, 3) == TensorMeta((4,), nbx.int64)
     assert TEST_DEVICE
+
+
+def test_tensor_attributes_are_declared_once_and_set_only_by_bind(monkeypatch):
+    """Tensor attributes that are no op's method go through ``registry.tensor_attribute``: a second
+    declaration of a name, or a name an op's ``methods=`` claims too, is refused; ``bind`` sets them."""
+    monkeypatch.setattr(registry, "_TENSOR_ATTRIBUTES", {})
+    registry.tensor_attribute("probe_", lambda self: "probed")
+    with pytest.raises(ValueError, match="'probe_' is declared twice"):
+        registry.tensor_attribute("probe_", lambda self: None)
+
+    class Host:
+        pass
+
+    namespace = {}
+    registry.bind(namespace, Host)
+    assert Host().probe_() == "probed" and Host.clone is registry.public_function(registry.get("clone"))
+    registry.tensor_attribute("clone", lambda self: None)
+    with pytest.raises(ValueError, match="'clone' is declared by op 'clone' and on its own"):
+        registry.bind(namespace, Host)

@@ -14,15 +14,15 @@ import math
 
 from .. import shape as S
 from .. import tuning
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import attention as K
 from ..kernels import attention_wgmma as KW
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .matmul import _dot_precision
 from .registry import Cost, TensorMeta, nbytes, register
@@ -289,7 +289,7 @@ def wgmma_candidates(facts: dict, q, k, v, out, mask, scale: float, index_64: bo
 
 
 def _common_flags(dtype, out_dtype, dev, facts) -> dict:
-    conversion = _conversion_flags(get_dtype("float32"), out_dtype, dev)
+    conversion = conversion_flags(get_dtype("float32"), out_dtype, dev)
     return dict(IN_FORMAT=_in_format(dtype, facts), PRECISION=_dot_precision(dtype),
                 DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"],
                 INTERPRETED=bool(facts["kernels"].get("interpreted")))
@@ -843,7 +843,7 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interl
         return out
     block_half = next_pow2(half)
     block_rows = max(1, min(64, 4096 // block_half))
-    conversion = _conversion_flags(get_dtype("float32"), x.dtype, x.device)
+    conversion = conversion_flags(get_dtype("float32"), x.dtype, x.device)
     index_64 = needs_index_64(x_rows, out_rows, cos)
     launch(K.rotary, (cdiv(n_rows, block_rows),), x.device,
            [x_rows, out_rows, cos, sin, pos_rows, n_rows, x_rows.stride(0), out_rows.stride(0), pos_rows.stride(0),
@@ -916,7 +916,7 @@ def rotary_append(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, pos
                            f"{key_cache.stride()} and {value_cache.stride()}")
     half = cos.shape[1]
     block_t = max(1, min(64, 4096 // next_pow2(dim)))
-    conversion = _conversion_flags(get_dtype("float32"), q.dtype, q.device)
+    conversion = conversion_flags(get_dtype("float32"), q.dtype, q.device)
     launch(K.rotary_append, (cdiv(tokens, block_t), q_heads + kv_heads), q.device,
            [q, k, v, q_out, k_out, key_cache, value_cache, cos, sin, positions, slots, tokens, q_heads,
             key_cache.shape[1], q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
@@ -987,7 +987,7 @@ def _plan_rotate_half(x: Tensor, cos: Tensor, sin: Tensor):
     rows, half = shape[0] * shape[1] * shape[2], shape[3] // 2
     block_half = next_pow2(half)
     block_rows = max(1, min(64, 4096 // block_half))
-    conversion = _conversion_flags(get_dtype("float32"), x.dtype, x.device)
+    conversion = conversion_flags(get_dtype("float32"), x.dtype, x.device)
     planned = PlannedLaunch(
         K.rotate_half_rows, (cdiv(rows, block_rows),),
         [Slot("x"), Slot("cos"), Slot("sin"), Slot("out"), rows, shape[1], shape[2], *xs, *cs, *ss,

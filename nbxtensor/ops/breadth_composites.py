@@ -7,13 +7,13 @@ from __future__ import annotations
 import math
 
 from .. import shape as S
+from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import result_type
 from ..tensor import Tensor
-from .copy import scratch_scope
 from .nn_composites import _float_dtype, temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
-from .views import _NO_COST, view_op
+from .views import NO_COST, view_op
 
 _CONTIGUOUS = S.MEMORY_FORMATS["contiguous_format"]
 
@@ -96,7 +96,7 @@ def _atleast(n: int):
         return views[0] if len(tensors) == 1 and not isinstance(tensors[0], (list, tuple)) else views
     impl.__doc__ = f"Each tensor viewed with at least {n} dimensions (one tensor in, one out; several, a tuple)."
     return register(f"atleast_{n}d", family="view", aten=[f"aten::atleast_{n}d.default", f"aten::atleast_{n}d.Sequence"],
-                    meta=meta, cost=lambda *t: _NO_COST)(impl)
+                    meta=meta, cost=lambda *t: NO_COST)(impl)
 
 
 atleast_1d, atleast_2d, atleast_3d = _atleast(1), _atleast(2), _atleast(3)
@@ -196,7 +196,7 @@ def _same_meta(x):
     return TensorMeta(tuple(x.shape), x.dtype)
 
 
-@register("positive", family="view", aten=["aten::positive.default"], meta=_same_meta, cost=lambda x: _NO_COST,
+@register("positive", family="view", aten=["aten::positive.default"], meta=_same_meta, cost=lambda x: NO_COST,
           methods=("positive",))
 def positive(x: Tensor) -> Tensor:
     """``x`` itself (unary plus); refused for bool, as torch's."""
@@ -209,7 +209,7 @@ def _identity(name: str, why: str):
     def impl(x: Tensor) -> Tensor:
         return x
     impl.__doc__ = f"``x`` itself: {why}."
-    return register(name, family="view", aten=[f"aten::{name}.default"], meta=_same_meta, cost=lambda x: _NO_COST,
+    return register(name, family="view", aten=[f"aten::{name}.default"], meta=_same_meta, cost=lambda x: NO_COST,
                     methods=(name,))(impl)
 
 

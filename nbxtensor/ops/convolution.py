@@ -14,13 +14,14 @@ import functools
 
 from .. import shape as S
 from .. import tuning
+from ..allocation import new_tensor, scratch_scope
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import conv as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
+from ..lowering import conversion_flags
 from ..tensor import Tensor
-from .copy import _conversion_flags, new_tensor, scratch_scope
 from .matmul import _dot_precision
 from .plans import PlanCache, layout_key
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
@@ -367,7 +368,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
     dev, dtype = input.device, input.dtype
     facts = backend_for(dev).facts
     interpreted = bool(facts["kernels"].get("interpreted"))
-    conversion = _conversion_flags(get_dtype("float32"), dtype, dev)
+    conversion = conversion_flags(get_dtype("float32"), dtype, dev)
     st = setting
     kd, kh, kw = st.kernel
     common = dict(KD=kd, KH=kh, KW=kw, UNROLL=st.volume * (st.cin_g if st.route == "direct" else 1)

@@ -4,11 +4,11 @@ ATen checks them."""
 from __future__ import annotations
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..kernels import ctc as K
 from ..launch import launch, next_pow2
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
 from .creation import tensor
 from .losses import _reduced_meta, reduction_name
 from .nn_composites import temporaries

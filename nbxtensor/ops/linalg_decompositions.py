@@ -9,12 +9,12 @@ import math
 from collections import namedtuple
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..kernels import linalg_qr as K
 from ..launch import launch, next_pow2
 from ..lowering import needs_index_64
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
 from .linalg_lu import _check_matrices, _check_same_dtype, _check_size
 from .nn_composites import temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register

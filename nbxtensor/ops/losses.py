@@ -7,8 +7,8 @@ from __future__ import annotations
 import warnings
 
 from .. import shape as S
+from ..allocation import scratch_scope
 from ..tensor import Tensor
-from .copy import scratch_scope
 from .nn_composites import _float_dtype, temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 

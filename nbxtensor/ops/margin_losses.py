@@ -9,8 +9,8 @@ import inspect
 import math
 
 from .. import shape as S
+from ..allocation import scratch_scope
 from ..tensor import Tensor
-from .copy import scratch_scope
 from .losses import _reduced, _reduced_meta, reduction_name
 from .nn_composites import _float_dtype, temporaries
 from .registry import Cost, get, nbytes, register

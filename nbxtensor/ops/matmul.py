@@ -21,17 +21,17 @@ from types import SimpleNamespace
 
 from .. import shape as S
 from .. import tuning
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
 from ..device import backend_for, multiprocessors, resolve
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
 from .reductions import _simple_cost, _sum_dtype
-from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, nbytes, register, tensor_attribute, workspace_bytes
 
 # batch dims (after merging) the kernel indexes directly; more are materialised first
 MAX_BATCH_RANK = 4
@@ -345,7 +345,7 @@ def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
 
 def _operand_flags(dtype, out_dtype, bias, dev, facts) -> dict:
     acc = get_dtype("int32") if dtype.kind == "int" else get_dtype("float32")
-    conversion = _conversion_flags(acc, out_dtype, dev)
+    conversion = conversion_flags(acc, out_dtype, dev)
     interpreted = bool(facts["kernels"].get("interpreted"))
     return dict(ACC=acc.triton, PRECISION=_dot_precision(dtype), INTERPRETED=interpreted,
                 DECODE_BF16=dtype.name == "bfloat16" and interpreted,
@@ -1005,7 +1005,7 @@ def _rmatmul(self: Tensor, other: Tensor) -> Tensor:
     return matmul.impl(other, self)
 
 
-Tensor.__rmatmul__ = _rmatmul
+tensor_attribute("__rmatmul__", _rmatmul)
 
 
 # ---- with an added input: addmm, baddbmm, addmv, addr -----------------------------------------------

@@ -8,8 +8,8 @@ from __future__ import annotations
 import inspect
 import math
 
+from ..allocation import scratch_scope
 from ..tensor import Tensor
-from .copy import scratch_scope
 from .nn_composites import temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 

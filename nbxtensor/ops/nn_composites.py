@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
-from ..promotion import get_default_dtype, result_type
+from ..promotion import get_default_dtype, promote_types, result_type
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 
 _F32 = get_dtype("float32")
@@ -23,7 +23,6 @@ def _float_dtype(*dtypes):
     """The dtype a float computation over these inputs gives: their promotion, integers to the default."""
     common = dtypes[0]
     for dt in dtypes[1:]:
-        from ..promotion import promote_types
         common = promote_types(common, dt)
     return common if common.is_floating_point or common.is_complex else get_default_dtype()
 

@@ -5,9 +5,9 @@ training forms, which update running statistics in place, are refused)."""
 from __future__ import annotations
 
 from .. import shape as S
+from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..tensor import Tensor
-from .copy import scratch_scope
 from .nn_composites import temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 

@@ -7,14 +7,14 @@ import math
 import ml_dtypes
 
 from .. import shape as S
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope
 from ..kernels import norm as N
 from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
 from ..device.facts import all_facts
-from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .reductions import _exactly_widens, _source, compute_dtype, kernel_facts, split_plan, tile_for
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
@@ -134,7 +134,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     if not _rows_start_aligned(row_shape, src_strides, align):
         return lambda x: _run_softmax(_dense_copy(x), dim, dtype, log)
     facts = kernel_facts(dev)
-    flags = _conversion_flags(compute, meta.dtype, dev)
+    flags = conversion_flags(compute, meta.dtype, dev)
     index_64 = needs_index_64(src, view)
     common = dict(LOG=log, ROW_RANK=len(row_shape), RED_UNIT=unit, COMPUTE=compute.triton,
                   SRC_FORMAT=_format(src.dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
@@ -292,7 +292,7 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
         warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
     else:
         block_rows, block_r, warps = tile_for(length, facts, split=True)  # long rows, few of them
-    flags = _conversion_flags(compute, dtype, dev)
+    flags = conversion_flags(compute, dtype, dev)
     rows_slot, out_slot = Slot("rows"), Slot("out")
     has_residual, has_weight, has_bias = residual is not None, weight_v is not None, bias_v is not None
     launch = PlannedLaunch(
@@ -500,7 +500,7 @@ def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, tra
         return out
     src = x.contiguous()
     block = kernel_facts(x.device)["elementwise_block"]
-    flags = _conversion_flags(compute, x.dtype, x.device)
+    flags = conversion_flags(compute, x.dtype, x.device)
     mean_, var_, w, b = params
     launch(N.batch_norm_inference, (cdiv(n, block),), x.device,
            [src, out, mean_, var_, w if w is not None else mean_, b if b is not None else mean_, n, channels,

@@ -47,19 +47,20 @@ import numpy as np
 
 from .. import _runtime
 from .. import dtypes as _dtypes
+from .. import allocation as _allocation
 from .. import launch as _launch_module
 from .. import shape as S
+from ..allocation import allocate_tensor, new_tensor
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.copy import FORMAT_NATIVE, load_format
 from ..launch import _specialised, bind_launch, cdiv, launch, launch_slots, relaunch
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor, layout_key
-from . import copy as _copy_module
-from .copy import _check_overlap, _conversion_flags, allocate_tensor, new_tensor
+from .copy import check_overlap
 from .plans import PlanCache
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -411,7 +412,7 @@ def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
 
     def call(args):
         stream = stream_of(index)
-        if _copy_module.arena_service is None:
+        if _allocation.arena_service is None:
             buffer = parked(nbytes, stream) or allocate(nbytes, index)
             made = Tensor._make(Storage(device, nbytes, buffer), 0, shape, strides, result)
             aligned = buffer.ptr
@@ -460,7 +461,7 @@ def _run(row: Row, args, kwargs, out=None, inplace=False, bind_to=None):
         for s in slots:
             # overlap is a matter of addresses, checked on every call; ``out`` itself was checked on the first
             if type(s) is Tensor and s._storage is out._storage and s is not out:
-                _check_overlap(out, s)
+                check_overlap(out, s)
     else:
         strides, size = plan.new_out
         out = allocate_tensor(plan.shape, strides, plan.result, plan.device, size)
@@ -508,7 +509,7 @@ def _build_call_plan(row: Row, call: Call, out, inplace: bool):
         out = _prepare_out(row, plan, out, inplace, dev)
         cacheable = not resizing
         for _, s in operand_tensors:
-            _check_overlap(out, s)
+            check_overlap(out, s)
         out_strides, new_out = out.stride(), None
     else:
         out_strides = (output_strides(shape, list(broadcast.values())) if broadcast
@@ -667,7 +668,7 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
     body_result = _D["bool"] if plan.result.kind == "bool" and row.rule in (COMPARE, COMPARE_FLOAT) else compute
     if compute.kind == "bool":
         body_result = _D["bool"]
-    flags = _conversion_flags(body_result, out_dtype, dev)
+    flags = conversion_flags(body_result, out_dtype, dev)
     kernel_facts = backend_for(dev).facts["kernels"]
     block = kernel_facts["elementwise_block_heavy" if row.flops >= HEAVY_BODY_FLOPS else "elementwise_block"]
     compute_type = tl.int1 if compute.kind == "bool" else compute.triton

@@ -12,12 +12,13 @@ import ml_dtypes
 from .. import shape as S
 from ..kernels import pointwise as K
 from ..kernels import special as KS
+from ..lowering import constant_bits
 from ..tensor import Tensor
-from .copy import constant_bits
 from .pointwise import (COMPARE, COMPARE_FLOAT, FLOAT, FLOATS, INTEGERS, INTEGERS_NO_BOOL, NO_BOOL,
                         OVERLOADS_TENSOR_SCALAR, OVERLOADS_TENSOR_SCALAR_OUT, PROMOTE, REAL,
                         SELECT_COMPONENTWISE, Call, Row, _is_scalar, _is_tensor, _python_scalar, build_all)
-from .registry import TensorMeta, get
+from .registry import TensorMeta, get, tensor_attribute
+from .views import narrow
 
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
@@ -181,7 +182,6 @@ def _glu(input, dim=-1):
         raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {size}")
     half = size // 2
     if isinstance(input, Tensor):
-        from .views import narrow
         return Call((narrow(input, d, 0, half), narrow(input, d, half, half)), (0, 1))
     shape = list(input.shape)
     shape[d] = half
@@ -520,13 +520,13 @@ _OPERATORS = {
     "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
 }
 for _dunder, _op in _OPERATORS.items():
-    setattr(Tensor, f"__{_dunder}__", _operator(_op))
-    setattr(Tensor, f"__r{_dunder}__", _operator(_op, reflected=True))
-    setattr(Tensor, f"__i{_dunder}__", _operator(_op + "_"))
+    tensor_attribute(f"__{_dunder}__", _operator(_op))
+    tensor_attribute(f"__r{_dunder}__", _operator(_op, reflected=True))
+    tensor_attribute(f"__i{_dunder}__", _operator(_op + "_"))
 for _dunder, _op in {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}.items():
-    setattr(Tensor, f"__{_dunder}__", _operator(_op))
-Tensor.__hash__ = object.__hash__  # tensors stay hashable by identity, as torch's are
-Tensor.__neg__ = get("neg").impl
-Tensor.__abs__ = get("abs").impl
-Tensor.__invert__ = get("bitwise_not").impl
-Tensor.__pos__ = lambda self: self
+    tensor_attribute(f"__{_dunder}__", _operator(_op))
+tensor_attribute("__hash__", object.__hash__)  # tensors stay hashable by identity, as torch's are
+tensor_attribute("__neg__", get("neg").impl)
+tensor_attribute("__abs__", get("abs").impl)
+tensor_attribute("__invert__", get("bitwise_not").impl)
+tensor_attribute("__pos__", lambda self: self)

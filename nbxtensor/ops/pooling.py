@@ -8,13 +8,13 @@ from __future__ import annotations
 import math
 
 from .. import shape as S
+from ..allocation import fresh_tensor_maker
 from ..dtypes import get_dtype
 from ..kernels import pool as K
 from ..launch import cdiv
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
 from ..kernels.copy import load_format
-from .copy import _conversion_flags, fresh_tensor_maker
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
@@ -146,7 +146,7 @@ def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), str
         return lambda x: (make_out(), make_indices()) if with_indices else make_out()
     compute = get_dtype("float64") if dtype.name == "float64" else (
         dtype if not dtype.is_floating_point else get_dtype("float32"))
-    flags = _conversion_flags(compute, dtype, dev)
+    flags = conversion_flags(compute, dtype, dev)
     facts = kernel_facts(dev)
     # each element loops over its window: a compiled program takes few (registers), an interpreted one many
     block = facts["elementwise_block"] if facts.get("interpreted") else min(256, facts["elementwise_block"])

@@ -7,16 +7,16 @@ import math
 from collections import namedtuple
 
 from .. import shape as S
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor
 from ..device import backend_for
 from ..device.facts import all_facts
 from ..dtypes import get_dtype
 from ..kernels import reduce as K
 from ..kernels.copy import load_format
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .registry import Cost, TensorMeta, get, nbytes, register
 
@@ -227,7 +227,7 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
     lowest, highest = _extremes(acc)
     if op in (K.OP_ANY, K.OP_ALL):
         lowest, highest = 0, 1
-    flags = _conversion_flags(acc, out_dtype, dev) if not (arg and not values) else _conversion_flags(acc, acc, dev)
+    flags = conversion_flags(acc, out_dtype, dev) if not (arg and not values) else conversion_flags(acc, acc, dev)
     common = dict(OP=op, KIND=kind, ACC=acc.triton, LOWEST=lowest, HIGHEST=highest, OUT_VALUES=values,
                   OUT_SECOND=second is not None, DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                   FLOAT_TO_INT=flags["FLOAT_TO_INT"])
@@ -744,7 +744,7 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
         block_rows = min(block_rows, next_pow2(n_rows))
     row_shape, src_strides = _pad(row_shape, src_strides)
     dst_strides = dst_strides if dst_strides else (0,)
-    flags = _conversion_flags(acc, out_dtype, x.device)
+    flags = conversion_flags(acc, out_dtype, x.device)
     lowest, highest = _extremes(acc)
     common = dict(SCAN=scan, ACC=acc.triton, COMPUTE=compute.triton, LOWEST=lowest, HIGHEST=highest,
                   ROW_RANK=len(row_shape), SRC_FORMAT=load_format(x.dtype),

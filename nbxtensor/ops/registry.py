@@ -17,13 +17,11 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
+from ..allocation import workspace_bytes
 from ..shape import numel
 
 __all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "all_ops", "nbytes", "workspace_bytes",
-           "public_function", "accepting_aliases", "KEYWORD_ALIASES"]
-
-# Each temporary an op takes from its graph step's workspace starts this many bytes after the last.
-SCRATCH_ALIGNMENT = 256
+           "public_function", "accepting_aliases", "KEYWORD_ALIASES", "tensor_attribute"]
 
 
 class TensorMeta(NamedTuple):
@@ -43,11 +41,6 @@ class Cost:
     @property
     def bytes_moved(self) -> int:
         return self.bytes_read + self.bytes_written
-
-
-def workspace_bytes(*sizes: int) -> int:
-    """The workspace of temporaries of these byte sizes, each allocated on its own."""
-    return sum(-(-size // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT for size in sizes)
 
 
 @dataclass(frozen=True)
@@ -159,11 +152,27 @@ def accepting_aliases(impl: Callable) -> Callable:
     return with_aliases
 
 
+_TENSOR_ATTRIBUTES: dict[str, object] = {}
+
+
+def tensor_attribute(name: str, value) -> None:
+    """Declare a Tensor attribute that is no op's method (an operator, a property, a method that takes its
+    arguments in an order of its own); ``bind`` sets it with the ops' methods."""
+    if name in _TENSOR_ATTRIBUTES:
+        raise ValueError(f"Tensor attribute {name!r} is declared twice")
+    _TENSOR_ATTRIBUTES[name] = value
+
+
 def bind(namespace: dict, tensor_class: type) -> None:
-    """Expose every op under its API names in ``namespace`` and as methods of ``tensor_class``."""
+    """Expose every op under its API names in ``namespace`` and as methods of ``tensor_class``, and set the
+    declared ``tensor_attribute``s: the only place Tensor gains attributes after its class body."""
+    for name, value in _TENSOR_ATTRIBUTES.items():
+        setattr(tensor_class, name, value)
     for op in _BY_NAME.values():
         function = public_function(op)
         for api_name in op.api:
             namespace[api_name] = function
         for method in op.methods:
+            if method in _TENSOR_ATTRIBUTES:
+                raise ValueError(f"Tensor attribute {method!r} is declared by op {op.name!r} and on its own")
             setattr(tensor_class, method, function)

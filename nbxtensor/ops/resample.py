@@ -11,13 +11,14 @@ import math
 import numpy as np
 
 from .. import shape as S
+from ..allocation import fresh_tensor_maker, new_tensor
 from ..dtypes import get_dtype
 from ..kernels import resample as K
 from ..kernels.copy import load_format
 from ..launch import cdiv
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
-from .copy import _conversion_flags, fresh_tensor_maker
+from .copy import copy_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, get, nbytes, register
@@ -111,7 +112,7 @@ def _plan(x, nd, output_size, scales, mode, align_corners, op):
         _kernel_scale(i, o, s, align_corners and not nearest) for i, o, s in zip(spatial_in[lift:], sizes, per_dim))
     in_strides = tuple(x.stride())
     out_strides = strides or S.contiguous_strides(out_shape)
-    flags = _conversion_flags(_F32, dt, dev)
+    flags = conversion_flags(_F32, dt, dev)
     facts = kernel_facts(dev)
     block = facts["elementwise_block"]
     if kernel_mode in _ANTIALIASED:
@@ -353,7 +354,6 @@ def _shuffle_meta(x, factor, unshuffle: bool):
 
 
 def _shuffle(x, factor, unshuffle):
-    from .copy import copy_, new_tensor
     meta = _shuffle_meta(x, factor, unshuffle)
     *batch, c, h, w = tuple(x.shape)
     r, nb = factor, len(batch)

@@ -16,19 +16,23 @@ from collections import namedtuple
 import ml_dtypes
 
 from .. import shape as S
+from ..allocation import Workspace, new_tensor
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels import sort_warp as KW
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import elementwise_block, needs_index_64
 from ..promotion import result_type
 from ..tensor import Tensor
-from .copy import Workspace, _elementwise_block, cat, new_tensor
+from .copy import cat
+from .creation import ones, tensor, zeros
+from .indexing import gather_dim, index_select, masked_select, nonzero, scatter_, scatter_add_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
+from .reductions import cumsum
 from .registry import Cost, TensorMeta, nbytes, register
-from .views import movedim, reshape
+from .views import movedim, narrow, reshape, squeeze
 
 SEGMENT_LIMIT = 4096  # elements one program sorts in registers (a power of two)
 SELECT_BLOCK = 2048  # elements a radix-select program reads per step
@@ -325,7 +329,6 @@ def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False):
     if x.ndim == 0:
         return KthvalueResult(result.values, result.indices)
     d = S.wrap_dim(dim, x.ndim)
-    from .views import narrow, squeeze
     values, indices = narrow(result.values, d, k - 1, 1), narrow(result.indices, d, k - 1, 1)
     if not keepdim:
         values, indices = squeeze(values, d), squeeze(indices, d)
@@ -361,16 +364,14 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
         if tuple(sorter.shape) != tuple(sorted_sequence.shape):
             raise RuntimeError(f"searchsorted: the sequence {list(sorted_sequence.shape)} and its sorter "
                                f"{list(sorter.shape)} must have the same shape")
-        from .indexing import _gather_dim
         # an index of the sorter out of range is caught on the device, named at the next synchronisation
-        sorted_sequence = _gather_dim(sorted_sequence, -1, sorter, "searchsorted (sorter)", wrap=False)
+        sorted_sequence = gather_dim(sorted_sequence, -1, sorter, "searchsorted (sorter)", wrap=False)
     if side is not None:
         if side not in ("left", "right"):
             raise RuntimeError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
         if right and side == "left":
             raise RuntimeError("searchsorted: side='left' and right=True disagree")
         right = side == "right"
-    from .creation import tensor
     scalar = not isinstance(values, Tensor)
     if scalar:
         values = tensor(values, device=sorted_sequence.device)
@@ -385,7 +386,7 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
     if n:
         seq_len = seq.shape[-1] if seq.ndim else 1
         per_row = vals.shape[-1] if seq.ndim > 1 else n
-        block = _elementwise_block(vals.device)
+        block = elementwise_block(vals.device)
         launch(K.search_sorted, (cdiv(n, block),), vals.device,
                [seq, vals, out, n, seq_len, max(per_row, 1), seq_len if seq.ndim > 1 else 0],
                RIGHT=right, STEPS=max(1, seq_len.bit_length() + 1),
@@ -414,9 +415,6 @@ def _unique_cost(x, *args, **kwargs):
 def _groups(ordered: Tensor):
     """For the rows of ``ordered`` (n, m) in order: whether each starts a new run of equal rows, and
     its run number (int64), and the number of runs (read back to the host)."""
-    from .copy import cat
-    from .creation import ones
-    from .reductions import cumsum
     n = ordered.shape[0]
     differs = (ordered[1:] != ordered[:-1])
     differs = differs.any(1) if differs.ndim == 2 else differs
@@ -428,7 +426,6 @@ def _groups(ordered: Tensor):
 def _lexicographic_order(rows: Tensor) -> Tensor:
     """The stable lexicographic order of the rows of ``rows`` (n, m): one stable sort per column,
     last column first."""
-    from .indexing import index_select
     order = None
     for column in reversed(range(rows.shape[1])):
         keys = rows[:, column] if order is None else index_select(rows[:, column], 0, order)
@@ -439,8 +436,6 @@ def _lexicographic_order(rows: Tensor) -> Tensor:
 
 def _unique_result(x: Tensor, dim, ordered_rows: Tensor, order: Tensor | None, return_inverse, return_counts,
                    moved_shape, d):
-    from .creation import ones, zeros
-    from .indexing import index_select, masked_select, nonzero, scatter_, scatter_add_
     n = ordered_rows.shape[0]
     starts, run, count = _groups(ordered_rows)
     if dim is None:
@@ -472,7 +467,6 @@ def _slices(x: Tensor, dim, op: str):
 
 
 def _empty_unique(x: Tensor, dim, return_inverse, return_counts):
-    from .creation import zeros
     values = new_tensor((0,), x.dtype, x.device) if dim is None else x.contiguous()
     results = [values]
     if return_inverse:
@@ -499,7 +493,6 @@ def unique(x: Tensor, sorted: bool = True, return_inverse: bool = False, return_
         ordered, order = sort.impl(rows if dim is None else rows[:, 0], 0)
         ordered = ordered if dim is None else reshape(ordered, (-1, 1))
     else:
-        from .indexing import index_select
         order = _lexicographic_order(rows)
         ordered = index_select(rows, 0, order)
     return _unique_result(x, dim, ordered, order, return_inverse, return_counts, moved_shape, d)
@@ -529,8 +522,6 @@ def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Te
     """How often each value 0..max(x) occurs in the non-negative 1-D integer ``x`` (at least
     ``minlength`` bins), or the sum of ``weights`` at its occurrences (float32 weights give float32,
     others float64). The sums are taken by the deterministic scatter-add. Reads max(x) back to the host."""
-    from .creation import zeros
-    from .indexing import scatter_add_
     if x.ndim != 1 or not x.dtype.is_integral or x.dtype.kind == "bool":
         raise RuntimeError(f"bincount: expected a 1-D integer tensor, got {x.ndim}-D {x.dtype.name}")
     if minlength < 0:
@@ -557,7 +548,6 @@ def histc(x: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
     """A histogram of ``x`` in ``bins`` equal bins over [min, max] (the data's range when min == max,
     widened by 1 on each side if that is a point); elements outside are ignored, ``max`` falls in the
     last bin. Reads the range back to the host when it comes from the data."""
-    from .indexing import masked_select
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"histc: expected a floating-point tensor, got {x.dtype.name}")
     bins = int(bins)

@@ -8,10 +8,10 @@ import math
 from collections import namedtuple
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
 from .nn_composites import temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 

@@ -10,16 +10,17 @@ import numbers
 from collections import namedtuple
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..device import resolve
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import format_strides, new_tensor, scratch_scope
+from .copy import format_strides
 from .nn_composites import _float_dtype, temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 from .statistics import bin_positions, equal_bin_edges
-from .views import _become
+from .views import become
 
 _I64 = get_dtype("int64")
 histogramdd_result = namedtuple("histogramdd", ["hist", "bin_edges"])
@@ -704,7 +705,7 @@ def _resize_into(x: Tensor, shape: tuple, memory_format) -> Tensor:
         if kept:
             grown[:kept].copy_(x.as_strided((kept,), (1,), x.storage_offset()))
         x._storage, x._offset = grown._storage, 0
-    return _become(x, x.as_strided(shape, strides))
+    return become(x, x.as_strided(shape, strides))
 
 
 @register("resize_", family="view", aten=["aten::resize_.default"], meta=_resize_meta,
