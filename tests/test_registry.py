@@ -84,3 +84,51 @@ def test_meta_rules_need_no_device():
     assert meta == TensorMeta((2, 3), nbx.int8)
     assert registry.get("arange").meta(0, 10, 3) == TensorMeta((4,), nbx.int64)
     assert TEST_DEVICE
+
+
+# torch.nn.functional's names nbxtensor has, as they were before the registry declared them with their ops
+FUNCTIONAL_NAMES = (
+    "act_and_mul", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+    "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d", "adaptive_max_pool3d_with_indices", "add_layer_norm", "add_rms_norm", "affine_grid",
+    "avg_pool1d", "avg_pool2d", "avg_pool3d", "batch_norm", "bilinear", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "celu", "celu_", "channel_shuffle", "conv1d", "conv2d", "conv3d",
+    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "cosine_embedding_loss", "cosine_similarity",
+    "cross_entropy", "ctc_loss", "dropout", "dropout1d", "dropout2d", "dropout3d", "elu", "elu_", "embedding",
+    "embedding_bag", "fold", "fractional_max_pool2d", "fractional_max_pool3d", "gaussian_nll_loss", "gelu", "glu",
+    "grid_sample", "group_norm", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "hardtanh_",
+    "hinge_embedding_loss", "huber_loss", "instance_norm", "interpolate", "kl_div", "kv_cache_append", "l1_loss",
+    "layer_norm", "leaky_relu", "leaky_relu_", "linear", "local_response_norm", "log_softmax", "logsigmoid",
+    "lp_pool1d", "lp_pool2d", "lp_pool3d", "margin_ranking_loss", "max_pool1d", "max_pool1d_with_indices",
+    "max_pool2d", "max_pool2d_with_indices", "max_pool3d", "max_pool3d_with_indices", "max_unpool1d",
+    "max_unpool2d", "max_unpool3d", "mish", "mse_loss", "multi_head_attention_forward", "multi_margin_loss",
+    "multilabel_margin_loss", "multilabel_soft_margin_loss", "nll_loss", "normalize", "one_hot", "pad",
+    "paged_attention", "pairwise_distance", "pdist", "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss",
+    "prefill_attention", "prelu", "relu", "relu6", "relu_", "rms_norm", "rotary_append", "rotary_embedding",
+    "rrelu", "rrelu_", "scaled_dot_product_attention", "selu", "selu_", "sigmoid", "silu", "smooth_l1_loss",
+    "soft_margin_loss", "softmax", "softmin", "softplus", "softshrink", "softsign", "tanh", "tanhshrink",
+    "threshold", "threshold_", "triplet_margin_loss", "triplet_margin_with_distance_loss", "unfold",
+    "upsample_bilinear", "upsample_nearest",
+)
+
+
+def test_nn_functional_is_built_from_the_registry():
+    from nbxtensor.nn import functional
+    public = sorted(name for name in dir(functional) if not name.startswith("_"))
+    assert public == sorted(FUNCTIONAL_NAMES)
+    assert functional.__all__ == public
+    declared = {name: op for op in registry.all_ops() for name in op.functional}
+    assert sorted(declared) == public
+    for name, op in declared.items():
+        assert getattr(functional, name) is (op.functional_form or op.impl), name
+    # torch's argument order (input, weight) where the op takes ATen's (weight, indices)
+    assert functional.embedding is not registry.get("embedding").impl
+    assert functional.unfold is registry.get("unfold_blocks").impl
+    assert functional.relu_ is registry.get("relu_").impl
+
+
+def test_a_functional_name_is_declared_once():
+    with pytest.raises(ValueError, match="nn.functional.relu is claimed by 'relu' and 'my_relu'"):
+        registry.register("my_relu", family="pointwise", aten=["nbx::my_relu"], meta=lambda x: x,
+                          cost=lambda x: Cost(), functional=("relu",))(lambda x: x)
+    assert "my_relu" not in [op.name for op in registry.all_ops()]

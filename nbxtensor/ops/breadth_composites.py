@@ -390,7 +390,7 @@ def _pointwise_cost(count: int):
                                                                                           input.dtype))
 
 
-@register("softmin", family="normalization", aten=["nbx::softmin"],
+@register("softmin", family="normalization", functional=True, aten=["nbx::softmin"],
           meta=lambda input, dim=None, _stacklevel=3, dtype=None: get("softmax").meta(input, dim, dtype),
           cost=_pointwise_cost(2), api=())
 def softmin(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
@@ -400,7 +400,7 @@ def softmin(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor
     return _op("softmax")(negated, dim, dtype)
 
 
-@register("hardshrink", family="pointwise", aten=["aten::hardshrink.default"], meta=lambda input, lambd=0.5: _same_meta(input),
+@register("hardshrink", family="pointwise", functional=True, aten=["aten::hardshrink.default"], meta=lambda input, lambd=0.5: _same_meta(input),
           cost=_pointwise_cost(3), methods=("hardshrink",), api=())
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """0 inside [-lambd, lambd], ``input`` elsewhere (NaN included)."""
@@ -409,7 +409,7 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return _op("where")(inside, 0, input).to(input.dtype)
 
 
-@register("softshrink", family="pointwise", aten=["aten::softshrink.default"], meta=lambda input, lambd=0.5: _same_meta(input),
+@register("softshrink", family="pointwise", functional=True, aten=["aten::softshrink.default"], meta=lambda input, lambd=0.5: _same_meta(input),
           cost=_pointwise_cost(5), api=())
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """``input`` moved lambd towards zero, 0 inside [-lambd, lambd]; NaN stays NaN."""
@@ -420,7 +420,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return _op("where")(input > lambd, input - lambd, below).to(input.dtype)
 
 
-@register("tanhshrink", family="pointwise", aten=["nbx::tanhshrink"], meta=_same_meta, cost=_pointwise_cost(2), api=())
+@register("tanhshrink", family="pointwise", functional=True, aten=["nbx::tanhshrink"], meta=_same_meta, cost=_pointwise_cost(2), api=())
 def tanhshrink(input: Tensor) -> Tensor:
     """``input - tanh(input)``."""
     with scratch_scope():
@@ -428,7 +428,7 @@ def tanhshrink(input: Tensor) -> Tensor:
     return input - squashed
 
 
-@register("upsample_nearest", family="resample", aten=["nbx::upsample_nearest"],
+@register("upsample_nearest", family="resample", functional=True, aten=["nbx::upsample_nearest"],
           meta=lambda input, size=None, scale_factor=None: get("interpolate").meta(input, size, scale_factor, "nearest"),
           cost=lambda input, size=None, scale_factor=None: get("interpolate").cost(input, size, scale_factor, "nearest"),
           api=())
@@ -437,7 +437,7 @@ def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
     return _op("interpolate")(input, size, scale_factor, "nearest")
 
 
-@register("upsample_bilinear", family="resample", aten=["nbx::upsample_bilinear"],
+@register("upsample_bilinear", family="resample", functional=True, aten=["nbx::upsample_bilinear"],
           meta=lambda input, size=None, scale_factor=None: get("interpolate").meta(input, size, scale_factor,
                                                                                    "bilinear", True),
           cost=lambda input, size=None, scale_factor=None: get("interpolate").cost(input, size, scale_factor,
@@ -447,6 +447,3 @@ def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
     """torch's deprecated alias: ``interpolate(mode="bilinear", align_corners=True)``."""
     return _op("interpolate")(input, size, scale_factor, "bilinear", True)
 
-
-FUNCTIONAL = {name: get(name).impl for name in (
-    "softmin", "hardshrink", "softshrink", "tanhshrink", "upsample_nearest", "upsample_bilinear")}

@@ -633,7 +633,18 @@ def _embedding_meta(weight, indices, padding_idx=-1, scale_grad_by_freq=False, s
     return TensorMeta((*indices.shape, *weight.shape[1:]), weight.dtype)
 
 
+def embedding_functional(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type=2.0,
+                         scale_grad_by_freq=False, sparse=False) -> Tensor:
+    """``torch.nn.functional.embedding``'s argument order; ``max_norm`` (which rewrites the table)
+    is refused."""
+    if max_norm is not None:
+        raise NotImplementedError("embedding with max_norm renormalises the weight in place; nbxtensor does not "
+                                  "support it: renormalise the table once before inference")
+    return embedding.impl(weight, input, -1 if padding_idx is None else padding_idx)
+
+
 @register("embedding", family="indexing", aten=["aten::embedding.default"], meta=_embedding_meta,
+          functional=True, functional_form=embedding_functional,
           cost=lambda weight, indices, *a, **k: Cost(
               bytes_read=nbytes(_embedding_meta(weight, indices)) + nbytes(indices),
               bytes_written=nbytes(_embedding_meta(weight, indices))))
@@ -648,16 +659,6 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1, scale_grad
     if padding_idx is not None and not -weight.shape[0] <= padding_idx < max(weight.shape[0], 1):
         raise ValueError(f"embedding: padding_idx {padding_idx} must be within num_embeddings {weight.shape[0]}")
     return _gather(_Plan(weight, [0], [_on(indices, weight.device)], wrap=False), "embedding")
-
-
-def embedding_functional(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type=2.0,
-                         scale_grad_by_freq=False, sparse=False) -> Tensor:
-    """``torch.nn.functional.embedding``'s argument order; ``max_norm`` (which rewrites the table)
-    is refused."""
-    if max_norm is not None:
-        raise NotImplementedError("embedding with max_norm renormalises the weight in place; nbxtensor does not "
-                                  "support it: renormalise the table once before inference")
-    return embedding.impl(weight, input, -1 if padding_idx is None else padding_idx)
 
 
 # ---- dim-wise gather and scatter ---------------------------------------------------------------

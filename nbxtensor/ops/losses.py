@@ -117,7 +117,7 @@ def _pointwise_loss(name: str, aten: list[str], term, *, flops: int, weighted: b
     extra = "".join(f", {k}={v!r}" for k, v in params.items())
     impl.__doc__ = f"``nn.functional.{name}({signature}{extra}{', weight=None' if weighted else ''})``: {doc}"
     impl.__name__ = impl.__qualname__ = name
-    return register(name, family="loss", aten=aten, meta=meta, cost=cost, api=())(impl)
+    return register(name, family="loss", aten=aten, meta=meta, cost=cost, api=(), functional=True)(impl)
 
 
 def _mse(x, y):
@@ -178,7 +178,7 @@ def _kl_cost(input, target, *args, **kwargs):
                 bytes_written=nbytes(_kl_meta(input, target, *args, **kwargs)), workspace=temporaries(3, shape, dtype))
 
 
-@register("kl_div", family="loss", aten=["aten::kl_div.default"], meta=_kl_meta, cost=_kl_cost, api=())
+@register("kl_div", family="loss", functional=True, aten=["aten::kl_div.default"], meta=_kl_meta, cost=_kl_cost, api=())
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction="mean",
            log_target: bool = False) -> Tensor:
     """target * (log target - input) with input as log-probabilities (0 where target is 0), or
@@ -226,7 +226,7 @@ def _bce_cost_for(op: str, logits: bool):
     return cost
 
 
-@register("binary_cross_entropy", family="loss", aten=["aten::binary_cross_entropy.default"],
+@register("binary_cross_entropy", family="loss", functional=True, aten=["aten::binary_cross_entropy.default"],
           meta=_bce_meta_for("binary_cross_entropy", False), cost=_bce_cost_for("binary_cross_entropy", False),
           api=())
 def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
@@ -249,7 +249,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_averag
     return _reduced(loss, reduction)
 
 
-@register("binary_cross_entropy_with_logits", family="loss", aten=["aten::binary_cross_entropy_with_logits.default"],
+@register("binary_cross_entropy_with_logits", family="loss", functional=True, aten=["aten::binary_cross_entropy_with_logits.default"],
           meta=_bce_meta_for("binary_cross_entropy_with_logits", True),
           cost=_bce_cost_for("binary_cross_entropy_with_logits", True), api=("binary_cross_entropy_with_logits",))
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
@@ -325,7 +325,7 @@ def _nll_cost(input, target, *args, **kwargs):
                 + temporaries(4, target.shape, target.dtype))
 
 
-@register("nll_loss", family="loss", aten=["aten::nll_loss.default", "aten::nll_loss_nd.default",
+@register("nll_loss", family="loss", functional=True, aten=["aten::nll_loss.default", "aten::nll_loss_nd.default",
                                            "aten::nll_loss2d.default"],
           meta=_nll_meta, cost=_nll_cost, api=())
 def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
@@ -376,7 +376,7 @@ def _ce_cost(input, target, *args, **kwargs):
                 + temporaries(10, target.shape, input.dtype))
 
 
-@register("cross_entropy", family="loss", aten=["aten::cross_entropy_loss.default"], meta=_ce_meta, cost=_ce_cost,
+@register("cross_entropy", family="loss", functional=True, aten=["aten::cross_entropy_loss.default"], meta=_ce_meta, cost=_ce_cost,
           api=())
 def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
                   reduce=None, reduction="mean", label_smoothing: float = 0.0) -> Tensor:
@@ -421,7 +421,3 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
         return mixed / divisor if reduction == "mean" else mixed
     return loss / divisor if reduction == "mean" else loss
 
-
-FUNCTIONAL = {name: get(name).impl for name in (
-    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "nll_loss", "cross_entropy")}

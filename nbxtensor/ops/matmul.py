@@ -1259,7 +1259,7 @@ def _linear_key(facts, input, weight, bias=None):
     return _product_keys(facts, *folded[:2], dtype, folded[2], 1, beta)
 
 
-@register("linear", family="matmul", aten=["aten::linear.default"], meta=_linear_meta, cost=_linear_cost, api=(),
+@register("linear", family="matmul", functional=True, aten=["aten::linear.default"], meta=_linear_meta, cost=_linear_cost, api=(),
           key=_linear_key)
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """input @ weight.T + bias, with the (out_features, in_features) weight read in place, transposed."""

@@ -65,7 +65,7 @@ def _bilinear_key(facts, input1, input2, weight, bias=None):
                               Tensor._meta((rows, in2, 1), input2.dtype))
 
 
-@register("bilinear", family="matmul", aten=["aten::bilinear.default"], meta=_bilinear_meta, cost=_bilinear_cost,
+@register("bilinear", family="matmul", functional=True, aten=["aten::bilinear.default"], meta=_bilinear_meta, cost=_bilinear_cost,
           key=_bilinear_key)
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias=None) -> Tensor:
     """out[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]: a matrix product of
@@ -103,7 +103,7 @@ def _pdist_cost(input, p=2):
                 workspace=temporaries(2, pairs, input.dtype) + temporaries(3, out.shape, get_dtype("int64")))
 
 
-@register("pdist", family="normalization", aten=["aten::pdist.default", "aten::_pdist_forward.default"],
+@register("pdist", family="normalization", functional=True, aten=["aten::pdist.default", "aten::_pdist_forward.default"],
           meta=_pdist_meta, cost=_pdist_cost)
 def pdist(input: Tensor, p: float = 2) -> Tensor:
     """The p-norm distance of every pair of rows i < j of an (N, M) input, in row-major pair order: cdist
@@ -191,7 +191,8 @@ def _declare_unpool(nd: int):
                           f"from the window), each value of ``input`` put where its ``indices`` (flat in its "
                           f"{nd}-d plane, as max_pool{nd}d returns them) point.")
     max_unpool.__name__ = max_unpool.__qualname__ = name
-    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=())(max_unpool)
+    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=(),
+                    functional=True)(max_unpool)
 
 
 max_unpool1d, max_unpool2d, max_unpool3d = (_declare_unpool(nd) for nd in (1, 2, 3))
@@ -294,7 +295,8 @@ def _declare_fractional(nd: int):
         f"``return_indices``. ``_random_samples`` (N, C, {nd}) in [0, 1) fix the offsets; without them they "
         "are drawn from nbxtensor's generator, so they differ from torch's draws.")
     fractional_max_pool.__name__ = fractional_max_pool.__qualname__ = name
-    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=())(fractional_max_pool)
+    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=(),
+                    functional=True)(fractional_max_pool)
 
 
 fractional_max_pool2d, fractional_max_pool3d = _declare_fractional(2), _declare_fractional(3)
@@ -411,6 +413,3 @@ def native_batch_norm_legit(input: Tensor, weight, bias, *rest):
     return _inference_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
                                  "_native_batch_norm_legit")
 
-
-FUNCTIONAL = {name: get(name).impl for name in ("bilinear", "pdist", "max_unpool1d", "max_unpool2d", "max_unpool3d",
-                                                "fractional_max_pool2d", "fractional_max_pool3d")}

@@ -190,7 +190,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     return execute
 
 
-@register("softmax", family="normalization", aten=["aten::_softmax.default", "aten::softmax.int"],
+@register("softmax", family="normalization", functional=True, aten=["aten::_softmax.default", "aten::softmax.int"],
           meta=_softmax_meta, cost=_softmax_cost, methods=("softmax",))
 def softmax(x: Tensor, dim=None, dtype=None, _stacklevel: int = 3) -> Tensor:
     """exp(x - max) / sum(exp(x - max)) along ``dim``, in float32 for half precision (float64 for
@@ -198,7 +198,7 @@ def softmax(x: Tensor, dim=None, dtype=None, _stacklevel: int = 3) -> Tensor:
     return _run_softmax(x, dim, dtype, False)
 
 
-@register("log_softmax", family="normalization", aten=["aten::_log_softmax.default", "aten::log_softmax.int"],
+@register("log_softmax", family="normalization", functional=True, aten=["aten::_log_softmax.default", "aten::log_softmax.int"],
           meta=_softmax_meta, cost=_softmax_cost, methods=("log_softmax",))
 def log_softmax(x: Tensor, dim=None, dtype=None, _stacklevel: int = 3) -> Tensor:
     """x - max - log(sum(exp(x - max))) along ``dim``."""
@@ -343,7 +343,7 @@ def _layer_norm_cost(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudn
     return _norm_cost(x, weight=weight, bias=bias)
 
 
-@register("layer_norm", family="normalization", aten=["aten::layer_norm.default"], meta=_layer_norm_meta,
+@register("layer_norm", family="normalization", functional=True, aten=["aten::layer_norm.default"], meta=_layer_norm_meta,
           cost=_layer_norm_cost)
 def layer_norm(x: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5, cudnn_enable=True) -> Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing ``normalized_shape`` dims
@@ -374,7 +374,7 @@ def _rms_norm_cost(x, normalized_shape, weight=None, eps=None):
     return _norm_cost(x, weight)
 
 
-@register("rms_norm", family="normalization", aten=["aten::rms_norm.default"], meta=_rms_norm_meta,
+@register("rms_norm", family="normalization", functional=True, aten=["aten::rms_norm.default"], meta=_rms_norm_meta,
           cost=_rms_norm_cost)
 def rms_norm(x: Tensor, normalized_shape, weight=None, eps=None) -> Tensor:
     """x / sqrt(mean(x^2) + eps) * weight; ``eps`` defaults to the dtype's machine epsilon, as torch."""
@@ -409,7 +409,7 @@ def _add_rms_norm_cost(x, residual, normalized_shape, weight=None, eps=None, rou
     return _norm_cost(x, residual, weight, outputs=2)
 
 
-@register("add_rms_norm", family="normalization", aten=["nbx::add_rms_norm"], meta=_add_rms_norm_meta,
+@register("add_rms_norm", family="normalization", functional=True, aten=["nbx::add_rms_norm"], meta=_add_rms_norm_meta,
           cost=_add_rms_norm_cost, api=())
 def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape, weight=None, eps=None, round_normed: bool = False):
     """(rms_norm(x + residual), x + residual) in one pass; the sum is rounded to x's dtype before it
@@ -429,7 +429,7 @@ def _add_layer_norm_cost(x, residual, normalized_shape, weight=None, bias=None, 
     return _norm_cost(x, residual, outputs=2, weight=weight, bias=bias)
 
 
-@register("add_layer_norm", family="normalization", aten=["nbx::add_layer_norm"], meta=_add_layer_norm_meta,
+@register("add_layer_norm", family="normalization", functional=True, aten=["nbx::add_layer_norm"], meta=_add_layer_norm_meta,
           cost=_add_layer_norm_cost, api=())
 def add_layer_norm(x: Tensor, residual: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """(layer_norm(x + residual), x + residual) in one pass, the sum rounded to x's dtype first."""
@@ -450,7 +450,7 @@ def _group_norm_cost(x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enab
     return _norm_cost(x, weight=weight, bias=bias)
 
 
-@register("group_norm", family="normalization", aten=["aten::group_norm.default"], meta=_group_norm_meta,
+@register("group_norm", family="normalization", functional=True, aten=["aten::group_norm.default"], meta=_group_norm_meta,
           cost=_group_norm_cost)
 def group_norm(x: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5, cudnn_enabled=True) -> Tensor:
     """Normalise each (sample, group of channels) over its channels and positions, then scale and
@@ -476,7 +476,7 @@ def _batch_norm_cost(x, running_mean, running_var, weight=None, bias=None, train
     return _norm_cost(x, running_mean, running_var, weight=weight, bias=bias)
 
 
-@register("batch_norm", family="normalization", aten=["aten::batch_norm.default"], meta=_batch_norm_meta,
+@register("batch_norm", family="normalization", functional=True, aten=["aten::batch_norm.default"], meta=_batch_norm_meta,
           cost=_batch_norm_cost)
 def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5, cudnn_enabled=True) -> Tensor:
@@ -554,8 +554,3 @@ def native_batch_norm_no_training(x: Tensor, weight, bias, running_mean, running
 
 
 # nbxtensor.nn.functional's names for these ops
-FUNCTIONAL = {
-    "softmax": softmax.impl, "log_softmax": log_softmax.impl, "layer_norm": layer_norm.impl,
-    "rms_norm": rms_norm.impl, "group_norm": group_norm.impl, "batch_norm": batch_norm.impl,
-    "add_rms_norm": add_rms_norm.impl, "add_layer_norm": add_layer_norm.impl,
-}

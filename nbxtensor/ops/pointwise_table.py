@@ -325,9 +325,9 @@ TABLE = [
     Row("sign", K.sign, _unary, accepts=REAL),
     Row("sgn", K.sign, _unary, complex_body=K.complex_sgn),
     Row("exp", K.exp, _unary, rule=FLOAT, flops=20, inplace_api=("exp_",), complex_body=K.complex_exp),
-    *[_unary_float(n, inplace_api=(n + "_",)) for n in ("exp2", "expm1", "log", "log2", "log10", "log1p",
-                                                         "rsqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh",
-                                                         "erf", "erfc", "sigmoid")],
+    *[_unary_float(n, inplace_api=(n + "_",), functional=(n,) if n in ("tanh", "sigmoid") else ())
+      for n in ("exp2", "expm1", "log", "log2", "log10", "log1p", "rsqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh",
+                "erf", "erfc", "sigmoid")],
     _unary_float("erfinv", flops=40),
     _unary_float("sqrt", flops=4, inplace_api=("sqrt_",)),
     _unary_float("reciprocal", flops=4, inplace_api=("reciprocal_",)),
@@ -375,8 +375,9 @@ TABLE = [
         functional=("logsigmoid",), aten=("aten::log_sigmoid.default", "aten::log_sigmoid.out")),
     Row("glu", K.glu, _glu, accepts=FLOATS, flops=20, api=(), methods=(), inplace=False, functional=("glu",),
         aten=("aten::glu.default", "aten::glu.out")),
+    # the gated MLP's activation(gate) * up over cat([gate, up], -1): an nbx extra in nn.functional
     Row("act_and_mul", K.act_and_mul, _act_and_mul, accepts=FLOATS, flops=25, api=(), methods=(), inplace=False,
-        aten=("nbx::act_and_mul",)),
+        aten=("nbx::act_and_mul",), functional=("act_and_mul",)),
     # binary arithmetic
     Row("add", K.add, _with_alpha, check=_check_alpha, complex_body=K.complex_add, overloads=OVERLOADS_TENSOR_SCALAR),
     Row("sub", K.sub, _with_alpha, check=_check_sub, api=("sub", "subtract"), methods=("sub", "subtract"),

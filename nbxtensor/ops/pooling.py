@@ -250,7 +250,7 @@ def _declare_window_pools(nd: int) -> None:
         return _max_pool(input, nd, kernel_size, stride, padding, dilation, ceil_mode, True, name)
     max_pool_with_indices.__doc__ = f"({name} values, int64 indices into each input plane), as aten::{name}_with_indices."
     register(f"{name}_with_indices", family="pooling", aten=[f"aten::{name}_with_indices.default"],
-             meta=_window_meta(nd, True), cost=_window_cost(nd, True), api=())(max_pool_with_indices)
+             meta=_window_meta(nd, True), cost=_window_cost(nd, True), api=(), functional=True)(max_pool_with_indices)
 
     def max_pool(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                  return_indices=False):
@@ -260,7 +260,7 @@ def _declare_window_pools(nd: int) -> None:
     register(name, family="pooling", aten=[f"aten::{name}.default"],
              meta=lambda x, *a, return_indices=False, **k: _window_meta(nd, bool(return_indices))(x, *a, **k),
              cost=lambda x, *a, return_indices=False, **k: _window_cost(nd, bool(return_indices))(x, *a, **k),
-             api=())(max_pool)
+             api=(), functional=True)(max_pool)
 
     avg = f"avg_pool{nd}d"
     if nd == 1:
@@ -275,7 +275,7 @@ def _declare_window_pools(nd: int) -> None:
                         "input (count_include_pad) or over the elements inside the input; divisor_override "
                         "replaces the divisor.")
     register(avg, family="pooling", aten=[f"aten::{avg}.default"], meta=_window_meta(nd, False, True),
-             cost=_window_cost(nd, False, True), api=())(avg_pool)
+             cost=_window_cost(nd, False, True), api=(), functional=True)(avg_pool)
 
 
 # ---- adaptive pooling -----------------------------------------------------------------------------------
@@ -335,7 +335,7 @@ def _declare_adaptive_pools(nd: int) -> None:
     adaptive_avg_pool.__doc__ = (f"torch.nn.functional.{avg}: output cell o of a dim of I inputs and O outputs is "
                                  "the mean over [floor(o*I/O), ceil((o+1)*I/O)); None in output_size keeps a size.")
     register(avg, family="pooling", aten=aten, meta=_adaptive_meta(nd, False), cost=_adaptive_cost(nd, False),
-             api=())(adaptive_avg_pool)
+             api=(), functional=True)(adaptive_avg_pool)
 
     mx = f"adaptive_max_pool{nd}d"
 
@@ -343,7 +343,7 @@ def _declare_adaptive_pools(nd: int) -> None:
         return _adaptive(input, nd, output_size, K.KIND_MAX, True, mx)
     adaptive_max_pool_with_indices.__doc__ = f"(values, int64 indices) of {mx}, as aten::{mx}."
     register(f"{mx}_with_indices", family="pooling", aten=[f"aten::{mx}.default"], meta=_adaptive_meta(nd, True),
-             cost=_adaptive_cost(nd, True), api=())(adaptive_max_pool_with_indices)
+             cost=_adaptive_cost(nd, True), api=(), functional=True)(adaptive_max_pool_with_indices)
 
     def adaptive_max_pool(input: Tensor, output_size, return_indices=False):
         return _adaptive(input, nd, output_size, K.KIND_MAX, bool(return_indices), mx)
@@ -352,7 +352,7 @@ def _declare_adaptive_pools(nd: int) -> None:
     register(mx, family="pooling", aten=[f"nbx::{mx}"],
              meta=lambda x, output_size, return_indices=False: _adaptive_meta(nd, bool(return_indices))(x, output_size),
              cost=lambda x, output_size, return_indices=False: _adaptive_cost(nd, bool(return_indices))(x, output_size),
-             api=())(adaptive_max_pool)
+             api=(), functional=True)(adaptive_max_pool)
 
 
 for _nd in (1, 2, 3):
@@ -393,7 +393,7 @@ def _declare_lp_pool(nd: int) -> None:
         return Cost(flops=S.numel(input.shape) + pooled.flops + 6 * S.numel(out.shape),
                     bytes_read=nbytes(input) + pooled.bytes_read + 9 * nbytes(out),
                     bytes_written=nbytes(powered) + pooled.bytes_written + 6 * nbytes(out), workspace=temps)
-    register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=())(lp_pool)
+    register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=(), functional=True)(lp_pool)
 
 
 for _nd in (1, 2, 3):

@@ -1,26 +1,46 @@
 """The op registry: one declaration per op, used by the Python API, the graph executor, the
 planner and the tuner alike.
 
-An op declares its ATen overload names, a meta rule (output shapes and dtypes from input metadata,
-no device), a cost rule (FLOPs, bytes read and written, workspace from metadata alone) and its
-implementation. An op that tunes its launches also declares a key rule: the launch keys (``tuning``) a
-call forms, from its arguments' layouts and a device class's facts alone. Meta and cost rules receive the
-op's arguments with every tensor replaced by anything that has ``shape`` and ``dtype`` (a real tensor
-does); key rules receive ``facts`` first, then
-the arguments with tensors as ones that have strides too (a meta tensor: ``device="meta"``), and return
-a list of keys.
+An op is declared once, by ``@register(name, ...)`` on its implementation; everything else about it is
+read from that declaration (its ``OpDef``):
+
+``family``
+    the op family (``"pointwise"``, ``"reduction"`` ...), for listings and the census.
+``aten``
+    the ATen overloads it implements (``"aten::add.Tensor"``; ``"nbx::..."`` for ops of its own).
+``adapters``
+    ``{overload: adapt}`` for the overloads whose ATen arguments differ from the implementation's:
+    ``adapt(args, kwargs) -> (args, kwargs)``, applied alike to meta rule, cost rule and implementation
+    (``ops/aten_calls.py`` builds the common ones).
+``meta``, ``cost``
+    the meta rule (output shapes and dtypes from input metadata, no device) and the cost rule (FLOPs,
+    bytes read and written, workspace from metadata alone). Both receive the op's arguments with every
+    tensor replaced by anything that has ``shape`` and ``dtype`` (a real tensor does).
+``key``
+    for an op that tunes its launches: the launch keys (``tuning``) a call forms, from ``facts`` first and
+    then the arguments with tensors as ones that have strides too (a meta tensor: ``device="meta"``).
+``api``, ``methods``, ``functional``
+    its names in ``nbxtensor`` (default: its own name), as Tensor methods, and in
+    ``nbxtensor.nn.functional`` (``True``: its own name). ``functional_form``: the function those
+    ``nn.functional`` names call where torch's functional takes other arguments than the op.
+``aliases``
+    ``VIEW``: its outputs share its first tensor argument's memory (a view); ``MAYBE_VIEW``: a view when
+    the layout allows, a copy otherwise; ``None``: outputs of their own.
+``samples``
+    the op's sample inputs.
 """
 from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Callable, Mapping, NamedTuple
 
 from ..shape import numel
 
-__all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "all_ops", "nbytes", "workspace_bytes",
-           "public_function", "accepting_aliases", "KEYWORD_ALIASES"]
+__all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "aten_adapter", "all_ops", "nbytes",
+           "workspace_bytes", "public_function", "accepting_aliases", "KEYWORD_ALIASES", "VIEW", "MAYBE_VIEW"]
 
 # Each temporary an op takes from its graph step's workspace starts this many bytes after the last.
 SCRATCH_ALIGNMENT = 256
@@ -50,7 +70,12 @@ def workspace_bytes(*sizes: int) -> int:
     return sum(-(-size // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT for size in sizes)
 
 
-@dataclass(frozen=True)
+# ``OpDef.aliases``: what an op's outputs share with its first tensor argument
+VIEW = "view"
+MAYBE_VIEW = "maybe view"
+
+
+@dataclass(frozen=True, eq=False)  # an op is itself: equal and hashed by identity
 class OpDef:
     name: str
     family: str
@@ -61,7 +86,12 @@ class OpDef:
     doc: str = ""
     api: tuple[str, ...] = ()
     methods: tuple[str, ...] = ()
+    functional: tuple[str, ...] = ()
+    functional_form: Callable | None = None
     key: Callable | None = None
+    aliases: str | None = None
+    adapters: Mapping[str, Callable] = field(default_factory=lambda: MappingProxyType({}))
+    samples: Callable | None = None
 
     def __call__(self, *args, **kwargs):
         return self.impl(*args, **kwargs)
@@ -69,25 +99,42 @@ class OpDef:
 
 _BY_NAME: dict[str, OpDef] = {}
 _BY_ATEN: dict[str, OpDef] = {}
+_FUNCTIONAL: dict[str, OpDef] = {}
 
 
 def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta: Callable, cost: Callable,
-             api: tuple[str, ...] | None = None, methods: tuple[str, ...] = (), key: Callable | None = None):
-    """Declare op ``name``; used as a decorator on its implementation. ``api`` lists the names it
-    takes in the ``nbxtensor`` namespace (default: its own name), ``methods`` its Tensor methods, ``key``
-    its key rule (ops that tune)."""
+             api: tuple[str, ...] | None = None, methods: tuple[str, ...] = (), functional: bool | tuple[str, ...] = (),
+             functional_form: Callable | None = None, key: Callable | None = None, aliases: str | None = None,
+             adapters: Mapping[str, Callable] | None = None, samples: Callable | None = None):
+    """Declare op ``name``; used as a decorator on its implementation. The fields are the module's
+    docstring's."""
     def wrap(impl: Callable) -> OpDef:
         if name in _BY_NAME:
             raise ValueError(f"op {name!r} is declared twice")
+        if aliases not in (None, VIEW, MAYBE_VIEW):
+            raise ValueError(f"op {name!r}: aliases must be None, VIEW or MAYBE_VIEW, not {aliases!r}")
+        if functional_form is not None and not functional:
+            raise ValueError(f"op {name!r} has a functional_form but no nn.functional name")
+        unclaimed = set(adapters or ()) - set(aten)
+        if unclaimed:
+            raise ValueError(f"op {name!r} adapts ATen overloads it does not implement: {sorted(unclaimed)}")
         if "<locals>" in impl.__qualname__:  # Python names the qualname in argument errors: say the op's name
             impl.__qualname__ = name
         op = OpDef(name=name, family=family, aten=tuple(aten), meta=meta, cost=cost, impl=impl,
                    doc=impl.__doc__ or "", api=(name,) if api is None else tuple(api), methods=tuple(methods),
-                   key=key)
+                   functional=(name,) if functional is True else tuple(functional or ()),
+                   functional_form=functional_form, key=key, aliases=aliases,
+                   adapters=MappingProxyType(dict(adapters or {})), samples=samples)
+        # every claim is checked before any is recorded, so a refused declaration leaves no trace
         for overload in op.aten:
             if overload in _BY_ATEN:
                 raise ValueError(f"ATen overload {overload!r} is claimed by {_BY_ATEN[overload].name!r} and {name!r}")
-            _BY_ATEN[overload] = op
+        for functional_name in op.functional:
+            if functional_name in _FUNCTIONAL:
+                raise ValueError(f"nn.functional.{functional_name} is claimed by {_FUNCTIONAL[functional_name].name!r} "
+                                 f"and {name!r}")
+        _BY_ATEN.update(dict.fromkeys(op.aten, op))
+        _FUNCTIONAL.update(dict.fromkeys(op.functional, op))
         _BY_NAME[name] = op
         return op
     return wrap
@@ -107,6 +154,12 @@ def lookup(aten_name: str) -> OpDef:
     if op is None:
         raise KeyError(f"no op implements {aten_name!r}; families that exist: {', '.join(families())}")
     return op
+
+
+def aten_adapter(aten_name: str) -> Callable | None:
+    """The adapter the op implementing exactly ``aten_name`` declares for it, None where it declares none."""
+    op = _BY_ATEN.get(aten_name)
+    return None if op is None else op.adapters.get(aten_name)
 
 
 def all_ops() -> list[OpDef]:
@@ -167,3 +220,11 @@ def bind(namespace: dict, tensor_class: type) -> None:
             namespace[api_name] = function
         for method in op.methods:
             setattr(tensor_class, method, function)
+
+
+def bind_functional(namespace: dict) -> list[str]:
+    """Expose every op under its ``nn.functional`` names in ``namespace`` (the implementation, or its
+    ``functional_form``); returns the names, sorted."""
+    for functional_name, op in _FUNCTIONAL.items():
+        namespace[functional_name] = op.impl if op.functional_form is None else op.functional_form
+    return sorted(_FUNCTIONAL)
