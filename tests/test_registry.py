@@ -132,3 +132,48 @@ def test_a_functional_name_is_declared_once():
         registry.register("my_relu", family="pointwise", aten=["nbx::my_relu"], meta=lambda x: x,
                           cost=lambda x: Cost(), functional=("relu",))(lambda x: x)
     assert "my_relu" not in [op.name for op in registry.all_ops()]
+
+
+def test_alias_facts_are_declared_with_the_op():
+    maybe = {op.name for op in registry.all_ops() if op.aliases == registry.MAYBE_VIEW}
+    assert maybe == {"reshape", "flatten", "unflatten", "to", "contiguous"}
+    for op in registry.all_ops():
+        # the view family is the ops whose outputs are views, the maybe-views aside
+        assert (op.aliases == registry.VIEW) == (op.family == "view" and op.name not in maybe), op.name
+    with pytest.raises(ValueError, match="aliases must be None, VIEW or MAYBE_VIEW"):
+        registry.register("my_view", family="view", aten=["nbx::my_view"], meta=lambda x: x, cost=lambda x: Cost(),
+                          aliases="always")(lambda x: x)
+
+
+# ATen overloads whose arguments differ from the implementation's torch signature
+ADAPTED_OVERLOADS = (
+    "aten::_log_softmax.default", "aten::_softmax.default", "aten::_to_copy.default", "aten::_index_put_impl_.default",
+    "aten::add.Scalar", "aten::add.Scalar_out", "aten::add_.Scalar", "aten::batch_norm.default",
+    "aten::binary_cross_entropy.default", "aten::binary_cross_entropy_with_logits.default",
+    "aten::cross_entropy_loss.default", "aten::einsum.default", "aten::elu.default", "aten::elu.out",
+    "aten::elu_.default", "aten::expand.default", "aten::huber_loss.default", "aten::instance_norm.default",
+    "aten::kl_div.default", "aten::l1_loss.default", "aten::mse_loss.default", "aten::nll_loss.default",
+    "aten::nll_loss2d.default", "aten::nll_loss_nd.default", "aten::rsub.Scalar", "aten::rsub.Scalar_out",
+    "aten::smooth_l1_loss.default", "aten::sub.Scalar", "aten::sub.Scalar_out", "aten::sub_.Scalar",
+    "aten::to.device", "aten::to.dtype", "aten::to.dtype_layout",
+)
+
+
+def test_aten_adapters_are_declared_with_the_op():
+    from nbxtensor.graph import calling
+    adapted = {overload for op in registry.all_ops() for overload in op.adapters}
+    assert adapted == set(ADAPTED_OVERLOADS)
+    for overload in ADAPTED_OVERLOADS:
+        assert calling.adapter(overload) is registry.lookup(overload).adapters[overload]
+    assert calling.adapter("aten::add.Tensor") is None and calling.adapter("aten::frobnicate.default") is None
+    # the in-place overload's adapter is the in-place op's
+    assert "aten::add_.Scalar" in registry.get("add_").adapters
+    assert "aten::add_.Scalar" not in registry.get("add").adapters
+    assert calling.adapt("aten::add.Scalar", ("x", 2, 3), {}) == (("x", 2), {"alpha": 3})
+    assert calling.adapt("aten::nll_loss.default", ("x", "t", None, 1, -100), {}) == (
+        ("x", "t"), {"weight": None, "reduction": 1, "ignore_index": -100})
+    assert calling.adapt("aten::expand.default", ("x", (2, 3)), {"implicit": False}) == (("x", (2, 3)), {})
+    with pytest.raises(ValueError, match="adapts ATen overloads it does not implement"):
+        registry.register("my_adapted", family="copy", aten=["nbx::my_adapted"], meta=lambda x: x,
+                          cost=lambda x: Cost(),
+                          adapters={"aten::my_adapted.default": lambda a, k: (a, k)})(lambda x: x)

@@ -583,8 +583,14 @@ def _index_put_cost(x, indices, values, accumulate=False):
                 workspace=_index_rows_workspace(indices))
 
 
+def _index_put_impl_from_aten(args, kwargs):
+    # aten::_index_put_impl_(self, indices, values, accumulate, unsafe): unsafe only skips index checks
+    return args[:4], {k: v for k, v in kwargs.items() if k != "unsafe"}
+
+
 @register("index_put_", family="indexing", aten=["aten::index_put_.default", "aten::_index_put_impl_.default"],
-          meta=_index_put_meta, cost=_index_put_cost, api=(), methods=("index_put_",))
+          meta=_index_put_meta, cost=_index_put_cost, api=(), methods=("index_put_",),
+          adapters={"aten::_index_put_impl_.default": _index_put_impl_from_aten})
 def index_put_(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     """``x[indices] = values`` (or ``+=`` with ``accumulate``, where duplicate indices all add,
     in a fixed order); ``indices`` is a tuple of index tensors, None for a whole dim."""

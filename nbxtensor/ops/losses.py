@@ -8,11 +8,19 @@ import warnings
 
 from .. import shape as S
 from ..tensor import Tensor
+from .aten_calls import positional_as_keywords
 from .copy import scratch_scope
 from .nn_composites import _float_dtype, temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 
 _ENUM = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _aten_losses(overloads, *names):
+    """Adapters for ATen loss overloads: their positional arguments after ``self`` and ``target`` passed by
+    these names, since the losses take torch's legacy arguments in those places, and ATen's reduction enum
+    by name."""
+    return {overload: positional_as_keywords(2, *names) for overload in overloads}
 
 
 def _op(name):
@@ -117,7 +125,8 @@ def _pointwise_loss(name: str, aten: list[str], term, *, flops: int, weighted: b
     extra = "".join(f", {k}={v!r}" for k, v in params.items())
     impl.__doc__ = f"``nn.functional.{name}({signature}{extra}{', weight=None' if weighted else ''})``: {doc}"
     impl.__name__ = impl.__qualname__ = name
-    return register(name, family="loss", aten=aten, meta=meta, cost=cost, api=(), functional=True)(impl)
+    return register(name, family="loss", aten=aten, meta=meta, cost=cost, api=(), functional=True,
+                    adapters=_aten_losses(aten, "reduction", *params))(impl)
 
 
 def _mse(x, y):
@@ -178,7 +187,8 @@ def _kl_cost(input, target, *args, **kwargs):
                 bytes_written=nbytes(_kl_meta(input, target, *args, **kwargs)), workspace=temporaries(3, shape, dtype))
 
 
-@register("kl_div", family="loss", functional=True, aten=["aten::kl_div.default"], meta=_kl_meta, cost=_kl_cost, api=())
+@register("kl_div", family="loss", aten=["aten::kl_div.default"], meta=_kl_meta, cost=_kl_cost, api=(), functional=True,
+          adapters=_aten_losses(["aten::kl_div.default"], "reduction"))
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction="mean",
            log_target: bool = False) -> Tensor:
     """target * (log target - input) with input as log-probabilities (0 where target is 0), or
@@ -226,9 +236,9 @@ def _bce_cost_for(op: str, logits: bool):
     return cost
 
 
-@register("binary_cross_entropy", family="loss", functional=True, aten=["aten::binary_cross_entropy.default"],
+@register("binary_cross_entropy", family="loss", aten=["aten::binary_cross_entropy.default"],
           meta=_bce_meta_for("binary_cross_entropy", False), cost=_bce_cost_for("binary_cross_entropy", False),
-          api=())
+          api=(), functional=True, adapters=_aten_losses(["aten::binary_cross_entropy.default"], "weight", "reduction"))
 def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
                          reduction="mean") -> Tensor:
     """-weight (target log(input) + (1 - target) log(1 - input)), each log clamped at -100 as torch's. The
@@ -249,9 +259,11 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_averag
     return _reduced(loss, reduction)
 
 
-@register("binary_cross_entropy_with_logits", family="loss", functional=True, aten=["aten::binary_cross_entropy_with_logits.default"],
+@register("binary_cross_entropy_with_logits", family="loss", aten=["aten::binary_cross_entropy_with_logits.default"],
           meta=_bce_meta_for("binary_cross_entropy_with_logits", True),
-          cost=_bce_cost_for("binary_cross_entropy_with_logits", True), api=("binary_cross_entropy_with_logits",))
+          cost=_bce_cost_for("binary_cross_entropy_with_logits", True), api=("binary_cross_entropy_with_logits",),
+          functional=True, adapters=_aten_losses(["aten::binary_cross_entropy_with_logits.default"],
+                                                 "weight", "pos_weight", "reduction"))
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None) -> Tensor:
     """(1 - target) x - log_sigmoid(x) (1 + (pos_weight - 1) target), times ``weight``: the stable form
@@ -325,9 +337,11 @@ def _nll_cost(input, target, *args, **kwargs):
                 + temporaries(4, target.shape, target.dtype))
 
 
-@register("nll_loss", family="loss", functional=True, aten=["aten::nll_loss.default", "aten::nll_loss_nd.default",
-                                           "aten::nll_loss2d.default"],
-          meta=_nll_meta, cost=_nll_cost, api=())
+_NLL_OVERLOADS = ["aten::nll_loss.default", "aten::nll_loss_nd.default", "aten::nll_loss2d.default"]
+
+
+@register("nll_loss", family="loss", aten=_NLL_OVERLOADS, meta=_nll_meta, cost=_nll_cost, api=(), functional=True,
+          adapters=_aten_losses(_NLL_OVERLOADS, "weight", "reduction", "ignore_index"))
 def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
              reduction="mean") -> Tensor:
     """-weight[t] input[n, t] for each target class t; 'mean' divides by the summed weights of the targets
@@ -376,8 +390,9 @@ def _ce_cost(input, target, *args, **kwargs):
                 + temporaries(10, target.shape, input.dtype))
 
 
-@register("cross_entropy", family="loss", functional=True, aten=["aten::cross_entropy_loss.default"], meta=_ce_meta, cost=_ce_cost,
-          api=())
+@register("cross_entropy", family="loss", aten=["aten::cross_entropy_loss.default"], meta=_ce_meta, cost=_ce_cost,
+          api=(), functional=True, adapters=_aten_losses(["aten::cross_entropy_loss.default"], "weight", "reduction",
+                                                          "ignore_index", "label_smoothing"))
 def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
                   reduce=None, reduction="mean", label_smoothing: float = 0.0) -> Tensor:
     """nll_loss of log_softmax over the classes (dim 1, or 0 for an unbatched input) for class-index

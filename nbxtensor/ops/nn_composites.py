@@ -50,8 +50,8 @@ def _normalize_cost(input, p=2.0, dim=1, eps=1e-12, out=None):
                 workspace=temporaries(2, input.shape, input.dtype))
 
 
-@register("normalize", family="normalization", functional=True, aten=["nbx::normalize"], meta=_normalize_meta, cost=_normalize_cost,
-          api=())
+@register("normalize", family="normalization", aten=["nbx::normalize"], meta=_normalize_meta, cost=_normalize_cost,
+          api=(), functional=True)
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """``input / max(||input||_p, eps)`` along ``dim``."""
     _normalize_meta(input, p, dim)
@@ -175,8 +175,16 @@ def _instance_norm_cost(input, running_mean=None, running_var=None, weight=None,
                 workspace=temporaries(1, input.shape, input.dtype))
 
 
-@register("instance_norm", family="normalization", functional=True, aten=["aten::instance_norm.default"], meta=_instance_norm_meta,
-          cost=_instance_norm_cost, api=())
+def _instance_norm_from_aten(args, kwargs):
+    # aten::instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn)
+    named = {**dict(zip(("input", "weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum",
+                         "eps", "cudnn_enabled"), args)), **kwargs}
+    return (named.pop("input"),), named
+
+
+@register("instance_norm", family="normalization", aten=["aten::instance_norm.default"], meta=_instance_norm_meta,
+          cost=_instance_norm_cost, api=(), functional=True,
+          adapters={"aten::instance_norm.default": _instance_norm_from_aten})
 def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5, cudnn_enabled=True) -> Tensor:
     """Each (sample, channel) normalised over its positions (group norm with a group a channel), or with
@@ -206,8 +214,8 @@ def _lrn_cost(input, size, alpha=1e-4, beta=0.75, k=1.0):
                 workspace=temporaries(1, padded, input.dtype) + temporaries(2, input.shape, input.dtype))
 
 
-@register("local_response_norm", family="normalization", functional=True, aten=["nbx::local_response_norm"], meta=_lrn_meta,
-          cost=_lrn_cost, api=())
+@register("local_response_norm", family="normalization", aten=["nbx::local_response_norm"], meta=_lrn_meta,
+          cost=_lrn_cost, api=(), functional=True)
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
     """input / (k + alpha * mean of input^2 over ``size`` neighbouring channels) ^ beta, the window
     zero-padded by size // 2 before and (size - 1) // 2 after, as torch's."""
@@ -274,7 +282,8 @@ def _rrelu_cost(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=Fal
                 workspace=temporaries(2, input.shape, input.dtype) if training else 0)
 
 
-@register("rrelu", family="random", functional=True, aten=["aten::rrelu.default"], meta=_rrelu_meta, cost=_rrelu_cost, methods=("rrelu",))
+@register("rrelu", family="random", aten=["aten::rrelu.default"], meta=_rrelu_meta, cost=_rrelu_cost, methods=("rrelu",),
+          functional=True)
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
           inplace: bool = False, generator=None) -> Tensor:
     """Leaky ReLU with the slope (lower + upper) / 2 in evaluation; in training each non-positive element
@@ -289,8 +298,9 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
     return input.copy_(result) if inplace else result
 
 
-rrelu_ = register("rrelu_", family="random", functional=True, aten=["aten::rrelu_.default"], meta=_rrelu_meta, cost=_rrelu_cost,
-                  methods=("rrelu_",))(lambda input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None:
+rrelu_ = register("rrelu_", family="random", aten=["aten::rrelu_.default"], meta=_rrelu_meta, cost=_rrelu_cost,
+                  methods=("rrelu_",),
+                  functional=True)(lambda input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None:
                                        rrelu.impl(input, lower, upper, training, True, generator))
 
 

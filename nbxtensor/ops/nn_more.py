@@ -65,8 +65,8 @@ def _bilinear_key(facts, input1, input2, weight, bias=None):
                               Tensor._meta((rows, in2, 1), input2.dtype))
 
 
-@register("bilinear", family="matmul", functional=True, aten=["aten::bilinear.default"], meta=_bilinear_meta, cost=_bilinear_cost,
-          key=_bilinear_key)
+@register("bilinear", family="matmul", aten=["aten::bilinear.default"], meta=_bilinear_meta, cost=_bilinear_cost,
+          key=_bilinear_key, functional=True)
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias=None) -> Tensor:
     """out[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]: a matrix product of
     input1 with weight's (in1, out * in2) view, then a batched one with input2 (the contraction order of
@@ -103,8 +103,8 @@ def _pdist_cost(input, p=2):
                 workspace=temporaries(2, pairs, input.dtype) + temporaries(3, out.shape, get_dtype("int64")))
 
 
-@register("pdist", family="normalization", functional=True, aten=["aten::pdist.default", "aten::_pdist_forward.default"],
-          meta=_pdist_meta, cost=_pdist_cost)
+@register("pdist", family="normalization", aten=["aten::pdist.default", "aten::_pdist_forward.default"],
+          meta=_pdist_meta, cost=_pdist_cost, functional=True)
 def pdist(input: Tensor, p: float = 2) -> Tensor:
     """The p-norm distance of every pair of rows i < j of an (N, M) input, in row-major pair order: cdist
     of the input with itself, its strict upper triangle gathered."""

@@ -14,6 +14,7 @@ from ..launch import cdiv, launch, next_pow2
 from ..lowering import needs_index_64
 from ..tensor import Tensor
 from ..device.facts import all_facts
+from ..dtypes import get_dtype
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .reductions import _exactly_widens, _source, compute_dtype, kernel_facts, split_plan, tile_for
@@ -190,16 +191,25 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     return execute
 
 
-@register("softmax", family="normalization", functional=True, aten=["aten::_softmax.default", "aten::softmax.int"],
-          meta=_softmax_meta, cost=_softmax_cost, methods=("softmax",))
+def _softmax_from_aten(args, kwargs):
+    # aten::_softmax(self, dim, half_to_float): half_to_float asks for a float32 result from half input
+    x, dim, *rest = args
+    half_to_float = rest[0] if rest else kwargs.get("half_to_float", False)
+    return (x, dim), ({"dtype": get_dtype("float32")} if half_to_float else {})
+
+
+@register("softmax", family="normalization", aten=["aten::_softmax.default", "aten::softmax.int"],
+          meta=_softmax_meta, cost=_softmax_cost, methods=("softmax",), functional=True,
+          adapters={"aten::_softmax.default": _softmax_from_aten})
 def softmax(x: Tensor, dim=None, dtype=None, _stacklevel: int = 3) -> Tensor:
     """exp(x - max) / sum(exp(x - max)) along ``dim``, in float32 for half precision (float64 for
     float64); a row of -inf gives NaN, as in torch."""
     return _run_softmax(x, dim, dtype, False)
 
 
-@register("log_softmax", family="normalization", functional=True, aten=["aten::_log_softmax.default", "aten::log_softmax.int"],
-          meta=_softmax_meta, cost=_softmax_cost, methods=("log_softmax",))
+@register("log_softmax", family="normalization", aten=["aten::_log_softmax.default", "aten::log_softmax.int"],
+          meta=_softmax_meta, cost=_softmax_cost, methods=("log_softmax",), functional=True,
+          adapters={"aten::_log_softmax.default": _softmax_from_aten})
 def log_softmax(x: Tensor, dim=None, dtype=None, _stacklevel: int = 3) -> Tensor:
     """x - max - log(sum(exp(x - max))) along ``dim``."""
     return _run_softmax(x, dim, dtype, True)
@@ -343,8 +353,8 @@ def _layer_norm_cost(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudn
     return _norm_cost(x, weight=weight, bias=bias)
 
 
-@register("layer_norm", family="normalization", functional=True, aten=["aten::layer_norm.default"], meta=_layer_norm_meta,
-          cost=_layer_norm_cost)
+@register("layer_norm", family="normalization", aten=["aten::layer_norm.default"], meta=_layer_norm_meta,
+          cost=_layer_norm_cost, functional=True)
 def layer_norm(x: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5, cudnn_enable=True) -> Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing ``normalized_shape`` dims
     (biased variance, computed in float32 for half precision)."""
@@ -429,8 +439,8 @@ def _add_layer_norm_cost(x, residual, normalized_shape, weight=None, bias=None, 
     return _norm_cost(x, residual, outputs=2, weight=weight, bias=bias)
 
 
-@register("add_layer_norm", family="normalization", functional=True, aten=["nbx::add_layer_norm"], meta=_add_layer_norm_meta,
-          cost=_add_layer_norm_cost, api=())
+@register("add_layer_norm", family="normalization", aten=["nbx::add_layer_norm"], meta=_add_layer_norm_meta,
+          cost=_add_layer_norm_cost, api=(), functional=True)
 def add_layer_norm(x: Tensor, residual: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """(layer_norm(x + residual), x + residual) in one pass, the sum rounded to x's dtype first."""
     length = _normalized_length(x, normalized_shape, "add_layer_norm")
@@ -450,8 +460,8 @@ def _group_norm_cost(x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enab
     return _norm_cost(x, weight=weight, bias=bias)
 
 
-@register("group_norm", family="normalization", functional=True, aten=["aten::group_norm.default"], meta=_group_norm_meta,
-          cost=_group_norm_cost)
+@register("group_norm", family="normalization", aten=["aten::group_norm.default"], meta=_group_norm_meta,
+          cost=_group_norm_cost, functional=True)
 def group_norm(x: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5, cudnn_enabled=True) -> Tensor:
     """Normalise each (sample, group of channels) over its channels and positions, then scale and
     shift per channel."""
@@ -476,8 +486,17 @@ def _batch_norm_cost(x, running_mean, running_var, weight=None, bias=None, train
     return _norm_cost(x, running_mean, running_var, weight=weight, bias=bias)
 
 
-@register("batch_norm", family="normalization", functional=True, aten=["aten::batch_norm.default"], meta=_batch_norm_meta,
-          cost=_batch_norm_cost)
+def _batch_norm_from_aten(args, kwargs):
+    # aten::batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled);
+    # torch's Python batch_norm takes the running statistics before weight and bias
+    named = {**dict(zip(("input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps",
+                         "cudnn_enabled"), args)), **kwargs}
+    x = named.pop("input")
+    return (x, named.pop("running_mean", None), named.pop("running_var", None)), named
+
+
+@register("batch_norm", family="normalization", aten=["aten::batch_norm.default"], meta=_batch_norm_meta,
+          cost=_batch_norm_cost, functional=True, adapters={"aten::batch_norm.default": _batch_norm_from_aten})
 def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5, cudnn_enabled=True) -> Tensor:
     """Inference batch norm: (x - running_mean) / sqrt(running_var + eps) * weight + bias per channel."""

@@ -130,6 +130,7 @@ class Row(NamedTuple):
     inplace: bool = True            # a ``<name>_`` method
     inplace_api: tuple = ()         # names in nbx for the in-place form (torch.relu_)
     functional: tuple = ()          # names in nbx.nn.functional
+    adapters: tuple = ()            # (ATen overload, adapter) pairs (``register(adapters=)``), in-place ones too
     complex_body: Any = None        # body of pointwise_complex, when complex inputs are supported
     complex_mode: int = 0
     check: Any = None               # check(call, common_dtype) raising for refused cases
@@ -884,16 +885,19 @@ def _build(row: Row) -> None:
     api = (row.name,) if row.api is None else row.api
     methods = (row.name,) if row.methods is None else row.methods
     # parsers of activations that torch lets run in place read ``inplace`` themselves
+    adapters = dict(row.adapters)
     register(row.name, family="pointwise", aten=[a for a in aten if not _is_inplace_overload(a)],
              meta=meta, cost=cost, api=api, methods=methods,
-             functional=tuple(name for name in row.functional if not name.endswith("_")))(impl)
+             functional=tuple(name for name in row.functional if not name.endswith("_")),
+             adapters={a: adapt for a, adapt in adapters.items() if not _is_inplace_overload(a)})(impl)
     if row.inplace:
         inplace_impl.__name__ = row.name + "_"
         inplace_impl.__signature__ = _signature(row, False)
         inplace_aten = [a for a in aten if _is_inplace_overload(a)] or [f"aten::{row.name}_.default"]
         register(row.name + "_", family="pointwise", aten=inplace_aten, meta=meta, cost=cost,
                  api=row.inplace_api, methods=tuple(m + "_" for m in methods),
-                 functional=tuple(name for name in row.functional if name.endswith("_")))(inplace_impl)
+                 functional=tuple(name for name in row.functional if name.endswith("_")),
+                 adapters={a: adapt for a, adapt in adapters.items() if _is_inplace_overload(a)})(inplace_impl)
 
 
 def _is_inplace_overload(aten_name: str) -> bool:

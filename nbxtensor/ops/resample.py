@@ -317,7 +317,8 @@ def _interpolate_defaults(args, kwargs):
     return tuple(defaults[n] for n in names)
 
 
-@register("interpolate", family="resample", functional=True, aten=["nbx::interpolate"], meta=_interpolate_meta, cost=_interpolate_cost, api=())
+@register("interpolate", family="resample", aten=["nbx::interpolate"], meta=_interpolate_meta, cost=_interpolate_cost, api=(),
+          functional=True)
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False) -> Tensor:
     """torch.nn.functional.interpolate: the ``upsample_*`` op (or, for 'area', adaptive average pooling)

@@ -14,7 +14,7 @@ from ..promotion import result_type
 from ..tensor import Tensor
 from .copy import new_tensor, scratch_scope
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .registry import VIEW, Cost, TensorMeta, get, nbytes, register, workspace_bytes
 from .views import _NO_COST, _meta_of, narrow, reshape, view_op
 
 _I64 = get_dtype("int64")
@@ -103,7 +103,7 @@ def _tensor_list(tensors):
     return list(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else list(tensors)
 
 
-@register("broadcast_tensors", family="view", aten=["aten::broadcast_tensors.default"],
+@register("broadcast_tensors", family="view", aten=["aten::broadcast_tensors.default"], aliases=VIEW,
           meta=lambda *t: tuple(TensorMeta(S.broadcast_shapes(*[tuple(x.shape) for x in _tensor_list(t)]), x.dtype)
                                 for x in _tensor_list(t)),
           cost=lambda *t: _NO_COST)

@@ -17,7 +17,7 @@ from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import format_strides, new_tensor, scratch_scope
 from .nn_composites import _float_dtype, temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import VIEW, Cost, TensorMeta, get, nbytes, register
 from .statistics import bin_positions, equal_bin_edges
 from .views import _become
 
@@ -707,7 +707,7 @@ def _resize_into(x: Tensor, shape: tuple, memory_format) -> Tensor:
     return _become(x, x.as_strided(shape, strides))
 
 
-@register("resize_", family="view", aten=["aten::resize_.default"], meta=_resize_meta,
+@register("resize_", family="view", aten=["aten::resize_.default"], meta=_resize_meta, aliases=VIEW,
           cost=lambda input, *size, **k: Cost(bytes_written=nbytes(_resize_meta(input, *size))), api=(),
           methods=("resize_",))
 def resize_(input: Tensor, *size, memory_format=None) -> Tensor:
@@ -718,7 +718,7 @@ def resize_(input: Tensor, *size, memory_format=None) -> Tensor:
     return _resize_into(input, meta.shape, memory_format)
 
 
-@register("resize_as_", family="view", aten=["aten::resize_as_.default"],
+@register("resize_as_", family="view", aten=["aten::resize_as_.default"], aliases=VIEW,
           meta=lambda input, other, **k: TensorMeta(tuple(other.shape), input.dtype),
           cost=lambda input, other, **k: Cost(bytes_written=S.numel(other.shape) * input.dtype.itemsize),
           methods=("resize_as_",))
