@@ -177,3 +177,51 @@ def test_aten_adapters_are_declared_with_the_op():
         registry.register("my_adapted", family="copy", aten=["nbx::my_adapted"], meta=lambda x: x,
                           cost=lambda x: Cost(),
                           adapters={"aten::my_adapted.default": lambda a, k: (a, k)})(lambda x: x)
+
+
+# (in-place op, the variant the registry derives from it)
+DERIVED_VARIANTS = [("index_put_", "index_put"), ("scatter_", "scatter"), ("scatter_add_", "scatter_add"),
+                    ("scatter_reduce_", "scatter_reduce"), ("index_add_", "index_add"), ("index_copy_", "index_copy"),
+                    ("index_fill_", "index_fill"), ("index_reduce_", "index_reduce"), ("rrelu_", "rrelu")]
+
+
+@pytest.mark.parametrize("inplace, out_of_place", DERIVED_VARIANTS)
+def test_variants_are_derived_from_one_declaration(inplace, out_of_place):
+    inplace_op, op = registry.get(inplace), registry.get(out_of_place)
+    assert op.family == inplace_op.family and op.meta is inplace_op.meta
+    assert [a.replace(f"::{inplace}.", f"::{out_of_place}.") for a in inplace_op.aten if f"::{inplace}." in a] == \
+        list(op.aten)
+    assert inplace_op.methods == tuple(m + "_" for m in op.methods)
+    assert getattr(nbx.Tensor, inplace) is registry.public_function(inplace_op)
+
+
+def test_an_out_of_place_variant_works_on_a_copy_and_costs_it(rng):
+    x = to_nbx(np.zeros((3, 2), np.float32))
+    index, values = to_nbx(np.array([2, 0])), to_nbx(np.ones((2, 2), np.float32))
+    out = nbx.index_put(x, (index,), values)
+    assert np.array_equal(out.numpy(), [[1, 1], [0, 0], [1, 1]]) and not x.numpy().any()
+    # the in-place op's cost, its workspace (the gathered index rows) included, and the copy of x
+    inplace_cost = registry.get("index_put_").cost(x, (index,), values)
+    cost = registry.get("index_put").cost(x, (index,), values)
+    assert cost.workspace == inplace_cost.workspace > 0
+    assert cost.bytes_read == inplace_cost.bytes_read + 24 and cost.bytes_written == inplace_cost.bytes_written + 24
+
+
+def test_an_inplace_variant_passes_inplace_true(rng):
+    x = to_nbx(np.array([-1.0, 2.0], np.float32))
+    rrelu_ = registry.get("rrelu_").impl
+    assert "inplace" not in inspect.signature(rrelu_).parameters
+    assert rrelu_(x, 0.5, 0.5) is x  # in inference, the mean slope (0.5) on x itself
+    assert np.array_equal(x.numpy(), [-0.5, 2.0])
+    generator = nbx.Generator(TEST_DEVICE).manual_seed(0)
+    assert rrelu_(x, 0.25, 0.25, True, generator) is x  # generator by position after training
+    assert np.array_equal(x.numpy(), [-0.125, 2.0])
+
+
+def test_a_variant_is_declared_on_the_right_op():
+    with pytest.raises(ValueError, match="OUT_OF_PLACE is the variant of an in-place op"):
+        registry.register("my_op", family="copy", aten=["nbx::my_op"], meta=lambda x: x, cost=lambda x: Cost(),
+                          variants=(registry.OUT_OF_PLACE,))(lambda x: x)
+    with pytest.raises(ValueError, match="variants are INPLACE and OUT_OF_PLACE"):
+        registry.register("my_op", family="copy", aten=["nbx::my_op"], meta=lambda x: x, cost=lambda x: Cost(),
+                          variants=("out",))(lambda x: x)

@@ -10,7 +10,7 @@ from ..dtypes import get_dtype
 from ..promotion import get_default_dtype, result_type
 from ..tensor import Tensor
 from .copy import new_tensor, scratch_scope
-from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .registry import INPLACE, Cost, TensorMeta, get, nbytes, register, workspace_bytes
 
 _F32 = get_dtype("float32")
 
@@ -283,7 +283,7 @@ def _rrelu_cost(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=Fal
 
 
 @register("rrelu", family="random", aten=["aten::rrelu.default"], meta=_rrelu_meta, cost=_rrelu_cost, methods=("rrelu",),
-          functional=True)
+          functional=True, variants=(INPLACE,))
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
           inplace: bool = False, generator=None) -> Tensor:
     """Leaky ReLU with the slope (lower + upper) / 2 in evaluation; in training each non-positive element
@@ -296,12 +296,6 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
         scaled = input * slopes
     result = _op("where")(input > 0, input, scaled)
     return input.copy_(result) if inplace else result
-
-
-rrelu_ = register("rrelu_", family="random", aten=["aten::rrelu_.default"], meta=_rrelu_meta, cost=_rrelu_cost,
-                  methods=("rrelu_",),
-                  functional=True)(lambda input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None:
-                                       rrelu.impl(input, lower, upper, training, True, generator))
 
 
 # ---- channel dropout, channel shuffle ------------------------------------------------------------

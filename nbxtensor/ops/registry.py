@@ -26,6 +26,13 @@ read from that declaration (its ``OpDef``):
 ``aliases``
     ``VIEW``: its outputs share its first tensor argument's memory (a view); ``MAYBE_VIEW``: a view when
     the layout allows, a copy otherwise; ``None``: outputs of their own.
+``variants``
+    ops the registry derives from this one and declares beside it. ``INPLACE`` on ``x`` taking
+    ``inplace=``: ``x_``, the call with ``inplace=True``. ``OUT_OF_PLACE`` on an in-place ``x_``: ``x``, the
+    call on a clone of the first argument (its cost that of the in-place op plus the copy). The variant's
+    ATen overloads, names in ``nbxtensor``, methods and ``nn.functional`` names follow from this op's
+    (``aten::x_.src`` and ``aten::x.src``); its meta rule is this op's. (Pointwise ops take their in-place
+    forms and ``out=`` from their table rows, ``ops/pointwise.py``.)
 ``samples``
     the op's sample inputs.
 """
@@ -40,7 +47,8 @@ from typing import Callable, Mapping, NamedTuple
 from ..shape import numel
 
 __all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "aten_adapter", "all_ops", "nbytes",
-           "workspace_bytes", "public_function", "accepting_aliases", "KEYWORD_ALIASES", "VIEW", "MAYBE_VIEW"]
+           "workspace_bytes", "public_function", "accepting_aliases", "KEYWORD_ALIASES", "VIEW", "MAYBE_VIEW",
+           "INPLACE", "OUT_OF_PLACE"]
 
 # Each temporary an op takes from its graph step's workspace starts this many bytes after the last.
 SCRATCH_ALIGNMENT = 256
@@ -73,6 +81,9 @@ def workspace_bytes(*sizes: int) -> int:
 # ``OpDef.aliases``: what an op's outputs share with its first tensor argument
 VIEW = "view"
 MAYBE_VIEW = "maybe view"
+# ``register(variants=)``: the ops derived from a declaration
+INPLACE = "inplace"
+OUT_OF_PLACE = "out of place"
 
 
 @dataclass(frozen=True, eq=False)  # an op is itself: equal and hashed by identity
@@ -97,6 +108,7 @@ class OpDef:
         return self.impl(*args, **kwargs)
 
 
+_VARIANT_NAMES = (INPLACE, OUT_OF_PLACE)
 _BY_NAME: dict[str, OpDef] = {}
 _BY_ATEN: dict[str, OpDef] = {}
 _FUNCTIONAL: dict[str, OpDef] = {}
@@ -105,12 +117,21 @@ _FUNCTIONAL: dict[str, OpDef] = {}
 def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta: Callable, cost: Callable,
              api: tuple[str, ...] | None = None, methods: tuple[str, ...] = (), functional: bool | tuple[str, ...] = (),
              functional_form: Callable | None = None, key: Callable | None = None, aliases: str | None = None,
-             adapters: Mapping[str, Callable] | None = None, samples: Callable | None = None):
+             adapters: Mapping[str, Callable] | None = None, variants: tuple[str, ...] = (),
+             samples: Callable | None = None):
     """Declare op ``name``; used as a decorator on its implementation. The fields are the module's
     docstring's."""
     def wrap(impl: Callable) -> OpDef:
         if name in _BY_NAME:
             raise ValueError(f"op {name!r} is declared twice")
+        for variant in variants:
+            if variant not in _VARIANT_NAMES:
+                raise ValueError(f"op {name!r}: variants are INPLACE and OUT_OF_PLACE, not {variant!r}")
+            if (variant == OUT_OF_PLACE) != name.endswith("_"):
+                raise ValueError(f"op {name!r}: OUT_OF_PLACE is the variant of an in-place op (a name ending in "
+                                 f"'_'), INPLACE of one that is not")
+        if INPLACE in variants:
+            _inplace_signature(name, impl)
         if aliases not in (None, VIEW, MAYBE_VIEW):
             raise ValueError(f"op {name!r}: aliases must be None, VIEW or MAYBE_VIEW, not {aliases!r}")
         if functional_form is not None and not functional:
@@ -136,8 +157,73 @@ def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta:
         _BY_ATEN.update(dict.fromkeys(op.aten, op))
         _FUNCTIONAL.update(dict.fromkeys(op.functional, op))
         _BY_NAME[name] = op
+        for variant in variants:
+            _declare_variant(op, variant)
         return op
     return wrap
+
+
+def _declare_variant(op: OpDef, variant: str) -> OpDef:
+    """The op ``variant`` of ``op`` (``register(variants=)``), declared."""
+    if variant == INPLACE:
+        name, renamed, impl, cost = op.name + "_", (lambda n: n + "_"), _inplace_call(op), op.cost
+        api = tuple(map(renamed, op.api))
+    else:
+        name, renamed, impl, cost = op.name[:-1], (lambda n: n[:-1]), _out_of_place_call(op), _out_of_place_cost(op)
+        api = (op.name[:-1],)
+    prefix = f"::{op.name}."
+    aten = [overload.replace(prefix, f"::{name}.") for overload in op.aten if prefix in overload]
+    adapters = {overload.replace(prefix, f"::{name}."): adapt for overload, adapt in op.adapters.items()
+                if prefix in overload}
+    return register(name, family=op.family, aten=aten, meta=op.meta, cost=cost, api=api,
+                    methods=tuple(map(renamed, op.methods)), functional=tuple(map(renamed, op.functional)),
+                    adapters=adapters)(impl)
+
+
+def _inplace_signature(name: str, impl: Callable) -> inspect.Signature:
+    """``impl``'s signature without ``inplace``; ``ValueError`` unless it takes ``inplace=`` and every other
+    argument by name."""
+    parameters = list(inspect.signature(impl).parameters.values())
+    if any(p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL) for p in parameters) or \
+            "inplace" not in [p.name for p in parameters]:
+        raise ValueError(f"op {name!r}: an INPLACE variant needs an implementation taking inplace= and every "
+                         f"other argument by name")
+    return inspect.Signature([p for p in parameters if p.name != "inplace"])
+
+
+def _inplace_call(op: OpDef) -> Callable:
+    """``op`` with ``inplace=True``, the ``inplace`` parameter gone from its signature."""
+    signature = _inplace_signature(op.name, op.impl)
+    var_keyword = next((p.name for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD), None)
+
+    def inplace_call(*args, **kwargs):
+        # every argument by name: ``inplace`` may stand between positional parameters
+        arguments = signature.bind(*args, **kwargs).arguments
+        extra = arguments.pop(var_keyword, {}) if var_keyword else {}
+        return op.impl(**arguments, **extra, inplace=True)
+    inplace_call.__name__ = inplace_call.__qualname__ = op.name + "_"
+    inplace_call.__signature__ = signature
+    inplace_call.__doc__ = f"``{op.name}`` in place: ``inplace=True``."
+    return inplace_call
+
+
+def _out_of_place_call(op: OpDef) -> Callable:
+    """``op`` on a clone of its first argument."""
+    def out_of_place_call(x, *args, **kwargs):
+        return op.impl(get("clone").impl(x), *args, **kwargs)
+    out_of_place_call.__name__ = out_of_place_call.__qualname__ = op.name[:-1]
+    out_of_place_call.__signature__ = inspect.signature(op.impl)
+    out_of_place_call.__doc__ = f"``{op.name}`` on a copy of its first argument."
+    return out_of_place_call
+
+
+def _out_of_place_cost(op: OpDef) -> Callable:
+    """``op``'s cost and the copy of its first argument."""
+    def cost(x, *args, **kwargs):
+        inplace = op.cost(x, *args, **kwargs)
+        return Cost(flops=inplace.flops, bytes_read=inplace.bytes_read + nbytes(x),
+                    bytes_written=inplace.bytes_written + nbytes(x), workspace=inplace.workspace)
+    return cost
 
 
 def get(name: str) -> OpDef:
