@@ -222,6 +222,30 @@ def test_a_variant_is_declared_on_the_right_op():
     with pytest.raises(ValueError, match="OUT_OF_PLACE is the variant of an in-place op"):
         registry.register("my_op", family="copy", aten=["nbx::my_op"], meta=lambda x: x, cost=lambda x: Cost(),
                           variants=(registry.OUT_OF_PLACE,))(lambda x: x)
-    with pytest.raises(ValueError, match="variants are INPLACE and OUT_OF_PLACE"):
+    with pytest.raises(ValueError, match="variants are OUT, INPLACE and OUT_OF_PLACE"):
         registry.register("my_op", family="copy", aten=["nbx::my_op"], meta=lambda x: x, cost=lambda x: Cost(),
-                          variants=("out",))(lambda x: x)
+                          variants=("copy",))(lambda x: x)
+
+
+def test_an_out_variant_writes_the_result_into_out():
+    x = to_nbx(np.array([[3.0, 1.0, 2.0]], np.float32))
+    values, indices = to_nbx(np.zeros((1, 3), np.float32)), to_nbx(np.zeros((1, 3), np.int64))
+    # sort and histogram took out= and left it untouched
+    result = nbx.sort(x, out=(values, indices))
+    assert result.values is values and result.indices is indices
+    assert np.array_equal(values.numpy(), [[1, 2, 3]]) and np.array_equal(indices.numpy(), [[1, 2, 0]])
+    hist, edges = to_nbx(np.zeros(0, np.float32)), to_nbx(np.zeros(0, np.float32))  # empty: resized
+    assert nbx.histogram(x, 2, out=(hist, edges)).hist is hist
+    assert np.array_equal(hist.numpy(), [1, 2]) and np.array_equal(edges.numpy(), [1, 2, 3])
+    # the result cast into out's dtype where ATen casts it
+    q = to_nbx(np.zeros((), np.float64))
+    assert nbx.quantile(x, 0.5, out=q) is q and q.item() == 2.0
+    with pytest.raises(RuntimeError, match="result type float32 can't be cast to the desired output type int64"):
+        nbx.quantile(x, 0.5, out=to_nbx(np.zeros((), np.int64)))
+    with pytest.raises(RuntimeError, match=r"sort: output with shape \(3,\) doesn't match the result's shape \(1, 3\)"):
+        nbx.sort(x, out=(to_nbx(np.zeros(3, np.float32)), indices))
+    with pytest.raises(TypeError, match="sort: out must be a tuple of 2 tensors"):
+        nbx.sort(x, out=values)
+    # the rules never see out
+    assert registry.get("sort").meta(x, out=(values, indices))[0].shape == (1, 3)
+    assert "out" in inspect.signature(registry.get("cross").impl).parameters

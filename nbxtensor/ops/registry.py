@@ -27,12 +27,15 @@ read from that declaration (its ``OpDef``):
     ``VIEW``: its outputs share its first tensor argument's memory (a view); ``MAYBE_VIEW``: a view when
     the layout allows, a copy otherwise; ``None``: outputs of their own.
 ``variants``
-    ops the registry derives from this one and declares beside it. ``INPLACE`` on ``x`` taking
-    ``inplace=``: ``x_``, the call with ``inplace=True``. ``OUT_OF_PLACE`` on an in-place ``x_``: ``x``, the
-    call on a clone of the first argument (its cost that of the in-place op plus the copy). The variant's
-    ATen overloads, names in ``nbxtensor``, methods and ``nn.functional`` names follow from this op's
-    (``aten::x_.src`` and ``aten::x.src``); its meta rule is this op's. (Pointwise ops take their in-place
-    forms and ``out=`` from their table rows, ``ops/pointwise.py``.)
+    the forms the registry derives from this declaration. ``OUT``: the op takes ``out=`` (a tensor, or a
+    tuple of them for a tuple result), written as ATen writes results into ``out`` (the result type must
+    cast to its dtype; an empty ``out`` is resized, another of the wrong shape refused); the rules and the
+    implementation never see it. ``INPLACE`` on ``x`` taking ``inplace=``: the op ``x_``, the call with
+    ``inplace=True``. ``OUT_OF_PLACE`` on an in-place ``x_``: the op ``x``, the call on a clone of the first
+    argument (its cost the in-place op's plus the copy). A derived op's ATen overloads, names in
+    ``nbxtensor``, methods and ``nn.functional`` names follow from this op's (``aten::x_.src`` and
+    ``aten::x.src``); its meta rule is this op's. (Pointwise ops take their in-place forms and ``out=``
+    from their table rows, ``ops/pointwise.py``.)
 ``samples``
     the op's sample inputs.
 """
@@ -44,11 +47,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Mapping, NamedTuple
 
-from ..shape import numel
+from ..promotion import can_cast
+from ..shape import ShapeError, numel
 
 __all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "aten_adapter", "all_ops", "nbytes",
            "workspace_bytes", "public_function", "accepting_aliases", "KEYWORD_ALIASES", "VIEW", "MAYBE_VIEW",
-           "INPLACE", "OUT_OF_PLACE"]
+           "OUT", "INPLACE", "OUT_OF_PLACE"]
 
 # Each temporary an op takes from its graph step's workspace starts this many bytes after the last.
 SCRATCH_ALIGNMENT = 256
@@ -81,7 +85,8 @@ def workspace_bytes(*sizes: int) -> int:
 # ``OpDef.aliases``: what an op's outputs share with its first tensor argument
 VIEW = "view"
 MAYBE_VIEW = "maybe view"
-# ``register(variants=)``: the ops derived from a declaration
+# ``register(variants=)``: the forms derived from a declaration
+OUT = "out"
 INPLACE = "inplace"
 OUT_OF_PLACE = "out of place"
 
@@ -108,7 +113,7 @@ class OpDef:
         return self.impl(*args, **kwargs)
 
 
-_VARIANT_NAMES = (INPLACE, OUT_OF_PLACE)
+_VARIANT_NAMES = (OUT, INPLACE, OUT_OF_PLACE)
 _BY_NAME: dict[str, OpDef] = {}
 _BY_ATEN: dict[str, OpDef] = {}
 _FUNCTIONAL: dict[str, OpDef] = {}
@@ -126,8 +131,8 @@ def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta:
             raise ValueError(f"op {name!r} is declared twice")
         for variant in variants:
             if variant not in _VARIANT_NAMES:
-                raise ValueError(f"op {name!r}: variants are INPLACE and OUT_OF_PLACE, not {variant!r}")
-            if (variant == OUT_OF_PLACE) != name.endswith("_"):
+                raise ValueError(f"op {name!r}: variants are OUT, INPLACE and OUT_OF_PLACE, not {variant!r}")
+            if variant != OUT and (variant == OUT_OF_PLACE) != name.endswith("_"):
                 raise ValueError(f"op {name!r}: OUT_OF_PLACE is the variant of an in-place op (a name ending in "
                                  f"'_'), INPLACE of one that is not")
         if INPLACE in variants:
@@ -141,7 +146,11 @@ def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta:
             raise ValueError(f"op {name!r} adapts ATen overloads it does not implement: {sorted(unclaimed)}")
         if "<locals>" in impl.__qualname__:  # Python names the qualname in argument errors: say the op's name
             impl.__qualname__ = name
-        op = OpDef(name=name, family=family, aten=tuple(aten), meta=meta, cost=cost, impl=impl,
+        if OUT in variants:
+            impl, rules = _taking_out(name, impl), (_ignoring_out(meta), _ignoring_out(cost))
+        else:
+            rules = (meta, cost)
+        op = OpDef(name=name, family=family, aten=tuple(aten), meta=rules[0], cost=rules[1], impl=impl,
                    doc=impl.__doc__ or "", api=(name,) if api is None else tuple(api), methods=tuple(methods),
                    functional=(name,) if functional is True else tuple(functional or ()),
                    functional_form=functional_form, key=key, aliases=aliases,
@@ -158,9 +167,61 @@ def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta:
         _FUNCTIONAL.update(dict.fromkeys(op.functional, op))
         _BY_NAME[name] = op
         for variant in variants:
-            _declare_variant(op, variant)
+            if variant != OUT:
+                _declare_variant(op, variant)
         return op
     return wrap
+
+
+def _taking_out(name: str, impl: Callable) -> Callable:
+    """``impl`` taking ``out=``: its result written into ``out``."""
+    signature = inspect.signature(impl)
+    if "out" in signature.parameters:
+        raise ValueError(f"op {name!r}: an OUT variant adds out= to an implementation that has none")
+    parameters = list(signature.parameters.values())
+    keywords_end = len(parameters) - (1 if parameters and parameters[-1].kind is inspect.Parameter.VAR_KEYWORD else 0)
+    out = inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None)
+
+    def with_out(*args, out=None, **kwargs):
+        result = impl(*args, **kwargs)
+        return result if out is None else _write_out(name, result, out)
+    with_out.__name__, with_out.__qualname__, with_out.__doc__ = impl.__name__, impl.__qualname__, impl.__doc__
+    with_out.__signature__ = signature.replace(parameters=[*parameters[:keywords_end], out,
+                                                           *parameters[keywords_end:]])
+    return with_out
+
+
+def _ignoring_out(rule: Callable) -> Callable:
+    """A meta or cost rule called as the implementation is: ``out=`` changes no result's metadata, and its
+    bytes are the result's."""
+    @functools.wraps(rule)
+    def without_out(*args, out=None, **kwargs):
+        return rule(*args, **kwargs)
+    return without_out
+
+
+def _write_out(name: str, result, out):
+    """``result`` (a tensor or a tuple of them) written into ``out``, as ATen writes an ``out=`` argument."""
+    if isinstance(result, tuple):
+        if not isinstance(out, (tuple, list)) or len(out) != len(result):
+            raise TypeError(f"{name}: out must be a tuple of {len(result)} tensors, got {type(out).__name__}")
+        written = [_write_one(name, part, given) for part, given in zip(result, out)]
+        return type(result)(*written) if hasattr(result, "_fields") else tuple(written)
+    return _write_one(name, result, out)
+
+
+def _write_one(name: str, result, out):
+    if type(out) is not type(result):
+        raise TypeError(f"{name}: out must be a Tensor, got {type(out).__name__}")
+    if not can_cast(result.dtype, out.dtype):
+        raise RuntimeError(f"{name}: result type {result.dtype.name} can't be cast to the desired output type "
+                           f"{out.dtype.name}")
+    if tuple(out.shape) != tuple(result.shape):
+        if numel(out.shape):
+            raise ShapeError(f"{name}: output with shape {tuple(out.shape)} doesn't match the result's shape "
+                             f"{tuple(result.shape)}")
+        get("resize_").impl(out, tuple(result.shape))
+    return get("copy_").impl(out, result)
 
 
 def _declare_variant(op: OpDef, variant: str) -> OpDef:
