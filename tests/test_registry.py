@@ -249,3 +249,20 @@ def test_an_out_variant_writes_the_result_into_out():
     # the rules never see out
     assert registry.get("sort").meta(x, out=(values, indices))[0].shape == (1, 3)
     assert "out" in inspect.signature(registry.get("cross").impl).parameters
+
+
+def test_bound_rules_get_the_arguments_bound_once():
+    x = TensorMeta((2, 3), nbx.float16)
+    softmax = registry.get("softmax")
+    # the defaults come from the implementation's signature, whichever way the arguments came
+    assert softmax.meta(x, 1) == softmax.meta(x, dim=1) == TensorMeta((2, 3), nbx.float16)
+    assert softmax.meta(x, -1, nbx.float32).dtype is nbx.float32
+    assert softmax.cost(x, 1) == softmax.cost(x, dim=1, dtype=None)
+    with pytest.raises(TypeError, match="softmax.. got an unexpected keyword argument 'axis'"):
+        softmax.meta(x, axis=1)
+    layer_norm = registry.get("layer_norm")
+    weight = TensorMeta((3,), nbx.float16)
+    assert layer_norm.cost(x, (3,), weight).bytes_read == layer_norm.cost(x, [3], weight=weight).bytes_read == 18
+    bind = registry.arguments_binder("f", lambda x, /, y, *rest, z=2, **extra: None)
+    bound = bind(1, 2, 3, w=4)
+    assert (bound.x, bound.y, bound.rest, bound.z, bound.extra) == (1, 2, (3,), 2, {"w": 4})

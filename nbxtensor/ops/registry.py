@@ -14,8 +14,12 @@ read from that declaration (its ``OpDef``):
     (``ops/aten_calls.py`` builds the common ones).
 ``meta``, ``cost``
     the meta rule (output shapes and dtypes from input metadata, no device) and the cost rule (FLOPs,
-    bytes read and written, workspace from metadata alone). Both receive the op's arguments with every
-    tensor replaced by anything that has ``shape`` and ``dtype`` (a real tensor does).
+    bytes read and written, workspace from metadata alone). Both are called with the op's arguments,
+    every tensor replaced by anything that has ``shape`` and ``dtype`` (a real tensor does). With
+    ``bound=True`` the registry binds those arguments once to the implementation's signature and hands
+    each rule the result, one object whose attributes are the parameters, defaults filled in
+    (``def meta(a): return TensorMeta(a.input.shape, a.dtype or a.input.dtype)``): a rule restates neither
+    the signature nor its defaults. ``OpDef.meta`` and ``OpDef.cost`` take the op's arguments either way.
 ``key``
     for an op that tunes its launches: the launch keys (``tuning``) a call forms, from ``facts`` first and
     then the arguments with tensors as ones that have strides too (a meta tensor: ``device="meta"``).
@@ -44,7 +48,7 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass, field
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 from typing import Callable, Mapping, NamedTuple
 
 from ..promotion import can_cast
@@ -123,7 +127,7 @@ def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta:
              api: tuple[str, ...] | None = None, methods: tuple[str, ...] = (), functional: bool | tuple[str, ...] = (),
              functional_form: Callable | None = None, key: Callable | None = None, aliases: str | None = None,
              adapters: Mapping[str, Callable] | None = None, variants: tuple[str, ...] = (),
-             samples: Callable | None = None):
+             bound: bool = False, samples: Callable | None = None):
     """Declare op ``name``; used as a decorator on its implementation. The fields are the module's
     docstring's."""
     def wrap(impl: Callable) -> OpDef:
@@ -146,10 +150,12 @@ def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta:
             raise ValueError(f"op {name!r} adapts ATen overloads it does not implement: {sorted(unclaimed)}")
         if "<locals>" in impl.__qualname__:  # Python names the qualname in argument errors: say the op's name
             impl.__qualname__ = name
+        rules = (meta, cost)
+        if bound:
+            bind = arguments_binder(name, impl)
+            rules = tuple(_on_bound_arguments(rule, bind) for rule in rules)
         if OUT in variants:
-            impl, rules = _taking_out(name, impl), (_ignoring_out(meta), _ignoring_out(cost))
-        else:
-            rules = (meta, cost)
+            impl, rules = _taking_out(name, impl), tuple(map(_ignoring_out, rules))
         op = OpDef(name=name, family=family, aten=tuple(aten), meta=rules[0], cost=rules[1], impl=impl,
                    doc=impl.__doc__ or "", api=(name,) if api is None else tuple(api), methods=tuple(methods),
                    functional=(name,) if functional is True else tuple(functional or ()),
@@ -171,6 +177,53 @@ def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta:
                 _declare_variant(op, variant)
         return op
     return wrap
+
+
+def arguments_binder(name: str, impl: Callable) -> Callable:
+    """``bind(*args, **kwargs)``: a call's arguments as one object whose attributes are ``impl``'s parameters,
+    defaults filled in (a ``*args`` parameter a tuple, a ``**kwargs`` one a dict); a call ``impl`` would
+    refuse raises the same ``TypeError``. Built as a Python function of the same parameters, so binding
+    costs one call."""
+    parameters = list(inspect.signature(impl).parameters.values())
+    written, keyword_only = [], False
+    for parameter in parameters:
+        if parameter.kind is parameter.VAR_POSITIONAL:
+            written.append("*" + parameter.name)
+            keyword_only = True
+        elif parameter.kind is parameter.VAR_KEYWORD:
+            written.append("**" + parameter.name)
+        else:
+            if parameter.kind is parameter.KEYWORD_ONLY and not keyword_only:
+                written.append("*")
+                keyword_only = True
+            written.append(parameter.name)
+            if parameter.kind is parameter.POSITIONAL_ONLY and (
+                    parameter is parameters[-1] or parameters[parameters.index(parameter) + 1].kind
+                    is not parameter.POSITIONAL_ONLY):
+                written.append("/")
+    fields = ", ".join(f"{p.name}={p.name}" for p in parameters)
+    namespace = {"_Arguments": SimpleNamespace}
+    exec(f"def {_BINDER}({', '.join(written)}):\n    return _Arguments({fields})\n", namespace)
+    bind = namespace[_BINDER]
+    bind.__defaults__ = tuple(p.default for p in parameters if p.default is not p.empty and
+                              p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)) or None
+    bind.__kwdefaults__ = {p.name: p.default for p in parameters
+                           if p.default is not p.empty and p.kind is p.KEYWORD_ONLY} or None
+    bind.__name__ = bind.__qualname__ = name  # argument errors name the op
+    return bind
+
+
+# the binder's name while it is compiled, a name no parameter takes
+_BINDER = "_bind_arguments"
+
+
+def _on_bound_arguments(rule: Callable, bind: Callable) -> Callable:
+    """``rule`` of one bound-arguments object, called with the op's arguments."""
+    def on_arguments(*args, **kwargs):
+        return rule(bind(*args, **kwargs))
+    on_arguments.__name__, on_arguments.__qualname__ = rule.__name__, rule.__qualname__
+    on_arguments.__doc__ = rule.__doc__
+    return on_arguments
 
 
 def _taking_out(name: str, impl: Callable) -> Callable:
