@@ -266,3 +266,14 @@ def test_bound_rules_get_the_arguments_bound_once():
     bind = registry.arguments_binder("f", lambda x, /, y, *rest, z=2, **extra: None)
     bound = bind(1, 2, 3, w=4)
     assert (bound.x, bound.y, bound.rest, bound.z, bound.extra) == (1, 2, (3,), 2, {"w": 4})
+
+
+def test_bound_rules_read_arguments_however_they_come():
+    # max_pool2d's rules took return_indices by keyword only: by position it gave one result, not two
+    x = to_nbx(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4))
+    op = registry.get("max_pool2d")
+    values, indices = op.impl(x, 2, None, 0, 1, False, True)
+    meta = op.meta(x, 2, None, 0, 1, False, True)
+    assert meta == (TensorMeta((1, 1, 2, 2), nbx.float32), TensorMeta((1, 1, 2, 2), nbx.int64))
+    assert (tuple(values.shape), tuple(indices.shape), indices.dtype) == (meta[0].shape, meta[1].shape, meta[1].dtype)
+    assert op.cost(x, 2, None, 0, 1, False, True).bytes_written == 4 * 4 + 4 * 8
