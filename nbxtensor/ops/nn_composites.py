@@ -268,7 +268,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     return _op("where")(positive, input, scaled)
 
 
-def _rrelu_meta(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False, generator=None):
+def _check_rrelu(input, lower, upper) -> TensorMeta:
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"rrelu: expected a floating-point input, got {input.dtype.name}")
     if lower > upper:
@@ -277,18 +277,23 @@ def _rrelu_meta(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=Fal
     return TensorMeta(tuple(input.shape), input.dtype)
 
 
-def _rrelu_cost(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False, generator=None):
+def _rrelu_meta(a):
+    return _check_rrelu(a.input, a.lower, a.upper)
+
+
+def _rrelu_cost(a):
+    input = a.input
     return Cost(flops=3 * S.numel(input.shape), bytes_read=nbytes(input), bytes_written=nbytes(input),
-                workspace=temporaries(2, input.shape, input.dtype) if training else 0)
+                workspace=temporaries(2, input.shape, input.dtype) if a.training else 0)
 
 
-@register("rrelu", family="random", aten=["aten::rrelu.default"], meta=_rrelu_meta, cost=_rrelu_cost, methods=("rrelu",),
-          functional=True, variants=(INPLACE,))
+@register("rrelu", family="random", aten=["aten::rrelu.default"], meta=_rrelu_meta, cost=_rrelu_cost, bound=True,
+          methods=("rrelu",), functional=True, variants=(INPLACE,))
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
           inplace: bool = False, generator=None) -> Tensor:
     """Leaky ReLU with the slope (lower + upper) / 2 in evaluation; in training each non-positive element
     takes a slope drawn uniformly from [lower, upper]."""
-    _rrelu_meta(input, lower, upper)
+    _check_rrelu(input, lower, upper)
     if not training:
         return get("leaky_relu").impl(input, (lower + upper) / 2, inplace)
     with scratch_scope():

@@ -280,16 +280,18 @@ def _write_one(name: str, result, out):
 def _declare_variant(op: OpDef, variant: str) -> OpDef:
     """The op ``variant`` of ``op`` (``register(variants=)``), declared."""
     if variant == INPLACE:
-        name, renamed, impl, cost = op.name + "_", (lambda n: n + "_"), _inplace_call(op), op.cost
+        name, renamed = op.name + "_", (lambda n: n + "_")
+        impl, meta, cost = (_inplace_call(op.name, function) for function in (op.impl, op.meta, op.cost))
         api = tuple(map(renamed, op.api))
     else:
-        name, renamed, impl, cost = op.name[:-1], (lambda n: n[:-1]), _out_of_place_call(op), _out_of_place_cost(op)
+        name, renamed, impl, meta, cost = (op.name[:-1], (lambda n: n[:-1]), _out_of_place_call(op), op.meta,
+                                           _out_of_place_cost(op))
         api = (op.name[:-1],)
     prefix = f"::{op.name}."
     aten = [overload.replace(prefix, f"::{name}.") for overload in op.aten if prefix in overload]
     adapters = {overload.replace(prefix, f"::{name}."): adapt for overload, adapt in op.adapters.items()
                 if prefix in overload}
-    return register(name, family=op.family, aten=aten, meta=op.meta, cost=cost, api=api,
+    return register(name, family=op.family, aten=aten, meta=meta, cost=cost, api=api,
                     methods=tuple(map(renamed, op.methods)), functional=tuple(map(renamed, op.functional)),
                     adapters=adapters)(impl)
 
@@ -305,19 +307,20 @@ def _inplace_signature(name: str, impl: Callable) -> inspect.Signature:
     return inspect.Signature([p for p in parameters if p.name != "inplace"])
 
 
-def _inplace_call(op: OpDef) -> Callable:
-    """``op`` with ``inplace=True``, the ``inplace`` parameter gone from its signature."""
-    signature = _inplace_signature(op.name, op.impl)
+def _inplace_call(name: str, function: Callable) -> Callable:
+    """``function`` (op ``name``'s implementation or one of its rules) called with ``inplace=True``, the
+    ``inplace`` parameter gone from the implementation's signature."""
+    signature = _inplace_signature(name, _BY_NAME[name].impl)
     var_keyword = next((p.name for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD), None)
 
     def inplace_call(*args, **kwargs):
         # every argument by name: ``inplace`` may stand between positional parameters
         arguments = signature.bind(*args, **kwargs).arguments
         extra = arguments.pop(var_keyword, {}) if var_keyword else {}
-        return op.impl(**arguments, **extra, inplace=True)
-    inplace_call.__name__ = inplace_call.__qualname__ = op.name + "_"
+        return function(**arguments, **extra, inplace=True)
+    inplace_call.__name__ = inplace_call.__qualname__ = name + "_"
     inplace_call.__signature__ = signature
-    inplace_call.__doc__ = f"``{op.name}`` in place: ``inplace=True``."
+    inplace_call.__doc__ = f"``{name}`` in place: ``inplace=True``."
     return inplace_call
 
 
