@@ -34,12 +34,12 @@ read from that declaration (its ``OpDef``):
     the forms the registry derives from this declaration. ``OUT``: the op takes ``out=`` (a tensor, or a
     tuple of them for a tuple result), written as ATen writes results into ``out`` (the result type must
     cast to its dtype; an empty ``out`` is resized, another of the wrong shape refused); the rules and the
-    implementation never see it. ``INPLACE`` on ``x`` taking ``inplace=``: the op ``x_``, the call with
-    ``inplace=True``. ``OUT_OF_PLACE`` on an in-place ``x_``: the op ``x``, the call on a clone of the first
-    argument (its cost the in-place op's plus the copy). A derived op's ATen overloads, names in
-    ``nbxtensor``, methods and ``nn.functional`` names follow from this op's (``aten::x_.src`` and
-    ``aten::x.src``); its meta rule is this op's. (Pointwise ops take their in-place forms and ``out=``
-    from their table rows, ``ops/pointwise.py``.)
+    implementation never see it. ``INPLACE`` on ``x`` taking ``inplace=``: the op ``x_``, the call (and its
+    rules') with ``inplace=True``. ``OUT_OF_PLACE`` on an in-place ``x_``: the op ``x``, the call on a clone
+    of the first argument, its meta rule the in-place op's and its cost that plus the copy. A derived op's
+    ATen overloads, names in ``nbxtensor``, methods and ``nn.functional`` names follow from this op's
+    (``aten::x_.src`` and ``aten::x.src``). Pointwise ops take their in-place forms and ``out=`` from their
+    table rows (``ops/pointwise.py``).
 ``samples``
     the op's sample inputs.
 """
