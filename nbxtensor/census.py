@@ -23,9 +23,6 @@ from .ops.pointwise import output_strides
 
 __all__ = ["census", "shadow"]
 
-# ops whose result is a view of their first input when it can be (a copy otherwise)
-_MAYBE_VIEW = frozenset(("reshape", "flatten", "unflatten", "to", "contiguous"))
-
 
 def census(model, values: dict | None = None, facts: dict | None = None) -> Counter:
     """Launch key -> how many of ``model``'s steps form it, for symbol ``values`` (default: the values traced
@@ -59,7 +56,7 @@ def census(model, values: dict | None = None, facts: dict | None = None) -> Coun
             strides = conv_output_strides(tuple(metas[out].shape), args[0], args[1])
             if strides is not None:
                 laid_out[out] = new_tensor(metas[out].shape, metas[out].dtype, meta_device, strides=strides)
-        elif step.op.family == "view" or step.op.name in _MAYBE_VIEW:
+        elif step.op.aliases is not None:  # a view (or a maybe-view) laid out by running it on meta tensors
             try:
                 produced = step.op.impl(*args, **kwargs)
             except RuntimeError:  # a copy, which a meta tensor cannot make: its result is contiguous

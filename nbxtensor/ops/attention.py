@@ -526,7 +526,7 @@ def _sdpa_key(facts, query, key, value, attn_mask=None, dropout_p=0.0, is_causal
 
 
 @register("scaled_dot_product_attention", family="attention", aten=["aten::scaled_dot_product_attention.default"],
-          meta=_sdpa_meta, cost=_sdpa_cost, api=(), key=_sdpa_key)
+          meta=_sdpa_meta, cost=_sdpa_cost, api=(), key=_sdpa_key, functional=True)
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -638,7 +638,7 @@ def _causal_key(facts, query, key, value, scale=None, softcap=None, window=None,
                          None if softcap is None else float(softcap), query_offset, window)[0]]
 
 
-@register("prefill_attention", family="attention", aten=["nbx::prefill_attention"], meta=_causal_meta,
+@register("prefill_attention", family="attention", functional=True, aten=["nbx::prefill_attention"], meta=_causal_meta,
           cost=_causal_cost, api=(), key=_causal_key)
 def prefill_attention(query: Tensor, key: Tensor, value: Tensor, scale: float | None = None,
                       softcap: float | None = None, window: int | None = None, query_offset: int = 0) -> Tensor:
@@ -715,7 +715,7 @@ def _paged_key(facts, *args, **kwargs):
 
 
 @register("paged_attention", family="attention", aten=["nbx::paged_attention"], meta=_paged_meta, cost=_paged_cost, api=(),
-          key=_paged_key)
+          key=_paged_key, functional=True)
 def paged_attention(query: Tensor, key_cache: Tensor, value_cache: Tensor, block_table: Tensor, seq_lens: Tensor,
                     scale: float | None = None, softcap: float | None = None, window: int | None = None) -> Tensor:
     """Decode attention of one query token per sequence over a paged KV cache: ``query`` (B, H_q, E);
@@ -761,7 +761,8 @@ def _append_cost(key, value, key_cache, value_cache, slot_mapping):
                 bytes_written=nbytes(key) + nbytes(value))
 
 
-@register("kv_cache_append", family="attention", aten=["nbx::kv_cache_append"], meta=_append_meta, cost=_append_cost, api=())
+@register("kv_cache_append", family="attention", aten=["nbx::kv_cache_append"], meta=_append_meta, cost=_append_cost, api=(),
+          functional=True)
 def kv_cache_append(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: Tensor,
                     slot_mapping: Tensor) -> None:
     """Writes token t's rows ``key[t]``/``value[t]`` (kv_heads, dim) into the caches at slot
@@ -810,7 +811,8 @@ def _rotary_cost(x, cos, sin, positions=None, interleaved=False):
     return Cost(flops=3 * S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
 
 
-@register("rotary_embedding", family="attention", aten=["nbx::rotary_embedding"], meta=_rotary_meta, cost=_rotary_cost, api=())
+@register("rotary_embedding", family="attention", aten=["nbx::rotary_embedding"], meta=_rotary_meta, cost=_rotary_cost, api=(),
+          functional=True)
 def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interleaved: bool = False) -> Tensor:
     """Rotary position embedding of ``x`` (..., L, E): pair i of a row at position p turns by the angle whose
     cosine and sine are ``cos[p, i]`` and ``sin[p, i]`` (tables (max_positions, R / 2), R <= E; dims past R
@@ -890,7 +892,7 @@ def _rotary_append_cost(q, k, v, cos, sin, positions, key_cache, value_cache, sl
                 bytes_written=nbytes(q_out) + 2 * nbytes(k_out) + nbytes(v))
 
 
-@register("rotary_append", family="attention", aten=["nbx::rotary_append"], meta=_rotary_append_meta,
+@register("rotary_append", family="attention", functional=True, aten=["nbx::rotary_append"], meta=_rotary_append_meta,
           cost=_rotary_append_cost, api=())
 def rotary_append(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, positions: Tensor, key_cache: Tensor,
                   value_cache: Tensor, slots: Tensor) -> tuple[Tensor, Tensor]:

@@ -455,7 +455,7 @@ def _forward_op(name, dims):
         return _convolution(name, input, weight, bias, stride, padding, dilation, False, 0, groups)
     impl.__doc__ = f"torch.nn.functional.{name}: a {dims}-d convolution."
     return register(name, family="convolution", aten=[f"aten::{name}.default", f"aten::{name}.padding"],
-                    meta=meta, cost=cost, key=key)(impl)
+                    meta=meta, cost=cost, key=key, functional=True)(impl)
 
 
 def _transposed_op(name, dims):
@@ -475,7 +475,7 @@ def _transposed_op(name, dims):
         return _convolution(name, input, weight, bias, stride, padding, dilation, True, output_padding, groups)
     impl.__doc__ = f"torch.nn.functional.{name}: a {dims}-d transposed convolution."
     return register(name, family="convolution", aten=[f"aten::{name}.default" if dims == 1 else f"aten::{name}.input"],
-                    meta=meta, cost=cost, key=key)(impl)
+                    meta=meta, cost=cost, key=key, functional=True)(impl)
 
 
 def _rank(op, weight, dims):
@@ -486,5 +486,3 @@ def _rank(op, weight, dims):
 
 conv1d, conv2d, conv3d = (_forward_op(f"conv{d}d", d) for d in (1, 2, 3))
 conv_transpose1d, conv_transpose2d, conv_transpose3d = (_transposed_op(f"conv_transpose{d}d", d) for d in (1, 2, 3))
-FUNCTIONAL = {op.name: op.impl for op in (conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d,
-                                          conv_transpose3d)}

@@ -16,7 +16,7 @@ from ..lowering import BITS_TYPE, constant_bits, conversion_flags, elementwise_b
 from ..promotion import result_type
 from ..tensor import Tensor
 from .plans import PlanCache, layout_key
-from .registry import Cost, TensorMeta, nbytes, register, tensor_attribute
+from .registry import MAYBE_VIEW, Cost, TensorMeta, nbytes, register, tensor_attribute
 from .views import narrow, select, view_as_real
 
 # Dims the copy kernel indexes directly; a copy of more dims (after merging) loops over the rest.
@@ -298,7 +298,7 @@ def _converted(x: Tensor, dt, memory_format) -> Tensor:
 
 
 @register("contiguous", family="copy", aten=["aten::contiguous.default"], meta=_clone_meta, cost=_clone_cost,
-          api=(), methods=("contiguous",))
+          api=(), methods=("contiguous",), aliases=MAYBE_VIEW)
 def contiguous(x: Tensor, memory_format=None) -> Tensor:
     """``x`` itself where it is already laid out in ``memory_format`` (row-major unless told), else a copy
     that is."""
@@ -320,8 +320,22 @@ def _to_cost(x, device=None, dtype=None, copy=False, memory_format=None):
     return Cost(bytes_read=nbytes(x), bytes_written=nbytes(out))
 
 
+def _to_from_aten(*positional, always_copy=False):
+    # aten::to and aten::_to_copy: the graph runs on one device with dense tensors, so of the device,
+    # layout, pin_memory and non_blocking nothing matters; the dtype, a copy and the memory format do
+    def adapt(args, kwargs):
+        named = {**dict(zip(positional, args[1:])), **kwargs}
+        return args[:1], {"dtype": named.get("dtype"), "copy": always_copy or named.get("copy", False),
+                          "memory_format": named.get("memory_format")}
+    return adapt
+
+
 @register("to", family="copy", aten=["aten::_to_copy.default", "aten::to.dtype", "aten::to.device",
-                                     "aten::to.dtype_layout"], meta=_to_meta, cost=_to_cost, api=())
+                                     "aten::to.dtype_layout"], meta=_to_meta, cost=_to_cost, api=(), aliases=MAYBE_VIEW,
+          adapters={"aten::_to_copy.default": _to_from_aten(always_copy=True),
+                    "aten::to.dtype": _to_from_aten("dtype", "non_blocking", "copy", "memory_format"),
+                    "aten::to.device": _to_from_aten("device", "dtype", "non_blocking", "copy", "memory_format"),
+                    "aten::to.dtype_layout": _to_from_aten()})
 def to(x: Tensor, device=None, dtype=None, copy: bool = False, memory_format=None) -> Tensor:
     """``x`` on ``device`` as ``dtype``; ``x`` itself when nothing changes, no copy is asked and, as in
     ATen, ``memory_format`` is the one ATen suggests for ``x``'s strides (contiguous unless they look like

@@ -180,13 +180,13 @@ def col2im(input: Tensor, output_size, kernel_size, dilation, padding, stride) -
           meta=lambda input, kernel_size, dilation=1, padding=0, stride=1: _im2col_meta(
               input, kernel_size, dilation, padding, stride),
           cost=lambda input, kernel_size, dilation=1, padding=0, stride=1: _im2col_cost(
-              input, kernel_size, dilation, padding, stride), api=())
+              input, kernel_size, dilation, padding, stride), api=(), functional=("unfold",))
 def unfold_blocks(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """torch.nn.functional.unfold: the sliding blocks of a (N, C, H, W) or (C, H, W) input as columns."""
     return im2col.impl(input, kernel_size, dilation, padding, stride)
 
 
-@register("fold", family="resample", aten=["nbx::fold"],
+@register("fold", family="resample", functional=True, aten=["nbx::fold"],
           meta=lambda input, output_size, kernel_size, dilation=1, padding=0, stride=1: _col2im_meta(
               input, output_size, kernel_size, dilation, padding, stride),
           cost=lambda input, output_size, kernel_size, dilation=1, padding=0, stride=1: _col2im_cost(

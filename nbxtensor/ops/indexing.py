@@ -29,7 +29,7 @@ from ..tensor import Tensor
 from .copy import clone, copy_, fill_, has_internal_overlap
 from .creation import full, tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, get, nbytes, register, tensor_attribute, workspace_bytes
+from .registry import OUT_OF_PLACE, Cost, TensorMeta, get, nbytes, register, tensor_attribute, workspace_bytes
 from .views import (advanced_item_in, basic_index, expand, is_integer_index, narrow, reshape, select,
                     view_as_complex, view_as_real)
 
@@ -549,8 +549,14 @@ def _index_put_cost(x, indices, values, accumulate=False):
                 workspace=_index_rows_workspace(indices))
 
 
+def _index_put_impl_from_aten(args, kwargs):
+    # aten::_index_put_impl_(self, indices, values, accumulate, unsafe): unsafe only skips index checks
+    return args[:4], {k: v for k, v in kwargs.items() if k != "unsafe"}
+
+
 @register("index_put_", family="indexing", aten=["aten::index_put_.default", "aten::_index_put_impl_.default"],
-          meta=_index_put_meta, cost=_index_put_cost, api=(), methods=("index_put_",))
+          meta=_index_put_meta, cost=_index_put_cost, api=(), methods=("index_put_",),
+          adapters={"aten::_index_put_impl_.default": _index_put_impl_from_aten}, variants=(OUT_OF_PLACE,))
 def index_put_(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     """``x[indices] = values`` (or ``+=`` with ``accumulate``, where duplicate indices all add,
     in a fixed order); ``indices`` is a tuple of index tensors, None for a whole dim."""
@@ -563,13 +569,6 @@ def index_put_(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
         return x
     _put(plan, values, "index_put_", accumulate=accumulate)
     return x
-
-
-@register("index_put", family="indexing", aten=["aten::index_put.default"], meta=_index_put_meta,
-          cost=lambda x, indices, values, accumulate=False: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)),
-          methods=("index_put",))
-def index_put(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
-    return index_put_(clone(x), indices, values, accumulate)
 
 
 def _select_meta(x, dim, index):
@@ -598,7 +597,18 @@ def _embedding_meta(weight, indices, padding_idx=-1, scale_grad_by_freq=False, s
     return TensorMeta((*indices.shape, *weight.shape[1:]), weight.dtype)
 
 
+def embedding_functional(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type=2.0,
+                         scale_grad_by_freq=False, sparse=False) -> Tensor:
+    """``torch.nn.functional.embedding``'s argument order; ``max_norm`` (which rewrites the table)
+    is refused."""
+    if max_norm is not None:
+        raise NotImplementedError("embedding with max_norm renormalises the weight in place; nbxtensor does not "
+                                  "support it: renormalise the table once before inference")
+    return embedding.impl(weight, input, -1 if padding_idx is None else padding_idx)
+
+
 @register("embedding", family="indexing", aten=["aten::embedding.default"], meta=_embedding_meta,
+          functional=True, functional_form=embedding_functional,
           cost=lambda weight, indices, *a, **k: Cost(
               bytes_read=nbytes(_embedding_meta(weight, indices)) + nbytes(indices),
               bytes_written=nbytes(_embedding_meta(weight, indices))))
@@ -613,16 +623,6 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1, scale_grad
     if padding_idx is not None and not -weight.shape[0] <= padding_idx < max(weight.shape[0], 1):
         raise ValueError(f"embedding: padding_idx {padding_idx} must be within num_embeddings {weight.shape[0]}")
     return _gather(_Plan(weight, [0], [_on(indices, weight.device)], wrap=False), "embedding")
-
-
-def embedding_functional(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type=2.0,
-                         scale_grad_by_freq=False, sparse=False) -> Tensor:
-    """``torch.nn.functional.embedding``'s argument order; ``max_norm`` (which rewrites the table)
-    is refused."""
-    if max_norm is not None:
-        raise NotImplementedError("embedding with max_norm renormalises the weight in place; nbxtensor does not "
-                                  "support it: renormalise the table once before inference")
-    return embedding.impl(weight, input, -1 if padding_idx is None else padding_idx)
 
 
 # ---- dim-wise gather and scatter ---------------------------------------------------------------
@@ -844,7 +844,7 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
 
 @register("scatter_", family="indexing", aten=["aten::scatter_.src", "aten::scatter_.value",
                                                "aten::scatter_.reduce", "aten::scatter_.value_reduce"],
-          meta=_scatter_meta, cost=_scatter_cost, api=(), methods=("scatter_",))
+          meta=_scatter_meta, cost=_scatter_cost, api=(), methods=("scatter_",), variants=(OUT_OF_PLACE,))
 def scatter_(x: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:
     """``x[... index[c] ...] = src[c]`` along ``dim`` (``src`` a tensor or a scalar ``value``); with
     ``reduce`` ('add' or 'multiply'), combined instead of replaced."""
@@ -861,41 +861,21 @@ def scatter_(x: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce
     return scatter_into(x, dim, index, src, "scatter_")
 
 
-@register("scatter", family="indexing", aten=["aten::scatter.src", "aten::scatter.value", "aten::scatter.reduce",
-                                              "aten::scatter.value_reduce"],
-          meta=_scatter_meta, cost=_scatter_cost, methods=("scatter",))
-def scatter(x: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:
-    return scatter_.impl(clone(x), dim, index, src, value=value, reduce=reduce)
-
-
 @register("scatter_add_", family="indexing", aten=["aten::scatter_add_.default"], meta=_scatter_meta,
-          cost=_scatter_cost, api=(), methods=("scatter_add_",))
+          cost=_scatter_cost, api=(), methods=("scatter_add_",), variants=(OUT_OF_PLACE,))
 def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """Adds ``src[c]`` into ``x`` at ``c`` with ``c[dim]`` replaced by ``index[c]``; duplicates add
     in index order (deterministic, no atomics)."""
     return _scatter_reduce_into(x, dim, index, src, "sum", True, "scatter_add_")
 
 
-@register("scatter_add", family="indexing", aten=["aten::scatter_add.default"], meta=_scatter_meta,
-          cost=_scatter_cost, methods=("scatter_add",))
-def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
-    return _scatter_reduce_into(clone(x), dim, index, src, "sum", True, "scatter_add")
-
-
 @register("scatter_reduce_", family="indexing", aten=["aten::scatter_reduce_.two"], meta=_scatter_meta,
-          cost=_scatter_cost, api=(), methods=("scatter_reduce_",))
+          cost=_scatter_cost, api=(), methods=("scatter_reduce_",), variants=(OUT_OF_PLACE,))
 def scatter_reduce_(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
                     include_self: bool = True) -> Tensor:
     """Reduce (sum, prod, mean, amax, amin) ``src`` into ``x`` along ``dim`` at ``index``; without
     ``include_self`` the original values of the elements hit do not take part."""
     return _scatter_reduce_into(x, dim, index, src, reduce, include_self, "scatter_reduce_")
-
-
-@register("scatter_reduce", family="indexing", aten=["aten::scatter_reduce.two"], meta=_scatter_meta,
-          cost=_scatter_cost, methods=("scatter_reduce",))
-def scatter_reduce(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
-                   include_self: bool = True) -> Tensor:
-    return _scatter_reduce_into(clone(x), dim, index, src, reduce, include_self, "scatter_reduce")
 
 
 # ---- index_add, index_copy, index_fill ---------------------------------------------------------------
@@ -918,7 +898,7 @@ def _check_source(x: Tensor, d: int, index: Tensor, source: Tensor, op: str) -> 
 
 
 @register("index_add_", family="indexing", aten=["aten::index_add_.default"], meta=_same_meta,
-          cost=_index_along_cost, api=(), methods=("index_add_",))
+          cost=_index_along_cost, api=(), methods=("index_add_",), variants=(OUT_OF_PLACE,))
 def index_add_(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     """``x[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``; duplicate indices add
     up in order."""
@@ -929,14 +909,8 @@ def index_add_(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -
     return x
 
 
-@register("index_add", family="indexing", aten=["aten::index_add.default"], meta=_same_meta,
-          cost=_index_along_cost, methods=("index_add",))
-def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
-    return index_add_.impl(clone(x), dim, index, source, alpha=alpha)
-
-
 @register("index_copy_", family="indexing", aten=["aten::index_copy_.default"], meta=_same_meta,
-          cost=_index_along_cost, api=(), methods=("index_copy_",))
+          cost=_index_along_cost, api=(), methods=("index_copy_",), variants=(OUT_OF_PLACE,))
 def index_copy_(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     plan = _dim_plan(x, dim, index, "index_copy_")
     _check_source(x, plan.positions[0], index, source, "index_copy_")
@@ -944,14 +918,8 @@ def index_copy_(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     return x
 
 
-@register("index_copy", family="indexing", aten=["aten::index_copy.default"], meta=_same_meta,
-          cost=_index_along_cost, methods=("index_copy",))
-def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
-    return index_copy_.impl(clone(x), dim, index, source)
-
-
 @register("index_fill_", family="indexing", aten=["aten::index_fill_.int_Scalar", "aten::index_fill_.int_Tensor"],
-          meta=_same_meta, cost=_index_along_cost, api=(), methods=("index_fill_",))
+          meta=_same_meta, cost=_index_along_cost, api=(), methods=("index_fill_",), variants=(OUT_OF_PLACE,))
 def index_fill_(x: Tensor, dim: int, index: Tensor, value) -> Tensor:
     if isinstance(value, Tensor):
         if value.ndim:
@@ -959,12 +927,6 @@ def index_fill_(x: Tensor, dim: int, index: Tensor, value) -> Tensor:
         value = value.item()
     _put(_dim_plan(x, dim, index, "index_fill_", wrap=True), value, "index_fill_")
     return x
-
-
-@register("index_fill", family="indexing", aten=["aten::index_fill.int_Scalar", "aten::index_fill.int_Tensor"],
-          meta=_same_meta, cost=_index_along_cost, methods=("index_fill",))
-def index_fill(x: Tensor, dim: int, index: Tensor, value) -> Tensor:
-    return index_fill_.impl(clone(x), dim, index, value)
 
 
 # ---- masks ---------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
 from .reductions import _simple_cost, _sum_dtype
+from .aten_calls import drop_keywords
 from .registry import Cost, TensorMeta, nbytes, register, tensor_attribute, workspace_bytes
 
 # batch dims (after merging) the kernel indexes directly; more are materialised first
@@ -1263,7 +1264,7 @@ def _linear_key(facts, input, weight, bias=None):
 
 
 @register("linear", family="matmul", aten=["aten::linear.default"], meta=_linear_meta, cost=_linear_cost, api=(),
-          key=_linear_key)
+          key=_linear_key, functional=True)
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """input @ weight.T + bias, with the (out_features, in_features) weight read in place, transposed."""
     key = (layout_key(input), layout_key(weight), layout_key(bias))
@@ -1452,8 +1453,9 @@ def _einsum_key(facts, equation, *operands):
     return _product_keys(facts, *_contraction_operands(plan, *operands), out_meta.dtype)
 
 
+# the contraction order einsum's path names changes no value
 @register("einsum", family="matmul", aten=["aten::einsum.default"], meta=_einsum_meta, cost=_einsum_cost,
-          key=_einsum_key)
+          key=_einsum_key, adapters={"aten::einsum.default": drop_keywords("path")})
 def einsum(equation: str, *operands) -> Tensor:
     """torch.einsum for one operand (diagonal views, a sum over the indices the output leaves out, a
     permutation) or a batched contraction of two, as one product (operands are permuted views, merged into

@@ -131,6 +131,7 @@ class Row(NamedTuple):
     inplace: bool = True            # a ``<name>_`` method
     inplace_api: tuple = ()         # names in nbx for the in-place form (torch.relu_)
     functional: tuple = ()          # names in nbx.nn.functional
+    adapters: tuple = ()            # (ATen overload, adapter) pairs (``register(adapters=)``), in-place ones too
     complex_body: Any = None        # body of pointwise_complex, when complex inputs are supported
     complex_mode: int = 0
     check: Any = None               # check(call, common_dtype) raising for refused cases
@@ -844,8 +845,6 @@ def _launch_complex(row: Row, call: Call, plan: Plan, out: Tensor, views) -> Non
 
 # ---- building the API from the table ------------------------------------------------------------
 
-FUNCTIONAL: dict = {}
-
 
 def _signature(row: Row, with_out: bool):
     params = list(inspect.signature(row.parse).parameters.values())
@@ -886,17 +885,20 @@ def _build(row: Row) -> None:
     aten = _default_aten(row) if row.aten is None else row.aten
     api = (row.name,) if row.api is None else row.api
     methods = (row.name,) if row.methods is None else row.methods
-    op = register(row.name, family="pointwise", aten=[a for a in aten if not _is_inplace_overload(a)],
-                  meta=meta, cost=cost, api=api, methods=methods)(impl)
-    for name in row.functional:
-        # parsers of activations that torch lets run in place read ``inplace`` themselves
-        FUNCTIONAL[name] = inplace_impl if name.endswith("_") else op.impl
+    # parsers of activations that torch lets run in place read ``inplace`` themselves
+    adapters = dict(row.adapters)
+    register(row.name, family="pointwise", aten=[a for a in aten if not _is_inplace_overload(a)],
+             meta=meta, cost=cost, api=api, methods=methods,
+             functional=tuple(name for name in row.functional if not name.endswith("_")),
+             adapters={a: adapt for a, adapt in adapters.items() if not _is_inplace_overload(a)})(impl)
     if row.inplace:
         inplace_impl.__name__ = row.name + "_"
         inplace_impl.__signature__ = _signature(row, False)
         inplace_aten = [a for a in aten if _is_inplace_overload(a)] or [f"aten::{row.name}_.default"]
         register(row.name + "_", family="pointwise", aten=inplace_aten, meta=meta, cost=cost,
-                 api=row.inplace_api, methods=tuple(m + "_" for m in methods))(inplace_impl)
+                 api=row.inplace_api, methods=tuple(m + "_" for m in methods),
+                 functional=tuple(name for name in row.functional if name.endswith("_")),
+                 adapters={a: adapt for a, adapt in adapters.items() if _is_inplace_overload(a)})(inplace_impl)
 
 
 def _is_inplace_overload(aten_name: str) -> bool:

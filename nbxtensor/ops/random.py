@@ -458,7 +458,7 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=F
 
 # ---- dropout --------------------------------------------------------------------------------------
 
-@register("dropout", family="random", aten=["aten::dropout.default"], meta=_same_meta,
+@register("dropout", family="random", functional=True, aten=["aten::dropout.default"], meta=_same_meta,
           cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)), api=())
 def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None) -> Tensor:
     """``nn.functional.dropout``: in training, zero each element with probability ``p`` and scale the

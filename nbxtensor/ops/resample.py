@@ -318,7 +318,8 @@ def _interpolate_defaults(args, kwargs):
     return tuple(defaults[n] for n in names)
 
 
-@register("interpolate", family="resample", aten=["nbx::interpolate"], meta=_interpolate_meta, cost=_interpolate_cost, api=())
+@register("interpolate", family="resample", aten=["nbx::interpolate"], meta=_interpolate_meta, cost=_interpolate_cost, api=(),
+          functional=True)
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False) -> Tensor:
     """torch.nn.functional.interpolate: the ``upsample_*`` op (or, for 'area', adaptive average pooling)
@@ -366,7 +367,7 @@ def _shuffle(x, factor, unshuffle):
     return out
 
 
-@register("pixel_shuffle", family="resample", aten=["aten::pixel_shuffle.default"],
+@register("pixel_shuffle", family="resample", functional=True, aten=["aten::pixel_shuffle.default"],
           meta=lambda x, upscale_factor: _shuffle_meta(x, upscale_factor, False),
           cost=lambda x, upscale_factor: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)), api=("pixel_shuffle",))
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
@@ -374,7 +375,7 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     return _shuffle(input, int(upscale_factor), False)
 
 
-@register("pixel_unshuffle", family="resample", aten=["aten::pixel_unshuffle.default"],
+@register("pixel_unshuffle", family="resample", functional=True, aten=["aten::pixel_unshuffle.default"],
           meta=lambda x, downscale_factor: _shuffle_meta(x, downscale_factor, True),
           cost=lambda x, downscale_factor: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)),
           api=("pixel_unshuffle",))

@@ -142,7 +142,7 @@ def _sample_codes(mode, padding_mode, align_corners):
     return _MODES[mode], _PADDINGS[padding_mode], bool(align_corners)
 
 
-@register("grid_sample", family="resample", aten=["nbx::grid_sample"],
+@register("grid_sample", family="resample", functional=True, aten=["nbx::grid_sample"],
           meta=lambda input, grid, mode="bilinear", padding_mode="zeros", align_corners=None: _grid_meta(
               input, grid, *_sample_codes(mode, padding_mode, False)),
           cost=lambda input, grid, mode="bilinear", padding_mode="zeros", align_corners=None: _grid_cost(
@@ -239,7 +239,7 @@ def _affine_checks(theta, size, align_corners):
     return size, bool(align_corners)
 
 
-@register("affine_grid", family="resample", aten=["nbx::affine_grid"],
+@register("affine_grid", family="resample", functional=True, aten=["nbx::affine_grid"],
           meta=lambda theta, size, align_corners=None: _affine_meta(theta, *_affine_checks(theta, size, False)),
           cost=lambda theta, size, align_corners=None: _affine_cost(theta, *_affine_checks(theta, size, False)),
           api=())

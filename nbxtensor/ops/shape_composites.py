@@ -15,8 +15,8 @@ from ..promotion import result_type
 from ..tensor import Tensor
 from .creation import tensor
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register, tensor_attribute, workspace_bytes
-from .views import NO_COST, meta_of, narrow, reshape, view_op
+from .registry import OUT, VIEW, Cost, TensorMeta, get, nbytes, register, tensor_attribute, workspace_bytes
+from .views import NO_COST, narrow, reshape, view_op
 
 _I64 = get_dtype("int64")
 
@@ -99,7 +99,7 @@ def _tensor_list(tensors):
     return list(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else list(tensors)
 
 
-@register("broadcast_tensors", family="view", aten=["aten::broadcast_tensors.default"],
+@register("broadcast_tensors", family="view", aten=["aten::broadcast_tensors.default"], aliases=VIEW,
           meta=lambda *t: tuple(TensorMeta(S.broadcast_shapes(*[tuple(x.shape) for x in _tensor_list(t)]), x.dtype)
                                 for x in _tensor_list(t)),
           cost=lambda *t: NO_COST)
@@ -350,7 +350,7 @@ def _cross_dim(shape, dim, op):
 
 
 def _cross_meta_for(op: str, default):
-    def meta(input, other, dim=default, *, out=None):
+    def meta(input, other, dim=default):
         if len(input.shape) != len(other.shape):
             raise RuntimeError(f"{op}: inputs must have the same number of dimensions.")
         shape = S.broadcast_shapes(tuple(input.shape), tuple(other.shape))
@@ -362,7 +362,7 @@ def _cross_meta_for(op: str, default):
 def _cross_impl(op: str, default):
     meta_of = _cross_meta_for(op, default)
 
-    def impl(input: Tensor, other: Tensor, dim=default, *, out=None) -> Tensor:
+    def impl(input: Tensor, other: Tensor, dim=default) -> Tensor:
         meta = meta_of(input, other, dim)
         d = _cross_dim(meta.shape, dim, op)
         a, b = input.expand(meta.shape), other.expand(meta.shape)
@@ -370,8 +370,7 @@ def _cross_impl(op: str, default):
             ax, ay, az = (narrow(a, d, i, 1) for i in range(3))
             bx, by, bz = (narrow(b, d, i, 1) for i in range(3))
             parts = [ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx]
-        result = _op("cat")(parts, d).to(meta.dtype)
-        return out.copy_(result) if out is not None else result
+        return _op("cat")(parts, d).to(meta.dtype)
     impl.__doc__ = "The cross product of 3-vectors along ``dim``, after broadcasting."
     return impl
 
@@ -385,9 +384,9 @@ def _cross_cost(input, other, *args, **kwargs):
 
 
 cross = register("cross", family="pointwise", aten=["aten::cross.default"], meta=_cross_meta_for("cross", None),
-                 cost=_cross_cost, methods=("cross",))(_cross_impl("cross", None))
+                 cost=_cross_cost, methods=("cross",), variants=(OUT,))(_cross_impl("cross", None))
 linalg_cross = register("linalg.cross", family="pointwise", aten=["aten::linalg_cross.default"],
-                        meta=_cross_meta_for("linalg.cross", -1), cost=_cross_cost, api=())(
+                        meta=_cross_meta_for("linalg.cross", -1), cost=_cross_cost, api=(), variants=(OUT,))(
     _cross_impl("linalg.cross", -1))
 
 

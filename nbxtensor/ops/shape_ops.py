@@ -307,7 +307,7 @@ def _pad_meta(x, pad, mode="constant", value=None):
     return TensorMeta(tuple(shape), x.dtype)
 
 
-@register("pad", family="shape", aten=["aten::pad.default"], meta=_pad_meta,
+@register("pad", family="shape", functional=True, aten=["aten::pad.default"], meta=_pad_meta,
           cost=lambda x, pad, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_pad_meta(x, pad))), api=())
 def pad(x: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
     """``torch.nn.functional.pad``: ``pad`` lists (before, after) amounts from the last dim back.
@@ -452,7 +452,7 @@ def _grid_shape(tensors, indexing):
     return shape
 
 
-@register("one_hot", family="shape", aten=["aten::one_hot.default"],
+@register("one_hot", family="shape", functional=True, aten=["aten::one_hot.default"],
           meta=lambda x, num_classes=-1: TensorMeta((*x.shape, None if num_classes < 0 else num_classes), _I64),
           cost=lambda x, num_classes=-1: Cost(bytes_read=nbytes(x)), api=())
 def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:

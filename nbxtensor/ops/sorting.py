@@ -31,7 +31,7 @@ from .creation import ones, tensor, zeros
 from .indexing import gather_dim, index_select, masked_select, nonzero, scatter_, scatter_add_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .reductions import cumsum
-from .registry import Cost, TensorMeta, nbytes, register
+from .registry import OUT, Cost, TensorMeta, nbytes, register
 from .views import movedim, narrow, reshape, squeeze
 
 SEGMENT_LIMIT = 4096  # elements one program sorts in registers (a power of two)
@@ -267,8 +267,8 @@ def _sort_cost(x, *args, **kwargs):
 
 
 @register("sort", family="sorting", aten=["aten::sort.default", "aten::sort.stable"], meta=_sort_meta,
-          cost=_sort_cost, methods=("sort",))
-def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False, *, out=None):
+          cost=_sort_cost, methods=("sort",), variants=(OUT,))
+def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):
     """(values, indices) sorted along ``dim``; always stable, NaN largest."""
     rows, moved_shape, d = _rows(x, dim)
     n = moved_shape[-1] if moved_shape else 1

@@ -8,7 +8,6 @@ import operator
 from ..kernels import special as KS
 from ..kernels import special_bessel as KB
 from ..kernels import special_gamma as KG
-from ..tensor import Tensor
 from .pointwise import FLOAT, FLOATS, REAL, Call, Row, build_all
 from .registry import get, tensor_attribute
 

@@ -10,7 +10,8 @@ import numpy as np
 from .. import shape as S
 from ..dtypes import get_dtype
 from ..tensor import Tensor
-from .registry import Cost, TensorMeta, accepting_aliases, register, tensor_attribute
+from .aten_calls import drop_keywords
+from .registry import MAYBE_VIEW, VIEW, Cost, TensorMeta, accepting_aliases, register, tensor_attribute
 
 NO_COST = Cost()
 
@@ -27,13 +28,14 @@ def meta_of(out):
     return tuple(meta_of(o) for o in out)
 
 
-def view_op(name: str, aten, methods=(), api=None):
-    """Register a view op; its meta rule is the op itself applied to a memoryless tensor."""
+def view_op(name: str, aten, methods=(), api=None, aliases=VIEW, adapters=None):
+    """Register a view op (``aliases``: ``MAYBE_VIEW`` for one that copies where no view can be made);
+    its meta rule is the op itself applied to a memoryless tensor."""
     def wrap(impl):
         def meta(x, *args, **kwargs):
             return meta_of(impl(_as_meta(x), *args, **kwargs))
         return register(name, family="view", aten=aten, meta=meta, cost=lambda *a, **k: NO_COST,
-                        methods=methods, api=api)(impl)
+                        methods=methods, api=api, aliases=aliases, adapters=adapters)(impl)
     return wrap
 
 
@@ -93,7 +95,7 @@ def _view_dtype(x: Tensor, dt) -> Tensor:
                    offset=x.storage_offset() * ratio, dtype=dt)
 
 
-@view_op("reshape", ["aten::reshape.default"], methods=("reshape",))
+@view_op("reshape", ["aten::reshape.default"], methods=("reshape",), aliases=MAYBE_VIEW)
 def reshape(x: Tensor, *shape) -> Tensor:
     new_shape = S.infer_size([int(s) for s in _dims(shape, "shape")], x.numel())
     strides = S.view_strides(x.shape, x.stride(), new_shape)
@@ -110,7 +112,7 @@ def reshape_as(x: Tensor, other) -> Tensor:
     return reshape(x, tuple(other.shape))
 
 
-@view_op("flatten", ["aten::flatten.using_ints"], methods=("flatten",))
+@view_op("flatten", ["aten::flatten.using_ints"], methods=("flatten",), aliases=MAYBE_VIEW)
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     start, end = S.wrap_dim(start_dim, x.ndim), S.wrap_dim(end_dim, x.ndim)
     if start > end:
@@ -123,7 +125,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return reshape(x, new_shape)
 
 
-@view_op("unflatten", ["aten::unflatten.int"], methods=("unflatten",))
+@view_op("unflatten", ["aten::unflatten.int"], methods=("unflatten",), aliases=MAYBE_VIEW)
 def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
     if x.ndim == 0:
         raise RuntimeError("unflatten() cannot be applied to a 0-dim tensor")
@@ -176,7 +178,8 @@ def _mT(x: Tensor) -> Tensor:
     return transpose(x, -2, -1)
 
 
-@view_op("expand", ["aten::expand.default"], methods=("expand",))
+@view_op("expand", ["aten::expand.default"], methods=("expand",),
+         adapters={"aten::expand.default": drop_keywords("implicit")})
 def expand(x: Tensor, *sizes) -> Tensor:
     sizes = [int(s) for s in _dims(sizes, "size")]
     if len(sizes) < x.ndim:
