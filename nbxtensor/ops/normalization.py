@@ -14,9 +14,11 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
 from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
+from ..device import multiprocessors
 from ..device.facts import all_facts
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .reductions import _exactly_widens, _source, compute_dtype, kernel_facts, split_plan, tile_for
+from .reductions import (_exactly_widens, _source, compute_dtype, device_programs, kernel_facts,
+                         occupying_block_rows, split_plan, tile_for)
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 
 
@@ -154,8 +156,16 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                  **common))]
     else:
         # a long row: (max, sum of exp) per chunk from the reduction kernel, then a normalising sweep
-        chunk, n_chunks = split_plan(length, facts)
+        chunk, n_chunks = split_plan(length, facts, multiprocessors(dev))
         block_rows, block_r, warps = tile_for(chunk, facts, split=True)
+        programs = device_programs(dev, facts)
+        block_rows = occupying_block_rows(min(block_rows, next_pow2(n_rows)), n_rows, cdiv(programs, n_chunks))
+        warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
+        # the normalising sweep combines every chunk's state in each program, so its programs take
+        # several chunks at once where that still fills the device; its arithmetic is per element
+        sweep = chunk
+        while sweep < facts["reduction_split_block"] and cdiv(n_rows, block_rows) * cdiv(length, 2 * sweep) >= programs:
+            sweep *= 2
         temporaries = _softmax_partials(n_rows * n_chunks, compute)
         top, total = Slot("top"), Slot("total")
         chunks = next_pow2(n_chunks)
@@ -171,8 +181,8 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                      INDEX_64=index_64, BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1,
                      num_warps=warps)),
             PlannedLaunch(
-                N.softmax_rows, (cdiv(n_rows, block_rows), n_chunks),
-                [source, result, top, total, n_rows, 0, length, chunk, n_chunks, row_shape, src_strides, dst_strides,
+                N.softmax_rows, (cdiv(n_rows, block_rows), cdiv(length, sweep)),
+                [source, result, top, total, n_rows, 0, length, sweep, n_chunks, row_shape, src_strides, dst_strides,
                  src.stride(d), view.stride(d)],
                 dict(RESIDENT=False, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=chunks,
                      CHUNK_BITS=chunks.bit_length() - 1, num_warps=warps, **common))]
