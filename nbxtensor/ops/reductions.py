@@ -7,7 +7,7 @@ import math
 from collections import namedtuple
 
 from .. import shape as S
-from ..allocation import Workspace, fresh_tensor_maker, new_tensor
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope
 from ..device import backend_for, multiprocessors
 from ..device.facts import all_facts
 from ..dtypes import get_dtype
@@ -794,11 +794,13 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
     # of a many-row tile masked
     block_r = min(chunk, facts["reduction_split_block"])
     common.update(BLOCK_ROWS=1, BLOCK_R=block_r, num_warps=max(1, min(facts["reduction_warps"], block_r // 256)))
-    totals = new_tensor((n_rows, n_chunks), acc, x.device)
     grid = (n_rows, n_chunks)
-    launch(K.scan_rows, grid, x.device, [*args, totals, n_rows, 0, length, chunk, n_chunks, *geometry], PHASE=1,
-           **common)
-    launch(K.scan_rows, grid, x.device, [*args, cumsum(totals, 1), n_rows, 0, length, chunk, n_chunks, *geometry],
+    with scratch_scope():
+        totals = new_tensor((n_rows, n_chunks), acc, x.device)
+        launch(K.scan_rows, grid, x.device, [*args, totals, n_rows, 0, length, chunk, n_chunks, *geometry], PHASE=1,
+               **common)
+        carries = cumsum(totals, 1)
+    launch(K.scan_rows, grid, x.device, [*args, carries, n_rows, 0, length, chunk, n_chunks, *geometry],
            PHASE=2, **common)
     return out, indices
 
@@ -816,8 +818,21 @@ def _scan_cost(kind):
     meta = _scan_meta(kind)
 
     def cost(x, dim, *, dtype=None):
-        return _reduction_cost(x, [meta(x, dim, dtype=dtype)])
+        out = meta(x, dim, dtype=dtype)
+        workspace = _chunked_scan_workspace(x.shape, S.wrap_dim(dim, len(x.shape))) if kind == "cumsum" else 0
+        return Cost(flops=S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out), workspace=workspace)
     return cost
+
+
+def _chunked_scan_workspace(shape, dim: int) -> int:
+    """The most bytes a long cumsum row's temporaries take on any device class: each chunk's total and
+    their running sums, none past 8 bytes."""
+    length = shape[dim] if shape else 1
+    if not length:
+        return 0
+    rows = S.numel(shape) // length
+    chunks = builtins.max(split_plan(length, facts["kernels"])[1] for facts in all_facts())
+    return Workspace.bytes_for([((rows * chunks,), _dt("int64"))] * 2) if chunks > 1 else 0
 
 
 def _scan_op(kind: str, scan: int):
