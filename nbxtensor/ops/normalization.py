@@ -102,6 +102,21 @@ def _softmax_partials(count: int, compute) -> dict:
 _softmax_plans = PlanCache()
 
 
+def _sweep_length(chunk, n_chunks, n_rows, block_rows, length, itemsize, programs, facts) -> int:
+    """The elements of a row one program of softmax's normalising sweep takes: several of the first
+    pass's chunks (its arithmetic is per element, so this changes no bits) where the sweep still fills
+    the device, or where the chunk states every program combines (8 bytes each) would outweigh a
+    quarter of the input it reads; at most ``reduction_split_block``."""
+    sweep = chunk
+    while sweep < facts["reduction_split_block"]:
+        fills = cdiv(n_rows, block_rows) * cdiv(length, 2 * sweep) >= programs
+        heavy = 4 * 8 * n_chunks > sweep * itemsize
+        if not (fills or heavy):
+            break
+        sweep *= 2
+    return sweep
+
+
 def _run_softmax(x: Tensor, dim, dtype, log: bool) -> Tensor:
     key = (layout_key(x), dim, dtype, log)
     return _softmax_plans.get(key, lambda: _plan_softmax(x, dim, dtype, log))(x)
@@ -161,11 +176,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
         programs = device_programs(dev, facts)
         block_rows = occupying_block_rows(min(block_rows, next_pow2(n_rows)), n_rows, cdiv(programs, n_chunks))
         warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
-        # the normalising sweep combines every chunk's state in each program, so its programs take
-        # several chunks at once where that still fills the device; its arithmetic is per element
-        sweep = chunk
-        while sweep < facts["reduction_split_block"] and cdiv(n_rows, block_rows) * cdiv(length, 2 * sweep) >= programs:
-            sweep *= 2
+        sweep = _sweep_length(chunk, n_chunks, n_rows, block_rows, length, src.dtype.itemsize, programs, facts)
         temporaries = _softmax_partials(n_rows * n_chunks, compute)
         top, total = Slot("top"), Slot("total")
         chunks = next_pow2(n_chunks)
