@@ -183,3 +183,9 @@ def test_cumsum_over_chunks(rng, spread, dtype):
     bound = 301 * EPS["float32"] * np.cumsum(np.abs(a64), 1) + EPS[dtype] * np.abs(exact)
     assert np.all(np.abs(got.astype(np.float64) - exact) <= bound)
     assert x[1].cumsum(0).numpy().tobytes() == got[1].tobytes()
+    short = x[:, :60]  # unsplit rows, in steps as wide as a split chunk's
+    exact = np.cumsum(a64[:, :60], 1)
+    got = short.cumsum(1).numpy()
+    assert np.all(np.abs(got.astype(np.float64) - exact) <= 60 * EPS["float32"] * np.cumsum(np.abs(a64[:, :60]), 1)
+                  + EPS[dtype] * np.abs(exact))
+    assert short[2].cumsum(0).numpy().tobytes() == got[2].tobytes()

@@ -765,7 +765,9 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
         return _run_scan(x.contiguous(), dim, scan, out_dtype, acc, compute, with_indices)
     length = x.shape[d]
     facts = kernel_facts(x.device)
-    block_rows, block_r, warps = tile_for(length, facts)
+    # one program walks a row in order, so its steps are as wide as a split chunk's: a few rows of
+    # thousands take a program each rather than sharing one tile of short steps
+    block_rows, block_r, warps = tile_for(length, facts, split=True)
     n_rows = S.numel(row_shape)
     if facts.get("interpreted", False):
         # no layouts there, so the order of a row's sums does not follow the tile; the interpreter pays
