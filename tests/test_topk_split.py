@@ -36,6 +36,10 @@ def test_candidate_segments():
     assert sorting.candidate_segment(262144, 64) == 4096
     assert sorting.candidate_segment(262144, 100) is None
     assert sorting.candidate_segment(4096, 1) is None  # one segment: sorted by one program
+    # long segments only while their programs fit one wave (the H200: 4 a SM over 132), else radix select
+    assert sorting.candidate_segment(262144, 50, count=8, programs=528) == 4096
+    assert sorting.candidate_segment(262144, 50, count=64, programs=528) is None
+    assert sorting.candidate_segment(32000, 50, count=64, programs=528) == 512
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8"])

@@ -17,7 +17,7 @@ import ml_dtypes
 
 from .. import shape as S
 from ..allocation import Workspace, new_tensor
-from ..device import backend_for
+from ..device import backend_for, multiprocessors
 from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels import sort_warp as KW
@@ -40,8 +40,12 @@ SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wi
 SELECT_CHUNK = 2048  # elements of a row one radix-select program covers, one step: a 152k row spreads over 75
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
 # a short top-k of a long row: each segment of the row (one program) keeps its k first, then one program
-# sorts those candidates, where they fit a segment; segments at least this long keep the candidates few
+# sorts those candidates, where they fit a segment; segments at least this long keep the candidates few.
+# Segments up to CANDIDATE_SEGMENT_CHEAP sort in a few steps; longer ones (a sort's steps grow as the
+# square of its depth) only while their programs fit one wave over the device, the radix select (which
+# reads the row six times, in eleven launches) being cheaper past that
 CANDIDATE_SEGMENT_MIN = 512
+CANDIDATE_SEGMENT_CHEAP = 1024
 SORT_BLOCK = 256  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
 SORT_WARPS = 2  # with SORT_BLOCK, the best of a sweep on the H200 (docs/performance.md)
 SORT_WARP_ROWS = 8  # elements a lane of the warp kernels' passes takes (kernels/sort_warp.py: 32 x this a warp)
@@ -131,7 +135,8 @@ def _plan_select(rows: Tensor, k: int, flags: dict):
                               [Slot("rows"), Slot("rows"), Slot("indices"), Slot("values"), n, n, k],
                               dict(SEGMENT=n, LENGTH=_power_of_2(n), K_OUT=k, HAS_PERM=False, WRITE_VALUES=True,
                                    **flags))], Workspace({})
-    segment = candidate_segment(n, k)
+    facts = backend_for(rows.device).facts["kernels"]
+    segment = candidate_segment(n, k, count, multiprocessors(rows.device) * facts["reduction_waves"])
     if segment is not None:
         return _plan_candidate_select(rows, k, segment, flags)
     launches, workspace = _plan_radix_select(rows, k, flags)
@@ -142,18 +147,21 @@ def _plan_select(rows: Tensor, k: int, flags: dict):
     return launches, workspace
 
 
-def candidate_segment(n: int, k: int) -> int | None:
-    """The segment length (a power of two) of a split top-k of rows of ``n``: the shortest from
+def candidate_segment(n: int, k: int, count: int = 1, programs: int | None = None) -> int | None:
+    """The segment length (a power of two) of a split top-k of ``count`` rows of ``n``: the shortest from
     CANDIDATE_SEGMENT_MIN up whose segments' k first, together, fit one segment; None where none does
-    (k too large for the row), and for rows that are one segment."""
+    (k too large for the row), for rows that are one segment, and for segments past
+    CANDIDATE_SEGMENT_CHEAP whose programs outnumber ``programs`` (None: any number may)."""
     if n <= SEGMENT_LIMIT:
         return None
     segment = _power_of_2(max(CANDIDATE_SEGMENT_MIN, 2 * k))
-    while segment <= SEGMENT_LIMIT:
-        if cdiv(n, segment) * k <= SEGMENT_LIMIT:
-            return segment
+    while segment <= SEGMENT_LIMIT and cdiv(n, segment) * k > SEGMENT_LIMIT:
         segment *= 2
-    return None
+    if segment > SEGMENT_LIMIT:
+        return None
+    if segment > CANDIDATE_SEGMENT_CHEAP and programs is not None and count * cdiv(n, segment) > programs:
+        return None
+    return segment
 
 
 def _plan_candidate_select(rows: Tensor, k: int, segment: int, flags: dict):
@@ -210,19 +218,21 @@ def _radix_select_pieces(count: int, n: int, k: int, n_chunks: int) -> dict:
 
 
 def _select_workspace(x, k, dim) -> int:
-    """The bytes of ``_select_rows``'s temporaries for ``x`` on any device: the split top-k's candidates,
-    or the radix select's state (its chunks: the fewest elements a chunk takes anywhere)."""
+    """The bytes of ``_select_rows``'s temporaries for ``x`` on any device: the split top-k's candidates
+    or the radix select's state (its chunks: the fewest elements a chunk takes anywhere), whichever the
+    device picks."""
     if not x.shape:
         return 0
     n = x.shape[S.wrap_dim(dim, len(x.shape))]
     count = S.numel(x.shape) // n if n else 0
     if not count or not k or n <= SEGMENT_LIMIT or k > SEGMENT_LIMIT:
         return 0
-    segment = candidate_segment(n, k)
-    if segment is not None:
-        return Workspace.bytes_for(_candidate_pieces(count, cdiv(n, segment) * k))
     n_chunks = cdiv(n, min(SELECT_CHUNK, SELECT_CHUNK_INTERPRETED))
-    return Workspace.bytes_for(_radix_select_pieces(count, n, k, n_chunks))
+    radix = Workspace.bytes_for(_radix_select_pieces(count, n, k, n_chunks))
+    segment = candidate_segment(n, k)
+    if segment is None:
+        return radix
+    return max(radix, Workspace.bytes_for(_candidate_pieces(count, cdiv(n, segment) * k)))
 
 
 def _radix_shifts(dt, kind: int) -> list[int]:
