@@ -236,6 +236,35 @@ def test_split_reductions_take_their_partials_from_the_arena(tmp_path, monkeypat
     assert run.scratch_served == 1
 
 
+@cpu_kernels
+def test_spread_reductions_scans_and_softmax_take_their_temporaries_from_the_arena(tmp_path, monkeypatch):
+    """A column sum split along its rows, a long row's chunked cumsum (chunk totals and their running
+    sums) and a long row's softmax (chunk states) declare what they allocate: all served from the
+    steps' workspaces (the facts shrunk so that tiny rows split)."""
+    from nbxtensor.device import backend_for
+    kernels = backend_for(nbx.device(TEST_DEVICE)).facts["kernels"]
+    for name, value in dict(reduction_split_length=64, reduction_column_split_length=16, reduction_split_min=16,
+                            reduction_split_block=64, reduction_split_chunks=64, row_resident_max=32).items():
+        monkeypatch.setitem(kernels, name, value)
+    clear_all()
+    g = _Builder({"s": {"min": 1, "max": 8, "trace": 3}})
+    x = g.input("x", ["s", 200])
+    columns = g.op("aten::sum.dim_IntList", [x, [0]], [200])
+    running = g.op("aten::cumsum.default", [x, 1], ["s", 200])
+    probabilities = g.op("aten::_softmax.default", [x, -1, False], ["s", 200])
+    model = graph.load(g.write(tmp_path, [x], [columns, running, probabilities]), device=TEST_DEVICE)
+    x_value = np.random.default_rng(6).standard_normal((3, 200)).astype(np.float32)
+    got = [t.numpy() for t in model(x_value)]
+    clear_all()
+    a64 = x_value.astype(np.float64)
+    np.testing.assert_allclose(got[0], a64.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], np.cumsum(a64, 1), rtol=1e-5, atol=1e-5)
+    e = np.exp(a64 - a64.max(1, keepdims=True))
+    np.testing.assert_allclose(got[2], e / e.sum(1, keepdims=True), rtol=1e-5)
+    run, _ = _assert_on_plan(model, {"s": 3})
+    assert run.scratch_served == 3
+
+
 def _gather_graph(directory):
     g = _Builder({"s": {"min": 1, "max": 8, "trace": 3}})
     x = g.input("x", ["s", 4])

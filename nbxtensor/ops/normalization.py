@@ -14,10 +14,12 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
 from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
+from ..device import multiprocessors
 from ..device.facts import all_facts
 from ..dtypes import get_dtype
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .reductions import _exactly_widens, _source, compute_dtype, kernel_facts, split_plan, tile_for
+from .reductions import (_exactly_widens, _source, compute_dtype, device_programs, kernel_facts,
+                         occupying_block_rows, split_plan, tile_for)
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 
 
@@ -105,6 +107,21 @@ def _softmax_partials(count: int, compute) -> dict:
 _softmax_plans = PlanCache()
 
 
+def _sweep_length(chunk, n_chunks, n_rows, block_rows, length, itemsize, programs, facts) -> int:
+    """The elements of a row one program of softmax's normalising sweep takes: several of the first
+    pass's chunks (its arithmetic is per element, so this changes no bits) where the sweep still fills
+    the device, or where the chunk states every program combines (8 bytes each) would outweigh a
+    quarter of the input it reads; at most ``reduction_split_block``."""
+    sweep = chunk
+    while sweep < facts["reduction_split_block"]:
+        fills = cdiv(n_rows, block_rows) * cdiv(length, 2 * sweep) >= programs
+        heavy = 4 * 8 * n_chunks > sweep * itemsize
+        if not (fills or heavy):
+            break
+        sweep *= 2
+    return sweep
+
+
 def _run_softmax(x: Tensor, dim, dtype, log: bool) -> Tensor:
     key = (layout_key(x), dim, dtype, log)
     return _softmax_plans.get(key, lambda: _plan_softmax(x, dim, dtype, log))(x)
@@ -159,8 +176,12 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                  **common))]
     else:
         # a long row: (max, sum of exp) per chunk from the reduction kernel, then a normalising sweep
-        chunk, n_chunks = split_plan(length, facts)
+        chunk, n_chunks = split_plan(length, facts, multiprocessors(dev))
         block_rows, block_r, warps = tile_for(chunk, facts, split=True)
+        programs = device_programs(dev, facts)
+        block_rows = occupying_block_rows(min(block_rows, next_pow2(n_rows)), n_rows, cdiv(programs, n_chunks))
+        warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
+        sweep = _sweep_length(chunk, n_chunks, n_rows, block_rows, length, src.dtype.itemsize, programs, facts)
         temporaries = _softmax_partials(n_rows * n_chunks, compute)
         top, total = Slot("top"), Slot("total")
         chunks = next_pow2(n_chunks)
@@ -176,8 +197,8 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                      INDEX_64=index_64, BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1,
                      num_warps=warps)),
             PlannedLaunch(
-                N.softmax_rows, (cdiv(n_rows, block_rows), n_chunks),
-                [source, result, top, total, n_rows, 0, length, chunk, n_chunks, row_shape, src_strides, dst_strides,
+                N.softmax_rows, (cdiv(n_rows, block_rows), cdiv(length, sweep)),
+                [source, result, top, total, n_rows, 0, length, sweep, n_chunks, row_shape, src_strides, dst_strides,
                  src.stride(d), view.stride(d)],
                 dict(RESIDENT=False, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=chunks,
                      CHUNK_BITS=chunks.bit_length() - 1, num_warps=warps, **common))]

@@ -17,7 +17,7 @@ import ml_dtypes
 
 from .. import shape as S
 from ..allocation import Workspace, new_tensor
-from ..device import backend_for
+from ..device import backend_for, multiprocessors
 from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels import sort_warp as KW
@@ -39,6 +39,13 @@ SELECT_BLOCK = 2048  # elements a radix-select program reads per step
 SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wider ones
 SELECT_CHUNK = 2048  # elements of a row one radix-select program covers, one step: a 152k row spreads over 75
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
+# a short top-k of a long row: each segment of the row (one program) keeps its k first, then one program
+# sorts those candidates, where they fit a segment; segments at least this long keep the candidates few.
+# Segments up to CANDIDATE_SEGMENT_CHEAP sort in a few steps; longer ones (a sort's steps grow as the
+# square of its depth) only while their programs fit one wave over the device, the radix select (which
+# reads the row six times, in eleven launches) being cheaper past that
+CANDIDATE_SEGMENT_MIN = 512
+CANDIDATE_SEGMENT_CHEAP = 1024
 SORT_BLOCK = 256  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
 SORT_WARPS = 2  # with SORT_BLOCK, the best of a sweep on the H200 (docs/performance.md)
 SORT_WARP_ROWS = 8  # elements a lane of the warp kernels' passes takes (kernels/sort_warp.py: 32 x this a warp)
@@ -128,12 +135,53 @@ def _plan_select(rows: Tensor, k: int, flags: dict):
                               [Slot("rows"), Slot("rows"), Slot("indices"), Slot("values"), n, n, k],
                               dict(SEGMENT=n, LENGTH=_power_of_2(n), K_OUT=k, HAS_PERM=False, WRITE_VALUES=True,
                                    **flags))], Workspace({})
+    facts = backend_for(rows.device).facts["kernels"]
+    segment = candidate_segment(n, k, count, multiprocessors(rows.device) * facts["reduction_waves"])
+    if segment is not None:
+        return _plan_candidate_select(rows, k, segment, flags)
     launches, workspace = _plan_radix_select(rows, k, flags)
     launches.append(PlannedLaunch(K.sort_segments, (count, 1),
                                   [Slot("rows"), Slot("candidates"), Slot("indices"), Slot("values"), n, k, k],
                                   dict(SEGMENT=k, LENGTH=_power_of_2(k), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True,
                                        **flags)))
     return launches, workspace
+
+
+def candidate_segment(n: int, k: int, count: int = 1, programs: int | None = None) -> int | None:
+    """The segment length (a power of two) of a split top-k of ``count`` rows of ``n``: the shortest from
+    CANDIDATE_SEGMENT_MIN up whose segments' k first, together, fit one segment; None where none does
+    (k too large for the row), for rows that are one segment, and for segments past
+    CANDIDATE_SEGMENT_CHEAP whose programs outnumber ``programs`` (None: any number may)."""
+    if n <= SEGMENT_LIMIT:
+        return None
+    segment = _power_of_2(max(CANDIDATE_SEGMENT_MIN, 2 * k))
+    while segment <= SEGMENT_LIMIT and cdiv(n, segment) * k > SEGMENT_LIMIT:
+        segment *= 2
+    if segment > SEGMENT_LIMIT:
+        return None
+    if segment > CANDIDATE_SEGMENT_CHEAP and programs is not None and count * cdiv(n, segment) > programs:
+        return None
+    return segment
+
+
+def _plan_candidate_select(rows: Tensor, k: int, segment: int, flags: dict):
+    """(launches, workspace): program (row, segment) writes its segment's k first positions in key order
+    to ``candidates`` (-1 past a short segment's end); then one program a row sorts the row's candidates
+    by key, stably, so that equal keys stay in position order as in a sort of the whole row."""
+    count, n = rows.shape
+    segments = cdiv(n, segment)
+    m = segments * k
+    source, candidates = Slot("rows"), Slot("candidates")
+    launches = [
+        PlannedLaunch(K.sort_segments, (count, segments), [source, source, candidates, source, n, n, m],
+                      dict(SEGMENT=segment, LENGTH=segment, K_OUT=k, HAS_PERM=False, WRITE_VALUES=False, **flags)),
+        PlannedLaunch(K.sort_segments, (count, 1), [source, candidates, Slot("indices"), Slot("values"), n, m, k],
+                      dict(SEGMENT=m, LENGTH=_power_of_2(m), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True, **flags))]
+    return launches, Workspace(_candidate_pieces(count, m))
+
+
+def _candidate_pieces(count: int, m: int) -> dict:
+    return {"candidates": ((count, m), _I64)}
 
 
 def _plan_radix_select(rows: Tensor, k: int, flags: dict):
@@ -160,9 +208,31 @@ def _plan_radix_select(rows: Tensor, k: int, flags: dict):
     launches.append(PlannedLaunch(K.radix_gather, (n_chunks, count),
                                   [source, counts, state, Slot("candidates"), n, n, k, chunk, n_chunks],
                                   dict(BLOCK=block, INDEX_64=index_64, **key)))
-    workspace = Workspace({"state": ((count, 4), _I64), "candidates": ((count, k), _I64),
-                           "hist": ((count, n_chunks, 256), _I32), "counts": ((count, n_chunks, 2), _I32)})
+    workspace = Workspace(_radix_select_pieces(count, n, k, n_chunks))
     return launches, workspace
+
+
+def _radix_select_pieces(count: int, n: int, k: int, n_chunks: int) -> dict:
+    return {"state": ((count, 4), _I64), "candidates": ((count, k), _I64),
+            "hist": ((count, n_chunks, 256), _I32), "counts": ((count, n_chunks, 2), _I32)}
+
+
+def _select_workspace(x, k, dim) -> int:
+    """The bytes of ``_select_rows``'s temporaries for ``x`` on any device: the split top-k's candidates
+    or the radix select's state (its chunks: the fewest elements a chunk takes anywhere), whichever the
+    device picks."""
+    if not x.shape:
+        return 0
+    n = x.shape[S.wrap_dim(dim, len(x.shape))]
+    count = S.numel(x.shape) // n if n else 0
+    if not count or not k or n <= SEGMENT_LIMIT or k > SEGMENT_LIMIT:
+        return 0
+    n_chunks = cdiv(n, min(SELECT_CHUNK, SELECT_CHUNK_INTERPRETED))
+    radix = Workspace.bytes_for(_radix_select_pieces(count, n, k, n_chunks))
+    segment = candidate_segment(n, k)
+    if segment is None:
+        return radix
+    return max(radix, Workspace.bytes_for(_candidate_pieces(count, cdiv(n, segment) * k)))
 
 
 def _radix_shifts(dt, kind: int) -> list[int]:
@@ -302,7 +372,9 @@ def _topk_meta(x, k, dim=-1, largest=True, sorted=True):
 
 
 @register("topk", family="sorting", aten=["aten::topk.default"], meta=_topk_meta,
-          cost=lambda x, k, *a, **kw: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_topk_meta(x, k, *a, **kw)[0])),
+          cost=lambda x, k, dim=-1, *a, **kw: Cost(bytes_read=nbytes(x),
+                                                   bytes_written=nbytes(_topk_meta(x, k, dim, *a, **kw)[0]),
+                                                   workspace=_select_workspace(x, k, dim)),
           methods=("topk",))
 def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """The ``k`` largest (or smallest) entries along ``dim`` and their positions, best first; NaN
@@ -322,7 +394,8 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
 @register("kthvalue", family="sorting", aten=["aten::kthvalue.default"],
           meta=lambda x, k, dim=-1, keepdim=False: tuple(
               TensorMeta(_reduced_shape(x.shape, dim, keepdim), dt) for dt in (x.dtype, _I64)),
-          cost=lambda x, k, *a, **kw: Cost(bytes_read=nbytes(x)), methods=("kthvalue",))
+          cost=lambda x, k, dim=-1, *a, **kw: Cost(bytes_read=nbytes(x), workspace=_select_workspace(x, k, dim)),
+          methods=("kthvalue",))
 def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False):
     """The ``k``-th smallest entry (1-based) along ``dim`` and its position."""
     result = topk.impl(x, k, dim, largest=False)
