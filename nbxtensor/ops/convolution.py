@@ -302,6 +302,16 @@ class _Setting:
         tiles = cdiv(self.m, config["BLOCK_M"]) * cdiv(self.cout_g, config["BLOCK_N"]) * self.groups
         return max(1, min(self.split_cap, self.reduction_steps(config["BLOCK_K"]), cdiv(target_programs, tiles)))
 
+    def split_steps(self, config) -> tuple[int, int]:
+        """(splits, reduction steps a split) of ``config`` for this shape: a setting tuned on another shape of
+        its key may ask for more splits than this one's steps or partials allow, and none is left empty."""
+        steps = self.reduction_steps(config["BLOCK_K"])
+        wanted = min(config.get("SPLITS", 1), self.split_cap, steps)
+        if wanted <= 1:
+            return 1, steps
+        per_split = cdiv(steps, wanted)
+        return cdiv(steps, per_split), per_split
+
     def candidates(self, facts, dtype) -> list[dict]:
         interpreted = bool(facts["kernels"].get("interpreted"))
         if self.route == "direct":
@@ -485,10 +495,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                 dict(common, CIN_G=st.cin_g, BLOCK_M=config["BLOCK_M"], BLOCK_C=config["BLOCK_C"],
                      num_warps=config["num_warps"]))]
         else:
-            # a setting tuned on another shape of this key may split more than this one's partials allow
-            steps = st.reduction_steps(config["BLOCK_K"])
-            per_split = cdiv(steps, max(1, min(config.get("SPLITS", 1), st.split_cap, steps)))
-            splits = cdiv(steps, per_split)
+            splits, per_split = st.split_steps(config)
             tiles = cdiv(st.m, config["BLOCK_M"]) * cdiv(st.cout_g, config["BLOCK_N"])
             launches = [PlannedLaunch(
                 K.conv_implicit_gemm, (tiles, st.groups, splits),
