@@ -151,3 +151,20 @@ def test_hopper_facts_starve_late_stages_only():
     assert starved((1, 512, 7, 7), (512, 512, 3, 3), 1)  # 49 positions x 512 channels
     assert starved((1, 256, 56, 56), (64, 256, 1, 1), 0)  # 25 tiles of 128 x 128
     assert not starved((32, 64, 56, 56), (64, 64, 3, 3), 1)  # 784 tiles
+
+
+def test_starved_candidates_add_splits_and_small_tiles_unstaged():
+    from nbxtensor.device import facts
+    from nbxtensor.ops.convolution import _Setting
+    import nbxtensor as nbx
+    hopper = facts.load("hopper")
+    x = nbx.empty((1, 512, 7, 7), device="meta", dtype="bfloat16")
+    w = nbx.empty((512, 512, 3, 3), device="meta", dtype="bfloat16")
+    setting = _Setting("conv2d", x, w, None, 1, 1, 1, False, 0, 1, hopper)
+    configs = setting.candidates(hopper, x.dtype)
+    split = [c for c in configs if c.get("SPLITS", 1) > 1]
+    assert split and not any(c.get("STAGE") for c in split)
+    assert any(c["BLOCK_M"] == 32 and "SPLITS" not in c for c in configs)
+    for c in split:  # 72 steps (8 channel tiles x 9 positions) over 8 output tiles of 64 channels
+        splits, per_split = setting.split_steps(c)
+        assert (splits - 1) * per_split < 72 <= splits * per_split and splits <= 16

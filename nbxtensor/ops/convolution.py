@@ -150,15 +150,15 @@ def _conv_cost(input, weight, bias=None, stride=1, padding=0, dilation=1, transp
         flops = 2 * S.numel(input.shape) * weight.shape[1] * kernel_volume
     else:
         flops = 2 * S.numel(out.shape) * weight.shape[1] * kernel_volume
-    # a tuned setting may copy a forward convolution's input and weight channels-innermost (STAGE) and split
-    # the reduction (float32 partials): the most any device's setting takes
+    # a tuned setting may copy a forward convolution's input and weight channels-innermost (STAGE) or split
+    # the reduction (float32 partials), never both: the most any device's setting takes
     out_elements = S.numel(out.shape)
     cout = out.shape[-len(weight.shape) + 1]  # channels precede the spatial dims, batched or not
-    pieces = _workspace_pieces(input.dtype, S.numel(input.shape), S.numel(weight.shape),
-                               out_elements // cout if out_elements else 0, cout, not transposed,
-                               _split_cap(out_elements))
+    forms = [_workspace_pieces(input.dtype, S.numel(input.shape), S.numel(weight.shape),
+                               out_elements // cout if out_elements else 0, cout, staged, splits)
+             for staged, splits in ((not transposed, 1), (False, _split_cap(out_elements)))]
     return Cost(flops=flops, bytes_read=sum(nbytes(t) for t in (input, weight, bias) if t is not None),
-                bytes_written=nbytes(out), workspace=Workspace.bytes_for(pieces))
+                bytes_written=nbytes(out), workspace=max(Workspace.bytes_for(pieces) for pieces in forms))
 
 
 def _workspace_pieces(dtype, input_elements, weight_elements, positions, cout, staged, splits) -> dict:
@@ -196,8 +196,9 @@ _FLAT_K_BELOW = 16
 _GEMM_SHAPES = [(128, 128, 64, 3, 8), (128, 64, 64, 3, 4), (64, 128, 64, 3, 4), (64, 64, 32, 4, 4)]
 # tiles of few output positions, for convolutions that form few output tiles (late stages at batch 1)
 _FEW_TILE_SHAPES = [(64, 64, 64, 3, 4), (32, 64, 64, 3, 4)]
-# tiles whose reduction may be split among programs, where the output forms few of them
-_SPLIT_SHAPES = [(128, 64, 64, 3, 4), (64, 128, 64, 3, 4), (64, 64, 64, 3, 4), (32, 64, 64, 3, 4)]
+# tiles whose reduction may be split among programs, where the output forms few of them; never staged (the
+# copies would cost more than a starved convolution), and few, since a first call compiles each
+_SPLIT_SHAPES = [(128, 64, 64, 3, 4), (64, 64, 64, 3, 4), (32, 64, 64, 3, 4)]
 # programs a multiprocessor for a split's target: two resident ones hide each other's latency
 _SPLIT_PROGRAMS_PER_MULTIPROCESSOR = 2
 _SPLIT_MAX = 16
@@ -306,7 +307,7 @@ class _Setting:
         """(splits, reduction steps a split) of ``config`` for this shape: a setting tuned on another shape of
         its key may ask for more splits than this one's steps or partials allow, and none is left empty."""
         steps = self.reduction_steps(config["BLOCK_K"])
-        wanted = min(config.get("SPLITS", 1), self.split_cap, steps)
+        wanted = 1 if config.get("STAGE") else min(config.get("SPLITS", 1), self.split_cap, steps)
         if wanted <= 1:
             return 1, steps
         per_split = cdiv(steps, wanted)
@@ -335,14 +336,14 @@ class _Setting:
                         BLOCK_N=max(16, min(bn, tiles["max_block_n"], next_pow2(self.cout_g))),
                         BLOCK_K=max(16, min(bk, tiles["max_block_k"], next_pow2(k))),
                         num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]))
-        configs = [config_of(*shape) for shape in _GEMM_SHAPES]
+        configs = _staged(self, [config_of(*shape) for shape in
+                                 _GEMM_SHAPES + (_FEW_TILE_SHAPES if self.starved else [])])
         if self.starved:
-            configs += [config_of(*shape) for shape in _FEW_TILE_SHAPES]
             for config in map(lambda shape: config_of(*shape), _SPLIT_SHAPES):
                 splits = self.splits(config, target)
                 if splits > 1:
                     configs.append(dict(config, SPLITS=splits))
-        return _staged(self, configs)
+        return _unique(configs)
 
 
 def _staged(setting, configs):
