@@ -40,7 +40,8 @@ def _conv(x, w, b, dims, transposed, **kwargs):
 
 
 def _split_run(xs, wsh, kwargs, dtype, channels_last, rng, bias=True, transposed=False):
-    """(output, its float64 reference, reduction terms, launches' kernels and grids) of one call."""
+    """(output, its float64 reference, reduction terms, launches' (kernel, grid, constexprs), operands) of one
+    call."""
     x = _rounded(rng.standard_normal(xs), dtype)
     w = _rounded(rng.standard_normal(wsh), dtype)
     groups = kwargs.get("groups", 1)
@@ -57,7 +58,7 @@ def _split_run(xs, wsh, kwargs, dtype, channels_last, rng, bias=True, transposed
     if len(xs) == dims + 1:
         want = want[0]
     k_terms = int(np.prod(wsh[1:])) * (xs[1] if transposed else 1)
-    return got, want, k_terms, [(kernel, grid) for kernel, grid, *_ in captured.launches], (xt, wt, bt)
+    return got, want, k_terms, [(kernel, grid, constexprs) for kernel, grid, _, _, constexprs, _ in captured.launches], (xt, wt, bt)
 
 
 SPLIT = [
@@ -86,7 +87,7 @@ def test_split_reduction_matches_the_reference(case, dtype, channels_last, most,
     starved(most)
     got, want, k_terms, launches, _ = _split_run(xs, wsh, kwargs, dtype, channels_last, rng, bias=bias,
                                                  transposed=transposed)
-    (main, grid), (second, _) = launches
+    (main, grid, _), (second, _, _) = launches
     assert main is K.conv_implicit_gemm and second is K.conv_split_sum
     assert 1 < grid[2] <= most
     if channels_last:
@@ -113,7 +114,7 @@ def test_starved_one_by_one_leaves_the_product_for_the_split(channels_last, bias
         got, want, k_terms, launches, _ = _split_run((2, 80, 3, 4), (8, 80, 1, 1), {}, "bfloat16", channels_last,
                                                      rng, bias=bias)
     assert [k.split("|")[0] for k in keys] == ["conv"]
-    assert [kernel for kernel, _ in launches] == [K.conv_implicit_gemm, K.conv_split_sum]
+    assert [kernel for kernel, _, _ in launches] == [K.conv_implicit_gemm, K.conv_split_sum]
     _check(got, want, "bfloat16", k_terms)
 
 
@@ -168,3 +169,22 @@ def test_starved_candidates_add_splits_and_small_tiles_unstaged():
     for c in split:  # 72 steps (8 channel tiles x 9 positions) over 8 output tiles of 64 channels
         splits, per_split = setting.split_steps(c)
         assert (splits - 1) * per_split < 72 <= splits * per_split and splits <= 16
+
+
+@pytest.mark.parametrize("case", SPLIT)
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_one_loop_form_matches_the_reference(case, channels_last, monkeypatch, rng):
+    # the interpreter takes the first candidate: make it the one-loop form, unsplit
+    xs, wsh, kwargs, transposed, bias = case
+    if channels_last and len(xs) not in (4, 5):
+        pytest.skip("channels-last is a 4-D and 5-D layout")
+    plain = convolution._Setting.candidates
+    monkeypatch.setattr(convolution._Setting, "candidates",
+                        lambda self, facts, dtype: [dict(c, STEPPED=True) for c in plain(self, facts, dtype)])
+    plans.clear_all()
+    got, want, k_terms, launches, _ = _split_run(xs, wsh, kwargs, "bfloat16", channels_last, rng, bias=bias,
+                                                 transposed=transposed)
+    plans.clear_all()
+    [(kernel, grid, constexprs)] = launches
+    assert kernel is K.conv_implicit_gemm and constexprs["STEPPED"] and grid[2] == 1
+    _check(got, want, "bfloat16", k_terms)

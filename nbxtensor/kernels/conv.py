@@ -10,10 +10,12 @@ together, so the tile is not mostly masked. The direct kernel multiplies on the 
 takes a tile of output positions x output channels and sums its few input channels over the unrolled
 window. Transposed forms gather, for each output position, the input positions whose stride lands on it.
 
-With ``SPLIT`` (few output tiles for the device's multiprocessors) the reduction's steps, each one K tile at
-one kernel position (or one flat K tile), are shared out among programs along the grid's third axis: each
-writes its float32 partial tile to a workspace, and ``conv_split_sum`` adds the partials in split order,
-so the bits do not depend on which program finishes first.
+With ``STEPPED`` the reduction is one pipelined loop over its steps, each one K tile at one kernel position
+(or one flat K tile), so that loads of the next kernel position overlap this one's products where a group's
+channels fill one K tile or few. With ``SPLIT`` too (few output tiles for the device's multiprocessors) the
+steps are shared out among programs along the grid's third axis: each writes its float32 partial tile to
+a workspace, and ``conv_split_sum`` adds the partials in split order, so the bits do not depend on which
+program finishes first.
 """
 import triton
 import triton.language as tl
@@ -145,14 +147,15 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
                        o_sn, o_sc, o_sd, o_sh, o_sw,
                        KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
                        FLAT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       NUM_STAGES: tl.constexpr, SPLIT: tl.constexpr, TRANSPOSED: tl.constexpr,
+                       NUM_STAGES: tl.constexpr, STEPPED: tl.constexpr, SPLIT: tl.constexpr,
+                       TRANSPOSED: tl.constexpr,
                        HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
                        BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
                        INTERPRETED: tl.constexpr):
     """out[n, g * COUT_G + j, o] = bias + sum over c < CIN_G and kernel positions of x * w; program
-    (tile, g) takes one BLOCK_M x BLOCK_N tile of group g. With SPLIT, program (tile, g, s) takes reduction
-    steps s * steps_per_split onwards and writes partial[s, position, g * COUT_G + j] (float32, M x
-    COUT_G * groups a split) instead."""
+    (tile, g) takes one BLOCK_M x BLOCK_N tile of group g. STEPPED: program (tile, g, s) takes reduction
+    steps s * steps_per_split onwards; with SPLIT it writes partial[s, position, g * COUT_G + j] (float32,
+    M x COUT_G * groups a split) instead of the output."""
     pid = tl.program_id(0)
     g = tl.program_id(1)
     tiles_n = tl.cdiv(COUT_G, BLOCK_N)
@@ -166,7 +169,7 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
     w_base = w + g * w_sg + rn * w_s_out
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     VOLUME: tl.constexpr = KD * KH * KW
-    if SPLIT:
+    if STEPPED:
         # one loop over (kernel position, channel tile) steps, or flat K tiles: a split's share of the
         # reduction need not start at a kernel position
         if FLAT_K:

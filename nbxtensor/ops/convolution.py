@@ -199,6 +199,9 @@ _FEW_TILE_SHAPES = [(64, 64, 64, 3, 4), (32, 64, 64, 3, 4)]
 # tiles whose reduction may be split among programs, where the output forms few of them; never staged (the
 # copies would cost more than a starved convolution), and few, since a first call compiles each
 _SPLIT_SHAPES = [(128, 64, 64, 3, 4), (64, 64, 64, 3, 4), (32, 64, 64, 3, 4)]
+# tiles of the one-loop form (STEPPED): a group of at most a few K tiles of channels leaves each kernel
+# position's channel loop too short to pipeline, the one loop over all steps does not
+_STEPPED_SHAPES = [(128, 128, 64, 3, 8), (128, 64, 64, 4, 4)]
 # programs a multiprocessor for a split's target: two resident ones hide each other's latency
 _SPLIT_PROGRAMS_PER_MULTIPROCESSOR = 2
 _SPLIT_MAX = 16
@@ -337,7 +340,8 @@ class _Setting:
                         BLOCK_K=max(16, min(bk, tiles["max_block_k"], next_pow2(k))),
                         num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]))
         configs = _staged(self, [config_of(*shape) for shape in
-                                 _GEMM_SHAPES + (_FEW_TILE_SHAPES if self.starved else [])])
+                                 _GEMM_SHAPES + (_FEW_TILE_SHAPES if self.starved else [])]
+                          + [dict(config_of(*shape), STEPPED=True) for shape in _STEPPED_SHAPES])
         if self.starved:
             for config in map(lambda shape: config_of(*shape), _SPLIT_SHAPES):
                 splits = self.splits(config, target)
@@ -503,7 +507,8 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                 [x_slot, w_slot, bias_slot, out_slot, Slot("partial") if splits > 1 else out_slot, st.m, st.cout_g,
                  st.cin_g, per_split, *args, *os_],
                 dict(common, FLAT_K=st.flat_k, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-                     BLOCK_K=config["BLOCK_K"], NUM_STAGES=config["num_stages"], SPLIT=splits > 1,
+                     BLOCK_K=config["BLOCK_K"], NUM_STAGES=config["num_stages"],
+                     STEPPED=splits > 1 or bool(config.get("STEPPED")), SPLIT=splits > 1,
                      PRECISION=_dot_precision(dtype), num_warps=config["num_warps"]))]
             if splits > 1:
                 block_c = min(64, next_pow2(st.cout))
