@@ -58,7 +58,8 @@ def _split_run(xs, wsh, kwargs, dtype, channels_last, rng, bias=True, transposed
     if len(xs) == dims + 1:
         want = want[0]
     k_terms = int(np.prod(wsh[1:])) * (xs[1] if transposed else 1)
-    return got, want, k_terms, [(kernel, grid, constexprs) for kernel, grid, _, _, constexprs, _ in captured.launches], (xt, wt, bt)
+    launches = [(kernel, grid, constexprs) for kernel, grid, _, _, constexprs, _ in captured.launches]
+    return got, want, k_terms, launches, (xt, wt, bt)
 
 
 SPLIT = [

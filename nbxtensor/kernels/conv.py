@@ -244,8 +244,8 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
 
 @triton.jit
 def conv_split_sum(partial, bias, out, M, COUT, OD, OH, OW, o_sn, o_sc, o_sd, o_sh, o_sw,
-                   SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
-                   DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
+                   SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, HAS_BIAS: tl.constexpr,
+                   BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
     """out[position, c] = bias + the SPLITS partial[s, position, c] added in order s = 0, 1, ...; program
     (i, j) takes BLOCK_M positions x BLOCK_C channels."""
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)

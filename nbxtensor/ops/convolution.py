@@ -8,10 +8,9 @@ launch key the op declares. A convolution whose output forms fewer tiles than ``
 (twice the device class's multiprocessors) also gets candidates with smaller tiles and ones that split the
 reduction among programs, their float32 partials (a workspace the cost rule declares) added in a fixed order
 by a second launch. A plan binds its launches once per layout, so a repeated call allocates its output and
-launches. Inputs are read in place through
-their strides (NCHW or channels-last), and the output is channels-last when the input or weight is
-(torch's rule). Accumulation is float32; float32 operands multiply in true
-float32 unless TF32 is opted into (``set_float32_matmul_precision``).
+launches. Inputs are read in place through their strides (NCHW or channels-last), and the output is
+channels-last when the input or weight is (torch's rule). Accumulation is float32; float32 operands
+multiply in true float32 unless TF32 is opted into (``set_float32_matmul_precision``).
 """
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import conv as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch, next_pow2
+from ..launch import cdiv, next_pow2
 from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .matmul import _dot_precision, planned_product, product_keys
@@ -235,7 +234,8 @@ class _Setting:
                  facts=None):
         dims, stride, padding, dilation, out_shape = _geometry(op, input, weight, bias, stride, padding, dilation,
                                                                transposed, output_padding, groups)
-        self.op, self.dims, self.out_shape, self.transposed, self.groups = op, dims, out_shape, bool(transposed), groups
+        self.op, self.dims, self.out_shape = op, dims, out_shape
+        self.transposed, self.groups = bool(transposed), groups
         self.batched = len(input.shape) == dims + 2
         in_shape = tuple(input.shape) if self.batched else (1, *input.shape)
         in_strides = tuple(input.stride()) if self.batched else (0, *input.stride())
