@@ -189,3 +189,35 @@ def test_one_loop_form_matches_the_reference(case, channels_last, monkeypatch, r
     [(kernel, grid, constexprs)] = launches
     assert kernel is K.conv_implicit_gemm and constexprs["STEPPED"] and grid[2] == 1
     _check(got, want, "bfloat16", k_terms)
+
+
+@pytest.mark.parametrize("case", [SPLIT[0], SPLIT[1], SPLIT[3], SPLIT[4], SPLIT[5], SPLIT[6], SPLIT[7]])
+@pytest.mark.parametrize("split", [False, True])
+def test_positions_inner_tiles_match_the_reference(case, split, starved, monkeypatch, rng):
+    # NCHW inputs of 16-bit types, flat K aside (its tiles span channels and window); first candidate as
+    # the interpreter takes it, split or not
+    xs, wsh, kwargs, transposed, bias = case
+    starved(2 if split else 1)
+    plain = convolution._Setting.candidates
+    monkeypatch.setattr(convolution._Setting, "candidates", lambda self, facts, dtype: [
+        dict(c, STEPPED=True, POSITIONS_INNER=True) for c in plain(self, facts, dtype)])
+    got, want, k_terms, launches, _ = _split_run(xs, wsh, kwargs, "float16", False, rng, bias=bias,
+                                                 transposed=transposed)
+    assert launches[0][2]["POSITIONS_INNER"] and (launches[0][1][2] > 1) == split
+    _check(got, want, "float16", k_terms)
+
+
+def test_positions_inner_candidates_for_nchw_half_inputs_only():
+    from nbxtensor.device import facts
+    from nbxtensor.ops.convolution import _Setting
+    import nbxtensor as nbx
+    hopper = facts.load("hopper")
+    w = nbx.empty((256, 256, 3, 3), device="meta", dtype="bfloat16")
+    shape = (1, 256, 14, 14)
+    for strides, expected in (((50176, 196, 14, 1), True), ((50176, 1, 3584, 256), False)):
+        x = nbx.empty(shape, device="meta", dtype="bfloat16").as_strided(shape, strides)
+        configs = _Setting("conv2d", x, w, None, 1, 1, 1, False, 0, 1, hopper).candidates(hopper, x.dtype)
+        inner = [c for c in configs if c.get("POSITIONS_INNER")]
+        assert bool(inner) == expected
+        assert all(c.get("STEPPED") or c.get("SPLITS") for c in inner)
+        assert not any(c.get("STAGE") for c in inner)

@@ -127,16 +127,27 @@ def _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, k0, rk, reduction, I
 def _split_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, CIN_G, ID, IH, IW, sd, sh, sw, pd, ph, pw,
                 dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH: tl.constexpr, KW: tl.constexpr,
                 BLOCK_K: tl.constexpr, TRANSPOSED: tl.constexpr, PRECISION: tl.constexpr,
-                DECODE_BF16: tl.constexpr):
+                DECODE_BF16: tl.constexpr, POSITIONS_INNER: tl.constexpr):
     """``acc`` plus reduction step ``t``: channels (t % chunks) * BLOCK_K onwards at kernel position
-    t // chunks, ``chunks`` K tiles spanning a group's channels."""
+    t // chunks, ``chunks`` K tiles spanning a group's channels. POSITIONS_INNER loads the input tile as
+    [BLOCK_K, BLOCK_M], adjacent threads on adjacent positions: an NCHW input's rows are read in runs, where
+    the [BLOCK_M, BLOCK_K] tile puts adjacent threads a channel plane apart."""
     p = t // chunks
     c = (t - p * chunks) * BLOCK_K
     row_off, row_ok = _row_source(od, oh, ow, m_ok, p, KH, KW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
                                   x_sd, x_sh, x_sw, TRANSPOSED)
     kd, kh, kw = _window_position(p, KH, KW)
-    a_ptr = x_base[:, None] + row_off[:, None] + rk[None, :] * x_sc
     b_ptr = w_base[None, :] + kd * w_sd + kh * w_sh + kw * w_sw + rk[:, None] * w_s_in
+    if POSITIONS_INNER:
+        k_ok = c + rk < CIN_G
+        a = tl.load(x_base[None, :] + row_off[None, :] + (c + rk)[:, None] * x_sc, mask=k_ok[:, None] & row_ok[None, :],
+                    other=0)
+        b = tl.load(b_ptr + c * w_s_in, mask=k_ok[:, None] & n_ok[None, :], other=0)
+        if DECODE_BF16:
+            a = _decode(a, 1)
+            b = _decode(b, 1)
+        return tl.dot(tl.trans(a), b, acc, input_precision=PRECISION, out_dtype=tl.float32)
+    a_ptr = x_base[:, None] + row_off[:, None] + rk[None, :] * x_sc
     return _channel_step(acc, a_ptr, b_ptr, row_ok, n_ok, rk, c, CIN_G, x_sc, w_s_in, PRECISION, DECODE_BF16)
 
 
@@ -148,6 +159,7 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
                        KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
                        FLAT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        NUM_STAGES: tl.constexpr, STEPPED: tl.constexpr, SPLIT: tl.constexpr,
+                       POSITIONS_INNER: tl.constexpr,
                        TRANSPOSED: tl.constexpr,
                        HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
                        BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
@@ -190,7 +202,7 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
                 else:
                     acc = _split_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, CIN_G, ID, IH, IW,
                                       sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh,
-                                      w_sw, KH, KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16)
+                                      w_sw, KH, KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, POSITIONS_INNER)
                 t += 1
         else:
             for t in tl.range(t_begin, t_end, num_stages=NUM_STAGES):
@@ -201,7 +213,7 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
                 else:
                     acc = _split_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, CIN_G, ID, IH, IW,
                                       sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh,
-                                      w_sw, KH, KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16)
+                                      w_sw, KH, KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, POSITIONS_INNER)
     elif FLAT_K:
         reduction = CIN_G * VOLUME
         if INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)

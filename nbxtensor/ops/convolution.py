@@ -199,7 +199,8 @@ _FEW_TILE_SHAPES = [(64, 64, 64, 3, 4), (32, 64, 64, 3, 4)]
 # copies would cost more than a starved convolution), and few, since a first call compiles each
 _SPLIT_SHAPES = [(128, 64, 64, 3, 4), (64, 64, 64, 3, 4), (32, 64, 64, 3, 4)]
 # tiles of the one-loop form (STEPPED): a group of at most a few K tiles of channels leaves each kernel
-# position's channel loop too short to pipeline, the one loop over all steps does not
+# position's channel loop too short to pipeline, the one loop over all steps does not; this form (split or
+# not) may also load an NCHW input's tiles positions innermost (POSITIONS_INNER)
 _STEPPED_SHAPES = [(128, 128, 64, 3, 8), (128, 64, 64, 4, 4)]
 # programs a multiprocessor for a split's target: two resident ones hide each other's latency
 _SPLIT_PROGRAMS_PER_MULTIPROCESSOR = 2
@@ -339,14 +340,18 @@ class _Setting:
                         BLOCK_N=max(16, min(bn, tiles["max_block_n"], next_pow2(self.cout_g))),
                         BLOCK_K=max(16, min(bk, tiles["max_block_k"], next_pow2(k))),
                         num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]))
+        stepped = [dict(config_of(*shape), STEPPED=True) for shape in _STEPPED_SHAPES]
         configs = _staged(self, [config_of(*shape) for shape in
-                                 _GEMM_SHAPES + (_FEW_TILE_SHAPES if self.starved else [])]
-                          + [dict(config_of(*shape), STEPPED=True) for shape in _STEPPED_SHAPES])
+                                 _GEMM_SHAPES + (_FEW_TILE_SHAPES if self.starved else [])] + stepped)
         if self.starved:
             for config in map(lambda shape: config_of(*shape), _SPLIT_SHAPES):
                 splits = self.splits(config, target)
                 if splits > 1:
-                    configs.append(dict(config, SPLITS=splits))
+                    stepped.append(dict(config, SPLITS=splits))
+                    configs.append(stepped[-1])
+        if self.xs[1] != 1 and not self.flat_k and dtype.itemsize == 2:
+            # an NCHW input read in place, positions innermost (the matrix unit takes such 16-bit tiles)
+            configs += [dict(config, POSITIONS_INNER=True) for config in stepped]
         return _unique(configs)
 
 
@@ -509,6 +514,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                 dict(common, FLAT_K=st.flat_k, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                      BLOCK_K=config["BLOCK_K"], NUM_STAGES=config["num_stages"],
                      STEPPED=splits > 1 or bool(config.get("STEPPED")), SPLIT=splits > 1,
+                     POSITIONS_INNER=bool(config.get("POSITIONS_INNER")),
                      PRECISION=_dot_precision(dtype), num_warps=config["num_warps"]))]
             if splits > 1:
                 block_c = min(64, next_pow2(st.cout))
