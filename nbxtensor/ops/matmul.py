@@ -419,6 +419,18 @@ def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = Non
     return plan(a, b, bias)
 
 
+def planned_product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = None, alpha=1, beta=0):
+    """``execute(a, b, bias) -> out``: ``_product``'s plan for operands laid out as these (made, and tuned,
+    the first time), for an op that lays its own views on each call's tensors and runs the plan directly."""
+    return _product_plans.get((op, layout_key(a), layout_key(b), layout_key(bias), alpha, beta),
+                              lambda: _plan_product(op, a, b, out_dtype, bias, alpha, beta))
+
+
+def product_keys(facts: dict, a, b, out_dtype, bias=None, alpha=1, beta=0) -> list[str]:
+    """The launch keys of ``planned_product``'s plan for operands laid out as these (meta tensors will do)."""
+    return _product_keys(facts, a, b, out_dtype, bias, alpha, beta)
+
+
 def gemm_key(facts: dict, batches: int, m: int, n: int, k: int, dtype, out_dtype, a_sk: int, b_sn: int, *,
              planes: bool = False) -> str:
     """``planes``: a float32 product on bfloat16 parts, whose candidates are its forms (``_plan_product``)."""
