@@ -179,12 +179,13 @@ DEPTHWISE_KEY = "direct_conv|M=64|N=16|K=16|float32|window=1x3x3|stride=1x2x2|ch
 @pytest.mark.parametrize("key", [STEM_KEY, DEPTHWISE_KEY])
 def test_a_convolution_candidate_planted_to_compute_wrongly_is_refused(key, monkeypatch):
     """A candidate led in whose launches write nothing (BLOCK_M 8: a miscompiled tile, say)."""
-    listed, launch = convolution._Setting.candidates, convolution.launch
+    from nbxtensor.ops.plans import PlannedLaunch
+    listed, call = convolution._Setting.candidates, PlannedLaunch.__call__
     monkeypatch.setattr(convolution._Setting, "candidates",
                         lambda self, facts, dtype: [dict(c, BLOCK_M=8) for c in listed(self, facts, dtype)[:1]]
                         + listed(self, facts, dtype))
-    monkeypatch.setattr(convolution, "launch", lambda kernel, grid, device, args, **constexprs: None
-                        if constexprs["BLOCK_M"] == 8 else launch(kernel, grid, device, args, **constexprs))
+    monkeypatch.setattr(PlannedLaunch, "__call__", lambda self, device, tensors: None
+                        if self.constexprs.get("BLOCK_M") == 8 else call(self, device, tensors))
     report = certify.certify_key(key, "cpu")
     assert report["status"] == "certified" and report["config"]["BLOCK_M"] != 8
     (refused,) = report["refused"]
