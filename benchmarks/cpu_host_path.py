@@ -84,6 +84,9 @@ def main() -> None:
     q = nbx.tensor(rng.standard_normal((1, 8, 1, 64)).astype(np.float32))
     kv = nbx.tensor(rng.standard_normal((1, 8, 128, 64)).astype(np.float32))
     w = nbx.tensor(rng.standard_normal((256, 256)).astype(np.float32))
+    image = nbx.tensor(rng.standard_normal((1, 64, 14, 14)).astype(np.float32)).to(nbx.bfloat16)
+    conv3 = nbx.tensor(rng.standard_normal((64, 64, 3, 3)).astype(np.float32)).to(nbx.bfloat16)
+    conv1 = nbx.tensor(rng.standard_normal((32, 64, 1, 1)).astype(np.float32)).to(nbx.bfloat16)
     cases = [
         ("fill_ (16 floats)", lambda: a.fill_(1.0)),
         ("copy_ (16 floats)", lambda: a.copy_(b)),
@@ -91,6 +94,8 @@ def main() -> None:
         ("a + b (16 floats)", lambda: a + b),
         ("a * 2.0 (16 floats)", lambda: a * 2.0),
         ("linear 64 x 256 -> 256", lambda: F.linear(rows, w)),
+        ("conv2d 3x3 [1,64,14,14]", lambda: F.conv2d(image, conv3, padding=1)),
+        ("conv2d 1x1 [1,64,14,14]", lambda: F.conv2d(image, conv1)),
         ("rms_norm 64 x 256", lambda: F.rms_norm(rows, (256,), weight)),
         ("sdpa decode 8 heads x 128 keys", lambda: F.scaled_dot_product_attention(q, kv, kv)),
         ("row sum 64 x 256", lambda: rows.sum(dim=-1)),

@@ -1,13 +1,17 @@
 """Ahead-of-time tuning with certification, at TinyLlama-1.1B size (22 layers, hidden 2048, GQA 32/4,
-vocabulary 32000; random float16 weights written here without torch, run in bfloat16):
+vocabulary 32000; random float16 weights written here without torch, run in bfloat16) and on a ResNet-ish
+convolutional graph (written here without torch: a 7x7 stride-2 stem and max pool, a basic block, a
+downsampling block with its 1x1 shortcut, a 7x7 depthwise and 1x1 pointwise pair; float16, batch 8 of
+224x224 images, biases standing for folded batch norms):
 - the census of the LLM engine over its buckets (every prompt length up to a 2048 context, batch sizes 1 to
   256), host only, for the hopper class and the CPU's (runs on any machine);
-- on a GPU, in fresh processes on one Triton compile cache (warmed first by a run whose settings are thrown
-  away, so that compiling costs the same everywhere): the first call (a 64-token prompt and 8 new tokens) of
-  a cold run that tunes as it goes; certification of the keys that call forms; the first call of a
-  certified-only run from the certified store; and each run's later, steady calls (the kernel times, which
-  must agree).
-NBX_CERTIFY_SIZE=tiny runs the same on a 2-layer model of hidden 64 (the CPU's interpreter: seconds).
+- on a GPU, for each model, in fresh processes on one Triton compile cache (warmed first by a run whose
+  settings are thrown away, so that compiling costs the same everywhere): the first call (the LLM: a
+  64-token prompt and 8 new tokens; the graph: one batch) of a cold run that tunes as it goes;
+  certification of the keys that call forms; the first call of a certified-only run from the certified
+  store; and each run's later, steady calls (the kernel times, which must agree).
+NBX_CERTIFY_SIZE=tiny runs the same on a 2-layer LLM of hidden 64 and the graph at an eighth of its widths
+on 2 images of 32x32 (the CPU's interpreter: seconds). NBX_CERTIFY_MODELS=llm or conv times one of them.
 Prints a table last."""
 from __future__ import annotations
 
@@ -29,6 +33,8 @@ SIZES = {
 }
 SIZE = os.environ.get("NBX_CERTIFY_SIZE", "1b")
 PROMPT, NEW_TOKENS, STEADY_CALLS = 64, 8, 5
+# the convolutional graph: (batch, image side, stem channels)
+CONV_SIZES = {"1b": (8, 224, 64), "tiny": (2, 32, 8)}
 
 
 def write_checkpoint(directory: str) -> None:
@@ -60,6 +66,55 @@ def write_checkpoint(directory: str) -> None:
         values = np.ones(dims, np.float16) if name.endswith("norm.weight") else \
             (rng.standard_normal(dims, dtype=np.float32) * 0.02).astype(np.float16)
         weights[name] = tensor(values, device="cpu")
+    io.save_file(weights, os.path.join(directory, "model.safetensors"))
+
+
+def write_conv_graph(directory: str) -> None:
+    """graph.json and float16 weights (He-scaled, so activations keep their size) of the ResNet-ish graph."""
+    from nbxtensor import io, tensor
+    batch, side, width = CONV_SIZES[SIZE]
+    rng = np.random.default_rng(0)
+    tensors, ops, weights = {"input::x": {"shape": ["b", 3, side, side], "dtype": "float16"}}, [], {}
+
+    def param(name, *shape):
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 0
+        values = rng.standard_normal(shape) * (np.sqrt(2 / fan_in) if fan_in else 0.1)
+        weights[name] = tensor(values.astype(np.float16), device="cpu")
+        tensors[f"param::{name}"] = {"shape": list(shape), "dtype": "float16", "weight": name}
+        return {"tensor": f"param::{name}"}
+
+    def op(aten, args, shape):
+        name = f"t{len(ops)}"
+        tensors[name] = {"shape": ["b", *shape], "dtype": "float16"}
+        ops.append({"id": name, "op": aten, "args": args, "kwargs": {}, "outputs": [name]})
+        return {"tensor": name}
+
+    def conv(x, name, cin, cout, side_out, window, stride=1, groups=1):
+        pad = window // 2
+        return op("aten::conv2d.default", [x, param(name, cout, cin // groups, window, window),
+                                           param(f"{name}_bias", cout), [stride, stride], [pad, pad], [1, 1],
+                                           groups], [cout, side_out, side_out])
+
+    def relu(x, channels, side_out):
+        return op("aten::relu.default", [x], [channels, side_out, side_out])
+
+    def add(x, y, channels, side_out):
+        return op("aten::add.Tensor", [x, y], [channels, side_out, side_out])
+    x = {"tensor": "input::x"}
+    half, quarter, eighth, wide = side // 2, side // 4, side // 8, 2 * width
+    h = relu(conv(x, "stem", 3, width, half, 7, stride=2), width, half)
+    h = op("aten::max_pool2d.default", [h, [3, 3], [2, 2], [1, 1]], [width, quarter, quarter])
+    inner = relu(conv(h, "block1_a", width, width, quarter, 3), width, quarter)
+    h = relu(add(conv(inner, "block1_b", width, width, quarter, 3), h, width, quarter), width, quarter)
+    inner = relu(conv(h, "block2_a", width, wide, eighth, 3, stride=2), wide, eighth)
+    shortcut = conv(h, "block2_shortcut", width, wide, eighth, 1, stride=2)
+    h = relu(add(conv(inner, "block2_b", wide, wide, eighth, 3), shortcut, wide, eighth), wide, eighth)
+    inner = conv(h, "depthwise", wide, wide, eighth, 7, groups=wide)
+    h = relu(add(conv(inner, "pointwise", wide, wide, eighth, 1), h, wide, eighth), wide, eighth)
+    document = {"format": "nbxtensor.graph", "version": 1, "symbols": {"b": {"min": 1, "max": 64, "trace": batch}},
+                "inputs": ["input::x"], "outputs": [h["tensor"]], "tensors": tensors, "ops": ops}
+    with open(os.path.join(directory, "graph.json"), "w") as f:
+        json.dump(document, f)
     io.save_file(weights, os.path.join(directory, "model.safetensors"))
 
 
@@ -101,9 +156,50 @@ def _first_and_steady(directory: str) -> dict:
             "tokens": first.tokens}
 
 
+def _images():
+    batch, side, _ = CONV_SIZES[SIZE]
+    return np.random.default_rng(1).standard_normal((batch, 3, side, side)).astype(np.float16)
+
+
+def _graph_first_and_steady(directory: str, name: str) -> dict:
+    """A fresh graph's first call, then its steady calls (seconds); its output saved beside the graph as
+    NAME.npy."""
+    import nbxtensor as nbx
+    from nbxtensor import graph
+    start = time.perf_counter()
+    model = graph.load(directory)
+    images = nbx.tensor(_images(), device=model.device)
+    loaded = time.perf_counter()
+
+    def call():
+        out = model(images)
+        if model.device.type == "cuda":
+            nbx.cuda.synchronize()
+        return out
+    out = call()
+    done = time.perf_counter()
+    steady = []
+    for _ in range(STEADY_CALLS):
+        begin = time.perf_counter()
+        call()
+        steady.append(time.perf_counter() - begin)
+    np.save(os.path.join(directory, f"{name}.npy"), out.float().numpy())
+    return {"load_s": loaded - start, "first_s": done - loaded, "steady_s": statistics.median(steady)}
+
+
 def phase(name: str, directory: str) -> dict:
     """One measured phase, run in this (fresh) process."""
     from nbxtensor import certify, tuning
+    if name.startswith("conv-"):
+        if name == "conv-certify":
+            from nbxtensor import graph
+            start = time.perf_counter()
+            reports = certify.certify_graph(graph.load(directory, weights=False), {"b": CONV_SIZES[SIZE][0]})
+            return _certified(reports, time.perf_counter() - start)
+        if name == "conv-certified-only":
+            with tuning.certified_only():
+                return _graph_first_and_steady(directory, name)
+        return _graph_first_and_steady(directory, name)
     if name in ("warm", "cold"):
         return _first_and_steady(directory)
     if name == "certify":
@@ -115,12 +211,15 @@ def phase(name: str, directory: str) -> dict:
         keys = engine_census(config, "bfloat16", backend_for(resolve(None)).facts, prompts=[PROMPT], batch_sizes=[1])
         start = time.perf_counter()
         reports = certify.certify_keys(keys, None)
-        return {"certify_s": time.perf_counter() - start, "keys": len(reports),
-                "certified": sum(r["status"] == "certified" for r in reports),
-                "refused_candidates": sum(len(r["refused"]) for r in reports),
-                "not_certified": [r["key"] for r in reports if r["status"] not in ("certified", "kept")]}
+        return _certified(reports, time.perf_counter() - start)
     with tuning.certified_only():
         return _first_and_steady(directory)
+
+
+def _certified(reports, seconds: float) -> dict:
+    return {"certify_s": seconds, "keys": len(reports), "certified": sum(r["status"] == "certified" for r in reports),
+            "refused_candidates": sum(len(r["refused"]) for r in reports),
+            "not_certified": [r["key"] for r in reports if r["status"] not in ("certified", "kept")]}
 
 
 def run_phase(name: str, directory: str, store: str) -> dict:
@@ -132,33 +231,59 @@ def run_phase(name: str, directory: str, store: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    rows = [(f"census, {SIZE} LLM, context {SIZES[SIZE]['max_position_embeddings']}, batch 1-256, {name} facts",
-             f"{seconds * 1e3:.1f} ms", f"{keys} keys") for name, seconds, keys in census_seconds()]
-    with tempfile.TemporaryDirectory() as work:
-        checkpoint = os.path.join(work, "checkpoint")
-        os.makedirs(checkpoint)
-        start = time.perf_counter()
-        write_checkpoint(checkpoint)
-        print(f"checkpoint written in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-        warm = run_phase("warm", checkpoint, os.path.join(work, "scratch"))  # compiles; its settings are dropped
-        cold = run_phase("cold", checkpoint, os.path.join(work, "cold"))
-        store = os.path.join(work, "certified")
-        certified = run_phase("certify", checkpoint, store)
-        served = run_phase("certified-only", checkpoint, store)
-    rows += [
-        ("compile warm-up run: first call (tunes and compiles)", f"{warm['first_s']:.2f} s", ""),
-        ("cold run, tuning as it goes: first call", f"{cold['first_s']:.2f} s",
+def _timed_rows(model: str, warm: dict, cold: dict, certified: dict, served: dict) -> list[tuple]:
+    rows = [
+        (f"{model}: compile warm-up run: first call (tunes and compiles)", f"{warm['first_s']:.2f} s", ""),
+        (f"{model}: cold run, tuning as it goes: first call", f"{cold['first_s']:.2f} s",
          f"steady {cold['steady_s'] * 1e3:.1f} ms"),
-        ("certification of the call's keys (ahead of time)", f"{certified['certify_s']:.2f} s",
+        (f"{model}: certification of the call's keys (ahead of time)", f"{certified['certify_s']:.2f} s",
          f"{certified['certified']}/{certified['keys']} certified, {certified['refused_candidates']} refused"),
-        ("certified-only run: first call", f"{served['first_s']:.2f} s",
+        (f"{model}: certified-only run: first call", f"{served['first_s']:.2f} s",
          f"steady {served['steady_s'] * 1e3:.1f} ms"),
-        ("first call's tuning time (cold - certified-only)", f"{cold['first_s'] - served['first_s']:.2f} s", ""),
-        ("same tokens, cold and certified-only", str(cold["tokens"] == served["tokens"]), ""),
+        (f"{model}: first call's tuning time (cold - certified-only)", f"{cold['first_s'] - served['first_s']:.2f} s",
+         ""),
     ]
     if certified["not_certified"]:
-        rows.append(("keys not certified", ", ".join(certified["not_certified"]), ""))
+        rows.append((f"{model}: keys not certified", ", ".join(certified["not_certified"]), ""))
+    return rows
+
+
+def main() -> None:
+    models = os.environ.get("NBX_CERTIFY_MODELS", "llm,conv").split(",")
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        if "llm" in models:
+            rows += [(f"census, {SIZE} LLM, context {SIZES[SIZE]['max_position_embeddings']}, batch 1-256, {name} "
+                      "facts", f"{seconds * 1e3:.1f} ms", f"{keys} keys") for name, seconds, keys in census_seconds()]
+            checkpoint = os.path.join(work, "checkpoint")
+            os.makedirs(checkpoint)
+            start = time.perf_counter()
+            write_checkpoint(checkpoint)
+            print(f"checkpoint written in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+            warm = run_phase("warm", checkpoint, os.path.join(work, "scratch"))  # compiles; settings dropped
+            cold = run_phase("cold", checkpoint, os.path.join(work, "cold"))
+            store = os.path.join(work, "certified")
+            certified = run_phase("certify", checkpoint, store)
+            served = run_phase("certified-only", checkpoint, store)
+            rows += _timed_rows(f"{SIZE} LLM", warm, cold, certified, served)
+            rows.append(("same tokens, cold and certified-only", str(cold["tokens"] == served["tokens"]), ""))
+        if "conv" in models:
+            directory = os.path.join(work, "conv")
+            os.makedirs(directory)
+            write_conv_graph(directory)
+            warm = run_phase("conv-warm", directory, os.path.join(work, "conv-scratch"))
+            cold = run_phase("conv-cold", directory, os.path.join(work, "conv-cold"))
+            store = os.path.join(work, "conv-certified")
+            certified = run_phase("conv-certify", directory, store)
+            served = run_phase("conv-certified-only", directory, store)
+            batch, side, width = CONV_SIZES[SIZE]
+            rows += _timed_rows(f"ResNet-ish graph, width {width}, {batch}x{side}x{side}", warm, cold, certified,
+                                served)
+            cold_out, served_out = (np.load(os.path.join(directory, f"{name}.npy")) for name in
+                                    ("conv-cold", "conv-certified-only"))
+            # both float16, each setting summing in its own order: a few of the output's ulps apart
+            rows.append(("largest difference, cold and certified-only output",
+                         f"{np.abs(cold_out - served_out).max():.3g}", f"largest output {np.abs(cold_out).max():.3g}"))
     width = max(len(r[0]) for r in rows)
     print(f"{'what':<{width}}  {'time':>10}  note")
     for what, value, note in rows:

@@ -25,7 +25,8 @@ import torch  # noqa: E402  (the reference; nbxtensor.llm never imports it)
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 LAYERS = int(os.environ.get("NBX_LLAMA_LAYERS", "22"))
-BANDWIDTH = 4.8e12  # H200 HBM3e, bytes/s
+# datasheet bandwidths (bytes/s): H100 SXM HBM3, H200 HBM3e
+BANDWIDTH = 3.35e12 if "H100" in torch.cuda.get_device_name() else 4.8e12
 
 
 SIZES = {
@@ -118,7 +119,11 @@ def main() -> None:
             # decode rate after the prefills: total minus the first token's step
             prefill_s = ours.engine.prefill_seconds
             ours.engine.prefill_seconds = ours.engine.decode_seconds = 0.0
+            nbx.cuda.synchronize()
+            held = nbx.cuda.memory_allocated()
+            nbx.cuda.reset_peak_memory_stats()
             ours.generate(prompts, max_new_tokens=new)
+            activations = nbx.cuda.max_memory_allocated() - held
             decode_s = ours.engine.decode_seconds
             rate = batch * (new - 1) / decode_s
             floor = BANDWIDTH / weight_bytes * batch
@@ -129,8 +134,14 @@ def main() -> None:
                     t = timed(lambda: reference.generate(ids, max_new_tokens=new, do_sample=False, min_new_tokens=new),
                               repeats=2)
                 theirs = f"{new / t:.1f}"
-            rows.append((f"decode batch {batch} tokens/s", f"{rate:.1f}", theirs, f"floor {floor:.0f}"))
+            rows.append((f"decode batch {batch} tokens/s", f"{rate:.1f}", theirs,
+                         f"floor {floor:.0f} ({rate / floor:.0%}); activations {activations / 2**20:.1f} MiB"))
             del prefill_s, ours_s
+        cache = ours.engine.cache
+        cache_bytes = sum(t.numel() * t.element_size() for t in cache.keys + cache.values)
+        total = nbx.cuda.mem_get_info()[1]
+        rows.append(("memory (GiB)", f"weights {weight_bytes / 2**30:.2f}, KV cache {cache_bytes / 2**30:.2f} "
+                     f"({cache.capacity_tokens} tokens)", "", f"device total {total / 2**30:.1f}"))
         if os.environ.get("OUT"):
             profile = cProfile.Profile()
             profile.enable()

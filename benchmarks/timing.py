@@ -34,6 +34,33 @@ class _EventBatches:
         self.rt.cudaEventDestroy(self.stop)
 
 
+class _FlushedCalls:
+    """Device time of single calls, each timed alone after ``flush()`` (outside the timed span) has
+    overwritten the L2 cache, so that operands come from device memory as a model's step reads its
+    weights: one pair of CUDA events per call, made once for up to ``reps`` calls."""
+
+    def __init__(self, flush, reps: int):
+        self.rt = _rt()
+        self.flush = flush
+        self.rt.cudaDeviceSynchronize()
+        self.pairs = [(self.rt.cudaEventCreate()[1], self.rt.cudaEventCreate()[1]) for _ in range(reps)]
+
+    def mean_ms(self, fn, reps: int) -> float:
+        """Mean device time of ``reps`` calls of ``fn``, each after a flush."""
+        for start, stop in self.pairs[:reps]:
+            self.flush()
+            self.rt.cudaEventRecord(start, 0)
+            fn()
+            self.rt.cudaEventRecord(stop, 0)
+        self.rt.cudaEventSynchronize(self.pairs[reps - 1][1])
+        return sum(self.rt.cudaEventElapsedTime(start, stop)[1] for start, stop in self.pairs[:reps]) / reps
+
+    def close(self) -> None:
+        for start, stop in self.pairs:
+            self.rt.cudaEventDestroy(start)
+            self.rt.cudaEventDestroy(stop)
+
+
 def _alternating(measure, ours, theirs, rounds: int) -> tuple[float, float]:
     """Medians over ``rounds`` of ``measure(ours)`` and ``measure(theirs)``, taken in turn, each first in
     turn, so that both meet the same moments of the machine."""
@@ -58,14 +85,16 @@ def gpu_time_ms(fn, *, warmup: int = 3, reps: int = 20, batches: int = 5) -> flo
     return statistics.median(times)
 
 
-def gpu_pair_ms(ours, theirs, *, warmup: int = 3, reps: int = 10, rounds: int = 10) -> tuple[float, float]:
+def gpu_pair_ms(ours, theirs, *, warmup: int = 3, reps: int = 10, rounds: int = 10,
+                flush=None) -> tuple[float, float]:
     """``gpu_time_ms`` of two functions measured in alternation, batch by batch (each first in turn), so
     that a drift of the device's clocks over the run (heat, power) meets both alike: medians over
-    ``rounds``."""
+    ``rounds``. ``flush``: a callable that overwrites the L2 cache; given, every call is timed alone after
+    it (operands read from device memory, not from a cache the previous call warmed)."""
     for _ in range(warmup):
         ours()
         theirs()
-    events = _EventBatches()
+    events = _EventBatches() if flush is None else _FlushedCalls(flush, reps)
     result = _alternating(lambda fn: events.mean_ms(fn, reps), ours, theirs, rounds)
     events.close()
     return result

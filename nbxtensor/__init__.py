@@ -63,7 +63,7 @@ def where(condition, input=None, other=None, **kwargs):
     return _registry.get("where").impl(condition, input, other, **kwargs)
 
 
-from .interop import from_dlpack  # noqa: E402  (also gives Tensor __dlpack__ and __dlpack_device__)
+from .interop import from_dlpack  # noqa: E402
 
 from . import cuda  # noqa: E402
 from . import nn  # noqa: E402

@@ -14,17 +14,14 @@ import contextlib
 from collections import Counter
 
 from . import tuning
-from .device import resolve
+from .allocation import new_tensor
+from .device import backend_for, resolve
 from . import shape as S
-from .ops.copy import new_tensor
 from .ops.plans import clear_all
 from .ops.convolution import conv_output_strides
 from .ops.pointwise import output_strides
 
 __all__ = ["census", "shadow"]
-
-# ops whose result is a view of their first input when it can be (a copy otherwise)
-_MAYBE_VIEW = frozenset(("reshape", "flatten", "unflatten", "to", "contiguous"))
 
 
 def census(model, values: dict | None = None, facts: dict | None = None) -> Counter:
@@ -32,7 +29,6 @@ def census(model, values: dict | None = None, facts: dict | None = None) -> Coun
     at export) on a device with ``facts`` (default: the default device's). ``model``: a loaded graph
     (``graph.load(..., weights=False)`` reads no weights)."""
     if facts is None:
-        from .device import backend_for
         facts = backend_for(resolve(None)).facts
     values = model.trace_values() if values is None else values
     model.check_symbols(values)
@@ -60,7 +56,7 @@ def census(model, values: dict | None = None, facts: dict | None = None) -> Coun
             strides = conv_output_strides(tuple(metas[out].shape), args[0], args[1])
             if strides is not None:
                 laid_out[out] = new_tensor(metas[out].shape, metas[out].dtype, meta_device, strides=strides)
-        elif step.op.family == "view" or step.op.name in _MAYBE_VIEW:
+        elif step.op.aliases is not None:  # a view (or a maybe-view) laid out by running it on meta tensors
             try:
                 produced = step.op.impl(*args, **kwargs)
             except RuntimeError:  # a copy, which a meta tensor cannot make: its result is contiguous

@@ -12,6 +12,7 @@ nothing can be timed, the first).
 """
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from dataclasses import dataclass
@@ -22,7 +23,11 @@ import numpy as np
 from . import progress
 from .tuning.cache import bucket, cache_for, certifications, op_of, time_candidates
 
-__all__ = ["certify_key", "certify_keys", "certify_graph", "parse_key", "CERTIFIERS"]
+__all__ = ["certify_key", "certify_keys", "certify_graph", "parse_key", "MalformedKey", "CERTIFIERS"]
+
+
+class MalformedKey(ValueError):
+    """A launch key that is not one ``launch_key`` writes: a part missing or not of its form."""
 
 
 def parse_key(key: str) -> tuple[str, dict, tuple, dict]:
@@ -30,13 +35,13 @@ def parse_key(key: str) -> tuple[str, dict, tuple, dict]:
     parts = key.split("|")
     plain = [i for i, part in enumerate(parts) if "=" not in part and i > 0]
     if not plain:
-        raise ValueError(f"launch key {key!r}: no dtypes part (kernel|NAME=extent...|dtypes|flag=value...)")
+        raise MalformedKey(f"launch key {key!r}: no dtypes part (kernel|NAME=extent...|dtypes|flag=value...)")
     split = plain[0]
     extents = {}
     for part in parts[1:split]:
         name, _, value = part.partition("=")
         if not value.isdigit():
-            raise ValueError(f"launch key {key!r}: extent {part!r} is not NAME=integer")
+            raise MalformedKey(f"launch key {key!r}: extent {part!r} is not NAME=integer")
         extents[name] = int(value)
     flags = dict(part.partition("=")[::2] for part in parts[split + 1:])
     return parts[0], extents, tuple(d for d in parts[split].split(",") if d), flags
@@ -254,6 +259,184 @@ def _quantized_cases(extents, dtypes, flags, device) -> list[Case]:
     return [Case((m, n, k), lambda: quantized_linear(x, weight), reference, bound)]
 
 
+def _conv_reference(x64, w64, b64, stride, padding, groups: int, transposed: bool, out_spatial) -> np.ndarray:
+    """The convolution (dilation 1) of 5-d ``x64`` (N, C, D, H, W) by ``w64`` in float64, one kernel position
+    at a time, each a batch of matrix products (positions by a group's input channels, times its weight):
+    forward, every output position gathers the inputs its window covers; transposed, every input position
+    scatters into the outputs its window covers, then the padding is cropped (output padding reaches past
+    what was scattered: zeros)."""
+    n, cin = x64.shape[:2]
+    window, spatial = w64.shape[2:], x64.shape[2:]
+    # channels innermost: (N, groups, D, H, W, C_in / groups)
+    inputs = np.moveaxis(x64.reshape(n, groups, cin // groups, *spatial), 2, -1)
+    if transposed:  # weight (C_in, C_out / groups, *window): a group's (C_in / groups, C_out / groups)
+        weights = w64.reshape(groups, cin // groups, *w64.shape[1:])
+        cout = w64.shape[1] * groups
+        reached = [max((i - 1) * s + k, p + o) for i, s, k, p, o in zip(spatial, stride, window, padding, out_spatial)]
+        out = np.zeros((n, groups, *reached, cout // groups))
+        for position in np.ndindex(*window):
+            hit = tuple(slice(k, k + (i - 1) * s + 1, s) for k, i, s in zip(position, spatial, stride))
+            out[(slice(None), slice(None), *hit)] += _group_products(inputs, weights[(..., *position)])
+        out = out[(slice(None), slice(None), *(slice(p, p + o) for p, o in zip(padding, out_spatial)))]
+    else:  # weight (C_out, C_in / groups, *window): a group's (C_in / groups, C_out / groups) transposed
+        cout = w64.shape[0]
+        weights = np.swapaxes(w64.reshape(groups, cout // groups, *w64.shape[1:]), 1, 2)
+        padded = np.pad(inputs, [(0, 0), (0, 0), *((p, p) for p in padding), (0, 0)])
+        out = np.zeros((n, groups, *out_spatial, cout // groups))
+        for position in np.ndindex(*window):
+            seen = tuple(slice(k, k + (o - 1) * s + 1, s) for k, o, s in zip(position, out_spatial, stride))
+            out += _group_products(padded[(slice(None), slice(None), *seen)], weights[(..., *position)])
+    out = np.moveaxis(out, -1, 2).reshape(n, cout, *out_spatial)
+    return out if b64 is None else out + b64.reshape(1, cout, 1, 1, 1)
+
+
+def _group_products(inputs, weights) -> np.ndarray:
+    """(N, groups, *S, C_in / groups) inputs times (groups, C_in / groups, C_out / groups) weights: one matrix
+    product a batch element and group, its positions as rows."""
+    rows = inputs.reshape(*inputs.shape[:2], -1, inputs.shape[-1])
+    return np.matmul(rows, weights).reshape(*inputs.shape[:-1], weights.shape[-1])
+
+
+def _near_square(count: int, parts: int) -> tuple:
+    """``count`` as a product of ``parts`` factors, each the largest divisor up to the root of what is left."""
+    factors = []
+    for left in range(parts, 1, -1):
+        root = max(1, round(count ** (1 / left)))
+        factor = max(f for f in range(1, root + 1) if count % f == 0)
+        factors.append(factor)
+        count //= factor
+    return (*factors, count)
+
+
+def _conv_channels(route: str, cout_g: int, cin_g: int, ladder, least_cin_g: int) -> tuple | None:
+    """(C_out, C_in) of a group, each kept in its bucket of the cols ``ladder``, that take ``route``: moved
+    as little as they must from (``cout_g``, ``cin_g``) (a key's top rungs may ask for a group too wide for
+    the direct kernel, its smallest extents for one too narrow for the implicit GEMM), or None where none
+    do. The implicit GEMM widens the outputs first, so that a ragged key keeps few input channels (its
+    flat-K form)."""
+    from .ops.convolution import _DIRECT_MAX_GROUP_MATRIX as widest
+    (out_low, out_top), (in_low, in_top) = ((_smallest_in_bucket(bucket(e, ladder), ladder), bucket(e, ladder))
+                                            for e in (cout_g, cin_g))
+    in_low = max(in_low, least_cin_g)
+    if in_low > in_top:
+        return None
+    cin_g = max(cin_g, in_low)
+    if route == "direct":
+        if cout_g * cin_g > widest:
+            cin_g = max(in_low, min(cin_g, widest // cout_g))
+        if cout_g * cin_g > widest:
+            cout_g = max(out_low, widest // cin_g)
+        return (cout_g, cin_g) if cout_g * cin_g <= widest else None
+    for inputs in range(cin_g, in_top + 1):  # the fewest input channels with enough outputs in their bucket
+        outputs = max(cout_g, widest // inputs + 1)
+        if outputs <= out_top:
+            return outputs, inputs
+    return None
+
+
+def _conv_operand(rng, shape, dtype_name: str, device, channels_last: bool, strided: bool):
+    """A tensor of ``shape`` (N, C, *S), its channels innermost in memory when asked, read in place from a
+    buffer one column wider when ``strided`` (a layout no view reshapes densely), and its exact values in
+    float64."""
+    import nbxtensor as nbx
+    dims = len(shape) - 2
+    stored = (shape[0], *shape[2:], shape[1]) if channels_last else tuple(shape)
+    columns = dims if channels_last else dims + 1  # the last spatial dim's place in ``stored``
+    buffer = tuple(e + 1 if d == columns and strided else e for d, e in enumerate(stored))
+    values = rng.standard_normal(buffer).astype(np.float32)
+    tensor = nbx.tensor(values, device=device).to(getattr(nbx, dtype_name))
+    if strided:
+        tensor = tensor[(slice(None),) * columns + (slice(0, stored[columns]),)]
+    if channels_last:
+        tensor = tensor.permute(0, dims + 1, *range(1, dims + 1))
+    return tensor, _exact(tensor)
+
+
+def _key_flag(flags: dict, name: str) -> str:
+    if name not in flags:
+        raise MalformedKey(f"convolution launch key: no {name!r} flag (window, stride, channels_last, transposed, "
+                         "groups)")
+    return flags[name]
+
+
+def _key_extents_3d(flags: dict, name: str) -> tuple:
+    """A DxHxW flag of a convolution key (its window or stride) as three positive integers."""
+    parts = _key_flag(flags, name).split("x")
+    if len(parts) != 3 or not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise MalformedKey(f"convolution launch key: {name}={flags[name]!r} is not three positive extents DxHxW")
+    return tuple(int(part) for part in parts)
+
+
+def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
+    """Convolution keys (``conv``: the implicit GEMM, ``direct_conv``: the direct kernel): ``convolution``
+    with groups of the key's channels (moved within their buckets where the route asks, see
+    ``_conv_channels``), its window and stride (2-d unless the depth has a window or a stride), padding
+    about half the window (borders read zeros), the stride - 1 trailing inputs a stride skips, dilation 1,
+    grouped when the key says so (3 groups for the implicit GEMM; for the direct kernel, more output
+    channels than its widest tile), the input channels-last when the key says so, the weight contiguous as
+    a module holds it (STAGE candidates copy it), a bias, and the M output positions as a batch of 2 (M
+    even) and output extents about square. A 1x1 stride-1 ungrouped forward key is formed only by an input
+    no view reshapes into the product's operand: the input is read in place from a wider buffer.
+    Bound: the product's, γ(K+3)·(|x|*|w|) for the K = C_in/groups * window products of an output, one
+    more term for the bias, then the output's rounding."""
+    from .device import backend_for
+    from .ops.convolution import _DIRECT_SHAPES, convolution
+    rng = np.random.default_rng(0)
+    if len(dtypes) != 1 or set(extents) != {"M", "N", "K"}:
+        raise MalformedKey(f"convolution launch key: extents {sorted(extents)} and dtypes {list(dtypes)}, expected "
+                         "M, N, K and one dtype")
+    (name,) = dtypes
+    window, stride = _key_extents_3d(flags, "window"), _key_extents_3d(flags, "stride")
+    channels_last, transposed, grouped = (_key_flag(flags, f) == "1" for f in ("channels_last", "transposed",
+                                                                               "groups"))
+    channels = _conv_channels(route, extents["N"], extents["K"], backend_for(device).facts["ladders"]["cols"],
+                              least_cin_g=2 if channels_last and not grouped else 1)
+    if channels is None:
+        return []
+    cout_g, cin_g = channels
+    widest_tile = max(c for _, c, _ in _DIRECT_SHAPES)
+    groups = 1 if not grouped else 3 if route == "gemm" else max(3, widest_tile // cout_g + 1)
+    cin, cout = cin_g * groups, cout_g * groups
+    dims = 3 if window[0] > 1 or stride[0] > 1 else 2
+    m = extents["M"]
+    batch = 2 if m % 2 == 0 else 1
+    out_spatial = _near_square(m // batch, dims)
+    window, stride = window[3 - dims:], stride[3 - dims:]
+    if transposed:  # out = (in - 1) * stride - 2 * padding + window + output_padding
+        padding = tuple(k // 2 for k in window)
+        reach = [o - k + 2 * p for o, k, p in zip(out_spatial, window, padding)]
+        output_padding = tuple(r % s for r, s in zip(reach, stride))
+        in_spatial = tuple((r - q) // s + 1 for r, q, s in zip(reach, output_padding, stride))
+        weight_shape = (cin, cout_g, *window)
+    else:  # out = (in + 2 * padding - window) // stride + 1, the stride - 1 last inputs skipped
+        output_padding = (0,) * dims
+        for padding in (tuple((k - 1) // 2 for k in window), (0,) * dims):
+            in_spatial = tuple((o - 1) * s + k - 2 * p + s - 1
+                               for o, s, k, p in zip(out_spatial, stride, window, padding))
+            if channels_last or np.prod(in_spatial) > 1:
+                break  # else an input of one position would be read as channels-last: no padding widens it
+        weight_shape = (cout, cin_g, *window)
+    strided = not (transposed or grouped or any(k != 1 for k in window) or any(s != 1 for s in stride))
+    x, x64 = _conv_operand(rng, (batch, cin, *in_spatial), name, device, channels_last, strided)
+    w, w64 = _conv_operand(rng, weight_shape, name, device, channels_last=False, strided=False)
+    b, b64 = _operand(rng, (cout,), name, device, transposed=False)
+    unit = (1,) * (3 - dims)
+
+    def as_3d(array):
+        return array.reshape(*array.shape[:2], *unit, *array.shape[2:])
+
+    geometry = dict(stride=(*unit, *stride), padding=((0,) * (3 - dims)) + padding, groups=groups,
+                    transposed=transposed, out_spatial=(*unit, *out_spatial))
+    reference = _conv_reference(as_3d(x64), as_3d(w64), b64, **geometry)
+    magnitudes = _conv_reference(as_3d(np.abs(x64)), as_3d(np.abs(w64)), np.abs(b64), **geometry)
+    reference, magnitudes = (a.reshape(batch, cout, *out_spatial) for a in (reference, magnitudes))
+    terms = cin_g * int(np.prod(window))
+    rounded = _output_rounding(name)
+    bound = _gamma(terms + 4, _UNIT_ROUNDOFF["float32"]) * magnitudes + rounded * np.abs(reference)
+    return [Case((m, cout_g, cin_g), lambda: convolution(x, w, b, stride, padding, 1, transposed, output_padding,
+                                                         groups), reference, bound)]
+
+
 CERTIFIERS: dict[str, Certifier] = {
     "gemm": Certifier(("B", "M"), _product_cases),
     "gemv": Certifier(("M",), _product_cases),
@@ -261,20 +444,25 @@ CERTIFIERS: dict[str, Certifier] = {
     "attention_decode": Certifier(("G",), _decode_cases),
     "quantized_gemm": Certifier(("M",), _quantized_cases),
     "quantized_gemv": Certifier(("M",), _quantized_cases),
+    "conv": Certifier(("M",), functools.partial(_conv_cases, "gemm")),
+    "direct_conv": Certifier(("M",), functools.partial(_conv_cases, "direct")),
 }
 
 
 def representative_extents(kernel: str, extents: dict, facts: dict) -> list[dict]:
     """The key's extents at each bucket's top rung, then at each bucket's smallest extent."""
     rows = CERTIFIERS[kernel].rows
-    smallest = {}
-    for name, top in extents.items():
-        ladder = facts["ladders"]["rows" if name in rows else "cols"]
-        lower = max([int(r) for r in ladder if r < top], default=0)
-        if top > max(int(r) for r in ladder):  # past the ladder: the buckets are powers of two
-            lower = top // 2
-        smallest[name] = lower + 1 if bucket(lower + 1, ladder) == top else top
+    smallest = {name: _smallest_in_bucket(top, facts["ladders"]["rows" if name in rows else "cols"])
+                for name, top in extents.items()}
     return [dict(extents)] + ([smallest] if smallest != extents else [])
+
+
+def _smallest_in_bucket(top: int, ladder) -> int:
+    """The smallest extent whose bucket on ``ladder`` is ``top``."""
+    lower = max([int(r) for r in ladder if r < top], default=0)
+    if top > max(int(r) for r in ladder):  # past the ladder: the buckets are powers of two
+        lower = top // 2
+    return lower + 1 if bucket(lower + 1, ladder) == top else top
 
 
 class _CertificationFailed(RuntimeError):
@@ -360,8 +548,15 @@ def certify_key(key: str, device=None, *, again: bool = False) -> dict:
     certifier = CERTIFIERS.get(kernel)
     if certifier is None:
         return {**report, "status": "uncertifiable", "why": f"no certifier for kernel {kernel!r}"}
-    cases = [case for shape in representative_extents(kernel, extents, facts)
-             for case in certifier.cases(shape, dtypes, flags, dev)]
+    try:
+        cases = [case for shape in representative_extents(kernel, extents, facts)
+                 for case in certifier.cases(shape, dtypes, flags, dev)]
+    except MalformedKey:
+        raise
+    except KeyError as missing:
+        raise MalformedKey(f"launch key {key!r}: no extent {missing} (its kernel's operands need it)") from None
+    except ValueError as error:  # a part of the wrong arity (dtypes) found while reading the operands off it
+        raise MalformedKey(f"launch key {key!r}: {error}") from None
     if not cases:
         return {**report, "status": "uncertifiable",
                 "why": "no operands made here form it (an act-order weight, or a query offset past the keys)"}

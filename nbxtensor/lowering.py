@@ -1,8 +1,21 @@
 """Decisions about how an op's operands reach a kernel, shared by every op family (a layer below ``ops``:
-it reads layouts only, never a tensor's memory, and imports no op)."""
+it reads layouts and dtypes only, never a tensor's memory, and imports no op): the one 64-bit-index
+decision, the element conversions every op rounds by, the block of elementwise kernels, and a scalar as
+the bits of an element."""
 from __future__ import annotations
 
+import functools
+import math
+
+import ml_dtypes
+import numpy as np
+
 from . import shape as S
+from .device import backend_for
+from .kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
+
+# The integer type of each element size, by name (NumPy's and Triton's): an element's bits travel as one.
+BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
 INT32_LIMIT = 2 ** 31  # the first element count or offset that int32 index arithmetic cannot hold
 
@@ -19,3 +32,97 @@ def needs_index_64(*operands, count: int = 0, reach: int = 0) -> bool:
         if S.numel(shape) >= INT32_LIMIT or S.max_offset(shape, strides) + reach >= INT32_LIMIT:
             return True
     return False
+
+
+def elementwise_block(dev) -> int:
+    """Elements per program of the device's elementwise kernels (its facts' ``elementwise_block``)."""
+    return backend_for(dev).facts["kernels"]["elementwise_block"]
+
+
+def conversion_flags(st, dt, dev) -> dict:
+    """Kernel settings that convert ``st`` elements to ``dt`` (both real dtypes) as ATen does, on ``dev``.
+    bfloat16 is rounded by bit arithmetic unless the device's facts say its own cast rounds to
+    nearest-even (GPUs do; Triton's interpreter truncates)."""
+    if st is dt:  # bits as they are, but a bool's byte read as 0 or 1 so that copies come out canonical
+        return dict(SRC_FORMAT=FORMAT_BOOL if st.kind == "bool" else FORMAT_NATIVE, DST_FORMAT=FORMAT_NATIVE,
+                    VIA_F32=False, FLOAT_TO_INT=False)
+    native_bf16 = dt.name == "bfloat16" and backend_for(dev).facts["kernels"].get("bf16_cast_rounds", False)
+    return dict(
+        SRC_FORMAT=load_format(st),
+        DST_FORMAT=FORMAT_BOOL if dt.kind == "bool" else FORMAT_NATIVE if native_bf16
+        else SMALL_FLOAT_FORMATS.get(dt.name, FORMAT_NATIVE),
+        # ATen builds Half and BFloat16 from a float: wider sources round to float32 first
+        VIA_F32=dt.name == "float16" or native_bf16,
+        # into 8- and 16-bit integers through int64, so that negative floats wrap into unsigned types
+        # as ATen's casts do; int32 and int64 directly, as the CPU's conversion instructions do
+        FLOAT_TO_INT=st.is_floating_point and dt.is_integral and dt.itemsize <= 2,
+    )
+
+
+def constant_bits(value, dt) -> int:
+    """``value`` (a Python or NumPy scalar, or a one-element tensor) converted to dtype ``dt`` as ATen's
+    fill does (``checked_convert``), returned as the integer holding its bits. A value that the dtype
+    cannot hold raises instead of wrapping, except that a negative integer may wrap into an unsigned type
+    (uint8 fill -1 gives 255), as in ATen. Python scalars are remembered, since the same few fill values
+    recur."""
+    if type(value) is float:  # keyed by its exact text: 0.0 == -0.0, and NaN equals nothing
+        return _float_bits(value.hex(), dt)
+    if type(value) in (bool, int):
+        return _integer_bits(value, dt)
+    return _scalar_bits(value, dt)
+
+
+@functools.lru_cache(maxsize=1024)
+def _float_bits(text: str, dt) -> int:
+    return _scalar_bits(float.fromhex(text), dt)
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _integer_bits(value, dt) -> int:
+    return _scalar_bits(value, dt)
+
+
+def _scalar_bits(value, dt) -> int:
+    if hasattr(value, "item"):  # a tensor or a NumPy scalar
+        value = value.item()
+    if dt.kind == "bool":  # ATen never reports overflow into bool: any nonzero value is True
+        return int(bool(value))
+    if isinstance(value, complex):
+        if value.imag != 0:
+            raise _overflow(value, dt)
+        value = value.real
+    if dt.is_integral:
+        info = np.iinfo(dt.numpy)
+        if isinstance(value, float):
+            # the range check comes before truncation: int8 fill 127.5 raises, fill 2.7 gives 2
+            if not info.min <= value <= info.max:
+                raise _overflow(value, dt)
+            value = int(value)
+        value = int(value)
+        wraps = dt.kind == "uint" and value < 0 and -value <= info.max
+        if not (info.min <= value <= info.max or wraps):
+            raise _overflow(value, dt)
+        return int(np.array(value % (1 << dt.bits) if wraps else value, dtype=dt.numpy).view(BITS_TYPE[dt.itemsize]))
+    value = float(value)
+    if math.isinf(value) and not _has_infinity(dt):
+        raise _overflow(value, dt)
+    if math.isfinite(value) and abs(value) > float(_finfo_max(dt)):
+        raise _overflow(value, dt)
+    # ATen's Scalar holds a double; half, bfloat16 and float8 are built from it through float32
+    arr = np.array(value, dtype=np.float64 if dt.itemsize == 8 else np.float32)
+    if dt.itemsize < 4:
+        arr = arr.astype(dt.numpy)
+    return int(arr.view(BITS_TYPE[dt.itemsize]))
+
+
+def _overflow(value, dt) -> RuntimeError:
+    return RuntimeError(f"value {value} cannot be converted to type {dt.name} without overflow")
+
+
+def _has_infinity(dt) -> bool:
+    return bool(np.isinf(np.array(np.inf, dtype=np.float32).astype(dt.to_real().numpy)))
+
+
+@functools.cache
+def _finfo_max(dt):
+    return ml_dtypes.finfo(dt.numpy).max

@@ -21,6 +21,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from .dtypes import get_dtype
+from .ops.copy import cat
+from .ops.creation import tensor
+from .ops.plans import layout_key
+
 __all__ = ["QuantizationError", "QuantizedWeight", "FORMATS", "quantize", "quantize_int4", "quantize_int8",
            "quantize_fp8", "pack_int4_rows", "unpack_int4_rows", "pack_int4_columns", "unpack_int4_columns",
            "AWQ_ORDER"]
@@ -222,7 +227,6 @@ class QuantizedWeight:
 
     def __init__(self, format: str, shape, dtype, qweight, scales, zeros, g_idx, group_size: int,
                  scale_block_n: int):
-        from .ops.plans import layout_key
         self.format, self.shape, self.dtype = format, tuple(shape), dtype
         self.qweight, self.scales, self.zeros, self.g_idx = qweight, scales, zeros, g_idx
         self.group_size, self.scale_block_n = group_size, scale_block_n
@@ -244,7 +248,6 @@ class QuantizedWeight:
 
     @classmethod
     def _int4_packed(cls, packed, k, n, scales, zeros, g_idx, group_size, device, dtype) -> "QuantizedWeight":
-        from .ops.creation import tensor
         group_size = _check_group_size(group_size, k)
         scales = _host(scales, "int4 scales")
         zeros = _check_nibbles(_host(zeros, "int4 zero points"), "int4 zero points").astype(np.uint8)
@@ -305,7 +308,6 @@ class QuantizedWeight:
     @classmethod
     def int8(cls, q, scales, *, device=None, dtype=None) -> "QuantizedWeight":
         """From (N, K) int8 values and (N,) or (N, 1) per-channel scales."""
-        from .ops.creation import tensor
         q, scales = _host(q, "int8 weight"), _host(scales, "int8 scales")
         if q.ndim != 2 or q.dtype != np.int8 or 0 in q.shape:
             raise QuantizationError(f"int8 weight: expected a non-empty (out_features, in_features) int8 array, got "
@@ -322,7 +324,6 @@ class QuantizedWeight:
     def fp8(cls, q, scales, *, device=None, dtype=None) -> "QuantizedWeight":
         """From (N, K) float8_e4m3fn values and the scales they multiply by: one ((), (1,) or (1, 1)), one
         per output channel ((N,) or (N, 1)), or one per 128 x 128 block ((ceil(N / 128), ceil(K / 128)))."""
-        from .ops.creation import tensor
         q, scales = _host(q, "fp8 weight"), _host(scales, "fp8 scales")
         if q.ndim != 2 or q.dtype != ml_dtypes.float8_e4m3fn or 0 in q.shape:
             raise QuantizationError(f"fp8 weight: expected a non-empty (out_features, in_features) float8_e4m3fn "
@@ -439,7 +440,6 @@ def join_rows(weights: list) -> "QuantizedWeight | None":
     same = {(w.format, w.shape[1], w.dtype, w.group_size, w.device) for w in weights}
     if len(same) != 1 or any(w.g_idx is not None for w in weights):
         return None
-    from .ops.copy import cat
     if first.format == "int4":
         # (K / 8, N) packed words and (groups, N) scales and zeros: output rows are columns
         parts = [cat([getattr(w, name) for w in weights], dim=1) for name in ("qweight", "scales", "zeros")]
@@ -458,7 +458,6 @@ def _dtype_name(np_dtype) -> str:
 
 
 def _logical_dtype(dtype, scales: np.ndarray):
-    from .dtypes import get_dtype
     return get_dtype(dtype if dtype is not None else _dtype_name(scales.dtype))
 
 

@@ -1,4 +1,5 @@
-"""The tensor: a view (offset, shape, strides in elements, dtype) over a refcounted storage."""
+"""The tensor: a view (offset, shape, strides in elements, dtype) over a refcounted storage. Below the ops:
+the methods that run ops (indexing, ``to``, arithmetic ...) are attached by ``ops.registry.bind``."""
 from __future__ import annotations
 
 import builtins
@@ -9,8 +10,10 @@ import numpy as np
 
 from . import shape as _shape
 from .device import device
+from .device.errors import check_device_errors
 from .dtypes import dtype as _dtype
 from .dtypes import get_default_dtype, get_dtype
+from .grad_mode import refuse_requires_grad
 from .launch import pointer_argument, refuse_capture
 from .storage import Storage
 
@@ -188,11 +191,9 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value) -> None:
-        from .grad_mode import refuse_requires_grad
         refuse_requires_grad(value, "Tensor.requires_grad")
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
-        from .grad_mode import refuse_requires_grad
         refuse_requires_grad(requires_grad, "Tensor.requires_grad_")
         return self
 
@@ -220,11 +221,6 @@ class Tensor:
         return backend.kernel_pointer(self.data_ptr(), self._dtype.triton)
 
     # ---- host access ------------------------------------------------------------------------
-    def where(self, condition, other) -> "Tensor":
-        """``self`` where ``condition`` holds, else ``other`` (torch's method order)."""
-        from .ops.registry import get
-        return get("where").impl(condition, self, other)
-
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The data as a NumPy array: a view sharing memory on the CPU (any strides), a copy from
         any other device. Bools keep the bytes their memory holds; NumPy, like nbxtensor, reads any
@@ -241,7 +237,6 @@ class Tensor:
         if host is None:
             src = self.contiguous()
             raw = backend.download(src.data_ptr(), src.nbytes, src.device.index)
-            from .ops.indexing import check_device_errors  # indices a kernel found out of range
             check_device_errors(self.device)
             return raw.view(self._dtype.numpy).reshape(self._shape)
         # as_strided goes through __array_interface__, whose type string loses ml_dtypes types
@@ -315,28 +310,8 @@ class Tensor:
             raise RuntimeError(f"{what} needs data, and a meta tensor has none")
 
     # ---- device and dtype moves ---------------------------------------------------------------
-    def to(self, *args, **kwargs) -> "Tensor":
-        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; ``copy=True`` forces a copy;
-        ``memory_format`` as torch's (``ops.copy.format_strides``)."""
-        memory_format = kwargs.pop("memory_format", None)
-        dev, dt, copy = _parse_to(self, args, kwargs)
-        from .ops import copy as _copy
-        return _copy.to(self, device=dev, dtype=dt, copy=copy, memory_format=memory_format)
-
     def is_pinned(self) -> bool:
         return self._storage is not None and self._storage.pinned
-
-    def pin_memory(self) -> "Tensor":
-        """This CPU tensor in page-locked memory, which GPU copies reach directly (a copy unless it
-        already is)."""
-        if self.is_pinned():
-            return self
-        if self.device.type != "cpu":
-            raise RuntimeError(f"pin_memory applies to CPU tensors, not {self.device} ones")
-        from .ops.copy import new_tensor
-        out = new_tensor(self.shape, self._dtype, self.device, pinned=True)
-        out.numpy()[...] = self.numpy()
-        return out
 
     def cpu(self) -> "Tensor":
         return self.to("cpu")
@@ -358,15 +333,6 @@ class Tensor:
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.to(other.dtype)
 
-    # ---- indexing -----------------------------------------------------------------------------
-    def __getitem__(self, index) -> "Tensor":
-        from .ops.views import basic_index
-        return basic_index(self, index)
-
-    def __setitem__(self, index, value) -> None:
-        from .ops.views import set_index
-        set_index(self, index, value)
-
 
 def is_tensor(obj) -> bool:
     return isinstance(obj, Tensor)
@@ -386,27 +352,6 @@ def is_complex(input: Tensor) -> bool:
 
 _META_DEVICE = device("meta")
 _D = {d.name: d for d in __import__("nbxtensor.dtypes", fromlist=["all_dtypes"]).all_dtypes}
-
-
-# Tensor methods that are ``to(dtype)`` under torch's short names, each taking ``memory_format`` as torch's do
-_DTYPE_SHORTHANDS = {"float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16",
-                     "int": "int32", "long": "int64", "short": "int16", "char": "int8", "byte": "uint8",
-                     "bool": "bool", "cfloat": "complex64", "cdouble": "complex128"}
-
-
-def _dtype_shorthand(name: str, dtype_name: str):
-    target = _D[dtype_name]
-
-    def cast(self, *, memory_format=None) -> Tensor:
-        return self.to(target, memory_format=memory_format)
-    cast.__name__ = cast.__qualname__ = name
-    cast.__doc__ = f"``self.to({dtype_name})``."
-    return cast
-
-
-for _name, _dtype_name in _DTYPE_SHORTHANDS.items():
-    setattr(Tensor, _name, _dtype_shorthand(_name, _dtype_name))
-del _name, _dtype_name
 
 
 # torch's legacy tensor type names, ``torch.<Name>Tensor``
@@ -445,41 +390,3 @@ def _to_python(array: np.ndarray):
                                                    _D["float8_e5m2"].numpy):
         array = array.astype(np.float64)
     return array.tolist()
-
-
-def _device_or_dtype(name: str, dev, dt):
-    """(device, dtype) after ``to(name)``: a dtype name sets the dtype, anything else names a device,
-    and a device that is not there is an error about the device."""
-    try:
-        return dev, get_dtype(name)
-    except TypeError:
-        pass
-    try:
-        return device(name), dt
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"to({name!r}) names neither a dtype nor a device that is here: {e}") from None
-
-
-def _parse_to(t: Tensor, args, kwargs):
-    dev = kwargs.pop("device", None)
-    dt = kwargs.pop("dtype", None)
-    copy = kwargs.pop("copy", False)
-    kwargs.pop("non_blocking", None)
-    if kwargs:
-        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-    flags = 0
-    for a in args:
-        if isinstance(a, Tensor):
-            dev, dt = a.device, a.dtype
-        elif isinstance(a, _dtype) or (type(a).__name__ == "dtype"):
-            dt = a
-        elif isinstance(a, str):
-            dev, dt = _device_or_dtype(a, dev, dt)
-        elif isinstance(a, builtins.bool):  # before int, which bool is: torch's positional non_blocking, then copy
-            flags += 1
-            copy = a if flags == 2 else copy
-        elif isinstance(a, (device, builtins.int)):
-            dev = a
-        else:
-            dt = a
-    return (None if dev is None else device(dev)), (None if dt is None else get_dtype(dt)), copy

@@ -540,7 +540,7 @@ def test_registry_meta_and_cost():
 def test_decode_temporaries_share_one_allocation_in_aligned_pieces():
     """A decode step's partial results are carved from one buffer: every piece 16-byte aligned, none
     overlapping, each with its own shape and dtype."""
-    from nbxtensor.ops.copy import Workspace
+    from nbxtensor.allocation import Workspace
     f32, f16 = nbx.float32, nbx.float16
     workspace = Workspace({"a": ((3, 5), f32), "b": ((7,), f16), "c": ((2, 2), f32)})
     tensors = {}

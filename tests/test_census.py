@@ -67,12 +67,36 @@ def _chain(directory, steps):
     return g.write(directory, [{"tensor": "input::x"}], [x])
 
 
+def _conv_block(directory):
+    """A ResNet-ish block on a batch of s 6x6 RGB images: a 3x3 stem (3 input channels: the implicit GEMM's
+    flat-K form), ReLU, a depthwise 3x3 (the direct kernel), a 1x1 with bias (the matrix product), the
+    residual add, ReLU and a strided 3x3 downsampling (the implicit GEMM)."""
+    rng = np.random.default_rng(5)
+    g = _Builder({"s": {"min": 1, "max": 64, "trace": 2}})
+
+    def conv(x, name, cout, cin, window, stride, groups, bias, side):
+        weight = rng.standard_normal((cout, cin // groups, window, window)) / np.sqrt(cin // groups * window ** 2)
+        args = [x, g.param(name, weight.astype(np.float32)),
+                g.param(f"{name}_bias", (rng.standard_normal(cout) / 10).astype(np.float32)) if bias else None,
+                [stride, stride], [window // 2, window // 2], [1, 1], groups]
+        return g.op("aten::conv2d.default", args, ["s", cout, side, side])
+
+    x = g.input("x", ["s", 3, 6, 6])
+    active = g.op("aten::relu.default", [conv(x, "stem", 32, 3, 3, 1, 1, True, 6)], ["s", 32, 6, 6])
+    depthwise = conv(active, "depthwise", 32, 32, 3, 1, 32, False, 6)
+    pointwise = conv(depthwise, "pointwise", 32, 32, 1, 1, 1, True, 6)
+    residual = g.op("aten::relu.default", [g.op("aten::add.Tensor", [active, pointwise], ["s", 32, 6, 6])],
+                    ["s", 32, 6, 6])
+    down = conv(residual, "down", 16, 32, 3, 2, 1, False, 3)
+    return g.write(directory, [x], [down])
+
+
 def _inputs(model, values):
     rng = np.random.default_rng(0)
     return [rng.standard_normal(model._shape(t, values)).astype(np.float32) for t in model.inputs]
 
 
-@pytest.mark.parametrize("build", [_encoder, _products])
+@pytest.mark.parametrize("build", [_encoder, _products, _conv_block])
 @pytest.mark.parametrize("s", [1, 20])
 def test_census_equals_the_shadow_run(tmp_path, build, s):
     directory = build(str(tmp_path / "g"))

@@ -4,20 +4,22 @@ the first candidate that matches the float64 reference, and stores it like a GPU
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 
 import nbxtensor as nbx
+import nbxtensor.nn.functional as F
 from nbxtensor import certify, cli, graph, tuning
-from nbxtensor.ops import matmul_plans
+from nbxtensor.ops import convolution, matmul_plans
 from nbxtensor.ops.plans import clear_all
 from nbxtensor.tuning import cache as tuning_cache
 from nbxtensor.tuning import store as tuning_store
 from nbxtensor.certify import parse_key, representative_extents
 from nbxtensor.device.facts import load as load_facts
 from tests.conftest import TEST_DEVICE, cpu_kernels
-from tests.test_census import _encoder, _inputs
+from tests.test_census import _conv_block, _encoder, _inputs
 
 pytestmark = [cpu_kernels, pytest.mark.skipif(TEST_DEVICE != "cpu", reason="certifies the CPU's device class")]
 
@@ -79,6 +81,129 @@ def test_a_certified_graph_runs_certified_only(tmp_path):
     assert f"nbx tune --certify --key '{refused.key}'" in message and "NBX_TUNING_DIR=" in message
     again = certify.certify_graph(graph.load(directory, weights=False), {"s": 20}, "cpu")
     assert {r["status"] for r in again} == {"kept"}  # certified entries of these versions are not redone
+
+
+def test_a_certified_conv_block_runs_certified_only(tmp_path):
+    directory = _conv_block(str(tmp_path / "g"))
+    model = graph.load(directory, device="cpu")
+    inputs = _inputs(model, {"s": 2})
+    with tuning.certified_only(), pytest.raises(graph.GraphError) as failed:  # nothing certified yet
+        model(*inputs)
+    refused = failed.value.__cause__
+    assert isinstance(refused, tuning.TuningKeyMissing) and refused.key.startswith("conv|")
+    assert refused.op == "convolution" and f"nbx tune --certify --key '{refused.key}'" in str(refused)
+    reports = certify.certify_graph(graph.load(directory, weights=False), {"s": 2}, "cpu")
+    assert {r["status"] for r in reports} == {"certified"}
+    assert sorted(r["key"].split("|")[0] for r in reports) == ["conv", "conv", "direct_conv", "gemm"]
+    for report in reports:  # each convolution key on its top rungs and on a ragged shape of its buckets
+        entry = tuning.entries("cpu")[report["key"]]
+        assert entry["refused"] == [] and len(entry["shapes"]) == 2, report["key"]
+    clear_all()
+    free = model(*inputs).numpy()
+    clear_all()
+    with tuning.certified_only():
+        np.testing.assert_array_equal(model(*inputs).numpy(), free)
+
+
+def _image(shape, dtype="float32", channels_last=False):
+    """A random (N, C, *S) tensor, channels innermost in memory when asked."""
+    values = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
+    if not channels_last:
+        return nbx.tensor(values, device="cpu").to(dtype)
+    dims = len(shape) - 2
+    stored = nbx.tensor(np.ascontiguousarray(np.moveaxis(values, 1, -1)), device="cpu").to(dtype)
+    return stored.permute(0, dims + 1, *range(1, dims + 1))
+
+
+CONVOLUTIONS = {
+    # every flag a key records and both kernels: the certifier's reference convolves, strides, groups and
+    # transposes as the kernels do, and its operands form the key they were made for
+    "1-d strided": lambda: F.conv1d(_image((2, 16, 30)), _image((17, 16, 5)), stride=2),
+    "channels-last, float16": lambda: F.conv2d(_image((1, 16, 5, 5), "float16", True),
+                                               _image((20, 16, 3, 3), "float16"), padding=1),
+    "depthwise, bfloat16": lambda: F.conv2d(_image((1, 8, 5, 5), "bfloat16"), _image((8, 1, 3, 3), "bfloat16"),
+                                            padding=1, groups=8),
+    "grouped, strided": lambda: F.conv2d(_image((1, 36, 5, 6)), _image((24, 12, 3, 3)), stride=2, padding=1, groups=3),
+    "3-d": lambda: F.conv3d(_image((1, 18, 4, 5, 3)), _image((16, 18, 3, 3, 3)), stride=(2, 1, 1), padding=1),
+    "transposed": lambda: F.conv_transpose2d(_image((1, 16, 3, 4)), _image((16, 9, 2, 3)), stride=2),
+    "transposed depthwise": lambda: F.conv_transpose2d(_image((1, 3, 4, 5)), _image((3, 1, 3, 3)), stride=2,
+                                                       padding=1, groups=3),
+    "1x1 read in place": lambda: F.conv2d(_image((1, 16, 4, 5), channels_last=True)[..., :4], _image((24, 16, 1, 1))),
+    "one output position": lambda: F.conv2d(_image((1, 3, 3, 3)), _image((8, 3, 3, 3))),
+    "one output position, 1x1 stride 2": lambda: F.conv2d(_image((1, 16, 2, 2)), _image((64, 16, 1, 1)), stride=2),
+}
+
+
+# a key's setting was chosen on its top rungs' candidates, whose K tile may differ from the one this call's
+# channels would pick: two float32 sums of the same K <= 486 products in other orders differ by at most
+# 2 * K * 2^-24 of their magnitudes' sum, here (random signs) about the largest output; half-float outputs
+# may then round to a neighbour (2^-10, 2^-7 relative, twice for both results)
+_REORDERED = {"float32": 6e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
+
+
+@pytest.mark.parametrize("call", sorted(CONVOLUTIONS))
+def test_convolution_keys_certify_and_serve_certified_only(call):
+    with tuning.recording() as formed:
+        free = CONVOLUTIONS[call]()
+    (key,) = formed
+    assert key.split("|")[0] in ("conv", "direct_conv")
+    report = certify.certify_key(key, "cpu")
+    assert report["status"] == "certified" and report["op"] == "convolution" and report["refused"] == []
+    clear_all()
+    with tuning.certified_only():
+        served = CONVOLUTIONS[call]().float().numpy()
+    tolerance = _REORDERED[free.dtype.name] * np.abs(free.float().numpy()).max()
+    np.testing.assert_allclose(served, free.float().numpy(), rtol=0, atol=tolerance)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("groups", [1, 3])
+def test_the_certifiers_convolution_reference_is_the_tests(transposed, groups):
+    """``certify``'s float64 convolution against test_convolution's, written apart: 3-d, uneven strides and
+    padding, groups, output padding."""
+    from tests.test_convolution import reference
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 6, 3, 5, 4))
+    w = rng.standard_normal((6, 2, 2, 3, 2) if transposed else (6, 6 // groups, 2, 3, 2))
+    b = rng.standard_normal(2 * groups if transposed else 6)
+    stride, padding, output_padding = (1, 2, 3), (0, 1, 1), (0, 1, 2) if transposed else (0, 0, 0)
+    want = reference(x, w, b, stride, padding, 1, groups, transposed, output_padding)
+    got = certify._conv_reference(x, w, b, stride, padding, groups, transposed, want.shape[2:])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+STEM_KEY = "conv|M=64|N=64|K=16|float32|window=1x3x3|stride=1x1x1|channels_last=1|transposed=0|groups=0"
+DEPTHWISE_KEY = "direct_conv|M=64|N=16|K=16|float32|window=1x3x3|stride=1x2x2|channels_last=0|transposed=0|groups=1"
+
+
+@pytest.mark.parametrize("key", [STEM_KEY, DEPTHWISE_KEY])
+def test_a_convolution_candidate_planted_to_compute_wrongly_is_refused(key, monkeypatch):
+    """A candidate led in whose launches write nothing (BLOCK_M 8: a miscompiled tile, say)."""
+    from nbxtensor.ops.plans import PlannedLaunch
+    listed, call = convolution._Setting.candidates, PlannedLaunch.__call__
+    monkeypatch.setattr(convolution._Setting, "candidates",
+                        lambda self, facts, dtype: [dict(c, BLOCK_M=8) for c in listed(self, facts, dtype)[:1]]
+                        + listed(self, facts, dtype))
+    monkeypatch.setattr(PlannedLaunch, "__call__", lambda self, device, tensors: None
+                        if self.constexprs.get("BLOCK_M") == 8 else call(self, device, tensors))
+    report = certify.certify_key(key, "cpu")
+    assert report["status"] == "certified" and report["config"]["BLOCK_M"] != 8
+    (refused,) = report["refused"]
+    assert refused["config"]["BLOCK_M"] == 8
+    assert re.match(r"(\d+) of \1 outputs outside the float64 reference's bound on shape \[64, ", refused["reason"])
+    assert tuning.entries("cpu")[key]["refused"] == report["refused"]
+
+
+@pytest.mark.parametrize("key, problem", [
+    ("conv|M=64|N=64|K=16|float32|window=1x3x3", "no 'stride' flag"),
+    ("conv|M=64|N=64|K=16|float32|window=3x3|stride=1x1x1|channels_last=0|transposed=0|groups=0",
+     "window='3x3' is not three positive extents"),
+    ("direct_conv|M=64|N=16|float32|window=1x3x3|stride=1x0x1|channels_last=0|transposed=0|groups=0",
+     r"extents \['M', 'N'\] and dtypes \['float32'\], expected M, N, K"),
+])
+def test_malformed_convolution_keys_are_refused_by_name(key, problem):
+    with pytest.raises(ValueError, match=problem):
+        certify.certify_key(key, "cpu")
 
 
 def _plant(monkeypatch, wrong_block_k: int, good: bool = True):
@@ -270,8 +395,11 @@ def test_cli_tune_run_export_import(tmp_path, capsys, monkeypatch):
     assert cli.main(["tune", "--import", str(tmp_path / "bad.json")]) == 2
     assert cli.main(["tune", directory]) == 2  # no --certify
     assert cli.main(["tune", "--certify", "--key", "gemm|M=4"]) == 2
+    # keys that parse but lack what their kernel's operands need: refused in one line, not a traceback
+    assert cli.main(["tune", "--certify", "--key", "gemm|M=4|float32"]) == 2
+    assert cli.main(["tune", "--certify", "--key", "conv|M=4|N=8|K=8|bfloat16|window=1x3"]) == 2
     refused = capsys.readouterr().err.strip().splitlines()
-    assert len(refused) == 3 and all(line.startswith("nbx tune: ") for line in refused)
+    assert len(refused) == 5 and all(line.startswith("nbx tune: ") for line in refused)
     assert SECRET not in refused[0]
 
 

@@ -600,12 +600,12 @@ def test_fresh_tensor_maker_gives_what_new_tensor_gives():
     """A plan's maker of fresh outputs: each call a tensor of its own memory, laid out as ``new_tensor``
     lays it out, carrying that layout's key; strided and empty layouts too; while a graph runs on its
     arena, the arena serves it."""
-    from nbxtensor.ops import copy as C
+    from nbxtensor import allocation as A
     from nbxtensor.tensor import layout_key
     dev = nbx.device(TEST_DEVICE)
     for shape, strides in (((3, 5), None), ((2, 3), (1, 4)), ((0, 4), None)):
-        make = C.fresh_tensor_maker(shape, nbx.float32, dev, strides)
-        first, second, expected = make(), make(), C.new_tensor(shape, nbx.float32, dev, strides)
+        make = A.fresh_tensor_maker(shape, nbx.float32, dev, strides)
+        first, second, expected = make(), make(), A.new_tensor(shape, nbx.float32, dev, strides)
         for made in (first, second):
             assert made.shape == expected.shape and made.stride() == expected.stride()
             assert made.dtype == nbx.float32 and made.device == dev
@@ -615,11 +615,11 @@ def test_fresh_tensor_maker_gives_what_new_tensor_gives():
             first.fill_(1.0)
             second.fill_(2.0)
             assert (first.numpy() == 1.0).all() and (second.numpy() == 2.0).all()
-    served = C.new_tensor((3, 5), nbx.float32, dev)
+    served = A.new_tensor((3, 5), nbx.float32, dev)
     asked = []
-    make = C.fresh_tensor_maker((3, 5), nbx.float32, dev)
+    make = A.fresh_tensor_maker((3, 5), nbx.float32, dev)
     try:
-        C.arena_service = lambda *request: asked.append(request) or served
+        A.arena_service = lambda *request: asked.append(request) or served
         assert make() is served and asked[0][:3] == ((3, 5), (5, 1), nbx.float32)
     finally:
-        C.arena_service = None
+        A.arena_service = None

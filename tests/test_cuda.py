@@ -94,3 +94,21 @@ def test_large_uploads_from_pageable_memory_are_staged_and_exact(tmp_path):
     assert loaded["w"].device.type == "cuda"
     assert np.array_equal(loaded["w"].numpy(), weights["w"].numpy())
 
+
+
+def test_the_triton_drivers_benchmark_buffer_is_cleared_on_the_current_stream():
+    """Triton's timing loop flushes the L2 cache by clearing a 256 MiB buffer the driver gives it; ours is
+    device memory from the allocator, zeroed by a memset queued on the current stream."""
+    import triton
+
+    from nbxtensor.device import backend_for
+
+    driver = triton.runtime.driver.active
+    cache = driver.get_empty_cache_for_benchmark()
+    assert cache.nbytes == 256 * 2 ** 20
+    probe = nbx.ones(1024, dtype=nbx.int32, device="cuda")
+    backend = backend_for(probe.device)
+    backend.copy_raw(cache.ptr, probe.data_ptr(), probe.nbytes, probe.device.index, "d2d")
+    driver.clear_cache(cache)
+    nbx.cuda.synchronize()
+    assert not backend.download(cache.ptr, probe.nbytes, probe.device.index).any()

@@ -13,6 +13,7 @@ import pytest
 import nbxtensor as nbx
 from nbxtensor import graph
 from nbxtensor.device import backend_for
+from nbxtensor.device import errors as device_errors
 from nbxtensor.graph import GraphError, arena
 from nbxtensor.io import save_file
 from nbxtensor.ops import indexing as IX
@@ -236,6 +237,35 @@ def test_split_reductions_take_their_partials_from_the_arena(tmp_path, monkeypat
     assert run.scratch_served == 1
 
 
+@cpu_kernels
+def test_spread_reductions_scans_and_softmax_take_their_temporaries_from_the_arena(tmp_path, monkeypatch):
+    """A column sum split along its rows, a long row's chunked cumsum (chunk totals and their running
+    sums) and a long row's softmax (chunk states) declare what they allocate: all served from the
+    steps' workspaces (the facts shrunk so that tiny rows split)."""
+    from nbxtensor.device import backend_for
+    kernels = backend_for(nbx.device(TEST_DEVICE)).facts["kernels"]
+    for name, value in dict(reduction_split_length=64, reduction_column_split_length=16, reduction_split_min=16,
+                            reduction_split_block=64, reduction_split_chunks=64, row_resident_max=32).items():
+        monkeypatch.setitem(kernels, name, value)
+    clear_all()
+    g = _Builder({"s": {"min": 1, "max": 8, "trace": 3}})
+    x = g.input("x", ["s", 200])
+    columns = g.op("aten::sum.dim_IntList", [x, [0]], [200])
+    running = g.op("aten::cumsum.default", [x, 1], ["s", 200])
+    probabilities = g.op("aten::_softmax.default", [x, -1, False], ["s", 200])
+    model = graph.load(g.write(tmp_path, [x], [columns, running, probabilities]), device=TEST_DEVICE)
+    x_value = np.random.default_rng(6).standard_normal((3, 200)).astype(np.float32)
+    got = [t.numpy() for t in model(x_value)]
+    clear_all()
+    a64 = x_value.astype(np.float64)
+    np.testing.assert_allclose(got[0], a64.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], np.cumsum(a64, 1), rtol=1e-5, atol=1e-5)
+    e = np.exp(a64 - a64.max(1, keepdims=True))
+    np.testing.assert_allclose(got[2], e / e.sum(1, keepdims=True), rtol=1e-5)
+    run, _ = _assert_on_plan(model, {"s": 3})
+    assert run.scratch_served == 3
+
+
 def _gather_graph(directory):
     g = _Builder({"s": {"min": 1, "max": 8, "trace": 3}})
     x = g.input("x", ["s", 4])
@@ -265,11 +295,11 @@ def test_an_op_taking_more_than_its_cost_rule_declares_is_caught(tmp_path, monke
 def test_a_persistent_buffer_made_during_a_run_is_not_the_arenas(tmp_path, monkeypatch):
     """The device's status flag, made at the first checked launch (here, inside a run), outlives the run:
     it comes from the allocator, not the step's workspace."""
-    monkeypatch.setattr(IX, "_status_buffers", {})
+    monkeypatch.setattr(device_errors, "_status_buffers", {})
     model = _gather_graph(tmp_path)
     inputs = (np.ones((3, 4), np.float32), np.array([2, 0]), np.array([1, 3]))
     model(*inputs)
-    (status,) = IX._status_buffers.values()
+    (status,) = device_errors._status_buffers.values()
     assert status._storage.nbytes == status.nbytes  # its own memory, not a view into the arena
     _assert_on_plan(model, {"s": 3})
 

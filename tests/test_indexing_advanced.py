@@ -178,3 +178,20 @@ def test_where_with_the_condition_alone_gives_the_indices():
     assert rows.tolist() == [0, 1] and cols.tolist() == [0, 1]
     picked = nbx.where(condition, to_nbx(np.ones((2, 2), np.float32)), 0.0)
     assert picked.tolist() == [[1.0, 0.0], [0.0, 1.0]]
+
+
+def test_device_errors_raise_the_reported_check_once(monkeypatch):
+    """``device/errors.py`` on its own: a code stored in a device's status buffer raises its op's error at
+    the next check and is cleared; the buffer is made once per device by the maker the ops give."""
+    from nbxtensor.device import errors
+
+    cpu = nbx.device("cpu")
+    monkeypatch.setattr(errors, "_status_buffers", {})
+    made = []
+    status = errors.status_buffer(cpu, lambda: made.append(1) or nbx.tensor(np.zeros(1, np.int32)))
+    assert errors.status_buffer(cpu, lambda: made.append(2)) is status and made == [1]
+    status.numpy()[0] = errors.error_code("probe", (ValueError, "went wrong"))
+    with pytest.raises(ValueError, match=r"probe: went wrong \(found on cpu\)"):
+        errors.check_device_errors(cpu)
+    assert status.numpy()[0] == 0
+    errors.check_device_errors(cpu)

@@ -353,12 +353,12 @@ def test_a_bound_call_launches_on_the_current_stream(bound_launches, monkeypatch
 def test_a_bound_call_writes_where_a_graph_arena_puts_its_output(bound_launches, monkeypatch):
     """Inside a graph run, outputs are views into the graph's arena at an offset: the bound call launches
     on the view's address, not on the arena's start."""
-    from nbxtensor.ops import copy as copy_module
+    from nbxtensor import allocation
     a, b = _host(np.ones(8, np.float32)), _host(np.ones(8, np.float32))
     for _ in range(3):
         a + b
     arena = _host(np.zeros(64, np.float32))
-    monkeypatch.setattr(copy_module, "arena_service",
+    monkeypatch.setattr(allocation, "arena_service",
                         lambda shape, strides, dtype, dev, nbytes, scratch: arena[16:16 + 8])
     out = a + b
     assert out.data_ptr() == arena.data_ptr() + 64

@@ -36,8 +36,8 @@ def sum_tolerance(a64, axis, out_dtype):
 @pytest.fixture
 def split_rows(set_kernel_facts):
     """Make rows longer than 64 elements take the split (two-pass) path, in chunks of >= 16."""
-    set_kernel_facts(reduction_split_length=64, reduction_split_chunks=4, reduction_block=16,
-                     reduction_split_block=16, reduction_tile=256)
+    set_kernel_facts(reduction_split_length=64, reduction_column_split_length=64, reduction_split_chunks=4,
+                     reduction_block=16, reduction_split_block=16, reduction_tile=256)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])

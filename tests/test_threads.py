@@ -274,7 +274,7 @@ def test_another_threads_plan_making_leaves_a_run_on_its_arena():
     from types import SimpleNamespace
 
     from nbxtensor.graph.arena import ArenaRun
-    from nbxtensor.ops.copy import outside_arena
+    from nbxtensor.allocation import outside_arena
     a, b = to_nbx(np.ones(4, np.float32)), to_nbx(np.full(4, 2.0, np.float32))
     inside, done = threading.Event(), threading.Event()
 

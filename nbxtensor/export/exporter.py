@@ -15,6 +15,7 @@ from torch.export.graph_signature import InputKind
 from .. import progress
 from ..graph.format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSION, GRAPH_FILE, INPUT, PARAM,
                             WEIGHTS_FILE, dumps, encode_constant, encode_float, parse_expression)
+from ..io.safetensors import save_file
 from ..ops import registry
 from . import ExportError, TraceError, first_line
 
@@ -293,7 +294,6 @@ def _dim_names(module, example_args, dynamic_shapes) -> dict:
 
 def export(module, example_args, out_dir, dynamic_shapes=None) -> str:
     from .. import from_dlpack
-    from ..io.safetensors import save_file
 
     example_args = tuple(example_args)
     module = module.eval() if hasattr(module, "eval") else module

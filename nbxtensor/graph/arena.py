@@ -4,7 +4,7 @@ The planner gives every intermediate that owns memory an offset in one arena, an
 rule declares a workspace a region of its own there (``planner.py``). While a step runs, the first
 allocation its op makes with the dtype and byte size of one of the step's planned outputs is served from
 that output's place in the arena (an op may allocate in another shape and view); every other allocation (the op's
-temporaries: ``ops.copy.scratch_tensor``, and the results of ops it calls) is served from the step's
+temporaries: ``allocation.scratch_tensor``, and the results of ops it calls) is served from the step's
 workspace, one after another (``registry.workspace_bytes``). An allocation that finds no room there is an
 op allocating more than its cost rule declares: it comes from the allocator and is counted
 (``unplanned``), or raises ``WorkspaceOverflow`` where ``strict`` is set (tests). After the step, an
@@ -18,12 +18,13 @@ are returned as they lie there: the run hands its arena over to them (a run allo
 the next run never writes over a result the caller holds; holding a result holds its run's arena).
 
 A run serves the allocations of its own thread only: while any thread runs on an arena, the service
-installed for allocations (``ops.copy.arena_service``) looks up the calling thread's run.
+installed for allocations (``allocation.arena_service``) looks up the calling thread's run.
 """
 from __future__ import annotations
 
 import threading
 
+from .. import allocation as _allocation
 from .. import shape as S
 from ..ops import copy as _copy
 from ..ops.registry import nbytes, workspace_bytes
@@ -71,7 +72,7 @@ class ArenaRun:
         _thread_run.run = self
         with _runs_open_lock:
             _runs_open += 1
-            _copy.arena_service = _serve_this_threads_run
+            _allocation.arena_service = _serve_this_threads_run
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -80,7 +81,7 @@ class ArenaRun:
         with _runs_open_lock:
             _runs_open -= 1
             if not _runs_open:
-                _copy.arena_service = None
+                _allocation.arena_service = None
         self.storage = None  # the run's figures may be kept; its memory goes with the tensors still on it
 
     def expect(self, step_id: str, expected: list, workspace: tuple[int, int]) -> None:
@@ -154,7 +155,7 @@ class ArenaRun:
     @staticmethod
     def _extent(t: Tensor) -> int:
         shape = tuple(t._shape)
-        strides, count = _copy._contiguous_layout(shape)
+        strides, count = _allocation.contiguous_layout(shape)
         if t._strides == strides:
             return count * t._dtype.itemsize
         return (S.max_offset(shape, t._strides) + 1) * t._dtype.itemsize if count else 0

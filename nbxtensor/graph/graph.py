@@ -13,7 +13,7 @@ from ..dtypes import get_dtype
 from ..io.safetensors import SafetensorsError, safe_open
 from ..launch import _ALIGN_MASK
 from ..ops.creation import tensor as _tensor
-from ..ops.registry import Cost, OpDef, TensorMeta, families, nbytes
+from ..ops.registry import MAYBE_VIEW, VIEW, Cost, OpDef, TensorMeta, families, nbytes
 from ..tensor import Tensor
 from . import calling
 from .arena import ArenaRun
@@ -24,12 +24,6 @@ from .format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSION, GRA
 from .planner import Block, MemoryPlan, plan as plan_blocks
 
 __all__ = ["Graph", "GraphError", "load"]
-
-# Views share their input's memory: the planner gives them no block of their own.
-_VIEW_FAMILY = "view"
-# These return a view when they can and a copy otherwise: the planner gives them a block and keeps
-# their input alive as long as them.
-_MAYBE_ALIAS = frozenset(("reshape", "flatten", "unflatten", "to", "contiguous"))
 
 
 @dataclass(frozen=True)
@@ -555,7 +549,9 @@ class Graph:
                 else:
                     root[out] = out
                     first[out], last[out] = index, index
-                    if step.op.name in _MAYBE_ALIAS and source is not None:
+                    # a view when it can be, a copy otherwise: a block of its own, and its input kept alive as
+                    # long as it
+                    if step.op.aliases == MAYBE_VIEW and source is not None:
                         may_share[out] = root.get(source, source)
         for tensor_id, use in self._last_use.items():
             extend(root.get(tensor_id, tensor_id), use)
@@ -572,8 +568,7 @@ class Graph:
 
     def _is_view(self, step: Step) -> bool:
         """Whether ``step``'s outputs share its first tensor argument's memory (no memory of their own)."""
-        return step.op.family == _VIEW_FAMILY and step.op.name not in _MAYBE_ALIAS and \
-            self._first_tensor(step) is not None
+        return step.op.aliases == VIEW and self._first_tensor(step) is not None
 
     def _first_tensor(self, step: Step) -> str | None:
         for arg in step.args:

@@ -39,7 +39,7 @@ import weakref
 import numpy as np
 
 from .. import shape as _shape
-from ..device import available_backends, device
+from ..device import available_backends, backend_for, device
 from ..dtypes import from_dlpack_code
 from ..device.backend import Buffer
 from ..storage import Storage
@@ -146,7 +146,7 @@ def _device_from_dlpack(device_type: int, device_id: int) -> device:
                       "kDLCUDA (2) and kDLCUDAHost (3)")
 
 
-def _dlpack_device_method(self: Tensor) -> tuple[DLDeviceType, int]:
+def tensor_dlpack_device(self: Tensor) -> tuple[DLDeviceType, int]:
     """``(device type, device id)`` as DLPack numbers them, for ``__dlpack_device__``."""
     return dlpack_device(self.device)
 
@@ -203,7 +203,7 @@ def _element_window(tensor: Tensor) -> np.ndarray:
                                            strides=tuple(s * itemsize for s in tensor.stride()))
 
 
-def _dlpack_method(self: Tensor, *, stream=None, max_version=None, dl_device=None, copy=None):
+def tensor_dlpack(self: Tensor, *, stream=None, max_version=None, dl_device=None, copy=None):
     """A DLPack capsule over this tensor's memory, for ``from_dlpack`` of any library."""
     return to_dlpack(self, max_version=max_version, stream=stream, dl_device=dl_device, copy=copy)
 
@@ -225,7 +225,6 @@ def _order_for_consumer(dev: device, stream) -> None:
 def _wait_on_default_stream(index: int, consumer_stream: int) -> None:
     from cuda.bindings import runtime as rt
 
-    from ..device import backend_for
     from ..device.cuda import _check
 
     backend = backend_for(device("cuda", index))
@@ -330,6 +329,3 @@ def _describe(dl: _DLTensor):
     data = (dl.data or 0) + dl.byte_offset
     return dev, dt, shape, strides, data
 
-
-Tensor.__dlpack__ = _dlpack_method
-Tensor.__dlpack_device__ = _dlpack_device_method

@@ -9,6 +9,13 @@ with ``FLAT_K`` (fewer channels than a K tile holds) one K tile spans channels a
 together, so the tile is not mostly masked. The direct kernel multiplies on the vector units: a program
 takes a tile of output positions x output channels and sums its few input channels over the unrolled
 window. Transposed forms gather, for each output position, the input positions whose stride lands on it.
+
+With ``STEPPED`` the reduction is one pipelined loop over its steps, each one K tile at one kernel position
+(or one flat K tile), so that loads of the next kernel position overlap this one's products where a group's
+channels fill one K tile or few. With ``SPLIT`` too (few output tiles for the device's multiprocessors) the
+steps are shared out among programs along the grid's third axis: each writes its float32 partial tile to
+a workspace, and ``conv_split_sum`` adds the partials in split order, so the bits do not depend on which
+program finishes first.
 """
 import triton
 import triton.language as tl
@@ -117,17 +124,50 @@ def _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, k0, rk, reduction, I
 
 
 @triton.jit
-def conv_implicit_gemm(x, w, bias, out, M, COUT_G, CIN_G, OD, OH, OW, ID, IH, IW,
+def _split_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, CIN_G, ID, IH, IW, sd, sh, sw, pd, ph, pw,
+                dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH: tl.constexpr, KW: tl.constexpr,
+                BLOCK_K: tl.constexpr, TRANSPOSED: tl.constexpr, PRECISION: tl.constexpr,
+                DECODE_BF16: tl.constexpr, POSITIONS_INNER: tl.constexpr):
+    """``acc`` plus reduction step ``t``: channels (t % chunks) * BLOCK_K onwards at kernel position
+    t // chunks, ``chunks`` K tiles spanning a group's channels. POSITIONS_INNER loads the input tile as
+    [BLOCK_K, BLOCK_M], adjacent threads on adjacent positions: an NCHW input's rows are read in runs, where
+    the [BLOCK_M, BLOCK_K] tile puts adjacent threads a channel plane apart."""
+    p = t // chunks
+    c = (t - p * chunks) * BLOCK_K
+    row_off, row_ok = _row_source(od, oh, ow, m_ok, p, KH, KW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
+                                  x_sd, x_sh, x_sw, TRANSPOSED)
+    kd, kh, kw = _window_position(p, KH, KW)
+    b_ptr = w_base[None, :] + kd * w_sd + kh * w_sh + kw * w_sw + rk[:, None] * w_s_in
+    if POSITIONS_INNER:
+        k_ok = c + rk < CIN_G
+        a = tl.load(x_base[None, :] + row_off[None, :] + (c + rk)[:, None] * x_sc, mask=k_ok[:, None] & row_ok[None, :],
+                    other=0)
+        b = tl.load(b_ptr + c * w_s_in, mask=k_ok[:, None] & n_ok[None, :], other=0)
+        if DECODE_BF16:
+            a = _decode(a, 1)
+            b = _decode(b, 1)
+        return tl.dot(tl.trans(a), b, acc, input_precision=PRECISION, out_dtype=tl.float32)
+    a_ptr = x_base[:, None] + row_off[:, None] + rk[None, :] * x_sc
+    return _channel_step(acc, a_ptr, b_ptr, row_ok, n_ok, rk, c, CIN_G, x_sc, w_s_in, PRECISION, DECODE_BF16)
+
+
+@triton.jit
+def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_split, OD, OH, OW, ID, IH, IW,
                        sd, sh, sw, pd, ph, pw, dd, dh, dw,
                        x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
                        o_sn, o_sc, o_sd, o_sh, o_sw,
                        KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
                        FLAT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       NUM_STAGES: tl.constexpr, TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
-                       PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr,
-                       DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
+                       NUM_STAGES: tl.constexpr, STEPPED: tl.constexpr, SPLIT: tl.constexpr,
+                       POSITIONS_INNER: tl.constexpr,
+                       TRANSPOSED: tl.constexpr,
+                       HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+                       BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                       INTERPRETED: tl.constexpr):
     """out[n, g * COUT_G + j, o] = bias + sum over c < CIN_G and kernel positions of x * w; program
-    (tile, g) takes one BLOCK_M x BLOCK_N tile of group g."""
+    (tile, g) takes one BLOCK_M x BLOCK_N tile of group g. STEPPED: program (tile, g, s) takes reduction
+    steps s * steps_per_split onwards; with SPLIT it writes partial[s, position, g * COUT_G + j] (float32,
+    M x COUT_G * groups a split) instead of the output."""
     pid = tl.program_id(0)
     g = tl.program_id(1)
     tiles_n = tl.cdiv(COUT_G, BLOCK_N)
@@ -141,7 +181,40 @@ def conv_implicit_gemm(x, w, bias, out, M, COUT_G, CIN_G, OD, OH, OW, ID, IH, IW
     w_base = w + g * w_sg + rn * w_s_out
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     VOLUME: tl.constexpr = KD * KH * KW
-    if FLAT_K:
+    if STEPPED:
+        # one loop over (kernel position, channel tile) steps, or flat K tiles: a split's share of the
+        # reduction need not start at a kernel position
+        if FLAT_K:
+            reduction = CIN_G * VOLUME
+            steps = tl.cdiv(reduction, BLOCK_K)
+        else:
+            chunks = tl.cdiv(CIN_G, BLOCK_K)
+            steps = chunks * VOLUME
+        t_begin = tl.program_id(2) * steps_per_split
+        t_end = tl.minimum(t_begin + steps_per_split, steps)
+        if INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)
+            t = t_begin
+            while t < t_end:
+                if FLAT_K:
+                    acc = _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, t * BLOCK_K, rk, reduction, ID, IH,
+                                     IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd,
+                                     w_sh, w_sw, KH, KW, VOLUME, TRANSPOSED, PRECISION, DECODE_BF16)
+                else:
+                    acc = _split_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, CIN_G, ID, IH, IW,
+                                      sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh,
+                                      w_sw, KH, KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, POSITIONS_INNER)
+                t += 1
+        else:
+            for t in tl.range(t_begin, t_end, num_stages=NUM_STAGES):
+                if FLAT_K:
+                    acc = _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, t * BLOCK_K, rk, reduction, ID, IH,
+                                     IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd,
+                                     w_sh, w_sw, KH, KW, VOLUME, TRANSPOSED, PRECISION, DECODE_BF16)
+                else:
+                    acc = _split_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, CIN_G, ID, IH, IW,
+                                      sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh,
+                                      w_sw, KH, KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, POSITIONS_INNER)
+    elif FLAT_K:
         reduction = CIN_G * VOLUME
         if INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)
             k0 = 0
@@ -168,12 +241,39 @@ def conv_implicit_gemm(x, w, bias, out, M, COUT_G, CIN_G, OD, OH, OW, ID, IH, IW
                                  KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, NUM_STAGES,
                                  INTERPRETED)
     co = g * COUT_G + rn
+    if SPLIT:
+        cout = COUT_G * tl.num_programs(1)
+        p_off = tl.program_id(2) * M * cout + rm[:, None] * cout + co[None, :]
+        tl.store(partial + p_off, acc, mask=m_ok[:, None] & n_ok[None, :])
+    else:
+        if HAS_BIAS:
+            bv = _decode(tl.load(bias + co, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
+            acc = acc + bv[None, :]
+        value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+        o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
+        tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def conv_split_sum(partial, bias, out, M, COUT, OD, OH, OW, o_sn, o_sc, o_sd, o_sh, o_sw,
+                   SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, HAS_BIAS: tl.constexpr,
+                   BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
+    """out[position, c] = bias + the SPLITS partial[s, position, c] added in order s = 0, 1, ...; program
+    (i, j) takes BLOCK_M positions x BLOCK_C channels."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    co = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    ok = (rm < M)[:, None] & (co < COUT)[None, :]
+    p_off = rm[:, None] * COUT + co[None, :]
+    acc = tl.load(partial + p_off, mask=ok, other=0)
+    for s in tl.static_range(1, SPLITS):
+        acc += tl.load(partial + s * M * COUT + p_off, mask=ok, other=0)
     if HAS_BIAS:
-        bv = _decode(tl.load(bias + co, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
+        bv = _decode(tl.load(bias + co, mask=co < COUT, other=0), BIAS_FORMAT).to(tl.float32)
         acc = acc + bv[None, :]
+    nb, od, oh, ow = _output_position(rm, OD, OH, OW)
     value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
-    tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & n_ok[None, :])
+    tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=ok)
 
 
 @triton.jit

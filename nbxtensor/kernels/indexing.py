@@ -308,11 +308,8 @@ def triangle(out, src, n, rows, cols, diagonal, batch_shape, src_batch_strides, 
     valid = idx < n
     col = idx % cols
     row = (idx // cols) % rows
-    rem = idx // cols // rows
     src_off = row * src_row_stride + col * src_col_stride
-    for d in tl.static_range(BATCH_RANK - 1, -1, -1):
-        src_off += (rem % batch_shape[d]) * src_batch_strides[d]
-        rem = rem // batch_shape[d]
+    src_off += strided_offset(idx // cols // rows, batch_shape, src_batch_strides, BATCH_RANK)
     if UPPER:
         keep = col - row >= diagonal
     else:

@@ -10,25 +10,15 @@ float32 products on bfloat16 matrix units (``PRECISION_BF16_PARTS``, at the end 
 import triton
 import triton.language as tl
 
+from .common import strided_offset
 from .copy import _decode, _encode
 
 
 @triton.jit
 def _batch_offsets(batch, shape, a_strides, b_strides, bias_strides, out_strides, RANK: tl.constexpr):
     """Element offsets of batch ``batch`` (a flat index over ``shape``) in the four operands."""
-    off_a = batch * 0
-    off_b = batch * 0
-    off_bias = batch * 0
-    off_out = batch * 0
-    rest = batch
-    for d in tl.static_range(RANK - 1, -1, -1):
-        i = rest % shape[d]
-        rest = rest // shape[d]
-        off_a += i * a_strides[d]
-        off_b += i * b_strides[d]
-        off_bias += i * bias_strides[d]
-        off_out += i * out_strides[d]
-    return off_a, off_b, off_bias, off_out
+    return (strided_offset(batch, shape, a_strides, RANK), strided_offset(batch, shape, b_strides, RANK),
+            strided_offset(batch, shape, bias_strides, RANK), strided_offset(batch, shape, out_strides, RANK))
 
 
 @triton.jit

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..allocation import new_tensor
 from ..device import resolve
 from ..dtypes import get_dtype
 from ..ops import registry
-from ..ops.copy import new_tensor
 from .model import DEFAULT_PREFILL_CHUNK, DecoderConfig
 from .replay import BATCH_BUCKETS
 

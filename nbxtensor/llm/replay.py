@@ -20,10 +20,10 @@ import logging
 import numpy as np
 
 from .. import cuda as _cuda
+from ..allocation import new_tensor
 from ..device import backend_for, device as _device
 from ..dtypes import get_dtype
 from ..launch import capture
-from ..ops.copy import new_tensor
 from ..ops.creation import tensor as make_tensor
 from .cache import PagedKVCache
 

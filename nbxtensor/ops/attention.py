@@ -14,15 +14,15 @@ import math
 
 from .. import shape as S
 from .. import tuning
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import attention as K
 from ..kernels import attention_wgmma as KW
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .matmul_plans import _dot_precision
 from .registry import Cost, TensorMeta, nbytes, register
@@ -289,7 +289,7 @@ def wgmma_candidates(facts: dict, q, k, v, out, mask, scale: float, index_64: bo
 
 
 def _common_flags(dtype, out_dtype, dev, facts) -> dict:
-    conversion = _conversion_flags(get_dtype("float32"), out_dtype, dev)
+    conversion = conversion_flags(get_dtype("float32"), out_dtype, dev)
     return dict(IN_FORMAT=_in_format(dtype, facts), PRECISION=_dot_precision(dtype),
                 DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"],
                 INTERPRETED=bool(facts["kernels"].get("interpreted")))
@@ -526,7 +526,7 @@ def _sdpa_key(facts, query, key, value, attn_mask=None, dropout_p=0.0, is_causal
 
 
 @register("scaled_dot_product_attention", family="attention", aten=["aten::scaled_dot_product_attention.default"],
-          meta=_sdpa_meta, cost=_sdpa_cost, api=(), key=_sdpa_key)
+          meta=_sdpa_meta, cost=_sdpa_cost, api=(), key=_sdpa_key, functional=True)
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -638,7 +638,7 @@ def _causal_key(facts, query, key, value, scale=None, softcap=None, window=None,
                          None if softcap is None else float(softcap), query_offset, window)[0]]
 
 
-@register("prefill_attention", family="attention", aten=["nbx::prefill_attention"], meta=_causal_meta,
+@register("prefill_attention", family="attention", functional=True, aten=["nbx::prefill_attention"], meta=_causal_meta,
           cost=_causal_cost, api=(), key=_causal_key)
 def prefill_attention(query: Tensor, key: Tensor, value: Tensor, scale: float | None = None,
                       softcap: float | None = None, window: int | None = None, query_offset: int = 0) -> Tensor:
@@ -731,7 +731,7 @@ def _paged_key(facts, *args, **kwargs):
 
 
 @register("paged_attention", family="attention", aten=["nbx::paged_attention"], meta=_paged_meta, cost=_paged_cost, api=(),
-          key=_paged_key)
+          key=_paged_key, functional=True)
 def paged_attention(query: Tensor, key_cache: Tensor, value_cache: Tensor, block_table: Tensor, seq_lens: Tensor,
                     scale: float | None = None, softcap: float | None = None, window: int | None = None) -> Tensor:
     """Decode attention of one query token per sequence over a paged KV cache: ``query`` (B, H_q, E);
@@ -792,7 +792,8 @@ def _append_cost(key, value, key_cache, value_cache, slot_mapping):
                 bytes_written=nbytes(key) + nbytes(value))
 
 
-@register("kv_cache_append", family="attention", aten=["nbx::kv_cache_append"], meta=_append_meta, cost=_append_cost, api=())
+@register("kv_cache_append", family="attention", aten=["nbx::kv_cache_append"], meta=_append_meta, cost=_append_cost, api=(),
+          functional=True)
 def kv_cache_append(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: Tensor,
                     slot_mapping: Tensor) -> None:
     """Writes token t's rows ``key[t]``/``value[t]`` (kv_heads, dim) into the caches at slot
@@ -841,7 +842,8 @@ def _rotary_cost(x, cos, sin, positions=None, interleaved=False):
     return Cost(flops=3 * S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
 
 
-@register("rotary_embedding", family="attention", aten=["nbx::rotary_embedding"], meta=_rotary_meta, cost=_rotary_cost, api=())
+@register("rotary_embedding", family="attention", aten=["nbx::rotary_embedding"], meta=_rotary_meta, cost=_rotary_cost, api=(),
+          functional=True)
 def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interleaved: bool = False) -> Tensor:
     """Rotary position embedding of ``x`` (..., L, E): pair i of a row at position p turns by the angle whose
     cosine and sine are ``cos[p, i]`` and ``sin[p, i]`` (tables (max_positions, R / 2), R <= E; dims past R
@@ -874,7 +876,7 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interl
         return out
     block_half = next_pow2(half)
     block_rows = max(1, min(64, 4096 // block_half))
-    conversion = _conversion_flags(get_dtype("float32"), x.dtype, x.device)
+    conversion = conversion_flags(get_dtype("float32"), x.dtype, x.device)
     index_64 = needs_index_64(x_rows, out_rows, cos)
     launch(K.rotary, (cdiv(n_rows, block_rows),), x.device,
            [x_rows, out_rows, cos, sin, pos_rows, n_rows, x_rows.stride(0), out_rows.stride(0), pos_rows.stride(0),
@@ -921,7 +923,7 @@ def _rotary_append_cost(q, k, v, cos, sin, positions, key_cache, value_cache, sl
                 bytes_written=nbytes(q_out) + 2 * nbytes(k_out) + nbytes(v))
 
 
-@register("rotary_append", family="attention", aten=["nbx::rotary_append"], meta=_rotary_append_meta,
+@register("rotary_append", family="attention", functional=True, aten=["nbx::rotary_append"], meta=_rotary_append_meta,
           cost=_rotary_append_cost, api=())
 def rotary_append(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, positions: Tensor, key_cache: Tensor,
                   value_cache: Tensor, slots: Tensor) -> tuple[Tensor, Tensor]:
@@ -947,7 +949,7 @@ def rotary_append(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, pos
                            f"{key_cache.stride()} and {value_cache.stride()}")
     half = cos.shape[1]
     block_t = max(1, min(64, 4096 // next_pow2(dim)))
-    conversion = _conversion_flags(get_dtype("float32"), q.dtype, q.device)
+    conversion = conversion_flags(get_dtype("float32"), q.dtype, q.device)
     launch(K.rotary_append, (cdiv(tokens, block_t), q_heads + kv_heads), q.device,
            [q, k, v, q_out, k_out, key_cache, value_cache, cos, sin, positions, slots, tokens, q_heads,
             key_cache.shape[1], q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
@@ -1018,7 +1020,7 @@ def _plan_rotate_half(x: Tensor, cos: Tensor, sin: Tensor):
     rows, half = shape[0] * shape[1] * shape[2], shape[3] // 2
     block_half = next_pow2(half)
     block_rows = max(1, min(64, 4096 // block_half))
-    conversion = _conversion_flags(get_dtype("float32"), x.dtype, x.device)
+    conversion = conversion_flags(get_dtype("float32"), x.dtype, x.device)
     planned = PlannedLaunch(
         K.rotate_half_rows, (cdiv(rows, block_rows),),
         [Slot("x"), Slot("cos"), Slot("sin"), Slot("out"), rows, shape[1], shape[2], *xs, *cs, *ss,

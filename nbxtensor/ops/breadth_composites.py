@@ -7,13 +7,13 @@ from __future__ import annotations
 import math
 
 from .. import shape as S
+from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import result_type
 from ..tensor import Tensor
-from .copy import scratch_scope
 from .nn_composites import _float_dtype, temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register
-from .views import _NO_COST, view_op
+from .registry import VIEW, Cost, TensorMeta, get, nbytes, register
+from .views import NO_COST, view_op
 
 _CONTIGUOUS = S.MEMORY_FORMATS["contiguous_format"]
 
@@ -96,7 +96,7 @@ def _atleast(n: int):
         return views[0] if len(tensors) == 1 and not isinstance(tensors[0], (list, tuple)) else views
     impl.__doc__ = f"Each tensor viewed with at least {n} dimensions (one tensor in, one out; several, a tuple)."
     return register(f"atleast_{n}d", family="view", aten=[f"aten::atleast_{n}d.default", f"aten::atleast_{n}d.Sequence"],
-                    meta=meta, cost=lambda *t: _NO_COST)(impl)
+                    meta=meta, cost=lambda *t: NO_COST, aliases=VIEW)(impl)
 
 
 atleast_1d, atleast_2d, atleast_3d = _atleast(1), _atleast(2), _atleast(3)
@@ -196,8 +196,8 @@ def _same_meta(x):
     return TensorMeta(tuple(x.shape), x.dtype)
 
 
-@register("positive", family="view", aten=["aten::positive.default"], meta=_same_meta, cost=lambda x: _NO_COST,
-          methods=("positive",))
+@register("positive", family="view", aten=["aten::positive.default"], meta=_same_meta, cost=lambda x: NO_COST,
+          methods=("positive",), aliases=VIEW)
 def positive(x: Tensor) -> Tensor:
     """``x`` itself (unary plus); refused for bool, as torch's."""
     if x.dtype.name == "bool":
@@ -209,8 +209,8 @@ def _identity(name: str, why: str):
     def impl(x: Tensor) -> Tensor:
         return x
     impl.__doc__ = f"``x`` itself: {why}."
-    return register(name, family="view", aten=[f"aten::{name}.default"], meta=_same_meta, cost=lambda x: _NO_COST,
-                    methods=(name,))(impl)
+    return register(name, family="view", aten=[f"aten::{name}.default"], meta=_same_meta, cost=lambda x: NO_COST,
+                    methods=(name,), aliases=VIEW)(impl)
 
 
 # conj is physical here (there is no lazy conjugate bit to resolve), and negation is too
@@ -390,7 +390,7 @@ def _pointwise_cost(count: int):
                                                                                           input.dtype))
 
 
-@register("softmin", family="normalization", aten=["nbx::softmin"],
+@register("softmin", family="normalization", functional=True, aten=["nbx::softmin"],
           meta=lambda input, dim=None, _stacklevel=3, dtype=None: get("softmax").meta(input, dim, dtype),
           cost=_pointwise_cost(2), api=())
 def softmin(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
@@ -401,7 +401,7 @@ def softmin(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor
 
 
 @register("hardshrink", family="pointwise", aten=["aten::hardshrink.default"], meta=lambda input, lambd=0.5: _same_meta(input),
-          cost=_pointwise_cost(3), methods=("hardshrink",), api=())
+          cost=_pointwise_cost(3), methods=("hardshrink",), api=(), functional=True)
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """0 inside [-lambd, lambd], ``input`` elsewhere (NaN included)."""
     with scratch_scope():
@@ -410,7 +410,7 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 
 
 @register("softshrink", family="pointwise", aten=["aten::softshrink.default"], meta=lambda input, lambd=0.5: _same_meta(input),
-          cost=_pointwise_cost(5), api=())
+          cost=_pointwise_cost(5), api=(), functional=True)
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """``input`` moved lambd towards zero, 0 inside [-lambd, lambd]; NaN stays NaN."""
     if lambd < 0:
@@ -420,7 +420,8 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return _op("where")(input > lambd, input - lambd, below).to(input.dtype)
 
 
-@register("tanhshrink", family="pointwise", aten=["nbx::tanhshrink"], meta=_same_meta, cost=_pointwise_cost(2), api=())
+@register("tanhshrink", family="pointwise", aten=["nbx::tanhshrink"], meta=_same_meta, cost=_pointwise_cost(2), api=(),
+          functional=True)
 def tanhshrink(input: Tensor) -> Tensor:
     """``input - tanh(input)``."""
     with scratch_scope():
@@ -428,7 +429,7 @@ def tanhshrink(input: Tensor) -> Tensor:
     return input - squashed
 
 
-@register("upsample_nearest", family="resample", aten=["nbx::upsample_nearest"],
+@register("upsample_nearest", family="resample", functional=True, aten=["nbx::upsample_nearest"],
           meta=lambda input, size=None, scale_factor=None: get("interpolate").meta(input, size, scale_factor, "nearest"),
           cost=lambda input, size=None, scale_factor=None: get("interpolate").cost(input, size, scale_factor, "nearest"),
           api=())
@@ -437,7 +438,7 @@ def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
     return _op("interpolate")(input, size, scale_factor, "nearest")
 
 
-@register("upsample_bilinear", family="resample", aten=["nbx::upsample_bilinear"],
+@register("upsample_bilinear", family="resample", functional=True, aten=["nbx::upsample_bilinear"],
           meta=lambda input, size=None, scale_factor=None: get("interpolate").meta(input, size, scale_factor,
                                                                                    "bilinear", True),
           cost=lambda input, size=None, scale_factor=None: get("interpolate").cost(input, size, scale_factor,
@@ -447,6 +448,3 @@ def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
     """torch's deprecated alias: ``interpolate(mode="bilinear", align_corners=True)``."""
     return _op("interpolate")(input, size, scale_factor, "bilinear", True)
 
-
-FUNCTIONAL = {name: get(name).impl for name in (
-    "softmin", "hardshrink", "softshrink", "tanhshrink", "upsample_nearest", "upsample_bilinear")}

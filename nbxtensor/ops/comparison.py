@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..tensor import Tensor
-from .registry import get
+from .registry import get, tensor_attribute
 
 __all__ = ["allclose", "equal"]
 
@@ -23,5 +23,5 @@ def equal(input: Tensor, other: Tensor) -> bool:
     return bool(get("eq").impl(input, other).all().item())
 
 
-Tensor.allclose = allclose
-Tensor.equal = equal
+tensor_attribute("allclose", allclose)
+tensor_attribute("equal", equal)

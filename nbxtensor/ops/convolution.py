@@ -1,12 +1,16 @@
 """Convolution: conv1d/2d/3d, their transposed forms and ``aten::convolution``, as torch spells them.
 
 Every form runs as 3-d (unit dims for 1-d and 2-d), by one of three routes: a 1x1, stride-1, single-group
-convolution is the registry's matrix product on views of its operands; a group of few channels (depthwise,
-small multipliers) runs ``kernels/conv.py``'s direct kernel on the vector units; the rest its implicit
-GEMM, whose tile settings are tuned under the launch key the op declares. Inputs are read in place through
-their strides (NCHW or channels-last), and the output is channels-last when the input or weight is
-(torch's rule). Accumulation is float32; float32 operands multiply in true
-float32 unless TF32 is opted into (``set_float32_matmul_precision``).
+convolution is the registry's matrix product on views of its operands (unless it forms too few output tiles
+for the device, below); a group of few channels (depthwise, small multipliers) runs ``kernels/conv.py``'s
+direct kernel on the vector units; the rest its implicit GEMM, whose tile settings are tuned under the
+launch key the op declares. A convolution whose output forms fewer tiles than ``split_below_programs``
+(twice the device class's multiprocessors) also gets candidates with smaller tiles and ones that split the
+reduction among programs, their float32 partials (a workspace the cost rule declares) added in a fixed order
+by a second launch. A plan binds its launches once per layout, so a repeated call allocates its output and
+launches. Inputs are read in place through their strides (NCHW or channels-last), and the output is
+channels-last when the input or weight is (torch's rule). Accumulation is float32; float32 operands
+multiply in true float32 unless TF32 is opted into (``set_float32_matmul_precision``).
 """
 from __future__ import annotations
 
@@ -14,16 +18,17 @@ import functools
 
 from .. import shape as S
 from .. import tuning
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import conv as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch, next_pow2
+from ..launch import cdiv, next_pow2
+from ..lowering import conversion_flags
 from ..tensor import Tensor
-from .copy import _conversion_flags, new_tensor, scratch_scope
-from .matmul_plans import _dot_precision
-from .plans import PlanCache, layout_key
-from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .matmul_plans import _dot_precision, planned_product, product_keys
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .registry import Cost, TensorMeta, get, nbytes, register
 
 _FLOATS = ("float32", "float16", "bfloat16")
 
@@ -145,10 +150,23 @@ def _conv_cost(input, weight, bias=None, stride=1, padding=0, dilation=1, transp
         flops = 2 * S.numel(input.shape) * weight.shape[1] * kernel_volume
     else:
         flops = 2 * S.numel(out.shape) * weight.shape[1] * kernel_volume
-    # a forward convolution's tuned setting may copy the input and weight channels-innermost (STAGE)
-    workspace = 0 if transposed else workspace_bytes(nbytes(input), nbytes(weight))
+    # a tuned setting may copy a forward convolution's input and weight channels-innermost (STAGE) or split
+    # the reduction (float32 partials), never both: the most any device's setting takes
+    out_elements = S.numel(out.shape)
+    cout = out.shape[-len(weight.shape) + 1]  # channels precede the spatial dims, batched or not
+    forms = [_workspace_pieces(input.dtype, S.numel(input.shape), S.numel(weight.shape),
+                               out_elements // cout if out_elements else 0, cout, staged, splits)
+             for staged, splits in ((not transposed, 1), (False, _split_cap(out_elements)))]
     return Cost(flops=flops, bytes_read=sum(nbytes(t) for t in (input, weight, bias) if t is not None),
-                bytes_written=nbytes(out), workspace=workspace)
+                bytes_written=nbytes(out), workspace=max(Workspace.bytes_for(pieces) for pieces in forms))
+
+
+def _workspace_pieces(dtype, input_elements, weight_elements, positions, cout, staged, splits) -> dict:
+    """A plan's temporaries: the staged input and weight where ``staged``, the partials of ``splits`` > 1."""
+    pieces = {"x_staged": ((input_elements,), dtype), "w_staged": ((weight_elements,), dtype)} if staged else {}
+    if splits > 1:
+        pieces["partial"] = ((splits, positions, cout), get_dtype("float32"))
+    return pieces
 
 
 def _as_3d(shape, strides, dims):
@@ -176,19 +194,50 @@ _FLAT_K_BELOW = 16
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps) of the implicit GEMM, timed per launch key; few, since
 # a first call compiles each (an unrolled window makes long compiles)
 _GEMM_SHAPES = [(128, 128, 64, 3, 8), (128, 64, 64, 3, 4), (64, 128, 64, 3, 4), (64, 64, 32, 4, 4)]
+# tiles of few output positions, for convolutions that form few output tiles (late stages at batch 1)
+_FEW_TILE_SHAPES = [(64, 64, 64, 3, 4), (32, 64, 64, 3, 4)]
+# tiles whose reduction may be split among programs, where the output forms few of them; never staged (the
+# copies would cost more than a starved convolution), and few, since a first call compiles each
+_SPLIT_SHAPES = [(128, 64, 64, 3, 4), (64, 64, 64, 3, 4), (32, 64, 64, 3, 4)]
+# tiles of the one-loop form (STEPPED): a group of at most a few K tiles of channels leaves each kernel
+# position's channel loop too short to pipeline, the one loop over all steps does not; this form (split or
+# not) may also load an NCHW input's tiles positions innermost (POSITIONS_INNER)
+_STEPPED_SHAPES = [(128, 128, 64, 3, 8), (128, 64, 64, 4, 4)]
+# programs a multiprocessor for a split's target: two resident ones hide each other's latency
+_SPLIT_PROGRAMS_PER_MULTIPROCESSOR = 2
+_SPLIT_MAX = 16
+# float32 partials at most this many elements (16 MiB): a split pays off only for small outputs
+_PARTIAL_MAX_ELEMENTS = 1 << 22
+# the largest tile, by which a convolution counts as starved of programs
+_LARGEST_TILE = 128 * 128
 # (BLOCK_M, BLOCK_C, num_warps) of the direct kernel: wide channel tiles read channels-last rows
 # contiguously, tall position tiles NCHW ones
 _DIRECT_SHAPES = [(32, 64, 4), (64, 32, 4), (16, 128, 4), (128, 16, 4)]
 
 
+def split_below_programs(facts) -> int:
+    """Output tiles (of the largest tile) below which a convolution is starved of programs on a device of
+    these facts and its candidates split the reduction: twice the class's largest multiprocessor count (none
+    where the facts name no count, as the CPU's)."""
+    return _SPLIT_PROGRAMS_PER_MULTIPROCESSOR * facts.get("multiprocessors_max", 0)
+
+
+def _split_cap(out_elements: int) -> int:
+    """The most splits an output of this many elements takes (its partials bounded by _PARTIAL_MAX_ELEMENTS)."""
+    return min(_SPLIT_MAX, _PARTIAL_MAX_ELEMENTS // max(out_elements, 1))
+
+
 class _Setting:
     """A convolution's geometry, as the kernels see it (everything 3-d), and its route: "matmul" (1x1,
-    stride 1, one group: the registry's product on reshaped operands), "direct" or "gemm"."""
+    stride 1, one group: the registry's product on reshaped operands), "direct" or "gemm". ``facts``: the
+    device's, which say whether the output forms too few tiles (``starved``); none: not starved."""
 
-    def __init__(self, op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    def __init__(self, op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
+                 facts=None):
         dims, stride, padding, dilation, out_shape = _geometry(op, input, weight, bias, stride, padding, dilation,
                                                                transposed, output_padding, groups)
-        self.dims, self.out_shape, self.transposed, self.groups = dims, out_shape, bool(transposed), groups
+        self.op, self.dims, self.out_shape = op, dims, out_shape
+        self.transposed, self.groups = bool(transposed), groups
         self.batched = len(input.shape) == dims + 2
         in_shape = tuple(input.shape) if self.batched else (1, *input.shape)
         in_strides = tuple(input.stride()) if self.batched else (0, *input.stride())
@@ -207,8 +256,12 @@ class _Setting:
         self.w_s_in = self.weight_strides(self.ws)[1]
         self.volume = S.numel(self.kernel)
         self.channels_last = self.xs[1] == 1 and self.cin > 1
-        self.route = ("matmul" if self._runs_as_product(input) else
-                      "direct" if self.cin_g * self.cout_g <= _DIRECT_MAX_GROUP_MATRIX else "gemm")
+        self.split_cap = _split_cap(self.m * self.cout)
+        self.starved = (facts is not None and self.split_cap > 1 and
+                        self.m * self.cout < split_below_programs(facts) * _LARGEST_TILE)
+        direct = self.cin_g * self.cout_g <= _DIRECT_MAX_GROUP_MATRIX
+        self.route = ("matmul" if not self.starved and self._runs_as_product(input) else
+                      "direct" if direct else "gemm")
         self.flat_k = self.route == "gemm" and self.cin_g < _FLAT_K_BELOW
 
     def _runs_as_product(self, input) -> bool:
@@ -243,6 +296,28 @@ class _Setting:
                                         "stride": "x".join(map(str, self.stride)), "channels_last": self.channels_last,
                                         "transposed": self.transposed, "groups": self.groups > 1})
 
+    def reduction_steps(self, block_k: int) -> int:
+        """The implicit GEMM's reduction steps with K tiles of ``block_k``: channel tiles times kernel
+        positions, or flat K tiles."""
+        if self.flat_k:
+            return cdiv(self.cin_g * self.volume, block_k)
+        return cdiv(self.cin_g, block_k) * self.volume
+
+    def splits(self, config, target_programs: int) -> int:
+        """Splits of the reduction for ``config`` that bring its programs near ``target_programs``."""
+        tiles = cdiv(self.m, config["BLOCK_M"]) * cdiv(self.cout_g, config["BLOCK_N"]) * self.groups
+        return max(1, min(self.split_cap, self.reduction_steps(config["BLOCK_K"]), cdiv(target_programs, tiles)))
+
+    def split_steps(self, config) -> tuple[int, int]:
+        """(splits, reduction steps a split) of ``config`` for this shape: a setting tuned on another shape of
+        its key may ask for more splits than this one's steps or partials allow, and none is left empty."""
+        steps = self.reduction_steps(config["BLOCK_K"])
+        wanted = 1 if config.get("STAGE") else min(config.get("SPLITS", 1), self.split_cap, steps)
+        if wanted <= 1:
+            return 1, steps
+        per_split = cdiv(steps, wanted)
+        return cdiv(steps, per_split), per_split
+
     def candidates(self, facts, dtype) -> list[dict]:
         interpreted = bool(facts["kernels"].get("interpreted"))
         if self.route == "direct":
@@ -251,19 +326,34 @@ class _Setting:
             return _staged(self, [dict(BLOCK_M=bm, BLOCK_C=min(bc, max(8, next_pow2(self.cout))), num_warps=w)
                                   for bm, bc, w in _DIRECT_SHAPES])
         k = self.cin_g * self.volume if self.flat_k else self.cin_g
+        target = split_below_programs(facts)
         if interpreted:
-            return [dict(BLOCK_M=64, BLOCK_N=max(16, min(128, next_pow2(self.cout_g))),
-                         BLOCK_K=max(16, min(64, next_pow2(k))), num_stages=1, num_warps=4)]
+            config = dict(BLOCK_M=64, BLOCK_N=max(16, min(128, next_pow2(self.cout_g))),
+                          BLOCK_K=max(16, min(64, next_pow2(k))), num_stages=1, num_warps=4)
+            splits = self.splits(config, target) if self.starved else 1
+            return [dict(config, SPLITS=splits) if splits > 1 else config]
         tiles = facts["tiles"]
-        configs = []
-        for bm, bn, bk, stages, warps in _GEMM_SHAPES:
+
+        def config_of(bm, bn, bk, stages, warps):
             if dtype.itemsize == 4:
                 bk //= 2  # float32 tiles take twice the shared memory and registers
-            configs.append(dict(BLOCK_M=min(bm, tiles["max_block_m"]),
-                                BLOCK_N=max(16, min(bn, tiles["max_block_n"], next_pow2(self.cout_g))),
-                                BLOCK_K=max(16, min(bk, tiles["max_block_k"], next_pow2(k))),
-                                num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"])))
-        return _staged(self, configs)
+            return dict(BLOCK_M=min(bm, tiles["max_block_m"]),
+                        BLOCK_N=max(16, min(bn, tiles["max_block_n"], next_pow2(self.cout_g))),
+                        BLOCK_K=max(16, min(bk, tiles["max_block_k"], next_pow2(k))),
+                        num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]))
+        stepped = [dict(config_of(*shape), STEPPED=True) for shape in _STEPPED_SHAPES]
+        configs = _staged(self, [config_of(*shape) for shape in
+                                 _GEMM_SHAPES + (_FEW_TILE_SHAPES if self.starved else [])] + stepped)
+        if self.starved:
+            for config in map(lambda shape: config_of(*shape), _SPLIT_SHAPES):
+                splits = self.splits(config, target)
+                if splits > 1:
+                    stepped.append(dict(config, SPLITS=splits))
+                    configs.append(stepped[-1])
+        if self.xs[1] != 1 and not self.flat_k and dtype.itemsize == 2:
+            # an NCHW input read in place, positions innermost (the matrix unit takes such 16-bit tiles)
+            configs += [dict(config, POSITIONS_INNER=True) for config in stepped]
+        return _unique(configs)
 
 
 def _staged(setting, configs):
@@ -282,12 +372,6 @@ def _channels_inner_strides(shape):
     return tuple(strides)
 
 
-def _channels_inner(t, dims):
-    """A copy of ``t`` (N, C, *S) laid out with ``_channels_inner_strides``, through the registry's copy."""
-    moved = t.permute(0, *range(2, 2 + dims), 1).contiguous()
-    return moved.permute(0, dims + 1, *range(1, dims + 1))
-
-
 def _unique(configs):
     seen, out = set(), []
     for config in configs:
@@ -301,130 +385,169 @@ def _unique(configs):
 def _conv_key(facts, input, weight, bias=None, stride=1, padding=0, dilation=1, transposed=False, output_padding=0,
               groups=1, *, op="convolution"):
     """The launch keys a call forms: the product's for a 1x1 convolution, else the convolution kernel's."""
-    setting = _Setting(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    setting = _Setting(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, facts)
     if S.numel(setting.full_out) == 0:
         return []
     if setting.route != "matmul":
         return [setting.key(facts, input.dtype)]
     meta = resolve("meta")
-    rows, cin, cout = setting.m, setting.cin, setting.cout
-    w2 = new_tensor((cin, cout), input.dtype, meta, (1, cin))
-    if setting.out_strides is not None:
-        x2 = new_tensor((rows, cin), input.dtype, meta)
-        if bias is None:
-            return get("matmul").key(facts, x2, w2)
-        return get("addmm").key(facts, new_tensor((cout,), input.dtype, meta), x2, w2)
-    length = rows // setting.n
-    x3 = new_tensor((setting.n, cin, length), input.dtype, meta)
-    wt = new_tensor((setting.n, cout, cin), input.dtype, meta, (0, cin, 1))
-    if bias is None:
-        return get("matmul").key(facts, wt, x3)
-    return get("baddbmm").key(facts, new_tensor((cout, 1), input.dtype, meta), wt, x3)
+    views = _ProductViews(setting, bias)
+    a, b, addend = views.of(*(None if t is None else new_tensor(t.shape, t.dtype, meta, t.stride())
+                              for t in (input, weight, bias)))
+    return product_keys(facts, a, b, input.dtype, addend, 1, views.beta)
 
 
 _plans = PlanCache()
 
 
+def _hashable(value):
+    return value if isinstance(value, (int, str)) else tuple(value)
+
+
 def _convolution(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    for t in (weight, bias):
-        if t is not None and t.device != input.device:
-            raise RuntimeError(f"{op}: expected all tensors on one device, got {input.device} and {t.device}")
-    key = (op, layout_key(input), layout_key(weight), layout_key(bias), stride if isinstance(stride, (int, str))
-           else tuple(stride), padding if isinstance(padding, (int, str)) else tuple(padding),
-           dilation if isinstance(dilation, int) else tuple(dilation), bool(transposed),
-           output_padding if isinstance(output_padding, int) else tuple(output_padding), groups)
-    return _plans.get(key, lambda: _plan(op, input, weight, bias, stride, padding, dilation, transposed,
-                                         output_padding, groups))(input, weight, bias)
+    key = (op, layout_key(input), layout_key(weight), layout_key(bias), _hashable(stride), _hashable(padding),
+           _hashable(dilation), bool(transposed), _hashable(output_padding), groups)
+    plan = _plans.lookup(key)
+    if plan is None:  # layout keys name the device, so the operands of a planned call share one
+        for t in (weight, bias):
+            if t is not None and t.device != input.device:
+                raise RuntimeError(f"{op}: expected all tensors on one device, got {input.device} and {t.device}")
+        plan = _plans.get(key, lambda: _plan(op, input, weight, bias, stride, padding, dilation, transposed,
+                                             output_padding, groups))
+    return plan(input, weight, bias)
 
 
-def _matmul_plan(setting):
-    """``execute`` of a 1x1 convolution as the registry's product: channels-last rows (N*spatial, Cin) times
-    the weight's (Cin, Cout) view give the channels-last output; a contiguous input's (N, Cin, spatial)
-    batches, under the weight's (Cout, Cin), give the contiguous one."""
-    rows, cin, cout, n = setting.m, setting.cin, setting.cout, setting.n
-    spatial = setting.full_out[2:]
+class _ProductViews:
+    """A 1x1 convolution as a product of views of its operands: channels-last rows (N*spatial, Cin) times
+    the weight's (Cin, Cout) give the channels-last output; the weight's (Cout, Cin) over a contiguous
+    input's (N, Cin, spatial) batches give the contiguous one. The views are (shape, strides) pairs, worked
+    out once and laid on each call's tensors."""
+
+    def __init__(self, setting, bias):
+        rows, cin, cout, n = setting.m, setting.cin, setting.cout, setting.n
+        ws = setting.ws
+        if setting.out_strides is not None:
+            self.input_first = True
+            self.x = ((rows, cin), (cin, 1))
+            self.w = ((cin, cout), (ws[1], ws[0]))
+            self.bias = None if bias is None else ((cout,), tuple(bias.stride()))
+        else:
+            length = rows // n
+            self.input_first = False
+            self.x = ((n, cin, length), (cin * length, length, 1))
+            self.w = ((n, cout, cin), (0, ws[0], ws[1]))
+            self.bias = None if bias is None else ((cout, 1), (bias.stride(0), 1))
+        self.beta = 0 if bias is None else 1
+        out_strides = setting.out_strides or S.contiguous_strides(setting.full_out)
+        self.out = (setting.out_shape, out_strides if setting.batched else out_strides[1:])
+
+    def of(self, input, weight, bias):
+        """(a, b, addend) of the product for these operands."""
+        x, w = input._view(*self.x), weight._view(*self.w)
+        addend = None if bias is None else bias._view(*self.bias)
+        return (x, w, addend) if self.input_first else (w, x, addend)
+
+
+def _matmul_plan(setting, input, weight, bias):
+    """``execute`` of a 1x1 convolution as the registry's product, its plan made once for these layouts."""
+    views = _ProductViews(setting, bias)
+    a, b, addend = views.of(input, weight, bias)
+    product = planned_product(setting.op, a, b, input.dtype, addend, 1, views.beta)
+    out_shape, out_strides = views.out
 
     def execute(input, weight, bias):
-        w2 = weight.reshape(cout, cin)
-        if setting.out_strides is not None:
-            x2 = input.permute(0, *range(2, 2 + setting.dims), 1).reshape(rows, cin)
-            out = get("matmul").impl(x2, w2.t()) if bias is None else get("addmm").impl(bias, x2, w2.t())
-            out = out.view(n, *spatial, cout).permute(0, setting.dims + 1, *range(1, setting.dims + 1))
-        else:
-            x3 = input.reshape(n, cin, rows // n)
-            wt = w2.unsqueeze(0).expand(n, cout, cin)
-            out = (get("matmul").impl(wt, x3) if bias is None else
-                   get("baddbmm").impl(bias.view(cout, 1), wt, x3)).view(setting.full_out)
-        return out if setting.batched else out.view(*setting.out_shape)
+        return product(*views.of(input, weight, bias))._view(out_shape, out_strides)
     return execute
 
 
 def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     """``execute(input, weight, bias)`` for operands laid out as these are (tuning the launch if needed)."""
-    setting = _Setting(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
-    if setting.route == "matmul":
-        return _matmul_plan(setting)
     dev, dtype = input.device, input.dtype
     facts = backend_for(dev).facts
+    st = _Setting(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, facts)
+    if st.route == "matmul":
+        return _matmul_plan(st, input, weight, bias)
+    fresh_output = fresh_tensor_maker(st.full_out, dtype, dev, st.out_strides)
+    out_strides = st.out_strides or S.contiguous_strides(st.full_out)
+    result_strides = out_strides if st.batched else out_strides[1:]
+    if S.numel(st.full_out) == 0:
+        return lambda input, weight, bias: fresh_output()._view(st.out_shape, result_strides)
     interpreted = bool(facts["kernels"].get("interpreted"))
-    conversion = _conversion_flags(get_dtype("float32"), dtype, dev)
-    st = setting
+    conversion = conversion_flags(get_dtype("float32"), dtype, dev)
     kd, kh, kw = st.kernel
+    bias_format = SMALL_FLOAT_FORMATS.get(dtype.name, FORMAT_NATIVE)
     common = dict(KD=kd, KH=kh, KW=kw, UNROLL=st.volume * (st.cin_g if st.route == "direct" else 1)
                   <= _UNROLL_MAX_STEPS, TRANSPOSED=st.transposed, HAS_BIAS=bias is not None,
-                  DECODE_BF16=dtype.name == "bfloat16" and interpreted,
-                  BIAS_FORMAT=SMALL_FLOAT_FORMATS.get(dtype.name, FORMAT_NATIVE),
+                  DECODE_BF16=dtype.name == "bfloat16" and interpreted, BIAS_FORMAT=bias_format,
                   DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INTERPRETED=interpreted)
+    os_ = _as_3d(st.full_out, out_strides, st.dims)[1]
+
     def geometry(xs, ws):
         return [*st.out_spatial, *st.in_spatial, *st.stride, *st.padding, *st.dilation, *xs, *st.weight_strides(ws)]
     # an NCHW operand read in place gathers across channels; a STAGE candidate copies it channels-innermost
     # first (workspace the cost rule declares), and the tuner keeps whichever is faster
-    staged_input = _as_3d(st.full_in, _channels_inner_strides(st.full_in), st.dims)[1]
-    staged_weight = _as_3d(tuple(weight.shape), _channels_inner_strides(tuple(weight.shape)), st.dims)[1]
+    staged_in_strides = _channels_inner_strides(st.full_in)
+    staged_w_strides = _channels_inner_strides(tuple(weight.shape))
+    x_slot, w_slot, out_slot = Slot("x"), Slot("w"), Slot("out")
+    bias_slot = Slot("bias") if bias is not None else out_slot
+    copy_ = get("copy_").impl
 
     def launcher(config):
-        """(input, weight, bias, out) -> None issuing the launch with this tile setting."""
+        """(input, weight, bias, out) -> None issuing the launches of this tile setting."""
         stage = config.get("STAGE", False)
         stage_weight = stage and st.route == "gemm"
-        args = geometry(staged_input if stage else st.xs, staged_weight if stage_weight else st.ws)
+        args = geometry(_as_3d(st.full_in, staged_in_strides, st.dims)[1] if stage else st.xs,
+                        _as_3d(tuple(weight.shape), staged_w_strides, st.dims)[1] if stage_weight else st.ws)
+        splits = 1
         if st.route == "direct":
-            kernel = K.conv_direct
-            grid = (cdiv(st.m, config["BLOCK_M"]), cdiv(st.cout, config["BLOCK_C"]))
-            head = [st.m, st.cout, st.cout_g]
-            constexprs = dict(common, CIN_G=st.cin_g, BLOCK_M=config["BLOCK_M"], BLOCK_C=config["BLOCK_C"],
-                              num_warps=config["num_warps"])
+            launches = [PlannedLaunch(
+                K.conv_direct, (cdiv(st.m, config["BLOCK_M"]), cdiv(st.cout, config["BLOCK_C"])),
+                [x_slot, w_slot, bias_slot, out_slot, st.m, st.cout, st.cout_g, *args, *os_],
+                dict(common, CIN_G=st.cin_g, BLOCK_M=config["BLOCK_M"], BLOCK_C=config["BLOCK_C"],
+                     num_warps=config["num_warps"]))]
         else:
-            kernel = K.conv_implicit_gemm
-            grid = (cdiv(st.m, config["BLOCK_M"]) * cdiv(st.cout_g, config["BLOCK_N"]), st.groups)
-            head = [st.m, st.cout_g, st.cin_g]
-            constexprs = dict(common, FLAT_K=st.flat_k, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-                              BLOCK_K=config["BLOCK_K"], NUM_STAGES=config["num_stages"],
-                              PRECISION=_dot_precision(dtype), num_warps=config["num_warps"])
+            splits, per_split = st.split_steps(config)
+            tiles = cdiv(st.m, config["BLOCK_M"]) * cdiv(st.cout_g, config["BLOCK_N"])
+            launches = [PlannedLaunch(
+                K.conv_implicit_gemm, (tiles, st.groups, splits),
+                [x_slot, w_slot, bias_slot, out_slot, Slot("partial") if splits > 1 else out_slot, st.m, st.cout_g,
+                 st.cin_g, per_split, *args, *os_],
+                dict(common, FLAT_K=st.flat_k, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+                     BLOCK_K=config["BLOCK_K"], NUM_STAGES=config["num_stages"],
+                     STEPPED=splits > 1 or bool(config.get("STEPPED")), SPLIT=splits > 1,
+                     POSITIONS_INNER=bool(config.get("POSITIONS_INNER")),
+                     PRECISION=_dot_precision(dtype), num_warps=config["num_warps"]))]
+            if splits > 1:
+                block_c = min(64, next_pow2(st.cout))
+                launches.append(PlannedLaunch(
+                    K.conv_split_sum, (cdiv(st.m, 64), cdiv(st.cout, block_c)),
+                    [Slot("partial"), bias_slot, out_slot, st.m, st.cout, *st.out_spatial, *os_],
+                    dict(SPLITS=splits, BLOCK_M=64, BLOCK_C=block_c, HAS_BIAS=bias is not None,
+                         BIAS_FORMAT=bias_format, DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"],
+                         num_warps=4)))
+        workspace = Workspace(_workspace_pieces(dtype, S.numel(st.full_in), S.numel(weight.shape), st.m, st.cout,
+                                                stage, splits))
 
         def run(input, weight, bias, out):
-            with scratch_scope():
-                if stage:
-                    input = _channels_inner(input, st.dims)
-                if stage_weight:
-                    weight = _channels_inner(weight, st.dims)
-            _, os_ = _as_3d(st.full_out, tuple(out.stride()), st.dims)
-            launch(kernel, grid, dev, [input, weight, bias if bias is not None else out, out, *head, *args, *os_],
-                   **constexprs)
+            tensors = {"x": input, "w": weight, "bias": bias, "out": out}
+            workspace.allocate(dev, tensors)
+            if stage:
+                tensors["x"] = copy_(tensors["x_staged"]._view(st.full_in, staged_in_strides), input)
+            if stage_weight:
+                tensors["w"] = copy_(tensors["w_staged"]._view(weight.shape, staged_w_strides), weight)
+            for planned in launches:
+                planned(dev, tensors)
         return run
 
-    if S.numel(st.full_out) == 0:
-        run = None
-    else:
-        probe = new_tensor(st.full_out, dtype, dev, st.out_strides)
-        config = tuning.choose_timed(st.key(facts, dtype), facts, lambda: st.candidates(facts, dtype),
-                                     lambda config: functools.partial(launcher(config), input, weight, bias, probe))
-        run = launcher(config)
+    probe = fresh_output()
+    config = tuning.choose_timed(st.key(facts, dtype), facts, lambda: st.candidates(facts, dtype),
+                                 lambda config: functools.partial(launcher(config), input, weight, bias, probe))
+    run = launcher(config)
 
     def execute(input, weight, bias):
-        out = new_tensor(st.full_out, dtype, dev, st.out_strides)
-        if run is not None:
-            run(input, weight, bias, out)
-        return out if st.batched else out.view(*st.out_shape)
+        out = fresh_output()
+        run(input, weight, bias, out)
+        return out if st.batched else out._view(st.out_shape, result_strides)
     return execute
 
 
@@ -454,7 +577,7 @@ def _forward_op(name, dims):
         return _convolution(name, input, weight, bias, stride, padding, dilation, False, 0, groups)
     impl.__doc__ = f"torch.nn.functional.{name}: a {dims}-d convolution."
     return register(name, family="convolution", aten=[f"aten::{name}.default", f"aten::{name}.padding"],
-                    meta=meta, cost=cost, key=key)(impl)
+                    meta=meta, cost=cost, key=key, functional=True)(impl)
 
 
 def _transposed_op(name, dims):
@@ -474,7 +597,7 @@ def _transposed_op(name, dims):
         return _convolution(name, input, weight, bias, stride, padding, dilation, True, output_padding, groups)
     impl.__doc__ = f"torch.nn.functional.{name}: a {dims}-d transposed convolution."
     return register(name, family="convolution", aten=[f"aten::{name}.default" if dims == 1 else f"aten::{name}.input"],
-                    meta=meta, cost=cost, key=key)(impl)
+                    meta=meta, cost=cost, key=key, functional=True)(impl)
 
 
 def _rank(op, weight, dims):
@@ -485,5 +608,3 @@ def _rank(op, weight, dims):
 
 conv1d, conv2d, conv3d = (_forward_op(f"conv{d}d", d) for d in (1, 2, 3))
 conv_transpose1d, conv_transpose2d, conv_transpose3d = (_transposed_op(f"conv_transpose{d}d", d) for d in (1, 2, 3))
-FUNCTIONAL = {op.name: op.impl for op in (conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d,
-                                          conv_transpose3d)}

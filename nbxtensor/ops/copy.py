@@ -1,205 +1,32 @@
 """Copy, cast and fill: every one of them is the one strided copy kernel."""
 from __future__ import annotations
 
-import contextlib
-import functools
-import math
-import threading
 import warnings
 
-import numpy as np
 import triton.language as tl
 
 from .. import shape as S
-from ..device import backend_for, device as _device
-from ..dtypes import get_dtype
-from ..kernels.copy import (FORMAT_BOOL, FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE,
-                            SMALL_FLOAT_FORMATS, SOURCE_CONSTANT, SOURCE_TENSOR, load_format, strided_copy)
+from ..allocation import fresh_tensor_maker, new_tensor, outside_arena
+from ..device import backend_for, device as _device, resolve
+from ..dtypes import dtype as _dtype, get_dtype
+from ..kernels.copy import (FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE, SOURCE_CONSTANT,
+                            SOURCE_TENSOR, strided_copy)
 from ..launch import cdiv, launch_slots, refuse_capture
-from ..lowering import needs_index_64
+from ..lowering import BITS_TYPE, constant_bits, conversion_flags, elementwise_block, needs_index_64
 from ..promotion import result_type
-from ..storage import Storage
-from ..tensor import Size, Tensor
-from ..tensor import layout_key as tensor_layout_key
+from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
+from .registry import MAYBE_VIEW, Cost, TensorMeta, nbytes, register, tensor_attribute
+from .views import narrow, select, view_as_real
 
 # Dims the copy kernel indexes directly; a copy of more dims (after merging) loops over the rest.
 KERNEL_MAX_RANK = 8
-_BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
-
-# While a graph runs on its planned arena, this serves every allocation its steps make (see
-# graph/arena.py): a step's planned outputs in their places, its temporaries from its planned workspace.
-arena_service = None
-# Per thread: how deep in ``scratch_scope`` (every allocation an op's temporary, never a planned output)
-# and whether in ``outside_arena`` (every allocation from the allocator). A graph runs in one thread, and
-# another thread's plan making or scratch must not change how it is served.
-_arena_local = threading.local()
-
-
-@functools.lru_cache(maxsize=4096)
-def _contiguous_layout(shape: tuple) -> tuple:
-    """(contiguous strides, elements) of ``shape``, kept: every op's outputs repeat a few shapes call after
-    call."""
-    return S.contiguous_strides(shape), S.numel(shape)
-
-
-def _strided_layout(shape: tuple, strides) -> tuple:
-    """(strides, elements the memory spans) of ``shape`` laid out with ``strides``."""
-    strides = tuple(strides)
-    return strides, S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
-
-
-def new_tensor(shape, dtype, dev: _device, strides=None, pinned: bool = False) -> Tensor:
-    """Uninitialised memory for a tensor of ``shape`` (contiguous unless ``strides`` are given);
-    ``pinned`` asks for page-locked host memory."""
-    shape = tuple(shape)
-    strides, count = _contiguous_layout(shape) if strides is None else _strided_layout(shape, strides)
-    if pinned and dev.type != "cpu":
-        raise RuntimeError(f"pin_memory applies to CPU tensors, not {dev}")
-    if dev.type == "meta":
-        return Tensor._meta(shape, dtype, strides)
-    return allocate_tensor(shape, strides, dtype, dev, count * dtype.itemsize, pinned)
-
-
-def scratch_tensor(shape, dtype, dev: _device) -> Tensor:
-    """Uninitialised contiguous memory for an op's internal temporary (never its result): inside a graph
-    run it comes from the step's planned workspace, which the op's cost rule declares (``Cost.workspace``,
-    each temporary counted by ``registry.workspace_bytes``); elsewhere from the allocator."""
-    shape = tuple(shape)
-    strides, count = _contiguous_layout(shape)
-    return allocate_tensor(shape, strides, dtype, dev, count * dtype.itemsize, scratch=True)
-
-
-@contextlib.contextmanager
-def scratch_scope():
-    """Every allocation made inside is an op's temporary (``scratch_tensor``): for an op that builds its
-    result through other ops, around the calls whose results it does not return."""
-    _arena_local.scratch_depth = getattr(_arena_local, "scratch_depth", 0) + 1
-    try:
-        yield
-    finally:
-        _arena_local.scratch_depth -= 1
-
-
-@contextlib.contextmanager
-def outside_arena():
-    """Allocations made inside come from the allocator even while a graph runs: for making an op's plan,
-    whose probes and tuning trials belong to the first call of a layout (as compiling does), not to the
-    step it runs in."""
-    outside = getattr(_arena_local, "outside", False)
-    _arena_local.outside = True
-    try:
-        yield
-    finally:
-        _arena_local.outside = outside
-
-
-def allocate_tensor(shape: tuple, strides: tuple, dtype, dev: _device, nbytes: int, pinned: bool = False,
-                    scratch: bool = False) -> Tensor:
-    """``new_tensor`` for callers that know the strides and byte size already (planned ops)."""
-    if arena_service is not None and nbytes and not pinned and not getattr(_arena_local, "outside", False):
-        # (the arena is not page-locked)
-        served = arena_service(shape, strides, dtype, dev, nbytes,
-                               scratch or getattr(_arena_local, "scratch_depth", 0) > 0)
-        if served is not None:
-            return served
-    return Tensor._make(Storage(dev, nbytes, pinned=pinned), 0, shape, strides, dtype)
-
-
-def fresh_tensor_maker(shape, dtype, dev: _device, strides=None):
-    """``make()``: a fresh tensor laid out as ``new_tensor(shape, dtype, dev, strides)`` makes it, for a
-    plan that makes one at every call. The layout is worked out once and given to each tensor (its
-    ``layout_key``); the memory is a block the allocator parked for the current stream where there is
-    one (no Python in the allocator), else the allocator's. While a graph runs on its arena, the arena
-    serves the request as it serves ``new_tensor``'s."""
-    shape = Size(shape)
-    strides, count = _contiguous_layout(tuple(shape)) if strides is None else _strided_layout(shape, strides)
-    nbytes = count * dtype.itemsize
-    backend, index = backend_for(dev), dev.index
-    parked, allocate = backend.parked_buffers(index), backend.allocate
-    stream_of = getattr(backend, "current_stream_handle", None)
-    layout = tensor_layout_key(shape, strides, dtype, dev)
-
-    def make() -> Tensor:
-        if arena_service is not None or not nbytes:
-            made = allocate_tensor(shape, strides, dtype, dev, nbytes)
-        else:
-            buffer = (parked and parked(nbytes, stream_of(index))) or allocate(nbytes, index)
-            made = Tensor._make(Storage(dev, nbytes, buffer), 0, shape, strides, dtype)
-        made._layout = layout
-        return made
-    return make
-
-
-class Workspace:
-    """An op plan's temporaries, carved at each call from one allocation (one allocator round trip instead
-    of one per temporary); each piece starts 16 bytes after the one before it, rounded up."""
-
-    def __init__(self, pieces: dict):
-        """``pieces``: name -> (shape, dtype)."""
-        self.pieces, offset = [], 0
-        for name, (shape, dtype) in pieces.items():
-            shape = tuple(shape)
-            self.pieces.append((name, shape, S.contiguous_strides(shape), offset, dtype))
-            offset += self._piece_bytes(shape, dtype)
-        self.nbytes = offset
-
-    @staticmethod
-    def _piece_bytes(shape, dtype) -> int:
-        return -(-S.numel(tuple(shape)) * dtype.itemsize // 16) * 16
-
-    @classmethod
-    def bytes_for(cls, pieces) -> int:
-        """The workspace bytes a cost rule declares for a ``Workspace`` of ``pieces`` (name -> (shape,
-        dtype), or just (shape, dtype) pairs): its one temporary, as ``workspace_bytes`` counts it."""
-        pairs = list(pieces.values() if isinstance(pieces, dict) else pieces)
-        return workspace_bytes(max(sum(cls._piece_bytes(shape, dtype) for shape, dtype in pairs), 1)) if pairs else 0
-
-    def allocate(self, device, tensors: dict) -> None:
-        """Put a fresh tensor for every piece into ``tensors``."""
-        if self.pieces:
-            self.carve(scratch_tensor((max(self.nbytes, 1),), _BYTES, device), tensors)
-
-    def carve(self, buffer: Tensor, tensors: dict) -> None:
-        """Put every piece, a view of ``buffer`` (uint8, at least ``nbytes`` long, starting on 16 bytes in its
-        storage), into ``tensors``."""
-        for name, shape, strides, offset, dtype in self.pieces:
-            start = (buffer._offset + offset) // dtype.itemsize
-            tensors[name] = buffer._view(shape, strides, offset=start, dtype=dtype)
-
-
-_BYTES = get_dtype("uint8")
 
 
 def _check_data(t: Tensor, op: str) -> None:
     if t.is_meta:
         raise RuntimeError(f"{op}: a meta tensor has no data")
-
-
-def _elementwise_block(dev: _device) -> int:
-    return backend_for(dev).facts["kernels"]["elementwise_block"]
-
-
-def _conversion_flags(st, dt, dev: _device) -> dict:
-    """Kernel settings that convert ``st`` elements to ``dt`` (both real dtypes) as ATen does, on ``dev``.
-    bfloat16 is rounded by bit arithmetic unless the device's facts say its own cast rounds to
-    nearest-even (GPUs do; Triton's interpreter truncates)."""
-    if st is dt:  # bits as they are, but a bool's byte read as 0 or 1 so that copies come out canonical
-        return dict(SRC_FORMAT=FORMAT_BOOL if st.kind == "bool" else FORMAT_NATIVE, DST_FORMAT=FORMAT_NATIVE,
-                    VIA_F32=False, FLOAT_TO_INT=False)
-    native_bf16 = dt.name == "bfloat16" and backend_for(dev).facts["kernels"].get("bf16_cast_rounds", False)
-    return dict(
-        SRC_FORMAT=load_format(st),
-        DST_FORMAT=FORMAT_BOOL if dt.kind == "bool" else FORMAT_NATIVE if native_bf16
-        else SMALL_FLOAT_FORMATS.get(dt.name, FORMAT_NATIVE),
-        # ATen builds Half and BFloat16 from a float: wider sources round to float32 first
-        VIA_F32=dt.name == "float16" or native_bf16,
-        # into 8- and 16-bit integers through int64, so that negative floats wrap into unsigned types
-        # as ATen's casts do; int32 and int64 directly, as the CPU's conversion instructions do
-        FLOAT_TO_INT=st.is_floating_point and dt.is_integral and dt.itemsize <= 2,
-    )
 
 
 # a copy's slots: from a tensor, its destination and source (its constant bits 0, fixed, so that its launch
@@ -228,10 +55,10 @@ def _plan_copy(dst: Tensor, src: Tensor | None, pairs: int):
         flags = dict(SOURCE=SOURCE_CONSTANT, SRC_FORMAT=FORMAT_NATIVE, DST_FORMAT=FORMAT_NATIVE,
                      VIA_F32=False, FLOAT_TO_INT=False)
     else:
-        flags = dict(SOURCE=SOURCE_TENSOR, **_conversion_flags(src.dtype, dt, dst.device))
-    block = _elementwise_block(dst.device)
+        flags = dict(SOURCE=SOURCE_TENSOR, **conversion_flags(src.dtype, dt, dst.device))
+    block = elementwise_block(dst.device)
     constexprs = dict(RANK=len(shape), SOURCE=flags.pop("SOURCE"),
-                      CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[dt.itemsize]), **flags, PAIRS=pairs,
+                      CONSTANT_BITS_TYPE=getattr(tl, BITS_TYPE[dt.itemsize]), **flags, PAIRS=pairs,
                       INDEX_64=index_64, BLOCK=block)
     dst_slot, src_slot, bits = (*_COPY_SLOTS, 0) if src is not None else _FILL_SLOTS
     return PlannedLaunch(strided_copy, (cdiv(n, block),),
@@ -256,17 +83,17 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
                  [dst, dst, constant_bits] if src is None else [dst, src], plan.constexprs, plan.key, plan.bound)
 
 
-def _has_internal_overlap(t: Tensor) -> bool:
+def has_internal_overlap(t: Tensor) -> bool:
     """A broadcast (stride 0) dim: several elements share one memory location. An empty tensor has no
     elements to share one (ATen counts it dense)."""
     return t.numel() != 0 and any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
 
 
-def _check_overlap(dst: Tensor, src: Tensor) -> None:
+def check_overlap(dst: Tensor, src: Tensor) -> None:
     """ATen's checks before a write: ``dst`` may not be broadcast, and ``src`` may not partially
     overlap it. As in ATen, overlap is judged only when both are non-overlapping and dense; for
     other layouts (``x[::2]`` against ``x[1::2]``) it is too hard to tell, and the copy goes ahead."""
-    if _has_internal_overlap(dst):
+    if has_internal_overlap(dst):
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                            "single memory location; clone() the tensor before writing to it")
     if src._storage is not dst._storage or src.numel() == 0 or dst.numel() == 0:
@@ -302,7 +129,7 @@ def copy_(dst: Tensor, src, non_blocking: bool = False) -> Tensor:
         raise TypeError(f"copy_ expects a Tensor source, got {type(src).__name__}; use fill_ for a scalar")
     _check_data(dst, "copy_")
     _check_data(src, "copy_")
-    _check_overlap(dst, src)
+    check_overlap(dst, src)
     if src._shape != dst._shape:
         src = src._view(dst.shape, S.broadcast_strides(src.shape, src.stride(), dst.shape))
     if src.device != dst.device:
@@ -318,7 +145,6 @@ def copy_(dst: Tensor, src, non_blocking: bool = False) -> Tensor:
 
 
 def _copy_complex(dst: Tensor, src: Tensor) -> None:
-    from .views import select, view_as_real
     if dst.dtype.is_complex and src.dtype.is_complex:
         _run_copy(view_as_real(dst), view_as_real(src))
     elif dst.dtype.is_complex:
@@ -343,8 +169,10 @@ def _dense(t: Tensor) -> Tensor:
     if t.is_contiguous():
         return t
     if backend_for(t.device).host_addressable:
-        from .creation import from_numpy
-        return from_numpy(np.ascontiguousarray(t.numpy()))
+        with outside_arena():  # a staging copy, as NumPy's would be: never a graph step's planned memory
+            out = new_tensor(t.shape, t.dtype, t.device)
+        out.numpy()[...] = t.numpy()
+        return out
     return contiguous(t)
 
 
@@ -367,78 +195,6 @@ def _bytes_between(dst: Tensor, src: Tensor, blocking: bool = True) -> None:
                                          blocking or not dst._storage.pinned)
     else:
         backend_for(dst.device).copy_raw(dst.data_ptr(), src.data_ptr(), nbytes, dst.device.index, "d2d", blocking)
-
-
-def constant_bits(value, dt) -> int:
-    """``value`` as the bits of a ``dt`` element; Python scalars are remembered, since the same few
-    fill values recur."""
-    if type(value) is float:  # keyed by its exact text: 0.0 == -0.0, and NaN equals nothing
-        return _float_bits(value.hex(), dt)
-    if type(value) in (bool, int):
-        return _integer_bits(value, dt)
-    return _constant_bits(value, dt)
-
-
-@functools.lru_cache(maxsize=1024)
-def _float_bits(text: str, dt) -> int:
-    return _constant_bits(float.fromhex(text), dt)
-
-
-@functools.lru_cache(maxsize=1024, typed=True)
-def _integer_bits(value, dt) -> int:
-    return _constant_bits(value, dt)
-
-
-def _constant_bits(value, dt) -> int:
-    """``value`` converted to dtype ``dt`` as ATen's fill does (``checked_convert``), returned as the
-    integer holding its bits. A value that the dtype cannot hold raises instead of wrapping, except
-    that a negative integer may wrap into an unsigned type (uint8 fill -1 gives 255), as in ATen."""
-    if isinstance(value, Tensor):
-        value = value.item()
-    if isinstance(value, np.generic):
-        value = value.item()
-    if dt.kind == "bool":  # ATen never reports overflow into bool: any nonzero value is True
-        return int(bool(value))
-    if isinstance(value, complex):
-        if value.imag != 0:
-            raise _overflow(value, dt)
-        value = value.real
-    if dt.is_integral:
-        info = np.iinfo(dt.numpy)
-        if isinstance(value, float):
-            # the range check comes before truncation: int8 fill 127.5 raises, fill 2.7 gives 2
-            if not info.min <= value <= info.max:
-                raise _overflow(value, dt)
-            value = int(value)
-        value = int(value)
-        wraps = dt.kind == "uint" and value < 0 and -value <= info.max
-        if not (info.min <= value <= info.max or wraps):
-            raise _overflow(value, dt)
-        return int(np.array(value % (1 << dt.bits) if wraps else value, dtype=dt.numpy).view(_BITS_TYPE[dt.itemsize]))
-    value = float(value)
-    if math.isinf(value) and not _has_infinity(dt):
-        raise _overflow(value, dt)
-    if math.isfinite(value) and abs(value) > float(_finfo_max(dt)):
-        raise _overflow(value, dt)
-    # ATen's Scalar holds a double; half, bfloat16 and float8 are built from it through float32
-    arr = np.array(value, dtype=np.float64 if dt.itemsize == 8 else np.float32)
-    if dt.itemsize < 4:
-        arr = arr.astype(dt.numpy)
-    return int(arr.view(_BITS_TYPE[dt.itemsize]))
-
-
-def _overflow(value, dt) -> RuntimeError:
-    return RuntimeError(f"value {value} cannot be converted to type {dt.name} without overflow")
-
-
-def _has_infinity(dt) -> bool:
-    return bool(np.isinf(np.array(np.inf, dtype=np.float32).astype(dt.to_real().numpy)))
-
-
-@functools.cache
-def _finfo_max(dt):
-    import ml_dtypes
-    return ml_dtypes.finfo(dt.numpy).max
 
 
 def _fill_meta(x, value):
@@ -465,7 +221,6 @@ def fill_(x: Tensor, value) -> Tensor:
             return copy_(x, clone(value) if value._storage is x._storage else value)
     # no check for a broadcast x: writing one value to a shared location is well defined (ATen agrees)
     if x.dtype.is_complex:
-        from .views import select, view_as_real
         value = complex(value)
         component = x.dtype.to_real()
         real_bits, imag_bits = constant_bits(value.real, component), constant_bits(value.imag, component)
@@ -527,7 +282,7 @@ def _converted(x: Tensor, dt, memory_format) -> Tensor:
 
 
 @register("contiguous", family="copy", aten=["aten::contiguous.default"], meta=_clone_meta, cost=_clone_cost,
-          api=(), methods=("contiguous",))
+          api=(), methods=("contiguous",), aliases=MAYBE_VIEW)
 def contiguous(x: Tensor, memory_format=None) -> Tensor:
     """``x`` itself where it is already laid out in ``memory_format`` (row-major unless told), else a copy
     that is."""
@@ -549,13 +304,27 @@ def _to_cost(x, device=None, dtype=None, copy=False, memory_format=None):
     return Cost(bytes_read=nbytes(x), bytes_written=nbytes(out))
 
 
+def _to_from_aten(*positional, always_copy=False):
+    # aten::to and aten::_to_copy: the graph runs on one device with dense tensors, so of the device,
+    # layout, pin_memory and non_blocking nothing matters; the dtype, a copy and the memory format do
+    def adapt(args, kwargs):
+        named = {**dict(zip(positional, args[1:])), **kwargs}
+        return args[:1], {"dtype": named.get("dtype"), "copy": always_copy or named.get("copy", False),
+                          "memory_format": named.get("memory_format")}
+    return adapt
+
+
 @register("to", family="copy", aten=["aten::_to_copy.default", "aten::to.dtype", "aten::to.device",
-                                     "aten::to.dtype_layout"], meta=_to_meta, cost=_to_cost, api=())
+                                     "aten::to.dtype_layout"], meta=_to_meta, cost=_to_cost, api=(), aliases=MAYBE_VIEW,
+          adapters={"aten::_to_copy.default": _to_from_aten(always_copy=True),
+                    "aten::to.dtype": _to_from_aten("dtype", "non_blocking", "copy", "memory_format"),
+                    "aten::to.device": _to_from_aten("device", "dtype", "non_blocking", "copy", "memory_format"),
+                    "aten::to.dtype_layout": _to_from_aten()})
 def to(x: Tensor, device=None, dtype=None, copy: bool = False, memory_format=None) -> Tensor:
     """``x`` on ``device`` as ``dtype``; ``x`` itself when nothing changes, no copy is asked and, as in
     ATen, ``memory_format`` is the one ATen suggests for ``x``'s strides (contiguous unless they look like
     channels_last), whether or not ``x`` is contiguous."""
-    dev = x.device if device is None else _resolve(device)
+    dev = x.device if device is None else resolve(device)
     dt = x.dtype if dtype is None else get_dtype(dtype)
     name = S.memory_format_name("to", memory_format)
     if dev.type == "meta":  # shapes only: nothing to copy
@@ -579,11 +348,6 @@ def _suggested_format(x: Tensor) -> str:
     if S.strides_like_channels_last(x.shape, x.stride()):
         return "channels_last" if x.ndim == 4 else "channels_last_3d"
     return "contiguous_format"
-
-
-def _resolve(dev) -> _device:
-    from ..device import resolve
-    return resolve(dev)
 
 
 def _can_compute(dev: _device) -> bool:
@@ -641,7 +405,6 @@ def cat(tensors, dim: int = 0) -> Tensor:
         raise RuntimeError(f"cat expects all tensors on one device, got {', '.join(sorted(map(str, devices)))}")
     out = new_tensor(out_meta.shape, out_meta.dtype, tensors[0].device)
     start = 0
-    from .views import narrow
     for _, t in live:
         n = t.shape[d]
         copy_(narrow(out, d, start, n), t)
@@ -671,11 +434,92 @@ def stack(tensors, dim: int = 0) -> Tensor:
     tensors = list(tensors)
     meta = _stack_meta(tensors, dim)
     d = S.wrap_dim(dim, tensors[0].ndim, allow_end=True)
-    from .views import select
     out = new_tensor(meta.shape, meta.dtype, tensors[0].device)
     for i, t in enumerate(tensors):
         copy_(select(out, d, i), t)
     return out
 
 
-Tensor.zero_ = zero_
+# ---- Tensor's conversion methods ---------------------------------------------------------------
+
+def tensor_to(self: Tensor, *args, **kwargs) -> Tensor:
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; ``copy=True`` forces a copy;
+    ``memory_format`` as torch's (``format_strides``)."""
+    memory_format = kwargs.pop("memory_format", None)
+    dev, dt, copy = _to_arguments(args, kwargs)
+    return to(self, device=dev, dtype=dt, copy=copy, memory_format=memory_format)
+
+
+def _to_arguments(args, kwargs) -> tuple:
+    """(device, dtype, copy) of ``Tensor.to``'s arguments, which torch takes in any of its forms."""
+    dev = kwargs.pop("device", None)
+    dt = kwargs.pop("dtype", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    flags = 0
+    for a in args:
+        if isinstance(a, Tensor):
+            dev, dt = a.device, a.dtype
+        elif isinstance(a, _dtype) or (type(a).__name__ == "dtype"):
+            dt = a
+        elif isinstance(a, str):
+            dev, dt = _device_or_dtype(a, dev, dt)
+        elif isinstance(a, bool):  # before int, which bool is: torch's positional non_blocking, then copy
+            flags += 1
+            copy = a if flags == 2 else copy
+        elif isinstance(a, (_device, int)):
+            dev = a
+        else:
+            dt = a
+    return (None if dev is None else _device(dev)), (None if dt is None else get_dtype(dt)), copy
+
+
+def _device_or_dtype(name: str, dev, dt):
+    """(device, dtype) after ``to(name)``: a dtype name sets the dtype, anything else names a device,
+    and a device that is not there is an error about the device."""
+    try:
+        return dev, get_dtype(name)
+    except TypeError:
+        pass
+    try:
+        return _device(name), dt
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"to({name!r}) names neither a dtype nor a device that is here: {e}") from None
+
+
+def pin_memory(self: Tensor) -> Tensor:
+    """This CPU tensor in page-locked memory, which GPU copies reach directly (a copy unless it
+    already is)."""
+    if self.is_pinned():
+        return self
+    if self.device.type != "cpu":
+        raise RuntimeError(f"pin_memory applies to CPU tensors, not {self.device} ones")
+    out = new_tensor(self.shape, self.dtype, self.device, pinned=True)
+    out.numpy()[...] = self.numpy()
+    return out
+
+
+# Tensor methods that are ``to(dtype)`` under torch's short names, each taking ``memory_format`` as torch's do
+_DTYPE_SHORTHANDS = {"float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16",
+                     "int": "int32", "long": "int64", "short": "int16", "char": "int8", "byte": "uint8",
+                     "bool": "bool", "cfloat": "complex64", "cdouble": "complex128"}
+
+
+def _dtype_shorthand(name: str, dtype_name: str):
+    target = get_dtype(dtype_name)
+
+    def cast(self, *, memory_format=None) -> Tensor:
+        return self.to(target, memory_format=memory_format)
+    cast.__name__ = cast.__qualname__ = name
+    cast.__doc__ = f"``self.to({dtype_name})``."
+    return cast
+
+
+tensor_attribute("zero_", zero_)
+tensor_attribute("to", tensor_to)
+tensor_attribute("pin_memory", pin_memory)
+for _name, _dtype_name in _DTYPE_SHORTHANDS.items():
+    tensor_attribute(_name, _dtype_shorthand(_name, _dtype_name))
+del _name, _dtype_name

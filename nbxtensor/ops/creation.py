@@ -6,19 +6,23 @@ import numbers
 
 import ml_dtypes
 import numpy as np
+import triton.language as tl
 
 from .. import shape as S
+from ..allocation import new_tensor
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
+from ..interop.dlpack import from_dlpack, tensor_dlpack, tensor_dlpack_device
 from ..kernels.ramp import ARANGE, LINSPACE, linear_ramp
 from ..launch import cdiv, launch, refuse_capture
-from ..lowering import needs_index_64
-from ..promotion import get_default_complex_dtype, get_default_dtype
+from ..lowering import BITS_TYPE, conversion_flags, elementwise_block, needs_index_64
+from ..promotion import get_default_complex_dtype, get_default_dtype, promote_types
 from ..storage import Storage
 from ..tensor import Tensor
-from .copy import _BITS_TYPE, _conversion_flags, _elementwise_block, fill_, format_strides, new_tensor
-from .registry import Cost, TensorMeta, nbytes, register
+from .copy import fill_, format_strides
+from .registry import Cost, TensorMeta, nbytes, register, tensor_attribute
+from .views import as_strided
 
 _I64 = get_dtype("int64")
 _BOOL = get_dtype("bool")
@@ -115,7 +119,7 @@ def _like_cost(x, *args, dtype=None, **_):
     return Cost(bytes_written=nbytes(_like_meta(x, dtype=dtype)))
 
 
-def _like_tensor(op: str, x: Tensor, dtype, device, memory_format) -> Tensor:
+def like_tensor(op: str, x: Tensor, dtype, device, memory_format) -> Tensor:
     dt = x.dtype if dtype is None else get_dtype(dtype)
     dev = x.device if device is None else resolve(device)
     return new_tensor(x.shape, dt, dev, format_strides(op, memory_format, x.shape, x.stride()))
@@ -124,7 +128,7 @@ def _like_tensor(op: str, x: Tensor, dtype, device, memory_format) -> Tensor:
 def _like(name: str, aten, fill):
     def impl(x, *, dtype=None, device=None, requires_grad=False, memory_format=None):
         refuse_requires_grad(requires_grad, name)
-        out = _like_tensor(name, x, dtype, device, memory_format)
+        out = like_tensor(name, x, dtype, device, memory_format)
         return out if fill is None else fill_(out, fill)
 
     impl.__name__ = name
@@ -142,7 +146,7 @@ ones_like = _like("ones_like", ["aten::ones_like.default"], 1)
           cost=lambda x, fill_value, dtype=None, **_: _like_cost(x, dtype=dtype))
 def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     refuse_requires_grad(requires_grad, "full_like")
-    return fill_(_like_tensor("full_like", x, dtype, device, memory_format), fill_value)
+    return fill_(like_tensor("full_like", x, dtype, device, memory_format), fill_value)
 
 
 def _new_methods():
@@ -168,7 +172,7 @@ def _new_methods():
         return tensor(data, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device)
 
     for f in (new_empty, new_zeros, new_ones, new_full, new_tensor):
-        setattr(Tensor, f.__name__, f)
+        tensor_attribute(f.__name__, f)
 
 
 # ---- ranges ----------------------------------------------------------------------------------
@@ -242,16 +246,15 @@ def _arange_cost(*args, dtype=None, device=None, **_):
 def _bits(value, compute) -> int:
     arr = np.array(value, dtype=np.float64 if compute == "float64" else
                    np.float32 if compute == "float32" else np.int64)
-    return int(arr.view(_BITS_TYPE[arr.itemsize]).astype(np.int64))
+    return int(arr.view(BITS_TYPE[arr.itemsize]).astype(np.int64))
 
 
 def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) -> Tensor:
     n = out.numel()
     if n == 0 or out.is_meta:
         return out
-    import triton.language as tl
-    block = _elementwise_block(out.device)
-    flags = _conversion_flags(get_dtype(compute), out.dtype, out.device)
+    block = elementwise_block(out.device)
+    flags = conversion_flags(get_dtype(compute), out.dtype, out.device)
     launch(linear_ramp, (cdiv(n, block),), out.device,
            [out, n, _bits(start, compute), _bits(step, compute), _bits(end, compute), halfway],
            MODE=mode, COMPUTE=getattr(tl, compute),
@@ -343,7 +346,6 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=
     if rows < 0 or cols < 0:
         raise ValueError(f"eye: n and m must be non-negative, got n={n}, m={m}")
     out = zeros(rows, cols, dtype=meta.dtype, device=device)
-    from .views import as_strided
     diagonal = as_strided(out, (min(rows, cols),), (cols + 1,), 0)
     fill_(diagonal, 1)
     return out
@@ -408,7 +410,6 @@ def _infer_python_dtype(data):
 
 
 def _widest(dtypes, kind):
-    from ..promotion import promote_types
     out = dtypes[0]
     for d in dtypes[1:]:
         out = promote_types(out, d)
@@ -456,7 +457,6 @@ def _from_foreign(data):
     if isinstance(data, (Tensor, np.ndarray, np.generic, list, tuple)) or isinstance(data, numbers.Number):
         return data
     if hasattr(data, "__dlpack__") and hasattr(data, "__dlpack_device__"):
-        from ..interop import from_dlpack
         return from_dlpack(data)
     if hasattr(data, "__array__") or hasattr(data, "__array_interface__"):
         return np.asarray(data)
@@ -498,3 +498,5 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
 
 
 _new_methods()
+tensor_attribute("__dlpack__", tensor_dlpack)
+tensor_attribute("__dlpack_device__", tensor_dlpack_device)

@@ -4,11 +4,11 @@ ATen checks them."""
 from __future__ import annotations
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..kernels import ctc as K
 from ..launch import launch, next_pow2
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
 from .creation import tensor
 from .losses import _reduced_meta, reduction_name
 from .nn_composites import temporaries
@@ -66,7 +66,7 @@ def _ctc_cost(log_probs, targets, input_lengths, target_lengths, blank=0, reduct
 
 
 @register("ctc_loss", family="loss", aten=["aten::ctc_loss.IntList", "aten::ctc_loss.Tensor"], meta=_ctc_meta,
-          cost=_ctc_cost, api=())
+          cost=_ctc_cost, api=(), functional=True)
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0, reduction="mean",
              zero_infinity: bool = False) -> Tensor:
     """-log p(target | log_probs) summed over every CTC alignment (forward only). ``log_probs`` (T, N, C)

@@ -5,14 +5,14 @@ place in any strides, outputs are contiguous."""
 from __future__ import annotations
 
 from .. import shape as S
+from ..allocation import fresh_tensor_maker
 from ..dtypes import get_dtype
 from ..kernels import fold as K
 from ..kernels.copy import load_format
 from ..launch import cdiv
 from ..tensor import Tensor
-from .copy import _conversion_flags, fresh_tensor_maker
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -136,7 +136,7 @@ def _col2im_plan(x, output_size, kernel_size, dilation, padding, stride):
     strides = tuple(x.stride())
     batch_stride = strides[0] if len(strides) == 3 else 0
     compute = _F64 if dt is _F64 else _F32
-    flags = _conversion_flags(compute, dt, dev)
+    flags = conversion_flags(compute, dt, dev)
     block = kernel_facts(dev)["elementwise_block"]
     launch = PlannedLaunch(
         K.col2im, (cdiv(total, block),),
@@ -180,13 +180,13 @@ def col2im(input: Tensor, output_size, kernel_size, dilation, padding, stride) -
           meta=lambda input, kernel_size, dilation=1, padding=0, stride=1: _im2col_meta(
               input, kernel_size, dilation, padding, stride),
           cost=lambda input, kernel_size, dilation=1, padding=0, stride=1: _im2col_cost(
-              input, kernel_size, dilation, padding, stride), api=())
+              input, kernel_size, dilation, padding, stride), api=(), functional=("unfold",))
 def unfold_blocks(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """torch.nn.functional.unfold: the sliding blocks of a (N, C, H, W) or (C, H, W) input as columns."""
     return im2col.impl(input, kernel_size, dilation, padding, stride)
 
 
-@register("fold", family="resample", aten=["nbx::fold"],
+@register("fold", family="resample", functional=True, aten=["nbx::fold"],
           meta=lambda input, output_size, kernel_size, dilation=1, padding=0, stride=1: _col2im_meta(
               input, output_size, kernel_size, dilation, padding, stride),
           cost=lambda input, output_size, kernel_size, dilation=1, padding=0, stride=1: _col2im_cost(

@@ -1,11 +1,8 @@
-"""Advanced indexing, gather/scatter, embedding, masked ops and nonzero, and the device-side check
-of the indices they follow.
+"""Advanced indexing, gather/scatter, embedding, masked ops and nonzero.
 
 Every index read from memory is checked on the device: an out-of-range index is never followed, and
-the kernel stores its op's code in a per-device int32 status buffer. The host reads that buffer at
-its next synchronisation with the device (``numpy()``, ``item()``, ``tolist()``,
-``nbx.cuda.synchronize()``) and raises an ``IndexError`` naming the op; on the CPU device it is read
-right after the launch.
+the kernel stores its op's code in the device's status buffer (``device/errors.py``), which the host
+reads at its next synchronisation with the device.
 
 Advanced indexing follows ATen: ints, slices, ``None`` and ``...`` first make a view; then the
 indexed dims of that view are replaced by the broadcast shape of the index tensors, in place when
@@ -20,16 +17,21 @@ import numpy as np
 import triton.language as tl
 
 from .. import shape as S
+from ..allocation import new_tensor, outside_arena, scratch_tensor
 from ..device import backend_for
+from ..device.errors import after_checked_launch, error_code, status_buffer
 from ..dtypes import get_dtype
 from ..kernels import indexing as K
 from ..kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, current_capture, launch, next_pow2
-from ..lowering import needs_index_64
+from ..launch import cdiv, launch, next_pow2
+from ..lowering import BITS_TYPE, constant_bits, elementwise_block, needs_index_64
 from ..tensor import Tensor
-from .copy import _BITS_TYPE, _elementwise_block, clone, constant_bits, copy_, new_tensor, outside_arena, scratch_tensor
+from .copy import clone, copy_, fill_, has_internal_overlap
+from .creation import full, tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
+from .registry import OUT_OF_PLACE, Cost, TensorMeta, get, nbytes, register, tensor_attribute, workspace_bytes
+from .views import (advanced_item_in, basic_index, expand, is_integer_index, narrow, reshape, select,
+                    view_as_complex, view_as_real)
 
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
@@ -39,56 +41,22 @@ _F32 = get_dtype("float32")
 
 # ---- the device-side error status ------------------------------------------------------------
 
-_OP_CODES: dict = {}
-_OP_NAMES: dict[int, str] = {}
-_REPORTS: dict[int, tuple[type, str]] = {}  # code -> (exception, message) of a check other than bounds
-_status_buffers: dict = {}
-_pending: set = set()
-
-
-def _code(op: str, report: tuple[type, str] | None = None) -> int:
-    key = op if report is None else (op, report)
-    if key not in _OP_CODES:
-        code = _OP_CODES[key] = len(_OP_CODES) + 1
-        _OP_NAMES[code] = op
-        if report is not None:
-            _REPORTS[code] = report
-    return _OP_CODES[key]
-
-
 def report_on_device(flag: Tensor, op: str, error: type, message: str) -> None:
     """Make ``flag`` (a 0-d bool on the device) being true an error of ``op``, raised with ``message`` at
     the next check of the device's status (at once on the CPU), without reading it now."""
-    from .registry import get
     dev = flag.device
     status = _status(dev)
-    copy_(status, get("where").impl(flag, _code(op, (error, message)), status))
-    _after_checked_launch(dev)
+    copy_(status, get("where").impl(flag, error_code(op, (error, message)), status))
+    after_checked_launch(dev)
 
 
 def _status(dev) -> Tensor:
-    buffer = _status_buffers.get(dev)
-    if buffer is None:
-        from .copy import fill_
-        with outside_arena():  # the device's for good, not a graph step's
-            buffer = fill_(new_tensor((1,), _I32, dev), 0)
-        _status_buffers[dev] = buffer
-    return buffer
+    return status_buffer(dev, lambda: _zero_status(dev))
 
 
-def _after_checked_launch(dev, out_of_range=None) -> None:
-    """Check ``dev``'s status after a launch that reads indices, at once where the host reads the
-    device's memory (there ``out_of_range()``, when given, names the offending index), else at the
-    next synchronisation."""
-    captured = current_capture()
-    if captured is not None:
-        # reading the status now would end the capture's use; a replay checks after its launches
-        captured.after.append(lambda: _after_checked_launch(dev))
-        _pending.add(dev)
-    elif backend_for(dev).host_addressable:
-        check_device_errors(dev, out_of_range)
-    else:
-        _pending.add(dev)
+def _zero_status(dev) -> Tensor:
+    with outside_arena():  # the device's for good, not a graph step's
+        return fill_(new_tensor((1,), _I32, dev), 0)
 
 
 def _out_of_range(op: str, index: Tensor, size: int, dim: int, wrap: bool) -> str | None:
@@ -102,41 +70,13 @@ def _out_of_range(op: str, index: Tensor, size: int, dim: int, wrap: bool) -> st
     return f"{prefix}index {int(values[bad].flat[0])} is out of bounds for dimension {dim} with size {size}"
 
 
-def check_device_errors(dev=None, out_of_range=None) -> None:
-    """Raise the error reported on ``dev`` (every device when None) since the last check (an index out
-    of range, or a ``report_on_device`` check), and clear it. Reading the status waits for the device.
-    ``out_of_range()`` gives the message for an index out of range, when it can name the index."""
-    devices = [dev] if dev is not None else list(_pending)
-    for d in devices:
-        buffer = _status_buffers.get(d)
-        if buffer is None:
-            continue
-        if not backend_for(d).host_addressable:
-            if d not in _pending:
-                continue
-            _pending.discard(d)
-            raw = backend_for(d).download(buffer.data_ptr(), 4, d.index)
-            code = int(raw.view(np.int32)[0])
-        else:
-            code = int(buffer.numpy()[0])
-        if code:
-            backend_for(d).upload(buffer.data_ptr(), np.zeros(1, np.int32).view(np.uint8), d.index)
-            op = _OP_NAMES.get(code, "an indexing op")
-            if code in _REPORTS:
-                error, message = _REPORTS[code]
-                raise error(f"{op}: {message} (found on {d})")
-            named = out_of_range() if out_of_range is not None else None
-            raise IndexError(named or f"{op}: index out of range (found on {d}); out-of-range indices were not "
-                             "followed, and the elements they address in the result are unspecified")
-
-
 # ---- shared helpers --------------------------------------------------------------------------
 
 def _block(dev) -> int:
-    return _elementwise_block(dev)
+    return elementwise_block(dev)
 
 
-def _padded(values, fill=1) -> tuple:
+def padded_for_kernel(values, fill=1) -> tuple:
     """Kernels take at least one entry per tuple."""
     return tuple(values) if len(values) else (fill,)
 
@@ -164,20 +104,17 @@ def _on(t: Tensor, dev) -> Tensor:
 
 def _real_pair(t: Tensor) -> Tensor:
     """A complex tensor as its (re, im) components, a trailing dim of 2."""
-    from .views import view_as_real
     return view_as_real(t) if t.dtype.is_complex else t
 
 
 # ---- parsing an index --------------------------------------------------------------------------
 
 def _is_basic(item) -> bool:
-    from .views import _is_integer_index
-    return item is None or item is Ellipsis or isinstance(item, slice) or _is_integer_index(item)
+    return item is None or item is Ellipsis or isinstance(item, slice) or is_integer_index(item)
 
 
 def _as_index_tensor(item, dev) -> Tensor:
     """A tensor, list, tuple, NumPy array or Python bool used as an advanced index, on ``dev``."""
-    from .creation import tensor
     if isinstance(item, Tensor):
         if not (item.dtype.kind in ("int", "uint", "bool")):
             raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors, got {item.dtype.name}")
@@ -283,7 +220,6 @@ def _plan(x: Tensor, index) -> _Plan | None:
         elif item.dtype.kind == "bool" and item.ndim == 0:
             # a scalar mask adds a dim of 1, kept (True) or emptied (False)
             basic_items.append(None)
-            from .creation import tensor
             keep = bool(item.item())
             positions.append(view_dim)
             dims.append(source_dim)
@@ -309,7 +245,6 @@ def _plan(x: Tensor, index) -> _Plan | None:
             indices.append(item)
             view_dim += 1
             source_dim += 1
-    from .views import basic_index
     return _Plan(basic_index(x, tuple(basic_items)), positions, indices, dims=dims)
 
 
@@ -321,7 +256,6 @@ def _index_rows(plan: _Plan) -> Tensor:
         if tuple(only.shape) == b and only.dtype is _I64 and only.is_contiguous():
             return only
     rows = scratch_tensor((len(plan.indices), *b), _I64, plan.view.device)
-    from .views import expand, select
     for k, t in enumerate(plan.indices):
         copy_(select(rows, 0, k), expand(t, b))
     return rows
@@ -335,7 +269,6 @@ _gather_plans = PlanCache()
 def _gather(plan: _Plan, op: str) -> Tensor:
     view = plan.view
     if view.dtype.is_complex:
-        from .views import view_as_complex
         return view_as_complex(_gather(_Plan(_real_pair(view), plan.positions, plan.indices, plan.wrap, plan.dims), op))
     key = (op, layout_key(view), tuple(plan.positions), tuple(layout_key(t) for t in plan.indices), plan.wrap)
     return _gather_plans.get(key, lambda: _plan_gather(plan, op))(plan)
@@ -361,9 +294,9 @@ def _plan_gather(plan: _Plan, op: str):
         rows_n = math.prod(outer_shape) * n_b
         launch = PlannedLaunch(
             K.gather_rows, (rows_n, cdiv(inner_n, block)),
-            [out, data, rows, n_b, inner_n, _padded(outer_shape), _padded(outer_strides, 0), sizes, index_strides,
+            [out, data, rows, n_b, inner_n, padded_for_kernel(outer_shape), padded_for_kernel(outer_strides, 0), sizes, index_strides,
              inner_strides[0], status],
-            dict(OUTER_RANK=len(outer_shape), K=len(sizes), CODE=_code(op), WRAP=plan.wrap, INDEX_64=index_64,
+            dict(OUTER_RANK=len(outer_shape), K=len(sizes), CODE=error_code(op), WRAP=plan.wrap, INDEX_64=index_64,
                  BLOCK=block, **_warps(dev, block)))
     else:
         n = math.prod(shape)
@@ -373,12 +306,12 @@ def _plan_gather(plan: _Plan, op: str):
             [data, out, rows, 0, n, n_b, tuple(shape), tuple(data_strides), S.contiguous_strides(shape), sizes,
              index_strides, status],
             dict(RANK=len(shape), B_START=b_start, B_END=b_end, K=len(sizes), MODE=K.MODE_GATHER,
-                 CONSTANT_BITS_TYPE=tl.int8, CODE=_code(op), WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block))
+                 CONSTANT_BITS_TYPE=tl.int8, CODE=error_code(op), WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block))
 
     def execute(plan):
         result = new_tensor(shape, dtype, dev)
         launch(dev, {"data": plan.view, "out": result, "rows": _index_rows(plan), "status": _status(dev)})
-        _after_checked_launch(dev, lambda: plan.out_of_range(op))
+        after_checked_launch(dev, lambda: plan.out_of_range(op))
         return result
     return execute
 
@@ -396,7 +329,6 @@ def _value_for(plan: _Plan, value, op: str):
     shape = plan.geometry()[0]
     if not isinstance(value, Tensor):
         if view.dtype.is_complex:
-            from .creation import tensor
             value = tensor(complex(value), dtype=view.dtype, device=view.device)
         else:
             return constant_bits(value, view.dtype)
@@ -417,8 +349,7 @@ def _value_for(plan: _Plan, value, op: str):
 
 def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> None:
     view = plan.view
-    from .copy import _has_internal_overlap
-    if _has_internal_overlap(view):
+    if has_internal_overlap(view):
         raise RuntimeError(f"{op}: unsupported operation: more than one element of the written-to tensor refers "
                            "to a single memory location; clone() the tensor before writing to it")
     shape, data_strides, b_start, b_end = plan.geometry()
@@ -426,7 +357,6 @@ def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> N
         return
     value = _value_for(plan, value, op)
     if not isinstance(value, Tensor) and accumulate:
-        from .creation import full
         value = _value_for(plan, full((), value, dtype=view.dtype, device=view.device), op)
     if view.dtype.is_complex:
         plan = _Plan(_real_pair(view), plan.positions, plan.indices, plan.wrap, plan.dims)
@@ -453,11 +383,11 @@ def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> N
         # a Python bool reaches Triton as a 1-bit integer, which its arithmetic does not widen: pass 0 or 1
         scale = 1 if alpha is None else int(alpha) if isinstance(alpha, bool) else alpha
         launch(K.advanced_accumulate, (cdiv(n, block),), dev,
-               [data, value, rows, scale, n, n_b, _padded(rest_shape),
-                _padded([data_strides[d] for d in rest], 0), _padded([value_strides[d] for d in rest], 0),
-                _padded(b_shape), _padded(b_strides, 0), sizes, index_strides, status],
-               RANK=len(rest), B_RANK=len(b_shape), K=len(sizes), SCALED=alpha is not None, CODE=_code(op), WRAP=plan.wrap,
-               INDEX_64=index_64, BLOCK=block, **flags)
+               [data, value, rows, scale, n, n_b, padded_for_kernel(rest_shape),
+                padded_for_kernel([data_strides[d] for d in rest], 0), padded_for_kernel([value_strides[d] for d in rest], 0),
+                padded_for_kernel(b_shape), padded_for_kernel(b_strides, 0), sizes, index_strides, status],
+               RANK=len(rest), B_RANK=len(b_shape), K=len(sizes), SCALED=alpha is not None, CODE=error_code(op),
+               WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block, **flags)
     else:
         n = math.prod(shape)
         constant = not isinstance(value, Tensor)
@@ -466,9 +396,9 @@ def _put(plan: _Plan, value, op: str, accumulate: bool = False, alpha=None) -> N
                 value_strides, sizes, index_strides, status],
                RANK=len(shape), B_START=b_start, B_END=b_end, K=len(sizes),
                MODE=K.MODE_PUT_CONSTANT if constant else K.MODE_PUT,
-               CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[view.dtype.itemsize]), CODE=_code(op),
+               CONSTANT_BITS_TYPE=getattr(tl, BITS_TYPE[view.dtype.itemsize]), CODE=error_code(op),
                WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block)
-    _after_checked_launch(dev, lambda: plan.out_of_range(op))
+    after_checked_launch(dev, lambda: plan.out_of_range(op))
 
 
 def advanced_get(x: Tensor, index) -> Tensor | None:
@@ -486,6 +416,43 @@ def advanced_set(x: Tensor, index, value) -> bool:
         return False
     _put(plan, value, "index_put_")
     return True
+
+
+def subscript(x: Tensor, index) -> Tensor:
+    """``x[index]``: a view for ints, slices, ``...`` and ``None``, a copy when an integer or boolean
+    tensor, list or array is among them."""
+    return advanced_get(x, index) if advanced_item_in(index) else basic_index(x, index)
+
+
+def set_index(x: Tensor, index, value) -> None:
+    """``x[index] = value``: a tensor is broadcast into the view (leading extent-1 dims of the value
+    dropped first, as ATen does), a Python scalar fills it. Advanced indices write through
+    ``index_put_``."""
+    if advanced_set(x, index, value):
+        return
+    target = basic_index(x, index)
+    if isinstance(value, Tensor):
+        lead = 0
+        while value.ndim - lead > target.ndim and value.shape[lead] == 1:
+            lead += 1
+        value = value._view(value.shape[lead:], value.stride()[lead:])
+        target.copy_(value)
+    else:
+        # ATen assigns a scalar by copying a 0-d tensor, so a broadcast target is refused as for copy_
+        if any(stride == 0 and n > 1 for n, stride in zip(target.shape, target.stride())):
+            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers "
+                               "to a single memory location; clone() the tensor before writing to it")
+        target.fill_(value)
+
+
+def where_method(self: Tensor, condition, other) -> Tensor:
+    """``self`` where ``condition`` holds, else ``other`` (torch's method order)."""
+    return get("where").impl(condition, self, other)
+
+
+tensor_attribute("__getitem__", subscript)
+tensor_attribute("__setitem__", set_index)
+tensor_attribute("where", where_method)
 
 
 def _dim_plan(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool = False) -> _Plan:
@@ -569,7 +536,6 @@ def index(x: Tensor, indices) -> Tensor:
     items = tuple(slice(None) if i is None else i for i in indices)
     out = advanced_get(x, items)
     if out is None:
-        from .views import basic_index
         return clone(basic_index(x, items))
     return out
 
@@ -583,28 +549,26 @@ def _index_put_cost(x, indices, values, accumulate=False):
                 workspace=_index_rows_workspace(indices))
 
 
+def _index_put_impl_from_aten(args, kwargs):
+    # aten::_index_put_impl_(self, indices, values, accumulate, unsafe): unsafe only skips index checks
+    return args[:4], {k: v for k, v in kwargs.items() if k != "unsafe"}
+
+
 @register("index_put_", family="indexing", aten=["aten::index_put_.default", "aten::_index_put_impl_.default"],
-          meta=_index_put_meta, cost=_index_put_cost, api=(), methods=("index_put_",))
+          meta=_index_put_meta, cost=_index_put_cost, api=(), methods=("index_put_",),
+          adapters={"aten::_index_put_impl_.default": _index_put_impl_from_aten}, variants=(OUT_OF_PLACE,))
 def index_put_(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     """``x[indices] = values`` (or ``+=`` with ``accumulate``, where duplicate indices all add,
     in a fixed order); ``indices`` is a tuple of index tensors, None for a whole dim."""
     items = tuple(slice(None) if i is None else i for i in indices)
     plan = _plan(x, items)
     if plan is None:
-        from .views import basic_index
         if accumulate:
             raise RuntimeError("index_put_ with accumulate needs at least one index tensor")
         basic_index(x, items).copy_(values if isinstance(values, Tensor) else values)
         return x
     _put(plan, values, "index_put_", accumulate=accumulate)
     return x
-
-
-@register("index_put", family="indexing", aten=["aten::index_put.default"], meta=_index_put_meta,
-          cost=lambda x, indices, values, accumulate=False: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)),
-          methods=("index_put",))
-def index_put(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
-    return index_put_(clone(x), indices, values, accumulate)
 
 
 def _select_meta(x, dim, index):
@@ -633,7 +597,18 @@ def _embedding_meta(weight, indices, padding_idx=-1, scale_grad_by_freq=False, s
     return TensorMeta((*indices.shape, *weight.shape[1:]), weight.dtype)
 
 
+def embedding_functional(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type=2.0,
+                         scale_grad_by_freq=False, sparse=False) -> Tensor:
+    """``torch.nn.functional.embedding``'s argument order; ``max_norm`` (which rewrites the table)
+    is refused."""
+    if max_norm is not None:
+        raise NotImplementedError("embedding with max_norm renormalises the weight in place; nbxtensor does not "
+                                  "support it: renormalise the table once before inference")
+    return embedding.impl(weight, input, -1 if padding_idx is None else padding_idx)
+
+
 @register("embedding", family="indexing", aten=["aten::embedding.default"], meta=_embedding_meta,
+          functional=True, functional_form=embedding_functional,
           cost=lambda weight, indices, *a, **k: Cost(
               bytes_read=nbytes(_embedding_meta(weight, indices)) + nbytes(indices),
               bytes_written=nbytes(_embedding_meta(weight, indices))))
@@ -648,16 +623,6 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1, scale_grad
     if padding_idx is not None and not -weight.shape[0] <= padding_idx < max(weight.shape[0], 1):
         raise ValueError(f"embedding: padding_idx {padding_idx} must be within num_embeddings {weight.shape[0]}")
     return _gather(_Plan(weight, [0], [_on(indices, weight.device)], wrap=False), "embedding")
-
-
-def embedding_functional(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type=2.0,
-                         scale_grad_by_freq=False, sparse=False) -> Tensor:
-    """``torch.nn.functional.embedding``'s argument order; ``max_norm`` (which rewrites the table)
-    is refused."""
-    if max_norm is not None:
-        raise NotImplementedError("embedding with max_norm renormalises the weight in place; nbxtensor does not "
-                                  "support it: renormalise the table once before inference")
-    return embedding.impl(weight, input, -1 if padding_idx is None else padding_idx)
 
 
 # ---- dim-wise gather and scatter ---------------------------------------------------------------
@@ -693,10 +658,10 @@ def _as_nd(t: Tensor, ndim: int) -> Tensor:
           cost=_copy_cost_of(_gather_meta), methods=("gather",))
 def gather(x: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     """``out[c] = x[c with c[dim] replaced by index[c]]``, over the index's shape."""
-    return _gather_dim(x, dim, index, "gather", wrap=False)
+    return gather_dim(x, dim, index, "gather", wrap=False)
 
 
-def _gather_dim(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool) -> Tensor:
+def gather_dim(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool) -> Tensor:
     d = _check_dim_shapes(x, dim, index, op)
     index = _on(index, x.device)
     out = new_tensor(index.shape, x.dtype, x.device)
@@ -712,9 +677,9 @@ def _gather_dim(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool) -> Tens
     block = _block(dev)
     launch(K.dim_gather, (cdiv(n, block),), dev,
            [out1, x1, index1, n, shape, out1.stride(), x1.stride(), index1.stride(), x1.shape[d], _status(dev)],
-           RANK=len(shape), DIM=d, CODE=_code(op), WRAP=wrap,
+           RANK=len(shape), DIM=d, CODE=error_code(op), WRAP=wrap,
            INDEX_64=needs_index_64(x1, (shape, index1.stride()), count=n), BLOCK=block)
-    _after_checked_launch(dev, lambda: _out_of_range(op, index1, x1.shape[d], d, wrap))
+    after_checked_launch(dev, lambda: _out_of_range(op, index1, x1.shape[d], d, wrap))
     return out
 
 
@@ -728,7 +693,6 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
     """``gather`` with the input and the indices broadcast against each other outside ``dim``, negative
     indices counting from the end of ``dim``; with no ``dim``, both are flattened (and, as torch, negative
     indices are out of range)."""
-    from .views import expand, reshape
     if dim is None:
         return gather.impl(reshape(x, (-1,)), 0, reshape(indices, (-1,)))
     if x.ndim != indices.ndim:
@@ -736,7 +700,7 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
                            f"{x.ndim} and {indices.ndim}")
     d = S.wrap_dim(dim, x.ndim)
     x_shape, index_shape = _along_shapes(x.shape, indices.shape, d)
-    return _gather_dim(expand(x, x_shape), d, expand(indices, index_shape), "take_along_dim", wrap=True)
+    return gather_dim(expand(x, x_shape), d, expand(indices, index_shape), "take_along_dim", wrap=True)
 
 
 def _along_shapes(x_shape, index_shape, d):
@@ -753,10 +717,9 @@ def _along_shapes(x_shape, index_shape, d):
           cost=lambda x, index: Cost(bytes_read=nbytes(index), bytes_written=nbytes(index)), methods=("take",))
 def take(x: Tensor, index: Tensor) -> Tensor:
     """Elements of ``x`` read as a flat row-major vector, at ``index`` (any shape)."""
-    from .views import reshape
     _check_index_dtype(index, "take")
     flat = reshape(x, (-1,))
-    out = _gather_dim(flat, 0, reshape(index, (-1,)), "take", wrap=True)
+    out = gather_dim(flat, 0, reshape(index, (-1,)), "take", wrap=True)
     return reshape(out, tuple(index.shape))
 
 
@@ -768,14 +731,13 @@ def _scatter_cost(x, dim, index, src=None, *args, **kwargs):
     return Cost(bytes_read=nbytes(x) + nbytes(index), bytes_written=nbytes(x))
 
 
-def _scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
+def scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
     """``out[... index ...] = src`` (a tensor or a scalar) along ``dim``, in place."""
     src_t = src if isinstance(src, Tensor) else None
     d = _check_dim_shapes(out, dim, index, op, src_t)
     if index.numel() == 0:
         return out
-    from .copy import _has_internal_overlap
-    if _has_internal_overlap(out):
+    if has_internal_overlap(out):
         raise RuntimeError(f"{op}: unsupported operation: more than one element of the written-to tensor refers "
                            "to a single memory location; clone() the tensor before writing to it")
     index = _on(index, out.device)
@@ -788,8 +750,7 @@ def _scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
         src1 = _as_nd(src_t, 1)
         bits = 0
     elif out.dtype.is_complex:
-        from .creation import full
-        return _scatter_into(out, dim, index, full(index.shape, complex(src), dtype=out.dtype, device=dev), op)
+        return scatter_into(out, dim, index, full(index.shape, complex(src), dtype=out.dtype, device=dev), op)
     else:
         src1 = dst1
         bits = constant_bits(src, out.dtype)
@@ -803,9 +764,9 @@ def _scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
            [dst1, src1, index1, bits, n, shape, dst1.stride(), src1.stride(), index1.stride(), dst1.shape[d],
             _status(dev)],
            RANK=len(shape), DIM=d, CONSTANT=src_t is None,
-           CONSTANT_BITS_TYPE=getattr(tl, _BITS_TYPE[out.dtype.to_real().itemsize]), CODE=_code(op), WRAP=False,
+           CONSTANT_BITS_TYPE=getattr(tl, BITS_TYPE[out.dtype.to_real().itemsize]), CODE=error_code(op), WRAP=False,
            INDEX_64=needs_index_64(dst1, src1, (shape, index1.stride()), count=n), BLOCK=block)
-    _after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
+    after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
     return out
 
 
@@ -839,8 +800,7 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
         return out
     if out.dtype.is_complex and reduce not in ("sum", "add"):
         raise RuntimeError(f"{op}: reduce={reduce!r} is not defined for complex tensors")
-    from .copy import _has_internal_overlap
-    if _has_internal_overlap(out):
+    if has_internal_overlap(out):
         raise RuntimeError(f"{op}: unsupported operation: more than one element of the written-to tensor refers "
                            "to a single memory location; clone() the tensor before writing to it")
     dev = out.device
@@ -853,7 +813,7 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
     if src.dtype is not out.dtype or src._storage is out._storage:
         src = src.to(out.dtype, copy=True)
     if not include_self:
-        _scatter_into(out, dim, index, _identity(reduce, out.dtype), op)
+        scatter_into(out, dim, index, _identity(reduce, out.dtype), op)
     dst1, index1, src1 = _as_nd(out, 1), _as_nd(index, 1), _as_nd(src, 1)
     if out.dtype.is_complex:
         dst1, src1 = _real_pair(dst1), _real_pair(src1)
@@ -865,16 +825,15 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
     n = math.prod(shape)
     counts = None
     if reduce == "mean":
-        from .copy import fill_
         counts = fill_(new_tensor(out.shape, _I32, dev), 0)
     block = _block(dev)
     flags = _arith_flags(out.dtype.to_real())
     launch(K.dim_scatter_reduce, (cdiv(n, block),), dev,
            [dst1, src1, index1, dst1 if counts is None else counts, n, dim_n, shape, dst1.stride(), src1.stride(),
             index1.stride(), dst1.shape[d], _status(dev)],
-           RANK=len(shape), DIM=d, REDUCE=_REDUCE_CODES[reduce], COUNT=counts is not None, CODE=_code(op), WRAP=False,
-           INDEX_64=needs_index_64(dst1, src1, index1), BLOCK=block, **flags)
-    _after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
+           RANK=len(shape), DIM=d, REDUCE=_REDUCE_CODES[reduce], COUNT=counts is not None, CODE=error_code(op),
+           WRAP=False, INDEX_64=needs_index_64(dst1, src1, index1), BLOCK=block, **flags)
+    after_checked_launch(dev, lambda: _out_of_range(op, index1, dst1.shape[d], d, False))
     if counts is not None:
         total = out.numel()
         launch(K.divide_by_counts, (cdiv(total, block),), dev,
@@ -885,7 +844,7 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
 
 @register("scatter_", family="indexing", aten=["aten::scatter_.src", "aten::scatter_.value",
                                                "aten::scatter_.reduce", "aten::scatter_.value_reduce"],
-          meta=_scatter_meta, cost=_scatter_cost, api=(), methods=("scatter_",))
+          meta=_scatter_meta, cost=_scatter_cost, api=(), methods=("scatter_",), variants=(OUT_OF_PLACE,))
 def scatter_(x: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:
     """``x[... index[c] ...] = src[c]`` along ``dim`` (``src`` a tensor or a scalar ``value``); with
     ``reduce`` ('add' or 'multiply'), combined instead of replaced."""
@@ -897,47 +856,26 @@ def scatter_(x: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce
         if reduce not in ("add", "multiply"):
             raise RuntimeError(f"scatter_: reduce argument must be either add or multiply, got {reduce!r}")
         if not isinstance(src, Tensor):
-            from .creation import full
             src = full(index.shape, src, dtype=x.dtype, device=x.device)
         return _scatter_reduce_into(x, dim, index, src, reduce, True, "scatter_")
-    return _scatter_into(x, dim, index, src, "scatter_")
-
-
-@register("scatter", family="indexing", aten=["aten::scatter.src", "aten::scatter.value", "aten::scatter.reduce",
-                                              "aten::scatter.value_reduce"],
-          meta=_scatter_meta, cost=_scatter_cost, methods=("scatter",))
-def scatter(x: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:
-    return scatter_.impl(clone(x), dim, index, src, value=value, reduce=reduce)
+    return scatter_into(x, dim, index, src, "scatter_")
 
 
 @register("scatter_add_", family="indexing", aten=["aten::scatter_add_.default"], meta=_scatter_meta,
-          cost=_scatter_cost, api=(), methods=("scatter_add_",))
+          cost=_scatter_cost, api=(), methods=("scatter_add_",), variants=(OUT_OF_PLACE,))
 def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """Adds ``src[c]`` into ``x`` at ``c`` with ``c[dim]`` replaced by ``index[c]``; duplicates add
     in index order (deterministic, no atomics)."""
     return _scatter_reduce_into(x, dim, index, src, "sum", True, "scatter_add_")
 
 
-@register("scatter_add", family="indexing", aten=["aten::scatter_add.default"], meta=_scatter_meta,
-          cost=_scatter_cost, methods=("scatter_add",))
-def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
-    return _scatter_reduce_into(clone(x), dim, index, src, "sum", True, "scatter_add")
-
-
 @register("scatter_reduce_", family="indexing", aten=["aten::scatter_reduce_.two"], meta=_scatter_meta,
-          cost=_scatter_cost, api=(), methods=("scatter_reduce_",))
+          cost=_scatter_cost, api=(), methods=("scatter_reduce_",), variants=(OUT_OF_PLACE,))
 def scatter_reduce_(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
                     include_self: bool = True) -> Tensor:
     """Reduce (sum, prod, mean, amax, amin) ``src`` into ``x`` along ``dim`` at ``index``; without
     ``include_self`` the original values of the elements hit do not take part."""
     return _scatter_reduce_into(x, dim, index, src, reduce, include_self, "scatter_reduce_")
-
-
-@register("scatter_reduce", family="indexing", aten=["aten::scatter_reduce.two"], meta=_scatter_meta,
-          cost=_scatter_cost, methods=("scatter_reduce",))
-def scatter_reduce(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
-                   include_self: bool = True) -> Tensor:
-    return _scatter_reduce_into(clone(x), dim, index, src, reduce, include_self, "scatter_reduce")
 
 
 # ---- index_add, index_copy, index_fill ---------------------------------------------------------------
@@ -960,7 +898,7 @@ def _check_source(x: Tensor, d: int, index: Tensor, source: Tensor, op: str) -> 
 
 
 @register("index_add_", family="indexing", aten=["aten::index_add_.default"], meta=_same_meta,
-          cost=_index_along_cost, api=(), methods=("index_add_",))
+          cost=_index_along_cost, api=(), methods=("index_add_",), variants=(OUT_OF_PLACE,))
 def index_add_(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     """``x[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``; duplicate indices add
     up in order."""
@@ -971,14 +909,8 @@ def index_add_(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -
     return x
 
 
-@register("index_add", family="indexing", aten=["aten::index_add.default"], meta=_same_meta,
-          cost=_index_along_cost, methods=("index_add",))
-def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
-    return index_add_.impl(clone(x), dim, index, source, alpha=alpha)
-
-
 @register("index_copy_", family="indexing", aten=["aten::index_copy_.default"], meta=_same_meta,
-          cost=_index_along_cost, api=(), methods=("index_copy_",))
+          cost=_index_along_cost, api=(), methods=("index_copy_",), variants=(OUT_OF_PLACE,))
 def index_copy_(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     plan = _dim_plan(x, dim, index, "index_copy_")
     _check_source(x, plan.positions[0], index, source, "index_copy_")
@@ -986,14 +918,8 @@ def index_copy_(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     return x
 
 
-@register("index_copy", family="indexing", aten=["aten::index_copy.default"], meta=_same_meta,
-          cost=_index_along_cost, methods=("index_copy",))
-def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
-    return index_copy_.impl(clone(x), dim, index, source)
-
-
 @register("index_fill_", family="indexing", aten=["aten::index_fill_.int_Scalar", "aten::index_fill_.int_Tensor"],
-          meta=_same_meta, cost=_index_along_cost, api=(), methods=("index_fill_",))
+          meta=_same_meta, cost=_index_along_cost, api=(), methods=("index_fill_",), variants=(OUT_OF_PLACE,))
 def index_fill_(x: Tensor, dim: int, index: Tensor, value) -> Tensor:
     if isinstance(value, Tensor):
         if value.ndim:
@@ -1001,12 +927,6 @@ def index_fill_(x: Tensor, dim: int, index: Tensor, value) -> Tensor:
         value = value.item()
     _put(_dim_plan(x, dim, index, "index_fill_", wrap=True), value, "index_fill_")
     return x
-
-
-@register("index_fill", family="indexing", aten=["aten::index_fill.int_Scalar", "aten::index_fill.int_Tensor"],
-          meta=_same_meta, cost=_index_along_cost, methods=("index_fill",))
-def index_fill(x: Tensor, dim: int, index: Tensor, value) -> Tensor:
-    return index_fill_.impl(clone(x), dim, index, value)
 
 
 # ---- masks ---------------------------------------------------------------------------------------
@@ -1023,7 +943,6 @@ def _check_mask(mask: Tensor, op: str) -> None:
 def masked_select(x: Tensor, mask: Tensor) -> Tensor:
     """The elements of ``x`` where ``mask`` is True (both broadcast), as a 1-D tensor in row-major
     order. Its length depends on the mask, so this waits for the device."""
-    from .views import expand
     _check_mask(mask, "masked_select")
     shape = S.broadcast_shapes(tuple(x.shape), tuple(mask.shape))
     return advanced_get(expand(x, shape), (expand(_on(mask, x.device), shape),)) if len(shape) else \
@@ -1035,7 +954,6 @@ def masked_select(x: Tensor, mask: Tensor) -> Tensor:
           api=(), methods=("masked_scatter_",))
 def masked_scatter_(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     """Copies consecutive elements of ``source`` into ``x`` where ``mask`` (broadcast) is True."""
-    from .views import expand, narrow, reshape
     _check_mask(mask, "masked_scatter_")
     mask = expand(_on(mask, x.device), tuple(x.shape))
     plan = _plan(x, (mask,))
@@ -1052,7 +970,6 @@ def masked_scatter_(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
           cost=lambda x, mask, source: Cost(bytes_read=nbytes(mask) + nbytes(x), bytes_written=nbytes(x)),
           methods=("masked_scatter",))
 def masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
-    from .views import expand
     shape = S.broadcast_shapes(tuple(x.shape), tuple(mask.shape))
     out = new_tensor(shape, x.dtype, x.device)
     copy_(out, expand(x, shape))
@@ -1075,7 +992,6 @@ def nonzero(x: Tensor, *, as_tuple: bool = False):
     or one vector per dim with ``as_tuple``. The count depends on the data, so this waits for the
     device: a block count, a scan on the host, then a compaction."""
     if x.dtype.is_complex:
-        from .views import view_as_real
         pairs = view_as_real(x)
         flags = new_tensor(x.shape, _BOOL, x.device)
         copy_(flags, pairs[..., 0])
@@ -1097,7 +1013,6 @@ def nonzero(x: Tensor, *, as_tuple: bool = False):
         per_block = counts.numpy().astype(np.int64)
         starts = np.concatenate([[0], np.cumsum(per_block)[:-1]]).astype(np.int64)
         total = int(per_block.sum())
-        from .creation import tensor
         out = new_tensor((total, len(shape)), _I64, dev)
         if total:
             launch(K.nonzero_write, (blocks,), dev, [x, tensor(starts, device=dev), out, n, shape, strides],
@@ -1105,7 +1020,6 @@ def nonzero(x: Tensor, *, as_tuple: bool = False):
         if rank == 0:
             out = out._view((total, 0), (1, 1))
     if as_tuple:
-        from .views import select
         if rank == 0:
             return (new_tensor((out.shape[0],), _I64, dev).fill_(0),)
         return tuple(select(out, 1, d) for d in range(rank))

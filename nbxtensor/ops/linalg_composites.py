@@ -7,9 +7,9 @@ import builtins
 import math
 
 from .. import shape as S
+from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..tensor import Tensor
-from .copy import scratch_scope
 from .linalg_lu import _check_float, _check_matrices, _costed, _type_name
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 from .views import view_op

@@ -9,12 +9,12 @@ import math
 from collections import namedtuple
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..kernels import linalg_qr as K
 from ..launch import launch, next_pow2
 from ..lowering import needs_index_64
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
 from .linalg_lu import _check_matrices, _check_same_dtype, _check_size
 from .nn_composites import temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
@@ -64,7 +64,8 @@ def _batched(x: Tensor) -> Tensor:
 
 # ---- QR ---------------------------------------------------------------------------------------------------
 
-def _geqrf_meta(input):
+def _geqrf_meta(a):
+    input = a.input
     _check_matrix(input, "geqrf")
     m, n = input.shape[-2:]
     return TensorMeta(tuple(input.shape), input.dtype), TensorMeta(tuple(input.shape[:-2]) + (min(m, n),),
@@ -72,12 +73,12 @@ def _geqrf_meta(input):
 
 
 @register("geqrf", family="linalg", aten=["aten::geqrf.default"], meta=_geqrf_meta,
-          cost=lambda input: _factor_cost(input, _geqrf_meta(input), 2, temporaries(1, input.shape, input.dtype)),
-          methods=("geqrf",))
+          cost=lambda a: _factor_cost(a.input, _geqrf_meta(a), 2, temporaries(1, a.input.shape, a.input.dtype)),
+          bound=True, methods=("geqrf",))
 def geqrf(input: Tensor):
     """Householder QR in LAPACK's compact form: R on and above the diagonal of ``a``, each reflector's
     vector below it (its leading 1 implicit), their scalars in ``tau``."""
-    a_meta, tau_meta = _geqrf_meta(input)
+    a_meta, tau_meta = geqrf.meta(input)
     a = new_tensor(a_meta.shape, a_meta.dtype, input.device)
     tau = new_tensor(tau_meta.shape, tau_meta.dtype, input.device)
     m, n = input.shape[-2:]
@@ -111,8 +112,8 @@ def _apply_reflectors(reflectors: Tensor, tau: Tensor, other, out_shape, left: b
     return out
 
 
-def _householder_meta(input, tau):
-    op = "torch.linalg.householder_product"
+def _householder_meta(a):
+    input, tau, op = a.input, a.tau, "torch.linalg.householder_product"
     _check_matrix(input, op, "input")
     _check_same_dtype(input, tau, op, ("input", "tau"))
     if input.shape[-2] < input.shape[-1]:
@@ -126,18 +127,18 @@ def _householder_meta(input, tau):
 
 
 @register("linalg.householder_product", family="linalg", aten=["aten::linalg_householder_product.default"],
-          meta=_householder_meta, cost=lambda input, tau: _factor_cost(
-              input, [_householder_meta(input, tau)], 2, temporaries(2, input.shape, input.dtype)),
-          api=("orgqr",), methods=("orgqr",))
+          meta=_householder_meta, cost=lambda a: _factor_cost(
+              a.input, [_householder_meta(a)], 2, temporaries(2, a.input.shape, a.input.dtype)),
+          bound=True, api=("orgqr",), methods=("orgqr",))
 def householder_product(input: Tensor, tau: Tensor) -> Tensor:
     """The first n columns of H_1 ... H_k (n = input.shape[-1], k = tau.shape[-1]) for the reflectors in
     compact form below the diagonal of ``input``'s columns."""
-    meta = _householder_meta(input, tau)
+    meta = householder_product.meta(input, tau)
     return _apply_reflectors(input, tau, None, meta.shape, left=True, descending=True)
 
 
-def _ormqr_meta(input, tau, other, left=True, transpose=False):
-    op = "torch.ormqr"
+def _ormqr_meta(a):
+    input, tau, other, left, op = a.input, a.tau, a.other, a.left, "torch.ormqr"
     _check_matrix(input, op, "input")
     _check_matrix(other, op, "other")
     _check_same_dtype(input, tau, op, ("input", "tau"))
@@ -160,13 +161,12 @@ def _ormqr_meta(input, tau, other, left=True, transpose=False):
 
 
 @register("ormqr", family="linalg", aten=["aten::ormqr.default"], meta=_ormqr_meta,
-          cost=lambda input, tau, other, left=True, transpose=False: _factor_cost(
-              other, [_ormqr_meta(input, tau, other, left, transpose)], 2,
-              temporaries(3, other.shape, other.dtype)), methods=("ormqr",))
+          cost=lambda a: _factor_cost(a.other, [_ormqr_meta(a)], 2, temporaries(3, a.other.shape, a.other.dtype)),
+          bound=True, methods=("ormqr",))
 def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpose: bool = False) -> Tensor:
     """Q other (``left``) or other Q, Q^T for Q when ``transpose``, Q the product of the compact
     reflectors of ``input`` and ``tau`` (``geqrf``'s outputs)."""
-    meta = _ormqr_meta(input, tau, other, left, transpose)
+    meta = ormqr.meta(input, tau, other, left, transpose)
     # Q = H_1 ... H_k: Q C and C Q^T apply H_k first
     return _apply_reflectors(input, tau, other, meta.shape, left=left, descending=left != transpose)
 
@@ -174,7 +174,7 @@ def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpos
 _QR_MODES = ("reduced", "complete", "r")
 
 
-def _qr_meta(A, mode="reduced"):
+def _qr_metas(A, mode):
     if mode not in _QR_MODES:
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), "
                            "'r', or 'complete'")
@@ -186,13 +186,13 @@ def _qr_meta(A, mode="reduced"):
     return TensorMeta(q_shape, A.dtype), TensorMeta(batch + (r_rows, n), A.dtype)
 
 
-@register("linalg.qr", family="linalg", aten=["aten::linalg_qr.default"], meta=_qr_meta,
-          cost=lambda A, mode="reduced": _factor_cost(A, _qr_meta(A, mode), 4, temporaries(3, A.shape, A.dtype)),
-          api=())
+@register("linalg.qr", family="linalg", aten=["aten::linalg_qr.default"], meta=lambda a: _qr_metas(a.A, a.mode),
+          cost=lambda a: _factor_cost(a.A, _qr_metas(a.A, a.mode), 4, temporaries(3, a.A.shape, a.A.dtype)),
+          bound=True, api=())
 def linalg_qr(A: Tensor, mode: str = "reduced"):
     """A = Q R, Q with orthonormal columns (m x k, or m x m when ``mode`` is 'complete'), R upper
     triangular with LAPACK's signs; mode 'r' returns an empty Q."""
-    q_meta, r_meta = _qr_meta(A, mode)
+    q_meta, r_meta = _qr_metas(A, mode)
     with scratch_scope():
         a, tau = geqrf(A)
     r = a.narrow(-2, 0, r_meta.shape[-2]).triu()
@@ -202,8 +202,8 @@ def linalg_qr(A: Tensor, mode: str = "reduced"):
 
 
 @register("qr", family="linalg", aten=["aten::qr.default"],
-          meta=lambda input, some=True: _qr_meta(input, "reduced" if some else "complete"),
-          cost=lambda input, some=True: get("linalg.qr").cost(input, "reduced" if some else "complete"),
+          meta=lambda a: _qr_metas(a.input, "reduced" if a.some else "complete"),
+          cost=lambda a: get("linalg.qr").cost(a.input, "reduced" if a.some else "complete"), bound=True,
           methods=("qr",))
 def qr(input: Tensor, some: bool = True):
     """``linalg.qr`` with mode 'reduced' (``some``) or 'complete'."""
@@ -212,18 +212,27 @@ def qr(input: Tensor, some: bool = True):
 
 # ---- symmetric eigenproblem -------------------------------------------------------------------------------
 
-def _eigh_meta_for(op: str, vectors: bool):
-    def meta(A, UPLO="L"):
-        if UPLO not in ("L", "U", "l", "u"):
-            raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
-        _check_matrix(A, op, square=True)
-        values = TensorMeta(tuple(A.shape[:-1]), A.dtype)
-        return (values, TensorMeta(tuple(A.shape), A.dtype)) if vectors else values
-    return meta
+def _eigh_metas(A, UPLO, vectors: bool, op: str):
+    if UPLO not in ("L", "U", "l", "u"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    _check_matrix(A, op, square=True)
+    values = TensorMeta(tuple(A.shape[:-1]), A.dtype)
+    return (values, TensorMeta(tuple(A.shape), A.dtype)) if vectors else values
+
+
+def _eigh_rules(op: str, vectors: bool) -> dict:
+    """The meta and cost rules, of bound arguments."""
+    def meta(a):
+        return _eigh_metas(a.A, a.UPLO, vectors, op)
+
+    def cost(a):
+        outputs = meta(a)
+        return _factor_cost(a.A, outputs if vectors else [outputs], _JACOBI_FLOPS, temporaries(1, a.A.shape, a.A.dtype))
+    return {"meta": meta, "cost": cost}
 
 
 def _eigh(A: Tensor, UPLO: str, vectors: bool, op: str):
-    _eigh_meta_for(op, vectors)(A, UPLO)
+    _eigh_metas(A, UPLO, vectors, op)
     n = A.shape[-1]
     values = new_tensor(tuple(A.shape[:-1]), A.dtype, A.device)
     vectors_out = new_tensor(tuple(A.shape) if vectors else (0,), A.dtype, A.device)
@@ -236,9 +245,7 @@ def _eigh(A: Tensor, UPLO: str, vectors: bool, op: str):
 
 
 @register("linalg.eigh", family="linalg", aten=["aten::linalg_eigh.default"],
-          meta=_eigh_meta_for("linalg.eigh", True),
-          cost=lambda A, UPLO="L": _factor_cost(A, _eigh_meta_for("linalg.eigh", True)(A, UPLO), _JACOBI_FLOPS,
-                                                temporaries(1, A.shape, A.dtype)), api=())
+          **_eigh_rules("linalg.eigh", True), bound=True, api=())
 def eigh(A: Tensor, UPLO: str = "L"):
     """Eigenvalues in ascending order and orthonormal eigenvectors (columns) of symmetric A, read from
     its lower ('L') or upper ('U') triangle."""
@@ -246,9 +253,7 @@ def eigh(A: Tensor, UPLO: str = "L"):
 
 
 @register("linalg.eigvalsh", family="linalg", aten=["aten::linalg_eigvalsh.default"],
-          meta=_eigh_meta_for("linalg.eigvalsh", False),
-          cost=lambda A, UPLO="L": _factor_cost(A, [_eigh_meta_for("linalg.eigvalsh", False)(A, UPLO)],
-                                                _JACOBI_FLOPS, temporaries(1, A.shape, A.dtype)), api=())
+          **_eigh_rules("linalg.eigvalsh", False), bound=True, api=())
 def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
     """``linalg.eigh``'s eigenvalues alone."""
     return _eigh(A, UPLO, False, "linalg.eigvalsh")[0]
@@ -263,7 +268,7 @@ def _svd_shapes(A, full_matrices: bool):
     return batch + (m, m if full_matrices else k), batch + (k,), batch + (n if full_matrices else k, n)
 
 
-def _svd_meta(A, full_matrices=True, *, driver=None):
+def _svd_metas(A, full_matrices, driver):
     _check_matrix(A, "linalg.svd")
     if driver is not None:
         raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
@@ -271,9 +276,12 @@ def _svd_meta(A, full_matrices=True, *, driver=None):
     return tuple(TensorMeta(shape, A.dtype) for shape in _svd_shapes(A, full_matrices))
 
 
-def _svd_cost(A, full_matrices=True, *, driver=None):
-    return _factor_cost(A, _svd_meta(A, full_matrices, driver=driver), _JACOBI_FLOPS,
-                        temporaries(1, A.shape, A.dtype))
+def _svd_meta(a):
+    return _svd_metas(a.A, a.full_matrices, a.driver)
+
+
+def _svd_cost(a):
+    return _factor_cost(a.A, _svd_meta(a), _JACOBI_FLOPS, temporaries(1, a.A.shape, a.A.dtype))
 
 
 def _svd(A: Tensor, full_matrices: bool, vectors: bool):
@@ -304,40 +312,41 @@ def _svd(A: Tensor, full_matrices: bool, vectors: bool):
 
 
 @register("linalg.svd", family="linalg", aten=["aten::linalg_svd.default"], meta=_svd_meta, cost=_svd_cost,
-          api=())
+          bound=True, api=())
 def linalg_svd(A: Tensor, full_matrices: bool = True, *, driver=None):
     """A = U diag(S) Vh, S descending; U m x m and Vh n x n when ``full_matrices``, else k = min(m, n)
     of each."""
-    _svd_meta(A, full_matrices, driver=driver)
+    _svd_metas(A, full_matrices, driver)
     return linalg_svd_result(*_svd(A, full_matrices, True))
 
 
-def _svdvals_meta(A, *, driver=None):
-    return _svd_meta(A, False, driver=driver)[1]
+def _svdvals_meta(a):
+    return _svd_metas(a.A, False, a.driver)[1]
 
 
 @register("linalg.svdvals", family="linalg", aten=["aten::linalg_svdvals.default"], meta=_svdvals_meta,
-          cost=lambda A, *, driver=None: _factor_cost(A, [_svdvals_meta(A, driver=driver)], _JACOBI_FLOPS,
-                                                      temporaries(1, A.shape, A.dtype)), api=())
+          cost=lambda a: _factor_cost(a.A, [_svdvals_meta(a)], _JACOBI_FLOPS, temporaries(1, a.A.shape, a.A.dtype)),
+          bound=True, api=())
 def svdvals(A: Tensor, *, driver=None) -> Tensor:
     """The singular values of each matrix, descending."""
-    _svdvals_meta(A, driver=driver)
+    _svd_metas(A, False, driver)
     return _svd(A, False, False)[1]
 
 
-def _old_svd_meta(input, some=True, compute_uv=True):
-    u, s, vh = _svd_meta(input, not some or not compute_uv)
+def _old_svd_metas(input, some, compute_uv):
+    u, s, vh = _svd_metas(input, not some or not compute_uv, None)
     return u, s, TensorMeta(tuple(vh.shape[:-2]) + (vh.shape[-1], vh.shape[-2]), vh.dtype)
 
 
-@register("svd", family="linalg", aten=["aten::svd.default"], meta=_old_svd_meta,
-          cost=lambda input, some=True, compute_uv=True: _factor_cost(
-              input, _old_svd_meta(input, some, compute_uv), _JACOBI_FLOPS, temporaries(1, input.shape, input.dtype)),
-          methods=("svd",))
+@register("svd", family="linalg", aten=["aten::svd.default"],
+          meta=lambda a: _old_svd_metas(a.input, a.some, a.compute_uv),
+          cost=lambda a: _factor_cost(a.input, _old_svd_metas(a.input, a.some, a.compute_uv), _JACOBI_FLOPS,
+                                      temporaries(1, a.input.shape, a.input.dtype)),
+          bound=True, methods=("svd",))
 def svd(input: Tensor, some: bool = True, compute_uv: bool = True):
     """``linalg.svd`` returning V rather than Vh (reduced when ``some``); without ``compute_uv``, U and V
     are zeros of shapes (m, m) and (n, n)."""
-    u_meta, _, v_meta = _old_svd_meta(input, some, compute_uv)
+    u_meta, _, v_meta = _old_svd_metas(input, some, compute_uv)
     if not compute_uv:
         s = _svd(input, False, False)[1]
         return svd_result(_op("zeros")(u_meta.shape, dtype=input.dtype, device=input.device), s,
@@ -377,7 +386,7 @@ def _check_tolerances(A, atol, rtol, op):
             raise RuntimeError(f"{op}: {name} tensor of complex type is not supported.")
 
 
-def _pinv_meta(A, rcond=None, hermitian=False, *, atol=None, rtol=None):
+def _pinv_result(A, hermitian, atol, rtol):
     _check_matrix(A, "linalg.pinv", square=hermitian)
     _check_tolerances(A, atol, rtol, "linalg.pinv")
     return TensorMeta(tuple(A.shape[:-2]) + (A.shape[-1], A.shape[-2]), A.dtype)
@@ -389,14 +398,14 @@ def _spectral_workspace(A, count=6) -> int:
 
 @register("linalg.pinv", family="linalg", aten=["aten::linalg_pinv.atol_rtol_tensor",
                                                 "aten::linalg_pinv.atol_rtol_float", "aten::linalg_pinv.default"],
-          meta=_pinv_meta,
-          cost=lambda A, rcond=None, hermitian=False, *, atol=None, rtol=None: _factor_cost(
-              A, [_pinv_meta(A, rcond, hermitian, atol=atol, rtol=rtol)], _JACOBI_FLOPS, _spectral_workspace(A)),
-          api=())
+          meta=lambda a: _pinv_result(a.A, a.hermitian, a.atol, a.rtol),
+          cost=lambda a: _factor_cost(a.A, [_pinv_result(a.A, a.hermitian, a.atol, a.rtol)], _JACOBI_FLOPS,
+                                      _spectral_workspace(a.A)),
+          bound=True, api=())
 def pinv(A: Tensor, rcond=None, hermitian: bool = False, *, atol=None, rtol=None) -> Tensor:
     """The pseudoinverse from the SVD (from eigh when ``hermitian``), in float64: singular values at or
     below max(atol, rtol * largest) count as zero. ``rcond`` (torch's older spelling) is rtol with atol 0."""
-    meta = _pinv_meta(A, rcond, hermitian, atol=atol, rtol=rtol)
+    meta = _pinv_result(A, hermitian, atol, rtol)
     if rcond is not None:
         atol, rtol = 0.0, rcond
     if S.numel(meta.shape) == 0:
@@ -420,14 +429,14 @@ def pinv(A: Tensor, rcond=None, hermitian: bool = False, *, atol=None, rtol=None
 
 
 @register("pinverse", family="linalg", aten=["aten::pinverse.default"],
-          meta=lambda input, rcond=1e-15: _pinv_meta(input, rcond),
-          cost=lambda input, rcond=1e-15: get("linalg.pinv").cost(input, rcond), methods=("pinverse",))
+          meta=lambda a: _pinv_result(a.input, False, None, None),
+          cost=lambda a: get("linalg.pinv").cost(a.input, a.rcond), bound=True, methods=("pinverse",))
 def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
     """``linalg.pinv`` with rtol ``rcond`` and atol 0."""
     return pinv(input, rcond)
 
 
-def _matrix_rank_meta(A, tol=None, hermitian=False, *, atol=None, rtol=None):
+def _matrix_rank_result(A, hermitian, atol, rtol):
     _check_matrix(A, "linalg.matrix_rank", square=hermitian)
     _check_tolerances(A, atol, rtol, "linalg.matrix_rank")
     return TensorMeta(tuple(A.shape[:-2]), _I64)
@@ -436,13 +445,14 @@ def _matrix_rank_meta(A, tol=None, hermitian=False, *, atol=None, rtol=None):
 @register("linalg.matrix_rank", family="linalg", aten=["aten::linalg_matrix_rank.atol_rtol_tensor",
                                                          "aten::linalg_matrix_rank.atol_rtol_float",
                                                          "aten::linalg_matrix_rank.default"],
-          meta=_matrix_rank_meta, cost=lambda A, tol=None, hermitian=False, *, atol=None, rtol=None: _factor_cost(
-              A, [_matrix_rank_meta(A, tol, hermitian, atol=atol, rtol=rtol)], _JACOBI_FLOPS,
-              _spectral_workspace(A, 3)), api=())
+          meta=lambda a: _matrix_rank_result(a.A, a.hermitian, a.atol, a.rtol),
+          cost=lambda a: _factor_cost(a.A, [_matrix_rank_result(a.A, a.hermitian, a.atol, a.rtol)], _JACOBI_FLOPS,
+                                      _spectral_workspace(a.A, 3)),
+          bound=True, api=())
 def matrix_rank(A: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol=None) -> Tensor:
     """The number of singular values (|eigenvalues| when ``hermitian``) above max(atol, rtol * largest);
     ``tol`` (torch's older spelling) is atol with rtol 0."""
-    meta = _matrix_rank_meta(A, tol, hermitian, atol=atol, rtol=rtol)
+    meta = _matrix_rank_result(A, hermitian, atol, rtol)
     if tol is not None:
         atol, rtol = tol, 0.0
     if A.shape[-1] == 0 or A.shape[-2] == 0:
@@ -456,7 +466,7 @@ def matrix_rank(A: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
-def _lstsq_meta(A, B, rcond=None, *, driver=None):
+def _lstsq_metas(A, B, driver):
     op = "torch.linalg.lstsq"
     if driver is not None and driver not in _LSTSQ_DRIVERS:
         raise RuntimeError(f"{op}: parameter `driver` should be one of ('gels', 'gelsy', 'gelsd', 'gelss')")
@@ -481,15 +491,17 @@ def _lstsq_meta(A, B, rcond=None, *, driver=None):
             TensorMeta(values, A.dtype))
 
 
-@register("linalg.lstsq", family="linalg", aten=["aten::linalg_lstsq.default"], meta=_lstsq_meta,
-          cost=lambda A, B, rcond=None, *, driver=None: _factor_cost(
-              A, _lstsq_meta(A, B, rcond, driver=driver), _JACOBI_FLOPS, _spectral_workspace(A, 8)), api=())
+@register("linalg.lstsq", family="linalg", aten=["aten::linalg_lstsq.default"],
+          meta=lambda a: _lstsq_metas(a.A, a.B, a.driver),
+          cost=lambda a: _factor_cost(a.A, _lstsq_metas(a.A, a.B, a.driver), _JACOBI_FLOPS,
+                                      _spectral_workspace(a.A, 8)),
+          bound=True, api=())
 def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
     """The least-squares solution of A X = B of least norm, from the SVD in float64: singular values at
     or below rcond * largest (default eps * max(m, n)) count as zero. Outputs as torch's driver gives them
     (default 'gelsy'): residuals (the squared column norms of A X - B) where m > n, every A has full rank
     and the driver is not 'gelsy'; the rank but for 'gels'; singular values for 'gelsd' and 'gelss'."""
-    x_meta, residuals_meta, rank_meta, values_meta = _lstsq_meta(A, B, rcond, driver=driver)
+    x_meta, residuals_meta, rank_meta, values_meta = _lstsq_metas(A, B, driver)
     vector = len(B.shape) == len(A.shape) - 1
     m, n = A.shape[-2:]
     batch = tuple(x_meta.shape[:-1 if vector else -2])
@@ -528,7 +540,7 @@ _SPECTRAL_COND_ORDERS = (None, 2, -2)
 _NORM_COND_ORDERS = ("fro", "nuc", math.inf, -math.inf, 1, -1)
 
 
-def _cond_meta(A, p=None):
+def _cond_result(A, p):
     if p not in _SPECTRAL_COND_ORDERS + _NORM_COND_ORDERS:
         raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
     # the orders other than 2 and -2 take the inverse: square matrices only
@@ -537,13 +549,13 @@ def _cond_meta(A, p=None):
 
 
 @register("linalg.cond", family="linalg", aten=["aten::linalg_cond.default", "aten::linalg_cond.p_str"],
-          meta=_cond_meta,
-          cost=lambda A, p=None: _factor_cost(A, [_cond_meta(A, p)], _JACOBI_FLOPS, _spectral_workspace(A, 3)),
-          api=())
+          meta=lambda a: _cond_result(a.A, a.p),
+          cost=lambda a: _factor_cost(a.A, [_cond_result(a.A, a.p)], _JACOBI_FLOPS, _spectral_workspace(a.A, 3)),
+          bound=True, api=())
 def cond(A: Tensor, p=None) -> Tensor:
     """The condition number: the largest over the smallest singular value (p None or 2), or its inverse
     (-2); for the other orders, the norm of A times the norm of its inverse (inf where A is singular)."""
-    meta = _cond_meta(A, p)
+    meta = _cond_result(A, p)
     if min(A.shape[-2:]) == 0:  # torch's condition number of an empty matrix
         return _op("zeros")(meta.shape, dtype=A.dtype, device=A.device)
     if p in _NORM_COND_ORDERS:

@@ -13,11 +13,11 @@ import math
 from collections import namedtuple
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..kernels import linalg_lu as K
 from ..launch import cdiv, launch, next_pow2
 from ..tensor import _TENSOR_TYPE_NAMES, Tensor
-from .copy import new_tensor, scratch_scope
 from .nn_composites import temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 

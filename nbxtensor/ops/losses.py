@@ -7,12 +7,20 @@ from __future__ import annotations
 import warnings
 
 from .. import shape as S
+from ..allocation import scratch_scope
 from ..tensor import Tensor
-from .copy import scratch_scope
+from .aten_calls import positional_as_keywords
 from .nn_composites import _float_dtype, temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 
 _ENUM = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _aten_losses(overloads, *names):
+    """Adapters for ATen loss overloads: their positional arguments after ``self`` and ``target`` passed by
+    these names, since the losses take torch's legacy arguments in those places, and ATen's reduction enum
+    by name."""
+    return {overload: positional_as_keywords(2, *names) for overload in overloads}
 
 
 def _op(name):
@@ -117,7 +125,8 @@ def _pointwise_loss(name: str, aten: list[str], term, *, flops: int, weighted: b
     extra = "".join(f", {k}={v!r}" for k, v in params.items())
     impl.__doc__ = f"``nn.functional.{name}({signature}{extra}{', weight=None' if weighted else ''})``: {doc}"
     impl.__name__ = impl.__qualname__ = name
-    return register(name, family="loss", aten=aten, meta=meta, cost=cost, api=())(impl)
+    return register(name, family="loss", aten=aten, meta=meta, cost=cost, api=(), functional=True,
+                    adapters=_aten_losses(aten, "reduction", *params))(impl)
 
 
 def _mse(x, y):
@@ -159,31 +168,32 @@ huber_loss = _pointwise_loss("huber_loss", ["aten::huber_loss.default"], _huber,
 
 # ---- kl_div, binary cross entropy -----------------------------------------------------------------------
 
-def _kl_args(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+def _kl_reduction(reduction, size_average, reduce) -> str:
     if reduction == "batchmean" and size_average is None and reduce is None:
-        return "batchmean", log_target
-    return reduction_name(reduction, size_average, reduce, ("none", "mean", "sum", "batchmean")), log_target
+        return "batchmean"
+    return reduction_name(reduction, size_average, reduce, ("none", "mean", "sum", "batchmean"))
 
 
-def _kl_meta(input, target, *args, **kwargs):
-    reduction, _ = _kl_args(input, target, *args, **kwargs)
-    shape = S.broadcast_shapes(tuple(input.shape), tuple(target.shape))
-    return _reduced_meta(shape, _float_dtype(input.dtype, target.dtype), reduction)
+def _kl_meta(a):
+    shape = S.broadcast_shapes(tuple(a.input.shape), tuple(a.target.shape))
+    return _reduced_meta(shape, _float_dtype(a.input.dtype, a.target.dtype),
+                         _kl_reduction(a.reduction, a.size_average, a.reduce))
 
 
-def _kl_cost(input, target, *args, **kwargs):
-    shape = S.broadcast_shapes(tuple(input.shape), tuple(target.shape))
-    dtype = _float_dtype(input.dtype, target.dtype)
-    return Cost(flops=25 * S.numel(shape), bytes_read=nbytes(input) + nbytes(target),
-                bytes_written=nbytes(_kl_meta(input, target, *args, **kwargs)), workspace=temporaries(3, shape, dtype))
+def _kl_cost(a):
+    shape = S.broadcast_shapes(tuple(a.input.shape), tuple(a.target.shape))
+    dtype = _float_dtype(a.input.dtype, a.target.dtype)
+    return Cost(flops=25 * S.numel(shape), bytes_read=nbytes(a.input) + nbytes(a.target),
+                bytes_written=nbytes(_kl_meta(a)), workspace=temporaries(3, shape, dtype))
 
 
-@register("kl_div", family="loss", aten=["aten::kl_div.default"], meta=_kl_meta, cost=_kl_cost, api=())
+@register("kl_div", family="loss", aten=["aten::kl_div.default"], meta=_kl_meta, cost=_kl_cost, bound=True, api=(),
+          functional=True, adapters=_aten_losses(["aten::kl_div.default"], "reduction"))
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction="mean",
            log_target: bool = False) -> Tensor:
     """target * (log target - input) with input as log-probabilities (0 where target is 0), or
     exp(target) * (target - input) when ``log_target``; 'batchmean' divides the sum by the batch size."""
-    reduction, log_target = _kl_args(input, target, size_average, reduce, reduction, log_target)
+    reduction = _kl_reduction(reduction, size_average, reduce)
     _check_float(input, "kl_div")
     with scratch_scope():
         if log_target:
@@ -199,42 +209,39 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     return _reduced(loss, reduction)
 
 
-def _bce_args(input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
-    return reduction_name(reduction, size_average, reduce)
-
-
-def _bce_meta_for(op: str, logits: bool):
-    def meta(input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
+def _bce_meta_for(logits: bool):
+    def meta(a):
+        input, target = a.input, a.target
         if tuple(target.shape) != tuple(input.shape):
             if logits:
                 raise ValueError(f"Target size ({tuple(target.shape)}) must be the same as input size "
                                  f"({tuple(input.shape)})")
             raise ValueError(f"Using a target size ({tuple(target.shape)}) that is different to the input size "
                              f"({tuple(input.shape)}) is deprecated. Please ensure they have the same size.")
-        reduction = _bce_args(input, target, weight, size_average, reduce, reduction)
+        reduction = reduction_name(a.reduction, a.size_average, a.reduce)
         return _reduced_meta(input.shape, _float_dtype(input.dtype, target.dtype), reduction)
     return meta
 
 
-def _bce_cost_for(op: str, logits: bool):
-    meta = _bce_meta_for(op, logits)
+def _bce_cost_for(logits: bool):
+    meta = _bce_meta_for(logits)
 
-    def cost(input, target, *args, **kwargs):
-        out = meta(input, target, *args, **kwargs)
-        return Cost(flops=30 * S.numel(input.shape), bytes_read=nbytes(input) + nbytes(target),
-                    bytes_written=nbytes(out), workspace=temporaries(6, input.shape, out.dtype))
+    def cost(a):
+        out = meta(a)
+        return Cost(flops=30 * S.numel(a.input.shape), bytes_read=nbytes(a.input) + nbytes(a.target),
+                    bytes_written=nbytes(out), workspace=temporaries(6, a.input.shape, out.dtype))
     return cost
 
 
 @register("binary_cross_entropy", family="loss", aten=["aten::binary_cross_entropy.default"],
-          meta=_bce_meta_for("binary_cross_entropy", False), cost=_bce_cost_for("binary_cross_entropy", False),
-          api=())
+          meta=_bce_meta_for(False), cost=_bce_cost_for(False), bound=True, api=(), functional=True,
+          adapters=_aten_losses(["aten::binary_cross_entropy.default"], "weight", "reduction"))
 def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
                          reduction="mean") -> Tensor:
     """-weight (target log(input) + (1 - target) log(1 - input)), each log clamped at -100 as torch's. The
     probabilities are checked on the host: a value outside [0, 1] raises."""
-    meta = _bce_meta_for("binary_cross_entropy", False)(input, target, weight, size_average, reduce, reduction)
-    reduction = _bce_args(input, target, weight, size_average, reduce, reduction)
+    meta = binary_cross_entropy.meta(input, target, weight, size_average, reduce, reduction)
+    reduction = reduction_name(reduction, size_average, reduce)
     _check_float(input, "binary_cross_entropy")
     if input.numel() and ((input < 0) | (input > 1)).any().item():
         raise RuntimeError("all elements of input should be between 0 and 1")
@@ -250,15 +257,15 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_averag
 
 
 @register("binary_cross_entropy_with_logits", family="loss", aten=["aten::binary_cross_entropy_with_logits.default"],
-          meta=_bce_meta_for("binary_cross_entropy_with_logits", True),
-          cost=_bce_cost_for("binary_cross_entropy_with_logits", True), api=("binary_cross_entropy_with_logits",))
+          meta=_bce_meta_for(True), cost=_bce_cost_for(True), bound=True, api=("binary_cross_entropy_with_logits",),
+          functional=True, adapters=_aten_losses(["aten::binary_cross_entropy_with_logits.default"],
+                                                 "weight", "pos_weight", "reduction"))
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None) -> Tensor:
     """(1 - target) x - log_sigmoid(x) (1 + (pos_weight - 1) target), times ``weight``: the stable form
     of the cross entropy of sigmoid(x), as ATen writes it."""
-    meta = _bce_meta_for("binary_cross_entropy_with_logits", True)(input, target, weight, size_average, reduce,
-                                                                     reduction, pos_weight)
-    reduction = _bce_args(input, target, weight, size_average, reduce, reduction)
+    meta = binary_cross_entropy_with_logits.meta(input, target, weight, size_average, reduce, reduction, pos_weight)
+    reduction = reduction_name(reduction, size_average, reduce)
     _check_float(input, "binary_cross_entropy_with_logits")
     with scratch_scope():
         x = input.to(meta.dtype)
@@ -312,27 +319,29 @@ def _nll_parts(logp: Tensor, target: Tensor, weight, ignore_index: int, class_di
     return -(picked * sample_weight), sample_weight
 
 
-def _nll_meta(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-    _class_layout(input, target, weight, "nll_loss")
-    reduction = reduction_name(reduction, size_average, reduce)
-    return _reduced_meta(target.shape, input.dtype, reduction)
+def _nll_meta(a):
+    _class_layout(a.input, a.target, a.weight, "nll_loss")
+    return _reduced_meta(a.target.shape, a.input.dtype, reduction_name(a.reduction, a.size_average, a.reduce))
 
 
-def _nll_cost(input, target, *args, **kwargs):
-    out = _nll_meta(input, target, *args, **kwargs)
+def _nll_cost(a):
+    out, target = _nll_meta(a), a.target
     return Cost(flops=4 * S.numel(target.shape), bytes_read=nbytes(target) * 2 + nbytes(out),
-                bytes_written=nbytes(out), workspace=temporaries(8, target.shape, input.dtype)
+                bytes_written=nbytes(out), workspace=temporaries(8, target.shape, a.input.dtype)
                 + temporaries(4, target.shape, target.dtype))
 
 
-@register("nll_loss", family="loss", aten=["aten::nll_loss.default", "aten::nll_loss_nd.default",
-                                           "aten::nll_loss2d.default"],
-          meta=_nll_meta, cost=_nll_cost, api=())
+_NLL_OVERLOADS = ["aten::nll_loss.default", "aten::nll_loss_nd.default", "aten::nll_loss2d.default"]
+
+
+@register("nll_loss", family="loss", aten=_NLL_OVERLOADS, meta=_nll_meta, cost=_nll_cost, bound=True, api=(),
+          functional=True,
+          adapters=_aten_losses(_NLL_OVERLOADS, "weight", "reduction", "ignore_index"))
 def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
              reduction="mean") -> Tensor:
     """-weight[t] input[n, t] for each target class t; 'mean' divides by the summed weights of the targets
     that are not ``ignore_index``. A target outside [0, C) raises."""
-    meta = _nll_meta(input, target, weight, size_average, ignore_index, reduce, reduction)
+    meta = nll_loss.meta(input, target, weight, size_average, ignore_index, reduce, reduction)
     reduction = reduction_name(reduction, size_average, reduce)
     _check_float(input, "nll_loss")
     _check_indices(target, "nll_loss")
@@ -349,9 +358,9 @@ def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, igno
     return total / weights
 
 
-def _ce_meta(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
-             label_smoothing=0.0):
-    reduction = reduction_name(reduction, size_average, reduce)
+def _ce_meta(a):
+    input, target, weight, label_smoothing = a.input, a.target, a.weight, a.label_smoothing
+    reduction = reduction_name(a.reduction, a.size_average, a.reduce)
     if target.dtype.is_floating_point:
         if tuple(target.shape) != tuple(input.shape):
             raise RuntimeError(f"cross_entropy: expected target of class probabilities to have the input's shape "
@@ -369,21 +378,22 @@ def _ce_meta(input, target, weight=None, size_average=None, ignore_index=-100, r
     return _reduced_meta(shape, input.dtype, reduction)
 
 
-def _ce_cost(input, target, *args, **kwargs):
-    out = _ce_meta(input, target, *args, **kwargs)
+def _ce_cost(a):
+    out, input, target = _ce_meta(a), a.input, a.target
     return Cost(flops=30 * S.numel(input.shape), bytes_read=nbytes(input) + nbytes(target),
                 bytes_written=nbytes(out), workspace=temporaries(4, input.shape, input.dtype)
                 + temporaries(10, target.shape, input.dtype))
 
 
 @register("cross_entropy", family="loss", aten=["aten::cross_entropy_loss.default"], meta=_ce_meta, cost=_ce_cost,
-          api=())
+          bound=True, api=(), functional=True, adapters=_aten_losses(["aten::cross_entropy_loss.default"], "weight", "reduction",
+                                                          "ignore_index", "label_smoothing"))
 def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
                   reduce=None, reduction="mean", label_smoothing: float = 0.0) -> Tensor:
     """nll_loss of log_softmax over the classes (dim 1, or 0 for an unbatched input) for class-index
     targets; for class-probability targets -sum(weight * target * log_softmax) over the classes, 'mean'
     dividing by the number of samples. ``label_smoothing`` mixes in the uniform distribution, as ATen's."""
-    meta = _ce_meta(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+    cross_entropy.meta(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)  # checks
     reduction = reduction_name(reduction, size_average, reduce)
     _check_float(input, "cross_entropy")
     class_dim = 1 if input.ndim >= 2 else 0
@@ -421,7 +431,3 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
         return mixed / divisor if reduction == "mean" else mixed
     return loss / divisor if reduction == "mean" else loss
 
-
-FUNCTIONAL = {name: get(name).impl for name in (
-    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "nll_loss", "cross_entropy")}

@@ -9,8 +9,8 @@ import inspect
 import math
 
 from .. import shape as S
+from ..allocation import scratch_scope
 from ..tensor import Tensor
-from .copy import scratch_scope
 from .losses import _reduced, _reduced_meta, reduction_name
 from .nn_composites import _float_dtype, temporaries
 from .registry import Cost, get, nbytes, register
@@ -58,7 +58,7 @@ def _loss(name: str, *, aten, shape_rule, flops: int, temps: int):
             return impl(**values)
         checked.__name__ = checked.__qualname__ = impl.__name__
         checked.__doc__, checked.__signature__ = impl.__doc__, signature
-        return register(name, family="loss", aten=aten, meta=meta, cost=cost, api=())(checked)
+        return register(name, family="loss", aten=aten, meta=meta, cost=cost, api=(), functional=True)(checked)
     return wrap
 
 
@@ -407,8 +407,3 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
     distance = distance_function if distance_function is not None else _op("pairwise_distance")
     return _triplet(distance, anchor, positive, negative, margin, swap, reduction)
 
-
-FUNCTIONAL = {name: get(name).impl for name in (
-    "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss", "cosine_embedding_loss", "poisson_nll_loss",
-    "gaussian_nll_loss", "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
-    "triplet_margin_loss", "triplet_margin_with_distance_loss")}

@@ -15,10 +15,10 @@ import builtins
 import math
 
 from .. import shape as S
+from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import get_default_dtype, promote_types
 from ..tensor import Tensor
-from .copy import scratch_scope
 from .nn_composites import temporaries
 from .reductions import _sum_dtype, reduced_dims, reduced_shape
 from .registry import Cost, TensorMeta, get, nbytes, register

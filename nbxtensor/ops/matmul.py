@@ -19,17 +19,19 @@ import functools
 import math
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
+from .aten_calls import drop_keywords
 from .matmul_gemv import GEMV_MAX_ROWS, gemv_candidates  # noqa: F401  (the family's public names, kept here)
 from .matmul_plans import (GEMM_WARP_SPECIALIZED, GROUP_M, MAX_BATCH_RANK, MAX_GRID_Y,  # noqa: F401
                            _EXACT_INTEGER, _meta, _plan_product, _product, _product_keys, _product_plans,
                            _product_workspace, backends, gemm_candidates, gemm_key, gemv_key,
-                           get_float32_matmul_precision, set_float32_matmul_precision)
+                           get_float32_matmul_precision, planned_product, product_keys,
+                           set_float32_matmul_precision)
 from .plans import PlanCache, layout_key
 from .reductions import _simple_cost, _sum_dtype
-from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, nbytes, register, tensor_attribute, workspace_bytes
 
 _SUPPORTED = ("float32", "float16", "bfloat16", "int8", *_EXACT_INTEGER)
 
@@ -270,7 +272,7 @@ def _rmatmul(self: Tensor, other: Tensor) -> Tensor:
     return matmul.impl(other, self)
 
 
-Tensor.__rmatmul__ = _rmatmul
+tensor_attribute("__rmatmul__", _rmatmul)
 
 
 # ---- with an added input: addmm, baddbmm, addmv, addr -----------------------------------------------
@@ -543,7 +545,7 @@ def _linear_key(facts, input, weight, bias=None):
 
 
 @register("linear", family="matmul", aten=["aten::linear.default"], meta=_linear_meta, cost=_linear_cost, api=(),
-          key=_linear_key)
+          key=_linear_key, functional=True)
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """input @ weight.T + bias, with the (out_features, in_features) weight read in place, transposed."""
     key = (layout_key(input), layout_key(weight), layout_key(bias))
@@ -735,8 +737,9 @@ def _einsum_key(facts, equation, *operands):
 _einsum_plans = PlanCache()  # (result dtype, parsed equation) by the equation and the operands' layouts
 
 
+# the contraction order einsum's path names changes no value
 @register("einsum", family="matmul", aten=["aten::einsum.default"], meta=_einsum_meta, cost=_einsum_cost,
-          key=_einsum_key)
+          key=_einsum_key, adapters={"aten::einsum.default": drop_keywords("path")})
 def einsum(equation: str, *operands) -> Tensor:
     """torch.einsum for one operand (diagonal views, a sum over the indices the output leaves out, a
     permutation) or a batched contraction of two, as one product (operands are permuted views, merged into

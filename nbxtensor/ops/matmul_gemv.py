@@ -6,10 +6,10 @@ from __future__ import annotations
 import functools
 
 from .. import tuning
+from ..allocation import scratch_tensor
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..launch import cdiv, next_pow2
-from .copy import scratch_tensor
 from .plans import PlannedLaunch, Slot
 
 # rows up to this many take the GEMV kernel (one 16-row tile of the matrix unit at most)
@@ -31,7 +31,10 @@ def _clamp_block(block: int, ceiling: int, extent: int) -> int:
 # long K tiles keep many bytes in flight; several rows go through tl.dot, with K tiles up to the same length
 # (weight streaming wants bytes in flight more than square tiles), or more stages of shorter ones.
 _GEMV_ONE_ROW_SHAPES = [(32, 256, 1, 4), (16, 512, 1, 4), (64, 256, 1, 8), (32, 512, 1, 8), (16, 256, 1, 4),
-                        (64, 128, 1, 4), (32, 256, 2, 4), (128, 64, 1, 4), (64, 128, 4, 4)]
+                        (64, 128, 1, 4), (32, 256, 2, 4), (128, 64, 1, 4), (64, 128, 4, 4),
+                        # narrow column tiles: a weight of a few thousand outputs (an attention output or a
+                        # down projection at batch 1) still spreads over several programs an SM
+                        (8, 512, 1, 4), (8, 256, 1, 2), (4, 512, 1, 2), (16, 512, 2, 4), (8, 512, 2, 4)]
 _GEMV_ROWS_SHAPES = [(64, 128, 1, 4), (128, 128, 1, 8), (64, 64, 1, 4), (32, 256, 1, 4), (64, 256, 1, 8),
                      (64, 128, 2, 4), (128, 128, 4, 8), (64, 128, 8, 4), (32, 128, 8, 4), (256, 64, 2, 8),
                      (16, 256, 1, 4), (32, 512, 1, 8), (16, 512, 1, 4),

@@ -14,9 +14,9 @@ from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, next_pow2
-from ..lowering import needs_index_64
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_tensor
+from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_tensor
 from .matmul_gemv import (_GEMV_MAX_BLOCK_K, _GEMV_ONE_ROW_SHAPES, _GEMV_ROWS_SHAPES, _INTERPRETED_BLOCK_K,
                           _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, GEMV_MAX_ROWS, _clamp_block, _gemv_launches)
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
@@ -212,7 +212,7 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
 
 def _operand_flags(dtype, out_dtype, bias, dev, facts) -> dict:
     acc = get_dtype("int32") if dtype.kind == "int" else get_dtype("float32")
-    conversion = _conversion_flags(acc, out_dtype, dev)
+    conversion = conversion_flags(acc, out_dtype, dev)
     interpreted = bool(facts["kernels"].get("interpreted"))
     return dict(ACC=acc.triton, PRECISION=_dot_precision(dtype), INTERPRETED=interpreted,
                 DECODE_BF16=dtype.name == "bfloat16" and interpreted,
@@ -240,6 +240,18 @@ def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = Non
         dtype = out_dtype()
         plan = _product_plans.get(key, lambda: _plan_product(op, a, b, dtype, bias, alpha, beta))
     return plan(a, b, bias)
+
+
+def planned_product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = None, alpha=1, beta=0):
+    """``execute(a, b, bias) -> out``: ``_product``'s plan for operands laid out as these (made, and tuned,
+    the first time), for an op that lays its own views on each call's tensors and runs the plan directly."""
+    return _product_plans.get((op, layout_key(a), layout_key(b), layout_key(bias), alpha, beta),
+                              lambda: _plan_product(op, a, b, out_dtype, bias, alpha, beta))
+
+
+def product_keys(facts: dict, a, b, out_dtype, bias=None, alpha=1, beta=0) -> list[str]:
+    """The launch keys of ``planned_product``'s plan for operands laid out as these (meta tensors will do)."""
+    return _product_keys(facts, a, b, out_dtype, bias, alpha, beta)
 
 
 def gemm_key(facts: dict, batches: int, m: int, n: int, k: int, dtype, out_dtype, a_sk: int, b_sn: int, *,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import inspect
 import math
 
+from ..allocation import scratch_scope
 from ..tensor import Tensor
-from .copy import scratch_scope
 from .nn_composites import temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 
@@ -228,4 +228,4 @@ def _mha_key(facts, *args, **kwargs):
 _SIGNATURE = inspect.signature(_multi_head_attention_forward)
 multi_head_attention_forward = register(
     "multi_head_attention_forward", family="attention", aten=["nbx::multi_head_attention_forward"], meta=_mha_meta,
-    cost=_mha_cost, api=(), key=_mha_key)(_multi_head_attention_forward)
+    cost=_mha_cost, api=(), key=_mha_key, functional=True)(_multi_head_attention_forward)

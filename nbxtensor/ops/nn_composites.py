@@ -3,14 +3,13 @@ channel shuffle and embedding_bag: each ATen's own composite of registry ops, th
 the op's temporaries (``scratch_scope``) and declared by its cost rule."""
 from __future__ import annotations
 
-import math
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
-from ..promotion import get_default_dtype, result_type
+from ..promotion import get_default_dtype, promote_types, result_type
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
-from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .registry import INPLACE, Cost, TensorMeta, get, nbytes, register, workspace_bytes
 
 _F32 = get_dtype("float32")
 
@@ -23,7 +22,6 @@ def _float_dtype(*dtypes):
     """The dtype a float computation over these inputs gives: their promotion, integers to the default."""
     common = dtypes[0]
     for dt in dtypes[1:]:
-        from ..promotion import promote_types
         common = promote_types(common, dt)
     return common if common.is_floating_point or common.is_complex else get_default_dtype()
 
@@ -51,7 +49,7 @@ def _normalize_cost(input, p=2.0, dim=1, eps=1e-12, out=None):
 
 
 @register("normalize", family="normalization", aten=["nbx::normalize"], meta=_normalize_meta, cost=_normalize_cost,
-          api=())
+          api=(), functional=True)
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """``input / max(||input||_p, eps)`` along ``dim``."""
     _normalize_meta(input, p, dim)
@@ -79,7 +77,7 @@ def _cosine_cost(x1, x2, dim=1, eps=1e-8):
                 bytes_written=nbytes(_cosine_meta(x1, x2, dim)), workspace=temporaries(5, shape, dtype))
 
 
-@register("cosine_similarity", family="normalization", aten=["aten::cosine_similarity.default"],
+@register("cosine_similarity", family="normalization", functional=True, aten=["aten::cosine_similarity.default"],
           meta=_cosine_meta, cost=_cosine_cost)
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along ``dim``, after broadcasting: each
@@ -108,7 +106,7 @@ def _pairwise_cost(x1, x2, p=2.0, eps=1e-6, keepdim=False):
                 bytes_written=nbytes(_pairwise_meta(x1, x2, p, eps, keepdim)), workspace=temporaries(2, shape, dtype))
 
 
-@register("pairwise_distance", family="normalization", aten=["aten::pairwise_distance.default"],
+@register("pairwise_distance", family="normalization", functional=True, aten=["aten::pairwise_distance.default"],
           meta=_pairwise_meta, cost=_pairwise_cost)
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     """||x1 - x2 + eps||_p over the last dim (ATen's definition: eps is added to the difference)."""
@@ -175,8 +173,16 @@ def _instance_norm_cost(input, running_mean=None, running_var=None, weight=None,
                 workspace=temporaries(1, input.shape, input.dtype))
 
 
+def _instance_norm_from_aten(args, kwargs):
+    # aten::instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn)
+    named = {**dict(zip(("input", "weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum",
+                         "eps", "cudnn_enabled"), args)), **kwargs}
+    return (named.pop("input"),), named
+
+
 @register("instance_norm", family="normalization", aten=["aten::instance_norm.default"], meta=_instance_norm_meta,
-          cost=_instance_norm_cost, api=())
+          cost=_instance_norm_cost, api=(), functional=True,
+          adapters={"aten::instance_norm.default": _instance_norm_from_aten})
 def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5, cudnn_enabled=True) -> Tensor:
     """Each (sample, channel) normalised over its positions (group norm with a group a channel), or with
@@ -207,7 +213,7 @@ def _lrn_cost(input, size, alpha=1e-4, beta=0.75, k=1.0):
 
 
 @register("local_response_norm", family="normalization", aten=["nbx::local_response_norm"], meta=_lrn_meta,
-          cost=_lrn_cost, api=())
+          cost=_lrn_cost, api=(), functional=True)
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
     """input / (k + alpha * mean of input^2 over ``size`` neighbouring channels) ^ beta, the window
     zero-padded by size // 2 before and (size - 1) // 2 after, as torch's."""
@@ -245,7 +251,7 @@ def _prelu_cost(input, weight):
                 bytes_written=nbytes(_prelu_meta(input, weight)), workspace=temporaries(2, input.shape, input.dtype))
 
 
-@register("prelu", family="pointwise", aten=["aten::prelu.default", "aten::_prelu_kernel.default"],
+@register("prelu", family="pointwise", functional=True, aten=["aten::prelu.default", "aten::_prelu_kernel.default"],
           meta=_prelu_meta, cost=_prelu_cost, methods=("prelu",))
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """x where x > 0, weight * x elsewhere; a weight per channel (dim 1) or one for all."""
@@ -260,7 +266,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     return _op("where")(positive, input, scaled)
 
 
-def _rrelu_meta(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False, generator=None):
+def _check_rrelu(input, lower, upper) -> TensorMeta:
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"rrelu: expected a floating-point input, got {input.dtype.name}")
     if lower > upper:
@@ -269,17 +275,23 @@ def _rrelu_meta(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=Fal
     return TensorMeta(tuple(input.shape), input.dtype)
 
 
-def _rrelu_cost(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False, generator=None):
+def _rrelu_meta(a):
+    return _check_rrelu(a.input, a.lower, a.upper)
+
+
+def _rrelu_cost(a):
+    input = a.input
     return Cost(flops=3 * S.numel(input.shape), bytes_read=nbytes(input), bytes_written=nbytes(input),
-                workspace=temporaries(2, input.shape, input.dtype) if training else 0)
+                workspace=temporaries(2, input.shape, input.dtype) if a.training else 0)
 
 
-@register("rrelu", family="random", aten=["aten::rrelu.default"], meta=_rrelu_meta, cost=_rrelu_cost, methods=("rrelu",))
+@register("rrelu", family="random", aten=["aten::rrelu.default"], meta=_rrelu_meta, cost=_rrelu_cost, bound=True,
+          methods=("rrelu",), functional=True, variants=(INPLACE,))
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
           inplace: bool = False, generator=None) -> Tensor:
     """Leaky ReLU with the slope (lower + upper) / 2 in evaluation; in training each non-positive element
     takes a slope drawn uniformly from [lower, upper]."""
-    _rrelu_meta(input, lower, upper)
+    _check_rrelu(input, lower, upper)
     if not training:
         return get("leaky_relu").impl(input, (lower + upper) / 2, inplace)
     with scratch_scope():
@@ -287,11 +299,6 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
         scaled = input * slopes
     result = _op("where")(input > 0, input, scaled)
     return input.copy_(result) if inplace else result
-
-
-rrelu_ = register("rrelu_", family="random", aten=["aten::rrelu_.default"], meta=_rrelu_meta, cost=_rrelu_cost,
-                  methods=("rrelu_",))(lambda input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None:
-                                       rrelu.impl(input, lower, upper, training, True, generator))
 
 
 # ---- channel dropout, channel shuffle ------------------------------------------------------------
@@ -342,7 +349,8 @@ def _dropout_nd(nd: int):
         return _feature_dropout(input, p, training, inplace, batched(input), name)
     impl.__doc__ = (f"``nn.functional.{name}``: in training, zero whole channels with probability ``p`` and scale "
                     "the rest by 1 / (1 - p); otherwise (inference) return ``input`` itself.")
-    return register(name, family="random", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=())(impl)
+    return register(name, family="random", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=(),
+                    functional=True)(impl)
 
 
 dropout1d, dropout2d, dropout3d = (_dropout_nd(nd) for nd in (1, 2, 3))
@@ -368,7 +376,7 @@ def _shuffle_meta(input, groups):
     return TensorMeta(tuple(input.shape), input.dtype)
 
 
-@register("channel_shuffle", family="shape", aten=["aten::channel_shuffle.default",
+@register("channel_shuffle", family="shape", functional=True, aten=["aten::channel_shuffle.default",
                                                     "aten::native_channel_shuffle.default"],
           meta=_shuffle_meta, cost=lambda input, groups: Cost(bytes_read=nbytes(input), bytes_written=nbytes(input)),
           api=("channel_shuffle", "native_channel_shuffle"))
@@ -437,7 +445,7 @@ def _embedding_bag_cost(input, weight, offsets=None, *args, **kwargs):
                                           *[(out.shape[0] + 1) * wide] * 2))
 
 
-@register("embedding_bag", family="indexing", aten=["nbx::embedding_bag"], meta=_embedding_bag_meta,
+@register("embedding_bag", family="indexing", functional=True, aten=["nbx::embedding_bag"], meta=_embedding_bag_meta,
           cost=_embedding_bag_cost, api=())
 def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, norm_type: float = 2,
                   scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
@@ -489,7 +497,3 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
     kept = filled[:bags]
     return kept.to(weight.dtype) if kept.dtype is not weight.dtype else kept.clone()
 
-
-FUNCTIONAL = {name: get(name).impl for name in (
-    "normalize", "cosine_similarity", "pairwise_distance", "instance_norm", "local_response_norm", "prelu", "rrelu",
-    "rrelu_", "dropout1d", "dropout2d", "dropout3d", "channel_shuffle", "embedding_bag")}

@@ -5,9 +5,9 @@ training forms, which update running statistics in place, are refused)."""
 from __future__ import annotations
 
 from .. import shape as S
+from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..tensor import Tensor
-from .copy import scratch_scope
 from .nn_composites import temporaries
 from .registry import Cost, TensorMeta, get, nbytes, register
 
@@ -66,7 +66,7 @@ def _bilinear_key(facts, input1, input2, weight, bias=None):
 
 
 @register("bilinear", family="matmul", aten=["aten::bilinear.default"], meta=_bilinear_meta, cost=_bilinear_cost,
-          key=_bilinear_key)
+          key=_bilinear_key, functional=True)
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias=None) -> Tensor:
     """out[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]: a matrix product of
     input1 with weight's (in1, out * in2) view, then a batched one with input2 (the contraction order of
@@ -104,7 +104,7 @@ def _pdist_cost(input, p=2):
 
 
 @register("pdist", family="normalization", aten=["aten::pdist.default", "aten::_pdist_forward.default"],
-          meta=_pdist_meta, cost=_pdist_cost)
+          meta=_pdist_meta, cost=_pdist_cost, functional=True)
 def pdist(input: Tensor, p: float = 2) -> Tensor:
     """The p-norm distance of every pair of rows i < j of an (N, M) input, in row-major pair order: cdist
     of the input with itself, its strict upper triangle gathered."""
@@ -191,7 +191,8 @@ def _declare_unpool(nd: int):
                           f"from the window), each value of ``input`` put where its ``indices`` (flat in its "
                           f"{nd}-d plane, as max_pool{nd}d returns them) point.")
     max_unpool.__name__ = max_unpool.__qualname__ = name
-    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=())(max_unpool)
+    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=(),
+                    functional=True)(max_unpool)
 
 
 max_unpool1d, max_unpool2d, max_unpool3d = (_declare_unpool(nd) for nd in (1, 2, 3))
@@ -294,7 +295,8 @@ def _declare_fractional(nd: int):
         f"``return_indices``. ``_random_samples`` (N, C, {nd}) in [0, 1) fix the offsets; without them they "
         "are drawn from nbxtensor's generator, so they differ from torch's draws.")
     fractional_max_pool.__name__ = fractional_max_pool.__qualname__ = name
-    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=())(fractional_max_pool)
+    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=(),
+                    functional=True)(fractional_max_pool)
 
 
 fractional_max_pool2d, fractional_max_pool3d = _declare_fractional(2), _declare_fractional(3)
@@ -302,24 +304,25 @@ fractional_max_pool2d, fractional_max_pool3d = _declare_fractional(2), _declare_
 
 # ---- native_layer_norm, native_batch_norm, _native_batch_norm_legit -----------------------------------
 
-def _native_layer_norm_meta(input, normalized_shape, weight, bias, eps):
-    get("layer_norm").meta(input, normalized_shape, weight, bias, eps)
-    kept = len(input.shape) - len(tuple(normalized_shape))
+def _native_layer_norm_meta(a):
+    input = a.input
+    get("layer_norm").meta(input, a.normalized_shape, a.weight, a.bias, a.eps)
+    kept = len(input.shape) - len(tuple(a.normalized_shape))
     statistics = TensorMeta((*input.shape[:kept], *(1,) * (len(input.shape) - kept)), input.dtype)
     return TensorMeta(tuple(input.shape), input.dtype), statistics, statistics
 
 
-def _native_layer_norm_cost(input, normalized_shape, weight, bias, eps):
-    norm = get("layer_norm").cost(input, normalized_shape, weight, bias, eps)
+def _native_layer_norm_cost(a):
+    input = a.input
+    norm = get("layer_norm").cost(input, a.normalized_shape, a.weight, a.bias, a.eps)
     wide = _statistics_dtype(input.dtype)
     return Cost(flops=norm.flops + 3 * S.numel(input.shape), bytes_read=norm.bytes_read + nbytes(input),
-                bytes_written=norm.bytes_written + 2 * nbytes(_native_layer_norm_meta(input, normalized_shape, weight,
-                                                                                     bias, eps)[1]),
+                bytes_written=norm.bytes_written + 2 * nbytes(_native_layer_norm_meta(a)[1]),
                 workspace=norm.workspace + temporaries(1, input.shape, wide))
 
 
 @register("native_layer_norm", family="normalization", aten=["aten::native_layer_norm.default"],
-          meta=_native_layer_norm_meta, cost=_native_layer_norm_cost)
+          meta=_native_layer_norm_meta, cost=_native_layer_norm_cost, bound=True)
 def native_layer_norm(input: Tensor, normalized_shape, weight, bias, eps: float):
     """What torch.export makes of ``layer_norm``: (out, mean, rstd), the statistics over the normalised
     dims kept as size-1 dims, taken in float32 for half precision (a second pass over the input)."""
@@ -347,13 +350,13 @@ def _empty_statistics(input) -> TensorMeta:
     return TensorMeta((0,), _statistics_dtype(input.dtype))
 
 
-def _native_batch_norm_meta(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    out = get("batch_norm").meta(input, running_mean, running_var, weight, bias, False, momentum, eps)
-    return out, _empty_statistics(input), _empty_statistics(input)
+def _native_batch_norm_meta(a):
+    out = get("batch_norm").meta(a.input, a.running_mean, a.running_var, a.weight, a.bias, False, a.momentum, a.eps)
+    return out, _empty_statistics(a.input), _empty_statistics(a.input)
 
 
-def _native_batch_norm_cost(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    return get("batch_norm").cost(input, running_mean, running_var, weight, bias, False, momentum, eps)
+def _native_batch_norm_cost(a):
+    return get("batch_norm").cost(a.input, a.running_mean, a.running_var, a.weight, a.bias, False, a.momentum, a.eps)
 
 
 def _inference_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, op: str):
@@ -366,7 +369,7 @@ def _inference_batch_norm(input, weight, bias, running_mean, running_var, traini
 
 
 @register("native_batch_norm", family="normalization", aten=["aten::native_batch_norm.default"],
-          meta=_native_batch_norm_meta, cost=_native_batch_norm_cost)
+          meta=_native_batch_norm_meta, cost=_native_batch_norm_cost, bound=True)
 def native_batch_norm(input: Tensor, weight, bias, running_mean, running_var, training: bool, momentum: float,
                       eps: float):
     """ATen's batch norm: (out, save_mean, save_invstd); inference (training=False) normalises with the
@@ -375,42 +378,37 @@ def native_batch_norm(input: Tensor, weight, bias, running_mean, running_var, tr
                                  "native_batch_norm")
 
 
-def _legit_arguments(input, weight, bias, *rest):
-    """(running_mean, running_var, training, momentum, eps) of either overload: the default one, or
-    .no_stats (input, weight, bias, training, momentum, eps)."""
+def _legit_arguments(rest):
+    """(running_mean, running_var, training, momentum, eps) of either overload's arguments after ``bias``:
+    the default one's, or .no_stats's (training, momentum, eps); without running statistics it is training,
+    refused."""
     if len(rest) == 3:
-        return (None, None, *rest)
-    if len(rest) != 5:
+        rest = (None, None, *rest)
+    elif len(rest) != 5:
         raise TypeError(f"_native_batch_norm_legit() takes 6 or 8 arguments, got {3 + len(rest)}")
+    if rest[0] is None:
+        _refuse_training(True, "_native_batch_norm_legit")
     return rest
 
 
-def _legit_meta(input, weight, bias, *rest):
-    running_mean, running_var, training, momentum, eps = _legit_arguments(input, weight, bias, *rest)
-    if running_mean is None:
-        _refuse_training(True, "_native_batch_norm_legit")
-    return _native_batch_norm_meta(input, weight, bias, running_mean, running_var, training, momentum, eps)
+def _legit_meta(a):
+    running_mean, running_var, _, momentum, eps = _legit_arguments(a.rest)
+    out = get("batch_norm").meta(a.input, running_mean, running_var, a.weight, a.bias, False, momentum, eps)
+    return out, _empty_statistics(a.input), _empty_statistics(a.input)
 
 
-def _legit_cost(input, weight, bias, *rest):
-    running_mean, running_var, training, momentum, eps = _legit_arguments(input, weight, bias, *rest)
-    if running_mean is None:
-        _refuse_training(True, "_native_batch_norm_legit")
-    return get("batch_norm").cost(input, running_mean, running_var, weight, bias, False, momentum, eps)
+def _legit_cost(a):
+    running_mean, running_var, _, momentum, eps = _legit_arguments(a.rest)
+    return get("batch_norm").cost(a.input, running_mean, running_var, a.weight, a.bias, False, momentum, eps)
 
 
 @register("native_batch_norm_legit", family="normalization",
           aten=["aten::_native_batch_norm_legit.default", "aten::_native_batch_norm_legit.no_stats"],
-          meta=_legit_meta, cost=_legit_cost, api=("_native_batch_norm_legit",))
+          meta=_legit_meta, cost=_legit_cost, bound=True, api=("_native_batch_norm_legit",))
 def native_batch_norm_legit(input: Tensor, weight, bias, *rest):
     """``_native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps)``:
     native_batch_norm's inference form (.no_stats, without running statistics, is training: refused)."""
-    running_mean, running_var, training, momentum, eps = _legit_arguments(input, weight, bias, *rest)
-    if running_mean is None:
-        _refuse_training(True, "_native_batch_norm_legit")
+    running_mean, running_var, training, momentum, eps = _legit_arguments(rest)
     return _inference_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
                                  "_native_batch_norm_legit")
 
-
-FUNCTIONAL = {name: get(name).impl for name in ("bilinear", "pdist", "max_unpool1d", "max_unpool2d", "max_unpool3d",
-                                                "fractional_max_pool2d", "fractional_max_pool3d")}

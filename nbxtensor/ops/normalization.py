@@ -7,16 +7,19 @@ import math
 import ml_dtypes
 
 from .. import shape as S
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope
 from ..kernels import norm as N
 from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
+from ..device import multiprocessors
 from ..device.facts import all_facts
-from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope
+from ..dtypes import get_dtype
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .reductions import _exactly_widens, _source, compute_dtype, kernel_facts, split_plan, tile_for
+from .reductions import (_exactly_widens, _source, compute_dtype, device_programs, kernel_facts,
+                         occupying_block_rows, split_plan, tile_for)
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
 
 
@@ -66,17 +69,21 @@ def _dense_copy(t):
 
 
 # ---- softmax ---------------------------------------------------------------------------------------
-def _softmax_meta(x, dim=None, dtype=None, _stacklevel=3):
+def _softmax_result(x, dim, dtype) -> TensorMeta:
     if dim is None:
         raise TypeError("softmax: dim is required (the implicit choice of dim is deprecated in torch)")
     S.wrap_dim(dim, len(x.shape))
     return TensorMeta(tuple(x.shape), _float_out(x, dtype, "softmax"))
 
 
-def _softmax_cost(x, dim=None, dtype=None, _stacklevel=3):
-    out = _softmax_meta(x, dim, dtype)
-    return Cost(flops=4 * S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out),
-                workspace=_softmax_workspace(x, dim, out.dtype))
+def _softmax_meta(a):
+    return _softmax_result(a.x, a.dim, a.dtype)
+
+
+def _softmax_cost(a):
+    out = _softmax_result(a.x, a.dim, a.dtype)
+    return Cost(flops=4 * S.numel(a.x.shape), bytes_read=nbytes(a.x), bytes_written=nbytes(out),
+                workspace=_softmax_workspace(a.x, a.dim, out.dtype))
 
 
 def _softmax_workspace(x, dim, out_dtype) -> int:
@@ -100,6 +107,21 @@ def _softmax_partials(count: int, compute) -> dict:
 _softmax_plans = PlanCache()
 
 
+def _sweep_length(chunk, n_chunks, n_rows, block_rows, length, itemsize, programs, facts) -> int:
+    """The elements of a row one program of softmax's normalising sweep takes: several of the first
+    pass's chunks (its arithmetic is per element, so this changes no bits) where the sweep still fills
+    the device, or where the chunk states every program combines (8 bytes each) would outweigh a
+    quarter of the input it reads; at most ``reduction_split_block``."""
+    sweep = chunk
+    while sweep < facts["reduction_split_block"]:
+        fills = cdiv(n_rows, block_rows) * cdiv(length, 2 * sweep) >= programs
+        heavy = 4 * 8 * n_chunks > sweep * itemsize
+        if not (fills or heavy):
+            break
+        sweep *= 2
+    return sweep
+
+
 def _run_softmax(x: Tensor, dim, dtype, log: bool) -> Tensor:
     key = (layout_key(x), dim, dtype, log)
     return _softmax_plans.get(key, lambda: _plan_softmax(x, dim, dtype, log))(x)
@@ -107,7 +129,7 @@ def _run_softmax(x: Tensor, dim, dtype, log: bool) -> Tensor:
 
 def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     """``execute(x) -> out`` for inputs laid out as ``x`` is."""
-    meta = _softmax_meta(x, dim, dtype)
+    meta = _softmax_result(x, dim, dtype)
     src, as_dtype = _source(x, meta.dtype)
     convert = src is not x
     compute = compute_dtype(as_dtype)
@@ -134,7 +156,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     if not _rows_start_aligned(row_shape, src_strides, align):
         return lambda x: _run_softmax(_dense_copy(x), dim, dtype, log)
     facts = kernel_facts(dev)
-    flags = _conversion_flags(compute, meta.dtype, dev)
+    flags = conversion_flags(compute, meta.dtype, dev)
     index_64 = needs_index_64(src, view)
     common = dict(LOG=log, ROW_RANK=len(row_shape), RED_UNIT=unit, COMPUTE=compute.triton,
                   SRC_FORMAT=_format(src.dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
@@ -154,8 +176,12 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                  **common))]
     else:
         # a long row: (max, sum of exp) per chunk from the reduction kernel, then a normalising sweep
-        chunk, n_chunks = split_plan(length, facts)
+        chunk, n_chunks = split_plan(length, facts, multiprocessors(dev))
         block_rows, block_r, warps = tile_for(chunk, facts, split=True)
+        programs = device_programs(dev, facts)
+        block_rows = occupying_block_rows(min(block_rows, next_pow2(n_rows)), n_rows, cdiv(programs, n_chunks))
+        warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
+        sweep = _sweep_length(chunk, n_chunks, n_rows, block_rows, length, src.dtype.itemsize, programs, facts)
         temporaries = _softmax_partials(n_rows * n_chunks, compute)
         top, total = Slot("top"), Slot("total")
         chunks = next_pow2(n_chunks)
@@ -171,8 +197,8 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                      INDEX_64=index_64, BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1,
                      num_warps=warps)),
             PlannedLaunch(
-                N.softmax_rows, (cdiv(n_rows, block_rows), n_chunks),
-                [source, result, top, total, n_rows, 0, length, chunk, n_chunks, row_shape, src_strides, dst_strides,
+                N.softmax_rows, (cdiv(n_rows, block_rows), cdiv(length, sweep)),
+                [source, result, top, total, n_rows, 0, length, sweep, n_chunks, row_shape, src_strides, dst_strides,
                  src.stride(d), view.stride(d)],
                 dict(RESIDENT=False, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=chunks,
                      CHUNK_BITS=chunks.bit_length() - 1, num_warps=warps, **common))]
@@ -190,8 +216,16 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     return execute
 
 
+def _softmax_from_aten(args, kwargs):
+    # aten::_softmax(self, dim, half_to_float): half_to_float asks for a float32 result from half input
+    x, dim, *rest = args
+    half_to_float = rest[0] if rest else kwargs.get("half_to_float", False)
+    return (x, dim), ({"dtype": get_dtype("float32")} if half_to_float else {})
+
+
 @register("softmax", family="normalization", aten=["aten::_softmax.default", "aten::softmax.int"],
-          meta=_softmax_meta, cost=_softmax_cost, methods=("softmax",))
+          meta=_softmax_meta, cost=_softmax_cost, bound=True, methods=("softmax",), functional=True,
+          adapters={"aten::_softmax.default": _softmax_from_aten})
 def softmax(x: Tensor, dim=None, dtype=None, _stacklevel: int = 3) -> Tensor:
     """exp(x - max) / sum(exp(x - max)) along ``dim``, in float32 for half precision (float64 for
     float64); a row of -inf gives NaN, as in torch."""
@@ -199,7 +233,8 @@ def softmax(x: Tensor, dim=None, dtype=None, _stacklevel: int = 3) -> Tensor:
 
 
 @register("log_softmax", family="normalization", aten=["aten::_log_softmax.default", "aten::log_softmax.int"],
-          meta=_softmax_meta, cost=_softmax_cost, methods=("log_softmax",))
+          meta=_softmax_meta, cost=_softmax_cost, bound=True, methods=("log_softmax",), functional=True,
+          adapters={"aten::_log_softmax.default": _softmax_from_aten})
 def log_softmax(x: Tensor, dim=None, dtype=None, _stacklevel: int = 3) -> Tensor:
     """x - max - log(sum(exp(x - max))) along ``dim``."""
     return _run_softmax(x, dim, dtype, True)
@@ -292,7 +327,7 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
         warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
     else:
         block_rows, block_r, warps = tile_for(length, facts, split=True)  # long rows, few of them
-    flags = _conversion_flags(compute, dtype, dev)
+    flags = conversion_flags(compute, dtype, dev)
     rows_slot, out_slot = Slot("rows"), Slot("out")
     has_residual, has_weight, has_bias = residual is not None, weight_v is not None, bias_v is not None
     launch = PlannedLaunch(
@@ -334,17 +369,21 @@ def _norm_cost(x, *params, outputs=1, weight=None, bias=None):
                 workspace=workspace_bytes(nbytes(bias)) if weight is None and bias is not None else 0)
 
 
-def _layer_norm_meta(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
-    _normalized_length(x, normalized_shape, "layer_norm")
+def _normalized_like_input(x, normalized_shape, op: str) -> TensorMeta:
+    _normalized_length(x, normalized_shape, op)
     return TensorMeta(tuple(x.shape), x.dtype)
 
 
-def _layer_norm_cost(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
-    return _norm_cost(x, weight=weight, bias=bias)
+def _layer_norm_meta(a):
+    return _normalized_like_input(a.x, a.normalized_shape, "layer_norm")
+
+
+def _layer_norm_cost(a):
+    return _norm_cost(a.x, weight=a.weight, bias=a.bias)
 
 
 @register("layer_norm", family="normalization", aten=["aten::layer_norm.default"], meta=_layer_norm_meta,
-          cost=_layer_norm_cost)
+          cost=_layer_norm_cost, bound=True, functional=True)
 def layer_norm(x: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5, cudnn_enable=True) -> Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing ``normalized_shape`` dims
     (biased variance, computed in float32 for half precision)."""
@@ -365,33 +404,24 @@ def _rms_eps(x, eps):
     return found
 
 
-def _rms_norm_meta(x, normalized_shape, weight=None, eps=None):
-    _normalized_length(x, normalized_shape, "rms_norm")
-    return TensorMeta(tuple(x.shape), x.dtype)
+def _rms_norm_meta(a):
+    return _normalized_like_input(a.x, a.normalized_shape, "rms_norm")
 
 
-def _rms_norm_cost(x, normalized_shape, weight=None, eps=None):
-    return _norm_cost(x, weight)
+def _rms_norm_cost(a):
+    return _norm_cost(a.x, a.weight)
 
 
 @register("rms_norm", family="normalization", aten=["aten::rms_norm.default"], meta=_rms_norm_meta,
-          cost=_rms_norm_cost)
+          cost=_rms_norm_cost, bound=True, functional=True)
 def rms_norm(x: Tensor, normalized_shape, weight=None, eps=None) -> Tensor:
     """x / sqrt(mean(x^2) + eps) * weight; ``eps`` defaults to the dtype's machine epsilon, as torch."""
     length = _normalized_length(x, normalized_shape, "rms_norm")
     return _run_norm(x, length, rms=True, weight=weight, bias=None, eps=_rms_eps(x, eps), op="rms_norm")[0]
 
 
-def _rounded_rms_norm_meta(x, normalized_shape, weight=None, eps=None, round_normed=False):
-    return _rms_norm_meta(x, normalized_shape)
-
-
-def _rounded_rms_norm_cost(x, normalized_shape, weight=None, eps=None, round_normed=False):
-    return _norm_cost(x, weight)
-
-
-@register("rounded_rms_norm", family="normalization", aten=["nbx::rms_norm"], meta=_rounded_rms_norm_meta,
-          cost=_rounded_rms_norm_cost, api=())
+@register("rounded_rms_norm", family="normalization", aten=["nbx::rms_norm"], meta=_rms_norm_meta,
+          cost=_rms_norm_cost, bound=True, api=())
 def rounded_rms_norm(x: Tensor, normalized_shape, weight=None, eps=None, round_normed: bool = False) -> Tensor:
     """``rms_norm``; with ``round_normed``, the normalised value is rounded to x's dtype before the weight
     multiplies it, as transformers' RMSNorm computes ``weight * normed.to(dtype)`` (graph fusion's target)."""
@@ -400,17 +430,17 @@ def rounded_rms_norm(x: Tensor, normalized_shape, weight=None, eps=None, round_n
                      round_normed=round_normed)[0]
 
 
-def _add_rms_norm_meta(x, residual, normalized_shape, weight=None, eps=None, round_normed=False):
-    meta = _rms_norm_meta(x, normalized_shape)
+def _add_rms_norm_meta(a):
+    meta = _normalized_like_input(a.x, a.normalized_shape, "rms_norm")
     return (meta, meta)
 
 
-def _add_rms_norm_cost(x, residual, normalized_shape, weight=None, eps=None, round_normed=False):
-    return _norm_cost(x, residual, weight, outputs=2)
+def _add_rms_norm_cost(a):
+    return _norm_cost(a.x, a.residual, a.weight, outputs=2)
 
 
 @register("add_rms_norm", family="normalization", aten=["nbx::add_rms_norm"], meta=_add_rms_norm_meta,
-          cost=_add_rms_norm_cost, api=())
+          cost=_add_rms_norm_cost, bound=True, api=(), functional=True)
 def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape, weight=None, eps=None, round_normed: bool = False):
     """(rms_norm(x + residual), x + residual) in one pass; the sum is rounded to x's dtype before it
     is normalised, exactly as the unfused ``rms_norm(x + residual)`` would see it. ``round_normed``: as
@@ -420,17 +450,17 @@ def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape, weight=None, eps
                      op="add_rms_norm", round_normed=round_normed)
 
 
-def _add_layer_norm_meta(x, residual, normalized_shape, weight=None, bias=None, eps=1e-5):
-    meta = _layer_norm_meta(x, normalized_shape)
+def _add_layer_norm_meta(a):
+    meta = _normalized_like_input(a.x, a.normalized_shape, "layer_norm")
     return (meta, meta)
 
 
-def _add_layer_norm_cost(x, residual, normalized_shape, weight=None, bias=None, eps=1e-5):
-    return _norm_cost(x, residual, outputs=2, weight=weight, bias=bias)
+def _add_layer_norm_cost(a):
+    return _norm_cost(a.x, a.residual, outputs=2, weight=a.weight, bias=a.bias)
 
 
 @register("add_layer_norm", family="normalization", aten=["nbx::add_layer_norm"], meta=_add_layer_norm_meta,
-          cost=_add_layer_norm_cost, api=())
+          cost=_add_layer_norm_cost, bound=True, api=(), functional=True)
 def add_layer_norm(x: Tensor, residual: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """(layer_norm(x + residual), x + residual) in one pass, the sum rounded to x's dtype first."""
     length = _normalized_length(x, normalized_shape, "add_layer_norm")
@@ -438,7 +468,7 @@ def add_layer_norm(x: Tensor, residual: Tensor, normalized_shape, weight=None, b
                      op="add_layer_norm")
 
 
-def _group_norm_meta(x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+def _check_groups(x, num_groups) -> TensorMeta:
     if len(x.shape) < 2:
         raise S.ShapeError(f"group_norm expects an input of at least 2 dims (N, C, ...), got {list(x.shape)}")
     if num_groups <= 0 or x.shape[1] % num_groups:
@@ -446,16 +476,20 @@ def _group_norm_meta(x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enab
     return TensorMeta(tuple(x.shape), x.dtype)
 
 
-def _group_norm_cost(x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
-    return _norm_cost(x, weight=weight, bias=bias)
+def _group_norm_meta(a):
+    return _check_groups(a.x, a.num_groups)
+
+
+def _affine_norm_cost(a):
+    return _norm_cost(a.x, weight=a.weight, bias=a.bias)
 
 
 @register("group_norm", family="normalization", aten=["aten::group_norm.default"], meta=_group_norm_meta,
-          cost=_group_norm_cost)
+          cost=_affine_norm_cost, bound=True, functional=True)
 def group_norm(x: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5, cudnn_enabled=True) -> Tensor:
     """Normalise each (sample, group of channels) over its channels and positions, then scale and
     shift per channel."""
-    _group_norm_meta(x, num_groups)
+    _check_groups(x, num_groups)
     channels = x.shape[1]
     spatial = S.numel(x.shape[2:])
     group_channels = channels // num_groups
@@ -464,24 +498,36 @@ def group_norm(x: Tensor, num_groups: int, weight=None, bias=None, eps: float = 
                      group_channels=group_channels, spatial=spatial, per_channel=True, op="group_norm")[0]
 
 
-def _batch_norm_meta(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5,
-                     cudnn_enabled=True):
+def _check_channels(x) -> TensorMeta:
     if len(x.shape) < 2:
         raise S.ShapeError(f"batch_norm expects an input of at least 2 dims (N, C, ...), got {list(x.shape)}")
     return TensorMeta(tuple(x.shape), x.dtype)
 
 
-def _batch_norm_cost(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5,
-                     cudnn_enabled=True):
-    return _norm_cost(x, running_mean, running_var, weight=weight, bias=bias)
+def _batch_norm_meta(a):
+    return _check_channels(a.x)
+
+
+def _batch_norm_cost(a):
+    return _norm_cost(a.x, a.running_mean, a.running_var, weight=a.weight, bias=a.bias)
+
+
+def _batch_norm_from_aten(args, kwargs):
+    # aten::batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled);
+    # torch's Python batch_norm takes the running statistics before weight and bias
+    named = {**dict(zip(("input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps",
+                         "cudnn_enabled"), args)), **kwargs}
+    x = named.pop("input")
+    return (x, named.pop("running_mean", None), named.pop("running_var", None)), named
 
 
 @register("batch_norm", family="normalization", aten=["aten::batch_norm.default"], meta=_batch_norm_meta,
-          cost=_batch_norm_cost)
+          cost=_batch_norm_cost, bound=True, functional=True,
+          adapters={"aten::batch_norm.default": _batch_norm_from_aten})
 def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5, cudnn_enabled=True) -> Tensor:
     """Inference batch norm: (x - running_mean) / sqrt(running_var + eps) * weight + bias per channel."""
-    _batch_norm_meta(x, running_mean, running_var)
+    _check_channels(x)
     if training:
         raise NotImplementedError("batch_norm: training mode (batch statistics and running-stat updates) is not "
                                   "supported by this inference library; pass training=False with running stats")
@@ -500,7 +546,7 @@ def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, tra
         return out
     src = x.contiguous()
     block = kernel_facts(x.device)["elementwise_block"]
-    flags = _conversion_flags(compute, x.dtype, x.device)
+    flags = conversion_flags(compute, x.dtype, x.device)
     mean_, var_, w, b = params
     launch(N.batch_norm_inference, (cdiv(n, block),), x.device,
            [src, out, mean_, var_, w if w is not None else mean_, b if b is not None else mean_, n, channels,
@@ -510,21 +556,21 @@ def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, tra
     return out
 
 
-def _native_group_norm_meta(x, weight, bias, N, C, HxW, group, eps):
-    _group_norm_meta(x, group)
-    statistics = TensorMeta((N, group), x.dtype)
-    return TensorMeta(tuple(x.shape), x.dtype), statistics, statistics
+def _native_group_norm_meta(a):
+    _check_groups(a.x, a.group)
+    statistics = TensorMeta((a.N, a.group), a.x.dtype)
+    return TensorMeta(tuple(a.x.shape), a.x.dtype), statistics, statistics
 
 
-def _native_group_norm_cost(x, weight, bias, N, C, HxW, group, eps):
-    norm = _norm_cost(x, weight, bias)
-    statistics = 2 * N * group * x.dtype.itemsize
-    return Cost(flops=norm.flops + 3 * S.numel(x.shape), bytes_read=norm.bytes_read + nbytes(x),
+def _native_group_norm_cost(a):
+    norm = _norm_cost(a.x, a.weight, a.bias)
+    statistics = 2 * a.N * a.group * a.x.dtype.itemsize
+    return Cost(flops=norm.flops + 3 * S.numel(a.x.shape), bytes_read=norm.bytes_read + nbytes(a.x),
                 bytes_written=norm.bytes_written + statistics)
 
 
 @register("native_group_norm", family="normalization", aten=["aten::native_group_norm.default"],
-          meta=_native_group_norm_meta, cost=_native_group_norm_cost)
+          meta=_native_group_norm_meta, cost=_native_group_norm_cost, bound=True)
 def native_group_norm(x: Tensor, weight, bias, N: int, C: int, HxW: int, group: int, eps: float):
     """What torch.export makes of ``group_norm``: (out, mean, rstd), with the mean and 1/std of each
     (sample, group) that training keeps for the backward pass, computed here in a second pass over x."""
@@ -533,19 +579,14 @@ def native_group_norm(x: Tensor, weight, bias, N: int, C: int, HxW: int, group: 
     return out, mean, get("rsqrt").impl(get("add").impl(var, eps))
 
 
-def _native_batch_norm_no_training_meta(x, weight, bias, running_mean, running_var, momentum, eps):
-    _batch_norm_meta(x, running_mean, running_var)
-    empty = TensorMeta((0,), x.dtype)
-    return TensorMeta(tuple(x.shape), x.dtype), empty, empty
-
-
-def _native_batch_norm_no_training_cost(x, weight, bias, running_mean, running_var, momentum, eps):
-    return _batch_norm_cost(x, running_mean, running_var, weight, bias)
+def _native_batch_norm_no_training_meta(a):
+    empty = TensorMeta((0,), a.x.dtype)
+    return _check_channels(a.x), empty, empty
 
 
 @register("native_batch_norm_no_training", family="normalization",
           aten=["aten::_native_batch_norm_legit_no_training.default"], meta=_native_batch_norm_no_training_meta,
-          cost=_native_batch_norm_no_training_cost, api=())
+          cost=_batch_norm_cost, bound=True, api=())
 def native_batch_norm_no_training(x: Tensor, weight, bias, running_mean, running_var, momentum: float, eps: float):
     """What torch.export makes of an inference ``batch_norm``: (out, save_mean, save_invstd), the last two
     empty as ATen's are (no batch statistics are taken)."""
@@ -554,8 +595,3 @@ def native_batch_norm_no_training(x: Tensor, weight, bias, running_mean, running
 
 
 # nbxtensor.nn.functional's names for these ops
-FUNCTIONAL = {
-    "softmax": softmax.impl, "log_softmax": log_softmax.impl, "layer_norm": layer_norm.impl,
-    "rms_norm": rms_norm.impl, "group_norm": group_norm.impl, "batch_norm": batch_norm.impl,
-    "add_rms_norm": add_rms_norm.impl, "add_layer_norm": add_layer_norm.impl,
-}

@@ -9,6 +9,7 @@ Plans read the device's facts when made: whoever changes facts in a running proc
 from __future__ import annotations
 
 from .. import dtypes as _dtypes
+from ..allocation import outside_arena
 from ..launch import bind_slots, launch_slots
 from ..tensor import Tensor
 
@@ -77,7 +78,6 @@ class PlanCache:
         """The plan for ``key``, made by ``make()`` the first time."""
         plan = self._plans.get(key)
         if plan is None:
-            from .copy import outside_arena  # ops.copy keeps its plans here: imported at first use
             with outside_arena():
                 plan = make()
             self.put(key, plan)
@@ -146,7 +146,7 @@ def constexpr_id(constexprs: dict) -> int:
 
 
 def run_launches(device, launches, workspace, tensors: dict) -> None:
-    """Carve ``workspace`` (an ``ops.copy.Workspace``) into ``tensors`` and run the planned launches."""
+    """Carve ``workspace`` (an ``allocation.Workspace``) into ``tensors`` and run the planned launches."""
     workspace.allocate(device, tensors)
     for planned in launches:
         planned(device, tensors)

@@ -46,19 +46,20 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _runtime
+from .. import allocation as _allocation
 from .. import launch as _launch_module
 from .. import shape as S
+from ..allocation import allocate_tensor, new_tensor
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.copy import FORMAT_NATIVE, load_format
 from ..launch import cdiv, launch, relaunch
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor, layout_key
-from . import copy as _copy_module
-from .copy import _check_overlap, _conversion_flags, allocate_tensor, new_tensor
+from .copy import check_overlap
 from .plans import PlanCache, PlannedLaunch, Slot, positional_key
 from .registry import Cost, TensorMeta, nbytes, register
 
@@ -129,6 +130,7 @@ class Row(NamedTuple):
     inplace: bool = True            # a ``<name>_`` method
     inplace_api: tuple = ()         # names in nbx for the in-place form (torch.relu_)
     functional: tuple = ()          # names in nbx.nn.functional
+    adapters: tuple = ()            # (ATen overload, adapter) pairs (``register(adapters=)``), in-place ones too
     complex_body: Any = None        # body of pointwise_complex, when complex inputs are supported
     complex_mode: int = 0
     check: Any = None               # check(call, common_dtype) raising for refused cases
@@ -370,7 +372,7 @@ def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
 
     def call(args):
         stream = stream_of(index)
-        if _copy_module.arena_service is None:
+        if _allocation.arena_service is None:
             buffer = parked(nbytes, stream) or allocate(nbytes, index)
             made = Tensor._make(Storage(device, nbytes, buffer), 0, shape, strides, result)
             aligned = buffer.ptr
@@ -419,7 +421,7 @@ def _run(row: Row, args, kwargs, out=None, inplace=False, bind_to=None):
         for s in slots:
             # overlap is a matter of addresses, checked on every call; ``out`` itself was checked on the first
             if type(s) is Tensor and s._storage is out._storage and s is not out:
-                _check_overlap(out, s)
+                check_overlap(out, s)
     else:
         strides, size = plan.new_out
         out = allocate_tensor(plan.shape, strides, plan.result, plan.device, size)
@@ -467,7 +469,7 @@ def _build_call_plan(row: Row, call: Call, out, inplace: bool):
         out = _prepare_out(row, plan, out, inplace, dev)
         cacheable = not resizing
         for _, s in operand_tensors:
-            _check_overlap(out, s)
+            check_overlap(out, s)
         out_strides, new_out = out.stride(), None
     else:
         out_strides = (output_strides(shape, list(broadcast.values())) if broadcast
@@ -622,7 +624,7 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
     body_result = _D["bool"] if plan.result.kind == "bool" and row.rule in (COMPARE, COMPARE_FLOAT) else compute
     if compute.kind == "bool":
         body_result = _D["bool"]
-    flags = _conversion_flags(body_result, out_dtype, dev)
+    flags = conversion_flags(body_result, out_dtype, dev)
     kernel_facts = backend_for(dev).facts["kernels"]
     block = kernel_facts["elementwise_block_heavy" if row.flops >= HEAVY_BODY_FLOPS else "elementwise_block"]
     compute_type = tl.int1 if compute.kind == "bool" else compute.triton
@@ -786,8 +788,6 @@ def _launch_complex(row: Row, call: Call, plan: Plan, out: Tensor, views) -> Non
 
 # ---- building the API from the table ------------------------------------------------------------
 
-FUNCTIONAL: dict = {}
-
 
 def _signature(row: Row, with_out: bool):
     params = list(inspect.signature(row.parse).parameters.values())
@@ -828,17 +828,20 @@ def _build(row: Row) -> None:
     aten = _default_aten(row) if row.aten is None else row.aten
     api = (row.name,) if row.api is None else row.api
     methods = (row.name,) if row.methods is None else row.methods
-    op = register(row.name, family="pointwise", aten=[a for a in aten if not _is_inplace_overload(a)],
-                  meta=meta, cost=cost, api=api, methods=methods)(impl)
-    for name in row.functional:
-        # parsers of activations that torch lets run in place read ``inplace`` themselves
-        FUNCTIONAL[name] = inplace_impl if name.endswith("_") else op.impl
+    # parsers of activations that torch lets run in place read ``inplace`` themselves
+    adapters = dict(row.adapters)
+    register(row.name, family="pointwise", aten=[a for a in aten if not _is_inplace_overload(a)],
+             meta=meta, cost=cost, api=api, methods=methods,
+             functional=tuple(name for name in row.functional if not name.endswith("_")),
+             adapters={a: adapt for a, adapt in adapters.items() if not _is_inplace_overload(a)})(impl)
     if row.inplace:
         inplace_impl.__name__ = row.name + "_"
         inplace_impl.__signature__ = _signature(row, False)
         inplace_aten = [a for a in aten if _is_inplace_overload(a)] or [f"aten::{row.name}_.default"]
         register(row.name + "_", family="pointwise", aten=inplace_aten, meta=meta, cost=cost,
-                 api=row.inplace_api, methods=tuple(m + "_" for m in methods))(inplace_impl)
+                 api=row.inplace_api, methods=tuple(m + "_" for m in methods),
+                 functional=tuple(name for name in row.functional if name.endswith("_")),
+                 adapters={a: adapt for a, adapt in adapters.items() if _is_inplace_overload(a)})(inplace_impl)
 
 
 def _is_inplace_overload(aten_name: str) -> bool:

@@ -12,12 +12,14 @@ import ml_dtypes
 from .. import shape as S
 from ..kernels import pointwise as K
 from ..kernels import special as KS
+from ..lowering import constant_bits
 from ..tensor import Tensor
-from .copy import constant_bits
+from .aten_calls import positional_as_keywords
 from .pointwise import (COMPARE, COMPARE_FLOAT, FLOAT, FLOATS, INTEGERS, INTEGERS_NO_BOOL, NO_BOOL,
                         OVERLOADS_TENSOR_SCALAR, OVERLOADS_TENSOR_SCALAR_OUT, PROMOTE, REAL,
                         SELECT_COMPONENTWISE, Call, Row, _is_scalar, _is_tensor, _python_scalar, build_all)
-from .registry import TensorMeta, get
+from .registry import TensorMeta, get, tensor_attribute
+from .views import narrow
 
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
@@ -181,7 +183,6 @@ def _glu(input, dim=-1):
         raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {size}")
     half = size // 2
     if isinstance(input, Tensor):
-        from .views import narrow
         return Call((narrow(input, d, 0, half), narrow(input, d, half, half)), (0, 1))
     shape = list(input.shape)
     shape[d] = half
@@ -306,6 +307,11 @@ _NEG_BOOL = ("Negation, the `-` operator, on a bool tensor is not supported. If 
 
 # ---- the table ----------------------------------------------------------------------------------
 
+def _by_keyword(overloads, position, *names):
+    """ATen passes these arguments by position where the row's parser takes them by keyword."""
+    return tuple((overload, positional_as_keywords(position, *names)) for overload in overloads)
+
+
 def _unary_float(name, flops=20, **extra):
     """A unary math op computed in floating point (integer and bool inputs give the default float)."""
     return Row(name, getattr(K, name), _unary, rule=FLOAT, flops=flops, **extra)
@@ -325,9 +331,9 @@ TABLE = [
     Row("sign", K.sign, _unary, accepts=REAL),
     Row("sgn", K.sign, _unary, complex_body=K.complex_sgn),
     Row("exp", K.exp, _unary, rule=FLOAT, flops=20, inplace_api=("exp_",), complex_body=K.complex_exp),
-    *[_unary_float(n, inplace_api=(n + "_",)) for n in ("exp2", "expm1", "log", "log2", "log10", "log1p",
-                                                         "rsqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh",
-                                                         "erf", "erfc", "sigmoid")],
+    *[_unary_float(n, inplace_api=(n + "_",), functional=(n,) if n in ("tanh", "sigmoid") else ())
+      for n in ("exp2", "expm1", "log", "log2", "log10", "log1p", "rsqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh",
+                "erf", "erfc", "sigmoid")],
     _unary_float("erfinv", flops=40),
     _unary_float("sqrt", flops=4, inplace_api=("sqrt_",)),
     _unary_float("reciprocal", flops=4, inplace_api=("reciprocal_",)),
@@ -352,7 +358,9 @@ TABLE = [
     Row("hardtanh", K.hardtanh, _hardtanh, accepts=NO_BOOL, api=(), methods=(), functional=("hardtanh", "hardtanh_")),
     Row("leaky_relu", K.leaky_relu, _leaky_relu, accepts=FLOATS, api=(), methods=(),
         functional=("leaky_relu", "leaky_relu_")),
-    Row("elu", K.elu, _elu, accepts=FLOATS, flops=20, api=(), methods=(), functional=("elu", "elu_")),
+    Row("elu", K.elu, _elu, accepts=FLOATS, flops=20, api=(), methods=(), functional=("elu", "elu_"),
+        adapters=_by_keyword(("aten::elu.default", "aten::elu.out", "aten::elu_.default"), 1, "alpha", "scale",
+                             "input_scale")),
     Row("celu", K.elu, _celu, accepts=FLOATS, flops=20, methods=(), inplace_api=("celu_",),
         functional=("celu", "celu_")),
     Row("selu", K.elu, _selu, accepts=FLOATS, flops=20, methods=(), inplace_api=("selu_",),
@@ -375,14 +383,19 @@ TABLE = [
         functional=("logsigmoid",), aten=("aten::log_sigmoid.default", "aten::log_sigmoid.out")),
     Row("glu", K.glu, _glu, accepts=FLOATS, flops=20, api=(), methods=(), inplace=False, functional=("glu",),
         aten=("aten::glu.default", "aten::glu.out")),
+    # the gated MLP's activation(gate) * up over cat([gate, up], -1): an nbx extra in nn.functional
     Row("act_and_mul", K.act_and_mul, _act_and_mul, accepts=FLOATS, flops=25, api=(), methods=(), inplace=False,
-        aten=("nbx::act_and_mul",)),
+        aten=("nbx::act_and_mul",), functional=("act_and_mul",)),
     # binary arithmetic
-    Row("add", K.add, _with_alpha, check=_check_alpha, complex_body=K.complex_add, overloads=OVERLOADS_TENSOR_SCALAR),
+    # ATen's Scalar overloads pass alpha by position
+    Row("add", K.add, _with_alpha, check=_check_alpha, complex_body=K.complex_add, overloads=OVERLOADS_TENSOR_SCALAR,
+        adapters=_by_keyword(("aten::add.Scalar", "aten::add.Scalar_out", "aten::add_.Scalar"), 2, "alpha")),
     Row("sub", K.sub, _with_alpha, check=_check_sub, api=("sub", "subtract"), methods=("sub", "subtract"),
-        complex_body=K.complex_sub, overloads=OVERLOADS_TENSOR_SCALAR),
+        complex_body=K.complex_sub, overloads=OVERLOADS_TENSOR_SCALAR,
+        adapters=_by_keyword(("aten::sub.Scalar", "aten::sub.Scalar_out", "aten::sub_.Scalar"), 2, "alpha")),
     Row("rsub", K.sub, _rsub, check=_check_sub, methods=(), inplace=False, complex_body=K.complex_sub,
-        overloads=OVERLOADS_TENSOR_SCALAR_OUT),
+        overloads=OVERLOADS_TENSOR_SCALAR_OUT,
+        adapters=_by_keyword(("aten::rsub.Scalar", "aten::rsub.Scalar_out"), 2, "alpha")),
     Row("mul", K.mul, _binary, api=("mul", "multiply"), methods=("mul", "multiply"), complex_body=K.complex_mul,
         overloads=OVERLOADS_TENSOR_SCALAR),
     Row("div", K.div, _div, check=_check_div, api=("div", "divide", "true_divide"),
@@ -520,13 +533,13 @@ _OPERATORS = {
     "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
 }
 for _dunder, _op in _OPERATORS.items():
-    setattr(Tensor, f"__{_dunder}__", _operator(_op))
-    setattr(Tensor, f"__r{_dunder}__", _operator(_op, reflected=True))
-    setattr(Tensor, f"__i{_dunder}__", _operator(_op + "_"))
+    tensor_attribute(f"__{_dunder}__", _operator(_op))
+    tensor_attribute(f"__r{_dunder}__", _operator(_op, reflected=True))
+    tensor_attribute(f"__i{_dunder}__", _operator(_op + "_"))
 for _dunder, _op in {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}.items():
-    setattr(Tensor, f"__{_dunder}__", _operator(_op))
-Tensor.__hash__ = object.__hash__  # tensors stay hashable by identity, as torch's are
-Tensor.__neg__ = get("neg").impl
-Tensor.__abs__ = get("abs").impl
-Tensor.__invert__ = get("bitwise_not").impl
-Tensor.__pos__ = lambda self: self
+    tensor_attribute(f"__{_dunder}__", _operator(_op))
+tensor_attribute("__hash__", object.__hash__)  # tensors stay hashable by identity, as torch's are
+tensor_attribute("__neg__", get("neg").impl)
+tensor_attribute("__abs__", get("abs").impl)
+tensor_attribute("__invert__", get("bitwise_not").impl)
+tensor_attribute("__pos__", lambda self: self)

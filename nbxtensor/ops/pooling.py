@@ -8,13 +8,13 @@ from __future__ import annotations
 import math
 
 from .. import shape as S
+from ..allocation import fresh_tensor_maker
 from ..dtypes import get_dtype
 from ..kernels import pool as K
 from ..launch import cdiv
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
 from ..kernels.copy import load_format
-from .copy import _conversion_flags, fresh_tensor_maker
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
@@ -146,7 +146,7 @@ def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), str
         return lambda x: (make_out(), make_indices()) if with_indices else make_out()
     compute = get_dtype("float64") if dtype.name == "float64" else (
         dtype if not dtype.is_floating_point else get_dtype("float32"))
-    flags = _conversion_flags(compute, dtype, dev)
+    flags = conversion_flags(compute, dtype, dev)
     facts = kernel_facts(dev)
     # each element loops over its window: a compiled program takes few (registers), an interpreted one many
     block = facts["elementwise_block"] if facts.get("interpreted") else min(256, facts["elementwise_block"])
@@ -216,31 +216,29 @@ def _hashable(v):
     return v if v is None or isinstance(v, int) else tuple(v)
 
 
-def _window_meta(nd, with_indices, average=False):
-    def meta(x, kernel_size, stride=None, padding=0, *rest, **kwargs):
-        op = f"{'avg' if average else 'max'}_pool{nd}d"
-        if average:
-            ceil_mode = rest[0] if rest else kwargs.get("ceil_mode", False)
-            dilation = 1
-        else:
-            dilation = rest[0] if rest else kwargs.get("dilation", 1)
-            ceil_mode = rest[1] if len(rest) > 1 else kwargs.get("ceil_mode", False)
-        g, out, *_ = _window_args(x, nd, kernel_size, stride, padding, dilation, ceil_mode, op, average)
+def _with_indices(a, indices) -> bool:
+    """Whether a pool returns indices: ``indices``, or the call's ``return_indices`` where it is None."""
+    return bool(a.return_indices) if indices is None else indices
+
+
+def _window_rules(nd, indices, average=False) -> dict:
+    """The meta and cost rules of a window pool, of bound arguments; ``indices`` as ``_with_indices``."""
+    op = f"{'avg' if average else 'max'}_pool{nd}d"
+
+    def meta(a):
+        x = a.input
+        g, out, *_ = _window_args(x, nd, a.kernel_size, a.stride, a.padding, 1 if average else a.dilation,
+                                  a.ceil_mode, op, average)
         values = TensorMeta(_out_shape(x, g, out), x.dtype)
-        return (values, TensorMeta(values.shape, _INT64)) if with_indices else values
-    return meta
+        return (values, TensorMeta(values.shape, _INT64)) if _with_indices(a, indices) else values
 
-
-def _window_cost(nd, with_indices, average=False):
-    meta = _window_meta(nd, with_indices, average)
-
-    def cost(x, kernel_size, *args, **kwargs):
-        out = meta(x, kernel_size, *args, **kwargs)
+    def cost(a):
+        out, with_indices = meta(a), _with_indices(a, indices)
         values = out[0] if with_indices else out
-        window = math.prod(_ints(kernel_size, nd, "kernel_size", "pool"))
+        window = math.prod(_ints(a.kernel_size, nd, "kernel_size", "pool"))
         written = nbytes(values) + (nbytes(out[1]) if with_indices else 0)
-        return Cost(flops=S.numel(values.shape) * window, bytes_read=nbytes(x), bytes_written=written)
-    return cost
+        return Cost(flops=S.numel(values.shape) * window, bytes_read=nbytes(a.input), bytes_written=written)
+    return {"meta": meta, "cost": cost}
 
 
 def _declare_window_pools(nd: int) -> None:
@@ -250,17 +248,15 @@ def _declare_window_pools(nd: int) -> None:
         return _max_pool(input, nd, kernel_size, stride, padding, dilation, ceil_mode, True, name)
     max_pool_with_indices.__doc__ = f"({name} values, int64 indices into each input plane), as aten::{name}_with_indices."
     register(f"{name}_with_indices", family="pooling", aten=[f"aten::{name}_with_indices.default"],
-             meta=_window_meta(nd, True), cost=_window_cost(nd, True), api=())(max_pool_with_indices)
+             **_window_rules(nd, True), bound=True, api=(), functional=True)(max_pool_with_indices)
 
     def max_pool(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                  return_indices=False):
         return _max_pool(input, nd, kernel_size, stride, padding, dilation, ceil_mode, bool(return_indices), name)
     max_pool.__doc__ = (f"torch.nn.functional.{name}: the largest element of each window (a NaN wins; of equal "
                         "values the first), with its index in the input plane for return_indices.")
-    register(name, family="pooling", aten=[f"aten::{name}.default"],
-             meta=lambda x, *a, return_indices=False, **k: _window_meta(nd, bool(return_indices))(x, *a, **k),
-             cost=lambda x, *a, return_indices=False, **k: _window_cost(nd, bool(return_indices))(x, *a, **k),
-             api=())(max_pool)
+    register(name, family="pooling", aten=[f"aten::{name}.default"], **_window_rules(nd, None), bound=True, api=(),
+             functional=True)(max_pool)
 
     avg = f"avg_pool{nd}d"
     if nd == 1:
@@ -274,8 +270,8 @@ def _declare_window_pools(nd: int) -> None:
     avg_pool.__doc__ = (f"torch.nn.functional.{avg}: the mean of each window, over its size clipped to the padded "
                         "input (count_include_pad) or over the elements inside the input; divisor_override "
                         "replaces the divisor.")
-    register(avg, family="pooling", aten=[f"aten::{avg}.default"], meta=_window_meta(nd, False, True),
-             cost=_window_cost(nd, False, True), api=())(avg_pool)
+    register(avg, family="pooling", aten=[f"aten::{avg}.default"], **_window_rules(nd, False, average=True),
+             bound=True, api=(), functional=True)(avg_pool)
 
 
 # ---- adaptive pooling -----------------------------------------------------------------------------------
@@ -307,23 +303,19 @@ def _adaptive(x, nd, output_size, kind, with_indices, op):
     return _run(x, key, make)
 
 
-def _adaptive_meta(nd, with_indices):
-    def meta(x, output_size, *args, **kwargs):
-        g, sizes = _adaptive_sizes(x, nd, output_size, "adaptive_pool")
-        values = TensorMeta(_out_shape(x, g, sizes), x.dtype)
-        return (values, TensorMeta(values.shape, _INT64)) if with_indices else values
-    return meta
+def _adaptive_rules(nd, indices) -> dict:
+    """The meta and cost rules of an adaptive pool, of bound arguments; ``indices`` as ``_with_indices``."""
+    def meta(a):
+        g, sizes = _adaptive_sizes(a.input, nd, a.output_size, "adaptive_pool")
+        values = TensorMeta(_out_shape(a.input, g, sizes), a.input.dtype)
+        return (values, TensorMeta(values.shape, _INT64)) if _with_indices(a, indices) else values
 
-
-def _adaptive_cost(nd, with_indices):
-    meta = _adaptive_meta(nd, with_indices)
-
-    def cost(x, output_size, *args, **kwargs):
-        out = meta(x, output_size)
+    def cost(a):
+        out, with_indices = meta(a), _with_indices(a, indices)
         values = out[0] if with_indices else out
         written = nbytes(values) + (nbytes(out[1]) if with_indices else 0)
-        return Cost(flops=S.numel(x.shape), bytes_read=nbytes(x), bytes_written=written)
-    return cost
+        return Cost(flops=S.numel(a.input.shape), bytes_read=nbytes(a.input), bytes_written=written)
+    return {"meta": meta, "cost": cost}
 
 
 def _declare_adaptive_pools(nd: int) -> None:
@@ -334,25 +326,23 @@ def _declare_adaptive_pools(nd: int) -> None:
         return _adaptive(input, nd, output_size, K.KIND_AVG, False, avg)
     adaptive_avg_pool.__doc__ = (f"torch.nn.functional.{avg}: output cell o of a dim of I inputs and O outputs is "
                                  "the mean over [floor(o*I/O), ceil((o+1)*I/O)); None in output_size keeps a size.")
-    register(avg, family="pooling", aten=aten, meta=_adaptive_meta(nd, False), cost=_adaptive_cost(nd, False),
-             api=())(adaptive_avg_pool)
+    register(avg, family="pooling", aten=aten, **_adaptive_rules(nd, False), bound=True, api=(),
+             functional=True)(adaptive_avg_pool)
 
     mx = f"adaptive_max_pool{nd}d"
 
     def adaptive_max_pool_with_indices(input: Tensor, output_size):
         return _adaptive(input, nd, output_size, K.KIND_MAX, True, mx)
     adaptive_max_pool_with_indices.__doc__ = f"(values, int64 indices) of {mx}, as aten::{mx}."
-    register(f"{mx}_with_indices", family="pooling", aten=[f"aten::{mx}.default"], meta=_adaptive_meta(nd, True),
-             cost=_adaptive_cost(nd, True), api=())(adaptive_max_pool_with_indices)
+    register(f"{mx}_with_indices", family="pooling", aten=[f"aten::{mx}.default"], **_adaptive_rules(nd, True),
+             bound=True, api=(), functional=True)(adaptive_max_pool_with_indices)
 
     def adaptive_max_pool(input: Tensor, output_size, return_indices=False):
         return _adaptive(input, nd, output_size, K.KIND_MAX, bool(return_indices), mx)
     adaptive_max_pool.__doc__ = (f"torch.nn.functional.{mx}: the largest element of each adaptive window (a NaN "
                                  "wins; of equal values the first), with its input-plane index for return_indices.")
-    register(mx, family="pooling", aten=[f"nbx::{mx}"],
-             meta=lambda x, output_size, return_indices=False: _adaptive_meta(nd, bool(return_indices))(x, output_size),
-             cost=lambda x, output_size, return_indices=False: _adaptive_cost(nd, bool(return_indices))(x, output_size),
-             api=())(adaptive_max_pool)
+    register(mx, family="pooling", aten=[f"nbx::{mx}"], **_adaptive_rules(nd, None), bound=True, api=(),
+             functional=True)(adaptive_max_pool)
 
 
 for _nd in (1, 2, 3):
@@ -379,12 +369,13 @@ def _declare_lp_pool(nd: int) -> None:
     lp_pool.__doc__ = (f"torch.nn.functional.{name}: (sum over each window of x^p)^(1/p), as torch composes it "
                        "from average pooling of x^p (no padding; ceil_mode as avg_pool).")
 
-    def meta(input, norm_type, kernel_size, stride=None, ceil_mode=False):
-        avg, args, _ = _lp_parts(nd, kernel_size, stride, ceil_mode)
-        return avg.meta(TensorMeta(tuple(input.shape), input.dtype), *args)
+    def meta(a):
+        avg, args, _ = _lp_parts(nd, a.kernel_size, a.stride, a.ceil_mode)
+        return avg.meta(TensorMeta(tuple(a.input.shape), a.input.dtype), *args)
 
-    def cost(input, norm_type, kernel_size, stride=None, ceil_mode=False):
-        avg, args, _ = _lp_parts(nd, kernel_size, stride, ceil_mode)
+    def cost(a):
+        input = a.input
+        avg, args, _ = _lp_parts(nd, a.kernel_size, a.stride, a.ceil_mode)
         powered = TensorMeta(tuple(input.shape), input.dtype)
         out = avg.meta(powered, *args)
         pooled = avg.cost(powered, *args)
@@ -393,7 +384,8 @@ def _declare_lp_pool(nd: int) -> None:
         return Cost(flops=S.numel(input.shape) + pooled.flops + 6 * S.numel(out.shape),
                     bytes_read=nbytes(input) + pooled.bytes_read + 9 * nbytes(out),
                     bytes_written=nbytes(powered) + pooled.bytes_written + 6 * nbytes(out), workspace=temps)
-    register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=())(lp_pool)
+    register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, bound=True, api=(),
+             functional=True)(lp_pool)
 
 
 for _nd in (1, 2, 3):

@@ -9,16 +9,16 @@ import functools
 
 from .. import shape as S
 from .. import tuning
+from ..allocation import fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import matmul as MK
 from ..kernels import quant as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
 from ..launch import cdiv, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..quant import QuantizedWeight
 from ..tensor import Tensor
-from .copy import _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
 from .matmul import _fold_rows
 from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M,
                           _INTERPRETED_BLOCK_N, gemv_candidates)
@@ -191,7 +191,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     interpreted = bool(facts["kernels"].get("interpreted"))
     has_bias = bias is not None
     decode_bf16 = x.dtype.name == "bfloat16" and interpreted
-    conversion = _conversion_flags(get_dtype("float32"), out.dtype, dev)
+    conversion = conversion_flags(get_dtype("float32"), out.dtype, dev)
     q = weight.qweight
     q_sk, q_sn = (q.stride(0), q.stride(1)) if weight.format == "int4" else (q.stride(1), q.stride(0))
     z_sg, z_sn = weight.zeros.stride() if weight.zeros is not None else (0, 0)

@@ -15,18 +15,23 @@ import threading
 import numpy as np
 
 from .. import shape as S
+from ..allocation import new_tensor
 from ..device import device as _device, resolve
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..kernels import random as K
 from ..kernels.copy import SMALL_FLOAT_FORMATS, FORMAT_NATIVE
 from ..launch import cdiv, launch, refuse_capture
-from ..lowering import needs_index_64
+from ..lowering import constant_bits, conversion_flags, elementwise_block, needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import _conversion_flags, _elementwise_block, copy_, new_tensor
-from .creation import _like_tensor
+from .copy import copy_, fill_
+from .creation import like_tensor, tensor
+from .indexing import report_on_device
+from .reductions import cumsum
 from .registry import Cost, TensorMeta, nbytes, register
+from .sorting import argsort, searchsorted, topk
+from .views import expand, reshape
 
 _I64 = get_dtype("int64")
 _F32 = get_dtype("float32")
@@ -74,7 +79,6 @@ class Generator:
         return self
 
     def get_state(self) -> Tensor:
-        from .creation import tensor
         raw = np.array([self._seed, self._offset], dtype=np.uint64).view(np.uint8)
         return tensor(raw)
 
@@ -153,10 +157,6 @@ def _generator(generator, dev) -> Generator:
 
 # ---- the launch --------------------------------------------------------------------------------
 
-def _float_bits(value) -> int:
-    return int(np.array(float(value), np.float64).view(np.int64))
-
-
 def _digits(dt) -> int:
     """Significant bits of a uniform drawn for ``dt``: the type's own, at most float32's."""
     return {"float16": 11, "bfloat16": 8}.get(dt.name, 24)
@@ -180,12 +180,12 @@ def _draw(out: Tensor, mode: int, generator, *, a=0.0, b=0.0, int_low=0, int_ran
     per_counter = 2 if wide else 4
     seed, counter = gen._take(n * (4 // per_counter))
     groups = cdiv(n, per_counter)
-    block = _elementwise_block(dev)
-    flags = _conversion_flags(compute, out.dtype, dev)
+    block = elementwise_block(dev)
+    flags = conversion_flags(compute, out.dtype, dev)
     src_format = SMALL_FLOAT_FORMATS.get(src.dtype.name, FORMAT_NATIVE) if src is not None else FORMAT_NATIVE
     launch(K.random_fill, (cdiv(groups, block),), dev,
-           [target, src if src is not None else target, n, seed, counter, _float_bits(a), _float_bits(b),
-            int(int_low), int(int_range)],
+           [target, src if src is not None else target, n, seed, counter, constant_bits(float(a), _F64),
+            constant_bits(float(b), _F64), int(int_low), int(int_range)],
            MODE=mode, PER_COUNTER=per_counter, DIGITS=digits or 24, COMPUTE=compute.triton, SRC_FORMAT=src_format,
            OUT_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
            INDEX_64=needs_index_64(count=n + 4), BLOCK=block)
@@ -242,7 +242,7 @@ def _like_meta(x, *args, dtype=None, **_):
           cost=_written_cost(_like_meta))
 def rand_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
     refuse_requires_grad(requires_grad, "rand_like")
-    out = _like_tensor("rand_like", x, dtype, device, memory_format)
+    out = like_tensor("rand_like", x, dtype, device, memory_format)
     _float_dtype(out.dtype, "rand_like")
     return _draw(out, K.MODE_UNIFORM, generator, a=0.0, b=1.0, digits=_digits(out.dtype))
 
@@ -251,7 +251,7 @@ def rand_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_gr
           cost=_written_cost(_like_meta))
 def randn_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
     refuse_requires_grad(requires_grad, "randn_like")
-    out = _like_tensor("randn_like", x, dtype, device, memory_format)
+    out = like_tensor("randn_like", x, dtype, device, memory_format)
     _float_dtype(out.dtype, "randn_like")
     return _draw(out, K.MODE_NORMAL, generator, a=0.0, b=1.0)
 
@@ -314,7 +314,7 @@ def randint_like(x: Tensor, low=0, high=None, *, generator=None, dtype=None, dev
     refuse_requires_grad(requires_grad, "randint_like")
     if high is None:
         low, high = 0, low
-    out = _like_tensor("randint_like", x, dtype, device, memory_format)
+    out = like_tensor("randint_like", x, dtype, device, memory_format)
     span = _integer_range(int(low), int(high), out.dtype, "randint_like")
     return _draw(out, K.MODE_RANDINT, generator, int_low=int(low), int_range=span)
 
@@ -366,7 +366,6 @@ def exponential_(x: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
 def bernoulli_(x: Tensor, p=0.5, *, generator=None) -> Tensor:
     """Fill ``x`` with 0/1 draws, 1 with probability ``p`` (a float, or a tensor broadcast to ``x``)."""
     if isinstance(p, Tensor):
-        from .views import expand
         probabilities = expand(p.to(device=x.device), tuple(x.shape)).contiguous()
         if not probabilities.dtype.is_floating_point:
             probabilities = probabilities.to(_F32)
@@ -401,9 +400,6 @@ def multinomial(x: Tensor, num_samples: int, replacement: bool = False, *, gener
     replacement: the inverse of the row's cumulative weights at uniform points. Without: the
     ``num_samples`` largest weight / Exp(1) keys, which picks categories in the order of sampling
     one at a time without replacement (the exponential race)."""
-    from .reductions import cumsum
-    from .sorting import searchsorted, topk
-    from .views import reshape
     if x.ndim not in (1, 2):
         raise RuntimeError(f"multinomial: expected 1-D or 2-D weights, got {x.ndim}-D")
     _check_float(x, "multinomial")
@@ -431,7 +427,6 @@ def _check_weights(weights: Tensor, needed: int, replacement: bool) -> None:
     """Report, as torch does, weights that define no distribution: negative, infinite or NaN ones, or a
     row with fewer positive weights than the categories it must yield. The check stays on the device
     (no wait): it raises at the next read or synchronisation, at once on the CPU."""
-    from .indexing import report_on_device
     report_on_device(((weights < 0) | ~weights.isfinite()).any(), "multinomial", RuntimeError,
                      "invalid distribution: every weight must be finite and non-negative (a negative, "
                      "infinite or NaN weight was given)")
@@ -452,7 +447,6 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=F
     """A random permutation of 0..n-1: the stable order of random 62-bit keys (ties, which need two
     equal 62-bit draws, keep their positions)."""
     refuse_requires_grad(requires_grad, "randperm")
-    from .sorting import argsort
     n = int(n)
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}")
@@ -464,7 +458,7 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=F
 
 # ---- dropout --------------------------------------------------------------------------------------
 
-@register("dropout", family="random", aten=["aten::dropout.default"], meta=_same_meta,
+@register("dropout", family="random", functional=True, aten=["aten::dropout.default"], meta=_same_meta,
           cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)), api=())
 def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None) -> Tensor:
     """``nn.functional.dropout``: in training, zero each element with probability ``p`` and scale the
@@ -476,7 +470,6 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = Fa
     _check_float(x, "dropout")
     out = x if inplace else new_tensor(x.shape, x.dtype, x.device)
     if p == 1:
-        from .copy import fill_
         return fill_(out, 0)
     src = x.contiguous()
     return _draw(out, K.MODE_DROPOUT, generator, a=p, b=1.0 / (1.0 - p), src=src)

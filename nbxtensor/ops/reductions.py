@@ -7,16 +7,16 @@ import math
 from collections import namedtuple
 
 from .. import shape as S
-from ..device import backend_for
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope
+from ..device import backend_for, multiprocessors
 from ..device.facts import all_facts
 from ..dtypes import get_dtype
 from ..kernels import reduce as K
 from ..kernels.copy import load_format
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .registry import Cost, TensorMeta, get, nbytes, register
 
@@ -147,12 +147,21 @@ def _pad(shape, strides):
     return (tuple(shape), tuple(strides)) if shape else ((1,), (0,))
 
 
-def split_plan(length: int, facts: dict) -> tuple[int, int]:
-    """(chunk length, chunk count) for a row of ``length``: a function of the length alone, so a
-    row is reduced in the same order whatever batch it is in."""
-    if length <= facts["reduction_split_length"]:
+def split_plan(length: int, facts: dict, multiprocessor_count: int | None = None,
+               column: bool = False) -> tuple[int, int]:
+    """(chunk length, chunk count) for a row of ``length``: a function of the length and the device
+    alone (its facts, its ``multiprocessor_count``; None: the most chunks any device takes), so a row is
+    reduced in the same order whatever batch it is in. A row past the split length is cut into chunks
+    short enough that one row alone spreads over every multiprocessor (down to ``reduction_split_min``
+    elements, up to ``reduction_split_block``), and into about ``reduction_split_chunks`` of them when
+    longer. Column layouts (reduced elements strided, kept ones adjacent) split from a shorter length:
+    their programs span many kept elements, so they are few."""
+    threshold = facts["reduction_column_split_length" if column else "reduction_split_length"]
+    if length <= threshold:
         return max(length, 1), 1
-    chunk = max(facts["reduction_split_block"], next_pow2(cdiv(length, facts["reduction_split_chunks"])))
+    floor = facts["reduction_split_min"]
+    spread = floor if multiprocessor_count is None else max(floor, next_pow2(cdiv(length, multiprocessor_count)))
+    chunk = max(next_pow2(cdiv(length, facts["reduction_split_chunks"])), min(facts["reduction_split_block"], spread))
     return chunk, cdiv(length, chunk)
 
 
@@ -169,6 +178,19 @@ def tile_for(length: int, facts: dict, column: bool = False, split: bool = False
     block_rows = max(1, facts["reduction_tile"] // block_r)
     warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
     return block_rows, block_r, warps
+
+
+def occupying_block_rows(block_rows: int, n_rows: int, programs: int, floor: int = 1) -> int:
+    """``block_rows`` halved (down to ``floor``) until ``n_rows`` make at least ``programs`` programs: rows
+    reduce to the same bits whatever tile they share, so this only spreads few rows over the device."""
+    while block_rows > floor and cdiv(n_rows, block_rows) < programs:
+        block_rows //= 2
+    return block_rows
+
+
+def device_programs(dev, facts: dict) -> int:
+    """Programs that fill ``dev``: ``reduction_waves`` of them per multiprocessor."""
+    return multiprocessors(dev) * facts["reduction_waves"]
 
 
 _reduce_plans = PlanCache()
@@ -210,11 +232,16 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
     facts = kernel_facts(dev)
     red_unit = len(red_shape) <= 1 and (not red_strides or red_strides[0] == 1)
     column = not red_unit and bool(row_shape) and row_strides[-1] == 1
-    chunk, n_chunks = split_plan(length, facts)
+    chunk, n_chunks = split_plan(length, facts, multiprocessors(dev), column)
     block_rows, block_r, warps = tile_for(min(chunk, length), facts, column, split=n_chunks > 1)
-    if not column and block_rows > n_rows:
-        block_rows = next_pow2(n_rows)
-        warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
+    programs = cdiv(device_programs(dev, facts), n_chunks)
+    if column:
+        # a program's kept elements stay a whole 128-byte line apart from its neighbours'
+        floor = min(block_rows, max(1, 128 // x.dtype.itemsize))
+        block_rows = occupying_block_rows(block_rows, row_shape[-1], cdiv(programs, S.numel(row_shape[:-1])), floor)
+    else:
+        block_rows = occupying_block_rows(min(block_rows, next_pow2(n_rows)), n_rows, programs)
+    warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
     if column:
         n_inner = row_shape[-1]
         row_shape, row_strides = row_shape[:-1], row_strides[:-1]
@@ -227,7 +254,7 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
     lowest, highest = _extremes(acc)
     if op in (K.OP_ANY, K.OP_ALL):
         lowest, highest = 0, 1
-    flags = _conversion_flags(acc, out_dtype, dev) if not (arg and not values) else _conversion_flags(acc, acc, dev)
+    flags = conversion_flags(acc, out_dtype, dev) if not (arg and not values) else conversion_flags(acc, acc, dev)
     common = dict(OP=op, KIND=kind, ACC=acc.triton, LOWEST=lowest, HIGHEST=highest, OUT_VALUES=values,
                   OUT_SECOND=second is not None, DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                   FLOAT_TO_INT=flags["FLOAT_TO_INT"])
@@ -271,11 +298,13 @@ def _reduction_cost(x, out_metas, flops_per_element: int = 1) -> Cost:
 
 def _split_workspace(elements: int, rows: int) -> int:
     """The most bytes the partials of ``_plan_reduce`` take to reduce ``elements`` to ``rows`` results on any
-    device class (the rule knows none): three pieces of a partial per row and chunk, none past 8 bytes."""
+    device and layout (the rule knows neither): three pieces of a partial per row and chunk, none past 8
+    bytes."""
     if not rows:
         return 0
     length = elements // rows
-    chunks = builtins.max(split_plan(length, facts["kernels"])[1] for facts in all_facts())
+    chunks = builtins.max(split_plan(length, facts["kernels"], column=column)[1]
+                          for facts in all_facts() for column in (False, True))
     wide = _dt("int64")
     return Workspace.bytes_for([((rows * chunks,), wide)] * 3) if chunks > 1 else 0
 
@@ -736,7 +765,9 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
         return _run_scan(x.contiguous(), dim, scan, out_dtype, acc, compute, with_indices)
     length = x.shape[d]
     facts = kernel_facts(x.device)
-    block_rows, block_r, warps = tile_for(length, facts)
+    # one program walks a row in order, so its steps are as wide as a split chunk's: a few rows of
+    # thousands take a program each rather than sharing one tile of short steps
+    block_rows, block_r, warps = tile_for(length, facts, split=True)
     n_rows = S.numel(row_shape)
     if facts.get("interpreted", False):
         # no layouts there, so the order of a row's sums does not follow the tile; the interpreter pays
@@ -744,7 +775,7 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
         block_rows = min(block_rows, next_pow2(n_rows))
     row_shape, src_strides = _pad(row_shape, src_strides)
     dst_strides = dst_strides if dst_strides else (0,)
-    flags = _conversion_flags(acc, out_dtype, x.device)
+    flags = conversion_flags(acc, out_dtype, x.device)
     lowest, highest = _extremes(acc)
     common = dict(SCAN=scan, ACC=acc.triton, COMPUTE=compute.triton, LOWEST=lowest, HIGHEST=highest,
                   ROW_RANK=len(row_shape), SRC_FORMAT=load_format(x.dtype),
@@ -753,7 +784,7 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
                   num_warps=warps)
     args = [x, out_v, idx_v if with_indices else out_v]
     geometry = [row_shape, src_strides, dst_strides, x.stride(d), out_v.stride(d)]
-    chunk, n_chunks = split_plan(length, facts)
+    chunk, n_chunks = split_plan(length, facts, multiprocessors(x.device))
     if scan != SCAN_CUMSUM or n_chunks == 1:
         launch(K.scan_rows, (cdiv(n_rows, block_rows),), x.device, [*args, out_v, n_rows, 0, length, length, 1,
                                                                     *geometry], PHASE=0, **common)
@@ -761,11 +792,17 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
     # a long row: one program would walk it alone, so its chunks scan in parallel from the sum of the
     # chunks before them. Whether and how a row is chunked depends on its length alone (as for the
     # reductions' split), so a row's sums do not depend on its batch.
-    totals = new_tensor((n_rows, n_chunks), acc, x.device)
-    grid = (cdiv(n_rows, block_rows), n_chunks)
-    launch(K.scan_rows, grid, x.device, [*args, totals, n_rows, 0, length, chunk, n_chunks, *geometry], PHASE=1,
-           **common)
-    launch(K.scan_rows, grid, x.device, [*args, cumsum(totals, 1), n_rows, 0, length, chunk, n_chunks, *geometry],
+    # one row a program, its tile a function of the chunk alone: a few long rows would leave most rows
+    # of a many-row tile masked
+    block_r = min(chunk, facts["reduction_split_block"])
+    common.update(BLOCK_ROWS=1, BLOCK_R=block_r, num_warps=max(1, min(facts["reduction_warps"], block_r // 256)))
+    grid = (n_rows, n_chunks)
+    with scratch_scope():
+        totals = new_tensor((n_rows, n_chunks), acc, x.device)
+        launch(K.scan_rows, grid, x.device, [*args, totals, n_rows, 0, length, chunk, n_chunks, *geometry], PHASE=1,
+               **common)
+        carries = cumsum(totals, 1)
+    launch(K.scan_rows, grid, x.device, [*args, carries, n_rows, 0, length, chunk, n_chunks, *geometry],
            PHASE=2, **common)
     return out, indices
 
@@ -783,8 +820,21 @@ def _scan_cost(kind):
     meta = _scan_meta(kind)
 
     def cost(x, dim, *, dtype=None):
-        return _reduction_cost(x, [meta(x, dim, dtype=dtype)])
+        out = meta(x, dim, dtype=dtype)
+        workspace = _chunked_scan_workspace(x.shape, S.wrap_dim(dim, len(x.shape))) if kind == "cumsum" else 0
+        return Cost(flops=S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out), workspace=workspace)
     return cost
+
+
+def _chunked_scan_workspace(shape, dim: int) -> int:
+    """The most bytes a long cumsum row's temporaries take on any device class: each chunk's total and
+    their running sums, none past 8 bytes."""
+    length = shape[dim] if shape else 1
+    if not length:
+        return 0
+    rows = S.numel(shape) // length
+    chunks = builtins.max(split_plan(length, facts["kernels"])[1] for facts in all_facts())
+    return Workspace.bytes_for([((rows * chunks,), _dt("int64"))] * 2) if chunks > 1 else 0
 
 
 def _scan_op(kind: str, scan: int):

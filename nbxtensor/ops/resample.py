@@ -11,13 +11,14 @@ import math
 import numpy as np
 
 from .. import shape as S
+from ..allocation import fresh_tensor_maker, new_tensor
 from ..dtypes import get_dtype
 from ..kernels import resample as K
 from ..kernels.copy import load_format
 from ..launch import cdiv
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
-from .copy import _conversion_flags, fresh_tensor_maker
+from .copy import copy_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, get, nbytes, register
@@ -111,7 +112,7 @@ def _plan(x, nd, output_size, scales, mode, align_corners, op):
         _kernel_scale(i, o, s, align_corners and not nearest) for i, o, s in zip(spatial_in[lift:], sizes, per_dim))
     in_strides = tuple(x.stride())
     out_strides = strides or S.contiguous_strides(out_shape)
-    flags = _conversion_flags(_F32, dt, dev)
+    flags = conversion_flags(_F32, dt, dev)
     facts = kernel_facts(dev)
     block = facts["elementwise_block"]
     if kernel_mode in _ANTIALIASED:
@@ -317,7 +318,8 @@ def _interpolate_defaults(args, kwargs):
     return tuple(defaults[n] for n in names)
 
 
-@register("interpolate", family="resample", aten=["nbx::interpolate"], meta=_interpolate_meta, cost=_interpolate_cost, api=())
+@register("interpolate", family="resample", aten=["nbx::interpolate"], meta=_interpolate_meta, cost=_interpolate_cost, api=(),
+          functional=True)
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False) -> Tensor:
     """torch.nn.functional.interpolate: the ``upsample_*`` op (or, for 'area', adaptive average pooling)
@@ -353,7 +355,6 @@ def _shuffle_meta(x, factor, unshuffle: bool):
 
 
 def _shuffle(x, factor, unshuffle):
-    from .copy import copy_, new_tensor
     meta = _shuffle_meta(x, factor, unshuffle)
     *batch, c, h, w = tuple(x.shape)
     r, nb = factor, len(batch)
@@ -366,7 +367,7 @@ def _shuffle(x, factor, unshuffle):
     return out
 
 
-@register("pixel_shuffle", family="resample", aten=["aten::pixel_shuffle.default"],
+@register("pixel_shuffle", family="resample", functional=True, aten=["aten::pixel_shuffle.default"],
           meta=lambda x, upscale_factor: _shuffle_meta(x, upscale_factor, False),
           cost=lambda x, upscale_factor: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)), api=("pixel_shuffle",))
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
@@ -374,7 +375,7 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     return _shuffle(input, int(upscale_factor), False)
 
 
-@register("pixel_unshuffle", family="resample", aten=["aten::pixel_unshuffle.default"],
+@register("pixel_unshuffle", family="resample", functional=True, aten=["aten::pixel_unshuffle.default"],
           meta=lambda x, downscale_factor: _shuffle_meta(x, downscale_factor, True),
           cost=lambda x, downscale_factor: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)),
           api=("pixel_unshuffle",))

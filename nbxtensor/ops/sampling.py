@@ -7,14 +7,14 @@ from __future__ import annotations
 import warnings
 
 from .. import shape as S
+from ..allocation import fresh_tensor_maker
 from ..dtypes import get_dtype
 from ..kernels import grid as K
 from ..kernels.copy import load_format
 from ..launch import cdiv
 from ..tensor import Tensor
-from .copy import _conversion_flags, fresh_tensor_maker
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, needs_index_64
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, get, nbytes, register
 
@@ -97,7 +97,7 @@ def _grid_plan(x, grid, mode, padding, align, nd):
     g = tuple(grid.stride())
     grid_strides = g if is_3d else (g[0], 0, g[1], g[2], g[3])
     compute = _compute_dtype(dt)
-    flags = _conversion_flags(compute, dt, dev)
+    flags = conversion_flags(compute, dt, dev)
     block = kernel_facts(dev)["elementwise_block"]
     launch = PlannedLaunch(
         K.grid_sample, (cdiv(total, block),),
@@ -142,7 +142,7 @@ def _sample_codes(mode, padding_mode, align_corners):
     return _MODES[mode], _PADDINGS[padding_mode], bool(align_corners)
 
 
-@register("grid_sample", family="resample", aten=["nbx::grid_sample"],
+@register("grid_sample", family="resample", functional=True, aten=["nbx::grid_sample"],
           meta=lambda input, grid, mode="bilinear", padding_mode="zeros", align_corners=None: _grid_meta(
               input, grid, *_sample_codes(mode, padding_mode, False)),
           cost=lambda input, grid, mode="bilinear", padding_mode="zeros", align_corners=None: _grid_cost(
@@ -188,7 +188,7 @@ def _affine_plan(theta, size, align):
     is_3d = len(size) == 5
     d, h, w = tuple(size[2:]) if is_3d else (1, *size[2:])
     compute = _compute_dtype(dt)
-    flags = _conversion_flags(compute, dt, dev)
+    flags = conversion_flags(compute, dt, dev)
     block = kernel_facts(dev)["elementwise_block"]
     launch = PlannedLaunch(
         K.affine_grid, (cdiv(total, block),), [Slot("theta"), Slot("out"), total, d, h, w, *theta.stride()],
@@ -239,7 +239,7 @@ def _affine_checks(theta, size, align_corners):
     return size, bool(align_corners)
 
 
-@register("affine_grid", family="resample", aten=["nbx::affine_grid"],
+@register("affine_grid", family="resample", functional=True, aten=["nbx::affine_grid"],
           meta=lambda theta, size, align_corners=None: _affine_meta(theta, *_affine_checks(theta, size, False)),
           cost=lambda theta, size, align_corners=None: _affine_cost(theta, *_affine_checks(theta, size, False)),
           api=())

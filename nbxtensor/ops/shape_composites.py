@@ -9,24 +9,20 @@ import itertools
 import numpy as np
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import result_type
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
+from .creation import tensor
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
-from .views import _NO_COST, _meta_of, narrow, reshape, view_op
+from .registry import OUT, VIEW, Cost, TensorMeta, get, nbytes, register, tensor_attribute, workspace_bytes
+from .views import NO_COST, narrow, reshape, view_op
 
 _I64 = get_dtype("int64")
 
 
 def _op(name):
     return get(name).impl
-
-
-def _tensor(*args, **kwargs) -> Tensor:
-    from .creation import tensor
-    return tensor(*args, **kwargs)
 
 
 def _meta_tensor(x) -> Tensor:
@@ -103,10 +99,10 @@ def _tensor_list(tensors):
     return list(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else list(tensors)
 
 
-@register("broadcast_tensors", family="view", aten=["aten::broadcast_tensors.default"],
+@register("broadcast_tensors", family="view", aten=["aten::broadcast_tensors.default"], aliases=VIEW,
           meta=lambda *t: tuple(TensorMeta(S.broadcast_shapes(*[tuple(x.shape) for x in _tensor_list(t)]), x.dtype)
                                 for x in _tensor_list(t)),
-          cost=lambda *t: _NO_COST)
+          cost=lambda *t: NO_COST)
 def broadcast_tensors(*tensors):
     """Each tensor as a broadcast view of the common shape."""
     tensors = _tensor_list(tensors)
@@ -127,9 +123,9 @@ def _hermitian(x: Tensor, batched: bool) -> Tensor:
     return _op("conj")(flipped) if x.dtype.is_complex else flipped
 
 
-Tensor.H = property(lambda x: _hermitian(x, False))
-Tensor.mH = property(lambda x: _hermitian(x, True))
-Tensor.adjoint = lambda x: _hermitian(x, True)
+tensor_attribute("H", property(lambda x: _hermitian(x, False)))
+tensor_attribute("mH", property(lambda x: _hermitian(x, True)))
+tensor_attribute("adjoint", lambda x: _hermitian(x, True))
 
 
 # ---- index sets ------------------------------------------------------------------------------------
@@ -152,7 +148,7 @@ def _index_set(rows_cols, dtype, device) -> Tensor:
     dt = get_dtype(dtype or "int64")
     if dt.name not in ("int32", "int64"):
         raise RuntimeError(f"\"tril_indices\" not implemented for '{dt.name}': the indices are int32 or int64")
-    return _tensor(np.stack(rows_cols).astype(dt.numpy), dtype=dt, device=device)
+    return tensor(np.stack(rows_cols).astype(dt.numpy), dtype=dt, device=device)
 
 
 @register("tril_indices", family="creation", aten=["aten::tril_indices.default"], meta=_indices_meta,
@@ -221,7 +217,7 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
         return new_tensor((0,), input.dtype, input.device)
     rows = _combination_rows(input.shape[0], r, with_replacement)
     with scratch_scope():
-        index = _tensor(rows.reshape(-1), dtype=_I64, device=input.device)
+        index = tensor(rows.reshape(-1), dtype=_I64, device=input.device)
     return _op("index_select")(input, 0, index).reshape(meta.shape)
 
 
@@ -354,7 +350,7 @@ def _cross_dim(shape, dim, op):
 
 
 def _cross_meta_for(op: str, default):
-    def meta(input, other, dim=default, *, out=None):
+    def meta(input, other, dim=default):
         if len(input.shape) != len(other.shape):
             raise RuntimeError(f"{op}: inputs must have the same number of dimensions.")
         shape = S.broadcast_shapes(tuple(input.shape), tuple(other.shape))
@@ -366,7 +362,7 @@ def _cross_meta_for(op: str, default):
 def _cross_impl(op: str, default):
     meta_of = _cross_meta_for(op, default)
 
-    def impl(input: Tensor, other: Tensor, dim=default, *, out=None) -> Tensor:
+    def impl(input: Tensor, other: Tensor, dim=default) -> Tensor:
         meta = meta_of(input, other, dim)
         d = _cross_dim(meta.shape, dim, op)
         a, b = input.expand(meta.shape), other.expand(meta.shape)
@@ -374,8 +370,7 @@ def _cross_impl(op: str, default):
             ax, ay, az = (narrow(a, d, i, 1) for i in range(3))
             bx, by, bz = (narrow(b, d, i, 1) for i in range(3))
             parts = [ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx]
-        result = _op("cat")(parts, d).to(meta.dtype)
-        return out.copy_(result) if out is not None else result
+        return _op("cat")(parts, d).to(meta.dtype)
     impl.__doc__ = "The cross product of 3-vectors along ``dim``, after broadcasting."
     return impl
 
@@ -389,9 +384,9 @@ def _cross_cost(input, other, *args, **kwargs):
 
 
 cross = register("cross", family="pointwise", aten=["aten::cross.default"], meta=_cross_meta_for("cross", None),
-                 cost=_cross_cost, methods=("cross",))(_cross_impl("cross", None))
+                 cost=_cross_cost, methods=("cross",), variants=(OUT,))(_cross_impl("cross", None))
 linalg_cross = register("linalg.cross", family="pointwise", aten=["aten::linalg_cross.default"],
-                        meta=_cross_meta_for("linalg.cross", -1), cost=_cross_cost, api=())(
+                        meta=_cross_meta_for("linalg.cross", -1), cost=_cross_cost, api=(), variants=(OUT,))(
     _cross_impl("linalg.cross", -1))
 
 
@@ -465,9 +460,9 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     binary search (searchsorted), so n elements against m tests cost O((n + m) log m)."""
     if not isinstance(elements, Tensor):
         device = test_elements.device
-        elements = _tensor(elements, device=device)
+        elements = tensor(elements, device=device)
     if not isinstance(test_elements, Tensor):
-        test_elements = _tensor([test_elements], device=elements.device)
+        test_elements = tensor([test_elements], device=elements.device)
     common = result_type(elements, test_elements)
     if common.is_complex:
         raise RuntimeError("isin: complex tensors are not supported (there is no order to search)")

@@ -6,15 +6,17 @@ from __future__ import annotations
 import numpy as np
 
 from .. import shape as S
+from ..allocation import new_tensor
 from ..dtypes import get_dtype
 from ..kernels import indexing as K
 from ..launch import cdiv, launch
-from ..lowering import needs_index_64
+from ..lowering import elementwise_block, needs_index_64
 from ..tensor import Tensor
-from .copy import _elementwise_block, cat, copy_, fill_, new_tensor
-from .indexing import _padded
+from .copy import cat, copy_, fill_, stack
+from .creation import tensor
+from .indexing import padded_for_kernel, scatter_into, index_select
 from .registry import Cost, TensorMeta, nbytes, register
-from .views import expand, narrow, reshape, select, slice_, unsqueeze, view_op
+from .views import expand, narrow, reshape, select, slice_, unsqueeze, view_as_complex, view_as_real, view_op
 
 _I64 = get_dtype("int64")
 
@@ -42,13 +44,12 @@ def _remap(x: Tensor, flips: list[int], shifts: dict) -> Tensor:
     if n == 0:
         return out
     if x.dtype.is_complex:
-        from .views import view_as_complex, view_as_real
         return view_as_complex(_remap(view_as_real(x), flips, shifts))
-    shape = _padded(x.shape)
-    strides = _padded(x.stride(), 0)
+    shape = padded_for_kernel(x.shape)
+    strides = padded_for_kernel(x.stride(), 0)
     flip_bits = sum(1 << d for d in flips)
-    shift_values = _padded([shifts.get(d, 0) % x.shape[d] if x.shape[d] else 0 for d in range(x.ndim)], 0)
-    block = _elementwise_block(x.device)
+    shift_values = padded_for_kernel([shifts.get(d, 0) % x.shape[d] if x.shape[d] else 0 for d in range(x.ndim)], 0)
+    block = elementwise_block(x.device)
     launch(K.remap_copy, (cdiv(n, block),), x.device, [out, x, n, shape, strides, shift_values],
            FLIPS=flip_bits, RANK=len(shape), INDEX_64=needs_index_64(x, count=n), BLOCK=block)
     return out
@@ -144,8 +145,6 @@ def repeat_interleave(x: Tensor, repeats=None, dim: int | None = None, *, output
     """Each element (or slice along ``dim``) repeated ``repeats`` times in place; ``repeats`` an int
     or a tensor with one count per element. Alone, a tensor of counts gives the repeated positions.
     Per-element counts are read on the host (the output size depends on them)."""
-    from .creation import tensor
-    from .indexing import index_select
     if repeats is None:
         counts = x.numpy().astype(np.int64).reshape(-1)
         if np.any(counts < 0):
@@ -186,15 +185,14 @@ def _triangle(x: Tensor, diagonal: int, upper: bool) -> Tensor:
     if n == 0:
         return out
     if x.dtype.is_complex:
-        from .views import view_as_complex, view_as_real
         pairs = view_as_real(x)
         # the (re, im) pairs become the rows of a 2-column matrix: keep both or neither
         flat = _triangle_pairs(pairs, diagonal, upper)
         return view_as_complex(flat)
     rows, cols = x.shape[-2], x.shape[-1]
-    batch = _padded(x.shape[:-2])
-    batch_strides = _padded(x.stride()[:-2], 0)
-    block = _elementwise_block(x.device)
+    batch = padded_for_kernel(x.shape[:-2])
+    batch_strides = padded_for_kernel(x.stride()[:-2], 0)
+    block = elementwise_block(x.device)
     launch(K.triangle, (cdiv(n, block),), x.device,
            [out, x, n, rows, cols, diagonal, batch, batch_strides, x.stride(-2), x.stride(-1)],
            BATCH_RANK=len(batch), UPPER=upper, INDEX_64=needs_index_64(x, count=n), BLOCK=block)
@@ -202,10 +200,8 @@ def _triangle(x: Tensor, diagonal: int, upper: bool) -> Tensor:
 
 
 def _triangle_pairs(pairs: Tensor, diagonal: int, upper: bool) -> Tensor:
-    from .views import select
     real = _triangle(select(pairs, -1, 0), diagonal, upper)
     imag = _triangle(select(pairs, -1, 1), diagonal, upper)
-    from .copy import stack
     return stack([real, imag], -1)
 
 
@@ -311,7 +307,7 @@ def _pad_meta(x, pad, mode="constant", value=None):
     return TensorMeta(tuple(shape), x.dtype)
 
 
-@register("pad", family="shape", aten=["aten::pad.default"], meta=_pad_meta,
+@register("pad", family="shape", functional=True, aten=["aten::pad.default"], meta=_pad_meta,
           cost=lambda x, pad, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_pad_meta(x, pad))), api=())
 def pad(x: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
     """``torch.nn.functional.pad``: ``pad`` lists (before, after) amounts from the last dim back.
@@ -334,8 +330,6 @@ def pad(x: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
         raise NotImplementedError(f"pad: mode {mode!r} is not supported; use constant, reflect, replicate or circular")
     if value is not None and value != 0:
         raise RuntimeError(f"pad: a value only applies to constant padding, not {mode!r}")
-    from .creation import tensor
-    from .indexing import index_select
     out = x
     for d, before, after in amounts:
         n = x.shape[d]
@@ -458,7 +452,7 @@ def _grid_shape(tensors, indexing):
     return shape
 
 
-@register("one_hot", family="shape", aten=["aten::one_hot.default"],
+@register("one_hot", family="shape", functional=True, aten=["aten::one_hot.default"],
           meta=lambda x, num_classes=-1: TensorMeta((*x.shape, None if num_classes < 0 else num_classes), _I64),
           cost=lambda x, num_classes=-1: Cost(bytes_read=nbytes(x)), api=())
 def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
@@ -475,7 +469,6 @@ def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
         num_classes = int(values.max()) + 1
     out = fill_(new_tensor((*x.shape, num_classes), _I64, x.device), 0)
     if x.numel():
-        from .indexing import _scatter_into
-        _scatter_into(out, -1, unsqueeze(x, -1), 1, "one_hot")
+        scatter_into(out, -1, unsqueeze(x, -1), 1, "one_hot")
     return out
 

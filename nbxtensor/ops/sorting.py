@@ -16,25 +16,36 @@ from collections import namedtuple
 import ml_dtypes
 
 from .. import shape as S
-from ..device import backend_for
+from ..allocation import Workspace, new_tensor
+from ..device import backend_for, multiprocessors
 from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels import sort_warp as KW
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import elementwise_block, needs_index_64
 from ..promotion import result_type
 from ..tensor import Tensor
-from .copy import Workspace, _elementwise_block, cat, new_tensor
+from .copy import cat
+from .creation import ones, tensor, zeros
+from .indexing import gather_dim, index_select, masked_select, nonzero, scatter_, scatter_add_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .registry import Cost, TensorMeta, nbytes, register
-from .views import movedim, reshape
+from .reductions import cumsum
+from .registry import OUT, Cost, TensorMeta, nbytes, register
+from .views import movedim, narrow, reshape, squeeze
 
 SEGMENT_LIMIT = 4096  # elements one program sorts in registers (a power of two)
 SELECT_BLOCK = 2048  # elements a radix-select program reads per step
 SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wider ones
 SELECT_CHUNK = 2048  # elements of a row one radix-select program covers, one step: a 152k row spreads over 75
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
+# a short top-k of a long row: each segment of the row (one program) keeps its k first, then one program
+# sorts those candidates, where they fit a segment; segments at least this long keep the candidates few.
+# Segments up to CANDIDATE_SEGMENT_CHEAP sort in a few steps; longer ones (a sort's steps grow as the
+# square of its depth) only while their programs fit one wave over the device, the radix select (which
+# reads the row six times, in eleven launches) being cheaper past that
+CANDIDATE_SEGMENT_MIN = 512
+CANDIDATE_SEGMENT_CHEAP = 1024
 SORT_BLOCK = 256  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
 SORT_WARPS = 2  # with SORT_BLOCK, the best of a sweep on the H200 (docs/performance.md)
 SORT_WARP_ROWS = 8  # elements a lane of the warp kernels' passes takes (kernels/sort_warp.py: 32 x this a warp)
@@ -124,12 +135,53 @@ def _plan_select(rows: Tensor, k: int, flags: dict):
                               [Slot("rows"), Slot("rows"), Slot("indices"), Slot("values"), n, n, k],
                               dict(SEGMENT=n, LENGTH=_power_of_2(n), K_OUT=k, HAS_PERM=False, WRITE_VALUES=True,
                                    **flags))], Workspace({})
+    facts = backend_for(rows.device).facts["kernels"]
+    segment = candidate_segment(n, k, count, multiprocessors(rows.device) * facts["reduction_waves"])
+    if segment is not None:
+        return _plan_candidate_select(rows, k, segment, flags)
     launches, workspace = _plan_radix_select(rows, k, flags)
     launches.append(PlannedLaunch(K.sort_segments, (count, 1),
                                   [Slot("rows"), Slot("candidates"), Slot("indices"), Slot("values"), n, k, k],
                                   dict(SEGMENT=k, LENGTH=_power_of_2(k), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True,
                                        **flags)))
     return launches, workspace
+
+
+def candidate_segment(n: int, k: int, count: int = 1, programs: int | None = None) -> int | None:
+    """The segment length (a power of two) of a split top-k of ``count`` rows of ``n``: the shortest from
+    CANDIDATE_SEGMENT_MIN up whose segments' k first, together, fit one segment; None where none does
+    (k too large for the row), for rows that are one segment, and for segments past
+    CANDIDATE_SEGMENT_CHEAP whose programs outnumber ``programs`` (None: any number may)."""
+    if n <= SEGMENT_LIMIT:
+        return None
+    segment = _power_of_2(max(CANDIDATE_SEGMENT_MIN, 2 * k))
+    while segment <= SEGMENT_LIMIT and cdiv(n, segment) * k > SEGMENT_LIMIT:
+        segment *= 2
+    if segment > SEGMENT_LIMIT:
+        return None
+    if segment > CANDIDATE_SEGMENT_CHEAP and programs is not None and count * cdiv(n, segment) > programs:
+        return None
+    return segment
+
+
+def _plan_candidate_select(rows: Tensor, k: int, segment: int, flags: dict):
+    """(launches, workspace): program (row, segment) writes its segment's k first positions in key order
+    to ``candidates`` (-1 past a short segment's end); then one program a row sorts the row's candidates
+    by key, stably, so that equal keys stay in position order as in a sort of the whole row."""
+    count, n = rows.shape
+    segments = cdiv(n, segment)
+    m = segments * k
+    source, candidates = Slot("rows"), Slot("candidates")
+    launches = [
+        PlannedLaunch(K.sort_segments, (count, segments), [source, source, candidates, source, n, n, m],
+                      dict(SEGMENT=segment, LENGTH=segment, K_OUT=k, HAS_PERM=False, WRITE_VALUES=False, **flags)),
+        PlannedLaunch(K.sort_segments, (count, 1), [source, candidates, Slot("indices"), Slot("values"), n, m, k],
+                      dict(SEGMENT=m, LENGTH=_power_of_2(m), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True, **flags))]
+    return launches, Workspace(_candidate_pieces(count, m))
+
+
+def _candidate_pieces(count: int, m: int) -> dict:
+    return {"candidates": ((count, m), _I64)}
 
 
 def _plan_radix_select(rows: Tensor, k: int, flags: dict):
@@ -156,9 +208,31 @@ def _plan_radix_select(rows: Tensor, k: int, flags: dict):
     launches.append(PlannedLaunch(K.radix_gather, (n_chunks, count),
                                   [source, counts, state, Slot("candidates"), n, n, k, chunk, n_chunks],
                                   dict(BLOCK=block, INDEX_64=index_64, **key)))
-    workspace = Workspace({"state": ((count, 4), _I64), "candidates": ((count, k), _I64),
-                           "hist": ((count, n_chunks, 256), _I32), "counts": ((count, n_chunks, 2), _I32)})
+    workspace = Workspace(_radix_select_pieces(count, n, k, n_chunks))
     return launches, workspace
+
+
+def _radix_select_pieces(count: int, n: int, k: int, n_chunks: int) -> dict:
+    return {"state": ((count, 4), _I64), "candidates": ((count, k), _I64),
+            "hist": ((count, n_chunks, 256), _I32), "counts": ((count, n_chunks, 2), _I32)}
+
+
+def _select_workspace(x, k, dim) -> int:
+    """The bytes of ``_select_rows``'s temporaries for ``x`` on any device: the split top-k's candidates
+    or the radix select's state (its chunks: the fewest elements a chunk takes anywhere), whichever the
+    device picks."""
+    if not x.shape:
+        return 0
+    n = x.shape[S.wrap_dim(dim, len(x.shape))]
+    count = S.numel(x.shape) // n if n else 0
+    if not count or not k or n <= SEGMENT_LIMIT or k > SEGMENT_LIMIT:
+        return 0
+    n_chunks = cdiv(n, min(SELECT_CHUNK, SELECT_CHUNK_INTERPRETED))
+    radix = Workspace.bytes_for(_radix_select_pieces(count, n, k, n_chunks))
+    segment = candidate_segment(n, k)
+    if segment is None:
+        return radix
+    return max(radix, Workspace.bytes_for(_candidate_pieces(count, cdiv(n, segment) * k)))
 
 
 def _radix_shifts(dt, kind: int) -> list[int]:
@@ -263,8 +337,8 @@ def _sort_cost(x, *args, **kwargs):
 
 
 @register("sort", family="sorting", aten=["aten::sort.default", "aten::sort.stable"], meta=_sort_meta,
-          cost=_sort_cost, methods=("sort",))
-def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False, *, out=None):
+          cost=_sort_cost, methods=("sort",), variants=(OUT,))
+def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):
     """(values, indices) sorted along ``dim``; always stable, NaN largest."""
     rows, moved_shape, d = _rows(x, dim)
     n = moved_shape[-1] if moved_shape else 1
@@ -298,7 +372,9 @@ def _topk_meta(x, k, dim=-1, largest=True, sorted=True):
 
 
 @register("topk", family="sorting", aten=["aten::topk.default"], meta=_topk_meta,
-          cost=lambda x, k, *a, **kw: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_topk_meta(x, k, *a, **kw)[0])),
+          cost=lambda x, k, dim=-1, *a, **kw: Cost(bytes_read=nbytes(x),
+                                                   bytes_written=nbytes(_topk_meta(x, k, dim, *a, **kw)[0]),
+                                                   workspace=_select_workspace(x, k, dim)),
           methods=("topk",))
 def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """The ``k`` largest (or smallest) entries along ``dim`` and their positions, best first; NaN
@@ -318,14 +394,14 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
 @register("kthvalue", family="sorting", aten=["aten::kthvalue.default"],
           meta=lambda x, k, dim=-1, keepdim=False: tuple(
               TensorMeta(_reduced_shape(x.shape, dim, keepdim), dt) for dt in (x.dtype, _I64)),
-          cost=lambda x, k, *a, **kw: Cost(bytes_read=nbytes(x)), methods=("kthvalue",))
+          cost=lambda x, k, dim=-1, *a, **kw: Cost(bytes_read=nbytes(x), workspace=_select_workspace(x, k, dim)),
+          methods=("kthvalue",))
 def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False):
     """The ``k``-th smallest entry (1-based) along ``dim`` and its position."""
     result = topk.impl(x, k, dim, largest=False)
     if x.ndim == 0:
         return KthvalueResult(result.values, result.indices)
     d = S.wrap_dim(dim, x.ndim)
-    from .views import narrow, squeeze
     values, indices = narrow(result.values, d, k - 1, 1), narrow(result.indices, d, k - 1, 1)
     if not keepdim:
         values, indices = squeeze(values, d), squeeze(indices, d)
@@ -361,16 +437,14 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
         if tuple(sorter.shape) != tuple(sorted_sequence.shape):
             raise RuntimeError(f"searchsorted: the sequence {list(sorted_sequence.shape)} and its sorter "
                                f"{list(sorter.shape)} must have the same shape")
-        from .indexing import _gather_dim
         # an index of the sorter out of range is caught on the device, named at the next synchronisation
-        sorted_sequence = _gather_dim(sorted_sequence, -1, sorter, "searchsorted (sorter)", wrap=False)
+        sorted_sequence = gather_dim(sorted_sequence, -1, sorter, "searchsorted (sorter)", wrap=False)
     if side is not None:
         if side not in ("left", "right"):
             raise RuntimeError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
         if right and side == "left":
             raise RuntimeError("searchsorted: side='left' and right=True disagree")
         right = side == "right"
-    from .creation import tensor
     scalar = not isinstance(values, Tensor)
     if scalar:
         values = tensor(values, device=sorted_sequence.device)
@@ -385,7 +459,7 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
     if n:
         seq_len = seq.shape[-1] if seq.ndim else 1
         per_row = vals.shape[-1] if seq.ndim > 1 else n
-        block = _elementwise_block(vals.device)
+        block = elementwise_block(vals.device)
         launch(K.search_sorted, (cdiv(n, block),), vals.device,
                [seq, vals, out, n, seq_len, max(per_row, 1), seq_len if seq.ndim > 1 else 0],
                RIGHT=right, STEPS=max(1, seq_len.bit_length() + 1),
@@ -414,9 +488,6 @@ def _unique_cost(x, *args, **kwargs):
 def _groups(ordered: Tensor):
     """For the rows of ``ordered`` (n, m) in order: whether each starts a new run of equal rows, and
     its run number (int64), and the number of runs (read back to the host)."""
-    from .copy import cat
-    from .creation import ones
-    from .reductions import cumsum
     n = ordered.shape[0]
     differs = (ordered[1:] != ordered[:-1])
     differs = differs.any(1) if differs.ndim == 2 else differs
@@ -428,7 +499,6 @@ def _groups(ordered: Tensor):
 def _lexicographic_order(rows: Tensor) -> Tensor:
     """The stable lexicographic order of the rows of ``rows`` (n, m): one stable sort per column,
     last column first."""
-    from .indexing import index_select
     order = None
     for column in reversed(range(rows.shape[1])):
         keys = rows[:, column] if order is None else index_select(rows[:, column], 0, order)
@@ -439,8 +509,6 @@ def _lexicographic_order(rows: Tensor) -> Tensor:
 
 def _unique_result(x: Tensor, dim, ordered_rows: Tensor, order: Tensor | None, return_inverse, return_counts,
                    moved_shape, d):
-    from .creation import ones, zeros
-    from .indexing import index_select, masked_select, nonzero, scatter_, scatter_add_
     n = ordered_rows.shape[0]
     starts, run, count = _groups(ordered_rows)
     if dim is None:
@@ -472,7 +540,6 @@ def _slices(x: Tensor, dim, op: str):
 
 
 def _empty_unique(x: Tensor, dim, return_inverse, return_counts):
-    from .creation import zeros
     values = new_tensor((0,), x.dtype, x.device) if dim is None else x.contiguous()
     results = [values]
     if return_inverse:
@@ -499,7 +566,6 @@ def unique(x: Tensor, sorted: bool = True, return_inverse: bool = False, return_
         ordered, order = sort.impl(rows if dim is None else rows[:, 0], 0)
         ordered = ordered if dim is None else reshape(ordered, (-1, 1))
     else:
-        from .indexing import index_select
         order = _lexicographic_order(rows)
         ordered = index_select(rows, 0, order)
     return _unique_result(x, dim, ordered, order, return_inverse, return_counts, moved_shape, d)
@@ -529,8 +595,6 @@ def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Te
     """How often each value 0..max(x) occurs in the non-negative 1-D integer ``x`` (at least
     ``minlength`` bins), or the sum of ``weights`` at its occurrences (float32 weights give float32,
     others float64). The sums are taken by the deterministic scatter-add. Reads max(x) back to the host."""
-    from .creation import zeros
-    from .indexing import scatter_add_
     if x.ndim != 1 or not x.dtype.is_integral or x.dtype.kind == "bool":
         raise RuntimeError(f"bincount: expected a 1-D integer tensor, got {x.ndim}-D {x.dtype.name}")
     if minlength < 0:
@@ -557,7 +621,6 @@ def histc(x: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
     """A histogram of ``x`` in ``bins`` equal bins over [min, max] (the data's range when min == max,
     widened by 1 on each side if that is a point); elements outside are ignored, ``max`` falls in the
     last bin. Reads the range back to the host when it comes from the data."""
-    from .indexing import masked_select
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"histc: expected a floating-point tensor, got {x.dtype.name}")
     bins = int(bins)

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections import namedtuple
 
 from .. import shape as S
+from ..allocation import new_tensor
 from ..dtypes import get_dtype
 from ..kernels import special_polynomials as KP
 from ..launch import cdiv, launch
-from ..lowering import needs_index_64
+from ..lowering import elementwise_block, needs_index_64
 from ..promotion import result_type
 from ..tensor import Tensor
-from .copy import _elementwise_block, new_tensor
 from .pointwise import FLOAT, FLOATS, INTEGERS_NO_BOOL, REAL, Call, Row, build_all
 from .pointwise_table import _binary
 from .registry import Cost, TensorMeta, nbytes, register
@@ -108,7 +108,7 @@ def frexp(input: Tensor, *, out=None):
     if n:
         import triton.language as tl
         bits, fraction_bits, exponent_mask, bias, subnormal_shift = _FREXP_FORMATS[compute.name]
-        block = _elementwise_block(input.device)
+        block = elementwise_block(input.device)
         launch(KP.frexp_kernel, (cdiv(n, block),), input.device, [source, mantissa, exponent, n],
                COMPUTE=compute.triton, BITS=getattr(tl, bits), FRACTION_BITS=fraction_bits,
                EXPONENT_MASK=exponent_mask, BIAS=bias, SUBNORMAL_SHIFT=subnormal_shift,

@@ -8,9 +8,8 @@ import operator
 from ..kernels import special as KS
 from ..kernels import special_bessel as KB
 from ..kernels import special_gamma as KG
-from ..tensor import Tensor
 from .pointwise import FLOAT, FLOATS, REAL, Call, Row, build_all
-from .registry import get
+from .registry import get, tensor_attribute
 
 
 def _unary_mode(mode: int):
@@ -91,5 +90,5 @@ def _polygamma_method(op_name: str):
     return method
 
 
-Tensor.polygamma = _polygamma_method("polygamma")
-Tensor.polygamma_ = _polygamma_method("polygamma_")
+tensor_attribute("polygamma", _polygamma_method("polygamma"))
+tensor_attribute("polygamma_", _polygamma_method("polygamma_"))

@@ -8,12 +8,12 @@ import math
 from collections import namedtuple
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import new_tensor, scratch_scope
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import OUT, Cost, TensorMeta, get, nbytes, register
 
 _I64 = get_dtype("int64")
 median_result = namedtuple("median", ["values", "indices"])
@@ -138,7 +138,7 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 def _quantile_meta_for(op: str):
-    def meta(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
+    def meta(input, q, dim=None, keepdim=False, *, interpolation="linear"):
         if not input.dtype.is_floating_point or input.dtype.name not in ("float32", "float64"):
             raise RuntimeError(f"{op}() input tensor must be either float or double dtype")
         if S.numel(input.shape) == 0:
@@ -162,7 +162,7 @@ def _quantile_meta_for(op: str):
     return meta
 
 
-def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op, out):
+def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op):
     meta = _quantile_meta_for(op)(input, q, dim, keepdim, interpolation=interpolation)
     scalar_q = not isinstance(q, Tensor)
     if scalar_q:
@@ -196,13 +196,13 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op, out):
         # a row with NaN gives NaN (quantile), an all-NaN row too (nanquantile)
         undefined = (valid == 0) if ignore_nan else (nans > 0)
     final = _op("where")(undefined, math.nan, result).reshape(meta.shape)
-    return out.copy_(final) if out is not None else final
+    return final
 
 
 def _quantile_cost_for(op):
     meta = _quantile_meta_for(op)
 
-    def cost(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
+    def cost(input, q, dim=None, keepdim=False, *, interpolation="linear"):
         result = meta(input, q, dim, keepdim, interpolation=interpolation)
         count = S.numel(q.shape) if hasattr(q, "shape") else 1
         return Cost(flops=S.numel(input.shape) * max(1, S.numel(input.shape)).bit_length(), bytes_read=nbytes(input),
@@ -212,18 +212,20 @@ def _quantile_cost_for(op):
 
 
 @register("quantile", family="sorting", aten=["aten::quantile.default", "aten::quantile.scalar"],
-          meta=_quantile_meta_for("quantile"), cost=_quantile_cost_for("quantile"), methods=("quantile",))
-def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear", out=None):
+          meta=_quantile_meta_for("quantile"), cost=_quantile_cost_for("quantile"), methods=("quantile",),
+          variants=(OUT,))
+def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
     """The ``q``-quantiles along ``dim`` (of all values without one): the value at rank q (n - 1) of the
     sorted values, interpolated as asked; a 1-D ``q`` puts its dim first. NaN where the values hold NaN."""
-    return _quantile(input, q, dim, keepdim, interpolation, False, "quantile", out)
+    return _quantile(input, q, dim, keepdim, interpolation, False, "quantile")
 
 
 @register("nanquantile", family="sorting", aten=["aten::nanquantile.default", "aten::nanquantile.scalar"],
-          meta=_quantile_meta_for("nanquantile"), cost=_quantile_cost_for("nanquantile"), methods=("nanquantile",))
-def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear", out=None):
+          meta=_quantile_meta_for("nanquantile"), cost=_quantile_cost_for("nanquantile"), methods=("nanquantile",),
+          variants=(OUT,))
+def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
     """``quantile`` of the values that are not NaN (NaN where all are)."""
-    return _quantile(input, q, dim, keepdim, interpolation, True, "nanquantile", out)
+    return _quantile(input, q, dim, keepdim, interpolation, True, "nanquantile")
 
 
 # ---- trapezoid rules --------------------------------------------------------------------------------------
@@ -303,7 +305,7 @@ def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor
 
 # ---- histogram, renorm -----------------------------------------------------------------------------------
 
-def _histogram_meta(input, bins=100, *, range=None, weight=None, density=False, out=None):
+def _histogram_meta(input, bins=100, *, range=None, weight=None, density=False):
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the same dtype, but got "
                            f"input {input.dtype.name} and bins float")
@@ -354,8 +356,8 @@ def bin_positions(values: Tensor, edges: Tensor) -> Tensor:
           cost=lambda input, *a, **k: Cost(flops=S.numel(input.shape) * 8, bytes_read=nbytes(input),
                                            bytes_written=sum(nbytes(m) for m in _histogram_meta(input, *a, **k)),
                                            workspace=temporaries(6, input.shape, _I64)),
-          methods=("histogram",))
-def histogram(input: Tensor, bins=100, *, range=None, weight=None, density: bool = False, out=None):
+          methods=("histogram",), variants=(OUT,))
+def histogram(input: Tensor, bins=100, *, range=None, weight=None, density: bool = False):
     """Counts (or summed ``weight``) of the values in each bin: ``bins`` equal bins over ``range`` (default:
     the values' min and max, read on the host) or the given edges. A bin holds [edge, next edge), the last
     one its right edge too; values outside the edges are not counted. ``density`` divides by the total and

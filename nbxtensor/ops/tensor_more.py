@@ -10,16 +10,17 @@ import numbers
 from collections import namedtuple
 
 from .. import shape as S
+from ..allocation import new_tensor, scratch_scope
 from ..device import resolve
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .copy import format_strides, new_tensor, scratch_scope
+from .copy import format_strides
 from .nn_composites import _float_dtype, temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import OUT_OF_PLACE, VIEW, Cost, TensorMeta, get, nbytes, register
 from .statistics import bin_positions, equal_bin_edges
-from .views import _become
+from .views import become
 
 _I64 = get_dtype("int64")
 histogramdd_result = namedtuple("histogramdd", ["hist", "bin_edges"])
@@ -282,21 +283,12 @@ def _index_reduce_into(target: Tensor, dim, index, source, reduce, include_self)
 
 
 @register("index_reduce_", family="indexing", aten=["aten::index_reduce_.default"], meta=_index_reduce_meta,
-          cost=_index_reduce_cost, api=(), methods=("index_reduce_",))
+          cost=_index_reduce_cost, api=(), methods=("index_reduce_",), variants=(OUT_OF_PLACE,))
 def index_reduce_(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
                   include_self: bool = True) -> Tensor:
     """Each slice ``source[..., i, ...]`` along ``dim`` reduced (``prod``, ``mean``, ``amax``, ``amin``) into
     ``input``'s slice ``index[i]``, in place; ``include_self`` takes ``input``'s values into each reduction."""
     return _index_reduce_into(input, dim, index, source, reduce, include_self)
-
-
-@register("index_reduce", family="indexing", aten=["aten::index_reduce.default"], meta=_index_reduce_meta,
-          cost=_index_reduce_cost, methods=("index_reduce",))
-def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
-                 include_self: bool = True) -> Tensor:
-    """``index_reduce_`` on a copy of ``input``."""
-    _index_reduce_meta(input, dim, index, source, reduce, include_self=include_self)
-    return _index_reduce_into(input.clone(), dim, index, source, reduce, include_self)
 
 
 def _put_meta(input, index, source, accumulate=False):
@@ -704,10 +696,10 @@ def _resize_into(x: Tensor, shape: tuple, memory_format) -> Tensor:
         if kept:
             grown[:kept].copy_(x.as_strided((kept,), (1,), x.storage_offset()))
         x._storage, x._offset = grown._storage, 0
-    return _become(x, x.as_strided(shape, strides))
+    return become(x, x.as_strided(shape, strides))
 
 
-@register("resize_", family="view", aten=["aten::resize_.default"], meta=_resize_meta,
+@register("resize_", family="view", aten=["aten::resize_.default"], meta=_resize_meta, aliases=VIEW,
           cost=lambda input, *size, **k: Cost(bytes_written=nbytes(_resize_meta(input, *size))), api=(),
           methods=("resize_",))
 def resize_(input: Tensor, *size, memory_format=None) -> Tensor:
@@ -718,7 +710,7 @@ def resize_(input: Tensor, *size, memory_format=None) -> Tensor:
     return _resize_into(input, meta.shape, memory_format)
 
 
-@register("resize_as_", family="view", aten=["aten::resize_as_.default"],
+@register("resize_as_", family="view", aten=["aten::resize_as_.default"], aliases=VIEW,
           meta=lambda input, other, **k: TensorMeta(tuple(other.shape), input.dtype),
           cost=lambda input, other, **k: Cost(bytes_written=S.numel(other.shape) * input.dtype.itemsize),
           methods=("resize_as_",))

@@ -10,9 +10,10 @@ import numpy as np
 from .. import shape as S
 from ..dtypes import get_dtype
 from ..tensor import Tensor
-from .registry import Cost, TensorMeta, accepting_aliases, register
+from .aten_calls import drop_keywords
+from .registry import MAYBE_VIEW, VIEW, Cost, TensorMeta, accepting_aliases, register, tensor_attribute
 
-_NO_COST = Cost()
+NO_COST = Cost()
 
 
 def _as_meta(x) -> Tensor:
@@ -21,19 +22,20 @@ def _as_meta(x) -> Tensor:
     return Tensor._meta(x.shape, x.dtype)
 
 
-def _meta_of(out):
+def meta_of(out):
     if isinstance(out, Tensor):
         return TensorMeta(tuple(out.shape), out.dtype)
-    return tuple(_meta_of(o) for o in out)
+    return tuple(meta_of(o) for o in out)
 
 
-def view_op(name: str, aten, methods=(), api=None):
-    """Register a view op; its meta rule is the op itself applied to a memoryless tensor."""
+def view_op(name: str, aten, methods=(), api=None, aliases=VIEW, adapters=None):
+    """Register a view op (``aliases``: ``MAYBE_VIEW`` for one that copies where no view can be made);
+    its meta rule is the op itself applied to a memoryless tensor."""
     def wrap(impl):
         def meta(x, *args, **kwargs):
-            return _meta_of(impl(_as_meta(x), *args, **kwargs))
-        return register(name, family="view", aten=aten, meta=meta, cost=lambda *a, **k: _NO_COST,
-                        methods=methods, api=api)(impl)
+            return meta_of(impl(_as_meta(x), *args, **kwargs))
+        return register(name, family="view", aten=aten, meta=meta, cost=lambda *a, **k: NO_COST,
+                        methods=methods, api=api, aliases=aliases, adapters=adapters)(impl)
     return wrap
 
 
@@ -93,7 +95,7 @@ def _view_dtype(x: Tensor, dt) -> Tensor:
                    offset=x.storage_offset() * ratio, dtype=dt)
 
 
-@view_op("reshape", ["aten::reshape.default"], methods=("reshape",))
+@view_op("reshape", ["aten::reshape.default"], methods=("reshape",), aliases=MAYBE_VIEW)
 def reshape(x: Tensor, *shape) -> Tensor:
     new_shape = S.infer_size([int(s) for s in _dims(shape, "shape")], x.numel())
     strides = S.view_strides(x.shape, x.stride(), new_shape)
@@ -110,7 +112,7 @@ def reshape_as(x: Tensor, other) -> Tensor:
     return reshape(x, tuple(other.shape))
 
 
-@view_op("flatten", ["aten::flatten.using_ints"], methods=("flatten",))
+@view_op("flatten", ["aten::flatten.using_ints"], methods=("flatten",), aliases=MAYBE_VIEW)
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     start, end = S.wrap_dim(start_dim, x.ndim), S.wrap_dim(end_dim, x.ndim)
     if start > end:
@@ -123,7 +125,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return reshape(x, new_shape)
 
 
-@view_op("unflatten", ["aten::unflatten.int"], methods=("unflatten",))
+@view_op("unflatten", ["aten::unflatten.int"], methods=("unflatten",), aliases=MAYBE_VIEW)
 def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
     if x.ndim == 0:
         raise RuntimeError("unflatten() cannot be applied to a 0-dim tensor")
@@ -176,7 +178,8 @@ def _mT(x: Tensor) -> Tensor:
     return transpose(x, -2, -1)
 
 
-@view_op("expand", ["aten::expand.default"], methods=("expand",))
+@view_op("expand", ["aten::expand.default"], methods=("expand",),
+         adapters={"aten::expand.default": drop_keywords("implicit")})
 def expand(x: Tensor, *sizes) -> Tensor:
     sizes = [int(s) for s in _dims(sizes, "size")]
     if len(sizes) < x.ndim:
@@ -409,7 +412,7 @@ def imag(x: Tensor) -> Tensor:
     return select(view_as_real(x), -1, 1)
 
 
-def _is_integer_index(item) -> bool:
+def is_integer_index(item) -> bool:
     """An int, a NumPy integer or a 0-d integer tensor: a select. Bools, bool and uint8 tensors are
     masks to ATen (advanced indexing), never integers."""
     if isinstance(item, Tensor):
@@ -419,20 +422,24 @@ def _is_integer_index(item) -> bool:
     return not isinstance(item, bool) and hasattr(item, "__index__")
 
 
-def basic_index(x: Tensor, index) -> Tensor:
-    """``x[index]`` for ints, slices (positive steps), ``...`` and ``None``, a view built as ATen's
-    ``applySlicing`` builds it, one index item after the other. An index holding integer or boolean
-    tensors, lists or arrays is advanced indexing (``ops.indexing``), which copies."""
-    items = index if isinstance(index, tuple) else (index,)
-    for item in items:
-        if item is None or item is Ellipsis or isinstance(item, slice) or _is_integer_index(item):
+def advanced_item_in(index) -> bool:
+    """Whether ``index`` (one item or a tuple of them) holds an integer or boolean tensor, list or array:
+    advanced indexing (``ops.indexing``), which copies. An item that is no index raises."""
+    for item in index if isinstance(index, tuple) else (index,):
+        if item is None or item is Ellipsis or isinstance(item, slice) or is_integer_index(item):
             continue
         if isinstance(item, (float, str)) or (isinstance(item, Tensor) and item.dtype.kind not in ("int", "uint", "bool")):
             kind = f"{item.dtype.name} tensor" if isinstance(item, Tensor) else type(item).__name__
             raise IndexError(f"only integers, slices, None, ..., and integer or boolean tensors, lists or arrays "
                              f"are valid indices, got {kind}")
-        from .indexing import advanced_get
-        return advanced_get(x, index)
+        return True
+    return False
+
+
+def basic_index(x: Tensor, index) -> Tensor:
+    """``x[index]`` for an index of ints, slices (positive steps), ``...`` and ``None`` only (no
+    ``advanced_item_in`` it), a view built as ATen's ``applySlicing`` builds it, one item after the other."""
+    items = index if isinstance(index, tuple) else (index,)
     consuming = sum(1 for i in items if i is not None and i is not Ellipsis)
     ellipses = sum(1 for i in items if i is Ellipsis)
     if ellipses > 1:
@@ -470,29 +477,7 @@ def basic_index(x: Tensor, index) -> Tensor:
     return x._view(shape, strides, offset=offset)
 
 
-def set_index(x: Tensor, index, value) -> None:
-    """``x[index] = value``: a tensor is broadcast into the view (leading extent-1 dims of the value
-    dropped first, as ATen does), a Python scalar fills it. Advanced indices write through
-    ``ops.indexing`` (``index_put_``)."""
-    from .indexing import advanced_set
-    if advanced_set(x, index, value):
-        return
-    target = basic_index(x, index)
-    if isinstance(value, Tensor):
-        lead = 0
-        while value.ndim - lead > target.ndim and value.shape[lead] == 1:
-            lead += 1
-        value = value._view(value.shape[lead:], value.stride()[lead:])
-        target.copy_(value)
-    else:
-        # ATen assigns a scalar by copying a 0-d tensor, so a broadcast target is refused as for copy_
-        if any(stride == 0 and n > 1 for n, stride in zip(target.shape, target.stride())):
-            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers "
-                               "to a single memory location; clone() the tensor before writing to it")
-        target.fill_(value)
-
-
-def _become(x: Tensor, view: Tensor) -> Tensor:
+def become(x: Tensor, view: Tensor) -> Tensor:
     """``x`` itself given ``view``'s geometry over the same storage, as torch's in-place view ops change
     the tensor they are called on."""
     x._shape, x._strides, x._offset, x._layout = view._shape, view._strides, view._offset, None
@@ -500,32 +485,33 @@ def _become(x: Tensor, view: Tensor) -> Tensor:
 
 
 def unsqueeze_(x: Tensor, dim: int) -> Tensor:
-    return _become(x, unsqueeze(x, dim))
+    return become(x, unsqueeze(x, dim))
 
 
 def squeeze_(x: Tensor, dim=None) -> Tensor:
-    return _become(x, squeeze(x, dim))
+    return become(x, squeeze(x, dim))
 
 
 def transpose_(x: Tensor, dim0: int, dim1: int) -> Tensor:
-    return _become(x, transpose(x, dim0, dim1))
+    return become(x, transpose(x, dim0, dim1))
 
 
 def t_(x: Tensor) -> Tensor:
-    return _become(x, t(x))
+    return become(x, t(x))
 
 
 def as_strided_(x: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
-    return _become(x, as_strided(x, size, stride, storage_offset))
+    return become(x, as_strided(x, size, stride, storage_offset))
 
 
 for _in_place in (unsqueeze_, squeeze_, transpose_, t_, as_strided_):
-    setattr(Tensor, _in_place.__name__, accepting_aliases(_in_place))
-Tensor.swapdims_ = Tensor.swapaxes_ = transpose_
-Tensor.T = property(_T)
-Tensor.mT = property(_mT)
-Tensor.real = property(real.impl)
-Tensor.imag = property(imag.impl)
-Tensor.view_as = view_as
-Tensor.reshape_as = reshape_as
-Tensor.expand_as = expand_as
+    tensor_attribute(_in_place.__name__, accepting_aliases(_in_place))
+tensor_attribute("swapdims_", transpose_)
+tensor_attribute("swapaxes_", transpose_)
+tensor_attribute("T", property(_T))
+tensor_attribute("mT", property(_mT))
+tensor_attribute("real", property(real.impl))
+tensor_attribute("imag", property(imag.impl))
+tensor_attribute("view_as", view_as)
+tensor_attribute("reshape_as", reshape_as)
+tensor_attribute("expand_as", expand_as)

@@ -15,8 +15,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .. import shape as S
+from ..allocation import scratch_scope
 from ..grad_mode import refuse_requires_grad
-from ..ops.copy import scratch_scope
 from ..ops.nn_composites import temporaries
 from ..ops.registry import Cost, TensorMeta, get, nbytes, register
 from ..promotion import get_default_dtype

@@ -13,10 +13,10 @@ from .cache import (MODE_CERTIFIED_ONLY, MODE_TUNE, TuningCache, TuningKeyMissin
                     tuning_dir, versions)
 from .store import StoreFileError, export_store, import_store
 from .cache import cache_path as _cache_path_of
+from ..device import backend_for, default_device, resolve
 
 
 def _facts(device=None) -> dict:
-    from ..device import backend_for, default_device, resolve
     return backend_for(resolve(device) if device is not None else default_device()).facts
 
 

@@ -30,6 +30,7 @@ import threading
 from pathlib import Path
 
 from .. import progress
+from .._version import __version__
 
 MODE_TUNE = "tune"
 MODE_CERTIFIED_ONLY = "certified-only"
@@ -111,7 +112,6 @@ def versions() -> dict:
     import triton
 
     from .. import _runtime
-    from .._version import __version__
     driver = "none"
     if _runtime.KERNEL_MODE != _runtime.INTERPRETED:
         from cuda.bindings import runtime as rt

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import statistics
+from .. import cuda
+from ..allocation import new_tensor, outside_arena
+from ..device import resolve
+from ..dtypes import get_dtype
 
 # the L2 cache size assumed where a device's facts give none: larger than any current GPU's
 DEFAULT_L2_BYTES = 128 * 2 ** 20
@@ -12,7 +16,6 @@ def device_time_ms(fn, *, warmup: int = 2, reps: int = 10, batches: int = 3, flu
     on the current stream (where ``fn`` launches its work). ``flush_bytes`` > 0: each call is timed alone,
     after ``flush_bytes`` of memory are overwritten outside the timed span, so that it reads its operands
     from device memory as a model's step does (a weight read once a step), not from a warm L2 cache."""
-    from .. import cuda
     for _ in range(warmup):
         fn()
     flush = _flush_buffer(flush_bytes) if flush_bytes else None
@@ -41,8 +44,5 @@ def device_time_ms(fn, *, warmup: int = 2, reps: int = 10, batches: int = 3, flu
 def _flush_buffer(nbytes: int):
     """Scratch of ``nbytes`` on the current device, made outside any graph arena (its memory goes back to
     the allocator's cache when the timing ends)."""
-    from ..device import resolve
-    from ..dtypes import get_dtype
-    from ..ops.copy import new_tensor, outside_arena
     with outside_arena():
         return new_tensor((nbytes,), get_dtype("uint8"), resolve("cuda"))

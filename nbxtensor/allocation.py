@@ -1,0 +1,165 @@
+"""Memory for tensors, below the ops: outputs (``new_tensor``), an op's temporaries (``scratch_tensor``,
+``scratch_scope``, ``Workspace``) and memory that outlives a call (``outside_arena``). While a graph runs on
+its planned arena, the arena serves them (``arena_service``, installed by graph/arena.py)."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+
+from . import shape as S
+from .device import backend_for, device as _device
+from .dtypes import get_dtype
+from .storage import Storage
+from .tensor import Size, Tensor, layout_key
+
+# Each temporary an op takes from its graph step's workspace starts this many bytes after the last.
+SCRATCH_ALIGNMENT = 256
+
+# While a graph runs on its planned arena, this serves every allocation its steps make (see
+# graph/arena.py): a step's planned outputs in their places, its temporaries from its planned workspace.
+arena_service = None
+# Per thread: how deep in ``scratch_scope`` (every allocation an op's temporary, never a planned output)
+# and whether in ``outside_arena`` (every allocation from the allocator). A graph runs in one thread, and
+# another thread's plan making or scratch must not change how it is served.
+_arena_local = threading.local()
+
+
+def workspace_bytes(*sizes: int) -> int:
+    """The workspace of temporaries of these byte sizes, each allocated on its own."""
+    return sum(-(-size // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT for size in sizes)
+
+
+@functools.lru_cache(maxsize=4096)
+def contiguous_layout(shape: tuple) -> tuple:
+    """(contiguous strides, elements) of ``shape``, kept: every op's outputs repeat a few shapes call after
+    call."""
+    return S.contiguous_strides(shape), S.numel(shape)
+
+
+def _strided_layout(shape: tuple, strides) -> tuple:
+    """(strides, elements the memory spans) of ``shape`` laid out with ``strides``."""
+    strides = tuple(strides)
+    return strides, S.max_offset(shape, strides) + 1 if S.numel(shape) else 0
+
+
+def new_tensor(shape, dtype, dev: _device, strides=None, pinned: bool = False) -> Tensor:
+    """Uninitialised memory for a tensor of ``shape`` (contiguous unless ``strides`` are given);
+    ``pinned`` asks for page-locked host memory."""
+    shape = tuple(shape)
+    strides, count = contiguous_layout(shape) if strides is None else _strided_layout(shape, strides)
+    if pinned and dev.type != "cpu":
+        raise RuntimeError(f"pin_memory applies to CPU tensors, not {dev}")
+    if dev.type == "meta":
+        return Tensor._meta(shape, dtype, strides)
+    return allocate_tensor(shape, strides, dtype, dev, count * dtype.itemsize, pinned)
+
+
+def scratch_tensor(shape, dtype, dev: _device) -> Tensor:
+    """Uninitialised contiguous memory for an op's internal temporary (never its result): inside a graph
+    run it comes from the step's planned workspace, which the op's cost rule declares (``Cost.workspace``,
+    each temporary counted by ``workspace_bytes``); elsewhere from the allocator."""
+    shape = tuple(shape)
+    strides, count = contiguous_layout(shape)
+    return allocate_tensor(shape, strides, dtype, dev, count * dtype.itemsize, scratch=True)
+
+
+@contextlib.contextmanager
+def scratch_scope():
+    """Every allocation made inside is an op's temporary (``scratch_tensor``): for an op that builds its
+    result through other ops, around the calls whose results it does not return."""
+    _arena_local.scratch_depth = getattr(_arena_local, "scratch_depth", 0) + 1
+    try:
+        yield
+    finally:
+        _arena_local.scratch_depth -= 1
+
+
+@contextlib.contextmanager
+def outside_arena():
+    """Allocations made inside come from the allocator even while a graph runs: for making an op's plan,
+    whose probes and tuning trials belong to the first call of a layout (as compiling does), not to the
+    step it runs in."""
+    outside = getattr(_arena_local, "outside", False)
+    _arena_local.outside = True
+    try:
+        yield
+    finally:
+        _arena_local.outside = outside
+
+
+def allocate_tensor(shape: tuple, strides: tuple, dtype, dev: _device, nbytes: int, pinned: bool = False,
+                    scratch: bool = False) -> Tensor:
+    """``new_tensor`` for callers that know the strides and byte size already (planned ops)."""
+    if arena_service is not None and nbytes and not pinned and not getattr(_arena_local, "outside", False):
+        # (the arena is not page-locked)
+        served = arena_service(shape, strides, dtype, dev, nbytes,
+                               scratch or getattr(_arena_local, "scratch_depth", 0) > 0)
+        if served is not None:
+            return served
+    return Tensor._make(Storage(dev, nbytes, pinned=pinned), 0, shape, strides, dtype)
+
+
+def fresh_tensor_maker(shape, dtype, dev: _device, strides=None):
+    """``make()``: a fresh tensor laid out as ``new_tensor(shape, dtype, dev, strides)`` makes it, for a
+    plan that makes one at every call. The layout is worked out once and given to each tensor (its
+    ``layout_key``); the memory is a block the allocator parked for the current stream where there is
+    one (no Python in the allocator), else the allocator's. While a graph runs on its arena, the arena
+    serves the request as it serves ``new_tensor``'s."""
+    shape = Size(shape)
+    strides, count = contiguous_layout(tuple(shape)) if strides is None else _strided_layout(shape, strides)
+    nbytes = count * dtype.itemsize
+    backend, index = backend_for(dev), dev.index
+    parked, allocate = backend.parked_buffers(index), backend.allocate
+    stream_of = getattr(backend, "current_stream_handle", None)
+    layout = layout_key(shape, strides, dtype, dev)
+
+    def make() -> Tensor:
+        if arena_service is not None or not nbytes:
+            made = allocate_tensor(shape, strides, dtype, dev, nbytes)
+        else:
+            buffer = (parked and parked(nbytes, stream_of(index))) or allocate(nbytes, index)
+            made = Tensor._make(Storage(dev, nbytes, buffer), 0, shape, strides, dtype)
+        made._layout = layout
+        return made
+    return make
+
+
+class Workspace:
+    """An op plan's temporaries, carved at each call from one allocation (one allocator round trip instead
+    of one per temporary); each piece starts 16 bytes after the one before it, rounded up."""
+
+    def __init__(self, pieces: dict):
+        """``pieces``: name -> (shape, dtype)."""
+        self.pieces, offset = [], 0
+        for name, (shape, dtype) in pieces.items():
+            shape = tuple(shape)
+            self.pieces.append((name, shape, S.contiguous_strides(shape), offset, dtype))
+            offset += self._piece_bytes(shape, dtype)
+        self.nbytes = offset
+
+    @staticmethod
+    def _piece_bytes(shape, dtype) -> int:
+        return -(-S.numel(tuple(shape)) * dtype.itemsize // 16) * 16
+
+    @classmethod
+    def bytes_for(cls, pieces) -> int:
+        """The workspace bytes a cost rule declares for a ``Workspace`` of ``pieces`` (name -> (shape,
+        dtype), or just (shape, dtype) pairs): its one temporary, as ``workspace_bytes`` counts it."""
+        pairs = list(pieces.values() if isinstance(pieces, dict) else pieces)
+        return workspace_bytes(max(sum(cls._piece_bytes(shape, dtype) for shape, dtype in pairs), 1)) if pairs else 0
+
+    def allocate(self, device, tensors: dict) -> None:
+        """Put a fresh tensor for every piece into ``tensors``."""
+        if self.pieces:
+            self.carve(scratch_tensor((max(self.nbytes, 1),), _BYTES, device), tensors)
+
+    def carve(self, buffer: Tensor, tensors: dict) -> None:
+        """Put every piece, a view of ``buffer`` (uint8, at least ``nbytes`` long, starting on 16 bytes in its
+        storage), into ``tensors``."""
+        for name, shape, strides, offset, dtype in self.pieces:
+            start = (buffer._offset + offset) // dtype.itemsize
+            tensors[name] = buffer._view(shape, strides, offset=start, dtype=dtype)
+
+
+_BYTES = get_dtype("uint8")
