@@ -8,6 +8,8 @@ Plans read the device's facts when made: whoever changes facts in a running proc
 ``clear_all()``."""
 from __future__ import annotations
 
+import itertools
+
 from .. import dtypes as _dtypes
 from ..allocation import outside_arena
 from ..launch import bind_slots, launch_slots
@@ -137,12 +139,15 @@ class PlannedLaunch:
 
 
 _constexpr_ids: dict = {}
+_fresh_ids = itertools.count()  # ``next`` is atomic: racing threads never draw one id for two sets
 
 
 def constexpr_id(constexprs: dict) -> int:
     """A small integer standing for one set of constexprs in the launch cache's key: hashing the set
     itself (jitted bodies, Triton dtypes) on every launch costs more than the rest of the key."""
-    return _constexpr_ids.setdefault(tuple(constexprs.items()), len(_constexpr_ids))
+    items = tuple(constexprs.items())
+    known = _constexpr_ids.get(items)
+    return known if known is not None else _constexpr_ids.setdefault(items, next(_fresh_ids))
 
 
 def run_launches(device, launches, workspace, tensors: dict) -> None:
