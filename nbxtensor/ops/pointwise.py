@@ -54,7 +54,7 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.copy import FORMAT_NATIVE, load_format
-from ..launch import cdiv, launch, relaunch
+from ..launch import cdiv, launch, launch_slots, relaunch
 from ..lowering import conversion_flags, needs_index_64
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
@@ -498,8 +498,13 @@ def _execute(row: Row, call: Call, plan: _CallPlan, out: Tensor, slots) -> None:
         launcher = _launch_complex if plan.compute.is_complex else _launch_real
         launcher(row, call, metadata, out, views)
         return
-    # a tensor's pointer is that of its first element whatever its view, so slots go as they are
-    real.planned.launch(plan.device, real.values(out, slots, plan.compute))
+    # a tensor's pointer is that of its first element whatever its view, so slots go as they are;
+    # ``real.values`` and ``PlannedLaunch.launch`` inlined, as this is every pointwise call's general path
+    compute, planned = plan.compute, real.planned
+    values = [out, *[out if i < 0 else slots[i] for i in real.pointer_slots],
+              *[0 if i < 0 else _cached_scalar_bits(slots[i], compute) for i in real.scalar_slots]]
+    launch_slots(planned.kernel, planned.grid, plan.device, planned.args, planned.positions, values,
+                 planned.constexprs, planned.key, planned.bound)
 
 
 def _common_device(row: Row, tensors, out):
