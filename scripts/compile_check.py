@@ -33,9 +33,10 @@ import yaml
 _GPU_SETTINGS = {"INTERPRETED": False, "DECODE_BF16": False}
 _PDL = "PDL"
 _FACTS = Path(__file__).resolve().parents[1] / "nbxtensor" / "device" / "facts"
-# PTX lines that reach global memory (a load, store, atomic or asynchronous copy outside the parameter,
-# shared, local and constant spaces), that leave the entry block, and the labels branches jump to
-_MEMORY_ACCESS = re.compile(r"^\s*(@!?%\w+\s+)?(ld|st|atom|red|cp\.async|prefetch)(?!\.(param|shared|local|const)\b)\b")
+# PTX lines that may reach global memory (a load, store, atomic, copy or prefetch not named as one of the
+# parameter, shared, local or constant spaces), that leave the entry block, and the labels branches jump to
+_MEMORY_ACCESS = re.compile(r"^\s*(@!?%\w+\s+)?(ld|ldu|st|atom|red|cp|prefetch|multimem)\b"
+                            r"(?!\.(param|shared|local|const)\b)")
 _CONTROL_FLOW = re.compile(r"^\s*(@!?%\w+\s+)?(bra|ret|exit)\b")
 _LABEL = re.compile(r"^\s*([$\w]+):")
 _BRANCH_TARGET = re.compile(r"\bbra(?:\.uni)?\s+([$\w]+)\s*;")

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 from .conftest import cpu_kernels
+from .test_dependent_launch import DECODE_STEP_KERNELS
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / "scripts" / "compile_check.py"
@@ -218,36 +219,19 @@ def test_the_wgmma_attention_kernel_compiles_for_hopper(tmp_path):
     assert "compiled 4 of 4" in result.stdout
 
 
-_DECODE_STEP_KERNELS = {"gemv", "gemv_combine", "norm_rows", "pointwise", "rotary_append", "decode_partial",
-                        "decode_combine"}
-
-
 @cpu_kernels
 def test_the_decode_step_kernels_wait_first_when_compiled_with_dependent_launch(tmp_path):
     """Recorded under the interpreter with ``PDL`` false, the decode step's kernels compile for Hopper
     with it true (its facts allow it), and each one's PTX waits before it touches global memory."""
     records = _record(tmp_path, """
         import numpy as np
-        import nbxtensor as nbx
-        F = nbx.nn.functional
         from nbxtensor.ops import matmul
-        from nbxtensor.ops.normalization import add_rms_norm, rms_norm
-        listed = matmul.gemv_candidates  # K in two splits: the partials and their combine
-        matmul.gemv_candidates = lambda facts, m, n, k: [dict(c, SPLITS=2, BLOCK_K=16) for c in listed(facts, m, n, k)]
-        rng = np.random.default_rng(0)
-        f32 = lambda *shape: nbx.tensor(rng.standard_normal(shape).astype(np.float32))
-        ints = lambda *values: nbx.tensor(np.array(values, np.int32))
-        F.linear(f32(1, 64), f32(32, 64))
-        h, residual = add_rms_norm(f32(1, 32), f32(1, 32), (32,), f32(32), 1e-6)
-        rms_norm(h, (32,), f32(32), 1e-6)
-        F.act_and_mul(f32(1, 64), activation="silu")
-        caches = f32(4, 4, 2, 16), f32(4, 4, 2, 16)
-        q, k = F.rotary_append(f32(1, 4, 16), f32(1, 2, 16), f32(1, 2, 16), f32(8, 8), f32(8, 8), ints([5]),
-                               *caches, ints(5))
-        F.paged_attention(q, *caches, ints([0, 1]), ints(6)).numpy()
+        from tests.test_dependent_launch import run_decode_step_ops, split_products_in_two
+        matmul.gemv_candidates = split_products_in_two(matmul.gemv_candidates)
+        run_decode_step_ops(np.random.default_rng(0), "cpu")
     """)
     launches = [json.loads(line) for line in records.read_text().splitlines()]
-    assert {record["kernel"] for record in launches} == _DECODE_STEP_KERNELS
+    assert {record["kernel"] for record in launches} == DECODE_STEP_KERNELS
     assert all(record["constexprs"]["PDL"] is False for record in launches)  # the interpreter never takes it
     result = _check(records, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -17,7 +17,7 @@ from nbxtensor.device import backend_for
 from nbxtensor.ops import attention, matmul, normalization, plans
 from nbxtensor.ops.normalization import add_rms_norm, rms_norm
 
-from .conftest import TEST_DEVICE, to_nbx
+from .conftest import TEST_DEVICE
 
 F = nbx.nn.functional
 
@@ -82,8 +82,31 @@ def test_a_kernel_without_the_constexpr_never_carries_it(monkeypatch):
     assert kernel.calls == [{"BLOCK": 4, "launch_pdl": False}]
 
 
-_DECODE_STEP_KERNELS = {"gemv", "gemv_combine", "norm_rows", "pointwise", "rotary_append", "decode_partial",
-                        "decode_combine"}
+DECODE_STEP_KERNELS = {"gemv", "gemv_combine", "norm_rows", "pointwise", "rotary_append", "decode_partial",
+                       "decode_combine"}
+
+
+def split_products_in_two(candidates):
+    """``matmul.gemv_candidates`` with K in two splits: a product's partials, then their combine."""
+    return lambda facts, m, n, k: [dict(c, SPLITS=2, BLOCK_K=16) for c in candidates(facts, m, n, k)]
+
+
+def run_decode_step_ops(rng, device=TEST_DEVICE) -> None:
+    """Each op of a decode step once, on tiny operands: a product, the residual add with its norm and a
+    norm alone, the gated activation, rotary embedding with the cache append, paged attention."""
+    def f32(*shape):
+        return nbx.tensor(rng.standard_normal(shape).astype(np.float32), device=device)
+
+    def ints(*values):
+        return nbx.tensor(np.array(values, np.int32), device=device)
+    caches = f32(4, 4, 2, 16), f32(4, 4, 2, 16)
+    F.linear(f32(1, 64), f32(32, 64))
+    h, _ = add_rms_norm(f32(1, 32), f32(1, 32), (32,), f32(32), 1e-6)
+    rms_norm(h, (32,), f32(32), 1e-6)
+    F.act_and_mul(f32(1, 64), activation="silu")
+    q, _ = F.rotary_append(f32(1, 4, 16), f32(1, 2, 16), f32(1, 2, 16), f32(8, 8), f32(8, 8), ints([5]), *caches,
+                           ints(5))
+    F.paged_attention(q, *caches, ints([0, 1]), ints(6))
 
 
 def test_the_decode_step_ops_set_pdl_from_dependent_launch(monkeypatch, rng):
@@ -97,30 +120,16 @@ def test_the_decode_step_ops_set_pdl_from_dependent_launch(monkeypatch, rng):
         return 0
     for module in (launch, matmul, normalization, attention):
         monkeypatch.setattr(module, "dependent_launch", answer)
-    listed = matmul.gemv_candidates  # K in two splits: the partials and their combine
-    monkeypatch.setattr(matmul, "gemv_candidates",
-                        lambda facts, m, n, k: [dict(c, SPLITS=2, BLOCK_K=16) for c in listed(facts, m, n, k)])
+    monkeypatch.setattr(matmul, "gemv_candidates", split_products_in_two(matmul.gemv_candidates))
     plans.clear_all()  # plans keep the constexprs they were made with
     try:
-        def f32(*shape):
-            return to_nbx(rng.standard_normal(shape).astype(np.float32))
-
-        def ints(*values):
-            return to_nbx(np.array(values, np.int32))
-        caches = f32(4, 4, 2, 16), f32(4, 4, 2, 16)
         with launch.capture() as recorded:
-            F.linear(f32(1, 64), f32(32, 64))
-            h, _ = add_rms_norm(f32(1, 32), f32(1, 32), (32,), f32(32), 1e-6)
-            rms_norm(h, (32,), f32(32), 1e-6)
-            F.act_and_mul(f32(1, 64), activation="silu")
-            q, _ = F.rotary_append(f32(1, 4, 16), f32(1, 2, 16), f32(1, 2, 16), f32(8, 8), f32(8, 8), ints([5]),
-                                   *caches, ints(5))
-            F.paged_attention(q, *caches, ints([0, 1]), ints(6))
+            run_decode_step_ops(rng)
     finally:
         plans.clear_all()
     pdl = {(kernel.fn.__name__, type(constexprs["PDL"]), constexprs["PDL"])
            for kernel, _, _, _, constexprs, _ in recorded.launches}
-    assert pdl == {(name, int, 0) for name in _DECODE_STEP_KERNELS}
+    assert pdl == {(name, int, 0) for name in DECODE_STEP_KERNELS}
     assert set(asked) == {nbx.device(TEST_DEVICE).type}
 
 
