@@ -58,6 +58,27 @@ def pointer_argument(cls: type) -> type:
 _RECORD_PATH = os.environ.get("NBX_RECORD_LAUNCHES")
 
 
+# Programmatic dependent launch (``kernels/dependent_launch.py``): a launch whose ``PDL`` constexpr is true
+# carries the attribute that lets it start before the kernel ahead of it has finished, and no other launch
+# does, since only a kernel that waits first may. Ops set ``PDL`` from ``dependent_launch(device)``.
+PDL = "PDL"
+# ``NBX_PDL=1`` turns it on where the device's facts allow it (off by default until measured on a GPU)
+_PDL_SETTING = os.environ.get("NBX_PDL", "0").strip() or "0"
+if _PDL_SETTING not in ("0", "1"):
+    raise ValueError(f"NBX_PDL must be 0 or 1, got {_PDL_SETTING!r}")
+_PDL_ON = _PDL_SETTING == "1"
+
+
+def dependent_launch(device) -> bool:
+    """The ``PDL`` constexpr for kernels launched on ``device``: true where kernels compile, the device's
+    class supports programmatic dependent launch (its facts say ``programmatic_dependent_launch``) and
+    ``NBX_PDL`` turns it on."""
+    if not _PDL_ON:
+        return False
+    backend = backend_for(device)
+    return backend.compiles_kernels and bool(backend.facts["kernels"].get("programmatic_dependent_launch"))
+
+
 def _log_for_compile_check(kernel, args, constexprs: dict) -> None:
     def plain(v):  # a value kernels keep as ``tl.constexpr`` (a module constant) is recorded as its value
         return v.value if type(v).__name__ == "constexpr" else v
@@ -309,7 +330,7 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
     if entry is None:
         _use_scratch(device)  # a kernel may ask for global scratch on its first launch
         compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is _Pointer else a for a in args],
-                                **constexprs)
+                                **constexprs, launch_pdl=constexprs.get(PDL) is True)
         _compiled[key] = (compiled, [constexprs[name] for name in kernel.arg_names[len(args):]],
                           _direct_launcher(compiled))
         return None

@@ -8,7 +8,11 @@ then compile each distinct specialisation here:
     NBX_RECORD_LAUNCHES=/tmp/launches.jsonl python3 -m pytest -q tests/test_sorting.py
     python3 scripts/compile_check.py /tmp/launches.jsonl [--target 90] [--jobs 2] [--limit-per-kernel N]
 
-Interpreter-only switches (``INTERPRETED``, ``DECODE_BF16``) are compiled as a GPU would set them.
+Interpreter-only switches (``INTERPRETED``, ``DECODE_BF16``) are compiled as a GPU would set them, and
+so is ``PDL`` (programmatic dependent launch, ``kernels/dependent_launch.py``): true where the facts file of
+the target's class names ``programmatic_dependent_launch``. A specialisation compiled with ``PDL`` true
+must wait (``griddepcontrol.wait``) before its PTX touches global memory or branches, and signal its
+dependents; one that does not is a failure.
 Prints one line per failure and a summary; exits 1 when any specialisation fails to compile.
 """
 from __future__ import annotations
@@ -18,11 +22,56 @@ import concurrent.futures
 import importlib
 import json
 import os
+import re
 import sys
 import time
 import traceback
+from pathlib import Path
+
+import yaml
 
 _GPU_SETTINGS = {"INTERPRETED": False, "DECODE_BF16": False}
+_PDL = "PDL"
+_FACTS = Path(__file__).resolve().parents[1] / "nbxtensor" / "device" / "facts"
+# PTX lines that may reach global memory (a load, store, atomic, copy or prefetch not named as one of the
+# parameter, shared, local or constant spaces), that leave the entry block, and the labels branches jump to
+_MEMORY_ACCESS = re.compile(r"^\s*(@!?%\w+\s+)?(ld|ldu|st|atom|red|cp|prefetch|multimem)\b"
+                            r"(?!\.(param|shared|local|const)\b)")
+_CONTROL_FLOW = re.compile(r"^\s*(@!?%\w+\s+)?(bra|ret|exit)\b")
+_LABEL = re.compile(r"^\s*([$\w]+):")
+_BRANCH_TARGET = re.compile(r"\bbra(?:\.uni)?\s+([$\w]+)\s*;")
+
+
+def target_settings(capability: int) -> dict:
+    """The constexprs a GPU of compute ``capability`` sets where the interpreter set others (module
+    docstring). Reads the facts files directly: importing nbxtensor here would settle Triton's mode."""
+    major, minor = divmod(capability, 10)
+    dependent_launch = False
+    for path in sorted(_FACTS.glob("*.yaml")):
+        facts = yaml.safe_load(path.read_text())
+        match = facts.get("match", {})
+        if match.get("type") == "cuda" and [major, minor] in match.get("capability", []):
+            dependent_launch = bool(facts["kernels"].get("programmatic_dependent_launch"))
+    return {**_GPU_SETTINGS, _PDL: dependent_launch}
+
+
+def dependent_launch_problem(ptx: str) -> str | None:
+    """Why a kernel compiled with ``PDL`` true breaks the rule that its launch attribute relies on (it
+    waits first, in the entry block, before any global memory access, and signals its dependents), or
+    None when it keeps it."""
+    for instruction in ("griddepcontrol.wait", "griddepcontrol.launch_dependents"):
+        if instruction not in ptx:
+            return f"has no {instruction}"
+    targets = set(_BRANCH_TARGET.findall(ptx))
+    for line in ptx[ptx.index(".entry"):].splitlines():
+        if "griddepcontrol.wait" in line:
+            return None
+        if _MEMORY_ACCESS.match(line):
+            return f"touches global memory before griddepcontrol.wait: {line.strip()!r}"
+        label = _LABEL.match(line)
+        if _CONTROL_FLOW.match(line) or (label and label.group(1) in targets):
+            return f"branches before griddepcontrol.wait: {line.strip()!r}"
+    return None
 
 
 def _representative(described: dict) -> dict:
@@ -41,16 +90,17 @@ def _representative(described: dict) -> dict:
     return {"value": (2 ** 36 if wide else 16) if value % 16 == 0 else (2 ** 36 + 3 if wide else 3)}
 
 
-def distinct_launches(path: str, limit_per_kernel: int | None, all_arguments: bool = False) -> list[dict]:
+def distinct_launches(path: str, limit_per_kernel: int | None, all_arguments: bool = False,
+                      settings: dict = _GPU_SETTINGS) -> list[dict]:
     """The recorded launches, one per (kernel, constexprs) in first-seen order, or with ``all_arguments``
     one per (kernel, constexprs, argument specialisation); with ``limit_per_kernel``, at most that many
-    constexpr sets of each kernel."""
+    constexpr sets of each kernel. Constexprs named in ``settings`` take its values."""
     seen, per_kernel, out = set(), {}, []
     with open(path) as f:
         for line in f:
             record = json.loads(line)
             record["args"] = [_representative(a) for a in record["args"]]
-            for name, value in _GPU_SETTINGS.items():
+            for name, value in settings.items():
                 if name in record["constexprs"]:
                     record["constexprs"][name] = value
             marker = json.dumps(record if all_arguments else [record["module"], record["kernel"],
@@ -126,7 +176,11 @@ def _compile(record: dict) -> tuple[str, float | None, str | None]:
     start = time.perf_counter()
     try:
         args, constexprs = _arguments(record)
-        kernel.warmup(*args, grid=(1,), **constexprs)
+        dependent = constexprs.get(_PDL) is True
+        compiled = kernel.warmup(*args, grid=(1,), **constexprs, launch_pdl=dependent)
+        problem = dependent_launch_problem(compiled.asm["ptx"]) if dependent else None
+        if problem is not None:
+            raise RuntimeError(f"compiled with PDL, it {problem}")
     except Exception as e:  # noqa: BLE001  (every failure is reported, with what was compiled)
         root = e
         while root.__cause__ is not None:  # Triton wraps the real error once per nested jit call
@@ -153,7 +207,7 @@ def main(argv=None) -> int:
     parser.add_argument("--all-arguments", action="store_true",
                         help="also compile each specialisation of the non-constexpr arguments")
     args = parser.parse_args(argv)
-    records = distinct_launches(args.records, args.limit_per_kernel, args.all_arguments)
+    records = distinct_launches(args.records, args.limit_per_kernel, args.all_arguments, target_settings(args.target))
     failures, timings, interpreter_only = [], [], 0
     with concurrent.futures.ProcessPoolExecutor(args.jobs, initializer=_worker_init,
                                                 initargs=(args.target,)) as pool:
@@ -166,8 +220,10 @@ def main(argv=None) -> int:
                 failures.append(f"{name}: {error}")
                 print(f"FAIL {name}: {error}", flush=True)
     slowest = ", ".join(f"{n} {s:.1f}s" for s, n in sorted(timings, reverse=True)[:5])
-    print(f"compiled {len(timings) - len(failures)} of {len(timings)} specialisations for sm_{args.target}; "
-          f"{len(failures)} failed; {interpreter_only} interpreter-only skipped; slowest: {slowest}")
+    dependent = sum(record["constexprs"].get(_PDL) is True for record in records)
+    print(f"compiled {len(timings) - len(failures)} of {len(timings)} specialisations for sm_{args.target} "
+          f"({dependent} with programmatic dependent launch); {len(failures)} failed; "
+          f"{interpreter_only} interpreter-only skipped; slowest: {slowest}")
     return 1 if failures else 0
 
 

@@ -3,6 +3,7 @@ with no GPU (the interpreter accepts code that Triton's GPU compiler refuses, so
 show a kernel compiles)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 from .conftest import cpu_kernels
+from .test_dependent_launch import DECODE_STEP_KERNELS
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / "scripts" / "compile_check.py"
@@ -215,3 +217,76 @@ def test_the_wgmma_attention_kernel_compiles_for_hopper(tmp_path):
     result = _check(records, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "compiled 4 of 4" in result.stdout
+
+
+@cpu_kernels
+def test_the_decode_step_kernels_wait_first_when_compiled_with_dependent_launch(tmp_path):
+    """Recorded under the interpreter with ``PDL`` false, the decode step's kernels compile for Hopper
+    with it true (its facts allow it), and each one's PTX waits before it touches global memory."""
+    records = _record(tmp_path, """
+        import numpy as np
+        from nbxtensor.ops import matmul
+        from tests.test_dependent_launch import run_decode_step_ops, split_products_in_two
+        matmul.gemv_candidates = split_products_in_two(matmul.gemv_candidates)
+        run_decode_step_ops(np.random.default_rng(0), "cpu")
+    """)
+    launches = [json.loads(line) for line in records.read_text().splitlines()]
+    assert {record["kernel"] for record in launches} == DECODE_STEP_KERNELS
+    assert all(record["constexprs"]["PDL"] is False for record in launches)  # the interpreter never takes it
+    result = _check(records, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "compiled 8 of 8 specialisations for sm_90 (8 with programmatic dependent launch); 0 failed" \
+        in result.stdout
+
+
+@cpu_kernels
+def test_a_kernel_compiled_with_dependent_launch_that_does_not_wait_first_is_reported(tmp_path):
+    (tmp_path / "dependent_kernels.py").write_text(textwrap.dedent("""
+        import nbxtensor  # settles Triton's mode first
+        import triton
+        import triton.language as tl
+        from nbxtensor.kernels.dependent_launch import await_predecessors
+
+        @triton.jit
+        def waits_first(x, n, BLOCK: tl.constexpr, PDL: tl.constexpr):
+            await_predecessors(PDL)
+            i = tl.arange(0, BLOCK)
+            tl.store(x + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)
+
+        @triton.jit
+        def loads_first(x, n, BLOCK: tl.constexpr, PDL: tl.constexpr):
+            i = tl.arange(0, BLOCK)
+            y = tl.load(x + i, mask=i < n)
+            await_predecessors(PDL)
+            tl.store(x + i, y * 2, mask=i < n)
+
+        @triton.jit
+        def never_waits(x, n, BLOCK: tl.constexpr, PDL: tl.constexpr):
+            i = tl.arange(0, BLOCK)
+            tl.store(x + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)
+    """))
+    records = _record(tmp_path, """
+        import nbxtensor as nbx
+        from nbxtensor.launch import launch
+        from dependent_kernels import loads_first, never_waits, waits_first
+        x = nbx.ones(4)
+        for kernel in (waits_first, loads_first, never_waits):
+            launch(kernel, (1,), x.device, [x, 4], BLOCK=8, PDL=False)
+        assert x.tolist() == [8.0] * 4
+    """)
+    result = _check(records, tmp_path)
+    assert result.returncode == 1
+    assert "FAIL dependent_kernels.loads_first: RuntimeError: compiled with PDL, it touches global memory before " \
+           "griddepcontrol.wait" in result.stdout
+    assert "FAIL dependent_kernels.never_waits: RuntimeError: compiled with PDL, it has no griddepcontrol.wait" \
+        in result.stdout
+    assert "(3 with programmatic dependent launch); 2 failed" in result.stdout
+
+
+def test_the_compile_check_sets_pdl_as_the_target_class_facts_do():
+    spec = importlib.util.spec_from_file_location("compile_check", CHECK)
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    assert check.target_settings(90)["PDL"] is True
+    assert check.target_settings(80)["PDL"] is False  # Ampere: no programmatic dependent launch
+    assert check.target_settings(120)["PDL"] is False  # no facts file: derived ones, which do not claim it

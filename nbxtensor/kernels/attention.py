@@ -17,6 +17,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from .copy import _decode, _encode
+from .dependent_launch import await_predecessors
 
 LOG2_E = 1.4426950408889634
 
@@ -346,13 +347,14 @@ def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, par
                    HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
                    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, MASK_KIND: tl.constexpr,
                    MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr,
-                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, SOFTCAP: tl.constexpr = False,
+                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr, SOFTCAP: tl.constexpr = False,
                    WINDOW: tl.constexpr = False):
     """The partial (max, sum, weighted sum) of one KV head's group of query heads (axis 0) over one split
     of the keys (axis 1) of one sequence (axis 2). The group shares every K/V tile it loads, which is what
     makes grouped-query decode read the cache once. Dense keys are (b, kv head, key, dim) through strides;
     paged keys are (page, slot, kv head, dim), and then ``k_sb``/``k_sn`` are the page and slot strides.
     The query stands after the last key: WINDOW lets it see the last ``window`` keys only."""
+    await_predecessors(PDL)
     kv_head = tl.program_id(0)
     split = tl.program_id(1)
     batch = tl.program_id(2)
@@ -411,10 +413,11 @@ def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, par
 @triton.jit
 def decode_combine(part_acc, part_max, part_sum, out, H_q, splits, out_sb, out_sh, out_sd,
                    VALUE_DIM: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_S: tl.constexpr, DST_FORMAT: tl.constexpr,
-                   VIA_F32: tl.constexpr):
+                   VIA_F32: tl.constexpr, PDL: tl.constexpr):
     """Merges one query head's split states (axis 0: head, axis 1: batch), all BLOCK_S (>= splits) of them
     loaded at once and reduced in a fixed order, so the result's bits do not depend on which program
     finished first."""
+    await_predecessors(PDL)
     head = tl.program_id(0)
     batch = tl.program_id(1)
     rdv = tl.arange(0, BLOCK_DV)
@@ -547,12 +550,13 @@ def rotary_append(q, k, v, q_out, k_out, key_cache, value_cache, cos, sin, posit
                   HALF: tl.constexpr, DIM: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HALF: tl.constexpr,
                   BLOCK_REST: tl.constexpr, BLOCK_D: tl.constexpr, IN_FORMAT: tl.constexpr,
                   TRIG_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                  INDEX_64: tl.constexpr):
+                  INDEX_64: tl.constexpr, PDL: tl.constexpr):
     """A decoder layer's attention inputs in one pass. Program (tile of tokens, head): a head below
     ``q_heads`` rotates that query head into ``q_out``; head ``q_heads + j`` rotates key head j into
     ``k_out`` and into the key cache at each token's slot (page slot // block_size, offset slot %
     block_size), and copies value head j into the value cache there. A negative slot marks a padding token,
     whose cache rows are left alone. Rows are rotate-half pairs of HALF in DIM, the last dims unit-strided."""
+    await_predecessors(PDL)
     rt = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     head = tl.program_id(1)
     if INDEX_64:

@@ -12,6 +12,7 @@ import triton.language as tl
 
 from .common import strided_offset
 from .copy import _decode, _encode
+from .dependent_launch import await_predecessors
 
 
 @triton.jit
@@ -362,11 +363,12 @@ def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
          ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr,
          SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-         INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+         INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr):
     """Rows of ``x`` (M of them, M <= BLOCK_M <= 16) times the K x N weight ``w``, which is streamed once:
     program (i, s) reads columns [i * BLOCK_N, ...) of the rows in split s of K. With SPLIT, each program
     writes its float32 partial sums to ``partial`` (split, M, N) and ``gemv_combine`` adds them in a
     fixed order (no atomics, so results do not depend on scheduling)."""
+    await_predecessors(PDL)
     split, rm, rn, rk, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M, BLOCK_N,
                                                                               BLOCK_K, ACC, INDEX_64)
     if INTERPRETED:
@@ -390,8 +392,9 @@ def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
 @triton.jit
 def gemv_combine(partial, bias, out, M, N, splits, alpha, beta, bias_sm, bias_sn, out_sm, out_sn,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
-                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
+                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, PDL: tl.constexpr):
     """Sums ``gemv``'s partials over the splits, in split order, then applies the epilogue."""
+    await_predecessors(PDL)
     rm = tl.arange(0, BLOCK_M)
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)

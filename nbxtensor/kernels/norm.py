@@ -7,6 +7,7 @@ import triton.language as tl
 
 from .common import program_elements
 from .copy import _decode, _encode
+from .dependent_launch import await_predecessors
 from .reduce import _extreme_lanes, _lane_sum, _reduce_lanes, load_partials, row_starts, welford_combine
 
 
@@ -131,11 +132,12 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, opaque_zero, length,
               SRC_FORMAT: tl.constexpr, RES_FORMAT: tl.constexpr, H_FORMAT: tl.constexpr, H_VIA_F32: tl.constexpr,
               W_FORMAT: tl.constexpr, B_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
               INDEX_64: tl.constexpr, ROW_ALIGN: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr,
-              LANE_BITS: tl.constexpr, ROUND_NORMED: tl.constexpr = False):
+              LANE_BITS: tl.constexpr, PDL: tl.constexpr, ROUND_NORMED: tl.constexpr = False):
     """layer_norm (RMS false: subtract the mean, divide by the standard deviation) or rms_norm of rows
     whose elements are adjacent; outputs (and the residual sum) are written densely. ROUND_NORMED: the
     normalised value is rounded to the output's dtype before the weight multiplies it (transformers'
     RMSNorm: ``weight * normed.to(dtype)``)."""
+    await_predecessors(PDL)
     rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
     src_row = row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
     res_row = row_starts(rows, row_shape, res_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)

@@ -25,6 +25,7 @@ import triton.language as tl
 
 from .common import program_elements
 from .copy import _decode, _encode
+from .dependent_launch import await_predecessors
 from .pointwise_bodies import *  # noqa: F401,F403  (the bodies and their mode codes, by name, for the table)
 from .pointwise_codes import (CAT_BOOL, CAT_FLOAT32, CAT_FLOAT64, CAT_INT, CAT_UINT,  # noqa: F401
                               OPERAND_ABSENT, OPERAND_COMPLEX_TENSOR, OPERAND_SCALAR, OPERAND_TENSOR)
@@ -84,7 +85,9 @@ def pointwise(out, n, shape, out_strides,
               K0: tl.constexpr, K1: tl.constexpr, K2: tl.constexpr, K3: tl.constexpr,
               F0: tl.constexpr, F1: tl.constexpr, F2: tl.constexpr, F3: tl.constexpr,
               BITS_TYPE: tl.constexpr, OUT_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-              FLOAT_TO_INT: tl.constexpr, RANK: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
+              FLOAT_TO_INT: tl.constexpr, RANK: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr,
+              PDL: tl.constexpr):
+    await_predecessors(PDL)
     idx = program_elements(BLOCK, INDEX_64)
     mask = idx < n
     out_off, off0, off1, off2, off3 = _offsets(idx, shape, out_strides, strides0, strides1, strides2, strides3,

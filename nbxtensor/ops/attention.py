@@ -20,7 +20,7 @@ from ..dtypes import get_dtype
 from ..kernels import attention as K
 from ..kernels import attention_wgmma as KW
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch, next_pow2
+from ..launch import cdiv, dependent_launch, launch, next_pow2
 from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
@@ -457,12 +457,13 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
              *v_args, mask_strides[0], mask_strides[1], mask_strides[3], table_sb],
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, next_pow2(heads_per_kv)), BLOCK_N=block_n,
                  BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
-                 MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
+                 MASK_FORMAT=mask_format, INDEX_64=index_64, PDL=dependent_launch(dev), num_warps=config["num_warps"],
                  SOFTCAP=softcap is not None, WINDOW=window is not None, **stages, **flags)),
         PlannedLaunch(
             K.decode_combine, (H_q, B),
             [part_acc, part_max, part_sum, Slot("out"), H_q, splits, *out.stride()],
-            dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, BLOCK_S=next_pow2(splits), num_warps=2, **combine_flags)),
+            dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, BLOCK_S=next_pow2(splits), PDL=dependent_launch(dev),
+                 num_warps=2, **combine_flags)),
     ]
     return launches, Workspace(temporaries)
 
@@ -960,7 +961,7 @@ def rotary_append(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, pos
            IN_FORMAT=SMALL_FLOAT_FORMATS.get(q.dtype.name, FORMAT_NATIVE),
            TRIG_FORMAT=SMALL_FLOAT_FORMATS.get(cos.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
            VIA_F32=conversion["VIA_F32"], INDEX_64=needs_index_64(q, k, v, key_cache, value_cache, cos),
-           num_warps=4)
+           PDL=dependent_launch(q.device), num_warps=4)
     return q_out, k_out
 
 

@@ -9,7 +9,7 @@ from .. import tuning
 from ..allocation import scratch_tensor
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
-from ..launch import cdiv, next_pow2
+from ..launch import cdiv, dependent_launch, next_pow2
 from .plans import PlannedLaunch, Slot
 
 # rows up to this many take the GEMV kernel (one 16-row tile of the matrix unit at most)
@@ -82,7 +82,7 @@ def _gemv_launches(key, a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled,
             [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split, float(alpha),
              float(beta), a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
             dict(BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1, HAS_BIAS=has_bias,
-                 SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
+                 SCALED=scaled, INDEX_64=index_64, PDL=dependent_launch(dev), num_warps=config["num_warps"],
                  **({"num_stages": config["num_stages"]} if "num_stages" in config else {}), **flags))
         combine_n = min(config["BLOCK_N"], 64)
         combine = PlannedLaunch(
@@ -91,7 +91,7 @@ def _gemv_launches(key, a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled,
              out_sm, out_sn],
             dict(BLOCK_M=next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=scaled,
                  BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-                 num_warps=config["num_warps"])) if splits > 1 else None
+                 PDL=dependent_launch(dev), num_warps=config["num_warps"])) if splits > 1 else None
 
         def run(a, b, bias, out):
             partial = scratch_tensor((splits, m, n), partial_dtype, dev) if combine is not None else out

@@ -11,7 +11,7 @@ from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scop
 from ..kernels import norm as N
 from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, launch, next_pow2
+from ..launch import cdiv, dependent_launch, launch, next_pow2
 from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
 from ..device import multiprocessors
@@ -344,7 +344,7 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
              B_FORMAT=_format(bias_v.dtype) if has_bias else FORMAT_NATIVE,
              DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
              INDEX_64=needs_index_64(x, rows), ROW_ALIGN=align,
-             BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1,
+             BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1, PDL=dependent_launch(dev),
              ROUND_NORMED=round_normed and dtype.itemsize < 4, num_warps=warps))
 
     fresh_output = fresh_tensor_maker(shape, dtype, dev)

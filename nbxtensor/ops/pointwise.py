@@ -650,7 +650,7 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
         constexprs.update(BLOCK_M=tile, BLOCK_N=tile)
         return _launch_of(K.pointwise_tiled, grid, n, merged, out_strides, pointer_slots, strides, scalar_slots,
                           constexprs)
-    constexprs.update(BLOCK=block)
+    constexprs.update(BLOCK=block, PDL=_launch_module.dependent_launch(dev))
     return _launch_of(K.pointwise, (cdiv(n, block),), n, merged, merged_strides[0], pointer_slots, strides,
                       scalar_slots, constexprs)
 

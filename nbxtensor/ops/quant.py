@@ -15,7 +15,7 @@ from ..dtypes import get_dtype
 from ..kernels import matmul as MK
 from ..kernels import quant as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
-from ..launch import cdiv, next_pow2
+from ..launch import cdiv, dependent_launch, next_pow2
 from ..lowering import conversion_flags, needs_index_64
 from ..quant import QuantizedWeight
 from ..tensor import Tensor
@@ -233,7 +233,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
             [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, 1.0, 1.0, 0, common[-3], *out.stride()],
             dict(BLOCK_M=next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=False,
                  BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-                 num_warps=config["num_warps"])) if splits > 1 else None
+                 PDL=dependent_launch(dev), num_warps=config["num_warps"])) if splits > 1 else None
         float32 = get_dtype("float32")
 
         def run(x, weight, bias, out):
