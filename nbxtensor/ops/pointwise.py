@@ -878,6 +878,13 @@ def _build(row: Row) -> None:
     def cost(*args, out=None, **kwargs):
         return _cost(row, args, kwargs, out)
 
+    # in place, the input is the output: a comparison's result takes the input's dtype
+    def inplace_meta(*args, **kwargs):
+        return _meta(row, args, kwargs, args[0])
+
+    def inplace_cost(*args, **kwargs):
+        return _cost(row, args, kwargs, args[0])
+
     impl.__name__ = row.name
     impl.__qualname__ = row.name
     impl.__doc__ = f"Pointwise ``{row.name}`` as ATen computes it (see nbxtensor.ops.pointwise)."
@@ -894,7 +901,7 @@ def _build(row: Row) -> None:
         inplace_impl.__name__ = row.name + "_"
         inplace_impl.__signature__ = _signature(row, False)
         inplace_aten = [a for a in aten if _is_inplace_overload(a)] or [f"aten::{row.name}_.default"]
-        register(row.name + "_", family="pointwise", aten=inplace_aten, meta=meta, cost=cost,
+        register(row.name + "_", family="pointwise", aten=inplace_aten, meta=inplace_meta, cost=inplace_cost,
                  api=row.inplace_api, methods=tuple(m + "_" for m in methods))(inplace_impl)
 
 

@@ -8,7 +8,8 @@ call forms, from its arguments' layouts and a device class's facts alone. Meta a
 op's arguments with every tensor replaced by anything that has ``shape`` and ``dtype`` (a real tensor
 does); key rules receive ``facts`` first, then
 the arguments with tensors as ones that have strides too (a meta tensor: ``device="meta"``), and return
-a list of keys.
+a list of keys. An op's sample inputs (``ops/samples.py``) come from ``register(samples=)`` or its family's
+default (``family_samples``).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Callable, NamedTuple
 from ..shape import numel
 
 __all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "all_ops", "nbytes", "workspace_bytes",
-           "public_function", "accepting_aliases", "KEYWORD_ALIASES"]
+           "public_function", "accepting_aliases", "KEYWORD_ALIASES", "family_samples", "samples_of"]
 
 # Each temporary an op takes from its graph step's workspace starts this many bytes after the last.
 SCRATCH_ALIGNMENT = 256
@@ -62,6 +63,7 @@ class OpDef:
     api: tuple[str, ...] = ()
     methods: tuple[str, ...] = ()
     key: Callable | None = None
+    samples: Callable | None = None
 
     def __call__(self, *args, **kwargs):
         return self.impl(*args, **kwargs)
@@ -72,10 +74,12 @@ _BY_ATEN: dict[str, OpDef] = {}
 
 
 def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta: Callable, cost: Callable,
-             api: tuple[str, ...] | None = None, methods: tuple[str, ...] = (), key: Callable | None = None):
+             api: tuple[str, ...] | None = None, methods: tuple[str, ...] = (), key: Callable | None = None,
+             samples: Callable | None = None):
     """Declare op ``name``; used as a decorator on its implementation. ``api`` lists the names it
     takes in the ``nbxtensor`` namespace (default: its own name), ``methods`` its Tensor methods, ``key``
-    its key rule (ops that tune)."""
+    its key rule (ops that tune), ``samples`` its sample inputs (``samples(op)`` -> ``samples.Samples``; by
+    default its family's)."""
     def wrap(impl: Callable) -> OpDef:
         if name in _BY_NAME:
             raise ValueError(f"op {name!r} is declared twice")
@@ -83,7 +87,7 @@ def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta:
             impl.__qualname__ = name
         op = OpDef(name=name, family=family, aten=tuple(aten), meta=meta, cost=cost, impl=impl,
                    doc=impl.__doc__ or "", api=(name,) if api is None else tuple(api), methods=tuple(methods),
-                   key=key)
+                   key=key, samples=samples)
         for overload in op.aten:
             if overload in _BY_ATEN:
                 raise ValueError(f"ATen overload {overload!r} is claimed by {_BY_ATEN[overload].name!r} and {name!r}")
@@ -115,6 +119,26 @@ def all_ops() -> list[OpDef]:
 
 def families() -> list[str]:
     return sorted({op.family for op in _BY_NAME.values()})
+
+
+_FAMILY_SAMPLES: dict[str, list[Callable]] = {}
+
+
+def family_samples(family: str, samples: Callable) -> None:
+    """Add ``samples(op)`` (``samples.Samples`` or None) to the defaults of ``family``'s ops: an op without
+    samples of its own takes the first default that gives it some."""
+    _FAMILY_SAMPLES.setdefault(family, []).append(samples)
+
+
+def samples_of(op: OpDef):
+    """``op``'s ``samples.Samples``: its own, else its family's; None where neither has any."""
+    if op.samples is not None:
+        return op.samples(op)
+    for samples in _FAMILY_SAMPLES.get(op.family, ()):
+        found = samples(op)
+        if found is not None:
+            return found
+    return None
 
 
 def nbytes(meta) -> int:
