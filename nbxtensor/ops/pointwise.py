@@ -878,12 +878,12 @@ def _build(row: Row) -> None:
     def cost(*args, out=None, **kwargs):
         return _cost(row, args, kwargs, out)
 
-    # in place, the input is the output: a comparison's result takes the input's dtype
+    # in place, the tensor written is the output: a comparison's result takes its dtype
     def inplace_meta(*args, **kwargs):
-        return _meta(row, args, kwargs, args[0])
+        return _meta(row, args, kwargs, _written_in_place(row, args, kwargs))
 
     def inplace_cost(*args, **kwargs):
-        return _cost(row, args, kwargs, args[0])
+        return _cost(row, args, kwargs, _written_in_place(row, args, kwargs))
 
     impl.__name__ = row.name
     impl.__qualname__ = row.name
@@ -903,6 +903,12 @@ def _build(row: Row) -> None:
         inplace_aten = [a for a in aten if _is_inplace_overload(a)] or [f"aten::{row.name}_.default"]
         register(row.name + "_", family="pointwise", aten=inplace_aten, meta=inplace_meta, cost=inplace_cost,
                  api=row.inplace_api, methods=tuple(m + "_" for m in methods))(inplace_impl)
+
+
+def _written_in_place(row: Row, args, kwargs):
+    """The operand an in-place call writes: the first that decides the dtype, as ``_build_call_plan`` takes it."""
+    call = row.parse(*args, **kwargs)
+    return call.slots[call.promote[0]]
 
 
 def _is_inplace_overload(aten_name: str) -> bool:

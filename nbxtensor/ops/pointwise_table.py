@@ -553,7 +553,8 @@ def _operand_count(parse) -> int:
                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
-def row_samples(row: Row, values=("normal",), extra=(), kwargs=None, edge=True, dtypes=None, scalars=()) -> Samples:
+def row_samples(row: Row, reference=None, values=("normal",), extra=(), kwargs=None, edge=True, dtypes=None,
+                scalars=()) -> Samples:
     """The samples of a table row: its operands as matrices, one transposed against a broadcast row, as 0-d
     and 0-size operands, in its second dtype sliced against one broadcast with stride 0, and as edge
     values; ``values`` gives each operand's kind of values (the last repeated), ``extra`` more samples,
@@ -587,7 +588,7 @@ def row_samples(row: Row, values=("normal",), extra=(), kwargs=None, edge=True, 
     if edge and first.startswith("float"):
         cases.append(sample(*[operand(12, dtype=first, values="edge" if i == 0 else "normal")
                               for i in range(count)], *scalars, **kwargs))
-    return Samples(tuple(cases) + tuple(extra), REFERENCES.get(row.name))
+    return Samples(tuple(cases) + tuple(extra), reference)
 
 
 def _gelu_reference(x, approximate="none"):
@@ -786,24 +787,27 @@ def _as_meta(value):
 
 
 def _fits_in_place(functional, case) -> bool:
-    """Whether the functional result of ``case`` has its first operand's shape and a dtype it can hold."""
-    first = case.args[0]
-    if not isinstance(first, Operand):
+    """Whether the functional result of ``case`` has its first operand's shape and a dtype it can hold (the
+    first operand is the one written in place)."""
+    first = next((a for a in case.args if isinstance(a, Operand)), None)
+    if first is None:
         return False
     result = functional.meta(*map(_as_meta, case.args), **{k: _as_meta(v) for k, v in case.kwargs.items()})
     return tuple(result.shape) == first.shape and result.dtype.name in (first.dtype, "bool")
 
 
-def table_samples(table) -> Callable:
-    """The family default of the pointwise ops of ``table`` (and their in-place forms)."""
+def table_samples(table, arguments=None, own=None, references=None) -> Callable:
+    """The family default of the pointwise ops of ``table`` (and their in-place forms): ``row_samples`` with
+    ``arguments[name]``, or the samples ``own[name]``; references from ``references``."""
     rows = {row.name: row for row in table}
+    arguments, own, references = arguments or {}, own or {}, references or {}
 
     def samples(op):
         row = rows.get(op.name) or rows.get(op.name.removesuffix("_"))
         if row is None:
             return None
-        made = Samples(_OWN_SAMPLES[row.name], REFERENCES.get(row.name)) if row.name in _OWN_SAMPLES else \
-            row_samples(row, **ROW_SAMPLES.get(row.name, {}))
+        made = Samples(own[row.name], references.get(row.name)) if row.name in own else \
+            row_samples(row, references.get(row.name), **arguments.get(row.name, {}))
         if op.name == row.name:
             return made
         # in place, the first operand holds the result: only samples whose result fits it
@@ -812,4 +816,4 @@ def table_samples(table) -> Callable:
     return samples
 
 
-family_samples("pointwise", table_samples(TABLE))
+family_samples("pointwise", table_samples(TABLE, ROW_SAMPLES, _OWN_SAMPLES, REFERENCES))

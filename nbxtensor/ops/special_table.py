@@ -10,7 +10,9 @@ from ..kernels import special_bessel as KB
 from ..kernels import special_gamma as KG
 from ..tensor import Tensor
 from .pointwise import FLOAT, FLOATS, REAL, Call, Row, build_all
-from .registry import get
+from .pointwise_table import table_samples
+from .registry import family_samples, get
+from .samples import operand, sample
 
 
 def _unary_mode(mode: int):
@@ -78,6 +80,26 @@ TABLE = [
 ]
 
 build_all(TABLE)
+
+# no NumPy references: torch is their oracle
+_OWN_SAMPLES = {
+    "polygamma": (sample(0, operand(2, 3, values="positive")), sample(1, operand(3, 2, layout="transposed")),
+                  sample(2, operand(values="positive")), sample(1, operand(0, 3)),
+                  sample(3, operand(4, dtype="int64", layout="sliced", values="positive"))),
+    "mvlgamma": (sample(operand(2, 3, values="domain", domain=(1.5, 4)), 2),
+                 sample(operand(3, 2, layout="transposed", values="domain", domain=(2, 4)), 3),
+                 sample(operand(0, 3), 1), sample(operand(4, dtype="float64", values="positive"), 1)),
+}
+_ARGUMENTS = {
+    "special_zeta": dict(values=(("domain", (1.5, 4)), "positive")),
+    "igamma": dict(values=("positive",), dtypes=("float32", "float64")),
+    "igammac": dict(values=("positive",), dtypes=("float32", "float64")),
+    **{name: dict(values=("positive",)) for name in ("special_modified_bessel_k0", "special_modified_bessel_k1",
+                                                      "special_scaled_modified_bessel_k0",
+                                                      "special_scaled_modified_bessel_k1",
+                                                      "special_bessel_y0", "special_bessel_y1")},
+}
+family_samples("pointwise", table_samples(TABLE, _ARGUMENTS, _OWN_SAMPLES))
 
 
 def _polygamma_method(op_name: str):
