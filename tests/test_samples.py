@@ -149,6 +149,13 @@ def _check_graph_round_trip(op, sample, sample_index, results, directory, where)
     made = [r for r in results if isinstance(r, Tensor)]
     if len(made) != len(results):
         return
+    ran = _run_one_op_graph(directory, overload, tensors, encoded_args, encoded_kwargs, made)
+    for got, expected in zip(ran, made):
+        _same(got, expected, expected.dtype.name, f"{where}: the graph's run of {overload}")
+
+
+def _run_one_op_graph(directory, overload, tensors, encoded_args, encoded_kwargs, made):
+    """The outputs of a graph of one step, ``overload`` on its encoded arguments, saved and loaded."""
     names = [f"out{i}" for i in range(len(made))]
     document = {
         "format": "nbxtensor.graph", "version": 1, "symbols": {}, "inputs": list(tensors), "outputs": names,
@@ -158,15 +165,29 @@ def _check_graph_round_trip(op, sample, sample_index, results, directory, where)
     }
     (directory / "graph.json").write_text(json.dumps(document))
     model = graph.load(str(directory), device=TEST_DEVICE)
-    ran = outputs(model(*[t.contiguous() for t in tensors.values()]))
-    for got, expected in zip(ran, made):
-        _same(got, expected, expected.dtype.name, f"{where}: the graph's run of {overload}")
+    return outputs(model(*[t.contiguous() for t in tensors.values()]))
+
+
+@cpu_kernels
+def test_graph_runs_polygamma_in_place_in_aten_argument_order(tmp_path):
+    x = nbx.tensor(np.array([0.5, 1.5, 3.0], np.float32), device=TEST_DEVICE)
+    expected = nbx.polygamma(1, x)
+    tensors = {}
+    got, = _run_one_op_graph(tmp_path, "aten::polygamma_.default", tensors, [_encode(x, tensors), 1], {}, [expected])
+    _same(got, expected, "float32", "polygamma_ in a graph")
 
 
 def test_inplace_comparison_meta_is_the_inputs_dtype():
     x = TensorMeta((3,), nbx.float32)
     assert registry.get("eq_").meta(x, x) == TensorMeta((3,), nbx.float32)
     assert registry.get("logical_not_").meta(x) == TensorMeta((3,), nbx.float32)
+
+
+
+def test_max_over_everything_costs_its_one_result():
+    x = TensorMeta((2, 3), nbx.float32)
+    assert registry.get("max").cost(x).bytes_written == 4
+    assert registry.get("min").cost(x).bytes_read == 24
 
 
 @cpu_kernels

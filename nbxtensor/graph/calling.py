@@ -98,6 +98,8 @@ _ADAPTERS = {
     "aten::_index_put_impl_.default": _index_put_impl_from_aten,
     "aten::batch_norm.default": _batch_norm_from_aten,
     "aten::instance_norm.default": _instance_norm_from_aten,
+    # aten::polygamma_(self, n) where torch's Tensor.polygamma_(n) and the implementation take (n, self)
+    "aten::polygamma_.default": lambda args, kwargs: ((args[1], args[0], *args[2:]), kwargs),
     **{name: _named_from_aten(*names) for name, names in _LOSSES.items()},
     **{name: _positional_as_keywords(2, "alpha") for name in _SCALAR_ALPHA},
     **{name: _positional_as_keywords(1, "alpha", "scale", "input_scale")

@@ -740,6 +740,8 @@ ROW_SAMPLES = {
     # float32 intermediates overflow at the dtype's largest values, as ATen's do: edge values would compare
     # ATen's rounding with float64's
     "hardswish": dict(edge=False), "sinc": dict(edge=False),
+    # torch's gelu is NaN at inf and overflows at the largest floats, where ours keeps the limits
+    "gelu": dict(edge=False),
     "nan_to_num": dict(kwargs=dict(nan=0.5, posinf=100.0, neginf=-100.0), extra=(sample(operand(2, 3)),)),
     "div": dict(values=("normal", "positive"), extra=(sample(operand(2, 3), operand(3, values="positive"),
                                                              rounding_mode="floor"),

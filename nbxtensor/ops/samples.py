@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 __all__ = ["Operand", "Sample", "Samples", "LAYOUTS", "VALUES", "VALUES_COMPARED", "operand", "sample",
-           "unary_samples", "operands_of"]
+           "unary_samples", "operands_of", "by_name", "reduction_samples", "scan_samples", "numpy_axis"]
 
 # how an operand's elements lie in memory: ``transposed`` swaps its last two dims' strides, ``sliced`` takes
 # every other element of its last dim, ``broadcast`` repeats its first dim with stride 0
@@ -97,3 +97,46 @@ def operands_of(value) -> list:
     if isinstance(value, dict):
         return [found for item in value.values() for found in operands_of(item)]
     return []
+
+
+def by_name(table: dict) -> Callable:
+    """A family default serving the ops named in ``table`` (op name: ``Samples``)."""
+    def samples(op):
+        return table.get(op.name)
+    return samples
+
+
+def reduction_samples(dtypes=("float32", "int64"), values="normal", dim_required=False, keepdim=True,
+                      several_dims=True, **kwargs) -> tuple:
+    """The samples of a reduction ``op(input, dim=, keepdim=)``: over everything (unless ``dim_required``),
+    a transposed matrix along its rows, two dims (one where not ``several_dims``) kept (where it has
+    ``keepdim``), a 0-d input, a 0-size input along a non-empty dim, a sliced input in the second dtype;
+    ``kwargs`` added to each."""
+    first, second = dtypes[0], dtypes[-1]
+    kept = dict(keepdim=True) if keepdim else {}
+    cases = [sample(operand(3, 2, dtype=first, layout="transposed", values=values), dim=1, **kwargs),
+             sample(operand(2, 3, 2, dtype=first, values=values), dim=(0, 2) if several_dims else 2, **kept,
+                    **kwargs),
+             sample(operand(dtype=first, values=values), dim=0, **kwargs),
+             sample(operand(0, 3, dtype=first, values=values), dim=1, **kwargs),
+             sample(operand(2, 4, dtype=second, layout="sliced", values=values), dim=0, **kwargs)]
+    if not dim_required:
+        cases.insert(0, sample(operand(2, 3, dtype=first, values=values), **kwargs))
+    return tuple(cases)
+
+
+def scan_samples(dtypes=("float32", "int64"), values="normal") -> tuple:
+    """The samples of a scan ``op(input, dim)``."""
+    first, second = dtypes[0], dtypes[-1]
+    return (sample(operand(2, 3, dtype=first, values=values), 1),
+            sample(operand(3, 2, dtype=first, layout="transposed", values=values), 0),
+            sample(operand(dtype=first, values=values), 0),
+            sample(operand(0, 3, dtype=first, values=values), 1),
+            sample(operand(2, 4, dtype=second, layout="sliced", values=values), -1))
+
+
+def numpy_axis(dim):
+    """A torch ``dim`` (None, (), an int or a sequence) as NumPy's ``axis``: every dim for None and ()."""
+    if dim is None or (isinstance(dim, (tuple, list)) and not dim):
+        return None
+    return tuple(dim) if isinstance(dim, (tuple, list)) else dim

@@ -90,14 +90,16 @@ _OWN_SAMPLES = {
                  sample(operand(3, 2, layout="transposed", values="domain", domain=(2, 4)), 3),
                  sample(operand(0, 3), 1), sample(operand(4, dtype="float64", values="positive"), 1)),
 }
+# no edge values: at infinities and the largest floats torch's series give NaN or noise where ours keep the
+# limits (tests/test_special_bessel.py checks those)
 _ARGUMENTS = {
-    "special_zeta": dict(values=(("domain", (1.5, 4)), "positive")),
-    "igamma": dict(values=("positive",), dtypes=("float32", "float64")),
-    "igammac": dict(values=("positive",), dtypes=("float32", "float64")),
-    **{name: dict(values=("positive",)) for name in ("special_modified_bessel_k0", "special_modified_bessel_k1",
-                                                      "special_scaled_modified_bessel_k0",
-                                                      "special_scaled_modified_bessel_k1",
-                                                      "special_bessel_y0", "special_bessel_y1")},
+    **{row.name: dict(edge=False) for row in TABLE},
+    "special_zeta": dict(values=(("domain", (1.5, 4)), "positive"), edge=False),
+    "igamma": dict(values=("positive",), dtypes=("float32", "float64"), edge=False),
+    "igammac": dict(values=("positive",), dtypes=("float32", "float64"), edge=False),
+    **{name: dict(values=("positive",), edge=False) for name in (
+        "special_modified_bessel_k0", "special_modified_bessel_k1", "special_scaled_modified_bessel_k0",
+        "special_scaled_modified_bessel_k1", "special_bessel_y0", "special_bessel_y1")},
 }
 family_samples("pointwise", table_samples(TABLE, _ARGUMENTS, _OWN_SAMPLES))
 
