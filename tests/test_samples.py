@@ -88,6 +88,7 @@ def _check_meta_and_cost(op, tensor_args, tensor_kwargs, results, where):
         written = sum(t.numel() * t.element_size() for t in tensors if storage_start(t) not in inputs)
         assert cost.bytes_written >= written, \
             f"{where}: the cost rule writes {cost.bytes_written} bytes, the outputs take {written}"
+    return metas
 
 
 def _inplace_variant(op):
@@ -205,10 +206,11 @@ def test_op_samples(op, tmp_path):
         where = f"{op.name} sample {index}"
         numpy_args, numpy_kwargs, args, kwargs = split(arguments(sample, op.name, index))
         results = outputs(op.impl(*args, **kwargs))
-        _check_meta_and_cost(op, args, kwargs, results, where)
+        metas = _check_meta_and_cost(op, args, kwargs, results, where)
         if sample.compare == "values":
             _check_variants(op, index, sample, results, where)
-            if not round_tripped:
+            # a graph plans its memory from sizes known before the run
+            if not round_tripped and not any(None in tuple(m.shape) for m in metas):
                 _check_graph_round_trip(op, sample, index, results, tmp_path, where)
                 round_tripped = True
             if declared.reference is not None:
