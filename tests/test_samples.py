@@ -196,6 +196,12 @@ def test_max_over_everything_costs_its_one_result():
     assert registry.get("min").cost(x).bytes_read == 24
 
 
+def test_rules_take_one_tensors_metadata_for_a_tensor():
+    x = TensorMeta((2, 3), nbx.float32)
+    assert registry.get("atleast_3d").meta(x) == TensorMeta((2, 3, 1), nbx.float32)
+    assert registry.get("t_copy").cost(x).bytes_written == 24
+
+
 @cpu_kernels
 @pytest.mark.parametrize("op", SAMPLED, ids=lambda op: op.name)
 def test_op_samples(op, tmp_path):

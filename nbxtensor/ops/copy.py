@@ -22,7 +22,8 @@ from ..storage import Storage
 from ..tensor import Size, Tensor
 from ..tensor import layout_key as tensor_layout_key
 from .plans import PlanCache, layout_key
-from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, family_samples, nbytes, register, workspace_bytes
+from .samples import Samples, by_name, operand, sample, unary_samples
 
 # Dims the copy kernel indexes directly; a copy of more dims (after merging) loops over the rest.
 KERNEL_MAX_RANK = 8
@@ -695,3 +696,38 @@ def stack(tensors, dim: int = 0) -> Tensor:
 
 
 Tensor.zero_ = zero_
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _copy_into(dst, src, non_blocking=False):
+    return np.broadcast_to(src, dst.shape).astype(dst.dtype)
+
+
+_COPY_SAMPLES = {
+    "copy_": Samples((sample(operand(2, 3), operand(3, dtype="int64")),
+                      sample(operand(3, 2, layout="transposed"), operand(3, 2, layout="sliced")),
+                      sample(operand(dtype="int64"), operand(values="positive")), sample(operand(0, 3), operand(0, 3)),
+                      sample(operand(2, 4, dtype="bfloat16", layout="sliced"), operand(2, 4, layout="broadcast")),
+                      sample(operand(12, dtype="float64"), operand(12, values="edge"))), _copy_into),
+    "fill_": Samples((sample(operand(2, 3), 1.5), sample(operand(3, 2, dtype="int64", layout="transposed"), 3),
+                      sample(operand(), operand(dtype="float64")), sample(operand(0, 3), 2.0),
+                      sample(operand(2, 4, dtype="bool", layout="sliced"), True)),
+                     lambda x, value: np.full(x.shape, value).astype(x.dtype)),
+    "clone": Samples(unary_samples(("float32", "int64")), np.copy),
+    "contiguous": Samples(unary_samples(("float32", "int64")), np.copy),
+    "to": Samples((sample(operand(2, 3), dtype=get_dtype("float16")), sample(operand(3, 2, layout="transposed"), copy=True),
+                   sample(operand(), dtype=get_dtype("int64")), sample(operand(0, 3), dtype=get_dtype("bfloat16")),
+                   sample(operand(2, 4, dtype="int64", layout="sliced"), dtype=get_dtype("float32")),
+                   sample(operand(12, values="edge"), dtype=get_dtype("bfloat16"))),
+                  lambda x, device=None, dtype=None, **ignored: x if dtype is None else x.astype(dtype.numpy)),
+    "cat": Samples((sample([operand(2, 3), operand(1, 3)]), sample([operand(3, 2, layout="transposed"), operand(3, 1)], 1),
+                    sample([operand(0, 3), operand(2, 3, dtype="int64")]), sample([operand(0), operand(2, 3)], -1),
+                    sample([operand(2, 4, dtype="int64", layout="sliced"), operand(2, 4, layout="broadcast")])),
+                   lambda tensors, dim=0: np.concatenate([t for t in tensors if t.shape != (0,)], axis=dim)),
+    "stack": Samples((sample([operand(2, 3), operand(2, 3)]), sample([operand(3, 2, layout="transposed"), operand(3, 2)], 2),
+                      sample([operand(), operand(dtype="int64")]), sample([operand(0, 3)], 1),
+                      sample([operand(2, 4, dtype="int64", layout="sliced"), operand(2, 4, layout="broadcast")], -1)),
+                     lambda tensors, dim=0: np.stack(tensors, axis=dim)),
+}
+family_samples("copy", by_name(_COPY_SAMPLES))
