@@ -128,9 +128,9 @@ def as_float64(values):
 
 
 def outputs(result) -> list:
-    """An op's result, or its meta rule's, as a flat list (one tensor, or a tuple of them)."""
+    """An op's result, or its meta rule's, as a flat list (one tensor, or tuples of them, nested or not)."""
     if isinstance(result, (tuple, list)) and not isinstance(result, registry.TensorMeta):
-        return list(result)
+        return [flat for item in result for flat in outputs(item)]
     return [result]
 
 
