@@ -204,6 +204,11 @@ def test_rules_take_one_tensors_metadata_for_a_tensor():
     assert registry.get("broadcast_tensors").meta(x) == (x,)
 
 
+
+def test_take_along_dim_meta_is_the_indices_shape_broadcast():
+    x, indices = TensorMeta((2, 3), nbx.float32), TensorMeta((1, 2), nbx.int64)
+    assert registry.get("take_along_dim").meta(x, indices, 1) == TensorMeta((2, 2), nbx.float32)
+
 @cpu_kernels
 @pytest.mark.parametrize("op", SAMPLED, ids=lambda op: op.name)
 def test_op_samples(op, tmp_path):
