@@ -53,6 +53,11 @@ def _values(operand: Operand, rng) -> np.ndarray:
         info = np.iinfo(dtype)
         low, high = (1, 5) if operand.values == "positive" else (max(int(np.floor(low)), info.min), int(np.ceil(high)))
         return rng.integers(low, high + 1, size=shape).astype(dtype)
+    if operand.values in ("invertible", "spd"):
+        n = shape[-1]
+        normal = rng.standard_normal(shape)
+        square = normal @ np.swapaxes(normal, -1, -2) if operand.values == "spd" else normal
+        return (square + n * np.eye(n)).astype(dtype)
     if operand.values == "normal":
         return rng.standard_normal(shape).astype(dtype)
     return rng.uniform(low, high, size=shape).astype(dtype)

@@ -19,6 +19,8 @@ import functools
 import math
 from types import SimpleNamespace
 
+import numpy as np
+
 from .. import shape as S
 from .. import tuning
 from ..device import backend_for, multiprocessors, resolve
@@ -31,7 +33,8 @@ from ..tensor import Tensor
 from .copy import Workspace, _conversion_flags, fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
 from .reductions import _simple_cost, _sum_dtype
-from .registry import Cost, TensorMeta, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, family_samples, nbytes, register, workspace_bytes
+from .samples import Samples, by_name, operand, sample
 
 # batch dims (after merging) the kernel indexes directly; more are materialised first
 MAX_BATCH_RANK = 4
@@ -1469,4 +1472,60 @@ def einsum(equation: str, *operands) -> Tensor:
     size = plan.sizes
     order = [*plan.batch, *plan.left, *plan.right]
     full = product.view(tuple(size[c] for c in order))
-    return full.permute(*[order.index(c) for c in plan.out])
+    return full.permute(tuple(order.index(c) for c in plan.out))  # () for a 0-d result
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _products():
+    """The samples of the products: float32 and a transposed operand, bfloat16, 0-size K and M, int64."""
+    def affine(product):
+        return lambda x, a, b, *, beta=1, alpha=1: beta * x + alpha * product(a, b)
+
+    bf16 = dict(dtype="bfloat16")
+    return {
+        "mm": Samples((sample(operand(2, 3), operand(3, 4)), sample(operand(3, 2, layout="transposed"), operand(2, 4)),
+                       sample(operand(2, 3, **bf16), operand(3, 2, **bf16)), sample(operand(2, 0), operand(0, 3)),
+                       sample(operand(0, 3), operand(3, 2)), sample(operand(2, 3, dtype="int64"), operand(3, 2, dtype="int64"))),
+                      np.matmul),
+        "bmm": Samples((sample(operand(2, 2, 3), operand(2, 3, 4)), sample(operand(2, 3, 2, layout="transposed"), operand(2, 2, 3)),
+                        sample(operand(1, 2, 3, **bf16), operand(1, 3, 2, **bf16)), sample(operand(0, 2, 3), operand(0, 3, 1))),
+                       np.matmul),
+        "matmul": Samples((sample(operand(2, 3), operand(3, 4)), sample(operand(3), operand(3)), sample(operand(3), operand(3, 2)),
+                           sample(operand(2, 2, 3), operand(3, 2, layout="transposed")),
+                           sample(operand(2, 3, **bf16), operand(3, **bf16)), sample(operand(0, 3), operand(3, 2))), np.matmul),
+        "addmm": Samples((sample(operand(2, 4), operand(2, 3), operand(3, 4)),
+                          sample(operand(4), operand(3, 2, layout="transposed"), operand(2, 4), beta=0.5, alpha=2),
+                          sample(operand(2, 2, **bf16), operand(2, 3, **bf16), operand(3, 2, **bf16)),
+                          sample(operand(2, 3), operand(2, 0), operand(0, 3))), affine(np.matmul)),
+        "baddbmm": Samples((sample(operand(2, 2, 4), operand(2, 2, 3), operand(2, 3, 4)),
+                            sample(operand(2, 1), operand(1, 2, 3), operand(1, 3, 1), beta=0.0, alpha=1.5)),
+                           affine(np.matmul)),
+        "mv": Samples((sample(operand(2, 3), operand(3)), sample(operand(3, 2, layout="transposed"), operand(2)),
+                       sample(operand(0, 3), operand(3)), sample(operand(2, 3, dtype="int64"), operand(3, dtype="int64"))),
+                      np.matmul),
+        "addmv": Samples((sample(operand(2), operand(2, 3), operand(3)), sample(operand(), operand(3, 2, layout="transposed"),
+                                                                              operand(2), beta=2, alpha=0.5)),
+                         affine(np.matmul)),
+        "outer": Samples((sample(operand(2), operand(3)), sample(operand(0), operand(3)),
+                          sample(operand(2, dtype="int64"), operand(3, dtype="int64"))), np.outer),
+        "addr": Samples((sample(operand(2, 3), operand(2), operand(3)), sample(operand(3), operand(2), operand(3), alpha=2)),
+                        affine(np.outer)),
+        "dot": Samples((sample(operand(3), operand(3)), sample(operand(0), operand(0)),
+                        sample(operand(4, dtype="int64", layout="sliced"), operand(4, dtype="int64"))),
+                       lambda a, b: np.asarray(np.dot(a, b))),
+        "vdot": Samples((sample(operand(3), operand(3)), sample(operand(3, dtype="bfloat16"), operand(3, dtype="bfloat16"))),
+                        lambda a, b: np.asarray(np.vdot(a, b))),
+        "linear": Samples((sample(operand(2, 3), operand(4, 3), operand(4)), sample(operand(3), operand(2, 3)),
+                           sample(operand(2, 2, 3, **bf16), operand(2, 3, **bf16), operand(2, **bf16)),
+                           sample(operand(0, 3), operand(4, 3))),
+                          lambda x, w, b=None: x @ w.T + (0 if b is None else b)),
+        "einsum": Samples((sample("ij,jk->ik", operand(2, 3), operand(3, 4)), sample("bij->bji", operand(2, 2, 3)),
+                           sample("i,i", operand(3), operand(3)), sample("ii->i", operand(3, 3)),
+                           sample("ij,kj->ik", [operand(2, 3), operand(4, 3)])),
+                          lambda equation, *operands: np.einsum(equation, *(operands[0] if len(operands) == 1 and
+                                                                            isinstance(operands[0], list) else operands))),
+    }
+
+
+family_samples("matmul", by_name(_products()))
