@@ -45,9 +45,9 @@ def _values(operand: Operand, rng) -> np.ndarray:
             edges = np.array([named.get(v, v) if isinstance(v, str) else v for v in _FLOAT_EDGES]).astype(dtype)
         return np.resize(edges, count).reshape(shape)
     if operand.values == "index":
-        return rng.integers(0, operand.domain[1], size=shape).astype(dtype)
+        return rng.integers(operand.domain[0], operand.domain[1], size=shape).astype(dtype)
     if operand.values == "distinct":
-        return rng.permutation(operand.domain[1])[:count].reshape(shape).astype(dtype)
+        return (operand.domain[0] + rng.permutation(operand.domain[1] - operand.domain[0])[:count]).reshape(shape).astype(dtype)
     low, high = {"normal": (-3, 3), "positive": (0.5, 3), "unit": (0.05, 0.95)}.get(operand.values, operand.domain or (-3, 3))
     if integral:
         info = np.iinfo(dtype)

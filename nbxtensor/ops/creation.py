@@ -345,7 +345,8 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=
         raise ValueError(f"eye: n and m must be non-negative, got n={n}, m={m}")
     out = zeros(rows, cols, dtype=meta.dtype, device=device)
     from .views import as_strided
-    diagonal = as_strided(out, (min(rows, cols),), (cols + 1,), 0)
+    # from out's own start: a graph's arena hands out storage shared with other tensors
+    diagonal = as_strided(out, (min(rows, cols),), (cols + 1,), out.storage_offset())
     fill_(diagonal, 1)
     return out
 

@@ -255,7 +255,7 @@ def _declare_fractional(nd: int):
 
     def cost(input, kernel_size, *args, **kwargs):
         found = meta(input, kernel_size, *args, **kwargs)
-        out = found[0] if isinstance(found, tuple) else found
+        out = found if isinstance(found, TensorMeta) else found[0]
         kernel = _tuple(kernel_size, nd, "kernel_size", name)
         windows = (*out.shape, S.numel(kernel))
         return Cost(flops=S.numel(windows), bytes_read=nbytes(input), bytes_written=nbytes(out) * 3,
