@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from .. import shape as S
 from ..tensor import Tensor
 from .copy import scratch_scope
 from .nn_composites import _float_dtype, temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 _ENUM = {0: "none", 1: "mean", 2: "sum"}
 
@@ -425,3 +428,44 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
 FUNCTIONAL = {name: get(name).impl for name in (
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "nll_loss", "cross_entropy")}
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _pair(kind="normal"):
+    return operand(2, 3), operand(2, 3, values=kind)
+
+
+def _reductions(input, target, **kwargs):
+    """A loss's samples: each reduction, a transposed input, a 0-d pair."""
+    return (sample(input, target, **kwargs), sample(input, target, reduction="sum", **kwargs),
+            sample(input, target, reduction="none", **kwargs),
+            sample(operand(3, 2, layout="transposed", values=input.values), operand(3, 2, values=target.values), **kwargs))
+
+
+_CLASSES = operand(2, dtype="int64", values="index", domain=(0, 3))
+_SAMPLES = {
+    "mse_loss": Samples(_reductions(*_pair()), lambda x, y, reduction="mean", **ignored: _reduced_loss((x - y) ** 2, reduction)),
+    "l1_loss": Samples(_reductions(*_pair()), lambda x, y, reduction="mean", **ignored: _reduced_loss(np.abs(x - y), reduction)),
+    "smooth_l1_loss": Samples(_reductions(*_pair()) + (sample(*_pair(), beta=0.5),)),
+    "huber_loss": Samples(_reductions(*_pair()) + (sample(*_pair(), delta=0.5),)),
+    "kl_div": Samples(_reductions(operand(2, 3), operand(2, 3, values="unit")) + (
+        sample(operand(2, 3), operand(2, 3), log_target=True, reduction="batchmean"),)),
+    "binary_cross_entropy": Samples(_reductions(operand(2, 3, values="unit"), operand(2, 3, values="unit")) + (
+        sample(operand(2, 3, values="unit"), operand(2, 3, values="unit"), operand(3, values="positive")),)),
+    "binary_cross_entropy_with_logits": Samples(_reductions(operand(2, 3), operand(2, 3, values="unit")) + (
+        sample(operand(2, 3), operand(2, 3, values="unit"), pos_weight=operand(3, values="positive")),)),
+    "nll_loss": Samples((sample(operand(2, 3), _CLASSES), sample(operand(2, 3), _CLASSES, reduction="none"),
+                         sample(operand(2, 3), _CLASSES, operand(3, values="positive")),
+                         sample(operand(2, 3, 2), operand(2, 2, dtype="int64", values="index", domain=(0, 3))),
+                         sample(operand(2, 3), _CLASSES, ignore_index=1))),
+    "cross_entropy": Samples((sample(operand(2, 3), _CLASSES), sample(operand(2, 3), _CLASSES, reduction="sum"),
+                              sample(operand(2, 3), operand(2, 3, values="unit")),
+                              sample(operand(2, 3), _CLASSES, label_smoothing=0.1),
+                              sample(operand(2, 3, 2), operand(2, 2, dtype="int64", values="index", domain=(0, 3))))),
+}
+family_samples("loss", by_name(_SAMPLES))
+
+
+def _reduced_loss(losses, reduction):
+    return {"mean": np.mean, "sum": np.sum}.get(reduction, np.asarray)(losses)

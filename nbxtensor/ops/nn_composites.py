@@ -10,7 +10,8 @@ from ..dtypes import get_dtype
 from ..promotion import get_default_dtype, result_type
 from ..tensor import Tensor
 from .copy import new_tensor, scratch_scope
-from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
+from .samples import Samples, by_name, operand, sample
 
 _F32 = get_dtype("float32")
 
@@ -493,3 +494,34 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
 FUNCTIONAL = {name: get(name).impl for name in (
     "normalize", "cosine_similarity", "pairwise_distance", "instance_norm", "local_response_norm", "prelu", "rrelu",
     "rrelu_", "dropout1d", "dropout2d", "dropout3d", "channel_shuffle", "embedding_bag")}
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+_DRAWN = dict(compare="metadata")  # random draws: shapes and dtypes only
+_SAMPLES = {
+    "normalize": Samples((sample(operand(2, 3)), sample(operand(3, 2, layout="transposed"), 1.0, 0),
+                          sample(operand(0, 3)), sample(operand(2, 4, dtype="bfloat16"), 3.0, -1))),
+    "cosine_similarity": Samples((sample(operand(2, 3), operand(2, 3)), sample(operand(3, 2, layout="transposed"), operand(3, 2), 0),
+                                  sample(operand(2, 3), operand(3)))),
+    "pairwise_distance": Samples((sample(operand(2, 3), operand(2, 3)), sample(operand(2, 3), operand(3), 1.0, keepdim=True),
+                                  sample(operand(3), operand(3), 3.0))),
+    "cdist": Samples((sample(operand(2, 3), operand(4, 3)), sample(operand(2, 2, 3), operand(2, 3, 3), 1.0),
+                      sample(operand(3, 2, layout="transposed"), operand(1, 2), 0.0))),
+    "instance_norm": Samples((sample(operand(2, 3, 4)), sample(operand(1, 2, 2, 3), weight=operand(2), bias=operand(2)))),
+    "local_response_norm": Samples((sample(operand(1, 4, 3), 2), sample(operand(2, 3, 2, 2), 3, 1e-3, 0.5, 2.0))),
+    "prelu": Samples((sample(operand(2, 3, 2), operand(3)), sample(operand(2, 3), operand(1)),
+                      sample(operand(12, values="edge"), operand(1)))),
+    "rrelu": Samples((sample(operand(2, 3)), sample(operand(2, 3), 0.1, 0.3, True, **_DRAWN))),
+    "rrelu_": Samples((sample(operand(2, 3)), sample(operand(2, 3), 0.1, 0.3, True, **_DRAWN))),
+    "dropout1d": Samples((sample(operand(2, 3, 4), 0.5, **_DRAWN), sample(operand(2, 3, 4), 0.5, False))),
+    "dropout2d": Samples((sample(operand(2, 3, 2, 2), 0.5, **_DRAWN), sample(operand(2, 3, 2, 2), 0.5, False))),
+    "dropout3d": Samples((sample(operand(1, 2, 2, 2, 2), 0.5, **_DRAWN), sample(operand(1, 2, 2, 2, 2), 0.5, False))),
+    "feature_dropout": Samples((sample(operand(2, 3, 2), 0.5, True, **_DRAWN), sample(operand(2, 3, 2), 0.5, False))),
+    "channel_shuffle": Samples((sample(operand(1, 4, 2), 2), sample(operand(2, 6, 1, 1), 3))),
+    "embedding_bag": Samples((sample(operand(2, 3, dtype="int64", values="index", domain=(0, 5)), operand(5, 2)),
+                              sample(operand(2, 4, dtype="int64", values="index", domain=(0, 5)), operand(5, 2), mode="sum"),
+                              sample(operand(2, 2, dtype="int64", values="index", domain=(0, 4)), operand(4, 3), mode="max"))),
+}
+for _family in ("normalization", "pointwise", "random", "shape", "indexing"):
+    family_samples(_family, by_name(_SAMPLES))

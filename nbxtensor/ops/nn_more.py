@@ -9,7 +9,8 @@ from ..dtypes import get_dtype
 from ..tensor import Tensor
 from .copy import scratch_scope
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 
 def _op(name):
@@ -414,3 +415,35 @@ def native_batch_norm_legit(input: Tensor, weight, bias, *rest):
 
 FUNCTIONAL = {name: get(name).impl for name in ("bilinear", "pdist", "max_unpool1d", "max_unpool2d", "max_unpool3d",
                                                 "fractional_max_pool2d", "fractional_max_pool3d")}
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _unpool_samples(n: int):
+    """A max_unpool<n>d whose indices are distinct positions of the output: no two writes collide."""
+    return Samples((sample(operand(1, 2, *(2,) * n), operand(1, 2, *(2,) * n, dtype="int64", values="distinct",
+                                                             domain=(0, 4 ** n)), 2),
+                    sample(operand(2, *(2,) * n), operand(2, *(2,) * n, dtype="int64", values="distinct",
+                                                          domain=(0, 5 ** n)), 2, 2, 0, (5,) * n)))
+
+
+_DRAWN = dict(compare="metadata")  # random window offsets: shapes and dtypes only
+_SAMPLES = {
+    "bilinear": Samples((sample(operand(2, 3), operand(2, 4), operand(5, 3, 4), operand(5)),
+                         sample(operand(3), operand(4), operand(2, 3, 4)))),
+    "pdist": Samples((sample(operand(4, 3)), sample(operand(3, 2), 1.0), sample(operand(1, 3)))),
+    "max_unpool1d": _unpool_samples(1),
+    "max_unpool2d": _unpool_samples(2),
+    "max_unpool3d": _unpool_samples(3),
+    "fractional_max_pool2d": Samples((sample(operand(1, 2, 5, 5), 2, output_size=3, **_DRAWN),
+                                      sample(operand(2, 5, 5), 2, output_ratio=0.5, return_indices=True, **_DRAWN))),
+    "fractional_max_pool3d": Samples((sample(operand(1, 1, 4, 4, 4), 2, output_size=2, **_DRAWN),)),
+    "native_layer_norm": Samples((sample(operand(2, 4), (4,), operand(4), operand(4), 1e-5),
+                                  sample(operand(2, 3, 2), (3, 2), None, None, 1e-5))),
+    "native_batch_norm": Samples((sample(operand(2, 3, 2), operand(3), operand(3), operand(3), operand(3, values="positive"),
+                                         False, 0.1, 1e-5),)),
+    "native_batch_norm_legit": Samples((sample(operand(2, 3, 2), operand(3), operand(3), operand(3),
+                                               operand(3, values="positive"), False, 0.1, 1e-5),)),
+}
+for _family in ("matmul", "normalization", "pooling"):
+    family_samples(_family, by_name(_SAMPLES))
