@@ -15,10 +15,12 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .. import shape as S
+from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..ops.copy import scratch_scope
 from ..ops.nn_composites import temporaries
-from ..ops.registry import Cost, TensorMeta, get, nbytes, register
+from ..ops.registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from ..ops.samples import Samples, sample
 from ..promotion import get_default_dtype
 
 _FLOAT_DTYPES = ("float32", "float64")
@@ -208,3 +210,27 @@ def _build(name: str, window: Window):
 globals().update({name: _build(name, window).impl for name, window in WINDOWS.items()})
 
 __all__ = sorted(WINDOWS)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+# NumPy's symmetric windows
+_REFERENCES = {"bartlett": np.bartlett, "blackman": np.blackman, "hamming": np.hamming, "hann": np.hanning,
+               "kaiser": lambda M, beta=12.0: np.kaiser(M, beta)}
+_ARGUMENTS = {"general_cosine": dict(a=[0.5, 0.5]), "exponential": dict(tau=2.0), "gaussian": dict(std=0.7),
+              "general_hamming": dict(alpha=0.6), "kaiser": dict(beta=5.0)}
+
+
+def _window_samples(op):
+    name = op.name.removeprefix("signal_windows_")
+    if name not in WINDOWS:
+        return None
+    extra = _ARGUMENTS.get(name, {})
+    cases = (sample(5, **extra), sample(4, sym=False, **extra), sample(1, **extra), sample(0, **extra),
+             sample(6, dtype=get_dtype("float64"), **extra))
+    reference = _REFERENCES.get(name)
+    return Samples(cases, None if reference is None else
+                   lambda M, sym=True, dtype=None, **kwargs: reference(M + (not sym), **kwargs)[:M])
+
+
+family_samples("creation", _window_samples)
