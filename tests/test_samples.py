@@ -72,8 +72,9 @@ def _check_meta_and_cost(op, tensor_args, tensor_kwargs, results, where):
     meta_args, meta_kwargs = _metadata(tensor_args), _metadata(tensor_kwargs)
     metas = outputs(op.meta(*meta_args, **meta_kwargs))
     tensors = [r for r in results if isinstance(r, Tensor)]
-    # a size the meta rule leaves None is one the values decide (repeat counts, the largest class index)
-    assert [(tuple(t if m is None else m for m, t in zip(meta.shape, tensor.shape)), meta.dtype)
+    # a size the meta rule leaves None is one the values decide (repeat counts, the largest class index); an op
+    # returning nothing writes its operands in place (its meta rule describes them)
+    assert not tensors or [(tuple(t if m is None else m for m, t in zip(meta.shape, tensor.shape)), meta.dtype)
             for meta, tensor in zip(metas, tensors)] == [(tuple(t.shape), t.dtype) for t in tensors] \
         and len(metas) == len(tensors), f"{where}: the meta rule's outputs {metas} differ from the implementation's"
     cost = op.cost(*meta_args, **meta_kwargs)
