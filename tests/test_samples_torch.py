@@ -18,20 +18,26 @@ torch = pytest.importorskip("torch")
 SAMPLED = ops_with_samples()
 
 
+def _functional_names(op) -> list:
+    """The names under which ``nbx.nn.functional`` holds ``op``."""
+    bound = (op.impl, registry.public_function(op))
+    return [name for name in dir(nbx.nn.functional) if getattr(nbx.nn.functional, name) in bound]
+
+
 def _torch_function(op):
-    """torch's counterpart of ``op``, or None: its function under one of the op's names in torch
-    (``torch.linalg.vector_norm``), else its Tensor method (called on the first argument), else the same
-    name in ``torch.nn.functional`` or ``torch.special``, else the ATen overload packet it implements."""
-    names = (*op.api, op.name)
-    for name in names:
-        function = _find(torch, name)
+    """torch's counterpart of ``op``, or None: the ``torch.nn.functional`` function of the name nbxtensor's
+    ``nn.functional`` gives it, else its Tensor method (called on the first argument), else its function
+    under one of its names in torch (``torch.linalg.vector_norm``, ``torch.special.erfcx``), else the ATen
+    overload packet it implements."""
+    for name in _functional_names(op):
+        function = _find(torch.nn.functional, name)
         if function is not None:
             return function
-    for name in (*op.methods, op.name):
+    for name in op.methods:
         if callable(getattr(torch.Tensor, name, None)):
             return _method(name)
-    for root in (torch.nn.functional, torch.special):
-        for name in names:
+    for root in (torch, torch.special):
+        for name in (*op.api, op.name):
             function = _find(root, name)
             if function is not None:
                 return function

@@ -506,8 +506,9 @@ def _conv_samples(n: int, transposed: bool):
 
 
 _SAMPLES = {
-    "convolution": Samples((sample(operand(1, 2, 4, 4), operand(3, 2, 2, 2), operand(3), 1, 0, 1, False, 0, 1),
-                            sample(operand(1, 2, 4), operand(2, 3, 2), None, 2, 1, 1, True, 1, 1))),
+    "convolution": Samples((sample(operand(1, 2, 4, 4), operand(3, 2, 2, 2), operand(3), (1, 1), (0, 0), (1, 1), False,
+                                   (0, 0), 1),
+                            sample(operand(1, 2, 4), operand(2, 3, 2), None, (2,), (1,), (1,), True, (1,), 1))),
     **{f"conv{n}d": _conv_samples(n, False) for n in (1, 2, 3)},
     **{f"conv_transpose{n}d": _conv_samples(n, True) for n in (1, 2, 3)},
 }

@@ -588,7 +588,7 @@ _ROWS = operand(2, 4)
 _SAMPLES = {
     "softmax": Samples((sample(_ROWS, 1), sample(operand(4, 2, layout="transposed"), 0), sample(operand(), 0),
                         sample(operand(0, 3), 1), sample(operand(2, 4, dtype="bfloat16", layout="sliced"), -1),
-                        sample(_ROWS, 1, get_dtype("float64"))), _softmax_reference),
+                        sample(_ROWS, 1, dtype=get_dtype("float64"))), _softmax_reference),
     "log_softmax": Samples((sample(_ROWS, 1), sample(operand(4, 2, layout="transposed"), 0), sample(operand(0, 3), 1),
                             sample(operand(2, 4, dtype="bfloat16", layout="sliced"), -1)),
                            lambda x, dim=None, *ignored: np.log(_softmax_reference(x, dim))),
