@@ -41,6 +41,8 @@ def _torch_function(op):
             function = _find(root, name)
             if function is not None:
                 return function
+    if op.name.startswith("signal_windows_"):  # nbx.signal.windows' functions, registered under ATen-style names
+        return _find(torch.signal.windows, op.name.removeprefix("signal_windows_"))
     for name in op.aten:
         namespace, _, overload = name.partition("::")
         if namespace == "aten" and calling.adapter(name) is None:
