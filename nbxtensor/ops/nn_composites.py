@@ -1,9 +1,12 @@
 """torch.nn.functional's distances, normalisations, activations with a parameter, channel dropout,
 channel shuffle and embedding_bag: each ATen's own composite of registry ops, the intermediates taken as
 the op's temporaries (``scratch_scope``) and declared by its cost rule."""
+
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from .. import shape as S
 from ..dtypes import get_dtype
@@ -511,14 +514,18 @@ _SAMPLES = {
     "instance_norm": Samples((sample(operand(2, 3, 4)), sample(operand(1, 2, 2, 3), weight=operand(2), bias=operand(2)))),
     "local_response_norm": Samples((sample(operand(1, 4, 3), 2), sample(operand(2, 3, 2, 2), 3, 1e-3, 0.5, 2.0))),
     "prelu": Samples((sample(operand(2, 3, 2), operand(3)), sample(operand(2, 3), operand(1)),
-                      sample(operand(12, values="edge"), operand(1)))),
+                      sample(operand(12, values="edge"), operand(1))),
+                     lambda x, weight: np.where(x >= 0, x, x * np.reshape(weight, (-1,) + (1,) * max(x.ndim - 2, 0))
+                                                if x.ndim > 1 else x * weight)),
     "rrelu": Samples((sample(operand(2, 3)), sample(operand(2, 3), 0.1, 0.3, True, **_DRAWN))),
     "rrelu_": Samples((sample(operand(2, 3)), sample(operand(2, 3), 0.1, 0.3, True, **_DRAWN))),
     "dropout1d": Samples((sample(operand(2, 3, 4), 0.5, **_DRAWN), sample(operand(2, 3, 4), 0.5, False))),
     "dropout2d": Samples((sample(operand(2, 3, 2, 2), 0.5, **_DRAWN), sample(operand(2, 3, 2, 2), 0.5, False))),
     "dropout3d": Samples((sample(operand(1, 2, 2, 2, 2), 0.5, **_DRAWN), sample(operand(1, 2, 2, 2, 2), 0.5, False))),
     "feature_dropout": Samples((sample(operand(2, 3, 2), 0.5, True, **_DRAWN), sample(operand(2, 3, 2), 0.5, False))),
-    "channel_shuffle": Samples((sample(operand(1, 4, 2), 2), sample(operand(2, 6, 1, 1), 3))),
+    "channel_shuffle": Samples((sample(operand(1, 4, 2), 2), sample(operand(2, 6, 1, 1), 3)),
+                               lambda x, groups: np.reshape(np.swapaxes(np.reshape(
+                                   x, (x.shape[0], groups, -1) + x.shape[2:]), 1, 2), x.shape)),
     "embedding_bag": Samples((sample(operand(2, 3, dtype="int64", values="index", domain=(0, 5)), operand(5, 2)),
                               sample(operand(2, 4, dtype="int64", values="index", domain=(0, 5)), operand(5, 2), mode="sum"),
                               sample(operand(2, 2, dtype="int64", values="index", domain=(0, 4)), operand(4, 3), mode="max"))),

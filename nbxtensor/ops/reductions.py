@@ -893,6 +893,22 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
     return np.sum(np.abs(x) ** ord, axis=axis, keepdims=keepdim) ** (1 / ord)
 
 
+def _running_extreme(replaces):
+    """cummax's (``np.greater_equal``) or cummin's reference: the running extreme and the last index reaching it
+    (a NaN sticks)."""
+    def reference(x, dim):
+        rows = np.moveaxis(np.atleast_1d(x), dim if np.ndim(x) else 0, -1)
+        values, indices = rows.copy(), np.zeros(rows.shape, np.int64)
+        for i in range(1, rows.shape[-1]):
+            previous = values[..., i - 1]
+            take = (replaces(rows[..., i], previous) | np.isnan(rows[..., i])) & ~np.isnan(previous)
+            values[..., i] = np.where(take, rows[..., i], previous)
+            indices[..., i] = np.where(take, i, indices[..., i - 1])
+        back = (np.moveaxis(values, -1, dim if np.ndim(x) else 0), np.moveaxis(indices, -1, dim if np.ndim(x) else 0))
+        return tuple(np.reshape(b, np.shape(x)) for b in back)
+    return reference
+
+
 _FLOATS = ("float32", "float64")
 _EXTREME_SAMPLES = reduction_samples(several_dims=False)[1:]
 _SAMPLES = {
@@ -935,7 +951,7 @@ _SAMPLES = {
     "cumsum": Samples(scan_samples(), _scanned(np.cumsum)),
     "cumprod": Samples(scan_samples(), _scanned(np.cumprod)),
     "logcumsumexp": Samples(scan_samples(_FLOATS), _scanned(np.logaddexp.accumulate)),
-    "cummax": Samples(scan_samples()),
-    "cummin": Samples(scan_samples()),
+    "cummax": Samples(scan_samples(), _running_extreme(np.greater_equal)),
+    "cummin": Samples(scan_samples(), _running_extreme(np.less_equal)),
 }
 family_samples("reduction", by_name(_SAMPLES))

@@ -535,6 +535,24 @@ def _select_scatter_reference(x, src, dim, index):
     return _scattered(x, src, tuple(where))
 
 
+def _pad_reference(x, pad, mode="constant", value=None):
+    """NumPy's pad of ``pad``'s (before, after) pairs from the last dim back; negative amounts crop."""
+    pairs = [(0, 0)] * (x.ndim - len(pad) // 2) + [(pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)][::-1]
+    cropped = x[tuple(slice(max(-before, 0), x.shape[d] - max(-after, 0)) for d, (before, after) in enumerate(pairs))]
+    grown = [(max(before, 0), max(after, 0)) for before, after in pairs]
+    if mode == "constant":
+        return np.pad(cropped, grown, constant_values=0 if value is None else value)
+    return np.pad(cropped, grown, {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode])
+
+
+def _diag_embed_reference(x, offset=0, dim1=-2, dim2=-1):
+    n = x.shape[-1] + abs(offset)
+    result = np.zeros(x.shape[:-1] + (n, n), x.dtype)
+    rows = np.arange(x.shape[-1]) + max(-offset, 0)
+    result[..., rows, rows + offset] = x
+    return np.moveaxis(result, (-2, -1), (dim1 % (x.ndim + 1), dim2 % (x.ndim + 1)))
+
+
 _MATRIX, _TRANSPOSED, _INTS = operand(2, 3), operand(3, 2, layout="transposed"), operand(2, 4, dtype="int64", layout="sliced")
 _SAMPLES = {
     "flip": Samples((sample(_MATRIX, (0,)), sample(_TRANSPOSED, (0, 1)), sample(operand(), ()), sample(operand(0, 3), (1,)),
@@ -563,10 +581,10 @@ _SAMPLES = {
     "diag": Samples((sample(_MATRIX), sample(operand(3)), sample(_TRANSPOSED, -1), sample(operand(0)),
                      sample(operand(4, dtype="int64", layout="sliced"), 1)), np.diag),
     "diag_embed": Samples((sample(_MATRIX), sample(_TRANSPOSED, 1), sample(operand(3), -1, 0, 1), sample(operand(0, 3)),
-                           sample(_INTS))),
+                           sample(_INTS)), _diag_embed_reference),
     "pad": Samples((sample(_MATRIX, (1, 2)), sample(_TRANSPOSED, (1, 0, 0, 2), value=1.5),
                     sample(operand(1, 2, 3), (2, 1), "reflect"), sample(operand(1, 2, 3), (1, 2, 1, 0), "replicate"),
-                    sample(operand(1, 2, 3), (3, 1), "circular"), sample(_MATRIX, (-1, 1)))),
+                    sample(operand(1, 2, 3), (3, 1), "circular"), sample(_MATRIX, (-1, 1))), _pad_reference),
     "slice_scatter": Samples((sample(operand(4, 3), operand(2, 3), 0, 0, 4, 2), sample(_TRANSPOSED, operand(3, 1), 1, 1),
                               sample(operand(0, 3), operand(0, 1), 1, 2),
                               sample(_INTS, operand(2, 2, dtype="int64", layout="transposed"), 1, 1, None, 2)),

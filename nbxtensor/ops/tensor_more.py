@@ -19,7 +19,7 @@ from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import format_strides, new_tensor, scratch_scope
 from .nn_composites import _float_dtype, temporaries
-from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, samples_of
 from .samples import Samples, by_name, operand, sample
 from .statistics import bin_positions, equal_bin_edges
 from .views import _become
@@ -847,7 +847,8 @@ _SAMPLES = {
                                                                                 aweights=aweights)),
     "corrcoef": Samples((sample(operand(2, 4)), sample(operand(3)), sample(_TRANSPOSED)), np.corrcoef),
     "constant_pad_nd": Samples((sample(_MATRIX, (1, 2)), sample(_TRANSPOSED, (1, 0, 0, 2), 1.5), sample(_MATRIX, (-1, 1)),
-                                sample(operand(0, 3), (1, 1)))),
+                                sample(operand(0, 3), (1, 1))),
+                               lambda x, pad, value=0: samples_of(get("pad")).reference(x, pad, value=value)),
     "complex": Samples((sample(_MATRIX, operand(3)), sample(_TRANSPOSED, operand(3, 2, dtype="float32")),
                         sample(operand(), operand()), sample(operand(0, 3, dtype="float64"), operand(3, dtype="float64"))),
                        lambda real, imag: real + 1j * imag),
@@ -861,7 +862,7 @@ _SAMPLES = {
                                     operand(2, dtype="int64"), "amin")), _index_reduce_reference),
     "put": Samples((sample(_MATRIX, operand(2, **_INDEX, domain=(0, 6)), operand(2)),
                     sample(_TRANSPOSED, operand(4, **_INDEX, domain=(0, 6)), operand(2, 2), True),
-                    sample(operand(0, 3), operand(0, **_INDEX, domain=(0, 1)), operand(0)))),
+                    sample(operand(0, 3), operand(0, **_INDEX, domain=(0, 1)), operand(0))), _put_reference),
     "unravel_index": Samples((sample(operand(4, **_INDEX, domain=(0, 6)), (2, 3)), sample(operand(**_INDEX, domain=(0, 24)), (2, 3, 4)),
                               sample(operand(0, **_INDEX, domain=(0, 1)), (2,))),
                              lambda indices, shape: tuple(np.unravel_index(indices, shape))),

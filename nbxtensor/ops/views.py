@@ -575,6 +575,12 @@ def _expand_reference(x, *sizes):
     return np.broadcast_to(x, tuple(o if n == -1 else n for o, n in zip(old, sizes)))
 
 
+def _as_strided_reference(x, size, stride, storage_offset=None):
+    """``x``'s elements (a contiguous sample: its storage) read with ``size`` and ``stride``."""
+    flat = np.ascontiguousarray(x).reshape(-1)[storage_offset or 0:]
+    return np.lib.stride_tricks.as_strided(flat, tuple(size), tuple(s * flat.itemsize for s in stride)).copy()
+
+
 def _squeeze_reference(x, dim=None):
     if dim is None:
         return np.squeeze(x)
@@ -632,7 +638,8 @@ _SAMPLES = {
                        sample(operand(), 0, 1, 1), sample(operand(0, 3), 1, 2, 1),
                        sample(operand(6, dtype="int64", layout="sliced"), 0, 2, 3)), _unfold_reference),
     "as_strided": Samples((sample(operand(2, 3), (2, 2), (1, 2)), sample(operand(6), (3,), (2,), 1),
-                           sample(operand(2, 3), (0, 2), (1, 1)), sample(operand(4, dtype="int64"), (2, 2), (0, 1)))),
+                           sample(operand(2, 3), (0, 2), (1, 1)), sample(operand(4, dtype="int64"), (2, 2), (0, 1))),
+                          _as_strided_reference),
     "movedim": Samples((sample(operand(2, 3, 2), 0, -1), sample(_TRANSPOSED, (0, 1), (1, 0)), sample(operand(), 0, 0),
                         sample(operand(0, 3), 1, 0), sample(operand(2, 4, dtype="int64", layout="sliced"), -1, 0)),
                        lambda x, source, destination: np.moveaxis(x, source, destination) if x.ndim else x),
