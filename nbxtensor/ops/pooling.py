@@ -18,7 +18,7 @@ from .copy import _conversion_flags, fresh_tensor_maker
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
-from .samples import Samples, by_name, operand, sample
+from .samples import Samples, operand, sample
 
 _INT64 = get_dtype("int64")
 _PAIR_WORDS = {1: "a single int", 2: "a tuple of two ints", 3: "a tuple of three ints"}
