@@ -649,6 +649,27 @@ _lgamma = np.vectorize(lambda v: v if np.isnan(v) else math.lgamma(v) if np.isfi
                        else np.inf, otypes=[np.float64])
 
 
+def _erfinv(y):
+    """erf's inverse by Newton's method from 0 (erf is concave past 0: the steps rise to the root monotonically);
+    ±1 give ±inf, values past them NaN."""
+    y = np.asarray(y, np.float64)
+    inside = np.abs(y) < 1
+    target = np.where(inside, y, 0.0)
+    x = np.zeros_like(target)
+    for _ in range(100):
+        x = x - (_erf(x) - target) / (2 / math.sqrt(math.pi) * np.exp(-x * x))
+    return np.where(inside, x, np.where(np.abs(y) == 1, np.copysign(np.inf, y), np.nan))
+
+
+def _erfcx(x):
+    """exp(x^2) erfc(x); past 25 (where erfc underflows) its asymptotic series, exact in float64 there."""
+    far = np.where(x > 25, x, 30.0)
+    series = (1 - 1 / (2 * far ** 2) + 3 / (4 * far ** 4)) / (far * math.sqrt(math.pi))
+    near = np.where(x > 25, 0.0, x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(x > 25, series, np.exp(near * near) * _erfc(near))
+
+
 def _i0e(x):
     """exp(-|x|) I0(x); past where I0 overflows, its asymptotic series (three terms: exact in float64 there)."""
     large = np.abs(x) > 700
@@ -722,6 +743,9 @@ REFERENCES = {
                                                     np.where(x == 0, 0.0, np.where(np.isnan(x), x, -np.inf)))),
     "special_ndtr": _float_input(lambda x: 0.5 * _erfc(-x / math.sqrt(2))),
     "special_i0e": _float_input(_i0e),
+    "erfinv": _float_input(_erfinv), "special_erfcx": _float_input(_erfcx),
+    "special_ndtri": _float_input(lambda p: math.sqrt(2) * _erfinv(2 * p - 1)),
+    "special_log_ndtr": _float_input(lambda x: np.log(0.5 * _erfc(-x / math.sqrt(2)))),
     "special_xlog1py": _float_input(lambda x, y: np.where(x == 0, np.where(np.isnan(y), np.nan, 0.0),
                                                           x * np.log1p(y))),
 }
@@ -742,6 +766,8 @@ ROW_SAMPLES = {
     "hardswish": dict(edge=False), "sinc": dict(edge=False),
     # torch's gelu is NaN at inf and overflows at the largest floats, where ours keeps the limits
     "gelu": dict(edge=False),
+    # the reference's erfinv(2p - 1) loses a p below 1e-16 to rounding
+    "special_ndtri": dict(values=(("domain", _DOMAINS["special_ndtri"]),), edge=False),
     "nan_to_num": dict(kwargs=dict(nan=0.5, posinf=100.0, neginf=-100.0), extra=(sample(operand(2, 3)),)),
     "div": dict(values=("normal", "positive"), extra=(sample(operand(2, 3), operand(3, values="positive"),
                                                              rounding_mode="floor"),
