@@ -427,8 +427,11 @@ _SAMPLES = {
     "masked.prod": Samples(_REDUCTIONS, _masked_reduction(np.prod, 1.0)),
     "masked.amax": Samples(_REDUCTIONS, _masked_reduction(np.max, -np.inf)),
     "masked.amin": Samples(_REDUCTIONS, _masked_reduction(np.min, np.inf)),
-    "masked.mean": Samples(_REDUCTIONS),
-    "masked.logsumexp": Samples(_REDUCTIONS),
+    "masked.mean": Samples(_REDUCTIONS, lambda x, dim=None, *, keepdim=False, dtype=None, mask=None: (
+        _masked_reduction(np.sum, 0.0)(x, dim, keepdim=keepdim, mask=mask)
+        / _masked_reduction(np.sum, 0.0)(np.ones(x.shape), dim, keepdim=keepdim, mask=mask))),
+    "masked.logsumexp": Samples(_REDUCTIONS, lambda *args, **kwargs: np.log(_masked_reduction(np.sum, 0.0)(
+        np.exp(args[0]), *args[1:], **kwargs))),
     "masked.argmax": Samples(_REDUCTIONS[:1] + _REDUCTIONS[3:]),
     "masked.argmin": Samples(_REDUCTIONS[:1] + _REDUCTIONS[3:]),
     "masked.norm": Samples((sample(operand(2, 3), 2.0, 1, mask=_KEEPS_ROWS), sample(operand(2, 3), 1.0, mask=_KEEPS_ROWS),
@@ -436,8 +439,10 @@ _SAMPLES = {
     "masked.var": Samples(_REDUCTIONS),
     "masked.std": Samples(_REDUCTIONS),
     "masked.median": Samples((sample(operand(2, 3), 1, mask=_KEEPS_ROWS), sample(operand(3, 2, layout="transposed"), 0))),
-    "masked.cumsum": Samples(_ALONG),
-    "masked.cumprod": Samples(_ALONG),
+    "masked.cumsum": Samples(_ALONG, lambda x, dim, *, dtype=None, mask=None: np.cumsum(
+        np.where(True if mask is None else mask, x, 0.0), axis=dim)),
+    "masked.cumprod": Samples(_ALONG, lambda x, dim, *, dtype=None, mask=None: np.cumprod(
+        np.where(True if mask is None else mask, x, 1.0), axis=dim)),
     "masked.softmax": Samples(_ALONG),
     "masked.log_softmax": Samples(_ALONG),
     "masked.softmin": Samples(_ALONG),

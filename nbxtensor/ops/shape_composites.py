@@ -520,6 +520,17 @@ def _diagonal_scatter_reference(x, src, offset=0, dim1=0, dim2=1):
     return np.moveaxis(result, (-2, -1), (dim1, dim2))
 
 
+def _block_diag_reference(*tensors):
+    blocks = [np.reshape(t, (1, -1)) if np.ndim(t) < 2 else t for t in tensors]
+    result = np.zeros((sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)),
+                      np.result_type(*blocks))
+    row = column = 0
+    for block in blocks:
+        result[row:row + block.shape[0], column:column + block.shape[1]] = block
+        row, column = row + block.shape[0], column + block.shape[1]
+    return result
+
+
 def _combinations_reference(x, r=2, with_replacement=False):
     chosen = (itertools.combinations_with_replacement if with_replacement else itertools.combinations)(x, r)
     return np.array(list(chosen), dtype=x.dtype).reshape(-1, r)
@@ -555,7 +566,8 @@ _SAMPLES = {
     "combinations": Samples((sample(operand(4)), sample(operand(3), 3), sample(operand(3, dtype="int64"), with_replacement=True),
                              sample(operand(1), 2)), _combinations_reference),
     "block_diag": Samples((sample(_MATRIX, operand(2, 2)), sample(operand(3), operand()),
-                           sample(operand(0, 3), _TRANSPOSED), sample(operand(2, 2, dtype="int64"), operand(1, 2)))),
+                           sample(operand(0, 3), _TRANSPOSED), sample(operand(2, 2, dtype="int64"), operand(1, 2))),
+                          _block_diag_reference),
     "kron": Samples((sample(_MATRIX, operand(2, 2)), sample(operand(3), operand(2)), sample(_TRANSPOSED, operand(1, 2, 2)),
                      sample(operand(0, 3), _MATRIX), sample(_INTS, operand(2, dtype="int64"))), np.kron),
     "tensordot": Samples((sample(operand(2, 3, 4), operand(3, 4, 2)), sample(_TRANSPOSED, operand(2, 3), 1),

@@ -875,7 +875,9 @@ _SAMPLES = {
     "logspace": Samples((sample(0.0, 2.0, 5), sample(-1, 1, 3, 2.0), sample(1.0, 1.0, 1), sample(0, 3, 0)),
                         lambda start, end, steps, base=10.0, **ignored: np.logspace(start, end, steps, base=base)),
     "nonzero_static": Samples((sample(operand(2, 3, **_INDEX, domain=(0, 2)), size=4),
-                               sample(operand(4, dtype="bool"), size=6, fill_value=-2), sample(operand(0, 3), size=2))),
+                               sample(operand(4, dtype="bool"), size=6, fill_value=-2), sample(operand(0, 3), size=2)),
+                              lambda x, *, size, fill_value=-1: np.concatenate(
+                                  [np.argwhere(x), np.full((size, np.ndim(x)), fill_value)])[:size]),
     "histogramdd": Samples((sample(operand(6, 2), 3), sample(operand(5, 2), [2, 3], range=[-3.0, 3.0, -3.0, 3.0]),
                             sample(operand(4, 1), 2, weight=operand(4, values="positive"), density=True))),
     "resize_": Samples((sample(_MATRIX, 3, 2), sample(_MATRIX, 2, 2), sample(operand(0, 3), 4, **_EMPTY),
