@@ -584,6 +584,24 @@ def _rms_norm_reference(x, normalized_shape, weight=None, eps=None):
     return x / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + eps) * (1 if weight is None else weight)
 
 
+def _channels(values, ndim):
+    """A per-channel vector shaped to broadcast along dim 1 of an ``ndim``-d input."""
+    return np.reshape(values, (-1,) + (1,) * (ndim - 2))
+
+
+def _group_norm_reference(x, num_groups, weight=None, bias=None, eps=1e-5, *ignored):
+    grouped = np.reshape(x, (x.shape[0], num_groups, -1))
+    normed = (grouped - grouped.mean(-1, keepdims=True)) / np.sqrt(grouped.var(-1, keepdims=True) + eps)
+    normed = np.reshape(normed, x.shape)
+    return normed * (1 if weight is None else _channels(weight, x.ndim)) + (0 if bias is None else _channels(bias, x.ndim))
+
+
+def _batch_norm_reference(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
+                          eps=1e-5, *ignored):
+    normed = (x - _channels(running_mean, x.ndim)) / np.sqrt(_channels(running_var, x.ndim) + eps)
+    return normed * (1 if weight is None else _channels(weight, x.ndim)) + (0 if bias is None else _channels(bias, x.ndim))
+
+
 _ROWS = operand(2, 4)
 _SAMPLES = {
     "softmax": Samples((sample(_ROWS, 1), sample(operand(4, 2, layout="transposed"), 0), sample(operand(), 0),
@@ -605,9 +623,10 @@ _SAMPLES = {
                                                                              operand(2, 4, dtype="bfloat16"), (4,)))),
     "add_layer_norm": Samples((sample(_ROWS, _ROWS, (4,), operand(4), operand(4)), sample(operand(2, 4), operand(2, 4), (4,)))),
     "group_norm": Samples((sample(operand(2, 4, 3), 2), sample(operand(2, 4, 3), 4, operand(4), operand(4)),
-                           sample(operand(1, 2, 2, 2, dtype="bfloat16"), 1))),
+                           sample(operand(1, 2, 2, 2, dtype="bfloat16"), 1)), _group_norm_reference),
     "batch_norm": Samples((sample(operand(2, 3, 2), operand(3), operand(3, values="positive")),
-                           sample(operand(2, 3), operand(3), operand(3, values="positive"), operand(3), operand(3)))),
+                           sample(operand(2, 3), operand(3), operand(3, values="positive"), operand(3), operand(3))),
+                          _batch_norm_reference),
     "native_group_norm": Samples((sample(operand(2, 4, 3), operand(4), operand(4), 2, 4, 3, 2, 1e-5),)),
     "native_batch_norm_no_training": Samples((sample(operand(2, 3, 2), operand(3), operand(3), operand(3),
                                                      operand(3, values="positive"), 0.1, 1e-5),)),
