@@ -5,8 +5,8 @@ too. An op whose overloads differ declares an adapter for each (``register(adapt
 alike to the meta rule, the cost rule and the implementation so the three always see the same call."""
 from __future__ import annotations
 
-import inspect
 from functools import cache
+import inspect
 
 from ..ops.registry import OpDef, aten_adapter, lookup
 

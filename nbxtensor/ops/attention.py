@@ -9,8 +9,9 @@ query head h uses key head h // (H_q // H_kv), nothing is expanded in memory.
 from __future__ import annotations
 
 import functools
-
 import math
+
+import numpy as np
 
 from .. import shape as S
 from .. import tuning
@@ -23,9 +24,10 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, dependent_launch, launch, next_pow2
 from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .matmul_plans import _dot_precision
-from .registry import Cost, TensorMeta, nbytes, register
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
+from .registry import Cost, TensorMeta, family_samples, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 MAX_HEAD_DIM = 256
@@ -1036,3 +1038,59 @@ def _plan_rotate_half(x: Tensor, cos: Tensor, sin: Tensor):
         planned(device, {"x": x, "cos": cos, "sin": sin, "out": out})
         return out
     return execute
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _sdpa_reference(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    groups = query.shape[-3] // key.shape[-3] if enable_gqa else 1
+    key, value = np.repeat(key, groups, axis=-3), np.repeat(value, groups, axis=-3)
+    scores = query @ np.swapaxes(key, -1, -2) * (1 / np.sqrt(query.shape[-1]) if scale is None else scale)
+    if is_causal:
+        scores = np.where(np.tril(np.ones(scores.shape[-2:], bool)), scores, -np.inf)
+    if attn_mask is not None:
+        scores = np.where(attn_mask, scores, -np.inf) if attn_mask.dtype == bool else scores + attn_mask
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return weights / weights.sum(axis=-1, keepdims=True) @ value
+
+
+def _rotate_half_reference(x, cos, sin):
+    half = x.shape[-1] // 2
+    return x * cos + np.concatenate([-x[..., half:], x[..., :half]], -1) * sin
+
+
+_POSITIONS = operand(3, dtype="int64", values="index", domain=(0, 4))
+_SLOTS = operand(3, dtype="int64", values="distinct", domain=(0, 8))
+_CACHE = operand(2, 4, 1, 4)  # two pages of four slots, one head of four dims
+_SAMPLES = {
+    "scaled_dot_product_attention": Samples((
+        sample(operand(1, 2, 3, 4), operand(1, 2, 5, 4), operand(1, 2, 5, 4)),
+        sample(operand(2, 3, 4), operand(2, 3, 4), operand(2, 3, 4), is_causal=True),
+        sample(operand(1, 2, 3, 4), operand(1, 2, 3, 4), operand(1, 2, 3, 4), operand(3, 3, dtype="bool", values="edge")),
+        sample(operand(1, 4, 2, 4, dtype="bfloat16"), operand(1, 2, 2, 4, dtype="bfloat16"),
+               operand(1, 2, 2, 4, dtype="bfloat16"), scale=0.5, enable_gqa=True),
+        sample(operand(1, 1, 2, 4), operand(1, 1, 3, 4), operand(1, 1, 3, 4), operand(2, 3))), _sdpa_reference),
+    "prefill_attention": Samples((sample(operand(2, 3, 4), operand(2, 3, 4), operand(2, 3, 4)),
+                                  sample(operand(4, 2, 4), operand(2, 5, 4), operand(2, 5, 4), None, 5.0, 2, 3),
+                                  sample(operand(2, 3, 4, dtype="bfloat16"), operand(2, 3, 4, dtype="bfloat16"),
+                                         operand(2, 3, 4, dtype="bfloat16"), 0.25))),
+    "paged_attention": Samples((sample(operand(2, 2, 4), operand(3, 4, 1, 4), operand(3, 4, 1, 4),
+                                       operand(2, 2, dtype="int32", values="index", domain=(0, 3)),
+                                       operand(2, dtype="int32", values="index", domain=(0, 9))),
+                                sample(operand(1, 1, 4), operand(2, 4, 1, 4), operand(2, 4, 1, 4),
+                                       operand(1, 2, dtype="int32", values="distinct", domain=(0, 2)),
+                                       operand(1, dtype="int32", values="index", domain=(1, 9)), None, 3.0, 2))),
+    "kv_cache_append": Samples((sample(operand(3, 1, 4), operand(3, 1, 4), _CACHE, _CACHE, _SLOTS),)),
+    "rotary_embedding": Samples((sample(operand(3, 4), operand(4, 2), operand(4, 2)),
+                                 sample(operand(2, 3, 4), operand(6, 2), operand(6, 2), 2),
+                                 sample(operand(3, 2, 4), operand(4, 1), operand(4, 1),
+                                        operand(3, 1, dtype="int64", values="index", domain=(0, 4))),
+                                 sample(operand(3, 4, dtype="bfloat16"), operand(4, 2), operand(4, 2), interleaved=True))),
+    "rotary_append": Samples((sample(operand(3, 2, 4), operand(3, 1, 4), operand(3, 1, 4), operand(4, 2), operand(4, 2),
+                                     _POSITIONS, _CACHE, _CACHE, _SLOTS),)),
+    "rotate_half_embedding": Samples((sample(operand(2, 3, 4), operand(3, 4), operand(3, 4)),
+                                      sample(operand(3, 2, 4, layout="transposed"), operand(3, 2, 4), operand(3, 2, 4)),
+                                      sample(operand(2, 4, dtype="bfloat16"), operand(2, 4, dtype="bfloat16"),
+                                             operand(2, 4, dtype="bfloat16"))), _rotate_half_reference),
+}
+family_samples("attention", by_name(_SAMPLES))

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import shape as S
 from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import result_type
 from ..tensor import Tensor
 from .nn_composites import _float_dtype, temporaries
-from .registry import VIEW, Cost, TensorMeta, get, nbytes, register
+from .registry import VIEW, Cost, TensorMeta, family_samples, get, nbytes, register, samples_of
+from .samples import Samples, by_name, operand, sample, unary_samples
 from .views import NO_COST, view_op
 
 _CONTIGUOUS = S.MEMORY_FORMATS["contiguous_format"]
@@ -26,12 +29,17 @@ def _meta_tensor(x) -> Tensor:
     return Tensor._meta(tuple(x.shape), x.dtype)
 
 
+def _is_sequence(value) -> bool:
+    """A list or tuple of tensors; a ``TensorMeta`` (a named tuple) stands for one tensor."""
+    return isinstance(value, (list, tuple)) and not isinstance(value, TensorMeta)
+
+
 def _tensor_list(tensors):
-    return list(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else list(tensors)
+    return list(tensors[0]) if len(tensors) == 1 and _is_sequence(tensors[0]) else list(tensors)
 
 
 def _total_bytes(meta) -> int:
-    return nbytes(meta) if not isinstance(meta, tuple) else sum(nbytes(m) for m in meta)
+    return nbytes(meta) if isinstance(meta, TensorMeta) else sum(nbytes(m) for m in meta)
 
 
 # ---- the *_copy views ------------------------------------------------------------------------------
@@ -89,7 +97,7 @@ def _atleast_shape(shape: tuple, n: int) -> tuple:
 def _atleast(n: int):
     def meta(*tensors):
         metas = tuple(TensorMeta(_atleast_shape(tuple(t.shape), n), t.dtype) for t in _tensor_list(tensors))
-        return metas[0] if len(tensors) == 1 and not isinstance(tensors[0], (list, tuple)) else metas
+        return metas[0] if len(tensors) == 1 and not _is_sequence(tensors[0]) else metas
 
     def impl(*tensors):
         views = tuple(t.reshape(_atleast_shape(tuple(t.shape), n)) for t in _tensor_list(tensors))
@@ -448,3 +456,88 @@ def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
     """torch's deprecated alias: ``interpolate(mode="bilinear", align_corners=True)``."""
     return _op("interpolate")(input, size, scale_factor, "bilinear", True)
 
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _copy_samples(op):
+    """A ``*_copy`` op takes its view's samples and reference."""
+    if not op.name.endswith("_copy") or op.impl.__doc__ is None or "row-major" not in op.impl.__doc__:
+        return None
+    if op.name == "alias_copy":
+        return Samples(unary_samples(("float32", "int64")), np.copy)
+    return samples_of(get(op.name.removesuffix("_copy")))
+
+
+def _softmin_reference(x, dim=None, _stacklevel=3, dtype=None):
+    shifted = np.exp(-(x - np.min(x, axis=dim, keepdims=True)))
+    return shifted / np.sum(shifted, axis=dim, keepdims=True)
+
+
+def _shrink(x, lambd=0.5, soft=False):
+    kept = ~(np.abs(x) <= lambd)  # NaN is kept, as ATen keeps it
+    return np.where(kept, x - np.sign(x) * lambd if soft else x, 0.0)
+
+
+_MATRIX, _TRANSPOSED = operand(2, 3), operand(3, 2, layout="transposed")
+_LISTS = (sample([_MATRIX, operand(2, 3)]), sample([operand(3), operand(3, dtype="int64")]),
+          sample([operand(0, 3), operand(0, 3)]), sample([operand(2, 4, layout="sliced"), operand(2, 4)]))
+_SAMPLES = {
+    "atleast_1d": Samples((sample(operand()), sample(_TRANSPOSED), sample(operand(0)), sample(operand(), operand(2))),
+                          lambda *xs: np.atleast_1d(*xs) if len(xs) == 1 else tuple(np.atleast_1d(*xs))),
+    "atleast_2d": Samples((sample(operand()), sample(operand(3)), sample(_TRANSPOSED), sample(operand(0))),
+                          np.atleast_2d),
+    "atleast_3d": Samples((sample(operand()), sample(operand(3)), sample(_TRANSPOSED), sample(operand(0, 2))),
+                          np.atleast_3d),
+    "column_stack": Samples((sample([_MATRIX, operand(2)]), sample([operand(3), operand(3, dtype="int64")]),
+                             sample([operand(0, 3), operand(0)])), np.column_stack),
+    "dstack": Samples(_LISTS, np.dstack),
+    "rot90": Samples((sample(_MATRIX), sample(_TRANSPOSED, 2), sample(operand(2, 3, 2), -1, (1, 2)),
+                      sample(operand(0, 3), 3), sample(operand(2, 4, dtype="int64", layout="sliced"), 1, (1, 0))),
+                     lambda x, k=1, dims=(0, 1): np.rot90(x, k, dims)),
+    "diagflat": Samples((sample(_MATRIX), sample(operand(3), 1), sample(operand(), -1), sample(operand(0)),
+                         sample(operand(2, 4, dtype="int64", layout="sliced"))),
+                        lambda x, offset=0: np.diagflat(x, offset)),
+    "unsafe_chunk": Samples((sample(operand(5, 2), 2), sample(_TRANSPOSED, 3, 1)), samples_of(get("chunk")).reference),
+    "unsafe_split": Samples((sample(operand(5, 2), 2), sample(_TRANSPOSED, 1, 1)), samples_of(get("split")).reference),
+    "positive": Samples(unary_samples(("float32", "int64")), np.positive),
+    "resolve_conj": Samples(unary_samples(("float32", "complex64")), np.copy),
+    "resolve_neg": Samples(unary_samples(("float32", "complex64")), np.copy),
+    "deg2rad": Samples(unary_samples(("float32", "int64")), lambda x: np.deg2rad(np.asarray(x, np.float64))),
+    "rad2deg": Samples(unary_samples(("float32", "int64")), lambda x: np.rad2deg(np.asarray(x, np.float64))),
+    "logaddexp2": Samples((sample(_MATRIX, operand(3)), sample(_TRANSPOSED, operand(2)), sample(operand(), operand()),
+                           sample(operand(0, 3), operand(3)), sample(operand(12, values="edge"), operand(12))),
+                          np.logaddexp2),
+    "heaviside": Samples((sample(operand(2, 3, values="index", domain=(0, 2)), operand(3)),
+                          sample(_TRANSPOSED, operand(2)), sample(operand(0, 3), operand(3)),
+                          sample(operand(4, dtype="int64", layout="sliced"), operand(4, dtype="int64")),
+                          sample(operand(12, values="edge"), operand(12))),
+                         lambda x, values: np.where(x == 0, values, x > 0)),  # as ATen: NaN is not above 0
+    "isreal": Samples(unary_samples(("float32", "complex64")), np.isreal),
+    "float_power": Samples((sample(operand(2, 3, values="positive"), operand(3)), sample(_TRANSPOSED, 2),
+                            sample(operand(values="positive"), operand(dtype="int64")), sample(operand(0, 3), operand(3)),
+                            sample(operand(4, dtype="int64", layout="sliced", values="positive"), 0.5)),
+                           lambda a, b: np.power(np.asarray(a, np.float64), b)),
+    "trace": Samples((sample(_MATRIX), sample(_TRANSPOSED), sample(operand(0, 3)),
+                      sample(operand(2, 4, dtype="int64", layout="sliced"))), lambda x: np.asarray(np.trace(x))),
+    "inner": Samples((sample(_MATRIX, operand(4, 3)), sample(operand(3), operand(3)), sample(operand(), _MATRIX),
+                      sample(operand(0, 3), operand(2, 3)), sample(operand(2, 4, dtype="int64", layout="sliced"),
+                                                                   operand(4, dtype="int64"))), np.inner),
+    "dist": Samples((sample(_MATRIX, operand(3)), sample(_TRANSPOSED, operand(3, 2), 1), sample(operand(), operand(), 3),
+                     sample(operand(0, 3), operand(3)), sample(_MATRIX, _MATRIX, math.inf)),
+                    lambda a, b, p=2: np.asarray(np.max(np.abs(a - b)) if p == math.inf
+                                                 else np.sum(np.abs(a - b) ** p) ** (1 / p))),
+    "softmin": Samples((sample(_MATRIX, 1), sample(_TRANSPOSED, 0), sample(operand(), 0), sample(operand(0, 3), 1),
+                        sample(operand(2, 4, dtype="float64", layout="sliced"), -1)), _softmin_reference),
+    "hardshrink": Samples(unary_samples() + (sample(_MATRIX, 1.0),), _shrink),
+    "softshrink": Samples(unary_samples() + (sample(_MATRIX, 1.0),),
+                          lambda x, lambd=0.5: _shrink(x, lambd, soft=True)),
+    "tanhshrink": Samples(unary_samples(), lambda x: x - np.tanh(x)),
+    "upsample_nearest": Samples((sample(operand(1, 2, 3), scale_factor=2), sample(operand(1, 1, 2, 3), size=(3, 4)),
+                                 sample(operand(2, 1, 3, 2, layout="transposed"), scale_factor=2))),
+    "upsample_bilinear": Samples((sample(operand(1, 2, 2, 3), scale_factor=2), sample(operand(1, 1, 2, 3), size=(3, 4)),
+                                  sample(operand(2, 1, 3, 2, layout="transposed"), size=(2, 2)))),
+}
+for _family in ("view", "shape", "pointwise", "reduction", "matmul", "normalization", "resample"):
+    family_samples(_family, by_name(_SAMPLES))
+family_samples("copy", _copy_samples)

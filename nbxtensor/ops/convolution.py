@@ -28,7 +28,8 @@ from ..lowering import conversion_flags
 from ..tensor import Tensor
 from .matmul_plans import _dot_precision, planned_product, product_keys
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 _FLOATS = ("float32", "float16", "bfloat16")
 
@@ -608,3 +609,28 @@ def _rank(op, weight, dims):
 
 conv1d, conv2d, conv3d = (_forward_op(f"conv{d}d", d) for d in (1, 2, 3))
 conv_transpose1d, conv_transpose2d, conv_transpose3d = (_transposed_op(f"conv_transpose{d}d", d) for d in (1, 2, 3))
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _conv_samples(n: int, transposed: bool):
+    """Tiny convolutions of ``n`` spatial dims: plain with a bias, strided and padded, grouped, bfloat16."""
+    spatial = (4,) * n
+    weight = (lambda c_in, c_out, k: operand(c_in, c_out, *(k,) * n)) if transposed else (
+        lambda c_in, c_out, k: operand(c_out, c_in, *(k,) * n))
+    extra = (0,) if transposed else (1,)  # before groups: conv_transpose's output_padding, conv's dilation
+    return Samples((sample(operand(1, 2, *spatial), weight(2, 3, 2), operand(3)),
+                    sample(operand(1, 2, *spatial), weight(2, 2, 3), None, 2, 1),
+                    sample(operand(2, 4, *spatial), weight(4, 2, 1) if transposed else operand(4, 2, *(1,) * n),
+                           None, 1, 0, *extra, 2),
+                    sample(operand(1, 2, *spatial, dtype="bfloat16"), operand(*weight(2, 2, 2).shape, dtype="bfloat16"))))
+
+
+_SAMPLES = {
+    "convolution": Samples((sample(operand(1, 2, 4, 4), operand(3, 2, 2, 2), operand(3), (1, 1), (0, 0), (1, 1), False,
+                                   (0, 0), 1),
+                            sample(operand(1, 2, 4), operand(2, 3, 2), None, (2,), (1,), (1,), True, (1,), 1))),
+    **{f"conv{n}d": _conv_samples(n, False) for n in (1, 2, 3)},
+    **{f"conv_transpose{n}d": _conv_samples(n, True) for n in (1, 2, 3)},
+}
+family_samples("convolution", by_name(_SAMPLES))

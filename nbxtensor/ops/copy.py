@@ -3,20 +3,25 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import triton.language as tl
 
 from .. import shape as S
 from ..allocation import fresh_tensor_maker, new_tensor, outside_arena
-from ..device import backend_for, device as _device, resolve
-from ..dtypes import dtype as _dtype, get_dtype
-from ..kernels.copy import (FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE, SOURCE_CONSTANT,
-                            SOURCE_TENSOR, strided_copy)
+from ..device import backend_for
+from ..device import device as _device
+from ..device import resolve
+from ..dtypes import dtype as _dtype
+from ..dtypes import get_dtype
+from ..kernels.copy import (FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE, SOURCE_CONSTANT, SOURCE_TENSOR,
+                            strided_copy)
 from ..launch import cdiv, launch_slots, refuse_capture
 from ..lowering import BITS_TYPE, constant_bits, conversion_flags, elementwise_block, needs_index_64
 from ..promotion import result_type
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import MAYBE_VIEW, Cost, TensorMeta, nbytes, register, tensor_attribute
+from .registry import MAYBE_VIEW, Cost, TensorMeta, family_samples, nbytes, register, tensor_attribute
+from .samples import Samples, by_name, operand, sample, unary_samples
 from .views import narrow, select, view_as_real
 
 # Dims the copy kernel indexes directly; a copy of more dims (after merging) loops over the rest.
@@ -523,3 +528,38 @@ tensor_attribute("pin_memory", pin_memory)
 for _name, _dtype_name in _DTYPE_SHORTHANDS.items():
     tensor_attribute(_name, _dtype_shorthand(_name, _dtype_name))
 del _name, _dtype_name
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _copy_into(dst, src, non_blocking=False):
+    return np.broadcast_to(src, dst.shape).astype(dst.dtype)
+
+
+_COPY_SAMPLES = {
+    "copy_": Samples((sample(operand(2, 3), operand(3, dtype="int64")),
+                      sample(operand(3, 2, layout="transposed"), operand(3, 2, layout="sliced")),
+                      sample(operand(dtype="int64"), operand(values="positive")), sample(operand(0, 3), operand(0, 3)),
+                      sample(operand(2, 4, dtype="bfloat16", layout="sliced"), operand(2, 4, layout="broadcast")),
+                      sample(operand(12, dtype="float64"), operand(12, values="edge"))), _copy_into),
+    "fill_": Samples((sample(operand(2, 3), 1.5), sample(operand(3, 2, dtype="int64", layout="transposed"), 3),
+                      sample(operand(), operand(dtype="float64")), sample(operand(0, 3), 2.0),
+                      sample(operand(2, 4, dtype="bool", layout="sliced"), True)),
+                     lambda x, value: np.full(x.shape, value).astype(x.dtype)),
+    "clone": Samples(unary_samples(("float32", "int64")), np.copy),
+    "contiguous": Samples(unary_samples(("float32", "int64")), np.copy),
+    "to": Samples((sample(operand(2, 3), dtype=get_dtype("float16")), sample(operand(3, 2, layout="transposed"), copy=True),
+                   sample(operand(), dtype=get_dtype("int64")), sample(operand(0, 3), dtype=get_dtype("bfloat16")),
+                   sample(operand(2, 4, dtype="int64", layout="sliced"), dtype=get_dtype("float32")),
+                   sample(operand(12, values="edge"), dtype=get_dtype("bfloat16"))),
+                  lambda x, device=None, dtype=None, **ignored: x if dtype is None else x.astype(dtype.numpy)),
+    "cat": Samples((sample([operand(2, 3), operand(1, 3)]), sample([operand(3, 2, layout="transposed"), operand(3, 1)], 1),
+                    sample([operand(0, 3), operand(2, 3, dtype="int64")]), sample([operand(0), operand(2, 3)], -1),
+                    sample([operand(2, 4, dtype="int64", layout="sliced"), operand(2, 4, layout="broadcast")])),
+                   lambda tensors, dim=0: np.concatenate([t for t in tensors if t.shape != (0,)], axis=dim)),
+    "stack": Samples((sample([operand(2, 3), operand(2, 3)]), sample([operand(3, 2, layout="transposed"), operand(3, 2)], 2),
+                      sample([operand(), operand(dtype="int64")]), sample([operand(0, 3)], 1),
+                      sample([operand(2, 4, dtype="int64", layout="sliced"), operand(2, 4, layout="broadcast")], -1)),
+                     lambda tensors, dim=0: np.stack(tensors, axis=dim)),
+}
+family_samples("copy", by_name(_COPY_SAMPLES))

@@ -21,7 +21,8 @@ from ..promotion import get_default_complex_dtype, get_default_dtype, promote_ty
 from ..storage import Storage
 from ..tensor import Tensor
 from .copy import fill_, format_strides
-from .registry import Cost, TensorMeta, nbytes, register, tensor_attribute
+from .registry import Cost, TensorMeta, family_samples, nbytes, register, tensor_attribute
+from .samples import Sample, Samples, by_name, operand, sample
 from .views import as_strided
 
 _I64 = get_dtype("int64")
@@ -347,6 +348,8 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=
         raise ValueError(f"eye: n and m must be non-negative, got n={n}, m={m}")
     out = zeros(rows, cols, dtype=meta.dtype, device=device)
     diagonal = as_strided(out, (min(rows, cols),), (cols + 1,), 0)
+    # from out's own start: a graph's arena hands out storage shared with other tensors
+    diagonal = as_strided(out, (min(rows, cols),), (cols + 1,), out.storage_offset())
     fill_(diagonal, 1)
     return out
 
@@ -500,3 +503,55 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
 _new_methods()
 tensor_attribute("__dlpack__", tensor_dlpack)
 tensor_attribute("__dlpack_device__", tensor_dlpack_device)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _sized(function):
+    """A reference of ``op(*size, dtype=)`` from ``function(shape, dtype)``."""
+    def reference(*size, dtype=None, **ignored):
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+        return function(shape, np.float64 if dtype is None else dtype.numpy)
+    return reference
+
+
+def _like(function):
+    def reference(x, *args, dtype=None, **ignored):
+        return function(x.shape, *args).astype(x.dtype if dtype is None else dtype.numpy)
+    return reference
+
+
+def _arange_reference(*args, dtype=None, **ignored):
+    values = np.arange(*args)
+    return values.astype(dtype.numpy) if dtype is not None else values
+
+
+_EMPTY = dict(compare="metadata")  # uninitialised memory: shapes and dtypes only
+_LIKE = (sample(operand(2, 3)), sample(operand(3, 2, dtype="int64", layout="transposed")), sample(operand()),
+         sample(operand(0, 3), dtype=get_dtype("float16")))
+_SAMPLES = {
+    "empty": Samples((sample(2, 3, **_EMPTY), sample((0, 3), dtype=get_dtype("int64"), **_EMPTY), sample(**_EMPTY))),
+    "zeros": Samples((sample(2, 3), sample((0, 3), dtype=get_dtype("int64")), sample(), sample([4], dtype=get_dtype("bool"))),
+                     _sized(np.zeros)),
+    "ones": Samples((sample(2, 3), sample((0, 3), dtype=get_dtype("int64")), sample(), sample([4], dtype=get_dtype("bfloat16"))),
+                    _sized(np.ones)),
+    "full": Samples((sample((2, 3), 1.5), sample((0, 3), 2), sample((), True), sample([4], -1.0, dtype=get_dtype("float16")),
+                     sample((2,), 7, dtype=get_dtype("int32"))),
+                    lambda size, fill_value, dtype=None, **ignored: np.full(size, fill_value)),
+    "scalar_tensor": Samples((sample(1.5), sample(2, dtype=get_dtype("int64")), sample(True, dtype=get_dtype("bool"))),
+                             lambda s, dtype=None, **ignored: np.asarray(s)),
+    "empty_like": Samples(tuple(Sample(case.args, case.kwargs, "metadata") for case in _LIKE)),
+    "zeros_like": Samples(_LIKE, _like(np.zeros)),
+    "ones_like": Samples(_LIKE, _like(np.ones)),
+    "full_like": Samples(tuple(Sample(case.args + (2,), case.kwargs) for case in _LIKE),
+                         lambda x, fill_value, dtype=None, **ignored: np.full(
+                             x.shape, fill_value).astype(x.dtype if dtype is None else dtype.numpy)),
+    "arange": Samples((sample(5), sample(1, 4), sample(0.0, 1.0, 0.25), sample(5, 0, -2), sample(0),
+                       sample(3, dtype=get_dtype("float32"))), _arange_reference),
+    "linspace": Samples((sample(0.0, 1.0, 5), sample(-1, 1, 1), sample(2.0, -2.0, 4), sample(0, 1, 0),
+                         sample(0, 10, 6, dtype=get_dtype("int64"))),
+                        lambda start, end, steps, dtype=None, **ignored: np.linspace(start, end, steps)),
+    "eye": Samples((sample(3), sample(2, 4), sample(0), sample(3, 1, dtype=get_dtype("int64"))),
+                   lambda n, m=None, dtype=None, **ignored: np.eye(n, m)),
+}
+family_samples("creation", by_name(_SAMPLES))

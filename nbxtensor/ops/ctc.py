@@ -12,7 +12,8 @@ from ..tensor import Tensor
 from .creation import tensor
 from .losses import _reduced_meta, reduction_name
 from .nn_composites import temporaries
-from .registry import Cost, get, nbytes, register
+from .registry import Cost, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 _INT64 = get_dtype("int64")
 
@@ -111,3 +112,12 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     if reduction != "none":
         return losses.sum() if reduction == "sum" else losses.mean()
     return (losses if batched else losses.reshape(())).clone()
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+_LOG_PROBS = operand(4, 2, 3, values="domain", domain=(-3, -0.1))
+_TARGETS = operand(2, 2, dtype="int64", values="index", domain=(1, 3))
+family_samples("loss", by_name({"ctc_loss": Samples((
+    sample(_LOG_PROBS, _TARGETS, [4, 4], [2, 1]), sample(_LOG_PROBS, _TARGETS, [4, 3], [2, 2], reduction="sum"),
+    sample(_LOG_PROBS, _TARGETS, [4, 4], [2, 1], 0, "none", True)))}))

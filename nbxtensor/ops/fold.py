@@ -14,7 +14,8 @@ from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from ..lowering import conversion_flags, needs_index_64
 from .reductions import kernel_facts
-from .registry import Cost, TensorMeta, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 _F32 = get_dtype("float32")
 _F64 = get_dtype("float64")
@@ -194,3 +195,16 @@ def unfold_blocks(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -
 def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """torch.nn.functional.fold: columns of sliding blocks summed into an (N, C, *output_size) tensor."""
     return col2im.impl(input, output_size, kernel_size, dilation, padding, stride)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+_SAMPLES = {
+    "im2col": Samples((sample(operand(1, 2, 4, 4), (2, 2), (1, 1), (0, 0), (1, 1)),
+                       sample(operand(1, 1, 5, 3), (3, 2), (1, 1), (1, 0), (2, 1)))),
+    "col2im": Samples((sample(operand(1, 8, 9), (4, 4), (2, 2), (1, 1), (0, 0), (1, 1)),
+                       sample(operand(1, 6, 6), (5, 3), (3, 2), (1, 1), (1, 0), (2, 1)))),
+    "unfold_blocks": Samples((sample(operand(1, 2, 4, 4), 2), sample(operand(2, 5, 3), (3, 2), 1, (1, 0), (2, 1)))),
+    "fold": Samples((sample(operand(1, 8, 9), (4, 4), 2), sample(operand(6, 6), (5, 3), (3, 2), 1, (1, 0), (2, 1)))),
+}
+family_samples("resample", by_name(_SAMPLES))

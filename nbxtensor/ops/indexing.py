@@ -29,9 +29,11 @@ from ..tensor import Tensor
 from .copy import clone, copy_, fill_, has_internal_overlap
 from .creation import full, tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import OUT_OF_PLACE, Cost, TensorMeta, get, nbytes, register, tensor_attribute, workspace_bytes
-from .views import (advanced_item_in, basic_index, expand, is_integer_index, narrow, reshape, select,
-                    view_as_complex, view_as_real)
+from .registry import (OUT_OF_PLACE, Cost, TensorMeta, family_samples, get, nbytes, register, tensor_attribute,
+                       workspace_bytes)
+from .samples import Samples, by_name, operand, sample
+from .views import (advanced_item_in, basic_index, expand, is_integer_index, narrow, reshape, select, view_as_complex,
+                    view_as_real)
 
 _I64 = get_dtype("int64")
 _I32 = get_dtype("int32")
@@ -685,8 +687,7 @@ def gather_dim(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool) -> Tenso
 
 @register("take_along_dim", family="indexing", aten=["aten::take_along_dim.default"],
           meta=lambda x, indices, dim=None: TensorMeta(
-              tuple(indices.shape) if dim is None else S.broadcast_shapes(
-                  *[tuple(s) for s in _along_shapes(x.shape, indices.shape, dim)]), x.dtype),
+              tuple(indices.shape) if dim is None else tuple(_along_shapes(x.shape, indices.shape, dim)[1]), x.dtype),
           cost=lambda x, indices, dim=None: Cost(bytes_read=nbytes(indices), bytes_written=nbytes(indices)),
           methods=("take_along_dim",))
 def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
@@ -1043,3 +1044,140 @@ def argwhere(x: Tensor) -> Tensor:
 def where_condition(condition: Tensor):
     """``torch.where(condition)``: ``nonzero(condition, as_tuple=True)``."""
     return nonzero.impl(condition, as_tuple=True)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _index_of(count: int, *shape, distinct=False):
+    return operand(*shape, dtype="int64", values="distinct" if distinct else "index", domain=(0, count))
+
+
+def _along(x, dim, index):
+    """NumPy's ``x`` indexed by ``index`` along ``dim`` (gather's rule)."""
+    return np.take_along_axis(x, index, axis=dim)
+
+
+def _scatter_reference(combine=None):
+    def reference(x, dim, index, src=None, *, value=None, reduce=None, include_self=True):
+        result = np.array(x, copy=True)
+        source = np.broadcast_to(value if src is None else src, index.shape) if np.ndim(src) == 0 else src
+        positions = list(np.indices(index.shape))
+        positions[dim] = index
+        where = tuple(positions)
+        values = source[tuple(slice(0, n) for n in index.shape)]
+        if combine is None:
+            result[where] = values
+        else:
+            combine.at(result, where, values)
+        return result
+    return reference
+
+
+def _index_add_reference(x, dim, index, source, *, alpha=1):
+    result = np.moveaxis(np.array(x, copy=True), dim, 0)
+    np.add.at(result, index, np.moveaxis(source, dim, 0) * alpha)
+    return np.moveaxis(result, 0, dim)
+
+
+def _index_copy_reference(x, dim, index, source):
+    result = np.moveaxis(np.array(x, copy=True), dim, 0)
+    result[index] = np.moveaxis(source, dim, 0)
+    return np.moveaxis(result, 0, dim)
+
+
+def _index_fill_reference(x, dim, index, value):
+    result = np.moveaxis(np.array(x, copy=True), dim, 0)
+    result[index] = value
+    return np.moveaxis(result, 0, dim)
+
+
+def _index_put_reference(x, indices, values, accumulate=False):
+    result = np.array(x, copy=True)
+    where = tuple(indices)
+    if accumulate:
+        np.add.at(result, where, values)
+    else:
+        result[where] = values
+    return result
+
+
+def _masked_scatter_reference(x, mask, source):
+    result = np.array(np.broadcast_to(x, np.broadcast_shapes(x.shape, mask.shape)), copy=True)
+    chosen = np.broadcast_to(mask, result.shape)
+    result[chosen] = source.reshape(-1)[:int(chosen.sum())]
+    return result
+
+
+_MATRIX, _TRANSPOSED = operand(2, 3), operand(3, 2, layout="transposed")
+_SAMPLES = {
+    "index": Samples((sample(_MATRIX, [_index_of(2, 4)]), sample(_TRANSPOSED, [None, _index_of(2, 2, 2)]),
+                      sample(_MATRIX, [_index_of(2, 3), _index_of(3, 3)]),
+                      sample(operand(0, 3), [None, _index_of(3, 2)])),
+                     lambda x, indices: x[tuple(slice(None) if i is None else i for i in indices)]),
+    "index_put": Samples((sample(_MATRIX, [_index_of(2, 2, distinct=True)], operand(3)),
+                          sample(_TRANSPOSED, [_index_of(3, 4), _index_of(2, 4)], operand(4), True),
+                          sample(_MATRIX, [operand(2, 3, dtype="bool")], operand()),
+                          sample(operand(4, dtype="int64"), [_index_of(4, 3, distinct=True)], operand(3, dtype="int64"))),
+                         _index_put_reference),
+    "index_select": Samples((sample(_MATRIX, 0, _index_of(2, 3)), sample(_TRANSPOSED, 1, _index_of(2, 4)),
+                             sample(operand(), 0, _index_of(1, 1)), sample(operand(0, 3), 1, _index_of(3, 2)),
+                             sample(operand(2, 4, dtype="int64", layout="sliced"), -1, _index_of(4, 1))),
+                            lambda x, dim, index: np.take(x, index, axis=dim) if np.ndim(x) else x),
+    "embedding": Samples((sample(operand(4, 3), _index_of(4, 2, 3)), sample(operand(5, 2, layout="transposed"), _index_of(5, 4)),
+                          sample(operand(3, 2), _index_of(3), padding_idx=1), sample(operand(4, 3), _index_of(4, 0))),
+                         lambda weight, indices, *ignored, **ignored_too: weight[indices]),
+    "gather": Samples((sample(_MATRIX, 1, _index_of(3, 2, 2)), sample(_TRANSPOSED, 0, _index_of(3, 2, 2)),
+                       sample(operand(), 0, _index_of(1)), sample(operand(0, 3), 1, _index_of(3, 0, 2)),
+                       sample(operand(2, 4, dtype="int64", layout="sliced"), -1, _index_of(4, 2, 5))),
+                      lambda x, dim, index, **ignored: _along(x, dim, index) if np.ndim(x) else x.reshape(index.shape)),
+    "take_along_dim": Samples((sample(_MATRIX, _index_of(3, 2, 2), 1), sample(_TRANSPOSED, _index_of(6, 4)),
+                               sample(operand(2, 4, dtype="int64", layout="sliced"), _index_of(2, 1, 4), 0)),
+                              lambda x, indices, dim=None: np.take_along_axis(x.reshape(-1) if dim is None else x, indices,
+                                                                              axis=0 if dim is None else dim)),
+    "take": Samples((sample(_MATRIX, _index_of(6, 4)), sample(_TRANSPOSED, _index_of(6, 2, 2)), sample(operand(), _index_of(1)),
+                     sample(operand(2, 4, dtype="int64", layout="sliced"), _index_of(8, 3))),
+                    lambda x, index: np.take(x.reshape(-1), index)),
+    # one index along the scattered dim: writes never collide
+    "scatter": Samples((sample(operand(3, 3), 0, _index_of(3, 1, 3), operand(2, 3)),
+                        sample(_TRANSPOSED, 1, _index_of(2, 3, 1), operand(3, 1)),
+                        sample(operand(3, 3), 1, _index_of(3, 2, 1), value=1.5),
+                        sample(operand(3, 3), 0, _index_of(3, 2, 3), operand(2, 3), reduce="add")),
+                       lambda x, dim, index, src=None, value=None, reduce=None: _scatter_reference(
+                           np.add if reduce == "add" else np.multiply if reduce == "multiply" else None)(
+                           x, dim, index, src, value=value)),
+    "scatter_add": Samples((sample(operand(3, 3), 0, _index_of(3, 2, 3), operand(2, 3)),
+                            sample(_TRANSPOSED, 1, _index_of(2, 3, 2), operand(3, 2)),
+                            sample(operand(4, dtype="int64"), 0, _index_of(4, 6), operand(6, dtype="int64"))),
+                           _scatter_reference(np.add)),
+    "scatter_reduce": Samples((sample(operand(3, 3), 0, _index_of(3, 2, 3), operand(2, 3), "sum"),
+                               sample(_TRANSPOSED, 1, _index_of(2, 3, 2), operand(3, 2), "amax"),
+                               sample(operand(3, 3), 0, _index_of(3, 2, 3), operand(2, 3), "prod", include_self=False),
+                               sample(operand(4), 0, _index_of(4, 6), operand(6), "mean"))),
+    "index_add": Samples((sample(operand(3, 2), 0, _index_of(3, 4), operand(4, 2)),
+                          sample(_TRANSPOSED, 1, _index_of(2, 3), operand(3, 3), alpha=2),
+                          sample(operand(4, dtype="int64"), 0, _index_of(4, 2), operand(2, dtype="int64"))),
+                         _index_add_reference),
+    "index_copy": Samples((sample(operand(3, 2), 0, _index_of(3, 2, distinct=True), operand(2, 2)),
+                           sample(_TRANSPOSED, 1, _index_of(2, 1, distinct=True), operand(3, 1))), _index_copy_reference),
+    "index_fill": Samples((sample(operand(3, 2), 0, _index_of(3, 2), 1.5), sample(_TRANSPOSED, 1, _index_of(2, 3), -1.0),
+                           sample(operand(4, dtype="int64"), 0, _index_of(4, 2), operand(dtype="int64"))),
+                          _index_fill_reference),
+    "masked_select": Samples((sample(_MATRIX, operand(2, 3, dtype="bool")), sample(_TRANSPOSED, operand(2, dtype="bool")),
+                              sample(operand(0, 3), operand(3, dtype="bool"))),
+                             lambda x, mask: np.broadcast_to(x, np.broadcast_shapes(x.shape, mask.shape))[
+                                 np.broadcast_to(mask, np.broadcast_shapes(x.shape, mask.shape))]),
+    "masked_scatter": Samples((sample(_MATRIX, operand(2, 3, dtype="bool"), operand(6)),
+                               sample(_TRANSPOSED, operand(2, dtype="bool"), operand(2, 3))), _masked_scatter_reference),
+    "nonzero": Samples((sample(operand(2, 3, dtype="int64", values="index", domain=(0, 2))),
+                        sample(operand(4, dtype="bool"), as_tuple=True), sample(operand(0, 3)), sample(operand(dtype="bool"))),
+                       lambda x, as_tuple=False: tuple(np.nonzero(x)) if as_tuple else np.argwhere(x)),
+    "argwhere": Samples((sample(operand(2, 3, dtype="int64", values="index", domain=(0, 2))), sample(operand(4, dtype="bool")),
+                         sample(operand(0, 3))), np.argwhere),
+    "where_condition": Samples((sample(operand(2, 3, dtype="bool")), sample(operand(4, dtype="int64", values="index",
+                                                                                  domain=(0, 2)))),
+                               lambda condition: tuple(np.nonzero(condition))),
+}
+for _name in ("index_put", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill",
+              "masked_scatter"):
+    _SAMPLES[_name + "_"] = _SAMPLES[_name]
+family_samples("indexing", by_name(_SAMPLES))

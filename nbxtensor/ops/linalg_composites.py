@@ -6,12 +6,15 @@ from __future__ import annotations
 import builtins
 import math
 
+import numpy as np
+
 from .. import shape as S
 from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..tensor import Tensor
 from .linalg_lu import _check_float, _check_matrices, _costed, _type_name
-from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
+from .samples import Samples, by_name, operand, sample
 from .views import view_op
 
 _F64 = get_dtype("float64")
@@ -432,3 +435,38 @@ def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) ->
     if kind == "matrix":
         return _matrix_norm(A, order, dims, keepdim, dtype)
     return _op("linalg.vector_norm")(A, order, dims, keepdim, dtype=dtype)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _matrix_norm_reference(A, ord="fro", dim=(-2, -1), keepdim=False, dtype=None):
+    return np.linalg.norm(A, ord, axis=tuple(dim), keepdims=keepdim)
+
+
+_SQUARE = operand(3, 3, values="invertible")
+_SAMPLES = {
+    "linalg.matrix_power": Samples((sample(_SQUARE, 2), sample(_SQUARE, 0), sample(_SQUARE, -1),
+                                    sample(operand(2, 2, 2, dtype="float64"), 3)), np.linalg.matrix_power),
+    "linalg.tensorinv": Samples((sample(operand(4, 2, 2, values="invertible"), 1),), lambda A, ind=2: np.linalg.tensorinv(A, ind)),
+    "linalg.tensorsolve": Samples((sample(operand(2, 3, 6, values="normal"), operand(2, 3)),)),
+    "linalg.multi_dot": Samples((sample([operand(2, 3), operand(3, 4), operand(4)]), sample([operand(3), operand(3, 2)])),
+                                np.linalg.multi_dot),
+    "linalg.vander": Samples((sample(operand(3)), sample(operand(4), N=2), sample(operand(2, 3, dtype="float64"))),
+                             lambda x, N=None: np.flip(np.stack([x ** k for k in range(N or x.shape[-1])][::-1], -1), -1)),
+    "linalg.vecdot": Samples((sample(operand(2, 3), operand(3)), sample(operand(3, 2, layout="transposed"), operand(3, 2), dim=0),
+                              sample(operand(0, 3), operand(3))),
+                             lambda x, y, dim=-1: np.sum(np.conj(x) * y, axis=dim)),
+    "linalg.diagonal": Samples((sample(operand(2, 3)), sample(operand(2, 3, 3), offset=1),
+                                sample(operand(3, 2, layout="transposed"), dim1=1, dim2=0)),
+                               lambda A, offset=0, dim1=-2, dim2=-1: np.diagonal(A, offset, dim1, dim2)),
+    "matrix_exp": Samples((sample(operand(3, 3, values="domain", domain=(-0.5, 0.5))), sample(operand(1, 1)),
+                           sample(operand(2, 2, 2, dtype="float64", values="domain", domain=(-1, 1))))),
+    "linalg.matrix_norm": Samples((sample(operand(2, 3)), sample(operand(3, 3), 1), sample(operand(3, 3), -math.inf),
+                                   sample(operand(2, 2, 3), "fro", (0, 2), True)), _matrix_norm_reference),
+    "linalg.norm": Samples((sample(operand(2, 3)), sample(operand(3), 3), sample(operand(3, 3), "fro"),
+                            sample(operand(2, 3), 1, 1, True)),
+                           lambda A, ord=None, dim=None, keepdim=False, dtype=None: np.linalg.norm(
+                               A, ord, axis=dim, keepdims=keepdim)),
+}
+for _family in ("linalg", "view"):
+    family_samples(_family, by_name(_SAMPLES))

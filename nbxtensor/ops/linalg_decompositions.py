@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
+import numpy as np
+
 from .. import shape as S
 from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
@@ -17,7 +19,8 @@ from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .linalg_lu import _check_matrices, _check_same_dtype, _check_size
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Sample, Samples, by_name, operand, sample
 
 # Flops per element of one Jacobi sweep's rotations, times a typical sweep count: a cost estimate.
 _JACOBI_FLOPS = 6 * 10
@@ -568,3 +571,44 @@ def cond(A: Tensor, p=None) -> Tensor:
         values = svdvals(A)
         largest, smallest = values.amax(-1), values.amin(-1)
     return smallest / largest if p == -2 else largest / smallest
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+# vectors (eigen-, singular, Householder) are unique up to signs and rotations: their samples compare shapes
+# and dtypes; the values they give are compared in their own tests and through the ops built on them
+_VECTORS = dict(compare="metadata")
+_MATRICES = (sample(operand(3, 2), **_VECTORS), sample(operand(2, 3, dtype="float64"), **_VECTORS),
+             sample(operand(2, 3, 3, layout="transposed"), **_VECTORS))
+_SYMMETRIC = (sample(operand(3, 3, values="spd")), sample(operand(2, 2, 2, dtype="float64", values="spd")))
+_SAMPLES = {
+    "geqrf": Samples(_MATRICES),
+    "linalg.householder_product": Samples((sample(operand(3, 2), operand(2)), sample(operand(2, 3, 3, dtype="float64"),
+                                                                                    operand(2, 2, dtype="float64")))),
+    "ormqr": Samples((sample(operand(3, 2), operand(2), operand(3, 2)), sample(operand(3, 3), operand(2), operand(2, 3),
+                                                                          False, True))),
+    "linalg.qr": Samples(_MATRICES + (sample(operand(3, 2), "complete", **_VECTORS),)),
+    "qr": Samples(_MATRICES + (sample(operand(3, 2), False, **_VECTORS),)),
+    "linalg.eigh": Samples(tuple(Sample(case.args, case.kwargs, "metadata") for case in _SYMMETRIC)),
+    "linalg.eigvalsh": Samples(_SYMMETRIC + (sample(operand(3, 3, values="spd"), "U"),),
+                               lambda A, UPLO="L": np.linalg.eigvalsh(A, UPLO)),
+    "linalg.svd": Samples(_MATRICES + (sample(operand(2, 3), False, **_VECTORS),)),
+    "linalg.svdvals": Samples((sample(operand(3, 2)), sample(operand(2, 3, dtype="float64")),
+                               sample(operand(2, 3, 3, layout="transposed"))), lambda A, driver=None: np.linalg.svd(
+                                   A, compute_uv=False)),
+    "svd": Samples(_MATRICES + (sample(operand(2, 3), compute_uv=False, **_VECTORS),)),
+    "linalg.pinv": Samples((sample(operand(3, 2)), sample(operand(2, 3, dtype="float64")),
+                            sample(operand(3, 3, values="spd"), hermitian=True)),
+                           lambda A, rcond=None, hermitian=False, **ignored: np.linalg.pinv(A, hermitian=hermitian)),
+    "pinverse": Samples((sample(operand(3, 2)), sample(operand(2, 3, dtype="float64"))), lambda A, rcond=1e-15: np.linalg.pinv(A)),
+    "linalg.matrix_rank": Samples((sample(operand(3, 2)), sample(operand(3, 3, values="spd"), hermitian=True)),
+                                  lambda A, tol=None, hermitian=False, **ignored: np.asarray(np.linalg.matrix_rank(
+                                      A, hermitian=hermitian))),
+    "linalg.lstsq": Samples((sample(operand(4, 2), operand(4, 1), **_VECTORS),
+                             sample(operand(3, 3, values="invertible", dtype="float64"), operand(3, 2, dtype="float64"),
+                                    **_VECTORS))),
+    "linalg.cond": Samples((sample(operand(3, 3, values="invertible")), sample(operand(3, 2)),
+                            sample(operand(3, 3, values="invertible", dtype="float64"), "fro")),
+                           lambda A, p=None: np.linalg.cond(A, p)),
+}
+family_samples("linalg", by_name(_SAMPLES))

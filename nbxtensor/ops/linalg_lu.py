@@ -12,6 +12,8 @@ import builtins
 import math
 from collections import namedtuple
 
+import numpy as np
+
 from .. import shape as S
 from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
@@ -19,7 +21,8 @@ from ..kernels import linalg_lu as K
 from ..launch import cdiv, launch, next_pow2
 from ..tensor import _TENSOR_TYPE_NAMES, Tensor
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 # The largest matrix one program holds: a [64, 64] float64 tile is 32 KiB of registers.
 MAX_MATRIX_SIZE = 64
@@ -96,7 +99,7 @@ def _cubic_cost(*metas, outputs=()) -> Cost:
     outputs; its temporaries are a few float64 copies of the matrices and their row orders."""
     shape = tuple(metas[0].shape)
     size = builtins.max(shape[-2:], default=1)
-    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    outputs = (outputs,) if isinstance(outputs, TensorMeta) else tuple(outputs)  # a TensorMeta is one output
     return Cost(flops=2 * S.numel(shape[:-2]) * size ** 3, bytes_read=sum(nbytes(m) for m in metas),
                 bytes_written=sum(nbytes(o) for o in outputs),
                 workspace=temporaries(3, shape, _F64) + temporaries(2, shape[:-1], _I32))
@@ -730,3 +733,61 @@ def matrix_product(A: Tensor, B: Tensor) -> Tensor:
                                                       *target.stride(), m, inner, n],
                COMPUTE=_F64.triton, BLOCK=_block(m, inner, n))
     return out
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _square(*batch_and_n, values="invertible", **kwargs):
+    n = batch_and_n[-1]
+    return operand(*batch_and_n, n, values=values, **kwargs)
+
+
+def _triangular_solve(A, B, *, upper, left=True, unitriangular=False):
+    triangle = np.triu(A) if upper else np.tril(A)
+    if unitriangular:
+        triangle = triangle - np.diag(np.diagonal(triangle)) + np.eye(A.shape[-1])
+    return np.linalg.solve(triangle, B) if left else np.swapaxes(
+        np.linalg.solve(np.swapaxes(triangle, -1, -2), np.swapaxes(B, -1, -2)), -1, -2)
+
+
+# invertible float32 and float64 matrices (LU in float64 inside), a batch, a transposed one, 0-size batches
+_SQUARE = (sample(_square(3)), sample(_square(2, 2, dtype="float64")), sample(_square(3, layout="transposed")),
+           sample(_square(0, 2)))
+_SPD = (sample(_square(3, values="spd")), sample(_square(2, 2, values="spd", dtype="float64")),
+        sample(_square(0, 2, values="spd")))
+_SYSTEMS = (sample(_square(3), operand(3, 2)), sample(_square(2, 2, dtype="float64"), operand(2, 2, 1, dtype="float64")),
+            sample(_square(3, layout="transposed"), operand(3)), sample(_square(0, 2), operand(0, 2, 1)))
+_SAMPLES = {
+    "linalg.lu_factor_ex": Samples(_SQUARE),
+    "linalg.lu_factor": Samples(_SQUARE),
+    "lu": Samples(_SQUARE),
+    "linalg.lu": Samples(_SQUARE),
+    "lu_unpack": Samples((sample(_square(3), operand(3, dtype="int32", values="index", domain=(1, 4))),)),
+    "linalg.lu_solve": Samples((sample(_square(3), operand(3, dtype="int32", values="index", domain=(1, 4)), operand(3, 2)),)),
+    "lu_solve": Samples((sample(operand(3, 2), _square(3), operand(3, dtype="int32", values="index", domain=(1, 4))),)),
+    "linalg.det": Samples(_SQUARE, np.linalg.det),
+    "linalg.slogdet": Samples(_SQUARE, lambda A: tuple(np.linalg.slogdet(A))),
+    "logdet": Samples(_SPD, lambda A: np.linalg.slogdet(A)[1]),
+    "linalg.inv_ex": Samples(_SQUARE, lambda A, **ignored: (np.linalg.inv(A), np.zeros(A.shape[:-2], np.int32))),
+    "linalg.inv": Samples(_SQUARE, np.linalg.inv),
+    "linalg.solve_ex": Samples(_SYSTEMS),
+    "linalg.solve": Samples(_SYSTEMS, lambda A, B, left=True: np.linalg.solve(A, B) if B.ndim == A.ndim
+                            else np.linalg.solve(A, B[..., None])[..., 0]),
+    "linalg.solve_triangular": Samples((sample(_square(3), operand(3, 2), upper=True),
+                                        sample(_square(2, 2, dtype="float64"), operand(2, 2, 2, dtype="float64"), upper=False),
+                                        sample(_square(3, layout="transposed"), operand(2, 3), upper=False, left=False),
+                                        sample(_square(3), operand(3, 1), upper=True, unitriangular=True)),
+                                       _triangular_solve),
+    "triangular_solve": Samples((sample(operand(3, 2), _square(3)), sample(operand(3, 1), _square(3), False, True))),
+    "linalg.cholesky_ex": Samples(_SPD, lambda A, upper=False, **ignored: (
+        np.swapaxes(np.linalg.cholesky(A), -1, -2) if upper else np.linalg.cholesky(A), np.zeros(A.shape[:-2], np.int32))),
+    "linalg.cholesky": Samples(_SPD + (sample(_square(3, values="spd"), upper=True),),
+                               lambda A, upper=False: np.swapaxes(np.linalg.cholesky(A), -1, -2) if upper
+                               else np.linalg.cholesky(A)),
+    "cholesky": Samples(_SPD, lambda A, upper=False: np.linalg.cholesky(A)),
+    "cholesky_solve": Samples((sample(operand(3, 2), _square(3, values="spd")),),),
+    "cholesky_inverse": Samples((sample(_square(3, values="spd")),)),
+    "linalg.matrix_product": Samples((sample(operand(2, 3, dtype="float64"), operand(3, 2, dtype="float64")),
+                                      sample(operand(2, 2, 3, dtype="float64"), operand(3, 2, dtype="float64"))), np.matmul),
+}
+family_samples("linalg", by_name(_SAMPLES))

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from .. import shape as S
 from ..allocation import scratch_scope
 from ..tensor import Tensor
 from .aten_calls import positional_as_keywords
 from .nn_composites import _float_dtype, temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 _ENUM = {0: "none", 1: "mean", 2: "sum"}
 
@@ -431,3 +434,53 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
         return mixed / divisor if reduction == "mean" else mixed
     return loss / divisor if reduction == "mean" else loss
 
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _pair(kind="normal"):
+    return operand(2, 3), operand(2, 3, values=kind)
+
+
+def _reductions(input, target, **kwargs):
+    """A loss's samples: each reduction, a transposed input, a 0-d pair."""
+    return (sample(input, target, **kwargs), sample(input, target, reduction="sum", **kwargs),
+            sample(input, target, reduction="none", **kwargs),
+            sample(operand(3, 2, layout="transposed", values=input.values), operand(3, 2, values=target.values), **kwargs))
+
+
+_CLASSES = operand(2, dtype="int64", values="index", domain=(0, 3))
+_SAMPLES = {
+    "mse_loss": Samples(_reductions(*_pair()), lambda x, y, reduction="mean", **ignored: _reduced_loss((x - y) ** 2, reduction)),
+    "l1_loss": Samples(_reductions(*_pair()), lambda x, y, reduction="mean", **ignored: _reduced_loss(np.abs(x - y), reduction)),
+    "smooth_l1_loss": Samples(_reductions(*_pair()) + (sample(*_pair(), beta=0.5),),
+                              lambda x, y, reduction="mean", beta=1.0, **ignored: _reduced_loss(np.where(
+                                  np.abs(x - y) < beta, 0.5 * (x - y) ** 2 / beta, np.abs(x - y) - 0.5 * beta), reduction)),
+    "huber_loss": Samples(_reductions(*_pair()) + (sample(*_pair(), delta=0.5),),
+                          lambda x, y, reduction="mean", delta=1.0, **ignored: _reduced_loss(np.where(
+                              np.abs(x - y) < delta, 0.5 * (x - y) ** 2, delta * (np.abs(x - y) - 0.5 * delta)), reduction)),
+    "kl_div": Samples(_reductions(operand(2, 3), operand(2, 3, values="unit")) + (
+        sample(operand(2, 3), operand(2, 3), log_target=True, reduction="batchmean"),)),
+    "binary_cross_entropy": Samples(_reductions(operand(2, 3, values="unit"), operand(2, 3, values="unit")) + (
+        sample(operand(2, 3, values="unit"), operand(2, 3, values="unit"), operand(3, values="positive")),),
+        lambda x, y, weight=None, size_average=None, reduce=None, reduction="mean": _reduced_loss(
+            (1 if weight is None else weight) * -(y * np.log(x) + (1 - y) * np.log1p(-x)), reduction)),
+    "binary_cross_entropy_with_logits": Samples(_reductions(operand(2, 3), operand(2, 3, values="unit")) + (
+        sample(operand(2, 3), operand(2, 3, values="unit"), pos_weight=operand(3, values="positive")),),
+        lambda x, y, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None: _reduced_loss(
+            (1 if weight is None else weight) * -((1 if pos_weight is None else pos_weight) * y * -np.logaddexp(0, -x)
+                                                  + (1 - y) * -np.logaddexp(0, x)), reduction)),
+    "nll_loss": Samples((sample(operand(2, 3), _CLASSES), sample(operand(2, 3), _CLASSES, reduction="none"),
+                         sample(operand(2, 3), _CLASSES, operand(3, values="positive")),
+                         sample(operand(2, 3, 2), operand(2, 2, dtype="int64", values="index", domain=(0, 3))),
+                         sample(operand(2, 3), _CLASSES, ignore_index=1))),
+    "cross_entropy": Samples((sample(operand(2, 3), _CLASSES), sample(operand(2, 3), _CLASSES, reduction="sum"),
+                              sample(operand(2, 3), operand(2, 3, values="unit")),
+                              sample(operand(2, 3), _CLASSES, label_smoothing=0.1),
+                              sample(operand(2, 3, 2), operand(2, 2, dtype="int64", values="index", domain=(0, 3))))),
+}
+family_samples("loss", by_name(_SAMPLES))
+
+
+def _reduced_loss(losses, reduction):
+    return {"mean": np.mean, "sum": np.sum}.get(reduction, np.asarray)(losses)

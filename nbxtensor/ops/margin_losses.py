@@ -13,7 +13,8 @@ from ..allocation import scratch_scope
 from ..tensor import Tensor
 from .losses import _reduced, _reduced_meta, reduction_name
 from .nn_composites import _float_dtype, temporaries
-from .registry import Cost, get, nbytes, register
+from .registry import Cost, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 
 def _op(name):
@@ -407,3 +408,35 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
     distance = distance_function if distance_function is not None else _op("pairwise_distance")
     return _triplet(distance, anchor, positive, negative, margin, swap, reduction)
 
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+_ONES = operand(2, 3, values="domain", domain=(1, 1))
+_LABELS = operand(2, dtype="int64", values="index", domain=(0, 3))
+_SAMPLES = {
+    "margin_ranking_loss": Samples((sample(operand(3), operand(3), operand(3, values="domain", domain=(-1, -1))),
+                                    sample(operand(3), operand(3), operand(3, values="domain", domain=(1, 1)), 0.5,
+                                           reduction="sum"))),
+    "hinge_embedding_loss": Samples((sample(operand(2, 3), _ONES), sample(operand(2, 3), _ONES, 0.5, reduction="none"))),
+    "soft_margin_loss": Samples((sample(operand(2, 3), _ONES), sample(operand(2, 3), _ONES, reduction="sum"))),
+    "cosine_embedding_loss": Samples((sample(operand(2, 3), operand(2, 3), operand(2, values="domain", domain=(1, 1))),
+                                      sample(operand(2, 3), operand(2, 3), operand(2, values="domain", domain=(-1, -1)),
+                                             0.2, reduction="none"))),
+    "poisson_nll_loss": Samples((sample(operand(2, 3), operand(2, 3, values="positive")),
+                                 sample(operand(2, 3, values="positive"), operand(2, 3, values="positive"), False, True))),
+    "gaussian_nll_loss": Samples((sample(operand(2, 3), operand(2, 3), operand(2, 3, values="positive")),
+                                  sample(operand(2, 3), operand(2, 3), operand(2, 1, values="positive"), True,
+                                         reduction="sum"))),
+    "multi_margin_loss": Samples((sample(operand(2, 3), _LABELS), sample(operand(2, 3), _LABELS, 2, 0.5, reduction="none"),
+                                  sample(operand(2, 3), _LABELS, weight=operand(3, values="positive")))),
+    "multilabel_margin_loss": Samples((sample(operand(2, 3), operand(2, 3, dtype="int64", values="domain", domain=(-1, -1))),
+                                       sample(operand(3), operand(3, dtype="int64", values="index", domain=(0, 3))))),
+    "multilabel_soft_margin_loss": Samples((sample(operand(2, 3), operand(2, 3, values="unit")),
+                                            sample(operand(2, 3), operand(2, 3, values="unit"), operand(3, values="positive")))),
+    "triplet_margin_loss": Samples((sample(operand(2, 3), operand(2, 3), operand(2, 3)),
+                                    sample(operand(2, 3), operand(2, 3), operand(2, 3), 0.5, 1, swap=True, reduction="none"))),
+    "triplet_margin_with_distance_loss": Samples((sample(operand(2, 3), operand(2, 3), operand(2, 3)),
+                                                  sample(operand(2, 3), operand(2, 3), operand(2, 3), margin=0.5, swap=True))),
+}
+family_samples("loss", by_name(_SAMPLES))

@@ -14,6 +14,8 @@ from __future__ import annotations
 import builtins
 import math
 
+import numpy as np
+
 from .. import shape as S
 from ..allocation import scratch_scope
 from ..dtypes import get_dtype
@@ -21,7 +23,8 @@ from ..promotion import get_default_dtype, promote_types
 from ..tensor import Tensor
 from .nn_composites import temporaries
 from .reductions import _sum_dtype, reduced_dims, reduced_shape
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 _BOOL, _I64, _F32, _F64 = (get_dtype(name) for name in ("bool", "int64", "float32", "float64"))
 
@@ -395,3 +398,57 @@ def logaddexp(input: Tensor, other: Tensor, *, dtype=None, input_mask=None, othe
     plain = get("logaddexp")
     made = plain.meta(filled_input, filled_other).dtype
     return _converted(lambda: plain.impl(filled_input, filled_other), made, out.dtype)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _masked_reduction(function, identity):
+    """A reference of ``masked.<op>(x, dim, keepdim=, mask=)``: ``function`` over the kept elements."""
+    def reference(x, dim=None, *, keepdim=False, dtype=None, mask=None):
+        kept = np.where(np.ones(x.shape, bool) if mask is None else mask, x, identity)
+        axis = None if dim is None else dim
+        return function(kept, axis=axis, keepdims=keepdim)
+    return reference
+
+
+def _mask(*shape):
+    return operand(*shape, dtype="bool")
+
+
+# every row keeps an element: a row with none has no value (NaN or the identity, op by op)
+_KEEPS_ROWS = operand(2, 3, dtype="bool", values="edge")
+_REDUCTIONS = (sample(operand(2, 3), 1, mask=_KEEPS_ROWS), sample(operand(2, 3), mask=_KEEPS_ROWS),
+               sample(operand(3, 2, layout="transposed"), 0, keepdim=True, mask=operand(3, 2, dtype="bool", values="edge")),
+               sample(operand(2, 3), 1))
+_ALONG = (sample(operand(2, 3), 1, mask=_KEEPS_ROWS), sample(operand(3, 2, layout="transposed"), 0),
+          sample(operand(2, 3, dtype="float64"), 1, mask=_mask(3)))
+_SAMPLES = {
+    "masked.sum": Samples(_REDUCTIONS, _masked_reduction(np.sum, 0.0)),
+    "masked.prod": Samples(_REDUCTIONS, _masked_reduction(np.prod, 1.0)),
+    "masked.amax": Samples(_REDUCTIONS, _masked_reduction(np.max, -np.inf)),
+    "masked.amin": Samples(_REDUCTIONS, _masked_reduction(np.min, np.inf)),
+    "masked.mean": Samples(_REDUCTIONS, lambda x, dim=None, *, keepdim=False, dtype=None, mask=None: (
+        _masked_reduction(np.sum, 0.0)(x, dim, keepdim=keepdim, mask=mask)
+        / _masked_reduction(np.sum, 0.0)(np.ones(x.shape), dim, keepdim=keepdim, mask=mask))),
+    "masked.logsumexp": Samples(_REDUCTIONS, lambda *args, **kwargs: np.log(_masked_reduction(np.sum, 0.0)(
+        np.exp(args[0]), *args[1:], **kwargs))),
+    "masked.argmax": Samples(_REDUCTIONS[:1] + _REDUCTIONS[3:]),
+    "masked.argmin": Samples(_REDUCTIONS[:1] + _REDUCTIONS[3:]),
+    "masked.norm": Samples((sample(operand(2, 3), 2.0, 1, mask=_KEEPS_ROWS), sample(operand(2, 3), 1.0, mask=_KEEPS_ROWS),
+                            sample(operand(3, 2, layout="transposed"), math.inf, 0, keepdim=True))),
+    "masked.var": Samples(_REDUCTIONS),
+    "masked.std": Samples(_REDUCTIONS),
+    "masked.median": Samples((sample(operand(2, 3), 1, mask=_KEEPS_ROWS), sample(operand(3, 2, layout="transposed"), 0))),
+    "masked.cumsum": Samples(_ALONG, lambda x, dim, *, dtype=None, mask=None: np.cumsum(
+        np.where(True if mask is None else mask, x, 0.0), axis=dim)),
+    "masked.cumprod": Samples(_ALONG, lambda x, dim, *, dtype=None, mask=None: np.cumprod(
+        np.where(True if mask is None else mask, x, 1.0), axis=dim)),
+    "masked.softmax": Samples(_ALONG),
+    "masked.log_softmax": Samples(_ALONG),
+    "masked.softmin": Samples(_ALONG),
+    "masked.normalize": Samples((sample(operand(2, 3), 2.0, 1, mask=_KEEPS_ROWS), sample(operand(3, 2, layout="transposed"), 1.0, 0))),
+    "masked.logaddexp": Samples((sample(operand(2, 3), operand(2, 3), input_mask=_KEEPS_ROWS, other_mask=_KEEPS_ROWS),
+                                 sample(operand(3, 2, layout="transposed"), operand(3, 2)))),
+}
+for _family in ("reduction", "normalization", "sorting", "pointwise"):
+    family_samples(_family, by_name(_SAMPLES))

@@ -18,20 +18,22 @@ import dataclasses
 import functools
 import math
 
+import numpy as np
+
 from .. import shape as S
 from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..tensor import Tensor
 from .aten_calls import drop_keywords
 from .matmul_gemv import GEMV_MAX_ROWS, gemv_candidates  # noqa: F401  (the family's public names, kept here)
-from .matmul_plans import (GEMM_WARP_SPECIALIZED, GROUP_M, MAX_BATCH_RANK, MAX_GRID_Y,  # noqa: F401
-                           _EXACT_INTEGER, _meta, _plan_product, _product, _product_keys, _product_plans,
-                           _product_workspace, backends, gemm_candidates, gemm_key, gemv_key,
-                           get_float32_matmul_precision, planned_product, product_keys,
-                           set_float32_matmul_precision)
+from .matmul_plans import (_EXACT_INTEGER, GEMM_WARP_SPECIALIZED, GROUP_M, MAX_BATCH_RANK, MAX_GRID_Y,  # noqa: F401
+                           _meta, _plan_product, _product, _product_keys, _product_plans, _product_workspace, backends,
+                           gemm_candidates, gemm_key, gemv_key, get_float32_matmul_precision, planned_product,
+                           product_keys, set_float32_matmul_precision)
 from .plans import PlanCache, layout_key
 from .reductions import _simple_cost, _sum_dtype
-from .registry import Cost, TensorMeta, nbytes, register, tensor_attribute, workspace_bytes
+from .registry import Cost, TensorMeta, family_samples, nbytes, register, tensor_attribute, workspace_bytes
+from .samples import Samples, by_name, operand, sample
 
 _SUPPORTED = ("float32", "float16", "bfloat16", "int8", *_EXACT_INTEGER)
 
@@ -764,4 +766,60 @@ def einsum(equation: str, *operands) -> Tensor:
     size = plan.sizes
     order = [*plan.batch, *plan.left, *plan.right]
     full = product.view(tuple(size[c] for c in order))
-    return full.permute(*[order.index(c) for c in plan.out])
+    return full.permute(tuple(order.index(c) for c in plan.out))  # () for a 0-d result
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _products():
+    """The samples of the products: float32 and a transposed operand, bfloat16, 0-size K and M, int64."""
+    def affine(product):
+        return lambda x, a, b, *, beta=1, alpha=1: beta * x + alpha * product(a, b)
+
+    bf16 = dict(dtype="bfloat16")
+    return {
+        "mm": Samples((sample(operand(2, 3), operand(3, 4)), sample(operand(3, 2, layout="transposed"), operand(2, 4)),
+                       sample(operand(2, 3, **bf16), operand(3, 2, **bf16)), sample(operand(2, 0), operand(0, 3)),
+                       sample(operand(0, 3), operand(3, 2)), sample(operand(2, 3, dtype="int64"), operand(3, 2, dtype="int64"))),
+                      np.matmul),
+        "bmm": Samples((sample(operand(2, 2, 3), operand(2, 3, 4)), sample(operand(2, 3, 2, layout="transposed"), operand(2, 2, 3)),
+                        sample(operand(1, 2, 3, **bf16), operand(1, 3, 2, **bf16)), sample(operand(0, 2, 3), operand(0, 3, 1))),
+                       np.matmul),
+        "matmul": Samples((sample(operand(2, 3), operand(3, 4)), sample(operand(3), operand(3)), sample(operand(3), operand(3, 2)),
+                           sample(operand(2, 2, 3), operand(3, 2, layout="transposed")),
+                           sample(operand(2, 3, **bf16), operand(3, **bf16)), sample(operand(0, 3), operand(3, 2))), np.matmul),
+        "addmm": Samples((sample(operand(2, 4), operand(2, 3), operand(3, 4)),
+                          sample(operand(4), operand(3, 2, layout="transposed"), operand(2, 4), beta=0.5, alpha=2),
+                          sample(operand(2, 2, **bf16), operand(2, 3, **bf16), operand(3, 2, **bf16)),
+                          sample(operand(2, 3), operand(2, 0), operand(0, 3))), affine(np.matmul)),
+        "baddbmm": Samples((sample(operand(2, 2, 4), operand(2, 2, 3), operand(2, 3, 4)),
+                            sample(operand(2, 1), operand(1, 2, 3), operand(1, 3, 1), beta=0.0, alpha=1.5)),
+                           affine(np.matmul)),
+        "mv": Samples((sample(operand(2, 3), operand(3)), sample(operand(3, 2, layout="transposed"), operand(2)),
+                       sample(operand(0, 3), operand(3)), sample(operand(2, 3, dtype="int64"), operand(3, dtype="int64"))),
+                      np.matmul),
+        "addmv": Samples((sample(operand(2), operand(2, 3), operand(3)), sample(operand(), operand(3, 2, layout="transposed"),
+                                                                              operand(2), beta=2, alpha=0.5)),
+                         affine(np.matmul)),
+        "outer": Samples((sample(operand(2), operand(3)), sample(operand(0), operand(3)),
+                          sample(operand(2, dtype="int64"), operand(3, dtype="int64"))), np.outer),
+        "addr": Samples((sample(operand(2, 3), operand(2), operand(3)), sample(operand(3), operand(2), operand(3), alpha=2)),
+                        affine(np.outer)),
+        "dot": Samples((sample(operand(3), operand(3)), sample(operand(0), operand(0)),
+                        sample(operand(4, dtype="int64", layout="sliced"), operand(4, dtype="int64"))),
+                       lambda a, b: np.asarray(np.dot(a, b))),
+        "vdot": Samples((sample(operand(3), operand(3)), sample(operand(3, dtype="bfloat16"), operand(3, dtype="bfloat16"))),
+                        lambda a, b: np.asarray(np.vdot(a, b))),
+        "linear": Samples((sample(operand(2, 3), operand(4, 3), operand(4)), sample(operand(3), operand(2, 3)),
+                           sample(operand(2, 2, 3, **bf16), operand(2, 3, **bf16), operand(2, **bf16)),
+                           sample(operand(0, 3), operand(4, 3))),
+                          lambda x, w, b=None: x @ w.T + (0 if b is None else b)),
+        "einsum": Samples((sample("ij,jk->ik", operand(2, 3), operand(3, 4)), sample("bij->bji", operand(2, 2, 3)),
+                           sample("i,i", operand(3), operand(3)), sample("ii->i", operand(3, 3)),
+                           sample("ij,kj->ik", [operand(2, 3), operand(4, 3)])),
+                          lambda equation, *operands: np.einsum(equation, *(operands[0] if len(operands) == 1 and
+                                                                            isinstance(operands[0], list) else operands))),
+    }
+
+
+family_samples("matmul", by_name(_products()))

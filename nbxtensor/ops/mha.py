@@ -11,7 +11,8 @@ import math
 from ..allocation import scratch_scope
 from ..tensor import Tensor
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 
 def _op(name):
@@ -95,7 +96,8 @@ def _mha_cost(*args, **kwargs):
     attention = 4 * bsz * tgt_len * keys * embed
     scores = (bsz * a["num_heads"], tgt_len, keys)
     return Cost(flops=projections + attention, bytes_read=nbytes(query) + nbytes(a["key"]) + nbytes(a["value"])
-                + 4 * embed * embed * query.dtype.itemsize, bytes_written=nbytes(query),
+                + 4 * embed * embed * query.dtype.itemsize,
+                bytes_written=sum(nbytes(m) for m in _mha_meta(*args, **kwargs) if m is not None),
                 workspace=temporaries(6, (keys * bsz, embed), query.dtype) + temporaries(3, scores, query.dtype))
 
 
@@ -229,3 +231,16 @@ _SIGNATURE = inspect.signature(_multi_head_attention_forward)
 multi_head_attention_forward = register(
     "multi_head_attention_forward", family="attention", aten=["nbx::multi_head_attention_forward"], meta=_mha_meta,
     cost=_mha_cost, api=(), key=_mha_key, functional=True)(_multi_head_attention_forward)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _mha_sample(*, need_weights=True, average_attn_weights=True, mask=None):
+    """Two heads over 4 dims: queries (3, 1, 4), keys and values (2, 1, 4), packed projections with biases."""
+    return sample(operand(3, 1, 4), operand(2, 1, 4), operand(2, 1, 4), 4, 2, operand(12, 4), operand(12), None, None,
+                  False, 0.0, operand(4, 4), operand(4), False, need_weights=need_weights,
+                  average_attn_weights=average_attn_weights, attn_mask=mask)
+
+
+family_samples("attention", by_name({"multi_head_attention_forward": Samples((
+    _mha_sample(), _mha_sample(average_attn_weights=False), _mha_sample(mask=operand(3, 2, dtype="bool", values="edge"))))}))

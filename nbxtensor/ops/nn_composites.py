@@ -1,15 +1,18 @@
 """torch.nn.functional's distances, normalisations, activations with a parameter, channel dropout,
 channel shuffle and embedding_bag: each ATen's own composite of registry ops, the intermediates taken as
 the op's temporaries (``scratch_scope``) and declared by its cost rule."""
+
 from __future__ import annotations
 
+import numpy as np
 
 from .. import shape as S
 from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import get_default_dtype, promote_types, result_type
 from ..tensor import Tensor
-from .registry import INPLACE, Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .registry import INPLACE, Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
+from .samples import Samples, by_name, operand, sample
 
 _F32 = get_dtype("float32")
 
@@ -497,3 +500,38 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
     kept = filled[:bags]
     return kept.to(weight.dtype) if kept.dtype is not weight.dtype else kept.clone()
 
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+_DRAWN = dict(compare="metadata")  # random draws: shapes and dtypes only
+_SAMPLES = {
+    "normalize": Samples((sample(operand(2, 3)), sample(operand(3, 2, layout="transposed"), 1.0, 0),
+                          sample(operand(0, 3)), sample(operand(2, 4, dtype="bfloat16"), 3.0, -1))),
+    "cosine_similarity": Samples((sample(operand(2, 3), operand(2, 3)), sample(operand(3, 2, layout="transposed"), operand(3, 2), 0),
+                                  sample(operand(2, 3), operand(3)))),
+    "pairwise_distance": Samples((sample(operand(2, 3), operand(2, 3)), sample(operand(2, 3), operand(3), 1.0, keepdim=True),
+                                  sample(operand(3), operand(3), 3.0))),
+    "cdist": Samples((sample(operand(2, 3), operand(4, 3)), sample(operand(2, 2, 3), operand(2, 3, 3), 1.0),
+                      sample(operand(3, 2, layout="transposed"), operand(1, 2), 0.0))),
+    "instance_norm": Samples((sample(operand(2, 3, 4)), sample(operand(1, 2, 2, 3), weight=operand(2), bias=operand(2)))),
+    "local_response_norm": Samples((sample(operand(1, 4, 3), 2), sample(operand(2, 3, 2, 2), 3, 1e-3, 0.5, 2.0))),
+    "prelu": Samples((sample(operand(2, 3, 2), operand(3)), sample(operand(2, 3), operand(1)),
+                      sample(operand(12, values="edge"), operand(1))),
+                     lambda x, weight: np.where(x >= 0, x, x * np.reshape(weight, (-1,) + (1,) * max(x.ndim - 2, 0))
+                                                if x.ndim > 1 else x * weight)),
+    "rrelu": Samples((sample(operand(2, 3)), sample(operand(2, 3), 0.1, 0.3, True, **_DRAWN))),
+    "rrelu_": Samples((sample(operand(2, 3)), sample(operand(2, 3), 0.1, 0.3, True, **_DRAWN))),
+    "dropout1d": Samples((sample(operand(2, 3, 4), 0.5, **_DRAWN), sample(operand(2, 3, 4), 0.5, False))),
+    "dropout2d": Samples((sample(operand(2, 3, 2, 2), 0.5, **_DRAWN), sample(operand(2, 3, 2, 2), 0.5, False))),
+    "dropout3d": Samples((sample(operand(1, 2, 2, 2, 2), 0.5, **_DRAWN), sample(operand(1, 2, 2, 2, 2), 0.5, False))),
+    "feature_dropout": Samples((sample(operand(2, 3, 2), 0.5, True, **_DRAWN), sample(operand(2, 3, 2), 0.5, False))),
+    "channel_shuffle": Samples((sample(operand(1, 4, 2), 2), sample(operand(2, 6, 1, 1), 3)),
+                               lambda x, groups: np.reshape(np.swapaxes(np.reshape(
+                                   x, (x.shape[0], groups, -1) + x.shape[2:]), 1, 2), x.shape)),
+    "embedding_bag": Samples((sample(operand(2, 3, dtype="int64", values="index", domain=(0, 5)), operand(5, 2)),
+                              sample(operand(2, 4, dtype="int64", values="index", domain=(0, 5)), operand(5, 2), mode="sum"),
+                              sample(operand(2, 2, dtype="int64", values="index", domain=(0, 4)), operand(4, 3), mode="max"))),
+}
+for _family in ("normalization", "pointwise", "random", "shape", "indexing"):
+    family_samples(_family, by_name(_SAMPLES))

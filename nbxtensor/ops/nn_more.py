@@ -9,7 +9,8 @@ from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..tensor import Tensor
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 
 def _op(name):
@@ -256,7 +257,7 @@ def _declare_fractional(nd: int):
 
     def cost(input, kernel_size, *args, **kwargs):
         found = meta(input, kernel_size, *args, **kwargs)
-        out = found[0] if isinstance(found, tuple) else found
+        out = found if isinstance(found, TensorMeta) else found[0]
         kernel = _tuple(kernel_size, nd, "kernel_size", name)
         windows = (*out.shape, S.numel(kernel))
         return Cost(flops=S.numel(windows), bytes_read=nbytes(input), bytes_written=nbytes(out) * 3,
@@ -412,3 +413,35 @@ def native_batch_norm_legit(input: Tensor, weight, bias, *rest):
     return _inference_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
                                  "_native_batch_norm_legit")
 
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _unpool_samples(n: int):
+    """A max_unpool<n>d whose indices are distinct positions of the output: no two writes collide."""
+    return Samples((sample(operand(1, 2, *(2,) * n), operand(1, 2, *(2,) * n, dtype="int64", values="distinct",
+                                                             domain=(0, 4 ** n)), 2),
+                    sample(operand(2, *(2,) * n), operand(2, *(2,) * n, dtype="int64", values="distinct",
+                                                          domain=(0, 5 ** n)), 2, 2, 0, (5,) * n)))
+
+
+_DRAWN = dict(compare="metadata")  # random window offsets: shapes and dtypes only
+_SAMPLES = {
+    "bilinear": Samples((sample(operand(2, 3), operand(2, 4), operand(5, 3, 4), operand(5)),
+                         sample(operand(3), operand(4), operand(2, 3, 4)))),
+    "pdist": Samples((sample(operand(4, 3)), sample(operand(3, 2), 1.0), sample(operand(1, 3)))),
+    "max_unpool1d": _unpool_samples(1),
+    "max_unpool2d": _unpool_samples(2),
+    "max_unpool3d": _unpool_samples(3),
+    "fractional_max_pool2d": Samples((sample(operand(1, 2, 5, 5), 2, output_size=3, **_DRAWN),
+                                      sample(operand(2, 5, 5), 2, output_ratio=0.5, return_indices=True, **_DRAWN))),
+    "fractional_max_pool3d": Samples((sample(operand(1, 1, 4, 4, 4), 2, output_size=2, **_DRAWN),)),
+    "native_layer_norm": Samples((sample(operand(2, 4), (4,), operand(4), operand(4), 1e-5),
+                                  sample(operand(2, 3, 2), (3, 2), None, None, 1e-5))),
+    "native_batch_norm": Samples((sample(operand(2, 3, 2), operand(3), operand(3), operand(3), operand(3, values="positive"),
+                                         False, 0.1, 1e-5),)),
+    "native_batch_norm_legit": Samples((sample(operand(2, 3, 2), operand(3), operand(3), operand(3),
+                                               operand(3, values="positive"), False, 0.1, 1e-5),)),
+}
+for _family in ("matmul", "normalization", "pooling"):
+    family_samples(_family, by_name(_SAMPLES))

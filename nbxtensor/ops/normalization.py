@@ -5,22 +5,24 @@ from __future__ import annotations
 import math
 
 import ml_dtypes
+import numpy as np
 
 from .. import shape as S
 from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope
+from ..device import multiprocessors
+from ..device.facts import all_facts
+from ..dtypes import get_dtype
 from ..kernels import norm as N
 from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, dependent_launch, launch, next_pow2
 from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
-from ..device import multiprocessors
-from ..device.facts import all_facts
-from ..dtypes import get_dtype
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .reductions import (_exactly_widens, _source, compute_dtype, device_programs, kernel_facts,
-                         occupying_block_rows, split_plan, tile_for)
-from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .reductions import (_exactly_widens, _source, compute_dtype, device_programs, kernel_facts, occupying_block_rows,
+                         split_plan, tile_for)
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
+from .samples import Samples, by_name, operand, sample
 
 
 def _format(dt):
@@ -595,3 +597,72 @@ def native_batch_norm_no_training(x: Tensor, weight, bias, running_mean, running
 
 
 # nbxtensor.nn.functional's names for these ops
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _softmax_reference(x, dim=None, dtype=None, _stacklevel=3):
+    shifted = np.exp(x - np.max(x, axis=dim, keepdims=True))
+    return shifted / np.sum(shifted, axis=dim, keepdims=True)
+
+
+def _layer_norm_reference(x, normalized_shape, weight=None, bias=None, eps=1e-5, *ignored):
+    axes = tuple(range(-len(normalized_shape), 0))
+    normed = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
+    return normed * (1 if weight is None else weight) + (0 if bias is None else bias)
+
+
+def _rms_norm_reference(x, normalized_shape, weight=None, eps=None):
+    axes = tuple(range(-len(normalized_shape), 0))
+    eps = np.finfo(np.float32).eps if eps is None else eps
+    return x / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + eps) * (1 if weight is None else weight)
+
+
+def _channels(values, ndim):
+    """A per-channel vector shaped to broadcast along dim 1 of an ``ndim``-d input."""
+    return np.reshape(values, (-1,) + (1,) * (ndim - 2))
+
+
+def _group_norm_reference(x, num_groups, weight=None, bias=None, eps=1e-5, *ignored):
+    grouped = np.reshape(x, (x.shape[0], num_groups, -1))
+    normed = (grouped - grouped.mean(-1, keepdims=True)) / np.sqrt(grouped.var(-1, keepdims=True) + eps)
+    normed = np.reshape(normed, x.shape)
+    return normed * (1 if weight is None else _channels(weight, x.ndim)) + (0 if bias is None else _channels(bias, x.ndim))
+
+
+def _batch_norm_reference(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
+                          eps=1e-5, *ignored):
+    normed = (x - _channels(running_mean, x.ndim)) / np.sqrt(_channels(running_var, x.ndim) + eps)
+    return normed * (1 if weight is None else _channels(weight, x.ndim)) + (0 if bias is None else _channels(bias, x.ndim))
+
+
+_ROWS = operand(2, 4)
+_SAMPLES = {
+    "softmax": Samples((sample(_ROWS, 1), sample(operand(4, 2, layout="transposed"), 0), sample(operand(), 0),
+                        sample(operand(0, 3), 1), sample(operand(2, 4, dtype="bfloat16", layout="sliced"), -1),
+                        sample(_ROWS, 1, dtype=get_dtype("float64"))), _softmax_reference),
+    "log_softmax": Samples((sample(_ROWS, 1), sample(operand(4, 2, layout="transposed"), 0), sample(operand(0, 3), 1),
+                            sample(operand(2, 4, dtype="bfloat16", layout="sliced"), -1)),
+                           lambda x, dim=None, *ignored: np.log(_softmax_reference(x, dim))),
+    "layer_norm": Samples((sample(_ROWS, (4,)), sample(_ROWS, (4,), operand(4), operand(4)),
+                           sample(operand(2, 3, 2, layout="transposed"), (3, 2)), sample(operand(0, 4), (4,)),
+                           sample(operand(2, 4, dtype="bfloat16"), [4], operand(4, dtype="bfloat16"))),
+                          _layer_norm_reference),
+    "rms_norm": Samples((sample(_ROWS, (4,)), sample(_ROWS, (4,), operand(4), 1e-6), sample(operand(0, 4), (4,)),
+                         sample(operand(2, 4, dtype="bfloat16", layout="sliced"), [4], operand(4, dtype="bfloat16"))),
+                        _rms_norm_reference),
+    "rounded_rms_norm": Samples((sample(_ROWS, (4,), operand(4)), sample(operand(2, 4, dtype="bfloat16"), (4,),
+                                                                          operand(4, dtype="bfloat16"), 1e-6, True))),
+    "add_rms_norm": Samples((sample(_ROWS, _ROWS, (4,), operand(4)), sample(operand(2, 4, dtype="bfloat16"),
+                                                                             operand(2, 4, dtype="bfloat16"), (4,)))),
+    "add_layer_norm": Samples((sample(_ROWS, _ROWS, (4,), operand(4), operand(4)), sample(operand(2, 4), operand(2, 4), (4,)))),
+    "group_norm": Samples((sample(operand(2, 4, 3), 2), sample(operand(2, 4, 3), 4, operand(4), operand(4)),
+                           sample(operand(1, 2, 2, 2, dtype="bfloat16"), 1)), _group_norm_reference),
+    "batch_norm": Samples((sample(operand(2, 3, 2), operand(3), operand(3, values="positive")),
+                           sample(operand(2, 3), operand(3), operand(3, values="positive"), operand(3), operand(3))),
+                          _batch_norm_reference),
+    "native_group_norm": Samples((sample(operand(2, 4, 3), operand(4), operand(4), 2, 4, 3, 2, 1e-5),)),
+    "native_batch_norm_no_training": Samples((sample(operand(2, 3, 2), operand(3), operand(3), operand(3),
+                                                     operand(3, values="positive"), 0.1, 1e-5),)),
+}
+family_samples("normalization", by_name(_SAMPLES))

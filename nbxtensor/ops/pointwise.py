@@ -728,6 +728,7 @@ def _launch_selection_componentwise(row: Row, call: Call, plan: Plan, out: Tenso
 
 def _launch_complex(row: Row, call: Call, plan: Plan, out: Tensor, views) -> None:
     import triton.language as tl
+
     from .views import select, view_as_real
     if row.complex_body == SELECT_COMPONENTWISE:
         _launch_selection_componentwise(row, call, plan, out, views)
@@ -826,6 +827,13 @@ def _build(row: Row) -> None:
     def cost(*args, out=None, **kwargs):
         return _cost(row, args, kwargs, out)
 
+    # in place, the tensor written is the output: a comparison's result takes its dtype
+    def inplace_meta(*args, **kwargs):
+        return _meta(row, args, kwargs, _written_in_place(row, args, kwargs))
+
+    def inplace_cost(*args, **kwargs):
+        return _cost(row, args, kwargs, _written_in_place(row, args, kwargs))
+
     impl.__name__ = row.name
     impl.__qualname__ = row.name
     impl.__doc__ = f"Pointwise ``{row.name}`` as ATen computes it (see nbxtensor.ops.pointwise)."
@@ -843,10 +851,16 @@ def _build(row: Row) -> None:
         inplace_impl.__name__ = row.name + "_"
         inplace_impl.__signature__ = _signature(row, False)
         inplace_aten = [a for a in aten if _is_inplace_overload(a)] or [f"aten::{row.name}_.default"]
-        register(row.name + "_", family="pointwise", aten=inplace_aten, meta=meta, cost=cost,
+        register(row.name + "_", family="pointwise", aten=inplace_aten, meta=inplace_meta, cost=inplace_cost,
                  api=row.inplace_api, methods=tuple(m + "_" for m in methods),
                  functional=tuple(name for name in row.functional if name.endswith("_")),
                  adapters={a: adapt for a, adapt in adapters.items() if _is_inplace_overload(a)})(inplace_impl)
+
+
+def _written_in_place(row: Row, args, kwargs):
+    """The operand an in-place call writes: the first that decides the dtype, as ``_build_call_plan`` takes it."""
+    call = row.parse(*args, **kwargs)
+    return call.slots[call.promote[0]]
 
 
 def _is_inplace_overload(aten_name: str) -> bool:

@@ -7,18 +7,25 @@ row (``pointwise.build_all``) and gives Tensor its operators.
 """
 from __future__ import annotations
 
+import inspect
+import math
+from typing import Callable
+
 import ml_dtypes
+import numpy as np
 
 from .. import shape as S
+from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels import special as KS
 from ..lowering import constant_bits
 from ..tensor import Tensor
 from .aten_calls import positional_as_keywords
 from .pointwise import (COMPARE, COMPARE_FLOAT, FLOAT, FLOATS, INTEGERS, INTEGERS_NO_BOOL, NO_BOOL,
-                        OVERLOADS_TENSOR_SCALAR, OVERLOADS_TENSOR_SCALAR_OUT, PROMOTE, REAL,
-                        SELECT_COMPONENTWISE, Call, Row, _is_scalar, _is_tensor, _python_scalar, build_all)
-from .registry import TensorMeta, get, tensor_attribute
+                        OVERLOADS_TENSOR_SCALAR, OVERLOADS_TENSOR_SCALAR_OUT, PROMOTE, REAL, SELECT_COMPONENTWISE, Call,
+                        Row, _is_scalar, _is_tensor, _python_scalar, build_all)
+from .registry import TensorMeta, family_samples, get, tensor_attribute
+from .samples import Operand, Samples, operand, sample
 from .views import narrow
 
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -543,3 +550,311 @@ tensor_attribute("__neg__", get("neg").impl)
 tensor_attribute("__abs__", get("abs").impl)
 tensor_attribute("__invert__", get("bitwise_not").impl)
 tensor_attribute("__pos__", lambda self: self)
+
+
+# ---- samples ------------------------------------------------------------------------------------
+# Each row's samples follow from its parser (how many tensors it takes) and the dtypes it accepts;
+# ``ROW_SAMPLES`` names the values a row's operands need where any will not do, and the arguments its
+# samples add. NumPy float64 references are named in ``REFERENCES``.
+
+_FIRST_DTYPES = {FLOATS: ("float32", "bfloat16"), INTEGERS: ("int32", "bool"), INTEGERS_NO_BOOL: ("int32", "int64")}
+
+
+def _operand_count(parse) -> int:
+    """The tensors a parser takes: its parameters with no default."""
+    return sum(1 for p in inspect.signature(parse).parameters.values()
+               if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def row_samples(row: Row, reference=None, values=("normal",), extra=(), kwargs=None, edge=True, dtypes=None,
+                scalars=()) -> Samples:
+    """The samples of a table row: its operands as matrices, one transposed against a broadcast row, as 0-d
+    and 0-size operands, in its second dtype sliced against one broadcast with stride 0, and as edge
+    values; ``values`` gives each operand's kind of values (the last repeated), ``extra`` more samples,
+    ``dtypes`` the two dtypes where the accepted ones do not decide them, ``scalars`` the parser's last
+    arguments when they are numbers."""
+    count = _operand_count(row.parse) - len(scalars)
+    kinds = [values[min(i, len(values) - 1)] for i in range(count)]
+    first, second = dtypes or _FIRST_DTYPES.get(row.accepts, ("float32", "int64"))
+    kwargs = kwargs or {}
+
+    def operands(shape_of, dtype, layout_of=lambda i: "contiguous"):
+        made = []
+        for i, kind in enumerate(kinds):
+            described = kind if isinstance(kind, tuple) else (kind, None)
+            value_kind = described[0]
+            domain = described[1]
+            if i > 0 and dtype in ("int32", "int64"):  # an integer divisor, shift or power: never 0 or negative
+                value_kind = "positive" if value_kind in ("normal", "edge") else value_kind
+                domain = domain and (max(domain[0], 0), domain[1])
+            made.append(operand(*shape_of(i), dtype=dtype, layout=layout_of(i), values=value_kind, domain=domain))
+        return made + list(scalars)
+
+    cases = [
+        sample(*operands(lambda i: (2, 3), first), **kwargs),
+        sample(*operands(lambda i: (3, 2) if i == 0 else (2,), first,
+                         lambda i: "transposed" if i == 0 else "contiguous"), **kwargs),
+        sample(*operands(lambda i: (), first), **kwargs),
+        sample(*operands(lambda i: (0, 3) if i == 0 else (3,), first), **kwargs),
+        sample(*operands(lambda i: (2, 4), second, lambda i: "sliced" if i == 0 else "broadcast"), **kwargs),
+    ]
+    if edge and first.startswith("float"):
+        cases.append(sample(*[operand(12, dtype=first, values="edge" if i == 0 else "normal")
+                              for i in range(count)], *scalars, **kwargs))
+    return Samples(tuple(cases) + tuple(extra), reference)
+
+
+def _gelu_reference(x, approximate="none"):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
+
+
+def _softplus_reference(x, beta=1.0, threshold=20.0):
+    with np.errstate(over="ignore"):
+        return np.where(x * beta > threshold, x, np.log1p(np.exp(x * beta)) / beta)
+
+
+def _with_alpha_reference(combine):
+    def reference(x, y, alpha=1):
+        return combine(x, alpha * y if alpha != 1 else y)
+    return reference
+
+
+def _div_reference(x, y, rounding_mode=None):
+    if rounding_mode is None:
+        return np.true_divide(x, y)
+    quotient = np.true_divide(x, y) if rounding_mode == "trunc" else np.floor_divide(x, y)
+    if rounding_mode == "trunc":
+        return np.trunc(quotient) if np.asarray(quotient).dtype.kind == "f" else np.asarray(x) // np.asarray(y)
+    return quotient
+
+
+def _elu_reference(alpha=1.0, scale=1.0, input_scale=1.0):
+    def reference(x, *args, **kwargs):
+        return scale * np.where(x > 0, x, alpha * np.expm1(x * input_scale))
+    return reference
+
+
+def _act_and_mul_reference(x, up=None, activation="silu"):
+    gate, up = (x[..., :x.shape[-1] // 2], x[..., x.shape[-1] // 2:]) if up is None else (x, up)
+    activated = {"silu": lambda g: g / (1 + np.exp(-g)), "gelu": _gelu_reference,
+                 "gelu_tanh": lambda g: _gelu_reference(g, "tanh")}[activation](gate)
+    return activated * up
+
+
+def _clamp_reference(x, min=None, max=None):
+    result = x
+    if min is not None:
+        result = np.where(np.isnan(result), result, np.maximum(result, min))
+    if max is not None:
+        result = np.where(np.isnan(result), result, np.minimum(result, max))
+    return result
+
+
+def _nan_to_num_reference(x, nan=0.0, posinf=None, neginf=None):
+    return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+_lgamma = np.vectorize(lambda v: v if np.isnan(v) else math.lgamma(v) if np.isfinite(v) and not (v <= 0 and v == int(v))
+                       else np.inf, otypes=[np.float64])
+
+
+def _erfinv(y):
+    """erf's inverse by Newton's method from 0 (erf is concave past 0: the steps rise to the root monotonically);
+    ±1 give ±inf, values past them NaN."""
+    y = np.asarray(y, np.float64)
+    inside = np.abs(y) < 1
+    target = np.where(inside, y, 0.0)
+    x = np.zeros_like(target)
+    for _ in range(100):
+        x = x - (_erf(x) - target) / (2 / math.sqrt(math.pi) * np.exp(-x * x))
+    return np.where(inside, x, np.where(np.abs(y) == 1, np.copysign(np.inf, y), np.nan))
+
+
+def _erfcx(x):
+    """exp(x^2) erfc(x); past 25 (where erfc underflows) its asymptotic series, exact in float64 there."""
+    far = np.where(x > 25, x, 30.0)
+    series = (1 - 1 / (2 * far ** 2) + 3 / (4 * far ** 4)) / (far * math.sqrt(math.pi))
+    near = np.where(x > 25, 0.0, x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(x > 25, series, np.exp(near * near) * _erfc(near))
+
+
+def _i0e(x):
+    """exp(-|x|) I0(x); past where I0 overflows, its asymptotic series (three terms: exact in float64 there)."""
+    large = np.abs(x) > 700
+    far = np.where(large, np.abs(x), 1.0)
+    series = (1 + 1 / (8 * far) + 9 / (128 * far ** 2)) / np.sqrt(2 * np.pi * far)
+    return np.where(large, series, np.i0(np.where(large, 0.0, x)) * np.exp(-np.abs(np.where(large, 0.0, x))))
+
+
+def _shift(direction):
+    def reference(x, y):
+        bits = np.iinfo(np.asarray(x).dtype).bits
+        shifted = np.left_shift(x, y) if direction < 0 else np.right_shift(x, y)
+        return np.where(np.asarray(y) >= bits, 0 if direction < 0 else np.where(np.asarray(x) < 0, -1, 0), shifted)
+    return reference
+
+
+def _float_input(function):
+    """``function`` on its input widened to float64: integer inputs of a float op give floats."""
+    def reference(x, *args, **kwargs):
+        return function(np.asarray(x, np.float64), *args, **kwargs)
+    return reference
+
+
+REFERENCES = {
+    # as ATen: the sign of NaN is 0
+    "abs": np.abs, "neg": np.negative, "sign": lambda x: np.where(np.isnan(x), 0, np.sign(x)),
+    "sgn": lambda x: np.where(np.isnan(x), 0, np.sign(x)), "square": np.square,
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "frac": lambda x: x - np.trunc(x),
+    "round": lambda x, decimals=0: np.round(x, decimals),
+    **{name: _float_input(function) for name, function in {
+        "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log2": np.log2, "log10": np.log10,
+        "log1p": np.log1p, "rsqrt": lambda x: 1 / np.sqrt(x), "sin": np.sin, "cos": np.cos, "tan": np.tan,
+        "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "erf": _erf, "erfc": _erfc,
+        "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "sqrt": np.sqrt, "reciprocal": lambda x: 1 / x,
+        "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh,
+        "atanh": np.arctanh, "logit": lambda x, eps=None: np.log(x / (1 - x)), "softsign": lambda x: x / (1 + np.abs(x)),
+        "lgamma": _lgamma, "i0": np.i0, "sinc": np.sinc, "angle": lambda x: np.where(np.isnan(x), np.nan, np.where(x < 0, np.pi, 0.0)),
+    }.items()},
+    "relu": lambda x: np.maximum(x, 0), "relu6": lambda x: np.clip(x, 0, 6),
+    "hardtanh": lambda x, min_val=-1.0, max_val=1.0: np.clip(x, min_val, max_val),
+    "leaky_relu": lambda x, negative_slope=0.01: np.where(x > 0, x, negative_slope * x),
+    "elu": lambda x, alpha=1.0: _elu_reference(alpha)(x),
+    "celu": lambda x, alpha=1.0: _elu_reference(alpha, 1.0, 1 / alpha)(x),
+    "selu": _elu_reference(SELU_ALPHA, SELU_SCALE),
+    "gelu": _gelu_reference, "silu": lambda x: x / (1 + np.exp(-x)), "mish": lambda x: x * np.tanh(np.logaddexp(0, x)),
+    "softplus": _softplus_reference, "hardsigmoid": lambda x: np.clip(x + 3, 0, 6) / 6,
+    "hardswish": lambda x: x * np.clip(x + 3, 0, 6) / 6,
+    "threshold": lambda x, threshold, value: np.where(x <= threshold, value, x),
+    "logsigmoid": lambda x: -np.logaddexp(0, -x),
+    "glu": lambda x, dim=-1: np.split(x, 2, dim)[0] / (1 + np.exp(-np.split(x, 2, dim)[1])),
+    "act_and_mul": _act_and_mul_reference,
+    "add": _with_alpha_reference(np.add), "sub": _with_alpha_reference(np.subtract),
+    "rsub": lambda x, y, alpha=1: y - alpha * x if alpha != 1 else y - x, "mul": np.multiply, "div": _div_reference,
+    "floor_divide": np.floor_divide, "remainder": np.remainder, "fmod": np.fmod, "pow": np.power,
+    "atan2": _float_input(np.arctan2), "hypot": np.hypot, "maximum": np.maximum, "minimum": np.minimum,
+    "fmax": np.fmax, "fmin": np.fmin, "copysign": _float_input(np.copysign), "logaddexp": np.logaddexp,
+    "xlogy": _float_input(lambda x, y: np.where(x == 0, np.where(np.isnan(y), np.nan, 0.0), x * np.log(y))),
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "isclose": np.isclose, "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor, "logical_not": np.logical_not,
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "bitwise_not": np.invert, "bitwise_left_shift": _shift(-1), "bitwise_right_shift": _shift(1),
+    "where": np.where, "masked_fill": lambda x, mask, value: np.where(mask, value, x),
+    "clamp": _clamp_reference, "clamp_min": lambda x, min: _clamp_reference(x, min=min),
+    "clamp_max": lambda x, max: _clamp_reference(x, max=max),
+    "lerp": lambda x, end, weight: x + weight * (end - x),
+    "addcmul": lambda x, a, b, value=1: x + value * a * b, "addcdiv": lambda x, a, b, value=1: x + value * a / b,
+    "nan_to_num": _nan_to_num_reference, "isfinite": np.isfinite, "isinf": np.isinf, "isnan": np.isnan,
+    "isposinf": np.isposinf, "isneginf": np.isneginf, "signbit": np.signbit, "conj": np.conj,
+    "special_entr": _float_input(lambda x: np.where(x > 0, -x * np.log(np.where(x > 0, x, 1)),
+                                                    np.where(x == 0, 0.0, np.where(np.isnan(x), x, -np.inf)))),
+    "special_ndtr": _float_input(lambda x: 0.5 * _erfc(-x / math.sqrt(2))),
+    "special_i0e": _float_input(_i0e),
+    "erfinv": _float_input(_erfinv), "special_erfcx": _float_input(_erfcx),
+    "special_ndtri": _float_input(lambda p: math.sqrt(2) * _erfinv(2 * p - 1)),
+    "special_log_ndtr": _float_input(lambda x: np.log(0.5 * _erfc(-x / math.sqrt(2)))),
+    "special_xlog1py": _float_input(lambda x, y: np.where(x == 0, np.where(np.isnan(y), np.nan, 0.0),
+                                                          x * np.log1p(y))),
+}
+
+# row name: row_samples' arguments, where the defaults do not fit
+_DOMAINS = {
+    "log": (0.01, 10), "log2": (0.01, 10), "log10": (0.01, 10), "log1p": (-0.9, 5), "sqrt": (0, 10),
+    "rsqrt": (0.01, 10), "asin": (-0.99, 0.99), "acos": (-0.99, 0.99), "acosh": (1, 5), "atanh": (-0.9, 0.9),
+    "logit": (0.05, 0.95), "erfinv": (-0.99, 0.99), "tan": (-1.2, 1.2), "reciprocal": (0.5, 3),
+    "lgamma": (0.1, 5), "digamma": (0.1, 5), "special_ndtri": (0.05, 0.95), "special_entr": (0, 3),
+}
+ROW_SAMPLES = {
+    **{name: dict(values=(("domain", domain),)) for name, domain in _DOMAINS.items()},
+    "round": dict(extra=(sample(operand(2, 3), decimals=2),)),
+    "threshold": dict(scalars=(0.5, -2.0)),
+    # float32 intermediates overflow at the dtype's largest values, as ATen's do: edge values would compare
+    # ATen's rounding with float64's
+    "hardswish": dict(edge=False), "sinc": dict(edge=False),
+    # torch's gelu is NaN at inf and overflows at the largest floats, where ours keeps the limits
+    "gelu": dict(edge=False),
+    # the reference's erfinv(2p - 1) loses a p below 1e-16 to rounding
+    "special_ndtri": dict(values=(("domain", _DOMAINS["special_ndtri"]),), edge=False),
+    "nan_to_num": dict(kwargs=dict(nan=0.5, posinf=100.0, neginf=-100.0), extra=(sample(operand(2, 3)),)),
+    "div": dict(values=("normal", "positive"), extra=(sample(operand(2, 3), operand(3, values="positive"),
+                                                             rounding_mode="floor"),
+                                                      sample(operand(2, 3), 2.5, rounding_mode="trunc"))),
+    "add": dict(extra=(sample(operand(2, 3), operand(3), alpha=2), sample(operand(2, 3, dtype="int64"), 3))),
+    "sub": dict(extra=(sample(operand(2, 3), 1.5, alpha=2),)),
+    "floor_divide": dict(values=("normal", "positive")), "remainder": dict(values=("normal", "positive")),
+    "fmod": dict(values=("normal", "positive")),
+    "pow": dict(values=("positive", ("domain", (-2, 2))), extra=(sample(operand(2, 3), 2), sample(operand(2, 3), 0.5))),
+    "xlogy": dict(values=("normal", "positive")), "special_xlog1py": dict(values=("normal", "positive")),
+    "bitwise_left_shift": dict(values=("normal", ("index", (0, 5)))),
+    "bitwise_right_shift": dict(values=("normal", ("index", (0, 5)))),
+    "clamp": dict(kwargs=dict(min=-0.5, max=0.5), extra=(sample(operand(2, 3), operand(3), operand(3)),)),
+    "addcdiv": dict(values=("normal", "normal", "positive"), dtypes=("float32", "float64")),
+    "isclose": dict(extra=(sample(operand(2, 3), operand(2, 3), equal_nan=True),)),
+    "where": dict(edge=False),
+    "masked_fill": dict(edge=False),
+}
+# rows whose operands differ in kind beyond their values: samples of their own
+_OWN_SAMPLES = {
+    "glu": (sample(operand(2, 4)), sample(operand(4, 2, layout="transposed"), 0), sample(operand(0, 4)),
+            sample(operand(3, 4, dtype="bfloat16", layout="sliced")), sample(operand(2, 6, values="edge"))),
+    "act_and_mul": (sample(operand(2, 4)), sample(operand(3, 2, layout="transposed"), operand(2)),
+                    sample(operand(0, 4)), sample(operand(2, 4, dtype="bfloat16"), activation="gelu_tanh"),
+                    sample(operand(2, 4, layout="sliced"), operand(2, 4, layout="broadcast"), activation="gelu")),
+    "where": (sample(operand(2, 3, dtype="bool"), operand(2, 3), operand(3)),
+              sample(operand(3, 2, dtype="bool", layout="transposed"), operand(3, 2), 0.5),
+              sample(operand(dtype="bool"), operand(0, 3), operand(3)),
+              sample(operand(2, 4, dtype="bool", layout="broadcast"), operand(2, 4, dtype="int64"),
+                     operand(2, 4, dtype="int64", layout="sliced"))),
+    "masked_fill": (sample(operand(2, 3), operand(2, 3, dtype="bool"), 1.5),
+                    sample(operand(3, 2, layout="transposed"), operand(2, dtype="bool"), -np.inf),
+                    sample(operand(0, 3), operand(3, dtype="bool"), 0.0),
+                    sample(operand(2, 4, dtype="int64"), operand(2, 4, dtype="bool", layout="sliced"),
+                           operand(dtype="int64"))),
+    "lerp": (sample(operand(2, 3), operand(2, 3), operand(3, values="unit")),
+             sample(operand(3, 2, layout="transposed"), operand(2), 0.25),
+             sample(operand(0, 3), operand(3), 0.5),
+             sample(operand(2, 4, dtype="bfloat16", layout="sliced"), operand(2, 4, dtype="bfloat16"), 0.75)),
+}
+
+
+def _as_meta(value):
+    return TensorMeta(value.shape, get_dtype(value.dtype)) if isinstance(value, Operand) else value
+
+
+def _fits_in_place(functional, case) -> bool:
+    """Whether the functional result of ``case`` has its first operand's shape and a dtype it can hold (the
+    first operand is the one written in place)."""
+    first = next((a for a in case.args if isinstance(a, Operand)), None)
+    if first is None:
+        return False
+    result = functional.meta(*map(_as_meta, case.args), **{k: _as_meta(v) for k, v in case.kwargs.items()})
+    return tuple(result.shape) == first.shape and result.dtype.name in (first.dtype, "bool")
+
+
+def table_samples(table, arguments=None, own=None, references=None) -> Callable:
+    """The family default of the pointwise ops of ``table`` (and their in-place forms): ``row_samples`` with
+    ``arguments[name]``, or the samples ``own[name]``; references from ``references``."""
+    rows = {row.name: row for row in table}
+    arguments, own, references = arguments or {}, own or {}, references or {}
+
+    def samples(op):
+        row = rows.get(op.name) or rows.get(op.name.removesuffix("_"))
+        if row is None:
+            return None
+        made = Samples(own[row.name], references.get(row.name)) if row.name in own else \
+            row_samples(row, references.get(row.name), **arguments.get(row.name, {}))
+        if op.name == row.name:
+            return made
+        # in place, the first operand holds the result: only samples whose result fits it
+        fits = [case for case in made.cases if _fits_in_place(get(row.name), case)]
+        return Samples(tuple(fits), made.reference)
+    return samples
+
+
+family_samples("pointwise", table_samples(TABLE, ROW_SAMPLES, _OWN_SAMPLES, REFERENCES))

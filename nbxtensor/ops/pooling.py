@@ -17,7 +17,8 @@ from ..tensor import Tensor
 from ..kernels.copy import load_format
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import kernel_facts
-from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
+from .samples import Samples, operand, sample
 
 _INT64 = get_dtype("int64")
 _PAIR_WORDS = {1: "a single int", 2: "a tuple of two ints", 3: "a tuple of three ints"}
@@ -390,3 +391,32 @@ def _declare_lp_pool(nd: int) -> None:
 
 for _nd in (1, 2, 3):
     _declare_lp_pool(_nd)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _pooling_samples(op):
+    """The samples of ``<kind>_pool<n>d`` (and its ``_with_indices`` form): an input of one batch and two
+    channels, n spatial dims of 5 (a transposed one, a bfloat16 one, an unbatched one), windows of 2 or 3."""
+    name = op.name.removesuffix("_with_indices")
+    if "_pool" not in name or not name[-2:-1].isdigit():
+        return None
+    n, kind = int(name[-2]), name.rsplit("_pool", 1)[0]
+    if kind not in ("max", "avg", "lp", "adaptive_max", "adaptive_avg"):
+        return None
+    spatial = (5,) * n
+    plain, transposed = operand(1, 2, *spatial), operand(1, 2, *spatial, layout="transposed")
+    unbatched, half = operand(2, *spatial), operand(1, 2, *spatial, dtype="bfloat16")
+    if kind == "lp":
+        return Samples((sample(plain, 2.0, 2), sample(transposed, 1.0, 3, 2), sample(half, 2.0, 2, ceil_mode=True)))
+    if kind.startswith("adaptive"):
+        return Samples((sample(plain, 2), sample(transposed, (3,) * n), sample(unbatched, 1), sample(half, 4)))
+    windows = (sample(plain, 2), sample(transposed, 3, 2, 1), sample(unbatched, 2, 1), sample(half, 3, 2, 0, ceil_mode=True))
+    if kind == "max" and not op.name.endswith("_with_indices"):
+        windows += (sample(plain, 3, 2, 1, 2), sample(plain, 2, return_indices=True))
+    if kind == "avg":
+        windows += (sample(plain, 3, 2, 1, count_include_pad=False),)
+    return Samples(windows)
+
+
+family_samples("pooling", _pooling_samples)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from .. import shape as S
 from .. import tuning
 from ..allocation import fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
@@ -24,7 +26,8 @@ from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _IN
                           _INTERPRETED_BLOCK_N, gemv_candidates)
 from .matmul_plans import GROUP_M, _dot_precision, _product_workspace
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, nbytes, register
+from .samples import Samples, operand, sample
 
 _FLOATS = ("float32", "float16", "bfloat16")
 _WEIGHT_FORMATS = {"int4": K.WEIGHT_INT4.value, "int8": K.WEIGHT_INT8.value, "fp8": K.WEIGHT_FP8.value}
@@ -260,3 +263,19 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     config = tuning.choose_timed(key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), x, weight, bias, out))
     return launches_for(config)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _quantized_samples(op):
+    """A fixed (8, 16) weight quantized per format on the host (a QuantizedWeight, not an operand: it is made
+    here, on the CPU), applied to a few rows; the reference applies its dequantized weight."""
+    weight = np.linspace(-1.0, 1.0, 8 * 16, dtype=np.float32).reshape(8, 16)
+    int8, fp8 = (QuantizedWeight.quantize(weight, format) for format in ("int8", "fp8"))
+    int4 = QuantizedWeight.quantize(weight, "int4", group_size=8)
+    return Samples((sample(operand(2, 16), int8), sample(operand(3, 16), int4, operand(8)), sample(operand(1, 16), fp8),
+                    sample(operand(0, 16), int8)),
+                   lambda x, w, bias=None: x @ w.dequantize().T.astype(np.float64) + (0 if bias is None else bias))
+
+
+family_samples("quantized", lambda op: _quantized_samples(op) if op.name == "quantized_linear" else None)

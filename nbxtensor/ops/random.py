@@ -16,11 +16,12 @@ import numpy as np
 
 from .. import shape as S
 from ..allocation import new_tensor
-from ..device import device as _device, resolve
+from ..device import device as _device
+from ..device import resolve
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..kernels import random as K
-from ..kernels.copy import SMALL_FLOAT_FORMATS, FORMAT_NATIVE
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, refuse_capture
 from ..lowering import constant_bits, conversion_flags, elementwise_block, needs_index_64
 from ..promotion import get_default_dtype
@@ -29,7 +30,8 @@ from .copy import copy_, fill_
 from .creation import like_tensor, tensor
 from .indexing import report_on_device
 from .reductions import cumsum
-from .registry import Cost, TensorMeta, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, nbytes, register
+from .samples import Samples, by_name, operand, sample
 from .sorting import argsort, searchsorted, topk
 from .views import expand, reshape
 
@@ -473,3 +475,28 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = Fa
         return fill_(out, 0)
     src = x.contiguous()
     return _draw(out, K.MODE_DROPOUT, generator, a=p, b=1.0 / (1.0 - p), src=src)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+_DRAWN = dict(compare="metadata")  # draws from the random stream, whose numbers differ from torch's
+_PROBABILITIES = operand(2, 3, values="unit")
+_SAMPLES = {
+    "rand": Samples((sample(2, 3, **_DRAWN), sample((0, 3), dtype=get_dtype("float64"), **_DRAWN))),
+    "randn": Samples((sample(2, 3, **_DRAWN), sample([4], dtype=get_dtype("bfloat16"), **_DRAWN))),
+    "rand_like": Samples((sample(operand(2, 3), **_DRAWN), sample(operand(0, 3, dtype="float64"), **_DRAWN))),
+    "randn_like": Samples((sample(operand(2, 3), **_DRAWN), sample(operand(3, 2, layout="transposed"), **_DRAWN))),
+    "randint": Samples((sample(5, (2, 3), **_DRAWN), sample(-2, 2, (4,), dtype=get_dtype("int32"), **_DRAWN))),
+    "randint_like": Samples((sample(operand(2, 3, dtype="int64"), 5, **_DRAWN), sample(operand(3), 1, 4, **_DRAWN))),
+    "uniform_": Samples((sample(operand(2, 3), **_DRAWN), sample(operand(4, dtype="float64"), -1.0, 1.0, **_DRAWN))),
+    "normal_": Samples((sample(operand(2, 3), **_DRAWN), sample(operand(4, dtype="bfloat16"), 1.0, 0.5, **_DRAWN))),
+    "exponential_": Samples((sample(operand(2, 3), **_DRAWN), sample(operand(4, dtype="float64"), 2.0, **_DRAWN))),
+    "bernoulli_": Samples((sample(operand(2, 3), **_DRAWN), sample(operand(4), operand(4, values="unit"), **_DRAWN))),
+    "bernoulli": Samples((sample(_PROBABILITIES, **_DRAWN), sample(operand(4), 0.3, **_DRAWN))),
+    "multinomial": Samples((sample(operand(2, 4, values="positive"), 2, **_DRAWN),
+                            sample(operand(4, values="positive"), 6, True, **_DRAWN))),
+    "randperm": Samples((sample(5, **_DRAWN), sample(0, **_DRAWN), sample(4, dtype=get_dtype("int32"), **_DRAWN))),
+    "dropout": Samples((sample(operand(2, 3), **_DRAWN), sample(operand(2, 3), 0.5, False),
+                        sample(operand(2, 3), 0.0), sample(operand(2, 3), 1.0))),
+}
+family_samples("random", by_name(_SAMPLES))

@@ -6,6 +6,8 @@ import builtins
 import math
 from collections import namedtuple
 
+import numpy as np
+
 from .. import shape as S
 from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope
 from ..device import backend_for, multiprocessors
@@ -18,7 +20,8 @@ from ..lowering import conversion_flags, needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, numpy_axis, operand, reduction_samples, sample, scan_samples
 
 # kept and reduced dims, each after merging, that the kernels index directly; more are made contiguous
 MAX_KERNEL_RANK = 8
@@ -439,7 +442,7 @@ def _minmax_meta(x, dim=None, keepdim=False):
 
 def _minmax_cost(x, dim=None, keepdim=False):
     out = _minmax_meta(x, dim, keepdim)
-    return _reduction_cost(x, out if isinstance(out, tuple) else [out])
+    return _reduction_cost(x, [out] if isinstance(out, TensorMeta) else out)
 
 
 def _extreme_or_pair(x, dim, keepdim, name, op_values, op_arg, result_type, pairwise):
@@ -890,3 +893,115 @@ def cummax(x: Tensor, dim: int):
 def cummin(x: Tensor, dim: int):
     """(running min, its index) along ``dim``: the last index among equal minima, NaN sticks, as ATen."""
     return _cum_extreme(x, dim, SCAN_CUMMIN, "cummin", cummin_result)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _reduced(function):
+    """A NumPy reference of ``op(x, dim=, keepdim=)`` from ``function(x, axis=, keepdims=)``."""
+    def reference(x, dim=None, keepdim=False, **ignored):
+        return function(x, axis=None if np.ndim(x) == 0 else numpy_axis(dim), keepdims=keepdim)
+    return reference
+
+
+def _scanned(function):
+    """A NumPy reference of a scan ``op(x, dim)`` from ``function(x, axis=)`` (a 0-d input is one element)."""
+    def reference(x, dim, **ignored):
+        return np.reshape(function(np.atleast_1d(x), axis=dim if np.ndim(x) else 0), np.shape(x))
+    return reference
+
+
+def _extreme(values, indices):
+    def reference(x, dim=None, keepdim=False):
+        if dim is None:
+            return values(x)
+        axis = None if np.ndim(x) == 0 else dim
+        return values(x, axis=axis, keepdims=keepdim), indices(x, axis=axis, keepdims=keepdim)
+    return reference
+
+
+def _arg_extreme(indices):
+    def reference(x, dim=None, keepdim=False):
+        if dim is None or np.ndim(x) == 0:
+            return np.asarray(indices(x)).reshape((1,) * np.ndim(x) if keepdim else ())
+        return indices(x, axis=dim, keepdims=keepdim)
+    return reference
+
+
+def _spread(statistic):
+    def reference(x, dim=None, unbiased=None, keepdim=False, correction=None):
+        ddof = correction if correction is not None else (0 if unbiased is False else 1)
+        axis = None if np.ndim(x) == 0 else numpy_axis(dim)
+        return statistic(x, axis=axis, ddof=ddof, keepdims=keepdim)
+    return reference
+
+
+def _vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
+    axis = None if np.ndim(x) == 0 else numpy_axis(dim)
+    if ord == math.inf:
+        return np.max(np.abs(x), axis=axis, keepdims=keepdim)
+    return np.sum(np.abs(x) ** ord, axis=axis, keepdims=keepdim) ** (1 / ord)
+
+
+def _running_extreme(replaces):
+    """cummax's (``np.greater_equal``) or cummin's reference: the running extreme and the last index reaching it
+    (a NaN sticks)."""
+    def reference(x, dim):
+        rows = np.moveaxis(np.atleast_1d(x), dim if np.ndim(x) else 0, -1)
+        values, indices = rows.copy(), np.zeros(rows.shape, np.int64)
+        for i in range(1, rows.shape[-1]):
+            previous = values[..., i - 1]
+            take = (replaces(rows[..., i], previous) | np.isnan(rows[..., i])) & ~np.isnan(previous)
+            values[..., i] = np.where(take, rows[..., i], previous)
+            indices[..., i] = np.where(take, i, indices[..., i - 1])
+        back = (np.moveaxis(values, -1, dim if np.ndim(x) else 0), np.moveaxis(indices, -1, dim if np.ndim(x) else 0))
+        return tuple(np.reshape(b, np.shape(x)) for b in back)
+    return reference
+
+
+_FLOATS = ("float32", "float64")
+_EXTREME_SAMPLES = reduction_samples(several_dims=False)[1:]
+_SAMPLES = {
+    "sum": Samples(reduction_samples(), _reduced(np.sum)),
+    "nansum": Samples(reduction_samples(_FLOATS) + (sample(operand(12, values="edge")),),
+                      _reduced(np.nansum)),
+    "mean": Samples(reduction_samples(_FLOATS), _reduced(np.mean)),
+    "nanmean": Samples(reduction_samples(_FLOATS), _reduced(np.nanmean)),
+    "prod": Samples(reduction_samples(), _reduced(np.prod)),
+    "amax": Samples(reduction_samples() + (sample(operand(12, values="edge")),), _reduced(np.max)),
+    "amin": Samples(reduction_samples() + (sample(operand(12, values="edge")),), _reduced(np.min)),
+    "max": Samples((sample(operand(2, 3)),) + _EXTREME_SAMPLES, _extreme(np.max, np.argmax)),
+    "min": Samples((sample(operand(2, 3)),) + _EXTREME_SAMPLES, _extreme(np.min, np.argmin)),
+    "argmax": Samples(reduction_samples(several_dims=False), _arg_extreme(np.argmax)),
+    "argmin": Samples(reduction_samples(several_dims=False), _arg_extreme(np.argmin)),
+    "aminmax": Samples(reduction_samples(several_dims=False),
+                       lambda x, dim=None, keepdim=False: (_reduced(np.min)(x, dim, keepdim),
+                                                           _reduced(np.max)(x, dim, keepdim))),
+    "var": Samples(reduction_samples(_FLOATS) + (sample(operand(2, 3), dim=1, correction=0),), _spread(np.var)),
+    "std": Samples(reduction_samples(_FLOATS) + (sample(operand(2, 3), dim=1, unbiased=False),), _spread(np.std)),
+    "var_mean": Samples(reduction_samples(_FLOATS),
+                        lambda *args, **kwargs: (_spread(np.var)(*args, **kwargs),
+                                                 _reduced(np.mean)(args[0], kwargs.get("dim"),
+                                                                   kwargs.get("keepdim", False)))),
+    "std_mean": Samples(reduction_samples(_FLOATS),
+                        lambda *args, **kwargs: (_spread(np.std)(*args, **kwargs),
+                                                 _reduced(np.mean)(args[0], kwargs.get("dim"),
+                                                                   kwargs.get("keepdim", False)))),
+    "linalg.vector_norm": Samples(reduction_samples(_FLOATS) + (sample(operand(2, 3), ord=1, dim=1),
+                                                                sample(operand(2, 3), ord=math.inf)), _vector_norm),
+    "norm": Samples(reduction_samples(_FLOATS) + (sample(operand(2, 3), p=1, dim=1),),
+                    lambda x, p="fro", **kwargs: _vector_norm(x, 2 if p == "fro" else p, **kwargs)),
+    "logsumexp": Samples(reduction_samples(_FLOATS, dim_required=True),
+                         _reduced(lambda x, axis, keepdims: np.log(np.sum(np.exp(x), axis=axis, keepdims=keepdims)))),
+    "any": Samples(reduction_samples(("float32", "bool"), several_dims=False), _reduced(np.any)),
+    "all": Samples(reduction_samples(("bool", "int64"), several_dims=False), _reduced(np.all)),
+    "count_nonzero": Samples(reduction_samples(keepdim=False),
+                             lambda x, dim=None: np.asarray(np.count_nonzero(x, axis=None if np.ndim(x) == 0
+                                                                              else numpy_axis(dim)))),
+    "cumsum": Samples(scan_samples(), _scanned(np.cumsum)),
+    "cumprod": Samples(scan_samples(), _scanned(np.cumprod)),
+    "logcumsumexp": Samples(scan_samples(_FLOATS), _scanned(np.logaddexp.accumulate)),
+    "cummax": Samples(scan_samples(), _running_extreme(np.greater_equal)),
+    "cummin": Samples(scan_samples(), _running_extreme(np.less_equal)),
+}
+family_samples("reduction", by_name(_SAMPLES))

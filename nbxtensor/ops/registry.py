@@ -41,13 +41,14 @@ read from that declaration (its ``OpDef``):
     (``aten::x_.src`` and ``aten::x.src``). Pointwise ops take their in-place forms and ``out=`` from their
     table rows (``ops/pointwise.py``).
 ``samples``
-    the op's sample inputs.
+    the op's sample inputs (``samples(op)`` -> ``ops/samples.py``'s ``Samples``); by default its family's
+    (``family_samples``), read through ``samples_of``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 import functools
 import inspect
-from dataclasses import dataclass, field
 from types import MappingProxyType, SimpleNamespace
 from typing import Callable, Mapping, NamedTuple
 
@@ -57,7 +58,7 @@ from ..shape import ShapeError, numel
 
 __all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "aten_adapter", "all_ops", "nbytes",
            "workspace_bytes", "public_function", "accepting_aliases", "KEYWORD_ALIASES", "tensor_attribute", "VIEW",
-           "MAYBE_VIEW", "OUT", "INPLACE", "OUT_OF_PLACE"]
+           "MAYBE_VIEW", "OUT", "INPLACE", "OUT_OF_PLACE", "family_samples", "samples_of"]
 
 
 class TensorMeta(NamedTuple):
@@ -364,6 +365,26 @@ def all_ops() -> list[OpDef]:
 
 def families() -> list[str]:
     return sorted({op.family for op in _BY_NAME.values()})
+
+
+_FAMILY_SAMPLES: dict[str, list[Callable]] = {}
+
+
+def family_samples(family: str, samples: Callable) -> None:
+    """Add ``samples(op)`` (``samples.Samples`` or None) to the defaults of ``family``'s ops: an op without
+    samples of its own takes the first default that gives it some."""
+    _FAMILY_SAMPLES.setdefault(family, []).append(samples)
+
+
+def samples_of(op: OpDef):
+    """``op``'s ``samples.Samples``: its own, else its family's; None where neither has any."""
+    if op.samples is not None:
+        return op.samples(op)
+    for samples in _FAMILY_SAMPLES.get(op.family, ()):
+        found = samples(op)
+        if found is not None:
+            return found
+    return None
 
 
 def nbytes(meta) -> int:

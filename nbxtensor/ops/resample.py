@@ -21,7 +21,8 @@ from ..tensor import Tensor
 from .copy import copy_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import kernel_facts
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 _F32 = get_dtype("float32")
 _KERNEL_MODES = {"nearest": K.MODE_NEAREST, "nearest-exact": K.MODE_NEAREST_EXACT, "linear": K.MODE_LINEAR,
@@ -382,3 +383,32 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     """(*, C, H*r, W*r) -> (*, C*r², H, W), the inverse of pixel_shuffle."""
     return _shuffle(input, int(downscale_factor), True)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _upsample_samples(op):
+    """The samples of ``upsample_<mode><n>d``: sizes given, and scales given in ATen's order."""
+    if not op.name.startswith("upsample_") or not op.name.rstrip("a_")[-2:-1].isdigit():
+        return None
+    n = int(op.name.rstrip("a_")[-2])
+    linear = any(mode in op.name for mode in ("linear", "cubic"))
+    corners = (False,) if linear else ()
+    spatial = (2, 3, 2)[:n]
+    return Samples((sample(operand(1, 2, *spatial), (4, 5, 3)[:n], *corners),
+                    sample(operand(1, 2, *spatial, layout="transposed"), (3,) * n, *((True,) if linear else ())),
+                    sample(operand(2, 1, *spatial, dtype="bfloat16"), (5, 4, 4)[:n], *corners)))
+
+
+_SAMPLES = {
+    "interpolate": Samples((sample(operand(1, 2, 3), scale_factor=2), sample(operand(1, 1, 2, 3), size=(3, 5), mode="bilinear"),
+                            sample(operand(1, 1, 2, 3), size=(4, 4), mode="bicubic", align_corners=True),
+                            sample(operand(1, 2, 2, 2, 2), scale_factor=1.5, mode="trilinear"),
+                            sample(operand(1, 1, 4, 4), size=(2, 3), mode="area"),
+                            sample(operand(1, 1, 3, 3), size=(5, 2), mode="nearest-exact"),
+                            sample(operand(1, 1, 4, 4), size=(2, 2), mode="bilinear", antialias=True))),
+    "pixel_shuffle": Samples((sample(operand(1, 4, 2, 3), 2), sample(operand(8, 1, 1), 2), sample(operand(0, 4, 1, 1), 2))),
+    "pixel_unshuffle": Samples((sample(operand(1, 1, 4, 2), 2), sample(operand(2, 2, 2), 2))),
+}
+family_samples("resample", _upsample_samples)
+family_samples("resample", by_name(_SAMPLES))

@@ -16,7 +16,8 @@ from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from ..lowering import conversion_flags, needs_index_64
 from .reductions import kernel_facts
-from .registry import Cost, TensorMeta, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 _F32 = get_dtype("float32")
 _F64 = get_dtype("float64")
@@ -247,3 +248,27 @@ def affine_grid(theta: Tensor, size, align_corners=None) -> Tensor:
     """torch.nn.functional.affine_grid: the sampling grid of a batch of affine matrices theta (N, 2, 3)
     for an output of ``size`` (N, C, H, W), or (N, 3, 4) for (N, C, D, H, W)."""
     return get("affine_grid_generator").impl(theta, *_affine_checks(theta, size, align_corners))
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _grid(*shape):
+    return operand(*shape, values="domain", domain=(-1.1, 1.1))  # a little outside: the padding modes show
+
+
+_SAMPLES = {
+    "grid_sampler": Samples((sample(operand(1, 2, 3, 4), _grid(1, 2, 3, 2), 0, 0, False),
+                             sample(operand(1, 1, 2, 3, 2), _grid(1, 2, 2, 2, 3), 1, 1, True))),
+    "grid_sampler_2d": Samples((sample(operand(1, 2, 3, 4), _grid(1, 2, 3, 2), 0, 0, False),
+                                sample(operand(2, 1, 3, 3), _grid(2, 2, 2, 2), 1, 2, True),
+                                sample(operand(1, 1, 4, 4), _grid(1, 2, 2, 2), 2, 1, False))),
+    "grid_sampler_3d": Samples((sample(operand(1, 1, 2, 3, 2), _grid(1, 2, 2, 2, 3), 0, 0, False),
+                                sample(operand(1, 2, 2, 2, 2), _grid(1, 1, 2, 2, 3), 1, 1, True))),
+    "grid_sample": Samples((sample(operand(1, 2, 3, 4), _grid(1, 2, 3, 2)),
+                            sample(operand(1, 1, 3, 3), _grid(1, 2, 2, 2), "nearest", "border", True),
+                            sample(operand(1, 1, 4, 4), _grid(1, 2, 2, 2), "bicubic", "reflection", False))),
+    "affine_grid_generator": Samples((sample(operand(2, 2, 3), (2, 1, 3, 4), False),
+                                      sample(operand(1, 3, 4), (1, 1, 2, 2, 3), True))),
+    "affine_grid": Samples((sample(operand(2, 2, 3), (2, 1, 3, 4)), sample(operand(1, 3, 4), (1, 1, 2, 2, 3), True))),
+}
+family_samples("resample", by_name(_SAMPLES))

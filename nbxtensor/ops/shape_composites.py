@@ -15,7 +15,9 @@ from ..promotion import result_type
 from ..tensor import Tensor
 from .creation import tensor
 from .nn_composites import temporaries
-from .registry import OUT, VIEW, Cost, TensorMeta, get, nbytes, register, tensor_attribute, workspace_bytes
+from .registry import (OUT, VIEW, Cost, TensorMeta, family_samples, get, nbytes, register, tensor_attribute,
+                       workspace_bytes)
+from .samples import Samples, by_name, operand, sample, unary_samples
 from .views import NO_COST, narrow, reshape, view_op
 
 _I64 = get_dtype("int64")
@@ -96,7 +98,9 @@ dsplit = _directional_split("dsplit", lambda ndim: 2, 3)
 
 
 def _tensor_list(tensors):
-    return list(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else list(tensors)
+    # a TensorMeta (a named tuple) stands for one tensor
+    return list(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) \
+        and not isinstance(tensors[0], TensorMeta) else list(tensors)
 
 
 @register("broadcast_tensors", family="view", aten=["aten::broadcast_tensors.default"], aliases=VIEW,
@@ -495,3 +499,95 @@ def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
     out = input.clone()
     _op("diagonal")(out, offset, dim1, dim2).copy_(src)
     return out
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _diff_reference(x, n=1, dim=-1, prepend=None, append=None):
+    parts = [p if np.ndim(p) else np.full(x.shape[:dim % x.ndim] + (1,) + x.shape[dim % x.ndim + 1:], p)
+             for p in (prepend, x, append) if p is not None]
+    return np.diff(np.concatenate(parts, axis=dim), n, axis=dim)
+
+
+def _diagonal_scatter_reference(x, src, offset=0, dim1=0, dim2=1):
+    result = np.moveaxis(x.copy(), (dim1, dim2), (-2, -1))
+    rows = np.arange(src.shape[-1]) + max(-offset, 0)
+    result[..., rows, rows + offset] = src
+    return np.moveaxis(result, (-2, -1), (dim1, dim2))
+
+
+def _block_diag_reference(*tensors):
+    blocks = [np.reshape(t, (1, -1)) if np.ndim(t) < 2 else t for t in tensors]
+    result = np.zeros((sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)),
+                      np.result_type(*blocks))
+    row = column = 0
+    for block in blocks:
+        result[row:row + block.shape[0], column:column + block.shape[1]] = block
+        row, column = row + block.shape[0], column + block.shape[1]
+    return result
+
+
+def _combinations_reference(x, r=2, with_replacement=False):
+    chosen = (itertools.combinations_with_replacement if with_replacement else itertools.combinations)(x, r)
+    return np.array(list(chosen), dtype=x.dtype).reshape(-1, r)
+
+
+_MATRIX, _TRANSPOSED = operand(2, 3), operand(3, 2, layout="transposed")
+_INTS = operand(2, 4, dtype="int64", layout="sliced")
+_SAMPLES = {
+    "split_with_sizes": Samples((sample(operand(5, 2), [2, 3]), sample(_TRANSPOSED, [1, 1], 1), sample(operand(0, 3), [1, 2], 1),
+                                 sample(_INTS, [4], -1)),
+                                lambda x, sizes, dim=0: tuple(np.split(x, np.cumsum(sizes)[:-1], axis=dim))),
+    "tensor_split": Samples((sample(operand(5, 2), 2), sample(_TRANSPOSED, [1], 1), sample(operand(0, 3), 2),
+                             sample(_INTS, (1, 3), -1)),
+                            lambda x, sections, dim=0: tuple(np.array_split(x, sections, axis=dim))),
+    "hsplit": Samples((sample(operand(2, 4), 2), sample(operand(6), [2, 4]), sample(operand(0, 4), [1])),
+                      lambda x, sections: tuple(np.hsplit(x, sections))),
+    "vsplit": Samples((sample(operand(4, 2), 2), sample(_TRANSPOSED, [1]), sample(operand(2, 0), 2)),
+                      lambda x, sections: tuple(np.vsplit(x, sections))),
+    "dsplit": Samples((sample(operand(1, 2, 4), 2), sample(operand(2, 1, 3), [1])),
+                      lambda x, sections: tuple(np.dsplit(x, sections))),
+    "broadcast_tensors": Samples((sample(_MATRIX, operand(3)), sample(_TRANSPOSED, operand(3, 1, dtype="int64")),
+                                  sample(operand(), operand(0, 1)), sample(operand(2, 4, layout="broadcast"))),
+                                 lambda *xs: tuple(np.broadcast_arrays(*xs))),
+    "ravel": Samples(unary_samples(("float32", "int64")), np.ravel),
+    "tril_indices": Samples((sample(3, 3), sample(2, 4, 1), sample(4, 2, -1), sample(0, 3)),
+                            lambda row, col, offset=0, **ignored: np.stack(np.tril_indices(row, offset, col))),
+    "triu_indices": Samples((sample(3, 3), sample(2, 4, 1), sample(4, 2, -1), sample(0, 3)),
+                            lambda row, col, offset=0, **ignored: np.stack(np.triu_indices(row, offset, col))),
+    "cartesian_prod": Samples((sample(operand(2), operand(3)), sample(operand(3)), sample(operand(2), operand(0)),
+                               sample(operand(2, dtype="int64"), operand(2, dtype="int64"), operand(1, dtype="int64"))),
+                              lambda *xs: np.stack([g.ravel() for g in np.meshgrid(*xs, indexing="ij")], -1)
+                              if len(xs) > 1 else xs[0]),
+    "combinations": Samples((sample(operand(4)), sample(operand(3), 3), sample(operand(3, dtype="int64"), with_replacement=True),
+                             sample(operand(1), 2)), _combinations_reference),
+    "block_diag": Samples((sample(_MATRIX, operand(2, 2)), sample(operand(3), operand()),
+                           sample(operand(0, 3), _TRANSPOSED), sample(operand(2, 2, dtype="int64"), operand(1, 2))),
+                          _block_diag_reference),
+    "kron": Samples((sample(_MATRIX, operand(2, 2)), sample(operand(3), operand(2)), sample(_TRANSPOSED, operand(1, 2, 2)),
+                     sample(operand(0, 3), _MATRIX), sample(_INTS, operand(2, dtype="int64"))), np.kron),
+    "tensordot": Samples((sample(operand(2, 3, 4), operand(3, 4, 2)), sample(_TRANSPOSED, operand(2, 3), 1),
+                          sample(_MATRIX, operand(3, 2), ([1], [0])), sample(operand(0, 3), operand(3), ([1], [0]))),
+                         lambda a, b, dims=2, out=None: np.tensordot(a, b, dims)),
+    "cross": Samples((sample(operand(2, 3), operand(2, 3)), sample(operand(3, 2, layout="transposed"), operand(3, 2), 0),
+                      sample(operand(0, 3), operand(1, 3)), sample(operand(2, 3, dtype="int64"), operand(1, 3, dtype="int64"))),
+                     lambda a, b, dim=None, **ignored: np.cross(a, b, axis=-1 if dim is None and a.shape[-1] == 3
+                                                                else (0 if dim is None else dim))),
+    "linalg.cross": Samples((sample(operand(2, 3), operand(2, 3)), sample(operand(3, 2, layout="transposed"), operand(3, 2), dim=0),
+                             sample(operand(0, 3), operand(1, 3)),
+                             sample(operand(2, 3, dtype="int64"), operand(1, 3, dtype="int64"))),
+                            lambda a, b, dim=-1, **ignored: np.cross(a, b, axis=dim)),
+    "diff": Samples((sample(_MATRIX), sample(_TRANSPOSED, 2, 0), sample(operand(4), 1, 0, operand(2), operand(1)),
+                     sample(operand(0, 3)), sample(_INTS, 1, -1, None, operand(2, 1, dtype="int64"))), _diff_reference),
+    "isin": Samples((sample(operand(2, 3, dtype="int64"), operand(4, dtype="int64")),
+                     sample(operand(3, 2, dtype="int64", layout="transposed"), 2, invert=True),
+                     sample(operand(0, 3), operand(3)), sample(operand(4, layout="sliced"), operand(2, 2), invert=False)),
+                    lambda elements, test_elements, assume_unique=False, invert=False:
+                    np.isin(elements, test_elements, invert=invert)),
+    "diagonal_scatter": Samples((sample(operand(3, 3), operand(3)), sample(_TRANSPOSED, operand(2), -1),
+                                 sample(operand(2, 3, 2), operand(3, 2), 0, 0, 2),
+                                 sample(operand(0, 3), operand(0)), sample(_INTS, operand(2, dtype="int64"), 1)),
+                                _diagonal_scatter_reference),
+}
+for _family in ("view", "shape", "creation", "matmul", "pointwise", "sorting"):
+    family_samples(_family, by_name(_SAMPLES))

@@ -14,8 +14,9 @@ from ..lowering import elementwise_block, needs_index_64
 from ..tensor import Tensor
 from .copy import cat, copy_, fill_, stack
 from .creation import tensor
-from .indexing import padded_for_kernel, scatter_into, index_select
-from .registry import Cost, TensorMeta, nbytes, register
+from .indexing import index_select, padded_for_kernel, scatter_into
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 from .views import expand, narrow, reshape, select, slice_, unsqueeze, view_as_complex, view_as_real, view_op
 
 _I64 = get_dtype("int64")
@@ -126,20 +127,37 @@ def repeat(x: Tensor, *sizes) -> Tensor:
 
 @register("tile", family="shape", aten=["aten::tile.default"],
           meta=lambda x, dims: _repeat_meta(x, *((1,) * (len(x.shape) - len(dims)) + tuple(dims))),
-          cost=lambda x, dims: Cost(bytes_read=nbytes(x)), methods=("tile",))
+          cost=lambda x, dims: Cost(bytes_read=nbytes(x), bytes_written=nbytes(get("tile").meta(x, dims))),
+          methods=("tile",))
 def tile(x: Tensor, dims) -> Tensor:
     dims = tuple(int(d) for d in dims)
     return repeat.impl(x, (1,) * (x.ndim - len(dims)) + dims)
 
 
+def _known_bytes(meta) -> int:
+    """The bytes of ``meta``; 0 where a size is None (decided by values the rule does not see)."""
+    return 0 if None in meta.shape else nbytes(meta)
+
+
 def _repeat_interleave_meta(x, repeats=None, dim=None, *, output_size=None):
-    return TensorMeta((None,), x.dtype)
+    """The result's shape, its repeated dim None where the counts decide it (a tensor of them, no
+    ``output_size``)."""
+    shape = (S.numel(x.shape),) if dim is None else tuple(x.shape) or (1,)
+    d = 0 if dim is None else S.wrap_dim(dim, len(shape))
+    if isinstance(repeats, int):
+        repeated = shape[d] * repeats
+    elif output_size is not None:
+        repeated = output_size
+    else:
+        repeated = None
+    return TensorMeta(shape[:d] + (repeated,) + shape[d + 1:], x.dtype)
 
 
 @register("repeat_interleave", family="shape", aten=["aten::repeat_interleave.self_int",
                                                       "aten::repeat_interleave.self_Tensor",
                                                       "aten::repeat_interleave.Tensor"],
-          meta=_repeat_interleave_meta, cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x)),
+          meta=_repeat_interleave_meta,
+          cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=_known_bytes(_repeat_interleave_meta(x, *a, **k))),
           methods=("repeat_interleave",))
 def repeat_interleave(x: Tensor, repeats=None, dim: int | None = None, *, output_size: int | None = None) -> Tensor:
     """Each element (or slice along ``dim``) repeated ``repeats`` times in place; ``repeats`` an int
@@ -401,9 +419,23 @@ def _atleast(t: Tensor, ndim: int) -> Tensor:
     return reshape(t, (1, -1) if t.ndim <= 1 else tuple(t.shape))
 
 
+def _atleast_shape(shape: tuple, ndim: int) -> tuple:
+    if len(shape) >= ndim:
+        return shape
+    return (1,) * (ndim - max(len(shape), 1)) + (tuple(shape) or (1,))
+
+
+def _stack_meta(tensors, ndim: int):
+    """hstack's (``ndim`` 1) or vstack's (2) result: cat's of the tensors made at least ``ndim``-D."""
+    shapes = [_atleast_shape(tuple(t.shape), ndim) for t in tensors]
+    dim = 0 if ndim == 2 or len(shapes[0]) == 1 else 1
+    return cat.meta([TensorMeta(shape, t.dtype) for shape, t in zip(shapes, tensors)], dim)
+
+
 @register("hstack", family="shape", aten=["aten::hstack.default"],
-          meta=lambda tensors: TensorMeta((None,), tensors[0].dtype),
-          cost=lambda tensors: Cost(bytes_read=sum(nbytes(t) for t in tensors)))
+          meta=lambda tensors: _stack_meta(tensors, 1),
+          cost=lambda tensors: Cost(bytes_read=sum(nbytes(t) for t in tensors),
+                                    bytes_written=nbytes(_stack_meta(tensors, 1))))
 def hstack(tensors) -> Tensor:
     """``cat`` along dim 1, or dim 0 for 1-D tensors (0-d tensors count as 1-D)."""
     tensors = [_atleast(t, 1) for t in tensors]
@@ -411,8 +443,9 @@ def hstack(tensors) -> Tensor:
 
 
 @register("vstack", family="shape", aten=["aten::vstack.default"],
-          meta=lambda tensors: TensorMeta((None,), tensors[0].dtype),
-          cost=lambda tensors: Cost(bytes_read=sum(nbytes(t) for t in tensors)), api=("vstack", "row_stack"))
+          meta=lambda tensors: _stack_meta(tensors, 2),
+          cost=lambda tensors: Cost(bytes_read=sum(nbytes(t) for t in tensors),
+                                    bytes_written=nbytes(_stack_meta(tensors, 2))), api=("vstack", "row_stack"))
 def vstack(tensors) -> Tensor:
     """``cat`` along dim 0 of the tensors made at least 2-D (1-D ones as rows)."""
     return cat.impl([_atleast(t, 2) for t in tensors], 0)
@@ -454,7 +487,8 @@ def _grid_shape(tensors, indexing):
 
 @register("one_hot", family="shape", functional=True, aten=["aten::one_hot.default"],
           meta=lambda x, num_classes=-1: TensorMeta((*x.shape, None if num_classes < 0 else num_classes), _I64),
-          cost=lambda x, num_classes=-1: Cost(bytes_read=nbytes(x)), api=())
+          cost=lambda x, num_classes=-1: Cost(bytes_read=nbytes(x), bytes_written=_known_bytes(
+              TensorMeta((*x.shape, None if num_classes < 0 else num_classes), _I64))), api=())
 def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
     """``torch.nn.functional.one_hot``: int64 rows with a 1 at each class index. Without
     ``num_classes`` the largest index is read on the host to size the result."""
@@ -472,3 +506,99 @@ def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
         scatter_into(out, -1, unsqueeze(x, -1), 1, "one_hot")
     return out
 
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _scattered(x, src, index):
+    result = x.copy()
+    result[index] = src
+    return result
+
+
+def _slice_scatter_reference(x, src, dim=0, start=None, end=None, step=1):
+    index = [slice(None)] * x.ndim
+    index[dim] = slice(start, end, step)
+    return _scattered(x, src, tuple(index))
+
+
+def _select_scatter_reference(x, src, dim, index):
+    where = [slice(None)] * x.ndim
+    where[dim] = index
+    return _scattered(x, src, tuple(where))
+
+
+def _pad_reference(x, pad, mode="constant", value=None):
+    """NumPy's pad of ``pad``'s (before, after) pairs from the last dim back; negative amounts crop."""
+    pairs = [(0, 0)] * (x.ndim - len(pad) // 2) + [(pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)][::-1]
+    cropped = x[tuple(slice(max(-before, 0), x.shape[d] - max(-after, 0)) for d, (before, after) in enumerate(pairs))]
+    grown = [(max(before, 0), max(after, 0)) for before, after in pairs]
+    if mode == "constant":
+        return np.pad(cropped, grown, constant_values=0 if value is None else value)
+    return np.pad(cropped, grown, {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode])
+
+
+def _diag_embed_reference(x, offset=0, dim1=-2, dim2=-1):
+    n = x.shape[-1] + abs(offset)
+    result = np.zeros(x.shape[:-1] + (n, n), x.dtype)
+    rows = np.arange(x.shape[-1]) + max(-offset, 0)
+    result[..., rows, rows + offset] = x
+    return np.moveaxis(result, (-2, -1), (dim1 % (x.ndim + 1), dim2 % (x.ndim + 1)))
+
+
+_MATRIX, _TRANSPOSED, _INTS = operand(2, 3), operand(3, 2, layout="transposed"), operand(2, 4, dtype="int64", layout="sliced")
+_SAMPLES = {
+    "flip": Samples((sample(_MATRIX, (0,)), sample(_TRANSPOSED, (0, 1)), sample(operand(), ()), sample(operand(0, 3), (1,)),
+                     sample(_INTS, (-1,))), np.flip),
+    "fliplr": Samples((sample(_MATRIX), sample(_TRANSPOSED), sample(operand(0, 3)), sample(_INTS)), np.fliplr),
+    "flipud": Samples((sample(_MATRIX), sample(_TRANSPOSED), sample(operand(0, 3)), sample(_INTS)), np.flipud),
+    "roll": Samples((sample(_MATRIX, 1, 1), sample(_TRANSPOSED, (1, -1), (0, 1)), sample(_MATRIX, 2),
+                     sample(operand(0, 3), 1, 1), sample(_INTS, -5, 1)),
+                    lambda x, shifts, dims=None: np.roll(x, shifts, dims)),
+    "repeat": Samples((sample(_MATRIX, 2, 1), sample(_TRANSPOSED, 1, 2, 1), sample(operand(), 2),
+                       sample(operand(0, 3), 1, 2), sample(_INTS, (2, 1))),
+                      lambda x, *sizes: np.tile(x, sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list))
+                                                else sizes)),
+    "tile": Samples((sample(_MATRIX, (2,)), sample(_TRANSPOSED, (2, 1, 2)), sample(operand(), (3,)),
+                     sample(operand(0, 3), (1, 2)), sample(_INTS, (2, 1))), np.tile),
+    "repeat_interleave": Samples((sample(_MATRIX, 2), sample(_TRANSPOSED, 2, 0),
+                                  sample(_MATRIX, operand(3, dtype="int64", values="index", domain=(0, 3)), 1),
+                                  sample(operand(0, 3), 2, 1), sample(_INTS, 3, -1)),
+                                 lambda x, repeats=None, dim=None, **ignored: np.repeat(x, repeats, axis=dim)),
+    "tril": Samples((sample(_MATRIX), sample(_TRANSPOSED, 1), sample(operand(2, 3, 2), -1), sample(operand(0, 3)),
+                     sample(_INTS, 2)), np.tril),
+    "triu": Samples((sample(_MATRIX), sample(_TRANSPOSED, 1), sample(operand(2, 3, 2), -1), sample(operand(0, 3)),
+                     sample(_INTS, 2)), np.triu),
+    "diagonal": Samples((sample(_MATRIX), sample(_TRANSPOSED, 1), sample(operand(2, 3, 2), -1, 0, 2),
+                         sample(operand(0, 3)), sample(_INTS, 0, -1, 0)), np.diagonal),
+    "diag": Samples((sample(_MATRIX), sample(operand(3)), sample(_TRANSPOSED, -1), sample(operand(0)),
+                     sample(operand(4, dtype="int64", layout="sliced"), 1)), np.diag),
+    "diag_embed": Samples((sample(_MATRIX), sample(_TRANSPOSED, 1), sample(operand(3), -1, 0, 1), sample(operand(0, 3)),
+                           sample(_INTS)), _diag_embed_reference),
+    "pad": Samples((sample(_MATRIX, (1, 2)), sample(_TRANSPOSED, (1, 0, 0, 2), value=1.5),
+                    sample(operand(1, 2, 3), (2, 1), "reflect"), sample(operand(1, 2, 3), (1, 2, 1, 0), "replicate"),
+                    sample(operand(1, 2, 3), (3, 1), "circular"), sample(_MATRIX, (-1, 1))), _pad_reference),
+    "slice_scatter": Samples((sample(operand(4, 3), operand(2, 3), 0, 0, 4, 2), sample(_TRANSPOSED, operand(3, 1), 1, 1),
+                              sample(operand(0, 3), operand(0, 1), 1, 2),
+                              sample(_INTS, operand(2, 2, dtype="int64", layout="transposed"), 1, 1, None, 2)),
+                             _slice_scatter_reference),
+    "select_scatter": Samples((sample(_MATRIX, operand(3), 0, 1), sample(_TRANSPOSED, operand(3), 1, -1),
+                               sample(operand(0, 3), operand(0), 1, 2), sample(_INTS, operand(2, dtype="int64"), 1, 3)),
+                              _select_scatter_reference),
+    "hstack": Samples((sample([_MATRIX, operand(2, 1)]), sample([operand(3), operand(2)]),
+                       sample([operand(0, 3), operand(0, 2, dtype="int64")]), sample([operand(), operand()])),
+                      np.hstack),
+    "vstack": Samples((sample([_MATRIX, operand(3)]), sample([_TRANSPOSED, operand(2, 2)]), sample([operand(0, 3), _MATRIX]),
+                       sample([_INTS, operand(4, dtype="int32")])), np.vstack),
+    "meshgrid": Samples((sample(operand(2), operand(3)), sample(operand(2), operand(3), indexing="xy"),
+                         sample([operand(0), operand(2, dtype="int64"), operand(1)])),
+                        lambda *xs, indexing="ij": tuple(np.meshgrid(*(xs[0] if len(xs) == 1 else xs), indexing=indexing))),
+    "one_hot": Samples((sample(operand(2, 3, dtype="int64", values="index", domain=(0, 4))),
+                        sample(operand(3, dtype="int64", values="index", domain=(0, 2)), 5),
+                        sample(operand(dtype="int64", values="index", domain=(0, 3)), 3),
+                        sample(operand(0, 2, dtype="int64", values="index", domain=(0, 3)), 3)),
+                       lambda x, num_classes=-1: np.eye(num_classes if num_classes > 0 else int(x.max()) + 1,
+                                                        dtype=np.int64)[x]),
+}
+for _family in ("shape", "view", "copy"):
+    family_samples(_family, by_name(_SAMPLES))

@@ -10,10 +10,11 @@ padding lanes sort after every real element, so a k that is not a power of two n
 """
 from __future__ import annotations
 
-import math
 from collections import namedtuple
+import math
 
 import ml_dtypes
+import numpy as np
 
 from .. import shape as S
 from ..allocation import Workspace, new_tensor
@@ -31,7 +32,8 @@ from .creation import ones, tensor, zeros
 from .indexing import gather_dim, index_select, masked_select, nonzero, scatter_, scatter_add_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .reductions import cumsum
-from .registry import OUT, Cost, TensorMeta, nbytes, register
+from .registry import OUT, Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 from .views import movedim, narrow, reshape, squeeze
 
 SEGMENT_LIMIT = 4096  # elements one program sorts in registers (a power of two)
@@ -364,6 +366,24 @@ def msort(x: Tensor) -> Tensor:
     return sort.impl(x, 0).values
 
 
+def _written(metas) -> int:
+    """The bytes of one result's metadata or of several."""
+    return nbytes(metas) if isinstance(metas, TensorMeta) else sum(nbytes(m) for m in metas)
+
+
+def _unique_meta(x, return_inverse, return_counts, dim):
+    """The distinct values (their count None: the values decide it), then the inverse and the counts asked
+    for."""
+    shape = tuple(x.shape)
+    if dim is None:
+        values, inverse = TensorMeta((None,), x.dtype), TensorMeta(shape, _I64)
+    else:
+        d = S.wrap_dim(dim, len(shape))
+        values, inverse = TensorMeta(shape[:d] + (None,) + shape[d + 1:], x.dtype), TensorMeta((shape[d],), _I64)
+    made = (values,) + ((inverse,) if return_inverse else ()) + ((TensorMeta((None,), _I64),) if return_counts else ())
+    return made[0] if len(made) == 1 else made
+
+
 def _topk_meta(x, k, dim=-1, largest=True, sorted=True):
     shape = list(x.shape) or [1]
     shape[S.wrap_dim(dim, len(shape))] = k
@@ -373,7 +393,7 @@ def _topk_meta(x, k, dim=-1, largest=True, sorted=True):
 
 @register("topk", family="sorting", aten=["aten::topk.default"], meta=_topk_meta,
           cost=lambda x, k, dim=-1, *a, **kw: Cost(bytes_read=nbytes(x),
-                                                   bytes_written=nbytes(_topk_meta(x, k, dim, *a, **kw)[0]),
+                                                   bytes_written=_written(_topk_meta(x, k, dim, *a, **kw)),
                                                    workspace=_select_workspace(x, k, dim)),
           methods=("topk",))
 def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
@@ -394,7 +414,9 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
 @register("kthvalue", family="sorting", aten=["aten::kthvalue.default"],
           meta=lambda x, k, dim=-1, keepdim=False: tuple(
               TensorMeta(_reduced_shape(x.shape, dim, keepdim), dt) for dt in (x.dtype, _I64)),
-          cost=lambda x, k, dim=-1, *a, **kw: Cost(bytes_read=nbytes(x), workspace=_select_workspace(x, k, dim)),
+          cost=lambda x, k, dim=-1, *a, **kw: Cost(bytes_read=nbytes(x),
+                                                  bytes_written=_written(get("kthvalue").meta(x, k, dim, *a, **kw)),
+                                                  workspace=_select_workspace(x, k, dim)),
           methods=("kthvalue",))
 def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False):
     """The ``k``-th smallest entry (1-based) along ``dim`` and its position."""
@@ -469,7 +491,9 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
 
 @register("bucketize", family="sorting", aten=["aten::bucketize.Tensor", "aten::bucketize.Scalar"],
           meta=lambda x, boundaries, *, out_int32=False, right=False: _search_meta(boundaries, x, out_int32=out_int32),
-          cost=lambda x, boundaries, **kw: Cost(bytes_read=nbytes(boundaries)), methods=())
+          cost=lambda x, boundaries, **kw: Cost(
+              bytes_read=nbytes(boundaries) + (nbytes(x) if hasattr(x, "shape") else 0),
+              bytes_written=_written(_search_meta(boundaries, x, out_int32=kw.get("out_int32", False)))), methods=())
 def bucketize(x, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
     """The bucket of each element of ``x`` among the ascending 1-D ``boundaries``."""
     if boundaries.ndim != 1:
@@ -551,7 +575,8 @@ def _empty_unique(x: Tensor, dim, return_inverse, return_counts):
 
 
 @register("unique", family="sorting", aten=["aten::_unique2.default", "aten::unique_dim.default"],
-          meta=lambda x, *a, **k: TensorMeta((None,), x.dtype), cost=_unique_cost, methods=("unique",))
+          meta=lambda x, sorted=True, return_inverse=False, return_counts=False, dim=None: _unique_meta(
+              x, return_inverse, return_counts, dim), cost=_unique_cost, methods=("unique",))
 def unique(x: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim=None):
     """The distinct elements of ``x`` (or distinct slices along ``dim``), ascending; optionally the
     position of each input element in them (``return_inverse``) and their counts. Always sorted,
@@ -572,7 +597,8 @@ def unique(x: Tensor, sorted: bool = True, return_inverse: bool = False, return_
 
 
 @register("unique_consecutive", family="sorting", aten=["aten::unique_consecutive.default"],
-          meta=lambda x, *a, **k: TensorMeta((None,), x.dtype), cost=_unique_cost, methods=("unique_consecutive",))
+          meta=lambda x, return_inverse=False, return_counts=False, dim=None: _unique_meta(
+              x, return_inverse, return_counts, dim), cost=_unique_cost, methods=("unique_consecutive",))
 def unique_consecutive(x: Tensor, return_inverse: bool = False, return_counts: bool = False, dim=None):
     """``x`` with each run of equal consecutive elements (or slices along ``dim``) collapsed to one;
     optionally the run of each element and the run lengths. Reads the number of runs back to the host."""
@@ -616,7 +642,8 @@ def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Te
 
 @register("histc", family="sorting", aten=["aten::histc.default"],
           meta=lambda x, bins=100, min=0, max=0: TensorMeta((int(bins),), x.dtype),
-          cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x)), methods=("histc",))
+          cost=lambda x, bins=100, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=int(bins) * x.dtype.itemsize),
+          methods=("histc",))
 def histc(x: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
     """A histogram of ``x`` in ``bins`` equal bins over [min, max] (the data's range when min == max,
     widened by 1 on each side if that is a point); elements outside are ignored, ``max`` falls in the
@@ -643,3 +670,92 @@ def histc(x: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
     position = ((values - low) * bins / (high - low)).floor().to(_I64).clamp(0, bins - 1)
     counts = bincount.impl(masked_select(position, inside), minlength=bins)
     return counts.to(x.dtype)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _sort_reference(x, dim=-1, descending=False, stable=False, **ignored):
+    if np.ndim(x) == 0:
+        return x, np.zeros((), np.int64)
+    order = np.argsort(-x if descending else x, axis=dim, kind="stable")
+    return np.take_along_axis(x, order, axis=dim), order
+
+
+def _topk_reference(x, k, dim=-1, largest=True, sorted=True):
+    values, order = _sort_reference(x, dim, descending=largest)
+    if np.ndim(x) == 0:
+        return values, order
+    return np.take(values, range(k), axis=dim), np.take(order, range(k), axis=dim)
+
+
+def _kthvalue_reference(x, k, dim=-1, keepdim=False):
+    values, order = _sort_reference(x, dim)
+    if np.ndim(x) == 0:
+        return values, order
+    picked = [np.take(part, [k - 1], axis=dim) for part in (values, order)]
+    return tuple(p if keepdim else np.squeeze(p, dim) for p in picked)
+
+
+def _searchsorted_reference(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    side = side or ("right" if right else "left")
+    if sorted_sequence.ndim == 1:
+        return np.searchsorted(sorted_sequence, values, side)
+    return np.stack([np.searchsorted(row, v, side) for row, v in zip(sorted_sequence, values)])
+
+
+# float rows: no two values tie, so the indices are unique
+_ROWS = (sample(operand(2, 5)), sample(operand(5, 2, layout="transposed"), 0), sample(operand()),
+         sample(operand(0, 3)), sample(operand(2, 4, dtype="float64", layout="sliced"), -1, True))
+_SORTED = operand(2, 4, dtype="int64", values="index", domain=(0, 3))
+_SAMPLES = {
+    "sort": Samples(_ROWS, _sort_reference),
+    "argsort": Samples(_ROWS, lambda *args, **kwargs: _sort_reference(*args, **kwargs)[1]),
+    "msort": Samples((sample(operand(3, 2)), sample(operand(2, 3, layout="transposed")), sample(operand(0, 3))),
+                     lambda x: np.sort(x, axis=0)),
+    "topk": Samples((sample(operand(2, 5), 2), sample(operand(5, 2, layout="transposed"), 3, 0), sample(operand(), 1),
+                     sample(operand(2, 4, dtype="float64", layout="sliced"), 2, -1, False), sample(operand(0, 3), 0)),
+                    _topk_reference),
+    "kthvalue": Samples((sample(operand(2, 5), 2), sample(operand(5, 2, layout="transposed"), 3, 0, True),
+                         sample(operand(), 1), sample(operand(2, 4, dtype="float64", layout="sliced"), 4)),
+                        _kthvalue_reference),
+    "searchsorted": Samples((sample(operand(5, values="index", domain=(0, 1)), operand(2, 3)),
+                             sample(operand(4, dtype="int64", values="index", domain=(0, 1)), operand(3, dtype="int64"),
+                                    right=True),
+                             sample(operand(3, dtype="float64", values="index", domain=(0, 1)), 0.5, out_int32=True)),
+                            _searchsorted_reference),
+    "bucketize": Samples((sample(operand(2, 3), operand(4, values="index", domain=(0, 1))),
+                          sample(operand(3, dtype="int64"), operand(3, dtype="int64", values="index", domain=(0, 1)),
+                                 right=True),
+                          sample(operand(0, 3), operand(2, values="index", domain=(0, 1)))),
+                         lambda x, boundaries, out_int32=False, right=False: np.searchsorted(
+                             boundaries, x, "right" if right else "left")),
+    "unique": Samples((sample(operand(6, dtype="int64", values="index", domain=(0, 4))),
+                       sample(operand(2, 3, dtype="int64", values="index", domain=(0, 3)), return_inverse=True,
+                              return_counts=True),
+                       sample(operand(0, dtype="int64")),
+                       sample(operand(3, 2, dtype="int64", values="index", domain=(0, 2)), dim=0)),
+                      lambda x, sorted=True, return_inverse=False, return_counts=False, dim=None:
+                      _unique_reference(x, return_inverse, return_counts, dim)),
+    "unique_consecutive": Samples((sample(operand(6, dtype="int64", values="index", domain=(0, 2))),
+                                   sample(operand(5, dtype="int64", values="index", domain=(0, 2)), return_inverse=True,
+                                          return_counts=True),
+                                   sample(operand(0, dtype="int64")))),
+    "bincount": Samples((sample(operand(6, dtype="int64", values="index", domain=(0, 4))),
+                         sample(operand(5, dtype="int64", values="index", domain=(0, 3)), operand(5), 6),
+                         sample(operand(0, dtype="int64"), minlength=2)),
+                        lambda x, weights=None, minlength=0: np.bincount(x, weights, minlength)),
+    "histc": Samples((sample(operand(2, 5), 4, -2.0, 2.0), sample(operand(6, dtype="float64"), 3),
+                      sample(operand(0, 3), 5, 0.0, 1.0)),
+                     lambda x, bins=100, min=0, max=0: np.histogram(
+                         x, bins, (min, max) if (min, max) != (0, 0) else (x.min(), x.max()) if x.size else (0, 1))[0]),
+}
+family_samples("sorting", by_name(_SAMPLES))
+
+
+def _unique_reference(x, return_inverse, return_counts, dim):
+    made = np.unique(x, return_inverse=return_inverse, return_counts=return_counts, axis=dim)
+    if not (return_inverse or return_counts):
+        return made
+    if return_inverse:
+        made = (made[0], np.reshape(made[1], x.shape if dim is None else (-1,))) + tuple(made[2:])
+    return made

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+import numpy as np
+
 from .. import shape as S
 from ..allocation import new_tensor
 from ..dtypes import get_dtype
@@ -14,8 +16,9 @@ from ..lowering import elementwise_block, needs_index_64
 from ..promotion import result_type
 from ..tensor import Tensor
 from .pointwise import FLOAT, FLOATS, INTEGERS_NO_BOOL, REAL, Call, Row, build_all
-from .pointwise_table import _binary
-from .registry import Cost, TensorMeta, nbytes, register
+from .pointwise_table import _binary, table_samples
+from .registry import Cost, TensorMeta, family_samples, nbytes, register
+from .samples import Samples, unary_samples
 
 # torch.special's name: the kernel body's family (its MODE)
 POLYNOMIALS = {
@@ -58,6 +61,12 @@ TABLE = [
 
 build_all(TABLE)
 
+_REFERENCES = {"gcd": np.gcd, "lcm": np.lcm, "ldexp": lambda x, exponent: x * 2.0 ** exponent}
+# the degree n as whole numbers, in the float dtype or as int64; the rest compared with torch
+_ARGUMENTS = {name: dict(values=("normal", ("index", (0, 5)))) for name in ("special_" + family for family in POLYNOMIALS)}
+_ARGUMENTS["ldexp"] = dict(values=("normal", ("domain", (-4, 4))))
+family_samples("pointwise", table_samples(TABLE, _ARGUMENTS, references=_REFERENCES))
+
 
 # ---- frexp ----------------------------------------------------------------------------------------
 
@@ -92,8 +101,14 @@ def _check_frexp_out(out, metas):
                                f"shape {meta.shape}")
 
 
+def _frexp_reference(input):
+    mantissa, exponent = np.frexp(input)
+    return mantissa, exponent.astype(np.int32)
+
+
 @register("frexp", family="pointwise", aten=["aten::frexp.Tensor"], meta=_frexp_meta,
-          cost=_frexp_cost, methods=("frexp",))
+          cost=_frexp_cost, methods=("frexp",),
+          samples=lambda op: Samples(unary_samples(dtypes=("float32", "float64")), _frexp_reference))
 def frexp(input: Tensor, *, out=None):
     """(mantissa, exponent) with input = mantissa * 2^exponent, |mantissa| in [0.5, 1) and the exponent
     int32; a half input is split in float32, where its mantissa is exact."""

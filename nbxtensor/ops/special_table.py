@@ -9,7 +9,9 @@ from ..kernels import special as KS
 from ..kernels import special_bessel as KB
 from ..kernels import special_gamma as KG
 from .pointwise import FLOAT, FLOATS, REAL, Call, Row, build_all
-from .registry import get, tensor_attribute
+from .pointwise_table import table_samples
+from .registry import family_samples, get, tensor_attribute
+from .samples import operand, sample
 
 
 def _unary_mode(mode: int):
@@ -69,14 +71,37 @@ TABLE = [
       for name, body, mode, flops in _SPECIAL_UNARY],
     Row("special_zeta", KG.zeta, _binary_mode(0), rule=FLOAT, accepts=REAL,
         flops=400, api=(), methods=(), inplace=False, aten=_scalar_overloads("special_zeta")),
-    # Tensor.polygamma(n) reads self as the input: bound below
-    Row("polygamma", KG.polygamma, _polygamma, rule=FLOAT, accepts=REAL, flops=400, methods=()),
+    # Tensor.polygamma(n) reads self as the input: bound below; so does aten::polygamma_(self, n)
+    Row("polygamma", KG.polygamma, _polygamma, rule=FLOAT, accepts=REAL, flops=400, methods=(),
+        adapters=(("aten::polygamma_.default", lambda args, kwargs: ((args[1], args[0], *args[2:]), kwargs)),)),
     Row("igamma", KG.incomplete_gamma, _binary_mode(0), rule=FLOAT, accepts=FLOATS, flops=1000),
     Row("igammac", KG.incomplete_gamma, _binary_mode(1), rule=FLOAT, accepts=FLOATS, flops=1000),
     Row("mvlgamma", KG.mvlgamma, _mvlgamma, rule=FLOAT, accepts=REAL, flops=40),
 ]
 
 build_all(TABLE)
+
+# no NumPy references: torch is their oracle
+_OWN_SAMPLES = {
+    "polygamma": (sample(0, operand(2, 3, values="positive")), sample(1, operand(3, 2, layout="transposed")),
+                  sample(2, operand(values="positive")), sample(1, operand(0, 3)),
+                  sample(3, operand(4, dtype="int64", layout="sliced", values="positive"))),
+    "mvlgamma": (sample(operand(2, 3, values="domain", domain=(1.5, 4)), 2),
+                 sample(operand(3, 2, layout="transposed", values="domain", domain=(2, 4)), 3),
+                 sample(operand(0, 3), 1), sample(operand(4, dtype="float64", values="positive"), 1)),
+}
+# no edge values: at infinities and the largest floats torch's series give NaN or noise where ours keep the
+# limits (tests/test_special_bessel.py checks those)
+_ARGUMENTS = {
+    **{row.name: dict(edge=False) for row in TABLE},
+    "special_zeta": dict(values=(("domain", (1.5, 4)), "positive"), edge=False),
+    "igamma": dict(values=("positive",), dtypes=("float32", "float64"), edge=False),
+    "igammac": dict(values=("positive",), dtypes=("float32", "float64"), edge=False),
+    **{name: dict(values=("positive",), edge=False) for name in (
+        "special_modified_bessel_k0", "special_modified_bessel_k1", "special_scaled_modified_bessel_k0",
+        "special_scaled_modified_bessel_k1", "special_bessel_y0", "special_bessel_y1")},
+}
+family_samples("pointwise", table_samples(TABLE, _ARGUMENTS, _OWN_SAMPLES))
 
 
 def _polygamma_method(op_name: str):

@@ -4,8 +4,10 @@ trapezoid rules, histogram and renorm composed of registry ops, their intermedia
 from __future__ import annotations
 
 import builtins
-import math
 from collections import namedtuple
+import math
+
+import numpy as np
 
 from .. import shape as S
 from ..allocation import new_tensor, scratch_scope
@@ -13,7 +15,8 @@ from ..dtypes import get_dtype
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .nn_composites import temporaries
-from .registry import OUT, Cost, TensorMeta, get, nbytes, register
+from .registry import OUT, Cost, TensorMeta, family_samples, get, nbytes, register
+from .samples import Samples, by_name, operand, sample
 
 _I64 = get_dtype("int64")
 median_result = namedtuple("median", ["values", "indices"])
@@ -271,7 +274,9 @@ def _areas(y: Tensor, x, dx, d: int, dtype) -> Tensor:
 
 
 def _trapezoid_cost(y, *args, **kwargs):
-    return Cost(flops=4 * S.numel(y.shape), bytes_read=nbytes(y) * 2, bytes_written=nbytes(y),
+    # the areas (y's size) and the result, which outsizes them where y's integrated dim is empty
+    result = _trapezoid_meta(y, *args, **kwargs)
+    return Cost(flops=4 * S.numel(y.shape), bytes_read=nbytes(y) * 2, bytes_written=max(nbytes(y), nbytes(result)),
                 workspace=temporaries(4, y.shape, get_dtype("float64")))
 
 
@@ -406,3 +411,79 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
         norms = _op("linalg.vector_norm")(input, p, others, True)
         factor = _op("where")(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).to(input.dtype)
     return input * factor
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _median_reference(ignore_nan: bool):
+    """torch's median: the lower of the two middle values (not their mean), with its index."""
+    def reference(x, dim=None, keepdim=False):
+        flat = dim is None
+        rows = np.reshape(x, (1, -1)) if flat else np.moveaxis(np.atleast_1d(x), dim if np.ndim(x) else 0, -1)
+        order = np.argsort(rows, axis=-1, kind="stable")
+        counts = np.sum(~np.isnan(rows), axis=-1, keepdims=True) if ignore_nan else rows.shape[-1]
+        middle = (np.maximum(counts, 1) - 1) // 2
+        index = np.take_along_axis(order, np.broadcast_to(middle, rows.shape[:-1] + (1,)), axis=-1)[..., 0]
+        values = np.take_along_axis(rows, index[..., None], axis=-1)[..., 0]
+        if flat:
+            return values.reshape(())
+        if keepdim and np.ndim(x):
+            values, index = np.expand_dims(values, dim), np.expand_dims(index, dim)
+        return values.reshape(np.shape(values)), index
+    return reference
+
+
+def _quantile_reference(ignore_nan: bool):
+    def reference(x, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
+        function = np.nanquantile if ignore_nan else np.quantile
+        axis = None if dim is None or np.ndim(x) == 0 else dim
+        return function(x, q, axis=axis, keepdims=keepdim, method=interpolation)
+    return reference
+
+
+def _cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    y = np.moveaxis(y, dim, -1)
+    widths = np.diff(np.moveaxis(x, dim, -1) if x is not None and np.ndim(x) > 1 else x) if x is not None else (
+        1.0 if dx is None else dx)
+    areas = (y[..., 1:] + y[..., :-1]) / 2 * widths
+    return np.moveaxis(np.cumsum(areas, axis=-1), -1, dim)
+
+
+def _renorm_reference(x, p, dim, maxnorm):
+    """Each slice along ``dim`` scaled to norm ``maxnorm`` where its p-norm exceeds it (ATen's 1e-7 guard)."""
+    others = tuple(d for d in range(x.ndim) if d != dim)
+    norms = (np.max(np.abs(x), axis=others, keepdims=True) if p == math.inf
+             else np.sum(np.abs(x) ** p, axis=others, keepdims=True) ** (1 / p))
+    return x * np.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+
+
+_ROWS = (sample(operand(2, 5), 1), sample(operand(5, 2, layout="transposed"), 0, True), sample(operand(), 0),
+         sample(operand(2, 4, dtype="float64", layout="sliced"), -1))
+_SAMPLES = {
+    "median": Samples((sample(operand(2, 5)),) + _ROWS, _median_reference(False)),
+    "nanmedian": Samples((sample(operand(2, 5)), sample(operand(12, values="edge"), 0)) + _ROWS, _median_reference(True)),
+    "mode": Samples((sample(operand(2, 5, dtype="int64", values="index", domain=(0, 3))),
+                     sample(operand(5, 2, dtype="int64", layout="transposed", values="index", domain=(0, 2)), 0, True),
+                     sample(operand(dtype="int64"), 0))),
+    "quantile": Samples((sample(operand(2, 5), 0.3), sample(operand(5, 2, layout="transposed"), operand(3, values="unit"), 0),
+                         sample(operand(2, 5, dtype="float64"), 0.5, 1, True, interpolation="nearest"),
+                         sample(operand(4), 0.25, interpolation="midpoint")), _quantile_reference(False)),
+    "nanquantile": Samples((sample(operand(2, 5), 0.3), sample(operand(12, values="edge"), 0.5, 0),
+                            sample(operand(5, 2, layout="transposed"), operand(3, values="unit"), 0)),
+                           _quantile_reference(True)),
+    "trapezoid": Samples((sample(operand(2, 5)), sample(operand(5, 2, layout="transposed"), dim=0),
+                          sample(operand(2, 4), operand(4), dim=1), sample(operand(3), dx=0.5), sample(operand(2, 0))),
+                         lambda y, x=None, *, dx=None, dim=-1: np.trapezoid(y, x, dx=1.0 if dx is None else dx, axis=dim)),
+    "cumulative_trapezoid": Samples((sample(operand(2, 5)), sample(operand(5, 2, layout="transposed"), dim=0),
+                                     sample(operand(2, 4), operand(4), dim=1), sample(operand(3), dx=0.5)),
+                                    _cumulative_trapezoid),
+    "histogram": Samples((sample(operand(8), 4), sample(operand(6, dtype="float64"), 3, range=(-1.0, 1.0)),
+                          sample(operand(5), operand(3, values="index", domain=(0, 1)), weight=operand(5, values="positive"),
+                                 density=True)),
+                         lambda x, bins=100, *, range=None, weight=None, density=False, out=None: np.histogram(
+                             x, np.sort(bins) if np.ndim(bins) else bins, range=range, weights=weight, density=density)),
+    "renorm": Samples((sample(operand(3, 4), 2, 0, 1.0), sample(operand(4, 3, layout="transposed"), 1, 1, 0.5),
+                       sample(operand(2, 3, dtype="float64"), math.inf, 0, 2.0)), _renorm_reference),
+}
+for _family in ("sorting", "reduction"):
+    family_samples(_family, by_name(_SAMPLES))

@@ -5,9 +5,11 @@
 from __future__ import annotations
 
 import builtins
+from collections import namedtuple
 import math
 import numbers
-from collections import namedtuple
+
+import numpy as np
 
 from .. import shape as S
 from ..allocation import new_tensor, scratch_scope
@@ -18,7 +20,8 @@ from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import format_strides
 from .nn_composites import _float_dtype, temporaries
-from .registry import OUT_OF_PLACE, VIEW, Cost, TensorMeta, get, nbytes, register
+from .registry import OUT_OF_PLACE, VIEW, Cost, TensorMeta, family_samples, get, nbytes, register, samples_of
+from .samples import Samples, by_name, operand, sample
 from .statistics import bin_positions, equal_bin_edges
 from .views import become
 
@@ -781,3 +784,105 @@ def empty_permuted(size, physical_layout, *, dtype=None, device=None, requires_g
     meta = _empty_permuted_meta(size, physical_layout, dtype=dtype)
     return new_tensor(meta.shape, meta.dtype, resolve(device), _permuted_strides(size, physical_layout)[1],
                       pinned=pin_memory)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _index_reduce_reference(x, dim, index, source, reduce, include_self=True):
+    result = np.moveaxis(x.copy(), dim, 0)
+    source = np.moveaxis(source, dim, 0)
+    combine = {"prod": np.multiply, "amax": np.maximum, "amin": np.minimum, "mean": np.add}[reduce]
+    for row in np.unique(index):
+        chosen = source[index == row]
+        gathered = combine.reduce(chosen, axis=0)
+        if reduce == "mean":
+            count = len(chosen) + include_self
+            result[row] = (gathered + (result[row] if include_self else 0)) / count
+        else:
+            result[row] = combine(result[row], gathered) if include_self else gathered
+    return np.moveaxis(result, 0, dim)
+
+
+def _put_reference(x, index, source, accumulate=False):
+    result = x.copy().reshape(-1)
+    if accumulate:
+        np.add.at(result, index.reshape(-1), source.reshape(-1))
+    else:
+        result[index.reshape(-1)] = source.reshape(-1)
+    return result.reshape(x.shape)
+
+
+def _gradient_reference(x, spacing=1, dim=None, edge_order=1):
+    axes = range(x.ndim) if dim is None else ([dim] if isinstance(dim, int) else dim)
+    return tuple(np.gradient(x, spacing, axis=axis, edge_order=edge_order) for axis in axes)
+
+
+def _sum_to_size_reference(x, *size):
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+    leading = x.ndim - len(size)
+    summed = np.sum(x, axis=tuple(range(leading))) if leading else x
+    dims = tuple(d for d, n in enumerate(size) if n == 1 and summed.shape[d] != 1)
+    return np.sum(summed, axis=dims, keepdims=True) if dims else summed
+
+
+_MATRIX, _TRANSPOSED = operand(2, 3), operand(3, 2, layout="transposed")
+_INDEX = dict(dtype="int64", values="index")
+_EMPTY = dict(compare="metadata")  # uninitialised memory: shapes and dtypes only
+_SAMPLES = {
+    "addbmm": Samples((sample(operand(2, 2), operand(3, 2, 4), operand(3, 4, 2)),
+                       sample(operand(2), operand(1, 2, 3), operand(1, 3, 2, layout="transposed"), beta=0.5, alpha=2),
+                       sample(operand(2, 2), operand(0, 2, 3), operand(0, 3, 2))),
+                      lambda x, a, b, beta=1, alpha=1: beta * x + alpha * np.einsum("bij,bjk->ik", a, b)),
+    "cov": Samples((sample(operand(2, 4)), sample(operand(3), correction=0), sample(_TRANSPOSED),
+                    sample(operand(2, 4), fweights=operand(4, **_INDEX, domain=(1, 3)), aweights=operand(4, values="positive"))),
+                   lambda x, correction=1, fweights=None, aweights=None: np.cov(x, ddof=correction, fweights=fweights,
+                                                                                aweights=aweights)),
+    "corrcoef": Samples((sample(operand(2, 4)), sample(operand(3)), sample(_TRANSPOSED)), np.corrcoef),
+    "constant_pad_nd": Samples((sample(_MATRIX, (1, 2)), sample(_TRANSPOSED, (1, 0, 0, 2), 1.5), sample(_MATRIX, (-1, 1)),
+                                sample(operand(0, 3), (1, 1))),
+                               lambda x, pad, value=0: samples_of(get("pad")).reference(x, pad, value=value)),
+    "complex": Samples((sample(_MATRIX, operand(3)), sample(_TRANSPOSED, operand(3, 2, dtype="float32")),
+                        sample(operand(), operand()), sample(operand(0, 3, dtype="float64"), operand(3, dtype="float64"))),
+                       lambda real, imag: real + 1j * imag),
+    "polar": Samples((sample(operand(2, 3, values="positive"), operand(3)), sample(_TRANSPOSED, operand(3, 2)),
+                      sample(operand(0, 3, dtype="float64"), operand(3, dtype="float64"))),
+                     lambda r, angle: r * np.cos(angle) + 1j * r * np.sin(angle)),
+    "index_reduce": Samples((sample(operand(3, 2), 0, operand(4, **_INDEX, domain=(0, 3)), operand(4, 2), "prod"),
+                             sample(_MATRIX, 1, operand(2, **_INDEX, domain=(0, 3)), operand(2, 2), "amax", include_self=False),
+                             sample(_MATRIX, 0, operand(3, **_INDEX, domain=(0, 2)), operand(3, 3), "mean"),
+                             sample(operand(4, dtype="int64"), 0, operand(2, **_INDEX, domain=(0, 4)),
+                                    operand(2, dtype="int64"), "amin")), _index_reduce_reference),
+    "put": Samples((sample(_MATRIX, operand(2, **_INDEX, domain=(0, 6)), operand(2)),
+                    sample(_TRANSPOSED, operand(4, **_INDEX, domain=(0, 6)), operand(2, 2), True),
+                    sample(operand(0, 3), operand(0, **_INDEX, domain=(0, 1)), operand(0))), _put_reference),
+    "unravel_index": Samples((sample(operand(4, **_INDEX, domain=(0, 6)), (2, 3)), sample(operand(**_INDEX, domain=(0, 24)), (2, 3, 4)),
+                              sample(operand(0, **_INDEX, domain=(0, 1)), (2,))),
+                             lambda indices, shape: tuple(np.unravel_index(indices, shape))),
+    "gradient": Samples((sample(operand(5)), sample(operand(3, 4), spacing=2.0), sample(operand(4, 3, layout="transposed"), dim=1),
+                         sample(operand(5, dtype="float64"), edge_order=2)), _gradient_reference),
+    "as_strided_scatter": Samples((sample(_MATRIX, operand(2, 2), (2, 2), (1, 2)), sample(operand(6), operand(3), (3,), (2,), 1),
+                                   sample(_MATRIX, operand(0, 2), (0, 2), (1, 1)))),
+    "sum_to_size": Samples((sample(_MATRIX, 1, 3), sample(_MATRIX, (3,)), sample(operand(2, 3, 2), 3, 1),
+                            sample(operand(0, 3), (1, 3))), _sum_to_size_reference),
+    "logspace": Samples((sample(0.0, 2.0, 5), sample(-1, 1, 3, 2.0), sample(1.0, 1.0, 1), sample(0, 3, 0)),
+                        lambda start, end, steps, base=10.0, **ignored: np.logspace(start, end, steps, base=base)),
+    "nonzero_static": Samples((sample(operand(2, 3, **_INDEX, domain=(0, 2)), size=4),
+                               sample(operand(4, dtype="bool"), size=6, fill_value=-2), sample(operand(0, 3), size=2)),
+                              lambda x, *, size, fill_value=-1: np.concatenate(
+                                  [np.argwhere(x), np.full((size, np.ndim(x)), fill_value)])[:size]),
+    "histogramdd": Samples((sample(operand(6, 2), 3), sample(operand(5, 2), [2, 3], range=[-3.0, 3.0, -3.0, 3.0]),
+                            sample(operand(4, 1), 2, weight=operand(4, values="positive"), density=True))),
+    "resize_": Samples((sample(_MATRIX, 3, 2), sample(_MATRIX, 2, 2), sample(operand(0, 3), 4, **_EMPTY),
+                        sample(_MATRIX, (4, 3), **_EMPTY))),
+    "resize_as_": Samples((sample(_MATRIX, operand(3, 2)), sample(_MATRIX, operand(2, 2)),
+                           sample(_MATRIX, operand(3, 3), **_EMPTY))),
+    "empty_strided": Samples((sample((2, 3), (3, 1), **_EMPTY), sample((2, 3), (1, 2), dtype=get_dtype("int64"), **_EMPTY),
+                              sample((0, 3), (3, 1), **_EMPTY))),
+    "new_empty_strided": Samples((sample(_MATRIX, (2, 3), (3, 1), **_EMPTY), sample(_MATRIX, (2,), (2,), **_EMPTY))),
+    "empty_permuted": Samples((sample((2, 3), (1, 0), **_EMPTY), sample((2, 3, 4), (0, 2, 1), **_EMPTY),
+                               sample((0, 3), (0, 1), **_EMPTY))),
+}
+_SAMPLES["index_reduce_"] = _SAMPLES["index_reduce"]
+_SAMPLES["put_"] = _SAMPLES["put"]
+for _family in ("matmul", "reduction", "shape", "pointwise", "indexing", "copy", "creation", "sorting", "view"):
+    family_samples(_family, by_name(_SAMPLES))

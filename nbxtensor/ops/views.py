@@ -11,7 +11,8 @@ from .. import shape as S
 from ..dtypes import get_dtype
 from ..tensor import Tensor
 from .aten_calls import drop_keywords
-from .registry import MAYBE_VIEW, VIEW, Cost, TensorMeta, accepting_aliases, register, tensor_attribute
+from .registry import MAYBE_VIEW, VIEW, Cost, TensorMeta, accepting_aliases, family_samples, register, tensor_attribute
+from .samples import Samples, by_name, operand, sample
 
 NO_COST = Cost()
 
@@ -515,3 +516,135 @@ tensor_attribute("imag", property(imag.impl))
 tensor_attribute("view_as", view_as)
 tensor_attribute("reshape_as", reshape_as)
 tensor_attribute("expand_as", expand_as)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _split_reference(x, split_size_or_sections, dim=0):
+    size = x.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        cuts = list(range(split_size_or_sections, size, split_size_or_sections))
+    else:
+        cuts = list(np.cumsum(split_size_or_sections)[:-1])
+    return tuple(np.split(x, cuts, axis=dim))
+
+
+def _chunk_reference(x, chunks, dim=0):
+    if x.shape[dim] == 0:  # as ATen: every chunk of an empty dim is empty
+        return tuple(x for _ in range(chunks))
+    return _split_reference(x, -(-x.shape[dim] // chunks), dim)
+
+
+def _slice_reference(x, dim=0, start=None, end=None, step=1):
+    index = [slice(None)] * x.ndim
+    index[dim] = slice(start, end, step)
+    return x[tuple(index)]
+
+
+def _unfold_reference(x, dimension, size, step):
+    if x.ndim == 0:
+        return np.reshape(x, (1,))
+    windows = np.lib.stride_tricks.sliding_window_view(np.atleast_1d(x), size, axis=dimension if x.ndim else 0)
+    index = [slice(None)] * windows.ndim
+    index[dimension if x.ndim else 0] = slice(None, None, step)
+    return windows[tuple(index)]
+
+
+def _sizes(sizes) -> tuple:
+    """Sizes given as separate ints or as one sequence."""
+    return tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+
+
+def _expand_reference(x, *sizes):
+    sizes = _sizes(sizes)
+    old = (1,) * (len(sizes) - x.ndim) + x.shape
+    return np.broadcast_to(x, tuple(o if n == -1 else n for o, n in zip(old, sizes)))
+
+
+def _as_strided_reference(x, size, stride, storage_offset=None):
+    """``x``'s elements (a contiguous sample: its storage) read with ``size`` and ``stride``."""
+    flat = np.ascontiguousarray(x).reshape(-1)[storage_offset or 0:]
+    return np.lib.stride_tricks.as_strided(flat, tuple(size), tuple(s * flat.itemsize for s in stride)).copy()
+
+
+def _squeeze_reference(x, dim=None):
+    if dim is None:
+        return np.squeeze(x)
+    dims = tuple(d % max(x.ndim, 1) for d in (dim if isinstance(dim, (tuple, list)) else (dim,)))
+    return np.squeeze(x, tuple(d for d in dims if x.ndim and x.shape[d] == 1))
+
+
+_MATRIX, _TRANSPOSED = operand(2, 3), operand(3, 2, layout="transposed")
+_SAMPLES = {
+    "view": Samples((sample(_MATRIX, 3, 2), sample(_MATRIX, -1), sample(operand(), 1, 1),
+                     sample(operand(0, 3), 3, 0), sample(operand(2, 4, dtype="int64", layout="broadcast"), 2, 4)),
+                    lambda x, *shape: np.reshape(x, _sizes(shape))),
+    "reshape": Samples((sample(_MATRIX, 3, 2), sample(_TRANSPOSED, -1), sample(operand(), ()),
+                        sample(operand(0, 3), 3, 0), sample(operand(2, 4, dtype="int64", layout="sliced"), (4, 2))),
+                       lambda x, *shape: np.reshape(x, _sizes(shape))),
+    "flatten": Samples((sample(operand(2, 3, 2)), sample(operand(2, 3, 2), 1), sample(operand()),
+                        sample(operand(0, 3)), sample(operand(2, 4, dtype="int64", layout="sliced"), 0, 0)),
+                       lambda x, start_dim=0, end_dim=-1: np.reshape(x, x.shape[:start_dim % max(x.ndim, 1)] + (-1,)
+                                                                     + x.shape[end_dim % max(x.ndim, 1) + 1:])
+                       if x.ndim else np.reshape(x, (1,))),
+    "unflatten": Samples((sample(operand(2, 6), 1, (2, 3)), sample(_TRANSPOSED, 0, (3, 1)), sample(operand(0, 4), 1, (2, -1)),
+                          sample(operand(4, dtype="int64", layout="sliced"), 0, (2, 2))),
+                         lambda x, dim, sizes: np.reshape(x, x.shape[:dim % x.ndim] + tuple(
+                             s if s != -1 else x.shape[dim] // -np.prod(sizes) for s in sizes) + x.shape[dim % x.ndim + 1:])),
+    "permute": Samples((sample(operand(2, 3, 2), 2, 0, 1), sample(_TRANSPOSED, (1, 0)), sample(operand(), ()),
+                        sample(operand(0, 3), 1, 0), sample(operand(2, 4, dtype="int64", layout="sliced"), -1, 0)),
+                       lambda x, *dims: np.transpose(x, _sizes(dims))),
+    "transpose": Samples((sample(_MATRIX, 0, 1), sample(operand(2, 3, 2), -1, 0), sample(operand(), 0, -1),
+                          sample(operand(0, 3), 0, 1), sample(operand(2, 4, dtype="int64", layout="sliced"), 1, 1)),
+                         lambda x, dim0, dim1: np.swapaxes(x, dim0, dim1) if x.ndim else x),
+    "t": Samples((sample(_MATRIX), sample(_TRANSPOSED), sample(operand(3)), sample(operand()), sample(operand(0, 3)),
+                  sample(operand(2, 4, dtype="int64", layout="broadcast"))), np.transpose),
+    "expand": Samples((sample(operand(3), 2, 3), sample(operand(3, 1, layout="transposed"), -1, 4), sample(operand(), 2, 2),
+                       sample(operand(1, 3), 0, 3), sample(operand(2, 1, dtype="int64"), (3, 2, 5))),
+                      _expand_reference),
+    "broadcast_to": Samples((sample(operand(3), (2, 3)), sample(operand(3, 1, layout="transposed"), (2, 3, 4)),
+                             sample(operand(), (0,)), sample(operand(2, 1, dtype="int64", layout="sliced"), (2, 5))),
+                            np.broadcast_to),
+    "squeeze": Samples((sample(operand(2, 1, 3)), sample(operand(2, 1, 3), 1), sample(operand(1, 3, 1), (0, 2)),
+                        sample(operand()), sample(operand(0, 1)), sample(operand(4, 1, dtype="int64", layout="sliced"), 0)),
+                       _squeeze_reference),
+    "unsqueeze": Samples((sample(_MATRIX, 0), sample(_TRANSPOSED, -1), sample(operand(), 0), sample(operand(0, 3), 1),
+                          sample(operand(2, 4, dtype="int64", layout="sliced"), 2)), np.expand_dims),
+    "select": Samples((sample(_MATRIX, 0, 1), sample(_TRANSPOSED, 1, -1), sample(operand(0, 3), 1, 2),
+                       sample(operand(2, 4, dtype="int64", layout="sliced"), -1, 3)),
+                      lambda x, dim, index: np.take(x, index, axis=dim)),
+    "slice": Samples((sample(_MATRIX, 1, 0, 2), sample(_TRANSPOSED, 0, 1, None, 2), sample(operand(0, 3), 1, -2),
+                      sample(operand(5, dtype="int64", layout="sliced"), 0, -10, 10, 3), sample(_MATRIX, 1, 3, 5)),
+                     _slice_reference),
+    "narrow": Samples((sample(_MATRIX, 1, 0, 2), sample(_TRANSPOSED, 0, 1, 2), sample(operand(0, 3), 1, 1, 0),
+                       sample(operand(5, dtype="int64", layout="sliced"), -1, -3, 2)),
+                      lambda x, dim, start, length: np.take(x, range(start % x.shape[dim], start % x.shape[dim] + length),
+                                                            axis=dim)),
+    "unfold": Samples((sample(operand(2, 5), 1, 2, 1), sample(operand(5, 2, layout="transposed"), 0, 3, 2),
+                       sample(operand(), 0, 1, 1), sample(operand(0, 3), 1, 2, 1),
+                       sample(operand(6, dtype="int64", layout="sliced"), 0, 2, 3)), _unfold_reference),
+    "as_strided": Samples((sample(operand(2, 3), (2, 2), (1, 2)), sample(operand(6), (3,), (2,), 1),
+                           sample(operand(2, 3), (0, 2), (1, 1)), sample(operand(4, dtype="int64"), (2, 2), (0, 1))),
+                          _as_strided_reference),
+    "movedim": Samples((sample(operand(2, 3, 2), 0, -1), sample(_TRANSPOSED, (0, 1), (1, 0)), sample(operand(), 0, 0),
+                        sample(operand(0, 3), 1, 0), sample(operand(2, 4, dtype="int64", layout="sliced"), -1, 0)),
+                       lambda x, source, destination: np.moveaxis(x, source, destination) if x.ndim else x),
+    "split": Samples((sample(operand(5, 2), 2), sample(_TRANSPOSED, [1, 2], 0), sample(operand(0, 3), 2, 1),
+                      sample(operand(2, 4, dtype="int64", layout="sliced"), 3, -1)), _split_reference),
+    "chunk": Samples((sample(operand(5, 2), 2), sample(_TRANSPOSED, 3, 1), sample(operand(2, 0), 2, 1),
+                      sample(operand(2, 4, dtype="int64", layout="sliced"), 3, -1)),
+                     _chunk_reference),
+    "unbind": Samples((sample(_MATRIX), sample(_TRANSPOSED, 1), sample(operand(0, 3), 1),
+                       sample(operand(2, 4, dtype="int64", layout="sliced"), -1)),
+                      lambda x, dim=0: tuple(np.moveaxis(x, dim, 0))),
+    "view_as_real": Samples((sample(operand(2, 3, dtype="complex64")), sample(operand(dtype="complex64")),
+                             sample(operand(0, 3, dtype="complex128"))),
+                            lambda x: np.stack([x.real, x.imag], -1)),
+    "view_as_complex": Samples((sample(operand(3, 2)), sample(operand(2, 3, 2, dtype="float64")), sample(operand(0, 2))),
+                               lambda x: x[..., 0] + 1j * x[..., 1]),
+    "real": Samples((sample(operand(2, 3, dtype="complex64")), sample(_MATRIX), sample(operand(0, 3, dtype="complex128"))),
+                    np.real),
+    "imag": Samples((sample(operand(2, 3, dtype="complex64")), sample(operand(dtype="complex64")),
+                     sample(operand(0, 3, dtype="complex128"))), np.imag),
+}
+family_samples("view", by_name(_SAMPLES))

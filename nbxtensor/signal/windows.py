@@ -16,9 +16,11 @@ import numpy as np
 
 from .. import shape as S
 from ..allocation import scratch_scope
+from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..ops.nn_composites import temporaries
-from ..ops.registry import Cost, TensorMeta, get, nbytes, register
+from ..ops.registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from ..ops.samples import Samples, sample
 from ..promotion import get_default_dtype
 
 _FLOAT_DTYPES = ("float32", "float64")
@@ -208,3 +210,41 @@ def _build(name: str, window: Window):
 globals().update({name: _build(name, window).impl for name, window in WINDOWS.items()})
 
 __all__ = sorted(WINDOWS)
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _cosine_sum(M, a):
+    """Sum of (-1)^k a[k] cos(2 pi k n / (M - 1)): the general cosine window."""
+    n = np.arange(M)
+    return sum((-1) ** k * coefficient * np.cos(2 * np.pi * k * n / max(M - 1, 1)) for k, coefficient in enumerate(a))
+
+
+# symmetric windows of length M in NumPy (a periodic one is the symmetric one of M + 1, truncated)
+_REFERENCES = {"bartlett": np.bartlett, "blackman": np.blackman, "hamming": np.hamming, "hann": np.hanning,
+               "kaiser": lambda M, beta=12.0: np.kaiser(M, beta),
+               "cosine": lambda M: np.sin(np.pi * (np.arange(M) + 0.5) / M),
+               "exponential": lambda M, center=None, tau=1.0: np.exp(
+                   -np.abs(np.arange(M) - ((M - 1) / 2 if center is None else center)) / tau),
+               "gaussian": lambda M, std=1.0: np.exp(-0.5 * ((np.arange(M) - (M - 1) / 2) / std) ** 2),
+               "general_cosine": _cosine_sum,
+               "general_hamming": lambda M, alpha=0.54: _cosine_sum(M, [alpha, 1 - alpha]),
+               "nuttall": lambda M: _cosine_sum(M, [0.3635819, 0.4891775, 0.1365995, 0.0106411])}
+_ARGUMENTS = {"general_cosine": dict(a=[0.5, 0.5]), "exponential": dict(tau=2.0), "gaussian": dict(std=0.7),
+              "general_hamming": dict(alpha=0.6), "kaiser": dict(beta=5.0)}
+
+
+def _window_samples(op):
+    name = op.name.removeprefix("signal_windows_")
+    if name not in WINDOWS:
+        return None
+    extra = _ARGUMENTS.get(name, {})
+    cases = (sample(5, **extra), sample(4, sym=False, **extra), sample(1, **extra), sample(0, **extra),
+             sample(6, dtype=get_dtype("float64"), **extra))
+    reference = _REFERENCES.get(name)
+    return Samples(cases, None if reference is None else
+                   lambda M, sym=True, dtype=None, **kwargs: np.ones(M) if M <= 1
+                   else reference(M + (not sym), **kwargs)[:M])
+
+
+family_samples("creation", _window_samples)
