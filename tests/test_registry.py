@@ -172,7 +172,8 @@ ADAPTED_OVERLOADS = (
     "aten::cross_entropy_loss.default", "aten::einsum.default", "aten::elu.default", "aten::elu.out",
     "aten::elu_.default", "aten::expand.default", "aten::huber_loss.default", "aten::instance_norm.default",
     "aten::kl_div.default", "aten::l1_loss.default", "aten::mse_loss.default", "aten::nll_loss.default",
-    "aten::nll_loss2d.default", "aten::nll_loss_nd.default", "aten::rsub.Scalar", "aten::rsub.Scalar_out",
+    "aten::nll_loss2d.default", "aten::nll_loss_nd.default", "aten::polygamma_.default", "aten::rsub.Scalar",
+    "aten::rsub.Scalar_out",
     "aten::smooth_l1_loss.default", "aten::sub.Scalar", "aten::sub.Scalar_out", "aten::sub_.Scalar",
     "aten::to.device", "aten::to.dtype", "aten::to.dtype_layout",
 )
