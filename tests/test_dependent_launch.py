@@ -14,7 +14,7 @@ import pytest
 import nbxtensor as nbx
 from nbxtensor import launch
 from nbxtensor.device import backend_for
-from nbxtensor.ops import attention, matmul, normalization, plans
+from nbxtensor.ops import attention, matmul_gemv, normalization, plans
 from nbxtensor.ops.normalization import add_rms_norm, rms_norm
 
 from .conftest import TEST_DEVICE
@@ -87,7 +87,7 @@ DECODE_STEP_KERNELS = {"gemv", "gemv_combine", "norm_rows", "pointwise", "rotary
 
 
 def split_products_in_two(candidates):
-    """``matmul.gemv_candidates`` with K in two splits: a product's partials, then their combine."""
+    """``matmul_gemv.gemv_candidates`` with K in two splits: a product's partials, then their combine."""
     return lambda facts, m, n, k: [dict(c, SPLITS=2, BLOCK_K=16) for c in candidates(facts, m, n, k)]
 
 
@@ -118,9 +118,9 @@ def test_the_decode_step_ops_set_pdl_from_dependent_launch(monkeypatch, rng):
     def answer(device):
         asked.append(device.type)
         return 0
-    for module in (launch, matmul, normalization, attention):
+    for module in (launch, matmul_gemv, normalization, attention):
         monkeypatch.setattr(module, "dependent_launch", answer)
-    monkeypatch.setattr(matmul, "gemv_candidates", split_products_in_two(matmul.gemv_candidates))
+    monkeypatch.setattr(matmul_gemv, "gemv_candidates", split_products_in_two(matmul_gemv.gemv_candidates))
     plans.clear_all()  # plans keep the constexprs they were made with
     try:
         with launch.capture() as recorded:
