@@ -225,9 +225,9 @@ def test_the_decode_step_kernels_wait_first_when_compiled_with_dependent_launch(
     with it true (its facts allow it), and each one's PTX waits before it touches global memory."""
     records = _record(tmp_path, """
         import numpy as np
-        from nbxtensor.ops import matmul
+        from nbxtensor.ops import matmul_gemv
         from tests.test_dependent_launch import run_decode_step_ops, split_products_in_two
-        matmul.gemv_candidates = split_products_in_two(matmul.gemv_candidates)
+        matmul_gemv.gemv_candidates = split_products_in_two(matmul_gemv.gemv_candidates)
         run_decode_step_ops(np.random.default_rng(0), "cpu")
     """)
     launches = [json.loads(line) for line in records.read_text().splitlines()]
