@@ -152,6 +152,23 @@ def _split_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, CIN_
 
 
 @triton.jit
+def _stepped_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, reduction, CIN_G, ID, IH, IW, sd, sh, sw,
+                  pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH: tl.constexpr,
+                  KW: tl.constexpr, VOLUME: tl.constexpr, BLOCK_K: tl.constexpr, FLAT_K: tl.constexpr,
+                  TRANSPOSED: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+                  POSITIONS_INNER: tl.constexpr):
+    """``acc`` plus step ``t`` of a stepped reduction: flat K tile ``t``, or ``_split_step``'s step ``t``."""
+    if FLAT_K:
+        return _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, t * BLOCK_K, rk, reduction, ID, IH, IW, sd, sh,
+                          sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH, KW, VOLUME,
+                          TRANSPOSED, PRECISION, DECODE_BF16)
+    else:
+        return _split_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, CIN_G, ID, IH, IW, sd, sh, sw,
+                           pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, KH, KW, BLOCK_K,
+                           TRANSPOSED, PRECISION, DECODE_BF16, POSITIONS_INNER)
+
+
+@triton.jit
 def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_split, OD, OH, OW, ID, IH, IW,
                        sd, sh, sw, pd, ph, pw, dd, dh, dw,
                        x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
@@ -184,36 +201,28 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
     if STEPPED:
         # one loop over (kernel position, channel tile) steps, or flat K tiles: a split's share of the
         # reduction need not start at a kernel position
+        reduction = CIN_G * VOLUME
+        chunks = tl.cdiv(CIN_G, BLOCK_K)
         if FLAT_K:
-            reduction = CIN_G * VOLUME
             steps = tl.cdiv(reduction, BLOCK_K)
         else:
-            chunks = tl.cdiv(CIN_G, BLOCK_K)
             steps = chunks * VOLUME
         t_begin = tl.program_id(2) * steps_per_split
         t_end = tl.minimum(t_begin + steps_per_split, steps)
         if INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)
             t = t_begin
             while t < t_end:
-                if FLAT_K:
-                    acc = _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, t * BLOCK_K, rk, reduction, ID, IH,
-                                     IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd,
-                                     w_sh, w_sw, KH, KW, VOLUME, TRANSPOSED, PRECISION, DECODE_BF16)
-                else:
-                    acc = _split_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, CIN_G, ID, IH, IW,
-                                      sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh,
-                                      w_sw, KH, KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, POSITIONS_INNER)
+                acc = _stepped_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, reduction, CIN_G, ID,
+                                    IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd,
+                                    w_sh, w_sw, KH, KW, VOLUME, BLOCK_K, FLAT_K, TRANSPOSED, PRECISION, DECODE_BF16,
+                                    POSITIONS_INNER)
                 t += 1
         else:
             for t in tl.range(t_begin, t_end, num_stages=NUM_STAGES):
-                if FLAT_K:
-                    acc = _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, t * BLOCK_K, rk, reduction, ID, IH,
-                                     IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd,
-                                     w_sh, w_sw, KH, KW, VOLUME, TRANSPOSED, PRECISION, DECODE_BF16)
-                else:
-                    acc = _split_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, CIN_G, ID, IH, IW,
-                                      sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh,
-                                      w_sw, KH, KW, BLOCK_K, TRANSPOSED, PRECISION, DECODE_BF16, POSITIONS_INNER)
+                acc = _stepped_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, reduction, CIN_G, ID,
+                                    IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd,
+                                    w_sh, w_sw, KH, KW, VOLUME, BLOCK_K, FLAT_K, TRANSPOSED, PRECISION, DECODE_BF16,
+                                    POSITIONS_INNER)
     elif FLAT_K:
         reduction = CIN_G * VOLUME
         if INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)
