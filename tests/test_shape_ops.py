@@ -39,6 +39,23 @@ def test_repeat_interleave_forms():
     assert nbx.repeat_interleave(to_nbx(counts)).tolist() == [0, 0, 2]
 
 
+def test_repeat_interleave_counts_place_positions_on_the_device(rng):
+    # zero counts first, last and in a run, among random ones; the positions come from the counts'
+    # running totals (cumsum, then searchsorted), so every count shape is worth one case
+    counts = np.array([0, 3, 0, 0, 1, 2, 0], np.int64)
+    assert nbx.repeat_interleave(to_nbx(counts)).tolist() == np.repeat(np.arange(7), counts).tolist()
+    counts = rng.integers(0, 4, 40).astype(np.int32)
+    assert nbx.repeat_interleave(to_nbx(counts)).tolist() == np.repeat(np.arange(40), counts).tolist()
+    a = rng.standard_normal((3, 40)).astype(np.float32)
+    got = nbx.repeat_interleave(to_nbx(a), [int(c) for c in counts], dim=1, output_size=int(counts.sum()))
+    assert np.array_equal(got.numpy(), np.repeat(a, counts, 1))
+    assert nbx.repeat_interleave(to_nbx(np.zeros(0, np.int64))).tolist() == []
+    with pytest.raises(RuntimeError, match="repeats must be non-negative"):
+        nbx.repeat_interleave(to_nbx(np.array([1, -1])))
+    with pytest.raises(RuntimeError, match="repeats must be a 0-d or 1-d int32 or int64 tensor, got a 1-d float32"):
+        nbx.repeat_interleave(to_nbx(a), to_nbx(np.ones(40, np.float32)), dim=1)
+
+
 @pytest.mark.parametrize("diagonal", [-2, 0, 1, 5])
 def test_triangles_and_diagonals(diagonal):
     a = np.arange(2 * 4 * 5, dtype=np.float32).reshape(2, 4, 5) + 1

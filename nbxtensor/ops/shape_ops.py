@@ -162,12 +162,10 @@ def _repeat_interleave_meta(x, repeats=None, dim=None, *, output_size=None):
 def repeat_interleave(x: Tensor, repeats=None, dim: int | None = None, *, output_size: int | None = None) -> Tensor:
     """Each element (or slice along ``dim``) repeated ``repeats`` times in place; ``repeats`` an int
     or a tensor with one count per element. Alone, a tensor of counts gives the repeated positions.
-    Per-element counts are read on the host (the output size depends on them)."""
+    Per-element counts are summed on the device; their total (the output size, unless ``output_size``
+    gives it) and their least are read back, as ATen reads them."""
     if repeats is None:
-        counts = x.numpy().astype(np.int64).reshape(-1)
-        if np.any(counts < 0):
-            raise RuntimeError("repeat_interleave: repeats must be non-negative")
-        return tensor(np.repeat(np.arange(counts.size), counts), device=x.device)
+        return _repeated_positions(x, output_size)
     if dim is None:
         x = reshape(x, (-1,))
         dim = 0
@@ -185,14 +183,26 @@ def repeat_interleave(x: Tensor, repeats=None, dim: int | None = None, *, output
         if out.numel():
             copy_(reshape(out, spread), expand(unsqueeze(x, d + 1), spread))
         return out
-    counts = (repeats.numpy() if isinstance(repeats, Tensor) else np.asarray(repeats)).astype(np.int64).reshape(-1)
-    if counts.size != x.shape[d]:
+    counts = repeats if isinstance(repeats, Tensor) else tensor(np.asarray(repeats, dtype=np.int64), device=x.device)
+    if counts.numel() != x.shape[d]:
         raise RuntimeError(f"repeat_interleave: repeats must have {x.shape[d]} entries (the size of dim {d}), "
-                           f"got {counts.size}")
-    if np.any(counts < 0):
+                           f"got {counts.numel()}")
+    return index_select.impl(x, d, _repeated_positions(counts, output_size))
+
+
+def _repeated_positions(counts: Tensor, output_size: int | None) -> Tensor:
+    """Position i repeated counts[i] times (int64, on the counts' device): output position j falls where j
+    sorts among the counts' running totals."""
+    if counts.ndim > 1 or counts.dtype.name not in ("int32", "int64"):
+        raise RuntimeError(f"repeat_interleave: repeats must be a 0-d or 1-d int32 or int64 tensor, got a "
+                           f"{counts.ndim}-d {counts.dtype.name} one")
+    counts = reshape(counts, (-1,))
+    if counts.numel() and get("amin").impl(counts).item() < 0:
         raise RuntimeError("repeat_interleave: repeats must be non-negative")
-    positions = tensor(np.repeat(np.arange(counts.size), counts), device=x.device)
-    return index_select.impl(x, d, positions)
+    ends = get("cumsum").impl(counts, 0, dtype=get_dtype("int64"))
+    total = output_size if output_size is not None else (int(ends[-1].item()) if counts.numel() else 0)
+    outputs = get("arange").impl(total, dtype=get_dtype("int64"), device=counts.device)
+    return get("searchsorted").impl(ends, outputs, right=True)
 
 
 def _triangle(x: Tensor, diagonal: int, upper: bool) -> Tensor:
