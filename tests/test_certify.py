@@ -206,14 +206,15 @@ def test_malformed_convolution_keys_are_refused_by_name(key, problem):
         certify.certify_key(key, "cpu")
 
 
-def _plant(monkeypatch, wrong_block_k: int, good: bool = True):
+def _plant(monkeypatch, wrong_block_k: int, good: bool = True, good_first: bool = False):
     """GEMM candidates led by one whose launches write nothing (a miscompiled tile, say), and the usual one
-    after it unless ``good`` is False."""
+    after it unless ``good`` is False (before it with ``good_first``)."""
     usual = matmul_plans.gemm_candidates
 
     def candidates(facts, m, n, k, dtype, single=False):
         first = usual(facts, m, n, k, dtype, single=single)[0]
-        return [dict(first, BLOCK_K=wrong_block_k)] + ([first] if good else [])
+        wrong = [dict(first, BLOCK_K=wrong_block_k)]
+        return [first] + wrong if good_first else wrong + ([first] if good else [])
 
     def launch(kernel, grid, args, constexprs):
         real = tuning_plans.PlannedLaunch(kernel, grid, args, constexprs)
@@ -234,6 +235,28 @@ def test_a_candidate_planted_to_compute_wrongly_is_refused(monkeypatch):
     a, b = _product_of_key()
     with tuning.certified_only():
         np.testing.assert_allclose(nbx.mm(a, b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_candidate_that_writes_nothing_is_refused_after_a_good_one_left_its_result_in_memory(monkeypatch):
+    """The good candidate runs first and frees its output; the next one's output may take the same memory,
+    which then already holds the right values. Outputs made while a candidate is judged start as NaN bits,
+    so only what the candidate writes counts."""
+    _plant(monkeypatch, wrong_block_k=16, good_first=True)
+    report = certify.certify_key(PRODUCT_KEY, "cpu")
+    assert report["status"] == "certified" and report["config"]["BLOCK_K"] != 16
+    (refused,) = report["refused"]
+    assert refused["config"]["BLOCK_K"] == 16 and "outside the float64 reference's bound" in refused["reason"]
+
+
+def test_memory_allocated_while_poisoned_starts_as_nan_and_minus_one():
+    from nbxtensor import allocation
+    make = allocation.fresh_tensor_maker((2, 3), nbx.float32, nbx.device(TEST_DEVICE))
+    with allocation.poisoned():
+        floats = allocation.new_tensor((4,), nbx.bfloat16, nbx.device(TEST_DEVICE))
+        ints = allocation.new_tensor((4,), nbx.int32, nbx.device(TEST_DEVICE))
+        planned = make()
+    assert np.isnan(floats.float().numpy()).all() and (ints.numpy() == -1).all()
+    assert np.isnan(planned.numpy()).all()
 
 
 def test_a_key_whose_every_candidate_is_wrong_stays_uncertified(monkeypatch):

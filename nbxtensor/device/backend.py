@@ -67,6 +67,10 @@ class Backend(ABC):
     def upload(self, dst_ptr: int, host: np.ndarray, index: int | None) -> None:
         """Copy the bytes of the C-contiguous array ``host`` to ``dst_ptr``."""
 
+    def fill_bytes(self, dst_ptr: int, nbytes: int, value: int, index: int | None) -> None:
+        """Set ``nbytes`` bytes at ``dst_ptr`` to ``value``, in order with the current stream's work."""
+        self.upload(dst_ptr, np.full(nbytes, value, np.uint8), index)
+
     def upload_from_host(self, dst_ptr: int, src_ptr: int, nbytes: int, index: int | None) -> None:
         """Copy ``nbytes`` from ordinary (pageable) host memory at ``src_ptr`` to ``dst_ptr``, waiting for
         the copy. Devices whose copy engines read only page-locked memory stage it there."""

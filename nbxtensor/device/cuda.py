@@ -178,6 +178,12 @@ class CudaBackend(Backend):
         self._copy(out.ctypes.data, src_ptr, nbytes, index, self._rt.cudaMemcpyKind.cudaMemcpyDeviceToHost)
         return out
 
+    def fill_bytes(self, dst_ptr: int, nbytes: int, value: int, index: int | None) -> None:
+        if nbytes:
+            self._activate(index)
+            _check(self._rt.cudaMemsetAsync(dst_ptr, value, nbytes, self.current_stream_handle(index)),
+                   "cudaMemsetAsync")
+
     def copy_raw(self, dst_ptr: int, src_ptr: int, nbytes: int, index: int | None, kind: str,
                  blocking: bool = True) -> None:
         """A byte copy on the current stream; ``kind`` is "h2d", "d2h" or "d2d"."""

@@ -120,6 +120,10 @@ class HostBackend(Backend):
         window.owner = owner  # the array below keeps the window, and so the storage, alive
         return np.frombuffer(window, dtype=np.uint8)
 
+    def fill_bytes(self, dst_ptr: int, nbytes: int, value: int, index=None) -> None:
+        if nbytes:
+            ctypes.memset(dst_ptr, value, nbytes)
+
     def copy_raw(self, dst_ptr: int, src_ptr: int, nbytes: int, index=None, kind: str = "h2h",
                  blocking: bool = True) -> None:
         if nbytes:
