@@ -375,30 +375,28 @@ def select(cases: list[Case], families=None, models=None, quick=False, limit=Non
     return ordered[:limit] if limit is not None else ordered
 
 
+# a case's shape as its table row names it, by op; the rest are rows x cols with their activation or eps
+_LABELS = {
+    "linear": "{m}x{n}x{k}{bias_text}",
+    "bmm": "{batch} x {m}x{n}x{k}",
+    "sdpa": "B{batch} {heads}q/{kv_heads}kv S{seq} D{head_dim}{causal_text}",
+    "paged_attention": "B{batch} {heads}q/{kv_heads}kv ctx{context} D{head_dim} pages of {block}",
+    "rotary": "B{batch} H{heads} S{seq} D{head_dim}",
+    "reduce": "{kind} {shape_text} over dims {dims}",
+    "scale": "{rows}x{cols} * {factor}",
+    "topk": "{rows}x{cols} k={k}",
+    "embedding": "{tokens} ids from {vocab}x{cols}",
+    "conv2d": "{batch}x{channels}x{image}^2 -> {out} k{patch} s{patch}",
+    "conv1d": "{batch}x{channels}x{length} -> {out} k3 s{stride}",
+}
+
+
 def describe(op: str, p: dict) -> str:
-    if op == "linear":
-        return f"{p['m']}x{p['n']}x{p['k']}{' +bias' if p['bias'] else ''}"
-    if op == "bmm":
-        return f"{p['batch']} x {p['m']}x{p['n']}x{p['k']}"
-    if op == "sdpa":
-        return (f"B{p['batch']} {p['heads']}q/{p['kv_heads']}kv S{p['seq']} D{p['head_dim']}"
-                f"{' causal' if p['causal'] else ''}")
-    if op == "paged_attention":
-        return f"B{p['batch']} {p['heads']}q/{p['kv_heads']}kv ctx{p['context']} D{p['head_dim']} pages of {p['block']}"
-    if op == "rotary":
-        return f"B{p['batch']} H{p['heads']} S{p['seq']} D{p['head_dim']}"
-    if op == "reduce":
-        return f"{'mean' if p['mean'] else 'sum'} {'x'.join(map(str, p['shape']))} over dims {p['dims']}"
-    if op == "scale":
-        return f"{p['rows']}x{p['cols']} * {p['factor']}"
-    if op == "topk":
-        return f"{p['rows']}x{p['cols']} k={p['k']}"
-    if op == "embedding":
-        return f"{p['tokens']} ids from {p['vocab']}x{p['cols']}"
-    if op == "conv2d":
-        return f"{p['batch']}x{p['channels']}x{p['image']}^2 -> {p['out']} k{p['patch']} s{p['patch']}"
-    if op == "conv1d":
-        return f"{p['batch']}x{p['channels']}x{p['length']} -> {p['out']} k3 s{p['stride']}"
+    if op in _LABELS:
+        return _LABELS[op].format(**p, bias_text=" +bias" if p.get("bias") else "",
+                                  causal_text=" causal" if p.get("causal") else "",
+                                  kind="mean" if p.get("mean") else "sum",
+                                  shape_text="x".join(map(str, p.get("shape", ()))))
     text = f"{p['rows']}x{p['cols']}"
     return text + (f" {p['act']}" if "act" in p else "") + (f" eps={p['eps']:g}" if "eps" in p else "")
 
