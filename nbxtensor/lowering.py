@@ -59,27 +59,21 @@ def conversion_flags(st, dt, dev) -> dict:
     )
 
 
-def constant_bits(value, dt) -> int:
-    """``value`` (a Python or NumPy scalar, or a one-element tensor) converted to dtype ``dt`` as ATen's
-    fill does (``checked_convert``), returned as the integer holding its bits. A value that the dtype
-    cannot hold raises instead of wrapping, except that a negative integer may wrap into an unsigned type
-    (uint8 fill -1 gives 255), as in ATen. Python scalars are remembered, since the same few fill values
-    recur."""
-    if type(value) is float:  # keyed by its exact text: 0.0 == -0.0, and NaN equals nothing
-        return _float_bits(value.hex(), dt)
-    if type(value) in (bool, int):
-        return _integer_bits(value, dt)
-    return _scalar_bits(value, dt)
+def remembered_by_value(convert):
+    """``convert(value, dt)`` remembered for Python scalars, since the same few recur: floats keyed by their
+    exact text (0.0 == -0.0, and NaN equals nothing), integers and bools by value and type; other values
+    converted at each call."""
+    floats = functools.lru_cache(maxsize=1024)(lambda text, dt: convert(float.fromhex(text), dt))
+    integers = functools.lru_cache(maxsize=1024, typed=True)(convert)
 
-
-@functools.lru_cache(maxsize=1024)
-def _float_bits(text: str, dt) -> int:
-    return _scalar_bits(float.fromhex(text), dt)
-
-
-@functools.lru_cache(maxsize=1024, typed=True)
-def _integer_bits(value, dt) -> int:
-    return _scalar_bits(value, dt)
+    def remembered(value, dt):
+        kind = type(value)
+        if kind is float:
+            return floats(value.hex(), dt)
+        if kind is int or kind is bool:
+            return integers(value, dt)
+        return convert(value, dt)
+    return remembered
 
 
 def _scalar_bits(value, dt) -> int:
@@ -113,6 +107,13 @@ def _scalar_bits(value, dt) -> int:
     if dt.itemsize < 4:
         arr = arr.astype(dt.numpy)
     return int(arr.view(BITS_TYPE[dt.itemsize]))
+
+
+constant_bits = remembered_by_value(_scalar_bits)
+constant_bits.__doc__ = """``value`` (a Python or NumPy scalar, or a one-element tensor) converted to dtype ``dt`` as
+ATen's fill does (``checked_convert``), returned as the integer holding its bits. A value that the dtype cannot
+hold raises instead of wrapping, except that a negative integer may wrap into an unsigned type (uint8 fill -1
+gives 255), as in ATen."""
 
 
 def _overflow(value, dt) -> RuntimeError:

@@ -38,7 +38,6 @@ converted as the kernel casts, without ATen's overflow check (which would need i
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 from typing import Any, NamedTuple
@@ -55,7 +54,7 @@ from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.copy import FORMAT_NATIVE, load_format
 from ..launch import cdiv, launch, launch_slots, relaunch
-from ..lowering import conversion_flags, needs_index_64
+from ..lowering import BITS_TYPE, conversion_flags, needs_index_64, remembered_by_value
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor, layout_key
@@ -70,7 +69,6 @@ if _runtime.KERNEL_MODE == _runtime.INTERPRETED:
 
 KERNEL_MAX_RANK = 8
 _D = {name: get_dtype(name) for name in ("bool", "int64", "float32", "float64", "complex64", "complex128")}
-_BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 _SCALAR_TYPES = (bool, int, float, complex)
 
 
@@ -566,30 +564,13 @@ def _scalar_bits(value, compute) -> int:
         if not info.min <= value <= np.iinfo(np.uint64).max:
             raise RuntimeError(f"value {value} cannot be converted to type {compute.name} without overflow")
         wrapped = np.array(value & ((1 << compute.bits) - 1), dtype=np.uint64).astype(f"u{compute.itemsize}")
-        return int(wrapped.view(_BITS_TYPE[compute.itemsize]))
+        return int(wrapped.view(BITS_TYPE[compute.itemsize]))
     arr = np.array(float(value), dtype=compute.numpy)
-    return int(arr.view(_BITS_TYPE[compute.itemsize]))
+    return int(arr.view(BITS_TYPE[compute.itemsize]))
 
 
-def _cached_scalar_bits(value, compute) -> int:
-    """``_scalar_bits`` remembered for the few scalars that recur; floats by their exact text, since
-    0.0 == -0.0 and NaN equals nothing."""
-    kind = type(value)
-    if kind is float:
-        return _float_scalar_bits(value.hex(), compute)
-    if kind is int or kind is bool:
-        return _integer_scalar_bits(value, compute)
-    return _scalar_bits(_python_scalar(value), compute)
-
-
-@functools.lru_cache(maxsize=1024)
-def _float_scalar_bits(text: str, compute) -> int:
-    return _scalar_bits(float.fromhex(text), compute)
-
-
-@functools.lru_cache(maxsize=1024, typed=True)
-def _integer_scalar_bits(value, compute) -> int:
-    return _scalar_bits(value, compute)
+# ``_scalar_bits`` of a call's scalar operand, remembered for the few that recur
+_cached_scalar_bits = remembered_by_value(lambda value, compute: _scalar_bits(_python_scalar(value), compute))
 
 
 def _operand_format(t: Tensor) -> int:
@@ -636,7 +617,7 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
     constexprs = dict(BODY=row.body, MODE=call.mode, COMPUTE=compute_type, CATEGORY=_category(compute),
                       K0=kinds[0], K1=kinds[1], K2=kinds[2], K3=kinds[3],
                       F0=formats[0], F1=formats[1], F2=formats[2], F3=formats[3],
-                      BITS_TYPE=getattr(tl, _BITS_TYPE[max(compute.itemsize, 1)]),
+                      BITS_TYPE=getattr(tl, BITS_TYPE[max(compute.itemsize, 1)]),
                       OUT_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
                       RANK=rank, INDEX_64=index_64)
     tile = backend_for(dev).facts["kernels"].get("pointwise_tile", DEFAULT_TILE)
@@ -786,7 +767,7 @@ def _launch_complex(row: Row, call: Call, plan: Plan, out: Tensor, views) -> Non
     launch(K.pointwise_complex, (cdiv(n, block),), out.device,
            [written, n, merged, merged_strides[0], *pointers, *strides, *bits],
            BODY=row.complex_body, MODE=row.complex_mode, COMPUTE=component.triton, K0=kinds[0], K1=kinds[1],
-           BITS_TYPE=getattr(tl, _BITS_TYPE[component.itemsize]), COMPLEX_OUT=complex_out, RANK=rank,
+           BITS_TYPE=getattr(tl, BITS_TYPE[component.itemsize]), COMPLEX_OUT=complex_out, RANK=rank,
            INDEX_64=index_64, BLOCK=block)
     if target is not out:
         out.copy_(target)
