@@ -228,7 +228,11 @@ def run_phase(name: str, directory: str, store: str) -> dict:
                           text=True)
     if done.returncode:
         raise SystemExit(f"phase {name} failed:\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    # each phase's figures as soon as it ends: a run cut short by a time limit still reports them
+    print(f"phase {name}: {json.dumps({k: v for k, v in result.items() if k != 'tokens'})}", file=sys.stderr,
+          flush=True)
+    return result
 
 
 def _timed_rows(model: str, warm: dict, cold: dict, certified: dict, served: dict) -> list[tuple]:

@@ -69,6 +69,49 @@ if _PDL_SETTING not in ("0", "1"):
 _PDL_ON = _PDL_SETTING == "1"
 
 
+# Compiling ahead (``compiling_ahead``): tuning builds every candidate's kernels at once on a pool of
+# threads before it times any (Triton's compiles run mostly outside the interpreter lock, in its passes and
+# in ptxas), instead of one after another as each is first timed. ``NBX_COMPILE_AHEAD=0`` turns it off.
+_AHEAD_SETTING = os.environ.get("NBX_COMPILE_AHEAD", "1").strip() or "1"
+if _AHEAD_SETTING not in ("0", "1"):
+    raise ValueError(f"NBX_COMPILE_AHEAD must be 0 or 1, got {_AHEAD_SETTING!r}")
+_ahead = threading.local()
+_ahead_open = 0  # blocks open in any thread: launches look at their thread's only when one is
+
+
+def compiling_ahead_active() -> bool:
+    """Whether this thread is inside ``compiling_ahead``: its launches compile and run nothing."""
+    return bool(_ahead_open) and getattr(_ahead, "mode", None) is not None
+
+
+@contextlib.contextmanager
+def compiling_ahead(workers: int | None = None):
+    """Inside, this thread's launches of kernels not yet compiled hand their compilation to a pool of
+    ``workers`` threads (default: one a core, at most 16) and no launch runs: outputs are left as they
+    were. Leaving waits for every compilation (a kernel that failed to build fails again, named, when it
+    is first launched). Where kernels do not compile, or ``NBX_COMPILE_AHEAD=0``, or the Triton in use
+    has no asynchronous compile mode, the block does nothing and its launches run as usual."""
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        AsyncCompileMode = None
+    if AsyncCompileMode is None or _AHEAD_SETTING == "0" or compiling_ahead_active():
+        yield False
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    global _ahead_open
+    with ThreadPoolExecutor(max_workers=workers or min(16, os.cpu_count() or 1)) as pool:
+        mode = AsyncCompileMode(pool, ignore_errors=True)
+        _ahead.mode = mode
+        _ahead_open += 1
+        try:
+            with mode:
+                yield True
+        finally:
+            _ahead_open -= 1
+            _ahead.mode = None
+
+
 def dependent_launch(device) -> bool:
     """The ``PDL`` constexpr for kernels launched on ``device``: true where kernels compile, the device's
     class supports programmatic dependent launch (its facts say ``programmatic_dependent_launch``) and
@@ -327,6 +370,11 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
     spec, values = _specialised(args)
     key = (kernel, device.index, constexpr_key, spec)
     entry = _compiled.get(key)
+    if _ahead_open and getattr(_ahead, "mode", None) is not None:
+        if entry is None:
+            kernel.warmup(*[a._kernel_pointer(backend) if type(a) is _Pointer else a for a in args], grid=grid,
+                          **constexprs, launch_pdl=constexprs.get(PDL) is True)
+        return None
     if entry is None:
         _use_scratch(device)  # a kernel may ask for global scratch on its first launch
         compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is _Pointer else a for a in args],

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 import nbxtensor as nbx
-from nbxtensor import tuning
+from nbxtensor import launch, tuning
 from nbxtensor.device.facts import load as load_facts
 from nbxtensor.ops.matmul import gemm_candidates, gemv_candidates
 from tests.conftest import cpu_kernels
@@ -135,9 +135,49 @@ def test_timed_candidates_are_planned_once_and_their_launches_timed(tmp_path, mo
             fn()
         return {1: 2.0, 2: 1.0}[issued[-1]]
     monkeypatch.setattr(timing, "device_time_ms", timed)
+    monkeypatch.setattr(launch, "_AHEAD_SETTING", "0")  # no build pass before the timing (its own test)
     chosen = tuning.choose_timed("k|once", {"name": "testgpu", "kernels": {}}, [{"n": 1}, {"n": 2}], prepare)
     assert chosen == {"n": 2} and planned == [1, 2]
     assert issued == [1] * 5 + [2] * 5 + [2] * 5 + [1] * 5 + [1] * 5 + [2] * 5 + [2] * 5 + [1] * 5
+
+
+def test_every_candidate_is_built_ahead_before_any_is_timed(tmp_path, monkeypatch):
+    """On a compiling device ``choose_timed`` first issues every candidate inside ``launch.compiling_ahead``
+    (its kernels compile on a pool of threads, nothing runs), then times them: compiling one candidate after
+    another as each was first timed made a cold 1.1B-parameter LLM's first call spend minutes in Triton. A
+    key planned inside a candidate while it is being built takes its first setting and stores nothing."""
+    pytest.importorskip("triton.runtime._async_compile")
+    from nbxtensor.tuning import timing
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    monkeypatch.setattr(launch, "_AHEAD_SETTING", "1")
+    facts = {"name": "testgpu", "kernels": {}}
+    events = []
+
+    def prepare(config):
+        def issue():
+            inner = tuning.choose("k|inner", "testgpu", [{"i": 1}, {"i": 2}], lambda c: 1.0, interpreted=False)
+            events.append(("built" if launch.compiling_ahead_active() else "ran", config["n"], inner["i"]))
+        return issue
+
+    monkeypatch.setattr(timing, "device_time_ms", lambda fn, **kwargs: (fn(), {1: 2.0, 2: 1.0}[events[-1][1]])[1])
+    assert tuning.choose_timed("k|ahead", facts, [{"n": 1}, {"n": 2}], prepare) == {"n": 2}
+    assert events[:2] == [("built", 1, 1), ("built", 2, 1)]
+    assert all(kind == "ran" for kind, _, _ in events[2:]) and len(events) == 2 + 2 * tuning.TIMING_ROUNDS
+    # the inner key was tuned once, outside the build pass, and stored
+    assert "k|inner" in tuning.cache_for("testgpu").entries()
+
+
+def test_compiling_ahead_off_or_nested_does_nothing(monkeypatch):
+    """``NBX_COMPILE_AHEAD=0`` leaves launches running as usual; a block inside a block adds no pool."""
+    monkeypatch.setattr(launch, "_AHEAD_SETTING", "0")
+    with launch.compiling_ahead() as building:
+        assert building is False and not launch.compiling_ahead_active()
+    pytest.importorskip("triton.runtime._async_compile")
+    monkeypatch.setattr(launch, "_AHEAD_SETTING", "1")
+    with launch.compiling_ahead() as outer:
+        with launch.compiling_ahead() as inner:
+            assert outer is True and inner is False and launch.compiling_ahead_active()
+    assert not launch.compiling_ahead_active()
 
 
 def test_timed_candidates_read_their_operands_past_the_l2_cache(tmp_path, monkeypatch):

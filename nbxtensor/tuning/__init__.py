@@ -27,7 +27,9 @@ def choose_timed(key: str, facts: dict, candidates, prepare) -> dict:
     """``choose`` for a kernel family whose ``prepare(config)`` plans its launches and returns a function
     that issues them: candidates are timed on the device the facts describe, each planned once, so that
     the timed calls are paced by the device rather than by planning, over ``TIMING_ROUNDS`` interleaved
-    rounds."""
+    rounds. Every candidate's kernels are compiled at once first (``launch.compiling_ahead``); a candidate
+    is planned again for its timing, so that keys it plans inside itself are tuned then, not while
+    building."""
     prepared = {}
 
     def measure(config):
@@ -37,8 +39,13 @@ def choose_timed(key: str, facts: dict, candidates, prepare) -> dict:
         # twice the L2 cache overwritten before each call: a model's weights stream from device memory
         return device_time_ms(prepared[id(config)], reps=8, batches=1,
                               flush_bytes=2 * facts.get("l2_cache_bytes", DEFAULT_L2_BYTES))
+    def build(config):
+        try:
+            prepare(config)()
+        except Exception:  # noqa: BLE001  (a candidate that cannot be built is skipped when it is timed)
+            pass
     return choose(key, facts["name"], candidates, measure, interpreted=bool(facts["kernels"].get("interpreted")),
-                  rounds=TIMING_ROUNDS)
+                  rounds=TIMING_ROUNDS, build=build)
 
 
 def cache_path(device=None):

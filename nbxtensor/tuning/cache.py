@@ -29,7 +29,7 @@ import statistics
 import threading
 from pathlib import Path
 
-from .. import progress
+from .. import launch, progress
 from .._version import __version__
 
 MODE_TUNE = "tune"
@@ -258,13 +258,15 @@ certifications: dict = {}
 
 
 def choose(key: str, facts_name: str, candidates, measure, *, interpreted: bool, certify=None,
-           rounds: int = 1) -> dict:
+           rounds: int = 1, build=None) -> dict:
     """The setting for ``key``: stored (by these versions), or (interpreted) the first candidate, or the
     fastest candidate by ``measure(config) -> milliseconds`` (a candidate that fails to build or run is
     skipped), stored. ``candidates`` is a list of settings, or a function giving it, called only when the
     key must be tuned. ``rounds`` as ``time_candidates`` takes it. ``certify(config) -> bool``, when given,
     must accept a setting before it is stored. A certified-only run takes a certified entry or raises
-    ``TuningKeyMissing``."""
+    ``TuningKeyMissing``. ``build(config)``, when given, issues a candidate's launches: before any is
+    timed, every candidate is built that way inside ``launch.compiling_ahead``, its kernels compiled on
+    a pool of threads."""
     cache = cache_for(facts_name)
     certification = certifications.get((threading.get_ident(), key)) if certifications else None
     if certification is None:
@@ -279,6 +281,15 @@ def choose(key: str, facts_name: str, candidates, measure, *, interpreted: bool,
         candidates = candidates()
     if not candidates:
         raise ValueError(f"no tuning candidates for launch key {key!r}")
+    if launch.compiling_ahead_active():
+        # a key planned while an outer key's candidates are being built: built in its first setting, tuned
+        # when the outer candidate is timed
+        return candidates[0]
+    if build is not None and not interpreted:
+        with launch.compiling_ahead() as building:
+            if building:
+                for config in candidates:
+                    build(config)
     if certification is not None:
         return certification.decide(candidates, measure, interpreted, rounds)
     if interpreted:
