@@ -79,12 +79,16 @@ class _CudaMatmulFlags:
 backends = SimpleNamespace(cuda=SimpleNamespace(matmul=_CudaMatmulFlags()))
 
 
+# ``tl.dot``'s precision of true float32 (on the FMA units), and of half-precision inputs
+IEEE = "ieee"
+
+
 def _dot_precision(dtype) -> str | None:
     if dtype.kind == "int":
         return None
     if dtype.name == "float32" and _precision["float32"] != "highest":
         return "tf32"
-    return "ieee"
+    return IEEE
 
 
 def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
@@ -151,6 +155,10 @@ _GEMM_FMA_TILE_VARIANTS = [(128, 128, 16, 3, 8, _P), (128, 64, 32, 3, 4, _P), (6
 # accumulators (128 x 256 on 8 warps, 128 x 128 on 4)
 _GEMM_PARTS_SHAPES = [(128, 128, 32, 3, 8), (128, 128, 16, 4, 8), (64, 128, 32, 3, 4), (128, 64, 32, 4, 4),
                       (64, 256, 32, 3, 8), (64, 64, 32, 4, 4)]
+# the same for a batch of small matrices (attention's scores and context, 64 to 512 a side): smaller
+# tiles, so that a dozen outputs of 128 x 64 still spread over every SM
+_GEMM_PARTS_BATCH_SHAPES = [(64, 64, 32, 3, 4), (64, 32, 32, 3, 4), (32, 64, 32, 3, 4), (32, 32, 32, 2, 4),
+                            (16, 32, 32, 2, 2)]
 _GEMM_PARTS_TILE_VARIANTS = [
     (128, 128, 32, 3, 8, _PT), (128, 128, 32, 4, 8, _PT), (128, 128, 32, 4, 8, dict(_PT, FLATTEN=True)),
     (64, 128, 32, 4, 4, _PT), (64, 128, 32, 4, 4, dict(_PT, FLATTEN=True)), (128, 64, 32, 4, 4, _PT),
@@ -164,10 +172,11 @@ def _has_tma(facts: dict) -> bool:
 
 
 def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool = False,
-                    parts: bool = False) -> list[dict]:
+                    parts: bool = False, batches: int = 1) -> list[dict]:
     """The settings worth timing for an m x n x k product of ``dtype`` on a device with these facts;
     ``single`` (one matrix, int32 indices) adds the ``gemm_tiles`` variants (persistent, TMA); ``parts``:
-    float32 tiles multiplied on the bfloat16 matrix unit as their parts (the matrix unit's tiles)."""
+    float32 tiles multiplied on the bfloat16 matrix unit as their parts (the matrix unit's tiles), with
+    smaller ones for a batch of ``batches`` > 1 matrices."""
     if facts["kernels"].get("interpreted"):
         # as for the GEMV: the interpreter pays per program and operation, so one wide tile of the output
         # a program and long K steps (the main job's layers on the CPU: about 4x faster)
@@ -179,7 +188,10 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
     shared = facts.get("shared_memory_per_block_bytes")
     seen, out = set(), []
     fma = dtype.name == "float32" and _dot_precision(dtype) == "ieee" and not parts
-    plain = _GEMM_PARTS_SHAPES if parts else _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else [])
+    if parts:
+        plain = _GEMM_PARTS_SHAPES + (_GEMM_PARTS_BATCH_SHAPES if batches > 1 else [])
+    else:
+        plain = _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else [])
     variants = []
     if single and dtype.kind != "int" and not facts["kernels"].get("interpreted"):
         tma = _has_tma(facts)
@@ -271,8 +283,8 @@ def _product_route(a, b, out_dtype, bias, beta, facts: dict, planes: bool = True
     """How ``_plan_product`` runs a product of operands laid out as these (tensors, or meta tensors for the
     key rules) on a device with these facts: (route, launch key or None), the route one of "empty",
     "exact" (untuned), "dense" (batch dims past ``MAX_BATCH_RANK``: contiguous copies), "gemv", "planes"
-    (float32 on bfloat16 parts: split in registers or as planes in memory, as the key's setting says)
-    and "gemm"."""
+    (float32 on bfloat16 parts: split in registers or as planes in memory, or for a batch of matrices
+    split in registers or true float32, as the key's setting says) and "gemm"."""
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = S.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -293,8 +305,9 @@ def _product_route(a, b, out_dtype, bias, beta, facts: dict, planes: bool = True
         # every batch extent is 1 here, so these reshapes are views
         a2, b2 = a.reshape(m, k), b.reshape(k, n)
         return "gemv", gemv_key(facts, m, n, k, a.dtype, out_dtype, a2.stride(1), b2.stride(1))
-    if planes and batches == 1 and k > 0 and _by_planes(a.dtype, facts):
-        return "planes", gemm_key(facts, 1, m, n, k, a.dtype, out_dtype, a.stride(-1), b.stride(-1), planes=True)
+    if planes and k > 0 and _by_planes(a.dtype, facts):
+        return "planes", gemm_key(facts, batches, m, n, k, a.dtype, out_dtype, a.stride(-1), b.stride(-1),
+                                  planes=True)
     return "gemm", gemm_key(facts, batches, m, n, k, a.dtype, out_dtype, a.stride(-1), b.stride(-1))
 
 
@@ -306,7 +319,7 @@ def _product_keys(facts: dict, a, b, out_dtype, bias=None, alpha=1, beta=0) -> l
     """The launch keys ``_product`` forms for operands laid out as these (meta tensors will do); of a
     product on bfloat16 parts, its own and those of its planes form's GEMMs (which its tuning times)."""
     route, key = _product_route(a, b, out_dtype, bias, beta, facts)
-    if route == "planes":
+    if route == "planes" and _batch_count(a, b) == 1:
         return [key, *_plane_keys(facts, a, b, out_dtype, bias, alpha, beta)]
     if key is not None:
         return [key]
@@ -318,6 +331,11 @@ def _product_keys(facts: dict, a, b, out_dtype, bias=None, alpha=1, beta=0) -> l
         return _product_keys(facts, _meta((*batch, m, k), a.dtype), _meta((*batch, k, n), b.dtype), out_dtype,
                              _meta((*batch, m, n), bias.dtype) if has_bias else None, alpha, beta if has_bias else 0)
     return []
+
+
+def _batch_count(a, b) -> int:
+    """The matrices a product of these operands multiplies (its broadcast batch)."""
+    return S.numel(S.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
 
 
 def _plane_keys(facts: dict, a, b, out_dtype, bias, alpha, beta) -> list[str]:
@@ -407,7 +425,7 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         constexprs = dict(BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                           BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0,
                           HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
-                          num_stages=config["num_stages"], **_with_precision(flags, config))
+                          num_stages=config["num_stages"], **_with_precision(flags, config, a.dtype))
         launches = [PlannedLaunch(K.gemm, (tiles, min(MAX_GRID_Y, batches - start)),
                                   [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, start, float(alpha),
                                    float(beta), shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk, b_sn, bias_sm,
@@ -421,9 +439,15 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         return run
 
     def candidates():
-        if parts:  # the one-launch form's tiles, then the planes form
-            return gemm_candidates(facts, m, n, k, a.dtype, single=single, parts=True) + [dict(PLANES=True)]
-        return gemm_candidates(facts, m, n, k, a.dtype, single=single)
+        if not parts:
+            return gemm_candidates(facts, m, n, k, a.dtype, single=single)
+        registers = gemm_candidates(facts, m, n, k, a.dtype, single=single, parts=True, batches=batches)
+        if batches == 1:  # the one-launch form's tiles, then the planes form
+            return registers + [dict(PLANES=True)]
+        # a batch of small matrices (attention's scores and context) has no planes form (planes per matrix
+        # are launches and passes its short K cannot repay); true float32 on the FMA units, as accurate,
+        # may be faster there
+        return registers + [dict(config, PRECISION=IEEE) for config in gemm_candidates(facts, m, n, k, a.dtype)]
     config = tuning.choose_timed(key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), a, b, bias, out))
     run = launches_for(config)
@@ -534,10 +558,16 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
     return run
 
 
-def _with_precision(flags: dict, config: dict) -> dict:
-    """The operand flags, with the dot precision a config may name (benchmark sweeps of emulated float32
-    only: tuning candidates never name one, so float32 stays true float32 unless the user opts out)."""
-    return dict(flags, PRECISION=config["PRECISION"]) if "PRECISION" in config else flags
+def _with_precision(flags: dict, config: dict, dtype) -> dict:
+    """The operand flags, with the dot precision a config may name: ``IEEE`` (true float32, a candidate of a
+    batch's key on bfloat16 parts) or, in benchmark sweeps only, emulated float32 (no tuning candidate
+    names one, so float32 stays as accurate as float32 unless the user opts out)."""
+    if "PRECISION" not in config:
+        return flags
+    precision = config["PRECISION"]
+    # the interpreter widens bfloat16 tiles and parts to float32 for its dots; float32 tiles go in as they are
+    widened = flags["INTERPRETED"] and (dtype.name == "bfloat16" or precision == K.PRECISION_BF16_PARTS.value)
+    return dict(flags, PRECISION=precision, DECODE_BF16=widened)
 
 
 def _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn):
@@ -598,7 +628,7 @@ def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, sc
                           FLATTEN=bool(config.get("FLATTEN")), WARP_SPECIALIZE=bool(config.get("WARP_SPECIALIZE")),
                           EVEN_K=k % config["BLOCK_K"] == 0, HAS_BIAS=has_bias, SCALED=scaled,
                           num_warps=config["num_warps"], num_stages=config["num_stages"],
-                          **_with_precision(flags, config))
+                          **_with_precision(flags, config, dtype))
         return PlannedLaunch(K.gemm_tiles, (programs,),
                              [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, programs, alpha, beta,
                               a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn], constexprs)
