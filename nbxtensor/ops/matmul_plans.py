@@ -93,7 +93,8 @@ def _dot_precision(dtype) -> str | None:
 
 def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
     """The temporaries' bytes of a product of ``batches`` (m x k) by (k x n) matrices, the most any device
-    takes (the rule knows none): a GEMV's split-K partials, or a float32 GEMM's bfloat16 planes (the
+    takes (the rule knows none): a GEMV's or a half-precision GEMM's split-K partials, or a float32 GEMM's
+    bfloat16 planes (the
     widest chunk's, one buffer for all) and the chunk products they add up in. A float32 GEMM whose tuned
     form splits its tiles in registers takes none, the planes form these: a device may time either
     fastest, so the planes are declared."""
@@ -105,7 +106,10 @@ def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
                      for shape in (_GEMV_ONE_ROW_SHAPES if m == 1 else _GEMV_ROWS_SHAPES))
         return workspace_bytes(splits * m * n * 4) if splits > 1 else 0  # int32 or float32 partials
     if dtype.name != "float32":
-        return 0
+        # a half-precision GEMM's split-K partials, where a device with more SMs than its output's tiles
+        # may split it
+        splits = split_max(m, n, k, dtype.itemsize) if dtype.kind == "float" and dtype.itemsize == 2 else 1
+        return workspace_bytes(splits * m * n * 4) if splits > 1 else 0
     width = _plane_chunk_width(m, n, k)
     return Workspace.bytes_for(_plane_pieces(m, n, width)) + (workspace_bytes(4 * m * n) if width < k else 0)
 
@@ -166,6 +170,33 @@ _GEMM_PARTS_TILE_VARIANTS = [
 ]
 _TILE_FLAGS = ("PERSISTENT", "TMA", "FLATTEN", "WARP_SPECIALIZE")
 
+# A half-precision matrix whose output has fewer 128 x 128 tiles than the device has SMs (a short-M prefill
+# chunk against a wide weight: 128 x 4096 is 32 tiles) leaves SMs idle however its weight streams: narrow
+# tiles, and split-K (``SPLITS``: the K pieces along grid axis 2, float32 partials summed in split order by
+# ``gemv_combine``), each shape split so that its programs fill one or two waves of the SMs
+_GEMM_STARVED_SHAPES = [(128, 64, 64, 4, 4, {}), (64, 64, 64, 4, 4, {}), (128, 32, 64, 4, 4, {}),
+                        (128, 64, 64, 4, 4, _PT), (64, 64, 64, 4, 4, _PT)]
+_GEMM_SPLIT_SHAPES = [(128, 128, 64, 4, 4), (128, 128, 64, 3, 8), (128, 256, 64, 3, 8), (64, 128, 64, 4, 4)]
+_SPLIT_MAX = 8
+_SPLIT_MIN_K = 256  # the shortest K piece: four 64-deep steps
+
+
+def split_max(m: int, n: int, k: int, itemsize: int) -> int:
+    """The most K pieces an m x n x k product splits into on any device: partials, written and read once,
+    move at most half the operands' bytes, and each piece is at least ``_SPLIT_MIN_K`` deep."""
+    return max(1, min(_SPLIT_MAX, (m * k + k * n) * itemsize // (16 * m * n), k // _SPLIT_MIN_K))
+
+
+def _starved_shapes(facts: dict, m: int, n: int, k: int, dtype) -> list:
+    """``_GEMM_STARVED_SHAPES`` and the split shapes of a product whose output starves the SMs, else none."""
+    programs = facts.get("multiprocessors_max", 0)
+    if cdiv(m, 128) * cdiv(n, 128) >= programs:
+        return []
+    most = split_max(m, n, k, dtype.itemsize)
+    splits = [(shape, min(most, waves * programs // (cdiv(m, shape[0]) * cdiv(n, shape[1]))))
+              for shape in _GEMM_SPLIT_SHAPES for waves in (1, 2)]
+    return _GEMM_STARVED_SHAPES + [(*shape, dict(SPLITS=count)) for shape, count in splits if count > 1]
+
 
 def _has_tma(facts: dict) -> bool:
     return (facts.get("matrix_unit") or {}).get("instruction") in ("wgmma", "tcgen05")
@@ -202,6 +233,8 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
             # kernel's best a few percent behind (docs/performance.md): the plain tiles that came closest stay
             # as the fallback, and a first call compiles a dozen settings rather than two dozen
             plain = _GEMM_SHAPES[:2] + [(128, 128, 64, 3, 4), (64, 128, 64, 4, 4)]
+        if dtype.itemsize == 2:
+            variants += [s for s in _starved_shapes(facts, m, n, k, dtype) if tma or not s[5].get("TMA")]
     shapes = [(*s, {}) for s in plain] + variants
     for bm, bn, bk, stages, warps, flags in shapes:
         if dtype.itemsize == 4 and bk > 32:
@@ -211,7 +244,8 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
                       # 8-bit operands multiply in K steps of 32 (the MMA shapes for int8)
                       BLOCK_K=max(_clamp_block(bk, tiles["max_block_k"], k), 32 // dtype.itemsize),
                       num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]),
-                      GROUP_M=GROUP_M, **{f: True for f in _TILE_FLAGS if flags.get(f)})
+                      GROUP_M=GROUP_M, **{f: True for f in _TILE_FLAGS if flags.get(f)},
+                      **({"SPLITS": flags["SPLITS"]} if "SPLITS" in flags else {}))
         staged = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * dtype.itemsize * config["num_stages"]
         if shared and staged > shared:
             continue
@@ -421,15 +455,20 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         if single and any(config.get(f) for f in _TILE_FLAGS):
             return _tile_launches(config, dev, facts, m, n, k, float(alpha), float(beta), a.dtype, has_bias, scaled,
                                   flags, (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
+        if single and config.get("SPLITS", 1) > 1:
+            return _split_launches(config, dev, m, n, k, float(alpha), float(beta), has_bias, scaled,
+                                   _with_precision(flags, config, a.dtype),
+                                   (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
         tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
         constexprs = dict(BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                           BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0,
-                          HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
-                          num_stages=config["num_stages"], **_with_precision(flags, config, a.dtype))
+                          SPLIT=False, HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64,
+                          num_warps=config["num_warps"], num_stages=config["num_stages"],
+                          **_with_precision(flags, config, a.dtype))
         launches = [PlannedLaunch(K.gemm, (tiles, min(MAX_GRID_Y, batches - start)),
-                                  [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, start, float(alpha),
-                                   float(beta), shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk, b_sn, bias_sm,
-                                   bias_sn, out_sm, out_sn], constexprs)
+                                  [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("out"), m, n, k, k, start,
+                                   float(alpha), float(beta), shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk,
+                                   b_sn, bias_sm, bias_sn, out_sm, out_sn], constexprs)
                     for start in range(0, batches, MAX_GRID_Y)]
 
         def run(a, b, bias, out):
@@ -612,6 +651,42 @@ def _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_stri
             planned(dev, tensors)
         return out
     return execute
+
+
+# the tile of ``gemv_combine`` summing a split GEMM's partials
+_COMBINE_BLOCK_M, _COMBINE_BLOCK_N = 32, 64
+
+
+def _split_launches(config, dev, m, n, k, alpha, beta, has_bias, scaled, flags, strides):
+    """``run(a, b, bias, out)`` for one matrix with K split in ``config["SPLITS"]`` pieces (whole K steps
+    each): ``gemm`` writes each piece's float32 sums to a (splits, m, n) temporary, ``gemv_combine`` adds
+    them in split order and applies the epilogue."""
+    a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn = strides
+    block_k = config["BLOCK_K"]
+    k_per_split = cdiv(cdiv(k, config["SPLITS"]), block_k) * block_k
+    splits = cdiv(k, k_per_split)
+    tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
+    main = PlannedLaunch(
+        K.gemm, (tiles, 1, splits),
+        [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split, 0, alpha, beta,
+         (1,), (0,), (0,), (0,), (0,), a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
+        dict(BATCH_RANK=1, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k,
+             GROUP_M=config["GROUP_M"], EVEN_K=k % block_k == 0, SPLIT=True, HAS_BIAS=has_bias, SCALED=scaled,
+             INDEX_64=False, num_warps=config["num_warps"], num_stages=config["num_stages"], **flags))
+    combine = PlannedLaunch(
+        K.gemv_combine, (cdiv(n, _COMBINE_BLOCK_N), cdiv(m, _COMBINE_BLOCK_M)),
+        [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, alpha, beta, bias_sm, bias_sn, out_sm, out_sn],
+        dict(BLOCK_M=_COMBINE_BLOCK_M, BLOCK_N=_COMBINE_BLOCK_N, HAS_BIAS=has_bias, SCALED=scaled,
+             BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], PDL=False,
+             num_warps=4))
+    float32 = get_dtype("float32")
+
+    def run(a, b, bias, out):
+        tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out,
+                   "partial": scratch_tensor((splits, m, n), float32, dev)}
+        main(dev, tensors)
+        combine(dev, tensors)
+    return run
 
 
 def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, scaled, flags, strides):
