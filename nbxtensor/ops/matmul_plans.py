@@ -94,10 +94,9 @@ def _dot_precision(dtype) -> str | None:
 def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
     """The temporaries' bytes of a product of ``batches`` (m x k) by (k x n) matrices, the most any device
     takes (the rule knows none): a GEMV's or a half-precision GEMM's split-K partials, or a float32 GEMM's
-    bfloat16 planes (the
-    widest chunk's, one buffer for all) and the chunk products they add up in. A float32 GEMM whose tuned
-    form splits its tiles in registers takes none, the planes form these: a device may time either
-    fastest, so the planes are declared."""
+    bfloat16 planes (the widest chunk's, one buffer for all) and the chunk products they add up in. A
+    float32 GEMM whose tuned form splits its tiles in registers takes none, the planes form these: a device
+    may time either fastest, so the planes are declared."""
     if batches != 1 or not (m and k and n) or dtype.name in ("int64", "int16", "uint8", "bool"):
         # exact integer products (int32 results may be int8's, which a GEMV splits) take no temporaries
         return 0
@@ -218,7 +217,7 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
     tiles = facts["tiles"]
     shared = facts.get("shared_memory_per_block_bytes")
     seen, out = set(), []
-    fma = dtype.name == "float32" and _dot_precision(dtype) == "ieee" and not parts
+    fma = dtype.name == "float32" and _dot_precision(dtype) == IEEE and not parts
     if parts:
         plain = _GEMM_PARTS_SHAPES + (_GEMM_PARTS_BATCH_SHAPES if batches > 1 else [])
     else:
