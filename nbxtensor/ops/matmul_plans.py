@@ -454,8 +454,9 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         if single and any(config.get(f) for f in _TILE_FLAGS):
             return _tile_launches(config, dev, facts, m, n, k, float(alpha), float(beta), a.dtype, has_bias, scaled,
                                   flags, (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
-        if single and config.get("SPLITS", 1) > 1:
-            return _split_launches(config, dev, m, n, k, float(alpha), float(beta), has_bias, scaled,
+        splits = _split_count(config, m, n, k, a.dtype) if single else 1
+        if splits > 1:
+            return _split_launches(config, splits, dev, m, n, k, float(alpha), float(beta), has_bias, scaled,
                                    _with_precision(flags, config, a.dtype),
                                    (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
         tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
@@ -656,13 +657,19 @@ def _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_stri
 _COMBINE_BLOCK_M, _COMBINE_BLOCK_N = 32, 64
 
 
-def _split_launches(config, dev, m, n, k, alpha, beta, has_bias, scaled, flags, strides):
-    """``run(a, b, bias, out)`` for one matrix with K split in ``config["SPLITS"]`` pieces (whole K steps
-    each): ``gemm`` writes each piece's float32 sums to a (splits, m, n) temporary, ``gemv_combine`` adds
-    them in split order and applies the epilogue."""
+def _split_count(config: dict, m: int, n: int, k: int, dtype) -> int:
+    """The K pieces a setting splits an m x n x k product into: its ``SPLITS``, chosen on its key's largest
+    shape, at most ``split_max`` of this one (the partials the cost rule declares), half precision only."""
+    return min(config.get("SPLITS", 1), split_max(m, n, k, dtype.itemsize)) if dtype.itemsize == 2 else 1
+
+
+def _split_launches(config, splits, dev, m, n, k, alpha, beta, has_bias, scaled, flags, strides):
+    """``run(a, b, bias, out)`` for one matrix with K split in ``splits`` pieces (whole K steps each):
+    ``gemm`` writes each piece's float32 sums to a (splits, m, n) temporary, ``gemv_combine`` adds them in
+    split order and applies the epilogue."""
     a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn = strides
     block_k = config["BLOCK_K"]
-    k_per_split = cdiv(cdiv(k, config["SPLITS"]), block_k) * block_k
+    k_per_split = cdiv(cdiv(k, splits), block_k) * block_k
     splits = cdiv(k, k_per_split)
     tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
     main = PlannedLaunch(
