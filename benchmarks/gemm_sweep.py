@@ -22,13 +22,16 @@ def _dims(shape) -> str:
 
 
 def gemm_sweep(op: str, a, b, bias=None, alpha=1, beta=0, *, configs=None, extra=(), check=None,
-               timed: bool = True) -> dict:
+               timed: bool = True, planes: bool = False, flush_bytes: int = 0) -> dict:
     """The GEMM settings of the launch key of ``a @ b`` (2-D or batched, as ``matmul_plans._product`` takes
     them), each run on the device: {"key", "candidates" (the tuner's), "chosen" (the cached setting, if
     tuned), "rows": [{"config", "extra", "ms" (None when it failed to build or run, or untimed), "error",
     "check"}] fastest first}. ``configs`` replaces the tuner's candidates; ``extra`` settings are run too
     (e.g. a ``PRECISION`` of emulated float32, which no tuning candidate names); ``check(out)`` is called on
-    each setting's output; ``timed=False`` runs each once (to compile it). Nothing is tuned or stored."""
+    each setting's output; ``timed=False`` runs each once (to compile it); ``planes``: a float32 product's
+    key on bfloat16 parts (its register split's and true float32's settings), as a run plans it, instead of
+    the FMA path's key; ``flush_bytes`` > 0: each timed call after that much memory is overwritten, as
+    tuning times them. Nothing is tuned or stored."""
     found = {}
 
     def observe(key, facts, candidates, prepare):
@@ -39,7 +42,7 @@ def gemm_sweep(op: str, a, b, bias=None, alpha=1, beta=0, *, configs=None, extra
     tuning.choose_timed = observe
     try:
         out_dtype = get_dtype("int32") if a.dtype.name == "int8" else a.dtype
-        _plan_product(op, a, b, out_dtype, bias, alpha, beta, planes=False)
+        _plan_product(op, a, b, out_dtype, bias, alpha, beta, planes=planes)
     except _Observed:
         pass
     finally:
@@ -53,7 +56,7 @@ def gemm_sweep(op: str, a, b, bias=None, alpha=1, beta=0, *, configs=None, extra
         try:
             run = found["prepare"](config)  # the plan's launches on its operands: partial(run, a, b, bias, out)
             if timed:
-                row["ms"] = float(device_time_ms(run))
+                row["ms"] = float(device_time_ms(run, flush_bytes=flush_bytes))
             else:
                 run()
             if check is not None:

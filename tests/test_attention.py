@@ -295,6 +295,41 @@ def test_wgmma_kernel_is_offered_only_where_it_serves(monkeypatch):
                                 args["index_64"]) == [], changed
 
 
+def test_float32_on_hopper_offers_query_tiles_that_spread_a_short_sequence():
+    """True float32 (FMA dots, any tile side) adds short query tiles: 128 causal queries of 12 heads, 12
+    programs in 128-row tiles, reach 96 in 16-row ones. Half precision and TF32 keep their tiles."""
+    from nbxtensor.device.facts import load as load_facts
+    from nbxtensor.ops import matmul as matmul_ops
+    from nbxtensor.ops.attention import forward_candidates
+    hopper = load_facts("hopper")
+    float32 = forward_candidates(hopper, 128, 128, 64, nbx.float32, 12)
+    assert max(12 * -(-128 // c["BLOCK_M"]) for c in float32) >= 96
+    assert min(c["BLOCK_M"] for c in forward_candidates(hopper, 128, 128, 64, nbx.bfloat16, 12)) == 64
+    try:
+        matmul_ops.set_float32_matmul_precision("high")
+        assert min(c["BLOCK_M"] for c in forward_candidates(hopper, 128, 128, 64, nbx.float32, 12)) == 64
+    finally:
+        matmul_ops.set_float32_matmul_precision("highest")
+
+
+@pytest.mark.skipif(TEST_DEVICE != "cpu", reason="forces a GPU setting on the interpreter")
+@pytest.mark.parametrize("block_m,block_n", [(16, 32), (32, 64)])
+def test_short_query_tiles_against_longer_key_tiles(rng, monkeypatch, block_m, block_n):
+    """Query tiles shorter than key tiles (the float32 FMA settings): a causal tile's mask starts inside a
+    key tile, and queries and keys end inside their tiles."""
+    from nbxtensor.ops import attention as attention_ops
+    monkeypatch.setattr(attention_ops, "interpreted_forward_config",
+                        lambda length, keys, heads: dict(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1,
+                                                         num_stages=1))
+    attention_ops._attention_plans.clear()
+    try:
+        q, k, v = _inputs(rng, (1, 3, 45, 64), (1, 3, 45, 64), (1, 3, 45, 64))
+        for causal in (False, True):
+            _close(_sdpa(q, k, v, is_causal=causal), reference(q, k, v, causal=causal))
+    finally:
+        attention_ops._attention_plans.clear()
+
+
 # ---- decode --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("head_dim,ratio", [(64, 1), (128, 4), (80, 8)])
 def test_decode_matches_dense_path(rng, head_dim, ratio):

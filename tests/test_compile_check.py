@@ -76,6 +76,43 @@ def test_a_product_through_float32_planes_is_recorded(tmp_path):
     assert [record["constexprs"]["PRECISION"] for record in kernels if record["kernel"] == "gemm"][0] == "bf16_parts"
 
 
+@cpu_kernels
+def test_batched_parts_split_k_and_short_float32_attention_tiles_compile_for_hopper(tmp_path):
+    """GPU settings forced on the interpreter: a float32 batch on bfloat16 parts in the smallest tiles (the
+    16-row one below the wgmma shape) and in true float32, a split-K GEMM and its combine over row blocks,
+    and float32 attention in a 16-query tile against 32 keys."""
+    records = _record(tmp_path, """
+        import numpy as np
+        import nbxtensor as nbx
+        from nbxtensor.ops import attention, matmul_plans
+        from nbxtensor.ops.plans import clear_all
+        matmul_plans._by_planes = lambda dtype, facts: dtype.name == "float32"  # the CPU's facts name no matrix unit
+        tiles = dict(num_stages=2, GROUP_M=8)
+        settings = [dict(tiles, BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, num_warps=2),
+                    dict(tiles, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, PRECISION="ieee"),
+                    dict(tiles, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, SPLITS=3)]
+        rng = np.random.default_rng(0)
+        a = nbx.tensor(rng.standard_normal((3, 40, 64)).astype(np.float32))
+        x = nbx.tensor(rng.standard_normal((70, 1000)).astype(np.float32)).to(nbx.bfloat16)
+        for setting in settings:
+            matmul_plans.tuning.choose_timed = lambda key, facts, candidates, prepare, chosen=setting: chosen
+            clear_all()
+            (nbx.bmm(a, a.transpose(1, 2)) if "SPLITS" not in setting else x @ x.transpose(0, 1)[:, :40]).numpy()
+        attention.interpreted_forward_config = lambda length, keys, heads: dict(BLOCK_M=16, BLOCK_N=32, num_warps=1,
+                                                                                 num_stages=2)
+        q = nbx.tensor(rng.standard_normal((1, 2, 40, 64)).astype(np.float32))
+        nbx.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).numpy()
+    """)
+    kernels = [json.loads(line) for line in records.read_text().splitlines()]
+    gemms = [record["constexprs"] for record in kernels if record["kernel"] == "gemm"]
+    assert [(g["PRECISION"], g["SPLIT"]) for g in gemms] == [("bf16_parts", False), ("ieee", False),
+                                                             ("ieee", True)]
+    assert {"gemv_combine", "attention_forward"} <= {record["kernel"] for record in kernels}
+    result = _check(records, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 failed" in result.stdout
+
+
 _REFUSED_HEADER = textwrap.dedent("""
     import nbxtensor  # settles Triton's mode first
     import triton

@@ -306,6 +306,49 @@ def test_small_tiles_of_the_batched_kernel(rng, force_gemm_config, dtype):
     assert_product_close(nbx.matmul(a, b.transpose(0, 1)), _f64(a), _f64(b).T, 40, dtype)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_split_k_adds_its_pieces_in_order(rng, force_gemm_config, monkeypatch, dtype):
+    """A split setting: K in whole-step pieces along grid axis 2 (790 = 272 + 272 + 246, the last ragged),
+    their float32 partials added by ``gemv_combine`` over several row and column blocks, a bias with alpha
+    and beta applied once; a weight read transposed; the same bits every call. A shape whose partials
+    would outgrow the declared workspace splits less (here not at all)."""
+    force_gemm_config(_tile_config({}, SPLITS=3))
+    kernels = _launched_kernels(monkeypatch)
+    x, b, bias = _inputs(rng, (40, 790), dtype), _inputs(rng, (790, 70), dtype), _inputs(rng, (70,), dtype)
+    out = nbx.addmm(bias, x, b, beta=0.5, alpha=2.0)
+    assert kernels == [K.gemm, K.gemv_combine] and MP.split_max(40, 70, 790, 2) == 3
+    assert_product_close(out, 2 * _f64(x), _f64(b), 790, dtype, bias_scale=(0.5 * _f64(bias),))
+    np.testing.assert_array_equal(nbx.addmm(bias, x, b, beta=0.5, alpha=2.0).numpy(), out.numpy())
+    weight = _inputs(rng, (36, 790), dtype)
+    assert_product_close(nbx.nn.functional.linear(x, weight), _f64(x), _f64(weight).T, 790, dtype)
+    kernels.clear()
+    square = _inputs(rng, (40, 300), dtype)
+    assert_product_close(nbx.mm(square, square.transpose(0, 1)), _f64(square), _f64(square).T, 300, dtype)
+    assert kernels == [K.gemm]
+
+
+def test_short_m_products_on_hopper_offer_narrow_tiles_and_split_k():
+    """A 128-row chunk against a 4096 x 14336 weight forms 32 tiles of 128 x 128 on 132 SMs: its candidates
+    add narrow tiles and split settings filling one or two waves, their partials within the workspace the
+    cost rule declares; a product whose tiles fill the SMs keeps its list, and a batch never splits."""
+    from nbxtensor.device.facts import load as load_facts
+    from nbxtensor.ops.registry import get
+    hopper = load_facts("hopper")
+    m, n, k = 128, 4096, 14336
+    listed = MM.gemm_candidates(hopper, m, n, k, nbx.bfloat16, single=True)
+    split = [c for c in listed if c.get("SPLITS")]
+    assert split and any(c["BLOCK_N"] <= 64 and not c.get("SPLITS") for c in listed)
+    for c in split:
+        programs = -(-m // c["BLOCK_M"]) * -(-n // c["BLOCK_N"]) * c["SPLITS"]
+        assert programs <= 2 * hopper["multiprocessors_max"] and not any(c.get(f) for f in MP._TILE_FLAGS)
+    x, w = MP._meta((m, k), nbx.bfloat16), MP._meta((n, k), nbx.bfloat16)
+    declared = get("linear").cost(x, w).workspace
+    assert max(c["SPLITS"] for c in split) * m * n * 4 <= declared
+    assert not any(c.get("SPLITS") for c in MM.gemm_candidates(hopper, 4096, 4096, 4096, nbx.bfloat16, single=True))
+    assert not any(c.get("SPLITS") for c in MM.gemm_candidates(hopper, m, n, k, nbx.bfloat16))
+    assert get("linear").cost(MP._meta((4096, 4096), nbx.bfloat16), MP._meta((4096, 4096), nbx.bfloat16)).workspace == 0
+
+
 @pytest.mark.parametrize("variant", TILE_VARIANTS, ids=lambda v: "+".join(sorted(v)))
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_gemm_tiles_variants(rng, force_gemm_config, variant, dtype):

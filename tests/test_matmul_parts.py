@@ -16,7 +16,7 @@ from nbxtensor.ops import matmul_plans as MP
 from nbxtensor.ops.plans import clear_all
 from nbxtensor.ops.registry import TensorMeta, get
 
-from .conftest import to_nbx
+from .conftest import TEST_DEVICE, to_nbx
 from .test_matmul import (TILE_VARIANTS, _f64, _inputs, _launched_kernels, _launched_precisions, _tile_config,
                           assert_product_close)
 
@@ -177,3 +177,131 @@ def test_a_device_that_times_the_planes_form_fastest_runs_it(rng, parts_in_regis
     assert_product_close(a @ b, _f64(a), _f64(b), 30, "float32")
     assert chosen[0][1][-1] == {"PLANES": True} and "bf16_parts=1" in chosen[0][0]
     assert kernels == [K.split_bf16_planes, K.split_bf16_planes, K.gemm]
+
+
+# ---- a batch of matrices: parts split in registers or true float32, one launch either way ------------------
+IEEE = MP.IEEE
+
+
+def _choosing(monkeypatch, precision, **tiles):
+    """Tuning picks the first candidate of ``precision`` (``tiles`` replacing its tile sides); returns the
+    (key, candidates) of every choice asked for."""
+    asked = []
+
+    def choose(key, facts, candidates, prepare):
+        listed = candidates()
+        asked.append((key, listed))
+        if "bf16_parts" not in key:
+            return listed[0]
+        chosen = next(c for c in listed if c.get("PRECISION", PARTS) == precision and not c.get("PLANES"))
+        return dict(chosen, **tiles)
+    monkeypatch.setattr(MP.tuning, "choose_timed", choose)
+    return asked
+
+
+def _attention_operands(rng):
+    """Scores of (batch 2, heads 3) queries and keys laid out as (batch, sequence, heads, dim) are: batch
+    strides that are not the matrices' size, and keys read transposed."""
+    q = _inputs(rng, (2, 19, 3, 24), "float32").permute(0, 2, 1, 3)
+    k = _inputs(rng, (2, 21, 3, 24), "float32").permute(0, 2, 3, 1)
+    return q, k
+
+
+@pytest.mark.parametrize("precision", [PARTS, IEEE])
+@pytest.mark.parametrize("tiles", [{}, dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)], ids=["interpreter", "16-wide"])
+def test_a_batch_is_one_launch_in_either_precision(rng, parts_in_registers, monkeypatch, precision, tiles):
+    """Odd extents, several tiles and K steps (16-wide tiles, ragged edges), batch strides of a heads view,
+    a strided and a broadcast batch, and baddbmm's bias: each one launch of the batched GEMM, as accurate
+    as float32 (``assert_product_close``) in either precision."""
+    asked = _choosing(monkeypatch, precision, **tiles)
+    kernels = _launched_kernels(monkeypatch)
+    precisions = _launched_precisions(monkeypatch)
+    a, b = _inputs(rng, (5, 33, 20), "float32"), _inputs(rng, (5, 20, 17), "float32")
+    assert_product_close(nbx.bmm(a, b), _f64(a), _f64(b), 20, "float32")
+    q, k = _attention_operands(rng)
+    assert_product_close(q @ k, _f64(q), _f64(k), 24, "float32")
+    x, y = _inputs(rng, (8, 21, 40), "float32")[::2], _inputs(rng, (4, 40, 13), "float32")
+    assert_product_close(nbx.bmm(x, y), _f64(x), _f64(y), 40, "float32")
+    u, v = _inputs(rng, (3, 1, 18, 35), "float32"), _inputs(rng, (1, 2, 35, 22), "float32")
+    assert_product_close(u @ v, _f64(u), _f64(v), 35, "float32")
+    bias = _inputs(rng, (1, 17), "float32")
+    got = nbx.baddbmm(bias, a, b, beta=0.5, alpha=-2.0)
+    assert_product_close(got, -2.0 * _f64(a), _f64(b), 20, "float32", bias_scale=(0.5 * _f64(bias),))
+    assert kernels == [K.gemm] * 5 and precisions == [precision] * 5
+    assert all("|bf16_parts=1" in key and "B=1|" not in key for key, _ in asked)
+
+
+def test_a_batch_lists_both_precisions_and_no_planes_form(rng, parts_in_registers, monkeypatch):
+    """The key of a batch on parts lists the register split's tiles first (the interpreter's choice), then
+    true float32's; a batch has no planes form (planes are per matrix)."""
+    asked = _choosing(monkeypatch, PARTS)
+    a, b = _inputs(rng, (3, 20, 30), "float32"), _inputs(rng, (3, 30, 10), "float32")
+    nbx.bmm(a, b)
+    ((key, listed),) = asked
+    assert key.startswith("gemm|B=4|") and key.endswith("|bf16_parts=1")
+    precisions = [c.get("PRECISION", PARTS) for c in listed]
+    assert precisions[0] == PARTS and IEEE in precisions and precisions == sorted(precisions, key=[PARTS, IEEE].index)
+    assert not any(c.get("PLANES") for c in listed)
+
+
+def test_a_batch_gives_the_same_bits_every_call(rng, parts_in_registers):
+    a, b = _inputs(rng, (6, 40, 24), "float32"), _inputs(rng, (6, 24, 36), "float32")
+    first = nbx.bmm(a, b).numpy()
+    clear_all()
+    np.testing.assert_array_equal(nbx.bmm(a, b).numpy(), first)
+    np.testing.assert_array_equal(nbx.bmm(a, b).numpy(), first)
+
+
+_ATTENTION_BATCHES = [(12, 128, 128, 64), (12, 128, 64, 128), (48, 512, 64, 512), (384, 197, 64, 197)]
+
+
+@pytest.mark.parametrize("batches,m,n,k", _ATTENTION_BATCHES)
+def test_attention_sized_batches_on_hopper_time_parts_and_true_float32(batches, m, n, k):
+    """On Hopper a float32 batch's key is flagged bf16_parts (its census the one key); its candidates are
+    the register split's tiles, small enough that some fill every SM with a dozen 128 x 128 outputs and
+    none holds more than 64 accumulators a thread, then true float32's tiles."""
+    hopper = load_facts("hopper")
+    a, b = MP._meta((batches, m, k), nbx.float32), MP._meta((batches, k, n), nbx.float32)
+    route, key = MP._product_route(a, b, nbx.float32, None, 0, hopper)
+    assert route == "planes" and key.endswith("|bf16_parts=1") and get("bmm").key(hopper, a, b) == [key]
+    parts = MM.gemm_candidates(hopper, m, n, k, nbx.float32, parts=True, batches=batches)
+    assert all(c["BLOCK_M"] * c["BLOCK_N"] <= 64 * 32 * c["num_warps"] for c in parts)
+    most = max(batches * -(-m // c["BLOCK_M"]) * -(-n // c["BLOCK_N"]) for c in parts)
+    assert most >= hopper["multiprocessors_max"]
+    assert len(MM.gemm_candidates(hopper, m, n, k, nbx.float32, parts=True)) < len(parts)  # one matrix: as before
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_batches_keep_their_key_and_tiles(dtype):
+    hopper = load_facts("hopper")
+    a, b = MP._meta((12, 128, 64), getattr(nbx, dtype)), MP._meta((12, 64, 128), getattr(nbx, dtype))
+    route, key = MP._product_route(a, b, getattr(nbx, dtype), None, 0, hopper)
+    assert route == "gemm" and "bf16_parts" not in key
+
+
+def test_a_batch_without_planes_or_at_high_precision_stays_off_parts():
+    hopper = load_facts("hopper")
+    a, b = MP._meta((12, 128, 64), nbx.float32), MP._meta((12, 64, 128), nbx.float32)
+    try:
+        MM.backends.cuda.matmul.float32_planes = False
+        assert MP._product_route(a, b, nbx.float32, None, 0, hopper)[0] == "gemm"
+    finally:
+        MM.backends.cuda.matmul.float32_planes = True
+    try:
+        MM.set_float32_matmul_precision("high")
+        assert MP._product_route(a, b, nbx.float32, None, 0, hopper)[0] == "gemm"
+    finally:
+        MM.set_float32_matmul_precision("highest")
+
+
+@pytest.mark.skipif(TEST_DEVICE != "cpu", reason="certifies the CPU's device class")
+def test_a_batch_key_on_parts_certifies_both_precisions(parts_in_registers, monkeypatch, tmp_path):
+    """Certification rebuilds a batch from the key and holds every candidate, parts and true float32, to the
+    float32 products' bound."""
+    from nbxtensor import certify, tuning
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    key = "gemm|B=4|M=32|N=16|K=64|float32,float32|a_k_unit=1|b_n_unit=1|bf16_parts=1"
+    report = certify.certify_key(key, "cpu")
+    assert report["status"] == "certified" and report["refused"] == []
+    entry = tuning.entries("cpu")[key]
+    assert entry["candidates"] == 2 and [list(s)[0] for s in entry["shapes"]] == [4, 3]

@@ -122,15 +122,19 @@ def _tile_indices(tile_m, tile_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
 
 
 @triton.jit
-def gemm(a, b, bias, out, M, N, K, batch_start, alpha, beta,
+def gemm(a, b, bias, out, partial, M, N, K, k_per_split, batch_start, alpha, beta,
          batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
          a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
          BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-         GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
-         DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr,
-         DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+         GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SPLIT: tl.constexpr, ACC: tl.constexpr,
+         PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
+         BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
+         INTERPRETED: tl.constexpr):
     """out[batch] = alpha * a[batch] @ b[batch] + beta * bias[batch]; one BLOCK_M x BLOCK_N tile per
-    program (axis 0), one batch per program row (axis 1, offset by ``batch_start``)."""
+    program (axis 0), one batch per program row (axis 1, offset by ``batch_start``). SPLIT (one matrix):
+    program (i, 0, s) multiplies the K piece [s * k_per_split, (s + 1) * k_per_split) and writes its float32
+    sums to ``partial`` (split, M, N), which ``gemv_combine`` adds in split order (no atomics: the bits do
+    not depend on scheduling)."""
     pid = tl.program_id(0)
     batch = tl.program_id(1) + batch_start
     if INDEX_64:
@@ -141,13 +145,23 @@ def gemm(a, b, bias, out, M, N, K, batch_start, alpha, beta,
     off_a, off_b, off_bias, off_out = _batch_offsets(batch, batch_shape, a_batch_strides, b_batch_strides,
                                                      bias_batch_strides, out_batch_strides, BATCH_RANK)
     rm, rn, rk, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K, INDEX_64)
-    a_ptrs = a + off_a + rm_load[:, None] * a_sm + rk[None, :] * a_sk
-    b_ptrs = b + off_b + rk[:, None] * b_sk + rn_load[None, :] * b_sn
-    acc = _k_loop(tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC), a_ptrs, b_ptrs, K, rk, a_sk, b_sk, BLOCK_K, EVEN_K, ACC,
-                  PRECISION, DECODE_BF16, INTERPRETED)
+    if SPLIT:
+        k_start = tl.program_id(2) * k_per_split
+        k_length = tl.minimum(K - k_start, k_per_split)
+        rk_start = rk + k_start
+    else:
+        k_length = K
+        rk_start = rk
+    a_ptrs = a + off_a + rm_load[:, None] * a_sm + rk_start[None, :] * a_sk
+    b_ptrs = b + off_b + rk_start[:, None] * b_sk + rn_load[None, :] * b_sn
+    acc = _k_loop(tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC), a_ptrs, b_ptrs, k_length, rk, a_sk, b_sk, BLOCK_K, EVEN_K,
+                  ACC, PRECISION, DECODE_BF16, INTERPRETED)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
-              HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+    if SPLIT:
+        tl.store(partial + (tl.program_id(2) * M + rm[:, None]) * N + rn[None, :], acc, mask=mask)
+    else:
+        _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
+                  HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
@@ -393,9 +407,10 @@ def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
 def gemv_combine(partial, bias, out, M, N, splits, alpha, beta, bias_sm, bias_sn, out_sm, out_sn,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
                  BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, PDL: tl.constexpr):
-    """Sums ``gemv``'s partials over the splits, in split order, then applies the epilogue."""
+    """Sums ``gemv``'s (or a split ``gemm``'s) partials over the splits, in split order, then applies the
+    epilogue: columns by axis 0, rows by axis 1 (one row block for a GEMV)."""
     await_predecessors(PDL)
-    rm = tl.arange(0, BLOCK_M)
+    rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=partial.dtype.element_ty)

@@ -24,7 +24,7 @@ from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, dependent_launch, launch, next_pow2
 from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
-from .matmul_plans import _dot_precision
+from .matmul_plans import IEEE, _dot_precision
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .registry import Cost, TensorMeta, family_samples, nbytes, register
 from .samples import Samples, by_name, operand, sample
@@ -194,6 +194,12 @@ _FORWARD_SHAPES = {
     256: [(64, 32, 4, 2), (64, 64, 8, 2), (128, 32, 8, 2), (32, 32, 4, 2)],
 }
 
+# float32 at "highest" precision multiplies on the FMA units, whose dots take tiles of any side: these
+# short query tiles (not halved) let a short sequence's few heads spread over the SMs (128 queries of 12
+# heads: 12 programs of 128 rows, 96 of 16)
+_FORWARD_FMA_SHAPES = {64: [(32, 32, 2, 2), (16, 32, 1, 2), (32, 64, 4, 2)], 128: [(32, 32, 4, 2), (16, 32, 2, 2)],
+                       256: [(16, 32, 4, 2)]}
+
 
 # under Triton's interpreter, which pays per program and per operation rather than per element: all keys in
 # one tile up to this many, and a program's score tile (its heads' query rows x their keys) up to this many
@@ -225,9 +231,12 @@ def forward_candidates(facts: dict, length: int, keys: int, head_dim: int, dtype
     tiles = facts["tiles"]
     bound = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
     seen, out = set(), []
-    for bm, bn, warps, stages in _FORWARD_SHAPES[bound]:
-        if dtype.itemsize == 4:
-            bn = max(16, bn // 2)  # float32 tiles take twice the registers and shared memory
+    # float32 tiles take twice the registers and shared memory: their key tiles are halved
+    shapes = [(bm, max(16, bn // 2) if dtype.itemsize == 4 else bn, warps, stages)
+              for bm, bn, warps, stages in _FORWARD_SHAPES[bound]]
+    if dtype.itemsize == 4 and _dot_precision(dtype) == IEEE:
+        shapes += _FORWARD_FMA_SHAPES[bound]
+    for bm, bn, warps, stages in shapes:
         config = dict(BLOCK_M=max(16, min(bm, tiles["max_block_m"], next_pow2(length))),
                       BLOCK_N=max(16, min(bn, tiles["max_block_n"], next_pow2(keys))),
                       num_warps=min(warps, tiles["max_warps"]), num_stages=min(stages, tiles["max_stages"]))

@@ -79,20 +79,24 @@ class _CudaMatmulFlags:
 backends = SimpleNamespace(cuda=SimpleNamespace(matmul=_CudaMatmulFlags()))
 
 
+# ``tl.dot``'s precision of true float32 (on the FMA units), and of half-precision inputs
+IEEE = "ieee"
+
+
 def _dot_precision(dtype) -> str | None:
     if dtype.kind == "int":
         return None
     if dtype.name == "float32" and _precision["float32"] != "highest":
         return "tf32"
-    return "ieee"
+    return IEEE
 
 
 def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
     """The temporaries' bytes of a product of ``batches`` (m x k) by (k x n) matrices, the most any device
-    takes (the rule knows none): a GEMV's split-K partials, or a float32 GEMM's bfloat16 planes (the
-    widest chunk's, one buffer for all) and the chunk products they add up in. A float32 GEMM whose tuned
-    form splits its tiles in registers takes none, the planes form these: a device may time either
-    fastest, so the planes are declared."""
+    takes (the rule knows none): a GEMV's or a half-precision GEMM's split-K partials, or a float32 GEMM's
+    bfloat16 planes (the widest chunk's, one buffer for all) and the chunk products they add up in. A
+    float32 GEMM whose tuned form splits its tiles in registers takes none, the planes form these: a device
+    may time either fastest, so the planes are declared."""
     if batches != 1 or not (m and k and n) or dtype.name in ("int64", "int16", "uint8", "bool"):
         # exact integer products (int32 results may be int8's, which a GEMV splits) take no temporaries
         return 0
@@ -101,7 +105,10 @@ def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
                      for shape in (_GEMV_ONE_ROW_SHAPES if m == 1 else _GEMV_ROWS_SHAPES))
         return workspace_bytes(splits * m * n * 4) if splits > 1 else 0  # int32 or float32 partials
     if dtype.name != "float32":
-        return 0
+        # a half-precision GEMM's split-K partials, where a device with more SMs than its output's tiles
+        # may split it
+        splits = split_max(m, n, k, dtype.itemsize) if dtype.kind == "float" and dtype.itemsize == 2 else 1
+        return workspace_bytes(splits * m * n * 4) if splits > 1 else 0
     width = _plane_chunk_width(m, n, k)
     return Workspace.bytes_for(_plane_pieces(m, n, width)) + (workspace_bytes(4 * m * n) if width < k else 0)
 
@@ -151,6 +158,10 @@ _GEMM_FMA_TILE_VARIANTS = [(128, 128, 16, 3, 8, _P), (128, 64, 32, 3, 4, _P), (6
 # accumulators (128 x 256 on 8 warps, 128 x 128 on 4)
 _GEMM_PARTS_SHAPES = [(128, 128, 32, 3, 8), (128, 128, 16, 4, 8), (64, 128, 32, 3, 4), (128, 64, 32, 4, 4),
                       (64, 256, 32, 3, 8), (64, 64, 32, 4, 4)]
+# the same for a batch of small matrices (attention's scores and context, 64 to 512 a side): smaller
+# tiles, so that a dozen outputs of 128 x 64 still spread over every SM
+_GEMM_PARTS_BATCH_SHAPES = [(64, 64, 32, 3, 4), (64, 32, 32, 3, 4), (32, 64, 32, 3, 4), (32, 32, 32, 2, 4),
+                            (16, 32, 32, 2, 2)]
 _GEMM_PARTS_TILE_VARIANTS = [
     (128, 128, 32, 3, 8, _PT), (128, 128, 32, 4, 8, _PT), (128, 128, 32, 4, 8, dict(_PT, FLATTEN=True)),
     (64, 128, 32, 4, 4, _PT), (64, 128, 32, 4, 4, dict(_PT, FLATTEN=True)), (128, 64, 32, 4, 4, _PT),
@@ -158,16 +169,44 @@ _GEMM_PARTS_TILE_VARIANTS = [
 ]
 _TILE_FLAGS = ("PERSISTENT", "TMA", "FLATTEN", "WARP_SPECIALIZE")
 
+# A half-precision matrix whose output has fewer 128 x 128 tiles than the device has SMs (a short-M prefill
+# chunk against a wide weight: 128 x 4096 is 32 tiles) leaves SMs idle however its weight streams: narrow
+# tiles, and split-K (``SPLITS``: the K pieces along grid axis 2, float32 partials summed in split order by
+# ``gemv_combine``), each shape split so that its programs fill one or two waves of the SMs
+_GEMM_STARVED_SHAPES = [(128, 64, 64, 4, 4, {}), (64, 64, 64, 4, 4, {}), (128, 32, 64, 4, 4, {}),
+                        (128, 64, 64, 4, 4, _PT), (64, 64, 64, 4, 4, _PT)]
+_GEMM_SPLIT_SHAPES = [(128, 128, 64, 4, 4), (128, 128, 64, 3, 8), (128, 256, 64, 3, 8), (64, 128, 64, 4, 4)]
+_SPLIT_MAX = 8
+_SPLIT_MIN_K = 256  # the shortest K piece: four 64-deep steps
+
+
+def split_max(m: int, n: int, k: int, itemsize: int) -> int:
+    """The most K pieces an m x n x k product splits into on any device: partials, written and read once,
+    move at most half the operands' bytes, and each piece is at least ``_SPLIT_MIN_K`` deep."""
+    return max(1, min(_SPLIT_MAX, (m * k + k * n) * itemsize // (16 * m * n), k // _SPLIT_MIN_K))
+
+
+def _starved_shapes(facts: dict, m: int, n: int, k: int, dtype) -> list:
+    """``_GEMM_STARVED_SHAPES`` and the split shapes of a product whose output starves the SMs, else none."""
+    programs = facts.get("multiprocessors_max", 0)
+    if cdiv(m, 128) * cdiv(n, 128) >= programs:
+        return []
+    most = split_max(m, n, k, dtype.itemsize)
+    splits = [(shape, min(most, waves * programs // (cdiv(m, shape[0]) * cdiv(n, shape[1]))))
+              for shape in _GEMM_SPLIT_SHAPES for waves in (1, 2)]
+    return _GEMM_STARVED_SHAPES + [(*shape, dict(SPLITS=count)) for shape, count in splits if count > 1]
+
 
 def _has_tma(facts: dict) -> bool:
     return (facts.get("matrix_unit") or {}).get("instruction") in ("wgmma", "tcgen05")
 
 
 def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool = False,
-                    parts: bool = False) -> list[dict]:
+                    parts: bool = False, batches: int = 1) -> list[dict]:
     """The settings worth timing for an m x n x k product of ``dtype`` on a device with these facts;
     ``single`` (one matrix, int32 indices) adds the ``gemm_tiles`` variants (persistent, TMA); ``parts``:
-    float32 tiles multiplied on the bfloat16 matrix unit as their parts (the matrix unit's tiles)."""
+    float32 tiles multiplied on the bfloat16 matrix unit as their parts (the matrix unit's tiles), with
+    smaller ones for a batch of ``batches`` > 1 matrices."""
     if facts["kernels"].get("interpreted"):
         # as for the GEMV: the interpreter pays per program and operation, so one wide tile of the output
         # a program and long K steps (the main job's layers on the CPU: about 4x faster)
@@ -178,8 +217,11 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
     tiles = facts["tiles"]
     shared = facts.get("shared_memory_per_block_bytes")
     seen, out = set(), []
-    fma = dtype.name == "float32" and _dot_precision(dtype) == "ieee" and not parts
-    plain = _GEMM_PARTS_SHAPES if parts else _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else [])
+    fma = dtype.name == "float32" and _dot_precision(dtype) == IEEE and not parts
+    if parts:
+        plain = _GEMM_PARTS_SHAPES + (_GEMM_PARTS_BATCH_SHAPES if batches > 1 else [])
+    else:
+        plain = _GEMM_SHAPES + (_GEMM_FMA_SHAPES if fma else [])
     variants = []
     if single and dtype.kind != "int" and not facts["kernels"].get("interpreted"):
         tma = _has_tma(facts)
@@ -190,6 +232,8 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
             # kernel's best a few percent behind (docs/performance.md): the plain tiles that came closest stay
             # as the fallback, and a first call compiles a dozen settings rather than two dozen
             plain = _GEMM_SHAPES[:2] + [(128, 128, 64, 3, 4), (64, 128, 64, 4, 4)]
+        if dtype.itemsize == 2:
+            variants += [s for s in _starved_shapes(facts, m, n, k, dtype) if tma or not s[5].get("TMA")]
     shapes = [(*s, {}) for s in plain] + variants
     for bm, bn, bk, stages, warps, flags in shapes:
         if dtype.itemsize == 4 and bk > 32:
@@ -199,7 +243,8 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
                       # 8-bit operands multiply in K steps of 32 (the MMA shapes for int8)
                       BLOCK_K=max(_clamp_block(bk, tiles["max_block_k"], k), 32 // dtype.itemsize),
                       num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]),
-                      GROUP_M=GROUP_M, **{f: True for f in _TILE_FLAGS if flags.get(f)})
+                      GROUP_M=GROUP_M, **{f: True for f in _TILE_FLAGS if flags.get(f)},
+                      **({"SPLITS": flags["SPLITS"]} if "SPLITS" in flags else {}))
         staged = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * dtype.itemsize * config["num_stages"]
         if shared and staged > shared:
             continue
@@ -271,8 +316,8 @@ def _product_route(a, b, out_dtype, bias, beta, facts: dict, planes: bool = True
     """How ``_plan_product`` runs a product of operands laid out as these (tensors, or meta tensors for the
     key rules) on a device with these facts: (route, launch key or None), the route one of "empty",
     "exact" (untuned), "dense" (batch dims past ``MAX_BATCH_RANK``: contiguous copies), "gemv", "planes"
-    (float32 on bfloat16 parts: split in registers or as planes in memory, as the key's setting says)
-    and "gemm"."""
+    (float32 on bfloat16 parts: split in registers or as planes in memory, or for a batch of matrices
+    split in registers or true float32, as the key's setting says) and "gemm"."""
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = S.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -293,8 +338,9 @@ def _product_route(a, b, out_dtype, bias, beta, facts: dict, planes: bool = True
         # every batch extent is 1 here, so these reshapes are views
         a2, b2 = a.reshape(m, k), b.reshape(k, n)
         return "gemv", gemv_key(facts, m, n, k, a.dtype, out_dtype, a2.stride(1), b2.stride(1))
-    if planes and batches == 1 and k > 0 and _by_planes(a.dtype, facts):
-        return "planes", gemm_key(facts, 1, m, n, k, a.dtype, out_dtype, a.stride(-1), b.stride(-1), planes=True)
+    if planes and k > 0 and _by_planes(a.dtype, facts):
+        return "planes", gemm_key(facts, batches, m, n, k, a.dtype, out_dtype, a.stride(-1), b.stride(-1),
+                                  planes=True)
     return "gemm", gemm_key(facts, batches, m, n, k, a.dtype, out_dtype, a.stride(-1), b.stride(-1))
 
 
@@ -306,7 +352,7 @@ def _product_keys(facts: dict, a, b, out_dtype, bias=None, alpha=1, beta=0) -> l
     """The launch keys ``_product`` forms for operands laid out as these (meta tensors will do); of a
     product on bfloat16 parts, its own and those of its planes form's GEMMs (which its tuning times)."""
     route, key = _product_route(a, b, out_dtype, bias, beta, facts)
-    if route == "planes":
+    if route == "planes" and _batch_count(a, b) == 1:
         return [key, *_plane_keys(facts, a, b, out_dtype, bias, alpha, beta)]
     if key is not None:
         return [key]
@@ -318,6 +364,11 @@ def _product_keys(facts: dict, a, b, out_dtype, bias=None, alpha=1, beta=0) -> l
         return _product_keys(facts, _meta((*batch, m, k), a.dtype), _meta((*batch, k, n), b.dtype), out_dtype,
                              _meta((*batch, m, n), bias.dtype) if has_bias else None, alpha, beta if has_bias else 0)
     return []
+
+
+def _batch_count(a, b) -> int:
+    """The matrices a product of these operands multiplies (its broadcast batch)."""
+    return S.numel(S.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
 
 
 def _plane_keys(facts: dict, a, b, out_dtype, bias, alpha, beta) -> list[str]:
@@ -403,15 +454,21 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         if single and any(config.get(f) for f in _TILE_FLAGS):
             return _tile_launches(config, dev, facts, m, n, k, float(alpha), float(beta), a.dtype, has_bias, scaled,
                                   flags, (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
+        splits = _split_count(config, m, n, k, a.dtype) if single else 1
+        if splits > 1:
+            return _split_launches(config, splits, dev, m, n, k, float(alpha), float(beta), has_bias, scaled,
+                                   _with_precision(flags, config, a.dtype),
+                                   (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
         tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
         constexprs = dict(BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                           BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0,
-                          HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
-                          num_stages=config["num_stages"], **_with_precision(flags, config))
+                          SPLIT=False, HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64,
+                          num_warps=config["num_warps"], num_stages=config["num_stages"],
+                          **_with_precision(flags, config, a.dtype))
         launches = [PlannedLaunch(K.gemm, (tiles, min(MAX_GRID_Y, batches - start)),
-                                  [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, start, float(alpha),
-                                   float(beta), shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk, b_sn, bias_sm,
-                                   bias_sn, out_sm, out_sn], constexprs)
+                                  [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("out"), m, n, k, k, start,
+                                   float(alpha), float(beta), shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk,
+                                   b_sn, bias_sm, bias_sn, out_sm, out_sn], constexprs)
                     for start in range(0, batches, MAX_GRID_Y)]
 
         def run(a, b, bias, out):
@@ -421,9 +478,15 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         return run
 
     def candidates():
-        if parts:  # the one-launch form's tiles, then the planes form
-            return gemm_candidates(facts, m, n, k, a.dtype, single=single, parts=True) + [dict(PLANES=True)]
-        return gemm_candidates(facts, m, n, k, a.dtype, single=single)
+        if not parts:
+            return gemm_candidates(facts, m, n, k, a.dtype, single=single)
+        registers = gemm_candidates(facts, m, n, k, a.dtype, single=single, parts=True, batches=batches)
+        if batches == 1:  # the one-launch form's tiles, then the planes form
+            return registers + [dict(PLANES=True)]
+        # a batch of small matrices (attention's scores and context) has no planes form (planes per matrix
+        # are launches and passes its short K cannot repay); true float32 on the FMA units, as accurate,
+        # may be faster there
+        return registers + [dict(config, PRECISION=IEEE) for config in gemm_candidates(facts, m, n, k, a.dtype)]
     config = tuning.choose_timed(key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), a, b, bias, out))
     run = launches_for(config)
@@ -534,10 +597,16 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
     return run
 
 
-def _with_precision(flags: dict, config: dict) -> dict:
-    """The operand flags, with the dot precision a config may name (benchmark sweeps of emulated float32
-    only: tuning candidates never name one, so float32 stays true float32 unless the user opts out)."""
-    return dict(flags, PRECISION=config["PRECISION"]) if "PRECISION" in config else flags
+def _with_precision(flags: dict, config: dict, dtype) -> dict:
+    """The operand flags, with the dot precision a config may name: ``IEEE`` (true float32, a candidate of a
+    batch's key on bfloat16 parts) or, in benchmark sweeps only, emulated float32 (no tuning candidate
+    names one, so float32 stays as accurate as float32 unless the user opts out)."""
+    if "PRECISION" not in config:
+        return flags
+    precision = config["PRECISION"]
+    # the interpreter widens bfloat16 tiles and parts to float32 for its dots; float32 tiles go in as they are
+    widened = flags["INTERPRETED"] and (dtype.name == "bfloat16" or precision == K.PRECISION_BF16_PARTS.value)
+    return dict(flags, PRECISION=precision, DECODE_BF16=widened)
 
 
 def _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn):
@@ -584,6 +653,48 @@ def _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_stri
     return execute
 
 
+# the tile of ``gemv_combine`` summing a split GEMM's partials
+_COMBINE_BLOCK_M, _COMBINE_BLOCK_N = 32, 64
+
+
+def _split_count(config: dict, m: int, n: int, k: int, dtype) -> int:
+    """The K pieces a setting splits an m x n x k product into: its ``SPLITS``, chosen on its key's largest
+    shape, at most ``split_max`` of this one (the partials the cost rule declares), half precision only."""
+    return min(config.get("SPLITS", 1), split_max(m, n, k, dtype.itemsize)) if dtype.itemsize == 2 else 1
+
+
+def _split_launches(config, splits, dev, m, n, k, alpha, beta, has_bias, scaled, flags, strides):
+    """``run(a, b, bias, out)`` for one matrix with K split in ``splits`` pieces (whole K steps each):
+    ``gemm`` writes each piece's float32 sums to a (splits, m, n) temporary, ``gemv_combine`` adds them in
+    split order and applies the epilogue."""
+    a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn = strides
+    block_k = config["BLOCK_K"]
+    k_per_split = cdiv(cdiv(k, splits), block_k) * block_k
+    splits = cdiv(k, k_per_split)
+    tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
+    main = PlannedLaunch(
+        K.gemm, (tiles, 1, splits),
+        [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split, 0, alpha, beta,
+         (1,), (0,), (0,), (0,), (0,), a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
+        dict(BATCH_RANK=1, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k,
+             GROUP_M=config["GROUP_M"], EVEN_K=k % block_k == 0, SPLIT=True, HAS_BIAS=has_bias, SCALED=scaled,
+             INDEX_64=False, num_warps=config["num_warps"], num_stages=config["num_stages"], **flags))
+    combine = PlannedLaunch(
+        K.gemv_combine, (cdiv(n, _COMBINE_BLOCK_N), cdiv(m, _COMBINE_BLOCK_M)),
+        [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, alpha, beta, bias_sm, bias_sn, out_sm, out_sn],
+        dict(BLOCK_M=_COMBINE_BLOCK_M, BLOCK_N=_COMBINE_BLOCK_N, HAS_BIAS=has_bias, SCALED=scaled,
+             BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], PDL=False,
+             num_warps=4))
+    float32 = get_dtype("float32")
+
+    def run(a, b, bias, out):
+        tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out,
+                   "partial": scratch_tensor((splits, m, n), float32, dev)}
+        main(dev, tensors)
+        combine(dev, tensors)
+    return run
+
+
 def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, scaled, flags, strides):
     """``run(a, b, bias, out)`` through ``gemm_tiles`` for one matrix. A TMA config whose operands cannot
     be read by descriptors (strides here, or an address off 16 bytes at a call) reads through pointers."""
@@ -598,7 +709,7 @@ def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, sc
                           FLATTEN=bool(config.get("FLATTEN")), WARP_SPECIALIZE=bool(config.get("WARP_SPECIALIZE")),
                           EVEN_K=k % config["BLOCK_K"] == 0, HAS_BIAS=has_bias, SCALED=scaled,
                           num_warps=config["num_warps"], num_stages=config["num_stages"],
-                          **_with_precision(flags, config))
+                          **_with_precision(flags, config, dtype))
         return PlannedLaunch(K.gemm_tiles, (programs,),
                              [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, programs, alpha, beta,
                               a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn], constexprs)
