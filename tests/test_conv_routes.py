@@ -181,6 +181,23 @@ def test_staged_candidates_copy_channels_innermost_first(case, dtype, rng, monke
     _run(*case, dtype, False, rng)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_staging_reads_strided_operands(dtype, rng, monkeypatch):
+    # the staging copy merges an operand's spatial dims only where they are contiguous: a sliced input
+    # (every other column, a channel window) and a weight whose window is transposed keep three apart
+    from nbxtensor.ops.convolution import _Setting
+    plain = _Setting.candidates
+    monkeypatch.setattr(_Setting, "candidates",
+                        lambda self, facts, dtype: [dict(c, STAGE=True) for c in plain(self, facts, dtype)])
+    wide = _rounded(rng.standard_normal((2, 20, 5, 12)), dtype)
+    w = _rounded(rng.standard_normal((18, 17, 3, 2)), dtype)
+    x = _to(wide, dtype)[:, 2:19, :, ::2]
+    wt = _to(np.ascontiguousarray(w.transpose(0, 1, 3, 2)), dtype).transpose(2, 3)
+    plans.clear_all()
+    got = F.conv2d(x, wt, None, padding=1)
+    _check(got, reference(wide[:, 2:19, :, ::2], w, None, 1, 1, 1, 1), dtype, 17 * 6)
+
+
 def test_cost_declares_the_staging_workspace():
     x = nbx.empty((2, 8, 5, 5), device="meta")
     w = nbx.empty((8, 8, 3, 3), device="meta")

@@ -343,3 +343,30 @@ def conv_direct(x, w, bias, out, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
     value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
     tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & c_ok[None, :])
+
+
+@triton.jit
+def conv_stage_channels_inner(src, dst, R, P, PH, PW, s_b, s_r, s_d, s_h, s_w, BLOCK_R: tl.constexpr,
+                              BLOCK_P: tl.constexpr, INDEX_64: tl.constexpr):
+    """dst[b, p, r] = src[b, r, p] for an operand (B, R, PD, PH, PW) read through its strides, the P = PD * PH
+    * PW positions flattened, into a dense dst with R innermost: an NCHW input (R its channels) or weight
+    (R its input channels) copied channels-innermost. A program takes BLOCK_P positions x BLOCK_R channels
+    of one b (programs ordered b, channel tile, position tile), read with adjacent threads on adjacent
+    positions and written with them on adjacent channels (the compiler transposes through shared memory),
+    so both sides move whole sectors."""
+    pid = tl.program_id(0)
+    tiles_p = tl.cdiv(P, BLOCK_P)
+    tiles_r = tl.cdiv(R, BLOCK_R)
+    b = pid // (tiles_p * tiles_r)
+    rest = pid - b * (tiles_p * tiles_r)
+    r = (rest // tiles_p) * BLOCK_R + tl.arange(0, BLOCK_R)
+    p = (rest % tiles_p) * BLOCK_P + tl.arange(0, BLOCK_P)
+    if INDEX_64:
+        b = b.to(tl.int64)
+        r = r.to(tl.int64)
+        p = p.to(tl.int64)
+    ok = (r < R)[:, None] & (p < P)[None, :]
+    above = p // PW
+    p_off = (above // PH) * s_d + (above % PH) * s_h + (p % PW) * s_w
+    tile = tl.load(src + b * s_b + r[:, None] * s_r + p_off[None, :], mask=ok, other=0)
+    tl.store(dst + b * (P * R) + p[None, :] * R + r[:, None], tile, mask=ok)

@@ -24,11 +24,11 @@ from ..dtypes import get_dtype
 from ..kernels import conv as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, next_pow2
-from ..lowering import conversion_flags
+from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
 from .matmul_plans import _dot_precision, planned_product, product_keys
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, nbytes, register
 from .samples import Samples, by_name, operand, sample
 
 _FLOATS = ("float32", "float16", "bfloat16")
@@ -373,6 +373,25 @@ def _channels_inner_strides(shape):
     return tuple(strides)
 
 
+def _stage_launch(shape, strides, source: Slot, target: Slot) -> PlannedLaunch:
+    """The launch copying an (B, R, *spatial) operand of these (3-d) ``shape`` and ``strides`` into a dense
+    buffer with R innermost (``_channels_inner_strides``'s layout), its spatial dims merged where they are
+    contiguous so that positions are read in runs."""
+    (b, r, *spatial), (s_b, s_r, *spatial_strides) = shape, strides
+    merged, (merged_strides,) = S.coalesce(spatial, spatial_strides)
+    # merged dims first, unit ones after: a dense operand's positions are then one run whose unit extents
+    # the compiler folds (an argument equal to 1 is a constant), so its loads see the run
+    pad = 3 - len(merged)
+    (_, ph, pw), (s_d, s_h, s_w) = merged + (1,) * pad, merged_strides + (0,) * pad
+    positions = S.numel(spatial)
+    block_r, block_p = min(64, max(16, next_pow2(r))), min(64, max(16, next_pow2(positions)))
+    dense = (tuple(shape), _channels_inner_strides(tuple(shape)))
+    return PlannedLaunch(K.conv_stage_channels_inner, (b * cdiv(r, block_r) * cdiv(positions, block_p),),
+                         [source, target, r, positions, ph, pw, s_b, s_r, s_d, s_h, s_w],
+                         dict(BLOCK_R=block_r, BLOCK_P=block_p,
+                              INDEX_64=needs_index_64((tuple(shape), tuple(strides)), dense), num_warps=4))
+
+
 def _unique(configs):
     seen, out = set(), []
     for config in configs:
@@ -489,15 +508,18 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
     # first (workspace the cost rule declares), and the tuner keeps whichever is faster
     staged_in_strides = _channels_inner_strides(st.full_in)
     staged_w_strides = _channels_inner_strides(tuple(weight.shape))
-    x_slot, w_slot, out_slot = Slot("x"), Slot("w"), Slot("out")
+    out_slot = Slot("out")
     bias_slot = Slot("bias") if bias is not None else out_slot
-    copy_ = get("copy_").impl
-
     def launcher(config):
         """(input, weight, bias, out) -> None issuing the launches of this tile setting."""
         stage = config.get("STAGE", False)
-        stage_weight = stage and st.route == "gemm"
-        args = geometry(_as_3d(st.full_in, staged_in_strides, st.dims)[1] if stage else st.xs,
+        stage_input = stage and st.xs[1] != 1
+        stage_weight = stage and st.route == "gemm" and st.w_s_in != 1
+        stagers = ([_stage_launch((st.n, st.cin, *st.in_spatial), st.xs, Slot("x"), Slot("x_staged"))] * stage_input
+                   + [_stage_launch((st.cout, st.cin_g, *st.kernel), st.ws, Slot("w"), Slot("w_staged"))]
+                   * stage_weight)
+        x_slot, w_slot = Slot("x_staged" if stage_input else "x"), Slot("w_staged" if stage_weight else "w")
+        args = geometry(_as_3d(st.full_in, staged_in_strides, st.dims)[1] if stage_input else st.xs,
                         _as_3d(tuple(weight.shape), staged_w_strides, st.dims)[1] if stage_weight else st.ws)
         splits = 1
         if st.route == "direct":
@@ -532,11 +554,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
         def run(input, weight, bias, out):
             tensors = {"x": input, "w": weight, "bias": bias, "out": out}
             workspace.allocate(dev, tensors)
-            if stage:
-                tensors["x"] = copy_(tensors["x_staged"]._view(st.full_in, staged_in_strides), input)
-            if stage_weight:
-                tensors["w"] = copy_(tensors["w_staged"]._view(weight.shape, staged_w_strides), weight)
-            for planned in launches:
+            for planned in stagers + launches:
                 planned(dev, tensors)
         return run
 
