@@ -26,6 +26,16 @@ def _channels_last(a, dtype):
     return stored.permute(0, dims + 1, *range(1, dims + 1))
 
 
+def _recording_call(names):
+    """PlannedLaunch.__call__ that also appends each launched kernel's name to ``names``."""
+    call = plans.PlannedLaunch.__call__
+
+    def recording(self, device, tensors):
+        names.append(self.kernel.fn.__name__ if hasattr(self.kernel, "fn") else self.kernel.__name__)
+        return call(self, device, tensors)
+    return recording
+
+
 def _run(xs, wsh, stride, padding, dilation, groups, dtype, channels_last, rng, bias=True, transposed=False):
     x = _rounded(rng.standard_normal(xs), dtype)
     w = _rounded(rng.standard_normal(wsh), dtype)
@@ -68,6 +78,42 @@ def test_depthwise_and_small_groups_take_the_direct_kernel(case, dtype, channels
         pytest.skip("channels-last is a 4-D and 5-D layout")
     keys = _run(*case, dtype, channels_last, rng)
     assert [k.split("|")[0] for k in keys] == ["direct_conv"]
+
+
+def _planes_first(monkeypatch):
+    """Candidates led by the plane kernel's where it applies (the interpreter takes the first)."""
+    from nbxtensor.ops.convolution import _Setting
+    plain = _Setting.candidates
+
+    def planes_first(self, facts, dtype):
+        planes = [dict(PLANES=True, BLOCK_H=h, BLOCK_W=w, num_warps=n) for h, w, n in self.plane_tiles()]
+        return planes + plain(self, facts, dtype)
+    monkeypatch.setattr(_Setting, "candidates", planes_first)
+
+
+@pytest.mark.parametrize("case", DEPTHWISE)
+@pytest.mark.parametrize("dtype", _DTYPES)
+def test_depthwise_by_output_planes(case, dtype, rng, monkeypatch):
+    _planes_first(monkeypatch)
+    rm = []
+    monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(rm))
+    _run(*case, dtype, False, rng, bias=dtype != "float16")
+    assert rm == ["conv_direct_planes"]
+
+
+def test_planes_read_strided_inputs(rng, monkeypatch):
+    # columns adjacent but rows and channels sliced: the plane kernel reads through the strides; a
+    # channels-last input has no plane candidates (its columns are a channel row apart)
+    from nbxtensor.ops.convolution import _Setting
+    _planes_first(monkeypatch)
+    wide = rng.standard_normal((2, 9, 12, 7)).astype(np.float32)
+    w = rng.standard_normal((6, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    plans.clear_all()
+    got = F.conv2d(_to(wide)[:, 1:7, ::2], _to(w), _to(b), padding=(0, 2), dilation=(1, 2), stride=(2, 1), groups=6)
+    _check(got, reference(wide[:, 1:7, ::2], w, b, (2, 1), (0, 2), (1, 2), 6), "float32", 9)
+    x = _channels_last(wide[:, :6], "float32")
+    assert not _Setting("conv2d", x, _to(w), None, 1, 1, 1, False, 0, 6).plane_tiles()
 
 
 GEMM = [

@@ -346,6 +346,72 @@ def conv_direct(x, w, bias, out, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
 
 
 @triton.jit
+def _plane_step(acc, x_plane, w_co, od, oh, ow, p, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh,
+                x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+                DECODE_BF16: tl.constexpr):
+    """``acc`` plus the group's input channels times the weight at kernel position ``p``, for a tile of one
+    output plane: rows ``oh`` x columns ``ow`` at depth ``od``."""
+    kd, kh, kw = _window_position(p, KH, KW)
+    i_d, ok_d = _source_index(od, kd, sd, pd, dd, ID, False)
+    i_h, ok_h = _source_index(oh, kh, sh, ph, dh, IH, False)
+    i_w, ok_w = _source_index(ow, kw, sw, pw, dw, IW, False)
+    ok = ok_h[:, None] & ok_w[None, :] & ok_d
+    x_pos = x_plane + i_d * x_sd + i_h[:, None] * x_sh + i_w[None, :] * x_sw
+    w_pos = w_co + kd * w_sd + kh * w_sh + kw * w_sw
+    for ci in tl.static_range(CIN_G):
+        xv = tl.load(x_pos + ci * x_sc, mask=ok, other=0)
+        wv = tl.load(w_pos + ci * w_s_in)
+        if DECODE_BF16:
+            xv = _decode(xv, 1)
+            wv = _decode(wv, 1)
+        acc += xv.to(tl.float32) * wv.to(tl.float32)
+    return acc
+
+
+@triton.jit
+def conv_direct_planes(x, w, bias, out, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
+                       sd, sh, sw, pd, ph, pw, dd, dh, dw,
+                       x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
+                       o_sn, o_sc, o_sd, o_sh, o_sw,
+                       CIN_G: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+                       UNROLL: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, HAS_BIAS: tl.constexpr,
+                       DECODE_BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                       VIA_F32: tl.constexpr):
+    """``conv_direct`` (forward) by output planes: a program takes BLOCK_H rows x BLOCK_W columns of the
+    output plane (n, co, od), programs numbered by plane = (n * COUT + co) * OD + od, then tile. Adjacent
+    threads take adjacent columns, so where the input's columns are adjacent in memory (NCHW) each load of
+    the window reads runs of a row, and the weight is one value a program and kernel position."""
+    tiles_w = tl.cdiv(OW, BLOCK_W)
+    tiles = tl.cdiv(OH, BLOCK_H) * tiles_w
+    plane = tl.program_id(0) // tiles
+    tile = tl.program_id(0) - plane * tiles
+    od = plane % OD
+    rest = plane // OD
+    co = rest % COUT
+    nb = rest // COUT
+    oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)
+    ow = (tile % tiles_w) * BLOCK_W + tl.arange(0, BLOCK_W)
+    g = co // COUT_G
+    x_plane = x + nb * x_sn + g * (CIN_G * x_sc)
+    w_co = w + g * w_sg + (co - g * COUT_G) * w_s_out
+    acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)
+    VOLUME: tl.constexpr = KD * KH * KW
+    if UNROLL:
+        for p in tl.static_range(VOLUME):
+            acc = _plane_step(acc, x_plane, w_co, od, oh, ow, p, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc,
+                              x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW, DECODE_BF16)
+    else:
+        for p in range(VOLUME):
+            acc = _plane_step(acc, x_plane, w_co, od, oh, ow, p, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc,
+                              x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW, DECODE_BF16)
+    if HAS_BIAS:
+        acc = acc + _decode(tl.load(bias + co), BIAS_FORMAT).to(tl.float32)
+    value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    o_off = nb * o_sn + co * o_sc + od * o_sd + oh[:, None] * o_sh + ow[None, :] * o_sw
+    tl.store(out + o_off, value, mask=(oh < OH)[:, None] & (ow < OW)[None, :])
+
+
+@triton.jit
 def conv_stage_channels_inner(src, dst, R, P, PH, PW, s_b, s_r, s_d, s_h, s_w, BLOCK_R: tl.constexpr,
                               BLOCK_P: tl.constexpr, INDEX_64: tl.constexpr):
     """dst[b, p, r] = src[b, r, p] for an operand (B, R, PD, PH, PW) read through its strides, the P = PD * PH

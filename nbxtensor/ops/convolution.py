@@ -214,6 +214,10 @@ _LARGEST_TILE = 128 * 128
 # (BLOCK_M, BLOCK_C, num_warps) of the direct kernel: wide channel tiles read channels-last rows
 # contiguously, tall position tiles NCHW ones
 _DIRECT_SHAPES = [(32, 64, 4), (64, 32, 4), (16, 128, 4), (128, 16, 4)]
+# (output elements a tile, num_warps) of the direct kernel by output planes (PLANES), for inputs whose columns
+# are adjacent in memory (NCHW): a tile is up to 64 columns wide and as many rows as make up its elements
+_PLANE_TILES = [(512, 4), (1024, 4), (2048, 8)]
+_PLANE_MAX_WIDTH = 64
 
 
 def split_below_programs(facts) -> int:
@@ -283,6 +287,20 @@ class _Setting:
             return ws[1], ws[0], self.cin_g * ws[0], *ws[2:]
         return ws[0], ws[1], self.cout_g * ws[0], *ws[2:]
 
+    def plane_tiles(self) -> list[tuple[int, int, int]]:
+        """(BLOCK_H, BLOCK_W, num_warps) of the plane kernel's candidates: a forward direct convolution whose
+        input columns are adjacent in memory (NCHW, or any layout whose last spatial stride is 1 and whose
+        channels are not); none otherwise."""
+        if self.transposed or self.xs[4] != 1 or self.xs[1] == 1:
+            return []
+        oh, ow = self.out_spatial[1:]
+        width = min(_PLANE_MAX_WIDTH, next_pow2(ow))
+        shapes = []
+        for elements, warps in _PLANE_TILES:
+            height = max(1, min(next_pow2(oh), elements // width))
+            shapes.append((height, width, max(1, min(warps, height * width // 128))))
+        return list(dict.fromkeys(shapes))
+
     def stages(self) -> bool:
         """Whether a candidate may copy an operand channels-innermost first: forward, batched, and the input
         (or, for the implicit GEMM, the weight) not already so."""
@@ -325,7 +343,8 @@ class _Setting:
             if interpreted:  # few, wide programs: the interpreter pays per program and operation
                 return [dict(BLOCK_M=64, BLOCK_C=min(64, next_pow2(self.cout)), num_warps=4)]
             return _staged(self, [dict(BLOCK_M=bm, BLOCK_C=min(bc, max(8, next_pow2(self.cout))), num_warps=w)
-                                  for bm, bc, w in _DIRECT_SHAPES])
+                                  for bm, bc, w in _DIRECT_SHAPES]) + [
+                dict(PLANES=True, BLOCK_H=bh, BLOCK_W=bw, num_warps=w) for bh, bw, w in self.plane_tiles()]
         k = self.cin_g * self.volume if self.flat_k else self.cin_g
         target = split_below_programs(facts)
         if interpreted:
@@ -500,6 +519,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                   <= _UNROLL_MAX_STEPS, TRANSPOSED=st.transposed, HAS_BIAS=bias is not None,
                   DECODE_BF16=dtype.name == "bfloat16" and interpreted, BIAS_FORMAT=bias_format,
                   DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INTERPRETED=interpreted)
+    plane_common = {k: v for k, v in common.items() if k not in ("TRANSPOSED", "INTERPRETED")}
     os_ = _as_3d(st.full_out, out_strides, st.dims)[1]
 
     def geometry(xs, ws):
@@ -522,7 +542,14 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
         args = geometry(_as_3d(st.full_in, staged_in_strides, st.dims)[1] if stage_input else st.xs,
                         _as_3d(tuple(weight.shape), staged_w_strides, st.dims)[1] if stage_weight else st.ws)
         splits = 1
-        if st.route == "direct":
+        if config.get("PLANES"):
+            tiles = cdiv(st.out_spatial[1], config["BLOCK_H"]) * cdiv(st.out_spatial[2], config["BLOCK_W"])
+            launches = [PlannedLaunch(
+                K.conv_direct_planes, (st.n * st.cout * st.out_spatial[0] * tiles,),
+                [x_slot, w_slot, bias_slot, out_slot, st.cout, st.cout_g, *args, *os_],
+                dict(plane_common, CIN_G=st.cin_g, BLOCK_H=config["BLOCK_H"], BLOCK_W=config["BLOCK_W"],
+                     num_warps=config["num_warps"]))]
+        elif st.route == "direct":
             launches = [PlannedLaunch(
                 K.conv_direct, (cdiv(st.m, config["BLOCK_M"]), cdiv(st.cout, config["BLOCK_C"])),
                 [x_slot, w_slot, bias_slot, out_slot, st.m, st.cout, st.cout_g, *args, *os_],
