@@ -355,7 +355,7 @@ def _plane_step(acc, x_plane, w_co, od, oh, ow, p, ID, IH, IW, sd, sh, sw, pd, p
     i_d, ok_d = _source_index(od, kd, sd, pd, dd, ID, False)
     i_h, ok_h = _source_index(oh, kh, sh, ph, dh, IH, False)
     i_w, ok_w = _source_index(ow, kw, sw, pw, dw, IW, False)
-    ok = ok_h[:, None] & ok_w[None, :] & ok_d
+    ok = (ok_h & ok_d)[:, None] & ok_w[None, :]
     x_pos = x_plane + i_d * x_sd + i_h[:, None] * x_sh + i_w[None, :] * x_sw
     w_pos = w_co + kd * w_sd + kh * w_sh + kw * w_sw
     for ci in tl.static_range(CIN_G):
