@@ -16,6 +16,11 @@ channels fill one K tile or few. With ``SPLIT`` too (few output tiles for the de
 steps are shared out among programs along the grid's third axis: each writes its float32 partial tile to
 a workspace, and ``conv_split_sum`` adds the partials in split order, so the bits do not depend on which
 program finishes first.
+
+``conv_direct_planes`` is the direct kernel by output planes, for inputs whose columns are adjacent in
+memory; ``conv_stage_channels_inner`` copies an NCHW operand channels-innermost for the kernels' staged
+settings: 16-bit tiles read in place from NCHW are gathered element by element, which the compiler cannot
+turn into asynchronous copies, so the implicit GEMM's loop is not pipelined; staged, its tiles are.
 """
 import triton
 import triton.language as tl
