@@ -174,6 +174,40 @@ def _stepped_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, re
 
 
 @triton.jit
+def _positions_tile(x_base, od, oh, ow, m_ok, rk, t, chunks, live, CIN_G, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh,
+                    dw, x_sc, x_sd, x_sh, x_sw, KH: tl.constexpr, KW: tl.constexpr, BLOCK_K: tl.constexpr,
+                    DECODE_BF16: tl.constexpr):
+    """The input tile of reduction step ``t`` (``_split_step``'s steps) as [BLOCK_K, BLOCK_M], positions
+    innermost; all zeros unless ``live``."""
+    p = t // chunks
+    c = (t - p * chunks) * BLOCK_K
+    row_off, row_ok = _row_source(od, oh, ow, m_ok, p, KH, KW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
+                                  x_sd, x_sh, x_sw, False)
+    k_ok = (c + rk < CIN_G) & live
+    a = tl.load(x_base[None, :] + row_off[None, :] + (c + rk)[:, None] * x_sc, mask=k_ok[:, None] & row_ok[None, :],
+                other=0)
+    if DECODE_BF16:
+        a = _decode(a, 1)
+    return a
+
+
+@triton.jit
+def _prefetched_step(acc, a, w_base, n_ok, rk, t, chunks, CIN_G, w_s_in, w_sd, w_sh, w_sw, KH: tl.constexpr,
+                     KW: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr):
+    """``acc`` plus step ``t`` of ``_split_step``'s steps with its input tile ``a`` ([BLOCK_K, BLOCK_M])
+    already loaded."""
+    p = t // chunks
+    c = (t - p * chunks) * BLOCK_K
+    kd, kh, kw = _window_position(p, KH, KW)
+    k_ok = c + rk < CIN_G
+    b = tl.load(w_base[None, :] + kd * w_sd + kh * w_sh + kw * w_sw + (c + rk)[:, None] * w_s_in,
+                mask=k_ok[:, None] & n_ok[None, :], other=0)
+    if DECODE_BF16:
+        b = _decode(b, 1)
+    return tl.dot(tl.trans(a), b, acc, input_precision=PRECISION, out_dtype=tl.float32)
+
+
+@triton.jit
 def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_split, OD, OH, OW, ID, IH, IW,
                        sd, sh, sw, pd, ph, pw, dd, dh, dw,
                        x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
@@ -181,7 +215,7 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
                        KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
                        FLAT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        NUM_STAGES: tl.constexpr, STEPPED: tl.constexpr, SPLIT: tl.constexpr,
-                       POSITIONS_INNER: tl.constexpr,
+                       POSITIONS_INNER: tl.constexpr, PREFETCH: tl.constexpr,
                        TRANSPOSED: tl.constexpr,
                        HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
                        BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
@@ -189,7 +223,9 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
     """out[n, g * COUT_G + j, o] = bias + sum over c < CIN_G and kernel positions of x * w; program
     (tile, g) takes one BLOCK_M x BLOCK_N tile of group g. STEPPED: program (tile, g, s) takes reduction
     steps s * steps_per_split onwards; with SPLIT it writes partial[s, position, g * COUT_G + j] (float32,
-    M x COUT_G * groups a split) instead of the output."""
+    M x COUT_G * groups a split) instead of the output. PREFETCH (STEPPED, forward, POSITIONS_INNER, not
+    FLAT_K): each step's input tile is loaded one step ahead, into registers, so that its gather (which the
+    compiler cannot make an asynchronous copy) overlaps the step before's product."""
     pid = tl.program_id(0)
     g = tl.program_id(1)
     tiles_n = tl.cdiv(COUT_G, BLOCK_N)
@@ -214,7 +250,29 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
             steps = chunks * VOLUME
         t_begin = tl.program_id(2) * steps_per_split
         t_end = tl.minimum(t_begin + steps_per_split, steps)
-        if INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)
+        if PREFETCH:
+            a = _positions_tile(x_base, od, oh, ow, m_ok, rk, t_begin, chunks, t_begin < t_end, CIN_G, ID, IH, IW,
+                                sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, KH, KW, BLOCK_K,
+                                DECODE_BF16)
+            if INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)
+                t = t_begin
+                while t < t_end:
+                    ahead = _positions_tile(x_base, od, oh, ow, m_ok, rk, t + 1, chunks, t + 1 < t_end, CIN_G, ID,
+                                            IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, KH,
+                                            KW, BLOCK_K, DECODE_BF16)
+                    acc = _prefetched_step(acc, a, w_base, n_ok, rk, t, chunks, CIN_G, w_s_in, w_sd, w_sh, w_sw,
+                                           KH, KW, BLOCK_K, PRECISION, DECODE_BF16)
+                    a = ahead
+                    t += 1
+            else:
+                for t in tl.range(t_begin, t_end, num_stages=NUM_STAGES):
+                    ahead = _positions_tile(x_base, od, oh, ow, m_ok, rk, t + 1, chunks, t + 1 < t_end, CIN_G, ID,
+                                            IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, KH,
+                                            KW, BLOCK_K, DECODE_BF16)
+                    acc = _prefetched_step(acc, a, w_base, n_ok, rk, t, chunks, CIN_G, w_s_in, w_sd, w_sh, w_sw,
+                                           KH, KW, BLOCK_K, PRECISION, DECODE_BF16)
+                    a = ahead
+        elif INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)
             t = t_begin
             while t < t_end:
                 acc = _stepped_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, reduction, CIN_G, ID,

@@ -152,20 +152,24 @@ def _conv_cost(input, weight, bias=None, stride=1, padding=0, dilation=1, transp
         flops = 2 * S.numel(input.shape) * weight.shape[1] * kernel_volume
     else:
         flops = 2 * S.numel(out.shape) * weight.shape[1] * kernel_volume
-    # a tuned setting may copy a forward convolution's input and weight channels-innermost (STAGE) or split
+    # a tuned setting may copy a forward convolution's input and weight channels-innermost (STAGE; the weight alone,
+    # STAGE_WEIGHT) or split
     # the reduction (float32 partials), never both: the most any device's setting takes
     out_elements = S.numel(out.shape)
     cout = out.shape[-len(weight.shape) + 1]  # channels precede the spatial dims, batched or not
     forms = [_workspace_pieces(input.dtype, S.numel(input.shape), S.numel(weight.shape),
-                               out_elements // cout if out_elements else 0, cout, staged, splits)
+                               out_elements // cout if out_elements else 0, cout, staged, staged, splits)
              for staged, splits in ((not transposed, 1), (False, _split_cap(out_elements)))]
     return Cost(flops=flops, bytes_read=sum(nbytes(t) for t in (input, weight, bias) if t is not None),
                 bytes_written=nbytes(out), workspace=max(Workspace.bytes_for(pieces) for pieces in forms))
 
 
-def _workspace_pieces(dtype, input_elements, weight_elements, positions, cout, staged, splits) -> dict:
-    """A plan's temporaries: the staged input and weight where ``staged``, the partials of ``splits`` > 1."""
-    pieces = {"x_staged": ((input_elements,), dtype), "w_staged": ((weight_elements,), dtype)} if staged else {}
+def _workspace_pieces(dtype, input_elements, weight_elements, positions, cout, staged_input, staged_weight,
+                      splits) -> dict:
+    """A plan's temporaries: the staged input and weight where staged, the partials of ``splits`` > 1."""
+    pieces = {"x_staged": ((input_elements,), dtype)} if staged_input else {}
+    if staged_weight:
+        pieces["w_staged"] = ((weight_elements,), dtype)
     if splits > 1:
         pieces["partial"] = ((splits, positions, cout), get_dtype("float32"))
     return pieces
@@ -372,8 +376,13 @@ class _Setting:
                     stepped.append(dict(config, SPLITS=splits))
                     configs.append(stepped[-1])
         if self.xs[1] != 1 and not self.flat_k and dtype.itemsize == 2:
-            # an NCHW input read in place, positions innermost (the matrix unit takes such 16-bit tiles)
+            # an NCHW input read in place, positions innermost (the matrix unit takes such 16-bit tiles); and,
+            # forward and unsplit, with only the (small) weight staged, so that its tiles are copied
+            # asynchronously, and the input's gathered one step ahead
             configs += [dict(config, POSITIONS_INNER=True) for config in stepped]
+            if not self.transposed:
+                configs += [dict(config, POSITIONS_INNER=True, PREFETCH=True, STAGE_WEIGHT=True)
+                            for config in stepped if "SPLITS" not in config]
         return _unique(configs)
 
 
@@ -535,7 +544,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
         """(input, weight, bias, out) -> None issuing the launches of this tile setting."""
         stage = config.get("STAGE", False)
         stage_input = stage and st.xs[1] != 1
-        stage_weight = stage and st.route == "gemm" and st.w_s_in != 1
+        stage_weight = (stage or config.get("STAGE_WEIGHT", False)) and st.route == "gemm" and st.w_s_in != 1
         stagers = ([_stage_launch((st.n, st.cin, *st.in_spatial), st.xs, Slot("x"), Slot("x_staged"))] * stage_input
                    + [_stage_launch((st.cout, st.cin_g, *st.kernel), st.ws, Slot("w"), Slot("w_staged"))]
                    * stage_weight)
@@ -566,7 +575,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                 dict(common, FLAT_K=st.flat_k, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                      BLOCK_K=config["BLOCK_K"], NUM_STAGES=config["num_stages"],
                      STEPPED=splits > 1 or bool(config.get("STEPPED")), SPLIT=splits > 1,
-                     POSITIONS_INNER=bool(config.get("POSITIONS_INNER")),
+                     POSITIONS_INNER=bool(config.get("POSITIONS_INNER")), PREFETCH=bool(config.get("PREFETCH")) and not (st.flat_k or st.transposed),
                      PRECISION=_dot_precision(dtype), num_warps=config["num_warps"]))]
             if splits > 1:
                 block_c = min(64, next_pow2(st.cout))
@@ -577,7 +586,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                          BIAS_FORMAT=bias_format, DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"],
                          num_warps=4)))
         workspace = Workspace(_workspace_pieces(dtype, S.numel(st.full_in), S.numel(weight.shape), st.m, st.cout,
-                                                stage, splits))
+                                                stage_input, stage_weight, splits))
 
         def run(input, weight, bias, out):
             tensors = {"x": input, "w": weight, "bias": bias, "out": out}
