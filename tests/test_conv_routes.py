@@ -116,6 +116,15 @@ def test_planes_read_strided_inputs(rng, monkeypatch):
     assert not _Setting("conv2d", x, _to(w), None, 1, 1, 1, False, 0, 6).plane_tiles()
 
 
+def test_planes_counted_window(rng, monkeypatch):
+    # more window positions times group channels than are unrolled: the window's rows and columns are loops
+    _planes_first(monkeypatch)
+    rm = []
+    monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(rm))
+    _run((1, 4, 40), (4, 2, 37), 1, 18, 1, 2, "bfloat16", False, rng)
+    assert rm == ["conv_direct_planes"]
+
+
 GEMM = [
     # 3 input channels (flat K spanning channels and window), 16 (a K tile a position, unrolled window),
     # a 1-D window of 67 positions (counted loop), grouped, 3-D

@@ -409,26 +409,32 @@ def conv_direct(x, w, bias, out, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
 
 
 @triton.jit
-def _plane_step(acc, x_plane, w_co, od, oh, ow, p, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh,
-                x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
-                DECODE_BF16: tl.constexpr):
-    """``acc`` plus the group's input channels times the weight at kernel position ``p``, for a tile of one
-    output plane: rows ``oh`` x columns ``ow`` at depth ``od``."""
-    kd, kh, kw = _window_position(p, KH, KW)
-    i_d, ok_d = _source_index(od, kd, sd, pd, dd, ID, False)
-    i_h, ok_h = _source_index(oh, kh, sh, ph, dh, IH, False)
+def _plane_tap(acc, row_ptr, row_ok, ow, kw, w_row, IW, sw, pw, dw, x_sc, x_sw, w_s_in, w_sw, CIN_G: tl.constexpr,
+               DECODE_BF16: tl.constexpr):
+    """``acc`` plus the group's input channels times the weight at window column ``kw``, for a tile of one
+    output plane whose window row starts at ``row_ptr`` (valid rows ``row_ok``)."""
     i_w, ok_w = _source_index(ow, kw, sw, pw, dw, IW, False)
-    ok = (ok_h & ok_d)[:, None] & ok_w[None, :]
-    x_pos = x_plane + i_d * x_sd + i_h[:, None] * x_sh + i_w[None, :] * x_sw
-    w_pos = w_co + kd * w_sd + kh * w_sh + kw * w_sw
+    ok = row_ok[:, None] & ok_w[None, :]
+    x_pos = row_ptr + kw * dw * x_sw  # a constant step where the input's columns are adjacent and undilated
     for ci in tl.static_range(CIN_G):
         xv = tl.load(x_pos + ci * x_sc, mask=ok, other=0)
-        wv = tl.load(w_pos + ci * w_s_in)
+        wv = tl.load(w_row + kw * w_sw + ci * w_s_in)
         if DECODE_BF16:
             xv = _decode(xv, 1)
             wv = _decode(wv, 1)
         acc += xv.to(tl.float32) * wv.to(tl.float32)
     return acc
+
+
+@triton.jit
+def _plane_row(od, oh, ow, r, x_plane, w_co, ID, IH, sd, sh, sw, pd, ph, pw, dd, dh, x_sd, x_sh, x_sw, w_sd, w_sh,
+               KH: tl.constexpr):
+    """(window row ``r``'s input pointers at window column 0, its valid rows, its weights) for a tile of one
+    output plane: rows ``oh`` x columns ``ow`` at depth ``od``; r = kd * KH + kh."""
+    i_d, ok_d = _source_index(od, r // KH, sd, pd, dd, ID, False)
+    i_h, ok_h = _source_index(oh, r % KH, sh, ph, dh, IH, False)
+    row_ptr = x_plane + i_d * x_sd + i_h[:, None] * x_sh + (ow * sw - pw)[None, :] * x_sw
+    return row_ptr, ok_h & ok_d, w_co + (r // KH) * w_sd + (r % KH) * w_sh
 
 
 @triton.jit
@@ -458,15 +464,21 @@ def conv_direct_planes(x, w, bias, out, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
     x_plane = x + nb * x_sn + g * (CIN_G * x_sc)
     w_co = w + g * w_sg + (co - g * COUT_G) * w_s_out
     acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)
-    VOLUME: tl.constexpr = KD * KH * KW
+    # window rows outside, columns inside: a row's pointers are formed once and each column steps from them
     if UNROLL:
-        for p in tl.static_range(VOLUME):
-            acc = _plane_step(acc, x_plane, w_co, od, oh, ow, p, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc,
-                              x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW, DECODE_BF16)
+        for r in tl.static_range(KD * KH):
+            row_ptr, row_ok, w_row = _plane_row(od, oh, ow, r, x_plane, w_co, ID, IH, sd, sh, sw, pd, ph, pw, dd, dh,
+                                                x_sd, x_sh, x_sw, w_sd, w_sh, KH)
+            for kw in tl.static_range(KW):
+                acc = _plane_tap(acc, row_ptr, row_ok, ow, kw, w_row, IW, sw, pw, dw, x_sc, x_sw, w_s_in, w_sw, CIN_G,
+                                 DECODE_BF16)
     else:
-        for p in range(VOLUME):
-            acc = _plane_step(acc, x_plane, w_co, od, oh, ow, p, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc,
-                              x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW, DECODE_BF16)
+        for r in range(KD * KH):
+            row_ptr, row_ok, w_row = _plane_row(od, oh, ow, r, x_plane, w_co, ID, IH, sd, sh, sw, pd, ph, pw, dd, dh,
+                                                x_sd, x_sh, x_sw, w_sd, w_sh, KH)
+            for kw in range(KW):
+                acc = _plane_tap(acc, row_ptr, row_ok, ow, kw, w_row, IW, sw, pw, dw, x_sc, x_sw, w_s_in, w_sw, CIN_G,
+                                 DECODE_BF16)
     if HAS_BIAS:
         acc = acc + _decode(tl.load(bias + co), BIAS_FORMAT).to(tl.float32)
     value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
