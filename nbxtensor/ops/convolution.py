@@ -152,9 +152,9 @@ def _conv_cost(input, weight, bias=None, stride=1, padding=0, dilation=1, transp
         flops = 2 * S.numel(input.shape) * weight.shape[1] * kernel_volume
     else:
         flops = 2 * S.numel(out.shape) * weight.shape[1] * kernel_volume
-    # a tuned setting may copy a forward convolution's input and weight channels-innermost (STAGE; the weight alone,
-    # STAGE_WEIGHT) or split
-    # the reduction (float32 partials), never both: the most any device's setting takes
+    # a tuned setting may copy a forward convolution's input and weight channels-innermost (STAGE; the weight
+    # alone: STAGE_WEIGHT, less) or split the reduction (float32 partials), never both: the most any device's
+    # setting takes
     out_elements = S.numel(out.shape)
     cout = out.shape[-len(weight.shape) + 1]  # channels precede the spatial dims, batched or not
     forms = [_workspace_pieces(input.dtype, S.numel(input.shape), S.numel(weight.shape),
@@ -540,14 +540,17 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
     staged_w_strides = _channels_inner_strides(tuple(weight.shape))
     out_slot = Slot("out")
     bias_slot = Slot("bias") if bias is not None else out_slot
+
     def launcher(config):
         """(input, weight, bias, out) -> None issuing the launches of this tile setting."""
         stage = config.get("STAGE", False)
         stage_input = stage and st.xs[1] != 1
         stage_weight = (stage or config.get("STAGE_WEIGHT", False)) and st.route == "gemm" and st.w_s_in != 1
-        stagers = ([_stage_launch((st.n, st.cin, *st.in_spatial), st.xs, Slot("x"), Slot("x_staged"))] * stage_input
-                   + [_stage_launch((st.cout, st.cin_g, *st.kernel), st.ws, Slot("w"), Slot("w_staged"))]
-                   * stage_weight)
+        stagers = []
+        if stage_input:
+            stagers.append(_stage_launch((st.n, st.cin, *st.in_spatial), st.xs, Slot("x"), Slot("x_staged")))
+        if stage_weight:
+            stagers.append(_stage_launch((st.cout, st.cin_g, *st.kernel), st.ws, Slot("w"), Slot("w_staged")))
         x_slot, w_slot = Slot("x_staged" if stage_input else "x"), Slot("w_staged" if stage_weight else "w")
         args = geometry(_as_3d(st.full_in, staged_in_strides, st.dims)[1] if stage_input else st.xs,
                         _as_3d(tuple(weight.shape), staged_w_strides, st.dims)[1] if stage_weight else st.ws)
@@ -575,7 +578,8 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                 dict(common, FLAT_K=st.flat_k, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                      BLOCK_K=config["BLOCK_K"], NUM_STAGES=config["num_stages"],
                      STEPPED=splits > 1 or bool(config.get("STEPPED")), SPLIT=splits > 1,
-                     POSITIONS_INNER=bool(config.get("POSITIONS_INNER")), PREFETCH=bool(config.get("PREFETCH")) and not (st.flat_k or st.transposed),
+                     POSITIONS_INNER=bool(config.get("POSITIONS_INNER")),
+                     PREFETCH=bool(config.get("PREFETCH")) and not (st.flat_k or st.transposed),
                      PRECISION=_dot_precision(dtype), num_warps=config["num_warps"]))]
             if splits > 1:
                 block_c = min(64, next_pow2(st.cout))
