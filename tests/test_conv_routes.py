@@ -236,6 +236,19 @@ def test_staged_candidates_copy_channels_innermost_first(case, dtype, rng, monke
     _run(*case, dtype, False, rng)
 
 
+@pytest.mark.parametrize("case", [GEMM[1], GEMM[4]])
+def test_staging_copies_only_the_operand_not_channels_innermost(case, rng, monkeypatch):
+    # a channels-last input beside an NCHW weight: the weight alone is staged
+    from nbxtensor.ops.convolution import _Setting
+    plain = _Setting.candidates
+    monkeypatch.setattr(_Setting, "candidates",
+                        lambda self, facts, dtype: [dict(c, STAGE=True) for c in plain(self, facts, dtype)])
+    names = []
+    monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(names))
+    _run(*case, "bfloat16", True, rng)
+    assert names == ["conv_stage_channels_inner", "conv_implicit_gemm"]
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_staging_reads_strided_operands(dtype, rng, monkeypatch):
     # the staging copy merges an operand's spatial dims only where they are contiguous: a sliced input
