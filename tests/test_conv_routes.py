@@ -31,7 +31,7 @@ def _recording_call(names):
     call = plans.PlannedLaunch.__call__
 
     def recording(self, device, tensors):
-        names.append(self.kernel.fn.__name__ if hasattr(self.kernel, "fn") else self.kernel.__name__)
+        names.append(self.kernel.fn.__name__)
         return call(self, device, tensors)
     return recording
 
@@ -95,10 +95,10 @@ def _planes_first(monkeypatch):
 @pytest.mark.parametrize("dtype", _DTYPES)
 def test_depthwise_by_output_planes(case, dtype, rng, monkeypatch):
     _planes_first(monkeypatch)
-    rm = []
-    monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(rm))
+    launched = []
+    monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(launched))
     _run(*case, dtype, False, rng, bias=dtype != "float16")
-    assert rm == ["conv_direct_planes"]
+    assert launched == ["conv_direct_planes"]
 
 
 def test_planes_read_strided_inputs(rng, monkeypatch):
@@ -119,10 +119,10 @@ def test_planes_read_strided_inputs(rng, monkeypatch):
 def test_planes_counted_window(rng, monkeypatch):
     # more window positions times group channels than are unrolled: the window's rows and columns are loops
     _planes_first(monkeypatch)
-    rm = []
-    monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(rm))
+    launched = []
+    monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(launched))
     _run((1, 4, 40), (4, 2, 37), 1, 18, 1, 2, "bfloat16", False, rng)
-    assert rm == ["conv_direct_planes"]
+    assert launched == ["conv_direct_planes"]
 
 
 GEMM = [
@@ -252,7 +252,8 @@ def test_staging_copies_only_the_operand_not_channels_innermost(case, rng, monke
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_staging_reads_strided_operands(dtype, rng, monkeypatch):
     # the staging copy merges an operand's spatial dims only where they are contiguous: a sliced input
-    # (every other column, a channel window) and a weight whose window is transposed keep three apart
+    # (every other column, a channel window) and a weight stored with its window transposed are read as
+    # positions that are no single run
     from nbxtensor.ops.convolution import _Setting
     plain = _Setting.candidates
     monkeypatch.setattr(_Setting, "candidates",
