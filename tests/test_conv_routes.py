@@ -26,6 +26,16 @@ def _channels_last(a, dtype):
     return stored.permute(0, dims + 1, *range(1, dims + 1))
 
 
+def _recording_call(names):
+    """PlannedLaunch.__call__ that also appends each launched kernel's name to ``names``."""
+    call = plans.PlannedLaunch.__call__
+
+    def recording(self, device, tensors):
+        names.append(self.kernel.fn.__name__)
+        return call(self, device, tensors)
+    return recording
+
+
 def _run(xs, wsh, stride, padding, dilation, groups, dtype, channels_last, rng, bias=True, transposed=False):
     x = _rounded(rng.standard_normal(xs), dtype)
     w = _rounded(rng.standard_normal(wsh), dtype)
@@ -68,6 +78,51 @@ def test_depthwise_and_small_groups_take_the_direct_kernel(case, dtype, channels
         pytest.skip("channels-last is a 4-D and 5-D layout")
     keys = _run(*case, dtype, channels_last, rng)
     assert [k.split("|")[0] for k in keys] == ["direct_conv"]
+
+
+def _planes_first(monkeypatch):
+    """Candidates led by the plane kernel's where it applies (the interpreter takes the first)."""
+    from nbxtensor.ops.convolution import _Setting
+    plain = _Setting.candidates
+
+    def planes_first(self, facts, dtype):
+        planes = [dict(PLANES=True, BLOCK_H=h, BLOCK_W=w, num_warps=n) for h, w, n in self.plane_tiles()]
+        return planes + plain(self, facts, dtype)
+    monkeypatch.setattr(_Setting, "candidates", planes_first)
+
+
+@pytest.mark.parametrize("case", DEPTHWISE)
+@pytest.mark.parametrize("dtype", _DTYPES)
+def test_depthwise_by_output_planes(case, dtype, rng, monkeypatch):
+    _planes_first(monkeypatch)
+    launched = []
+    monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(launched))
+    _run(*case, dtype, False, rng, bias=dtype != "float16")
+    assert launched == ["conv_direct_planes"]
+
+
+def test_planes_read_strided_inputs(rng, monkeypatch):
+    # columns adjacent but rows and channels sliced: the plane kernel reads through the strides; a
+    # channels-last input has no plane candidates (its columns are a channel row apart)
+    from nbxtensor.ops.convolution import _Setting
+    _planes_first(monkeypatch)
+    wide = rng.standard_normal((2, 9, 12, 7)).astype(np.float32)
+    w = rng.standard_normal((6, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    plans.clear_all()
+    got = F.conv2d(_to(wide)[:, 1:7, ::2], _to(w), _to(b), padding=(0, 2), dilation=(1, 2), stride=(2, 1), groups=6)
+    _check(got, reference(wide[:, 1:7, ::2], w, b, (2, 1), (0, 2), (1, 2), 6), "float32", 9)
+    x = _channels_last(wide[:, :6], "float32")
+    assert not _Setting("conv2d", x, _to(w), None, 1, 1, 1, False, 0, 6).plane_tiles()
+
+
+def test_planes_counted_window(rng, monkeypatch):
+    # more window positions times group channels than are unrolled: the window's rows and columns are loops
+    _planes_first(monkeypatch)
+    launched = []
+    monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(launched))
+    _run((1, 4, 40), (4, 2, 37), 1, 18, 1, 2, "bfloat16", False, rng)
+    assert launched == ["conv_direct_planes"]
 
 
 GEMM = [
@@ -179,6 +234,37 @@ def test_staged_candidates_copy_channels_innermost_first(case, dtype, rng, monke
         return [dict(c, STAGE=True) for c in configs] if self.stages() else configs
     monkeypatch.setattr(_Setting, "candidates", staged_first)
     _run(*case, dtype, False, rng)
+
+
+@pytest.mark.parametrize("case", [GEMM[1], GEMM[4]])
+def test_staging_copies_only_the_operand_not_channels_innermost(case, rng, monkeypatch):
+    # a channels-last input beside an NCHW weight: the weight alone is staged
+    from nbxtensor.ops.convolution import _Setting
+    plain = _Setting.candidates
+    monkeypatch.setattr(_Setting, "candidates",
+                        lambda self, facts, dtype: [dict(c, STAGE=True) for c in plain(self, facts, dtype)])
+    names = []
+    monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(names))
+    _run(*case, "bfloat16", True, rng)
+    assert names == ["conv_stage_channels_inner", "conv_implicit_gemm"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_staging_reads_strided_operands(dtype, rng, monkeypatch):
+    # the staging copy merges an operand's spatial dims only where they are contiguous: a sliced input
+    # (every other column, a channel window) and a weight stored with its window transposed are read as
+    # positions that are no single run
+    from nbxtensor.ops.convolution import _Setting
+    plain = _Setting.candidates
+    monkeypatch.setattr(_Setting, "candidates",
+                        lambda self, facts, dtype: [dict(c, STAGE=True) for c in plain(self, facts, dtype)])
+    wide = _rounded(rng.standard_normal((2, 20, 5, 12)), dtype)
+    w = _rounded(rng.standard_normal((18, 17, 3, 2)), dtype)
+    x = _to(wide, dtype)[:, 2:19, :, ::2]
+    wt = _to(np.ascontiguousarray(w.transpose(0, 1, 3, 2)), dtype).transpose(2, 3)
+    plans.clear_all()
+    got = F.conv2d(x, wt, None, padding=1)
+    _check(got, reference(wide[:, 2:19, :, ::2], w, None, 1, 1, 1, 1), dtype, 17 * 6)
 
 
 def test_cost_declares_the_staging_workspace():

@@ -221,3 +221,39 @@ def test_positions_inner_candidates_for_nchw_half_inputs_only():
         assert bool(inner) == expected
         assert all(c.get("STEPPED") or c.get("SPLITS") for c in inner)
         assert not any(c.get("STAGE") for c in inner)
+
+
+@pytest.mark.parametrize("case", [SPLIT[0], SPLIT[1], SPLIT[5], SPLIT[6], SPLIT[7],
+                                  ((1, 32, 5, 6), (24, 16, 3, 3), dict(stride=2, padding=1, groups=2), False, True)])
+@pytest.mark.parametrize("split", [False, True])
+def test_prefetched_input_tiles_match_the_reference(case, split, starved, monkeypatch, rng):
+    # forward NCHW 16-bit inputs gathered a step ahead: unsplit with the weight alone staged (as the
+    # candidates offer it), split over the input's own weight (the last step of each split loads nothing)
+    xs, wsh, kwargs, transposed, bias = case
+    starved(2 if split else 1)
+    plain = convolution._Setting.candidates
+    monkeypatch.setattr(convolution._Setting, "candidates", lambda self, facts, dtype: [
+        dict(c, STEPPED=True, POSITIONS_INNER=True, PREFETCH=True, STAGE_WEIGHT=not split)
+        for c in plain(self, facts, dtype)])
+    got, want, k_terms, launches, _ = _split_run(xs, wsh, kwargs, "bfloat16", False, rng, bias=bias)
+    kernels = [kernel for kernel, _, _ in launches]
+    staged = [] if split else [K.conv_stage_channels_inner]
+    assert kernels[:len(staged) + 1] == staged + [K.conv_implicit_gemm]
+    assert launches[len(staged)][2]["PREFETCH"] and (launches[len(staged)][1][2] > 1) == split
+    _check(got, want, "bfloat16", k_terms)
+
+
+def test_prefetch_candidates_for_forward_nchw_half_inputs():
+    from nbxtensor.device import facts
+    from nbxtensor.ops.convolution import _Setting
+    import nbxtensor as nbx
+    hopper = facts.load("hopper")
+    w = nbx.empty((256, 256, 3, 3), device="meta", dtype="bfloat16")
+    shape = (32, 256, 14, 14)
+    for strides, transposed, expected in (((50176, 196, 14, 1), False, True), ((50176, 196, 14, 1), True, False),
+                                          ((50176, 1, 3584, 256), False, False)):
+        x = nbx.empty(shape, device="meta", dtype="bfloat16").as_strided(shape, strides)
+        configs = _Setting("conv2d", x, w, None, 1, 1, 1, transposed, 0, 1, hopper).candidates(hopper, x.dtype)
+        ahead = [c for c in configs if c.get("PREFETCH")]
+        assert bool(ahead) == expected
+        assert all(c["STEPPED"] and c["POSITIONS_INNER"] and c["STAGE_WEIGHT"] and "SPLITS" not in c for c in ahead)

@@ -16,6 +16,11 @@ channels fill one K tile or few. With ``SPLIT`` too (few output tiles for the de
 steps are shared out among programs along the grid's third axis: each writes its float32 partial tile to
 a workspace, and ``conv_split_sum`` adds the partials in split order, so the bits do not depend on which
 program finishes first.
+
+``conv_direct_planes`` is the direct kernel by output planes, for inputs whose columns are adjacent in
+memory; ``conv_stage_channels_inner`` copies an NCHW operand channels-innermost for the kernels' staged
+settings: 16-bit tiles read in place from NCHW are gathered element by element, which the compiler cannot
+turn into asynchronous copies, so the implicit GEMM's loop is not pipelined; staged, its tiles are.
 """
 import triton
 import triton.language as tl
@@ -169,6 +174,40 @@ def _stepped_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, re
 
 
 @triton.jit
+def _positions_tile(x_base, od, oh, ow, m_ok, rk, t, chunks, live, CIN_G, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh,
+                    dw, x_sc, x_sd, x_sh, x_sw, KH: tl.constexpr, KW: tl.constexpr, BLOCK_K: tl.constexpr,
+                    DECODE_BF16: tl.constexpr):
+    """The input tile of reduction step ``t`` (``_split_step``'s steps) as [BLOCK_K, BLOCK_M], positions
+    innermost; all zeros unless ``live``."""
+    p = t // chunks
+    c = (t - p * chunks) * BLOCK_K
+    row_off, row_ok = _row_source(od, oh, ow, m_ok, p, KH, KW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
+                                  x_sd, x_sh, x_sw, False)
+    k_ok = (c + rk < CIN_G) & live
+    a = tl.load(x_base[None, :] + row_off[None, :] + (c + rk)[:, None] * x_sc, mask=k_ok[:, None] & row_ok[None, :],
+                other=0)
+    if DECODE_BF16:
+        a = _decode(a, 1)
+    return a
+
+
+@triton.jit
+def _prefetched_step(acc, a, w_base, n_ok, rk, t, chunks, CIN_G, w_s_in, w_sd, w_sh, w_sw, KH: tl.constexpr,
+                     KW: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr):
+    """``acc`` plus step ``t`` of ``_split_step``'s steps with its input tile ``a`` ([BLOCK_K, BLOCK_M])
+    already loaded."""
+    p = t // chunks
+    c = (t - p * chunks) * BLOCK_K
+    kd, kh, kw = _window_position(p, KH, KW)
+    k_ok = c + rk < CIN_G
+    b = tl.load(w_base[None, :] + kd * w_sd + kh * w_sh + kw * w_sw + (c + rk)[:, None] * w_s_in,
+                mask=k_ok[:, None] & n_ok[None, :], other=0)
+    if DECODE_BF16:
+        b = _decode(b, 1)
+    return tl.dot(tl.trans(a), b, acc, input_precision=PRECISION, out_dtype=tl.float32)
+
+
+@triton.jit
 def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_split, OD, OH, OW, ID, IH, IW,
                        sd, sh, sw, pd, ph, pw, dd, dh, dw,
                        x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
@@ -176,7 +215,7 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
                        KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
                        FLAT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        NUM_STAGES: tl.constexpr, STEPPED: tl.constexpr, SPLIT: tl.constexpr,
-                       POSITIONS_INNER: tl.constexpr,
+                       POSITIONS_INNER: tl.constexpr, PREFETCH: tl.constexpr,
                        TRANSPOSED: tl.constexpr,
                        HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
                        BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
@@ -184,7 +223,9 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
     """out[n, g * COUT_G + j, o] = bias + sum over c < CIN_G and kernel positions of x * w; program
     (tile, g) takes one BLOCK_M x BLOCK_N tile of group g. STEPPED: program (tile, g, s) takes reduction
     steps s * steps_per_split onwards; with SPLIT it writes partial[s, position, g * COUT_G + j] (float32,
-    M x COUT_G * groups a split) instead of the output."""
+    M x COUT_G * groups a split) instead of the output. PREFETCH (STEPPED, forward, POSITIONS_INNER, not
+    FLAT_K): each step's input tile is loaded one step ahead, into registers, so that its gather (which the
+    compiler cannot make an asynchronous copy) overlaps the step before's product."""
     pid = tl.program_id(0)
     g = tl.program_id(1)
     tiles_n = tl.cdiv(COUT_G, BLOCK_N)
@@ -209,7 +250,29 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
             steps = chunks * VOLUME
         t_begin = tl.program_id(2) * steps_per_split
         t_end = tl.minimum(t_begin + steps_per_split, steps)
-        if INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)
+        if PREFETCH:
+            a = _positions_tile(x_base, od, oh, ow, m_ok, rk, t_begin, chunks, t_begin < t_end, CIN_G, ID, IH, IW,
+                                sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, KH, KW, BLOCK_K,
+                                DECODE_BF16)
+            if INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)
+                t = t_begin
+                while t < t_end:
+                    ahead = _positions_tile(x_base, od, oh, ow, m_ok, rk, t + 1, chunks, t + 1 < t_end, CIN_G, ID,
+                                            IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, KH,
+                                            KW, BLOCK_K, DECODE_BF16)
+                    acc = _prefetched_step(acc, a, w_base, n_ok, rk, t, chunks, CIN_G, w_s_in, w_sd, w_sh, w_sw,
+                                           KH, KW, BLOCK_K, PRECISION, DECODE_BF16)
+                    a = ahead
+                    t += 1
+            else:
+                for t in tl.range(t_begin, t_end, num_stages=NUM_STAGES):
+                    ahead = _positions_tile(x_base, od, oh, ow, m_ok, rk, t + 1, chunks, t + 1 < t_end, CIN_G, ID,
+                                            IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, KH,
+                                            KW, BLOCK_K, DECODE_BF16)
+                    acc = _prefetched_step(acc, a, w_base, n_ok, rk, t, chunks, CIN_G, w_s_in, w_sd, w_sh, w_sw,
+                                           KH, KW, BLOCK_K, PRECISION, DECODE_BF16)
+                    a = ahead
+        elif INTERPRETED:  # no range over runtime bounds in the interpreter (see _position_step)
             t = t_begin
             while t < t_end:
                 acc = _stepped_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, reduction, CIN_G, ID,
@@ -343,3 +406,108 @@ def conv_direct(x, w, bias, out, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
     value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
     tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & c_ok[None, :])
+
+
+@triton.jit
+def _plane_tap(acc, row_ptr, row_ok, ow, kw, w_row, IW, sw, pw, dw, x_sc, x_sw, w_s_in, w_sw, CIN_G: tl.constexpr,
+               DECODE_BF16: tl.constexpr):
+    """``acc`` plus the group's input channels times the weight at window column ``kw``, for a tile of one
+    output plane whose window row starts at ``row_ptr`` (valid rows ``row_ok``)."""
+    i_w, ok_w = _source_index(ow, kw, sw, pw, dw, IW, False)
+    ok = row_ok[:, None] & ok_w[None, :]
+    x_pos = row_ptr + kw * dw * x_sw  # a constant step where the input's columns are adjacent and undilated
+    for ci in tl.static_range(CIN_G):
+        xv = tl.load(x_pos + ci * x_sc, mask=ok, other=0)
+        wv = tl.load(w_row + kw * w_sw + ci * w_s_in)
+        if DECODE_BF16:
+            xv = _decode(xv, 1)
+            wv = _decode(wv, 1)
+        acc += xv.to(tl.float32) * wv.to(tl.float32)
+    return acc
+
+
+@triton.jit
+def _plane_row(od, oh, ow, r, x_plane, w_co, ID, IH, sd, sh, sw, pd, ph, pw, dd, dh, x_sd, x_sh, x_sw, w_sd, w_sh,
+               KH: tl.constexpr):
+    """(window row ``r``'s input pointers at window column 0, its valid rows, its weights) for a tile of one
+    output plane: rows ``oh`` x columns ``ow`` at depth ``od``; r = kd * KH + kh."""
+    i_d, ok_d = _source_index(od, r // KH, sd, pd, dd, ID, False)
+    i_h, ok_h = _source_index(oh, r % KH, sh, ph, dh, IH, False)
+    row_ptr = x_plane + i_d * x_sd + i_h[:, None] * x_sh + (ow * sw - pw)[None, :] * x_sw
+    return row_ptr, ok_h & ok_d, w_co + (r // KH) * w_sd + (r % KH) * w_sh
+
+
+@triton.jit
+def conv_direct_planes(x, w, bias, out, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
+                       sd, sh, sw, pd, ph, pw, dd, dh, dw,
+                       x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
+                       o_sn, o_sc, o_sd, o_sh, o_sw,
+                       CIN_G: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+                       UNROLL: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, HAS_BIAS: tl.constexpr,
+                       DECODE_BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                       VIA_F32: tl.constexpr):
+    """``conv_direct`` (forward) by output planes: a program takes BLOCK_H rows x BLOCK_W columns of the
+    output plane (n, co, od), programs numbered by plane = (n * COUT + co) * OD + od, then tile. Adjacent
+    threads take adjacent columns, so where the input's columns are adjacent in memory (NCHW) each load of
+    the window reads runs of a row, and the weight is one value a program and kernel position."""
+    tiles_w = tl.cdiv(OW, BLOCK_W)
+    tiles = tl.cdiv(OH, BLOCK_H) * tiles_w
+    plane = tl.program_id(0) // tiles
+    tile = tl.program_id(0) - plane * tiles
+    od = plane % OD
+    rest = plane // OD
+    co = rest % COUT
+    nb = rest // COUT
+    oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)
+    ow = (tile % tiles_w) * BLOCK_W + tl.arange(0, BLOCK_W)
+    g = co // COUT_G
+    x_plane = x + nb * x_sn + g * (CIN_G * x_sc)
+    w_co = w + g * w_sg + (co - g * COUT_G) * w_s_out
+    acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)
+    # window rows outside, columns inside: a row's pointers are formed once and each column steps from them
+    if UNROLL:
+        for r in tl.static_range(KD * KH):
+            row_ptr, row_ok, w_row = _plane_row(od, oh, ow, r, x_plane, w_co, ID, IH, sd, sh, sw, pd, ph, pw, dd, dh,
+                                                x_sd, x_sh, x_sw, w_sd, w_sh, KH)
+            for kw in tl.static_range(KW):
+                acc = _plane_tap(acc, row_ptr, row_ok, ow, kw, w_row, IW, sw, pw, dw, x_sc, x_sw, w_s_in, w_sw, CIN_G,
+                                 DECODE_BF16)
+    else:
+        for r in range(KD * KH):
+            row_ptr, row_ok, w_row = _plane_row(od, oh, ow, r, x_plane, w_co, ID, IH, sd, sh, sw, pd, ph, pw, dd, dh,
+                                                x_sd, x_sh, x_sw, w_sd, w_sh, KH)
+            for kw in range(KW):
+                acc = _plane_tap(acc, row_ptr, row_ok, ow, kw, w_row, IW, sw, pw, dw, x_sc, x_sw, w_s_in, w_sw, CIN_G,
+                                 DECODE_BF16)
+    if HAS_BIAS:
+        acc = acc + _decode(tl.load(bias + co), BIAS_FORMAT).to(tl.float32)
+    value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    o_off = nb * o_sn + co * o_sc + od * o_sd + oh[:, None] * o_sh + ow[None, :] * o_sw
+    tl.store(out + o_off, value, mask=(oh < OH)[:, None] & (ow < OW)[None, :])
+
+
+@triton.jit
+def conv_stage_channels_inner(src, dst, R, P, PH, PW, s_b, s_r, s_d, s_h, s_w, BLOCK_R: tl.constexpr,
+                              BLOCK_P: tl.constexpr, INDEX_64: tl.constexpr):
+    """dst[b, p, r] = src[b, r, p] for an operand (B, R, PD, PH, PW) read through its strides, the P = PD * PH
+    * PW positions flattened, into a dense dst with R innermost: an NCHW input (R its channels) or weight
+    (R its input channels) copied channels-innermost. A program takes BLOCK_P positions x BLOCK_R channels
+    of one b (programs ordered b, channel tile, position tile), read with adjacent threads on adjacent
+    positions and written with them on adjacent channels (the compiler transposes through shared memory),
+    so both sides move whole sectors."""
+    pid = tl.program_id(0)
+    tiles_p = tl.cdiv(P, BLOCK_P)
+    tiles_r = tl.cdiv(R, BLOCK_R)
+    b = pid // (tiles_p * tiles_r)
+    rest = pid - b * (tiles_p * tiles_r)
+    r = (rest // tiles_p) * BLOCK_R + tl.arange(0, BLOCK_R)
+    p = (rest % tiles_p) * BLOCK_P + tl.arange(0, BLOCK_P)
+    if INDEX_64:
+        b = b.to(tl.int64)
+        r = r.to(tl.int64)
+        p = p.to(tl.int64)
+    ok = (r < R)[:, None] & (p < P)[None, :]
+    above = p // PW
+    p_off = (above // PH) * s_d + (above % PH) * s_h + (p % PW) * s_w
+    tile = tl.load(src + b * s_b + r[:, None] * s_r + p_off[None, :], mask=ok, other=0)
+    tl.store(dst + b * (P * R) + p[None, :] * R + r[:, None], tile, mask=ok)

@@ -3,7 +3,8 @@
 Every form runs as 3-d (unit dims for 1-d and 2-d), by one of three routes: a 1x1, stride-1, single-group
 convolution is the registry's matrix product on views of its operands (unless it forms too few output tiles
 for the device, below); a group of few channels (depthwise, small multipliers) runs ``kernels/conv.py``'s
-direct kernel on the vector units; the rest its implicit GEMM, whose tile settings are tuned under the
+direct kernel on the vector units (by output planes, where an NCHW input's rows are read in runs); the rest
+its implicit GEMM, whose tile settings are tuned under the
 launch key the op declares. A convolution whose output forms fewer tiles than ``split_below_programs``
 (twice the device class's multiprocessors) also gets candidates with smaller tiles and ones that split the
 reduction among programs, their float32 partials (a workspace the cost rule declares) added in a fixed order
@@ -24,11 +25,11 @@ from ..dtypes import get_dtype
 from ..kernels import conv as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, next_pow2
-from ..lowering import conversion_flags
+from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
 from .matmul_plans import _dot_precision, planned_product, product_keys
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, nbytes, register
 from .samples import Samples, by_name, operand, sample
 
 _FLOATS = ("float32", "float16", "bfloat16")
@@ -151,20 +152,24 @@ def _conv_cost(input, weight, bias=None, stride=1, padding=0, dilation=1, transp
         flops = 2 * S.numel(input.shape) * weight.shape[1] * kernel_volume
     else:
         flops = 2 * S.numel(out.shape) * weight.shape[1] * kernel_volume
-    # a tuned setting may copy a forward convolution's input and weight channels-innermost (STAGE) or split
-    # the reduction (float32 partials), never both: the most any device's setting takes
+    # a tuned setting may copy a forward convolution's input and weight channels-innermost (STAGE; the weight
+    # alone: STAGE_WEIGHT, less) or split the reduction (float32 partials), never both: the most any device's
+    # setting takes
     out_elements = S.numel(out.shape)
     cout = out.shape[-len(weight.shape) + 1]  # channels precede the spatial dims, batched or not
     forms = [_workspace_pieces(input.dtype, S.numel(input.shape), S.numel(weight.shape),
-                               out_elements // cout if out_elements else 0, cout, staged, splits)
+                               out_elements // cout if out_elements else 0, cout, staged, staged, splits)
              for staged, splits in ((not transposed, 1), (False, _split_cap(out_elements)))]
     return Cost(flops=flops, bytes_read=sum(nbytes(t) for t in (input, weight, bias) if t is not None),
                 bytes_written=nbytes(out), workspace=max(Workspace.bytes_for(pieces) for pieces in forms))
 
 
-def _workspace_pieces(dtype, input_elements, weight_elements, positions, cout, staged, splits) -> dict:
-    """A plan's temporaries: the staged input and weight where ``staged``, the partials of ``splits`` > 1."""
-    pieces = {"x_staged": ((input_elements,), dtype), "w_staged": ((weight_elements,), dtype)} if staged else {}
+def _workspace_pieces(dtype, input_elements, weight_elements, positions, cout, staged_input, staged_weight,
+                      splits) -> dict:
+    """A plan's temporaries: the staged input and weight where staged, the partials of ``splits`` > 1."""
+    pieces = {"x_staged": ((input_elements,), dtype)} if staged_input else {}
+    if staged_weight:
+        pieces["w_staged"] = ((weight_elements,), dtype)
     if splits > 1:
         pieces["partial"] = ((splits, positions, cout), get_dtype("float32"))
     return pieces
@@ -214,6 +219,10 @@ _LARGEST_TILE = 128 * 128
 # (BLOCK_M, BLOCK_C, num_warps) of the direct kernel: wide channel tiles read channels-last rows
 # contiguously, tall position tiles NCHW ones
 _DIRECT_SHAPES = [(32, 64, 4), (64, 32, 4), (16, 128, 4), (128, 16, 4)]
+# (output elements a tile, num_warps) of the direct kernel by output planes (PLANES), for inputs whose columns
+# are adjacent in memory (NCHW): a tile is up to 64 columns wide and as many rows as make up its elements
+_PLANE_TILES = [(512, 4), (1024, 4), (2048, 8)]
+_PLANE_MAX_WIDTH = 64
 
 
 def split_below_programs(facts) -> int:
@@ -283,6 +292,20 @@ class _Setting:
             return ws[1], ws[0], self.cin_g * ws[0], *ws[2:]
         return ws[0], ws[1], self.cout_g * ws[0], *ws[2:]
 
+    def plane_tiles(self) -> list[tuple[int, int, int]]:
+        """(BLOCK_H, BLOCK_W, num_warps) of the plane kernel's candidates: a forward direct convolution whose
+        input columns are adjacent in memory (NCHW, or any layout whose last spatial stride is 1 and whose
+        channels are not); none otherwise."""
+        if self.transposed or self.xs[4] != 1 or self.xs[1] == 1:
+            return []
+        oh, ow = self.out_spatial[1:]
+        width = min(_PLANE_MAX_WIDTH, next_pow2(ow))
+        shapes = []
+        for elements, warps in _PLANE_TILES:
+            height = max(1, min(next_pow2(oh), elements // width))
+            shapes.append((height, width, max(1, min(warps, height * width // 128))))
+        return list(dict.fromkeys(shapes))
+
     def stages(self) -> bool:
         """Whether a candidate may copy an operand channels-innermost first: forward, batched, and the input
         (or, for the implicit GEMM, the weight) not already so."""
@@ -325,7 +348,8 @@ class _Setting:
             if interpreted:  # few, wide programs: the interpreter pays per program and operation
                 return [dict(BLOCK_M=64, BLOCK_C=min(64, next_pow2(self.cout)), num_warps=4)]
             return _staged(self, [dict(BLOCK_M=bm, BLOCK_C=min(bc, max(8, next_pow2(self.cout))), num_warps=w)
-                                  for bm, bc, w in _DIRECT_SHAPES])
+                                  for bm, bc, w in _DIRECT_SHAPES]) + [
+                dict(PLANES=True, BLOCK_H=bh, BLOCK_W=bw, num_warps=w) for bh, bw, w in self.plane_tiles()]
         k = self.cin_g * self.volume if self.flat_k else self.cin_g
         target = split_below_programs(facts)
         if interpreted:
@@ -352,8 +376,13 @@ class _Setting:
                     stepped.append(dict(config, SPLITS=splits))
                     configs.append(stepped[-1])
         if self.xs[1] != 1 and not self.flat_k and dtype.itemsize == 2:
-            # an NCHW input read in place, positions innermost (the matrix unit takes such 16-bit tiles)
+            # an NCHW input read in place, positions innermost (the matrix unit takes such 16-bit tiles); and,
+            # forward and unsplit, with only the (small) weight staged, so that its tiles are copied
+            # asynchronously, and the input's gathered one step ahead
             configs += [dict(config, POSITIONS_INNER=True) for config in stepped]
+            if not self.transposed:
+                configs += [dict(config, POSITIONS_INNER=True, PREFETCH=True, STAGE_WEIGHT=True)
+                            for config in stepped if "SPLITS" not in config]
         return _unique(configs)
 
 
@@ -371,6 +400,25 @@ def _channels_inner_strides(shape):
         strides[d] = step
         step *= max(shape[d], 1)
     return tuple(strides)
+
+
+def _stage_launch(shape, strides, source: Slot, target: Slot) -> PlannedLaunch:
+    """The launch copying an (B, R, *spatial) operand of these (3-d) ``shape`` and ``strides`` into a dense
+    buffer with R innermost (``_channels_inner_strides``'s layout), its spatial dims merged where they are
+    contiguous so that positions are read in runs."""
+    (b, r, *spatial), (s_b, s_r, *spatial_strides) = shape, strides
+    merged, (merged_strides,) = S.coalesce(spatial, spatial_strides)
+    # merged dims first, unit ones after: a dense operand's positions are then one run whose unit extents
+    # the compiler folds (an argument equal to 1 is a constant), so its loads see the run
+    pad = 3 - len(merged)
+    (_, ph, pw), (s_d, s_h, s_w) = merged + (1,) * pad, merged_strides + (0,) * pad
+    positions = S.numel(spatial)
+    block_r, block_p = min(64, max(16, next_pow2(r))), min(64, max(16, next_pow2(positions)))
+    dense = (tuple(shape), _channels_inner_strides(tuple(shape)))
+    return PlannedLaunch(K.conv_stage_channels_inner, (b * cdiv(r, block_r) * cdiv(positions, block_p),),
+                         [source, target, r, positions, ph, pw, s_b, s_r, s_d, s_h, s_w],
+                         dict(BLOCK_R=block_r, BLOCK_P=block_p,
+                              INDEX_64=needs_index_64((tuple(shape), tuple(strides)), dense), num_warps=4))
 
 
 def _unique(configs):
@@ -481,6 +529,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                   <= _UNROLL_MAX_STEPS, TRANSPOSED=st.transposed, HAS_BIAS=bias is not None,
                   DECODE_BF16=dtype.name == "bfloat16" and interpreted, BIAS_FORMAT=bias_format,
                   DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INTERPRETED=interpreted)
+    plane_common = {k: v for k, v in common.items() if k not in ("TRANSPOSED", "INTERPRETED")}
     os_ = _as_3d(st.full_out, out_strides, st.dims)[1]
 
     def geometry(xs, ws):
@@ -489,18 +538,31 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
     # first (workspace the cost rule declares), and the tuner keeps whichever is faster
     staged_in_strides = _channels_inner_strides(st.full_in)
     staged_w_strides = _channels_inner_strides(tuple(weight.shape))
-    x_slot, w_slot, out_slot = Slot("x"), Slot("w"), Slot("out")
+    out_slot = Slot("out")
     bias_slot = Slot("bias") if bias is not None else out_slot
-    copy_ = get("copy_").impl
 
     def launcher(config):
         """(input, weight, bias, out) -> None issuing the launches of this tile setting."""
         stage = config.get("STAGE", False)
-        stage_weight = stage and st.route == "gemm"
-        args = geometry(_as_3d(st.full_in, staged_in_strides, st.dims)[1] if stage else st.xs,
+        stage_input = stage and st.xs[1] != 1
+        stage_weight = (stage or config.get("STAGE_WEIGHT", False)) and st.route == "gemm" and st.w_s_in != 1
+        stagers = []
+        if stage_input:
+            stagers.append(_stage_launch((st.n, st.cin, *st.in_spatial), st.xs, Slot("x"), Slot("x_staged")))
+        if stage_weight:
+            stagers.append(_stage_launch((st.cout, st.cin_g, *st.kernel), st.ws, Slot("w"), Slot("w_staged")))
+        x_slot, w_slot = Slot("x_staged" if stage_input else "x"), Slot("w_staged" if stage_weight else "w")
+        args = geometry(_as_3d(st.full_in, staged_in_strides, st.dims)[1] if stage_input else st.xs,
                         _as_3d(tuple(weight.shape), staged_w_strides, st.dims)[1] if stage_weight else st.ws)
         splits = 1
-        if st.route == "direct":
+        if config.get("PLANES"):
+            tiles = cdiv(st.out_spatial[1], config["BLOCK_H"]) * cdiv(st.out_spatial[2], config["BLOCK_W"])
+            launches = [PlannedLaunch(
+                K.conv_direct_planes, (st.n * st.cout * st.out_spatial[0] * tiles,),
+                [x_slot, w_slot, bias_slot, out_slot, st.cout, st.cout_g, *args, *os_],
+                dict(plane_common, CIN_G=st.cin_g, BLOCK_H=config["BLOCK_H"], BLOCK_W=config["BLOCK_W"],
+                     num_warps=config["num_warps"]))]
+        elif st.route == "direct":
             launches = [PlannedLaunch(
                 K.conv_direct, (cdiv(st.m, config["BLOCK_M"]), cdiv(st.cout, config["BLOCK_C"])),
                 [x_slot, w_slot, bias_slot, out_slot, st.m, st.cout, st.cout_g, *args, *os_],
@@ -517,6 +579,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                      BLOCK_K=config["BLOCK_K"], NUM_STAGES=config["num_stages"],
                      STEPPED=splits > 1 or bool(config.get("STEPPED")), SPLIT=splits > 1,
                      POSITIONS_INNER=bool(config.get("POSITIONS_INNER")),
+                     PREFETCH=bool(config.get("PREFETCH")) and not (st.flat_k or st.transposed),
                      PRECISION=_dot_precision(dtype), num_warps=config["num_warps"]))]
             if splits > 1:
                 block_c = min(64, next_pow2(st.cout))
@@ -527,16 +590,12 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                          BIAS_FORMAT=bias_format, DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"],
                          num_warps=4)))
         workspace = Workspace(_workspace_pieces(dtype, S.numel(st.full_in), S.numel(weight.shape), st.m, st.cout,
-                                                stage, splits))
+                                                stage_input, stage_weight, splits))
 
         def run(input, weight, bias, out):
             tensors = {"x": input, "w": weight, "bias": bias, "out": out}
             workspace.allocate(dev, tensors)
-            if stage:
-                tensors["x"] = copy_(tensors["x_staged"]._view(st.full_in, staged_in_strides), input)
-            if stage_weight:
-                tensors["w"] = copy_(tensors["w_staged"]._view(weight.shape, staged_w_strides), weight)
-            for planned in launches:
+            for planned in stagers + launches:
                 planned(dev, tensors)
         return run
 
