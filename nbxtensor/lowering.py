@@ -34,6 +34,11 @@ def needs_index_64(*operands, count: int = 0, reach: int = 0) -> bool:
     return False
 
 
+def padded_for_kernel(values, fill=1) -> tuple:
+    """``values`` as a kernel's tuple argument, which holds at least one entry (``fill`` for an empty one)."""
+    return tuple(values) if len(values) else (fill,)
+
+
 def elementwise_block(dev) -> int:
     """Elements per program of the device's elementwise kernels (its facts' ``elementwise_block``)."""
     return backend_for(dev).facts["kernels"]["elementwise_block"]

@@ -28,7 +28,7 @@ from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import copy_, fill_
 from .creation import like_tensor, tensor
-from .indexing import report_on_device
+from .index_common import report_on_device
 from .reductions import cumsum
 from .registry import Cost, TensorMeta, family_samples, nbytes, register
 from .samples import Samples, by_name, operand, sample
