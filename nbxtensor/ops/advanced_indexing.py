@@ -22,7 +22,7 @@ from ..device.errors import after_checked_launch, error_code
 from ..dtypes import get_dtype
 from ..kernels import indexing as K
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import BITS_TYPE, constant_bits, elementwise_block, needs_index_64, padded_for_kernel
+from ..lowering import BITS_TYPE, elementwise_block, encode_scalar, needs_index_64, padded_for_kernel
 from ..tensor import Tensor
 from .copy import clone, copy_, has_internal_overlap
 from .creation import full, tensor
@@ -265,7 +265,7 @@ def _value_for(plan: IndexPlan, value, op: str):
         if view.dtype.is_complex:
             value = tensor(complex(value), dtype=view.dtype, device=view.device)
         else:
-            return constant_bits(value, view.dtype)
+            return encode_scalar(value, view.dtype)
     value = on_device(value, view.device)
     if value.dtype is not view.dtype or value._storage is view._storage:
         value = value.to(view.dtype, copy=True)

@@ -15,7 +15,7 @@ from ..device.errors import after_checked_launch, error_code
 from ..dtypes import get_dtype
 from ..kernels import indexing as K
 from ..launch import cdiv, launch
-from ..lowering import BITS_TYPE, constant_bits, elementwise_block, needs_index_64
+from ..lowering import BITS_TYPE, elementwise_block, encode_scalar, needs_index_64
 from ..tensor import Tensor
 from .advanced_indexing import IndexPlan, gather_through, put_through
 from .copy import clone, copy_, fill_, has_internal_overlap
@@ -230,7 +230,7 @@ def scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
         return scatter_into(out, dim, index, full(index.shape, complex(src), dtype=out.dtype, device=dev), op)
     else:
         src1 = dst1
-        bits = constant_bits(src, out.dtype)
+        bits = encode_scalar(src, out.dtype)
     if out.dtype.is_complex:
         dst1, src1 = real_pairs(dst1), real_pairs(src1)
         index1 = index1._view((*index1.shape, 2), (*index1.stride(), 0))

@@ -18,7 +18,7 @@ from .. import shape as S
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels import special as KS
-from ..lowering import constant_bits
+from ..lowering import encode_scalar
 from ..tensor import Tensor
 from .aten_calls import positional_as_keywords
 from .pointwise import (COMPARE, COMPARE_FLOAT, FLOAT, FLOATS, INTEGERS, INTEGERS_NO_BOOL, NO_BOOL,
@@ -247,7 +247,7 @@ def _check_masked_fill(call, common):
     value = call.slots[1]
     if _is_scalar(value):
         if not common.is_complex:
-            constant_bits(_python_scalar(value), common)  # ATen's checked conversion: raises on overflow
+            encode_scalar(_python_scalar(value), common)  # ATen's checked conversion: raises on overflow
     elif value.dtype.is_complex and not common.is_complex:
         # ATen accepts one whose imaginary part is 0; knowing that would wait for the device
         raise RuntimeError(f"masked_fill: a complex value tensor can't fill a {common.name} tensor; pass its real "
