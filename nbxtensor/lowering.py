@@ -13,7 +13,7 @@ import numpy as np
 
 from . import shape as S
 from .device import backend_for
-from .kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
+from .kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 
 # The integer type of each element size, by name (NumPy's and Triton's): an element's bits travel as one.
 BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
@@ -43,6 +43,12 @@ def padded_for_kernel(values, fill=1) -> tuple:
 def elementwise_block(dev) -> int:
     """Elements per program of the device's elementwise kernels (its facts' ``elementwise_block``)."""
     return backend_for(dev).facts["kernels"]["elementwise_block"]
+
+
+def load_format(dtype) -> int:
+    """The format (``kernels/copy.py``'s ``FORMAT_*``) a kernel decodes loaded ``dtype`` elements with (``_decode``);
+    ``conversion_flags`` gives the one it encodes stored elements with."""
+    return FORMAT_BOOL if dtype.kind == "bool" else SMALL_FLOAT_FORMATS.get(dtype.name, FORMAT_NATIVE)
 
 
 def conversion_flags(st, dt, dev) -> dict:

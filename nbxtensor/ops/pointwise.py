@@ -51,9 +51,9 @@ from ..allocation import allocate_tensor, new_tensor
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
-from ..kernels.copy import FORMAT_NATIVE, load_format
+from ..kernels.copy import FORMAT_NATIVE
 from ..launch import cdiv, launch, launch_slots, relaunch
-from ..lowering import BITS_TYPE, conversion_flags, encode_scalar_wrapping, needs_index_64
+from ..lowering import BITS_TYPE, conversion_flags, encode_scalar_wrapping, load_format, needs_index_64
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor, layout_key
@@ -546,10 +546,6 @@ def _check_integer_division(row: Row, call: Call, slots) -> None:
         raise IntegerDivisionByZero("ZeroDivisionError: integer division or remainder by zero")
 
 
-def _operand_format(t: Tensor) -> int:
-    return load_format(t.dtype)
-
-
 def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype, dev, slots, broadcast):
     """The real skeleton's launch for ``slots`` (tensors read with their ``broadcast`` strides, scalars,
     None), writing ``out_dtype`` with ``out_strides``; None when the merged dims exceed the kernel's."""
@@ -573,7 +569,7 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
             strides.append(next(operand_strides))
             scalar_slots.append(-1)
             kinds.append(K.OPERAND_TENSOR.value)
-            formats.append(_operand_format(v))
+            formats.append(load_format(v.dtype))
         else:
             pointer_slots.append(-1)
             strides.append((0,) * rank)

@@ -22,9 +22,9 @@ from ..device import backend_for, multiprocessors
 from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels import sort_warp as KW
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import elementwise_block, needs_index_64
+from ..lowering import elementwise_block, load_format, needs_index_64
 from ..promotion import result_type
 from ..tensor import Tensor
 from .advanced_indexing import masked_select
