@@ -29,7 +29,9 @@ from .ops import registry as _registry  # noqa: E402  (ops register themselves o
 from .ops import copy as _copy_ops, creation as _creation_ops, views as _view_ops  # noqa: E402,F401
 from .ops import pointwise_table as _pointwise_ops  # noqa: E402,F401
 from .ops import reductions as _reduction_ops, normalization as _normalization_ops  # noqa: E402,F401
-from .ops import indexing as _indexing_ops, shape_ops as _shape_ops, sorting as _sorting_ops  # noqa: E402,F401
+from .ops import selection as _selection_ops, advanced_indexing as _advanced_indexing_ops  # noqa: E402,F401
+from .ops import gather_scatter as _gather_scatter_ops  # noqa: E402,F401
+from .ops import shape_ops as _shape_ops, sorting as _sorting_ops  # noqa: E402,F401
 from .ops import attention as _attention_ops, convolution as _convolution_ops  # noqa: E402,F401
 from .ops import pooling as _pooling_ops, resample as _resample_ops, sampling as _sampling_ops  # noqa: E402,F401
 from .ops import fold as _fold_ops  # noqa: E402,F401
@@ -59,7 +61,7 @@ globals().update(_MEMORY_FORMATS)  # nbx.channels_last, nbx.contiguous_format, .
 def where(condition, input=None, other=None, **kwargs):
     """``where(condition, input, other)`` picks elements; ``where(condition)`` is ``nonzero(as_tuple=True)``."""
     if input is None and other is None and not kwargs:
-        return _indexing_ops.where_condition(condition)
+        return _selection_ops.where_condition(condition)
     return _registry.get("where").impl(condition, input, other, **kwargs)
 
 

@@ -1,7 +1,8 @@
 """Decisions about how an op's operands reach a kernel, shared by every op family (a layer below ``ops``:
 it reads layouts and dtypes only, never a tensor's memory, and imports no op): the one 64-bit-index
 decision, the element conversions every op rounds by, the block of elementwise kernels, and a scalar as
-the bits of an element."""
+the bits of an element (``encode_scalar``, checked as ATen's fill; ``encode_scalar_wrapping``, as ATen casts an
+arithmetic operand)."""
 from __future__ import annotations
 
 import functools
@@ -12,7 +13,7 @@ import numpy as np
 
 from . import shape as S
 from .device import backend_for
-from .kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
+from .kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 
 # The integer type of each element size, by name (NumPy's and Triton's): an element's bits travel as one.
 BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
@@ -34,9 +35,20 @@ def needs_index_64(*operands, count: int = 0, reach: int = 0) -> bool:
     return False
 
 
+def padded_for_kernel(values, fill=1) -> tuple:
+    """``values`` as a kernel's tuple argument, which holds at least one entry (``fill`` for an empty one)."""
+    return tuple(values) if len(values) else (fill,)
+
+
 def elementwise_block(dev) -> int:
     """Elements per program of the device's elementwise kernels (its facts' ``elementwise_block``)."""
     return backend_for(dev).facts["kernels"]["elementwise_block"]
+
+
+def load_format(dtype) -> int:
+    """The format (``kernels/copy.py``'s ``FORMAT_*``) a kernel decodes loaded ``dtype`` elements with (``_decode``);
+    ``conversion_flags`` gives the one it encodes stored elements with."""
+    return FORMAT_BOOL if dtype.kind == "bool" else SMALL_FLOAT_FORMATS.get(dtype.name, FORMAT_NATIVE)
 
 
 def conversion_flags(st, dt, dev) -> dict:
@@ -59,7 +71,7 @@ def conversion_flags(st, dt, dev) -> dict:
     )
 
 
-def remembered_by_value(convert):
+def _remembered_by_value(convert):
     """``convert(value, dt)`` remembered for Python scalars, since the same few recur: floats keyed by their
     exact text (0.0 == -0.0, and NaN equals nothing), integers and bools by value and type; other values
     converted at each call."""
@@ -76,44 +88,59 @@ def remembered_by_value(convert):
     return remembered
 
 
-def _scalar_bits(value, dt) -> int:
+def _scalar_to_bits(value, dt, wrap: bool) -> int:
+    """The one conversion of a scalar to an element's bits; ``wrap`` chooses between ATen's two policies for a
+    value the dtype cannot hold (``encode_scalar`` raises, ``encode_scalar_wrapping`` wraps or rounds)."""
     if hasattr(value, "item"):  # a tensor or a NumPy scalar
         value = value.item()
     if dt.kind == "bool":  # ATen never reports overflow into bool: any nonzero value is True
         return int(bool(value))
     if isinstance(value, complex):
-        if value.imag != 0:
+        if value.imag != 0 and not wrap:
             raise _overflow(value, dt)
         value = value.real
     if dt.is_integral:
         info = np.iinfo(dt.numpy)
         if isinstance(value, float):
             # the range check comes before truncation: int8 fill 127.5 raises, fill 2.7 gives 2
-            if not info.min <= value <= info.max:
+            if not (math.isfinite(value) if wrap else info.min <= value <= info.max):
                 raise _overflow(value, dt)
             value = int(value)
         value = int(value)
-        wraps = dt.kind == "uint" and value < 0 and -value <= info.max
-        if not (info.min <= value <= info.max or wraps):
+        if wrap:  # any integer ATen's 64-bit Scalar holds, reduced modulo the element's width
+            in_range = -(1 << 63) <= value < (1 << 64)
+        else:  # a negative integer may still wrap into an unsigned type (uint8 fill -1 gives 255)
+            in_range = info.min <= value <= info.max or (dt.kind == "uint" and value < 0 and -value <= info.max)
+        if not in_range:
             raise _overflow(value, dt)
-        return int(np.array(value % (1 << dt.bits) if wraps else value, dtype=dt.numpy).view(BITS_TYPE[dt.itemsize]))
+        bits = value & ((1 << dt.bits) - 1)
+        return bits - (1 << dt.bits) if bits >> (dt.bits - 1) else bits  # the signed integer of the element's size
     value = float(value)
-    if math.isinf(value) and not _has_infinity(dt):
-        raise _overflow(value, dt)
-    if math.isfinite(value) and abs(value) > float(_finfo_max(dt)):
-        raise _overflow(value, dt)
-    # ATen's Scalar holds a double; half, bfloat16 and float8 are built from it through float32
-    arr = np.array(value, dtype=np.float64 if dt.itemsize == 8 else np.float32)
-    if dt.itemsize < 4:
-        arr = arr.astype(dt.numpy)
+    if not wrap:
+        if math.isinf(value) and not _has_infinity(dt):
+            raise _overflow(value, dt)
+        if math.isfinite(value) and abs(value) > float(_finfo_max(dt)):
+            raise _overflow(value, dt)
+    # ATen's Scalar holds a double; half, bfloat16 and float8 are built from it through float32. Past the
+    # checks above, a float out of range is meant to round to infinity: no overflow warning
+    with np.errstate(over="ignore"):
+        arr = np.array(value, dtype=np.float64 if dt.itemsize == 8 else np.float32)
+        if dt.itemsize < 4:
+            arr = arr.astype(dt.numpy)
     return int(arr.view(BITS_TYPE[dt.itemsize]))
 
 
-constant_bits = remembered_by_value(_scalar_bits)
-constant_bits.__doc__ = """``value`` (a Python or NumPy scalar, or a one-element tensor) converted to dtype ``dt`` as
-ATen's fill does (``checked_convert``), returned as the integer holding its bits. A value that the dtype cannot
-hold raises instead of wrapping, except that a negative integer may wrap into an unsigned type (uint8 fill -1
-gives 255), as in ATen."""
+encode_scalar = _remembered_by_value(functools.partial(_scalar_to_bits, wrap=False))
+encode_scalar.__doc__ = """``value`` (a Python or NumPy scalar, or a one-element tensor) converted to dtype ``dt`` as
+ATen's fill does (``checked_convert``: a fill value, a scattered or indexed-in value, a bound), returned as the
+signed integer holding the element's bits. A value that the dtype cannot hold raises instead of wrapping, except
+that a negative integer may wrap into an unsigned type (uint8 fill -1 gives 255), as in ATen."""
+
+encode_scalar_wrapping = _remembered_by_value(functools.partial(_scalar_to_bits, wrap=True))
+encode_scalar_wrapping.__doc__ = """``value`` converted to dtype ``dt`` as ATen converts a Python number that is an
+operand of arithmetic (``int8_tensor + 300`` adds 44): an integer wraps modulo the element's width, a float out of
+range rounds to infinity, a complex value keeps its real part; only an integer beyond 64 bits or a non-finite float
+into an integer type raises. Returned as ``encode_scalar`` returns its bits."""
 
 
 def _overflow(value, dt) -> RuntimeError:

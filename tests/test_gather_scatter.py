@@ -113,7 +113,7 @@ def test_embedding_rows_any_index_shape_and_dtype():
     bf16 = to_nbx(table).to(nbx.bfloat16)
     assert np.array_equal(nbx.embedding(bf16, to_nbx(np.array([5, 5]))).numpy(), bf16.numpy()[[5, 5]])
     with pytest.raises(NotImplementedError, match="max_norm"):
-        from nbxtensor.ops.indexing import embedding_functional
+        from nbxtensor.ops.gather_scatter import embedding_functional
         embedding_functional(to_nbx(np.array([1])), w, max_norm=1.0)
 
 

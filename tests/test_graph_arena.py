@@ -16,7 +16,7 @@ from nbxtensor.device import backend_for
 from nbxtensor.device import errors as device_errors
 from nbxtensor.graph import GraphError, arena
 from nbxtensor.io import save_file
-from nbxtensor.ops import indexing as IX
+from nbxtensor.ops import advanced_indexing as IX
 from nbxtensor.ops import matmul as MM
 from nbxtensor.ops import matmul_plans as MP
 from nbxtensor.ops.plans import clear_all

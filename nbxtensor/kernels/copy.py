@@ -25,11 +25,6 @@ FORMAT_BOOL = 4
 
 SMALL_FLOAT_FORMATS = {"bfloat16": FORMAT_BFLOAT16, "float8_e4m3fn": FORMAT_E4M3FN, "float8_e5m2": FORMAT_E5M2}
 
-
-def load_format(dtype) -> int:
-    """The format a kernel decodes loaded ``dtype`` elements with (``_decode``)."""
-    return FORMAT_BOOL if dtype.kind == "bool" else SMALL_FLOAT_FORMATS.get(dtype.name, FORMAT_NATIVE)
-
 # complex data as (re, im) pairs of components: a complex source read for its real part (and, for a
 # bool destination, its imaginary part); a complex destination written with a zero imaginary part
 PAIRS_NONE = 0

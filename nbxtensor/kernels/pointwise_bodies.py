@@ -13,25 +13,54 @@ from triton.language.extra import libdevice
 from .copy import _encode_small_float
 from .pointwise_codes import CAT_BOOL, CAT_FLOAT32, CAT_INT, CAT_UINT
 
-# division rounding modes
-DIV_TRUE = 0
-DIV_TRUNC = 1
-DIV_FLOOR = 2
+# The MODE families, as ``tl.constexpr`` globals (a body compares MODE with them by name; the host passes their
+# ``.value``). Under the interpreter MODE arrives as a plain int, so arithmetic on it keeps the constexpr on
+# the side whose operator Triton's constexpr defines (``CLAMP_MIN & MODE``, ``MODE // ACT_KINDS``).
+
+# div's rounding modes
+DIV_TRUE = tl.constexpr(0)
+DIV_TRUNC = tl.constexpr(1)
+DIV_FLOOR = tl.constexpr(2)
 
 # round_to_integer's directions
-ROUND_FLOOR = 0
-ROUND_CEIL = 1
-ROUND_TRUNC = 2
+ROUND_FLOOR = tl.constexpr(0)
+ROUND_CEIL = tl.constexpr(1)
+ROUND_TRUNC = tl.constexpr(2)
+
+# round's decimals: none, or ``b`` = 10^|decimals| multiplying first (decimals > 0) or dividing first (< 0)
+ROUND_DECIMALS_NONE = tl.constexpr(0)
+ROUND_DECIMALS_POSITIVE = tl.constexpr(1)
+ROUND_DECIMALS_NEGATIVE = tl.constexpr(2)
+
+# add's and sub's alpha (``c``): 1 (not passed) or given
+ALPHA_ONE = tl.constexpr(0)
+ALPHA_GIVEN = tl.constexpr(1)
+
+# logit's eps (``b``): none, or given (the input clamped to [eps, 1 - eps] first)
+LOGIT_UNCLAMPED = tl.constexpr(0)
+LOGIT_CLAMPED = tl.constexpr(1)
+
+# gelu's approximation
+GELU_ERF = tl.constexpr(0)
+GELU_TANH = tl.constexpr(1)
 
 # pow with a scalar exponent: the cases ATen computes without pow()
-POW_GENERAL = 0
-POW_SQUARE = 1
-POW_CUBE = 2
-POW_SQRT = 3
-POW_RSQRT = 4
-POW_RECIPROCAL = 5
-POW_RECIPROCAL_SQUARE = 6
-POW_ZERO = 7
+POW_GENERAL = tl.constexpr(0)
+POW_SQUARE = tl.constexpr(1)
+POW_CUBE = tl.constexpr(2)
+POW_SQRT = tl.constexpr(3)
+POW_RSQRT = tl.constexpr(4)
+POW_RECIPROCAL = tl.constexpr(5)
+POW_RECIPROCAL_SQUARE = tl.constexpr(6)
+POW_ZERO = tl.constexpr(7)
+
+# isclose: whether NaN counts as equal to NaN
+ISCLOSE_NAN_UNEQUAL = tl.constexpr(0)
+ISCLOSE_NAN_EQUAL = tl.constexpr(1)
+
+# clamp's bounds, bits of MODE: a lower bound ``b``, an upper bound ``c``
+CLAMP_MIN = tl.constexpr(1)
+CLAMP_MAX = tl.constexpr(2)
 
 
 # ---- shared helpers ---------------------------------------------------------------------------
@@ -145,7 +174,7 @@ def abs_(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def neg(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if CATEGORY >= 3:
+    if CATEGORY >= CAT_FLOAT32:
         return a * -1.0  # 0 - a would turn 0.0 into +0.0, not -0.0
     else:
         return 0 - a
@@ -294,11 +323,11 @@ def erfinv(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 @triton.jit
 def round_to_integer(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     """floor, ceil or trunc (MODE: ROUND_FLOOR, ROUND_CEIL, ROUND_TRUNC); integers are already there."""
-    if CATEGORY < 3:
+    if CATEGORY < CAT_FLOAT32:
         return a
-    elif MODE == 0:
+    elif MODE == ROUND_FLOOR:
         return libdevice.floor(a)
-    elif MODE == 1:
+    elif MODE == ROUND_CEIL:
         return libdevice.ceil(a)
     else:
         return libdevice.trunc(a)
@@ -307,11 +336,11 @@ def round_to_integer(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 @triton.jit
 def round_(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     """Half to even; with decimals, ``b`` is 10^|decimals| and MODE its sign (ATen's formula)."""
-    if CATEGORY < 3:
+    if CATEGORY < CAT_FLOAT32:
         return a
-    elif MODE == 0:
+    elif MODE == ROUND_DECIMALS_NONE:
         return libdevice.rint(a)
-    elif MODE == 1:
+    elif MODE == ROUND_DECIMALS_POSITIVE:
         return _div(libdevice.rint(a * b), b, CATEGORY)
     else:
         return libdevice.rint(_div(a, b, CATEGORY)) * b
@@ -330,7 +359,7 @@ def sigmoid(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 @triton.jit
 def logit(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     """log(x / (1 - x)), with x clamped to [eps, 1 - eps] first when MODE says an eps (``b``) is given."""
-    if MODE == 1:
+    if MODE == LOGIT_CLAMPED:
         a = tl.where(a < b, b, tl.where(a > 1 - b, 1 - b, a))
     return libdevice.log(_div(a, 1 - a, CATEGORY))
 
@@ -362,7 +391,7 @@ def elu(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def gelu(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if MODE == 0:
+    if MODE == GELU_ERF:
         return a * 0.5 * (1 + libdevice.erf(a * 0.7071067811865476))
     else:
         inner = 0.7978845608028654 * (a + 0.044715 * a * a * a)
@@ -414,22 +443,23 @@ def glu(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     return a * _sigmoid(b, CATEGORY)
 
 
-# act_and_mul's MODE: the activation plus ACT_ROUND_* times 4, the half format the activation's value is
+# act_and_mul's MODE: the activation plus ACT_KINDS times ACT_ROUND_*, the half format the activation's value is
 # rounded to before the product (an unfused module stores it in its dtype between the two ops)
-ACT_SILU = 0
-ACT_GELU_TANH = 1
-ACT_GELU = 2
-ACT_ROUND_NONE = 0
-ACT_ROUND_BF16 = 1
-ACT_ROUND_F16 = 2
+ACT_SILU = tl.constexpr(0)
+ACT_GELU_TANH = tl.constexpr(1)
+ACT_GELU = tl.constexpr(2)
+ACT_KINDS = tl.constexpr(4)
+ACT_ROUND_NONE = tl.constexpr(0)
+ACT_ROUND_BF16 = tl.constexpr(1)
+ACT_ROUND_F16 = tl.constexpr(2)
 
 
 @triton.jit
 def _round_to_half(x, FORMAT: tl.constexpr):
     """float32 ``x`` rounded to nearest-even in bfloat16 (FORMAT 1) or float16 (2), as float32."""
-    if FORMAT == 1:
+    if FORMAT == ACT_ROUND_BF16:
         return (_encode_small_float(x, 8, 7, False, 0x7FC0) << 16).to(tl.float32, bitcast=True)
-    elif FORMAT == 2:
+    elif FORMAT == ACT_ROUND_F16:
         bits = _encode_small_float(x, 5, 10, False, 0x7E00)
         return bits.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
     else:
@@ -439,13 +469,13 @@ def _round_to_half(x, FORMAT: tl.constexpr):
 @triton.jit
 def act_and_mul(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     """activation(a) * b, the gated MLP's product (SwiGLU, GeGLU)."""
-    if MODE % 4 == 0:
+    if MODE - MODE // ACT_KINDS * ACT_KINDS == ACT_SILU:
         act = silu(a, b, c, d, 0, CATEGORY)
-    elif MODE % 4 == 1:
-        act = gelu(a, b, c, d, 1, CATEGORY)
+    elif MODE - MODE // ACT_KINDS * ACT_KINDS == ACT_GELU_TANH:
+        act = gelu(a, b, c, d, GELU_TANH, CATEGORY)
     else:
-        act = gelu(a, b, c, d, 0, CATEGORY)
-    return _round_to_half(act, MODE // 4) * b
+        act = gelu(a, b, c, d, GELU_ERF, CATEGORY)
+    return _round_to_half(act, MODE // ACT_KINDS) * b
 
 
 # ---- binary -----------------------------------------------------------------------------------
@@ -454,11 +484,11 @@ def act_and_mul(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 def add(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     """a + b, or a + c * b when MODE says an alpha (``c``) is given."""
     if CATEGORY == CAT_BOOL:
-        if MODE == 1:
+        if MODE == ALPHA_GIVEN:
             return a | (b & c)
         else:
             return a | b
-    elif MODE == 1:
+    elif MODE == ALPHA_GIVEN:
         return a + c * b
     else:
         return a + b
@@ -466,7 +496,7 @@ def add(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def sub(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if MODE == 1:
+    if MODE == ALPHA_GIVEN:
         return a - c * b
     else:
         return a - b
@@ -482,14 +512,14 @@ def mul(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def div(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if CATEGORY >= 3:
-        if MODE == 0:
+    if CATEGORY >= CAT_FLOAT32:
+        if MODE == DIV_TRUE:
             return _div(a, b, CATEGORY)
-        elif MODE == 1:
+        elif MODE == DIV_TRUNC:
             return libdevice.trunc(_div(a, b, CATEGORY))
         else:
             return _float_floor_div(a, b, CATEGORY)
-    elif MODE == 2 and CATEGORY == CAT_INT:
+    elif MODE == DIV_FLOOR and CATEGORY == CAT_INT:
         return _int_floor_div(a, b)
     else:
         return _int_trunc_div(a, b, CATEGORY)
@@ -511,7 +541,7 @@ def _float_floor_div(a, b, CATEGORY: tl.constexpr):
 @triton.jit
 def remainder(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     """The sign of the divisor (Python's %)."""
-    if CATEGORY >= 3:
+    if CATEGORY >= CAT_FLOAT32:
         mod = libdevice.fmod(a, b)
         return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
     elif CATEGORY == CAT_UINT:
@@ -523,7 +553,7 @@ def remainder(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def fmod(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if CATEGORY >= 3:
+    if CATEGORY >= CAT_FLOAT32:
         return libdevice.fmod(a, b)
     elif CATEGORY == CAT_UINT:
         return tl.where(b == 0, a, a % tl.where(b == 0, 1, b))
@@ -557,21 +587,21 @@ def pow_(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     roots as ATen does; anything else is libdevice's pow (x ** 0 == 1 for every x, NaN included)."""
     if CATEGORY == CAT_BOOL:
         return a | (b == 0)
-    elif CATEGORY <= 2:
+    elif CATEGORY < CAT_FLOAT32:
         return _int_pow(a, b, CATEGORY)
-    elif MODE == 1:
+    elif MODE == POW_SQUARE:
         return a * a
-    elif MODE == 2:
+    elif MODE == POW_CUBE:
         return a * a * a
-    elif MODE == 3:
+    elif MODE == POW_SQRT:
         return _sqrt(a, CATEGORY)
-    elif MODE == 4:
+    elif MODE == POW_RSQRT:
         return libdevice.rsqrt(a)
-    elif MODE == 5:
+    elif MODE == POW_RECIPROCAL:
         return _div(_ones(a), a, CATEGORY)
-    elif MODE == 6:
+    elif MODE == POW_RECIPROCAL_SQUARE:
         return _div(_ones(a), a * a, CATEGORY)
-    elif MODE == 7:
+    elif MODE == POW_ZERO:
         return _ones(a)
     elif CATEGORY == CAT_FLOAT32:
         # float32 through float64: libdevice's powf can miss by an ulp where an exact answer exists
@@ -595,7 +625,7 @@ def hypot(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 def maximum(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     if CATEGORY == CAT_BOOL:
         return a | b
-    elif CATEGORY >= 3:
+    elif CATEGORY >= CAT_FLOAT32:
         return tl.where(_isnan(b), b, _max_nan(a, b))
     else:
         return tl.where(a > b, a, b)
@@ -605,7 +635,7 @@ def maximum(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 def minimum(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     if CATEGORY == CAT_BOOL:
         return a & b
-    elif CATEGORY >= 3:
+    elif CATEGORY >= CAT_FLOAT32:
         return tl.where(_isnan(b), b, _min_nan(a, b))
     else:
         return tl.where(a < b, a, b)
@@ -689,10 +719,10 @@ def ge(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def isclose(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    """ATen's isclose: ``c`` rtol, ``d`` atol; MODE 1 counts NaN as equal to NaN."""
+    """ATen's isclose: ``c`` rtol, ``d`` atol; MODE ISCLOSE_NAN_EQUAL counts NaN as equal to NaN."""
     close = a == b
-    if CATEGORY >= 3:
-        if MODE == 1:
+    if CATEGORY >= CAT_FLOAT32:
+        if MODE == ISCLOSE_NAN_EQUAL:
             close = close | (_isnan(a) & _isnan(b))
         error = tl.abs(a - b)
         allowed = d + tl.abs(c * b)
@@ -772,20 +802,20 @@ def where(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def clamp(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    """MODE bit 0: a lower bound ``b``; bit 1: an upper bound ``c``. NaN anywhere propagates, and
-    max wins when min > max, as ATen's min(max(a, lo), hi)."""
+    """MODE's bits: CLAMP_MIN, a lower bound ``b``; CLAMP_MAX, an upper bound ``c``. NaN anywhere propagates,
+    and max wins when min > max, as ATen's min(max(a, lo), hi)."""
     y = a
-    if CATEGORY >= 3:
-        if MODE & 1:
+    if CATEGORY >= CAT_FLOAT32:
+        if CLAMP_MIN & MODE:
             y = _max_nan(y, b)
             y = tl.where(_isnan(b), b, y)
-        if MODE & 2:
+        if CLAMP_MAX & MODE:
             y = _min_nan(y, c)
             y = tl.where(_isnan(c), c, y)
     else:
-        if MODE & 1:
+        if CLAMP_MIN & MODE:
             y = tl.where(y < b, b, y)
-        if MODE & 2:
+        if CLAMP_MAX & MODE:
             y = tl.where(y > c, c, y)
     return y
 
@@ -813,7 +843,7 @@ def addcdiv(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 @triton.jit
 def nan_to_num(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
     """``b`` replaces NaN, ``c`` +inf, ``d`` -inf; integers pass through."""
-    if CATEGORY < 3:
+    if CATEGORY < CAT_FLOAT32:
         return a
     y = tl.where(_isnan(a), b, a)
     y = tl.where(a == float("inf"), c, y)
@@ -822,7 +852,7 @@ def nan_to_num(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def isfinite(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if CATEGORY >= 3:
+    if CATEGORY >= CAT_FLOAT32:
         return tl.abs(a) < float("inf")
     else:
         return a == a
@@ -830,7 +860,7 @@ def isfinite(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def isinf(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if CATEGORY >= 3:
+    if CATEGORY >= CAT_FLOAT32:
         return tl.abs(a) == float("inf")
     else:
         return a != a
@@ -838,7 +868,7 @@ def isinf(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def isposinf(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if CATEGORY >= 3:
+    if CATEGORY >= CAT_FLOAT32:
         return a == float("inf")
     else:
         return a != a
@@ -846,7 +876,7 @@ def isposinf(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def isneginf(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if CATEGORY >= 3:
+    if CATEGORY >= CAT_FLOAT32:
         return a == float("-inf")
     else:
         return a != a
@@ -859,7 +889,7 @@ def isnan(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def signbit(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    if CATEGORY >= 3:
+    if CATEGORY >= CAT_FLOAT32:
         return _signbit_float(a, CATEGORY)
     elif CATEGORY == CAT_INT:
         return a < 0

@@ -6,6 +6,10 @@ from triton.language.extra import libdevice
 
 from .pointwise_bodies import _ones, _zeros
 
+# complex_eq's MODE
+COMPLEX_EQ = tl.constexpr(0)
+COMPLEX_NE = tl.constexpr(1)
+
 
 @triton.jit
 def complex_add(ar, ai, br, bi, MODE: tl.constexpr):
@@ -89,8 +93,8 @@ def complex_exp(ar, ai, br, bi, MODE: tl.constexpr):
 
 @triton.jit
 def complex_eq(ar, ai, br, bi, MODE: tl.constexpr):
-    """MODE 0: equal; 1: not equal. The result is real (0 or 1)."""
+    """MODE COMPLEX_EQ: equal; COMPLEX_NE: not equal. The result is real (0 or 1)."""
     same = (ar == br) & (ai == bi)
-    if MODE == 1:
+    if MODE == COMPLEX_NE:
         same = same == 0
     return same.to(ar.dtype), ai

@@ -22,6 +22,12 @@ from triton.language.extra import libdevice
 
 from .special import _INF, _NAN, _PI, _SQRT_HALF
 
+# bessel_jy's and bessel_k's MODE, bits: the order (0 or 1), and the second kind Y (bessel_jy) or the
+# e^x-scaled form (bessel_k); under the interpreter MODE is a plain int, so the constexpr comes first
+BESSEL_ORDER_1 = tl.constexpr(1)
+BESSEL_SECOND_KIND = tl.constexpr(2)
+BESSEL_SCALED = tl.constexpr(2)
+
 _EULER_GAMMA = tl.constexpr(0.5772156649015329)
 # J and Y: the power series serve |x| up to this, with this many terms (the last below 1e-17 of the largest)
 _SERIES_LIMIT = tl.constexpr(13.0)
@@ -208,14 +214,14 @@ def airy_ai(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def bessel_jy(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    """MODE: the order (0 or 1), plus 2 for the second kind (Y)."""
-    return _bessel_jy(a.to(tl.float64), MODE % 2, MODE >= 2).to(a.dtype)
+    """MODE: BESSEL_ORDER_1 and BESSEL_SECOND_KIND (Y) bits."""
+    return _bessel_jy(a.to(tl.float64), BESSEL_ORDER_1 & MODE, BESSEL_SECOND_KIND & MODE).to(a.dtype)
 
 
 @triton.jit
 def bessel_k(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    """MODE: the order (0 or 1), plus 2 for the e^x-scaled form."""
-    return _bessel_k(a.to(tl.float64), MODE % 2, MODE >= 2).to(a.dtype)
+    """MODE: BESSEL_ORDER_1 and BESSEL_SCALED (e^x K) bits."""
+    return _bessel_k(a.to(tl.float64), BESSEL_ORDER_1 & MODE, BESSEL_SCALED & MODE).to(a.dtype)
 
 
 @triton.jit

@@ -20,6 +20,14 @@ from triton.language.extra import libdevice
 
 from .special import digamma_float64
 
+# polygamma's MODE: digamma (order 0) or a higher order ``b``
+POLYGAMMA_DIGAMMA = tl.constexpr(0)
+POLYGAMMA_HIGHER = tl.constexpr(1)
+
+# incomplete_gamma's MODE: the lower P(a, x) (igamma) or the upper Q(a, x) (igammac)
+GAMMA_LOWER = tl.constexpr(0)
+GAMMA_UPPER = tl.constexpr(1)
+
 _INF = tl.constexpr(float("inf"))
 _NAN = tl.constexpr(float("nan"))
 _EPS = tl.constexpr(1.1102230246251565e-16)
@@ -90,9 +98,9 @@ def zeta(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
 
 @triton.jit
 def polygamma(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    """``a`` the input, ``b`` the order n (a whole number >= 0); MODE 0 is digamma (n = 0)."""
+    """``a`` the input, ``b`` the order n (a whole number >= 0); MODE POLYGAMMA_DIGAMMA is n = 0."""
     x = a.to(tl.float64)
-    if MODE == 0:
+    if MODE == POLYGAMMA_DIGAMMA:
         result = digamma_float64(x)
     else:
         n = b.to(tl.float64)
@@ -154,20 +162,20 @@ def _incomplete_gamma(a, x, UPPER: tl.constexpr):
 
 @triton.jit
 def incomplete_gamma(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
-    """``a`` the shape, ``b`` the point; MODE 0 the lower P(a, x) (igamma), 1 the upper Q(a, x) (igammac).
+    """``a`` the shape, ``b`` the point; MODE GAMMA_LOWER, P(a, x) (igamma), or GAMMA_UPPER, Q(a, x) (igammac).
     At the domain's edges: NaN below 0; a = 0 gives the limit of the x > 0 values (NaN at x = 0); x = 0
     and x = inf give 0 and 1 (swapped for Q); an infinite a gives P = 0 (NaN when x is infinite too)."""
     shape = a.to(tl.float64)
     x = b.to(tl.float64)
     inside = (shape > 0) & (x > 0) & (shape < _INF) & (x < _INF)
     value = _incomplete_gamma(tl.where(inside, shape, tl.zeros_like(x) + 1.0),
-                              tl.where(inside, x, tl.zeros_like(x) + 1.0), MODE == 1)
+                              tl.where(inside, x, tl.zeros_like(x) + 1.0), MODE == GAMMA_UPPER)
     # P at the edges; Q is 1 - P there
     edge = tl.where(shape == 0, tl.where(x > 0, tl.zeros_like(x) + 1.0, tl.zeros_like(x) + _NAN),
                     tl.where(x == 0, tl.zeros_like(x),
                              tl.where(shape == _INF, tl.where(x == _INF, tl.zeros_like(x) + _NAN, tl.zeros_like(x)),
                                       tl.zeros_like(x) + 1.0)))
-    if MODE == 1:
+    if MODE == GAMMA_UPPER:
         edge = 1.0 - edge
     result = tl.where(inside, value, edge)
     result = tl.where((shape < 0) | (x < 0) | (shape != shape) | (x != x), tl.zeros_like(x) + _NAN, result)

@@ -15,6 +15,7 @@ from triton.language.extra import libdevice
 
 from .common import program_elements
 from .pointwise_bodies import _div, _isnan, _ones, _zeros
+from .pointwise_codes import CAT_FLOAT32
 
 # the polynomial families: the body's MODE
 CHEBYSHEV_T, CHEBYSHEV_U, CHEBYSHEV_V, CHEBYSHEV_W = (tl.constexpr(k) for k in range(4))
@@ -138,7 +139,7 @@ def orthogonal_polynomial(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr
         value = _recurrence(x, x, tl.where(endpoint, one, n), x, MODE, CATEGORY)
         value = tl.where(endpoint, tl.where(x > 0, one, sign), value)
     else:
-        if CATEGORY == 3:
+        if CATEGORY == CAT_FLOAT32:
             limit = 128
         else:
             limit = 512
@@ -205,7 +206,7 @@ def nextafter(a, b, c, d, MODE: tl.constexpr, CATEGORY: tl.constexpr):
         return _next_toward(a.to(tl.float16), b.to(tl.float16), tl.int16, 1).to(tl.float32)
     elif MODE == NEXT_BFLOAT16:
         return _next_toward(a, b, tl.int32, 1 << 16)
-    elif CATEGORY == 3:
+    elif CATEGORY == CAT_FLOAT32:
         return _next_toward(a, b, tl.int32, 1)
     else:
         return _next_toward(a, b, tl.int64, 1)

@@ -16,7 +16,7 @@ from ..dtypes import get_dtype
 from ..kernels.copy import (FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE, SOURCE_CONSTANT, SOURCE_TENSOR,
                             strided_copy)
 from ..launch import cdiv, launch_slots, refuse_capture
-from ..lowering import BITS_TYPE, constant_bits, conversion_flags, elementwise_block, needs_index_64
+from ..lowering import BITS_TYPE, conversion_flags, elementwise_block, encode_scalar, needs_index_64
 from ..promotion import result_type
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
@@ -228,12 +228,12 @@ def fill_(x: Tensor, value) -> Tensor:
     if x.dtype.is_complex:
         value = complex(value)
         component = x.dtype.to_real()
-        real_bits, imag_bits = constant_bits(value.real, component), constant_bits(value.imag, component)
+        real_bits, imag_bits = encode_scalar(value.real, component), encode_scalar(value.imag, component)
         pairs = view_as_real(x)
         _run_copy(select(pairs, -1, 0), None, real_bits)
         _run_copy(select(pairs, -1, 1), None, imag_bits)
         return x
-    _run_copy(x, None, constant_bits(value, x.dtype))
+    _run_copy(x, None, encode_scalar(value, x.dtype))
     return x
 
 

@@ -16,7 +16,7 @@ from ..grad_mode import refuse_requires_grad
 from ..interop.dlpack import from_dlpack, tensor_dlpack, tensor_dlpack_device
 from ..kernels.ramp import ARANGE, LINSPACE, linear_ramp
 from ..launch import cdiv, launch, refuse_capture
-from ..lowering import BITS_TYPE, conversion_flags, elementwise_block, needs_index_64
+from ..lowering import conversion_flags, elementwise_block, encode_scalar_wrapping, needs_index_64
 from ..promotion import get_default_complex_dtype, get_default_dtype, promote_types
 from ..storage import Storage
 from ..tensor import Tensor
@@ -244,20 +244,15 @@ def _arange_cost(*args, dtype=None, device=None, **_):
     return Cost(bytes_written=nbytes(_arange_meta(*args, dtype=dtype)))
 
 
-def _bits(value, compute) -> int:
-    arr = np.array(value, dtype=np.float64 if compute == "float64" else
-                   np.float32 if compute == "float32" else np.int64)
-    return int(arr.view(BITS_TYPE[arr.itemsize]).astype(np.int64))
-
-
 def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) -> Tensor:
     n = out.numel()
     if n == 0 or out.is_meta:
         return out
     block = elementwise_block(out.device)
-    flags = conversion_flags(get_dtype(compute), out.dtype, out.device)
+    compute_dtype = get_dtype(compute)
+    flags = conversion_flags(compute_dtype, out.dtype, out.device)
     launch(linear_ramp, (cdiv(n, block),), out.device,
-           [out, n, _bits(start, compute), _bits(step, compute), _bits(end, compute), halfway],
+           [out, n, *(encode_scalar_wrapping(v, compute_dtype) for v in (start, step, end)), halfway],
            MODE=mode, COMPUTE=getattr(tl, compute),
            COMPUTE_BITS=tl.int32 if compute == "float32" else tl.int64, OUT_FORMAT=flags["DST_FORMAT"],
            VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"], INDEX_64=needs_index_64(count=n), BLOCK=block)

@@ -8,11 +8,10 @@ from .. import shape as S
 from ..allocation import fresh_tensor_maker
 from ..dtypes import get_dtype
 from ..kernels import fold as K
-from ..kernels.copy import load_format
 from ..launch import cdiv
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from ..lowering import conversion_flags, needs_index_64
+from ..lowering import conversion_flags, load_format, needs_index_64
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, family_samples, nbytes, register
 from .samples import Samples, by_name, operand, sample

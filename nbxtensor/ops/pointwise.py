@@ -39,7 +39,6 @@ converted as the kernel casts, without ATen's overflow check (which would need i
 from __future__ import annotations
 
 import inspect
-import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -52,9 +51,9 @@ from ..allocation import allocate_tensor, new_tensor
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
-from ..kernels.copy import FORMAT_NATIVE, load_format
+from ..kernels.copy import FORMAT_NATIVE
 from ..launch import cdiv, launch, launch_slots, relaunch
-from ..lowering import BITS_TYPE, conversion_flags, needs_index_64, remembered_by_value
+from ..lowering import BITS_TYPE, conversion_flags, encode_scalar_wrapping, load_format, needs_index_64
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
 from ..tensor import Size, Tensor, layout_key
@@ -294,7 +293,7 @@ class _RealLaunch(NamedTuple):
     def values(self, out, slots, compute) -> list:
         """The planned launch's slot values for a call writing ``out`` from ``slots``."""
         return [out, *[out if i < 0 else slots[i] for i in self.pointer_slots],
-                *[0 if i < 0 else _cached_scalar_bits(slots[i], compute) for i in self.scalar_slots]]
+                *[0 if i < 0 else encode_scalar_wrapping(slots[i], compute) for i in self.scalar_slots]]
 
 
 _OPERAND_POINTERS = tuple(Slot(f"x{k}") for k in range(4))
@@ -500,7 +499,7 @@ def _execute(row: Row, call: Call, plan: _CallPlan, out: Tensor, slots) -> None:
     # ``real.values`` and ``PlannedLaunch.launch`` inlined, as this is every pointwise call's general path
     compute, planned = plan.compute, real.planned
     values = [out, *[out if i < 0 else slots[i] for i in real.pointer_slots],
-              *[0 if i < 0 else _cached_scalar_bits(slots[i], compute) for i in real.scalar_slots]]
+              *[0 if i < 0 else encode_scalar_wrapping(slots[i], compute) for i in real.scalar_slots]]
     launch_slots(planned.kernel, planned.grid, plan.device, planned.args, planned.positions, values,
                  planned.constexprs, planned.key, planned.bound)
 
@@ -547,36 +546,6 @@ def _check_integer_division(row: Row, call: Call, slots) -> None:
         raise IntegerDivisionByZero("ZeroDivisionError: integer division or remainder by zero")
 
 
-def _scalar_bits(value, compute) -> int:
-    """``value`` converted to the compute dtype (as ATen casts a wrapped number), as the signed
-    integer holding its bits."""
-    if compute.kind == "bool":
-        return int(bool(value))
-    if isinstance(value, complex):
-        value = value.real
-    if compute.is_integral:
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise RuntimeError(f"value {value} cannot be converted to type {compute.name} without overflow")
-            value = int(value)
-        info = np.iinfo(np.int64)
-        value = int(value)
-        if not info.min <= value <= np.iinfo(np.uint64).max:
-            raise RuntimeError(f"value {value} cannot be converted to type {compute.name} without overflow")
-        wrapped = np.array(value & ((1 << compute.bits) - 1), dtype=np.uint64).astype(f"u{compute.itemsize}")
-        return int(wrapped.view(BITS_TYPE[compute.itemsize]))
-    arr = np.array(float(value), dtype=compute.numpy)
-    return int(arr.view(BITS_TYPE[compute.itemsize]))
-
-
-# ``_scalar_bits`` of a call's scalar operand, remembered for the few that recur
-_cached_scalar_bits = remembered_by_value(lambda value, compute: _scalar_bits(_python_scalar(value), compute))
-
-
-def _operand_format(t: Tensor) -> int:
-    return load_format(t.dtype)
-
-
 def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype, dev, slots, broadcast):
     """The real skeleton's launch for ``slots`` (tensors read with their ``broadcast`` strides, scalars,
     None), writing ``out_dtype`` with ``out_strides``; None when the merged dims exceed the kernel's."""
@@ -600,7 +569,7 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
             strides.append(next(operand_strides))
             scalar_slots.append(-1)
             kinds.append(K.OPERAND_TENSOR.value)
-            formats.append(_operand_format(v))
+            formats.append(load_format(v.dtype))
         else:
             pointer_slots.append(-1)
             strides.append((0,) * rank)
@@ -735,7 +704,7 @@ def _launch_complex(row: Row, call: Call, plan: Plan, out: Tensor, views) -> Non
             operands.append(None)
             kinds.append(K.OPERAND_ABSENT.value if v is None else K.OPERAND_SCALAR.value)
             value = complex(0 if v is None else _python_scalar(v))
-            bits += [_scalar_bits(value.real, component), _scalar_bits(value.imag, component)]
+            bits += [encode_scalar_wrapping(value.real, component), encode_scalar_wrapping(value.imag, component)]
     complex_out = out.dtype.is_complex and row.result is None and row.rule not in (COMPARE, COMPARE_FLOAT)
     if complex_out:
         target = out if out.dtype is compute else new_tensor(shape, compute, out.device)

@@ -18,7 +18,7 @@ from .. import shape as S
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels import special as KS
-from ..lowering import constant_bits
+from ..lowering import encode_scalar
 from ..tensor import Tensor
 from .aten_calls import positional_as_keywords
 from .pointwise import (COMPARE, COMPARE_FLOAT, FLOAT, FLOATS, INTEGERS, INTEGERS_NO_BOOL, NO_BOOL,
@@ -56,7 +56,7 @@ def _activation(input, inplace=False):
 def _with_alpha(input, other, *, alpha=1):
     if _is_scalar(alpha) and alpha == 1 and not isinstance(alpha, bool):
         return Call((input, other), (0, 1))
-    return Call((input, other, alpha), (0, 1), mode=1)
+    return Call((input, other, alpha), (0, 1), mode=K.ALPHA_GIVEN.value)
 
 
 def _rsub(input, other, *, alpha=1):
@@ -75,7 +75,7 @@ def _check_sub(call, common):
     _check_alpha(call, common)
 
 
-_ROUNDING_MODES = {None: K.DIV_TRUE, "trunc": K.DIV_TRUNC, "floor": K.DIV_FLOOR}
+_ROUNDING_MODES = {None: K.DIV_TRUE.value, "trunc": K.DIV_TRUNC.value, "floor": K.DIV_FLOOR.value}
 
 
 def _div(input, other, *, rounding_mode=None):
@@ -83,26 +83,27 @@ def _div(input, other, *, rounding_mode=None):
         raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
                          f"{rounding_mode!r}")
     mode = _ROUNDING_MODES[rounding_mode]
-    return Call((input, other), (0, 1), mode=mode, rule=FLOAT if mode == K.DIV_TRUE else PROMOTE)
+    return Call((input, other), (0, 1), mode=mode, rule=FLOAT if mode == K.DIV_TRUE.value else PROMOTE)
 
 
 def _check_div(call, common):
-    if call.mode != K.DIV_TRUE and common.is_complex:
+    if call.mode != K.DIV_TRUE.value and common.is_complex:
         raise RuntimeError("div with a rounding mode is not supported for complex inputs")
 
 
 def _floor_divide(input, other):
-    return Call((input, other), (0, 1), mode=K.DIV_FLOOR)
+    return Call((input, other), (0, 1), mode=K.DIV_FLOOR.value)
 
 
-_POW_MODES = {2: K.POW_SQUARE, 3: K.POW_CUBE, 0.5: K.POW_SQRT, -0.5: K.POW_RSQRT, -1: K.POW_RECIPROCAL,
-              -2: K.POW_RECIPROCAL_SQUARE, 0: K.POW_ZERO}
+_POW_MODES = {exponent: mode.value for exponent, mode in (
+    (2, K.POW_SQUARE), (3, K.POW_CUBE), (0.5, K.POW_SQRT), (-0.5, K.POW_RSQRT), (-1, K.POW_RECIPROCAL),
+    (-2, K.POW_RECIPROCAL_SQUARE), (0, K.POW_ZERO))}
 
 
 def _pow(input, exponent):
-    mode = K.POW_GENERAL
+    mode = K.POW_GENERAL.value
     if _is_scalar(exponent) and not isinstance(exponent, (bool, complex)) and _is_tensor(input):
-        mode = _POW_MODES.get(float(exponent), K.POW_GENERAL)
+        mode = _POW_MODES.get(float(exponent), K.POW_GENERAL.value)
     return Call((input, exponent), (0, 1), mode=mode)
 
 
@@ -123,18 +124,19 @@ def _square(input):
 def _round(input, *, decimals=0):
     if decimals == 0:
         return Call((input,), (0,))
-    return Call((input, 10.0 ** abs(decimals)), (0,), mode=1 if decimals > 0 else 2)
+    return Call((input, 10.0 ** abs(decimals)), (0,),
+                mode=(K.ROUND_DECIMALS_POSITIVE if decimals > 0 else K.ROUND_DECIMALS_NEGATIVE).value)
 
 
 def _check_round(call, common):
-    if call.mode != 0 and not common.is_floating_point:
+    if call.mode != K.ROUND_DECIMALS_NONE.value and not common.is_floating_point:
         raise NotImplementedError(f"round with decimals is not implemented for {common.name} tensors")
 
 
 def _logit(input, eps=None):
     if eps is None:
         return Call((input,), (0,))
-    return Call((input, eps), (0,), mode=1)
+    return Call((input, eps), (0,), mode=K.LOGIT_CLAMPED.value)
 
 
 def _relu6(input, inplace=False):
@@ -164,7 +166,7 @@ def _selu(input, inplace=False):
     return Call((input, SELU_ALPHA, SELU_SCALE, 1.0), (0,), inplace=inplace)
 
 
-_GELU_APPROXIMATIONS = {"none": 0, "tanh": 1}
+_GELU_APPROXIMATIONS = {"none": K.GELU_ERF.value, "tanh": K.GELU_TANH.value}
 
 
 def _gelu(input, approximate="none"):
@@ -197,8 +199,8 @@ def _glu(input, dim=-1):
     return Call((meta, meta), (0, 1))
 
 
-_GATED_ACTIVATIONS = {"silu": K.ACT_SILU, "gelu_tanh": K.ACT_GELU_TANH, "gelu": K.ACT_GELU}
-_ACTIVATION_ROUNDING = {"bfloat16": K.ACT_ROUND_BF16, "float16": K.ACT_ROUND_F16}
+_GATED_ACTIVATIONS = {"silu": K.ACT_SILU.value, "gelu_tanh": K.ACT_GELU_TANH.value, "gelu": K.ACT_GELU.value}
+_ACTIVATION_ROUNDING = {"bfloat16": K.ACT_ROUND_BF16.value, "float16": K.ACT_ROUND_F16.value}
 
 
 def _act_and_mul(input, up=None, activation="silu"):
@@ -210,7 +212,8 @@ def _act_and_mul(input, up=None, activation="silu"):
                          f"{activation!r}")
     if up is not None and up.dtype != input.dtype:
         raise RuntimeError(f"act_and_mul: gate is {input.dtype.name} but up is {up.dtype.name}")
-    mode = _GATED_ACTIVATIONS[activation] + 4 * _ACTIVATION_ROUNDING.get(input.dtype.name, K.ACT_ROUND_NONE)
+    rounding = _ACTIVATION_ROUNDING.get(input.dtype.name, K.ACT_ROUND_NONE.value)
+    mode = _GATED_ACTIVATIONS[activation] + K.ACT_KINDS.value * rounding
     gate, up = _glu(input).slots if up is None else (input, up)
     return Call((gate, up), (0, 1), mode=mode)
 
@@ -220,7 +223,8 @@ def _isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         raise RuntimeError(f"isclose: {input.dtype.name} did not match {other.dtype.name}")
     if rtol < 0 or atol < 0:
         raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, atol={atol}")
-    return Call((input, other, rtol, atol), (0, 1), mode=int(bool(equal_nan)))
+    return Call((input, other, rtol, atol), (0, 1),
+                mode=(K.ISCLOSE_NAN_EQUAL if equal_nan else K.ISCLOSE_NAN_UNEQUAL).value)
 
 
 def _where(condition, input, other):
@@ -247,7 +251,7 @@ def _check_masked_fill(call, common):
     value = call.slots[1]
     if _is_scalar(value):
         if not common.is_complex:
-            constant_bits(_python_scalar(value), common)  # ATen's checked conversion: raises on overflow
+            encode_scalar(_python_scalar(value), common)  # ATen's checked conversion: raises on overflow
     elif value.dtype.is_complex and not common.is_complex:
         # ATen accepts one whose imaginary part is 0; knowing that would wait for the device
         raise RuntimeError(f"masked_fill: a complex value tensor can't fill a {common.name} tensor; pass its real "
@@ -259,7 +263,7 @@ def _clamp(input, min=None, max=None):
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     slots = (input, min, max)
     return Call(slots, tuple(i for i, s in enumerate(slots) if s is not None),
-                mode=(min is not None) | ((max is not None) << 1))
+                mode=(K.CLAMP_MIN.value if min is not None else 0) | (K.CLAMP_MAX.value if max is not None else 0))
 
 
 def _clamp_min(input, min):
@@ -348,9 +352,9 @@ TABLE = [
       for n in _ALIASED_UNARY],
     Row("square", K.square, _square, inplace_api=("square_",), aten=("aten::square.default", "aten::square.out",
                                                                      "aten::square_.default")),
-    Row("floor", K.round_to_integer, _round_toward(K.ROUND_FLOOR), accepts=NO_BOOL, inplace_api=("floor_",)),
-    Row("ceil", K.round_to_integer, _round_toward(K.ROUND_CEIL), accepts=NO_BOOL, inplace_api=("ceil_",)),
-    Row("trunc", K.round_to_integer, _round_toward(K.ROUND_TRUNC), accepts=NO_BOOL, api=("trunc", "fix"),
+    Row("floor", K.round_to_integer, _round_toward(K.ROUND_FLOOR.value), accepts=NO_BOOL, inplace_api=("floor_",)),
+    Row("ceil", K.round_to_integer, _round_toward(K.ROUND_CEIL.value), accepts=NO_BOOL, inplace_api=("ceil_",)),
+    Row("trunc", K.round_to_integer, _round_toward(K.ROUND_TRUNC.value), accepts=NO_BOOL, api=("trunc", "fix"),
         methods=("trunc", "fix"), inplace_api=("trunc_", "fix_")),
     Row("round", K.round_, _round, accepts=NO_BOOL, check=_check_round, inplace_api=("round_",),
         aten=("aten::round.default", "aten::round.decimals", "aten::round.out", "aten::round_.default",
@@ -432,10 +436,10 @@ TABLE = [
               "aten::xlogy_.Scalar_Other")),
     Row("logaddexp", K.logaddexp, _binary, rule=FLOAT, accepts=FLOATS, flops=40, inplace=False),
     # comparisons and logic
-    Row("eq", K.eq, _binary, rule=COMPARE, complex_body=K.complex_eq, complex_mode=0,
+    Row("eq", K.eq, _binary, rule=COMPARE, complex_body=K.complex_eq, complex_mode=K.COMPLEX_EQ.value,
         overloads=OVERLOADS_TENSOR_SCALAR_OUT),
     Row("ne", K.ne, _binary, rule=COMPARE, api=("ne", "not_equal"), methods=("ne", "not_equal"),
-        complex_body=K.complex_eq, complex_mode=1, overloads=OVERLOADS_TENSOR_SCALAR_OUT),
+        complex_body=K.complex_eq, complex_mode=K.COMPLEX_NE.value, overloads=OVERLOADS_TENSOR_SCALAR_OUT),
     Row("lt", K.lt, _binary, rule=COMPARE, accepts=REAL, api=("lt", "less"), methods=("lt", "less"),
         overloads=OVERLOADS_TENSOR_SCALAR_OUT),
     Row("le", K.le, _binary, rule=COMPARE, accepts=REAL, api=("le", "less_equal"), methods=("le", "less_equal"),

@@ -12,9 +12,8 @@ from ..allocation import fresh_tensor_maker
 from ..dtypes import get_dtype
 from ..kernels import pool as K
 from ..launch import cdiv
-from ..lowering import conversion_flags, needs_index_64
+from ..lowering import conversion_flags, load_format, needs_index_64
 from ..tensor import Tensor
-from ..kernels.copy import load_format
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes

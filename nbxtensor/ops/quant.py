@@ -16,9 +16,9 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import matmul as MK
 from ..kernels import quant as K
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, dependent_launch, next_pow2
-from ..lowering import conversion_flags, needs_index_64
+from ..lowering import conversion_flags, load_format, needs_index_64
 from ..quant import QuantizedWeight
 from ..tensor import Tensor
 from .matmul import _fold_rows

@@ -23,12 +23,12 @@ from ..grad_mode import refuse_requires_grad
 from ..kernels import random as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, refuse_capture
-from ..lowering import constant_bits, conversion_flags, elementwise_block, needs_index_64
+from ..lowering import conversion_flags, elementwise_block, encode_scalar, needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import copy_, fill_
 from .creation import like_tensor, tensor
-from .indexing import report_on_device
+from .index_common import report_on_device
 from .reductions import cumsum
 from .registry import Cost, TensorMeta, family_samples, nbytes, register
 from .samples import Samples, by_name, operand, sample
@@ -186,8 +186,8 @@ def _draw(out: Tensor, mode: int, generator, *, a=0.0, b=0.0, int_low=0, int_ran
     flags = conversion_flags(compute, out.dtype, dev)
     src_format = SMALL_FLOAT_FORMATS.get(src.dtype.name, FORMAT_NATIVE) if src is not None else FORMAT_NATIVE
     launch(K.random_fill, (cdiv(groups, block),), dev,
-           [target, src if src is not None else target, n, seed, counter, constant_bits(float(a), _F64),
-            constant_bits(float(b), _F64), int(int_low), int(int_range)],
+           [target, src if src is not None else target, n, seed, counter, encode_scalar(float(a), _F64),
+            encode_scalar(float(b), _F64), int(int_low), int(int_range)],
            MODE=mode, PER_COUNTER=per_counter, DIGITS=digits or 24, COMPUTE=compute.triton, SRC_FORMAT=src_format,
            OUT_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
            INDEX_64=needs_index_64(count=n + 4), BLOCK=block)

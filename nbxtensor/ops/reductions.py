@@ -14,9 +14,8 @@ from ..device import backend_for, multiprocessors
 from ..device.facts import all_facts
 from ..dtypes import get_dtype
 from ..kernels import reduce as K
-from ..kernels.copy import load_format
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import conversion_flags, needs_index_64
+from ..lowering import conversion_flags, load_format, needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches

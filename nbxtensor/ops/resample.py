@@ -14,9 +14,8 @@ from .. import shape as S
 from ..allocation import fresh_tensor_maker, new_tensor
 from ..dtypes import get_dtype
 from ..kernels import resample as K
-from ..kernels.copy import load_format
 from ..launch import cdiv
-from ..lowering import conversion_flags, needs_index_64
+from ..lowering import conversion_flags, load_format, needs_index_64
 from ..tensor import Tensor
 from .copy import copy_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key

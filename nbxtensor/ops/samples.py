@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-__all__ = ["Operand", "Sample", "Samples", "LAYOUTS", "VALUES", "VALUES_COMPARED", "operand", "sample",
+__all__ = ["Operand", "Sample", "Samples", "LAYOUTS", "VALUES", "VALUES_COMPARED", "operand", "index_operand", "sample",
            "unary_samples", "operands_of", "by_name", "reduction_samples", "scan_samples", "numpy_axis"]
 
 # how an operand's elements lie in memory: ``transposed`` swaps its last two dims' strides, ``sliced`` takes
@@ -69,6 +69,11 @@ class Samples:
 
 def operand(*shape, dtype="float32", layout="contiguous", values="normal", domain=None) -> Operand:
     return Operand(tuple(shape), dtype, layout, values, domain)
+
+
+def index_operand(count: int, *shape, distinct=False) -> Operand:
+    """An int64 index operand of ``shape`` into a dim of ``count``; ``distinct``: no two alike."""
+    return operand(*shape, dtype="int64", values="distinct" if distinct else "index", domain=(0, count))
 
 
 def sample(*args, compare="values", **kwargs) -> Sample:

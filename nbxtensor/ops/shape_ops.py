@@ -10,11 +10,11 @@ from ..allocation import new_tensor
 from ..dtypes import get_dtype
 from ..kernels import indexing as K
 from ..launch import cdiv, launch
-from ..lowering import elementwise_block, needs_index_64
+from ..lowering import elementwise_block, needs_index_64, padded_for_kernel
 from ..tensor import Tensor
 from .copy import cat, copy_, fill_, stack
 from .creation import tensor
-from .indexing import index_select, padded_for_kernel, scatter_into
+from .gather_scatter import index_select, scatter_into
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
 from .samples import Samples, by_name, operand, sample
 from .views import expand, narrow, reshape, select, slice_, unsqueeze, view_as_complex, view_as_real, view_op

@@ -22,18 +22,20 @@ from ..device import backend_for, multiprocessors
 from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels import sort_warp as KW
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS, load_format
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import elementwise_block, needs_index_64
+from ..lowering import elementwise_block, load_format, needs_index_64
 from ..promotion import result_type
 from ..tensor import Tensor
+from .advanced_indexing import masked_select
 from .copy import cat
 from .creation import ones, tensor, zeros
-from .indexing import gather_dim, index_select, masked_select, nonzero, scatter_, scatter_add_
+from .gather_scatter import gather_dim, index_select, scatter_, scatter_add_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .reductions import cumsum
 from .registry import OUT, Cost, TensorMeta, family_samples, get, nbytes, register
 from .samples import Samples, by_name, operand, sample
+from .selection import nonzero
 from .views import movedim, narrow, reshape, squeeze
 
 SEGMENT_LIMIT = 4096  # elements one program sorts in registers (a power of two)

@@ -31,7 +31,7 @@ def _whole_number(name: str, value, least: int, problem: str) -> int:
 
 def _polygamma(n, input):
     n = _whole_number("polygamma", n, 0, "polygamma(n, x) does not support negative n.")
-    return Call((input, n), (0,), mode=int(n > 0))
+    return Call((input, n), (0,), mode=(KG.POLYGAMMA_HIGHER if n > 0 else KG.POLYGAMMA_DIGAMMA).value)
 
 
 def _mvlgamma(input, p):
@@ -50,14 +50,16 @@ def _scalar_overloads(name: str) -> tuple:
                                                               "self_scalar_out", "other_scalar_out"))
 
 
+_ORDER_1, _SECOND_KIND, _SCALED = KB.BESSEL_ORDER_1.value, KB.BESSEL_SECOND_KIND.value, KB.BESSEL_SCALED.value
 # (name under torch.special, body, mode, flops)
 _SPECIAL_UNARY = [
     ("airy_ai", KB.airy_ai, 0, 400),
-    ("bessel_j0", KB.bessel_jy, 0, 300), ("bessel_j1", KB.bessel_jy, 1, 300),
-    ("bessel_y0", KB.bessel_jy, 2, 400), ("bessel_y1", KB.bessel_jy, 3, 400),
+    ("bessel_j0", KB.bessel_jy, 0, 300), ("bessel_j1", KB.bessel_jy, _ORDER_1, 300),
+    ("bessel_y0", KB.bessel_jy, _SECOND_KIND, 400), ("bessel_y1", KB.bessel_jy, _SECOND_KIND | _ORDER_1, 400),
     ("modified_bessel_i0", KS.i0, 0, 300), ("modified_bessel_i1", KS.i1, 0, 300),
-    ("modified_bessel_k0", KB.bessel_k, 0, 400), ("modified_bessel_k1", KB.bessel_k, 1, 400),
-    ("scaled_modified_bessel_k0", KB.bessel_k, 2, 400), ("scaled_modified_bessel_k1", KB.bessel_k, 3, 400),
+    ("modified_bessel_k0", KB.bessel_k, 0, 400), ("modified_bessel_k1", KB.bessel_k, _ORDER_1, 400),
+    ("scaled_modified_bessel_k0", KB.bessel_k, _SCALED, 400),
+    ("scaled_modified_bessel_k1", KB.bessel_k, _SCALED | _ORDER_1, 400),
     ("spherical_bessel_j0", KB.spherical_bessel_j0, 0, 20),
 ]
 
@@ -74,8 +76,8 @@ TABLE = [
     # Tensor.polygamma(n) reads self as the input: bound below; so does aten::polygamma_(self, n)
     Row("polygamma", KG.polygamma, _polygamma, rule=FLOAT, accepts=REAL, flops=400, methods=(),
         adapters=(("aten::polygamma_.default", lambda args, kwargs: ((args[1], args[0], *args[2:]), kwargs)),)),
-    Row("igamma", KG.incomplete_gamma, _binary_mode(0), rule=FLOAT, accepts=FLOATS, flops=1000),
-    Row("igammac", KG.incomplete_gamma, _binary_mode(1), rule=FLOAT, accepts=FLOATS, flops=1000),
+    Row("igamma", KG.incomplete_gamma, _binary_mode(KG.GAMMA_LOWER.value), rule=FLOAT, accepts=FLOATS, flops=1000),
+    Row("igammac", KG.incomplete_gamma, _binary_mode(KG.GAMMA_UPPER.value), rule=FLOAT, accepts=FLOATS, flops=1000),
     Row("mvlgamma", KG.mvlgamma, _mvlgamma, rule=FLOAT, accepts=REAL, flops=40),
 ]
 

@@ -425,7 +425,7 @@ def is_integer_index(item) -> bool:
 
 def advanced_item_in(index) -> bool:
     """Whether ``index`` (one item or a tuple of them) holds an integer or boolean tensor, list or array:
-    advanced indexing (``ops.indexing``), which copies. An item that is no index raises."""
+    advanced indexing (``ops.advanced_indexing``), which copies. An item that is no index raises."""
     for item in index if isinstance(index, tuple) else (index,):
         if item is None or item is Ellipsis or isinstance(item, slice) or is_integer_index(item):
             continue
