@@ -167,18 +167,21 @@ def candidate_segment(n: int, k: int, count: int = 1, programs: int | None = Non
 
 
 def _plan_candidate_select(rows: Tensor, k: int, segment: int, flags: dict):
-    """(launches, workspace): program (row, segment) writes its segment's k first positions in key order
-    to ``candidates`` (-1 past a short segment's end); then one program a row sorts the row's candidates
-    by key, stably, so that equal keys stay in position order as in a sort of the whole row."""
+    """(launches, workspace): program (row, segment) writes its segment's k first positions, in position
+    order, to ``candidates`` (-1 past a short segment's end); then one program a row selects the row's k
+    first among its candidates the same way and sorts only those, stably, so that equal keys stay in
+    position order as in a sort of the whole row. Neither sorts a segment: a selection counts keys below
+    a trial threshold once a key bit (``kernels/sort.py``, ``select_segments``)."""
     count, n = rows.shape
     segments = cdiv(n, segment)
     m = segments * k
     source, candidates = Slot("rows"), Slot("candidates")
+    common = dict(K_OUT=k, K_LENGTH=_power_of_2(k), **flags)
     launches = [
-        PlannedLaunch(K.sort_segments, (count, segments), [source, source, candidates, source, n, n, m],
-                      dict(SEGMENT=segment, LENGTH=segment, K_OUT=k, HAS_PERM=False, WRITE_VALUES=False, **flags)),
-        PlannedLaunch(K.sort_segments, (count, 1), [source, candidates, Slot("indices"), Slot("values"), n, m, k],
-                      dict(SEGMENT=m, LENGTH=_power_of_2(m), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True, **flags))]
+        PlannedLaunch(K.select_segments, (count, segments), [source, source, candidates, source, n, n, m],
+                      dict(SEGMENT=segment, LENGTH=segment, HAS_PERM=False, SORT_OUT=False, **common)),
+        PlannedLaunch(K.select_segments, (count, 1), [source, candidates, Slot("indices"), Slot("values"), n, m, k],
+                      dict(SEGMENT=m, LENGTH=_power_of_2(m), HAS_PERM=True, SORT_OUT=True, **common))]
     return launches, Workspace(_candidate_pieces(count, m))
 
 
