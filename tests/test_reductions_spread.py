@@ -209,6 +209,16 @@ def test_cumsum_of_a_long_row_takes_two_launches(rng, spread):
         bound = length * EPS["float32"] * np.cumsum(np.abs(a64), 1) + EPS["float32"] * np.abs(exact)
         assert np.all(np.abs(got.numpy().astype(np.float64) - exact) <= bound)
         assert x[1].cumsum(0).numpy().tobytes() == got.numpy()[1].tobytes()
+    short = rng.standard_normal((2, 60)).astype(np.float32)
     with capture() as captured:
-        to_nbx(rng.standard_normal((2, 60)).astype(np.float32)).cumsum(1)
+        to_nbx(short).cumsum(1)
     assert len(captured.launches) == 1
+    # a row of more than one step of a split chunk splits, short of the reductions' split length: its
+    # steps would follow each other in one program
+    spread(reduction_split_block=32)
+    with capture() as captured:
+        got = to_nbx(short).cumsum(1).numpy()
+    assert len(captured.launches) == 2
+    exact = np.cumsum(short.astype(np.float64), 1)
+    assert np.all(np.abs(got - exact) <= 60 * EPS["float32"] * np.cumsum(np.abs(short.astype(np.float64)), 1)
+                  + EPS["float32"] * np.abs(exact))

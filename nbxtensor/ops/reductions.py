@@ -151,21 +151,29 @@ def _pad(shape, strides):
 
 
 def split_plan(length: int, facts: dict, multiprocessor_count: int | None = None,
-               column: bool = False) -> tuple[int, int]:
+               column: bool = False, threshold: int | None = None) -> tuple[int, int]:
     """(chunk length, chunk count) for a row of ``length``: a function of the length and the device
     alone (its facts, its ``multiprocessor_count``; None: the most chunks any device takes), so a row is
-    reduced in the same order whatever batch it is in. A row past the split length is cut into chunks
-    short enough that one row alone spreads over every multiprocessor (down to ``reduction_split_min``
-    elements, up to ``reduction_split_block``), and into about ``reduction_split_chunks`` of them when
-    longer. Column layouts (reduced elements strided, kept ones adjacent) split from a shorter length:
-    their programs span many kept elements, so they are few."""
-    threshold = facts["reduction_column_split_length" if column else "reduction_split_length"]
+    reduced in the same order whatever batch it is in. A row past the split length (``threshold``, the
+    op's own where it splits sooner) is cut into chunks short enough that one row alone spreads over
+    every multiprocessor (down to ``reduction_split_min`` elements, up to ``reduction_split_block``), and
+    into about ``reduction_split_chunks`` of them when longer. Column layouts (reduced elements strided,
+    kept ones adjacent) split from a shorter length: their programs span many kept elements, so they
+    are few."""
+    if threshold is None:
+        threshold = facts["reduction_column_split_length" if column else "reduction_split_length"]
     if length <= threshold:
         return max(length, 1), 1
     floor = facts["reduction_split_min"]
     spread = floor if multiprocessor_count is None else max(floor, next_pow2(cdiv(length, multiprocessor_count)))
     chunk = max(next_pow2(cdiv(length, facts["reduction_split_chunks"])), min(facts["reduction_split_block"], spread))
     return chunk, cdiv(length, chunk)
+
+
+def scan_split_length(facts: dict) -> int:
+    """cumsum splits a row that one program would walk in more than one step of a split chunk's width:
+    the steps of one program follow each other, the chunks of a split row run side by side."""
+    return min(facts["reduction_split_length"], facts["reduction_split_block"])
 
 
 def tile_for(length: int, facts: dict, column: bool = False, split: bool = False) -> tuple[int, int, int]:
@@ -801,7 +809,7 @@ def _plan_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_ind
                   num_warps=warps)
     src, out, indices = Slot("x"), Slot("out"), Slot("indices" if with_indices else "out")
     geometry = [tuple(row_shape), tuple(src_strides), tuple(dst_strides), x.stride(d), out_strides[d]]
-    chunk, n_chunks = split_plan(length, facts, multiprocessors(dev))
+    chunk, n_chunks = split_plan(length, facts, multiprocessors(dev), threshold=scan_split_length(facts))
     workspace = Workspace({})
     if scan != SCAN_CUMSUM or n_chunks == 1:
         launches = [PlannedLaunch(K.scan_rows, (cdiv(n_rows, block_rows),),
@@ -863,7 +871,8 @@ def _chunked_scan_workspace(shape, dim: int) -> int:
     if not length:
         return 0
     rows = S.numel(shape) // length
-    chunks = builtins.max(split_plan(length, facts["kernels"])[1] for facts in all_facts())
+    chunks = builtins.max(split_plan(length, facts["kernels"], threshold=scan_split_length(facts["kernels"]))[1]
+                          for facts in all_facts())
     return Workspace.bytes_for([((rows * chunks,), _dt("int64"))]) if chunks > 1 else 0
 
 
