@@ -179,10 +179,18 @@ def _plan_candidate_select(rows: Tensor, k: int, segment: int, flags: dict):
     common = dict(K_OUT=k, K_LENGTH=_power_of_2(k), **flags)
     launches = [
         PlannedLaunch(K.select_segments, (count, segments), [source, source, candidates, source, n, n, m],
-                      dict(SEGMENT=segment, LENGTH=segment, HAS_PERM=False, SORT_OUT=False, **common)),
+                      dict(SEGMENT=segment, LENGTH=segment, HAS_PERM=False, SORT_OUT=False,
+                           num_warps=_select_warps(segment), **common)),
         PlannedLaunch(K.select_segments, (count, 1), [source, candidates, Slot("indices"), Slot("values"), n, m, k],
-                      dict(SEGMENT=m, LENGTH=_power_of_2(m), HAS_PERM=True, SORT_OUT=True, **common))]
+                      dict(SEGMENT=m, LENGTH=_power_of_2(m), HAS_PERM=True, SORT_OUT=True,
+                           num_warps=_select_warps(_power_of_2(m)), **common))]
     return launches, Workspace(_candidate_pieces(count, m))
+
+
+def _select_warps(length: int) -> int:
+    """Warps of a selecting program over ``length`` lanes: 8 from 2048 on, since a vocabulary row's few
+    programs each hold a multiprocessor alone and its bitwise search is a chain of counts over the tile."""
+    return 8 if length >= 2048 else 4
 
 
 def _candidate_pieces(count: int, m: int) -> dict:
