@@ -6,7 +6,8 @@ after an L2 flush) and, apart, the host cost of a call. One call on a CUDA GPU:
 
 Prints per row: our device ms, torch's, torch / ours, the floor (bytes at the facts' bandwidth), the check,
 and our and torch's host microseconds a call (the mean of back-to-back calls, the device left to catch up
-after every batch); writes gpu_vocab_rows.json to $OUT."""
+after every batch); then many-row top-k through the segment selection as well ("(segments)"), which
+today's routing sends to the radix select; writes gpu_vocab_rows.json to $OUT."""
 from __future__ import annotations
 
 import argparse
@@ -43,6 +44,11 @@ CASES = [
     ("softmax", dict(rows=64, cols=152064), "bfloat16"),
     ("softmax", dict(rows=1, cols=51865), "float16"),
 ]
+# many-row top-k takes the radix select where the segments' programs outnumber a wave: these rows time
+# the segment selection for them too (``sorting.CANDIDATE_SEGMENT_CHEAP`` lifted), to decide that line
+SELECTED_ANYWAY = [("topk", dict(rows=8, cols=128256, k=50), "float32"),
+                   ("topk", dict(rows=64, cols=128256, k=50), "float32"),
+                   ("topk", dict(rows=64, cols=256000, k=50), "float32")]
 HOST_CALLS = 200
 
 
@@ -68,6 +74,7 @@ def main() -> int:
     import nbxtensor as nbx
     import torch  # the comparison only; nbxtensor itself never imports torch
     from nbxtensor.device import backend_for
+    from nbxtensor.ops import plans, sorting
 
     env = sweep.Env(nbx, torch, "cuda")
     env.synchronize = torch.cuda.synchronize
@@ -76,13 +83,16 @@ def main() -> int:
     timer = sweep.GpuTimer(nbx, torch, int(facts.get("l2_cache_bytes", 128 << 20)))
     _, bandwidth = sweep.floor_rates(facts, name)
     print(f"{name}; nbxtensor {nbx.__version__}, torch {torch.__version__}; floor at {bandwidth:.3g} B/s")
-    print(f"{'case':34s} {'ours ms':>8s} {'torch ms':>9s} {'ratio':>6s} {'floor ms':>9s} {'check':>9s} "
+    print(f"{'case':40s} {'ours ms':>8s} {'torch ms':>9s} {'ratio':>6s} {'floor ms':>9s} {'check':>9s} "
           f"{'host us':>8s} {'torch us':>9s}")
     rows = []
-    for op, params, dtype in CASES:
+    cheap = sorting.CANDIDATE_SEGMENT_CHEAP
+    for op, params, dtype, lifted in [(*case, False) for case in CASES] + [(*case, True) for case in SELECTED_ANYWAY]:
+        sorting.CANDIDATE_SEGMENT_CHEAP = sorting.SEGMENT_LIMIT if lifted else cheap
+        plans.clear_all()
         built = sweep.BUILDERS[op](env, params, dtype)
         label = f"{op} {params['rows']}x{params['cols']}" + (f" k={params['k']}" if "k" in params else "") + \
-            f" {dtype}"
+            f" {dtype}" + (" (segments)" if lifted else "")
         ours_out, theirs_out = sweep._first(built.ours()), sweep._first(built.theirs())
         diff = built.compare(ours_out, theirs_out) if built.compare else sweep.relative_diff(env, ours_out, theirs_out)
         del ours_out, theirs_out
@@ -92,10 +102,11 @@ def main() -> int:
         row = dict(case=label, ours_ms=ours_ms, torch_ms=torch_ms, ratio=torch_ms / ours_ms, floor_ms=floor_ms,
                    check=diff, check_ok=diff <= built.rtol, ours_host_us=ours_host, torch_host_us=torch_host)
         rows.append(row)
-        print(f"{label:34s} {ours_ms:8.4f} {torch_ms:9.4f} {row['ratio']:6.2f} {floor_ms:9.4f} "
+        print(f"{label:40s} {ours_ms:8.4f} {torch_ms:9.4f} {row['ratio']:6.2f} {floor_ms:9.4f} "
               f"{'ok' if row['check_ok'] else 'FAIL':>4s} {diff:4.0e} {ours_host:8.1f} {torch_host:9.1f}", flush=True)
+    sorting.CANDIDATE_SEGMENT_CHEAP = cheap
     for op in dict.fromkeys(op for op, _, _ in CASES):
-        members = [r for r in rows if r["case"].startswith(op + " ")]
+        members = [r for r in rows if r["case"].startswith(op + " ") and not r["case"].endswith("(segments)")]
         geomean = math.exp(sum(math.log(r["ratio"]) for r in members) / len(members))
         worst = min(members, key=lambda r: r["ratio"])
         print(f"{op}: geometric mean {geomean:.2f}, worst {worst['ratio']:.2f} ({worst['case']})")

@@ -15,7 +15,7 @@ from ..device.facts import all_facts
 from ..dtypes import get_dtype
 from ..kernels import reduce as K
 from ..kernels.copy import load_format
-from ..launch import cdiv, launch, next_pow2
+from ..launch import cdiv, next_pow2
 from ..lowering import conversion_flags, needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
@@ -805,8 +805,8 @@ def _plan_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_ind
     common = dict(SCAN=scan, ACC=acc.triton, COMPUTE=compute.triton, LOWEST=lowest, HIGHEST=highest,
                   ROW_RANK=len(row_shape), SRC_FORMAT=load_format(x.dtype),
                   DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
-                  INDEX_64=needs_index_64(x, (tuple(x.shape), out_strides)), BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=1,
-                  num_warps=warps)
+                  INDEX_64=needs_index_64(x, (tuple(x.shape), out_strides)), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
+                  CHUNKS=1, num_warps=warps)
     src, out, indices = Slot("x"), Slot("out"), Slot("indices" if with_indices else "out")
     geometry = [tuple(row_shape), tuple(src_strides), tuple(dst_strides), x.stride(d), out_strides[d]]
     chunk, n_chunks = split_plan(length, facts, multiprocessors(dev), threshold=scan_split_length(facts))
