@@ -3,9 +3,10 @@
 Sorts are stable and order NaN as ATen does (largest: last ascending, first descending). A row is
 sorted by one program in registers when it holds at most ``SEGMENT_LIMIT`` elements. A longer row is
 sorted by stable LSD radix passes over 4-bit digits of an order-preserving key, many programs a row.
-Top-k of a long row finds its k first by a radix select (8-bit digits, most significant first, over
-chunks of the row) and sorts those among themselves while k fits a segment, and takes the head of
-the full sort beyond that. Keys are compared in the values' own precision (fp32 stays fp32), and
+A short top-k of a long row selects each segment's k first and then the row's k first among those
+candidates (a bitwise search for the k-th key, no sort) and sorts only the k; otherwise its k first
+come from a radix select (8-bit digits, most significant first, over chunks of the row) and are sorted
+among themselves while k fits a segment, and the head of the full sort is taken beyond that. Keys are compared in the values' own precision (fp32 stays fp32), and
 padding lanes sort after every real element, so a k that is not a power of two never reads them.
 """
 from __future__ import annotations
@@ -41,11 +42,11 @@ SELECT_BLOCK = 2048  # elements a radix-select program reads per step
 SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wider ones
 SELECT_CHUNK = 2048  # elements of a row one radix-select program covers, one step: a 152k row spreads over 75
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
-# a short top-k of a long row: each segment of the row (one program) keeps its k first, then one program
-# sorts those candidates, where they fit a segment; segments at least this long keep the candidates few.
-# Segments up to CANDIDATE_SEGMENT_CHEAP sort in a few steps; longer ones (a sort's steps grow as the
-# square of its depth) only while their programs fit one wave over the device, the radix select (which
-# reads the row six times, in eleven launches) being cheaper past that
+# a short top-k of a long row: each segment of the row (one program) selects its k first, then one program
+# selects the row's k among those candidates, where they fit a segment; segments at least this long keep
+# the candidates few. Segments up to CANDIDATE_SEGMENT_CHEAP are taken for any number of rows; longer ones
+# only while their programs fit one wave over the device, the radix select (which reads the row six
+# times, in eleven launches) being taken past that (benchmarks/gpu_vocab_rows.py times both for many rows)
 CANDIDATE_SEGMENT_MIN = 512
 CANDIDATE_SEGMENT_CHEAP = 1024
 SORT_BLOCK = 256  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
