@@ -30,6 +30,7 @@ CASES = [
     ("cumsum", dict(rows=1, cols=256000), "float32"),
     ("cumsum", dict(rows=64, cols=50257), "float32"),
     ("cumsum", dict(rows=64, cols=128256), "float32"),
+    ("cumsum", dict(rows=512, cols=8192), "float32"),  # many rows that split now, read twice
     ("topk", dict(rows=1, cols=16032, k=50), "float32"),
     ("topk", dict(rows=1, cols=51865, k=50), "float32"),
     ("topk", dict(rows=1, cols=128256, k=50), "float32"),
