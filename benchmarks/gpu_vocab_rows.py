@@ -84,7 +84,7 @@ def main() -> int:
     timer = sweep.GpuTimer(nbx, torch, int(facts.get("l2_cache_bytes", 128 << 20)))
     _, bandwidth = sweep.floor_rates(facts, name)
     print(f"{name}; nbxtensor {nbx.__version__}, torch {torch.__version__}; floor at {bandwidth:.3g} B/s")
-    print(f"{'case':40s} {'ours ms':>8s} {'torch ms':>9s} {'ratio':>6s} {'floor ms':>9s} {'check':>9s} "
+    print(f"{'what':40s} {'ours ms':>8s} {'torch ms':>9s} {'ratio':>6s} {'floor ms':>9s} {'check':>9s} "
           f"{'host us':>8s} {'torch us':>9s}")
     rows = []
     cheap = sorting.CANDIDATE_SEGMENT_CHEAP
