@@ -16,6 +16,7 @@ import pytest
 
 import nbxtensor as nbx
 from nbxtensor.device.facts import all_facts
+from nbxtensor.launch import capture
 from nbxtensor.ops import registry
 from nbxtensor.ops.reductions import occupying_block_rows, split_plan
 from nbxtensor.ops.registry import TensorMeta
@@ -78,17 +79,17 @@ def test_occupying_block_rows():
 
 def test_cost_rules_declare_the_partials():
     """Workspace of the split paths, bounded over every device class: three partial states of at most
-    8 bytes per row and chunk for reductions, two for cumsum's chunk totals, three float32 ones for
+    8 bytes per row and chunk for reductions, one for cumsum's chunk totals, two float32 ones for
     softmax's chunks (the H200's chunks counted here are at most the bound's)."""
     f32, bf16 = nbx.float32, nbx.bfloat16
     chunks = split_plan(32000, HOPPER, H200_SMS)[1]
     assert registry.get("argmax").cost(TensorMeta((4, 32000), f32), 1).workspace >= 3 * 8 * 4 * chunks
     assert registry.get("sum").cost(TensorMeta((4096, 4096), f32), 0).workspace >= 3 * 8 * 4096 * 16
     assert registry.get("cumsum").cost(TensorMeta((8, 1 << 17), f32), 1).workspace >= \
-        2 * 8 * 8 * split_plan(1 << 17, HOPPER, H200_SMS)[1]
+        8 * 8 * split_plan(1 << 17, HOPPER, H200_SMS)[1]
     assert registry.get("cumsum").cost(TensorMeta((8, 100), f32), 1).workspace == 0
     assert registry.get("softmax").cost(TensorMeta((2, 131072), bf16), -1).workspace >= \
-        3 * 4 * 2 * split_plan(131072, HOPPER, H200_SMS)[1]
+        2 * 4 * 2 * split_plan(131072, HOPPER, H200_SMS)[1]
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -168,9 +169,9 @@ def test_vocabulary_rows(rng, spread, dtype):
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int32"])
 def test_cumsum_over_chunks(rng, spread, dtype):
-    """cumsum of long rows (one row a program, a chunk at a time, then the totals' running sums):
-    integers exactly; floats within the bound of 301 float32 additions and the output's rounding;
-    a row alone and in a batch give the same bits."""
+    """cumsum of long rows (one row a program, a chunk at a time, then each chunk from the sum of the
+    totals before it): integers exactly; floats within the bound of 301 float32 additions and the
+    output's rounding; a row alone and in a batch give the same bits."""
     if dtype == "int32":
         ints = rng.integers(-1000, 1000, (3, 301)).astype(np.int32)
         assert to_nbx(ints).cumsum(1).tolist() == np.cumsum(ints.astype(np.int64), 1).tolist()
@@ -189,3 +190,58 @@ def test_cumsum_over_chunks(rng, spread, dtype):
     assert np.all(np.abs(got.astype(np.float64) - exact) <= 60 * EPS["float32"] * np.cumsum(np.abs(a64[:, :60]), 1)
                   + EPS[dtype] * np.abs(exact))
     assert short[2].cumsum(0).numpy().tobytes() == got[2].tobytes()
+
+
+def test_cumsum_of_a_long_row_takes_two_launches(rng, spread):
+    """A split row: chunk totals, then every chunk scanned from the exact sum of the totals before it, in
+    two launches and no other op; a row that is not split: one launch. Lengths with no convenient divisor
+    (a prime; a vocabulary's 50257 = 29 x 1733) take the same plan. Against float64: the carry is the
+    exact sum of float32 totals rounded once, so the bound is that of the float32 additions within the
+    chunks and the totals, plus the output's rounding."""
+    for length in (293, 50257 // 64):
+        a = rng.standard_normal((2, length)).astype(np.float32)
+        x = to_nbx(a)
+        with capture() as captured:
+            got = x.cumsum(1)
+        assert len(captured.launches) == 2
+        a64 = a.astype(np.float64)
+        exact = np.cumsum(a64, 1)
+        bound = length * EPS["float32"] * np.cumsum(np.abs(a64), 1) + EPS["float32"] * np.abs(exact)
+        assert np.all(np.abs(got.numpy().astype(np.float64) - exact) <= bound)
+        assert x[1].cumsum(0).numpy().tobytes() == got.numpy()[1].tobytes()
+    short = rng.standard_normal((2, 60)).astype(np.float32)
+    with capture() as captured:
+        to_nbx(short).cumsum(1)
+    assert len(captured.launches) == 1
+    # a row of more than one step of a split chunk splits, short of the reductions' split length: its
+    # steps would follow each other in one program
+    spread(reduction_split_block=32)
+    with capture() as captured:
+        got = to_nbx(short).cumsum(1).numpy()
+    assert len(captured.launches) == 2
+    exact = np.cumsum(short.astype(np.float64), 1)
+    assert np.all(np.abs(got - exact) <= 60 * EPS["float32"] * np.cumsum(np.abs(short.astype(np.float64)), 1)
+                  + EPS["float32"] * np.abs(exact))
+
+
+def test_softmax_splits_every_row_past_the_resident_length(rng, spread):
+    """A row too long for registers but within the reductions' split length (48: resident up to 32, split
+    past 64) still splits into chunks (the first launch's grid spreads the row), as a vocabulary row of
+    16032 must on Hopper; chunk states with -inf or NaN combine as a whole row's would: a chunk of -inf
+    adds nothing, a NaN makes the row NaN. Against float64 within 2 roundings and the float32 sum."""
+    a = (rng.standard_normal((3, 48)) * 3).astype(np.float32)
+    with capture() as captured:
+        got = to_nbx(a).softmax(1).numpy().astype(np.float64)
+    assert captured.launches[0][1][1] > 1
+    e = np.exp(a.astype(np.float64) - a.max(1, keepdims=True))
+    ref = e / e.sum(1, keepdims=True)
+    assert np.all(np.abs(got - ref) <= (2 * EPS["float32"] + 48 * EPS["float32"]) * ref + SUBNORMAL["float32"])
+    b = (rng.standard_normal((3, 301)) * 3).astype(np.float32)
+    b[0, :150] = -np.inf
+    b[1, 200] = np.nan
+    got = to_nbx(b).softmax(1).numpy().astype(np.float64)
+    e = np.exp(b[0, 150:].astype(np.float64) - b[0, 150:].max())
+    assert np.all(got[0, :150] == 0)
+    assert np.all(np.abs(got[0, 150:] - e / e.sum()) <= 303 * EPS["float32"] * e / e.sum() + SUBNORMAL["float32"])
+    assert np.isnan(got[1]).all()
+    assert to_nbx(b[2:]).softmax(1).numpy().tobytes() == got[2:].astype(np.float32).tobytes()

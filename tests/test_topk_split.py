@@ -83,3 +83,32 @@ def test_topk_cost_declares_the_candidates():
     assert registry.get("topk").cost(meta, 50).workspace >= 8 * 63 * 50 * 8
     assert registry.get("topk").cost(TensorMeta((8, 262144), nbx.float32), 100).workspace >= 8 * 100 * 8
     assert registry.get("topk").cost(TensorMeta((8, 100), nbx.float32), 5).workspace == 0
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64", "float32"])
+def test_split_topk_selects_at_the_threshold(rng, short_segments, dtype):
+    """The selection's edge cases, against a stable order: every element equal (the k first positions);
+    more NaN than k in a segment (NaN the largest); keys that differ only in their lowest bits (64-bit
+    keys searched through their low word); k half a segment (the most candidates a segment gives)."""
+    n, k = 120, 16
+    assert sorting.candidate_segment(n, k) == 32
+    base = np.float64(1.0) if dtype == "float64" else (1 << 40 if dtype == "int64" else np.float32(1.0))
+    rows = [np.full(n, base)]
+    if dtype != "int64":
+        with_nan = rng.standard_normal(n)
+        with_nan[:20] = np.nan  # 20 NaN in the first segment of 32, and 4 more later
+        with_nan[rng.choice(np.arange(40, n), 4, replace=False)] = np.nan
+        rows.append(with_nan)
+    if dtype == "float64":
+        rows.append(1.0 + rng.integers(0, 8, n) * 2.0 ** -52)  # the last mantissa bits decide
+    elif dtype == "int64":
+        rows.append((1 << 40) + rng.integers(0, 8, n))
+    else:
+        rows.append(rng.integers(0, 3, n).astype(np.float64))
+    a = np.stack(rows).astype(dtype)
+    for largest in (True, False):
+        result = nbx.topk(to_nbx(a), k, largest=largest)
+        values = a.astype(np.float64) if dtype != "int64" else a
+        expected = [stable_first(list(row), k, largest) for row in values]
+        assert result.indices.tolist() == expected
+        np.testing.assert_array_equal(result.values.numpy(), np.take_along_axis(a, np.array(expected), 1))

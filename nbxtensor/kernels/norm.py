@@ -1,6 +1,6 @@
 """Softmax and the normalisations over rows. A row that fits in registers is read once and written
-once; a longer one is summarised first (per-lane online statistics, or per-chunk states written by
-``reduce_rows`` and combined in a fixed order) and then normalised in a second sweep. As in
+once; a longer one is summarised first (per-lane online statistics, or per-chunk states combined in a
+fixed order) and then normalised in a second sweep. As in
 ``reduce.py``, the arithmetic order depends only on the row length, never on the batch."""
 import triton
 import triton.language as tl
@@ -8,7 +8,8 @@ import triton.language as tl
 from .common import program_elements
 from .copy import _decode, _encode
 from .dependent_launch import await_predecessors
-from .reduce import _extreme_lanes, _lane_sum, _reduce_lanes, load_partials, row_starts, welford_combine
+from .reduce import (_extreme_lanes, _lane_sum, _reduce_lanes, load_partials, logsumexp_combine, row_starts,
+                     welford_combine)
 
 
 @triton.jit
@@ -41,11 +42,12 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
                  COMPUTE: tl.constexpr, SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
                  FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, ROW_ALIGN: tl.constexpr,
                  DST_UNIT: tl.constexpr, DST_ALIGN: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr,
-                 CHUNKS: tl.constexpr, CHUNK_BITS: tl.constexpr):
+                 CHUNKS: tl.constexpr, CHUNK_BITS: tl.constexpr, STATS: tl.constexpr, ONE_STEP: tl.constexpr):
     """softmax (or log_softmax with LOG) of rows (RED_UNIT, DST_UNIT: a row's elements are adjacent in
     src, in dst; ROW_ALIGN, DST_ALIGN: what row starts are promised to be multiples of). RESIDENT: a row
-    is one block. Otherwise the (max, sum of exp) states of every chunk of the row are in part0/part1;
-    program (rows, chunk) combines them and writes its chunk."""
+    is one block. Otherwise a long row takes two launches over (rows, chunk) programs: STATS writes each
+    chunk's (max, sum of exp) state to part0/part1 (ONE_STEP: the chunk is one block), then each program
+    of the second combines the row's states, in an order no layout changes, and writes its chunk."""
     rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
     src_row = row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
     dst_row = row_starts(rows, row_shape, dst_row_strides, opaque_zero, ROW_RANK, DST_ALIGN)
@@ -53,7 +55,39 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
     if INDEX_64:
         lanes = lanes.to(tl.int64)
     out_type = dst.dtype.element_ty
-    if RESIDENT:
+    if STATS:
+        chunk = tl.program_id(1)
+        if INDEX_64:
+            chunk = chunk.to(tl.int64)
+        start = chunk * chunk_length
+        if ONE_STEP:
+            j = start + lanes
+            mask = row_mask[:, None] & (j < length)[None, :]
+            x = _decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :], mask=mask,
+                                other=0), SRC_FORMAT).to(COMPUTE)
+            x = tl.where(mask, x, float("-inf"))
+            top = _extreme_lanes(x, True)
+            # an element equal to the maximum counts 1, so that a chunk of -inf (or of +inf) sums to its
+            # count, not NaN, as the states' combination expects
+            e = tl.where(x == top[:, None], 1.0, tl.exp(x - top[:, None]))
+            total = tl.sum(tl.where(mask, e, 0.0), 1)
+        else:
+            # per lane, an online (max, sum of exp) over the chunk's blocks
+            m = tl.full([BLOCK_ROWS, BLOCK_R], float("-inf"), COMPUTE)
+            s = tl.zeros([BLOCK_ROWS, BLOCK_R], COMPUTE)
+            stop = start + chunk_length
+            while start < stop:
+                j = start + lanes
+                mask = row_mask[:, None] & (j < length)[None, :]
+                x = _decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :],
+                                    mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+                m, s = logsumexp_combine(m, s, tl.where(mask, x, float("-inf")), mask.to(COMPUTE))
+                start += BLOCK_R
+            top = _extreme_lanes(m, True)
+            total = tl.sum(s * tl.where(m == top[:, None], 1.0, tl.exp(m - top[:, None])), 1)
+        tl.store(part0 + rows * n_chunks + chunk, top, mask=row_mask)
+        tl.store(part1 + rows * n_chunks + chunk, total, mask=row_mask)
+    elif RESIDENT:
         mask = row_mask[:, None] & (lanes < length)[None, :]
         x = _decode(tl.load(src + src_row[:, None] + _along(lanes, src_red_stride, RED_UNIT)[None, :], mask=mask,
                             other=0), SRC_FORMAT)

@@ -516,12 +516,14 @@ def scan_rows(src, dst, dst_idx, carries, n_rows, opaque_zero, length, chunk_len
               SCAN: tl.constexpr, ACC: tl.constexpr, COMPUTE: tl.constexpr, LOWEST: tl.constexpr,
               HIGHEST: tl.constexpr, ROW_RANK: tl.constexpr, PHASE: tl.constexpr,
               SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-              FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr):
+              FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr,
+              CHUNKS: tl.constexpr):
     """Inclusive scans along rows. SCAN: 0 cumsum, 1 cumprod, 2 cummax, 3 cummin, 4 logcumsumexp.
     Each block is scanned and then joined to the carry of the blocks before it. A long cumsum row runs
     as chunks over programs (row block, chunk): PHASE 1 writes each chunk's total to ``carries``
-    [row, chunk]; the host scans them; PHASE 2 scans each chunk from the sum of the chunks before it.
-    PHASE 0: whole rows, one program each."""
+    [row, chunk]; PHASE 2 scans each chunk from the sum of the totals before it (CHUNKS: n_chunks to a
+    power of two), which every chunk's program adds up exactly, so in no order that a program could
+    change. PHASE 0: whole rows, one program each."""
     pid = tl.program_id(0)
     rows = tl.arange(0, BLOCK_ROWS)
     lanes = tl.arange(0, BLOCK_R)
@@ -553,8 +555,11 @@ def scan_rows(src, dst, dst_idx, carries, n_rows, opaque_zero, length, chunk_len
     else:
         start = chunk * chunk_length
         stop = tl.minimum(start + chunk_length, length)
-    if PHASE == 2:  # carries holds the inclusive sums of the chunk totals: take the previous chunk's
-        carry = tl.load(carries + rows * n_chunks + chunk - 1, mask=row_mask & (chunk > 0), other=0)[:, None]
+    if PHASE == 2:  # carries holds the chunk totals: the carry is the sum of those before this chunk
+        earlier = tl.arange(0, CHUNKS)
+        before = row_mask[:, None] & (earlier < chunk)[None, :]
+        carry = _lane_sum(tl.load(carries + rows[:, None] * n_chunks + earlier[None, :], mask=before,
+                                  other=0).to(ACC))[:, None]
     while start < stop:
         j = start + lanes
         mask = row_mask[:, None] & (j < stop)[None, :]

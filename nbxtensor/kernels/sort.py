@@ -96,6 +96,22 @@ def _stable_order(key, valid, rank, BITONIC_INPUT: tl.constexpr):
 
 
 @triton.jit
+def _key_order(src_row, pos, valid, lane, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr):
+    """The lanes of ``pos`` (positions in ``src_row``) in the stable ascending order of their keys, invalid
+    lanes last. 64-bit keys take two stable passes, low half then high half."""
+    high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
+    if KIND >= 3:
+        first = _stable_order(low, valid, lane, False)
+        pos_first = tl.gather(pos, first, 0)
+        valid_first = tl.gather(valid.to(tl.int32), first, 0) != 0
+        high_first, _ = _key_parts(tl.load(src_row + pos_first, mask=valid_first), KIND, FORMAT, DESCENDING)
+        second = _stable_order(high_first, valid_first, lane, False)
+        return tl.gather(first, second, 0)
+    else:
+        return _stable_order(high, valid, lane, False)
+
+
+@triton.jit
 def sort_segments(src, perm_in, index_out, values_out, src_row_len, m, out_row_len,
                   SEGMENT: tl.constexpr, LENGTH: tl.constexpr, K_OUT: tl.constexpr, HAS_PERM: tl.constexpr,
                   KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr, WRITE_VALUES: tl.constexpr,
@@ -119,16 +135,7 @@ def sort_segments(src, perm_in, index_out, values_out, src_row_len, m, out_row_l
         pos = local.to(tl.int64)
     pos = tl.where(valid, pos, 0)
     src_row = src + row * src_row_len
-    high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
-    if KIND >= 3:
-        first = _stable_order(low, valid, lane, False)
-        pos_first = tl.gather(pos, first, 0)
-        valid_first = tl.gather(valid.to(tl.int32), first, 0) != 0
-        high_first, _ = _key_parts(tl.load(src_row + pos_first, mask=valid_first), KIND, FORMAT, DESCENDING)
-        second = _stable_order(high_first, valid_first, lane, False)
-        order = tl.gather(first, second, 0)
-    else:
-        order = _stable_order(high, valid, lane, False)
+    order = _key_order(src_row, pos, valid, lane, KIND, FORMAT, DESCENDING)
     chosen = tl.gather(pos, order, 0)
     chosen_valid = tl.gather(valid.to(tl.int32), order, 0) != 0
     keep = (lane < K_OUT) & (seg * K_OUT + lane < out_row_len)  # a row's last segment may be short
@@ -136,6 +143,79 @@ def sort_segments(src, perm_in, index_out, values_out, src_row_len, m, out_row_l
     tl.store(index_out + out_at, tl.where(chosen_valid, chosen, -1).to(tl.int64), mask=keep)
     if WRITE_VALUES:
         tl.store(values_out + out_at, tl.load(src_row + chosen, mask=keep & chosen_valid), mask=keep)
+
+
+@triton.jit
+def _kth_key(key, valid, need, KEY_BITS: tl.constexpr):
+    """The smallest key T with at least ``need`` valid keys at or below it, found bit by bit from the top:
+    a count over the tile a bit, no sort."""
+    threshold = tl.full([], 0, key.dtype)
+    bit = tl.full([], 1, key.dtype) << (KEY_BITS - 1)
+    for _ in tl.static_range(KEY_BITS):
+        # bit clear and every lower bit set: the largest key the threshold could be with this bit clear
+        at_most = tl.sum((valid & (key <= (threshold | (bit - 1)))).to(tl.int32), 0)
+        threshold = tl.where(at_most >= need, threshold, threshold | bit)
+        bit = bit >> 1
+    return threshold
+
+
+@triton.jit
+def select_segments(src, perm_in, index_out, values_out, src_row_len, m, out_row_len,
+                    SEGMENT: tl.constexpr, LENGTH: tl.constexpr, K_OUT: tl.constexpr, K_LENGTH: tl.constexpr,
+                    HAS_PERM: tl.constexpr, SORT_OUT: tl.constexpr, KIND: tl.constexpr, FORMAT: tl.constexpr,
+                    DESCENDING: tl.constexpr, INDEX_64: tl.constexpr):
+    """Program (row, seg) finds the K_OUT first, by key, of entries seg*SEGMENT .. of the row's list of
+    ``m`` candidates (positions 0..m-1, or ``perm_in``'s entries, -1 meaning none) without sorting them:
+    the K_OUT-th key by a bitwise search, then every key below it and the first of those equal to it,
+    in list order. Their positions go to ``index_out`` at seg*K_OUT of the row in list order (-1 past
+    the valid ones). SORT_OUT (one segment a row): those K_OUT are then sorted by key, stably (list order
+    is position order), and written with their values: the row's top k."""
+    row = tl.program_id(0)
+    seg = tl.program_id(1)
+    if INDEX_64:
+        row = row.to(tl.int64)
+        seg = seg.to(tl.int64)
+    lane = tl.arange(0, LENGTH)
+    local = seg * SEGMENT + lane
+    valid = (lane < SEGMENT) & (local < m)
+    if HAS_PERM:
+        pos = tl.load(perm_in + row * m + local, mask=valid, other=-1)
+        valid = valid & (pos >= 0)
+    else:
+        pos = local.to(tl.int64)
+    pos = tl.where(valid, pos, 0)
+    src_row = src + row * src_row_len
+    high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
+    if KIND >= 3:
+        key = (high.to(tl.uint64) << 32) | low.to(tl.uint64)
+        threshold = _kth_key(key, valid, tl.minimum(tl.sum(valid.to(tl.int32), 0), K_OUT), 64)
+    else:
+        key = high
+        threshold = _kth_key(key, valid, tl.minimum(tl.sum(valid.to(tl.int32), 0), K_OUT), 32)
+    below = valid & (key < threshold)
+    equal = valid & (key == threshold)
+    room = K_OUT - tl.sum(below.to(tl.int32), 0)  # taken from the equal keys, first positions first
+    chosen = below | (equal & (tl.cumsum(equal.to(tl.int32), 0) <= room))
+    slot = tl.cumsum(chosen.to(tl.int32), 0) - 1
+    taken = tl.sum(chosen.to(tl.int32), 0)
+    out_row = index_out + row * out_row_len + seg * K_OUT
+    tl.store(out_row + slot, pos, mask=chosen)
+    k_lane = tl.arange(0, K_LENGTH)
+    inside = (k_lane < K_OUT) & (seg * K_OUT + k_lane < out_row_len)  # a row's last segment may be short
+    tl.store(out_row + k_lane, tl.full([K_LENGTH], -1, tl.int64), mask=inside & (k_lane >= taken))
+    if SORT_OUT:
+        # every thread's stores are seen by the whole program past the barrier
+        tl.debug_barrier()
+        first = tl.load(out_row + k_lane, mask=inside, other=-1)
+        first_valid = first >= 0
+        first = tl.where(first_valid, first, 0)
+        order = _key_order(src_row, first, first_valid, k_lane, KIND, FORMAT, DESCENDING)
+        chosen_pos = tl.gather(first, order, 0)
+        chosen_valid = tl.gather(first_valid.to(tl.int32), order, 0) != 0
+        tl.debug_barrier()
+        tl.store(out_row + k_lane, tl.where(chosen_valid, chosen_pos, -1).to(tl.int64), mask=inside)
+        tl.store(values_out + row * out_row_len + k_lane, tl.load(src_row + chosen_pos, mask=inside & chosen_valid),
+                 mask=inside)
 
 
 @triton.jit

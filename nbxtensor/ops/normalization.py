@@ -13,7 +13,6 @@ from ..device import multiprocessors
 from ..device.facts import all_facts
 from ..dtypes import get_dtype
 from ..kernels import norm as N
-from ..kernels import reduce as K
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, dependent_launch, launch, next_pow2
 from ..lowering import conversion_flags, needs_index_64
@@ -96,14 +95,19 @@ def _softmax_workspace(x, dim, out_dtype) -> int:
     length = x.shape[S.wrap_dim(dim, len(x.shape))] if x.shape else 1
     rows = S.numel(x.shape) // length if length else 0
     compute = compute_dtype(out_dtype)
-    partials = [Workspace.bytes_for(_softmax_partials(rows * split_plan(length, facts["kernels"])[1], compute))
+    partials = [Workspace.bytes_for(_softmax_partials(rows * _softmax_split(length, facts["kernels"])[1], compute))
                 for facts in all_facts() if length > facts["kernels"]["row_resident_max"]]
     return total + max(partials, default=0)
 
 
 def _softmax_partials(count: int, compute) -> dict:
-    """A long row's temporaries: per chunk, its maximum and its sum of exponentials (and a slot unused)."""
-    return {name: ((count,), compute) for name in ("top", "total", "unused")}
+    """A long row's temporaries: per chunk, its maximum and its sum of exponentials."""
+    return {name: ((count,), compute) for name in ("top", "total")}
+
+
+def _softmax_split(length: int, facts: dict, multiprocessor_count: int | None = None) -> tuple[int, int]:
+    """(chunk length, chunk count) of a row too long to hold in registers: split past the resident length."""
+    return split_plan(length, facts, multiprocessor_count, threshold=facts["row_resident_max"])
 
 
 _softmax_plans = PlanCache()
@@ -174,12 +178,17 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
             N.softmax_rows, (cdiv(n_rows, block_rows),),
             [source, result, result, result, n_rows, 0, length, length, 1, row_shape, src_strides, dst_strides,
              src.stride(d), view.stride(d)],
-            dict(RESIDENT=True, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=1, CHUNK_BITS=0, num_warps=warps,
-                 **common))]
+            dict(RESIDENT=True, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=1, CHUNK_BITS=0, STATS=False,
+                 ONE_STEP=False, num_warps=warps, **common))]
     else:
-        # a long row: (max, sum of exp) per chunk from the reduction kernel, then a normalising sweep
-        chunk, n_chunks = split_plan(length, facts, multiprocessors(dev))
+        # a long row: (max, sum of exp) per chunk, then a normalising sweep. Every row past the resident
+        # length splits (the reductions' split length would leave rows up to it one program a row per
+        # pass), in chunks that one row alone spreads over the device
+        chunk, n_chunks = _softmax_split(length, facts, multiprocessors(dev))
         block_rows, block_r, warps = tile_for(chunk, facts, split=True)
+        # the chunk states add in the tile's order, so the first pass's tile is a function of the length
+        # alone; the sweep combines them exactly and may take fewer rows a program
+        stats_rows, stats_warps = block_rows, warps
         programs = device_programs(dev, facts)
         block_rows = occupying_block_rows(min(block_rows, next_pow2(n_rows)), n_rows, cdiv(programs, n_chunks))
         warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
@@ -189,21 +198,18 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
         chunks = next_pow2(n_chunks)
         launches = [
             PlannedLaunch(
-                K.reduce_rows, (cdiv(n_rows, block_rows), n_chunks),
-                [source, top, top, top, total, Slot("unused"), n_rows, 1, length, chunk, n_chunks, float(length),
-                 0.0, 0.0, row_shape, src_strides, (length,), (src.stride(d),)],
-                dict(OP=K.OP_LOGSUMEXP, KIND=K.KIND_LOGSUMEXP, ACC=compute.triton, COMPUTE=compute.triton,
-                     LOWEST=float("-inf"), HIGHEST=float("inf"), ROW_RANK=len(row_shape), RED_RANK=1,
-                     RED_UNIT=src.stride(d) == 1, COLUMN=False, SPLIT=True, OUT_VALUES=True, OUT_SECOND=False,
-                     SRC_FORMAT=_format(src.dtype), DST_FORMAT=FORMAT_NATIVE, VIA_F32=False, FLOAT_TO_INT=False,
-                     INDEX_64=index_64, BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1,
-                     num_warps=warps)),
+                N.softmax_rows, (cdiv(n_rows, stats_rows), n_chunks),
+                [source, result, top, total, n_rows, 0, length, chunk, n_chunks, row_shape, src_strides, dst_strides,
+                 src.stride(d), view.stride(d)],
+                dict(RESIDENT=False, BLOCK_ROWS=stats_rows, BLOCK_R=block_r, CHUNKS=chunks,
+                     CHUNK_BITS=chunks.bit_length() - 1, STATS=True, ONE_STEP=chunk <= block_r,
+                     num_warps=stats_warps, **common)),
             PlannedLaunch(
                 N.softmax_rows, (cdiv(n_rows, block_rows), cdiv(length, sweep)),
                 [source, result, top, total, n_rows, 0, length, sweep, n_chunks, row_shape, src_strides, dst_strides,
                  src.stride(d), view.stride(d)],
                 dict(RESIDENT=False, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=chunks,
-                     CHUNK_BITS=chunks.bit_length() - 1, num_warps=warps, **common))]
+                     CHUNK_BITS=chunks.bit_length() - 1, STATS=False, ONE_STEP=False, num_warps=warps, **common))]
 
     workspace = Workspace(temporaries)
     fresh_output = fresh_tensor_maker(shape, meta.dtype, dev)

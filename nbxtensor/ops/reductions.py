@@ -9,12 +9,12 @@ from collections import namedtuple
 import numpy as np
 
 from .. import shape as S
-from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope
+from ..allocation import Workspace, fresh_tensor_maker
 from ..device import backend_for, multiprocessors
 from ..device.facts import all_facts
 from ..dtypes import get_dtype
 from ..kernels import reduce as K
-from ..launch import cdiv, launch, next_pow2
+from ..launch import cdiv, next_pow2
 from ..lowering import conversion_flags, load_format, needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
@@ -150,21 +150,29 @@ def _pad(shape, strides):
 
 
 def split_plan(length: int, facts: dict, multiprocessor_count: int | None = None,
-               column: bool = False) -> tuple[int, int]:
+               column: bool = False, threshold: int | None = None) -> tuple[int, int]:
     """(chunk length, chunk count) for a row of ``length``: a function of the length and the device
     alone (its facts, its ``multiprocessor_count``; None: the most chunks any device takes), so a row is
-    reduced in the same order whatever batch it is in. A row past the split length is cut into chunks
-    short enough that one row alone spreads over every multiprocessor (down to ``reduction_split_min``
-    elements, up to ``reduction_split_block``), and into about ``reduction_split_chunks`` of them when
-    longer. Column layouts (reduced elements strided, kept ones adjacent) split from a shorter length:
-    their programs span many kept elements, so they are few."""
-    threshold = facts["reduction_column_split_length" if column else "reduction_split_length"]
+    reduced in the same order whatever batch it is in. A row past the split length (``threshold``, the
+    op's own where it splits sooner) is cut into chunks short enough that one row alone spreads over
+    every multiprocessor (down to ``reduction_split_min`` elements, up to ``reduction_split_block``), and
+    into about ``reduction_split_chunks`` of them when longer. Column layouts (reduced elements strided,
+    kept ones adjacent) split from a shorter length: their programs span many kept elements, so they
+    are few."""
+    if threshold is None:
+        threshold = facts["reduction_column_split_length" if column else "reduction_split_length"]
     if length <= threshold:
         return max(length, 1), 1
     floor = facts["reduction_split_min"]
     spread = floor if multiprocessor_count is None else max(floor, next_pow2(cdiv(length, multiprocessor_count)))
     chunk = max(next_pow2(cdiv(length, facts["reduction_split_chunks"])), min(facts["reduction_split_block"], spread))
     return chunk, cdiv(length, chunk)
+
+
+def scan_split_length(facts: dict) -> int:
+    """cumsum splits a row that one program would walk in more than one step of a split chunk's width:
+    the steps of one program follow each other, the chunks of a split row run side by side."""
+    return min(facts["reduction_split_length"], facts["reduction_split_block"])
 
 
 def tile_for(length: int, facts: dict, column: bool = False, split: bool = False) -> tuple[int, int, int]:
@@ -749,24 +757,38 @@ def count_nonzero(x: Tensor, dim=None) -> Tensor:
 SCAN_CUMSUM, SCAN_CUMPROD, SCAN_CUMMAX, SCAN_CUMMIN, SCAN_LOGCUMSUMEXP = range(5)
 
 
+_scan_plans = PlanCache()
+
+
 def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indices=False):
-    out = new_tensor(x.shape, out_dtype, x.device)
-    indices = new_tensor(x.shape, _dt("int64"), x.device) if with_indices else None
+    """(out, indices or None): the inclusive scan ``scan`` of ``x`` along ``dim``."""
+    key = (layout_key(x), dim, scan, out_dtype, acc, compute, with_indices)
+    return _scan_plans.get(key, lambda: _plan_scan(x, dim, scan, out_dtype, acc, compute, with_indices))(x)
+
+
+def _plan_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indices):
+    """``execute(x) -> (out, indices or None)`` for tensors laid out as ``x`` is."""
+    dev, shape = x.device, tuple(x.shape)
+    make_out = fresh_tensor_maker(shape, out_dtype, dev)
+    make_indices = fresh_tensor_maker(shape, _dt("int64"), dev) if with_indices else None
+
+    def outputs():
+        return make_out(), make_indices() if with_indices else None
     if x.numel() == 0:
-        return out, indices
-    if x.ndim == 0:
-        x, out_v = x._view((1,), (1,)), out._view((1,), (1,))
-        idx_v = indices._view((1,), (1,)) if with_indices else None
-        d = 0
+        return lambda x: outputs()
+    scalar = x.ndim == 0
+    if scalar:  # a 0-d tensor scans as one row of one
+        x, d = x._view((1,), (1,)), 0
     else:
-        out_v, idx_v, d = out, indices, dim
+        d = dim
+    out_strides = S.contiguous_strides(tuple(x.shape))
     kept = [i for i in range(x.ndim) if i != d]
     row_shape, (src_strides, dst_strides) = S.coalesce([x.shape[i] for i in kept], [x.stride(i) for i in kept],
-                                                       [out_v.stride(i) for i in kept])
+                                                       [out_strides[i] for i in kept])
     if len(row_shape) > MAX_KERNEL_RANK:
-        return _run_scan(x.contiguous(), dim, scan, out_dtype, acc, compute, with_indices)
+        return lambda x: _run_scan(x.contiguous(), dim, scan, out_dtype, acc, compute, with_indices)
     length = x.shape[d]
-    facts = kernel_facts(x.device)
+    facts = kernel_facts(dev)
     # one program walks a row in order, so its steps are as wide as a split chunk's: a few rows of
     # thousands take a program each rather than sharing one tile of short steps
     block_rows, block_r, warps = tile_for(length, facts, split=True)
@@ -777,36 +799,49 @@ def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indi
         block_rows = min(block_rows, next_pow2(n_rows))
     row_shape, src_strides = _pad(row_shape, src_strides)
     dst_strides = dst_strides if dst_strides else (0,)
-    flags = conversion_flags(acc, out_dtype, x.device)
+    flags = conversion_flags(acc, out_dtype, dev)
     lowest, highest = _extremes(acc)
     common = dict(SCAN=scan, ACC=acc.triton, COMPUTE=compute.triton, LOWEST=lowest, HIGHEST=highest,
                   ROW_RANK=len(row_shape), SRC_FORMAT=load_format(x.dtype),
                   DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=flags["FLOAT_TO_INT"],
-                  INDEX_64=needs_index_64(x, out_v), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
-                  num_warps=warps)
-    args = [x, out_v, idx_v if with_indices else out_v]
-    geometry = [row_shape, src_strides, dst_strides, x.stride(d), out_v.stride(d)]
-    chunk, n_chunks = split_plan(length, facts, multiprocessors(x.device))
+                  INDEX_64=needs_index_64(x, (tuple(x.shape), out_strides)), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
+                  CHUNKS=1, num_warps=warps)
+    src, out, indices = Slot("x"), Slot("out"), Slot("indices" if with_indices else "out")
+    geometry = [tuple(row_shape), tuple(src_strides), tuple(dst_strides), x.stride(d), out_strides[d]]
+    chunk, n_chunks = split_plan(length, facts, multiprocessors(dev), threshold=scan_split_length(facts))
+    workspace = Workspace({})
     if scan != SCAN_CUMSUM or n_chunks == 1:
-        launch(K.scan_rows, (cdiv(n_rows, block_rows),), x.device, [*args, out_v, n_rows, 0, length, length, 1,
-                                                                    *geometry], PHASE=0, **common)
-        return out, indices
-    # a long row: one program would walk it alone, so its chunks scan in parallel from the sum of the
-    # chunks before them. Whether and how a row is chunked depends on its length alone (as for the
-    # reductions' split), so a row's sums do not depend on its batch.
-    # one row a program, its tile a function of the chunk alone: a few long rows would leave most rows
-    # of a many-row tile masked
-    block_r = min(chunk, facts["reduction_split_block"])
-    common.update(BLOCK_ROWS=1, BLOCK_R=block_r, num_warps=max(1, min(facts["reduction_warps"], block_r // 256)))
-    grid = (n_rows, n_chunks)
-    with scratch_scope():
-        totals = new_tensor((n_rows, n_chunks), acc, x.device)
-        launch(K.scan_rows, grid, x.device, [*args, totals, n_rows, 0, length, chunk, n_chunks, *geometry], PHASE=1,
-               **common)
-        carries = cumsum(totals, 1)
-    launch(K.scan_rows, grid, x.device, [*args, carries, n_rows, 0, length, chunk, n_chunks, *geometry],
-           PHASE=2, **common)
-    return out, indices
+        launches = [PlannedLaunch(K.scan_rows, (cdiv(n_rows, block_rows),),
+                                  [src, out, indices, out, n_rows, 0, length, length, 1, *geometry],
+                                  dict(PHASE=0, **common))]
+    else:
+        # a long row: one program would walk it alone, so its chunks scan in parallel, each from the sum
+        # of the chunks before it, which the chunk's program adds up itself from the chunk totals (two
+        # launches). Whether and how a row is chunked depends on its length alone (as for the
+        # reductions' split), so a row's sums do not depend on its batch. One row a program, its tile a
+        # function of the chunk alone: a few long rows would leave most rows of a many-row tile masked
+        block_r = min(chunk, facts["reduction_split_block"])
+        chunks = next_pow2(n_chunks)
+        common.update(BLOCK_ROWS=1, BLOCK_R=block_r, CHUNKS=chunks,
+                      num_warps=max(1, min(facts["reduction_warps"], max(block_r, chunks) // 256)))
+        grid = (n_rows, n_chunks)
+        totals = Slot("totals")
+        launches = [PlannedLaunch(K.scan_rows, grid, [src, out, indices, totals, n_rows, 0, length, chunk, n_chunks,
+                                                      *geometry], dict(PHASE=1, **common)),
+                    PlannedLaunch(K.scan_rows, grid, [src, out, indices, totals, n_rows, 0, length, chunk, n_chunks,
+                                                      *geometry], dict(PHASE=2, **common))]
+        workspace = Workspace({"totals": ((n_rows, n_chunks), acc)})
+
+    def execute(x):
+        result, result_indices = outputs()
+        if scalar:
+            x = x._view((1,), (1,))
+        tensors = {"x": x, "out": result._view((1,), (1,)) if scalar else result}
+        if with_indices:
+            tensors["indices"] = result_indices._view((1,), (1,)) if scalar else result_indices
+        run_launches(dev, launches, workspace, tensors)
+        return result, result_indices
+    return execute
 
 
 def _scan_meta(kind):
@@ -829,14 +864,15 @@ def _scan_cost(kind):
 
 
 def _chunked_scan_workspace(shape, dim: int) -> int:
-    """The most bytes a long cumsum row's temporaries take on any device class: each chunk's total and
-    their running sums, none past 8 bytes."""
+    """The most bytes a long cumsum row's temporaries take on any device class: each chunk's total, none
+    past 8 bytes."""
     length = shape[dim] if shape else 1
     if not length:
         return 0
     rows = S.numel(shape) // length
-    chunks = builtins.max(split_plan(length, facts["kernels"])[1] for facts in all_facts())
-    return Workspace.bytes_for([((rows * chunks,), _dt("int64"))] * 2) if chunks > 1 else 0
+    chunks = builtins.max(split_plan(length, facts["kernels"], threshold=scan_split_length(facts["kernels"]))[1]
+                          for facts in all_facts())
+    return Workspace.bytes_for([((rows * chunks,), _dt("int64"))]) if chunks > 1 else 0
 
 
 def _scan_op(kind: str, scan: int):

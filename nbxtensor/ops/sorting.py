@@ -3,9 +3,10 @@
 Sorts are stable and order NaN as ATen does (largest: last ascending, first descending). A row is
 sorted by one program in registers when it holds at most ``SEGMENT_LIMIT`` elements. A longer row is
 sorted by stable LSD radix passes over 4-bit digits of an order-preserving key, many programs a row.
-Top-k of a long row finds its k first by a radix select (8-bit digits, most significant first, over
-chunks of the row) and sorts those among themselves while k fits a segment, and takes the head of
-the full sort beyond that. Keys are compared in the values' own precision (fp32 stays fp32), and
+A short top-k of a long row selects each segment's k first and then the row's k first among those
+candidates (a bitwise search for the k-th key, no sort) and sorts only the k; otherwise its k first
+come from a radix select (8-bit digits, most significant first, over chunks of the row) and are sorted
+among themselves while k fits a segment, and the head of the full sort is taken beyond that. Keys are compared in the values' own precision (fp32 stays fp32), and
 padding lanes sort after every real element, so a k that is not a power of two never reads them.
 """
 from __future__ import annotations
@@ -43,11 +44,11 @@ SELECT_BLOCK = 2048  # elements a radix-select program reads per step
 SELECT_BLOCK_INTERPRETED = 8192  # the interpreter pays per step, so it takes wider ones
 SELECT_CHUNK = 2048  # elements of a row one radix-select program covers, one step: a 152k row spreads over 75
 SELECT_CHUNK_INTERPRETED = 1 << 20  # the interpreter pays per program: one chunk a row
-# a short top-k of a long row: each segment of the row (one program) keeps its k first, then one program
-# sorts those candidates, where they fit a segment; segments at least this long keep the candidates few.
-# Segments up to CANDIDATE_SEGMENT_CHEAP sort in a few steps; longer ones (a sort's steps grow as the
-# square of its depth) only while their programs fit one wave over the device, the radix select (which
-# reads the row six times, in eleven launches) being cheaper past that
+# a short top-k of a long row: each segment of the row (one program) selects its k first, then one program
+# selects the row's k among those candidates, where they fit a segment; segments at least this long keep
+# the candidates few. Segments up to CANDIDATE_SEGMENT_CHEAP are taken for any number of rows; longer ones
+# only while their programs fit one wave over the device, the radix select (which reads the row six
+# times, in eleven launches) being taken past that (benchmarks/gpu_vocab_rows.py times both for many rows)
 CANDIDATE_SEGMENT_MIN = 512
 CANDIDATE_SEGMENT_CHEAP = 1024
 SORT_BLOCK = 256  # elements one program of a radix sort pass moves (at most 65535: kernels/sort.py)
@@ -169,19 +170,30 @@ def candidate_segment(n: int, k: int, count: int = 1, programs: int | None = Non
 
 
 def _plan_candidate_select(rows: Tensor, k: int, segment: int, flags: dict):
-    """(launches, workspace): program (row, segment) writes its segment's k first positions in key order
-    to ``candidates`` (-1 past a short segment's end); then one program a row sorts the row's candidates
-    by key, stably, so that equal keys stay in position order as in a sort of the whole row."""
+    """(launches, workspace): program (row, segment) writes its segment's k first positions, in position
+    order, to ``candidates`` (-1 past a short segment's end); then one program a row selects the row's k
+    first among its candidates the same way and sorts only those, stably, so that equal keys stay in
+    position order as in a sort of the whole row. Neither sorts a segment: a selection counts keys below
+    a trial threshold once a key bit (``kernels/sort.py``, ``select_segments``)."""
     count, n = rows.shape
     segments = cdiv(n, segment)
     m = segments * k
     source, candidates = Slot("rows"), Slot("candidates")
+    common = dict(K_OUT=k, K_LENGTH=_power_of_2(k), **flags)
     launches = [
-        PlannedLaunch(K.sort_segments, (count, segments), [source, source, candidates, source, n, n, m],
-                      dict(SEGMENT=segment, LENGTH=segment, K_OUT=k, HAS_PERM=False, WRITE_VALUES=False, **flags)),
-        PlannedLaunch(K.sort_segments, (count, 1), [source, candidates, Slot("indices"), Slot("values"), n, m, k],
-                      dict(SEGMENT=m, LENGTH=_power_of_2(m), K_OUT=k, HAS_PERM=True, WRITE_VALUES=True, **flags))]
+        PlannedLaunch(K.select_segments, (count, segments), [source, source, candidates, source, n, n, m],
+                      dict(SEGMENT=segment, LENGTH=segment, HAS_PERM=False, SORT_OUT=False,
+                           num_warps=_select_warps(segment), **common)),
+        PlannedLaunch(K.select_segments, (count, 1), [source, candidates, Slot("indices"), Slot("values"), n, m, k],
+                      dict(SEGMENT=m, LENGTH=_power_of_2(m), HAS_PERM=True, SORT_OUT=True,
+                           num_warps=_select_warps(_power_of_2(m)), **common))]
     return launches, Workspace(_candidate_pieces(count, m))
+
+
+def _select_warps(length: int) -> int:
+    """Warps of a selecting program over ``length`` lanes: 8 from 2048 on, since a vocabulary row's few
+    programs each hold a multiprocessor alone and its bitwise search is a chain of counts over the tile."""
+    return 8 if length >= 2048 else 4
 
 
 def _candidate_pieces(count: int, m: int) -> dict:
