@@ -454,10 +454,10 @@ def test_prologue_keys_certify_refuse_a_wrong_candidate_and_serve_certified_only
 
     def t(*shape):
         return nbx.tensor(rng.standard_normal(shape).astype(np.float32), device="cpu").to(dtype)
-    x, residual, norm, weight = t(3, 40), t(3, 40), t(40), t(24, 40)
+    x, residual, norm, weight, gate_up = t(3, 40), t(3, 40), t(40), t(24, 40), t(3, 80)
     call = {"rms_norm_linear": lambda: matmul_prologue.rms_norm_linear(x, norm, weight),
             "add_rms_norm_linear": lambda: matmul_prologue.add_rms_norm_linear(x, residual, norm, weight)[0],
-            "act_and_mul_linear": lambda: matmul_prologue.act_and_mul_linear(t(3, 80), weight[:, :40])}[op]
+            "act_and_mul_linear": lambda: matmul_prologue.act_and_mul_linear(gate_up, weight)}[op]
     good = matmul_prologue.gemv_candidates
     monkeypatch.setattr(matmul_prologue, "gemv_candidates",
                         lambda facts, m, n, k: [dict(c, BLOCK_N=16, BLOCK_K=16, SPLITS=2) for c in good(facts, m, n, k)]
