@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 from types import SimpleNamespace
 
+import numpy as np
+
 from .. import tuning
 from ..allocation import fresh_tensor_maker, new_tensor, scratch_tensor
 from ..device import backend_for
@@ -25,7 +27,7 @@ from .matmul_gemv import GEMV_MAX_ROWS, combine_launch, gemv_candidates, split_k
 from .matmul_plans import _operand_flags, _product_workspace
 from .normalization import _rms_eps
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .pointwise_table import _ACTIVATION_ROUNDING, _GATED_ACTIVATIONS
+from .pointwise_table import _ACTIVATION_ROUNDING, _GATED_ACTIVATIONS, _act_and_mul_reference
 from .registry import Cost, TensorMeta, nbytes, register
 from .samples import Samples, operand, sample
 
@@ -197,8 +199,47 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
     return execute
 
 
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _rms_rows(x, norm_weight, eps):
+    eps = np.finfo(np.float32).eps if eps is None else eps
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * norm_weight
+
+
+def _linear_reference(rows, weight, bias):
+    return rows @ weight.T + (0 if bias is None else bias)
+
+
+def _rms_norm_linear_samples(op):
+    return Samples((sample(operand(2, 8), operand(8), operand(4, 8), None, 1e-6),
+                    sample(operand(1, 8, dtype="bfloat16"), operand(8, dtype="bfloat16"), operand(5, 8, dtype="bfloat16"),
+                           operand(5, dtype="bfloat16"))),
+                   lambda x, norm_weight, weight, bias=None, eps=None: _linear_reference(
+                       _rms_rows(x, norm_weight, eps), weight, bias))
+
+
+def _add_rms_norm_linear_reference(x, residual, norm_weight, weight, bias=None, eps=None):
+    summed = x + residual
+    return _linear_reference(_rms_rows(summed, norm_weight, eps), weight, bias), summed
+
+
+def _add_rms_norm_linear_samples(op):
+    return Samples((sample(operand(3, 8), operand(3, 8), operand(8), operand(5, 8), None, 1e-6),
+                    sample(operand(2, 8, dtype="float16"), operand(2, 8, dtype="float16"), operand(8, dtype="float16"),
+                           operand(3, 8, dtype="float16"))),
+                   _add_rms_norm_linear_reference)
+
+
+def _act_and_mul_linear_samples(op):
+    return Samples((sample(operand(2, 8), operand(3, 4)),
+                    sample(operand(3, 8, dtype="bfloat16"), operand(5, 4, dtype="bfloat16"), operand(5, dtype="bfloat16"),
+                           "gelu_tanh")),
+                   lambda x, weight, bias=None, activation="silu": _linear_reference(
+                       _act_and_mul_reference(x, activation=activation), weight, bias))
+
+
 @register("rms_norm_linear", family="matmul", aten=["nbx::rms_norm_linear"], meta=_rms_norm_linear_meta,
-          cost=_rms_norm_linear_cost, bound=True, api=(), key=_rms_norm_linear_key)
+          cost=_rms_norm_linear_cost, bound=True, api=(), key=_rms_norm_linear_key, samples=_rms_norm_linear_samples)
 def rms_norm_linear(x: Tensor, norm_weight: Tensor, weight: Tensor, bias=None, eps=None) -> Tensor:
     """``linear(rms_norm(x, weight=norm_weight, eps=eps), weight, bias)`` in one launch, for 1 to
     ``GEMV_MAX_ROWS`` rows ``x`` (rows, K); the normed rows are rounded to x's dtype as ``rms_norm`` stores
@@ -209,7 +250,7 @@ def rms_norm_linear(x: Tensor, norm_weight: Tensor, weight: Tensor, bias=None, e
 
 @register("add_rms_norm_linear", family="matmul", aten=["nbx::add_rms_norm_linear"],
           meta=_add_rms_norm_linear_meta, cost=_add_rms_norm_linear_cost, bound=True, api=(),
-          key=_add_rms_norm_linear_key)
+          key=_add_rms_norm_linear_key, samples=_add_rms_norm_linear_samples)
 def add_rms_norm_linear(x: Tensor, residual: Tensor, norm_weight: Tensor, weight: Tensor, bias=None, eps=None):
     """(``rms_norm_linear(x + residual, ...)``, x + residual) in one launch: the sum rounded to x's dtype
     as an unfused add stores it, then normed as ``add_rms_norm`` norms it."""
@@ -218,7 +259,8 @@ def add_rms_norm_linear(x: Tensor, residual: Tensor, norm_weight: Tensor, weight
 
 
 @register("act_and_mul_linear", family="matmul", aten=["nbx::act_and_mul_linear"], meta=_act_and_mul_linear_meta,
-          cost=_act_and_mul_linear_cost, bound=True, api=(), key=_act_and_mul_linear_key)
+          cost=_act_and_mul_linear_cost, bound=True, api=(), key=_act_and_mul_linear_key,
+          samples=_act_and_mul_linear_samples)
 def act_and_mul_linear(x: Tensor, weight: Tensor, bias=None, activation: str = "silu") -> Tensor:
     """``linear(act_and_mul(x, activation=activation), weight, bias)`` in one launch, for 1 to
     ``GEMV_MAX_ROWS`` rows ``x`` (rows, 2K) = [gate, up]; act(gate) * up rounded to x's dtype as
