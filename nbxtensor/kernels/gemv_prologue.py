@@ -38,10 +38,12 @@ def _summed_rows(x, res, res_out, rm, kk, mask, K, x_sm, x_sk, res_sm, res_sk, w
 
 
 @triton.jit
-def _inverse_rms(x, res, res_out, rm, rk, row_mask, K, eps, x_sm, x_sk, res_sm, res_sk, write,
+def _inverse_rms(x, res, res_out, rm, row_mask, K, eps, x_sm, x_sk, res_sm, res_sk, write,
                  BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, HAS_RESIDUAL: tl.constexpr, X_FORMAT: tl.constexpr,
                  ACT_FORMAT: tl.constexpr, ACT_VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
-    """1 / sqrt(mean(row^2) + eps) of each row over all of K (the residual added first)."""
+    """1 / sqrt(mean(row^2) + eps) of each row over all of K (the residual added first), BLOCK_K columns at a
+    time: decode rows are short, so a wide block reads them in one or two steps before the weight streams."""
+    rk = tl.arange(0, BLOCK_K)
     squares = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
     if INTERPRETED:
         k0 = 0
@@ -101,13 +103,15 @@ def _accumulate(acc, tile, w, rn_load, kk, k_stop, w_sk, w_sn, BLOCK_M: tl.const
 def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, M, N, K, k_per_split, eps,
                   x_sm, x_sk, res_sm, res_sk, nw_sk, w_sk, w_sn, bias_sm, bias_sn, out_sm, out_sn,
                   PROLOGUE: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT_MODE: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
-                  ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr,
-                  X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr, BIAS_FORMAT: tl.constexpr,
-                  DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr):
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STATS_BLOCK_K: tl.constexpr,
+                  SPLIT: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+                  HAS_BIAS: tl.constexpr, X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+                  DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
+                  PDL: tl.constexpr):
     """``gemv`` of the rows the PROLOGUE computes from ``x`` (M rows, M <= BLOCK_M <= 16) by the K x N
-    weight ``w``. PROLOGUE_RMS_NORM: rms_norm(x (+ res)) * norm_w, the sum written to res_out (dense rows of
-    K) by program (0, 0) alone, which every program reads nowhere (each adds x and res itself).
+    weight ``w``. PROLOGUE_RMS_NORM: rms_norm(x (+ res)) * norm_w (statistics STATS_BLOCK_K columns a step),
+    the sum written to res_out (dense rows of K) by program (0, 0) alone and read by no program (each adds x
+    and res itself).
     PROLOGUE_ACT_AND_MUL: act(x[:, :K]) * x[:, K:], ACT_MODE as ``act_and_mul``'s MODE. The output's dtype is
     the activation's (x's): DST_FORMAT and VIA_F32 round both."""
     await_predecessors(PDL)
@@ -116,8 +120,8 @@ def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, M, N, K, k_per
     row_mask = rm < M
     if PROLOGUE == PROLOGUE_RMS_NORM:
         write = (tl.program_id(0) == 0) & (split == 0)
-        inverse_rms = _inverse_rms(x, res, res_out, rm, rk, row_mask, K, eps, x_sm, x_sk, res_sm, res_sk, write,
-                                   BLOCK_M, BLOCK_K, HAS_RESIDUAL, X_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
+        inverse_rms = _inverse_rms(x, res, res_out, rm, row_mask, K, eps, x_sm, x_sk, res_sm, res_sk, write,
+                                   BLOCK_M, STATS_BLOCK_K, HAS_RESIDUAL, X_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
     else:
         inverse_rms = tl.zeros((BLOCK_M,), dtype=tl.float32)
     if INTERPRETED:

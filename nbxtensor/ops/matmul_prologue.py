@@ -19,7 +19,7 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import gemv_prologue as G
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
-from ..launch import cdiv, dependent_launch
+from ..launch import cdiv, dependent_launch, next_pow2
 from ..lowering import needs_index_64
 from ..shape import ShapeError
 from ..tensor import Tensor
@@ -119,6 +119,8 @@ def _act_and_mul_linear_key(facts, x, weight, bias=None, activation="silu"):
 
 
 _prologue_plans = PlanCache()
+# the most input elements a program's row statistics read in one step (16 a thread at 8 warps, 32 at 4)
+_STATS_ELEMENTS = 4096
 
 
 def _format(dtype) -> int:
@@ -153,6 +155,7 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
     strides = [*x.stride(), *(residual.stride() if has_residual else (0, 0)), norm_weight.stride(0) if rms else 0,
                weight.stride(1), weight.stride(0), 0, bias.stride(0) if has_bias else 0, n, 1]
     partial_dtype = get_dtype("float32")
+    block_m = 1 if m == 1 else GEMV_MAX_ROWS
 
     def launches_for(config):
         """``run(x, residual, norm_weight, weight, bias, out, res_out)`` for ``config``, its launches built once."""
@@ -162,8 +165,10 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
             [Slot("x"), Slot("res"), Slot("res_out"), Slot("norm_w"), Slot("w"), Slot("bias"), Slot("out"),
              Slot("partial"), m, n, k, k_per_split, float(eps or 0.0), *strides],
             dict(PROLOGUE=G.PROLOGUE_RMS_NORM.value if rms else G.PROLOGUE_ACT_AND_MUL.value,
-                 HAS_RESIDUAL=has_residual, ACT_MODE=act_mode, BLOCK_M=1 if m == 1 else GEMV_MAX_ROWS,
-                 BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], SPLIT=splits > 1, ACC=flags["ACC"],
+                 HAS_RESIDUAL=has_residual, ACT_MODE=act_mode, BLOCK_M=block_m,
+                 BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
+                 STATS_BLOCK_K=max(config["BLOCK_K"], min(next_pow2(k), _STATS_ELEMENTS // block_m)),
+                 SPLIT=splits > 1, ACC=flags["ACC"],
                  PRECISION=flags["PRECISION"], DECODE_BF16=flags["DECODE_BF16"], HAS_BIAS=has_bias,
                  X_FORMAT=_format(dtype), NW_FORMAT=_format(norm_weight.dtype) if rms else FORMAT_NATIVE,
                  BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
@@ -174,7 +179,8 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
 
         def run(x, residual, norm_weight, weight, bias, out, res_out):
             partial = scratch_tensor((splits, m, n), partial_dtype, dev) if combine is not None else out
-            tensors = {"x": x, "res": x if residual is None else residual, "res_out": out if res_out is None else res_out,
+            tensors = {"x": x, "res": x if residual is None else residual,
+                       "res_out": out if res_out is None else res_out,
                        "norm_w": x if norm_weight is None else norm_weight, "w": weight,
                        "bias": out if bias is None else bias, "out": out, "partial": partial}
             main(dev, tensors)
@@ -212,8 +218,8 @@ def _linear_reference(rows, weight, bias):
 
 def _rms_norm_linear_samples(op):
     return Samples((sample(operand(2, 8), operand(8), operand(4, 8), None, 1e-6),
-                    sample(operand(1, 8, dtype="bfloat16"), operand(8, dtype="bfloat16"), operand(5, 8, dtype="bfloat16"),
-                           operand(5, dtype="bfloat16"))),
+                    sample(operand(1, 8, dtype="bfloat16"), operand(8, dtype="bfloat16"),
+                           operand(5, 8, dtype="bfloat16"), operand(5, dtype="bfloat16"))),
                    lambda x, norm_weight, weight, bias=None, eps=None: _linear_reference(
                        _rms_rows(x, norm_weight, eps), weight, bias))
 
@@ -232,8 +238,8 @@ def _add_rms_norm_linear_samples(op):
 
 def _act_and_mul_linear_samples(op):
     return Samples((sample(operand(2, 8), operand(3, 4)),
-                    sample(operand(3, 8, dtype="bfloat16"), operand(5, 4, dtype="bfloat16"), operand(5, dtype="bfloat16"),
-                           "gelu_tanh")),
+                    sample(operand(3, 8, dtype="bfloat16"), operand(5, 4, dtype="bfloat16"),
+                           operand(5, dtype="bfloat16"), "gelu_tanh")),
                    lambda x, weight, bias=None, activation="silu": _linear_reference(
                        _act_and_mul_reference(x, activation=activation), weight, bias))
 
