@@ -343,9 +343,10 @@ class DecoderModel:
         c = self.config
         hidden = (c.hidden_size,)
         fuse = last is None and x.shape[0] <= GEMV_MAX_ROWS
-        mlp, residual = x, None
+        # each norm adds the branch before it to the residual stream (the embeddings start the stream)
+        branch, residual = x, None
         for index, layer in enumerate(self.layers):
-            qkv, residual = self._normed_product(mlp, residual, layer.input_norm, layer.qkv, layer.qkv_bias, fuse)
+            qkv, residual = self._normed_product(branch, residual, layer.input_norm, layer.qkv, layer.qkv_bias, fuse)
             q, k, v = self._attention_inputs(layer, qkv, positions, cache, index, slots)
             attended = attend(index, q, k, v).reshape(qkv.shape[0], c.num_heads * c.head_dim)
             out = linear(attended, layer.o, layer.o_bias)
@@ -354,14 +355,14 @@ class DecoderModel:
             gate_up, residual = self._normed_product(out, residual, layer.pre_mlp_norm if c.sandwich else
                                                      layer.post_norm, layer.gate_up, fuse=fuse)
             if fuse and isinstance(layer.down, Tensor):
-                mlp = act_and_mul_linear(gate_up, layer.down, activation=c.activation)
+                branch = act_and_mul_linear(gate_up, layer.down, activation=c.activation)
             else:
-                mlp = linear(F.act_and_mul(gate_up, activation=c.activation), layer.down)
+                branch = linear(F.act_and_mul(gate_up, activation=c.activation), layer.down)
             if c.sandwich:
-                mlp = rms_norm(mlp, hidden, layer.post_mlp_norm, c.rms_eps)
+                branch = rms_norm(branch, hidden, layer.post_mlp_norm, c.rms_eps)
         if fuse:
-            return self._capped(self._normed_product(mlp, residual, self.norm, self.lm_head, fuse=True)[0])
-        h, _ = add_rms_norm(mlp, residual, hidden, self.norm, c.rms_eps)
+            return self._capped(self._normed_product(branch, residual, self.norm, self.lm_head, fuse=True)[0])
+        h, _ = add_rms_norm(branch, residual, hidden, self.norm, c.rms_eps)
         return self._capped(linear(h if last is None else h[last:], self.lm_head))
 
     def prefill(self, cache: PagedKVCache, sequence: int, tokens, every_position: bool = False) -> Tensor:

@@ -34,14 +34,17 @@ from .samples import Samples, operand, sample
 _FLOATS = ("float32", "float16", "bfloat16")
 
 
-def _check(op: str, x, weight, bias, k: int, residual=None, norm_weight=None) -> TensorMeta:
-    """The product's output (rows, N) of ``x`` (rows, ...) whose product takes K = ``k``, once the operands
-    agree."""
+def _check(op: str, x, weight, bias, gated: bool = False, residual=None, norm_weight=None) -> TensorMeta:
+    """The product's output (rows, N) of ``x`` (rows, K), or of its [gate, up] halves (rows, 2K) where
+    ``gated``, once the operands agree."""
     if x.dtype.name not in _FLOATS:
         raise TypeError(f"{op}: expected a float32, float16 or bfloat16 input, got {x.dtype.name}")
     if len(x.shape) != 2 or not 1 <= x.shape[0] <= GEMV_MAX_ROWS:
         raise ShapeError(f"{op}: expected an input of 1 to {GEMV_MAX_ROWS} rows (rows, features), got shape "
                          f"{list(x.shape)}; more rows take the unfused ops")
+    if gated and x.shape[1] % 2:
+        raise ShapeError(f"{op}: the input's {x.shape[1]} features are not a gate and an up half")
+    k = x.shape[1] // 2 if gated else x.shape[1]
     if len(weight.shape) != 2 or weight.shape[1] != k or weight.shape[0] < 1:
         raise ShapeError(f"{op}: weight of shape {list(weight.shape)} does not take {k} input features "
                          f"(expected (out_features, {k}))")
@@ -60,11 +63,11 @@ def _check(op: str, x, weight, bias, k: int, residual=None, norm_weight=None) ->
 
 
 def _rms_norm_linear_meta(a):
-    return _check("rms_norm_linear", a.x, a.weight, a.bias, a.x.shape[-1], norm_weight=a.norm_weight)
+    return _check("rms_norm_linear", a.x, a.weight, a.bias, norm_weight=a.norm_weight)
 
 
 def _add_rms_norm_linear_meta(a):
-    out = _check("add_rms_norm_linear", a.x, a.weight, a.bias, a.x.shape[-1], a.residual, a.norm_weight)
+    out = _check("add_rms_norm_linear", a.x, a.weight, a.bias, residual=a.residual, norm_weight=a.norm_weight)
     return out, TensorMeta(tuple(a.x.shape), a.x.dtype)
 
 
@@ -72,9 +75,7 @@ def _act_and_mul_linear_meta(a):
     if a.activation not in _GATED_ACTIVATIONS:
         raise ValueError(f"act_and_mul_linear: activation must be one of {', '.join(_GATED_ACTIVATIONS)}, got "
                          f"{a.activation!r}")
-    if len(a.x.shape) == 2 and a.x.shape[1] % 2:
-        raise ShapeError(f"act_and_mul_linear: the input's {a.x.shape[1]} features are not a gate and an up half")
-    return _check("act_and_mul_linear", a.x, a.weight, a.bias, a.x.shape[-1] // 2)
+    return _check("act_and_mul_linear", a.x, a.weight, a.bias, gated=True)
 
 
 def _cost(x, weight, bias, *extra, written=()):
@@ -99,23 +100,26 @@ def _act_and_mul_linear_cost(a):
     return _cost(a.x, a.weight, a.bias)
 
 
-def prologue_key(facts: dict, kernel: str, x, weight, flags: dict) -> str:
-    """The launch key of a prologue GEMV of ``x``'s rows by ``weight`` (out_features, K)."""
+def _launch_key(facts: dict, x, weight, residual: bool = False, activation: str | None = None) -> str:
+    """The launch key of a prologue GEMV of ``x``'s rows by ``weight`` (out_features, K): with an
+    ``activation``, act_and_mul's; else the RMS norm's, of x + residual where ``residual``."""
     (m, _), (n, k) = x.shape, weight.shape
+    kernel, flags = ("gemv_act_and_mul", {"activation": activation}) if activation else \
+        ("gemv_rms_norm", {"residual": residual})
     return tuning.launch_key(kernel, facts, rows={"M": m}, cols={"N": n, "K": k}, dtypes=(x.dtype, x.dtype),
                              flags=flags)
 
 
 def _rms_norm_linear_key(facts, x, norm_weight, weight, bias=None, eps=None):
-    return [prologue_key(facts, "gemv_rms_norm", x, weight, {"residual": False})]
+    return [_launch_key(facts, x, weight)]
 
 
 def _add_rms_norm_linear_key(facts, x, residual, norm_weight, weight, bias=None, eps=None):
-    return [prologue_key(facts, "gemv_rms_norm", x, weight, {"residual": True})]
+    return [_launch_key(facts, x, weight, residual=True)]
 
 
 def _act_and_mul_linear_key(facts, x, weight, bias=None, activation="silu"):
-    return [prologue_key(facts, "gemv_act_and_mul", x, weight, {"activation": activation})]
+    return [_launch_key(facts, x, weight, activation=activation)]
 
 
 _prologue_plans = PlanCache()
@@ -131,7 +135,8 @@ def _run(op: str, x, residual, norm_weight, weight, bias, eps, activation):
     """(out, residual sum or None) of the prologue GEMV ``op`` names, planned once per layout."""
     tensors = [t for t in (x, residual, norm_weight, weight, bias) if t is not None]
     if any(t.device != x.device for t in tensors):
-        raise RuntimeError(f"{op}: expected all tensors on one device, got {sorted({str(t.device) for t in tensors})}")
+        raise RuntimeError(f"{op}: expected all tensors on one device, got "
+                           f"{sorted({str(t.device) for t in tensors})}")
     key = (op, *(layout_key(t) for t in (x, residual, norm_weight, weight, bias)), eps, activation)
     return _prologue_plans.get(key, lambda: _plan(op, x, residual, norm_weight, weight, bias, eps, activation))(
         x, residual, norm_weight, weight, bias)
@@ -145,16 +150,14 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
     m = x.shape[0]
     n, k = weight.shape
     rms, has_residual, has_bias = norm_weight is not None, residual is not None, bias is not None
-    if rms:
-        launch_key = prologue_key(facts, "gemv_rms_norm", x, weight, {"residual": has_residual})
-    else:
-        launch_key = prologue_key(facts, "gemv_act_and_mul", x, weight, {"activation": activation})
+    launch_key = _launch_key(facts, x, weight, has_residual, activation)
     flags = _operand_flags(dtype, dtype, bias, dev, facts)
     act_mode = 0 if rms else _GATED_ACTIVATIONS[activation] + 4 * _ACTIVATION_ROUNDING.get(dtype.name, 0)
     index_64 = needs_index_64(*(t for t in (x, residual, norm_weight, weight, bias) if t is not None))
+    bias_sn = bias.stride(0) if has_bias else 0
+    # x, residual, norm weight, the weight as (K, N), bias and output (dense) strides
     strides = [*x.stride(), *(residual.stride() if has_residual else (0, 0)), norm_weight.stride(0) if rms else 0,
-               weight.stride(1), weight.stride(0), 0, bias.stride(0) if has_bias else 0, n, 1]
-    partial_dtype = get_dtype("float32")
+               weight.stride(1), weight.stride(0), 0, bias_sn, n, 1]
     block_m = 1 if m == 1 else GEMV_MAX_ROWS
 
     def launches_for(config):
@@ -175,10 +178,10 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
                  INDEX_64=index_64, INTERPRETED=flags["INTERPRETED"], PDL=dependent_launch(dev),
                  num_warps=config["num_warps"],
                  **({"num_stages": config["num_stages"]} if "num_stages" in config else {})))
-        combine = combine_launch(config, splits, m, n, 1, 1, (0, strides[-3]), (n, 1), has_bias, False, flags, dev)
+        combine = combine_launch(config, splits, m, n, 1, 1, (0, bias_sn), (n, 1), has_bias, False, flags, dev)
 
         def run(x, residual, norm_weight, weight, bias, out, res_out):
-            partial = scratch_tensor((splits, m, n), partial_dtype, dev) if combine is not None else out
+            partial = scratch_tensor((splits, m, n), get_dtype("float32"), dev) if combine is not None else out
             tensors = {"x": x, "res": x if residual is None else residual,
                        "res_out": out if res_out is None else res_out,
                        "norm_w": x if norm_weight is None else norm_weight, "w": weight,
@@ -250,7 +253,7 @@ def rms_norm_linear(x: Tensor, norm_weight: Tensor, weight: Tensor, bias=None, e
     """``linear(rms_norm(x, weight=norm_weight, eps=eps), weight, bias)`` in one launch, for 1 to
     ``GEMV_MAX_ROWS`` rows ``x`` (rows, K); the normed rows are rounded to x's dtype as ``rms_norm`` stores
     them."""
-    _check("rms_norm_linear", x, weight, bias, x.shape[-1], norm_weight=norm_weight)
+    _check("rms_norm_linear", x, weight, bias, norm_weight=norm_weight)
     return _run("rms_norm_linear", x, None, norm_weight, weight, bias, _rms_eps(x, eps), None)[0]
 
 
@@ -260,7 +263,7 @@ def rms_norm_linear(x: Tensor, norm_weight: Tensor, weight: Tensor, bias=None, e
 def add_rms_norm_linear(x: Tensor, residual: Tensor, norm_weight: Tensor, weight: Tensor, bias=None, eps=None):
     """(``rms_norm_linear(x + residual, ...)``, x + residual) in one launch: the sum rounded to x's dtype
     as an unfused add stores it, then normed as ``add_rms_norm`` norms it."""
-    _check("add_rms_norm_linear", x, weight, bias, x.shape[-1], residual, norm_weight)
+    _check("add_rms_norm_linear", x, weight, bias, residual=residual, norm_weight=norm_weight)
     return _run("add_rms_norm_linear", x, residual, norm_weight, weight, bias, _rms_eps(x, eps), None)
 
 
