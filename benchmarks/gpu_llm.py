@@ -104,6 +104,9 @@ def main() -> None:
         op_by_op = ours.generate(prompt, max_new_tokens=32).tokens
         ours.engine.replayer = replayer
         print(f"checks: replayed steps run ahead give the op-by-op tokens: {op_by_op == got}")
+        # decode batches of up to 16 rows fold norms and activations into the products (model._layers)
+        launches = [len(b.recorded.launches) for (rows, _), b in ours.engine.replayer._buckets.items() if rows == 1]
+        print(f"checks: a batch-1 decode step launches {launches} kernels")
         for length in (512, 2048):
             ids = [int(t) for t in torch.randint(0, vocab, (length,), generator=torch.Generator().manual_seed(2))]
             ours_s = timed(lambda: ours.generate(ids, max_new_tokens=1))

@@ -35,7 +35,7 @@ from .ops import shape_ops as _shape_ops, sorting as _sorting_ops  # noqa: E402,
 from .ops import attention as _attention_ops, convolution as _convolution_ops  # noqa: E402,F401
 from .ops import pooling as _pooling_ops, resample as _resample_ops, sampling as _sampling_ops  # noqa: E402,F401
 from .ops import fold as _fold_ops  # noqa: E402,F401
-from .ops import quant as _quant_ops  # noqa: E402,F401
+from .ops import quant as _quant_ops, matmul_prologue as _matmul_prologue_ops  # noqa: E402,F401
 from .quant import QuantizedWeight  # noqa: E402
 from .ops import nn_composites as _nn_composite_ops, losses as _loss_ops  # noqa: E402,F401
 from .ops import shape_composites as _shape_composite_ops, statistics as _statistics_ops  # noqa: E402,F401

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -122,6 +123,57 @@ def _product_cases(extents, dtypes, flags, device) -> list[Case]:
         # K products and sums plus the two operands' conversions to the accumulator, then the output's rounding
         bound = _gamma(k + 3, accumulate) * np.matmul(np.abs(a64), np.abs(b64)) + rounded * np.abs(reference)
     return [Case((*lead, m, n, k), lambda: _product("matmul", a, b, lambda: out_dtype), reference, bound)]
+
+
+def _prologue_cases(kernel: str, extents, dtypes, flags, device) -> list[Case]:
+    """Keys of the products with a prologue (``ops/matmul_prologue.py``), on a contiguous input, weight
+    (out_features, K) and bias. ``gemv_rms_norm``: the rows' RMS norm (of x + residual with the key's
+    residual flag) times a norm weight; its bound adds to the product's the input rows' error: the sum's and
+    the normed value's roundings to the dtype, the norm's own float32 roundings (its K squares). And
+    ``gemv_act_and_mul``: act(gate) * up of the key's activation; its bound adds the activation's value
+    rounded to the dtype before and after the product with up, and float32's few ulps in exp or tanh (of
+    the gate's size: 1 + tanh cancels)."""
+    from .ops.matmul_prologue import act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
+    rng = np.random.default_rng(0)
+    name, _ = dtypes
+    m, n, k = extents["M"], extents["N"], extents["K"]
+    unit, accumulate = max(_UNIT_ROUNDOFF.get(name, 0.0), _UNIT_ROUNDOFF["float32"]), _UNIT_ROUNDOFF["float32"]
+    weight, w64 = _operand(rng, (n, k), name, device, transposed=False)
+    bias, b64 = _operand(rng, (n,), name, device, transposed=False)
+    if kernel == "gemv_rms_norm":
+        x, x64 = _operand(rng, (m, k), name, device, transposed=False)
+        norm, norm64 = _operand(rng, (k,), name, device, transposed=False)
+        eps = 1e-6
+        residual, r64 = _operand(rng, (m, k), name, device, transposed=False)
+
+        def run():
+            if flags.get("residual") == "1":
+                return add_rms_norm_linear(x, residual, norm, weight, bias, eps)[0]
+            return rms_norm_linear(x, norm, weight, bias, eps)
+        if flags.get("residual") == "1":
+            x64 = x64 + r64
+        rows = x64 / np.sqrt(np.mean(x64 * x64, axis=1, keepdims=True) + eps) * norm64
+        row_error = (3 * unit + _gamma(k + 4, accumulate)) * np.abs(rows)
+    else:
+        activation = flags.get("activation", "silu")
+        x, x64 = _operand(rng, (m, 2 * k), name, device, transposed=False)
+        gate, up = x64[:, :k], x64[:, k:]
+        activated = {"silu": lambda g: g / (1 + np.exp(-g)),
+                     "gelu_tanh": lambda g: 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g ** 3))),
+                     "gelu": lambda g: 0.5 * g * (1 + _erf(g / np.sqrt(2)))}[activation](gate)
+        rows = activated * up
+        row_error = (2 * unit + 8 * accumulate) * np.abs(rows) + 8 * accumulate * np.abs(gate * up)
+
+        def run():
+            return act_and_mul_linear(x, weight, bias, activation)
+    reference = rows @ w64.T + b64
+    bound = (_gamma(k + 4, accumulate) * (np.abs(rows) @ np.abs(w64).T + np.abs(b64)) + row_error @ np.abs(w64).T
+             + _output_rounding(name) * np.abs(reference))
+    return [Case((m, n, k), run, reference, bound)]
+
+
+def _erf(values: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[np.float64])(values)
 
 
 _HEADS = 2  # prefill operands' heads: a head past the first catches a wrong head stride
@@ -441,6 +493,8 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
 CERTIFIERS: dict[str, Certifier] = {
     "gemm": Certifier(("B", "M"), _product_cases),
     "gemv": Certifier(("M",), _product_cases),
+    "gemv_rms_norm": Certifier(("M",), functools.partial(_prologue_cases, "gemv_rms_norm")),
+    "gemv_act_and_mul": Certifier(("M",), functools.partial(_prologue_cases, "gemv_act_and_mul")),
     "attention": Certifier(("L",), _prefill_cases),
     "attention_decode": Certifier(("G",), _decode_cases),
     "quantized_gemm": Certifier(("M",), _quantized_cases),

@@ -443,6 +443,45 @@ def test_quantized_keys_certify_and_serve_certified_only(format):
         np.testing.assert_array_equal(quantized_linear(x, weight).numpy(), free)
 
 
+@pytest.mark.parametrize("op, dtype", [("rms_norm_linear", "float32"), ("add_rms_norm_linear", "bfloat16"),
+                                       ("act_and_mul_linear", "float16")])
+def test_prologue_keys_certify_refuse_a_wrong_candidate_and_serve_certified_only(op, dtype, monkeypatch):
+    """The products with a norm or an activation in their prologue: their own keys and certifier (a float64
+    reference of the norm or activation, then the product). A planted candidate whose splits stop a tile
+    short of K is refused."""
+    from nbxtensor.ops import matmul_prologue
+    rng = np.random.default_rng(5)
+
+    def t(*shape):
+        return nbx.tensor(rng.standard_normal(shape).astype(np.float32), device="cpu").to(dtype)
+    x, residual, norm, weight, gate_up = t(3, 40), t(3, 40), t(40), t(24, 40), t(3, 80)
+    call = {"rms_norm_linear": lambda: matmul_prologue.rms_norm_linear(x, norm, weight),
+            "add_rms_norm_linear": lambda: matmul_prologue.add_rms_norm_linear(x, residual, norm, weight)[0],
+            "act_and_mul_linear": lambda: matmul_prologue.act_and_mul_linear(gate_up, weight)}[op]
+    good = matmul_prologue.gemv_candidates
+    monkeypatch.setattr(matmul_prologue, "gemv_candidates",
+                        lambda facts, m, n, k: [dict(c, BLOCK_N=16, BLOCK_K=16, SPLITS=2) for c in good(facts, m, n, k)]
+                        + good(facts, m, n, k))
+    real_split_k = matmul_prologue.split_k
+
+    def planted_split_k(k, config):  # a split's K range one tile short: its last tile is never read
+        k_per_split, splits = real_split_k(k, config)
+        return (k_per_split - 16, splits) if config["SPLITS"] == 2 else (k_per_split, splits)
+    monkeypatch.setattr(matmul_prologue, "split_k", planted_split_k)
+    with tuning.recording() as formed:
+        call()
+    (key,) = formed
+    report = certify.certify_key(key, "cpu")
+    assert report["status"] == "certified" and report["op"] == op and report["config"]["SPLITS"] == 1
+    (refused,) = report["refused"]
+    assert refused["config"]["SPLITS"] == 2 and "outside the float64 reference's bound" in refused["reason"]
+    clear_all()
+    free = call().numpy()
+    clear_all()
+    with tuning.certified_only():
+        np.testing.assert_array_equal(call().numpy(), free)
+
+
 def test_the_census_of_a_1b_llm_over_its_buckets_is_quick():
     """TinyLlama-1.1B's shape: every prompt length up to its 2048 context, every batch size to 256."""
     import time
@@ -456,5 +495,6 @@ def test_the_census_of_a_1b_llm_over_its_buckets_is_quick():
     start = time.perf_counter()
     keys = engine_census(config, "bfloat16", load_facts("hopper"), context=2048, batch_sizes=range(1, 257))
     elapsed = time.perf_counter() - start
-    assert {key.split("|")[0] for key in keys} == {"gemm", "gemv", "attention"}
+    # decode batches of up to 16 rows fold their norms and activations into the products' prologues
+    assert {key.split("|")[0] for key in keys} == {"gemm", "gemv", "attention", "gemv_rms_norm", "gemv_act_and_mul"}
     assert elapsed < 5.0, elapsed  # about 0.5 s on two busy cores

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -262,9 +263,10 @@ def test_the_decode_step_kernels_wait_first_when_compiled_with_dependent_launch(
     with it true (its facts allow it), and each one's PTX waits before it touches global memory."""
     records = _record(tmp_path, """
         import numpy as np
-        from nbxtensor.ops import matmul_gemv
+        from nbxtensor.ops import matmul_gemv, matmul_prologue
         from tests.test_dependent_launch import run_decode_step_ops, split_products_in_two
         matmul_gemv.gemv_candidates = split_products_in_two(matmul_gemv.gemv_candidates)
+        matmul_prologue.gemv_candidates = matmul_gemv.gemv_candidates
         run_decode_step_ops(np.random.default_rng(0), "cpu")
     """)
     launches = [json.loads(line) for line in records.read_text().splitlines()]
@@ -272,8 +274,36 @@ def test_the_decode_step_kernels_wait_first_when_compiled_with_dependent_launch(
     assert all(record["constexprs"]["PDL"] is False for record in launches)  # the interpreter never takes it
     result = _check(records, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "compiled 8 of 8 specialisations for sm_90 (8 with programmatic dependent launch); 0 failed" \
+    assert "compiled 12 of 12 specialisations for sm_90 (12 with programmatic dependent launch); 0 failed" \
         in result.stdout
+
+
+@cpu_kernels
+def test_the_prologue_products_compile_for_hopper_in_every_form(tmp_path):
+    """The products with a norm or an activation in their prologue, beyond the decode step's one float32
+    row: several rows (the matrix unit's tiles) in bfloat16 and float16, a bias, split K, gelu_tanh; with
+    dependent launch, each waiting before it touches memory."""
+    records = _record(tmp_path, """
+        import numpy as np
+        import nbxtensor as nbx
+        from nbxtensor.ops import matmul_prologue as P
+        from tests.test_dependent_launch import split_products_in_two
+        P.gemv_candidates = split_products_in_two(P.gemv_candidates)
+        rng = np.random.default_rng(0)
+
+        def t(*shape, dtype="bfloat16"):
+            return nbx.tensor(rng.standard_normal(shape).astype(np.float32)).to(dtype)
+        P.rms_norm_linear(t(3, 40), t(40), t(24, 40), t(24), 1e-6)
+        x, residual, norm, weight = (t(*shape, dtype="float16") for shape in ((16, 40), (16, 40), (40,), (24, 40)))
+        P.add_rms_norm_linear(x, residual, norm, weight, None, 1e-6)
+        P.act_and_mul_linear(t(2, 80), t(24, 40), activation="gelu_tanh")
+    """)
+    kernels = {json.loads(line)["kernel"] for line in records.read_text().splitlines()}
+    assert {"gemv_prologue", "gemv_combine"} <= kernels
+    result = _check(records, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"compiled (\d+) of \1 specialisations for sm_90 \(\d+ with programmatic dependent launch\); "
+                     r"0 failed", result.stdout), result.stdout
 
 
 @cpu_kernels

@@ -14,7 +14,7 @@ import pytest
 import nbxtensor as nbx
 from nbxtensor import launch
 from nbxtensor.device import backend_for
-from nbxtensor.ops import attention, matmul_gemv, normalization, plans
+from nbxtensor.ops import attention, matmul_gemv, matmul_prologue, normalization, plans
 from nbxtensor.ops.normalization import add_rms_norm, rms_norm
 
 from .conftest import TEST_DEVICE
@@ -83,7 +83,7 @@ def test_a_kernel_without_the_constexpr_never_carries_it(monkeypatch):
 
 
 DECODE_STEP_KERNELS = {"gemv", "gemv_combine", "norm_rows", "pointwise", "rotary_append", "decode_partial",
-                       "decode_combine"}
+                       "decode_combine", "gemv_prologue"}
 
 
 def split_products_in_two(candidates):
@@ -93,7 +93,8 @@ def split_products_in_two(candidates):
 
 def run_decode_step_ops(rng, device=TEST_DEVICE) -> None:
     """Each op of a decode step once, on tiny operands: a product, the residual add with its norm and a
-    norm alone, the gated activation, rotary embedding with the cache append, paged attention."""
+    norm alone, the gated activation, rotary embedding with the cache append, paged attention, and the
+    products with a norm (after an add, or alone) or the gated activation in their prologue."""
     def f32(*shape):
         return nbx.tensor(rng.standard_normal(shape).astype(np.float32), device=device)
 
@@ -107,6 +108,9 @@ def run_decode_step_ops(rng, device=TEST_DEVICE) -> None:
     q, _ = F.rotary_append(f32(1, 4, 16), f32(1, 2, 16), f32(1, 2, 16), f32(8, 8), f32(8, 8), ints([5]), *caches,
                            ints(5))
     F.paged_attention(q, *caches, ints([0, 1]), ints(6))
+    matmul_prologue.rms_norm_linear(f32(1, 32), f32(32), f32(16, 32), None, 1e-6)
+    matmul_prologue.add_rms_norm_linear(f32(1, 32), f32(1, 32), f32(32), f32(16, 32), None, 1e-6)
+    matmul_prologue.act_and_mul_linear(f32(1, 64), f32(16, 32), activation="silu")
 
 
 def test_the_decode_step_ops_set_pdl_from_dependent_launch(monkeypatch, rng):
@@ -118,9 +122,10 @@ def test_the_decode_step_ops_set_pdl_from_dependent_launch(monkeypatch, rng):
     def answer(device):
         asked.append(device.type)
         return 0
-    for module in (launch, matmul_gemv, normalization, attention):
+    for module in (launch, matmul_gemv, matmul_prologue, normalization, attention):
         monkeypatch.setattr(module, "dependent_launch", answer)
-    monkeypatch.setattr(matmul_gemv, "gemv_candidates", split_products_in_two(matmul_gemv.gemv_candidates))
+    for module in (matmul_gemv, matmul_prologue):
+        monkeypatch.setattr(module, "gemv_candidates", split_products_in_two(matmul_gemv.gemv_candidates))
     plans.clear_all()  # plans keep the constexprs they were made with
     try:
         with launch.capture() as recorded:

@@ -92,6 +92,42 @@ def test_greedy_tokens_equal_transformers_alone_and_batched(family):
     assert not replayer.refused and all(b.verified for b in replayer._buckets.values())  # decode replayed
 
 
+@pytest.mark.parametrize("name", ["qwen2", "qwen3", "gemma2"])
+def test_a_decode_step_folds_norms_and_activations_into_its_products(tmp_path_factory, monkeypatch, name):
+    """A decode batch of up to 16 rows launches 3 kernels a layer fewer, and one fewer for the head: each
+    norm runs in the prologue of the product after it (the add of the residual too) and the gated
+    activation in the down projection's. Its logits equal the unfused step's to the products' rounding, for
+    biases (Qwen2), q/k norms (Qwen3), and sandwich norms, soft caps and tied embeddings (Gemma 2)."""
+    from nbxtensor.launch import capture
+    from nbxtensor.llm import model as model_module
+    _, directory = _checkpoint(tmp_path_factory, name)
+    model = llm.load(directory, device=TEST_DEVICE, replay=False).model
+    cache = model.new_cache(64, block_size=4)
+    for sequence, prompt in enumerate(PROMPTS[:2]):
+        model.prefill(cache, sequence, prompt)
+    arrays = model.decode_inputs(cache, [0, 1], [7, 11])
+    inputs = {key: to_nbx(array) for key, array in arrays.items()}
+    steps = {}
+    for fold in (True, False):
+        if not fold:  # every batch past the GEMV's rows: the norms and the activation launch alone
+            monkeypatch.setattr(model_module, "GEMV_MAX_ROWS", 0)
+        # the same inputs write the same cache slots with the same keys and values either way; the first
+        # run plans each op (a plan may launch a copy of its operands while it is made)
+        model.decode_from(cache, inputs)
+        with capture() as recorded:
+            logits = model.decode_from(cache, inputs)
+        steps[fold] = [launch[0].fn.__name__ for launch in recorded.launches], logits.numpy()
+    (folded, folded_logits), (unfolded, unfolded_logits) = steps[True], steps[False]
+    layers = model.config.num_layers
+    assert len(unfolded) - len(folded) == 3 * layers + 1
+    assert folded.count("gemv_prologue") == 3 * layers + 1
+    if name == "qwen2":  # no q/k or sandwich norms: every norm and activation is in a prologue
+        assert "norm_rows" not in folded and "pointwise" not in folded
+    # float32 products of 64 to 192 terms, and their inputs' roundings: a few units of 2^-24 each
+    np.testing.assert_allclose(folded_logits, unfolded_logits, rtol=1e-5, atol=1e-5)
+    assert (folded_logits.argmax(-1) == unfolded_logits.argmax(-1)).all()
+
+
 @pytest.mark.parametrize("replay", [True, False])
 def test_a_request_joining_mid_batch_gets_the_tokens_it_gets_alone(tmp_path_factory, replay):
     model, directory = _checkpoint(tmp_path_factory, "llama")

@@ -3,7 +3,8 @@ config, the model's dtype and a device class's facts alone (nothing loaded, allo
 
 A step's operands are laid out as meta tensors the way ``model.py`` lays out the real ones (the joined
 projections' slices, the heads' permutes, the gathered keys of a chunk past the first) and handed to the
-key rules of the ops it calls (``linear``, ``prefill_attention``; paged decode attention tunes nothing).
+key rules of the ops it calls (``linear``, ``prefill_attention``, and for decode-sized batches the products
+with a norm or an activation folded in; paged decode attention tunes nothing).
 Every decoder layer forms the same keys, so a layer's keys count ``num_layers`` times.
 
 ``engine_census`` covers given prompt lengths and batch sizes, or, with ``context``, every prompt length up
@@ -18,6 +19,7 @@ from ..allocation import new_tensor
 from ..device import resolve
 from ..dtypes import get_dtype
 from ..ops import registry
+from ..ops.matmul_gemv import GEMV_MAX_ROWS
 from .model import DEFAULT_PREFILL_CHUNK, DecoderConfig
 from .replay import BATCH_BUCKETS
 
@@ -73,9 +75,40 @@ def prefill_keys(config: DecoderConfig, dtype, facts: dict, length: int, offset:
     return counts
 
 
+def _folded(config: DecoderConfig, facts, rows: int, dtype) -> Counter:
+    """The keys of a decode step whose norms and gated activations fold into the products after them
+    (``DecoderModel._layers``): each layer's qkv product behind its add + norm (the first layer's behind
+    its norm alone), its o product, its gate_up product behind an add + norm, its down product behind the
+    activation, and the head behind the final add + norm."""
+    c = config
+    counts: Counter = Counter()
+
+    def key(op, width, inputs, outputs, *between, bias=False, **options):
+        """The keys of ``op`` on rows ``width`` wide, ``between`` them and its (outputs, inputs) weight."""
+        counts.update(registry.get(op).key(facts, _meta((rows, width), dtype), *between,
+                                           _meta((outputs, inputs), dtype), _meta((outputs,), dtype) if bias else None,
+                                           **options))
+    norm = _meta((c.hidden_size,), dtype)
+    stream = _meta((rows, c.hidden_size), dtype)
+    qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim
+    for index in range(c.num_layers):
+        if index == 0:
+            key("rms_norm_linear", c.hidden_size, c.hidden_size, qkv_rows, norm, bias=c.attention_bias)
+        else:
+            key("add_rms_norm_linear", c.hidden_size, c.hidden_size, qkv_rows, stream, norm, bias=c.attention_bias)
+        counts.update(_linear(facts, rows, c.num_heads * c.head_dim, c.hidden_size, dtype, c.output_bias))
+        key("add_rms_norm_linear", c.hidden_size, c.hidden_size, 2 * c.intermediate_size, stream, norm)
+        key("act_and_mul_linear", 2 * c.intermediate_size, c.intermediate_size, c.hidden_size,
+            activation=c.activation)
+    key("add_rms_norm_linear", c.hidden_size, c.hidden_size, c.vocab_size, stream, norm)
+    return counts
+
+
 def decode_keys(config: DecoderConfig, dtype, facts: dict, rows: int) -> Counter:
     """The keys of one decode step of ``rows`` sequences (padding rows included)."""
     dtype = get_dtype(dtype)
+    if rows <= GEMV_MAX_ROWS:
+        return _folded(config, facts, rows, dtype)
     counts: Counter = Counter()
     for _ in range(config.num_layers):
         counts.update(_layer_products(config, facts, rows, dtype))

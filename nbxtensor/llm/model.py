@@ -21,6 +21,8 @@ from ..dtypes import get_dtype
 from ..nn import functional as F
 from ..ops.attention import paged_attention, prefill_attention, rotary_append
 from ..ops.copy import cat
+from ..ops.matmul_gemv import GEMV_MAX_ROWS
+from ..ops.matmul_prologue import act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
 from ..ops.creation import tensor as make_tensor
 from ..ops.normalization import add_rms_norm, rms_norm
 from ..quant import join_rows
@@ -77,6 +79,11 @@ class DecoderConfig:
     dtype: str
     eos_token_ids: tuple[int, ...]
     bos_token_id: int | None
+
+    @property
+    def activation(self) -> str:
+        """The gated MLP's activation, as ``act_and_mul`` names it."""
+        return "gelu_tanh" if self.gemma else "silu"
 
     @classmethod
     def from_hf(cls, config: dict, where: str) -> "DecoderConfig":
@@ -287,14 +294,13 @@ class DecoderModel:
     def _ints(self, values) -> Tensor:
         return make_tensor(np.asarray(values, dtype=np.int32), device=self.device)
 
-    def _attention_inputs(self, layer: _Layer, h: Tensor, positions: Tensor, cache: PagedKVCache, index: int,
+    def _attention_inputs(self, layer: _Layer, qkv: Tensor, positions: Tensor, cache: PagedKVCache, index: int,
                           slots: Tensor):
-        """The rotated queries and keys of ``h`` (rows, hidden); the keys and values also go into layer
-        ``index``'s pages of ``cache`` at ``slots``."""
+        """The rotated queries and keys of the projected rows ``qkv`` (rows, q + k + v widths); the keys and
+        values also go into layer ``index``'s pages of ``cache`` at ``slots``."""
         c = self.config
-        rows = h.shape[0]
+        rows = qkv.shape[0]
         q_width, kv_width = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-        qkv = _project(h, layer.qkv, layer.qkv_bias)
         q = qkv[:, :q_width].view(rows, c.num_heads, c.head_dim)
         k = qkv[:, q_width:q_width + kv_width].view(rows, c.num_kv_heads, c.head_dim)
         v = qkv[:, q_width + kv_width:].view(rows, c.num_kv_heads, c.head_dim)
@@ -308,32 +314,56 @@ class DecoderModel:
         x = F.embedding(tokens, self.embed)
         return x * self.embed_scale if self.embed_scale is not None else x
 
-    def _logits(self, h: Tensor) -> Tensor:
-        logits = linear(h, self.lm_head)
+    def _capped(self, logits: Tensor) -> Tensor:
         cap = self.config.final_softcap
         return F.tanh(logits / cap) * cap if cap is not None else logits
 
-    def _layers(self, x: Tensor, positions: Tensor, cache: PagedKVCache, slots: Tensor, attend) -> Tensor:
-        """The residual stream ``x`` (rows, hidden) through every layer and the final norm."""
+    def _normed_product(self, x: Tensor, residual: Tensor | None, norm: Tensor, weight, bias=None,
+                        fuse: bool = False):
+        """(rms_norm(x + residual) times ``weight`` plus ``bias``, x + residual): the norm of the new residual
+        stream (of ``x`` alone where ``residual`` is None) feeding a projection. With ``fuse`` and a float
+        weight, one launch computes both (``rms_norm_linear``); otherwise the norm, then the product."""
+        c = self.config
+        if fuse and isinstance(weight, Tensor):
+            if residual is None:
+                return rms_norm_linear(x, norm, weight, bias, c.rms_eps), x
+            return add_rms_norm_linear(x, residual, norm, weight, bias, c.rms_eps)
+        if residual is None:
+            return _project(rms_norm(x, (c.hidden_size,), norm, c.rms_eps), weight, bias), x
+        h, residual = add_rms_norm(x, residual, (c.hidden_size,), norm, c.rms_eps)
+        return _project(h, weight, bias), residual
+
+    def _layers(self, x: Tensor, positions: Tensor, cache: PagedKVCache, slots: Tensor, attend,
+                last: int | None = None) -> Tensor:
+        """The logits of the residual stream ``x`` (rows, hidden) after every layer, the final norm and the
+        head (of its rows from ``last`` on, where given). Decode-sized batches (at most ``GEMV_MAX_ROWS`` rows,
+        ``last`` None) fold each norm into the product after it and the gated activation into the down
+        projection (``matmul_prologue``): a layer is [add + norm, qkv] -> rotary and append -> attention ->
+        [o] -> [add + norm, gate_up] -> [act, down], and the last layer's add + norm feeds the head."""
         c = self.config
         hidden = (c.hidden_size,)
-        residual, h = x, rms_norm(x, hidden, self.layers[0].input_norm, c.rms_eps)
+        fuse = last is None and x.shape[0] <= GEMV_MAX_ROWS
+        # each norm adds the branch before it to the residual stream (the embeddings start the stream)
+        branch, residual = x, None
         for index, layer in enumerate(self.layers):
-            q, k, v = self._attention_inputs(layer, h, positions, cache, index, slots)
-            attended = attend(index, q, k, v).reshape(h.shape[0], c.num_heads * c.head_dim)
+            qkv, residual = self._normed_product(branch, residual, layer.input_norm, layer.qkv, layer.qkv_bias, fuse)
+            q, k, v = self._attention_inputs(layer, qkv, positions, cache, index, slots)
+            attended = attend(index, q, k, v).reshape(qkv.shape[0], c.num_heads * c.head_dim)
             out = linear(attended, layer.o, layer.o_bias)
             if c.sandwich:
                 out = rms_norm(out, hidden, layer.post_norm, c.rms_eps)
-                h, residual = add_rms_norm(out, residual, hidden, layer.pre_mlp_norm, c.rms_eps)
+            gate_up, residual = self._normed_product(out, residual, layer.pre_mlp_norm if c.sandwich else
+                                                     layer.post_norm, layer.gate_up, fuse=fuse)
+            if fuse and isinstance(layer.down, Tensor):
+                branch = act_and_mul_linear(gate_up, layer.down, activation=c.activation)
             else:
-                h, residual = add_rms_norm(out, residual, hidden, layer.post_norm, c.rms_eps)
-            gated = F.act_and_mul(_project(h, layer.gate_up), activation="gelu_tanh" if c.gemma else "silu")
-            mlp = linear(gated, layer.down)
+                branch = linear(F.act_and_mul(gate_up, activation=c.activation), layer.down)
             if c.sandwich:
-                mlp = rms_norm(mlp, hidden, layer.post_mlp_norm, c.rms_eps)
-            following = self.layers[index + 1].input_norm if index + 1 < len(self.layers) else self.norm
-            h, residual = add_rms_norm(mlp, residual, hidden, following, c.rms_eps)
-        return h
+                branch = rms_norm(branch, hidden, layer.post_mlp_norm, c.rms_eps)
+        if fuse:
+            return self._capped(self._normed_product(branch, residual, self.norm, self.lm_head, fuse=True)[0])
+        h, _ = add_rms_norm(branch, residual, hidden, self.norm, c.rms_eps)
+        return self._capped(linear(h if last is None else h[last:], self.lm_head))
 
     def prefill(self, cache: PagedKVCache, sequence: int, tokens, every_position: bool = False) -> Tensor:
         """Logits (1, vocab) after the prompt ``tokens`` of a fresh cache ``sequence``, run in chunks of at
@@ -365,8 +395,7 @@ class DecoderModel:
                                     scale=c.attention_scale, softcap=c.attention_softcap,
                                     window=c.layer_windows[index], query_offset=offset)
             return out.permute(1, 0, 2)
-        h = self._layers(x, positions, cache, slots, attend)
-        return self._logits(h if every_position else h[length - 1:])
+        return self._layers(x, positions, cache, slots, attend, 0 if every_position else length - 1)
 
     @staticmethod
     def _sequence_rows(pool: Tensor, pages: Tensor, length: int) -> Tensor:
@@ -407,8 +436,7 @@ class DecoderModel:
             return paged_attention(q, cache.keys[index], cache.values[index], inputs["table"], inputs["seq_lens"],
                                    scale=c.attention_scale, softcap=c.attention_softcap,
                                    window=c.layer_windows[index])
-        h = self._layers(x, inputs["positions"], cache, inputs["slots"], attend)
-        return self._logits(h)
+        return self._layers(x, inputs["positions"], cache, inputs["slots"], attend)
 
     def decode(self, cache: PagedKVCache, sequences: list[int], tokens) -> Tensor:
         """Logits (batch, vocab) after one more token for each of ``sequences``, op by op."""

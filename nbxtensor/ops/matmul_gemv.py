@@ -63,6 +63,28 @@ def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
     return out
 
 
+def split_k(k: int, config: dict) -> tuple[int, int]:
+    """(K per split, splits) of a GEMV's ``config``: whole BLOCK_K tiles per split, no split empty."""
+    block_k = config["BLOCK_K"]
+    k_per_split = cdiv(cdiv(k, config["SPLITS"]), block_k) * block_k if k else block_k
+    return k_per_split, max(1, cdiv(k, k_per_split))
+
+
+def combine_launch(config, splits, m, n, alpha, beta, bias_strides, out_strides, has_bias, scaled, flags, dev):
+    """The ``gemv_combine`` launch adding a split GEMV's partials (slots partial, bias, out), or None for one
+    split."""
+    if splits == 1:
+        return None
+    combine_n = min(config["BLOCK_N"], 64)
+    return PlannedLaunch(
+        K.gemv_combine, (cdiv(n, combine_n),),
+        [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, float(alpha), float(beta), *bias_strides,
+         *out_strides],
+        dict(BLOCK_M=next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=scaled,
+             BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+             PDL=dependent_launch(dev), num_warps=config["num_warps"]))
+
+
 def _gemv_launches(key, a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flags, facts, dev, index_64):
     """``run(config, a, b, bias, out)`` for out (m x n, m <= 16) from a (m x k) and b (k x n), given here as
     2-D strided views of the tensors ``run`` later takes (which share their first elements), and the
@@ -74,24 +96,17 @@ def _gemv_launches(key, a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled,
 
     def launches_for(config):
         """``run(a, b, bias, out)`` for ``config``, its launches built once."""
-        block_k, splits = config["BLOCK_K"], config["SPLITS"]
-        k_per_split = cdiv(cdiv(k, splits), block_k) * block_k if k else block_k
-        splits = max(1, cdiv(k, k_per_split))
+        k_per_split, splits = split_k(k, config)
         main = PlannedLaunch(
             K.gemv, (cdiv(n, config["BLOCK_N"]), splits),
             [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split, float(alpha),
              float(beta), a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
-            dict(BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1, HAS_BIAS=has_bias,
-                 SCALED=scaled, INDEX_64=index_64, PDL=dependent_launch(dev), num_warps=config["num_warps"],
-                 **({"num_stages": config["num_stages"]} if "num_stages" in config else {}), **flags))
-        combine_n = min(config["BLOCK_N"], 64)
-        combine = PlannedLaunch(
-            K.gemv_combine, (cdiv(n, combine_n),),
-            [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, float(alpha), float(beta), bias_sm, bias_sn,
-             out_sm, out_sn],
-            dict(BLOCK_M=next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=scaled,
-                 BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-                 PDL=dependent_launch(dev), num_warps=config["num_warps"])) if splits > 1 else None
+            dict(BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], SPLIT=splits > 1,
+                 HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, PDL=dependent_launch(dev),
+                 num_warps=config["num_warps"], **({"num_stages": config["num_stages"]} if "num_stages" in config
+                                                   else {}), **flags))
+        combine = combine_launch(config, splits, m, n, alpha, beta, (bias_sm, bias_sn), (out_sm, out_sn), has_bias,
+                                 scaled, flags, dev)
 
         def run(a, b, bias, out):
             partial = scratch_tensor((splits, m, n), partial_dtype, dev) if combine is not None else out

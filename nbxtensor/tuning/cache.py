@@ -42,7 +42,8 @@ STORE_VERSION = 1
 # the op whose calls form a launch key, by the key's kernel (its first part)
 KERNEL_OPS = {"gemm": "matmul", "gemv": "matmul", "attention": "scaled_dot_product_attention",
               "attention_decode": "scaled_dot_product_attention", "quantized_gemm": "quantized_linear",
-              "quantized_gemv": "quantized_linear", "conv": "convolution", "direct_conv": "convolution"}
+              "quantized_gemv": "quantized_linear", "conv": "convolution", "direct_conv": "convolution",
+              "gemv_rms_norm": "rms_norm_linear", "gemv_act_and_mul": "act_and_mul_linear"}
 
 
 def op_of(key: str) -> str:
@@ -50,6 +51,8 @@ def op_of(key: str) -> str:
     kernel = key.split("|", 1)[0]
     if kernel == "attention" and ("|softcap=" in key or "|window=" in key):
         return "prefill_attention"  # caps, windows and offsets: the engine's op, not the public one
+    if kernel == "gemv_rms_norm" and "|residual=1" in key:
+        return "add_rms_norm_linear"
     return KERNEL_OPS.get(kernel, "(no op declares this kernel)")
 
 

@@ -1,0 +1,150 @@
+"""GEMVs whose prologue computes their input rows from the op that would have produced them, so a decode
+step launches one kernel where it launched two: the RMS norm of the rows (optionally of ``x + residual``,
+the sum written out once as the new residual stream) times the norm's weight, or a gated MLP's
+``act(gate) * up``. Each value is rounded to the activation dtype before the product, as the unfused op's
+output would be stored, so results match the unfused pair to the product's own rounding.
+
+The weight streaming, splits and epilogue are ``gemv``'s (``kernels/matmul.py``); every program
+recomputes the row statistics over the whole of K (decode rows are a few thousand values, read from L2),
+so K may still be split over programs.
+"""
+import triton
+import triton.language as tl
+
+from .copy import _decode, _encode
+from .dependent_launch import await_predecessors
+from .matmul import _epilogue, _gemv_program, _gemv_rows, _operand
+from .pointwise_bodies import act_and_mul
+from .pointwise_codes import CAT_FLOAT32
+
+PROLOGUE_RMS_NORM = tl.constexpr(1)
+PROLOGUE_ACT_AND_MUL = tl.constexpr(2)
+
+
+@triton.jit
+def _summed_rows(x, res, res_out, rm, kk, mask, K, x_sm, x_sk, res_sm, res_sk, write, HAS_RESIDUAL: tl.constexpr,
+                 X_FORMAT: tl.constexpr, ACT_FORMAT: tl.constexpr, ACT_VIA_F32: tl.constexpr):
+    """Rows ``rm`` of x at columns ``kk`` in float32, plus the residual's rounded to the activation dtype
+    as an unfused add would store it (and stored to res_out, densely, where ``write``)."""
+    values = _decode(tl.load(x + rm[:, None] * x_sm + kk[None, :] * x_sk, mask=mask, other=0),
+                     X_FORMAT).to(tl.float32)
+    if HAS_RESIDUAL:
+        r = _decode(tl.load(res + rm[:, None] * res_sm + kk[None, :] * res_sk, mask=mask, other=0),
+                    X_FORMAT).to(tl.float32)
+        h = _encode(values + r, res_out.dtype.element_ty, ACT_FORMAT, ACT_VIA_F32, False)
+        tl.store(res_out + rm[:, None] * K + kk[None, :], h, mask=mask & write)
+        values = _decode(h, X_FORMAT).to(tl.float32)
+    return values
+
+
+@triton.jit
+def _inverse_rms(x, res, res_out, rm, row_mask, K, eps, x_sm, x_sk, res_sm, res_sk, write,
+                 BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, HAS_RESIDUAL: tl.constexpr, X_FORMAT: tl.constexpr,
+                 ACT_FORMAT: tl.constexpr, ACT_VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
+    """1 / sqrt(mean(row^2) + eps) of each row over all of K (the residual added first), BLOCK_K columns at a
+    time: decode rows are short, so a wide block reads them in one or two steps before the weight streams."""
+    rk = tl.arange(0, BLOCK_K)
+    squares = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
+    if INTERPRETED:
+        k0 = 0
+        while k0 < K:
+            kk = k0 + rk
+            values = _summed_rows(x, res, res_out, rm, kk, row_mask[:, None] & (kk < K)[None, :], K, x_sm, x_sk,
+                                  res_sm, res_sk, write, HAS_RESIDUAL, X_FORMAT, ACT_FORMAT, ACT_VIA_F32)
+            squares += values * values
+            k0 += BLOCK_K
+    else:
+        for k0 in range(0, K, BLOCK_K):
+            kk = k0 + rk
+            values = _summed_rows(x, res, res_out, rm, kk, row_mask[:, None] & (kk < K)[None, :], K, x_sm, x_sk,
+                                  res_sm, res_sk, write, HAS_RESIDUAL, X_FORMAT, ACT_FORMAT, ACT_VIA_F32)
+            squares += values * values
+    return 1.0 / tl.sqrt(tl.sum(squares, 1) / K + eps)
+
+
+@triton.jit
+def _prologue_tile(x, res, res_out, norm_w, rm, kk, row_mask, k_stop, K, inverse_rms, x_sm, x_sk, res_sm, res_sk, nw_sk,
+                   PROLOGUE: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT_MODE: tl.constexpr, X_FORMAT: tl.constexpr,
+                   NW_FORMAT: tl.constexpr, ACT_FORMAT: tl.constexpr, ACT_VIA_F32: tl.constexpr):
+    """The (BLOCK_M, BLOCK_K) input tile at columns ``kk`` in the activation dtype (zero from ``k_stop`` on,
+    where this split's part of K ends): the normed rows times the norm weight, or act(gate) * up of the gate
+    (columns kk) and up (columns K + kk) halves."""
+    mask = row_mask[:, None] & (kk < k_stop)[None, :]
+    if PROLOGUE == PROLOGUE_RMS_NORM:
+        values = _summed_rows(x, res, res_out, rm, kk, mask, K, x_sm, x_sk, res_sm, res_sk, False, HAS_RESIDUAL,
+                              X_FORMAT, ACT_FORMAT, ACT_VIA_F32)
+        weight = _decode(tl.load(norm_w + kk * nw_sk, mask=kk < k_stop, other=0), NW_FORMAT).to(tl.float32)
+        values = values * inverse_rms[:, None] * weight[None, :]
+    else:
+        gate = _decode(tl.load(x + rm[:, None] * x_sm + kk[None, :] * x_sk, mask=mask, other=0),
+                       X_FORMAT).to(tl.float32)
+        up = _decode(tl.load(x + rm[:, None] * x_sm + (K + kk)[None, :] * x_sk, mask=mask, other=0),
+                     X_FORMAT).to(tl.float32)
+        values = act_and_mul(gate, up, 0, 0, ACT_MODE, CAT_FLOAT32)
+    return _encode(values, x.dtype.element_ty, ACT_FORMAT, ACT_VIA_F32, False)
+
+
+@triton.jit
+def _accumulate(acc, tile, w, rn_load, kk, k_stop, w_sk, w_sn, BLOCK_M: tl.constexpr, ACC: tl.constexpr,
+                PRECISION: tl.constexpr, X_FORMAT: tl.constexpr, DECODE_BF16: tl.constexpr):
+    """acc plus the input tile's products with the weight rows ``kk`` (those below ``k_stop``), as ``gemv``
+    accumulates them."""
+    w_tile = _operand(tl.load(w + kk[:, None] * w_sk + rn_load[None, :] * w_sn, mask=(kk < k_stop)[:, None],
+                              other=0), DECODE_BF16)
+    if BLOCK_M == 1:
+        # one row: the tile's single row as a column, its products gathered as ``gemv`` gathers them
+        row = tl.sum(_decode(tile, X_FORMAT).to(ACC), 0)
+        return acc + row[:, None] * w_tile.to(ACC)
+    else:
+        return tl.dot(_operand(tile, DECODE_BF16), w_tile, acc, input_precision=PRECISION, out_dtype=ACC)
+
+
+@triton.jit
+def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, M, N, K, k_per_split, eps,
+                  x_sm, x_sk, res_sm, res_sk, nw_sk, w_sk, w_sn, bias_sm, bias_sn, out_sm, out_sn,
+                  PROLOGUE: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT_MODE: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STATS_BLOCK_K: tl.constexpr,
+                  SPLIT: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+                  HAS_BIAS: tl.constexpr, X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+                  DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
+                  PDL: tl.constexpr):
+    """``gemv`` of the rows the PROLOGUE computes from ``x`` (M rows, M <= BLOCK_M <= 16) by the K x N
+    weight ``w``. PROLOGUE_RMS_NORM: rms_norm(x (+ res)) * norm_w (statistics STATS_BLOCK_K columns a step),
+    the sum written to res_out (dense rows of K) by program (0, 0) alone and read by no program (each adds x
+    and res itself).
+    PROLOGUE_ACT_AND_MUL: act(x[:, :K]) * x[:, K:], ACT_MODE as ``act_and_mul``'s MODE. The output's dtype is
+    the activation's (x's): DST_FORMAT and VIA_F32 round both."""
+    await_predecessors(PDL)
+    split, rm, rn, rk, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M, BLOCK_N,
+                                                                              BLOCK_K, ACC, INDEX_64)
+    row_mask = rm < M
+    if PROLOGUE == PROLOGUE_RMS_NORM:
+        write = (tl.program_id(0) == 0) & (split == 0)
+        inverse_rms = _inverse_rms(x, res, res_out, rm, row_mask, K, eps, x_sm, x_sk, res_sm, res_sk, write,
+                                   BLOCK_M, STATS_BLOCK_K, HAS_RESIDUAL, X_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
+    else:
+        inverse_rms = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    if INTERPRETED:
+        k0 = 0
+        while k0 < k_per_split:
+            kk = k_start + k0 + rk
+            tile = _prologue_tile(x, res, res_out, norm_w, rm, kk, row_mask, k_stop, K, inverse_rms, x_sm, x_sk, res_sm,
+                                  res_sk, nw_sk, PROLOGUE, HAS_RESIDUAL, ACT_MODE, X_FORMAT, NW_FORMAT, DST_FORMAT,
+                                  VIA_F32)
+            acc = _accumulate(acc, tile, w, rn_load, kk, k_stop, w_sk, w_sn, BLOCK_M, ACC, PRECISION, X_FORMAT,
+                              DECODE_BF16)
+            k0 += BLOCK_K
+    else:
+        for k0 in range(0, k_per_split, BLOCK_K):
+            kk = k_start + k0 + rk
+            tile = _prologue_tile(x, res, res_out, norm_w, rm, kk, row_mask, k_stop, K, inverse_rms, x_sm, x_sk, res_sm,
+                                  res_sk, nw_sk, PROLOGUE, HAS_RESIDUAL, ACT_MODE, X_FORMAT, NW_FORMAT, DST_FORMAT,
+                                  VIA_F32)
+            acc = _accumulate(acc, tile, w, rn_load, kk, k_stop, w_sk, w_sn, BLOCK_M, ACC, PRECISION, X_FORMAT,
+                              DECODE_BF16)
+    rows, mask = _gemv_rows(acc, rm, rn, M, N, BLOCK_M)
+    if SPLIT:
+        tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], rows, mask=mask)
+    else:
+        _epilogue(rows, bias, 0, bias_sm, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn,
+                  HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)

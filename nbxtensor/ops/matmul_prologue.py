@@ -1,0 +1,278 @@
+"""Decode products that compute their own input rows (``kernels/gemv_prologue.py``): one launch for what a
+decode step otherwise runs as two. ``rms_norm_linear``: ``linear(rms_norm(x) * norm_weight, weight, bias)``;
+``add_rms_norm_linear``: the same of ``x + residual``, with the sum (the new residual stream) as a second
+output; ``act_and_mul_linear``: ``linear(act_and_mul(x), weight, bias)``. Each rounds its input rows to
+their dtype before the product, as the unfused op stores them, so results match the unfused pair to the
+product's rounding. For decode rows only (1 to ``GEMV_MAX_ROWS``): more rows take the unfused ops, whose
+GEMM reads each input row many times. Tuned under launch keys of their own (``gemv_rms_norm``,
+``gemv_act_and_mul``) over the GEMV's candidates."""
+from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
+
+import numpy as np
+
+from .. import tuning
+from ..allocation import fresh_tensor_maker, new_tensor, scratch_tensor
+from ..device import backend_for
+from ..dtypes import get_dtype
+from ..kernels import gemv_prologue as G
+from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..launch import cdiv, dependent_launch, next_pow2
+from ..lowering import needs_index_64
+from ..shape import ShapeError
+from ..tensor import Tensor
+from .matmul_gemv import GEMV_MAX_ROWS, combine_launch, gemv_candidates, split_k
+from .matmul_plans import _operand_flags, _product_workspace
+from .normalization import _rms_eps
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .pointwise_table import _ACTIVATION_ROUNDING, _GATED_ACTIVATIONS, _act_and_mul_reference
+from .registry import Cost, TensorMeta, nbytes, register
+from .samples import Samples, operand, sample
+
+_FLOATS = ("float32", "float16", "bfloat16")
+
+
+def _check(op: str, x, weight, bias, gated: bool = False, residual=None, norm_weight=None) -> TensorMeta:
+    """The product's output (rows, N) of ``x`` (rows, K), or of its [gate, up] halves (rows, 2K) where
+    ``gated``, once the operands agree."""
+    if x.dtype.name not in _FLOATS:
+        raise TypeError(f"{op}: expected a float32, float16 or bfloat16 input, got {x.dtype.name}")
+    if len(x.shape) != 2 or not 1 <= x.shape[0] <= GEMV_MAX_ROWS:
+        raise ShapeError(f"{op}: expected an input of 1 to {GEMV_MAX_ROWS} rows (rows, features), got shape "
+                         f"{list(x.shape)}; more rows take the unfused ops")
+    if gated and x.shape[1] % 2:
+        raise ShapeError(f"{op}: the input's {x.shape[1]} features are not a gate and an up half")
+    k = x.shape[1] // 2 if gated else x.shape[1]
+    if len(weight.shape) != 2 or weight.shape[1] != k or weight.shape[0] < 1:
+        raise ShapeError(f"{op}: weight of shape {list(weight.shape)} does not take {k} input features "
+                         f"(expected (out_features, {k}))")
+    n = weight.shape[0]
+    for name, tensor, shape in (("weight", weight, None), ("bias", bias, (n,)), ("residual", residual, x.shape)):
+        if tensor is None:
+            continue
+        if tensor.dtype != x.dtype:
+            raise TypeError(f"{op}: {name} is {tensor.dtype.name} but the input is {x.dtype.name}")
+        if shape is not None and tuple(tensor.shape) != tuple(shape):
+            raise ShapeError(f"{op}: {name} has shape {list(tensor.shape)}, expected {list(shape)}")
+    if norm_weight is not None and (tuple(norm_weight.shape) != (k,) or norm_weight.dtype.name not in _FLOATS):
+        raise ShapeError(f"{op}: norm_weight must be a float vector of the {k} input features, got "
+                         f"{norm_weight.dtype.name} of shape {list(norm_weight.shape)}")
+    return TensorMeta((x.shape[0], n), x.dtype)
+
+
+def _rms_norm_linear_meta(a):
+    return _check("rms_norm_linear", a.x, a.weight, a.bias, norm_weight=a.norm_weight)
+
+
+def _add_rms_norm_linear_meta(a):
+    out = _check("add_rms_norm_linear", a.x, a.weight, a.bias, residual=a.residual, norm_weight=a.norm_weight)
+    return out, TensorMeta(tuple(a.x.shape), a.x.dtype)
+
+
+def _act_and_mul_linear_meta(a):
+    if a.activation not in _GATED_ACTIVATIONS:
+        raise ValueError(f"act_and_mul_linear: activation must be one of {', '.join(_GATED_ACTIVATIONS)}, got "
+                         f"{a.activation!r}")
+    return _check("act_and_mul_linear", a.x, a.weight, a.bias, gated=True)
+
+
+def _cost(x, weight, bias, *extra, written=()):
+    """A GEMV's flops and bytes, the prologue's few flops an input element and what else it reads or
+    writes; its temporaries are the GEMV's split-K partials."""
+    (m, width), (n, k) = x.shape, weight.shape
+    read = nbytes(x) + nbytes(weight) + sum(nbytes(t) for t in (bias, *extra) if t is not None)
+    return Cost(flops=2 * m * n * k + 8 * m * width, bytes_read=read,
+                bytes_written=m * n * x.dtype.itemsize + sum(nbytes(t) for t in written),
+                workspace=_product_workspace(x.dtype, 1, m, k, n))
+
+
+def _rms_norm_linear_cost(a):
+    return _cost(a.x, a.weight, a.bias, a.norm_weight)
+
+
+def _add_rms_norm_linear_cost(a):
+    return _cost(a.x, a.weight, a.bias, a.norm_weight, a.residual, written=(a.x,))
+
+
+def _act_and_mul_linear_cost(a):
+    return _cost(a.x, a.weight, a.bias)
+
+
+def _launch_key(facts: dict, x, weight, residual: bool = False, activation: str | None = None) -> str:
+    """The launch key of a prologue GEMV of ``x``'s rows by ``weight`` (out_features, K): with an
+    ``activation``, act_and_mul's; else the RMS norm's, of x + residual where ``residual``."""
+    (m, _), (n, k) = x.shape, weight.shape
+    kernel, flags = ("gemv_act_and_mul", {"activation": activation}) if activation else \
+        ("gemv_rms_norm", {"residual": residual})
+    return tuning.launch_key(kernel, facts, rows={"M": m}, cols={"N": n, "K": k}, dtypes=(x.dtype, x.dtype),
+                             flags=flags)
+
+
+def _rms_norm_linear_key(facts, x, norm_weight, weight, bias=None, eps=None):
+    return [_launch_key(facts, x, weight)]
+
+
+def _add_rms_norm_linear_key(facts, x, residual, norm_weight, weight, bias=None, eps=None):
+    return [_launch_key(facts, x, weight, residual=True)]
+
+
+def _act_and_mul_linear_key(facts, x, weight, bias=None, activation="silu"):
+    return [_launch_key(facts, x, weight, activation=activation)]
+
+
+_prologue_plans = PlanCache()
+# the most input elements a program's row statistics read in one step (16 a thread at 8 warps, 32 at 4)
+_STATS_ELEMENTS = 4096
+
+
+def _format(dtype) -> int:
+    return SMALL_FLOAT_FORMATS.get(dtype.name, FORMAT_NATIVE)
+
+
+def _run(op: str, x, residual, norm_weight, weight, bias, eps, activation):
+    """(out, residual sum or None) of the prologue GEMV ``op`` names, planned once per layout."""
+    tensors = [t for t in (x, residual, norm_weight, weight, bias) if t is not None]
+    if any(t.device != x.device for t in tensors):
+        raise RuntimeError(f"{op}: expected all tensors on one device, got "
+                           f"{sorted({str(t.device) for t in tensors})}")
+    key = (op, *(layout_key(t) for t in (x, residual, norm_weight, weight, bias)), eps, activation)
+    return _prologue_plans.get(key, lambda: _plan(op, x, residual, norm_weight, weight, bias, eps, activation))(
+        x, residual, norm_weight, weight, bias)
+
+
+def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
+    """``execute(x, residual, norm_weight, weight, bias) -> (out, residual sum or None)`` for operands laid
+    out as these, its setting tuned under the op's launch key."""
+    dev, dtype = x.device, x.dtype
+    facts = backend_for(dev).facts
+    m = x.shape[0]
+    n, k = weight.shape
+    rms, has_residual, has_bias = norm_weight is not None, residual is not None, bias is not None
+    launch_key = _launch_key(facts, x, weight, has_residual, activation)
+    flags = _operand_flags(dtype, dtype, bias, dev, facts)
+    act_mode = 0 if rms else _GATED_ACTIVATIONS[activation] + 4 * _ACTIVATION_ROUNDING.get(dtype.name, 0)
+    index_64 = needs_index_64(*(t for t in (x, residual, norm_weight, weight, bias) if t is not None))
+    bias_sn = bias.stride(0) if has_bias else 0
+    # x, residual, norm weight, the weight as (K, N), bias and output (dense) strides
+    strides = [*x.stride(), *(residual.stride() if has_residual else (0, 0)), norm_weight.stride(0) if rms else 0,
+               weight.stride(1), weight.stride(0), 0, bias_sn, n, 1]
+    block_m = 1 if m == 1 else GEMV_MAX_ROWS
+
+    def launches_for(config):
+        """``run(x, residual, norm_weight, weight, bias, out, res_out)`` for ``config``, its launches built once."""
+        k_per_split, splits = split_k(k, config)
+        main = PlannedLaunch(
+            G.gemv_prologue, (cdiv(n, config["BLOCK_N"]), splits),
+            [Slot("x"), Slot("res"), Slot("res_out"), Slot("norm_w"), Slot("w"), Slot("bias"), Slot("out"),
+             Slot("partial"), m, n, k, k_per_split, float(eps or 0.0), *strides],
+            dict(PROLOGUE=G.PROLOGUE_RMS_NORM.value if rms else G.PROLOGUE_ACT_AND_MUL.value,
+                 HAS_RESIDUAL=has_residual, ACT_MODE=act_mode, BLOCK_M=block_m,
+                 BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
+                 STATS_BLOCK_K=max(config["BLOCK_K"], min(next_pow2(k), _STATS_ELEMENTS // block_m)),
+                 SPLIT=splits > 1, ACC=flags["ACC"],
+                 PRECISION=flags["PRECISION"], DECODE_BF16=flags["DECODE_BF16"], HAS_BIAS=has_bias,
+                 X_FORMAT=_format(dtype), NW_FORMAT=_format(norm_weight.dtype) if rms else FORMAT_NATIVE,
+                 BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+                 INDEX_64=index_64, INTERPRETED=flags["INTERPRETED"], PDL=dependent_launch(dev),
+                 num_warps=config["num_warps"],
+                 **({"num_stages": config["num_stages"]} if "num_stages" in config else {})))
+        combine = combine_launch(config, splits, m, n, 1, 1, (0, bias_sn), (n, 1), has_bias, False, flags, dev)
+
+        def run(x, residual, norm_weight, weight, bias, out, res_out):
+            partial = scratch_tensor((splits, m, n), get_dtype("float32"), dev) if combine is not None else out
+            tensors = {"x": x, "res": x if residual is None else residual,
+                       "res_out": out if res_out is None else res_out,
+                       "norm_w": x if norm_weight is None else norm_weight, "w": weight,
+                       "bias": out if bias is None else bias, "out": out, "partial": partial}
+            main(dev, tensors)
+            if combine is not None:
+                combine(dev, tensors)
+        return run
+
+    timed_out = new_tensor((m, n), dtype, dev)
+    timed_sum = new_tensor((m, k), dtype, dev) if has_residual else None
+    config = tuning.choose_timed(launch_key, facts, lambda: gemv_candidates(facts, m, n, k),
+                                 lambda config: functools.partial(launches_for(config), x, residual, norm_weight,
+                                                                  weight, bias, timed_out, timed_sum))
+    run = launches_for(config)
+    fresh_out = fresh_tensor_maker((m, n), dtype, dev)
+    fresh_sum = fresh_tensor_maker((m, k), dtype, dev) if has_residual else None
+
+    def execute(x, residual, norm_weight, weight, bias):
+        out = fresh_out()
+        summed = fresh_sum() if has_residual else None
+        run(x, residual, norm_weight, weight, bias, out, summed)
+        return out, summed
+    return execute
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _rms_rows(x, norm_weight, eps):
+    eps = np.finfo(np.float32).eps if eps is None else eps
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * norm_weight
+
+
+def _linear_reference(rows, weight, bias):
+    return rows @ weight.T + (0 if bias is None else bias)
+
+
+def _rms_norm_linear_samples(op):
+    return Samples((sample(operand(2, 8), operand(8), operand(4, 8), None, 1e-6),
+                    sample(operand(1, 8, dtype="bfloat16"), operand(8, dtype="bfloat16"),
+                           operand(5, 8, dtype="bfloat16"), operand(5, dtype="bfloat16"))),
+                   lambda x, norm_weight, weight, bias=None, eps=None: _linear_reference(
+                       _rms_rows(x, norm_weight, eps), weight, bias))
+
+
+def _add_rms_norm_linear_reference(x, residual, norm_weight, weight, bias=None, eps=None):
+    summed = x + residual
+    return _linear_reference(_rms_rows(summed, norm_weight, eps), weight, bias), summed
+
+
+def _add_rms_norm_linear_samples(op):
+    return Samples((sample(operand(3, 8), operand(3, 8), operand(8), operand(5, 8), None, 1e-6),
+                    sample(operand(2, 8, dtype="float16"), operand(2, 8, dtype="float16"), operand(8, dtype="float16"),
+                           operand(3, 8, dtype="float16"))),
+                   _add_rms_norm_linear_reference)
+
+
+def _act_and_mul_linear_samples(op):
+    return Samples((sample(operand(2, 8), operand(3, 4)),
+                    sample(operand(3, 8, dtype="bfloat16"), operand(5, 4, dtype="bfloat16"),
+                           operand(5, dtype="bfloat16"), "gelu_tanh")),
+                   lambda x, weight, bias=None, activation="silu": _linear_reference(
+                       _act_and_mul_reference(x, activation=activation), weight, bias))
+
+
+@register("rms_norm_linear", family="matmul", aten=["nbx::rms_norm_linear"], meta=_rms_norm_linear_meta,
+          cost=_rms_norm_linear_cost, bound=True, api=(), key=_rms_norm_linear_key, samples=_rms_norm_linear_samples)
+def rms_norm_linear(x: Tensor, norm_weight: Tensor, weight: Tensor, bias=None, eps=None) -> Tensor:
+    """``linear(rms_norm(x, weight=norm_weight, eps=eps), weight, bias)`` in one launch, for 1 to
+    ``GEMV_MAX_ROWS`` rows ``x`` (rows, K); the normed rows are rounded to x's dtype as ``rms_norm`` stores
+    them."""
+    _check("rms_norm_linear", x, weight, bias, norm_weight=norm_weight)
+    return _run("rms_norm_linear", x, None, norm_weight, weight, bias, _rms_eps(x, eps), None)[0]
+
+
+@register("add_rms_norm_linear", family="matmul", aten=["nbx::add_rms_norm_linear"],
+          meta=_add_rms_norm_linear_meta, cost=_add_rms_norm_linear_cost, bound=True, api=(),
+          key=_add_rms_norm_linear_key, samples=_add_rms_norm_linear_samples)
+def add_rms_norm_linear(x: Tensor, residual: Tensor, norm_weight: Tensor, weight: Tensor, bias=None, eps=None):
+    """(``rms_norm_linear(x + residual, ...)``, x + residual) in one launch: the sum rounded to x's dtype
+    as an unfused add stores it, then normed as ``add_rms_norm`` norms it."""
+    _check("add_rms_norm_linear", x, weight, bias, residual=residual, norm_weight=norm_weight)
+    return _run("add_rms_norm_linear", x, residual, norm_weight, weight, bias, _rms_eps(x, eps), None)
+
+
+@register("act_and_mul_linear", family="matmul", aten=["nbx::act_and_mul_linear"], meta=_act_and_mul_linear_meta,
+          cost=_act_and_mul_linear_cost, bound=True, api=(), key=_act_and_mul_linear_key,
+          samples=_act_and_mul_linear_samples)
+def act_and_mul_linear(x: Tensor, weight: Tensor, bias=None, activation: str = "silu") -> Tensor:
+    """``linear(act_and_mul(x, activation=activation), weight, bias)`` in one launch, for 1 to
+    ``GEMV_MAX_ROWS`` rows ``x`` (rows, 2K) = [gate, up]; act(gate) * up rounded to x's dtype as
+    ``act_and_mul`` stores it (silu, gelu_tanh or gelu)."""
+    _act_and_mul_linear_meta(SimpleNamespace(x=x, weight=weight, bias=bias, activation=activation))
+    return _run("act_and_mul_linear", x, None, None, weight, bias, None, activation)[0]
