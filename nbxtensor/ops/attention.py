@@ -774,7 +774,7 @@ def _plan_paged(query, key_cache, value_cache, block_table, seq_lens, scale, sof
     return execute
 
 
-def _append_meta(key, value, key_cache, value_cache, slot_mapping):
+def _check_append(key, value, key_cache, value_cache, slot_mapping) -> None:
     op = "kv_cache_append"
     for name, rows, cache in (("key", key, key_cache), ("value", value, value_cache)):
         if len(rows.shape) != 3 or len(cache.shape) != 4 or tuple(rows.shape[1:]) != tuple(cache.shape[2:]):
@@ -786,23 +786,27 @@ def _append_meta(key, value, key_cache, value_cache, slot_mapping):
             or slot_mapping.dtype.kind != "int":
         raise RuntimeError(f"{op}: key {_dims(key.shape)}, value {_dims(value.shape)} and an integer slot_mapping "
                            f"{_dims(slot_mapping.shape)} must have the same number of tokens")
-    return TensorMeta(tuple(key_cache.shape), key_cache.dtype)
 
 
-def _append_cost(key, value, key_cache, value_cache, slot_mapping):
-    _append_meta(key, value, key_cache, value_cache, slot_mapping)
-    return Cost(bytes_read=nbytes(key) + nbytes(value) + nbytes(slot_mapping),
-                bytes_written=nbytes(key) + nbytes(value))
+def _append_meta(a):
+    """None, as the op returns: it writes its caches in place."""
+    _check_append(a.key, a.value, a.key_cache, a.value_cache, a.slot_mapping)
 
 
-@register("kv_cache_append", family="attention", aten=["nbx::kv_cache_append"], meta=_append_meta, cost=_append_cost, api=(),
-          functional=True)
+def _append_cost(a):
+    _check_append(a.key, a.value, a.key_cache, a.value_cache, a.slot_mapping)
+    return Cost(bytes_read=nbytes(a.key) + nbytes(a.value) + nbytes(a.slot_mapping),
+                bytes_written=nbytes(a.key) + nbytes(a.value))
+
+
+@register("kv_cache_append", family="attention", aten=["nbx::kv_cache_append"], meta=_append_meta, cost=_append_cost,
+          bound=True, api=(), functional=True)
 def kv_cache_append(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: Tensor,
                     slot_mapping: Tensor) -> None:
     """Writes token t's rows ``key[t]``/``value[t]`` (kv_heads, dim) into the caches at slot
     ``slot_mapping[t]``: page ``slot // block_size``, offset ``slot % block_size``. A negative slot skips
     the token (padding). In place; slots are not checked against the cache's size."""
-    _append_meta(key, value, key_cache, value_cache, slot_mapping)
+    _check_append(key, value, key_cache, value_cache, slot_mapping)
     tokens, heads = key.shape[:2]
     if tokens == 0 or heads == 0:
         return
