@@ -11,7 +11,7 @@ from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import get_default_dtype, promote_types, result_type
 from ..tensor import Tensor
-from .registry import INPLACE, Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
+from .registry import INPLACE, OUT, Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
 from .samples import Samples, by_name, operand, sample
 
 _F32 = get_dtype("float32")
@@ -41,25 +41,24 @@ def _check_float(x, op: str) -> None:
 
 # ---- normalize, distances ---------------------------------------------------------------------
 
-def _normalize_meta(input, p=2.0, dim=1, eps=1e-12, out=None):
-    S.wrap_dim(dim, len(input.shape))
-    return TensorMeta(tuple(input.shape), input.dtype)
+def _normalize_meta(a):
+    S.wrap_dim(a.dim, len(a.input.shape))
+    return TensorMeta(tuple(a.input.shape), a.input.dtype)
 
 
-def _normalize_cost(input, p=2.0, dim=1, eps=1e-12, out=None):
-    return Cost(flops=4 * S.numel(input.shape), bytes_read=2 * nbytes(input), bytes_written=nbytes(input),
-                workspace=temporaries(2, input.shape, input.dtype))
+def _normalize_cost(a):
+    x = a.input
+    return Cost(flops=4 * S.numel(x.shape), bytes_read=2 * nbytes(x), bytes_written=nbytes(x),
+                workspace=temporaries(2, x.shape, x.dtype))
 
 
 @register("normalize", family="normalization", aten=["nbx::normalize"], meta=_normalize_meta, cost=_normalize_cost,
-          api=(), functional=True)
-def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
+          bound=True, api=(), functional=True, variants=(OUT,))
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """``input / max(||input||_p, eps)`` along ``dim``."""
-    _normalize_meta(input, p, dim)
+    S.wrap_dim(dim, input.ndim)
     with scratch_scope():
         denom = _op("linalg.vector_norm")(input, p, dim, True).clamp_min(eps)
-    if out is not None:
-        return _op("div")(input, denom, out=out)
     return input / denom
 
 

@@ -302,16 +302,21 @@ def _tensordot_dims(a, b, dims):
     return dims_a, dims_b
 
 
-def _tensordot_meta(a, b, dims=2, out=None):
+def _tensordot_result(a, b, dims) -> TensorMeta:
     dims_a, dims_b = _tensordot_dims(a, b, dims)
     keep_a = [a.shape[i] for i in range(len(a.shape)) if i not in dims_a]
     keep_b = [b.shape[i] for i in range(len(b.shape)) if i not in dims_b]
     return TensorMeta((*keep_a, *keep_b), result_type(_meta_tensor(a), _meta_tensor(b)))
 
 
-def _tensordot_cost(a, b, dims=2, out=None):
-    meta = _tensordot_meta(a, b, dims)
-    dims_a, dims_b = _tensordot_dims(a, b, dims)
+def _tensordot_meta(call):
+    return _tensordot_result(call.a, call.b, call.dims)
+
+
+def _tensordot_cost(call):
+    a, b = call.a, call.b
+    meta = _tensordot_result(a, b, call.dims)
+    dims_a, dims_b = _tensordot_dims(a, b, call.dims)
     inner = S.numel([min(a.shape[da], b.shape[db]) for da, db in zip(dims_a, dims_b)])
     # each side's sum over broadcast contracted dims, then its permuted copy
     return Cost(flops=2 * S.numel(meta.shape) * inner, bytes_read=nbytes(a) + nbytes(b), bytes_written=nbytes(meta),
@@ -322,11 +327,12 @@ def _summed_to_one(x: Tensor, dims: list) -> Tensor:
     return _op("sum")(x, dims, True, dtype=x.dtype) if dims else x
 
 
-@register("tensordot", family="matmul", aten=["aten::tensordot.default"], meta=_tensordot_meta, cost=_tensordot_cost)
-def tensordot(a: Tensor, b: Tensor, dims=2, out=None) -> Tensor:
+@register("tensordot", family="matmul", aten=["aten::tensordot.default"], meta=_tensordot_meta, cost=_tensordot_cost,
+          bound=True, variants=(OUT,))
+def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     """The sum of products over ``dims`` (the last n of ``a`` with the first n of ``b``, or two lists):
     both operands permuted to matrices and multiplied once."""
-    meta = _tensordot_meta(a, b, dims)
+    meta = _tensordot_result(a, b, dims)
     dims_a, dims_b = _tensordot_dims(a, b, dims)
     free_a = [i for i in range(a.ndim) if i not in dims_a]
     free_b = [i for i in range(b.ndim) if i not in dims_b]
@@ -337,8 +343,7 @@ def tensordot(a: Tensor, b: Tensor, dims=2, out=None) -> Tensor:
         inner = S.numel([a.shape[d] for d in dims_a])
         left = a.permute(free_a + dims_a).reshape(S.numel([a.shape[i] for i in free_a]), inner)
         right = b.permute(dims_b + free_b).reshape(inner, S.numel([b.shape[i] for i in free_b]))
-    result = _op("matmul")(left.to(meta.dtype), right.to(meta.dtype)).reshape(meta.shape)
-    return out.copy_(result) if out is not None else result
+    return _op("matmul")(left.to(meta.dtype), right.to(meta.dtype)).reshape(meta.shape)
 
 
 def _cross_dim(shape, dim, op):
