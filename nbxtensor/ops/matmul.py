@@ -31,8 +31,8 @@ from .matmul_plans import (_EXACT_INTEGER, GEMM_WARP_SPECIALIZED, GROUP_M, MAX_B
                            gemm_candidates, gemm_key, gemv_key, get_float32_matmul_precision, planned_product,
                            product_keys, set_float32_matmul_precision)
 from .plans import PlanCache, layout_key
-from .reductions import _simple_cost, _sum_dtype
-from .registry import Cost, TensorMeta, family_samples, nbytes, register, tensor_attribute, workspace_bytes
+from .reductions import _sum_dtype
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, tensor_attribute, workspace_bytes
 from .samples import Samples, by_name, operand, sample
 
 _SUPPORTED = ("float32", "float16", "bfloat16", "int8", *_EXACT_INTEGER)
@@ -674,9 +674,6 @@ class _Contraction:
         return tuple(self.sizes[c] for c in self.out)
 
 
-_sum_cost = _simple_cost("sum")
-
-
 def _einsum_operands(operands):
     # a list of operands, not one operand's metadata (a TensorMeta is a tuple too)
     listed = len(operands) == 1 and isinstance(operands[0], (list, tuple)) and not hasattr(operands[0], "shape")
@@ -701,7 +698,7 @@ def _einsum_cost(equation, *operands):
         # diagonals and permutations are views; sums cost what sum does over the diagonal view
         if not plan.summed:
             return Cost()
-        return _sum_cost(TensorMeta(plan.diagonal_shape, operands[0].dtype), plan.summed)
+        return get("sum").cost(TensorMeta(plan.diagonal_shape, operands[0].dtype), plan.summed)
     flops = 2 * S.numel(out.shape) * math.prod(plan.sizes[c] for c in plan.contracted)
     sizes = [math.prod(plan.sizes[c] for c in part) for part in (plan.batch, plan.left, plan.contracted, plan.right)]
     return _product_cost(out, flops, *operands, products=[tuple(sizes)])
