@@ -618,8 +618,8 @@ def _bincount_dtype(weights):
 
 
 @register("bincount", family="sorting", aten=["aten::bincount.default"],
-          meta=lambda x, weights=None, minlength=0: TensorMeta((None,), _bincount_dtype(weights)),
-          cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x)), methods=("bincount",))
+          meta=lambda a: TensorMeta((None,), _bincount_dtype(a.weights)), cost=lambda a: Cost(bytes_read=nbytes(a.x)),
+          bound=True, methods=("bincount",))
 def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
     """How often each value 0..max(x) occurs in the non-negative 1-D integer ``x`` (at least
     ``minlength`` bins), or the sum of ``weights`` at its occurrences (float32 weights give float32,
@@ -644,8 +644,8 @@ def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Te
 
 
 @register("histc", family="sorting", aten=["aten::histc.default"],
-          meta=lambda x, bins=100, min=0, max=0: TensorMeta((int(bins),), x.dtype),
-          cost=lambda x, bins=100, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=int(bins) * x.dtype.itemsize),
+          meta=lambda a: TensorMeta((int(a.bins),), a.x.dtype),
+          cost=lambda a: Cost(bytes_read=nbytes(a.x), bytes_written=int(a.bins) * a.x.dtype.itemsize), bound=True,
           methods=("histc",))
 def histc(x: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
     """A histogram of ``x`` in ``bins`` equal bins over [min, max] (the data's range when min == max,
