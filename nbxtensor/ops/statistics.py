@@ -145,7 +145,8 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 def _quantile_meta_for(op: str):
-    def meta(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    """``meta(input, q, dim, keepdim, interpolation)``: quantile's or nanquantile's result."""
+    def meta(input, q, dim, keepdim, interpolation):
         if not input.dtype.is_floating_point or input.dtype.name not in ("float32", "float64"):
             raise RuntimeError(f"{op}() input tensor must be either float or double dtype")
         if S.numel(input.shape) == 0:
@@ -170,7 +171,7 @@ def _quantile_meta_for(op: str):
 
 
 def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op):
-    meta = _quantile_meta_for(op)(input, q, dim, keepdim, interpolation=interpolation)
+    meta = _quantile_meta_for(op)(input, q, dim, keepdim, interpolation)
     scalar_q = not isinstance(q, Tensor)
     if scalar_q:
         if not 0 <= q <= 1:
@@ -206,21 +207,24 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op):
     return final
 
 
-def _quantile_cost_for(op):
-    meta = _quantile_meta_for(op)
+def _quantile_rules(op) -> dict:
+    """``register``'s meta and cost rules (of bound arguments) of quantile or nanquantile."""
+    result_of = _quantile_meta_for(op)
 
-    def cost(input, q, dim=None, keepdim=False, *, interpolation="linear"):
-        result = meta(input, q, dim, keepdim, interpolation=interpolation)
+    def meta(a):
+        return result_of(a.input, a.q, a.dim, a.keepdim, a.interpolation)
+
+    def cost(a):
+        input, q, result = a.input, a.q, meta(a)
         count = S.numel(q.shape) if hasattr(q, "shape") else 1
         return Cost(flops=S.numel(input.shape) * max(1, S.numel(input.shape)).bit_length(), bytes_read=nbytes(input),
                     bytes_written=nbytes(result), workspace=temporaries(4, input.shape, input.dtype)
                     + temporaries(2, input.shape, _I64) + temporaries(12, result.shape, _I64) + count * 4096)
-    return cost
+    return {"meta": meta, "cost": cost, "bound": True}
 
 
 @register("quantile", family="sorting", aten=["aten::quantile.default", "aten::quantile.scalar"],
-          meta=_quantile_meta_for("quantile"), cost=_quantile_cost_for("quantile"), methods=("quantile",),
-          variants=(OUT,))
+          methods=("quantile",), variants=(OUT,), **_quantile_rules("quantile"))
 def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
     """The ``q``-quantiles along ``dim`` (of all values without one): the value at rank q (n - 1) of the
     sorted values, interpolated as asked; a 1-D ``q`` puts its dim first. NaN where the values hold NaN."""
@@ -228,8 +232,7 @@ def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation
 
 
 @register("nanquantile", family="sorting", aten=["aten::nanquantile.default", "aten::nanquantile.scalar"],
-          meta=_quantile_meta_for("nanquantile"), cost=_quantile_cost_for("nanquantile"), methods=("nanquantile",),
-          variants=(OUT,))
+          methods=("nanquantile",), variants=(OUT,), **_quantile_rules("nanquantile"))
 def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
     """``quantile`` of the values that are not NaN (NaN where all are)."""
     return _quantile(input, q, dim, keepdim, interpolation, True, "nanquantile")
