@@ -318,7 +318,7 @@ def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor
 
 # ---- histogram, renorm -----------------------------------------------------------------------------------
 
-def _histogram_meta(input, bins=100, *, range=None, weight=None, density=False):
+def _histogram_meta(input, bins, weight) -> tuple:
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the same dtype, but got "
                            f"input {input.dtype.name} and bins float")
@@ -365,17 +365,17 @@ def bin_positions(values: Tensor, edges: Tensor) -> Tensor:
 
 
 @register("histogram", family="sorting", aten=["aten::histogram.bins_tensor", "aten::histogram.bin_ct"],
-          meta=_histogram_meta,
-          cost=lambda input, *a, **k: Cost(flops=S.numel(input.shape) * 8, bytes_read=nbytes(input),
-                                           bytes_written=sum(nbytes(m) for m in _histogram_meta(input, *a, **k)),
-                                           workspace=temporaries(6, input.shape, _I64)),
-          methods=("histogram",), variants=(OUT,))
+          meta=lambda a: _histogram_meta(a.input, a.bins, a.weight),
+          cost=lambda a: Cost(flops=S.numel(a.input.shape) * 8, bytes_read=nbytes(a.input),
+                              bytes_written=sum(nbytes(m) for m in _histogram_meta(a.input, a.bins, a.weight)),
+                              workspace=temporaries(6, a.input.shape, _I64)),
+          bound=True, methods=("histogram",), variants=(OUT,))
 def histogram(input: Tensor, bins=100, *, range=None, weight=None, density: bool = False):
     """Counts (or summed ``weight``) of the values in each bin: ``bins`` equal bins over ``range`` (default:
     the values' min and max, read on the host) or the given edges. A bin holds [edge, next edge), the last
     one its right edge too; values outside the edges are not counted. ``density`` divides by the total and
     the bin widths."""
-    meta = _histogram_meta(input, bins, range=range, weight=weight, density=density)
+    meta = _histogram_meta(input, bins, weight)
     count = meta[0].shape[0]
     if isinstance(bins, int):
         edges = equal_bin_edges(input, count, range, "histogram")
