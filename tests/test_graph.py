@@ -311,3 +311,45 @@ def test_arguments_are_bound_once_per_set_of_symbol_values(tmp_path, monkeypatch
     decoded.clear()
     model(other)
     assert decoded == []
+
+
+def _cache_document(append_outputs):
+    cache = {"shape": [3, 2, 1, 4], "dtype": "float32"}
+    return {
+        "format": "nbxtensor.graph", "version": 1, "symbols": {},
+        "inputs": ["input::k", "input::v", "input::key_cache", "input::value_cache", "input::slots", "input::q",
+                   "input::table", "input::lens"],
+        "outputs": ["attended"],
+        "tensors": {
+            "input::k": {"shape": [2, 1, 4], "dtype": "float32"}, "input::v": {"shape": [2, 1, 4], "dtype": "float32"},
+            "input::key_cache": cache, "input::value_cache": cache,
+            "input::slots": {"shape": [2], "dtype": "int64"}, "input::q": {"shape": [1, 1, 4], "dtype": "float32"},
+            "input::table": {"shape": [1, 3], "dtype": "int32"}, "input::lens": {"shape": [1], "dtype": "int32"},
+            "appended": cache, "attended": {"shape": [1, 1, 4], "dtype": "float32"},
+        },
+        "ops": [
+            {"id": "append", "op": "nbx::kv_cache_append", "kwargs": {}, "outputs": append_outputs,
+             "args": [{"tensor": f"input::{name}"} for name in ("k", "v", "key_cache", "value_cache", "slots")]},
+            {"id": "attend", "op": "nbx::paged_attention", "kwargs": {}, "outputs": ["attended"],
+             "args": [{"tensor": f"input::{name}"} for name in ("q", "key_cache", "value_cache", "table", "lens")]},
+        ],
+    }
+
+
+@cpu_kernels
+def test_a_step_writing_its_operands_in_place_lists_its_one_output_unused(tmp_path):
+    rng = np.random.default_rng(0)
+    k, v, q = (rng.standard_normal(shape).astype(np.float32) for shape in ((2, 1, 4), (2, 1, 4), (1, 1, 4)))
+    key_cache, value_cache = nbx.zeros((3, 2, 1, 4), device=TEST_DEVICE), nbx.zeros((3, 2, 1, 4), device=TEST_DEVICE)
+    model = graph.load(_write(tmp_path / "ok", _cache_document([None])), device=TEST_DEVICE)
+    # the two tokens land in page 1's slots 2 and 3; the sequence reads exactly them
+    attended = model(k, v, key_cache, value_cache, np.array([2, 3]), q, np.array([[1, 0, 2]], np.int32),
+                     np.array([2], np.int32)).numpy().astype(np.float64)
+    np.testing.assert_array_equal(key_cache.numpy()[1], k)
+    np.testing.assert_array_equal(value_cache.numpy()[1], v)
+    scores = k[:, 0].astype(np.float64) @ q[0, 0] / 2.0
+    weights = np.exp(scores - scores.max())
+    # float32 attention over two keys: a few float32 roundings of O(1) values
+    np.testing.assert_allclose(attended[0, 0], weights @ v[:, 0] / weights.sum(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(GraphError, match="returns nothing"):
+        graph.load(_write(tmp_path / "named", _cache_document(["appended"])), device=TEST_DEVICE).infer({})

@@ -70,10 +70,13 @@ def _close_to_reference(got: Tensor, expected, what):
 
 def _check_meta_and_cost(op, tensor_args, tensor_kwargs, results, where):
     meta_args, meta_kwargs = _metadata(tensor_args), _metadata(tensor_kwargs)
-    metas = outputs(op.meta(*meta_args, **meta_kwargs))
+    described = op.meta(*meta_args, **meta_kwargs)
+    # an op returning nothing writes its operands in place; its meta rule returns nothing too
+    assert (described is None) == (len(results) == 1 and results[0] is None), \
+        f"{where}: the meta rule returns {described!r}, the implementation {results}"
+    metas = [] if described is None else outputs(described)
     tensors = [r for r in results if isinstance(r, Tensor)]
-    # a size the meta rule leaves None is one the values decide (repeat counts, the largest class index); an op
-    # returning nothing writes its operands in place (its meta rule describes them)
+    # a size the meta rule leaves None is one the values decide (repeat counts, the largest class index)
     assert not tensors or [(tuple(t if m is None else m for m, t in zip(meta.shape, tensor.shape)), meta.dtype)
             for meta, tensor in zip(metas, tensors)] == [(tuple(t.shape), t.dtype) for t in tensors] \
         and len(metas) == len(tensors), f"{where}: the meta rule's outputs {metas} differ from the implementation's"

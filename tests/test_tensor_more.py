@@ -373,6 +373,18 @@ def test_tensordot_sums_a_dim_contracted_against_size_one(r):
         nbx.tensordot(to_nbx(a), to_nbx(b), ([1], [1]))
 
 
+def test_tensordot_out_is_written_as_aten_writes_out(r):
+    a, b = f32(r, 2, 3), f32(r, 3, 4)
+    out = nbx.empty(0)
+    assert nbx.tensordot(to_nbx(a), to_nbx(b), 1, out=out) is out  # an empty out is resized
+    # float32 products of 3 terms: float32 rounding, well inside close's tolerance
+    close(out, a.astype(np.float64) @ b)
+    with pytest.raises(RuntimeError, match="doesn't match the result's shape"):  # it was filled by broadcasting
+        nbx.tensordot(to_nbx(a[0]), to_nbx(b), 1, out=nbx.empty(2, 4))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        nbx.tensordot(to_nbx(a), to_nbx(b), 1, out=nbx.empty(2, 4, dtype=nbx.int32))
+
+
 def test_embedding_bag_half_sums_round_once(r):
     weight = r.standard_normal((6, 4)).astype(ml_dtypes.bfloat16)
     indices = np.array([0, 2, 5, 1, 1, 3, 4])

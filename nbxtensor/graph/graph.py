@@ -474,6 +474,11 @@ class Graph:
         return meta
 
     def _as_list(self, step: Step, produced) -> list:
+        if produced is None:  # an op writing its operands in place: every output it lists is unused (null)
+            if any(out is not None for out in step.outputs):
+                raise GraphError(f"{self.path}: op {step.id!r} ({step.aten}) returns nothing; the file names its "
+                                 f"outputs {[out for out in step.outputs if out is not None]}")
+            return [None] * len(step.outputs)
         # a TensorMeta is itself a tuple, so a single result is told apart by having a shape
         results = [produced] if hasattr(produced, "shape") else list(produced)
         if len(results) < len(step.outputs) or (len(step.outputs) == 1 and len(results) != 1):

@@ -111,7 +111,7 @@ def _check_mask(op: str, attn_mask, query, key):
                            f"{_dims(target)}")
 
 
-def _sdpa_meta(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+def _sdpa_result(query, key, value, attn_mask, enable_gqa) -> TensorMeta:
     op = "scaled_dot_product_attention"
     _check_operands(op, query, key, value)
     _kv_lead(op, query, key, value, enable_gqa)
@@ -119,8 +119,13 @@ def _sdpa_meta(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     return TensorMeta((*query.shape[:-1], value.shape[-1]), query.dtype)
 
 
-def _sdpa_cost(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    out = _sdpa_meta(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+def _sdpa_meta(a):
+    return _sdpa_result(a.query, a.key, a.value, a.attn_mask, a.enable_gqa)
+
+
+def _sdpa_cost(a):
+    query, key, value, attn_mask, is_causal = a.query, a.key, a.value, a.attn_mask, a.is_causal
+    out = _sdpa_meta(a)
     rows = S.numel(query.shape[:-1])  # B * H * L
     keys = key.shape[-2]
     flops = 2 * rows * keys * (query.shape[-1] + value.shape[-1])  # 4 B H L S E when E == Ev
@@ -522,7 +527,7 @@ def _sdpa_operands(query, key, value, attn_mask, is_causal, enable_gqa):
 
 def _sdpa_key(facts, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False):
-    meta = _sdpa_meta(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    meta = _sdpa_result(query, key, value, attn_mask, enable_gqa)
     keys = key.shape[-2]
     if not S.numel(meta.shape) or not keys:
         return []
@@ -538,7 +543,7 @@ def _sdpa_key(facts, query, key, value, attn_mask=None, dropout_p=0.0, is_causal
 
 
 @register("scaled_dot_product_attention", family="attention", aten=["aten::scaled_dot_product_attention.default"],
-          meta=_sdpa_meta, cost=_sdpa_cost, api=(), key=_sdpa_key, functional=True)
+          meta=_sdpa_meta, cost=_sdpa_cost, bound=True, api=(), key=_sdpa_key, functional=True)
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -565,7 +570,7 @@ _attention_plans = PlanCache()
 def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
     """``execute(query, key, value, attn_mask) -> out`` for operands laid out as these."""
     op = "scaled_dot_product_attention"
-    meta = _sdpa_meta(query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa)
+    meta = _sdpa_result(query, key, value, attn_mask, enable_gqa)
     dev = query.device
     for name, t in (("key", key), ("value", value), ("attn_mask", attn_mask)):
         if t is not None and t.device != dev:
@@ -617,7 +622,7 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
 
 
 # ---- causal prefill with a cap, a window and a query offset ---------------------------------------------
-def _causal_meta(query, key, value, scale=None, softcap=None, window=None, query_offset=0):
+def _causal_result(query, key, value, softcap, window, query_offset) -> TensorMeta:
     op = "prefill_attention"
     _check_options(op, softcap, window)
     if len(query.shape) != 3 or len(key.shape) != 3 or len(value.shape) != 3:
@@ -631,16 +636,21 @@ def _causal_meta(query, key, value, scale=None, softcap=None, window=None, query
     return TensorMeta((*query.shape[:2], value.shape[-1]), query.dtype)
 
 
-def _causal_cost(query, key, value, scale=None, softcap=None, window=None, query_offset=0):
-    out = _causal_meta(query, key, value, scale, softcap, window, query_offset)
+def _causal_meta(a):
+    return _causal_result(a.query, a.key, a.value, a.softcap, a.window, a.query_offset)
+
+
+def _causal_cost(a):
+    query, key, value = a.query, a.key, a.value
+    out = _causal_meta(a)
     H, L, E = query.shape
-    seen = min(key.shape[1], window or key.shape[1])  # keys a query sees, at most
+    seen = min(key.shape[1], a.window or key.shape[1])  # keys a query sees, at most
     return Cost(flops=2 * H * L * seen * (E + value.shape[-1]),
                 bytes_read=nbytes(query) + nbytes(key) + nbytes(value), bytes_written=nbytes(out))
 
 
 def _causal_key(facts, query, key, value, scale=None, softcap=None, window=None, query_offset=0):
-    meta = _causal_meta(query, key, value, scale, softcap, window, query_offset)
+    meta = _causal_result(query, key, value, softcap, window, query_offset)
     if not S.numel(meta.shape):
         return []
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
@@ -651,7 +661,7 @@ def _causal_key(facts, query, key, value, scale=None, softcap=None, window=None,
 
 
 @register("prefill_attention", family="attention", functional=True, aten=["nbx::prefill_attention"], meta=_causal_meta,
-          cost=_causal_cost, api=(), key=_causal_key)
+          cost=_causal_cost, bound=True, api=(), key=_causal_key)
 def prefill_attention(query: Tensor, key: Tensor, value: Tensor, scale: float | None = None,
                       softcap: float | None = None, window: int | None = None, query_offset: int = 0) -> Tensor:
     """Causal attention of a sequence's last positions: ``query`` (H_q, L, E) are positions
@@ -669,7 +679,7 @@ def prefill_attention(query: Tensor, key: Tensor, value: Tensor, scale: float | 
 def _plan_prefill(query, key, value, scale, softcap, window, query_offset):
     """``execute(query, key, value) -> out`` for ``prefill_attention``'s operands laid out as these (its
     launches are tuned on these tensors and an output made here)."""
-    meta = _causal_meta(query, key, value, scale, softcap, window, query_offset)
+    meta = _causal_result(query, key, value, softcap, window, query_offset)
     dev = query.device
     for name, t in (("key", key), ("value", value)):
         if t.device != dev:
@@ -701,7 +711,7 @@ def _check_options(op: str, softcap, window):
         raise ValueError(f"{op}: window must be an integer >= 1 or None, got {window!r}")
 
 
-def _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale=None, softcap=None, window=None):
+def _paged_result(query, key_cache, value_cache, block_table, seq_lens, softcap, window) -> TensorMeta:
     op = "paged_attention"
     _check_options(op, softcap, window)
     if len(query.shape) != 3:
@@ -726,15 +736,20 @@ def _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale=None
     return TensorMeta((*query.shape[:2], value_cache.shape[-1]), query.dtype)
 
 
-def _paged_cost(query, key_cache, value_cache, block_table, seq_lens, scale=None, softcap=None, window=None):
-    out = _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale, softcap, window)
+def _paged_meta(a):
+    return _paged_result(a.query, a.key_cache, a.value_cache, a.block_table, a.seq_lens, a.softcap, a.window)
+
+
+def _paged_cost(a):
+    query, key_cache, value_cache, block_table = a.query, a.key_cache, a.value_cache, a.block_table
+    out = _paged_meta(a)
     B, H_q, E = query.shape
     capacity = block_table.shape[1] * key_cache.shape[1]
     kv_heads = key_cache.shape[2]
     # at most a full table row of keys per sequence: an upper bound, the lengths live on the device
     kv_bytes = B * capacity * kv_heads * (E + value_cache.shape[-1]) * key_cache.dtype.itemsize
     return Cost(flops=2 * B * H_q * capacity * (E + value_cache.shape[-1]),
-                bytes_read=nbytes(query) + kv_bytes + nbytes(block_table) + nbytes(seq_lens),
+                bytes_read=nbytes(query) + kv_bytes + nbytes(block_table) + nbytes(a.seq_lens),
                 bytes_written=nbytes(out), workspace=_decode_workspace(query, capacity, value_cache.shape[-1], False))
 
 
@@ -742,7 +757,8 @@ def _paged_key(facts, *args, **kwargs):
     return []  # paged decode keeps the first setting (``_decode``): nothing is tuned
 
 
-@register("paged_attention", family="attention", aten=["nbx::paged_attention"], meta=_paged_meta, cost=_paged_cost, api=(),
+@register("paged_attention", family="attention", aten=["nbx::paged_attention"], meta=_paged_meta, cost=_paged_cost,
+          bound=True, api=(),
           key=_paged_key, functional=True)
 def paged_attention(query: Tensor, key_cache: Tensor, value_cache: Tensor, block_table: Tensor, seq_lens: Tensor,
                     scale: float | None = None, softcap: float | None = None, window: int | None = None) -> Tensor:
@@ -762,7 +778,7 @@ def paged_attention(query: Tensor, key_cache: Tensor, value_cache: Tensor, block
 def _plan_paged(query, key_cache, value_cache, block_table, seq_lens, scale, softcap, window):
     """``execute(query, key_cache, value_cache, block_table, seq_lens) -> out`` for ``paged_attention``'s
     operands laid out as these: what the launches read of the tables' values, they read at each call."""
-    meta = _paged_meta(query, key_cache, value_cache, block_table, seq_lens, scale, softcap, window)
+    meta = _paged_result(query, key_cache, value_cache, block_table, seq_lens, softcap, window)
     dev = query.device
     fresh_output = fresh_tensor_maker(meta.shape, meta.dtype, dev)
     if not S.numel(meta.shape):
@@ -783,7 +799,7 @@ def _plan_paged(query, key_cache, value_cache, block_table, seq_lens, scale, sof
     return execute
 
 
-def _append_meta(key, value, key_cache, value_cache, slot_mapping):
+def _check_append(key, value, key_cache, value_cache, slot_mapping) -> None:
     op = "kv_cache_append"
     for name, rows, cache in (("key", key, key_cache), ("value", value, value_cache)):
         if len(rows.shape) != 3 or len(cache.shape) != 4 or tuple(rows.shape[1:]) != tuple(cache.shape[2:]):
@@ -795,23 +811,27 @@ def _append_meta(key, value, key_cache, value_cache, slot_mapping):
             or slot_mapping.dtype.kind != "int":
         raise RuntimeError(f"{op}: key {_dims(key.shape)}, value {_dims(value.shape)} and an integer slot_mapping "
                            f"{_dims(slot_mapping.shape)} must have the same number of tokens")
-    return TensorMeta(tuple(key_cache.shape), key_cache.dtype)
 
 
-def _append_cost(key, value, key_cache, value_cache, slot_mapping):
-    _append_meta(key, value, key_cache, value_cache, slot_mapping)
-    return Cost(bytes_read=nbytes(key) + nbytes(value) + nbytes(slot_mapping),
-                bytes_written=nbytes(key) + nbytes(value))
+def _append_meta(a):
+    """None, as the op returns: it writes its caches in place."""
+    _check_append(a.key, a.value, a.key_cache, a.value_cache, a.slot_mapping)
 
 
-@register("kv_cache_append", family="attention", aten=["nbx::kv_cache_append"], meta=_append_meta, cost=_append_cost, api=(),
-          functional=True)
+def _append_cost(a):
+    _check_append(a.key, a.value, a.key_cache, a.value_cache, a.slot_mapping)
+    return Cost(bytes_read=nbytes(a.key) + nbytes(a.value) + nbytes(a.slot_mapping),
+                bytes_written=nbytes(a.key) + nbytes(a.value))
+
+
+@register("kv_cache_append", family="attention", aten=["nbx::kv_cache_append"], meta=_append_meta, cost=_append_cost,
+          bound=True, api=(), functional=True)
 def kv_cache_append(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: Tensor,
                     slot_mapping: Tensor) -> None:
     """Writes token t's rows ``key[t]``/``value[t]`` (kv_heads, dim) into the caches at slot
     ``slot_mapping[t]``: page ``slot // block_size``, offset ``slot % block_size``. A negative slot skips
     the token (padding). In place; slots are not checked against the cache's size."""
-    _append_meta(key, value, key_cache, value_cache, slot_mapping)
+    _check_append(key, value, key_cache, value_cache, slot_mapping)
     tokens, heads = key.shape[:2]
     if tokens == 0 or heads == 0:
         return
@@ -827,7 +847,7 @@ def kv_cache_append(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: 
 
 
 # ---- rotary position embedding ---------------------------------------------------------------------------
-def _rotary_meta(x, cos, sin, positions=None, interleaved=False):
+def _rotary_result(x, cos, sin, positions) -> TensorMeta:
     op = "rotary_embedding"
     if len(x.shape) < 2 or x.dtype.name not in _FLOAT_DTYPES:
         raise RuntimeError(f"{op}: x must be a float tensor (..., length, dim), got {x.dtype.name} "
@@ -849,13 +869,16 @@ def _rotary_meta(x, cos, sin, positions=None, interleaved=False):
     return TensorMeta(tuple(x.shape), x.dtype)
 
 
-def _rotary_cost(x, cos, sin, positions=None, interleaved=False):
-    out = _rotary_meta(x, cos, sin, positions, interleaved)
-    return Cost(flops=3 * S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
+def _rotary_meta(a):
+    return _rotary_result(a.x, a.cos, a.sin, a.positions)
 
 
-@register("rotary_embedding", family="attention", aten=["nbx::rotary_embedding"], meta=_rotary_meta, cost=_rotary_cost, api=(),
-          functional=True)
+def _rotary_cost(a):
+    return Cost(flops=3 * S.numel(a.x.shape), bytes_read=nbytes(a.x), bytes_written=nbytes(_rotary_meta(a)))
+
+
+@register("rotary_embedding", family="attention", aten=["nbx::rotary_embedding"], meta=_rotary_meta, cost=_rotary_cost,
+          bound=True, api=(), functional=True)
 def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interleaved: bool = False) -> Tensor:
     """Rotary position embedding of ``x`` (..., L, E): pair i of a row at position p turns by the angle whose
     cosine and sine are ``cos[p, i]`` and ``sin[p, i]`` (tables (max_positions, R / 2), R <= E; dims past R
@@ -863,7 +886,7 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interl
     None (row l of the L axis at position l), an int offset (l + offset), or an integer tensor broadcasting
     to x.shape[:-1] (any layout: (L,) for (..., L, E), (B, L, 1) for (B, L, H, E) ...). Positions are not
     checked against the table's length."""
-    _rotary_meta(x, cos, sin, positions, interleaved)
+    _rotary_result(x, cos, sin, positions)
     from .creation import arange
     out = new_tensor(x.shape, x.dtype, x.device)
     if x.numel() == 0:
@@ -901,7 +924,7 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interl
     return out
 
 
-def _rotary_append_meta(q, k, v, cos, sin, positions, key_cache, value_cache, slots):
+def _rotary_append_result(q, k, v, cos, sin, positions, key_cache, value_cache, slots) -> tuple:
     op = "rotary_append"
     if len(q.shape) != 3 or q.dtype.name not in _FLOAT_DTYPES:
         raise RuntimeError(f"{op}: q must be a float tensor (tokens, heads, dim), got {q.dtype.name} {_dims(q.shape)}")
@@ -928,15 +951,19 @@ def _rotary_append_meta(q, k, v, cos, sin, positions, key_cache, value_cache, sl
     return (TensorMeta(tuple(q.shape), q.dtype), TensorMeta(tuple(k.shape), k.dtype))
 
 
-def _rotary_append_cost(q, k, v, cos, sin, positions, key_cache, value_cache, slots):
-    q_out, k_out = _rotary_append_meta(q, k, v, cos, sin, positions, key_cache, value_cache, slots)
-    return Cost(flops=3 * (S.numel(q.shape) + S.numel(k.shape)),
-                bytes_read=nbytes(q) + nbytes(k) + nbytes(v) + nbytes(positions) + nbytes(slots),
-                bytes_written=nbytes(q_out) + 2 * nbytes(k_out) + nbytes(v))
+def _rotary_append_meta(a):
+    return _rotary_append_result(a.q, a.k, a.v, a.cos, a.sin, a.positions, a.key_cache, a.value_cache, a.slots)
+
+
+def _rotary_append_cost(a):
+    q_out, k_out = _rotary_append_meta(a)
+    return Cost(flops=3 * (S.numel(a.q.shape) + S.numel(a.k.shape)),
+                bytes_read=nbytes(a.q) + nbytes(a.k) + nbytes(a.v) + nbytes(a.positions) + nbytes(a.slots),
+                bytes_written=nbytes(q_out) + 2 * nbytes(k_out) + nbytes(a.v))
 
 
 @register("rotary_append", family="attention", functional=True, aten=["nbx::rotary_append"], meta=_rotary_append_meta,
-          cost=_rotary_append_cost, api=())
+          cost=_rotary_append_cost, bound=True, api=())
 def rotary_append(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, positions: Tensor, key_cache: Tensor,
                   value_cache: Tensor, slots: Tensor) -> tuple[Tensor, Tensor]:
     """A decoder layer's attention inputs in one launch: (rotary_embedding(q), rotary_embedding(k)) at each
@@ -945,7 +972,7 @@ def rotary_append(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, pos
     (a negative slot skips the token). q (tokens, heads, dim); k and v (tokens, kv_heads, dim), views of one
     projection's output welcome; ``positions`` and ``slots`` one integer per token. Positions and slots are
     not checked against the tables and the caches."""
-    q_meta, k_meta = _rotary_append_meta(q, k, v, cos, sin, positions, key_cache, value_cache, slots)
+    q_meta, k_meta = _rotary_append_result(q, k, v, cos, sin, positions, key_cache, value_cache, slots)
     q_out = new_tensor(q_meta.shape, q.dtype, q.device)
     k_out = new_tensor(k_meta.shape, k.dtype, k.device)
     tokens, q_heads, dim = q.shape
@@ -976,7 +1003,7 @@ def rotary_append(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, pos
     return q_out, k_out
 
 
-def _rotate_half_meta(x, cos, sin):
+def _rotate_half_result(x, cos, sin) -> TensorMeta:
     op = "rotate_half_embedding"
     if not 1 <= len(x.shape) <= 4 or x.dtype.name not in _FLOAT_DTYPES or x.shape[-1] % 2:
         raise RuntimeError(f"{op}: x must be a float tensor of 1 to 4 dims whose last is even, got {x.dtype.name} "
@@ -992,10 +1019,13 @@ def _rotate_half_meta(x, cos, sin):
     return TensorMeta(tuple(x.shape), x.dtype)
 
 
-def _rotate_half_cost(x, cos, sin):
-    out = _rotate_half_meta(x, cos, sin)
-    return Cost(flops=3 * S.numel(x.shape), bytes_read=nbytes(x) + nbytes(cos) + nbytes(sin),
-                bytes_written=nbytes(out))
+def _rotate_half_meta(a):
+    return _rotate_half_result(a.x, a.cos, a.sin)
+
+
+def _rotate_half_cost(a):
+    return Cost(flops=3 * S.numel(a.x.shape), bytes_read=nbytes(a.x) + nbytes(a.cos) + nbytes(a.sin),
+                bytes_written=nbytes(_rotate_half_meta(a)))
 
 
 def _broadcast_strides_4d(t: Tensor, shape) -> tuple:
@@ -1006,7 +1036,7 @@ def _broadcast_strides_4d(t: Tensor, shape) -> tuple:
 
 
 @register("rotate_half_embedding", family="attention", aten=["nbx::rotate_half_embedding"], meta=_rotate_half_meta,
-          cost=_rotate_half_cost, api=())
+          cost=_rotate_half_cost, bound=True, api=())
 def rotate_half_embedding(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """``x * cos + rotate_half(x) * sin`` with rotate_half(x) = cat(-x2, x1) of x's halves along its last dim,
     as transformers' ``apply_rotary_pos_emb`` writes it: ``cos`` and ``sin`` broadcast to x (any layout).
@@ -1020,7 +1050,7 @@ def rotate_half_embedding(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 def _plan_rotate_half(x: Tensor, cos: Tensor, sin: Tensor):
     """``execute(x, cos, sin) -> out`` for operands laid out as these are."""
     from .pointwise import output_strides
-    meta = _rotate_half_meta(x, cos, sin)
+    meta = _rotate_half_result(x, cos, sin)
     shape = (1,) * (4 - x.ndim) + tuple(x.shape)
     xs, cs, ss = _broadcast_strides_4d(x, shape), _broadcast_strides_4d(cos, shape), _broadcast_strides_4d(sin, shape)
     by_cos = output_strides(meta.shape, [xs[4 - x.ndim:], cs[4 - x.ndim:]])

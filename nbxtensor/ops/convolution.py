@@ -136,16 +136,21 @@ def _geometry(op, input, weight, bias, stride, padding, dilation, transposed, ou
     return dims, stride, padding, dilation, out_shape
 
 
-def _conv_meta(input, weight, bias=None, stride=1, padding=0, dilation=1, transposed=False, output_padding=0,
-               groups=1, *, op="convolution"):
+def _conv_result(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups) -> TensorMeta:
     out_shape = _geometry(op, input, weight, bias, stride, padding, dilation, transposed, output_padding,
                           groups)[-1]
     return TensorMeta(out_shape, input.dtype)
 
 
-def _conv_cost(input, weight, bias=None, stride=1, padding=0, dilation=1, transposed=False, output_padding=0,
-               groups=1, *, op="convolution"):
-    out = _conv_meta(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, op=op)
+def _conv_rules(convolution_arguments) -> dict:
+    """``register``'s meta and cost rules of a convolution op, of bound arguments:
+    ``convolution_arguments(a)`` gives ``_conv_result``'s arguments (op first) from the op's."""
+    return {"meta": lambda a: _conv_result(*convolution_arguments(a)),
+            "cost": lambda a: _conv_estimate(*convolution_arguments(a)), "bound": True}
+
+
+def _conv_estimate(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups) -> Cost:
+    out = _conv_result(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     kernel_volume = S.numel(weight.shape[2:])
     if transposed:
         # each input element meets every kernel position of Cout/groups output channels
@@ -611,8 +616,9 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
     return execute
 
 
-@register("convolution", family="convolution", aten=["aten::convolution.default"], meta=_conv_meta,
-          cost=_conv_cost, key=_conv_key)
+@register("convolution", family="convolution", aten=["aten::convolution.default"], key=_conv_key, **_conv_rules(
+    lambda a: ("convolution", a.input, a.weight, a.bias, a.stride, a.padding, a.dilation, a.transposed,
+               a.output_padding, a.groups)))
 def convolution(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
                 transposed: bool = False, output_padding=0, groups: int = 1) -> Tensor:
     """ATen's convolution: forward or transposed, any of 1-3 spatial dims."""
@@ -621,12 +627,9 @@ def convolution(input: Tensor, weight: Tensor, bias: Tensor | None = None, strid
 
 
 def _forward_op(name, dims):
-    def meta(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-        _rank(name, weight, dims)
-        return _conv_meta(input, weight, bias, stride, padding, dilation, False, 0, groups, op=name)
-
-    def cost(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-        return _conv_cost(input, weight, bias, stride, padding, dilation, False, 0, groups, op=name)
+    def convolution_arguments(a):
+        _rank(name, a.weight, dims)
+        return name, a.input, a.weight, a.bias, a.stride, a.padding, a.dilation, False, 0, a.groups
 
     def key(facts, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         _rank(name, weight, dims)
@@ -636,17 +639,14 @@ def _forward_op(name, dims):
         _rank(name, weight, dims)
         return _convolution(name, input, weight, bias, stride, padding, dilation, False, 0, groups)
     impl.__doc__ = f"torch.nn.functional.{name}: a {dims}-d convolution."
-    return register(name, family="convolution", aten=[f"aten::{name}.default", f"aten::{name}.padding"],
-                    meta=meta, cost=cost, key=key, functional=True)(impl)
+    return register(name, family="convolution", aten=[f"aten::{name}.default", f"aten::{name}.padding"], key=key,
+                    functional=True, **_conv_rules(convolution_arguments))(impl)
 
 
 def _transposed_op(name, dims):
-    def meta(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-        _rank(name, weight, dims)
-        return _conv_meta(input, weight, bias, stride, padding, dilation, True, output_padding, groups, op=name)
-
-    def cost(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-        return _conv_cost(input, weight, bias, stride, padding, dilation, True, output_padding, groups, op=name)
+    def convolution_arguments(a):
+        _rank(name, a.weight, dims)
+        return name, a.input, a.weight, a.bias, a.stride, a.padding, a.dilation, True, a.output_padding, a.groups
 
     def key(facts, input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
         _rank(name, weight, dims)
@@ -657,7 +657,7 @@ def _transposed_op(name, dims):
         return _convolution(name, input, weight, bias, stride, padding, dilation, True, output_padding, groups)
     impl.__doc__ = f"torch.nn.functional.{name}: a {dims}-d transposed convolution."
     return register(name, family="convolution", aten=[f"aten::{name}.default" if dims == 1 else f"aten::{name}.input"],
-                    meta=meta, cost=cost, key=key, functional=True)(impl)
+                    key=key, functional=True, **_conv_rules(convolution_arguments))(impl)
 
 
 def _rank(op, weight, dims):

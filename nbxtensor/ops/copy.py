@@ -117,17 +117,17 @@ def check_overlap(dst: Tensor, src: Tensor) -> None:
                        "refer to a single memory location; clone() the source first")
 
 
-def _copy_meta(dst, src, non_blocking=False):
-    S.broadcast_strides(src.shape, S.contiguous_strides(src.shape), dst.shape)
-    return TensorMeta(tuple(dst.shape), dst.dtype)
+def _copy_meta(a):
+    S.broadcast_strides(a.src.shape, S.contiguous_strides(a.src.shape), a.dst.shape)
+    return TensorMeta(tuple(a.dst.shape), a.dst.dtype)
 
 
-def _copy_cost(dst, src, non_blocking=False):
-    return Cost(bytes_read=nbytes(src), bytes_written=nbytes(dst))
+def _copy_cost(a):
+    return Cost(bytes_read=nbytes(a.src), bytes_written=nbytes(a.dst))
 
 
 @register("copy_", family="copy", aten=["aten::copy_.default", "aten::copy.default"], meta=_copy_meta,
-          cost=_copy_cost, api=(), methods=("copy_",))
+          cost=_copy_cost, bound=True, api=(), methods=("copy_",))
 def copy_(dst: Tensor, src, non_blocking: bool = False) -> Tensor:
     """Write ``src`` (broadcast to ``dst``'s shape, converted to its dtype) into ``dst``."""
     if not isinstance(src, Tensor):
@@ -202,16 +202,9 @@ def _bytes_between(dst: Tensor, src: Tensor, blocking: bool = True) -> None:
         backend_for(dst.device).copy_raw(dst.data_ptr(), src.data_ptr(), nbytes, dst.device.index, "d2d", blocking)
 
 
-def _fill_meta(x, value):
-    return TensorMeta(tuple(x.shape), x.dtype)
-
-
-def _fill_cost(x, value):
-    return Cost(bytes_written=nbytes(x))
-
-
-@register("fill_", family="copy", aten=["aten::fill_.Scalar", "aten::fill.Scalar"], meta=_fill_meta,
-          cost=_fill_cost, api=(), methods=("fill_",))
+@register("fill_", family="copy", aten=["aten::fill_.Scalar", "aten::fill.Scalar"],
+          meta=lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype), cost=lambda a: Cost(bytes_written=nbytes(a.x)),
+          bound=True, api=(), methods=("fill_",))
 def fill_(x: Tensor, value) -> Tensor:
     """Set every element of ``x`` (whatever its strides) to ``value``; a meta tensor has no elements to set."""
     if x.is_meta:
@@ -241,12 +234,9 @@ def zero_(x: Tensor) -> Tensor:
     return fill_(x, 0)
 
 
-def _clone_meta(x, memory_format=None):
-    return TensorMeta(tuple(x.shape), x.dtype)
-
-
-def _clone_cost(x, memory_format=None):
-    return Cost(bytes_read=nbytes(x), bytes_written=nbytes(x))
+# clone's and contiguous's rules, of bound arguments
+_CLONE_RULES = {"meta": lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype),
+                "cost": lambda a: Cost(bytes_read=nbytes(a.x), bytes_written=nbytes(a.x)), "bound": True}
 
 
 _converted_outputs = PlanCache()  # (input layout, dtype, whether strides are preserved) -> the output's maker
@@ -263,8 +253,7 @@ def format_strides(op: str, memory_format, shape, strides) -> tuple | None:
     return S.channels_last_strides(shape, name)
 
 
-@register("clone", family="copy", aten=["aten::clone.default"], meta=_clone_meta, cost=_clone_cost,
-          methods=("clone",))
+@register("clone", family="copy", aten=["aten::clone.default"], methods=("clone",), **_CLONE_RULES)
 def clone(x: Tensor, memory_format=None) -> Tensor:
     """A copy with its own storage; a dense input keeps its strides (``preserve_format``), ``contiguous_format``
     makes them row-major and the channels-last formats put the channel dim innermost."""
@@ -286,8 +275,8 @@ def _converted(x: Tensor, dt, memory_format) -> Tensor:
     return out
 
 
-@register("contiguous", family="copy", aten=["aten::contiguous.default"], meta=_clone_meta, cost=_clone_cost,
-          api=(), methods=("contiguous",), aliases=MAYBE_VIEW)
+@register("contiguous", family="copy", aten=["aten::contiguous.default"], api=(), methods=("contiguous",),
+          aliases=MAYBE_VIEW, **_CLONE_RULES)
 def contiguous(x: Tensor, memory_format=None) -> Tensor:
     """``x`` itself where it is already laid out in ``memory_format`` (row-major unless told), else a copy
     that is."""
@@ -300,13 +289,12 @@ def contiguous(x: Tensor, memory_format=None) -> Tensor:
     return copy_(new_tensor(x.shape, x.dtype, x.device, strides), x)
 
 
-def _to_meta(x, device=None, dtype=None, copy=False, memory_format=None):
-    return TensorMeta(tuple(x.shape), x.dtype if dtype is None else get_dtype(dtype))
+def _to_meta(a):
+    return TensorMeta(tuple(a.x.shape), a.x.dtype if a.dtype is None else get_dtype(a.dtype))
 
 
-def _to_cost(x, device=None, dtype=None, copy=False, memory_format=None):
-    out = _to_meta(x, device, dtype)
-    return Cost(bytes_read=nbytes(x), bytes_written=nbytes(out))
+def _to_cost(a):
+    return Cost(bytes_read=nbytes(a.x), bytes_written=nbytes(_to_meta(a)))
 
 
 def _to_from_aten(*positional, always_copy=False):
@@ -320,7 +308,8 @@ def _to_from_aten(*positional, always_copy=False):
 
 
 @register("to", family="copy", aten=["aten::_to_copy.default", "aten::to.dtype", "aten::to.device",
-                                     "aten::to.dtype_layout"], meta=_to_meta, cost=_to_cost, api=(), aliases=MAYBE_VIEW,
+                                     "aten::to.dtype_layout"], meta=_to_meta, cost=_to_cost, bound=True, api=(),
+          aliases=MAYBE_VIEW,
           adapters={"aten::_to_copy.default": _to_from_aten(always_copy=True),
                     "aten::to.dtype": _to_from_aten("dtype", "non_blocking", "copy", "memory_format"),
                     "aten::to.device": _to_from_aten("device", "dtype", "non_blocking", "copy", "memory_format"),
@@ -363,8 +352,8 @@ def _can_compute(dev: _device) -> bool:
     return True
 
 
-def _cat_meta(tensors, dim=0):
-    return _cat_geometry(tensors, dim)[0]
+def _cat_meta(a):
+    return _cat_geometry(a.tensors, a.dim)[0]
 
 
 def _cat_geometry(tensors, dim):
@@ -394,12 +383,11 @@ def _cat_geometry(tensors, dim):
     return TensorMeta(tuple(shape), result_type(*[t.dtype for t in tensors])), d, live
 
 
-def _cat_cost(tensors, dim=0):
-    out = _cat_meta(tensors, dim)
-    return Cost(bytes_read=sum(nbytes(t) for t in tensors), bytes_written=nbytes(out))
+def _cat_cost(a):
+    return Cost(bytes_read=sum(nbytes(t) for t in a.tensors), bytes_written=nbytes(_cat_meta(a)))
 
 
-@register("cat", family="copy", aten=["aten::cat.default"], meta=_cat_meta, cost=_cat_cost,
+@register("cat", family="copy", aten=["aten::cat.default"], meta=_cat_meta, cost=_cat_cost, bound=True,
           api=("cat", "concat", "concatenate"))
 def cat(tensors, dim: int = 0) -> Tensor:
     """Join tensors along ``dim`` (promoting dtypes); 1-D empty tensors are skipped as ATen does."""
@@ -417,7 +405,7 @@ def cat(tensors, dim: int = 0) -> Tensor:
     return out
 
 
-def _stack_meta(tensors, dim=0):
+def _stack_result(tensors, dim) -> TensorMeta:
     tensors = list(tensors)
     if not tensors:
         raise S.ShapeError("stack expects a non-empty list of tensors")
@@ -430,14 +418,15 @@ def _stack_meta(tensors, dim=0):
     return TensorMeta((*ref[:d], len(tensors), *ref[d:]), result_type(*[t.dtype for t in tensors]))
 
 
-def _stack_cost(tensors, dim=0):
-    return Cost(bytes_read=sum(nbytes(t) for t in tensors), bytes_written=nbytes(_stack_meta(tensors, dim)))
+def _stack_cost(a):
+    return Cost(bytes_read=sum(nbytes(t) for t in a.tensors), bytes_written=nbytes(_stack_result(a.tensors, a.dim)))
 
 
-@register("stack", family="copy", aten=["aten::stack.default"], meta=_stack_meta, cost=_stack_cost)
+@register("stack", family="copy", aten=["aten::stack.default"], meta=lambda a: _stack_result(a.tensors, a.dim),
+          cost=_stack_cost, bound=True)
 def stack(tensors, dim: int = 0) -> Tensor:
     tensors = list(tensors)
-    meta = _stack_meta(tensors, dim)
+    meta = _stack_result(tensors, dim)
     d = S.wrap_dim(dim, tensors[0].ndim, allow_end=True)
     out = new_tensor(meta.shape, meta.dtype, tensors[0].device)
     for i, t in enumerate(tensors):

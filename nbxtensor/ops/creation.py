@@ -43,24 +43,29 @@ def _factory_strides(op: str, memory_format, shape) -> tuple | None:
     return None if name == "contiguous_format" else S.channels_last_strides(shape, name)
 
 
+def _writing_rules(meta, written: bool = True) -> dict:
+    """``register``'s meta and cost rules (of bound arguments) of an op that makes one tensor, ``meta`` its meta
+    rule; it writes the tensor unless ``written`` is False (it is left uninitialised)."""
+    return {"meta": meta, "cost": lambda a: Cost(bytes_written=nbytes(meta(a)) if written else 0), "bound": True}
+
+
+def _new_meta(size, dtype) -> TensorMeta:
+    return TensorMeta(S.normalize_shape(size), get_dtype(dtype) if dtype is not None else get_default_dtype())
+
+
 def _factory(name: str, aten, fill):
     """Register ``name(*size, dtype=None, device=None)``; ``fill`` is None (uninitialised) or a value."""
-    def meta(*size, dtype=None, device=None, **_):
-        return TensorMeta(S.normalize_shape(size), get_dtype(dtype) if dtype is not None else get_default_dtype())
-
-    def cost(*size, dtype=None, device=None, **_):
-        return Cost(bytes_written=0 if fill is None else nbytes(meta(*size, dtype=dtype)))
-
     def impl(*size, dtype=None, device=None, requires_grad=False, pin_memory=False, memory_format=None):
         refuse_requires_grad(requires_grad, name)
-        m = meta(*size, dtype=dtype)
+        m = _new_meta(size, dtype)
         out = new_tensor(m.shape, m.dtype, resolve(device), _factory_strides(name, memory_format, m.shape),
                          pinned=pin_memory)
         return out if fill is None else fill_(out, fill)
 
     impl.__name__ = name
     impl.__doc__ = f"A new tensor of the given size, {'uninitialised' if fill is None else f'filled with {fill}'}."
-    return register(name, family="creation", aten=aten, meta=meta, cost=cost)(impl)
+    return register(name, family="creation", aten=aten,
+                    **_writing_rules(lambda a: _new_meta(a.size, a.dtype), written=fill is not None))(impl)
 
 
 empty = _factory("empty", ["aten::empty.memory_format"], None)
@@ -82,15 +87,12 @@ def _scalar_dtype(value):
     raise TypeError(f"fill value must be a number, got {type(value).__name__}")
 
 
-def _full_meta(size, fill_value, dtype=None, device=None, **_):
+def _full_meta(size, fill_value, dtype) -> TensorMeta:
     return TensorMeta(S.normalize_shape((size,)), get_dtype(dtype) if dtype is not None else _scalar_dtype(fill_value))
 
 
-def _full_cost(size, fill_value, dtype=None, device=None, **_):
-    return Cost(bytes_written=nbytes(_full_meta(size, fill_value, dtype)))
-
-
-@register("full", family="creation", aten=["aten::full.default"], meta=_full_meta, cost=_full_cost)
+@register("full", family="creation", aten=["aten::full.default"],
+          **_writing_rules(lambda a: _full_meta(a.size, a.fill_value, a.dtype)))
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A tensor of ``size`` filled with ``fill_value``; the dtype follows the value's Python type."""
     refuse_requires_grad(requires_grad, "full")
@@ -98,26 +100,20 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, pin_
     return fill_(new_tensor(m.shape, m.dtype, resolve(device), pinned=pin_memory), fill_value)
 
 
-def _scalar_tensor_meta(s, dtype=None, **_):
-    return TensorMeta((), get_dtype(dtype) if dtype is not None else get_default_dtype())
-
-
-@register("scalar_tensor", family="creation", aten=["aten::scalar_tensor.default"], meta=_scalar_tensor_meta,
-          cost=lambda s, dtype=None, **_: Cost(bytes_written=nbytes(_scalar_tensor_meta(s, dtype))))
+@register("scalar_tensor", family="creation", aten=["aten::scalar_tensor.default"],
+          **_writing_rules(lambda a: _new_meta((), a.dtype)))
 def scalar_tensor(s, *, dtype=None, device=None, layout=None, requires_grad=False, pin_memory=False):
     """A 0-d tensor holding ``s``: of the default float dtype unless ``dtype`` says otherwise, as torch's
     (unlike ``full``, the value's Python type does not choose)."""
     refuse_requires_grad(requires_grad, "scalar_tensor")
-    m = _scalar_tensor_meta(s, dtype)
+    m = _new_meta((), dtype)
     return fill_(new_tensor((), m.dtype, resolve(device), pinned=pin_memory), s)
 
 
-def _like_meta(x, *args, dtype=None, **_):
-    return TensorMeta(tuple(x.shape), x.dtype if dtype is None else get_dtype(dtype))
-
-
-def _like_cost(x, *args, dtype=None, **_):
-    return Cost(bytes_written=nbytes(_like_meta(x, dtype=dtype)))
+def _like_rules(written: bool) -> dict:
+    """The rules of a ``*_like`` op: a tensor shaped like ``x``, written unless ``written`` is False."""
+    return _writing_rules(lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype if a.dtype is None else get_dtype(a.dtype)),
+                          written)
 
 
 def like_tensor(op: str, x: Tensor, dtype, device, memory_format) -> Tensor:
@@ -134,7 +130,7 @@ def _like(name: str, aten, fill):
 
     impl.__name__ = name
     impl.__doc__ = f"A tensor shaped like ``x``, {'uninitialised' if fill is None else f'filled with {fill}'}."
-    return register(name, family="creation", aten=aten, meta=_like_meta, cost=_like_cost)(impl)
+    return register(name, family="creation", aten=aten, **_like_rules(fill is not None))(impl)
 
 
 empty_like = _like("empty_like", ["aten::empty_like.default"], None)
@@ -142,9 +138,7 @@ zeros_like = _like("zeros_like", ["aten::zeros_like.default"], 0)
 ones_like = _like("ones_like", ["aten::ones_like.default"], 1)
 
 
-@register("full_like", family="creation", aten=["aten::full_like.default"],
-          meta=lambda x, fill_value, dtype=None, **_: _like_meta(x, dtype=dtype),
-          cost=lambda x, fill_value, dtype=None, **_: _like_cost(x, dtype=dtype))
+@register("full_like", family="creation", aten=["aten::full_like.default"], **_like_rules(True))
 def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     refuse_requires_grad(requires_grad, "full_like")
     return fill_(like_tensor("full_like", x, dtype, device, memory_format), fill_value)
@@ -235,13 +229,9 @@ def _truncating_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b >= 0) else -q
 
 
-def _arange_meta(*args, dtype=None, device=None, **_):
-    n, dt, _, _ = _arange_plan(*args, dtype=dtype)
+def _arange_meta(a):
+    n, dt, _, _ = _arange_plan(*a.args, dtype=a.dtype)
     return TensorMeta((n,), dt)
-
-
-def _arange_cost(*args, dtype=None, device=None, **_):
-    return Cost(bytes_written=nbytes(_arange_meta(*args, dtype=dtype)))
 
 
 def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) -> Tensor:
@@ -260,7 +250,7 @@ def _run_ramp(out: Tensor, mode, compute: str, start, step, end=0, halfway=0) ->
 
 
 @register("arange", family="creation", aten=["aten::arange.default", "aten::arange.start",
-                                             "aten::arange.start_step"], meta=_arange_meta, cost=_arange_cost)
+                                             "aten::arange.start_step"], **_writing_rules(_arange_meta))
 def arange(*args, dtype=None, device=None, requires_grad=False, **kwargs):
     """``arange(end)``, ``arange(start, end[, step])``; int64 unless a bound or the step is a float."""
     refuse_requires_grad(requires_grad, "arange")
@@ -274,7 +264,7 @@ def arange(*args, dtype=None, device=None, requires_grad=False, **kwargs):
     return _run_ramp(out, ARANGE, compute, start, step)
 
 
-def _linspace_meta(start, end, steps, dtype=None, **_):
+def _linspace_meta(steps, dtype) -> TensorMeta:
     return TensorMeta((int(steps),), get_default_dtype() if dtype is None else get_dtype(dtype))
 
 
@@ -294,8 +284,8 @@ def _integer_bound(value, dt):
     raise ValueError(f"linspace: {value} cannot be converted to {dt.name} without overflow")
 
 
-@register("linspace", family="creation", aten=["aten::linspace.default"], meta=_linspace_meta,
-          cost=lambda *a, **k: Cost(bytes_written=nbytes(_linspace_meta(*a, **k))))
+@register("linspace", family="creation", aten=["aten::linspace.default"],
+          **_writing_rules(lambda a: _linspace_meta(a.steps, a.dtype)))
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=False):
     """``steps`` values from ``start`` to ``end`` inclusive; the upper half is counted back from
     ``end`` as ATen does, so both ends are exact."""
@@ -303,7 +293,7 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=F
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
     if int(steps) < 0:
         raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
-    m = _linspace_meta(start, end, steps, dtype)
+    m = _linspace_meta(steps, dtype)
     dt = m.dtype
     if dt.is_complex or dt.kind == "bool":
         raise TypeError(f"linspace does not produce {dt.name} tensors")
@@ -329,12 +319,12 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=F
     return _run_ramp(out, LINSPACE, compute, s, step, e, steps // 2)
 
 
-def _eye_meta(n, m=None, dtype=None, **_):
+def _eye_meta(n, m, dtype) -> TensorMeta:
     return TensorMeta((int(n), int(n if m is None else m)), get_default_dtype() if dtype is None else get_dtype(dtype))
 
 
-@register("eye", family="creation", aten=["aten::eye.default", "aten::eye.m"], meta=_eye_meta,
-          cost=lambda *a, **k: Cost(bytes_written=nbytes(_eye_meta(*a, **k))))
+@register("eye", family="creation", aten=["aten::eye.default", "aten::eye.m"],
+          **_writing_rules(lambda a: _eye_meta(a.n, a.m, a.dtype)))
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=False):
     refuse_requires_grad(requires_grad, "eye")
     meta = _eye_meta(n, m, dtype)

@@ -162,14 +162,23 @@ def _col2im_cost(input, output_size, kernel_size, dilation, padding, stride):
     return Cost(flops=S.numel(input.shape), bytes_read=nbytes(input), bytes_written=nbytes(out))
 
 
-@register("im2col", family="resample", aten=["aten::im2col.default"], meta=_im2col_meta, cost=_im2col_cost, api=())
+# the rules of bound arguments of im2col and unfold, and of col2im and fold, which take the same parameters
+_IM2COL_RULES = {"meta": lambda a: _im2col_meta(a.input, a.kernel_size, a.dilation, a.padding, a.stride),
+                 "cost": lambda a: _im2col_cost(a.input, a.kernel_size, a.dilation, a.padding, a.stride), "bound": True}
+_COL2IM_RULES = {
+    "meta": lambda a: _col2im_meta(a.input, a.output_size, a.kernel_size, a.dilation, a.padding, a.stride),
+    "cost": lambda a: _col2im_cost(a.input, a.output_size, a.kernel_size, a.dilation, a.padding, a.stride),
+    "bound": True}
+
+
+@register("im2col", family="resample", aten=["aten::im2col.default"], api=(), **_IM2COL_RULES)
 def im2col(input: Tensor, kernel_size, dilation, padding, stride) -> Tensor:
     """aten::im2col: (N, C, H, W) -> (N, C * KH * KW, L), column l holding block l's elements (c, kh, kw)."""
     key = ("im2col", layout_key(input), *(_hashable(v) for v in (kernel_size, dilation, padding, stride)))
     return _plans.get(key, lambda: _im2col_plan(input, kernel_size, dilation, padding, stride))(input)
 
 
-@register("col2im", family="resample", aten=["aten::col2im.default"], meta=_col2im_meta, cost=_col2im_cost, api=())
+@register("col2im", family="resample", aten=["aten::col2im.default"], api=(), **_COL2IM_RULES)
 def col2im(input: Tensor, output_size, kernel_size, dilation, padding, stride) -> Tensor:
     """aten::col2im: (N, C * KH * KW, L) -> (N, C, H, W), each block's column summed into its place."""
     key = ("col2im", layout_key(input), *(_hashable(v) for v in (output_size, kernel_size, dilation, padding, stride)))
@@ -177,20 +186,14 @@ def col2im(input: Tensor, output_size, kernel_size, dilation, padding, stride) -
 
 
 @register("unfold_blocks", family="resample", aten=["nbx::unfold_blocks"],
-          meta=lambda input, kernel_size, dilation=1, padding=0, stride=1: _im2col_meta(
-              input, kernel_size, dilation, padding, stride),
-          cost=lambda input, kernel_size, dilation=1, padding=0, stride=1: _im2col_cost(
-              input, kernel_size, dilation, padding, stride), api=(), functional=("unfold",))
+          api=(), functional=("unfold",), **_IM2COL_RULES)
 def unfold_blocks(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """torch.nn.functional.unfold: the sliding blocks of a (N, C, H, W) or (C, H, W) input as columns."""
     return im2col.impl(input, kernel_size, dilation, padding, stride)
 
 
 @register("fold", family="resample", functional=True, aten=["nbx::fold"],
-          meta=lambda input, output_size, kernel_size, dilation=1, padding=0, stride=1: _col2im_meta(
-              input, output_size, kernel_size, dilation, padding, stride),
-          cost=lambda input, output_size, kernel_size, dilation=1, padding=0, stride=1: _col2im_cost(
-              input, output_size, kernel_size, dilation, padding, stride), api=())
+          api=(), **_COL2IM_RULES)
 def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """torch.nn.functional.fold: columns of sliding blocks summed into an (N, C, *output_size) tensor."""
     return col2im.impl(input, output_size, kernel_size, dilation, padding, stride)

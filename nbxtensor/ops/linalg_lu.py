@@ -113,6 +113,20 @@ def _costed(meta):
     return cost
 
 
+def _cubic_rules(meta) -> dict:
+    """``register``'s meta and cost rules of an op whose work is cubic in its first tensor argument's
+    matrices, ``meta`` its meta rule: both of bound arguments, the cost reading every tensor argument."""
+    def cost(a):
+        tensors = [value for value in vars(a).values() if hasattr(value, "shape")] or [TensorMeta((1,), _F64)]
+        return _cubic_cost(*tensors, outputs=meta(a))
+    return {"meta": meta, "cost": cost, "bound": True}
+
+
+def _of_A(meta):
+    """A meta rule of bound arguments that reads the matrices ``A`` alone, from ``meta(A)``."""
+    return lambda a: meta(a.A)
+
+
 # ---- launches ------------------------------------------------------------------------------------------
 
 def _block(*sizes) -> int:
@@ -186,7 +200,7 @@ def _batch_prefix(op: str, where) -> str:
 
 # ---- LU -------------------------------------------------------------------------------------------------
 
-def _lu_factor_meta(A, *, pivot=True, check_errors=False, op="linalg.lu_factor_ex"):
+def _lu_factor_meta(A, op: str):
     if len(A.shape) < 2:
         raise RuntimeError(f"torch.{op}: Expected tensor with 2 or more dimensions. Got size: {list(A.shape)} "
                            "instead")
@@ -197,7 +211,7 @@ def _lu_factor_meta(A, *, pivot=True, check_errors=False, op="linalg.lu_factor_e
 
 
 def _lu_factor_checked(A: Tensor, pivot: bool, check_errors: bool, op: str):
-    _lu_factor_meta(A, pivot=pivot, op=op)
+    _lu_factor_meta(A, op)
     _check_size(A, op)
     LU, pivots, info, *_ = _factor(A, pivot)
     if check_errors:
@@ -208,37 +222,32 @@ def _lu_factor_checked(A: Tensor, pivot: bool, check_errors: bool, op: str):
 
 
 @register("linalg.lu_factor_ex", family="linalg", aten=["aten::linalg_lu_factor_ex.default"],
-          meta=_lu_factor_meta, cost=_costed(_lu_factor_meta), api=())
+          api=(), **_cubic_rules(lambda a: _lu_factor_meta(a.A, "linalg.lu_factor_ex")))
 def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False):
     """P A = L U with partial pivoting, packed as LAPACK's getrf packs it: (LU, 1-based int32 pivots, info)."""
     return lu_factor_ex_result(*_lu_factor_checked(A, pivot, check_errors, "linalg.lu_factor_ex"))
 
 
-def _lu_factor_plain_meta(A, *, pivot=True):
-    return _lu_factor_meta(A, pivot=pivot, op="linalg.lu_factor")[:2]
-
-
-@register("linalg.lu_factor", family="linalg", aten=["aten::linalg_lu_factor.default"],
-          meta=_lu_factor_plain_meta, cost=_costed(_lu_factor_plain_meta), api=())
+@register("linalg.lu_factor", family="linalg", aten=["aten::linalg_lu_factor.default"], api=(),
+          **_cubic_rules(lambda a: _lu_factor_meta(a.A, "linalg.lu_factor")[:2]))
 def lu_factor(A: Tensor, *, pivot: bool = True):
     """``lu_factor_ex`` raising where a pivot is zero."""
     return lu_factor_result(*_lu_factor_checked(A, pivot, True, "linalg.lu_factor")[:2])
 
 
-def _lu_meta(A, pivot=True, get_infos=False):
-    out = _lu_factor_meta(A, pivot=pivot, op="lu")
-    return out if get_infos else out[:2]
+def _lu_meta(a):
+    out = _lu_factor_meta(a.A, "lu")
+    return out if a.get_infos else out[:2]
 
 
-@register("lu", family="linalg", aten=["aten::_lu_with_info.default"], meta=_lu_meta, cost=_costed(_lu_meta),
-          methods=("lu",))
+@register("lu", family="linalg", aten=["aten::_lu_with_info.default"], methods=("lu",), **_cubic_rules(_lu_meta))
 def lu(A: Tensor, pivot: bool = True, get_infos: bool = False):
     """torch.lu: ``linalg.lu_factor_ex``'s (LU, pivots) and, with ``get_infos``, its info."""
     LU, pivots, info = _lu_factor_checked(A, pivot, not get_infos, "lu")
     return (LU, pivots, info) if get_infos else (LU, pivots)
 
 
-def _unpack_meta(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+def _unpack_meta(LU_data, LU_pivots, unpack_data: bool, unpack_pivots: bool):
     if len(LU_data.shape) < 2:
         raise RuntimeError("torch.lu_unpack: Expected tensor with 2 or more dimensions. Got size: "
                            f"{list(LU_data.shape)} instead")
@@ -283,15 +292,15 @@ def _unpack(LU: Tensor, pivots: Tensor, unpack_data: bool, unpack_pivots: bool, 
     return P, L, U
 
 
-@register("lu_unpack", family="linalg", aten=["aten::lu_unpack.default"], meta=_unpack_meta,
-          cost=_costed(_unpack_meta))
+@register("lu_unpack", family="linalg", aten=["aten::lu_unpack.default"], **_cubic_rules(
+    lambda a: _unpack_meta(a.LU_data, a.LU_pivots, a.unpack_data, a.unpack_pivots)))
 def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True, unpack_pivots: bool = True):
     """(P, L, U) from ``lu_factor``'s packed form; what is not unpacked is an empty tensor."""
     return lu_unpack_result(*_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots, "lu_unpack"))
 
 
-def _linalg_lu_meta(A, *, pivot=True):
-    _lu_factor_meta(A, pivot=pivot, op="linalg.lu")
+def _linalg_lu_meta(A):
+    _lu_factor_meta(A, "linalg.lu")
     m, n = A.shape[-2:]
     k = builtins.min(m, n)
     batch = tuple(A.shape[:-2])
@@ -299,8 +308,8 @@ def _linalg_lu_meta(A, *, pivot=True):
             TensorMeta(batch + (k, n), A.dtype))
 
 
-@register("linalg.lu", family="linalg", aten=["aten::linalg_lu.default"], meta=_linalg_lu_meta,
-          cost=_costed(_linalg_lu_meta), api=())
+@register("linalg.lu", family="linalg", aten=["aten::linalg_lu.default"], api=(),
+          **_cubic_rules(_of_A(_linalg_lu_meta)))
 def linalg_lu(A: Tensor, *, pivot: bool = True):
     """A = P L U, each factor its own tensor (L unit lower trapezoidal, U upper trapezoidal)."""
     with scratch_scope():
@@ -308,7 +317,7 @@ def linalg_lu(A: Tensor, *, pivot: bool = True):
     return lu_result(*_unpack(LU, pivots, True, True, "linalg.lu"))
 
 
-def _lu_solve_meta(LU, pivots, B, *, left=True, adjoint=False):
+def _lu_solve_meta(LU, pivots, B, left: bool):
     op = "linalg.lu_solve"
     _check_matrices(LU, op, name="LU")
     if len(B.shape) < 2:
@@ -343,11 +352,11 @@ def _solve_factored(LU: Tensor, order: Tensor, B: Tensor, batch: tuple, left: bo
     return out
 
 
-@register("linalg.lu_solve", family="linalg", aten=["aten::linalg_lu_solve.default"], meta=_lu_solve_meta,
-          cost=_costed(_lu_solve_meta), api=())
+@register("linalg.lu_solve", family="linalg", aten=["aten::linalg_lu_solve.default"], api=(),
+          **_cubic_rules(lambda a: _lu_solve_meta(a.LU, a.pivots, a.B, a.left)))
 def linalg_lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoint: bool = False) -> Tensor:
     """X with A X = B (``left``) or X A = B, A^H for A with ``adjoint``, from A's ``lu_factor``."""
-    meta = _lu_solve_meta(LU, pivots, B, left=left, adjoint=adjoint)
+    meta = _lu_solve_meta(LU, pivots, B, left)
     _check_size(LU, "linalg.lu_solve")
     batch = meta.shape[:-2]
     with scratch_scope():
@@ -355,12 +364,8 @@ def linalg_lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,
     return _solve_factored(LU, order, B, batch, left, adjoint)
 
 
-def _deprecated_lu_solve_meta(b, LU_data, LU_pivots):
-    return _lu_solve_meta(LU_data, LU_pivots, b)
-
-
-@register("lu_solve", family="linalg", aten=["aten::lu_solve.default"], meta=_deprecated_lu_solve_meta,
-          cost=_costed(_deprecated_lu_solve_meta), methods=("lu_solve",))
+@register("lu_solve", family="linalg", aten=["aten::lu_solve.default"], methods=("lu_solve",),
+          **_cubic_rules(lambda a: _lu_solve_meta(a.LU_data, a.LU_pivots, a.b, True)))
 def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:
     """torch.lu_solve: ``linalg.lu_solve(LU_data, LU_pivots, b)``."""
     return linalg_lu_solve.impl(LU_data, LU_pivots, b)
@@ -383,8 +388,7 @@ def _determinants(A: Tensor, op: str):
 
 
 @register("linalg.det", family="linalg", aten=["aten::linalg_det.default", "aten::det.default"],
-          meta=_det_meta_for("linalg.det"),
-          cost=_costed(_det_meta_for("linalg.det")), api=("det",), methods=("det",))
+          api=("det",), methods=("det",), **_cubic_rules(_of_A(_det_meta_for("linalg.det"))))
 def det(A: Tensor) -> Tensor:
     """The determinant: the product of LU's pivots, signed by its row swaps, taken in float64."""
     _det_meta_for("linalg.det")(A)
@@ -392,7 +396,7 @@ def det(A: Tensor) -> Tensor:
 
 
 @register("linalg.slogdet", family="linalg", aten=["aten::linalg_slogdet.default", "aten::slogdet.default"],
-          meta=_det_meta_for("linalg.slogdet", 2), cost=_costed(_det_meta_for("linalg.slogdet", 2)),
+          **_cubic_rules(_of_A(_det_meta_for("linalg.slogdet", 2))),
           api=("slogdet",), methods=("slogdet",))
 def slogdet(A: Tensor):
     """(sign, log |det|): sign 0 and -inf for a singular matrix."""
@@ -400,8 +404,8 @@ def slogdet(A: Tensor):
     return slogdet_result(*_determinants(A, "linalg.slogdet")[1:])
 
 
-@register("logdet", family="linalg", aten=["aten::logdet.default"], meta=_det_meta_for("logdet"),
-          cost=_costed(_det_meta_for("logdet")), methods=("logdet",))
+@register("logdet", family="linalg", aten=["aten::logdet.default"], methods=("logdet",),
+          **_cubic_rules(_of_A(_det_meta_for("logdet"))))
 def logdet(A: Tensor) -> Tensor:
     """log det A: NaN for a negative determinant, -inf for a zero one."""
     _det_meta_for("logdet")(A)
@@ -412,7 +416,7 @@ def logdet(A: Tensor) -> Tensor:
 
 # ---- inverses and solves -----------------------------------------------------------------------------
 
-def _inv_meta(A, *, check_errors=False):
+def _inv_meta(A):
     _check_matrices(A, "linalg.inv")
     return TensorMeta(tuple(A.shape), A.dtype), TensorMeta(tuple(A.shape[:-2]), _I32)
 
@@ -435,8 +439,8 @@ def _inverse(A: Tensor, op: str):
     return _solve_factored(LU, order, identity, batch, True, False), info
 
 
-@register("linalg.inv_ex", family="linalg", aten=["aten::linalg_inv_ex.default"], meta=_inv_meta,
-          cost=_costed(_inv_meta), api=())
+@register("linalg.inv_ex", family="linalg", aten=["aten::linalg_inv_ex.default"], api=(),
+          **_cubic_rules(_of_A(_inv_meta)))
 def inv_ex(A: Tensor, *, check_errors: bool = False):
     """(A^-1, info): info is the 1-based index of the first zero pivot of A's LU (the inverse then holds
     infinities or NaN), else 0."""
@@ -451,8 +455,7 @@ def _inv_plain_meta(A):
 
 
 @register("linalg.inv", family="linalg", aten=["aten::linalg_inv.default", "aten::inverse.default"],
-          meta=_inv_plain_meta,
-          cost=_costed(_inv_plain_meta), api=("inverse",), methods=("inverse",))
+          api=("inverse",), methods=("inverse",), **_cubic_rules(_of_A(_inv_plain_meta)))
 def inv(A: Tensor) -> Tensor:
     """A^-1; a singular matrix raises LinAlgError naming its zero pivot."""
     inverse, info = _inverse(A, "linalg.inv")
@@ -465,7 +468,7 @@ def _is_vector_rhs(A, B) -> bool:
     return len(B.shape) == 1 or (len(B.shape) == len(A.shape) - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
 
 
-def _solve_meta(A, B, *, left=True, check_errors=False, op="linalg.solve_ex"):
+def _solve_meta(A, B, left: bool, op: str):
     _check_matrices(A, op)
     _check_same_dtype(A, B, op)
     vector = _is_vector_rhs(A, B)
@@ -483,7 +486,7 @@ def _solve_meta(A, B, *, left=True, check_errors=False, op="linalg.solve_ex"):
 
 
 def _solve(A: Tensor, B: Tensor, left: bool, op: str):
-    meta = _solve_meta(A, B, left=left, op=op)
+    meta = _solve_meta(A, B, left, op)
     _check_size(A, op)
     vector = _is_vector_rhs(A, B)
     rhs = B.unsqueeze(-1) if vector else B
@@ -500,8 +503,8 @@ def _singular_solve(where, k):
     return f"{_batch_prefix('torch.linalg.solve', where)}The solver failed because the input matrix is singular."
 
 
-@register("linalg.solve_ex", family="linalg", aten=["aten::linalg_solve_ex.default"], meta=_solve_meta,
-          cost=_costed(_solve_meta), api=())
+@register("linalg.solve_ex", family="linalg", aten=["aten::linalg_solve_ex.default"], api=(),
+          **_cubic_rules(lambda a: _solve_meta(a.A, a.B, a.left, "linalg.solve_ex")))
 def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False):
     """(X, info) with A X = B (or X A = B), by LU with partial pivoting; info as ``lu_factor_ex``'s."""
     X, info = _solve(A, B, left, "linalg.solve_ex")
@@ -510,12 +513,8 @@ def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = Fa
     return solve_ex_result(X, info)
 
 
-def _solve_plain_meta(A, B, *, left=True):
-    return _solve_meta(A, B, left=left, op="linalg.solve")[0]
-
-
-@register("linalg.solve", family="linalg", aten=["aten::linalg_solve.default"], meta=_solve_plain_meta,
-          cost=_costed(_solve_plain_meta), api=())
+@register("linalg.solve", family="linalg", aten=["aten::linalg_solve.default"], api=(),
+          **_cubic_rules(lambda a: _solve_meta(a.A, a.B, a.left, "linalg.solve")[0]))
 def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     """X with A X = B (or X A = B); a singular A raises LinAlgError."""
     X, info = _solve(A, B, left, "linalg.solve")
@@ -554,22 +553,22 @@ def _triangular(A: Tensor, B: Tensor, batch: tuple, upper: bool, left: bool, tra
     return out
 
 
-def _solve_triangular_meta(A, B, *, upper, left=True, unitriangular=False):
+def _solve_triangular_meta(A, B, left: bool):
     batch = _triangular_meta(A, B, "linalg.solve_triangular", left)
     return TensorMeta(batch + tuple(B.shape[-2:]), B.dtype)
 
 
 @register("linalg.solve_triangular", family="linalg", aten=["aten::linalg_solve_triangular.default"],
-          meta=_solve_triangular_meta, cost=_costed(_solve_triangular_meta), api=())
+          api=(), **_cubic_rules(lambda a: _solve_triangular_meta(a.A, a.B, a.left)))
 def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False) -> Tensor:
     """X with A X = B (or X A = B) for A upper or lower triangular (the other triangle is not read), its
     diagonal taken as ones with ``unitriangular``. A zero on the diagonal gives infinities or NaN."""
-    batch = _solve_triangular_meta(A, B, upper=upper, left=left).shape[:-2]
+    batch = _solve_triangular_meta(A, B, left).shape[:-2]
     _check_size(A, "linalg.solve_triangular")
     return _triangular(A, B, batch, upper, left, False, unitriangular)
 
 
-def _triangular_solve_meta(b, A, upper=True, transpose=False, unitriangular=False):
+def _triangular_solve_meta(b, A):
     if b.dtype is not A.dtype:
         raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {_type_name(b.dtype)} "
                            f"and A of type {_type_name(A.dtype)} instead.")
@@ -578,11 +577,11 @@ def _triangular_solve_meta(b, A, upper=True, transpose=False, unitriangular=Fals
 
 
 @register("triangular_solve", family="linalg", aten=["aten::triangular_solve.default"],
-          meta=_triangular_solve_meta, cost=_costed(_triangular_solve_meta), methods=("triangular_solve",))
+          methods=("triangular_solve",), **_cubic_rules(lambda a: _triangular_solve_meta(a.b, a.A)))
 def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
                      unitriangular: bool = False):
     """torch.triangular_solve: (X with op(A) X = b, A broadcast and copied)."""
-    meta = _triangular_solve_meta(b, A, upper, transpose, unitriangular)
+    meta = _triangular_solve_meta(b, A)
     _check_size(A, "triangular_solve")
     batch = meta[0].shape[:-2]
     solution = _triangular(A, b, batch, upper, True, transpose, unitriangular)
@@ -592,7 +591,7 @@ def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool =
 # ---- Cholesky ------------------------------------------------------------------------------------------
 
 def _cholesky_meta_for(op: str, with_info: bool):
-    def meta(A, *, upper=False, check_errors=False):
+    def meta(A):
         _check_matrices(A, op)
         out = TensorMeta(tuple(A.shape), A.dtype)
         return (out, TensorMeta(tuple(A.shape[:-2]), _I32)) if with_info else out
@@ -625,8 +624,7 @@ def _not_positive_definite(op: str):
 
 
 @register("linalg.cholesky_ex", family="linalg", aten=["aten::linalg_cholesky_ex.default"],
-          meta=_cholesky_meta_for("linalg.cholesky_ex", True), cost=_costed(_cholesky_meta_for("linalg.cholesky_ex",
-                                                                                              True)), api=())
+          api=(), **_cubic_rules(_of_A(_cholesky_meta_for("linalg.cholesky_ex", True))))
 def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
     """(L, info) with A = L L^T (or U^T U with ``upper``) from A's lower (upper) triangle; info is the order
     of the first leading minor that is not positive-definite, else 0."""
@@ -643,26 +641,21 @@ def _cholesky_checked(A: Tensor, upper: bool, op: str) -> Tensor:
 
 
 @register("linalg.cholesky", family="linalg", aten=["aten::linalg_cholesky.default"],
-          meta=_cholesky_meta_for("linalg.cholesky", False),
-          cost=_costed(_cholesky_meta_for("linalg.cholesky", False)), api=())
+          api=(), **_cubic_rules(_of_A(_cholesky_meta_for("linalg.cholesky", False))))
 def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     """L with A = L L^T (U with A = U^T U for ``upper``); raises LinAlgError unless A is positive-definite."""
     return _cholesky_checked(A, upper, "linalg.cholesky")
 
 
-def _deprecated_cholesky_meta(A, upper=False):
-    return _cholesky_meta_for("cholesky", False)(A)
-
-
-@register("cholesky", family="linalg", aten=["aten::cholesky.default"], meta=_deprecated_cholesky_meta,
-          cost=_costed(_deprecated_cholesky_meta), methods=("cholesky",))
+@register("cholesky", family="linalg", aten=["aten::cholesky.default"], methods=("cholesky",),
+          **_cubic_rules(_of_A(_cholesky_meta_for("cholesky", False))))
 def cholesky(A: Tensor, upper: bool = False) -> Tensor:
     """torch.cholesky: ``linalg.cholesky(A, upper=upper)``."""
     return _cholesky_checked(A, upper, "cholesky")
 
 
-def _cholesky_solve_meta(B, L, upper=False, op="cholesky_solve"):
-    batch = _triangular_meta(L, B, op)
+def _cholesky_solve_meta(B, L):
+    batch = _triangular_meta(L, B, "cholesky_solve")
     return TensorMeta(batch + tuple(B.shape[-2:]), B.dtype)
 
 
@@ -682,24 +675,24 @@ def _cholesky_solved(B: Tensor, L: Tensor, upper: bool, batch: tuple, op: str) -
     return out
 
 
-@register("cholesky_solve", family="linalg", aten=["aten::cholesky_solve.default"], meta=_cholesky_solve_meta,
-          cost=_costed(_cholesky_solve_meta), methods=("cholesky_solve",))
+@register("cholesky_solve", family="linalg", aten=["aten::cholesky_solve.default"], methods=("cholesky_solve",),
+          **_cubic_rules(lambda a: _cholesky_solve_meta(a.B, a.L)))
 def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     """X with A X = B from A's Cholesky factor L (A = L L^T), or U (A = U^T U) with ``upper``."""
-    batch = _cholesky_solve_meta(B, L, upper).shape[:-2]
+    batch = _cholesky_solve_meta(B, L).shape[:-2]
     return _cholesky_solved(B, L, upper, batch, "cholesky_solve")
 
 
-def _cholesky_inverse_meta(L, upper=False):
+def _cholesky_inverse_meta(L):
     _check_matrices(L, "cholesky_inverse")
     return TensorMeta(tuple(L.shape), L.dtype)
 
 
 @register("cholesky_inverse", family="linalg", aten=["aten::cholesky_inverse.default"],
-          meta=_cholesky_inverse_meta, cost=_costed(_cholesky_inverse_meta), methods=("cholesky_inverse",))
+          methods=("cholesky_inverse",), **_cubic_rules(lambda a: _cholesky_inverse_meta(a.L)))
 def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
     """A^-1 from A's Cholesky factor L (or U with ``upper``)."""
-    _cholesky_inverse_meta(L, upper)
+    _cholesky_inverse_meta(L)
     identity = _op("eye")(L.shape[-1], dtype=L.dtype, device=L.device)
     return _cholesky_solved(identity, L, upper, tuple(L.shape[:-2]), "cholesky_inverse")
 
@@ -716,7 +709,7 @@ def _matrix_product_meta(A, B):
 
 
 @register("linalg.matrix_product", family="linalg", aten=["nbx::linalg_matrix_product"],
-          meta=_matrix_product_meta, cost=_costed(_matrix_product_meta), api=())
+          api=(), **_cubic_rules(lambda a: _matrix_product_meta(a.A, a.B)))
 def matrix_product(A: Tensor, B: Tensor) -> Tensor:
     """A @ B for batches of small matrices (float32 or float64), accumulated in float64: the products that
     linalg's float64 composites (matrix_exp) need, where ``matmul`` takes no float64."""

@@ -1,7 +1,8 @@
 """torch.nn.functional's margin, embedding and likelihood losses, each ATen's (or torch's Python)
 definition composed of registry ops; the intermediates are the op's temporaries (``scratch_scope``),
-declared by its cost rule. Every loss binds its arguments by torch's signature, checks them in its meta
-rule (shapes, dtypes, options), then reduces the per-element or per-sample loss as ``reduction`` says."""
+declared by its cost rule. Every loss binds its arguments by torch's signature (as the registry binds its
+rules'), checks them in its meta rule (shapes, dtypes, options), then reduces the per-element or per-sample
+loss as ``reduction`` says."""
 from __future__ import annotations
 
 import functools
@@ -13,7 +14,7 @@ from ..allocation import scratch_scope
 from ..tensor import Tensor
 from .losses import _reduced, _reduced_meta, reduction_name
 from .nn_composites import _float_dtype, temporaries
-from .registry import Cost, family_samples, get, nbytes, register
+from .registry import Cost, arguments_binder, family_samples, get, nbytes, register
 from .samples import Samples, by_name, operand, sample
 
 
@@ -30,22 +31,19 @@ def _loss(name: str, *, aten, shape_rule, flops: int, temps: int):
     checks the bound arguments and gives (unreduced shape, dtype); the widest input sizes the cost's
     ``flops`` per element and ``temps`` temporaries."""
     def wrap(impl):
-        signature = inspect.signature(impl)
-
-        def bound(args, kwargs) -> dict:
-            arguments = signature.bind(*args, **kwargs)
-            arguments.apply_defaults()
-            values = dict(arguments.arguments)
+        def with_reduction(a) -> dict:
+            """The bound arguments ``a`` as a dict, ``reduction`` resolved from the legacy arguments too."""
+            values = dict(vars(a))
             values["reduction"] = reduction_name(values["reduction"], values.get("size_average"), values.get("reduce"))
             return values
 
-        def meta(*args, **kwargs):
-            values = bound(args, kwargs)
+        def meta(a):
+            values = with_reduction(a)
             shape, dtype = shape_rule(values)
             return _reduced_meta(shape, dtype, values["reduction"])
 
-        def cost(*args, **kwargs):
-            values = bound(args, kwargs)
+        def cost(a):
+            values = with_reduction(a)
             shape, dtype = shape_rule(values)
             tensors = _tensors(values)
             widest = max([S.numel(shape), *(S.numel(t.shape) for t in tensors)])
@@ -54,12 +52,15 @@ def _loss(name: str, *, aten, shape_rule, flops: int, temps: int):
                         workspace=temporaries(temps, (widest,), dtype))
 
         def checked(*args, **kwargs):
-            values = bound(args, kwargs)
+            values = with_reduction(bind(*args, **kwargs))
             shape_rule(values)
             return impl(**values)
         checked.__name__ = checked.__qualname__ = impl.__name__
-        checked.__doc__, checked.__signature__ = impl.__doc__, signature
-        return register(name, family="loss", aten=aten, meta=meta, cost=cost, api=(), functional=True)(checked)
+        checked.__doc__, checked.__signature__ = impl.__doc__, inspect.signature(impl)
+        # the implementation binds its arguments as the registry binds its rules' (``bound=True``)
+        bind = arguments_binder(name, impl)
+        return register(name, family="loss", aten=aten, meta=meta, cost=cost, bound=True, api=(),
+                        functional=True)(checked)
     return wrap
 
 

@@ -31,8 +31,8 @@ from .matmul_plans import (_EXACT_INTEGER, GEMM_WARP_SPECIALIZED, GROUP_M, MAX_B
                            gemm_candidates, gemm_key, gemv_key, get_float32_matmul_precision, planned_product,
                            product_keys, set_float32_matmul_precision)
 from .plans import PlanCache, layout_key
-from .reductions import _simple_cost, _sum_dtype
-from .registry import Cost, TensorMeta, family_samples, nbytes, register, tensor_attribute, workspace_bytes
+from .reductions import _sum_dtype
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, tensor_attribute, workspace_bytes
 from .samples import Samples, by_name, operand, sample
 
 _SUPPORTED = ("float32", "float16", "bfloat16", "int8", *_EXACT_INTEGER)
@@ -278,15 +278,15 @@ tensor_attribute("__rmatmul__", _rmatmul)
 
 
 # ---- with an added input: addmm, baddbmm, addmv, addr -----------------------------------------------
-def _addmm_meta(input, mat1, mat2, *, beta=1, alpha=1):
+def _addmm_meta(input, mat1, mat2):
     out = _mm_meta(mat1, mat2)
     _bias_meta("addmm", input, out)
     return out
 
 
-def _addmm_cost(input, mat1, mat2, *, beta=1, alpha=1):
-    out = _addmm_meta(input, mat1, mat2)
-    return _product_cost(out, _flops(*mat1.shape, mat2.shape[1]), input, mat1, mat2,
+def _addmm_cost(a):
+    mat1, mat2 = a.mat1, a.mat2
+    return _product_cost(_addmm_meta(a.input, mat1, mat2), _flops(*mat1.shape, mat2.shape[1]), a.input, mat1, mat2,
                          products=[(1, *mat1.shape, mat2.shape[1])])
 
 
@@ -294,30 +294,31 @@ def _addmm_key(facts, input, mat1, mat2, *, beta=1, alpha=1):
     return _product_keys(facts, mat1, mat2, _addmm_meta(input, mat1, mat2).dtype, input, alpha, beta)
 
 
-@register("addmm", family="matmul", aten=["aten::addmm.default"], meta=_addmm_meta, cost=_addmm_cost,
-          methods=("addmm",), key=_addmm_key)
+@register("addmm", family="matmul", aten=["aten::addmm.default"], meta=lambda a: _addmm_meta(a.input, a.mat1, a.mat2),
+          cost=_addmm_cost, bound=True, methods=("addmm",), key=_addmm_key)
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * (mat1 @ mat2), input broadcasting to the product; beta=0 ignores input."""
     return _product("addmm", mat1, mat2, lambda: _addmm_meta(input, mat1, mat2).dtype, input, alpha, beta)
 
 
-def _baddbmm_meta(input, batch1, batch2, *, beta=1, alpha=1):
+def _baddbmm_meta(input, batch1, batch2):
     out = _bmm_meta(batch1, batch2)
     _bias_meta("baddbmm", input, out)
     return out
 
 
-def _baddbmm_cost(input, batch1, batch2, *, beta=1, alpha=1):
-    out = _baddbmm_meta(input, batch1, batch2)
-    return _product_cost(out, _flops(*batch1.shape, batch2.shape[2]), input, batch1, batch2,
-                         products=[(*batch1.shape, batch2.shape[2])])
+def _baddbmm_cost(a):
+    batch1, batch2 = a.batch1, a.batch2
+    return _product_cost(_baddbmm_meta(a.input, batch1, batch2), _flops(*batch1.shape, batch2.shape[2]), a.input,
+                         batch1, batch2, products=[(*batch1.shape, batch2.shape[2])])
 
 
 def _baddbmm_key(facts, input, batch1, batch2, *, beta=1, alpha=1):
     return _product_keys(facts, batch1, batch2, _baddbmm_meta(input, batch1, batch2).dtype, input, alpha, beta)
 
 
-@register("baddbmm", family="matmul", aten=["aten::baddbmm.default"], meta=_baddbmm_meta, cost=_baddbmm_cost,
+@register("baddbmm", family="matmul", aten=["aten::baddbmm.default"],
+          meta=lambda a: _baddbmm_meta(a.input, a.batch1, a.batch2), cost=_baddbmm_cost, bound=True,
           methods=("baddbmm",), key=_baddbmm_key)
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * bmm(batch1, batch2)."""
@@ -348,23 +349,23 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
     return _matmul("mv", input, vec, lambda: _mv_meta(input, vec).dtype)
 
 
-def _addmv_meta(input, mat, vec, *, beta=1, alpha=1):
+def _addmv_meta(input, mat, vec):
     out = _mv_meta(mat, vec)
     _bias_meta("addmv", input, out)
     return out
 
 
-def _addmv_cost(input, mat, vec, *, beta=1, alpha=1):
-    return _product_cost(_addmv_meta(input, mat, vec), _flops(*mat.shape), input, mat, vec,
-                         products=[(1, *mat.shape, 1)])
+def _addmv_cost(a):
+    return _product_cost(_addmv_meta(a.input, a.mat, a.vec), _flops(*a.mat.shape), a.input, a.mat, a.vec,
+                         products=[(1, *a.mat.shape, 1)])
 
 
 def _addmv_key(facts, input, mat, vec, *, beta=1, alpha=1):
     return _matmul_keys(facts, "addmv", mat, vec, _addmv_meta(input, mat, vec).dtype, input, alpha, beta)
 
 
-@register("addmv", family="matmul", aten=["aten::addmv.default"], meta=_addmv_meta, cost=_addmv_cost,
-          methods=("addmv",), key=_addmv_key)
+@register("addmv", family="matmul", aten=["aten::addmv.default"], meta=lambda a: _addmv_meta(a.input, a.mat, a.vec),
+          cost=_addmv_cost, bound=True, methods=("addmv",), key=_addmv_key)
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * (mat @ vec)."""
     return _matmul("addmv", mat, vec, lambda: _addmv_meta(input, mat, vec).dtype, input, alpha, beta)
@@ -411,17 +412,18 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
     return _product("outer", input.unsqueeze(1), vec2.unsqueeze(0), lambda: dtype)
 
 
-def _addr_meta(input, vec1, vec2, *, beta=1, alpha=1):
+def _addr_meta(input, vec1, vec2):
     out = _outer_meta(vec1, vec2)
     _bias_meta("addr", input, out)
     return out
 
 
-def _addr_cost(input, vec1, vec2, *, beta=1, alpha=1):
-    out = _addr_meta(input, vec1, vec2)
-    cost = _product_cost(out, 2 * S.numel(out.shape), input, vec1, vec2,
+def _addr_cost(a):
+    vec1, vec2 = a.vec1, a.vec2
+    out = _addr_meta(a.input, vec1, vec2)
+    cost = _product_cost(out, 2 * S.numel(out.shape), a.input, vec1, vec2,
                          products=[(1, vec1.shape[0], 1, vec2.shape[0])])
-    if out.dtype.name == "bool" and beta:
+    if out.dtype.name == "bool" and a.beta:
         # the outer product, a temporary before it is or-ed with the input
         return dataclasses.replace(cost, workspace=workspace_bytes(nbytes(out)))
     return cost
@@ -434,8 +436,8 @@ def _addr_key(facts, input, vec1, vec2, *, beta=1, alpha=1):
     return _product_keys(facts, vec1.unsqueeze(1), vec2.unsqueeze(0), dtype, input, alpha, beta)
 
 
-@register("addr", family="matmul", aten=["aten::addr.default"], meta=_addr_meta, cost=_addr_cost,
-          methods=("addr",), key=_addr_key)
+@register("addr", family="matmul", aten=["aten::addr.default"], meta=lambda a: _addr_meta(a.input, a.vec1, a.vec2),
+          cost=_addr_cost, bound=True, methods=("addr",), key=_addr_key)
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * outer(vec1, vec2)."""
     dtype = _checked_dtype("addr", _addr_meta, input, vec1, vec2)
@@ -502,7 +504,7 @@ def vdot(input: Tensor, other: Tensor) -> Tensor:
 
 
 # ---- linear ------------------------------------------------------------------------------------------
-def _linear_meta(input, weight, bias=None):
+def _linear_meta(input, weight, bias):
     _require_rank("linear", "weight", weight, 2)
     if len(input.shape) == 0:
         raise RuntimeError("linear: input must have at least 1 dimension, got a 0-D tensor")
@@ -517,7 +519,8 @@ def _linear_meta(input, weight, bias=None):
     return out
 
 
-def _linear_cost(input, weight, bias=None):
+def _linear_cost(a):
+    input, weight, bias = a.input, a.weight, a.bias
     out = _linear_meta(input, weight, bias)
     rows = S.numel(out.shape[:-1])
     return _product_cost(out, 2 * S.numel(out.shape) * weight.shape[1], input, weight, bias,
@@ -546,7 +549,8 @@ def _linear_key(facts, input, weight, bias=None):
     return _product_keys(facts, *folded[:2], dtype, folded[2], 1, beta)
 
 
-@register("linear", family="matmul", aten=["aten::linear.default"], meta=_linear_meta, cost=_linear_cost, api=(),
+@register("linear", family="matmul", aten=["aten::linear.default"],
+          meta=lambda a: _linear_meta(a.input, a.weight, a.bias), cost=_linear_cost, bound=True, api=(),
           key=_linear_key, functional=True)
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """input @ weight.T + bias, with the (out_features, in_features) weight read in place, transposed."""
@@ -674,9 +678,6 @@ class _Contraction:
         return tuple(self.sizes[c] for c in self.out)
 
 
-_sum_cost = _simple_cost("sum")
-
-
 def _einsum_operands(operands):
     # a list of operands, not one operand's metadata (a TensorMeta is a tuple too)
     listed = len(operands) == 1 and isinstance(operands[0], (list, tuple)) and not hasattr(operands[0], "shape")
@@ -701,7 +702,7 @@ def _einsum_cost(equation, *operands):
         # diagonals and permutations are views; sums cost what sum does over the diagonal view
         if not plan.summed:
             return Cost()
-        return _sum_cost(TensorMeta(plan.diagonal_shape, operands[0].dtype), plan.summed)
+        return get("sum").cost(TensorMeta(plan.diagonal_shape, operands[0].dtype), plan.summed)
     flops = 2 * S.numel(out.shape) * math.prod(plan.sizes[c] for c in plan.contracted)
     sizes = [math.prod(plan.sizes[c] for c in part) for part in (plan.batch, plan.left, plan.contracted, plan.right)]
     return _product_cost(out, flops, *operands, products=[tuple(sizes)])

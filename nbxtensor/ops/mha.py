@@ -5,13 +5,12 @@ returned) and the out-projection. Inference only: dropout is refused unless ``dr
 ``training`` is False."""
 from __future__ import annotations
 
-import inspect
 import math
 
 from ..allocation import scratch_scope
 from ..tensor import Tensor
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .registry import Cost, TensorMeta, arguments_binder, family_samples, get, nbytes, register
 from .samples import Samples, by_name, operand, sample
 
 
@@ -63,41 +62,33 @@ def _additive(mask, dtype):
     return _op("where")(mask, float("-inf"), 0.0).to(dtype)
 
 
-def _arguments(args, kwargs) -> dict:
-    bound = _SIGNATURE.bind(*args, **kwargs)
-    bound.apply_defaults()
-    return bound.arguments
-
-
 def _key_count(a, src_len: int) -> int:
     """The keys attended: the source's (or ``static_k``'s), plus bias_k's and the zero attention's."""
-    keys = a["static_k"].shape[1] if a["static_k"] is not None else src_len + (a["bias_k"] is not None)
-    return keys + bool(a["add_zero_attn"])
+    keys = a.static_k.shape[1] if a.static_k is not None else src_len + (a.bias_k is not None)
+    return keys + bool(a.add_zero_attn)
 
 
-def _mha_meta(*args, **kwargs):
-    a = _arguments(args, kwargs)
-    batched, tgt_len, bsz, embed, src_len = _geometry(a["query"], a["key"], a["value"], a["embed_dim_to_check"],
-                                                      a["num_heads"], a["key_padding_mask"], a["attn_mask"])
-    out = TensorMeta(tuple(a["query"].shape), a["query"].dtype)
-    if not a["need_weights"]:
+def _mha_meta(a):
+    batched, tgt_len, bsz, embed, src_len = _geometry(a.query, a.key, a.value, a.embed_dim_to_check,
+                                                      a.num_heads, a.key_padding_mask, a.attn_mask)
+    out = TensorMeta(tuple(a.query.shape), a.query.dtype)
+    if not a.need_weights:
         return out, None
-    weights = (bsz,) + (() if a["average_attn_weights"] else (a["num_heads"],)) + (tgt_len, _key_count(a, src_len))
-    return out, TensorMeta(weights if batched else weights[1:], a["query"].dtype)
+    weights = (bsz,) + (() if a.average_attn_weights else (a.num_heads,)) + (tgt_len, _key_count(a, src_len))
+    return out, TensorMeta(weights if batched else weights[1:], a.query.dtype)
 
 
-def _mha_cost(*args, **kwargs):
-    a = _arguments(args, kwargs)
-    query = a["query"]
-    batched, tgt_len, bsz, embed, src_len = _geometry(query, a["key"], a["value"], a["embed_dim_to_check"],
-                                                      a["num_heads"], a["key_padding_mask"], a["attn_mask"])
+def _mha_cost(a):
+    query = a.query
+    batched, tgt_len, bsz, embed, src_len = _geometry(query, a.key, a.value, a.embed_dim_to_check,
+                                                      a.num_heads, a.key_padding_mask, a.attn_mask)
     keys = _key_count(a, src_len)
     projections = 2 * embed * embed * (2 * tgt_len + 2 * keys) * bsz
     attention = 4 * bsz * tgt_len * keys * embed
-    scores = (bsz * a["num_heads"], tgt_len, keys)
-    return Cost(flops=projections + attention, bytes_read=nbytes(query) + nbytes(a["key"]) + nbytes(a["value"])
+    scores = (bsz * a.num_heads, tgt_len, keys)
+    return Cost(flops=projections + attention, bytes_read=nbytes(query) + nbytes(a.key) + nbytes(a.value)
                 + 4 * embed * embed * query.dtype.itemsize,
-                bytes_written=sum(nbytes(m) for m in _mha_meta(*args, **kwargs) if m is not None),
+                bytes_written=sum(nbytes(m) for m in _mha_meta(a) if m is not None),
                 workspace=temporaries(6, (keys * bsz, embed), query.dtype) + temporaries(3, scores, query.dtype))
 
 
@@ -196,41 +187,42 @@ def _multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, emb
 def _mha_key(facts, *args, **kwargs):
     """The launch keys of the four projections (``linear``) and of the attention: its explicit products
     where the weights are returned, else ``scaled_dot_product_attention``."""
-    a = _arguments(args, kwargs)
-    query = a["query"]
-    batched, tgt_len, bsz, embed, src_len = _geometry(query, a["key"], a["value"], a["embed_dim_to_check"],
-                                                      a["num_heads"], a["key_padding_mask"], a["attn_mask"])
-    dtype, heads, head_dim = query.dtype, a["num_heads"], embed // a["num_heads"]
+    a = _bind_arguments(*args, **kwargs)
+    query = a.query
+    batched, tgt_len, bsz, embed, src_len = _geometry(query, a.key, a.value, a.embed_dim_to_check,
+                                                      a.num_heads, a.key_padding_mask, a.attn_mask)
+    dtype, heads, head_dim = query.dtype, a.num_heads, embed // a.num_heads
     keys = _key_count(a, src_len)
-    bias = None if a["in_proj_bias"] is None else Tensor._meta((embed,), a["in_proj_bias"].dtype)
-    out_bias = None if a["out_proj_bias"] is None else Tensor._meta((embed,), a["out_proj_bias"].dtype)
+    bias = None if a.in_proj_bias is None else Tensor._meta((embed,), a.in_proj_bias.dtype)
+    out_bias = None if a.out_proj_bias is None else Tensor._meta((embed,), a.out_proj_bias.dtype)
     weight = Tensor._meta((embed, embed), dtype)
     linear_key = get("linear").key
     found = [key for length in (tgt_len, src_len, src_len)
              for key in linear_key(facts, Tensor._meta((length, bsz, embed), dtype), weight, bias)]
     found += linear_key(facts, Tensor._meta((tgt_len * bsz, embed), dtype), weight, out_bias)
-    if a["need_weights"]:
+    if a.need_weights:
         scores = (Tensor._meta((bsz * heads, tgt_len, head_dim), dtype), Tensor._meta((bsz * heads, head_dim, keys),
                                                                                      dtype))
-        masked = a["attn_mask"] is not None or a["key_padding_mask"] is not None
+        masked = a.attn_mask is not None or a.key_padding_mask is not None
         found += (get("baddbmm").key(facts, Tensor._meta((bsz * heads, tgt_len, keys), dtype), *scores) if masked
                   else get("matmul").key(facts, *scores))
         found += get("matmul").key(facts, Tensor._meta((bsz * heads, tgt_len, keys), dtype),
                                    Tensor._meta((bsz * heads, keys, head_dim), dtype))
     else:
         side = Tensor._meta((bsz, heads, keys, head_dim), dtype)
-        masked = a["attn_mask"] is not None or a["key_padding_mask"] is not None
+        masked = a.attn_mask is not None or a.key_padding_mask is not None
         mask = Tensor._meta((bsz, heads, tgt_len, keys), dtype) if masked else None
         queries = Tensor._meta((bsz, heads, tgt_len, head_dim), dtype)
         found += get("scaled_dot_product_attention").key(facts, queries, side, side, mask, 0.0,
-                                                          a["is_causal"] and not masked)
+                                                          a.is_causal and not masked)
     return found
 
 
-_SIGNATURE = inspect.signature(_multi_head_attention_forward)
+# the key rule binds its arguments as the registry binds the meta and cost rules' (``bound=True``)
+_bind_arguments = arguments_binder("multi_head_attention_forward", _multi_head_attention_forward)
 multi_head_attention_forward = register(
     "multi_head_attention_forward", family="attention", aten=["nbx::multi_head_attention_forward"], meta=_mha_meta,
-    cost=_mha_cost, api=(), key=_mha_key, functional=True)(_multi_head_attention_forward)
+    cost=_mha_cost, bound=True, api=(), key=_mha_key, functional=True)(_multi_head_attention_forward)
 
 
 # ---- samples ---------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import get_default_dtype, promote_types, result_type
 from ..tensor import Tensor
-from .registry import INPLACE, Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
+from .registry import INPLACE, OUT, Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
 from .samples import Samples, by_name, operand, sample
 
 _F32 = get_dtype("float32")
@@ -41,25 +41,24 @@ def _check_float(x, op: str) -> None:
 
 # ---- normalize, distances ---------------------------------------------------------------------
 
-def _normalize_meta(input, p=2.0, dim=1, eps=1e-12, out=None):
-    S.wrap_dim(dim, len(input.shape))
-    return TensorMeta(tuple(input.shape), input.dtype)
+def _normalize_meta(a):
+    S.wrap_dim(a.dim, len(a.input.shape))
+    return TensorMeta(tuple(a.input.shape), a.input.dtype)
 
 
-def _normalize_cost(input, p=2.0, dim=1, eps=1e-12, out=None):
-    return Cost(flops=4 * S.numel(input.shape), bytes_read=2 * nbytes(input), bytes_written=nbytes(input),
-                workspace=temporaries(2, input.shape, input.dtype))
+def _normalize_cost(a):
+    x = a.input
+    return Cost(flops=4 * S.numel(x.shape), bytes_read=2 * nbytes(x), bytes_written=nbytes(x),
+                workspace=temporaries(2, x.shape, x.dtype))
 
 
 @register("normalize", family="normalization", aten=["nbx::normalize"], meta=_normalize_meta, cost=_normalize_cost,
-          api=(), functional=True)
-def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
+          bound=True, api=(), functional=True, variants=(OUT,))
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """``input / max(||input||_p, eps)`` along ``dim``."""
-    _normalize_meta(input, p, dim)
+    S.wrap_dim(dim, input.ndim)
     with scratch_scope():
         denom = _op("linalg.vector_norm")(input, p, dim, True).clamp_min(eps)
-    if out is not None:
-        return _op("div")(input, denom, out=out)
     return input / denom
 
 
@@ -68,20 +67,20 @@ def _broadcast_pair(x1, x2):
     return shape, _float_dtype(x1.dtype, x2.dtype)
 
 
-def _cosine_meta(x1, x2, dim=1, eps=1e-8):
+def _cosine_meta(x1, x2, dim) -> TensorMeta:
     shape, dtype = _broadcast_pair(x1, x2)
     d = S.wrap_dim(dim, len(shape))
     return TensorMeta(tuple(n for i, n in enumerate(shape) if i != d), dtype)
 
 
-def _cosine_cost(x1, x2, dim=1, eps=1e-8):
-    shape, dtype = _broadcast_pair(x1, x2)
-    return Cost(flops=8 * S.numel(shape), bytes_read=nbytes(x1) + nbytes(x2),
-                bytes_written=nbytes(_cosine_meta(x1, x2, dim)), workspace=temporaries(5, shape, dtype))
+def _cosine_cost(a):
+    shape, dtype = _broadcast_pair(a.x1, a.x2)
+    return Cost(flops=8 * S.numel(shape), bytes_read=nbytes(a.x1) + nbytes(a.x2),
+                bytes_written=nbytes(_cosine_meta(a.x1, a.x2, a.dim)), workspace=temporaries(5, shape, dtype))
 
 
 @register("cosine_similarity", family="normalization", functional=True, aten=["aten::cosine_similarity.default"],
-          meta=_cosine_meta, cost=_cosine_cost)
+          meta=lambda a: _cosine_meta(a.x1, a.x2, a.dim), cost=_cosine_cost, bound=True)
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along ``dim``, after broadcasting: each
     operand divided by its own norm first, as ATen does, so large values do not overflow a product."""
@@ -96,24 +95,24 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     return product.sum(dim)
 
 
-def _pairwise_meta(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+def _pairwise_meta(x1, x2, keepdim) -> TensorMeta:
     shape, dtype = _broadcast_pair(x1, x2)
     if not shape:
         return TensorMeta((), dtype)
     return TensorMeta(tuple(shape[:-1]) + ((1,) if keepdim else ()), dtype)
 
 
-def _pairwise_cost(x1, x2, p=2.0, eps=1e-6, keepdim=False):
-    shape, dtype = _broadcast_pair(x1, x2)
-    return Cost(flops=4 * S.numel(shape), bytes_read=nbytes(x1) + nbytes(x2),
-                bytes_written=nbytes(_pairwise_meta(x1, x2, p, eps, keepdim)), workspace=temporaries(2, shape, dtype))
+def _pairwise_cost(a):
+    shape, dtype = _broadcast_pair(a.x1, a.x2)
+    return Cost(flops=4 * S.numel(shape), bytes_read=nbytes(a.x1) + nbytes(a.x2),
+                bytes_written=nbytes(_pairwise_meta(a.x1, a.x2, a.keepdim)), workspace=temporaries(2, shape, dtype))
 
 
 @register("pairwise_distance", family="normalization", functional=True, aten=["aten::pairwise_distance.default"],
-          meta=_pairwise_meta, cost=_pairwise_cost)
+          meta=lambda a: _pairwise_meta(a.x1, a.x2, a.keepdim), cost=_pairwise_cost, bound=True)
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     """||x1 - x2 + eps||_p over the last dim (ATen's definition: eps is added to the difference)."""
-    meta = _pairwise_meta(x1, x2, p, eps, keepdim)
+    meta = _pairwise_meta(x1, x2, keepdim)
     with scratch_scope():
         difference = (x1 - x2).to(meta.dtype) + eps
     return _op("linalg.vector_norm")(difference, p, -1 if difference.ndim else None, keepdim and difference.ndim > 0)
@@ -123,7 +122,7 @@ _CDIST_MODES = {"use_mm_for_euclid_dist_if_necessary": 0, "use_mm_for_euclid_dis
                 "donot_use_mm_for_euclid_dist": 2, None: 0, 0: 0, 1: 1, 2: 2}
 
 
-def _cdist_meta(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+def _cdist_meta(x1, x2, p, compute_mode) -> TensorMeta:
     for name, x in (("X1", x1), ("X2", x2)):
         if not x.dtype.is_floating_point:
             raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: {x.dtype.name}")
@@ -141,15 +140,15 @@ def _cdist_meta(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary
     return TensorMeta((*batch, x1.shape[-2], x2.shape[-2]), x1.dtype)
 
 
-def _cdist_cost(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
-    out = _cdist_meta(x1, x2, p, compute_mode)
-    pairs = (*out.shape, x1.shape[-1])
-    return Cost(flops=3 * S.numel(pairs), bytes_read=nbytes(x1) + nbytes(x2), bytes_written=nbytes(out),
+def _cdist_cost(a):
+    out = _cdist_meta(a.x1, a.x2, a.p, a.compute_mode)
+    pairs = (*out.shape, a.x1.shape[-1])
+    return Cost(flops=3 * S.numel(pairs), bytes_read=nbytes(a.x1) + nbytes(a.x2), bytes_written=nbytes(out),
                 workspace=temporaries(1, pairs, out.dtype))
 
 
 @register("cdist", family="normalization", aten=["aten::cdist.default", "aten::_cdist_forward.default"],
-          meta=_cdist_meta, cost=_cdist_cost)
+          meta=lambda a: _cdist_meta(a.x1, a.x2, a.p, a.compute_mode), cost=_cdist_cost, bound=True)
 def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode="use_mm_for_euclid_dist_if_necessary") -> Tensor:
     """The p-norm distance between each row of ``x1`` and each row of ``x2``, per batch. Always from the
     differences (torch's exact path): the matrix-product form |a|^2 + |b|^2 - 2ab that torch may take
@@ -162,18 +161,17 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode="use_mm_for_eucli
 
 # ---- instance and local response norm ------------------------------------------------------------
 
-def _instance_norm_meta(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
-                        momentum=0.1, eps=1e-5, cudnn_enabled=True):
+def _instance_norm_meta(input) -> TensorMeta:
     if len(input.shape) < 2:
         raise RuntimeError(f"instance_norm expects an input of at least 2 dims (N, C, ...), got {list(input.shape)}")
     return TensorMeta(tuple(input.shape), input.dtype)
 
 
-def _instance_norm_cost(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
-                        momentum=0.1, eps=1e-5, cudnn_enabled=True):
-    params = sum(nbytes(t) for t in (running_mean, running_var, weight, bias) if t is not None)
-    return Cost(flops=8 * S.numel(input.shape), bytes_read=nbytes(input) + params, bytes_written=nbytes(input),
-                workspace=temporaries(1, input.shape, input.dtype))
+def _instance_norm_cost(a):
+    x = a.input
+    params = sum(nbytes(t) for t in (a.running_mean, a.running_var, a.weight, a.bias) if t is not None)
+    return Cost(flops=8 * S.numel(x.shape), bytes_read=nbytes(x) + params, bytes_written=nbytes(x),
+                workspace=temporaries(1, x.shape, x.dtype))
 
 
 def _instance_norm_from_aten(args, kwargs):
@@ -183,8 +181,8 @@ def _instance_norm_from_aten(args, kwargs):
     return (named.pop("input"),), named
 
 
-@register("instance_norm", family="normalization", aten=["aten::instance_norm.default"], meta=_instance_norm_meta,
-          cost=_instance_norm_cost, api=(), functional=True,
+@register("instance_norm", family="normalization", aten=["aten::instance_norm.default"],
+          meta=lambda a: _instance_norm_meta(a.input), cost=_instance_norm_cost, bound=True, api=(), functional=True,
           adapters={"aten::instance_norm.default": _instance_norm_from_aten})
 def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5, cudnn_enabled=True) -> Tensor:
@@ -201,7 +199,7 @@ def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=Non
     return _op("group_norm")(input, input.shape[1], weight, bias, eps)
 
 
-def _lrn_meta(input, size, alpha=1e-4, beta=0.75, k=1.0):
+def _lrn_meta(input, size) -> TensorMeta:
     if len(input.shape) < 3:
         raise ValueError(f"Expected 3D or higher dimensionality input (got {len(input.shape)} dimensions)")
     if size <= 0:
@@ -209,14 +207,15 @@ def _lrn_meta(input, size, alpha=1e-4, beta=0.75, k=1.0):
     return TensorMeta(tuple(input.shape), _float_dtype(input.dtype))
 
 
-def _lrn_cost(input, size, alpha=1e-4, beta=0.75, k=1.0):
+def _lrn_cost(a):
+    input, size = a.input, a.size
     padded = (input.shape[0], input.shape[1] + size - 1, *input.shape[2:])
     return Cost(flops=(size + 30) * S.numel(input.shape), bytes_read=nbytes(input), bytes_written=nbytes(input),
                 workspace=temporaries(1, padded, input.dtype) + temporaries(2, input.shape, input.dtype))
 
 
-@register("local_response_norm", family="normalization", aten=["nbx::local_response_norm"], meta=_lrn_meta,
-          cost=_lrn_cost, api=(), functional=True)
+@register("local_response_norm", family="normalization", aten=["nbx::local_response_norm"],
+          meta=lambda a: _lrn_meta(a.input, a.size), cost=_lrn_cost, bound=True, api=(), functional=True)
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
     """input / (k + alpha * mean of input^2 over ``size`` neighbouring channels) ^ beta, the window
     zero-padded by size // 2 before and (size - 1) // 2 after, as torch's."""

@@ -205,43 +205,36 @@ def _float_dtype(dtype, op: str):
     return dt
 
 
-def _size_meta(op: str):
-    def meta(*size, generator=None, dtype=None, device=None, **_):
-        return TensorMeta(S.normalize_shape(size), _float_dtype(dtype, op))
-    return meta
-
-
-def _written_cost(meta_fn):
-    def cost(*args, **kwargs):
-        return Cost(bytes_written=nbytes(meta_fn(*args, **kwargs)))
-    return cost
+def _drawing_rules(meta) -> dict:
+    """``register``'s meta and cost rules (of bound arguments) of an op that draws one new tensor, ``meta``
+    its meta rule."""
+    return {"meta": meta, "cost": lambda a: Cost(bytes_written=nbytes(meta(a))), "bound": True}
 
 
 def _float_factory(name: str, mode: int, a: float, b: float, doc: str):
-    meta = _size_meta(name)
-
     def impl(*size, generator=None, dtype=None, device=None, requires_grad=False, pin_memory=False, layout=None):
         refuse_requires_grad(requires_grad, name)
-        m = meta(*size, dtype=dtype)
+        m = TensorMeta(S.normalize_shape(size), _float_dtype(dtype, name))
         out = new_tensor(m.shape, m.dtype, resolve(device), pinned=pin_memory)
         return _draw(out, mode, generator, a=a, b=b, digits=_digits(m.dtype) if mode == K.MODE_UNIFORM else 24)
 
     impl.__name__ = name
     impl.__doc__ = doc
-    return register(name, family="random", aten=[f"aten::{name}.default", f"aten::{name}.generator"], meta=meta,
-                    cost=_written_cost(meta))(impl)
+    return register(name, family="random", aten=[f"aten::{name}.default", f"aten::{name}.generator"],
+                    **_drawing_rules(lambda a: TensorMeta(S.normalize_shape(a.size), _float_dtype(a.dtype, name))))(
+        impl)
 
 
 rand = _float_factory("rand", K.MODE_UNIFORM, 0.0, 1.0, "Uniform values in [0, 1).")
 randn = _float_factory("randn", K.MODE_NORMAL, 0.0, 1.0, "Standard normal values.")
 
 
-def _like_meta(x, *args, dtype=None, **_):
-    return TensorMeta(tuple(x.shape), x.dtype if dtype is None else get_dtype(dtype))
+# the rules of the *_like ops: a tensor shaped like ``x``
+_LIKE_RULES = _drawing_rules(
+    lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype if a.dtype is None else get_dtype(a.dtype)))
 
 
-@register("rand_like", family="random", aten=["aten::rand_like.default"], meta=_like_meta,
-          cost=_written_cost(_like_meta))
+@register("rand_like", family="random", aten=["aten::rand_like.default"], **_LIKE_RULES)
 def rand_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
     refuse_requires_grad(requires_grad, "rand_like")
     out = like_tensor("rand_like", x, dtype, device, memory_format)
@@ -249,8 +242,7 @@ def rand_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_gr
     return _draw(out, K.MODE_UNIFORM, generator, a=0.0, b=1.0, digits=_digits(out.dtype))
 
 
-@register("randn_like", family="random", aten=["aten::randn_like.default"], meta=_like_meta,
-          cost=_written_cost(_like_meta))
+@register("randn_like", family="random", aten=["aten::randn_like.default"], **_LIKE_RULES)
 def randn_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
     refuse_requires_grad(requires_grad, "randn_like")
     out = like_tensor("randn_like", x, dtype, device, memory_format)
@@ -289,14 +281,14 @@ def _integer_range(low: int, high: int, dt, op: str) -> int:
     return high - low
 
 
-def _randint_meta(*args, low=0, high=None, size=None, generator=None, dtype=None, **_):
-    _, _, shape = _randint_args(args, low, high, size)
-    return TensorMeta(shape, _I64 if dtype is None else get_dtype(dtype))
+def _randint_meta(a):
+    _, _, shape = _randint_args(a.args, a.low, a.high, a.size)
+    return TensorMeta(shape, _I64 if a.dtype is None else get_dtype(a.dtype))
 
 
 @register("randint", family="random", aten=["aten::randint.default", "aten::randint.low", "aten::randint.generator",
                                             "aten::randint.low_generator"],
-          meta=_randint_meta, cost=_written_cost(_randint_meta))
+          **_drawing_rules(_randint_meta))
 def randint(*args, low=0, high=None, size=None, generator=None, dtype=None, device=None, requires_grad=False,
             pin_memory=False, layout=None):
     """Integers uniform in [low, high) (int64 unless ``dtype`` says otherwise)."""
@@ -309,7 +301,7 @@ def randint(*args, low=0, high=None, size=None, generator=None, dtype=None, devi
 
 
 @register("randint_like", family="random", aten=["aten::randint_like.default", "aten::randint_like.low_dtype"],
-          meta=_like_meta, cost=_written_cost(_like_meta))
+          **_LIKE_RULES)
 def randint_like(x: Tensor, low=0, high=None, *, generator=None, dtype=None, device=None, requires_grad=False,
                  memory_format=None):
     """``randint(low, high, x.shape)`` in ``x``'s dtype and device; ``randint_like(x, high)`` too."""
@@ -327,13 +319,16 @@ def _same_meta(x, *args, **kwargs):
     return TensorMeta(tuple(x.shape), x.dtype)
 
 
+# the rules of the in-place draws into ``x`` and of bernoulli
+_FILL_RULES = _drawing_rules(lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype))
+
+
 def _check_float(x: Tensor, op: str) -> None:
     if not x.dtype.is_floating_point:
         raise TypeError(f"{op}: expected a floating-point tensor, got {x.dtype.name}")
 
 
-@register("uniform_", family="random", aten=["aten::uniform_.default"], meta=_same_meta,
-          cost=_written_cost(_same_meta), methods=("uniform_",))
+@register("uniform_", family="random", aten=["aten::uniform_.default"], methods=("uniform_",), **_FILL_RULES)
 def uniform_(x: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None, **kwargs) -> Tensor:
     """Fill ``x`` with values uniform in [a, b) (``from``/``to`` as keywords too)."""
     a, b = float(kwargs.pop("from", a)), float(kwargs.pop("to", b))
@@ -345,8 +340,7 @@ def uniform_(x: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None, **kwa
     return _draw(x, K.MODE_UNIFORM, generator, a=a, b=b, digits=_digits(x.dtype))
 
 
-@register("normal_", family="random", aten=["aten::normal_.default"], meta=_same_meta,
-          cost=_written_cost(_same_meta), methods=("normal_",))
+@register("normal_", family="random", aten=["aten::normal_.default"], methods=("normal_",), **_FILL_RULES)
 def normal_(x: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
     _check_float(x, "normal_")
     if std < 0:
@@ -354,8 +348,8 @@ def normal_(x: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -
     return _draw(x, K.MODE_NORMAL, generator, a=mean, b=std)
 
 
-@register("exponential_", family="random", aten=["aten::exponential_.default"], meta=_same_meta,
-          cost=_written_cost(_same_meta), methods=("exponential_",))
+@register("exponential_", family="random", aten=["aten::exponential_.default"], methods=("exponential_",),
+          **_FILL_RULES)
 def exponential_(x: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
     _check_float(x, "exponential_")
     if not lambd > 0:
@@ -364,7 +358,7 @@ def exponential_(x: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
 
 
 @register("bernoulli_", family="random", aten=["aten::bernoulli_.float", "aten::bernoulli_.Tensor"],
-          meta=_same_meta, cost=_written_cost(_same_meta), methods=("bernoulli_",))
+          methods=("bernoulli_",), **_FILL_RULES)
 def bernoulli_(x: Tensor, p=0.5, *, generator=None) -> Tensor:
     """Fill ``x`` with 0/1 draws, 1 with probability ``p`` (a float, or a tensor broadcast to ``x``)."""
     if isinstance(p, Tensor):
@@ -377,8 +371,8 @@ def bernoulli_(x: Tensor, p=0.5, *, generator=None) -> Tensor:
     return _draw(x, K.MODE_BERNOULLI, generator, a=p)
 
 
-@register("bernoulli", family="random", aten=["aten::bernoulli.default", "aten::bernoulli.p"], meta=_same_meta,
-          cost=_written_cost(_same_meta), methods=("bernoulli",))
+@register("bernoulli", family="random", aten=["aten::bernoulli.default", "aten::bernoulli.p"], methods=("bernoulli",),
+          **_FILL_RULES)
 def bernoulli(x: Tensor, p=None, *, generator=None) -> Tensor:
     """0/1 draws shaped like ``x``: with probabilities ``x`` itself, or the float ``p`` for every element."""
     out = new_tensor(x.shape, x.dtype, x.device)
@@ -390,12 +384,12 @@ def bernoulli(x: Tensor, p=None, *, generator=None) -> Tensor:
 
 # ---- sampling -------------------------------------------------------------------------------------
 
-def _multinomial_meta(x, num_samples, replacement=False, *, generator=None):
-    return TensorMeta((*tuple(x.shape)[:-1], int(num_samples)), _I64)
+def _multinomial_meta(a):
+    return TensorMeta((*tuple(a.x.shape)[:-1], int(a.num_samples)), _I64)
 
 
 @register("multinomial", family="random", aten=["aten::multinomial.default"], meta=_multinomial_meta,
-          cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_multinomial_meta(x, *a, **k))),
+          cost=lambda a: Cost(bytes_read=nbytes(a.x), bytes_written=nbytes(_multinomial_meta(a))), bound=True,
           methods=("multinomial",))
 def multinomial(x: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
     """Category indices drawn per row of the non-negative weights ``x`` (1-D or 2-D). With
@@ -438,12 +432,12 @@ def _check_weights(weights: Tensor, needed: int, replacement: bool) -> None:
                      f"invalid distribution: a row {shortage}")
 
 
-def _randperm_meta(n, *, generator=None, dtype=None, **_):
+def _randperm_meta(n, dtype) -> TensorMeta:
     return TensorMeta((int(n),), _I64 if dtype is None else get_dtype(dtype))
 
 
 @register("randperm", family="random", aten=["aten::randperm.default", "aten::randperm.generator"],
-          meta=_randperm_meta, cost=_written_cost(_randperm_meta))
+          **_drawing_rules(lambda a: _randperm_meta(a.n, a.dtype)))
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=False, pin_memory=False,
              layout=None) -> Tensor:
     """A random permutation of 0..n-1: the stable order of random 62-bit keys (ties, which need two
@@ -452,7 +446,7 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=F
     n = int(n)
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}")
-    m = _randperm_meta(n, dtype=dtype)
+    m = _randperm_meta(n, dtype)
     keys = randint(0, 2 ** 62, (n,), generator=generator, device=device)
     order = argsort(keys) if n else keys
     return order if m.dtype is _I64 else order.to(m.dtype)

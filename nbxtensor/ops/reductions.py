@@ -306,6 +306,15 @@ def _reduction_cost(x, out_metas, flops_per_element: int = 1) -> Cost:
                 workspace=_split_workspace(S.numel(x.shape), S.numel(out_metas[0].shape)))
 
 
+def _reduction_rules(meta, flops_per_element: int = 1) -> dict:
+    """``register``'s meta and cost rules of a reduction of ``x`` whose meta rule (of bound arguments) is
+    ``meta``: the cost reads ``x`` once and writes the results."""
+    def cost(a):
+        out = meta(a)
+        return _reduction_cost(a.x, [out] if isinstance(out, TensorMeta) else out, flops_per_element)
+    return {"meta": meta, "cost": cost, "bound": True}
+
+
 def _split_workspace(elements: int, rows: int) -> int:
     """The most bytes the partials of ``_plan_reduce`` take to reduce ``elements`` to ``rows`` results on any
     device and layout (the rule knows neither): three pieces of a partial per row and chunk, none past 8
@@ -320,34 +329,22 @@ def _split_workspace(elements: int, rows: int) -> int:
 
 
 # ---- sum, mean, prod and friends ----------------------------------------------------------------
-def _simple_meta(kind):
-    def meta(x, dim=None, keepdim=False, *, dtype=None):
-        dims = reduced_dims(len(x.shape), dim, kind)
-        shape = reduced_shape(x.shape, dims, keepdim)
-        if kind in ("sum", "nansum", "prod"):
-            return TensorMeta(shape, _sum_dtype(x.dtype, dtype))
-        return TensorMeta(shape, _float_dtype(x.dtype, dtype, kind))
-    return meta
-
-
-def _simple_cost(kind):
-    meta = _simple_meta(kind)
-
-    def cost(x, dim=None, keepdim=False, *, dtype=None):
-        return _reduction_cost(x, [meta(x, dim, keepdim, dtype=dtype)])
-    return cost
+def _simple_result(kind: str, x, dim, keepdim, dtype) -> TensorMeta:
+    dims = reduced_dims(len(x.shape), dim, kind)
+    shape = reduced_shape(x.shape, dims, keepdim)
+    if kind in ("sum", "nansum", "prod"):
+        return TensorMeta(shape, _sum_dtype(x.dtype, dtype))
+    return TensorMeta(shape, _float_dtype(x.dtype, dtype, kind))
 
 
 _simple_plans = PlanCache()
 
 
 def _simple_reduction(kind: str, op: int):
-    meta = _simple_meta(kind)
-
     def plan(x: Tensor, dim, keepdim: bool, dtype):
         """``run(x)`` for tensors laid out as ``x`` is, the call's checks and dims worked out once."""
         _check_supported(x, kind)
-        out = meta(x, dim, keepdim, dtype=dtype)
+        out = _simple_result(kind, x, dim, keepdim, dtype)
         if kind == "nansum" and out.dtype.is_integral and x.dtype.is_floating_point:
             raise RuntimeError("nansum does not support an integer result for floating-point input")
         dims = reduced_dims(x.ndim, dim, kind)
@@ -369,7 +366,7 @@ def _simple_reduction(kind: str, op: int):
             _simple_plans.put(key, run)
         return run(x)
     impl.__name__ = kind
-    return impl, meta
+    return impl
 
 
 _SIMPLE = {
@@ -381,10 +378,10 @@ _SIMPLE = {
     "prod": (K.OP_PROD, ["aten::prod.default", "aten::prod.dim_int"], "Product; empty products are 1."),
 }
 for _kind, (_op, _aten, _doc) in _SIMPLE.items():
-    _impl, _meta = _simple_reduction(_kind, _op)
+    _impl = _simple_reduction(_kind, _op)
     _impl.__doc__ = _doc
-    globals()[_kind] = register(_kind, family="reduction", aten=_aten, meta=_meta, cost=_simple_cost(_kind),
-                                methods=(_kind,))(_impl)
+    globals()[_kind] = register(_kind, family="reduction", aten=_aten, methods=(_kind,), **_reduction_rules(
+        lambda a, kind=_kind: _simple_result(kind, a.x, a.dim, a.keepdim, a.dtype)))(_impl)
 
 
 # ---- amax, amin, max, min, argmax, argmin, aminmax ---------------------------------------------
@@ -402,23 +399,19 @@ def _extreme_values(x: Tensor, dims, keepdim: bool, op: int, name: str) -> Tenso
     return _run_reduce(x, dims, op, reduced_shape(x.shape, dims, keepdim), x.dtype, acc, acc)[0]
 
 
-def _amax_meta(x, dim=(), keepdim=False):
-    return TensorMeta(reduced_shape(x.shape, reduced_dims(len(x.shape), dim, "amax"), keepdim), x.dtype)
+def _amax_meta(a):
+    return TensorMeta(reduced_shape(a.x.shape, reduced_dims(len(a.x.shape), a.dim, "amax"), a.keepdim), a.x.dtype)
 
 
-def _amax_cost(x, dim=(), keepdim=False):
-    return _reduction_cost(x, [_amax_meta(x, dim, keepdim)])
-
-
-@register("amax", family="reduction", aten=["aten::amax.default"], meta=_amax_meta, cost=_amax_cost,
-          methods=("amax",))
+@register("amax", family="reduction", aten=["aten::amax.default"], methods=("amax",),
+          **_reduction_rules(_amax_meta))
 def amax(x: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     """Largest element over ``dim`` (all dims by default); NaN wins."""
     return _extreme_values(x, reduced_dims(x.ndim, dim, "amax"), keepdim, K.OP_AMAX, "amax")
 
 
-@register("amin", family="reduction", aten=["aten::amin.default"], meta=_amax_meta, cost=_amax_cost,
-          methods=("amin",))
+@register("amin", family="reduction", aten=["aten::amin.default"], methods=("amin",),
+          **_reduction_rules(_amax_meta))
 def amin(x: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     """Smallest element over ``dim`` (all dims by default); NaN wins."""
     return _extreme_values(x, reduced_dims(x.ndim, dim, "amin"), keepdim, K.OP_AMIN, "amin")
@@ -437,19 +430,15 @@ def _arg_reduce(x: Tensor, dim, keepdim: bool, op: int, name: str, values: bool)
     return _run_reduce(x, dims, op, out_shape, x.dtype, acc, acc, values=values, order_matters=True)
 
 
-def _minmax_meta(x, dim=None, keepdim=False):
+def _minmax_meta(a):
+    x, dim = a.x, a.dim
     if isinstance(dim, Tensor) or (dim is not None and not isinstance(dim, int) and not hasattr(dim, "__index__")):
         raise TypeError("max/min with a second tensor is the elementwise maximum/minimum")
     if dim is None:
         return TensorMeta((), x.dtype)
     dims = (S.wrap_dim(dim, len(x.shape)),) if len(x.shape) else ()
-    shape = reduced_shape(x.shape, dims, keepdim)
+    shape = reduced_shape(x.shape, dims, a.keepdim)
     return (TensorMeta(shape, x.dtype), TensorMeta(shape, _dt("int64")))
-
-
-def _minmax_cost(x, dim=None, keepdim=False):
-    out = _minmax_meta(x, dim, keepdim)
-    return _reduction_cost(x, [out] if isinstance(out, TensorMeta) else out)
 
 
 def _extreme_or_pair(x, dim, keepdim, name, op_values, op_arg, result_type, pairwise):
@@ -470,15 +459,15 @@ def _extreme_or_pair(x, dim, keepdim, name, op_values, op_arg, result_type, pair
     return result_type(values, indices)
 
 
-@register("max", family="reduction", aten=["aten::max.default", "aten::max.dim"], meta=_minmax_meta,
-          cost=_minmax_cost, methods=("max",))
+@register("max", family="reduction", aten=["aten::max.default", "aten::max.dim"], methods=("max",),
+          **_reduction_rules(_minmax_meta))
 def max_(x: Tensor, dim=None, keepdim: bool = False):
     """Largest element, or (values, indices) over ``dim`` (first index among equals, NaN wins)."""
     return _extreme_or_pair(x, dim, keepdim, "max", K.OP_AMAX, K.OP_ARGMAX, max_result, "maximum")
 
 
-@register("min", family="reduction", aten=["aten::min.default", "aten::min.dim"], meta=_minmax_meta,
-          cost=_minmax_cost, methods=("min",))
+@register("min", family="reduction", aten=["aten::min.default", "aten::min.dim"], methods=("min",),
+          **_reduction_rules(_minmax_meta))
 def min_(x: Tensor, dim=None, keepdim: bool = False):
     """Smallest element, or (values, indices) over ``dim`` (first index among equals, NaN wins)."""
     return _extreme_or_pair(x, dim, keepdim, "min", K.OP_AMIN, K.OP_ARGMIN, min_result, "minimum")
@@ -489,53 +478,45 @@ def _refuse_bool(x, op: str) -> None:
         raise RuntimeError(f"{op}(): does not support bool input (as in ATen); convert it with .to(nbxtensor.uint8)")
 
 
-def _argmax_meta(x, dim=None, keepdim=False):
-    if dim is None:
-        return TensorMeta((1,) * len(x.shape) if keepdim else (), _dt("int64"))
-    dims = (S.wrap_dim(dim, len(x.shape)),) if len(x.shape) else ()
-    return TensorMeta(reduced_shape(x.shape, dims, keepdim), _dt("int64"))
+def _argmax_meta(a):
+    rank = len(a.x.shape)
+    if a.dim is None:
+        return TensorMeta((1,) * rank if a.keepdim else (), _dt("int64"))
+    dims = (S.wrap_dim(a.dim, rank),) if rank else ()
+    return TensorMeta(reduced_shape(a.x.shape, dims, a.keepdim), _dt("int64"))
 
 
-def _argmax_cost(x, dim=None, keepdim=False):
-    return _reduction_cost(x, [_argmax_meta(x, dim, keepdim)])
-
-
-@register("argmax", family="reduction", aten=["aten::argmax.default"], meta=_argmax_meta, cost=_argmax_cost,
-          methods=("argmax",))
+@register("argmax", family="reduction", aten=["aten::argmax.default"], methods=("argmax",),
+          **_reduction_rules(_argmax_meta))
 def argmax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Index of the largest element (flattened when ``dim`` is None); the first among equals, NaN wins."""
     _refuse_bool(x, "argmax")
     return _arg_reduce(x, dim, keepdim, K.OP_ARGMAX, "argmax", False)[1]
 
 
-@register("argmin", family="reduction", aten=["aten::argmin.default"], meta=_argmax_meta, cost=_argmax_cost,
-          methods=("argmin",))
+@register("argmin", family="reduction", aten=["aten::argmin.default"], methods=("argmin",),
+          **_reduction_rules(_argmax_meta))
 def argmin(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Index of the smallest element (flattened when ``dim`` is None); the first among equals, NaN wins."""
     _refuse_bool(x, "argmin")
     return _arg_reduce(x, dim, keepdim, K.OP_ARGMIN, "argmin", False)[1]
 
 
-def _aminmax_meta(x, *, dim=None, keepdim=False):
-    dims = reduced_dims(len(x.shape), dim, "aminmax")
-    meta = TensorMeta(reduced_shape(x.shape, dims, keepdim), x.dtype)
+def _aminmax_meta(a):
+    meta = TensorMeta(reduced_shape(a.x.shape, reduced_dims(len(a.x.shape), a.dim, "aminmax"), a.keepdim), a.x.dtype)
     return (meta, meta)
 
 
-def _aminmax_cost(x, *, dim=None, keepdim=False):
-    return _reduction_cost(x, _aminmax_meta(x, dim=dim, keepdim=keepdim))
-
-
-@register("aminmax", family="reduction", aten=["aten::aminmax.default"], meta=_aminmax_meta, cost=_aminmax_cost,
-          methods=("aminmax",))
+@register("aminmax", family="reduction", aten=["aten::aminmax.default"], methods=("aminmax",),
+          **_reduction_rules(_aminmax_meta))
 def aminmax(x: Tensor, *, dim=None, keepdim: bool = False):
     """(min, max) in one pass."""
     _check_supported(x, "aminmax")
     dims = reduced_dims(x.ndim, dim, "aminmax")
     _require_elements(x, dims, "aminmax")
     acc = compute_dtype(x.dtype)
-    lo, hi = _run_reduce(x, dims, K.OP_AMINMAX, _aminmax_meta(x, dim=dim, keepdim=keepdim)[0].shape, x.dtype, acc,
-                         acc, second=x.dtype)
+    lo, hi = _run_reduce(x, dims, K.OP_AMINMAX, reduced_shape(x.shape, dims, keepdim), x.dtype, acc, acc,
+                         second=x.dtype)
     return aminmax_result(lo, hi)
 
 
@@ -550,28 +531,24 @@ def _var_args(dim, unbiased, keepdim, correction):
     return dim, keepdim, float(correction)
 
 
-def _var_meta(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def _var_result(x, dim, unbiased, keepdim, correction) -> TensorMeta:
     dim, keepdim, _ = _var_args(dim, unbiased, keepdim, correction)
     dtype = _float_dtype(x.dtype, None, "var")
     return TensorMeta(reduced_shape(x.shape, reduced_dims(len(x.shape), dim, "var"), keepdim), dtype)
 
 
-def _var_cost(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return _reduction_cost(x, [_var_meta(x, dim, unbiased, keepdim, correction=correction)], flops_per_element=5)
+def _var_meta(a):
+    return _var_result(a.x, a.dim, a.unbiased, a.keepdim, a.correction)
 
 
-def _var_mean_meta(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    meta = _var_meta(x, dim, unbiased, keepdim, correction=correction)
+def _var_mean_meta(a):
+    meta = _var_meta(a)
     return (meta, meta)
-
-
-def _var_mean_cost(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return _reduction_cost(x, _var_mean_meta(x, dim, unbiased, keepdim, correction=correction), flops_per_element=5)
 
 
 def _moments(x, dim, unbiased, keepdim, correction, op, with_mean):
     _check_supported(x, "var")
-    meta = _var_meta(x, dim, unbiased, keepdim, correction=correction)
+    meta = _var_result(x, dim, unbiased, keepdim, correction)
     dim, keepdim, corr = _var_args(dim, unbiased, keepdim, correction)
     acc = compute_dtype(x.dtype)
     out, mean_ = _run_reduce(x, reduced_dims(x.ndim, dim, "var"), op, meta.shape, meta.dtype, acc, acc,
@@ -580,28 +557,28 @@ def _moments(x, dim, unbiased, keepdim, correction, op, with_mean):
 
 
 @register("var", family="reduction", aten=["aten::var.correction", "aten::var.default", "aten::var.dim"],
-          meta=_var_meta, cost=_var_cost, methods=("var",))
+          methods=("var",), **_reduction_rules(_var_meta, flops_per_element=5))
 def var(x: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
     """Variance with ``correction`` (Bessel's, 1, by default) by Welford's method, merged across lanes."""
     return _moments(x, dim, unbiased, keepdim, correction, K.OP_VAR, False)
 
 
 @register("std", family="reduction", aten=["aten::std.correction", "aten::std.default", "aten::std.dim"],
-          meta=_var_meta, cost=_var_cost, methods=("std",))
+          methods=("std",), **_reduction_rules(_var_meta, flops_per_element=5))
 def std(x: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
     """Standard deviation: the square root of ``var``."""
     return _moments(x, dim, unbiased, keepdim, correction, K.OP_STD, False)
 
 
-@register("var_mean", family="reduction", aten=["aten::var_mean.correction"], meta=_var_mean_meta,
-          cost=_var_mean_cost)
+@register("var_mean", family="reduction", aten=["aten::var_mean.correction"],
+          **_reduction_rules(_var_mean_meta, flops_per_element=5))
 def var_mean(x: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """(var, mean) in one pass."""
     return _moments(x, dim, unbiased, keepdim, correction, K.OP_VAR, True)
 
 
-@register("std_mean", family="reduction", aten=["aten::std_mean.correction"], meta=_var_mean_meta,
-          cost=_var_mean_cost)
+@register("std_mean", family="reduction", aten=["aten::std_mean.correction"],
+          **_reduction_rules(_var_mean_meta, flops_per_element=5))
 def std_mean(x: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """(std, mean) in one pass."""
     return _moments(x, dim, unbiased, keepdim, correction, K.OP_STD, True)
@@ -625,23 +602,19 @@ def _norm_op(p):
     return K.OP_NORM_P, p
 
 
-def _vector_norm_meta(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+def _vector_norm_result(x, dim, keepdim, dtype) -> TensorMeta:
     if x.dtype.is_complex:
         raise TypeError("linalg.vector_norm: complex inputs are not supported")
     out = _float_dtype(x.dtype, dtype, "linalg.vector_norm")
     return TensorMeta(reduced_shape(x.shape, reduced_dims(len(x.shape), dim, "linalg.vector_norm"), keepdim), out)
 
 
-def _vector_norm_cost(x, ord=2, dim=None, keepdim=False, *, dtype=None):
-    return _reduction_cost(x, [_vector_norm_meta(x, ord, dim, keepdim, dtype=dtype)], flops_per_element=2)
-
-
-@register("linalg.vector_norm", family="reduction", aten=["aten::linalg_vector_norm.default"],
-          meta=_vector_norm_meta, cost=_vector_norm_cost, api=())
+@register("linalg.vector_norm", family="reduction", aten=["aten::linalg_vector_norm.default"], api=(),
+          **_reduction_rules(lambda a: _vector_norm_result(a.x, a.dim, a.keepdim, a.dtype), flops_per_element=2))
 def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """(sum |x|^ord)^(1/ord) over ``dim``; ord 0 counts nonzeros, inf and -inf take max and min of |x|."""
     _check_supported(x, "linalg.vector_norm")
-    meta = _vector_norm_meta(x, ord, dim, keepdim, dtype=dtype)
+    meta = _vector_norm_result(x, dim, keepdim, dtype)
     op, p = _norm_op(ord)
     dims = reduced_dims(x.ndim, dim, "linalg.vector_norm")
     if (op == K.OP_NORM_INF or op == K.OP_NORM_NEG_INF or p < 0) and _reduced_length(x.shape, dims) == 0 \
@@ -657,20 +630,20 @@ def _nuclear_dims(x, dim):
     return tuple(range(len(x.shape))) if dim is None else dim
 
 
-def _norm_meta(x, p="fro", dim=None, keepdim=False, dtype=None):
-    if p == "nuc":
-        return get("linalg.matrix_norm").meta(x, "nuc", _nuclear_dims(x, dim), keepdim, dtype=dtype)
-    return _vector_norm_meta(x, 2 if p is None else p, dim, keepdim, dtype=dtype)
+def _norm_meta(a):
+    if a.p == "nuc":
+        return get("linalg.matrix_norm").meta(a.x, "nuc", _nuclear_dims(a.x, a.dim), a.keepdim, dtype=a.dtype)
+    return _vector_norm_result(a.x, a.dim, a.keepdim, a.dtype)
 
 
-def _norm_cost(x, p="fro", dim=None, keepdim=False, dtype=None):
-    if p == "nuc":
-        return get("linalg.matrix_norm").cost(x, "nuc", _nuclear_dims(x, dim), keepdim, dtype=dtype)
-    return _reduction_cost(x, [_norm_meta(x, p, dim, keepdim, dtype)], flops_per_element=2)
+def _norm_cost(a):
+    if a.p == "nuc":
+        return get("linalg.matrix_norm").cost(a.x, "nuc", _nuclear_dims(a.x, a.dim), a.keepdim, dtype=a.dtype)
+    return _reduction_cost(a.x, [_norm_meta(a)], flops_per_element=2)
 
 
 @register("norm", family="reduction", aten=["aten::norm.Scalar", "aten::norm.ScalarOpt_dim"], meta=_norm_meta,
-          cost=_norm_cost, methods=("norm",))
+          cost=_norm_cost, bound=True, methods=("norm",))
 def norm(x: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     """``torch.norm``: ``linalg.vector_norm`` with ``p`` ('fro' is 2), but the nuclear norm ('nuc') of the
     matrices over ``dim`` (all dims when None)."""
@@ -683,21 +656,17 @@ def _lse_dtype(dt):
     return dt if dt.is_floating_point else get_default_dtype()
 
 
-def _logsumexp_meta(x, dim, keepdim=False):
+def _logsumexp_result(x, dim, keepdim) -> TensorMeta:
     dims = reduced_dims(len(x.shape), dim, "logsumexp")
     return TensorMeta(reduced_shape(x.shape, dims, keepdim), _lse_dtype(x.dtype))
 
 
-def _logsumexp_cost(x, dim, keepdim=False):
-    return _reduction_cost(x, [_logsumexp_meta(x, dim, keepdim)], flops_per_element=3)
-
-
-@register("logsumexp", family="reduction", aten=["aten::logsumexp.default"], meta=_logsumexp_meta,
-          cost=_logsumexp_cost, methods=("logsumexp",))
+@register("logsumexp", family="reduction", aten=["aten::logsumexp.default"], methods=("logsumexp",),
+          **_reduction_rules(lambda a: _logsumexp_result(a.x, a.dim, a.keepdim), flops_per_element=3))
 def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over ``dim`` without overflow (an online max); integers give the default float."""
     _check_supported(x, "logsumexp")
-    meta = _logsumexp_meta(x, dim, keepdim)
+    meta = _logsumexp_result(x, dim, keepdim)
     src, as_dtype = _source(x, meta.dtype)
     acc = compute_dtype(as_dtype)
     return _run_reduce(src, reduced_dims(x.ndim, dim, "logsumexp"), K.OP_LOGSUMEXP, meta.shape, meta.dtype, acc,
@@ -705,50 +674,45 @@ def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
 
 
 # ---- any, all, count_nonzero ----------------------------------------------------------------------
-def _logical_meta(x, dim=None, keepdim=False):
+def _logical_result(x, dim, keepdim) -> TensorMeta:
     dims = reduced_dims(len(x.shape), dim, "any")
     return TensorMeta(reduced_shape(x.shape, dims, keepdim), _dt("uint8") if x.dtype.name == "uint8" else _dt("bool"))
 
 
-def _logical_cost(x, dim=None, keepdim=False):
-    return _reduction_cost(x, [_logical_meta(x, dim, keepdim)])
+_LOGICAL_RULES = _reduction_rules(lambda a: _logical_result(a.x, a.dim, a.keepdim))
 
 
 def _logical(x, dim, keepdim, op, name):
     _check_supported(x, name)
-    meta = _logical_meta(x, dim, keepdim)
+    meta = _logical_result(x, dim, keepdim)
     return _run_reduce(x, reduced_dims(x.ndim, dim, name), op, meta.shape, meta.dtype, _dt("int32"),
                        compute_dtype(x.dtype))[0]
 
 
 @register("any", family="reduction", aten=["aten::any.default", "aten::any.dim", "aten::any.dims"],
-          meta=_logical_meta, cost=_logical_cost, methods=("any",))
+          methods=("any",), **_LOGICAL_RULES)
 def any_(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Whether any element is nonzero (NaN counts); uint8 input gives uint8, as in ATen."""
     return _logical(x, dim, keepdim, K.OP_ANY, "any")
 
 
 @register("all", family="reduction", aten=["aten::all.default", "aten::all.dim", "aten::all.dims"],
-          meta=_logical_meta, cost=_logical_cost, methods=("all",))
+          methods=("all",), **_LOGICAL_RULES)
 def all_(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Whether every element is nonzero; True for no elements."""
     return _logical(x, dim, keepdim, K.OP_ALL, "all")
 
 
-def _count_meta(x, dim=None):
+def _count_result(x, dim) -> TensorMeta:
     return TensorMeta(reduced_shape(x.shape, reduced_dims(len(x.shape), dim, "count_nonzero"), False), _dt("int64"))
 
 
-def _count_cost(x, dim=None):
-    return _reduction_cost(x, [_count_meta(x, dim)])
-
-
 @register("count_nonzero", family="reduction", aten=["aten::count_nonzero.default", "aten::count_nonzero.dim_IntList"],
-          meta=_count_meta, cost=_count_cost, methods=("count_nonzero",))
+          methods=("count_nonzero",), **_reduction_rules(lambda a: _count_result(a.x, a.dim)))
 def count_nonzero(x: Tensor, dim=None) -> Tensor:
     """Number of nonzero elements (int64)."""
     _check_supported(x, "count_nonzero")
-    meta = _count_meta(x, dim)
+    meta = _count_result(x, dim)
     return _run_reduce(x, reduced_dims(x.ndim, dim, "count_nonzero"), K.OP_COUNT_NONZERO, meta.shape, meta.dtype,
                        _dt("int64"), compute_dtype(x.dtype))[0]
 
@@ -844,23 +808,23 @@ def _plan_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_ind
     return execute
 
 
-def _scan_meta(kind):
-    def meta(x, dim, *, dtype=None):
-        S.wrap_dim(dim, len(x.shape))
-        if kind == "logcumsumexp":
-            return TensorMeta(tuple(x.shape), _float_dtype(x.dtype, dtype, kind))
-        return TensorMeta(tuple(x.shape), _sum_dtype(x.dtype, dtype))
-    return meta
+def _scan_result(kind: str, x, dim, dtype) -> TensorMeta:
+    S.wrap_dim(dim, len(x.shape))
+    if kind == "logcumsumexp":
+        return TensorMeta(tuple(x.shape), _float_dtype(x.dtype, dtype, kind))
+    return TensorMeta(tuple(x.shape), _sum_dtype(x.dtype, dtype))
 
 
-def _scan_cost(kind):
-    meta = _scan_meta(kind)
+def _scan_rules(kind: str) -> dict:
+    def meta(a):
+        return _scan_result(kind, a.x, a.dim, a.dtype)
 
-    def cost(x, dim, *, dtype=None):
-        out = meta(x, dim, dtype=dtype)
-        workspace = _chunked_scan_workspace(x.shape, S.wrap_dim(dim, len(x.shape))) if kind == "cumsum" else 0
+    def cost(a):
+        x = a.x
+        out = meta(a)
+        workspace = _chunked_scan_workspace(x.shape, S.wrap_dim(a.dim, len(x.shape))) if kind == "cumsum" else 0
         return Cost(flops=S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(out), workspace=workspace)
-    return cost
+    return {"meta": meta, "cost": cost, "bound": True}
 
 
 def _chunked_scan_workspace(shape, dim: int) -> int:
@@ -876,16 +840,14 @@ def _chunked_scan_workspace(shape, dim: int) -> int:
 
 
 def _scan_op(kind: str, scan: int):
-    meta = _scan_meta(kind)
-
     def impl(x: Tensor, dim: int, *, dtype=None) -> Tensor:
         _check_supported(x, kind)
-        out = meta(x, dim, dtype=dtype)
+        out = _scan_result(kind, x, dim, dtype)
         src, as_dtype = _source(x, out.dtype)
         acc = compute_dtype(as_dtype)
         return _run_scan(src, S.wrap_dim(dim, x.ndim), scan, out.dtype, acc, acc)[0]
     impl.__name__ = kind
-    return impl, meta
+    return impl
 
 
 _SCANS = {
@@ -894,19 +856,15 @@ _SCANS = {
     "logcumsumexp": (SCAN_LOGCUMSUMEXP, ["aten::logcumsumexp.default"], "Running logsumexp along ``dim``."),
 }
 for _kind, (_scan, _aten, _doc) in _SCANS.items():
-    _impl, _meta = _scan_op(_kind, _scan)
+    _impl = _scan_op(_kind, _scan)
     _impl.__doc__ = _doc
-    globals()[_kind] = register(_kind, family="reduction", aten=_aten, meta=_meta, cost=_scan_cost(_kind),
-                                methods=(_kind,))(_impl)
+    globals()[_kind] = register(_kind, family="reduction", aten=_aten, methods=(_kind,), **_scan_rules(_kind))(_impl)
 
 
-def _cum_extreme_meta(x, dim):
-    S.wrap_dim(dim, len(x.shape))
-    return (TensorMeta(tuple(x.shape), x.dtype), TensorMeta(tuple(x.shape), _dt("int64")))
-
-
-def _cum_extreme_cost(x, dim):
-    return _reduction_cost(x, _cum_extreme_meta(x, dim))
+def _cum_extreme_meta(a):
+    shape = tuple(a.x.shape)
+    S.wrap_dim(a.dim, len(shape))
+    return (TensorMeta(shape, a.x.dtype), TensorMeta(shape, _dt("int64")))
 
 
 def _cum_extreme(x, dim, scan, name, result_type):
@@ -916,15 +874,15 @@ def _cum_extreme(x, dim, scan, name, result_type):
     return result_type(values, indices)
 
 
-@register("cummax", family="reduction", aten=["aten::cummax.default"], meta=_cum_extreme_meta,
-          cost=_cum_extreme_cost, methods=("cummax",))
+@register("cummax", family="reduction", aten=["aten::cummax.default"], methods=("cummax",),
+          **_reduction_rules(_cum_extreme_meta))
 def cummax(x: Tensor, dim: int):
     """(running max, its index) along ``dim``: the last index among equal maxima, NaN sticks, as ATen."""
     return _cum_extreme(x, dim, SCAN_CUMMAX, "cummax", cummax_result)
 
 
-@register("cummin", family="reduction", aten=["aten::cummin.default"], meta=_cum_extreme_meta,
-          cost=_cum_extreme_cost, methods=("cummin",))
+@register("cummin", family="reduction", aten=["aten::cummin.default"], methods=("cummin",),
+          **_reduction_rules(_cum_extreme_meta))
 def cummin(x: Tensor, dim: int):
     """(running min, its index) along ``dim``: the last index among equal minima, NaN sticks, as ATen."""
     return _cum_extreme(x, dim, SCAN_CUMMIN, "cummin", cummin_result)

@@ -152,26 +152,20 @@ def _split_scales(nd, rest):
     return None if all(s is None for s in scales) else scales
 
 
-def _resample_meta(nd, has_align):
-    def meta(x, output_size, *rest, **kwargs):
-        if has_align and "align_corners" not in kwargs:
-            rest = rest[1:]
-        scales = _given_scales(nd, rest, {k: v for k, v in kwargs.items() if k != "align_corners"})
-        sizes = _output_sizes(x, nd, output_size, scales, "upsample")
+def _resample_rules(nd, kernel_mode) -> dict:
+    """``register``'s meta and cost rules (of bound arguments) of an upsample op of ``nd`` spatial dims."""
+    def meta(a):
+        x = a.input
+        sizes = _output_sizes(x, nd, a.output_size, _given_scales(nd, a.scales, a.scale_keywords), "upsample")
         return TensorMeta((*tuple(x.shape)[:2], *sizes), x.dtype)
-    return meta
 
-
-def _resample_cost(nd, has_align, kernel_mode):
-    meta = _resample_meta(nd, has_align)
-
-    def cost(x, output_size, *rest, **kwargs):
-        out = meta(x, output_size, *rest, **kwargs)
+    def cost(a):
+        x, out = a.input, meta(a)
         window = _TAPS[kernel_mode] ** nd
         if kernel_mode in _ANTIALIASED:  # the filter widens with the downsampling ratio
             window = math.prod(_aa_support(i / o, _TAPS[kernel_mode])[2] for i, o in zip(x.shape[2:], out.shape[2:]))
         return Cost(flops=2 * window * S.numel(out.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
-    return cost
+    return {"meta": meta, "cost": cost, "bound": True}
 
 
 # (ATen base name, interpolate's mode, kernel mode, spatial dims, whether it takes align_corners)
@@ -215,8 +209,7 @@ def _declare_upsample(name: str, mode: str, nd: int, has_align: bool) -> None:
     upsample.__doc__ = (f"aten::{name} (either overload: .vec's scale_factors sequence, or one scale per dim): "
                         f"{mode} resampling of the {nd} spatial dims.")
     register(op, family="resample", aten=[f"aten::{name}.default", f"aten::{name}.vec"],
-             meta=_resample_meta(nd, has_align), cost=_resample_cost(nd, has_align, _KERNEL_MODES[mode]),
-             api=(name,) if name in _TOP_LEVEL else ())(upsample)
+             api=(name,) if name in _TOP_LEVEL else (), **_resample_rules(nd, _KERNEL_MODES[mode]))(upsample)
 
 
 for _row in _UPSAMPLE_OPS:
@@ -298,28 +291,24 @@ def _call_planned(x, name, output_size, scale_factors, align_corners):
     return op, (x, output_size, scale_factors)
 
 
-def _interpolate_meta(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
-                      recompute_scale_factor=None, antialias=False):
-    op, args = _call_planned(input, *_interpolate_plan(input, size, scale_factor, mode, align_corners,
-                                                       recompute_scale_factor, antialias))
-    return op.meta(*args)
+def _interpolate_call(a) -> tuple:
+    """(the op interpolate calls, its arguments) for the bound arguments ``a``."""
+    return _call_planned(a.input, *_interpolate_plan(a.input, a.size, a.scale_factor, a.mode, a.align_corners,
+                                                     a.recompute_scale_factor, a.antialias))
 
 
-def _interpolate_cost(input, *args, **kwargs):
-    op, call = _call_planned(input, *_interpolate_plan(input, *_interpolate_defaults(args, kwargs)))
+def _interpolate_meta(a):
+    op, call = _interpolate_call(a)
+    return op.meta(*call)
+
+
+def _interpolate_cost(a):
+    op, call = _interpolate_call(a)
     return op.cost(*call)
 
 
-def _interpolate_defaults(args, kwargs):
-    names = ("size", "scale_factor", "mode", "align_corners", "recompute_scale_factor", "antialias")
-    defaults = dict(zip(names, (None, None, "nearest", None, None, False)))
-    defaults.update(zip(names, args))
-    defaults.update(kwargs)
-    return tuple(defaults[n] for n in names)
-
-
-@register("interpolate", family="resample", aten=["nbx::interpolate"], meta=_interpolate_meta, cost=_interpolate_cost, api=(),
-          functional=True)
+@register("interpolate", family="resample", aten=["nbx::interpolate"], meta=_interpolate_meta, cost=_interpolate_cost,
+          bound=True, api=(), functional=True)
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False) -> Tensor:
     """torch.nn.functional.interpolate: the ``upsample_*`` op (or, for 'area', adaptive average pooling)
@@ -354,6 +343,10 @@ def _shuffle_meta(x, factor, unshuffle: bool):
     return TensorMeta((*batch, c // (factor * factor), h * factor, w * factor), x.dtype)
 
 
+def _shuffle_cost(a):
+    return Cost(bytes_read=nbytes(a.input), bytes_written=nbytes(a.input))
+
+
 def _shuffle(x, factor, unshuffle):
     meta = _shuffle_meta(x, factor, unshuffle)
     *batch, c, h, w = tuple(x.shape)
@@ -368,16 +361,15 @@ def _shuffle(x, factor, unshuffle):
 
 
 @register("pixel_shuffle", family="resample", functional=True, aten=["aten::pixel_shuffle.default"],
-          meta=lambda x, upscale_factor: _shuffle_meta(x, upscale_factor, False),
-          cost=lambda x, upscale_factor: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)), api=("pixel_shuffle",))
+          meta=lambda a: _shuffle_meta(a.input, a.upscale_factor, False), cost=_shuffle_cost, bound=True,
+          api=("pixel_shuffle",))
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """(*, C*r², H, W) -> (*, C, H*r, W*r): each group of r² channels becomes an r x r block."""
     return _shuffle(input, int(upscale_factor), False)
 
 
 @register("pixel_unshuffle", family="resample", functional=True, aten=["aten::pixel_unshuffle.default"],
-          meta=lambda x, downscale_factor: _shuffle_meta(x, downscale_factor, True),
-          cost=lambda x, downscale_factor: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)),
+          meta=lambda a: _shuffle_meta(a.input, a.downscale_factor, True), cost=_shuffle_cost, bound=True,
           api=("pixel_unshuffle",))
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     """(*, C, H*r, W*r) -> (*, C*r², H, W), the inverse of pixel_shuffle."""

@@ -119,8 +119,10 @@ def _declare_grid_sampler(name: str, nd) -> None:
         return _grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners, nd)
     sampler.__doc__ = (f"aten::{name}: ``input`` sampled at ``grid``'s normalised points; interpolation_mode 0 "
                        "bilinear, 1 nearest, 2 bicubic; padding_mode 0 zeros, 1 border, 2 reflection.")
-    register(name, family="resample", aten=[f"aten::{name}.default"],
-             meta=lambda *a: _grid_meta(*a, nd=nd), cost=lambda *a: _grid_cost(*a, nd=nd), api=(name,))(sampler)
+    def codes(a):
+        return a.input, a.grid, a.interpolation_mode, a.padding_mode, a.align_corners, nd
+    register(name, family="resample", aten=[f"aten::{name}.default"], meta=lambda a: _grid_meta(*codes(a)),
+             cost=lambda a: _grid_cost(*codes(a)), bound=True, api=(name,))(sampler)
 
 
 for _name, _nd in (("grid_sampler", None), ("grid_sampler_2d", 2), ("grid_sampler_3d", 3)):
@@ -143,10 +145,9 @@ def _sample_codes(mode, padding_mode, align_corners):
 
 
 @register("grid_sample", family="resample", functional=True, aten=["nbx::grid_sample"],
-          meta=lambda input, grid, mode="bilinear", padding_mode="zeros", align_corners=None: _grid_meta(
-              input, grid, *_sample_codes(mode, padding_mode, False)),
-          cost=lambda input, grid, mode="bilinear", padding_mode="zeros", align_corners=None: _grid_cost(
-              input, grid, *_sample_codes(mode, padding_mode, False)), api=())
+          meta=lambda a: _grid_meta(a.input, a.grid, *_sample_codes(a.mode, a.padding_mode, False)),
+          cost=lambda a: _grid_cost(a.input, a.grid, *_sample_codes(a.mode, a.padding_mode, False)), bound=True,
+          api=())
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners=None) -> Tensor:
     """torch.nn.functional.grid_sample: (N, C, H, W) sampled at the (N, H', W', 2) grid's (x, y) points
@@ -204,7 +205,8 @@ def _affine_plan(theta, size, align):
 
 
 @register("affine_grid_generator", family="resample", aten=["aten::affine_grid_generator.default"],
-          meta=_affine_meta, cost=_affine_cost, api=())
+          meta=lambda a: _affine_meta(a.theta, a.size, a.align_corners),
+          cost=lambda a: _affine_cost(a.theta, a.size, a.align_corners), bound=True, api=())
 def affine_grid_generator(theta: Tensor, size, align_corners: bool) -> Tensor:
     """aten::affine_grid_generator: the (N, H, W, 2) (or (N, D, H, W, 3)) grid of theta applied to the
     base grid of normalised pixel centres of ``size``."""
@@ -240,9 +242,8 @@ def _affine_checks(theta, size, align_corners):
 
 
 @register("affine_grid", family="resample", functional=True, aten=["nbx::affine_grid"],
-          meta=lambda theta, size, align_corners=None: _affine_meta(theta, *_affine_checks(theta, size, False)),
-          cost=lambda theta, size, align_corners=None: _affine_cost(theta, *_affine_checks(theta, size, False)),
-          api=())
+          meta=lambda a: _affine_meta(a.theta, *_affine_checks(a.theta, a.size, False)),
+          cost=lambda a: _affine_cost(a.theta, *_affine_checks(a.theta, a.size, False)), bound=True, api=())
 def affine_grid(theta: Tensor, size, align_corners=None) -> Tensor:
     """torch.nn.functional.affine_grid: the sampling grid of a batch of affine matrices theta (N, 2, 3)
     for an output of ``size`` (N, C, H, W), or (N, 3, 4) for (N, C, D, H, W)."""

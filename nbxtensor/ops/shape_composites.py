@@ -104,9 +104,9 @@ def _tensor_list(tensors):
 
 
 @register("broadcast_tensors", family="view", aten=["aten::broadcast_tensors.default"], aliases=VIEW,
-          meta=lambda *t: tuple(TensorMeta(S.broadcast_shapes(*[tuple(x.shape) for x in _tensor_list(t)]), x.dtype)
-                                for x in _tensor_list(t)),
-          cost=lambda *t: NO_COST)
+          meta=lambda a: tuple(TensorMeta(S.broadcast_shapes(*[tuple(x.shape) for x in _tensor_list(a.tensors)]),
+                                          x.dtype) for x in _tensor_list(a.tensors)),
+          cost=lambda a: NO_COST, bound=True)
 def broadcast_tensors(*tensors):
     """Each tensor as a broadcast view of the common shape."""
     tensors = _tensor_list(tensors)
@@ -134,18 +134,17 @@ tensor_attribute("adjoint", lambda x: _hermitian(x, True))
 
 # ---- index sets ------------------------------------------------------------------------------------
 
-def _indices_meta(row, col, offset=0, *, dtype=None, device=None, layout=None, pin_memory=False):
+def _check_sides(row, col) -> None:
     if row < 0 or col < 0:
         raise RuntimeError(f"row must be non-negative, got {row}" if row < 0 else f"col must be non-negative, got {col}")
-    count = int(np.tril_indices(row, offset, col)[0].size)
-    return TensorMeta((2, count), get_dtype(dtype or "int64"))
 
 
-def _triu_meta(row, col, offset=0, **kwargs):
-    if row < 0 or col < 0:
-        raise RuntimeError(f"row must be non-negative, got {row}" if row < 0 else f"col must be non-negative, got {col}")
-    count = int(np.triu_indices(row, offset, col)[0].size)
-    return TensorMeta((2, count), get_dtype(kwargs.get("dtype") or "int64"))
+def _index_set_rules(indices) -> dict:
+    """tril_indices' or triu_indices' rules (``indices`` NumPy's function of the triangle)."""
+    def meta(a):
+        _check_sides(a.row, a.col)
+        return TensorMeta((2, int(indices(a.row, a.offset, a.col)[0].size)), get_dtype(a.dtype or "int64"))
+    return {"meta": meta, "cost": lambda a: Cost(bytes_written=nbytes(meta(a))), "bound": True}
 
 
 def _index_set(rows_cols, dtype, device) -> Tensor:
@@ -155,24 +154,22 @@ def _index_set(rows_cols, dtype, device) -> Tensor:
     return tensor(np.stack(rows_cols).astype(dt.numpy), dtype=dt, device=device)
 
 
-@register("tril_indices", family="creation", aten=["aten::tril_indices.default"], meta=_indices_meta,
-          cost=lambda *a, **k: Cost(bytes_written=nbytes(_indices_meta(*a, **k))))
+@register("tril_indices", family="creation", aten=["aten::tril_indices.default"], **_index_set_rules(np.tril_indices))
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None, pin_memory=False):
     """The (row, column) coordinates of the lower triangle of a row x col matrix (diagonal ``offset``), a
     2 x N tensor in row-major order."""
-    _indices_meta(row, col, offset)
+    _check_sides(row, col)
     return _index_set(np.tril_indices(row, offset, col), dtype, device)
 
 
-@register("triu_indices", family="creation", aten=["aten::triu_indices.default"], meta=_triu_meta,
-          cost=lambda *a, **k: Cost(bytes_written=nbytes(_triu_meta(*a, **k))))
+@register("triu_indices", family="creation", aten=["aten::triu_indices.default"], **_index_set_rules(np.triu_indices))
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None, pin_memory=False):
     """The (row, column) coordinates of the upper triangle of a row x col matrix (diagonal ``offset``)."""
-    _triu_meta(row, col, offset)
+    _check_sides(row, col)
     return _index_set(np.triu_indices(row, offset, col), dtype, device)
 
 
-def _cartesian_meta(*tensors):
+def _cartesian_result(tensors) -> TensorMeta:
     for t in tensors:
         if len(t.shape) != 1:
             raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
@@ -182,12 +179,16 @@ def _cartesian_meta(*tensors):
     return TensorMeta((S.numel([t.shape[0] for t in tensors]), len(tensors)), dtype)
 
 
-@register("cartesian_prod", family="shape", aten=["nbx::cartesian_prod"], meta=_cartesian_meta,
-          cost=lambda *t: Cost(bytes_written=nbytes(_cartesian_meta(*t)),
-                               workspace=temporaries(len(t), _cartesian_meta(*t).shape[:1], _cartesian_meta(*t).dtype)))
+def _cartesian_cost(a):
+    meta = _cartesian_result(a.tensors)
+    return Cost(bytes_written=nbytes(meta), workspace=temporaries(len(a.tensors), meta.shape[:1], meta.dtype))
+
+
+@register("cartesian_prod", family="shape", aten=["nbx::cartesian_prod"],
+          meta=lambda a: _cartesian_result(a.tensors), cost=_cartesian_cost, bound=True)
 def cartesian_prod(*tensors) -> Tensor:
     """Every combination of one element from each 1-D tensor, one per row, the last varying fastest."""
-    meta = _cartesian_meta(*tensors)
+    meta = _cartesian_result(tensors)
     if len(tensors) == 1:
         return tensors[0]
     with scratch_scope():
@@ -200,7 +201,7 @@ def _combination_rows(n: int, r: int, with_replacement: bool) -> np.ndarray:
     return np.array(list(make(range(n), r)), dtype=np.int64).reshape(-1, r)
 
 
-def _combinations_meta(input, r=2, with_replacement=False):
+def _combinations_result(input, r, with_replacement) -> TensorMeta:
     if len(input.shape) != 1:
         raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
     if r < 0:
@@ -210,13 +211,20 @@ def _combinations_meta(input, r=2, with_replacement=False):
     return TensorMeta((len(_combination_rows(input.shape[0], r, with_replacement)), r), input.dtype)
 
 
+def _combinations_meta(a):
+    return _combinations_result(a.input, a.r, a.with_replacement)
+
+
+def _combinations_cost(a):
+    meta = _combinations_meta(a)
+    return Cost(bytes_written=nbytes(meta), workspace=temporaries(1, meta.shape, _I64))
+
+
 @register("combinations", family="shape", aten=["aten::combinations.default"], meta=_combinations_meta,
-          cost=lambda input, r=2, with_replacement=False: Cost(
-              bytes_written=nbytes(_combinations_meta(input, r, with_replacement)),
-              workspace=temporaries(1, _combinations_meta(input, r, with_replacement).shape, _I64)))
+          cost=_combinations_cost, bound=True)
 def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
     """The length-``r`` combinations of the elements of a 1-D tensor, one per row, in itertools' order."""
-    meta = _combinations_meta(input, r, with_replacement)
+    meta = _combinations_result(input, r, with_replacement)
     if r == 0:
         return new_tensor((0,), input.dtype, input.device)
     rows = _combination_rows(input.shape[0], r, with_replacement)
@@ -234,17 +242,18 @@ def _as_matrix(shape):
     return (1, 1) if len(shape) == 0 else ((1, shape[0]) if len(shape) == 1 else tuple(shape))
 
 
-def _block_diag_meta(*tensors):
+def _block_diag_result(tensors) -> TensorMeta:
     shapes = [_as_matrix(tuple(t.shape)) for t in tensors]
     dtype = result_type(*[_meta_tensor(t) for t in tensors]) if tensors else get_dtype("float32")
     return TensorMeta((sum(s[0] for s in shapes), sum(s[1] for s in shapes)), dtype)
 
 
-@register("block_diag", family="shape", aten=["aten::block_diag.default"], meta=_block_diag_meta,
-          cost=lambda *t: Cost(bytes_read=sum(nbytes(x) for x in t), bytes_written=nbytes(_block_diag_meta(*t))))
+@register("block_diag", family="shape", aten=["aten::block_diag.default"], meta=lambda a: _block_diag_result(a.tensors),
+          cost=lambda a: Cost(bytes_read=sum(nbytes(x) for x in a.tensors),
+                              bytes_written=nbytes(_block_diag_result(a.tensors))), bound=True)
 def block_diag(*tensors) -> Tensor:
     """The tensors (each taken as a matrix: 0-d as 1 x 1, 1-D as a row) along the diagonal, zeros elsewhere."""
-    meta = _block_diag_meta(*tensors)
+    meta = _block_diag_result(tensors)
     device = tensors[0].device if tensors else None
     out = _op("zeros")(meta.shape, dtype=meta.dtype, device=device)
     row = col = 0
@@ -262,17 +271,21 @@ def _kron_shapes(a, b):
     return sa, sb
 
 
-def _kron_meta(input, other):
+def _kron_result(input, other) -> TensorMeta:
     sa, sb = _kron_shapes(input, other)
     return TensorMeta(tuple(x * y for x, y in zip(sa, sb)), result_type(_meta_tensor(input), _meta_tensor(other)))
 
 
-@register("kron", family="shape", aten=["aten::kron.default"], meta=_kron_meta,
-          cost=lambda a, b: Cost(flops=S.numel(_kron_meta(a, b).shape), bytes_read=nbytes(a) + nbytes(b),
-                                 bytes_written=nbytes(_kron_meta(a, b))))
+def _kron_cost(a):
+    meta = _kron_result(a.input, a.other)
+    return Cost(flops=S.numel(meta.shape), bytes_read=nbytes(a.input) + nbytes(a.other), bytes_written=nbytes(meta))
+
+
+@register("kron", family="shape", aten=["aten::kron.default"], meta=lambda a: _kron_result(a.input, a.other),
+          cost=_kron_cost, bound=True)
 def kron(input: Tensor, other: Tensor) -> Tensor:
     """The Kronecker product: blocks input[i] * other, laid out as one product of broadcast views."""
-    meta = _kron_meta(input, other)
+    meta = _kron_result(input, other)
     sa, sb = _kron_shapes(input, other)
     a = input.reshape(tuple(v for n in sa for v in (n, 1)))
     b = other.reshape(tuple(v for n in sb for v in (1, n)))
@@ -302,16 +315,21 @@ def _tensordot_dims(a, b, dims):
     return dims_a, dims_b
 
 
-def _tensordot_meta(a, b, dims=2, out=None):
+def _tensordot_result(a, b, dims) -> TensorMeta:
     dims_a, dims_b = _tensordot_dims(a, b, dims)
     keep_a = [a.shape[i] for i in range(len(a.shape)) if i not in dims_a]
     keep_b = [b.shape[i] for i in range(len(b.shape)) if i not in dims_b]
     return TensorMeta((*keep_a, *keep_b), result_type(_meta_tensor(a), _meta_tensor(b)))
 
 
-def _tensordot_cost(a, b, dims=2, out=None):
-    meta = _tensordot_meta(a, b, dims)
-    dims_a, dims_b = _tensordot_dims(a, b, dims)
+def _tensordot_meta(call):
+    return _tensordot_result(call.a, call.b, call.dims)
+
+
+def _tensordot_cost(call):
+    a, b = call.a, call.b
+    meta = _tensordot_result(a, b, call.dims)
+    dims_a, dims_b = _tensordot_dims(a, b, call.dims)
     inner = S.numel([min(a.shape[da], b.shape[db]) for da, db in zip(dims_a, dims_b)])
     # each side's sum over broadcast contracted dims, then its permuted copy
     return Cost(flops=2 * S.numel(meta.shape) * inner, bytes_read=nbytes(a) + nbytes(b), bytes_written=nbytes(meta),
@@ -322,11 +340,12 @@ def _summed_to_one(x: Tensor, dims: list) -> Tensor:
     return _op("sum")(x, dims, True, dtype=x.dtype) if dims else x
 
 
-@register("tensordot", family="matmul", aten=["aten::tensordot.default"], meta=_tensordot_meta, cost=_tensordot_cost)
-def tensordot(a: Tensor, b: Tensor, dims=2, out=None) -> Tensor:
+@register("tensordot", family="matmul", aten=["aten::tensordot.default"], meta=_tensordot_meta, cost=_tensordot_cost,
+          bound=True, variants=(OUT,))
+def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     """The sum of products over ``dims`` (the last n of ``a`` with the first n of ``b``, or two lists):
     both operands permuted to matrices and multiplied once."""
-    meta = _tensordot_meta(a, b, dims)
+    meta = _tensordot_result(a, b, dims)
     dims_a, dims_b = _tensordot_dims(a, b, dims)
     free_a = [i for i in range(a.ndim) if i not in dims_a]
     free_b = [i for i in range(b.ndim) if i not in dims_b]
@@ -337,8 +356,7 @@ def tensordot(a: Tensor, b: Tensor, dims=2, out=None) -> Tensor:
         inner = S.numel([a.shape[d] for d in dims_a])
         left = a.permute(free_a + dims_a).reshape(S.numel([a.shape[i] for i in free_a]), inner)
         right = b.permute(dims_b + free_b).reshape(inner, S.numel([b.shape[i] for i in free_b]))
-    result = _op("matmul")(left.to(meta.dtype), right.to(meta.dtype)).reshape(meta.shape)
-    return out.copy_(result) if out is not None else result
+    return _op("matmul")(left.to(meta.dtype), right.to(meta.dtype)).reshape(meta.shape)
 
 
 def _cross_dim(shape, dim, op):
@@ -353,21 +371,17 @@ def _cross_dim(shape, dim, op):
     return d
 
 
-def _cross_meta_for(op: str, default):
-    def meta(input, other, dim=default):
-        if len(input.shape) != len(other.shape):
-            raise RuntimeError(f"{op}: inputs must have the same number of dimensions.")
-        shape = S.broadcast_shapes(tuple(input.shape), tuple(other.shape))
-        _cross_dim(shape, dim, op)
-        return TensorMeta(shape, result_type(_meta_tensor(input), _meta_tensor(other)))
-    return meta
+def _cross_result(op: str, input, other, dim) -> TensorMeta:
+    if len(input.shape) != len(other.shape):
+        raise RuntimeError(f"{op}: inputs must have the same number of dimensions.")
+    shape = S.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    _cross_dim(shape, dim, op)
+    return TensorMeta(shape, result_type(_meta_tensor(input), _meta_tensor(other)))
 
 
 def _cross_impl(op: str, default):
-    meta_of = _cross_meta_for(op, default)
-
     def impl(input: Tensor, other: Tensor, dim=default) -> Tensor:
-        meta = meta_of(input, other, dim)
+        meta = _cross_result(op, input, other, dim)
         d = _cross_dim(meta.shape, dim, op)
         a, b = input.expand(meta.shape), other.expand(meta.shape)
         with scratch_scope():
@@ -379,7 +393,8 @@ def _cross_impl(op: str, default):
     return impl
 
 
-def _cross_cost(input, other, *args, **kwargs):
+def _cross_cost(a):
+    input, other = a.input, a.other
     shape = S.broadcast_shapes(tuple(input.shape), tuple(other.shape))
     dtype = result_type(_meta_tensor(input), _meta_tensor(other))
     return Cost(flops=3 * S.numel(shape), bytes_read=nbytes(input) + nbytes(other),
@@ -387,14 +402,16 @@ def _cross_cost(input, other, *args, **kwargs):
                 workspace=temporaries(9, shape[:-1] + (1,), input.dtype))
 
 
-cross = register("cross", family="pointwise", aten=["aten::cross.default"], meta=_cross_meta_for("cross", None),
-                 cost=_cross_cost, methods=("cross",), variants=(OUT,))(_cross_impl("cross", None))
+cross = register("cross", family="pointwise", aten=["aten::cross.default"],
+                 meta=lambda a: _cross_result("cross", a.input, a.other, a.dim), cost=_cross_cost, bound=True,
+                 methods=("cross",), variants=(OUT,))(_cross_impl("cross", None))
 linalg_cross = register("linalg.cross", family="pointwise", aten=["aten::linalg_cross.default"],
-                        meta=_cross_meta_for("linalg.cross", -1), cost=_cross_cost, api=(), variants=(OUT,))(
+                        meta=lambda a: _cross_result("linalg.cross", a.input, a.other, a.dim), cost=_cross_cost,
+                        bound=True, api=(), variants=(OUT,))(
     _cross_impl("linalg.cross", -1))
 
 
-def _diff_meta(input, n=1, dim=-1, prepend=None, append=None):
+def _diff_result(input, n, dim, prepend, append) -> TensorMeta:
     if len(input.shape) == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
     if n < 0:
@@ -406,15 +423,22 @@ def _diff_meta(input, n=1, dim=-1, prepend=None, append=None):
     return TensorMeta(tuple(shape), input.dtype)
 
 
-@register("diff", family="shape", aten=["aten::diff.default"], meta=_diff_meta,
-          cost=lambda input, n=1, *a, **k: Cost(flops=n * S.numel(input.shape), bytes_read=nbytes(input),
-                                                bytes_written=nbytes(_diff_meta(input, n, *a, **k)),
-                                                workspace=temporaries(2 * max(n, 1), input.shape, input.dtype)),
+def _diff_meta(a):
+    return _diff_result(a.input, a.n, a.dim, a.prepend, a.append)
+
+
+def _diff_cost(a):
+    x = a.input
+    return Cost(flops=a.n * S.numel(x.shape), bytes_read=nbytes(x), bytes_written=nbytes(_diff_meta(a)),
+                workspace=temporaries(2 * max(a.n, 1), x.shape, x.dtype))
+
+
+@register("diff", family="shape", aten=["aten::diff.default"], meta=_diff_meta, cost=_diff_cost, bound=True,
           methods=("diff",))
 def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) -> Tensor:
     """The n-th forward difference along ``dim`` (``prepend`` and ``append`` joined first); for bool
     tensors a difference is ``!=``, as torch's."""
-    meta = _diff_meta(input, n, dim, prepend, append)
+    meta = _diff_result(input, n, dim, prepend, append)
     d = S.wrap_dim(dim, input.ndim)
     if n == 0:
         return input.clone()
@@ -444,12 +468,12 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) ->
 
 # ---- isin, diagonal_scatter --------------------------------------------------------------------------
 
-def _isin_meta(elements, test_elements, *, assume_unique=False, invert=False):
-    shape = tuple(elements.shape) if hasattr(elements, "shape") else ()
-    return TensorMeta(shape, get_dtype("bool"))
+def _isin_meta(a):
+    return TensorMeta(tuple(a.elements.shape) if hasattr(a.elements, "shape") else (), get_dtype("bool"))
 
 
-def _isin_cost(elements, test_elements, **kwargs):
+def _isin_cost(a):
+    elements, test_elements = a.elements, a.test_elements
     count = S.numel(elements.shape) if hasattr(elements, "shape") else 1
     tests = S.numel(test_elements.shape) if hasattr(test_elements, "shape") else 1
     return Cost(flops=count * max(tests, 1).bit_length() + tests * max(tests, 1).bit_length(),
@@ -458,7 +482,8 @@ def _isin_cost(elements, test_elements, **kwargs):
 
 
 @register("isin", family="sorting", aten=["aten::isin.Tensor_Tensor", "aten::isin.Tensor_Scalar",
-                                          "aten::isin.Scalar_Tensor"], meta=_isin_meta, cost=_isin_cost)
+                                          "aten::isin.Scalar_Tensor"], meta=_isin_meta, cost=_isin_cost,
+          bound=True)
 def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
     """Whether each element is among ``test_elements``: the tests sorted once, each element looked up by
     binary search (searchsorted), so n elements against m tests cost O((n + m) log m)."""
@@ -482,7 +507,7 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     return found.reshape(tuple(elements.shape))
 
 
-def _diagonal_scatter_meta(input, src, offset=0, dim1=0, dim2=1):
+def _diagonal_scatter_result(input, src, offset, dim1, dim2) -> TensorMeta:
     expected = tuple(_op("diagonal")(_meta_tensor(input), offset, dim1, dim2).shape)
     if tuple(src.shape) != expected:
         raise RuntimeError(f"diagonal_scatter: expected src to have a size equal to the diagonal of the input, "
@@ -490,12 +515,13 @@ def _diagonal_scatter_meta(input, src, offset=0, dim1=0, dim2=1):
     return TensorMeta(tuple(input.shape), input.dtype)
 
 
-@register("diagonal_scatter", family="shape", aten=["aten::diagonal_scatter.default"], meta=_diagonal_scatter_meta,
-          cost=lambda input, src, *a: Cost(bytes_read=nbytes(input) + nbytes(src), bytes_written=nbytes(input)),
+@register("diagonal_scatter", family="shape", aten=["aten::diagonal_scatter.default"],
+          meta=lambda a: _diagonal_scatter_result(a.input, a.src, a.offset, a.dim1, a.dim2),
+          cost=lambda a: Cost(bytes_read=nbytes(a.input) + nbytes(a.src), bytes_written=nbytes(a.input)), bound=True,
           methods=("diagonal_scatter",))
 def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """A copy of ``input`` with the diagonal (``offset``, ``dim1``, ``dim2``) replaced by ``src``."""
-    _diagonal_scatter_meta(input, src, offset, dim1, dim2)
+    _diagonal_scatter_result(input, src, offset, dim1, dim2)
     out = input.clone()
     _op("diagonal")(out, offset, dim1, dim2).copy_(src)
     return out

@@ -30,6 +30,19 @@ def _copy_cost(x, *args, **kwargs):
     return Cost(bytes_read=nbytes(x), bytes_written=nbytes(x))
 
 
+def _copying_rules(meta) -> dict:
+    """``register``'s rules of an op that reads ``x`` once and writes its result, whose meta rule (of bound
+    arguments) is ``meta``."""
+    def cost(a):
+        return Cost(bytes_read=nbytes(a.x), bytes_written=_known_bytes(meta(a)))
+    return {"meta": meta, "cost": cost, "bound": True}
+
+
+def _known_bytes(meta) -> int:
+    """The bytes of ``meta``; 0 where a size is None (decided by values the rule does not see)."""
+    return 0 if None in meta.shape else nbytes(meta)
+
+
 def _dim_list(dims, ndim: int, op: str) -> list[int]:
     dims = [dims] if isinstance(dims, int) else list(dims)
     wrapped = [S.wrap_dim(d, max(ndim, 1)) for d in dims]
@@ -96,7 +109,7 @@ def roll(x: Tensor, shifts, dims=None) -> Tensor:
     return _remap(x, [], total)
 
 
-def _repeat_meta(x, *sizes):
+def _repeat_result(x, sizes) -> TensorMeta:
     reps = [int(r) for r in (sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes)]
     if len(reps) < len(x.shape):
         raise RuntimeError(f"repeat: number of repeat dims ({len(reps)}) can not be smaller than number of dims "
@@ -105,12 +118,11 @@ def _repeat_meta(x, *sizes):
     return TensorMeta(tuple(n * r for n, r in zip(shape, reps)), x.dtype)
 
 
-@register("repeat", family="shape", aten=["aten::repeat.default"], meta=_repeat_meta,
-          cost=lambda x, *s: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_repeat_meta(x, *s))),
-          api=(), methods=("repeat",))
+@register("repeat", family="shape", aten=["aten::repeat.default"], api=(), methods=("repeat",),
+          **_copying_rules(lambda a: _repeat_result(a.x, a.sizes)))
 def repeat(x: Tensor, *sizes) -> Tensor:
     """``x`` tiled ``sizes[d]`` times along each dim: one copy from a broadcast view."""
-    meta = _repeat_meta(x, *sizes)
+    meta = _repeat_result(x, sizes)
     reps = [int(r) for r in (sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes)]
     if any(r < 0 for r in reps):
         raise RuntimeError(f"repeat: repeats must be non-negative, got {reps}")
@@ -125,23 +137,17 @@ def repeat(x: Tensor, *sizes) -> Tensor:
     return out
 
 
-@register("tile", family="shape", aten=["aten::tile.default"],
-          meta=lambda x, dims: _repeat_meta(x, *((1,) * (len(x.shape) - len(dims)) + tuple(dims))),
-          cost=lambda x, dims: Cost(bytes_read=nbytes(x), bytes_written=nbytes(get("tile").meta(x, dims))),
-          methods=("tile",))
+@register("tile", family="shape", aten=["aten::tile.default"], methods=("tile",), **_copying_rules(
+    lambda a: _repeat_result(a.x, (1,) * (len(a.x.shape) - len(a.dims)) + tuple(a.dims))))
 def tile(x: Tensor, dims) -> Tensor:
     dims = tuple(int(d) for d in dims)
     return repeat.impl(x, (1,) * (x.ndim - len(dims)) + dims)
 
 
-def _known_bytes(meta) -> int:
-    """The bytes of ``meta``; 0 where a size is None (decided by values the rule does not see)."""
-    return 0 if None in meta.shape else nbytes(meta)
-
-
-def _repeat_interleave_meta(x, repeats=None, dim=None, *, output_size=None):
+def _repeat_interleave_meta(a):
     """The result's shape, its repeated dim None where the counts decide it (a tensor of them, no
     ``output_size``)."""
+    x, repeats, dim, output_size = a.x, a.repeats, a.dim, a.output_size
     shape = (S.numel(x.shape),) if dim is None else tuple(x.shape) or (1,)
     d = 0 if dim is None else S.wrap_dim(dim, len(shape))
     if isinstance(repeats, int):
@@ -156,9 +162,7 @@ def _repeat_interleave_meta(x, repeats=None, dim=None, *, output_size=None):
 @register("repeat_interleave", family="shape", aten=["aten::repeat_interleave.self_int",
                                                       "aten::repeat_interleave.self_Tensor",
                                                       "aten::repeat_interleave.Tensor"],
-          meta=_repeat_interleave_meta,
-          cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=_known_bytes(_repeat_interleave_meta(x, *a, **k))),
-          methods=("repeat_interleave",))
+          methods=("repeat_interleave",), **_copying_rules(_repeat_interleave_meta))
 def repeat_interleave(x: Tensor, repeats=None, dim: int | None = None, *, output_size: int | None = None) -> Tensor:
     """Each element (or slice along ``dim``) repeated ``repeats`` times in place; ``repeats`` an int
     or a tensor with one count per element. Alone, a tensor of counts gives the repeated positions.
@@ -265,7 +269,7 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
     return x._view(shape, strides, offset=x.storage_offset() + start)
 
 
-def _diag_meta(x, diagonal=0):
+def _diag_result(x, diagonal) -> TensorMeta:
     if len(x.shape) == 1:
         n = x.shape[0] + abs(diagonal)
         return TensorMeta((n, n), x.dtype)
@@ -276,12 +280,11 @@ def _diag_meta(x, diagonal=0):
     return TensorMeta((length,), x.dtype)
 
 
-@register("diag", family="shape", aten=["aten::diag.default"], meta=_diag_meta,
-          cost=lambda x, diagonal=0: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_diag_meta(x, diagonal))),
-          methods=("diag",))
+@register("diag", family="shape", aten=["aten::diag.default"], methods=("diag",),
+          **_copying_rules(lambda a: _diag_result(a.x, a.diagonal)))
 def diag(x: Tensor, diagonal: int = 0) -> Tensor:
     """A 1-D tensor as the ``diagonal`` of a square matrix, or a copy of a matrix's diagonal."""
-    meta = _diag_meta(x, diagonal)
+    meta = _diag_result(x, diagonal)
     if x.ndim == 2:
         return diagonal_copy(x, diagonal)
     out = fill_(new_tensor(meta.shape, x.dtype, x.device), 0)
@@ -297,7 +300,7 @@ def diagonal_copy(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> T
     return copy_(new_tensor(view.shape, x.dtype, x.device), view)
 
 
-def _diag_embed_meta(x, offset=0, dim1=-2, dim2=-1):
+def _diag_embed_result(x, offset, dim1, dim2) -> TensorMeta:
     ndim = len(x.shape) + 1
     a, b = S.wrap_dim(dim1, ndim), S.wrap_dim(dim2, ndim)
     if a == b:
@@ -307,13 +310,12 @@ def _diag_embed_meta(x, offset=0, dim1=-2, dim2=-1):
     return TensorMeta(tuple(n if d in (a, b) else next(rest) for d in range(ndim)), x.dtype)
 
 
-@register("diag_embed", family="shape", aten=["aten::diag_embed.default"], meta=_diag_embed_meta,
-          cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_diag_embed_meta(x, *a, **k))),
-          methods=("diag_embed",))
+@register("diag_embed", family="shape", aten=["aten::diag_embed.default"], methods=("diag_embed",),
+          **_copying_rules(lambda a: _diag_embed_result(a.x, a.offset, a.dim1, a.dim2)))
 def diag_embed(x: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     """Matrices (in dims ``dim1``, ``dim2`` of the result) with the last dim of ``x`` on their
     ``offset`` diagonal, zeros elsewhere."""
-    meta = _diag_embed_meta(x, offset, dim1, dim2)
+    meta = _diag_embed_result(x, offset, dim1, dim2)
     out = fill_(new_tensor(meta.shape, x.dtype, x.device), 0)
     copy_(diagonal.impl(out, offset, dim1, dim2), x)
     return out
@@ -321,7 +323,7 @@ def diag_embed(x: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Te
 
 # ---- padding -------------------------------------------------------------------------------------
 
-def _pad_meta(x, pad, mode="constant", value=None):
+def _pad_result(x, pad) -> TensorMeta:
     pad = list(pad)
     if len(pad) % 2 or len(pad) // 2 > len(x.shape):
         raise RuntimeError(f"pad: padding length must be even and at most twice the number of dims, got {len(pad)} "
@@ -335,13 +337,13 @@ def _pad_meta(x, pad, mode="constant", value=None):
     return TensorMeta(tuple(shape), x.dtype)
 
 
-@register("pad", family="shape", functional=True, aten=["aten::pad.default"], meta=_pad_meta,
-          cost=lambda x, pad, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=nbytes(_pad_meta(x, pad))), api=())
+@register("pad", family="shape", functional=True, aten=["aten::pad.default"], api=(),
+          **_copying_rules(lambda a: _pad_result(a.x, a.pad)))
 def pad(x: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
     """``torch.nn.functional.pad``: ``pad`` lists (before, after) amounts from the last dim back.
     'constant' fills with ``value`` (negative amounts crop); 'reflect', 'replicate' and 'circular'
     read the border of ``x``, one gather per padded dim."""
-    meta = _pad_meta(x, pad, mode, value)
+    meta = _pad_result(x, pad)
     amounts = [(len(x.shape) - 1 - i, int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(len(pad) // 2)]
     if mode == "constant":
         out = fill_(new_tensor(meta.shape, x.dtype, x.device), 0 if value is None else value)
@@ -435,36 +437,36 @@ def _atleast_shape(shape: tuple, ndim: int) -> tuple:
     return (1,) * (ndim - max(len(shape), 1)) + (tuple(shape) or (1,))
 
 
-def _stack_meta(tensors, ndim: int):
-    """hstack's (``ndim`` 1) or vstack's (2) result: cat's of the tensors made at least ``ndim``-D."""
-    shapes = [_atleast_shape(tuple(t.shape), ndim) for t in tensors]
-    dim = 0 if ndim == 2 or len(shapes[0]) == 1 else 1
-    return cat.meta([TensorMeta(shape, t.dtype) for shape, t in zip(shapes, tensors)], dim)
+def _stack_rules(ndim: int) -> dict:
+    """hstack's (``ndim`` 1) or vstack's (2) rules: cat's of the tensors made at least ``ndim``-D."""
+    def meta(a):
+        shapes = [_atleast_shape(tuple(t.shape), ndim) for t in a.tensors]
+        dim = 0 if ndim == 2 or len(shapes[0]) == 1 else 1
+        return cat.meta([TensorMeta(shape, t.dtype) for shape, t in zip(shapes, a.tensors)], dim)
+
+    def cost(a):
+        return Cost(bytes_read=sum(nbytes(t) for t in a.tensors), bytes_written=nbytes(meta(a)))
+    return {"meta": meta, "cost": cost, "bound": True}
 
 
-@register("hstack", family="shape", aten=["aten::hstack.default"],
-          meta=lambda tensors: _stack_meta(tensors, 1),
-          cost=lambda tensors: Cost(bytes_read=sum(nbytes(t) for t in tensors),
-                                    bytes_written=nbytes(_stack_meta(tensors, 1))))
+@register("hstack", family="shape", aten=["aten::hstack.default"], **_stack_rules(1))
 def hstack(tensors) -> Tensor:
     """``cat`` along dim 1, or dim 0 for 1-D tensors (0-d tensors count as 1-D)."""
     tensors = [_atleast(t, 1) for t in tensors]
     return cat.impl(tensors, 0 if tensors[0].ndim == 1 else 1)
 
 
-@register("vstack", family="shape", aten=["aten::vstack.default"],
-          meta=lambda tensors: _stack_meta(tensors, 2),
-          cost=lambda tensors: Cost(bytes_read=sum(nbytes(t) for t in tensors),
-                                    bytes_written=nbytes(_stack_meta(tensors, 2))), api=("vstack", "row_stack"))
+@register("vstack", family="shape", aten=["aten::vstack.default"], api=("vstack", "row_stack"), **_stack_rules(2))
 def vstack(tensors) -> Tensor:
     """``cat`` along dim 0 of the tensors made at least 2-D (1-D ones as rows)."""
     return cat.impl([_atleast(t, 2) for t in tensors], 0)
 
 
 @register("meshgrid", family="shape", aten=["aten::meshgrid.default", "aten::meshgrid.indexing"],
-          meta=lambda *t, indexing="ij": tuple(TensorMeta(tuple(_grid_shape(t, indexing)), x.dtype)
-                                               for x in (t[0] if len(t) == 1 and isinstance(t[0], (list, tuple)) else t)),
-          cost=lambda *t, **k: Cost())
+          meta=lambda a: tuple(TensorMeta(tuple(_grid_shape(a.tensors, a.indexing)), x.dtype)
+                               for x in (a.tensors[0] if len(a.tensors) == 1 and isinstance(a.tensors[0], (list, tuple))
+                                         else a.tensors)),
+          cost=lambda a: Cost(), bound=True)
 def meshgrid(*tensors, indexing: str = "ij"):
     """Coordinate grids (broadcast views, no copy) from 1-D tensors; 'xy' swaps the first two
     output dims as NumPy does."""
@@ -496,9 +498,8 @@ def _grid_shape(tensors, indexing):
 
 
 @register("one_hot", family="shape", functional=True, aten=["aten::one_hot.default"],
-          meta=lambda x, num_classes=-1: TensorMeta((*x.shape, None if num_classes < 0 else num_classes), _I64),
-          cost=lambda x, num_classes=-1: Cost(bytes_read=nbytes(x), bytes_written=_known_bytes(
-              TensorMeta((*x.shape, None if num_classes < 0 else num_classes), _I64))), api=())
+          api=(), **_copying_rules(
+              lambda a: TensorMeta((*a.x.shape, None if a.num_classes < 0 else a.num_classes), _I64)))
 def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
     """``torch.nn.functional.one_hot``: int64 rows with a 1 at each class index. Without
     ``num_classes`` the largest index is read on the host to size the result."""

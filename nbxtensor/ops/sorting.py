@@ -34,7 +34,7 @@ from .creation import ones, tensor, zeros
 from .gather_scatter import gather_dim, index_select, scatter_, scatter_add_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .reductions import cumsum
-from .registry import OUT, Cost, TensorMeta, family_samples, get, nbytes, register
+from .registry import OUT, Cost, TensorMeta, family_samples, nbytes, register
 from .samples import Samples, by_name, operand, sample
 from .selection import nonzero
 from .views import movedim, narrow, reshape, squeeze
@@ -342,18 +342,22 @@ def _restore(result: Tensor, moved_shape, d: int, k: int) -> Tensor:
     return out if d == len(shape) - 1 else movedim(out, -1, d)
 
 
-def _sort_meta(x, dim=-1, descending=False, stable=False):
-    return TensorMeta(tuple(x.shape), x.dtype), TensorMeta(tuple(x.shape), _I64)
+def _sort_meta(a):
+    return TensorMeta(tuple(a.x.shape), a.x.dtype), TensorMeta(tuple(a.x.shape), _I64)
 
 
-def _sort_cost(x, *args, **kwargs):
+def _sort_cost(a):
+    return _sorting_cost(a.x)
+
+
+def _sorting_cost(x) -> Cost:
     n = S.numel(x.shape)
     return Cost(flops=n * max(1, int(math.log2(max(n, 2)))) ** 2, bytes_read=2 * nbytes(x),
                 bytes_written=nbytes(x) + n * 8)
 
 
 @register("sort", family="sorting", aten=["aten::sort.default", "aten::sort.stable"], meta=_sort_meta,
-          cost=_sort_cost, methods=("sort",), variants=(OUT,))
+          cost=_sort_cost, bound=True, methods=("sort",), variants=(OUT,))
 def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):
     """(values, indices) sorted along ``dim``; always stable, NaN largest."""
     rows, moved_shape, d = _rows(x, dim)
@@ -367,14 +371,13 @@ def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = Fals
 
 
 @register("argsort", family="sorting", aten=["aten::argsort.default", "aten::argsort.stable"],
-          meta=lambda x, dim=-1, descending=False, stable=False: TensorMeta(tuple(x.shape), _I64),
-          cost=_sort_cost, methods=("argsort",))
+          meta=lambda a: TensorMeta(tuple(a.x.shape), _I64), cost=_sort_cost, bound=True, methods=("argsort",))
 def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
     return sort.impl(x, dim, descending).indices
 
 
-@register("msort", family="sorting", aten=["aten::msort.default"], meta=lambda x: TensorMeta(tuple(x.shape), x.dtype),
-          cost=_sort_cost, methods=("msort",))
+@register("msort", family="sorting", aten=["aten::msort.default"],
+          meta=lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype), cost=_sort_cost, bound=True, methods=("msort",))
 def msort(x: Tensor) -> Tensor:
     """``sort(x, dim=0).values``."""
     return sort.impl(x, 0).values
@@ -385,7 +388,7 @@ def _written(metas) -> int:
     return nbytes(metas) if isinstance(metas, TensorMeta) else sum(nbytes(m) for m in metas)
 
 
-def _unique_meta(x, return_inverse, return_counts, dim):
+def _unique_metas(x, return_inverse, return_counts, dim) -> tuple | TensorMeta:
     """The distinct values (their count None: the values decide it), then the inverse and the counts asked
     for."""
     shape = tuple(x.shape)
@@ -398,18 +401,21 @@ def _unique_meta(x, return_inverse, return_counts, dim):
     return made[0] if len(made) == 1 else made
 
 
-def _topk_meta(x, k, dim=-1, largest=True, sorted=True):
-    shape = list(x.shape) or [1]
-    shape[S.wrap_dim(dim, len(shape))] = k
-    shape = tuple(shape) if len(x.shape) else ()
-    return TensorMeta(shape, x.dtype), TensorMeta(shape, _I64)
+def _topk_meta(a):
+    shape = list(a.x.shape) or [1]
+    shape[S.wrap_dim(a.dim, len(shape))] = a.k
+    shape = tuple(shape) if len(a.x.shape) else ()
+    return TensorMeta(shape, a.x.dtype), TensorMeta(shape, _I64)
 
 
-@register("topk", family="sorting", aten=["aten::topk.default"], meta=_topk_meta,
-          cost=lambda x, k, dim=-1, *a, **kw: Cost(bytes_read=nbytes(x),
-                                                   bytes_written=_written(_topk_meta(x, k, dim, *a, **kw)),
-                                                   workspace=_select_workspace(x, k, dim)),
-          methods=("topk",))
+def _selection_cost(meta):
+    """topk's or kthvalue's cost rule, of bound arguments, with ``meta`` its meta rule."""
+    return lambda a: Cost(bytes_read=nbytes(a.x), bytes_written=_written(meta(a)),
+                          workspace=_select_workspace(a.x, a.k, a.dim))
+
+
+@register("topk", family="sorting", aten=["aten::topk.default"], meta=_topk_meta, cost=_selection_cost(_topk_meta),
+          bound=True, methods=("topk",))
 def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """The ``k`` largest (or smallest) entries along ``dim`` and their positions, best first; NaN
     counts as the largest value, as in ATen."""
@@ -425,13 +431,12 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
     return TopkResult(_restore(values, moved_shape, d, k), _restore(indices, moved_shape, d, k))
 
 
-@register("kthvalue", family="sorting", aten=["aten::kthvalue.default"],
-          meta=lambda x, k, dim=-1, keepdim=False: tuple(
-              TensorMeta(_reduced_shape(x.shape, dim, keepdim), dt) for dt in (x.dtype, _I64)),
-          cost=lambda x, k, dim=-1, *a, **kw: Cost(bytes_read=nbytes(x),
-                                                  bytes_written=_written(get("kthvalue").meta(x, k, dim, *a, **kw)),
-                                                  workspace=_select_workspace(x, k, dim)),
-          methods=("kthvalue",))
+def _kthvalue_meta(a):
+    return tuple(TensorMeta(_reduced_shape(a.x.shape, a.dim, a.keepdim), dt) for dt in (a.x.dtype, _I64))
+
+
+@register("kthvalue", family="sorting", aten=["aten::kthvalue.default"], meta=_kthvalue_meta,
+          cost=_selection_cost(_kthvalue_meta), bound=True, methods=("kthvalue",))
 def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False):
     """The ``k``-th smallest entry (1-based) along ``dim`` and its position."""
     result = topk.impl(x, k, dim, largest=False)
@@ -451,15 +456,16 @@ def _reduced_shape(shape, dim, keepdim):
     return tuple(1 if i == d else n for i, n in enumerate(shape) if keepdim or i != d)
 
 
-def _search_meta(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+def _positions_of(values, out_int32) -> TensorMeta:
+    """searchsorted's and bucketize's result: an insertion point per value."""
     shape = tuple(values.shape) if hasattr(values, "shape") else ()
     return TensorMeta(shape, _I32 if out_int32 else _I64)
 
 
 @register("searchsorted", family="sorting", aten=["aten::searchsorted.Tensor", "aten::searchsorted.Scalar"],
-          meta=_search_meta,
-          cost=lambda seq, values, **kw: Cost(bytes_read=nbytes(_search_meta(seq, values)) * 2,
-                                              bytes_written=nbytes(_search_meta(seq, values, **kw))))
+          meta=lambda a: _positions_of(a.values, a.out_int32),
+          cost=lambda a: Cost(bytes_read=nbytes(_positions_of(a.values, False)) * 2,
+                              bytes_written=nbytes(_positions_of(a.values, a.out_int32))), bound=True)
 def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, right: bool = False,
                  side: str | None = None, sorter=None) -> Tensor:
     """Insertion points of ``values`` in the innermost dim of the ascending ``sorted_sequence``
@@ -504,10 +510,9 @@ def searchsorted(sorted_sequence: Tensor, values, *, out_int32: bool = False, ri
 
 
 @register("bucketize", family="sorting", aten=["aten::bucketize.Tensor", "aten::bucketize.Scalar"],
-          meta=lambda x, boundaries, *, out_int32=False, right=False: _search_meta(boundaries, x, out_int32=out_int32),
-          cost=lambda x, boundaries, **kw: Cost(
-              bytes_read=nbytes(boundaries) + (nbytes(x) if hasattr(x, "shape") else 0),
-              bytes_written=_written(_search_meta(boundaries, x, out_int32=kw.get("out_int32", False)))), methods=())
+          meta=lambda a: _positions_of(a.x, a.out_int32),
+          cost=lambda a: Cost(bytes_read=nbytes(a.boundaries) + (nbytes(a.x) if hasattr(a.x, "shape") else 0),
+                              bytes_written=nbytes(_positions_of(a.x, a.out_int32))), bound=True, methods=())
 def bucketize(x, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
     """The bucket of each element of ``x`` among the ascending 1-D ``boundaries``."""
     if boundaries.ndim != 1:
@@ -519,8 +524,8 @@ def bucketize(x, boundaries: Tensor, *, out_int32: bool = False, right: bool = F
 # Their output sizes depend on the data, so each reads a count back to the host (one synchronisation
 # with the device) before allocating its result.
 
-def _unique_cost(x, *args, **kwargs):
-    return _sort_cost(x)
+def _unique_meta(a):
+    return _unique_metas(a.x, a.return_inverse, a.return_counts, a.dim)
 
 
 def _groups(ordered: Tensor):
@@ -589,8 +594,7 @@ def _empty_unique(x: Tensor, dim, return_inverse, return_counts):
 
 
 @register("unique", family="sorting", aten=["aten::_unique2.default", "aten::unique_dim.default"],
-          meta=lambda x, sorted=True, return_inverse=False, return_counts=False, dim=None: _unique_meta(
-              x, return_inverse, return_counts, dim), cost=_unique_cost, methods=("unique",))
+          meta=_unique_meta, cost=_sort_cost, bound=True, methods=("unique",))
 def unique(x: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim=None):
     """The distinct elements of ``x`` (or distinct slices along ``dim``), ascending; optionally the
     position of each input element in them (``return_inverse``) and their counts. Always sorted,
@@ -611,8 +615,7 @@ def unique(x: Tensor, sorted: bool = True, return_inverse: bool = False, return_
 
 
 @register("unique_consecutive", family="sorting", aten=["aten::unique_consecutive.default"],
-          meta=lambda x, return_inverse=False, return_counts=False, dim=None: _unique_meta(
-              x, return_inverse, return_counts, dim), cost=_unique_cost, methods=("unique_consecutive",))
+          meta=_unique_meta, cost=_sort_cost, bound=True, methods=("unique_consecutive",))
 def unique_consecutive(x: Tensor, return_inverse: bool = False, return_counts: bool = False, dim=None):
     """``x`` with each run of equal consecutive elements (or slices along ``dim``) collapsed to one;
     optionally the run of each element and the run lengths. Reads the number of runs back to the host."""
@@ -629,8 +632,8 @@ def _bincount_dtype(weights):
 
 
 @register("bincount", family="sorting", aten=["aten::bincount.default"],
-          meta=lambda x, weights=None, minlength=0: TensorMeta((None,), _bincount_dtype(weights)),
-          cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x)), methods=("bincount",))
+          meta=lambda a: TensorMeta((None,), _bincount_dtype(a.weights)), cost=lambda a: Cost(bytes_read=nbytes(a.x)),
+          bound=True, methods=("bincount",))
 def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
     """How often each value 0..max(x) occurs in the non-negative 1-D integer ``x`` (at least
     ``minlength`` bins), or the sum of ``weights`` at its occurrences (float32 weights give float32,
@@ -655,8 +658,8 @@ def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Te
 
 
 @register("histc", family="sorting", aten=["aten::histc.default"],
-          meta=lambda x, bins=100, min=0, max=0: TensorMeta((int(bins),), x.dtype),
-          cost=lambda x, bins=100, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=int(bins) * x.dtype.itemsize),
+          meta=lambda a: TensorMeta((int(a.bins),), a.x.dtype),
+          cost=lambda a: Cost(bytes_read=nbytes(a.x), bytes_written=int(a.bins) * a.x.dtype.itemsize), bound=True,
           methods=("histc",))
 def histc(x: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
     """A histogram of ``x`` in ``bins`` equal bins over [min, max] (the data's range when min == max,

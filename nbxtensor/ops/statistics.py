@@ -38,7 +38,8 @@ def _sort_cost(x, outputs, extra=4):
 # ---- median, nanmedian, mode ------------------------------------------------------------------------
 
 def _median_meta_for(op: str, takes_bool: bool = False):
-    def meta(input, dim=None, keepdim=False):
+    """``meta(input, dim, keepdim)``: median's, nanmedian's or mode's results."""
+    def meta(input, dim, keepdim):
         if input.dtype.is_complex or (input.dtype.name == "bool" and not takes_bool):
             raise RuntimeError(f"\"{op}\" not implemented for '{input.dtype.name}'")
         if dim is None:
@@ -83,17 +84,22 @@ def _median(input: Tensor, dim, keepdim: bool, ignore_nan: bool, op: str, result
     return result(picked, where)
 
 
-def _median_cost_for(op):
-    meta = _median_meta_for(op)
+def _median_rules(op, takes_bool: bool = False, extra: int = 4) -> dict:
+    """``register``'s meta and cost rules (of bound arguments) of median, nanmedian or mode; ``extra`` as
+    ``_sort_cost``'s."""
+    results = _median_meta_for(op, takes_bool)
 
-    def cost(input, dim=None, keepdim=False):
-        out = meta(input, dim, keepdim)
-        return _sort_cost(input, (out,) if isinstance(out, TensorMeta) else out)
-    return cost
+    def meta(a):
+        return results(a.input, a.dim, a.keepdim)
+
+    def cost(a):
+        out = meta(a)
+        return _sort_cost(a.input, (out,) if isinstance(out, TensorMeta) else out, extra)
+    return {"meta": meta, "cost": cost, "bound": True}
 
 
-@register("median", family="sorting", aten=["aten::median.default", "aten::median.dim"],
-          meta=_median_meta_for("median"), cost=_median_cost_for("median"), methods=("median",))
+@register("median", family="sorting", aten=["aten::median.default", "aten::median.dim"], methods=("median",),
+          **_median_rules("median"))
 def median(input: Tensor, dim=None, keepdim: bool = False):
     """The lower median (of an even count, the smaller middle value), NaN where the values hold NaN;
     along ``dim``, also where it lies in the input."""
@@ -101,20 +107,18 @@ def median(input: Tensor, dim=None, keepdim: bool = False):
 
 
 @register("nanmedian", family="sorting", aten=["aten::nanmedian.default", "aten::nanmedian.dim"],
-          meta=_median_meta_for("nanmedian"), cost=_median_cost_for("nanmedian"), methods=("nanmedian",))
+          methods=("nanmedian",), **_median_rules("nanmedian"))
 def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
     """``median`` of the values that are not NaN (NaN where all are)."""
     return _median(input, dim, keepdim, True, "nanmedian", nanmedian_result)
 
 
-def _mode_meta(input, dim=-1, keepdim=False):
-    # torch's mode counts bools (True above False); its median refuses them
-    return _median_meta_for("mode", takes_bool=True)(input, dim, keepdim)
+# torch's mode counts bools (True above False); its median refuses them
+_mode_meta = _median_meta_for("mode", takes_bool=True)
 
 
-@register("mode", family="sorting", aten=["aten::mode.default"], meta=_mode_meta,
-          cost=lambda input, dim=-1, keepdim=False: _sort_cost(input, _mode_meta(input, dim, keepdim), extra=6),
-          methods=("mode",))
+@register("mode", family="sorting", aten=["aten::mode.default"], methods=("mode",),
+          **_median_rules("mode", takes_bool=True, extra=6))
 def mode(input: Tensor, dim: int = -1, keepdim: bool = False):
     """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the index of its
     last occurrence. Runs of equal values in the sorted row are measured by a running maximum of their
@@ -141,7 +145,8 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 def _quantile_meta_for(op: str):
-    def meta(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    """``meta(input, q, dim, keepdim, interpolation)``: quantile's or nanquantile's result."""
+    def meta(input, q, dim, keepdim, interpolation):
         if not input.dtype.is_floating_point or input.dtype.name not in ("float32", "float64"):
             raise RuntimeError(f"{op}() input tensor must be either float or double dtype")
         if S.numel(input.shape) == 0:
@@ -166,7 +171,7 @@ def _quantile_meta_for(op: str):
 
 
 def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op):
-    meta = _quantile_meta_for(op)(input, q, dim, keepdim, interpolation=interpolation)
+    meta = _quantile_meta_for(op)(input, q, dim, keepdim, interpolation)
     scalar_q = not isinstance(q, Tensor)
     if scalar_q:
         if not 0 <= q <= 1:
@@ -202,21 +207,24 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op):
     return final
 
 
-def _quantile_cost_for(op):
-    meta = _quantile_meta_for(op)
+def _quantile_rules(op) -> dict:
+    """``register``'s meta and cost rules (of bound arguments) of quantile or nanquantile."""
+    result_of = _quantile_meta_for(op)
 
-    def cost(input, q, dim=None, keepdim=False, *, interpolation="linear"):
-        result = meta(input, q, dim, keepdim, interpolation=interpolation)
+    def meta(a):
+        return result_of(a.input, a.q, a.dim, a.keepdim, a.interpolation)
+
+    def cost(a):
+        input, q, result = a.input, a.q, meta(a)
         count = S.numel(q.shape) if hasattr(q, "shape") else 1
         return Cost(flops=S.numel(input.shape) * max(1, S.numel(input.shape)).bit_length(), bytes_read=nbytes(input),
                     bytes_written=nbytes(result), workspace=temporaries(4, input.shape, input.dtype)
                     + temporaries(2, input.shape, _I64) + temporaries(12, result.shape, _I64) + count * 4096)
-    return cost
+    return {"meta": meta, "cost": cost, "bound": True}
 
 
 @register("quantile", family="sorting", aten=["aten::quantile.default", "aten::quantile.scalar"],
-          meta=_quantile_meta_for("quantile"), cost=_quantile_cost_for("quantile"), methods=("quantile",),
-          variants=(OUT,))
+          methods=("quantile",), variants=(OUT,), **_quantile_rules("quantile"))
 def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
     """The ``q``-quantiles along ``dim`` (of all values without one): the value at rank q (n - 1) of the
     sorted values, interpolated as asked; a 1-D ``q`` puts its dim first. NaN where the values hold NaN."""
@@ -224,8 +232,7 @@ def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation
 
 
 @register("nanquantile", family="sorting", aten=["aten::nanquantile.default", "aten::nanquantile.scalar"],
-          meta=_quantile_meta_for("nanquantile"), cost=_quantile_cost_for("nanquantile"), methods=("nanquantile",),
-          variants=(OUT,))
+          methods=("nanquantile",), variants=(OUT,), **_quantile_rules("nanquantile"))
 def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
     """``quantile`` of the values that are not NaN (NaN where all are)."""
     return _quantile(input, q, dim, keepdim, interpolation, True, "nanquantile")
@@ -249,12 +256,12 @@ def _trapezoid_parts(y, x, dx, dim, op):
     return d, dtype
 
 
-def _trapezoid_meta(y, x=None, *, dx=None, dim=-1):
+def _trapezoid_meta(y, x, dx, dim):
     d, dtype = _trapezoid_parts(y, x, dx, dim, "trapezoid")
     return TensorMeta(tuple(n for i, n in enumerate(y.shape) if i != d), dtype)
 
 
-def _cumulative_meta(y, x=None, *, dx=None, dim=-1):
+def _cumulative_meta(y, x, dx, dim):
     d, dtype = _trapezoid_parts(y, x, dx, dim, "cumulative_trapezoid")
     return TensorMeta(tuple(max(n - 1, 0) if i == d else n for i, n in enumerate(y.shape)), dtype)
 
@@ -273,19 +280,20 @@ def _areas(y: Tensor, x, dx, d: int, dtype) -> Tensor:
     return heights * widths / 2
 
 
-def _trapezoid_cost(y, *args, **kwargs):
+def _trapezoid_cost(a):
     # the areas (y's size) and the result, which outsizes them where y's integrated dim is empty
-    result = _trapezoid_meta(y, *args, **kwargs)
+    y, result = a.y, _trapezoid_meta(a.y, a.x, a.dx, a.dim)
     return Cost(flops=4 * S.numel(y.shape), bytes_read=nbytes(y) * 2, bytes_written=max(nbytes(y), nbytes(result)),
                 workspace=temporaries(4, y.shape, get_dtype("float64")))
 
 
-@register("trapezoid", family="reduction", aten=["aten::trapezoid.x", "aten::trapezoid.dx"], meta=_trapezoid_meta,
-          cost=_trapezoid_cost, api=("trapezoid", "trapz"))
+@register("trapezoid", family="reduction", aten=["aten::trapezoid.x", "aten::trapezoid.dx"],
+          meta=lambda a: _trapezoid_meta(a.y, a.x, a.dx, a.dim), cost=_trapezoid_cost, bound=True,
+          api=("trapezoid", "trapz"))
 def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
     """The trapezoid rule along ``dim``: samples ``y`` at points ``x`` (a tensor, 1-D or as ``y``), or spaced
     ``dx`` apart (a number given as ``x`` or ``dx``; default 1)."""
-    meta = _trapezoid_meta(y, x, dx=dx, dim=dim)
+    meta = _trapezoid_meta(y, x, dx, dim)
     d = S.wrap_dim(dim, y.ndim)
     if y.shape[d] <= 1:
         return _op("zeros")(meta.shape, dtype=meta.dtype, device=y.device)
@@ -296,10 +304,10 @@ def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
 
 @register("cumulative_trapezoid", family="reduction", aten=["aten::cumulative_trapezoid.x",
                                                            "aten::cumulative_trapezoid.dx"],
-          meta=_cumulative_meta, cost=_trapezoid_cost)
+          meta=lambda a: _cumulative_meta(a.y, a.x, a.dx, a.dim), cost=_trapezoid_cost, bound=True)
 def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
     """The running trapezoid-rule integral along ``dim`` (one value fewer than ``y`` has samples)."""
-    meta = _cumulative_meta(y, x, dx=dx, dim=dim)
+    meta = _cumulative_meta(y, x, dx, dim)
     d = S.wrap_dim(dim, y.ndim)
     if y.shape[d] <= 1:
         return new_tensor(meta.shape, meta.dtype, y.device)
@@ -310,7 +318,7 @@ def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor
 
 # ---- histogram, renorm -----------------------------------------------------------------------------------
 
-def _histogram_meta(input, bins=100, *, range=None, weight=None, density=False):
+def _histogram_meta(input, bins, weight) -> tuple:
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the same dtype, but got "
                            f"input {input.dtype.name} and bins float")
@@ -357,17 +365,17 @@ def bin_positions(values: Tensor, edges: Tensor) -> Tensor:
 
 
 @register("histogram", family="sorting", aten=["aten::histogram.bins_tensor", "aten::histogram.bin_ct"],
-          meta=_histogram_meta,
-          cost=lambda input, *a, **k: Cost(flops=S.numel(input.shape) * 8, bytes_read=nbytes(input),
-                                           bytes_written=sum(nbytes(m) for m in _histogram_meta(input, *a, **k)),
-                                           workspace=temporaries(6, input.shape, _I64)),
-          methods=("histogram",), variants=(OUT,))
+          meta=lambda a: _histogram_meta(a.input, a.bins, a.weight),
+          cost=lambda a: Cost(flops=S.numel(a.input.shape) * 8, bytes_read=nbytes(a.input),
+                              bytes_written=sum(nbytes(m) for m in _histogram_meta(a.input, a.bins, a.weight)),
+                              workspace=temporaries(6, a.input.shape, _I64)),
+          bound=True, methods=("histogram",), variants=(OUT,))
 def histogram(input: Tensor, bins=100, *, range=None, weight=None, density: bool = False):
     """Counts (or summed ``weight``) of the values in each bin: ``bins`` equal bins over ``range`` (default:
     the values' min and max, read on the host) or the given edges. A bin holds [edge, next edge), the last
     one its right edge too; values outside the edges are not counted. ``density`` divides by the total and
     the bin widths."""
-    meta = _histogram_meta(input, bins, range=range, weight=weight, density=density)
+    meta = _histogram_meta(input, bins, weight)
     count = meta[0].shape[0]
     if isinstance(bins, int):
         edges = equal_bin_edges(input, count, range, "histogram")
@@ -396,11 +404,12 @@ def _renorm_meta(input, p, dim, maxnorm):
     return TensorMeta(tuple(input.shape), input.dtype)
 
 
-@register("renorm", family="reduction", aten=["aten::renorm.default"], meta=_renorm_meta,
-          cost=lambda input, p, dim, maxnorm: Cost(flops=4 * S.numel(input.shape), bytes_read=2 * nbytes(input),
-                                                   bytes_written=nbytes(input),
-                                                   workspace=temporaries(3, input.shape[:1], input.dtype)),
-          methods=("renorm",))
+@register("renorm", family="reduction", aten=["aten::renorm.default"],
+          meta=lambda a: _renorm_meta(a.input, a.p, a.dim, a.maxnorm),
+          cost=lambda a: Cost(flops=4 * S.numel(a.input.shape), bytes_read=2 * nbytes(a.input),
+                              bytes_written=nbytes(a.input),
+                              workspace=temporaries(3, a.input.shape[:1], a.input.dtype)),
+          bound=True, methods=("renorm",))
 def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     """Each slice along ``dim`` whose p-norm exceeds ``maxnorm`` scaled down to norm ``maxnorm`` (divided by
     its norm plus 1e-7, as ATen's)."""

@@ -19,7 +19,7 @@ from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..ops.nn_composites import temporaries
-from ..ops.registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from ..ops.registry import Cost, TensorMeta, arguments_binder, family_samples, get, nbytes, register
 from ..ops.samples import Samples, sample
 from ..promotion import get_default_dtype
 
@@ -171,40 +171,37 @@ def _build(name: str, window: Window):
         [inspect.Parameter("M", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
         + [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=v) for k, v in keywords.items()])
 
-    def arguments(args, kwargs):
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        values = dict(bound.arguments)
-        M = values.pop("M")
-        dtype = _check(name, M, values.pop("dtype"), values.pop("layout"), values.pop("requires_grad"))
+    def checked_dtype(a):
+        """The window's dtype, the call (bound arguments ``a``) checked."""
+        dtype = _check(name, a.M, a.dtype, a.layout, a.requires_grad)
         if window.check is not None:
-            window.check(values["sym"], **{k: values[k] for k in window.params})
-        return M, dtype, values
+            window.check(a.sym, **{k: getattr(a, k) for k in window.params})
+        return dtype
 
-    def meta(*args, **kwargs):
-        M, dtype, _ = arguments(args, kwargs)
-        return TensorMeta((int(M),), dtype)
+    def meta(a):
+        return TensorMeta((int(a.M),), checked_dtype(a))
 
-    def cost(*args, **kwargs):
-        made = meta(*args, **kwargs)
+    def cost(a):
+        made = meta(a)
         return Cost(flops=window.terms * S.numel(made.shape), bytes_written=nbytes(made),
                     workspace=temporaries(window.terms, made.shape, made.dtype))
 
     def impl(*args, **kwargs):
-        M, dtype, values = arguments(args, kwargs)
-        M = int(M)
-        sym, device = values.pop("sym"), values.pop("device")
+        a = bind(*args, **kwargs)
+        dtype, M, device = checked_dtype(a), int(a.M), a.device
         if M == 0:
             return _op("empty")((0,), dtype=dtype, device=device)
         if M == 1 and window.ones_at_one:
             return _op("ones")((1,), dtype=dtype, device=device)
-        return window.values(M, bool(sym), dtype, device, **values)
+        return window.values(M, bool(a.sym), dtype, device, **{k: getattr(a, k) for k in window.params})
 
     impl.__name__ = impl.__qualname__ = name
     impl.__signature__ = signature
     impl.__doc__ = f"torch.signal.windows.{name}: a length-M window in float32 or float64."
+    # the implementation binds its arguments as the registry binds its rules' (``bound=True``)
+    bind = arguments_binder(name, impl)
     return register(f"signal_windows_{name}", family="creation", aten=[f"nbx::signal_windows_{name}"], meta=meta,
-                    cost=cost, api=())(impl)
+                    cost=cost, bound=True, api=())(impl)
 
 
 globals().update({name: _build(name, window).impl for name, window in WINDOWS.items()})
