@@ -210,6 +210,10 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
               z_sg, z_sn, bias.stride(0) if has_bias else 0, *out.stride()]
     decode = m <= GEMV_MAX_ROWS
     key = _launch_key(facts, x, weight, m)
+    # int4 whose words each lie in one group: nibbles converted by their bits (``kernels/quant.py``)
+    whole_words = weight.format == "int4" and not has_g_idx and weight.group_size % 8 == 0
+    int4_common = [weight.group_size, *common[2:]]
+    int4_flags = {name: value for name, value in flags.items() if name not in ("WEIGHT", "HAS_G_IDX")}
 
     def tensors_of(x, weight, bias, out, partial=None):
         placeholder = weight.scales  # for the pointers a constexpr leaves unread
@@ -222,14 +226,22 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
         block_k, splits = config["BLOCK_K"], config["SPLITS"]
         k_per_split = cdiv(cdiv(k, splits), block_k) * block_k
         splits = max(1, cdiv(k, k_per_split))
-        main = PlannedLaunch(
-            K.quantized_gemv, (cdiv(n, config["BLOCK_N"]), splits),
-            [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"),
-             Slot("partial"), m, n, k, k_per_split, *common],
-            dict(BLOCK_M=1 if m == 1 else GEMV_MAX_ROWS, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1,
-                 GROUPS_IN_TILE=_groups_in_tile(weight, k, block_k),
-                 num_warps=config["num_warps"], **({"num_stages": config["num_stages"]} if "num_stages" in config
-                                                   else {}), **flags))
+        shape = dict(BLOCK_M=1 if m == 1 else GEMV_MAX_ROWS, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k,
+                     SPLIT=splits > 1, num_warps=config["num_warps"],
+                     **({"num_stages": config["num_stages"]} if "num_stages" in config else {}))
+        if whole_words:
+            main = PlannedLaunch(
+                K.int4_gemv, (cdiv(n, config["BLOCK_N"]), splits),
+                [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"), Slot("partial"),
+                 m, n, k, k_per_split, *int4_common],
+                dict(shape, ONE_GROUP=_groups_in_tile(weight, k, block_k) == 1, PDL=dependent_launch(dev),
+                     **int4_flags))
+        else:
+            main = PlannedLaunch(
+                K.quantized_gemv, (cdiv(n, config["BLOCK_N"]), splits),
+                [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"),
+                 Slot("partial"), m, n, k, k_per_split, *common],
+                dict(shape, GROUPS_IN_TILE=_groups_in_tile(weight, k, block_k), **flags))
         combine_n = min(config["BLOCK_N"], 64)
         combine = PlannedLaunch(
             MK.gemv_combine, (cdiv(n, combine_n),),
@@ -248,13 +260,19 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
         return run
 
     def gemm_for(config):
-        launch = PlannedLaunch(
-            K.quantized_gemm, (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),),
-            [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"), m, n, k,
-             *common],
-            dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], GROUP_M=GROUP_M,
-                 GROUPS_IN_TILE=_groups_in_tile(weight, k, config["BLOCK_K"]),
-                 num_warps=config["num_warps"], num_stages=config["num_stages"], **flags))
+        grid = (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),)
+        shape = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], GROUP_M=GROUP_M,
+                     num_warps=config["num_warps"], num_stages=config["num_stages"])
+        if whole_words:
+            launch = PlannedLaunch(
+                K.int4_gemm, grid, [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"),
+                                    m, n, k, *int4_common],
+                dict(shape, ONE_GROUP=_groups_in_tile(weight, k, config["BLOCK_K"]) == 1, **int4_flags))
+        else:
+            launch = PlannedLaunch(
+                K.quantized_gemm, grid, [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"),
+                                         Slot("bias"), Slot("out"), m, n, k, *common],
+                dict(shape, GROUPS_IN_TILE=_groups_in_tile(weight, k, config["BLOCK_K"]), **flags))
         return lambda x, weight, bias, out: launch(dev, tensors_of(x, weight, bias, out))
 
     launches_for = gemv_for if decode else gemm_for
