@@ -8,6 +8,7 @@ same run:
 - square fp8 products at 4096 and 8192 against our bf16 ones;
 - end to end (NBX_QUANT_E2E=0 skips it): Llama-3-8B size, int4 (a GPTQ checkpoint of random words written
   here), batch 1 decode tokens/s and the weights' memory.
+NBX_QUANT_SECTIONS (comma-separated, default decode,prefill,e2e) picks the sections; each prints its seconds.
 Prints a table last."""
 from __future__ import annotations
 
@@ -198,11 +199,21 @@ def table(title: str, header: str, rows: list[tuple]) -> None:
         print(" | ".join(f"{v:.1f}" if isinstance(v, float) else str(v) for v in row))
 
 
+def timed_section(name: str, run) -> list[tuple]:
+    sections = os.environ.get("NBX_QUANT_SECTIONS", "decode,prefill,e2e").split(",")
+    if name not in sections or (name == "e2e" and os.environ.get("NBX_QUANT_E2E", "1") == "0"):
+        return []
+    start = time.perf_counter()
+    rows = run()
+    print(f"{name}: {time.perf_counter() - start:.0f} s", flush=True)
+    return rows
+
+
 def main() -> None:
     print(f"{nbx.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
-    kernels = kernel_rows()
-    prefill = prefill_rows()
-    e2e = end_to_end_rows() if os.environ.get("NBX_QUANT_E2E", "1") != "0" else []
+    kernels = timed_section("decode", kernel_rows)
+    prefill = timed_section("prefill", prefill_rows)
+    e2e = timed_section("e2e", end_to_end_rows)
     table("decode rows (us)", "shape | torch bf16 | ours bf16 | int4 | int8 | fp8 | int4 vs our bf16 | int4 of floor",
           kernels)
     table("prefill and square products (us)", "case | torch bf16 | ours bf16 | int4 | int4 vs bf16 | fp8 | fp8 vs bf16 "

@@ -10,7 +10,7 @@ multiplies on the matrix units.
 import triton
 import triton.language as tl
 
-from .copy import FORMAT_E4M3FN, _decode
+from .copy import FORMAT_E4M3FN, _decode, _encode
 from .dependent_launch import await_predecessors
 from .matmul import _epilogue, _gemv_program, _gemv_rows, _grouped_tile, _operand, _tile_indices
 
@@ -369,6 +369,97 @@ def int4_gemm(x, q, scales, zeros, bias, out, M, N, K, group_size,
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, group_size, x_sm, x_sk,
                              q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
                              DOT, PRECISION, DECODE_BF16)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
+              BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+# ---- float8 x float8 ---------------------------------------------------------------------------------------
+FP8_MAX = tl.constexpr(448.0)  # e4m3's largest finite value
+SMALLEST_NORMAL = tl.constexpr(1.1754943508222875e-38)
+
+
+@triton.jit
+def fp8_rows(x, out, row_scales, K, k_padded, x_sm, x_sk, BLOCK: tl.constexpr, DECODE_BF16: tl.constexpr,
+             INTERPRETED: tl.constexpr):
+    """Row m of ``x`` as e4m3 values and the scale they multiply by, its largest magnitude over 448 (dynamic
+    per-row scaling, as torch's ``_scaled_mm`` callers quantize activations): out[m, :K] = e4m3(x[m] /
+    scale), out[m, K:k_padded] = 0, so the product reads whole K tiles without masks."""
+    m = tl.program_id(0)
+    rk = tl.arange(0, BLOCK)
+    largest = tl.zeros([BLOCK], tl.float32)
+    if INTERPRETED:
+        k0 = 0
+        while k0 < K:
+            kk = k0 + rk
+            v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
+            largest = tl.maximum(largest, tl.abs(v))
+            k0 += BLOCK
+    else:
+        for k0 in range(0, K, BLOCK):
+            kk = k0 + rk
+            v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
+            largest = tl.maximum(largest, tl.abs(v))
+    scale = tl.maximum(tl.max(largest, axis=0), SMALLEST_NORMAL) / FP8_MAX
+    if INTERPRETED:
+        k0 = 0
+        while k0 < k_padded:
+            kk = k0 + rk
+            v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
+            tl.store(out + m * k_padded + kk, _encode(v / scale, out.dtype.element_ty, E4M3, False, False),
+                     mask=kk < k_padded)
+            k0 += BLOCK
+    else:
+        for k0 in range(0, k_padded, BLOCK):
+            kk = k0 + rk
+            v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
+            tl.store(out + m * k_padded + kk, _encode(v / scale, out.dtype.element_ty, E4M3, False, False),
+                     mask=kk < k_padded)
+    tl.store(row_scales + m, scale)
+
+
+@triton.jit
+def _fp8_step(acc, a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K: tl.constexpr,
+              INTERPRETED: tl.constexpr):
+    """acc plus the e4m3 rows' K tile at k0 times the e4m3 weight's (inputs past K: the rows' zeros meet
+    the weight's last input, read in place of a masked load)."""
+    a_tile = tl.load(a + rm_load[:, None] * k_padded + (k0 + rk)[None, :])
+    if EVEN_K:
+        kk = k0 + rk
+    else:
+        kk = tl.minimum(k0 + rk, K - 1)
+    b_tile = tl.load(q + kk[:, None] * q_sk + rn_load[None, :] * q_sn)
+    if INTERPRETED:
+        # the interpreter has no float8 arithmetic: their float32 values, whose products are exact
+        return tl.dot(_decode(a_tile, E4M3), _decode(b_tile, E4M3), acc, input_precision="ieee",
+                      out_dtype=tl.float32)
+    else:
+        return tl.dot(a_tile, b_tile, acc, out_dtype=tl.float32)
+
+
+@triton.jit
+def fp8_gemm(a, q, row_scales, scales, bias, out, M, N, K, k_padded, scale_block_n, q_sk, q_sn, s_sn, bias_sn,
+             out_sm, out_sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+             GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SCALE_FORMAT: tl.constexpr, HAS_BIAS: tl.constexpr,
+             BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
+             INTERPRETED: tl.constexpr):
+    """out = (a @ q.T) * row_scales[m] * scales[n] + bias on the float8 matrix units: ``a`` the rows as
+    ``fp8_rows`` wrote them (k_padded a multiple of BLOCK_K), ``q`` the (N, K) e4m3 weight, its scales one
+    for the tensor or one a channel (``scale_block_n`` outputs share one)."""
+    tile_m, tile_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    rm, rn, rk, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K, INDEX_64)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if INTERPRETED:
+        k0 = 0
+        while k0 < k_padded:
+            acc = _fp8_step(acc, a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K, INTERPRETED)
+            k0 += BLOCK_K
+    else:
+        for k0 in range(0, k_padded, BLOCK_K):
+            acc = _fp8_step(acc, a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K, INTERPRETED)
+    row_scale = tl.load(row_scales + rm_load)
+    scale = _decode(tl.load(scales + (rn_load // scale_block_n) * s_sn), SCALE_FORMAT).to(tl.float32)
+    acc = acc * row_scale[:, None] * scale[None, :]
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
               BIAS_FORMAT, DST_FORMAT, VIA_F32)
