@@ -112,3 +112,16 @@ def test_int4_every_nibble_and_zero_point(rng, forced, block_k, splits, rows):
     eye[np.arange(rows), (np.arange(rows) * 37) % k] = 1.0  # each row picks one (value, nibble) of every column
     _check(eye, weight, reference)
     _check(rng.standard_normal((rows, k)), weight, reference)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("rows", ROWS)
+def test_int4_half_precision_rows_inside_groups(rng, forced, dtype, rows):
+    """K tiles inside one group: up to 16 rows multiply the tile of nibble - zero in the rows' type and scale
+    the product after the dot; the tile stays within float16's range."""
+    k, n = 256, 24
+    forced(32, 2)
+    q, zeros, scales, g_idx = _random_int4(rng, k, n, 64, False)
+    weight = QuantizedWeight.int4(q, scales, zeros, group_size=64, device=TEST_DEVICE)
+    assert quant_ops._groups_in_tile(weight, k, 32) == 1
+    _check(rng.standard_normal((rows, k)), weight, _reference_int4(q, zeros, scales, g_idx), dtype)

@@ -181,31 +181,24 @@ def quantized_gemm(x, q, scales, zeros, g_idx, bias, out, M, N, K, group_size, s
 
 # ---- int4 with groups of whole words ----------------------------------------------------------------------
 # When every word's 8 inputs share a group (no act-order, groups a multiple of 8), a word's nibbles become
-# float32 by their bits: a value v below 2^23 OR-ed into the mantissa of 2^23 reads as 2^23 + v, and
-# subtracting 2^23 + zero leaves v - zero exactly. Nibbles 0..4 are masked in place (v = nibble * 16^e, e
-# their index); nibbles 5..7 are masked from the word shifted right by 12 (e = 2..4): one shift, then one
-# AND-OR, one add and one multiply-add a weight. The factor 16^e moves to the input (x * 16^-e, exact), or
-# to the scale.
+# float32 by their bits: a value v below 2^23 in the mantissa of 2^23 reads as 2^23 + v. Nibbles 0..4 are
+# masked in place (v = nibble * 16^e, e their index), nibbles 5..7 from the word shifted right by 12 (e =
+# 2..4), so a word costs one shift and two ORs (2^23's bits), a weight one AND and one multiply-add:
+# (2^23 + v) * 16^-e - (2^(23 - 4e) + zero) = nibble - zero, every step exact.
 MANTISSA_BASE = tl.constexpr(0x4B000000)  # float32 2^23
 
 
 @triton.jit
 def _nibble_values(low, high, zero, I: tl.constexpr):
-    """(nibble I - zero) * 16^e of each word, float32, exact. ``low`` is words | 2^23's bits, ``high`` (words
-    >> 12) | 2^23's bits: a nibble is one AND away (the mask keeps the exponent's bits)."""
+    """Nibble I of each word minus its zero point, float32, exact. ``low`` is words | 2^23's bits, ``high``
+    (words >> 12) | 2^23's bits: a nibble is one AND away (the mask keeps the exponent's bits)."""
     if I < 5:
         bits = low & (MANTISSA_BASE | (0xF << (4 * I)))
     else:
         bits = high & (MANTISSA_BASE | (0xF << (4 * (I - 3))))
-    # 2^23 + zero * 16^e (e = I - 3 * (I // 5)): exact, one expression for the nibbles sharing e
-    base = zero * (1 << (4 * (I - 3 * (I // 5)))) + 8388608.0
-    return bits.to(tl.float32, bitcast=True) - base
-
-
-@triton.jit
-def _power_of_16(e):
-    """16^-e as float32 for an integer tensor ``e``, built from its exponent bits (exact)."""
-    return ((127 - 4 * e) << 23).to(tl.float32, bitcast=True)
+    # e = I - 3 * (I // 5); one expression for the nibbles sharing e
+    return (bits.to(tl.float32, bitcast=True) * (1.0 / (1 << (4 * (I - 3 * (I // 5)))))
+            - (zero + (1 << (23 - 4 * (I - 3 * (I // 5))))))
 
 
 @triton.jit
@@ -230,14 +223,14 @@ def _nibble_tile(low, high, zero, scale, I: tl.constexpr, DOT: tl.constexpr, SCA
     """Nibble I's values for ``_int4_tile``, in the dot's type."""
     value = _nibble_values(low, high, zero, I)
     if SCALED:
-        value = value * (scale * (1.0 / (1 << (4 * (I - 3 * (I // 5))))))
+        value = value * scale
     return value.to(DOT)
 
 
 @triton.jit
 def _int4_tile(low, high, zero, scale, DOT: tl.constexpr, SCALED: tl.constexpr):
-    """The [8 * rows, BLOCK_N] tile of (nibble - zero) * 16^e (times scale * 16^-e with SCALED: the weight
-    itself) in the K order of the inputs (input 8r + i is nibble i of word row r), in the dot's type."""
+    """The [8 * rows, BLOCK_N] tile of nibble - zero (times scale with SCALED: the weight itself) in the K
+    order of the inputs (input 8r + i is nibble i of word row r), in the dot's type."""
     v0 = _nibble_tile(low, high, zero, scale, 0, DOT, SCALED)
     v1 = _nibble_tile(low, high, zero, scale, 1, DOT, SCALED)
     v2 = _nibble_tile(low, high, zero, scale, 2, DOT, SCALED)
@@ -271,13 +264,10 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
     scale, zero = _int4_groups(scales, zeros, rw_in, rn_load, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
                                SCALE_FORMAT, ONE_GROUP)
     if BLOCK_M == 1:
-        # the K tile's inputs as [rows, 8] (one vector load a word row), times 16^-e of their nibble, split
-        # into the 8 nibbles' [rows] inputs
+        # the K tile's inputs as [rows, 8] (one vector load a word row), split into the 8 nibbles' [rows]
         kk = rw[:, None] * 8 + tl.arange(0, 8)[None, :]
-        e = tl.arange(0, 8)
-        e = tl.where(e < 5, e, e - 3)
         x_words = _operand(tl.load(x + kk * x_sk, mask=kk < k_stop, other=0), DECODE_BF16).to(tl.float32)
-        x_words = tl.reshape(x_words * _power_of_16(e)[None, :], (x_words.shape[0], 2, 2, 2))
+        x_words = tl.reshape(x_words, (x_words.shape[0], 2, 2, 2))
         x_0123, x_4567 = tl.split(tl.permute(x_words, (0, 2, 3, 1)))
         x_01, x_23 = tl.split(tl.permute(x_0123, (0, 2, 1)))
         x_45, x_67 = tl.split(tl.permute(x_4567, (0, 2, 1)))
@@ -299,12 +289,9 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
         x_tile = _operand(tl.load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, mask=(kk < k_stop)[None, :],
                                   other=0), DECODE_BF16)
         if FACTORED:
-            # inputs times 16^-e of their nibble, so that the tile holds nibble - zero, exact in any float type
-            e = kk % 8
-            e = tl.where(e < 5, e, e - 3)
-            x_tile = (x_tile.to(tl.float32) * _power_of_16(e)[None, :]).to(DOT)
-            product = tl.dot(x_tile, _int4_tile(low, high, zero, scale, DOT, False), input_precision=PRECISION,
-                             out_dtype=tl.float32)
+            # the tile holds nibble - zero, exact in any float type
+            product = tl.dot(x_tile.to(DOT), _int4_tile(low, high, zero, scale, DOT, False),
+                             input_precision=PRECISION, out_dtype=tl.float32)
             return acc + product * scale
         else:
             return tl.dot(x_tile.to(DOT), _int4_tile(low, high, zero, scale, DOT, True), acc,
