@@ -58,7 +58,7 @@ _FP8_K_ALIGN = 128
 
 def _fp8_activation_bytes(rows: int, k: int) -> int:
     """The e4m3 rows and their float32 scales that ``fp8_activations`` writes before the product."""
-    return workspace_bytes(rows * cdiv(k, _FP8_K_ALIGN) * _FP8_K_ALIGN) + workspace_bytes(4 * rows)
+    return workspace_bytes(rows * cdiv(k, _FP8_K_ALIGN) * _FP8_K_ALIGN, 4 * rows)
 
 
 def _meta(input, weight, bias=None, fp8_activations=False):
