@@ -490,6 +490,30 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
                                                          groups), reference, bound)]
 
 
+def _fp8_activation_cases(extents, dtypes, flags, device) -> list[Case]:
+    """``fp8_gemm`` keys: ``quantized_linear(..., fp8_activations=True)`` of an input with the key's dtype and
+    an fp8 weight scaled per channel. Reference: the unrounded input times the dequantized weight, in float64.
+    Bound: the product's, plus the rows' rounding to e4m3 (half a step: 2^-4 of an element, or 2^-10 of its
+    row's scale below e4m3's normals) and the output's rounding."""
+    from .ops.quant import quantized_linear
+    from .quant import QuantizedWeight
+    rng = np.random.default_rng(0)
+    m, n, k = extents["M"], extents["N"], extents["K"]
+    in_name, _ = dtypes
+    x, x64 = _operand(rng, (m, k), in_name, device, transposed=False)
+    weight = QuantizedWeight.quantize(rng.standard_normal((n, k)).astype(np.float32) * 0.05, "fp8", device=device,
+                                      dtype=in_name)
+    w64 = weight.dequantize().astype(np.float64)
+    reference = x64 @ w64.T
+    row_scales = np.abs(x64).max(axis=1) / 448
+    magnitudes = np.abs(x64) @ np.abs(w64).T
+    bound = ((_gamma(k + 3, _UNIT_ROUNDOFF["float32"]) + 2.0 ** -4) * magnitudes
+             + 2.0 ** -10 * row_scales[:, None] * np.abs(w64).sum(axis=1)[None, :]
+             + _output_rounding(in_name) * np.abs(reference))
+    return [Case((m, n, k), lambda: quantized_linear(x, weight, fp8_activations=True), reference, bound)]
+
+
+
 CERTIFIERS: dict[str, Certifier] = {
     "gemm": Certifier(("B", "M"), _product_cases),
     "gemv": Certifier(("M",), _product_cases),
@@ -499,6 +523,7 @@ CERTIFIERS: dict[str, Certifier] = {
     "attention_decode": Certifier(("G",), _decode_cases),
     "quantized_gemm": Certifier(("M",), _quantized_cases),
     "quantized_gemv": Certifier(("M",), _quantized_cases),
+    "fp8_gemm": Certifier(("M",), _fp8_activation_cases),
     "conv": Certifier(("M",), functools.partial(_conv_cases, "gemm")),
     "direct_conv": Certifier(("M",), functools.partial(_conv_cases, "direct")),
 }

@@ -195,6 +195,49 @@ def test_fp8_product(rng, mode, rows):
     _check(rng.standard_normal((rows, k)), weight, q.astype(np.float64) * expanded.astype(np.float64))
 
 
+def _e4m3_rows(x):
+    """Rows rounded to e4m3 with one float32 scale each (largest magnitude over 448), as float64 values."""
+    x = x.astype(np.float32)
+    scales = np.maximum(np.abs(x).max(axis=1), np.finfo(np.float32).tiny) / np.float32(448)
+    q = (x / scales[:, None]).astype(ml_dtypes.float8_e4m3fn)
+    return q.astype(np.float64) * scales.astype(np.float64)[:, None]
+
+
+@pytest.mark.parametrize("mode", ["tensor", "channel"])
+@pytest.mark.parametrize("rows", [1, 5, 20])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fp8_activations(rng, mode, rows, dtype):
+    """Rows rounded to e4m3 per row, times the e4m3 weight: the reference rounds the rows as the module
+    docstring of ``kernels/quant.py`` says (float32 scale, round to nearest even), then multiplies in float64;
+    the product of two e4m3 values is exact in float32, so the float32 sum's bound holds (and the result's
+    rounding for bfloat16 rows). K = 200 leaves a ragged K tile."""
+    n, k = 24, 200
+    q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    scales = rng.uniform(0.01, 0.1, (n,) if mode == "channel" else (1,)).astype(np.float32)
+    weight = QuantizedWeight.fp8(q, scales, device=TEST_DEVICE)
+    w = q.astype(np.float64) * (scales[:, None] if mode == "channel" else scales).astype(np.float64)
+    x = rng.standard_normal((rows, k)).astype(NP_DTYPES[dtype])
+    bias = rng.standard_normal(n).astype(NP_DTYPES[dtype])
+    out = nbx.quantized_linear(to_nbx(x), weight, to_nbx(bias), fp8_activations=True)
+    assert out.dtype.name == dtype and tuple(out.shape) == (rows, n)
+    held = _e4m3_rows(x.astype(np.float64))
+    expected = held @ w.T + bias.astype(np.float64)
+    bound = _bound(held, w, k, "float32") + RELATIVE[dtype] * np.abs(expected)
+    assert (np.abs(out.numpy().astype(np.float64) - expected) <= bound).all()
+    # the rows really were rounded: the product of the unrounded rows lies outside the bound somewhere
+    assert (np.abs(x.astype(np.float64) @ w.T + bias.astype(np.float64) - expected) > bound).any()
+
+
+def test_fp8_activations_refuse_other_weights(rng):
+    x = to_nbx(np.ones((2, 128), np.float32))
+    int8 = QuantizedWeight.quantize(rng.standard_normal((8, 128)).astype(np.float32), "int8", device=TEST_DEVICE)
+    blocked = QuantizedWeight.quantize(rng.standard_normal((256, 128)).astype(np.float32), "fp8", fp8_scales="block",
+                                       device=TEST_DEVICE)
+    for weight in (int8, blocked):
+        with pytest.raises(RuntimeError, match="fp8_activations takes an fp8 weight"):
+            nbx.quantized_linear(x, weight, fp8_activations=True)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("rows", [1, 6, 18])
 @pytest.mark.parametrize("format", ["int4", "int8", "fp8"])

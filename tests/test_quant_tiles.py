@@ -93,3 +93,35 @@ def test_fp8_across_tiles(rng, forced, mode, rows):
     else:
         expanded = np.broadcast_to(scales[:, None], (n, k))
     _check(rng.standard_normal((rows, k)), weight, q.astype(np.float64) * expanded.astype(np.float64))
+
+
+@pytest.mark.parametrize("block_k, splits", [(16, 1), (64, 3)])
+@pytest.mark.parametrize("rows", ROWS)
+def test_int4_every_nibble_and_zero_point(rng, forced, block_k, splits, rows):
+    """Every 4-bit value against every zero point, in every nibble of a word: the kernels read a nibble's value
+    through the bits of a float (module docstring of ``kernels/quant.py``), so each (value, zero, position)
+    is checked once. Unit inputs make each output a plain sum of (value - zero) * scale."""
+    k, n = 16 * 8, 16
+    forced(block_k, splits)
+    q = np.tile(np.arange(16, dtype=np.uint8).repeat(8)[:, None], (1, n))  # input 8v + i holds value v, nibble i
+    zeros = np.tile(np.arange(16, dtype=np.uint8)[None, :], (k // 32, 1))  # column c has zero point c
+    scales = np.full((k // 32, n), 0.5, np.float16)
+    weight = QuantizedWeight.int4(q, scales, zeros, group_size=32, device=TEST_DEVICE)
+    reference = _reference_int4(q, zeros, scales, np.arange(k) // 32)
+    eye = np.zeros((rows, k))
+    eye[np.arange(rows), (np.arange(rows) * 37) % k] = 1.0  # each row picks one (value, nibble) of every column
+    _check(eye, weight, reference)
+    _check(rng.standard_normal((rows, k)), weight, reference)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("rows", ROWS)
+def test_int4_half_precision_rows_inside_groups(rng, forced, dtype, rows):
+    """K tiles inside one group: up to 16 rows multiply the tile of nibble - zero in the rows' type and scale
+    the product after the dot; the tile stays within float16's range."""
+    k, n = 256, 24
+    forced(32, 2)
+    q, zeros, scales, g_idx = _random_int4(rng, k, n, 64, False)
+    weight = QuantizedWeight.int4(q, scales, zeros, group_size=64, device=TEST_DEVICE)
+    assert quant_ops._groups_in_tile(weight, k, 32) == 1
+    _check(rng.standard_normal((rows, k)), weight, _reference_int4(q, zeros, scales, g_idx), dtype)

@@ -10,7 +10,8 @@ multiplies on the matrix units.
 import triton
 import triton.language as tl
 
-from .copy import FORMAT_E4M3FN, _decode
+from .copy import FORMAT_E4M3FN, _decode, _encode
+from .dependent_launch import await_predecessors
 from .matmul import _epilogue, _gemv_program, _gemv_rows, _grouped_tile, _operand, _tile_indices
 
 WEIGHT_INT4 = tl.constexpr(0)
@@ -173,6 +174,279 @@ def quantized_gemm(x, q, scales, zeros, g_idx, bias, out, M, N, K, group_size, s
             acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k0, rk, K, group_size,
                              scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, WEIGHT,
                              SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16, INTERPRETED)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
+              BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+# ---- int4 with groups of whole words ----------------------------------------------------------------------
+# When every word's 8 inputs share a group (no act-order, groups a multiple of 8), a word's nibbles become
+# float32 by their bits: a value v below 2^23 in the mantissa of 2^23 reads as 2^23 + v. Nibbles 0..4 are
+# masked in place (v = nibble * 16^e, e their index), nibbles 5..7 from the word shifted right by 12 (e =
+# 2..4), so a word costs one shift and two ORs (2^23's bits), a weight one AND and one multiply-add:
+# (2^23 + v) * 16^-e - (2^(23 - 4e) + zero) = nibble - zero, every step exact.
+MANTISSA_BASE = tl.constexpr(0x4B000000)  # float32 2^23
+
+
+@triton.jit
+def _nibble_values(low, high, zero, I: tl.constexpr):
+    """Nibble I of each word minus its zero point, float32, exact. ``low`` is words | 2^23's bits, ``high``
+    (words >> 12) | 2^23's bits: a nibble is one AND away (the mask keeps the exponent's bits)."""
+    if I < 5:
+        bits = low & (MANTISSA_BASE | (0xF << (4 * I)))
+    else:
+        bits = high & (MANTISSA_BASE | (0xF << (4 * (I - 3))))
+    # e = I - 3 * (I // 5); one expression for the nibbles sharing e
+    return (bits.to(tl.float32, bitcast=True) * (1.0 / (1 << (4 * (I - 3 * (I // 5)))))
+            - (zero + (1 << (23 - 4 * (I - 3 * (I // 5))))))
+
+
+@triton.jit
+def _int4_groups(scales, zeros, rw, rn, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
+                 SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr):
+    """float32 scales and zero points of the word rows ``rw`` (in range) by columns ``rn``: [1, BLOCK_N] read
+    once when the K tile lies inside one group (ONE_GROUP; a tile past ``k_stop`` reads the last one), else
+    [rows, BLOCK_N], a group per word row."""
+    if ONE_GROUP:
+        g = tl.minimum(k_base, k_stop - 1) // group_size
+        scale = _decode(tl.load(scales + g * s_sg + rn * s_sn), SCALE_FORMAT).to(tl.float32)[None, :]
+        zero = tl.load(zeros + g * z_sg + rn * z_sn).to(tl.float32)[None, :]
+    else:
+        g = rw * 8 // group_size
+        scale = _decode(tl.load(scales + g[:, None] * s_sg + rn[None, :] * s_sn), SCALE_FORMAT).to(tl.float32)
+        zero = tl.load(zeros + g[:, None] * z_sg + rn[None, :] * z_sn).to(tl.float32)
+    return scale, zero
+
+
+@triton.jit
+def _nibble_tile(low, high, zero, scale, I: tl.constexpr, DOT: tl.constexpr, SCALED: tl.constexpr):
+    """Nibble I's values for ``_int4_tile``, in the dot's type."""
+    value = _nibble_values(low, high, zero, I)
+    if SCALED:
+        value = value * scale
+    return value.to(DOT)
+
+
+@triton.jit
+def _int4_tile(low, high, zero, scale, DOT: tl.constexpr, SCALED: tl.constexpr):
+    """The [8 * rows, BLOCK_N] tile of nibble - zero (times scale with SCALED: the weight itself) in the K
+    order of the inputs (input 8r + i is nibble i of word row r), in the dot's type."""
+    v0 = _nibble_tile(low, high, zero, scale, 0, DOT, SCALED)
+    v1 = _nibble_tile(low, high, zero, scale, 1, DOT, SCALED)
+    v2 = _nibble_tile(low, high, zero, scale, 2, DOT, SCALED)
+    v3 = _nibble_tile(low, high, zero, scale, 3, DOT, SCALED)
+    v4 = _nibble_tile(low, high, zero, scale, 4, DOT, SCALED)
+    v5 = _nibble_tile(low, high, zero, scale, 5, DOT, SCALED)
+    v6 = _nibble_tile(low, high, zero, scale, 6, DOT, SCALED)
+    v7 = _nibble_tile(low, high, zero, scale, 7, DOT, SCALED)
+    pairs = tl.join(tl.join(tl.join(v0, v1), tl.join(v2, v3)), tl.join(tl.join(v4, v5), tl.join(v6, v7)))
+    # [rows, BLOCK_N, bit 0, bit 1, bit 2 of i] -> [rows, i, BLOCK_N]
+    return tl.reshape(tl.permute(pairs, (0, 4, 3, 2, 1)), (low.shape[0] * 8, low.shape[1]))
+
+
+@triton.jit
+def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes, k_stop, group_size,
+               x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+               SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, FACTORED: tl.constexpr, DOT: tl.constexpr,
+               PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr):
+    """acc plus the rows' products with the int4 weight's inputs k_base + 0.. (those below k_stop); ``lanes``
+    is arange(BLOCK_K // 8), the K tile's word rows.
+
+    One row: acc is [BLOCK_K // 8, BLOCK_N]; each word's 8 products gather in registers and meet its scale
+    once. Several rows: the tile goes through ``tl.dot``; FACTORED (the K tile inside one group) multiplies
+    the tile's product by the scales rather than every weight."""
+    rw = k_base // 8 + lanes
+    rw_in = tl.where(rw * 8 < k_stop, rw, 0)
+    # masked by column rather than clamped, so that the loads keep the columns' contiguity (vector loads)
+    words = tl.load(q + rw_in[:, None] * q_sk + rn[None, :] * q_sn, mask=(rn < N)[None, :], other=0)
+    low = words | MANTISSA_BASE
+    high = (words >> 12) | MANTISSA_BASE
+    scale, zero = _int4_groups(scales, zeros, rw_in, rn_load, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
+                               SCALE_FORMAT, ONE_GROUP)
+    if BLOCK_M == 1:
+        # the K tile's inputs as [rows, 8] (one vector load a word row), split into the 8 nibbles' [rows]
+        kk = rw[:, None] * 8 + tl.arange(0, 8)[None, :]
+        x_words = _operand(tl.load(x + kk * x_sk, mask=kk < k_stop, other=0), DECODE_BF16).to(tl.float32)
+        x_words = tl.reshape(x_words, (x_words.shape[0], 2, 2, 2))
+        x_0123, x_4567 = tl.split(tl.permute(x_words, (0, 2, 3, 1)))
+        x_01, x_23 = tl.split(tl.permute(x_0123, (0, 2, 1)))
+        x_45, x_67 = tl.split(tl.permute(x_4567, (0, 2, 1)))
+        x_0, x_1 = tl.split(x_01)
+        x_2, x_3 = tl.split(x_23)
+        x_4, x_5 = tl.split(x_45)
+        x_6, x_7 = tl.split(x_67)
+        products = x_0[:, None] * _nibble_values(low, high, zero, 0)
+        products += x_1[:, None] * _nibble_values(low, high, zero, 1)
+        products += x_2[:, None] * _nibble_values(low, high, zero, 2)
+        products += x_3[:, None] * _nibble_values(low, high, zero, 3)
+        products += x_4[:, None] * _nibble_values(low, high, zero, 4)
+        products += x_5[:, None] * _nibble_values(low, high, zero, 5)
+        products += x_6[:, None] * _nibble_values(low, high, zero, 6)
+        products += x_7[:, None] * _nibble_values(low, high, zero, 7)
+        return acc + products * scale
+    else:
+        kk = k_base + tl.arange(0, BLOCK_K)
+        x_tile = _operand(tl.load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, mask=(kk < k_stop)[None, :],
+                                  other=0), DECODE_BF16)
+        if FACTORED:
+            # the tile holds nibble - zero, exact in any float type
+            product = tl.dot(x_tile.to(DOT), _int4_tile(low, high, zero, scale, DOT, False),
+                             input_precision=PRECISION, out_dtype=tl.float32)
+            return acc + product * scale
+        else:
+            return tl.dot(x_tile.to(DOT), _int4_tile(low, high, zero, scale, DOT, True), acc,
+                          input_precision=PRECISION, out_dtype=tl.float32)
+
+
+@triton.jit
+def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split, group_size,
+              x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, bias_sn, out_sm, out_sn,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
+              SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
+              DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+              DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
+              PDL: tl.constexpr):
+    """``quantized_gemv`` for int4 weights whose words each lie in one group (``_int4_step``)."""
+    await_predecessors(PDL)
+    # one row accumulates per word: [BLOCK_K // 8, BLOCK_N]
+    split, rm, rn, lanes, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M,
+                                                                                 BLOCK_N, BLOCK_K // 8, tl.float32,
+                                                                                 INDEX_64)
+    if INTERPRETED:
+        k0 = 0
+        while k0 < k_per_split:
+            acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
+                             group_size, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
+                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16)
+            k0 += BLOCK_K
+    else:
+        for k0 in range(0, k_per_split, BLOCK_K):
+            acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
+                             group_size, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
+                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16)
+    acc2, mask = _gemv_rows(acc, rm, rn, M, N, BLOCK_M)
+    if SPLIT:
+        tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], acc2, mask=mask)
+    else:
+        _epilogue(acc2, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
+                  BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def int4_gemm(x, q, scales, zeros, bias, out, M, N, K, group_size,
+              x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, bias_sn, out_sm, out_sn,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+              SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
+              DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+              DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+    """``quantized_gemm`` for int4 weights whose words each lie in one group: the tile is dequantized with its
+    scales (the accumulator stays on the matrix unit across K)."""
+    tile_m, tile_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    rm, rn, lanes, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K // 8, INDEX_64)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if INTERPRETED:
+        k0 = 0
+        while k0 < K:
+            acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, group_size, x_sm, x_sk,
+                             q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
+                             DOT, PRECISION, DECODE_BF16)
+            k0 += BLOCK_K
+    else:
+        for k0 in range(0, K, BLOCK_K):
+            acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, group_size, x_sm, x_sk,
+                             q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
+                             DOT, PRECISION, DECODE_BF16)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
+              BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+# ---- float8 x float8 ---------------------------------------------------------------------------------------
+FP8_MAX = tl.constexpr(448.0)  # e4m3's largest finite value
+SMALLEST_NORMAL = tl.constexpr(1.1754943508222875e-38)
+
+
+@triton.jit
+def fp8_rows(x, out, row_scales, K, k_padded, x_sm, x_sk, BLOCK: tl.constexpr, DECODE_BF16: tl.constexpr,
+             INTERPRETED: tl.constexpr):
+    """Row m of ``x`` as e4m3 values and the scale they multiply by, its largest magnitude over 448 (dynamic
+    per-row scaling, as torch's ``_scaled_mm`` callers quantize activations): out[m, :K] = e4m3(x[m] /
+    scale), out[m, K:k_padded] = 0, so the product reads whole K tiles without masks."""
+    m = tl.program_id(0)
+    rk = tl.arange(0, BLOCK)
+    largest = tl.zeros([BLOCK], tl.float32)
+    if INTERPRETED:
+        k0 = 0
+        while k0 < K:
+            kk = k0 + rk
+            v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
+            largest = tl.maximum(largest, tl.abs(v))
+            k0 += BLOCK
+    else:
+        for k0 in range(0, K, BLOCK):
+            kk = k0 + rk
+            v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
+            largest = tl.maximum(largest, tl.abs(v))
+    scale = tl.maximum(tl.max(largest, axis=0), SMALLEST_NORMAL) / FP8_MAX
+    if INTERPRETED:
+        k0 = 0
+        while k0 < k_padded:
+            kk = k0 + rk
+            v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
+            tl.store(out + m * k_padded + kk, _encode(v / scale, out.dtype.element_ty, E4M3, False, False),
+                     mask=kk < k_padded)
+            k0 += BLOCK
+    else:
+        for k0 in range(0, k_padded, BLOCK):
+            kk = k0 + rk
+            v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
+            tl.store(out + m * k_padded + kk, _encode(v / scale, out.dtype.element_ty, E4M3, False, False),
+                     mask=kk < k_padded)
+    tl.store(row_scales + m, scale)
+
+
+@triton.jit
+def _fp8_step(acc, a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K: tl.constexpr,
+              INTERPRETED: tl.constexpr):
+    """acc plus the e4m3 rows' K tile at k0 times the e4m3 weight's (inputs past K: the rows' zeros meet
+    the weight's last input, read in place of a masked load)."""
+    a_tile = tl.load(a + rm_load[:, None] * k_padded + (k0 + rk)[None, :])
+    if EVEN_K:
+        kk = k0 + rk
+    else:
+        kk = tl.minimum(k0 + rk, K - 1)
+    b_tile = tl.load(q + kk[:, None] * q_sk + rn_load[None, :] * q_sn)
+    if INTERPRETED:
+        # the interpreter has no float8 arithmetic: their float32 values, whose products are exact
+        return tl.dot(_decode(a_tile, E4M3), _decode(b_tile, E4M3), acc, input_precision="ieee",
+                      out_dtype=tl.float32)
+    else:
+        return tl.dot(a_tile, b_tile, acc, out_dtype=tl.float32)
+
+
+@triton.jit
+def fp8_gemm(a, q, row_scales, scales, bias, out, M, N, K, k_padded, scale_block_n, q_sk, q_sn, s_sn, bias_sn,
+             out_sm, out_sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+             GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SCALE_FORMAT: tl.constexpr, HAS_BIAS: tl.constexpr,
+             BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
+             INTERPRETED: tl.constexpr):
+    """out = (a @ q.T) * row_scales[m] * scales[n] + bias on the float8 matrix units: ``a`` the rows as
+    ``fp8_rows`` wrote them (k_padded a multiple of BLOCK_K), ``q`` the (N, K) e4m3 weight, its scales one
+    for the tensor or one a channel (``scale_block_n`` outputs share one)."""
+    tile_m, tile_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    rm, rn, rk, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K, INDEX_64)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if INTERPRETED:
+        k0 = 0
+        while k0 < k_padded:
+            acc = _fp8_step(acc, a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K, INTERPRETED)
+            k0 += BLOCK_K
+    else:
+        for k0 in range(0, k_padded, BLOCK_K):
+            acc = _fp8_step(acc, a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K, INTERPRETED)
+    row_scale = tl.load(row_scales + rm_load)
+    scale = _decode(tl.load(scales + (rn_load // scale_block_n) * s_sn), SCALE_FORMAT).to(tl.float32)
+    acc = acc * row_scale[:, None] * scale[None, :]
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
               BIAS_FORMAT, DST_FORMAT, VIA_F32)

@@ -26,7 +26,7 @@ from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _IN
                           _INTERPRETED_BLOCK_N, gemv_candidates)
 from .matmul_plans import GROUP_M, _dot_precision, _product_workspace
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, family_samples, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, nbytes, register, workspace_bytes
 from .samples import Samples, operand, sample
 
 _FLOATS = ("float32", "float16", "bfloat16")
@@ -35,6 +35,15 @@ _WEIGHT_FORMATS = {"int4": K.WEIGHT_INT4.value, "int8": K.WEIGHT_INT8.value, "fp
 # tile lives in registers beside the accumulator, so tiles stay smaller than the float GEMM's
 _GEMM_SHAPES = [(64, 128, 64, 3, 4), (128, 128, 64, 3, 8), (64, 64, 64, 3, 4), (128, 64, 32, 4, 4),
                 (32, 128, 64, 4, 4), (64, 256, 32, 3, 8), (128, 128, 32, 4, 8), (64, 64, 128, 2, 4)]
+# int4 words that lie in one group dequantize a weight element in a few integer and float operations and hold
+# the tile in the rows' type, so the float GEMM's large tiles fit (each weight element dequantized once for
+# BLOCK_M rows: the larger BLOCK_M, the less the conversion weighs against the matrix unit)
+_GEMM_INT4_SHAPES = [(128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 256, 64, 4, 8), (128, 128, 128, 3, 8),
+                     (128, 128, 64, 4, 8)]
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps) of ``fp8_gemm``: one byte an element, so K tiles twice
+# the float GEMM's in the same shared memory
+_FP8_GEMM_SHAPES = [(128, 256, 128, 3, 8), (256, 128, 128, 3, 8), (128, 128, 128, 4, 8), (128, 256, 64, 4, 8),
+                    (128, 128, 128, 3, 4), (64, 128, 128, 4, 4), (64, 64, 128, 4, 4), (16, 128, 128, 4, 4)]
 
 # (BLOCK_N, BLOCK_K, SPLITS, num_warps) of the int4 decode GEMV: a K tile is only BLOCK_K / 8 rows of words,
 # so tiles are wide along N (vector loads of the words) and K is split to give every SM several programs
@@ -43,7 +52,16 @@ _GEMV_INT4_SHAPES = [(128, 128, 4, 4), (256, 64, 4, 4), (128, 256, 2, 4), (256, 
                      (256, 64, 4, 8), (128, 64, 4, 4), (64, 128, 1, 4), (128, 256, 4, 8), (256, 128, 4, 8)]
 
 
-def _meta(input, weight, bias=None):
+# float8 activations: rows padded with zeros to a multiple of this (every prefill K tile's), per-row scales
+_FP8_K_ALIGN = 128
+
+
+def _fp8_activation_bytes(rows: int, k: int) -> int:
+    """The e4m3 rows and their float32 scales that ``fp8_activations`` writes before the product."""
+    return workspace_bytes(rows * cdiv(k, _FP8_K_ALIGN) * _FP8_K_ALIGN, 4 * rows)
+
+
+def _meta(input, weight, bias=None, fp8_activations=False):
     if not isinstance(weight, QuantizedWeight):
         raise TypeError(f"quantized_linear: weight must be a QuantizedWeight, got {type(weight).__name__} "
                         f"(a float weight goes through nn.functional.linear)")
@@ -59,59 +77,78 @@ def _meta(input, weight, bias=None):
         if bias.dtype is not input.dtype:
             raise RuntimeError(f"quantized_linear: bias must have the input's dtype {input.dtype.name}, got "
                                f"{bias.dtype.name}")
+    if fp8_activations and (weight.format != "fp8" or weight.group_size != k or weight.scale_block_n not in (1, n)):
+        raise RuntimeError(f"quantized_linear: fp8_activations takes an fp8 weight with one scale per tensor or per "
+                           f"channel, got {weight!r}")
     return TensorMeta((*input.shape[:-1], n), input.dtype)
 
 
-def _cost(input, weight, bias=None):
+def _cost(input, weight, bias=None, fp8_activations=False):
     """Reads the packed weight, its scales and zero points once (``weight.nbytes``); the workspace is a
-    decode GEMV's split-K partials, the most any device's settings take."""
-    out = _meta(input, weight, bias)
+    decode GEMV's split-K partials, the most any device's settings take, or the float8 rows and their
+    scales."""
+    out = _meta(input, weight, bias, fp8_activations)
     n, k = weight.shape
     rows = S.numel(out.shape[:-1])
+    if fp8_activations:
+        workspace = _fp8_activation_bytes(rows, k) if rows else 0
+    else:
+        workspace = _product_workspace(out.dtype, 1, rows, k, n) if rows <= GEMV_MAX_ROWS else 0
     return Cost(flops=2 * rows * n * k, bytes_read=nbytes(input) + weight.nbytes + (nbytes(bias) if bias is not None
                                                                                      else 0),
-                bytes_written=nbytes(out),
-                workspace=_product_workspace(out.dtype, 1, rows, k, n) if rows <= GEMV_MAX_ROWS else 0)
+                bytes_written=nbytes(out), workspace=workspace)
 
 
-def _launch_key(facts: dict, x, weight: QuantizedWeight, m: int) -> str:
+def _launch_key(facts: dict, x, weight: QuantizedWeight, m: int, fp8_activations: bool = False) -> str:
     """The launch key of m rows laid out as ``x`` against ``weight``."""
     n, k = weight.shape
+    if fp8_activations:
+        return tuning.launch_key("fp8_gemm", facts, rows={"M": m}, cols={"N": n, "K": k},
+                                 dtypes=(x.dtype, weight.scales.dtype))
     return tuning.launch_key("quantized_gemv" if m <= GEMV_MAX_ROWS else "quantized_gemm", facts, rows={"M": m},
                              cols={"N": n, "K": k}, dtypes=(x.dtype, weight.scales.dtype),
                              flags={"format": weight.format, "g_idx": weight.g_idx is not None})
 
 
-def _key(facts, input, weight, bias=None):
-    _meta(input, weight, bias)
+def _key(facts, input, weight, bias=None, fp8_activations=False):
+    _meta(input, weight, bias, fp8_activations)
     rows = _fold_rows(input)
     # an input whose rows do not fold runs as a contiguous copy, whose rows do
     m = S.numel(input.shape[:-1]) if rows is None else rows.shape[0]
-    return [_launch_key(facts, input, weight, m)] if m else []
+    return [_launch_key(facts, input, weight, m, fp8_activations)] if m else []
 
 
 _plans = PlanCache()
 
 
 @register("quantized_linear", family="quantized", aten=["nbx::quantized_linear"], meta=_meta, cost=_cost, key=_key)
-def quantized_linear(input: Tensor, weight: QuantizedWeight, bias: Tensor | None = None) -> Tensor:
+def quantized_linear(input: Tensor, weight: QuantizedWeight, bias: Tensor | None = None,
+                     fp8_activations: bool = False) -> Tensor:
     """input @ weight.T + bias for a quantized (out_features, in_features) ``weight``, dequantized as it is
-    read; the result has the input's dtype."""
-    key = (layout_key(input), weight.layout_key if type(weight) is QuantizedWeight else None, layout_key(bias))
+    read; the result has the input's dtype. ``fp8_activations`` (an fp8 weight scaled per tensor or channel):
+    the rows are rounded to e4m3 with one scale each (their largest magnitude over 448) and multiplied on the
+    float8 matrix units, as ``torch._scaled_mm`` is used with dynamic per-token scales."""
+    key = (layout_key(input), weight.layout_key if type(weight) is QuantizedWeight else None, layout_key(bias),
+           bool(fp8_activations))
     plan = _plans.lookup(key)
     if plan is None:
-        _meta(input, weight, bias)
-        plan = _plans.get(key, lambda: _plan(input, weight, bias))
+        _meta(input, weight, bias, fp8_activations)
+        plan = _plans.get(key, lambda: _plan(input, weight, bias, bool(fp8_activations)))
     return plan(input, weight, bias)
 
 
-def _plan(input: Tensor, weight: QuantizedWeight, bias: Tensor | None):
+def _plan(input: Tensor, weight: QuantizedWeight, bias: Tensor | None, fp8_activations: bool):
     """``execute(input, weight, bias)`` for operands laid out as these are."""
     dtype = input.dtype
     dev = input.device
     for other, what in ((weight, "weight"), (bias, "bias")):
         if other is not None and other.device != dev:
             raise RuntimeError(f"quantized_linear: input is on {dev} but the {what} on {other.device}")
+    facts = backend_for(dev).facts
+    if fp8_activations and not (facts["kernels"].get("interpreted")
+                                or "float8_e4m3fn" in facts.get("matrix_unit", {}).get("dtypes", ())):
+        raise RuntimeError(f"quantized_linear: fp8_activations needs float8 matrix units, which {dev} "
+                           f"({facts.get('name', 'this device')}) lacks")
     n, k = weight.shape
     out_shape = (*input.shape[:-1], n)
     out_strides = S.contiguous_strides(out_shape)
@@ -120,14 +157,14 @@ def _plan(input: Tensor, weight: QuantizedWeight, bias: Tensor | None):
         def dense(input, weight, bias):
             with scratch_scope():
                 input = input.contiguous()
-            return quantized_linear(input, weight, bias)
+            return quantized_linear(input, weight, bias, fp8_activations)
         return dense
     m = rows.shape[0]
     if m == 0:
         return lambda input, weight, bias: new_tensor(out_shape, dtype, dev)
     rows_shape, rows_strides = rows.shape, rows.stride()
     out = new_tensor((m, n), dtype, dev)
-    run = _launches(rows, weight, bias, out, m, n, k)
+    run = (_fp8_launches if fp8_activations else _launches)(rows, weight, bias, out, m, n, k)
     fresh_output = fresh_tensor_maker((m, n), dtype, dev)
 
     def execute(input, weight, bias):
@@ -137,16 +174,18 @@ def _plan(input: Tensor, weight: QuantizedWeight, bias: Tensor | None):
     return execute
 
 
-def gemm_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
-    """Settings worth timing for the prefill GEMM of m rows by an (n, k) quantized weight."""
+def gemm_candidates(facts: dict, m: int, n: int, k: int, whole_words: bool = False) -> list[dict]:
+    """Settings worth timing for the prefill GEMM of m rows by an (n, k) quantized weight (``whole_words``:
+    int4 read by ``int4_gemm``)."""
     if facts["kernels"].get("interpreted"):
-        # the interpreter pays per program and operation: one wide tile a program, long K steps
+        # the interpreter pays per program and operation: one wide tile a program, long K steps (4 warps, which
+        # the interpreter ignores, keep the tile compilable when the launch is compile-checked)
         return [dict(BLOCK_M=_clamp_block(_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_M, m),
                      BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n),
-                     BLOCK_K=_clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), num_stages=1, num_warps=1)]
+                     BLOCK_K=_clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), num_stages=1, num_warps=4)]
     tiles = facts["tiles"]
     seen, out = set(), []
-    for bm, bn, bk, stages, warps in _GEMM_SHAPES:
+    for bm, bn, bk, stages, warps in (_GEMM_INT4_SHAPES if whole_words else []) + _GEMM_SHAPES:
         config = dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m), BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
                       BLOCK_K=_clamp_block(bk, tiles["max_block_k"], k), num_stages=min(stages, tiles["max_stages"]),
                       num_warps=min(warps, tiles["max_warps"]))
@@ -210,6 +249,10 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
               z_sg, z_sn, bias.stride(0) if has_bias else 0, *out.stride()]
     decode = m <= GEMV_MAX_ROWS
     key = _launch_key(facts, x, weight, m)
+    # int4 whose words each lie in one group: nibbles converted by their bits (``kernels/quant.py``)
+    whole_words = weight.format == "int4" and not has_g_idx and weight.group_size % 8 == 0
+    int4_common = [weight.group_size, *common[2:]]
+    int4_flags = {name: value for name, value in flags.items() if name not in ("WEIGHT", "HAS_G_IDX")}
 
     def tensors_of(x, weight, bias, out, partial=None):
         placeholder = weight.scales  # for the pointers a constexpr leaves unread
@@ -222,14 +265,22 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
         block_k, splits = config["BLOCK_K"], config["SPLITS"]
         k_per_split = cdiv(cdiv(k, splits), block_k) * block_k
         splits = max(1, cdiv(k, k_per_split))
-        main = PlannedLaunch(
-            K.quantized_gemv, (cdiv(n, config["BLOCK_N"]), splits),
-            [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"),
-             Slot("partial"), m, n, k, k_per_split, *common],
-            dict(BLOCK_M=1 if m == 1 else GEMV_MAX_ROWS, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, SPLIT=splits > 1,
-                 GROUPS_IN_TILE=_groups_in_tile(weight, k, block_k),
-                 num_warps=config["num_warps"], **({"num_stages": config["num_stages"]} if "num_stages" in config
-                                                   else {}), **flags))
+        shape = dict(BLOCK_M=1 if m == 1 else GEMV_MAX_ROWS, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k,
+                     SPLIT=splits > 1, num_warps=config["num_warps"],
+                     **({"num_stages": config["num_stages"]} if "num_stages" in config else {}))
+        if whole_words:
+            main = PlannedLaunch(
+                K.int4_gemv, (cdiv(n, config["BLOCK_N"]), splits),
+                [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"), Slot("partial"),
+                 m, n, k, k_per_split, *int4_common],
+                dict(shape, ONE_GROUP=_groups_in_tile(weight, k, block_k) == 1, PDL=dependent_launch(dev),
+                     **int4_flags))
+        else:
+            main = PlannedLaunch(
+                K.quantized_gemv, (cdiv(n, config["BLOCK_N"]), splits),
+                [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"),
+                 Slot("partial"), m, n, k, k_per_split, *common],
+                dict(shape, GROUPS_IN_TILE=_groups_in_tile(weight, k, block_k), **flags))
         combine_n = min(config["BLOCK_N"], 64)
         combine = PlannedLaunch(
             MK.gemv_combine, (cdiv(n, combine_n),),
@@ -248,21 +299,91 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
         return run
 
     def gemm_for(config):
-        launch = PlannedLaunch(
-            K.quantized_gemm, (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),),
-            [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"), m, n, k,
-             *common],
-            dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], GROUP_M=GROUP_M,
-                 GROUPS_IN_TILE=_groups_in_tile(weight, k, config["BLOCK_K"]),
-                 num_warps=config["num_warps"], num_stages=config["num_stages"], **flags))
+        grid = (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),)
+        shape = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], GROUP_M=GROUP_M,
+                     num_warps=config["num_warps"], num_stages=config["num_stages"])
+        if whole_words:
+            launch = PlannedLaunch(
+                K.int4_gemm, grid, [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"),
+                                    m, n, k, *int4_common],
+                dict(shape, ONE_GROUP=_groups_in_tile(weight, k, config["BLOCK_K"]) == 1, **int4_flags))
+        else:
+            launch = PlannedLaunch(
+                K.quantized_gemm, grid, [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"),
+                                         Slot("bias"), Slot("out"), m, n, k, *common],
+                dict(shape, GROUPS_IN_TILE=_groups_in_tile(weight, k, config["BLOCK_K"]), **flags))
         return lambda x, weight, bias, out: launch(dev, tensors_of(x, weight, bias, out))
 
     launches_for = gemv_for if decode else gemm_for
     candidates = ((lambda: decode_candidates(facts, m, n, k, weight.format)) if decode
-                  else (lambda: gemm_candidates(facts, m, n, k)))
+                  else (lambda: gemm_candidates(facts, m, n, k, whole_words)))
     config = tuning.choose_timed(key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), x, weight, bias, out))
     return launches_for(config)
+
+
+
+def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
+    """``run(x, weight, bias, out)`` for ``fp8_activations``: ``fp8_rows`` rounds the rows to e4m3 (padded
+    with zeros to whole K tiles), then ``fp8_gemm`` multiplies on the float8 matrix units, tuned per key."""
+    dev = x.device
+    facts = backend_for(dev).facts
+    interpreted = bool(facts["kernels"].get("interpreted"))
+    has_bias = bias is not None
+    conversion = conversion_flags(get_dtype("float32"), out.dtype, dev)
+    k_padded = cdiv(k, _FP8_K_ALIGN) * _FP8_K_ALIGN
+    fp8, float32 = get_dtype("float8_e4m3fn"), get_dtype("float32")
+    q = weight.qweight
+    index_64 = needs_index_64(x, out, q, count=m * k_padded)
+    rows = PlannedLaunch(K.fp8_rows, (m,), [Slot("x"), Slot("a"), Slot("row_scales"), k, k_padded, *x.stride()],
+                         dict(BLOCK=min(1024, next_pow2(k_padded)), DECODE_BF16=x.dtype.name == "bfloat16" and interpreted,
+                              INTERPRETED=interpreted, num_warps=4))
+    flags = dict(SCALE_FORMAT=load_format(weight.scales.dtype), HAS_BIAS=has_bias,
+                 BIAS_FORMAT=SMALL_FLOAT_FORMATS.get(bias.dtype.name, FORMAT_NATIVE) if has_bias else FORMAT_NATIVE,
+                 DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INDEX_64=index_64,
+                 INTERPRETED=interpreted)
+
+    def launches_for(config):
+        block_k = config["BLOCK_K"]
+        product = PlannedLaunch(
+            K.fp8_gemm, (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),),
+            [Slot("a"), Slot("q"), Slot("row_scales"), Slot("scales"), Slot("bias"), Slot("out"), m, n, k, k_padded,
+             weight.scale_block_n, q.stride(1), q.stride(0), weight.scales.stride(1),
+             bias.stride(0) if has_bias else 0, *out.stride()],
+            dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, GROUP_M=GROUP_M,
+                 EVEN_K=k % block_k == 0, num_warps=config["num_warps"], num_stages=config["num_stages"], **flags))
+
+        def run(x, weight, bias, out):
+            a = scratch_tensor((m, k_padded), fp8, dev)
+            row_scales = scratch_tensor((m,), float32, dev)
+            tensors = {"x": x, "a": a, "row_scales": row_scales, "q": weight.qweight, "scales": weight.scales,
+                       "bias": bias if has_bias else out, "out": out}
+            rows(dev, tensors)
+            product(dev, tensors)
+        return run
+
+    key = _launch_key(facts, x, weight, m, True)
+    config = tuning.choose_timed(key, facts, lambda: fp8_candidates(facts, m, n, k),
+                                 lambda config: functools.partial(launches_for(config), x, weight, bias, out))
+    return launches_for(config)
+
+
+def fp8_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
+    """Settings worth timing for ``fp8_gemm``: the float GEMM's large tiles with K tiles of 64 or 128 (the
+    float8 matrix unit takes K in steps of 32; the rows are padded to 128)."""
+    if facts["kernels"].get("interpreted"):
+        return [dict(BLOCK_M=_clamp_block(_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_M, m),
+                     BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n), BLOCK_K=_FP8_K_ALIGN,
+                     num_stages=1, num_warps=4)]
+    tiles = facts["tiles"]
+    seen, out = set(), []
+    for bm, bn, bk, stages, warps in _FP8_GEMM_SHAPES:
+        config = dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m), BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
+                      BLOCK_K=bk, num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]))
+        if tuple(config.values()) not in seen:
+            seen.add(tuple(config.values()))
+            out.append(config)
+    return out
 
 
 # ---- samples ---------------------------------------------------------------------------------------
