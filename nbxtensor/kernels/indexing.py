@@ -265,14 +265,16 @@ def nonzero_count(src, counts, n, shape, strides, RANK: tl.constexpr, INDEX_64: 
 
 
 @triton.jit
-def nonzero_write(src, starts, out, n, shape, strides, RANK: tl.constexpr, INDEX_64: tl.constexpr,
+def nonzero_write(src, counts, ends, out, n, shape, strides, RANK: tl.constexpr, INDEX_64: tl.constexpr,
                   BLOCK: tl.constexpr):
-    """The coordinates of each nonzero element, row ``starts[block] + rank in block`` of ``out``
-    (int64, shape (count, RANK)), in row-major order."""
+    """The coordinates of each nonzero element, row ``ends[block] - counts[block] + rank in block`` of
+    ``out`` (int64, shape (count, RANK)), in row-major order (``ends``: the running sum of ``counts``)."""
     idx = program_elements(BLOCK, INDEX_64)
     flags = _nonzero_flags(src, idx, n, shape, strides, RANK)
     rank = tl.cumsum(flags.to(tl.int32), axis=0) - 1
-    row = tl.load(starts + tl.program_id(0)).to(tl.int64) + rank.to(tl.int64)
+    block = tl.program_id(0)
+    start = tl.load(ends + block).to(tl.int64) - tl.load(counts + block).to(tl.int64)
+    row = start + rank.to(tl.int64)
     rem = idx.to(tl.int64)
     for d in tl.static_range(RANK - 1, -1, -1):
         tl.store(out + row * RANK + d, rem % shape[d], mask=flags)

@@ -13,7 +13,6 @@ from ..launch import cdiv, launch
 from ..lowering import elementwise_block, needs_index_64
 from ..tensor import Tensor
 from .copy import copy_
-from .creation import tensor
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, tensor_attribute
 from .samples import Samples, by_name, operand, sample
 from .views import select, view_as_real
@@ -35,7 +34,8 @@ def _nonzero_meta(x, as_tuple=False):
 def nonzero(x: Tensor, *, as_tuple: bool = False):
     """Coordinates of the nonzero elements, one row each in row-major order ((count, ndim) int64),
     or one vector per dim with ``as_tuple``. The count depends on the data, so this waits for the
-    device: a block count, a scan on the host, then a compaction."""
+    device: a count per block, their running sum on the device (only the total is read back), then a
+    compaction."""
     if x.dtype.is_complex:
         pairs = view_as_real(x)
         flags = new_tensor(x.shape, _BOOL, x.device)
@@ -55,12 +55,11 @@ def nonzero(x: Tensor, *, as_tuple: bool = False):
         index_64 = needs_index_64((shape, strides), count=n)
         launch(K.nonzero_count, (blocks,), dev, [x, counts, n, shape, strides],
                RANK=len(shape), INDEX_64=index_64, BLOCK=block)
-        per_block = counts.numpy().astype(np.int64)
-        starts = np.concatenate([[0], np.cumsum(per_block)[:-1]]).astype(np.int64)
-        total = int(per_block.sum())
+        ends = get("cumsum").impl(counts, 0)  # int64: where each block's rows end
+        total = int(select(ends, 0, blocks - 1).item())
         out = new_tensor((total, len(shape)), _I64, dev)
         if total:
-            launch(K.nonzero_write, (blocks,), dev, [x, tensor(starts, device=dev), out, n, shape, strides],
+            launch(K.nonzero_write, (blocks,), dev, [x, counts, ends, out, n, shape, strides],
                    RANK=len(shape), INDEX_64=index_64, BLOCK=block)
         if rank == 0:
             out = out._view((total, 0), (1, 1))
