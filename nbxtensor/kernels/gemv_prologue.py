@@ -13,7 +13,7 @@ import triton.language as tl
 
 from .copy import _decode, _encode
 from .dependent_launch import await_predecessors
-from .matmul import _epilogue, _gemv_program, _gemv_rows, _operand
+from .matmul import _gemv_program, _gemv_write, _operand
 from .pointwise_bodies import act_and_mul
 from .pointwise_codes import CAT_FLOAT32
 
@@ -142,9 +142,5 @@ def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, M, N, K, k_per
                                   VIA_F32)
             acc = _accumulate(acc, tile, w, rn_load, kk, k_stop, w_sk, w_sn, BLOCK_M, ACC, PRECISION, X_FORMAT,
                               DECODE_BF16)
-    rows, mask = _gemv_rows(acc, rm, rn, M, N, BLOCK_M)
-    if SPLIT:
-        tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], rows, mask=mask)
-    else:
-        _epilogue(rows, bias, 0, bias_sm, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn,
-                  HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+    _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M,
+                SPLIT, HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)

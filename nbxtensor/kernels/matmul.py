@@ -362,13 +362,21 @@ def _gemv_program(M, N, K, k_per_split, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
 
 
 @triton.jit
-def _gemv_rows(acc, rm, rn, M, N, BLOCK_M: tl.constexpr):
-    """A GEMV program's (BLOCK_M, BLOCK_N) result from its accumulator, and the mask of its live outputs."""
+def _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, alpha, beta, out, out_sm, out_sn,
+                BLOCK_M: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
+                BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
+    """A GEMV program's (BLOCK_M, BLOCK_N) result from its accumulator (one row's lanes summed), written
+    as its split's float32 partial sums, or through the epilogue to ``out``."""
     if BLOCK_M == 1:
         rows = tl.sum(acc, axis=0)[None, :]
     else:
         rows = acc
-    return rows, (rm[:, None] < M) & (rn[None, :] < N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if SPLIT:
+        tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], rows, mask=mask)
+    else:
+        _epilogue(rows, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
+                  HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
@@ -395,12 +403,8 @@ def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
         for k0 in range(0, k_per_split, BLOCK_K):
             acc = _gemv_step(acc, x, w, rm_load, rn_load, k_start + k0 + rk, k_stop, x_sm, x_sk, w_sk, w_sn,
                              BLOCK_M, ACC, PRECISION, DECODE_BF16)
-    acc2, mask = _gemv_rows(acc, rm, rn, M, N, BLOCK_M)
-    if SPLIT:
-        tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], acc2, mask=mask)
-    else:
-        _epilogue(acc2, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
-                  HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+    _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, alpha, beta, out, out_sm, out_sn,
+                BLOCK_M, SPLIT, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit

@@ -12,7 +12,7 @@ import triton.language as tl
 
 from .copy import FORMAT_E4M3FN, _decode, _encode
 from .dependent_launch import await_predecessors
-from .matmul import _epilogue, _gemv_program, _gemv_rows, _grouped_tile, _operand, _tile_indices
+from .matmul import _epilogue, _gemv_program, _gemv_write, _grouped_tile, _operand, _tile_indices
 
 WEIGHT_INT4 = tl.constexpr(0)
 WEIGHT_INT8 = tl.constexpr(1)
@@ -140,12 +140,8 @@ def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_pe
                              group_size, scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M,
                              BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16,
                              INTERPRETED)
-    acc2, mask = _gemv_rows(acc, rm, rn, M, N, BLOCK_M)
-    if SPLIT:
-        tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], acc2, mask=mask)
-    else:
-        _epilogue(acc2, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
-                  BIAS_FORMAT, DST_FORMAT, VIA_F32)
+    _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M, SPLIT,
+                HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
@@ -324,12 +320,8 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split, gro
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
                              group_size, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
                              SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16)
-    acc2, mask = _gemv_rows(acc, rm, rn, M, N, BLOCK_M)
-    if SPLIT:
-        tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], acc2, mask=mask)
-    else:
-        _epilogue(acc2, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
-                  BIAS_FORMAT, DST_FORMAT, VIA_F32)
+    _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M, SPLIT,
+                HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit

@@ -112,14 +112,10 @@ def _key_order(src_row, pos, valid, lane, KIND: tl.constexpr, FORMAT: tl.constex
 
 
 @triton.jit
-def sort_segments(src, perm_in, index_out, values_out, src_row_len, m, out_row_len,
-                  SEGMENT: tl.constexpr, LENGTH: tl.constexpr, K_OUT: tl.constexpr, HAS_PERM: tl.constexpr,
-                  KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr, WRITE_VALUES: tl.constexpr,
-                  INDEX_64: tl.constexpr):
-    """Program (row, seg) sorts entries seg*SEGMENT .. of the row's list of ``m`` candidates (the
-    row's positions 0..m-1, or ``perm_in``'s entries, -1 meaning none) by the values of ``src`` at
-    those positions, and writes the first K_OUT positions (-1 past the end) to ``index_out`` at
-    seg*K_OUT of the row, and their values to ``values_out`` when WRITE_VALUES."""
+def _segment_entries(perm_in, m, SEGMENT: tl.constexpr, LENGTH: tl.constexpr, HAS_PERM: tl.constexpr,
+                     INDEX_64: tl.constexpr):
+    """Program (row, seg)'s entries of its row's list of ``m`` candidates: (row, seg, lane, positions,
+    valid), positions 0..m-1 or ``perm_in``'s entries (-1 meaning none), invalid lanes at position 0."""
     row = tl.program_id(0)
     seg = tl.program_id(1)
     if INDEX_64:
@@ -133,7 +129,19 @@ def sort_segments(src, perm_in, index_out, values_out, src_row_len, m, out_row_l
         valid = valid & (pos >= 0)
     else:
         pos = local.to(tl.int64)
-    pos = tl.where(valid, pos, 0)
+    return row, seg, lane, tl.where(valid, pos, 0), valid
+
+
+@triton.jit
+def sort_segments(src, perm_in, index_out, values_out, src_row_len, m, out_row_len,
+                  SEGMENT: tl.constexpr, LENGTH: tl.constexpr, K_OUT: tl.constexpr, HAS_PERM: tl.constexpr,
+                  KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr, WRITE_VALUES: tl.constexpr,
+                  INDEX_64: tl.constexpr):
+    """Program (row, seg) sorts entries seg*SEGMENT .. of the row's list of ``m`` candidates (the
+    row's positions 0..m-1, or ``perm_in``'s entries, -1 meaning none) by the values of ``src`` at
+    those positions, and writes the first K_OUT positions (-1 past the end) to ``index_out`` at
+    seg*K_OUT of the row, and their values to ``values_out`` when WRITE_VALUES."""
+    row, seg, lane, pos, valid = _segment_entries(perm_in, m, SEGMENT, LENGTH, HAS_PERM, INDEX_64)
     src_row = src + row * src_row_len
     order = _key_order(src_row, pos, valid, lane, KIND, FORMAT, DESCENDING)
     chosen = tl.gather(pos, order, 0)
@@ -170,20 +178,7 @@ def select_segments(src, perm_in, index_out, values_out, src_row_len, m, out_row
     in list order. Their positions go to ``index_out`` at seg*K_OUT of the row in list order (-1 past
     the valid ones). SORT_OUT (one segment a row): those K_OUT are then sorted by key, stably (list order
     is position order), and written with their values: the row's top k."""
-    row = tl.program_id(0)
-    seg = tl.program_id(1)
-    if INDEX_64:
-        row = row.to(tl.int64)
-        seg = seg.to(tl.int64)
-    lane = tl.arange(0, LENGTH)
-    local = seg * SEGMENT + lane
-    valid = (lane < SEGMENT) & (local < m)
-    if HAS_PERM:
-        pos = tl.load(perm_in + row * m + local, mask=valid, other=-1)
-        valid = valid & (pos >= 0)
-    else:
-        pos = local.to(tl.int64)
-    pos = tl.where(valid, pos, 0)
+    row, seg, lane, pos, valid = _segment_entries(perm_in, m, SEGMENT, LENGTH, HAS_PERM, INDEX_64)
     src_row = src + row * src_row_len
     high, low = _key_parts(tl.load(src_row + pos, mask=valid), KIND, FORMAT, DESCENDING)
     if KIND >= 3:
