@@ -64,17 +64,42 @@ def _mask(rng, kind, shape):
     return None
 
 
-@pytest.fixture(params=["interpreter's", "key-tiled"])
+def _float32_on_parts(monkeypatch):
+    """Float32 attention on bfloat16 parts whatever the device (the CPU's facts name no matrix unit)."""
+    from nbxtensor.ops import matmul_plans
+    monkeypatch.setattr(matmul_plans, "_by_planes", lambda dtype, facts: dtype.name == "float32"
+                        and matmul_plans.backends.cuda.matmul.float32_planes)
+
+
+def _launched_precisions(monkeypatch) -> list:
+    """The ``PRECISION`` of the planned launches made from here on, in order."""
+    from nbxtensor.ops import plans
+    precisions, real = [], plans.launch_slots
+
+    def noted(kernel, grid, device, args, positions, values, constexprs, *rest):
+        precisions.append(constexprs.get("PRECISION"))
+        return real(kernel, grid, device, args, positions, values, constexprs, *rest)
+    monkeypatch.setattr(plans, "launch_slots", noted)
+    return precisions
+
+
+# Float32 on bfloat16 parts holds float32's tolerance: each part product is exact in float32 (8 x 8
+# significant bits), and the three products left out are each below 2^-21 of |q||k| (or |p||v|) per term,
+# under the float32 accumulation's own rounding over E (or S) terms that TOL already allows for
+@pytest.fixture(params=["interpreter's", "key-tiled", "interpreter's on parts", "key-tiled on parts"])
 def forward_kernel(request, monkeypatch):
     """On the CPU, the prefill runs the interpreter's own kernel (heads grouped, all keys in one tile) and
     again the key-tiled kernel a GPU runs, in 16 x 16 tiles so that its online softmax takes several steps;
-    elsewhere the device's own choice, once."""
+    each again with float32 on bfloat16 parts (the interpreter takes that form first); elsewhere the
+    device's own choice, once."""
     from nbxtensor.ops import attention as attention_ops
-    if request.param == "key-tiled":
-        if TEST_DEVICE != "cpu":
-            pytest.skip("the key-tiled kernel is the device's own choice off the CPU")
+    if request.param != "interpreter's" and TEST_DEVICE != "cpu":
+        pytest.skip("the kernel and its precision are the device's own choice off the CPU")
+    if request.param.startswith("key-tiled"):
         monkeypatch.setattr(attention_ops, "interpreted_forward_config",
                             lambda length, keys, heads: dict(BLOCK_M=16, BLOCK_N=16, num_warps=1, num_stages=1))
+    if request.param.endswith("on parts"):
+        _float32_on_parts(monkeypatch)
     attention_ops._attention_plans.clear()
     yield request.param
     attention_ops._attention_plans.clear()
