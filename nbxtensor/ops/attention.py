@@ -209,10 +209,14 @@ _FORWARD_FMA_SHAPES = {64: [(32, 32, 2, 2), (16, 32, 1, 2), (32, 64, 4, 2)], 128
 
 # float32 at "highest" precision on bfloat16 matrix units (``PRECISION_BF16_PARTS``), where the facts list
 # them: each product's tiles split into their bfloat16 parts in registers beside the float32 tiles, the
-# scores and the accumulator, so query tiles of at most 128 rows and key tiles of at most 64
-_FORWARD_PARTS_SHAPES = {64: [(128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 4, 2), (64, 32, 4, 3), (128, 64, 8, 3)],
-                         128: [(64, 64, 4, 2), (128, 32, 8, 2), (64, 32, 4, 2), (128, 64, 8, 2)],
-                         256: [(64, 32, 4, 2), (32, 32, 4, 2), (64, 32, 8, 2)]}
+# scores and the accumulator. sm_90 resources (ptxas): at head dim 64, 128 x 64 on 8 warps in 2 stages 128 KB
+# of shared memory and 233 registers a thread, 128 x 32 96 KB and 195, 64 x 32 on 4 warps 64 KB (80 KB in 3
+# stages) and 200-208, none spilling, where 64 x 64 on 4 or 8 warps and 128 x 32 on 4 spill 70-500 bytes;
+# at head dim 128, 128 x 32 on 8 warps 196 KB in 2 stages (160 KB in one), 64 x 32 on 8 warps spills 150
+# bytes. Head dim 256 spills kilobytes in every tile that fits: it stays on the FMA units.
+_FORWARD_PARTS_SHAPES = {64: [(128, 64, 8, 2), (128, 32, 8, 2), (64, 32, 4, 2), (64, 32, 4, 3), (128, 64, 8, 1)],
+                         128: [(128, 32, 8, 2), (128, 32, 8, 1), (64, 32, 8, 2)],
+                         256: []}
 PARTS = PRECISION_BF16_PARTS.value
 
 
