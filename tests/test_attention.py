@@ -84,8 +84,9 @@ def _launched_precisions(monkeypatch) -> list:
 
 
 # Float32 on bfloat16 parts holds float32's tolerance: each part product is exact in float32 (8 x 8
-# significant bits), and the three products left out are each below 2^-21 of |q||k| (or |p||v|) per term,
-# under the float32 accumulation's own rounding over E (or S) terms that TOL already allows for
+# significant bits), and the three products left out (mid x low twice, low x low) come to less than 2^-21 of
+# |q_i k_i| (or |p_j v_j|) per term, below the float32 accumulation's rounding over E (or S) terms that TOL
+# already allows for
 @pytest.fixture(params=["interpreter's", "key-tiled", "interpreter's on parts", "key-tiled on parts"])
 def forward_kernel(request, monkeypatch):
     """On the CPU, the prefill runs the interpreter's own kernel (heads grouped, all keys in one tile) and
