@@ -1,16 +1,18 @@
 """Batched small products, float32 attention at short sequences and short-M GEMMs against torch, in one run:
 the sweep rows of these classes (``sweep.py``'s builders and timer: CUDA events, each call after an L2
 flush, ours and torch's in alternating batches), each timed twice: "before", with the candidates these
-shapes had before (float32 batches on the FMA path's key, attention without the short FMA query tiles,
-GEMMs without the narrow and split-K settings), and "after", each in a tuning store of its own under $OUT.
+shapes had before (float32 batches on the FMA path's key, float32 attention on the FMA units alone, GEMMs
+without the narrow and split-K settings), and "after", each in a tuning store of its own under $OUT. An
+attention row names the form its key's tuner chose (true float32 on the FMA units, or bfloat16 parts split
+in registers on the matrix units) and its tiles.
 
     python benchmarks/gpu_bmm.py [--only bmm,sdpa,linear] [--candidates] [--seconds S]
 
 Every row's first call is made first in worker processes (``sweep.precompile``), so that the timed run
 finds its kernels compiled; a whole run tunes about 20 launch keys of up to 35 candidates each.
-``--candidates`` also times every candidate of each bmm and linear row's launch key alone (after a flush),
-fastest first, the tuner's choice marked '*', so that a row shows which form wins (bfloat16 parts split in
-registers, true float32, a narrow tile, split K). Prints a table (ours before, ours after, torch, torch /
+``--candidates`` also times every candidate of each row's launch key alone (after a flush), fastest first,
+the tuner's choice marked '*', so that a row shows which form wins (bfloat16 parts split in registers, true
+float32, a narrow tile, split K). Prints a table (ours before, ours after, torch, torch /
 ours) and writes gpu_bmm.json under $OUT. ``--cpu-smoke``: the rows shrunk, on the CPU (the script runs).
 """
 from __future__ import annotations
@@ -60,10 +62,10 @@ def _before(op: str):
         def restore():
             matmul.backends.cuda.matmul.float32_planes = True
         return restore
-    if op == "sdpa":
-        shapes = attention._FORWARD_FMA_SHAPES
-        attention._FORWARD_FMA_SHAPES = {bound: [] for bound in shapes}
-        return lambda: setattr(attention, "_FORWARD_FMA_SHAPES", shapes)
+    if op == "sdpa":  # float32 attention on the FMA units alone, as before
+        shapes = attention._FORWARD_PARTS_SHAPES
+        attention._FORWARD_PARTS_SHAPES = {bound: [] for bound in shapes}
+        return lambda: setattr(attention, "_FORWARD_PARTS_SHAPES", shapes)
     starved = matmul_plans._starved_shapes
     matmul_plans._starved_shapes = lambda *args: []
     return lambda: setattr(matmul_plans, "_starved_shapes", starved)
@@ -76,12 +78,63 @@ def _store(out_dir: Path, name: str) -> None:
     clear_all()
 
 
-def _candidates(sweep, env, op, p, dtype, flush_bytes) -> list[dict]:
-    """Every candidate of the row's launch key timed alone, fastest first (bmm and linear rows)."""
+def _form(config: dict | None) -> str:
+    """An attention setting in words: its precision and tiles."""
+    if not config:
+        return "untuned"
+    from nbxtensor.ops.attention import PARTS
+    precision = "bf16 parts (matrix units)" if config.get("PRECISION") == PARTS else config.get("KERNEL", "float32 FMA")
+    return (f"{precision} {config.get('BLOCK_M')}x{config.get('BLOCK_N')} warps {config.get('num_warps')} "
+            f"stages {config.get('num_stages', config.get('STAGES'))}")
+
+
+class _Observed(Exception):
+    """Stops the attention's planning once its key's candidates are known."""
+
+
+def _attention_sweep(built, flush_bytes) -> dict:
+    """The attention launch key of ``built.ours``'s call and its candidates, each timed alone (fastest
+    first), in ``gemm_sweep``'s form; nothing is tuned or stored."""
+    from nbxtensor.ops import attention
+    from nbxtensor.ops.plans import clear_all
+    from nbxtensor.tuning.timing import device_time_ms
+    found = {}
+
+    def observe(key, facts, candidates, prepare):
+        found.update(key=key, candidates=candidates(), prepare=prepare)
+        raise _Observed
+    choose_timed = attention.tuning.choose_timed
+    attention.tuning.choose_timed = observe
+    try:
+        clear_all()
+        built.ours()
+    except _Observed:
+        pass
+    finally:
+        attention.tuning.choose_timed = choose_timed
+        clear_all()
+    rows = []
+    for config in found["candidates"]:
+        row = dict(config=config, ms=None, error=None)
+        try:
+            row["ms"] = float(device_time_ms(found["prepare"](config), flush_bytes=flush_bytes))
+        except Exception as e:  # noqa: BLE001  (a setting that does not build or fit is reported, not fatal)
+            text = str(e).strip().splitlines()
+            row["error"] = f"{type(e).__name__}: {text[-1][:200] if text else ''}"
+        rows.append(row)
+    rows.sort(key=lambda r: (r["ms"] is None, r["ms"] or 0.0))
+    return dict(key=found["key"], candidates=found["candidates"], rows=rows)
+
+
+def _candidates(sweep, env, op, p, dtype, flush_bytes, built=None, chosen=None) -> list[dict]:
+    """Every candidate of the row's launch key timed alone, fastest first; ``chosen``: an attention row's
+    tuned setting, marked."""
     from gemm_sweep import gemm_sweep
     from nbxtensor.ops.plans import clear_all
     clear_all()
-    if op == "bmm":
+    if op == "sdpa":
+        swept = dict(_attention_sweep(built, flush_bytes), chosen=chosen)
+    elif op == "bmm":
         a = env.randn(p["batch"], p["m"], p["k"], dtype=dtype)
         b = env.randn(p["batch"], p["k"], p["n"], dtype=dtype)
         na, nb = env.share(a, b)
@@ -160,14 +213,22 @@ def main(argv=None) -> int:
             finally:
                 restore()
             shown = row[phase]
+            if op == "sdpa" and "error" not in shown:
+                shown["form"] = _form(next((config for key, config in shown["tuned"].items()
+                                            if key.startswith("attention|")), None))
             print(f"{label:48s} {phase:6s} " + (f"ours {shown['ours_ms'] * 1e3:8.1f} us  torch "
                                                 f"{shown['torch_ms'] * 1e3:8.1f} us  torch/ours {shown['ratio']:5.2f}  "
                                                 f"check {shown['check']:.2g}{'' if shown['check_ok'] else ' FAILED'}  "
                                                 f"first call {shown['first_call_s']:.1f} s"
                                                 if "error" not in shown else shown["error"]), flush=True)
-        if args.candidates and op in ("bmm", "linear"):
+            if "form" in shown:
+                print(f"{'':48s} {phase:6s} the tuner chose {shown['form']}", flush=True)
+        if args.candidates:
             try:
-                row["candidates"] = _candidates(sweep, env, op, p, dtype, 0 if args.cpu_smoke else 2 * l2_bytes)
+                chosen = next((config for key, config in row["after"].get("tuned", {}).items()
+                               if key.startswith("attention|")), None)
+                row["candidates"] = _candidates(sweep, env, op, p, dtype, 0 if args.cpu_smoke else 2 * l2_bytes,
+                                                built, chosen)
             except Exception as error:  # noqa: BLE001
                 print(f"    candidates: {type(error).__name__}: {error}", flush=True)
         rows.append(row)
@@ -178,7 +239,8 @@ def main(argv=None) -> int:
             print(f"{row['label']:48s} error")
             continue
         print(f"{row['label']:48s} {before['ours_ms'] * 1e3:10.1f} {after['ours_ms'] * 1e3:9.1f} "
-              f"{after['torch_ms'] * 1e3:9.1f} {before['ratio']:7.2f} {after['ratio']:6.2f}")
+              f"{after['torch_ms'] * 1e3:9.1f} {before['ratio']:7.2f} {after['ratio']:6.2f}"
+              + (f"  after: {after['form']}" if "form" in after else ""))
     with open(out_dir / "gpu_bmm.json", "w") as f:
         json.dump(rows, f, indent=1)
     return 0

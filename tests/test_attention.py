@@ -64,17 +64,43 @@ def _mask(rng, kind, shape):
     return None
 
 
-@pytest.fixture(params=["interpreter's", "key-tiled"])
+def _float32_on_parts(monkeypatch):
+    """Float32 attention on bfloat16 parts whatever the device (the CPU's facts name no matrix unit)."""
+    from nbxtensor.ops import matmul_plans
+    monkeypatch.setattr(matmul_plans, "_by_planes", lambda dtype, facts: dtype.name == "float32"
+                        and matmul_plans.backends.cuda.matmul.float32_planes)
+
+
+def _launched_precisions(monkeypatch) -> list:
+    """The ``PRECISION`` of the planned launches made from here on, in order."""
+    from nbxtensor.ops import plans
+    precisions, real = [], plans.launch_slots
+
+    def noted(kernel, grid, device, args, positions, values, constexprs, *rest):
+        precisions.append(constexprs.get("PRECISION"))
+        return real(kernel, grid, device, args, positions, values, constexprs, *rest)
+    monkeypatch.setattr(plans, "launch_slots", noted)
+    return precisions
+
+
+# Float32 on bfloat16 parts holds float32's tolerance: each part product is exact in float32 (8 x 8
+# significant bits), and the three products left out (mid x low twice, low x low) come to less than 2^-21 of
+# |q_i k_i| (or |p_j v_j|) per term, below the float32 accumulation's rounding over E (or S) terms that TOL
+# already allows for
+@pytest.fixture(params=["interpreter's", "key-tiled", "interpreter's on parts", "key-tiled on parts"])
 def forward_kernel(request, monkeypatch):
     """On the CPU, the prefill runs the interpreter's own kernel (heads grouped, all keys in one tile) and
     again the key-tiled kernel a GPU runs, in 16 x 16 tiles so that its online softmax takes several steps;
-    elsewhere the device's own choice, once."""
+    each again with float32 on bfloat16 parts (the interpreter takes that form first); elsewhere the
+    device's own choice, once."""
     from nbxtensor.ops import attention as attention_ops
-    if request.param == "key-tiled":
-        if TEST_DEVICE != "cpu":
-            pytest.skip("the key-tiled kernel is the device's own choice off the CPU")
+    if request.param != "interpreter's" and TEST_DEVICE != "cpu":
+        pytest.skip("the kernel and its precision are the device's own choice off the CPU")
+    if request.param.startswith("key-tiled"):
         monkeypatch.setattr(attention_ops, "interpreted_forward_config",
                             lambda length, keys, heads: dict(BLOCK_M=16, BLOCK_N=16, num_warps=1, num_stages=1))
+    if request.param.endswith("on parts"):
+        _float32_on_parts(monkeypatch)
     attention_ops._attention_plans.clear()
     yield request.param
     attention_ops._attention_plans.clear()
@@ -310,6 +336,92 @@ def test_float32_on_hopper_offers_query_tiles_that_spread_a_short_sequence():
         assert min(c["BLOCK_M"] for c in forward_candidates(hopper, 128, 128, 64, nbx.float32, 12)) == 64
     finally:
         matmul_ops.set_float32_matmul_precision("highest")
+
+
+def _hopper_parts_settings():
+    from nbxtensor.ops.attention import _FORWARD_PARTS_SHAPES
+    return [(bound, dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages))
+            for bound, shapes in _FORWARD_PARTS_SHAPES.items() for bm, bn, warps, stages in shapes]
+
+
+def test_float32_on_hopper_times_parts_beside_true_float32(monkeypatch):
+    """Where the facts list bfloat16 matrix units, a float32 key is flagged bf16_parts and lists the
+    true-float32 settings first (the untuned choice stays), then the parts' (``PRECISION``); half precision,
+    TF32 and ``float32_planes = False`` keep their keys and settings."""
+    from nbxtensor.device.facts import load as load_facts
+    from nbxtensor.ops import matmul as matmul_ops
+    from nbxtensor.ops.attention import PARTS, _prefill_key, forward_candidates
+    hopper = load_facts("hopper")
+    offered = forward_candidates(hopper, 512, 512, 64, nbx.float32, 12)
+    precisions = [c.get("PRECISION") for c in offered]
+    assert precisions[0] is None and PARTS in precisions
+    assert precisions == sorted(precisions, key=lambda p: p == PARTS)
+    meta = nbx.empty((4, 12, 512, 64), dtype=nbx.float32, device="meta")
+    key = _prefill_key(meta, meta, meta, None, 0, meta, 0.125, False, hopper)[0]
+    assert key.endswith("|bf16_parts=1")
+    assert "bf16_parts" not in _prefill_key(meta.bfloat16(), meta.bfloat16(), meta.bfloat16(), None, 0,
+                                            meta.bfloat16(), 0.125, False, hopper)[0]
+    assert PARTS not in [c.get("PRECISION") for c in forward_candidates(hopper, 512, 512, 64, nbx.bfloat16, 12)]
+    for switch in ("high", "off"):
+        try:
+            if switch == "high":
+                matmul_ops.set_float32_matmul_precision("high")
+            else:
+                matmul_ops.backends.cuda.matmul.float32_planes = False
+            assert "bf16_parts" not in _prefill_key(meta, meta, meta, None, 0, meta, 0.125, False, hopper)[0]
+            assert PARTS not in [c.get("PRECISION") for c in forward_candidates(hopper, 512, 512, 64, nbx.float32)]
+        finally:
+            matmul_ops.set_float32_matmul_precision("highest")
+            matmul_ops.backends.cuda.matmul.float32_planes = True
+    # the CPU's facts list no matrix unit: its keys and its one setting are as before
+    cpu = load_facts("cpu")
+    assert "bf16_parts" not in _prefill_key(meta, meta, meta, None, 0, meta, 0.125, False, cpu)[0]
+    assert "PRECISION" not in forward_candidates(cpu, 512, 512, 64, nbx.float32, 12)[0]
+
+
+@pytest.mark.skipif(TEST_DEVICE != "cpu", reason="forces a GPU setting on the interpreter")
+@pytest.mark.parametrize("bound, setting", _hopper_parts_settings())
+def test_each_gpu_setting_on_parts(rng, monkeypatch, bound, setting):
+    """Each setting of float32 on parts a GPU times, forced on the interpreter (and so recorded for the
+    compile check): queries and keys ending inside their tiles, causal and not, grouped-query heads, a
+    head dim short of its bound."""
+    from nbxtensor.ops import attention as attention_ops
+    from nbxtensor.ops.attention import PARTS
+    _float32_on_parts(monkeypatch)
+    monkeypatch.setattr(attention_ops, "interpreted_forward_config",
+                        lambda length, keys, heads: dict(setting, PRECISION=PARTS))
+    precisions = _launched_precisions(monkeypatch)
+    attention_ops._attention_plans.clear()
+    head_dim = {64: 40, 128: 128}[bound]
+    try:
+        q, k, v = _inputs(rng, (1, 4, 45, head_dim), (1, 2, 70, head_dim), (1, 2, 70, head_dim))
+        for causal in (False, True):
+            _close(_sdpa(q, k, v, is_causal=causal, enable_gqa=True), reference(q, k, v, causal=causal))
+    finally:
+        attention_ops._attention_plans.clear()
+    assert precisions == [PARTS, PARTS]
+
+
+def test_the_parts_form_is_what_runs(rng, monkeypatch):
+    """The forced parts form launches with its PRECISION, and its results differ in the last bits from
+    true float32's (another order of roundings), both within float32's tolerance of the reference."""
+    from nbxtensor.ops import attention as attention_ops
+    from nbxtensor.ops.attention import PARTS
+    q, k, v = _inputs(rng, (2, 3, 33, 48), (2, 3, 33, 48), (2, 3, 33, 48))
+    mask = _mask(rng, "additive", (33, 33))
+    attention_ops._attention_plans.clear()
+    true_float32 = _sdpa(q, k, v, mask).numpy()
+    _float32_on_parts(monkeypatch)
+    precisions = _launched_precisions(monkeypatch)
+    attention_ops._attention_plans.clear()
+    try:
+        parts = _sdpa(q, k, v, mask).numpy()
+    finally:
+        attention_ops._attention_plans.clear()
+    assert precisions == [PARTS]
+    assert not np.array_equal(parts, true_float32)
+    for out in (parts, true_float32):
+        np.testing.assert_allclose(out, reference(q, k, v, mask), atol=TOL["float32"], rtol=TOL["float32"])
 
 
 @pytest.mark.skipif(TEST_DEVICE != "cpu", reason="forces a GPU setting on the interpreter")

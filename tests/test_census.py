@@ -116,8 +116,10 @@ def test_hopper_census_runs_here(tmp_path):
     parts = [key for key in keys if key.startswith("gemm") and key.endswith("|bf16_parts=1")]
     assert parts and all("|float32,float32|" in key for key in parts)
     assert all("bfloat16,float32" in key for key in keys if key.startswith("gemm") and key not in parts)
-    # four projections, each a product on parts and its planes form's GEMM (one chunk); one attention
+    # four projections, each a product on parts and its planes form's GEMM (one chunk); one attention, whose
+    # tuning times its float32 forward on parts too
     assert sum(keys.values()) == 4 * 2 + 1
+    assert [key for key in keys if key.startswith("attention")][0].endswith("|bf16_parts=1")
     decode = C.census(graph.load(_encoder(str(tmp_path / "g")), weights=False), {"s": 1}, load_facts("hopper"))
     assert {key.split("|")[0] for key in decode} == {"gemv", "attention_decode"}
 

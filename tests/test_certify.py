@@ -499,3 +499,21 @@ def test_the_census_of_a_1b_llm_over_its_buckets_is_quick():
     # decode batches of up to 16 rows fold their norms and activations into the products' prologues
     assert {key.split("|")[0] for key in keys} == {"gemm", "gemv", "attention", "gemv_rms_norm", "gemv_act_and_mul"}
     assert elapsed < 5.0, elapsed  # about 0.5 s on two busy cores
+
+
+def test_a_float32_attention_key_on_bfloat16_parts_certifies(monkeypatch):
+    """Float32 attention on bfloat16 parts (forced: the CPU's facts list no matrix unit) stays inside the
+    certifier's float32 attention bound, causal and with an additive mask; a certified-only run takes it."""
+    monkeypatch.setattr(matmul_plans, "_by_planes", lambda dtype, facts: dtype.name == "float32")
+    clear_all()
+    key = "attention|L=32|S=64|E=64|float32|causal=1|mask=2|bf16_parts=1"
+    report = certify.certify_key(key, "cpu")
+    assert report["status"] == "certified" and report["config"]["PRECISION"] == "bf16_parts", report
+    assert report["refused"] == []
+    rng = np.random.default_rng(5)
+    q, k, v = (nbx.tensor(rng.standard_normal(shape).astype(np.float32), device="cpu")
+               for shape in ((1, 2, 20, 64), (1, 2, 40, 64), (1, 2, 40, 64)))
+    mask = nbx.tensor(rng.standard_normal((20, 40)).astype(np.float32), device="cpu")
+    with tuning.certified_only(), tuning_cache.recording() as formed:
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=True)
+    assert key in formed

@@ -6,6 +6,10 @@ Scores are kept in base 2: ``qk * scale * log2(e)`` and ``exp2``, which is exact
 and cheaper than ``exp`` on a GPU. A row that sees no key at all (every score -inf) yields zeros, as
 torch's scaled_dot_product_attention gives.
 
+A float32 forward may multiply on bfloat16 matrix units: with PRECISION ``PRECISION_BF16_PARTS`` both
+products (q k^T and p v) split their float32 tiles into exact bfloat16 parts in registers and sum the six
+part products that matter, in float32, as ``kernels/matmul.py``'s GEMM does.
+
 Two options serve decoders such as Gemma 2 and Mistral, each a constexpr so that other launches compile
 as before: SOFTCAP caps every scaled score s at ``cap * tanh(s / cap)`` (in base 2 as the scores are:
 ``cap * log2(e)`` is passed, which gives the same value), WINDOW lets the query at position p see only
@@ -18,6 +22,7 @@ from triton.language.extra import libdevice
 
 from .copy import _decode, _encode
 from .dependent_launch import await_predecessors
+from .matmul import PRECISION_BF16_PARTS, _parts_dot
 
 LOG2_E = 1.4426950408889634
 
@@ -34,6 +39,17 @@ def _widen(x, IN_FORMAT: tl.constexpr):
     """Tiles as ``tl.dot`` takes them: bfloat16 read through its bits (float32) where the interpreter has
     no bfloat16 arithmetic, else as loaded."""
     return _decode(x, IN_FORMAT)
+
+
+@triton.jit
+def _product(a, b, acc, PRECISION: tl.constexpr, PARTS_IN_F32: tl.constexpr):
+    """acc plus a @ b in float32: one ``tl.dot`` at PRECISION, or the six products of the tiles' bfloat16
+    parts (PARTS_IN_F32: each part kept in the float32 holding it, for the interpreter, which has no
+    bfloat16 arithmetic)."""
+    if PRECISION == PRECISION_BF16_PARTS:
+        return _parts_dot(a, b, acc, PARTS_IN_F32)
+    else:
+        return tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=tl.float32)
 
 
 @triton.jit
@@ -83,13 +99,14 @@ def _softmax_step(s, m_i, l_i, qk_scale, FOLD: tl.constexpr):
 
 
 @triton.jit
-def _online_update(acc, m_i, l_i, s, v_tile, qk_scale, PRECISION: tl.constexpr, FOLD: tl.constexpr):
+def _online_update(acc, m_i, l_i, s, v_tile, qk_scale, PRECISION: tl.constexpr, FOLD: tl.constexpr,
+                   PARTS_IN_F32: tl.constexpr):
     """One step of the online softmax: fold scores ``s`` (base 2, -inf where refused; raw products with
     FOLD, see ``_softmax_step``) and their values into the running max ``m_i``, sum ``l_i`` and weighted
     sum ``acc``."""
     p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, qk_scale, FOLD)
     acc = acc * alpha[:, None]
-    acc = tl.dot(p.to(v_tile.dtype), v_tile, acc, input_precision=PRECISION, out_dtype=tl.float32)
+    acc = _product(p.to(v_tile.dtype), v_tile, acc, PRECISION, PARTS_IN_F32)
     return acc, m_i, l_i
 
 
@@ -107,10 +124,11 @@ def _load_tile(ptrs, keys_ok, dims_ok, EDGE: tl.constexpr, FULL_DIMS: tl.constex
 @triton.jit
 def _scores(q_tile, k_tile, rm, rn, mask_base, L, col_ok, qk_scale, softcap, mask_sl, mask_ss, MASK_KIND: tl.constexpr,
             MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr, FOLD: tl.constexpr,
-            SOFTCAP: tl.constexpr):
+            SOFTCAP: tl.constexpr, PARTS_IN_F32: tl.constexpr):
     """A tile's scores: raw products when FOLD (``_softmax_step`` scales them), else scaled, capped and
     masked."""
-    s = tl.dot(q_tile, _widen(k_tile, IN_FORMAT), input_precision=PRECISION, out_dtype=tl.float32)
+    s = _product(q_tile, _widen(k_tile, IN_FORMAT), tl.zeros((q_tile.shape[0], k_tile.shape[1]), dtype=tl.float32),
+                 PRECISION, PARTS_IN_F32)
     if not FOLD:
         s = _cap(s * qk_scale, softcap, SOFTCAP)
         s = _score_mask(s, rm, rn, mask_base, mask_sl, mask_ss, rm < L, col_ok, MASK_KIND, MASK_FORMAT)
@@ -123,7 +141,7 @@ def _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm
                    HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                    EDGE: tl.constexpr, MASK_KIND: tl.constexpr, MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr,
                    PRECISION: tl.constexpr, INDEX_64: tl.constexpr, FOLD: tl.constexpr, SOFTCAP: tl.constexpr,
-                   WINDOW: tl.constexpr):
+                   WINDOW: tl.constexpr, INTERPRETED: tl.constexpr):
     """Fold the key tile at ``start_n`` into the running softmax. EDGE: the tile may pass the last key,
     (CAUSAL) the diagonal or (WINDOW) the window's start, so its scores are masked; tiles wholly inside
     need no mask. FOLD (inner tiles without a user mask, positive scale): the scale is folded into the
@@ -135,7 +153,7 @@ def _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm
     k_tile = _load_tile(k_base + rn[None, :] * k_sn + rd[:, None] * k_sd, col_ok[None, :], rd[:, None] < HEAD_DIM,
                         EDGE, HEAD_DIM == rd.shape[0])
     s = _scores(q_tile, k_tile, rm, rn, mask_base, L, col_ok, qk_scale, softcap, mask_sl, mask_ss, MASK_KIND,
-                MASK_FORMAT, IN_FORMAT, PRECISION, FOLD and not EDGE, SOFTCAP)
+                MASK_FORMAT, IN_FORMAT, PRECISION, FOLD and not EDGE, SOFTCAP, INTERPRETED)
     if EDGE:
         allowed = col_ok[None, :] & (rm[:, None] >= 0)
         if CAUSAL:
@@ -145,7 +163,8 @@ def _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm
         s = tl.where(allowed, s, float("-inf"))
     v_tile = _load_tile(v_base + rn[:, None] * v_sn + rdv[None, :] * v_sd, col_ok[:, None],
                         rdv[None, :] < VALUE_DIM, EDGE, VALUE_DIM == rdv.shape[0])
-    return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), qk_scale, PRECISION, FOLD and not EDGE)
+    return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), qk_scale, PRECISION, FOLD and not EDGE,
+                          INTERPRETED)
 
 
 @triton.jit
@@ -164,14 +183,16 @@ def _forward_span(acc, m_i, l_i, first, stop, q_tile, k_base, v_base, mask_base,
             acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
                                            L, S, qk_scale, softcap, q_offset, window, k_sn, k_sd, v_sn, v_sd,
                                            mask_sl, mask_ss, HEAD_DIM, VALUE_DIM, BLOCK_N, CAUSAL, EDGE, MASK_KIND,
-                                           MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64, FOLD, SOFTCAP, WINDOW)
+                                           MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64, FOLD, SOFTCAP, WINDOW,
+                                           INTERPRETED)
             start_n += BLOCK_N
     else:
         for start_n in range(first, stop, BLOCK_N):
             acc, m_i, l_i = _forward_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, start_n, rm, rd, rdv,
                                            L, S, qk_scale, softcap, q_offset, window, k_sn, k_sd, v_sn, v_sd,
                                            mask_sl, mask_ss, HEAD_DIM, VALUE_DIM, BLOCK_N, CAUSAL, EDGE, MASK_KIND,
-                                           MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64, FOLD, SOFTCAP, WINDOW)
+                                           MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64, FOLD, SOFTCAP, WINDOW,
+                                           INTERPRETED)
     return acc, m_i, l_i
 
 
@@ -285,7 +306,7 @@ def attention_forward_heads(q, k, v, mask, out, L, S, heads_per_kv, qk_scale, so
                      mask=col_ok[None, :] & (rd[:, None] < HEAD_DIM), other=0)
     mask_rows = mask + batch * mask_sb + (row_head * mask_sh)[:, None]
     s = _scores(_widen(q_tile, IN_FORMAT), k_tile, rm, rn, mask_rows, L, col_ok, qk_scale, softcap, mask_sl,
-                mask_ss, MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, False, SOFTCAP)
+                mask_ss, MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, False, SOFTCAP, True)
     allowed = col_ok[None, :] & (row_head[:, None] == col_head[None, :])
     if CAUSAL:
         allowed = allowed & (rn[None, :] <= rm[:, None] + q_offset)
@@ -297,7 +318,7 @@ def attention_forward_heads(q, k, v, mask, out, L, S, heads_per_kv, qk_scale, so
     acc = tl.zeros((HEADS * BLOCK_M, BLOCK_DV), dtype=tl.float32)
     m_i = tl.full((HEADS * BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((HEADS * BLOCK_M,), dtype=tl.float32)
-    acc, m_i, l_i = _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), qk_scale, PRECISION, False)
+    acc, m_i, l_i = _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), qk_scale, PRECISION, False, True)
     result = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
     value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     tl.store(out + batch * out_sb + (row_head * out_sh + rm * out_sl)[:, None] + rdv[None, :] * out_sd, value,
@@ -332,11 +353,12 @@ def _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, r
                          mask=col_ok[None, :] & (rd[:, None] < HEAD_DIM), other=0)
         v_tile = tl.load(v_base + rn[:, None] * v_sn + rdv[None, :] * v_sd,
                          mask=col_ok[:, None] & (rdv[None, :] < VALUE_DIM), other=0)
-    s = tl.dot(q_tile, _widen(k_tile, IN_FORMAT), input_precision=PRECISION, out_dtype=tl.float32) * qk_scale
+    s = _product(q_tile, _widen(k_tile, IN_FORMAT), tl.zeros((q_tile.shape[0], k_tile.shape[1]), dtype=tl.float32),
+                 PRECISION, False) * qk_scale
     s = _cap(s, softcap, SOFTCAP)
     s = _score_mask(s, rg, rn, mask_base, mask_sh, mask_ss, group_ok, col_ok, MASK_KIND, MASK_FORMAT)
     s = tl.where(col_ok[None, :] & group_ok[:, None], s, float("-inf"))
-    return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), 1.0, PRECISION, False)
+    return _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), 1.0, PRECISION, False, False)
 
 
 @triton.jit

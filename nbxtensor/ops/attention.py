@@ -20,10 +20,12 @@ from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import attention as K
 from ..kernels import attention_wgmma as KW
+from ..kernels.matmul import PRECISION_BF16_PARTS
 from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, dependent_launch, launch, next_pow2
 from ..lowering import conversion_flags, needs_index_64
 from ..tensor import Tensor
+from . import matmul_plans
 from .matmul_plans import IEEE, _dot_precision
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .registry import Cost, TensorMeta, family_samples, nbytes, register
@@ -205,6 +207,18 @@ _FORWARD_SHAPES = {
 _FORWARD_FMA_SHAPES = {64: [(32, 32, 2, 2), (16, 32, 1, 2), (32, 64, 4, 2)], 128: [(32, 32, 4, 2), (16, 32, 2, 2)],
                        256: [(16, 32, 4, 2)]}
 
+# float32 at "highest" precision on bfloat16 matrix units (``PRECISION_BF16_PARTS``), where the facts list
+# them: each product's tiles split into their bfloat16 parts in registers beside the float32 tiles, the
+# scores and the accumulator. sm_90 resources (ptxas): at head dim 64, 128 x 64 on 8 warps in 2 stages 128 KB
+# of shared memory and 233 registers a thread, 128 x 32 96 KB and 195, 64 x 32 on 4 warps 64 KB (80 KB in 3
+# stages) and 200-208, none spilling, where 64 x 64 on 4 or 8 warps and 128 x 32 on 4 spill 70-500 bytes;
+# at head dim 128, 128 x 32 on 8 warps 196 KB in 2 stages (160 KB in one), 64 x 32 on 8 warps spills 150
+# bytes. Head dim 256 spills kilobytes in every tile that fits: it stays on the FMA units.
+_FORWARD_PARTS_SHAPES = {64: [(128, 64, 8, 2), (128, 32, 8, 2), (64, 32, 4, 2), (64, 32, 4, 3), (128, 64, 8, 1)],
+                         128: [(128, 32, 8, 2), (128, 32, 8, 1), (64, 32, 8, 2)],
+                         256: []}
+PARTS = PRECISION_BF16_PARTS.value
+
 
 # under Triton's interpreter, which pays per program and per operation rather than per element: all keys in
 # one tile up to this many, and a program's score tile (its heads' query rows x their keys) up to this many
@@ -231,20 +245,27 @@ def interpreted_forward_config(length: int, keys: int, heads: int) -> dict:
 
 
 def forward_candidates(facts: dict, length: int, keys: int, head_dim: int, dtype, heads: int = 1) -> list[dict]:
+    """The forward's settings to time. Float32 on bfloat16 parts (``_by_planes``): the true-float32 settings,
+    then the parts' (``PRECISION``); under the interpreter, which runs the first, the parts' one."""
+    parts = matmul_plans._by_planes(dtype, facts)
     if facts["kernels"].get("interpreted"):
-        return [interpreted_forward_config(length, keys, heads)]
+        config = interpreted_forward_config(length, keys, heads)
+        return [dict(config, PRECISION=PARTS) if parts else config]
     tiles = facts["tiles"]
     bound = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
     seen, out = set(), []
     # float32 tiles take twice the registers and shared memory: their key tiles are halved
-    shapes = [(bm, max(16, bn // 2) if dtype.itemsize == 4 else bn, warps, stages)
+    shapes = [(bm, max(16, bn // 2) if dtype.itemsize == 4 else bn, warps, stages, {})
               for bm, bn, warps, stages in _FORWARD_SHAPES[bound]]
     if dtype.itemsize == 4 and _dot_precision(dtype) == IEEE:
-        shapes += _FORWARD_FMA_SHAPES[bound]
-    for bm, bn, warps, stages in shapes:
+        shapes += [(*shape, {}) for shape in _FORWARD_FMA_SHAPES[bound]]
+    if parts:
+        shapes += [(*shape, {"PRECISION": PARTS}) for shape in _FORWARD_PARTS_SHAPES[bound]]
+    for bm, bn, warps, stages, precision in shapes:
         config = dict(BLOCK_M=max(16, min(bm, tiles["max_block_m"], next_pow2(length))),
                       BLOCK_N=max(16, min(bn, tiles["max_block_n"], next_pow2(keys))),
-                      num_warps=min(warps, tiles["max_warps"]), num_stages=min(stages, tiles["max_stages"]))
+                      num_warps=min(warps, tiles["max_warps"]), num_stages=min(stages, tiles["max_stages"]),
+                      **precision)
         marker = tuple(config.values())
         if marker not in seen:
             seen.add(marker)
@@ -320,11 +341,13 @@ def _prefill_key(q, k, v, mask, mask_kind, out, scale, causal, facts, softcap=No
     plain = softcap is None and window is None and not q_offset
     wgmma = wgmma_candidates(facts, q, k, v, out, mask, scale, index_64) if plain else []
     # the key names whether the wgmma kernels serve these operands (1: the pointer form, 2: the warp-
-    # specialised one too), so a setting chosen for them is never handed to operands they do not serve
+    # specialised one too) and whether float32 may multiply on bfloat16 parts, so a setting chosen for them
+    # is never handed to operands or a precision they do not serve
     kernels = 0 if not wgmma else 2 if any(c["KERNEL"] == "wgmma_ws" for c in wgmma) else 1
     key = tuning.launch_key("attention", facts, rows={"L": L}, cols={"S": k.shape[2], "E": E}, dtypes=(q.dtype,),
                             flags={"causal": causal, "mask": mask_kind, **({"wgmma": kernels} if wgmma else {}),
-                                   **({} if plain else {"softcap": softcap is not None, "window": window is not None})})
+                                   **({} if plain else {"softcap": softcap is not None, "window": window is not None}),
+                                   **({"bf16_parts": True} if matmul_plans._by_planes(q.dtype, facts) else {})})
     return key, wgmma
 
 
@@ -351,6 +374,7 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
     options = dict(SOFTCAP=softcap is not None, WINDOW=window is not None)
 
     def planned(config):
+        flags_of = dict(flags, PRECISION=config["PRECISION"]) if "PRECISION" in config else flags
         gluon = _GLUON_FORWARDS.get(config.get("KERNEL"))
         if gluon is not None:
             kernel, own_settings = gluon
@@ -370,13 +394,13 @@ def _prefill(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per
                      BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=max(16, next_pow2(value_dim)), CAUSAL=causal,
                      MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, HEADS=config["HEADS"],
                      HEAD_COUNT=H, **options,
-                     **{name: value for name, value in flags.items() if name != "INTERPRETED"}))
+                     **{name: value for name, value in flags_of.items() if name != "INTERPRETED"}))
         return PlannedLaunch(
             K.attention_forward, (cdiv(L, config["BLOCK_M"]), H, B), args,
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                  BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=max(16, next_pow2(value_dim)), CAUSAL=causal,
                  MASK_KIND=mask_kind, MASK_FORMAT=mask_format, INDEX_64=index_64, num_warps=config["num_warps"],
-                 num_stages=config["num_stages"], FOLD_SCALE=fold_scale, **options, **flags))
+                 num_stages=config["num_stages"], FOLD_SCALE=fold_scale, **options, **flags_of))
     tensors = {"q": q, "k": k, "v": v, "mask": mask, "out": out}
     config = tuning.choose_timed(key, facts,
                                  lambda: forward_candidates(facts, L, keys, max(E, value_dim), q.dtype, H) + wgmma,
