@@ -12,7 +12,8 @@ import triton.language as tl
 
 import nbxtensor as nbx
 from nbxtensor.device import backend_for
-from nbxtensor.kernels.copy import SOURCE_CONSTANT, strided_copy
+from nbxtensor.kernels.copy import PAIRS_NONE, SOURCE_CONSTANT, strided_copy
+from nbxtensor.kernels.formats import FORMAT_NATIVE
 
 sys.path.insert(0, os.path.dirname(__file__))
 from timing import host_time_us  # noqa: E402
@@ -30,9 +31,9 @@ bits = int(np.array(1.0, np.float32).view(np.int32))
 
 
 def triton_generic():
-    strided_copy[(1,)](pointer, pointer, 16, bits, (16,), (1,), (1,), RANK=1, SOURCE=SOURCE_CONSTANT,
-                       CONSTANT_BITS_TYPE=tl.int32, SRC_FORMAT=0, DST_FORMAT=0, PAIRS=0, VIA_F32=False,
-                       FLOAT_TO_INT=False, INDEX_64=False, BLOCK=1024)
+    strided_copy[(1,)](pointer, pointer, 16, bits, (16,), (1,), (1,), RANK=1, SOURCE=SOURCE_CONSTANT.value,
+                       CONSTANT_BITS_TYPE=tl.int32, SRC_FORMAT=FORMAT_NATIVE.value, DST_FORMAT=FORMAT_NATIVE.value,
+                       PAIRS=PAIRS_NONE.value, VIA_F32=False, FLOAT_TO_INT=False, INDEX_64=False, BLOCK=1024)
 
 
 a = nbx.ones(16, device="cuda")

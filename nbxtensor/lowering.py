@@ -13,7 +13,7 @@ import numpy as np
 
 from . import shape as S
 from .device import backend_for
-from .kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from .kernels.formats import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 
 # The integer type of each element size, by name (NumPy's and Triton's): an element's bits travel as one.
 BITS_TYPE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
@@ -46,9 +46,15 @@ def elementwise_block(dev) -> int:
 
 
 def load_format(dtype) -> int:
-    """The format (``kernels/copy.py``'s ``FORMAT_*``) a kernel decodes loaded ``dtype`` elements with (``_decode``);
-    ``conversion_flags`` gives the one it encodes stored elements with."""
-    return FORMAT_BOOL if dtype.kind == "bool" else SMALL_FLOAT_FORMATS.get(dtype.name, FORMAT_NATIVE)
+    """The format (``kernels/formats.py``'s ``FORMAT_*``) a kernel decodes loaded ``dtype`` elements with
+    (``formats.decode``); ``conversion_flags`` gives the one it encodes stored elements with."""
+    return FORMAT_BOOL.value if dtype.kind == "bool" else float_format(dtype)
+
+
+def float_format(dtype) -> int:
+    """The format of a kernel operand read as a float where it is one: through its bits for bfloat16 and
+    float8, natively otherwise (a bool's byte too, unlike ``load_format``)."""
+    return SMALL_FLOAT_FORMATS.get(dtype.name, FORMAT_NATIVE.value)
 
 
 def conversion_flags(st, dt, dev) -> dict:
@@ -56,13 +62,13 @@ def conversion_flags(st, dt, dev) -> dict:
     bfloat16 is rounded by bit arithmetic unless the device's facts say its own cast rounds to
     nearest-even (GPUs do; Triton's interpreter truncates)."""
     if st is dt:  # bits as they are, but a bool's byte read as 0 or 1 so that copies come out canonical
-        return dict(SRC_FORMAT=FORMAT_BOOL if st.kind == "bool" else FORMAT_NATIVE, DST_FORMAT=FORMAT_NATIVE,
-                    VIA_F32=False, FLOAT_TO_INT=False)
+        return dict(SRC_FORMAT=FORMAT_BOOL.value if st.kind == "bool" else FORMAT_NATIVE.value,
+                    DST_FORMAT=FORMAT_NATIVE.value, VIA_F32=False, FLOAT_TO_INT=False)
     native_bf16 = dt.name == "bfloat16" and backend_for(dev).facts["kernels"].get("bf16_cast_rounds", False)
     return dict(
         SRC_FORMAT=load_format(st),
-        DST_FORMAT=FORMAT_BOOL if dt.kind == "bool" else FORMAT_NATIVE if native_bf16
-        else SMALL_FLOAT_FORMATS.get(dt.name, FORMAT_NATIVE),
+        DST_FORMAT=FORMAT_BOOL.value if dt.kind == "bool" else FORMAT_NATIVE.value if native_bf16
+        else float_format(dt),
         # ATen builds Half and BFloat16 from a float: wider sources round to float32 first
         VIA_F32=dt.name == "float16" or native_bf16,
         # into 8- and 16-bit integers through int64, so that negative floats wrap into unsigned types

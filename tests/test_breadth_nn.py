@@ -303,6 +303,18 @@ def test_pointwise_loss_weight_legacy_and_errors(r):
     assert math.isnan(F.mse_loss(to_nbx(x[:0]), to_nbx(y[:0])).item())
 
 
+def test_pointwise_losses_refuse_arguments_they_do_not_take(r):
+    # torch's signatures: smooth_l1_loss takes no weight, and no loss takes a keyword it does not name
+    x, y = to_nbx(f32(r, 2, 3)), to_nbx(f32(r, 2, 3))
+    with pytest.raises(TypeError, match="weight"):
+        F.smooth_l1_loss(x, y, weight=x)
+    with pytest.raises(TypeError, match="delt"):
+        F.mse_loss(x, y, delt=0.5)
+    with pytest.raises(TypeError, match="size_average"):
+        F.huber_loss(x, y, size_average=False)
+    assert registry.get("huber_loss").meta(x, y, "sum", 0.5).shape == ()
+
+
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum", "batchmean"])
 @pytest.mark.parametrize("log_target", [False, True])
 def test_kl_div(r, reduction, log_target):

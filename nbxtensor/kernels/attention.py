@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from .copy import _decode, _encode
+from .formats import decode, encode
 from .dependent_launch import await_predecessors
 from .matmul import PRECISION_BF16_PARTS, _parts_dot
 
@@ -38,7 +38,7 @@ INTERPRETER_ONLY = ("attention_forward_heads",)
 def _widen(x, IN_FORMAT: tl.constexpr):
     """Tiles as ``tl.dot`` takes them: bfloat16 read through its bits (float32) where the interpreter has
     no bfloat16 arithmetic, else as loaded."""
-    return _decode(x, IN_FORMAT)
+    return decode(x, IN_FORMAT)
 
 
 @triton.jit
@@ -64,7 +64,7 @@ def _score_mask(s, rows, cols, mask_ptr, mask_row_stride, mask_col_stride, row_o
     elif MASK_KIND == 2:
         bias = tl.load(mask_ptr + rows[:, None] * mask_row_stride + cols[None, :] * mask_col_stride,
                        mask=row_ok[:, None] & col_ok[None, :], other=0)
-        s = s + _decode(bias, MASK_FORMAT).to(tl.float32) * 1.4426950408889634
+        s = s + decode(bias, MASK_FORMAT).to(tl.float32) * 1.4426950408889634
     return s
 
 
@@ -259,7 +259,7 @@ def attention_forward(q, k, v, mask, out, L, S, heads_per_kv, qk_scale, softcap,
                                   mask_ss, HEAD_DIM, VALUE_DIM, BLOCK_N, CAUSAL, True, MASK_KIND, MASK_FORMAT,
                                   IN_FORMAT, PRECISION, INDEX_64, INTERPRETED, False, SOFTCAP, WINDOW)
     result = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
-    value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    value = encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     tl.store(out + batch * out_sb + head * out_sh + rm[:, None] * out_sl + rdv[None, :] * out_sd, value,
              mask=row_ok[:, None] & (rdv[None, :] < VALUE_DIM))
 
@@ -320,7 +320,7 @@ def attention_forward_heads(q, k, v, mask, out, L, S, heads_per_kv, qk_scale, so
     l_i = tl.zeros((HEADS * BLOCK_M,), dtype=tl.float32)
     acc, m_i, l_i = _online_update(acc, m_i, l_i, s, _widen(v_tile, IN_FORMAT), qk_scale, PRECISION, False, True)
     result = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
-    value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    value = encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     tl.store(out + batch * out_sb + (row_head * out_sh + rm * out_sl)[:, None] + rdv[None, :] * out_sd, value,
              mask=row_ok[:, None] & (rdv[None, :] < VALUE_DIM))
 
@@ -453,7 +453,7 @@ def decode_combine(part_acc, part_max, part_sum, out, H_q, splits, out_sb, out_s
     total = tl.sum(tl.load(part_sum + state, mask=present, other=0.0) * weight, 0)
     acc = tl.load(part_acc + state[:, None] * BLOCK_DV + rdv[None, :], mask=present[:, None], other=0.0)
     result = tl.sum(acc * weight[:, None], 0) / tl.where(total > 0, total, 1.0)
-    value = _encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    value = encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     tl.store(out + batch * out_sb + head * out_sh + rdv * out_sd, value, mask=rdv < VALUE_DIM)
 
 
@@ -493,8 +493,8 @@ def _rotary_trig(cos, sin, positions, rr, row_ok, pos_sr, trig_sp, trig_sd, lane
     else:
         pos = pos.to(tl.int32)
     trig = pos[:, None] * trig_sp + ri[None, :] * trig_sd
-    c = _decode(tl.load(cos + trig, mask=lanes, other=0), TRIG_FORMAT).to(tl.float32)
-    s = _decode(tl.load(sin + trig, mask=lanes, other=0), TRIG_FORMAT).to(tl.float32)
+    c = decode(tl.load(cos + trig, mask=lanes, other=0), TRIG_FORMAT).to(tl.float32)
+    s = decode(tl.load(sin + trig, mask=lanes, other=0), TRIG_FORMAT).to(tl.float32)
     return c, s
 
 
@@ -502,8 +502,8 @@ def _rotary_trig(cos, sin, positions, rr, row_ok, pos_sr, trig_sp, trig_sd, lane
 def _rotated(x_row, first, second, x_sd, lanes, c, s, IN_FORMAT: tl.constexpr):
     """The pairs (x1, x2) at ``first`` and ``second`` of rows ``x_row`` turned by (c, s): (x1 c - x2 s,
     x2 c + x1 s), in float32."""
-    x1 = _decode(tl.load(x_row + first[None, :] * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
-    x2 = _decode(tl.load(x_row + second[None, :] * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    x1 = decode(tl.load(x_row + first[None, :] * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    x2 = decode(tl.load(x_row + second[None, :] * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
     return x1 * c - x2 * s, x2 * c + x1 * s
 
 
@@ -532,8 +532,8 @@ def rotary(x, out, cos, sin, positions, rows, row_sx, row_so, pos_sr, x_sd, out_
     out_row = out + rr[:, None] * row_so
     y1, y2 = _rotated(x_row, first, second, x_sd, lanes, c, s, IN_FORMAT)
     out_type = out.dtype.element_ty
-    tl.store(out_row + first[None, :] * out_sd, _encode(y1, out_type, DST_FORMAT, VIA_F32, False), mask=lanes)
-    tl.store(out_row + second[None, :] * out_sd, _encode(y2, out_type, DST_FORMAT, VIA_F32, False), mask=lanes)
+    tl.store(out_row + first[None, :] * out_sd, encode(y1, out_type, DST_FORMAT, VIA_F32, False), mask=lanes)
+    tl.store(out_row + second[None, :] * out_sd, encode(y2, out_type, DST_FORMAT, VIA_F32, False), mask=lanes)
     if DIM > 2 * HALF:
         rest = 2 * HALF + tl.arange(0, BLOCK_REST)
         rest_lanes = row_ok[:, None] & (rest[None, :] < DIM)
@@ -549,8 +549,8 @@ def _rotate_head_into(src_row, dst_row, cache_row, c, s, ri, row_ok, lanes, HALF
     same bits into ``cache_row`` where ``cache_ok``; dims past 2 * HALF copied."""
     y1, y2 = _rotated(src_row, ri, ri + HALF, 1, lanes, c, s, IN_FORMAT)
     out_type = dst_row.dtype.element_ty
-    e1 = _encode(y1, out_type, DST_FORMAT, VIA_F32, False)
-    e2 = _encode(y2, out_type, DST_FORMAT, VIA_F32, False)
+    e1 = encode(y1, out_type, DST_FORMAT, VIA_F32, False)
+    e2 = encode(y2, out_type, DST_FORMAT, VIA_F32, False)
     tl.store(dst_row + ri[None, :], e1, mask=lanes)
     tl.store(dst_row + HALF + ri[None, :], e2, mask=lanes)
     if TO_CACHE:
@@ -631,13 +631,13 @@ def rotate_half_rows(x, cos, sin, out, rows, n1, n2, x_s0, x_s1, x_s2, x_sd, c_s
     c_row = cos + (i0 * c_s0 + i1 * c_s1 + i2 * c_s2)[:, None]
     s_row = sin + (i0 * s_s0 + i1 * s_s1 + i2 * s_s2)[:, None]
     first, second = ri[None, :], ri[None, :] + HALF
-    x1 = _decode(tl.load(x_row + first * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
-    x2 = _decode(tl.load(x_row + second * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
-    c1 = _decode(tl.load(c_row + first * c_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
-    c2 = _decode(tl.load(c_row + second * c_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
-    s1 = _decode(tl.load(s_row + first * s_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
-    s2 = _decode(tl.load(s_row + second * s_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    x1 = decode(tl.load(x_row + first * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    x2 = decode(tl.load(x_row + second * x_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    c1 = decode(tl.load(c_row + first * c_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    c2 = decode(tl.load(c_row + second * c_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    s1 = decode(tl.load(s_row + first * s_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
+    s2 = decode(tl.load(s_row + second * s_sd, mask=lanes, other=0), IN_FORMAT).to(tl.float32)
     out_row = out + (i0 * o_s0 + i1 * o_s1 + i2 * o_s2)[:, None]
     out_type = out.dtype.element_ty
-    tl.store(out_row + first * o_sd, _encode(x1 * c1 - x2 * s1, out_type, DST_FORMAT, VIA_F32, False), mask=lanes)
-    tl.store(out_row + second * o_sd, _encode(x2 * c2 + x1 * s2, out_type, DST_FORMAT, VIA_F32, False), mask=lanes)
+    tl.store(out_row + first * o_sd, encode(x1 * c1 - x2 * s1, out_type, DST_FORMAT, VIA_F32, False), mask=lanes)
+    tl.store(out_row + second * o_sd, encode(x2 * c2 + x1 * s2, out_type, DST_FORMAT, VIA_F32, False), mask=lanes)

@@ -25,7 +25,7 @@ turn into asynchronous copies, so the implicit GEMM's loop is not pipelined; sta
 import triton
 import triton.language as tl
 
-from .copy import _decode, _encode
+from .formats import decode, encode
 
 
 @triton.jit
@@ -74,8 +74,8 @@ def _channel_step(acc, a_ptr, b_ptr, row_ok, n_ok, rk, c, CIN_G, x_sc, w_s_in, P
     a = tl.load(a_ptr + c * x_sc, mask=row_ok[:, None] & k_ok[None, :], other=0)
     b = tl.load(b_ptr + c * w_s_in, mask=k_ok[:, None] & n_ok[None, :], other=0)
     if DECODE_BF16:
-        a = _decode(a, 1)
-        b = _decode(b, 1)
+        a = decode(a, 1)
+        b = decode(b, 1)
     return tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=tl.float32)
 
 
@@ -123,8 +123,8 @@ def _flat_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, k0, rk, reduction, I
     b_off = c * w_s_in + kd * w_sd + kh * w_sh + kw * w_sw
     b = tl.load(w_base[None, :] + b_off[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0)
     if DECODE_BF16:
-        a = _decode(a, 1)
-        b = _decode(b, 1)
+        a = decode(a, 1)
+        b = decode(b, 1)
     return tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=tl.float32)
 
 
@@ -149,8 +149,8 @@ def _split_step(acc, x_base, w_base, od, oh, ow, m_ok, n_ok, rk, t, chunks, CIN_
                     other=0)
         b = tl.load(b_ptr + c * w_s_in, mask=k_ok[:, None] & n_ok[None, :], other=0)
         if DECODE_BF16:
-            a = _decode(a, 1)
-            b = _decode(b, 1)
+            a = decode(a, 1)
+            b = decode(b, 1)
         return tl.dot(tl.trans(a), b, acc, input_precision=PRECISION, out_dtype=tl.float32)
     a_ptr = x_base[:, None] + row_off[:, None] + rk[None, :] * x_sc
     return _channel_step(acc, a_ptr, b_ptr, row_ok, n_ok, rk, c, CIN_G, x_sc, w_s_in, PRECISION, DECODE_BF16)
@@ -187,7 +187,7 @@ def _positions_tile(x_base, od, oh, ow, m_ok, rk, t, chunks, live, CIN_G, ID, IH
     a = tl.load(x_base[None, :] + row_off[None, :] + (c + rk)[:, None] * x_sc, mask=k_ok[:, None] & row_ok[None, :],
                 other=0)
     if DECODE_BF16:
-        a = _decode(a, 1)
+        a = decode(a, 1)
     return a
 
 
@@ -203,7 +203,7 @@ def _prefetched_step(acc, a, w_base, n_ok, rk, t, chunks, CIN_G, w_s_in, w_sd, w
     b = tl.load(w_base[None, :] + kd * w_sd + kh * w_sh + kw * w_sw + (c + rk)[:, None] * w_s_in,
                 mask=k_ok[:, None] & n_ok[None, :], other=0)
     if DECODE_BF16:
-        b = _decode(b, 1)
+        b = decode(b, 1)
     return tl.dot(tl.trans(a), b, acc, input_precision=PRECISION, out_dtype=tl.float32)
 
 
@@ -319,9 +319,9 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
         tl.store(partial + p_off, acc, mask=m_ok[:, None] & n_ok[None, :])
     else:
         if HAS_BIAS:
-            bv = _decode(tl.load(bias + co, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
+            bv = decode(tl.load(bias + co, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
             acc = acc + bv[None, :]
-        value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+        value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
         o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
         tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & n_ok[None, :])
 
@@ -340,10 +340,10 @@ def conv_split_sum(partial, bias, out, M, COUT, OD, OH, OW, o_sn, o_sc, o_sd, o_
     for s in tl.static_range(1, SPLITS):
         acc += tl.load(partial + s * M * COUT + p_off, mask=ok, other=0)
     if HAS_BIAS:
-        bv = _decode(tl.load(bias + co, mask=co < COUT, other=0), BIAS_FORMAT).to(tl.float32)
+        bv = decode(tl.load(bias + co, mask=co < COUT, other=0), BIAS_FORMAT).to(tl.float32)
         acc = acc + bv[None, :]
     nb, od, oh, ow = _output_position(rm, OD, OH, OW)
-    value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
     tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=ok)
 
@@ -362,8 +362,8 @@ def _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH,
                      mask=row_ok[:, None] & c_ok[None, :], other=0)
         wv = tl.load(w_pos + ci * w_s_in, mask=c_ok, other=0)
         if DECODE_BF16:
-            xv = _decode(xv, 1)
-            wv = _decode(wv, 1)
+            xv = decode(xv, 1)
+            wv = decode(wv, 1)
         acc += xv.to(tl.float32) * wv.to(tl.float32)[None, :]
     return acc
 
@@ -401,9 +401,9 @@ def conv_direct(x, w, bias, out, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                                ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW,
                                TRANSPOSED, DECODE_BF16)
     if HAS_BIAS:
-        bv = _decode(tl.load(bias + co, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
+        bv = decode(tl.load(bias + co, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
         acc = acc + bv[None, :]
-    value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
     tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & c_ok[None, :])
 
@@ -420,8 +420,8 @@ def _plane_tap(acc, row_ptr, row_ok, ow, kw, w_row, IW, sw, pw, dw, x_sc, x_sw, 
         xv = tl.load(x_pos + ci * x_sc, mask=ok, other=0)
         wv = tl.load(w_row + kw * w_sw + ci * w_s_in)
         if DECODE_BF16:
-            xv = _decode(xv, 1)
-            wv = _decode(wv, 1)
+            xv = decode(xv, 1)
+            wv = decode(wv, 1)
         acc += xv.to(tl.float32) * wv.to(tl.float32)
     return acc
 
@@ -480,8 +480,8 @@ def conv_direct_planes(x, w, bias, out, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                 acc = _plane_tap(acc, row_ptr, row_ok, ow, kw, w_row, IW, sw, pw, dw, x_sc, x_sw, w_s_in, w_sw, CIN_G,
                                  DECODE_BF16)
     if HAS_BIAS:
-        acc = acc + _decode(tl.load(bias + co), BIAS_FORMAT).to(tl.float32)
-    value = _encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+        acc = acc + decode(tl.load(bias + co), BIAS_FORMAT).to(tl.float32)
+    value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + co * o_sc + od * o_sd + oh[:, None] * o_sh + ow[None, :] * o_sw
     tl.store(out + o_off, value, mask=(oh < OH)[:, None] & (ow < OW)[None, :])
 

@@ -1,132 +1,20 @@
 """The one strided copy: any strides on both sides, a broadcast source (stride 0) or a constant,
-and dtype conversion on the store.
-
-bfloat16 and float8 are converted with integer arithmetic on their bits rather than Triton's casts:
-Triton's interpreter truncates float32 to bfloat16 instead of rounding it, misreads float8 NaN, and
-the GPU's float8 conversion saturates where ATen's gives NaN (e4m3fn) or infinity (e5m2). The bit
-arithmetic gives ATen's results on every device.
+and dtype conversion on the store (``formats.encode``).
 """
 import triton
 import triton.language as tl
 
 from .common import program_elements, strided_offset
+from .formats import FORMAT_BOOL, decode, encode
 
-SOURCE_TENSOR = 0
-SOURCE_CONSTANT = 1
-
-# How the kernel reads or writes an element: as Triton's own type, or through bit arithmetic.
-FORMAT_NATIVE = 0
-FORMAT_BFLOAT16 = 1
-FORMAT_E4M3FN = 2
-FORMAT_E5M2 = 3
-# bool: read as (byte != 0) and written as 1 for nonzero, 0 for zero. Memory shared with NumPy, a uint8
-# view or a DLPack producer may hold any byte for True, so no kernel computes with a bool's raw byte.
-FORMAT_BOOL = 4
-
-SMALL_FLOAT_FORMATS = {"bfloat16": FORMAT_BFLOAT16, "float8_e4m3fn": FORMAT_E4M3FN, "float8_e5m2": FORMAT_E5M2}
+SOURCE_TENSOR = tl.constexpr(0)
+SOURCE_CONSTANT = tl.constexpr(1)
 
 # complex data as (re, im) pairs of components: a complex source read for its real part (and, for a
 # bool destination, its imaginary part); a complex destination written with a zero imaginary part
-PAIRS_NONE = 0
-PAIRS_SOURCE = 1
-PAIRS_DESTINATION = 2
-
-
-@triton.jit
-def _round_shift_right(value, shift):
-    """``value >> shift`` (uint32, shift >= 1) rounded to nearest, ties to even."""
-    half_minus_one = (tl.full(value.shape, 1, tl.uint32) << (shift - 1)) - 1
-    return (value + half_minus_one + ((value >> shift) & 1)) >> shift
-
-
-@triton.jit
-def _encode_small_float(x, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FINITE_ONLY: tl.constexpr,
-                        NAN_BITS: tl.constexpr):
-    """The bits (uint32, sign included) of float32 ``x`` rounded to nearest-even into a float of
-    EXP_BITS exponent and MAN_BITS mantissa bits. Overflow gives infinity; a FINITE_ONLY format (no
-    infinity, the all-ones pattern is NaN) saturates at its largest finite value instead, infinity
-    included, as ATen's float8_e4m3fn conversion does."""
-    bias: tl.constexpr = (1 << (EXP_BITS - 1)) - 1
-    drop: tl.constexpr = 23 - MAN_BITS
-    bits = x.to(tl.uint32, bitcast=True)
-    sign = bits >> 31
-    magnitude = bits & 0x7FFFFFFF
-    exponent = (magnitude >> 23).to(tl.int32)
-    # a normal result: move the exponent to the new bias, round the mantissa (a carry runs into the
-    # exponent, which is what rounding up to the next binade means)
-    rebiased = magnitude - ((127 - bias) << 23)
-    normal = _round_shift_right(rebiased, tl.full(x.shape, drop, tl.uint32))
-    # a subnormal result: the significand with its leading one, shifted to the subnormal step
-    significand = (magnitude & 0x7FFFFF) | tl.where(exponent > 0, 0x800000, 0).to(tl.uint32)
-    shift = (151 - bias - MAN_BITS) - tl.maximum(exponent, 1)
-    shift = tl.minimum(tl.maximum(shift, 1), 31).to(tl.uint32)
-    subnormal = _round_shift_right(significand, shift)
-    out = tl.where(exponent >= 128 - bias, normal, subnormal)
-    if FINITE_ONLY:
-        largest: tl.constexpr = (1 << (EXP_BITS + MAN_BITS)) - 2
-        out = tl.where(out > largest, largest, out)
-    else:
-        infinity: tl.constexpr = ((1 << EXP_BITS) - 1) << MAN_BITS
-        out = tl.where(out >= infinity, infinity, out)
-    out = tl.where(magnitude > 0x7F800000, NAN_BITS, out)
-    return out | (sign << (EXP_BITS + MAN_BITS))
-
-
-@triton.jit
-def _decode_float8(raw, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FINITE_ONLY: tl.constexpr):
-    """float32 values of float8 elements (any Triton float8 type, read by their bits)."""
-    bias: tl.constexpr = (1 << (EXP_BITS - 1)) - 1
-    bits = raw.to(tl.uint8, bitcast=True).to(tl.uint32)
-    sign = (bits >> (EXP_BITS + MAN_BITS)) << 31
-    exponent = (bits >> MAN_BITS) & ((1 << EXP_BITS) - 1)
-    mantissa = bits & ((1 << MAN_BITS) - 1)
-    normal = ((exponent + (127 - bias)) << 23) | (mantissa << (23 - MAN_BITS))
-    # a subnormal m * 2^(1 - bias - MAN_BITS) is 2^(1 - bias) * (1 + m / 2^MAN_BITS) - 2^(1 - bias), exactly
-    smallest_normal = ((128 - bias) << 23) + mantissa * 0
-    subnormal = ((smallest_normal | (mantissa << (23 - MAN_BITS))).to(tl.float32, bitcast=True)
-                 - smallest_normal.to(tl.float32, bitcast=True))
-    value = tl.where(exponent == 0, subnormal, normal.to(tl.float32, bitcast=True))
-    if FINITE_ONLY:
-        special = (bits & 0x7F) == 0x7F
-        value = tl.where(special, float("nan"), value)
-    else:
-        special = exponent == (1 << EXP_BITS) - 1
-        value = tl.where(special, tl.where(mantissa == 0, float("inf"), float("nan")), value)
-    return (value.to(tl.uint32, bitcast=True) | sign).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _decode(raw, FORMAT: tl.constexpr):
-    """Elements as loaded, bools as 0 or 1, or float32 values for the formats read through their bits."""
-    if FORMAT == 1:
-        return (raw.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
-    elif FORMAT == 2:
-        return _decode_float8(raw, 4, 3, True)
-    elif FORMAT == 3:
-        return _decode_float8(raw, 5, 2, False)
-    elif FORMAT == 4:
-        return (raw != 0).to(tl.uint8)
-    else:
-        return raw
-
-
-@triton.jit
-def _encode(x, out_type, FORMAT: tl.constexpr, VIA_F32: tl.constexpr, FLOAT_TO_INT: tl.constexpr):
-    """``x`` converted to ``out_type``, the destination's element type, as ATen converts."""
-    if FORMAT == 4:
-        return (x != 0).to(tl.uint8)
-    elif FORMAT == 1:
-        return _encode_small_float(x.to(tl.float32), 8, 7, False, 0x7FC0).to(tl.uint16).to(out_type, bitcast=True)
-    elif FORMAT == 2:
-        return _encode_small_float(x.to(tl.float32), 4, 3, True, 0x7F).to(tl.uint8).to(out_type, bitcast=True)
-    elif FORMAT == 3:
-        return _encode_small_float(x.to(tl.float32), 5, 2, False, 0x7F).to(tl.uint8).to(out_type, bitcast=True)
-    elif VIA_F32:
-        return x.to(tl.float32).to(out_type)
-    elif FLOAT_TO_INT:
-        return x.to(tl.int64).to(out_type)
-    else:
-        return x.to(out_type)
+PAIRS_NONE = tl.constexpr(0)
+PAIRS_SOURCE = tl.constexpr(1)
+PAIRS_DESTINATION = tl.constexpr(2)
 
 
 @triton.jit
@@ -140,16 +28,16 @@ def strided_copy(dst, src, n, constant_bits, shape, dst_strides, src_strides,
     dst_off = strided_offset(idx, shape, dst_strides, RANK)
     src_off = strided_offset(idx, shape, src_strides, RANK)
     out_type = dst.dtype.element_ty
-    if SOURCE == 1:
+    if SOURCE == SOURCE_CONSTANT:
         x = tl.full([BLOCK], constant_bits, tl.int64).to(CONSTANT_BITS_TYPE)
         y = x.to(out_type, bitcast=True)
     else:
-        x = _decode(tl.load(src + src_off, mask=mask), SRC_FORMAT)
-        if PAIRS == 1 and DST_FORMAT == 4:
-            imag = _decode(tl.load(src + src_off + 1, mask=mask), SRC_FORMAT)
+        x = decode(tl.load(src + src_off, mask=mask), SRC_FORMAT)
+        if PAIRS == PAIRS_SOURCE and DST_FORMAT == FORMAT_BOOL:
+            imag = decode(tl.load(src + src_off + 1, mask=mask), SRC_FORMAT)
             y = ((x != 0) | (imag != 0)).to(tl.uint8)
         else:
-            y = _encode(x, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT)
+            y = encode(x, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT)
     tl.store(dst + dst_off, y, mask=mask)
-    if PAIRS == 2:
+    if PAIRS == PAIRS_DESTINATION:
         tl.store(dst + dst_off + 1, tl.zeros([BLOCK], out_type), mask=mask)

@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 
 from .common import program_elements
-from .copy import _decode, _encode
+from .formats import decode, encode
 
 
 @triton.jit
@@ -54,5 +54,5 @@ def col2im(src, dst, total, C, H, W, OH, OW, SH, SW, PH, PW, DH, DW, s_n, s_r, s
             ow = tw // SW
             ok = mask & h_ok & (tw >= 0) & (tw % SW == 0) & (ow < OW)
             column = base + ((c * KH + kh) * KW + kw) * s_r + (oh * OW + ow) * s_l
-            acc += _decode(tl.load(column, mask=ok, other=0), SRC_FORMAT).to(COMPUTE)
-    tl.store(dst + i, _encode(acc, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)
+            acc += decode(tl.load(column, mask=ok, other=0), SRC_FORMAT).to(COMPUTE)
+    tl.store(dst + i, encode(acc, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)

@@ -11,7 +11,7 @@ so K may still be split over programs.
 import triton
 import triton.language as tl
 
-from .copy import _decode, _encode
+from .formats import decode, encode
 from .dependent_launch import await_predecessors
 from .matmul import _gemv_program, _gemv_write, _operand
 from .pointwise_bodies import act_and_mul
@@ -26,14 +26,14 @@ def _summed_rows(x, res, res_out, rm, kk, mask, K, x_sm, x_sk, res_sm, res_sk, w
                  X_FORMAT: tl.constexpr, ACT_FORMAT: tl.constexpr, ACT_VIA_F32: tl.constexpr):
     """Rows ``rm`` of x at columns ``kk`` in float32, plus the residual's rounded to the activation dtype
     as an unfused add would store it (and stored to res_out, densely, where ``write``)."""
-    values = _decode(tl.load(x + rm[:, None] * x_sm + kk[None, :] * x_sk, mask=mask, other=0),
+    values = decode(tl.load(x + rm[:, None] * x_sm + kk[None, :] * x_sk, mask=mask, other=0),
                      X_FORMAT).to(tl.float32)
     if HAS_RESIDUAL:
-        r = _decode(tl.load(res + rm[:, None] * res_sm + kk[None, :] * res_sk, mask=mask, other=0),
+        r = decode(tl.load(res + rm[:, None] * res_sm + kk[None, :] * res_sk, mask=mask, other=0),
                     X_FORMAT).to(tl.float32)
-        h = _encode(values + r, res_out.dtype.element_ty, ACT_FORMAT, ACT_VIA_F32, False)
+        h = encode(values + r, res_out.dtype.element_ty, ACT_FORMAT, ACT_VIA_F32, False)
         tl.store(res_out + rm[:, None] * K + kk[None, :], h, mask=mask & write)
-        values = _decode(h, X_FORMAT).to(tl.float32)
+        values = decode(h, X_FORMAT).to(tl.float32)
     return values
 
 
@@ -73,15 +73,15 @@ def _prologue_tile(x, res, res_out, norm_w, rm, kk, row_mask, k_stop, K, inverse
     if PROLOGUE == PROLOGUE_RMS_NORM:
         values = _summed_rows(x, res, res_out, rm, kk, mask, K, x_sm, x_sk, res_sm, res_sk, False, HAS_RESIDUAL,
                               X_FORMAT, ACT_FORMAT, ACT_VIA_F32)
-        weight = _decode(tl.load(norm_w + kk * nw_sk, mask=kk < k_stop, other=0), NW_FORMAT).to(tl.float32)
+        weight = decode(tl.load(norm_w + kk * nw_sk, mask=kk < k_stop, other=0), NW_FORMAT).to(tl.float32)
         values = values * inverse_rms[:, None] * weight[None, :]
     else:
-        gate = _decode(tl.load(x + rm[:, None] * x_sm + kk[None, :] * x_sk, mask=mask, other=0),
+        gate = decode(tl.load(x + rm[:, None] * x_sm + kk[None, :] * x_sk, mask=mask, other=0),
                        X_FORMAT).to(tl.float32)
-        up = _decode(tl.load(x + rm[:, None] * x_sm + (K + kk)[None, :] * x_sk, mask=mask, other=0),
+        up = decode(tl.load(x + rm[:, None] * x_sm + (K + kk)[None, :] * x_sk, mask=mask, other=0),
                      X_FORMAT).to(tl.float32)
         values = act_and_mul(gate, up, 0, 0, ACT_MODE, CAT_FLOAT32)
-    return _encode(values, x.dtype.element_ty, ACT_FORMAT, ACT_VIA_F32, False)
+    return encode(values, x.dtype.element_ty, ACT_FORMAT, ACT_VIA_F32, False)
 
 
 @triton.jit
@@ -93,7 +93,7 @@ def _accumulate(acc, tile, w, rn_load, kk, k_stop, w_sk, w_sn, BLOCK_M: tl.const
                               other=0), DECODE_BF16)
     if BLOCK_M == 1:
         # one row: the tile's single row as a column, its products gathered as ``gemv`` gathers them
-        row = tl.sum(_decode(tile, X_FORMAT).to(ACC), 0)
+        row = tl.sum(decode(tile, X_FORMAT).to(ACC), 0)
         return acc + row[:, None] * w_tile.to(ACC)
     else:
         return tl.dot(_operand(tile, DECODE_BF16), w_tile, acc, input_precision=PRECISION, out_dtype=ACC)

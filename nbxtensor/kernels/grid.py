@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from .common import program_elements, spatial_coordinates
-from .copy import _decode, _encode
+from .formats import decode, encode
 from .resample import _cubic_weights
 
 # MODE and PADDING: the kernel compares with the literals (ATen's GridSamplerInterpolation / Padding codes)
@@ -72,7 +72,7 @@ def _tap(base, z, y, x, ID, IH, IW, s_d, s_h, s_w, mask, SRC_FORMAT: tl.constexp
     yi = tl.minimum(tl.maximum(y, 0), IH - 1).to(tl.int32)
     zi = tl.minimum(tl.maximum(z, 0), ID - 1).to(tl.int32)
     raw = tl.load(base + zi * s_d + yi * s_h + xi * s_w, mask=inside, other=0)
-    return _decode(raw, SRC_FORMAT).to(COMPUTE)
+    return decode(raw, SRC_FORMAT).to(COMPUTE)
 
 
 @triton.jit
@@ -100,10 +100,10 @@ def grid_sample(src, grid, dst, total, C, ID, IH, IW, OD, OH, OW,
     mask = i < total
     n, c, od, oh, ow = spatial_coordinates(i, C, OD, OH, OW, False)
     point = grid + n * g_n + od * g_d + oh * g_h + ow * g_w
-    gx = _decode(tl.load(point, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
-    gy = _decode(tl.load(point + g_k, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+    gx = decode(tl.load(point, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+    gy = decode(tl.load(point + g_k, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
     if IS_3D:
-        gz = _decode(tl.load(point + 2 * g_k, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+        gz = decode(tl.load(point + 2 * g_k, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
     else:
         gz = tl.zeros([BLOCK], COMPUTE)
     base = src + n * s_n + c * s_c
@@ -165,7 +165,7 @@ def grid_sample(src, grid, dst, total, C, ID, IH, IW, OD, OH, OW,
                           + _tap(base, z0 + 1, y0 + 1, x0 + 1, ID, IH, IW, s_d, s_h, s_w, mask, SRC_FORMAT, COMPUTE)
                           * (wx1 * wy1 * wz1))
     out = dst + ((((n * C + c) * OD + od) * OH + oh) * OW + ow)
-    tl.store(out, _encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)
+    tl.store(out, encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)
 
 
 @triton.jit
@@ -201,13 +201,13 @@ def affine_grid(theta, dst, total, D, H, W, t_n, t_r, t_c,
     d = rest % D
     n = rest // D
     row = theta + n * t_n + k * t_r
-    value = _decode(tl.load(row, mask=mask, other=0), SRC_FORMAT).to(COMPUTE) * _base_coordinate(w, W, ALIGN, COMPUTE)
-    value += _decode(tl.load(row + t_c, mask=mask, other=0), SRC_FORMAT).to(COMPUTE) * _base_coordinate(
+    value = decode(tl.load(row, mask=mask, other=0), SRC_FORMAT).to(COMPUTE) * _base_coordinate(w, W, ALIGN, COMPUTE)
+    value += decode(tl.load(row + t_c, mask=mask, other=0), SRC_FORMAT).to(COMPUTE) * _base_coordinate(
         h, H, ALIGN, COMPUTE)
     if IS_3D:
-        value += _decode(tl.load(row + 2 * t_c, mask=mask, other=0), SRC_FORMAT).to(COMPUTE) * _base_coordinate(
+        value += decode(tl.load(row + 2 * t_c, mask=mask, other=0), SRC_FORMAT).to(COMPUTE) * _base_coordinate(
             d, D, ALIGN, COMPUTE)
-        value += _decode(tl.load(row + 3 * t_c, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+        value += decode(tl.load(row + 3 * t_c, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
     else:
-        value += _decode(tl.load(row + 2 * t_c, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
-    tl.store(dst + i, _encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)
+        value += decode(tl.load(row + 2 * t_c, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+    tl.store(dst + i, encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)

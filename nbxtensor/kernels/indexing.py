@@ -11,7 +11,7 @@ import triton.language as tl
 from . import ieee
 from .common import program_elements, strided_offset
 
-from .copy import _decode, _encode
+from .formats import decode, encode
 
 # the data side of a flat advanced-index launch
 MODE_GATHER = 0  # other[...] = data[index]
@@ -132,11 +132,11 @@ def advanced_accumulate(data, other, index, alpha, n, n_b, shape, data_strides, 
             if not INDEX_64:
                 i = i.to(tl.int32)
             data_off += i * index_strides[k]
-        current = _decode(tl.load(data + data_off, mask=ok), FORMAT).to(COMPUTE)
-        addend = _decode(tl.load(other + other_off, mask=ok), FORMAT).to(COMPUTE)
+        current = decode(tl.load(data + data_off, mask=ok), FORMAT).to(COMPUTE)
+        addend = decode(tl.load(other + other_off, mask=ok), FORMAT).to(COMPUTE)
         if SCALED:
             addend = addend * alpha
-        tl.store(data + data_off, _encode(current + addend, out_type, FORMAT, VIA_F32, False), mask=ok)
+        tl.store(data + data_off, encode(current + addend, out_type, FORMAT, VIA_F32, False), mask=ok)
         b += 1
 
 
@@ -216,9 +216,9 @@ def dim_scatter_reduce(dst, src, index, counts, n, dim_n, shape, dst_strides, sr
         if not INDEX_64:
             i = i.to(tl.int32)
         dst_off = dst_base + i * dst_strides[DIM]
-        current = _decode(tl.load(dst + dst_off, mask=ok), FORMAT).to(COMPUTE)
-        value = _decode(tl.load(src + src_base + t * src_strides[DIM], mask=ok), FORMAT).to(COMPUTE)
-        tl.store(dst + dst_off, _encode(_combine(current, value, REDUCE), out_type, FORMAT, VIA_F32, False),
+        current = decode(tl.load(dst + dst_off, mask=ok), FORMAT).to(COMPUTE)
+        value = decode(tl.load(src + src_base + t * src_strides[DIM], mask=ok), FORMAT).to(COMPUTE)
+        tl.store(dst + dst_off, encode(_combine(current, value, REDUCE), out_type, FORMAT, VIA_F32, False),
                  mask=ok)
         if COUNT:
             count_ptr = counts + dst_off
@@ -237,7 +237,7 @@ def divide_by_counts(dst, counts, n, extra, FLOOR: tl.constexpr, COMPUTE: tl.con
     divisor = count + extra
     hit = valid & (count > 0) & (divisor > 0)
     divisor = tl.where(hit, divisor, 1)
-    value = _decode(tl.load(dst + idx, mask=hit), FORMAT).to(COMPUTE)
+    value = decode(tl.load(dst + idx, mask=hit), FORMAT).to(COMPUTE)
     if FLOOR:
         d = divisor.to(COMPUTE)
         q = value // d
@@ -246,7 +246,7 @@ def divide_by_counts(dst, counts, n, extra, FLOOR: tl.constexpr, COMPUTE: tl.con
     else:
         # IEEE-rounded: Triton's plain float32 division is approximate on NVIDIA GPUs
         q = ieee.div(value, divisor.to(COMPUTE))
-    tl.store(dst + idx, _encode(q, dst.dtype.element_ty, FORMAT, VIA_F32, False), mask=hit)
+    tl.store(dst + idx, encode(q, dst.dtype.element_ty, FORMAT, VIA_F32, False), mask=hit)
 
 
 @triton.jit

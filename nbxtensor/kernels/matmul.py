@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from .common import strided_offset
-from .copy import _decode, _encode
+from .formats import decode, encode
 from .dependent_launch import await_predecessors
 
 
@@ -27,7 +27,7 @@ def _operand(x, DECODE_BF16: tl.constexpr):
     """Tiles as ``tl.dot`` takes them. Triton's interpreter has no bfloat16 arithmetic, so there bfloat16
     tiles are widened to float32 first; the products are exact either way (8-bit mantissas)."""
     if DECODE_BF16:
-        return _decode(x, 1)
+        return decode(x, 1)
     else:
         return x
 
@@ -52,11 +52,11 @@ def _epilogue(acc, bias_ptr, bias_off, bias_sm, bias_sn, rm, rn, mask, alpha, be
         acc = acc * alpha
     if HAS_BIAS:
         bias = tl.load(bias_ptr + bias_off + rm[:, None] * bias_sm + rn[None, :] * bias_sn, mask=mask, other=0)
-        bias = _decode(bias, BIAS_FORMAT).to(acc.dtype)
+        bias = decode(bias, BIAS_FORMAT).to(acc.dtype)
         if SCALED:
             bias = bias * beta
         acc = acc + bias
-    value = _encode(acc, out_ptr.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    value = encode(acc, out_ptr.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     tl.store(out_ptr + out_off + rm[:, None] * out_sm + rn[None, :] * out_sn, value, mask=mask)
 
 

@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 
 from .common import program_elements
-from .copy import _decode, _encode
+from .formats import decode, encode
 from .dependent_launch import await_predecessors
 from .reduce import (_extreme_lanes, _lane_sum, _reduce_lanes, load_partials, logsumexp_combine, row_starts,
                      welford_combine)
@@ -63,7 +63,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
         if ONE_STEP:
             j = start + lanes
             mask = row_mask[:, None] & (j < length)[None, :]
-            x = _decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :], mask=mask,
+            x = decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :], mask=mask,
                                 other=0), SRC_FORMAT).to(COMPUTE)
             x = tl.where(mask, x, float("-inf"))
             top = _extreme_lanes(x, True)
@@ -79,7 +79,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
             while start < stop:
                 j = start + lanes
                 mask = row_mask[:, None] & (j < length)[None, :]
-                x = _decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :],
+                x = decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :],
                                     mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
                 m, s = logsumexp_combine(m, s, tl.where(mask, x, float("-inf")), mask.to(COMPUTE))
                 start += BLOCK_R
@@ -89,7 +89,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
         tl.store(part1 + rows * n_chunks + chunk, total, mask=row_mask)
     elif RESIDENT:
         mask = row_mask[:, None] & (lanes < length)[None, :]
-        x = _decode(tl.load(src + src_row[:, None] + _along(lanes, src_red_stride, RED_UNIT)[None, :], mask=mask,
+        x = decode(tl.load(src + src_row[:, None] + _along(lanes, src_red_stride, RED_UNIT)[None, :], mask=mask,
                             other=0), SRC_FORMAT)
         x = tl.where(mask, x.to(COMPUTE), float("-inf"))
         top = _extreme_lanes(x, True)
@@ -101,7 +101,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
         else:
             y = e / total[:, None]
         tl.store(dst + dst_row[:, None] + _along(lanes, dst_red_stride, DST_UNIT)[None, :],
-                 _encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+                 encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
     else:
         top, total, _ = load_partials(part0, part1, part0, rows, row_mask, n_chunks, 9, COMPUTE, float("-inf"),
                                       float("inf"), BLOCK_ROWS, CHUNKS, CHUNK_BITS)
@@ -114,7 +114,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
         while start < stop:
             j = start + lanes
             mask = row_mask[:, None] & (j < length)[None, :]
-            x = _decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :], mask=mask,
+            x = decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :], mask=mask,
                                 other=0), SRC_FORMAT).to(COMPUTE)
             shifted = x - top[:, None]
             if LOG:
@@ -122,7 +122,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
             else:
                 y = tl.exp(shifted) / total[:, None]
             tl.store(dst + dst_row[:, None] + _along(j, dst_red_stride, DST_UNIT)[None, :],
-                     _encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+                     encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
             start += BLOCK_R
 
 
@@ -132,12 +132,12 @@ def _load_row_block(src, res, res_out, src_row, res_row, out_row, j, mask, COMPU
                     H_FORMAT: tl.constexpr, H_VIA_F32: tl.constexpr):
     """A block of rows, with the residual added (and the sum, rounded to the input's dtype as an
     unfused add would round it, stored to res_out) when HAS_RESIDUAL."""
-    x = _decode(tl.load(src + src_row[:, None] + j[None, :], mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+    x = decode(tl.load(src + src_row[:, None] + j[None, :], mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
     if HAS_RESIDUAL:
-        r = _decode(tl.load(res + res_row[:, None] + j[None, :], mask=mask, other=0), RES_FORMAT).to(COMPUTE)
-        h = _encode(x + r, res_out.dtype.element_ty, H_FORMAT, H_VIA_F32, False)
+        r = decode(tl.load(res + res_row[:, None] + j[None, :], mask=mask, other=0), RES_FORMAT).to(COMPUTE)
+        h = encode(x + r, res_out.dtype.element_ty, H_FORMAT, H_VIA_F32, False)
         tl.store(res_out + out_row[:, None] + j[None, :], h, mask=mask)
-        x = _decode(h, H_FORMAT).to(COMPUTE)
+        x = decode(h, H_FORMAT).to(COMPUTE)
     return tl.where(mask, x, 0.0)
 
 
@@ -151,10 +151,10 @@ def _affine(y, weight, bias, rows, j, mask, groups, group_channels, spatial, COM
         widx = tl.broadcast_to(j[None, :], y.shape)
     else:
         widx = (rows % groups)[:, None] * group_channels + (j // spatial)[None, :]
-    w = _decode(tl.load(weight + widx, mask=mask, other=0), W_FORMAT).to(COMPUTE)
+    w = decode(tl.load(weight + widx, mask=mask, other=0), W_FORMAT).to(COMPUTE)
     y = y * w
     if HAS_BIAS:
-        y = y + _decode(tl.load(bias + widx, mask=mask, other=0), B_FORMAT).to(COMPUTE)
+        y = y + decode(tl.load(bias + widx, mask=mask, other=0), B_FORMAT).to(COMPUTE)
     return y
 
 
@@ -193,10 +193,10 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, opaque_zero, length,
             rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, 1) / length + eps)
             y = centred * rstd[:, None]
         if ROUND_NORMED:
-            y = _decode(_encode(y, out_type, DST_FORMAT, VIA_F32, False), DST_FORMAT).to(COMPUTE)
+            y = decode(encode(y, out_type, DST_FORMAT, VIA_F32, False), DST_FORMAT).to(COMPUTE)
         y = _affine(y, weight, bias, rows, lanes, mask, groups, group_channels, spatial, COMPUTE, AFFINE, HAS_BIAS,
                     W_FORMAT, B_FORMAT)
-        tl.store(dst + out_row[:, None] + lanes[None, :], _encode(y, out_type, DST_FORMAT, VIA_F32, False), mask=mask)
+        tl.store(dst + out_row[:, None] + lanes[None, :], encode(y, out_type, DST_FORMAT, VIA_F32, False), mask=mask)
     else:
         count = tl.zeros([BLOCK_ROWS, BLOCK_R], COMPUTE)
         mean_acc = tl.zeros([BLOCK_ROWS, BLOCK_R], COMPUTE)
@@ -223,15 +223,15 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, opaque_zero, length,
             j = start + lanes
             mask = row_mask[:, None] & (j < length)[None, :]
             if HAS_RESIDUAL:
-                x = _decode(tl.load(res_out + out_row[:, None] + j[None, :], mask=mask, other=0), H_FORMAT)
+                x = decode(tl.load(res_out + out_row[:, None] + j[None, :], mask=mask, other=0), H_FORMAT)
             else:
-                x = _decode(tl.load(src + src_row[:, None] + j[None, :], mask=mask, other=0), SRC_FORMAT)
+                x = decode(tl.load(src + src_row[:, None] + j[None, :], mask=mask, other=0), SRC_FORMAT)
             y = (x.to(COMPUTE) - mean[:, None]) * rstd[:, None]
             if ROUND_NORMED:
-                y = _decode(_encode(y, out_type, DST_FORMAT, VIA_F32, False), DST_FORMAT).to(COMPUTE)
+                y = decode(encode(y, out_type, DST_FORMAT, VIA_F32, False), DST_FORMAT).to(COMPUTE)
             y = _affine(y, weight, bias, rows, j, mask, groups, group_channels, spatial, COMPUTE, AFFINE, HAS_BIAS,
                         W_FORMAT, B_FORMAT)
-            tl.store(dst + out_row[:, None] + j[None, :], _encode(y, out_type, DST_FORMAT, VIA_F32, False), mask=mask)
+            tl.store(dst + out_row[:, None] + j[None, :], encode(y, out_type, DST_FORMAT, VIA_F32, False), mask=mask)
             start += BLOCK_R
 
 
@@ -245,7 +245,7 @@ def batch_norm_inference(src, dst, mean, var, weight, bias, n, channels, spatial
     idx = program_elements(BLOCK, INDEX_64)
     mask = idx < n
     c = (idx // spatial) % channels
-    x = _decode(tl.load(src + idx, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+    x = decode(tl.load(src + idx, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
     m = tl.load(mean + c, mask=mask, other=0)
     v = tl.load(var + c, mask=mask, other=1)
     y = (x - m) / tl.sqrt(v + eps)
@@ -253,4 +253,4 @@ def batch_norm_inference(src, dst, mean, var, weight, bias, n, channels, spatial
         y = y * tl.load(weight + c, mask=mask, other=1)
     if HAS_BIAS:
         y = y + tl.load(bias + c, mask=mask, other=0)
-    tl.store(dst + idx, _encode(y, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)
+    tl.store(dst + idx, encode(y, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)

@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from .common import program_elements
-from .copy import _decode, _encode
+from .formats import decode, encode
 from .dependent_launch import await_predecessors
 from .pointwise_bodies import *  # noqa: F401,F403  (the bodies and their mode codes, by name, for the table)
 from .pointwise_codes import (CAT_BOOL, CAT_FLOAT32, CAT_FLOAT64, CAT_INT, CAT_UINT,  # noqa: F401
@@ -40,7 +40,7 @@ def _operand(ptr, off, bits, mask, KIND: tl.constexpr, FORMAT: tl.constexpr, BIT
     """One operand in the compute type: loaded through its strides, or a scalar made from its bits. Lanes
     past the end read 0, so that bodies reducing over their block (a loop's trip count) see no garbage."""
     if KIND == OPERAND_TENSOR:
-        return _decode(tl.load(ptr + off, mask=mask, other=0), FORMAT).to(COMPUTE)
+        return decode(tl.load(ptr + off, mask=mask, other=0), FORMAT).to(COMPUTE)
     else:
         raw = tl.full([BLOCK], bits, tl.int64).to(BITS_TYPE)
         if CATEGORY == CAT_BOOL:
@@ -106,7 +106,7 @@ def pointwise(out, n, shape, out_strides,
     else:
         d = _operand(x3, off3, bits3, mask, K3, F3, BITS_TYPE, COMPUTE, CATEGORY, BLOCK)
     y = BODY(a, b, c, d, MODE, CATEGORY)
-    tl.store(out + out_off, _encode(y, out.dtype.element_ty, OUT_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+    tl.store(out + out_off, encode(y, out.dtype.element_ty, OUT_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
 
 
 @triton.jit
@@ -114,7 +114,7 @@ def _tile_operand(ptr, off, bits, mask, KIND: tl.constexpr, FORMAT: tl.constexpr
                   COMPUTE: tl.constexpr, CATEGORY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """``_operand`` for a [BLOCK_M, BLOCK_N] tile."""
     if KIND == OPERAND_TENSOR:
-        return _decode(tl.load(ptr + off, mask=mask, other=0), FORMAT).to(COMPUTE)
+        return decode(tl.load(ptr + off, mask=mask, other=0), FORMAT).to(COMPUTE)
     else:
         raw = tl.full([BLOCK_M, BLOCK_N], bits, tl.int64).to(BITS_TYPE)
         if CATEGORY == CAT_BOOL:
@@ -184,7 +184,7 @@ def pointwise_tiled(out, n, shape, out_strides,
         d = _tile_operand(x3, _tile_offset(base3, rows, cols, strides3, RANK), bits3, mask, K3, F3, BITS_TYPE,
                           COMPUTE, CATEGORY, BLOCK_M, BLOCK_N)
     y = BODY(a, b, c, d, MODE, CATEGORY)
-    tl.store(out + out_off, _encode(y, out.dtype.element_ty, OUT_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+    tl.store(out + out_off, encode(y, out.dtype.element_ty, OUT_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
 
 
 @triton.jit

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from .copy import _encode_small_float
+from .formats import encode_small_float
 from .pointwise_codes import CAT_BOOL, CAT_FLOAT32, CAT_INT, CAT_UINT
 
 # The MODE families, as ``tl.constexpr`` globals (a body compares MODE with them by name; the host passes their
@@ -458,9 +458,9 @@ ACT_ROUND_F16 = tl.constexpr(2)
 def _round_to_half(x, FORMAT: tl.constexpr):
     """float32 ``x`` rounded to nearest-even in bfloat16 (FORMAT 1) or float16 (2), as float32."""
     if FORMAT == ACT_ROUND_BF16:
-        return (_encode_small_float(x, 8, 7, False, 0x7FC0) << 16).to(tl.float32, bitcast=True)
+        return (encode_small_float(x, 8, 7, False, 0x7FC0) << 16).to(tl.float32, bitcast=True)
     elif FORMAT == ACT_ROUND_F16:
-        bits = _encode_small_float(x, 5, 10, False, 0x7E00)
+        bits = encode_small_float(x, 5, 10, False, 0x7E00)
         return bits.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
     else:
         return x

@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 
 from .common import program_elements, spatial_coordinates
-from .copy import _decode, _encode
+from .formats import decode, encode
 
 # KIND: the kernel compares with the literals (globals it reads must be constexprs)
 KIND_MAX = 0
@@ -62,7 +62,7 @@ def pool_window(src, dst, indices, total, C, ID, IH, IW, OD, OH, OW,
                 ok = mask & h_ok & (w >= 0) & (w < IW)
                 if ADAPTIVE:
                     ok = ok & (w < w_end)
-                x = _decode(tl.load(base + d * s_d + h * s_h + w * s_w, mask=ok, other=0), SRC_FORMAT).to(COMPUTE)
+                x = decode(tl.load(base + d * s_d + h * s_h + w * s_w, mask=ok, other=0), SRC_FORMAT).to(COMPUTE)
                 if KIND == 0:
                     take = ok & ((x > best) | (x != x) | (best_index < 0))
                     best = tl.where(take, x, best)
@@ -72,7 +72,7 @@ def pool_window(src, dst, indices, total, C, ID, IH, IW, OD, OH, OW,
                     count += ok.to(tl.int32)
     out_offset = n * o_n + c * o_c + od * o_d + oh * o_h + ow * o_w
     if KIND == 0:
-        tl.store(dst + out_offset, _encode(best, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)
+        tl.store(dst + out_offset, encode(best, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)
         if WITH_INDICES:
             tl.store(indices + out_offset, best_index, mask=mask)
     else:
@@ -86,4 +86,4 @@ def pool_window(src, dst, indices, total, C, ID, IH, IW, OD, OH, OW,
             value = acc // extent.to(COMPUTE)
         else:
             value = acc / extent.to(COMPUTE)
-        tl.store(dst + out_offset, _encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)
+        tl.store(dst + out_offset, encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)

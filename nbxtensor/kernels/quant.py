@@ -10,7 +10,7 @@ multiplies on the matrix units.
 import triton
 import triton.language as tl
 
-from .copy import FORMAT_E4M3FN, _decode, _encode
+from .formats import FORMAT_E4M3FN, decode, encode
 from .dependent_launch import await_predecessors
 from .matmul import _epilogue, _gemv_program, _gemv_write, _grouped_tile, _operand, _tile_indices
 
@@ -66,11 +66,11 @@ def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, rn_words, N, k_mask, k
     else:
         raw = tl.load(q + kk_in[:, None] * q_sk + rn[None, :] * q_sn)
         if INTERPRETED:
-            values = _decode(raw, E4M3)  # the interpreter has no float8 arithmetic
+            values = decode(raw, E4M3)  # the interpreter has no float8 arithmetic
         else:
             values = raw.to(tl.float32)
     if GROUPS_IN_TILE > 0:
-        scale = _per_input(_decode(_group_tile(scales, k_base, k_stop, group_size, rn // scale_block_n, s_sg, s_sn,
+        scale = _per_input(decode(_group_tile(scales, k_base, k_stop, group_size, rn // scale_block_n, s_sg, s_sn,
                                                GROUPS_IN_TILE), SCALE_FORMAT).to(tl.float32), GROUPS_IN_TILE, BLOCK_K)
         if WEIGHT == WEIGHT_INT4:
             zero = _group_tile(zeros, k_base, k_stop, group_size, rn, z_sg, z_sn, GROUPS_IN_TILE).to(tl.float32)
@@ -80,7 +80,7 @@ def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, rn_words, N, k_mask, k
             group = tl.load(g_idx + kk_in)
         else:
             group = kk_in // group_size
-        scale = _decode(tl.load(scales + group[:, None] * s_sg + (rn // scale_block_n)[None, :] * s_sn),
+        scale = decode(tl.load(scales + group[:, None] * s_sg + (rn // scale_block_n)[None, :] * s_sn),
                         SCALE_FORMAT).to(tl.float32)
         if WEIGHT == WEIGHT_INT4:
             values = values - tl.load(zeros + group[:, None] * z_sg + rn[None, :] * z_sn).to(tl.float32)
@@ -205,11 +205,11 @@ def _int4_groups(scales, zeros, rw, rn, k_base, k_stop, group_size, s_sg, s_sn, 
     [rows, BLOCK_N], a group per word row."""
     if ONE_GROUP:
         g = tl.minimum(k_base, k_stop - 1) // group_size
-        scale = _decode(tl.load(scales + g * s_sg + rn * s_sn), SCALE_FORMAT).to(tl.float32)[None, :]
+        scale = decode(tl.load(scales + g * s_sg + rn * s_sn), SCALE_FORMAT).to(tl.float32)[None, :]
         zero = tl.load(zeros + g * z_sg + rn * z_sn).to(tl.float32)[None, :]
     else:
         g = rw * 8 // group_size
-        scale = _decode(tl.load(scales + g[:, None] * s_sg + rn[None, :] * s_sn), SCALE_FORMAT).to(tl.float32)
+        scale = decode(tl.load(scales + g[:, None] * s_sg + rn[None, :] * s_sn), SCALE_FORMAT).to(tl.float32)
         zero = tl.load(zeros + g[:, None] * z_sg + rn[None, :] * z_sn).to(tl.float32)
     return scale, zero
 
@@ -385,14 +385,14 @@ def fp8_rows(x, out, row_scales, K, k_padded, x_sm, x_sk, BLOCK: tl.constexpr, D
         while k0 < k_padded:
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            tl.store(out + m * k_padded + kk, _encode(v / scale, out.dtype.element_ty, E4M3, False, False),
+            tl.store(out + m * k_padded + kk, encode(v / scale, out.dtype.element_ty, E4M3, False, False),
                      mask=kk < k_padded)
             k0 += BLOCK
     else:
         for k0 in range(0, k_padded, BLOCK):
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            tl.store(out + m * k_padded + kk, _encode(v / scale, out.dtype.element_ty, E4M3, False, False),
+            tl.store(out + m * k_padded + kk, encode(v / scale, out.dtype.element_ty, E4M3, False, False),
                      mask=kk < k_padded)
     tl.store(row_scales + m, scale)
 
@@ -410,7 +410,7 @@ def _fp8_step(acc, a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN
     b_tile = tl.load(q + kk[:, None] * q_sk + rn_load[None, :] * q_sn)
     if INTERPRETED:
         # the interpreter has no float8 arithmetic: their float32 values, whose products are exact
-        return tl.dot(_decode(a_tile, E4M3), _decode(b_tile, E4M3), acc, input_precision="ieee",
+        return tl.dot(decode(a_tile, E4M3), decode(b_tile, E4M3), acc, input_precision="ieee",
                       out_dtype=tl.float32)
     else:
         return tl.dot(a_tile, b_tile, acc, out_dtype=tl.float32)
@@ -437,7 +437,7 @@ def fp8_gemm(a, q, row_scales, scales, bias, out, M, N, K, k_padded, scale_block
         for k0 in range(0, k_padded, BLOCK_K):
             acc = _fp8_step(acc, a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K, INTERPRETED)
     row_scale = tl.load(row_scales + rm_load)
-    scale = _decode(tl.load(scales + (rn_load // scale_block_n) * s_sn), SCALE_FORMAT).to(tl.float32)
+    scale = decode(tl.load(scales + (rn_load // scale_block_n) * s_sn), SCALE_FORMAT).to(tl.float32)
     acc = acc * row_scale[:, None] * scale[None, :]
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,

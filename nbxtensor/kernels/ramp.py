@@ -4,7 +4,7 @@ import triton.language as tl
 
 from .common import program_elements
 
-from .copy import _encode
+from .formats import encode
 
 ARANGE = 0
 LINSPACE = 1
@@ -31,4 +31,4 @@ def linear_ramp(out, n, start_bits, step_bits, end_bits, halfway,
         end = (ones * end_bits).to(COMPUTE_BITS).to(COMPUTE, bitcast=True)
         back = (n - 1 - idx).to(COMPUTE)
         value = tl.where(idx < halfway, start + step * i, end - step * back)
-    tl.store(out + idx, _encode(value, out.dtype.element_ty, OUT_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+    tl.store(out + idx, encode(value, out.dtype.element_ty, OUT_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)

@@ -9,7 +9,7 @@ uniforms and normals, integer ranges of 2^32 or more).
 import triton
 import triton.language as tl
 
-from .copy import _decode, _encode
+from .formats import decode, encode
 
 MODE_UNIFORM = 0  # a + (b - a) * u
 MODE_NORMAL = 1  # a + b * z
@@ -137,11 +137,11 @@ def random_fill(out, src, n, seed, counter_base, a_bits, b_bits, int_low, int_ra
             elif MODE == 3:
                 value = (u < a).to(COMPUTE)
             elif MODE == 4:
-                p = _decode(tl.load(src + idx, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+                p = decode(tl.load(src + idx, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
                 value = (u < p).to(COMPUTE)
             elif MODE == 5:
                 value = -tl.log(1.0 - u) / a
             else:
-                x = _decode(tl.load(src + idx, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+                x = decode(tl.load(src + idx, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
                 value = tl.where(u >= a, x * b, 0.0)
-        tl.store(out + idx, _encode(value, out.dtype.element_ty, OUT_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+        tl.store(out + idx, encode(value, out.dtype.element_ty, OUT_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)

@@ -22,7 +22,7 @@ import triton.language as tl
 from . import ieee
 
 from .common import strided_offset
-from .copy import _decode, _encode
+from .formats import decode, encode
 
 OP_SUM = 0
 OP_NANSUM = 1
@@ -360,14 +360,14 @@ def _store_results(out0, out1, out_idx, row_mask, s0, s1, s2, count, p, correcti
     if KIND == 4 or KIND == 5:
         # arg kinds: out0 holds values (when OUT_VALUES), out1 the indices
         if OUT_VALUES:
-            tl.store(out0 + out_idx, _encode(first, out0.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
+            tl.store(out0 + out_idx, encode(first, out0.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
                      mask=row_mask)
         tl.store(out1 + out_idx, second, mask=row_mask)
     else:
-        tl.store(out0 + out_idx, _encode(first, out0.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
+        tl.store(out0 + out_idx, encode(first, out0.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
                  mask=row_mask)
         if OUT_SECOND:
-            tl.store(out1 + out_idx, _encode(second, out1.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
+            tl.store(out1 + out_idx, encode(second, out1.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
                      mask=row_mask)
 
 
@@ -429,7 +429,7 @@ def reduce_rows(src, out0, out1, part0, part1, part2,
             red_off = strided_offset(j, red_shape, red_strides, RED_RANK)
         mask = row_mask[:, None] & (j < length)[None, :]
         raw = tl.load(src + row_off[:, None] + red_off[None, :], mask=mask, other=0)
-        x = _decode(raw, SRC_FORMAT).to(COMPUTE)
+        x = decode(raw, SRC_FORMAT).to(COMPUTE)
         t0, t1, t2 = _lift(x, tl.broadcast_to(j[None, :], [BLOCK_ROWS, BLOCK_R]), mask, p, OP, KIND, ACC,
                            LOWEST, HIGHEST)
         s0, s1, s2 = _fold(s0, s1, s2, t0, t1, t2, KIND)
@@ -564,7 +564,7 @@ def scan_rows(src, dst, dst_idx, carries, n_rows, opaque_zero, length, chunk_len
         j = start + lanes
         mask = row_mask[:, None] & (j < stop)[None, :]
         raw = tl.load(src + src_row[:, None] + (j * src_red_stride)[None, :], mask=mask, other=0)
-        x = _decode(raw, SRC_FORMAT).to(COMPUTE).to(ACC)
+        x = decode(raw, SRC_FORMAT).to(COMPUTE).to(ACC)
         idx = tl.broadcast_to(j[None, :].to(tl.int64), [BLOCK_ROWS, BLOCK_R])
         if SCAN == 0:
             y = tl.associative_scan(x, 1, _scan_combine_add) + carry
@@ -589,7 +589,7 @@ def scan_rows(src, dst, dst_idx, carries, n_rows, opaque_zero, length, chunk_len
             carry = _last_of_row(y, BLOCK_R)
         if PHASE != 1:
             tl.store(dst + dst_row[:, None] + (j * dst_red_stride)[None, :],
-                     _encode(y, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+                     encode(y, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
         start += BLOCK_R
     if PHASE == 1:
         tl.store(carries + rows[:, None] * n_chunks + chunk, carry, mask=row_mask[:, None])

@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from .common import program_elements, spatial_coordinates
-from .copy import _decode, _encode
+from .formats import decode, encode
 
 # MODE: the kernel compares with the literals (globals it reads must be constexprs)
 MODE_NEAREST = 0
@@ -66,7 +66,7 @@ def _cubic_weights(t):
 
 @triton.jit
 def _load(base, d, h, w, s_d, s_h, s_w, mask, SRC_FORMAT: tl.constexpr):
-    return _decode(tl.load(base + d * s_d + h * s_h + w * s_w, mask=mask, other=0), SRC_FORMAT).to(tl.float32)
+    return decode(tl.load(base + d * s_d + h * s_h + w * s_w, mask=mask, other=0), SRC_FORMAT).to(tl.float32)
 
 
 @triton.jit
@@ -120,7 +120,7 @@ def resample(src, dst, total, C, ID, IH, IW, OD, OH, OW,
             far = _linear_plane(base, d_b, h_a, h_b, lh, w_a, w_b, lw, s_d, s_h, s_w, mask, RESAMPLE_H,
                                 RESAMPLE_W, SRC_FORMAT)
             value = (1.0 - ld) * value + ld * far
-        tl.store(out, _encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+        tl.store(out, encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
     else:
         real_w = _source(ow, scale_w, ALIGN_CORNERS, True)
         real_h = _source(oh, scale_h, ALIGN_CORNERS, True)
@@ -140,7 +140,7 @@ def resample(src, dst, total, C, ID, IH, IW, OD, OH, OW,
                               SRC_FORMAT) * ht2
                  + _cubic_row(row + _clamped(ih + 2, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
                               SRC_FORMAT) * ht3)
-        tl.store(out, _encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+        tl.store(out, encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
 
 
 @triton.jit
@@ -217,4 +217,4 @@ def resample_aa(src, dst, total, C, IH, IW, OH, OW, s_n, s_c, s_h, s_w, o_n, o_c
             row += tl.where(ok, ww * _load(base, 0, a + h0, b + w0, 0, s_h, s_w, ok, SRC_FORMAT), 0.0)
         value += tl.where(row_ok, wh * row, 0.0)
     out = dst + n * o_n + c * o_c + oh * o_h + ow * o_w
-    tl.store(out, _encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)
+    tl.store(out, encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)

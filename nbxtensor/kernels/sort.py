@@ -11,7 +11,7 @@ Triton's interpreter runs as whole-array operations, unlike ``tl.sort``'s xor re
 import triton
 import triton.language as tl
 
-from .copy import _decode
+from .formats import decode
 
 KEY_FLOAT = 0  # any float of at most 32 bits, read through FORMAT
 KEY_SIGNED = 1  # signed integers of at most 32 bits
@@ -24,7 +24,7 @@ KEY_INT64 = 4
 def _key_parts(v, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.constexpr):
     """(high, low) uint32 halves of the order-preserving key of ``v`` (low is 0 for 32-bit kinds)."""
     if KIND == 0:
-        f = _decode(v, FORMAT).to(tl.float32) + 0.0
+        f = decode(v, FORMAT).to(tl.float32) + 0.0
         bits = f.to(tl.uint32, bitcast=True)
         key = tl.where((bits >> 31) != 0, bits ^ 0xFFFFFFFF, bits | 0x80000000)
         high = tl.where(f != f, 0xFFFFFFFF, key).to(tl.uint32)
@@ -33,7 +33,7 @@ def _key_parts(v, KIND: tl.constexpr, FORMAT: tl.constexpr, DESCENDING: tl.const
         high = v.to(tl.int32).to(tl.uint32, bitcast=True) ^ 0x80000000
         low = high * 0
     elif KIND == 2:
-        high = _decode(v, FORMAT).to(tl.uint32)
+        high = decode(v, FORMAT).to(tl.uint32)
         low = high * 0
     elif KIND == 3:
         f = v + 0.0

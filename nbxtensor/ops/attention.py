@@ -20,10 +20,10 @@ from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import attention as K
 from ..kernels import attention_wgmma as KW
+from ..kernels.formats import FORMAT_BFLOAT16, FORMAT_NATIVE
 from ..kernels.matmul import PRECISION_BF16_PARTS
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, dependent_launch, launch, next_pow2
-from ..lowering import conversion_flags, needs_index_64
+from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
 from . import matmul_plans
 from .matmul_plans import IEEE, _dot_precision
@@ -178,16 +178,16 @@ def _merges(shape, strides) -> bool:
 def _in_format(dtype, facts) -> int:
     """How kernels read q/k/v: through bfloat16's bits where the interpreter has no bfloat16 arithmetic."""
     interpreted = bool(facts["kernels"].get("interpreted"))
-    return SMALL_FLOAT_FORMATS["bfloat16"] if dtype.name == "bfloat16" and interpreted else FORMAT_NATIVE
+    return FORMAT_BFLOAT16.value if dtype.name == "bfloat16" and interpreted else FORMAT_NATIVE.value
 
 
 def _mask_setup(attn_mask, scores_shape):
     """(mask tensor or None, kind, element format, its (B, H, L, S) strides with 0 where broadcast)."""
     if attn_mask is None:
-        return None, K.MASK_NONE, FORMAT_NATIVE, (0, 0, 0, 0)
+        return None, K.MASK_NONE, FORMAT_NATIVE.value, (0, 0, 0, 0)
     full = _as_4d(attn_mask.expand(*scores_shape))
     kind = K.MASK_BOOL if attn_mask.dtype.name == "bool" else K.MASK_ADDITIVE
-    return full, kind, SMALL_FLOAT_FORMATS.get(attn_mask.dtype.name, FORMAT_NATIVE), tuple(full.stride())
+    return full, kind, float_format(attn_mask.dtype), tuple(full.stride())
 
 
 # ---- prefill: one fused launch ---------------------------------------------------------------------------
@@ -714,7 +714,7 @@ def _plan_prefill(query, key, value, scale, softcap, window, query_offset):
     out = fresh_output()
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     q4, k4, v4, out4 = (t.unsqueeze(0) for t in (query, key, value, out))
-    launches, temporaries = _prefill(q4, k4, v4, None, K.MASK_NONE, FORMAT_NATIVE, (0, 0, 0, 0), out4,
+    launches, temporaries = _prefill(q4, k4, v4, None, K.MASK_NONE, FORMAT_NATIVE.value, (0, 0, 0, 0), out4,
                                      query.shape[0] // key.shape[0], scale, True, dev, backend_for(dev).facts,
                                      softcap=None if softcap is None else float(softcap), q_offset=query_offset,
                                      window=window)
@@ -811,7 +811,7 @@ def _plan_paged(query, key_cache, value_cache, block_table, seq_lens, scale, sof
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
     capacity = block_table.shape[1] * key_cache.shape[1]
     facts = backend_for(dev).facts
-    launches, temporaries = _decode(query, key_cache, value_cache, None, K.MASK_NONE, FORMAT_NATIVE, (0, 0, 0, 0),
+    launches, temporaries = _decode(query, key_cache, value_cache, None, K.MASK_NONE, FORMAT_NATIVE.value, (0, 0, 0, 0),
                                     fresh_output(), query.shape[1] // key_cache.shape[2], scale, capacity, dev, facts,
                                     paged=(block_table, seq_lens), softcap=softcap, window=window)
 
@@ -942,8 +942,8 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, positions=None, interl
             x_rows.stride(1), out_rows.stride(1), cos.stride(0), cos.stride(1)],
            HALF=half, DIM=E, BLOCK_ROWS=block_rows, BLOCK_HALF=block_half,
            BLOCK_REST=next_pow2(max(1, E - 2 * half)), INTERLEAVED=bool(interleaved),
-           IN_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE),
-           TRIG_FORMAT=SMALL_FLOAT_FORMATS.get(cos.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
+           IN_FORMAT=float_format(x.dtype),
+           TRIG_FORMAT=float_format(cos.dtype), DST_FORMAT=conversion["DST_FORMAT"],
            VIA_F32=conversion["VIA_F32"], INDEX_64=index_64, num_warps=4)
     return out
 
@@ -1020,8 +1020,8 @@ def rotary_append(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, pos
             *value_cache.stride()[:3], positions.stride(0), cos.stride(0)],
            HALF=half, DIM=dim, BLOCK_T=block_t, BLOCK_HALF=next_pow2(half),
            BLOCK_REST=next_pow2(max(1, dim - 2 * half)), BLOCK_D=next_pow2(dim),
-           IN_FORMAT=SMALL_FLOAT_FORMATS.get(q.dtype.name, FORMAT_NATIVE),
-           TRIG_FORMAT=SMALL_FLOAT_FORMATS.get(cos.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
+           IN_FORMAT=float_format(q.dtype),
+           TRIG_FORMAT=float_format(cos.dtype), DST_FORMAT=conversion["DST_FORMAT"],
            VIA_F32=conversion["VIA_F32"], INDEX_64=needs_index_64(q, k, v, key_cache, value_cache, cos),
            PDL=dependent_launch(q.device), num_warps=4)
     return q_out, k_out
@@ -1092,7 +1092,7 @@ def _plan_rotate_half(x: Tensor, cos: Tensor, sin: Tensor):
         [Slot("x"), Slot("cos"), Slot("sin"), Slot("out"), rows, shape[1], shape[2], *xs, *cs, *ss,
          *(0,) * (4 - x.ndim), *strides],
         dict(HALF=half, BLOCK_ROWS=block_rows, BLOCK_HALF=block_half,
-             IN_FORMAT=SMALL_FLOAT_FORMATS.get(x.dtype.name, FORMAT_NATIVE), DST_FORMAT=conversion["DST_FORMAT"],
+             IN_FORMAT=float_format(x.dtype), DST_FORMAT=conversion["DST_FORMAT"],
              VIA_F32=conversion["VIA_F32"], INDEX_64=needs_index_64(x, cos, sin, (meta.shape, strides)), num_warps=4))
     device = x.device
 

@@ -156,7 +156,7 @@ def _rot90_dims(ndim, k, dims):
     return k % 4, d0, d1
 
 
-def _rot90_meta(input, k=1, dims=(0, 1)):
+def _rot90_meta(input, k, dims):
     k, d0, d1 = _rot90_dims(len(input.shape), k, dims)
     shape = list(input.shape)
     if k % 2:
@@ -164,8 +164,9 @@ def _rot90_meta(input, k=1, dims=(0, 1)):
     return TensorMeta(tuple(shape), input.dtype)
 
 
-@register("rot90", family="shape", aten=["aten::rot90.default"], meta=_rot90_meta,
-          cost=lambda input, *a: Cost(bytes_read=nbytes(input), bytes_written=nbytes(input)), methods=("rot90",))
+@register("rot90", family="shape", aten=["aten::rot90.default"], meta=lambda a: _rot90_meta(a.input, a.k, a.dims),
+          cost=lambda a: Cost(bytes_read=nbytes(a.input), bytes_written=nbytes(a.input)), bound=True,
+          methods=("rot90",))
 def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
     """``input`` rotated by k quarter turns in the plane of ``dims``, from the first towards the second:
     one flip, then a transposed view of it, as a new tensor."""
@@ -177,10 +178,13 @@ def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
     return _op("flip")(input, (d1 if k == 1 else d0,)).transpose(d0, d1)
 
 
+def _flattened(input) -> Tensor:
+    return Tensor._meta((S.numel(input.shape),), input.dtype)
+
+
 @register("diagflat", family="shape", aten=["aten::diagflat.default"],
-          meta=lambda input, offset=0: get("diag").meta(Tensor._meta((S.numel(input.shape),), input.dtype), offset),
-          cost=lambda input, offset=0: get("diag").cost(Tensor._meta((S.numel(input.shape),), input.dtype), offset),
-          methods=("diagflat",))
+          meta=lambda a: get("diag").meta(_flattened(a.input), a.offset),
+          cost=lambda a: get("diag").cost(_flattened(a.input), a.offset), bound=True, methods=("diagflat",))
 def diagflat(input: Tensor, offset: int = 0) -> Tensor:
     """A square matrix with the flattened input on diagonal ``offset``, zeros elsewhere."""
     return _op("diag")(input.reshape(-1), offset)
@@ -374,15 +378,18 @@ def inner(a: Tensor, b: Tensor) -> Tensor:
     return _op("tensordot")(a, b, ([-1], [-1]))
 
 
-def _dist_meta(a, b, p=2):
+def _dist_meta(a, b):
     return TensorMeta((), _binary_meta(a, b).dtype)
 
 
-@register("dist", family="reduction", aten=["aten::dist.default"], meta=_dist_meta,
-          cost=lambda a, b, p=2: Cost(flops=3 * S.numel(_binary_meta(a, b).shape), bytes_read=nbytes(a) + nbytes(b),
-                                      bytes_written=nbytes(_dist_meta(a, b)),
-                                      workspace=temporaries(1, _binary_meta(a, b).shape, _binary_meta(a, b).dtype)),
-          methods=("dist",))
+def _dist_cost(a, b):
+    difference = _binary_meta(a, b)
+    return Cost(flops=3 * S.numel(difference.shape), bytes_read=nbytes(a) + nbytes(b),
+                bytes_written=nbytes(_dist_meta(a, b)), workspace=temporaries(1, difference.shape, difference.dtype))
+
+
+@register("dist", family="reduction", aten=["aten::dist.default"], meta=lambda bound: _dist_meta(bound.a, bound.b),
+          cost=lambda bound: _dist_cost(bound.a, bound.b), bound=True, methods=("dist",))
 def dist(a: Tensor, b: Tensor, p=2) -> Tensor:
     """The p-norm of ``a - b`` over all elements."""
     with scratch_scope():
@@ -393,14 +400,21 @@ def dist(a: Tensor, b: Tensor, p=2) -> Tensor:
 # ---- torch.nn.functional: softmin, the shrinks, the deprecated upsample aliases ---------------------
 
 def _pointwise_cost(count: int):
-    return lambda input, *a, **k: Cost(flops=count * S.numel(input.shape), bytes_read=nbytes(input),
-                                       bytes_written=nbytes(input), workspace=temporaries(count, input.shape,
-                                                                                          input.dtype))
+    """The cost rule, of bound arguments, of ``count`` elementwise passes over ``input``."""
+    def cost(a):
+        input = a.input
+        return Cost(flops=count * S.numel(input.shape), bytes_read=nbytes(input), bytes_written=nbytes(input),
+                    workspace=temporaries(count, input.shape, input.dtype))
+    return cost
+
+
+def _of_input(a):
+    """A meta rule of bound arguments: ``input``'s shape and dtype."""
+    return _same_meta(a.input)
 
 
 @register("softmin", family="normalization", functional=True, aten=["nbx::softmin"],
-          meta=lambda input, dim=None, _stacklevel=3, dtype=None: get("softmax").meta(input, dim, dtype),
-          cost=_pointwise_cost(2), api=())
+          meta=lambda a: get("softmax").meta(a.input, a.dim, a.dtype), cost=_pointwise_cost(2), bound=True, api=())
 def softmin(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """``softmax(-input)`` along ``dim``."""
     with scratch_scope():
@@ -408,8 +422,8 @@ def softmin(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor
     return _op("softmax")(negated, dim, dtype)
 
 
-@register("hardshrink", family="pointwise", aten=["aten::hardshrink.default"], meta=lambda input, lambd=0.5: _same_meta(input),
-          cost=_pointwise_cost(3), methods=("hardshrink",), api=(), functional=True)
+@register("hardshrink", family="pointwise", aten=["aten::hardshrink.default"], meta=_of_input,
+          cost=_pointwise_cost(3), bound=True, methods=("hardshrink",), api=(), functional=True)
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """0 inside [-lambd, lambd], ``input`` elsewhere (NaN included)."""
     with scratch_scope():
@@ -417,8 +431,8 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return _op("where")(inside, 0, input).to(input.dtype)
 
 
-@register("softshrink", family="pointwise", aten=["aten::softshrink.default"], meta=lambda input, lambd=0.5: _same_meta(input),
-          cost=_pointwise_cost(5), api=(), functional=True)
+@register("softshrink", family="pointwise", aten=["aten::softshrink.default"], meta=_of_input,
+          cost=_pointwise_cost(5), bound=True, api=(), functional=True)
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """``input`` moved lambd towards zero, 0 inside [-lambd, lambd]; NaN stays NaN."""
     if lambd < 0:
@@ -428,8 +442,8 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return _op("where")(input > lambd, input - lambd, below).to(input.dtype)
 
 
-@register("tanhshrink", family="pointwise", aten=["nbx::tanhshrink"], meta=_same_meta, cost=_pointwise_cost(2), api=(),
-          functional=True)
+@register("tanhshrink", family="pointwise", aten=["nbx::tanhshrink"], meta=_of_input, cost=_pointwise_cost(2),
+          bound=True, api=(), functional=True)
 def tanhshrink(input: Tensor) -> Tensor:
     """``input - tanh(input)``."""
     with scratch_scope():
@@ -438,19 +452,16 @@ def tanhshrink(input: Tensor) -> Tensor:
 
 
 @register("upsample_nearest", family="resample", functional=True, aten=["nbx::upsample_nearest"],
-          meta=lambda input, size=None, scale_factor=None: get("interpolate").meta(input, size, scale_factor, "nearest"),
-          cost=lambda input, size=None, scale_factor=None: get("interpolate").cost(input, size, scale_factor, "nearest"),
-          api=())
+          meta=lambda a: get("interpolate").meta(a.input, a.size, a.scale_factor, "nearest"),
+          cost=lambda a: get("interpolate").cost(a.input, a.size, a.scale_factor, "nearest"), bound=True, api=())
 def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
     """torch's deprecated alias: ``interpolate(mode="nearest")``."""
     return _op("interpolate")(input, size, scale_factor, "nearest")
 
 
 @register("upsample_bilinear", family="resample", functional=True, aten=["nbx::upsample_bilinear"],
-          meta=lambda input, size=None, scale_factor=None: get("interpolate").meta(input, size, scale_factor,
-                                                                                   "bilinear", True),
-          cost=lambda input, size=None, scale_factor=None: get("interpolate").cost(input, size, scale_factor,
-                                                                                   "bilinear", True),
+          meta=lambda a: get("interpolate").meta(a.input, a.size, a.scale_factor, "bilinear", True),
+          cost=lambda a: get("interpolate").cost(a.input, a.size, a.scale_factor, "bilinear", True), bound=True,
           api=())
 def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
     """torch's deprecated alias: ``interpolate(mode="bilinear", align_corners=True)``."""

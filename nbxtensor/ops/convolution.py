@@ -23,9 +23,8 @@ from ..allocation import Workspace, fresh_tensor_maker, new_tensor
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import conv as K
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..launch import cdiv, next_pow2
-from ..lowering import conversion_flags, needs_index_64
+from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
 from .matmul_plans import _dot_precision, planned_product, product_keys
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
@@ -529,7 +528,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
     interpreted = bool(facts["kernels"].get("interpreted"))
     conversion = conversion_flags(get_dtype("float32"), dtype, dev)
     kd, kh, kw = st.kernel
-    bias_format = SMALL_FLOAT_FORMATS.get(dtype.name, FORMAT_NATIVE)
+    bias_format = float_format(dtype)
     common = dict(KD=kd, KH=kh, KW=kw, UNROLL=st.volume * (st.cin_g if st.route == "direct" else 1)
                   <= _UNROLL_MAX_STEPS, TRANSPOSED=st.transposed, HAS_BIAS=bias is not None,
                   DECODE_BF16=dtype.name == "bfloat16" and interpreted, BIAS_FORMAT=bias_format,

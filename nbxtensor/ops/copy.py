@@ -13,8 +13,8 @@ from ..device import device as _device
 from ..device import resolve
 from ..dtypes import dtype as _dtype
 from ..dtypes import get_dtype
-from ..kernels.copy import (FORMAT_NATIVE, PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE, SOURCE_CONSTANT, SOURCE_TENSOR,
-                            strided_copy)
+from ..kernels.copy import PAIRS_DESTINATION, PAIRS_NONE, PAIRS_SOURCE, SOURCE_CONSTANT, SOURCE_TENSOR, strided_copy
+from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, launch_slots, refuse_capture
 from ..lowering import BITS_TYPE, conversion_flags, elementwise_block, encode_scalar, needs_index_64
 from ..promotion import result_type
@@ -53,14 +53,14 @@ def _plan_copy(dst: Tensor, src: Tensor | None, pairs: int):
     if not shape:
         shape, dst_strides, src_strides = (1,), (0,), (0,)
     # the imaginary component of a pair sits one element past the offsets the strides reach
-    extra = 1 if pairs != PAIRS_NONE else 0
+    extra = 1 if pairs != PAIRS_NONE.value else 0
     index_64 = needs_index_64((shape, dst_strides), (shape, src_strides), count=n, reach=extra)
     dt = dst.dtype
     if src is None:
-        flags = dict(SOURCE=SOURCE_CONSTANT, SRC_FORMAT=FORMAT_NATIVE, DST_FORMAT=FORMAT_NATIVE,
+        flags = dict(SOURCE=SOURCE_CONSTANT.value, SRC_FORMAT=FORMAT_NATIVE.value, DST_FORMAT=FORMAT_NATIVE.value,
                      VIA_F32=False, FLOAT_TO_INT=False)
     else:
-        flags = dict(SOURCE=SOURCE_TENSOR, **conversion_flags(src.dtype, dt, dst.device))
+        flags = dict(SOURCE=SOURCE_TENSOR.value, **conversion_flags(src.dtype, dt, dst.device))
     block = elementwise_block(dst.device)
     constexprs = dict(RANK=len(shape), SOURCE=flags.pop("SOURCE"),
                       CONSTANT_BITS_TYPE=getattr(tl, BITS_TYPE[dt.itemsize]), **flags, PAIRS=pairs,
@@ -70,7 +70,7 @@ def _plan_copy(dst: Tensor, src: Tensor | None, pairs: int):
                          [dst_slot, src_slot, n, bits, shape, dst_strides, src_strides], constexprs)
 
 
-def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: int = PAIRS_NONE) -> None:
+def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: int = PAIRS_NONE.value) -> None:
     """One launch of the copy kernel writing all of ``dst``; ``src`` already broadcast to ``dst``.
     With ``pairs``, the complex side is given as its real components (``view_as_real`` then select
     0), the imaginary component one element after each."""
@@ -153,11 +153,11 @@ def _copy_complex(dst: Tensor, src: Tensor) -> None:
     if dst.dtype.is_complex and src.dtype.is_complex:
         _run_copy(view_as_real(dst), view_as_real(src))
     elif dst.dtype.is_complex:
-        _run_copy(select(view_as_real(dst), -1, 0), src, pairs=PAIRS_DESTINATION)
+        _run_copy(select(view_as_real(dst), -1, 0), src, pairs=PAIRS_DESTINATION.value)
     else:
         if dst.dtype.kind != "bool":
             warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=4)
-        _run_copy(dst, select(view_as_real(src), -1, 0), pairs=PAIRS_SOURCE)
+        _run_copy(dst, select(view_as_real(src), -1, 0), pairs=PAIRS_SOURCE.value)
 
 
 def _transfer(src: Tensor, dev: _device) -> Tensor:

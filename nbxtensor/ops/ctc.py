@@ -51,23 +51,24 @@ def _ctc_layout(log_probs, targets, input_lengths, target_lengths, blank):
     return frames, batch, classes, batched
 
 
-def _ctc_meta(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
-    _, batch, _, batched = _ctc_layout(log_probs, targets, input_lengths, target_lengths, blank)
-    return _reduced_meta((batch,) if batched else (), log_probs.dtype, reduction_name(reduction))
+def _ctc_meta(a):
+    _, batch, _, batched = _ctc_layout(a.log_probs, a.targets, a.input_lengths, a.target_lengths, a.blank)
+    return _reduced_meta((batch,) if batched else (), a.log_probs.dtype, reduction_name(a.reduction))
 
 
-def _ctc_cost(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
-    frames, batch, _, _ = _ctc_layout(log_probs, targets, input_lengths, target_lengths, blank)
+def _ctc_cost(a):
+    log_probs, targets = a.log_probs, a.targets
+    frames, batch, _, _ = _ctc_layout(log_probs, targets, a.input_lengths, a.target_lengths, a.blank)
     labels = 2 * (targets.shape[-1] if len(targets.shape) else 1) + 1
     wide = get_dtype("float64") if log_probs.dtype.name == "float64" else get_dtype("float32")
     return Cost(flops=12 * frames * batch * labels, bytes_read=nbytes(log_probs) + nbytes(targets),
-                bytes_written=nbytes(_ctc_meta(log_probs, targets, input_lengths, target_lengths, blank, reduction)),
+                bytes_written=nbytes(_ctc_meta(a)),
                 workspace=temporaries(1, log_probs.shape, wide) + temporaries(2, (batch, labels), wide)
                 + temporaries(4, (batch,), _INT64) + temporaries(1, targets.shape, _INT64))
 
 
 @register("ctc_loss", family="loss", aten=["aten::ctc_loss.IntList", "aten::ctc_loss.Tensor"], meta=_ctc_meta,
-          cost=_ctc_cost, api=(), functional=True)
+          cost=_ctc_cost, bound=True, api=(), functional=True)
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0, reduction="mean",
              zero_infinity: bool = False) -> Tensor:
     """-log p(target | log_probs) summed over every CTC alignment (forward only). ``log_probs`` (T, N, C)

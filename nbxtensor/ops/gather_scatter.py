@@ -162,9 +162,9 @@ def gather_dim(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool) -> Tenso
 
 
 @register("take_along_dim", family="indexing", aten=["aten::take_along_dim.default"],
-          meta=lambda x, indices, dim=None: TensorMeta(
-              tuple(indices.shape) if dim is None else tuple(_along_shapes(x.shape, indices.shape, dim)[1]), x.dtype),
-          cost=lambda x, indices, dim=None: Cost(bytes_read=nbytes(indices), bytes_written=nbytes(indices)),
+          meta=lambda a: TensorMeta(tuple(a.indices.shape) if a.dim is None else
+                                    tuple(_along_shapes(a.x.shape, a.indices.shape, a.dim)[1]), a.x.dtype),
+          cost=lambda a: Cost(bytes_read=nbytes(a.indices), bytes_written=nbytes(a.indices)), bound=True,
           methods=("take_along_dim",))
 def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
     """``gather`` with the input and the indices broadcast against each other outside ``dim``, negative

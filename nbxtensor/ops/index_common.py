@@ -11,7 +11,7 @@ import triton.language as tl
 from ..allocation import new_tensor, outside_arena
 from ..device.errors import after_checked_launch, error_code, status_buffer
 from ..dtypes import get_dtype
-from ..kernels.copy import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..kernels.formats import FORMAT_BOOL, FORMAT_NATIVE, SMALL_FLOAT_FORMATS
 from ..tensor import Tensor
 from .copy import copy_, fill_
 from .registry import get
@@ -56,12 +56,12 @@ def read_modify_write_flags(dt) -> dict:
     """How a read-modify-write kernel computes in ``dt``: half types in float32, bool as int32
     stored back as 0/1, the rest natively; rounding on the store as the copy kernel rounds."""
     if dt.kind == "bool":
-        return dict(COMPUTE=tl.int32, FORMAT=FORMAT_BOOL, VIA_F32=False)
+        return dict(COMPUTE=tl.int32, FORMAT=FORMAT_BOOL.value, VIA_F32=False)
     if dt.name == "float16":
-        return dict(COMPUTE=tl.float32, FORMAT=FORMAT_NATIVE, VIA_F32=True)
+        return dict(COMPUTE=tl.float32, FORMAT=FORMAT_NATIVE.value, VIA_F32=True)
     if dt.name in SMALL_FLOAT_FORMATS:
         return dict(COMPUTE=tl.float32, FORMAT=SMALL_FLOAT_FORMATS[dt.name], VIA_F32=False)
-    return dict(COMPUTE=dt.triton, FORMAT=FORMAT_NATIVE, VIA_F32=False)
+    return dict(COMPUTE=dt.triton, FORMAT=FORMAT_NATIVE.value, VIA_F32=False)
 
 
 # ---- operands of the index kernels ------------------------------------------------------------

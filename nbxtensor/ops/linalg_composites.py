@@ -12,7 +12,7 @@ from .. import shape as S
 from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..tensor import Tensor
-from .linalg_lu import _check_float, _check_matrices, _costed, _type_name
+from .linalg_lu import _check_float, _check_matrices, _cubic_rules, _type_name
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
 from .samples import Samples, by_name, operand, sample
 from .views import view_op
@@ -50,8 +50,8 @@ def _matrix_power_meta(A, n):
 
 @register("linalg.matrix_power", family="linalg",
           aten=["aten::linalg_matrix_power.default", "aten::matrix_power.default"],
-          meta=_matrix_power_meta, cost=_costed(_matrix_power_meta), api=("matrix_power",),
-          methods=("matrix_power",))
+          api=("matrix_power",), methods=("matrix_power",),
+          **_cubic_rules(lambda a: _matrix_power_meta(a.A, a.n)))
 def matrix_power(A: Tensor, n: int) -> Tensor:
     """A^n by repeated squaring (the bits of n, lowest first); n = 0 gives the identity, n < 0 powers A^-1."""
     _matrix_power_meta(A, n)
@@ -72,7 +72,7 @@ def matrix_power(A: Tensor, n: int) -> Tensor:
     return result
 
 
-def _tensorinv_meta(A, ind=2):
+def _tensorinv_meta(A, ind):
     if ind <= 0:
         raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
     shape = tuple(A.shape)
@@ -84,8 +84,8 @@ def _tensorinv_meta(A, ind=2):
     return TensorMeta(shape[ind:] + shape[:ind], A.dtype)
 
 
-@register("linalg.tensorinv", family="linalg", aten=["aten::linalg_tensorinv.default"], meta=_tensorinv_meta,
-          cost=_costed(_tensorinv_meta), api=())
+@register("linalg.tensorinv", family="linalg", aten=["aten::linalg_tensorinv.default"], api=(),
+          **_cubic_rules(lambda a: _tensorinv_meta(a.A, a.ind)))
 def tensorinv(A: Tensor, ind: int = 2) -> Tensor:
     """The inverse of A seen as a matrix of prod(shape[:ind]) rows, shaped shape[ind:] + shape[:ind]."""
     meta = _tensorinv_meta(A, ind)
@@ -106,14 +106,14 @@ def _tensorsolve_parts(A, B, dims):
     return result, rows
 
 
-def _tensorsolve_meta(A, B, dims=None):
+def _tensorsolve_meta(A, B, dims):
     result, _ = _tensorsolve_parts(A, B, dims)
     _check_float(A.dtype, "linalg.solve")
     return TensorMeta(result, A.dtype)
 
 
 @register("linalg.tensorsolve", family="linalg", aten=["aten::linalg_tensorsolve.default"],
-          meta=_tensorsolve_meta, cost=_costed(_tensorsolve_meta), api=())
+          api=(), **_cubic_rules(lambda a: _tensorsolve_meta(a.A, a.B, a.dims)))
 def tensorsolve(A: Tensor, B: Tensor, dims=None) -> Tensor:
     """X with tensordot(A, X, X.ndim) = B: A's dims ``dims`` moved last, then a square solve."""
     result, rows = _tensorsolve_parts(A, B, dims)
@@ -183,8 +183,8 @@ def _cheapest_order(shapes):
     return split
 
 
-@register("linalg.multi_dot", family="linalg", aten=["aten::linalg_multi_dot.default"], meta=_multi_dot_meta,
-          cost=_multi_dot_cost, api=())
+@register("linalg.multi_dot", family="linalg", aten=["aten::linalg_multi_dot.default"],
+          meta=lambda a: _multi_dot_meta(a.tensors), cost=lambda a: _multi_dot_cost(a.tensors), bound=True, api=())
 def multi_dot(tensors) -> Tensor:
     """The product of a chain of matrices, in the order of fewest scalar products; a first (last) 1-D operand
     is a row (column) vector, its dim dropped from the result."""
@@ -206,7 +206,7 @@ def multi_dot(tensors) -> Tensor:
 
 # ---- vander, vecdot, diagonal ---------------------------------------------------------------------------
 
-def _vander_meta(x, *, N=None):
+def _vander_meta(x, N):
     if x.dtype.name == "bool" or x.dtype.storage_only:
         raise RuntimeError(f"linalg.vander supports floating point, complex, and integer tensors, but got "
                            f"{_type_name(x.dtype)}")
@@ -217,19 +217,23 @@ def _vander_meta(x, *, N=None):
     return TensorMeta(shape + (n,), x.dtype)
 
 
-@register("linalg.vander", family="linalg", aten=["aten::linalg_vander.default"], meta=_vander_meta,
-          cost=lambda x, *, N=None: Cost(flops=S.numel(_vander_meta(x, N=N).shape),
-                                         bytes_read=nbytes(x), bytes_written=nbytes(_vander_meta(x, N=N))), api=())
+def _vander_cost(x, N):
+    out = _vander_meta(x, N)
+    return Cost(flops=S.numel(out.shape), bytes_read=nbytes(x), bytes_written=nbytes(out))
+
+
+@register("linalg.vander", family="linalg", aten=["aten::linalg_vander.default"],
+          meta=lambda a: _vander_meta(a.x, a.N), cost=lambda a: _vander_cost(a.x, a.N), bound=True, api=())
 def vander(x: Tensor, *, N: int | None = None) -> Tensor:
     """The Vandermonde matrix of x's last dim: column j holds x^j, j < N (default len(x)); a running product."""
-    meta = _vander_meta(x, N=N)
+    meta = _vander_meta(x, N)
     with scratch_scope():
         powers = _op("ones")(meta.shape, dtype=x.dtype, device=x.device)
         powers[..., 1:] = x.reshape(*meta.shape[:-1], 1)
     return powers.cumprod(-1, dtype=x.dtype)
 
 
-def _vecdot_meta(x, y, *, dim=-1):
+def _vecdot_meta(x, y, dim):
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
         raise RuntimeError(f"linalg.vecdot: Expected a floating point or complex tensor as input. Got "
                            f"{_type_name(x.dtype)}")
@@ -241,12 +245,13 @@ def _vecdot_meta(x, y, *, dim=-1):
     return TensorMeta(tuple(n for i, n in enumerate(shape) if i != d), x.dtype)
 
 
-@register("linalg.vecdot", family="linalg", aten=["aten::linalg_vecdot.default"], meta=_vecdot_meta,
-          cost=lambda x, y, *, dim=-1: Cost(flops=2 * S.numel(x.shape), bytes_read=nbytes(x) + nbytes(y),
-                                            bytes_written=nbytes(_vecdot_meta(x, y, dim=dim))), api=())
+@register("linalg.vecdot", family="linalg", aten=["aten::linalg_vecdot.default"],
+          meta=lambda a: _vecdot_meta(a.x, a.y, a.dim),
+          cost=lambda a: Cost(flops=2 * S.numel(a.x.shape), bytes_read=nbytes(a.x) + nbytes(a.y),
+                              bytes_written=nbytes(_vecdot_meta(a.x, a.y, a.dim))), bound=True, api=())
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     """sum(conj(x) * y) along ``dim``, x and y broadcast."""
-    _vecdot_meta(x, y, dim=dim)
+    _vecdot_meta(x, y, dim)
     with scratch_scope():
         products = (x.conj() if x.dtype.is_complex else x) * y
     return products.sum(dim)
@@ -281,8 +286,7 @@ def _matrix_exp_meta(A):
 
 
 @register("matrix_exp", family="linalg", aten=["aten::linalg_matrix_exp.default", "aten::matrix_exp.default"],
-          meta=_matrix_exp_meta,
-          cost=_costed(_matrix_exp_meta), methods=("matrix_exp",))
+          methods=("matrix_exp",), **_cubic_rules(lambda a: _matrix_exp_meta(a.A)))
 def matrix_exp(A: Tensor) -> Tensor:
     """e^A by scaling and squaring around the [13/13] Pade approximant, in float64 whatever A's dtype."""
     _matrix_exp_meta(A)
@@ -325,7 +329,7 @@ def _matrix_norm_dims(A, dim, op):
     return rows, cols
 
 
-def _matrix_norm_meta(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, op="linalg.matrix_norm"):
+def _matrix_norm_meta(A, ord, dim, keepdim, dtype, op):
     rows, cols = _matrix_norm_dims(A, tuple(dim), op)
     if not (A.dtype.is_floating_point or A.dtype.is_complex):
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got {_type_name(A.dtype)}")
@@ -356,8 +360,8 @@ def _matrix_norm(A: Tensor, ord, dim, keepdim: bool, dtype) -> Tensor:
     return extreme if keepdim else extreme.squeeze((rows, cols))
 
 
-def _matrix_norm_cost(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
-    out = _matrix_norm_meta(A, ord, dim, keepdim, dtype=dtype)
+def _matrix_norm_cost(A, ord, dim, keepdim, dtype):
+    out = _matrix_norm_meta(A, ord, dim, keepdim, dtype, "linalg.matrix_norm")
     if ord not in _SINGULAR_VALUE_ORDS:
         return Cost(flops=2 * S.numel(A.shape), bytes_read=nbytes(A), bytes_written=nbytes(out))
     rows, cols = _matrix_norm_dims(A, tuple(dim), "linalg.matrix_norm")
@@ -382,11 +386,12 @@ def _singular_value_norm(A: Tensor, ord, rows: int, cols: int, keepdim: bool, dt
 
 @register("linalg.matrix_norm", family="linalg", aten=["aten::linalg_matrix_norm.default",
                                                        "aten::linalg_matrix_norm.str_ord"],
-          meta=_matrix_norm_meta, cost=_matrix_norm_cost, api=())
+          meta=lambda a: _matrix_norm_meta(a.A, a.ord, a.dim, a.keepdim, a.dtype, "linalg.matrix_norm"),
+          cost=lambda a: _matrix_norm_cost(a.A, a.ord, a.dim, a.keepdim, a.dtype), bound=True, api=())
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
     """The matrix norm of the dims ``dim``: 'fro', the largest (inf, 1) or smallest (-inf, -1) absolute row
     (inf) or column (1) sum, or of the singular values the largest (2), smallest (-2) or their sum ('nuc')."""
-    _matrix_norm_meta(A, ord, dim, keepdim, dtype=dtype)
+    _matrix_norm_meta(A, ord, dim, keepdim, dtype, "linalg.matrix_norm")
     return _matrix_norm(A, ord, dim, keepdim, dtype)
 
 
@@ -408,29 +413,30 @@ def _norm_plan(A, ord, dim):
     return ("vector", ord, None) if len(A.shape) == 1 and not isinstance(ord, str) else ("matrix", ord, (-2, -1))
 
 
-def _norm_meta(A, ord=None, dim=None, keepdim=False, *, dtype=None):
+def _norm_meta(A, ord, dim, keepdim, dtype):
     kind, order, dims = _norm_plan(A, ord, dim)
     if kind == "matrix":
-        return _matrix_norm_meta(A, order, dims, keepdim, dtype=dtype, op="linalg.norm")
+        return _matrix_norm_meta(A, order, dims, keepdim, dtype, "linalg.norm")
     if isinstance(order, str):
         raise RuntimeError(f"linalg.norm: ord={order} is only supported for matrices")
     return get("linalg.vector_norm").meta(A, order, dims, keepdim, dtype=dtype)
 
 
-def _norm_cost(A, ord=None, dim=None, keepdim=False, *, dtype=None):
+def _norm_cost(A, ord, dim, keepdim, dtype):
     kind, order, dims = _norm_plan(A, ord, dim)
     if kind == "matrix":
-        return _matrix_norm_cost(A, order, dims, keepdim, dtype=dtype)
+        return _matrix_norm_cost(A, order, dims, keepdim, dtype)
     return Cost(flops=2 * S.numel(A.shape), bytes_read=nbytes(A),
-                bytes_written=nbytes(_norm_meta(A, ord, dim, keepdim, dtype=dtype)))
+                bytes_written=nbytes(_norm_meta(A, ord, dim, keepdim, dtype)))
 
 
 @register("linalg.norm", family="linalg", aten=["aten::linalg_norm.default", "aten::linalg_norm.ord_str"],
-          meta=_norm_meta, cost=_norm_cost, api=())
+          meta=lambda a: _norm_meta(a.A, a.ord, a.dim, a.keepdim, a.dtype),
+          cost=lambda a: _norm_cost(a.A, a.ord, a.dim, a.keepdim, a.dtype), bound=True, api=())
 def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """A vector norm (``dim`` one dim, or None with ord None or a 1-D A) or a matrix norm (two dims, or a
     2-D A with ``ord``), as ``linalg.vector_norm`` and ``linalg.matrix_norm`` compute them."""
-    _norm_meta(A, ord, dim, keepdim, dtype=dtype)
+    _norm_meta(A, ord, dim, keepdim, dtype)
     kind, order, dims = _norm_plan(A, ord, dim)
     if kind == "matrix":
         return _matrix_norm(A, order, dims, keepdim, dtype)

@@ -105,14 +105,6 @@ def _cubic_cost(*metas, outputs=()) -> Cost:
                 workspace=temporaries(3, shape, _F64) + temporaries(2, shape[:-1], _I32))
 
 
-def _costed(meta):
-    """The cost rule of an op whose work is cubic in its first argument's matrices."""
-    def cost(*args, **kwargs):
-        tensors = [a for a in args if hasattr(a, "shape")] or [TensorMeta((1,), _F64)]
-        return _cubic_cost(*tensors, outputs=meta(*args, **kwargs))
-    return cost
-
-
 def _cubic_rules(meta) -> dict:
     """``register``'s meta and cost rules of an op whose work is cubic in its first tensor argument's
     matrices, ``meta`` its meta rule: both of bound arguments, the cost reading every tensor argument."""

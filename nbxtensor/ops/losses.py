@@ -59,7 +59,7 @@ def _check_float(x, op: str) -> None:
 
 # ---- pointwise losses ------------------------------------------------------------------------------
 
-def _pointwise_shape(input, target, op: str, warn: bool):
+def _pointwise_shape(input, target, warn: bool):
     if tuple(target.shape) != tuple(input.shape) and warn:
         warnings.warn(f"Using a target size ({tuple(target.shape)}) that is different to the input size "
                       f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
@@ -67,69 +67,48 @@ def _pointwise_shape(input, target, op: str, warn: bool):
     return S.broadcast_shapes(tuple(input.shape), tuple(target.shape))
 
 
-def _pointwise_loss(name: str, aten: list[str], term, *, flops: int, weighted: bool, legacy: bool, params: dict,
-                    weighted_mean: str, doc: str):
-    """A loss ``term(difference-free inputs) -> elementwise loss``, reduced; ``weight`` (same size as the
-    input) multiplies it, and the weighted mean divides by ``weighted_mean``: 'weight' (sum of weights) or
-    'count' (number of elements), as torch's for that loss."""
-    def arguments(input, target, size_average=None, reduce=None, reduction="mean", weight=None, **kw):
-        reduction = reduction_name(reduction, size_average, reduce)
-        values = {k: kw.get(k, v) for k, v in params.items()}
-        return reduction, weight, values
+def _pointwise_terms(input, target, weight):
+    """(shape, dtype) of a pointwise loss's elementwise terms; a weight must have the input's size."""
+    shape = _pointwise_shape(input, target, False)
+    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    return shape, _float_dtype(input.dtype, target.dtype)
 
-    def meta_of(input, target, reduction, weight):
-        shape = _pointwise_shape(input, target, name, False)
-        dtype = _float_dtype(input.dtype, target.dtype)
-        if weight is not None and tuple(weight.shape) != tuple(input.shape):
-            raise ValueError("Weights and input must have the same size.")
-        return shape, dtype
 
-    def split(args, kwargs):
-        if legacy:
-            return args, kwargs
-        # huber_loss(input, target, reduction, delta, weight) has no legacy arguments
-        names = ("reduction", *params, "weight")
-        return args[:2], {**dict(zip(names, args[2:])), **kwargs}
+def _pointwise_rules(flops: int) -> dict:
+    """``register``'s meta and cost rules, of bound arguments, of a pointwise loss taking ``reduction`` (and
+    torch's legacy ``size_average``/``reduce`` where it has them) and maybe ``weight``."""
+    def terms(a):
+        arguments = vars(a)
+        reduction = reduction_name(a.reduction, arguments.get("size_average"), arguments.get("reduce"))
+        return (*_pointwise_terms(a.input, a.target, arguments.get("weight")), reduction)
 
-    def meta(*args, **kwargs):
-        args, kwargs = split(args, kwargs)
-        reduction, weight, _ = arguments(*args, **kwargs)
-        shape, dtype = meta_of(args[0], args[1], reduction, weight)
-        return _reduced_meta(shape, dtype, reduction)
+    def meta(a):
+        return _reduced_meta(*terms(a))
 
-    def cost(*args, **kwargs):
-        args, kwargs = split(args, kwargs)
-        reduction, weight, _ = arguments(*args, **kwargs)
-        shape, dtype = meta_of(args[0], args[1], reduction, weight)
-        out = _reduced_meta(shape, dtype, reduction)
-        return Cost(flops=flops * S.numel(shape), bytes_read=nbytes(args[0]) + nbytes(args[1]),
-                    bytes_written=nbytes(out), workspace=temporaries(4, shape, dtype))
+    def cost(a):
+        shape, dtype, reduction = terms(a)
+        return Cost(flops=flops * S.numel(shape), bytes_read=nbytes(a.input) + nbytes(a.target),
+                    bytes_written=nbytes(_reduced_meta(shape, dtype, reduction)),
+                    workspace=temporaries(4, shape, dtype))
+    return {"meta": meta, "cost": cost, "bound": True}
 
-    def impl(*args, **kwargs):
-        args, kwargs = split(args, kwargs)
-        input, target = args[:2]
-        reduction, weight, values = arguments(*args, **kwargs)
-        _check_float(input, name)
-        shape = _pointwise_shape(input, target, name, True)
-        dtype = _float_dtype(input.dtype, target.dtype)
-        meta_of(input, target, reduction, weight)
+
+def _pointwise_loss(name: str, term, input, target, reduction: str, weight, weighted_mean: str, **parameters):
+    """``term(input, target, **parameters)`` elementwise, times ``weight``, reduced; the weighted mean divides
+    by ``weighted_mean``: 'weight' (sum of weights) or 'count' (number of elements), as torch's for that loss."""
+    _check_float(input, name)
+    shape = _pointwise_shape(input, target, True)
+    _, dtype = _pointwise_terms(input, target, weight)
+    with scratch_scope():
+        loss = term(input.expand(shape).to(dtype), target.expand(shape).to(dtype), **parameters)
+        if weight is not None:
+            loss = loss * weight
+    if weight is not None and reduction == "mean" and weighted_mean == "weight":
         with scratch_scope():
-            loss = term(input.expand(shape).to(dtype), target.expand(shape).to(dtype), **values)
-            if weight is not None:
-                loss = loss * weight
-        if weight is not None and reduction == "mean" and weighted_mean == "weight":
-            with scratch_scope():
-                total = loss.sum()
-            return total / weight.sum()
-        return _reduced(loss, reduction)
-
-    signature = ("input, target, size_average=None, reduce=None, reduction='mean'" if legacy
-                 else "input, target, reduction='mean'")
-    extra = "".join(f", {k}={v!r}" for k, v in params.items())
-    impl.__doc__ = f"``nn.functional.{name}({signature}{extra}{', weight=None' if weighted else ''})``: {doc}"
-    impl.__name__ = impl.__qualname__ = name
-    return register(name, family="loss", aten=aten, meta=meta, cost=cost, api=(), functional=True,
-                    adapters=_aten_losses(aten, "reduction", *params))(impl)
+            total = loss.sum()
+        return total / weight.sum()
+    return _reduced(loss, reduction)
 
 
 def _mse(x, y):
@@ -141,7 +120,7 @@ def _l1(x, y):
     return (x - y).abs()
 
 
-def _smooth_l1(x, y, beta=1.0):
+def _smooth_l1(x, y, beta):
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     d = (x - y).abs()
@@ -150,23 +129,44 @@ def _smooth_l1(x, y, beta=1.0):
     return _op("where")(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
 
 
-def _huber(x, y, delta=1.0):
+def _huber(x, y, delta):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     d = (x - y).abs()
     return _op("where")(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
 
 
-mse_loss = _pointwise_loss("mse_loss", ["aten::mse_loss.default"], _mse, flops=3, weighted=True, legacy=True,
-                           params={}, weighted_mean="weight", doc="(input - target)^2, reduced.")
-l1_loss = _pointwise_loss("l1_loss", ["aten::l1_loss.default"], _l1, flops=2, weighted=True, legacy=True,
-                          params={}, weighted_mean="weight", doc="|input - target|, reduced.")
-smooth_l1_loss = _pointwise_loss("smooth_l1_loss", ["aten::smooth_l1_loss.default"], _smooth_l1, flops=6,
-                                 weighted=False, legacy=True, params={"beta": 1.0}, weighted_mean="count",
-                                 doc="0.5 d^2 / beta where d = |input - target| < beta, d - 0.5 beta elsewhere.")
-huber_loss = _pointwise_loss("huber_loss", ["aten::huber_loss.default"], _huber, flops=6, weighted=True,
-                             legacy=False, params={"delta": 1.0}, weighted_mean="count",
-                             doc="0.5 d^2 where d = |input - target| < delta, delta (d - 0.5 delta) elsewhere.")
+@register("mse_loss", family="loss", aten=["aten::mse_loss.default"], api=(), functional=True,
+          adapters=_aten_losses(["aten::mse_loss.default"], "reduction"), **_pointwise_rules(flops=3))
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """``nn.functional.mse_loss``: (input - target)^2, reduced."""
+    return _pointwise_loss("mse_loss", _mse, input, target, reduction_name(reduction, size_average, reduce), weight,
+                           "weight")
+
+
+@register("l1_loss", family="loss", aten=["aten::l1_loss.default"], api=(), functional=True,
+          adapters=_aten_losses(["aten::l1_loss.default"], "reduction"), **_pointwise_rules(flops=2))
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """``nn.functional.l1_loss``: |input - target|, reduced."""
+    return _pointwise_loss("l1_loss", _l1, input, target, reduction_name(reduction, size_average, reduce), weight,
+                           "weight")
+
+
+@register("smooth_l1_loss", family="loss", aten=["aten::smooth_l1_loss.default"], api=(), functional=True,
+          adapters=_aten_losses(["aten::smooth_l1_loss.default"], "reduction", "beta"), **_pointwise_rules(flops=6))
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """``nn.functional.smooth_l1_loss``: 0.5 d^2 / beta where d = |input - target| < beta, d - 0.5 beta
+    elsewhere."""
+    return _pointwise_loss("smooth_l1_loss", _smooth_l1, input, target, reduction_name(reduction, size_average, reduce),
+                           None, "count", beta=beta)
+
+
+@register("huber_loss", family="loss", aten=["aten::huber_loss.default"], api=(), functional=True,
+          adapters=_aten_losses(["aten::huber_loss.default"], "reduction", "delta"), **_pointwise_rules(flops=6))
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """``nn.functional.huber_loss``: 0.5 d^2 where d = |input - target| < delta, delta (d - 0.5 delta)
+    elsewhere."""
+    return _pointwise_loss("huber_loss", _huber, input, target, reduction_name(reduction), weight, "count", delta=delta)
 
 
 # ---- kl_div, binary cross entropy -----------------------------------------------------------------------

@@ -109,12 +109,12 @@ def _cost(meta, flops_per_element: int, input_sized: int, result_sized: int = 1)
     """A composite's cost: its reads of the input and masks, its result, and its temporaries, counted in the
     widest real dtype: ``input_sized`` the size of the input or the result, whichever is larger (a mask
     converted to bool, the filled input, intermediates, and three for each inner reduction's split
-    partials), ``result_sized`` the size of the result (partial results, counts, a result converted)."""
-    def cost(input, *args, **kwargs):
-        out = meta(input, *args, **kwargs)
-        masks = [value for key, value in kwargs.items() if key.endswith("mask") and value is not None]
-        operands = [input] + [a for a in args if hasattr(a, "shape")] + masks
-        largest = builtins.max(tuple(input.shape), tuple(out.shape), key=S.numel)
+    partials), ``result_sized`` the size of the result (partial results, counts, a result converted). Both
+    rules take bound arguments; every tensor among them is read."""
+    def cost(a):
+        out = meta(a)
+        operands = [value for value in vars(a).values() if hasattr(value, "shape")]
+        largest = builtins.max(tuple(a.input.shape), tuple(out.shape), key=S.numel)
         return Cost(flops=flops_per_element * S.numel(largest),
                     bytes_read=builtins.sum(nbytes(t) for t in operands), bytes_written=nbytes(out),
                     workspace=temporaries(input_sized, largest, _F64) + temporaries(result_sized, out.shape, _F64))
@@ -138,14 +138,14 @@ _REDUCTIONS = {
 
 
 def _reduction(name: str, identity: str, takes_dtype: bool):
-    def meta(input, dim=None, *, keepdim=False, dtype=None, mask=None):
+    def result(input, dim, keepdim, dtype, mask):
         _check_mask(input, mask, name)
         dims = reduced_dims(len(input.shape), dim, f"masked.{name}")
         default = _sum_dtype(input.dtype, None) if takes_dtype else input.dtype
         return TensorMeta(reduced_shape(tuple(input.shape), dims, bool(keepdim)), _out_dtype(dtype, default))
 
     def impl(input: Tensor, dim=None, *, keepdim: bool = False, dtype=None, mask=None) -> Tensor:
-        out = meta(input, dim, keepdim=keepdim, dtype=dtype, mask=mask)
+        out = result(input, dim, keepdim, dtype, mask)
         dims = reduced_dims(input.ndim, dim, f"masked.{name}")
         plain = get(name)
         with scratch_scope():
@@ -156,8 +156,12 @@ def _reduction(name: str, identity: str, takes_dtype: bool):
         return _converted(lambda: plain.impl(filled, dims, bool(keepdim)), made, out.dtype)
     impl.__doc__ = (f"torch.masked.{name}: ``{name}`` over ``dim`` (all dims by default) of the elements ``mask`` "
                     f"keeps; the others count as the identity ({identity}).")
+
+    def meta(a):
+        return result(a.input, a.dim, a.keepdim, a.dtype, a.mask)
+
     return register(f"masked.{name}", family="reduction", aten=_aten(name), meta=meta, cost=_cost(meta, 3, 5),
-                    api=())(impl)
+                    bound=True, api=())(impl)
 
 
 for _name, (_identity_kind, _takes_dtype) in _REDUCTIONS.items():
@@ -167,20 +171,24 @@ for _name, (_identity_kind, _takes_dtype) in _REDUCTIONS.items():
 # ---- argmax, argmin --------------------------------------------------------------------------------
 
 def _arg_reduction(name: str, identity: str):
-    def meta(input, dim=None, *, keepdim=False, dtype=None, mask=None):
+    def result(input, dim, keepdim, dtype, mask):
         _check_mask(input, mask, name)
         shape = get(name).meta(input, dim, bool(keepdim)).shape
         return TensorMeta(shape, _out_dtype(dtype, input.dtype))
 
     def impl(input: Tensor, dim=None, *, keepdim: bool = False, dtype=None, mask=None) -> Tensor:
-        out = meta(input, dim, keepdim=keepdim, dtype=dtype, mask=mask)
+        out = result(input, dim, keepdim, dtype, mask)
         with scratch_scope():
             filled = _filled(input, mask, identity, name)
         return _converted(lambda: _op(name)(filled, dim, bool(keepdim)), _I64, out.dtype)
     impl.__doc__ = (f"torch.masked.{name}: the index of the ``{name}`` of the elements ``mask`` keeps (flattened "
                     "when ``dim`` is None), as the input's dtype unless ``dtype`` says otherwise.")
+
+    def meta(a):
+        return result(a.input, a.dim, a.keepdim, a.dtype, a.mask)
+
     return register(f"masked.{name}", family="reduction", aten=_aten(name), meta=meta, cost=_cost(meta, 1, 5),
-                    api=())(impl)
+                    bound=True, api=())(impl)
 
 
 argmax, argmin = _arg_reduction("argmax", "lowest"), _arg_reduction("argmin", "highest")
@@ -199,19 +207,23 @@ _ALONG_DIM = {
 
 
 def _along_dim(name: str, identity: str, family: str):
-    def meta(input, dim, *, dtype=None, mask=None):
+    def result(input, dim, dtype, mask):
         _check_mask(input, mask, name)
         return get(name).meta(input, dim, dtype=_out_dtype(dtype, input.dtype))
 
     def impl(input: Tensor, dim: int, *, dtype=None, mask=None) -> Tensor:
-        out = meta(input, dim, dtype=dtype, mask=mask)
+        out = result(input, dim, dtype, mask)
         with scratch_scope():
             filled = _filled(input, mask, identity, name)
         return _op(name)(filled, S.wrap_dim(dim, input.ndim), dtype=out.dtype)
     impl.__doc__ = (f"torch.masked.{name}: ``{name}`` along ``dim`` with the elements ``mask`` drops taken as the "
                     f"identity ({identity}); the result has the input's dtype unless ``dtype`` says otherwise.")
+
+    def meta(a):
+        return result(a.input, a.dim, a.dtype, a.mask)
+
     return register(f"masked.{name}", family=family, aten=_aten(name), meta=meta, cost=_cost(meta, 4, 7),
-                    api=())(impl)
+                    bound=True, api=())(impl)
 
 
 for _name, (_identity_kind, _family) in _ALONG_DIM.items():
@@ -220,7 +232,7 @@ for _name, (_identity_kind, _family) in _ALONG_DIM.items():
 
 # ---- mean, median, norm, normalize ------------------------------------------------------------------
 
-def _mean_meta(input, dim=None, *, keepdim=False, dtype=None, mask=None):
+def _mean_result(input, dim, keepdim, dtype, mask):
     _check_mask(input, mask, "mean")
     out = _out_dtype(dtype, input.dtype)
     if not (out.is_floating_point or out.is_complex):
@@ -230,11 +242,15 @@ def _mean_meta(input, dim=None, *, keepdim=False, dtype=None, mask=None):
     return TensorMeta(reduced_shape(tuple(input.shape), dims, bool(keepdim)), out)
 
 
+def _mean_meta(a):
+    return _mean_result(a.input, a.dim, a.keepdim, a.dtype, a.mask)
+
+
 @register("masked.mean", family="reduction", aten=_aten("mean"), meta=_mean_meta, cost=_cost(_mean_meta, 2, 9, 2),
-          api=())
+          bound=True, api=())
 def mean(input: Tensor, dim=None, *, keepdim: bool = False, dtype=None, mask=None) -> Tensor:
     """torch.masked.mean: the sum of the elements ``mask`` keeps over their count; NaN where it keeps none."""
-    out = _mean_meta(input, dim, keepdim=keepdim, dtype=dtype, mask=mask)
+    out = _mean_result(input, dim, keepdim, dtype, mask)
     dims = reduced_dims(input.ndim, dim, "masked.mean")
     with scratch_scope():
         total = get("masked.sum").impl(input, dims, keepdim=keepdim, dtype=out.dtype, mask=mask)
@@ -242,7 +258,7 @@ def mean(input: Tensor, dim=None, *, keepdim: bool = False, dtype=None, mask=Non
     return total / count
 
 
-def _median_meta(input, dim=-1, *, keepdim=False, dtype=None, mask=None):
+def _median_result(input, dim, keepdim, dtype, mask):
     _check_mask(input, mask, "median")
     if not isinstance(dim, int) and not hasattr(dim, "__index__"):
         raise TypeError(f"masked.median: dim must be one int, got {dim!r}")
@@ -253,13 +269,17 @@ def _median_meta(input, dim=-1, *, keepdim=False, dtype=None, mask=None):
     return TensorMeta(shape, input.dtype if floating else _out_dtype(dtype, input.dtype))
 
 
+def _median_meta(a):
+    return _median_result(a.input, a.dim, a.keepdim, a.dtype, a.mask)
+
+
 @register("masked.median", family="sorting", aten=_aten("median"), meta=_median_meta,
-          cost=_cost(_median_meta, 16, 16, 4), api=())
+          cost=_cost(_median_meta, 16, 16, 4), bound=True, api=())
 def median(input: Tensor, dim: int = -1, *, keepdim: bool = False, dtype=None, mask=None) -> Tensor:
     """torch.masked.median: the lower median of the elements ``mask`` keeps along ``dim`` (``nanmedian`` of the
     input with NaN where masked out, so NaN of the input is skipped too); NaN where it keeps none, which an
     integer result cannot hold and refuses."""
-    out = _median_meta(input, dim, keepdim=keepdim, dtype=dtype, mask=mask)
+    out = _median_result(input, dim, keepdim, dtype, mask)
     if input.dtype.is_floating_point:
         with scratch_scope():
             filled = _filled(input, mask, "nan", "median")
@@ -277,7 +297,7 @@ def _norm_identity(ord) -> str:
     return "highest" if ord == -math.inf else "zero"
 
 
-def _norm_meta(input, ord=2.0, dim=None, *, keepdim=False, dtype=None, mask=None):
+def _norm_result(input, ord, dim, keepdim, dtype, mask):
     _check_mask(input, mask, "norm")
     if mask is not None and _norm_identity(ord) == "highest" and not input.dtype.is_floating_point:
         raise TypeError(f"masked.norm: ord=-inf with a mask needs a floating-point input (masked-out elements "
@@ -286,29 +306,37 @@ def _norm_meta(input, ord=2.0, dim=None, *, keepdim=False, dtype=None, mask=None
     return get("linalg.vector_norm").meta(input, ord, dims, bool(keepdim), dtype=_out_dtype(dtype, input.dtype))
 
 
+def _norm_meta(a):
+    return _norm_result(a.input, a.ord, a.dim, a.keepdim, a.dtype, a.mask)
+
+
 @register("masked.norm", family="reduction", aten=_aten("norm"), meta=_norm_meta, cost=_cost(_norm_meta, 3, 5),
-          api=())
+          bound=True, api=())
 def norm(input: Tensor, ord=2.0, dim=None, *, keepdim: bool = False, dtype=None, mask=None) -> Tensor:
     """torch.masked.norm: ``linalg.vector_norm`` of order ``ord`` of the elements ``mask`` keeps (masked-out
     ones count as 0, or inf for ord=-inf); computed in ``dtype`` (default: the input's)."""
-    out = _norm_meta(input, ord, dim, keepdim=keepdim, dtype=dtype, mask=mask)
+    out = _norm_result(input, ord, dim, keepdim, dtype, mask)
     dims = reduced_dims(input.ndim, dim, "masked.norm")
     with scratch_scope():
         filled = _filled(input, mask, _norm_identity(ord), "norm")
     return _op("linalg.vector_norm")(filled, ord, dims, bool(keepdim), dtype=out.dtype)
 
 
-def _normalize_meta(input, ord, dim, *, eps=1e-12, dtype=None, mask=None):
-    norms = _norm_meta(input, ord, dim, keepdim=True, dtype=dtype, mask=mask)
+def _normalize_result(input, ord, dim, dtype, mask):
+    norms = _norm_result(input, ord, dim, True, dtype, mask)
     return TensorMeta(tuple(input.shape), promote_types(input.dtype, norms.dtype))
 
 
+def _normalize_meta(a):
+    return _normalize_result(a.input, a.ord, a.dim, a.dtype, a.mask)
+
+
 @register("masked.normalize", family="normalization", aten=_aten("normalize"), meta=_normalize_meta,
-          cost=_cost(_normalize_meta, 4, 9), api=())
+          cost=_cost(_normalize_meta, 4, 9), bound=True, api=())
 def normalize(input: Tensor, ord, dim, *, eps: float = 1e-12, dtype=None, mask=None) -> Tensor:
     """torch.masked.normalize: the elements ``mask`` keeps divided by their ``ord``-norm along ``dim`` (at least
     ``eps``); masked-out elements are 0."""
-    _normalize_meta(input, ord, dim, eps=eps, dtype=dtype, mask=mask)
+    _normalize_result(input, ord, dim, dtype, mask)
     with scratch_scope():
         filled = _filled(input, mask, "zero", "normalize")
         norms = get("masked.norm").impl(input, ord, dim, keepdim=True, dtype=dtype, mask=mask)
@@ -336,7 +364,7 @@ def _correction(unbiased, correction, op: str) -> float:
 
 
 def _moment(name: str, take_sqrt: bool):
-    def meta(input, dim=None, unbiased=None, *, correction=None, keepdim=False, dtype=None, mask=None):
+    def result(input, dim, unbiased, correction, keepdim, dtype, mask):
         _check_mask(input, mask, name)
         _correction(unbiased, correction, name)
         dims = reduced_dims(len(input.shape), dim, f"masked.{name}")
@@ -347,7 +375,7 @@ def _moment(name: str, take_sqrt: bool):
 
     def impl(input: Tensor, dim=None, unbiased=None, *, correction=None, keepdim: bool = False, dtype=None,
              mask=None) -> Tensor:
-        meta(input, dim, unbiased, correction=correction, keepdim=keepdim, dtype=dtype, mask=mask)
+        result(input, dim, unbiased, correction, keepdim, dtype, mask)
         corrected = _correction(unbiased, correction, name)
         dims = reduced_dims(input.ndim, dim, f"masked.{name}")
         out, compute = _moment_dtypes(input.dtype, dtype)
@@ -370,8 +398,12 @@ def _moment(name: str, take_sqrt: bool):
     impl.__doc__ = (f"torch.masked.{name}: the {'standard deviation' if take_sqrt else 'variance'} of the elements "
                     "``mask`` keeps over ``dim``, their count less ``correction`` (1 by default; 0 for "
                     "unbiased=False) dividing, never below 0; NaN where it keeps none.")
+
+    def meta(a):
+        return result(a.input, a.dim, a.unbiased, a.correction, a.keepdim, a.dtype, a.mask)
+
     return register(f"masked.{name}", family="reduction", aten=_aten(name), meta=meta, cost=_cost(meta, 6, 16, 10),
-                    api=())(impl)
+                    bound=True, api=())(impl)
 
 
 var, std = _moment("var", False), _moment("std", True)
@@ -379,19 +411,23 @@ var, std = _moment("var", False), _moment("std", True)
 
 # ---- logaddexp -------------------------------------------------------------------------------------
 
-def _logaddexp_meta(input, other, *, dtype=None, input_mask=None, other_mask=None):
+def _logaddexp_result(input, other, dtype, input_mask, other_mask):
     _check_mask(input, input_mask, "logaddexp", "input_mask")
     _check_mask(other, other_mask, "logaddexp", "other_mask")
     plain = get("logaddexp").meta(input, other)
     return TensorMeta(tuple(plain.shape), _out_dtype(dtype, input.dtype))
 
 
+def _logaddexp_meta(a):
+    return _logaddexp_result(a.input, a.other, a.dtype, a.input_mask, a.other_mask)
+
+
 @register("masked.logaddexp", family="pointwise", aten=_aten("logaddexp"), meta=_logaddexp_meta,
-          cost=_cost(_logaddexp_meta, 40, 4), api=())
+          cost=_cost(_logaddexp_meta, 40, 4), bound=True, api=())
 def logaddexp(input: Tensor, other: Tensor, *, dtype=None, input_mask=None, other_mask=None) -> Tensor:
     """torch.masked.logaddexp: log(exp(input) + exp(other)) with the elements each mask drops taken as -inf
     (the lowest value), so a position both drop gives -inf; as the input's dtype unless ``dtype`` says otherwise."""
-    out = _logaddexp_meta(input, other, dtype=dtype, input_mask=input_mask, other_mask=other_mask)
+    out = _logaddexp_result(input, other, dtype, input_mask, other_mask)
     with scratch_scope():
         filled_input = _filled(input, input_mask, "lowest", "logaddexp")
         filled_other = _filled(other, other_mask, "lowest", "logaddexp")

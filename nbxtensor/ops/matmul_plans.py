@@ -12,10 +12,10 @@ from .. import tuning
 from ..device import backend_for, multiprocessors, resolve
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, next_pow2
 from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_tensor
-from ..lowering import conversion_flags, needs_index_64
+from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
 from .matmul_gemv import (_GEMV_MAX_BLOCK_K, _GEMV_ONE_ROW_SHAPES, _GEMV_ROWS_SHAPES, _INTERPRETED_BLOCK_K,
                           _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, GEMV_MAX_ROWS, _clamp_block, _gemv_launches)
@@ -261,8 +261,8 @@ def _operand_flags(dtype, out_dtype, bias, dev, facts) -> dict:
     interpreted = bool(facts["kernels"].get("interpreted"))
     return dict(ACC=acc.triton, PRECISION=_dot_precision(dtype), INTERPRETED=interpreted,
                 DECODE_BF16=dtype.name == "bfloat16" and interpreted,
-                BIAS_FORMAT=SMALL_FLOAT_FORMATS.get(bias.dtype.name, FORMAT_NATIVE) if bias is not None
-                else FORMAT_NATIVE,
+                BIAS_FORMAT=float_format(bias.dtype) if bias is not None
+                else FORMAT_NATIVE.value,
                 DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"])
 
 

@@ -18,9 +18,9 @@ from ..allocation import fresh_tensor_maker, new_tensor, scratch_tensor
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import gemv_prologue as G
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, dependent_launch, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import float_format, needs_index_64
 from ..shape import ShapeError
 from ..tensor import Tensor
 from .matmul_gemv import GEMV_MAX_ROWS, combine_launch, gemv_candidates, split_k
@@ -127,10 +127,6 @@ _prologue_plans = PlanCache()
 _STATS_ELEMENTS = 4096
 
 
-def _format(dtype) -> int:
-    return SMALL_FLOAT_FORMATS.get(dtype.name, FORMAT_NATIVE)
-
-
 def _run(op: str, x, residual, norm_weight, weight, bias, eps, activation):
     """(out, residual sum or None) of the prologue GEMV ``op`` names, planned once per layout."""
     tensors = [t for t in (x, residual, norm_weight, weight, bias) if t is not None]
@@ -173,7 +169,8 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
                  STATS_BLOCK_K=max(config["BLOCK_K"], min(next_pow2(k), _STATS_ELEMENTS // block_m)),
                  SPLIT=splits > 1, ACC=flags["ACC"],
                  PRECISION=flags["PRECISION"], DECODE_BF16=flags["DECODE_BF16"], HAS_BIAS=has_bias,
-                 X_FORMAT=_format(dtype), NW_FORMAT=_format(norm_weight.dtype) if rms else FORMAT_NATIVE,
+                 X_FORMAT=float_format(dtype),
+                 NW_FORMAT=float_format(norm_weight.dtype) if rms else FORMAT_NATIVE.value,
                  BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                  INDEX_64=index_64, INTERPRETED=flags["INTERPRETED"], PDL=dependent_launch(dev),
                  num_warps=config["num_warps"],

@@ -248,13 +248,14 @@ def _prelu_meta(input, weight):
                                                       Tensor._meta(weight.shape, weight.dtype)))
 
 
-def _prelu_cost(input, weight):
+def _prelu_cost(a):
+    input, weight = a.input, a.weight
     return Cost(flops=2 * S.numel(input.shape), bytes_read=nbytes(input) + nbytes(weight),
                 bytes_written=nbytes(_prelu_meta(input, weight)), workspace=temporaries(2, input.shape, input.dtype))
 
 
 @register("prelu", family="pointwise", functional=True, aten=["aten::prelu.default", "aten::_prelu_kernel.default"],
-          meta=_prelu_meta, cost=_prelu_cost, methods=("prelu",))
+          meta=lambda a: _prelu_meta(a.input, a.weight), cost=_prelu_cost, bound=True, methods=("prelu",))
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """x where x > 0, weight * x elsewhere; a weight per channel (dim 1) or one for all."""
     _prelu_meta(input, weight)
@@ -338,20 +339,21 @@ def _dropout_nd(nd: int):
         # dropout2d takes a 3D input as a batch of channels with one spatial dimension, as torch's does
         return ndim != nd + 1 or nd == 2
 
-    def meta(input, p=0.5, training=True, inplace=False):
-        batched(input)
-        return TensorMeta(tuple(input.shape), input.dtype)
+    def meta(a):
+        batched(a.input)
+        return TensorMeta(tuple(a.input.shape), a.input.dtype)
 
-    def cost(input, p=0.5, training=True, inplace=False):
+    def cost(a):
+        input = a.input
         lead = S.numel(input.shape[:2])
         return Cost(flops=S.numel(input.shape), bytes_read=nbytes(input), bytes_written=nbytes(input),
-                    workspace=workspace_bytes(lead * input.dtype.itemsize) if training else 0)
+                    workspace=workspace_bytes(lead * input.dtype.itemsize) if a.training else 0)
 
     def impl(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
         return _feature_dropout(input, p, training, inplace, batched(input), name)
     impl.__doc__ = (f"``nn.functional.{name}``: in training, zero whole channels with probability ``p`` and scale "
                     "the rest by 1 / (1 - p); otherwise (inference) return ``input`` itself.")
-    return register(name, family="random", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=(),
+    return register(name, family="random", aten=[f"nbx::{name}"], meta=meta, cost=cost, bound=True, api=(),
                     functional=True)(impl)
 
 
@@ -359,8 +361,8 @@ dropout1d, dropout2d, dropout3d = (_dropout_nd(nd) for nd in (1, 2, 3))
 
 
 @register("feature_dropout", family="random", aten=["aten::feature_dropout.default"],
-          meta=lambda input, p, train: TensorMeta(tuple(input.shape), input.dtype),
-          cost=lambda input, p, train: Cost(bytes_read=nbytes(input), bytes_written=nbytes(input)))
+          meta=lambda a: TensorMeta(tuple(a.input.shape), a.input.dtype),
+          cost=lambda a: Cost(bytes_read=nbytes(a.input), bytes_written=nbytes(a.input)), bound=True)
 def feature_dropout(input: Tensor, p: float, train: bool) -> Tensor:
     """ATen's channel dropout: whole (sample, channel) slices zeroed in training."""
     return _feature_dropout(input, p, train, False, True, "feature_dropout")
@@ -380,7 +382,8 @@ def _shuffle_meta(input, groups):
 
 @register("channel_shuffle", family="shape", functional=True, aten=["aten::channel_shuffle.default",
                                                     "aten::native_channel_shuffle.default"],
-          meta=_shuffle_meta, cost=lambda input, groups: Cost(bytes_read=nbytes(input), bytes_written=nbytes(input)),
+          meta=lambda a: _shuffle_meta(a.input, a.groups),
+          cost=lambda a: Cost(bytes_read=nbytes(a.input), bytes_written=nbytes(a.input)), bound=True,
           api=("channel_shuffle", "native_channel_shuffle"))
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     """Channels (n, C) read as (n, groups, C / groups) and written transposed: one copy."""
@@ -401,9 +404,7 @@ def _bag_count(input, offsets, include_last_offset) -> int:
     return offsets.shape[0] - (1 if include_last_offset else 0)
 
 
-def _embedding_bag_meta(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
-                        mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
-                        padding_idx=None):
+def _embedding_bag_result(input, weight, offsets, mode, per_sample_weights, include_last_offset):
     if input.dtype.name not in ("int32", "int64"):
         raise RuntimeError(f"embedding_bag: expected input of dtype int64 or int32, got {input.dtype.name}")
     if len(weight.shape) != 2:
@@ -436,8 +437,13 @@ def _embedding_bag_meta(input, weight, offsets=None, max_norm=None, norm_type=2,
     return TensorMeta((_bag_count(input, offsets, include_last_offset), weight.shape[1]), weight.dtype)
 
 
-def _embedding_bag_cost(input, weight, offsets=None, *args, **kwargs):
-    out = _embedding_bag_meta(input, weight, offsets, *args, **kwargs)
+def _embedding_bag_meta(a):
+    return _embedding_bag_result(a.input, a.weight, a.offsets, a.mode, a.per_sample_weights, a.include_last_offset)
+
+
+def _embedding_bag_cost(a):
+    input, weight = a.input, a.weight
+    out = _embedding_bag_meta(a)
     count = S.numel(input.shape)
     rows = count * weight.shape[1]
     wide = max(weight.dtype.itemsize, 4)  # sums of half-precision rows accumulate in float32
@@ -448,14 +454,13 @@ def _embedding_bag_cost(input, weight, offsets=None, *args, **kwargs):
 
 
 @register("embedding_bag", family="indexing", functional=True, aten=["nbx::embedding_bag"], meta=_embedding_bag_meta,
-          cost=_embedding_bag_cost, api=())
+          cost=_embedding_bag_cost, bound=True, api=())
 def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, norm_type: float = 2,
                   scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
                   per_sample_weights=None, include_last_offset: bool = False, padding_idx=None) -> Tensor:
     """Sums, means or maxima of bags of embedding rows: the rows of a 2-D ``input``, or the runs of a 1-D
     ``input`` that ``offsets`` start. An empty bag gives zeros; ``padding_idx`` entries take no part."""
-    meta = _embedding_bag_meta(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
-                               per_sample_weights, include_last_offset, padding_idx)
+    meta = _embedding_bag_result(input, weight, offsets, mode, per_sample_weights, include_last_offset)
     if max_norm is not None:
         raise NotImplementedError("embedding_bag: max_norm rewrites rows of weight in place; renormalise the weight "
                                   "once (nbx.renorm) and call without max_norm")

@@ -24,7 +24,7 @@ def _statistics_dtype(dtype):
 
 # ---- bilinear ----------------------------------------------------------------------------------------
 
-def _bilinear_meta(input1, input2, weight, bias=None):
+def _bilinear_meta(input1, input2, weight, bias):
     if len(input1.shape) != len(input2.shape):
         raise RuntimeError(f"bilinear(): input dimensions do not match: got {len(input1.shape)} and "
                            f"{len(input2.shape)}")
@@ -45,7 +45,8 @@ def _bilinear_meta(input1, input2, weight, bias=None):
     return TensorMeta((*input1.shape[:-1], weight.shape[0]), input1.dtype)
 
 
-def _bilinear_cost(input1, input2, weight, bias=None):
+def _bilinear_cost(a):
+    input1, input2, weight, bias = a.input1, a.input2, a.weight, a.bias
     out = _bilinear_meta(input1, input2, weight, bias)
     rows = S.numel(input1.shape[:-1])
     partial = (rows, weight.shape[0] * weight.shape[2])
@@ -66,7 +67,8 @@ def _bilinear_key(facts, input1, input2, weight, bias=None):
                               Tensor._meta((rows, in2, 1), input2.dtype))
 
 
-@register("bilinear", family="matmul", aten=["aten::bilinear.default"], meta=_bilinear_meta, cost=_bilinear_cost,
+@register("bilinear", family="matmul", aten=["aten::bilinear.default"],
+          meta=lambda a: _bilinear_meta(a.input1, a.input2, a.weight, a.bias), cost=_bilinear_cost, bound=True,
           key=_bilinear_key, functional=True)
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias=None) -> Tensor:
     """out[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]: a matrix product of
@@ -86,7 +88,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias=None) -> Tenso
 
 # ---- pdist -------------------------------------------------------------------------------------------
 
-def _pdist_meta(input, p=2):
+def _pdist_meta(input, p):
     if len(input.shape) != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {len(input.shape)}D")
     if not input.dtype.is_floating_point:
@@ -97,15 +99,16 @@ def _pdist_meta(input, p=2):
     return TensorMeta((rows * (rows - 1) // 2,), input.dtype)
 
 
-def _pdist_cost(input, p=2):
-    out = _pdist_meta(input, p)
+def _pdist_cost(a):
+    input = a.input
+    out = _pdist_meta(input, a.p)
     pairs = (input.shape[0], input.shape[0], input.shape[1])
     return Cost(flops=3 * S.numel(pairs), bytes_read=nbytes(input), bytes_written=nbytes(out),
                 workspace=temporaries(2, pairs, input.dtype) + temporaries(3, out.shape, get_dtype("int64")))
 
 
 @register("pdist", family="normalization", aten=["aten::pdist.default", "aten::_pdist_forward.default"],
-          meta=_pdist_meta, cost=_pdist_cost, functional=True)
+          meta=lambda a: _pdist_meta(a.input, a.p), cost=_pdist_cost, bound=True, functional=True)
 def pdist(input: Tensor, p: float = 2) -> Tensor:
     """The p-norm distance of every pair of rows i < j of an (N, M) input, in row-major pair order: cdist
     of the input with itself, its strict upper triangle gathered."""
@@ -167,17 +170,20 @@ def _unpool_sizes(input, indices, nd, kernel_size, stride, padding, output_size)
 def _declare_unpool(nd: int):
     name = f"max_unpool{nd}d"
 
-    def meta(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    def result(input, indices, kernel_size, stride, padding, output_size):
         sizes = _unpool_sizes(input, indices, nd, kernel_size, stride, padding, output_size)
         return TensorMeta((*input.shape[:-nd], *sizes), input.dtype)
 
-    def cost(input, indices, *args, **kwargs):
-        out = meta(input, indices, *args, **kwargs)
-        return Cost(bytes_read=nbytes(input) + nbytes(indices), bytes_written=nbytes(out),
+    def meta(a):
+        return result(a.input, a.indices, a.kernel_size, a.stride, a.padding, a.output_size)
+
+    def cost(a):
+        out = meta(a)
+        return Cost(bytes_read=nbytes(a.input) + nbytes(a.indices), bytes_written=nbytes(out),
                     workspace=temporaries(1, out.shape, out.dtype))
 
     def max_unpool(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
-        out_meta = meta(input, indices, kernel_size, stride, padding, output_size)
+        out_meta = result(input, indices, kernel_size, stride, padding, output_size)
         plane = S.numel(out_meta.shape[-nd:])
         planes = S.numel(input.shape[:-nd])
         if indices.numel() and ((indices < 0) | (indices >= plane)).any().item():  # checked on the host, as ATen's
@@ -192,7 +198,7 @@ def _declare_unpool(nd: int):
                           f"from the window), each value of ``input`` put where its ``indices`` (flat in its "
                           f"{nd}-d plane, as max_pool{nd}d returns them) point.")
     max_unpool.__name__ = max_unpool.__qualname__ = name
-    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=(),
+    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, bound=True, api=(),
                     functional=True)(max_unpool)
 
 
@@ -250,18 +256,19 @@ def _window_starts(samples: Tensor, size: int, kernel: int, out: int) -> Tensor:
 def _declare_fractional(nd: int):
     name = f"fractional_max_pool{nd}d"
 
-    def meta(input, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
-        _, sizes = _fractional_sizes(input, nd, kernel_size, output_size, output_ratio, _random_samples)
+    def meta(a):
+        input = a.input
+        _, sizes = _fractional_sizes(input, nd, a.kernel_size, a.output_size, a.output_ratio, a._random_samples)
         out = TensorMeta((*input.shape[:-nd], *sizes), input.dtype)
-        return (out, TensorMeta(out.shape, get_dtype("int64"))) if return_indices else out
+        return (out, TensorMeta(out.shape, get_dtype("int64"))) if a.return_indices else out
 
-    def cost(input, kernel_size, *args, **kwargs):
-        found = meta(input, kernel_size, *args, **kwargs)
+    def cost(a):
+        found = meta(a)
         out = found if isinstance(found, TensorMeta) else found[0]
-        kernel = _tuple(kernel_size, nd, "kernel_size", name)
+        kernel = _tuple(a.kernel_size, nd, "kernel_size", name)
         windows = (*out.shape, S.numel(kernel))
-        return Cost(flops=S.numel(windows), bytes_read=nbytes(input), bytes_written=nbytes(out) * 3,
-                    workspace=temporaries(3, windows, get_dtype("int64")) + temporaries(1, windows, input.dtype))
+        return Cost(flops=S.numel(windows), bytes_read=nbytes(a.input), bytes_written=nbytes(out) * 3,
+                    workspace=temporaries(3, windows, get_dtype("int64")) + temporaries(1, windows, a.input.dtype))
 
     def fractional_max_pool(input: Tensor, kernel_size, output_size=None, output_ratio=None,
                             return_indices: bool = False, _random_samples=None):
@@ -296,7 +303,7 @@ def _declare_fractional(nd: int):
         f"``return_indices``. ``_random_samples`` (N, C, {nd}) in [0, 1) fix the offsets; without them they "
         "are drawn from nbxtensor's generator, so they differ from torch's draws.")
     fractional_max_pool.__name__ = fractional_max_pool.__qualname__ = name
-    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, api=(),
+    return register(name, family="pooling", aten=[f"nbx::{name}"], meta=meta, cost=cost, bound=True, api=(),
                     functional=True)(fractional_max_pool)
 
 

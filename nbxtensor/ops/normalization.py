@@ -13,19 +13,15 @@ from ..device import multiprocessors
 from ..device.facts import all_facts
 from ..dtypes import get_dtype
 from ..kernels import norm as N
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, dependent_launch, launch, next_pow2
-from ..lowering import conversion_flags, needs_index_64
+from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .reductions import (_exactly_widens, _source, compute_dtype, device_programs, kernel_facts, occupying_block_rows,
                          split_plan, tile_for)
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
 from .samples import Samples, by_name, operand, sample
-
-
-def _format(dt):
-    return SMALL_FLOAT_FORMATS.get(dt.name, FORMAT_NATIVE)
 
 
 def _float_out(x, dtype, op: str):
@@ -165,7 +161,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     flags = conversion_flags(compute, meta.dtype, dev)
     index_64 = needs_index_64(src, view)
     common = dict(LOG=log, ROW_RANK=len(row_shape), RED_UNIT=unit, COMPUTE=compute.triton,
-                  SRC_FORMAT=_format(src.dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+                  SRC_FORMAT=float_format(src.dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                   FLOAT_TO_INT=False, INDEX_64=index_64, ROW_ALIGN=align, DST_UNIT=dst_unit,
                   DST_ALIGN=row_align(length, meta.dtype, dst_unit))
     source, result = Slot("src"), Slot("out")
@@ -346,10 +342,11 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
          (n_rows,), (rows.stride(0),), (res_rows.stride(0) if has_residual else 0,)],
         dict(RMS=rms, AFFINE=0 if not has_weight else (2 if per_channel else 1), HAS_BIAS=has_bias,
              HAS_RESIDUAL=has_residual, ROW_RANK=1, RESIDENT=resident, COMPUTE=compute.triton,
-             SRC_FORMAT=_format(dtype), RES_FORMAT=_format(residual.dtype) if has_residual else FORMAT_NATIVE,
+             SRC_FORMAT=float_format(dtype),
+             RES_FORMAT=float_format(residual.dtype) if has_residual else FORMAT_NATIVE.value,
              H_FORMAT=flags["DST_FORMAT"], H_VIA_F32=flags["VIA_F32"],
-             W_FORMAT=_format(weight_v.dtype) if has_weight else FORMAT_NATIVE,
-             B_FORMAT=_format(bias_v.dtype) if has_bias else FORMAT_NATIVE,
+             W_FORMAT=float_format(weight_v.dtype) if has_weight else FORMAT_NATIVE.value,
+             B_FORMAT=float_format(bias_v.dtype) if has_bias else FORMAT_NATIVE.value,
              DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
              INDEX_64=needs_index_64(x, rows), ROW_ALIGN=align,
              BLOCK_ROWS=block_rows, BLOCK_R=block_r, LANE_BITS=block_r.bit_length() - 1, PDL=dependent_launch(dev),
@@ -559,7 +556,7 @@ def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, tra
     launch(N.batch_norm_inference, (cdiv(n, block),), x.device,
            [src, out, mean_, var_, w if w is not None else mean_, b if b is not None else mean_, n, channels,
             S.numel(x.shape[2:]), float(eps)],
-           HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, COMPUTE=compute.triton, SRC_FORMAT=_format(x.dtype),
+           HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, COMPUTE=compute.triton, SRC_FORMAT=float_format(x.dtype),
            DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(count=n), BLOCK=block)
     return out
 

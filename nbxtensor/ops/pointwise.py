@@ -51,7 +51,7 @@ from ..allocation import allocate_tensor, new_tensor
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
-from ..kernels.copy import FORMAT_NATIVE
+from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, launch, launch_slots, relaunch
 from ..lowering import BITS_TYPE, conversion_flags, encode_scalar_wrapping, load_format, needs_index_64
 from ..promotion import can_cast, get_default_dtype, result_type
@@ -575,7 +575,7 @@ def _plan_real_launch(row: Row, call: Call, plan, shape, out_strides, out_dtype,
             strides.append((0,) * rank)
             scalar_slots.append(-1 if v is None else i)
             kinds.append(K.OPERAND_ABSENT.value if v is None else K.OPERAND_SCALAR.value)
-            formats.append(FORMAT_NATIVE)
+            formats.append(FORMAT_NATIVE.value)
     body_result = _D["bool"] if plan.result.kind == "bool" and row.rule in (COMPARE, COMPARE_FLOAT) else compute
     if compute.kind == "bool":
         body_result = _D["bool"]

@@ -16,9 +16,9 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import matmul as MK
 from ..kernels import quant as K
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, dependent_launch, next_pow2
-from ..lowering import conversion_flags, load_format, needs_index_64
+from ..lowering import conversion_flags, float_format, load_format, needs_index_64
 from ..quant import QuantizedWeight
 from ..tensor import Tensor
 from .matmul import _fold_rows
@@ -242,7 +242,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     flags = dict(WEIGHT=_WEIGHT_FORMATS[weight.format], SCALE_FORMAT=load_format(weight.scales.dtype),
                  HAS_G_IDX=has_g_idx, DOT=get_dtype("float32").triton if decode_bf16 else x.dtype.triton,
                  PRECISION=_dot_precision(x.dtype), DECODE_BF16=decode_bf16, HAS_BIAS=has_bias,
-                 BIAS_FORMAT=SMALL_FLOAT_FORMATS.get(bias.dtype.name, FORMAT_NATIVE) if has_bias else FORMAT_NATIVE,
+                 BIAS_FORMAT=float_format(bias.dtype) if has_bias else FORMAT_NATIVE.value,
                  DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INDEX_64=index_64,
                  INTERPRETED=interpreted)
     common = [weight.group_size, weight.scale_block_n, x.stride(0), x.stride(1), q_sk, q_sn, *weight.scales.stride(),
@@ -339,7 +339,7 @@ def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int)
                          dict(BLOCK=min(1024, next_pow2(k_padded)), DECODE_BF16=x.dtype.name == "bfloat16" and interpreted,
                               INTERPRETED=interpreted, num_warps=4))
     flags = dict(SCALE_FORMAT=load_format(weight.scales.dtype), HAS_BIAS=has_bias,
-                 BIAS_FORMAT=SMALL_FLOAT_FORMATS.get(bias.dtype.name, FORMAT_NATIVE) if has_bias else FORMAT_NATIVE,
+                 BIAS_FORMAT=float_format(bias.dtype) if has_bias else FORMAT_NATIVE.value,
                  DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INDEX_64=index_64,
                  INTERPRETED=interpreted)
 

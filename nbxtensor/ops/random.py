@@ -21,9 +21,9 @@ from ..device import resolve
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..kernels import random as K
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, launch, refuse_capture
-from ..lowering import conversion_flags, elementwise_block, encode_scalar, needs_index_64
+from ..lowering import conversion_flags, elementwise_block, encode_scalar, float_format, needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .copy import copy_, fill_
@@ -184,7 +184,7 @@ def _draw(out: Tensor, mode: int, generator, *, a=0.0, b=0.0, int_low=0, int_ran
     groups = cdiv(n, per_counter)
     block = elementwise_block(dev)
     flags = conversion_flags(compute, out.dtype, dev)
-    src_format = SMALL_FLOAT_FORMATS.get(src.dtype.name, FORMAT_NATIVE) if src is not None else FORMAT_NATIVE
+    src_format = float_format(src.dtype) if src is not None else FORMAT_NATIVE.value
     launch(K.random_fill, (cdiv(groups, block),), dev,
            [target, src if src is not None else target, n, seed, counter, encode_scalar(float(a), _F64),
             encode_scalar(float(b), _F64), int(int_low), int(int_range)],

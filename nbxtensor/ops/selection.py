@@ -22,15 +22,15 @@ _I32 = get_dtype("int32")
 _BOOL = get_dtype("bool")
 
 
-def _nonzero_meta(x, as_tuple=False):
+def _nonzero_result(x, as_tuple):
     if as_tuple:
         return tuple(TensorMeta((None,), _I64) for _ in range(max(len(x.shape), 1)))
     return TensorMeta((None, len(x.shape)), _I64)
 
 
-@register("nonzero", family="indexing", aten=["aten::nonzero.default"], meta=_nonzero_meta,
-          cost=lambda x, as_tuple=False: Cost(bytes_read=nbytes(x), bytes_written=S.numel(x.shape) * 8 * len(x.shape)),
-          methods=("nonzero",))
+@register("nonzero", family="indexing", aten=["aten::nonzero.default"], meta=lambda a: _nonzero_result(a.x, a.as_tuple),
+          cost=lambda a: Cost(bytes_read=nbytes(a.x), bytes_written=S.numel(a.x.shape) * 8 * len(a.x.shape)),
+          bound=True, methods=("nonzero",))
 def nonzero(x: Tensor, *, as_tuple: bool = False):
     """Coordinates of the nonzero elements, one row each in row-major order ((count, ndim) int64),
     or one vector per dim with ``as_tuple``. The count depends on the data, so this waits for the
@@ -75,14 +75,14 @@ def _as_flags(t: Tensor) -> Tensor:
     return copy_(flags, t)
 
 
-@register("argwhere", family="indexing", aten=["aten::argwhere.default"], meta=lambda x: _nonzero_meta(x),
+@register("argwhere", family="indexing", aten=["aten::argwhere.default"], meta=lambda x: _nonzero_result(x, False),
           cost=lambda x: Cost(bytes_read=nbytes(x)), methods=("argwhere",))
 def argwhere(x: Tensor) -> Tensor:
     return nonzero.impl(x)
 
 
 @register("where_condition", family="indexing", aten=["aten::where.default"],
-          meta=lambda condition: _nonzero_meta(condition, as_tuple=True),
+          meta=lambda condition: _nonzero_result(condition, True),
           cost=lambda condition: Cost(bytes_read=nbytes(condition)), api=())
 def where_condition(condition: Tensor):
     """``torch.where(condition)``: ``nonzero(condition, as_tuple=True)``."""

@@ -23,9 +23,9 @@ from ..device import backend_for, multiprocessors
 from ..dtypes import get_dtype
 from ..kernels import sort as K
 from ..kernels import sort_warp as KW
-from ..kernels.copy import FORMAT_NATIVE, SMALL_FLOAT_FORMATS
+from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, launch, next_pow2
-from ..lowering import elementwise_block, load_format, needs_index_64
+from ..lowering import elementwise_block, float_format, load_format, needs_index_64
 from ..promotion import result_type
 from ..tensor import Tensor
 from .advanced_indexing import masked_select
@@ -76,12 +76,12 @@ def _key_kind(dt, op: str) -> dict:
         raise RuntimeError(f"{op}: complex tensors have no order")
     if dt.is_floating_point:
         if dt.itemsize == 8:
-            return dict(KIND=K.KEY_FLOAT64, FORMAT=FORMAT_NATIVE)
-        return dict(KIND=K.KEY_FLOAT, FORMAT=SMALL_FLOAT_FORMATS.get(dt.name, FORMAT_NATIVE))
+            return dict(KIND=K.KEY_FLOAT64, FORMAT=FORMAT_NATIVE.value)
+        return dict(KIND=K.KEY_FLOAT, FORMAT=float_format(dt))
     if dt.itemsize == 8:
-        return dict(KIND=K.KEY_INT64, FORMAT=FORMAT_NATIVE)
+        return dict(KIND=K.KEY_INT64, FORMAT=FORMAT_NATIVE.value)
     if dt.kind == "int":
-        return dict(KIND=K.KEY_SIGNED, FORMAT=FORMAT_NATIVE)
+        return dict(KIND=K.KEY_SIGNED, FORMAT=FORMAT_NATIVE.value)
     return dict(KIND=K.KEY_UNSIGNED, FORMAT=load_format(dt))
 
 

@@ -62,20 +62,20 @@ def _addbmm_operands(batch1, batch2):
     return Tensor._meta((n, b * m), batch1.dtype), Tensor._meta((b * m, batch2.shape[2]), batch2.dtype)
 
 
-def _addbmm_meta(input, batch1, batch2, *, beta=1, alpha=1):
-    return get("addmm").meta(input, *_addbmm_operands(batch1, batch2), beta=beta, alpha=alpha)
+def _addbmm_meta(a):
+    return get("addmm").meta(a.input, *_addbmm_operands(a.batch1, a.batch2), beta=a.beta, alpha=a.alpha)
 
 
-def _addbmm_cost(input, batch1, batch2, *, beta=1, alpha=1):
-    left, right = _addbmm_operands(batch1, batch2)
-    inner = get("addmm").cost(input, left, right, beta=beta, alpha=alpha)
+def _addbmm_cost(a):
+    left, right = _addbmm_operands(a.batch1, a.batch2)
+    inner = get("addmm").cost(a.input, left, right, beta=a.beta, alpha=a.alpha)
     return Cost(flops=inner.flops, bytes_read=inner.bytes_read, bytes_written=inner.bytes_written,
                 workspace=inner.workspace + temporaries(1, left.shape, left.dtype)
                 + temporaries(1, right.shape, right.dtype))
 
 
 @register("addbmm", family="matmul", aten=["aten::addbmm.default"], meta=_addbmm_meta, cost=_addbmm_cost,
-          methods=("addbmm",))
+          bound=True, methods=("addbmm",))
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``: the batches laid side by side along the inner
     dimension, so one ``addmm`` sums them in its accumulator."""
@@ -105,7 +105,7 @@ def _check_weights(name: str, weights, observations: int, integral: bool) -> Non
                            f"{weights.dtype.name} dtype")
 
 
-def _cov_meta(input, *, correction=1, fweights=None, aweights=None):
+def _cov_meta(input, fweights, aweights):
     if len(input.shape) > 2:
         raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
                            f"{len(input.shape)} dimensions")
@@ -126,18 +126,18 @@ def _cov_temporaries(input, meta) -> int:
             + temporaries(6, (), meta.dtype))
 
 
-def _cov_cost(input, **kwargs):
-    meta = _cov_meta(input, **kwargs)
+def _cov_cost(input, fweights, aweights):
+    meta = _cov_meta(input, fweights, aweights)
     variables = meta.shape[0] if meta.shape else 1
     return Cost(flops=2 * variables * S.numel(input.shape) + 4 * S.numel(input.shape), bytes_read=nbytes(input),
                 bytes_written=nbytes(meta), workspace=_cov_temporaries(input, meta))
 
 
 def _corrcoef_cost(input):
-    meta = _cov_meta(input)
+    meta = _cov_meta(input, None, None)
     variables = meta.shape[0] if meta.shape else 1
     # cov's result and its own temporaries, the standard deviations, one scaled copy
-    return Cost(flops=_cov_cost(input).flops + 3 * S.numel(meta.shape), bytes_read=nbytes(input),
+    return Cost(flops=_cov_cost(input, None, None).flops + 3 * S.numel(meta.shape), bytes_read=nbytes(input),
                 bytes_written=nbytes(meta),
                 workspace=_cov_temporaries(input, meta) + temporaries(2, meta.shape, meta.dtype)
                 + temporaries(2, (variables,), meta.dtype))
@@ -148,13 +148,15 @@ def _refuse_negative(weights, name: str) -> None:
         raise RuntimeError(f"cov(): {name} cannot be negative")
 
 
-@register("cov", family="reduction", aten=["aten::cov.default"], meta=_cov_meta, cost=_cov_cost, methods=("cov",))
+@register("cov", family="reduction", aten=["aten::cov.default"],
+          meta=lambda a: _cov_meta(a.input, a.fweights, a.aweights),
+          cost=lambda a: _cov_cost(a.input, a.fweights, a.aweights), bound=True, methods=("cov",))
 def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> Tensor:
     """The covariance matrix of the variables in ``input``'s rows (a 1-D input is one variable), observations
     in its columns, weighted by the frequency (``fweights``) and importance (``aweights``) of each; divided
     by the weights' total less ``correction`` (the effective count with aweights), clamped at zero as ATen's.
     Negative weights are refused, which reads a flag on the host."""
-    meta = _cov_meta(input, correction=correction, fweights=fweights, aweights=aweights)
+    meta = _cov_meta(input, fweights, aweights)
     _refuse_negative(fweights, "fweights")
     _refuse_negative(aweights, "aweights")
     real = meta.dtype.to_real() if meta.dtype.is_complex else meta.dtype
@@ -182,8 +184,9 @@ def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> 
     return (product / count).reshape(meta.shape)
 
 
-@register("corrcoef", family="reduction", aten=["aten::corrcoef.default"], meta=lambda input: _cov_meta(input),
-          cost=_corrcoef_cost, methods=("corrcoef",))
+@register("corrcoef", family="reduction", aten=["aten::corrcoef.default"],
+          meta=lambda a: _cov_meta(a.input, None, None), cost=lambda a: _corrcoef_cost(a.input), bound=True,
+          methods=("corrcoef",))
 def corrcoef(input: Tensor) -> Tensor:
     """Pearson's correlation coefficients of the variables in ``input``'s rows: their covariance over the
     product of their standard deviations, clipped to [-1, 1] (real and imaginary parts alike)."""
@@ -203,8 +206,7 @@ def corrcoef(input: Tensor) -> Tensor:
 # ---- constant_pad_nd, complex, polar -----------------------------------------------------------------
 
 @register("constant_pad_nd", family="shape", aten=["aten::constant_pad_nd.default"],
-          meta=lambda input, pad, value=0: get("pad").meta(input, pad),
-          cost=lambda input, pad, value=0: get("pad").cost(input, pad))
+          meta=lambda a: get("pad").meta(a.input, a.pad), cost=lambda a: get("pad").cost(a.input, a.pad), bound=True)
 def constant_pad_nd(input: Tensor, pad, value=0) -> Tensor:
     """``input`` padded with ``value`` by the (before, after) amounts in ``pad``, last dim first; negative
     amounts crop."""
@@ -532,20 +534,21 @@ def sum_to_size(input: Tensor, *size) -> Tensor:
 
 # ---- logspace, nonzero_static --------------------------------------------------------------------------
 
-def _logspace_meta(start, end, steps, base=10.0, *, dtype=None, **_):
+def _logspace_meta(steps, dtype):
     return TensorMeta((int(steps),), get_default_dtype() if dtype is None else get_dtype(dtype))
 
 
 @register("logspace", family="creation", aten=["aten::logspace.default", "aten::logspace.Tensor_Tensor",
                                                "aten::logspace.Tensor_Scalar", "aten::logspace.Scalar_Tensor"],
-          meta=_logspace_meta, cost=lambda *a, **k: Cost(bytes_written=nbytes(_logspace_meta(*a, **k))))
+          meta=lambda a: _logspace_meta(a.steps, a.dtype),
+          cost=lambda a: Cost(bytes_written=nbytes(_logspace_meta(a.steps, a.dtype))), bound=True)
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
     """``steps`` powers of ``base`` whose exponents run evenly from ``start`` to ``end`` inclusive: the
     exponents in the result's precision (float64 for integer results, as ATen), the powers in float64, then
     rounded to the dtype once."""
     refuse_requires_grad(requires_grad, "logspace")
-    meta = _logspace_meta(start, end, steps, base, dtype=dtype)
+    meta = _logspace_meta(steps, dtype)
     if meta.dtype.is_complex or meta.dtype.name == "bool":
         raise TypeError(f"logspace does not produce {meta.dtype.name} tensors")
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
@@ -556,22 +559,26 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
     return powers.to(meta.dtype)
 
 
-def _nonzero_static_meta(input, *, size, fill_value=-1):
+def _nonzero_static_meta(input, size):
     if size < 0:
         raise RuntimeError(f"nonzero_static: 'size' must be a non-negative integer, got {size}")
     return TensorMeta((int(size), len(input.shape)), _I64)
 
 
-@register("nonzero_static", family="indexing", aten=["aten::nonzero_static.default"], meta=_nonzero_static_meta,
-          cost=lambda input, **k: Cost(bytes_read=nbytes(input), bytes_written=nbytes(_nonzero_static_meta(input, **k)),
-                                       workspace=get("nonzero").cost(input).workspace
-                                       + temporaries(1, (S.numel(input.shape), len(input.shape)), _I64)
-                                       + temporaries(1, _nonzero_static_meta(input, **k).shape, _I64)),
+def _nonzero_static_cost(a):
+    input, out = a.input, _nonzero_static_meta(a.input, a.size)
+    return Cost(bytes_read=nbytes(input), bytes_written=nbytes(out),
+                workspace=get("nonzero").cost(input).workspace
+                + temporaries(1, (S.numel(input.shape), len(input.shape)), _I64) + temporaries(1, out.shape, _I64))
+
+
+@register("nonzero_static", family="indexing", aten=["aten::nonzero_static.default"],
+          meta=lambda a: _nonzero_static_meta(a.input, a.size), cost=_nonzero_static_cost, bound=True,
           methods=("nonzero_static",))
 def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
     """``nonzero``'s coordinates in exactly ``size`` rows: the first ``size`` of them, or all of them
     followed by rows of ``fill_value``."""
-    meta = _nonzero_static_meta(input, size=size, fill_value=fill_value)
+    meta = _nonzero_static_meta(input, size)
     with scratch_scope():
         found = _op("nonzero")(input)
     if found.shape[0] >= meta.shape[0]:
@@ -680,7 +687,7 @@ def histogramdd(input: Tensor, bins=10, range=None, weight=None, density: bool =
 
 # ---- resize_, resize_as_, the strided and permuted empty factories ------------------------------------
 
-def _resize_meta(input, *size, memory_format=None):
+def _resize_meta(input, *size):
     shape = S.normalize_shape(size)
     if any(n < 0 for n in shape):
         raise RuntimeError(f"Trying to create tensor with negative dimension: {list(shape)}")
@@ -702,8 +709,8 @@ def _resize_into(x: Tensor, shape: tuple, memory_format) -> Tensor:
     return become(x, x.as_strided(shape, strides))
 
 
-@register("resize_", family="view", aten=["aten::resize_.default"], meta=_resize_meta, aliases=VIEW,
-          cost=lambda input, *size, **k: Cost(bytes_written=nbytes(_resize_meta(input, *size))), api=(),
+@register("resize_", family="view", aten=["aten::resize_.default"], meta=lambda a: _resize_meta(a.input, *a.size),
+          cost=lambda a: Cost(bytes_written=nbytes(_resize_meta(a.input, *a.size))), bound=True, aliases=VIEW, api=(),
           methods=("resize_",))
 def resize_(input: Tensor, *size, memory_format=None) -> Tensor:
     """``input`` itself, given ``size`` as a row-major layout from its storage offset: its storage kept where
@@ -714,8 +721,8 @@ def resize_(input: Tensor, *size, memory_format=None) -> Tensor:
 
 
 @register("resize_as_", family="view", aten=["aten::resize_as_.default"], aliases=VIEW,
-          meta=lambda input, other, **k: TensorMeta(tuple(other.shape), input.dtype),
-          cost=lambda input, other, **k: Cost(bytes_written=S.numel(other.shape) * input.dtype.itemsize),
+          meta=lambda a: TensorMeta(tuple(a.other.shape), a.input.dtype),
+          cost=lambda a: Cost(bytes_written=S.numel(a.other.shape) * a.input.dtype.itemsize), bound=True,
           methods=("resize_as_",))
 def resize_as_(input: Tensor, other: Tensor, *, memory_format=None) -> Tensor:
     """``input.resize_(other.shape)``."""
@@ -731,25 +738,24 @@ def _check_strides(size, stride) -> tuple:
     return size, stride
 
 
-def _empty_strided_meta(size, stride, *, dtype=None, **_):
+def _empty_strided_meta(size, stride, dtype):
     size, _ = _check_strides(size, stride)
     return TensorMeta(size, get_default_dtype() if dtype is None else get_dtype(dtype))
 
 
-@register("empty_strided", family="creation", aten=["aten::empty_strided.default"], meta=_empty_strided_meta,
-          cost=lambda *a, **k: Cost())
+@register("empty_strided", family="creation", aten=["aten::empty_strided.default"],
+          meta=lambda a: _empty_strided_meta(a.size, a.stride, a.dtype), cost=lambda a: Cost(), bound=True)
 def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False,
                   layout=None) -> Tensor:
     """An uninitialised tensor of ``size`` laid out with ``stride`` over storage just large enough."""
     refuse_requires_grad(requires_grad, "empty_strided")
-    meta = _empty_strided_meta(size, stride, dtype=dtype)
+    meta = _empty_strided_meta(size, stride, dtype)
     return new_tensor(meta.shape, meta.dtype, resolve(device), _check_strides(size, stride)[1], pinned=pin_memory)
 
 
 @register("new_empty_strided", family="creation", aten=["aten::new_empty_strided.default"],
-          meta=lambda input, size, stride, *, dtype=None, **_: _empty_strided_meta(
-              size, stride, dtype=input.dtype if dtype is None else dtype),
-          cost=lambda *a, **k: Cost(), api=(), methods=("new_empty_strided",))
+          meta=lambda a: _empty_strided_meta(a.size, a.stride, a.input.dtype if a.dtype is None else a.dtype),
+          cost=lambda a: Cost(), bound=True, api=(), methods=("new_empty_strided",))
 def new_empty_strided(input: Tensor, size, stride, *, dtype=None, device=None, requires_grad: bool = False,
                       pin_memory: bool = False, layout=None) -> Tensor:
     """``empty_strided`` with ``input``'s dtype and device unless told otherwise."""
