@@ -323,7 +323,8 @@ def _generate(args) -> int:
         raise UsageError(f"{args.checkpoint}: no such directory; pass a Hugging Face checkpoint directory "
                          f"(config.json, safetensors, tokenizer.json)")
     try:
-        model = llm.load(args.checkpoint, device=device, dtype=args.dtype, quantize=_quantize(args))
+        model = llm.load(args.checkpoint, device=device, dtype=args.dtype, quantize=_quantize(args),
+                         fp8_activations=args.fp8_activations)
         prompt = model.encode(args.prompt if model.tokenizer is not None or not args.prompt.replace(",", "").isdigit()
                               else [int(t) for t in args.prompt.split(",")])
         settings = {name: getattr(args, name) for name in ("max_new_tokens", "temperature", "top_k", "top_p", "min_p",
@@ -352,7 +353,8 @@ def _chat(args) -> int:
                          f"(config.json, safetensors, tokenizer.json, tokenizer_config.json with a chat_template)")
     interactive = sys.stdin.isatty()
     try:
-        model = llm.load(args.checkpoint, device=device, dtype=args.dtype, quantize=_quantize(args))
+        model = llm.load(args.checkpoint, device=device, dtype=args.dtype, quantize=_quantize(args),
+                         fp8_activations=args.fp8_activations)
         settings = {name: getattr(args, name) for name in ("max_new_tokens", "temperature", "top_k", "top_p", "min_p",
                                                            "repetition_penalty", "seed")}
         messages = [{"role": "system", "content": args.system}] if args.system else []
@@ -416,6 +418,9 @@ def _sampling_flags(command) -> None:
                          help="round a float checkpoint's linear layers to nearest on load: int4 in groups, int8 or "
                               "fp8 per channel")
     command.add_argument("--group-size", type=int, default=None, help="inputs per int4 group (default 128)")
+    command.add_argument("--fp8-activations", action=argparse.BooleanOptionalAction, default=None,
+                         help="round prefill rows to float8 for fp8 weights' products on the float8 matrix units "
+                              "(default: where the checkpoint quantizes activations per row, as fbgemm_fp8 does)")
 
 
 def _engine_flags(command) -> None:

@@ -61,6 +61,18 @@ def _fp8_activation_bytes(rows: int, k: int) -> int:
     return workspace_bytes(rows * cdiv(k, _FP8_K_ALIGN) * _FP8_K_ALIGN, 4 * rows)
 
 
+def fp8_matrix_units(facts: dict) -> bool:
+    """Whether a device of these facts multiplies float8 on its matrix units (the interpreter emulates them)."""
+    return bool(facts["kernels"].get("interpreted")) or "float8_e4m3fn" in facts.get("matrix_unit", {}).get("dtypes", ())
+
+
+def takes_fp8_activations(weight) -> bool:
+    """Whether ``quantized_linear(..., fp8_activations=True)`` takes ``weight``: fp8 with one scale per tensor or
+    per channel (the product scales whole output columns)."""
+    n, k = weight.shape
+    return weight.format == "fp8" and weight.group_size == k and weight.scale_block_n in (1, n)
+
+
 def _meta(input, weight, bias=None, fp8_activations=False):
     if not isinstance(weight, QuantizedWeight):
         raise TypeError(f"quantized_linear: weight must be a QuantizedWeight, got {type(weight).__name__} "
@@ -77,7 +89,7 @@ def _meta(input, weight, bias=None, fp8_activations=False):
         if bias.dtype is not input.dtype:
             raise RuntimeError(f"quantized_linear: bias must have the input's dtype {input.dtype.name}, got "
                                f"{bias.dtype.name}")
-    if fp8_activations and (weight.format != "fp8" or weight.group_size != k or weight.scale_block_n not in (1, n)):
+    if fp8_activations and not takes_fp8_activations(weight):
         raise RuntimeError(f"quantized_linear: fp8_activations takes an fp8 weight with one scale per tensor or per "
                            f"channel, got {weight!r}")
     return TensorMeta((*input.shape[:-1], n), input.dtype)
@@ -145,8 +157,7 @@ def _plan(input: Tensor, weight: QuantizedWeight, bias: Tensor | None, fp8_activ
         if other is not None and other.device != dev:
             raise RuntimeError(f"quantized_linear: input is on {dev} but the {what} on {other.device}")
     facts = backend_for(dev).facts
-    if fp8_activations and not (facts["kernels"].get("interpreted")
-                                or "float8_e4m3fn" in facts.get("matrix_unit", {}).get("dtypes", ())):
+    if fp8_activations and not fp8_matrix_units(facts):
         raise RuntimeError(f"quantized_linear: fp8_activations needs float8 matrix units, which {dev} "
                            f"({facts.get('name', 'this device')}) lacks")
     n, k = weight.shape
