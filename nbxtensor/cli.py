@@ -164,12 +164,14 @@ def _model_keys(args, facts: dict):
             keys, settings = checkpoint_census(args.model_dir, facts, dtype=args.dtype, batch_sizes=args.batch_sizes,
                                                context=args.context,
                                                prefill_chunk=DEFAULT_PREFILL_CHUNK if args.prefill_chunk is None
-                                               else args.prefill_chunk)
+                                               else args.prefill_chunk, fp8_activations=args.fp8_activations)
         except (llm.CheckpointError, ValueError, TypeError) as error:
             raise UsageError(str(error)) from None
         return keys, f"LLM checkpoint: {args.model_dir}, " + ", ".join(f"{k} {v}" for k, v in settings.items())
-    if args.batch_sizes or args.context is not None or args.dtype or args.prefill_chunk is not None:
-        raise UsageError("--batch-sizes, --context and --dtype apply to an LLM checkpoint; a graph folder takes --dims")
+    if (args.batch_sizes or args.context is not None or args.dtype or args.prefill_chunk is not None
+            or args.fp8_activations is not None):
+        raise UsageError("--batch-sizes, --context, --dtype, --prefill-chunk and --fp8-activations apply to an LLM "
+                         "checkpoint; a graph folder takes --dims")
     model = graph.load(args.model_dir, weights=False)
     values = {**model.trace_values(), **_dims(args.dim)}
     model.check_symbols(values)
@@ -430,6 +432,9 @@ def _engine_flags(command) -> None:
     command.add_argument("--dtype", help="an LLM checkpoint's dtype (default: the checkpoint's)")
     command.add_argument("--prefill-chunk", type=int, help="an LLM checkpoint's prefill chunk (default: the engine's, "
                                                            "llm.model.DEFAULT_PREFILL_CHUNK)")
+    command.add_argument("--fp8-activations", action=argparse.BooleanOptionalAction, default=None,
+                         help="an LLM checkpoint's prefill rows rounded to float8 for its fp8 weights (default: as "
+                              "the checkpoint says, as nbx generate decides)")
 
 
 def parser() -> argparse.ArgumentParser:

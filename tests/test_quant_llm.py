@@ -17,7 +17,10 @@ from nbxtensor.device.facts import load as load_facts
 from nbxtensor.io import load_file, save_file
 from nbxtensor.llm import load
 from nbxtensor.llm.checkpoint import CheckpointError
+from nbxtensor.device import backend_for, resolve
 from nbxtensor.llm import quantized as Q
+from nbxtensor.llm.census import checkpoint_projections, engine_census
+from nbxtensor.llm.model import DecoderConfig
 from nbxtensor.llm.quantized import write_quantized
 from nbxtensor.quant import AWQ_ORDER, unpack_int4_columns
 
@@ -283,3 +286,33 @@ def test_nbx_generate_fp8_activations(fp8_checkpoint, float_checkpoint, capsys):
     assert main(["generate", str(directory), *common, "--no-fp8-activations"]) == 0
     assert main(["generate", str(float_checkpoint), *common, "--fp8-activations"]) == 2
     assert "fp8_activations multiplies float8 rows by fp8 weights" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("format, option", [("fp8", True), ("fp8", False), ("int8", None), ("int4", None)])
+def test_census_of_a_quantized_checkpoint_equals_the_shadow_run(float_checkpoint, tmp_path, format, option):
+    directory = tmp_path / format
+    write_quantized(float_checkpoint, directory, format, group_size=32)
+    model = load(directory, device=TEST_DEVICE, dtype="float32", fp8_activations=option)
+    with census.shadow() as formed:
+        model.generate(LONG_PROMPT, max_new_tokens=2, temperature=0)
+    facts = backend_for(resolve(TEST_DEVICE)).facts
+    projections = checkpoint_projections(str(directory), json.load(open(directory / "config.json")), "float32", facts,
+                                         fp8_activations=option)
+    assert projections.fp8_activations == model.model.fp8_activations
+    config = DecoderConfig.from_hf(json.load(open(directory / "config.json")), str(directory))
+    counted = engine_census(config, "float32", facts, prompts=[len(LONG_PROMPT)], batch_sizes=[1],
+                            projections=projections)
+    assert set(counted) == set(formed)
+    assert any(key.startswith("fp8_gemm|") for key in counted) == bool(option)
+
+
+def test_cli_census_of_an_fp8_checkpoint_lists_fp8_gemm_keys(fp8_checkpoint, capsys):
+    from nbxtensor.cli import main
+    directory, _ = fp8_checkpoint
+    common = ["census", str(directory), "--facts", "hopper", "--batch-sizes", "1", "--context", "40"]
+    assert main(common) == 0
+    assert "fp8_gemm|" in capsys.readouterr().out  # fbgemm_fp8 on a device with float8 matrix units: on
+    assert main([*common, "--no-fp8-activations"]) == 0
+    assert "fp8_gemm|" not in capsys.readouterr().out
+    assert main(["census", str(directory), "--facts", "ampere", "--fp8-activations"]) == 2
+    assert "float8 matrix units, which ampere devices lack" in capsys.readouterr().err

@@ -476,5 +476,6 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
     for required in ("model.embed_tokens.weight", "model.norm.weight"):
         if required not in weights:
             raise CheckpointError(f"{directory}: the checkpoint lacks weight {required}")
-    fp8_rows = fp8_activations_of(quantization_of(hf_config, directory), fp8_activations, weights, device, directory)
+    fp8_rows = fp8_activations_of(quantization_of(hf_config, directory), fp8_activations, weights,
+                                  backend_for(device).facts, directory)
     return DecoderModel(config, weights, device, dtype, prefill_chunk, fp8_rows)

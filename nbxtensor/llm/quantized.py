@@ -20,7 +20,6 @@ import shutil
 import numpy as np
 
 from .. import shape as S
-from ..device import backend_for
 from ..io.safetensors import save_file
 from ..nn import functional as F
 from ..ops.creation import tensor
@@ -52,14 +51,14 @@ def linear(x, weight, bias=None, fp8_activations: bool = False):
     return F.linear(x, weight, bias)
 
 
-def fp8_activations_of(spec: dict | None, requested, weights: dict, device, directory: str) -> bool:
+def fp8_activations_of(spec: dict | None, requested, weights: dict, facts: dict, directory: str) -> bool:
     """Whether the model's prefill-sized products take float8 rows (``linear``'s ``fp8_activations``): as
     ``requested`` (True or False), or when None, where the checkpoint's method quantizes activations per row
-    at run time (``DYNAMIC_ROW_ACTIVATIONS``), the device has float8 matrix units and every quantized weight
-    is fp8 scaled per tensor or channel. Requested where one of those fails, it is refused by name."""
+    at run time (``DYNAMIC_ROW_ACTIVATIONS``), the device (of ``facts``) has float8 matrix units and every
+    quantized weight is fp8 scaled per tensor or channel. Requested where one of those fails, it is refused by
+    name."""
     if requested is not None and type(requested) is not bool:
         raise TypeError(f"fp8_activations must be True, False or None (the checkpoint decides), got {requested!r}")
-    facts = backend_for(device).facts
     quantized = {name: w for name, w in weights.items() if isinstance(w, QuantizedWeight)}
     refused = next((name for name, w in quantized.items() if not takes_fp8_activations(w)), None)
     if requested is None:
@@ -68,8 +67,7 @@ def fp8_activations_of(spec: dict | None, requested, weights: dict, device, dire
     if not requested:
         return False
     if not fp8_matrix_units(facts):
-        raise ValueError(f"fp8_activations needs float8 matrix units, which {device} ({facts['name']}) "
-                         f"lacks")
+        raise ValueError(f"fp8_activations needs float8 matrix units, which {facts['name']} devices lack")
     if not quantized:
         raise ValueError(f"fp8_activations multiplies float8 rows by fp8 weights; {directory} has float weights "
                          f"(quantize='fp8' rounds them on load)")
