@@ -3,7 +3,8 @@ describes them, quantizing a float checkpoint's linear layers on load, and writi
 
 Read: ``gptq`` (4 bits, ``checkpoint_format`` gptq or gptq_v2, act-order through ``g_idx``), ``awq`` (4 bits,
 GEMM packing, zero points), ``fp8`` (e4m3 weights with ``weight_scale_inv`` per 128 x 128 block, dynamic
-activations: the weights alone are quantized here), ``fbgemm_fp8`` (e4m3 with a per-channel ``weight_scale``)
+activations: the weights alone are quantized here), ``fbgemm_fp8`` (e4m3 with a per-channel ``weight_scale``;
+activations quantized per row at run time, which ``fp8_activations_of`` follows where the device can)
 and ``nbx`` (what ``write_quantized`` writes for int8: int8 ``weight`` and a per-channel ``weight_scale``).
 Any other method is refused by name. A quantized layer's tensors are checked against each other (shapes,
 dtypes, group indices) before anything reads them.
