@@ -34,7 +34,8 @@ from .model import DEFAULT_PREFILL_CHUNK, DecoderConfig
 from .quantized import DEFAULT_GROUP_SIZE, fp8_activations_of, quantization_of
 from .replay import BATCH_BUCKETS
 
-__all__ = ["Projections", "checkpoint_projections", "prefill_keys", "decode_keys", "engine_census", "prompt_lengths", "checkpoint_census"]
+__all__ = ["Projections", "checkpoint_projections", "prefill_keys", "decode_keys", "engine_census", "prompt_lengths",
+           "checkpoint_census"]
 
 
 @dataclass(frozen=True)

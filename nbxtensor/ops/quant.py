@@ -64,7 +64,8 @@ def _fp8_activation_bytes(rows: int, k: int) -> int:
 
 def fp8_matrix_units(facts: dict) -> bool:
     """Whether a device of these facts multiplies float8 on its matrix units (the interpreter emulates them)."""
-    return bool(facts["kernels"].get("interpreted")) or "float8_e4m3fn" in facts.get("matrix_unit", {}).get("dtypes", ())
+    units = facts.get("matrix_unit", {}).get("dtypes", ())
+    return bool(facts["kernels"].get("interpreted")) or "float8_e4m3fn" in units
 
 
 def takes_fp8_activations(weight) -> bool:
