@@ -202,9 +202,10 @@ def _tune(args) -> int:
         raise UsageError("nbx tune tunes ahead of time only with certification: add --certify")
     if not (args.model_dir or args.key or args.import_file or args.export_file):
         raise UsageError("nothing to do: give MODEL_DIR or --key KEY with --certify, --import FILE or --export FILE")
-    if (args.dim or args.batch_sizes or args.context is not None or args.dtype or args.prefill_chunk) \
-            and not args.model_dir:
-        raise UsageError("--dims, --batch-sizes, --context, --dtype and --prefill-chunk apply to a MODEL_DIR's census")
+    if (args.dim or args.batch_sizes or args.context is not None or args.dtype or args.prefill_chunk
+            or args.fp8_activations is not None) and not args.model_dir:
+        raise UsageError("--dims, --batch-sizes, --context, --dtype, --prefill-chunk and --fp8-activations apply to a "
+                         "MODEL_DIR's census")
     device = _device(args.device)
     if args.import_file:
         try:
