@@ -8,8 +8,11 @@ same run:
   ``fp8_activations``) against our bf16 GEMM (and torch's);
 - square fp8 products at 4096 and 8192 against our bf16 ones;
 - end to end (NBX_QUANT_E2E=0 skips it): Llama-3-8B size, int4 (a GPTQ checkpoint of random words written
-  here), batch 1 decode tokens/s and the weights' memory.
-NBX_QUANT_SECTIONS (comma-separated, default decode,prefill,e2e) picks the sections; each prints its seconds.
+  here), batch 1 decode tokens/s and the weights' memory;
+- fp8 prefill (section ``fp8e2e``): Llama-3-8B's layer shapes, 8 layers, an fbgemm_fp8 checkpoint of random
+  e4m3 values written here, a 2048-token prefill with ``llm.load(fp8_activations=True)`` against False.
+NBX_QUANT_SECTIONS (comma-separated, default decode,prefill,e2e,fp8e2e) picks the sections; each prints its
+seconds.
 Prints a table last."""
 from __future__ import annotations
 
@@ -129,9 +132,10 @@ EIGHT_B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num
                num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192)
 
 
-def write_gptq_checkpoint(directory: str, config: dict, group_size: int = 128) -> None:
-    """A Llama checkpoint whose decoder linears are GPTQ int4 words drawn at random (scales small enough to
-    keep activations finite), embeddings and norms in bf16."""
+def write_gptq_checkpoint(directory: str, config: dict, group_size: int = 128, method: str = "gptq") -> None:
+    """A Llama checkpoint whose decoder linears are GPTQ int4 words (``method`` gptq) or fbgemm_fp8 e4m3 values
+    per channel (fbgemm_fp8) drawn at random (scales small enough to keep activations finite), embeddings and
+    norms in bf16."""
     from safetensors.numpy import save_file
     import ml_dtypes
     rng = np.random.default_rng(0)
@@ -153,6 +157,12 @@ def write_gptq_checkpoint(directory: str, config: dict, group_size: int = 128) -
         shard[prefix + "input_layernorm.weight"] = np.ones(h, ml_dtypes.bfloat16)
         shard[prefix + "post_attention_layernorm.weight"] = np.ones(h, ml_dtypes.bfloat16)
         for module, (n, k) in linears.items():
+            if method == "fbgemm_fp8":
+                raw = rng.integers(0, 256, (n, k), dtype=np.uint8)
+                raw[(raw & 0x7F) == 0x7F] = 0x3F  # 0x7f and 0xff are NaN
+                shard[prefix + module + ".weight"] = raw.view(ml_dtypes.float8_e4m3fn)
+                shard[prefix + module + ".weight_scale"] = np.full((n, 1), 0.02 / 448, np.float32)
+                continue
             groups = k // group_size
             shard[prefix + module + ".qweight"] = rng.integers(-2**31, 2**31, (k // 8, n), dtype=np.int64).astype(np.int32)
             shard[prefix + module + ".qzeros"] = np.full((groups, n // 8), 0x77777777, np.int32)
@@ -165,10 +175,12 @@ def write_gptq_checkpoint(directory: str, config: dict, group_size: int = 128) -
             shard = {}
     with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {}, "weight_map": index}, f)
+    quantization = ({"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0} if method == "fbgemm_fp8" else
+                    {"quant_method": "gptq", "bits": 4, "group_size": group_size, "desc_act": False, "sym": False,
+                     "checkpoint_format": "gptq"})
     full = dict(config, architectures=["LlamaForCausalLM"], model_type="llama", rms_norm_eps=1e-5, rope_theta=500000.0,
                 torch_dtype="bfloat16", tie_word_embeddings=False, hidden_act="silu",
-                quantization_config={"quant_method": "gptq", "bits": 4, "group_size": group_size, "desc_act": False,
-                                     "sym": False, "checkpoint_format": "gptq"})
+                quantization_config=quantization)
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(full, f)
 
@@ -197,6 +209,26 @@ def end_to_end_rows(config: dict = EIGHT_B, device: str = "cuda", new: int = 64)
     return rows
 
 
+def fp8_prefill_rows(config: dict = dict(EIGHT_B, num_hidden_layers=8), length: int = 2048) -> list[tuple]:
+    """A prefill of ``length`` tokens of an fbgemm_fp8 checkpoint, rows rounded to float8 or not (median of 3
+    after a first, tuning, run)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        write_gptq_checkpoint(directory, config, method="fbgemm_fp8")
+        prompt = [int(t) for t in np.random.default_rng(1).integers(3, config["vocab_size"], length)]
+        for option in (False, True):
+            model = llm.load(directory, device="cuda", cache_tokens=4 * length, fp8_activations=option)
+            times = []
+            for _ in range(4):
+                model.engine.prefill_seconds = 0.0
+                model.generate(prompt, max_new_tokens=1)
+                times.append(model.engine.prefill_seconds)
+            rows.append((f"8B shapes, {config['num_hidden_layers']} layers, prefill {length}",
+                         "fp8 x fp8" if option else "fp8 weight only", sorted(times[1:])[1] * 1e3))
+            del model
+    return rows
+
+
 def table(title: str, header: str, rows: list[tuple]) -> None:
     print(f"\n{title}\n{header}")
     for row in rows:
@@ -204,7 +236,7 @@ def table(title: str, header: str, rows: list[tuple]) -> None:
 
 
 def timed_section(name: str, run) -> list[tuple]:
-    sections = os.environ.get("NBX_QUANT_SECTIONS", "decode,prefill,e2e").split(",")
+    sections = os.environ.get("NBX_QUANT_SECTIONS", "decode,prefill,e2e,fp8e2e").split(",")
     if name not in sections or (name == "e2e" and os.environ.get("NBX_QUANT_E2E", "1") == "0"):
         return []
     start = time.perf_counter()
@@ -218,12 +250,15 @@ def main() -> None:
     kernels = timed_section("decode", kernel_rows)
     prefill = timed_section("prefill", prefill_rows)
     e2e = timed_section("e2e", end_to_end_rows)
+    fp8_prefill = timed_section("fp8e2e", fp8_prefill_rows)
     table("decode rows (us)", "shape | torch bf16 | ours bf16 | int4 | int8 | fp8 | int4 vs our bf16 | int4 of floor",
           kernels)
     table("prefill and square products (us)", "case | torch bf16 | ours bf16 | int4 | int4 vs bf16 | fp8 | fp8 vs bf16 "
           "| fp8 x fp8 | fp8 x fp8 vs bf16 | bf16 rate", prefill)
     if e2e:
         table("end to end", "what | rate | memory | time", e2e)
+    if fp8_prefill:
+        table("fp8 checkpoint prefill (ms)", "model | products | ms", fp8_prefill)
 
 
 if __name__ == "__main__":

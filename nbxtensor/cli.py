@@ -164,12 +164,14 @@ def _model_keys(args, facts: dict):
             keys, settings = checkpoint_census(args.model_dir, facts, dtype=args.dtype, batch_sizes=args.batch_sizes,
                                                context=args.context,
                                                prefill_chunk=DEFAULT_PREFILL_CHUNK if args.prefill_chunk is None
-                                               else args.prefill_chunk)
+                                               else args.prefill_chunk, fp8_activations=args.fp8_activations)
         except (llm.CheckpointError, ValueError, TypeError) as error:
             raise UsageError(str(error)) from None
         return keys, f"LLM checkpoint: {args.model_dir}, " + ", ".join(f"{k} {v}" for k, v in settings.items())
-    if args.batch_sizes or args.context is not None or args.dtype or args.prefill_chunk is not None:
-        raise UsageError("--batch-sizes, --context and --dtype apply to an LLM checkpoint; a graph folder takes --dims")
+    if (args.batch_sizes or args.context is not None or args.dtype or args.prefill_chunk is not None
+            or args.fp8_activations is not None):
+        raise UsageError("--batch-sizes, --context, --dtype, --prefill-chunk and --fp8-activations apply to an LLM "
+                         "checkpoint; a graph folder takes --dims")
     model = graph.load(args.model_dir, weights=False)
     values = {**model.trace_values(), **_dims(args.dim)}
     model.check_symbols(values)
@@ -200,9 +202,10 @@ def _tune(args) -> int:
         raise UsageError("nbx tune tunes ahead of time only with certification: add --certify")
     if not (args.model_dir or args.key or args.import_file or args.export_file):
         raise UsageError("nothing to do: give MODEL_DIR or --key KEY with --certify, --import FILE or --export FILE")
-    if (args.dim or args.batch_sizes or args.context is not None or args.dtype or args.prefill_chunk) \
-            and not args.model_dir:
-        raise UsageError("--dims, --batch-sizes, --context, --dtype and --prefill-chunk apply to a MODEL_DIR's census")
+    if (args.dim or args.batch_sizes or args.context is not None or args.dtype or args.prefill_chunk
+            or args.fp8_activations is not None) and not args.model_dir:
+        raise UsageError("--dims, --batch-sizes, --context, --dtype, --prefill-chunk and --fp8-activations apply to a "
+                         "MODEL_DIR's census")
     device = _device(args.device)
     if args.import_file:
         try:
@@ -323,7 +326,8 @@ def _generate(args) -> int:
         raise UsageError(f"{args.checkpoint}: no such directory; pass a Hugging Face checkpoint directory "
                          f"(config.json, safetensors, tokenizer.json)")
     try:
-        model = llm.load(args.checkpoint, device=device, dtype=args.dtype, quantize=_quantize(args))
+        model = llm.load(args.checkpoint, device=device, dtype=args.dtype, quantize=_quantize(args),
+                         fp8_activations=args.fp8_activations)
         prompt = model.encode(args.prompt if model.tokenizer is not None or not args.prompt.replace(",", "").isdigit()
                               else [int(t) for t in args.prompt.split(",")])
         settings = {name: getattr(args, name) for name in ("max_new_tokens", "temperature", "top_k", "top_p", "min_p",
@@ -352,7 +356,8 @@ def _chat(args) -> int:
                          f"(config.json, safetensors, tokenizer.json, tokenizer_config.json with a chat_template)")
     interactive = sys.stdin.isatty()
     try:
-        model = llm.load(args.checkpoint, device=device, dtype=args.dtype, quantize=_quantize(args))
+        model = llm.load(args.checkpoint, device=device, dtype=args.dtype, quantize=_quantize(args),
+                         fp8_activations=args.fp8_activations)
         settings = {name: getattr(args, name) for name in ("max_new_tokens", "temperature", "top_k", "top_p", "min_p",
                                                            "repetition_penalty", "seed")}
         messages = [{"role": "system", "content": args.system}] if args.system else []
@@ -416,6 +421,9 @@ def _sampling_flags(command) -> None:
                          help="round a float checkpoint's linear layers to nearest on load: int4 in groups, int8 or "
                               "fp8 per channel")
     command.add_argument("--group-size", type=int, default=None, help="inputs per int4 group (default 128)")
+    command.add_argument("--fp8-activations", action=argparse.BooleanOptionalAction, default=None,
+                         help="round prefill rows to float8 for fp8 weights' products on the float8 matrix units "
+                              "(default: where the checkpoint quantizes activations per row, as fbgemm_fp8 does)")
 
 
 def _engine_flags(command) -> None:
@@ -425,6 +433,9 @@ def _engine_flags(command) -> None:
     command.add_argument("--dtype", help="an LLM checkpoint's dtype (default: the checkpoint's)")
     command.add_argument("--prefill-chunk", type=int, help="an LLM checkpoint's prefill chunk (default: the engine's, "
                                                            "llm.model.DEFAULT_PREFILL_CHUNK)")
+    command.add_argument("--fp8-activations", action=argparse.BooleanOptionalAction, default=None,
+                         help="an LLM checkpoint's prefill rows rounded to float8 for its fp8 weights (default: as "
+                              "the checkpoint says, as nbx generate decides)")
 
 
 def parser() -> argparse.ArgumentParser:

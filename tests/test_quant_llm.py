@@ -12,14 +12,20 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
+from nbxtensor import census
+from nbxtensor.device.facts import load as load_facts
 from nbxtensor.io import load_file, save_file
 from nbxtensor.llm import load
 from nbxtensor.llm.checkpoint import CheckpointError
+from nbxtensor.device import backend_for, resolve
+from nbxtensor.llm import quantized as Q
+from nbxtensor.llm.census import checkpoint_projections, engine_census
+from nbxtensor.llm.model import DecoderConfig
 from nbxtensor.llm.quantized import write_quantized
 from nbxtensor.quant import AWQ_ORDER, unpack_int4_columns
 
 from .conftest import TEST_DEVICE
-from .test_quant import _pack_along_n, _pack_gptq_qweight, _reference_int4
+from .test_quant import _e4m3_rows, _pack_along_n, _pack_gptq_qweight, _reference_int4
 
 CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 80, "max_position_embeddings": 64,
@@ -169,3 +175,144 @@ def test_nbx_quantize_and_generate_quantize(float_checkpoint, tmp_path, capsys):
     assert len(from_file) == len(on_load) == 3
     assert main(["quantize", str(out), str(tmp_path / "again")]) == 2
     assert "already quantized" in capsys.readouterr().err
+
+
+# more rows than a GEMV takes (16): the prefill's products are GEMMs
+LONG_PROMPT = [5, 17, 3, 44, 9, 30, 61, 12, 70, 4, 21, 7, 7, 33, 8, 2, 60, 1, 79, 26]
+
+
+def _reference_logits(weights: dict, tokens: list, round_rows: bool) -> np.ndarray:
+    """The logits after each of ``tokens`` of CONFIG's Llama in float64 with ``weights``; with ``round_rows``
+    the rows entering each decoder projection are first rounded to e4m3 with a scale each, as
+    ``quantized_linear(..., fp8_activations=True)`` rounds them (the head's float weight takes them as they are)."""
+    w = {name: a.astype(np.float64) for name, a in weights.items()}
+    n, heads, kv_heads, dim = len(tokens), 4, 2, 16
+
+    def norm(x, gain):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + CONFIG["rms_norm_eps"]) * gain
+
+    def product(x, name):
+        return (_e4m3_rows(x) if round_rows else x) @ w[name].T
+
+    angles = np.arange(n)[:, None] * (1.0 / CONFIG["rope_theta"] ** (np.arange(0, dim, 2) / dim))[None, :]
+    cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
+
+    def rope(t):
+        first, second = t[..., :dim // 2], t[..., dim // 2:]
+        return np.concatenate([first * cos - second * sin, second * cos + first * sin], -1)
+    causal = np.triu(np.full((n, n), -np.inf), 1)
+    x = w["model.embed_tokens.weight"][tokens]
+    for layer in range(CONFIG["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        h = norm(x, w[p + "input_layernorm.weight"])
+        q = rope(product(h, p + "self_attn.q_proj.weight").reshape(n, heads, dim))
+        k = np.repeat(rope(product(h, p + "self_attn.k_proj.weight").reshape(n, kv_heads, dim)), 2, axis=1)
+        v = np.repeat(product(h, p + "self_attn.v_proj.weight").reshape(n, kv_heads, dim), 2, axis=1)
+        scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(dim) + causal
+        probs = np.exp(scores - scores.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        x = x + product(np.einsum("hqk,khd->qhd", probs, v).reshape(n, heads * dim), p + "self_attn.o_proj.weight")
+        h = norm(x, w[p + "post_attention_layernorm.weight"])
+        gate, up = product(h, p + "mlp.gate_proj.weight"), product(h, p + "mlp.up_proj.weight")
+        x = x + product(gate / (1 + np.exp(-gate)) * up, p + "mlp.down_proj.weight")
+    return norm(x, w["model.norm.weight"]) @ w["lm_head.weight"].T
+
+
+@pytest.fixture(scope="module")
+def fp8_checkpoint(float_checkpoint, tmp_path_factory):
+    """An fbgemm_fp8 checkpoint (per-channel e4m3 weights) and the float32 weights it stands for."""
+    quantized = tmp_path_factory.mktemp("fbgemm_fp8")
+    write_quantized(float_checkpoint, quantized, "fp8")
+    return quantized, _dequantized(quantized)
+
+
+@pytest.mark.parametrize("option", [None, True])
+def test_fp8_activations_prefill_logits_match_a_float64_model_rounding_the_rows(fp8_checkpoint, option):
+    """fbgemm_fp8 quantizes activations per row at run time, so the option defaults to on. The reference
+    rounds the rows as the kernel does, from float64 rows rather than the model's float32 ones: the two
+    differ by float32's rounding (~1e-7 relative), which moves a row element across an e4m3 rounding
+    boundary (2^-4 relative apart) with a chance of ~1e-6, and the float32 sums of 64 or 96 products add
+    ~1e-5; 1e-3 of the logits' scale covers both. The reference without rounding is off by the rows' e4m3
+    error (~2^-5 relative on every element), well outside it."""
+    directory, weights = fp8_checkpoint
+    model = load(directory, device=TEST_DEVICE, dtype="float32", fp8_activations=option)
+    assert model.model.fp8_activations
+    logits = model.logits(LONG_PROMPT).numpy().astype(np.float64)
+    expected = _reference_logits(weights, LONG_PROMPT, round_rows=True)
+    scale = np.abs(expected).max()
+    assert np.abs(logits - expected).max() <= 1e-3 * scale
+    assert np.abs(_reference_logits(weights, LONG_PROMPT, round_rows=False) - expected).max() > 1e-2 * scale
+
+
+def test_fp8_activations_round_prefill_rows_and_keep_decode_weight_only(fp8_checkpoint):
+    directory, _ = fp8_checkpoint
+    keys = {}
+    for option in (True, False):
+        model = load(directory, device=TEST_DEVICE, dtype="float32", fp8_activations=option)
+        with census.shadow() as formed:
+            model.generate(LONG_PROMPT, max_new_tokens=2, temperature=0)
+        keys[option] = {key.split("|")[0] for key in formed}
+    # the prefill's four decoder products on float8 rows; the one-row decode steps stream the weights
+    assert {"fp8_gemm", "quantized_gemv"} <= keys[True] and "quantized_gemm" not in keys[True]
+    assert "quantized_gemm" in keys[False] and "fp8_gemm" not in keys[False]
+
+
+def test_fp8_activations_are_refused_by_name_where_they_cannot_run(float_checkpoint, tmp_path, monkeypatch):
+    int8 = tmp_path / "int8"
+    write_quantized(float_checkpoint, int8, "int8")
+    with pytest.raises(ValueError, match=r"per tensor or per channel; model\.layers\.\d+\..*QuantizedWeight\(int8"):
+        load(int8, device=TEST_DEVICE, fp8_activations=True)
+    assert not load(int8, device=TEST_DEVICE).model.fp8_activations  # nbx int8 says nothing of activations
+    with pytest.raises(ValueError, match="has float weights"):
+        load(float_checkpoint, device=TEST_DEVICE, fp8_activations=True)
+    assert load(float_checkpoint, device=TEST_DEVICE, quantize="fp8", fp8_activations=True).model.fp8_activations
+    with pytest.raises(TypeError, match="fp8_activations must be True, False or None"):
+        load(float_checkpoint, device=TEST_DEVICE, fp8_activations="yes")
+    assert Q.fp8_matrix_units(load_facts("hopper")) and not Q.fp8_matrix_units(load_facts("ampere"))
+    monkeypatch.setattr(Q, "fp8_matrix_units", lambda facts: False)
+    fp8 = tmp_path / "fp8"
+    write_quantized(float_checkpoint, fp8, "fp8")
+    with pytest.raises(ValueError, match="fp8_activations needs float8 matrix units"):
+        load(fp8, device=TEST_DEVICE, fp8_activations=True)
+    # left to the checkpoint, a device without them keeps the weight-only products
+    assert not load(fp8, device=TEST_DEVICE).model.fp8_activations
+
+
+def test_nbx_generate_fp8_activations(fp8_checkpoint, float_checkpoint, capsys):
+    from nbxtensor.cli import main
+    directory, _ = fp8_checkpoint
+    prompt = ",".join(map(str, LONG_PROMPT))
+    common = ["--prompt", prompt, "--max-new-tokens", "1", "--device", TEST_DEVICE, "--dtype", "float32"]
+    assert main(["generate", str(directory), *common, "--no-fp8-activations"]) == 0
+    assert main(["generate", str(float_checkpoint), *common, "--fp8-activations"]) == 2
+    assert "fp8_activations multiplies float8 rows by fp8 weights" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("format, option", [("fp8", True), ("fp8", False), ("int8", None), ("int4", None)])
+def test_census_of_a_quantized_checkpoint_equals_the_shadow_run(float_checkpoint, tmp_path, format, option):
+    directory = tmp_path / format
+    write_quantized(float_checkpoint, directory, format, group_size=32)
+    model = load(directory, device=TEST_DEVICE, dtype="float32", fp8_activations=option)
+    with census.shadow() as formed:
+        model.generate(LONG_PROMPT, max_new_tokens=2, temperature=0)
+    facts = backend_for(resolve(TEST_DEVICE)).facts
+    projections = checkpoint_projections(str(directory), json.load(open(directory / "config.json")), "float32", facts,
+                                         fp8_activations=option)
+    assert projections.fp8_activations == model.model.fp8_activations
+    config = DecoderConfig.from_hf(json.load(open(directory / "config.json")), str(directory))
+    counted = engine_census(config, "float32", facts, prompts=[len(LONG_PROMPT)], batch_sizes=[1],
+                            projections=projections)
+    assert set(counted) == set(formed)
+    assert any(key.startswith("fp8_gemm|") for key in counted) == bool(option)
+
+
+def test_cli_census_of_an_fp8_checkpoint_lists_fp8_gemm_keys(fp8_checkpoint, capsys):
+    from nbxtensor.cli import main
+    directory, _ = fp8_checkpoint
+    common = ["census", str(directory), "--facts", "hopper", "--batch-sizes", "1", "--context", "40"]
+    assert main(common) == 0
+    assert "fp8_gemm|" in capsys.readouterr().out  # fbgemm_fp8 on a device with float8 matrix units: on
+    assert main([*common, "--no-fp8-activations"]) == 0
+    assert "fp8_gemm|" not in capsys.readouterr().out
+    assert main(["census", str(directory), "--facts", "ampere", "--fp8-activations"]) == 2
+    assert "float8 matrix units, which ampere devices lack" in capsys.readouterr().err

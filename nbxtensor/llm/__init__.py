@@ -238,9 +238,10 @@ class LLM:
 
     def __init__(self, directory, device=None, dtype=None, cache_tokens: int | None = None,
                  memory_fraction: float = DEFAULT_MEMORY_FRACTION, block_size: int = 16, replay: bool = True,
-                 prefill_chunk: int = DEFAULT_PREFILL_CHUNK, quantize: str | None = None):
+                 prefill_chunk: int = DEFAULT_PREFILL_CHUNK, quantize: str | None = None,
+                 fp8_activations: bool | None = None):
         self.directory = directory = os.fspath(directory)
-        self.model = load_model(directory, device, dtype, prefill_chunk, quantize)
+        self.model = load_model(directory, device, dtype, prefill_chunk, quantize, fp8_activations)
         self._chat_template = None
         self.tokenizer = _load_tokenizer(directory)
         self.defaults = self._generation_defaults(read_json(directory, "generation_config.json", required=False) or {})

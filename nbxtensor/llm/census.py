@@ -1,9 +1,11 @@
 """The census of the LLM engine: every launch key its prefills and decode steps form, from the checkpoint's
-config, the model's dtype and a device class's facts alone (nothing loaded, allocated or launched).
+config (and its safetensors headers, for a quantized one's scale dtype), the model's dtype and a device
+class's facts alone (nothing loaded, allocated or launched).
 
 A step's operands are laid out as meta tensors the way ``model.py`` lays out the real ones (the joined
 projections' slices, the heads' permutes, the gathered keys of a chunk past the first) and handed to the
-key rules of the ops it calls (``linear``, ``prefill_attention``, and for decode-sized batches the products
+key rules of the ops it calls (``linear``, or ``quantized_linear`` on meta ``QuantizedWeight``s laid out as a
+checkpoint's are (``Projections``), ``prefill_attention``, and for decode-sized batches the float products
 with a norm or an activation folded in; paged decode attention tunes nothing).
 Every decoder layer forms the same keys, so a layer's keys count ``num_layers`` times.
 
@@ -13,36 +15,99 @@ agree stands for the run.
 """
 from __future__ import annotations
 
+import math
+import os
 from collections import Counter
+from dataclasses import dataclass, replace
 
 from ..allocation import new_tensor
 from ..device import resolve
 from ..dtypes import get_dtype
+from ..io.safetensors import safe_open
+from ..launch import cdiv
 from ..ops import registry
 from ..ops.matmul_gemv import GEMV_MAX_ROWS
+from ..quant import FORMATS, FP8_BLOCK, QuantizedWeight
+from . import checkpoint
+from .checkpoint import CheckpointError
 from .model import DEFAULT_PREFILL_CHUNK, DecoderConfig
+from .quantized import DEFAULT_GROUP_SIZE, fp8_activations_of, quantization_of
 from .replay import BATCH_BUCKETS
 
-__all__ = ["prefill_keys", "decode_keys", "engine_census", "prompt_lengths", "checkpoint_census"]
+__all__ = ["Projections", "checkpoint_projections", "prefill_keys", "decode_keys", "engine_census", "prompt_lengths",
+           "checkpoint_census"]
+
+
+@dataclass(frozen=True)
+class Projections:
+    """How a model holds its decoder layers' projection weights: float (``format`` None) or as ``load_weights``
+    makes a quantized checkpoint's (``QuantizedWeight``'s format, its scales' dtype, int4's ``group_size`` and
+    act-order, fp8's scales per tensor, channel or block), and whether products of more rows than a GEMV takes
+    round them to float8 (``fp8_activations``)."""
+    format: str | None = None
+    scale_dtype: str = "float32"
+    group_size: int = -1
+    act_order: bool = False
+    fp8_scales: str = "channel"
+    fp8_activations: bool = False
+
+    @property
+    def joined(self) -> bool:
+        """Whether a layer's q, k, v (and gate, up) weights join into one (``quant.join_rows``)."""
+        return self.format in (None, "int8") or (self.format == "int4" and not self.act_order) or (
+            self.format == "fp8" and self.fp8_scales == "channel")
+
+    def weight(self, outputs: int, inputs: int, dtype):
+        """A meta (outputs, inputs) weight in this form, in the model's ``dtype``."""
+        if self.format is None:
+            return _meta((outputs, inputs), dtype)
+        scales = get_dtype(self.scale_dtype)
+        if self.format == "int4":
+            group = inputs if self.group_size == -1 else self.group_size
+            groups = cdiv(inputs, group)
+            return QuantizedWeight("int4", (outputs, inputs), dtype, _meta((cdiv(inputs, 8), outputs), "int32"),
+                                   _meta((groups, outputs), scales), _meta((groups, outputs), "uint8"),
+                                   _meta((inputs,), "int32") if self.act_order else None, group, 1)
+        values = _meta((outputs, inputs), "int8" if self.format == "int8" else "float8_e4m3fn")
+        if self.format == "fp8" and self.fp8_scales == "block":
+            grid = _meta((cdiv(outputs, FP8_BLOCK), cdiv(inputs, FP8_BLOCK)), scales).transpose(0, 1)
+            return QuantizedWeight("fp8", (outputs, inputs), dtype, values, grid, None, None, FP8_BLOCK, FP8_BLOCK)
+        per_tensor = self.format == "fp8" and self.fp8_scales == "tensor"
+        return QuantizedWeight(self.format, (outputs, inputs), dtype, values,
+                               _meta((1, 1 if per_tensor else outputs), scales), None, None, inputs,
+                               outputs if per_tensor else 1)
+
+
+FLOAT = Projections()
 
 
 def _meta(shape, dtype):
-    return new_tensor(tuple(shape), dtype, resolve("meta"))
+    return new_tensor(tuple(shape), get_dtype(dtype), resolve("meta"))
 
 
-def _linear(facts, rows: int, inputs: int, outputs: int, dtype, bias: bool) -> list:
-    return registry.get("linear").key(facts, _meta((rows, inputs), dtype), _meta((outputs, inputs), dtype),
-                                      _meta((outputs,), dtype) if bias else None)
+def _linear(facts, rows: int, inputs: int, outputs: int, dtype, bias: bool, form: Projections = FLOAT) -> list:
+    x, b = _meta((rows, inputs), dtype), _meta((outputs,), dtype) if bias else None
+    weight = form.weight(outputs, inputs, dtype)
+    if form.format is None:
+        return registry.get("linear").key(facts, x, weight, b)
+    return registry.get("quantized_linear").key(facts, x, weight, b, form.fp8_activations and rows > GEMV_MAX_ROWS)
 
 
-def _layer_products(config: DecoderConfig, facts, rows: int, dtype) -> list:
-    """The keys of a layer's four products on ``rows`` rows of the residual stream."""
+def _layer_products(config: DecoderConfig, facts, rows: int, dtype, form: Projections = FLOAT) -> list:
+    """The keys of a layer's products on ``rows`` rows of the residual stream: qkv, o, gate_up and down, q, k
+    and v (gate and up) apart where their weights do not join."""
     c = config
-    qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim
-    return (_linear(facts, rows, c.hidden_size, qkv_rows, dtype, c.attention_bias)
-            + _linear(facts, rows, c.num_heads * c.head_dim, c.hidden_size, dtype, c.output_bias)
-            + _linear(facts, rows, c.hidden_size, 2 * c.intermediate_size, dtype, False)
-            + _linear(facts, rows, c.intermediate_size, c.hidden_size, dtype, False))
+    q_rows, kv_rows = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+    joined = form.joined or c.fused
+    qkv = [q_rows + 2 * kv_rows] if joined else [q_rows, kv_rows, kv_rows]
+    gate_up = [2 * c.intermediate_size] if joined else [c.intermediate_size] * 2
+    keys = []
+    for outputs in qkv:
+        keys += _linear(facts, rows, c.hidden_size, outputs, dtype, c.attention_bias, form)
+    keys += _linear(facts, rows, q_rows, c.hidden_size, dtype, c.output_bias, form)
+    for outputs in gate_up:
+        keys += _linear(facts, rows, c.hidden_size, outputs, dtype, False, form)
+    return keys + _linear(facts, rows, c.intermediate_size, c.hidden_size, dtype, False, form)
 
 
 def _logits(config: DecoderConfig, facts, rows: int, dtype) -> list:
@@ -50,7 +115,7 @@ def _logits(config: DecoderConfig, facts, rows: int, dtype) -> list:
 
 
 def prefill_keys(config: DecoderConfig, dtype, facts: dict, length: int, offset: int = 0,
-                 logits: bool = True) -> Counter:
+                 logits: bool = True, projections: Projections = FLOAT) -> Counter:
     """The keys of one prefill chunk of ``length`` tokens after ``offset`` cached ones (``logits``: the chunk
     is a prompt's last, whose last position's logits are computed)."""
     c = config
@@ -67,7 +132,7 @@ def prefill_keys(config: DecoderConfig, dtype, facts: dict, length: int, offset:
             .permute(1, 0, 2)
     attention = registry.get("prefill_attention").key
     for window in c.layer_windows:
-        counts.update(_layer_products(c, facts, length, dtype))
+        counts.update(_layer_products(c, facts, length, dtype, projections))
         counts.update(attention(facts, q, k, v, scale=c.attention_scale, softcap=c.attention_softcap, window=window,
                                 query_offset=offset))
     if logits:
@@ -75,11 +140,12 @@ def prefill_keys(config: DecoderConfig, dtype, facts: dict, length: int, offset:
     return counts
 
 
-def _folded(config: DecoderConfig, facts, rows: int, dtype) -> Counter:
+def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Projections) -> Counter:
     """The keys of a decode step whose norms and gated activations fold into the products after them
     (``DecoderModel._layers``): each layer's qkv product behind its add + norm (the first layer's behind
     its norm alone), its o product, its gate_up product behind an add + norm, its down product behind the
-    activation, and the head behind the final add + norm."""
+    activation, and the head behind the final add + norm. Quantized projections fold nothing: norms and
+    activations run apart (and form no key) before them; the float head still folds its norm."""
     c = config
     counts: Counter = Counter()
 
@@ -92,6 +158,9 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype) -> Counter:
     stream = _meta((rows, c.hidden_size), dtype)
     qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim
     for index in range(c.num_layers):
+        if projections.format is not None:
+            counts.update(_layer_products(c, facts, rows, dtype, projections))
+            continue
         if index == 0:
             key("rms_norm_linear", c.hidden_size, c.hidden_size, qkv_rows, norm, bias=c.attention_bias)
         else:
@@ -104,14 +173,14 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype) -> Counter:
     return counts
 
 
-def decode_keys(config: DecoderConfig, dtype, facts: dict, rows: int) -> Counter:
+def decode_keys(config: DecoderConfig, dtype, facts: dict, rows: int, projections: Projections = FLOAT) -> Counter:
     """The keys of one decode step of ``rows`` sequences (padding rows included)."""
     dtype = get_dtype(dtype)
     if rows <= GEMV_MAX_ROWS:
-        return _folded(config, facts, rows, dtype)
+        return _folded(config, facts, rows, dtype, projections)
     counts: Counter = Counter()
     for _ in range(config.num_layers):
-        counts.update(_layer_products(config, facts, rows, dtype))
+        counts.update(_layer_products(config, facts, rows, dtype, projections))
     counts.update(_logits(config, facts, rows, dtype))
     return counts
 
@@ -142,10 +211,11 @@ def prompt_lengths(facts: dict, context: int, prefill_chunk: int = DEFAULT_PREFI
 
 
 def engine_census(config: DecoderConfig, dtype, facts: dict, *, prompts=(), batch_sizes=(), context=None,
-                  prefill_chunk: int = DEFAULT_PREFILL_CHUNK, replay: bool = True) -> Counter:
+                  prefill_chunk: int = DEFAULT_PREFILL_CHUNK, replay: bool = True,
+                  projections: Projections = FLOAT) -> Counter:
     """Launch key -> how many launches form it over a prefill of each prompt length (``prompts``, or every
     length up to ``context``) and a decode step of each batch size (``batch_sizes``; with ``replay``, as the
-    engine replays them, padded to their bucket)."""
+    engine replays them, padded to their bucket), the layers' weights held as ``projections`` says."""
     if type(prefill_chunk) is not int or prefill_chunk < 1:
         raise ValueError(f"prefill chunk {prefill_chunk!r}: expected an integer >= 1")
     counts: Counter = Counter()
@@ -157,7 +227,7 @@ def engine_census(config: DecoderConfig, dtype, facts: dict, *, prompts=(), batc
         for offset in range(0, length, prefill_chunk):
             chunk = (min(prefill_chunk, length - offset), offset, offset + prefill_chunk >= length)
             if chunk not in chunks:
-                chunks[chunk] = prefill_keys(config, dtype, facts, *chunk)
+                chunks[chunk] = prefill_keys(config, dtype, facts, *chunk, projections=projections)
             counts.update(chunks[chunk])
     steps = {}
     for size in sorted(set(batch_sizes)):
@@ -165,27 +235,77 @@ def engine_census(config: DecoderConfig, dtype, facts: dict, *, prompts=(), batc
             raise ValueError(f"batch size {size}: expected at least 1")
         rows = next((b for b in BATCH_BUCKETS if b >= size), size) if replay else size
         if rows not in steps:
-            steps[rows] = decode_keys(config, dtype, facts, rows)
+            steps[rows] = decode_keys(config, dtype, facts, rows, projections)
         counts.update(steps[rows])
     return counts
 
 
-def checkpoint_census(directory, facts: dict, *, dtype=None, batch_sizes=None, context=None,
-                      prefill_chunk: int = DEFAULT_PREFILL_CHUNK) -> tuple[Counter, dict]:
-    """``engine_census`` of the Hugging Face checkpoint ``directory`` (its config.json alone): in ``dtype``
-    (default the checkpoint's), every batch size up to the largest replayed bucket (or ``batch_sizes``) and
-    every prompt length up to ``context`` (default the model's). Also the settings used, for printing."""
-    import os
+# each quantized method's scale tensor (its dtype is the launch keys'), and int4's or fp8's layout
+_SCALES = {"gptq": "scales", "awq": "scales", "fp8": "weight_scale_inv", "fbgemm_fp8": "weight_scale",
+           "nbx": "weight_scale"}
+_FORMATS = {"gptq": "int4", "awq": "int4", "fp8": "fp8", "fbgemm_fp8": "fp8", "nbx": "int8"}
 
-    from .checkpoint import CONFIG_FILE, read_json
+
+def _scale_tensor(directory: str, method: str) -> tuple[str, tuple]:
+    """The dtype name and shape of the first decoder layer scale tensor in the checkpoint's headers."""
+    suffix = _SCALES[method]
+    for path in checkpoint.weight_files(directory):
+        with safe_open(path) as file:
+            for name in file.keys():
+                if name.startswith("model.layers.") and name.endswith("." + suffix):
+                    info = file.info(name)
+                    return info.dtype.name, tuple(info.shape)
+    raise CheckpointError(f"{directory}: quantization_config names {method}, but no layer tensor ends in .{suffix}")
+
+
+def checkpoint_projections(directory: str, hf_config: dict, dtype, facts: dict, quantize=None,
+                           fp8_activations: bool | None = None) -> Projections:
+    """The ``Projections`` the checkpoint's layers load as (``quantized.load_weights``), in ``dtype``, with
+    ``quantize`` and ``fp8_activations`` as ``llm.load`` takes them, on a device of ``facts``."""
+    spec = quantization_of(hf_config, directory)
+    group_size = DEFAULT_GROUP_SIZE
+    if isinstance(quantize, dict):
+        quantize, group_size = quantize.get("format"), quantize.get("group_size", DEFAULT_GROUP_SIZE)
+    if quantize is not None and quantize not in FORMATS:
+        raise ValueError(f"quantize must be one of {', '.join(FORMATS)}, got {quantize!r}")
+    if spec is not None and quantize is not None:
+        raise CheckpointError(f"{directory}: the checkpoint is already quantized ({spec['method']}); quantize= "
+                              f"applies to float checkpoints")
+    if quantize is not None:
+        # rounded on load: scales in the model's dtype, fp8's in float32 per channel (``QuantizedWeight.quantize``)
+        form = Projections(quantize, "float32" if quantize == "fp8" else get_dtype(dtype).name, group_size)
+    elif spec is not None:
+        method = spec["method"]
+        scale_dtype, scale_shape = _scale_tensor(directory, method)
+        fp8_scales = ("block" if method == "fp8" else "tensor" if math.prod(scale_shape) == 1 else "channel")
+        form = Projections(_FORMATS[method], scale_dtype, spec.get("group_size", -1),
+                           method == "gptq" and bool(hf_config["quantization_config"].get("desc_act")), fp8_scales)
+    else:
+        form = FLOAT
+    sample = {} if form.format is None else {"model.layers.0.mlp.down_proj.weight": form.weight(
+        hf_config["hidden_size"], hf_config["intermediate_size"], get_dtype(dtype))}
+    return replace(form, fp8_activations=fp8_activations_of(spec, fp8_activations, sample, facts, directory))
+
+
+def checkpoint_census(directory, facts: dict, *, dtype=None, batch_sizes=None, context=None,
+                      prefill_chunk: int = DEFAULT_PREFILL_CHUNK, quantize=None,
+                      fp8_activations: bool | None = None) -> tuple[Counter, dict]:
+    """``engine_census`` of the Hugging Face checkpoint ``directory`` (its config.json, and a quantized one's
+    headers): in ``dtype`` (default the checkpoint's), every batch size up to the largest replayed bucket (or
+    ``batch_sizes``) and every prompt length up to ``context`` (default the model's), its layers' weights as
+    ``llm.load(directory, quantize=, fp8_activations=)`` holds them. Also the settings used, for printing."""
     directory = os.fspath(directory)
-    config = DecoderConfig.from_hf(read_json(directory, CONFIG_FILE), directory)
+    hf_config = checkpoint.read_json(directory, checkpoint.CONFIG_FILE)
+    config = DecoderConfig.from_hf(hf_config, directory)
     dtype = dtype or config.dtype
+    projections = checkpoint_projections(directory, hf_config, dtype, facts, quantize, fp8_activations)
     context = config.max_positions if context is None else context
     if type(context) is not int or not 1 <= context <= config.max_positions:
         raise ValueError(f"context {context!r}: expected 1 to the model's {config.max_positions} positions")
     batch_sizes = tuple(range(1, BATCH_BUCKETS[-1] + 1)) if batch_sizes is None else tuple(batch_sizes)
     counts = engine_census(config, dtype, facts, batch_sizes=batch_sizes, context=context,
-                           prefill_chunk=prefill_chunk)
+                           prefill_chunk=prefill_chunk, projections=projections)
     return counts, {"dtype": get_dtype(dtype).name, "context": context, "prefill_chunk": prefill_chunk,
-                    "batch_sizes": f"{min(batch_sizes)}..{max(batch_sizes)}" if batch_sizes else "none"}
+                    "batch_sizes": f"{min(batch_sizes)}..{max(batch_sizes)}" if batch_sizes else "none",
+                    "weights": projections.format or "float",
+                    "fp8_activations": projections.fp8_activations}

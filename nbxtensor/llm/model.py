@@ -30,7 +30,7 @@ from ..tensor import Tensor
 from . import checkpoint
 from .cache import PagedKVCache
 from .checkpoint import CheckpointError
-from .quantized import linear, load_weights
+from .quantized import fp8_activations_of, linear, load_weights, quantization_of
 
 __all__ = ["DecoderConfig", "DecoderModel", "SUPPORTED_ARCHITECTURES", "load_model"]
 
@@ -249,12 +249,12 @@ def _joined(weights: list):
     return weights if joined is None else joined
 
 
-def _project(h: Tensor, weight, bias=None) -> Tensor:
+def _project(h: Tensor, weight, bias=None, fp8_activations: bool = False) -> Tensor:
     """``h`` times a projection weight from ``_joined`` (one weight, or a list whose products are joined)."""
     if isinstance(weight, list):
         biases = bias if bias is not None else [None] * len(weight)
-        return cat([linear(h, w, b) for w, b in zip(weight, biases)], dim=-1)
-    return linear(h, weight, bias)
+        return cat([linear(h, w, b, fp8_activations) for w, b in zip(weight, biases)], dim=-1)
+    return linear(h, weight, bias, fp8_activations)
 
 
 def _one_plus(weight):
@@ -267,12 +267,15 @@ def _one_plus(weight):
 
 class DecoderModel:
     """A loaded decoder. ``prefill`` runs one prompt into the cache and gives its last position's logits;
-    ``decode`` runs one token for each of a batch of sequences."""
+    ``decode`` runs one token for each of a batch of sequences. ``fp8_activations``: products of more rows than
+    a GEMV takes round them to float8 (``quantized.linear``)."""
 
-    def __init__(self, config: DecoderConfig, weights: dict, device, dtype, prefill_chunk: int = DEFAULT_PREFILL_CHUNK):
+    def __init__(self, config: DecoderConfig, weights: dict, device, dtype, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+                 fp8_activations: bool = False):
         if type(prefill_chunk) is not int or prefill_chunk < 1:
             raise ValueError(f"prefill_chunk must be an integer >= 1, got {prefill_chunk!r}")
         self.config, self.device, self.dtype, self.prefill_chunk = config, device, dtype, prefill_chunk
+        self.fp8_activations = fp8_activations
         self.embed = weights["model.embed_tokens.weight"]
         self.norm = _one_plus(weights["model.norm.weight"]) if config.gemma else weights["model.norm.weight"]
         # Gemma's sqrt(hidden), rounded to the model's dtype as transformers rounds it
@@ -329,9 +332,9 @@ class DecoderModel:
                 return rms_norm_linear(x, norm, weight, bias, c.rms_eps), x
             return add_rms_norm_linear(x, residual, norm, weight, bias, c.rms_eps)
         if residual is None:
-            return _project(rms_norm(x, (c.hidden_size,), norm, c.rms_eps), weight, bias), x
+            return _project(rms_norm(x, (c.hidden_size,), norm, c.rms_eps), weight, bias, self.fp8_activations), x
         h, residual = add_rms_norm(x, residual, (c.hidden_size,), norm, c.rms_eps)
-        return _project(h, weight, bias), residual
+        return _project(h, weight, bias, self.fp8_activations), residual
 
     def _layers(self, x: Tensor, positions: Tensor, cache: PagedKVCache, slots: Tensor, attend,
                 last: int | None = None) -> Tensor:
@@ -349,7 +352,7 @@ class DecoderModel:
             qkv, residual = self._normed_product(branch, residual, layer.input_norm, layer.qkv, layer.qkv_bias, fuse)
             q, k, v = self._attention_inputs(layer, qkv, positions, cache, index, slots)
             attended = attend(index, q, k, v).reshape(qkv.shape[0], c.num_heads * c.head_dim)
-            out = linear(attended, layer.o, layer.o_bias)
+            out = linear(attended, layer.o, layer.o_bias, self.fp8_activations)
             if c.sandwich:
                 out = rms_norm(out, hidden, layer.post_norm, c.rms_eps)
             gate_up, residual = self._normed_product(out, residual, layer.pre_mlp_norm if c.sandwich else
@@ -357,7 +360,7 @@ class DecoderModel:
             if fuse and isinstance(layer.down, Tensor):
                 branch = act_and_mul_linear(gate_up, layer.down, activation=c.activation)
             else:
-                branch = linear(F.act_and_mul(gate_up, activation=c.activation), layer.down)
+                branch = linear(F.act_and_mul(gate_up, activation=c.activation), layer.down, None, self.fp8_activations)
             if c.sandwich:
                 branch = rms_norm(branch, hidden, layer.post_mlp_norm, c.rms_eps)
         if fuse:
@@ -451,13 +454,16 @@ class DecoderModel:
 
 
 def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
-               quantize: str | None = None) -> DecoderModel:
+               quantize: str | None = None, fp8_activations: bool | None = None) -> DecoderModel:
     """The decoder in the Hugging Face checkpoint ``directory`` on ``device``, in ``dtype`` (default: the
     checkpoint's), prefilling prompts in chunks of at most ``prefill_chunk`` tokens. A quantized checkpoint's
-    linear layers stay quantized; ``quantize`` (int4, int8 or fp8) quantizes a float one's on load."""
+    linear layers stay quantized; ``quantize`` (int4, int8 or fp8) quantizes a float one's on load.
+    ``fp8_activations`` (True, False, or None: as the checkpoint says, ``quantized.fp8_activations_of``): fp8
+    weights multiply prefill-sized rows rounded to float8 on the float8 matrix units."""
     import os
     directory = os.fspath(directory)
-    config = DecoderConfig.from_hf(checkpoint.read_json(directory, checkpoint.CONFIG_FILE), directory)
+    hf_config = checkpoint.read_json(directory, checkpoint.CONFIG_FILE)
+    config = DecoderConfig.from_hf(hf_config, directory)
     device = resolve(device)
     dtype = get_dtype(dtype or config.dtype)
     if dtype.name not in _DTYPES:
@@ -470,4 +476,6 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
     for required in ("model.embed_tokens.weight", "model.norm.weight"):
         if required not in weights:
             raise CheckpointError(f"{directory}: the checkpoint lacks weight {required}")
-    return DecoderModel(config, weights, device, dtype, prefill_chunk)
+    fp8_rows = fp8_activations_of(quantization_of(hf_config, directory), fp8_activations, weights,
+                                  backend_for(device).facts, directory)
+    return DecoderModel(config, weights, device, dtype, prefill_chunk, fp8_rows)

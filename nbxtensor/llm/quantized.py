@@ -3,7 +3,8 @@ describes them, quantizing a float checkpoint's linear layers on load, and writi
 
 Read: ``gptq`` (4 bits, ``checkpoint_format`` gptq or gptq_v2, act-order through ``g_idx``), ``awq`` (4 bits,
 GEMM packing, zero points), ``fp8`` (e4m3 weights with ``weight_scale_inv`` per 128 x 128 block, dynamic
-activations: the weights alone are quantized here), ``fbgemm_fp8`` (e4m3 with a per-channel ``weight_scale``)
+activations: the weights alone are quantized here), ``fbgemm_fp8`` (e4m3 with a per-channel ``weight_scale``;
+activations quantized per row at run time, which ``fp8_activations_of`` follows where the device can)
 and ``nbx`` (what ``write_quantized`` writes for int8: int8 ``weight`` and a per-channel ``weight_scale``).
 Any other method is refused by name. A quantized layer's tensors are checked against each other (shapes,
 dtypes, group indices) before anything reads them.
@@ -19,28 +20,62 @@ import shutil
 
 import numpy as np
 
+from .. import shape as S
 from ..io.safetensors import save_file
 from ..nn import functional as F
 from ..ops.creation import tensor
-from ..ops.quant import quantized_linear
+from ..ops.matmul_gemv import GEMV_MAX_ROWS
+from ..ops.quant import fp8_matrix_units, quantized_linear, takes_fp8_activations
 from ..quant import (AWQ_ORDER, FORMATS, QuantizationError, QuantizedWeight, pack_int4_columns, quantize_fp8,
                      quantize_int4, quantize_int8)
 from . import checkpoint
 from .checkpoint import CheckpointError
 
-__all__ = ["linear", "quantization_of", "load_weights", "write_quantized", "QUANTIZABLE"]
+__all__ = ["linear", "quantization_of", "load_weights", "fp8_activations_of", "write_quantized", "QUANTIZABLE"]
 
 READ_METHODS = ("gptq", "awq", "fp8", "fbgemm_fp8", "nbx")
 # the decoder's linear layers, the weights quantized on load (embeddings, norms and the LM head stay float)
 QUANTIZABLE = re.compile(r"model\.layers\.\d+\.(self_attn|mlp)\.(q|k|v|o|qkv|gate|up|down|gate_up)_proj\.weight")
 DEFAULT_GROUP_SIZE = 128
+# methods whose checkpoints leave activations to be quantized at run time, per row and dynamically (fbgemm's
+# per-row float8 rows); ``fp8``'s dynamic activations are per 128-input group, against 128 x 128 weight blocks
+DYNAMIC_ROW_ACTIVATIONS = ("fbgemm_fp8",)
 
 
-def linear(x, weight, bias=None):
-    """``x @ weight.T + bias`` for a float or a quantized weight."""
+def linear(x, weight, bias=None, fp8_activations: bool = False):
+    """``x @ weight.T + bias`` for a float or a quantized weight. ``fp8_activations``: more rows than a GEMV
+    takes are rounded to e4m3 (a scale each) and multiplied on the float8 matrix units; fewer keep the
+    weight-only product, which streams the weight once either way."""
     if isinstance(weight, QuantizedWeight):
-        return quantized_linear(x, weight, bias)
+        rows = S.numel(x.shape[:-1])
+        return quantized_linear(x, weight, bias, fp8_activations and rows > GEMV_MAX_ROWS)
     return F.linear(x, weight, bias)
+
+
+def fp8_activations_of(spec: dict | None, requested, weights: dict, facts: dict, directory: str) -> bool:
+    """Whether the model's prefill-sized products take float8 rows (``linear``'s ``fp8_activations``): as
+    ``requested`` (True or False), or when None, where the checkpoint's method quantizes activations per row
+    at run time (``DYNAMIC_ROW_ACTIVATIONS``), the device (of ``facts``) has float8 matrix units and every
+    quantized weight is fp8 scaled per tensor or channel. Requested where one of those fails, it is refused by
+    name."""
+    if requested is not None and type(requested) is not bool:
+        raise TypeError(f"fp8_activations must be True, False or None (the checkpoint decides), got {requested!r}")
+    quantized = {name: w for name, w in weights.items() if isinstance(w, QuantizedWeight)}
+    refused = next((name for name, w in quantized.items() if not takes_fp8_activations(w)), None)
+    if requested is None:
+        return (spec is not None and spec["method"] in DYNAMIC_ROW_ACTIVATIONS and bool(quantized) and refused is None
+                and fp8_matrix_units(facts))
+    if not requested:
+        return False
+    if not fp8_matrix_units(facts):
+        raise ValueError(f"fp8_activations needs float8 matrix units, which {facts['name']} devices lack")
+    if not quantized:
+        raise ValueError(f"fp8_activations multiplies float8 rows by fp8 weights; {directory} has float weights "
+                         f"(quantize='fp8' rounds them on load)")
+    if refused is not None:
+        raise ValueError(f"fp8_activations takes fp8 weights scaled per tensor or per channel; {refused} is "
+                         f"{quantized[refused]!r}")
+    return True
 
 
 def _refuse(directory: str, message: str):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 
+import ml_dtypes
 import numpy as np
 
 from .. import shape as S
@@ -19,7 +20,7 @@ from ..kernels import quant as K
 from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, dependent_launch, next_pow2
 from ..lowering import conversion_flags, float_format, load_format, needs_index_64
-from ..quant import QuantizedWeight
+from ..quant import FP8_MAX, QuantizedWeight
 from ..tensor import Tensor
 from .matmul import _fold_rows
 from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M,
@@ -61,6 +62,19 @@ def _fp8_activation_bytes(rows: int, k: int) -> int:
     return workspace_bytes(rows * cdiv(k, _FP8_K_ALIGN) * _FP8_K_ALIGN, 4 * rows)
 
 
+def fp8_matrix_units(facts: dict) -> bool:
+    """Whether a device of these facts multiplies float8 on its matrix units (the interpreter emulates them)."""
+    units = facts.get("matrix_unit", {}).get("dtypes", ())
+    return bool(facts["kernels"].get("interpreted")) or "float8_e4m3fn" in units
+
+
+def takes_fp8_activations(weight) -> bool:
+    """Whether ``quantized_linear(..., fp8_activations=True)`` takes ``weight``: fp8 with one scale per tensor or
+    per channel (the product scales whole output columns)."""
+    n, k = weight.shape
+    return weight.format == "fp8" and weight.group_size == k and weight.scale_block_n in (1, n)
+
+
 def _meta(input, weight, bias=None, fp8_activations=False):
     if not isinstance(weight, QuantizedWeight):
         raise TypeError(f"quantized_linear: weight must be a QuantizedWeight, got {type(weight).__name__} "
@@ -77,7 +91,7 @@ def _meta(input, weight, bias=None, fp8_activations=False):
         if bias.dtype is not input.dtype:
             raise RuntimeError(f"quantized_linear: bias must have the input's dtype {input.dtype.name}, got "
                                f"{bias.dtype.name}")
-    if fp8_activations and (weight.format != "fp8" or weight.group_size != k or weight.scale_block_n not in (1, n)):
+    if fp8_activations and not takes_fp8_activations(weight):
         raise RuntimeError(f"quantized_linear: fp8_activations takes an fp8 weight with one scale per tensor or per "
                            f"channel, got {weight!r}")
     return TensorMeta((*input.shape[:-1], n), input.dtype)
@@ -145,8 +159,7 @@ def _plan(input: Tensor, weight: QuantizedWeight, bias: Tensor | None, fp8_activ
         if other is not None and other.device != dev:
             raise RuntimeError(f"quantized_linear: input is on {dev} but the {what} on {other.device}")
     facts = backend_for(dev).facts
-    if fp8_activations and not (facts["kernels"].get("interpreted")
-                                or "float8_e4m3fn" in facts.get("matrix_unit", {}).get("dtypes", ())):
+    if fp8_activations and not fp8_matrix_units(facts):
         raise RuntimeError(f"quantized_linear: fp8_activations needs float8 matrix units, which {dev} "
                            f"({facts.get('name', 'this device')}) lacks")
     n, k = weight.shape
@@ -388,15 +401,29 @@ def fp8_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
 
 # ---- samples ---------------------------------------------------------------------------------------
 
+def _e4m3_rows(x: np.ndarray) -> np.ndarray:
+    """The rows of float32 ``x`` as ``fp8_rows`` rounds them, as float64: a float32 scale each (the row's
+    largest magnitude over 448), x / scale rounded to e4m3 to nearest even, times the scale."""
+    x = x.astype(np.float32)
+    scales = np.maximum(np.abs(x).max(axis=-1, keepdims=True), np.finfo(np.float32).tiny) / np.float32(FP8_MAX)
+    return (x / scales).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) * scales.astype(np.float64)
+
+
+def _quantized_reference(x, w, bias=None, fp8_activations=False):
+    rows = _e4m3_rows(x) if fp8_activations else x
+    return rows @ w.dequantize().T.astype(np.float64) + (0 if bias is None else bias)
+
+
 def _quantized_samples(op):
     """A fixed (8, 16) weight quantized per format on the host (a QuantizedWeight, not an operand: it is made
-    here, on the CPU), applied to a few rows; the reference applies its dequantized weight."""
+    here, on the CPU), applied to a few rows; the reference applies its dequantized weight (to the rows rounded
+    to e4m3 as ``fp8_rows`` rounds them, for ``fp8_activations``)."""
     weight = np.linspace(-1.0, 1.0, 8 * 16, dtype=np.float32).reshape(8, 16)
     int8, fp8 = (QuantizedWeight.quantize(weight, format) for format in ("int8", "fp8"))
     int4 = QuantizedWeight.quantize(weight, "int4", group_size=8)
     return Samples((sample(operand(2, 16), int8), sample(operand(3, 16), int4, operand(8)), sample(operand(1, 16), fp8),
-                    sample(operand(0, 16), int8)),
-                   lambda x, w, bias=None: x @ w.dequantize().T.astype(np.float64) + (0 if bias is None else bias))
+                    sample(operand(0, 16), int8), sample(operand(3, 16), fp8, operand(8), fp8_activations=True)),
+                   _quantized_reference)
 
 
 family_samples("quantized", lambda op: _quantized_samples(op) if op.name == "quantized_linear" else None)
