@@ -27,11 +27,11 @@ from ..io.safetensors import safe_open
 from ..launch import cdiv
 from ..ops import registry
 from ..ops.matmul_gemv import GEMV_MAX_ROWS
-from ..quant import FORMATS, FP8_BLOCK, QuantizedWeight
+from ..quant import FP8_BLOCK, QuantizedWeight
 from . import checkpoint
 from .checkpoint import CheckpointError
 from .model import DEFAULT_PREFILL_CHUNK, DecoderConfig
-from .quantized import DEFAULT_GROUP_SIZE, fp8_activations_of, quantization_of
+from .quantized import fp8_activations_of, quantization_of, requested_rounding
 from .replay import BATCH_BUCKETS
 
 __all__ = ["Projections", "checkpoint_projections", "prefill_keys", "decode_keys", "engine_census", "prompt_lengths",
@@ -263,14 +263,7 @@ def checkpoint_projections(directory: str, hf_config: dict, dtype, facts: dict, 
     """The ``Projections`` the checkpoint's layers load as (``quantized.load_weights``), in ``dtype``, with
     ``quantize`` and ``fp8_activations`` as ``llm.load`` takes them, on a device of ``facts``."""
     spec = quantization_of(hf_config, directory)
-    group_size = DEFAULT_GROUP_SIZE
-    if isinstance(quantize, dict):
-        quantize, group_size = quantize.get("format"), quantize.get("group_size", DEFAULT_GROUP_SIZE)
-    if quantize is not None and quantize not in FORMATS:
-        raise ValueError(f"quantize must be one of {', '.join(FORMATS)}, got {quantize!r}")
-    if spec is not None and quantize is not None:
-        raise CheckpointError(f"{directory}: the checkpoint is already quantized ({spec['method']}); quantize= "
-                              f"applies to float checkpoints")
+    quantize, group_size = requested_rounding(directory, spec, quantize)
     if quantize is not None:
         # rounded on load: scales in the model's dtype, fp8's in float32 per channel (``QuantizedWeight.quantize``)
         form = Projections(quantize, "float32" if quantize == "fp8" else get_dtype(dtype).name, group_size)

@@ -161,12 +161,9 @@ def _quantized(method: str, spec: dict, parts: dict, device, dtype) -> Quantized
     return QuantizedWeight.int8(host["weight"], host["weight_scale"], device=device, dtype=dtype)
 
 
-def load_weights(directory: str, device, dtype, wanted, quantize=None) -> dict:
-    """The checkpoint's tensors named by ``wanted``: float ones in ``dtype`` on ``device``, quantized linear
-    layers as ``QuantizedWeight`` under their ``.weight`` names. ``quantize`` (int4, int8 or fp8, or
-    {"format": ..., "group_size": ...}) rounds a float checkpoint's linear layers to nearest (int4 in groups
-    of ``group_size`` inputs, 128 unless given; int8 and fp8 per channel)."""
-    spec = quantization_of(checkpoint.read_json(directory, checkpoint.CONFIG_FILE), directory)
+def requested_rounding(directory: str, spec: dict | None, quantize) -> tuple[str | None, int]:
+    """(format, group size) of ``quantize`` as ``load_weights`` takes it (a format name, or {"format": ...,
+    "group_size": ...}), checked against the checkpoint's own quantization ``spec``."""
     group_size = DEFAULT_GROUP_SIZE
     if isinstance(quantize, dict):
         quantize, group_size = quantize.get("format"), quantize.get("group_size", DEFAULT_GROUP_SIZE)
@@ -175,6 +172,16 @@ def load_weights(directory: str, device, dtype, wanted, quantize=None) -> dict:
     if spec is not None and quantize is not None:
         raise CheckpointError(f"{directory}: the checkpoint is already quantized ({spec['method']}); quantize= "
                               f"applies to float checkpoints")
+    return quantize, group_size
+
+
+def load_weights(directory: str, device, dtype, wanted, quantize=None) -> dict:
+    """The checkpoint's tensors named by ``wanted``: float ones in ``dtype`` on ``device``, quantized linear
+    layers as ``QuantizedWeight`` under their ``.weight`` names. ``quantize`` (int4, int8 or fp8, or
+    {"format": ..., "group_size": ...}) rounds a float checkpoint's linear layers to nearest (int4 in groups
+    of ``group_size`` inputs, 128 unless given; int8 and fp8 per channel)."""
+    spec = quantization_of(checkpoint.read_json(directory, checkpoint.CONFIG_FILE), directory)
+    quantize, group_size = requested_rounding(directory, spec, quantize)
     if spec is None and quantize is None:
         raw = checkpoint.load_weights(directory, device, wanted)
         return {name: w if w.dtype is dtype else w.to(dtype) for name, w in raw.items()}
