@@ -385,6 +385,17 @@ def test_tensordot_out_is_written_as_aten_writes_out(r):
         nbx.tensordot(to_nbx(a), to_nbx(b), 1, out=nbx.empty(2, 4, dtype=nbx.int32))
 
 
+def test_aten_tensordot_takes_its_two_dim_lists_as_the_dims_pair(r):
+    """aten::tensordot(self, other, dims_self, dims_other) as an exported graph calls it: the lists were
+    bound as ``dims`` and ``out`` (the second list silently taken for an output)."""
+    from nbxtensor.graph import calling
+    a, b = f32(r, 2, 3, 4), f32(r, 4, 3, 5)
+    args, kwargs = calling.adapt("aten::tensordot.default", (to_nbx(a), to_nbx(b), [1, 2], [1, 0]), {})
+    got = calling.resolve("aten::tensordot.default").impl(*args, **kwargs)
+    # float32 sums of 12 products: float32 rounding, inside close's tolerance
+    close(got, np.tensordot(a.astype(np.float64), b.astype(np.float64), ([1, 2], [1, 0])))
+
+
 def test_embedding_bag_half_sums_round_once(r):
     weight = r.standard_normal((6, 4)).astype(ml_dtypes.bfloat16)
     indices = np.array([0, 2, 5, 1, 1, 3, 4])

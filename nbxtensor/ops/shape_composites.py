@@ -340,8 +340,13 @@ def _summed_to_one(x: Tensor, dims: list) -> Tensor:
     return _op("sum")(x, dims, True, dtype=x.dtype) if dims else x
 
 
+def _tensordot_from_aten(args, kwargs):
+    # aten::tensordot(self, other, dims_self, dims_other): the two dim lists are torch's ``dims`` pair
+    return (*args[:2], (args[2], args[3])), kwargs
+
+
 @register("tensordot", family="matmul", aten=["aten::tensordot.default"], meta=_tensordot_meta, cost=_tensordot_cost,
-          bound=True, variants=(OUT,))
+          bound=True, variants=(OUT,), adapters={"aten::tensordot.default": _tensordot_from_aten})
 def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     """The sum of products over ``dims`` (the last n of ``a`` with the first n of ``b``, or two lists):
     both operands permuted to matrices and multiplied once."""
