@@ -175,7 +175,7 @@ ADAPTED_OVERLOADS = (
     "aten::nll_loss2d.default", "aten::nll_loss_nd.default", "aten::polygamma_.default", "aten::rsub.Scalar",
     "aten::rsub.Scalar_out",
     "aten::smooth_l1_loss.default", "aten::sub.Scalar", "aten::sub.Scalar_out", "aten::sub_.Scalar",
-    "aten::to.device", "aten::to.dtype", "aten::to.dtype_layout",
+    "aten::tensordot.default", "aten::to.device", "aten::to.dtype", "aten::to.dtype_layout",
 )
 
 
