@@ -70,7 +70,7 @@ _PDL_ON = _PDL_SETTING == "1"
 
 
 # Compiling ahead (``compiling_ahead``): tuning builds every candidate's kernels at once on a pool of
-# threads before it times any (Triton's compiles run mostly outside the interpreter lock, in its passes and
+# threads before it times any (Triton's compiles run mostly outside Python's global lock, in its passes and
 # in ptxas), instead of one after another as each is first timed. ``NBX_COMPILE_AHEAD=0`` turns it off.
 _AHEAD_SETTING = os.environ.get("NBX_COMPILE_AHEAD", "1").strip() or "1"
 if _AHEAD_SETTING not in ("0", "1"):

@@ -100,6 +100,19 @@ def _accumulate(acc, tile, w, rn_load, kk, k_stop, w_sk, w_sn, BLOCK_M: tl.const
 
 
 @triton.jit
+def _prologue_step(acc, x, res, res_out, norm_w, w, rm, rn_load, kk, row_mask, k_stop, K, inverse_rms, x_sm, x_sk,
+                   res_sm, res_sk, nw_sk, w_sk, w_sn, PROLOGUE: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                   ACT_MODE: tl.constexpr, BLOCK_M: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
+                   DECODE_BF16: tl.constexpr, X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr,
+                   ACT_FORMAT: tl.constexpr, ACT_VIA_F32: tl.constexpr):
+    """One K step: the prologue's input tile at columns ``kk``, then its products with the weight rows."""
+    tile = _prologue_tile(x, res, res_out, norm_w, rm, kk, row_mask, k_stop, K, inverse_rms, x_sm, x_sk, res_sm,
+                          res_sk, nw_sk, PROLOGUE, HAS_RESIDUAL, ACT_MODE, X_FORMAT, NW_FORMAT, ACT_FORMAT,
+                          ACT_VIA_F32)
+    return _accumulate(acc, tile, w, rn_load, kk, k_stop, w_sk, w_sn, BLOCK_M, ACC, PRECISION, X_FORMAT, DECODE_BF16)
+
+
+@triton.jit
 def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, M, N, K, k_per_split, eps,
                   x_sm, x_sk, res_sm, res_sk, nw_sk, w_sk, w_sn, bias_sm, bias_sn, out_sm, out_sn,
                   PROLOGUE: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT_MODE: tl.constexpr,
@@ -127,20 +140,16 @@ def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, M, N, K, k_per
     if INTERPRETED:
         k0 = 0
         while k0 < k_per_split:
-            kk = k_start + k0 + rk
-            tile = _prologue_tile(x, res, res_out, norm_w, rm, kk, row_mask, k_stop, K, inverse_rms, x_sm, x_sk, res_sm,
-                                  res_sk, nw_sk, PROLOGUE, HAS_RESIDUAL, ACT_MODE, X_FORMAT, NW_FORMAT, DST_FORMAT,
-                                  VIA_F32)
-            acc = _accumulate(acc, tile, w, rn_load, kk, k_stop, w_sk, w_sn, BLOCK_M, ACC, PRECISION, X_FORMAT,
-                              DECODE_BF16)
+            acc = _prologue_step(acc, x, res, res_out, norm_w, w, rm, rn_load, k_start + k0 + rk, row_mask, k_stop,
+                                 K, inverse_rms, x_sm, x_sk, res_sm, res_sk, nw_sk, w_sk, w_sn, PROLOGUE,
+                                 HAS_RESIDUAL, ACT_MODE, BLOCK_M, ACC, PRECISION, DECODE_BF16, X_FORMAT, NW_FORMAT,
+                                 DST_FORMAT, VIA_F32)
             k0 += BLOCK_K
     else:
         for k0 in range(0, k_per_split, BLOCK_K):
-            kk = k_start + k0 + rk
-            tile = _prologue_tile(x, res, res_out, norm_w, rm, kk, row_mask, k_stop, K, inverse_rms, x_sm, x_sk, res_sm,
-                                  res_sk, nw_sk, PROLOGUE, HAS_RESIDUAL, ACT_MODE, X_FORMAT, NW_FORMAT, DST_FORMAT,
-                                  VIA_F32)
-            acc = _accumulate(acc, tile, w, rn_load, kk, k_stop, w_sk, w_sn, BLOCK_M, ACC, PRECISION, X_FORMAT,
-                              DECODE_BF16)
+            acc = _prologue_step(acc, x, res, res_out, norm_w, w, rm, rn_load, k_start + k0 + rk, row_mask, k_stop,
+                                 K, inverse_rms, x_sm, x_sk, res_sm, res_sk, nw_sk, w_sk, w_sn, PROLOGUE,
+                                 HAS_RESIDUAL, ACT_MODE, BLOCK_M, ACC, PRECISION, DECODE_BF16, X_FORMAT, NW_FORMAT,
+                                 DST_FORMAT, VIA_F32)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M,
                 SPLIT, HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)

@@ -39,6 +39,7 @@ def choose_timed(key: str, facts: dict, candidates, prepare) -> dict:
         # twice the L2 cache overwritten before each call: a model's weights stream from device memory
         return device_time_ms(prepared[id(config)], reps=8, batches=1,
                               flush_bytes=2 * facts.get("l2_cache_bytes", DEFAULT_L2_BYTES))
+
     def build(config):
         try:
             prepare(config)()
