@@ -3,9 +3,13 @@ describes them, quantizing a float checkpoint's linear layers on load, and writi
 
 Read: ``gptq`` (4 bits, ``checkpoint_format`` gptq or gptq_v2, act-order through ``g_idx``), ``awq`` (4 bits,
 GEMM packing, zero points), ``fp8`` (e4m3 weights with ``weight_scale_inv`` per 128 x 128 block, dynamic
-activations: the weights alone are quantized here), ``fbgemm_fp8`` (e4m3 with a per-channel ``weight_scale``;
-activations quantized per row at run time, which ``fp8_activations_of`` follows where the device can)
-and ``nbx`` (what ``write_quantized`` writes for int8: int8 ``weight`` and a per-channel ``weight_scale``).
+activations per 1 x 128 block at run time, with ``fp8_activations``), ``fbgemm_fp8`` (e4m3 with a per-channel
+``weight_scale``; activations quantized per row at run time, their scales clamped at ``activation_scale_ub``,
+which ``fp8_activations_of`` follows where the device can), ``compressed-tensors`` (``float-quantized`` e4m3
+weights with ``weight_scale`` per tensor, channel or 128 x 128 block, and activations none or dynamic: per
+token, or per 128-input group against block weights; weight-only unless ``fp8_activations`` is asked for; static
+input scales are refused) and ``nbx`` (what ``write_quantized`` writes for int8: int8 ``weight`` and a
+per-channel ``weight_scale``).
 Any other method is refused by name. A quantized layer's tensors are checked against each other (shapes,
 dtypes, group indices) before anything reads them.
 
@@ -33,10 +37,12 @@ from .checkpoint import CheckpointError
 
 __all__ = ["linear", "quantization_of", "load_weights", "fp8_activations_of", "write_quantized", "QUANTIZABLE"]
 
-READ_METHODS = ("gptq", "awq", "fp8", "fbgemm_fp8", "nbx")
+READ_METHODS = ("gptq", "awq", "fp8", "fbgemm_fp8", "compressed-tensors", "nbx")
 # the decoder's linear layers, the weights quantized on load (embeddings, norms and the LM head stay float)
 QUANTIZABLE = re.compile(r"model\.layers\.\d+\.(self_attn|mlp)\.(q|k|v|o|qkv|gate|up|down|gate_up)_proj\.weight")
 DEFAULT_GROUP_SIZE = 128
+# fbgemm_fp8's bound on activation scales where its config gives none (transformers' FbgemmFp8Config default)
+DEFAULT_ACTIVATION_SCALE_UB = 1200.0
 # methods whose checkpoints leave activations to be quantized at run time, per row and dynamically (fbgemm's
 # per-row float8 rows); ``fp8``'s dynamic activations are per 128-input group, against 128 x 128 weight blocks
 DYNAMIC_ROW_ACTIVATIONS = ("fbgemm_fp8",)
@@ -56,8 +62,7 @@ def fp8_activations_of(spec: dict | None, requested, weights: dict, facts: dict,
     """Whether the model's prefill-sized products take float8 rows (``linear``'s ``fp8_activations``): as
     ``requested`` (True or False), or when None, where the checkpoint's method quantizes activations per row
     at run time (``DYNAMIC_ROW_ACTIVATIONS``), the device (of ``facts``) has float8 matrix units and every
-    quantized weight is fp8 scaled per tensor or channel. Requested where one of those fails, it is refused by
-    name."""
+    quantized weight is fp8. Requested where one of those fails, it is refused by name."""
     if requested is not None and type(requested) is not bool:
         raise TypeError(f"fp8_activations must be True, False or None (the checkpoint decides), got {requested!r}")
     quantized = {name: w for name, w in weights.items() if isinstance(w, QuantizedWeight)}
@@ -73,8 +78,8 @@ def fp8_activations_of(spec: dict | None, requested, weights: dict, facts: dict,
         raise ValueError(f"fp8_activations multiplies float8 rows by fp8 weights; {directory} has float weights "
                          f"(quantize='fp8' rounds them on load)")
     if refused is not None:
-        raise ValueError(f"fp8_activations takes fp8 weights scaled per tensor or per channel; {refused} is "
-                         f"{quantized[refused]!r}")
+        raise ValueError(f"fp8_activations takes fp8 weights (scales per tensor, channel or 128 x 128 block); "
+                         f"{refused} is {quantized[refused]!r}")
     return True
 
 
@@ -119,15 +124,73 @@ def quantization_of(config: dict, directory: str) -> dict | None:
         if list(spec.get("weight_block_size") or []) != [128, 128]:
             _refuse(directory, f"fp8 weight_block_size {spec.get('weight_block_size')!r} is not supported ([128, 128] "
                                f"is)")
+    if method == "fbgemm_fp8":
+        bound = spec.get("activation_scale_ub", DEFAULT_ACTIVATION_SCALE_UB)
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not 0 < bound < float("inf"):
+            _refuse(directory, f"fbgemm_fp8 activation_scale_ub must be a positive finite number, got {bound!r}")
+        return {"method": method, "activation_scale_ub": float(bound)}
+    if method == "compressed-tensors":
+        return _compressed_tensors(spec, directory)
     if method == "nbx" and spec.get("format") != "int8":
         _refuse(directory, f"nbx format {spec.get('format')!r} is not supported (int8 is)")
     return {"method": method}
 
 
+# compressed-tensors' weight strategies read (e4m3 values times ``weight_scale``), and the dynamic activation
+# strategy each pairs with for ``fp8_activations`` (the rows' scales as ``quantized_linear`` forms them)
+_COMPRESSED_WEIGHTS = ("tensor", "channel", "block")
+_COMPRESSED_ACTIVATIONS = {"tensor": "token", "channel": "token", "block": "group"}
+
+
+def _compressed_tensors(spec: dict, directory: str) -> dict:
+    """A compressed-tensors ``quantization_config`` of float8 weights: {"method", "weights": the weights' scale
+    strategy, "activations": None (weight-only) or the dynamic activations' strategy}. Other schemes (integer
+    or 4-bit weights, static input scales, float8 key/value caches) are refused by name."""
+    form = spec.get("format")
+    if form != "float-quantized":
+        _refuse(directory, f"compressed-tensors format {form!r} is not supported (float-quantized is: float8 weights)")
+    if spec.get("kv_cache_scheme") is not None:
+        _refuse(directory, "compressed-tensors kv_cache_scheme (float8 key and value caches) is not supported")
+    groups = spec.get("config_groups")
+    if not isinstance(groups, dict) or not groups or not all(isinstance(g, dict) for g in groups.values()):
+        _refuse(directory, "compressed-tensors config_groups: expected an object of one or more schemes")
+    schemes = {json.dumps([g.get("weights"), g.get("input_activations"), g.get("output_activations")],
+                          sort_keys=True) for g in groups.values()}
+    if len(schemes) != 1:
+        _refuse(directory, "compressed-tensors config_groups with different schemes are not supported (one scheme "
+                           "for every quantized layer is)")
+    group = next(iter(groups.values()))
+    if group.get("output_activations") is not None:
+        _refuse(directory, "compressed-tensors output_activations are not supported")
+    weights = group.get("weights")
+    strategy = weights.get("strategy") if isinstance(weights, dict) else None
+    if (not isinstance(weights, dict) or weights.get("num_bits") != 8 or weights.get("type") != "float"
+            or weights.get("symmetric", True) is not True or weights.get("dynamic", False) is not False
+            or strategy not in _COMPRESSED_WEIGHTS
+            or strategy == "block" and list(weights.get("block_structure") or []) != [128, 128]):
+        _refuse(directory, f"compressed-tensors weights {weights!r} are not supported (8-bit float, symmetric, "
+                           f"static, per tensor, channel or [128, 128] block are)")
+    activations = group.get("input_activations")
+    if activations is None:
+        return {"method": "compressed-tensors", "weights": strategy, "activations": None}
+    if not isinstance(activations, dict) or activations.get("num_bits") != 8 or activations.get("type") != "float":
+        _refuse(directory, f"compressed-tensors input_activations {activations!r} are not supported (8-bit float "
+                           f"are)")
+    if activations.get("dynamic") is not True:
+        _refuse(directory, "compressed-tensors static input scales (input_activations dynamic: false, an "
+                           "input_scale per layer) are not supported; dynamic activations are")
+    wanted = _COMPRESSED_ACTIVATIONS[strategy]
+    if activations.get("strategy") != wanted or wanted == "group" and activations.get("group_size") != 128:
+        _refuse(directory, f"compressed-tensors dynamic input_activations with strategy "
+                           f"{activations.get('strategy')!r} against weights per {strategy} are not supported "
+                           f"({wanted}{' of 128 inputs' if wanted == 'group' else ''} is)")
+    return {"method": "compressed-tensors", "weights": strategy, "activations": wanted}
+
+
 # the tensors of one quantized linear module, by method: (suffixes, optional suffixes)
 _PARTS = {"gptq": (("qweight", "qzeros", "scales"), ("g_idx",)), "awq": (("qweight", "qzeros", "scales"), ()),
           "fp8": (("weight", "weight_scale_inv"), ()), "fbgemm_fp8": (("weight", "weight_scale"), ()),
-          "nbx": (("weight", "weight_scale"), ())}
+          "compressed-tensors": (("weight", "weight_scale"), ()), "nbx": (("weight", "weight_scale"), ())}
 
 
 def _module_parts(names, method: str) -> dict:
@@ -157,6 +220,9 @@ def _quantized(method: str, spec: dict, parts: dict, device, dtype) -> Quantized
     if method == "fp8":
         return QuantizedWeight.fp8(host["weight"], host["weight_scale_inv"], device=device, dtype=dtype)
     if method == "fbgemm_fp8":
+        return QuantizedWeight.fp8(host["weight"], host["weight_scale"], device=device, dtype=dtype,
+                                   activation_scale_ub=spec["activation_scale_ub"])
+    if method == "compressed-tensors":
         return QuantizedWeight.fp8(host["weight"], host["weight_scale"], device=device, dtype=dtype)
     return QuantizedWeight.int8(host["weight"], host["weight_scale"], device=device, dtype=dtype)
 
