@@ -38,9 +38,9 @@ PROJECTIONS = {"self_attn.q_proj": (64, 64), "self_attn.k_proj": (32, 64), "self
                "mlp.down_proj": (64, 96)}
 
 
-def _write(directory, tensors: dict, quantization=None):
+def _write(directory, tensors: dict, quantization=None, config=CONFIG):
     os.makedirs(directory, exist_ok=True)
-    config = dict(CONFIG, **({"quantization_config": quantization} if quantization else {}))
+    config = dict(config, **({"quantization_config": quantization} if quantization else {}))
     with open(os.path.join(directory, "config.json"), "w") as file:
         json.dump(config, file)
     save_file({name: nbx.tensor(np.ascontiguousarray(a)) for name, a in tensors.items()},
