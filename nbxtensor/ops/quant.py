@@ -20,7 +20,7 @@ from ..kernels import quant as K
 from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, dependent_launch, next_pow2
 from ..lowering import conversion_flags, float_format, load_format, needs_index_64
-from ..quant import FP8_MAX, QuantizedWeight
+from ..quant import FP8_MAX, QuantizedWeight, quantize_fp8
 from ..tensor import Tensor
 from .matmul import _fold_rows
 from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M,
@@ -427,28 +427,48 @@ def fp8_candidates(facts: dict, m: int, n: int, k: int, group_k: int | None = No
 
 # ---- samples ---------------------------------------------------------------------------------------
 
-def _e4m3_rows(x: np.ndarray) -> np.ndarray:
-    """The rows of float32 ``x`` as ``fp8_rows`` rounds them, as float64: a float32 scale each (the row's
-    largest magnitude over 448), x / scale rounded to e4m3 to nearest even, times the scale."""
+def _e4m3_rows(x: np.ndarray, weight: QuantizedWeight) -> np.ndarray:
+    """The rows of float32 ``x`` as ``fp8_rows`` rounds them against ``weight``, as float64: a float32 scale for
+    each row, or each of its 1 x 128 blocks against block-scaled weights (the largest magnitude, clamped at the
+    weight's ``activation_scale_ub``, over 448), x / scale rounded to e4m3 to nearest even (saturating at 448),
+    times the scale."""
     x = x.astype(np.float32)
-    scales = np.maximum(np.abs(x).max(axis=-1, keepdims=True), np.finfo(np.float32).tiny) / np.float32(FP8_MAX)
-    return (x / scales).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) * scales.astype(np.float64)
+    rows, k = x.shape
+    blocks = _row_blocks(weight)
+    width = cdiv(k, blocks)
+    padded = np.zeros((rows, blocks * width), np.float32)
+    padded[:, :k] = x
+    grouped = padded.reshape(rows, blocks, width)
+    largest = np.abs(grouped).max(axis=-1, keepdims=True)
+    if weight.activation_scale_ub is not None:
+        largest = np.minimum(largest, np.float32(weight.activation_scale_ub))
+    scales = np.maximum(largest, np.finfo(np.float32).tiny) / np.float32(FP8_MAX)
+    rounded = np.clip(grouped / scales, -FP8_MAX, FP8_MAX).astype(ml_dtypes.float8_e4m3fn)
+    return (rounded.astype(np.float64) * scales.astype(np.float64)).reshape(rows, -1)[:, :k]
 
 
 def _quantized_reference(x, w, bias=None, fp8_activations=False):
-    rows = _e4m3_rows(x) if fp8_activations else x
+    rows = _e4m3_rows(x, w) if fp8_activations else x
     return rows @ w.dequantize().T.astype(np.float64) + (0 if bias is None else bias)
 
 
 def _quantized_samples(op):
     """A fixed (8, 16) weight quantized per format on the host (a QuantizedWeight, not an operand: it is made
     here, on the CPU), applied to a few rows; the reference applies its dequantized weight (to the rows rounded
-    to e4m3 as ``fp8_rows`` rounds them, for ``fp8_activations``)."""
+    to e4m3 as ``fp8_rows`` rounds them, for ``fp8_activations``: per row, with a bound on the rows' scales
+    under the normal rows' largest magnitudes, and in 1 x 128 blocks against a (8, 256) weight's 128 x 128
+    blocks)."""
     weight = np.linspace(-1.0, 1.0, 8 * 16, dtype=np.float32).reshape(8, 16)
     int8, fp8 = (QuantizedWeight.quantize(weight, format) for format in ("int8", "fp8"))
     int4 = QuantizedWeight.quantize(weight, "int4", group_size=8)
+    q, scales = quantize_fp8(weight, "channel")
+    bounded = QuantizedWeight.fp8(q, scales, activation_scale_ub=1.0)
+    blocked = QuantizedWeight.quantize(np.linspace(-1.0, 1.0, 8 * 256, dtype=np.float32).reshape(8, 256), "fp8",
+                                       fp8_scales="block")
     return Samples((sample(operand(2, 16), int8), sample(operand(3, 16), int4, operand(8)), sample(operand(1, 16), fp8),
-                    sample(operand(0, 16), int8), sample(operand(3, 16), fp8, operand(8), fp8_activations=True)),
+                    sample(operand(0, 16), int8), sample(operand(3, 16), fp8, operand(8), fp8_activations=True),
+                    sample(operand(3, 16), bounded, fp8_activations=True),
+                    sample(operand(2, 256), blocked, operand(8), fp8_activations=True)),
                    _quantized_reference)
 
 
