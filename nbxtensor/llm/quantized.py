@@ -2,8 +2,8 @@
 describes them, quantizing a float checkpoint's linear layers on load, and writing a quantized checkpoint.
 
 Read: ``gptq`` (4 bits, ``checkpoint_format`` gptq or gptq_v2, act-order through ``g_idx``), ``awq`` (4 bits,
-GEMM packing, zero points), ``fp8`` (e4m3 weights with ``weight_scale_inv`` per 128 x 128 block, dynamic
-activations per 1 x 128 block at run time, with ``fp8_activations``), ``fbgemm_fp8`` (e4m3 with a per-channel
+GEMM packing, zero points), ``fp8`` (e4m3 weights with ``weight_scale_inv`` per 128 x 128 block; dynamic
+activations, rounded per 1 x 128 block where ``fp8_activations`` asks), ``fbgemm_fp8`` (e4m3 with a per-channel
 ``weight_scale``; activations quantized per row at run time, their scales clamped at ``activation_scale_ub``,
 which ``fp8_activations_of`` follows where the device can), ``compressed-tensors`` (``float-quantized`` e4m3
 weights with ``weight_scale`` per tensor, channel or 128 x 128 block, and activations none or dynamic: per
@@ -43,8 +43,9 @@ QUANTIZABLE = re.compile(r"model\.layers\.\d+\.(self_attn|mlp)\.(q|k|v|o|qkv|gat
 DEFAULT_GROUP_SIZE = 128
 # fbgemm_fp8's bound on activation scales where its config gives none (transformers' FbgemmFp8Config default)
 DEFAULT_ACTIVATION_SCALE_UB = 1200.0
-# methods whose checkpoints leave activations to be quantized at run time, per row and dynamically (fbgemm's
-# per-row float8 rows); ``fp8``'s dynamic activations are per 128-input group, against 128 x 128 weight blocks
+# methods whose float8 rows are on by default (where the device can): fbgemm_fp8's per-row dynamic activations.
+# ``fp8`` (1 x 128 blocks against 128 x 128 weight blocks) and compressed-tensors' dynamic schemes keep the
+# weight-only products unless ``fp8_activations`` asks for float8 rows
 DYNAMIC_ROW_ACTIVATIONS = ("fbgemm_fp8",)
 
 
@@ -143,9 +144,10 @@ _COMPRESSED_ACTIVATIONS = {"tensor": "token", "channel": "token", "block": "grou
 
 
 def _compressed_tensors(spec: dict, directory: str) -> dict:
-    """A compressed-tensors ``quantization_config`` of float8 weights: {"method", "weights": the weights' scale
-    strategy, "activations": None (weight-only) or the dynamic activations' strategy}. Other schemes (integer
-    or 4-bit weights, static input scales, float8 key/value caches) are refused by name."""
+    """A compressed-tensors ``quantization_config`` of float8 weights, with no input activations (weight-only)
+    or dynamic ones that pair with the weights' scales (``_COMPRESSED_ACTIVATIONS``): {"method", "weights": the
+    weights' scale strategy}. Other schemes (integer or 4-bit weights, static input scales, float8 key/value
+    caches) are refused by name."""
     form = spec.get("format")
     if form != "float-quantized":
         _refuse(directory, f"compressed-tensors format {form!r} is not supported (float-quantized is: float8 weights)")
@@ -172,7 +174,7 @@ def _compressed_tensors(spec: dict, directory: str) -> dict:
                            f"static, per tensor, channel or [128, 128] block are)")
     activations = group.get("input_activations")
     if activations is None:
-        return {"method": "compressed-tensors", "weights": strategy, "activations": None}
+        return {"method": "compressed-tensors", "weights": strategy}
     if not isinstance(activations, dict) or activations.get("num_bits") != 8 or activations.get("type") != "float":
         _refuse(directory, f"compressed-tensors input_activations {activations!r} are not supported (8-bit float "
                            f"are)")
@@ -184,7 +186,7 @@ def _compressed_tensors(spec: dict, directory: str) -> dict:
         _refuse(directory, f"compressed-tensors dynamic input_activations with strategy "
                            f"{activations.get('strategy')!r} against weights per {strategy} are not supported "
                            f"({wanted}{' of 128 inputs' if wanted == 'group' else ''} is)")
-    return {"method": "compressed-tensors", "weights": strategy, "activations": wanted}
+    return {"method": "compressed-tensors", "weights": strategy}
 
 
 # the tensors of one quantized linear module, by method: (suffixes, optional suffixes)
