@@ -295,6 +295,25 @@ def test_fp8_activations_against_block_scaled_weights(rng, rows, dtype):
     assert (np.abs(whole_rows - expected) > bound).any()
 
 
+@pytest.mark.parametrize("rows", [3, 20])
+def test_fp8_activations_with_a_static_scale(rng, rows):
+    """A static input scale (compressed-tensors' ``input_scale``): every row divided by the one scale, values past
+    448 of it saturating; the reference scaling each row by its own largest magnitude lies outside the bound."""
+    n, k = 16, 200
+    q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    scales = rng.uniform(0.01, 0.1, 1).astype(np.float32)
+    static = np.float32(2.0 / 448)
+    weight = QuantizedWeight.fp8(q, scales, activation_scale=np.array([static]), device=TEST_DEVICE)
+    w = q.astype(np.float64) * np.float64(scales[0])
+    x = (rng.standard_normal((rows, k)) * np.where(np.arange(rows) % 2, 3.0, 0.2)[:, None]).astype(np.float32)
+    out = nbx.quantized_linear(to_nbx(x), weight, fp8_activations=True).numpy().astype(np.float64)
+    held = np.clip(x / static, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) * np.float64(static)
+    expected = held @ w.T
+    bound = _bound(held, w, k, "float32")
+    assert (np.abs(out - expected) <= bound).all()
+    assert (np.abs(_e4m3_rows(x.astype(np.float64)) @ w.T - expected) > bound).any()
+
+
 def test_fp8_activations_refuse_other_weights(rng):
     x = to_nbx(np.ones((2, 128), np.float32))
     for format in ("int8", "int4"):
@@ -302,9 +321,12 @@ def test_fp8_activations_refuse_other_weights(rng):
         with pytest.raises(RuntimeError, match="fp8_activations takes an fp8 weight"):
             nbx.quantized_linear(x, weight, fp8_activations=True)
     q = np.zeros((4, 8), ml_dtypes.float8_e4m3fn)
-    for bad in (0.0, -1.0, float("inf"), float("nan"), "1200", True):
-        with pytest.raises(QuantizationError, match="activation_scale_ub: expected a positive finite number"):
-            QuantizedWeight.fp8(q, np.ones(4, np.float32), activation_scale_ub=bad)
+    for bad in (0.0, -1.0, float("inf"), float("nan"), "1200", True, np.ones(2, np.float32)):
+        for option in ("activation_scale", "activation_scale_ub"):
+            with pytest.raises(QuantizationError, match=f"{option}: expected a positive finite number"):
+                QuantizedWeight.fp8(q, np.ones(4, np.float32), **{option: bad})
+    with pytest.raises(QuantizationError, match="exclude each other"):
+        QuantizedWeight.fp8(q, np.ones(4, np.float32), activation_scale=0.5, activation_scale_ub=100.0)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -380,6 +402,9 @@ def test_joined_rows_stack_the_weights(rng, format):
         bounded = [QuantizedWeight.fp8(p.qweight.numpy(), p.scales.numpy().T, activation_scale_ub=ub,
                                        device=TEST_DEVICE) for p, ub in zip(parts, (100.0, 100.0, 200.0))]
         assert join_rows(bounded[:2]).activation_scale_ub == 100.0 and join_rows(bounded) is None
+        static = [QuantizedWeight.fp8(p.qweight.numpy(), p.scales.numpy().T, activation_scale=scale,
+                                      device=TEST_DEVICE) for p, scale in zip(parts, (0.01, 0.01, 0.02))]
+        assert join_rows(static[:2]).activation_scale == np.float32(0.01) and join_rows(static) is None
     if format == "int4":
         q, zeros, scales, g_idx = _random_int4(rng, 64, 16, 32, True)
         ordered = QuantizedWeight.int4(q, scales, zeros, g_idx, group_size=32, device=TEST_DEVICE)

@@ -1,6 +1,6 @@
 """float8 checkpoints as their formats leave activations: fbgemm_fp8's ``activation_scale_ub``, compressed-tensors'
-float8 schemes (FP8-dynamic, and those refused by name), and 128 x 128 block-scaled weights (DeepSeek-V3's ``fp8``,
-compressed-tensors' block strategy) multiplied by rows rounded in 1 x 128 blocks.
+float8 schemes (FP8-dynamic, static input scales, and those refused by name), and 128 x 128 block-scaled weights
+(DeepSeek-V3's ``fp8``, compressed-tensors' block strategy) multiplied by rows rounded in 1 x 128 blocks.
 
 The checkpoints are written here from random float weights; the reference is ``test_quant_llm``'s float64 Llama
 with the weights they stand for (dequantized here with NumPy) and each projection's rows rounded to e4m3 as the
@@ -85,14 +85,17 @@ def _e4m3(w, scales: str):
     return q, grid.reshape(1) if scales == "tensor" else grid, q.astype(np.float64) * expanded
 
 
-def _fp8_checkpoint(directory, quantization, scales: str, scale_name="weight_scale", config=CONFIG, seed=11):
+def _fp8_checkpoint(directory, quantization, scales: str, scale_name="weight_scale", config=CONFIG, seed=11,
+                    input_scale=None):
     """A checkpoint of ``config``'s Llama whose decoder projections are e4m3 with ``scale_name`` per ``scales``
-    (tensor, channel or block), and the float32 weights it stands for."""
+    (tensor, channel or block), and ``input_scale`` each where given; and the float32 weights it stands for."""
     tensors, dequantized = {}, {}
     for name, w in _random_weights(np.random.default_rng(seed), config).items():
         if not QUANTIZABLE.fullmatch(name):
             tensors[name] = dequantized[name] = w
             continue
+        if input_scale is not None:
+            tensors[name[:-len("weight")] + "input_scale"] = np.array([input_scale], np.float32)
         q, tensors[name[:-len("weight")] + scale_name], w64 = _e4m3(w, scales)
         tensors[name], dequantized[name] = q, w64.astype(np.float32)
     return _write(directory, tensors, quantization, config), dequantized
@@ -157,13 +160,44 @@ def test_compressed_tensors_fp8_dynamic(tmp_path, scales):
     assert "fp8_gemm" in kernels and "quantized_gemm" not in kernels
 
 
+STATIC_SCALE = 2.0 / 448  # under most rows' largest magnitudes (the normed rows reach ~3): those saturate
+
+
+def _static_rows(x):
+    """Rows rounded to e4m3 by the one fixed scale: x / scale in float32, saturated at 448, times the scale."""
+    scale = np.float32(STATIC_SCALE)
+    rounded = np.clip(x.astype(np.float32) / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn)
+    return rounded.astype(np.float64) * np.float64(scale)
+
+
+def test_compressed_tensors_fp8_static_input_scales(tmp_path):
+    """FP8 with static per-tensor input scales (an ``input_scale`` a layer): weight-only by default; with
+    fp8_activations every row is divided by its layer's scale (values past 448 saturate), not by its own."""
+    spec = _scheme({"strategy": "tensor"}, {"strategy": "tensor", "dynamic": False})
+    directory, weights = _fp8_checkpoint(tmp_path / "static", spec, "tensor", input_scale=STATIC_SCALE)
+    assert _tokens(directory, True) == _tokens(_write(tmp_path / "float", weights))
+    model = load(directory, device=TEST_DEVICE, dtype="float32", fp8_activations=True)
+    assert model.model.layers[0].down.activation_scale == np.float32(STATIC_SCALE)
+    _assert_logits(model, weights, _static_rows, True)
+    kernels = _census_equals_the_shadow_run(model, directory, True)
+    assert "fp8_gemm" in kernels and "quantized_gemm" not in kernels
+    # a static scheme's layer without its input_scale, and a dynamic one's with one
+    without, _ = _fp8_checkpoint(tmp_path / "without", spec, "tensor")
+    with pytest.raises(CheckpointError, match="static input_activations give every quantized layer one"):
+        load(without, device=TEST_DEVICE)
+    stray, _ = _fp8_checkpoint(tmp_path / "stray", FP8_DYNAMIC, "channel", input_scale=STATIC_SCALE)
+    with pytest.raises(CheckpointError, match="input_activations are not static"):
+        load(stray, device=TEST_DEVICE)
+
+
 def test_compressed_tensors_weight_only_fp8(tmp_path):
     directory, weights = _fp8_checkpoint(tmp_path / "w8a16", _scheme(activations=None), "channel")
     assert _tokens(directory, True) == _tokens(_write(tmp_path / "float", weights))
 
 
 @pytest.mark.parametrize("spec, message", [
-    (_scheme(activations={"strategy": "tensor", "dynamic": False}), "static input scales .* are not supported"),
+    (_scheme(activations={"strategy": "token", "dynamic": False}), "static input_activations with strategy 'token'"),
+    (_scheme(activations={"symmetric": False}), "input_activations .* are not supported"),
     (_scheme(format="pack-quantized"), "format 'pack-quantized' is not supported"),
     (_scheme(kv_cache_scheme={"num_bits": 8, "type": "float", "strategy": "tensor"}), "kv_cache_scheme"),
     (_scheme({"type": "int"}), "weights .* are not supported"),

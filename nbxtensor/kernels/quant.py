@@ -357,40 +357,48 @@ def int4_gemm(x, q, scales, zeros, bias, out, M, N, K, group_size,
 # ---- float8 x float8 ---------------------------------------------------------------------------------------
 FP8_MAX = tl.constexpr(448.0)  # e4m3's largest finite value
 SMALLEST_NORMAL = tl.constexpr(1.1754943508222875e-38)
+# how ``fp8_rows`` scales a group of inputs: by its largest magnitude over 448; by that magnitude clamped at the
+# given bound first (fbgemm's ``activation_scale_ub``); by the given scale itself (a static ``input_scale``)
+SCALE_DYNAMIC = tl.constexpr(0)
+SCALE_BOUNDED = tl.constexpr(1)
+SCALE_STATIC = tl.constexpr(2)
 
 
 @triton.jit
-def fp8_rows(x, out, row_scales, scale_ub, K, k_padded, group_k, x_sm, x_sk, BLOCK: tl.constexpr,
-             BOUNDED: tl.constexpr, DECODE_BF16: tl.constexpr, INTERPRETED: tl.constexpr):
+def fp8_rows(x, out, row_scales, given, K, k_padded, group_k, x_sm, x_sk, BLOCK: tl.constexpr,
+             SCALING: tl.constexpr, DECODE_BF16: tl.constexpr, INTERPRETED: tl.constexpr):
     """Group g of row m's inputs (``group_k`` of them from g * group_k: the whole padded row, or 1 x 128 blocks)
-    as e4m3 values and the scale they multiply by, the group's largest magnitude over 448 (dynamic scaling, as
-    torch's ``_scaled_mm`` callers quantize activations), that magnitude first clamped at ``scale_ub`` where
-    BOUNDED (fbgemm's ``activation_scale_ub``; values past 448 then saturate, as ``encode`` rounds to e4m3):
-    out[m, k] = e4m3(x[m, k] / scale) for k < K, 0 up to k_padded, so the product reads whole K tiles
+    as e4m3 values and the scale they multiply by: the group's largest magnitude over 448 (dynamic scaling, as
+    torch's ``_scaled_mm`` callers quantize activations), that magnitude first clamped at ``given``
+    (SCALE_BOUNDED), or ``given`` itself (SCALE_STATIC); values past 448 scales saturate, as ``encode`` rounds to
+    e4m3. out[m, k] = e4m3(x[m, k] / scale) for k < K, 0 up to k_padded, so the product reads whole K tiles
     without masks; row_scales[m, g] = scale."""
     m = tl.program_id(0)
     g = tl.program_id(1)
     start = g * group_k
     stop = start + group_k
     rk = tl.arange(0, BLOCK)
-    reach = tl.minimum(stop, K)
-    largest = tl.zeros([BLOCK], tl.float32)
-    if INTERPRETED:
-        k0 = start
-        while k0 < reach:
-            kk = k0 + rk
-            v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            largest = tl.maximum(largest, tl.abs(v))
-            k0 += BLOCK
+    if SCALING == SCALE_STATIC:
+        scale = given
     else:
-        for k0 in range(start, reach, BLOCK):
-            kk = k0 + rk
-            v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            largest = tl.maximum(largest, tl.abs(v))
-    largest = tl.max(largest, axis=0)
-    if BOUNDED:
-        largest = tl.minimum(largest, scale_ub)
-    scale = tl.maximum(largest, SMALLEST_NORMAL) / FP8_MAX
+        reach = tl.minimum(stop, K)
+        largest = tl.zeros([BLOCK], tl.float32)
+        if INTERPRETED:
+            k0 = start
+            while k0 < reach:
+                kk = k0 + rk
+                v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
+                largest = tl.maximum(largest, tl.abs(v))
+                k0 += BLOCK
+        else:
+            for k0 in range(start, reach, BLOCK):
+                kk = k0 + rk
+                v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
+                largest = tl.maximum(largest, tl.abs(v))
+        largest = tl.max(largest, axis=0)
+        if SCALING == SCALE_BOUNDED:
+            largest = tl.minimum(largest, given)
+        scale = tl.maximum(largest, SMALLEST_NORMAL) / FP8_MAX
     if INTERPRETED:
         k0 = start
         while k0 < stop:

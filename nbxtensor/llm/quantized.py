@@ -7,8 +7,8 @@ activations, rounded per 1 x 128 block where ``fp8_activations`` asks), ``fbgemm
 ``weight_scale``; activations quantized per row at run time, their scales clamped at ``activation_scale_ub``,
 which ``fp8_activations_of`` follows where the device can), ``compressed-tensors`` (``float-quantized`` e4m3
 weights with ``weight_scale`` per tensor, channel or 128 x 128 block, and activations none or dynamic: per
-token, or per 128-input group against block weights; weight-only unless ``fp8_activations`` is asked for; static
-input scales are refused) and ``nbx`` (what ``write_quantized`` writes for int8: int8 ``weight`` and a
+token, or per 128-input group against block weights, or static: an ``input_scale`` a layer; weight-only unless
+``fp8_activations`` is asked for) and ``nbx`` (what ``write_quantized`` writes for int8: int8 ``weight`` and a
 per-channel ``weight_scale``).
 Any other method is refused by name. A quantized layer's tensors are checked against each other (shapes,
 dtypes, group indices) before anything reads them.
@@ -138,16 +138,17 @@ def quantization_of(config: dict, directory: str) -> dict | None:
 
 
 # compressed-tensors' weight strategies read (e4m3 values times ``weight_scale``), and the dynamic activation
-# strategy each pairs with for ``fp8_activations`` (the rows' scales as ``quantized_linear`` forms them)
+# strategy each pairs with for ``fp8_activations`` (the rows' scales as ``quantized_linear`` forms them); static
+# activations are one scale per layer (strategy tensor, its ``input_scale``) against any of them
 _COMPRESSED_WEIGHTS = ("tensor", "channel", "block")
 _COMPRESSED_ACTIVATIONS = {"tensor": "token", "channel": "token", "block": "group"}
 
 
 def _compressed_tensors(spec: dict, directory: str) -> dict:
-    """A compressed-tensors ``quantization_config`` of float8 weights, with no input activations (weight-only)
-    or dynamic ones that pair with the weights' scales (``_COMPRESSED_ACTIVATIONS``): {"method", "weights": the
-    weights' scale strategy}. Other schemes (integer or 4-bit weights, static input scales, float8 key/value
-    caches) are refused by name."""
+    """A compressed-tensors ``quantization_config`` of float8 weights, with no input activations (weight-only),
+    dynamic ones that pair with the weights' scales (``_COMPRESSED_ACTIVATIONS``) or static ones per tensor:
+    {"method", "weights": the weights' scale strategy, "static": whether each layer has an ``input_scale``}.
+    Other schemes (integer or 4-bit weights, float8 key/value caches) are refused by name."""
     form = spec.get("format")
     if form != "float-quantized":
         _refuse(directory, f"compressed-tensors format {form!r} is not supported (float-quantized is: float8 weights)")
@@ -174,25 +175,32 @@ def _compressed_tensors(spec: dict, directory: str) -> dict:
                            f"static, per tensor, channel or [128, 128] block are)")
     activations = group.get("input_activations")
     if activations is None:
-        return {"method": "compressed-tensors", "weights": strategy}
-    if not isinstance(activations, dict) or activations.get("num_bits") != 8 or activations.get("type") != "float":
-        _refuse(directory, f"compressed-tensors input_activations {activations!r} are not supported (8-bit float "
-                           f"are)")
+        return {"method": "compressed-tensors", "weights": strategy, "static": False}
+    if (not isinstance(activations, dict) or activations.get("num_bits") != 8 or activations.get("type") != "float"
+            or activations.get("symmetric", True) is not True):
+        _refuse(directory, f"compressed-tensors input_activations {activations!r} are not supported (8-bit float, "
+                           f"symmetric are)")
+    if activations.get("dynamic") is False:
+        if activations.get("strategy") != "tensor":
+            _refuse(directory, f"compressed-tensors static input_activations with strategy "
+                               f"{activations.get('strategy')!r} are not supported (tensor is: one input_scale a "
+                               f"layer)")
+        return {"method": "compressed-tensors", "weights": strategy, "static": True}
     if activations.get("dynamic") is not True:
-        _refuse(directory, "compressed-tensors static input scales (input_activations dynamic: false, an "
-                           "input_scale per layer) are not supported; dynamic activations are")
+        _refuse(directory, f"compressed-tensors input_activations dynamic {activations.get('dynamic')!r} is not "
+                           f"supported (true or false is)")
     wanted = _COMPRESSED_ACTIVATIONS[strategy]
     if activations.get("strategy") != wanted or wanted == "group" and activations.get("group_size") != 128:
         _refuse(directory, f"compressed-tensors dynamic input_activations with strategy "
                            f"{activations.get('strategy')!r} against weights per {strategy} are not supported "
                            f"({wanted}{' of 128 inputs' if wanted == 'group' else ''} is)")
-    return {"method": "compressed-tensors", "weights": strategy}
+    return {"method": "compressed-tensors", "weights": strategy, "static": False}
 
 
 # the tensors of one quantized linear module, by method: (suffixes, optional suffixes)
 _PARTS = {"gptq": (("qweight", "qzeros", "scales"), ("g_idx",)), "awq": (("qweight", "qzeros", "scales"), ()),
           "fp8": (("weight", "weight_scale_inv"), ()), "fbgemm_fp8": (("weight", "weight_scale"), ()),
-          "compressed-tensors": (("weight", "weight_scale"), ()), "nbx": (("weight", "weight_scale"), ())}
+          "compressed-tensors": (("weight", "weight_scale"), ("input_scale",)), "nbx": (("weight", "weight_scale"), ())}
 
 
 def _module_parts(names, method: str) -> dict:
@@ -225,7 +233,12 @@ def _quantized(method: str, spec: dict, parts: dict, device, dtype) -> Quantized
         return QuantizedWeight.fp8(host["weight"], host["weight_scale"], device=device, dtype=dtype,
                                    activation_scale_ub=spec["activation_scale_ub"])
     if method == "compressed-tensors":
-        return QuantizedWeight.fp8(host["weight"], host["weight_scale"], device=device, dtype=dtype)
+        if spec["static"] != ("input_scale" in host):
+            raise QuantizationError("input_scale: static input_activations give every quantized layer one; a layer "
+                                    "has none" if spec["static"] else "input_scale: a layer has one, but the "
+                                    "quantization_config's input_activations are not static")
+        return QuantizedWeight.fp8(host["weight"], host["weight_scale"], activation_scale=host.get("input_scale"),
+                                   device=device, dtype=dtype)
     return QuantizedWeight.int8(host["weight"], host["weight_scale"], device=device, dtype=dtype)
 
 

@@ -361,11 +361,12 @@ def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int)
     fp8, float32 = get_dtype("float8_e4m3fn"), get_dtype("float32")
     q = weight.qweight
     index_64 = needs_index_64(x, out, q, count=m * k_padded)
-    bound = weight.activation_scale_ub
+    scaling, given = ((K.SCALE_STATIC, weight.activation_scale) if weight.activation_scale is not None
+                      else (K.SCALE_BOUNDED, weight.activation_scale_ub) if weight.activation_scale_ub is not None
+                      else (K.SCALE_DYNAMIC, 0.0))
     rows = PlannedLaunch(K.fp8_rows, (m, blocks),
-                         [Slot("x"), Slot("a"), Slot("row_scales"), 0.0 if bound is None else bound, k, k_padded,
-                          group_k, *x.stride()],
-                         dict(BLOCK=min(1024, next_pow2(group_k)), BOUNDED=bound is not None,
+                         [Slot("x"), Slot("a"), Slot("row_scales"), given, k, k_padded, group_k, *x.stride()],
+                         dict(BLOCK=min(1024, next_pow2(group_k)), SCALING=scaling.value,
                               DECODE_BF16=x.dtype.name == "bfloat16" and interpreted, INTERPRETED=interpreted,
                               num_warps=4))
     flags = dict(SCALE_FORMAT=load_format(weight.scales.dtype), HAS_BIAS=has_bias,
@@ -429,9 +430,9 @@ def fp8_candidates(facts: dict, m: int, n: int, k: int, group_k: int | None = No
 
 def _e4m3_rows(x: np.ndarray, weight: QuantizedWeight) -> np.ndarray:
     """The rows of float32 ``x`` as ``fp8_rows`` rounds them against ``weight``, as float64: a float32 scale for
-    each row, or each of its 1 x 128 blocks against block-scaled weights (the largest magnitude, clamped at the
-    weight's ``activation_scale_ub``, over 448), x / scale rounded to e4m3 to nearest even (saturating at 448),
-    times the scale."""
+    each row, or each of its 1 x 128 blocks against block-scaled weights (the weight's ``activation_scale``, or
+    the largest magnitude, clamped at its ``activation_scale_ub``, over 448), x / scale rounded to e4m3 to
+    nearest even (saturating at 448), times the scale."""
     x = x.astype(np.float32)
     rows, k = x.shape
     blocks = _row_blocks(weight)
@@ -443,6 +444,8 @@ def _e4m3_rows(x: np.ndarray, weight: QuantizedWeight) -> np.ndarray:
     if weight.activation_scale_ub is not None:
         largest = np.minimum(largest, np.float32(weight.activation_scale_ub))
     scales = np.maximum(largest, np.finfo(np.float32).tiny) / np.float32(FP8_MAX)
+    if weight.activation_scale is not None:
+        scales = np.full_like(scales, weight.activation_scale)
     rounded = np.clip(grouped / scales, -FP8_MAX, FP8_MAX).astype(ml_dtypes.float8_e4m3fn)
     return (rounded.astype(np.float64) * scales.astype(np.float64)).reshape(rows, -1)[:, :k]
 
@@ -456,18 +459,20 @@ def _quantized_samples(op):
     """A fixed (8, 16) weight quantized per format on the host (a QuantizedWeight, not an operand: it is made
     here, on the CPU), applied to a few rows; the reference applies its dequantized weight (to the rows rounded
     to e4m3 as ``fp8_rows`` rounds them, for ``fp8_activations``: per row, with a bound on the rows' scales
-    under the normal rows' largest magnitudes, and in 1 x 128 blocks against a (8, 256) weight's 128 x 128
-    blocks)."""
+    under the normal rows' largest magnitudes, by a static scale, and in 1 x 128 blocks against a (8, 256)
+    weight's 128 x 128 blocks)."""
     weight = np.linspace(-1.0, 1.0, 8 * 16, dtype=np.float32).reshape(8, 16)
     int8, fp8 = (QuantizedWeight.quantize(weight, format) for format in ("int8", "fp8"))
     int4 = QuantizedWeight.quantize(weight, "int4", group_size=8)
     q, scales = quantize_fp8(weight, "channel")
     bounded = QuantizedWeight.fp8(q, scales, activation_scale_ub=1.0)
+    static = QuantizedWeight.fp8(q, scales, activation_scale=1.5 / FP8_MAX)
     blocked = QuantizedWeight.quantize(np.linspace(-1.0, 1.0, 8 * 256, dtype=np.float32).reshape(8, 256), "fp8",
                                        fp8_scales="block")
     return Samples((sample(operand(2, 16), int8), sample(operand(3, 16), int4, operand(8)), sample(operand(1, 16), fp8),
                     sample(operand(0, 16), int8), sample(operand(3, 16), fp8, operand(8), fp8_activations=True),
                     sample(operand(3, 16), bounded, fp8_activations=True),
+                    sample(operand(3, 16), static, fp8_activations=True),
                     sample(operand(2, 256), blocked, operand(8), fp8_activations=True)),
                    _quantized_reference)
 
