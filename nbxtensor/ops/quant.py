@@ -148,8 +148,9 @@ def quantized_linear(input: Tensor, weight: QuantizedWeight, bias: Tensor | None
                      fp8_activations: bool = False) -> Tensor:
     """input @ weight.T + bias for a quantized (out_features, in_features) ``weight``, dequantized as it is
     read; the result has the input's dtype. ``fp8_activations`` (an fp8 weight): the rows are rounded to e4m3
-    with one scale each (their largest magnitude over 448, clamped at the weight's ``activation_scale_ub``)
-    and multiplied on the float8 matrix units, as ``torch._scaled_mm`` is used with dynamic per-token scales;
+    with one scale each (their largest magnitude over 448, clamped at the weight's ``activation_scale_ub``; or
+    its static ``activation_scale``) and multiplied on the float8 matrix units, as ``torch._scaled_mm`` is used
+    with dynamic per-token scales;
     against 128 x 128 weight blocks, one scale per 1 x 128 block of a row, each K block's product scaled
     by its two blocks' scales inside the GEMM (DeepSeek-V3's scheme)."""
     key = (layout_key(input), weight.layout_key if type(weight) is QuantizedWeight else None, layout_key(bias),
@@ -436,7 +437,7 @@ def _e4m3_rows(x: np.ndarray, weight: QuantizedWeight) -> np.ndarray:
     x = x.astype(np.float32)
     rows, k = x.shape
     blocks = _row_blocks(weight)
-    width = cdiv(k, blocks)
+    width = k if blocks == 1 else weight.group_size
     padded = np.zeros((rows, blocks * width), np.float32)
     padded[:, :k] = x
     grouped = padded.reshape(rows, blocks, width)
@@ -459,21 +460,21 @@ def _quantized_samples(op):
     """A fixed (8, 16) weight quantized per format on the host (a QuantizedWeight, not an operand: it is made
     here, on the CPU), applied to a few rows; the reference applies its dequantized weight (to the rows rounded
     to e4m3 as ``fp8_rows`` rounds them, for ``fp8_activations``: per row, with a bound on the rows' scales
-    under the normal rows' largest magnitudes, by a static scale, and in 1 x 128 blocks against a (8, 256)
-    weight's 128 x 128 blocks)."""
+    under the normal rows' largest magnitudes, by a static scale, and in 1 x 128 blocks against a (8, 200)
+    weight's 128 x 128 blocks, the second ragged)."""
     weight = np.linspace(-1.0, 1.0, 8 * 16, dtype=np.float32).reshape(8, 16)
     int8, fp8 = (QuantizedWeight.quantize(weight, format) for format in ("int8", "fp8"))
     int4 = QuantizedWeight.quantize(weight, "int4", group_size=8)
     q, scales = quantize_fp8(weight, "channel")
     bounded = QuantizedWeight.fp8(q, scales, activation_scale_ub=1.0)
     static = QuantizedWeight.fp8(q, scales, activation_scale=1.5 / FP8_MAX)
-    blocked = QuantizedWeight.quantize(np.linspace(-1.0, 1.0, 8 * 256, dtype=np.float32).reshape(8, 256), "fp8",
+    blocked = QuantizedWeight.quantize(np.linspace(-1.0, 1.0, 8 * 200, dtype=np.float32).reshape(8, 200), "fp8",
                                        fp8_scales="block")
     return Samples((sample(operand(2, 16), int8), sample(operand(3, 16), int4, operand(8)), sample(operand(1, 16), fp8),
                     sample(operand(0, 16), int8), sample(operand(3, 16), fp8, operand(8), fp8_activations=True),
                     sample(operand(3, 16), bounded, fp8_activations=True),
                     sample(operand(3, 16), static, fp8_activations=True),
-                    sample(operand(2, 256), blocked, operand(8), fp8_activations=True)),
+                    sample(operand(2, 200), blocked, operand(8), fp8_activations=True)),
                    _quantized_reference)
 
 
