@@ -25,7 +25,7 @@ from nbxtensor.llm.quantized import QUANTIZABLE
 
 from .conftest import TEST_DEVICE
 from .test_quant import _e4m3_rows
-from .test_quant_llm import CONFIG, LONG_PROMPT, PROMPT, _reference_logits, _tokens, _write
+from .test_quant_llm import CONFIG, LONG_PROMPT, _reference_logits, _tokens, _write
 
 # every K (192, 288) and N (96, 192, 288) of the decoder's products leaves a ragged 128-block
 BLOCK_CONFIG = dict(CONFIG, hidden_size=192, intermediate_size=288)
