@@ -18,9 +18,13 @@ a workspace, and ``conv_split_sum`` adds the partials in split order, so the bit
 program finishes first.
 
 ``conv_direct_planes`` is the direct kernel by output planes, for inputs whose columns are adjacent in
-memory; ``conv_stage_channels_inner`` copies an NCHW operand channels-innermost for the kernels' staged
-settings: 16-bit tiles read in place from NCHW are gathered element by element, which the compiler cannot
-turn into asynchronous copies, so the implicit GEMM's loop is not pipelined; staged, its tiles are.
+memory; ``conv_depthwise_channels_inner`` the depthwise one (a channel a group) for inputs whose channels
+are (channels-last): a program takes a tile of rows x columns of one output plane times a block of
+channels, channels innermost, so that every tap is one vector load a position. ``conv_stage_channels_inner``
+copies an NCHW operand channels-innermost for the kernels' staged settings: 16-bit tiles read in place
+from NCHW are gathered element by element, which the compiler cannot turn into asynchronous copies, so the
+implicit GEMM's loop is not pipelined; staged, its tiles are (and a depthwise weight, staged, gives each
+tap's channel block as one run).
 """
 import triton
 import triton.language as tl
@@ -484,6 +488,119 @@ def conv_direct_planes(x, w, bias, out, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + co * o_sc + od * o_sd + oh[:, None] * o_sh + ow[None, :] * o_sw
     tl.store(out + o_off, value, mask=(oh < OH)[:, None] & (ow < OW)[None, :])
+
+
+@triton.jit
+def _channels_inner_tap(acc, row_ptr, w_row, row_ok, iw, c_ok, kw, IW, dw, x_sw, w_sw, MASKED: tl.constexpr,
+                        DECODE_BF16: tl.constexpr):
+    """``acc`` plus the tile's inputs at window column ``kw`` of one window row (pointers ``row_ptr`` at
+    column 0; MASKED: valid positions ``row_ok``, else every position's input exists) times that tap's
+    weights for the channel block."""
+    if MASKED:
+        i_w = iw + kw * dw
+        ok = row_ok & (i_w >= 0) & (i_w < IW)
+        xv = tl.load(row_ptr + kw * dw * x_sw, mask=ok[:, None] & c_ok[None, :], other=0)
+    else:
+        xv = tl.load(row_ptr + kw * dw * x_sw, mask=c_ok[None, :], other=0)
+    wv = tl.load(w_row + kw * w_sw, mask=c_ok, other=0)
+    if DECODE_BF16:
+        xv = decode(xv, 1)
+        wv = decode(wv, 1)
+    return acc + xv.to(tl.float32) * wv.to(tl.float32)[None, :]
+
+
+@triton.jit
+def _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, out_ok, ID, IH, dd, dh, x_sd, x_sh, w_sd, w_sh,
+                               KH: tl.constexpr):
+    """(pointers at window column 0, valid positions, weight pointers) of window row ``r`` = kd * KH + kh."""
+    i_d = i_d0 + (r // KH) * dd
+    i_h = ih + (r % KH) * dh
+    row_ok = out_ok & (i_h >= 0) & (i_h < IH) & (i_d >= 0) & (i_d < ID)
+    return x_tile + i_d * x_sd + ((r % KH) * dh) * x_sh, row_ok, w_c + (r // KH) * w_sd + (r % KH) * w_sh
+
+
+@triton.jit
+def _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh, x_sw,
+                           w_sd, w_sh, w_sw, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+                           UNROLL: tl.constexpr, MASKED: tl.constexpr, DECODE_BF16: tl.constexpr):
+    """``acc`` plus the whole window: rows outside, columns inside, so that a row's pointers and validity
+    are formed once and each column steps from them."""
+    if UNROLL:
+        for r in tl.static_range(KD * KH):
+            row_ptr, row_ok, w_row = _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, out_ok, ID, IH, dd, dh,
+                                                                x_sd, x_sh, w_sd, w_sh, KH)
+            for kw in tl.static_range(KW):
+                acc = _channels_inner_tap(acc, row_ptr, w_row, row_ok, iw, c_ok, kw, IW, dw, x_sw, w_sw, MASKED,
+                                          DECODE_BF16)
+    else:
+        for r in range(KD * KH):
+            row_ptr, row_ok, w_row = _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, out_ok, ID, IH, dd, dh,
+                                                                x_sd, x_sh, w_sd, w_sh, KH)
+            for kw in range(KW):
+                acc = _channels_inner_tap(acc, row_ptr, w_row, row_ok, iw, c_ok, kw, IW, dw, x_sw, w_sw, MASKED,
+                                          DECODE_BF16)
+    return acc
+
+
+@triton.jit
+def conv_depthwise_channels_inner(x, w, bias, out, C, OD, OH, OW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
+                                  x_sn, x_sc, x_sd, x_sh, x_sw, w_sc, w_sd, w_sh, w_sw, o_sn, o_sc, o_sd, o_sh, o_sw,
+                                  KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
+                                  BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
+                                  EVEN_C: tl.constexpr, HAS_BIAS: tl.constexpr, DECODE_BF16: tl.constexpr,
+                                  BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                                  INDEX_64: tl.constexpr):
+    """out[n, c, o] = bias[c] + sum over the window of x[n, c, .] * w[c, 0, .]: a forward depthwise convolution
+    (one input and one output channel a group) whose input's channels are adjacent in memory (channels-last).
+    Program (t, j) takes output rows x columns BLOCK_H x BLOCK_W of plane (n, od), t = (n * OD + od) * tiles
+    + tile, times channels j * BLOCK_C onwards: each tap loads the tile's inputs as rows of BLOCK_C adjacent
+    channels (vector loads, the window's overlap served from L1) and the tap's BLOCK_C weights once, and
+    accumulates in float32. A tile whose whole window lies inside the input loads without position masks;
+    EVEN_C (BLOCK_C divides C) drops the channel mask."""
+    tiles_w = tl.cdiv(OW, BLOCK_W)
+    tiles = tl.cdiv(OH, BLOCK_H) * tiles_w
+    plane = tl.program_id(0) // tiles
+    tile = tl.program_id(0) - plane * tiles
+    od = plane % OD
+    nb = plane // OD
+    oh0 = (tile // tiles_w) * BLOCK_H
+    ow0 = (tile % tiles_w) * BLOCK_W
+    p = tl.arange(0, BLOCK_H * BLOCK_W)
+    oh = oh0 + p // BLOCK_W
+    ow = ow0 + p % BLOCK_W
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    if INDEX_64:
+        nb = nb.to(tl.int64)
+        od = od.to(tl.int64)
+        oh = oh.to(tl.int64)
+        ow = ow.to(tl.int64)
+        c = c.to(tl.int64)
+    if EVEN_C:
+        c_ok = tl.full([BLOCK_C], 1, tl.int1)
+    else:
+        c_ok = c < C
+    out_ok = (oh < OH) & (ow < OW)
+    ih = oh * sh - ph
+    iw = ow * sw - pw
+    i_d0 = od * sd - pd
+    # the tile's pointers at window position 0, formed once; each tap adds one scalar step to them
+    x_tile = x + nb * x_sn + (ih * x_sh + iw * x_sw)[:, None] + c[None, :] * x_sc
+    w_c = w + c * w_sc
+    interior = ((oh0 + BLOCK_H <= OH) & (ow0 + BLOCK_W <= OW) & (oh0 * sh - ph >= 0) & (ow0 * sw - pw >= 0)
+                & (i_d0 >= 0) & (i_d0 + (KD - 1) * dd < ID) & ((oh0 + BLOCK_H - 1) * sh - ph + (KH - 1) * dh < IH)
+                & ((ow0 + BLOCK_W - 1) * sw - pw + (KW - 1) * dw < IW))
+    acc = tl.zeros((BLOCK_H * BLOCK_W, BLOCK_C), dtype=tl.float32)
+    if interior:
+        acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh,
+                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, False, DECODE_BF16)
+    else:
+        acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh,
+                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, True, DECODE_BF16)
+    if HAS_BIAS:
+        acc = acc + decode(tl.load(bias + c, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)[None, :]
+    value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
+    tl.store(out + o_off[:, None] + c[None, :] * o_sc, value, mask=out_ok[:, None] & c_ok[None, :])
 
 
 @triton.jit

@@ -227,6 +227,15 @@ _DIRECT_SHAPES = [(32, 64, 4), (64, 32, 4), (16, 128, 4), (128, 16, 4)]
 # are adjacent in memory (NCHW): a tile is up to 64 columns wide and as many rows as make up its elements
 _PLANE_TILES = [(512, 4), (1024, 4), (2048, 8)]
 _PLANE_MAX_WIDTH = 64
+# (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) of the depthwise kernel for inputs whose channels are adjacent
+# (CHANNELS_INNER): rows x columns of a plane times a channel block; large tiles for large planes and
+# batches, small ones so that a late stage at batch 1 still forms a program or more a multiprocessor
+_CHANNELS_INNER_TILES = [(4, 8, 64, 4), (8, 8, 32, 4), (2, 16, 64, 4), (4, 16, 64, 8), (8, 16, 32, 8),
+                         (2, 8, 32, 2), (1, 8, 32, 1)]
+# the interpreter's one setting: a few rows and two channel blocks of small channel counts
+_CHANNELS_INNER_INTERPRETED = (4, 8, 16, 4)
+# elements a thread at least holds: one 16-byte vector of 16-bit channels
+_CHANNELS_INNER_THREAD_ELEMENTS = 8
 
 
 def split_below_programs(facts) -> int:
@@ -270,6 +279,9 @@ class _Setting:
         self.w_s_in = self.weight_strides(self.ws)[1]
         self.volume = S.numel(self.kernel)
         self.channels_last = self.xs[1] == 1 and self.cin > 1
+        # a channel a group, read channels-innermost: the depthwise kernel's vector loads apply
+        self.depthwise_channels_inner = (not self.transposed and self.channels_last and self.cin_g == 1
+                                         and self.cout_g == 1)
         self.split_cap = _split_cap(self.m * self.cout)
         self.starved = (facts is not None and self.split_cap > 1 and
                         self.m * self.cout < split_below_programs(facts) * _LARGEST_TILE)
@@ -308,6 +320,24 @@ class _Setting:
         for elements, warps in _PLANE_TILES:
             height = max(1, min(next_pow2(oh), elements // width))
             shapes.append((height, width, max(1, min(warps, height * width // 128))))
+        return list(dict.fromkeys(shapes))
+
+    def channels_inner_tiles(self, tiles=None) -> list[tuple[int, int, int, int]]:
+        """(BLOCK_H, BLOCK_W, BLOCK_C, num_warps) of the depthwise kernel's candidates (of ``tiles``, by
+        default ``_CHANNELS_INNER_TILES``), fitted to the output: a tile no wider or taller than the plane
+        (a short side's positions moved to the other), no more channels than the convolution has, and at
+        least one vector of elements a thread."""
+        oh, ow = (next_pow2(extent) for extent in self.out_spatial[1:])
+        shapes = []
+        for bh, bw, bc, warps in tiles or _CHANNELS_INNER_TILES:
+            positions = bh * bw
+            height = min(bh, oh)
+            width = min(ow, positions // height)
+            height = min(oh, positions // width)
+            block_c = min(bc, next_pow2(self.cout))
+            elements = height * width * block_c
+            shapes.append((height, width, block_c,
+                           max(1, min(warps, elements // (32 * _CHANNELS_INNER_THREAD_ELEMENTS)))))
         return list(dict.fromkeys(shapes))
 
     def stages(self) -> bool:
@@ -350,10 +380,13 @@ class _Setting:
         interpreted = bool(facts["kernels"].get("interpreted"))
         if self.route == "direct":
             if interpreted:  # few, wide programs: the interpreter pays per program and operation
+                if self.depthwise_channels_inner:
+                    return self.channels_inner_candidates([_CHANNELS_INNER_INTERPRETED])[:1]
                 return [dict(BLOCK_M=64, BLOCK_C=min(64, next_pow2(self.cout)), num_warps=4)]
             return _staged(self, [dict(BLOCK_M=bm, BLOCK_C=min(bc, max(8, next_pow2(self.cout))), num_warps=w)
                                   for bm, bc, w in _DIRECT_SHAPES]) + [
-                dict(PLANES=True, BLOCK_H=bh, BLOCK_W=bw, num_warps=w) for bh, bw, w in self.plane_tiles()]
+                dict(PLANES=True, BLOCK_H=bh, BLOCK_W=bw, num_warps=w) for bh, bw, w in self.plane_tiles()] + (
+                self.channels_inner_candidates() if self.depthwise_channels_inner else [])
         k = self.cin_g * self.volume if self.flat_k else self.cin_g
         target = split_below_programs(facts)
         if interpreted:
@@ -390,6 +423,17 @@ class _Setting:
         return _unique(configs)
 
 
+    def channels_inner_candidates(self, tiles=None) -> list[dict]:
+        """The depthwise kernel's settings for ``channels_inner_tiles(tiles)``, each with the weight read in
+        place (a tap's channels a window apart) and, where they are not adjacent already, staged
+        channels-innermost first (STAGE_WEIGHT: a tap's channel block one run)."""
+        configs = [dict(CHANNELS_INNER=True, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc, num_warps=w)
+                   for bh, bw, bc, w in self.channels_inner_tiles(tiles)]
+        if self.ws[0] == 1:
+            return configs
+        return configs + [dict(c, STAGE_WEIGHT=True) for c in configs]
+
+
 def _staged(setting, configs):
     """``configs`` without repeats, and again with STAGE where the setting may stage its operands."""
     configs = _unique(configs)
@@ -404,6 +448,28 @@ def _channels_inner_strides(shape):
         strides[d] = step
         step *= max(shape[d], 1)
     return tuple(strides)
+
+
+def _channels_inner_launches(st, config, common, x_slot, bias_slot, out_slot, out_strides_3d, input, out_strides):
+    """([the depthwise kernel's launch], whether its weight is staged) of a CHANNELS_INNER ``config``: the
+    weight read in place, or staged channels-innermost (``_stage_launch`` of it as (1, C, *window), into
+    the workspace's ``w_staged``) so that a tap's channel block is one run."""
+    stage_weight = bool(config.get("STAGE_WEIGHT")) and st.ws[0] != 1
+    if stage_weight:  # staged as (1, C, *window)
+        _, w_sc, *w_window = _channels_inner_strides((1, st.cout, *st.kernel))
+    else:  # (C, 1, *window)
+        w_sc, _, *w_window = st.ws
+    block_h, block_w, block_c = config["BLOCK_H"], config["BLOCK_W"], config["BLOCK_C"]
+    tiles = cdiv(st.out_spatial[1], block_h) * cdiv(st.out_spatial[2], block_w)
+    constexprs = {k: common[k] for k in ("KD", "KH", "KW", "HAS_BIAS", "DECODE_BF16", "BIAS_FORMAT", "DST_FORMAT",
+                                         "VIA_F32")}
+    launch = PlannedLaunch(
+        K.conv_depthwise_channels_inner, (st.n * st.out_spatial[0] * tiles, cdiv(st.cout, block_c)),
+        [x_slot, Slot("w_staged" if stage_weight else "w"), bias_slot, out_slot, st.cout, *st.out_spatial,
+         *st.in_spatial, *st.stride, *st.padding, *st.dilation, *st.xs, w_sc, *w_window, *out_strides_3d],
+        dict(constexprs, UNROLL=st.volume <= _UNROLL_MAX_STEPS, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_C=block_c,
+             EVEN_C=st.cout % block_c == 0, INDEX_64=needs_index_64(input, (st.full_out, out_strides)), num_warps=config["num_warps"]))
+    return [launch], stage_weight
 
 
 def _stage_launch(shape, strides, source: Slot, target: Slot) -> PlannedLaunch:
@@ -559,7 +625,13 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
         args = geometry(_as_3d(st.full_in, staged_in_strides, st.dims)[1] if stage_input else st.xs,
                         _as_3d(tuple(weight.shape), staged_w_strides, st.dims)[1] if stage_weight else st.ws)
         splits = 1
-        if config.get("PLANES"):
+        if config.get("CHANNELS_INNER"):
+            launches, stage_weight = _channels_inner_launches(st, config, common, x_slot, bias_slot, out_slot,
+                                                              os_, input, out_strides)
+            if stage_weight:
+                stagers.append(_stage_launch((1, st.cout, *st.kernel), (0, st.ws[0], *st.ws[2:]), Slot("w"),
+                                             Slot("w_staged")))
+        elif config.get("PLANES"):
             tiles = cdiv(st.out_spatial[1], config["BLOCK_H"]) * cdiv(st.out_spatial[2], config["BLOCK_W"])
             launches = [PlannedLaunch(
                 K.conv_direct_planes, (st.n * st.cout * st.out_spatial[0] * tiles,),
