@@ -613,6 +613,10 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
 
     def launcher(config):
         """(input, weight, bias, out) -> None issuing the launches of this tile setting."""
+        if config.get("CHANNELS_INNER") and not st.depthwise_channels_inner:
+            # a setting tuned on a depthwise shape of this key, applied to a grouped one of the same buckets
+            config = dict(BLOCK_M=config["BLOCK_H"] * config["BLOCK_W"], BLOCK_C=config["BLOCK_C"],
+                          num_warps=config["num_warps"])
         stage = config.get("STAGE", False)
         stage_input = stage and st.xs[1] != 1
         stage_weight = (stage or config.get("STAGE_WEIGHT", False)) and st.route == "gemm" and st.w_s_in != 1
