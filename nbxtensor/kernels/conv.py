@@ -491,8 +491,21 @@ def conv_direct_planes(x, w, bias, out, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
 
 
 @triton.jit
+def _float32_of(v, DECODE_BF16: tl.constexpr, BF16: tl.constexpr):
+    """Loaded elements as float32; bfloat16 ones on a GPU by their bits, two a 32-bit word (the first
+    shifted up, the second masked): its own conversion unpacks the second half before shifting it."""
+    if DECODE_BF16:
+        return decode(v, 1)
+    elif BF16:
+        return tl.inline_asm_elementwise("shl.b32 $0, $2, 16;\n\tand.b32 $1, $2, 0xFFFF0000;", "=r,=r,r", [v],
+                                         dtype=tl.float32, is_pure=True, pack=2)
+    else:
+        return v.to(tl.float32)
+
+
+@triton.jit
 def _channels_inner_tap(acc, row_ptr, w_row, row_ok, iw, c_ok, kw, IW, dw, x_sw, w_sw, MASKED: tl.constexpr,
-                        DECODE_BF16: tl.constexpr):
+                        DECODE_BF16: tl.constexpr, BF16: tl.constexpr):
     """``acc`` plus the tile's inputs at window column ``kw`` of one window row (pointers ``row_ptr`` at
     column 0; MASKED: valid positions ``row_ok``, else every position's input exists) times that tap's
     weights for the channel block."""
@@ -503,10 +516,7 @@ def _channels_inner_tap(acc, row_ptr, w_row, row_ok, iw, c_ok, kw, IW, dw, x_sw,
     else:
         xv = tl.load(row_ptr + kw * dw * x_sw, mask=c_ok[None, :], other=0)
     wv = tl.load(w_row + kw * w_sw, mask=c_ok, other=0)
-    if DECODE_BF16:
-        xv = decode(xv, 1)
-        wv = decode(wv, 1)
-    return acc + xv.to(tl.float32) * wv.to(tl.float32)[None, :]
+    return acc + _float32_of(xv, DECODE_BF16, BF16) * _float32_of(wv, DECODE_BF16, BF16)[None, :]
 
 
 @triton.jit
@@ -522,7 +532,8 @@ def _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, out_ok, ID, IH, dd, dh,
 @triton.jit
 def _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh, x_sw,
                            w_sd, w_sh, w_sw, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
-                           UNROLL: tl.constexpr, MASKED: tl.constexpr, DECODE_BF16: tl.constexpr):
+                           UNROLL: tl.constexpr, MASKED: tl.constexpr, DECODE_BF16: tl.constexpr,
+                           BF16: tl.constexpr):
     """``acc`` plus the whole window: rows outside, columns inside, so that a row's pointers and validity
     are formed once and each column steps from them."""
     if UNROLL:
@@ -531,14 +542,14 @@ def _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH,
                                                                 x_sd, x_sh, w_sd, w_sh, KH)
             for kw in tl.static_range(KW):
                 acc = _channels_inner_tap(acc, row_ptr, w_row, row_ok, iw, c_ok, kw, IW, dw, x_sw, w_sw, MASKED,
-                                          DECODE_BF16)
+                                          DECODE_BF16, BF16)
     else:
         for r in range(KD * KH):
             row_ptr, row_ok, w_row = _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, out_ok, ID, IH, dd, dh,
                                                                 x_sd, x_sh, w_sd, w_sh, KH)
             for kw in range(KW):
                 acc = _channels_inner_tap(acc, row_ptr, w_row, row_ok, iw, c_ok, kw, IW, dw, x_sw, w_sw, MASKED,
-                                          DECODE_BF16)
+                                          DECODE_BF16, BF16)
     return acc
 
 
@@ -548,15 +559,15 @@ def conv_depthwise_channels_inner(x, w, bias, out, C, OD, OH, OW, ID, IH, IW, sd
                                   KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
                                   BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
                                   EVEN_C: tl.constexpr, HAS_BIAS: tl.constexpr, DECODE_BF16: tl.constexpr,
-                                  BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                                  INDEX_64: tl.constexpr):
+                                  BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                                  VIA_F32: tl.constexpr, INDEX_64: tl.constexpr):
     """out[n, c, o] = bias[c] + sum over the window of x[n, c, .] * w[c, 0, .]: a forward depthwise convolution
     (one input and one output channel a group) whose input's channels are adjacent in memory (channels-last).
     Program (t, j) takes output rows x columns BLOCK_H x BLOCK_W of plane (n, od), t = (n * OD + od) * tiles
     + tile, times channels j * BLOCK_C onwards: each tap loads the tile's inputs as rows of BLOCK_C adjacent
     channels (vector loads, the window's overlap served from L1) and the tap's BLOCK_C weights once, and
     accumulates in float32. A tile whose whole window lies inside the input loads without position masks;
-    EVEN_C (BLOCK_C divides C) drops the channel mask."""
+    EVEN_C (BLOCK_C divides C) drops the channel mask; BF16: the elements are bfloat16."""
     tiles_w = tl.cdiv(OW, BLOCK_W)
     tiles = tl.cdiv(OH, BLOCK_H) * tiles_w
     plane = tl.program_id(0) // tiles
@@ -592,10 +603,10 @@ def conv_depthwise_channels_inner(x, w, bias, out, C, OD, OH, OW, ID, IH, IW, sd
     acc = tl.zeros((BLOCK_H * BLOCK_W, BLOCK_C), dtype=tl.float32)
     if interior:
         acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh,
-                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, False, DECODE_BF16)
+                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, False, DECODE_BF16, BF16)
     else:
         acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh,
-                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, True, DECODE_BF16)
+                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, True, DECODE_BF16, BF16)
     if HAS_BIAS:
         acc = acc + decode(tl.load(bias + c, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)[None, :]
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)

@@ -468,7 +468,8 @@ def _channels_inner_launches(st, config, common, x_slot, bias_slot, out_slot, ou
         [x_slot, Slot("w_staged" if stage_weight else "w"), bias_slot, out_slot, st.cout, *st.out_spatial,
          *st.in_spatial, *st.stride, *st.padding, *st.dilation, *st.xs, w_sc, *w_window, *out_strides_3d],
         dict(constexprs, UNROLL=st.volume <= _UNROLL_MAX_STEPS, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_C=block_c,
-             EVEN_C=st.cout % block_c == 0, INDEX_64=needs_index_64(input, (st.full_out, out_strides)), num_warps=config["num_warps"]))
+             EVEN_C=st.cout % block_c == 0, BF16=input.dtype.name == "bfloat16",
+             INDEX_64=needs_index_64(input, (st.full_out, out_strides)), num_warps=config["num_warps"]))
     return [launch], stage_weight
 
 
