@@ -3,7 +3,9 @@
 Every form runs as 3-d (unit dims for 1-d and 2-d), by one of three routes: a 1x1, stride-1, single-group
 convolution is the registry's matrix product on views of its operands (unless it forms too few output tiles
 for the device, below); a group of few channels (depthwise, small multipliers) runs ``kernels/conv.py``'s
-direct kernel on the vector units (by output planes, where an NCHW input's rows are read in runs); the rest
+direct kernel on the vector units (by output planes, where an NCHW input's rows are read in runs; a
+depthwise convolution of a channels-last input also by tiles of a plane times a channel block, its
+channels loaded as vectors); the rest
 its implicit GEMM, whose tile settings are tuned under the
 launch key the op declares. A convolution whose output forms fewer tiles than ``split_below_programs``
 (twice the device class's multiprocessors) also gets candidates with smaller tiles and ones that split the
