@@ -8,6 +8,7 @@ ulp: 2^-11 and 2^-8).
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import nbxtensor as nbx
 import nbxtensor.nn.functional as F
@@ -106,6 +107,21 @@ def test_channels_last_depthwise_matches_the_direct_loop(case, dtype, rng, monke
     assert launched == ["conv_depthwise_channels_inner"]
     assert got.stride()[1] == 1  # channels-last in, channels-last out (torch's rule)
     _check(got, depthwise_reference(x, w, b, stride, padding, dilation), dtype, int(np.prod(window)))
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(1, 2), channels=st.integers(2, 40), h=st.integers(1, 12), w=st.integers(1, 12),
+       kh=st.integers(1, 5), kw=st.integers(1, 5), stride=st.integers(1, 2), padding=st.integers(0, 2),
+       dilation=st.integers(1, 2))
+def test_channels_last_depthwise_property(n, channels, h, w, kh, kw, stride, padding, dilation):
+    if min(h + 2 * padding - dilation * (kh - 1), w + 2 * padding - dilation * (kw - 1)) < 1:
+        return
+    rng = np.random.default_rng(channels * 131 + h * 17 + w)
+    x = _values(rng, (n, channels, h, w), "float32")
+    wt = _values(rng, (channels, 1, kh, kw), "float32")
+    b = _values(rng, (channels,), "float32")
+    got = _convolve(_channels_last(x, "float32"), wt, b, "float32", stride, padding, dilation, channels)
+    _check(got, depthwise_reference(x, wt, b, stride, padding, dilation), "float32", kh * kw)
 
 
 def test_channels_innermost_1d_unbatched_and_sliced(rng, monkeypatch):
