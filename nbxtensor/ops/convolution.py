@@ -5,9 +5,8 @@ convolution is the registry's matrix product on views of its operands (unless it
 for the device, below); a group of few channels (depthwise, small multipliers) runs ``kernels/conv.py``'s
 direct kernel on the vector units (by output planes, where an NCHW input's rows are read in runs; a
 depthwise convolution of a channels-last input also by tiles of a plane times a channel block, its
-channels loaded as vectors); the rest
-its implicit GEMM, whose tile settings are tuned under the
-launch key the op declares. A convolution whose output forms fewer tiles than ``split_below_programs``
+channels loaded as vectors); the rest its implicit GEMM, whose tile settings are tuned under the launch
+key the op declares. A convolution whose output forms fewer tiles than ``split_below_programs``
 (twice the device class's multiprocessors) also gets candidates with smaller tiles and ones that split the
 reduction among programs, their float32 partials (a workspace the cost rule declares) added in a fixed order
 by a second launch. A plan binds its launches once per layout, so a repeated call allocates its output and
@@ -424,7 +423,6 @@ class _Setting:
                             for config in stepped if "SPLITS" not in config]
         return _unique(configs)
 
-
     def channels_inner_candidates(self, tiles=None) -> list[dict]:
         """The depthwise kernel's settings for ``channels_inner_tiles(tiles)``, each with the weight read in
         place (a tap's channels a window apart) and, where they are not adjacent already, staged
@@ -453,12 +451,15 @@ def _channels_inner_strides(shape):
 
 
 def _channels_inner_launches(st, config, common, x_slot, bias_slot, out_slot, out_strides_3d, input, out_strides):
-    """([the depthwise kernel's launch], whether its weight is staged) of a CHANNELS_INNER ``config``: the
-    weight read in place, or staged channels-innermost (``_stage_launch`` of it as (1, C, *window), into
-    the workspace's ``w_staged``) so that a tap's channel block is one run."""
+    """(the launches, whether the weight is staged) of a CHANNELS_INNER ``config``: the depthwise kernel's,
+    its weight read in place, or first staged channels-innermost (``_stage_launch`` of it as (1, C, *window),
+    into the workspace's ``w_staged``) so that a tap's channel block is one run."""
     stage_weight = bool(config.get("STAGE_WEIGHT")) and st.ws[0] != 1
+    stagers = []
     if stage_weight:  # staged as (1, C, *window)
         _, w_sc, *w_window = _channels_inner_strides((1, st.cout, *st.kernel))
+        stagers.append(_stage_launch((1, st.cout, *st.kernel), (0, st.ws[0], *st.ws[2:]), Slot("w"),
+                                     Slot("w_staged")))
     else:  # (C, 1, *window)
         w_sc, _, *w_window = st.ws
     block_h, block_w, block_c = config["BLOCK_H"], config["BLOCK_W"], config["BLOCK_C"]
@@ -472,7 +473,7 @@ def _channels_inner_launches(st, config, common, x_slot, bias_slot, out_slot, ou
         dict(constexprs, UNROLL=st.volume <= _UNROLL_MAX_STEPS, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_C=block_c,
              EVEN_C=st.cout % block_c == 0, BF16=input.dtype.name == "bfloat16",
              INDEX_64=needs_index_64(input, (st.full_out, out_strides)), num_warps=config["num_warps"]))
-    return [launch], stage_weight
+    return stagers + [launch], stage_weight
 
 
 def _stage_launch(shape, strides, source: Slot, target: Slot) -> PlannedLaunch:
@@ -635,9 +636,6 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
         if config.get("CHANNELS_INNER"):
             launches, stage_weight = _channels_inner_launches(st, config, common, x_slot, bias_slot, out_slot,
                                                               os_, input, out_strides)
-            if stage_weight:
-                stagers.append(_stage_launch((1, st.cout, *st.kernel), (0, st.ws[0], *st.ws[2:]), Slot("w"),
-                                             Slot("w_staged")))
         elif config.get("PLANES"):
             tiles = cdiv(st.out_spatial[1], config["BLOCK_H"]) * cdiv(st.out_spatial[2], config["BLOCK_W"])
             launches = [PlannedLaunch(
