@@ -24,7 +24,7 @@ channels, channels innermost, so that every tap is one vector load a position. `
 copies an NCHW operand channels-innermost for the kernels' staged settings: 16-bit tiles read in place
 from NCHW are gathered element by element, which the compiler cannot turn into asynchronous copies, so the
 implicit GEMM's loop is not pipelined; staged, its tiles are (and a depthwise weight, staged, gives each
-tap's channel block as one run).
+tap's channel block as one run). Every kernel reads the bias through its stride ``b_s``.
 """
 import triton
 import triton.language as tl
@@ -212,7 +212,7 @@ def _prefetched_step(acc, a, w_base, n_ok, rk, t, chunks, CIN_G, w_s_in, w_sd, w
 
 
 @triton.jit
-def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_split, OD, OH, OW, ID, IH, IW,
+def conv_implicit_gemm(x, w, bias, out, partial, b_s, M, COUT_G, CIN_G, steps_per_split, OD, OH, OW, ID, IH, IW,
                        sd, sh, sw, pd, ph, pw, dd, dh, dw,
                        x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
                        o_sn, o_sc, o_sd, o_sh, o_sw,
@@ -323,7 +323,7 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
         tl.store(partial + p_off, acc, mask=m_ok[:, None] & n_ok[None, :])
     else:
         if HAS_BIAS:
-            bv = decode(tl.load(bias + co, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
+            bv = decode(tl.load(bias + co * b_s, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
             acc = acc + bv[None, :]
         value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
         o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
@@ -331,7 +331,7 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
 
 
 @triton.jit
-def conv_split_sum(partial, bias, out, M, COUT, OD, OH, OW, o_sn, o_sc, o_sd, o_sh, o_sw,
+def conv_split_sum(partial, bias, out, b_s, M, COUT, OD, OH, OW, o_sn, o_sc, o_sd, o_sh, o_sw,
                    SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                    BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
     """out[position, c] = bias + the SPLITS partial[s, position, c] added in order s = 0, 1, ...; program
@@ -344,7 +344,7 @@ def conv_split_sum(partial, bias, out, M, COUT, OD, OH, OW, o_sn, o_sc, o_sd, o_
     for s in tl.static_range(1, SPLITS):
         acc += tl.load(partial + s * M * COUT + p_off, mask=ok, other=0)
     if HAS_BIAS:
-        bv = decode(tl.load(bias + co, mask=co < COUT, other=0), BIAS_FORMAT).to(tl.float32)
+        bv = decode(tl.load(bias + co * b_s, mask=co < COUT, other=0), BIAS_FORMAT).to(tl.float32)
         acc = acc + bv[None, :]
     nb, od, oh, ow = _output_position(rm, OD, OH, OW)
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
@@ -373,7 +373,7 @@ def _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH,
 
 
 @triton.jit
-def conv_direct(x, w, bias, out, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
+def conv_direct(x, w, bias, out, b_s, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                 sd, sh, sw, pd, ph, pw, dd, dh, dw,
                 x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
                 o_sn, o_sc, o_sd, o_sh, o_sw,
@@ -405,7 +405,7 @@ def conv_direct(x, w, bias, out, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                                ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW,
                                TRANSPOSED, DECODE_BF16)
     if HAS_BIAS:
-        bv = decode(tl.load(bias + co, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
+        bv = decode(tl.load(bias + co * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
         acc = acc + bv[None, :]
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
@@ -442,7 +442,7 @@ def _plane_row(od, oh, ow, r, x_plane, w_co, ID, IH, sd, sh, sw, pd, ph, pw, dd,
 
 
 @triton.jit
-def conv_direct_planes(x, w, bias, out, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
+def conv_direct_planes(x, w, bias, out, b_s, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                        sd, sh, sw, pd, ph, pw, dd, dh, dw,
                        x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
                        o_sn, o_sc, o_sd, o_sh, o_sw,
@@ -484,7 +484,7 @@ def conv_direct_planes(x, w, bias, out, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                 acc = _plane_tap(acc, row_ptr, row_ok, ow, kw, w_row, IW, sw, pw, dw, x_sc, x_sw, w_s_in, w_sw, CIN_G,
                                  DECODE_BF16)
     if HAS_BIAS:
-        acc = acc + decode(tl.load(bias + co), BIAS_FORMAT).to(tl.float32)
+        acc = acc + decode(tl.load(bias + co * b_s), BIAS_FORMAT).to(tl.float32)
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + co * o_sc + od * o_sd + oh[:, None] * o_sh + ow[None, :] * o_sw
     tl.store(out + o_off, value, mask=(oh < OH)[:, None] & (ow < OW)[None, :])
@@ -554,7 +554,7 @@ def _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH,
 
 
 @triton.jit
-def conv_depthwise_channels_inner(x, w, bias, out, C, OD, OH, OW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
+def conv_depthwise_channels_inner(x, w, bias, out, b_s, C, OD, OH, OW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
                                   x_sn, x_sc, x_sd, x_sh, x_sw, w_sc, w_sd, w_sh, w_sw, o_sn, o_sc, o_sd, o_sh, o_sw,
                                   KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
                                   BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
@@ -608,7 +608,7 @@ def conv_depthwise_channels_inner(x, w, bias, out, C, OD, OH, OW, ID, IH, IW, sd
         acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh,
                                      x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, True, DECODE_BF16, BF16)
     if HAS_BIAS:
-        acc = acc + decode(tl.load(bias + c, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)[None, :]
+        acc = acc + decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)[None, :]
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
     tl.store(out + o_off[:, None] + c[None, :] * o_sc, value, mask=out_ok[:, None] & c_ok[None, :])

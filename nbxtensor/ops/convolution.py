@@ -450,7 +450,8 @@ def _channels_inner_strides(shape):
     return tuple(strides)
 
 
-def _channels_inner_launches(st, config, common, x_slot, bias_slot, out_slot, out_strides_3d, input, out_strides):
+def _channels_inner_launches(st, config, common, x_slot, bias_slot, bias_stride, out_slot, out_strides_3d, input,
+                             out_strides):
     """(the launches, whether the weight is staged) of a CHANNELS_INNER ``config``: the depthwise kernel's,
     its weight read in place, or first staged channels-innermost (``_stage_launch`` of it as (1, C, *window),
     into the workspace's ``w_staged``) so that a tap's channel block is one run."""
@@ -468,7 +469,7 @@ def _channels_inner_launches(st, config, common, x_slot, bias_slot, out_slot, ou
                                          "VIA_F32")}
     launch = PlannedLaunch(
         K.conv_depthwise_channels_inner, (st.n * st.out_spatial[0] * tiles, cdiv(st.cout, block_c)),
-        [x_slot, Slot("w_staged" if stage_weight else "w"), bias_slot, out_slot, st.cout, *st.out_spatial,
+        [x_slot, Slot("w_staged" if stage_weight else "w"), bias_slot, out_slot, bias_stride, st.cout, *st.out_spatial,
          *st.in_spatial, *st.stride, *st.padding, *st.dilation, *st.xs, w_sc, *w_window, *out_strides_3d],
         dict(constexprs, UNROLL=st.volume <= _UNROLL_MAX_STEPS, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_C=block_c,
              EVEN_C=st.cout % block_c == 0, BF16=input.dtype.name == "bfloat16",
@@ -614,6 +615,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
     staged_w_strides = _channels_inner_strides(tuple(weight.shape))
     out_slot = Slot("out")
     bias_slot = Slot("bias") if bias is not None else out_slot
+    bias_stride = bias.stride(0) if bias is not None else 1
 
     def launcher(config):
         """(input, weight, bias, out) -> None issuing the launches of this tile setting."""
@@ -634,19 +636,19 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                         _as_3d(tuple(weight.shape), staged_w_strides, st.dims)[1] if stage_weight else st.ws)
         splits = 1
         if config.get("CHANNELS_INNER"):
-            launches, stage_weight = _channels_inner_launches(st, config, common, x_slot, bias_slot, out_slot,
-                                                              os_, input, out_strides)
+            launches, stage_weight = _channels_inner_launches(st, config, common, x_slot, bias_slot, bias_stride,
+                                                              out_slot, os_, input, out_strides)
         elif config.get("PLANES"):
             tiles = cdiv(st.out_spatial[1], config["BLOCK_H"]) * cdiv(st.out_spatial[2], config["BLOCK_W"])
             launches = [PlannedLaunch(
                 K.conv_direct_planes, (st.n * st.cout * st.out_spatial[0] * tiles,),
-                [x_slot, w_slot, bias_slot, out_slot, st.cout, st.cout_g, *args, *os_],
+                [x_slot, w_slot, bias_slot, out_slot, bias_stride, st.cout, st.cout_g, *args, *os_],
                 dict(plane_common, CIN_G=st.cin_g, BLOCK_H=config["BLOCK_H"], BLOCK_W=config["BLOCK_W"],
                      num_warps=config["num_warps"]))]
         elif st.route == "direct":
             launches = [PlannedLaunch(
                 K.conv_direct, (cdiv(st.m, config["BLOCK_M"]), cdiv(st.cout, config["BLOCK_C"])),
-                [x_slot, w_slot, bias_slot, out_slot, st.m, st.cout, st.cout_g, *args, *os_],
+                [x_slot, w_slot, bias_slot, out_slot, bias_stride, st.m, st.cout, st.cout_g, *args, *os_],
                 dict(common, CIN_G=st.cin_g, BLOCK_M=config["BLOCK_M"], BLOCK_C=config["BLOCK_C"],
                      num_warps=config["num_warps"]))]
         else:
@@ -654,8 +656,8 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
             tiles = cdiv(st.m, config["BLOCK_M"]) * cdiv(st.cout_g, config["BLOCK_N"])
             launches = [PlannedLaunch(
                 K.conv_implicit_gemm, (tiles, st.groups, splits),
-                [x_slot, w_slot, bias_slot, out_slot, Slot("partial") if splits > 1 else out_slot, st.m, st.cout_g,
-                 st.cin_g, per_split, *args, *os_],
+                [x_slot, w_slot, bias_slot, out_slot, Slot("partial") if splits > 1 else out_slot, bias_stride, st.m,
+                 st.cout_g, st.cin_g, per_split, *args, *os_],
                 dict(common, FLAT_K=st.flat_k, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                      BLOCK_K=config["BLOCK_K"], NUM_STAGES=config["num_stages"],
                      STEPPED=splits > 1 or bool(config.get("STEPPED")), SPLIT=splits > 1,
@@ -666,7 +668,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                 block_c = min(64, next_pow2(st.cout))
                 launches.append(PlannedLaunch(
                     K.conv_split_sum, (cdiv(st.m, 64), cdiv(st.cout, block_c)),
-                    [Slot("partial"), bias_slot, out_slot, st.m, st.cout, *st.out_spatial, *os_],
+                    [Slot("partial"), bias_slot, out_slot, bias_stride, st.m, st.cout, *st.out_spatial, *os_],
                     dict(SPLITS=splits, BLOCK_M=64, BLOCK_C=block_c, HAS_BIAS=bias is not None,
                          BIAS_FORMAT=bias_format, DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"],
                          num_warps=4)))
