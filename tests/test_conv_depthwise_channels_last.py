@@ -14,6 +14,8 @@ import nbxtensor as nbx
 import nbxtensor.nn.functional as F
 from nbxtensor import tuning
 from nbxtensor.allocation import Workspace
+from nbxtensor.kernels import conv as K
+from nbxtensor.launch import capture
 from nbxtensor.ops import plans
 from nbxtensor.ops.convolution import _Setting
 from nbxtensor.ops.registry import get
@@ -238,3 +240,18 @@ def test_a_depthwise_setting_on_a_grouped_shape_of_its_key(rng, monkeypatch):
     assert launched == ["conv_direct"]
     from tests.test_convolution import reference
     _check(got, reference(x, w, None, 1, 1, 1, 8), "float32", 9)
+
+
+def test_offsets_in_64_bits(rng, monkeypatch):
+    # an operand past 2^31 elements cannot be made here: the 64-bit offsets its launch takes, asked for on a
+    # small one, give the same values
+    from nbxtensor.ops import convolution
+    monkeypatch.setattr(convolution, "needs_index_64", lambda *operands, **kwargs: True)
+    x = _values(rng, (2, 20, 7, 11), "float16")
+    w = _values(rng, (20, 1, 3, 3), "float16")
+    b = _values(rng, (20,), "float16")
+    with capture() as captured:
+        got = _convolve(_channels_last(x, "float16"), w, b, "float16", 2, 1, 1, 20)
+    assert [constexprs["INDEX_64"] for kernel, _, _, _, constexprs, _ in captured.launches
+            if kernel is K.conv_depthwise_channels_inner] == [True]
+    _check(got, depthwise_reference(x, w, b, 2, 1, 1), "float16", 9)
