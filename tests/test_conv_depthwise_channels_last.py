@@ -167,6 +167,7 @@ def test_candidates_of_the_channels_inner_kernel():
     setting, configs = _candidates_of((8, 96, 56, 56), (7, 7), 96)
     inner = [c for c in configs if c.get("CHANNELS_INNER")]
     assert inner and {c.get("STAGE_WEIGHT", False) for c in inner} == {False, True}
+    assert {c.get("ROWS_LOOPED", False) for c in inner} == {False, True}
     assert any("BLOCK_M" in c for c in configs)  # the general direct kernel stays a candidate
     for c in inner:  # a vector of 16-bit channels a thread at least, and tiles no larger than the plane
         assert c["BLOCK_H"] * c["BLOCK_W"] * c["BLOCK_C"] >= 32 * c["num_warps"] * 8

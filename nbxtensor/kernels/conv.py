@@ -532,12 +532,20 @@ def _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, out_ok, ID, IH, dd, dh,
 @triton.jit
 def _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh, x_sw,
                            w_sd, w_sh, w_sw, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
-                           UNROLL: tl.constexpr, MASKED: tl.constexpr, DECODE_BF16: tl.constexpr,
-                           BF16: tl.constexpr):
+                           UNROLL: tl.constexpr, UNROLL_COLUMNS: tl.constexpr, MASKED: tl.constexpr,
+                           DECODE_BF16: tl.constexpr, BF16: tl.constexpr):
     """``acc`` plus the whole window: rows outside, columns inside, so that a row's pointers and validity
-    are formed once and each column steps from them."""
+    are formed once and each column steps from them. UNROLL: the window unrolled; else UNROLL_COLUMNS: the
+    rows a loop, each row's columns unrolled (less code, fewer loads in flight)."""
     if UNROLL:
         for r in tl.static_range(KD * KH):
+            row_ptr, row_ok, w_row = _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, out_ok, ID, IH, dd, dh,
+                                                                x_sd, x_sh, w_sd, w_sh, KH)
+            for kw in tl.static_range(KW):
+                acc = _channels_inner_tap(acc, row_ptr, w_row, row_ok, iw, c_ok, kw, IW, dw, x_sw, w_sw, MASKED,
+                                          DECODE_BF16, BF16)
+    elif UNROLL_COLUMNS:
+        for r in range(KD * KH):
             row_ptr, row_ok, w_row = _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, out_ok, ID, IH, dd, dh,
                                                                 x_sd, x_sh, w_sd, w_sh, KH)
             for kw in tl.static_range(KW):
@@ -557,10 +565,10 @@ def _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH,
 def conv_depthwise_channels_inner(x, w, bias, out, b_s, C, OD, OH, OW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
                                   x_sn, x_sc, x_sd, x_sh, x_sw, w_sc, w_sd, w_sh, w_sw, o_sn, o_sc, o_sd, o_sh, o_sw,
                                   KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
-                                  BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
-                                  EVEN_C: tl.constexpr, HAS_BIAS: tl.constexpr, DECODE_BF16: tl.constexpr,
-                                  BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
-                                  VIA_F32: tl.constexpr, INDEX_64: tl.constexpr):
+                                  UNROLL_COLUMNS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
+                                  BLOCK_C: tl.constexpr, EVEN_C: tl.constexpr, HAS_BIAS: tl.constexpr,
+                                  DECODE_BF16: tl.constexpr, BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+                                  DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr):
     """out[n, c, o] = bias[c] + sum over the window of x[n, c, .] * w[c, 0, .]: a forward depthwise convolution
     (one input and one output channel a group) whose input's channels are adjacent in memory (channels-last).
     Program (t, j) takes output rows x columns BLOCK_H x BLOCK_W of plane (n, od), t = (n * OD + od) * tiles
@@ -603,10 +611,12 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, C, OD, OH, OW, ID, IH, I
     acc = tl.zeros((BLOCK_H * BLOCK_W, BLOCK_C), dtype=tl.float32)
     if interior:
         acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh,
-                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, False, DECODE_BF16, BF16)
+                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, UNROLL_COLUMNS, False, DECODE_BF16,
+                                     BF16)
     else:
         acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh,
-                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, True, DECODE_BF16, BF16)
+                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, UNROLL_COLUMNS, True, DECODE_BF16,
+                                     BF16)
     if HAS_BIAS:
         acc = acc + decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)[None, :]
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)

@@ -233,6 +233,9 @@ _PLANE_MAX_WIDTH = 64
 # batches, small ones so that a late stage at batch 1 still forms a program or more a multiprocessor
 _CHANNELS_INNER_TILES = [(4, 8, 64, 4), (8, 8, 32, 4), (2, 16, 64, 4), (4, 16, 64, 8), (8, 16, 32, 8),
                          (2, 8, 32, 2), (1, 8, 32, 1)]
+# tiles (of the list above) also tried with the window's rows a loop (ROWS_LOOPED: less code, fewer loads
+# in flight), their weight staged
+_CHANNELS_INNER_ROWS_LOOPED = [(4, 8, 64, 4), (8, 8, 32, 4)]
 # the interpreter's one setting: a few rows and two channel blocks of small channel counts
 _CHANNELS_INNER_INTERPRETED = (4, 8, 16, 4)
 # elements a thread at least holds: one 16-byte vector of 16-bit channels
@@ -426,12 +429,18 @@ class _Setting:
     def channels_inner_candidates(self, tiles=None) -> list[dict]:
         """The depthwise kernel's settings for ``channels_inner_tiles(tiles)``, each with the weight read in
         place (a tap's channels a window apart) and, where they are not adjacent already, staged
-        channels-innermost first (STAGE_WEIGHT: a tap's channel block one run)."""
-        configs = [dict(CHANNELS_INNER=True, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc, num_warps=w)
-                   for bh, bw, bc, w in self.channels_inner_tiles(tiles)]
-        if self.ws[0] == 1:
-            return configs
-        return configs + [dict(c, STAGE_WEIGHT=True) for c in configs]
+        channels-innermost first (STAGE_WEIGHT: a tap's channel block one run); by default also those of
+        ``_CHANNELS_INNER_ROWS_LOOPED`` with the window's rows a loop."""
+        def settings(fitted, **flags):
+            return [dict(CHANNELS_INNER=True, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc, num_warps=w, **flags)
+                    for bh, bw, bc, w in fitted]
+        stage = {} if self.ws[0] == 1 else {"STAGE_WEIGHT": True}
+        configs = settings(self.channels_inner_tiles(tiles))
+        if stage:
+            configs += settings(self.channels_inner_tiles(tiles), **stage)
+        if tiles is None:
+            configs += settings(self.channels_inner_tiles(_CHANNELS_INNER_ROWS_LOOPED), ROWS_LOOPED=True, **stage)
+        return _unique(configs)
 
 
 def _staged(setting, configs):
@@ -471,7 +480,9 @@ def _channels_inner_launches(st, config, common, x_slot, bias_slot, bias_stride,
         K.conv_depthwise_channels_inner, (st.n * st.out_spatial[0] * tiles, cdiv(st.cout, block_c)),
         [x_slot, Slot("w_staged" if stage_weight else "w"), bias_slot, out_slot, bias_stride, st.cout, *st.out_spatial,
          *st.in_spatial, *st.stride, *st.padding, *st.dilation, *st.xs, w_sc, *w_window, *out_strides_3d],
-        dict(constexprs, UNROLL=st.volume <= _UNROLL_MAX_STEPS, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_C=block_c,
+        dict(constexprs, UNROLL=st.volume <= _UNROLL_MAX_STEPS and not config.get("ROWS_LOOPED"),
+             UNROLL_COLUMNS=st.kernel[2] <= _UNROLL_MAX_STEPS, BLOCK_H=block_h, BLOCK_W=block_w,
+             BLOCK_C=block_c,
              EVEN_C=st.cout % block_c == 0, BF16=input.dtype.name == "bfloat16",
              INDEX_64=needs_index_64(input, (st.full_out, out_strides)), num_warps=config["num_warps"]))
     return stagers + [launch], stage_weight
