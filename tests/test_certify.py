@@ -123,6 +123,8 @@ CONVOLUTIONS = {
                                                _image((20, 16, 3, 3), "float16"), padding=1),
     "depthwise, bfloat16": lambda: F.conv2d(_image((1, 8, 5, 5), "bfloat16"), _image((8, 1, 3, 3), "bfloat16"),
                                             padding=1, groups=8),
+    "depthwise, channels-last": lambda: F.conv2d(_image((1, 24, 6, 9), "float16", True),
+                                                 _image((24, 1, 3, 3), "float16"), padding=1, groups=24),
     "grouped, strided": lambda: F.conv2d(_image((1, 36, 5, 6)), _image((24, 12, 3, 3)), stride=2, padding=1, groups=3),
     "3-d": lambda: F.conv3d(_image((1, 18, 4, 5, 3)), _image((16, 18, 3, 3, 3)), stride=(2, 1, 1), padding=1),
     "transposed": lambda: F.conv_transpose2d(_image((1, 16, 3, 4)), _image((16, 9, 2, 3)), stride=2),
