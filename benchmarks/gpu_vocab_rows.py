@@ -40,9 +40,11 @@ CASES = [
     ("softmax", dict(rows=1, cols=50257), "float32"),
     ("softmax", dict(rows=64, cols=50257), "float32"),
     ("softmax", dict(rows=64, cols=16032), "bfloat16"),
+    ("softmax", dict(rows=1, cols=16032), "bfloat16"),  # a row alone in one program (held in registers)
     ("softmax", dict(rows=64, cols=32000), "bfloat16"),
     ("softmax", dict(rows=64, cols=128256), "bfloat16"),
     ("softmax", dict(rows=64, cols=152064), "bfloat16"),
+    ("softmax", dict(rows=64, cols=256000), "bfloat16"),
     ("softmax", dict(rows=1, cols=51865), "float16"),
 ]
 # many-row top-k takes the radix select where the segments' programs outnumber a wave: these rows time
