@@ -102,6 +102,27 @@ def test_softmax_rows_on_hopper_split_in_few_one_block_chunks():
     assert registry.get("softmax").cost(TensorMeta((64, 50257), nbx.float32), -1).workspace >= 2 * 4 * 64 * 13
 
 
+def test_vocabulary_rows_under_hopper_facts(rng, set_kernel_facts):
+    """Planned as on Hopper: a bfloat16 row of 16032 in one program of 16 warps (32 elements a thread), a
+    float32 row of 50257 in 13 chunks of 4096 over two launches of one block a program; both against
+    float64 within two roundings and the float32 sum of the row."""
+    set_kernel_facts(**load_facts("hopper")["kernels"])
+    shard = (rng.standard_normal((2, 16032)) * 3).astype(nbx.bfloat16.numpy)
+    with capture() as captured:
+        got = nbx.softmax(to_nbx(shard), -1).numpy().astype(np.float64)
+    assert [(grid, c["RESIDENT"], c["BLOCK_R"], c["num_warps"]) for _, grid, _, _, c, _ in captured.launches] == \
+        [((2,), True, 16384, 16)]
+    np.testing.assert_allclose(got, ref_softmax(shard, 1), rtol=2 * EPS["bfloat16"] + 16032 * EPS["float32"],
+                               atol=1e-38)
+    vocabulary = (rng.standard_normal((2, 50257)) * 3).astype(np.float32)
+    with capture() as captured:
+        got = nbx.softmax(to_nbx(vocabulary), -1).numpy()
+    assert [(grid, c["ONE_STEP"], c["BLOCK_R"]) for _, grid, _, _, c, _ in captured.launches] == \
+        [((2, 13), True, 4096)] * 2
+    np.testing.assert_allclose(got, ref_softmax(vocabulary, 1), rtol=2 * EPS["float32"] + 50257 * EPS["float32"],
+                               atol=1e-38)
+
+
 @pytest.mark.parametrize("block,chunks", [(64, 64), (16, 4)], ids=["one-block chunks", "chunks of 8 blocks"])
 def test_a_split_softmax_sweeps_the_chunks_its_first_pass_cut(rng, set_kernel_facts, block, chunks):
     """Rows of 301 past the resident length: in 5 chunks of one 64-wide block, 4 rows a program (the sweep
