@@ -159,7 +159,6 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                   DST_ALIGN=row_align(length, meta.dtype, dst_unit))
     source, result = Slot("src"), Slot("out")
     temporaries = {}
-    chunk, n_chunks = _softmax_split(length, facts)
     if length <= facts["softmax_resident_max"]:
         block_r = next_pow2(length)
         block_rows = max(1, facts["reduction_tile"] // block_r)
@@ -174,6 +173,7 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                  ONE_STEP=False, num_warps=warps, **common))]
     else:
         # a long row: (max, sum of exp) per chunk, then a normalising sweep of the same chunks
+        chunk, n_chunks = _softmax_split(length, facts)
         block_rows, block_r, warps = tile_for(chunk, facts, split=True)
         # the chunk states add in the tile's order, so the first pass's tile is a function of the length
         # alone; the sweep combines them exactly and may take fewer rows a program
