@@ -315,10 +315,6 @@ def randint_like(x: Tensor, low=0, high=None, *, generator=None, dtype=None, dev
 
 # ---- in-place fills -------------------------------------------------------------------------------
 
-def _same_meta(x, *args, **kwargs):
-    return TensorMeta(tuple(x.shape), x.dtype)
-
-
 # the rules of the in-place draws into ``x`` and of bernoulli
 _FILL_RULES = _drawing_rules(lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype))
 
@@ -454,8 +450,9 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=F
 
 # ---- dropout --------------------------------------------------------------------------------------
 
-@register("dropout", family="random", functional=True, aten=["aten::dropout.default"], meta=_same_meta,
-          cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)), api=())
+@register("dropout", family="random", functional=True, aten=["aten::dropout.default"],
+          meta=lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype),
+          cost=lambda a: Cost(bytes_read=nbytes(a.x), bytes_written=nbytes(a.x)), bound=True, api=())
 def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None) -> Tensor:
     """``nn.functional.dropout``: in training, zero each element with probability ``p`` and scale the
     rest by 1 / (1 - p); otherwise (inference) return ``x`` itself."""
