@@ -239,7 +239,7 @@ def _plan_gather(plan: IndexPlan, op: str):
             K.advanced_index, (cdiv(n, block),),
             [data, out, rows, 0, n, n_b, tuple(shape), tuple(data_strides), S.contiguous_strides(shape), sizes,
              index_strides, status],
-            dict(RANK=len(shape), B_START=b_start, B_END=b_end, K=len(sizes), MODE=K.MODE_GATHER,
+            dict(RANK=len(shape), B_START=b_start, B_END=b_end, K=len(sizes), MODE=K.MODE_GATHER.value,
                  CONSTANT_BITS_TYPE=tl.int8, CODE=error_code(op), WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block))
 
     def execute(plan):
@@ -331,7 +331,7 @@ def put_through(plan: IndexPlan, value, op: str, accumulate: bool = False, alpha
                [data, data if constant else value, rows, value if constant else 0, n, n_b, shape, data_strides,
                 value_strides, sizes, index_strides, status],
                RANK=len(shape), B_START=b_start, B_END=b_end, K=len(sizes),
-               MODE=K.MODE_PUT_CONSTANT if constant else K.MODE_PUT,
+               MODE=(K.MODE_PUT_CONSTANT if constant else K.MODE_PUT).value,
                CONSTANT_BITS_TYPE=getattr(tl, BITS_TYPE[view.dtype.itemsize]), CODE=error_code(op),
                WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block)
     after_checked_launch(dev, lambda: plan.out_of_range(op))

@@ -241,8 +241,9 @@ def scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
     return out
 
 
-_REDUCE_CODES = {"sum": K.REDUCE_SUM, "add": K.REDUCE_SUM, "prod": K.REDUCE_PROD, "multiply": K.REDUCE_PROD,
-                 "amax": K.REDUCE_MAX, "amin": K.REDUCE_MIN, "mean": K.REDUCE_SUM}
+_REDUCE_CODES = {"sum": K.REDUCE_SUM.value, "add": K.REDUCE_SUM.value, "prod": K.REDUCE_PROD.value,
+                 "multiply": K.REDUCE_PROD.value, "amax": K.REDUCE_MAX.value, "amin": K.REDUCE_MIN.value,
+                 "mean": K.REDUCE_SUM.value}
 
 
 def _identity(reduce: str, dt):
