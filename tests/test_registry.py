@@ -271,6 +271,11 @@ def test_an_out_variant_writes_the_result_into_out():
         nbx.sort(x, out=(to_nbx(np.zeros(3, np.float32)), indices))
     with pytest.raises(TypeError, match="sort: out must be a tuple of 2 tensors"):
         nbx.sort(x, out=values)
+    # every output is checked before any is written
+    untouched = to_nbx(np.full((1, 3), 7.0, np.float32))
+    with pytest.raises(RuntimeError, match=r"sort: output with shape \(2,\) doesn't match"):
+        nbx.sort(x, out=(untouched, to_nbx(np.zeros(2, np.int64))))
+    assert np.array_equal(untouched.numpy(), [[7, 7, 7]])
     # the rules never see out
     assert registry.get("sort").meta(x, out=(values, indices))[0].shape == (1, 3)
     assert "out" in inspect.signature(registry.get("cross").impl).parameters
@@ -310,8 +315,8 @@ def test_an_exact_out_variant_refuses_other_dtypes_before_writing():
     mantissa, exponent = to_nbx(np.zeros(2, np.float32)), to_nbx(np.zeros(2, np.int32))
     assert nbx.frexp(x, out=(mantissa, exponent)).exponent is exponent
     assert np.array_equal(mantissa.numpy(), [0.75, -0.75]) and np.array_equal(exponent.numpy(), [1, 2])
-    # an int64 exponent could hold the result (OUT would cast into it), but frexp's is int32 only;
-    # the mantissa, checked first, stays as it was
+    # an int64 exponent could hold the result (OUT would cast into it), but frexp's is int32 only; every
+    # output is checked before any is written, so the mantissa stays as it was
     untouched = to_nbx(np.full(2, 7.0, np.float32))
     with pytest.raises(RuntimeError, match=r"frexp\(\) expects exponent to have dtype int32 but got int64"):
         nbx.frexp(x, out=(untouched, to_nbx(np.zeros(2, np.int64))))

@@ -40,8 +40,8 @@ read from that declaration (its ``OpDef``):
     taking ``inplace=``: the op ``x_``, the call (and its rules') with ``inplace=True``. ``OUT_OF_PLACE`` on
     an in-place ``x_``: the op ``x``, the call on a clone of the first argument, its meta rule the in-place
     op's and its cost that plus the copy. A derived op's ATen overloads, names in ``nbxtensor``, methods and
-    ``nn.functional`` names follow from this op's (``aten::x_.src`` and ``aten::x.src``). Pointwise ops take their in-place forms and ``out=`` from their
-    table rows (``ops/pointwise.py``).
+    ``nn.functional`` names follow from this op's (``aten::x_.src`` and ``aten::x.src``). Pointwise ops take
+    their in-place forms and ``out=`` from their table rows (``ops/pointwise.py``).
 ``samples``
     the op's sample inputs (``samples(op)`` -> ``ops/samples.py``'s ``Samples``); by default its family's
     (``family_samples``), read through ``samples_of``.
