@@ -77,6 +77,9 @@ def test_cost_rules_count_bytes():
     assert cat_cost.bytes_read == 2048 + 4096 and cat_cost.bytes_written == 2048 * 4
     assert registry.get("zeros").cost(4, 4, dtype=nbx.float64).bytes_written == 128
     assert registry.get("permute").cost(m, (0,)) == Cost()
+    # take reads and writes its result's elements, of the input's dtype (not the int64 index's)
+    values, index = TensorMeta((5,), nbx.complex128), TensorMeta((3,), nbx.int64)
+    assert registry.get("take").cost(values, index) == Cost(bytes_read=48, bytes_written=48)
 
 
 def test_meta_rules_need_no_device():
