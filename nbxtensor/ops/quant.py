@@ -143,7 +143,9 @@ def _key(facts, input, weight, bias=None, fp8_activations=False):
 _plans = PlanCache()
 
 
-@register("quantized_linear", family="quantized", aten=["nbx::quantized_linear"], meta=_meta, cost=_cost, key=_key)
+@register("quantized_linear", family="quantized", aten=["nbx::quantized_linear"],
+          meta=lambda a: _meta(a.input, a.weight, a.bias, a.fp8_activations),
+          cost=lambda a: _cost(a.input, a.weight, a.bias, a.fp8_activations), bound=True, key=_key)
 def quantized_linear(input: Tensor, weight: QuantizedWeight, bias: Tensor | None = None,
                      fp8_activations: bool = False) -> Tensor:
     """input @ weight.T + bias for a quantized (out_features, in_features) ``weight``, dequantized as it is
