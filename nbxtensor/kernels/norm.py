@@ -236,15 +236,16 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, opaque_zero, length,
 
 
 @triton.jit
-def batch_norm_inference(src, dst, mean, var, weight, bias, n, channels, spatial, eps,
+def batch_norm_inference(src, dst, mean, var, weight, bias, n, channels, channel_stride, eps,
                          HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, COMPUTE: tl.constexpr,
                          SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
                          INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
-    """(x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] over a dense [N, C, spatial] tensor;
-    the per-channel vectors arrive in the compute dtype."""
+    """(x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] over a dense tensor whose channel
+    dim has stride ``channel_stride`` (the spatial size in NCHW, 1 in channels-last); the per-channel
+    vectors arrive in the compute dtype."""
     idx = program_elements(BLOCK, INDEX_64)
     mask = idx < n
-    c = (idx // spatial) % channels
+    c = (idx // channel_stride) % channels
     x = decode(tl.load(src + idx, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
     m = tl.load(mean + c, mask=mask, other=0)
     v = tl.load(var + c, mask=mask, other=1)

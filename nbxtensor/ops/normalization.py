@@ -545,17 +545,21 @@ def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, tra
     params = [_param(p, channels, name, "batch_norm") for p, name in
               ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"), (bias, "bias"))]
     params = [None if p is None else p.to(dtype=compute).contiguous() for p in params]
-    out = new_tensor(x.shape, x.dtype, x.device)
+    # the output's layout is ATen's suggested memory format of the input: a channels-last input keeps
+    # its layout and is read in place, the channel then varying fastest
+    channels_last = S.strides_like_channels_last(x.shape, x.stride())
+    layout = ("channels_last_3d" if len(x.shape) == 5 else "channels_last") if channels_last else "contiguous_format"
+    out = new_tensor(x.shape, x.dtype, x.device, S.channels_last_strides(x.shape, layout) if channels_last else None)
     n = x.numel()
     if n == 0:
         return out
-    src = x.contiguous()
+    src = x.contiguous(memory_format=layout)
     block = kernel_facts(x.device)["elementwise_block"]
     flags = conversion_flags(compute, x.dtype, x.device)
     mean_, var_, w, b = params
     launch(N.batch_norm_inference, (cdiv(n, block),), x.device,
            [src, out, mean_, var_, w if w is not None else mean_, b if b is not None else mean_, n, channels,
-            S.numel(x.shape[2:]), float(eps)],
+            1 if channels_last else S.numel(x.shape[2:]), float(eps)],
            HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, COMPUTE=compute.triton, SRC_FORMAT=float_format(x.dtype),
            DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(count=n), BLOCK=block)
     return out
@@ -569,9 +573,13 @@ def _native_group_norm_meta(a):
 
 def _native_group_norm_cost(a):
     norm = _norm_cost(a.x, a.weight, a.bias)
-    statistics = 2 * a.N * a.group * a.x.dtype.itemsize
+    statistic = a.N * a.group * a.x.dtype.itemsize
+    # the statistics' pass: var_mean's own temporaries, the variance and the variance plus eps
+    moments = get("var_mean").cost(TensorMeta((a.N, a.group, S.numel(a.x.shape) // max(a.N * a.group, 1)),
+                                              a.x.dtype), dim=-1, correction=0)
     return Cost(flops=norm.flops + 3 * S.numel(a.x.shape), bytes_read=norm.bytes_read + nbytes(a.x),
-                bytes_written=norm.bytes_written + statistics)
+                bytes_written=norm.bytes_written + 2 * statistic,
+                workspace=norm.workspace + moments.workspace + workspace_bytes(statistic, statistic))
 
 
 @register("native_group_norm", family="normalization", aten=["aten::native_group_norm.default"],
