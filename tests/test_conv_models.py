@@ -213,3 +213,14 @@ def test_training_outputs_nothing_reads_are_not_computed(tmp_path):
         want_values, want_indices = module(x)
     _expect_like(values, want_values)
     np.testing.assert_array_equal(indices.numpy(), want_indices.numpy())
+
+
+def test_a_channels_last_1x1_convolution_keeps_its_layout(tmp_path):
+    """A 1x1 convolution's weight is contiguous in both formats, yet torch's channels-last strides for it
+    make the output channels-last from a row-major input: the export marks it, the loader lays it out so."""
+    module = _seeded(lambda: torch.nn.Conv2d(4, 6, 1)).to(memory_format=torch.channels_last)
+    x = torch.randn(2, 4, 3, 3)
+    model = _exported(module, (x,), tmp_path)
+    assert model.tensors["param::weight"]["memory_format"] == "channels_last"
+    with torch.no_grad():
+        _expect_like(model(_as_nbx(x)), module(x))

@@ -67,11 +67,13 @@ def _dtype_name(dtype) -> str:
 
 def _weight_format(data) -> dict:
     """``{"memory_format": name}`` for a weight laid out channels-last (which the weights file, row-major,
-    does not keep), else nothing."""
+    does not keep), else nothing. Strides decide, not ``is_contiguous``: a 1x1 convolution's weight is
+    contiguous in both formats, and its channels-last strides still make its output channels-last."""
     for name, rank in WEIGHT_FORMAT_RANKS.items():
-        if data.dim() == rank and not data.is_contiguous() \
-                and data.is_contiguous(memory_format=getattr(torch, name)):
-            return {"memory_format": name}
+        if data.dim() == rank:
+            laid_out = torch.empty(data.shape, memory_format=getattr(torch, name)).stride()
+            if data.stride() == laid_out != torch.empty(data.shape).stride():
+                return {"memory_format": name}
     return {}
 
 

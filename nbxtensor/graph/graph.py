@@ -8,11 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import progress
+from .. import shape as S
+from ..allocation import new_tensor
 from ..device import resolve
 from ..dtypes import get_dtype
 from ..io.safetensors import SafetensorsError, safe_open
 from ..launch import _ALIGN_MASK
-from ..ops.copy import contiguous as _contiguous
+from ..ops.copy import copy_ as _copy_
 from ..ops.creation import tensor as _tensor
 from ..ops.registry import MAYBE_VIEW, VIEW, Cost, OpDef, TensorMeta, families, nbytes, workspace_bytes
 from ..tensor import Tensor
@@ -364,7 +366,9 @@ class Graph:
             weight = _tensor(weight.numpy(), dtype=weight.dtype, device=self.device)
         if "memory_format" in entry:
             # the file holds it row-major; the module had it channels-last, which decides its users' layouts
-            weight = _contiguous(weight, memory_format=entry["memory_format"])
+            # (ATen's strides exactly: a 1x1 convolution's weight is contiguous either way, not alike strided)
+            strides = S.channels_last_strides(weight.shape, entry["memory_format"])
+            weight = _copy_(new_tensor(weight.shape, weight.dtype, weight.device, strides), weight)
         return weight
 
     def _load_constants(self) -> dict[str, Tensor]:
