@@ -50,7 +50,8 @@ CASES = [
     ("vae-decoder b1 fp16 channels-last", "vae", "float16", True, 1),
 ]
 # the CPU smoke run's cases: the tests' tiny sizes, float32
-SMOKE_CASES = [("resnet tiny b2", "resnet50", "float32", False, 2), ("resnet tiny b1 channels-last", "resnet50", "float32", True, 1),
+SMOKE_CASES = [("resnet tiny b2", "resnet50", "float32", False, 2),
+               ("resnet tiny b1 channels-last", "resnet50", "float32", True, 1),
                ("unet tiny b2", "unet", "float32", False, 2), ("vae-decoder tiny b1", "vae", "float32", False, 1)]
 # units of a half dtype's rounding (2^-8 for bf16, 2^-11 for fp16) an output may be off, relative to its
 # largest element, where torch's own error is smaller still; float32 (the smoke run, whose reference is
@@ -151,73 +152,81 @@ def main(argv=None):
                 skipped.append(name)
                 continue
             case_start = time.perf_counter()
-            dtype = getattr(torch, dtype_name)
-            layout = torch.channels_last if channels_last else torch.contiguous_format
+            try:
+                dtype = getattr(torch, dtype_name)
+                layout = torch.channels_last if channels_last else torch.contiguous_format
 
-            def placed(t, dtype=dtype, layout=layout):
-                t = t.to(device, dtype)
-                return t.contiguous(memory_format=layout) if t.dim() == 4 else t
-            key = (kind, dtype_name, channels_last)
-            if key not in exported:
-                module, make_inputs = _build(torch, models, kind, smoke)
-                reference = copy.deepcopy(module).to(device).to(memory_format=layout)
-                module = module.to(device, dtype).to(memory_format=layout)
-                reference.load_state_dict({k: v.float() if v.is_floating_point() else v
-                                           for k, v in module.state_dict().items()})  # the rounded weights
-                example = tuple(placed(t) for t in make_inputs(2 if kind == "resnet50" else batch))
-                dynamic = ({0: torch.export.Dim("batch", min=1, max=64)},) if kind == "resnet50" else None
-                export_start = time.perf_counter()
-                model = graph.load(export(module, example, os.path.join(scratch, "_".join(map(str, key))),
-                                          dynamic_shapes=dynamic), device=device)
-                print(f"{name}: exported and loaded in {time.perf_counter() - export_start:.1f} s ({len(model.steps)} "
-                      f"steps, fused at load {model.fusions}, weights {model.weight_bytes() / 2**20:.0f} MiB)", flush=True)
-                exported[key] = (module, reference, model, make_inputs)
-            module, reference, model, make_inputs = exported[key]
-            torch.manual_seed(batch)
-            inputs = tuple(placed(t) for t in make_inputs(batch))
-            ours_in = [nbx.from_dlpack(t) for t in inputs]
-            first = time.perf_counter()
-            ours = torch.from_dlpack(model(*ours_in))
-            synchronize()
-            first_s = time.perf_counter() - first
-            theirs = module(*inputs)
-            want = reference(*(t.float() for t in inputs))
-            ours_error, torch_error = _relative_error(torch, ours, want), _relative_error(torch, theirs, want)
-            close = ours_error <= max(2 * torch_error, _tolerance(torch, dtype))
-            checks.append((f"{name}: as close to float32 as torch", close,
-                           f"relative error {ours_error:.2e}, torch's {torch_error:.2e}"))
-            layout_kept = ours.is_contiguous(memory_format=torch.channels_last) == \
-                theirs.is_contiguous(memory_format=torch.channels_last) if ours.dim() == 4 else True
-            checks.append((f"{name}: output memory format as torch's", layout_kept,
-                           f"ours {tuple(ours.stride())}, torch's {tuple(theirs.stride())}"))
-            model.replay(*ours_in)
-            model.replay(*ours_in)  # the first replay is checked against the normal path
-            refused = model._replayer.reason(*ours_in)
-            replayed = torch.from_dlpack(model.replay(*ours_in))
-            checks.append((f"{name}: replay equals the normal path", refused is None and torch.equal(replayed, ours),
-                           "bitwise" if refused is None else f"refused: {refused}"))
-            values = model.bind([tuple(t.shape) for t in ours_in])
-            planned = model.plan(values).peak_bytes
-            if smoke:
-                ours_ms, replay_ms, torch_ms = host_ms(lambda: model(*ours_in)), host_ms(lambda: model.replay(*ours_in)), \
-                    host_ms(lambda: module(*inputs))
-                ours_peak = torch_peak = float("nan")
-            else:
-                ours_ms, torch_ms = gpu_pair_ms(lambda: model(*ours_in), lambda: module(*inputs), reps=5, rounds=5)
-                replay_ms, _ = gpu_pair_ms(lambda: model.replay(*ours_in), lambda: module(*inputs), reps=5, rounds=5)
-                ours_peak = peak(lambda: model(*ours_in), nbx.cuda.reset_peak_memory_stats, nbx.cuda.memory_allocated,
-                                 nbx.cuda.max_memory_allocated)
-                torch_peak = peak(lambda: module(*inputs), torch.cuda.reset_peak_memory_stats,
-                                  torch.cuda.memory_allocated, torch.cuda.max_memory_allocated)
-                checks.append((f"{name}: activation peak at most torch's", ours_peak <= torch_peak,
-                               f"{ours_peak / 2**20:.1f} vs {torch_peak / 2**20:.1f} MiB"))
-                checks.append((f"{name}: replay at least as fast as torch eager", replay_ms <= torch_ms,
-                               f"{replay_ms:.3f} vs {torch_ms:.3f} ms"))
-            rows.append((name, ours_ms, replay_ms, torch_ms, ours_peak, planned, torch_peak, first_s))
-            print(f"{name}: ours {ours_ms:.3f} ms, replay {replay_ms:.3f} ms, torch {torch_ms:.3f} ms "
-                  f"(torch/replay {torch_ms / replay_ms:.2f}); peak ours {ours_peak / 2**20:.1f} MiB measured, "
-                  f"{planned / 2**20:.1f} planned, torch {torch_peak / 2**20:.1f}; first call {first_s:.1f} s; "
-                  f"{time.perf_counter() - case_start:.0f} s in all", flush=True)
+                def placed(t, dtype=dtype, layout=layout):
+                    t = t.to(device, dtype)
+                    return t.contiguous(memory_format=layout) if t.dim() == 4 else t
+                key = (kind, dtype_name, channels_last)
+                if key not in exported:
+                    module, make_inputs = _build(torch, models, kind, smoke)
+                    reference = copy.deepcopy(module).to(device).to(memory_format=layout)
+                    module = module.to(device, dtype).to(memory_format=layout)
+                    reference.load_state_dict({k: v.float() if v.is_floating_point() else v
+                                               for k, v in module.state_dict().items()})  # the rounded weights
+                    example = tuple(placed(t) for t in make_inputs(2 if kind == "resnet50" else batch))
+                    dynamic = ({0: torch.export.Dim("batch", min=1, max=64)},) if kind == "resnet50" else None
+                    export_start = time.perf_counter()
+                    model = graph.load(export(module, example, os.path.join(scratch, "_".join(map(str, key))),
+                                              dynamic_shapes=dynamic), device=device)
+                    print(f"{name}: exported and loaded in {time.perf_counter() - export_start:.1f} s "
+                          f"({len(model.steps)} steps, fused at load {model.fusions}, weights "
+                          f"{model.weight_bytes() / 2**20:.0f} MiB)", flush=True)
+                    exported[key] = (module, reference, model, make_inputs)
+                module, reference, model, make_inputs = exported[key]
+                torch.manual_seed(batch)
+                inputs = tuple(placed(t) for t in make_inputs(batch))
+                ours_in = [nbx.from_dlpack(t) for t in inputs]
+                first = time.perf_counter()
+                ours = torch.from_dlpack(model(*ours_in))
+                synchronize()
+                first_s = time.perf_counter() - first
+                theirs = module(*inputs)
+                want = reference(*(t.float() for t in inputs))
+                ours_error, torch_error = _relative_error(torch, ours, want), _relative_error(torch, theirs, want)
+                close = ours_error <= max(2 * torch_error, _tolerance(torch, dtype))
+                checks.append((f"{name}: as close to float32 as torch", close,
+                               f"relative error {ours_error:.2e}, torch's {torch_error:.2e}"))
+                layout_kept = ours.is_contiguous(memory_format=torch.channels_last) == \
+                    theirs.is_contiguous(memory_format=torch.channels_last) if ours.dim() == 4 else True
+                checks.append((f"{name}: output memory format as torch's", layout_kept,
+                               f"ours {tuple(ours.stride())}, torch's {tuple(theirs.stride())}"))
+                model.replay(*ours_in)
+                model.replay(*ours_in)  # the first replay is checked against the normal path
+                refused = model._replayer.reason(*ours_in)
+                replayed = torch.from_dlpack(model.replay(*ours_in))
+                checks.append((f"{name}: replay equals the normal path",
+                               refused is None and torch.equal(replayed, ours),
+                               "bitwise" if refused is None else f"refused: {refused}"))
+                values = model.bind([tuple(t.shape) for t in ours_in])
+                planned = model.plan(values).peak_bytes
+                if smoke:
+                    ours_ms, replay_ms = host_ms(lambda: model(*ours_in)), host_ms(lambda: model.replay(*ours_in))
+                    torch_ms = host_ms(lambda: module(*inputs))
+                    ours_peak = torch_peak = float("nan")
+                else:
+                    ours_ms, torch_ms = gpu_pair_ms(lambda: model(*ours_in), lambda: module(*inputs), reps=5, rounds=5)
+                    replay_ms, _ = gpu_pair_ms(lambda: model.replay(*ours_in), lambda: module(*inputs), reps=5,
+                                               rounds=5)
+                    ours_peak = peak(lambda: model(*ours_in), nbx.cuda.reset_peak_memory_stats,
+                                     nbx.cuda.memory_allocated, nbx.cuda.max_memory_allocated)
+                    torch_peak = peak(lambda: module(*inputs), torch.cuda.reset_peak_memory_stats,
+                                      torch.cuda.memory_allocated, torch.cuda.max_memory_allocated)
+                    checks.append((f"{name}: activation peak at most torch's", ours_peak <= torch_peak,
+                                   f"{ours_peak / 2**20:.1f} vs {torch_peak / 2**20:.1f} MiB"))
+                    checks.append((f"{name}: replay at least as fast as torch eager", replay_ms <= torch_ms,
+                                   f"{replay_ms:.3f} vs {torch_ms:.3f} ms"))
+                rows.append((name, ours_ms, replay_ms, torch_ms, ours_peak, planned, torch_peak, first_s))
+                print(f"{name}: ours {ours_ms:.3f} ms, replay {replay_ms:.3f} ms, torch {torch_ms:.3f} ms "
+                      f"(torch/replay {torch_ms / replay_ms:.2f}); peak ours {ours_peak / 2**20:.1f} MiB measured, "
+                      f"{planned / 2**20:.1f} planned, torch {torch_peak / 2**20:.1f}; first call {first_s:.1f} s; "
+                      f"{time.perf_counter() - case_start:.0f} s in all", flush=True)
+            except Exception as error:  # noqa: BLE001  (a model that fails is reported, and the run goes on)
+                message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+                checks.append((f"{name}: runs", False, message[:300]))
+                print(f"{name}: FAILED after {time.perf_counter() - case_start:.0f} s: {message[:300]}", flush=True)
 
     print("\nchecks:")
     for name, ok, detail in checks:

@@ -28,7 +28,8 @@ from .conftest import cpu_kernels, run_in_census, to_nbx  # noqa: E402
 pytestmark = cpu_kernels
 TOLERANCE = 1e-4
 
-_spec = importlib.util.spec_from_file_location("conv_models", Path(__file__).parents[1] / "benchmarks" / "conv_models.py")
+_spec = importlib.util.spec_from_file_location("conv_models",
+                                               Path(__file__).parents[1] / "benchmarks" / "conv_models.py")
 models = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(models)
 

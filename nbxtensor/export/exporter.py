@@ -204,8 +204,8 @@ class _Writer:
                 else:
                     namespace = {InputKind.PARAMETER: PARAM, InputKind.BUFFER: BUFFER}.get(spec.kind, CONST)
                     tensor_id = namespace + key
-                    self.tensors[tensor_id] = {"shape": list(data.shape), "dtype": _dtype_name(data.dtype), "weight": key,
-                                               **_weight_format(data)}
+                    self.tensors[tensor_id] = {"shape": list(data.shape), "dtype": _dtype_name(data.dtype),
+                                               "weight": key, **_weight_format(data)}
                     self.weights[key] = data
             else:
                 raise ExportError(f"input {node.name} is a {spec.kind.name}, which inference graphs do not take")

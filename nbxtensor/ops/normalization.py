@@ -568,7 +568,8 @@ def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, tra
            HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, COMPUTE=compute.triton, SRC_FORMAT=float_format(x.dtype),
            MEAN_FORMAT=float_format(mean_.dtype), VAR_FORMAT=float_format(var_.dtype),
            W_FORMAT=float_format((w if w is not None else mean_).dtype),
-           B_FORMAT=float_format((b if b is not None else mean_).dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(count=n), BLOCK=block)
+           B_FORMAT=float_format((b if b is not None else mean_).dtype), DST_FORMAT=flags["DST_FORMAT"],
+           VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(count=n), BLOCK=block)
     return out
 
 
