@@ -225,3 +225,49 @@ def test_a_channels_last_1x1_convolution_keeps_its_layout(tmp_path):
     assert model.tensors["param::weight"]["memory_format"] == "channels_last"
     with torch.no_grad():
         _expect_like(model(_as_nbx(x)), module(x))
+
+
+def _attention_reference(q, k, v, mask=None, causal=False):
+    scores = q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64) / np.sqrt(q.shape[-1])
+    if causal:
+        mask = np.tril(np.ones(scores.shape[-2:], bool))
+    if mask is not None and mask.dtype == bool:
+        scores = np.where(mask, scores, -np.inf)
+    elif mask is not None:
+        scores = scores + mask
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return weights / weights.sum(-1, keepdims=True) @ v.astype(np.float64)
+
+
+@pytest.mark.parametrize("query_dim, value_dim, mask", [(300, 300, None), (264, 8, "causal"), (8, 300, "bool"),
+                                                        (320, 320, "float")])
+def test_attention_with_heads_wider_than_the_kernels(query_dim, value_dim, mask, rng):
+    """Head dims past the attention kernels' 256 (the SD VAE's single 512-wide head) take the product form:
+    the scores materialised, softmax in float32 (float32 throughout here: sums of at most 320 products,
+    1e-5)."""
+    q = rng.standard_normal((2, 1, 5, query_dim)).astype(np.float32)
+    k = rng.standard_normal((2, 1, 7, query_dim)).astype(np.float32)
+    v = rng.standard_normal((2, 1, 7, value_dim)).astype(np.float32)
+    given = {"bool": rng.random((5, 7)) > 0.3, "float": rng.standard_normal((5, 7)).astype(np.float32)}.get(mask)
+    if mask == "bool":
+        given[:, 0] = True  # a row with nothing to attend is NaN in both
+    got = nbx.nn.functional.scaled_dot_product_attention(to_nbx(q), to_nbx(k), to_nbx(v),
+                                                         None if given is None else to_nbx(given),
+                                                         is_causal=mask == "causal")
+    np.testing.assert_allclose(got.numpy(), _attention_reference(q, k, v, given, mask == "causal"),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_a_wide_single_head_attention_runs_in_a_graph(tmp_path, monkeypatch):
+    """The VAE's pixel attention at more than 256 channels: exported, its launch keys those the census
+    names, inside its memory plan, replayed."""
+    monkeypatch.setattr(arena, "strict", True)
+    module = _seeded(lambda: models.PixelAttention(264, groups=4))
+    x = torch.randn(1, 264, 3, 3)
+    model = _exported(module, (x,), tmp_path)
+    with torch.no_grad():
+        want = module(x)
+        _expect_like(run_in_census(model, [x.numpy()]), want)
+        model.replay(_as_nbx(x))
+        _expect_like(model.replay(_as_nbx(x)), want)
+    assert model._replayer.reason(_as_nbx(x)) is None
