@@ -237,7 +237,8 @@ PATTERNS = (
              ("$x", "$weight", "$bias", "$N", "$C", "$HxW", "$group", "$eps")),
     ), ("out",), _group_norm),
     *(Pattern("max_pool", (
-        Node("out", f"aten::max_pool{nd}d_with_indices.default", tuple(f"${name}" for name in _POOL_ARGUMENTS[:count])),
+        Node("out", f"aten::max_pool{nd}d_with_indices.default",
+             tuple(f"${name}" for name in _POOL_ARGUMENTS[:count])),
     ), ("out",), _max_pool(nd)) for nd in (1, 2, 3) for count in range(2, len(_POOL_ARGUMENTS) + 1)),
 )
 

@@ -139,9 +139,9 @@ def _kv_heads(t) -> int:
 
 
 def _wide_heads_temporaries(query, key, value) -> list:
-    """(op, operands as metas) of the products of the wide-head form, and the metas of its temporaries:
-    the scaled query, the scores (twice: masked), the weights, the product before it takes the output's
-    layout."""
+    """The wide-head form's two products, as pairs of operand metas, and the metas of its temporaries:
+    the scaled query, the scores, the masked scores, the weights, and the product before it takes the
+    output's layout."""
     meta = _sdpa_result(query, key, value, None, False)
     scores = TensorMeta((*query.shape[:-1], key.shape[-2]), query.dtype)
     key_t = TensorMeta((*key.shape[:-2], key.shape[-1], key.shape[-2]), key.dtype)
