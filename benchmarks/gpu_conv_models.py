@@ -16,7 +16,9 @@ units of the dtype's rounding), and that the replay equals the normal path bit f
 peak of one call of ours (measured by nbxtensor's allocator, and as planned: arena and outputs) and of
 torch's (``max_memory_allocated`` minus what was held before the call, so weights are not counted).
 The first call of a graph makes its plans and tunes its launch keys (a cold tuning store compiles and
-times every convolution's candidates): it is timed apart and printed. A line is printed per model as it
+times every convolution's candidates: ResNet-50 forms 23 keys a batch size, minutes on a cold machine):
+it is timed apart and printed. Triton's cache and the tuning store stay on a warm machine, so a second
+run there times the models alone; on a cold one, CONV_MODELS_ONLY narrows the first run. A line is printed per model as it
 ends, a table last. CONV_MODELS_SECONDS (default 150) bounds the run: models left when it has passed are
 skipped and counted (the order puts the acceptance's first); CONV_MODELS_ONLY=a,b keeps the cases whose
 name holds one of those words; CONV_MODELS_CUDNN_BENCHMARK=0 leaves cuDNN's own tuning off (on by
