@@ -128,8 +128,8 @@ def test_a_channels_last_resnet_keeps_torchs_memory_format(model_channels_last, 
 @pytest.mark.parametrize("name", ["unet", "vae_decoder"])
 def test_channels_last_diffusion_blocks_run_as_torch(name, tmp_path):
     """The UNet and the VAE block converted to channels-last, on channels-last latents: torch's values,
-    and its output's memory format (its group norms' results are row-major on either side's GPU path,
-    channels-last on torch's CPU: the convolutions' channels-last weights decide the output's)."""
+    and its output's memory format (our group norms return row-major results where torch's CPU ones are
+    channels-last: the convolutions' channels-last weights decide the output's format either way)."""
     make, make_inputs = MODELS[name]
     module = _seeded(make).to(memory_format=torch.channels_last)
     inputs = tuple(_channels_last(t) for t in make_inputs())
