@@ -221,10 +221,13 @@ def main(argv=None):
                     checks.append((f"{name}: replay at least as fast as torch eager", replay_ms <= torch_ms,
                                    f"{replay_ms:.3f} vs {torch_ms:.3f} ms"))
                 rows.append((name, ours_ms, replay_ms, torch_ms, ours_peak, planned, torch_peak, first_s))
+                # allocations past the plan: copies that operands' layouts asked for (not planned by design)
+                unplanned = model.last_run.unplanned
                 print(f"{name}: ours {ours_ms:.3f} ms, replay {replay_ms:.3f} ms, torch {torch_ms:.3f} ms "
                       f"(torch/replay {torch_ms / replay_ms:.2f}); peak ours {ours_peak / 2**20:.1f} MiB measured, "
-                      f"{planned / 2**20:.1f} planned, torch {torch_peak / 2**20:.1f}; first call {first_s:.1f} s; "
-                      f"{time.perf_counter() - case_start:.0f} s in all", flush=True)
+                      f"{planned / 2**20:.1f} planned ({len(unplanned)} allocations past the plan, "
+                      f"{sum(size for _, size in unplanned) / 2**20:.1f} MiB), torch {torch_peak / 2**20:.1f}; "
+                      f"first call {first_s:.1f} s; {time.perf_counter() - case_start:.0f} s in all", flush=True)
             except Exception as error:  # noqa: BLE001  (a model that fails is reported, and the run goes on)
                 message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
                 checks.append((f"{name}: runs", False, message[:300]))
