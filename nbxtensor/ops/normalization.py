@@ -504,6 +504,9 @@ def _batch_norm_cost(a):
     return _norm_cost(a.x, a.running_mean, a.running_var, weight=a.weight, bias=a.bias)
 
 
+_BATCH_NORM_PARAMETER_DTYPES = frozenset(("float16", "bfloat16", "float32", "float64"))
+
+
 def _batch_norm_from_aten(args, kwargs):
     # aten::batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled);
     # torch's Python batch_norm takes the running statistics before weight and bias
@@ -531,20 +534,29 @@ def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, tra
     compute = compute_dtype(x.dtype)
     params = [_param(p, channels, name, "batch_norm") for p, name in
               ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"), (bias, "bias"))]
-    params = [None if p is None else p.to(dtype=compute).contiguous() for p in params]
-    out = new_tensor(x.shape, x.dtype, x.device)
+    # the kernel widens half and single precision parameters in registers (no conversion launches)
+    params = [p if p is None or p.dtype.name in _BATCH_NORM_PARAMETER_DTYPES else p.to(dtype=compute)
+              for p in params]
+    # the output's layout is ATen's suggested memory format of the input: a channels-last input keeps
+    # its layout and is read in place, the channel then varying fastest
+    channels_last = S.strides_like_channels_last(x.shape, x.stride())
+    layout = ("channels_last_3d" if len(x.shape) == 5 else "channels_last") if channels_last else "contiguous_format"
+    out = new_tensor(x.shape, x.dtype, x.device, S.channels_last_strides(x.shape, layout) if channels_last else None)
     n = x.numel()
     if n == 0:
         return out
-    src = x.contiguous()
+    src = x.contiguous(memory_format=layout)
     block = kernel_facts(x.device)["elementwise_block"]
     flags = conversion_flags(compute, x.dtype, x.device)
     mean_, var_, w, b = params
     launch(N.batch_norm_inference, (cdiv(n, block),), x.device,
            [src, out, mean_, var_, w if w is not None else mean_, b if b is not None else mean_, n, channels,
-            S.numel(x.shape[2:]), float(eps)],
+            1 if channels_last else S.numel(x.shape[2:]), float(eps)],
            HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, COMPUTE=compute.triton, SRC_FORMAT=float_format(x.dtype),
-           DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(count=n), BLOCK=block)
+           MEAN_FORMAT=float_format(mean_.dtype), VAR_FORMAT=float_format(var_.dtype),
+           W_FORMAT=float_format((w if w is not None else mean_).dtype),
+           B_FORMAT=float_format((b if b is not None else mean_).dtype), DST_FORMAT=flags["DST_FORMAT"],
+           VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(count=n), BLOCK=block)
     return out
 
 
@@ -556,9 +568,13 @@ def _native_group_norm_meta(a):
 
 def _native_group_norm_cost(a):
     norm = _norm_cost(a.x, a.weight, a.bias)
-    statistics = 2 * a.N * a.group * a.x.dtype.itemsize
+    statistic = a.N * a.group * a.x.dtype.itemsize
+    # the statistics' pass: var_mean's own temporaries, the variance and the variance plus eps
+    moments = get("var_mean").cost(TensorMeta((a.N, a.group, S.numel(a.x.shape) // max(a.N * a.group, 1)),
+                                              a.x.dtype), dim=-1, correction=0)
     return Cost(flops=norm.flops + 3 * S.numel(a.x.shape), bytes_read=norm.bytes_read + nbytes(a.x),
-                bytes_written=norm.bytes_written + statistics)
+                bytes_written=norm.bytes_written + 2 * statistic,
+                workspace=norm.workspace + moments.workspace + workspace_bytes(statistic, statistic))
 
 
 @register("native_group_norm", family="normalization", aten=["aten::native_group_norm.default"],
