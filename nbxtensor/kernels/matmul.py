@@ -286,11 +286,12 @@ def _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole
                  INTERPRETED: tl.constexpr):
     """Split unit ``unit`` of ``gemm_tiles``: K piece ``unit % splits`` of tile ``whole_tiles + unit // splits``,
     its float32 sums written to ``partial`` (one BLOCK_M x BLOCK_N block a unit). The piece that arrives last
-    at its tile's counter (an integer count, the kernel's only atomic) adds the tile's blocks in piece order
-    and applies the epilogue, so the bits depend on the split alone, never on which piece ends last; it
-    leaves the counter at zero for the next launch."""
+    at its tile's counter (an integer count, the kernel's only atomic) adds the tile's pieces in piece order
+    (its own from registers, the others' blocks from memory) and applies the epilogue, so the bits depend on
+    the split alone, never on which piece ends last; it leaves the counter at zero for the next launch."""
     slot = unit // splits
-    k_start = (unit % splits) * k_per_split
+    own = unit % splits
+    k_start = own * k_per_split
     tile_m, tile_n = _grouped_tile(whole_tiles + slot, tiles_m, tiles_n, GROUP_M)
     acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, k_start,
                         tl.minimum(K - k_start, k_per_split), a_sm, a_sk, b_sk, b_sn, BLOCK_M, BLOCK_N, BLOCK_K, TMA,
@@ -306,12 +307,14 @@ def _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole
         if INTERPRETED:
             piece = 0
             while piece < splits:
-                total += tl.load(partial + (first + piece) * (BLOCK_M * BLOCK_N) + block)
+                total += tl.where(piece == own, acc, tl.load(partial + (first + piece) * (BLOCK_M * BLOCK_N) + block,
+                                                             mask=piece != own, other=0.0))
                 piece += 1
         else:
             for piece in range(0, splits):
                 # from L2: the other pieces were written by other multiprocessors
-                total += tl.load(partial + (first + piece) * (BLOCK_M * BLOCK_N) + block, cache_modifier=".cg")
+                total += tl.where(piece == own, acc, tl.load(partial + (first + piece) * (BLOCK_M * BLOCK_N) + block,
+                                                             mask=piece != own, other=0.0, cache_modifier=".cg"))
         tl.store(counters + slot, 0)
         rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
