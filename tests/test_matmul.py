@@ -391,6 +391,25 @@ def test_wave_split_sums_its_pieces_in_one_launch(rng, force_gemm_config, monkey
     np.testing.assert_array_equal(wave[1], two[1])
 
 
+def test_split_counters_start_at_zero_without_a_kernel(monkeypatch):
+    """A stream's split counters may first be asked for while launches run nothing (a tuner builds its
+    candidates inside ``launch.compiling_ahead``) and memory starts as poison (certification): they are
+    zeroed by the backend's memset, never by a kernel, and made once a device and stream."""
+    from nbxtensor import allocation, launch
+    from nbxtensor.ops import plans
+    dev = to_nbx(np.zeros(1, np.float32)).device
+    monkeypatch.setattr(MP, "_tile_counters_held", {})
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a kernel launched")
+    monkeypatch.setattr(plans, "launch_slots", refused)
+    monkeypatch.setattr(launch, "launch_planned", refused)
+    with allocation.poisoned():
+        counters = MP._tile_counters(dev)
+    assert counters.dtype == nbx.int32 and counters.numpy().tolist() == [0] * 3
+    assert MP._tile_counters(dev) is counters
+
+
 def test_wave_split_candidates_fill_the_last_wave_on_hopper():
     """128 x 37888 x 3584 (296 tiles of 128 x 128 on 132 SMs: 2 whole waves and 32 tiles) and 128 x 4096
     x 4096 (32 tiles) offer persistent descriptor settings that split the last wave into at most one wave

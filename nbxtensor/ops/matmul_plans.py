@@ -17,7 +17,6 @@ from ..launch import cdiv, next_pow2
 from ..allocation import Workspace, fresh_tensor_maker, new_tensor, outside_arena, scratch_tensor
 from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
-from .copy import fill_
 from .matmul_gemv import (_GEMV_MAX_BLOCK_K, _GEMV_ONE_ROW_SHAPES, _GEMV_ROWS_SHAPES, _INTERPRETED_BLOCK_K,
                           _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, GEMV_MAX_ROWS, _clamp_block, _gemv_launches)
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
@@ -747,13 +746,17 @@ _tile_counters_held: dict = {}
 def _tile_counters(dev) -> Tensor:
     """``gemm_tiles``' int32 counters of split tiles on ``dev``'s current stream: one a multiprocessor (a
     launch splits fewer tiles than that), made zero, and zero again after each launch, which leaves them as
-    it found them. Launches on one stream run one after another; another stream has counters of its own."""
-    stream_of = getattr(backend_for(dev), "current_stream_handle", None)
+    it found them. Launches on one stream run one after another; another stream has counters of its own.
+    Zeroed by the backend's memset, not a kernel: the first call may come while launches run nothing (a
+    tuner building its candidates inside ``launch.compiling_ahead``)."""
+    backend = backend_for(dev)
+    stream_of = getattr(backend, "current_stream_handle", None)
     key = (dev, stream_of(dev.index) if stream_of is not None else 0)
     counters = _tile_counters_held.get(key)
     if counters is None:
         with outside_arena():  # the stream's for good, not a graph step's
-            made = fill_(new_tensor((multiprocessors(dev),), get_dtype("int32"), dev), 0)
+            made = new_tensor((multiprocessors(dev),), get_dtype("int32"), dev)
+        backend.fill_bytes(made.data_ptr(), made.nbytes, 0, dev.index)
         counters = _tile_counters_held.setdefault(key, made)
     return counters
 
