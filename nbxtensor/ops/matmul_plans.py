@@ -200,10 +200,12 @@ def _starved_shapes(facts: dict, m: int, n: int, k: int, dtype) -> list:
 # ``gemm_tiles`` settings that split the last wave (SPLITS: at most that many K pieces a tile): a product whose
 # tiles leave the SMs a last wave less than half full (128 x 37888: 296 tiles of 128 x 128 are 2.24 waves on
 # 132 SMs; 128 x 4096: 32 tiles, a quarter of one) takes the tiles of its full waves whole and cuts each tile
-# of the last into K pieces that fill the SMs, the pieces summed by the tile's last one in the same launch
+# of the last into K pieces that fill the SMs, summed by the tile's last-arriving piece in the same launch
 # (``gemm_tiles``' SPLIT), where the split ``gemm`` above needs a second launch to add them
-_GEMM_WAVE_SPLIT_SHAPES = [(128, 128, 64, 4, 4), (128, 128, 64, 3, 8), (128, 256, 64, 3, 8), (64, 128, 64, 4, 4),
-                           (128, 64, 64, 4, 4)]
+# (with descriptors, FLATTEN also overlaps a program's whole tiles as in _GEMM_TILE_VARIANTS)
+_GEMM_WAVE_SPLIT_SHAPES = [(128, 128, 64, 4, 4, {}), (128, 128, 64, 4, 4, dict(FLATTEN=True)),
+                           (128, 128, 64, 3, 8, {}), (128, 256, 64, 3, 8, {}), (64, 128, 64, 4, 4, {}),
+                           (128, 64, 64, 4, 4, {})]
 
 
 def _wave_split(config: dict, tiles: int, programs: int, m: int, n: int, k: int, itemsize: int) -> tuple:
@@ -229,14 +231,14 @@ def _wave_split_shapes(facts: dict, m: int, n: int, k: int, dtype) -> list:
     """``_GEMM_WAVE_SPLIT_SHAPES`` whose tiles of this product leave a last wave to split, each with the
     pieces that fill it on a device of these facts (through descriptors where it has them)."""
     programs = facts.get("multiprocessors_max", 0)
-    flags = _PT if _has_tma(facts) else _P
+    tma = _has_tma(facts)
     shapes = []
-    for shape in _GEMM_WAVE_SPLIT_SHAPES:
+    for *shape, extra in _GEMM_WAVE_SPLIT_SHAPES:
         config = dict(BLOCK_M=shape[0], BLOCK_N=shape[1], BLOCK_K=shape[2], SPLITS=_SPLIT_MAX)
         tiles = cdiv(m, shape[0]) * cdiv(n, shape[1])
         splits = _wave_split(config, tiles, programs, m, n, k, dtype.itemsize)[1] if programs else 1
-        if splits > 1:
-            shapes.append((*shape, dict(flags, SPLITS=splits)))
+        if splits > 1 and (tma or not extra):
+            shapes.append((*shape, dict(_PT if tma else _P, **extra, SPLITS=splits)))
     return shapes
 
 
