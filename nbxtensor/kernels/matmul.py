@@ -286,41 +286,42 @@ def _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole
                  INTERPRETED: tl.constexpr):
     """Split unit ``unit`` of ``gemm_tiles``: K piece ``unit % splits`` of tile ``whole_tiles + unit // splits``,
     its float32 sums written to ``partial`` (one BLOCK_M x BLOCK_N block a unit). The piece that arrives last
-    at its tile's counter (an integer count, the kernel's only atomic) adds the tile's pieces in piece order
-    (its own from registers, the others' blocks from memory) and applies the epilogue, so the bits depend on
-    the split alone, never on which piece ends last; it leaves the counter at zero for the next launch."""
+    at its tile's counter (an integer count, the kernel's only atomic) adds the tile's blocks in piece order
+    and applies the epilogue, so the bits depend on the split alone, never on which piece ends last; it
+    leaves the counter at zero for the next launch. It adds a quarter of the rows at a time: a whole tile's
+    sum beside the block being added outgrows the registers (ptxas spills kilobytes at 128 x 128)."""
     slot = unit // splits
-    own = unit % splits
-    k_start = own * k_per_split
+    k_start = (unit % splits) * k_per_split
     tile_m, tile_n = _grouped_tile(whole_tiles + slot, tiles_m, tiles_n, GROUP_M)
     acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, k_start,
                         tl.minimum(K - k_start, k_per_split), a_sm, a_sk, b_sk, b_sn, BLOCK_M, BLOCK_N, BLOCK_K, TMA,
                         B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, INTERPRETED)
-    block = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-    tl.store(partial + unit * (BLOCK_M * BLOCK_N) + block, acc)
+    columns = tl.arange(0, BLOCK_N)
+    tl.store(partial + unit * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + columns[None, :], acc)
     # every thread's sums are stored before the count is raised; its release publishes them to the last piece
     tl.debug_barrier()
     arrived = tl.atomic_add(counters + slot, 1, sem="acq_rel", scope="gpu")
     if arrived == splits - 1:
-        first = slot * splits
-        total = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
-        if INTERPRETED:
-            piece = 0
-            while piece < splits:
-                total += tl.where(piece == own, acc, tl.load(partial + (first + piece) * (BLOCK_M * BLOCK_N) + block,
-                                                             mask=piece != own, other=0.0))
-                piece += 1
-        else:
-            for piece in range(0, splits):
-                # from L2: the other pieces were written by other multiprocessors
-                total += tl.where(piece == own, acc, tl.load(partial + (first + piece) * (BLOCK_M * BLOCK_N) + block,
-                                                             mask=piece != own, other=0.0, cache_modifier=".cg"))
+        blocks = partial + slot * splits * (BLOCK_M * BLOCK_N)
+        rn = tile_n * BLOCK_N + columns
+        for quarter in tl.static_range(4):
+            rows = quarter * (BLOCK_M // 4) + tl.arange(0, BLOCK_M // 4)
+            total = tl.zeros((BLOCK_M // 4, BLOCK_N), dtype=ACC)
+            if INTERPRETED:
+                piece = 0
+                while piece < splits:
+                    total += tl.load(blocks + piece * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + columns[None, :])
+                    piece += 1
+            else:
+                for piece in range(0, splits):
+                    # from L2: the other pieces were written by other multiprocessors
+                    total += tl.load(blocks + piece * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + columns[None, :],
+                                     cache_modifier=".cg")
+            rm = tile_m * BLOCK_M + rows
+            mask = (rm[:, None] < M) & (rn[None, :] < N)
+            _epilogue(total, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn, HAS_BIAS,
+                      SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
         tl.store(counters + slot, 0)
-        rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        mask = (rm[:, None] < M) & (rn[None, :] < N)
-        _epilogue(total, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn, HAS_BIAS,
-                  SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
