@@ -356,14 +356,16 @@ WAVE_SPLIT_VARIANTS = [dict(PERSISTENT=True), dict(PERSISTENT=True, TMA=True), d
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_wave_split_sums_its_pieces_in_one_launch(rng, force_gemm_config, monkeypatch, tmp_path, variant,
                                                   dtype):
-    """``gemm_tiles`` with SPLITS on the interpreter's 3 programs: a 130 x 24 output of 32 x 16 tiles is 10
-    tiles, 9 taken whole and the last cut into 3 K pieces (790 = 272 + 272 + 246, the last ragged); a 32 x 16
-    output is one tile, split. One launch; every whole tile has the bits of the unsplit kernel and every
-    split tile those of the two-launch split, whose combine adds the same pieces in the same order (so no
-    arrival order shows); a bias with alpha and beta applied once; the counters left at zero; the same bits
-    every call."""
+    """``gemm_tiles`` with SPLITS on 3 programs (the interpreter's; a GPU is told it has 3 SMs): a 130 x 24
+    output of 32 x 16 tiles is 10 tiles, 9 taken whole and the last cut into 3 K pieces (790 = 272 + 272 +
+    246, the last ragged); a 32 x 16 output is one tile, split. One launch; every whole tile has the bits of
+    the unsplit kernel and every split tile those of the two-launch split, whose combine adds the same
+    pieces in the same order (so no arrival order shows); a bias with alpha and beta applied once; the
+    counters left at zero; the same bits every call."""
+    monkeypatch.setattr(MP, "multiprocessors", lambda dev: 3)
+    monkeypatch.setattr(MP, "_tile_counters_held", {})  # counters for 3 SMs stay this test's
     counters = MP._tile_counters(to_nbx(np.zeros(1, np.float32)).device)
-    assert counters.numpy().tolist() == [0] * 3  # one a multiprocessor: the interpreter's 3
+    assert counters.numpy().tolist() == [0] * 3  # one a multiprocessor
     x, b, bias = _inputs(rng, (130, 790), dtype), _inputs(rng, (790, 24), dtype), _inputs(rng, (24,), dtype)
     tiles = dict(BLOCK_M=32, BLOCK_N=16)
     assert MP._wave_split(_tile_config(variant, SPLITS=8, **tiles), 10, 3, 130, 24, 790, 2) == (9, 3, 272)
@@ -406,7 +408,7 @@ def test_split_counters_start_at_zero_without_a_kernel(monkeypatch):
     monkeypatch.setattr(launch, "launch_planned", refused)
     with allocation.poisoned():
         counters = MP._tile_counters(dev)
-    assert counters.dtype == nbx.int32 and counters.numpy().tolist() == [0] * 3
+    assert counters.dtype == nbx.int32 and counters.numpy().tolist() == [0] * MP.multiprocessors(dev)
     assert MP._tile_counters(dev) is counters
 
 
