@@ -106,7 +106,7 @@ def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
         return workspace_bytes(splits * m * n * 4) if splits > 1 else 0  # int32 or float32 partials
     if dtype.name != "float32":
         # a half-precision GEMM's split-K partials, where a device with more SMs than its output's tiles
-        # may split it
+        # may split it, or split the tiles of a last wave that leaves SMs idle (``_wave_split``, within this)
         splits = split_max(m, n, k, dtype.itemsize) if dtype.kind == "float" and dtype.itemsize == 2 else 1
         return workspace_bytes(splits * m * n * 4) if splits > 1 else 0
     width = _plane_chunk_width(m, n, k)
