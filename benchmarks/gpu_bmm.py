@@ -49,6 +49,7 @@ ROWS = [
     ("linear", dict(m=128, n=3584, k=14336, bias=False), "bfloat16"),
     ("linear", dict(m=128, n=37888, k=3584, bias=False), "bfloat16"),
     ("linear", dict(m=128, n=4096, k=4096, bias=False), "bfloat16"),
+    ("linear", dict(m=128, n=11008, k=4096, bias=False), "bfloat16"),  # 86 tiles: only narrower ones split
     ("linear", dict(m=64, n=12288, k=4096, bias=False), "float16"),
     ("linear", dict(m=1000, n=4096, k=11008, bias=False), "float16"),
 ]
