@@ -357,34 +357,42 @@ WAVE_SPLIT_VARIANTS = [dict(PERSISTENT=True), dict(PERSISTENT=True, TMA=True), d
 def test_wave_split_sums_its_pieces_in_one_launch(rng, force_gemm_config, monkeypatch, tmp_path, variant,
                                                   dtype):
     """``gemm_tiles`` with SPLITS on 3 programs (the interpreter's; a GPU is told it has 3 SMs): a 130 x 24
-    output of 32 x 16 tiles is 10 tiles, 9 taken whole and the last cut into 3 K pieces (790 = 272 + 272 +
-    246, the last ragged); a 32 x 16 output is one tile, split. One launch; every whole tile has the bits of
+    output of 32 x 16 tiles is 10 tiles, 9 taken whole and the last cut into 3 K pieces (792 = 272 + 272 +
+    248, the last ragged); a 32 x 16 output is one tile, split. One launch; every whole tile has the bits of
     the unsplit kernel and every split tile those of the two-launch split, whose combine adds the same
     pieces in the same order (so no arrival order shows); a bias with alpha and beta applied once; the
-    counters left at zero; the same bits every call."""
+    counters left at zero; the same bits every call. Rows of 792 half-precision elements are 16-byte aligned,
+    so the TMA variants read through descriptors (zeros past K in the last piece)."""
     monkeypatch.setattr(MP, "multiprocessors", lambda dev: 3)
     monkeypatch.setattr(MP, "_tile_counters_held", {})  # counters for 3 SMs stay this test's
     counters = MP._tile_counters(to_nbx(np.zeros(1, np.float32)).device)
     assert counters.numpy().tolist() == [0] * 3  # one a multiprocessor
-    x, b, bias = _inputs(rng, (130, 790), dtype), _inputs(rng, (790, 24), dtype), _inputs(rng, (24,), dtype)
+    x, b, bias = _inputs(rng, (130, 792), dtype), _inputs(rng, (792, 24), dtype), _inputs(rng, (24,), dtype)
     tiles = dict(BLOCK_M=32, BLOCK_N=16)
-    assert MP._wave_split(_tile_config(variant, SPLITS=8, **tiles), 10, 3, 130, 24, 790, 2) == (9, 3, 272)
-    assert MP._wave_split(_tile_config(variant, SPLITS=8, **tiles), 1, 3, 32, 16, 790, 2) == (0, 3, 272)
-    results, kernels = {}, _launched_kernels(monkeypatch)
+    assert MP._wave_split(_tile_config(variant, SPLITS=8, **tiles), 10, 3, 130, 24, 792, 2) == (9, 3, 272)
+    assert MP._wave_split(_tile_config(variant, SPLITS=8, **tiles), 1, 3, 32, 16, 792, 2) == (0, 3, 272)
+    from nbxtensor.ops import plans
+    launched, real = [], plans.launch_slots
+
+    def noted(kernel, grid, device, args, positions, values, constexprs, *rest):
+        launched.append((kernel, constexprs.get("TMA"), constexprs.get("SPLIT")))
+        return real(kernel, grid, device, args, positions, values, constexprs, *rest)
+    monkeypatch.setattr(plans, "launch_slots", noted)
+    results = {}
     for name, config in (("wave", _tile_config(variant, SPLITS=8, **tiles)), ("whole", _tile_config(variant, **tiles)),
                          ("two_launches", _tile_config({}, SPLITS=3, **tiles))):
         monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path / name))
         clear_all()
         force_gemm_config(config)
-        kernels.clear()
+        launched.clear()
         results[name] = [nbx.addmm(bias, x, b, beta=0.5, alpha=2.0), nbx.mm(x[:32], b[:, :16])]
         if name == "wave":
-            assert kernels == [K.gemm_tiles, K.gemm_tiles]
+            assert launched == [(K.gemm_tiles, bool(variant.get("TMA")), True)] * 2
             assert counters.numpy().tolist() == [0] * 3
             again = nbx.addmm(bias, x, b, beta=0.5, alpha=2.0)
             np.testing.assert_array_equal(again.numpy(), results[name][0].numpy())
-    assert_product_close(results["wave"][0], 2 * _f64(x), _f64(b), 790, dtype, bias_scale=(0.5 * _f64(bias),))
-    assert_product_close(results["wave"][1], _f64(x[:32]), _f64(b[:, :16]), 790, dtype)
+    assert_product_close(results["wave"][0], 2 * _f64(x), _f64(b), 792, dtype, bias_scale=(0.5 * _f64(bias),))
+    assert_product_close(results["wave"][1], _f64(x[:32]), _f64(b[:, :16]), 792, dtype)
     wave, whole, two = ([r.numpy() for r in results[name]] for name in ("wave", "whole", "two_launches"))
     # tiles in grouped order (GROUP_M = 2): the last of the 10 is rows 128..129, columns 16..23
     np.testing.assert_array_equal(wave[0][:128], whole[0][:128])
