@@ -2,7 +2,8 @@
 the sweep rows of these classes (``sweep.py``'s builders and timer: CUDA events, each call after an L2
 flush, ours and torch's in alternating batches), each timed twice: "before", with the candidates these
 shapes had before (float32 batches on the FMA path's key, float32 attention on the FMA units alone, GEMMs
-without the narrow and split-K settings), and "after", each in a tuning store of its own under $OUT. An
+without the settings that split their last wave of tiles in one launch, ``_wave_split_shapes``), and
+"after", each in a tuning store of its own under $OUT. An
 attention row names the form its key's tuner chose (true float32 on the FMA units, or bfloat16 parts split
 in registers on the matrix units) and its tiles.
 
@@ -48,6 +49,7 @@ ROWS = [
     ("linear", dict(m=128, n=3584, k=14336, bias=False), "bfloat16"),
     ("linear", dict(m=128, n=37888, k=3584, bias=False), "bfloat16"),
     ("linear", dict(m=128, n=4096, k=4096, bias=False), "bfloat16"),
+    ("linear", dict(m=128, n=11008, k=4096, bias=False), "bfloat16"),  # 86 tiles: only narrower ones split
     ("linear", dict(m=64, n=12288, k=4096, bias=False), "float16"),
     ("linear", dict(m=1000, n=4096, k=11008, bias=False), "float16"),
 ]
@@ -66,9 +68,9 @@ def _before(op: str):
         shapes = attention._FORWARD_PARTS_SHAPES
         attention._FORWARD_PARTS_SHAPES = {bound: [] for bound in shapes}
         return lambda: setattr(attention, "_FORWARD_PARTS_SHAPES", shapes)
-    starved = matmul_plans._starved_shapes
-    matmul_plans._starved_shapes = lambda *args: []
-    return lambda: setattr(matmul_plans, "_starved_shapes", starved)
+    waved = matmul_plans._wave_split_shapes  # GEMMs without the settings that split the last wave of tiles
+    matmul_plans._wave_split_shapes = lambda *args: []
+    return lambda: setattr(matmul_plans, "_wave_split_shapes", waved)
 
 
 def _store(out_dir: Path, name: str) -> None:

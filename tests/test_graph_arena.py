@@ -412,3 +412,34 @@ def test_graph_outputs_live_in_the_arena_and_outlive_the_next_run(tmp_path, monk
     model(x_tensor * 3)  # the next run writes a fresh arena, never the one these results hold
     for got, expected in zip(results, want):
         np.testing.assert_array_equal(got.numpy(), expected)
+
+
+@cpu_kernels
+def test_wave_split_partials_come_from_the_arena_and_its_counters_from_outside(tmp_path, monkeypatch):
+    """A float16 linear forced onto a wave-split setting (3 SMs, a 130 x 24 output of 32 x 16 tiles: 9 whole,
+    the 10th in 3 K pieces): the pieces' float32 blocks are the step's declared workspace; the split
+    counters, made during the run, outlive it (the allocator's, not the arena's)."""
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path / "tuning"))
+    monkeypatch.setattr(MP, "multiprocessors", lambda dev: 3)
+    monkeypatch.setattr(MP, "_tile_counters_held", {})
+    monkeypatch.setattr(MP, "gemm_candidates", lambda facts, m, n, k, dtype, single=False: [dict(
+        BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, num_stages=1, num_warps=1, GROUP_M=2, PERSISTENT=True, SPLITS=8)])
+    clear_all()
+    rng = np.random.default_rng(6)
+    weight = rng.standard_normal((24, 790)).astype(np.float16)
+    g = _Builder({"s": {"min": 17, "max": 256, "trace": 130}})
+    x = g.input("x", ["s", 790], "float16")
+    out = g.op("aten::linear.default", [x, g.param("w", weight)], ["s", 24], "float16")
+    twice = g.op("aten::mul.Tensor", [out, 2.0], ["s", 24], "float16")
+    model = graph.load(g.write(tmp_path, [x], [twice]), device=TEST_DEVICE)
+    x_value = rng.standard_normal((130, 790)).astype(np.float16)
+    got = model(x_value).numpy().astype(np.float64)
+    clear_all()
+    x64, w64 = x_value.astype(np.float64), weight.astype(np.float64)
+    # float32 sums of 790 exact products, rounded once to float16 (the doubling is exact)
+    bound = (2 * 790 * 2.0 ** -24 + 2.0 ** -10) * 2 * (np.abs(x64) @ np.abs(w64).T)
+    assert np.all(np.abs(got - 2 * (x64 @ w64.T)) <= bound)
+    run, _ = _assert_on_plan(model, {"s": 130})
+    assert run.scratch_served == 1
+    (counters,) = MP._tile_counters_held.values()
+    assert counters._storage.nbytes == counters.nbytes and counters.numpy().tolist() == [0] * 3

@@ -336,7 +336,7 @@ def test_short_m_products_on_hopper_offer_narrow_tiles_and_split_k():
     hopper = load_facts("hopper")
     m, n, k = 128, 4096, 14336
     listed = MM.gemm_candidates(hopper, m, n, k, nbx.bfloat16, single=True)
-    split = [c for c in listed if c.get("SPLITS")]
+    split = [c for c in listed if c.get("SPLITS") and not c.get("PERSISTENT")]
     assert split and any(c["BLOCK_N"] <= 64 and not c.get("SPLITS") for c in listed)
     for c in split:
         programs = -(-m // c["BLOCK_M"]) * -(-n // c["BLOCK_N"]) * c["SPLITS"]
@@ -347,6 +347,104 @@ def test_short_m_products_on_hopper_offer_narrow_tiles_and_split_k():
     assert not any(c.get("SPLITS") for c in MM.gemm_candidates(hopper, 4096, 4096, 4096, nbx.bfloat16, single=True))
     assert not any(c.get("SPLITS") for c in MM.gemm_candidates(hopper, m, n, k, nbx.bfloat16))
     assert get("linear").cost(MP._meta((4096, 4096), nbx.bfloat16), MP._meta((4096, 4096), nbx.bfloat16)).workspace == 0
+
+
+WAVE_SPLIT_VARIANTS = [dict(PERSISTENT=True), dict(PERSISTENT=True, TMA=True), dict(TMA=True)]
+
+
+@pytest.mark.parametrize("variant", WAVE_SPLIT_VARIANTS, ids=lambda v: "+".join(sorted(v)))
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_wave_split_sums_its_pieces_in_one_launch(rng, force_gemm_config, monkeypatch, tmp_path, variant,
+                                                  dtype):
+    """``gemm_tiles`` with SPLITS on 3 programs (the interpreter's; a GPU is told it has 3 SMs): a 130 x 24
+    output of 32 x 16 tiles is 10 tiles, 9 taken whole and the last cut into 3 K pieces (792 = 272 + 272 +
+    248, the last ragged); a 32 x 16 output is one tile, split. One launch; every whole tile has the bits of
+    the unsplit kernel and every split tile those of the two-launch split, whose combine adds the same
+    pieces in the same order (so no arrival order shows); a bias with alpha and beta applied once; the
+    counters left at zero; the same bits every call. Rows of 792 half-precision elements are 16-byte aligned,
+    so the TMA variants read through descriptors (zeros past K in the last piece)."""
+    monkeypatch.setattr(MP, "multiprocessors", lambda dev: 3)
+    monkeypatch.setattr(MP, "_tile_counters_held", {})  # counters for 3 SMs stay this test's
+    counters = MP._tile_counters(to_nbx(np.zeros(1, np.float32)).device)
+    assert counters.numpy().tolist() == [0] * 3  # one a multiprocessor
+    x, b, bias = _inputs(rng, (130, 792), dtype), _inputs(rng, (792, 24), dtype), _inputs(rng, (24,), dtype)
+    tiles = dict(BLOCK_M=32, BLOCK_N=16)
+    assert MP._wave_split(_tile_config(variant, SPLITS=8, **tiles), 10, 3, 130, 24, 792, 2) == (9, 3, 272)
+    assert MP._wave_split(_tile_config(variant, SPLITS=8, **tiles), 1, 3, 32, 16, 792, 2) == (0, 3, 272)
+    from nbxtensor.ops import plans
+    launched, real = [], plans.launch_slots
+
+    def noted(kernel, grid, device, args, positions, values, constexprs, *rest):
+        launched.append((kernel, constexprs.get("TMA"), constexprs.get("SPLIT")))
+        return real(kernel, grid, device, args, positions, values, constexprs, *rest)
+    monkeypatch.setattr(plans, "launch_slots", noted)
+    results = {}
+    for name, config in (("wave", _tile_config(variant, SPLITS=8, **tiles)), ("whole", _tile_config(variant, **tiles)),
+                         ("two_launches", _tile_config({}, SPLITS=3, **tiles))):
+        monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path / name))
+        clear_all()
+        force_gemm_config(config)
+        launched.clear()
+        results[name] = [nbx.addmm(bias, x, b, beta=0.5, alpha=2.0), nbx.mm(x[:32], b[:, :16])]
+        if name == "wave":
+            assert launched == [(K.gemm_tiles, bool(variant.get("TMA")), True)] * 2
+            assert counters.numpy().tolist() == [0] * 3
+            again = nbx.addmm(bias, x, b, beta=0.5, alpha=2.0)
+            np.testing.assert_array_equal(again.numpy(), results[name][0].numpy())
+    assert_product_close(results["wave"][0], 2 * _f64(x), _f64(b), 792, dtype, bias_scale=(0.5 * _f64(bias),))
+    assert_product_close(results["wave"][1], _f64(x[:32]), _f64(b[:, :16]), 792, dtype)
+    wave, whole, two = ([r.numpy() for r in results[name]] for name in ("wave", "whole", "two_launches"))
+    # tiles in grouped order (GROUP_M = 2): the last of the 10 is rows 128..129, columns 16..23
+    np.testing.assert_array_equal(wave[0][:128], whole[0][:128])
+    np.testing.assert_array_equal(wave[0][128:, :16], whole[0][128:, :16])
+    np.testing.assert_array_equal(wave[0][128:, 16:], two[0][128:, 16:])
+    np.testing.assert_array_equal(wave[1], two[1])
+
+
+def test_split_counters_start_at_zero_without_a_kernel(monkeypatch):
+    """A stream's split counters may first be asked for while launches run nothing (a tuner builds its
+    candidates inside ``launch.compiling_ahead``) and memory starts as poison (certification): they are
+    zeroed by the backend's memset, never by a kernel, and made once a device and stream."""
+    from nbxtensor import allocation, launch
+    from nbxtensor.ops import plans
+    dev = to_nbx(np.zeros(1, np.float32)).device
+    monkeypatch.setattr(MP, "_tile_counters_held", {})
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a kernel launched")
+    monkeypatch.setattr(plans, "launch_slots", refused)
+    monkeypatch.setattr(launch, "launch_planned", refused)
+    with allocation.poisoned():
+        counters = MP._tile_counters(dev)
+    assert counters.dtype == nbx.int32 and counters.numpy().tolist() == [0] * MP.multiprocessors(dev)
+    assert MP._tile_counters(dev) is counters
+
+
+def test_wave_split_candidates_fill_the_last_wave_on_hopper():
+    """128 x 37888 x 3584 (296 tiles of 128 x 128 on 132 SMs: 2 whole waves and 32 tiles) and 128 x 4096
+    x 4096 (32 tiles) offer persistent descriptor settings that split the last wave into at most one wave
+    of pieces, their float32 blocks within the workspace the cost rule declares; 4096 x 4096 x 4096 (1024
+    tiles, a last wave of 100) and a batch offer none."""
+    from nbxtensor.device.facts import load as load_facts
+    from nbxtensor.ops.registry import get
+    hopper = load_facts("hopper")
+    sms = hopper["multiprocessors_max"]
+    for m, n, k in ((128, 37888, 3584), (128, 4096, 4096), (128, 4096, 14336)):
+        waved = [c for c in MM.gemm_candidates(hopper, m, n, k, nbx.bfloat16, single=True)
+                 if c.get("SPLITS") and c.get("PERSISTENT")]
+        assert waved and all(c.get("TMA") for c in waved)
+        declared = get("linear").cost(MP._meta((m, k), nbx.bfloat16), MP._meta((n, k), nbx.bfloat16)).workspace
+        for c in waved:
+            tiles = -(-m // c["BLOCK_M"]) * -(-n // c["BLOCK_N"])
+            whole, splits, depth = MP._wave_split(c, tiles, sms, m, n, k, 2)
+            assert splits == c["SPLITS"] > 1 and whole % sms == 0 and (tiles - whole) * splits <= sms
+            assert depth % c["BLOCK_K"] == 0 and (splits - 1) * depth < k <= splits * depth
+            assert (tiles - whole) * splits * c["BLOCK_M"] * c["BLOCK_N"] * 4 <= declared
+        if n == 37888:
+            assert any(c["BLOCK_M"] == c["BLOCK_N"] == 128 and c["SPLITS"] == 4 for c in waved)
+    assert not any(c.get("SPLITS") for c in MM.gemm_candidates(hopper, 4096, 4096, 4096, nbx.bfloat16, single=True))
+    assert not any(c.get("SPLITS") for c in MM.gemm_candidates(hopper, 128, 37888, 3584, nbx.bfloat16))
+    assert not any(c.get("SPLITS") for c in MM.gemm_candidates(hopper, 128, 37888, 3584, nbx.float32, single=True))
 
 
 @pytest.mark.parametrize("variant", TILE_VARIANTS, ids=lambda v: "+".join(sorted(v)))

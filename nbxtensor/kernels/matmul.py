@@ -287,33 +287,33 @@ def gemm_exact(a, b, bias, out, M, N, K, batch_start, alpha, beta,
 
 
 @triton.jit
-def _tile_product(a, b, a_desc, b_desc, off_m, off_n, M, N, K, a_sm, a_sk, b_sk, b_sn, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TMA: tl.constexpr, B_K_MAJOR: tl.constexpr,
-                  EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
-                  INTERPRETED: tl.constexpr):
-    """The float32 (int32) BLOCK_M x BLOCK_N tile of a @ b at (off_m, off_n). With TMA, tiles come through
-    the tensor descriptors (the copy engine fills shared memory; out-of-bounds elements read as zeros, so
-    nothing is masked); otherwise through pointers as in ``gemm``."""
+def _tile_product(a, b, a_desc, b_desc, off_m, off_n, M, N, k_start, k_length, a_sm, a_sk, b_sk, b_sn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TMA: tl.constexpr,
+                  B_K_MAJOR: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
+                  DECODE_BF16: tl.constexpr, INTERPRETED: tl.constexpr):
+    """The float32 (int32) BLOCK_M x BLOCK_N tile at (off_m, off_n) of a @ b over K's [k_start, k_start +
+    k_length). With TMA, tiles come through the tensor descriptors (the copy engine fills shared memory;
+    out-of-bounds elements read as zeros, so nothing is masked); otherwise through pointers as in ``gemm``."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
-    k_tiles = tl.cdiv(K, BLOCK_K)
+    k_tiles = tl.cdiv(k_length, BLOCK_K)
     if TMA:
         if INTERPRETED:
             k = 0
             while k < k_tiles:
-                acc = _tma_step(acc, a_desc, b_desc, off_m, off_n, k * BLOCK_K, B_K_MAJOR, ACC, PRECISION,
-                                DECODE_BF16)
+                acc = _tma_step(acc, a_desc, b_desc, off_m, off_n, k_start + k * BLOCK_K, B_K_MAJOR, ACC,
+                                PRECISION, DECODE_BF16)
                 k += 1
         else:
             for k in range(0, k_tiles):
-                acc = _tma_step(acc, a_desc, b_desc, off_m, off_n, k * BLOCK_K, B_K_MAJOR, ACC, PRECISION,
-                                DECODE_BF16)
+                acc = _tma_step(acc, a_desc, b_desc, off_m, off_n, k_start + k * BLOCK_K, B_K_MAJOR, ACC,
+                                PRECISION, DECODE_BF16)
     else:
         rm = off_m + tl.arange(0, BLOCK_M)
         rn = off_n + tl.arange(0, BLOCK_N)
         rk = tl.arange(0, BLOCK_K)
-        a_ptrs = a + tl.where(rm < M, rm, 0)[:, None] * a_sm + rk[None, :] * a_sk
-        b_ptrs = b + rk[:, None] * b_sk + tl.where(rn < N, rn, 0)[None, :] * b_sn
-        acc = _k_loop(acc, a_ptrs, b_ptrs, K, rk, a_sk, b_sk, BLOCK_K, EVEN_K, ACC, PRECISION, DECODE_BF16,
+        a_ptrs = a + tl.where(rm < M, rm, 0)[:, None] * a_sm + (k_start + rk)[None, :] * a_sk
+        b_ptrs = b + (k_start + rk)[:, None] * b_sk + tl.where(rn < N, rn, 0)[None, :] * b_sn
+        acc = _k_loop(acc, a_ptrs, b_ptrs, k_length, rk, a_sk, b_sk, BLOCK_K, EVEN_K, ACC, PRECISION, DECODE_BF16,
                       INTERPRETED)
     return acc
 
@@ -339,8 +339,9 @@ def _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, 
                  VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
     """Output tile ``tile`` of ``gemm_tiles`` (in grouped order): its product and epilogue."""
     tile_m, tile_n = _grouped_tile(tile, tiles_m, tiles_n, GROUP_M)
-    acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, K, a_sm, a_sk, b_sk, b_sn,
-                        BLOCK_M, BLOCK_N, BLOCK_K, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, INTERPRETED)
+    acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, 0, K, a_sm, a_sk, b_sk,
+                        b_sn, BLOCK_M, BLOCK_N, BLOCK_K, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16,
+                        INTERPRETED)
     rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
@@ -349,9 +350,58 @@ def _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, 
 
 
 @triton.jit
-def gemm_tiles(a, b, bias, out, M, N, K, programs, alpha, beta, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
-               out_sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-               TMA: tl.constexpr, B_K_MAJOR: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+def _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole_tiles, splits, k_per_split,
+                 tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                 TMA: tl.constexpr, B_K_MAJOR: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr,
+                 PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
+                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                 INTERPRETED: tl.constexpr):
+    """Split unit ``unit`` of ``gemm_tiles``: K piece ``unit % splits`` of tile ``whole_tiles + unit // splits``,
+    its float32 sums written to ``partial`` (one BLOCK_M x BLOCK_N block a unit). The piece that arrives last
+    at its tile's counter (an integer count, the kernel's only atomic) adds the tile's blocks in piece order
+    and applies the epilogue, so the bits depend on the split alone, never on which piece ends last; it
+    leaves the counter at zero for the next launch. It adds a quarter of the rows at a time: a whole tile's
+    sum beside the block being added outgrows the registers (ptxas spills kilobytes at 128 x 128)."""
+    slot = unit // splits
+    k_start = (unit % splits) * k_per_split
+    tile_m, tile_n = _grouped_tile(whole_tiles + slot, tiles_m, tiles_n, GROUP_M)
+    acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, k_start,
+                        tl.minimum(K - k_start, k_per_split), a_sm, a_sk, b_sk, b_sn, BLOCK_M, BLOCK_N, BLOCK_K, TMA,
+                        B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, INTERPRETED)
+    columns = tl.arange(0, BLOCK_N)
+    tl.store(partial + unit * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + columns[None, :], acc)
+    # every thread's sums are stored before the count is raised; its release publishes them to the last piece
+    tl.debug_barrier()
+    arrived = tl.atomic_add(counters + slot, 1, sem="acq_rel", scope="gpu")
+    if arrived == splits - 1:
+        blocks = partial + slot * splits * (BLOCK_M * BLOCK_N)
+        rn = tile_n * BLOCK_N + columns
+        for quarter in tl.static_range(4):
+            rows = quarter * (BLOCK_M // 4) + tl.arange(0, BLOCK_M // 4)
+            total = tl.zeros((BLOCK_M // 4, BLOCK_N), dtype=ACC)
+            if INTERPRETED:
+                piece = 0
+                while piece < splits:
+                    total += tl.load(blocks + piece * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + columns[None, :])
+                    piece += 1
+            else:
+                for piece in range(0, splits):
+                    # from L2: the other pieces were written by other multiprocessors
+                    total += tl.load(blocks + piece * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + columns[None, :],
+                                     cache_modifier=".cg")
+            rm = tile_m * BLOCK_M + rows
+            mask = (rm[:, None] < M) & (rn[None, :] < N)
+            _epilogue(total, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn, HAS_BIAS,
+                      SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+        tl.store(counters + slot, 0)
+
+
+@triton.jit
+def gemm_tiles(a, b, bias, out, partial, counters, M, N, K, programs, whole_tiles, splits, k_per_split, alpha, beta,
+               a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, TMA: tl.constexpr,
+               B_K_MAJOR: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, SPLIT: tl.constexpr,
                EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
                HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
                VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
@@ -360,13 +410,18 @@ def gemm_tiles(a, b, bias, out, M, N, K, programs, alpha, beta, a_sm, a_sk, b_sk
     program per SM (persistent), the loads of a program's next tile are issued while its last tile's
     epilogue runs (FLATTEN lets the pipeliner overlap them); with one program per tile, each takes one.
 
+    SPLIT: only the first ``whole_tiles`` tiles are taken whole; each later tile is cut into ``splits`` K
+    pieces of ``k_per_split`` (whole K steps), units that continue the programs' walk after the whole tiles
+    (``_split_piece``: float32 blocks in ``partial``, one int32 counter a split tile in ``counters``, zero
+    on entry and left zero). A last wave of tiles that would leave SMs idle is spread over them as pieces,
+    in the same launch.
+
     TMA: a and b are read through device-side tensor descriptors (Hopper's copy engine), which need a
     (.., K) row-major a (``a_sk == 1``), b either K-major (``b_sk == 1``, B_K_MAJOR) or N-major
     (``b_sn == 1``), 16-byte aligned bases and row strides; the caller checks. Indices fit in int32."""
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
-    tiles = tiles_m * tiles_n
     if TMA:
         a_desc = tl.make_tensor_descriptor(a, shape=[M, K], strides=[a_sm, 1], block_shape=[BLOCK_M, BLOCK_K])
         if B_K_MAJOR:
@@ -378,18 +433,36 @@ def gemm_tiles(a, b, bias, out, M, N, K, programs, alpha, beta, a_sm, a_sk, b_sk
         b_desc = b
     if INTERPRETED:
         tile = pid
-        while tile < tiles:
+        while tile < whole_tiles:
             _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk,
                          b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA,
                          B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT,
                          VIA_F32, INTERPRETED)
             tile += programs
     else:
-        for tile in tl.range(pid, tiles, programs, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
+        for tile in tl.range(pid, whole_tiles, programs, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
             _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk,
                          b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA,
                          B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT,
                          VIA_F32, INTERPRETED)
+    if SPLIT:
+        units = (tiles_m * tiles_n - whole_tiles) * splits
+        # the walk goes on where the whole tiles left off: this program's first unit
+        first = (pid + programs - whole_tiles % programs) % programs
+        if INTERPRETED:
+            unit = first
+            while unit < units:
+                _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole_tiles, splits,
+                             k_per_split, tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk, b_sk, b_sn, bias_sm,
+                             bias_sn, out_sm, out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA, B_K_MAJOR, EVEN_K, ACC,
+                             PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
+                unit += programs
+        else:
+            for unit in tl.range(first, units, programs):
+                _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole_tiles, splits,
+                             k_per_split, tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk, b_sk, b_sn, bias_sm,
+                             bias_sn, out_sm, out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA, B_K_MAJOR, EVEN_K, ACC,
+                             PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
 
 
 @triton.jit

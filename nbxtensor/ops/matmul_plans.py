@@ -14,7 +14,7 @@ from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, next_pow2
-from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_tensor
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor, outside_arena, scratch_tensor
 from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
 from .matmul_gemv import (_GEMV_MAX_BLOCK_K, _GEMV_ONE_ROW_SHAPES, _GEMV_ROWS_SHAPES, _INTERPRETED_BLOCK_K,
@@ -106,7 +106,7 @@ def _product_workspace(dtype, batches: int, m: int, k: int, n: int) -> int:
         return workspace_bytes(splits * m * n * 4) if splits > 1 else 0  # int32 or float32 partials
     if dtype.name != "float32":
         # a half-precision GEMM's split-K partials, where a device with more SMs than its output's tiles
-        # may split it
+        # may split it, or split the tiles of a last wave that leaves SMs idle (``_wave_split``, within this)
         splits = split_max(m, n, k, dtype.itemsize) if dtype.kind == "float" and dtype.itemsize == 2 else 1
         return workspace_bytes(splits * m * n * 4) if splits > 1 else 0
     width = _plane_chunk_width(m, n, k)
@@ -215,6 +215,51 @@ def _starved_shapes(facts: dict, m: int, n: int, k: int, dtype) -> list:
     return _GEMM_STARVED_SHAPES + [(*shape, dict(SPLITS=count)) for shape, count in splits if count > 1]
 
 
+# ``gemm_tiles`` settings that split the last wave (SPLITS: at most that many K pieces a tile): a product whose
+# tiles leave the SMs a last wave less than half full (128 x 37888: 296 tiles of 128 x 128 are 2.24 waves on
+# 132 SMs; 128 x 4096: 32 tiles, a quarter of one) takes the tiles of its full waves whole and cuts each tile
+# of the last into K pieces that fill the SMs, summed by the tile's last-arriving piece in the same launch
+# (``gemm_tiles``' SPLIT), where the split ``gemm`` above needs a second launch to add them
+# (with descriptors, FLATTEN also overlaps a program's whole tiles as in _GEMM_TILE_VARIANTS)
+_GEMM_WAVE_SPLIT_SHAPES = [(128, 128, 64, 4, 4, {}), (128, 128, 64, 4, 4, dict(FLATTEN=True)),
+                           (128, 128, 64, 3, 8, {}), (128, 256, 64, 3, 8, {}), (64, 128, 64, 4, 4, {}),
+                           (128, 64, 64, 4, 4, {})]
+
+
+def _wave_split(config: dict, tiles: int, programs: int, m: int, n: int, k: int, itemsize: int) -> tuple:
+    """(whole tiles, K pieces of each later tile, the pieces' depth) of a ``gemm_tiles`` setting with
+    ``SPLITS`` over ``tiles`` tiles on ``programs`` SMs: the tiles past the last full wave each cut into
+    as many pieces as fill one wave, at most ``SPLITS``, whole K steps each, their float32 blocks within the
+    partials the cost rule declares (``split_max`` outputs' worth, half precision only); (tiles, 1, k)
+    where nothing is split."""
+    tail = tiles % programs
+    most = split_max(m, n, k, itemsize) if itemsize == 2 else 1
+    block_k = config["BLOCK_K"]
+    if tail and most > 1:
+        splits = min(config.get("SPLITS", 1), programs // tail,
+                     most * m * n // (tail * config["BLOCK_M"] * config["BLOCK_N"]), cdiv(k, block_k))
+        if splits > 1:
+            depth = cdiv(cdiv(k, splits), block_k) * block_k
+            if cdiv(k, depth) > 1:
+                return tiles - tail, cdiv(k, depth), depth
+    return tiles, 1, k
+
+
+def _wave_split_shapes(facts: dict, m: int, n: int, k: int, dtype) -> list:
+    """``_GEMM_WAVE_SPLIT_SHAPES`` whose tiles of this product leave a last wave to split, each with the
+    pieces that fill it on a device of these facts (through descriptors where it has them)."""
+    programs = facts.get("multiprocessors_max", 0)
+    tma = _has_tma(facts)
+    shapes = []
+    for *shape, extra in _GEMM_WAVE_SPLIT_SHAPES:
+        config = dict(BLOCK_M=shape[0], BLOCK_N=shape[1], BLOCK_K=shape[2], SPLITS=_SPLIT_MAX)
+        tiles = cdiv(m, shape[0]) * cdiv(n, shape[1])
+        splits = _wave_split(config, tiles, programs, m, n, k, dtype.itemsize)[1] if programs else 1
+        if splits > 1 and (tma or not extra):
+            shapes.append((*shape, dict(_PT if tma else _P, **extra, SPLITS=splits)))
+    return shapes
+
+
 def _has_tma(facts: dict) -> bool:
     return (facts.get("matrix_unit") or {}).get("instruction") in ("wgmma", "tcgen05")
 
@@ -253,6 +298,7 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
             plain = _GEMM_SHAPES[:2] + [(128, 128, 64, 3, 4), (64, 128, 64, 4, 4)]
         if dtype.itemsize == 2:
             variants += [s for s in _starved_shapes(facts, m, n, k, dtype) if tma or not s[5].get("TMA")]
+            variants += _wave_split_shapes(facts, m, n, k, dtype)
     if batches > 1 and (parts or fma):
         variants += _BATCH_PERSISTENT if parts else _BATCH_PERSISTENT_FMA
     shapes = [(*s, {}) for s in plain] + variants
@@ -742,29 +788,62 @@ def _batch_launches(config, dev, m, n, k, alpha, beta, has_bias, scaled, flags, 
     return run
 
 
+# the counters of ``gemm_tiles``' split tiles, by (device, stream)
+_tile_counters_held: dict = {}
+
+
+def _tile_counters(dev) -> Tensor:
+    """``gemm_tiles``' int32 counters of split tiles on ``dev``'s current stream: one a multiprocessor (a
+    launch splits fewer tiles than that), made zero, and zero again after each launch, which leaves them as
+    it found them. Launches on one stream run one after another; another stream has counters of its own.
+    Zeroed by the backend's memset, not a kernel: the first call may come while launches run nothing (a
+    tuner building its candidates inside ``launch.compiling_ahead``)."""
+    backend = backend_for(dev)
+    stream_of = getattr(backend, "current_stream_handle", None)
+    key = (dev, stream_of(dev.index) if stream_of is not None else 0)
+    counters = _tile_counters_held.get(key)
+    if counters is None:
+        with outside_arena():  # the stream's for good, not a graph step's
+            made = new_tensor((multiprocessors(dev),), get_dtype("int32"), dev)
+        backend.fill_bytes(made.data_ptr(), made.nbytes, 0, dev.index)
+        counters = _tile_counters_held.setdefault(key, made)
+    return counters
+
+
 def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, scaled, flags, strides):
     """``run(a, b, bias, out)`` through ``gemm_tiles`` for one matrix. A TMA config whose operands cannot
-    be read by descriptors (strides here, or an address off 16 bytes at a call) reads through pointers."""
+    be read by descriptors (strides here, or an address off 16 bytes at a call) reads through pointers. A
+    ``SPLITS`` config splits the tiles of the last wave (``_wave_split``), their pieces' float32 blocks in a
+    temporary."""
     a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn = strides
     tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
-    programs = min(tiles, multiprocessors(dev)) if config.get("PERSISTENT") else tiles
+    sms = multiprocessors(dev)
+    whole, splits, depth = _wave_split(config, tiles, sms, m, n, k, dtype.itemsize) if config.get("SPLITS") \
+        else (tiles, 1, k)
+    units = whole + (tiles - whole) * splits
+    programs = min(units, sms) if config.get("PERSISTENT") else units
     tma, b_k_major = _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn) if config.get("TMA") else (False, False)
 
     def planned(use_tma):
         constexprs = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
                           GROUP_M=config["GROUP_M"], TMA=use_tma, B_K_MAJOR=use_tma and b_k_major,
                           FLATTEN=bool(config.get("FLATTEN")), WARP_SPECIALIZE=bool(config.get("WARP_SPECIALIZE")),
-                          EVEN_K=k % config["BLOCK_K"] == 0, HAS_BIAS=has_bias, SCALED=scaled,
+                          SPLIT=splits > 1, EVEN_K=k % config["BLOCK_K"] == 0, HAS_BIAS=has_bias, SCALED=scaled,
                           num_warps=config["num_warps"], num_stages=config["num_stages"],
                           **_with_precision(flags, config, dtype))
         return PlannedLaunch(K.gemm_tiles, (programs,),
-                             [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, programs, alpha, beta,
-                              a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn], constexprs)
+                             [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), Slot("counters"), m,
+                              n, k, programs, whole, splits, depth, alpha, beta, a_sm, a_sk, b_sk, b_sn, bias_sm,
+                              bias_sn, out_sm, out_sn], constexprs)
     launch = planned(tma)
     fallback = planned(False) if tma else None
+    partial_shape = ((tiles - whole) * splits * config["BLOCK_M"] * config["BLOCK_N"],)
+    float32 = get_dtype("float32")
 
     def run(a, b, bias, out):
-        tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out}
+        tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out, "partial": out, "counters": out}
+        if splits > 1:
+            tensors.update(partial=scratch_tensor(partial_shape, float32, dev), counters=_tile_counters(dev))
         if fallback is not None and (a.data_ptr() | b.data_ptr()) & 15:
             fallback(dev, tensors)
             return
