@@ -422,7 +422,7 @@ def test_wave_split_partials_come_from_the_arena_and_its_counters_from_outside(t
     monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path / "tuning"))
     monkeypatch.setattr(MP, "multiprocessors", lambda dev: 3)
     monkeypatch.setattr(MP, "_tile_counters_held", {})
-    monkeypatch.setattr(MP, "gemm_candidates", lambda facts, m, n, k, dtype, single=False: [dict(
+    monkeypatch.setattr(MP, "gemm_candidates", lambda facts, m, n, k, dtype, **options: [dict(
         BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, num_stages=1, num_warps=1, GROUP_M=2, PERSISTENT=True, SPLITS=8)])
     clear_all()
     rng = np.random.default_rng(6)
