@@ -40,6 +40,23 @@ def set_kernel_facts(monkeypatch):
     clear_all()
 
 
+@pytest.fixture
+def first_candidate(monkeypatch):
+    """Every tuned launch takes its first candidate, as under the interpreter, on every device: a compiling
+    device would build and time each candidate (launches that a test counting them sees) and store the
+    fastest, which a later test offering other candidates under the same key would be handed. Plans are
+    made afresh before and after."""
+    from nbxtensor import tuning
+    from nbxtensor.ops.plans import clear_all
+
+    def first(key, facts, candidates, prepare):
+        return (candidates() if callable(candidates) else candidates)[0]
+    monkeypatch.setattr(tuning, "choose_timed", first)
+    clear_all()
+    yield
+    clear_all()
+
+
 def to_nbx(array, device=TEST_DEVICE):
     """A tensor on the test device holding ``array``'s values (a copy)."""
     return nbx.tensor(np.asarray(array), device=device)
