@@ -81,7 +81,8 @@ def test_depthwise_and_small_groups_take_the_direct_kernel(case, dtype, channels
 
 
 def _planes_first(monkeypatch):
-    """Candidates led by the plane kernel's where it applies (the interpreter takes the first)."""
+    """Candidates led by the plane kernel's where it applies (taken with ``first_candidate``: a GPU would
+    time them all, launching each, and keep the fastest)."""
     from nbxtensor.ops.convolution import _Setting
     plain = _Setting.candidates
 
@@ -93,7 +94,7 @@ def _planes_first(monkeypatch):
 
 @pytest.mark.parametrize("case", DEPTHWISE)
 @pytest.mark.parametrize("dtype", _DTYPES)
-def test_depthwise_by_output_planes(case, dtype, rng, monkeypatch):
+def test_depthwise_by_output_planes(case, dtype, rng, monkeypatch, first_candidate):
     _planes_first(monkeypatch)
     launched = []
     monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(launched))
@@ -101,7 +102,7 @@ def test_depthwise_by_output_planes(case, dtype, rng, monkeypatch):
     assert launched == ["conv_direct_planes"]
 
 
-def test_planes_read_strided_inputs(rng, monkeypatch):
+def test_planes_read_strided_inputs(rng, monkeypatch, first_candidate):
     # columns adjacent but rows and channels sliced: the plane kernel reads through the strides; a
     # channels-last input has no plane candidates (its columns are a channel row apart)
     from nbxtensor.ops.convolution import _Setting
@@ -116,7 +117,7 @@ def test_planes_read_strided_inputs(rng, monkeypatch):
     assert not _Setting("conv2d", x, _to(w), None, 1, 1, 1, False, 0, 6).plane_tiles()
 
 
-def test_planes_counted_window(rng, monkeypatch):
+def test_planes_counted_window(rng, monkeypatch, first_candidate):
     # more window positions times group channels than are unrolled: the window's rows and columns are loops
     _planes_first(monkeypatch)
     launched = []

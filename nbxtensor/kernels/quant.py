@@ -379,20 +379,22 @@ def fp8_rows(x, out, row_scales, K, k_padded, x_sm, x_sk, BLOCK: tl.constexpr, D
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
             largest = tl.maximum(largest, tl.abs(v))
-    scale = tl.maximum(tl.max(largest, axis=0), SMALLEST_NORMAL) / FP8_MAX
+    # divisions rounded as IEEE's (a GPU's plain float32 ``/`` is approximate): a bfloat16 row often lands
+    # exactly between two e4m3 values, where an ulp decides the rounding
+    scale = tl.div_rn(tl.maximum(tl.max(largest, axis=0), SMALLEST_NORMAL), FP8_MAX)
     if INTERPRETED:
         k0 = 0
         while k0 < k_padded:
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            tl.store(out + m * k_padded + kk, encode(v / scale, out.dtype.element_ty, E4M3, False, False),
+            tl.store(out + m * k_padded + kk, encode(tl.div_rn(v, scale), out.dtype.element_ty, E4M3, False, False),
                      mask=kk < k_padded)
             k0 += BLOCK
     else:
         for k0 in range(0, k_padded, BLOCK):
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            tl.store(out + m * k_padded + kk, encode(v / scale, out.dtype.element_ty, E4M3, False, False),
+            tl.store(out + m * k_padded + kk, encode(tl.div_rn(v, scale), out.dtype.element_ty, E4M3, False, False),
                      mask=kk < k_padded)
     tl.store(row_scales + m, scale)
 
