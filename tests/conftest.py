@@ -14,6 +14,13 @@ CPU_RUNS_KERNELS = nbx._runtime.KERNEL_MODE == nbx._runtime.INTERPRETED
 cpu_kernels = pytest.mark.skipif(not CPU_RUNS_KERNELS, reason="CPU tensors run no kernels in a GPU-compiling process")
 
 
+def examples(count: int) -> int:
+    """Hypothesis examples for a property whose examples each make new kernel specialisations: ``count``
+    under the interpreter, which compiles nothing; a quarter of them (at least 5) where each specialisation
+    compiles for the GPU (seconds each, on a cold cache), so that a shard of the suite ends in bounded time."""
+    return count if CPU_RUNS_KERNELS else max(5, count // 4)
+
+
 @pytest.fixture
 def device():
     return TEST_DEVICE

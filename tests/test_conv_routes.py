@@ -14,6 +14,7 @@ import nbxtensor.nn.functional as F
 from nbxtensor import tuning
 from nbxtensor.ops import plans
 from nbxtensor.ops.registry import get
+from tests.conftest import examples
 from tests.test_convolution import _check, _rounded, _to, reference
 
 _DTYPES = ["float32", "float16", "bfloat16"]
@@ -278,7 +279,7 @@ def test_cost_declares_the_staging_workspace():
     assert get("conv_transpose2d").cost(x, w).workspace == -(-(16 * 784 * 4) // 256) * 256
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(n=st.integers(1, 2), groups=st.integers(1, 3), cig=st.sampled_from([1, 2, 5, 17]),
        cog=st.sampled_from([1, 3, 18]), h=st.integers(3, 6), w=st.integers(3, 6), kh=st.integers(1, 3),
        kw=st.integers(1, 3), stride=st.integers(1, 2), padding=st.integers(0, 1), dilation=st.integers(1, 2),
