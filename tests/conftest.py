@@ -21,6 +21,15 @@ def examples(count: int) -> int:
     return count if CPU_RUNS_KERNELS else max(5, count // 4)
 
 
+@pytest.fixture(autouse=True)
+def device_errors_raise_in_their_test():
+    """An error a device reported and no synchronisation raised yet (an index out of range found on a GPU)
+    fails the test that made it, not the next test to synchronise."""
+    yield
+    from nbxtensor.device.errors import check_device_errors
+    check_device_errors()
+
+
 @pytest.fixture
 def device():
     return TEST_DEVICE
