@@ -19,6 +19,10 @@ from tests.test_convolution import _check, _rounded, _to, reference
 
 _DTYPES = ["float32", "float16", "bfloat16"]
 
+# every route in its first tuning candidate, on every device: a GPU would compile and time all of a key's
+# candidates in each test (its plans are cleared), which bounds nothing a test here checks
+pytestmark = pytest.mark.usefixtures("first_candidate")
+
 
 def _channels_last(a, dtype):
     """``a`` (N, C, *S) as an nbx tensor laid out channels-last (N, *S, C in memory)."""
@@ -82,8 +86,7 @@ def test_depthwise_and_small_groups_take_the_direct_kernel(case, dtype, channels
 
 
 def _planes_first(monkeypatch):
-    """Candidates led by the plane kernel's where it applies (taken with ``first_candidate``: a GPU would
-    time them all, launching each, and keep the fastest)."""
+    """Candidates led by the plane kernel's where it applies (the first, taken on every device)."""
     from nbxtensor.ops.convolution import _Setting
     plain = _Setting.candidates
 
@@ -95,7 +98,7 @@ def _planes_first(monkeypatch):
 
 @pytest.mark.parametrize("case", DEPTHWISE)
 @pytest.mark.parametrize("dtype", _DTYPES)
-def test_depthwise_by_output_planes(case, dtype, rng, monkeypatch, first_candidate):
+def test_depthwise_by_output_planes(case, dtype, rng, monkeypatch):
     _planes_first(monkeypatch)
     launched = []
     monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(launched))
@@ -103,7 +106,7 @@ def test_depthwise_by_output_planes(case, dtype, rng, monkeypatch, first_candida
     assert launched == ["conv_direct_planes"]
 
 
-def test_planes_read_strided_inputs(rng, monkeypatch, first_candidate):
+def test_planes_read_strided_inputs(rng, monkeypatch):
     # columns adjacent but rows and channels sliced: the plane kernel reads through the strides; a
     # channels-last input has no plane candidates (its columns are a channel row apart)
     from nbxtensor.ops.convolution import _Setting
@@ -118,7 +121,7 @@ def test_planes_read_strided_inputs(rng, monkeypatch, first_candidate):
     assert not _Setting("conv2d", x, _to(w), None, 1, 1, 1, False, 0, 6).plane_tiles()
 
 
-def test_planes_counted_window(rng, monkeypatch, first_candidate):
+def test_planes_counted_window(rng, monkeypatch):
     # more window positions times group channels than are unrolled: the window's rows and columns are loops
     _planes_first(monkeypatch)
     launched = []
@@ -227,7 +230,7 @@ def test_candidates_fit_the_device_limits(dtype):
 @pytest.mark.parametrize("case", [DEPTHWISE[2], DEPTHWISE[4], GEMM[0], GEMM[1], GEMM[2]])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_staged_candidates_copy_channels_innermost_first(case, dtype, rng, monkeypatch):
-    # the interpreter tunes nothing (it takes the first candidate): put the staged ones first
+    # the first candidate runs: put the staged ones first
     from nbxtensor.ops.convolution import _Setting
     plain = _Setting.candidates
 
