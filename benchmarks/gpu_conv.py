@@ -9,7 +9,9 @@ candidate's timing, to $OUT/gpu_conv.json when OUT is set. A first call of each 
 (compiles and times the tile candidates), outside the timed calls; rows left when CONV_SECONDS (default
 230) have passed are skipped and counted. CONV_QUICK=1 runs the focus rows (QUICK: ResNet-50's batch-32
 late stages, ConvNeXt's depthwise in both layouts, the fp16 conv1d of 8 x 768 x 3000, about 150 s on an
-H100 with a cold tuning store); CONV_ONLY=a,b keeps the rows whose name contains one of those words."""
+H100 with a cold tuning store); CONV_ONLY=a,b keeps the rows whose name contains one of those words
+(CONV_ONLY=dw: the depthwise rows, ConvNeXt's 7x7 and MobileNet's 3x3 at stride 1 and 2), CONV_LAYOUTS=
+nchw,channels_last and CONV_DTYPES=bfloat16,float16 the rows of those layouts and dtypes."""
 from __future__ import annotations
 
 import json
@@ -36,7 +38,10 @@ SHAPES = [
                                              (512, 1024, 1, 2, 28))],
     *[(f"sd-unet {c} {h}x{h}", 2, c, (h, h), c, 3, 1, 1, 1) for c, h in ((320, 64), (640, 32), (1280, 32))],
     *[(f"sd-vae {c} {h}x{h}", 1, c, (h, h), c, 3, 1, 1, 1) for c, h in ((512, 64), (256, 256), (128, 512))],
-    *[(f"convnext dw7x7 {c}", 8, c, (h, h), c, 7, 1, 3, c) for c, h in ((96, 56), (192, 28), (384, 14), (768, 7))],
+    *[(f"convnext dw7x7 {c}", b, c, (h, h), c, 7, 1, 3, c) for b in (1, 8, 32)
+      for c, h in ((96, 56), (192, 28), (384, 14), (768, 7))],
+    *[(f"mobilenet dw3x3 {c} s{s}", b, c, (h, h), c, 3, s, 1, c) for b in (1, 32)
+      for c, h, s in ((96, 112, 2), (144, 56, 1), (576, 14, 2), (960, 7, 1))],
     ("vit patch16", 8, 3, (224, 224), 768, 16, 16, 0, 1),
     ("whisper conv1 80->768", 1, 80, (3000,), 768, 3, 1, 1, 1),
     *[("whisper conv2 768 s2", b, 768, (3000,), 768, 3, 2, 1, 1) for b in (1, 8)],
@@ -55,6 +60,7 @@ QUICK = [
     ("convnext dw7x7 96", 8, "bfloat16", False),
     ("convnext dw7x7 96", 8, "bfloat16", True),
     ("convnext dw7x7 384", 8, "bfloat16", False),
+    ("convnext dw7x7 384", 8, "bfloat16", True),
     ("whisper conv2 768 s2", 8, "float16", False),
 ]
 
@@ -103,12 +109,16 @@ def _setting(config):
 def main():
     quick = os.environ.get("CONV_QUICK") == "1"
     only = [w for w in os.environ.get("CONV_ONLY", "").split(",") if w]
+    layouts = os.environ.get("CONV_LAYOUTS", "nchw,channels_last").split(",")
+    dtypes = os.environ.get("CONV_DTYPES", "bfloat16,float16").split(",")
     budget = float(os.environ.get("CONV_SECONDS", "230"))
     timed = _timed_candidates()
     rows, skipped = [], 0
     started = time.perf_counter()
     for (name, batch, cin, spatial, cout, kernel, stride, padding, groups), dtype, channels_last in _rows(quick):
         if only and not any(w in name for w in only):
+            continue
+        if ("channels_last" if channels_last else "nchw") not in layouts or str(dtype).split(".")[-1] not in dtypes:
             continue
         if time.perf_counter() - started > budget:
             skipped += 1

@@ -10,9 +10,12 @@ same run:
 - end to end (NBX_QUANT_E2E=0 skips it): Llama-3-8B size, int4 (a GPTQ checkpoint of random words written
   here), batch 1 decode tokens/s and the weights' memory;
 - fp8 prefill (section ``fp8e2e``): Llama-3-8B's layer shapes, 8 layers, an fbgemm_fp8 checkpoint of random
-  e4m3 values written here, a 2048-token prefill with ``llm.load(fp8_activations=True)`` against False.
-NBX_QUANT_SECTIONS (comma-separated, default decode,prefill,e2e,fp8e2e) picks the sections; each prints its
-seconds.
+  e4m3 values written here, a 2048-token prefill with ``llm.load(fp8_activations=True)`` against False;
+- 128 x 128 block-scaled fp8 (section ``fp8block``, DeepSeek-V3's and Qwen3-FP8's weights): the prefill and
+  square products of ``prefill`` with rows rounded in 1 x 128 blocks (``fp8_block_gemm``), against the same
+  values scaled per channel (``fp8_gemm``), the block weights dequantized (weight only) and our bf16 GEMM.
+NBX_QUANT_SECTIONS (comma-separated, default decode,prefill,e2e,fp8e2e,fp8block) picks the sections; each
+prints its seconds.
 Prints a table last."""
 from __future__ import annotations
 
@@ -62,6 +65,13 @@ def random_quantized(n: int, k: int, seed: int, device: str = "cuda") -> dict:
     fp8 = QuantizedWeight.fp8(raw.view(ml_dtypes.float8_e4m3fn), np.full(n, 0.02 / 448, np.float32), device=device,
                               dtype="bfloat16")
     return {"int4": int4, "int8": int8, "fp8": fp8}
+
+
+def block_scaled(fp8: QuantizedWeight, device: str = "cuda") -> QuantizedWeight:
+    """``fp8``'s e4m3 values with a scale per 128 x 128 block (all about 0.02 / 448, as the channels' are)."""
+    n, k = fp8.shape
+    scales = np.random.default_rng(n + k).uniform(0.5, 1.5, (-(-n // 128), -(-k // 128))) * 0.02 / 448
+    return QuantizedWeight.fp8(fp8.qweight.numpy(), scales.astype(np.float32), device=device, dtype="bfloat16")
 
 
 def weights(n: int, k: int) -> tuple:
@@ -123,6 +133,30 @@ def prefill_rows() -> list[tuple]:
             ms = gpu_time_ms(lambda: nbx.quantized_linear(x, qw, **options))
             out += [ms * 1e3, f"{ours_bf16 / ms:.2f}x"]
         out.append(f"{flops / (ours_bf16 * 1e-3) / 1e12:.0f} TF/s bf16")
+        rows.append(tuple(out))
+        print(*out, sep=" | ", flush=True)
+    return rows
+
+
+def block_rows() -> list[tuple]:
+    """``prefill``'s cases with 128 x 128 block-scaled fp8 weights: rows in 1 x 128 blocks on the float8 units
+    (``fp8_block_gemm``), the block weights dequantized (``quantized_gemm``), and ``fp8_gemm`` (per channel)
+    as the scales-per-row baseline; each against our bf16 GEMM."""
+    rows = []
+    cases = [(name, n, k, 2048) for name, n, k in SHAPES if "8b" in name]
+    cases += [(f"square {s}", s, s, s) for s in (4096, 8192)]
+    for name, n, k, m in cases:
+        w_bf16, _, formats = weights(n, k)
+        blocked = block_scaled(formats["fp8"])
+        x, _ = activations(m, k)
+        if n * k <= 6144 * 4096:  # dequantizing on the host takes seconds past this
+            check(x, blocked, f"fp8 x fp8 blocks {name}", fp8_activations=True)
+        ours_bf16 = gpu_time_ms(lambda: F.linear(x, w_bf16))
+        out = [f"{name} {m}x{n}x{k}", ours_bf16 * 1e3]
+        for qw, options in ((formats["fp8"], {"fp8_activations": True}), (blocked, {"fp8_activations": True}),
+                            (blocked, {})):
+            ms = gpu_time_ms(lambda: nbx.quantized_linear(x, qw, **options))
+            out += [ms * 1e3, f"{ours_bf16 / ms:.2f}x"]
         rows.append(tuple(out))
         print(*out, sep=" | ", flush=True)
     return rows
@@ -236,7 +270,7 @@ def table(title: str, header: str, rows: list[tuple]) -> None:
 
 
 def timed_section(name: str, run) -> list[tuple]:
-    sections = os.environ.get("NBX_QUANT_SECTIONS", "decode,prefill,e2e,fp8e2e").split(",")
+    sections = os.environ.get("NBX_QUANT_SECTIONS", "decode,prefill,e2e,fp8e2e,fp8block").split(",")
     if name not in sections or (name == "e2e" and os.environ.get("NBX_QUANT_E2E", "1") == "0"):
         return []
     start = time.perf_counter()
@@ -251,6 +285,7 @@ def main() -> None:
     prefill = timed_section("prefill", prefill_rows)
     e2e = timed_section("e2e", end_to_end_rows)
     fp8_prefill = timed_section("fp8e2e", fp8_prefill_rows)
+    blocks = timed_section("fp8block", block_rows)
     table("decode rows (us)", "shape | torch bf16 | ours bf16 | int4 | int8 | fp8 | int4 vs our bf16 | int4 of floor",
           kernels)
     table("prefill and square products (us)", "case | torch bf16 | ours bf16 | int4 | int4 vs bf16 | fp8 | fp8 vs bf16 "
@@ -259,6 +294,9 @@ def main() -> None:
         table("end to end", "what | rate | memory | time", e2e)
     if fp8_prefill:
         table("fp8 checkpoint prefill (ms)", "model | products | ms", fp8_prefill)
+    if blocks:
+        table("128 x 128 block-scaled fp8 (us)", "case | ours bf16 | fp8 x fp8 per channel | vs bf16 | fp8 x fp8 "
+              "blocks | vs bf16 | blocks weight only | vs bf16", blocks)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ after an L2 flush) and, apart, the host cost of a call. One call on a CUDA GPU:
 Prints per row: our device ms, torch's, torch / ours, the floor (bytes at the facts' bandwidth), the check,
 and our and torch's host microseconds a call (the mean of back-to-back calls, the device left to catch up
 after every batch); then many-row top-k through the segment selection as well ("(segments)"), which
-today's routing sends to the radix select; writes gpu_vocab_rows.json to $OUT."""
+today's routing sends to the radix select, and softmax rows the facts hold in registers split in chunks as
+well ("(split)": ``softmax_resident_max`` lowered to the norms' ``row_resident_max``), so that one run times
+both sides of that line; writes gpu_vocab_rows.json to $OUT."""
 from __future__ import annotations
 
 import argparse
@@ -40,9 +42,11 @@ CASES = [
     ("softmax", dict(rows=1, cols=50257), "float32"),
     ("softmax", dict(rows=64, cols=50257), "float32"),
     ("softmax", dict(rows=64, cols=16032), "bfloat16"),
+    ("softmax", dict(rows=1, cols=16032), "bfloat16"),  # a row alone in one program (held in registers)
     ("softmax", dict(rows=64, cols=32000), "bfloat16"),
     ("softmax", dict(rows=64, cols=128256), "bfloat16"),
     ("softmax", dict(rows=64, cols=152064), "bfloat16"),
+    ("softmax", dict(rows=64, cols=256000), "bfloat16"),
     ("softmax", dict(rows=1, cols=51865), "float16"),
 ]
 # many-row top-k takes the radix select where the segments' programs outnumber a wave: these rows time
@@ -50,6 +54,9 @@ CASES = [
 SELECTED_ANYWAY = [("topk", dict(rows=8, cols=128256, k=50), "float32"),
                    ("topk", dict(rows=64, cols=128256, k=50), "float32"),
                    ("topk", dict(rows=64, cols=256000, k=50), "float32")]
+# softmax rows held in registers (one program a row, one launch) that these also time split in chunks (two
+# launches over every SM)
+SPLIT_ANYWAY = [("softmax", dict(rows=64, cols=16032), "bfloat16"), ("softmax", dict(rows=1, cols=16032), "bfloat16")]
 HOST_CALLS = 200
 
 
@@ -88,12 +95,17 @@ def main() -> int:
           f"{'host us':>8s} {'torch us':>9s}")
     rows = []
     cheap = sorting.CANDIDATE_SEGMENT_CHEAP
-    for op, params, dtype, lifted in [(*case, False) for case in CASES] + [(*case, True) for case in SELECTED_ANYWAY]:
-        sorting.CANDIDATE_SEGMENT_CHEAP = sorting.SEGMENT_LIMIT if lifted else cheap
+    kernel_facts = facts["kernels"]
+    resident = kernel_facts["softmax_resident_max"]
+    variants = ([(*case, "") for case in CASES] + [(*case, "segments") for case in SELECTED_ANYWAY]
+                + [(*case, "split") for case in SPLIT_ANYWAY])
+    for op, params, dtype, variant in variants:
+        sorting.CANDIDATE_SEGMENT_CHEAP = sorting.SEGMENT_LIMIT if variant == "segments" else cheap
+        kernel_facts["softmax_resident_max"] = kernel_facts["row_resident_max"] if variant == "split" else resident
         plans.clear_all()
         built = sweep.BUILDERS[op](env, params, dtype)
         label = f"{op} {params['rows']}x{params['cols']}" + (f" k={params['k']}" if "k" in params else "") + \
-            f" {dtype}" + (" (segments)" if lifted else "")
+            f" {dtype}" + (f" ({variant})" if variant else "")
         ours_out, theirs_out = sweep._first(built.ours()), sweep._first(built.theirs())
         diff = built.compare(ours_out, theirs_out) if built.compare else sweep.relative_diff(env, ours_out, theirs_out)
         del ours_out, theirs_out
@@ -106,8 +118,9 @@ def main() -> int:
         print(f"{label:40s} {ours_ms:8.4f} {torch_ms:9.4f} {row['ratio']:6.2f} {floor_ms:9.4f} "
               f"{'ok' if row['check_ok'] else 'FAIL':>4s} {diff:4.0e} {ours_host:8.1f} {torch_host:9.1f}", flush=True)
     sorting.CANDIDATE_SEGMENT_CHEAP = cheap
+    kernel_facts["softmax_resident_max"] = resident
     for op in dict.fromkeys(op for op, _, _ in CASES):
-        members = [r for r in rows if r["case"].startswith(op + " ") and not r["case"].endswith("(segments)")]
+        members = [r for r in rows if r["case"].startswith(op + " ") and not r["case"].endswith(")")]
         geomean = math.exp(sum(math.log(r["ratio"]) for r in members) / len(members))
         worst = min(members, key=lambda r: r["ratio"])
         print(f"{op}: geometric mean {geomean:.2f}, worst {worst['ratio']:.2f} ({worst['case']})")

@@ -1,9 +1,10 @@
 """The census: every launch key a graph's run forms, from its metadata and a device class's facts alone.
 
 Each step's arguments are laid out as meta tensors (shapes, strides and dtypes, no memory): inputs,
-weights and the results of ops that compute contiguous; a pointwise op's result as TensorIterator lays it
-out from its operands, and a convolution's channels-last when its input or weight is (a following
-convolution keys that layout); a view's (and a maybe-view's, such as ``reshape``) by running the op on the meta
+weights (channels-last where the graph marks them so) and the results of ops that compute contiguous; a
+pointwise op's result as TensorIterator lays it out from its operands, a convolution's channels-last when
+its input or weight is (a following convolution keys that layout), a pool's, a resampling's and a batch
+norm's when its input is; a view's (and a maybe-view's, such as ``reshape``) by running the op on the meta
 tensors, as a real run makes it, and contiguous where it must copy. The
 key rule an op declares (``register(key=)``) turns its laid-out arguments into the keys its call forms.
 ``shadow()`` records the keys a real run forms, to check the census against.
@@ -23,6 +24,11 @@ from .ops.pointwise import output_strides
 
 __all__ = ["census", "shadow"]
 
+# ops whose result takes the format ATen suggests for their input: channels-last where the input is
+_INPUT_FORMAT_FAMILIES = frozenset(("pooling", "resample"))
+_INPUT_FORMAT_OPS = frozenset(("batch_norm", "native_batch_norm", "native_batch_norm_legit",
+                               "native_batch_norm_no_training"))
+
 
 def census(model, values: dict | None = None, facts: dict | None = None) -> Counter:
     """Launch key -> how many of ``model``'s steps form it, for symbol ``values`` (default: the values traced
@@ -40,7 +46,10 @@ def census(model, values: dict | None = None, facts: dict | None = None) -> Coun
         found = laid_out.get(tensor_id)
         if found is None:
             meta = metas[tensor_id]
-            found = laid_out[tensor_id] = new_tensor(meta.shape, meta.dtype, meta_device)
+            weight_format = model.tensors[tensor_id].get("memory_format")  # a weight loaded channels-last
+            found = laid_out[tensor_id] = new_tensor(
+                meta.shape, meta.dtype, meta_device,
+                strides=S.channels_last_strides(meta.shape, weight_format) if weight_format else None)
         return found
 
     counts: Counter = Counter()
@@ -56,6 +65,12 @@ def census(model, values: dict | None = None, facts: dict | None = None) -> Coun
             strides = conv_output_strides(tuple(metas[out].shape), args[0], args[1])
             if strides is not None:
                 laid_out[out] = new_tensor(metas[out].shape, metas[out].dtype, meta_device, strides=strides)
+        elif (step.op.family in _INPUT_FORMAT_FAMILIES or step.op.name in _INPUT_FORMAT_OPS) and step.outputs \
+                and step.outputs[0] in metas and hasattr(args[0], "stride") \
+                and S.strides_like_channels_last(args[0].shape, args[0].stride()):
+            out = step.outputs[0]
+            laid_out[out] = new_tensor(metas[out].shape, metas[out].dtype, meta_device,
+                                       strides=S.channels_last_strides(metas[out].shape))
         elif step.op.aliases is not None:  # a view (or a maybe-view) laid out by running it on meta tensors
             try:
                 produced = step.op.impl(*args, **kwargs)

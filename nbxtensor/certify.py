@@ -490,28 +490,32 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
                                                          groups), reference, bound)]
 
 
-def _fp8_activation_cases(extents, dtypes, flags, device) -> list[Case]:
-    """``fp8_gemm`` keys: ``quantized_linear(..., fp8_activations=True)`` of an input with the key's dtype and
-    an fp8 weight scaled per channel. Reference: the unrounded input times the dequantized weight, in float64.
-    Bound: the product's, plus the rows' rounding to e4m3 (half a step: 2^-4 of an element, or 2^-10 of its
-    row's scale below e4m3's normals) and the output's rounding."""
+def _fp8_activation_cases(fp8_scales: str, extents, dtypes, flags, device) -> list[Case]:
+    """``fp8_gemm`` and ``fp8_block_gemm`` keys: ``quantized_linear(..., fp8_activations=True)`` of an input with
+    the key's dtype and an fp8 weight scaled per channel, or per 128 x 128 block (``fp8_scales``). Reference:
+    the unrounded input times the dequantized weight, in float64. Bound: the product's, plus the rows' rounding
+    to e4m3 (half a step: 2^-4 of an element, or 2^-10 of its scale, a row's or its 1 x 128 block's, below
+    e4m3's normals) and the output's rounding."""
     from .ops.quant import quantized_linear
-    from .quant import QuantizedWeight
+    from .quant import FP8_BLOCK, QuantizedWeight
     rng = np.random.default_rng(0)
     m, n, k = extents["M"], extents["N"], extents["K"]
     in_name, _ = dtypes
     x, x64 = _operand(rng, (m, k), in_name, device, transposed=False)
-    weight = QuantizedWeight.quantize(rng.standard_normal((n, k)).astype(np.float32) * 0.05, "fp8", device=device,
-                                      dtype=in_name)
+    weight = QuantizedWeight.quantize(rng.standard_normal((n, k)).astype(np.float32) * 0.05, "fp8",
+                                      fp8_scales=fp8_scales, device=device, dtype=in_name)
     w64 = weight.dequantize().astype(np.float64)
     reference = x64 @ w64.T
-    row_scales = np.abs(x64).max(axis=1) / 448
+    block = FP8_BLOCK if fp8_scales == "block" else k
+    blocks = -(-k // block)
+    padded_x, padded_w = np.zeros((m, blocks * block)), np.zeros((n, blocks * block))
+    padded_x[:, :k], padded_w[:, :k] = np.abs(x64), np.abs(w64)
+    block_scales = padded_x.reshape(m, blocks, block).max(axis=2) / 448
+    below_normals = block_scales @ padded_w.reshape(n, blocks, block).sum(axis=2).T
     magnitudes = np.abs(x64) @ np.abs(w64).T
-    bound = ((_gamma(k + 3, _UNIT_ROUNDOFF["float32"]) + 2.0 ** -4) * magnitudes
-             + 2.0 ** -10 * row_scales[:, None] * np.abs(w64).sum(axis=1)[None, :]
+    bound = ((_gamma(k + 3, _UNIT_ROUNDOFF["float32"]) + 2.0 ** -4) * magnitudes + 2.0 ** -10 * below_normals
              + _output_rounding(in_name) * np.abs(reference))
     return [Case((m, n, k), lambda: quantized_linear(x, weight, fp8_activations=True), reference, bound)]
-
 
 
 CERTIFIERS: dict[str, Certifier] = {
@@ -523,7 +527,8 @@ CERTIFIERS: dict[str, Certifier] = {
     "attention_decode": Certifier(("G",), _decode_cases),
     "quantized_gemm": Certifier(("M",), _quantized_cases),
     "quantized_gemv": Certifier(("M",), _quantized_cases),
-    "fp8_gemm": Certifier(("M",), _fp8_activation_cases),
+    "fp8_gemm": Certifier(("M",), functools.partial(_fp8_activation_cases, "channel")),
+    "fp8_block_gemm": Certifier(("M",), functools.partial(_fp8_activation_cases, "block")),
     "conv": Certifier(("M",), functools.partial(_conv_cases, "gemm")),
     "direct_conv": Certifier(("M",), functools.partial(_conv_cases, "direct")),
 }

@@ -209,6 +209,17 @@ def _host(array, what: str) -> np.ndarray:
     return array
 
 
+def _positive_finite(value, what: str) -> float | None:
+    """``value`` (None, or a positive finite number) as the float32 a kernel takes, as a Python float."""
+    if value is None:
+        return None
+    if isinstance(value, (np.ndarray, np.generic)) and np.size(value) == 1:
+        value = float(np.asarray(value, np.float64).reshape(()))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise QuantizationError(f"{what}: expected a positive finite number, got {value!r}")
+    return float(np.float32(value))
+
+
 def _require(array: np.ndarray, what: str, shape: tuple, dtypes: tuple) -> None:
     if tuple(array.shape) != tuple(shape):
         raise QuantizationError(f"{what}: expected shape {tuple(shape)}, got {tuple(array.shape)}")
@@ -220,19 +231,24 @@ class QuantizedWeight:
     """A quantized (out_features, in_features) weight on a device, in the layout the module docstring
     gives. ``shape`` and ``dtype`` are the logical weight's (what ``dequantize`` gives), ``nbytes`` what
     it occupies. Made by the class methods ``int4``, ``gptq``, ``awq``, ``int8``, ``fp8`` and ``quantize``;
-    ``w[a:b]`` is the weight of output rows a..b (a view)."""
+    ``w[a:b]`` is the weight of output rows a..b (a view). How ``quantized_linear`` scales the float8 rows it
+    multiplies an fp8 weight by: ``activation_scale``, one fixed scale (a checkpoint's static ``input_scale``),
+    else each row's largest magnitude over 448, clamped first at ``activation_scale_ub`` (fbgemm's) unless
+    None."""
 
     __slots__ = ("format", "shape", "dtype", "qweight", "scales", "zeros", "g_idx", "group_size", "scale_block_n",
-                 "layout_key")
+                 "activation_scale", "activation_scale_ub", "layout_key")
 
     def __init__(self, format: str, shape, dtype, qweight, scales, zeros, g_idx, group_size: int,
-                 scale_block_n: int):
+                 scale_block_n: int, activation_scale: float | None = None, activation_scale_ub: float | None = None):
         self.format, self.shape, self.dtype = format, tuple(shape), dtype
         self.qweight, self.scales, self.zeros, self.g_idx = qweight, scales, zeros, g_idx
         self.group_size, self.scale_block_n = group_size, scale_block_n
-        # what a plan may depend on: the format, sizes and every part's layout, not its values
-        self.layout_key = (format, self.shape, dtype, group_size, scale_block_n,
-                           *(layout_key(t) for t in (qweight, scales, zeros, g_idx)))
+        self.activation_scale, self.activation_scale_ub = activation_scale, activation_scale_ub
+        # what a plan may depend on: the format, sizes, the rows' scaling (kernel arguments) and every part's
+        # layout, not the parts' values
+        self.layout_key = (format, self.shape, dtype, group_size, scale_block_n, activation_scale,
+                           activation_scale_ub, *(layout_key(t) for t in (qweight, scales, zeros, g_idx)))
 
     # -- construction from host arrays --
     @classmethod
@@ -321,10 +337,18 @@ class QuantizedWeight:
                    tensor(np.ascontiguousarray(scales.reshape(1, n)), device=device), None, None, k, 1)
 
     @classmethod
-    def fp8(cls, q, scales, *, device=None, dtype=None) -> "QuantizedWeight":
+    def fp8(cls, q, scales, *, activation_scale: float | None = None, activation_scale_ub: float | None = None,
+            device=None, dtype=None) -> "QuantizedWeight":
         """From (N, K) float8_e4m3fn values and the scales they multiply by: one ((), (1,) or (1, 1)), one
-        per output channel ((N,) or (N, 1)), or one per 128 x 128 block ((ceil(N / 128), ceil(K / 128)))."""
+        per output channel ((N,) or (N, 1)), or one per 128 x 128 block ((ceil(N / 128), ceil(K / 128))).
+        ``activation_scale`` or ``activation_scale_ub`` (not both): positive finite numbers, how float8 rows
+        are scaled (the class docstring)."""
         q, scales = _host(q, "fp8 weight"), _host(scales, "fp8 scales")
+        if activation_scale is not None and activation_scale_ub is not None:
+            raise QuantizationError("activation_scale (fixed) and activation_scale_ub (a bound on dynamic scales) "
+                                    "exclude each other")
+        activation_scale = _positive_finite(activation_scale, "activation_scale")
+        activation_scale_ub = _positive_finite(activation_scale_ub, "activation_scale_ub")
         if q.ndim != 2 or q.dtype != ml_dtypes.float8_e4m3fn or 0 in q.shape:
             raise QuantizationError(f"fp8 weight: expected a non-empty (out_features, in_features) float8_e4m3fn "
                                     f"array, got {q.shape} {q.dtype}")
@@ -346,7 +370,7 @@ class QuantizedWeight:
         else:
             scale_tensor = tensor(np.ascontiguousarray(grid), device=device)
         return cls("fp8", (n, k), _logical_dtype(dtype, scales), tensor(np.ascontiguousarray(q), device=device),
-                   scale_tensor, None, None, group_size, block_n)
+                   scale_tensor, None, None, group_size, block_n, activation_scale, activation_scale_ub)
 
     @classmethod
     def quantize(cls, w, format: str, *, group_size: int = 128, fp8_scales: str = "channel", device=None,
@@ -413,7 +437,7 @@ class QuantizedWeight:
                 scales = self.scales[:, start // self.scale_block_n:-(-stop // self.scale_block_n)]
         block_n = self.scale_block_n if self.scale_block_n != n or n == 1 else max(stop - start, 1)
         return QuantizedWeight(self.format, (stop - start, k), self.dtype, qweight, scales, zeros, self.g_idx,
-                               self.group_size, block_n)
+                               self.group_size, block_n, self.activation_scale, self.activation_scale_ub)
 
     def dequantize(self) -> np.ndarray:
         """The (N, K) float32 weight this one stands for, computed on the host."""
@@ -432,12 +456,13 @@ class QuantizedWeight:
 
 def join_rows(weights: list) -> "QuantizedWeight | None":
     """The quantized weights stacked by output rows into one (as a float ``cat`` would stack them), or None
-    where their layouts cannot share one: formats, input sizes, dtypes or group sizes that differ, act-order
-    (each weight has its own input permutation) or scales that are not one a group column or channel."""
+    where their layouts cannot share one: formats, input sizes, dtypes, group sizes or rows' scalings that differ,
+    act-order (each weight has its own input permutation) or scales that are not one a group column or channel."""
     first = weights[0]
     if not all(isinstance(w, QuantizedWeight) for w in weights):
         return None
-    same = {(w.format, w.shape[1], w.dtype, w.group_size, w.device) for w in weights}
+    same = {(w.format, w.shape[1], w.dtype, w.group_size, w.device, w.activation_scale, w.activation_scale_ub)
+            for w in weights}
     if len(same) != 1 or any(w.g_idx is not None for w in weights):
         return None
     if first.format == "int4":
@@ -450,7 +475,7 @@ def join_rows(weights: list) -> "QuantizedWeight | None":
         return None
     rows = sum(w.shape[0] for w in weights)
     return QuantizedWeight(first.format, (rows, first.shape[1]), first.dtype, qweight, scales, zeros, None,
-                           first.group_size, first.scale_block_n)
+                           first.group_size, first.scale_block_n, first.activation_scale, first.activation_scale_ub)
 
 
 def _dtype_name(np_dtype) -> str:

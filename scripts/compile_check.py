@@ -7,18 +7,23 @@ then compile each distinct specialisation here:
 
     NBX_RECORD_LAUNCHES=/tmp/launches.jsonl python3 -m pytest -q tests/test_sorting.py
     python3 scripts/compile_check.py /tmp/launches.jsonl [--target 90] [--jobs 2] [--limit-per-kernel N]
+                                     [--ptx-dir DIR]
 
 Interpreter-only switches (``INTERPRETED``, ``DECODE_BF16``) are compiled as a GPU would set them, and
 so is ``PDL`` (programmatic dependent launch, ``kernels/dependent_launch.py``): true where the facts file of
 the target's class names ``programmatic_dependent_launch``. A specialisation compiled with ``PDL`` true
 must wait (``griddepcontrol.wait``) before its PTX touches global memory or branches, and signal its
 dependents; one that does not is a failure.
-Prints one line per failure and a summary; exits 1 when any specialisation fails to compile.
+Prints one line per failure and a summary; exits 1 when any specialisation fails to compile. With
+``--ptx-dir``, each specialisation's PTX is written there, named by its kernel and a hash of the launch
+record, so that two runs over the same records (before and after a change to kernel code that must not
+change what it compiles to) can be compared file by file.
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import hashlib
 import importlib
 import json
 import os
@@ -164,15 +169,16 @@ def _arguments(record: dict):
     return [build(a) for a in record["args"]], {k: constant(v) for k, v in record["constexprs"].items()}
 
 
-def _compile(record: dict) -> tuple[str, float | None, str | None]:
+def _compile(record: dict) -> tuple[str, float | None, str | None, str | None]:
     """(kernel name, seconds to compile or None for a kernel its module lists as never launched on a GPU
-    (``INTERPRETER_ONLY``), the failure or None). Runs in a worker, whose Triton compiles: importing the
-    kernels' modules in the parent would settle it, and the workers forked from it, as interpreted."""
+    (``INTERPRETER_ONLY``), the failure or None, the PTX or None). Runs in a worker, whose Triton compiles:
+    importing the kernels' modules in the parent would settle it, and the workers forked from it, as
+    interpreted."""
     module = importlib.import_module(record["module"])
     kernel = getattr(module, record["kernel"])
     name = f"{record['module'].rsplit('.', 1)[-1]}.{record['kernel']}"
     if record["kernel"] in getattr(module, "INTERPRETER_ONLY", ()):
-        return name, None, None
+        return name, None, None, None
     start = time.perf_counter()
     try:
         args, constexprs = _arguments(record)
@@ -187,8 +193,14 @@ def _compile(record: dict) -> tuple[str, float | None, str | None]:
             root = root.__cause__
         reason = "".join(traceback.format_exception_only(type(root), root)).strip().splitlines()[-1]
         settings = {k: v for k, v in record["constexprs"].items() if not isinstance(v, dict)}
-        return name, time.perf_counter() - start, f"{reason[:400]} [constexprs {settings}]"
-    return name, time.perf_counter() - start, None
+        return name, time.perf_counter() - start, f"{reason[:400]} [constexprs {settings}]", None
+    return name, time.perf_counter() - start, None, compiled.asm["ptx"]
+
+
+def ptx_file_name(name: str, record: dict) -> str:
+    """The file a specialisation's PTX is written to: its kernel's name and a hash of its launch record."""
+    digest = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{name}.{digest}.ptx"
 
 
 def _worker_init(capability: int) -> None:
@@ -206,15 +218,21 @@ def main(argv=None) -> int:
     parser.add_argument("--limit-per-kernel", type=int, default=None)
     parser.add_argument("--all-arguments", action="store_true",
                         help="also compile each specialisation of the non-constexpr arguments")
+    parser.add_argument("--ptx-dir", type=Path, default=None,
+                        help="write each specialisation's PTX into this folder (compare two runs with diff -r)")
     args = parser.parse_args(argv)
     records = distinct_launches(args.records, args.limit_per_kernel, args.all_arguments, target_settings(args.target))
     failures, timings, interpreter_only = [], [], 0
+    if args.ptx_dir is not None:
+        args.ptx_dir.mkdir(parents=True, exist_ok=True)
     with concurrent.futures.ProcessPoolExecutor(args.jobs, initializer=_worker_init,
                                                 initargs=(args.target,)) as pool:
-        for name, seconds, error in pool.map(_compile, records):
+        for record, (name, seconds, error, ptx) in zip(records, pool.map(_compile, records)):
             if seconds is None:
                 interpreter_only += 1
                 continue
+            if ptx is not None and args.ptx_dir is not None:
+                (args.ptx_dir / ptx_file_name(name, record)).write_text(ptx)
             timings.append((seconds, name))
             if error:
                 failures.append(f"{name}: {error}")

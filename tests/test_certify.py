@@ -123,6 +123,8 @@ CONVOLUTIONS = {
                                                _image((20, 16, 3, 3), "float16"), padding=1),
     "depthwise, bfloat16": lambda: F.conv2d(_image((1, 8, 5, 5), "bfloat16"), _image((8, 1, 3, 3), "bfloat16"),
                                             padding=1, groups=8),
+    "depthwise, channels-last": lambda: F.conv2d(_image((1, 24, 6, 9), "float16", True),
+                                                 _image((24, 1, 3, 3), "float16"), padding=1, groups=24),
     "grouped, strided": lambda: F.conv2d(_image((1, 36, 5, 6)), _image((24, 12, 3, 3)), stride=2, padding=1, groups=3),
     "3-d": lambda: F.conv3d(_image((1, 18, 4, 5, 3)), _image((16, 18, 3, 3, 3)), stride=(2, 1, 1), padding=1),
     "transposed": lambda: F.conv_transpose2d(_image((1, 16, 3, 4)), _image((16, 9, 2, 3)), stride=2),
@@ -426,17 +428,22 @@ def test_cli_tune_run_export_import(tmp_path, capsys, monkeypatch):
     assert SECRET not in refused[0]
 
 
-@pytest.mark.parametrize("format, fp8_activations", [("int4", False), ("int8", False), ("fp8", False), ("fp8", True)])
-def test_quantized_keys_certify_and_serve_certified_only(format, fp8_activations):
+@pytest.mark.parametrize("format, fp8_scales, fp8_activations", [
+    ("int4", None, False), ("int8", None, False), ("fp8", "channel", False), ("fp8", "channel", True),
+    ("fp8", "block", True)])
+def test_quantized_keys_certify_and_serve_certified_only(format, fp8_scales, fp8_activations):
     from nbxtensor.ops.quant import quantized_linear
     from nbxtensor.quant import QuantizedWeight
     rng = np.random.default_rng(4)
-    weight = QuantizedWeight.quantize(rng.standard_normal((40, 256)).astype(np.float32), format, device="cpu")
+    options = {"fp8_scales": fp8_scales} if fp8_scales else {}
+    weight = QuantizedWeight.quantize(rng.standard_normal((40, 256)).astype(np.float32), format, device="cpu",
+                                      **options)
     x = nbx.tensor(rng.standard_normal((3, 256)).astype(np.float32), device="cpu")
     with tuning.recording() as formed:
         free = quantized_linear(x, weight, fp8_activations=fp8_activations).numpy()
     (key,) = formed
-    assert key.startswith("fp8_gemm") == fp8_activations
+    assert key.startswith({"channel": "fp8_gemm|", "block": "fp8_block_gemm|"}[fp8_scales] if fp8_activations
+                          else "quantized_")
     report = certify.certify_key(key, "cpu")
     assert report["status"] == "certified" and report["op"] == "quantized_linear"
     clear_all()

@@ -27,11 +27,12 @@ def _record(tmp_path: Path, program: str) -> Path:
     return records
 
 
-def _check(records: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+def _check(records: Path, tmp_path: Path, *options: str, **environment: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               **environment)
     env.pop("TRITON_INTERPRET", None)
-    return subprocess.run([sys.executable, str(CHECK), str(records), "--jobs", "2"], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=900)
+    return subprocess.run([sys.executable, str(CHECK), str(records), "--jobs", "2", *options], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=900)
 
 
 @cpu_kernels
@@ -357,3 +358,46 @@ def test_the_compile_check_sets_pdl_as_the_target_class_facts_do():
     assert check.target_settings(90)["PDL"] is True
     assert check.target_settings(80)["PDL"] is False  # Ampere: no programmatic dependent launch
     assert check.target_settings(120)["PDL"] is False  # no facts file: derived ones, which do not claim it
+
+
+_CODED_KERNEL = textwrap.dedent("""
+    import nbxtensor  # settles Triton's mode first
+    import triton
+    import triton.language as tl
+    {codes}
+
+    @triton.jit
+    def coded(x, n, MODE: tl.constexpr, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        value = tl.load(x + i, mask=i < n)
+        if MODE == {doubled}:
+            value = value * 2
+        tl.store(x + i, value, mask=i < n)
+""")
+
+
+@cpu_kernels
+def test_the_ptx_of_each_specialisation_is_written_for_comparison(tmp_path):
+    """``--ptx-dir`` writes each specialisation's PTX under its kernel's name and a hash of its record, so
+    two versions of a kernel's source compile to files compared one by one: a code compared as a literal
+    and as a named constexpr global (without line information) compile alike."""
+    literal, named = tmp_path / "literal", tmp_path / "named"
+    for folder, codes, doubled in ((literal, "", "1"), (named, "MODE_DOUBLED = tl.constexpr(1)", "MODE_DOUBLED")):
+        folder.mkdir()
+        (folder / "coded_kernel.py").write_text(_CODED_KERNEL.format(codes=codes, doubled=doubled))
+    records = _record(literal, """
+        import nbxtensor as nbx
+        from nbxtensor.launch import launch
+        from coded_kernel import coded
+        x = nbx.ones(4)
+        for mode in (0, 1):
+            launch(coded, (1,), x.device, [x, 4], MODE=mode, BLOCK=8)
+    """)
+    written = {}
+    for folder in (literal, named):
+        result = _check(records, folder, "--ptx-dir", str(folder / "ptx"), TRITON_DISABLE_LINE_INFO="1")
+        assert result.returncode == 0, result.stdout + result.stderr
+        written[folder] = {path.name: path.read_text() for path in (folder / "ptx").iterdir()}
+    coded = [ptx for name, ptx in written[literal].items() if name.startswith("coded_kernel.coded.")]
+    assert len(coded) == 2 and all(".entry coded" in ptx for ptx in coded)  # one per MODE; ones() adds a fill
+    assert written[named] == written[literal]

@@ -293,3 +293,35 @@ def test_conv2d_routes_property(n, groups, cig, cog, h, w, kh, kw, stride, paddi
     rng = np.random.default_rng(h * 31 + w * 7 + kh)
     _run((n, cig * groups, h, w), (cog * groups, cig, kh, kw), stride, padding, dilation, groups, "float32",
          channels_last, rng, bias=bool(groups % 2))
+
+
+@pytest.mark.parametrize("route", ["direct", "planes", "depthwise channels-last", "implicit GEMM", "split",
+                                   "transposed"])
+def test_a_strided_bias_is_read_through_its_stride(route, rng, monkeypatch):
+    # every other element of a wider buffer: each kernel that adds the bias steps through it
+    from nbxtensor.ops import convolution
+    xs, wsh, kwargs = ((1, 6, 5, 7), (6, 1, 3, 3), dict(padding=1, groups=6))
+    if route == "planes":
+        _planes_first(monkeypatch)
+    elif route in ("implicit GEMM", "split", "transposed"):
+        xs, wsh, kwargs = ((1, 16, 5, 6), (8, 16, 3, 3), dict(padding=1))
+    if route == "split":  # every convolution starved of programs: its partials summed by a second launch
+        monkeypatch.setattr(convolution, "split_below_programs", lambda facts: 1 << 30)
+    transposed = route == "transposed"
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(wsh if not transposed else (16, 8, 3, 3)).astype(np.float32)
+    wide = rng.standard_normal(32).astype(np.float32)
+    cout = w.shape[1] if transposed else w.shape[0]
+    xt = _channels_last(x, "float32") if route == "depthwise channels-last" else _to(x)
+    plans.clear_all()
+    call = F.conv_transpose2d if transposed else F.conv2d
+    launched = []
+    monkeypatch.setattr(plans.PlannedLaunch, "__call__", _recording_call(launched))
+    got = call(xt, _to(w), _to(wide)[:2 * cout:2], **kwargs)
+    plans.clear_all()
+    assert launched[-1] == {"direct": "conv_direct", "planes": "conv_direct_planes",
+                            "depthwise channels-last": "conv_depthwise_channels_inner", "split": "conv_split_sum"}.get(
+                                route, "conv_implicit_gemm")
+    groups = kwargs.get("groups", 1)
+    k_terms = int(np.prod(w.shape[1:])) * (xs[1] if transposed else 1)
+    _check(got, reference(x, w, wide[:2 * cout:2], 1, kwargs["padding"], 1, groups, transposed), "float32", k_terms)

@@ -245,7 +245,8 @@ def test_spread_reductions_scans_and_softmax_take_their_temporaries_from_the_are
     from nbxtensor.device import backend_for
     kernels = backend_for(nbx.device(TEST_DEVICE)).facts["kernels"]
     for name, value in dict(reduction_split_length=64, reduction_column_split_length=16, reduction_split_min=16,
-                            reduction_split_block=64, reduction_split_chunks=64, row_resident_max=32).items():
+                            reduction_split_block=64, reduction_split_chunks=64, row_resident_max=32,
+                            softmax_resident_max=32).items():
         monkeypatch.setitem(kernels, name, value)
     clear_all()
     g = _Builder({"s": {"min": 1, "max": 8, "trace": 3}})

@@ -308,3 +308,49 @@ def test_a_batch_key_on_parts_certifies_both_precisions(on_parts, monkeypatch, t
     assert report["status"] == "certified" and report["refused"] == []
     entry = tuning.entries("cpu")[key]
     assert entry["candidates"] == 2 and [list(s)[0] for s in entry["shapes"]] == [4, 3]
+
+
+@pytest.mark.parametrize("precision", [PARTS, IEEE])
+@pytest.mark.parametrize("flatten", [False, True], ids=["loop", "flattened"])
+def test_a_persistent_batch_gives_the_one_program_a_tile_bits(rng, parts_in_registers, monkeypatch, precision,
+                                                              flatten):
+    """``gemm_batches``: a few programs (three under the interpreter) walk every (matrix, tile) item of a
+    batch, 16-wide tiles with ragged edges and K steps, of a heads view, a strided, a broadcast batch and
+    baddbmm's bias; each item sums its K steps as ``gemm``'s program a tile does, so the bits are
+    ``gemm``'s, in either precision."""
+    tiles = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)
+    _choosing(monkeypatch, precision, **tiles)
+    kernels = _launched_kernels(monkeypatch)
+    a, b = _inputs(rng, (5, 33, 20), "float32"), _inputs(rng, (5, 20, 17), "float32")
+    q, k = _attention_operands(rng)
+    x, y = _inputs(rng, (8, 21, 40), "float32")[::2], _inputs(rng, (4, 40, 13), "float32")
+    u, v = _inputs(rng, (3, 1, 18, 35), "float32"), _inputs(rng, (1, 2, 35, 22), "float32")
+    bias = _inputs(rng, (1, 17), "float32")
+
+    def products():
+        return [nbx.bmm(a, b), q @ k, nbx.bmm(x, y), u @ v, nbx.baddbmm(bias, a, b, beta=0.5, alpha=-2.0)]
+    one_a_tile = products()
+    assert kernels == [K.gemm] * 5
+    clear_all()
+    _choosing(monkeypatch, precision, **tiles, PROGRAMS_PER_SM=1, **({"FLATTEN": True} if flatten else {}))
+    kernels.clear()
+    walked = products()
+    assert kernels == [K.gemm_batches] * 5
+    for got, expected in zip(walked, one_a_tile):
+        np.testing.assert_array_equal(got.numpy(), expected.numpy())
+    assert_product_close(walked[1], _f64(q), _f64(k), 24, "float32")
+    assert_product_close(walked[4], -2.0 * _f64(a), _f64(b), 20, "float32", bias_scale=(0.5 * _f64(bias),))
+
+
+def test_attention_sized_float32_batches_list_persistent_forms():
+    """A float32 batch's key on Hopper lists ``gemm_batches``'s persistent forms in both precisions (one
+    matrix and half precision do not), each tile's staged K steps within a block's shared memory."""
+    hopper = load_facts("hopper")
+    for parts in (True, False):
+        listed = MM.gemm_candidates(hopper, 512, 64, 512, nbx.float32, parts=parts, batches=48)
+        persistent = [c for c in listed if c.get("PROGRAMS_PER_SM")]
+        assert persistent and all(c["BLOCK_K"] in (16, 32) for c in persistent)
+        assert not any(c.get("PROGRAMS_PER_SM") for c in MM.gemm_candidates(hopper, 512, 64, 512, nbx.float32,
+                                                                           parts=parts))
+    assert not any(c.get("PROGRAMS_PER_SM") for c in MM.gemm_candidates(hopper, 512, 64, 512, nbx.bfloat16,
+                                                                       batches=48))

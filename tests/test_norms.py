@@ -10,6 +10,11 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
+from nbxtensor.device.facts import load as load_facts
+from nbxtensor.launch import capture
+from nbxtensor.ops import registry
+from nbxtensor.ops.normalization import _softmax_split
+from nbxtensor.ops.registry import TensorMeta
 
 from .conftest import to_nbx
 
@@ -29,9 +34,10 @@ def ref_softmax(a, dim):
 
 @pytest.fixture
 def long_rows(set_kernel_facts):
-    """Rows over 32 elements are not held in registers; over 64 they are split in chunks of 16."""
-    set_kernel_facts(row_resident_max=32, reduction_split_length=64, reduction_split_chunks=4,
-                     reduction_block=16, reduction_split_block=16, reduction_tile=256)
+    """Rows over 32 elements are not held in registers (softmax's: split in about 4 chunks, 16 elements a
+    step); over 64 they are split in chunks of 16."""
+    set_kernel_facts(row_resident_max=32, softmax_resident_max=32, reduction_split_length=64,
+                     reduction_split_chunks=4, reduction_block=16, reduction_split_block=16, reduction_tile=256)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
@@ -80,6 +86,66 @@ def test_softmax_long_rows(rng, long_rows, length):
     assert F.softmax(x[1:2], 1).numpy().tobytes() == batch[1:2].tobytes()
     row = np.full((1, length), -np.inf, np.float32)
     assert np.isnan(F.softmax(to_nbx(row), 1).numpy()).all()
+
+
+def test_softmax_rows_on_hopper_split_in_few_one_block_chunks():
+    """Hopper holds a softmax row of up to 16384 elements in registers (64 x 16032, a vocabulary shard of
+    tensor parallel 8: one program a row, one launch); a longer row splits in chunks of one 4096-wide block,
+    so that every program of the sweep combines few chunk states (13 for 50257, 38 for 152064), a very
+    long one in about ``reduction_split_chunks`` chunks; the cost rule declares every chunk's state."""
+    hopper = load_facts("hopper")["kernels"]
+    assert _softmax_split(16032, hopper) == (16032, 1)
+    assert _softmax_split(16385, hopper) == (4096, 5)
+    assert _softmax_split(50257, hopper) == (4096, 13)
+    assert _softmax_split(152064, hopper) == (4096, 38)
+    assert _softmax_split(1 << 24, hopper) == (16384, 1024)
+    assert registry.get("softmax").cost(TensorMeta((64, 50257), nbx.float32), -1).workspace >= 2 * 4 * 64 * 13
+
+
+def test_vocabulary_rows_under_hopper_facts(rng, set_kernel_facts):
+    """Planned as on Hopper: a bfloat16 row of 16032 in one program of 16 warps (32 elements a thread), a
+    float32 row of 50257 in 13 chunks of 4096 over two launches of one block a program; both against
+    float64 within two roundings and the float32 sum of the row."""
+    set_kernel_facts(**load_facts("hopper")["kernels"])
+    shard = (rng.standard_normal((2, 16032)) * 3).astype(nbx.bfloat16.numpy)
+    with capture() as captured:
+        got = nbx.softmax(to_nbx(shard), -1).numpy().astype(np.float64)
+    assert [(grid, c["RESIDENT"], c["BLOCK_R"], c["num_warps"]) for _, grid, _, _, c, _ in captured.launches] == \
+        [((2,), True, 16384, 16)]
+    np.testing.assert_allclose(got, ref_softmax(shard, 1), rtol=2 * EPS["bfloat16"] + 16032 * EPS["float32"],
+                               atol=1e-38)
+    vocabulary = (rng.standard_normal((2, 50257)) * 3).astype(np.float32)
+    with capture() as captured:
+        got = nbx.softmax(to_nbx(vocabulary), -1).numpy()
+    assert [(grid, c["ONE_STEP"], c["BLOCK_R"]) for _, grid, _, _, c, _ in captured.launches] == \
+        [((2, 13), True, 4096)] * 2
+    np.testing.assert_allclose(got, ref_softmax(vocabulary, 1), rtol=2 * EPS["float32"] + 50257 * EPS["float32"],
+                               atol=1e-38)
+
+
+@pytest.mark.parametrize("block,chunks", [(64, 64), (16, 4)], ids=["one-block chunks", "chunks of 8 blocks"])
+def test_a_split_softmax_sweeps_the_chunks_its_first_pass_cut(rng, set_kernel_facts, block, chunks):
+    """Rows of 301 past the resident length: in 5 chunks of one 64-wide block, 4 rows a program (the sweep
+    loads its block before it combines the chunk states), or, where a row would take more than
+    ``reduction_split_chunks`` blocks, in 3 chunks of 128 stepped through 16 at a time. Against float64
+    within two roundings and the float32 sum of 301 terms; a row alone gives the bits it gets in the
+    batch; log_softmax too; a row of -inf is NaN as in torch."""
+    set_kernel_facts(softmax_resident_max=32, reduction_split_block=block, reduction_split_chunks=chunks,
+                     reduction_tile=256)
+    a = (rng.standard_normal((9, 301)) * 3).astype(np.float32)
+    x = to_nbx(a)
+    with capture() as captured:
+        got = nbx.softmax(x, -1).numpy()
+    one_block = block == 64
+    assert [(grid[1], constexprs["ONE_STEP"]) for _, grid, _, _, constexprs, _ in captured.launches] == \
+        [(5 if one_block else 3, one_block)] * 2
+    bound = 2 * EPS["float32"] + 301 * EPS["float32"]
+    ref = ref_softmax(a, 1)
+    np.testing.assert_allclose(got, ref, rtol=bound, atol=1e-38)
+    np.testing.assert_allclose(nbx.log_softmax(x, -1).numpy(), np.log(ref), rtol=bound, atol=bound)
+    for i in (0, 4, 8):
+        assert nbx.softmax(x[i:i + 1], -1).numpy().tobytes() == got[i:i + 1].tobytes()
+    assert np.isnan(nbx.softmax(to_nbx(np.full((2, 301), -np.inf, np.float32)), -1).numpy()).all()
 
 
 def ref_layer_norm(a, n_dims, w=None, b=None, eps=1e-5):

@@ -445,7 +445,7 @@ def test_a_planned_launch_of_aligned_tensors_goes_straight_to_its_launcher(bound
     from nbxtensor.kernels import ramp
     from nbxtensor.ops.plans import PlannedLaunch, Slot
     planned = PlannedLaunch(ramp.linear_ramp, (1,), [Slot("out"), 8, 0, 0, 0, 0],
-                            dict(MODE=0, COMPUTE=None, COMPUTE_BITS=None, OUT_FORMAT=0, VIA_F32=False,
+                            dict(MODE=ramp.MODE_ARANGE.value, COMPUTE=None, COMPUTE_BITS=None, OUT_FORMAT=0, VIA_F32=False,
                                  FLOAT_TO_INT=False, INDEX_64=False, BLOCK=8))
     specialised = []
     general = L._specialised

@@ -195,12 +195,23 @@ def test_fp8_product(rng, mode, rows):
     _check(rng.standard_normal((rows, k)), weight, q.astype(np.float64) * expanded.astype(np.float64))
 
 
-def _e4m3_rows(x):
-    """Rows rounded to e4m3 with one float32 scale each (largest magnitude over 448), as float64 values."""
+def _e4m3_rows(x, scale_ub=None, block=None):
+    """Rows rounded to e4m3 with one float32 scale each (largest magnitude over 448, that magnitude clamped at
+    ``scale_ub`` first, the values then clamped to +-448 as fbgemm's quantize_fp8_per_row does), or one each
+    ``block`` inputs of a row (1 x 128 blocks against 128 x 128 weight blocks), as float64 values."""
     x = x.astype(np.float32)
-    scales = np.maximum(np.abs(x).max(axis=1), np.finfo(np.float32).tiny) / np.float32(448)
-    q = (x / scales[:, None]).astype(ml_dtypes.float8_e4m3fn)
-    return q.astype(np.float64) * scales.astype(np.float64)[:, None]
+    rows, k = x.shape
+    block = block or k
+    blocks = -(-k // block)
+    grouped = np.zeros((rows, blocks * block), np.float32)
+    grouped[:, :k] = x
+    grouped = grouped.reshape(rows, blocks, block)
+    largest = np.abs(grouped).max(axis=2, keepdims=True)
+    if scale_ub is not None:
+        largest = np.minimum(largest, np.float32(scale_ub))
+    scales = np.maximum(largest, np.finfo(np.float32).tiny) / np.float32(448)
+    q = np.clip(grouped / scales, -448, 448).astype(ml_dtypes.float8_e4m3fn)
+    return (q.astype(np.float64) * scales.astype(np.float64)).reshape(rows, -1)[:, :k]
 
 
 @pytest.mark.parametrize("mode", ["tensor", "channel"])
@@ -228,14 +239,94 @@ def test_fp8_activations(rng, mode, rows, dtype):
     assert (np.abs(x.astype(np.float64) @ w.T + bias.astype(np.float64) - expected) > bound).any()
 
 
+@pytest.mark.parametrize("rows", [3, 20])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fp8_activations_clamp_row_scales_at_the_weights_bound(rng, rows, dtype):
+    """fbgemm's ``activation_scale_ub``: a row's scale is min(largest magnitude, bound) / 448 and values past
+    448 saturate. Rows scaled to either side of the bound; the reference clamps as the kernel should, and the
+    reference without the bound is off by far more than the float32 sum's bound somewhere (the clamped rows'
+    large values lose everything past 448 scales)."""
+    n, k = 16, 200
+    q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    scales = rng.uniform(0.01, 0.1, n).astype(np.float32)
+    bound_ub = 2.5
+    weight = QuantizedWeight.fp8(q, scales, activation_scale_ub=bound_ub, device=TEST_DEVICE)
+    w = q.astype(np.float64) * scales.astype(np.float64)[:, None]
+    x = rng.standard_normal((rows, k)) * np.where(np.arange(rows) % 2, 4.0, 0.3)[:, None]
+    x = x.astype(NP_DTYPES[dtype])
+    out = nbx.quantized_linear(to_nbx(x), weight, fp8_activations=True).numpy().astype(np.float64)
+    held = _e4m3_rows(x.astype(np.float64), scale_ub=bound_ub)
+    expected = held @ w.T
+    bound = _bound(held, w, k, "float32") + RELATIVE[dtype] * np.abs(expected)
+    assert (np.abs(out - expected) <= bound).all()
+    unbounded = _e4m3_rows(x.astype(np.float64)) @ w.T
+    assert (np.abs(unbounded - expected) > bound).any()
+    # rows whose largest magnitude lies under the bound round as they would without it
+    small = np.abs(x.astype(np.float64)).max(axis=1) < bound_ub
+    assert small.any() and np.array_equal(_e4m3_rows(x.astype(np.float64), bound_ub)[small],
+                                          _e4m3_rows(x.astype(np.float64))[small])
+
+
+@pytest.mark.parametrize("rows", [5, 20])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fp8_activations_against_block_scaled_weights(rng, rows, dtype):
+    """128 x 128 weight blocks (DeepSeek-V3's): the rows are rounded in 1 x 128 blocks, a scale each, and each K
+    block's product is scaled by its two blocks' scales. N = 131 and K = 260 leave ragged blocks along both. One
+    input is 64 times its row's others, so a row-wide scale would round the other blocks far more coarsely:
+    the reference rounding whole rows lies outside the bound somewhere."""
+    n, k = 131, 260
+    q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    scales = rng.uniform(0.01, 0.1, (2, 3)).astype(np.float32)
+    weight = QuantizedWeight.fp8(q, scales, device=TEST_DEVICE)
+    w = q.astype(np.float64) * np.repeat(np.repeat(scales, 128, 0), 128, 1)[:n, :k].astype(np.float64)
+    x = rng.standard_normal((rows, k))
+    x[:, 140] *= 64
+    x = x.astype(NP_DTYPES[dtype])
+    bias = rng.standard_normal(n).astype(NP_DTYPES[dtype])
+    out = nbx.quantized_linear(to_nbx(x), weight, to_nbx(bias), fp8_activations=True)
+    assert out.dtype.name == dtype and tuple(out.shape) == (rows, n)
+    held = _e4m3_rows(x.astype(np.float64), block=128)
+    expected = held @ w.T + bias.astype(np.float64)
+    # each K block's float32 product is scaled (two float32 roundings) before the float32 sum: within the bound
+    # of K float32 steps
+    bound = _bound(held, w, k, "float32") + RELATIVE[dtype] * np.abs(expected)
+    assert (np.abs(out.numpy().astype(np.float64) - expected) <= bound).all()
+    whole_rows = _e4m3_rows(x.astype(np.float64)) @ w.T + bias.astype(np.float64)
+    assert (np.abs(whole_rows - expected) > bound).any()
+
+
+@pytest.mark.parametrize("rows", [3, 20])
+def test_fp8_activations_with_a_static_scale(rng, rows):
+    """A static input scale (compressed-tensors' ``input_scale``): every row divided by the one scale, values past
+    448 of it saturating; the reference scaling each row by its own largest magnitude lies outside the bound."""
+    n, k = 16, 200
+    q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    scales = rng.uniform(0.01, 0.1, 1).astype(np.float32)
+    static = np.float32(2.0 / 448)
+    weight = QuantizedWeight.fp8(q, scales, activation_scale=np.array([static]), device=TEST_DEVICE)
+    w = q.astype(np.float64) * np.float64(scales[0])
+    x = (rng.standard_normal((rows, k)) * np.where(np.arange(rows) % 2, 3.0, 0.2)[:, None]).astype(np.float32)
+    out = nbx.quantized_linear(to_nbx(x), weight, fp8_activations=True).numpy().astype(np.float64)
+    held = np.clip(x / static, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) * np.float64(static)
+    expected = held @ w.T
+    bound = _bound(held, w, k, "float32")
+    assert (np.abs(out - expected) <= bound).all()
+    assert (np.abs(_e4m3_rows(x.astype(np.float64)) @ w.T - expected) > bound).any()
+
+
 def test_fp8_activations_refuse_other_weights(rng):
     x = to_nbx(np.ones((2, 128), np.float32))
-    int8 = QuantizedWeight.quantize(rng.standard_normal((8, 128)).astype(np.float32), "int8", device=TEST_DEVICE)
-    blocked = QuantizedWeight.quantize(rng.standard_normal((256, 128)).astype(np.float32), "fp8", fp8_scales="block",
-                                       device=TEST_DEVICE)
-    for weight in (int8, blocked):
+    for format in ("int8", "int4"):
+        weight = QuantizedWeight.quantize(rng.standard_normal((8, 128)).astype(np.float32), format, device=TEST_DEVICE)
         with pytest.raises(RuntimeError, match="fp8_activations takes an fp8 weight"):
             nbx.quantized_linear(x, weight, fp8_activations=True)
+    q = np.zeros((4, 8), ml_dtypes.float8_e4m3fn)
+    for bad in (0.0, -1.0, float("inf"), float("nan"), "1200", True, np.ones(2, np.float32)):
+        for option in ("activation_scale", "activation_scale_ub"):
+            with pytest.raises(QuantizationError, match=f"{option}: expected a positive finite number"):
+                QuantizedWeight.fp8(q, np.ones(4, np.float32), **{option: bad})
+    with pytest.raises(QuantizationError, match="exclude each other"):
+        QuantizedWeight.fp8(q, np.ones(4, np.float32), activation_scale=0.5, activation_scale_ub=100.0)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -308,6 +399,12 @@ def test_joined_rows_stack_the_weights(rng, format):
         blocked = [QuantizedWeight.quantize(rng.standard_normal((128, 128)).astype(np.float32), "fp8",
                                             fp8_scales="block", device=TEST_DEVICE) for _ in range(2)]
         assert join_rows(blocked) is None
+        bounded = [QuantizedWeight.fp8(p.qweight.numpy(), p.scales.numpy().T, activation_scale_ub=ub,
+                                       device=TEST_DEVICE) for p, ub in zip(parts, (100.0, 100.0, 200.0))]
+        assert join_rows(bounded[:2]).activation_scale_ub == 100.0 and join_rows(bounded) is None
+        static = [QuantizedWeight.fp8(p.qweight.numpy(), p.scales.numpy().T, activation_scale=scale,
+                                      device=TEST_DEVICE) for p, scale in zip(parts, (0.01, 0.01, 0.02))]
+        assert join_rows(static[:2]).activation_scale == np.float32(0.01) and join_rows(static) is None
     if format == "int4":
         q, zeros, scales, g_idx = _random_int4(rng, 64, 16, 32, True)
         ordered = QuantizedWeight.int4(q, scales, zeros, g_idx, group_size=32, device=TEST_DEVICE)

@@ -38,9 +38,9 @@ PROJECTIONS = {"self_attn.q_proj": (64, 64), "self_attn.k_proj": (32, 64), "self
                "mlp.down_proj": (64, 96)}
 
 
-def _write(directory, tensors: dict, quantization=None):
+def _write(directory, tensors: dict, quantization=None, config=CONFIG):
     os.makedirs(directory, exist_ok=True)
-    config = dict(CONFIG, **({"quantization_config": quantization} if quantization else {}))
+    config = dict(config, **({"quantization_config": quantization} if quantization else {}))
     with open(os.path.join(directory, "config.json"), "w") as file:
         json.dump(config, file)
     save_file({name: nbx.tensor(np.ascontiguousarray(a)) for name, a in tensors.items()},
@@ -181,20 +181,23 @@ def test_nbx_quantize_and_generate_quantize(float_checkpoint, tmp_path, capsys):
 LONG_PROMPT = [5, 17, 3, 44, 9, 30, 61, 12, 70, 4, 21, 7, 7, 33, 8, 2, 60, 1, 79, 26]
 
 
-def _reference_logits(weights: dict, tokens: list, round_rows: bool) -> np.ndarray:
-    """The logits after each of ``tokens`` of CONFIG's Llama in float64 with ``weights``; with ``round_rows``
+def _reference_logits(weights: dict, tokens: list, round_rows, config=CONFIG) -> np.ndarray:
+    """The logits after each of ``tokens`` of ``config``'s Llama in float64 with ``weights``; with ``round_rows``
     the rows entering each decoder projection are first rounded to e4m3 with a scale each, as
-    ``quantized_linear(..., fp8_activations=True)`` rounds them (the head's float weight takes them as they are)."""
+    ``quantized_linear(..., fp8_activations=True)`` rounds them (the head's float weight takes them as they are),
+    or as ``round_rows(rows)`` rounds them where it is a function."""
     w = {name: a.astype(np.float64) for name, a in weights.items()}
-    n, heads, kv_heads, dim = len(tokens), 4, 2, 16
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    n, dim = len(tokens), config["hidden_size"] // heads
+    rounding = round_rows if callable(round_rows) else _e4m3_rows if round_rows else None
 
     def norm(x, gain):
-        return x / np.sqrt((x * x).mean(-1, keepdims=True) + CONFIG["rms_norm_eps"]) * gain
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + config["rms_norm_eps"]) * gain
 
     def product(x, name):
-        return (_e4m3_rows(x) if round_rows else x) @ w[name].T
+        return (rounding(x) if rounding else x) @ w[name].T
 
-    angles = np.arange(n)[:, None] * (1.0 / CONFIG["rope_theta"] ** (np.arange(0, dim, 2) / dim))[None, :]
+    angles = np.arange(n)[:, None] * (1.0 / config["rope_theta"] ** (np.arange(0, dim, 2) / dim))[None, :]
     cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
 
     def rope(t):
@@ -202,12 +205,13 @@ def _reference_logits(weights: dict, tokens: list, round_rows: bool) -> np.ndarr
         return np.concatenate([first * cos - second * sin, second * cos + first * sin], -1)
     causal = np.triu(np.full((n, n), -np.inf), 1)
     x = w["model.embed_tokens.weight"][tokens]
-    for layer in range(CONFIG["num_hidden_layers"]):
+    for layer in range(config["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         h = norm(x, w[p + "input_layernorm.weight"])
         q = rope(product(h, p + "self_attn.q_proj.weight").reshape(n, heads, dim))
-        k = np.repeat(rope(product(h, p + "self_attn.k_proj.weight").reshape(n, kv_heads, dim)), 2, axis=1)
-        v = np.repeat(product(h, p + "self_attn.v_proj.weight").reshape(n, kv_heads, dim), 2, axis=1)
+        k = np.repeat(rope(product(h, p + "self_attn.k_proj.weight").reshape(n, kv_heads, dim)), heads // kv_heads,
+                      axis=1)
+        v = np.repeat(product(h, p + "self_attn.v_proj.weight").reshape(n, kv_heads, dim), heads // kv_heads, axis=1)
         scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(dim) + causal
         probs = np.exp(scores - scores.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
@@ -260,7 +264,7 @@ def test_fp8_activations_round_prefill_rows_and_keep_decode_weight_only(fp8_chec
 def test_fp8_activations_are_refused_by_name_where_they_cannot_run(float_checkpoint, tmp_path, monkeypatch):
     int8 = tmp_path / "int8"
     write_quantized(float_checkpoint, int8, "int8")
-    with pytest.raises(ValueError, match=r"per tensor or per channel; model\.layers\.\d+\..*QuantizedWeight\(int8"):
+    with pytest.raises(ValueError, match=r"128 x 128 block\); model\.layers\.\d+\..*QuantizedWeight\(int8"):
         load(int8, device=TEST_DEVICE, fp8_activations=True)
     assert not load(int8, device=TEST_DEVICE).model.fp8_activations  # nbx int8 says nothing of activations
     with pytest.raises(ValueError, match="has float weights"):

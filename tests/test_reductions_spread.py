@@ -1,13 +1,13 @@
 """Reductions, scans and softmax spread over the device: rows split into chunks that one row alone
 spreads over every multiprocessor, column layouts split along the reduced axis, few rows in small
-tiles, and softmax's normalising sweep over coarser chunks than its first pass.
+tiles, and softmax's rows past its resident length in chunks of one block, its sweep over the same.
 
 The thresholds are device facts, set here so that tiny shapes take these paths under the interpreter
 (whose device counts 3 multiprocessors). What may change bits and what may not:
 - the split of a row (its chunks) is a function of its length and the device alone, so a row gives the
   same bits alone or in any batch, and run to run; float sums over different splits round differently
   (fp32 accumulation in another order) and are compared with float64 within the bound of the depth;
-- the tile's row count (how few rows spread out) and the softmax sweep's chunks never change bits;
+- the tile's row count (how few rows spread out) and the softmax sweep's never change bits;
 - max, min, arg reductions and integer sums are exact whatever the split: first index among equals,
   NaN wins.
 """
@@ -18,6 +18,7 @@ import nbxtensor as nbx
 from nbxtensor.device.facts import all_facts
 from nbxtensor.launch import capture
 from nbxtensor.ops import registry
+from nbxtensor.ops.normalization import _softmax_split
 from nbxtensor.ops.reductions import occupying_block_rows, split_plan
 from nbxtensor.ops.registry import TensorMeta
 
@@ -48,6 +49,7 @@ def spread(set_kernel_facts):
         set_kernel_facts(**{**dict(reduction_split_length=64, reduction_column_split_length=16,
                                    reduction_split_min=16, reduction_split_block=256, reduction_split_chunks=64,
                                    reduction_block=16, reduction_tile=256, row_resident_max=32,
+                                   softmax_resident_max=32,
                                    reduction_waves=0), **more})
     set_facts()
     return set_facts
@@ -89,7 +91,7 @@ def test_cost_rules_declare_the_partials():
         8 * 8 * split_plan(1 << 17, HOPPER, H200_SMS)[1]
     assert registry.get("cumsum").cost(TensorMeta((8, 100), f32), 1).workspace == 0
     assert registry.get("softmax").cost(TensorMeta((2, 131072), bf16), -1).workspace >= \
-        2 * 4 * 2 * split_plan(131072, HOPPER, H200_SMS)[1]
+        2 * 4 * 2 * _softmax_split(131072, HOPPER)[1]
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -126,8 +128,8 @@ def test_exact_reductions_whatever_the_split(rng, spread):
 
 
 def test_spreading_few_rows_keeps_the_bits(rng, spread):
-    """Few rows in smaller tiles over more programs (reduction_waves) and softmax's sweep over chunks of
-    its own: the same bits as without, for every kind of state and both layouts."""
+    """Few rows in smaller tiles over more programs (reduction_waves), softmax's sweep among them: the same
+    bits as without, for every kind of state and both layouts."""
     a = rng.standard_normal((3, 301)).astype(np.float32)
     c = rng.standard_normal((40, 70)).astype(np.float32)
     ops = [lambda t: t.sum(1), lambda t: t.var(1), lambda t: t.logsumexp(1), lambda t: t.norm(3, 1),
@@ -227,7 +229,7 @@ def test_cumsum_of_a_long_row_takes_two_launches(rng, spread):
 def test_softmax_splits_every_row_past_the_resident_length(rng, spread):
     """A row too long for registers but within the reductions' split length (48: resident up to 32, split
     past 64) still splits into chunks (the first launch's grid spreads the row), as a vocabulary row of
-    16032 must on Hopper; chunk states with -inf or NaN combine as a whole row's would: a chunk of -inf
+    50257 must on Hopper; chunk states with -inf or NaN combine as a whole row's would: a chunk of -inf
     adds nothing, a NaN makes the row NaN. Against float64 within 2 roundings and the float32 sum."""
     a = (rng.standard_normal((3, 48)) * 3).astype(np.float32)
     with capture() as captured:

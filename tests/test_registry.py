@@ -77,6 +77,9 @@ def test_cost_rules_count_bytes():
     assert cat_cost.bytes_read == 2048 + 4096 and cat_cost.bytes_written == 2048 * 4
     assert registry.get("zeros").cost(4, 4, dtype=nbx.float64).bytes_written == 128
     assert registry.get("permute").cost(m, (0,)) == Cost()
+    # take reads and writes its result's elements, of the input's dtype (not the int64 index's)
+    values, index = TensorMeta((5,), nbx.complex128), TensorMeta((3,), nbx.int64)
+    assert registry.get("take").cost(values, index) == Cost(bytes_read=48, bytes_written=48)
 
 
 def test_meta_rules_need_no_device():
@@ -242,9 +245,14 @@ def test_a_variant_is_declared_on_the_right_op():
     with pytest.raises(ValueError, match="OUT_OF_PLACE is the variant of an in-place op"):
         registry.register("my_op", family="copy", aten=["nbx::my_op"], meta=lambda x: x, cost=lambda x: Cost(),
                           variants=(registry.OUT_OF_PLACE,))(lambda x: x)
-    with pytest.raises(ValueError, match="variants are OUT, INPLACE and OUT_OF_PLACE"):
+    with pytest.raises(ValueError, match="variants are OUT, OUT_EXACT, INPLACE and OUT_OF_PLACE"):
         registry.register("my_op", family="copy", aten=["nbx::my_op"], meta=lambda x: x, cost=lambda x: Cost(),
                           variants=("copy",))(lambda x: x)
+    with pytest.raises(ValueError, match="OUT and OUT_EXACT are two forms of one out="):
+        registry.register("my_op", family="copy", aten=["nbx::my_op"], meta=lambda x: x, cost=lambda x: Cost(),
+                          variants=(registry.OUT, registry.OUT_EXACT))(lambda x: x)
+    with pytest.raises(KeyError):
+        registry.get("my_op")  # a refused declaration leaves no trace
 
 
 def test_an_out_variant_writes_the_result_into_out():
@@ -266,9 +274,60 @@ def test_an_out_variant_writes_the_result_into_out():
         nbx.sort(x, out=(to_nbx(np.zeros(3, np.float32)), indices))
     with pytest.raises(TypeError, match="sort: out must be a tuple of 2 tensors"):
         nbx.sort(x, out=values)
+    # every output is checked before any is written
+    untouched = to_nbx(np.full((1, 3), 7.0, np.float32))
+    with pytest.raises(RuntimeError, match=r"sort: output with shape \(2,\) doesn't match"):
+        nbx.sort(x, out=(untouched, to_nbx(np.zeros(2, np.int64))))
+    assert np.array_equal(untouched.numpy(), [[7, 7, 7]])
     # the rules never see out
     assert registry.get("sort").meta(x, out=(values, indices))[0].shape == (1, 3)
     assert "out" in inspect.signature(registry.get("cross").impl).parameters
+
+
+# Ops whose meta and cost rules take the call's arguments as they come, each group for the reason
+# docs/architecture.md gives ("Writing an op"); every other op declares bound=True. The pointwise table
+# rows are left out of the list: their rows' parser binds their arguments.
+UNBOUND_BY_DESIGN = {
+    # view_op: the meta rule is the implementation itself run on a memoryless tensor
+    "view": "as_strided broadcast_to chunk diagonal dsplit expand flatten hsplit imag linalg.diagonal movedim "
+            "narrow permute ravel real reshape select slice split split_with_sizes squeeze t tensor_split "
+            "transpose unbind unflatten unfold unsafe_chunk unsafe_split unsqueeze view view_as_complex "
+            "view_as_real vsplit",
+    # the *_copy forms: the view's own rules, whichever arguments the view takes
+    "copy of a view": "alias_copy as_strided_copy diagonal_copy expand_copy narrow_copy permute_copy "
+                      "split_with_sizes_copy squeeze_copy t_copy transpose_copy unbind_copy unfold_copy "
+                      "unsqueeze_copy view_copy",
+}
+
+
+def _pointwise_rows() -> set:
+    from nbxtensor.ops import pointwise_table, special_polynomials, special_table
+    rows = [*pointwise_table.TABLE, *special_table.TABLE, *special_polynomials.TABLE]
+    return {row.name for row in rows} | {row.name + "_" for row in rows if row.inplace}
+
+
+def test_every_op_declares_bound_rules_but_those_listed():
+    allowed = {name for names in UNBOUND_BY_DESIGN.values() for name in names.split()}
+    unbound = {op.name for op in registry.all_ops() if not op.bound} - _pointwise_rows()
+    assert not unbound - allowed, f"ops to declare with bound=True: {sorted(unbound - allowed)}"
+    assert not allowed - unbound, f"listed as unbound but bound (or gone): {sorted(allowed - unbound)}"
+
+
+def test_an_exact_out_variant_refuses_other_dtypes_before_writing():
+    x = to_nbx(np.array([1.5, -3.0], np.float32))
+    mantissa, exponent = to_nbx(np.zeros(2, np.float32)), to_nbx(np.zeros(2, np.int32))
+    assert nbx.frexp(x, out=(mantissa, exponent)).exponent is exponent
+    assert np.array_equal(mantissa.numpy(), [0.75, -0.75]) and np.array_equal(exponent.numpy(), [1, 2])
+    # an int64 exponent could hold the result (OUT would cast into it), but frexp's is int32 only; every
+    # output is checked before any is written, so the mantissa stays as it was
+    untouched = to_nbx(np.full(2, 7.0, np.float32))
+    with pytest.raises(RuntimeError, match=r"frexp\(\) expects exponent to have dtype int32 but got int64"):
+        nbx.frexp(x, out=(untouched, to_nbx(np.zeros(2, np.int64))))
+    assert np.array_equal(untouched.numpy(), [7.0, 7.0])
+    with pytest.raises(RuntimeError, match=r"frexp\(\) expects mantissa to have dtype float32 but got float64"):
+        nbx.frexp(x, out=(to_nbx(np.zeros(2, np.float64)), exponent))
+    op = registry.get("frexp")
+    assert op.bound and op.meta(x, out=(mantissa, exponent))[1] == TensorMeta((2,), nbx.int32)
 
 
 def test_bound_rules_get_the_arguments_bound_once():

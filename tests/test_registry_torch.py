@@ -1,10 +1,12 @@
 """Every ATen name the registry claims is an overload torch has, and the registry's rules take its arguments."""
 import inspect
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
+import nbxtensor as nbx  # noqa: E402
 from nbxtensor.graph import calling  # noqa: E402
 from nbxtensor.ops import registry  # noqa: E402
 
@@ -68,3 +70,23 @@ def test_aten_elu_scale_arguments_reach_the_kernel():
     x64 = x.astype(np.float64)
     want = 2.0 * np.where(x64 > 0, x64, 0.5 * (np.exp(1.5 * x64) - 1))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _frexp_outcome(frexp, x, out):
+    """(mantissa, exponent) as lists, or the kind of error."""
+    try:
+        result = frexp(x, out=out)
+    except RuntimeError:
+        return "refused"
+    return [result[0].tolist(), result[1].tolist()]
+
+
+@pytest.mark.parametrize("mantissa_dtype, exponent_dtype, size", [
+    ("float32", "int32", 2), ("float32", "int32", 0), ("float32", "int64", 2), ("float32", "int16", 2),
+    ("float64", "int32", 2), ("bfloat16", "int32", 2)])
+def test_frexp_out_takes_the_dtypes_torch_takes(mantissa_dtype, exponent_dtype, size):
+    x = np.array([1.5, -3.0], np.float32)
+    nbx_out = tuple(nbx.empty((size,), dtype=getattr(nbx, d)) for d in (mantissa_dtype, exponent_dtype))
+    torch_out = tuple(torch.empty(size, dtype=getattr(torch, d)) for d in (mantissa_dtype, exponent_dtype))
+    assert _frexp_outcome(nbx.frexp, nbx.tensor(x), nbx_out) == _frexp_outcome(torch.frexp, torch.tensor(x),
+                                                                               torch_out)

@@ -14,7 +14,8 @@ from torch.export.graph_signature import InputKind
 
 from .. import progress
 from ..graph.format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSION, GRAPH_FILE, INPUT, PARAM,
-                            WEIGHTS_FILE, dumps, encode_constant, encode_float, parse_expression)
+                            WEIGHT_FORMAT_RANKS, WEIGHTS_FILE, dumps, encode_constant, encode_float,
+                            parse_expression)
 from ..io.safetensors import save_file
 from ..ops import registry
 from . import ExportError, TraceError, first_line
@@ -62,6 +63,18 @@ def _dtype_name(dtype) -> str:
     if name not in DTYPE_NAMES:
         raise ExportError(f"dtype {dtype} has no nbxtensor counterpart")
     return name
+
+
+def _weight_format(data) -> dict:
+    """``{"memory_format": name}`` for a weight laid out channels-last (which the weights file, row-major,
+    does not keep), else nothing. Strides decide, not ``is_contiguous``: a 1x1 convolution's weight is
+    contiguous in both formats, and its channels-last strides still make its output channels-last."""
+    for name, rank in WEIGHT_FORMAT_RANKS.items():
+        if data.dim() == rank:
+            laid_out = torch.empty(data.shape, memory_format=getattr(torch, name)).stride()
+            if data.stride() == laid_out != torch.empty(data.shape).stride():
+                return {"memory_format": name}
+    return {}
 
 
 def _is_tensor(value) -> bool:
@@ -191,7 +204,8 @@ class _Writer:
                 else:
                     namespace = {InputKind.PARAMETER: PARAM, InputKind.BUFFER: BUFFER}.get(spec.kind, CONST)
                     tensor_id = namespace + key
-                    self.tensors[tensor_id] = {"shape": list(data.shape), "dtype": _dtype_name(data.dtype), "weight": key}
+                    self.tensors[tensor_id] = {"shape": list(data.shape), "dtype": _dtype_name(data.dtype),
+                                               "weight": key, **_weight_format(data)}
                     self.weights[key] = data
             else:
                 raise ExportError(f"input {node.name} is a {spec.kind.name}, which inference graphs do not take")

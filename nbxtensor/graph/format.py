@@ -23,6 +23,8 @@ WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
 INPUT, PARAM, BUFFER, CONST = "input::", "param::", "buffer::", "const::"
 NAMESPACES = (INPUT, PARAM, BUFFER, CONST)
 WEIGHT_NAMESPACES = (PARAM, BUFFER)
+# the layouts a weight may ask for (its ``memory_format``), and the rank each needs; without one, row-major
+WEIGHT_FORMAT_RANKS = {"channels_last": 4, "channels_last_3d": 5}
 
 DTYPE_NAMES = frozenset(d.name for d in all_dtypes)
 

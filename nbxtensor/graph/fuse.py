@@ -3,7 +3,8 @@
 An exported graph spells a transformers layer op by op: its RMSNorm is eight steps, its rotary embedding
 seven per tensor. Each step costs host time on the normal path, so ``fuse`` rewrites the chains that
 ``PATTERNS`` describes into one step each, after loading (``graph.load(..., fuse=False)`` keeps the graph
-as exported). A pattern is data: its nodes, matched on the steps' op names and encoded arguments, the
+as exported). A pattern of one node rewrites a step whose extra outputs nothing reads into the op that
+does not make them. A pattern is data: its nodes, matched on the steps' op names and encoded arguments, the
 labels whose tensors the fused step defines, and a rule that checks what the op names cannot (dtypes,
 shapes) and builds the fused step's arguments. Every fusion computes in float32 what the chain computes
 with intermediate roundings, so its result is at least as close to a float32 run as the chain's.
@@ -156,6 +157,21 @@ def _act_and_mul(activation: str):
     return build
 
 
+def _group_norm(c, graph):
+    """native_group_norm whose statistics nothing reads: the group norm alone, without their extra pass."""
+    return "aten::group_norm.default", [c["$x"], c["$group"], c["$weight"], c["$bias"], c["$eps"]], {}
+
+
+def _max_pool(nd: int):
+    """max_pool{nd}d_with_indices whose indices nothing reads: the values alone, without writing indices."""
+    return lambda c, graph: (f"aten::max_pool{nd}d.default", [c[f"${name}"] for name in _POOL_ARGUMENTS
+                                                               if f"${name}" in c], {})
+
+
+# aten::max_pool{1,2,3}d_with_indices's arguments, in order; an export writes those before the last it sets
+_POOL_ARGUMENTS = ("x", "kernel_size", "stride", "padding", "dilation", "ceil_mode")
+
+
 def _repeated(label: str) -> tuple:
     """The nodes of transformers' repeat_kv on ``$label``: unsqueeze, expand, clone, view."""
     return (Node(f"{label}_unsqueezed", "aten::unsqueeze.default", (f"${label}", f"${label}_dim")),
@@ -214,6 +230,16 @@ PATTERNS = (
              tuple((name, f"${name}") for name in keywords)),
     ), ("out",), _grouped_attention)
       for mask in ((), ("$mask",)) for keywords in ((), ("scale",), ("is_causal",), ("is_causal", "scale"))),
+    # what torch.export makes of group_norm and max_pool: ops with outputs for training (statistics,
+    # indices) that inference leaves unread; each matches only where they are unread
+    Pattern("group_norm", (
+        Node("out", "aten::native_group_norm.default",
+             ("$x", "$weight", "$bias", "$N", "$C", "$HxW", "$group", "$eps")),
+    ), ("out",), _group_norm),
+    *(Pattern("max_pool", (
+        Node("out", f"aten::max_pool{nd}d_with_indices.default",
+             tuple(f"${name}" for name in _POOL_ARGUMENTS[:count])),
+    ), ("out",), _max_pool(nd)) for nd in (1, 2, 3) for count in range(2, len(_POOL_ARGUMENTS) + 1)),
 )
 
 

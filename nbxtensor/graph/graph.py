@@ -8,19 +8,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import progress
+from .. import shape as S
+from ..allocation import new_tensor
 from ..device import resolve
 from ..dtypes import get_dtype
 from ..io.safetensors import SafetensorsError, safe_open
 from ..launch import _ALIGN_MASK
+from ..ops.copy import copy_ as _copy_
 from ..ops.creation import tensor as _tensor
-from ..ops.registry import MAYBE_VIEW, VIEW, Cost, OpDef, TensorMeta, families, nbytes
+from ..ops.registry import MAYBE_VIEW, VIEW, Cost, OpDef, TensorMeta, families, nbytes, workspace_bytes
 from ..tensor import Tensor
 from . import calling
 from .arena import ArenaRun
 from .fuse import fuse as fuse_steps
 from .format import (BUFFER, CONST, DTYPE_NAMES, FORMAT_TAG, FORMAT_VERSION, GRAPH_FILE, INPUT, MAX_TENSOR_BYTES,
-                     NAMESPACES, PARAM, WEIGHT_NAMESPACES, WEIGHTS_INDEX_FILE, GraphError, argument_decoder,
-                     check_argument, decode_constant, decode_json, evaluate_shape, parse_expression)
+                     NAMESPACES, PARAM, WEIGHT_FORMAT_RANKS, WEIGHT_NAMESPACES, WEIGHTS_INDEX_FILE, GraphError,
+                     argument_decoder, check_argument, decode_constant, decode_json, evaluate_shape,
+                     parse_expression)
 from .planner import Block, MemoryPlan, plan as plan_blocks
 
 __all__ = ["Graph", "GraphError", "load"]
@@ -157,6 +161,7 @@ class Graph:
         self._decoders: dict[str, tuple] = {}  # step id -> its arguments' decoders, made at first use
         self._prepared: dict[tuple, tuple] = {}  # symbol values -> ``_runs``
         self._inferred: dict[tuple, dict[str, TensorMeta]] = {}
+        self._unused: dict[tuple, dict[str, int]] = {}  # symbol values -> step id -> its unused outputs' bytes
         self._plans: dict[tuple, MemoryPlan] = {}
 
     # ---- validation -------------------------------------------------------------------------------
@@ -214,7 +219,18 @@ class Graph:
             if tensor_id.startswith(CONST) and not isinstance(entry.get("data"), str) \
                     and not isinstance(entry.get("weight"), str):
                 _fail(self.path, f"{where}: a constant carries inline 'data' (base64) or a safetensors 'weight' key")
+            if "memory_format" in entry:
+                self._check_weight_format(where, entry)
         return raw
+
+    def _check_weight_format(self, where: str, entry: dict) -> None:
+        """A weight's ``memory_format`` names a channels-last format of its rank."""
+        name, rank = entry["memory_format"], len(entry["shape"])
+        if not isinstance(entry.get("weight"), str):
+            _fail(self.path, f"{where}: only a tensor read from the weights (with a 'weight' key) has a memory_format")
+        if WEIGHT_FORMAT_RANKS.get(name) != rank:
+            _fail(self.path, f"{where}: memory_format {name!r} of a rank-{rank} weight is not one of "
+                             f"{', '.join(f'{n} (rank {r})' for n, r in WEIGHT_FORMAT_RANKS.items())}")
 
     def _read_endpoints(self, document, key: str) -> list[str]:
         ids = document.get(key)
@@ -348,6 +364,11 @@ class Graph:
             # the file put it off the alignment kernels specialise on, so every op would
             # copy it first: one aligned copy now, for every run of the graph
             weight = _tensor(weight.numpy(), dtype=weight.dtype, device=self.device)
+        if "memory_format" in entry:
+            # the file holds it row-major; the module had it channels-last, which decides its users' layouts
+            # (ATen's strides exactly: a 1x1 convolution's weight is contiguous either way, not alike strided)
+            strides = S.channels_last_strides(weight.shape, entry["memory_format"])
+            weight = _copy_(new_tensor(weight.shape, weight.dtype, weight.device, strides), weight)
         return weight
 
     def _load_constants(self) -> dict[str, Tensor]:
@@ -434,6 +455,7 @@ class Graph:
             if tensor_id.startswith(NAMESPACES):
                 metas[tensor_id] = self._sized(tensor_id, TensorMeta(self._shape(tensor_id, values),
                                                                      get_dtype(entry["dtype"])))
+        unused = {}
         for step in self.steps:
             args, kwargs = self._arguments(step, metas.__getitem__, values)
             try:
@@ -443,6 +465,8 @@ class Graph:
                                  f"arguments: {error}") from None
             for out, meta in zip(step.outputs, self._as_list(step, produced)):
                 if out is None:
+                    if meta is not None and nbytes(meta):
+                        unused[step.id] = unused.get(step.id, 0) + workspace_bytes(nbytes(meta))
                     continue
                 expected = TensorMeta(self._shape(out, values), get_dtype(self.tensors[out]["dtype"]))
                 actual = self._sized(out, TensorMeta(tuple(meta.shape), meta.dtype))
@@ -451,8 +475,14 @@ class Graph:
                                      f"{actual.dtype.name}{list(actual.shape)}; the file declares "
                                      f"{expected.dtype.name}{list(expected.shape)}")
                 metas[out] = actual
-        self._inferred[key] = metas
+        self._inferred[key], self._unused[key] = metas, unused
         return metas
+
+    def unused_output_bytes(self, values: dict[str, int]) -> dict[str, int]:
+        """Step id -> the bytes of the outputs its op makes that nothing reads (a max pool's indices, a
+        group norm's statistics): the op allocates them all the same, so its step's workspace holds them."""
+        self.infer(values)
+        return self._unused[tuple(sorted(values.items()))]
 
     def _shape(self, tensor_id: str, values: dict[str, int]) -> tuple[int, ...]:
         """The declared shape of ``tensor_id`` for symbol ``values``."""
@@ -563,8 +593,9 @@ class Graph:
         # the graph's outputs are blocks like the rest, live to the end (``_last_uses``): a run returns them
         # where they lie, and an output viewing an intermediate keeps that block alive
         blocks = [Block(t, nbytes(metas[t]), first[t], last[t]) for t in first]
-        workspaces = [Block(_workspace_block(step), cost.workspace, i, i)
-                      for i, (step, cost) in enumerate(self.costs(values)) if cost.workspace]
+        unused = self.unused_output_bytes(values)
+        workspaces = [Block(_workspace_block(step), cost.workspace + unused.get(step.id, 0), i, i)
+                      for i, (step, cost) in enumerate(self.costs(values)) if cost.workspace or step.id in unused]
         memory_plan = plan_blocks(blocks, workspaces)
         if memory_plan.peak_bytes > MAX_TENSOR_BYTES:
             _fail(self.path, f"the memory plan for {values} needs {memory_plan.peak_bytes} bytes at its peak "

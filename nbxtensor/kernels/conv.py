@@ -18,9 +18,13 @@ a workspace, and ``conv_split_sum`` adds the partials in split order, so the bit
 program finishes first.
 
 ``conv_direct_planes`` is the direct kernel by output planes, for inputs whose columns are adjacent in
-memory; ``conv_stage_channels_inner`` copies an NCHW operand channels-innermost for the kernels' staged
-settings: 16-bit tiles read in place from NCHW are gathered element by element, which the compiler cannot
-turn into asynchronous copies, so the implicit GEMM's loop is not pipelined; staged, its tiles are.
+memory; ``conv_depthwise_channels_inner`` the depthwise one (a channel a group) for inputs whose channels
+are (channels-last): a program takes a tile of rows x columns of one output plane times a block of
+channels, channels innermost, so that every tap is one vector load a position. ``conv_stage_channels_inner``
+copies an NCHW operand channels-innermost for the kernels' staged settings: 16-bit tiles read in place
+from NCHW are gathered element by element, which the compiler cannot turn into asynchronous copies, so the
+implicit GEMM's loop is not pipelined; staged, its tiles are (and a depthwise weight, staged, gives each
+tap's channel block as one run). Every kernel reads the bias through its stride ``b_s``.
 """
 import triton
 import triton.language as tl
@@ -208,7 +212,7 @@ def _prefetched_step(acc, a, w_base, n_ok, rk, t, chunks, CIN_G, w_s_in, w_sd, w
 
 
 @triton.jit
-def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_split, OD, OH, OW, ID, IH, IW,
+def conv_implicit_gemm(x, w, bias, out, partial, b_s, M, COUT_G, CIN_G, steps_per_split, OD, OH, OW, ID, IH, IW,
                        sd, sh, sw, pd, ph, pw, dd, dh, dw,
                        x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
                        o_sn, o_sc, o_sd, o_sh, o_sw,
@@ -319,7 +323,7 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
         tl.store(partial + p_off, acc, mask=m_ok[:, None] & n_ok[None, :])
     else:
         if HAS_BIAS:
-            bv = decode(tl.load(bias + co, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
+            bv = decode(tl.load(bias + co * b_s, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
             acc = acc + bv[None, :]
         value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
         o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
@@ -327,7 +331,7 @@ def conv_implicit_gemm(x, w, bias, out, partial, M, COUT_G, CIN_G, steps_per_spl
 
 
 @triton.jit
-def conv_split_sum(partial, bias, out, M, COUT, OD, OH, OW, o_sn, o_sc, o_sd, o_sh, o_sw,
+def conv_split_sum(partial, bias, out, b_s, M, COUT, OD, OH, OW, o_sn, o_sc, o_sd, o_sh, o_sw,
                    SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                    BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
     """out[position, c] = bias + the SPLITS partial[s, position, c] added in order s = 0, 1, ...; program
@@ -340,7 +344,7 @@ def conv_split_sum(partial, bias, out, M, COUT, OD, OH, OW, o_sn, o_sc, o_sd, o_
     for s in tl.static_range(1, SPLITS):
         acc += tl.load(partial + s * M * COUT + p_off, mask=ok, other=0)
     if HAS_BIAS:
-        bv = decode(tl.load(bias + co, mask=co < COUT, other=0), BIAS_FORMAT).to(tl.float32)
+        bv = decode(tl.load(bias + co * b_s, mask=co < COUT, other=0), BIAS_FORMAT).to(tl.float32)
         acc = acc + bv[None, :]
     nb, od, oh, ow = _output_position(rm, OD, OH, OW)
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
@@ -369,7 +373,7 @@ def _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH,
 
 
 @triton.jit
-def conv_direct(x, w, bias, out, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
+def conv_direct(x, w, bias, out, b_s, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                 sd, sh, sw, pd, ph, pw, dd, dh, dw,
                 x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
                 o_sn, o_sc, o_sd, o_sh, o_sw,
@@ -401,7 +405,7 @@ def conv_direct(x, w, bias, out, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                                ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW,
                                TRANSPOSED, DECODE_BF16)
     if HAS_BIAS:
-        bv = decode(tl.load(bias + co, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
+        bv = decode(tl.load(bias + co * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
         acc = acc + bv[None, :]
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
@@ -438,7 +442,7 @@ def _plane_row(od, oh, ow, r, x_plane, w_co, ID, IH, sd, sh, sw, pd, ph, pw, dd,
 
 
 @triton.jit
-def conv_direct_planes(x, w, bias, out, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
+def conv_direct_planes(x, w, bias, out, b_s, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                        sd, sh, sw, pd, ph, pw, dd, dh, dw,
                        x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
                        o_sn, o_sc, o_sd, o_sh, o_sw,
@@ -480,10 +484,144 @@ def conv_direct_planes(x, w, bias, out, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                 acc = _plane_tap(acc, row_ptr, row_ok, ow, kw, w_row, IW, sw, pw, dw, x_sc, x_sw, w_s_in, w_sw, CIN_G,
                                  DECODE_BF16)
     if HAS_BIAS:
-        acc = acc + decode(tl.load(bias + co), BIAS_FORMAT).to(tl.float32)
+        acc = acc + decode(tl.load(bias + co * b_s), BIAS_FORMAT).to(tl.float32)
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + co * o_sc + od * o_sd + oh[:, None] * o_sh + ow[None, :] * o_sw
     tl.store(out + o_off, value, mask=(oh < OH)[:, None] & (ow < OW)[None, :])
+
+
+@triton.jit
+def _float32_of(v, DECODE_BF16: tl.constexpr, BF16: tl.constexpr):
+    """Loaded elements as float32; bfloat16 ones on a GPU by their bits, two a 32-bit word (the first
+    shifted up, the second masked): its own conversion unpacks the second half before shifting it."""
+    if DECODE_BF16:
+        return decode(v, 1)
+    elif BF16:
+        return tl.inline_asm_elementwise("shl.b32 $0, $2, 16;\n\tand.b32 $1, $2, 0xFFFF0000;", "=r,=r,r", [v],
+                                         dtype=tl.float32, is_pure=True, pack=2)
+    else:
+        return v.to(tl.float32)
+
+
+@triton.jit
+def _channels_inner_tap(acc, row_ptr, w_row, row_ok, iw, c_ok, kw, IW, dw, x_sw, w_sw, MASKED: tl.constexpr,
+                        DECODE_BF16: tl.constexpr, BF16: tl.constexpr):
+    """``acc`` plus the tile's inputs at window column ``kw`` of one window row (pointers ``row_ptr`` at
+    column 0; MASKED: valid positions ``row_ok``, else every position's input exists) times that tap's
+    weights for the channel block."""
+    if MASKED:
+        i_w = iw + kw * dw
+        ok = row_ok & (i_w >= 0) & (i_w < IW)
+        xv = tl.load(row_ptr + kw * dw * x_sw, mask=ok[:, None] & c_ok[None, :], other=0)
+    else:
+        xv = tl.load(row_ptr + kw * dw * x_sw, mask=c_ok[None, :], other=0)
+    wv = tl.load(w_row + kw * w_sw, mask=c_ok, other=0)
+    return acc + _float32_of(xv, DECODE_BF16, BF16) * _float32_of(wv, DECODE_BF16, BF16)[None, :]
+
+
+@triton.jit
+def _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, out_ok, ID, IH, dd, dh, x_sd, x_sh, w_sd, w_sh,
+                               KH: tl.constexpr):
+    """(pointers at window column 0, valid positions, weight pointers) of window row ``r`` = kd * KH + kh."""
+    i_d = i_d0 + (r // KH) * dd
+    i_h = ih + (r % KH) * dh
+    row_ok = out_ok & (i_h >= 0) & (i_h < IH) & (i_d >= 0) & (i_d < ID)
+    return x_tile + i_d * x_sd + ((r % KH) * dh) * x_sh, row_ok, w_c + (r // KH) * w_sd + (r % KH) * w_sh
+
+
+@triton.jit
+def _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh, x_sw,
+                           w_sd, w_sh, w_sw, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+                           UNROLL: tl.constexpr, UNROLL_COLUMNS: tl.constexpr, MASKED: tl.constexpr,
+                           DECODE_BF16: tl.constexpr, BF16: tl.constexpr):
+    """``acc`` plus the whole window: rows outside, columns inside, so that a row's pointers and validity
+    are formed once and each column steps from them. UNROLL: the window unrolled; else UNROLL_COLUMNS: the
+    rows a loop, each row's columns unrolled (less code, fewer loads in flight)."""
+    if UNROLL:
+        for r in tl.static_range(KD * KH):
+            row_ptr, row_ok, w_row = _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, out_ok, ID, IH, dd, dh,
+                                                                x_sd, x_sh, w_sd, w_sh, KH)
+            for kw in tl.static_range(KW):
+                acc = _channels_inner_tap(acc, row_ptr, w_row, row_ok, iw, c_ok, kw, IW, dw, x_sw, w_sw, MASKED,
+                                          DECODE_BF16, BF16)
+    elif UNROLL_COLUMNS:
+        for r in range(KD * KH):
+            row_ptr, row_ok, w_row = _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, out_ok, ID, IH, dd, dh,
+                                                                x_sd, x_sh, w_sd, w_sh, KH)
+            for kw in tl.static_range(KW):
+                acc = _channels_inner_tap(acc, row_ptr, w_row, row_ok, iw, c_ok, kw, IW, dw, x_sw, w_sw, MASKED,
+                                          DECODE_BF16, BF16)
+    else:
+        for r in range(KD * KH):
+            row_ptr, row_ok, w_row = _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, out_ok, ID, IH, dd, dh,
+                                                                x_sd, x_sh, w_sd, w_sh, KH)
+            for kw in range(KW):
+                acc = _channels_inner_tap(acc, row_ptr, w_row, row_ok, iw, c_ok, kw, IW, dw, x_sw, w_sw, MASKED,
+                                          DECODE_BF16, BF16)
+    return acc
+
+
+@triton.jit
+def conv_depthwise_channels_inner(x, w, bias, out, b_s, C, OD, OH, OW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
+                                  x_sn, x_sc, x_sd, x_sh, x_sw, w_sc, w_sd, w_sh, w_sw, o_sn, o_sc, o_sd, o_sh, o_sw,
+                                  KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
+                                  UNROLL_COLUMNS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
+                                  BLOCK_C: tl.constexpr, EVEN_C: tl.constexpr, HAS_BIAS: tl.constexpr,
+                                  DECODE_BF16: tl.constexpr, BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+                                  DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr):
+    """out[n, c, o] = bias[c] + sum over the window of x[n, c, .] * w[c, 0, .]: a forward depthwise convolution
+    (one input and one output channel a group) whose input's channels are adjacent in memory (channels-last).
+    Program (t, j) takes output rows x columns BLOCK_H x BLOCK_W of plane (n, od), t = (n * OD + od) * tiles
+    + tile, times channels j * BLOCK_C onwards: each tap loads the tile's inputs as rows of BLOCK_C adjacent
+    channels (vector loads, the window's overlap served from L1) and the tap's BLOCK_C weights once, and
+    accumulates in float32. A tile whose whole window lies inside the input loads without position masks;
+    EVEN_C (BLOCK_C divides C) drops the channel mask; BF16: the elements are bfloat16."""
+    tiles_w = tl.cdiv(OW, BLOCK_W)
+    tiles = tl.cdiv(OH, BLOCK_H) * tiles_w
+    plane = tl.program_id(0) // tiles
+    tile = tl.program_id(0) - plane * tiles
+    od = plane % OD
+    nb = plane // OD
+    oh0 = (tile // tiles_w) * BLOCK_H
+    ow0 = (tile % tiles_w) * BLOCK_W
+    p = tl.arange(0, BLOCK_H * BLOCK_W)
+    oh = oh0 + p // BLOCK_W
+    ow = ow0 + p % BLOCK_W
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    if INDEX_64:
+        nb = nb.to(tl.int64)
+        od = od.to(tl.int64)
+        oh = oh.to(tl.int64)
+        ow = ow.to(tl.int64)
+        c = c.to(tl.int64)
+    if EVEN_C:
+        c_ok = tl.full([BLOCK_C], 1, tl.int1)
+    else:
+        c_ok = c < C
+    out_ok = (oh < OH) & (ow < OW)
+    ih = oh * sh - ph
+    iw = ow * sw - pw
+    i_d0 = od * sd - pd
+    # the tile's pointers at window position 0, formed once; each tap adds one scalar step to them
+    x_tile = x + nb * x_sn + (ih * x_sh + iw * x_sw)[:, None] + c[None, :] * x_sc
+    w_c = w + c * w_sc
+    interior = ((oh0 + BLOCK_H <= OH) & (ow0 + BLOCK_W <= OW) & (oh0 * sh - ph >= 0) & (ow0 * sw - pw >= 0)
+                & (i_d0 >= 0) & (i_d0 + (KD - 1) * dd < ID) & ((oh0 + BLOCK_H - 1) * sh - ph + (KH - 1) * dh < IH)
+                & ((ow0 + BLOCK_W - 1) * sw - pw + (KW - 1) * dw < IW))
+    acc = tl.zeros((BLOCK_H * BLOCK_W, BLOCK_C), dtype=tl.float32)
+    if interior:
+        acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh,
+                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, UNROLL_COLUMNS, False, DECODE_BF16,
+                                     BF16)
+    else:
+        acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh,
+                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, UNROLL_COLUMNS, True, DECODE_BF16,
+                                     BF16)
+    if HAS_BIAS:
+        acc = acc + decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)[None, :]
+    value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
+    tl.store(out + o_off[:, None] + c[None, :] * o_sc, value, mask=out_ok[:, None] & c_ok[None, :])
 
 
 @triton.jit

@@ -10,13 +10,14 @@ from .common import program_elements, spatial_coordinates
 from .formats import decode, encode
 from .resample import _cubic_weights
 
-# MODE and PADDING: the kernel compares with the literals (ATen's GridSamplerInterpolation / Padding codes)
-MODE_BILINEAR = 0
-MODE_NEAREST = 1
-MODE_BICUBIC = 2
-PADDING_ZEROS = 0
-PADDING_BORDER = 1
-PADDING_REFLECTION = 2
+# MODE and PADDING: ATen's GridSamplerInterpolation and GridSamplerPadding codes (the host passes their
+# ``.value``)
+MODE_BILINEAR = tl.constexpr(0)
+MODE_NEAREST = tl.constexpr(1)
+MODE_BICUBIC = tl.constexpr(2)
+PADDING_ZEROS = tl.constexpr(0)
+PADDING_BORDER = tl.constexpr(1)
+PADDING_REFLECTION = tl.constexpr(2)
 
 
 @triton.jit
@@ -43,9 +44,9 @@ def _reflect(x, twice_low, twice_high):
 @triton.jit
 def _padded(x, size, PADDING: tl.constexpr, ALIGN: tl.constexpr):
     """A source coordinate after the padding mode (ATen's compute_coordinates)."""
-    if PADDING == 1:
+    if PADDING == PADDING_BORDER:
         x = tl.minimum(tl.maximum(x, 0), size - 1)
-    elif PADDING == 2:
+    elif PADDING == PADDING_REFLECTION:
         if ALIGN:
             x = _reflect(x, 0, 2 * (size - 1))
         else:
@@ -113,7 +114,7 @@ def grid_sample(src, grid, dst, total, C, ID, IH, IW, OD, OH, OW,
         z = _unnormalize(gz, ID, ALIGN)
     else:
         z = gz
-    if MODE == 2:
+    if MODE == MODE_BICUBIC:
         x0 = tl.floor(x)
         y0 = tl.floor(y)
         tx = x - x0
@@ -129,7 +130,7 @@ def grid_sample(src, grid, dst, total, C, ID, IH, IW, OD, OH, OW,
         y = _padded(y, IH, PADDING, ALIGN)
         if IS_3D:
             z = _padded(z, ID, PADDING, ALIGN)
-        if MODE == 1:
+        if MODE == MODE_NEAREST:
             value = _tap(base, _round_half_even(z), _round_half_even(y), _round_half_even(x), ID, IH, IW,
                          s_d, s_h, s_w, mask, SRC_FORMAT, COMPUTE)
         else:

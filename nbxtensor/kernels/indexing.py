@@ -13,16 +13,16 @@ from .common import program_elements, strided_offset
 
 from .formats import decode, encode
 
-# the data side of a flat advanced-index launch
-MODE_GATHER = 0  # other[...] = data[index]
-MODE_PUT = 1  # data[index] = other[...]
-MODE_PUT_CONSTANT = 2  # data[index] = constant
+# MODE: the data side of a flat advanced-index launch (the host passes the ``.value``, as of REDUCE)
+MODE_GATHER = tl.constexpr(0)  # other[...] = data[index]
+MODE_PUT = tl.constexpr(1)  # data[index] = other[...]
+MODE_PUT_CONSTANT = tl.constexpr(2)  # data[index] = constant
 
-# scatter_reduce
-REDUCE_SUM = 0
-REDUCE_PROD = 1
-REDUCE_MAX = 2
-REDUCE_MIN = 3
+# REDUCE: scatter_reduce's combination
+REDUCE_SUM = tl.constexpr(0)
+REDUCE_PROD = tl.constexpr(1)
+REDUCE_MAX = tl.constexpr(2)
+REDUCE_MIN = tl.constexpr(3)
 
 
 @triton.jit
@@ -68,11 +68,11 @@ def advanced_index(data, other, index, constant_bits, n, n_b, shape, data_stride
         if not INDEX_64:
             i = i.to(tl.int32)
         data_off += i * index_strides[k]
-    if MODE == 0:
+    if MODE == MODE_GATHER:
         tl.store(other + other_off, tl.load(data + data_off, mask=valid), mask=valid)
-    elif MODE == 1:
+    elif MODE == MODE_PUT:
         tl.store(data + data_off, tl.load(other + other_off, mask=valid), mask=valid)
-    else:
+    else:  # MODE_PUT_CONSTANT
         value = tl.full([BLOCK], constant_bits, tl.int64).to(CONSTANT_BITS_TYPE)
         tl.store(data + data_off, value.to(data.dtype.element_ty, bitcast=True), mask=valid)
 
@@ -183,14 +183,14 @@ def dim_scatter(dst, src, index, constant_bits, n, shape, dst_strides, src_strid
 
 @triton.jit
 def _combine(a, b, REDUCE: tl.constexpr):
-    if REDUCE == 0:
+    if REDUCE == REDUCE_SUM:
         return a + b
-    elif REDUCE == 1:
+    elif REDUCE == REDUCE_PROD:
         return a * b
-    elif REDUCE == 2:
+    elif REDUCE == REDUCE_MAX:
         # NaN wins, as in ATen's maximum
         return tl.where((a > b) | (a != a), a, b)
-    else:
+    else:  # REDUCE_MIN
         return tl.where((a < b) | (a != a), a, b)
 
 

@@ -122,6 +122,25 @@ def _tile_indices(tile_m, tile_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
 
 
 @triton.jit
+def _batch_tile(a, b, batch, tile_m, tile_n, M, N, K, k_start, k_length, batch_shape, a_batch_strides,
+                b_batch_strides, bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn,
+                BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+                INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+    """Output tile (tile_m, tile_n) of matrix ``batch``, summed over K elements [k_start, k_start +
+    k_length): (acc, rows, columns, the output's mask, the bias's and the output's batch offsets)."""
+    off_a, off_b, off_bias, off_out = _batch_offsets(batch, batch_shape, a_batch_strides, b_batch_strides,
+                                                     bias_batch_strides, out_batch_strides, BATCH_RANK)
+    rm, rn, rk, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K, INDEX_64)
+    a_ptrs = a + off_a + rm_load[:, None] * a_sm + (rk + k_start)[None, :] * a_sk
+    b_ptrs = b + off_b + (rk + k_start)[:, None] * b_sk + rn_load[None, :] * b_sn
+    acc = _k_loop(tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC), a_ptrs, b_ptrs, k_length, rk, a_sk, b_sk, BLOCK_K, EVEN_K,
+                  ACC, PRECISION, DECODE_BF16, INTERPRETED)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    return acc, rm, rn, mask, off_bias, off_out
+
+
+@triton.jit
 def gemm(a, b, bias, out, partial, M, N, K, k_per_split, batch_start, alpha, beta,
          batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
          a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
@@ -142,26 +161,80 @@ def gemm(a, b, bias, out, partial, M, N, K, k_per_split, batch_start, alpha, bet
     # GROUP_M rows of tiles are walked column by column, so the programs running together share
     # panels of a and b in L2
     tile_m, tile_n = _grouped_tile(pid, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
-    off_a, off_b, off_bias, off_out = _batch_offsets(batch, batch_shape, a_batch_strides, b_batch_strides,
-                                                     bias_batch_strides, out_batch_strides, BATCH_RANK)
-    rm, rn, rk, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K, INDEX_64)
     if SPLIT:
         k_start = tl.program_id(2) * k_per_split
         k_length = tl.minimum(K - k_start, k_per_split)
-        rk_start = rk + k_start
     else:
+        k_start = 0
         k_length = K
-        rk_start = rk
-    a_ptrs = a + off_a + rm_load[:, None] * a_sm + rk_start[None, :] * a_sk
-    b_ptrs = b + off_b + rk_start[:, None] * b_sk + rn_load[None, :] * b_sn
-    acc = _k_loop(tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC), a_ptrs, b_ptrs, k_length, rk, a_sk, b_sk, BLOCK_K, EVEN_K,
-                  ACC, PRECISION, DECODE_BF16, INTERPRETED)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    acc, rm, rn, mask, off_bias, off_out = _batch_tile(
+        a, b, batch, tile_m, tile_n, M, N, K, k_start, k_length, batch_shape, a_batch_strides, b_batch_strides,
+        bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
+        ACC, PRECISION, DECODE_BF16, INDEX_64, INTERPRETED)
     if SPLIT:
         tl.store(partial + (tl.program_id(2) * M + rm[:, None]) * N + rn[None, :], acc, mask=mask)
     else:
         _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
                   HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, batch_shape, a_batch_strides,
+                b_batch_strides, bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn,
+                out_sm, out_sn, BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr,
+                PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
+                BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
+                INTERPRETED: tl.constexpr):
+    """Work item ``item`` of ``gemm_batches``: output tile item % tiles (in ``gemm``'s grouped order) of
+    matrix item // tiles, its product and epilogue."""
+    tiles = tiles_m * tiles_n
+    batch = item // tiles
+    if INDEX_64:
+        batch = batch.to(tl.int64)
+    tile_m, tile_n = _grouped_tile(item % tiles, tiles_m, tiles_n, GROUP_M)
+    acc, rm, rn, mask, off_bias, off_out = _batch_tile(
+        a, b, batch, tile_m, tile_n, M, N, K, 0, K, batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides,
+        out_batch_strides, a_sm, a_sk, b_sk, b_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, ACC, PRECISION,
+        DECODE_BF16, INDEX_64, INTERPRETED)
+    _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
+              HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
+                 batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
+                 a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
+                 BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, FLATTEN: tl.constexpr, ACC: tl.constexpr,
+                 PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
+                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
+                 INTERPRETED: tl.constexpr):
+    """``gemm``'s product of ``batches`` matrices on a persistent grid: ``programs`` programs walk the
+    (matrix, tile) items matrix by matrix, program p taking items p, p + programs, ... A batch of small
+    matrices (attention's, one or two K steps a tile) then pays a program's start and drain once per
+    program rather than once per tile, and with FLATTEN the pipeliner issues a program's next tile's loads
+    while its last tile's epilogue runs. Every tile sums its K steps in ``gemm``'s order: the same bits. Items
+    count in 32 bits: 2^31 tiles would be terabytes of output."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    items = tiles_m * tiles_n * batches
+    if INTERPRETED:
+        item = tl.program_id(0)
+        while item < items:
+            _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, batch_shape, a_batch_strides,
+                        b_batch_strides, bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm,
+                        bias_sn, out_sm, out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, ACC,
+                        PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64,
+                        INTERPRETED)
+            item += programs
+    else:
+        for item in tl.range(tl.program_id(0), items, programs, flatten=FLATTEN):
+            _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, batch_shape, a_batch_strides,
+                        b_batch_strides, bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm,
+                        bias_sn, out_sm, out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, ACC,
+                        PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64,
+                        INTERPRETED)
 
 
 @triton.jit

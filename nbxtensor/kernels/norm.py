@@ -46,8 +46,9 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
     """softmax (or log_softmax with LOG) of rows (RED_UNIT, DST_UNIT: a row's elements are adjacent in
     src, in dst; ROW_ALIGN, DST_ALIGN: what row starts are promised to be multiples of). RESIDENT: a row
     is one block. Otherwise a long row takes two launches over (rows, chunk) programs: STATS writes each
-    chunk's (max, sum of exp) state to part0/part1 (ONE_STEP: the chunk is one block), then each program
-    of the second combines the row's states, in an order no layout changes, and writes its chunk."""
+    chunk's (max, sum of exp) state to part0/part1, then each program of the second combines the row's
+    states, in an order no layout changes, and writes its chunk (ONE_STEP: the chunk is one block, in
+    either launch)."""
     rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
     src_row = row_starts(rows, row_shape, src_row_strides, opaque_zero, ROW_RANK, ROW_ALIGN)
     dst_row = row_starts(rows, row_shape, dst_row_strides, opaque_zero, ROW_RANK, DST_ALIGN)
@@ -103,27 +104,43 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
         tl.store(dst + dst_row[:, None] + _along(lanes, dst_red_stride, DST_UNIT)[None, :],
                  encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
     else:
-        top, total, _ = load_partials(part0, part1, part0, rows, row_mask, n_chunks, 9, COMPUTE, float("-inf"),
-                                      float("inf"), BLOCK_ROWS, CHUNKS, CHUNK_BITS)
-        log_total = tl.log(total)
         chunk = tl.program_id(1)
         if INDEX_64:
             chunk = chunk.to(tl.int64)
         start = chunk * chunk_length
-        stop = start + chunk_length
-        while start < stop:
+        if ONE_STEP:
+            # the block is loaded before the chunk states, so that its latency passes while they combine
             j = start + lanes
             mask = row_mask[:, None] & (j < length)[None, :]
             x = decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :], mask=mask,
                                 other=0), SRC_FORMAT).to(COMPUTE)
-            shifted = x - top[:, None]
-            if LOG:
-                y = shifted - log_total[:, None]
-            else:
-                y = tl.exp(shifted) / total[:, None]
+            top, total, _ = load_partials(part0, part1, part0, rows, row_mask, n_chunks, 9, COMPUTE, float("-inf"),
+                                          float("inf"), BLOCK_ROWS, CHUNKS, CHUNK_BITS)
             tl.store(dst + dst_row[:, None] + _along(j, dst_red_stride, DST_UNIT)[None, :],
-                     encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
-            start += BLOCK_R
+                     encode(_normalised(x, top, total, LOG), out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+        else:
+            top, total, _ = load_partials(part0, part1, part0, rows, row_mask, n_chunks, 9, COMPUTE, float("-inf"),
+                                          float("inf"), BLOCK_ROWS, CHUNKS, CHUNK_BITS)
+            stop = start + chunk_length
+            while start < stop:
+                j = start + lanes
+                mask = row_mask[:, None] & (j < length)[None, :]
+                x = decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :],
+                                    mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+                tl.store(dst + dst_row[:, None] + _along(j, dst_red_stride, DST_UNIT)[None, :],
+                         encode(_normalised(x, top, total, LOG), out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
+                         mask=mask)
+                start += BLOCK_R
+
+
+@triton.jit
+def _normalised(x, top, total, LOG: tl.constexpr):
+    """softmax (log_softmax with LOG) of the block ``x`` of rows whose (max, sum of exp) states these are."""
+    shifted = x - top[:, None]
+    if LOG:
+        return shifted - tl.log(total)[:, None]
+    else:
+        return tl.exp(shifted) / total[:, None]
 
 
 @triton.jit
@@ -236,21 +253,23 @@ def norm_rows(src, res, res_out, weight, bias, dst, n_rows, opaque_zero, length,
 
 
 @triton.jit
-def batch_norm_inference(src, dst, mean, var, weight, bias, n, channels, spatial, eps,
+def batch_norm_inference(src, dst, mean, var, weight, bias, n, channels, channel_stride, eps,
                          HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, COMPUTE: tl.constexpr,
-                         SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                         INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
-    """(x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] over a dense [N, C, spatial] tensor;
-    the per-channel vectors arrive in the compute dtype."""
+                         SRC_FORMAT: tl.constexpr, MEAN_FORMAT: tl.constexpr, VAR_FORMAT: tl.constexpr,
+                         W_FORMAT: tl.constexpr, B_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                         VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
+    """(x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] over a dense tensor whose channel
+    dim has stride ``channel_stride`` (the spatial size in NCHW, 1 in channels-last); the per-channel
+    vectors, each in its own dtype, are converted to the compute dtype in registers."""
     idx = program_elements(BLOCK, INDEX_64)
     mask = idx < n
-    c = (idx // spatial) % channels
+    c = (idx // channel_stride) % channels
     x = decode(tl.load(src + idx, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
-    m = tl.load(mean + c, mask=mask, other=0)
-    v = tl.load(var + c, mask=mask, other=1)
+    m = decode(tl.load(mean + c, mask=mask, other=0), MEAN_FORMAT).to(COMPUTE)
+    v = decode(tl.load(var + c, mask=mask, other=1), VAR_FORMAT).to(COMPUTE)
     y = (x - m) / tl.sqrt(v + eps)
     if HAS_WEIGHT:
-        y = y * tl.load(weight + c, mask=mask, other=1)
+        y = y * decode(tl.load(weight + c, mask=mask, other=1), W_FORMAT).to(COMPUTE)
     if HAS_BIAS:
-        y = y + tl.load(bias + c, mask=mask, other=0)
+        y = y + decode(tl.load(bias + c, mask=mask, other=0), B_FORMAT).to(COMPUTE)
     tl.store(dst + idx, encode(y, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)

@@ -5,7 +5,8 @@ dequantized.
 
 ``quantized_gemv`` (decode, up to 16 rows) streams the weight with split K as ``kernels/matmul.py``'s
 ``gemv`` does (its ``gemv_combine`` adds the partials); ``quantized_gemm`` (prefill) tiles the output and
-multiplies on the matrix units.
+multiplies on the matrix units. Float8 rows: ``fp8_rows`` rounds them to e4m3 (a scale per row or per 1 x 128
+block), ``fp8_gemm`` and ``fp8_block_gemm`` multiply them by e4m3 weights on the float8 matrix units.
 """
 import triton
 import triton.language as tl
@@ -356,47 +357,65 @@ def int4_gemm(x, q, scales, zeros, bias, out, M, N, K, group_size,
 # ---- float8 x float8 ---------------------------------------------------------------------------------------
 FP8_MAX = tl.constexpr(448.0)  # e4m3's largest finite value
 SMALLEST_NORMAL = tl.constexpr(1.1754943508222875e-38)
+# how ``fp8_rows`` scales a group of inputs: by its largest magnitude over 448; by that magnitude clamped at the
+# given bound first (fbgemm's ``activation_scale_ub``); by the given scale itself (a static ``input_scale``)
+SCALE_DYNAMIC = tl.constexpr(0)
+SCALE_BOUNDED = tl.constexpr(1)
+SCALE_STATIC = tl.constexpr(2)
 
 
 @triton.jit
-def fp8_rows(x, out, row_scales, K, k_padded, x_sm, x_sk, BLOCK: tl.constexpr, DECODE_BF16: tl.constexpr,
-             INTERPRETED: tl.constexpr):
-    """Row m of ``x`` as e4m3 values and the scale they multiply by, its largest magnitude over 448 (dynamic
-    per-row scaling, as torch's ``_scaled_mm`` callers quantize activations): out[m, :K] = e4m3(x[m] /
-    scale), out[m, K:k_padded] = 0, so the product reads whole K tiles without masks."""
+def fp8_rows(x, out, row_scales, given, K, k_padded, group_k, x_sm, x_sk, BLOCK: tl.constexpr,
+             SCALING: tl.constexpr, DECODE_BF16: tl.constexpr, INTERPRETED: tl.constexpr):
+    """Group g of row m's inputs (``group_k`` of them from g * group_k: the whole padded row, or 1 x 128 blocks)
+    as e4m3 values and the scale they multiply by: the group's largest magnitude over 448 (dynamic scaling, as
+    torch's ``_scaled_mm`` callers quantize activations), that magnitude first clamped at ``given``
+    (SCALE_BOUNDED), or ``given`` itself (SCALE_STATIC); values past 448 scales saturate, as ``encode`` rounds to
+    e4m3. out[m, k] = e4m3(x[m, k] / scale) for k < K, 0 up to k_padded, so the product reads whole K tiles
+    without masks; row_scales[m, g] = scale."""
     m = tl.program_id(0)
+    g = tl.program_id(1)
+    start = g * group_k
+    stop = start + group_k
     rk = tl.arange(0, BLOCK)
-    largest = tl.zeros([BLOCK], tl.float32)
-    if INTERPRETED:
-        k0 = 0
-        while k0 < K:
-            kk = k0 + rk
-            v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            largest = tl.maximum(largest, tl.abs(v))
-            k0 += BLOCK
+    if SCALING == SCALE_STATIC:
+        scale = given
     else:
-        for k0 in range(0, K, BLOCK):
-            kk = k0 + rk
-            v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            largest = tl.maximum(largest, tl.abs(v))
-    # divisions rounded as IEEE's (a GPU's plain float32 ``/`` is approximate): a bfloat16 row often lands
-    # exactly between two e4m3 values, where an ulp decides the rounding
-    scale = tl.div_rn(tl.maximum(tl.max(largest, axis=0), SMALLEST_NORMAL), FP8_MAX)
+        reach = tl.minimum(stop, K)
+        largest = tl.zeros([BLOCK], tl.float32)
+        if INTERPRETED:
+            k0 = start
+            while k0 < reach:
+                kk = k0 + rk
+                v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
+                largest = tl.maximum(largest, tl.abs(v))
+                k0 += BLOCK
+        else:
+            for k0 in range(start, reach, BLOCK):
+                kk = k0 + rk
+                v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
+                largest = tl.maximum(largest, tl.abs(v))
+        largest = tl.max(largest, axis=0)
+        if SCALING == SCALE_BOUNDED:
+            largest = tl.minimum(largest, given)
+        # divisions rounded as IEEE's (a GPU's plain float32 ``/`` is approximate): a bfloat16 row often lands
+        # exactly between two e4m3 values, where an ulp decides the rounding
+        scale = tl.div_rn(tl.maximum(largest, SMALLEST_NORMAL), FP8_MAX)
     if INTERPRETED:
-        k0 = 0
-        while k0 < k_padded:
+        k0 = start
+        while k0 < stop:
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
             tl.store(out + m * k_padded + kk, encode(tl.div_rn(v, scale), out.dtype.element_ty, E4M3, False, False),
-                     mask=kk < k_padded)
+                     mask=kk < stop)
             k0 += BLOCK
     else:
-        for k0 in range(0, k_padded, BLOCK):
+        for k0 in range(start, stop, BLOCK):
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
             tl.store(out + m * k_padded + kk, encode(tl.div_rn(v, scale), out.dtype.element_ty, E4M3, False, False),
-                     mask=kk < k_padded)
-    tl.store(row_scales + m, scale)
+                     mask=kk < stop)
+    tl.store(row_scales + m * tl.num_programs(1) + g, scale)
 
 
 @triton.jit
@@ -441,6 +460,50 @@ def fp8_gemm(a, q, row_scales, scales, bias, out, M, N, K, k_padded, scale_block
     row_scale = tl.load(row_scales + rm_load)
     scale = decode(tl.load(scales + (rn_load // scale_block_n) * s_sn), SCALE_FORMAT).to(tl.float32)
     acc = acc * row_scale[:, None] * scale[None, :]
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
+              BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def _fp8_block_step(acc, a, q, row_scales, scales, rm_load, rn_load, k0, rk, K, k_padded, groups, group_k,
+                    scale_block_n, q_sk, q_sn, s_sk, s_sn, EVEN_K: tl.constexpr, SCALE_FORMAT: tl.constexpr,
+                    INTERPRETED: tl.constexpr):
+    """acc plus the K tile at k0 of the e4m3 rows times the e4m3 weight, scaled by its block's scales: the rows'
+    (one a row for the tile's 1 x group_k block) and the weight's (one for each scale_block_n x group_k block)."""
+    product = _fp8_step(tl.zeros_like(acc), a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K,
+                        INTERPRETED)
+    g = k0 // group_k
+    row_scale = tl.load(row_scales + rm_load * groups + g)
+    scale = decode(tl.load(scales + g * s_sk + (rn_load // scale_block_n) * s_sn), SCALE_FORMAT).to(tl.float32)
+    return acc + product * (row_scale[:, None] * scale[None, :])
+
+
+@triton.jit
+def fp8_block_gemm(a, q, row_scales, scales, bias, out, M, N, K, k_padded, group_k, scale_block_n, q_sk, q_sn, s_sk,
+                   s_sn, bias_sn, out_sm, out_sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SCALE_FORMAT: tl.constexpr,
+                   HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                   VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+    """out = sum over K blocks of (a @ q.T) * row_scales[m, block] * scales[block, n // scale_block_n] + bias on
+    the float8 matrix units: ``a`` the rows as ``fp8_rows`` wrote them in 1 x group_k blocks (their scales
+    (M, k_padded / group_k)), ``q`` the (N, K) e4m3 weight with a scale per group_k x scale_block_n block
+    (DeepSeek-V3's 128 x 128), each K tile's product scaled by its blocks' scales before it joins the float32
+    sum (BLOCK_K divides group_k, so a tile lies in one block)."""
+    tile_m, tile_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    rm, rn, rk, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K, INDEX_64)
+    groups = k_padded // group_k
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if INTERPRETED:
+        k0 = 0
+        while k0 < k_padded:
+            acc = _fp8_block_step(acc, a, q, row_scales, scales, rm_load, rn_load, k0, rk, K, k_padded, groups,
+                                  group_k, scale_block_n, q_sk, q_sn, s_sk, s_sn, EVEN_K, SCALE_FORMAT, INTERPRETED)
+            k0 += BLOCK_K
+    else:
+        for k0 in range(0, k_padded, BLOCK_K):
+            acc = _fp8_block_step(acc, a, q, row_scales, scales, rm_load, rn_load, k0, rk, K, k_padded, groups,
+                                  group_k, scale_block_n, q_sk, q_sn, s_sk, s_sn, EVEN_K, SCALE_FORMAT, INTERPRETED)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
               BIAS_FORMAT, DST_FORMAT, VIA_F32)

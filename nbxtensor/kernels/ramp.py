@@ -6,8 +6,9 @@ from .common import program_elements
 
 from .formats import encode
 
-ARANGE = 0
-LINSPACE = 1
+# MODE: which ramp (the host passes the ``.value``)
+MODE_ARANGE = tl.constexpr(0)
+MODE_LINSPACE = tl.constexpr(1)
 
 
 @triton.jit
@@ -25,9 +26,9 @@ def linear_ramp(out, n, start_bits, step_bits, end_bits, halfway,
     start = (ones * start_bits).to(COMPUTE_BITS).to(COMPUTE, bitcast=True)
     step = (ones * step_bits).to(COMPUTE_BITS).to(COMPUTE, bitcast=True)
     i = idx.to(COMPUTE)
-    if MODE == 0:
+    if MODE == MODE_ARANGE:
         value = start + i * step
-    else:
+    else:  # MODE_LINSPACE
         end = (ones * end_bits).to(COMPUTE_BITS).to(COMPUTE, bitcast=True)
         back = (n - 1 - idx).to(COMPUTE)
         value = tl.where(idx < halfway, start + step * i, end - step * back)

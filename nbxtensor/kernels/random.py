@@ -11,13 +11,14 @@ import triton.language as tl
 
 from .formats import decode, encode
 
-MODE_UNIFORM = 0  # a + (b - a) * u
-MODE_NORMAL = 1  # a + b * z
-MODE_RANDINT = 2  # int_low + word % int_range
-MODE_BERNOULLI = 3  # u < a
-MODE_BERNOULLI_TENSOR = 4  # u < p[i]
-MODE_EXPONENTIAL = 5  # -log(1 - u) / a
-MODE_DROPOUT = 6  # x[i] * b where u >= a, else 0
+# MODE: what a draw computes (the host passes the ``.value``)
+MODE_UNIFORM = tl.constexpr(0)  # a + (b - a) * u
+MODE_NORMAL = tl.constexpr(1)  # a + b * z
+MODE_RANDINT = tl.constexpr(2)  # int_low + word % int_range
+MODE_BERNOULLI = tl.constexpr(3)  # u < a
+MODE_BERNOULLI_TENSOR = tl.constexpr(4)  # u < p[i]
+MODE_EXPONENTIAL = tl.constexpr(5)  # -log(1 - u) / a
+MODE_DROPOUT = tl.constexpr(6)  # x[i] * b where u >= a, else 0
 
 _TWO_PI = tl.constexpr(6.283185307179586)
 
@@ -124,24 +125,24 @@ def random_fill(out, src, n, seed, counter_base, a_bits, b_bits, int_low, int_ra
     for slot in tl.static_range(PER_COUNTER):
         idx = group * PER_COUNTER + slot
         mask = idx < n
-        if MODE == 1:
+        if MODE == MODE_NORMAL:
             value = a + b * _slot_normal(r0, r1, r2, r3, slot, PER_COUNTER).to(COMPUTE)
-        elif MODE == 2:
+        elif MODE == MODE_RANDINT:
             word = _slot_word(r0, r1, r2, r3, slot, PER_COUNTER)
             value = (word % (zero64 + int_range).to(tl.uint64)).to(tl.int64) + int_low
         else:
             u = _slot_uniform(r0, r1, r2, r3, slot, PER_COUNTER, DIGITS).to(COMPUTE)
-            if MODE == 0:
+            if MODE == MODE_UNIFORM:
                 value = a + (b - a) * u
                 value = tl.where(value >= b, a, value)  # keep the interval half-open, as ATen does
-            elif MODE == 3:
+            elif MODE == MODE_BERNOULLI:
                 value = (u < a).to(COMPUTE)
-            elif MODE == 4:
+            elif MODE == MODE_BERNOULLI_TENSOR:
                 p = decode(tl.load(src + idx, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
                 value = (u < p).to(COMPUTE)
-            elif MODE == 5:
+            elif MODE == MODE_EXPONENTIAL:
                 value = -tl.log(1.0 - u) / a
-            else:
+            else:  # MODE_DROPOUT
                 x = decode(tl.load(src + idx, mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
                 value = tl.where(u >= a, x * b, 0.0)
         tl.store(out + idx, encode(value, out.dtype.element_ty, OUT_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)

@@ -9,14 +9,14 @@ import triton.language as tl
 from .common import program_elements, spatial_coordinates
 from .formats import decode, encode
 
-# MODE: the kernel compares with the literals (globals it reads must be constexprs)
-MODE_NEAREST = 0
-MODE_NEAREST_EXACT = 1
-MODE_LINEAR = 2
-MODE_CUBIC = 3
+# MODE: the interpolation (the host passes the ``.value``)
+MODE_NEAREST = tl.constexpr(0)
+MODE_NEAREST_EXACT = tl.constexpr(1)
+MODE_LINEAR = tl.constexpr(2)
+MODE_CUBIC = tl.constexpr(3)
 # antialiased bilinear and bicubic: their own kernel (resample_aa)
-MODE_LINEAR_AA = 4
-MODE_CUBIC_AA = 5
+MODE_LINEAR_AA = tl.constexpr(4)
+MODE_CUBIC_AA = tl.constexpr(5)
 
 CUBIC_A = tl.constexpr(-0.75)
 
@@ -97,12 +97,12 @@ def resample(src, dst, total, C, ID, IH, IW, OD, OH, OW,
     n, c, od, oh, ow = spatial_coordinates(i, C, OD, OH, OW, CHANNELS_LAST)
     base = src + n * s_n + c * s_c
     out = dst + n * o_n + c * o_c + od * o_d + oh * o_h + ow * o_w
-    if MODE == 0 or MODE == 1:
-        d = _nearest(od, scale_d, ID, MODE == 1)
-        h = _nearest(oh, scale_h, IH, MODE == 1)
-        w = _nearest(ow, scale_w, IW, MODE == 1)
+    if MODE == MODE_NEAREST or MODE == MODE_NEAREST_EXACT:
+        d = _nearest(od, scale_d, ID, MODE == MODE_NEAREST_EXACT)
+        h = _nearest(oh, scale_h, IH, MODE == MODE_NEAREST_EXACT)
+        w = _nearest(ow, scale_w, IW, MODE == MODE_NEAREST_EXACT)
         tl.store(out, tl.load(base + d * s_d + h * s_h + w * s_w, mask=mask), mask=mask)
-    elif MODE == 2:
+    elif MODE == MODE_LINEAR:
         if RESAMPLE_W:
             w_a, w_b, lw = _linear_taps(ow, scale_w, IW, ALIGN_CORNERS)
         else:
@@ -121,7 +121,7 @@ def resample(src, dst, total, C, ID, IH, IW, OD, OH, OW,
                                 RESAMPLE_W, SRC_FORMAT)
             value = (1.0 - ld) * value + ld * far
         tl.store(out, encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
-    else:
+    else:  # MODE_CUBIC
         real_w = _source(ow, scale_w, ALIGN_CORNERS, True)
         real_h = _source(oh, scale_h, ALIGN_CORNERS, True)
         fw = tl.floor(real_w)

@@ -242,8 +242,9 @@ def engine_census(config: DecoderConfig, dtype, facts: dict, *, prompts=(), batc
 
 # each quantized method's scale tensor (its dtype is the launch keys'), and int4's or fp8's layout
 _SCALES = {"gptq": "scales", "awq": "scales", "fp8": "weight_scale_inv", "fbgemm_fp8": "weight_scale",
-           "nbx": "weight_scale"}
-_FORMATS = {"gptq": "int4", "awq": "int4", "fp8": "fp8", "fbgemm_fp8": "fp8", "nbx": "int8"}
+           "compressed-tensors": "weight_scale", "nbx": "weight_scale"}
+_FORMATS = {"gptq": "int4", "awq": "int4", "fp8": "fp8", "fbgemm_fp8": "fp8", "compressed-tensors": "fp8",
+            "nbx": "int8"}
 
 
 def _scale_tensor(directory: str, method: str) -> tuple[str, tuple]:
@@ -270,7 +271,8 @@ def checkpoint_projections(directory: str, hf_config: dict, dtype, facts: dict, 
     elif spec is not None:
         method = spec["method"]
         scale_dtype, scale_shape = _scale_tensor(directory, method)
-        fp8_scales = ("block" if method == "fp8" else "tensor" if math.prod(scale_shape) == 1 else "channel")
+        fp8_scales = ("block" if method == "fp8" or spec.get("weights") == "block"
+                      else "tensor" if math.prod(scale_shape) == 1 else "channel")
         form = Projections(_FORMATS[method], scale_dtype, spec.get("group_size", -1),
                            method == "gptq" and bool(hf_config["quantization_config"].get("desc_act")), fp8_scales)
     else:

@@ -2,10 +2,14 @@
 describes them, quantizing a float checkpoint's linear layers on load, and writing a quantized checkpoint.
 
 Read: ``gptq`` (4 bits, ``checkpoint_format`` gptq or gptq_v2, act-order through ``g_idx``), ``awq`` (4 bits,
-GEMM packing, zero points), ``fp8`` (e4m3 weights with ``weight_scale_inv`` per 128 x 128 block, dynamic
-activations: the weights alone are quantized here), ``fbgemm_fp8`` (e4m3 with a per-channel ``weight_scale``;
-activations quantized per row at run time, which ``fp8_activations_of`` follows where the device can)
-and ``nbx`` (what ``write_quantized`` writes for int8: int8 ``weight`` and a per-channel ``weight_scale``).
+GEMM packing, zero points), ``fp8`` (e4m3 weights with ``weight_scale_inv`` per 128 x 128 block; dynamic
+activations, rounded per 1 x 128 block where ``fp8_activations`` asks), ``fbgemm_fp8`` (e4m3 with a per-channel
+``weight_scale``; activations quantized per row at run time, their scales clamped at ``activation_scale_ub``,
+which ``fp8_activations_of`` follows where the device can), ``compressed-tensors`` (``float-quantized`` e4m3
+weights with ``weight_scale`` per tensor, channel or 128 x 128 block, and activations none or dynamic: per
+token, or per 128-input group against block weights, or static: an ``input_scale`` a layer; weight-only unless
+``fp8_activations`` is asked for) and ``nbx`` (what ``write_quantized`` writes for int8: int8 ``weight`` and a
+per-channel ``weight_scale``).
 Any other method is refused by name. A quantized layer's tensors are checked against each other (shapes,
 dtypes, group indices) before anything reads them.
 
@@ -33,12 +37,15 @@ from .checkpoint import CheckpointError
 
 __all__ = ["linear", "quantization_of", "load_weights", "fp8_activations_of", "write_quantized", "QUANTIZABLE"]
 
-READ_METHODS = ("gptq", "awq", "fp8", "fbgemm_fp8", "nbx")
+READ_METHODS = ("gptq", "awq", "fp8", "fbgemm_fp8", "compressed-tensors", "nbx")
 # the decoder's linear layers, the weights quantized on load (embeddings, norms and the LM head stay float)
 QUANTIZABLE = re.compile(r"model\.layers\.\d+\.(self_attn|mlp)\.(q|k|v|o|qkv|gate|up|down|gate_up)_proj\.weight")
 DEFAULT_GROUP_SIZE = 128
-# methods whose checkpoints leave activations to be quantized at run time, per row and dynamically (fbgemm's
-# per-row float8 rows); ``fp8``'s dynamic activations are per 128-input group, against 128 x 128 weight blocks
+# fbgemm_fp8's bound on activation scales where its config gives none (transformers' FbgemmFp8Config default)
+DEFAULT_ACTIVATION_SCALE_UB = 1200.0
+# methods whose float8 rows are on by default (where the device can): fbgemm_fp8's per-row dynamic activations.
+# ``fp8`` (1 x 128 blocks against 128 x 128 weight blocks) and compressed-tensors' dynamic schemes keep the
+# weight-only products unless ``fp8_activations`` asks for float8 rows
 DYNAMIC_ROW_ACTIVATIONS = ("fbgemm_fp8",)
 
 
@@ -56,8 +63,7 @@ def fp8_activations_of(spec: dict | None, requested, weights: dict, facts: dict,
     """Whether the model's prefill-sized products take float8 rows (``linear``'s ``fp8_activations``): as
     ``requested`` (True or False), or when None, where the checkpoint's method quantizes activations per row
     at run time (``DYNAMIC_ROW_ACTIVATIONS``), the device (of ``facts``) has float8 matrix units and every
-    quantized weight is fp8 scaled per tensor or channel. Requested where one of those fails, it is refused by
-    name."""
+    quantized weight is fp8. Requested where one of those fails, it is refused by name."""
     if requested is not None and type(requested) is not bool:
         raise TypeError(f"fp8_activations must be True, False or None (the checkpoint decides), got {requested!r}")
     quantized = {name: w for name, w in weights.items() if isinstance(w, QuantizedWeight)}
@@ -73,8 +79,8 @@ def fp8_activations_of(spec: dict | None, requested, weights: dict, facts: dict,
         raise ValueError(f"fp8_activations multiplies float8 rows by fp8 weights; {directory} has float weights "
                          f"(quantize='fp8' rounds them on load)")
     if refused is not None:
-        raise ValueError(f"fp8_activations takes fp8 weights scaled per tensor or per channel; {refused} is "
-                         f"{quantized[refused]!r}")
+        raise ValueError(f"fp8_activations takes fp8 weights (scales per tensor, channel or 128 x 128 block); "
+                         f"{refused} is {quantized[refused]!r}")
     return True
 
 
@@ -119,15 +125,82 @@ def quantization_of(config: dict, directory: str) -> dict | None:
         if list(spec.get("weight_block_size") or []) != [128, 128]:
             _refuse(directory, f"fp8 weight_block_size {spec.get('weight_block_size')!r} is not supported ([128, 128] "
                                f"is)")
+    if method == "fbgemm_fp8":
+        bound = spec.get("activation_scale_ub", DEFAULT_ACTIVATION_SCALE_UB)
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not 0 < bound < float("inf"):
+            _refuse(directory, f"fbgemm_fp8 activation_scale_ub must be a positive finite number, got {bound!r}")
+        return {"method": method, "activation_scale_ub": float(bound)}
+    if method == "compressed-tensors":
+        return _compressed_tensors(spec, directory)
     if method == "nbx" and spec.get("format") != "int8":
         _refuse(directory, f"nbx format {spec.get('format')!r} is not supported (int8 is)")
     return {"method": method}
 
 
+# compressed-tensors' weight strategies read (e4m3 values times ``weight_scale``), and the dynamic activation
+# strategy each pairs with for ``fp8_activations`` (the rows' scales as ``quantized_linear`` forms them); static
+# activations are one scale per layer (strategy tensor, its ``input_scale``) against any of them
+_COMPRESSED_WEIGHTS = ("tensor", "channel", "block")
+_COMPRESSED_ACTIVATIONS = {"tensor": "token", "channel": "token", "block": "group"}
+
+
+def _compressed_tensors(spec: dict, directory: str) -> dict:
+    """A compressed-tensors ``quantization_config`` of float8 weights, with no input activations (weight-only),
+    dynamic ones that pair with the weights' scales (``_COMPRESSED_ACTIVATIONS``) or static ones per tensor:
+    {"method", "weights": the weights' scale strategy, "static": whether each layer has an ``input_scale``}.
+    Other schemes (integer or 4-bit weights, float8 key/value caches) are refused by name."""
+    form = spec.get("format")
+    if form != "float-quantized":
+        _refuse(directory, f"compressed-tensors format {form!r} is not supported (float-quantized is: float8 weights)")
+    if spec.get("kv_cache_scheme") is not None:
+        _refuse(directory, "compressed-tensors kv_cache_scheme (float8 key and value caches) is not supported")
+    groups = spec.get("config_groups")
+    if not isinstance(groups, dict) or not groups or not all(isinstance(g, dict) for g in groups.values()):
+        _refuse(directory, "compressed-tensors config_groups: expected an object of one or more schemes")
+    schemes = {json.dumps([g.get("weights"), g.get("input_activations"), g.get("output_activations")],
+                          sort_keys=True) for g in groups.values()}
+    if len(schemes) != 1:
+        _refuse(directory, "compressed-tensors config_groups with different schemes are not supported (one scheme "
+                           "for every quantized layer is)")
+    group = next(iter(groups.values()))
+    if group.get("output_activations") is not None:
+        _refuse(directory, "compressed-tensors output_activations are not supported")
+    weights = group.get("weights")
+    strategy = weights.get("strategy") if isinstance(weights, dict) else None
+    if (not isinstance(weights, dict) or weights.get("num_bits") != 8 or weights.get("type") != "float"
+            or weights.get("symmetric", True) is not True or weights.get("dynamic", False) is not False
+            or strategy not in _COMPRESSED_WEIGHTS
+            or strategy == "block" and list(weights.get("block_structure") or []) != [128, 128]):
+        _refuse(directory, f"compressed-tensors weights {weights!r} are not supported (8-bit float, symmetric, "
+                           f"static, per tensor, channel or [128, 128] block are)")
+    activations = group.get("input_activations")
+    if activations is None:
+        return {"method": "compressed-tensors", "weights": strategy, "static": False}
+    if (not isinstance(activations, dict) or activations.get("num_bits") != 8 or activations.get("type") != "float"
+            or activations.get("symmetric", True) is not True):
+        _refuse(directory, f"compressed-tensors input_activations {activations!r} are not supported (8-bit float, "
+                           f"symmetric are)")
+    if activations.get("dynamic") is False:
+        if activations.get("strategy") != "tensor":
+            _refuse(directory, f"compressed-tensors static input_activations with strategy "
+                               f"{activations.get('strategy')!r} are not supported (tensor is: one input_scale a "
+                               f"layer)")
+        return {"method": "compressed-tensors", "weights": strategy, "static": True}
+    if activations.get("dynamic") is not True:
+        _refuse(directory, f"compressed-tensors input_activations dynamic {activations.get('dynamic')!r} is not "
+                           f"supported (true or false is)")
+    wanted = _COMPRESSED_ACTIVATIONS[strategy]
+    if activations.get("strategy") != wanted or wanted == "group" and activations.get("group_size") != 128:
+        _refuse(directory, f"compressed-tensors dynamic input_activations with strategy "
+                           f"{activations.get('strategy')!r} against weights per {strategy} are not supported "
+                           f"({wanted}{' of 128 inputs' if wanted == 'group' else ''} is)")
+    return {"method": "compressed-tensors", "weights": strategy, "static": False}
+
+
 # the tensors of one quantized linear module, by method: (suffixes, optional suffixes)
 _PARTS = {"gptq": (("qweight", "qzeros", "scales"), ("g_idx",)), "awq": (("qweight", "qzeros", "scales"), ()),
           "fp8": (("weight", "weight_scale_inv"), ()), "fbgemm_fp8": (("weight", "weight_scale"), ()),
-          "nbx": (("weight", "weight_scale"), ())}
+          "compressed-tensors": (("weight", "weight_scale"), ("input_scale",)), "nbx": (("weight", "weight_scale"), ())}
 
 
 def _module_parts(names, method: str) -> dict:
@@ -157,7 +230,15 @@ def _quantized(method: str, spec: dict, parts: dict, device, dtype) -> Quantized
     if method == "fp8":
         return QuantizedWeight.fp8(host["weight"], host["weight_scale_inv"], device=device, dtype=dtype)
     if method == "fbgemm_fp8":
-        return QuantizedWeight.fp8(host["weight"], host["weight_scale"], device=device, dtype=dtype)
+        return QuantizedWeight.fp8(host["weight"], host["weight_scale"], device=device, dtype=dtype,
+                                   activation_scale_ub=spec["activation_scale_ub"])
+    if method == "compressed-tensors":
+        if spec["static"] != ("input_scale" in host):
+            raise QuantizationError("input_scale: static input_activations give every quantized layer one; a layer "
+                                    "has none" if spec["static"] else "input_scale: a layer has one, but the "
+                                    "quantization_config's input_activations are not static")
+        return QuantizedWeight.fp8(host["weight"], host["weight_scale"], activation_scale=host.get("input_scale"),
+                                   device=device, dtype=dtype)
     return QuantizedWeight.int8(host["weight"], host["weight_scale"], device=device, dtype=dtype)
 
 

@@ -239,7 +239,7 @@ def _plan_gather(plan: IndexPlan, op: str):
             K.advanced_index, (cdiv(n, block),),
             [data, out, rows, 0, n, n_b, tuple(shape), tuple(data_strides), S.contiguous_strides(shape), sizes,
              index_strides, status],
-            dict(RANK=len(shape), B_START=b_start, B_END=b_end, K=len(sizes), MODE=K.MODE_GATHER,
+            dict(RANK=len(shape), B_START=b_start, B_END=b_end, K=len(sizes), MODE=K.MODE_GATHER.value,
                  CONSTANT_BITS_TYPE=tl.int8, CODE=error_code(op), WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block))
 
     def execute(plan):
@@ -331,7 +331,7 @@ def put_through(plan: IndexPlan, value, op: str, accumulate: bool = False, alpha
                [data, data if constant else value, rows, value if constant else 0, n, n_b, shape, data_strides,
                 value_strides, sizes, index_strides, status],
                RANK=len(shape), B_START=b_start, B_END=b_end, K=len(sizes),
-               MODE=K.MODE_PUT_CONSTANT if constant else K.MODE_PUT,
+               MODE=(K.MODE_PUT_CONSTANT if constant else K.MODE_PUT).value,
                CONSTANT_BITS_TYPE=getattr(tl, BITS_TYPE[view.dtype.itemsize]), CODE=error_code(op),
                WRAP=plan.wrap, INDEX_64=index_64, BLOCK=block)
     after_checked_launch(dev, lambda: plan.out_of_range(op))
@@ -442,8 +442,8 @@ def _index_cost(x, indices):
     return Cost(bytes_read=nbytes(out), bytes_written=nbytes(out), workspace=_index_rows_workspace(indices))
 
 
-@register("index", family="indexing", aten=["aten::index.Tensor"], meta=_index_meta,
-          cost=_index_cost, api=())
+@register("index", family="indexing", aten=["aten::index.Tensor"], meta=lambda a: _index_meta(a.x, a.indices),
+          cost=lambda a: _index_cost(a.x, a.indices), bound=True, api=())
 def index(x: Tensor, indices) -> Tensor:
     """``x[indices]`` with ATen's argument form: a list of index tensors, None for a whole dim."""
     items = tuple(slice(None) if i is None else i for i in indices)
@@ -453,13 +453,9 @@ def index(x: Tensor, indices) -> Tensor:
     return out
 
 
-def _index_put_meta(x, indices, values, accumulate=False):
-    return TensorMeta(tuple(x.shape), x.dtype)
-
-
-def _index_put_cost(x, indices, values, accumulate=False):
-    return Cost(bytes_read=nbytes(values) * (2 if accumulate else 1), bytes_written=nbytes(values),
-                workspace=_index_rows_workspace(indices))
+def _index_put_cost(a):
+    return Cost(bytes_read=nbytes(a.values) * (2 if a.accumulate else 1), bytes_written=nbytes(a.values),
+                workspace=_index_rows_workspace(a.indices))
 
 
 def _index_put_impl_from_aten(args, kwargs):
@@ -468,7 +464,8 @@ def _index_put_impl_from_aten(args, kwargs):
 
 
 @register("index_put_", family="indexing", aten=["aten::index_put_.default", "aten::_index_put_impl_.default"],
-          meta=_index_put_meta, cost=_index_put_cost, api=(), methods=("index_put_",),
+          meta=lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype), cost=_index_put_cost, bound=True, api=(),
+          methods=("index_put_",),
           adapters={"aten::_index_put_impl_.default": _index_put_impl_from_aten}, variants=(OUT_OF_PLACE,))
 def index_put_(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     """``x[indices] = values`` (or ``+=`` with ``accumulate``, where duplicate indices all add,
@@ -491,8 +488,8 @@ def _check_mask(mask: Tensor, op: str) -> None:
 
 
 @register("masked_select", family="indexing", aten=["aten::masked_select.default"],
-          meta=lambda x, mask: TensorMeta((None,), x.dtype),
-          cost=lambda x, mask: Cost(bytes_read=nbytes(x) + nbytes(mask), bytes_written=nbytes(x)),
+          meta=lambda a: TensorMeta((None,), a.x.dtype),
+          cost=lambda a: Cost(bytes_read=nbytes(a.x) + nbytes(a.mask), bytes_written=nbytes(a.x)), bound=True,
           methods=("masked_select",))
 def masked_select(x: Tensor, mask: Tensor) -> Tensor:
     """The elements of ``x`` where ``mask`` is True (both broadcast), as a 1-D tensor in row-major
@@ -504,8 +501,8 @@ def masked_select(x: Tensor, mask: Tensor) -> Tensor:
 
 
 @register("masked_scatter_", family="indexing", aten=["aten::masked_scatter_.default"],
-          meta=lambda x, mask, source: TensorMeta(tuple(x.shape), x.dtype),
-          cost=lambda x, mask, source: Cost(bytes_read=nbytes(mask) + nbytes(x), bytes_written=nbytes(x)),
+          meta=lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype),
+          cost=lambda a: Cost(bytes_read=nbytes(a.mask) + nbytes(a.x), bytes_written=nbytes(a.x)), bound=True,
           api=(), methods=("masked_scatter_",))
 def masked_scatter_(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     """Copies consecutive elements of ``source`` into ``x`` where ``mask`` (broadcast) is True."""
@@ -521,8 +518,8 @@ def masked_scatter_(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
 
 
 @register("masked_scatter", family="indexing", aten=["aten::masked_scatter.default"],
-          meta=lambda x, mask, source: TensorMeta(S.broadcast_shapes(tuple(x.shape), tuple(mask.shape)), x.dtype),
-          cost=lambda x, mask, source: Cost(bytes_read=nbytes(mask) + nbytes(x), bytes_written=nbytes(x)),
+          meta=lambda a: TensorMeta(S.broadcast_shapes(tuple(a.x.shape), tuple(a.mask.shape)), a.x.dtype),
+          cost=lambda a: Cost(bytes_read=nbytes(a.mask) + nbytes(a.x), bytes_written=nbytes(a.x)), bound=True,
           methods=("masked_scatter",))
 def masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     shape = S.broadcast_shapes(tuple(x.shape), tuple(mask.shape))

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import shape as S
 from .. import tuning
-from ..allocation import Workspace, fresh_tensor_maker, new_tensor
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope, workspace_bytes
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import attention as K
@@ -28,7 +28,7 @@ from ..tensor import Tensor
 from . import matmul_plans
 from .matmul_plans import IEEE, _dot_precision
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
-from .registry import Cost, TensorMeta, family_samples, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
 from .samples import Samples, by_name, operand, sample
 
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
@@ -44,7 +44,7 @@ def _dims(shape) -> str:
 
 
 # ---- checks and meta ------------------------------------------------------------------------------------
-def _check_operands(op: str, query, key, value):
+def _check_operands(op: str, query, key, value, max_head_dim: int | None = MAX_HEAD_DIM):
     for name, t in (("query", query), ("key", key), ("value", value)):
         if len(t.shape) < 2:
             raise RuntimeError(f"{op}: {name} must have at least 2 dims (..., length, dim), got shape "
@@ -61,8 +61,8 @@ def _check_operands(op: str, query, key, value):
         raise RuntimeError(f"{op}: key {_dims(key.shape)} and value {_dims(value.shape)} differ in length "
                            f"(dim -2: {key.shape[-2]} vs {value.shape[-2]})")
     for name, t in (("query/key", key), ("value", value)):
-        if t.shape[-1] > MAX_HEAD_DIM or query.shape[-1] > MAX_HEAD_DIM:
-            raise RuntimeError(f"{op}: head dims up to {MAX_HEAD_DIM} are supported, got {name} "
+        if max_head_dim is not None and (t.shape[-1] > max_head_dim or query.shape[-1] > max_head_dim):
+            raise RuntimeError(f"{op}: head dims up to {max_head_dim} are supported, got {name} "
                                f"{_dims(t.shape)}")
 
 
@@ -115,8 +115,11 @@ def _check_mask(op: str, attn_mask, query, key):
 
 def _sdpa_result(query, key, value, attn_mask, enable_gqa) -> TensorMeta:
     op = "scaled_dot_product_attention"
-    _check_operands(op, query, key, value)
+    _check_operands(op, query, key, value, max_head_dim=None)  # wider heads take the product form
     _kv_lead(op, query, key, value, enable_gqa)
+    if _wide_heads(query, value) and enable_gqa and _kv_heads(key) != _kv_heads(query):
+        raise NotImplementedError(f"{op}: enable_gqa with head dims past {MAX_HEAD_DIM} (query {_dims(query.shape)}, "
+                                  f"key {_dims(key.shape)}) is not supported; repeat the key and value heads first")
     _check_mask(op, attn_mask, query, key)
     return TensorMeta((*query.shape[:-1], value.shape[-1]), query.dtype)
 
@@ -125,9 +128,40 @@ def _sdpa_meta(a):
     return _sdpa_result(a.query, a.key, a.value, a.attn_mask, a.enable_gqa)
 
 
+def _wide_heads(query, value) -> bool:
+    """Whether head dims pass the kernels' MAX_HEAD_DIM (the SD VAE's one 512-wide head): such attention
+    materialises its scores, as torch's math backend does, through the registry's products and softmax."""
+    return max(query.shape[-1], value.shape[-1]) > MAX_HEAD_DIM
+
+
+def _kv_heads(t) -> int:
+    return t.shape[-3] if len(t.shape) >= 3 else 1
+
+
+def _wide_heads_temporaries(query, key, value) -> list:
+    """The wide-head form's two products, as pairs of operand metas, and the metas of its temporaries:
+    the scaled query, the scores, the masked scores, the weights, and the product before it takes the
+    output's layout."""
+    meta = _sdpa_result(query, key, value, None, False)
+    scores = TensorMeta((*query.shape[:-1], key.shape[-2]), query.dtype)
+    key_t = TensorMeta((*key.shape[:-2], key.shape[-1], key.shape[-2]), key.dtype)
+    return ([(query, key_t), (scores, value)],
+            [TensorMeta(tuple(query.shape), query.dtype), scores, scores, scores, meta])
+
+
 def _sdpa_cost(a):
     query, key, value, attn_mask, is_causal = a.query, a.key, a.value, a.attn_mask, a.is_causal
     out = _sdpa_meta(a)
+    if _wide_heads(query, value):
+        products, temporaries = _wide_heads_temporaries(query, key, value)
+        # the bools of the mask made (ones, tril, not) or the given one negated
+        masks = ([query.shape[-2] * key.shape[-2]] * 3 if is_causal else
+                 [S.numel(attn_mask.shape)] if attn_mask is not None and attn_mask.dtype.name == "bool" else [])
+        costs = [get("matmul").cost(x, y) for x, y in products]
+        return Cost(flops=sum(c.flops for c in costs) + 5 * S.numel(temporaries[1].shape),
+                    bytes_read=sum(c.bytes_read for c in costs), bytes_written=nbytes(out),
+                    workspace=workspace_bytes(*(nbytes(t) for t in temporaries), *masks)
+                    + sum(c.workspace for c in costs))
     rows = S.numel(query.shape[:-1])  # B * H * L
     keys = key.shape[-2]
     flops = 2 * rows * keys * (query.shape[-1] + value.shape[-1])  # 4 B H L S E when E == Ev
@@ -555,6 +589,15 @@ def _sdpa_key(facts, query, key, value, attn_mask=None, dropout_p=0.0, is_causal
     keys = key.shape[-2]
     if not S.numel(meta.shape) or not keys:
         return []
+    if _wide_heads(query, value):
+        from .pointwise import output_strides
+        dev = resolve("meta")
+        # the operands as ``_wide_heads_attention`` makes them: the scaled query laid out as pointwise ops
+        # lay it, the key's transposed view, the weights contiguous, the value as given
+        scaled = new_tensor(query.shape, query.dtype, dev, output_strides(tuple(query.shape), [query.stride()]))
+        weights = new_tensor((*query.shape[:-1], keys), query.dtype, dev)
+        matmul_key = get("matmul").key
+        return [*matmul_key(facts, scaled, key.transpose(-2, -1)), *matmul_key(facts, weights, value)]
     L, E = query.shape[-2:]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
     heads_per_kv, operands_4d = _sdpa_operands(query, key, value, attn_mask, is_causal, enable_gqa)
@@ -610,6 +653,8 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
         return lambda query, key, value, attn_mask: zeros(meta.shape, dtype=meta.dtype, device=dev)
     L, E = query.shape[-2:]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    if _wide_heads(query, value):
+        return _wide_heads_attention(L, keys, dev, is_causal, scale, fresh_output)
     heads_per_kv, operands_4d = _sdpa_operands(query, key, value, attn_mask, is_causal, enable_gqa)
     q4, k4, v4, mask = operands_4d(query, key, value, attn_mask)
     out4 = _as_4d(out)
@@ -642,6 +687,25 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
         out = fresh_output()
         run_launches(dev, launches, temporaries, {"q": q4, "k": k4, "v": v4, "mask": mask, "out": out})
         return out
+    return execute
+
+
+def _wide_heads_attention(length: int, keys: int, dev, is_causal: bool, scale: float, fresh_output):
+    """``execute(query, key, value, attn_mask) -> out`` of attention whose head dims pass the kernels':
+    softmax(query * scale @ key^T + mask) @ value through the registry's ops, the scores materialised
+    (``_wide_heads_temporaries``, declared as workspace) and the weights computed in float32 (softmax's)."""
+    def execute(query, key, value, attn_mask):
+        with scratch_scope():
+            scores = get("matmul").impl(get("mul").impl(query, scale), key.transpose(-2, -1))
+            if is_causal:  # top-left aligned: query i sees keys j <= i
+                allowed = get("tril").impl(get("ones").impl((length, keys), dtype="bool", device=dev))
+                scores = get("masked_fill").impl(scores, get("logical_not").impl(allowed), -math.inf)
+            elif attn_mask is not None and attn_mask.dtype.name == "bool":
+                scores = get("masked_fill").impl(scores, get("logical_not").impl(attn_mask), -math.inf)
+            elif attn_mask is not None:
+                scores = get("add").impl(scores, attn_mask)
+            result = get("matmul").impl(get("softmax").impl(scores, -1), value)
+        return get("copy_").impl(fresh_output(), result)
     return execute
 
 

@@ -95,16 +95,16 @@ def _atleast_shape(shape: tuple, n: int) -> tuple:
 
 
 def _atleast(n: int):
-    def meta(*tensors):
-        metas = tuple(TensorMeta(_atleast_shape(tuple(t.shape), n), t.dtype) for t in _tensor_list(tensors))
-        return metas[0] if len(tensors) == 1 and not _is_sequence(tensors[0]) else metas
+    def meta(a):
+        metas = tuple(TensorMeta(_atleast_shape(tuple(t.shape), n), t.dtype) for t in _tensor_list(a.tensors))
+        return metas[0] if len(a.tensors) == 1 and not _is_sequence(a.tensors[0]) else metas
 
     def impl(*tensors):
         views = tuple(t.reshape(_atleast_shape(tuple(t.shape), n)) for t in _tensor_list(tensors))
         return views[0] if len(tensors) == 1 and not isinstance(tensors[0], (list, tuple)) else views
     impl.__doc__ = f"Each tensor viewed with at least {n} dimensions (one tensor in, one out; several, a tuple)."
     return register(f"atleast_{n}d", family="view", aten=[f"aten::atleast_{n}d.default", f"aten::atleast_{n}d.Sequence"],
-                    meta=meta, cost=lambda *t: NO_COST, aliases=VIEW)(impl)
+                    meta=meta, cost=lambda a: NO_COST, bound=True, aliases=VIEW)(impl)
 
 
 atleast_1d, atleast_2d, atleast_3d = _atleast(1), _atleast(2), _atleast(3)
@@ -128,17 +128,20 @@ def _dstack_meta(tensors):
     return _stack_meta([_atleast_shape(tuple(t.shape), 3) for t in tensors], 2, [t.dtype for t in tensors])
 
 
-@register("column_stack", family="shape", aten=["aten::column_stack.default"], meta=_column_stack_meta,
-          cost=lambda tensors: Cost(bytes_read=sum(nbytes(t) for t in tensors),
-                                    bytes_written=nbytes(_column_stack_meta(tensors))))
+def _stacked_cost(stack_meta):
+    """The cost rule, of bound arguments, of a stack of ``tensors`` whose result ``stack_meta`` gives."""
+    return lambda a: Cost(bytes_read=sum(nbytes(t) for t in a.tensors), bytes_written=nbytes(stack_meta(a.tensors)))
+
+
+@register("column_stack", family="shape", aten=["aten::column_stack.default"],
+          meta=lambda a: _column_stack_meta(a.tensors), cost=_stacked_cost(_column_stack_meta), bound=True)
 def column_stack(tensors) -> Tensor:
     """The tensors side by side as columns: 0-d and 1-d ones as single columns, the rest joined on dim 1."""
     return _op("cat")([t.reshape(_column_shape(tuple(t.shape))) for t in tensors], 1)
 
 
-@register("dstack", family="shape", aten=["aten::dstack.default"], meta=_dstack_meta,
-          cost=lambda tensors: Cost(bytes_read=sum(nbytes(t) for t in tensors),
-                                    bytes_written=nbytes(_dstack_meta(tensors))))
+@register("dstack", family="shape", aten=["aten::dstack.default"], meta=lambda a: _dstack_meta(a.tensors),
+          cost=_stacked_cost(_dstack_meta), bound=True)
 def dstack(tensors) -> Tensor:
     """The tensors, each seen as at least 3-d (``atleast_3d``), joined along dim 2."""
     return _op("cat")(list(atleast_3d.impl(list(tensors))), 2)
@@ -208,8 +211,8 @@ def _same_meta(x):
     return TensorMeta(tuple(x.shape), x.dtype)
 
 
-@register("positive", family="view", aten=["aten::positive.default"], meta=_same_meta, cost=lambda x: NO_COST,
-          methods=("positive",), aliases=VIEW)
+@register("positive", family="view", aten=["aten::positive.default"], meta=lambda a: _same_meta(a.x),
+          cost=lambda a: NO_COST, bound=True, methods=("positive",), aliases=VIEW)
 def positive(x: Tensor) -> Tensor:
     """``x`` itself (unary plus); refused for bool, as torch's."""
     if x.dtype.name == "bool":
@@ -221,8 +224,8 @@ def _identity(name: str, why: str):
     def impl(x: Tensor) -> Tensor:
         return x
     impl.__doc__ = f"``x`` itself: {why}."
-    return register(name, family="view", aten=[f"aten::{name}.default"], meta=_same_meta, cost=lambda x: NO_COST,
-                    methods=(name,), aliases=VIEW)(impl)
+    return register(name, family="view", aten=[f"aten::{name}.default"], meta=lambda a: _same_meta(a.x),
+                    cost=lambda a: NO_COST, bound=True, methods=(name,), aliases=VIEW)(impl)
 
 
 # conj is physical here (there is no lazy conjugate bit to resolve), and negation is too
@@ -240,11 +243,12 @@ def _angle_op(name: str, factor: float, what: str):
     def impl(x: Tensor) -> Tensor:
         return x.to(_float_dtype(x.dtype)) * factor
     impl.__doc__ = f"``x`` {what}, integers taken as the default float dtype."
-    return register(name, family="pointwise", aten=[f"aten::{name}.default"], meta=_unary_float_meta,
-                    cost=lambda x: Cost(flops=S.numel(x.shape), bytes_read=nbytes(x),
-                                        bytes_written=nbytes(_unary_float_meta(x)),
-                                        workspace=temporaries(1, x.shape, _float_dtype(x.dtype))),
-                    methods=(name,))(impl)
+    return register(name, family="pointwise", aten=[f"aten::{name}.default"],
+                    meta=lambda a: _unary_float_meta(a.x),
+                    cost=lambda a: Cost(flops=S.numel(a.x.shape), bytes_read=nbytes(a.x),
+                                        bytes_written=nbytes(_unary_float_meta(a.x)),
+                                        workspace=temporaries(1, a.x.shape, _float_dtype(a.x.dtype))),
+                    bound=True, methods=(name,))(impl)
 
 
 deg2rad = _angle_op("deg2rad", math.pi / 180, "in degrees converted to radians")
@@ -256,14 +260,15 @@ def _binary_meta(a, b, dtype=None):
     return TensorMeta(shape, dtype or _float_dtype(result_type(_meta_tensor(a), _meta_tensor(b))))
 
 
-def _logaddexp2_cost(a, b):
+def _logaddexp2_cost(bound):
+    a, b = bound.a, bound.b
     meta = _binary_meta(a, b)
     return Cost(flops=8 * S.numel(meta.shape), bytes_read=nbytes(a) + nbytes(b), bytes_written=nbytes(meta),
                 workspace=temporaries(8, meta.shape, meta.dtype))
 
 
-@register("logaddexp2", family="pointwise", aten=["aten::logaddexp2.default"], meta=_binary_meta,
-          cost=_logaddexp2_cost, methods=("logaddexp2",))
+@register("logaddexp2", family="pointwise", aten=["aten::logaddexp2.default"],
+          meta=lambda bound: _binary_meta(bound.a, bound.b), cost=_logaddexp2_cost, bound=True, methods=("logaddexp2",))
 def logaddexp2(a: Tensor, b: Tensor) -> Tensor:
     """``log2(2**a + 2**b)`` without overflow: the larger plus log2(1 + 2**-|a - b|); equal infinities give
     themselves (their difference would be NaN)."""
@@ -284,13 +289,14 @@ def _heaviside_meta(input, values):
     return _binary_meta(input, values, input.dtype)
 
 
-@register("heaviside", family="pointwise", aten=["aten::heaviside.default"], meta=_heaviside_meta,
-          cost=lambda input, values: Cost(flops=2 * S.numel(_heaviside_meta(input, values).shape),
-                                          bytes_read=nbytes(input) + nbytes(values),
-                                          bytes_written=nbytes(_heaviside_meta(input, values)),
-                                          workspace=temporaries(2, _heaviside_meta(input, values).shape,
-                                                                input.dtype)),
-          methods=("heaviside",))
+def _heaviside_cost(a):
+    meta = _heaviside_meta(a.input, a.values)
+    return Cost(flops=2 * S.numel(meta.shape), bytes_read=nbytes(a.input) + nbytes(a.values),
+                bytes_written=nbytes(meta), workspace=temporaries(2, meta.shape, meta.dtype))
+
+
+@register("heaviside", family="pointwise", aten=["aten::heaviside.default"],
+          meta=lambda a: _heaviside_meta(a.input, a.values), cost=_heaviside_cost, bound=True, methods=("heaviside",))
 def heaviside(input: Tensor, values: Tensor) -> Tensor:
     """The step function: 0 below zero (and at NaN), 1 above, ``values`` at zero."""
     meta = _heaviside_meta(input, values)
@@ -304,9 +310,9 @@ def _isreal_meta(x):
     return TensorMeta(tuple(x.shape), get_dtype("bool"))
 
 
-@register("isreal", family="pointwise", aten=["aten::isreal.default"], meta=_isreal_meta,
-          cost=lambda x: Cost(flops=S.numel(x.shape), bytes_read=nbytes(x), bytes_written=S.numel(x.shape)),
-          methods=("isreal",))
+@register("isreal", family="pointwise", aten=["aten::isreal.default"], meta=lambda a: _isreal_meta(a.x),
+          cost=lambda a: Cost(flops=S.numel(a.x.shape), bytes_read=nbytes(a.x), bytes_written=S.numel(a.x.shape)),
+          bound=True, methods=("isreal",))
 def isreal(x: Tensor) -> Tensor:
     """Whether each element has a zero imaginary part: all true for non-complex tensors."""
     if x.dtype.is_complex:
@@ -325,13 +331,15 @@ def _float_power_meta(a, b):
     return TensorMeta(S.broadcast_shapes(*shapes), _float_power_dtype(a, b))
 
 
+def _float_power_cost(bound):
+    meta = _float_power_meta(bound.a, bound.b)
+    return Cost(flops=S.numel(meta.shape), bytes_read=sum(nbytes(v) for v in (bound.a, bound.b) if hasattr(v, "shape")),
+                bytes_written=nbytes(meta), workspace=temporaries(2, meta.shape, meta.dtype))
+
+
 @register("float_power", family="pointwise", aten=["aten::float_power.Tensor_Tensor", "aten::float_power.Tensor_Scalar",
                                                    "aten::float_power.Scalar"],
-          meta=_float_power_meta,
-          cost=lambda a, b: Cost(flops=S.numel(_float_power_meta(a, b).shape),
-                                 bytes_read=sum(nbytes(v) for v in (a, b) if hasattr(v, "shape")),
-                                 bytes_written=nbytes(_float_power_meta(a, b)),
-                                 workspace=temporaries(2, _float_power_meta(a, b).shape, _float_power_meta(a, b).dtype)),
+          meta=lambda bound: _float_power_meta(bound.a, bound.b), cost=_float_power_cost, bound=True,
           methods=("float_power",))
 def float_power(a, b) -> Tensor:
     """``a ** b`` computed in double precision (float64, or complex128 where either is complex), as torch's."""
@@ -349,9 +357,9 @@ def _trace_meta(x):
     return get("sum").meta(Tensor._meta((min(x.shape),), x.dtype))
 
 
-@register("trace", family="reduction", aten=["aten::trace.default"], meta=_trace_meta,
-          cost=lambda x: Cost(flops=min(x.shape), bytes_read=min(x.shape) * x.dtype.itemsize,
-                              bytes_written=nbytes(_trace_meta(x))), methods=("trace",))
+@register("trace", family="reduction", aten=["aten::trace.default"], meta=lambda a: _trace_meta(a.x),
+          cost=lambda a: Cost(flops=min(a.x.shape), bytes_read=min(a.x.shape) * a.x.dtype.itemsize,
+                              bytes_written=nbytes(_trace_meta(a.x))), bound=True, methods=("trace",))
 def trace(x: Tensor) -> Tensor:
     """The sum of a matrix's main diagonal (integers summed as int64, as ``sum``)."""
     _trace_meta(x)
@@ -367,9 +375,13 @@ def _inner_meta(a, b):
     return get("tensordot").meta(a, b, ([-1], [-1]))
 
 
-@register("inner", family="matmul", aten=["aten::inner.default"], meta=_inner_meta,
-          cost=lambda a, b: get("mul").cost(a, b) if not (len(a.shape) and len(b.shape))
-          else get("tensordot").cost(a, b, ([-1], [-1])), methods=("inner",))
+def _inner_cost(bound):
+    a, b = bound.a, bound.b
+    return get("mul").cost(a, b) if not (len(a.shape) and len(b.shape)) else get("tensordot").cost(a, b, ([-1], [-1]))
+
+
+@register("inner", family="matmul", aten=["aten::inner.default"], meta=lambda bound: _inner_meta(bound.a, bound.b),
+          cost=_inner_cost, bound=True, methods=("inner",))
 def inner(a: Tensor, b: Tensor) -> Tensor:
     """The sum of products over the last dimension of both (a product where either is 0-d)."""
     _inner_meta(a, b)

@@ -3,9 +3,10 @@
 Every form runs as 3-d (unit dims for 1-d and 2-d), by one of three routes: a 1x1, stride-1, single-group
 convolution is the registry's matrix product on views of its operands (unless it forms too few output tiles
 for the device, below); a group of few channels (depthwise, small multipliers) runs ``kernels/conv.py``'s
-direct kernel on the vector units (by output planes, where an NCHW input's rows are read in runs); the rest
-its implicit GEMM, whose tile settings are tuned under the
-launch key the op declares. A convolution whose output forms fewer tiles than ``split_below_programs``
+direct kernel on the vector units (by output planes, where an NCHW input's rows are read in runs; a
+depthwise convolution of a channels-last input also by tiles of a plane times a channel block, its
+channels loaded as vectors); the rest its implicit GEMM, whose tile settings are tuned under the launch
+key the op declares. A convolution whose output forms fewer tiles than ``split_below_programs``
 (twice the device class's multiprocessors) also gets candidates with smaller tiles and ones that split the
 reduction among programs, their float32 partials (a workspace the cost rule declares) added in a fixed order
 by a second launch. A plan binds its launches once per layout, so a repeated call allocates its output and
@@ -227,6 +228,18 @@ _DIRECT_SHAPES = [(32, 64, 4), (64, 32, 4), (16, 128, 4), (128, 16, 4)]
 # are adjacent in memory (NCHW): a tile is up to 64 columns wide and as many rows as make up its elements
 _PLANE_TILES = [(512, 4), (1024, 4), (2048, 8)]
 _PLANE_MAX_WIDTH = 64
+# (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) of the depthwise kernel for inputs whose channels are adjacent
+# (CHANNELS_INNER): rows x columns of a plane times a channel block; large tiles for large planes and
+# batches, small ones so that a late stage at batch 1 still forms a program or more a multiprocessor
+_CHANNELS_INNER_TILES = [(4, 8, 64, 4), (8, 8, 32, 4), (2, 16, 64, 4), (4, 16, 64, 8), (8, 16, 32, 8),
+                         (2, 8, 32, 2), (1, 8, 32, 1)]
+# tiles (of the list above) also tried with the window's rows a loop (ROWS_LOOPED: less code, fewer loads
+# in flight), their weight staged
+_CHANNELS_INNER_ROWS_LOOPED = [(4, 8, 64, 4), (8, 8, 32, 4)]
+# the interpreter's one setting: a few rows and two channel blocks of small channel counts
+_CHANNELS_INNER_INTERPRETED = (4, 8, 16, 4)
+# elements a thread at least holds: one 16-byte vector of 16-bit channels
+_CHANNELS_INNER_THREAD_ELEMENTS = 8
 
 
 def split_below_programs(facts) -> int:
@@ -270,6 +283,9 @@ class _Setting:
         self.w_s_in = self.weight_strides(self.ws)[1]
         self.volume = S.numel(self.kernel)
         self.channels_last = self.xs[1] == 1 and self.cin > 1
+        # a channel a group, read channels-innermost: the depthwise kernel's vector loads apply
+        self.depthwise_channels_inner = (not self.transposed and self.channels_last and self.cin_g == 1
+                                         and self.cout_g == 1)
         self.split_cap = _split_cap(self.m * self.cout)
         self.starved = (facts is not None and self.split_cap > 1 and
                         self.m * self.cout < split_below_programs(facts) * _LARGEST_TILE)
@@ -308,6 +324,24 @@ class _Setting:
         for elements, warps in _PLANE_TILES:
             height = max(1, min(next_pow2(oh), elements // width))
             shapes.append((height, width, max(1, min(warps, height * width // 128))))
+        return list(dict.fromkeys(shapes))
+
+    def channels_inner_tiles(self, tiles=None) -> list[tuple[int, int, int, int]]:
+        """(BLOCK_H, BLOCK_W, BLOCK_C, num_warps) of the depthwise kernel's candidates (of ``tiles``, by
+        default ``_CHANNELS_INNER_TILES``), fitted to the output: a tile no wider or taller than the plane
+        (a short side's positions moved to the other), no more channels than the convolution has, and at
+        least one vector of elements a thread."""
+        oh, ow = (next_pow2(extent) for extent in self.out_spatial[1:])
+        shapes = []
+        for bh, bw, bc, warps in tiles or _CHANNELS_INNER_TILES:
+            positions = bh * bw
+            height = min(bh, oh)
+            width = min(ow, positions // height)
+            height = min(oh, positions // width)
+            block_c = min(bc, next_pow2(self.cout))
+            elements = height * width * block_c
+            shapes.append((height, width, block_c,
+                           max(1, min(warps, elements // (32 * _CHANNELS_INNER_THREAD_ELEMENTS)))))
         return list(dict.fromkeys(shapes))
 
     def stages(self) -> bool:
@@ -350,10 +384,13 @@ class _Setting:
         interpreted = bool(facts["kernels"].get("interpreted"))
         if self.route == "direct":
             if interpreted:  # few, wide programs: the interpreter pays per program and operation
+                if self.depthwise_channels_inner:
+                    return self.channels_inner_candidates([_CHANNELS_INNER_INTERPRETED])[:1]
                 return [dict(BLOCK_M=64, BLOCK_C=min(64, next_pow2(self.cout)), num_warps=4)]
             return _staged(self, [dict(BLOCK_M=bm, BLOCK_C=min(bc, max(8, next_pow2(self.cout))), num_warps=w)
                                   for bm, bc, w in _DIRECT_SHAPES]) + [
-                dict(PLANES=True, BLOCK_H=bh, BLOCK_W=bw, num_warps=w) for bh, bw, w in self.plane_tiles()]
+                dict(PLANES=True, BLOCK_H=bh, BLOCK_W=bw, num_warps=w) for bh, bw, w in self.plane_tiles()] + (
+                self.channels_inner_candidates() if self.depthwise_channels_inner else [])
         k = self.cin_g * self.volume if self.flat_k else self.cin_g
         target = split_below_programs(facts)
         if interpreted:
@@ -389,6 +426,22 @@ class _Setting:
                             for config in stepped if "SPLITS" not in config]
         return _unique(configs)
 
+    def channels_inner_candidates(self, tiles=None) -> list[dict]:
+        """The depthwise kernel's settings for ``channels_inner_tiles(tiles)``, each with the weight read in
+        place (a tap's channels a window apart) and, where they are not adjacent already, staged
+        channels-innermost first (STAGE_WEIGHT: a tap's channel block one run); by default also those of
+        ``_CHANNELS_INNER_ROWS_LOOPED`` with the window's rows a loop."""
+        def settings(fitted, **flags):
+            return [dict(CHANNELS_INNER=True, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc, num_warps=w, **flags)
+                    for bh, bw, bc, w in fitted]
+        stage = {} if self.ws[0] == 1 else {"STAGE_WEIGHT": True}
+        configs = settings(self.channels_inner_tiles(tiles))
+        if stage:
+            configs += settings(self.channels_inner_tiles(tiles), **stage)
+        if tiles is None:
+            configs += settings(self.channels_inner_tiles(_CHANNELS_INNER_ROWS_LOOPED), ROWS_LOOPED=True, **stage)
+        return _unique(configs)
+
 
 def _staged(setting, configs):
     """``configs`` without repeats, and again with STAGE where the setting may stage its operands."""
@@ -404,6 +457,35 @@ def _channels_inner_strides(shape):
         strides[d] = step
         step *= max(shape[d], 1)
     return tuple(strides)
+
+
+def _channels_inner_launches(st, config, common, x_slot, bias_slot, bias_stride, out_slot, out_strides_3d, input,
+                             out_strides):
+    """(the launches, whether the weight is staged) of a CHANNELS_INNER ``config``: the depthwise kernel's,
+    its weight read in place, or first staged channels-innermost (``_stage_launch`` of it as (1, C, *window),
+    into the workspace's ``w_staged``) so that a tap's channel block is one run."""
+    stage_weight = bool(config.get("STAGE_WEIGHT")) and st.ws[0] != 1
+    stagers = []
+    if stage_weight:  # staged as (1, C, *window)
+        _, w_sc, *w_window = _channels_inner_strides((1, st.cout, *st.kernel))
+        stagers.append(_stage_launch((1, st.cout, *st.kernel), (0, st.ws[0], *st.ws[2:]), Slot("w"),
+                                     Slot("w_staged")))
+    else:  # (C, 1, *window)
+        w_sc, _, *w_window = st.ws
+    block_h, block_w, block_c = config["BLOCK_H"], config["BLOCK_W"], config["BLOCK_C"]
+    tiles = cdiv(st.out_spatial[1], block_h) * cdiv(st.out_spatial[2], block_w)
+    constexprs = {k: common[k] for k in ("KD", "KH", "KW", "HAS_BIAS", "DECODE_BF16", "BIAS_FORMAT", "DST_FORMAT",
+                                         "VIA_F32")}
+    launch = PlannedLaunch(
+        K.conv_depthwise_channels_inner, (st.n * st.out_spatial[0] * tiles, cdiv(st.cout, block_c)),
+        [x_slot, Slot("w_staged" if stage_weight else "w"), bias_slot, out_slot, bias_stride, st.cout, *st.out_spatial,
+         *st.in_spatial, *st.stride, *st.padding, *st.dilation, *st.xs, w_sc, *w_window, *out_strides_3d],
+        dict(constexprs, UNROLL=st.volume <= _UNROLL_MAX_STEPS and not config.get("ROWS_LOOPED"),
+             UNROLL_COLUMNS=st.kernel[2] <= _UNROLL_MAX_STEPS, BLOCK_H=block_h, BLOCK_W=block_w,
+             BLOCK_C=block_c,
+             EVEN_C=st.cout % block_c == 0, BF16=input.dtype.name == "bfloat16",
+             INDEX_64=needs_index_64(input, (st.full_out, out_strides)), num_warps=config["num_warps"]))
+    return stagers + [launch], stage_weight
 
 
 def _stage_launch(shape, strides, source: Slot, target: Slot) -> PlannedLaunch:
@@ -544,9 +626,14 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
     staged_w_strides = _channels_inner_strides(tuple(weight.shape))
     out_slot = Slot("out")
     bias_slot = Slot("bias") if bias is not None else out_slot
+    bias_stride = bias.stride(0) if bias is not None else 1
 
     def launcher(config):
         """(input, weight, bias, out) -> None issuing the launches of this tile setting."""
+        if config.get("CHANNELS_INNER") and not st.depthwise_channels_inner:
+            # a setting tuned on a depthwise shape of this key, applied to a grouped one of the same buckets
+            config = dict(BLOCK_M=config["BLOCK_H"] * config["BLOCK_W"], BLOCK_C=config["BLOCK_C"],
+                          num_warps=config["num_warps"])
         stage = config.get("STAGE", False)
         stage_input = stage and st.xs[1] != 1
         stage_weight = (stage or config.get("STAGE_WEIGHT", False)) and st.route == "gemm" and st.w_s_in != 1
@@ -559,17 +646,20 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
         args = geometry(_as_3d(st.full_in, staged_in_strides, st.dims)[1] if stage_input else st.xs,
                         _as_3d(tuple(weight.shape), staged_w_strides, st.dims)[1] if stage_weight else st.ws)
         splits = 1
-        if config.get("PLANES"):
+        if config.get("CHANNELS_INNER"):
+            launches, stage_weight = _channels_inner_launches(st, config, common, x_slot, bias_slot, bias_stride,
+                                                              out_slot, os_, input, out_strides)
+        elif config.get("PLANES"):
             tiles = cdiv(st.out_spatial[1], config["BLOCK_H"]) * cdiv(st.out_spatial[2], config["BLOCK_W"])
             launches = [PlannedLaunch(
                 K.conv_direct_planes, (st.n * st.cout * st.out_spatial[0] * tiles,),
-                [x_slot, w_slot, bias_slot, out_slot, st.cout, st.cout_g, *args, *os_],
+                [x_slot, w_slot, bias_slot, out_slot, bias_stride, st.cout, st.cout_g, *args, *os_],
                 dict(plane_common, CIN_G=st.cin_g, BLOCK_H=config["BLOCK_H"], BLOCK_W=config["BLOCK_W"],
                      num_warps=config["num_warps"]))]
         elif st.route == "direct":
             launches = [PlannedLaunch(
                 K.conv_direct, (cdiv(st.m, config["BLOCK_M"]), cdiv(st.cout, config["BLOCK_C"])),
-                [x_slot, w_slot, bias_slot, out_slot, st.m, st.cout, st.cout_g, *args, *os_],
+                [x_slot, w_slot, bias_slot, out_slot, bias_stride, st.m, st.cout, st.cout_g, *args, *os_],
                 dict(common, CIN_G=st.cin_g, BLOCK_M=config["BLOCK_M"], BLOCK_C=config["BLOCK_C"],
                      num_warps=config["num_warps"]))]
         else:
@@ -577,8 +667,8 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
             tiles = cdiv(st.m, config["BLOCK_M"]) * cdiv(st.cout_g, config["BLOCK_N"])
             launches = [PlannedLaunch(
                 K.conv_implicit_gemm, (tiles, st.groups, splits),
-                [x_slot, w_slot, bias_slot, out_slot, Slot("partial") if splits > 1 else out_slot, st.m, st.cout_g,
-                 st.cin_g, per_split, *args, *os_],
+                [x_slot, w_slot, bias_slot, out_slot, Slot("partial") if splits > 1 else out_slot, bias_stride, st.m,
+                 st.cout_g, st.cin_g, per_split, *args, *os_],
                 dict(common, FLAT_K=st.flat_k, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                      BLOCK_K=config["BLOCK_K"], NUM_STAGES=config["num_stages"],
                      STEPPED=splits > 1 or bool(config.get("STEPPED")), SPLIT=splits > 1,
@@ -589,7 +679,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                 block_c = min(64, next_pow2(st.cout))
                 launches.append(PlannedLaunch(
                     K.conv_split_sum, (cdiv(st.m, 64), cdiv(st.cout, block_c)),
-                    [Slot("partial"), bias_slot, out_slot, st.m, st.cout, *st.out_spatial, *os_],
+                    [Slot("partial"), bias_slot, out_slot, bias_stride, st.m, st.cout, *st.out_spatial, *os_],
                     dict(SPLITS=splits, BLOCK_M=64, BLOCK_C=block_c, HAS_BIAS=bias is not None,
                          BIAS_FORMAT=bias_format, DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"],
                          num_warps=4)))

@@ -14,7 +14,7 @@ from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
 from ..interop.dlpack import from_dlpack, tensor_dlpack, tensor_dlpack_device
-from ..kernels.ramp import ARANGE, LINSPACE, linear_ramp
+from ..kernels.ramp import MODE_ARANGE, MODE_LINSPACE, linear_ramp
 from ..launch import cdiv, launch, refuse_capture
 from ..lowering import conversion_flags, elementwise_block, encode_scalar_wrapping, needs_index_64
 from ..promotion import get_default_complex_dtype, get_default_dtype, promote_types
@@ -261,7 +261,7 @@ def arange(*args, dtype=None, device=None, requires_grad=False, **kwargs):
     out = new_tensor((n,), dt, resolve(device))
     # ATen accumulates in int64 for integers, float32 for half types, float64 for float32 and float64
     compute = "int64" if dt.is_integral else "float32" if dt.itemsize <= 2 else "float64"
-    return _run_ramp(out, ARANGE, compute, start, step)
+    return _run_ramp(out, MODE_ARANGE.value, compute, start, step)
 
 
 def _linspace_meta(steps, dtype) -> TensorMeta:
@@ -316,7 +316,7 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=F
     with np.errstate(over="ignore", invalid="ignore"):
         s, e = npt(start), npt(end)
         step = (e - s) / npt(steps - 1) if steps > 1 else npt(0)
-    return _run_ramp(out, LINSPACE, compute, s, step, e, steps // 2)
+    return _run_ramp(out, MODE_LINSPACE.value, compute, s, step, e, steps // 2)
 
 
 def _eye_meta(n, m, dtype) -> TensorMeta:

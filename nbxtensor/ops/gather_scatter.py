@@ -42,11 +42,13 @@ def _dim_plan(x: Tensor, dim: int, index: Tensor, op: str, wrap: bool = False) -
     return IndexPlan(view, [d], [vector], wrap)
 
 
-def _copy_cost_of(meta_fn):
-    def cost(*args, **kwargs):
-        out = meta_fn(*args, **kwargs)
+def _gathering_rules(meta) -> dict:
+    """``register``'s rules, of bound arguments, of an op reading as many elements as it writes, its
+    result ``meta``'s."""
+    def cost(a):
+        out = meta(a)
         return Cost(bytes_read=nbytes(out), bytes_written=nbytes(out))
-    return cost
+    return {"meta": meta, "cost": cost, "bound": True}
 
 
 def _select_meta(x, dim, index):
@@ -61,8 +63,8 @@ def _select_meta(x, dim, index):
     return TensorMeta(tuple(shape), x.dtype)
 
 
-@register("index_select", family="indexing", aten=["aten::index_select.default"], meta=_select_meta,
-          cost=_copy_cost_of(_select_meta), methods=("index_select",))
+@register("index_select", family="indexing", aten=["aten::index_select.default"], methods=("index_select",),
+          **_gathering_rules(lambda a: _select_meta(a.x, a.dim, a.index)))
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """The entries of ``x`` at positions ``index`` (a vector) along ``dim``; of a 0-d ``x``, its one
     element (the index holding the one value 0), 0-d as torch gives it."""
@@ -71,7 +73,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     return out if x.ndim else out._view(shape, ())
 
 
-def _embedding_meta(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+def _embedding_meta(weight, indices):
     return TensorMeta((*indices.shape, *weight.shape[1:]), weight.dtype)
 
 
@@ -85,11 +87,10 @@ def embedding_functional(input: Tensor, weight: Tensor, padding_idx=None, max_no
     return embedding.impl(weight, input, -1 if padding_idx is None else padding_idx)
 
 
-@register("embedding", family="indexing", aten=["aten::embedding.default"], meta=_embedding_meta,
-          functional=True, functional_form=embedding_functional,
-          cost=lambda weight, indices, *a, **k: Cost(
-              bytes_read=nbytes(_embedding_meta(weight, indices)) + nbytes(indices),
-              bytes_written=nbytes(_embedding_meta(weight, indices))))
+@register("embedding", family="indexing", aten=["aten::embedding.default"],
+          meta=lambda a: _embedding_meta(a.weight, a.indices), functional=True, functional_form=embedding_functional,
+          cost=lambda a: Cost(bytes_read=nbytes(_embedding_meta(a.weight, a.indices)) + nbytes(a.indices),
+                              bytes_written=nbytes(_embedding_meta(a.weight, a.indices))), bound=True)
 def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1, scale_grad_by_freq: bool = False,
               sparse: bool = False) -> Tensor:
     """Rows of ``weight`` (num_embeddings, ...) looked up by ``indices`` of any shape (ATen's
@@ -104,10 +105,6 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1, scale_grad
 
 
 # ---- gather and scatter along a dim ------------------------------------------------------------
-
-def _gather_meta(x, dim, index, sparse_grad=False):
-    return TensorMeta(tuple(index.shape), x.dtype)
-
 
 def _check_dim_shapes(x: Tensor, dim: int, index: Tensor, op: str, src: Tensor | None = None) -> int:
     if index.numel():
@@ -132,8 +129,8 @@ def _as_nd(t: Tensor, ndim: int) -> Tensor:
     return t._view((1,), (1,)) if t.ndim == 0 and ndim == 1 else t
 
 
-@register("gather", family="indexing", aten=["aten::gather.default"], meta=_gather_meta,
-          cost=_copy_cost_of(_gather_meta), methods=("gather",))
+@register("gather", family="indexing", aten=["aten::gather.default"], methods=("gather",),
+          **_gathering_rules(lambda a: TensorMeta(tuple(a.index.shape), a.x.dtype)))
 def gather(x: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     """``out[c] = x[c with c[dim] replaced by index[c]]``, over the index's shape."""
     return gather_dim(x, dim, index, "gather", wrap=False)
@@ -189,9 +186,8 @@ def _along_shapes(x_shape, index_shape, d):
     return x_target, index_target
 
 
-@register("take", family="indexing", aten=["aten::take.default"],
-          meta=lambda x, index: TensorMeta(tuple(index.shape), x.dtype),
-          cost=lambda x, index: Cost(bytes_read=nbytes(index), bytes_written=nbytes(index)), methods=("take",))
+@register("take", family="indexing", aten=["aten::take.default"], methods=("take",),
+          **_gathering_rules(lambda a: TensorMeta(tuple(a.index.shape), a.x.dtype)))
 def take(x: Tensor, index: Tensor) -> Tensor:
     """Elements of ``x`` read as a flat row-major vector, at ``index`` (any shape)."""
     check_index_dtype(index, "take")
@@ -200,12 +196,10 @@ def take(x: Tensor, index: Tensor) -> Tensor:
     return reshape(out, tuple(index.shape))
 
 
-def _scatter_meta(x, dim, index, src=None, *args, **kwargs):
-    return TensorMeta(tuple(x.shape), x.dtype)
-
-
-def _scatter_cost(x, dim, index, src=None, *args, **kwargs):
-    return Cost(bytes_read=nbytes(x) + nbytes(index), bytes_written=nbytes(x))
+# the rules, of bound arguments, of an op writing into ``x`` in place at ``index``
+_SCATTER_RULES = {"meta": lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype),
+                  "cost": lambda a: Cost(bytes_read=nbytes(a.x) + nbytes(a.index), bytes_written=nbytes(a.x)),
+                  "bound": True}
 
 
 def scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
@@ -247,8 +241,9 @@ def scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
     return out
 
 
-_REDUCE_CODES = {"sum": K.REDUCE_SUM, "add": K.REDUCE_SUM, "prod": K.REDUCE_PROD, "multiply": K.REDUCE_PROD,
-                 "amax": K.REDUCE_MAX, "amin": K.REDUCE_MIN, "mean": K.REDUCE_SUM}
+_REDUCE_CODES = {"sum": K.REDUCE_SUM.value, "add": K.REDUCE_SUM.value, "prod": K.REDUCE_PROD.value,
+                 "multiply": K.REDUCE_PROD.value, "amax": K.REDUCE_MAX.value, "amin": K.REDUCE_MIN.value,
+                 "mean": K.REDUCE_SUM.value}
 
 
 def _identity(reduce: str, dt):
@@ -321,7 +316,7 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
 
 @register("scatter_", family="indexing", aten=["aten::scatter_.src", "aten::scatter_.value",
                                                "aten::scatter_.reduce", "aten::scatter_.value_reduce"],
-          meta=_scatter_meta, cost=_scatter_cost, api=(), methods=("scatter_",), variants=(OUT_OF_PLACE,))
+          api=(), methods=("scatter_",), variants=(OUT_OF_PLACE,), **_SCATTER_RULES)
 def scatter_(x: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:
     """``x[... index[c] ...] = src[c]`` along ``dim`` (``src`` a tensor or a scalar ``value``); with
     ``reduce`` ('add' or 'multiply'), combined instead of replaced."""
@@ -338,16 +333,16 @@ def scatter_(x: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce
     return scatter_into(x, dim, index, src, "scatter_")
 
 
-@register("scatter_add_", family="indexing", aten=["aten::scatter_add_.default"], meta=_scatter_meta,
-          cost=_scatter_cost, api=(), methods=("scatter_add_",), variants=(OUT_OF_PLACE,))
+@register("scatter_add_", family="indexing", aten=["aten::scatter_add_.default"], api=(), methods=("scatter_add_",),
+          variants=(OUT_OF_PLACE,), **_SCATTER_RULES)
 def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """Adds ``src[c]`` into ``x`` at ``c`` with ``c[dim]`` replaced by ``index[c]``; duplicates add
     in index order (deterministic, no atomics)."""
     return _scatter_reduce_into(x, dim, index, src, "sum", True, "scatter_add_")
 
 
-@register("scatter_reduce_", family="indexing", aten=["aten::scatter_reduce_.two"], meta=_scatter_meta,
-          cost=_scatter_cost, api=(), methods=("scatter_reduce_",), variants=(OUT_OF_PLACE,))
+@register("scatter_reduce_", family="indexing", aten=["aten::scatter_reduce_.two"], api=(),
+          methods=("scatter_reduce_",), variants=(OUT_OF_PLACE,), **_SCATTER_RULES)
 def scatter_reduce_(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
                     include_self: bool = True) -> Tensor:
     """Reduce (sum, prod, mean, amax, amin) ``src`` into ``x`` along ``dim`` at ``index``; without
@@ -357,12 +352,9 @@ def scatter_reduce_(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str
 
 # ---- index_add, index_copy, index_fill ---------------------------------------------------------------
 
-def _same_meta(x, *args, **kwargs):
-    return TensorMeta(tuple(x.shape), x.dtype)
-
-
-def _index_along_cost(x, dim, index, *args, **kwargs):
-    return Cost(bytes_read=nbytes(x), bytes_written=nbytes(x))
+# the rules, of bound arguments, of an op writing into ``x`` in place along one dim
+_INDEX_ALONG_RULES = {"meta": lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype),
+                      "cost": lambda a: Cost(bytes_read=nbytes(a.x), bytes_written=nbytes(a.x)), "bound": True}
 
 
 def _check_source(x: Tensor, d: int, index: Tensor, source: Tensor, op: str) -> None:
@@ -374,8 +366,8 @@ def _check_source(x: Tensor, d: int, index: Tensor, source: Tensor, op: str) -> 
                            f"{expected} (self {list(x.shape)} with dim {d} of the index's length {index.numel()})")
 
 
-@register("index_add_", family="indexing", aten=["aten::index_add_.default"], meta=_same_meta,
-          cost=_index_along_cost, api=(), methods=("index_add_",), variants=(OUT_OF_PLACE,))
+@register("index_add_", family="indexing", aten=["aten::index_add_.default"], api=(), methods=("index_add_",),
+          variants=(OUT_OF_PLACE,), **_INDEX_ALONG_RULES)
 def index_add_(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     """``x[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``; duplicate indices add
     up in order."""
@@ -386,8 +378,8 @@ def index_add_(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -
     return x
 
 
-@register("index_copy_", family="indexing", aten=["aten::index_copy_.default"], meta=_same_meta,
-          cost=_index_along_cost, api=(), methods=("index_copy_",), variants=(OUT_OF_PLACE,))
+@register("index_copy_", family="indexing", aten=["aten::index_copy_.default"], api=(), methods=("index_copy_",),
+          variants=(OUT_OF_PLACE,), **_INDEX_ALONG_RULES)
 def index_copy_(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     plan = _dim_plan(x, dim, index, "index_copy_")
     _check_source(x, plan.positions[0], index, source, "index_copy_")
@@ -396,7 +388,7 @@ def index_copy_(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
 
 
 @register("index_fill_", family="indexing", aten=["aten::index_fill_.int_Scalar", "aten::index_fill_.int_Tensor"],
-          meta=_same_meta, cost=_index_along_cost, api=(), methods=("index_fill_",), variants=(OUT_OF_PLACE,))
+          api=(), methods=("index_fill_",), variants=(OUT_OF_PLACE,), **_INDEX_ALONG_RULES)
 def index_fill_(x: Tensor, dim: int, index: Tensor, value) -> Tensor:
     if isinstance(value, Tensor):
         if value.ndim:

@@ -140,8 +140,8 @@ def _mm_key(facts, input, mat2):
     return _product_keys(facts, input, mat2, _mm_meta(input, mat2).dtype)
 
 
-@register("mm", family="matmul", aten=["aten::mm.default"], meta=_mm_meta, cost=_mm_cost, methods=("mm",),
-          key=_mm_key)
+@register("mm", family="matmul", aten=["aten::mm.default"], meta=lambda a: _mm_meta(a.input, a.mat2),
+          cost=lambda a: _mm_cost(a.input, a.mat2), bound=True, methods=("mm",), key=_mm_key)
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """Matrix product of two matrices."""
     return _product("mm", input, mat2, lambda: _mm_meta(input, mat2).dtype)
@@ -168,8 +168,8 @@ def _bmm_key(facts, input, mat2):
     return _product_keys(facts, input, mat2, _bmm_meta(input, mat2).dtype)
 
 
-@register("bmm", family="matmul", aten=["aten::bmm.default"], meta=_bmm_meta, cost=_bmm_cost, methods=("bmm",),
-          key=_bmm_key)
+@register("bmm", family="matmul", aten=["aten::bmm.default"], meta=lambda a: _bmm_meta(a.input, a.mat2),
+          cost=lambda a: _bmm_cost(a.input, a.mat2), bound=True, methods=("bmm",), key=_bmm_key)
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched matrix product of two 3-D tensors with the same batch size."""
     return _product("bmm", input, mat2, lambda: _bmm_meta(input, mat2).dtype)
@@ -263,8 +263,8 @@ def _matmul_key(facts, input, other):
     return _matmul_keys(facts, "matmul", input, other, _matmul_meta(input, other).dtype)
 
 
-@register("matmul", family="matmul", aten=["aten::matmul.default"], meta=_matmul_meta, cost=_matmul_cost,
-          methods=("matmul", "__matmul__"), key=_matmul_key)
+@register("matmul", family="matmul", aten=["aten::matmul.default"], meta=lambda a: _matmul_meta(a.input, a.other),
+          cost=lambda a: _matmul_cost(a.input, a.other), bound=True, methods=("matmul", "__matmul__"), key=_matmul_key)
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """torch.matmul: dot, matrix-vector, matrix and batched products by rank, batch dims broadcasting."""
     return _matmul("matmul", input, other, lambda: _matmul_meta(input, other).dtype)
@@ -342,8 +342,8 @@ def _mv_key(facts, input, vec):
     return _matmul_keys(facts, "mv", input, vec, _mv_meta(input, vec).dtype)
 
 
-@register("mv", family="matmul", aten=["aten::mv.default"], meta=_mv_meta, cost=_mv_cost, methods=("mv",),
-          key=_mv_key)
+@register("mv", family="matmul", aten=["aten::mv.default"], meta=lambda a: _mv_meta(a.input, a.vec),
+          cost=lambda a: _mv_cost(a.input, a.vec), bound=True, methods=("mv",), key=_mv_key)
 def mv(input: Tensor, vec: Tensor) -> Tensor:
     """Matrix times vector."""
     return _matmul("mv", input, vec, lambda: _mv_meta(input, vec).dtype)
@@ -402,8 +402,9 @@ def _checked_dtype(op: str, meta, *operands):
     return dtype
 
 
-@register("outer", family="matmul", aten=["aten::outer.default"], meta=_outer_meta, cost=_outer_cost,
-          api=("outer", "ger"), methods=("outer", "ger"), key=_outer_key)
+@register("outer", family="matmul", aten=["aten::outer.default"], meta=lambda a: _outer_meta(a.input, a.vec2),
+          cost=lambda a: _outer_cost(a.input, a.vec2), bound=True, api=("outer", "ger"), methods=("outer", "ger"),
+          key=_outer_key)
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """Outer product of two vectors (a product with an inner extent of 1)."""
     dtype = _checked_dtype("outer", _outer_meta, input, vec2)
@@ -475,29 +476,26 @@ def _dot_meta_for(op):
     return meta
 
 
-def _dot_key_for(op):
-    meta = _dot_meta_for(op)
-    return lambda facts, input, other: _matmul_keys(facts, op, input, other, meta(input, other).dtype)
-
-
-def _dot_cost_for(op):
+def _dot_rules(op) -> dict:
+    """``register``'s rules (meta and cost of bound arguments, the key rule) of ``dot`` or ``vdot``."""
     meta = _dot_meta_for(op)
 
-    def cost(input, other):
-        return _product_cost(meta(input, other), _flops(input.shape[0]), input, other,
-                             products=[(1, 1, input.shape[0], 1)])
-    return cost
+    def cost(a):
+        return _product_cost(meta(a.input, a.other), _flops(a.input.shape[0]), a.input, a.other,
+                             products=[(1, 1, a.input.shape[0], 1)])
+
+    def key(facts, input, other):
+        return _matmul_keys(facts, op, input, other, meta(input, other).dtype)
+    return {"meta": lambda a: meta(a.input, a.other), "cost": cost, "bound": True, "key": key}
 
 
-@register("dot", family="matmul", aten=["aten::dot.default"], meta=_dot_meta_for("dot"), cost=_dot_cost_for("dot"),
-          methods=("dot",), key=_dot_key_for("dot"))
+@register("dot", family="matmul", aten=["aten::dot.default"], methods=("dot",), **_dot_rules("dot"))
 def dot(input: Tensor, other: Tensor) -> Tensor:
     """Inner product of two vectors of equal length; a 0-d tensor."""
     return _matmul("dot", input, other, lambda: _dot_meta_for("dot")(input, other).dtype)
 
 
-@register("vdot", family="matmul", aten=["aten::vdot.default"], meta=_dot_meta_for("vdot"),
-          cost=_dot_cost_for("vdot"), methods=("vdot",), key=_dot_key_for("vdot"))
+@register("vdot", family="matmul", aten=["aten::vdot.default"], methods=("vdot",), **_dot_rules("vdot"))
 def vdot(input: Tensor, other: Tensor) -> Tensor:
     """Inner product conjugating the first vector; the same as dot for the real dtypes supported."""
     return _matmul("vdot", input, other, lambda: _dot_meta_for("vdot")(input, other).dtype)
@@ -741,8 +739,10 @@ _einsum_plans = PlanCache()  # (result dtype, parsed equation) by the equation a
 
 
 # the contraction order einsum's path names changes no value
-@register("einsum", family="matmul", aten=["aten::einsum.default"], meta=_einsum_meta, cost=_einsum_cost,
-          key=_einsum_key, adapters={"aten::einsum.default": drop_keywords("path")})
+@register("einsum", family="matmul", aten=["aten::einsum.default"],
+          meta=lambda a: _einsum_meta(a.equation, *a.operands), cost=lambda a: _einsum_cost(a.equation, *a.operands),
+          bound=True, key=_einsum_key,
+          adapters={"aten::einsum.default": drop_keywords("path")})
 def einsum(equation: str, *operands) -> Tensor:
     """torch.einsum for one operand (diagonal views, a sum over the indices the output leaves out, a
     permutation) or a batched contraction of two, as one product (operands are permuted views, merged into

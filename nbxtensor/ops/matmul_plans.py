@@ -162,6 +162,24 @@ _GEMM_PARTS_SHAPES = [(128, 128, 32, 3, 8), (128, 128, 16, 4, 8), (64, 128, 32, 
 # tiles, so that a dozen outputs of 128 x 64 still spread over every SM
 _GEMM_PARTS_BATCH_SHAPES = [(64, 64, 32, 3, 4), (64, 32, 32, 3, 4), (32, 64, 32, 3, 4), (32, 32, 32, 2, 4),
                             (16, 32, 32, 2, 2)]
+# persistent forms of a batch's tiles (``gemm_batches``): (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps,
+# flags), PROGRAMS_PER_SM programs a SM walking the (matrix, tile) items, as many as sm_90's registers hold
+# beside each other (ptxas: 150-215 registers a thread for the parts' tiles, none spilled; 64 x 128 at K steps
+# of 32 spills on 4 warps, so it steps by 16). At attention's K = 64 a tile is two K steps of 32: a program a
+# tile spends as long starting and storing as multiplying, where a persistent one (FLATTEN) loads its next
+# tile while storing the last
+_BATCH_PERSISTENT = [(128, 128, 32, 3, 8, dict(PROGRAMS_PER_SM=1, FLATTEN=True)),
+                     (128, 128, 16, 4, 8, dict(PROGRAMS_PER_SM=1, FLATTEN=True)),
+                     (128, 128, 16, 4, 8, dict(PROGRAMS_PER_SM=1)),
+                     (64, 128, 16, 4, 4, dict(PROGRAMS_PER_SM=2, FLATTEN=True)),
+                     (128, 64, 16, 4, 4, dict(PROGRAMS_PER_SM=2, FLATTEN=True)),
+                     (64, 64, 32, 3, 4, dict(PROGRAMS_PER_SM=2, FLATTEN=True)),
+                     (64, 64, 16, 4, 4, dict(PROGRAMS_PER_SM=3, FLATTEN=True))]
+# the same for true float32 (FMA units): 240-255 registers a thread, none spilled
+_BATCH_PERSISTENT_FMA = [(128, 128, 16, 3, 8, dict(PROGRAMS_PER_SM=1, FLATTEN=True)),
+                         (64, 128, 16, 3, 4, dict(PROGRAMS_PER_SM=2, FLATTEN=True)),
+                         (128, 64, 32, 3, 4, dict(PROGRAMS_PER_SM=2)),
+                         (64, 64, 32, 3, 4, dict(PROGRAMS_PER_SM=2, FLATTEN=True))]
 _GEMM_PARTS_TILE_VARIANTS = [
     (128, 128, 32, 3, 8, _PT), (128, 128, 32, 4, 8, _PT), (128, 128, 32, 4, 8, dict(_PT, FLATTEN=True)),
     (64, 128, 32, 4, 4, _PT), (64, 128, 32, 4, 4, dict(_PT, FLATTEN=True)), (128, 64, 32, 4, 4, _PT),
@@ -206,7 +224,8 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
     """The settings worth timing for an m x n x k product of ``dtype`` on a device with these facts;
     ``single`` (one matrix, int32 indices) adds the ``gemm_tiles`` variants (persistent, TMA); ``parts``:
     float32 tiles multiplied on the bfloat16 matrix unit as their parts (the matrix unit's tiles), with
-    smaller ones for a batch of ``batches`` > 1 matrices."""
+    smaller ones for a batch of ``batches`` > 1 matrices. A float32 batch also takes ``gemm_batches``'s
+    persistent forms (``PROGRAMS_PER_SM``)."""
     if facts["kernels"].get("interpreted"):
         # as for the GEMV: the interpreter pays per program and operation, so one wide tile of the output
         # a program and long K steps (the main job's layers on the CPU: about 4x faster)
@@ -234,6 +253,8 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
             plain = _GEMM_SHAPES[:2] + [(128, 128, 64, 3, 4), (64, 128, 64, 4, 4)]
         if dtype.itemsize == 2:
             variants += [s for s in _starved_shapes(facts, m, n, k, dtype) if tma or not s[5].get("TMA")]
+    if batches > 1 and (parts or fma):
+        variants += _BATCH_PERSISTENT if parts else _BATCH_PERSISTENT_FMA
     shapes = [(*s, {}) for s in plain] + variants
     for bm, bn, bk, stages, warps, flags in shapes:
         if dtype.itemsize == 4 and bk > 32:
@@ -244,7 +265,7 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
                       BLOCK_K=max(_clamp_block(bk, tiles["max_block_k"], k), 32 // dtype.itemsize),
                       num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]),
                       GROUP_M=GROUP_M, **{f: True for f in _TILE_FLAGS if flags.get(f)},
-                      **({"SPLITS": flags["SPLITS"]} if "SPLITS" in flags else {}))
+                      **{f: flags[f] for f in ("SPLITS", "PROGRAMS_PER_SM") if f in flags})
         staged = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * dtype.itemsize * config["num_stages"]
         if shared and staged > shared:
             continue
@@ -454,6 +475,11 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         if single and any(config.get(f) for f in _TILE_FLAGS):
             return _tile_launches(config, dev, facts, m, n, k, float(alpha), float(beta), a.dtype, has_bias, scaled,
                                   flags, (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
+        if config.get("PROGRAMS_PER_SM"):
+            return _batch_launches(config, dev, m, n, k, float(alpha), float(beta), has_bias, scaled,
+                                   _with_precision(flags, config, a.dtype), index_64,
+                                   (shape_c, a_bs, b_bs, bias_bs, out_bs),
+                                   (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
         splits = _split_count(config, m, n, k, a.dtype) if single else 1
         if splits > 1:
             return _split_launches(config, splits, dev, m, n, k, float(alpha), float(beta), has_bias, scaled,
@@ -479,14 +505,15 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
 
     def candidates():
         if not parts:
-            return gemm_candidates(facts, m, n, k, a.dtype, single=single)
+            return gemm_candidates(facts, m, n, k, a.dtype, single=single, batches=batches)
         registers = gemm_candidates(facts, m, n, k, a.dtype, single=single, parts=True, batches=batches)
         if batches == 1:  # the one-launch form's tiles, then the planes form
             return registers + [dict(PLANES=True)]
         # a batch of small matrices (attention's scores and context) has no planes form (planes per matrix
         # are launches and passes its short K cannot repay); true float32 on the FMA units, as accurate,
         # may be faster there
-        return registers + [dict(config, PRECISION=IEEE) for config in gemm_candidates(facts, m, n, k, a.dtype)]
+        return registers + [dict(config, PRECISION=IEEE)
+                            for config in gemm_candidates(facts, m, n, k, a.dtype, batches=batches)]
     config = tuning.choose_timed(key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), a, b, bias, out))
     run = launches_for(config)
@@ -692,6 +719,26 @@ def _split_launches(config, splits, dev, m, n, k, alpha, beta, has_bias, scaled,
                    "partial": scratch_tensor((splits, m, n), float32, dev)}
         main(dev, tensors)
         combine(dev, tensors)
+    return run
+
+
+def _batch_launches(config, dev, m, n, k, alpha, beta, has_bias, scaled, flags, index_64, batch_strides, strides):
+    """``run(a, b, bias, out)`` for a batch of matrices through ``gemm_batches``: ``PROGRAMS_PER_SM``
+    programs a SM (at most one an item) walking the (matrix, tile) items."""
+    shape_c, a_bs, b_bs, bias_bs, out_bs = batch_strides
+    items = S.numel(shape_c) * cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
+    programs = min(items, config["PROGRAMS_PER_SM"] * multiprocessors(dev))
+    launch = PlannedLaunch(
+        K.gemm_batches, (programs,),
+        [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, S.numel(shape_c), programs, alpha, beta, shape_c,
+         a_bs, b_bs, bias_bs, out_bs, *strides],
+        dict(BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
+             GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0, FLATTEN=bool(config.get("FLATTEN")),
+             HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
+             num_stages=config["num_stages"], **flags))
+
+    def run(a, b, bias, out):
+        launch(dev, {"a": a, "b": b, "bias": bias if has_bias else out, "out": out})
     return run
 
 

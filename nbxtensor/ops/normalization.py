@@ -9,7 +9,6 @@ import numpy as np
 
 from .. import shape as S
 from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope
-from ..device import multiprocessors
 from ..device.facts import all_facts
 from ..dtypes import get_dtype
 from ..kernels import norm as N
@@ -19,7 +18,7 @@ from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
 from .reductions import (_exactly_widens, _source, compute_dtype, device_programs, kernel_facts, occupying_block_rows,
-                         split_plan, tile_for)
+                         tile_for)
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
 from .samples import Samples, by_name, operand, sample
 
@@ -92,7 +91,7 @@ def _softmax_workspace(x, dim, out_dtype) -> int:
     rows = S.numel(x.shape) // length if length else 0
     compute = compute_dtype(out_dtype)
     partials = [Workspace.bytes_for(_softmax_partials(rows * _softmax_split(length, facts["kernels"])[1], compute))
-                for facts in all_facts() if length > facts["kernels"]["row_resident_max"]]
+                for facts in all_facts() if length > facts["kernels"]["softmax_resident_max"]]
     return total + max(partials, default=0)
 
 
@@ -101,27 +100,21 @@ def _softmax_partials(count: int, compute) -> dict:
     return {name: ((count,), compute) for name in ("top", "total")}
 
 
-def _softmax_split(length: int, facts: dict, multiprocessor_count: int | None = None) -> tuple[int, int]:
-    """(chunk length, chunk count) of a row too long to hold in registers: split past the resident length."""
-    return split_plan(length, facts, multiprocessor_count, threshold=facts["row_resident_max"])
+def _softmax_split(length: int, facts: dict) -> tuple[int, int]:
+    """(chunk length, chunk count) of a row: one chunk up to ``softmax_resident_max`` (held in registers),
+    past it chunks of one block of a split row's widest tile (``reduction_split_block``, or half the row
+    where that is shorter), longer where a row would take more than about ``reduction_split_chunks`` of
+    them. Every program of the normalising sweep combines all of its row's chunk states, so they stay
+    few, and a program of either pass loads its chunk at once. A function of the length and the device
+    class alone: a row's bits do not depend on its batch."""
+    if length <= facts["softmax_resident_max"]:
+        return max(length, 1), 1
+    block = min(facts["reduction_split_block"], next_pow2(cdiv(length, 2)))
+    chunk = max(next_pow2(cdiv(length, facts["reduction_split_chunks"])), block)
+    return chunk, cdiv(length, chunk)
 
 
 _softmax_plans = PlanCache()
-
-
-def _sweep_length(chunk, n_chunks, n_rows, block_rows, length, itemsize, programs, facts) -> int:
-    """The elements of a row one program of softmax's normalising sweep takes: several of the first
-    pass's chunks (its arithmetic is per element, so this changes no bits) where the sweep still fills
-    the device, or where the chunk states every program combines (8 bytes each) would outweigh a
-    quarter of the input it reads; at most ``reduction_split_block``."""
-    sweep = chunk
-    while sweep < facts["reduction_split_block"]:
-        fills = cdiv(n_rows, block_rows) * cdiv(length, 2 * sweep) >= programs
-        heavy = 4 * 8 * n_chunks > sweep * itemsize
-        if not (fills or heavy):
-            break
-        sweep *= 2
-    return sweep
 
 
 def _run_softmax(x: Tensor, dim, dtype, log: bool) -> Tensor:
@@ -166,10 +159,12 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
                   DST_ALIGN=row_align(length, meta.dtype, dst_unit))
     source, result = Slot("src"), Slot("out")
     temporaries = {}
-    if length <= facts["row_resident_max"]:
+    if length <= facts["softmax_resident_max"]:
         block_r = next_pow2(length)
         block_rows = max(1, facts["reduction_tile"] // block_r)
-        warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
+        # at most 32 of the tile's elements a thread: a row of 16384 on 8 warps takes all 255 registers
+        # (ptxas, sm_90a), on 16 about 120
+        warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256), block_rows * block_r // 1024)
         launches = [PlannedLaunch(
             N.softmax_rows, (cdiv(n_rows, block_rows),),
             [source, result, result, result, n_rows, 0, length, length, 1, row_shape, src_strides, dst_strides,
@@ -177,35 +172,27 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
             dict(RESIDENT=True, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=1, CHUNK_BITS=0, STATS=False,
                  ONE_STEP=False, num_warps=warps, **common))]
     else:
-        # a long row: (max, sum of exp) per chunk, then a normalising sweep. Every row past the resident
-        # length splits (the reductions' split length would leave rows up to it one program a row per
-        # pass), in chunks that one row alone spreads over the device
-        chunk, n_chunks = _softmax_split(length, facts, multiprocessors(dev))
+        # a long row: (max, sum of exp) per chunk, then a normalising sweep of the same chunks
+        chunk, n_chunks = _softmax_split(length, facts)
         block_rows, block_r, warps = tile_for(chunk, facts, split=True)
         # the chunk states add in the tile's order, so the first pass's tile is a function of the length
         # alone; the sweep combines them exactly and may take fewer rows a program
         stats_rows, stats_warps = block_rows, warps
-        programs = device_programs(dev, facts)
-        block_rows = occupying_block_rows(min(block_rows, next_pow2(n_rows)), n_rows, cdiv(programs, n_chunks))
+        block_rows = occupying_block_rows(min(block_rows, next_pow2(n_rows)), n_rows,
+                                          cdiv(device_programs(dev, facts), n_chunks))
         warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256))
-        sweep = _sweep_length(chunk, n_chunks, n_rows, block_rows, length, src.dtype.itemsize, programs, facts)
         temporaries = _softmax_partials(n_rows * n_chunks, compute)
         top, total = Slot("top"), Slot("total")
         chunks = next_pow2(n_chunks)
         launches = [
             PlannedLaunch(
-                N.softmax_rows, (cdiv(n_rows, stats_rows), n_chunks),
+                N.softmax_rows, (cdiv(n_rows, rows_a_program), n_chunks),
                 [source, result, top, total, n_rows, 0, length, chunk, n_chunks, row_shape, src_strides, dst_strides,
                  src.stride(d), view.stride(d)],
-                dict(RESIDENT=False, BLOCK_ROWS=stats_rows, BLOCK_R=block_r, CHUNKS=chunks,
-                     CHUNK_BITS=chunks.bit_length() - 1, STATS=True, ONE_STEP=chunk <= block_r,
-                     num_warps=stats_warps, **common)),
-            PlannedLaunch(
-                N.softmax_rows, (cdiv(n_rows, block_rows), cdiv(length, sweep)),
-                [source, result, top, total, n_rows, 0, length, sweep, n_chunks, row_shape, src_strides, dst_strides,
-                 src.stride(d), view.stride(d)],
-                dict(RESIDENT=False, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=chunks,
-                     CHUNK_BITS=chunks.bit_length() - 1, STATS=False, ONE_STEP=False, num_warps=warps, **common))]
+                dict(RESIDENT=False, BLOCK_ROWS=rows_a_program, BLOCK_R=block_r, CHUNKS=chunks,
+                     CHUNK_BITS=chunks.bit_length() - 1, STATS=stats, ONE_STEP=chunk <= block_r,
+                     num_warps=program_warps, **common))
+            for stats, rows_a_program, program_warps in ((True, stats_rows, stats_warps), (False, block_rows, warps))]
 
     workspace = Workspace(temporaries)
     fresh_output = fresh_tensor_maker(shape, meta.dtype, dev)
@@ -517,6 +504,9 @@ def _batch_norm_cost(a):
     return _norm_cost(a.x, a.running_mean, a.running_var, weight=a.weight, bias=a.bias)
 
 
+_BATCH_NORM_PARAMETER_DTYPES = frozenset(("float16", "bfloat16", "float32", "float64"))
+
+
 def _batch_norm_from_aten(args, kwargs):
     # aten::batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled);
     # torch's Python batch_norm takes the running statistics before weight and bias
@@ -544,20 +534,29 @@ def batch_norm(x: Tensor, running_mean, running_var, weight=None, bias=None, tra
     compute = compute_dtype(x.dtype)
     params = [_param(p, channels, name, "batch_norm") for p, name in
               ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"), (bias, "bias"))]
-    params = [None if p is None else p.to(dtype=compute).contiguous() for p in params]
-    out = new_tensor(x.shape, x.dtype, x.device)
+    # the kernel widens half and single precision parameters in registers (no conversion launches)
+    params = [p if p is None or p.dtype.name in _BATCH_NORM_PARAMETER_DTYPES else p.to(dtype=compute)
+              for p in params]
+    # the output's layout is ATen's suggested memory format of the input: a channels-last input keeps
+    # its layout and is read in place, the channel then varying fastest
+    channels_last = S.strides_like_channels_last(x.shape, x.stride())
+    layout = ("channels_last_3d" if len(x.shape) == 5 else "channels_last") if channels_last else "contiguous_format"
+    out = new_tensor(x.shape, x.dtype, x.device, S.channels_last_strides(x.shape, layout) if channels_last else None)
     n = x.numel()
     if n == 0:
         return out
-    src = x.contiguous()
+    src = x.contiguous(memory_format=layout)
     block = kernel_facts(x.device)["elementwise_block"]
     flags = conversion_flags(compute, x.dtype, x.device)
     mean_, var_, w, b = params
     launch(N.batch_norm_inference, (cdiv(n, block),), x.device,
            [src, out, mean_, var_, w if w is not None else mean_, b if b is not None else mean_, n, channels,
-            S.numel(x.shape[2:]), float(eps)],
+            1 if channels_last else S.numel(x.shape[2:]), float(eps)],
            HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, COMPUTE=compute.triton, SRC_FORMAT=float_format(x.dtype),
-           DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(count=n), BLOCK=block)
+           MEAN_FORMAT=float_format(mean_.dtype), VAR_FORMAT=float_format(var_.dtype),
+           W_FORMAT=float_format((w if w is not None else mean_).dtype),
+           B_FORMAT=float_format((b if b is not None else mean_).dtype), DST_FORMAT=flags["DST_FORMAT"],
+           VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(count=n), BLOCK=block)
     return out
 
 
@@ -569,9 +568,13 @@ def _native_group_norm_meta(a):
 
 def _native_group_norm_cost(a):
     norm = _norm_cost(a.x, a.weight, a.bias)
-    statistics = 2 * a.N * a.group * a.x.dtype.itemsize
+    statistic = a.N * a.group * a.x.dtype.itemsize
+    # the statistics' pass: var_mean's own temporaries, the variance and the variance plus eps
+    moments = get("var_mean").cost(TensorMeta((a.N, a.group, S.numel(a.x.shape) // max(a.N * a.group, 1)),
+                                              a.x.dtype), dim=-1, correction=0)
     return Cost(flops=norm.flops + 3 * S.numel(a.x.shape), bytes_read=norm.bytes_read + nbytes(a.x),
-                bytes_written=norm.bytes_written + statistics)
+                bytes_written=norm.bytes_written + 2 * statistic,
+                workspace=norm.workspace + moments.workspace + workspace_bytes(statistic, statistic))
 
 
 @register("native_group_norm", family="normalization", aten=["aten::native_group_norm.default"],

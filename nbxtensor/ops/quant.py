@@ -20,7 +20,7 @@ from ..kernels import quant as K
 from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, dependent_launch, next_pow2
 from ..lowering import conversion_flags, float_format, load_format, needs_index_64
-from ..quant import FP8_MAX, QuantizedWeight
+from ..quant import FP8_MAX, QuantizedWeight, quantize_fp8
 from ..tensor import Tensor
 from .matmul import _fold_rows
 from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M,
@@ -53,13 +53,22 @@ _GEMV_INT4_SHAPES = [(128, 128, 4, 4), (256, 64, 4, 4), (128, 256, 2, 4), (256, 
                      (256, 64, 4, 8), (128, 64, 4, 4), (64, 128, 1, 4), (128, 256, 4, 8), (256, 128, 4, 8)]
 
 
-# float8 activations: rows padded with zeros to a multiple of this (every prefill K tile's), per-row scales
+# float8 activations: rows padded with zeros to a multiple of this (every prefill K tile's, and the 128-input
+# block of a block-scaled weight, ``FP8_BLOCK``)
 _FP8_K_ALIGN = 128
 
 
-def _fp8_activation_bytes(rows: int, k: int) -> int:
+def _row_blocks(weight: QuantizedWeight) -> int:
+    """How many scales each float8 row takes against the fp8 ``weight``: one, or one per block of its
+    ``group_size`` inputs (``FP8_BLOCK``, a multiple of ``_FP8_K_ALIGN``) where its scales are per block along K."""
+    n, k = weight.shape
+    return 1 if weight.group_size >= k else cdiv(k, weight.group_size)
+
+
+def _fp8_activation_bytes(rows: int, weight: QuantizedWeight) -> int:
     """The e4m3 rows and their float32 scales that ``fp8_activations`` writes before the product."""
-    return workspace_bytes(rows * cdiv(k, _FP8_K_ALIGN) * _FP8_K_ALIGN, 4 * rows)
+    k = weight.shape[1]
+    return workspace_bytes(rows * cdiv(k, _FP8_K_ALIGN) * _FP8_K_ALIGN, 4 * rows * _row_blocks(weight))
 
 
 def fp8_matrix_units(facts: dict) -> bool:
@@ -69,10 +78,9 @@ def fp8_matrix_units(facts: dict) -> bool:
 
 
 def takes_fp8_activations(weight) -> bool:
-    """Whether ``quantized_linear(..., fp8_activations=True)`` takes ``weight``: fp8 with one scale per tensor or
-    per channel (the product scales whole output columns)."""
-    n, k = weight.shape
-    return weight.format == "fp8" and weight.group_size == k and weight.scale_block_n in (1, n)
+    """Whether ``quantized_linear(..., fp8_activations=True)`` takes ``weight``: fp8, its scales per tensor or
+    channel (the rows take one scale each) or per 128 x 128 block (one per 1 x 128 block of a row)."""
+    return weight.format == "fp8"
 
 
 def _meta(input, weight, bias=None, fp8_activations=False):
@@ -92,8 +100,8 @@ def _meta(input, weight, bias=None, fp8_activations=False):
             raise RuntimeError(f"quantized_linear: bias must have the input's dtype {input.dtype.name}, got "
                                f"{bias.dtype.name}")
     if fp8_activations and not takes_fp8_activations(weight):
-        raise RuntimeError(f"quantized_linear: fp8_activations takes an fp8 weight with one scale per tensor or per "
-                           f"channel, got {weight!r}")
+        raise RuntimeError(f"quantized_linear: fp8_activations takes an fp8 weight (scales per tensor, channel or "
+                           f"128 x 128 block), got {weight!r}")
     return TensorMeta((*input.shape[:-1], n), input.dtype)
 
 
@@ -105,7 +113,7 @@ def _cost(input, weight, bias=None, fp8_activations=False):
     n, k = weight.shape
     rows = S.numel(out.shape[:-1])
     if fp8_activations:
-        workspace = _fp8_activation_bytes(rows, k) if rows else 0
+        workspace = _fp8_activation_bytes(rows, weight) if rows else 0
     else:
         workspace = _product_workspace(out.dtype, 1, rows, k, n) if rows <= GEMV_MAX_ROWS else 0
     return Cost(flops=2 * rows * n * k, bytes_read=nbytes(input) + weight.nbytes + (nbytes(bias) if bias is not None
@@ -117,8 +125,8 @@ def _launch_key(facts: dict, x, weight: QuantizedWeight, m: int, fp8_activations
     """The launch key of m rows laid out as ``x`` against ``weight``."""
     n, k = weight.shape
     if fp8_activations:
-        return tuning.launch_key("fp8_gemm", facts, rows={"M": m}, cols={"N": n, "K": k},
-                                 dtypes=(x.dtype, weight.scales.dtype))
+        return tuning.launch_key("fp8_gemm" if _row_blocks(weight) == 1 else "fp8_block_gemm", facts, rows={"M": m},
+                                 cols={"N": n, "K": k}, dtypes=(x.dtype, weight.scales.dtype))
     return tuning.launch_key("quantized_gemv" if m <= GEMV_MAX_ROWS else "quantized_gemm", facts, rows={"M": m},
                              cols={"N": n, "K": k}, dtypes=(x.dtype, weight.scales.dtype),
                              flags={"format": weight.format, "g_idx": weight.g_idx is not None})
@@ -135,13 +143,18 @@ def _key(facts, input, weight, bias=None, fp8_activations=False):
 _plans = PlanCache()
 
 
-@register("quantized_linear", family="quantized", aten=["nbx::quantized_linear"], meta=_meta, cost=_cost, key=_key)
+@register("quantized_linear", family="quantized", aten=["nbx::quantized_linear"],
+          meta=lambda a: _meta(a.input, a.weight, a.bias, a.fp8_activations),
+          cost=lambda a: _cost(a.input, a.weight, a.bias, a.fp8_activations), bound=True, key=_key)
 def quantized_linear(input: Tensor, weight: QuantizedWeight, bias: Tensor | None = None,
                      fp8_activations: bool = False) -> Tensor:
     """input @ weight.T + bias for a quantized (out_features, in_features) ``weight``, dequantized as it is
-    read; the result has the input's dtype. ``fp8_activations`` (an fp8 weight scaled per tensor or channel):
-    the rows are rounded to e4m3 with one scale each (their largest magnitude over 448) and multiplied on the
-    float8 matrix units, as ``torch._scaled_mm`` is used with dynamic per-token scales."""
+    read; the result has the input's dtype. ``fp8_activations`` (an fp8 weight): the rows are rounded to e4m3
+    with one scale each (their largest magnitude over 448, clamped at the weight's ``activation_scale_ub``; or
+    its static ``activation_scale``) and multiplied on the float8 matrix units, as ``torch._scaled_mm`` is used
+    with dynamic per-token scales;
+    against 128 x 128 weight blocks, one scale per 1 x 128 block of a row, each K block's product scaled
+    by its two blocks' scales inside the GEMM (DeepSeek-V3's scheme)."""
     key = (layout_key(input), weight.layout_key if type(weight) is QuantizedWeight else None, layout_key(bias),
            bool(fp8_activations))
     plan = _plans.lookup(key)
@@ -338,37 +351,51 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
 
 def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     """``run(x, weight, bias, out)`` for ``fp8_activations``: ``fp8_rows`` rounds the rows to e4m3 (padded
-    with zeros to whole K tiles), then ``fp8_gemm`` multiplies on the float8 matrix units, tuned per key."""
+    with zeros to whole K tiles; a scale per row, or per 1 x 128 block against block-scaled weights), then
+    ``fp8_gemm`` (or ``fp8_block_gemm``) multiplies on the float8 matrix units, tuned per key."""
     dev = x.device
     facts = backend_for(dev).facts
     interpreted = bool(facts["kernels"].get("interpreted"))
     has_bias = bias is not None
     conversion = conversion_flags(get_dtype("float32"), out.dtype, dev)
     k_padded = cdiv(k, _FP8_K_ALIGN) * _FP8_K_ALIGN
+    blocks = _row_blocks(weight)
+    group_k = k_padded // blocks
     fp8, float32 = get_dtype("float8_e4m3fn"), get_dtype("float32")
     q = weight.qweight
     index_64 = needs_index_64(x, out, q, count=m * k_padded)
-    rows = PlannedLaunch(K.fp8_rows, (m,), [Slot("x"), Slot("a"), Slot("row_scales"), k, k_padded, *x.stride()],
-                         dict(BLOCK=min(1024, next_pow2(k_padded)), DECODE_BF16=x.dtype.name == "bfloat16" and interpreted,
-                              INTERPRETED=interpreted, num_warps=4))
+    scaling, given = ((K.SCALE_STATIC, weight.activation_scale) if weight.activation_scale is not None
+                      else (K.SCALE_BOUNDED, weight.activation_scale_ub) if weight.activation_scale_ub is not None
+                      else (K.SCALE_DYNAMIC, 0.0))
+    rows = PlannedLaunch(K.fp8_rows, (m, blocks),
+                         [Slot("x"), Slot("a"), Slot("row_scales"), given, k, k_padded, group_k, *x.stride()],
+                         dict(BLOCK=min(1024, next_pow2(group_k)), SCALING=scaling.value,
+                              DECODE_BF16=x.dtype.name == "bfloat16" and interpreted, INTERPRETED=interpreted,
+                              num_warps=4))
     flags = dict(SCALE_FORMAT=load_format(weight.scales.dtype), HAS_BIAS=has_bias,
                  BIAS_FORMAT=float_format(bias.dtype) if has_bias else FORMAT_NATIVE.value,
                  DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INDEX_64=index_64,
                  INTERPRETED=interpreted)
+    tail = [bias.stride(0) if has_bias else 0, *out.stride()]
 
     def launches_for(config):
         block_k = config["BLOCK_K"]
-        product = PlannedLaunch(
-            K.fp8_gemm, (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),),
-            [Slot("a"), Slot("q"), Slot("row_scales"), Slot("scales"), Slot("bias"), Slot("out"), m, n, k, k_padded,
-             weight.scale_block_n, q.stride(1), q.stride(0), weight.scales.stride(1),
-             bias.stride(0) if has_bias else 0, *out.stride()],
-            dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, GROUP_M=GROUP_M,
-                 EVEN_K=k % block_k == 0, num_warps=config["num_warps"], num_stages=config["num_stages"], **flags))
+        shape = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, GROUP_M=GROUP_M,
+                     EVEN_K=k % block_k == 0, num_warps=config["num_warps"], num_stages=config["num_stages"])
+        tensors = [Slot("a"), Slot("q"), Slot("row_scales"), Slot("scales"), Slot("bias"), Slot("out"), m, n, k,
+                   k_padded]
+        grid = (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),)
+        if blocks == 1:
+            product = PlannedLaunch(K.fp8_gemm, grid, [*tensors, weight.scale_block_n, q.stride(1), q.stride(0),
+                                                       weight.scales.stride(1), *tail], dict(shape, **flags))
+        else:
+            product = PlannedLaunch(K.fp8_block_gemm, grid, [*tensors, group_k, weight.scale_block_n, q.stride(1),
+                                                             q.stride(0), *weight.scales.stride(), *tail],
+                                    dict(shape, **flags))
 
         def run(x, weight, bias, out):
             a = scratch_tensor((m, k_padded), fp8, dev)
-            row_scales = scratch_tensor((m,), float32, dev)
+            row_scales = scratch_tensor((m, blocks), float32, dev)
             tensors = {"x": x, "a": a, "row_scales": row_scales, "q": weight.qweight, "scales": weight.scales,
                        "bias": bias if has_bias else out, "out": out}
             rows(dev, tensors)
@@ -376,14 +403,15 @@ def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int)
         return run
 
     key = _launch_key(facts, x, weight, m, True)
-    config = tuning.choose_timed(key, facts, lambda: fp8_candidates(facts, m, n, k),
+    config = tuning.choose_timed(key, facts, lambda: fp8_candidates(facts, m, n, k, group_k),
                                  lambda config: functools.partial(launches_for(config), x, weight, bias, out))
     return launches_for(config)
 
 
-def fp8_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
-    """Settings worth timing for ``fp8_gemm``: the float GEMM's large tiles with K tiles of 64 or 128 (the
-    float8 matrix unit takes K in steps of 32; the rows are padded to 128)."""
+def fp8_candidates(facts: dict, m: int, n: int, k: int, group_k: int | None = None) -> list[dict]:
+    """Settings worth timing for ``fp8_gemm`` (or ``fp8_block_gemm``, whose K tiles divide its ``group_k``
+    inputs a scale): the float GEMM's large tiles with K tiles of 64 or 128 (the float8 matrix unit takes K in
+    steps of 32; the rows are padded to 128)."""
     if facts["kernels"].get("interpreted"):
         return [dict(BLOCK_M=_clamp_block(_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_M, m),
                      BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n), BLOCK_K=_FP8_K_ALIGN,
@@ -391,6 +419,8 @@ def fp8_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
     tiles = facts["tiles"]
     seen, out = set(), []
     for bm, bn, bk, stages, warps in _FP8_GEMM_SHAPES:
+        if group_k is not None and group_k % bk:
+            continue
         config = dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m), BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
                       BLOCK_K=bk, num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]))
         if tuple(config.values()) not in seen:
@@ -401,28 +431,52 @@ def fp8_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
 
 # ---- samples ---------------------------------------------------------------------------------------
 
-def _e4m3_rows(x: np.ndarray) -> np.ndarray:
-    """The rows of float32 ``x`` as ``fp8_rows`` rounds them, as float64: a float32 scale each (the row's
-    largest magnitude over 448), x / scale rounded to e4m3 to nearest even, times the scale."""
+def _e4m3_rows(x: np.ndarray, weight: QuantizedWeight) -> np.ndarray:
+    """The rows of float32 ``x`` as ``fp8_rows`` rounds them against ``weight``, as float64: a float32 scale for
+    each row, or each of its 1 x 128 blocks against block-scaled weights (the weight's ``activation_scale``, or
+    the largest magnitude, clamped at its ``activation_scale_ub``, over 448), x / scale rounded to e4m3 to
+    nearest even (saturating at 448), times the scale."""
     x = x.astype(np.float32)
-    scales = np.maximum(np.abs(x).max(axis=-1, keepdims=True), np.finfo(np.float32).tiny) / np.float32(FP8_MAX)
-    return (x / scales).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) * scales.astype(np.float64)
+    rows, k = x.shape
+    blocks = _row_blocks(weight)
+    width = k if blocks == 1 else weight.group_size
+    padded = np.zeros((rows, blocks * width), np.float32)
+    padded[:, :k] = x
+    grouped = padded.reshape(rows, blocks, width)
+    largest = np.abs(grouped).max(axis=-1, keepdims=True)
+    if weight.activation_scale_ub is not None:
+        largest = np.minimum(largest, np.float32(weight.activation_scale_ub))
+    scales = np.maximum(largest, np.finfo(np.float32).tiny) / np.float32(FP8_MAX)
+    if weight.activation_scale is not None:
+        scales = np.full_like(scales, weight.activation_scale)
+    rounded = np.clip(grouped / scales, -FP8_MAX, FP8_MAX).astype(ml_dtypes.float8_e4m3fn)
+    return (rounded.astype(np.float64) * scales.astype(np.float64)).reshape(rows, -1)[:, :k]
 
 
 def _quantized_reference(x, w, bias=None, fp8_activations=False):
-    rows = _e4m3_rows(x) if fp8_activations else x
+    rows = _e4m3_rows(x, w) if fp8_activations else x
     return rows @ w.dequantize().T.astype(np.float64) + (0 if bias is None else bias)
 
 
 def _quantized_samples(op):
     """A fixed (8, 16) weight quantized per format on the host (a QuantizedWeight, not an operand: it is made
     here, on the CPU), applied to a few rows; the reference applies its dequantized weight (to the rows rounded
-    to e4m3 as ``fp8_rows`` rounds them, for ``fp8_activations``)."""
+    to e4m3 as ``fp8_rows`` rounds them, for ``fp8_activations``: per row, with a bound on the rows' scales
+    under the normal rows' largest magnitudes, by a static scale, and in 1 x 128 blocks against a (8, 200)
+    weight's 128 x 128 blocks, the second ragged)."""
     weight = np.linspace(-1.0, 1.0, 8 * 16, dtype=np.float32).reshape(8, 16)
     int8, fp8 = (QuantizedWeight.quantize(weight, format) for format in ("int8", "fp8"))
     int4 = QuantizedWeight.quantize(weight, "int4", group_size=8)
+    q, scales = quantize_fp8(weight, "channel")
+    bounded = QuantizedWeight.fp8(q, scales, activation_scale_ub=1.0)
+    static = QuantizedWeight.fp8(q, scales, activation_scale=1.5 / FP8_MAX)
+    blocked = QuantizedWeight.quantize(np.linspace(-1.0, 1.0, 8 * 200, dtype=np.float32).reshape(8, 200), "fp8",
+                                       fp8_scales="block")
     return Samples((sample(operand(2, 16), int8), sample(operand(3, 16), int4, operand(8)), sample(operand(1, 16), fp8),
-                    sample(operand(0, 16), int8), sample(operand(3, 16), fp8, operand(8), fp8_activations=True)),
+                    sample(operand(0, 16), int8), sample(operand(3, 16), fp8, operand(8), fp8_activations=True),
+                    sample(operand(3, 16), bounded, fp8_activations=True),
+                    sample(operand(3, 16), static, fp8_activations=True),
+                    sample(operand(2, 200), blocked, operand(8), fp8_activations=True)),
                    _quantized_reference)
 
 

@@ -173,7 +173,7 @@ def _draw(out: Tensor, mode: int, generator, *, a=0.0, b=0.0, int_low=0, int_ran
     dev = out.device
     gen = _generator(generator, dev)
     target = out if out.is_contiguous() else new_tensor(out.shape, out.dtype, dev)
-    if mode == K.MODE_RANDINT:
+    if mode == K.MODE_RANDINT.value:
         compute = _I64
         wide = int_range >= 2 ** 32
     else:
@@ -216,7 +216,7 @@ def _float_factory(name: str, mode: int, a: float, b: float, doc: str):
         refuse_requires_grad(requires_grad, name)
         m = TensorMeta(S.normalize_shape(size), _float_dtype(dtype, name))
         out = new_tensor(m.shape, m.dtype, resolve(device), pinned=pin_memory)
-        return _draw(out, mode, generator, a=a, b=b, digits=_digits(m.dtype) if mode == K.MODE_UNIFORM else 24)
+        return _draw(out, mode, generator, a=a, b=b, digits=_digits(m.dtype) if mode == K.MODE_UNIFORM.value else 24)
 
     impl.__name__ = name
     impl.__doc__ = doc
@@ -225,8 +225,8 @@ def _float_factory(name: str, mode: int, a: float, b: float, doc: str):
         impl)
 
 
-rand = _float_factory("rand", K.MODE_UNIFORM, 0.0, 1.0, "Uniform values in [0, 1).")
-randn = _float_factory("randn", K.MODE_NORMAL, 0.0, 1.0, "Standard normal values.")
+rand = _float_factory("rand", K.MODE_UNIFORM.value, 0.0, 1.0, "Uniform values in [0, 1).")
+randn = _float_factory("randn", K.MODE_NORMAL.value, 0.0, 1.0, "Standard normal values.")
 
 
 # the rules of the *_like ops: a tensor shaped like ``x``
@@ -239,7 +239,7 @@ def rand_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_gr
     refuse_requires_grad(requires_grad, "rand_like")
     out = like_tensor("rand_like", x, dtype, device, memory_format)
     _float_dtype(out.dtype, "rand_like")
-    return _draw(out, K.MODE_UNIFORM, generator, a=0.0, b=1.0, digits=_digits(out.dtype))
+    return _draw(out, K.MODE_UNIFORM.value, generator, a=0.0, b=1.0, digits=_digits(out.dtype))
 
 
 @register("randn_like", family="random", aten=["aten::randn_like.default"], **_LIKE_RULES)
@@ -247,7 +247,7 @@ def randn_like(x: Tensor, *, generator=None, dtype=None, device=None, requires_g
     refuse_requires_grad(requires_grad, "randn_like")
     out = like_tensor("randn_like", x, dtype, device, memory_format)
     _float_dtype(out.dtype, "randn_like")
-    return _draw(out, K.MODE_NORMAL, generator, a=0.0, b=1.0)
+    return _draw(out, K.MODE_NORMAL.value, generator, a=0.0, b=1.0)
 
 
 def _randint_args(args, low, high, size):
@@ -297,7 +297,7 @@ def randint(*args, low=0, high=None, size=None, generator=None, dtype=None, devi
     dt = _I64 if dtype is None else get_dtype(dtype)
     span = _integer_range(low, high, dt, "randint")
     out = new_tensor(shape, dt, resolve(device), pinned=pin_memory)
-    return _draw(out, K.MODE_RANDINT, generator, int_low=low, int_range=span)
+    return _draw(out, K.MODE_RANDINT.value, generator, int_low=low, int_range=span)
 
 
 @register("randint_like", family="random", aten=["aten::randint_like.default", "aten::randint_like.low_dtype"],
@@ -310,14 +310,10 @@ def randint_like(x: Tensor, low=0, high=None, *, generator=None, dtype=None, dev
         low, high = 0, low
     out = like_tensor("randint_like", x, dtype, device, memory_format)
     span = _integer_range(int(low), int(high), out.dtype, "randint_like")
-    return _draw(out, K.MODE_RANDINT, generator, int_low=int(low), int_range=span)
+    return _draw(out, K.MODE_RANDINT.value, generator, int_low=int(low), int_range=span)
 
 
 # ---- in-place fills -------------------------------------------------------------------------------
-
-def _same_meta(x, *args, **kwargs):
-    return TensorMeta(tuple(x.shape), x.dtype)
-
 
 # the rules of the in-place draws into ``x`` and of bernoulli
 _FILL_RULES = _drawing_rules(lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype))
@@ -337,7 +333,7 @@ def uniform_(x: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None, **kwa
     _check_float(x, "uniform_")
     if a > b:
         raise RuntimeError(f"uniform_: expects from <= to, got from={a}, to={b}")
-    return _draw(x, K.MODE_UNIFORM, generator, a=a, b=b, digits=_digits(x.dtype))
+    return _draw(x, K.MODE_UNIFORM.value, generator, a=a, b=b, digits=_digits(x.dtype))
 
 
 @register("normal_", family="random", aten=["aten::normal_.default"], methods=("normal_",), **_FILL_RULES)
@@ -345,7 +341,7 @@ def normal_(x: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -
     _check_float(x, "normal_")
     if std < 0:
         raise RuntimeError(f"normal_: expects std >= 0, got {std}")
-    return _draw(x, K.MODE_NORMAL, generator, a=mean, b=std)
+    return _draw(x, K.MODE_NORMAL.value, generator, a=mean, b=std)
 
 
 @register("exponential_", family="random", aten=["aten::exponential_.default"], methods=("exponential_",),
@@ -354,7 +350,7 @@ def exponential_(x: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
     _check_float(x, "exponential_")
     if not lambd > 0:
         raise RuntimeError(f"exponential_: expects lambd > 0, got {lambd}")
-    return _draw(x, K.MODE_EXPONENTIAL, generator, a=lambd)
+    return _draw(x, K.MODE_EXPONENTIAL.value, generator, a=lambd)
 
 
 @register("bernoulli_", family="random", aten=["aten::bernoulli_.float", "aten::bernoulli_.Tensor"],
@@ -365,10 +361,10 @@ def bernoulli_(x: Tensor, p=0.5, *, generator=None) -> Tensor:
         probabilities = expand(p.to(device=x.device), tuple(x.shape)).contiguous()
         if not probabilities.dtype.is_floating_point:
             probabilities = probabilities.to(_F32)
-        return _draw(x, K.MODE_BERNOULLI_TENSOR, generator, src=probabilities)
+        return _draw(x, K.MODE_BERNOULLI_TENSOR.value, generator, src=probabilities)
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_: expects 0 <= p <= 1, got {p}")
-    return _draw(x, K.MODE_BERNOULLI, generator, a=p)
+    return _draw(x, K.MODE_BERNOULLI.value, generator, a=p)
 
 
 @register("bernoulli", family="random", aten=["aten::bernoulli.default", "aten::bernoulli.p"], methods=("bernoulli",),
@@ -454,8 +450,9 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=F
 
 # ---- dropout --------------------------------------------------------------------------------------
 
-@register("dropout", family="random", functional=True, aten=["aten::dropout.default"], meta=_same_meta,
-          cost=lambda x, *a, **k: Cost(bytes_read=nbytes(x), bytes_written=nbytes(x)), api=())
+@register("dropout", family="random", functional=True, aten=["aten::dropout.default"],
+          meta=lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype),
+          cost=lambda a: Cost(bytes_read=nbytes(a.x), bytes_written=nbytes(a.x)), bound=True, api=())
 def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None) -> Tensor:
     """``nn.functional.dropout``: in training, zero each element with probability ``p`` and scale the
     rest by 1 / (1 - p); otherwise (inference) return ``x`` itself."""
@@ -468,7 +465,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = Fa
     if p == 1:
         return fill_(out, 0)
     src = x.contiguous()
-    return _draw(out, K.MODE_DROPOUT, generator, a=p, b=1.0 / (1.0 - p), src=src)
+    return _draw(out, K.MODE_DROPOUT.value, generator, a=p, b=1.0 / (1.0 - p), src=src)
 
 
 # ---- samples ---------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ read from that declaration (its ``OpDef``):
     ``bound=True`` the registry binds those arguments once to the implementation's signature and hands
     each rule the result, one object whose attributes are the parameters, defaults filled in
     (``def meta(a): return TensorMeta(a.input.shape, a.dtype or a.input.dtype)``): a rule restates neither
-    the signature nor its defaults. ``OpDef.meta`` and ``OpDef.cost`` take the op's arguments either way.
+    the signature nor its defaults. ``OpDef.meta`` and ``OpDef.cost`` take the op's arguments either way;
+    ``OpDef.bound`` says whether its rules (or those of the op it is a variant of) were declared bound.
 ``key``
     for an op that tunes its launches: the launch keys (``tuning``) a call forms, from ``facts`` first and
     then the arguments with tensors as ones that have strides too (a meta tensor: ``device="meta"``).
@@ -34,12 +35,13 @@ read from that declaration (its ``OpDef``):
     the forms the registry derives from this declaration. ``OUT``: the op takes ``out=`` (a tensor, or a
     tuple of them for a tuple result), written as ATen writes results into ``out`` (the result type must
     cast to its dtype; an empty ``out`` is resized, another of the wrong shape refused); the rules and the
-    implementation never see it. ``INPLACE`` on ``x`` taking ``inplace=``: the op ``x_``, the call (and its
-    rules') with ``inplace=True``. ``OUT_OF_PLACE`` on an in-place ``x_``: the op ``x``, the call on a clone
-    of the first argument, its meta rule the in-place op's and its cost that plus the copy. A derived op's
-    ATen overloads, names in ``nbxtensor``, methods and ``nn.functional`` names follow from this op's
-    (``aten::x_.src`` and ``aten::x.src``). Pointwise ops take their in-place forms and ``out=`` from their
-    table rows (``ops/pointwise.py``).
+    implementation never see it. ``OUT_EXACT``: ``OUT`` whose tensors must have the result's dtypes
+    exactly, as ATen's ops with fixed output dtypes demand (frexp's int32 exponent). ``INPLACE`` on ``x``
+    taking ``inplace=``: the op ``x_``, the call (and its rules') with ``inplace=True``. ``OUT_OF_PLACE`` on
+    an in-place ``x_``: the op ``x``, the call on a clone of the first argument, its meta rule the in-place
+    op's and its cost that plus the copy. A derived op's ATen overloads, names in ``nbxtensor``, methods and
+    ``nn.functional`` names follow from this op's (``aten::x_.src`` and ``aten::x.src``). Pointwise ops take
+    their in-place forms and ``out=`` from their table rows (``ops/pointwise.py``).
 ``samples``
     the op's sample inputs (``samples(op)`` -> ``ops/samples.py``'s ``Samples``); by default its family's
     (``family_samples``), read through ``samples_of``.
@@ -58,7 +60,7 @@ from ..shape import ShapeError, numel
 
 __all__ = ["Cost", "TensorMeta", "OpDef", "register", "get", "lookup", "aten_adapter", "all_ops", "nbytes",
            "workspace_bytes", "public_function", "accepting_aliases", "KEYWORD_ALIASES", "tensor_attribute", "VIEW",
-           "MAYBE_VIEW", "OUT", "INPLACE", "OUT_OF_PLACE", "family_samples", "samples_of"]
+           "MAYBE_VIEW", "OUT", "OUT_EXACT", "INPLACE", "OUT_OF_PLACE", "family_samples", "samples_of"]
 
 
 class TensorMeta(NamedTuple):
@@ -85,6 +87,7 @@ VIEW = "view"
 MAYBE_VIEW = "maybe view"
 # ``register(variants=)``: the forms derived from a declaration
 OUT = "out"
+OUT_EXACT = "out of the result's dtypes"
 INPLACE = "inplace"
 OUT_OF_PLACE = "out of place"
 
@@ -106,12 +109,14 @@ class OpDef:
     aliases: str | None = None
     adapters: Mapping[str, Callable] = field(default_factory=lambda: MappingProxyType({}))
     samples: Callable | None = None
+    bound: bool = False
 
     def __call__(self, *args, **kwargs):
         return self.impl(*args, **kwargs)
 
 
-_VARIANT_NAMES = (OUT, INPLACE, OUT_OF_PLACE)
+_VARIANT_NAMES = (OUT, OUT_EXACT, INPLACE, OUT_OF_PLACE)
+_OUT_VARIANTS = (OUT, OUT_EXACT)
 _BY_NAME: dict[str, OpDef] = {}
 _BY_ATEN: dict[str, OpDef] = {}
 _FUNCTIONAL: dict[str, OpDef] = {}
@@ -125,14 +130,15 @@ def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta:
     """Declare op ``name``; used as a decorator on its implementation. The fields are the module's
     docstring's."""
     def wrap(impl: Callable) -> OpDef:
-        if name in _BY_NAME:
-            raise ValueError(f"op {name!r} is declared twice")
         for variant in variants:
             if variant not in _VARIANT_NAMES:
-                raise ValueError(f"op {name!r}: variants are OUT, INPLACE and OUT_OF_PLACE, not {variant!r}")
-            if variant != OUT and (variant == OUT_OF_PLACE) != name.endswith("_"):
+                raise ValueError(f"op {name!r}: variants are OUT, OUT_EXACT, INPLACE and OUT_OF_PLACE, not "
+                                 f"{variant!r}")
+            if variant not in _OUT_VARIANTS and (variant == OUT_OF_PLACE) != name.endswith("_"):
                 raise ValueError(f"op {name!r}: OUT_OF_PLACE is the variant of an in-place op (a name ending in "
                                  f"'_'), INPLACE of one that is not")
+        if OUT in variants and OUT_EXACT in variants:
+            raise ValueError(f"op {name!r}: OUT and OUT_EXACT are two forms of one out=, not both")
         if INPLACE in variants:
             _inplace_signature(name, impl)
         if aliases not in (None, VIEW, MAYBE_VIEW):
@@ -148,29 +154,38 @@ def register(name: str, *, family: str, aten: tuple[str, ...] | list[str], meta:
         if bound:
             bind = arguments_binder(name, impl)
             rules = tuple(_on_bound_arguments(rule, bind) for rule in rules)
-        if OUT in variants:
-            impl, rules = _taking_out(name, impl), tuple(map(_ignoring_out, rules))
-        op = OpDef(name=name, family=family, aten=tuple(aten), meta=rules[0], cost=rules[1], impl=impl,
-                   doc=impl.__doc__ or "", api=(name,) if api is None else tuple(api), methods=tuple(methods),
-                   functional=(name,) if functional is True else tuple(functional or ()),
-                   functional_form=functional_form, key=key, aliases=aliases,
-                   adapters=MappingProxyType(dict(adapters or {})), samples=samples)
-        # every claim is checked before any is recorded, so a refused declaration leaves no trace
-        for overload in op.aten:
-            if overload in _BY_ATEN:
-                raise ValueError(f"ATen overload {overload!r} is claimed by {_BY_ATEN[overload].name!r} and {name!r}")
-        for functional_name in op.functional:
-            if functional_name in _FUNCTIONAL:
-                raise ValueError(f"nn.functional.{functional_name} is claimed by {_FUNCTIONAL[functional_name].name!r} "
-                                 f"and {name!r}")
-        _BY_ATEN.update(dict.fromkeys(op.aten, op))
-        _FUNCTIONAL.update(dict.fromkeys(op.functional, op))
-        _BY_NAME[name] = op
+        out_variant = next((variant for variant in variants if variant in _OUT_VARIANTS), None)
+        if out_variant is not None:
+            impl = _taking_out(name, impl, exact_dtypes=out_variant == OUT_EXACT)
+            rules = tuple(map(_ignoring_out, rules))
+        op = _record(OpDef(name=name, family=family, aten=tuple(aten), meta=rules[0], cost=rules[1], impl=impl,
+                           doc=impl.__doc__ or "", api=(name,) if api is None else tuple(api), methods=tuple(methods),
+                           functional=(name,) if functional is True else tuple(functional or ()),
+                           functional_form=functional_form, key=key, aliases=aliases,
+                           adapters=MappingProxyType(dict(adapters or {})), samples=samples, bound=bound))
         for variant in variants:
-            if variant != OUT:
+            if variant not in _OUT_VARIANTS:
                 _declare_variant(op, variant)
         return op
     return wrap
+
+
+def _record(op: OpDef) -> OpDef:
+    """``op`` recorded under its name, ATen overloads and ``nn.functional`` names; every claim is checked
+    before any is recorded, so a refused declaration leaves no trace."""
+    if op.name in _BY_NAME:
+        raise ValueError(f"op {op.name!r} is declared twice")
+    for overload in op.aten:
+        if overload in _BY_ATEN:
+            raise ValueError(f"ATen overload {overload!r} is claimed by {_BY_ATEN[overload].name!r} and {op.name!r}")
+    for functional_name in op.functional:
+        if functional_name in _FUNCTIONAL:
+            raise ValueError(f"nn.functional.{functional_name} is claimed by {_FUNCTIONAL[functional_name].name!r} "
+                             f"and {op.name!r}")
+    _BY_ATEN.update(dict.fromkeys(op.aten, op))
+    _FUNCTIONAL.update(dict.fromkeys(op.functional, op))
+    _BY_NAME[op.name] = op
+    return op
 
 
 def arguments_binder(name: str, impl: Callable) -> Callable:
@@ -220,8 +235,9 @@ def _on_bound_arguments(rule: Callable, bind: Callable) -> Callable:
     return on_arguments
 
 
-def _taking_out(name: str, impl: Callable) -> Callable:
-    """``impl`` taking ``out=``: its result written into ``out``."""
+def _taking_out(name: str, impl: Callable, exact_dtypes: bool) -> Callable:
+    """``impl`` taking ``out=``: its result written into ``out`` (whose dtypes must be the result's where
+    ``exact_dtypes``)."""
     signature = inspect.signature(impl)
     if "out" in signature.parameters:
         raise ValueError(f"op {name!r}: an OUT variant adds out= to an implementation that has none")
@@ -231,7 +247,7 @@ def _taking_out(name: str, impl: Callable) -> Callable:
 
     def with_out(*args, out=None, **kwargs):
         result = impl(*args, **kwargs)
-        return result if out is None else _write_out(name, result, out)
+        return result if out is None else _write_out(name, result, out, exact_dtypes)
     with_out.__name__, with_out.__qualname__, with_out.__doc__ = impl.__name__, impl.__qualname__, impl.__doc__
     with_out.__signature__ = signature.replace(parameters=[*parameters[:keywords_end], out,
                                                            *parameters[keywords_end:]])
@@ -247,26 +263,37 @@ def _ignoring_out(rule: Callable) -> Callable:
     return without_out
 
 
-def _write_out(name: str, result, out):
+def _write_out(name: str, result, out, exact_dtypes: bool):
     """``result`` (a tensor or a tuple of them) written into ``out``, as ATen writes an ``out=`` argument."""
     if isinstance(result, tuple):
         if not isinstance(out, (tuple, list)) or len(out) != len(result):
             raise TypeError(f"{name}: out must be a tuple of {len(result)} tensors, got {type(out).__name__}")
-        written = [_write_one(name, part, given) for part, given in zip(result, out)]
+        parts = getattr(result, "_fields", None) or [f"out[{i}]" for i in range(len(result))]
+        for part, made, given in zip(parts, result, out):
+            _check_out(name, part, made, given, exact_dtypes)
+        written = [_write_one(made, given) for made, given in zip(result, out)]
         return type(result)(*written) if hasattr(result, "_fields") else tuple(written)
-    return _write_one(name, result, out)
+    _check_out(name, "out", result, out, exact_dtypes)
+    return _write_one(result, out)
 
 
-def _write_one(name: str, result, out):
+def _check_out(name: str, part: str, result, out, exact_dtypes: bool) -> None:
+    """Refuse ``out`` (the result's ``part``) before anything is written, as ATen checks every output first."""
     if type(out) is not type(result):
         raise TypeError(f"{name}: out must be a Tensor, got {type(out).__name__}")
+    if exact_dtypes and out.dtype is not result.dtype:
+        raise RuntimeError(f"{name}() expects {part} to have dtype {result.dtype.name} but got {out.dtype.name}")
     if not can_cast(result.dtype, out.dtype):
         raise RuntimeError(f"{name}: result type {result.dtype.name} can't be cast to the desired output type "
                            f"{out.dtype.name}")
+    if tuple(out.shape) != tuple(result.shape) and numel(out.shape):
+        raise ShapeError(f"{name}: output with shape {tuple(out.shape)} doesn't match the result's shape "
+                         f"{tuple(result.shape)}")
+
+
+def _write_one(result, out):
+    """``result`` copied into ``out`` (checked by ``_check_out``), an empty ``out`` resized first."""
     if tuple(out.shape) != tuple(result.shape):
-        if numel(out.shape):
-            raise ShapeError(f"{name}: output with shape {tuple(out.shape)} doesn't match the result's shape "
-                             f"{tuple(result.shape)}")
         get("resize_").impl(out, tuple(result.shape))
     return get("copy_").impl(out, result)
 
@@ -285,9 +312,10 @@ def _declare_variant(op: OpDef, variant: str) -> OpDef:
     aten = [overload.replace(prefix, f"::{name}.") for overload in op.aten if prefix in overload]
     adapters = {overload.replace(prefix, f"::{name}."): adapt for overload, adapt in op.adapters.items()
                 if prefix in overload}
-    return register(name, family=op.family, aten=aten, meta=meta, cost=cost, api=api,
-                    methods=tuple(map(renamed, op.methods)), functional=tuple(map(renamed, op.functional)),
-                    adapters=adapters)(impl)
+    return _record(OpDef(name=name, family=op.family, aten=tuple(aten), meta=meta, cost=cost, impl=impl,
+                         doc=impl.__doc__, api=api, methods=tuple(map(renamed, op.methods)),
+                         functional=tuple(map(renamed, op.functional)), adapters=MappingProxyType(adapters),
+                         bound=op.bound))
 
 
 def _inplace_signature(name: str, impl: Callable) -> inspect.Signature:

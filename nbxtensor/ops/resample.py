@@ -24,11 +24,12 @@ from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
 from .samples import Samples, by_name, operand, sample
 
 _F32 = get_dtype("float32")
-_KERNEL_MODES = {"nearest": K.MODE_NEAREST, "nearest-exact": K.MODE_NEAREST_EXACT, "linear": K.MODE_LINEAR,
-                 "cubic": K.MODE_CUBIC, "linear-aa": K.MODE_LINEAR_AA, "cubic-aa": K.MODE_CUBIC_AA}
-_TAPS = {K.MODE_NEAREST: 1, K.MODE_NEAREST_EXACT: 1, K.MODE_LINEAR: 2, K.MODE_CUBIC: 4, K.MODE_LINEAR_AA: 2,
-         K.MODE_CUBIC_AA: 4}
-_ANTIALIASED = (K.MODE_LINEAR_AA, K.MODE_CUBIC_AA)
+_KERNEL_MODES = {"nearest": K.MODE_NEAREST.value, "nearest-exact": K.MODE_NEAREST_EXACT.value,
+                 "linear": K.MODE_LINEAR.value, "cubic": K.MODE_CUBIC.value, "linear-aa": K.MODE_LINEAR_AA.value,
+                 "cubic-aa": K.MODE_CUBIC_AA.value}
+_TAPS = {K.MODE_NEAREST.value: 1, K.MODE_NEAREST_EXACT.value: 1, K.MODE_LINEAR.value: 2, K.MODE_CUBIC.value: 4,
+         K.MODE_LINEAR_AA.value: 2, K.MODE_CUBIC_AA.value: 4}
+_ANTIALIASED = (K.MODE_LINEAR_AA.value, K.MODE_CUBIC_AA.value)
 
 
 def _aa_support(scale: float, taps: int) -> tuple:
@@ -92,7 +93,7 @@ def _resample(x, nd: int, output_size, scales, mode: str, align_corners: bool, o
 def _plan(x, nd, output_size, scales, mode, align_corners, op):
     kernel_mode = _KERNEL_MODES[mode]
     dt = x.dtype
-    nearest = kernel_mode in (K.MODE_NEAREST, K.MODE_NEAREST_EXACT)
+    nearest = kernel_mode in (K.MODE_NEAREST.value, K.MODE_NEAREST_EXACT.value)
     if dt.kind == "bool" or dt.is_complex or dt.storage_only or (not dt.is_floating_point and dt.name != "uint8") or (
             not nearest and not dt.is_floating_point):
         raise NotImplementedError(f"\"{op}\" not implemented for '{dt.name}'")
@@ -122,9 +123,9 @@ def _plan(x, nd, output_size, scales, mode, align_corners, op):
             K.resample_aa, (cdiv(total, block),),
             [Slot("src"), Slot("out"), total, out_shape[1], *spatial_in[1:], *spatial_out[1:], *in_strides,
              *out_strides, sh, sw, support_h, support_w, inv_h, inv_w],
-            dict(MAX_H=max_h, MAX_W=max_w, CUBIC=kernel_mode == K.MODE_CUBIC_AA, CHANNELS_LAST=strides is not None,
-                 SRC_FORMAT=load_format(dt), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-                 INDEX_64=needs_index_64(x, count=total), BLOCK=block, num_warps=4))
+            dict(MAX_H=max_h, MAX_W=max_w, CUBIC=kernel_mode == K.MODE_CUBIC_AA.value,
+                 CHANNELS_LAST=strides is not None, SRC_FORMAT=load_format(dt), DST_FORMAT=flags["DST_FORMAT"],
+                 VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(x, count=total), BLOCK=block, num_warps=4))
     else:
         launch = PlannedLaunch(
         K.resample, (cdiv(total, block),),

@@ -20,9 +20,10 @@ from .samples import Samples, by_name, operand, sample
 
 _F32 = get_dtype("float32")
 _F64 = get_dtype("float64")
-_MODES = {"bilinear": K.MODE_BILINEAR, "nearest": K.MODE_NEAREST, "bicubic": K.MODE_BICUBIC}
-_PADDINGS = {"zeros": K.PADDING_ZEROS, "border": K.PADDING_BORDER, "reflection": K.PADDING_REFLECTION}
-_TAPS = {K.MODE_BILINEAR: 2, K.MODE_NEAREST: 1, K.MODE_BICUBIC: 4}
+_MODES = {"bilinear": K.MODE_BILINEAR.value, "nearest": K.MODE_NEAREST.value, "bicubic": K.MODE_BICUBIC.value}
+_PADDINGS = {"zeros": K.PADDING_ZEROS.value, "border": K.PADDING_BORDER.value,
+             "reflection": K.PADDING_REFLECTION.value}
+_TAPS = {K.MODE_BILINEAR.value: 2, K.MODE_NEAREST.value: 1, K.MODE_BICUBIC.value: 4}
 
 
 def _compute_dtype(dt):
@@ -60,7 +61,7 @@ def _grid_meta(input, grid, interpolation_mode, padding_mode, align_corners, nd=
         raise RuntimeError(f"grid_sampler(): unknown interpolation mode {interpolation_mode}")
     if int(padding_mode) not in _PADDINGS.values():
         raise RuntimeError(f"grid_sampler(): unknown padding mode {padding_mode}")
-    if len(shape) == 5 and int(interpolation_mode) == K.MODE_BICUBIC:
+    if len(shape) == 5 and int(interpolation_mode) == K.MODE_BICUBIC.value:
         raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
     return TensorMeta((shape[0], shape[1], *gshape[1:-1]), input.dtype)
 

@@ -75,15 +75,15 @@ def _as_flags(t: Tensor) -> Tensor:
     return copy_(flags, t)
 
 
-@register("argwhere", family="indexing", aten=["aten::argwhere.default"], meta=lambda x: _nonzero_result(x, False),
-          cost=lambda x: Cost(bytes_read=nbytes(x)), methods=("argwhere",))
+@register("argwhere", family="indexing", aten=["aten::argwhere.default"], meta=lambda a: _nonzero_result(a.x, False),
+          cost=lambda a: Cost(bytes_read=nbytes(a.x)), bound=True, methods=("argwhere",))
 def argwhere(x: Tensor) -> Tensor:
     return nonzero.impl(x)
 
 
 @register("where_condition", family="indexing", aten=["aten::where.default"],
-          meta=lambda condition: _nonzero_result(condition, True),
-          cost=lambda condition: Cost(bytes_read=nbytes(condition)), api=())
+          meta=lambda a: _nonzero_result(a.condition, True),
+          cost=lambda a: Cost(bytes_read=nbytes(a.condition)), bound=True, api=())
 def where_condition(condition: Tensor):
     """``torch.where(condition)``: ``nonzero(condition, as_tuple=True)``."""
     return nonzero.impl(condition, as_tuple=True)

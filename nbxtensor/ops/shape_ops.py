@@ -22,20 +22,16 @@ from .views import expand, narrow, reshape, select, slice_, unsqueeze, view_as_c
 _I64 = get_dtype("int64")
 
 
-def _same_meta(x, *args, **kwargs):
-    return TensorMeta(tuple(x.shape), x.dtype)
-
-
-def _copy_cost(x, *args, **kwargs):
-    return Cost(bytes_read=nbytes(x), bytes_written=nbytes(x))
-
-
 def _copying_rules(meta) -> dict:
     """``register``'s rules of an op that reads ``x`` once and writes its result, whose meta rule (of bound
     arguments) is ``meta``."""
     def cost(a):
         return Cost(bytes_read=nbytes(a.x), bytes_written=_known_bytes(meta(a)))
     return {"meta": meta, "cost": cost, "bound": True}
+
+
+# the rules of an op whose result has ``x``'s shape and dtype
+_SAME_AS_X = _copying_rules(lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype))
 
 
 def _known_bytes(meta) -> int:
@@ -69,29 +65,27 @@ def _remap(x: Tensor, flips: list[int], shifts: dict) -> Tensor:
     return out
 
 
-@register("flip", family="shape", aten=["aten::flip.default"], meta=_same_meta, cost=_copy_cost, methods=("flip",))
+@register("flip", family="shape", aten=["aten::flip.default"], methods=("flip",), **_SAME_AS_X)
 def flip(x: Tensor, dims) -> Tensor:
     """A copy with the order of ``dims`` reversed."""
     return _remap(x, _dim_list(dims, x.ndim, "flip") if x.ndim else [], {})
 
 
-@register("fliplr", family="shape", aten=["aten::fliplr.default"], meta=_same_meta, cost=_copy_cost,
-          methods=("fliplr",))
+@register("fliplr", family="shape", aten=["aten::fliplr.default"], methods=("fliplr",), **_SAME_AS_X)
 def fliplr(x: Tensor) -> Tensor:
     if x.ndim < 2:
         raise RuntimeError("fliplr needs a tensor of at least 2 dimensions")
     return flip.impl(x, [1])
 
 
-@register("flipud", family="shape", aten=["aten::flipud.default"], meta=_same_meta, cost=_copy_cost,
-          methods=("flipud",))
+@register("flipud", family="shape", aten=["aten::flipud.default"], methods=("flipud",), **_SAME_AS_X)
 def flipud(x: Tensor) -> Tensor:
     if x.ndim < 1:
         raise RuntimeError("flipud needs a tensor of at least 1 dimension")
     return flip.impl(x, [0])
 
 
-@register("roll", family="shape", aten=["aten::roll.default"], meta=_same_meta, cost=_copy_cost, methods=("roll",))
+@register("roll", family="shape", aten=["aten::roll.default"], methods=("roll",), **_SAME_AS_X)
 def roll(x: Tensor, shifts, dims=None) -> Tensor:
     """Elements moved ``shifts`` places along ``dims`` cyclically (the flattened tensor without dims)."""
     shifts = [shifts] if isinstance(shifts, int) else [int(s) for s in shifts]
@@ -237,13 +231,13 @@ def _triangle_pairs(pairs: Tensor, diagonal: int, upper: bool) -> Tensor:
     return stack([real, imag], -1)
 
 
-@register("tril", family="shape", aten=["aten::tril.default"], meta=_same_meta, cost=_copy_cost, methods=("tril",))
+@register("tril", family="shape", aten=["aten::tril.default"], methods=("tril",), **_SAME_AS_X)
 def tril(x: Tensor, diagonal: int = 0) -> Tensor:
     """The lower triangle of the last two dims (on and below ``diagonal``), zeros above."""
     return _triangle(x, int(diagonal), False)
 
 
-@register("triu", family="shape", aten=["aten::triu.default"], meta=_same_meta, cost=_copy_cost, methods=("triu",))
+@register("triu", family="shape", aten=["aten::triu.default"], methods=("triu",), **_SAME_AS_X)
 def triu(x: Tensor, diagonal: int = 0) -> Tensor:
     """The upper triangle of the last two dims (on and above ``diagonal``), zeros below."""
     return _triangle(x, int(diagonal), True)
@@ -388,37 +382,42 @@ def pad(x: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
 
 # ---- scatters into views -------------------------------------------------------------------------
 
-def _view_scatter_meta(x, src, *args, view=None):
-    target = view(Tensor._meta(tuple(x.shape), x.dtype), *args)
+def _view_scatter_result(x, src, view, *view_args):
+    target = view(Tensor._meta(tuple(x.shape), x.dtype), *view_args)
     if tuple(src.shape) != tuple(target.shape):
         raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
                            f"slice size = {list(target.shape)}")
     return TensorMeta(tuple(x.shape), x.dtype)
 
 
-def _view_scatter(name, view, aten, defaults):
-    """``name(x, src, *view_args)``: a copy of ``x`` with ``src`` written over ``view(copy, *view_args)``
-    (the functional form of a write into a view, as torch.export writes padding and in-place updates)."""
-    def meta(x, src, *args):
-        return _view_scatter_meta(x, src, *args, *defaults[len(args):], view=view)
-
-    def cost(x, src, *args):
-        return Cost(bytes_read=nbytes(x) + nbytes(src), bytes_written=nbytes(x) + nbytes(src))
-
-    def impl(x, src, *args):
-        args = (*args, *defaults[len(args):])
-        meta(x, src, *args)
-        out = new_tensor(x.shape, x.dtype, x.device)
-        copy_(out, x)
-        copy_(view(out, *args), src)
-        return out
-    impl.__name__ = name
-    impl.__doc__ = f"``torch.{name}``: a copy of ``x`` whose {name.split('_')[0]} view holds ``src``."
-    return register(name, family="copy", aten=aten, meta=meta, cost=cost, methods=(name,))(impl)
+def _view_scatter_cost(a):
+    return Cost(bytes_read=nbytes(a.x) + nbytes(a.src), bytes_written=nbytes(a.x) + nbytes(a.src))
 
 
-slice_scatter = _view_scatter("slice_scatter", slice_, ["aten::slice_scatter.default"], (0, None, None, 1))
-select_scatter = _view_scatter("select_scatter", select, ["aten::select_scatter.default"], ())
+def _scattered_into_view(x, src, view, *view_args) -> Tensor:
+    """A copy of ``x`` with ``src`` written over ``view(copy, *view_args)``: the functional form of a write
+    into a view, as torch.export writes padding and in-place updates."""
+    _view_scatter_result(x, src, view, *view_args)
+    out = new_tensor(x.shape, x.dtype, x.device)
+    copy_(out, x)
+    copy_(view(out, *view_args), src)
+    return out
+
+
+@register("slice_scatter", family="copy", aten=["aten::slice_scatter.default"],
+          meta=lambda a: _view_scatter_result(a.x, a.src, slice_, a.dim, a.start, a.end, a.step),
+          cost=_view_scatter_cost, bound=True, methods=("slice_scatter",))
+def slice_scatter(x: Tensor, src: Tensor, dim: int = 0, start=None, end=None, step: int = 1) -> Tensor:
+    """``torch.slice_scatter``: a copy of ``x`` whose slice view holds ``src``."""
+    return _scattered_into_view(x, src, slice_, dim, start, end, step)
+
+
+@register("select_scatter", family="copy", aten=["aten::select_scatter.default"],
+          meta=lambda a: _view_scatter_result(a.x, a.src, select, a.dim, a.index),
+          cost=_view_scatter_cost, bound=True, methods=("select_scatter",))
+def select_scatter(x: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
+    """``torch.select_scatter``: a copy of ``x`` whose select view holds ``src``."""
+    return _scattered_into_view(x, src, select, dim, index)
 
 
 # ---- stacking and grids --------------------------------------------------------------------------

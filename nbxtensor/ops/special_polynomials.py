@@ -17,7 +17,7 @@ from ..promotion import result_type
 from ..tensor import Tensor
 from .pointwise import FLOAT, FLOATS, INTEGERS_NO_BOOL, REAL, Call, Row, build_all
 from .pointwise_table import _binary, table_samples
-from .registry import Cost, TensorMeta, family_samples, nbytes, register
+from .registry import OUT_EXACT, Cost, TensorMeta, family_samples, nbytes, register
 from .samples import Samples, unary_samples
 
 # torch.special's name: the kernel body's family (its MODE)
@@ -76,29 +76,17 @@ FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])
 _FREXP_FORMATS = {"float32": ("int32", 23, 0xFF, 127, 24), "float64": ("int64", 52, 0x7FF, 1023, 54)}
 
 
-def _frexp_meta(input, *, out=None):
+def _frexp_metas(input):
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"torch.frexp() only supports floating-point dtypes, got {input.dtype.name}")
     shape = tuple(input.shape)
     return TensorMeta(shape, input.dtype), TensorMeta(shape, get_dtype("int32"))
 
 
-def _frexp_cost(input, *, out=None):
-    mantissa, exponent = _frexp_meta(input)
-    return Cost(flops=8 * S.numel(mantissa.shape), bytes_read=nbytes(input),
+def _frexp_cost(a):
+    mantissa, exponent = _frexp_metas(a.input)
+    return Cost(flops=8 * S.numel(mantissa.shape), bytes_read=nbytes(a.input),
                 bytes_written=nbytes(mantissa) + nbytes(exponent))
-
-
-def _check_frexp_out(out, metas):
-    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, Tensor) for t in out)):
-        raise TypeError("frexp: out must be a pair of tensors (mantissa, exponent)")
-    for name, given, meta in zip(("mantissa", "exponent"), out, metas):
-        if given.dtype is not meta.dtype:
-            raise RuntimeError(f"torch.frexp() expects {name} to have dtype {meta.dtype.name} but got "
-                               f"{given.dtype.name}")
-        if tuple(given.shape) != meta.shape:
-            raise S.ShapeError(f"frexp: {name} output with shape {tuple(given.shape)} doesn't match the input's "
-                               f"shape {meta.shape}")
 
 
 def _frexp_reference(input):
@@ -106,15 +94,14 @@ def _frexp_reference(input):
     return mantissa, exponent.astype(np.int32)
 
 
-@register("frexp", family="pointwise", aten=["aten::frexp.Tensor"], meta=_frexp_meta,
-          cost=_frexp_cost, methods=("frexp",),
+# out= as torch takes it: a (mantissa, exponent) pair of exactly the result's dtypes, the exponent int32
+@register("frexp", family="pointwise", aten=["aten::frexp.Tensor"], meta=lambda a: _frexp_metas(a.input),
+          cost=_frexp_cost, bound=True, methods=("frexp",), variants=(OUT_EXACT,),
           samples=lambda op: Samples(unary_samples(dtypes=("float32", "float64")), _frexp_reference))
-def frexp(input: Tensor, *, out=None):
+def frexp(input: Tensor):
     """(mantissa, exponent) with input = mantissa * 2^exponent, |mantissa| in [0.5, 1) and the exponent
     int32; a half input is split in float32, where its mantissa is exact."""
-    metas = _frexp_meta(input)
-    if out is not None:
-        _check_frexp_out(out, metas)
+    metas = _frexp_metas(input)
     compute = get_dtype("float64") if input.dtype.name == "float64" else get_dtype("float32")
     source = input.contiguous().to(compute)
     mantissa = new_tensor(metas[0].shape, compute, input.device)
@@ -128,9 +115,4 @@ def frexp(input: Tensor, *, out=None):
                COMPUTE=compute.triton, BITS=getattr(tl, bits), FRACTION_BITS=fraction_bits,
                EXPONENT_MASK=exponent_mask, BIAS=bias, SUBNORMAL_SHIFT=subnormal_shift,
                INDEX_64=needs_index_64(count=n), BLOCK=block)
-    result = FrexpResult(mantissa.to(input.dtype), exponent)
-    if out is None:
-        return result
-    for given, made in zip(out, result):
-        given.copy_(made)
-    return FrexpResult(*out)
+    return FrexpResult(mantissa.to(input.dtype), exponent)

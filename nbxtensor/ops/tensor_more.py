@@ -34,12 +34,13 @@ def _op(name):
 
 
 def _copy_cost(meta_rule, flops_per_element: int = 0, temporaries_count: int = 0):
-    """A cost rule for an op reading its tensor arguments once and writing ``meta_rule``'s result, with
-    ``temporaries_count`` temporaries the size of the result."""
-    def cost(*args, **kwargs):
-        out = meta_rule(*args, **kwargs)
+    """A cost rule, of bound arguments, for an op reading its tensor arguments once and writing
+    ``meta_rule``'s result (a rule of bound arguments too), with ``temporaries_count`` temporaries the size
+    of the result."""
+    def cost(a):
+        out = meta_rule(a)
         outs = (out,) if isinstance(out, TensorMeta) else out
-        read = sum(nbytes(a) for a in (*args, *kwargs.values()) if hasattr(a, "shape") and hasattr(a, "dtype"))
+        read = sum(nbytes(v) for v in vars(a).values() if hasattr(v, "shape") and hasattr(v, "dtype"))
         first = outs[0] if outs else TensorMeta((), _I64)
         return Cost(flops=flops_per_element * S.numel(first.shape), bytes_read=read,
                     bytes_written=sum(nbytes(o) for o in outs),
@@ -223,8 +224,14 @@ def _complex_meta(real, imag):
     return TensorMeta(S.broadcast_shapes(tuple(real.shape), tuple(imag.shape)), real.dtype.to_complex())
 
 
-@register("complex", family="pointwise", aten=["aten::complex.default"], meta=_complex_meta,
-          cost=_copy_cost(_complex_meta, 0, 0))
+def _copying_rules(meta, flops_per_element: int = 0, temporaries_count: int = 0) -> dict:
+    """``register``'s rules, of bound arguments, of an op whose meta rule is ``meta`` and whose cost is
+    ``_copy_cost``'s."""
+    return {"meta": meta, "cost": _copy_cost(meta, flops_per_element, temporaries_count), "bound": True}
+
+
+@register("complex", family="pointwise", aten=["aten::complex.default"],
+          **_copying_rules(lambda a: _complex_meta(a.real, a.imag)))
 def complex(real: Tensor, imag: Tensor) -> Tensor:
     """The complex tensor ``real + i * imag`` (float32 gives complex64, float64 complex128), broadcast."""
     meta = _complex_meta(real, imag)
@@ -232,8 +239,8 @@ def complex(real: Tensor, imag: Tensor) -> Tensor:
     return _op("view_as_complex")(pairs)
 
 
-@register("polar", family="pointwise", aten=["aten::polar.default"], meta=_complex_meta,
-          cost=_copy_cost(_complex_meta, 4, 2))
+@register("polar", family="pointwise", aten=["aten::polar.default"],
+          **_copying_rules(lambda a: _complex_meta(a.abs, a.angle), 4, 2))
 def polar(abs: Tensor, angle: Tensor) -> Tensor:
     """The complex tensor of modulus ``abs`` and argument ``angle``: ``abs * (cos(angle) + i sin(angle))``."""
     _complex_meta(abs, angle)
@@ -247,7 +254,7 @@ def polar(abs: Tensor, angle: Tensor) -> Tensor:
 _INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
 
 
-def _index_reduce_meta(input, dim, index, source, reduce, *, include_self=True):
+def _index_reduce_meta(input, dim, index, source, reduce):
     if reduce not in _INDEX_REDUCTIONS:
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
     if len(index.shape) > 1:
@@ -266,8 +273,9 @@ def _index_reduce_meta(input, dim, index, source, reduce, *, include_self=True):
     return TensorMeta(tuple(input.shape), input.dtype)
 
 
-def _index_reduce_cost(input, dim, index, source, reduce, **kwargs):
-    meta = _index_reduce_meta(input, dim, index, source, reduce, **kwargs)
+def _index_reduce_cost(a):
+    input, dim, index, source, reduce = a.input, a.dim, a.index, a.source, a.reduce
+    meta = _index_reduce_meta(input, dim, index, source, reduce)
     spread = TensorMeta(tuple(source.shape), _I64)
     scatter = get("scatter_reduce_").cost(input, dim, spread, source, reduce)
     return Cost(flops=2 * S.numel(source.shape), bytes_read=nbytes(input) + nbytes(index) + nbytes(source),
@@ -275,7 +283,7 @@ def _index_reduce_cost(input, dim, index, source, reduce, **kwargs):
 
 
 def _index_reduce_into(target: Tensor, dim, index, source, reduce, include_self) -> Tensor:
-    _index_reduce_meta(target, dim, index, source, reduce, include_self=include_self)
+    _index_reduce_meta(target, dim, index, source, reduce)
     rows = target if target.ndim else target.reshape(1)
     source = source if source.ndim else source.reshape(1)
     d = S.wrap_dim(dim, rows.ndim)
@@ -287,8 +295,9 @@ def _index_reduce_into(target: Tensor, dim, index, source, reduce, include_self)
     return target
 
 
-@register("index_reduce_", family="indexing", aten=["aten::index_reduce_.default"], meta=_index_reduce_meta,
-          cost=_index_reduce_cost, api=(), methods=("index_reduce_",), variants=(OUT_OF_PLACE,))
+@register("index_reduce_", family="indexing", aten=["aten::index_reduce_.default"],
+          meta=lambda a: _index_reduce_meta(a.input, a.dim, a.index, a.source, a.reduce), cost=_index_reduce_cost,
+          bound=True, api=(), methods=("index_reduce_",), variants=(OUT_OF_PLACE,))
 def index_reduce_(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
                   include_self: bool = True) -> Tensor:
     """Each slice ``source[..., i, ...]`` along ``dim`` reduced (``prod``, ``mean``, ``amax``, ``amin``) into
@@ -296,7 +305,7 @@ def index_reduce_(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce
     return _index_reduce_into(input, dim, index, source, reduce, include_self)
 
 
-def _put_meta(input, index, source, accumulate=False):
+def _put_meta(input, index, source):
     if index.dtype is not _I64:
         raise IndexError(f"put_(): Expected a long tensor for index, but got {index.dtype.name}")
     if source.dtype is not input.dtype:
@@ -310,17 +319,18 @@ def _put_meta(input, index, source, accumulate=False):
     return TensorMeta(tuple(input.shape), input.dtype)
 
 
-def _put_cost(input, index, source, accumulate=False):
-    meta = _put_meta(input, index, source, accumulate)
+def _put_cost(a):
+    input, index, source = a.input, a.index, a.source
+    meta = _put_meta(input, index, source)
     flat = TensorMeta((S.numel(input.shape),), input.dtype)
-    scatter = get("index_put_").cost(flat, (TensorMeta((S.numel(index.shape),), _I64),), source, accumulate)
+    scatter = get("index_put_").cost(flat, (TensorMeta((S.numel(index.shape),), _I64),), source, a.accumulate)
     # a non-contiguous input is written through a contiguous copy
     return Cost(flops=S.numel(index.shape), bytes_read=nbytes(input) + nbytes(index) + nbytes(source),
                 bytes_written=nbytes(meta), workspace=temporaries(1, input.shape, input.dtype) + scatter.workspace)
 
 
 def _put_into(target: Tensor, index: Tensor, source: Tensor, accumulate: bool) -> Tensor:
-    _put_meta(target, index, source, accumulate)
+    _put_meta(target, index, source)
     with scratch_scope():
         work = target if target.is_contiguous() else target.contiguous()
         flat_index, flat_source = index.reshape(-1), source.reshape(-1)
@@ -328,19 +338,20 @@ def _put_into(target: Tensor, index: Tensor, source: Tensor, accumulate: bool) -
     return target if work is target else target.copy_(work)
 
 
-@register("put_", family="indexing", aten=["aten::put_.default"], meta=_put_meta,
-          cost=_put_cost, api=(), methods=("put_",))
+_PUT_RULES = {"meta": lambda a: _put_meta(a.input, a.index, a.source), "cost": _put_cost, "bound": True}
+
+
+@register("put_", family="indexing", aten=["aten::put_.default"], api=(), methods=("put_",), **_PUT_RULES)
 def put_(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     """``source``'s elements written (or added, ``accumulate``) at ``input``'s row-major positions ``index``
     (negative ones count from the end), in place; an index past either end raises ``IndexError``."""
     return _put_into(input, index, source, accumulate)
 
 
-@register("put", family="indexing", aten=["aten::put.default"], meta=_put_meta, cost=_put_cost,
-          methods=("put",))
+@register("put", family="indexing", aten=["aten::put.default"], methods=("put",), **_PUT_RULES)
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     """``put_`` on a copy of ``input``."""
-    _put_meta(input, index, source, accumulate)
+    _put_meta(input, index, source)
     return _put_into(input.clone(), index, source, accumulate)
 
 
@@ -360,8 +371,8 @@ def _unravel_meta(indices, shape):
     return tuple(TensorMeta(tuple(indices.shape), _I64) for _ in _unravel_shape(indices, shape))
 
 
-@register("unravel_index", family="indexing", aten=["nbx::unravel_index"], meta=_unravel_meta,
-          cost=_copy_cost(_unravel_meta, 2, 1))
+@register("unravel_index", family="indexing", aten=["nbx::unravel_index"],
+          **_copying_rules(lambda a: _unravel_meta(a.indices, a.shape), 2, 1))
 def unravel_index(indices: Tensor, shape) -> tuple:
     """The coordinates in a row-major tensor of ``shape`` of each flat index, one int64 tensor per dim, as
     torch's: each coordinate is the index floor-divided by the dim's stride, modulo the dim's size (so an
@@ -405,7 +416,7 @@ def _gradient_plan(input, spacing, dim, edge_order):
     return dims, spacings
 
 
-def _gradient_meta(input, *, spacing=1, dim=None, edge_order=1):
+def _gradient_meta(input, spacing, dim, edge_order):
     dims, spacings = _gradient_plan(input, spacing, dim, edge_order)
     dtype = _float_dtype(input.dtype, *[s.dtype for s in spacings if isinstance(s, Tensor)])
     return tuple(TensorMeta(tuple(input.shape), dtype) for _ in dims)
@@ -454,8 +465,9 @@ def _coordinate_derivative(x: Tensor, d: int, coordinates: Tensor, edge_order: i
     return first, interior, last
 
 
-def _gradient_cost(input, **kwargs):
-    metas = _gradient_meta(input, **kwargs)
+def _gradient_cost(a):
+    input = a.input
+    metas = _gradient_meta(input, a.spacing, a.dim, a.edge_order)
     # per dim: the differences, products and quotients of the three parts, at most a dozen input-sized
     return Cost(flops=12 * S.numel(input.shape) * len(metas), bytes_read=3 * nbytes(input),
                 bytes_written=sum(nbytes(m) for m in metas),
@@ -466,12 +478,12 @@ def _gradient_cost(input, **kwargs):
                                                 "aten::gradient.array", "aten::gradient.scalarrayint",
                                                 "aten::gradient.scalarrayarray", "aten::gradient.tensorarrayint",
                                                 "aten::gradient.tensorarray"],
-          meta=_gradient_meta, cost=_gradient_cost)
+          meta=lambda a: _gradient_meta(a.input, a.spacing, a.dim, a.edge_order), cost=_gradient_cost, bound=True)
 def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tuple:
     """The derivative of ``input`` along each of ``dim`` (default: every dim) by central differences inside
     and one-sided ones of order ``edge_order`` at the ends; samples ``spacing`` apart (a number, one per dim)
     or at the given coordinates (one 1-D tensor per dim)."""
-    metas = _gradient_meta(input, spacing=spacing, dim=dim, edge_order=edge_order)
+    metas = _gradient_meta(input, spacing, dim, edge_order)
     dims, spacings = _gradient_plan(input, spacing, dim, edge_order)
     results = []
     for d, step, meta in zip(dims, spacings, metas):
@@ -487,7 +499,7 @@ def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tupl
 
 # ---- as_strided_scatter, sum_to_size -----------------------------------------------------------------
 
-def _as_strided_scatter_meta(input, src, size, stride, storage_offset=None):
+def _as_strided_scatter_meta(input, src, size):
     if tuple(src.shape) != tuple(size):
         raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
                            f"slice size = {list(size)}")
@@ -495,10 +507,10 @@ def _as_strided_scatter_meta(input, src, size, stride, storage_offset=None):
 
 
 @register("as_strided_scatter", family="copy", aten=["aten::as_strided_scatter.default"],
-          meta=_as_strided_scatter_meta, cost=_copy_cost(_as_strided_scatter_meta), methods=("as_strided_scatter",))
+          methods=("as_strided_scatter",), **_copying_rules(lambda a: _as_strided_scatter_meta(a.input, a.src, a.size)))
 def as_strided_scatter(input: Tensor, src: Tensor, size, stride, storage_offset=None) -> Tensor:
     """A copy of ``input`` (its layout kept where dense) with ``src`` written into its ``as_strided`` view."""
-    _as_strided_scatter_meta(input, src, size, stride, storage_offset)
+    _as_strided_scatter_meta(input, src, size)
     out = input.clone()
     out.as_strided(size, stride, storage_offset).copy_(src)
     return out
@@ -520,8 +532,8 @@ def _sum_to_size_meta(input, *size):
     return TensorMeta(S.normalize_shape(size), get("sum").meta(input).dtype)
 
 
-@register("sum_to_size", family="reduction", aten=["aten::sum_to_size.default"], meta=_sum_to_size_meta,
-          cost=_copy_cost(_sum_to_size_meta, 1), api=(), methods=("sum_to_size",))
+@register("sum_to_size", family="reduction", aten=["aten::sum_to_size.default"], api=(), methods=("sum_to_size",),
+          **_copying_rules(lambda a: _sum_to_size_meta(a.input, *a.size), 1))
 def sum_to_size(input: Tensor, *size) -> Tensor:
     """``input`` summed down to ``size``, a shape it broadcasts from: over its extra leading dims and over
     the dims where ``size`` has 1; ``input`` itself when there is nothing to sum."""
@@ -615,7 +627,7 @@ def _histogramdd_counts(input, bins) -> list:
     return counts
 
 
-def _histogramdd_meta(input, bins=10, range=None, weight=None, density=False):
+def _histogramdd_meta(input, bins, range, weight):
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"torch.histogramdd: input tensor should have a floating dtype, got {input.dtype.name}")
     counts = _histogramdd_counts(input, bins)
@@ -630,8 +642,9 @@ def _histogramdd_meta(input, bins=10, range=None, weight=None, density=False):
             tuple(TensorMeta((n + 1,), input.dtype) for n in counts))
 
 
-def _histogramdd_cost(input, bins=10, range=None, weight=None, density=False):
-    hist, edges = _histogramdd_meta(input, bins, range, weight, density)
+def _histogramdd_cost(a):
+    input = a.input
+    hist, edges = _histogramdd_meta(input, a.bins, a.range, a.weight)
     points, columns = S.numel(input.shape[:-1]), len(hist.shape)
     # per column: two copies of it, its bins and their flags; the flat bins, weights, totals and density
     return Cost(flops=10 * S.numel(input.shape), bytes_read=nbytes(input),
@@ -643,14 +656,14 @@ def _histogramdd_cost(input, bins=10, range=None, weight=None, density=False):
 
 
 @register("histogramdd", family="sorting", aten=["aten::histogramdd.default", "aten::histogramdd.int_bins",
-                                                  "aten::histogramdd.TensorList_bins"], meta=_histogramdd_meta,
-          cost=_histogramdd_cost)
+                                                  "aten::histogramdd.TensorList_bins"],
+          meta=lambda a: _histogramdd_meta(a.input, a.bins, a.range, a.weight), cost=_histogramdd_cost, bound=True)
 def histogramdd(input: Tensor, bins=10, range=None, weight=None, density: bool = False):
     """The multi-dimensional histogram of the points in ``input``'s rows (its last dim the coordinates):
     per coordinate ``bins`` equal bins over ``range`` (its min and max, two numbers per coordinate;
     default each column's extent) or the given edges, bins as ``histogram``'s; counts or summed ``weight``,
     ``density`` dividing by the total and each bin's volume."""
-    hist_meta, _ = _histogramdd_meta(input, bins, range=range, weight=weight, density=density)
+    hist_meta, _ = _histogramdd_meta(input, bins, range, weight)
     counts = hist_meta.shape
     points = input.reshape(-1, input.shape[-1]) if input.ndim else input.reshape(1, 1)
     edges = []
@@ -775,19 +788,19 @@ def _permuted_strides(size, physical_layout) -> tuple:
     return size, tuple(strides)
 
 
-def _empty_permuted_meta(size, physical_layout, *, dtype=None, **_):
+def _empty_permuted_meta(size, physical_layout, dtype):
     size, _ = _permuted_strides(size, physical_layout)
     return TensorMeta(size, get_default_dtype() if dtype is None else get_dtype(dtype))
 
 
-@register("empty_permuted", family="creation", aten=["aten::empty_permuted.default"], meta=_empty_permuted_meta,
-          cost=lambda *a, **k: Cost())
+@register("empty_permuted", family="creation", aten=["aten::empty_permuted.default"],
+          meta=lambda a: _empty_permuted_meta(a.size, a.physical_layout, a.dtype), cost=lambda a: Cost(), bound=True)
 def empty_permuted(size, physical_layout, *, dtype=None, device=None, requires_grad: bool = False,
                    pin_memory: bool = False, layout=None) -> Tensor:
     """An uninitialised tensor of ``size`` whose dims lie in memory in the order ``physical_layout`` lists
     them (outermost first), densely."""
     refuse_requires_grad(requires_grad, "empty_permuted")
-    meta = _empty_permuted_meta(size, physical_layout, dtype=dtype)
+    meta = _empty_permuted_meta(size, physical_layout, dtype)
     return new_tensor(meta.shape, meta.dtype, resolve(device), _permuted_strides(size, physical_layout)[1],
                       pinned=pin_memory)
 

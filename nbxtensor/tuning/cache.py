@@ -42,7 +42,8 @@ STORE_VERSION = 1
 # the op whose calls form a launch key, by the key's kernel (its first part)
 KERNEL_OPS = {"gemm": "matmul", "gemv": "matmul", "attention": "scaled_dot_product_attention",
               "attention_decode": "scaled_dot_product_attention", "quantized_gemm": "quantized_linear",
-              "quantized_gemv": "quantized_linear", "fp8_gemm": "quantized_linear", "conv": "convolution",
+              "quantized_gemv": "quantized_linear", "fp8_gemm": "quantized_linear",
+              "fp8_block_gemm": "quantized_linear", "conv": "convolution",
               "direct_conv": "convolution", "gemv_rms_norm": "rms_norm_linear",
               "gemv_act_and_mul": "act_and_mul_linear"}
 
