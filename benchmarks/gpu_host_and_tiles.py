@@ -71,13 +71,13 @@ import triton  # noqa: E402
 from cuda.bindings import driver  # noqa: E402
 
 import nbxtensor.launch as launch_module  # noqa: E402
-import nbxtensor.ops.plans as plans_module  # noqa: E402
 import nbxtensor.ops.pointwise as pointwise_module  # noqa: E402
 from nbxtensor.ops.pointwise_table import TABLE  # noqa: E402
 
 add_row = next(r for r in TABLE if r.name == "add")
 captured = []
-real_launch_slots = plans_module.launch_slots  # every planned launch goes through it
+# pointwise's general path launches through ``launch.launch_slots`` by the name its own module binds
+real_launch_slots = pointwise_module.launch_slots
 
 
 def capturing(*launch_args):
@@ -85,9 +85,9 @@ def capturing(*launch_args):
     real_launch_slots(*launch_args)
 
 
-plans_module.launch_slots = capturing
+pointwise_module.launch_slots = capturing
 keep = pointwise_module._run(add_row, (a, b), {})
-plans_module.launch_slots = real_launch_slots
+pointwise_module.launch_slots = real_launch_slots
 launch_args = captured[-1]
 kernel, grid, device, fixed_args, positions, varying = launch_args[:6]
 args = list(fixed_args)

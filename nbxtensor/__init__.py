@@ -19,11 +19,11 @@ from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inferen
 
 register_backend(HostBackend())
 if _runtime.KERNEL_MODE == _runtime.COMPILED:
-    from .device.cuda import CudaBackend, install_triton_driver
+    from .device.cuda import CudaBackend as _CudaBackend, install_triton_driver as _install_triton_driver
 
-    _cuda_backend = CudaBackend()
+    _cuda_backend = _CudaBackend()
     register_backend(_cuda_backend)
-    install_triton_driver(_cuda_backend)
+    _install_triton_driver(_cuda_backend)
 
 from .ops import registry as _registry  # noqa: E402  (ops register themselves on import)
 from .ops import copy as _copy_ops, creation as _creation_ops, views as _view_ops  # noqa: E402,F401

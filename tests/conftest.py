@@ -14,6 +14,22 @@ CPU_RUNS_KERNELS = nbx._runtime.KERNEL_MODE == nbx._runtime.INTERPRETED
 cpu_kernels = pytest.mark.skipif(not CPU_RUNS_KERNELS, reason="CPU tensors run no kernels in a GPU-compiling process")
 
 
+def examples(count: int) -> int:
+    """Hypothesis examples for a property whose examples each make new kernel specialisations: ``count``
+    under the interpreter, which compiles nothing; a quarter of them (at least 5) where each specialisation
+    compiles for the GPU (seconds each, on a cold cache), so that a shard of the suite ends in bounded time."""
+    return count if CPU_RUNS_KERNELS else max(5, count // 4)
+
+
+@pytest.fixture(autouse=True)
+def device_errors_raise_in_their_test():
+    """An error a device reported and no synchronisation raised yet (an index out of range found on a GPU)
+    fails the test that made it, not the next test to synchronise."""
+    yield
+    from nbxtensor.device.errors import check_device_errors
+    check_device_errors()
+
+
 @pytest.fixture
 def device():
     return TEST_DEVICE
@@ -37,6 +53,23 @@ def set_kernel_facts(monkeypatch):
         for name, value in values.items():
             monkeypatch.setitem(facts, name, value)
     yield set_facts
+    clear_all()
+
+
+@pytest.fixture
+def first_candidate(monkeypatch):
+    """Every tuned launch takes its first candidate, as under the interpreter, on every device: a compiling
+    device would build and time each candidate (launches that a test counting them sees) and store the
+    fastest, which a later test offering other candidates under the same key would be handed. Plans are
+    made afresh before and after."""
+    from nbxtensor import tuning
+    from nbxtensor.ops.plans import clear_all
+
+    def first(key, facts, candidates, prepare):
+        return (candidates() if callable(candidates) else candidates)[0]
+    monkeypatch.setattr(tuning, "choose_timed", first)
+    clear_all()
+    yield
     clear_all()
 
 

@@ -251,7 +251,8 @@ def test_embedding_bag_2d_and_weights(r):
         F.embedding_bag(to_nbx(idx), to_nbx(weight), to_nbx(np.array([0], np.int64)))
     with pytest.raises(ValueError, match="offsets has to be a 1D Tensor but got None"):
         F.embedding_bag(to_nbx(idx[0]), to_nbx(weight))
-    with pytest.raises(IndexError, match="out of bounds"):
+    # the CPU names the index ("out of bounds") at once; a GPU reports it at the next synchronisation
+    with pytest.raises(IndexError, match="out of bounds|out of range"):
         F.embedding_bag(to_nbx(np.array([[7]], np.int64)), to_nbx(weight)).numpy()
 
 
@@ -406,7 +407,7 @@ def test_nll_loss_errors(r):
         F.nll_loss(to_nbx(x), to_nbx(np.array([0, 1, 2], np.int64)), to_nbx(f32(r, 3)))
     with pytest.raises(RuntimeError, match="integer dtype"):
         F.nll_loss(to_nbx(x), to_nbx(np.array([0, 1, 2], np.float32)))
-    with pytest.raises(IndexError, match="out of bounds"):
+    with pytest.raises(IndexError, match="out of bounds|out of range"):  # as embedding_bag's, either device
         F.nll_loss(to_nbx(x), to_nbx(np.array([0, 9, 2], np.int64))).item()
 
 

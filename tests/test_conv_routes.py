@@ -14,9 +14,14 @@ import nbxtensor.nn.functional as F
 from nbxtensor import tuning
 from nbxtensor.ops import plans
 from nbxtensor.ops.registry import get
+from tests.conftest import examples
 from tests.test_convolution import _check, _rounded, _to, reference
 
 _DTYPES = ["float32", "float16", "bfloat16"]
+
+# every route in its first tuning candidate, on every device: a GPU would compile and time all of a key's
+# candidates in each test (its plans are cleared), which bounds nothing a test here checks
+pytestmark = pytest.mark.usefixtures("first_candidate")
 
 
 def _channels_last(a, dtype):
@@ -81,7 +86,7 @@ def test_depthwise_and_small_groups_take_the_direct_kernel(case, dtype, channels
 
 
 def _planes_first(monkeypatch):
-    """Candidates led by the plane kernel's where it applies (the interpreter takes the first)."""
+    """Candidates led by the plane kernel's where it applies (the first, taken on every device)."""
     from nbxtensor.ops.convolution import _Setting
     plain = _Setting.candidates
 
@@ -225,7 +230,7 @@ def test_candidates_fit_the_device_limits(dtype):
 @pytest.mark.parametrize("case", [DEPTHWISE[2], DEPTHWISE[4], GEMM[0], GEMM[1], GEMM[2]])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_staged_candidates_copy_channels_innermost_first(case, dtype, rng, monkeypatch):
-    # the interpreter tunes nothing (it takes the first candidate): put the staged ones first
+    # the first candidate runs: put the staged ones first
     from nbxtensor.ops.convolution import _Setting
     plain = _Setting.candidates
 
@@ -277,7 +282,7 @@ def test_cost_declares_the_staging_workspace():
     assert get("conv_transpose2d").cost(x, w).workspace == -(-(16 * 784 * 4) // 256) * 256
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(n=st.integers(1, 2), groups=st.integers(1, 3), cig=st.sampled_from([1, 2, 5, 17]),
        cog=st.sampled_from([1, 3, 18]), h=st.integers(3, 6), w=st.integers(3, 6), kh=st.integers(1, 3),
        kw=st.integers(1, 3), stride=st.integers(1, 2), padding=st.integers(0, 1), dilation=st.integers(1, 2),

@@ -9,7 +9,7 @@ import pytest
 
 import nbxtensor as nbx
 import nbxtensor.nn.functional as F
-from tests.conftest import TEST_DEVICE
+from tests.conftest import TEST_DEVICE, examples
 
 
 def _to(a, dtype="float32"):
@@ -186,7 +186,7 @@ def test_errors(call, message):
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(n=st.integers(1, 2), groups=st.integers(1, 2), cig=st.integers(1, 3), cog=st.integers(1, 3),
        size=st.integers(3, 7), k=st.integers(1, 3), stride=st.integers(1, 3), padding=st.integers(0, 2),
        dilation=st.integers(1, 2), transposed=st.booleans())

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbxtensor as nbx
-from tests.conftest import TEST_DEVICE, cpu_kernels, to_nbx
+from tests.conftest import TEST_DEVICE, cpu_kernels, examples, to_nbx
 
 pytestmark = pytest.mark.filterwarnings("ignore:Casting complex values to real")
 
@@ -96,7 +96,7 @@ def copy_cases(draw):
     return shape, dst_plan, src_shape, src_plan, src_dtype, dst_dtype, seed
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(copy_cases())
 def test_copy_any_strides_broadcast_and_dtypes(case):
     shape, (dst_base_shape, dst_slices, dst_back), src_shape, (src_base_shape, src_slices, src_back), \

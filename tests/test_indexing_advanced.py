@@ -188,7 +188,7 @@ def test_device_errors_raise_the_reported_check_once(monkeypatch):
     cpu = nbx.device("cpu")
     monkeypatch.setattr(errors, "_status_buffers", {})
     made = []
-    status = errors.status_buffer(cpu, lambda: made.append(1) or nbx.tensor(np.zeros(1, np.int32)))
+    status = errors.status_buffer(cpu, lambda: made.append(1) or nbx.tensor(np.zeros(1, np.int32), device=cpu))
     assert errors.status_buffer(cpu, lambda: made.append(2)) is status and made == [1]
     status.numpy()[0] = errors.error_code("probe", (ValueError, "went wrong"))
     with pytest.raises(ValueError, match=r"probe: went wrong \(found on cpu\)"):

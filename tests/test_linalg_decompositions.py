@@ -220,6 +220,14 @@ def test_linalg_svd(r, shape, full_matrices):
     check_svd(a, u, s, vh)
 
 
+def test_each_singular_value_is_ranked_once_in_a_batch(r):
+    """Many matrices, each ranking its column norms against themselves: a norm compared with a copy summed
+    in another order (as a GPU sums a transposed tile) would count itself, leaving a slot unwritten."""
+    a = r.standard_normal((24, 7, 4))
+    u, s, vh = nbx.linalg.svd(to_nbx(a), full_matrices=False)
+    check_svd(a, u, s, vh)
+
+
 def test_svd_rank_deficient_float32(r):
     # rank 1 and the zero matrix: U is still completed to an orthonormal basis
     a = np.outer(r.standard_normal(4), r.standard_normal(3)).astype(np.float32)

@@ -278,17 +278,12 @@ TILE_VARIANTS = [dict(PERSISTENT=True), dict(TMA=True), dict(PERSISTENT=True, TM
 
 
 @pytest.fixture
-def force_gemm_config(monkeypatch, tmp_path):
-    """``force_gemm_config(config)``: products plan with this one GEMM setting (tuning cache and plans
-    fresh, so that a device that times candidates times this one too)."""
-    from nbxtensor.ops import plans
-    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
-    plans.clear_all()
-
+def force_gemm_config(monkeypatch, first_candidate):
+    """``force_gemm_config(config)``: products plan with this one GEMM setting, first in every list of
+    candidates (a float32 product on parts adds its planes form and true float32 settings after it)."""
     def force(config):
         monkeypatch.setattr(MP, "gemm_candidates", lambda *args, **kwargs: [dict(config)])
-    yield force
-    plans.clear_all()
+    return force
 
 
 def _tile_config(variant, **tiles):
@@ -512,10 +507,10 @@ def test_gemm_sweep_runs_each_setting_and_reports_failures(rng, monkeypatch):
 
 
 @pytest.fixture(params=["registers", "memory"])
-def float32_planes(request, monkeypatch):
+def float32_planes(request, monkeypatch, first_candidate):
     """Float32 products on bfloat16 parts whatever the device (the CPU's facts name no matrix unit, so it
     keeps them on the IEEE path otherwise), in either form: the parts split in the GEMM's registers (the
-    interpreter takes the first candidate) or planes in memory (the one candidate left)."""
+    first candidate, taken on every device) or planes in memory (the one candidate left)."""
     monkeypatch.setattr(MP, "_by_planes",
                         lambda dtype, facts: dtype.name == "float32" and MM.backends.cuda.matmul.float32_planes)
     if request.param == "memory":

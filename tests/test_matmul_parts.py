@@ -29,13 +29,17 @@ def _on_parts(monkeypatch):
 
 
 @pytest.fixture
-def parts_in_registers(monkeypatch):
-    """Float32 products on bfloat16 parts whatever the device (the CPU's facts name no matrix unit); the
-    interpreter takes the first candidate, the form that splits tiles in registers."""
+def on_parts(monkeypatch):
+    """Float32 products on bfloat16 parts whatever the device (the CPU's facts name no matrix unit)."""
     _on_parts(monkeypatch)
     clear_all()
     yield
     clear_all()
+
+
+@pytest.fixture
+def parts_in_registers(on_parts, first_candidate):
+    """``on_parts``, in the first candidate on every device: the form that splits tiles in registers."""
 
 
 def _planes_in_memory(monkeypatch):
@@ -90,10 +94,9 @@ def test_alpha_beta_and_a_broadcast_bias_apply_once(rng, parts_in_registers, bia
 
 
 @pytest.mark.parametrize("variant", [{}, *TILE_VARIANTS], ids=lambda v: "+".join(sorted(v)) or "gemm")
-def test_gpu_tiles_split_every_k_step(rng, parts_in_registers, monkeypatch, tmp_path, variant):
+def test_gpu_tiles_split_every_k_step(rng, parts_in_registers, monkeypatch, variant):
     """16-wide tiles as GPU settings take them (the interpreter's one wide tile otherwise): several K steps
     with a ragged last one, several tiles a program, descriptors and pointers, a bias with alpha and beta."""
-    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
     monkeypatch.setattr(MP, "gemm_candidates", lambda *args, parts=False, **kwargs: [_tile_config(variant)])
     precisions = _launched_precisions(monkeypatch)
     x, b, bias = (_inputs(rng, shape, "float32") for shape in ((70, 40), (40, 24), (24,)))
@@ -295,7 +298,7 @@ def test_a_batch_without_planes_or_at_high_precision_stays_off_parts():
 
 
 @pytest.mark.skipif(TEST_DEVICE != "cpu", reason="certifies the CPU's device class")
-def test_a_batch_key_on_parts_certifies_both_precisions(parts_in_registers, monkeypatch, tmp_path):
+def test_a_batch_key_on_parts_certifies_both_precisions(on_parts, monkeypatch, tmp_path):
     """Certification rebuilds a batch from the key and holds every candidate, parts and true float32, to the
     float32 products' bound."""
     from nbxtensor import certify, tuning

@@ -43,8 +43,9 @@ def _rms_rows(x64, norm64):
 
 
 @pytest.fixture(params=[False, True], ids=["one split", "split K"])
-def splits(request, monkeypatch):
-    """The GEMV's own setting, or K split three ways in tiles of 16 (every program still norms whole rows)."""
+def splits(request, monkeypatch, first_candidate):
+    """The GEMV's first setting, or K split three ways in tiles of 16 (every program still norms whole rows);
+    the first candidate on every device, where a GPU would time them all inside the tests' capture."""
     if request.param:
         monkeypatch.setattr(matmul_prologue, "gemv_candidates",
                             lambda facts, m, n, k: [dict(BLOCK_N=16, BLOCK_K=16, SPLITS=3, num_warps=4)])

@@ -9,7 +9,7 @@ import nbxtensor as nbx
 from nbxtensor.ops import registry
 from nbxtensor.ops.pointwise import output_strides
 from nbxtensor.ops.registry import TensorMeta
-from tests.conftest import to_nbx
+from tests.conftest import examples, to_nbx
 from tests.test_copy import apply_plan, view_plan
 
 
@@ -234,7 +234,7 @@ def _values(shape, dtype, rng):
     return values.astype(bool) if dtype == "bool" else values.astype(nbx.get_dtype(dtype).numpy)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(strided_pair())
 def test_hypothesis_strided_broadcast_dtypes(case):
     plans, dtypes, op = case

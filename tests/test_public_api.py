@@ -27,6 +27,21 @@ def test_namespace_names_are_pinned():
     assert set(_PINNED["modules"]) <= modules
 
 
+def test_the_namespace_is_the_same_in_every_kernel_mode():
+    """Names that ``nbxtensor/__init__.py`` binds under a condition (a compiling process's CUDA backend) are
+    private: a GPU process and an interpreting one list the same public names."""
+    tree = ast.parse((pathlib.Path(nbx.__file__)).read_text())
+    bound = []
+    for statement in tree.body:
+        if isinstance(statement, ast.If):
+            for node in ast.walk(statement):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    bound += [alias.asname or alias.name.split(".")[0] for alias in node.names]
+                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    bound.append(node.id)
+    assert bound and [name for name in bound if not name.startswith("_")] == []
+
+
 def test_only_the_registry_adds_tensor_attributes():
     """Tensor's attributes beyond its class body come from ``registry.bind`` alone (op ``methods=`` and
     ``registry.tensor_attribute``): no module assigns to Tensor or calls ``setattr`` on it."""

@@ -19,7 +19,7 @@ from nbxtensor.kernels.reduce import _lane_sum
 import triton  # noqa: E402  (after nbxtensor, which settles Triton's mode)
 import triton.language as tl  # noqa: E402
 
-from .conftest import cpu_kernels, to_nbx
+from .conftest import cpu_kernels, examples, to_nbx
 
 EPS = {"float32": np.finfo(np.float32).eps, "float64": np.finfo(np.float64).eps,
        "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
@@ -344,7 +344,7 @@ def test_meta_and_cost_rules():
         assert (tuple(out.shape), out.dtype) == (tuple(meta.shape), meta.dtype), name
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), data=st.data())
 def test_hypothesis_strided_sum_and_max(shape, data):
     rng = np.random.default_rng(len(shape))

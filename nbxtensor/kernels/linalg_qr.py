@@ -306,7 +306,9 @@ def svd(a_ptr, a_batch, a_r, a_c, m, n, s_ptr, u_ptr, u_r, u_c, u_cols, v_ptr, v
             p += 1
         sweep += 1
     norms = tl.sqrt(tl.sum(a * a, axis=0))
-    norms_by_row = tl.sqrt(tl.sum(tl.trans(a * a), axis=1))
+    # the same norms along the rows, picked (exact) rather than summed again: a GPU sums a transposed tile
+    # in another order, and a norm that exceeds its own copy by an ulp counts itself when ranked
+    norms_by_row = tl.sum(tl.where(rows[:, None] == cols[None, :], norms[None, :], 0.0), axis=1)
     before = (norms_by_row[:, None] > norms[None, :]) | (
         (norms_by_row[:, None] == norms[None, :]) & (rows[:, None] < cols[None, :]))
     rank = tl.sum(tl.where(before & (rows[:, None] < n), 1, 0), axis=0)

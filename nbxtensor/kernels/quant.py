@@ -398,20 +398,22 @@ def fp8_rows(x, out, row_scales, given, K, k_padded, group_k, x_sm, x_sk, BLOCK:
         largest = tl.max(largest, axis=0)
         if SCALING == SCALE_BOUNDED:
             largest = tl.minimum(largest, given)
-        scale = tl.maximum(largest, SMALLEST_NORMAL) / FP8_MAX
+        # divisions rounded as IEEE's (a GPU's plain float32 ``/`` is approximate): a bfloat16 row often lands
+        # exactly between two e4m3 values, where an ulp decides the rounding
+        scale = tl.div_rn(tl.maximum(largest, SMALLEST_NORMAL), FP8_MAX)
     if INTERPRETED:
         k0 = start
         while k0 < stop:
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            tl.store(out + m * k_padded + kk, encode(v / scale, out.dtype.element_ty, E4M3, False, False),
+            tl.store(out + m * k_padded + kk, encode(tl.div_rn(v, scale), out.dtype.element_ty, E4M3, False, False),
                      mask=kk < stop)
             k0 += BLOCK
     else:
         for k0 in range(start, stop, BLOCK):
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            tl.store(out + m * k_padded + kk, encode(v / scale, out.dtype.element_ty, E4M3, False, False),
+            tl.store(out + m * k_padded + kk, encode(tl.div_rn(v, scale), out.dtype.element_ty, E4M3, False, False),
                      mask=kk < stop)
     tl.store(row_scales + m * tl.num_programs(1) + g, scale)
 

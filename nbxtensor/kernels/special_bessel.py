@@ -131,7 +131,8 @@ def _bessel_jy(a, ORDER: tl.constexpr, SECOND_KIND: tl.constexpr):
         result = tl.where(a < 0, tl.zeros_like(x) + _NAN, result)
     elif ORDER == 1:
         result = tl.where(a < 0, -result, result)
-    return result
+    # a GPU's minimum and maximum return the number beside a NaN, so near and far hold no NaN to carry
+    return tl.where(a != a, a, result)
 
 
 @triton.jit
@@ -169,7 +170,8 @@ def _bessel_k(a, ORDER: tl.constexpr, SCALED: tl.constexpr):
     result = tl.where(a > _K_SERIES_LIMIT, integral, series)
     result = tl.where(a == _INF, tl.zeros_like(a), result)
     result = tl.where(a == 0, tl.zeros_like(a) + _INF, result)
-    return tl.where(a < 0, tl.zeros_like(a) + _NAN, result)
+    # a NaN too: near, clamped by a GPU's minimum, lost it
+    return tl.where((a < 0) | (a != a), tl.zeros_like(a) + _NAN, result)
 
 
 @triton.jit
