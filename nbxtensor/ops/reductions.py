@@ -210,10 +210,18 @@ def _run_reduce(x: Tensor, dims, op: int, out_shape, out_dtype, acc, compute, *,
                 p: float = 0.0, correction: float = 0.0, order_matters: bool = False):
     """Launch the reduction ``op`` of ``x`` over ``dims``. Returns (out0, out1): out0 of ``out_dtype``
     (for arg ops: the values, or None), out1 the indices (arg ops) or ``second``'s dtype (None)."""
+    return _reduce_plan(x, dims, op, out_shape, out_dtype, acc, compute, second=second, values=values, p=p,
+                        correction=correction, order_matters=order_matters)(x)
+
+
+def _reduce_plan(x: Tensor, dims, op: int, out_shape, out_dtype, acc, compute, *, second=None, values=True,
+                 p: float = 0.0, correction: float = 0.0, order_matters: bool = False):
+    """``_run_reduce``'s ``execute(x) -> (out0, out1)`` for tensors laid out as ``x`` is: a plan that
+    resolves it once calls it directly."""
     key = (layout_key(x), tuple(dims) if isinstance(dims, list) else dims, op,
            tuple(out_shape), out_dtype, acc, compute, second, values, p, correction, order_matters)
     return _reduce_plans.get(key, lambda: _plan_reduce(x, dims, op, out_shape, out_dtype, acc, compute, second,
-                                                       values, p, correction, order_matters))(x)
+                                                       values, p, correction, order_matters))
 
 
 def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second, values, p, correction,
@@ -291,6 +299,16 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
     workspace = Workspace({"part0": ((parts,), acc), "part1": ((parts,), int64 if arg else acc),
                            "part2": ((parts,), acc)} if split else {})
 
+    if not split and first is not None and other is None:  # the usual call: one launch, one output
+        reduce_launch = launches[0]
+        reads_input = [name == "x" for name in reduce_launch.names]  # every other slot takes the output
+
+        def execute_single(x):
+            out0 = first()
+            reduce_launch.launch(dev, [x if is_input else out0 for is_input in reads_input])
+            return out0, None
+        return execute_single
+
     def execute(x):
         out0, out1 = outputs()
         written = out0 if out0 is not None else out1
@@ -348,12 +366,11 @@ def _simple_reduction(kind: str, op: int):
         if kind == "nansum" and out.dtype.is_integral and x.dtype.is_floating_point:
             raise RuntimeError("nansum does not support an integer result for floating-point input")
         dims = reduced_dims(x.ndim, dim, kind)
-
-        def run(x):
-            src, as_dtype = _source(x, out.dtype)
-            acc = compute_dtype(as_dtype)
-            return _run_reduce(src, dims, op, out.shape, out.dtype, acc, acc)[0]
-        return run
+        acc = compute_dtype(out.dtype)
+        if _exactly_widens(x.dtype, out.dtype):  # ``_source`` reads ``x`` itself: its plan is this layout's
+            execute = _reduce_plan(x, dims, op, out.shape, out.dtype, acc, acc)
+            return lambda x: execute(x)[0]
+        return lambda x: _run_reduce(x.to(out.dtype), dims, op, out.shape, out.dtype, acc, acc)[0]
 
     def impl(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
         key = (kind, layout_key(x), tuple(dim) if isinstance(dim, list) else dim, keepdim, dtype)
