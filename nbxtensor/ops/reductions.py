@@ -60,6 +60,16 @@ def reduced_dims(ndim: int, dim, op: str) -> tuple[int, ...]:
     return tuple(sorted(d for d in out if d < ndim))
 
 
+def dim_key(dim):
+    """``dim`` (an int, None or a sequence of them) as part of a plan key: an int or None as itself, else each
+    item with its type, since ``True == 1`` as keys and a bool dim is refused where an int one is not."""
+    if dim is None or type(dim) is int:
+        return dim
+    if isinstance(dim, (list, tuple)):
+        return tuple((type(d), d) for d in dim)
+    return type(dim), dim
+
+
 def reduced_shape(shape, dims, keepdim: bool) -> tuple[int, ...]:
     if keepdim:
         return tuple(1 if i in dims else n for i, n in enumerate(shape))
@@ -373,7 +383,7 @@ def _simple_reduction(kind: str, op: int):
         return lambda x: _run_reduce(x.to(out.dtype), dims, op, out.shape, out.dtype, acc, acc)[0]
 
     def impl(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-        key = (kind, layout_key(x), tuple(dim) if isinstance(dim, list) else dim, keepdim, dtype)
+        key = (kind, layout_key(x), dim_key(dim), keepdim, dtype)
         try:
             run = _simple_plans.lookup(key)
         except TypeError:  # a dim that does not hash: plan it for this call only
@@ -743,8 +753,14 @@ _scan_plans = PlanCache()
 
 def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indices=False):
     """(out, indices or None): the inclusive scan ``scan`` of ``x`` along ``dim``."""
+    return _scan_plan(x, dim, scan, out_dtype, acc, compute, with_indices)(x)
+
+
+def _scan_plan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indices=False):
+    """``_run_scan``'s ``execute(x)`` for tensors laid out as ``x`` is: a plan that resolves it once calls it
+    directly."""
     key = (layout_key(x), dim, scan, out_dtype, acc, compute, with_indices)
-    return _scan_plans.get(key, lambda: _plan_scan(x, dim, scan, out_dtype, acc, compute, with_indices))(x)
+    return _scan_plans.get(key, lambda: _plan_scan(x, dim, scan, out_dtype, acc, compute, with_indices))
 
 
 def _plan_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indices):
@@ -856,13 +872,31 @@ def _chunked_scan_workspace(shape, dim: int) -> int:
     return Workspace.bytes_for([((rows * chunks,), _dt("int64"))]) if chunks > 1 else 0
 
 
+_scan_calls = PlanCache()
+
+
 def _scan_op(kind: str, scan: int):
-    def impl(x: Tensor, dim: int, *, dtype=None) -> Tensor:
+    def plan(x: Tensor, dim: int, dtype):
+        """``run(x)`` for tensors laid out as ``x`` is, the call's checks and dtypes worked out once."""
         _check_supported(x, kind)
         out = _scan_result(kind, x, dim, dtype)
-        src, as_dtype = _source(x, out.dtype)
-        acc = compute_dtype(as_dtype)
-        return _run_scan(src, S.wrap_dim(dim, x.ndim), scan, out.dtype, acc, acc)[0]
+        d = S.wrap_dim(dim, x.ndim)
+        acc = compute_dtype(out.dtype)
+        if _exactly_widens(x.dtype, out.dtype):  # ``_source`` reads ``x`` itself: its plan is this layout's
+            execute = _scan_plan(x, d, scan, out.dtype, acc, acc)
+            return lambda x: execute(x)[0]
+        return lambda x: _run_scan(x.to(out.dtype), d, scan, out.dtype, acc, acc)[0]
+
+    def impl(x: Tensor, dim: int, *, dtype=None) -> Tensor:
+        key = (kind, layout_key(x), dim_key(dim), dtype)
+        try:
+            run = _scan_calls.lookup(key)
+        except TypeError:  # a dim that does not hash: plan it for this call only
+            return plan(x, dim, dtype)(x)
+        if run is None:
+            run = plan(x, dim, dtype)
+            _scan_calls.put(key, run)
+        return run(x)
     impl.__name__ = kind
     return impl
 
