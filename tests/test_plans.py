@@ -136,8 +136,8 @@ def test_a_reused_gather_plan_reads_the_new_indices_and_table(rng):
         np.testing.assert_array_equal(to_nbx(table)[to_nbx(ids[0])].numpy(), table[ids[0]])
 
 
-@pytest.mark.parametrize("op", [lambda t, d: t.sum(dim=d), lambda t, d: t.mean(dim=d), lambda t, d: t.cumsum(d)],
-                         ids=["sum", "mean", "cumsum"])
+@pytest.mark.parametrize("op", [lambda t, d: t.sum(dim=d), lambda t, d: t.mean(dim=d), lambda t, d: t.cumsum(d),
+                                lambda t, d: nbx.softmax(t, d)], ids=["sum", "mean", "cumsum", "softmax"])
 def test_a_planned_reduction_refuses_what_planning_refuses(op):
     """Plans are found by the call's key, where ``True == 1``: a bool dim, refused when planned, stays refused
     after an int dim planned the same layout."""
