@@ -154,3 +154,9 @@ def test_empty_copies_are_planned_as_nothing():
         assert empty.fill_(1.0).shape == (0, 3)
         assert empty.copy_(source).shape == (0, 3)
         assert empty.clone().shape == (0, 3)
+
+
+def test_a_float_dim_is_refused_by_name():
+    x = to_nbx(np.ones((2, 3), np.float32))
+    with pytest.raises(TypeError, match="sum: dim must be an integer or a sequence of integers, got 1.0"):
+        x.sum(dim=1.0)

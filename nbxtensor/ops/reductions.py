@@ -45,7 +45,13 @@ def reduced_dims(ndim: int, dim, op: str) -> tuple[int, ...]:
     """The sorted dims ``dim`` names (None or an empty list: all of them), checked as ATen checks."""
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int) or hasattr(dim, "__index__") else tuple(dim)
+    if isinstance(dim, int) or hasattr(dim, "__index__"):
+        dims = (dim,)
+    else:
+        try:
+            dims = tuple(dim)
+        except TypeError:
+            raise TypeError(f"{op}: dim must be an integer or a sequence of integers, got {dim!r}") from None
     if not dims:
         return tuple(range(ndim))
     out = []
