@@ -124,12 +124,13 @@ def allocate_tensor(shape: tuple, strides: tuple, dtype, dev: _device, nbytes: i
     return Tensor._make(storage, 0, shape, strides, dtype)
 
 
-def fresh_tensor_maker(shape, dtype, dev: _device, strides=None):
+def fresh_tensor_maker(shape, dtype, dev: _device, strides=None, scratch: bool = False):
     """``make()``: a fresh tensor laid out as ``new_tensor(shape, dtype, dev, strides)`` makes it, for a
-    plan that makes one at every call. The layout is worked out once and given to each tensor (its
-    ``layout_key``); the memory is a block the allocator parked for the current stream where there is
-    one (no Python in the allocator), else the allocator's. While a graph runs on its arena, the arena
-    serves the request as it serves ``new_tensor``'s."""
+    plan that makes one at every call (``scratch``: an op's temporary, as ``scratch_tensor`` makes it). The
+    layout is worked out once and given to each tensor (its ``layout_key``); the memory is a block the
+    allocator parked for the current stream where there is one (no Python in the allocator), else the
+    allocator's. While a graph runs on its arena, the arena serves the request as it serves
+    ``new_tensor``'s (``scratch_tensor``'s)."""
     shape = Size(shape)
     strides, count = contiguous_layout(tuple(shape)) if strides is None else _strided_layout(shape, strides)
     nbytes = count * dtype.itemsize
@@ -140,7 +141,7 @@ def fresh_tensor_maker(shape, dtype, dev: _device, strides=None):
 
     def make() -> Tensor:
         if arena_service is not None or _poisoning or not nbytes:
-            made = allocate_tensor(shape, strides, dtype, dev, nbytes)
+            made = allocate_tensor(shape, strides, dtype, dev, nbytes, scratch=scratch)
         else:
             buffer = (parked and parked(nbytes, stream_of(index))) or allocate(nbytes, index)
             made = Tensor._make(Storage(dev, nbytes, buffer), 0, shape, strides, dtype)
@@ -161,6 +162,7 @@ class Workspace:
             self.pieces.append((name, shape, S.contiguous_strides(shape), offset, dtype))
             offset += self._piece_bytes(shape, dtype)
         self.nbytes = offset
+        self._makers: dict = {}  # device -> the maker of this workspace's buffer there (published whole)
 
     @staticmethod
     def _piece_bytes(shape, dtype) -> int:
@@ -176,7 +178,11 @@ class Workspace:
     def allocate(self, device, tensors: dict) -> None:
         """Put a fresh tensor for every piece into ``tensors``."""
         if self.pieces:
-            self.carve(scratch_tensor((max(self.nbytes, 1),), _BYTES, device), tensors)
+            make = self._makers.get(device)
+            if make is None:
+                make = self._makers[device] = fresh_tensor_maker((max(self.nbytes, 1),), _BYTES, device,
+                                                                 scratch=True)
+            self.carve(make(), tensors)
 
     def carve(self, buffer: Tensor, tensors: dict) -> None:
         """Put every piece, a view of ``buffer`` (uint8, at least ``nbytes`` long, starting on 16 bytes in its

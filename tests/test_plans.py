@@ -40,6 +40,10 @@ OPS = {
                                         lambda a, w: _layer_norm(a.T), (5, 24)),
     "layer_norm, bias only": (lambda t, w: nbx.nn.functional.layer_norm(t, (24,), None, w[0]),
                               lambda a, w: _layer_norm(a, None, w[0]), (5, 24)),
+    "cumsum": (lambda t, w: t.cumsum(-1), lambda a, w: np.cumsum(a, -1), (5, 24)),
+    "clone": (lambda t, w: t.clone(), lambda a, w: a, (5, 24)),
+    "clone of a transposed view": (lambda t, w: t.T.clone(), lambda a, w: a.T, (5, 24)),
+    "conversion to float64": (lambda t, w: t.to(nbx.float64), lambda a, w: a, (5, 24)),
 }
 
 
@@ -130,3 +134,29 @@ def test_a_reused_gather_plan_reads_the_new_indices_and_table(rng):
         ids = rng.integers(0, 10, (3, 4))
         np.testing.assert_array_equal(nbx.nn.functional.embedding(to_nbx(ids), to_nbx(table)).numpy(), table[ids])
         np.testing.assert_array_equal(to_nbx(table)[to_nbx(ids[0])].numpy(), table[ids[0]])
+
+
+@pytest.mark.parametrize("op", [lambda t, d: t.sum(dim=d), lambda t, d: t.mean(dim=d), lambda t, d: t.cumsum(d),
+                                lambda t, d: nbx.softmax(t, d)], ids=["sum", "mean", "cumsum", "softmax"])
+def test_a_planned_reduction_refuses_what_planning_refuses(op):
+    """Plans are found by the call's key, where ``True == 1``: a bool dim, refused when planned, stays refused
+    after an int dim planned the same layout."""
+    x = to_nbx(np.ones((2, 3), np.float32))
+    op(x, 1)
+    for dim in (True, [True]):
+        with pytest.raises(TypeError, match="dim must be an integer"):
+            op(x, dim)
+
+
+def test_empty_copies_are_planned_as_nothing():
+    empty, source = to_nbx(np.zeros((0, 3), np.float32)), to_nbx(np.zeros((0, 3), np.float32))
+    for _ in range(2):  # planned, then served by the plan
+        assert empty.fill_(1.0).shape == (0, 3)
+        assert empty.copy_(source).shape == (0, 3)
+        assert empty.clone().shape == (0, 3)
+
+
+def test_a_float_dim_is_refused_by_name():
+    x = to_nbx(np.ones((2, 3), np.float32))
+    with pytest.raises(TypeError, match="sum: dim must be an integer or a sequence of integers, got 1.0"):
+        x.sum(dim=1.0)

@@ -96,6 +96,8 @@ def multiprocessors(dev: device) -> int:
 
 def resolve(spec) -> device:
     """A concrete device: a CUDA device without an index becomes the current one."""
+    if type(spec) is device and (spec.index is not None or spec.type != "cuda"):
+        return spec  # concrete already (devices are immutable): a tensor's device, passed on to a factory
     d = default_device() if spec is None else device(spec)
     if d.type in ("cpu", "meta"):
         return d

@@ -626,8 +626,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                   f"explicit softmax")
     plan_key = (layout_key(query), layout_key(key), layout_key(value), layout_key(attn_mask), is_causal, scale,
                 enable_gqa)
-    execute = _attention_plans.get(plan_key, lambda: _plan_sdpa(query, key, value, attn_mask, is_causal, scale,
-                                                                enable_gqa))
+    execute = _attention_plans.lookup(plan_key)
+    if execute is None:
+        execute = _attention_plans.get(plan_key, lambda: _plan_sdpa(query, key, value, attn_mask, is_causal, scale,
+                                                                    enable_gqa))
     return execute(query, key, value, attn_mask)
 
 

@@ -41,11 +41,14 @@ _FILL_SLOTS = (Slot("dst"), Slot("dst"), Slot("bits"))
 
 
 _SPLIT = object()  # a plan marker: more dims than the kernel indexes, copied one leading index at a time
+_EMPTY = object()  # a plan marker: no element to write
 _copy_plans = PlanCache()
 
 
 def _plan_copy(dst: Tensor, src: Tensor | None, pairs: int):
     n = dst.numel()
+    if n == 0:
+        return _EMPTY
     src_strides = src.stride() if src is not None else (0,) * dst.ndim
     shape, (dst_strides, src_strides) = S.coalesce(dst.shape, dst.stride(), src_strides)
     if len(shape) > KERNEL_MAX_RANK:
@@ -74,11 +77,12 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
     """One launch of the copy kernel writing all of ``dst``; ``src`` already broadcast to ``dst``.
     With ``pairs``, the complex side is given as its real components (``view_as_real`` then select
     0), the imaginary component one element after each."""
-    if dst.numel() == 0:
+    key = (layout_key(dst), None if src is None else layout_key(src), pairs)
+    plan = _copy_plans.lookup(key)
+    if plan is None:
+        plan = _copy_plans.get(key, lambda: _plan_copy(dst, src, pairs))
+    if plan is _EMPTY:
         return
-    key = (dst._shape, dst._strides, dst._dtype, dst.device,
-           None if src is None else (src._strides, src._dtype), pairs)
-    plan = _copy_plans.get(key, lambda: _plan_copy(dst, src, pairs))
     if plan is _SPLIT:
         for i in range(dst.shape[0]):
             _run_copy(dst[i], None if src is None else src[i], constant_bits, pairs)
@@ -91,7 +95,8 @@ def _run_copy(dst: Tensor, src: Tensor | None, constant_bits: int = 0, pairs: in
 def has_internal_overlap(t: Tensor) -> bool:
     """A broadcast (stride 0) dim: several elements share one memory location. An empty tensor has no
     elements to share one (ATen counts it dense)."""
-    return t.numel() != 0 and any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
+    strides = t._strides
+    return 0 in strides and t.numel() != 0 and any(st == 0 and n > 1 for n, st in zip(t._shape, strides))
 
 
 def check_overlap(dst: Tensor, src: Tensor) -> None:
@@ -239,7 +244,7 @@ _CLONE_RULES = {"meta": lambda a: TensorMeta(tuple(a.x.shape), a.x.dtype),
                 "cost": lambda a: Cost(bytes_read=nbytes(a.x), bytes_written=nbytes(a.x)), "bound": True}
 
 
-_converted_outputs = PlanCache()  # (input layout, dtype, whether strides are preserved) -> the output's maker
+_converted_plans = PlanCache()  # (input layout, dtype, memory format) -> ``convert(x)``, see ``_plan_converted``
 
 
 def format_strides(op: str, memory_format, shape, strides) -> tuple | None:
@@ -266,13 +271,40 @@ def _converted(x: Tensor, dt, memory_format) -> Tensor:
     ``memory_format``. Its output's maker is kept per (layout, dtype, format); the output is fresh, so none
     of ``copy_``'s checks apply."""
     name = S.memory_format_name("to", memory_format)
-    out = _converted_outputs.get((layout_key(x), dt, name), lambda: fresh_tensor_maker(
-        x.shape, dt, x.device, format_strides("to", name, x.shape, x.stride())))()
+    key = (layout_key(x), dt, name)
+    convert = _converted_plans.lookup(key)
+    if convert is None:
+        convert = _converted_plans.get(key, lambda: _plan_converted(x, dt, name))
+    return convert(x)
+
+
+def _plan_converted(x: Tensor, dt, name: str):
+    """``convert(x)`` for inputs laid out as ``x`` is: the output's maker and, for a real copy into one
+    launch, that launch, both worked out once (the output's layout follows from the input's)."""
+    make = fresh_tensor_maker(x.shape, dt, x.device, format_strides("to", name, x.shape, x.stride()))
     if x.dtype.is_complex or dt.is_complex:
-        _copy_complex(out, x)
-    else:
-        _run_copy(out, x)
-    return out
+        def convert_complex(x):
+            out = make()
+            _copy_complex(out, x)
+            return out
+        return convert_complex
+    plan = _copy_plans.get((layout_key(make()), layout_key(x), PAIRS_NONE.value),
+                           lambda: _plan_copy(make(), x, PAIRS_NONE.value))
+    if plan is _EMPTY:
+        return lambda x: make()
+    if plan is _SPLIT:
+        def convert_split(x):
+            out = make()
+            _run_copy(out, x)
+            return out
+        return convert_split
+    device = x.device
+
+    def convert(x):
+        out = make()
+        plan.launch(device, [out, x])
+        return out
+    return convert
 
 
 @register("contiguous", family="copy", aten=["aten::contiguous.default"], api=(), methods=("contiguous",),

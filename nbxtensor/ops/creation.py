@@ -9,7 +9,7 @@ import numpy as np
 import triton.language as tl
 
 from .. import shape as S
-from ..allocation import new_tensor
+from ..allocation import fresh_tensor_maker, new_tensor
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..grad_mode import refuse_requires_grad
@@ -21,6 +21,7 @@ from ..promotion import get_default_complex_dtype, get_default_dtype, promote_ty
 from ..storage import Storage
 from ..tensor import Tensor
 from .copy import fill_, format_strides
+from .plans import PlanCache
 from .registry import Cost, TensorMeta, family_samples, nbytes, register, tensor_attribute
 from .samples import Sample, Samples, by_name, operand, sample
 from .views import as_strided
@@ -53,13 +54,23 @@ def _new_meta(size, dtype) -> TensorMeta:
     return TensorMeta(S.normalize_shape(size), get_dtype(dtype) if dtype is not None else get_default_dtype())
 
 
+_row_major_makers = PlanCache()  # (shape, dtype, device) -> the maker of a fresh row-major tensor
+
+
 def _factory(name: str, aten, fill):
     """Register ``name(*size, dtype=None, device=None)``; ``fill`` is None (uninitialised) or a value."""
     def impl(*size, dtype=None, device=None, requires_grad=False, pin_memory=False, memory_format=None):
         refuse_requires_grad(requires_grad, name)
         m = _new_meta(size, dtype)
-        out = new_tensor(m.shape, m.dtype, resolve(device), _factory_strides(name, memory_format, m.shape),
-                         pinned=pin_memory)
+        dev = resolve(device)
+        if pin_memory or memory_format is not None or dev.type == "meta":
+            out = new_tensor(m.shape, m.dtype, dev, _factory_strides(name, memory_format, m.shape), pinned=pin_memory)
+        else:
+            key = (m.shape, m.dtype, dev)
+            make = _row_major_makers.lookup(key)
+            if make is None:
+                make = _row_major_makers.get(key, lambda: fresh_tensor_maker(m.shape, m.dtype, dev))
+            out = make()
         return out if fill is None else fill_(out, fill)
 
     impl.__name__ = name

@@ -45,7 +45,13 @@ def reduced_dims(ndim: int, dim, op: str) -> tuple[int, ...]:
     """The sorted dims ``dim`` names (None or an empty list: all of them), checked as ATen checks."""
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int) or hasattr(dim, "__index__") else tuple(dim)
+    if isinstance(dim, int) or hasattr(dim, "__index__"):
+        dims = (dim,)
+    else:
+        try:
+            dims = tuple(dim)
+        except TypeError:
+            raise TypeError(f"{op}: dim must be an integer or a sequence of integers, got {dim!r}") from None
     if not dims:
         return tuple(range(ndim))
     out = []
@@ -58,6 +64,16 @@ def reduced_dims(ndim: int, dim, op: str) -> tuple[int, ...]:
             raise RuntimeError(f"{op}: dim {w} appears multiple times in the list of dims")
         out.append(w)
     return tuple(sorted(d for d in out if d < ndim))
+
+
+def dim_key(dim):
+    """``dim`` (an int, None or a sequence of them) as part of a plan key: an int or None as itself, else each
+    item with its type, since ``True == 1`` as keys and a bool dim is refused where an int one is not."""
+    if dim is None or type(dim) is int:
+        return dim
+    if isinstance(dim, (list, tuple)):
+        return tuple((type(d), d) for d in dim)
+    return type(dim), dim
 
 
 def reduced_shape(shape, dims, keepdim: bool) -> tuple[int, ...]:
@@ -210,10 +226,18 @@ def _run_reduce(x: Tensor, dims, op: int, out_shape, out_dtype, acc, compute, *,
                 p: float = 0.0, correction: float = 0.0, order_matters: bool = False):
     """Launch the reduction ``op`` of ``x`` over ``dims``. Returns (out0, out1): out0 of ``out_dtype``
     (for arg ops: the values, or None), out1 the indices (arg ops) or ``second``'s dtype (None)."""
+    return _reduce_plan(x, dims, op, out_shape, out_dtype, acc, compute, second=second, values=values, p=p,
+                        correction=correction, order_matters=order_matters)(x)
+
+
+def _reduce_plan(x: Tensor, dims, op: int, out_shape, out_dtype, acc, compute, *, second=None, values=True,
+                 p: float = 0.0, correction: float = 0.0, order_matters: bool = False):
+    """``_run_reduce``'s ``execute(x) -> (out0, out1)`` for tensors laid out as ``x`` is: a plan that
+    resolves it once calls it directly."""
     key = (layout_key(x), tuple(dims) if isinstance(dims, list) else dims, op,
            tuple(out_shape), out_dtype, acc, compute, second, values, p, correction, order_matters)
     return _reduce_plans.get(key, lambda: _plan_reduce(x, dims, op, out_shape, out_dtype, acc, compute, second,
-                                                       values, p, correction, order_matters))(x)
+                                                       values, p, correction, order_matters))
 
 
 def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second, values, p, correction,
@@ -291,6 +315,16 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
     workspace = Workspace({"part0": ((parts,), acc), "part1": ((parts,), int64 if arg else acc),
                            "part2": ((parts,), acc)} if split else {})
 
+    if not split and first is not None and other is None:  # the usual call: one launch, one output
+        reduce_launch = launches[0]
+        reads_input = [name == "x" for name in reduce_launch.names]  # every other slot takes the output
+
+        def execute_single(x):
+            out0 = first()
+            reduce_launch.launch(dev, [x if is_input else out0 for is_input in reads_input])
+            return out0, None
+        return execute_single
+
     def execute(x):
         out0, out1 = outputs()
         written = out0 if out0 is not None else out1
@@ -348,15 +382,14 @@ def _simple_reduction(kind: str, op: int):
         if kind == "nansum" and out.dtype.is_integral and x.dtype.is_floating_point:
             raise RuntimeError("nansum does not support an integer result for floating-point input")
         dims = reduced_dims(x.ndim, dim, kind)
-
-        def run(x):
-            src, as_dtype = _source(x, out.dtype)
-            acc = compute_dtype(as_dtype)
-            return _run_reduce(src, dims, op, out.shape, out.dtype, acc, acc)[0]
-        return run
+        acc = compute_dtype(out.dtype)
+        if _exactly_widens(x.dtype, out.dtype):  # ``_source`` reads ``x`` itself: its plan is this layout's
+            execute = _reduce_plan(x, dims, op, out.shape, out.dtype, acc, acc)
+            return lambda x: execute(x)[0]
+        return lambda x: _run_reduce(x.to(out.dtype), dims, op, out.shape, out.dtype, acc, acc)[0]
 
     def impl(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-        key = (kind, layout_key(x), tuple(dim) if isinstance(dim, list) else dim, keepdim, dtype)
+        key = (kind, layout_key(x), dim_key(dim), keepdim, dtype)
         try:
             run = _simple_plans.lookup(key)
         except TypeError:  # a dim that does not hash: plan it for this call only
@@ -726,8 +759,14 @@ _scan_plans = PlanCache()
 
 def _run_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indices=False):
     """(out, indices or None): the inclusive scan ``scan`` of ``x`` along ``dim``."""
+    return _scan_plan(x, dim, scan, out_dtype, acc, compute, with_indices)(x)
+
+
+def _scan_plan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indices=False):
+    """``_run_scan``'s ``execute(x)`` for tensors laid out as ``x`` is: a plan that resolves it once calls it
+    directly."""
     key = (layout_key(x), dim, scan, out_dtype, acc, compute, with_indices)
-    return _scan_plans.get(key, lambda: _plan_scan(x, dim, scan, out_dtype, acc, compute, with_indices))(x)
+    return _scan_plans.get(key, lambda: _plan_scan(x, dim, scan, out_dtype, acc, compute, with_indices))
 
 
 def _plan_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_indices):
@@ -839,13 +878,31 @@ def _chunked_scan_workspace(shape, dim: int) -> int:
     return Workspace.bytes_for([((rows * chunks,), _dt("int64"))]) if chunks > 1 else 0
 
 
+_scan_calls = PlanCache()
+
+
 def _scan_op(kind: str, scan: int):
-    def impl(x: Tensor, dim: int, *, dtype=None) -> Tensor:
+    def plan(x: Tensor, dim: int, dtype):
+        """``run(x)`` for tensors laid out as ``x`` is, the call's checks and dtypes worked out once."""
         _check_supported(x, kind)
         out = _scan_result(kind, x, dim, dtype)
-        src, as_dtype = _source(x, out.dtype)
-        acc = compute_dtype(as_dtype)
-        return _run_scan(src, S.wrap_dim(dim, x.ndim), scan, out.dtype, acc, acc)[0]
+        d = S.wrap_dim(dim, x.ndim)
+        acc = compute_dtype(out.dtype)
+        if _exactly_widens(x.dtype, out.dtype):  # ``_source`` reads ``x`` itself: its plan is this layout's
+            execute = _scan_plan(x, d, scan, out.dtype, acc, acc)
+            return lambda x: execute(x)[0]
+        return lambda x: _run_scan(x.to(out.dtype), d, scan, out.dtype, acc, acc)[0]
+
+    def impl(x: Tensor, dim: int, *, dtype=None) -> Tensor:
+        key = (kind, layout_key(x), dim_key(dim), dtype)
+        try:
+            run = _scan_calls.lookup(key)
+        except TypeError:  # a dim that does not hash: plan it for this call only
+            return plan(x, dim, dtype)(x)
+        if run is None:
+            run = plan(x, dim, dtype)
+            _scan_calls.put(key, run)
+        return run(x)
     impl.__name__ = kind
     return impl
 

@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 
 from .. import shape as S
-from ..allocation import Workspace, new_tensor
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor
 from ..device import backend_for, multiprocessors
 from ..dtypes import get_dtype
 from ..kernels import sort as K
@@ -117,12 +117,17 @@ def _select_rows(rows: Tensor, k: int, descending: bool, op: str):
         # the k first are sorted by one program, so k this large sorts the whole row
         values, indices = _sort_long_rows(rows, _select_flags(rows, descending, op))
         return (values, indices) if k == n else (values[:, :k].contiguous(), indices[:, :k].contiguous())
-    tensors = {"rows": rows, "values": new_tensor((count, k), rows.dtype, dev),
-               "indices": new_tensor((count, k), _I64, dev)}
-    if count and k:
-        launches, workspace = _select_plans.get((layout_key(rows), k, descending, op),
-                                                lambda: _plan_select(rows, k, _select_flags(rows, descending, op)))
-        run_launches(dev, launches, workspace, tensors)
+    if not (count and k):
+        return new_tensor((count, k), rows.dtype, dev), new_tensor((count, k), _I64, dev)
+    key = (layout_key(rows), k, descending, op)
+    plan = _select_plans.lookup(key)
+    if plan is None:
+        plan = _select_plans.get(key, lambda: (*_plan_select(rows, k, _select_flags(rows, descending, op)),
+                                               fresh_tensor_maker((count, k), rows.dtype, dev),
+                                               fresh_tensor_maker((count, k), _I64, dev)))
+    launches, workspace, make_values, make_indices = plan
+    tensors = {"rows": rows, "values": make_values(), "indices": make_indices()}
+    run_launches(dev, launches, workspace, tensors)
     return tensors["values"], tensors["indices"]
 
 
