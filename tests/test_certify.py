@@ -213,8 +213,8 @@ def _plant(monkeypatch, wrong_block_k: int, good: bool = True, good_first: bool 
     after it unless ``good`` is False (before it with ``good_first``)."""
     usual = matmul_plans.gemm_candidates
 
-    def candidates(facts, m, n, k, dtype, single=False):
-        first = usual(facts, m, n, k, dtype, single=single)[0]
+    def candidates(facts, m, n, k, dtype, **options):
+        first = usual(facts, m, n, k, dtype, **options)[0]
         wrong = [dict(first, BLOCK_K=wrong_block_k)]
         return [first] + wrong if good_first else wrong + ([first] if good else [])
 
@@ -272,7 +272,7 @@ def test_a_key_whose_every_candidate_is_wrong_stays_uncertified(monkeypatch):
 
 def test_a_candidate_that_fails_to_run_is_refused_with_its_reason(monkeypatch, tmp_path):
     usual = matmul_plans.gemm_candidates
-    monkeypatch.setattr(matmul_plans, "gemm_candidates", lambda facts, m, n, k, dtype, single=False: [
+    monkeypatch.setattr(matmul_plans, "gemm_candidates", lambda facts, m, n, k, dtype, **options: [
         dict(usual(facts, m, n, k, dtype)[0], BLOCK_K=24), *usual(facts, m, n, k, dtype)])  # not a power of two
     report = certify.certify_key(PRODUCT_KEY, "cpu")
     assert report["status"] == "certified"
