@@ -911,5 +911,14 @@ _SAMPLES = {
                             sample(operand(1, 2, 4), operand(2, 3, 2), None, (2,), (1,), (1,), True, (1,), 1))),
     **{f"conv{n}d": _conv_samples(n, False) for n in (1, 2, 3)},
     **{f"conv_transpose{n}d": _conv_samples(n, True) for n in (1, 2, 3)},
+    # the norm's vectors: weight, bias, running mean, running variance (positive)
+    _NORMED: Samples((sample(operand(1, 2, 4, 4), operand(3, 2, 2, 2), operand(3), (1, 1), (0, 0), (1, 1), False, (0, 0),
+                             1, operand(3), operand(3), operand(3), operand(3, values="positive"), 1e-5,
+                             activation="relu"),
+                      sample(operand(2, 4, 3, 3), operand(4, 4, 1, 1), None, (1, 1), (0, 0), (1, 1), False, (0, 0), 1,
+                             operand(4), operand(4), operand(4), operand(4, values="positive"), 1e-3,
+                             activation="silu"),
+                      sample(operand(1, 2, 5), operand(2, 3, 2), None, (2,), (1,), (1,), True, (1,), 1, operand(3),
+                             operand(3), operand(3), operand(3, values="positive"), 1e-5))),
 }
 family_samples("convolution", by_name(_SAMPLES))
