@@ -22,8 +22,10 @@ run there times the models alone; on a cold one, CONV_MODELS_ONLY narrows the fi
 ends, a table last. CONV_MODELS_SECONDS (default 150) bounds the run: models left when it has passed are
 skipped and counted (the order puts the acceptance's first); CONV_MODELS_ONLY=a,b keeps the cases whose
 name holds one of those words; CONV_MODELS_CUDNN_BENCHMARK=0 leaves cuDNN's own tuning off (on by
-default: the eager baseline at its best). ``--cpu-smoke``: the models at the tests' tiny sizes, float32,
-on the CPU device (kernels interpreted), host clock: the script runs."""
+default: the eager baseline at its best); CONV_MODELS_FUSE=0 loads the graphs unfused
+(``graph.load(fuse=False)``: every batch norm and activation a pass of its own), to time what fusing saves.
+``--cpu-smoke``: the models at the tests' tiny sizes, float32, on the CPU device (kernels interpreted), host
+clock: the script runs."""
 from __future__ import annotations
 
 import argparse
@@ -172,7 +174,8 @@ def main(argv=None):
                     dynamic = ({0: torch.export.Dim("batch", min=1, max=64)},) if kind == "resnet50" else None
                     export_start = time.perf_counter()
                     model = graph.load(export(module, example, os.path.join(scratch, "_".join(map(str, key))),
-                                              dynamic_shapes=dynamic), device=device)
+                                              dynamic_shapes=dynamic), device=device,
+                                       fuse=os.environ.get("CONV_MODELS_FUSE", "1") == "1")
                     print(f"{name}: exported and loaded in {time.perf_counter() - export_start:.1f} s "
                           f"({len(model.steps)} steps, fused at load {model.fusions}, weights "
                           f"{model.weight_bytes() / 2**20:.0f} MiB)", flush=True)
