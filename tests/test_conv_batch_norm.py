@@ -195,6 +195,8 @@ def test_bad_norm_arguments_are_named(rng):
         fused_op(x, w, None, *conv, *good, _EPS, "gelu")
     with pytest.raises(ValueError, match="eps must be a non-negative number"):
         fused_op(x, w, None, *conv, *good, -1.0)
+    with pytest.raises(RuntimeError, match="expected a batched input"):
+        fused_op(x[0], w, None, *conv, *good, _EPS)
 
 
 def _conv_norm_graph(g, x, cout, training, activation, weights, dtype="float32"):

@@ -181,7 +181,10 @@ def _convolution_batch_norm(c, graph):
     convolved = {"tensor": c["@conv"]}
     shape = _shape(graph, convolved)
     vectors = [c[f"${name}"] for name in _NORM_VECTORS]
-    if len(shape) < 2 or type(shape[1]) is not int or any(_tensor(v) is None for v in vectors):
+    weight = c["$weight"]
+    if _tensor(weight) is None or len(shape) != len(_shape(graph, weight)) or type(shape[1]) is not int:
+        return None  # an unbatched convolution's dim 1 is not its channels
+    if any(_tensor(v) is None for v in vectors):
         return None
     if any(_shape(graph, v) != [shape[1]] for v in vectors) or len({_dtype(graph, v) for v in vectors}) != 1:
         return None

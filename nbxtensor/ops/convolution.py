@@ -815,7 +815,10 @@ def _normed_result(input, weight, bias, stride, padding, dilation, transposed, o
     """The fused op's result, its norm's arguments checked: four vectors of one float dtype, one value an
     output channel, and a known activation."""
     out = _conv_result(_NORMED, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
-    channels = out.shape[-(len(weight.shape) - 1)]
+    if len(input.shape) != len(weight.shape):
+        raise RuntimeError(f"{_NORMED}: expected a batched input (N, C, ...), got size {list(input.shape)}: a batch "
+                           "norm's channels are dim 1")
+    channels = out.shape[1]
     vectors = {"running_mean": running_mean, "running_var": running_var, "norm_weight": norm_weight,
                "norm_bias": norm_bias}
     for name, vector in vectors.items():
