@@ -556,12 +556,16 @@ class _NormEpilogue:
 
 
 def _convolution(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
-                 norm: _NormEpilogue | None = None, norm_tensors: tuple = ()):
+                 norm: _NormEpilogue | None = None, norm_tensors: tuple = (), check=None):
+    """The convolution through its plan for these layouts; ``check()``, where given, validates the call before
+    a plan is made (a planned layout has passed it)."""
     key = (op, layout_key(input), layout_key(weight), layout_key(bias), _hashable(stride), _hashable(padding),
            _hashable(dilation), bool(transposed), _hashable(output_padding), groups, norm,
            *map(layout_key, norm_tensors))
     plan = _plans.lookup(key)
     if plan is None:  # layout keys name the device, so the operands of a planned call share one
+        if check is not None:
+            check()
         for t in (weight, bias, *norm_tensors):
             if t is not None and t.device != input.device:
                 raise RuntimeError(f"{op}: expected all tensors on one device, got {input.device} and {t.device}")
@@ -886,11 +890,12 @@ def convolution_batch_norm(input: Tensor, weight: Tensor, bias, stride, padding,
     in float32 in the convolution's epilogue and rounded once to the input's dtype (``graph/fuse.py`` makes
     it of a graph's chain). The 1x1 route through the product applies the norm and the activation after
     it, as their own ops."""
-    _normed_result(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, norm_weight,
-                   norm_bias, running_mean, running_var, eps, activation)
-    norm = _NormEpilogue(float(eps), activation, running_mean.dtype)
+    vectors = (running_mean, running_var, norm_weight, norm_bias)
+    norm = _NormEpilogue(eps, activation, None if running_mean is None else running_mean.dtype)
     return _convolution(_NORMED, input, weight, bias, stride, padding, dilation, transposed, output_padding,
-                        groups, norm, (running_mean, running_var, norm_weight, norm_bias))
+                        groups, norm, vectors, lambda: _normed_result(
+                            input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
+                            norm_weight, norm_bias, running_mean, running_var, eps, activation))
 
 
 # ---- samples ---------------------------------------------------------------------------------------
