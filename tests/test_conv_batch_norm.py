@@ -27,6 +27,7 @@ _DTYPES = ["float32", "float16", "bfloat16"]
 _UNIT = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 _F32 = 2.0 ** -24
 _EPS = 1e-5
+_ACTIVATIONS = ("relu", "silu", "none", "relu6", "hardswish")
 
 fused_op = get("convolution_batch_norm").impl
 
@@ -55,6 +56,10 @@ def _activate(y, activation):
         return np.maximum(y, 0)
     if activation == "silu":
         return y / (1 + np.exp(-y))
+    if activation == "relu6":
+        return np.clip(y, 0, 6)
+    if activation == "hardswish":
+        return y * np.clip(y + 3, 0, 6) / 6
     return y
 
 
@@ -70,7 +75,7 @@ def _expected(x, w, b, vectors, case, activation, rounded_to=None):
     """(the float64 result, the bound on a fused result's error before its last rounding), element by element;
     ``rounded_to``: the dtype the convolution's result is rounded to before the norm (the 1x1 product route,
     which applies the norm and the activation after it), one more rounding of |convolution| * |scale|, and
-    for silu one of the norm's result (silu's slope is below 1.1)."""
+    one of the norm's result where the activation is not exact."""
     _, wsh, stride, padding, dilation, groups, transposed, _ = case
     weight, shift, mean, var = (np.asarray(v, np.float64).reshape(-1, *(1,) * (len(wsh) - 2)) for v in vectors)
     convolved = reference(x, w, b, stride, padding, dilation, groups, transposed)
@@ -79,16 +84,17 @@ def _expected(x, w, b, vectors, case, activation, rounded_to=None):
     scale = weight / np.sqrt(var + _EPS)
     normed = (convolved - mean) * scale + shift
     k_terms = int(np.prod(wsh[1:])) * (x.shape[1] if transposed else 1) + 1
-    # the norm's float32 terms and the activation's own work (silu's exp and division) a few roundings each;
-    # silu's slope (below 1.1) carries the error before it
+    # the norm's float32 terms and the activation's own work (silu's exp and division, hardswish's product
+    # and division) a few roundings each; their slopes (silu's below 1.1, hardswish's at most 1.5) carry the
+    # error before them
     float32_error = (k_terms * _F32 * magnitude * np.abs(scale)
                      + 8 * _F32 * (np.abs(convolved - mean) * np.abs(scale) + np.abs(shift) + np.abs(mean * scale)))
-    if activation == "silu":
-        float32_error = 1.1 * float32_error
+    slope = {"silu": 1.1, "hardswish": 1.5}.get(activation, 1)
+    float32_error = slope * float32_error
     if rounded_to is not None:
         float32_error = float32_error + _UNIT[rounded_to] * np.abs(convolved) * np.abs(scale)
-        if activation == "silu":
-            float32_error = float32_error + 1.1 * _UNIT[rounded_to] * np.abs(normed)
+        if activation not in ("none", "relu"):  # the norm's result rounded too before the activation
+            float32_error = float32_error + slope * _UNIT[rounded_to] * np.abs(normed)
     return _activate(normed, activation), float32_error
 
 
@@ -120,7 +126,7 @@ def test_fused_matches_the_float64_reference(route, dtype, channels_last, rng):
     case = ROUTES[route]
     if channels_last and len(case[0]) not in (4, 5):
         pytest.skip("channels-last is a 4-D and 5-D layout")
-    activation = ("relu", "silu", "none")[(sorted(ROUTES).index(route) + _DTYPES.index(dtype)) % 3]
+    activation = _ACTIVATIONS[(sorted(ROUTES).index(route) + _DTYPES.index(dtype)) % len(_ACTIVATIONS)]
     operands = _operands(case, dtype, rng, bias=route != "product")
     plans.clear_all()
     with capture() as captured:
@@ -210,6 +216,8 @@ def _conv_norm_graph(g, x, cout, training, activation, weights, dtype="float32")
     normed = g.op("aten::batch_norm.default", [conv, *vectors, training, 0.1, _EPS, True], [2, cout, 5, 4], dtype)
     if activation is None:
         return normed
+    if activation == "relu6":  # as torch.export writes nn.ReLU6
+        return g.op("aten::hardtanh.default", [normed, 0.0, 6.0], [2, cout, 5, 4], dtype)
     return g.op(f"aten::{activation}.default", [normed], [2, cout, 5, 4], dtype)
 
 
@@ -219,9 +227,9 @@ def _graph_weights(cin, cout, rng):
             "bias": shift.astype(np.float32), "mean": mean.astype(np.float32), "var": var.astype(np.float32)}
 
 
-@pytest.mark.parametrize("activation", ["relu", "silu", None])
+@pytest.mark.parametrize("activation", ["relu", "silu", "relu6", "hardswish", None])
 def test_a_graph_folds_the_norm_and_activation_into_the_convolution(activation, tmp_path, rng):
-    """convolution, inference batch_norm and relu/silu load as one step; its launch keys are the
+    """convolution, inference batch_norm and relu/silu/relu6/hardswish load as one step; its launch keys are the
     convolution's (the census's); values within the fused op's bound."""
     cin, cout = 16, 24
     weights = _graph_weights(cin, cout, rng)

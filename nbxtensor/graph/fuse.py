@@ -205,6 +205,9 @@ def _activated_convolution(activation: str):
 
 
 _NORMED_ARGUMENTS = (*_CONVOLUTION_ARGUMENTS, *_NORM_VECTORS, "eps")
+# the activations the fused convolution applies: (its name there, the op an export writes, its arguments)
+_ACTIVATIONS = (("relu", "aten::relu.default", ()), ("silu", "aten::silu.default", ()),
+                ("relu6", "aten::hardtanh.default", (0, 6)), ("hardswish", "aten::hardswish.default", ()))
 # how an export spells an inference batch norm of ``@conv``: its op and arguments (``False``: training)
 _INFERENCE_BATCH_NORMS = (
     ("aten::_native_batch_norm_legit_no_training.default", ("$momentum", "$eps")),
@@ -294,8 +297,8 @@ PATTERNS = (
     *(Pattern("convolution_batch_norm_activation", (
         Node("normed", "nbx::convolution_batch_norm", tuple(f"${name}" for name in _NORMED_ARGUMENTS),
              (("activation", "none"),)),
-        Node("out", f"aten::{activation}.default", ("@normed",)),
-    ), ("out",), _activated_convolution(activation)) for activation in ("relu", "silu")),
+        Node("out", op, ("@normed", *arguments)),
+    ), ("out",), _activated_convolution(activation)) for activation, op, arguments in _ACTIVATIONS),
 )
 
 

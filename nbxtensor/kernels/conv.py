@@ -42,6 +42,8 @@ from .ieee import div, sqrt
 ACT_NONE = tl.constexpr(0)
 ACT_RELU = tl.constexpr(1)
 ACT_SILU = tl.constexpr(2)
+ACT_RELU6 = tl.constexpr(3)
+ACT_HARDSWISH = tl.constexpr(4)
 
 
 @triton.jit
@@ -57,11 +59,16 @@ def _norm_parameters(c, c_ok, mean, var, weight, shift, eps, NORM_FORMAT: tl.con
 
 @triton.jit
 def _activated(y, ACTIVATION: tl.constexpr):
-    """``y`` through ACTIVATION; relu keeps a NaN, as torch's does."""
+    """``y`` through ACTIVATION; each keeps a NaN, as torch's do (comparisons, not minimum and maximum)."""
     if ACTIVATION == ACT_RELU:
         return tl.where(y < 0, 0.0, y)
     elif ACTIVATION == ACT_SILU:
         return div(y, 1 + libdevice.exp(-y))
+    elif ACTIVATION == ACT_RELU6:
+        return tl.where(y < 0, 0.0, tl.where(y > 6, 6.0, y))
+    elif ACTIVATION == ACT_HARDSWISH:
+        shifted = y + 3
+        return div(y * tl.where(shifted < 0, 0.0, tl.where(shifted > 6, 6.0, shifted)), tl.zeros_like(y) + 6.0)
     else:
         return y
 

@@ -541,7 +541,11 @@ def _hashable(value):
 
 
 # the activations a fused batch norm may take: their codes in the kernels' epilogues
-ACTIVATIONS = {"none": K.ACT_NONE.value, "relu": K.ACT_RELU.value, "silu": K.ACT_SILU.value}
+ACTIVATIONS = {"none": K.ACT_NONE.value, "relu": K.ACT_RELU.value, "silu": K.ACT_SILU.value,
+               "relu6": K.ACT_RELU6.value, "hardswish": K.ACT_HARDSWISH.value}
+# each activation as an in-place op and its arguments after the tensor, for the route whose epilogue has none
+_IN_PLACE_ACTIVATIONS = {"relu": ("relu_", ()), "silu": ("silu_", ()), "relu6": ("hardtanh_", (0.0, 6.0)),
+                         "hardswish": ("hardswish_", ())}
 _NORM_CONSTEXPRS = ("NORM", "NORM_FORMAT", "ACTIVATION")
 _NORM_TENSORS = ("norm_mean", "norm_var", "norm_weight", "norm_bias")
 
@@ -621,7 +625,10 @@ def _norm_after(convolve, norm: _NormEpilogue):
     """``execute`` of a route whose epilogue takes no norm (the 1x1 product's): the convolution into a
     temporary, then the batch norm and the activation (in place) as their own ops."""
     batch_norm = get("batch_norm").impl
-    activate = None if norm.activation == "none" else get(norm.activation + "_").impl
+    activate, arguments = None, ()
+    if norm.activation != "none":
+        name, arguments = _IN_PLACE_ACTIVATIONS[norm.activation]
+        activate = get(name).impl
 
     def execute(input, weight, bias, norm_tensors):
         mean, var, norm_weight, norm_bias = norm_tensors
@@ -629,7 +636,7 @@ def _norm_after(convolve, norm: _NormEpilogue):
             convolved = convolve(input, weight, bias)
         out = batch_norm(convolved, mean, var, norm_weight, norm_bias, False, 0.1, norm.eps)
         if activate is not None:
-            activate(out)
+            activate(out, *arguments)
         return out
     return execute
 
