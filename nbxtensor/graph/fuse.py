@@ -289,7 +289,7 @@ PATTERNS = (
              tuple(f"${name}" for name in _POOL_ARGUMENTS[:count])),
     ), ("out",), _max_pool(nd)) for nd in (1, 2, 3) for count in range(2, len(_POOL_ARGUMENTS) + 1)),
     # a convolution, then an inference batch norm (never a training one: its batch statistics need the whole
-    # output first), in one step; then the activation that alone reads it
+    # output first), in one step; then the activation (relu, silu, relu6, hardswish) that alone reads it
     *(Pattern("convolution_batch_norm", (
         Node("conv", "aten::convolution.default", tuple(f"${name}" for name in _CONVOLUTION_ARGUMENTS)),
         Node("out", norm, ("@conv", "$norm_weight", "$norm_bias", "$running_mean", "$running_var", *rest)),

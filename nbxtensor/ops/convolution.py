@@ -896,7 +896,7 @@ def convolution_batch_norm(input: Tensor, weight: Tensor, bias, stride, padding,
     """``activation(batch_norm(convolution(...)))`` with the norm's running statistics (inference), computed
     in float32 in the convolution's epilogue and rounded once to the input's dtype (``graph/fuse.py`` makes
     it of a graph's chain). The 1x1 route through the product applies the norm and the activation after
-    it, as their own ops."""
+    it, as their own ops. ``activation``: none, relu, silu, relu6 or hardswish."""
     vectors = (running_mean, running_var, norm_weight, norm_bias)
     norm = _NormEpilogue(eps, activation, None if running_mean is None else running_mean.dtype)
     return _convolution(_NORMED, input, weight, bias, stride, padding, dilation, transposed, output_padding,
