@@ -22,8 +22,11 @@ run there times the models alone; on a cold one, CONV_MODELS_ONLY narrows the fi
 ends, a table last. CONV_MODELS_SECONDS (default 150) bounds the run: models left when it has passed are
 skipped and counted (the order puts the acceptance's first); CONV_MODELS_ONLY=a,b keeps the cases whose
 name holds one of those words; CONV_MODELS_CUDNN_BENCHMARK=0 leaves cuDNN's own tuning off (on by
-default: the eager baseline at its best). ``--cpu-smoke``: the models at the tests' tiny sizes, float32,
-on the CPU device (kernels interpreted), host clock: the script runs."""
+default: the eager baseline at its best); CONV_MODELS_FUSE=0 loads the graphs without the
+convolution_batch_norm fusion (every batch norm and activation a pass of its own; the other fusions kept), to
+time what it saves.
+``--cpu-smoke``: the models at the tests' tiny sizes, float32, on the CPU device (kernels interpreted), host
+clock: the script runs."""
 from __future__ import annotations
 
 import argparse
@@ -99,6 +102,20 @@ def _relative_error(torch, got, reference) -> float:
     return float((got - reference).abs().max() / reference.abs().max().clamp_min(1e-30))
 
 
+def _load(graph, directory, device, fuse_convolutions: bool):
+    """The loaded graph; without ``fuse_convolutions``, its convolutions, batch norms and activations apart."""
+    if fuse_convolutions:
+        return graph.load(directory, device=device)
+    from nbxtensor.graph import fuse as fusion, graph as loading
+    kept = tuple(p for p in fusion.PATTERNS if not p.name.startswith("convolution_batch_norm"))
+    fuse_steps = loading.fuse_steps
+    loading.fuse_steps = lambda model, steps: fusion.fuse(model, steps, kept)
+    try:
+        return graph.load(directory, device=device)
+    finally:
+        loading.fuse_steps = fuse_steps
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cpu-smoke", action="store_true",
@@ -171,8 +188,9 @@ def main(argv=None):
                     example = tuple(placed(t) for t in make_inputs(2 if kind == "resnet50" else batch))
                     dynamic = ({0: torch.export.Dim("batch", min=1, max=64)},) if kind == "resnet50" else None
                     export_start = time.perf_counter()
-                    model = graph.load(export(module, example, os.path.join(scratch, "_".join(map(str, key))),
-                                              dynamic_shapes=dynamic), device=device)
+                    model = _load(graph, export(module, example, os.path.join(scratch, "_".join(map(str, key))),
+                                                dynamic_shapes=dynamic), device,
+                                  os.environ.get("CONV_MODELS_FUSE", "1") == "1")
                     print(f"{name}: exported and loaded in {time.perf_counter() - export_start:.1f} s "
                           f"({len(model.steps)} steps, fused at load {model.fusions}, weights "
                           f"{model.weight_bytes() / 2**20:.0f} MiB)", flush=True)

@@ -93,6 +93,9 @@ def test_a_model_runs_and_replays_as_torch(name, tmp_path, monkeypatch):
     make, make_inputs = MODELS[name]
     module, inputs = _seeded(make), make_inputs()
     model = _exported(module, inputs, tmp_path)
+    if name.startswith("resnet"):  # every batch norm in its convolution's epilogue, and the ReLUs right after
+        assert model.fusions["convolution_batch_norm"] == 16
+        assert model.fusions["convolution_batch_norm_activation"] == 9
     with torch.no_grad():
         _expect_like(run_in_census(model, [t.numpy() for t in inputs]), module(*inputs))
         ours = [_as_nbx(t) for t in inputs]

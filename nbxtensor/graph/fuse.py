@@ -168,6 +168,54 @@ def _max_pool(nd: int):
                                                                if f"${name}" in c], {})
 
 
+# aten::convolution's arguments, in order, and a batch norm's vectors, in the fused op's order
+_CONVOLUTION_ARGUMENTS = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding",
+                          "groups")
+_NORM_VECTORS = ("norm_weight", "norm_bias", "running_mean", "running_var")
+_NORM_DTYPES = frozenset(("float32", "float16", "bfloat16"))
+
+
+def _convolution_batch_norm(c, graph):
+    """A convolution whose result only an inference batch norm reads: one step, the norm in its epilogue,
+    where the norm's vectors are tensors of one float dtype, one value a channel of the convolution's output."""
+    convolved = {"tensor": c["@conv"]}
+    shape = _shape(graph, convolved)
+    vectors = [c[f"${name}"] for name in _NORM_VECTORS]
+    weight = c["$weight"]
+    if _tensor(weight) is None or len(shape) != len(_shape(graph, weight)) or type(shape[1]) is not int:
+        return None  # an unbatched convolution's dim 1 is not its channels
+    if any(_tensor(v) is None for v in vectors):
+        return None
+    if any(_shape(graph, v) != [shape[1]] for v in vectors) or len({_dtype(graph, v) for v in vectors}) != 1:
+        return None
+    if (_dtype(graph, vectors[0]) not in _NORM_DTYPES
+            or _dtype(graph, convolved) != _dtype(graph, {"tensor": c["@out"]})):
+        return None
+    eps = c["$eps"]
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool):
+        return None
+    return ("nbx::convolution_batch_norm",
+            [*(c[f"${name}"] for name in _CONVOLUTION_ARGUMENTS), *vectors, float(eps)], {"activation": "none"})
+
+
+def _activated_convolution(activation: str):
+    """A fused convolution and batch norm whose result only ``activation`` reads: the activation too."""
+    return lambda c, graph: ("nbx::convolution_batch_norm", [c[f"${name}"] for name in _NORMED_ARGUMENTS],
+                             {"activation": activation})
+
+
+_NORMED_ARGUMENTS = (*_CONVOLUTION_ARGUMENTS, *_NORM_VECTORS, "eps")
+# the activations the fused convolution applies: (its name there, the op an export writes, its arguments)
+_ACTIVATIONS = (("relu", "aten::relu.default", ()), ("silu", "aten::silu.default", ()),
+                ("relu6", "aten::hardtanh.default", (0, 6)), ("hardswish", "aten::hardswish.default", ()))
+# how an export spells an inference batch norm of ``@conv``: its op and arguments (``False``: training)
+_INFERENCE_BATCH_NORMS = (
+    ("aten::_native_batch_norm_legit_no_training.default", ("$momentum", "$eps")),
+    ("aten::_native_batch_norm_legit.default", (False, "$momentum", "$eps")),
+    ("aten::native_batch_norm.default", (False, "$momentum", "$eps")),
+    ("aten::batch_norm.default", (False, "$momentum", "$eps", "$cudnn")),
+)
+
 # aten::max_pool{1,2,3}d_with_indices's arguments, in order; an export writes those before the last it sets
 _POOL_ARGUMENTS = ("x", "kernel_size", "stride", "padding", "dilation", "ceil_mode")
 
@@ -240,6 +288,17 @@ PATTERNS = (
         Node("out", f"aten::max_pool{nd}d_with_indices.default",
              tuple(f"${name}" for name in _POOL_ARGUMENTS[:count])),
     ), ("out",), _max_pool(nd)) for nd in (1, 2, 3) for count in range(2, len(_POOL_ARGUMENTS) + 1)),
+    # a convolution, then an inference batch norm (never a training one: its batch statistics need the whole
+    # output first), in one step; then the activation (relu, silu, relu6, hardswish) that alone reads it
+    *(Pattern("convolution_batch_norm", (
+        Node("conv", "aten::convolution.default", tuple(f"${name}" for name in _CONVOLUTION_ARGUMENTS)),
+        Node("out", norm, ("@conv", "$norm_weight", "$norm_bias", "$running_mean", "$running_var", *rest)),
+    ), ("out",), _convolution_batch_norm) for norm, rest in _INFERENCE_BATCH_NORMS),
+    *(Pattern("convolution_batch_norm_activation", (
+        Node("normed", "nbx::convolution_batch_norm", tuple(f"${name}" for name in _NORMED_ARGUMENTS),
+             (("activation", "none"),)),
+        Node("out", op, ("@normed", *arguments)),
+    ), ("out",), _activated_convolution(activation)) for activation, op, arguments in _ACTIVATIONS),
 )
 
 

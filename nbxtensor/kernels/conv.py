@@ -25,11 +25,52 @@ copies an NCHW operand channels-innermost for the kernels' staged settings: 16-b
 from NCHW are gathered element by element, which the compiler cannot turn into asynchronous copies, so the
 implicit GEMM's loop is not pipelined; staged, its tiles are (and a depthwise weight, staged, gives each
 tap's channel block as one run). Every kernel reads the bias through its stride ``b_s``.
+
+With ``NORM`` the epilogue also applies an inference batch norm and an activation (``ACT_*``) per output
+channel, on the float32 accumulator before its one rounding to the output's dtype: the norm's scale
+w / sqrt(var + eps) is formed per tile from the running statistics, correctly rounded.
 """
 import triton
 import triton.language as tl
 
+from triton.language.extra import libdevice
+
 from .formats import decode, encode
+from .ieee import div, sqrt
+
+# the activation after a fused batch norm
+ACT_NONE = tl.constexpr(0)
+ACT_RELU = tl.constexpr(1)
+ACT_SILU = tl.constexpr(2)
+ACT_RELU6 = tl.constexpr(3)
+ACT_HARDSWISH = tl.constexpr(4)
+
+
+@triton.jit
+def _norm_parameters(c, c_ok, mean, var, weight, shift, eps, NORM_FORMAT: tl.constexpr):
+    """(mean, scale, shift) of output channels ``c`` as float32: the norm maps y to (y - mean) * scale +
+    shift, scale = weight / sqrt(var + eps)."""
+    m = decode(tl.load(mean + c, mask=c_ok, other=0), NORM_FORMAT).to(tl.float32)
+    v = decode(tl.load(var + c, mask=c_ok, other=1), NORM_FORMAT).to(tl.float32)
+    w = decode(tl.load(weight + c, mask=c_ok, other=1), NORM_FORMAT).to(tl.float32)
+    b = decode(tl.load(shift + c, mask=c_ok, other=0), NORM_FORMAT).to(tl.float32)
+    return m, div(w, sqrt(v + eps)), b
+
+
+@triton.jit
+def _activated(y, ACTIVATION: tl.constexpr):
+    """``y`` through ACTIVATION; each keeps a NaN, as torch's do (comparisons, not minimum and maximum)."""
+    if ACTIVATION == ACT_RELU:
+        return tl.where(y < 0, 0.0, y)
+    elif ACTIVATION == ACT_SILU:
+        return div(y, 1 + libdevice.exp(-y))
+    elif ACTIVATION == ACT_RELU6:
+        return tl.where(y < 0, 0.0, tl.where(y > 6, 6.0, y))
+    elif ACTIVATION == ACT_HARDSWISH:
+        shifted = y + 3
+        return div(y * tl.where(shifted < 0, 0.0, tl.where(shifted > 6, 6.0, shifted)), tl.zeros_like(y) + 6.0)
+    else:
+        return y
 
 
 @triton.jit
@@ -212,7 +253,8 @@ def _prefetched_step(acc, a, w_base, n_ok, rk, t, chunks, CIN_G, w_s_in, w_sd, w
 
 
 @triton.jit
-def conv_implicit_gemm(x, w, bias, out, partial, b_s, M, COUT_G, CIN_G, steps_per_split, OD, OH, OW, ID, IH, IW,
+def conv_implicit_gemm(x, w, bias, out, partial, b_s, mean, var, norm_w, norm_b, eps,
+                       M, COUT_G, CIN_G, steps_per_split, OD, OH, OW, ID, IH, IW,
                        sd, sh, sw, pd, ph, pw, dd, dh, dw,
                        x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
                        o_sn, o_sc, o_sd, o_sh, o_sw,
@@ -223,7 +265,8 @@ def conv_implicit_gemm(x, w, bias, out, partial, b_s, M, COUT_G, CIN_G, steps_pe
                        TRANSPOSED: tl.constexpr,
                        HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
                        BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                       INTERPRETED: tl.constexpr):
+                       INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr,
+                       ACTIVATION: tl.constexpr):
     """out[n, g * COUT_G + j, o] = bias + sum over c < CIN_G and kernel positions of x * w; program
     (tile, g) takes one BLOCK_M x BLOCK_N tile of group g. STEPPED: program (tile, g, s) takes reduction
     steps s * steps_per_split onwards; with SPLIT it writes partial[s, position, g * COUT_G + j] (float32,
@@ -325,15 +368,19 @@ def conv_implicit_gemm(x, w, bias, out, partial, b_s, M, COUT_G, CIN_G, steps_pe
         if HAS_BIAS:
             bv = decode(tl.load(bias + co * b_s, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
             acc = acc + bv[None, :]
+        if NORM:
+            n_mean, n_scale, n_shift = _norm_parameters(co, n_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
+            acc = _activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
         value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
         o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
         tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & n_ok[None, :])
 
 
 @triton.jit
-def conv_split_sum(partial, bias, out, b_s, M, COUT, OD, OH, OW, o_sn, o_sc, o_sd, o_sh, o_sw,
-                   SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, HAS_BIAS: tl.constexpr,
-                   BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
+def conv_split_sum(partial, bias, out, b_s, mean, var, norm_w, norm_b, eps, M, COUT, OD, OH, OW, o_sn, o_sc, o_sd,
+                   o_sh, o_sw, SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr,
+                   HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                   NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """out[position, c] = bias + the SPLITS partial[s, position, c] added in order s = 0, 1, ...; program
     (i, j) takes BLOCK_M positions x BLOCK_C channels."""
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -346,6 +393,9 @@ def conv_split_sum(partial, bias, out, b_s, M, COUT, OD, OH, OW, o_sn, o_sc, o_s
     if HAS_BIAS:
         bv = decode(tl.load(bias + co * b_s, mask=co < COUT, other=0), BIAS_FORMAT).to(tl.float32)
         acc = acc + bv[None, :]
+    if NORM:
+        n_mean, n_scale, n_shift = _norm_parameters(co, co < COUT, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
+        acc = _activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
     nb, od, oh, ow = _output_position(rm, OD, OH, OW)
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
@@ -373,14 +423,15 @@ def _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH,
 
 
 @triton.jit
-def conv_direct(x, w, bias, out, b_s, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
+def conv_direct(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                 sd, sh, sw, pd, ph, pw, dd, dh, dw,
                 x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
                 o_sn, o_sc, o_sd, o_sh, o_sw,
                 CIN_G: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
                 DECODE_BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
-                VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
+                VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr,
+                ACTIVATION: tl.constexpr):
     """out[n, co, o] = bias + sum over the CIN_G input channels of co's group and the window of x * w, in
     float32 on the vector units; program (i, j) takes BLOCK_M output positions x BLOCK_C output channels."""
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -407,6 +458,9 @@ def conv_direct(x, w, bias, out, b_s, M, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
     if HAS_BIAS:
         bv = decode(tl.load(bias + co * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
         acc = acc + bv[None, :]
+    if NORM:
+        n_mean, n_scale, n_shift = _norm_parameters(co, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
+        acc = _activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
     tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & c_ok[None, :])
@@ -442,14 +496,14 @@ def _plane_row(od, oh, ow, r, x_plane, w_co, ID, IH, sd, sh, sw, pd, ph, pw, dd,
 
 
 @triton.jit
-def conv_direct_planes(x, w, bias, out, b_s, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
+def conv_direct_planes(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                        sd, sh, sw, pd, ph, pw, dd, dh, dw,
                        x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
                        o_sn, o_sc, o_sd, o_sh, o_sw,
                        CIN_G: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
                        UNROLL: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, HAS_BIAS: tl.constexpr,
                        DECODE_BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
-                       VIA_F32: tl.constexpr):
+                       VIA_F32: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """``conv_direct`` (forward) by output planes: a program takes BLOCK_H rows x BLOCK_W columns of the
     output plane (n, co, od), programs numbered by plane = (n * COUT + co) * OD + od, then tile. Adjacent
     threads take adjacent columns, so where the input's columns are adjacent in memory (NCHW) each load of
@@ -485,6 +539,9 @@ def conv_direct_planes(x, w, bias, out, b_s, COUT, COUT_G, OD, OH, OW, ID, IH, I
                                  DECODE_BF16)
     if HAS_BIAS:
         acc = acc + decode(tl.load(bias + co * b_s), BIAS_FORMAT).to(tl.float32)
+    if NORM:
+        n_mean, n_scale, n_shift = _norm_parameters(co, co < COUT, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
+        acc = _activated((acc - n_mean) * n_scale + n_shift, ACTIVATION)
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + co * o_sc + od * o_sd + oh[:, None] * o_sh + ow[None, :] * o_sw
     tl.store(out + o_off, value, mask=(oh < OH)[:, None] & (ow < OW)[None, :])
@@ -562,13 +619,15 @@ def _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH,
 
 
 @triton.jit
-def conv_depthwise_channels_inner(x, w, bias, out, b_s, C, OD, OH, OW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
+def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, C, OD, OH, OW, ID, IH, IW,
+                                  sd, sh, sw, pd, ph, pw, dd, dh, dw,
                                   x_sn, x_sc, x_sd, x_sh, x_sw, w_sc, w_sd, w_sh, w_sw, o_sn, o_sc, o_sd, o_sh, o_sw,
                                   KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
                                   UNROLL_COLUMNS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
                                   BLOCK_C: tl.constexpr, EVEN_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                                   DECODE_BF16: tl.constexpr, BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr,
-                                  DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr):
+                                  DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
+                                  NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """out[n, c, o] = bias[c] + sum over the window of x[n, c, .] * w[c, 0, .]: a forward depthwise convolution
     (one input and one output channel a group) whose input's channels are adjacent in memory (channels-last).
     Program (t, j) takes output rows x columns BLOCK_H x BLOCK_W of plane (n, od), t = (n * OD + od) * tiles
@@ -619,6 +678,9 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, C, OD, OH, OW, ID, IH, I
                                      BF16)
     if HAS_BIAS:
         acc = acc + decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)[None, :]
+    if NORM:
+        n_mean, n_scale, n_shift = _norm_parameters(c, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
+        acc = _activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
     tl.store(out + o_off[:, None] + c[None, :] * o_sc, value, mask=out_ok[:, None] & c_ok[None, :])

@@ -17,10 +17,11 @@ multiply in true float32 unless TF32 is opted into (``set_float32_matmul_precisi
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 from .. import shape as S
 from .. import tuning
-from ..allocation import Workspace, fresh_tensor_maker, new_tensor
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope, workspace_bytes
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import conv as K
@@ -29,7 +30,7 @@ from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
 from .matmul_plans import _dot_precision, planned_product, product_keys
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, family_samples, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
 from .samples import Samples, by_name, operand, sample
 
 _FLOATS = ("float32", "float16", "bfloat16")
@@ -459,7 +460,7 @@ def _channels_inner_strides(shape):
     return tuple(strides)
 
 
-def _channels_inner_launches(st, config, common, x_slot, bias_slot, bias_stride, out_slot, out_strides_3d, input,
+def _channels_inner_launches(st, config, common, x_slot, bias_slot, bias_args, out_slot, out_strides_3d, input,
                              out_strides):
     """(the launches, whether the weight is staged) of a CHANNELS_INNER ``config``: the depthwise kernel's,
     its weight read in place, or first staged channels-innermost (``_stage_launch`` of it as (1, C, *window),
@@ -475,10 +476,10 @@ def _channels_inner_launches(st, config, common, x_slot, bias_slot, bias_stride,
     block_h, block_w, block_c = config["BLOCK_H"], config["BLOCK_W"], config["BLOCK_C"]
     tiles = cdiv(st.out_spatial[1], block_h) * cdiv(st.out_spatial[2], block_w)
     constexprs = {k: common[k] for k in ("KD", "KH", "KW", "HAS_BIAS", "DECODE_BF16", "BIAS_FORMAT", "DST_FORMAT",
-                                         "VIA_F32")}
+                                         "VIA_F32", "NORM", "NORM_FORMAT", "ACTIVATION")}
     launch = PlannedLaunch(
         K.conv_depthwise_channels_inner, (st.n * st.out_spatial[0] * tiles, cdiv(st.cout, block_c)),
-        [x_slot, Slot("w_staged" if stage_weight else "w"), bias_slot, out_slot, bias_stride, st.cout, *st.out_spatial,
+        [x_slot, Slot("w_staged" if stage_weight else "w"), bias_slot, out_slot, *bias_args, st.cout, *st.out_spatial,
          *st.in_spatial, *st.stride, *st.padding, *st.dilation, *st.xs, w_sc, *w_window, *out_strides_3d],
         dict(constexprs, UNROLL=st.volume <= _UNROLL_MAX_STEPS and not config.get("ROWS_LOOPED"),
              UNROLL_COLUMNS=st.kernel[2] <= _UNROLL_MAX_STEPS, BLOCK_H=block_h, BLOCK_W=block_w,
@@ -539,17 +540,42 @@ def _hashable(value):
     return value if isinstance(value, (int, str)) else tuple(value)
 
 
-def _convolution(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+# the activations a fused batch norm may take: their codes in the kernels' epilogues
+ACTIVATIONS = {"none": K.ACT_NONE.value, "relu": K.ACT_RELU.value, "silu": K.ACT_SILU.value,
+               "relu6": K.ACT_RELU6.value, "hardswish": K.ACT_HARDSWISH.value}
+# each activation as an in-place op and its arguments after the tensor, for the route whose epilogue has none
+_IN_PLACE_ACTIVATIONS = {"relu": ("relu_", ()), "silu": ("silu_", ()), "relu6": ("hardtanh_", (0.0, 6.0)),
+                         "hardswish": ("hardswish_", ())}
+_NORM_CONSTEXPRS = ("NORM", "NORM_FORMAT", "ACTIVATION")
+_NORM_TENSORS = ("norm_mean", "norm_var", "norm_weight", "norm_bias")
+
+
+@dataclass(frozen=True)
+class _NormEpilogue:
+    """An inference batch norm (its running statistics, weight and bias of ``dtype``) and an activation
+    applied to a convolution's float32 result before its rounding."""
+    eps: float
+    activation: str
+    dtype: object
+
+
+def _convolution(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
+                 norm: _NormEpilogue | None = None, norm_tensors: tuple = (), check=None):
+    """The convolution through its plan for these layouts; ``check()``, where given, validates the call before
+    a plan is made (a planned layout has passed it)."""
     key = (op, layout_key(input), layout_key(weight), layout_key(bias), _hashable(stride), _hashable(padding),
-           _hashable(dilation), bool(transposed), _hashable(output_padding), groups)
+           _hashable(dilation), bool(transposed), _hashable(output_padding), groups, norm,
+           *map(layout_key, norm_tensors))
     plan = _plans.lookup(key)
     if plan is None:  # layout keys name the device, so the operands of a planned call share one
-        for t in (weight, bias):
+        if check is not None:
+            check()
+        for t in (weight, bias, *norm_tensors):
             if t is not None and t.device != input.device:
                 raise RuntimeError(f"{op}: expected all tensors on one device, got {input.device} and {t.device}")
         plan = _plans.get(key, lambda: _plan(op, input, weight, bias, stride, padding, dilation, transposed,
-                                             output_padding, groups))
-    return plan(input, weight, bias)
+                                             output_padding, groups, norm, norm_tensors))
+    return plan(input, weight, bias, norm_tensors)
 
 
 class _ProductViews:
@@ -590,23 +616,47 @@ def _matmul_plan(setting, input, weight, bias):
     product = planned_product(setting.op, a, b, input.dtype, addend, 1, views.beta)
     out_shape, out_strides = views.out
 
-    def execute(input, weight, bias):
+    def execute(input, weight, bias, norm_tensors=()):
         return product(*views.of(input, weight, bias))._view(out_shape, out_strides)
     return execute
 
 
-def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    """``execute(input, weight, bias)`` for operands laid out as these are (tuning the launch if needed)."""
+def _norm_after(convolve, norm: _NormEpilogue):
+    """``execute`` of a route whose epilogue takes no norm (the 1x1 product's): the convolution into a
+    temporary, then the batch norm and the activation (in place) as their own ops."""
+    batch_norm = get("batch_norm").impl
+    activate, arguments = None, ()
+    if norm.activation != "none":
+        name, arguments = _IN_PLACE_ACTIVATIONS[norm.activation]
+        activate = get(name).impl
+
+    def execute(input, weight, bias, norm_tensors):
+        mean, var, norm_weight, norm_bias = norm_tensors
+        with scratch_scope():
+            convolved = convolve(input, weight, bias)
+        out = batch_norm(convolved, mean, var, norm_weight, norm_bias, False, 0.1, norm.eps)
+        if activate is not None:
+            activate(out, *arguments)
+        return out
+    return execute
+
+
+def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, norm=None,
+          norm_tensors=()):
+    """``execute(input, weight, bias, norm_tensors)`` for operands laid out as these are (tuning the launch if
+    needed); ``norm``: the batch norm and activation its epilogue applies, of ``norm_tensors`` (running mean,
+    running variance, weight, bias)."""
     dev, dtype = input.device, input.dtype
     facts = backend_for(dev).facts
     st = _Setting(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, facts)
     if st.route == "matmul":
-        return _matmul_plan(st, input, weight, bias)
+        product = _matmul_plan(st, input, weight, bias)
+        return product if norm is None else _norm_after(product, norm)
     fresh_output = fresh_tensor_maker(st.full_out, dtype, dev, st.out_strides)
     out_strides = st.out_strides or S.contiguous_strides(st.full_out)
     result_strides = out_strides if st.batched else out_strides[1:]
     if S.numel(st.full_out) == 0:
-        return lambda input, weight, bias: fresh_output()._view(st.out_shape, result_strides)
+        return lambda input, weight, bias, norm_tensors=(): fresh_output()._view(st.out_shape, result_strides)
     interpreted = bool(facts["kernels"].get("interpreted"))
     conversion = conversion_flags(get_dtype("float32"), dtype, dev)
     kd, kh, kw = st.kernel
@@ -614,7 +664,9 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
     common = dict(KD=kd, KH=kh, KW=kw, UNROLL=st.volume * (st.cin_g if st.route == "direct" else 1)
                   <= _UNROLL_MAX_STEPS, TRANSPOSED=st.transposed, HAS_BIAS=bias is not None,
                   DECODE_BF16=dtype.name == "bfloat16" and interpreted, BIAS_FORMAT=bias_format,
-                  DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INTERPRETED=interpreted)
+                  DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INTERPRETED=interpreted,
+                  NORM=norm is not None, NORM_FORMAT=float_format(norm.dtype if norm else dtype),
+                  ACTIVATION=ACTIVATIONS[norm.activation if norm else "none"])
     plane_common = {k: v for k, v in common.items() if k not in ("TRANSPOSED", "INTERPRETED")}
     os_ = _as_3d(st.full_out, out_strides, st.dims)[1]
 
@@ -627,6 +679,9 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
     out_slot = Slot("out")
     bias_slot = Slot("bias") if bias is not None else out_slot
     bias_stride = bias.stride(0) if bias is not None else 1
+    # the bias's stride, then the norm's four vectors (the output's place where there is none) and its eps
+    norm_slots = [Slot(name) for name in _NORM_TENSORS] if norm is not None else [out_slot] * len(_NORM_TENSORS)
+    bias_args = [bias_stride, *norm_slots, float(norm.eps) if norm is not None else 0.0]
 
     def launcher(config):
         """(input, weight, bias, out) -> None issuing the launches of this tile setting."""
@@ -647,19 +702,19 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                         _as_3d(tuple(weight.shape), staged_w_strides, st.dims)[1] if stage_weight else st.ws)
         splits = 1
         if config.get("CHANNELS_INNER"):
-            launches, stage_weight = _channels_inner_launches(st, config, common, x_slot, bias_slot, bias_stride,
+            launches, stage_weight = _channels_inner_launches(st, config, common, x_slot, bias_slot, bias_args,
                                                               out_slot, os_, input, out_strides)
         elif config.get("PLANES"):
             tiles = cdiv(st.out_spatial[1], config["BLOCK_H"]) * cdiv(st.out_spatial[2], config["BLOCK_W"])
             launches = [PlannedLaunch(
                 K.conv_direct_planes, (st.n * st.cout * st.out_spatial[0] * tiles,),
-                [x_slot, w_slot, bias_slot, out_slot, bias_stride, st.cout, st.cout_g, *args, *os_],
+                [x_slot, w_slot, bias_slot, out_slot, *bias_args, st.cout, st.cout_g, *args, *os_],
                 dict(plane_common, CIN_G=st.cin_g, BLOCK_H=config["BLOCK_H"], BLOCK_W=config["BLOCK_W"],
                      num_warps=config["num_warps"]))]
         elif st.route == "direct":
             launches = [PlannedLaunch(
                 K.conv_direct, (cdiv(st.m, config["BLOCK_M"]), cdiv(st.cout, config["BLOCK_C"])),
-                [x_slot, w_slot, bias_slot, out_slot, bias_stride, st.m, st.cout, st.cout_g, *args, *os_],
+                [x_slot, w_slot, bias_slot, out_slot, *bias_args, st.m, st.cout, st.cout_g, *args, *os_],
                 dict(common, CIN_G=st.cin_g, BLOCK_M=config["BLOCK_M"], BLOCK_C=config["BLOCK_C"],
                      num_warps=config["num_warps"]))]
         else:
@@ -667,7 +722,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
             tiles = cdiv(st.m, config["BLOCK_M"]) * cdiv(st.cout_g, config["BLOCK_N"])
             launches = [PlannedLaunch(
                 K.conv_implicit_gemm, (tiles, st.groups, splits),
-                [x_slot, w_slot, bias_slot, out_slot, Slot("partial") if splits > 1 else out_slot, bias_stride, st.m,
+                [x_slot, w_slot, bias_slot, out_slot, Slot("partial") if splits > 1 else out_slot, *bias_args, st.m,
                  st.cout_g, st.cin_g, per_split, *args, *os_],
                 dict(common, FLAT_K=st.flat_k, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                      BLOCK_K=config["BLOCK_K"], NUM_STAGES=config["num_stages"],
@@ -679,15 +734,15 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                 block_c = min(64, next_pow2(st.cout))
                 launches.append(PlannedLaunch(
                     K.conv_split_sum, (cdiv(st.m, 64), cdiv(st.cout, block_c)),
-                    [Slot("partial"), bias_slot, out_slot, bias_stride, st.m, st.cout, *st.out_spatial, *os_],
+                    [Slot("partial"), bias_slot, out_slot, *bias_args, st.m, st.cout, *st.out_spatial, *os_],
                     dict(SPLITS=splits, BLOCK_M=64, BLOCK_C=block_c, HAS_BIAS=bias is not None,
                          BIAS_FORMAT=bias_format, DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"],
-                         num_warps=4)))
+                         **{k: common[k] for k in _NORM_CONSTEXPRS}, num_warps=4)))
         workspace = Workspace(_workspace_pieces(dtype, S.numel(st.full_in), S.numel(weight.shape), st.m, st.cout,
                                                 stage_input, stage_weight, splits))
 
-        def run(input, weight, bias, out):
-            tensors = {"x": input, "w": weight, "bias": bias, "out": out}
+        def run(input, weight, bias, out, norm_tensors=()):
+            tensors = {"x": input, "w": weight, "bias": bias, "out": out, **dict(zip(_NORM_TENSORS, norm_tensors))}
             workspace.allocate(dev, tensors)
             for planned in stagers + launches:
                 planned(dev, tensors)
@@ -695,12 +750,13 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
 
     probe = fresh_output()
     config = tuning.choose_timed(st.key(facts, dtype), facts, lambda: st.candidates(facts, dtype),
-                                 lambda config: functools.partial(launcher(config), input, weight, bias, probe))
+                                 lambda config: functools.partial(launcher(config), input, weight, bias, probe,
+                                                                  norm_tensors))
     run = launcher(config)
 
-    def execute(input, weight, bias):
+    def execute(input, weight, bias, norm_tensors=()):
         out = fresh_output()
-        run(input, weight, bias, out)
+        run(input, weight, bias, out, norm_tensors)
         return out if st.batched else out._view(st.out_shape, result_strides)
     return execute
 
@@ -759,6 +815,96 @@ conv1d, conv2d, conv3d = (_forward_op(f"conv{d}d", d) for d in (1, 2, 3))
 conv_transpose1d, conv_transpose2d, conv_transpose3d = (_transposed_op(f"conv_transpose{d}d", d) for d in (1, 2, 3))
 
 
+# ---- a convolution with an inference batch norm and an activation in its epilogue --------------------
+
+_NORMED = "convolution_batch_norm"
+_NORM_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _normed_result(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, norm_weight,
+                   norm_bias, running_mean, running_var, eps, activation) -> TensorMeta:
+    """The fused op's result, its norm's arguments checked: four vectors of one float dtype, one value an
+    output channel, and a known activation."""
+    out = _conv_result(_NORMED, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    if len(input.shape) != len(weight.shape):
+        raise RuntimeError(f"{_NORMED}: expected a batched input (N, C, ...), got size {list(input.shape)}: a batch "
+                           "norm's channels are dim 1")
+    channels = out.shape[1]
+    vectors = {"running_mean": running_mean, "running_var": running_var, "norm_weight": norm_weight,
+               "norm_bias": norm_bias}
+    for name, vector in vectors.items():
+        if vector is None:
+            raise RuntimeError(f"{_NORMED}: {name} is required (the norm in the epilogue is an affine one with "
+                               "running statistics)")
+        if tuple(vector.shape) != (channels,):
+            raise RuntimeError(f"{_NORMED}: expected {name} of size [{channels}] (the output's channels), got "
+                               f"{list(vector.shape)}")
+    dtypes = {vector.dtype.name for vector in vectors.values()}
+    if len(dtypes) != 1 or not dtypes <= set(_NORM_DTYPES):
+        raise TypeError(f"{_NORMED}: the norm's vectors must share one dtype of {', '.join(_NORM_DTYPES)}, got "
+                        f"{', '.join(sorted(dtypes))}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"{_NORMED}: unknown activation {activation!r}; one of {', '.join(ACTIVATIONS)}")
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps >= 0:
+        raise ValueError(f"{_NORMED}: eps must be a non-negative number, got {eps!r}")
+    return out
+
+
+def _normed_meta(a) -> TensorMeta:
+    return _normed_result(a.input, a.weight, a.bias, a.stride, a.padding, a.dilation, a.transposed,
+                          a.output_padding, a.groups, a.norm_weight, a.norm_bias, a.running_mean, a.running_var,
+                          a.eps, a.activation)
+
+
+def _convolution_arguments(a) -> tuple:
+    return (_NORMED, a.input, a.weight, a.bias, a.stride, a.padding, a.dilation, a.transposed, a.output_padding,
+            a.groups)
+
+
+def _runs_as_product(a) -> bool:
+    """Whether a device may run this convolution as the product (1x1, stride 1, unpadded, one group,
+    forward), whose epilogue takes no norm: its result is then a temporary the norm reads."""
+    dims, stride, padding, _, _ = _geometry(*_convolution_arguments(a))
+    return (not a.transposed and a.groups == 1 and S.numel(a.weight.shape[2:]) == 1 and set(stride) == {1}
+            and not any(padding))
+
+
+def _normed_cost(a) -> Cost:
+    out = _normed_meta(a)
+    convolution = _conv_estimate(*_convolution_arguments(a))
+    vectors = (a.running_mean, a.running_var, a.norm_weight, a.norm_bias)
+    # per output element: the norm's subtraction and multiply-add, and the activation's few operations
+    elements = S.numel(out.shape)
+    temporary = workspace_bytes(nbytes(out)) if _runs_as_product(a) else 0
+    return Cost(flops=convolution.flops + 8 * elements,
+                bytes_read=convolution.bytes_read + sum(nbytes(vector) for vector in vectors),
+                bytes_written=convolution.bytes_written, workspace=max(convolution.workspace, temporary))
+
+
+def _normed_key(facts, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, *norm,
+                **options):
+    """The convolution's launch keys: its epilogue changes no tile setting."""
+    return _conv_key(facts, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
+                     op=_NORMED)
+
+
+@register(_NORMED, family="convolution", aten=[f"nbx::{_NORMED}"], meta=_normed_meta, cost=_normed_cost,
+          bound=True, key=_normed_key, api=())
+def convolution_batch_norm(input: Tensor, weight: Tensor, bias, stride, padding, dilation, transposed: bool,
+                           output_padding, groups: int, norm_weight: Tensor, norm_bias: Tensor, running_mean: Tensor,
+                           running_var: Tensor, eps: float, activation: str = "none") -> Tensor:
+    """``activation(batch_norm(convolution(...)))`` with the norm's running statistics (inference), computed
+    in float32 in the convolution's epilogue and rounded once to the input's dtype (``graph/fuse.py`` makes
+    it of a graph's chain). The 1x1 route through the product applies the norm and the activation after
+    it, as their own ops. ``activation``: none, relu, silu, relu6 or hardswish."""
+    vectors = (running_mean, running_var, norm_weight, norm_bias)
+    norm = _NormEpilogue(eps, activation, None if running_mean is None else running_mean.dtype)
+    return _convolution(_NORMED, input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                        groups, norm, vectors, lambda: _normed_result(
+                            input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
+                            norm_weight, norm_bias, running_mean, running_var, eps, activation))
+
+
 # ---- samples ---------------------------------------------------------------------------------------
 
 def _conv_samples(n: int, transposed: bool):
@@ -780,5 +926,14 @@ _SAMPLES = {
                             sample(operand(1, 2, 4), operand(2, 3, 2), None, (2,), (1,), (1,), True, (1,), 1))),
     **{f"conv{n}d": _conv_samples(n, False) for n in (1, 2, 3)},
     **{f"conv_transpose{n}d": _conv_samples(n, True) for n in (1, 2, 3)},
+    # the norm's vectors: weight, bias, running mean, running variance (positive)
+    _NORMED: Samples((sample(operand(1, 2, 4, 4), operand(3, 2, 2, 2), operand(3), (1, 1), (0, 0), (1, 1), False, (0, 0),
+                             1, operand(3), operand(3), operand(3), operand(3, values="positive"), 1e-5,
+                             activation="relu"),
+                      sample(operand(2, 4, 3, 3), operand(4, 4, 1, 1), None, (1, 1), (0, 0), (1, 1), False, (0, 0), 1,
+                             operand(4), operand(4), operand(4), operand(4, values="positive"), 1e-3,
+                             activation="silu"),
+                      sample(operand(1, 2, 5), operand(2, 3, 2), None, (2,), (1,), (1,), True, (1,), 1, operand(3),
+                             operand(3), operand(3), operand(3, values="positive"), 1e-5))),
 }
 family_samples("convolution", by_name(_SAMPLES))
