@@ -41,7 +41,7 @@ def digamma_float64(a):
     reduced = a - libdevice.rint(a)
     reflection = tl.where(negative, _PI / libdevice.tan(reduced * _PI), tl.zeros_like(a))
     result = tl.zeros_like(a)
-    for _ in tl.static_range(_DIGAMMA_SHIFT):
+    for _ in range(_DIGAMMA_SHIFT):
         small = x < _DIGAMMA_SHIFT
         result = result - tl.where(small, 1.0 / x, tl.zeros_like(a))
         x = tl.where(small, x + 1, x)
