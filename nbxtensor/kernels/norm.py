@@ -28,6 +28,15 @@ def _along(j, stride, UNIT: tl.constexpr):
         return j * stride
 
 
+@triton.jit
+def _row_block(src, src_row, j, length, row_mask, stride, UNIT: tl.constexpr, FORMAT: tl.constexpr,
+               COMPUTE: tl.constexpr):
+    """The elements ``j`` of each row in ``COMPUTE``, 0 where masked, and the mask."""
+    mask = row_mask[:, None] & (j < length)[None, :]
+    x = decode(tl.load(src + src_row[:, None] + _along(j, stride, UNIT)[None, :], mask=mask, other=0), FORMAT)
+    return mask, x.to(COMPUTE)
+
+
 # A row's sums must not depend on the rows around it. ``tl.sum`` adds in an order set by the tile's layout,
 # which Triton derives from what it knows of the addresses: their alignment, and the values it specialised
 # the row count, shape and strides on. So every pointer arrives 16-byte aligned (the host copies one that
@@ -63,9 +72,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
         start = chunk * chunk_length
         if ONE_STEP:
             j = start + lanes
-            mask = row_mask[:, None] & (j < length)[None, :]
-            x = decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :], mask=mask,
-                                other=0), SRC_FORMAT).to(COMPUTE)
+            mask, x = _row_block(src, src_row, j, length, row_mask, src_red_stride, RED_UNIT, SRC_FORMAT, COMPUTE)
             x = tl.where(mask, x, float("-inf"))
             top = _extreme_lanes(x, True)
             # an element equal to the maximum counts 1, so that a chunk of -inf (or of +inf) sums to its
@@ -79,9 +86,8 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
             stop = start + chunk_length
             while start < stop:
                 j = start + lanes
-                mask = row_mask[:, None] & (j < length)[None, :]
-                x = decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :],
-                                    mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+                mask, x = _row_block(src, src_row, j, length, row_mask, src_red_stride, RED_UNIT, SRC_FORMAT,
+                                     COMPUTE)
                 m, s = logsumexp_combine(m, s, tl.where(mask, x, float("-inf")), mask.to(COMPUTE))
                 start += BLOCK_R
             top = _extreme_lanes(m, True)
@@ -111,9 +117,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
         if ONE_STEP:
             # the block is loaded before the chunk states, so that its latency passes while they combine
             j = start + lanes
-            mask = row_mask[:, None] & (j < length)[None, :]
-            x = decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :], mask=mask,
-                                other=0), SRC_FORMAT).to(COMPUTE)
+            mask, x = _row_block(src, src_row, j, length, row_mask, src_red_stride, RED_UNIT, SRC_FORMAT, COMPUTE)
             top, total, _ = load_partials(part0, part1, part0, rows, row_mask, n_chunks, 9, COMPUTE, float("-inf"),
                                           float("inf"), BLOCK_ROWS, CHUNKS, CHUNK_BITS)
             tl.store(dst + dst_row[:, None] + _along(j, dst_red_stride, DST_UNIT)[None, :],
@@ -124,9 +128,8 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
             stop = start + chunk_length
             while start < stop:
                 j = start + lanes
-                mask = row_mask[:, None] & (j < length)[None, :]
-                x = decode(tl.load(src + src_row[:, None] + _along(j, src_red_stride, RED_UNIT)[None, :],
-                                    mask=mask, other=0), SRC_FORMAT).to(COMPUTE)
+                mask, x = _row_block(src, src_row, j, length, row_mask, src_red_stride, RED_UNIT, SRC_FORMAT,
+                                     COMPUTE)
                 tl.store(dst + dst_row[:, None] + _along(j, dst_red_stride, DST_UNIT)[None, :],
                          encode(_normalised(x, top, total, LOG), out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT),
                          mask=mask)
