@@ -33,10 +33,10 @@ w / sqrt(var + eps) is formed per tile from the running statistics, correctly ro
 import triton
 import triton.language as tl
 
-from triton.language.extra import libdevice
-
 from .formats import decode, encode
 from .ieee import div, sqrt
+from .pointwise_bodies import hardswish, hardtanh, relu, silu
+from .pointwise_codes import CAT_FLOAT32
 
 # the activation after a fused batch norm
 ACT_NONE = tl.constexpr(0)
@@ -59,16 +59,16 @@ def _norm_parameters(c, c_ok, mean, var, weight, shift, eps, NORM_FORMAT: tl.con
 
 @triton.jit
 def _activated(y, ACTIVATION: tl.constexpr):
-    """``y`` through ACTIVATION; each keeps a NaN, as torch's do (comparisons, not minimum and maximum)."""
+    """``y`` (float32) through ACTIVATION: the pointwise ops' own bodies, so that the fused step computes
+    what the unfused activation would."""
     if ACTIVATION == ACT_RELU:
-        return tl.where(y < 0, 0.0, y)
+        return relu(y, 0, 0, 0, 0, CAT_FLOAT32)
     elif ACTIVATION == ACT_SILU:
-        return div(y, 1 + libdevice.exp(-y))
+        return silu(y, 0, 0, 0, 0, CAT_FLOAT32)
     elif ACTIVATION == ACT_RELU6:
-        return tl.where(y < 0, 0.0, tl.where(y > 6, 6.0, y))
+        return hardtanh(y, 0.0, 6.0, 0, 0, CAT_FLOAT32)
     elif ACTIVATION == ACT_HARDSWISH:
-        shifted = y + 3
-        return div(y * tl.where(shifted < 0, 0.0, tl.where(shifted > 6, 6.0, shifted)), tl.zeros_like(y) + 6.0)
+        return hardswish(y, 0, 0, 0, 0, CAT_FLOAT32)
     else:
         return y
 
