@@ -225,33 +225,119 @@ def _nibble_tile(low, high, zero, scale, I: tl.constexpr, DOT: tl.constexpr, SCA
 
 
 @triton.jit
-def _int4_tile(low, high, zero, scale, DOT: tl.constexpr, SCALED: tl.constexpr):
-    """The [8 * rows, BLOCK_N] tile of nibble - zero (times scale with SCALED: the weight itself) in the K
-    order of the inputs (input 8r + i is nibble i of word row r), in the dot's type."""
-    v0 = _nibble_tile(low, high, zero, scale, 0, DOT, SCALED)
-    v1 = _nibble_tile(low, high, zero, scale, 1, DOT, SCALED)
-    v2 = _nibble_tile(low, high, zero, scale, 2, DOT, SCALED)
-    v3 = _nibble_tile(low, high, zero, scale, 3, DOT, SCALED)
-    v4 = _nibble_tile(low, high, zero, scale, 4, DOT, SCALED)
-    v5 = _nibble_tile(low, high, zero, scale, 5, DOT, SCALED)
-    v6 = _nibble_tile(low, high, zero, scale, 6, DOT, SCALED)
-    v7 = _nibble_tile(low, high, zero, scale, 7, DOT, SCALED)
+def _in_k_order(v0, v1, v2, v3, v4, v5, v6, v7):
+    """The [8 * rows, BLOCK_N] tile of the eight [rows, BLOCK_N] nibble tiles in the K order of the inputs
+    (input 8r + i is nibble i of word row r)."""
     pairs = tl.join(tl.join(tl.join(v0, v1), tl.join(v2, v3)), tl.join(tl.join(v4, v5), tl.join(v6, v7)))
     # [rows, BLOCK_N, bit 0, bit 1, bit 2 of i] -> [rows, i, BLOCK_N]
-    return tl.reshape(tl.permute(pairs, (0, 4, 3, 2, 1)), (low.shape[0] * 8, low.shape[1]))
+    return tl.reshape(tl.permute(pairs, (0, 4, 3, 2, 1)), (v0.shape[0] * 8, v0.shape[1]))
+
+
+@triton.jit
+def _int4_tile(low, high, zero, scale, DOT: tl.constexpr, SCALED: tl.constexpr):
+    """The [8 * rows, BLOCK_N] tile of nibble - zero (times scale with SCALED: the weight itself) in the K
+    order of the inputs, in the dot's type."""
+    return _in_k_order(_nibble_tile(low, high, zero, scale, 0, DOT, SCALED),
+                       _nibble_tile(low, high, zero, scale, 1, DOT, SCALED),
+                       _nibble_tile(low, high, zero, scale, 2, DOT, SCALED),
+                       _nibble_tile(low, high, zero, scale, 3, DOT, SCALED),
+                       _nibble_tile(low, high, zero, scale, 4, DOT, SCALED),
+                       _nibble_tile(low, high, zero, scale, 5, DOT, SCALED),
+                       _nibble_tile(low, high, zero, scale, 6, DOT, SCALED),
+                       _nibble_tile(low, high, zero, scale, 7, DOT, SCALED))
+
+
+# ---- int4 to 16-bit floats by inline PTX, two a register (compiled CUDA targets) --------------------------
+# A nibble n masked into the mantissa of a 16-bit float whose exponent field holds the "magic" 2^10 (float16,
+# bits 0x6400) or 2^7 (bfloat16, 0x4300), where the ulp is 1, reads as magic + n; one packed fused
+# multiply-add by 1 of -(magic + zero) leaves n - zero. A register holds two neighbours along K (nibbles 2j and
+# 2j + 1 of a word: byte j of the word and of the word shifted right by 4, gathered by one ``prmt``), the
+# pairs a dot operand is made of, so a pair costs a ``prmt``, a ``lop3`` and the multiply-add (one more, the
+# scale, where the tile is scaled). Every step is exact (|n - zero| < 16); a scale of the dot's type then
+# multiplies, rounded once. The portable path (``_int4_tile``) forms the same exact n - zero in float32,
+# multiplies it by the same scale there (exact: at most 5 + 11 significant bits) and rounds once to the
+# dot's type, so the two give the same bits.
+_BYTE_OF_TWO_WORDS = tl.constexpr((0x4400, 0x5511, 0x6622, 0x7733))  # prmt: byte j of $a and $b to halves 0, 1
+
+
+def _nibbles_ptx(magic: int, kind: str, scaled: bool) -> str:
+    """PTX of ``_int4_tile_packed``'s asm: outputs $0..$3 the low nibble of byte 0..3 of words $4 and $5, as
+    16-bit floats (``kind`` f16x2 or bf16x2, ``magic`` the bits of 2^10 or 2^7) less zero: $6 holds -(magic +
+    zero) of both; with ``scaled``, times the scales $7."""
+    one = {"f16x2": 0x3C00, "bf16x2": 0x3F80}[kind]
+    # packed half operands take registers, not immediates; -0 added keeps a zero product's sign, as a multiply
+    lines = ["{", ".reg .b32 byte, nibble, one, negative_zero;", f"mov.b32 one, {one * 0x10001:#x};",
+             "mov.b32 negative_zero, 0x80008000;"]
+    for j in range(4):
+        lines += [f"prmt.b32 byte, $4, $5, {_BYTE_OF_TWO_WORDS.value[j]:#x};",
+                  f"lop3.b32 nibble, byte, 0x000f000f, {magic * 0x10001:#x}, 0xea;",  # (byte & mask) | magic
+                  f"fma.rn.{kind} ${j}, nibble, one, $6;"]
+        if scaled:
+            lines.append(f"fma.rn.{kind} ${j}, ${j}, $7, negative_zero;")
+    return "\n".join(lines + ["}"])
+
+
+F16_MAGIC = tl.constexpr(1024.0)
+BF16_MAGIC = tl.constexpr(128.0)
+F16_NIBBLES = tl.constexpr(_nibbles_ptx(0x6400, "f16x2", False))
+F16_NIBBLES_SCALED = tl.constexpr(_nibbles_ptx(0x6400, "f16x2", True))
+BF16_NIBBLES = tl.constexpr(_nibbles_ptx(0x4300, "bf16x2", False))
+BF16_NIBBLES_SCALED = tl.constexpr(_nibbles_ptx(0x4300, "bf16x2", True))
+
+
+@triton.jit
+def _int4_tile_packed(words, zero, scale, DOT: tl.constexpr, SCALED: tl.constexpr):
+    """``_int4_tile`` for a DOT of float16 or bfloat16 by inline PTX (``_nibbles_ptx``): ``words`` the
+    [rows, BLOCK_N] words, ``zero`` and ``scale`` their float32 zero points and scales (broadcast; scales
+    of the dot's type where SCALED)."""
+    # [rows, BLOCK_N, 2]: the words, and the words shifted so that byte j's low nibble is nibble 2j + 1
+    halves = tl.join(words, words >> 4)
+    if DOT == tl.bfloat16:
+        bias = (-(zero + BF16_MAGIC)).to(tl.bfloat16)[:, :, None]
+        if SCALED:
+            t0, t1, t2, t3 = tl.inline_asm_elementwise(BF16_NIBBLES_SCALED, "=r,=r,=r,=r,r,r,r,r",
+                                                       [halves, bias, scale.to(tl.bfloat16)[:, :, None]],
+                                                       dtype=(tl.bfloat16,) * 4, is_pure=True, pack=2)
+        else:
+            t0, t1, t2, t3 = tl.inline_asm_elementwise(BF16_NIBBLES, "=r,=r,=r,=r,r,r,r", [halves, bias],
+                                                       dtype=(tl.bfloat16,) * 4, is_pure=True, pack=2)
+    else:
+        bias = (-(zero + F16_MAGIC)).to(tl.float16)[:, :, None]
+        if SCALED:
+            t0, t1, t2, t3 = tl.inline_asm_elementwise(F16_NIBBLES_SCALED, "=r,=r,=r,=r,r,r,r,r",
+                                                       [halves, bias, scale.to(tl.float16)[:, :, None]],
+                                                       dtype=(tl.float16,) * 4, is_pure=True, pack=2)
+        else:
+            t0, t1, t2, t3 = tl.inline_asm_elementwise(F16_NIBBLES, "=r,=r,=r,=r,r,r,r", [halves, bias],
+                                                       dtype=(tl.float16,) * 4, is_pure=True, pack=2)
+    # [rows, BLOCK_N, bit 0, bit 1, bit 2 of i] -> [rows, i, BLOCK_N], as ``_in_k_order``
+    pairs = tl.join(tl.join(t0, t1), tl.join(t2, t3))
+    return tl.reshape(tl.permute(pairs, (0, 4, 3, 2, 1)), (words.shape[0] * 8, words.shape[1]))
+
+
+@triton.jit
+def _int4_dot_tile(words, low, high, zero, scale, SCALE_TYPE: tl.constexpr, DOT: tl.constexpr,
+                   SCALED: tl.constexpr, INLINE_ASM: tl.constexpr):
+    """``_int4_tile``, by inline PTX where INLINE_ASM allows it: a 16-bit dot type, and scales of that type
+    where they multiply the tile (SCALED), so that the scale multiplies exactly as in float32."""
+    if INLINE_ASM and (DOT == tl.float16 or DOT == tl.bfloat16) and (not SCALED or SCALE_TYPE == DOT):
+        return _int4_tile_packed(words, zero, scale, DOT, SCALED)
+    else:
+        return _int4_tile(low, high, zero, scale, DOT, SCALED)
 
 
 @triton.jit
 def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes, k_stop, group_size,
                x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, FACTORED: tl.constexpr, DOT: tl.constexpr,
-               PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr):
+               PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, INLINE_ASM: tl.constexpr):
     """acc plus the rows' products with the int4 weight's inputs k_base + 0.. (those below k_stop); ``lanes``
     is arange(BLOCK_K // 8), the K tile's word rows.
 
     One row: acc is [BLOCK_K // 8, BLOCK_N]; each word's 8 products gather in registers and meet its scale
     once. Several rows: the tile goes through ``tl.dot``; FACTORED (the K tile inside one group) multiplies
-    the tile's product by the scales rather than every weight."""
+    the tile's product by the scales rather than every weight. INLINE_ASM: the tile is built by inline PTX
+    (``_int4_dot_tile``)."""
     rw = k_base // 8 + lanes
     rw_in = tl.where(rw * 8 < k_stop, rw, 0)
     # masked by column rather than clamped, so that the loads keep the columns' contiguity (vector loads)
@@ -287,11 +373,13 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
                                   other=0), DECODE_BF16)
         if FACTORED:
             # the tile holds nibble - zero, exact in any float type
-            product = tl.dot(x_tile.to(DOT), _int4_tile(low, high, zero, scale, DOT, False),
+            product = tl.dot(x_tile.to(DOT), _int4_dot_tile(words, low, high, zero, scale, scales.dtype.element_ty,
+                                                            DOT, False, INLINE_ASM),
                              input_precision=PRECISION, out_dtype=tl.float32)
             return acc + product * scale
         else:
-            return tl.dot(x_tile.to(DOT), _int4_tile(low, high, zero, scale, DOT, True), acc,
+            return tl.dot(x_tile.to(DOT), _int4_dot_tile(words, low, high, zero, scale, scales.dtype.element_ty,
+                                                         DOT, True, INLINE_ASM), acc,
                           input_precision=PRECISION, out_dtype=tl.float32)
 
 
@@ -302,7 +390,7 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split, gro
               SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
               DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
-              PDL: tl.constexpr):
+              INLINE_ASM: tl.constexpr, PDL: tl.constexpr):
     """``quantized_gemv`` for int4 weights whose words each lie in one group (``_int4_step``)."""
     await_predecessors(PDL)
     # one row accumulates per word: [BLOCK_K // 8, BLOCK_N]
@@ -314,13 +402,15 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split, gro
         while k0 < k_per_split:
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
                              group_size, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
-                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16)
+                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16,
+                             INLINE_ASM)
             k0 += BLOCK_K
     else:
         for k0 in range(0, k_per_split, BLOCK_K):
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
                              group_size, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
-                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16)
+                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16,
+                             INLINE_ASM)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M, SPLIT,
                 HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
@@ -331,7 +421,8 @@ def int4_gemm(x, q, scales, zeros, bias, out, M, N, K, group_size,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
               SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
               DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
-              DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+              DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
+              INLINE_ASM: tl.constexpr):
     """``quantized_gemm`` for int4 weights whose words each lie in one group: the tile is dequantized with its
     scales (the accumulator stays on the matrix unit across K)."""
     tile_m, tile_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
@@ -342,13 +433,13 @@ def int4_gemm(x, q, scales, zeros, bias, out, M, N, K, group_size,
         while k0 < K:
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, group_size, x_sm, x_sk,
                              q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
-                             DOT, PRECISION, DECODE_BF16)
+                             DOT, PRECISION, DECODE_BF16, INLINE_ASM)
             k0 += BLOCK_K
     else:
         for k0 in range(0, K, BLOCK_K):
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, group_size, x_sm, x_sk,
                              q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
-                             DOT, PRECISION, DECODE_BF16)
+                             DOT, PRECISION, DECODE_BF16, INLINE_ASM)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
               BIAS_FORMAT, DST_FORMAT, VIA_F32)

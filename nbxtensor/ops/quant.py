@@ -239,6 +239,12 @@ def decode_candidates(facts: dict, m: int, n: int, k: int, format: str) -> list[
     return out
 
 
+def inline_nibbles(facts: dict, dtype: str) -> bool:
+    """Whether int4 tiles for rows of ``dtype`` are built by inline PTX (``kernels/quant.py``): on compiled
+    CUDA targets (the interpreter runs no PTX), bfloat16 where the device has its arithmetic."""
+    return not facts["kernels"].get("interpreted") and (dtype != "bfloat16" or bool(facts.get("native_bf16")))
+
+
 def _groups_in_tile(weight: QuantizedWeight, k: int, block_k: int) -> int:
     """How many whole groups of scales a K tile of ``block_k`` inputs holds (1 also when the tile lies inside
     one group), so the kernel reads them once per group; 0 when the groups do not line up with the tiles
@@ -279,6 +285,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     whole_words = weight.format == "int4" and not has_g_idx and weight.group_size % 8 == 0
     int4_common = [weight.group_size, *common[2:]]
     int4_flags = {name: value for name, value in flags.items() if name not in ("WEIGHT", "HAS_G_IDX")}
+    int4_flags["INLINE_ASM"] = inline_nibbles(facts, x.dtype.name)
 
     def tensors_of(x, weight, bias, out, partial=None):
         placeholder = weight.scales  # for the pointers a constexpr leaves unread
