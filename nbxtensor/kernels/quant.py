@@ -199,19 +199,23 @@ def _nibble_values(low, high, zero, I: tl.constexpr):
 
 
 @triton.jit
-def _int4_groups(scales, zeros, rw, rn, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
+def _int4_groups(scales, zeros, rw, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
                  SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr):
-    """float32 scales and zero points of the word rows ``rw`` (in range) by columns ``rn``: [1, BLOCK_N] read
-    once when the K tile lies inside one group (ONE_GROUP; a tile past ``k_stop`` reads the last one), else
-    [rows, BLOCK_N], a group per word row."""
+    """float32 scales and zero points of the word rows ``rw`` (in range) by columns ``rn`` (those below N):
+    [1, BLOCK_N] read once when the K tile lies inside one group (ONE_GROUP; a tile past ``k_stop`` reads the
+    last one), else [rows, BLOCK_N], a group per word row, masked by column as the words are so that the
+    loads take the words' layout (vector loads, no conversion through shared memory)."""
     if ONE_GROUP:
         g = tl.minimum(k_base, k_stop - 1) // group_size
-        scale = decode(tl.load(scales + g * s_sg + rn * s_sn), SCALE_FORMAT).to(tl.float32)[None, :]
-        zero = tl.load(zeros + g * z_sg + rn * z_sn).to(tl.float32)[None, :]
+        rn_in = tl.where(rn < N, rn, 0)
+        scale = decode(tl.load(scales + g * s_sg + rn_in * s_sn), SCALE_FORMAT).to(tl.float32)[None, :]
+        zero = tl.load(zeros + g * z_sg + rn_in * z_sn).to(tl.float32)[None, :]
     else:
         g = rw * 8 // group_size
-        scale = decode(tl.load(scales + g[:, None] * s_sg + rn[None, :] * s_sn), SCALE_FORMAT).to(tl.float32)
-        zero = tl.load(zeros + g[:, None] * z_sg + rn[None, :] * z_sn).to(tl.float32)
+        in_n = (rn < N)[None, :]
+        scale = decode(tl.load(scales + g[:, None] * s_sg + rn[None, :] * s_sn, mask=in_n, other=0),
+                       SCALE_FORMAT).to(tl.float32)
+        zero = tl.load(zeros + g[:, None] * z_sg + rn[None, :] * z_sn, mask=in_n, other=0).to(tl.float32)
     return scale, zero
 
 
@@ -344,7 +348,7 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
     words = tl.load(q + rw_in[:, None] * q_sk + rn[None, :] * q_sn, mask=(rn < N)[None, :], other=0)
     low = words | MANTISSA_BASE
     high = (words >> 12) | MANTISSA_BASE
-    scale, zero = _int4_groups(scales, zeros, rw_in, rn_load, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
+    scale, zero = _int4_groups(scales, zeros, rw_in, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
                                SCALE_FORMAT, ONE_GROUP)
     if BLOCK_M == 1:
         # the K tile's inputs as [rows, 8] (one vector load a word row), split into the 8 nibbles' [rows]
