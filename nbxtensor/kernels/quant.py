@@ -198,6 +198,53 @@ def _nibble_values(low, high, zero, I: tl.constexpr):
             - (zero + (1 << (23 - 4 * (I - 3 * (I // 5))))))
 
 
+# ---- one row of 16-bit rows: nibbles as 16 + n ------------------------------------------------------------
+# 16 + n is a float32 whose mantissa's top four bits hold n (bits 0x41800000 | n << 19), exact; one row sums
+# x_i (16 + n_i) over a word's 8 inputs and subtracts (16 + zero) * sum x_i once a word, sum x_i shared by the
+# program's columns. With inline PTX (INLINE_ASM) a word's nibbles are spread to the top of its bytes (two
+# shifts and two ``lop3``s, the exponent's low bit set) and each becomes a float by one ``prmt`` that places
+# its byte under the exponent's other bits; the portable path shifts, masks and ORs each nibble. Both give the
+# same floats, so the same float32 arithmetic after gives the same bits. The sum's terms are at most 31 |x_i|
+# rather than 15 |x_i|, and the subtraction rounds once more: error still about 2^-21 of sum |x_i| a word,
+# far under a 16-bit result's rounding (float32 rows keep ``_nibble_values``).
+SIXTEEN = tl.constexpr(16.0)
+SIXTEEN_BITS = tl.constexpr(0x41800000)
+
+
+def _sixteen_plus_nibbles_ptx() -> str:
+    """PTX of ``_sixteen_plus_nibbles``: outputs $0..$7 the floats 16 + nibble 0..7 of word $8."""
+    lines = ["{", ".reg .b32 low, high, top;", "shl.b32 low, $8, 3;", "shr.u32 high, $8, 1;",
+             # nibble 2j at bits 3-6 of byte j of low, nibble 2j + 1 of high, bit 7 the exponent's low bit
+             "lop3.b32 low, low, 0x78787878, 0x80808080, 0xea;", "lop3.b32 high, high, 0x78787878, 0x80808080, 0xea;",
+             f"mov.b32 top, {SIXTEEN_BITS.value & 0xFF000000:#x};"]
+    for j in range(4):
+        # bytes 0, 1 and 3 from ``top`` (0, 0, the exponent's high bits), byte 2 byte j of low or high
+        lines += [f"prmt.b32 ${2 * j}, low, top, {0x7054 | j << 8:#x};",
+                  f"prmt.b32 ${2 * j + 1}, high, top, {0x7054 | j << 8:#x};"]
+    return "\n".join(lines + ["}"])
+
+
+SIXTEEN_PLUS_NIBBLES = tl.constexpr(_sixteen_plus_nibbles_ptx())
+
+
+@triton.jit
+def _sixteen_plus_nibble(words, I: tl.constexpr):
+    """16 + nibble I of each word as float32, by integer arithmetic on its bits."""
+    return (((words >> (4 * I)) & 0xF) << 19 | SIXTEEN_BITS).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _sixteen_plus_nibbles(words, INLINE_ASM: tl.constexpr):
+    """The 8 float32 tiles 16 + nibble i of ``words``, i = 0..7 (by inline PTX where INLINE_ASM)."""
+    if INLINE_ASM:
+        return tl.inline_asm_elementwise(SIXTEEN_PLUS_NIBBLES, "=r,=r,=r,=r,=r,=r,=r,=r,r", [words],
+                                         dtype=(tl.float32,) * 8, is_pure=True, pack=1)
+    else:
+        return (_sixteen_plus_nibble(words, 0), _sixteen_plus_nibble(words, 1), _sixteen_plus_nibble(words, 2),
+                _sixteen_plus_nibble(words, 3), _sixteen_plus_nibble(words, 4), _sixteen_plus_nibble(words, 5),
+                _sixteen_plus_nibble(words, 6), _sixteen_plus_nibble(words, 7))
+
+
 @triton.jit
 def _int4_groups(scales, zeros, rw, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
                  SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr):
@@ -362,14 +409,29 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
         x_2, x_3 = tl.split(x_23)
         x_4, x_5 = tl.split(x_45)
         x_6, x_7 = tl.split(x_67)
-        products = x_0[:, None] * _nibble_values(low, high, zero, 0)
-        products += x_1[:, None] * _nibble_values(low, high, zero, 1)
-        products += x_2[:, None] * _nibble_values(low, high, zero, 2)
-        products += x_3[:, None] * _nibble_values(low, high, zero, 3)
-        products += x_4[:, None] * _nibble_values(low, high, zero, 4)
-        products += x_5[:, None] * _nibble_values(low, high, zero, 5)
-        products += x_6[:, None] * _nibble_values(low, high, zero, 6)
-        products += x_7[:, None] * _nibble_values(low, high, zero, 7)
+        if x.dtype.element_ty == tl.float32:
+            products = x_0[:, None] * _nibble_values(low, high, zero, 0)
+            products += x_1[:, None] * _nibble_values(low, high, zero, 1)
+            products += x_2[:, None] * _nibble_values(low, high, zero, 2)
+            products += x_3[:, None] * _nibble_values(low, high, zero, 3)
+            products += x_4[:, None] * _nibble_values(low, high, zero, 4)
+            products += x_5[:, None] * _nibble_values(low, high, zero, 5)
+            products += x_6[:, None] * _nibble_values(low, high, zero, 6)
+            products += x_7[:, None] * _nibble_values(low, high, zero, 7)
+        else:
+            # 16-bit rows: sum x_i (16 + nibble i), then take (16 + zero) * sum x_i off once a word
+            # (``_sixteen_plus_nibbles``)
+            v0, v1, v2, v3, v4, v5, v6, v7 = _sixteen_plus_nibbles(words, INLINE_ASM)
+            products = x_0[:, None] * v0
+            products += x_1[:, None] * v1
+            products += x_2[:, None] * v2
+            products += x_3[:, None] * v3
+            products += x_4[:, None] * v4
+            products += x_5[:, None] * v5
+            products += x_6[:, None] * v6
+            products += x_7[:, None] * v7
+            x_sum = ((x_0 + x_1) + (x_2 + x_3)) + ((x_4 + x_5) + (x_6 + x_7))
+            products -= (zero + SIXTEEN) * x_sum[:, None]
         return acc + products * scale
     else:
         kk = k_base + tl.arange(0, BLOCK_K)
