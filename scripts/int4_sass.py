@@ -51,7 +51,7 @@ def record(kernel: str, rows: str, scales: str, constexprs: dict, inline_asm: bo
     return {"module": "nbxtensor.kernels.quant", "kernel": kernel, "args": args,
             "constexprs": dict(fixed, SCALE_FORMAT=FORMATS[scales], DOT={"dtype": rows}, PRECISION="ieee",
                                DECODE_BF16=False, HAS_BIAS=False, BIAS_FORMAT=0, DST_FORMAT=0, VIA_F32=True,
-                               INDEX_64=False, INTERPRETED=False, INLINE_ASM=inline_asm, **constexprs)}
+                               INDEX_64=False, INTERPRETED=False, INLINE_ASM=inline_asm, EVEN_K=True, **constexprs)}
 
 
 def loop_body(sass: str) -> list[str]:

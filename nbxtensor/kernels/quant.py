@@ -378,29 +378,45 @@ def _int4_dot_tile(words, low, high, zero, scale, SCALE_TYPE: tl.constexpr, DOT:
 
 
 @triton.jit
+def _rows_load(pointers, in_k, EVEN_K: tl.constexpr):
+    """The rows' elements at ``pointers``, zeros where ``in_k`` is false unless EVEN_K (all inside)."""
+    if EVEN_K:
+        return tl.load(pointers)
+    else:
+        return tl.load(pointers, mask=in_k, other=0)
+
+
+@triton.jit
 def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes, k_stop, group_size,
                x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, FACTORED: tl.constexpr, DOT: tl.constexpr,
-               PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, INLINE_ASM: tl.constexpr):
+               PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, INLINE_ASM: tl.constexpr,
+               EVEN_K: tl.constexpr):
     """acc plus the rows' products with the int4 weight's inputs k_base + 0.. (those below k_stop); ``lanes``
-    is arange(BLOCK_K // 8), the K tile's word rows.
+    is arange(BLOCK_K // 8), the K tile's word rows. EVEN_K: every K tile lies below k_stop, so loads along
+    K take no mask (vector loads of the rows).
 
     One row: acc is [BLOCK_K // 8, BLOCK_N]; each word's 8 products gather in registers and meet its scale
     once. Several rows: the tile goes through ``tl.dot``; FACTORED (the K tile inside one group) multiplies
     the tile's product by the scales rather than every weight. INLINE_ASM: the tile is built by inline PTX
     (``_int4_dot_tile``)."""
     rw = k_base // 8 + lanes
-    rw_in = tl.where(rw * 8 < k_stop, rw, 0)
+    if EVEN_K:
+        rw_in = rw
+    else:
+        rw_in = tl.where(rw * 8 < k_stop, rw, 0)
     # masked by column rather than clamped, so that the loads keep the columns' contiguity (vector loads)
     words = tl.load(q + rw_in[:, None] * q_sk + rn[None, :] * q_sn, mask=(rn < N)[None, :], other=0)
     low = words | MANTISSA_BASE
     high = (words >> 12) | MANTISSA_BASE
+    # one row reads them a word row each even inside one group: [rows, BLOCK_N] loads in the words' layout
+    # cost fewer instructions than one [BLOCK_N] load brought into it through shared memory
     scale, zero = _int4_groups(scales, zeros, rw_in, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
-                               SCALE_FORMAT, ONE_GROUP)
+                               SCALE_FORMAT, ONE_GROUP and BLOCK_M > 1)
     if BLOCK_M == 1:
         # the K tile's inputs as [rows, 8] (one vector load a word row), split into the 8 nibbles' [rows]
         kk = rw[:, None] * 8 + tl.arange(0, 8)[None, :]
-        x_words = _operand(tl.load(x + kk * x_sk, mask=kk < k_stop, other=0), DECODE_BF16).to(tl.float32)
+        x_words = _operand(_rows_load(x + kk * x_sk, kk < k_stop, EVEN_K), DECODE_BF16).to(tl.float32)
         x_words = tl.reshape(x_words, (x_words.shape[0], 2, 2, 2))
         x_0123, x_4567 = tl.split(tl.permute(x_words, (0, 2, 3, 1)))
         x_01, x_23 = tl.split(tl.permute(x_0123, (0, 2, 1)))
@@ -435,8 +451,8 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
         return acc + products * scale
     else:
         kk = k_base + tl.arange(0, BLOCK_K)
-        x_tile = _operand(tl.load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, mask=(kk < k_stop)[None, :],
-                                  other=0), DECODE_BF16)
+        x_tile = _operand(_rows_load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, (kk < k_stop)[None, :],
+                                     EVEN_K), DECODE_BF16)
         if FACTORED:
             # the tile holds nibble - zero, exact in any float type
             product = tl.dot(x_tile.to(DOT), _int4_dot_tile(words, low, high, zero, scale, scales.dtype.element_ty,
@@ -456,7 +472,7 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split, gro
               SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
               DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
-              INLINE_ASM: tl.constexpr, PDL: tl.constexpr):
+              INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr, PDL: tl.constexpr):
     """``quantized_gemv`` for int4 weights whose words each lie in one group (``_int4_step``)."""
     await_predecessors(PDL)
     # one row accumulates per word: [BLOCK_K // 8, BLOCK_N]
@@ -469,14 +485,14 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split, gro
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
                              group_size, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
                              SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16,
-                             INLINE_ASM)
+                             INLINE_ASM, EVEN_K)
             k0 += BLOCK_K
     else:
         for k0 in range(0, k_per_split, BLOCK_K):
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
                              group_size, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
                              SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16,
-                             INLINE_ASM)
+                             INLINE_ASM, EVEN_K)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M, SPLIT,
                 HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
@@ -488,7 +504,7 @@ def int4_gemm(x, q, scales, zeros, bias, out, M, N, K, group_size,
               SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
               DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
-              INLINE_ASM: tl.constexpr):
+              INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr):
     """``quantized_gemm`` for int4 weights whose words each lie in one group: the tile is dequantized with its
     scales (the accumulator stays on the matrix unit across K)."""
     tile_m, tile_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
@@ -499,13 +515,13 @@ def int4_gemm(x, q, scales, zeros, bias, out, M, N, K, group_size,
         while k0 < K:
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, group_size, x_sm, x_sk,
                              q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
-                             DOT, PRECISION, DECODE_BF16, INLINE_ASM)
+                             DOT, PRECISION, DECODE_BF16, INLINE_ASM, EVEN_K)
             k0 += BLOCK_K
     else:
         for k0 in range(0, K, BLOCK_K):
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, group_size, x_sm, x_sk,
                              q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
-                             DOT, PRECISION, DECODE_BF16, INLINE_ASM)
+                             DOT, PRECISION, DECODE_BF16, INLINE_ASM, EVEN_K)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
               BIAS_FORMAT, DST_FORMAT, VIA_F32)

@@ -307,7 +307,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
                 [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"), Slot("partial"),
                  m, n, k, k_per_split, *int4_common],
                 dict(shape, ONE_GROUP=_groups_in_tile(weight, k, block_k) == 1, PDL=dependent_launch(dev),
-                     **int4_flags))
+                     EVEN_K=k % k_per_split == 0, **int4_flags))
         else:
             main = PlannedLaunch(
                 K.quantized_gemv, (cdiv(n, config["BLOCK_N"]), splits),
@@ -339,7 +339,8 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
             launch = PlannedLaunch(
                 K.int4_gemm, grid, [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"),
                                     m, n, k, *int4_common],
-                dict(shape, ONE_GROUP=_groups_in_tile(weight, k, config["BLOCK_K"]) == 1, **int4_flags))
+                dict(shape, ONE_GROUP=_groups_in_tile(weight, k, config["BLOCK_K"]) == 1,
+                     EVEN_K=k % config["BLOCK_K"] == 0, **int4_flags))
         else:
             launch = PlannedLaunch(
                 K.quantized_gemm, grid, [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"),
