@@ -409,10 +409,11 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
     words = tl.load(q + rw_in[:, None] * q_sk + rn[None, :] * q_sn, mask=(rn < N)[None, :], other=0)
     low = words | MANTISSA_BASE
     high = (words >> 12) | MANTISSA_BASE
-    # one row reads them a word row each even inside one group: [rows, BLOCK_N] loads in the words' layout
-    # cost fewer instructions than one [BLOCK_N] load brought into it through shared memory
+    # one row of 16-bit rows reads them a word row each even inside one group: [rows, BLOCK_N] loads in the
+    # words' layout cost fewer instructions than one [BLOCK_N] load brought into it through shared memory
+    # (float32 rows form their per-nibble offsets from the zero points once a group instead)
     scale, zero = _int4_groups(scales, zeros, rw_in, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
-                               SCALE_FORMAT, ONE_GROUP and BLOCK_M > 1)
+                               SCALE_FORMAT, ONE_GROUP and (BLOCK_M > 1 or x.dtype.element_ty == tl.float32))
     if BLOCK_M == 1:
         # the K tile's inputs as [rows, 8] (one vector load a word row), split into the 8 nibbles' [rows]
         kk = rw[:, None] * 8 + tl.arange(0, 8)[None, :]
