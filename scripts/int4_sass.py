@@ -43,15 +43,16 @@ def record(kernel: str, rows: str, scales: str, constexprs: dict, inline_asm: bo
     pointers = [pointer(rows), pointer("int32"), pointer(scales), pointer("uint8"), pointer(rows), pointer(rows)]
     strides = [value(4096), value(1)] * 4 + [value(1), value(4096), value(1)]
     if kernel == "int4_gemv":
-        args = pointers + [pointer("fp32"), value(16), value(4096), value(4096), value(1024), value(128)] + strides
+        args = pointers + [pointer("fp32"), value(16), value(4096), value(4096), value(1024)] + strides
         fixed = dict(PDL=True, SPLIT=True)
     else:
-        args = pointers + [value(2048), value(4096), value(4096), value(128)] + strides
+        args = pointers + [value(2048), value(4096), value(4096)] + strides
         fixed = dict(GROUP_M=8)
     return {"module": "nbxtensor.kernels.quant", "kernel": kernel, "args": args,
             "constexprs": dict(fixed, SCALE_FORMAT=FORMATS[scales], DOT={"dtype": rows}, PRECISION="ieee",
                                DECODE_BF16=False, HAS_BIAS=False, BIAS_FORMAT=0, DST_FORMAT=0, VIA_F32=True,
-                               INDEX_64=False, INTERPRETED=False, INLINE_ASM=inline_asm, EVEN_K=True, **constexprs)}
+                               INDEX_64=False, INTERPRETED=False, INLINE_ASM=inline_asm, EVEN_K=True, GROUP_SIZE=128 if constexprs["ONE_GROUP"] else 32,
+                               **constexprs)}
 
 
 def loop_body(sass: str) -> list[str]:

@@ -247,22 +247,26 @@ def _sixteen_plus_nibbles(words, INLINE_ASM: tl.constexpr):
 
 @triton.jit
 def _int4_groups(scales, zeros, rw, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
-                 SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr):
-    """float32 scales and zero points of the word rows ``rw`` (in range) by columns ``rn`` (those below N):
-    [1, BLOCK_N] read once when the K tile lies inside one group (ONE_GROUP; a tile past ``k_stop`` reads the
-    last one), else [rows, BLOCK_N], a group per word row, masked by column as the words are so that the
-    loads take the words' layout (vector loads, no conversion through shared memory)."""
+                 SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, BY_ROW: tl.constexpr):
+    """float32 scales and zero points of the word rows ``rw`` (in range) by columns ``rn`` (those below N).
+    ONE_GROUP: the K tile lies inside one group (a tile past ``k_stop`` reads the last one), read once as
+    [1, BLOCK_N], or with BY_ROW as [rows, BLOCK_N] alike; else [rows, BLOCK_N], a group per word row. The
+    [rows, BLOCK_N] loads are masked by column as the words are, so that they take the words' layout (vector
+    loads, no conversion through shared memory)."""
     if ONE_GROUP:
         g = tl.minimum(k_base, k_stop - 1) // group_size
+    else:
+        g = rw * 8 // group_size
+    if ONE_GROUP and not BY_ROW:
         rn_in = tl.where(rn < N, rn, 0)
         scale = decode(tl.load(scales + g * s_sg + rn_in * s_sn), SCALE_FORMAT).to(tl.float32)[None, :]
         zero = tl.load(zeros + g * z_sg + rn_in * z_sn).to(tl.float32)[None, :]
     else:
-        g = rw * 8 // group_size
+        rows = (g + tl.zeros_like(rw))[:, None]
         in_n = (rn < N)[None, :]
-        scale = decode(tl.load(scales + g[:, None] * s_sg + rn[None, :] * s_sn, mask=in_n, other=0),
+        scale = decode(tl.load(scales + rows * s_sg + rn[None, :] * s_sn, mask=in_n, other=0),
                        SCALE_FORMAT).to(tl.float32)
-        zero = tl.load(zeros + g[:, None] * z_sg + rn[None, :] * z_sn, mask=in_n, other=0).to(tl.float32)
+        zero = tl.load(zeros + rows * z_sg + rn[None, :] * z_sn, mask=in_n, other=0).to(tl.float32)
     return scale, zero
 
 
@@ -413,7 +417,7 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
     # words' layout cost fewer instructions than one [BLOCK_N] load brought into it through shared memory
     # (float32 rows form their per-nibble offsets from the zero points once a group instead)
     scale, zero = _int4_groups(scales, zeros, rw_in, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
-                               SCALE_FORMAT, ONE_GROUP and (BLOCK_M > 1 or x.dtype.element_ty == tl.float32))
+                               SCALE_FORMAT, ONE_GROUP, BLOCK_M == 1 and x.dtype.element_ty != tl.float32)
     if BLOCK_M == 1:
         # the K tile's inputs as [rows, 8] (one vector load a word row), split into the 8 nibbles' [rows]
         kk = rw[:, None] * 8 + tl.arange(0, 8)[None, :]
@@ -467,14 +471,15 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
 
 
 @triton.jit
-def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split, group_size,
+def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split,
               x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, bias_sn, out_sm, out_sn,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
-              SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
-              DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+              GROUP_SIZE: tl.constexpr, SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr,
+              PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
               INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr, PDL: tl.constexpr):
-    """``quantized_gemv`` for int4 weights whose words each lie in one group (``_int4_step``)."""
+    """``quantized_gemv`` for int4 weights whose words each lie in one group (``_int4_step``); the group size
+    is a constant of the compiled kernel (its group index then costs a shift or a multiply, not a division)."""
     await_predecessors(PDL)
     # one row accumulates per word: [BLOCK_K // 8, BLOCK_N]
     split, rm, rn, lanes, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M,
@@ -484,14 +489,14 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split, gro
         k0 = 0
         while k0 < k_per_split:
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
-                             group_size, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
+                             GROUP_SIZE, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
                              SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16,
                              INLINE_ASM, EVEN_K)
             k0 += BLOCK_K
     else:
         for k0 in range(0, k_per_split, BLOCK_K):
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
-                             group_size, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
+                             GROUP_SIZE, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
                              SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16,
                              INLINE_ASM, EVEN_K)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M, SPLIT,
@@ -499,11 +504,11 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split, gro
 
 
 @triton.jit
-def int4_gemm(x, q, scales, zeros, bias, out, M, N, K, group_size,
+def int4_gemm(x, q, scales, zeros, bias, out, M, N, K,
               x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, bias_sn, out_sm, out_sn,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-              SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
-              DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+              GROUP_SIZE: tl.constexpr, SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr,
+              PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
               INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr):
     """``quantized_gemm`` for int4 weights whose words each lie in one group: the tile is dequantized with its
@@ -514,13 +519,13 @@ def int4_gemm(x, q, scales, zeros, bias, out, M, N, K, group_size,
     if INTERPRETED:
         k0 = 0
         while k0 < K:
-            acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, group_size, x_sm, x_sk,
+            acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, GROUP_SIZE, x_sm, x_sk,
                              q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
                              DOT, PRECISION, DECODE_BF16, INLINE_ASM, EVEN_K)
             k0 += BLOCK_K
     else:
         for k0 in range(0, K, BLOCK_K):
-            acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, group_size, x_sm, x_sk,
+            acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, GROUP_SIZE, x_sm, x_sk,
                              q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
                              DOT, PRECISION, DECODE_BF16, INLINE_ASM, EVEN_K)
     mask = (rm[:, None] < M) & (rn[None, :] < N)

@@ -283,9 +283,9 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     key = _launch_key(facts, x, weight, m)
     # int4 whose words each lie in one group: nibbles converted by their bits (``kernels/quant.py``)
     whole_words = weight.format == "int4" and not has_g_idx and weight.group_size % 8 == 0
-    int4_common = [weight.group_size, *common[2:]]
+    int4_common = common[2:]
     int4_flags = {name: value for name, value in flags.items() if name not in ("WEIGHT", "HAS_G_IDX")}
-    int4_flags["INLINE_ASM"] = inline_nibbles(facts, x.dtype.name)
+    int4_flags.update(INLINE_ASM=inline_nibbles(facts, x.dtype.name), GROUP_SIZE=weight.group_size)
 
     def tensors_of(x, weight, bias, out, partial=None):
         placeholder = weight.scales  # for the pointers a constexpr leaves unread
