@@ -204,9 +204,9 @@ def _nibble_values(low, high, zero, I: tl.constexpr):
 # program's columns. With inline PTX (INLINE_ASM) a word's nibbles are spread to the top of its bytes (two
 # shifts and two ``lop3``s, the exponent's low bit set) and each becomes a float by one ``prmt`` that places
 # its byte under the exponent's other bits; the portable path shifts, masks and ORs each nibble. Both give the
-# same floats, so the same float32 arithmetic after gives the same bits. The sum's terms are at most 31 |x_i|
-# rather than 15 |x_i|, and the subtraction rounds once more: error still about 2^-21 of sum |x_i| a word,
-# far under a 16-bit result's rounding (float32 rows keep ``_nibble_values``).
+# same floats, so the same float32 arithmetic after gives the same bits. The sum's terms reach 31 |x_i| rather
+# than 15 |x_i| and the subtraction rounds once more: a word's error stays under 2^-19 of sum |x_i| (2^-21 for
+# n - zero summed directly, ``_nibble_values``, which float32 rows keep), far under a 16-bit result's rounding.
 SIXTEEN = tl.constexpr(16.0)
 SIXTEEN_BITS = tl.constexpr(0x41800000)
 
@@ -280,26 +280,25 @@ def _nibble_tile(low, high, zero, scale, I: tl.constexpr, DOT: tl.constexpr, SCA
 
 
 @triton.jit
-def _in_k_order(v0, v1, v2, v3, v4, v5, v6, v7):
-    """The [8 * rows, BLOCK_N] tile of the eight [rows, BLOCK_N] nibble tiles in the K order of the inputs
-    (input 8r + i is nibble i of word row r)."""
-    pairs = tl.join(tl.join(tl.join(v0, v1), tl.join(v2, v3)), tl.join(tl.join(v4, v5), tl.join(v6, v7)))
-    # [rows, BLOCK_N, bit 0, bit 1, bit 2 of i] -> [rows, i, BLOCK_N]
-    return tl.reshape(tl.permute(pairs, (0, 4, 3, 2, 1)), (v0.shape[0] * 8, v0.shape[1]))
+def _in_k_order(pairs):
+    """The [8 * rows, BLOCK_N] tile in the K order of the inputs (input 8r + i is nibble i of word row r) of
+    ``pairs``, [rows, BLOCK_N, 2, 2, 2] by (bit 0, bit 1, bit 2) of i."""
+    return tl.reshape(tl.permute(pairs, (0, 4, 3, 2, 1)), (pairs.shape[0] * 8, pairs.shape[1]))
 
 
 @triton.jit
 def _int4_tile(low, high, zero, scale, DOT: tl.constexpr, SCALED: tl.constexpr):
     """The [8 * rows, BLOCK_N] tile of nibble - zero (times scale with SCALED: the weight itself) in the K
     order of the inputs, in the dot's type."""
-    return _in_k_order(_nibble_tile(low, high, zero, scale, 0, DOT, SCALED),
-                       _nibble_tile(low, high, zero, scale, 1, DOT, SCALED),
-                       _nibble_tile(low, high, zero, scale, 2, DOT, SCALED),
-                       _nibble_tile(low, high, zero, scale, 3, DOT, SCALED),
-                       _nibble_tile(low, high, zero, scale, 4, DOT, SCALED),
-                       _nibble_tile(low, high, zero, scale, 5, DOT, SCALED),
-                       _nibble_tile(low, high, zero, scale, 6, DOT, SCALED),
-                       _nibble_tile(low, high, zero, scale, 7, DOT, SCALED))
+    v0 = _nibble_tile(low, high, zero, scale, 0, DOT, SCALED)
+    v1 = _nibble_tile(low, high, zero, scale, 1, DOT, SCALED)
+    v2 = _nibble_tile(low, high, zero, scale, 2, DOT, SCALED)
+    v3 = _nibble_tile(low, high, zero, scale, 3, DOT, SCALED)
+    v4 = _nibble_tile(low, high, zero, scale, 4, DOT, SCALED)
+    v5 = _nibble_tile(low, high, zero, scale, 5, DOT, SCALED)
+    v6 = _nibble_tile(low, high, zero, scale, 6, DOT, SCALED)
+    v7 = _nibble_tile(low, high, zero, scale, 7, DOT, SCALED)
+    return _in_k_order(tl.join(tl.join(tl.join(v0, v1), tl.join(v2, v3)), tl.join(tl.join(v4, v5), tl.join(v6, v7))))
 
 
 # ---- int4 to 16-bit floats by inline PTX, two a register (compiled CUDA targets) --------------------------
@@ -347,27 +346,16 @@ def _int4_tile_packed(words, zero, scale, DOT: tl.constexpr, SCALED: tl.constexp
     of the dot's type where SCALED)."""
     # [rows, BLOCK_N, 2]: the words, and the words shifted so that byte j's low nibble is nibble 2j + 1
     halves = tl.join(words, words >> 4)
-    if DOT == tl.bfloat16:
-        bias = (-(zero + BF16_MAGIC)).to(tl.bfloat16)[:, :, None]
-        if SCALED:
-            t0, t1, t2, t3 = tl.inline_asm_elementwise(BF16_NIBBLES_SCALED, "=r,=r,=r,=r,r,r,r,r",
-                                                       [halves, bias, scale.to(tl.bfloat16)[:, :, None]],
-                                                       dtype=(tl.bfloat16,) * 4, is_pure=True, pack=2)
-        else:
-            t0, t1, t2, t3 = tl.inline_asm_elementwise(BF16_NIBBLES, "=r,=r,=r,=r,r,r,r", [halves, bias],
-                                                       dtype=(tl.bfloat16,) * 4, is_pure=True, pack=2)
+    bias = (-(zero + (BF16_MAGIC if DOT == tl.bfloat16 else F16_MAGIC))).to(DOT)[:, :, None]
+    if SCALED:
+        t0, t1, t2, t3 = tl.inline_asm_elementwise(
+            BF16_NIBBLES_SCALED if DOT == tl.bfloat16 else F16_NIBBLES_SCALED, "=r,=r,=r,=r,r,r,r,r",
+            [halves, bias, scale.to(DOT)[:, :, None]], dtype=(bias.dtype,) * 4, is_pure=True, pack=2)
     else:
-        bias = (-(zero + F16_MAGIC)).to(tl.float16)[:, :, None]
-        if SCALED:
-            t0, t1, t2, t3 = tl.inline_asm_elementwise(F16_NIBBLES_SCALED, "=r,=r,=r,=r,r,r,r,r",
-                                                       [halves, bias, scale.to(tl.float16)[:, :, None]],
-                                                       dtype=(tl.float16,) * 4, is_pure=True, pack=2)
-        else:
-            t0, t1, t2, t3 = tl.inline_asm_elementwise(F16_NIBBLES, "=r,=r,=r,=r,r,r,r", [halves, bias],
-                                                       dtype=(tl.float16,) * 4, is_pure=True, pack=2)
-    # [rows, BLOCK_N, bit 0, bit 1, bit 2 of i] -> [rows, i, BLOCK_N], as ``_in_k_order``
-    pairs = tl.join(tl.join(t0, t1), tl.join(t2, t3))
-    return tl.reshape(tl.permute(pairs, (0, 4, 3, 2, 1)), (words.shape[0] * 8, words.shape[1]))
+        t0, t1, t2, t3 = tl.inline_asm_elementwise(BF16_NIBBLES if DOT == tl.bfloat16 else F16_NIBBLES,
+                                                   "=r,=r,=r,=r,r,r,r", [halves, bias], dtype=(bias.dtype,) * 4,
+                                                   is_pure=True, pack=2)
+    return _in_k_order(tl.join(tl.join(t0, t1), tl.join(t2, t3)))
 
 
 @triton.jit
