@@ -9,8 +9,8 @@ then compile each distinct specialisation here:
     python3 scripts/compile_check.py /tmp/launches.jsonl [--target 90] [--jobs 2] [--limit-per-kernel N]
                                      [--ptx-dir DIR]
 
-Interpreter-only switches (``INTERPRETED``, ``DECODE_BF16``, ``INLINE_ASM``) are compiled as a GPU would set them, and
-so is ``PDL`` (programmatic dependent launch, ``kernels/dependent_launch.py``): true where the facts file of
+Interpreter-only switches (``INTERPRETED``, ``DECODE_BF16``, ``INLINE_ASM``) are compiled as a GPU would set
+them, and so is ``PDL`` (programmatic dependent launch, ``kernels/dependent_launch.py``): true where the facts file of
 the target's class names ``programmatic_dependent_launch``. A specialisation compiled with ``PDL`` true
 must wait (``griddepcontrol.wait``) before its PTX touches global memory or branches, and signal its
 dependents; one that does not is a failure.

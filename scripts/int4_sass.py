@@ -21,26 +21,32 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import compile_check  # noqa: E402
 
-# name: (kernel, rows' type, scales' type, constexprs)
-CASES = {
-    "gemv 1 row bf16 128x128 w4 one group": ("int4_gemv", "bf16", "bf16", dict(BLOCK_M=1, BLOCK_N=128, BLOCK_K=128, num_warps=4, ONE_GROUP=True)),
-    "gemv 1 row bf16 256x64 w4 groups of 32": ("int4_gemv", "bf16", "bf16", dict(BLOCK_M=1, BLOCK_N=256, BLOCK_K=64, num_warps=4, ONE_GROUP=False)),
-    "gemv 1 row fp16 128x128 w4 one group": ("int4_gemv", "fp16", "fp16", dict(BLOCK_M=1, BLOCK_N=128, BLOCK_K=128, num_warps=4, ONE_GROUP=True)),
-    "gemv 16 rows bf16 128x128 w4 one group": ("int4_gemv", "bf16", "bf16", dict(BLOCK_M=16, BLOCK_N=128, BLOCK_K=128, num_warps=4, ONE_GROUP=True)),
-    "gemv 16 rows fp16 128x128 w4 one group": ("int4_gemv", "fp16", "fp16", dict(BLOCK_M=16, BLOCK_N=128, BLOCK_K=128, num_warps=4, ONE_GROUP=True)),
-    "gemv 16 rows bf16 256x64 w4 groups of 32": ("int4_gemv", "bf16", "bf16", dict(BLOCK_M=16, BLOCK_N=256, BLOCK_K=64, num_warps=4, ONE_GROUP=False)),
-    "gemm bf16 128x256x64 w8 one group": ("int4_gemm", "bf16", "bf16", dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3, ONE_GROUP=True)),
-    "gemm fp16 128x256x64 w8 one group": ("int4_gemm", "fp16", "fp16", dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3, ONE_GROUP=True)),
-}
+# (kernel, rows' type, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, one group a K tile): tuned shapes
+_SHAPES = [("int4_gemv", "bf16", 1, 128, 128, 4, None, True), ("int4_gemv", "bf16", 1, 256, 64, 4, None, False),
+           ("int4_gemv", "fp16", 1, 128, 128, 4, None, True), ("int4_gemv", "bf16", 16, 128, 128, 4, None, True),
+           ("int4_gemv", "fp16", 16, 128, 128, 4, None, True), ("int4_gemv", "bf16", 16, 256, 64, 4, None, False),
+           ("int4_gemm", "bf16", 128, 256, 64, 8, 3, True), ("int4_gemm", "fp16", 128, 256, 64, 8, 3, True)]
+
+
+def _name(kernel, rows, m, bn, bk, warps, one_group) -> str:
+    tile = f"gemm {rows} {m}x{bn}x{bk}" if kernel == "int4_gemm" else f"gemv {m} row{'s' * (m > 1)} {rows} {bn}x{bk}"
+    return f"{tile} w{warps} {'one group' if one_group else 'groups of 32'}"
+
+
+# name: (kernel, rows' and scales' type, constexprs)
+CASES = {_name(kernel, rows, m, bn, bk, warps, one_group):
+         (kernel, rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, ONE_GROUP=one_group,
+                             **({} if stages is None else {"num_stages": stages})))
+         for kernel, rows, m, bn, bk, warps, stages, one_group in _SHAPES}
 FORMATS = {"fp16": 0, "bf16": 1}  # SCALE_FORMAT as the host passes it on a GPU (``lowering.load_format``)
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
 
 
-def record(kernel: str, rows: str, scales: str, constexprs: dict, inline_asm: bool) -> dict:
+def record(kernel: str, rows: str, constexprs: dict, inline_asm: bool) -> dict:
     """A launch record as ``NBX_RECORD_LAUNCHES`` writes one: Llama-size K and N, 16 rows or 2048."""
     pointer = lambda t: {"pointer": t, "aligned": True}  # noqa: E731
     value = lambda v: {"value": v}  # noqa: E731
-    pointers = [pointer(rows), pointer("int32"), pointer(scales), pointer("uint8"), pointer(rows), pointer(rows)]
+    pointers = [pointer(rows), pointer("int32"), pointer(rows), pointer("uint8"), pointer(rows), pointer(rows)]
     strides = [value(4096), value(1)] * 4 + [value(1), value(4096), value(1)]
     if kernel == "int4_gemv":
         args = pointers + [pointer("fp32"), value(16), value(4096), value(4096), value(1024)] + strides
@@ -49,10 +55,10 @@ def record(kernel: str, rows: str, scales: str, constexprs: dict, inline_asm: bo
         args = pointers + [value(2048), value(4096), value(4096)] + strides
         fixed = dict(GROUP_M=8)
     return {"module": "nbxtensor.kernels.quant", "kernel": kernel, "args": args,
-            "constexprs": dict(fixed, SCALE_FORMAT=FORMATS[scales], DOT={"dtype": rows}, PRECISION="ieee",
+            "constexprs": dict(fixed, SCALE_FORMAT=FORMATS[rows], DOT={"dtype": rows}, PRECISION="ieee",
                                DECODE_BF16=False, HAS_BIAS=False, BIAS_FORMAT=0, DST_FORMAT=0, VIA_F32=True,
-                               INDEX_64=False, INTERPRETED=False, INLINE_ASM=inline_asm, EVEN_K=True, GROUP_SIZE=128 if constexprs["ONE_GROUP"] else 32,
-                               **constexprs)}
+                               INDEX_64=False, INTERPRETED=False, INLINE_ASM=inline_asm, EVEN_K=True,
+                               GROUP_SIZE=128 if constexprs["ONE_GROUP"] else 32, **constexprs)}
 
 
 def loop_body(sass: str) -> list[str]:
@@ -80,10 +86,10 @@ def main() -> int:
     compile_check._worker_init(args.target)
     binaries = Path(__import__("triton").__file__).parent / "backends" / "nvidia" / "bin"
     from nbxtensor.kernels import quant
-    for name, (kernel, rows, scales, constexprs) in CASES.items():
+    for name, (kernel, rows, constexprs) in CASES.items():
         if args.only not in name:
             continue
-        launch = record(kernel, rows, scales, constexprs, not args.portable)
+        launch = record(kernel, rows, constexprs, not args.portable)
         positional, named = compile_check._arguments(launch)
         compiled = getattr(quant, kernel).warmup(*positional, grid=(1,), **named, launch_pdl=named.get("PDL") is True)
         with tempfile.TemporaryDirectory() as folder:
