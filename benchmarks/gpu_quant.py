@@ -15,7 +15,8 @@ same run:
   square products of ``prefill`` with rows rounded in 1 x 128 blocks (``fp8_block_gemm``), against the same
   values scaled per channel (``fp8_gemm``), the block weights dequantized (weight only) and our bf16 GEMM.
 NBX_QUANT_SECTIONS (comma-separated, default decode,prefill,e2e,fp8e2e,fp8block) picks the sections; each
-prints its seconds.
+prints its seconds. NBX_INT4_INLINE_ASM=0 times int4 through the portable float32 tile forms instead of the
+inline PTX ones (``ops.quant.inline_nibbles``; the same bits), for a before/after in one session.
 Prints a table last."""
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import numpy as np
 import nbxtensor as nbx
 from nbxtensor import llm
 from nbxtensor.nn import functional as F
+from nbxtensor.ops import quant as quant_ops
 from nbxtensor.quant import QuantizedWeight
 
 import torch  # noqa: E402  (the reference)
@@ -48,14 +50,15 @@ _WEIGHTS: dict = {}
 
 def random_quantized(n: int, k: int, seed: int, device: str = "cuda") -> dict:
     """{format: QuantizedWeight} of an (n, k) weight made from random stored values (GPTQ int4 words in groups
-    of 128, int8 and fp8 e4m3 per channel), scales about 0.02 / level: rounding a float weight on the host takes
-    seconds at these sizes, and a product's time does not depend on its values."""
+    of 128 with bfloat16 scales, as ``nbx quantize`` writes a bfloat16 model's; int8 and fp8 e4m3 per channel),
+    scales about 0.02 / level: rounding a float weight on the host takes seconds at these sizes, and a product's
+    time does not depend on its values."""
     import ml_dtypes
     rng = np.random.default_rng(seed)
     groups = -(-k // 128)
     words = rng.integers(-2**31, 2**31, (k // 8, n), dtype=np.int64).astype(np.int32)
     int4 = QuantizedWeight.gptq(words, np.full((groups, n // 8), 0x77777777, np.int32),
-                                np.full((groups, n), 0.02 / 8, np.float16), group_size=128, device=device,
+                                np.full((groups, n), 0.02 / 8, ml_dtypes.bfloat16), group_size=128, device=device,
                                 dtype="bfloat16")
     int8 = QuantizedWeight.int8(rng.integers(-127, 128, (n, k), dtype=np.int8), np.full(n, 0.02 / 127, np.float32),
                                 device=device, dtype="bfloat16")
@@ -280,7 +283,11 @@ def timed_section(name: str, run) -> list[tuple]:
 
 
 def main() -> None:
-    print(f"{nbx.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    inline_asm = os.environ.get("NBX_INT4_INLINE_ASM", "1") != "0"
+    if not inline_asm:
+        quant_ops.inline_nibbles = lambda facts, dtype: False
+    print(f"{nbx.cuda.get_device_name()}, torch {torch.__version__}, int4 inline PTX {'on' if inline_asm else 'off'}",
+          flush=True)
     kernels = timed_section("decode", kernel_rows)
     prefill = timed_section("prefill", prefill_rows)
     e2e = timed_section("e2e", end_to_end_rows)

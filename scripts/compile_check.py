@@ -9,8 +9,8 @@ then compile each distinct specialisation here:
     python3 scripts/compile_check.py /tmp/launches.jsonl [--target 90] [--jobs 2] [--limit-per-kernel N]
                                      [--ptx-dir DIR]
 
-Interpreter-only switches (``INTERPRETED``, ``DECODE_BF16``) are compiled as a GPU would set them, and
-so is ``PDL`` (programmatic dependent launch, ``kernels/dependent_launch.py``): true where the facts file of
+Interpreter-only switches (``INTERPRETED``, ``DECODE_BF16``, ``INLINE_ASM``) are compiled as a GPU would set
+them, and so is ``PDL`` (programmatic dependent launch, ``kernels/dependent_launch.py``): true where the facts file of
 the target's class names ``programmatic_dependent_launch``. A specialisation compiled with ``PDL`` true
 must wait (``griddepcontrol.wait``) before its PTX touches global memory or branches, and signal its
 dependents; one that does not is a failure.
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-_GPU_SETTINGS = {"INTERPRETED": False, "DECODE_BF16": False}
+_GPU_SETTINGS = {"INTERPRETED": False, "DECODE_BF16": False, "INLINE_ASM": True}
 _PDL = "PDL"
 _FACTS = Path(__file__).resolve().parents[1] / "nbxtensor" / "device" / "facts"
 # PTX lines that may reach global memory (a load, store, atomic, copy or prefetch not named as one of the

@@ -97,10 +97,12 @@ def test_fp8_across_tiles(rng, forced, mode, rows):
 
 @pytest.mark.parametrize("block_k, splits", [(16, 1), (64, 3)])
 @pytest.mark.parametrize("rows", ROWS)
-def test_int4_every_nibble_and_zero_point(rng, forced, block_k, splits, rows):
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_int4_every_nibble_and_zero_point(rng, forced, block_k, splits, rows, dtype):
     """Every 4-bit value against every zero point, in every nibble of a word: the kernels read a nibble's value
-    through the bits of a float (module docstring of ``kernels/quant.py``), so each (value, zero, position)
-    is checked once. Unit inputs make each output a plain sum of (value - zero) * scale."""
+    through the bits of a float (module docstring of ``kernels/quant.py``; 16-bit rows as 16 + value at one
+    row), so each (value, zero, position) is checked once. Unit inputs make each output a plain sum of
+    (value - zero) * scale, exact in every rows' type."""
     k, n = 16 * 8, 16
     forced(block_k, splits)
     q = np.tile(np.arange(16, dtype=np.uint8).repeat(8)[:, None], (1, n))  # input 8v + i holds value v, nibble i
@@ -110,8 +112,8 @@ def test_int4_every_nibble_and_zero_point(rng, forced, block_k, splits, rows):
     reference = _reference_int4(q, zeros, scales, np.arange(k) // 32)
     eye = np.zeros((rows, k))
     eye[np.arange(rows), (np.arange(rows) * 37) % k] = 1.0  # each row picks one (value, nibble) of every column
-    _check(eye, weight, reference)
-    _check(rng.standard_normal((rows, k)), weight, reference)
+    _check(eye, weight, reference, dtype)
+    _check(rng.standard_normal((rows, k)), weight, reference, dtype)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

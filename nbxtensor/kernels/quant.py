@@ -198,20 +198,75 @@ def _nibble_values(low, high, zero, I: tl.constexpr):
             - (zero + (1 << (23 - 4 * (I - 3 * (I // 5))))))
 
 
+# ---- one row of 16-bit rows: nibbles as 16 + n ------------------------------------------------------------
+# 16 + n is a float32 whose mantissa's top four bits hold n (bits 0x41800000 | n << 19), exact; one row sums
+# x_i (16 + n_i) over a word's 8 inputs and subtracts (16 + zero) * sum x_i once a word, sum x_i shared by the
+# program's columns. With inline PTX (INLINE_ASM) a word's nibbles are spread to the top of its bytes (two
+# shifts and two ``lop3``s, the exponent's low bit set) and each becomes a float by one ``prmt`` that places
+# its byte under the exponent's other bits; the portable path shifts, masks and ORs each nibble. Both give the
+# same floats, so the same float32 arithmetic after gives the same bits. The sum's terms reach 31 |x_i| rather
+# than 15 |x_i| and the subtraction rounds once more: a word's error stays under 2^-19 of sum |x_i| (2^-21 for
+# n - zero summed directly, ``_nibble_values``, which float32 rows keep), far under a 16-bit result's rounding.
+SIXTEEN = tl.constexpr(16.0)
+SIXTEEN_BITS = tl.constexpr(0x41800000)
+
+
+def _sixteen_plus_nibbles_ptx() -> str:
+    """PTX of ``_sixteen_plus_nibbles``: outputs $0..$7 the floats 16 + nibble 0..7 of word $8."""
+    lines = ["{", ".reg .b32 low, high, top;", "shl.b32 low, $8, 3;", "shr.u32 high, $8, 1;",
+             # nibble 2j at bits 3-6 of byte j of low, nibble 2j + 1 of high, bit 7 the exponent's low bit
+             "lop3.b32 low, low, 0x78787878, 0x80808080, 0xea;", "lop3.b32 high, high, 0x78787878, 0x80808080, 0xea;",
+             f"mov.b32 top, {SIXTEEN_BITS.value & 0xFF000000:#x};"]
+    for j in range(4):
+        # bytes 0, 1 and 3 from ``top`` (0, 0, the exponent's high bits), byte 2 byte j of low or high
+        lines += [f"prmt.b32 ${2 * j}, low, top, {0x7054 | j << 8:#x};",
+                  f"prmt.b32 ${2 * j + 1}, high, top, {0x7054 | j << 8:#x};"]
+    return "\n".join(lines + ["}"])
+
+
+SIXTEEN_PLUS_NIBBLES = tl.constexpr(_sixteen_plus_nibbles_ptx())
+
+
 @triton.jit
-def _int4_groups(scales, zeros, rw, rn, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
-                 SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr):
-    """float32 scales and zero points of the word rows ``rw`` (in range) by columns ``rn``: [1, BLOCK_N] read
-    once when the K tile lies inside one group (ONE_GROUP; a tile past ``k_stop`` reads the last one), else
-    [rows, BLOCK_N], a group per word row."""
+def _sixteen_plus_nibble(words, I: tl.constexpr):
+    """16 + nibble I of each word as float32, by integer arithmetic on its bits."""
+    return (((words >> (4 * I)) & 0xF) << 19 | SIXTEEN_BITS).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _sixteen_plus_nibbles(words, INLINE_ASM: tl.constexpr):
+    """The 8 float32 tiles 16 + nibble i of ``words``, i = 0..7 (by inline PTX where INLINE_ASM)."""
+    if INLINE_ASM:
+        return tl.inline_asm_elementwise(SIXTEEN_PLUS_NIBBLES, "=r,=r,=r,=r,=r,=r,=r,=r,r", [words],
+                                         dtype=(tl.float32,) * 8, is_pure=True, pack=1)
+    else:
+        return (_sixteen_plus_nibble(words, 0), _sixteen_plus_nibble(words, 1), _sixteen_plus_nibble(words, 2),
+                _sixteen_plus_nibble(words, 3), _sixteen_plus_nibble(words, 4), _sixteen_plus_nibble(words, 5),
+                _sixteen_plus_nibble(words, 6), _sixteen_plus_nibble(words, 7))
+
+
+@triton.jit
+def _int4_groups(scales, zeros, rw, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
+                 SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, BY_ROW: tl.constexpr):
+    """float32 scales and zero points of the word rows ``rw`` (in range) by columns ``rn`` (those below N).
+    ONE_GROUP: the K tile lies inside one group (a tile past ``k_stop`` reads the last one), read once as
+    [1, BLOCK_N], or with BY_ROW as [rows, BLOCK_N] alike; else [rows, BLOCK_N], a group per word row. The
+    [rows, BLOCK_N] loads are masked by column as the words are, so that they take the words' layout (vector
+    loads, no conversion through shared memory)."""
     if ONE_GROUP:
         g = tl.minimum(k_base, k_stop - 1) // group_size
-        scale = decode(tl.load(scales + g * s_sg + rn * s_sn), SCALE_FORMAT).to(tl.float32)[None, :]
-        zero = tl.load(zeros + g * z_sg + rn * z_sn).to(tl.float32)[None, :]
     else:
         g = rw * 8 // group_size
-        scale = decode(tl.load(scales + g[:, None] * s_sg + rn[None, :] * s_sn), SCALE_FORMAT).to(tl.float32)
-        zero = tl.load(zeros + g[:, None] * z_sg + rn[None, :] * z_sn).to(tl.float32)
+    if ONE_GROUP and not BY_ROW:
+        rn_in = tl.where(rn < N, rn, 0)
+        scale = decode(tl.load(scales + g * s_sg + rn_in * s_sn), SCALE_FORMAT).to(tl.float32)[None, :]
+        zero = tl.load(zeros + g * z_sg + rn_in * z_sn).to(tl.float32)[None, :]
+    else:
+        rows = (g + tl.zeros_like(rw))[:, None]
+        in_n = (rn < N)[None, :]
+        scale = decode(tl.load(scales + rows * s_sg + rn[None, :] * s_sn, mask=in_n, other=0),
+                       SCALE_FORMAT).to(tl.float32)
+        zero = tl.load(zeros + rows * z_sg + rn[None, :] * z_sn, mask=in_n, other=0).to(tl.float32)
     return scale, zero
 
 
@@ -225,9 +280,16 @@ def _nibble_tile(low, high, zero, scale, I: tl.constexpr, DOT: tl.constexpr, SCA
 
 
 @triton.jit
+def _in_k_order(pairs):
+    """The [8 * rows, BLOCK_N] tile in the K order of the inputs (input 8r + i is nibble i of word row r) of
+    ``pairs``, [rows, BLOCK_N, 2, 2, 2] by (bit 0, bit 1, bit 2) of i."""
+    return tl.reshape(tl.permute(pairs, (0, 4, 3, 2, 1)), (pairs.shape[0] * 8, pairs.shape[1]))
+
+
+@triton.jit
 def _int4_tile(low, high, zero, scale, DOT: tl.constexpr, SCALED: tl.constexpr):
     """The [8 * rows, BLOCK_N] tile of nibble - zero (times scale with SCALED: the weight itself) in the K
-    order of the inputs (input 8r + i is nibble i of word row r), in the dot's type."""
+    order of the inputs, in the dot's type."""
     v0 = _nibble_tile(low, high, zero, scale, 0, DOT, SCALED)
     v1 = _nibble_tile(low, high, zero, scale, 1, DOT, SCALED)
     v2 = _nibble_tile(low, high, zero, scale, 2, DOT, SCALED)
@@ -236,34 +298,118 @@ def _int4_tile(low, high, zero, scale, DOT: tl.constexpr, SCALED: tl.constexpr):
     v5 = _nibble_tile(low, high, zero, scale, 5, DOT, SCALED)
     v6 = _nibble_tile(low, high, zero, scale, 6, DOT, SCALED)
     v7 = _nibble_tile(low, high, zero, scale, 7, DOT, SCALED)
-    pairs = tl.join(tl.join(tl.join(v0, v1), tl.join(v2, v3)), tl.join(tl.join(v4, v5), tl.join(v6, v7)))
-    # [rows, BLOCK_N, bit 0, bit 1, bit 2 of i] -> [rows, i, BLOCK_N]
-    return tl.reshape(tl.permute(pairs, (0, 4, 3, 2, 1)), (low.shape[0] * 8, low.shape[1]))
+    return _in_k_order(tl.join(tl.join(tl.join(v0, v1), tl.join(v2, v3)), tl.join(tl.join(v4, v5), tl.join(v6, v7))))
+
+
+# ---- int4 to 16-bit floats by inline PTX, two a register (compiled CUDA targets) --------------------------
+# A nibble n masked into the mantissa of a 16-bit float whose exponent field holds the "magic" 2^10 (float16,
+# bits 0x6400) or 2^7 (bfloat16, 0x4300), where the ulp is 1, reads as magic + n; one packed fused
+# multiply-add by 1 of -(magic + zero) leaves n - zero. A register holds two neighbours along K (nibbles 2j and
+# 2j + 1 of a word: byte j of the word and of the word shifted right by 4, gathered by one ``prmt``), the
+# pairs a dot operand is made of, so a pair costs a ``prmt``, a ``lop3`` and the multiply-add (one more, the
+# scale, where the tile is scaled). Every step is exact (|n - zero| < 16); a scale of the dot's type then
+# multiplies, rounded once. The portable path (``_int4_tile``) forms the same exact n - zero in float32,
+# multiplies it by the same scale there (exact: at most 5 + 11 significant bits) and rounds once to the
+# dot's type, so the two give the same bits.
+_BYTE_OF_TWO_WORDS = tl.constexpr((0x4400, 0x5511, 0x6622, 0x7733))  # prmt: byte j of $a and $b to halves 0, 1
+
+
+def _nibbles_ptx(magic: int, kind: str, scaled: bool) -> str:
+    """PTX of ``_int4_tile_packed``'s asm: outputs $0..$3 the low nibble of byte 0..3 of words $4 and $5, as
+    16-bit floats (``kind`` f16x2 or bf16x2, ``magic`` the bits of 2^10 or 2^7) less zero: $6 holds -(magic +
+    zero) of both; with ``scaled``, times the scales $7."""
+    one = {"f16x2": 0x3C00, "bf16x2": 0x3F80}[kind]
+    # packed half operands take registers, not immediates; -0 added keeps a zero product's sign, as a multiply
+    lines = ["{", ".reg .b32 byte, nibble, one, negative_zero;", f"mov.b32 one, {one * 0x10001:#x};",
+             "mov.b32 negative_zero, 0x80008000;"]
+    for j in range(4):
+        lines += [f"prmt.b32 byte, $4, $5, {_BYTE_OF_TWO_WORDS.value[j]:#x};",
+                  f"lop3.b32 nibble, byte, 0x000f000f, {magic * 0x10001:#x}, 0xea;",  # (byte & mask) | magic
+                  f"fma.rn.{kind} ${j}, nibble, one, $6;"]
+        if scaled:
+            lines.append(f"fma.rn.{kind} ${j}, ${j}, $7, negative_zero;")
+    return "\n".join(lines + ["}"])
+
+
+F16_MAGIC = tl.constexpr(1024.0)
+BF16_MAGIC = tl.constexpr(128.0)
+F16_NIBBLES = tl.constexpr(_nibbles_ptx(0x6400, "f16x2", False))
+F16_NIBBLES_SCALED = tl.constexpr(_nibbles_ptx(0x6400, "f16x2", True))
+BF16_NIBBLES = tl.constexpr(_nibbles_ptx(0x4300, "bf16x2", False))
+BF16_NIBBLES_SCALED = tl.constexpr(_nibbles_ptx(0x4300, "bf16x2", True))
+
+
+@triton.jit
+def _int4_tile_packed(words, zero, scale, DOT: tl.constexpr, SCALED: tl.constexpr):
+    """``_int4_tile`` for a DOT of float16 or bfloat16 by inline PTX (``_nibbles_ptx``): ``words`` the
+    [rows, BLOCK_N] words, ``zero`` and ``scale`` their float32 zero points and scales (broadcast; scales
+    of the dot's type where SCALED)."""
+    # [rows, BLOCK_N, 2]: the words, and the words shifted so that byte j's low nibble is nibble 2j + 1
+    halves = tl.join(words, words >> 4)
+    bias = (-(zero + (BF16_MAGIC if DOT == tl.bfloat16 else F16_MAGIC))).to(DOT)[:, :, None]
+    if SCALED:
+        t0, t1, t2, t3 = tl.inline_asm_elementwise(
+            BF16_NIBBLES_SCALED if DOT == tl.bfloat16 else F16_NIBBLES_SCALED, "=r,=r,=r,=r,r,r,r,r",
+            [halves, bias, scale.to(DOT)[:, :, None]], dtype=(bias.dtype,) * 4, is_pure=True, pack=2)
+    else:
+        t0, t1, t2, t3 = tl.inline_asm_elementwise(BF16_NIBBLES if DOT == tl.bfloat16 else F16_NIBBLES,
+                                                   "=r,=r,=r,=r,r,r,r", [halves, bias], dtype=(bias.dtype,) * 4,
+                                                   is_pure=True, pack=2)
+    return _in_k_order(tl.join(tl.join(t0, t1), tl.join(t2, t3)))
+
+
+@triton.jit
+def _int4_dot_tile(words, low, high, zero, scale, SCALE_TYPE: tl.constexpr, DOT: tl.constexpr,
+                   SCALED: tl.constexpr, INLINE_ASM: tl.constexpr):
+    """``_int4_tile``, by inline PTX where INLINE_ASM allows it: a 16-bit dot type, and scales of that type
+    where they multiply the tile (SCALED), so that the scale multiplies exactly as in float32."""
+    if INLINE_ASM and (DOT == tl.float16 or DOT == tl.bfloat16) and (not SCALED or SCALE_TYPE == DOT):
+        return _int4_tile_packed(words, zero, scale, DOT, SCALED)
+    else:
+        return _int4_tile(low, high, zero, scale, DOT, SCALED)
+
+
+@triton.jit
+def _rows_load(pointers, in_k, EVEN_K: tl.constexpr):
+    """The rows' elements at ``pointers``, zeros where ``in_k`` is false unless EVEN_K (all inside)."""
+    if EVEN_K:
+        return tl.load(pointers)
+    else:
+        return tl.load(pointers, mask=in_k, other=0)
 
 
 @triton.jit
 def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes, k_stop, group_size,
                x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, FACTORED: tl.constexpr, DOT: tl.constexpr,
-               PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr):
+               PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, INLINE_ASM: tl.constexpr,
+               EVEN_K: tl.constexpr):
     """acc plus the rows' products with the int4 weight's inputs k_base + 0.. (those below k_stop); ``lanes``
-    is arange(BLOCK_K // 8), the K tile's word rows.
+    is arange(BLOCK_K // 8), the K tile's word rows. EVEN_K: every K tile lies below k_stop, so loads along
+    K take no mask (vector loads of the rows).
 
     One row: acc is [BLOCK_K // 8, BLOCK_N]; each word's 8 products gather in registers and meet its scale
     once. Several rows: the tile goes through ``tl.dot``; FACTORED (the K tile inside one group) multiplies
-    the tile's product by the scales rather than every weight."""
+    the tile's product by the scales rather than every weight. INLINE_ASM: the tile is built by inline PTX
+    (``_int4_dot_tile``)."""
     rw = k_base // 8 + lanes
-    rw_in = tl.where(rw * 8 < k_stop, rw, 0)
+    if EVEN_K:
+        rw_in = rw
+    else:
+        rw_in = tl.where(rw * 8 < k_stop, rw, 0)
     # masked by column rather than clamped, so that the loads keep the columns' contiguity (vector loads)
     words = tl.load(q + rw_in[:, None] * q_sk + rn[None, :] * q_sn, mask=(rn < N)[None, :], other=0)
     low = words | MANTISSA_BASE
     high = (words >> 12) | MANTISSA_BASE
-    scale, zero = _int4_groups(scales, zeros, rw_in, rn_load, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
-                               SCALE_FORMAT, ONE_GROUP)
+    # one row of 16-bit rows reads them a word row each even inside one group: [rows, BLOCK_N] loads in the
+    # words' layout cost fewer instructions than one [BLOCK_N] load brought into it through shared memory
+    # (float32 rows form their per-nibble offsets from the zero points once a group instead)
+    scale, zero = _int4_groups(scales, zeros, rw_in, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
+                               SCALE_FORMAT, ONE_GROUP, BLOCK_M == 1 and x.dtype.element_ty != tl.float32)
     if BLOCK_M == 1:
         # the K tile's inputs as [rows, 8] (one vector load a word row), split into the 8 nibbles' [rows]
         kk = rw[:, None] * 8 + tl.arange(0, 8)[None, :]
-        x_words = _operand(tl.load(x + kk * x_sk, mask=kk < k_stop, other=0), DECODE_BF16).to(tl.float32)
+        x_words = _operand(_rows_load(x + kk * x_sk, kk < k_stop, EVEN_K), DECODE_BF16).to(tl.float32)
         x_words = tl.reshape(x_words, (x_words.shape[0], 2, 2, 2))
         x_0123, x_4567 = tl.split(tl.permute(x_words, (0, 2, 3, 1)))
         x_01, x_23 = tl.split(tl.permute(x_0123, (0, 2, 1)))
@@ -272,38 +418,56 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
         x_2, x_3 = tl.split(x_23)
         x_4, x_5 = tl.split(x_45)
         x_6, x_7 = tl.split(x_67)
-        products = x_0[:, None] * _nibble_values(low, high, zero, 0)
-        products += x_1[:, None] * _nibble_values(low, high, zero, 1)
-        products += x_2[:, None] * _nibble_values(low, high, zero, 2)
-        products += x_3[:, None] * _nibble_values(low, high, zero, 3)
-        products += x_4[:, None] * _nibble_values(low, high, zero, 4)
-        products += x_5[:, None] * _nibble_values(low, high, zero, 5)
-        products += x_6[:, None] * _nibble_values(low, high, zero, 6)
-        products += x_7[:, None] * _nibble_values(low, high, zero, 7)
+        if x.dtype.element_ty == tl.float32:
+            products = x_0[:, None] * _nibble_values(low, high, zero, 0)
+            products += x_1[:, None] * _nibble_values(low, high, zero, 1)
+            products += x_2[:, None] * _nibble_values(low, high, zero, 2)
+            products += x_3[:, None] * _nibble_values(low, high, zero, 3)
+            products += x_4[:, None] * _nibble_values(low, high, zero, 4)
+            products += x_5[:, None] * _nibble_values(low, high, zero, 5)
+            products += x_6[:, None] * _nibble_values(low, high, zero, 6)
+            products += x_7[:, None] * _nibble_values(low, high, zero, 7)
+        else:
+            # 16-bit rows: sum x_i (16 + nibble i), then take (16 + zero) * sum x_i off once a word
+            # (``_sixteen_plus_nibbles``)
+            v0, v1, v2, v3, v4, v5, v6, v7 = _sixteen_plus_nibbles(words, INLINE_ASM)
+            products = x_0[:, None] * v0
+            products += x_1[:, None] * v1
+            products += x_2[:, None] * v2
+            products += x_3[:, None] * v3
+            products += x_4[:, None] * v4
+            products += x_5[:, None] * v5
+            products += x_6[:, None] * v6
+            products += x_7[:, None] * v7
+            x_sum = ((x_0 + x_1) + (x_2 + x_3)) + ((x_4 + x_5) + (x_6 + x_7))
+            products -= (zero + SIXTEEN) * x_sum[:, None]
         return acc + products * scale
     else:
         kk = k_base + tl.arange(0, BLOCK_K)
-        x_tile = _operand(tl.load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, mask=(kk < k_stop)[None, :],
-                                  other=0), DECODE_BF16)
+        x_tile = _operand(_rows_load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, (kk < k_stop)[None, :],
+                                     EVEN_K), DECODE_BF16)
         if FACTORED:
             # the tile holds nibble - zero, exact in any float type
-            product = tl.dot(x_tile.to(DOT), _int4_tile(low, high, zero, scale, DOT, False),
+            product = tl.dot(x_tile.to(DOT), _int4_dot_tile(words, low, high, zero, scale, scales.dtype.element_ty,
+                                                            DOT, False, INLINE_ASM),
                              input_precision=PRECISION, out_dtype=tl.float32)
             return acc + product * scale
         else:
-            return tl.dot(x_tile.to(DOT), _int4_tile(low, high, zero, scale, DOT, True), acc,
+            return tl.dot(x_tile.to(DOT), _int4_dot_tile(words, low, high, zero, scale, scales.dtype.element_ty,
+                                                         DOT, True, INLINE_ASM), acc,
                           input_precision=PRECISION, out_dtype=tl.float32)
 
 
 @triton.jit
-def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split, group_size,
+def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split,
               x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, bias_sn, out_sm, out_sn,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
-              SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
-              DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+              GROUP_SIZE: tl.constexpr, SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr,
+              PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
-              PDL: tl.constexpr):
-    """``quantized_gemv`` for int4 weights whose words each lie in one group (``_int4_step``)."""
+              INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr, PDL: tl.constexpr):
+    """``quantized_gemv`` for int4 weights whose words each lie in one group (``_int4_step``); the group size
+    is a constant of the compiled kernel (its group index then costs a shift or a multiply, not a division)."""
     await_predecessors(PDL)
     # one row accumulates per word: [BLOCK_K // 8, BLOCK_N]
     split, rm, rn, lanes, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M,
@@ -313,25 +477,28 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split, gro
         k0 = 0
         while k0 < k_per_split:
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
-                             group_size, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
-                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16)
+                             GROUP_SIZE, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
+                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16,
+                             INLINE_ASM, EVEN_K)
             k0 += BLOCK_K
     else:
         for k0 in range(0, k_per_split, BLOCK_K):
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
-                             group_size, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
-                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16)
+                             GROUP_SIZE, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
+                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16,
+                             INLINE_ASM, EVEN_K)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M, SPLIT,
                 HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
-def int4_gemm(x, q, scales, zeros, bias, out, M, N, K, group_size,
+def int4_gemm(x, q, scales, zeros, bias, out, M, N, K,
               x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, bias_sn, out_sm, out_sn,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-              SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
-              DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
-              DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+              GROUP_SIZE: tl.constexpr, SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr,
+              PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+              DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
+              INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr):
     """``quantized_gemm`` for int4 weights whose words each lie in one group: the tile is dequantized with its
     scales (the accumulator stays on the matrix unit across K)."""
     tile_m, tile_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
@@ -340,15 +507,15 @@ def int4_gemm(x, q, scales, zeros, bias, out, M, N, K, group_size,
     if INTERPRETED:
         k0 = 0
         while k0 < K:
-            acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, group_size, x_sm, x_sk,
+            acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, GROUP_SIZE, x_sm, x_sk,
                              q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
-                             DOT, PRECISION, DECODE_BF16)
+                             DOT, PRECISION, DECODE_BF16, INLINE_ASM, EVEN_K)
             k0 += BLOCK_K
     else:
         for k0 in range(0, K, BLOCK_K):
-            acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, group_size, x_sm, x_sk,
+            acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, GROUP_SIZE, x_sm, x_sk,
                              q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
-                             DOT, PRECISION, DECODE_BF16)
+                             DOT, PRECISION, DECODE_BF16, INLINE_ASM, EVEN_K)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
               BIAS_FORMAT, DST_FORMAT, VIA_F32)

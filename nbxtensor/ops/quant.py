@@ -239,6 +239,12 @@ def decode_candidates(facts: dict, m: int, n: int, k: int, format: str) -> list[
     return out
 
 
+def inline_nibbles(facts: dict, dtype: str) -> bool:
+    """Whether int4 tiles for rows of ``dtype`` are built by inline PTX (``kernels/quant.py``): on compiled
+    CUDA targets (the interpreter runs no PTX), bfloat16 where the device has its arithmetic."""
+    return not facts["kernels"].get("interpreted") and (dtype != "bfloat16" or bool(facts.get("native_bf16")))
+
+
 def _groups_in_tile(weight: QuantizedWeight, k: int, block_k: int) -> int:
     """How many whole groups of scales a K tile of ``block_k`` inputs holds (1 also when the tile lies inside
     one group), so the kernel reads them once per group; 0 when the groups do not line up with the tiles
@@ -277,8 +283,9 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     key = _launch_key(facts, x, weight, m)
     # int4 whose words each lie in one group: nibbles converted by their bits (``kernels/quant.py``)
     whole_words = weight.format == "int4" and not has_g_idx and weight.group_size % 8 == 0
-    int4_common = [weight.group_size, *common[2:]]
+    int4_common = common[2:]
     int4_flags = {name: value for name, value in flags.items() if name not in ("WEIGHT", "HAS_G_IDX")}
+    int4_flags.update(INLINE_ASM=inline_nibbles(facts, x.dtype.name), GROUP_SIZE=weight.group_size)
 
     def tensors_of(x, weight, bias, out, partial=None):
         placeholder = weight.scales  # for the pointers a constexpr leaves unread
@@ -300,7 +307,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
                 [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"), Slot("partial"),
                  m, n, k, k_per_split, *int4_common],
                 dict(shape, ONE_GROUP=_groups_in_tile(weight, k, block_k) == 1, PDL=dependent_launch(dev),
-                     **int4_flags))
+                     EVEN_K=k % k_per_split == 0, **int4_flags))
         else:
             main = PlannedLaunch(
                 K.quantized_gemv, (cdiv(n, config["BLOCK_N"]), splits),
@@ -332,7 +339,8 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
             launch = PlannedLaunch(
                 K.int4_gemm, grid, [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"),
                                     m, n, k, *int4_common],
-                dict(shape, ONE_GROUP=_groups_in_tile(weight, k, config["BLOCK_K"]) == 1, **int4_flags))
+                dict(shape, ONE_GROUP=_groups_in_tile(weight, k, config["BLOCK_K"]) == 1,
+                     EVEN_K=k % config["BLOCK_K"] == 0, **int4_flags))
         else:
             launch = PlannedLaunch(
                 K.quantized_gemm, grid, [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"),

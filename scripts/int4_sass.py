@@ -1,0 +1,112 @@
+"""SASS instructions per packed int4 word in the K loop of ``int4_gemv`` and ``int4_gemm``, compiled for a GPU
+target on a machine without one (``compile_check.py``'s compile-only driver):
+
+    python3 scripts/int4_sass.py [--target 90] [--portable] [--dump DIR] [--only TEXT]
+
+Each case compiles one specialisation at a representative tuned shape; the loop is the longest range a backward
+branch closes, and its instructions are divided by the packed words one thread reads an iteration
+(BLOCK_K / 8 * BLOCK_N / (32 * num_warps)). ``--portable`` compiles the float32 tile path (INLINE_ASM false).
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+
+import compile_check  # noqa: E402
+
+# (kernel, rows' type, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, one group a K tile): tuned shapes
+_SHAPES = [("int4_gemv", "bf16", 1, 128, 128, 4, None, True), ("int4_gemv", "bf16", 1, 256, 64, 4, None, False),
+           ("int4_gemv", "fp16", 1, 128, 128, 4, None, True), ("int4_gemv", "bf16", 16, 128, 128, 4, None, True),
+           ("int4_gemv", "fp16", 16, 128, 128, 4, None, True), ("int4_gemv", "bf16", 16, 256, 64, 4, None, False),
+           ("int4_gemm", "bf16", 128, 256, 64, 8, 3, True), ("int4_gemm", "fp16", 128, 256, 64, 8, 3, True)]
+
+
+def _name(kernel, rows, m, bn, bk, warps, one_group) -> str:
+    tile = f"gemm {rows} {m}x{bn}x{bk}" if kernel == "int4_gemm" else f"gemv {m} row{'s' * (m > 1)} {rows} {bn}x{bk}"
+    return f"{tile} w{warps} {'one group' if one_group else 'groups of 32'}"
+
+
+# name: (kernel, rows' and scales' type, constexprs)
+CASES = {_name(kernel, rows, m, bn, bk, warps, one_group):
+         (kernel, rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, ONE_GROUP=one_group,
+                             **({} if stages is None else {"num_stages": stages})))
+         for kernel, rows, m, bn, bk, warps, stages, one_group in _SHAPES}
+FORMATS = {"fp16": 0, "bf16": 1}  # SCALE_FORMAT as the host passes it on a GPU (``lowering.load_format``)
+_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
+
+
+def record(kernel: str, rows: str, constexprs: dict, inline_asm: bool) -> dict:
+    """A launch record as ``NBX_RECORD_LAUNCHES`` writes one: Llama-size K and N, 16 rows or 2048."""
+    pointer = lambda t: {"pointer": t, "aligned": True}  # noqa: E731
+    value = lambda v: {"value": v}  # noqa: E731
+    pointers = [pointer(rows), pointer("int32"), pointer(rows), pointer("uint8"), pointer(rows), pointer(rows)]
+    strides = [value(4096), value(1)] * 4 + [value(1), value(4096), value(1)]
+    if kernel == "int4_gemv":
+        args = pointers + [pointer("fp32"), value(16), value(4096), value(4096), value(1024)] + strides
+        fixed = dict(PDL=True, SPLIT=True)
+    else:
+        args = pointers + [value(2048), value(4096), value(4096)] + strides
+        fixed = dict(GROUP_M=8)
+    return {"module": "nbxtensor.kernels.quant", "kernel": kernel, "args": args,
+            "constexprs": dict(fixed, SCALE_FORMAT=FORMATS[rows], DOT={"dtype": rows}, PRECISION="ieee",
+                               DECODE_BF16=False, HAS_BIAS=False, BIAS_FORMAT=0, DST_FORMAT=0, VIA_F32=True,
+                               INDEX_64=False, INTERPRETED=False, INLINE_ASM=inline_asm, EVEN_K=True,
+                               GROUP_SIZE=128 if constexprs["ONE_GROUP"] else 32, **constexprs)}
+
+
+def loop_body(sass: str) -> list[str]:
+    """The instructions of the longest range that a branch back to an earlier label closes."""
+    lines = [(int(m.group(1), 16), m.group(2).strip()) for m in _INSTRUCTION.finditer(sass)]
+    best = []
+    for offset, text in lines:
+        branch = re.search(r"\bBRA\b.*\.L_x_(\d+)", text)
+        label = sass.find(f".L_x_{branch.group(1)}:") if branch else -1
+        if label >= 0:
+            target = int(_INSTRUCTION.search(sass, label).group(1), 16)
+            body = [t for o, t in lines if target <= o <= offset]
+            if target <= offset and len(body) > len(best):
+                best = body
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", type=int, default=90)
+    parser.add_argument("--portable", action="store_true")
+    parser.add_argument("--dump", type=Path, default=None, help="write each case's SASS into this folder")
+    parser.add_argument("--only", default="", help="cases whose name contains this text")
+    args = parser.parse_args()
+    compile_check._worker_init(args.target)
+    binaries = Path(__import__("triton").__file__).parent / "backends" / "nvidia" / "bin"
+    from nbxtensor.kernels import quant
+    for name, (kernel, rows, constexprs) in CASES.items():
+        if args.only not in name:
+            continue
+        launch = record(kernel, rows, constexprs, not args.portable)
+        positional, named = compile_check._arguments(launch)
+        compiled = getattr(quant, kernel).warmup(*positional, grid=(1,), **named, launch_pdl=named.get("PDL") is True)
+        with tempfile.TemporaryDirectory() as folder:
+            cubin = os.path.join(folder, "kernel.cubin")
+            Path(cubin).write_bytes(compiled.asm["cubin"])
+            sass = subprocess.run([str(binaries / "nvdisasm"), "-c", cubin], capture_output=True, text=True,
+                                  check=True).stdout
+        body = loop_body(sass)
+        words = constexprs["BLOCK_K"] // 8 * constexprs["BLOCK_N"] / (32 * constexprs["num_warps"])
+        common = Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for t in body).most_common(8)
+        print(f"{name}: {len(body) / words:.1f} per word ({len(body)} in the loop, {words:g} words a thread); "
+              + " ".join(f"{op} {count}" for op, count in common))
+        if args.dump is not None:
+            args.dump.mkdir(parents=True, exist_ok=True)
+            (args.dump / (name.replace(" ", "_") + ".sass")).write_text(sass)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
