@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .. import shape as S
 from .. import tuning
-from ..allocation import Workspace, fresh_tensor_maker, new_tensor
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope, workspace_bytes
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import conv as K
@@ -858,11 +858,17 @@ def _normed_cost(a) -> Cost:
     convolution = _conv_estimate(*_convolution_arguments(a))
     vectors = (a.running_mean, a.running_var, a.norm_weight, a.norm_bias)
     # per output element: the norm's subtraction and multiply-add, and the activation's few operations; every
-    # route applies them in its epilogue, so they take no temporary
+    # route applies them in its epilogue, so they take no temporary but the copies of strided vectors
     elements = S.numel(out.shape)
+    copies = sum(workspace_bytes(nbytes(vector)) for vector in vectors if not _adjacent(vector))
     return Cost(flops=convolution.flops + 8 * elements,
                 bytes_read=convolution.bytes_read + sum(nbytes(vector) for vector in vectors),
-                bytes_written=convolution.bytes_written, workspace=convolution.workspace)
+                bytes_written=convolution.bytes_written, workspace=convolution.workspace + copies)
+
+
+def _adjacent(vector) -> bool:
+    """Whether a norm vector's elements are adjacent, as the epilogues read them."""
+    return S.is_contiguous(tuple(vector.shape), tuple(vector.stride()))
 
 
 def _normed_key(facts, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, *norm,
@@ -882,6 +888,10 @@ def convolution_batch_norm(input: Tensor, weight: Tensor, bias, stride, padding,
     it of a graph's chain), the 1x1 route's included: the product's epilogue. ``activation``: none, relu, silu,
     relu6 or hardswish."""
     vectors = (running_mean, running_var, norm_weight, norm_bias)
+    if not all(vector is None or _adjacent(vector) for vector in vectors):
+        with scratch_scope():  # the epilogues read a vector's channels adjacent: a strided one is copied first
+            vectors = tuple(vector if vector is None or _adjacent(vector) else vector.contiguous()
+                            for vector in vectors)
     norm = _NormEpilogue(eps, activation, None if running_mean is None else running_mean.dtype)
     return _convolution(_NORMED, input, weight, bias, stride, padding, dilation, transposed, output_padding,
                         groups, norm, vectors, lambda: _normed_result(
