@@ -364,7 +364,11 @@ class _Setting:
                 and (self.xs[1] != 1 or (self.route == "gemm" and self.w_s_in != 1)))
 
     def key(self, facts, dtype) -> str:
-        kernel = "direct_conv" if self.route == "direct" else "conv"
+        """The launch key: ``conv`` (the implicit GEMM), ``direct_conv`` (the direct kernel), or for a depthwise
+        convolution read channels-innermost ``depthwise_conv``, whose candidates add the channels-inner kernel's
+        (a grouped shape of the same buckets has its own key, so neither takes the other's setting)."""
+        kernel = ("depthwise_conv" if self.depthwise_channels_inner else "direct_conv" if self.route == "direct"
+                  else "conv")
         return tuning.launch_key(kernel, facts, rows={"M": self.m}, cols={"N": self.cout_g, "K": self.cin_g},
                                  dtypes=(dtype,),
                                  flags={"window": "x".join(map(str, self.kernel)),
@@ -677,10 +681,6 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
 
     def launcher(config):
         """(input, weight, bias, out) -> None issuing the launches of this tile setting."""
-        if config.get("CHANNELS_INNER") and not st.depthwise_channels_inner:
-            # a setting tuned on a depthwise shape of this key, applied to a grouped one of the same buckets
-            config = dict(BLOCK_M=config["BLOCK_H"] * config["BLOCK_W"], BLOCK_C=config["BLOCK_C"],
-                          num_warps=config["num_warps"])
         stage = config.get("STAGE", False)
         stage_input = stage and st.xs[1] != 1
         stage_weight = (stage or config.get("STAGE_WEIGHT", False)) and st.route == "gemm" and st.w_s_in != 1
@@ -867,8 +867,10 @@ def _normed_cost(a) -> Cost:
 
 
 def _adjacent(vector) -> bool:
-    """Whether a norm vector's elements are adjacent, as the epilogues read them."""
-    return S.is_contiguous(tuple(vector.shape), tuple(vector.stride()))
+    """Whether a norm vector's elements are adjacent, as the epilogues read them (a shape alone, as a graph's
+    plan describes a value: laid out densely)."""
+    strides = getattr(vector, "stride", None)
+    return strides is None or S.is_contiguous(tuple(vector.shape), tuple(strides()))
 
 
 def _normed_key(facts, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, *norm,
