@@ -163,7 +163,8 @@ def _batch_tile(a, b, batch, tile_m, tile_n, M, N, K, k_start, k_length, batch_s
 
 @triton.jit
 def gemm(a, b, bias, out, partial, M, N, K, k_per_split, batch_start, alpha, beta,
-         norm_mean, norm_var, norm_weight, norm_shift, eps, batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
+         norm_mean, norm_var, norm_weight, norm_shift, eps,
+         batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
          a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
          BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
          GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SPLIT: tl.constexpr, ACC: tl.constexpr,
@@ -227,7 +228,8 @@ def _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, n
 
 @triton.jit
 def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
-                 norm_mean, norm_var, norm_weight, norm_shift, eps, batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
+                 norm_mean, norm_var, norm_weight, norm_shift, eps,
+                 batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
                  a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
                  BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                  GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, FLATTEN: tl.constexpr, ACC: tl.constexpr,
@@ -429,16 +431,16 @@ def _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole
 
 @triton.jit
 def gemm_tiles(a, b, bias, out, partial, counters, M, N, K, programs, whole_tiles, splits, k_per_split, alpha, beta,
-               norm_mean, norm_var, norm_weight, norm_shift, eps, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, TMA: tl.constexpr,
-               B_K_MAJOR: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, SPLIT: tl.constexpr,
-               EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
-               HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
-               VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr,
-               ACTIVATION: tl.constexpr):
-    """out = alpha * a @ b + beta * bias (then NORM's) for one matrix (no batch): ``programs`` programs (the grid) walk the
-    output tiles in ``gemm``'s grouped order, program p taking tiles p, p + programs, ... With a grid of one
-    program per SM (persistent), the loads of a program's next tile are issued while its last tile's
+               norm_mean, norm_var, norm_weight, norm_shift, eps, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
+               out_sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+               TMA: tl.constexpr, B_K_MAJOR: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+               SPLIT: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
+               DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr, NORM: tl.constexpr,
+               NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
+    """out = alpha * a @ b + beta * bias (then NORM's) for one matrix (no batch): ``programs`` programs (the
+    grid) walk the output tiles in ``gemm``'s grouped order, program p taking tiles p, p + programs, ... With a
+    grid of one program per SM (persistent), the loads of a program's next tile are issued while its last tile's
     epilogue runs (FLATTEN lets the pipeliner overlap them); with one program per tile, each takes one.
 
     SPLIT: only the first ``whole_tiles`` tiles are taken whole; each later tile is cut into ``splits`` K

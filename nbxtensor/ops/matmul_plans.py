@@ -648,9 +648,10 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
     """``run(a, b, bias, out, norm_tensors=())`` for a float32 m x k by k x n product laid out as these 2-D
     views are (``bias`` m x n, or None when beta is 0), through bfloat16 planes, K in chunks
     (``_plane_chunk_width``), each chunk's product added to the last through the GEMM's epilogue, the last
-    chunk's also applying ``norm``. Launches and the chunks' products are planned here. A call takes one buffer for every chunk's planes (the chunks run one after another)
-    and, past one chunk, one m x n temporary: the chunks' products alternate between it and the output, so
-    that the last lands in the output."""
+    chunk's also applying ``norm``. Launches and the chunks' products are planned here. A call takes one
+    buffer for every chunk's planes (the chunks run one after another) and, past one chunk, one m x n
+    temporary: the chunks' products alternate between it and the output, so that the last lands in the
+    output."""
     (m, k), n = a.shape, b.shape[1]
     float32 = get_dtype("float32")
     steps = []
@@ -800,8 +801,8 @@ def _split_launches(config, splits, dev, m, n, k, alpha, beta, has_bias, scaled,
 
 def _batch_launches(config, dev, m, n, k, alpha, beta, has_bias, scaled, flags, index_64, batch_strides, strides,
                     norm_args):
-    """``run(a, b, bias, out, norm_tensors=())`` for a batch of matrices through ``gemm_batches``: ``PROGRAMS_PER_SM``
-    programs a SM (at most one an item) walking the (matrix, tile) items."""
+    """``run(a, b, bias, out, norm_tensors=())`` for a batch of matrices through ``gemm_batches``:
+    ``PROGRAMS_PER_SM`` programs a SM (at most one an item) walking the (matrix, tile) items."""
     shape_c, a_bs, b_bs, bias_bs, out_bs = batch_strides
     items = S.numel(shape_c) * cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
     programs = min(items, config["PROGRAMS_PER_SM"] * multiprocessors(dev))
@@ -843,10 +844,10 @@ def _tile_counters(dev) -> Tensor:
 
 
 def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, scaled, flags, strides, norm_args):
-    """``run(a, b, bias, out, norm_tensors=())`` through ``gemm_tiles`` for one matrix. A TMA config whose operands cannot
-    be read by descriptors (strides here, or an address off 16 bytes at a call) reads through pointers. A
-    ``SPLITS`` config splits the tiles of the last wave (``_wave_split``), their pieces' float32 blocks in a
-    temporary."""
+    """``run(a, b, bias, out, norm_tensors=())`` through ``gemm_tiles`` for one matrix. A TMA config whose
+    operands cannot be read by descriptors (strides here, or an address off 16 bytes at a call) reads through
+    pointers. A ``SPLITS`` config splits the tiles of the last wave (``_wave_split``), their pieces' float32
+    blocks in a temporary."""
     a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn = strides
     tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
     sms = multiprocessors(dev)
