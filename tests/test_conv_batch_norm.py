@@ -16,7 +16,7 @@ from nbxtensor.kernels import matmul as MK
 from nbxtensor.launch import capture
 from nbxtensor.ops import convolution, matmul_gemv, matmul_plans, plans
 from nbxtensor.ops.registry import get
-from tests.conftest import TEST_DEVICE, cpu_kernels
+from tests.conftest import TEST_DEVICE, cpu_kernels, to_nbx
 from tests.test_conv_routes import _channels_last
 from tests.test_convolution import _rounded, _to, reference
 from tests.test_graph_arena import _Builder
@@ -268,6 +268,15 @@ def test_the_1x1_product_route_declares_no_temporary_for_the_norm():
     plain = get("convolution").cost(*arguments)
     assert fused.workspace == plain.workspace
     assert fused.bytes_written == plain.bytes_written == 32 * 256 * 56 * 56 * 4
+
+
+def test_a_product_route_without_the_epilogue_refuses_a_norm(rng):
+    """Integer products (summed exactly, another kernel) have no norm in their epilogue: asked for one, the
+    plan says so rather than leave it out."""
+    a = to_nbx(rng.integers(-5, 5, (3, 4)).astype(np.int64))
+    norm = matmul_gemv.ProductNorm(per_row=True, eps=_EPS, activation=0, dtype=a.dtype)
+    with pytest.raises(RuntimeError, match="a product routed 'exact' takes no batch norm in its epilogue"):
+        matmul_plans.planned_product("matmul", a, a.transpose(0, 1), a.dtype, norm=norm)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
