@@ -257,7 +257,7 @@ def test_the_1x1_product_applies_the_norm_on_every_path(path, dtype, channels_la
 
 def test_the_1x1_product_route_declares_no_temporary_for_the_norm():
     """The fused op's workspace is the convolution's own (the product's temporaries, where a device may take
-    them), nothing for a norm after it: a 1x1 expansion's output (ResNet-50's 64 -> 256 channels at batch
+    them, declared), nothing for a norm after it: a 1x1 expansion's output (ResNet-50's 64 -> 256 channels at batch
     32), four times its input, would outgrow them."""
     import nbxtensor as nbx
     meta = "meta"
@@ -267,6 +267,8 @@ def test_the_1x1_product_route_declares_no_temporary_for_the_norm():
     fused = get("convolution_batch_norm").cost(*arguments, *vectors, _EPS, "relu")
     plain = get("convolution").cost(*arguments)
     assert fused.workspace == plain.workspace
+    # the product's own temporaries are declared (a float32 product's bfloat16 planes, where a device takes them)
+    assert plain.workspace >= matmul_plans._product_workspace(nbx.float32, 1, 32 * 56 * 56, 64, 256) > 0
     assert fused.bytes_written == plain.bytes_written == 32 * 256 * 56 * 56 * 4
 
 
