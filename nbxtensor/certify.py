@@ -421,14 +421,16 @@ def _key_extents_3d(flags: dict, name: str) -> tuple:
 
 
 def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
-    """Convolution keys (``conv``: the implicit GEMM, ``direct_conv``: the direct kernel): ``convolution``
-    with groups of the key's channels (moved within their buckets where the route asks, see
-    ``_conv_channels``), its window and stride (2-d unless the depth has a window or a stride), padding
-    about half the window (borders read zeros), the stride - 1 trailing inputs a stride skips, dilation 1,
-    grouped when the key says so (3 groups for the implicit GEMM; for the direct kernel, more output
-    channels than its widest tile), the input channels-last when the key says so, the weight contiguous as
-    a module holds it (STAGE candidates copy it), a bias, and the M output positions as a batch of 2 (M
-    even) and output extents about square. A 1x1 stride-1 ungrouped forward key is formed only by an input
+    """Convolution keys (``conv``: the implicit GEMM, ``direct_conv``: the direct kernel, ``depthwise_conv``:
+    a forward depthwise one read channels-innermost): ``convolution`` with groups of the key's channels
+    (moved within their buckets where the route asks, see ``_conv_channels``; one input and one output
+    channel a group for ``depthwise_conv``), its window and stride (2-d unless the depth has a window or a
+    stride), padding about half the window (borders read zeros), the stride - 1 trailing inputs a stride
+    skips, dilation 1, grouped when the key says so (3 groups for the implicit GEMM; for the direct kernels,
+    more output channels than the direct kernel's widest tile, so the channels-inner kernel's blocks are
+    ragged too), the input channels-last when the key says so, the weight contiguous as a module holds it
+    (STAGE candidates copy it), a bias, and the M output positions as a batch of 2 (M even) and output
+    extents about square. A 1x1 stride-1 ungrouped forward key is formed only by an input
     no view reshapes into the product's operand: the input is read in place from a wider buffer.
     Bound: the product's, γ(K+3)·(|x|*|w|) for the K = C_in/groups * window products of an output, one
     more term for the bias, then the output's rounding."""
@@ -442,8 +444,15 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
     window, stride = _key_extents_3d(flags, "window"), _key_extents_3d(flags, "stride")
     channels_last, transposed, grouped = (_key_flag(flags, f) == "1" for f in ("channels_last", "transposed",
                                                                                "groups"))
-    channels = _conv_channels(route, extents["N"], extents["K"], backend_for(device).facts["ladders"]["cols"],
-                              least_cin_g=2 if channels_last and not grouped else 1)
+    if route == "depthwise":
+        if not channels_last or transposed or not grouped:
+            raise MalformedKey("convolution launch key: a depthwise_conv key is a forward, grouped, channels-last "
+                               f"convolution's, got channels_last={flags['channels_last']}, transposed="
+                               f"{flags['transposed']}, groups={flags['groups']}")
+        channels = (1, 1)
+    else:
+        channels = _conv_channels(route, extents["N"], extents["K"], backend_for(device).facts["ladders"]["cols"],
+                                  least_cin_g=2 if channels_last and not grouped else 1)
     if channels is None:
         return []
     cout_g, cin_g = channels
@@ -531,6 +540,7 @@ CERTIFIERS: dict[str, Certifier] = {
     "fp8_block_gemm": Certifier(("M",), functools.partial(_fp8_activation_cases, "block")),
     "conv": Certifier(("M",), functools.partial(_conv_cases, "gemm")),
     "direct_conv": Certifier(("M",), functools.partial(_conv_cases, "direct")),
+    "depthwise_conv": Certifier(("M",), functools.partial(_conv_cases, "depthwise")),
 }
 
 

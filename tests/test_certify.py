@@ -148,7 +148,7 @@ def test_convolution_keys_certify_and_serve_certified_only(call):
     with tuning.recording() as formed:
         free = CONVOLUTIONS[call]()
     (key,) = formed
-    assert key.split("|")[0] in ("conv", "direct_conv")
+    assert key.split("|")[0] in ("conv", "direct_conv", "depthwise_conv")
     report = certify.certify_key(key, "cpu")
     assert report["status"] == "certified" and report["op"] == "convolution" and report["refused"] == []
     clear_all()
@@ -156,6 +156,28 @@ def test_convolution_keys_certify_and_serve_certified_only(call):
         served = CONVOLUTIONS[call]().float().numpy()
     tolerance = _REORDERED[free.dtype.name] * np.abs(free.float().numpy()).max()
     np.testing.assert_allclose(served, free.float().numpy(), rtol=0, atol=tolerance)
+
+
+def test_a_channels_last_depthwise_key_certifies_the_channels_inner_kernel():
+    """A channels-last depthwise convolution forms a key of its own, which certification reads as a depthwise
+    shape (one channel a group, more channels than a channel block holds): its candidates are the
+    channels-inner kernel's too, so a certified-only run takes that kernel, with the bits of a free run."""
+    from nbxtensor.kernels import conv as conv_kernels
+    from nbxtensor.launch import capture
+    call = CONVOLUTIONS["depthwise, channels-last"]
+    with tuning.recording() as formed:
+        free = call()
+    (key,) = formed
+    assert key.startswith("depthwise_conv|") and key.endswith("|channels_last=1|transposed=0|groups=1")
+    report = certify.certify_key(key, "cpu")
+    assert report["status"] == "certified" and report["op"] == "convolution" and report["refused"] == []
+    assert report["config"].get("CHANNELS_INNER")
+    assert len(tuning.entries("cpu")[key]["shapes"]) == 2  # its top rung and a ragged shape of its buckets
+    clear_all()
+    with tuning.certified_only(), capture() as captured:
+        served = call()
+    assert conv_kernels.conv_depthwise_channels_inner in [launch[0] for launch in captured.launches]
+    np.testing.assert_array_equal(served.float().numpy(), free.float().numpy())
 
 
 @pytest.mark.parametrize("transposed", [False, True])
@@ -202,6 +224,8 @@ def test_a_convolution_candidate_planted_to_compute_wrongly_is_refused(key, monk
      "window='3x3' is not three positive extents"),
     ("direct_conv|M=64|N=16|float32|window=1x3x3|stride=1x0x1|channels_last=0|transposed=0|groups=0",
      r"extents \['M', 'N'\] and dtypes \['float32'\], expected M, N, K"),
+    ("depthwise_conv|M=64|N=16|K=16|float16|window=1x3x3|stride=1x1x1|channels_last=0|transposed=0|groups=1",
+     "a depthwise_conv key is a forward, grouped, channels-last convolution's"),
 ])
 def test_malformed_convolution_keys_are_refused_by_name(key, problem):
     with pytest.raises(ValueError, match=problem):

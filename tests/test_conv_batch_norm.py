@@ -12,10 +12,11 @@ import pytest
 import nbxtensor.nn.functional as F
 from nbxtensor import graph
 from nbxtensor.kernels import conv as K
+from nbxtensor.kernels import matmul as MK
 from nbxtensor.launch import capture
-from nbxtensor.ops import convolution, plans
+from nbxtensor.ops import convolution, matmul_gemv, matmul_plans, plans
 from nbxtensor.ops.registry import get
-from tests.conftest import TEST_DEVICE, cpu_kernels
+from tests.conftest import TEST_DEVICE, cpu_kernels, to_nbx
 from tests.test_conv_routes import _channels_last
 from tests.test_convolution import _rounded, _to, reference
 from tests.test_graph_arena import _Builder
@@ -39,7 +40,7 @@ ROUTES = {
     "depthwise": ((2, 6, 7, 5), (6, 1, 3, 3), 1, 1, 1, 6, False, None),  # channels-last: its own kernel
     "transposed": ((1, 16, 4, 3), (16, 20, 3, 3), 2, 1, 1, 1, True, K.conv_implicit_gemm),
     "conv1d": ((2, 16, 9), (20, 16, 3), 1, 2, 2, 1, False, K.conv_implicit_gemm),
-    "product": ((2, 8, 4, 3), (12, 8, 1, 1), 1, 0, 1, 1, False, None),  # the 1x1 product, norm after it
+    "product": ((2, 8, 4, 3), (12, 8, 1, 1), 1, 0, 1, 1, False, MK.gemm),  # the 1x1 product, norm in its epilogue
 }
 
 
@@ -71,11 +72,9 @@ def _operands(case, dtype, rng, bias=True):
     return x, w, b, _norm_vectors(cout, dtype, rng)
 
 
-def _expected(x, w, b, vectors, case, activation, rounded_to=None):
-    """(the float64 result, the bound on a fused result's error before its last rounding), element by element;
-    ``rounded_to``: the dtype the convolution's result is rounded to before the norm (the 1x1 product route,
-    which applies the norm and the activation after it), one more rounding of |convolution| * |scale|, and
-    one of the norm's result where the activation is not exact."""
+def _expected(x, w, b, vectors, case, activation):
+    """(the float64 result, the bound on a fused result's error before its last rounding), element by
+    element."""
     _, wsh, stride, padding, dilation, groups, transposed, _ = case
     weight, shift, mean, var = (np.asarray(v, np.float64).reshape(-1, *(1,) * (len(wsh) - 2)) for v in vectors)
     convolved = reference(x, w, b, stride, padding, dilation, groups, transposed)
@@ -91,22 +90,23 @@ def _expected(x, w, b, vectors, case, activation, rounded_to=None):
                      + 8 * _F32 * (np.abs(convolved - mean) * np.abs(scale) + np.abs(shift) + np.abs(mean * scale)))
     slope = {"silu": 1.1, "hardswish": 1.5}.get(activation, 1)
     float32_error = slope * float32_error
-    if rounded_to is not None:
-        float32_error = float32_error + _UNIT[rounded_to] * np.abs(convolved) * np.abs(scale)
-        if activation not in ("none", "relu"):  # the norm's result rounded too before the activation
-            float32_error = float32_error + slope * _UNIT[rounded_to] * np.abs(normed)
     return _activate(normed, activation), float32_error
 
 
-def _call(case, operands, dtype, channels_last, activation):
+def _arguments(case, operands, dtype, channels_last, activation):
+    """The fused op's arguments, its tensors on the test device (their conversions launch copies)."""
     xs, wsh, stride, padding, dilation, groups, transposed, _ = case
     x, w, b, vectors = operands
     dims = len(xs) - 2
     xt = _channels_last(x, dtype) if channels_last else _to(x, dtype)
     output_padding = (0,) * dims
-    return fused_op(xt, _to(w, dtype), None if b is None else _to(b, dtype), (stride,) * dims, (padding,) * dims,
-                    (dilation,) * dims, transposed, output_padding, groups, *(_to(v, dtype) for v in vectors), _EPS,
-                    activation)
+    return (xt, _to(w, dtype), None if b is None else _to(b, dtype), (stride,) * dims, (padding,) * dims,
+            (dilation,) * dims, transposed, output_padding, groups, *(_to(v, dtype) for v in vectors), _EPS,
+            activation)
+
+
+def _call(case, operands, dtype, channels_last, activation):
+    return fused_op(*_arguments(case, operands, dtype, channels_last, activation))
 
 
 def _check(got, want, float32_error, dtype):
@@ -127,18 +127,20 @@ def test_fused_matches_the_float64_reference(route, dtype, channels_last, rng):
     if channels_last and len(case[0]) not in (4, 5):
         pytest.skip("channels-last is a 4-D and 5-D layout")
     activation = _ACTIVATIONS[(sorted(ROUTES).index(route) + _DTYPES.index(dtype)) % len(_ACTIVATIONS)]
-    operands = _operands(case, dtype, rng, bias=route != "product")
+    arguments = _arguments(case, operands := _operands(case, dtype, rng), dtype, channels_last, activation)
     plans.clear_all()
     with capture() as captured:
-        got = _call(case, operands, dtype, channels_last, activation)
+        got = fused_op(*arguments)
     kernels = [launch[0] for launch in captured.launches]
     if case[-1] is not None:
         assert case[-1] in kernels
     if route == "depthwise" and channels_last:
         assert K.conv_depthwise_channels_inner in kernels
+    if route == "product":  # the product's one launch: no batch norm or activation after it
+        assert kernels == [MK.gemm]
     if channels_last:
         assert got.stride()[1] == 1
-    _check(got, *_expected(*operands, case, activation, dtype if route == "product" else None), dtype)
+    _check(got, *_expected(*operands, case, activation), dtype)
 
 
 @pytest.mark.parametrize("route", ["implicit_gemm", "flat_k", "transposed"])
@@ -172,6 +174,113 @@ def test_the_plane_kernel_applies_the_norm(dtype, monkeypatch, rng):
     _check(got, *_expected(*operands, case, "silu"), dtype)
 
 
+def _tiles(**flags):
+    """A GEMM setting of 16 x 16 tiles (several a product here, ragged at its edges) with ``flags``."""
+    return dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_stages=1, num_warps=1, GROUP_M=2, **flags)
+
+
+def _force_gemm(monkeypatch, config):
+    monkeypatch.setattr(matmul_plans, "gemm_candidates", lambda *args, **kwargs: [dict(config)])
+
+
+def _force_gemv_split(monkeypatch):
+    monkeypatch.setattr(matmul_gemv, "gemv_candidates",
+                        lambda facts, m, n, k: [dict(BLOCK_N=16, BLOCK_K=16, SPLITS=3, num_warps=1)])
+
+
+def _float32_planes(memory):
+    """Float32 products on bfloat16 parts whatever the device: split in the GEMM's registers, or (``memory``)
+    planes in memory in K chunks of 64 (no floor on their workspace), the norm in the last chunk's product."""
+    def force(monkeypatch):
+        monkeypatch.setattr(matmul_plans, "_by_planes", lambda dtype, facts: dtype.name == "float32")
+        if memory:
+            listed = matmul_plans.gemm_candidates
+            monkeypatch.setattr(matmul_plans, "gemm_candidates",
+                                lambda *args, parts=False, **kwargs: [] if parts else listed(*args, **kwargs))
+            monkeypatch.setattr(matmul_plans, "_PLANE_WORKSPACE_FLOOR", 0)
+    return force
+
+
+# each path a 1x1 convolution's product may take: (input shape, output channels, setting forced, the dtypes it
+# serves, its launches). Input channels are a multiple of 8 and 20 positions and 20 output channels make
+# 16-wide tiles ragged along rows and columns (but the GEMV's); 512 input channels make a half-precision
+# product split-worthy (``split_max``).
+_WIDE, _GEMV_SHAPE = (1, 512, 4, 5), (1, 48, 3, 3)
+PRODUCT_PATHS = {
+    "gemm": ((2, 8, 4, 5), 20, None, _DTYPES, [MK.gemm]),
+    # 12 output channels (NCHW, one image) or 9 positions (channels-last): a GEMV's rows; K split in three
+    "gemv": (_GEMV_SHAPE, 12, None, _DTYPES, [MK.gemv]),
+    "gemv_split": (_GEMV_SHAPE, 12, _force_gemv_split, _DTYPES, [MK.gemv, MK.gemv_combine]),
+    "split": (_WIDE, 20, lambda mp: _force_gemm(mp, _tiles(SPLITS=3)), ["float16", "bfloat16"],
+              [MK.gemm, MK.gemv_combine]),
+    "tiles": (_WIDE, 20, lambda mp: _force_gemm(mp, _tiles(PERSISTENT=True, TMA=True)), _DTYPES, [MK.gemm_tiles]),
+    # 4 tiles on 3 SMs: the last one cut into K pieces
+    "wave_split": (_WIDE, 20, lambda mp: _force_gemm(mp, _tiles(PERSISTENT=True, SPLITS=8)), ["float16", "bfloat16"],
+                   [MK.gemm_tiles]),
+    "batches": ((2, 8, 4, 5), 20, lambda mp: _force_gemm(mp, _tiles(PROGRAMS_PER_SM=2)), _DTYPES,
+                [MK.gemm_batches]),
+    "planes_in_registers": ((1, 40, 4, 5), 20, _float32_planes(False), ["float32"], [MK.gemm]),
+    # 150 input channels: K chunks of 64, 64 and 22, each both operands' planes then their product
+    "planes_in_memory": ((1, 150, 4, 5), 20, _float32_planes(True), ["float32"],
+                         [MK.split_bf16_planes, MK.split_bf16_planes, MK.gemm] * 3),
+}
+
+
+@pytest.mark.parametrize("path", sorted(PRODUCT_PATHS))
+@pytest.mark.parametrize("dtype", _DTYPES)
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_the_1x1_product_applies_the_norm_on_every_path(path, dtype, channels_last, monkeypatch, rng):
+    """A 1x1 convolution runs as the product, whose epilogue applies the norm and the activation (one an
+    output channel: a row of the NCHW form's matrices, a column of the channels-last one's) on whichever
+    path its setting takes: the product's launches alone, no temporary, one rounding."""
+    x_shape, cout, force, dtypes, launches = PRODUCT_PATHS[path]
+    if dtype not in dtypes:
+        pytest.skip(f"{path} serves {', '.join(dtypes)}")
+    monkeypatch.setattr(matmul_plans, "multiprocessors", lambda dev: 3)  # a wave split's last wave on 3 SMs
+    monkeypatch.setattr(matmul_plans, "_tile_counters_held", {})
+    if force is not None:
+        force(monkeypatch)
+    case = (x_shape, (cout, x_shape[1], 1, 1), 1, 0, 1, 1, False, None)
+    activation = _ACTIVATIONS[(sorted(PRODUCT_PATHS).index(path) + _DTYPES.index(dtype)) % len(_ACTIVATIONS)]
+    arguments = _arguments(case, operands := _operands(case, dtype, rng), dtype, channels_last, activation)
+    plans.clear_all()
+    with capture() as captured:
+        got = fused_op(*arguments)
+    plans.clear_all()
+    assert [launch[0] for launch in captured.launches] == launches
+    if path in ("split", "wave_split"):
+        assert captured.launches[0][4]["SPLIT"]
+    _check(got, *_expected(*operands, case, activation), dtype)
+    if path == "wave_split":
+        assert matmul_plans._tile_counters(got.device).numpy().tolist() == [0] * 3
+
+
+def test_the_1x1_product_route_declares_no_temporary_for_the_norm():
+    """The fused op's workspace is the convolution's own (the product's temporaries, where a device may take
+    them, declared), nothing for a norm after it: a 1x1 expansion's output (ResNet-50's 64 -> 256 channels at batch
+    32), four times its input, would outgrow them."""
+    import nbxtensor as nbx
+    meta = "meta"
+    x, w = nbx.empty((32, 64, 56, 56), device=meta), nbx.empty((256, 64, 1, 1), device=meta)
+    vectors = [nbx.empty((256,), device=meta) for _ in range(4)]
+    arguments = (x, w, None, (1, 1), (0, 0), (1, 1), False, (0, 0), 1)
+    fused = get("convolution_batch_norm").cost(*arguments, *vectors, _EPS, "relu")
+    plain = get("convolution").cost(*arguments)
+    assert fused.workspace == plain.workspace
+    # the product's own temporaries are declared (a float32 product's bfloat16 planes, where a device takes them)
+    assert plain.workspace >= matmul_plans._product_workspace(nbx.float32, 1, 32 * 56 * 56, 64, 256) > 0
+    assert fused.bytes_written == plain.bytes_written == 32 * 256 * 56 * 56 * 4
+
+
+def test_a_product_route_without_the_epilogue_refuses_a_norm(rng):
+    """Integer products (summed exactly, another kernel) have no norm in their epilogue: asked for one, the
+    plan says so rather than leave it out."""
+    a = to_nbx(rng.integers(-5, 5, (3, 4)).astype(np.int64))
+    norm = matmul_gemv.ProductNorm(per_row=True, eps=_EPS, activation=0, dtype=a.dtype)
+    with pytest.raises(RuntimeError, match="a product routed 'exact' takes no batch norm in its epilogue"):
+        matmul_plans.planned_product("matmul", a, a.transpose(0, 1), a.dtype, norm=norm)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_fused_is_within_the_unfused_ops_roundings(dtype, rng):
     """The unfused ops round the convolution's result and the norm's: the fused result lies within those
@@ -188,6 +297,22 @@ def test_fused_is_within_the_unfused_ops_roundings(dtype, rng):
     bound = u * np.abs(convolved.to("float32").numpy()) * scale + 2 * u * np.abs(unfused) + 1e-3 * u
     assert np.all(np.abs(fused - unfused) <= bound)
     assert np.any(fused != unfused)  # the two do round differently somewhere
+
+
+@pytest.mark.parametrize("route", ["implicit_gemm", "product"])
+def test_strided_norm_vectors_are_read_through_their_strides(route, rng):
+    """Norm vectors that are every other element of longer ones (a strided view) give what their dense copies
+    give; the cost rule declares the copies it makes of them."""
+    case = ROUTES[route]
+    x, w, b, vectors = _operands(case, "float32", rng)
+    wider = [np.repeat(v, 2) for v in vectors]  # element 2i of each is the vector's element i
+    strided = [_to(v)[::2] for v in wider]
+    arguments = list(_arguments(case, (x, w, b, vectors), "float32", False, "relu"))
+    arguments[9:13] = strided
+    got = fused_op(*arguments)
+    _check(got, *_expected(x, w, b, vectors, case, "relu"), "float32")
+    dense = get("convolution_batch_norm").cost(*_arguments(case, (x, w, b, vectors), "float32", False, "relu"))
+    assert get("convolution_batch_norm").cost(*arguments).workspace >= dense.workspace + 4 * 8 * 4
 
 
 def test_bad_norm_arguments_are_named(rng):

@@ -128,6 +128,22 @@ def test_a_channels_last_resnet_keeps_torchs_memory_format(model_channels_last, 
         _expect_like(model.replay(_as_nbx(x)), want)
 
 
+def test_a_channels_last_depthwise_convolution_has_a_key_the_census_names(tmp_path):
+    """A channels-last model's depthwise convolution (MobileNet's, ConvNeXt's) forms a key of its own
+    (``depthwise_conv``: the channels-inner kernel's candidates), which the census names as the run forms it."""
+    from nbxtensor import census
+    from nbxtensor.device import backend_for
+    module = _seeded(lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1),
+                                                 torch.nn.Conv2d(32, 32, 3, padding=1, groups=32)))
+    module = module.to(memory_format=torch.channels_last)
+    x = torch.randn(1, 3, 6, 7)
+    model = _exported(module, (x,), tmp_path)
+    with torch.no_grad():
+        _expect_like(run_in_census(model, [x.numpy()]), module(x))
+    named = census.census(model, model.bind([tuple(x.shape)]), backend_for(nbx.device("cpu")).facts)
+    assert sorted(key.split("|")[0] for key in named) == ["conv", "depthwise_conv"]
+
+
 @pytest.mark.parametrize("name", ["unet", "vae_decoder"])
 def test_channels_last_diffusion_blocks_run_as_torch(name, tmp_path):
     """The UNet and the VAE block converted to channels-last, on channels-last latents: torch's values,

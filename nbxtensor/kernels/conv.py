@@ -26,51 +26,15 @@ from NCHW are gathered element by element, which the compiler cannot turn into a
 implicit GEMM's loop is not pipelined; staged, its tiles are (and a depthwise weight, staged, gives each
 tap's channel block as one run). Every kernel reads the bias through its stride ``b_s``.
 
-With ``NORM`` the epilogue also applies an inference batch norm and an activation (``ACT_*``) per output
-channel, on the float32 accumulator before its one rounding to the output's dtype: the norm's scale
-w / sqrt(var + eps) is formed per tile from the running statistics, correctly rounded.
+With ``NORM`` the epilogue also applies an inference batch norm and an activation (``norm_epilogue.ACT_*``)
+per output channel, on the float32 accumulator before its one rounding to the output's dtype
+(``norm_epilogue.py``, shared with the matrix products).
 """
 import triton
 import triton.language as tl
 
 from .formats import decode, encode
-from .ieee import div, sqrt
-from .pointwise_bodies import hardswish, hardtanh, relu, silu
-from .pointwise_codes import CAT_FLOAT32
-
-# the activation after a fused batch norm
-ACT_NONE = tl.constexpr(0)
-ACT_RELU = tl.constexpr(1)
-ACT_SILU = tl.constexpr(2)
-ACT_RELU6 = tl.constexpr(3)
-ACT_HARDSWISH = tl.constexpr(4)
-
-
-@triton.jit
-def _norm_parameters(c, c_ok, mean, var, weight, shift, eps, NORM_FORMAT: tl.constexpr):
-    """(mean, scale, shift) of output channels ``c`` as float32: the norm maps y to (y - mean) * scale +
-    shift, scale = weight / sqrt(var + eps)."""
-    m = decode(tl.load(mean + c, mask=c_ok, other=0), NORM_FORMAT).to(tl.float32)
-    v = decode(tl.load(var + c, mask=c_ok, other=1), NORM_FORMAT).to(tl.float32)
-    w = decode(tl.load(weight + c, mask=c_ok, other=1), NORM_FORMAT).to(tl.float32)
-    b = decode(tl.load(shift + c, mask=c_ok, other=0), NORM_FORMAT).to(tl.float32)
-    return m, div(w, sqrt(v + eps)), b
-
-
-@triton.jit
-def _activated(y, ACTIVATION: tl.constexpr):
-    """``y`` (float32) through ACTIVATION: the pointwise ops' own bodies, so that the fused step computes
-    what the unfused activation would."""
-    if ACTIVATION == ACT_RELU:
-        return relu(y, 0, 0, 0, 0, CAT_FLOAT32)
-    elif ACTIVATION == ACT_SILU:
-        return silu(y, 0, 0, 0, 0, CAT_FLOAT32)
-    elif ACTIVATION == ACT_RELU6:
-        return hardtanh(y, 0.0, 6.0, 0, 0, CAT_FLOAT32)
-    elif ACTIVATION == ACT_HARDSWISH:
-        return hardswish(y, 0, 0, 0, 0, CAT_FLOAT32)
-    else:
-        return y
+from .norm_epilogue import activated, norm_parameters
 
 
 @triton.jit
@@ -369,8 +333,8 @@ def conv_implicit_gemm(x, w, bias, out, partial, b_s, mean, var, norm_w, norm_b,
             bv = decode(tl.load(bias + co * b_s, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
             acc = acc + bv[None, :]
         if NORM:
-            n_mean, n_scale, n_shift = _norm_parameters(co, n_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
-            acc = _activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
+            n_mean, n_scale, n_shift = norm_parameters(co, n_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
+            acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
         value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
         o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
         tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & n_ok[None, :])
@@ -394,8 +358,8 @@ def conv_split_sum(partial, bias, out, b_s, mean, var, norm_w, norm_b, eps, M, C
         bv = decode(tl.load(bias + co * b_s, mask=co < COUT, other=0), BIAS_FORMAT).to(tl.float32)
         acc = acc + bv[None, :]
     if NORM:
-        n_mean, n_scale, n_shift = _norm_parameters(co, co < COUT, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
-        acc = _activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
+        n_mean, n_scale, n_shift = norm_parameters(co, co < COUT, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
+        acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
     nb, od, oh, ow = _output_position(rm, OD, OH, OW)
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
@@ -459,8 +423,8 @@ def conv_direct(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, M, COUT, C
         bv = decode(tl.load(bias + co * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
         acc = acc + bv[None, :]
     if NORM:
-        n_mean, n_scale, n_shift = _norm_parameters(co, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
-        acc = _activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
+        n_mean, n_scale, n_shift = norm_parameters(co, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
+        acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
     tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & c_ok[None, :])
@@ -540,8 +504,8 @@ def conv_direct_planes(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, COU
     if HAS_BIAS:
         acc = acc + decode(tl.load(bias + co * b_s), BIAS_FORMAT).to(tl.float32)
     if NORM:
-        n_mean, n_scale, n_shift = _norm_parameters(co, co < COUT, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
-        acc = _activated((acc - n_mean) * n_scale + n_shift, ACTIVATION)
+        n_mean, n_scale, n_shift = norm_parameters(co, co < COUT, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
+        acc = activated((acc - n_mean) * n_scale + n_shift, ACTIVATION)
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + co * o_sc + od * o_sd + oh[:, None] * o_sh + ow[None, :] * o_sw
     tl.store(out + o_off, value, mask=(oh < OH)[:, None] & (ow < OW)[None, :])
@@ -679,8 +643,8 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
     if HAS_BIAS:
         acc = acc + decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)[None, :]
     if NORM:
-        n_mean, n_scale, n_shift = _norm_parameters(c, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
-        acc = _activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
+        n_mean, n_scale, n_shift = norm_parameters(c, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
+        acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
     value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
     tl.store(out + o_off[:, None] + c[None, :] * o_sc, value, mask=out_ok[:, None] & c_ok[None, :])

@@ -5,7 +5,11 @@ matrix unit does not take).
 The first two read their operands through arbitrary strides (a transposed weight is read in place), accumulate in
 float32 (int32 for int8 inputs), and apply the ``alpha * (a @ b) + beta * bias`` epilogue of addmm and
 its relatives before converting to the output type as ``kernels/copy.py`` converts. The GEMMs also take
-float32 products on bfloat16 matrix units (``PRECISION_BF16_PARTS``, at the end of this file).
+float32 products on bfloat16 matrix units (``PRECISION_BF16_PARTS``, at the end of this file). With ``NORM``
+the floating-point GEMMs' and GEMV's epilogue then applies an inference batch norm and an activation per
+output row or column (``norm_epilogue.py``: a 1x1 convolution as a product, output channels its rows or
+columns), still before the one rounding; its vectors ``norm_*`` and ``eps`` are None, so no parameter,
+where NORM is off.
 """
 import triton
 import triton.language as tl
@@ -13,6 +17,12 @@ import triton.language as tl
 from .common import strided_offset
 from .formats import decode, encode
 from .dependent_launch import await_predecessors
+from .norm_epilogue import activated, norm_parameters
+
+# a batch norm in the epilogue: none, or one a row or a column of the output
+NORM_OFF = tl.constexpr(0)
+NORM_ROWS = tl.constexpr(1)
+NORM_COLUMNS = tl.constexpr(2)
 
 
 @triton.jit
@@ -46,8 +56,11 @@ def _dot(a_tile, b_tile, acc, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE
 @triton.jit
 def _epilogue(acc, bias_ptr, bias_off, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out_ptr, out_off,
               out_sm, out_sn, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr,
-              DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
-    """``alpha * acc + beta * bias`` (as far as the flags ask) stored in the output's type."""
+              DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, norm_mean=None, norm_var=None, norm_weight=None,
+              norm_shift=None, eps=None, M=None, N=None, NORM: tl.constexpr = NORM_OFF,
+              NORM_FORMAT: tl.constexpr = 0, ACTIVATION: tl.constexpr = 0):
+    """``alpha * acc + beta * bias`` (as far as the flags ask), then with NORM the batch norm of output rows
+    ``rm`` (of M) or columns ``rn`` (of N) and ACTIVATION, stored in the output's type."""
     if SCALED:
         acc = acc * alpha
     if HAS_BIAS:
@@ -56,6 +69,14 @@ def _epilogue(acc, bias_ptr, bias_off, bias_sm, bias_sn, rm, rn, mask, alpha, be
         if SCALED:
             bias = bias * beta
         acc = acc + bias
+    if NORM == NORM_ROWS:
+        n_mean, n_scale, n_shift = norm_parameters(rm, rm < M, norm_mean, norm_var, norm_weight, norm_shift, eps,
+                                                   NORM_FORMAT)
+        acc = activated((acc - n_mean[:, None]) * n_scale[:, None] + n_shift[:, None], ACTIVATION)
+    elif NORM == NORM_COLUMNS:
+        n_mean, n_scale, n_shift = norm_parameters(rn, rn < N, norm_mean, norm_var, norm_weight, norm_shift, eps,
+                                                   NORM_FORMAT)
+        acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
     value = encode(acc, out_ptr.dtype.element_ty, DST_FORMAT, VIA_F32, False)
     tl.store(out_ptr + out_off + rm[:, None] * out_sm + rn[None, :] * out_sn, value, mask=mask)
 
@@ -142,14 +163,15 @@ def _batch_tile(a, b, batch, tile_m, tile_n, M, N, K, k_start, k_length, batch_s
 
 @triton.jit
 def gemm(a, b, bias, out, partial, M, N, K, k_per_split, batch_start, alpha, beta,
+         norm_mean, norm_var, norm_weight, norm_shift, eps,
          batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
          a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
          BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
          GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SPLIT: tl.constexpr, ACC: tl.constexpr,
          PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
          BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-         INTERPRETED: tl.constexpr):
-    """out[batch] = alpha * a[batch] @ b[batch] + beta * bias[batch]; one BLOCK_M x BLOCK_N tile per
+         INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
+    """out[batch] = alpha * a[batch] @ b[batch] + beta * bias[batch] (then NORM's); one BLOCK_M x BLOCK_N tile per
     program (axis 0), one batch per program row (axis 1, offset by ``batch_start``). SPLIT (one matrix):
     program (i, 0, s) multiplies the K piece [s * k_per_split, (s + 1) * k_per_split) and writes its float32
     sums to ``partial`` (split, M, N), which ``gemv_combine`` adds in split order (no atomics: the bits do
@@ -175,17 +197,19 @@ def gemm(a, b, bias, out, partial, M, N, K, k_per_split, batch_start, alpha, bet
         tl.store(partial + (tl.program_id(2) * M + rm[:, None]) * N + rn[None, :], acc, mask=mask)
     else:
         _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
-                  HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+                  HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift,
+                  eps, M, N, NORM, NORM_FORMAT, ACTIVATION)
 
 
 @triton.jit
-def _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, batch_shape, a_batch_strides,
+def _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean, norm_var, norm_weight,
+                norm_shift, eps, batch_shape, a_batch_strides,
                 b_batch_strides, bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn,
                 out_sm, out_sn, BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr,
                 PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-                INTERPRETED: tl.constexpr):
+                INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """Work item ``item`` of ``gemm_batches``: output tile item % tiles (in ``gemm``'s grouped order) of
     matrix item // tiles, its product and epilogue."""
     tiles = tiles_m * tiles_n
@@ -198,18 +222,20 @@ def _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, b
         out_batch_strides, a_sm, a_sk, b_sk, b_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, ACC, PRECISION,
         DECODE_BF16, INDEX_64, INTERPRETED)
     _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
-              HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+              HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift, eps, M,
+              N, NORM, NORM_FORMAT, ACTIVATION)
 
 
 @triton.jit
 def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
+                 norm_mean, norm_var, norm_weight, norm_shift, eps,
                  batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
                  a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
                  BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                  GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, FLATTEN: tl.constexpr, ACC: tl.constexpr,
                  PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
                  BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-                 INTERPRETED: tl.constexpr):
+                 INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """``gemm``'s product of ``batches`` matrices on a persistent grid: ``programs`` programs walk the
     (matrix, tile) items matrix by matrix, program p taking items p, p + programs, ... A batch of small
     matrices (attention's, one or two K steps a tile) then pays a program's start and drain once per
@@ -222,19 +248,21 @@ def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
     if INTERPRETED:
         item = tl.program_id(0)
         while item < items:
-            _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, batch_shape, a_batch_strides,
-                        b_batch_strides, bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm,
-                        bias_sn, out_sm, out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, ACC,
-                        PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64,
-                        INTERPRETED)
+            _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean, norm_var,
+                        norm_weight, norm_shift, eps, batch_shape, a_batch_strides, b_batch_strides,
+                        bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
+                        out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, ACC, PRECISION, DECODE_BF16,
+                        HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64, INTERPRETED, NORM, NORM_FORMAT,
+                        ACTIVATION)
             item += programs
     else:
         for item in tl.range(tl.program_id(0), items, programs, flatten=FLATTEN):
-            _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, batch_shape, a_batch_strides,
-                        b_batch_strides, bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm,
-                        bias_sn, out_sm, out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, ACC,
-                        PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64,
-                        INTERPRETED)
+            _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean, norm_var,
+                        norm_weight, norm_shift, eps, batch_shape, a_batch_strides, b_batch_strides,
+                        bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
+                        out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, ACC, PRECISION, DECODE_BF16,
+                        HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64, INTERPRETED, NORM, NORM_FORMAT,
+                        ACTIVATION)
 
 
 @triton.jit
@@ -331,12 +359,13 @@ def _tma_step(acc, a_desc, b_desc, off_m, off_n, off_k, B_K_MAJOR: tl.constexpr,
 
 
 @triton.jit
-def _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk, b_sk,
-                 b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, TMA: tl.constexpr, B_K_MAJOR: tl.constexpr,
-                 EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
-                 HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
-                 VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
+def _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean, norm_var,
+                 norm_weight, norm_shift, eps, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                 TMA: tl.constexpr, B_K_MAJOR: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr,
+                 PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
+                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                 INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """Output tile ``tile`` of ``gemm_tiles`` (in grouped order): its product and epilogue."""
     tile_m, tile_n = _grouped_tile(tile, tiles_m, tiles_n, GROUP_M)
     acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, 0, K, a_sm, a_sk, b_sk,
@@ -346,17 +375,19 @@ def _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, 
     rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn, HAS_BIAS, SCALED,
-              BIAS_FORMAT, DST_FORMAT, VIA_F32)
+              BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift, eps, M, N, NORM,
+              NORM_FORMAT, ACTIVATION)
 
 
 @triton.jit
 def _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole_tiles, splits, k_per_split,
-                 tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                 TMA: tl.constexpr, B_K_MAJOR: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr,
-                 PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
-                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                 INTERPRETED: tl.constexpr):
+                 tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean, norm_var, norm_weight, norm_shift, eps, a_sm, a_sk,
+                 b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, TMA: tl.constexpr, B_K_MAJOR: tl.constexpr,
+                 EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+                 HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                 VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr,
+                 ACTIVATION: tl.constexpr):
     """Split unit ``unit`` of ``gemm_tiles``: K piece ``unit % splits`` of tile ``whole_tiles + unit // splits``,
     its float32 sums written to ``partial`` (one BLOCK_M x BLOCK_N block a unit). The piece that arrives last
     at its tile's counter (an integer count, the kernel's only atomic) adds the tile's blocks in piece order
@@ -393,21 +424,23 @@ def _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole
             rm = tile_m * BLOCK_M + rows
             mask = (rm[:, None] < M) & (rn[None, :] < N)
             _epilogue(total, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn, HAS_BIAS,
-                      SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+                      SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift, eps, M,
+                      N, NORM, NORM_FORMAT, ACTIVATION)
         tl.store(counters + slot, 0)
 
 
 @triton.jit
 def gemm_tiles(a, b, bias, out, partial, counters, M, N, K, programs, whole_tiles, splits, k_per_split, alpha, beta,
-               a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, TMA: tl.constexpr,
-               B_K_MAJOR: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, SPLIT: tl.constexpr,
-               EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
-               HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
-               VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
-    """out = alpha * a @ b + beta * bias for one matrix (no batch): ``programs`` programs (the grid) walk the
-    output tiles in ``gemm``'s grouped order, program p taking tiles p, p + programs, ... With a grid of one
-    program per SM (persistent), the loads of a program's next tile are issued while its last tile's
+               norm_mean, norm_var, norm_weight, norm_shift, eps, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
+               out_sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+               TMA: tl.constexpr, B_K_MAJOR: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+               SPLIT: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
+               DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr, NORM: tl.constexpr,
+               NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
+    """out = alpha * a @ b + beta * bias (then NORM's) for one matrix (no batch): ``programs`` programs (the
+    grid) walk the output tiles in ``gemm``'s grouped order, program p taking tiles p, p + programs, ... With a
+    grid of one program per SM (persistent), the loads of a program's next tile are issued while its last tile's
     epilogue runs (FLATTEN lets the pipeliner overlap them); with one program per tile, each takes one.
 
     SPLIT: only the first ``whole_tiles`` tiles are taken whole; each later tile is cut into ``splits`` K
@@ -434,17 +467,19 @@ def gemm_tiles(a, b, bias, out, partial, counters, M, N, K, programs, whole_tile
     if INTERPRETED:
         tile = pid
         while tile < whole_tiles:
-            _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk,
-                         b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA,
-                         B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT,
-                         VIA_F32, INTERPRETED)
+            _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean,
+                         norm_var, norm_weight, norm_shift, eps, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
+                         out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION,
+                         DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED, NORM,
+                         NORM_FORMAT, ACTIVATION)
             tile += programs
     else:
         for tile in tl.range(pid, whole_tiles, programs, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
-            _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk,
-                         b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA,
-                         B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT,
-                         VIA_F32, INTERPRETED)
+            _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean,
+                         norm_var, norm_weight, norm_shift, eps, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
+                         out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION,
+                         DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED, NORM,
+                         NORM_FORMAT, ACTIVATION)
     if SPLIT:
         units = (tiles_m * tiles_n - whole_tiles) * splits
         # the walk goes on where the whole tiles left off: this program's first unit
@@ -453,16 +488,18 @@ def gemm_tiles(a, b, bias, out, partial, counters, M, N, K, programs, whole_tile
             unit = first
             while unit < units:
                 _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole_tiles, splits,
-                             k_per_split, tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk, b_sk, b_sn, bias_sm,
-                             bias_sn, out_sm, out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA, B_K_MAJOR, EVEN_K, ACC,
-                             PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
+                             k_per_split, tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean, norm_var, norm_weight,
+                             norm_shift, eps, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M,
+                             BLOCK_N, BLOCK_K, GROUP_M, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, HAS_BIAS,
+                             SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED, NORM, NORM_FORMAT, ACTIVATION)
                 unit += programs
         else:
             for unit in tl.range(first, units, programs):
                 _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole_tiles, splits,
-                             k_per_split, tiles_m, tiles_n, M, N, K, alpha, beta, a_sm, a_sk, b_sk, b_sn, bias_sm,
-                             bias_sn, out_sm, out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA, B_K_MAJOR, EVEN_K, ACC,
-                             PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
+                             k_per_split, tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean, norm_var, norm_weight,
+                             norm_shift, eps, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M,
+                             BLOCK_N, BLOCK_K, GROUP_M, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, HAS_BIAS,
+                             SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED, NORM, NORM_FORMAT, ACTIVATION)
 
 
 @triton.jit
@@ -510,7 +547,9 @@ def _gemv_program(M, N, K, k_per_split, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
 @triton.jit
 def _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, alpha, beta, out, out_sm, out_sn,
                 BLOCK_M: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
-                BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
+                BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, norm_mean=None,
+                norm_var=None, norm_weight=None, norm_shift=None, eps=None, NORM: tl.constexpr = NORM_OFF,
+                NORM_FORMAT: tl.constexpr = 0, ACTIVATION: tl.constexpr = 0):
     """A GEMV program's (BLOCK_M, BLOCK_N) result from its accumulator (one row's lanes summed), written
     as its split's float32 partial sums, or through the epilogue to ``out``."""
     if BLOCK_M == 1:
@@ -522,16 +561,18 @@ def _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, alpha
         tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], rows, mask=mask)
     else:
         _epilogue(rows, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
-                  HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+                  HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift,
+                  eps, M, N, NORM, NORM_FORMAT, ACTIVATION)
 
 
 @triton.jit
-def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
-         x_sm, x_sk, w_sk, w_sn, bias_sm, bias_sn, out_sm, out_sn,
+def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta, norm_mean, norm_var, norm_weight, norm_shift,
+         eps, x_sm, x_sk, w_sk, w_sn, bias_sm, bias_sn, out_sm, out_sn,
          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
          ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr,
          SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-         INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr):
+         INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr, NORM: tl.constexpr,
+         NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """Rows of ``x`` (M of them, M <= BLOCK_M <= 16) times the K x N weight ``w``, which is streamed once:
     program (i, s) reads columns [i * BLOCK_N, ...) of the rows in split s of K. With SPLIT, each program
     writes its float32 partial sums to ``partial`` (split, M, N) and ``gemv_combine`` adds them in a
@@ -550,13 +591,16 @@ def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta,
             acc = _gemv_step(acc, x, w, rm_load, rn_load, k_start + k0 + rk, k_stop, x_sm, x_sk, w_sk, w_sn,
                              BLOCK_M, ACC, PRECISION, DECODE_BF16)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, alpha, beta, out, out_sm, out_sn,
-                BLOCK_M, SPLIT, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+                BLOCK_M, SPLIT, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight,
+                norm_shift, eps, NORM, NORM_FORMAT, ACTIVATION)
 
 
 @triton.jit
-def gemv_combine(partial, bias, out, M, N, splits, alpha, beta, bias_sm, bias_sn, out_sm, out_sn,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
-                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, PDL: tl.constexpr):
+def gemv_combine(partial, bias, out, M, N, splits, alpha, beta, norm_mean, norm_var, norm_weight, norm_shift, eps,
+                 bias_sm, bias_sn, out_sm, out_sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                 VIA_F32: tl.constexpr, PDL: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr,
+                 ACTIVATION: tl.constexpr):
     """Sums ``gemv``'s (or a split ``gemm``'s) partials over the splits, in split order, then applies the
     epilogue: columns by axis 0, rows by axis 1 (one row block for a GEMV)."""
     await_predecessors(PDL)
@@ -569,7 +613,8 @@ def gemv_combine(partial, bias, out, M, N, splits, alpha, beta, bias_sm, bias_sn
         acc += tl.load(partial + (s * M + rm[:, None]) * N + rn[None, :], mask=mask, other=0)
         s += 1
     _epilogue(acc, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
-              HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+              HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift, eps, M,
+              N, NORM, NORM_FORMAT, ACTIVATION)
 
 
 # float32 products on bfloat16 matrix units: each operand is split into three bfloat16 parts whose sum is

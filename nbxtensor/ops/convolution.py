@@ -25,12 +25,14 @@ from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scop
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import conv as K
+from ..kernels import norm_epilogue as E
 from ..launch import cdiv, next_pow2
 from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
-from .matmul_plans import _dot_precision, planned_product, product_keys
+from .matmul_gemv import ProductNorm
+from .matmul_plans import _dot_precision, _product_workspace, planned_product, product_keys
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, nbytes, register
 from .samples import Samples, by_name, operand, sample
 
 _FLOATS = ("float32", "float16", "bfloat16")
@@ -151,7 +153,9 @@ def _conv_rules(convolution_arguments) -> dict:
 
 
 def _conv_estimate(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups) -> Cost:
-    out = _conv_result(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    _, stride, padding, _, out_shape = _geometry(op, input, weight, bias, stride, padding, dilation, transposed,
+                                                 output_padding, groups)
+    out = TensorMeta(out_shape, input.dtype)
     kernel_volume = S.numel(weight.shape[2:])
     if transposed:
         # each input element meets every kernel position of Cout/groups output channels
@@ -166,8 +170,16 @@ def _conv_estimate(op, input, weight, bias, stride, padding, dilation, transpose
     forms = [_workspace_pieces(input.dtype, S.numel(input.shape), S.numel(weight.shape),
                                out_elements // cout if out_elements else 0, cout, staged, staged, splits)
              for staged, splits in ((not transposed, 1), (False, _split_cap(out_elements)))]
+    workspace = max(Workspace.bytes_for(pieces) for pieces in forms)
+    if not transposed and groups == 1 and kernel_volume == 1 and set(stride) == {1} and not any(padding):
+        # the product's route: its own temporaries, in either layout's form (channels-last rows, or the
+        # NCHW batch of weight x input matrices)
+        batch = out.shape[0] if len(out.shape) == len(weight.shape) else 1
+        length = out_elements // (cout * batch) if out_elements else 0
+        workspace = max(workspace, _product_workspace(input.dtype, 1, batch * length, weight.shape[1], cout),
+                        _product_workspace(input.dtype, batch, cout, weight.shape[1], length))
     return Cost(flops=flops, bytes_read=sum(nbytes(t) for t in (input, weight, bias) if t is not None),
-                bytes_written=nbytes(out), workspace=max(Workspace.bytes_for(pieces) for pieces in forms))
+                bytes_written=nbytes(out), workspace=workspace)
 
 
 def _workspace_pieces(dtype, input_elements, weight_elements, positions, cout, staged_input, staged_weight,
@@ -352,7 +364,11 @@ class _Setting:
                 and (self.xs[1] != 1 or (self.route == "gemm" and self.w_s_in != 1)))
 
     def key(self, facts, dtype) -> str:
-        kernel = "direct_conv" if self.route == "direct" else "conv"
+        """The launch key: ``conv`` (the implicit GEMM), ``direct_conv`` (the direct kernel), or for a depthwise
+        convolution read channels-innermost ``depthwise_conv``, whose candidates add the channels-inner kernel's
+        (a grouped shape of the same buckets has its own key, so neither takes the other's setting)."""
+        kernel = ("depthwise_conv" if self.depthwise_channels_inner else "direct_conv" if self.route == "direct"
+                  else "conv")
         return tuning.launch_key(kernel, facts, rows={"M": self.m}, cols={"N": self.cout_g, "K": self.cin_g},
                                  dtypes=(dtype,),
                                  flags={"window": "x".join(map(str, self.kernel)),
@@ -541,11 +557,8 @@ def _hashable(value):
 
 
 # the activations a fused batch norm may take: their codes in the kernels' epilogues
-ACTIVATIONS = {"none": K.ACT_NONE.value, "relu": K.ACT_RELU.value, "silu": K.ACT_SILU.value,
-               "relu6": K.ACT_RELU6.value, "hardswish": K.ACT_HARDSWISH.value}
-# each activation as an in-place op and its arguments after the tensor, for the route whose epilogue has none
-_IN_PLACE_ACTIVATIONS = {"relu": ("relu_", ()), "silu": ("silu_", ()), "relu6": ("hardtanh_", (0.0, 6.0)),
-                         "hardswish": ("hardswish_", ())}
+ACTIVATIONS = {"none": E.ACT_NONE.value, "relu": E.ACT_RELU.value, "silu": E.ACT_SILU.value,
+               "relu6": E.ACT_RELU6.value, "hardswish": E.ACT_HARDSWISH.value}
 _NORM_CONSTEXPRS = ("NORM", "NORM_FORMAT", "ACTIVATION")
 _NORM_TENSORS = ("norm_mean", "norm_var", "norm_weight", "norm_bias")
 
@@ -609,35 +622,19 @@ class _ProductViews:
         return (x, w, addend) if self.input_first else (w, x, addend)
 
 
-def _matmul_plan(setting, input, weight, bias):
-    """``execute`` of a 1x1 convolution as the registry's product, its plan made once for these layouts."""
+def _matmul_plan(setting, input, weight, bias, norm: _NormEpilogue | None = None, norm_tensors: tuple = ()):
+    """``execute`` of a 1x1 convolution as the registry's product, its plan made once for these layouts; with
+    ``norm`` in the product's epilogue, one an output channel: a row of the NCHW form's matrices, a column of
+    the channels-last one's."""
     views = _ProductViews(setting, bias)
     a, b, addend = views.of(input, weight, bias)
-    product = planned_product(setting.op, a, b, input.dtype, addend, 1, views.beta)
+    product_norm = None if norm is None else ProductNorm(per_row=not views.input_first, eps=float(norm.eps),
+                                                         activation=ACTIVATIONS[norm.activation], dtype=norm.dtype)
+    product = planned_product(setting.op, a, b, input.dtype, addend, 1, views.beta, product_norm, norm_tensors)
     out_shape, out_strides = views.out
 
     def execute(input, weight, bias, norm_tensors=()):
-        return product(*views.of(input, weight, bias))._view(out_shape, out_strides)
-    return execute
-
-
-def _norm_after(convolve, norm: _NormEpilogue):
-    """``execute`` of a route whose epilogue takes no norm (the 1x1 product's): the convolution into a
-    temporary, then the batch norm and the activation (in place) as their own ops."""
-    batch_norm = get("batch_norm").impl
-    activate, arguments = None, ()
-    if norm.activation != "none":
-        name, arguments = _IN_PLACE_ACTIVATIONS[norm.activation]
-        activate = get(name).impl
-
-    def execute(input, weight, bias, norm_tensors):
-        mean, var, norm_weight, norm_bias = norm_tensors
-        with scratch_scope():
-            convolved = convolve(input, weight, bias)
-        out = batch_norm(convolved, mean, var, norm_weight, norm_bias, False, 0.1, norm.eps)
-        if activate is not None:
-            activate(out, *arguments)
-        return out
+        return product(*views.of(input, weight, bias), None, norm_tensors)._view(out_shape, out_strides)
     return execute
 
 
@@ -650,8 +647,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
     facts = backend_for(dev).facts
     st = _Setting(op, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, facts)
     if st.route == "matmul":
-        product = _matmul_plan(st, input, weight, bias)
-        return product if norm is None else _norm_after(product, norm)
+        return _matmul_plan(st, input, weight, bias, norm, norm_tensors)
     fresh_output = fresh_tensor_maker(st.full_out, dtype, dev, st.out_strides)
     out_strides = st.out_strides or S.contiguous_strides(st.full_out)
     result_strides = out_strides if st.batched else out_strides[1:]
@@ -685,10 +681,6 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
 
     def launcher(config):
         """(input, weight, bias, out) -> None issuing the launches of this tile setting."""
-        if config.get("CHANNELS_INNER") and not st.depthwise_channels_inner:
-            # a setting tuned on a depthwise shape of this key, applied to a grouped one of the same buckets
-            config = dict(BLOCK_M=config["BLOCK_H"] * config["BLOCK_W"], BLOCK_C=config["BLOCK_C"],
-                          num_warps=config["num_warps"])
         stage = config.get("STAGE", False)
         stage_input = stage and st.xs[1] != 1
         stage_weight = (stage or config.get("STAGE_WEIGHT", False)) and st.route == "gemm" and st.w_s_in != 1
@@ -861,24 +853,24 @@ def _convolution_arguments(a) -> tuple:
             a.groups)
 
 
-def _runs_as_product(a) -> bool:
-    """Whether a device may run this convolution as the product (1x1, stride 1, unpadded, one group,
-    forward), whose epilogue takes no norm: its result is then a temporary the norm reads."""
-    dims, stride, padding, _, _ = _geometry(*_convolution_arguments(a))
-    return (not a.transposed and a.groups == 1 and S.numel(a.weight.shape[2:]) == 1 and set(stride) == {1}
-            and not any(padding))
-
-
 def _normed_cost(a) -> Cost:
     out = _normed_meta(a)
     convolution = _conv_estimate(*_convolution_arguments(a))
     vectors = (a.running_mean, a.running_var, a.norm_weight, a.norm_bias)
-    # per output element: the norm's subtraction and multiply-add, and the activation's few operations
+    # per output element: the norm's subtraction and multiply-add, and the activation's few operations; every
+    # route applies them in its epilogue, so they take no temporary but the copies of strided vectors
     elements = S.numel(out.shape)
-    temporary = workspace_bytes(nbytes(out)) if _runs_as_product(a) else 0
+    copies = sum(workspace_bytes(nbytes(vector)) for vector in vectors if not _adjacent(vector))
     return Cost(flops=convolution.flops + 8 * elements,
                 bytes_read=convolution.bytes_read + sum(nbytes(vector) for vector in vectors),
-                bytes_written=convolution.bytes_written, workspace=max(convolution.workspace, temporary))
+                bytes_written=convolution.bytes_written, workspace=convolution.workspace + copies)
+
+
+def _adjacent(vector) -> bool:
+    """Whether a norm vector's elements are adjacent, as the epilogues read them (a shape alone, as a graph's
+    plan describes a value: laid out densely)."""
+    strides = getattr(vector, "stride", None)
+    return strides is None or S.is_contiguous(tuple(vector.shape), tuple(strides()))
 
 
 def _normed_key(facts, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, *norm,
@@ -895,9 +887,13 @@ def convolution_batch_norm(input: Tensor, weight: Tensor, bias, stride, padding,
                            running_var: Tensor, eps: float, activation: str = "none") -> Tensor:
     """``activation(batch_norm(convolution(...)))`` with the norm's running statistics (inference), computed
     in float32 in the convolution's epilogue and rounded once to the input's dtype (``graph/fuse.py`` makes
-    it of a graph's chain). The 1x1 route through the product applies the norm and the activation after
-    it, as their own ops. ``activation``: none, relu, silu, relu6 or hardswish."""
+    it of a graph's chain), the 1x1 route's included: the product's epilogue. ``activation``: none, relu, silu,
+    relu6 or hardswish."""
     vectors = (running_mean, running_var, norm_weight, norm_bias)
+    if not all(vector is None or _adjacent(vector) for vector in vectors):
+        with scratch_scope():  # the epilogues read a vector's channels adjacent: a strided one is copied first
+            vectors = tuple(vector if vector is None or _adjacent(vector) else vector.contiguous()
+                            for vector in vectors)
     norm = _NormEpilogue(eps, activation, None if running_mean is None else running_mean.dtype)
     return _convolution(_NORMED, input, weight, bias, stride, padding, dilation, transposed, output_padding,
                         groups, norm, vectors, lambda: _normed_result(

@@ -4,12 +4,16 @@ fixed order. ``matmul_plans`` routes products of up to ``GEMV_MAX_ROWS`` rows he
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 from .. import tuning
 from ..allocation import scratch_tensor
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
+from ..kernels import norm_epilogue as E
+from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, dependent_launch, next_pow2
+from ..lowering import float_format
 from .plans import PlannedLaunch, Slot
 
 # rows up to this many take the GEMV kernel (one 16-row tile of the matrix unit at most)
@@ -63,6 +67,33 @@ def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
     return out
 
 
+@dataclass(frozen=True)
+class ProductNorm:
+    """An inference batch norm and an activation that a float product's epilogue applies to its float32
+    result after alpha and the bias, before the one rounding: (y - mean) * weight / sqrt(var + eps) + shift
+    for the channel of each output row (``per_row``) or column, then ``activation`` (``norm_epilogue``'s
+    ACT_* code). Its four vectors, of ``dtype``, contiguous, come with each call as ``NORM_SLOTS`` order."""
+    per_row: bool
+    eps: float
+    activation: int
+    dtype: object
+
+
+# a call's norm vectors, the slots of the launches whose epilogue takes them
+NORM_SLOTS = ("norm_mean", "norm_var", "norm_weight", "norm_shift")
+
+
+def norm_launch_parts(norm: ProductNorm | None) -> tuple[list, dict]:
+    """(the norm's kernel arguments, its constexprs): its vectors' slots and eps, or None for each where there
+    is no norm (constants, so no kernel parameter)."""
+    if norm is None:
+        return [None] * (len(NORM_SLOTS) + 1), dict(NORM=K.NORM_OFF.value, NORM_FORMAT=FORMAT_NATIVE.value,
+                                                      ACTIVATION=E.ACT_NONE.value)
+    return [*map(Slot, NORM_SLOTS), float(norm.eps)], dict(
+        NORM=(K.NORM_ROWS if norm.per_row else K.NORM_COLUMNS).value, NORM_FORMAT=float_format(norm.dtype),
+        ACTIVATION=norm.activation)
+
+
 def split_k(k: int, config: dict) -> tuple[int, int]:
     """(K per split, splits) of a GEMV's ``config``: whole BLOCK_K tiles per split, no split empty."""
     block_k = config["BLOCK_K"]
@@ -70,25 +101,30 @@ def split_k(k: int, config: dict) -> tuple[int, int]:
     return k_per_split, max(1, cdiv(k, k_per_split))
 
 
-def combine_launch(config, splits, m, n, alpha, beta, bias_strides, out_strides, has_bias, scaled, flags, dev):
-    """The ``gemv_combine`` launch adding a split GEMV's partials (slots partial, bias, out), or None for one
-    split."""
+def combine_launch(config, splits, m, n, alpha, beta, bias_strides, out_strides, has_bias, scaled, flags, dev,
+                   norm: ProductNorm | None = None):
+    """The ``gemv_combine`` launch adding a split GEMV's partials (slots partial, bias, out; the norm's where
+    ``norm``), or None for one split."""
     if splits == 1:
         return None
     combine_n = min(config["BLOCK_N"], 64)
+    norm_args, norm_constexprs = norm_launch_parts(norm)
     return PlannedLaunch(
         K.gemv_combine, (cdiv(n, combine_n),),
-        [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, float(alpha), float(beta), *bias_strides,
-         *out_strides],
+        [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, float(alpha), float(beta), *norm_args,
+         *bias_strides, *out_strides],
         dict(BLOCK_M=next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=scaled,
              BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-             PDL=dependent_launch(dev), num_warps=config["num_warps"]))
+             PDL=dependent_launch(dev), num_warps=config["num_warps"], **norm_constexprs))
 
 
-def _gemv_launches(key, a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flags, facts, dev, index_64):
-    """``run(config, a, b, bias, out)`` for out (m x n, m <= 16) from a (m x k) and b (k x n), given here as
-    2-D strided views of the tensors ``run`` later takes (which share their first elements), and the
-    config tuned under launch ``key``."""
+def _gemv_launches(key, a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled, flags, facts, dev, index_64,
+                   norm: ProductNorm | None = None, norm_tensors: tuple = ()):
+    """``run(a, b, bias, out, norm_tensors)`` for out (m x n, m <= 16) from a (m x k) and b (k x n), given here
+    as 2-D strided views of the tensors ``run`` later takes (which share their first elements), and the
+    config tuned under launch ``key``; ``norm`` in the epilogue, of ``norm_tensors`` (its constexprs are in
+    ``flags``)."""
+    norm_args = norm_launch_parts(norm)[0]
     block_m = 1 if m == 1 else GEMV_MAX_ROWS
     bias_sm, bias_sn = (bias.stride(0), bias.stride(1)) if has_bias else (0, 0)
     a_sm, a_sk, b_sk, b_sn, out_sm, out_sn = a.stride(0), a.stride(1), b.stride(0), b.stride(1), *out.stride()
@@ -100,22 +136,23 @@ def _gemv_launches(key, a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled,
         main = PlannedLaunch(
             K.gemv, (cdiv(n, config["BLOCK_N"]), splits),
             [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split, float(alpha),
-             float(beta), a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
+             float(beta), *norm_args, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
             dict(BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], SPLIT=splits > 1,
                  HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, PDL=dependent_launch(dev),
                  num_warps=config["num_warps"], **({"num_stages": config["num_stages"]} if "num_stages" in config
                                                    else {}), **flags))
         combine = combine_launch(config, splits, m, n, alpha, beta, (bias_sm, bias_sn), (out_sm, out_sn), has_bias,
-                                 scaled, flags, dev)
+                                 scaled, flags, dev, norm)
 
-        def run(a, b, bias, out):
+        def run(a, b, bias, out, norm_tensors=()):
             partial = scratch_tensor((splits, m, n), partial_dtype, dev) if combine is not None else out
-            tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out, "partial": partial}
+            tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out, "partial": partial,
+                       **dict(zip(NORM_SLOTS, norm_tensors))}
             main(dev, tensors)
             if combine is not None:
                 combine(dev, tensors)
         return run
 
     config = tuning.choose_timed(key, facts, lambda: gemv_candidates(facts, m, n, k),
-                                 lambda config: functools.partial(launches_for(config), a, b, bias, out))
+                                 lambda config: functools.partial(launches_for(config), a, b, bias, out, norm_tensors))
     return launches_for(config)

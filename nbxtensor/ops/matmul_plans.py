@@ -18,7 +18,8 @@ from ..allocation import Workspace, fresh_tensor_maker, new_tensor, outside_aren
 from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
 from .matmul_gemv import (_GEMV_MAX_BLOCK_K, _GEMV_ONE_ROW_SHAPES, _GEMV_ROWS_SHAPES, _INTERPRETED_BLOCK_K,
-                          _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, GEMV_MAX_ROWS, _clamp_block, _gemv_launches)
+                          _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, GEMV_MAX_ROWS, NORM_SLOTS, ProductNorm,
+                          _clamp_block, _gemv_launches, norm_launch_parts)
 from .plans import PlanCache, PlannedLaunch, Slot, clear_all, layout_key
 from .registry import workspace_bytes
 
@@ -354,11 +355,16 @@ def _product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = Non
     return plan(a, b, bias)
 
 
-def planned_product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = None, alpha=1, beta=0):
-    """``execute(a, b, bias) -> out``: ``_product``'s plan for operands laid out as these (made, and tuned,
-    the first time), for an op that lays its own views on each call's tensors and runs the plan directly."""
-    return _product_plans.get((op, layout_key(a), layout_key(b), layout_key(bias), alpha, beta),
-                              lambda: _plan_product(op, a, b, out_dtype, bias, alpha, beta))
+def planned_product(op: str, a: Tensor, b: Tensor, out_dtype, bias: Tensor | None = None, alpha=1, beta=0,
+                    norm: ProductNorm | None = None, norm_tensors: tuple = ()):
+    """``execute(a, b, bias, out=None, norm_tensors=()) -> out``: ``_product``'s plan for operands laid out as
+    these (made, and tuned, the first time), for an op that lays its own views on each call's tensors and runs
+    the plan directly; ``norm``: a batch norm and activation in its epilogue, of vectors laid out as
+    ``norm_tensors`` (running mean, running variance, weight, bias), which each call passes."""
+    return _product_plans.get((op, layout_key(a), layout_key(b), layout_key(bias), alpha, beta, norm,
+                               *map(layout_key, norm_tensors)),
+                              lambda: _plan_product(op, a, b, out_dtype, bias, alpha, beta, norm=norm,
+                                                    norm_tensors=norm_tensors))
 
 
 def product_keys(facts: dict, a, b, out_dtype, bias=None, alpha=1, beta=0) -> list[str]:
@@ -451,9 +457,14 @@ def _plane_keys(facts: dict, a, b, out_dtype, bias, alpha, beta) -> list[str]:
     return keys
 
 
-def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, planes: bool = True):
-    """``execute(a, b, bias) -> out`` for operands laid out as these are (tuning on them if needed);
-    ``planes=False`` keeps a float32 product off bfloat16 planes (to sweep its own GEMM settings)."""
+def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, planes: bool = True,
+                  norm: ProductNorm | None = None, norm_tensors: tuple = ()):
+    """``execute(a, b, bias, out=None, norm_tensors=()) -> out`` for operands laid out as these are (tuning on
+    them if needed); ``planes=False`` keeps a float32 product off bfloat16 planes (to sweep its own GEMM
+    settings); ``norm``: the batch norm its epilogue applies, of vectors laid out as ``norm_tensors``. Every
+    route of a float product takes it where the result is written: the GEMM's, the GEMV's, a split's sum
+    (``gemv_combine``), a wave split's last-arriving piece, a batch's persistent programs and the last K chunk
+    of a planes product."""
     dev = a.device
     m, k = a.shape[-2:]
     n = b.shape[-1]
@@ -462,7 +473,9 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     facts = backend_for(dev).facts
     route, key = _product_route(a, b, out_dtype, bias, beta, facts, planes)
     if route == "empty":
-        return lambda a, b, bias: new_tensor(out_shape, out_dtype, dev)
+        return lambda a, b, bias, out=None, norm_tensors=(): new_tensor(out_shape, out_dtype, dev)
+    if norm is not None and route in ("exact", "dense"):
+        raise RuntimeError(f"{op}: a product routed {route!r} takes no batch norm in its epilogue")
     out = new_tensor(out_shape, out_dtype, dev)
     has_bias = bias is not None and beta != 0
     exact = route == "exact"
@@ -487,20 +500,21 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     if exact:
         return _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides,
                                *_pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs), index_64)
-    flags = _operand_flags(a.dtype, out_dtype, bias if has_bias else None, dev, facts)
+    norm_args, norm_constexprs = norm_launch_parts(norm)
+    flags = dict(_operand_flags(a.dtype, out_dtype, bias if has_bias else None, dev, facts), **norm_constexprs)
     batches = S.numel(shape_c)
     a_sm, a_sk = a.stride()[-2:]
     b_sk, b_sn = b.stride()[-2:]
     if route == "gemv":
         bias2 = bias.expand(*out.shape).reshape(m, n) if has_bias else None
         run_gemv = _gemv_launches(key, a.reshape(m, k), b.reshape(k, n), bias2, out.view(m, n), m, n, k, alpha, beta,
-                                  has_bias, scaled, flags, facts, dev, index_64)
+                                  has_bias, scaled, flags, facts, dev, index_64, norm, norm_tensors)
 
         fresh_output = fresh_tensor_maker(out_shape, out_dtype, dev)
 
-        def execute_gemv(a, b, bias):
-            out = fresh_output()
-            run_gemv(a, b, bias, out)
+        def execute_gemv(a, b, bias, out=None, norm_tensors=()):
+            out = fresh_output() if out is None else out
+            run_gemv(a, b, bias, out, norm_tensors)
             return out
         return execute_gemv
     parts = route == "planes"
@@ -515,22 +529,24 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     single = batches == 1 and not index_64
 
     def launches_for(config):
-        """``run(a, b, bias, out)`` for ``config``, its launches (one per MAX_GRID_Y batches) built once."""
+        """``run(a, b, bias, out, norm_tensors=())`` for ``config``, its launches (one per MAX_GRID_Y batches)
+        built once."""
         if config.get("PLANES"):
-            return _staged_planes(op, a, b, bias if has_bias else None, alpha, beta if has_bias else 0, out_shape)
+            return _staged_planes(op, a, b, bias if has_bias else None, alpha, beta if has_bias else 0, out_shape,
+                                  norm, norm_tensors)
         if single and any(config.get(f) for f in _TILE_FLAGS):
             return _tile_launches(config, dev, facts, m, n, k, float(alpha), float(beta), a.dtype, has_bias, scaled,
-                                  flags, (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
+                                  flags, (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn), norm_args)
         if config.get("PROGRAMS_PER_SM"):
             return _batch_launches(config, dev, m, n, k, float(alpha), float(beta), has_bias, scaled,
                                    _with_precision(flags, config, a.dtype), index_64,
                                    (shape_c, a_bs, b_bs, bias_bs, out_bs),
-                                   (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
+                                   (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn), norm_args)
         splits = _split_count(config, m, n, k, a.dtype) if single else 1
         if splits > 1:
             return _split_launches(config, splits, dev, m, n, k, float(alpha), float(beta), has_bias, scaled,
                                    _with_precision(flags, config, a.dtype),
-                                   (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn))
+                                   (a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn), norm)
         tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
         constexprs = dict(BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                           BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0,
@@ -539,12 +555,13 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
                           **_with_precision(flags, config, a.dtype))
         launches = [PlannedLaunch(K.gemm, (tiles, min(MAX_GRID_Y, batches - start)),
                                   [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("out"), m, n, k, k, start,
-                                   float(alpha), float(beta), shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk,
-                                   b_sn, bias_sm, bias_sn, out_sm, out_sn], constexprs)
+                                   float(alpha), float(beta), *norm_args, shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm,
+                                   a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn], constexprs)
                     for start in range(0, batches, MAX_GRID_Y)]
 
-        def run(a, b, bias, out):
-            tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out}
+        def run(a, b, bias, out, norm_tensors=()):
+            tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out,
+                       **dict(zip(NORM_SLOTS, norm_tensors))}
             for planned in launches:
                 planned(dev, tensors)
         return run
@@ -561,14 +578,14 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         return registers + [dict(config, PRECISION=IEEE)
                             for config in gemm_candidates(facts, m, n, k, a.dtype, batches=batches)]
     config = tuning.choose_timed(key, facts, candidates,
-                                 lambda config: functools.partial(launches_for(config), a, b, bias, out))
+                                 lambda config: functools.partial(launches_for(config), a, b, bias, out, norm_tensors))
     run = launches_for(config)
     fresh_output = fresh_tensor_maker(out_shape, out_dtype, dev)
 
-    def execute(a, b, bias, out=None):
+    def execute(a, b, bias, out=None, norm_tensors=()):
         """``out``: where to write (laid out as the plan's output), else a fresh tensor."""
         out = fresh_output() if out is None else out
-        run(a, b, bias, out)
+        run(a, b, bias, out, norm_tensors)
         return out
     return execute
 
@@ -607,33 +624,39 @@ def _plane_pieces(m: int, n: int, kc: int) -> dict:
     return {"a_planes": ((m, 6 * kc), bfloat16), "b_planes": ((6 * kc, n), bfloat16)}
 
 
-def _staged_planes(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, beta, out_shape: tuple):
-    """``run(a, b, bias, out)`` through planes in memory (``_planes_launches``) for operands laid out as these,
-    every batch extent 1 (``bias`` None when beta is 0): the planes form of a product on bfloat16 parts."""
+def _staged_planes(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, beta, out_shape: tuple,
+                   norm: ProductNorm | None = None, norm_tensors: tuple = ()):
+    """``run(a, b, bias, out, norm_tensors=())`` through planes in memory (``_planes_launches``) for operands
+    laid out as these, every batch extent 1 (``bias`` None when beta is 0): the planes form of a product on
+    bfloat16 parts."""
     (m, k), n = a.shape[-2:], b.shape[-1]
 
     def as_matrices(a, b, bias):
         # every batch extent is 1: reshapes are views, and 2-D operands need none
         return (a if a.ndim == 2 else a.reshape(m, k), b if b.ndim == 2 else b.reshape(k, n),
                 None if bias is None else bias if bias.shape == (m, n) else bias.expand(*out_shape).reshape(m, n))
-    run_planes = _planes_launches(op, *as_matrices(a, b, bias), alpha, beta, a.device)
+    run_planes = _planes_launches(op, *as_matrices(a, b, bias), alpha, beta, a.device, norm, norm_tensors)
 
-    def run(a, b, bias, out):
-        run_planes(*as_matrices(a, b, bias if beta != 0 else None), out if out.ndim == 2 else out.view(m, n))
+    def run(a, b, bias, out, norm_tensors=()):
+        run_planes(*as_matrices(a, b, bias if beta != 0 else None), out if out.ndim == 2 else out.view(m, n),
+                   norm_tensors)
     return run
 
 
-def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, beta, dev):
-    """``run(a, b, bias, out)`` for a float32 m x k by k x n product laid out as these 2-D views are
-    (``bias`` m x n, or None when beta is 0), through bfloat16 planes, K in chunks (``_plane_chunk_width``),
-    each chunk's product added to the last through the GEMM's epilogue. Launches and the chunks' products
-    are planned here. A call takes one buffer for every chunk's planes (the chunks run one after another)
-    and, past one chunk, one m x n temporary: the chunks' products alternate between it and the output, so
-    that the last lands in the output."""
+def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, beta, dev,
+                     norm: ProductNorm | None = None, norm_tensors: tuple = ()):
+    """``run(a, b, bias, out, norm_tensors=())`` for a float32 m x k by k x n product laid out as these 2-D
+    views are (``bias`` m x n, or None when beta is 0), through bfloat16 planes, K in chunks
+    (``_plane_chunk_width``), each chunk's product added to the last through the GEMM's epilogue, the last
+    chunk's also applying ``norm``. Launches and the chunks' products are planned here. A call takes one
+    buffer for every chunk's planes (the chunks run one after another) and, past one chunk, one m x n
+    temporary: the chunks' products alternate between it and the output, so that the last lands in the
+    output."""
     (m, k), n = a.shape, b.shape[1]
     float32 = get_dtype("float32")
     steps = []
-    for start, kc in _plane_chunks(m, n, k):
+    chunks = _plane_chunks(m, n, k)
+    for start, kc in chunks:
         # both operands' planes in one allocation a call
         workspace = Workspace(_plane_pieces(m, n, kc))
         planes: dict = {}
@@ -646,14 +669,16 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
             for name, x, split, rows, cols, step, parts in (("a", a, planes["a_planes"], m, kc, kc, _A_PLANES),
                                                             ("b", b, planes["b_planes"], kc, n, kc * n, _B_PLANES))]
         addend, weight = (bias, beta) if start == 0 else (new_tensor((m, n), float32, dev), 1)
+        last_chunk = start == chunks[-1][0]
         product = _plan_product(op, planes["a_planes"], planes["b_planes"], float32, addend if weight != 0 else None,
-                                alpha, weight)
+                                alpha, weight, norm=norm if last_chunk else None,
+                                norm_tensors=norm_tensors if last_chunk else ())
         steps.append((start, kc, splits, workspace, product, weight))
 
     planes_bytes = max(workspace.nbytes for _, _, _, workspace, _, _ in steps)
     uint8 = get_dtype("uint8")
 
-    def run(a, b, bias, out):
+    def run(a, b, bias, out, norm_tensors=()):
         buffer = scratch_tensor((planes_bytes,), uint8, dev)
         spare = scratch_tensor((m, n), float32, dev) if len(steps) > 1 else None
         last = None
@@ -666,7 +691,8 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
             addend = (bias if weight != 0 else None) if last is None else last
             # an even number of chunks still to come after this one: this one writes the output
             last = product(tensors["a_planes"], tensors["b_planes"], addend,
-                           out if (len(steps) - 1 - index) % 2 == 0 else spare)
+                           out if (len(steps) - 1 - index) % 2 == 0 else spare,
+                           norm_tensors if index == len(steps) - 1 else ())
     return run
 
 
@@ -736,11 +762,13 @@ def _split_count(config: dict, m: int, n: int, k: int, dtype) -> int:
     return min(config.get("SPLITS", 1), split_max(m, n, k, dtype.itemsize)) if dtype.itemsize == 2 else 1
 
 
-def _split_launches(config, splits, dev, m, n, k, alpha, beta, has_bias, scaled, flags, strides):
-    """``run(a, b, bias, out)`` for one matrix with K split in ``splits`` pieces (whole K steps each):
-    ``gemm`` writes each piece's float32 sums to a (splits, m, n) temporary, ``gemv_combine`` adds them in
-    split order and applies the epilogue."""
+def _split_launches(config, splits, dev, m, n, k, alpha, beta, has_bias, scaled, flags, strides, norm=None):
+    """``run(a, b, bias, out, norm_tensors=())`` for one matrix with K split in ``splits`` pieces (whole K
+    steps each): ``gemm`` writes each piece's float32 sums to a (splits, m, n) temporary, ``gemv_combine``
+    adds them in split order and applies the epilogue (``norm`` too)."""
     a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn = strides
+    # the pieces store partials, which take no epilogue
+    no_norm_args, no_norm_constexprs = norm_launch_parts(None)
     block_k = config["BLOCK_K"]
     k_per_split = cdiv(cdiv(k, splits), block_k) * block_k
     splits = cdiv(k, k_per_split)
@@ -748,43 +776,48 @@ def _split_launches(config, splits, dev, m, n, k, alpha, beta, has_bias, scaled,
     main = PlannedLaunch(
         K.gemm, (tiles, 1, splits),
         [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split, 0, alpha, beta,
-         (1,), (0,), (0,), (0,), (0,), a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
+         *no_norm_args, (1,), (0,), (0,), (0,), (0,), a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
         dict(BATCH_RANK=1, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k,
              GROUP_M=config["GROUP_M"], EVEN_K=k % block_k == 0, SPLIT=True, HAS_BIAS=has_bias, SCALED=scaled,
-             INDEX_64=False, num_warps=config["num_warps"], num_stages=config["num_stages"], **flags))
+             INDEX_64=False, num_warps=config["num_warps"], num_stages=config["num_stages"],
+             **dict(flags, **no_norm_constexprs)))
+    norm_args, norm_constexprs = norm_launch_parts(norm)
     combine = PlannedLaunch(
         K.gemv_combine, (cdiv(n, _COMBINE_BLOCK_N), cdiv(m, _COMBINE_BLOCK_M)),
-        [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, alpha, beta, bias_sm, bias_sn, out_sm, out_sn],
+        [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, alpha, beta, *norm_args, bias_sm, bias_sn, out_sm,
+         out_sn],
         dict(BLOCK_M=_COMBINE_BLOCK_M, BLOCK_N=_COMBINE_BLOCK_N, HAS_BIAS=has_bias, SCALED=scaled,
              BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], PDL=False,
-             num_warps=4))
+             num_warps=4, **norm_constexprs))
     float32 = get_dtype("float32")
 
-    def run(a, b, bias, out):
+    def run(a, b, bias, out, norm_tensors=()):
         tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out,
-                   "partial": scratch_tensor((splits, m, n), float32, dev)}
+                   "partial": scratch_tensor((splits, m, n), float32, dev), **dict(zip(NORM_SLOTS, norm_tensors))}
         main(dev, tensors)
         combine(dev, tensors)
     return run
 
 
-def _batch_launches(config, dev, m, n, k, alpha, beta, has_bias, scaled, flags, index_64, batch_strides, strides):
-    """``run(a, b, bias, out)`` for a batch of matrices through ``gemm_batches``: ``PROGRAMS_PER_SM``
-    programs a SM (at most one an item) walking the (matrix, tile) items."""
+def _batch_launches(config, dev, m, n, k, alpha, beta, has_bias, scaled, flags, index_64, batch_strides, strides,
+                    norm_args):
+    """``run(a, b, bias, out, norm_tensors=())`` for a batch of matrices through ``gemm_batches``:
+    ``PROGRAMS_PER_SM`` programs a SM (at most one an item) walking the (matrix, tile) items."""
     shape_c, a_bs, b_bs, bias_bs, out_bs = batch_strides
     items = S.numel(shape_c) * cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
     programs = min(items, config["PROGRAMS_PER_SM"] * multiprocessors(dev))
     launch = PlannedLaunch(
         K.gemm_batches, (programs,),
-        [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, S.numel(shape_c), programs, alpha, beta, shape_c,
-         a_bs, b_bs, bias_bs, out_bs, *strides],
+        [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, S.numel(shape_c), programs, alpha, beta,
+         *norm_args, shape_c, a_bs, b_bs, bias_bs, out_bs, *strides],
         dict(BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
              GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0, FLATTEN=bool(config.get("FLATTEN")),
              HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
              num_stages=config["num_stages"], **flags))
 
-    def run(a, b, bias, out):
-        launch(dev, {"a": a, "b": b, "bias": bias if has_bias else out, "out": out})
+    def run(a, b, bias, out, norm_tensors=()):
+        launch(dev, {"a": a, "b": b, "bias": bias if has_bias else out, "out": out,
+                     **dict(zip(NORM_SLOTS, norm_tensors))})
     return run
 
 
@@ -810,11 +843,11 @@ def _tile_counters(dev) -> Tensor:
     return counters
 
 
-def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, scaled, flags, strides):
-    """``run(a, b, bias, out)`` through ``gemm_tiles`` for one matrix. A TMA config whose operands cannot
-    be read by descriptors (strides here, or an address off 16 bytes at a call) reads through pointers. A
-    ``SPLITS`` config splits the tiles of the last wave (``_wave_split``), their pieces' float32 blocks in a
-    temporary."""
+def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, scaled, flags, strides, norm_args):
+    """``run(a, b, bias, out, norm_tensors=())`` through ``gemm_tiles`` for one matrix. A TMA config whose
+    operands cannot be read by descriptors (strides here, or an address off 16 bytes at a call) reads through
+    pointers. A ``SPLITS`` config splits the tiles of the last wave (``_wave_split``), their pieces' float32
+    blocks in a temporary."""
     a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn = strides
     tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
     sms = multiprocessors(dev)
@@ -833,15 +866,16 @@ def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, sc
                           **_with_precision(flags, config, dtype))
         return PlannedLaunch(K.gemm_tiles, (programs,),
                              [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), Slot("counters"), m,
-                              n, k, programs, whole, splits, depth, alpha, beta, a_sm, a_sk, b_sk, b_sn, bias_sm,
-                              bias_sn, out_sm, out_sn], constexprs)
+                              n, k, programs, whole, splits, depth, alpha, beta, *norm_args, a_sm, a_sk, b_sk, b_sn,
+                              bias_sm, bias_sn, out_sm, out_sn], constexprs)
     launch = planned(tma)
     fallback = planned(False) if tma else None
     partial_shape = ((tiles - whole) * splits * config["BLOCK_M"] * config["BLOCK_N"],)
     float32 = get_dtype("float32")
 
-    def run(a, b, bias, out):
-        tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out, "partial": out, "counters": out}
+    def run(a, b, bias, out, norm_tensors=()):
+        tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out, "partial": out, "counters": out,
+                   **dict(zip(NORM_SLOTS, norm_tensors))}
         if splits > 1:
             tensors.update(partial=scratch_tensor(partial_shape, float32, dev), counters=_tile_counters(dev))
         if fallback is not None and (a.data_ptr() | b.data_ptr()) & 15:

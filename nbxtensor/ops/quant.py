@@ -15,7 +15,6 @@ from .. import tuning
 from ..allocation import fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
 from ..device import backend_for
 from ..dtypes import get_dtype
-from ..kernels import matmul as MK
 from ..kernels import quant as K
 from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, dependent_launch, next_pow2
@@ -24,7 +23,7 @@ from ..quant import FP8_MAX, QuantizedWeight, quantize_fp8
 from ..tensor import Tensor
 from .matmul import _fold_rows
 from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M,
-                          _INTERPRETED_BLOCK_N, gemv_candidates)
+                          _INTERPRETED_BLOCK_N, combine_launch, gemv_candidates)
 from .matmul_plans import GROUP_M, _dot_precision, _product_workspace
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, family_samples, nbytes, register, workspace_bytes
@@ -314,13 +313,8 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
                 [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"),
                  Slot("partial"), m, n, k, k_per_split, *common],
                 dict(shape, GROUPS_IN_TILE=_groups_in_tile(weight, k, block_k), **flags))
-        combine_n = min(config["BLOCK_N"], 64)
-        combine = PlannedLaunch(
-            MK.gemv_combine, (cdiv(n, combine_n),),
-            [Slot("partial"), Slot("bias"), Slot("out"), m, n, splits, 1.0, 1.0, 0, common[-3], *out.stride()],
-            dict(BLOCK_M=next_pow2(m), BLOCK_N=combine_n, HAS_BIAS=has_bias, SCALED=False,
-                 BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-                 PDL=dependent_launch(dev), num_warps=config["num_warps"])) if splits > 1 else None
+        combine = combine_launch(config, splits, m, n, 1.0, 1.0, (0, common[-3]), out.stride(), has_bias, False, flags,
+                                 dev)
         float32 = get_dtype("float32")
 
         def run(x, weight, bias, out):

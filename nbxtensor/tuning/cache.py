@@ -44,7 +44,7 @@ KERNEL_OPS = {"gemm": "matmul", "gemv": "matmul", "attention": "scaled_dot_produ
               "attention_decode": "scaled_dot_product_attention", "quantized_gemm": "quantized_linear",
               "quantized_gemv": "quantized_linear", "fp8_gemm": "quantized_linear",
               "fp8_block_gemm": "quantized_linear", "conv": "convolution",
-              "direct_conv": "convolution", "gemv_rms_norm": "rms_norm_linear",
+              "direct_conv": "convolution", "depthwise_conv": "convolution", "gemv_rms_norm": "rms_norm_linear",
               "gemv_act_and_mul": "act_and_mul_linear"}
 
 
