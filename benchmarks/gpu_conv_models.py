@@ -94,7 +94,7 @@ def _build(torch, models, kind, smoke):
 def _tolerance(torch, dtype) -> float:
     if dtype == torch.float32:
         return FLOAT32_TOLERANCE
-    return UNITS * 2.0 ** -(torch.finfo(dtype).nmant + 1)
+    return UNITS * torch.finfo(dtype).eps / 2  # units of the dtype's rounding, 2^-(mantissa bits + 1)
 
 
 def _relative_error(torch, got, reference) -> float:

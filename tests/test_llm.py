@@ -94,7 +94,7 @@ def test_greedy_tokens_equal_transformers_alone_and_batched(family):
 
 @pytest.mark.parametrize("name", ["qwen2", "qwen3", "gemma2"])
 def test_a_decode_step_folds_norms_and_activations_into_its_products(tmp_path_factory, monkeypatch, name):
-    """A decode batch of up to 16 rows launches 3 kernels a layer fewer, and one fewer for the head: each
+    """A one-row decode step launches 3 kernels a layer fewer, and one fewer for the head: each
     norm runs in the prologue of the product after it (the add of the residual too) and the gated
     activation in the down projection's. Its logits equal the unfused step's to the products' rounding, for
     biases (Qwen2), q/k norms (Qwen3), and sandwich norms, soft caps and tied embeddings (Gemma 2)."""
@@ -105,12 +105,12 @@ def test_a_decode_step_folds_norms_and_activations_into_its_products(tmp_path_fa
     cache = model.new_cache(64, block_size=4)
     for sequence, prompt in enumerate(PROMPTS[:2]):
         model.prefill(cache, sequence, prompt)
-    arrays = model.decode_inputs(cache, [0, 1], [7, 11])
+    arrays = model.decode_inputs(cache, [0], [7])
     inputs = {key: to_nbx(array) for key, array in arrays.items()}
     steps = {}
     for fold in (True, False):
-        if not fold:  # every batch past the GEMV's rows: the norms and the activation launch alone
-            monkeypatch.setattr(model_module, "GEMV_MAX_ROWS", 0)
+        if not fold:  # the norms and the activation launch alone
+            monkeypatch.setattr(model_module, "FOLD_MAX_ROWS", 0)
         # the same inputs write the same cache slots with the same keys and values either way; the first
         # run plans each op (a plan may launch a copy of its operands while it is made)
         model.decode_from(cache, inputs)
@@ -126,6 +126,22 @@ def test_a_decode_step_folds_norms_and_activations_into_its_products(tmp_path_fa
     # float32 products of 64 to 192 terms, and their inputs' roundings: a few units of 2^-24 each
     np.testing.assert_allclose(folded_logits, unfolded_logits, rtol=1e-5, atol=1e-5)
     assert (folded_logits.argmax(-1) == unfolded_logits.argmax(-1)).all()
+
+
+def test_a_decode_step_of_two_rows_folds_nothing(tmp_path_factory):
+    """Two to sixteen rows would take the 16-row prologue GEMV, slower than the unfused ops on a GPU: such a
+    step launches no prologue product."""
+    from nbxtensor.launch import capture
+    _, directory = _checkpoint(tmp_path_factory, "qwen2")
+    model = llm.load(directory, device=TEST_DEVICE, replay=False).model
+    cache = model.new_cache(64, block_size=4)
+    for sequence, prompt in enumerate(PROMPTS[:2]):
+        model.prefill(cache, sequence, prompt)
+    inputs = {key: to_nbx(array) for key, array in model.decode_inputs(cache, [0, 1], [7, 11]).items()}
+    model.decode_from(cache, inputs)
+    with capture() as recorded:
+        model.decode_from(cache, inputs)
+    assert "gemv_prologue" not in [launch[0].fn.__name__ for launch in recorded.launches]
 
 
 @pytest.mark.parametrize("replay", [True, False])

@@ -27,6 +27,7 @@ from ..io.safetensors import safe_open
 from ..launch import cdiv
 from ..ops import registry
 from ..ops.matmul_gemv import GEMV_MAX_ROWS
+from ..ops.matmul_prologue import FOLD_MAX_ROWS
 from ..quant import FP8_BLOCK, QuantizedWeight
 from . import checkpoint
 from .checkpoint import CheckpointError
@@ -176,7 +177,7 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
 def decode_keys(config: DecoderConfig, dtype, facts: dict, rows: int, projections: Projections = FLOAT) -> Counter:
     """The keys of one decode step of ``rows`` sequences (padding rows included)."""
     dtype = get_dtype(dtype)
-    if rows <= GEMV_MAX_ROWS:
+    if rows <= FOLD_MAX_ROWS:
         return _folded(config, facts, rows, dtype, projections)
     counts: Counter = Counter()
     for _ in range(config.num_layers):

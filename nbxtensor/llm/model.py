@@ -21,8 +21,7 @@ from ..dtypes import get_dtype
 from ..nn import functional as F
 from ..ops.attention import paged_attention, prefill_attention, rotary_append
 from ..ops.copy import cat
-from ..ops.matmul_gemv import GEMV_MAX_ROWS
-from ..ops.matmul_prologue import act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
+from ..ops.matmul_prologue import FOLD_MAX_ROWS, act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
 from ..ops.creation import tensor as make_tensor
 from ..ops.normalization import add_rms_norm, rms_norm
 from ..quant import join_rows
@@ -339,13 +338,13 @@ class DecoderModel:
     def _layers(self, x: Tensor, positions: Tensor, cache: PagedKVCache, slots: Tensor, attend,
                 last: int | None = None) -> Tensor:
         """The logits of the residual stream ``x`` (rows, hidden) after every layer, the final norm and the
-        head (of its rows from ``last`` on, where given). Decode-sized batches (at most ``GEMV_MAX_ROWS`` rows,
-        ``last`` None) fold each norm into the product after it and the gated activation into the down
+        head (of its rows from ``last`` on, where given). Decode batches of at most ``FOLD_MAX_ROWS`` rows (``last``
+        None) fold each norm into the product after it and the gated activation into the down
         projection (``matmul_prologue``): a layer is [add + norm, qkv] -> rotary and append -> attention ->
         [o] -> [add + norm, gate_up] -> [act, down], and the last layer's add + norm feeds the head."""
         c = self.config
         hidden = (c.hidden_size,)
-        fuse = last is None and x.shape[0] <= GEMV_MAX_ROWS
+        fuse = last is None and x.shape[0] <= FOLD_MAX_ROWS
         # each norm adds the branch before it to the residual stream (the embeddings start the stream)
         branch, residual = x, None
         for index, layer in enumerate(self.layers):
