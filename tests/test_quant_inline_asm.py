@@ -4,6 +4,12 @@ rows' type after the same scale, so every output must have the same bits (no tol
 no PTX, so that test runs only where the suite runs on CUDA (``NBX_TEST_DEVICE=cuda``); on the host the PTX
 strings themselves are checked by an emulator of the instructions they use.
 """
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -14,19 +20,23 @@ from nbxtensor.ops import quant as quant_ops
 from nbxtensor.ops.plans import PlanCache
 from nbxtensor.quant import QuantizedWeight
 
-from .conftest import TEST_DEVICE, to_nbx
-from .test_quant import _random_int4
+from .conftest import TEST_DEVICE, cpu_kernels, to_nbx
+from .test_compile_check import ROOT, _record
+from .test_quant import _bound, _random_int4, _reference_int4
 
 cuda_only = pytest.mark.skipif(not str(TEST_DEVICE).startswith("cuda"), reason="inline PTX runs only on CUDA")
 
 NP_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 # (rows, settings): one row and the GEMV's several rows (a K tile inside one group of 64 and 128 inputs,
-# factored; across two groups of 32, scaled tiles), and a prefill GEMM
+# factored; across two groups of 32, scaled tiles), and a prefill GEMM; narrow tiles of 16 inputs (two word
+# rows; several rows take 32, ``ops/quant.py``'s MIN_CONVERTED_DOT_K) and of 64 over three splits
 CASES = [(1, dict(BLOCK_N=64, BLOCK_K=64, SPLITS=2, num_warps=4)),
          (4, dict(BLOCK_N=64, BLOCK_K=64, SPLITS=2, num_warps=4)),
          (16, dict(BLOCK_N=128, BLOCK_K=64, SPLITS=1, num_warps=4)),
          (16, dict(BLOCK_N=64, BLOCK_K=128, SPLITS=2, num_warps=4)),
          (40, dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=64, num_stages=2, num_warps=4))]
+CASES += [(rows, dict(BLOCK_N=16, BLOCK_K=block_k, SPLITS=splits, num_warps=4))
+          for rows in (1, 4, 16) for block_k, splits in ((16, 1), (64, 3))]
 
 
 def _run(monkeypatch, x, weight, settings, inline):
@@ -56,6 +66,12 @@ def test_inline_nibbles_give_the_portable_bits(rng, monkeypatch, dtype, group_si
     portable = _run(monkeypatch, x, weight, settings, False)
     assert np.isfinite(portable.astype(np.float32)).all()
     np.testing.assert_array_equal(inline.view(np.uint16), portable.view(np.uint16))
+    # the same bits can be the same wrong bits (a miscompiled dot takes both forms alike): against float64 too,
+    # within ``test_quant.py``'s bound (exact weights, a float32 sum, one rounding to the rows' type)
+    held = x.numpy().astype(np.float64)
+    reference = _reference_int4(q, zeros, scales, g_idx)
+    excess = np.abs(inline.astype(np.float64) - held @ reference.T) - _bound(held, reference, k, dtype)
+    assert excess.max() <= 0, f"worst error beyond the bound: {excess.max()}"
 
 
 # ---- the PTX itself, emulated on the host ----------------------------------------------------------------
@@ -152,3 +168,78 @@ def test_sixteen_plus_nibbles_ptx_gives_the_portable_bits(rng):
             nibble = word >> (4 * i) & 0xF
             assert registers[f"${i}"] == 0x41800000 | nibble << 19, (hex(word), i)
             assert np.array([registers[f"${i}"]], np.uint32).view(np.float32)[0] == 16 + nibble
+
+
+# ---- the matrix-unit operand layouts Triton gives the dequantized tiles, compiled on the host ----------------
+@cpu_kernels
+def test_dequantized_dot_operands_cover_their_k_tile(tmp_path):
+    """Compiled for sm_90, every MMAv2 operand of the quantized products of 16-bit rows spreads its K tile over
+    distinct threads: 4 threads along K each hold kWidth inputs, so a K tile under 4 * kWidth leaves threads
+    that repeat inputs, and Triton's lowering then reads half the tile twice (a dequantized int4 tile gets
+    kWidth 8, wrong for the 16-input tiles of ``test_quant_tiles.py`` on an H100). Settings forced to 16-input
+    tiles; bfloat16 rows compiled with the bfloat16 dot a GPU takes (the interpreter records float32)."""
+    records = _record(tmp_path, """
+        import numpy as np
+        import ml_dtypes
+        import nbxtensor as nbx
+        from nbxtensor.ops import quant as quant_ops
+        from nbxtensor.quant import QuantizedWeight
+
+        def chosen(key, facts, candidates, prepare):
+            if key.startswith("quantized_gemv"):
+                return dict(BLOCK_N=16, BLOCK_K=16, SPLITS=1, num_warps=4)
+            return dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_stages=1, num_warps=4)
+        quant_ops.tuning.choose_timed = chosen
+        rng = np.random.default_rng(0)
+        k, n = 64, 16
+        q = rng.integers(0, 16, (k, n)).astype(np.uint8)
+        zeros = rng.integers(0, 16, (2, n)).astype(np.uint8)
+        act_order = np.tile(np.arange(2), k // 2)
+        for dtype, np_dtype in (("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16)):
+            scales = np.full((2, n), 0.5, np_dtype)
+            weights = [QuantizedWeight.int4(q, scales, zeros, group_size=32, dtype=dtype),
+                       QuantizedWeight.int4(q, scales, zeros, act_order, group_size=32, dtype=dtype),
+                       QuantizedWeight.int8(rng.integers(-127, 128, (n, k)).astype(np.int8),
+                                            np.full((n, 1), 0.01, np.float32))]
+            for weight in weights:
+                for rows in (4, 24):
+                    nbx.quantized_linear(nbx.from_numpy(np.ones((rows, k), np_dtype)), weight).numpy()
+    """)
+    program = textwrap.dedent(f"""
+        import importlib, json, re, sys
+        sys.path.insert(0, {str(ROOT / "scripts")!r})
+        import compile_check
+        compile_check._worker_init(90)
+        dots = []
+        for line in open({str(records)!r}):
+            record = json.loads(line)
+            if record["kernel"] not in ("int4_gemv", "int4_gemm", "quantized_gemv", "quantized_gemm"):
+                continue
+            if record["constexprs"]["BLOCK_M"] == 1:
+                continue  # one row multiplies without the matrix unit
+            if record["constexprs"]["DECODE_BF16"]:
+                record["constexprs"]["DOT"] = {{"dtype": "bf16"}}
+            record["args"] = [compile_check._representative(a) for a in record["args"]]
+            args, constexprs = compile_check._arguments(record)
+            constexprs.update({{name: value for name, value in compile_check.target_settings(90).items()
+                               if name in constexprs}})
+            kernel = getattr(importlib.import_module(record["module"]), record["kernel"])
+            ttgir = kernel.warmup(*args, grid=(1,), **constexprs, launch_pdl=constexprs.get("PDL") is True).asm["ttgir"]
+            defined = dict(re.findall(r"^(#\\w+) = (#ttg\\.\\w+<.*>)$", ttgir, re.M))
+            for shape, element, parent, width in re.findall(
+                    r"tensor<(\\d+x\\d+)x(\\w+), #ttg\\.dot_op<\\{{opIdx = 0, parent = (#\\w+), kWidth = (\\d+)\\}}>>",
+                    ttgir):
+                if "versionMajor = 2" in defined.get(parent, ""):
+                    dots.append([record["kernel"], element, int(shape.split("x")[1]), int(width)])
+        print(json.dumps(dots))
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TRITON_INTERPRET", None)
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=tmp_path,
+                            timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    dots = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {kernel for kernel, *_ in dots} == {"int4_gemv", "int4_gemm", "quantized_gemv", "quantized_gemm"}
+    assert {element for _, element, *_ in dots} == {"f16", "bf16"}
+    short = [dot for dot in dots if dot[2] < 4 * dot[3]]
+    assert not short, f"(kernel, type, K tile, kWidth) with threads repeating K inputs: {short}"

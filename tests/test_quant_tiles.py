@@ -21,7 +21,8 @@ ROWS = (1, 4, 16, 24)  # decode GEMV (one row, several), and a prefill GEMM
 
 @pytest.fixture
 def forced(monkeypatch):
-    """``force(block_k, splits)``: later products run with these settings (small tiles along N and M)."""
+    """``force(block_k, splits)``: later products run with these settings (small tiles along N and M; several
+    16-bit rows take K tiles of at least ``quant_ops.MIN_CONVERTED_DOT_K``)."""
     def force(block_k, splits):
         def chosen(key, facts, candidates, prepare):
             if key.startswith("quantized_gemv"):

@@ -244,6 +244,21 @@ def inline_nibbles(facts: dict, dtype: str) -> bool:
     return not facts["kernels"].get("interpreted") and (dtype != "bfloat16" or bool(facts.get("native_bf16")))
 
 
+# Triton (3.6) lays a 16-bit dot operand converted in registers from narrower integers (the dequantized
+# weight tile) out 8 inputs a thread along K, 4 threads deep; the matrix-unit lowering of a 16-input K tile
+# then reads the first half of each thread's inputs twice and never the second (compiled CUDA only, silently
+# wrong). A product of 16-bit rows on the matrix unit therefore takes K tiles of at least 32 inputs.
+MIN_CONVERTED_DOT_K = 32
+
+
+def _dot_block_k(block_k: int, dtype: str, rows_dot: bool) -> int:
+    """The K tile a quantized product takes for tuned ``block_k``: at least MIN_CONVERTED_DOT_K where 16-bit
+    rows go through ``tl.dot`` (``rows_dot``: more than one row), on every device alike."""
+    if rows_dot and dtype in ("float16", "bfloat16"):
+        return max(block_k, MIN_CONVERTED_DOT_K)
+    return block_k
+
+
 def _groups_in_tile(weight: QuantizedWeight, k: int, block_k: int) -> int:
     """How many whole groups of scales a K tile of ``block_k`` inputs holds (1 also when the tile lies inside
     one group), so the kernel reads them once per group; 0 when the groups do not line up with the tiles
@@ -294,7 +309,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
                 "partial": partial if partial is not None else out}
 
     def gemv_for(config):
-        block_k, splits = config["BLOCK_K"], config["SPLITS"]
+        block_k, splits = _dot_block_k(config["BLOCK_K"], x.dtype.name, m > 1), config["SPLITS"]
         k_per_split = cdiv(cdiv(k, splits), block_k) * block_k
         splits = max(1, cdiv(k, k_per_split))
         shape = dict(BLOCK_M=1 if m == 1 else GEMV_MAX_ROWS, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k,
@@ -327,19 +342,20 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
 
     def gemm_for(config):
         grid = (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),)
-        shape = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], GROUP_M=GROUP_M,
+        block_k = _dot_block_k(config["BLOCK_K"], x.dtype.name, True)
+        shape = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, GROUP_M=GROUP_M,
                      num_warps=config["num_warps"], num_stages=config["num_stages"])
         if whole_words:
             launch = PlannedLaunch(
                 K.int4_gemm, grid, [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"),
                                     m, n, k, *int4_common],
-                dict(shape, ONE_GROUP=_groups_in_tile(weight, k, config["BLOCK_K"]) == 1,
-                     EVEN_K=k % config["BLOCK_K"] == 0, **int4_flags))
+                dict(shape, ONE_GROUP=_groups_in_tile(weight, k, block_k) == 1, EVEN_K=k % block_k == 0,
+                     **int4_flags))
         else:
             launch = PlannedLaunch(
                 K.quantized_gemm, grid, [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"),
                                          Slot("bias"), Slot("out"), m, n, k, *common],
-                dict(shape, GROUPS_IN_TILE=_groups_in_tile(weight, k, config["BLOCK_K"]), **flags))
+                dict(shape, GROUPS_IN_TILE=_groups_in_tile(weight, k, block_k), **flags))
         return lambda x, weight, bias, out: launch(dev, tensors_of(x, weight, bias, out))
 
     launches_for = gemv_for if decode else gemm_for
