@@ -16,6 +16,17 @@ from .conftest import cpu_kernels
 from .test_dependent_launch import DECODE_STEP_KERNELS
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def compiled_output(program: str, cwd) -> object:
+    """The JSON that ``program`` prints last, run in a process that compiles kernels for a GPU target
+    (the interpreter switched off) with this checkout first on its path."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TRITON_INTERPRET", None)
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=cwd,
+                            timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
 CHECK = ROOT / "scripts" / "compile_check.py"
 
 
@@ -222,12 +233,7 @@ def test_a_resident_row_sums_in_the_same_layout_alone_or_in_a_batch(tmp_path):
             layouts.setdefault(key, set()).add(json.dumps(resolved))
         print(json.dumps([[key.split("{{")[0], len(seen)] for key, seen in layouts.items()]))
     """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    env.pop("TRITON_INTERPRET", None)
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=tmp_path,
-                            timeout=900)
-    assert result.returncode == 0, result.stdout + result.stderr
-    variants = json.loads(result.stdout.strip().splitlines()[-1])
+    variants = compiled_output(program, tmp_path)
     assert {name.removeprefix("reductions of ") for name, _ in variants} == {"softmax_rows", "norm_rows", "scan_rows"}
     assert all(count == 1 for _, count in variants), variants
 

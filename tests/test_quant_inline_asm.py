@@ -4,10 +4,6 @@ rows' type after the same scale, so every output must have the same bits (no tol
 no PTX, so that test runs only where the suite runs on CUDA (``NBX_TEST_DEVICE=cuda``); on the host the PTX
 strings themselves are checked by an emulator of the instructions they use.
 """
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import ml_dtypes
@@ -21,7 +17,7 @@ from nbxtensor.ops.plans import PlanCache
 from nbxtensor.quant import QuantizedWeight
 
 from .conftest import TEST_DEVICE, cpu_kernels, to_nbx
-from .test_compile_check import ROOT, _record
+from .test_compile_check import ROOT, _record, compiled_output
 from .test_quant import _bound, _random_int4, _reference_int4
 
 cuda_only = pytest.mark.skipif(not str(TEST_DEVICE).startswith("cuda"), reason="inline PTX runs only on CUDA")
@@ -233,12 +229,7 @@ def test_dequantized_dot_operands_cover_their_k_tile(tmp_path):
                     dots.append([record["kernel"], element, int(shape.split("x")[1]), int(width)])
         print(json.dumps(dots))
     """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    env.pop("TRITON_INTERPRET", None)
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=tmp_path,
-                            timeout=900)
-    assert result.returncode == 0, result.stdout + result.stderr
-    dots = json.loads(result.stdout.strip().splitlines()[-1])
+    dots = compiled_output(program, tmp_path)
     assert {kernel for kernel, *_ in dots} == {"int4_gemv", "int4_gemm", "quantized_gemv", "quantized_gemm"}
     assert {element for _, element, *_ in dots} == {"f16", "bf16"}
     short = [dot for dot in dots if dot[2] < 4 * dot[3]]
