@@ -177,3 +177,23 @@ def test_fp8_activations_through_the_tile_walk(rng, monkeypatch, flags, mode):
     tiles = 3 * 5
     programs = min(tiles, multiprocessors(resolve(TEST_DEVICE))) if flags.get("PERSISTENT") else tiles
     assert ("fp8_gemm_tiles", (programs,), bool(flags.get("TMA"))) in launched
+
+
+@pytest.mark.parametrize("name", ["hopper", "ada"])
+@pytest.mark.parametrize("group_k", [None, 128])
+def test_fp8_candidates_fit_the_device(name, group_k):
+    """Every float8 setting offered stages its tiles within the facts' shared memory (one byte an element, the
+    rows' and the weight's tile a stage), takes K tiles dividing a block-scaled weight's 128 inputs, reads
+    through descriptors only where the matrix unit is ``wgmma``, and walks tiles (``fp8_gemm_tiles``) only
+    with int32 indices."""
+    from nbxtensor.device.facts import load as load_facts
+    facts = load_facts(name)
+    offered = quant_ops.fp8_candidates(facts, 4096, 4096, 4096, group_k)
+    for config in offered:
+        staged = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * config["num_stages"]
+        assert staged <= facts["shared_memory_per_block_bytes"]
+        assert group_k is None or group_k % config["BLOCK_K"] == 0
+    assert any(config.get("TMA") for config in offered) == (facts["matrix_unit"]["instruction"] == "wgmma")
+    assert any(config.get("PERSISTENT") for config in offered)
+    narrow = quant_ops.fp8_candidates(facts, 4096, 4096, 4096, group_k, tiles=False)
+    assert narrow and not any(config.get(flag) for config in narrow for flag in quant_ops._FP8_TILE_FLAGS)
