@@ -183,17 +183,18 @@ def test_fp8_activations_through_the_tile_walk(rng, monkeypatch, flags, mode):
 @pytest.mark.parametrize("group_k", [None, 128])
 def test_fp8_candidates_fit_the_device(name, group_k):
     """Every float8 setting offered stages its tiles within the facts' shared memory (one byte an element, the
-    rows' and the weight's tile a stage), takes K tiles dividing a block-scaled weight's 128 inputs, reads
-    through descriptors only where the matrix unit is ``wgmma``, and walks tiles (``fp8_gemm_tiles``) only
-    with int32 indices."""
+    rows' and the weight's tile a stage, and a flattened walk's output tile), takes K tiles dividing a
+    block-scaled weight's 128 inputs, reads through descriptors only where the matrix unit is ``wgmma``, and
+    walks tiles (``fp8_gemm_tiles``) only with int32 indices."""
     from nbxtensor.device.facts import load as load_facts
     facts = load_facts(name)
-    offered = quant_ops.fp8_candidates(facts, 4096, 4096, 4096, group_k)
+    offered = quant_ops.fp8_candidates(facts, 4096, 4096, 4096, group_k, blocked=group_k is not None)
     for config in offered:
         staged = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * config["num_stages"]
+        staged += 2 * config["BLOCK_M"] * config["BLOCK_N"] if config.get("FLATTEN") else 0
         assert staged <= facts["shared_memory_per_block_bytes"]
         assert group_k is None or group_k % config["BLOCK_K"] == 0
     assert any(config.get("TMA") for config in offered) == (facts["matrix_unit"]["instruction"] == "wgmma")
     assert any(config.get("PERSISTENT") for config in offered)
-    narrow = quant_ops.fp8_candidates(facts, 4096, 4096, 4096, group_k, tiles=False)
+    narrow = quant_ops.fp8_candidates(facts, 4096, 4096, 4096, group_k, tiles=False, blocked=group_k is not None)
     assert narrow and not any(config.get(flag) for config in narrow for flag in quant_ops._FP8_TILE_FLAGS)

@@ -47,14 +47,16 @@ _FP8_GEMM_SHAPES = [(128, 256, 128, 3, 8), (256, 128, 128, 3, 8), (128, 128, 128
 # ``fp8_gemm_tiles`` forms, as ``ops/matmul_plans.py``'s ``gemm_tiles`` variants for 16-bit products (the same
 # bytes a stage at twice the K): (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, flags), PERSISTENT one program
 # a SM walking the tiles in grouped order, TMA operands through tensor descriptors (devices whose matrix unit is
-# ``wgmma``), FLATTEN the tile and K loops pipelined as one
+# ``wgmma``), FLATTEN the tile and K loops pipelined as one. None spills registers on sm_90 with per-row scales
+# (ptxas; 256 x 128 spills unless flattened)
 _FP8_TILE_FLAGS = ("PERSISTENT", "TMA", "FLATTEN")
 _FP8_PT = dict(PERSISTENT=True, TMA=True)
 _FP8_TILE_VARIANTS = [(128, 256, 128, 3, 8, _FP8_PT), (128, 256, 128, 4, 8, _FP8_PT),
-                      (128, 256, 128, 3, 8, dict(_FP8_PT, FLATTEN=True)), (256, 128, 128, 3, 8, _FP8_PT),
-                      (128, 256, 128, 3, 8, dict(TMA=True)), (128, 128, 128, 4, 8, _FP8_PT),
-                      (128, 128, 128, 4, 4, _FP8_PT), (128, 128, 128, 4, 4, dict(_FP8_PT, FLATTEN=True)),
-                      (128, 256, 128, 3, 8, dict(PERSISTENT=True)), (128, 128, 128, 4, 8, dict(PERSISTENT=True))]
+                      (128, 256, 128, 3, 8, dict(_FP8_PT, FLATTEN=True)),
+                      (256, 128, 128, 3, 8, dict(_FP8_PT, FLATTEN=True)), (128, 256, 128, 3, 8, dict(TMA=True)),
+                      (128, 128, 128, 4, 8, _FP8_PT), (128, 128, 128, 4, 4, _FP8_PT),
+                      (128, 128, 128, 4, 4, dict(_FP8_PT, FLATTEN=True)), (128, 256, 128, 3, 8, dict(PERSISTENT=True)),
+                      (128, 128, 128, 4, 8, dict(PERSISTENT=True))]
 
 # (BLOCK_N, BLOCK_K, SPLITS, num_warps) of the int4 decode GEMV: a K tile is only BLOCK_K / 8 rows of words,
 # so tiles are wide along N (vector loads of the words) and K is split to give every SM several programs
@@ -458,16 +460,18 @@ def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int)
         return run
 
     key = _launch_key(facts, x, weight, m, True)
-    config = tuning.choose_timed(key, facts, lambda: fp8_candidates(facts, m, n, k, group_k, tiles=not index_64),
+    config = tuning.choose_timed(key, facts, lambda: fp8_candidates(facts, m, n, k, group_k, tiles=not index_64,
+                                                                       blocked=blocks > 1),
                                  lambda config: functools.partial(launches_for(config), x, weight, bias, out))
     return launches_for(config)
 
 
-def fp8_candidates(facts: dict, m: int, n: int, k: int, group_k: int | None = None, tiles: bool = True) -> list[dict]:
-    """Settings worth timing for ``fp8_gemm`` (or ``fp8_block_gemm``, whose K tiles divide its ``group_k``
-    inputs a scale): the float GEMM's large tiles with K tiles of 64 or 128 (the float8 matrix unit takes K in
-    steps of 32; the rows are padded to 128); with ``tiles`` (int32 indices) also ``fp8_gemm_tiles``' forms,
-    through descriptors where the device has them. Every setting's pipeline stages fit the facts' shared
+def fp8_candidates(facts: dict, m: int, n: int, k: int, group_k: int | None = None, tiles: bool = True,
+                   blocked: bool = False) -> list[dict]:
+    """Settings worth timing for ``fp8_gemm`` (or, ``blocked``, ``fp8_block_gemm``, whose K tiles divide its
+    ``group_k`` inputs a scale): the float GEMM's large tiles with K tiles of 64 or 128 (the float8 matrix unit
+    takes K in steps of 32; the rows are padded to 128); with ``tiles`` (int32 indices) also ``fp8_gemm_tiles``'
+    forms, through descriptors where the device has them. Every setting's pipeline stages fit the facts' shared
     memory."""
     if facts["kernels"].get("interpreted"):
         return [dict(BLOCK_M=_clamp_block(_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_M, m),
@@ -478,7 +482,10 @@ def fp8_candidates(facts: dict, m: int, n: int, k: int, group_k: int | None = No
     shapes = [(*shape, {}) for shape in _FP8_GEMM_SHAPES]
     if tiles:
         tma = _has_tma(facts)
-        shapes += [shape for shape in _FP8_TILE_VARIANTS if tma or not shape[5].get("TMA")]
+        # a block-scaled walk holds each K tile's product beside the sum: its forms keep both within 64 float32
+        # registers a thread each (ptxas for sm_90 spills hundreds of bytes past that)
+        shapes += [shape for shape in _FP8_TILE_VARIANTS if (tma or not shape[5].get("TMA"))
+                   and (not blocked or shape[0] * shape[1] <= 64 * 32 * shape[4])]
     seen, out = set(), []
     for bm, bn, bk, stages, warps, flags in shapes:
         if group_k is not None and group_k % bk:
@@ -487,8 +494,12 @@ def fp8_candidates(facts: dict, m: int, n: int, k: int, group_k: int | None = No
                       BLOCK_N=_clamp_block(bn, limits["max_block_n"], n), BLOCK_K=bk,
                       num_stages=min(stages, limits["max_stages"]), num_warps=min(warps, limits["max_warps"]),
                       **{name: True for name in _FP8_TILE_FLAGS if flags.get(name)})
-        # one byte an element: each stage holds a BLOCK_M x BLOCK_K and a BLOCK_N x BLOCK_K tile
-        if shared and (config["BLOCK_M"] + config["BLOCK_N"]) * bk * config["num_stages"] > shared:
+        # one byte an element: each stage holds a BLOCK_M x BLOCK_K and a BLOCK_N x BLOCK_K tile; a flattened walk
+        # also stages the output tile (at most 2 bytes an element, as sm_90 compiles them)
+        staged = (config["BLOCK_M"] + config["BLOCK_N"]) * bk * config["num_stages"]
+        if config.get("FLATTEN"):
+            staged += 2 * config["BLOCK_M"] * config["BLOCK_N"]
+        if shared and staged > shared:
             continue
         marker = tuple(sorted(config.items()))
         if marker not in seen:
