@@ -6,7 +6,8 @@ dequantized.
 ``quantized_gemv`` (decode, up to 16 rows) streams the weight with split K as ``kernels/matmul.py``'s
 ``gemv`` does (its ``gemv_combine`` adds the partials); ``quantized_gemm`` (prefill) tiles the output and
 multiplies on the matrix units. Float8 rows: ``fp8_rows`` rounds them to e4m3 (a scale per row or per 1 x 128
-block), ``fp8_gemm`` and ``fp8_block_gemm`` multiply them by e4m3 weights on the float8 matrix units.
+block), ``fp8_gemm`` and ``fp8_block_gemm`` multiply them by e4m3 weights on the float8 matrix units, as does
+``fp8_gemm_tiles`` for either scaling, walking the tiles as ``kernels/matmul.py``'s ``gemm_tiles`` does.
 """
 import triton
 import triton.language as tl

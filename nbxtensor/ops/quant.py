@@ -383,7 +383,8 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
 def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     """``run(x, weight, bias, out)`` for ``fp8_activations``: ``fp8_rows`` rounds the rows to e4m3 (padded
     with zeros to whole K tiles; a scale per row, or per 1 x 128 block against block-scaled weights), then
-    ``fp8_gemm`` (or ``fp8_block_gemm``) multiplies on the float8 matrix units, tuned per key."""
+    ``fp8_gemm`` (or ``fp8_block_gemm``; or ``fp8_gemm_tiles`` for either, with int32 indices) multiplies on the
+    float8 matrix units, tuned per key."""
     dev = x.device
     facts = backend_for(dev).facts
     interpreted = bool(facts["kernels"].get("interpreted"))
