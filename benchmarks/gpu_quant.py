@@ -6,7 +6,8 @@ same run:
   figure);
 - prefill 2048 rows: int4 and fp8 (weight only, and fp8 x fp8: rows rounded to e4m3 per row,
   ``fp8_activations``) against our bf16 GEMM (and torch's);
-- square fp8 products at 4096 and 8192 against our bf16 ones;
+- square fp8 products at 4096 and 8192 against our bf16 ones; fp8 x fp8 also split into its two launches, the
+  rows' rounding and the product alone;
 - end to end (NBX_QUANT_E2E=0 skips it): Llama-3-8B size, int4 (a GPTQ checkpoint of random words written
   here), batch 1 decode tokens/s and the weights' memory;
 - fp8 prefill (section ``fp8e2e``): Llama-3-8B's layer shapes, 8 layers, an fbgemm_fp8 checkpoint of random
@@ -28,7 +29,7 @@ import time
 import numpy as np
 
 import nbxtensor as nbx
-from nbxtensor import llm
+from nbxtensor import launch, llm
 from nbxtensor.nn import functional as F
 from nbxtensor.ops import quant as quant_ops
 from nbxtensor.quant import QuantizedWeight
@@ -119,6 +120,17 @@ def kernel_rows() -> list[tuple]:
     return rows
 
 
+def fp8_stages_us(x, qw: QuantizedWeight) -> tuple:
+    """The two launches of ``quantized_linear(x, qw, fp8_activations=True)`` timed apart (us): the rows rounded
+    to e4m3 (``fp8_rows``) and the product alone (``fp8_gemm``, ``fp8_gemm_tiles`` or ``fp8_block_gemm`` at
+    the key's tuned setting), each replayed from a capture of one call, which holds its operands."""
+    nbx.quantized_linear(x, qw, fp8_activations=True)
+    with launch.capture() as captured:
+        nbx.quantized_linear(x, qw, fp8_activations=True)
+    rounding, product = captured.launches
+    return tuple(gpu_time_ms(lambda: launch.launch_planned(*recorded)) * 1e3 for recorded in (rounding, product))
+
+
 def prefill_rows() -> list[tuple]:
     rows = []
     cases = [(name, n, k, 2048) for name, n, k in SHAPES if "8b" in name]
@@ -135,6 +147,9 @@ def prefill_rows() -> list[tuple]:
             qw = formats[fmt]
             ms = gpu_time_ms(lambda: nbx.quantized_linear(x, qw, **options))
             out += [ms * 1e3, f"{ours_bf16 / ms:.2f}x"]
+        rounding_us, product_us = fp8_stages_us(x, formats["fp8"])
+        out += [rounding_us, product_us, f"{ours_bf16 * 1e3 / product_us:.2f}x",
+                f"{flops / (product_us * 1e-6) / 1e12:.0f} TF/s"]
         out.append(f"{flops / (ours_bf16 * 1e-3) / 1e12:.0f} TF/s bf16")
         rows.append(tuple(out))
         print(*out, sep=" | ", flush=True)
@@ -296,7 +311,8 @@ def main() -> None:
     table("decode rows (us)", "shape | torch bf16 | ours bf16 | int4 | int8 | fp8 | int4 vs our bf16 | int4 of floor",
           kernels)
     table("prefill and square products (us)", "case | torch bf16 | ours bf16 | int4 | int4 vs bf16 | fp8 | fp8 vs bf16 "
-          "| fp8 x fp8 | fp8 x fp8 vs bf16 | bf16 rate", prefill)
+          "| fp8 x fp8 | fp8 x fp8 vs bf16 | its rounding | its product alone | product vs bf16 | product rate | bf16 rate",
+          prefill)
     if e2e:
         table("end to end", "what | rate | memory | time", e2e)
     if fp8_prefill:

@@ -9,12 +9,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import nbxtensor as nbx
+from nbxtensor.device import multiprocessors, resolve
 from nbxtensor.ops import quant as quant_ops
 from nbxtensor.ops.plans import PlanCache
 from nbxtensor.quant import QuantizedWeight
 
-from .conftest import TEST_DEVICE
-from .test_quant import _check, _pack_gptq_qweight, _pack_along_n, _random_int4, _reference_int4
+from .conftest import TEST_DEVICE, to_nbx
+from .test_quant import _bound, _check, _pack_gptq_qweight, _pack_along_n, _random_int4, _reference_int4
 
 ROWS = (1, 4, 16, 24)  # decode GEMV (one row, several), and a prefill GEMM
 
@@ -128,3 +130,71 @@ def test_int4_half_precision_rows_inside_groups(rng, forced, dtype, rows):
     weight = QuantizedWeight.int4(q, scales, zeros, group_size=64, device=TEST_DEVICE)
     assert quant_ops._groups_in_tile(weight, k, 32) == 1
     _check(rng.standard_normal((rows, k)), weight, _reference_int4(q, zeros, scales, g_idx), dtype)
+
+
+# ``fp8_gemm_tiles``' forms (``ops/quant.py``'s _FP8_TILE_VARIANTS): one program a tile or a persistent walk
+# (three programs under the interpreter, so each walks several tiles), through pointers or descriptors, the
+# loops flattened
+TILE_FORMS = [dict(PERSISTENT=True, TMA=True), dict(PERSISTENT=True, TMA=True, FLATTEN=True), dict(TMA=True),
+              dict(PERSISTENT=True)]
+
+
+@pytest.mark.parametrize("flags", TILE_FORMS, ids=lambda flags: "+".join(flags))
+@pytest.mark.parametrize("mode", ["channel", "block"])
+def test_fp8_activations_through_the_tile_walk(rng, monkeypatch, flags, mode):
+    """Rows rounded to e4m3 times an fp8 weight through each ``fp8_gemm_tiles`` form, forced with small tiles
+    (3 x 5 of them; K = 272 leaves a ragged K tile and 128-block, its rows 16-byte aligned so descriptors take
+    the weight), against ``test_quant``'s float64 reference of the rounded rows: each product of two e4m3
+    values is exact in float32, so only the float32 sum errs (the block form scales each K tile's product in
+    float32 first, two roundings more a tile, within the same bound at these depths)."""
+    from .test_quant import _e4m3_rows
+    n, k, rows = 131, 272, 40
+    launched = []
+
+    class Recorded(quant_ops.PlannedLaunch):
+        def __init__(self, kernel, grid, args, constexprs):
+            launched.append((kernel.__name__, grid, constexprs.get("TMA")))
+            super().__init__(kernel, grid, args, constexprs)
+
+    def chosen(key, facts, candidates, prepare):
+        return dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=64, num_stages=1, num_warps=4, **flags)
+    monkeypatch.setattr(quant_ops.tuning, "choose_timed", chosen)
+    monkeypatch.setattr(quant_ops, "_plans", PlanCache())
+    monkeypatch.setattr(quant_ops, "PlannedLaunch", Recorded)
+    q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    scales = rng.uniform(0.01, 0.1, (n,) if mode == "channel" else (2, 3)).astype(np.float32)
+    weight = QuantizedWeight.fp8(q, scales, device=TEST_DEVICE)
+    if mode == "block":
+        expanded = np.repeat(np.repeat(scales, 128, 0), 128, 1)[:n, :k]
+    else:
+        expanded = np.broadcast_to(scales[:, None], (n, k))
+    w = q.astype(np.float64) * expanded.astype(np.float64)
+    x = rng.standard_normal((rows, k)).astype(np.float32)
+    out = nbx.quantized_linear(to_nbx(x), weight, fp8_activations=True).numpy().astype(np.float64)
+    held = _e4m3_rows(x.astype(np.float64), block=128 if mode == "block" else None)
+    expected = held @ w.T
+    assert (np.abs(out - expected) <= _bound(held, w, k, "float32")).all()
+    tiles = 3 * 5
+    programs = min(tiles, multiprocessors(resolve(TEST_DEVICE))) if flags.get("PERSISTENT") else tiles
+    assert ("fp8_gemm_tiles", (programs,), bool(flags.get("TMA"))) in launched
+
+
+@pytest.mark.parametrize("name", ["hopper", "ada"])
+@pytest.mark.parametrize("group_k", [None, 128])
+def test_fp8_candidates_fit_the_device(name, group_k):
+    """Every float8 setting offered stages its tiles within the facts' shared memory (one byte an element, the
+    rows' and the weight's tile a stage, and a flattened walk's output tile), takes K tiles dividing a
+    block-scaled weight's 128 inputs, reads through descriptors only where the matrix unit is ``wgmma``, and
+    walks tiles (``fp8_gemm_tiles``) only with int32 indices."""
+    from nbxtensor.device.facts import load as load_facts
+    facts = load_facts(name)
+    offered = quant_ops.fp8_candidates(facts, 4096, 4096, 4096, group_k, blocked=group_k is not None)
+    for config in offered:
+        staged = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * config["num_stages"]
+        staged += 2 * config["BLOCK_M"] * config["BLOCK_N"] if config.get("FLATTEN") else 0
+        assert staged <= facts["shared_memory_per_block_bytes"]
+        assert group_k is None or group_k % config["BLOCK_K"] == 0
+    assert any(config.get("TMA") for config in offered) == (facts["matrix_unit"]["instruction"] == "wgmma")
+    assert any(config.get("PERSISTENT") for config in offered)
+    narrow = quant_ops.fp8_candidates(facts, 4096, 4096, 4096, group_k, tiles=False, blocked=group_k is not None)
+    assert narrow and not any(config.get(flag) for config in narrow for flag in quant_ops._FP8_TILE_FLAGS)

@@ -6,7 +6,8 @@ dequantized.
 ``quantized_gemv`` (decode, up to 16 rows) streams the weight with split K as ``kernels/matmul.py``'s
 ``gemv`` does (its ``gemv_combine`` adds the partials); ``quantized_gemm`` (prefill) tiles the output and
 multiplies on the matrix units. Float8 rows: ``fp8_rows`` rounds them to e4m3 (a scale per row or per 1 x 128
-block), ``fp8_gemm`` and ``fp8_block_gemm`` multiply them by e4m3 weights on the float8 matrix units.
+block), ``fp8_gemm`` and ``fp8_block_gemm`` multiply them by e4m3 weights on the float8 matrix units, as does
+``fp8_gemm_tiles`` for either scaling, walking the tiles as ``kernels/matmul.py``'s ``gemm_tiles`` does.
 """
 import triton
 import triton.language as tl
@@ -633,17 +634,25 @@ def fp8_gemm(a, q, row_scales, scales, bias, out, M, N, K, k_padded, scale_block
 
 
 @triton.jit
-def _fp8_block_step(acc, a, q, row_scales, scales, rm_load, rn_load, k0, rk, K, k_padded, groups, group_k,
-                    scale_block_n, q_sk, q_sn, s_sk, s_sn, EVEN_K: tl.constexpr, SCALE_FORMAT: tl.constexpr,
-                    INTERPRETED: tl.constexpr):
-    """acc plus the K tile at k0 of the e4m3 rows times the e4m3 weight, scaled by its block's scales: the rows'
-    (one a row for the tile's 1 x group_k block) and the weight's (one for each scale_block_n x group_k block)."""
-    product = _fp8_step(tl.zeros_like(acc), a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K,
-                        INTERPRETED)
+def _block_scaled(acc, product, row_scales, scales, rm_load, rn_load, k0, groups, group_k, scale_block_n, s_sk, s_sn,
+                  SCALE_FORMAT: tl.constexpr):
+    """acc plus the K tile at k0's ``product`` scaled by its block's scales: the rows' (one a row for the tile's
+    1 x group_k block) and the weight's (one for each scale_block_n x group_k block)."""
     g = k0 // group_k
     row_scale = tl.load(row_scales + rm_load * groups + g)
     scale = decode(tl.load(scales + g * s_sk + (rn_load // scale_block_n) * s_sn), SCALE_FORMAT).to(tl.float32)
     return acc + product * (row_scale[:, None] * scale[None, :])
+
+
+@triton.jit
+def _fp8_block_step(acc, a, q, row_scales, scales, rm_load, rn_load, k0, rk, K, k_padded, groups, group_k,
+                    scale_block_n, q_sk, q_sn, s_sk, s_sn, EVEN_K: tl.constexpr, SCALE_FORMAT: tl.constexpr,
+                    INTERPRETED: tl.constexpr):
+    """acc plus the K tile at k0 of the e4m3 rows times the e4m3 weight, scaled by its block's scales."""
+    product = _fp8_step(tl.zeros_like(acc), a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K,
+                        INTERPRETED)
+    return _block_scaled(acc, product, row_scales, scales, rm_load, rn_load, k0, groups, group_k, scale_block_n,
+                         s_sk, s_sn, SCALE_FORMAT)
 
 
 @triton.jit
@@ -674,3 +683,115 @@ def fp8_block_gemm(a, q, row_scales, scales, bias, out, M, N, K, k_padded, group
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
               BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def _fp8_described_step(acc, a_desc, q_desc, off_m, off_n, k0, INTERPRETED: tl.constexpr):
+    """acc plus the K tile at k0 of the e4m3 rows times the e4m3 weight, both read through tensor descriptors:
+    the weight as the (N, K) matrix it is stored as, transposed in shared memory (K-major, as the float8
+    ``wgmma`` takes both operands); inputs past K and rows past M read as zeros."""
+    a_tile = a_desc.load([off_m, k0])
+    b_tile = tl.trans(q_desc.load([off_n, k0]))
+    if INTERPRETED:
+        return tl.dot(decode(a_tile, E4M3), decode(b_tile, E4M3), acc, input_precision="ieee",
+                      out_dtype=tl.float32)
+    else:
+        return tl.dot(a_tile, b_tile, acc, out_dtype=tl.float32)
+
+
+@triton.jit
+def _fp8_tile_step(acc, a, q, a_desc, q_desc, row_scales, scales, off_m, off_n, rm_load, rn_load, k0, rk, K,
+                   k_padded, groups, group_k, scale_block_n, q_sk, q_sn, s_sk, s_sn, TMA: tl.constexpr,
+                   BLOCKED: tl.constexpr, EVEN_K: tl.constexpr, SCALE_FORMAT: tl.constexpr,
+                   INTERPRETED: tl.constexpr):
+    """acc plus the K tile at k0 of the product (BLOCKED: scaled by its blocks' scales before it joins acc)."""
+    if BLOCKED:
+        start = tl.zeros_like(acc)
+    else:
+        start = acc
+    if TMA:
+        product = _fp8_described_step(start, a_desc, q_desc, off_m, off_n, k0, INTERPRETED)
+    else:
+        product = _fp8_step(start, a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K, INTERPRETED)
+    if BLOCKED:
+        return _block_scaled(acc, product, row_scales, scales, rm_load, rn_load, k0, groups, group_k, scale_block_n,
+                             s_sk, s_sn, SCALE_FORMAT)
+    else:
+        return product
+
+
+@triton.jit
+def _fp8_output_tile(a, q, a_desc, q_desc, row_scales, scales, bias, out, tile, tiles_m, tiles_n, M, N, K, k_padded,
+                     groups, group_k, scale_block_n, q_sk, q_sn, s_sk, s_sn, bias_sn, out_sm, out_sn,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                     TMA: tl.constexpr, BLOCKED: tl.constexpr, EVEN_K: tl.constexpr, SCALE_FORMAT: tl.constexpr,
+                     HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                     VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
+    """Output tile ``tile`` of ``fp8_gemm_tiles`` (in grouped order): its product, scales and epilogue."""
+    tile_m, tile_n = _grouped_tile(tile, tiles_m, tiles_n, GROUP_M)
+    rm, rn, rk, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K, False)
+    off_m = tile_m * BLOCK_M
+    off_n = tile_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if INTERPRETED:
+        k0 = 0
+        while k0 < k_padded:
+            acc = _fp8_tile_step(acc, a, q, a_desc, q_desc, row_scales, scales, off_m, off_n, rm_load, rn_load, k0,
+                                 rk, K, k_padded, groups, group_k, scale_block_n, q_sk, q_sn, s_sk, s_sn, TMA, BLOCKED,
+                                 EVEN_K, SCALE_FORMAT, INTERPRETED)
+            k0 += BLOCK_K
+    else:
+        for k0 in range(0, k_padded, BLOCK_K):
+            acc = _fp8_tile_step(acc, a, q, a_desc, q_desc, row_scales, scales, off_m, off_n, rm_load, rn_load, k0,
+                                 rk, K, k_padded, groups, group_k, scale_block_n, q_sk, q_sn, s_sk, s_sn, TMA, BLOCKED,
+                                 EVEN_K, SCALE_FORMAT, INTERPRETED)
+    if not BLOCKED:
+        # the row's and the column's scales, once a tile
+        row_scale = tl.load(row_scales + rm_load)
+        scale = decode(tl.load(scales + (rn_load // scale_block_n) * s_sn), SCALE_FORMAT).to(tl.float32)
+        acc = acc * row_scale[:, None] * scale[None, :]
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
+              BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def fp8_gemm_tiles(a, q, row_scales, scales, bias, out, M, N, K, k_padded, group_k, scale_block_n, q_sk, q_sn, s_sk,
+                   s_sn, bias_sn, out_sm, out_sn, programs, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, TMA: tl.constexpr, FLATTEN: tl.constexpr,
+                   BLOCKED: tl.constexpr, EVEN_K: tl.constexpr, SCALE_FORMAT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                   BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                   INTERPRETED: tl.constexpr):
+    """``fp8_gemm`` (BLOCKED: ``fp8_block_gemm``, ``group_k`` inputs a scale) as ``kernels/matmul.py``'s
+    ``gemm_tiles`` walks a matrix: ``programs`` programs (the grid) take the output tiles in grouped order,
+    program p tiles p, p + programs, ... (one program per SM: persistent, a program's next tile loading while
+    its last one's epilogue runs, with FLATTEN pipelined as one loop; one per tile: each takes one).
+
+    TMA: the rows (M, k_padded) and the weight (N, K), K contiguous, through device-side tensor descriptors
+    (16-byte aligned bases and row strides; the caller checks), which fill shared memory by the copy engine.
+    Indices fit in int32."""
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    groups = k_padded // group_k
+    if TMA:
+        a_desc = tl.make_tensor_descriptor(a, shape=[M, k_padded], strides=[k_padded, 1],
+                                           block_shape=[BLOCK_M, BLOCK_K])
+        q_desc = tl.make_tensor_descriptor(q, shape=[N, K], strides=[q_sn, 1], block_shape=[BLOCK_N, BLOCK_K])
+    else:
+        a_desc = a
+        q_desc = q
+    if INTERPRETED:
+        tile = pid
+        while tile < tiles_m * tiles_n:
+            _fp8_output_tile(a, q, a_desc, q_desc, row_scales, scales, bias, out, tile, tiles_m, tiles_n, M, N, K,
+                             k_padded, groups, group_k, scale_block_n, q_sk, q_sn, s_sk, s_sn, bias_sn, out_sm, out_sn,
+                             BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA, BLOCKED, EVEN_K, SCALE_FORMAT, HAS_BIAS,
+                             BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
+            tile += programs
+    else:
+        for tile in tl.range(pid, tiles_m * tiles_n, programs, flatten=FLATTEN):
+            _fp8_output_tile(a, q, a_desc, q_desc, row_scales, scales, bias, out, tile, tiles_m, tiles_n, M, N, K,
+                             k_padded, groups, group_k, scale_block_n, q_sk, q_sn, s_sk, s_sn, bias_sn, out_sm, out_sn,
+                             BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA, BLOCKED, EVEN_K, SCALE_FORMAT, HAS_BIAS,
+                             BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)

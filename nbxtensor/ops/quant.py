@@ -13,7 +13,7 @@ import numpy as np
 from .. import shape as S
 from .. import tuning
 from ..allocation import fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
-from ..device import backend_for
+from ..device import backend_for, multiprocessors
 from ..dtypes import get_dtype
 from ..kernels import quant as K
 from ..kernels.formats import FORMAT_NATIVE
@@ -24,7 +24,7 @@ from ..tensor import Tensor
 from .matmul import _fold_rows
 from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M,
                           _INTERPRETED_BLOCK_N, combine_launch, gemv_candidates)
-from .matmul_plans import GROUP_M, _dot_precision, _product_workspace
+from .matmul_plans import GROUP_M, _dot_precision, _has_tma, _product_workspace
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, family_samples, nbytes, register, workspace_bytes
 from .samples import Samples, operand, sample
@@ -44,6 +44,19 @@ _GEMM_INT4_SHAPES = [(128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 256, 64, 
 # the float GEMM's in the same shared memory
 _FP8_GEMM_SHAPES = [(128, 256, 128, 3, 8), (256, 128, 128, 3, 8), (128, 128, 128, 4, 8), (128, 256, 64, 4, 8),
                     (128, 128, 128, 3, 4), (64, 128, 128, 4, 4), (64, 64, 128, 4, 4), (16, 128, 128, 4, 4)]
+# ``fp8_gemm_tiles`` forms, as ``ops/matmul_plans.py``'s ``gemm_tiles`` variants for 16-bit products (the same
+# bytes a stage at twice the K): (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, flags), PERSISTENT one program
+# a SM walking the tiles in grouped order, TMA operands through tensor descriptors (devices whose matrix unit is
+# ``wgmma``), FLATTEN the tile and K loops pipelined as one. None spills registers on sm_90 with per-row scales
+# (ptxas; 256 x 128 spills unless flattened)
+_FP8_TILE_FLAGS = ("PERSISTENT", "TMA", "FLATTEN")
+_FP8_PT = dict(PERSISTENT=True, TMA=True)
+_FP8_TILE_VARIANTS = [(128, 256, 128, 3, 8, _FP8_PT), (128, 256, 128, 4, 8, _FP8_PT),
+                      (128, 256, 128, 3, 8, dict(_FP8_PT, FLATTEN=True)),
+                      (256, 128, 128, 3, 8, dict(_FP8_PT, FLATTEN=True)), (128, 256, 128, 3, 8, dict(TMA=True)),
+                      (128, 128, 128, 4, 8, _FP8_PT), (128, 128, 128, 4, 4, _FP8_PT),
+                      (128, 128, 128, 4, 4, dict(_FP8_PT, FLATTEN=True)), (128, 256, 128, 3, 8, dict(PERSISTENT=True)),
+                      (128, 128, 128, 4, 8, dict(PERSISTENT=True))]
 
 # (BLOCK_N, BLOCK_K, SPLITS, num_warps) of the int4 decode GEMV: a K tile is only BLOCK_K / 8 rows of words,
 # so tiles are wide along N (vector loads of the words) and K is split to give every SM several programs
@@ -370,7 +383,8 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
 def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     """``run(x, weight, bias, out)`` for ``fp8_activations``: ``fp8_rows`` rounds the rows to e4m3 (padded
     with zeros to whole K tiles; a scale per row, or per 1 x 128 block against block-scaled weights), then
-    ``fp8_gemm`` (or ``fp8_block_gemm``) multiplies on the float8 matrix units, tuned per key."""
+    ``fp8_gemm`` (or ``fp8_block_gemm``; or ``fp8_gemm_tiles`` for either, with int32 indices) multiplies on the
+    float8 matrix units, tuned per key."""
     dev = x.device
     facts = backend_for(dev).facts
     interpreted = bool(facts["kernels"].get("interpreted"))
@@ -395,15 +409,41 @@ def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int)
                  DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INDEX_64=index_64,
                  INTERPRETED=interpreted)
     tail = [bias.stride(0) if has_bias else 0, *out.stride()]
+    tensors = [Slot("a"), Slot("q"), Slot("row_scales"), Slot("scales"), Slot("bias"), Slot("out"), m, n, k, k_padded]
+    # the weight through a tensor descriptor: K contiguous, its rows 16-byte aligned (the bases are checked at a call)
+    described = q.stride(1) == 1 and q.stride(0) % 16 == 0
+
+    def tiles_for(config, shape):
+        """``fp8_gemm_tiles`` with ``config``'s flags (through pointers where the weight's layout or a call's
+        addresses keep descriptors out)."""
+        tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
+        programs = min(tiles, multiprocessors(dev)) if config.get("PERSISTENT") else tiles
+        arguments = [*tensors, group_k, weight.scale_block_n, q.stride(1), q.stride(0),
+                     *(weight.scales.stride() if blocks > 1 else (0, weight.scales.stride(1))), *tail, programs]
+
+        def planned(tma):
+            return PlannedLaunch(K.fp8_gemm_tiles, (programs,), arguments,
+                                 dict(shape, TMA=tma, FLATTEN=bool(config.get("FLATTEN")), BLOCKED=blocks > 1,
+                                      **{name: value for name, value in flags.items() if name != "INDEX_64"}))
+        tma = bool(config.get("TMA")) and described
+        launch = planned(tma)
+        fallback = planned(False) if tma else None
+
+        def product(dev, tensors):
+            if fallback is not None and (tensors["a"].data_ptr() | tensors["q"].data_ptr()) & 15:
+                fallback(dev, tensors)
+            else:
+                launch(dev, tensors)
+        return product
 
     def launches_for(config):
         block_k = config["BLOCK_K"]
         shape = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, GROUP_M=GROUP_M,
                      EVEN_K=k % block_k == 0, num_warps=config["num_warps"], num_stages=config["num_stages"])
-        tensors = [Slot("a"), Slot("q"), Slot("row_scales"), Slot("scales"), Slot("bias"), Slot("out"), m, n, k,
-                   k_padded]
         grid = (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),)
-        if blocks == 1:
+        if any(config.get(name) for name in _FP8_TILE_FLAGS) and not index_64:
+            product = tiles_for(config, shape)
+        elif blocks == 1:
             product = PlannedLaunch(K.fp8_gemm, grid, [*tensors, weight.scale_block_n, q.stride(1), q.stride(0),
                                                        weight.scales.stride(1), *tail], dict(shape, **flags))
         else:
@@ -421,28 +461,50 @@ def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int)
         return run
 
     key = _launch_key(facts, x, weight, m, True)
-    config = tuning.choose_timed(key, facts, lambda: fp8_candidates(facts, m, n, k, group_k),
+    config = tuning.choose_timed(key, facts, lambda: fp8_candidates(facts, m, n, k, group_k, tiles=not index_64,
+                                                                       blocked=blocks > 1),
                                  lambda config: functools.partial(launches_for(config), x, weight, bias, out))
     return launches_for(config)
 
 
-def fp8_candidates(facts: dict, m: int, n: int, k: int, group_k: int | None = None) -> list[dict]:
-    """Settings worth timing for ``fp8_gemm`` (or ``fp8_block_gemm``, whose K tiles divide its ``group_k``
-    inputs a scale): the float GEMM's large tiles with K tiles of 64 or 128 (the float8 matrix unit takes K in
-    steps of 32; the rows are padded to 128)."""
+def fp8_candidates(facts: dict, m: int, n: int, k: int, group_k: int | None = None, tiles: bool = True,
+                   blocked: bool = False) -> list[dict]:
+    """Settings worth timing for ``fp8_gemm`` (or, ``blocked``, ``fp8_block_gemm``, whose K tiles divide its
+    ``group_k`` inputs a scale): the float GEMM's large tiles with K tiles of 64 or 128 (the float8 matrix unit
+    takes K in steps of 32; the rows are padded to 128); with ``tiles`` (int32 indices) also ``fp8_gemm_tiles``'
+    forms, through descriptors where the device has them. Every setting's pipeline stages fit the facts' shared
+    memory."""
     if facts["kernels"].get("interpreted"):
         return [dict(BLOCK_M=_clamp_block(_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_M, m),
                      BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n), BLOCK_K=_FP8_K_ALIGN,
                      num_stages=1, num_warps=4)]
-    tiles = facts["tiles"]
+    limits = facts["tiles"]
+    shared = facts.get("shared_memory_per_block_bytes")
+    shapes = [(*shape, {}) for shape in _FP8_GEMM_SHAPES]
+    if tiles:
+        tma = _has_tma(facts)
+        # a block-scaled walk holds each K tile's product beside the sum: its forms keep both within 64 float32
+        # registers a thread each (ptxas for sm_90 spills hundreds of bytes past that)
+        shapes += [shape for shape in _FP8_TILE_VARIANTS if (tma or not shape[5].get("TMA"))
+                   and (not blocked or shape[0] * shape[1] <= 64 * 32 * shape[4])]
     seen, out = set(), []
-    for bm, bn, bk, stages, warps in _FP8_GEMM_SHAPES:
+    for bm, bn, bk, stages, warps, flags in shapes:
         if group_k is not None and group_k % bk:
             continue
-        config = dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m), BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
-                      BLOCK_K=bk, num_stages=min(stages, tiles["max_stages"]), num_warps=min(warps, tiles["max_warps"]))
-        if tuple(config.values()) not in seen:
-            seen.add(tuple(config.values()))
+        config = dict(BLOCK_M=_clamp_block(bm, limits["max_block_m"], m),
+                      BLOCK_N=_clamp_block(bn, limits["max_block_n"], n), BLOCK_K=bk,
+                      num_stages=min(stages, limits["max_stages"]), num_warps=min(warps, limits["max_warps"]),
+                      **{name: True for name in _FP8_TILE_FLAGS if flags.get(name)})
+        # one byte an element: each stage holds a BLOCK_M x BLOCK_K and a BLOCK_N x BLOCK_K tile; a flattened walk
+        # also stages the output tile (at most 2 bytes an element, as sm_90 compiles them)
+        staged = (config["BLOCK_M"] + config["BLOCK_N"]) * bk * config["num_stages"]
+        if config.get("FLATTEN"):
+            staged += 2 * config["BLOCK_M"] * config["BLOCK_N"]
+        if shared and staged > shared:
+            continue
+        marker = tuple(sorted(config.items()))
+        if marker not in seen:
+            seen.add(marker)
             out.append(config)
     return out
 
