@@ -16,9 +16,13 @@ units of the dtype's rounding), and that the replay equals the normal path bit f
 peak of one call of ours (measured by nbxtensor's allocator, and as planned: arena and outputs) and of
 torch's (``max_memory_allocated`` minus what was held before the call, so weights are not counted).
 The first call of a graph makes its plans and tunes its launch keys (a cold tuning store compiles and
-times every convolution's candidates: ResNet-50 forms 23 keys a batch size, minutes on a cold machine):
-it is timed apart and printed. Triton's cache and the tuning store stay on a warm machine, so a second
-run there times the models alone; on a cold one, CONV_MODELS_ONLY narrows the first run. A line is printed per model as it
+times every candidate: ResNet-50 at batch 32 forms 24 keys, about 400 candidates on Hopper's facts, the same
+whether its batch norms are folded into the convolutions or not; minutes on a cold machine): it is timed
+apart and printed, with the keys it tuned (each printed as its tuning starts and ends, with its candidates
+and seconds, so a first call that runs long names the key it is on) and the settings it found in the store.
+Triton's cache and the tuning store stay on a warm machine, so a second run there times the models alone
+(and a run after another that tuned the same keys, fused or not, tunes none); on a cold one,
+CONV_MODELS_ONLY narrows the first run. A line is printed per model as it
 ends, a table last. CONV_MODELS_SECONDS (default 150) bounds the run: models left when it has passed are
 skipped and counted (the order puts the acceptance's first); CONV_MODELS_ONLY=a,b keeps the cases whose
 name holds one of those words; CONV_MODELS_CUDNN_BENCHMARK=0 leaves cuDNN's own tuning off (on by
@@ -102,6 +106,40 @@ def _relative_error(torch, got, reference) -> float:
     return float((got - reference).abs().max() / reference.abs().max().clamp_min(1e-30))
 
 
+class TuningLog:
+    """Wraps ``tuning.choose`` for the run: a key not in the store is printed as its tuning starts and ends
+    (candidates, seconds); ``take()`` gives (keys tuned, their candidates, seconds, keys found stored) since
+    the last take. Under the interpreter nothing is tuned, and nothing printed."""
+
+    def __init__(self, tuning):
+        from nbxtensor import launch
+        from nbxtensor.tuning import cache
+        choose = tuning.choose
+        self._counts = [0, 0, 0.0, 0]
+
+        def logged(key, facts_name, candidates, measure, **options):
+            if options.get("interpreted") or launch.compiling_ahead_active():
+                return choose(key, facts_name, candidates, measure, **options)
+            if cache.cache_for(facts_name).current(key)[0] is not None:
+                self._counts[3] += 1
+                return choose(key, facts_name, candidates, measure, **options)
+            listed = candidates() if callable(candidates) else candidates
+            print(f"  tuning {key}: {len(listed)} candidates", flush=True)
+            start = time.perf_counter()
+            config = choose(key, facts_name, listed, measure, **options)
+            seconds = time.perf_counter() - start
+            print(f"  tuned {key} in {seconds:.1f} s", flush=True)
+            self._counts[0] += 1
+            self._counts[1] += len(listed)
+            self._counts[2] += seconds
+            return config
+        tuning.choose = logged
+
+    def take(self) -> tuple:
+        counts, self._counts = tuple(self._counts), [0, 0, 0.0, 0]
+        return counts
+
+
 def _load(graph, directory, device, fuse_convolutions: bool):
     """The loaded graph; without ``fuse_convolutions``, its convolutions, batch norms and activations apart."""
     if fuse_convolutions:
@@ -128,7 +166,7 @@ def main(argv=None):
 
     import conv_models as models
     import nbxtensor as nbx
-    from nbxtensor import graph
+    from nbxtensor import graph, tuning
     from nbxtensor.export import export
 
     device = "cpu" if smoke else "cuda"
@@ -160,6 +198,7 @@ def main(argv=None):
         synchronize()
         return most() - base
 
+    tuning_log = TuningLog(tuning)
     started = time.perf_counter()
     rows, checks, skipped = [], [], []
     exported = {}  # (model, dtype, layout) -> (torch module, float32 module, loaded graph, inputs maker)
@@ -199,10 +238,14 @@ def main(argv=None):
                 torch.manual_seed(batch)
                 inputs = tuple(placed(t) for t in make_inputs(batch))
                 ours_in = [nbx.from_dlpack(t) for t in inputs]
+                tuning_log.take()
                 first = time.perf_counter()
                 ours = torch.from_dlpack(model(*ours_in))
                 synchronize()
                 first_s = time.perf_counter() - first
+                tuned, candidates, tuning_s, stored = tuning_log.take()
+                print(f"{name}: first call {first_s:.1f} s, {tuned} keys tuned ({candidates} candidates, "
+                      f"{tuning_s:.1f} s), {stored} settings from the store", flush=True)
                 theirs = module(*inputs)
                 want = reference(*(t.float() for t in inputs))
                 ours_error, torch_error = _relative_error(torch, ours, want), _relative_error(torch, theirs, want)
