@@ -16,9 +16,14 @@ units of the dtype's rounding), and that the replay equals the normal path bit f
 peak of one call of ours (measured by nbxtensor's allocator, and as planned: arena and outputs) and of
 torch's (``max_memory_allocated`` minus what was held before the call, so weights are not counted).
 The first call of a graph makes its plans and tunes its launch keys (a cold tuning store compiles and
-times every convolution's candidates: ResNet-50 forms 23 keys a batch size, minutes on a cold machine):
-it is timed apart and printed. Triton's cache and the tuning store stay on a warm machine, so a second
-run there times the models alone; on a cold one, CONV_MODELS_ONLY narrows the first run. A line is printed per model as it
+times every candidate: ResNet-50 at batch 32 forms 24 keys, about 400 candidates on Hopper's facts, the same
+whether its batch norms are folded into the convolutions or not; minutes on a cold machine): it is timed
+apart and printed, with the keys it tuned (each printed as its tuning starts and ends, with its candidates
+and seconds, so a first call that runs long names the key it is on), the settings it found in the store and
+the kernels it first launched outside tuning (``FirstCallLog``).
+Triton's cache and the tuning store stay on a warm machine, so a second run there times the models alone
+(and a run after another that tuned the same keys, fused or not, tunes none); on a cold one,
+CONV_MODELS_ONLY narrows the first run. A line is printed per model as it
 ends, a table last. CONV_MODELS_SECONDS (default 150) bounds the run: models left when it has passed are
 skipped and counted (the order puts the acceptance's first); CONV_MODELS_ONLY=a,b keeps the cases whose
 name holds one of those words; CONV_MODELS_CUDNN_BENCHMARK=0 leaves cuDNN's own tuning off (on by
@@ -102,6 +107,58 @@ def _relative_error(torch, got, reference) -> float:
     return float((got - reference).abs().max() / reference.abs().max().clamp_min(1e-30))
 
 
+class FirstCallLog:
+    """What a first call spends its time on, counted from the wrapped ``tuning.choose`` and
+    ``launch.launch_planned``: a key not in the store is printed as its tuning starts and ends (candidates,
+    seconds); outside tuning, a kernel specialisation's first launch in this process (compiled then, or
+    loaded from Triton's cache: a tuned key's stored setting compiles one by one, as each step first runs
+    it, where its candidates compiled on a pool of threads) is counted with its seconds. ``take()`` gives
+    (keys tuned, their candidates, their seconds, settings found stored, first launches, their seconds)
+    since the last take. Under the interpreter nothing is counted."""
+
+    def __init__(self, tuning, launch, backend_for):
+        from nbxtensor.tuning import cache
+        choose, launch_planned = tuning.choose, launch.launch_planned
+        self._counts = [0, 0, 0.0, 0, 0, 0.0]
+        tuning_now = []
+
+        def logged_choose(key, facts_name, candidates, measure, **options):
+            if options.get("interpreted") or launch.compiling_ahead_active():
+                return choose(key, facts_name, candidates, measure, **options)
+            if cache.cache_for(facts_name).current(key)[0] is not None:
+                self._counts[3] += 1
+                return choose(key, facts_name, candidates, measure, **options)
+            listed = candidates() if callable(candidates) else candidates
+            print(f"  tuning {key}: {len(listed)} candidates", flush=True)
+            start = time.perf_counter()
+            tuning_now.append(key)
+            try:
+                config = choose(key, facts_name, listed, measure, **options)
+            finally:
+                tuning_now.pop()
+            seconds = time.perf_counter() - start
+            print(f"  tuned {key} in {seconds:.1f} s", flush=True)
+            self._counts[0] += 1
+            self._counts[1] += len(listed)
+            self._counts[2] += seconds
+            return config
+
+        def timed_launch(kernel, grid, device, args, constexprs, constexpr_key):
+            start = time.perf_counter()
+            ran = launch_planned(kernel, grid, device, args, constexprs, constexpr_key)
+            # None from a compiling device: launched through Triton, which compiled or loaded it just now
+            if ran is None and not tuning_now and not launch.compiling_ahead_active() and \
+                    backend_for(device).compiles_kernels:
+                self._counts[4] += 1
+                self._counts[5] += time.perf_counter() - start
+            return ran
+        tuning.choose, launch.launch_planned = logged_choose, timed_launch
+
+    def take(self) -> tuple:
+        counts, self._counts = tuple(self._counts), [0, 0, 0.0, 0, 0, 0.0]
+        return counts
+
+
 def _load(graph, directory, device, fuse_convolutions: bool):
     """The loaded graph; without ``fuse_convolutions``, its convolutions, batch norms and activations apart."""
     if fuse_convolutions:
@@ -128,7 +185,8 @@ def main(argv=None):
 
     import conv_models as models
     import nbxtensor as nbx
-    from nbxtensor import graph
+    from nbxtensor import graph, launch, tuning
+    from nbxtensor.device import backend_for
     from nbxtensor.export import export
 
     device = "cpu" if smoke else "cuda"
@@ -160,6 +218,7 @@ def main(argv=None):
         synchronize()
         return most() - base
 
+    first_call_log = FirstCallLog(tuning, launch, backend_for)
     started = time.perf_counter()
     rows, checks, skipped = [], [], []
     exported = {}  # (model, dtype, layout) -> (torch module, float32 module, loaded graph, inputs maker)
@@ -199,10 +258,15 @@ def main(argv=None):
                 torch.manual_seed(batch)
                 inputs = tuple(placed(t) for t in make_inputs(batch))
                 ours_in = [nbx.from_dlpack(t) for t in inputs]
+                first_call_log.take()
                 first = time.perf_counter()
                 ours = torch.from_dlpack(model(*ours_in))
                 synchronize()
                 first_s = time.perf_counter() - first
+                tuned, candidates, tuning_s, stored, launched, launch_s = first_call_log.take()
+                print(f"{name}: first call {first_s:.1f} s: {tuned} keys tuned ({candidates} candidates, "
+                      f"{tuning_s:.1f} s), {stored} settings from the store, {launched} kernel specialisations "
+                      f"first launched outside tuning ({launch_s:.1f} s)", flush=True)
                 theirs = module(*inputs)
                 want = reference(*(t.float() for t in inputs))
                 ours_error, torch_error = _relative_error(torch, ours, want), _relative_error(torch, theirs, want)

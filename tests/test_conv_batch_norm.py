@@ -5,7 +5,11 @@ makes it of a convolution, a batch norm and a ReLU or SiLU.
 Tolerance, element by element: the fused op rounds once, so its error is the float32 error of the
 convolution (K rounded products, about K * 2^-24 of the sum of |products|) times the norm's |scale|, a few
 float32 roundings of the norm's terms (|y - mean| * |scale| and |shift|), and one rounding to the output's
-dtype (half its unit roundoff u times |result|)."""
+dtype (half its unit roundoff u times |result|).
+
+The tensors live on ``TEST_DEVICE``; every tuned launch takes its first candidate (``first_candidate``), and a
+test that asks for a route a GPU would not take by its facts forces it, so that each route's epilogue runs on
+every device."""
 import numpy as np
 import pytest
 
@@ -16,12 +20,20 @@ from nbxtensor.kernels import matmul as MK
 from nbxtensor.launch import capture
 from nbxtensor.ops import convolution, matmul_gemv, matmul_plans, plans
 from nbxtensor.ops.registry import get
-from tests.conftest import TEST_DEVICE, cpu_kernels, to_nbx
+from tests.conftest import TEST_DEVICE, to_nbx
 from tests.test_conv_routes import _channels_last
 from tests.test_convolution import _rounded, _to, reference
 from tests.test_graph_arena import _Builder
 
-pytestmark = [cpu_kernels, pytest.mark.usefixtures("first_candidate")]
+pytestmark = pytest.mark.usefixtures("first_candidate")
+
+
+@pytest.fixture(autouse=True)
+def nothing_starved(monkeypatch):
+    """Shapes this small starve a GPU of programs (its facts name multiprocessors; the CPU's name none), which
+    would take a 1x1 convolution off the product and give its first setting a split: every device routes them
+    as the CPU does, and the split test starves them itself."""
+    monkeypatch.setattr(convolution, "split_below_programs", lambda facts: 0)
 
 _DTYPES = ["float32", "float16", "bfloat16"]
 # unit roundoff of each output dtype: one rounding moves a value by at most u * |value|
@@ -119,14 +131,24 @@ def _check(got, want, float32_error, dtype):
     assert excess.max() <= 0, f"worst element off by {excess.max()} past its bound"
 
 
+def _channels_inner_first(monkeypatch):
+    """A depthwise convolution read channels-last takes its own kernel's settings first (a GPU lists the
+    direct kernel's before them; the interpreter lists only one of them)."""
+    listed = convolution._Setting.candidates
+    monkeypatch.setattr(convolution._Setting, "candidates", lambda self, facts, dtype: sorted(
+        listed(self, facts, dtype), key=lambda config: not config.get("CHANNELS_INNER")))
+
+
 @pytest.mark.parametrize("route", sorted(ROUTES))
 @pytest.mark.parametrize("dtype", _DTYPES)
 @pytest.mark.parametrize("channels_last", [False, True])
-def test_fused_matches_the_float64_reference(route, dtype, channels_last, rng):
+def test_fused_matches_the_float64_reference(route, dtype, channels_last, monkeypatch, rng):
     case = ROUTES[route]
     if channels_last and len(case[0]) not in (4, 5):
         pytest.skip("channels-last is a 4-D and 5-D layout")
     activation = _ACTIVATIONS[(sorted(ROUTES).index(route) + _DTYPES.index(dtype)) % len(_ACTIVATIONS)]
+    if route == "depthwise" and channels_last:
+        _channels_inner_first(monkeypatch)
     arguments = _arguments(case, operands := _operands(case, dtype, rng), dtype, channels_last, activation)
     plans.clear_all()
     with capture() as captured:
@@ -146,8 +168,12 @@ def test_fused_matches_the_float64_reference(route, dtype, channels_last, rng):
 @pytest.mark.parametrize("route", ["implicit_gemm", "flat_k", "transposed"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_a_split_reduction_applies_the_norm_when_it_sums(route, dtype, monkeypatch, rng):
-    """A starved convolution's partials are summed by conv_split_sum, whose epilogue takes the norm."""
+    """A starved convolution's partials are summed by conv_split_sum, whose epilogue takes the norm. Its first
+    setting splits as far as the shape allows (the interpreter's one setting does; a GPU's first does not)."""
     monkeypatch.setattr(convolution, "split_below_programs", lambda facts: 1 << 30)
+    listed = convolution._Setting.candidates
+    monkeypatch.setattr(convolution._Setting, "candidates", lambda self, facts, dtype: [
+        dict(config, SPLITS=convolution._SPLIT_MAX) for config in listed(self, facts, dtype)])
     case = ROUTES[route]
     operands = _operands(case, dtype, rng)
     plans.clear_all()

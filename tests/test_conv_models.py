@@ -144,6 +144,27 @@ def test_a_channels_last_depthwise_convolution_has_a_key_the_census_names(tmp_pa
     assert sorted(key.split("|")[0] for key in named) == ["conv", "depthwise_conv"]
 
 
+@pytest.mark.parametrize("facts_name", ["cpu", "hopper"])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_folding_the_batch_norms_adds_no_launch_key(facts_name, channels_last, tmp_path):
+    """A convolution with its batch norm and activation in the epilogue tunes under the convolution's keys:
+    the fused ResNet's census is the unfused one's, step for step, on the CPU's facts and on a GPU class's
+    (whose facts starve small outputs and move 1x1 convolutions off the product), so its first call tunes
+    no key the unfused graph's does not."""
+    from nbxtensor import census
+    from nbxtensor.device import facts
+    module = _seeded(lambda: models.Features(tiny_resnet()))
+    x = torch.randn(2, 3, 32, 32)
+    if channels_last:
+        module, x = module.to(memory_format=torch.channels_last), _channels_last(x)
+    directory = export(module, (x,), tmp_path)
+    fused, unfused = graph.load(directory, weights=False), graph.load(directory, fuse=False, weights=False)
+    assert fused.fusions["convolution_batch_norm"] == 16 and not unfused.fusions
+    values = fused.bind([tuple(x.shape)])
+    named = census.census(fused, values, facts.load(facts_name))
+    assert named and named == census.census(unfused, values, facts.load(facts_name))
+
+
 @pytest.mark.parametrize("name", ["unet", "vae_decoder"])
 def test_channels_last_diffusion_blocks_run_as_torch(name, tmp_path):
     """The UNet and the VAE block converted to channels-last, on channels-last latents: torch's values,

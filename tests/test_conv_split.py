@@ -5,6 +5,10 @@ The CPU's facts name no multiprocessors, so nothing is starved there: these test
 (``split_below_programs``). Tolerances as test_convolution's: a split adds the same float32 products in
 another grouping (partials of K / splits terms, then the splits in order), within the same K * 2^-24 bound
 for float32; float16 and bfloat16 round once to the output type.
+
+On every device (``TEST_DEVICE``) a tuned launch takes its first candidate (``first_candidate``); a starved
+convolution's first asks for as many splits as the shape allows, as the interpreter's one setting does (a
+GPU's first setting does not split).
 """
 import numpy as np
 import pytest
@@ -15,17 +19,20 @@ from nbxtensor.kernels import conv as K
 from nbxtensor.launch import capture
 from nbxtensor.ops import convolution, plans
 from nbxtensor.ops.registry import get
-from tests.conftest import cpu_kernels
 from tests.test_conv_routes import _channels_last
 from tests.test_convolution import _check, _rounded, _to, reference
 
-pytestmark = cpu_kernels
+pytestmark = pytest.mark.usefixtures("first_candidate")
 
 
 @pytest.fixture
 def starved(monkeypatch):
-    """Every convolution counts as starved of programs; ``starved(most)`` also bounds the splits."""
+    """Every convolution counts as starved of programs, and its settings split it as far as its shape
+    allows; ``starved(most)`` also bounds the splits."""
     monkeypatch.setattr(convolution, "split_below_programs", lambda facts: 1 << 30)
+    listed = convolution._Setting.candidates
+    monkeypatch.setattr(convolution._Setting, "candidates", lambda self, facts, dtype: [
+        dict(config, SPLITS=convolution._SPLIT_MAX) for config in listed(self, facts, dtype)])
     plans.clear_all()
 
     def most_splits(most):

@@ -12,9 +12,8 @@ import nbxtensor.nn.functional as F  # noqa: E402
 from nbxtensor import graph  # noqa: E402
 from nbxtensor.export import export  # noqa: E402
 
-from .conftest import cpu_kernels  # noqa: E402
+from .conftest import TEST_DEVICE, to_nbx  # noqa: E402
 
-pytestmark = cpu_kernels
 torch.manual_seed(0)
 
 
@@ -39,14 +38,14 @@ def test_tiny_conv_model_exports_and_matches_torch(tmp_path):
     assert "aten::convolution.default" in names or "aten::conv2d.default" in names
     with torch.no_grad():
         want = module(x).numpy()
-    np.testing.assert_allclose(graph.load(tmp_path)(x.numpy()).numpy(), want, rtol=1e-5, atol=1e-5)
+    got = graph.load(tmp_path, device=TEST_DEVICE)(x.numpy()).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("kwargs", [dict(stride=2, padding=1, dilation=2, groups=2), dict(padding="same")])
 def test_functional_matches_torch(kwargs):
     x, w, b = torch.randn(1, 4, 7, 6), torch.randn(6, 2 if kwargs.get("groups") else 4, 3, 3), torch.randn(6)
-    import nbxtensor as nbx
-    got = F.conv2d(nbx.tensor(x.numpy()), nbx.tensor(w.numpy()), nbx.tensor(b.numpy()), **kwargs).numpy()
+    got = F.conv2d(to_nbx(x.numpy()), to_nbx(w.numpy()), to_nbx(b.numpy()), **kwargs).numpy()
     np.testing.assert_allclose(got, torch.nn.functional.conv2d(x, w, b, **kwargs).numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -75,7 +74,8 @@ def test_padding_modes_and_even_same_export_and_match_torch(dims, tmp_path):
     with torch.no_grad():
         want = module(x).numpy()
     # float32 sums of at most 54 products of values below 1, in another order than torch's, over 5 layers
-    np.testing.assert_allclose(graph.load(tmp_path)(x.numpy()).numpy(), want, rtol=1e-5, atol=1e-5)
+    got = graph.load(tmp_path, device=TEST_DEVICE)(x.numpy()).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("call", [
