@@ -1,6 +1,8 @@
 """``nbx::quantized_linear``: x (..., K) times a ``QuantizedWeight`` (N, K), transposed, plus an optional bias,
 in x's dtype. Up to 16 rows go through ``kernels/quant.py``'s ``quantized_gemv`` (split K, weights
 streamed once), more through ``quantized_gemm``; settings are tuned per launch key as the float GEMV's are.
+From ``DEQUANTIZE_MIN_ROWS`` 16-bit rows, ``dequantize_weight`` writes the whole weight in the rows' type into a
+workspace and matmul's 16-bit GEMM multiplies it (its own launch key).
 Products accumulate in float32; on a GPU, half-precision rows meet the weight tile rounded to their own
 type on the matrix units (rows of float32 in float32), one row multiplies in float32."""
 from __future__ import annotations
@@ -186,7 +188,8 @@ _plans = PlanCache()
 def quantized_linear(input: Tensor, weight: QuantizedWeight, bias: Tensor | None = None,
                      fp8_activations: bool = False) -> Tensor:
     """input @ weight.T + bias for a quantized (out_features, in_features) ``weight``, dequantized as it is
-    read; the result has the input's dtype. ``fp8_activations`` (an fp8 weight): the rows are rounded to e4m3
+    read (from ``DEQUANTIZE_MIN_ROWS`` 16-bit rows, once into a workspace for our GEMM); the result has the
+    input's dtype. ``fp8_activations`` (an fp8 weight): the rows are rounded to e4m3
     with one scale each (their largest magnitude over 448, clamped at the weight's ``activation_scale_ub``; or
     its static ``activation_scale``) and multiplied on the float8 matrix units, as ``torch._scaled_mm`` is used
     with dynamic per-token scales;
