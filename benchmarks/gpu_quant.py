@@ -17,8 +17,8 @@ same run:
 NBX_QUANT_SECTIONS (comma-separated, default decode,prefill,e2e,fp8e2e,fp8block) picks the sections; each
 prints its seconds. NBX_INT4_INLINE_ASM=0 times int4 through the portable float32 tile forms instead of the
 inline PTX ones (``ops.quant.inline_nibbles``; the same bits), for a before/after in one session.
-NBX_QUANT_DEQUANTIZE_MIN_ROWS=N moves the rows from which 16-bit products dequantize the whole weight and run
-our GEMM on it (``ops.quant.DEQUANTIZE_MIN_ROWS``; a count past 2048 times prefill's in-loop GEMM instead).
+NBX_QUANT_IN_LOOP_MAX_ROWS=N moves the rows past which 16-bit products dequantize the whole weight and run our
+GEMM on it (``ops.quant.IN_LOOP_MAX_ROWS``; 8192 times prefill's in-loop GEMM instead).
 Prints a table last."""
 from __future__ import annotations
 
@@ -288,9 +288,9 @@ def main() -> None:
     inline_asm = os.environ.get("NBX_INT4_INLINE_ASM", "1") != "0"
     if not inline_asm:
         quant_ops.inline_nibbles = lambda facts, dtype: False
-    quant_ops.DEQUANTIZE_MIN_ROWS = int(os.environ.get("NBX_QUANT_DEQUANTIZE_MIN_ROWS", quant_ops.DEQUANTIZE_MIN_ROWS))
+    quant_ops.IN_LOOP_MAX_ROWS = int(os.environ.get("NBX_QUANT_IN_LOOP_MAX_ROWS", quant_ops.IN_LOOP_MAX_ROWS))
     print(f"{nbx.cuda.get_device_name()}, torch {torch.__version__}, int4 inline PTX {'on' if inline_asm else 'off'}, "
-          f"whole weight dequantized from {quant_ops.DEQUANTIZE_MIN_ROWS} rows", flush=True)
+          f"whole weight dequantized past {quant_ops.IN_LOOP_MAX_ROWS} rows", flush=True)
     kernels = timed_section("decode", kernel_rows)
     prefill = timed_section("prefill", prefill_rows)
     e2e = timed_section("e2e", end_to_end_rows)

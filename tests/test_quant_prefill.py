@@ -27,7 +27,7 @@ from .conftest import TEST_DEVICE, to_nbx
 from .test_quant import NP_DTYPES, _check, _pack_along_n, _pack_gptq_qweight, _random_int4, _reference_int4
 
 # past the threshold, and ragged against every tile along M
-ROWS = quant_ops.DEQUANTIZE_MIN_ROWS + 5
+ROWS = quant_ops.IN_LOOP_MAX_ROWS + 5
 HALF = ("float16", "bfloat16")
 
 
@@ -123,8 +123,8 @@ def test_many_rows_launch_the_dequantize_kernel_then_the_gemm(rng, first_candida
         assert _launched(x, weight) == ["dequantize_weight", "gemm"]
         assert _launched(x, ordered) == ["dequantize_weight", "gemm"]
         # fewer rows keep dequantizing tiles inside the GEMM's K loop
-        assert _launched(x[:quant_ops.DEQUANTIZE_MIN_ROWS - 1], weight) == ["int4_gemm"]
-        assert _launched(x[:quant_ops.DEQUANTIZE_MIN_ROWS - 1], ordered) == ["quantized_gemm"]
+        assert _launched(x[:quant_ops.IN_LOOP_MAX_ROWS], weight) == ["int4_gemm"]
+        assert _launched(x[:quant_ops.IN_LOOP_MAX_ROWS], ordered) == ["quantized_gemm"]
     # float32 rows keep the in-loop GEMM at any count
     assert _launched(to_nbx(rng.standard_normal((ROWS, 128)).astype(np.float32)), weight) == ["int4_gemm"]
 
@@ -148,7 +148,7 @@ def test_the_cost_rule_declares_the_dequantized_weight(rng, monkeypatch):
     x = to_nbx(rng.standard_normal((ROWS, 128))).to(nbx.float16)
     cost = op.cost(x, weight)
     assert cost.workspace == workspace_bytes(32 * 128 * 2) + _product_workspace(nbx.float16, 1, ROWS, 128, 32)
-    assert op.cost(x[:quant_ops.DEQUANTIZE_MIN_ROWS - 1], weight).workspace == 0
+    assert op.cost(x[:quant_ops.IN_LOOP_MAX_ROWS], weight).workspace == 0
     # every temporary of a call fits the declared workspace
     taken = []
     allocate = allocation.allocate_tensor
@@ -162,3 +162,11 @@ def test_the_cost_rule_declares_the_dequantized_weight(rng, monkeypatch):
     taken.clear()
     nbx.quantized_linear(x, weight)
     assert taken and workspace_bytes(*taken) <= cost.workspace
+
+
+def test_the_route_threshold_is_a_rung_of_every_rows_ladder():
+    """Every rows bucket of a quantized_gemm key then lies on one side of it, so certifying the key at its
+    bucket's top rung runs the kernel its smaller rows run."""
+    from nbxtensor.device.facts import all_facts
+    for facts in all_facts():
+        assert quant_ops.IN_LOOP_MAX_ROWS in facts["ladders"]["rows"], facts["name"]

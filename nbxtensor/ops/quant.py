@@ -1,7 +1,7 @@
 """``nbx::quantized_linear``: x (..., K) times a ``QuantizedWeight`` (N, K), transposed, plus an optional bias,
 in x's dtype. Up to 16 rows go through ``kernels/quant.py``'s ``quantized_gemv`` (split K, weights
 streamed once), more through ``quantized_gemm``; settings are tuned per launch key as the float GEMV's are.
-From ``DEQUANTIZE_MIN_ROWS`` 16-bit rows, ``dequantize_weight`` writes the whole weight in the rows' type into a
+Past ``IN_LOOP_MAX_ROWS`` 16-bit rows, ``dequantize_weight`` writes the whole weight in the rows' type into a
 workspace and matmul's 16-bit GEMM multiplies it (its own launch key).
 Products accumulate in float32; on a GPU, half-precision rows meet the weight tile rounded to their own
 type on the matrix units (rows of float32 in float32), one row multiplies in float32."""
@@ -54,15 +54,16 @@ _GEMV_INT4_SHAPES = [(128, 128, 4, 4), (256, 64, 4, 4), (128, 256, 2, 4), (256, 
                      (256, 64, 4, 8), (128, 64, 4, 4), (64, 128, 1, 4), (128, 256, 4, 8), (256, 128, 4, 8)]
 
 
-# Products of at least this many 16-bit rows dequantize the whole weight once, into a workspace of the rows'
-# type, and run our 16-bit GEMM on it; fewer dequantize each weight tile inside the GEMM's K loop. The in-loop
+# Products of more 16-bit rows than this dequantize the whole weight once, into a workspace of the rows' type,
+# and run our 16-bit GEMM on it; up to this many dequantize each weight tile inside the GEMM's K loop. The in-loop
 # GEMM dequantizes a weight tile once per BLOCK_M rows and is issue-bound, about twice the 16-bit GEMM's time
 # once the matrix units dominate, so its extra time is about one 16-bit GEMM of the same rows; dequantizing the
 # whole weight costs the packed bytes read and N * K * 2 bytes written, e.g. Llama-3-8B's gate_up (28672 x 4096)
 # 59 + 235 MB over ~2.8 TB/s, ~105 us, which is the 16-bit GEMM of about 300 rows of that shape (~730 us at
 # 2048). Both grow as N * K, so the crossing lies near 300 rows for every shape; below it the in-loop GEMM,
-# which reads only the packed weight, wins.
-DEQUANTIZE_MIN_ROWS = 256
+# which reads only the packed weight, wins. A rung of the rows ladders, so that every rows bucket of a launch
+# key lies on one side (certifying a key runs its bucket's top rung).
+IN_LOOP_MAX_ROWS = 256
 # (BLOCK_N, BLOCK_K, num_warps) of ``dequantize_weight``: a [BLOCK_K / 8, BLOCK_N] tile of int4 words (or
 # BLOCK_K x BLOCK_N bytes) a program, bandwidth-bound
 _DEQUANTIZE_TILE = (128, 64, 4)
@@ -120,9 +121,9 @@ def _meta(input, weight, bias=None, fp8_activations=False):
 
 def dequantizes_whole_weight(dtype, rows: int, fp8_activations: bool = False) -> bool:
     """Whether ``quantized_linear`` of ``rows`` rows of ``dtype`` dequantizes the whole weight into a workspace
-    and multiplies it by the 16-bit GEMM (``DEQUANTIZE_MIN_ROWS``), rather than dequantizing tiles in its K
+    and multiplies it by the 16-bit GEMM (past ``IN_LOOP_MAX_ROWS``), rather than dequantizing tiles in its K
     loop."""
-    return not fp8_activations and dtype.name in ("float16", "bfloat16") and rows >= DEQUANTIZE_MIN_ROWS
+    return not fp8_activations and dtype.name in ("float16", "bfloat16") and rows > IN_LOOP_MAX_ROWS
 
 
 def _cost(input, weight, bias=None, fp8_activations=False):
@@ -188,7 +189,7 @@ _plans = PlanCache()
 def quantized_linear(input: Tensor, weight: QuantizedWeight, bias: Tensor | None = None,
                      fp8_activations: bool = False) -> Tensor:
     """input @ weight.T + bias for a quantized (out_features, in_features) ``weight``, dequantized as it is
-    read (from ``DEQUANTIZE_MIN_ROWS`` 16-bit rows, once into a workspace for our GEMM); the result has the
+    read (past ``IN_LOOP_MAX_ROWS`` 16-bit rows, once into a workspace for our GEMM); the result has the
     input's dtype. ``fp8_activations`` (an fp8 weight): the rows are rounded to e4m3
     with one scale each (their largest magnitude over 448, clamped at the weight's ``activation_scale_ub``; or
     its static ``activation_scale``) and multiplied on the float8 matrix units, as ``torch._scaled_mm`` is used
@@ -410,7 +411,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
 
 
 def _dequantized_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
-    """``run(x, weight, bias, out)`` for rows past ``DEQUANTIZE_MIN_ROWS``: ``dequantize_weight`` writes the
+    """``run(x, weight, bias, out)`` for 16-bit rows past ``IN_LOOP_MAX_ROWS``: ``dequantize_weight`` writes the
     whole (n, k) weight in the rows' type into a workspace, rounded as ``quantized_gemm`` rounds its tiles, then
     matmul's planned product multiplies it as ``linear`` multiplies a 16-bit weight (tuned under that key)."""
     dev = x.device
