@@ -315,6 +315,14 @@ def _groups_in_tile(weight: QuantizedWeight, k: int, block_k: int) -> int:
     return block_k // group_size if block_k % group_size == 0 else 0
 
 
+def _weight_strides(weight: QuantizedWeight) -> tuple:
+    """(q_sk, q_sn, z_sg, z_sn): the packed values' strides along K and N (int4 words are (K / 8, N), int8 and
+    fp8 values (N, K)) and the zero points' by group and output (0, 0 where there are none)."""
+    q = weight.qweight
+    q_sk, q_sn = (q.stride(0), q.stride(1)) if weight.format == "int4" else (q.stride(1), q.stride(0))
+    return (q_sk, q_sn, *(weight.zeros.stride() if weight.zeros is not None else (0, 0)))
+
+
 def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     """``run(x, weight, bias, out)`` for (m, k) rows laid out as ``x`` and a weight laid out as ``weight``,
     with its tuned settings."""
@@ -325,8 +333,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     decode_bf16 = x.dtype.name == "bfloat16" and interpreted
     conversion = conversion_flags(get_dtype("float32"), out.dtype, dev)
     q = weight.qweight
-    q_sk, q_sn = (q.stride(0), q.stride(1)) if weight.format == "int4" else (q.stride(1), q.stride(0))
-    z_sg, z_sn = weight.zeros.stride() if weight.zeros is not None else (0, 0)
+    q_sk, q_sn, z_sg, z_sn = _weight_strides(weight)
     has_g_idx = weight.g_idx is not None
     index_64 = needs_index_64(*(t for t in (x, out, q, weight.scales, weight.zeros, bias) if t is not None))
     flags = dict(WEIGHT=_WEIGHT_FORMATS[weight.format], SCALE_FORMAT=load_format(weight.scales.dtype),
@@ -420,8 +427,7 @@ def _dequantized_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int,
     interpreted = bool(facts["kernels"].get("interpreted"))
     conversion = conversion_flags(get_dtype("float32"), dtype, dev)
     q = weight.qweight
-    q_sk, q_sn = (q.stride(0), q.stride(1)) if weight.format == "int4" else (q.stride(1), q.stride(0))
-    z_sg, z_sn = weight.zeros.stride() if weight.zeros is not None else (0, 0)
+    q_sk, q_sn, z_sg, z_sn = _weight_strides(weight)
     has_g_idx = weight.g_idx is not None
     if interpreted:
         block_n = _clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n)
