@@ -93,11 +93,12 @@ def activations(rows: int, k: int) -> tuple:
     return nbx.tensor(x, device="cuda").to(nbx.bfloat16), torch.from_numpy(x).cuda().bfloat16()
 
 
-def check(x, qw: QuantizedWeight, what: str, **options) -> None:
+def check(x, qw: QuantizedWeight, what: str, whole: bool = False, **options) -> None:
     """A quantized product against the float64 product of the dequantized weight (on the host), on 4 rows
-    (rows rounded to e4m3 with ``fp8_activations``: each element within 2^-4, the sum well within 5e-2)."""
+    (rows rounded to e4m3 with ``fp8_activations``: each element within 2^-4, the sum well within 5e-2);
+    ``whole``: the product of all of x's rows (the route their count takes), its first 4 compared."""
     reference = x[:4].float().numpy().astype(np.float64) @ qw.dequantize().astype(np.float64).T
-    got = nbx.quantized_linear(x[:4], qw, **options).float().numpy()
+    got = nbx.quantized_linear(x if whole else x[:4], qw, **options)[:4].float().numpy()
     error = float(np.abs(got - reference).max() / np.abs(reference).max())
     assert error < (5e-2 if options else 2e-2), f"{what}: relative error {error}"
 
@@ -133,6 +134,8 @@ def prefill_rows() -> list[tuple]:
         out = [f"{name} {m}x{n}x{k}", torch_bf16 * 1e3, ours_bf16 * 1e3]
         if n * k <= 6144 * 4096:  # dequantizing on the host takes seconds past this
             check(x, formats["fp8"], f"fp8 x fp8 {name}", fp8_activations=True)
+            for fmt in ("int4", "fp8"):
+                check(x, formats[fmt], f"{fmt} {name} {m} rows", whole=True)
         for fmt, options in (("int4", {}), ("fp8", {}), ("fp8", {"fp8_activations": True})):
             qw = formats[fmt]
             ms = gpu_time_ms(lambda: nbx.quantized_linear(x, qw, **options))
