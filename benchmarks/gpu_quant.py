@@ -18,6 +18,8 @@ same run:
 NBX_QUANT_SECTIONS (comma-separated, default decode,prefill,e2e,fp8e2e,fp8block) picks the sections; each
 prints its seconds. NBX_INT4_INLINE_ASM=0 times int4 through the portable float32 tile forms instead of the
 inline PTX ones (``ops.quant.inline_nibbles``; the same bits), for a before/after in one session.
+NBX_QUANT_IN_LOOP_MAX_ROWS=N moves the rows past which 16-bit products dequantize the whole weight and run our
+GEMM on it (``ops.quant.IN_LOOP_MAX_ROWS``; 8192 times prefill's in-loop GEMM instead).
 Prints a table last."""
 from __future__ import annotations
 
@@ -92,11 +94,12 @@ def activations(rows: int, k: int) -> tuple:
     return nbx.tensor(x, device="cuda").to(nbx.bfloat16), torch.from_numpy(x).cuda().bfloat16()
 
 
-def check(x, qw: QuantizedWeight, what: str, **options) -> None:
+def check(x, qw: QuantizedWeight, what: str, whole: bool = False, **options) -> None:
     """A quantized product against the float64 product of the dequantized weight (on the host), on 4 rows
-    (rows rounded to e4m3 with ``fp8_activations``: each element within 2^-4, the sum well within 5e-2)."""
+    (rows rounded to e4m3 with ``fp8_activations``: each element within 2^-4, the sum well within 5e-2);
+    ``whole``: the product of all of x's rows (the route their count takes), its first 4 compared."""
     reference = x[:4].float().numpy().astype(np.float64) @ qw.dequantize().astype(np.float64).T
-    got = nbx.quantized_linear(x[:4], qw, **options).float().numpy()
+    got = nbx.quantized_linear(x if whole else x[:4], qw, **options)[:4].float().numpy()
     error = float(np.abs(got - reference).max() / np.abs(reference).max())
     assert error < (5e-2 if options else 2e-2), f"{what}: relative error {error}"
 
@@ -143,6 +146,8 @@ def prefill_rows() -> list[tuple]:
         out = [f"{name} {m}x{n}x{k}", torch_bf16 * 1e3, ours_bf16 * 1e3]
         if n * k <= 6144 * 4096:  # dequantizing on the host takes seconds past this
             check(x, formats["fp8"], f"fp8 x fp8 {name}", fp8_activations=True)
+            for fmt in ("int4", "fp8"):
+                check(x, formats[fmt], f"{fmt} {name} {m} rows", whole=True)
         for fmt, options in (("int4", {}), ("fp8", {}), ("fp8", {"fp8_activations": True})):
             qw = formats[fmt]
             ms = gpu_time_ms(lambda: nbx.quantized_linear(x, qw, **options))
@@ -301,8 +306,9 @@ def main() -> None:
     inline_asm = os.environ.get("NBX_INT4_INLINE_ASM", "1") != "0"
     if not inline_asm:
         quant_ops.inline_nibbles = lambda facts, dtype: False
-    print(f"{nbx.cuda.get_device_name()}, torch {torch.__version__}, int4 inline PTX {'on' if inline_asm else 'off'}",
-          flush=True)
+    quant_ops.IN_LOOP_MAX_ROWS = int(os.environ.get("NBX_QUANT_IN_LOOP_MAX_ROWS", quant_ops.IN_LOOP_MAX_ROWS))
+    print(f"{nbx.cuda.get_device_name()}, torch {torch.__version__}, int4 inline PTX {'on' if inline_asm else 'off'}, "
+          f"whole weight dequantized past {quant_ops.IN_LOOP_MAX_ROWS} rows", flush=True)
     kernels = timed_section("decode", kernel_rows)
     prefill = timed_section("prefill", prefill_rows)
     e2e = timed_section("e2e", end_to_end_rows)

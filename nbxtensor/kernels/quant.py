@@ -1,7 +1,7 @@
 """Products with quantized weights (``nbxtensor/quant.py`` gives the layouts): rows of ``x`` times the
 (N, K) weight that 4-bit, int8 or float8 values and their scales stand for. Weight tiles are dequantized
-to float32 in registers as they are loaded, so the packed weights are read once and never written out
-dequantized.
+to float32 in registers as they are loaded, so the packed weights are read once; for prefill products of
+many rows ``dequantize_weight`` writes the whole weight out once in the rows' type, for the float GEMM.
 
 ``quantized_gemv`` (decode, up to 16 rows) streams the weight with split K as ``kernels/matmul.py``'s
 ``gemv`` does (its ``gemv_combine`` adds the partials); ``quantized_gemm`` (prefill) tiles the output and
@@ -175,6 +175,31 @@ def quantized_gemm(x, q, scales, zeros, g_idx, bias, out, M, N, K, group_size, s
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
               BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def dequantize_weight(q, scales, zeros, g_idx, out, N, K, group_size, scale_block_n, q_sk, q_sn, s_sg, s_sn, z_sg,
+                      z_sn, out_sn, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WEIGHT: tl.constexpr,
+                      SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr, GROUPS_IN_TILE: tl.constexpr,
+                      DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
+                      INTERPRETED: tl.constexpr):
+    """out[n, k] = the weight's (n, k) element, the float32 (value - zero) * scale of ``_weight_tile`` rounded
+    once to out's type: the tile ``quantized_gemm`` meets rows of that type with. Program (i, j) writes inputs
+    [i * BLOCK_K, ...) of outputs [j * BLOCK_N, ...) (for int4 a [BLOCK_K / 8, BLOCK_N] tile of words), so
+    every packed word is read once and every element written once."""
+    k_base = tl.program_id(0) * BLOCK_K
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    kk = k_base + tl.arange(0, BLOCK_K)
+    if INDEX_64:
+        rn = rn.to(tl.int64)
+        kk = kk.to(tl.int64)
+    k_mask = kk < K
+    rn_in = tl.where(rn < N, rn, 0)
+    tile = _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn_in, rn, N, k_mask, K, group_size, scale_block_n,
+                        q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE,
+                        INTERPRETED)
+    tl.store(out + rn[None, :] * out_sn + kk[:, None], encode(tile, out.dtype.element_ty, DST_FORMAT, VIA_F32, False),
+             mask=k_mask[:, None] & (rn < N)[None, :])
 
 
 # ---- int4 with groups of whole words ----------------------------------------------------------------------

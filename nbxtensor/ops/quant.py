@@ -1,6 +1,8 @@
 """``nbx::quantized_linear``: x (..., K) times a ``QuantizedWeight`` (N, K), transposed, plus an optional bias,
 in x's dtype. Up to 16 rows go through ``kernels/quant.py``'s ``quantized_gemv`` (split K, weights
 streamed once), more through ``quantized_gemm``; settings are tuned per launch key as the float GEMV's are.
+Past ``IN_LOOP_MAX_ROWS`` 16-bit rows, ``dequantize_weight`` writes the whole weight in the rows' type into a
+workspace and matmul's 16-bit GEMM multiplies it (its own launch key).
 Products accumulate in float32; on a GPU, half-precision rows meet the weight tile rounded to their own
 type on the matrix units (rows of float32 in float32), one row multiplies in float32."""
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 from .. import shape as S
 from .. import tuning
 from ..allocation import fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor
-from ..device import backend_for, multiprocessors
+from ..device import backend_for, multiprocessors, resolve
 from ..dtypes import get_dtype
 from ..kernels import quant as K
 from ..kernels.formats import FORMAT_NATIVE
@@ -24,7 +26,7 @@ from ..tensor import Tensor
 from .matmul import _fold_rows
 from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M,
                           _INTERPRETED_BLOCK_N, combine_launch, gemv_candidates)
-from .matmul_plans import GROUP_M, _dot_precision, _has_tma, _product_workspace
+from .matmul_plans import GROUP_M, _dot_precision, _has_tma, _product_workspace, planned_product, product_keys
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, family_samples, nbytes, register, workspace_bytes
 from .samples import Samples, operand, sample
@@ -65,6 +67,19 @@ _GEMV_INT4_SHAPES = [(128, 128, 4, 4), (256, 64, 4, 4), (128, 256, 2, 4), (256, 
                      (256, 64, 4, 8), (128, 64, 4, 4), (64, 128, 1, 4), (128, 256, 4, 8), (256, 128, 4, 8)]
 
 
+# Products of more 16-bit rows than this dequantize the whole weight once, into a workspace of the rows' type,
+# and run our 16-bit GEMM on it; up to this many dequantize each weight tile inside the GEMM's K loop. The in-loop
+# GEMM dequantizes a weight tile once per BLOCK_M rows and is issue-bound, about twice the 16-bit GEMM's time
+# once the matrix units dominate, so its extra time is about one 16-bit GEMM of the same rows; dequantizing the
+# whole weight costs the packed bytes read and N * K * 2 bytes written, e.g. Llama-3-8B's gate_up (28672 x 4096)
+# 59 + 235 MB over ~2.8 TB/s, ~105 us, which is the 16-bit GEMM of about 300 rows of that shape (~730 us at
+# 2048). Both grow as N * K, so the crossing lies near 300 rows for every shape; below it the in-loop GEMM,
+# which reads only the packed weight, wins. A rung of the rows ladders, so that every rows bucket of a launch
+# key lies on one side (certifying a key runs its bucket's top rung).
+IN_LOOP_MAX_ROWS = 256
+# (BLOCK_N, BLOCK_K, num_warps) of ``dequantize_weight``: a [BLOCK_K / 8, BLOCK_N] tile of int4 words (or
+# BLOCK_K x BLOCK_N bytes) a program, bandwidth-bound
+_DEQUANTIZE_TILE = (128, 64, 4)
 # float8 activations: rows padded with zeros to a multiple of this (every prefill K tile's, and the 128-input
 # block of a block-scaled weight, ``FP8_BLOCK``)
 _FP8_K_ALIGN = 128
@@ -117,15 +132,24 @@ def _meta(input, weight, bias=None, fp8_activations=False):
     return TensorMeta((*input.shape[:-1], n), input.dtype)
 
 
+def dequantizes_whole_weight(dtype, rows: int, fp8_activations: bool = False) -> bool:
+    """Whether ``quantized_linear`` of ``rows`` rows of ``dtype`` dequantizes the whole weight into a workspace
+    and multiplies it by the 16-bit GEMM (past ``IN_LOOP_MAX_ROWS``), rather than dequantizing tiles in its K
+    loop."""
+    return not fp8_activations and dtype.name in ("float16", "bfloat16") and rows > IN_LOOP_MAX_ROWS
+
+
 def _cost(input, weight, bias=None, fp8_activations=False):
     """Reads the packed weight, its scales and zero points once (``weight.nbytes``); the workspace is a
-    decode GEMV's split-K partials, the most any device's settings take, or the float8 rows and their
-    scales."""
+    decode GEMV's split-K partials, the most any device's settings take, the float8 rows and their
+    scales, or the dequantized weight and its GEMM's temporaries."""
     out = _meta(input, weight, bias, fp8_activations)
     n, k = weight.shape
     rows = S.numel(out.shape[:-1])
     if fp8_activations:
         workspace = _fp8_activation_bytes(rows, weight) if rows else 0
+    elif dequantizes_whole_weight(out.dtype, rows):
+        workspace = workspace_bytes(n * k * out.dtype.itemsize) + _product_workspace(out.dtype, 1, rows, k, n)
     else:
         workspace = _product_workspace(out.dtype, 1, rows, k, n) if rows <= GEMV_MAX_ROWS else 0
     return Cost(flops=2 * rows * n * k, bytes_read=nbytes(input) + weight.nbytes + (nbytes(bias) if bias is not None
@@ -144,12 +168,29 @@ def _launch_key(facts: dict, x, weight: QuantizedWeight, m: int, fp8_activations
                              flags={"format": weight.format, "g_idx": weight.g_idx is not None})
 
 
+def _dequantized_operands(rows, weight: QuantizedWeight, bias, dequantized):
+    """(rows, the dequantized (n, k) weight transposed, the bias over the rows): the operands of the 16-bit
+    GEMM, views of these, as ``linear`` lays them out."""
+    m = rows.shape[0]
+    n = weight.shape[0]
+    return rows, dequantized.transpose(0, 1), None if bias is None else bias.expand(m, n)
+
+
 def _key(facts, input, weight, bias=None, fp8_activations=False):
     _meta(input, weight, bias, fp8_activations)
     rows = _fold_rows(input)
     # an input whose rows do not fold runs as a contiguous copy, whose rows do
     m = S.numel(input.shape[:-1]) if rows is None else rows.shape[0]
-    return [_launch_key(facts, input, weight, m, fp8_activations)] if m else []
+    if not m:
+        return []
+    if dequantizes_whole_weight(input.dtype, m, fp8_activations):
+        meta = resolve("meta")
+        rows = new_tensor((m, weight.shape[1]), input.dtype, meta) if rows is None else rows
+        dequantized = new_tensor(weight.shape, input.dtype, meta)
+        a, b, flat_bias = _dequantized_operands(rows, weight, None if bias is None else
+                                                new_tensor(bias.shape, bias.dtype, meta, bias.stride()), dequantized)
+        return product_keys(facts, a, b, input.dtype, flat_bias, 1, 0 if bias is None else 1)
+    return [_launch_key(facts, input, weight, m, fp8_activations)]
 
 
 _plans = PlanCache()
@@ -161,7 +202,8 @@ _plans = PlanCache()
 def quantized_linear(input: Tensor, weight: QuantizedWeight, bias: Tensor | None = None,
                      fp8_activations: bool = False) -> Tensor:
     """input @ weight.T + bias for a quantized (out_features, in_features) ``weight``, dequantized as it is
-    read; the result has the input's dtype. ``fp8_activations`` (an fp8 weight): the rows are rounded to e4m3
+    read (past ``IN_LOOP_MAX_ROWS`` 16-bit rows, once into a workspace for our GEMM); the result has the
+    input's dtype. ``fp8_activations`` (an fp8 weight): the rows are rounded to e4m3
     with one scale each (their largest magnitude over 448, clamped at the weight's ``activation_scale_ub``; or
     its static ``activation_scale``) and multiplied on the float8 matrix units, as ``torch._scaled_mm`` is used
     with dynamic per-token scales;
@@ -202,7 +244,9 @@ def _plan(input: Tensor, weight: QuantizedWeight, bias: Tensor | None, fp8_activ
         return lambda input, weight, bias: new_tensor(out_shape, dtype, dev)
     rows_shape, rows_strides = rows.shape, rows.stride()
     out = new_tensor((m, n), dtype, dev)
-    run = (_fp8_launches if fp8_activations else _launches)(rows, weight, bias, out, m, n, k)
+    launches = (_fp8_launches if fp8_activations else _dequantized_launches
+                if dequantizes_whole_weight(dtype, m) else _launches)
+    run = launches(rows, weight, bias, out, m, n, k)
     fresh_output = fresh_tensor_maker((m, n), dtype, dev)
 
     def execute(input, weight, bias):
@@ -284,6 +328,14 @@ def _groups_in_tile(weight: QuantizedWeight, k: int, block_k: int) -> int:
     return block_k // group_size if block_k % group_size == 0 else 0
 
 
+def _weight_strides(weight: QuantizedWeight) -> tuple:
+    """(q_sk, q_sn, z_sg, z_sn): the packed values' strides along K and N (int4 words are (K / 8, N), int8 and
+    fp8 values (N, K)) and the zero points' by group and output (0, 0 where there are none)."""
+    q = weight.qweight
+    q_sk, q_sn = (q.stride(0), q.stride(1)) if weight.format == "int4" else (q.stride(1), q.stride(0))
+    return (q_sk, q_sn, *(weight.zeros.stride() if weight.zeros is not None else (0, 0)))
+
+
 def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     """``run(x, weight, bias, out)`` for (m, k) rows laid out as ``x`` and a weight laid out as ``weight``,
     with its tuned settings."""
@@ -294,8 +346,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     decode_bf16 = x.dtype.name == "bfloat16" and interpreted
     conversion = conversion_flags(get_dtype("float32"), out.dtype, dev)
     q = weight.qweight
-    q_sk, q_sn = (q.stride(0), q.stride(1)) if weight.format == "int4" else (q.stride(1), q.stride(0))
-    z_sg, z_sn = weight.zeros.stride() if weight.zeros is not None else (0, 0)
+    q_sk, q_sn, z_sg, z_sn = _weight_strides(weight)
     has_g_idx = weight.g_idx is not None
     index_64 = needs_index_64(*(t for t in (x, out, q, weight.scales, weight.zeros, bias) if t is not None))
     flags = dict(WEIGHT=_WEIGHT_FORMATS[weight.format], SCALE_FORMAT=load_format(weight.scales.dtype),
@@ -378,6 +429,52 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
                                  lambda config: functools.partial(launches_for(config), x, weight, bias, out))
     return launches_for(config)
 
+
+def _dequantized_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
+    """``run(x, weight, bias, out)`` for 16-bit rows past ``IN_LOOP_MAX_ROWS``: ``dequantize_weight`` writes the
+    whole (n, k) weight in the rows' type into a workspace, rounded as ``quantized_gemm`` rounds its tiles, then
+    matmul's planned product multiplies it as ``linear`` multiplies a 16-bit weight (tuned under that key)."""
+    dev = x.device
+    dtype = x.dtype
+    facts = backend_for(dev).facts
+    interpreted = bool(facts["kernels"].get("interpreted"))
+    conversion = conversion_flags(get_dtype("float32"), dtype, dev)
+    q = weight.qweight
+    q_sk, q_sn, z_sg, z_sn = _weight_strides(weight)
+    has_g_idx = weight.g_idx is not None
+    if interpreted:
+        block_n = _clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n)
+        block_k, warps = _clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), 4
+    else:
+        block_n, block_k, warps = _DEQUANTIZE_TILE
+    block_k = max(block_k, 8)  # whole int4 words
+    index_64 = needs_index_64(*(t for t in (q, weight.scales, weight.zeros) if t is not None), count=n * k)
+    dequantize = PlannedLaunch(
+        K.dequantize_weight, (cdiv(k, block_k), cdiv(n, block_n)),
+        [Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("dequantized"), n, k, weight.group_size,
+         weight.scale_block_n, q_sk, q_sn, *weight.scales.stride(), z_sg, z_sn, k],
+        dict(BLOCK_N=block_n, BLOCK_K=block_k, WEIGHT=_WEIGHT_FORMATS[weight.format],
+             SCALE_FORMAT=load_format(weight.scales.dtype), HAS_G_IDX=has_g_idx,
+             GROUPS_IN_TILE=_groups_in_tile(weight, k, block_k), DST_FORMAT=conversion["DST_FORMAT"],
+             VIA_F32=conversion["VIA_F32"], INDEX_64=index_64, INTERPRETED=interpreted, num_warps=warps))
+
+    def dequantized_weight(weight):
+        dequantized = scratch_tensor((n, k), dtype, dev)
+        placeholder = weight.scales  # for the pointers a constexpr leaves unread
+        dequantize(dev, {"q": weight.qweight, "scales": weight.scales,
+                         "zeros": weight.zeros if weight.zeros is not None else placeholder,
+                         "g_idx": weight.g_idx if has_g_idx else placeholder, "dequantized": dequantized})
+        return dequantized
+
+    operands = _dequantized_operands(x, weight, bias, dequantized_weight(weight))
+    product = planned_product("linear", *operands[:2], dtype, operands[2], 1, 0 if bias is None else 1)
+    (b_shape, b_strides), bias_layout = ((t.shape, t.stride()) if t is not None else (None, None)
+                                         for t in operands[1:])
+
+    def run(x, weight, bias, out):
+        b = dequantized_weight(weight)._view(b_shape, b_strides)
+        product(x, b, None if bias is None else bias._view(*bias_layout), out)
+    return run
 
 
 def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
