@@ -180,19 +180,25 @@ def test_int8_product(rng, rows, shape):
     _check(rng.standard_normal((rows, k)), weight, q.astype(np.float64) * scales.astype(np.float64)[:, None])
 
 
-@pytest.mark.parametrize("mode", ["tensor", "channel", "block"])
-@pytest.mark.parametrize("rows", [1, 4, 16, 20])
-def test_fp8_product(rng, mode, rows):
-    n, k = 131, 260  # blocks of 128 with ragged edges along both
+def _random_fp8(rng, mode):
+    """An e4m3 weight of 131 x 260 (blocks of 128 with ragged edges along both) scaled per tensor, channel or
+    128 x 128 block, and its values in float64."""
+    n, k = 131, 260
     q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
     shape = {"tensor": (1,), "channel": (n,), "block": (2, 3)}[mode]
     scales = rng.uniform(0.01, 0.1, shape).astype(np.float32)
-    weight = QuantizedWeight.fp8(q, scales, device=TEST_DEVICE)
     if mode == "block":
         expanded = np.repeat(np.repeat(scales, 128, 0), 128, 1)[:n, :k]
     else:
         expanded = np.broadcast_to(scales[:, None] if mode == "channel" else scales, (n, k))
-    _check(rng.standard_normal((rows, k)), weight, q.astype(np.float64) * expanded.astype(np.float64))
+    return QuantizedWeight.fp8(q, scales, device=TEST_DEVICE), q.astype(np.float64) * expanded.astype(np.float64)
+
+
+@pytest.mark.parametrize("mode", ["tensor", "channel", "block"])
+@pytest.mark.parametrize("rows", [1, 4, 16, 20])
+def test_fp8_product(rng, mode, rows):
+    weight, reference = _random_fp8(rng, mode)
+    _check(rng.standard_normal((rows, reference.shape[1])), weight, reference)
 
 
 def _e4m3_rows(x, scale_ub=None, block=None):

@@ -7,7 +7,6 @@ sum |x| |w|, plus the float32 sum's error). The dequantized weight itself is che
 NumPy's float32 (value - zero) * scale rounded once to the rows' type, through the product of our GEMM with
 that weight.
 """
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -24,7 +23,8 @@ from nbxtensor.quant import AWQ_ORDER, QuantizedWeight
 from nbxtensor import tuning
 
 from .conftest import TEST_DEVICE, to_nbx
-from .test_quant import NP_DTYPES, _check, _pack_along_n, _pack_gptq_qweight, _random_int4, _reference_int4
+from .test_quant import (NP_DTYPES, _check, _pack_along_n, _pack_gptq_qweight, _random_fp8, _random_int4,
+                         _reference_int4)
 
 # past the threshold, and ragged against every tile along M
 ROWS = quant_ops.IN_LOOP_MAX_ROWS + 5
@@ -86,16 +86,8 @@ def test_int8_prefill_odd_sizes(rng, dtype):
 
 @pytest.mark.parametrize("mode", ["tensor", "channel", "block"])
 def test_fp8_weight_only_prefill(rng, mode):
-    n, k = 131, 260  # blocks of 128 with ragged edges along both
-    q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
-    shape = {"tensor": (1,), "channel": (n,), "block": (2, 3)}[mode]
-    scales = rng.uniform(0.01, 0.1, shape).astype(np.float32)
-    weight = QuantizedWeight.fp8(q, scales, device=TEST_DEVICE)
-    if mode == "block":
-        expanded = np.repeat(np.repeat(scales, 128, 0), 128, 1)[:n, :k]
-    else:
-        expanded = np.broadcast_to(scales[:, None] if mode == "channel" else scales, (n, k))
-    _check(rng.standard_normal((ROWS, k)), weight, q.astype(np.float64) * expanded.astype(np.float64), "float16")
+    weight, reference = _random_fp8(rng, mode)
+    _check(rng.standard_normal((ROWS, reference.shape[1])), weight, reference, "float16")
 
 
 @pytest.mark.parametrize("dtype", HALF)

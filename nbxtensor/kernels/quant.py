@@ -147,6 +147,25 @@ def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_pe
 
 
 @triton.jit
+def _store_tile(acc, bias, out, rm, rn, M, N, bias_sn, out_sm, out_sn, HAS_BIAS: tl.constexpr,
+                BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
+    """The float32 output tile ``acc`` (rows rm, columns rn) plus the bias, rounded once and stored within M x N."""
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
+              BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def _row_and_column_scaled(acc, row_scales, scales, rm_load, rn_load, scale_block_n, s_sn,
+                           SCALE_FORMAT: tl.constexpr):
+    """An fp8 x fp8 tile's float32 products times its rows' scales and its columns' (``scale_block_n`` columns
+    share one), once a tile."""
+    row_scale = tl.load(row_scales + rm_load)
+    scale = decode(tl.load(scales + (rn_load // scale_block_n) * s_sn), SCALE_FORMAT).to(tl.float32)
+    return acc * row_scale[:, None] * scale[None, :]
+
+
+@triton.jit
 def quantized_gemm(x, q, scales, zeros, g_idx, bias, out, M, N, K, group_size, scale_block_n,
                    x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, bias_sn, out_sm, out_sn,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
@@ -172,9 +191,7 @@ def quantized_gemm(x, q, scales, zeros, g_idx, bias, out, M, N, K, group_size, s
             acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k0, rk, K, group_size,
                              scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, WEIGHT,
                              SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16, INTERPRETED)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
-              BIAS_FORMAT, DST_FORMAT, VIA_F32)
+    _store_tile(acc, bias, out, rm, rn, M, N, bias_sn, out_sm, out_sn, HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
@@ -542,9 +559,7 @@ def int4_gemm(x, q, scales, zeros, bias, out, M, N, K,
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, GROUP_SIZE, x_sm, x_sk,
                              q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
                              DOT, PRECISION, DECODE_BF16, INLINE_ASM, EVEN_K)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
-              BIAS_FORMAT, DST_FORMAT, VIA_F32)
+    _store_tile(acc, bias, out, rm, rn, M, N, bias_sn, out_sm, out_sn, HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 # ---- float8 x float8 ---------------------------------------------------------------------------------------
@@ -650,12 +665,8 @@ def fp8_gemm(a, q, row_scales, scales, bias, out, M, N, K, k_padded, scale_block
     else:
         for k0 in range(0, k_padded, BLOCK_K):
             acc = _fp8_step(acc, a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K, INTERPRETED)
-    row_scale = tl.load(row_scales + rm_load)
-    scale = decode(tl.load(scales + (rn_load // scale_block_n) * s_sn), SCALE_FORMAT).to(tl.float32)
-    acc = acc * row_scale[:, None] * scale[None, :]
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
-              BIAS_FORMAT, DST_FORMAT, VIA_F32)
+    acc = _row_and_column_scaled(acc, row_scales, scales, rm_load, rn_load, scale_block_n, s_sn, SCALE_FORMAT)
+    _store_tile(acc, bias, out, rm, rn, M, N, bias_sn, out_sm, out_sn, HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
@@ -705,9 +716,7 @@ def fp8_block_gemm(a, q, row_scales, scales, bias, out, M, N, K, k_padded, group
         for k0 in range(0, k_padded, BLOCK_K):
             acc = _fp8_block_step(acc, a, q, row_scales, scales, rm_load, rn_load, k0, rk, K, k_padded, groups,
                                   group_k, scale_block_n, q_sk, q_sn, s_sk, s_sn, EVEN_K, SCALE_FORMAT, INTERPRETED)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
-              BIAS_FORMAT, DST_FORMAT, VIA_F32)
+    _store_tile(acc, bias, out, rm, rn, M, N, bias_sn, out_sm, out_sn, HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
@@ -771,13 +780,8 @@ def _fp8_output_tile(a, q, a_desc, q_desc, row_scales, scales, bias, out, tile, 
                                  rk, K, k_padded, groups, group_k, scale_block_n, q_sk, q_sn, s_sk, s_sn, TMA, BLOCKED,
                                  EVEN_K, SCALE_FORMAT, INTERPRETED)
     if not BLOCKED:
-        # the row's and the column's scales, once a tile
-        row_scale = tl.load(row_scales + rm_load)
-        scale = decode(tl.load(scales + (rn_load // scale_block_n) * s_sn), SCALE_FORMAT).to(tl.float32)
-        acc = acc * row_scale[:, None] * scale[None, :]
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    _epilogue(acc, bias, 0, 0, bias_sn, rm, rn, mask, 1.0, 1.0, out, 0, out_sm, out_sn, HAS_BIAS, False,
-              BIAS_FORMAT, DST_FORMAT, VIA_F32)
+        acc = _row_and_column_scaled(acc, row_scales, scales, rm_load, rn_load, scale_block_n, s_sn, SCALE_FORMAT)
+    _store_tile(acc, bias, out, rm, rn, M, N, bias_sn, out_sm, out_sn, HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
