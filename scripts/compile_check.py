@@ -13,7 +13,11 @@ Interpreter-only switches (``INTERPRETED``, ``DECODE_BF16``, ``INLINE_ASM``) are
 them, and so is ``PDL`` (programmatic dependent launch, ``kernels/dependent_launch.py``): true where the facts file of
 the target's class names ``programmatic_dependent_launch``. A specialisation compiled with ``PDL`` true
 must wait (``griddepcontrol.wait``) before its PTX touches global memory or branches, and signal its
-dependents; one that does not is a failure.
+dependents; one that does not is a failure. A record made with ``DECODE_BF16`` true (bfloat16 rows the
+interpreter widens) compiles with the bfloat16 ``DOT`` a GPU takes where the kernel has one.
+Every specialisation's TTGIR is also checked for MMA v2 dot operands whose K tile is shorter than 4 x kWidth
+(``short_dot_operands``): Triton 3.6 lowers those (a tile converted in registers from narrower integers or floats
+gets kWidth 8) to an ``mma.m16n8k16`` that reads half of the K inputs twice, silently wrong on the GPU.
 Prints one line per failure and a summary; exits 1 when any specialisation fails to compile. With
 ``--ptx-dir``, each specialisation's PTX is written there, named by its kernel and a hash of the launch
 record, so that two runs over the same records (before and after a change to kernel code that must not
@@ -45,6 +49,10 @@ _MEMORY_ACCESS = re.compile(r"^\s*(@!?%\w+\s+)?(ld|ldu|st|atom|red|cp|prefetch|m
 _CONTROL_FLOW = re.compile(r"^\s*(@!?%\w+\s+)?(bra|ret|exit)\b")
 _LABEL = re.compile(r"^\s*([$\w]+):")
 _BRANCH_TARGET = re.compile(r"\bbra(?:\.uni)?\s+([$\w]+)\s*;")
+_LAYOUT_DEFINITION = re.compile(r"^(#\w+) = (#ttg\.\w+<.*>)$", re.M)
+_DOT_OPERAND = re.compile(r"tensor<((?:\d+x)+)(\w+), #ttg\.dot_op<\{opIdx = (\d), parent = (#\w+), kWidth = (\d+)\}>>")
+# MMA v2 spreads an operand's K tile over 4 threads of kWidth inputs each
+_THREADS_ALONG_K = 4
 
 
 def target_settings(capability: int) -> dict:
@@ -79,6 +87,21 @@ def dependent_launch_problem(ptx: str) -> str | None:
     return None
 
 
+def short_dot_operands(ttgir: str) -> list[tuple[int, str, int, int]]:
+    """(opIdx, element type, K tile, kWidth) of each distinct MMA v2 dot operand in ``ttgir`` whose K tile is
+    shorter than 4 x kWidth: threads along K then repeat inputs and the lowered MMA counts half the tile twice."""
+    parents = dict(_LAYOUT_DEFINITION.findall(ttgir))
+    short = set()
+    for dims, element, operand, parent, width in _DOT_OPERAND.findall(ttgir):
+        if "versionMajor = 2" not in parents.get(parent, ""):
+            continue
+        shape = [int(d) for d in dims.rstrip("x").split("x")]
+        k = shape[-1] if operand == "0" else shape[-2]
+        if k < _THREADS_ALONG_K * int(width):
+            short.add((int(operand), element, k, int(width)))
+    return sorted(short)
+
+
 def _representative(described: dict) -> dict:
     """An argument that Triton specialises as it does ``described``: integers by whether they equal 1,
     divide by 16 and fit 32 bits; floats as floats; tuples element by element."""
@@ -105,6 +128,8 @@ def distinct_launches(path: str, limit_per_kernel: int | None, all_arguments: bo
         for line in f:
             record = json.loads(line)
             record["args"] = [_representative(a) for a in record["args"]]
+            if record["constexprs"].get("DECODE_BF16") is True and "DOT" in record["constexprs"]:
+                record["constexprs"]["DOT"] = {"dtype": "bf16"}
             for name, value in settings.items():
                 if name in record["constexprs"]:
                     record["constexprs"][name] = value
@@ -187,6 +212,10 @@ def _compile(record: dict) -> tuple[str, float | None, str | None, str | None]:
         problem = dependent_launch_problem(compiled.asm["ptx"]) if dependent else None
         if problem is not None:
             raise RuntimeError(f"compiled with PDL, it {problem}")
+        short = short_dot_operands(compiled.asm["ttgir"])
+        if short:
+            raise RuntimeError("MMA v2 dot operands with a K tile under 4 x kWidth (opIdx, type, K, kWidth), "
+                               f"wrong on the GPU: {short}")
     except Exception as e:  # noqa: BLE001  (every failure is reported, with what was compiled)
         root = e
         while root.__cause__ is not None:  # Triton wraps the real error once per nested jit call

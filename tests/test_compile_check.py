@@ -407,3 +407,43 @@ def test_the_ptx_of_each_specialisation_is_written_for_comparison(tmp_path):
     coded = [ptx for name, ptx in written[literal].items() if name.startswith("coded_kernel.coded.")]
     assert len(coded) == 2 and all(".entry coded" in ptx for ptx in coded)  # one per MODE; ones() adds a fill
     assert written[named] == written[literal]
+
+
+@cpu_kernels
+def test_a_converted_dot_operand_shorter_than_four_k_widths_is_reported(tmp_path):
+    """Triton 3.6 gives a float16 tile unpacked in registers from the nibbles of uint8 words (joined, then
+    reshaped along K) the MMA v2 operand layout with kWidth 8; over a K tile of 16 (under 4 x 8) the lowered
+    ``mma.m16n8k16`` counts half of K twice, which the check reports; a K tile of 32 is sound. (An int8 tile
+    converted directly gets kWidth 4, sound over 16 inputs.)"""
+    (tmp_path / "converted_dot.py").write_text(textwrap.dedent("""
+        import nbxtensor  # settles Triton's mode first
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def nibble_dot(words, b, out, K: tl.constexpr):
+            i = tl.arange(0, 16)
+            k = tl.arange(0, K)
+            packed = tl.load(words + i[:, None] * (K // 2) + tl.arange(0, K // 2)[None, :])
+            x = tl.reshape(tl.join(packed & 15, packed >> 4), (16, K)).to(tl.float16)
+            y = tl.load(b + k[:, None] * 16 + i[None, :])
+            tl.store(out + i[:, None] * 16 + i[None, :], tl.dot(x, y))
+    """))
+    records = _record(tmp_path, """
+        import numpy as np
+        import nbxtensor as nbx
+        from nbxtensor.launch import launch
+        from converted_dot import nibble_dot
+        out = nbx.zeros((16, 16))
+        for k in (16, 32):
+            words = nbx.from_numpy(np.full((16, k // 2), 0x21, np.uint8))  # nibbles 1 and 2
+            launch(nibble_dot, (1,), out.device, [words, nbx.ones((k, 16)).to(nbx.float16), out], K=k)
+            assert out.numpy().tolist() == [[1.5 * k] * 16] * 16
+    """)
+    result = _check(records, tmp_path)
+    assert result.returncode == 1
+    failures = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failures) == 1 and failures[0].startswith("FAIL converted_dot.nibble_dot: RuntimeError: MMA v2 "
+                                                         "dot operands with a K tile under 4 x kWidth"), result.stdout
+    assert "(0, 'f16', 16, 8)" in failures[0] and "'K': 16" in failures[0], failures[0]
+    assert "1 failed" in result.stdout
