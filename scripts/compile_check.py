@@ -51,6 +51,7 @@ _LABEL = re.compile(r"^\s*([$\w]+):")
 _BRANCH_TARGET = re.compile(r"\bbra(?:\.uni)?\s+([$\w]+)\s*;")
 _LAYOUT_DEFINITION = re.compile(r"^(#\w+) = (#ttg\.\w+<.*>)$", re.M)
 _DOT_OPERAND = re.compile(r"tensor<((?:\d+x)+)(\w+), #ttg\.dot_op<\{opIdx = (\d), parent = (#\w+), kWidth = (\d+)\}>>")
+_DOT_OP = re.compile(r"= tt\.dot ")
 # MMA v2 spreads an operand's K tile over 4 threads of kWidth inputs each
 _THREADS_ALONG_K = 4
 
@@ -91,8 +92,11 @@ def short_dot_operands(ttgir: str) -> list[tuple[int, str, int, int]]:
     """(opIdx, element type, K tile, kWidth) of each distinct MMA v2 dot operand in ``ttgir`` whose K tile is
     shorter than 4 x kWidth: threads along K then repeat inputs and the lowered MMA counts half the tile twice."""
     parents = dict(_LAYOUT_DEFINITION.findall(ttgir))
+    # the operands' types on the dots themselves: a tile broadcast along K (a row's scale) may hold a dot
+    # operand layout over a K of 1 before it is widened, which the matrix unit never reads
+    operand_types = " ".join(line.split(" : ", 1)[-1] for line in ttgir.splitlines() if _DOT_OP.search(line))
     short = set()
-    for dims, element, operand, parent, width in _DOT_OPERAND.findall(ttgir):
+    for dims, element, operand, parent, width in _DOT_OPERAND.findall(operand_types):
         if "versionMajor = 2" not in parents.get(parent, ""):
             continue
         shape = [int(d) for d in dims.rstrip("x").split("x")]
