@@ -27,9 +27,12 @@ _SHAPES = [("int4_gemv", "bf16", 1, 128, 128, 4, None, True), ("int4_gemv", "bf1
            ("int4_gemv", "fp16", 1, 128, 128, 4, None, True), ("int4_gemv", "bf16", 16, 128, 128, 4, None, True),
            ("int4_gemv", "fp16", 16, 128, 128, 4, None, True), ("int4_gemv", "bf16", 16, 256, 64, 4, None, False),
            ("int4_gemm", "bf16", 128, 256, 64, 8, 3, True), ("int4_gemm", "fp16", 128, 256, 64, 8, 3, True)]
-# (weight format, rows' type, BLOCK_M, BLOCK_N, BLOCK_K, num_warps): tuned shapes of ``quantized_gemv``
-_BYTE_SHAPES = [("int8", "bf16", 16, 64, 128, 4), ("fp8", "bf16", 16, 64, 128, 4), ("int8", "bf16", 16, 32, 256, 4),
-                ("fp8", "bf16", 16, 32, 256, 4), ("int8", "fp16", 16, 64, 128, 4), ("int8", "bf16", 1, 64, 128, 4)]
+# (weight format, rows' type, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, scales): tuned shapes of ``quantized_gemv``,
+# scales per channel or per 128 x 128 block
+_BYTE_SHAPES = [("int8", "bf16", 16, 64, 128, 4, "channel"), ("fp8", "bf16", 16, 64, 128, 4, "channel"),
+                ("int8", "bf16", 16, 32, 256, 4, "channel"), ("fp8", "bf16", 16, 32, 256, 4, "channel"),
+                ("int8", "fp16", 16, 64, 128, 4, "channel"), ("fp8", "bf16", 16, 32, 256, 4, "block"),
+                ("int8", "bf16", 1, 64, 128, 4, "channel")]
 _BYTE_TYPES = {"int8": ("int8", 1), "fp8": ("fp8e4nv", 2)}  # pointer type, WEIGHT
 
 
@@ -43,9 +46,10 @@ CASES = {_name(kernel, rows, m, bn, bk, warps, one_group):
          (kernel, rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, ONE_GROUP=one_group,
                              **({} if stages is None else {"num_stages": stages})))
          for kernel, rows, m, bn, bk, warps, stages, one_group in _SHAPES}
-CASES.update({f"gemv {m} row{'s' * (m > 1)} {rows} {weight} {bn}x{bk} w{warps} per channel":
-              ("quantized_gemv", rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, WEIGHT=weight))
-              for weight, rows, m, bn, bk, warps in _BYTE_SHAPES})
+CASES.update({f"gemv {m} row{'s' * (m > 1)} {rows} {weight} {bn}x{bk} w{warps} per {scales}":
+              ("quantized_gemv", rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, WEIGHT=weight,
+                                            SCALES=scales))
+              for weight, rows, m, bn, bk, warps, scales in _BYTE_SHAPES})
 FORMATS = {"fp16": 0, "bf16": 1}  # SCALE_FORMAT as the host passes it on a GPU (``lowering.load_format``)
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
 
@@ -72,15 +76,20 @@ def record(kernel: str, rows: str, constexprs: dict, inline_asm: bool) -> dict:
 
 
 def byte_record(rows: str, constexprs: dict, pointer, value) -> dict:
-    """``record`` for ``quantized_gemv``: an (N, K) int8 or float8 weight with float32 scales per channel."""
+    """``record`` for ``quantized_gemv``: an (N, K) int8 or float8 weight with float32 scales per channel or
+    per 128 x 128 block."""
+    constexprs = dict(constexprs)
     q_type, weight = _BYTE_TYPES[constexprs["WEIGHT"]]
+    # (group size, scale_block_n, s_sg, s_sn): one group along K, or blocks of 128 along both
+    block = constexprs.pop("SCALES") == "block"
+    scaling = (128, 128, 32, 1) if block else (4096, 1, 0, 1)
     args = [pointer(rows), pointer(q_type), pointer("fp32"), pointer("fp32"), pointer("fp32"), pointer(rows),
-            pointer(rows), pointer("fp32"), value(16), value(4096), value(4096), value(1024), value(4096),
-            value(1), value(4096), value(1), value(1), value(4096), value(0), value(1), value(0), value(0),
-            value(1), value(4096), value(1)]
+            pointer(rows), pointer("fp32"), value(16), value(4096), value(4096), value(1024),
+            *map(value, scaling[:2]), value(4096), value(1), value(1), value(4096), *map(value, scaling[2:]),
+            value(0), value(0), value(1), value(4096), value(1)]
     return {"module": "nbxtensor.kernels.quant", "kernel": "quantized_gemv", "args": args,
             "constexprs": dict(constexprs, WEIGHT=weight, SPLIT=True, SCALE_FORMAT=0, HAS_G_IDX=False,
-                               GROUPS_IN_TILE=1, DOT={"dtype": rows}, PRECISION="ieee", DECODE_BF16=False,
+                               GROUPS_IN_TILE=constexprs["BLOCK_K"] // 128 if block else 1, DOT={"dtype": rows}, PRECISION="ieee", DECODE_BF16=False,
                                HAS_BIAS=False, BIAS_FORMAT=0, DST_FORMAT=0, VIA_F32=True, INDEX_64=False,
                                INTERPRETED=False)}
 

@@ -167,17 +167,18 @@ def test_byte_weights_every_value_at_several_rows(rng, forced, format, block_k, 
     _check(rng.standard_normal((rows, q.shape[1])), weight, reference, dtype)
 
 
-@pytest.mark.parametrize("mode", ["tensor", "channel", "block"])
+@pytest.mark.parametrize("mode, block_k", [("tensor", 32), ("channel", 32), ("block", 32), ("block", 256)])
 @pytest.mark.parametrize("rows", (3, 16))
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_fp8_half_precision_rows_odd_sizes(rng, forced, mode, rows, dtype):
+def test_fp8_half_precision_rows_odd_sizes(rng, forced, mode, block_k, rows, dtype):
     """16-bit rows by an e4m3 weight of odd N and K (ragged 128 x 128 blocks, a short last split), the K tile
-    inside one block: the masked inputs past K read as zeros."""
+    inside one block or holding two (a dot and a scaling each): the masked inputs past K read as zeros."""
     n, k = 131, 260
-    forced(32, 3)
+    forced(block_k, 3 if block_k == 32 else 2)
     q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
     scales = rng.uniform(0.01, 0.1, {"tensor": (1,), "channel": (n,), "block": (2, 3)}[mode]).astype(np.float32)
     weight = QuantizedWeight.fp8(q, scales, device=TEST_DEVICE)
+    assert quant_ops._groups_in_tile(weight, k, block_k) == (2 if block_k == 256 else 1)
     if mode == "block":
         expanded = np.repeat(np.repeat(scales, 128, 0), 128, 1)[:n, :k]
     else:
