@@ -1,7 +1,8 @@
 """Products with quantized weights (``nbxtensor/quant.py`` gives the layouts): rows of ``x`` times the
 (N, K) weight that 4-bit, int8 or float8 values and their scales stand for. Weight tiles are dequantized
-to float32 in registers as they are loaded, so the packed weights are read once; for prefill products of
-many rows ``dequantize_weight`` writes the whole weight out once in the rows' type, for the float GEMM.
+in registers as they are loaded, so the packed weights are read once (int8 and float8 tiles of several rows
+convert exactly to the dot's type and scale the product instead, ``_byte_rows_step``); for prefill products
+of many rows ``dequantize_weight`` writes the whole weight out once in the rows' type, for the float GEMM.
 
 ``quantized_gemv`` (decode, up to 16 rows) streams the weight with split K as ``kernels/matmul.py``'s
 ``gemv`` does (its ``gemv_combine`` adds the partials); ``quantized_gemm`` (prefill) tiles the output and
