@@ -1,11 +1,12 @@
-"""SASS instructions per packed int4 word in the K loop of ``int4_gemv`` and ``int4_gemm``, compiled for a GPU
-target on a machine without one (``compile_check.py``'s compile-only driver):
+"""SASS instructions per packed int4 word in the K loop of ``int4_gemv`` and ``int4_gemm``, and per 32-bit word
+of int8 or float8 bytes (4 weights) in ``quantized_gemv``'s, compiled for a GPU target on a machine without one
+(``compile_check.py``'s compile-only driver):
 
     python3 scripts/int4_sass.py [--target 90] [--portable] [--dump DIR] [--only TEXT]
 
 Each case compiles one specialisation at a representative tuned shape; the loop is the longest range a backward
 branch closes, and its instructions are divided by the packed words one thread reads an iteration
-(BLOCK_K / 8 * BLOCK_N / (32 * num_warps)). ``--portable`` compiles the float32 tile path (INLINE_ASM false).
+(BLOCK_K / 8 * BLOCK_N / (32 * num_warps); BLOCK_K / 4 * ... for bytes). ``--portable`` compiles the float32 tile path (INLINE_ASM false).
 """
 import argparse
 import os
@@ -26,6 +27,13 @@ _SHAPES = [("int4_gemv", "bf16", 1, 128, 128, 4, None, True), ("int4_gemv", "bf1
            ("int4_gemv", "fp16", 1, 128, 128, 4, None, True), ("int4_gemv", "bf16", 16, 128, 128, 4, None, True),
            ("int4_gemv", "fp16", 16, 128, 128, 4, None, True), ("int4_gemv", "bf16", 16, 256, 64, 4, None, False),
            ("int4_gemm", "bf16", 128, 256, 64, 8, 3, True), ("int4_gemm", "fp16", 128, 256, 64, 8, 3, True)]
+# (weight format, rows' type, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, scales): tuned shapes of ``quantized_gemv``,
+# scales per channel or per 128 x 128 block
+_BYTE_SHAPES = [("int8", "bf16", 16, 64, 128, 4, "channel"), ("fp8", "bf16", 16, 64, 128, 4, "channel"),
+                ("int8", "bf16", 16, 32, 256, 4, "channel"), ("fp8", "bf16", 16, 32, 256, 4, "channel"),
+                ("int8", "fp16", 16, 64, 128, 4, "channel"), ("fp8", "bf16", 16, 32, 256, 4, "block"),
+                ("int8", "bf16", 1, 64, 128, 4, "channel")]
+_BYTE_TYPES = {"int8": ("int8", 1), "fp8": ("fp8e4nv", 2)}  # pointer type, WEIGHT
 
 
 def _name(kernel, rows, m, bn, bk, warps, one_group) -> str:
@@ -38,6 +46,10 @@ CASES = {_name(kernel, rows, m, bn, bk, warps, one_group):
          (kernel, rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, ONE_GROUP=one_group,
                              **({} if stages is None else {"num_stages": stages})))
          for kernel, rows, m, bn, bk, warps, stages, one_group in _SHAPES}
+CASES.update({f"gemv {m} row{'s' * (m > 1)} {rows} {weight} {bn}x{bk} w{warps} per {scales}":
+              ("quantized_gemv", rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, WEIGHT=weight,
+                                            SCALES=scales))
+              for weight, rows, m, bn, bk, warps, scales in _BYTE_SHAPES})
 FORMATS = {"fp16": 0, "bf16": 1}  # SCALE_FORMAT as the host passes it on a GPU (``lowering.load_format``)
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
 
@@ -46,6 +58,8 @@ def record(kernel: str, rows: str, constexprs: dict, inline_asm: bool) -> dict:
     """A launch record as ``NBX_RECORD_LAUNCHES`` writes one: Llama-size K and N, 16 rows or 2048."""
     pointer = lambda t: {"pointer": t, "aligned": True}  # noqa: E731
     value = lambda v: {"value": v}  # noqa: E731
+    if kernel == "quantized_gemv":
+        return byte_record(rows, constexprs, pointer, value)
     pointers = [pointer(rows), pointer("int32"), pointer(rows), pointer("uint8"), pointer(rows), pointer(rows)]
     strides = [value(4096), value(1)] * 4 + [value(1), value(4096), value(1)]
     if kernel == "int4_gemv":
@@ -59,6 +73,25 @@ def record(kernel: str, rows: str, constexprs: dict, inline_asm: bool) -> dict:
                                DECODE_BF16=False, HAS_BIAS=False, BIAS_FORMAT=0, DST_FORMAT=0, VIA_F32=True,
                                INDEX_64=False, INTERPRETED=False, INLINE_ASM=inline_asm, EVEN_K=True,
                                GROUP_SIZE=128 if constexprs["ONE_GROUP"] else 32, **constexprs)}
+
+
+def byte_record(rows: str, constexprs: dict, pointer, value) -> dict:
+    """``record`` for ``quantized_gemv``: an (N, K) int8 or float8 weight with float32 scales per channel or
+    per 128 x 128 block."""
+    constexprs = dict(constexprs)
+    q_type, weight = _BYTE_TYPES[constexprs["WEIGHT"]]
+    # (group size, scale_block_n, s_sg, s_sn): one group along K, or blocks of 128 along both
+    block = constexprs.pop("SCALES") == "block"
+    scaling = (128, 128, 32, 1) if block else (4096, 1, 0, 1)
+    args = [pointer(rows), pointer(q_type), pointer("fp32"), pointer("fp32"), pointer("fp32"), pointer(rows),
+            pointer(rows), pointer("fp32"), value(16), value(4096), value(4096), value(1024),
+            *map(value, scaling[:2]), value(4096), value(1), value(1), value(4096), *map(value, scaling[2:]),
+            value(0), value(0), value(1), value(4096), value(1)]
+    return {"module": "nbxtensor.kernels.quant", "kernel": "quantized_gemv", "args": args,
+            "constexprs": dict(constexprs, WEIGHT=weight, SPLIT=True, SCALE_FORMAT=0, HAS_G_IDX=False,
+                               GROUPS_IN_TILE=constexprs["BLOCK_K"] // 128 if block else 1, DOT={"dtype": rows}, PRECISION="ieee", DECODE_BF16=False,
+                               HAS_BIAS=False, BIAS_FORMAT=0, DST_FORMAT=0, VIA_F32=True, INDEX_64=False,
+                               INTERPRETED=False)}
 
 
 def loop_body(sass: str) -> list[str]:
@@ -98,7 +131,8 @@ def main() -> int:
             sass = subprocess.run([str(binaries / "nvdisasm"), "-c", cubin], capture_output=True, text=True,
                                   check=True).stdout
         body = loop_body(sass)
-        words = constexprs["BLOCK_K"] // 8 * constexprs["BLOCK_N"] / (32 * constexprs["num_warps"])
+        per_word = 4 if kernel == "quantized_gemv" else 8
+        words = constexprs["BLOCK_K"] // per_word * constexprs["BLOCK_N"] / (32 * constexprs["num_warps"])
         common = Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for t in body).most_common(8)
         print(f"{name}: {len(body) / words:.1f} per word ({len(body)} in the loop, {words:g} words a thread); "
               + " ".join(f"{op} {count}" for op, count in common))

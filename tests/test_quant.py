@@ -7,8 +7,8 @@ values, so a packing, layout or kernel error shows up as a wrong product.
 Tolerances: every dequantized weight is exact in float32 (a 4-bit difference times a float16 scale, or an
 int8 or e4m3 value times a scale: at most 24 significant bits, or one rounding), so a float32 product is off
 by at most the float32 sum's error, K * 2^-24 * sum |x| |w| (``_bound``). Half-precision rows add the
-result's rounding and, on a GPU, the weight tile rounded to their type (2^-11 each for float16, 2^-8 for
-bfloat16), relative to the same sum.
+result's rounding and, on a GPU, the weight tile rounded to their type where the scales multiply the tile
+rather than the dot's product (2^-11 each for float16, 2^-8 for bfloat16), relative to the same sum.
 """
 import ml_dtypes
 import numpy as np

@@ -196,7 +196,9 @@ def test_dequantized_dot_operands_cover_their_k_tile(tmp_path):
             weights = [QuantizedWeight.int4(q, scales, zeros, group_size=32, dtype=dtype),
                        QuantizedWeight.int4(q, scales, zeros, act_order, group_size=32, dtype=dtype),
                        QuantizedWeight.int8(rng.integers(-127, 128, (n, k)).astype(np.int8),
-                                            np.full((n, 1), 0.01, np.float32))]
+                                            np.full((n, 1), 0.01, np.float32)),
+                       QuantizedWeight.fp8(rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn),
+                                           np.full((n,), 0.01, np.float32))]
             for weight in weights:
                 for rows in (4, 24):
                     nbx.quantized_linear(nbx.from_numpy(np.ones((rows, k), np_dtype)), weight).numpy()

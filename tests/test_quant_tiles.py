@@ -132,6 +132,60 @@ def test_int4_half_precision_rows_inside_groups(rng, forced, dtype, rows):
     _check(rng.standard_normal((rows, k)), weight, _reference_int4(q, zeros, scales, g_idx), dtype)
 
 
+def _every_byte(format, n):
+    """(n, 256) int8 or e4m3 values holding every byte at input b (e4m3's two NaNs as zero) and their float64
+    values."""
+    codes = np.arange(256, dtype=np.uint8)
+    if format == "int8":
+        q = codes.view(np.int8)
+    else:
+        q = np.where((codes & 0x7F) == 0x7F, 0, codes).astype(np.uint8).view(ml_dtypes.float8_e4m3fn)
+    q = np.tile(q[None, :], (n, 1))
+    return q, q.astype(np.float64)
+
+
+@pytest.mark.parametrize("format", ["int8", "fp8"])
+@pytest.mark.parametrize("block_k, splits", [(32, 3), (64, 2)])
+@pytest.mark.parametrize("rows", (2, 4, 16))
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_byte_weights_every_value_at_several_rows(rng, forced, format, block_k, splits, rows, dtype):
+    """int8 and e4m3 weights at 2-16 rows, the K tile inside one group of scales: the bytes convert straight to
+    the rows' type and the tile's product meets the per-column scales after the dot. Every byte value is
+    checked through unit rows (each output one value times a power-of-two scale, exact in every rows' type),
+    then random rows against the float64 bound."""
+    n = 24
+    forced(block_k, splits)
+    q, values = _every_byte(format, n)
+    scales = np.exp2(rng.integers(-3, 1, n)).astype(np.float32)
+    weight = (QuantizedWeight.int8(q, scales[:, None], device=TEST_DEVICE) if format == "int8"
+              else QuantizedWeight.fp8(q, scales, device=TEST_DEVICE))
+    assert quant_ops._groups_in_tile(weight, q.shape[1], block_k) == 1
+    reference = values * scales.astype(np.float64)[:, None]
+    eye = np.zeros((rows, q.shape[1]))
+    eye[np.arange(rows), (np.arange(rows) * 37) % q.shape[1]] = 1.0
+    _check(eye, weight, reference, dtype)
+    _check(rng.standard_normal((rows, q.shape[1])), weight, reference, dtype)
+
+
+@pytest.mark.parametrize("mode, block_k", [("tensor", 32), ("channel", 32), ("block", 32), ("block", 256)])
+@pytest.mark.parametrize("rows", (3, 16))
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_fp8_half_precision_rows_odd_sizes(rng, forced, mode, block_k, rows, dtype):
+    """16-bit rows by an e4m3 weight of odd N and K (ragged 128 x 128 blocks, a short last split), the K tile
+    inside one block or holding two (a dot and a scaling each): the masked inputs past K read as zeros."""
+    n, k = 131, 260
+    forced(block_k, 3 if block_k == 32 else 2)
+    q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    scales = rng.uniform(0.01, 0.1, {"tensor": (1,), "channel": (n,), "block": (2, 3)}[mode]).astype(np.float32)
+    weight = QuantizedWeight.fp8(q, scales, device=TEST_DEVICE)
+    assert quant_ops._groups_in_tile(weight, k, block_k) == (2 if block_k == 256 else 1)
+    if mode == "block":
+        expanded = np.repeat(np.repeat(scales, 128, 0), 128, 1)[:n, :k]
+    else:
+        expanded = np.broadcast_to(scales[:, None] if mode == "channel" else scales, (n, k))
+    _check(rng.standard_normal((rows, k)), weight, q.astype(np.float64) * expanded.astype(np.float64), dtype)
+
+
 # ``fp8_gemm_tiles``' forms (``ops/quant.py``'s _FP8_TILE_VARIANTS): one program a tile or a persistent walk
 # (three programs under the interpreter, so each walks several tiles), through pointers or descriptors, the
 # loops flattened

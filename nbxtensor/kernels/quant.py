@@ -1,7 +1,8 @@
 """Products with quantized weights (``nbxtensor/quant.py`` gives the layouts): rows of ``x`` times the
 (N, K) weight that 4-bit, int8 or float8 values and their scales stand for. Weight tiles are dequantized
-to float32 in registers as they are loaded, so the packed weights are read once; for prefill products of
-many rows ``dequantize_weight`` writes the whole weight out once in the rows' type, for the float GEMM.
+in registers as they are loaded, so the packed weights are read once (int8 and float8 tiles of several rows
+convert exactly to the dot's type and scale the product instead, ``_byte_rows_step``); for prefill products
+of many rows ``dequantize_weight`` writes the whole weight out once in the rows' type, for the float GEMM.
 
 ``quantized_gemv`` (decode, up to 16 rows) streams the weight with split K as ``kernels/matmul.py``'s
 ``gemv`` does (its ``gemv_combine`` adds the partials); ``quantized_gemm`` (prefill) tiles the output and
@@ -90,6 +91,39 @@ def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, rn_words, N, k_mask, k
 
 
 @triton.jit
+def _byte_rows_step(acc, x, q, scales, rm_load, rn_load, k_base, K, group_size, scale_block_n, x_sm, x_sk, q_sk,
+                    q_sn, s_sg, s_sn, BLOCK_K: tl.constexpr, WEIGHT: tl.constexpr, SCALE_FORMAT: tl.constexpr,
+                    GROUPS_IN_TILE: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
+                    DECODE_BF16: tl.constexpr, INTERPRETED: tl.constexpr):
+    """``_rows_step`` for an int8 or float8 weight whose K tile holds whole groups of scales (or lies inside one):
+    the bytes are read as vectors along K and converted straight to the dot's type (every int8 and e4m3 value
+    is exact in either 16-bit type), each group's part multiplies on the matrix units with float32
+    accumulation, and its product meets the group's per-column scales once rather than every weight. A group
+    is all of K or a 128-input block, so each dot's K stays at least ``MIN_CONVERTED_DOT_K``."""
+    GROUP_K: tl.constexpr = BLOCK_K // GROUPS_IN_TILE
+    for group in tl.static_range(GROUPS_IN_TILE):
+        group_base = k_base + group * GROUP_K
+        kk = group_base + tl.arange(0, GROUP_K)
+        k_mask = kk < K
+        if INTERPRETED:
+            # clamped: a masked float8 load has no zero to fill with in the interpreter, nor float8 arithmetic;
+            # the clamped inputs meet zeros of the rows
+            raw = tl.load(q + tl.where(k_mask, kk, 0)[:, None] * q_sk + rn_load[None, :] * q_sn)
+            values = decode(raw, E4M3) if WEIGHT == WEIGHT_FP8 else raw
+        else:
+            # masked rather than clamped, so that the loads keep their contiguity along K (vector loads)
+            values = tl.load(q + kk[:, None] * q_sk + rn_load[None, :] * q_sn, mask=k_mask[:, None],
+                             other=0.0 if WEIGHT == WEIGHT_FP8 else 0)
+        x_tile = _operand(tl.load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, mask=k_mask[None, :], other=0),
+                          DECODE_BF16)
+        product = tl.dot(x_tile.to(DOT), values.to(DOT), input_precision=PRECISION, out_dtype=tl.float32)
+        scale = decode(_group_tile(scales, group_base, K, group_size, rn_load // scale_block_n, s_sg, s_sn, 1),
+                       SCALE_FORMAT).to(tl.float32)
+        acc += product * scale
+    return acc
+
+
+@triton.jit
 def _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k_base, rk, K, group_size, scale_block_n,
                x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                WEIGHT: tl.constexpr, SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr,
@@ -98,6 +132,10 @@ def _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k_base,
     """acc plus the rows' products with the weight's inputs k_base + ``rk`` (those below K)."""
     kk = k_base + rk
     k_mask = kk < K
+    if BLOCK_M > 1 and WEIGHT != WEIGHT_INT4 and GROUPS_IN_TILE > 0:
+        return _byte_rows_step(acc, x, q, scales, rm_load, rn_load, k_base, K, group_size, scale_block_n, x_sm, x_sk,
+                               q_sk, q_sn, s_sg, s_sn, BLOCK_K, WEIGHT, SCALE_FORMAT, GROUPS_IN_TILE, DOT, PRECISION,
+                               DECODE_BF16, INTERPRETED)
     w_tile = _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn_load, rn, N, k_mask, K, group_size, scale_block_n,
                           q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE,
                           INTERPRETED)
