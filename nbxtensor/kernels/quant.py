@@ -665,6 +665,17 @@ def fp8_rows(x, out, row_scales, given, K, k_padded, group_k, x_sm, x_sk, BLOCK:
 
 
 @triton.jit
+def _e4m3_dot(acc, a_tile, b_tile, INTERPRETED: tl.constexpr):
+    """acc plus the product of two e4m3 tiles on the float8 matrix units, summed in float32; the interpreter,
+    which has no float8 arithmetic, multiplies their float32 values (exact products)."""
+    if INTERPRETED:
+        return tl.dot(decode(a_tile, E4M3), decode(b_tile, E4M3), acc, input_precision="ieee",
+                      out_dtype=tl.float32)
+    else:
+        return tl.dot(a_tile, b_tile, acc, out_dtype=tl.float32)
+
+
+@triton.jit
 def _fp8_step(acc, a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN_K: tl.constexpr,
               INTERPRETED: tl.constexpr):
     """acc plus the e4m3 rows' K tile at k0 times the e4m3 weight's (inputs past K: the rows' zeros meet
@@ -675,12 +686,7 @@ def _fp8_step(acc, a, q, rm_load, rn_load, k0, rk, K, k_padded, q_sk, q_sn, EVEN
     else:
         kk = tl.minimum(k0 + rk, K - 1)
     b_tile = tl.load(q + kk[:, None] * q_sk + rn_load[None, :] * q_sn)
-    if INTERPRETED:
-        # the interpreter has no float8 arithmetic: their float32 values, whose products are exact
-        return tl.dot(decode(a_tile, E4M3), decode(b_tile, E4M3), acc, input_precision="ieee",
-                      out_dtype=tl.float32)
-    else:
-        return tl.dot(a_tile, b_tile, acc, out_dtype=tl.float32)
+    return _e4m3_dot(acc, a_tile, b_tile, INTERPRETED)
 
 
 @triton.jit
@@ -764,11 +770,7 @@ def _fp8_described_step(acc, a_desc, q_desc, off_m, off_n, k0, INTERPRETED: tl.c
     ``wgmma`` takes both operands); inputs past K and rows past M read as zeros."""
     a_tile = a_desc.load([off_m, k0])
     b_tile = tl.trans(q_desc.load([off_n, k0]))
-    if INTERPRETED:
-        return tl.dot(decode(a_tile, E4M3), decode(b_tile, E4M3), acc, input_precision="ieee",
-                      out_dtype=tl.float32)
-    else:
-        return tl.dot(a_tile, b_tile, acc, out_dtype=tl.float32)
+    return _e4m3_dot(acc, a_tile, b_tile, INTERPRETED)
 
 
 @triton.jit
