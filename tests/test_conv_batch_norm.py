@@ -121,6 +121,17 @@ def _call(case, operands, dtype, channels_last, activation):
     return fused_op(*_arguments(case, operands, dtype, channels_last, activation))
 
 
+def _captured_call(case, operands, dtype, channels_last, activation):
+    """The fused op's result on fresh plans and the launches it made (its operands made before, plans dropped
+    after)."""
+    arguments = _arguments(case, operands, dtype, channels_last, activation)
+    plans.clear_all()
+    with capture() as captured:
+        got = fused_op(*arguments)
+    plans.clear_all()
+    return got, captured.launches
+
+
 def _check(got, want, float32_error, dtype):
     got = got.to("float32").numpy().astype(np.float64)
     assert got.shape == want.shape
@@ -149,11 +160,8 @@ def test_fused_matches_the_float64_reference(route, dtype, channels_last, monkey
     activation = _ACTIVATIONS[(sorted(ROUTES).index(route) + _DTYPES.index(dtype)) % len(_ACTIVATIONS)]
     if route == "depthwise" and channels_last:
         _channels_inner_first(monkeypatch)
-    arguments = _arguments(case, operands := _operands(case, dtype, rng), dtype, channels_last, activation)
-    plans.clear_all()
-    with capture() as captured:
-        got = fused_op(*arguments)
-    kernels = [launch[0] for launch in captured.launches]
+    got, launches = _captured_call(case, operands := _operands(case, dtype, rng), dtype, channels_last, activation)
+    kernels = [launch[0] for launch in launches]
     if case[-1] is not None:
         assert case[-1] in kernels
     if route == "depthwise" and channels_last:
@@ -176,11 +184,8 @@ def test_a_split_reduction_applies_the_norm_when_it_sums(route, dtype, monkeypat
         dict(config, SPLITS=convolution._SPLIT_MAX) for config in listed(self, facts, dtype)])
     case = ROUTES[route]
     operands = _operands(case, dtype, rng)
-    plans.clear_all()
-    with capture() as captured:
-        got = _call(case, operands, dtype, False, "relu")
-    plans.clear_all()
-    assert K.conv_split_sum in [launch[0] for launch in captured.launches]
+    got, launches = _captured_call(case, operands, dtype, False, "relu")
+    assert K.conv_split_sum in [launch[0] for launch in launches]
     _check(got, *_expected(*operands, case, "relu"), dtype)
 
 
@@ -192,11 +197,8 @@ def test_the_plane_kernel_applies_the_norm(dtype, monkeypatch, rng):
                                                     for h, w, n in self.plane_tiles()][:1])
     case = ROUTES["direct"]
     operands = _operands(case, dtype, rng)
-    plans.clear_all()
-    with capture() as captured:
-        got = _call(case, operands, dtype, False, "silu")
-    plans.clear_all()
-    assert K.conv_direct_planes in [launch[0] for launch in captured.launches]
+    got, launches = _captured_call(case, operands, dtype, False, "silu")
+    assert K.conv_direct_planes in [launch[0] for launch in launches]
     _check(got, *_expected(*operands, case, "silu"), dtype)
 
 
@@ -268,14 +270,10 @@ def test_the_1x1_product_applies_the_norm_on_every_path(path, dtype, channels_la
         force(monkeypatch)
     case = (x_shape, (cout, x_shape[1], 1, 1), 1, 0, 1, 1, False, None)
     activation = _ACTIVATIONS[(sorted(PRODUCT_PATHS).index(path) + _DTYPES.index(dtype)) % len(_ACTIVATIONS)]
-    arguments = _arguments(case, operands := _operands(case, dtype, rng), dtype, channels_last, activation)
-    plans.clear_all()
-    with capture() as captured:
-        got = fused_op(*arguments)
-    plans.clear_all()
-    assert [launch[0] for launch in captured.launches] == launches
+    got, launched = _captured_call(case, operands := _operands(case, dtype, rng), dtype, channels_last, activation)
+    assert [launch[0] for launch in launched] == launches
     if path in ("split", "wave_split"):
-        assert captured.launches[0][4]["SPLIT"]
+        assert launched[0][4]["SPLIT"]
     _check(got, *_expected(*operands, case, activation), dtype)
     if path == "wave_split":
         assert matmul_plans._tile_counters(got.device).numpy().tolist() == [0] * 3

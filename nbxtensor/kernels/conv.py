@@ -460,6 +460,17 @@ def _plane_row(od, oh, ow, r, x_plane, w_co, ID, IH, sd, sh, sw, pd, ph, pw, dd,
 
 
 @triton.jit
+def _plane_tile(OH, OW, OD, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
+    """(plane // OD, od, tile row, tile column) of this program's output tile: programs are numbered by plane,
+    whose last factor is the output depth od, then by BLOCK_H x BLOCK_W tile of the OH x OW plane."""
+    tiles_w = tl.cdiv(OW, BLOCK_W)
+    tiles = tl.cdiv(OH, BLOCK_H) * tiles_w
+    plane = tl.program_id(0) // tiles
+    tile = tl.program_id(0) - plane * tiles
+    return plane // OD, plane % OD, tile // tiles_w, tile % tiles_w
+
+
+@triton.jit
 def conv_direct_planes(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, COUT, COUT_G, OD, OH, OW, ID, IH, IW,
                        sd, sh, sw, pd, ph, pw, dd, dh, dw,
                        x_sn, x_sc, x_sd, x_sh, x_sw, w_s_out, w_s_in, w_sg, w_sd, w_sh, w_sw,
@@ -472,16 +483,11 @@ def conv_direct_planes(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, COU
     output plane (n, co, od), programs numbered by plane = (n * COUT + co) * OD + od, then tile. Adjacent
     threads take adjacent columns, so where the input's columns are adjacent in memory (NCHW) each load of
     the window reads runs of a row, and the weight is one value a program and kernel position."""
-    tiles_w = tl.cdiv(OW, BLOCK_W)
-    tiles = tl.cdiv(OH, BLOCK_H) * tiles_w
-    plane = tl.program_id(0) // tiles
-    tile = tl.program_id(0) - plane * tiles
-    od = plane % OD
-    rest = plane // OD
+    rest, od, tile_h, tile_w = _plane_tile(OH, OW, OD, BLOCK_H, BLOCK_W)
     co = rest % COUT
     nb = rest // COUT
-    oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)
-    ow = (tile % tiles_w) * BLOCK_W + tl.arange(0, BLOCK_W)
+    oh = tile_h * BLOCK_H + tl.arange(0, BLOCK_H)
+    ow = tile_w * BLOCK_W + tl.arange(0, BLOCK_W)
     g = co // COUT_G
     x_plane = x + nb * x_sn + g * (CIN_G * x_sc)
     w_co = w + g * w_sg + (co - g * COUT_G) * w_s_out
@@ -599,14 +605,9 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
     channels (vector loads, the window's overlap served from L1) and the tap's BLOCK_C weights once, and
     accumulates in float32. A tile whose whole window lies inside the input loads without position masks;
     EVEN_C (BLOCK_C divides C) drops the channel mask; BF16: the elements are bfloat16."""
-    tiles_w = tl.cdiv(OW, BLOCK_W)
-    tiles = tl.cdiv(OH, BLOCK_H) * tiles_w
-    plane = tl.program_id(0) // tiles
-    tile = tl.program_id(0) - plane * tiles
-    od = plane % OD
-    nb = plane // OD
-    oh0 = (tile // tiles_w) * BLOCK_H
-    ow0 = (tile % tiles_w) * BLOCK_W
+    nb, od, tile_h, tile_w = _plane_tile(OH, OW, OD, BLOCK_H, BLOCK_W)
+    oh0 = tile_h * BLOCK_H
+    ow0 = tile_w * BLOCK_W
     p = tl.arange(0, BLOCK_H * BLOCK_W)
     oh = oh0 + p // BLOCK_W
     ow = ow0 + p % BLOCK_W
