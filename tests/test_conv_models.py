@@ -1,10 +1,14 @@
-"""Whole convolutional models through export, the graph runtime and its replay, at tiny sizes on the CPU:
+"""Whole convolutional models through export, the graph runtime and its replay, at tiny sizes on the test device:
 a ResNet-50-style bottleneck stack (batch norms, strided 3x3 and 1x1 projections, max and average pooling),
 a Stable Diffusion UNet's two levels down and up (ResNet blocks with group norm, SiLU and the time
 embedding, self- and cross-attention transformer blocks, nearest upsampling, skip connections) and a VAE
 decoder block, the models of benchmarks/gpu_conv_models.py (their modules: benchmarks/conv_models.py), in
 row-major and channels-last layouts. The row-major runs are strict about their memory plan: an op
 allocating past its cost rule's workspace fails them.
+
+Graphs load on ``TEST_DEVICE`` (``_load``) and torch's inputs reach them there with their strides
+(``_as_nbx``); every tuned launch takes its first candidate (``first_candidate``), as under the interpreter,
+so that a GPU does not compile and time every candidate of each key.
 
 Tolerance: atol and rtol 1e-4 in float32 against torch's float32 run, as tests/test_zoo_vision.py's: the
 deepest float32 sum is a 3x3 convolution over 32 channels (288 products) or an attention row of 64
@@ -23,9 +27,9 @@ from nbxtensor import graph  # noqa: E402
 from nbxtensor.export import export  # noqa: E402
 from nbxtensor.graph import arena  # noqa: E402
 
-from .conftest import cpu_kernels, run_in_census, to_nbx  # noqa: E402
+from .conftest import TEST_DEVICE, run_in_census, to_nbx  # noqa: E402
 
-pytestmark = cpu_kernels
+pytestmark = pytest.mark.usefixtures("first_candidate")
 TOLERANCE = 1e-4
 
 _spec = importlib.util.spec_from_file_location("conv_models",
@@ -61,8 +65,13 @@ MODELS = {
 
 
 def _as_nbx(t):
-    """``t`` as an nbxtensor tensor with its values and its strides."""
-    return nbx.from_dlpack(t)
+    """``t`` (a CPU torch tensor) as a tensor on the test device with its values and its strides."""
+    return nbx.from_dlpack(t).to(TEST_DEVICE)
+
+
+def _load(directory, **options):
+    """The exported graph in ``directory``, loaded onto the test device."""
+    return graph.load(directory, device=TEST_DEVICE, **options)
 
 
 def _channels_last(t):
@@ -79,7 +88,7 @@ def _expect_like(got, want):
 
 
 def _exported(module, inputs, tmp_path):
-    return graph.load(export(module, inputs, tmp_path))
+    return _load(export(module, inputs, tmp_path))
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -140,7 +149,7 @@ def test_a_channels_last_depthwise_convolution_has_a_key_the_census_names(tmp_pa
     model = _exported(module, (x,), tmp_path)
     with torch.no_grad():
         _expect_like(run_in_census(model, [x.numpy()]), module(x))
-    named = census.census(model, model.bind([tuple(x.shape)]), backend_for(nbx.device("cpu")).facts)
+    named = census.census(model, model.bind([tuple(x.shape)]), backend_for(nbx.device(TEST_DEVICE)).facts)
     assert sorted(key.split("|")[0] for key in named) == ["conv", "depthwise_conv"]
 
 
@@ -158,7 +167,7 @@ def test_folding_the_batch_norms_adds_no_launch_key(facts_name, channels_last, t
     if channels_last:
         module, x = module.to(memory_format=torch.channels_last), _channels_last(x)
     directory = export(module, (x,), tmp_path)
-    fused, unfused = graph.load(directory, weights=False), graph.load(directory, fuse=False, weights=False)
+    fused, unfused = _load(directory, weights=False), _load(directory, fuse=False, weights=False)
     assert fused.fusions["convolution_batch_norm"] == 16 and not unfused.fusions
     values = fused.bind([tuple(x.shape)])
     named = census.census(fused, values, facts.load(facts_name))
@@ -204,7 +213,7 @@ def test_a_weights_memory_format_is_checked_at_load(tmp_path):
     document = json.loads(path.read_text())
     assert document["tensors"]["param::weight"]["memory_format"] == "channels_last"
     assert "memory_format" not in document["tensors"]["param::bias"]
-    assert graph.load(tmp_path).weights["param::weight"].is_contiguous(memory_format=nbx.channels_last)
+    assert _load(tmp_path).weights["param::weight"].is_contiguous(memory_format=nbx.channels_last)
     for tensor_id, value, message in [("param::weight", "channels_last_3d", "rank-4 weight"),
                                       ("param::weight", "sideways", "'sideways'"),
                                       ("input::input", "channels_last", "only a tensor read from the weights")]:
@@ -212,7 +221,7 @@ def test_a_weights_memory_format_is_checked_at_load(tmp_path):
         changed["tensors"][tensor_id]["memory_format"] = value
         path.write_text(json.dumps(changed))
         with pytest.raises(graph.GraphError, match=message):
-            graph.load(tmp_path)
+            _load(tmp_path)
 
 
 class NormAndPool(torch.nn.Module):
@@ -232,7 +241,7 @@ def test_outputs_nothing_reads_are_made_inside_the_plan(tmp_path, monkeypatch):
     still made by the op: its step's workspace holds them, so a strict run passes."""
     monkeypatch.setattr(arena, "strict", True)
     x = torch.randn(2, 4, 6, 6)
-    model = graph.load(export(_seeded(NormAndPool), (x,), tmp_path), fuse=False)
+    model = _load(export(_seeded(NormAndPool), (x,), tmp_path), fuse=False)
     assert [s.aten for s in model.steps] == ["aten::native_group_norm.default",
                                              "aten::max_pool2d_with_indices.default"]
     with torch.no_grad():
@@ -245,13 +254,13 @@ def test_training_outputs_nothing_reads_are_not_computed(tmp_path):
     reads into group_norm and max_pool2d (no statistics pass, no indices written); where the indices are
     read, the step stays."""
     x = torch.randn(2, 4, 6, 6)
-    model = graph.load(export(_seeded(NormAndPool), (x,), tmp_path / "values"))
+    model = _exported(_seeded(NormAndPool), (x,), tmp_path / "values")
     assert model.fusions == {"group_norm": 1, "max_pool": 1}
     assert [s.aten for s in model.steps] == ["aten::group_norm.default", "aten::max_pool2d.default"]
     with torch.no_grad():
         _expect_like(model(x.numpy()), _seeded(NormAndPool)(x))
     module = _seeded(lambda: NormAndPool(indices=True))
-    model = graph.load(export(module, (x,), tmp_path / "indices"))
+    model = _exported(module, (x,), tmp_path / "indices")
     assert model.fusions == {"group_norm": 1}
     values, indices = model(x.numpy())
     with torch.no_grad():

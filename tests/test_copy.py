@@ -472,6 +472,27 @@ def test_to_converts_non_dense_input_to_dense():
     np.testing.assert_array_equal(host(y), values[:, 1::2].astype(np.float64))
 
 
+@pytest.mark.parametrize("layout, strides", [("channels_last", (60, 1, 15, 5)), ("transposed", (1, 3)),
+                                             ("sliced", (2, 1)), ("sliced_transposed", (1, 2))])
+def test_a_move_between_devices_lays_out_as_preserve_format(layout, strides):
+    """A tensor moved to another device keeps a dense layout's strides (a channels-last batch stays
+    channels-last, as torch's ``to(device)``) and makes a non-dense one dense in its dims' order; host memory
+    moved to the test device (bytes copied between two devices' memory, or within the host's here)."""
+    from nbxtensor.device import resolve
+    from nbxtensor.ops.copy import _transfer
+    values = np.arange(120, dtype=np.float32).reshape(2, 5, 4, 3)
+    grid = values.reshape(10, 12)[:3, :4]
+    host_tensors = {"channels_last": lambda: nbx.from_numpy(np.ascontiguousarray(values.transpose(0, 2, 3, 1)))
+                    .permute(0, 3, 1, 2),
+                    "transposed": lambda: nbx.from_numpy(np.ascontiguousarray(grid.T)).t(),
+                    "sliced": lambda: nbx.from_numpy(np.ascontiguousarray(grid))[:, 1::2],
+                    "sliced_transposed": lambda: nbx.from_numpy(np.ascontiguousarray(grid))[:, 1::2].t()}
+    source = host_tensors[layout]()
+    moved = _transfer(source, resolve(TEST_DEVICE))
+    assert moved.device == resolve(TEST_DEVICE) and moved.stride() == strides
+    np.testing.assert_array_equal(host(moved), source.numpy())
+
+
 def test_zero_size_copy_and_fill_are_no_ops():
     x = to_nbx(np.zeros((0, 4), np.float32))
     x.copy_(to_nbx(np.zeros((0, 4), np.int32)))

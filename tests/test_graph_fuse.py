@@ -1,13 +1,11 @@
-"""The fusion pass on hand-written graphs: a matched RMSNorm chain becomes one step computing the same
-values; a chain whose intermediate is read elsewhere, or is a graph output, stays as it is."""
+"""The fusion pass on hand-written graphs, loaded on the test device: a matched RMSNorm chain becomes one step
+computing the same values; a chain whose intermediate is read elsewhere, or is a graph output, stays as it is."""
 import numpy as np
 
 from nbxtensor import graph
 
-from .conftest import TEST_DEVICE, cpu_kernels
+from .conftest import TEST_DEVICE
 from .test_graph_arena import _Builder
-
-pytestmark = cpu_kernels
 
 
 def _rms_chain(g, x, weight, extra_output=False):

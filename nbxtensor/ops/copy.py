@@ -166,28 +166,31 @@ def _copy_complex(dst: Tensor, src: Tensor) -> None:
 
 
 def _transfer(src: Tensor, dev: _device) -> Tensor:
-    """The same values, same dtype, contiguous, on ``dev``."""
-    out = new_tensor(src.shape, src.dtype, dev)
+    """The same values, same dtype, on ``dev``, laid out as ATen's ``preserve_format`` copy lays them out: a
+    dense layout's strides kept (a channels-last tensor stays channels-last), another made dense in its
+    dims' order."""
+    strides = S.dense_strides_like(src.shape, src.stride())
+    out = new_tensor(src.shape, src.dtype, dev, strides)
     if src.numel():
-        _bytes_between(out, _dense(src))
+        _bytes_between(out, _dense(src, strides))
     return out
 
 
-def _dense(t: Tensor) -> Tensor:
-    """``t`` or a contiguous copy of it; host memory is rearranged on the host, so this works for CPU
-    tensors in a process whose kernels are compiled for a GPU."""
-    if t.is_contiguous():
+def _dense(t: Tensor, strides: tuple) -> Tensor:
+    """``t`` or a copy of it laid out with the dense ``strides``; host memory is rearranged on the host, so
+    this works for CPU tensors in a process whose kernels are compiled for a GPU."""
+    if tuple(t.stride()) == strides:
         return t
     if backend_for(t.device).host_addressable:
         with outside_arena():  # a staging copy, as NumPy's would be: never a graph step's planned memory
-            out = new_tensor(t.shape, t.dtype, t.device)
+            out = new_tensor(t.shape, t.dtype, t.device, strides)
         out.numpy()[...] = t.numpy()
         return out
-    return contiguous(t)
+    return clone(t)  # preserve_format: these strides
 
 
 def _bytes_between(dst: Tensor, src: Tensor, blocking: bool = True) -> None:
-    """Copy the bytes of contiguous ``src`` into contiguous ``dst`` (same dtype and size) across
+    """Copy the bytes of dense ``src`` into ``dst`` laid out alike (same dtype, shape and dense strides) across
     devices. A copy that does not wait for the GPU is honoured only from or to pinned memory."""
     nbytes = src.nbytes
     if nbytes == 0:
