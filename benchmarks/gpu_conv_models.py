@@ -16,11 +16,16 @@ units of the dtype's rounding), and that the replay equals the normal path bit f
 peak of one call of ours (measured by nbxtensor's allocator, and as planned: arena and outputs) and of
 torch's (``max_memory_allocated`` minus what was held before the call, so weights are not counted).
 The first call of a graph makes its plans and tunes its launch keys (a cold tuning store compiles and
-times every candidate: ResNet-50 at batch 32 forms 24 keys, about 400 candidates on Hopper's facts, the same
-whether its batch norms are folded into the convolutions or not; minutes on a cold machine): it is timed
-apart and printed, with the keys it tuned (each printed as its tuning starts and ends, with its candidates
-and seconds, so a first call that runs long names the key it is on), the settings it found in the store and
-the kernels it first launched outside tuning (``FirstCallLog``).
+times every candidate: on Hopper's facts ResNet-50 at batch 32 forms 24 keys, 400 candidates, 293 kernel
+specialisations to compile, the same whether its batch norms are folded into the convolutions or not; the
+UNet's two levels at batch 2 31 keys, 513 candidates, 257 specialisations; compiling dominates, minutes on
+a cold machine): it is timed apart and printed, with the keys it tuned (each printed as its tuning starts
+and ends, with its candidates and seconds, so a first call that runs long names the key it is on), the
+settings it found in the store and the kernels it first launched outside tuning (``FirstCallLog``).
+CONV_MODELS_CANDIDATES=N tunes each key on at most N of its candidates, spread evenly over its list (so that
+its kinds of setting, plain, stepped, staged, split or descriptor-loaded, stay represented): at 8, the UNet
+compiles 150 specialisations and ResNet-50 158. What it finds is stored as any tuning is (a later run on
+that store takes it): NBX_TUNING_DIR set to a scratch folder keeps it apart.
 Triton's cache and the tuning store stay on a warm machine, so a second run there times the models alone
 (and a run after another that tuned the same keys, fused or not, tunes none); on a cold one,
 CONV_MODELS_ONLY narrows the first run. A line is printed per model as it
@@ -107,16 +112,37 @@ def _relative_error(torch, got, reference) -> float:
     return float((got - reference).abs().max() / reference.abs().max().clamp_min(1e-30))
 
 
+def spread(candidates: list, most: int | None) -> list:
+    """At most ``most`` of ``candidates`` (all of them for None), evenly spaced over the list, its first and
+    last among them."""
+    if most is None or len(candidates) <= most:
+        return candidates
+    if most == 1:
+        return candidates[:1]
+    return [candidates[round(i * (len(candidates) - 1) / (most - 1))] for i in range(most)]
+
+
+def most_candidates() -> int | None:
+    """CONV_MODELS_CANDIDATES: the most candidates a key is tuned on (unset: every one)."""
+    given = os.environ.get("CONV_MODELS_CANDIDATES", "").strip()
+    if not given:
+        return None
+    if not given.isdigit() or int(given) < 1:
+        raise SystemExit(f"CONV_MODELS_CANDIDATES must be a positive whole number, got {given!r}")
+    return int(given)
+
+
 class FirstCallLog:
     """What a first call spends its time on, counted from the wrapped ``tuning.choose`` and
-    ``launch.launch_planned``: a key not in the store is printed as its tuning starts and ends (candidates,
-    seconds); outside tuning, a kernel specialisation's first launch in this process (compiled then, or
-    loaded from Triton's cache: a tuned key's stored setting compiles one by one, as each step first runs
-    it, where its candidates compiled on a pool of threads) is counted with its seconds. ``take()`` gives
+    ``launch.launch_planned``: a key not in the store is tuned on at most ``most`` of its candidates
+    (``spread``) and printed as its tuning starts and ends (candidates, seconds); outside tuning, a kernel
+    specialisation's first launch in this process (compiled then, or loaded from Triton's cache: a tuned
+    key's stored setting compiles one by one, as each step first runs it, where its candidates compiled on a
+    pool of threads) is counted with its seconds. ``take()`` gives
     (keys tuned, their candidates, their seconds, settings found stored, first launches, their seconds)
     since the last take. Under the interpreter nothing is counted."""
 
-    def __init__(self, tuning, launch, backend_for):
+    def __init__(self, tuning, launch, backend_for, most: int | None = None):
         from nbxtensor.tuning import cache
         choose, launch_planned = tuning.choose, launch.launch_planned
         self._counts = [0, 0, 0.0, 0, 0, 0.0]
@@ -128,8 +154,9 @@ class FirstCallLog:
             if cache.cache_for(facts_name).current(key)[0] is not None:
                 self._counts[3] += 1
                 return choose(key, facts_name, candidates, measure, **options)
-            listed = candidates() if callable(candidates) else candidates
-            print(f"  tuning {key}: {len(listed)} candidates", flush=True)
+            offered = candidates() if callable(candidates) else candidates
+            listed = spread(offered, most)
+            print(f"  tuning {key}: {len(listed)} of {len(offered)} candidates", flush=True)
             start = time.perf_counter()
             tuning_now.append(key)
             try:
@@ -191,6 +218,7 @@ def main(argv=None):
 
     device = "cpu" if smoke else "cuda"
     budget = float(os.environ.get("CONV_MODELS_SECONDS", "150"))
+    candidate_cap = most_candidates()
     only = [w for w in os.environ.get("CONV_MODELS_ONLY", "").split(",") if w]
     if not smoke:
         from timing import gpu_pair_ms
@@ -218,7 +246,7 @@ def main(argv=None):
         synchronize()
         return most() - base
 
-    first_call_log = FirstCallLog(tuning, launch, backend_for)
+    first_call_log = FirstCallLog(tuning, launch, backend_for, candidate_cap)
     started = time.perf_counter()
     rows, checks, skipped = [], [], []
     exported = {}  # (model, dtype, layout) -> (torch module, float32 module, loaded graph, inputs maker)
