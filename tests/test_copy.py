@@ -476,21 +476,19 @@ def test_to_converts_non_dense_input_to_dense():
                                              ("sliced", (2, 1)), ("sliced_transposed", (1, 2))])
 def test_a_move_between_devices_lays_out_as_preserve_format(layout, strides):
     """A tensor moved to another device keeps a dense layout's strides (a channels-last batch stays
-    channels-last, as torch's ``to(device)``) and makes a non-dense one dense in its dims' order; host memory
-    moved to the test device (bytes copied between two devices' memory, or within the host's here)."""
+    channels-last, as torch's ``to(device)``) and makes a non-dense one dense in its dims' order: host memory
+    moved to the test device (on the CPU, by the same path, a copy within host memory)."""
     from nbxtensor.device import resolve
     from nbxtensor.ops.copy import _transfer
-    values = np.arange(120, dtype=np.float32).reshape(2, 5, 4, 3)
-    grid = values.reshape(10, 12)[:3, :4]
-    host_tensors = {"channels_last": lambda: nbx.from_numpy(np.ascontiguousarray(values.transpose(0, 2, 3, 1)))
-                    .permute(0, 3, 1, 2),
-                    "transposed": lambda: nbx.from_numpy(np.ascontiguousarray(grid.T)).t(),
-                    "sliced": lambda: nbx.from_numpy(np.ascontiguousarray(grid))[:, 1::2],
-                    "sliced_transposed": lambda: nbx.from_numpy(np.ascontiguousarray(grid))[:, 1::2].t()}
-    source = host_tensors[layout]()
-    moved = _transfer(source, resolve(TEST_DEVICE))
+    batch = np.arange(120, dtype=np.float32).reshape(2, 5, 4, 3)
+    grid = np.arange(12, dtype=np.float32).reshape(3, 4)
+    sources = {"channels_last": nbx.from_numpy(np.ascontiguousarray(batch.transpose(0, 2, 3, 1))).permute(0, 3, 1, 2),
+               "transposed": nbx.from_numpy(np.ascontiguousarray(grid.T)).t(),
+               "sliced": nbx.from_numpy(grid)[:, 1::2],
+               "sliced_transposed": nbx.from_numpy(grid)[:, 1::2].t()}
+    moved = _transfer(sources[layout], resolve(TEST_DEVICE))
     assert moved.device == resolve(TEST_DEVICE) and moved.stride() == strides
-    np.testing.assert_array_equal(host(moved), source.numpy())
+    np.testing.assert_array_equal(host(moved), sources[layout].numpy())
 
 
 def test_zero_size_copy_and_fill_are_no_ops():
