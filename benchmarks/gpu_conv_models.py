@@ -16,16 +16,18 @@ units of the dtype's rounding), and that the replay equals the normal path bit f
 peak of one call of ours (measured by nbxtensor's allocator, and as planned: arena and outputs) and of
 torch's (``max_memory_allocated`` minus what was held before the call, so weights are not counted).
 The first call of a graph makes its plans and tunes its launch keys (a cold tuning store compiles and
-times every candidate: on Hopper's facts ResNet-50 at batch 32 forms 24 keys, 400 candidates, 293 kernel
-specialisations to compile, the same whether its batch norms are folded into the convolutions or not; the
-UNet's two levels at batch 2 31 keys, 513 candidates, 257 specialisations; compiling dominates, minutes on
-a cold machine): it is timed apart and printed, with the keys it tuned (each printed as its tuning starts
-and ends, with its candidates and seconds, so a first call that runs long names the key it is on), the
-settings it found in the store and the kernels it first launched outside tuning (``FirstCallLog``).
-CONV_MODELS_CANDIDATES=N tunes each key on at most N of its candidates, spread evenly over its list (so that
-its kinds of setting, plain, stepped, staged, split or descriptor-loaded, stay represented): at 8, the UNet
-compiles 150 specialisations and ResNet-50 158. What it finds is stored as any tuning is (a later run on
-that store takes it): NBX_TUNING_DIR set to a scratch folder keeps it apart.
+times every candidate, and compiling dominates: on Hopper's facts ResNet-50 at batch 32 forms 24 keys, 400
+candidates, 292 kernel specialisations to compile, the same keys whether its batch norms are folded into
+the convolutions or not; the UNet's two levels at batch 2 31 keys, 513 candidates, 256 specialisations;
+minutes on a cold machine): it is timed apart and printed, with the keys it tuned (each printed as its
+tuning starts and ends, with its candidates and seconds, so a first call that runs long names the key it is
+on), the settings it found in the store and the kernels it first launched outside tuning (``FirstCallLog``).
+``--first-call-census [FACTS]`` counts those figures for every case on the CPU, against a device class's
+facts (default hopper), running nothing. CONV_MODELS_CANDIDATES=N tunes each key on at most N of its
+candidates, spread evenly over its list (so that its kinds of setting, plain, stepped, staged, split or
+descriptor-loaded, stay represented): at 8, ResNet-50 compiles 157 specialisations and the UNet 149. What
+it finds is stored as any tuning is (a later run on that store takes it): NBX_TUNING_DIR set to a scratch
+folder keeps it apart.
 Triton's cache and the tuning store stay on a warm machine, so a second run there times the models alone
 (and a run after another that tuned the same keys, fused or not, tunes none); on a cold one,
 CONV_MODELS_ONLY narrows the first run. A line is printed per model as it
@@ -200,11 +202,90 @@ def _load(graph, directory, device, fuse_convolutions: bool):
         loading.fuse_steps = fuse_steps
 
 
+def first_call_census(facts_name: str, only: list, most: int | None) -> int:
+    """Each GPU case's cold first call (empty tuning store and Triton cache) counted on the CPU against the
+    facts of a device class, nothing run: the keys it tunes, their candidates (at most ``most`` a key,
+    ``spread``) and the kernel specialisations that building them, and the launches outside tuning, compile
+    (each launch's kernel, constexprs and argument specialisation). The CPU device plans as that class would
+    (its facts swapped in); figures a device's own properties decide (its multiprocessor count) are the CPU's."""
+    os.environ["NBX_DEVICE"] = "cpu"
+    import torch
+
+    import conv_models as models
+    import nbxtensor as nbx
+    from nbxtensor import graph, launch, tuning
+    from nbxtensor.device import facts as device_facts
+    from nbxtensor.device import host
+    from nbxtensor.export import export
+    from nbxtensor.ops import plans
+
+    facts = device_facts.load(facts_name)
+    host.HostBackend.facts = property(lambda backend: facts)
+    specialisations, offered, tuned_now = set(), {}, []
+
+    def note(kernel, grid, device, args, constexprs, constexpr_key):
+        specialisations.add((kernel, constexpr_key, launch._specialised(args)[0], bool(tuned_now)))
+
+    def build_every(key, key_facts, candidates, prepare):
+        listed = spread(candidates() if callable(candidates) else candidates, most)
+        if key in offered:  # tuned already: a run takes the stored setting, whose kernels are built
+            return listed[0]
+        offered[key] = len(listed)
+        tuned_now.append(key)
+        try:
+            for config in listed:
+                try:
+                    prepare(config)()
+                except Exception:  # noqa: BLE001  (tuning skips a candidate that cannot be built)
+                    pass
+        finally:
+            tuned_now.pop()
+        return listed[0]
+    launch.launch_planned, tuning.choose_timed = note, build_every
+    compiled_before = set()
+    with tempfile.TemporaryDirectory() as scratch, torch.no_grad():
+        for name, kind, dtype_name, channels_last, batch in CASES:
+            if only and not any(word in name for word in only):
+                continue
+            dtype = getattr(torch, dtype_name)
+            layout = torch.channels_last if channels_last else torch.contiguous_format
+
+            def placed(t, dtype=dtype, layout=layout):
+                t = t.to(dtype)
+                return t.contiguous(memory_format=layout) if t.dim() == 4 else t
+            module, make_inputs = _build(torch, models, kind, smoke=False)
+            module = module.to(dtype).to(memory_format=layout)
+            example = tuple(placed(t) for t in make_inputs(2 if kind == "resnet50" else batch))
+            dynamic = ({0: torch.export.Dim("batch", min=1, max=64)},) if kind == "resnet50" else None
+            model = _load(graph, export(module, example, os.path.join(scratch, name.replace(" ", "_")),
+                                        dynamic_shapes=dynamic), "cpu",
+                          os.environ.get("CONV_MODELS_FUSE", "1") == "1")
+            specialisations.clear()
+            offered.clear()
+            plans.clear_all()
+            model(*[nbx.from_dlpack(placed(t)) for t in make_inputs(batch)])
+            compiled = {noted[:3] for noted in specialisations}
+            outside = {noted[:3] for noted in specialisations if not noted[3]} - {
+                noted[:3] for noted in specialisations if noted[3]}
+            print(f"{name}: {len(offered)} keys tuned, {sum(offered.values())} candidates, {len(compiled)} kernel "
+                  f"specialisations to compile ({len(outside)} outside tuning; {len(compiled - compiled_before)} "
+                  f"not compiled by the cases above)", flush=True)
+            compiled_before |= compiled
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="the models at tiny sizes, float32, on the CPU device (kernels interpreted), host clock")
+    parser.add_argument("--first-call-census", metavar="FACTS", nargs="?", const="hopper",
+                        help="count each case's cold first call on the CPU against a device class's facts "
+                             "(default hopper): keys, candidates, kernel specialisations to compile; nothing runs")
     args = parser.parse_args(argv)
+    if args.first_call_census:
+        return first_call_census(args.first_call_census,
+                                 [w for w in os.environ.get("CONV_MODELS_ONLY", "").split(",") if w],
+                                 most_candidates())
     smoke = args.cpu_smoke
     if smoke:
         os.environ["NBX_DEVICE"] = "cpu"
