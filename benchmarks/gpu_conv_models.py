@@ -221,10 +221,13 @@ def first_call_census(facts_name: str, only: list, most: int | None) -> int:
 
     facts = device_facts.load(facts_name)
     host.HostBackend.facts = property(lambda backend: facts)
-    specialisations, offered, tuned_now = set(), {}, []
+    compiled, built_by_tuning, offered, tuned_now = set(), set(), {}, []
 
     def note(kernel, grid, device, args, constexprs, constexpr_key):
-        specialisations.add((kernel, constexpr_key, launch._specialised(args)[0], bool(tuned_now)))
+        specialisation = (kernel, constexpr_key, launch._specialised(args)[0])
+        compiled.add(specialisation)
+        if tuned_now:
+            built_by_tuning.add(specialisation)
 
     def build_every(key, key_facts, candidates, prepare):
         listed = spread(candidates() if callable(candidates) else candidates, most)
@@ -260,16 +263,13 @@ def first_call_census(facts_name: str, only: list, most: int | None) -> int:
             model = _load(graph, export(module, example, os.path.join(scratch, name.replace(" ", "_")),
                                         dynamic_shapes=dynamic), "cpu",
                           os.environ.get("CONV_MODELS_FUSE", "1") == "1")
-            specialisations.clear()
-            offered.clear()
-            plans.clear_all()
+            for counted in (compiled, built_by_tuning, offered):
+                counted.clear()
+            plans.clear_all()  # every layout planned, and its keys formed, afresh
             model(*[nbx.from_dlpack(placed(t)) for t in make_inputs(batch)])
-            compiled = {noted[:3] for noted in specialisations}
-            outside = {noted[:3] for noted in specialisations if not noted[3]} - {
-                noted[:3] for noted in specialisations if noted[3]}
             print(f"{name}: {len(offered)} keys tuned, {sum(offered.values())} candidates, {len(compiled)} kernel "
-                  f"specialisations to compile ({len(outside)} outside tuning; {len(compiled - compiled_before)} "
-                  f"not compiled by the cases above)", flush=True)
+                  f"specialisations to compile ({len(compiled - built_by_tuning)} outside tuning; "
+                  f"{len(compiled - compiled_before)} not compiled by the cases above)", flush=True)
             compiled_before |= compiled
     return 0
 
