@@ -301,6 +301,36 @@ def test_fp8_activations_against_block_scaled_weights(rng, rows, dtype):
     assert (np.abs(whole_rows - expected) > bound).any()
 
 
+@pytest.mark.parametrize("scaling", ["dynamic", "bounded", "static", "block"])
+def test_fp8_rows_whole_and_looped_forms_round_alike(rng, monkeypatch, scaling):
+    """Rows that fit one tile are rounded by ``fp8_rows_whole`` (each row read once), longer ones by ``fp8_rows``
+    (a program a group, looping over it). With the whole-row limit lowered under these rows, the looping form
+    takes them and the products come out bit for bit as the whole-row form's: both divide by the same correctly
+    rounded scale and round each quotient once. K = 260 leaves ragged
+    128-blocks."""
+    from nbxtensor.ops import quant as quant_ops
+    n, k = 131, 260
+    q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    scales = rng.uniform(0.01, 0.1, (2, 3) if scaling == "block" else (n,)).astype(np.float32)
+    options = {"bounded": dict(activation_scale_ub=1.5),
+               "static": dict(activation_scale=np.array([2.0 / 448], np.float32))}.get(scaling, {})
+    weight = QuantizedWeight.fp8(q, scales, device=TEST_DEVICE, **options)
+    x = to_nbx((rng.standard_normal((7, k)) * 2).astype(np.float32))
+
+    def product(whole_limit):
+        monkeypatch.setattr(quant_ops, "FP8_ROWS_WHOLE_MAX", whole_limit)
+        quant_ops._plans.clear()
+        launch = quant_ops._fp8_rows_launch(x, 7, k, 384, 3 if scaling == "block" else 1, quant_ops.K.SCALE_DYNAMIC,
+                                            0.0, True)
+        return launch.kernel, nbx.quantized_linear(x, weight, fp8_activations=True).numpy()
+
+    whole_kernel, whole = product(quant_ops.FP8_ROWS_WHOLE_MAX)
+    looped_kernel, looped = product(32)
+    quant_ops._plans.clear()
+    assert whole_kernel is quant_ops.K.fp8_rows_whole and looped_kernel is quant_ops.K.fp8_rows
+    assert np.array_equal(whole.view(np.uint32), looped.view(np.uint32))
+
+
 @pytest.mark.parametrize("rows", [3, 20])
 def test_fp8_activations_with_a_static_scale(rng, rows):
     """A static input scale (compressed-tensors' ``input_scale``): every row divided by the one scale, values past

@@ -611,6 +611,29 @@ SCALE_STATIC = tl.constexpr(2)
 
 
 @triton.jit
+def _e4m3(v, out_type, INTERPRETED: tl.constexpr):
+    """float32 ``v`` rounded to e4m3 to nearest even, saturating at 448: where kernels compile, Triton's float8
+    cast, one ``cvt.rn.satfinite`` for two values; in the interpreter ``encode``, which rounds the same by the
+    bits (finite overflow and infinity to 448; only a NaN's sign bit may differ)."""
+    if INTERPRETED:
+        return encode(v, out_type, E4M3, False, False)
+    else:
+        return v.to(out_type)
+
+
+@triton.jit
+def _group_scale(largest, given, SCALING: tl.constexpr):
+    """The scale of groups whose largest magnitudes are ``largest``, as SCALING says."""
+    if SCALING == SCALE_STATIC:
+        return tl.zeros_like(largest) + given
+    if SCALING == SCALE_BOUNDED:
+        largest = tl.minimum(largest, given)
+    # divisions rounded as IEEE's (a GPU's plain float32 ``/`` is approximate): a bfloat16 row often lands
+    # exactly between two e4m3 values, where an ulp decides the rounding
+    return tl.div_rn(tl.maximum(largest, SMALLEST_NORMAL), FP8_MAX)
+
+
+@triton.jit
 def fp8_rows(x, out, row_scales, given, K, k_padded, group_k, x_sm, x_sk, BLOCK: tl.constexpr,
              SCALING: tl.constexpr, DECODE_BF16: tl.constexpr, INTERPRETED: tl.constexpr):
     """Group g of row m's inputs (``group_k`` of them from g * group_k: the whole padded row, or 1 x 128 blocks)
@@ -618,17 +641,15 @@ def fp8_rows(x, out, row_scales, given, K, k_padded, group_k, x_sm, x_sk, BLOCK:
     torch's ``_scaled_mm`` callers quantize activations), that magnitude first clamped at ``given``
     (SCALE_BOUNDED), or ``given`` itself (SCALE_STATIC); values past 448 scales saturate, as ``encode`` rounds to
     e4m3. out[m, k] = e4m3(x[m, k] / scale) for k < K, 0 up to k_padded, so the product reads whole K tiles
-    without masks; row_scales[m, g] = scale."""
+    without masks; row_scales[m, g] = scale. For rows longer than ``fp8_rows_whole`` holds at once."""
     m = tl.program_id(0)
     g = tl.program_id(1)
     start = g * group_k
     stop = start + group_k
     rk = tl.arange(0, BLOCK)
-    if SCALING == SCALE_STATIC:
-        scale = given
-    else:
+    largest = tl.zeros([BLOCK], tl.float32)
+    if SCALING != SCALE_STATIC:
         reach = tl.minimum(stop, K)
-        largest = tl.zeros([BLOCK], tl.float32)
         if INTERPRETED:
             k0 = start
             while k0 < reach:
@@ -641,27 +662,39 @@ def fp8_rows(x, out, row_scales, given, K, k_padded, group_k, x_sm, x_sk, BLOCK:
                 kk = k0 + rk
                 v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
                 largest = tl.maximum(largest, tl.abs(v))
-        largest = tl.max(largest, axis=0)
-        if SCALING == SCALE_BOUNDED:
-            largest = tl.minimum(largest, given)
-        # divisions rounded as IEEE's (a GPU's plain float32 ``/`` is approximate): a bfloat16 row often lands
-        # exactly between two e4m3 values, where an ulp decides the rounding
-        scale = tl.div_rn(tl.maximum(largest, SMALLEST_NORMAL), FP8_MAX)
+    scale = _group_scale(tl.max(largest, axis=0), given, SCALING)
     if INTERPRETED:
         k0 = start
         while k0 < stop:
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            tl.store(out + m * k_padded + kk, encode(tl.div_rn(v, scale), out.dtype.element_ty, E4M3, False, False),
+            tl.store(out + m * k_padded + kk, _e4m3(tl.div_rn(v, scale), out.dtype.element_ty, INTERPRETED),
                      mask=kk < stop)
             k0 += BLOCK
     else:
         for k0 in range(start, stop, BLOCK):
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            tl.store(out + m * k_padded + kk, encode(tl.div_rn(v, scale), out.dtype.element_ty, E4M3, False, False),
+            tl.store(out + m * k_padded + kk, _e4m3(tl.div_rn(v, scale), out.dtype.element_ty, INTERPRETED),
                      mask=kk < stop)
     tl.store(row_scales + m * tl.num_programs(1) + g, scale)
+
+
+@triton.jit
+def fp8_rows_whole(x, out, row_scales, given, K, k_padded, group_k, groups, x_sm, x_sk, GROUPS: tl.constexpr,
+                   BLOCK: tl.constexpr, SCALING: tl.constexpr, DECODE_BF16: tl.constexpr, INTERPRETED: tl.constexpr):
+    """``fp8_rows`` for a row whose ``groups`` groups fit one GROUPS x BLOCK tile: the row read once, every
+    load in flight together (the looping form reads a row twice, a block at a time)."""
+    m = tl.program_id(0)
+    rg = tl.arange(0, GROUPS)
+    rj = tl.arange(0, BLOCK)
+    kk = rg[:, None] * group_k + rj[None, :]
+    inside = (rg[:, None] < groups) & (rj[None, :] < group_k)
+    v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=inside & (kk < K), other=0), DECODE_BF16).to(tl.float32)
+    scale = _group_scale(tl.max(tl.abs(v), axis=1), given, SCALING)
+    tl.store(out + m * k_padded + kk, _e4m3(tl.div_rn(v, scale[:, None]), out.dtype.element_ty, INTERPRETED),
+             mask=inside)
+    tl.store(row_scales + m * groups + rg, scale, mask=rg < groups)
 
 
 @triton.jit

@@ -477,6 +477,28 @@ def _dequantized_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int,
     return run
 
 
+# the most inputs a row's whole-row rounding (``fp8_rows_whole``) holds in one tile: 32 a thread at 16 warps
+FP8_ROWS_WHOLE_MAX = 16384
+
+
+def _fp8_rows_launch(x, m: int, k: int, k_padded: int, blocks: int, scaling, given, interpreted: bool):
+    """The launch rounding ``x``'s m rows to e4m3 in ``blocks`` groups each: the whole row in one tile where it
+    fits ``FP8_ROWS_WHOLE_MAX`` (read once, its loads all in flight), else a program a group looping over it."""
+    group_k = k_padded // blocks
+    groups, block = next_pow2(blocks), next_pow2(group_k)
+    decode_bf16 = x.dtype.name == "bfloat16" and interpreted
+    if groups * block <= FP8_ROWS_WHOLE_MAX:
+        return PlannedLaunch(K.fp8_rows_whole, (m,),
+                             [Slot("x"), Slot("a"), Slot("row_scales"), given, k, k_padded, group_k, blocks,
+                              *x.stride()],
+                             dict(GROUPS=groups, BLOCK=block, SCALING=scaling.value, DECODE_BF16=decode_bf16,
+                                  INTERPRETED=interpreted, num_warps=max(4, min(16, groups * block // 1024))))
+    return PlannedLaunch(K.fp8_rows, (m, blocks),
+                         [Slot("x"), Slot("a"), Slot("row_scales"), given, k, k_padded, group_k, *x.stride()],
+                         dict(BLOCK=min(1024, block), SCALING=scaling.value, DECODE_BF16=decode_bf16,
+                              INTERPRETED=interpreted, num_warps=4))
+
+
 def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     """``run(x, weight, bias, out)`` for ``fp8_activations``: ``fp8_rows`` rounds the rows to e4m3 (padded
     with zeros to whole K tiles; a scale per row, or per 1 x 128 block against block-scaled weights), then
@@ -496,11 +518,7 @@ def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int)
     scaling, given = ((K.SCALE_STATIC, weight.activation_scale) if weight.activation_scale is not None
                       else (K.SCALE_BOUNDED, weight.activation_scale_ub) if weight.activation_scale_ub is not None
                       else (K.SCALE_DYNAMIC, 0.0))
-    rows = PlannedLaunch(K.fp8_rows, (m, blocks),
-                         [Slot("x"), Slot("a"), Slot("row_scales"), given, k, k_padded, group_k, *x.stride()],
-                         dict(BLOCK=min(1024, next_pow2(group_k)), SCALING=scaling.value,
-                              DECODE_BF16=x.dtype.name == "bfloat16" and interpreted, INTERPRETED=interpreted,
-                              num_warps=4))
+    rows = _fp8_rows_launch(x, m, k, k_padded, blocks, scaling, given, interpreted)
     flags = dict(SCALE_FORMAT=load_format(weight.scales.dtype), HAS_BIAS=has_bias,
                  BIAS_FORMAT=float_format(bias.dtype) if has_bias else FORMAT_NATIVE.value,
                  DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INDEX_64=index_64,
