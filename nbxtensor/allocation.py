@@ -178,11 +178,20 @@ class Workspace:
     def allocate(self, device, tensors: dict) -> None:
         """Put a fresh tensor for every piece into ``tensors``."""
         if self.pieces:
-            make = self._makers.get(device)
-            if make is None:
-                make = self._makers[device] = fresh_tensor_maker((max(self.nbytes, 1),), _BYTES, device,
-                                                                 scratch=True)
-            self.carve(make(), tensors)
+            self.carve(self.buffer_maker(device)(), tensors)
+
+    def buffer_maker(self, device):
+        """``make()``: a fresh uint8 buffer of this workspace on ``device``, which ``carve`` cuts into its
+        pieces (a piece starts ``offset`` bytes past the buffer's start: ``offsets``)."""
+        make = self._makers.get(device)
+        if make is None:
+            make = self._makers[device] = fresh_tensor_maker((max(self.nbytes, 1),), _BYTES, device, scratch=True)
+        return make
+
+    @property
+    def offsets(self) -> dict:
+        """Each piece's name -> its byte offset from the buffer's start."""
+        return {name: offset for name, _, _, offset, _ in self.pieces}
 
     def carve(self, buffer: Tensor, tensors: dict) -> None:
         """Put every piece, a view of ``buffer`` (uint8, at least ``nbytes`` long, starting on 16 bytes in its
