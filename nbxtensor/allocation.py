@@ -142,12 +142,21 @@ def fresh_tensor_maker(shape, dtype, dev: _device, strides=None, scratch: bool =
     def make() -> Tensor:
         if arena_service is not None or _poisoning or not nbytes:
             made = allocate_tensor(shape, strides, dtype, dev, nbytes, scratch=scratch)
-        else:
-            buffer = (parked and parked(nbytes, stream_of(index))) or allocate(nbytes, index)
-            made = Tensor._make(Storage(dev, nbytes, buffer), 0, shape, strides, dtype)
-        made._layout = layout
+            made._layout = layout
+            return made
+        # the fields ``Storage(dev, nbytes, buffer)`` and ``Tensor._make`` set, set here directly: this runs for
+        # every output of every planned call, and the layout is known to be one they accept
+        storage = _new(Storage)
+        storage.device, storage.nbytes = dev, nbytes
+        storage.buffer = (parked and parked(nbytes, stream_of(index))) or allocate(nbytes, index)
+        made = _new(Tensor)
+        made._storage, made._offset, made._shape, made._strides, made._dtype, made._layout = \
+            storage, 0, shape, strides, dtype, layout
         return made
     return make
+
+
+_new = object.__new__
 
 
 class Workspace:

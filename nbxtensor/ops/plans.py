@@ -167,28 +167,28 @@ _BIND_TRIES = 4
 
 
 class LaunchCall:
-    """The planned launches of one call of a layout, as a function of the call's input tensors, returning
-    its outputs as a tuple: ``launches`` in order, each slot naming one of the ``inputs`` (the call's
-    tensors, in order), an output (``outputs``: (slot names, ``make``) in the order returned; a ``make`` of
-    None returns None and fills no slot) or a piece of the ``workspace``.
+    """The planned launches of one call of a layout from one input tensor (a reduction, a scan, a row op, a
+    selection), as a function of that tensor, returning the call's outputs as a tuple: ``launches`` in
+    order, each slot naming the ``source`` (the input), an output (``outputs``: (slot names, ``make``) in
+    the order returned; a ``make`` of None returns None and fills no slot) or a piece of the ``workspace``.
 
     Where kernels compile, a call also binds every launch (``PlannedLaunch.bind``); once all are bound
     (``launchers``), ``bound`` gives the call's bound form, which takes the addresses of the call's tensors
     straight to the bound launchers."""
 
-    __slots__ = ("device", "launches", "workspace", "inputs", "outputs", "launchers", "_backend", "_itemsizes",
+    __slots__ = ("device", "launches", "workspace", "source", "outputs", "launchers", "_backend", "_itemsize",
                  "_tries")
 
-    def __init__(self, device, launches, workspace, inputs: tuple, outputs: list):
+    def __init__(self, device, launches, workspace, source: str, outputs: list):
         self.device, self.launches, self.workspace = device, list(launches), workspace
-        self.inputs, self.outputs = tuple(inputs), [(tuple(names), make) for names, make in outputs]
+        self.source, self.outputs = source, [(tuple(names), make) for names, make in outputs]
         self.launchers = None  # per launch, its bound launcher (published whole)
         self._backend = backend_for(device)
-        self._itemsizes = None
+        self._itemsize = None  # of the source's elements, known once bound
         self._tries = _BIND_TRIES
 
-    def __call__(self, *tensors) -> tuple:
-        named = dict(zip(self.inputs, tensors))
+    def __call__(self, x: Tensor) -> tuple:
+        named = {self.source: x}
         made = []
         for names, make in self.outputs:
             out = None if make is None else make()
@@ -208,51 +208,61 @@ class LaunchCall:
             if found is None:
                 return
             launchers.append(found[0])
-        self._itemsizes = tuple(named[name]._dtype.itemsize for name in self.inputs)
+        self._itemsize = named[self.source]._dtype.itemsize
         self.launchers = tuple(launchers)
 
     def bound(self, pick, general):
-        """The bound form of a call once ``launchers`` are known: ``call(*tensors)`` returning the outputs'
-        item ``pick`` (an int) or ``pick(*outputs)``, fresh outputs (and workspace) made as the general path
-        makes them and every launch issued by its bound launcher on the current stream. ``general(*tensors)``
-        (returning what ``call`` returns) serves the calls it does not: inside a capture (which records
-        launches) and where an address is off Triton's 16-byte specialisation."""
+        """The bound form of a call once ``launchers`` are known: ``call(x)`` returning the outputs' item
+        ``pick`` (an int) or ``pick(*outputs)``, fresh outputs (and workspace) made as the general path makes
+        them and every launch issued by its bound launcher on the current stream. ``general(x)`` (returning
+        what ``call`` returns) serves the calls it does not: inside a capture (which records launches) and
+        where an address is off Triton's 16-byte specialisation."""
         device, backend = self.device, self._backend
-        sources = {name: i for i, name in enumerate(self.inputs)}
-        makers = []
-        for names, make in self.outputs:
+        sources = {self.source: 0}  # each slot's place among the call's addresses: source, outputs, pieces
+        makers, places = [], []
+        for place, (names, make) in enumerate(self.outputs):
             if make is not None:
-                sources.update(dict.fromkeys(names, len(self.inputs) + len(makers)))
                 makers.append(make)
-        offsets = self.workspace.offsets
-        for name in offsets:
-            sources[name] = len(self.inputs) + len(makers) + list(offsets).index(name)
-        workspace = self.workspace.buffer_maker(device) if offsets else None
-        offsets = tuple(offsets.values())
+                places.append(place)
+                sources.update(dict.fromkeys(names, len(makers)))
+        pieces = self.workspace.offsets
+        for name in pieces:
+            sources[name] = len(sources)
+        workspace = self.workspace.buffer_maker(device) if pieces else None
+        offsets = tuple(pieces.values())
         steps = []
         for launcher, planned in zip(self.launchers, self.launches):
-            picks = [sources[name] for name in planned.names]
-            steps.append((launcher, itemgetter(*picks) if len(picks) > 1 else (lambda a, i=picks[0]: (a[i],))))
-        itemsizes = self._itemsizes
-        returned = [i for i, (_, make) in enumerate(self.outputs) if make is not None]
+            places_read = [sources[name] for name in planned.names]
+            steps.append((launcher, itemgetter(*places_read) if len(places_read) > 1 else
+                          (lambda addresses, i=places_read[0]: (addresses[i],))))
+        itemsize = self._itemsize
+        if type(pick) is int:
+            finish = itemgetter(places.index(pick))
+        elif len(places) == len(self.outputs):
+            def finish(made):
+                return pick(*made)
+        else:
+            def finish(made):
+                full = [None] * len(self.outputs)
+                for place, out in zip(places, made):
+                    full[place] = out
+                return pick(*full)
+        if places == [pick] and workspace is None and len(steps) == 1:
+            return _bound_one(steps[0], itemsize, makers[0], general, backend, device)
         stream_of, index = backend.current_stream_handle, device.index
-        if len(itemsizes) == 1 and len(makers) == 1 and workspace is None and len(steps) == 1 and pick == returned[0]:
-            return _bound_one(steps[0], itemsizes[0], makers[0], general, backend, device)
 
-        def call(*tensors):
+        def call(x):
             if _launch._captures_open:
-                return general(*tensors)
-            addresses = []
+                return general(x)
+            source = x._storage.buffer.ptr + x._offset * itemsize
+            if source & 15:
+                return general(x)
+            addresses = [source]
+            made = []
             aligned = 0
-            for t, itemsize in zip(tensors, itemsizes):
-                ptr = t._storage.buffer.ptr + t._offset * itemsize
-                aligned |= ptr
-                addresses.append(ptr)
-            if aligned & 15:
-                return general(*tensors)
-            made = [None] * len(self.outputs)
-            for i, make in zip(returned, makers):
-                out = made[i] = make()
+            for make in makers:
+                out = make()
+                made.append(out)
                 ptr = out._storage.buffer.ptr + out._offset * out._dtype.itemsize
                 aligned |= ptr
                 addresses.append(ptr)
@@ -262,7 +272,7 @@ class LaunchCall:
                 aligned |= start
                 addresses += [start + offset for offset in offsets]
             if aligned & 15:  # an output a graph's arena placed off 16 bytes
-                return general(*tensors)
+                return general(x)
             stream = stream_of(index)
             for launcher, arguments in steps:
                 values = arguments(addresses)
@@ -270,12 +280,12 @@ class LaunchCall:
                     launcher(stream, *values)
                 except RuntimeError as error:
                     relaunch(error, launcher, backend, device, stream, values)
-            return made[pick] if type(pick) is int else pick(*made)
+            return finish(made)
         return call
 
 
 def _bound_one(step, itemsize: int, make, general, backend, device):
-    """``LaunchCall.bound`` of one launch from one input to one output, the usual reduction or row op."""
+    """``LaunchCall.bound`` of one launch from the source to one output, the usual reduction or row op."""
     launcher, arguments = step
     stream_of, index = backend.current_stream_handle, device.index
 
@@ -300,19 +310,18 @@ def _bound_one(step, itemsize: int, make, general, backend, device):
 
 
 def binding_run(cache: PlanCache, key, execute, pick, general=None):
-    """The entry of ``key`` in ``cache`` (a call-level plan) for calls that run ``execute(*tensors)``, a
-    ``LaunchCall`` or any function returning a tuple of outputs, and return its item ``pick`` (an int) or
+    """The entry of ``key`` in ``cache`` (a call-level plan) for calls that run ``execute(x)``, a ``LaunchCall``
+    or any function returning a tuple of outputs, and return its item ``pick`` (an int) or
     ``pick(*outputs)``; ``general``, where given, is that call with checks of its own. Once a call has bound
     a ``LaunchCall``'s launches, the entry becomes its bound form (``LaunchCall.bound``); ``key`` None (a call
     planned for itself alone) publishes nothing."""
     if general is None:
-        general = (lambda *tensors: execute(*tensors)[pick]) if type(pick) is int else \
-            (lambda *tensors: pick(*execute(*tensors)))
+        general = (lambda x: execute(x)[pick]) if type(pick) is int else (lambda x: pick(*execute(x)))
     if key is None or not isinstance(execute, LaunchCall):
         return general
 
-    def run(*tensors):
-        result = general(*tensors)
+    def run(x):
+        result = general(x)
         if execute.launchers is not None:
             cache.put(key, execute.bound(pick, general))
         return result

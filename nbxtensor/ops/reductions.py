@@ -320,7 +320,7 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
         returned = [(written, first), ((), None)] if first is not None else [((), None), (written, other)]
     else:
         returned = [(("out0",), first), (("out1",), other)]
-    return LaunchCall(dev, launches, workspace, ("x",), returned)
+    return LaunchCall(dev, launches, workspace, "x", returned)
 
 
 def _reduction_cost(x, out_metas, flops_per_element: int = 1) -> Cost:
@@ -853,16 +853,17 @@ def _plan_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_ind
                                                       *geometry], dict(PHASE=2, **common))]
         workspace = Workspace({"totals": ((n_rows, n_chunks), acc)})
 
-    def execute(x):
+    if not scalar:
+        return LaunchCall(dev, launches, workspace, "x", [(("out",), make_out), (("indices",), make_indices)])
+
+    def execute_scalar(x):
         result, result_indices = outputs()
-        if scalar:
-            x = x._view((1,), (1,))
-        tensors = {"x": x, "out": result._view((1,), (1,)) if scalar else result}
+        tensors = {"x": x._view((1,), (1,)), "out": result._view((1,), (1,))}
         if with_indices:
-            tensors["indices"] = result_indices._view((1,), (1,)) if scalar else result_indices
+            tensors["indices"] = result_indices._view((1,), (1,))
         run_launches(dev, launches, workspace, tensors)
         return result, result_indices
-    return execute
+    return execute_scalar
 
 
 def _scan_result(kind: str, x, dim, dtype) -> TensorMeta:
@@ -900,15 +901,15 @@ _scan_calls = PlanCache()
 
 
 def _scan_op(kind: str, scan: int):
-    def plan(x: Tensor, dim: int, dtype):
-        """``run(x)`` for tensors laid out as ``x`` is, the call's checks and dtypes worked out once."""
+    def plan(x: Tensor, dim: int, dtype, key):
+        """``run(x)`` for tensors laid out as ``x`` is, the call's checks and dtypes worked out once: the entry
+        of ``key`` (None: this call's alone)."""
         _check_supported(x, kind)
         out = _scan_result(kind, x, dim, dtype)
         d = S.wrap_dim(dim, x.ndim)
         acc = compute_dtype(out.dtype)
         if _exactly_widens(x.dtype, out.dtype):  # ``_source`` reads ``x`` itself: its plan is this layout's
-            execute = _scan_plan(x, d, scan, out.dtype, acc, acc)
-            return lambda x: execute(x)[0]
+            return binding_run(_scan_calls, key, _scan_plan(x, d, scan, out.dtype, acc, acc), 0)
         return lambda x: _run_scan(x.to(out.dtype), d, scan, out.dtype, acc, acc)[0]
 
     def impl(x: Tensor, dim: int, *, dtype=None) -> Tensor:
@@ -916,9 +917,9 @@ def _scan_op(kind: str, scan: int):
         try:
             run = _scan_calls.lookup(key)
         except TypeError:  # a dim that does not hash: plan it for this call only
-            return plan(x, dim, dtype)(x)
+            return plan(x, dim, dtype, None)(x)
         if run is None:
-            run = plan(x, dim, dtype)
+            run = plan(x, dim, dtype, key)
             _scan_calls.put(key, run)
         return run(x)
     impl.__name__ = kind
