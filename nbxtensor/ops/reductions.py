@@ -562,13 +562,14 @@ def _aminmax_meta(a):
           **_reduction_rules(_aminmax_meta))
 def aminmax(x: Tensor, *, dim=None, keepdim: bool = False):
     """(min, max) in one pass."""
-    _check_supported(x, "aminmax")
-    dims = reduced_dims(x.ndim, dim, "aminmax")
-    _require_elements(x, dims, "aminmax")
-    acc = compute_dtype(x.dtype)
-    lo, hi = _run_reduce(x, dims, K.OP_AMINMAX, reduced_shape(x.shape, dims, keepdim), x.dtype, acc, acc,
-                         second=x.dtype)
-    return aminmax_result(lo, hi)
+    def execute():
+        _check_supported(x, "aminmax")
+        dims = reduced_dims(x.ndim, dim, "aminmax")
+        _require_elements(x, dims, "aminmax")
+        acc = compute_dtype(x.dtype)
+        return _reduce_plan(x, dims, K.OP_AMINMAX, reduced_shape(x.shape, dims, keepdim), x.dtype, acc, acc,
+                            second=x.dtype)
+    return _through_call_plan(("aminmax", layout_key(x), dim_key(dim), keepdim), x, execute, aminmax_result)
 
 
 # ---- var, std ------------------------------------------------------------------------------------
@@ -598,13 +599,19 @@ def _var_mean_meta(a):
 
 
 def _moments(x, dim, unbiased, keepdim, correction, op, with_mean):
-    _check_supported(x, "var")
-    meta = _var_result(x, dim, unbiased, keepdim, correction)
-    dim, keepdim, corr = _var_args(dim, unbiased, keepdim, correction)
-    acc = compute_dtype(x.dtype)
-    out, mean_ = _run_reduce(x, reduced_dims(x.ndim, dim, "var"), op, meta.shape, meta.dtype, acc, acc,
-                             second=meta.dtype if with_mean else None, correction=corr)
-    return (out, mean_) if with_mean else out
+    def execute():
+        _check_supported(x, "var")
+        meta = _var_result(x, dim, unbiased, keepdim, correction)
+        dims, _, corr = _var_args(dim, unbiased, keepdim, correction)
+        acc = compute_dtype(x.dtype)
+        return _reduce_plan(x, reduced_dims(x.ndim, dims, "var"), op, meta.shape, meta.dtype, acc, acc,
+                            second=meta.dtype if with_mean else None, correction=corr)
+    key = (op, with_mean, layout_key(x), dim_key(dim), unbiased, keepdim, correction)
+    return _through_call_plan(key, x, execute, _pair if with_mean else 0)
+
+
+def _pair(first, second):
+    return first, second
 
 
 @register("var", family="reduction", aten=["aten::var.correction", "aten::var.default", "aten::var.dim"],
@@ -664,17 +671,28 @@ def _vector_norm_result(x, dim, keepdim, dtype) -> TensorMeta:
           **_reduction_rules(lambda a: _vector_norm_result(a.x, a.dim, a.keepdim, a.dtype), flops_per_element=2))
 def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """(sum |x|^ord)^(1/ord) over ``dim``; ord 0 counts nonzeros, inf and -inf take max and min of |x|."""
-    _check_supported(x, "linalg.vector_norm")
-    meta = _vector_norm_result(x, dim, keepdim, dtype)
-    op, p = _norm_op(ord)
-    dims = reduced_dims(x.ndim, dim, "linalg.vector_norm")
-    if (op == K.OP_NORM_INF or op == K.OP_NORM_NEG_INF or p < 0) and _reduced_length(x.shape, dims) == 0 \
-            and x.numel() == 0:
-        raise IndexError(f"linalg.vector_norm cannot compute the {ord} norm of an empty reduction; the identity "
-                         "of max/min does not exist")
-    src, as_dtype = _source(x, meta.dtype)
-    acc = compute_dtype(as_dtype)
-    return _run_reduce(src, dims, op, meta.shape, meta.dtype, acc, acc, p=p)[0]
+    def execute():
+        _check_supported(x, "linalg.vector_norm")
+        meta = _vector_norm_result(x, dim, keepdim, dtype)
+        op, p = _norm_op(ord)
+        dims = reduced_dims(x.ndim, dim, "linalg.vector_norm")
+        if (op == K.OP_NORM_INF or op == K.OP_NORM_NEG_INF or p < 0) and _reduced_length(x.shape, dims) == 0 \
+                and x.numel() == 0:
+            raise IndexError(f"linalg.vector_norm cannot compute the {ord} norm of an empty reduction; the "
+                             "identity of max/min does not exist")
+        return _converting_plan(x, meta, dims, op, p=p)
+    key = ("linalg.vector_norm", layout_key(x), type(ord), ord, dim_key(dim), keepdim, dtype)
+    return _through_call_plan(key, x, execute, 0)
+
+
+def _converting_plan(x: Tensor, meta: TensorMeta, dims, op: int, **options):
+    """``_reduce_plan``'s execute of ``op`` for tensors laid out as ``x`` is, converted to ``meta.dtype`` first
+    where loading cannot widen them exactly (``_source``)."""
+    if _exactly_widens(x.dtype, meta.dtype):
+        acc = compute_dtype(meta.dtype)
+        return _reduce_plan(x, dims, op, meta.shape, meta.dtype, acc, acc, **options)
+    acc = compute_dtype(meta.dtype)
+    return lambda x: _run_reduce(x.to(meta.dtype), dims, op, meta.shape, meta.dtype, acc, acc, **options)
 
 
 def _nuclear_dims(x, dim):
@@ -716,12 +734,12 @@ def _logsumexp_result(x, dim, keepdim) -> TensorMeta:
           **_reduction_rules(lambda a: _logsumexp_result(a.x, a.dim, a.keepdim), flops_per_element=3))
 def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over ``dim`` without overflow (an online max); integers give the default float."""
-    _check_supported(x, "logsumexp")
-    meta = _logsumexp_result(x, dim, keepdim)
-    src, as_dtype = _source(x, meta.dtype)
-    acc = compute_dtype(as_dtype)
-    return _run_reduce(src, reduced_dims(x.ndim, dim, "logsumexp"), K.OP_LOGSUMEXP, meta.shape, meta.dtype, acc,
-                       acc)[0]
+    def execute():
+        _check_supported(x, "logsumexp")
+        meta = _logsumexp_result(x, dim, keepdim)
+        return _converting_plan(x, meta, reduced_dims(x.ndim, dim, "logsumexp"), K.OP_LOGSUMEXP)
+    key = ("logsumexp", layout_key(x), dim_key(dim), keepdim, get_default_dtype())
+    return _through_call_plan(key, x, execute, 0)
 
 
 # ---- any, all, count_nonzero ----------------------------------------------------------------------
@@ -734,10 +752,12 @@ _LOGICAL_RULES = _reduction_rules(lambda a: _logical_result(a.x, a.dim, a.keepdi
 
 
 def _logical(x, dim, keepdim, op, name):
-    _check_supported(x, name)
-    meta = _logical_result(x, dim, keepdim)
-    return _run_reduce(x, reduced_dims(x.ndim, dim, name), op, meta.shape, meta.dtype, _dt("int32"),
-                       compute_dtype(x.dtype))[0]
+    def execute():
+        _check_supported(x, name)
+        meta = _logical_result(x, dim, keepdim)
+        return _reduce_plan(x, reduced_dims(x.ndim, dim, name), op, meta.shape, meta.dtype, _dt("int32"),
+                            compute_dtype(x.dtype))
+    return _through_call_plan((name, layout_key(x), dim_key(dim), keepdim), x, execute, 0)
 
 
 @register("any", family="reduction", aten=["aten::any.default", "aten::any.dim", "aten::any.dims"],
@@ -762,10 +782,12 @@ def _count_result(x, dim) -> TensorMeta:
           methods=("count_nonzero",), **_reduction_rules(lambda a: _count_result(a.x, a.dim)))
 def count_nonzero(x: Tensor, dim=None) -> Tensor:
     """Number of nonzero elements (int64)."""
-    _check_supported(x, "count_nonzero")
-    meta = _count_result(x, dim)
-    return _run_reduce(x, reduced_dims(x.ndim, dim, "count_nonzero"), K.OP_COUNT_NONZERO, meta.shape, meta.dtype,
-                       _dt("int64"), compute_dtype(x.dtype))[0]
+    def execute():
+        _check_supported(x, "count_nonzero")
+        meta = _count_result(x, dim)
+        return _reduce_plan(x, reduced_dims(x.ndim, dim, "count_nonzero"), K.OP_COUNT_NONZERO, meta.shape,
+                            meta.dtype, _dt("int64"), compute_dtype(x.dtype))
+    return _through_call_plan(("count_nonzero", layout_key(x), dim_key(dim)), x, execute, 0)
 
 
 # ---- scans ------------------------------------------------------------------------------------------
@@ -944,10 +966,11 @@ def _cum_extreme_meta(a):
 
 
 def _cum_extreme(x, dim, scan, name, result_type):
-    _check_supported(x, name)
-    acc = compute_dtype(x.dtype)
-    values, indices = _run_scan(x, S.wrap_dim(dim, x.ndim), scan, x.dtype, acc, acc, with_indices=True)
-    return result_type(values, indices)
+    def execute():
+        _check_supported(x, name)
+        acc = compute_dtype(x.dtype)
+        return _scan_plan(x, S.wrap_dim(dim, x.ndim), scan, x.dtype, acc, acc, with_indices=True)
+    return _through_call_plan((name, layout_key(x), dim_key(dim)), x, execute, result_type)
 
 
 @register("cummax", family="reduction", aten=["aten::cummax.default"], methods=("cummax",),
