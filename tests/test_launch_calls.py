@@ -46,8 +46,8 @@ def _same_launches(general, bound, general_outputs, bound_outputs):
 
 
 # (name, call, its input): one- and several-launch plans, one and two outputs, with and without workspace
-# (the CPU facts split a softmax row past 16384 and a cumsum row past 4096; top-k of a row past 4096
-# selects in several launches)
+# (the CPU facts split a reduced row past 262144, a softmax row past 16384 and a cumsum row past 4096;
+# top-k of a row past 4096 selects in several launches)
 CALLS = [
     ("x.sum(dim=-1)", lambda x: x.sum(dim=-1), (4, 32)),
     ("x.sum(-1)", lambda x: x.sum(-1), (4, 32)),
@@ -56,6 +56,7 @@ CALLS = [
     ("amax", lambda x: nbx.amax(x, -1), (4, 32)),
     ("argmax", lambda x: x.argmax(-1), (4, 32)),
     ("max over a dim", lambda x: x.max(-1), (4, 32)),
+    ("argmax of a long row", lambda x: x.argmax(-1), (1, 300000)),
     ("aminmax", lambda x: nbx.aminmax(x, dim=-1), (4, 32)),
     ("var", lambda x: x.var(-1), (4, 32)),
     ("std_mean", lambda x: nbx.std_mean(x, (0, 1)), (2, 4, 8)),

@@ -226,8 +226,7 @@ class LaunchCall:
                 places.append(place)
                 sources.update(dict.fromkeys(names, len(makers)))
         pieces = self.workspace.offsets
-        for name in pieces:
-            sources[name] = len(sources)
+        sources.update((name, 1 + len(makers) + i) for i, name in enumerate(pieces))
         workspace = self.workspace.buffer_maker(device) if pieces else None
         offsets = tuple(pieces.values())
         steps = []
