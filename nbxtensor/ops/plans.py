@@ -235,6 +235,8 @@ class LaunchCall:
             steps.append((launcher, itemgetter(*places_read) if len(places_read) > 1 else
                           (lambda addresses, i=places_read[0]: (addresses[i],))))
         itemsize = self._itemsize
+        if places == [pick] and workspace is None and len(steps) == 1:
+            return _bound_one(steps[0], itemsize, makers[0], general, backend, device)
         if type(pick) is int:
             finish = itemgetter(places.index(pick))
         elif len(places) == len(self.outputs):
@@ -246,8 +248,6 @@ class LaunchCall:
                 for place, out in zip(places, made):
                     full[place] = out
                 return pick(*full)
-        if places == [pick] and workspace is None and len(steps) == 1:
-            return _bound_one(steps[0], itemsize, makers[0], general, backend, device)
         stream_of, index = backend.current_stream_handle, device.index
 
         def call(x):
