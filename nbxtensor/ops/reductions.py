@@ -417,8 +417,9 @@ def _require_elements(x, dims, op: str) -> None:
 def _through_call_plan(key, x: Tensor, make, pick):
     """The result of a call of ``x`` through its call-level plan: ``key`` (the op's name, ``x``'s layout and
     the call's other arguments, a dim as ``dim_key`` gives it) names the plan, made the first time from
-    ``make()`` (the call's checks, then ``_reduce_plan``'s or ``_scan_plan``'s execute) and returning item ``pick`` of its outputs
-    or ``pick(*outputs)`` (``plans.binding_run``); a key that does not hash plans this call alone."""
+    ``make()`` (the call's checks, then ``_reduce_plan``'s or ``_scan_plan``'s execute) and returning item
+    ``pick`` of its outputs or ``pick(*outputs)`` (``plans.binding_run``); a key that does not hash plans this
+    call alone."""
     try:
         run = _call_plans.lookup(key)
     except TypeError:
