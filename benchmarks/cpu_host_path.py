@@ -1,34 +1,42 @@
 """Host time of one call of small ops, on any machine: our Python before the launch, with every kernel
 launch stubbed out (the CPU backend is told it compiles kernels, and each "compiled" kernel's run does
 nothing; new tensors come from a caching allocator as on a GPU), so no kernel runs and only host work is
-timed. Not a GPU figure: a GPU host adds Triton's C launcher and the driver's launch.
+timed. Not a GPU figure: a GPU host adds Triton's C launcher and the driver's launch (about 7 us a
+launch), so the launches a call makes are counted beside its time.
 
-    python3 benchmarks/cpu_host_path.py
+    python3 benchmarks/cpu_host_path.py [--facts hopper]
+
+``--facts`` plans every op as on a device of that class (its facts, its largest multiprocessor count), so
+the launches counted are that device's; by default the CPU's facts plan them.
 """
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
 import nbxtensor as nbx
 from nbxtensor import launch as launch_module
 from nbxtensor.device import backend_for
+from nbxtensor.device import facts as facts_files
 from nbxtensor.memory import CachingAllocator
 
 
 class _StubLauncher:
-    """Triton's launcher as the launch path sees it: its C function, which does nothing here."""
+    """Triton's launcher as the launch path sees it: its C function, which only counts launches here."""
     global_scratch_size = profile_scratch_size = 0
     launch_cooperative_grid = launch_pdl = 0
+    count = 0
 
     @staticmethod
     def launch(*args):
-        return None
+        _StubLauncher.count += 1
 
     def __call__(self, *args):
-        return None
+        _StubLauncher.count += 1
 
 
 class _StubKernel:
@@ -42,10 +50,15 @@ class _EverythingCompiled(dict):
         return (_StubKernel, [], launch_module._direct_launcher(_StubKernel))
 
 
-def stub_launches() -> None:
-    """Launches do nothing, and new tensors come from a caching allocator, as on a GPU."""
+def stub_launches(facts: str | None = None) -> None:
+    """Launches do nothing, and new tensors come from a caching allocator, as on a GPU; ``facts``: the
+    device class whose facts plan the ops (None: the CPU's)."""
     backend = backend_for(nbx.device("cpu"))
     type(backend).compiles_kernels = property(lambda self: True)
+    if facts is not None:
+        chosen = facts_files.load(facts)
+        type(backend).facts = property(lambda self: chosen)
+        backend.properties = lambda index: SimpleNamespace(multiProcessorCount=chosen["multiprocessors_max"])
     backend.current_stream_handle = lambda index=None: 0
     backend.bind_launch = lambda compiled, grid, values, positions: _StubLauncher.launch
     launch_module._compiled = _EverythingCompiled()
@@ -72,13 +85,24 @@ def host_us(fn, calls: int = 200, repeats: int = 7) -> float:
     return statistics.median(runs)
 
 
+def launches_per_call(fn) -> int:
+    """Kernel launches one call of ``fn`` makes (after its plans are made)."""
+    fn()
+    before = _StubLauncher.count
+    fn()
+    return _StubLauncher.count - before
+
+
 def main() -> None:
-    stub_launches()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--facts", help="plan as on a device of this class (a facts file's name, e.g. hopper)")
+    stub_launches(parser.parse_args().facts)
     rng = np.random.default_rng(0)
     a = nbx.tensor(rng.standard_normal(16).astype(np.float32))
     b = nbx.tensor(rng.standard_normal(16).astype(np.float32))
     rows = nbx.tensor(rng.standard_normal((64, 256)).astype(np.float32))
     logits = nbx.tensor(rng.standard_normal((64, 152064)).astype(np.float32))
+    features = nbx.tensor(rng.standard_normal((8, 64, 14, 14)).astype(np.float32))
     F = nbx.nn.functional
     weight = nbx.tensor(rng.standard_normal(256).astype(np.float32))
     q = nbx.tensor(rng.standard_normal((1, 8, 1, 64)).astype(np.float32))
@@ -100,16 +124,25 @@ def main() -> None:
         ("rms_norm 64 x 256", lambda: F.rms_norm(rows, (256,), weight)),
         ("sdpa decode 8 heads x 128 keys", lambda: F.scaled_dot_product_attention(q, kv, kv)),
         ("row sum 64 x 256", lambda: rows.sum(dim=-1)),
+        ("x.sum(-1) 64 x 256", lambda: rows.sum(-1)),
+        ("nbx.sum(x, -1) 64 x 256", lambda: nbx.sum(rows, -1)),
+        ("mean (2, 3) [8,64,14,14]", lambda: features.mean((2, 3))),
+        ("argmax 64 x 152064", lambda: logits.argmax(-1)),
         ("softmax 64 x 256", lambda: nbx.softmax(rows, -1)),
+        ("x.softmax(-1) 64 x 256", lambda: rows.softmax(-1)),
+        ("F.softmax(x, -1) 64 x 256", lambda: F.softmax(rows, -1)),
         ("softmax 64 x 152064", lambda: nbx.softmax(logits, -1)),
         ("cumsum 64 x 152064", lambda: nbx.cumsum(logits, -1)),
         ("sort 64 x 256", lambda: nbx.sort(rows)),
         ("topk k=5 of 64 x 256", lambda: nbx.topk(rows, 5)),
         ("topk k=50 of 64 x 152064", lambda: nbx.topk(logits, 50)),
     ]
-    print(f"{'one call of':28s} {'host us':>8s}")
+    print(f"{'one call of':32s} {'host us':>8s} {'launches':>8s}")
     for name, fn in cases:
-        print(f"{name:28s} {host_us(fn):8.1f}")
+        try:
+            print(f"{name:32s} {host_us(fn):8.1f} {launches_per_call(fn):8d}")
+        except RuntimeError as e:  # under other facts: an op that tunes by timing, which nothing here runs
+            print(f"{name:32s} {'-':>8s} {'-':>8s}  ({str(e)[:60]})")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,10 @@ ta, tb = torch.ones(16, device=dev), torch.ones(16, device=dev)
 x, w = nbx.ones((1, 4096), device=dev, dtype=nbx.bfloat16), nbx.ones((14336, 4096), device=dev, dtype=nbx.bfloat16)
 tx, tw = torch.ones(1, 4096, device=dev, dtype=torch.bfloat16), torch.ones(14336, 4096, device=dev, dtype=torch.bfloat16)
 m2, tm2 = nbx.ones((64, 256), device=dev), torch.ones(64, 256, device=dev)
+vocab = nbx.ones((64, 152064), device=dev)
+tvocab = torch.from_dlpack(vocab)
+features = nbx.ones((8, 64, 14, 14), device=dev)
+tfeatures = torch.from_dlpack(features)
 q = nbx.ones((8, 32, 1, 128), device=dev, dtype=nbx.bfloat16)
 kv = nbx.ones((8, 32, 1024, 128), device=dev, dtype=nbx.bfloat16)
 tq, tkv = torch.from_dlpack(q), torch.from_dlpack(kv)
@@ -40,7 +44,18 @@ cases = {
     "mul scalar": (lambda: a * 2.0, lambda: ta * 2.0),
     "linear 1x4096x14336": (lambda: F.linear(x, w), lambda: TF.linear(tx, tw)),
     "sum row 64x256": (lambda: m2.sum(dim=-1), lambda: tm2.sum(dim=-1)),
+    "x.sum(-1) 64x256": (lambda: m2.sum(-1), lambda: tm2.sum(-1)),
+    "nbx.sum(x, -1) 64x256": (lambda: nbx.sum(m2, -1), lambda: torch.sum(tm2, -1)),
+    "mean (2, 3) 8x64x14x14": (lambda: features.mean((2, 3)), lambda: tfeatures.mean((2, 3))),
+    "argmax 64x152064": (lambda: vocab.argmax(-1), lambda: tvocab.argmax(-1)),
     "softmax 64x256": (lambda: nbx.softmax(m2, -1), lambda: torch.softmax(tm2, -1)),
+    "x.softmax(-1) 64x256": (lambda: m2.softmax(-1), lambda: tm2.softmax(-1)),
+    "F.softmax 64x256": (lambda: F.softmax(m2, -1), lambda: TF.softmax(tm2, -1)),
+    "softmax 64x152064": (lambda: vocab.softmax(-1), lambda: tvocab.softmax(-1)),
+    "cumsum 64x152064": (lambda: vocab.cumsum(-1), lambda: tvocab.cumsum(-1)),
+    "sort 64x256": (lambda: m2.sort(-1), lambda: tm2.sort(-1)),
+    "topk 5 of 64x256": (lambda: m2.topk(5), lambda: tm2.topk(5)),
+    "topk 50 of 64x152064": (lambda: vocab.topk(50), lambda: tvocab.topk(50)),
     "sdpa decode": (lambda: F.scaled_dot_product_attention(q, kv, kv), lambda: TF.scaled_dot_product_attention(tq, tkv, tkv)),
 }
 host_rows = []

@@ -142,12 +142,21 @@ def fresh_tensor_maker(shape, dtype, dev: _device, strides=None, scratch: bool =
     def make() -> Tensor:
         if arena_service is not None or _poisoning or not nbytes:
             made = allocate_tensor(shape, strides, dtype, dev, nbytes, scratch=scratch)
-        else:
-            buffer = (parked and parked(nbytes, stream_of(index))) or allocate(nbytes, index)
-            made = Tensor._make(Storage(dev, nbytes, buffer), 0, shape, strides, dtype)
-        made._layout = layout
+            made._layout = layout
+            return made
+        # the fields ``Storage(dev, nbytes, buffer)`` and ``Tensor._make`` set, set here directly: this runs for
+        # every output of every planned call, and the layout is known to be one they accept
+        storage = _new(Storage)
+        storage.device, storage.nbytes = dev, nbytes
+        storage.buffer = (parked and parked(nbytes, stream_of(index))) or allocate(nbytes, index)
+        made = _new(Tensor)
+        made._storage, made._offset, made._shape, made._strides, made._dtype, made._layout = \
+            storage, 0, shape, strides, dtype, layout
         return made
     return make
+
+
+_new = object.__new__
 
 
 class Workspace:
@@ -178,11 +187,20 @@ class Workspace:
     def allocate(self, device, tensors: dict) -> None:
         """Put a fresh tensor for every piece into ``tensors``."""
         if self.pieces:
-            make = self._makers.get(device)
-            if make is None:
-                make = self._makers[device] = fresh_tensor_maker((max(self.nbytes, 1),), _BYTES, device,
-                                                                 scratch=True)
-            self.carve(make(), tensors)
+            self.carve(self.buffer_maker(device)(), tensors)
+
+    def buffer_maker(self, device):
+        """``make()``: a fresh uint8 buffer of this workspace on ``device``, which ``carve`` cuts into its
+        pieces (a piece starts ``offset`` bytes past the buffer's start: ``offsets``)."""
+        make = self._makers.get(device)
+        if make is None:
+            make = self._makers[device] = fresh_tensor_maker((max(self.nbytes, 1),), _BYTES, device, scratch=True)
+        return make
+
+    @property
+    def offsets(self) -> dict:
+        """Each piece's name -> its byte offset from the buffer's start."""
+        return {name: offset for name, _, _, offset, _ in self.pieces}
 
     def carve(self, buffer: Tensor, tensors: dict) -> None:
         """Put every piece, a view of ``buffer`` (uint8, at least ``nbytes`` long, starting on 16 bytes in its

@@ -16,7 +16,7 @@ from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, dependent_launch, launch, next_pow2
 from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
+from .plans import LaunchCall, PlanCache, PlannedLaunch, Slot, binding_run, layout_key, run_launches
 from .reductions import (_exactly_widens, _source, compute_dtype, device_programs, dim_key, kernel_facts,
                          occupying_block_rows, tile_for)
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
@@ -121,12 +121,12 @@ def _run_softmax(x: Tensor, dim, dtype, log: bool) -> Tensor:
     key = (layout_key(x), dim_key(dim), dtype, log)
     execute = _softmax_plans.lookup(key)
     if execute is None:
-        execute = _softmax_plans.get(key, lambda: _plan_softmax(x, dim, dtype, log))
+        execute = _softmax_plans.get(key, lambda: _plan_softmax(x, dim, dtype, log, key))
     return execute(x)
 
 
-def _plan_softmax(x: Tensor, dim, dtype, log: bool):
-    """``execute(x) -> out`` for inputs laid out as ``x`` is."""
+def _plan_softmax(x: Tensor, dim, dtype, log: bool, key):
+    """``execute(x) -> out`` for inputs laid out as ``x`` is: the entry of ``key`` in ``_softmax_plans``."""
     meta = _softmax_result(x, dim, dtype)
     src, as_dtype = _source(x, meta.dtype)
     convert = src is not x
@@ -200,24 +200,18 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool):
     workspace = Workspace(temporaries)
     fresh_output = fresh_tensor_maker(shape, meta.dtype, dev)
 
-    if not convert and len(launches) == 1 and not temporaries:  # the usual short row: one launch, no temporary
-        softmax_launch = launches[0]
-        reads_input = [name == "src" for name in softmax_launch.names]  # every other slot takes the output
+    if not convert:
+        call = LaunchCall(dev, launches, workspace, "src", [(("out",), fresh_output)])
 
-        def execute_single(x):
+        def execute_in_place(x):
             if _misaligned(x):
                 return _run_softmax(_dense_copy(x), dim, dtype, log)
-            out = fresh_output()
-            softmax_launch.launch(dev, [x if is_input else out for is_input in reads_input])
-            return out
-        return execute_single
+            return call(x)[0]
+        return binding_run(_softmax_plans, key, call, 0, execute_in_place)
 
     def execute(x):
-        if not convert and _misaligned(x):
-            return _run_softmax(_dense_copy(x), dim, dtype, log)
         out = fresh_output()
-        tensors = {"src": x.to(as_dtype) if convert else x, "out": out}
-        run_launches(dev, launches, workspace, tensors)
+        run_launches(dev, launches, workspace, {"src": x.to(as_dtype), "out": out})
         return out
     return execute
 

@@ -9,10 +9,13 @@ Plans read the device's facts when made: whoever changes facts in a running proc
 from __future__ import annotations
 
 import itertools
+from operator import itemgetter
 
 from .. import dtypes as _dtypes
+from .. import launch as _launch
 from ..allocation import outside_arena
-from ..launch import bind_slots, launch_slots
+from ..device import backend_for
+from ..launch import bind_slots, launch_slots, relaunch
 from ..tensor import Tensor
 
 _all_caches: list = []
@@ -155,3 +158,170 @@ def run_launches(device, launches, workspace, tensors: dict) -> None:
     workspace.allocate(device, tensors)
     for planned in launches:
         planned(device, tensors)
+
+
+# A kernel compiles on its first launch and binds on its second: a ``LaunchCall`` tries to bind its launches
+# on this many calls where kernels compile, then keeps the general path (a kernel that needs Triton's own
+# launcher never binds)
+_BIND_TRIES = 4
+
+
+class LaunchCall:
+    """The planned launches of one call of a layout from one input tensor (a reduction, a scan, a row op, a
+    selection), as a function of that tensor, returning the call's outputs as a tuple: ``launches`` in
+    order, each slot naming the ``source`` (the input), an output (``outputs``: (slot names, ``make``) in
+    the order returned; a ``make`` of None returns None and fills no slot) or a piece of the ``workspace``.
+
+    Where kernels compile, a call also binds every launch (``PlannedLaunch.bind``); once all are bound
+    (``launchers``), ``bound`` gives the call's bound form, which takes the addresses of the call's tensors
+    straight to the bound launchers."""
+
+    __slots__ = ("device", "launches", "workspace", "source", "outputs", "launchers", "_backend", "_itemsize",
+                 "_tries")
+
+    def __init__(self, device, launches, workspace, source: str, outputs: list):
+        self.device, self.launches, self.workspace = device, list(launches), workspace
+        self.source, self.outputs = source, [(tuple(names), make) for names, make in outputs]
+        self.launchers = None  # per launch, its bound launcher (published whole)
+        self._backend = backend_for(device)
+        self._itemsize = None  # of the source's elements, known once bound
+        self._tries = _BIND_TRIES
+
+    def __call__(self, x: Tensor) -> tuple:
+        named = {self.source: x}
+        made = []
+        for names, make in self.outputs:
+            out = None if make is None else make()
+            made.append(out)
+            for name in names:
+                named[name] = out
+        run_launches(self.device, self.launches, self.workspace, named)
+        if self.launchers is None and self._tries and self._backend.compiles_kernels:
+            self._tries -= 1
+            self._bind(named)
+        return tuple(made)
+
+    def _bind(self, named: dict) -> None:
+        launchers = []
+        for planned in self.launches:
+            found = planned.bind(self.device, [named[name] for name in planned.names], range(len(planned.names)))
+            if found is None:
+                return
+            launchers.append(found[0])
+        self._itemsize = named[self.source]._dtype.itemsize
+        self.launchers = tuple(launchers)
+
+    def bound(self, pick, general):
+        """The bound form of a call once ``launchers`` are known: ``call(x)`` returning the outputs' item
+        ``pick`` (an int) or ``pick(*outputs)``, fresh outputs (and workspace) made as the general path makes
+        them and every launch issued by its bound launcher on the current stream. ``general(x)`` (returning
+        what ``call`` returns) serves the calls it does not: inside a capture (which records launches) and
+        where an address is off Triton's 16-byte specialisation."""
+        device, backend = self.device, self._backend
+        sources = {self.source: 0}  # each slot's place among the call's addresses: source, outputs, pieces
+        makers, places = [], []
+        for place, (names, make) in enumerate(self.outputs):
+            if make is not None:
+                makers.append(make)
+                places.append(place)
+                sources.update(dict.fromkeys(names, len(makers)))
+        pieces = self.workspace.offsets
+        sources.update((name, 1 + len(makers) + i) for i, name in enumerate(pieces))
+        workspace = self.workspace.buffer_maker(device) if pieces else None
+        offsets = tuple(pieces.values())
+        steps = []
+        for launcher, planned in zip(self.launchers, self.launches):
+            places_read = [sources[name] for name in planned.names]
+            steps.append((launcher, itemgetter(*places_read) if len(places_read) > 1 else
+                          (lambda addresses, i=places_read[0]: (addresses[i],))))
+        itemsize = self._itemsize
+        if places == [pick] and workspace is None and len(steps) == 1:
+            return _bound_one(steps[0], itemsize, makers[0], general, backend, device)
+        if type(pick) is int:
+            finish = itemgetter(places.index(pick))
+        elif len(places) == len(self.outputs):
+            def finish(made):
+                return pick(*made)
+        else:
+            def finish(made):
+                full = [None] * len(self.outputs)
+                for place, out in zip(places, made):
+                    full[place] = out
+                return pick(*full)
+        stream_of, index = backend.current_stream_handle, device.index
+
+        def call(x):
+            if _launch._captures_open:
+                return general(x)
+            source = x._storage.buffer.ptr + x._offset * itemsize
+            if source & 15:
+                return general(x)
+            addresses = [source]
+            made = []
+            aligned = 0
+            for make in makers:
+                out = make()
+                made.append(out)
+                ptr = out._storage.buffer.ptr + out._offset * out._dtype.itemsize
+                aligned |= ptr
+                addresses.append(ptr)
+            if workspace is not None:
+                buffer = workspace()
+                start = buffer._storage.buffer.ptr + buffer._offset
+                aligned |= start
+                addresses += [start + offset for offset in offsets]
+            if aligned & 15:  # an output a graph's arena placed off 16 bytes
+                return general(x)
+            stream = stream_of(index)
+            for launcher, arguments in steps:
+                values = arguments(addresses)
+                try:
+                    launcher(stream, *values)
+                except RuntimeError as error:
+                    relaunch(error, launcher, backend, device, stream, values)
+            return finish(made)
+        return call
+
+
+def _bound_one(step, itemsize: int, make, general, backend, device):
+    """``LaunchCall.bound`` of one launch from the source to one output, the usual reduction or row op."""
+    launcher, arguments = step
+    stream_of, index = backend.current_stream_handle, device.index
+
+    def call(x):
+        if _launch._captures_open:
+            return general(x)
+        source = x._storage.buffer.ptr + x._offset * itemsize
+        if source & 15:
+            return general(x)
+        out = make()
+        target = out._storage.buffer.ptr + out._offset * out._dtype.itemsize
+        if target & 15:  # an output a graph's arena placed off 16 bytes
+            return general(x)
+        values = arguments((source, target))
+        stream = stream_of(index)
+        try:
+            launcher(stream, *values)
+        except RuntimeError as error:
+            relaunch(error, launcher, backend, device, stream, values)
+        return out
+    return call
+
+
+def binding_run(cache: PlanCache, key, execute, pick, general=None):
+    """The entry of ``key`` in ``cache`` (a call-level plan) for calls that run ``execute(x)``, a ``LaunchCall``
+    or any function returning a tuple of outputs, and return its item ``pick`` (an int) or
+    ``pick(*outputs)``; ``general``, where given, is that call with checks of its own. Once a call has bound
+    a ``LaunchCall``'s launches, the entry becomes its bound form (``LaunchCall.bound``); ``key`` None (a call
+    planned for itself alone) publishes nothing."""
+    if general is None:
+        general = (lambda x: execute(x)[pick]) if type(pick) is int else (lambda x: pick(*execute(x)))
+    if key is None or not isinstance(execute, LaunchCall):
+        return general
+
+    def run(x):
+        result = general(x)
+        if execute.launchers is not None:
+            cache.put(key, execute.bound(pick, general))
+        return result
+    return run

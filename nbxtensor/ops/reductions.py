@@ -18,7 +18,7 @@ from ..launch import cdiv, next_pow2
 from ..lowering import conversion_flags, load_format, needs_index_64
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
+from .plans import LaunchCall, PlanCache, PlannedLaunch, Slot, binding_run, layout_key, run_launches
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
 from .samples import Samples, by_name, numpy_axis, operand, reduction_samples, sample, scan_samples
 
@@ -72,7 +72,7 @@ def dim_key(dim):
     if dim is None or type(dim) is int:
         return dim
     if isinstance(dim, (list, tuple)):
-        return tuple((type(d), d) for d in dim)
+        return tuple(map(type, dim)), tuple(dim)
     return type(dim), dim
 
 
@@ -314,24 +314,13 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
     parts = n_rows * n_chunks
     workspace = Workspace({"part0": ((parts,), acc), "part1": ((parts,), int64 if arg else acc),
                            "part2": ((parts,), acc)} if split else {})
-
-    if not split and first is not None and other is None:  # the usual call: one launch, one output
-        reduce_launch = launches[0]
-        reads_input = [name == "x" for name in reduce_launch.names]  # every other slot takes the output
-
-        def execute_single(x):
-            out0 = first()
-            reduce_launch.launch(dev, [x if is_input else out0 for is_input in reads_input])
-            return out0, None
-        return execute_single
-
-    def execute(x):
-        out0, out1 = outputs()
-        written = out0 if out0 is not None else out1
-        tensors = {"x": x, "out0": written, "out1": out1 if out1 is not None else written}
-        run_launches(dev, launches, workspace, tensors)
-        return out0, out1
-    return execute
+    # the one output written fills both output slots (and, unsplit, the partials' slots)
+    if first is None or other is None:
+        written = ("out0", "out1")
+        returned = [(written, first), ((), None)] if first is not None else [((), None), (written, other)]
+    else:
+        returned = [(("out0",), first), (("out1",), other)]
+    return LaunchCall(dev, launches, workspace, "x", returned)
 
 
 def _reduction_cost(x, out_metas, flops_per_element: int = 1) -> Cost:
@@ -375,8 +364,9 @@ _simple_plans = PlanCache()
 
 
 def _simple_reduction(kind: str, op: int):
-    def plan(x: Tensor, dim, keepdim: bool, dtype):
-        """``run(x)`` for tensors laid out as ``x`` is, the call's checks and dims worked out once."""
+    def plan(x: Tensor, dim, keepdim: bool, dtype, key):
+        """``run(x)`` for tensors laid out as ``x`` is, the call's checks and dims worked out once: the
+        entry of ``key`` (None: this call's alone)."""
         _check_supported(x, kind)
         out = _simple_result(kind, x, dim, keepdim, dtype)
         if kind == "nansum" and out.dtype.is_integral and x.dtype.is_floating_point:
@@ -384,8 +374,7 @@ def _simple_reduction(kind: str, op: int):
         dims = reduced_dims(x.ndim, dim, kind)
         acc = compute_dtype(out.dtype)
         if _exactly_widens(x.dtype, out.dtype):  # ``_source`` reads ``x`` itself: its plan is this layout's
-            execute = _reduce_plan(x, dims, op, out.shape, out.dtype, acc, acc)
-            return lambda x: execute(x)[0]
+            return binding_run(_simple_plans, key, _reduce_plan(x, dims, op, out.shape, out.dtype, acc, acc), 0)
         return lambda x: _run_reduce(x.to(out.dtype), dims, op, out.shape, out.dtype, acc, acc)[0]
 
     def impl(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
@@ -393,9 +382,9 @@ def _simple_reduction(kind: str, op: int):
         try:
             run = _simple_plans.lookup(key)
         except TypeError:  # a dim that does not hash: plan it for this call only
-            return plan(x, dim, keepdim, dtype)(x)
+            return plan(x, dim, keepdim, dtype, None)(x)
         if run is None:
-            run = plan(x, dim, keepdim, dtype)
+            run = plan(x, dim, keepdim, dtype, key)
             _simple_plans.put(key, run)
         return run(x)
     impl.__name__ = kind
@@ -425,11 +414,35 @@ def _require_elements(x, dims, op: str) -> None:
                          "value (specify a dim whose extent is not zero)")
 
 
-def _extreme_values(x: Tensor, dims, keepdim: bool, op: int, name: str) -> Tensor:
+def _through_call_plan(key, x: Tensor, make, pick):
+    """The result of a call of ``x`` through its call-level plan: ``key`` (the op's name, ``x``'s layout and
+    the call's other arguments, a dim as ``dim_key`` gives it) names the plan, made the first time from
+    ``make()`` (the call's checks, then ``_reduce_plan``'s or ``_scan_plan``'s execute) and returning item
+    ``pick`` of its outputs or ``pick(*outputs)`` (``plans.binding_run``); a key that does not hash plans this
+    call alone."""
+    try:
+        run = _call_plans.lookup(key)
+    except TypeError:
+        return binding_run(_call_plans, None, make(), pick)(x)
+    if run is None:
+        run = binding_run(_call_plans, key, make(), pick)
+        _call_plans.put(key, run)
+    return run(x)
+
+
+_call_plans = PlanCache()
+
+
+def _extreme_execute(x: Tensor, dims, keepdim: bool, op: int, name: str):
     _check_supported(x, name)
     _require_elements(x, dims, name)
     acc = compute_dtype(x.dtype)
-    return _run_reduce(x, dims, op, reduced_shape(x.shape, dims, keepdim), x.dtype, acc, acc)[0]
+    return _reduce_plan(x, dims, op, reduced_shape(x.shape, dims, keepdim), x.dtype, acc, acc)
+
+
+def _extremes_of(x: Tensor, dim, keepdim: bool, op: int, name: str) -> Tensor:
+    return _through_call_plan((name, layout_key(x), dim_key(dim), keepdim), x, lambda: _extreme_execute(
+        x, reduced_dims(x.ndim, dim, name), keepdim, op, name), 0)
 
 
 def _amax_meta(a):
@@ -440,17 +453,21 @@ def _amax_meta(a):
           **_reduction_rules(_amax_meta))
 def amax(x: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     """Largest element over ``dim`` (all dims by default); NaN wins."""
-    return _extreme_values(x, reduced_dims(x.ndim, dim, "amax"), keepdim, K.OP_AMAX, "amax")
+    return _extremes_of(x, dim, keepdim, K.OP_AMAX, "amax")
 
 
 @register("amin", family="reduction", aten=["aten::amin.default"], methods=("amin",),
           **_reduction_rules(_amax_meta))
 def amin(x: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     """Smallest element over ``dim`` (all dims by default); NaN wins."""
-    return _extreme_values(x, reduced_dims(x.ndim, dim, "amin"), keepdim, K.OP_AMIN, "amin")
+    return _extremes_of(x, dim, keepdim, K.OP_AMIN, "amin")
 
 
-def _arg_reduce(x: Tensor, dim, keepdim: bool, op: int, name: str, values: bool):
+def _arg_execute(x: Tensor, dim, keepdim: bool, op: int, name: str, values: bool):
+    """``_reduce_plan``'s execute of an arg reduction (with its ``values``, or the indices alone, which
+    refuse bool input) of tensors laid out as ``x``, the call's checks done."""
+    if not values:
+        _refuse_bool(x, name)
     _check_supported(x, name)
     if dim is None:
         dims = tuple(range(x.ndim))
@@ -460,7 +477,12 @@ def _arg_reduce(x: Tensor, dim, keepdim: bool, op: int, name: str, values: bool)
         out_shape = reduced_shape(x.shape, dims, keepdim)
     _require_elements(x, dims, name)
     acc = compute_dtype(x.dtype)
-    return _run_reduce(x, dims, op, out_shape, x.dtype, acc, acc, values=values, order_matters=True)
+    return _reduce_plan(x, dims, op, out_shape, x.dtype, acc, acc, values=values, order_matters=True)
+
+
+def _arg_reduce(x: Tensor, dim, keepdim: bool, op: int, name: str, values: bool, pick):
+    return _through_call_plan((name, layout_key(x), dim_key(dim), keepdim), x,
+                              lambda: _arg_execute(x, dim, keepdim, op, name, values), pick)
 
 
 def _minmax_meta(a):
@@ -487,9 +509,8 @@ def _extreme_or_pair(x, dim, keepdim, name, op_values, op_arg, result_type, pair
         if x.numel() == 0:
             raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
                              "the reduction dim with the 'dim' argument.")
-        return _extreme_values(x, tuple(range(x.ndim)), False, op_values, name)
-    values, indices = _arg_reduce(x, dim, keepdim, op_arg, name, True)
-    return result_type(values, indices)
+        return _extremes_of(x, None, False, op_values, name)
+    return _arg_reduce(x, dim, keepdim, op_arg, name, True, result_type)
 
 
 @register("max", family="reduction", aten=["aten::max.default", "aten::max.dim"], methods=("max",),
@@ -523,16 +544,14 @@ def _argmax_meta(a):
           **_reduction_rules(_argmax_meta))
 def argmax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Index of the largest element (flattened when ``dim`` is None); the first among equals, NaN wins."""
-    _refuse_bool(x, "argmax")
-    return _arg_reduce(x, dim, keepdim, K.OP_ARGMAX, "argmax", False)[1]
+    return _arg_reduce(x, dim, keepdim, K.OP_ARGMAX, "argmax", False, 1)
 
 
 @register("argmin", family="reduction", aten=["aten::argmin.default"], methods=("argmin",),
           **_reduction_rules(_argmax_meta))
 def argmin(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Index of the smallest element (flattened when ``dim`` is None); the first among equals, NaN wins."""
-    _refuse_bool(x, "argmin")
-    return _arg_reduce(x, dim, keepdim, K.OP_ARGMIN, "argmin", False)[1]
+    return _arg_reduce(x, dim, keepdim, K.OP_ARGMIN, "argmin", False, 1)
 
 
 def _aminmax_meta(a):
@@ -544,13 +563,14 @@ def _aminmax_meta(a):
           **_reduction_rules(_aminmax_meta))
 def aminmax(x: Tensor, *, dim=None, keepdim: bool = False):
     """(min, max) in one pass."""
-    _check_supported(x, "aminmax")
-    dims = reduced_dims(x.ndim, dim, "aminmax")
-    _require_elements(x, dims, "aminmax")
-    acc = compute_dtype(x.dtype)
-    lo, hi = _run_reduce(x, dims, K.OP_AMINMAX, reduced_shape(x.shape, dims, keepdim), x.dtype, acc, acc,
-                         second=x.dtype)
-    return aminmax_result(lo, hi)
+    def execute():
+        _check_supported(x, "aminmax")
+        dims = reduced_dims(x.ndim, dim, "aminmax")
+        _require_elements(x, dims, "aminmax")
+        acc = compute_dtype(x.dtype)
+        return _reduce_plan(x, dims, K.OP_AMINMAX, reduced_shape(x.shape, dims, keepdim), x.dtype, acc, acc,
+                            second=x.dtype)
+    return _through_call_plan(("aminmax", layout_key(x), dim_key(dim), keepdim), x, execute, aminmax_result)
 
 
 # ---- var, std ------------------------------------------------------------------------------------
@@ -580,13 +600,19 @@ def _var_mean_meta(a):
 
 
 def _moments(x, dim, unbiased, keepdim, correction, op, with_mean):
-    _check_supported(x, "var")
-    meta = _var_result(x, dim, unbiased, keepdim, correction)
-    dim, keepdim, corr = _var_args(dim, unbiased, keepdim, correction)
-    acc = compute_dtype(x.dtype)
-    out, mean_ = _run_reduce(x, reduced_dims(x.ndim, dim, "var"), op, meta.shape, meta.dtype, acc, acc,
-                             second=meta.dtype if with_mean else None, correction=corr)
-    return (out, mean_) if with_mean else out
+    def execute():
+        _check_supported(x, "var")
+        meta = _var_result(x, dim, unbiased, keepdim, correction)
+        dims, _, corr = _var_args(dim, unbiased, keepdim, correction)
+        acc = compute_dtype(x.dtype)
+        return _reduce_plan(x, reduced_dims(x.ndim, dims, "var"), op, meta.shape, meta.dtype, acc, acc,
+                            second=meta.dtype if with_mean else None, correction=corr)
+    key = (op, with_mean, layout_key(x), dim_key(dim), unbiased, keepdim, correction)
+    return _through_call_plan(key, x, execute, _pair if with_mean else 0)
+
+
+def _pair(first, second):
+    return first, second
 
 
 @register("var", family="reduction", aten=["aten::var.correction", "aten::var.default", "aten::var.dim"],
@@ -646,17 +672,28 @@ def _vector_norm_result(x, dim, keepdim, dtype) -> TensorMeta:
           **_reduction_rules(lambda a: _vector_norm_result(a.x, a.dim, a.keepdim, a.dtype), flops_per_element=2))
 def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """(sum |x|^ord)^(1/ord) over ``dim``; ord 0 counts nonzeros, inf and -inf take max and min of |x|."""
-    _check_supported(x, "linalg.vector_norm")
-    meta = _vector_norm_result(x, dim, keepdim, dtype)
-    op, p = _norm_op(ord)
-    dims = reduced_dims(x.ndim, dim, "linalg.vector_norm")
-    if (op == K.OP_NORM_INF or op == K.OP_NORM_NEG_INF or p < 0) and _reduced_length(x.shape, dims) == 0 \
-            and x.numel() == 0:
-        raise IndexError(f"linalg.vector_norm cannot compute the {ord} norm of an empty reduction; the identity "
-                         "of max/min does not exist")
-    src, as_dtype = _source(x, meta.dtype)
-    acc = compute_dtype(as_dtype)
-    return _run_reduce(src, dims, op, meta.shape, meta.dtype, acc, acc, p=p)[0]
+    def execute():
+        _check_supported(x, "linalg.vector_norm")
+        meta = _vector_norm_result(x, dim, keepdim, dtype)
+        op, p = _norm_op(ord)
+        dims = reduced_dims(x.ndim, dim, "linalg.vector_norm")
+        if (op == K.OP_NORM_INF or op == K.OP_NORM_NEG_INF or p < 0) and _reduced_length(x.shape, dims) == 0 \
+                and x.numel() == 0:
+            raise IndexError(f"linalg.vector_norm cannot compute the {ord} norm of an empty reduction; the "
+                             "identity of max/min does not exist")
+        return _converting_plan(x, meta, dims, op, p=p)
+    key = ("linalg.vector_norm", layout_key(x), type(ord), ord, dim_key(dim), keepdim, dtype)
+    return _through_call_plan(key, x, execute, 0)
+
+
+def _converting_plan(x: Tensor, meta: TensorMeta, dims, op: int, **options):
+    """``_reduce_plan``'s execute of ``op`` for tensors laid out as ``x`` is, converted to ``meta.dtype`` first
+    where loading cannot widen them exactly (``_source``)."""
+    if _exactly_widens(x.dtype, meta.dtype):
+        acc = compute_dtype(meta.dtype)
+        return _reduce_plan(x, dims, op, meta.shape, meta.dtype, acc, acc, **options)
+    acc = compute_dtype(meta.dtype)
+    return lambda x: _run_reduce(x.to(meta.dtype), dims, op, meta.shape, meta.dtype, acc, acc, **options)
 
 
 def _nuclear_dims(x, dim):
@@ -698,12 +735,12 @@ def _logsumexp_result(x, dim, keepdim) -> TensorMeta:
           **_reduction_rules(lambda a: _logsumexp_result(a.x, a.dim, a.keepdim), flops_per_element=3))
 def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over ``dim`` without overflow (an online max); integers give the default float."""
-    _check_supported(x, "logsumexp")
-    meta = _logsumexp_result(x, dim, keepdim)
-    src, as_dtype = _source(x, meta.dtype)
-    acc = compute_dtype(as_dtype)
-    return _run_reduce(src, reduced_dims(x.ndim, dim, "logsumexp"), K.OP_LOGSUMEXP, meta.shape, meta.dtype, acc,
-                       acc)[0]
+    def execute():
+        _check_supported(x, "logsumexp")
+        meta = _logsumexp_result(x, dim, keepdim)
+        return _converting_plan(x, meta, reduced_dims(x.ndim, dim, "logsumexp"), K.OP_LOGSUMEXP)
+    key = ("logsumexp", layout_key(x), dim_key(dim), keepdim, get_default_dtype())
+    return _through_call_plan(key, x, execute, 0)
 
 
 # ---- any, all, count_nonzero ----------------------------------------------------------------------
@@ -716,10 +753,12 @@ _LOGICAL_RULES = _reduction_rules(lambda a: _logical_result(a.x, a.dim, a.keepdi
 
 
 def _logical(x, dim, keepdim, op, name):
-    _check_supported(x, name)
-    meta = _logical_result(x, dim, keepdim)
-    return _run_reduce(x, reduced_dims(x.ndim, dim, name), op, meta.shape, meta.dtype, _dt("int32"),
-                       compute_dtype(x.dtype))[0]
+    def execute():
+        _check_supported(x, name)
+        meta = _logical_result(x, dim, keepdim)
+        return _reduce_plan(x, reduced_dims(x.ndim, dim, name), op, meta.shape, meta.dtype, _dt("int32"),
+                            compute_dtype(x.dtype))
+    return _through_call_plan((name, layout_key(x), dim_key(dim), keepdim), x, execute, 0)
 
 
 @register("any", family="reduction", aten=["aten::any.default", "aten::any.dim", "aten::any.dims"],
@@ -744,10 +783,12 @@ def _count_result(x, dim) -> TensorMeta:
           methods=("count_nonzero",), **_reduction_rules(lambda a: _count_result(a.x, a.dim)))
 def count_nonzero(x: Tensor, dim=None) -> Tensor:
     """Number of nonzero elements (int64)."""
-    _check_supported(x, "count_nonzero")
-    meta = _count_result(x, dim)
-    return _run_reduce(x, reduced_dims(x.ndim, dim, "count_nonzero"), K.OP_COUNT_NONZERO, meta.shape, meta.dtype,
-                       _dt("int64"), compute_dtype(x.dtype))[0]
+    def execute():
+        _check_supported(x, "count_nonzero")
+        meta = _count_result(x, dim)
+        return _reduce_plan(x, reduced_dims(x.ndim, dim, "count_nonzero"), K.OP_COUNT_NONZERO, meta.shape,
+                            meta.dtype, _dt("int64"), compute_dtype(x.dtype))
+    return _through_call_plan(("count_nonzero", layout_key(x), dim_key(dim)), x, execute, 0)
 
 
 # ---- scans ------------------------------------------------------------------------------------------
@@ -835,16 +876,17 @@ def _plan_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_ind
                                                       *geometry], dict(PHASE=2, **common))]
         workspace = Workspace({"totals": ((n_rows, n_chunks), acc)})
 
-    def execute(x):
+    if not scalar:
+        return LaunchCall(dev, launches, workspace, "x", [(("out",), make_out), (("indices",), make_indices)])
+
+    def execute_scalar(x):
         result, result_indices = outputs()
-        if scalar:
-            x = x._view((1,), (1,))
-        tensors = {"x": x, "out": result._view((1,), (1,)) if scalar else result}
+        tensors = {"x": x._view((1,), (1,)), "out": result._view((1,), (1,))}
         if with_indices:
-            tensors["indices"] = result_indices._view((1,), (1,)) if scalar else result_indices
+            tensors["indices"] = result_indices._view((1,), (1,))
         run_launches(dev, launches, workspace, tensors)
         return result, result_indices
-    return execute
+    return execute_scalar
 
 
 def _scan_result(kind: str, x, dim, dtype) -> TensorMeta:
@@ -882,15 +924,15 @@ _scan_calls = PlanCache()
 
 
 def _scan_op(kind: str, scan: int):
-    def plan(x: Tensor, dim: int, dtype):
-        """``run(x)`` for tensors laid out as ``x`` is, the call's checks and dtypes worked out once."""
+    def plan(x: Tensor, dim: int, dtype, key):
+        """``run(x)`` for tensors laid out as ``x`` is, the call's checks and dtypes worked out once: the entry
+        of ``key`` (None: this call's alone)."""
         _check_supported(x, kind)
         out = _scan_result(kind, x, dim, dtype)
         d = S.wrap_dim(dim, x.ndim)
         acc = compute_dtype(out.dtype)
         if _exactly_widens(x.dtype, out.dtype):  # ``_source`` reads ``x`` itself: its plan is this layout's
-            execute = _scan_plan(x, d, scan, out.dtype, acc, acc)
-            return lambda x: execute(x)[0]
+            return binding_run(_scan_calls, key, _scan_plan(x, d, scan, out.dtype, acc, acc), 0)
         return lambda x: _run_scan(x.to(out.dtype), d, scan, out.dtype, acc, acc)[0]
 
     def impl(x: Tensor, dim: int, *, dtype=None) -> Tensor:
@@ -898,9 +940,9 @@ def _scan_op(kind: str, scan: int):
         try:
             run = _scan_calls.lookup(key)
         except TypeError:  # a dim that does not hash: plan it for this call only
-            return plan(x, dim, dtype)(x)
+            return plan(x, dim, dtype, None)(x)
         if run is None:
-            run = plan(x, dim, dtype)
+            run = plan(x, dim, dtype, key)
             _scan_calls.put(key, run)
         return run(x)
     impl.__name__ = kind
@@ -925,10 +967,11 @@ def _cum_extreme_meta(a):
 
 
 def _cum_extreme(x, dim, scan, name, result_type):
-    _check_supported(x, name)
-    acc = compute_dtype(x.dtype)
-    values, indices = _run_scan(x, S.wrap_dim(dim, x.ndim), scan, x.dtype, acc, acc, with_indices=True)
-    return result_type(values, indices)
+    def execute():
+        _check_supported(x, name)
+        acc = compute_dtype(x.dtype)
+        return _scan_plan(x, S.wrap_dim(dim, x.ndim), scan, x.dtype, acc, acc, with_indices=True)
+    return _through_call_plan((name, layout_key(x), dim_key(dim)), x, execute, result_type)
 
 
 @register("cummax", family="reduction", aten=["aten::cummax.default"], methods=("cummax",),

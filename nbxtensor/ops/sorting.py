@@ -32,7 +32,7 @@ from .advanced_indexing import masked_select
 from .copy import cat
 from .creation import ones, tensor, zeros
 from .gather_scatter import gather_dim, index_select, scatter_, scatter_add_
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key, run_launches
+from .plans import LaunchCall, PlanCache, PlannedLaunch, Slot, binding_run, layout_key, run_launches
 from .reductions import cumsum
 from .registry import OUT, Cost, TensorMeta, family_samples, nbytes, register
 from .samples import Samples, by_name, operand, sample
@@ -129,6 +129,45 @@ def _select_rows(rows: Tensor, k: int, descending: bool, op: str):
     tensors = {"rows": rows, "values": make_values(), "indices": make_indices()}
     run_launches(dev, launches, workspace, tensors)
     return tensors["values"], tensors["indices"]
+
+
+_selection_calls = PlanCache()
+
+
+def _planned_selection(x: Tensor, k, dim: int, descending: bool, op: str, result_type, general):
+    """A sort's (``k`` None: the whole row) or top-k's result, through the call-level plan of ``x``'s layout
+    and the call's arguments: ``general(x, k, dim, descending)`` where it takes any host work past the
+    launches, else one ``LaunchCall`` from ``x`` to the results, bound once compiled."""
+    key = (op, layout_key(x), k, dim, descending)
+    run = _selection_calls.lookup(key)
+    if run is None:
+        run = _selection_calls.get(key, lambda: _plan_selection(x, k, dim, descending, op, result_type, general,
+                                                                key))
+    return run(x)
+
+
+def _plan_selection(x: Tensor, k, dim: int, descending: bool, op: str, result_type, general, key):
+    """The run of ``_planned_selection``'s ``key``. Where ``dim`` is the last of a contiguous ``x``, its rows
+    are ``x`` itself and the results' rows are the results (``_rows`` and ``_restore`` views), so a row that
+    one program or one planned selection takes (``_select_rows``' planned case) launches from ``x`` into
+    the results directly."""
+    general_run = (lambda x: general(x, k, dim, descending))
+    if not x.ndim or S.wrap_dim(dim, x.ndim) != x.ndim - 1 or not x.is_contiguous():
+        return general_run
+    shape = tuple(x.shape)
+    n = shape[-1]
+    count = S.numel(shape) // n if n else 0
+    k = n if k is None else k
+    if not (count and 0 < k <= n) or (count > GRID_ROWS and n > SEGMENT_LIMIT) or \
+            (n > SEGMENT_LIMIT and k > SEGMENT_LIMIT):
+        return general_run
+    dev, out_shape = x.device, (*shape[:-1], k)
+    rows = x._view((count, n), (n, 1))
+    launches, workspace = _plan_select(rows, k, _select_flags(rows, descending, op))
+    call = LaunchCall(dev, launches, workspace, "rows",
+                      [(("values",), fresh_tensor_maker(out_shape, x.dtype, dev)),
+                       (("indices",), fresh_tensor_maker(out_shape, _I64, dev))])
+    return binding_run(_selection_calls, key, call, result_type)
 
 
 def _select_flags(rows: Tensor, descending: bool, op: str) -> dict:
@@ -365,6 +404,14 @@ def _sorting_cost(x) -> Cost:
           cost=_sort_cost, bound=True, methods=("sort",), variants=(OUT,))
 def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):
     """(values, indices) sorted along ``dim``; always stable, NaN largest."""
+    if type(dim) is int and type(descending) is bool:
+        return _planned_selection(x, None, dim, descending, "sort", SortResult, _sort_rows)
+    return _sort_rows(x, None, dim, descending)
+
+
+def _sort_rows(x: Tensor, _, dim, descending):
+    """``sort`` through ``_rows`` and ``_select_rows`` (the second argument is a top-k's k, which a sort
+    has not)."""
     rows, moved_shape, d = _rows(x, dim)
     n = moved_shape[-1] if moved_shape else 1
     if rows.numel() == 0:
@@ -424,6 +471,13 @@ def _selection_cost(meta):
 def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """The ``k`` largest (or smallest) entries along ``dim`` and their positions, best first; NaN
     counts as the largest value, as in ATen."""
+    if type(k) is int and type(dim) is int and type(largest) is bool:
+        return _planned_selection(x, k, dim, largest, "topk", TopkResult, _topk_rows)
+    return _topk_rows(x, k, dim, largest)
+
+
+def _topk_rows(x: Tensor, k, dim, largest):
+    """``topk`` through ``_rows`` and ``_select_rows``."""
     rows, moved_shape, d = _rows(x, dim)
     n = moved_shape[-1] if moved_shape else 1
     k = int(k)
