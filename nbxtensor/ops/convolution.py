@@ -389,10 +389,13 @@ class _Setting:
     def key(self, facts, dtype) -> str:
         """The launch key: ``conv`` (the implicit GEMM), ``direct_conv`` (the direct kernel), or for a depthwise
         convolution read channels-innermost ``depthwise_conv``, whose candidates add the channels-inner kernel's
-        (a grouped shape of the same buckets has its own key, so neither takes the other's setting)."""
+        (a grouped shape of the same buckets has its own key, so neither takes the other's setting), and whose
+        N is the channel count, not a group's one output channel: the same output positions over 4x the
+        channels (ConvNeXt's later stages at 4x the batch) are another shape for its tiles."""
         kernel = ("depthwise_conv" if self.depthwise_channels_inner else "direct_conv" if self.route == "direct"
                   else "conv")
-        return tuning.launch_key(kernel, facts, rows={"M": self.m}, cols={"N": self.cout_g, "K": self.cin_g},
+        n = self.cout if self.depthwise_channels_inner else self.cout_g
+        return tuning.launch_key(kernel, facts, rows={"M": self.m}, cols={"N": n, "K": self.cin_g},
                                  dtypes=(dtype,),
                                  flags={"window": "x".join(map(str, self.kernel)),
                                         "stride": "x".join(map(str, self.stride)), "channels_last": self.channels_last,
