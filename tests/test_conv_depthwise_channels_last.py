@@ -356,3 +356,18 @@ def test_sliding_candidates():
         setting = _Setting("conv2d", x, w, None, stride, 1, dilation, False, 0, 32)
         slides = any(c.get("SLIDING") for c in setting.candidates(_gpu_facts(), x.dtype))
         assert slides == (setting.stride[2] == 1 and setting.dilation[2] == 1), (stride, dilation)
+
+
+@pytest.mark.parametrize("dtype", _DTYPES)
+def test_sliding_columns_apply_the_norm(dtype, rng, monkeypatch):
+    # the fused convolution, inference batch norm and activation: each column's accumulator takes the epilogue
+    # (test_conv_batch_norm's case, reference and bound)
+    from tests.test_conv_batch_norm import ROUTES, _captured_call, _expected, _operands
+    from tests.test_conv_batch_norm import _check as check_fused
+    _forcing(monkeypatch, [dict(CHANNELS_INNER=True, SLIDING=True, BLOCK_H=4, BLOCK_W=3, BLOCK_C=16, num_warps=1)])
+    case = ROUTES["depthwise"]
+    operands = _operands(case, dtype, rng)
+    got, launches = _captured_call(case, operands, dtype, True, "silu")
+    (constexprs,) = [launch[4] for launch in launches if launch[0] is K.conv_depthwise_channels_inner]
+    assert constexprs["SLIDING"] and constexprs["NORM"]
+    check_fused(got, *_expected(*operands, case, "silu"), dtype)
