@@ -675,7 +675,6 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
     nb, od, tile_h, tile_w = _plane_tile(OH, OW, OD, BLOCK_H, BLOCK_W)
     oh0 = tile_h * BLOCK_H
     ow0 = tile_w * BLOCK_W
-    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     if SLIDING:  # the tile's rows; its columns are the accumulators' tuple
         oh = oh0 + tl.arange(0, BLOCK_H)
         ow = ow0
@@ -683,6 +682,7 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
         p = tl.arange(0, BLOCK_H * BLOCK_W)
         oh = oh0 + p // BLOCK_W
         ow = ow0 + p % BLOCK_W
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     if INDEX_64:
         nb = nb.to(tl.int64)
         od = od.to(tl.int64)
@@ -693,6 +693,7 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
         c_ok = tl.full([BLOCK_C], 1, tl.int1)
     else:
         c_ok = c < C
+    out_ok = (oh < OH) & (ow < OW)  # SLIDING: the rows inside the plane (ow, the first column, is inside)
     ih = oh * sh - ph
     iw = ow * sw - pw
     i_d0 = od * sd - pd
@@ -703,13 +704,12 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
                 & (i_d0 >= 0) & (i_d0 + (KD - 1) * dd < ID) & ((oh0 + BLOCK_H - 1) * sh - ph + (KH - 1) * dh < IH)
                 & ((ow0 + BLOCK_W - 1) * sw - pw + (KW - 1) * dw < IW))
     if SLIDING:
-        rows_ok = oh < OH
         if interior:
-            accs = _channels_inner_sliding(x_tile, w_c, i_d0, ih, iw, rows_ok, c_ok, ID, IH, IW, dd, dh, x_sd, x_sh,
+            accs = _channels_inner_sliding(x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, x_sd, x_sh,
                                            x_sw, w_sd, w_sh, w_sw, KD, KH, KW, BLOCK_H, BLOCK_W, BLOCK_C, False,
                                            DECODE_BF16, BF16)
         else:
-            accs = _channels_inner_sliding(x_tile, w_c, i_d0, ih, iw, rows_ok, c_ok, ID, IH, IW, dd, dh, x_sd, x_sh,
+            accs = _channels_inner_sliding(x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, x_sd, x_sh,
                                            x_sw, w_sd, w_sh, w_sw, KD, KH, KW, BLOCK_H, BLOCK_W, BLOCK_C, True,
                                            DECODE_BF16, BF16)
         for j in tl.static_range(BLOCK_W):
@@ -718,9 +718,8 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
                                              NORM_FORMAT, ACTIVATION)
             o_off = nb * o_sn + od * o_sd + oh * o_sh + (ow + j) * o_sw
             tl.store(out + o_off[:, None] + c[None, :] * o_sc, value,
-                     mask=(rows_ok & (ow + j < OW))[:, None] & c_ok[None, :])
+                     mask=(out_ok & (ow + j < OW))[:, None] & c_ok[None, :])
     else:
-        out_ok = (oh < OH) & (ow < OW)
         acc = tl.zeros((BLOCK_H * BLOCK_W, BLOCK_C), dtype=tl.float32)
         if interior:
             acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd,
