@@ -641,14 +641,24 @@ def _channels_inner_sliding(x_tile, w_c, i_d0, ih, iw0, rows_ok, c_ok, ID, IH, I
 @triton.jit
 def _channels_inner_finished(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, out, HAS_BIAS: tl.constexpr,
                              BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                             NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
+                             NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr,
+                             ROWS: tl.constexpr):
     """The accumulator (positions x channels ``c``) with the bias, the norm and activation, rounded once to
-    the type of ``out``'s elements."""
+    the type of ``out``'s elements. ROWS (a SLIDING column's rows): the per-channel vectors are loaded as
+    whole ROWS x BLOCK_C tiles, in the accumulator's layout (a row of channels alone would be spread over
+    every lane and moved through shared memory)."""
+    if ROWS:
+        c = c[None, :] + tl.zeros((ROWS, 1), dtype=c.dtype)
+        c_ok = tl.broadcast_to(c_ok[None, :], c.shape)
     if HAS_BIAS:
-        acc = acc + decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)[None, :]
+        terms = decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
+        acc = acc + (terms if ROWS else terms[None, :])
     if NORM:
         n_mean, n_scale, n_shift = norm_parameters(c, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
-        acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
+        if ROWS:
+            acc = activated((acc - n_mean) * n_scale + n_shift, ACTIVATION)
+        else:
+            acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
     return encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
 
 
@@ -713,9 +723,9 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
                                            x_sw, w_sd, w_sh, w_sw, KD, KH, KW, BLOCK_H, BLOCK_W, BLOCK_C, True,
                                            DECODE_BF16, BF16)
         for j in tl.static_range(BLOCK_W):
-            value = _channels_inner_finished(accs[j], c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps,
-                                             out, HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32, NORM,
-                                             NORM_FORMAT, ACTIVATION)
+            value = _channels_inner_finished(accs[j], c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, out,
+                                             HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32, NORM, NORM_FORMAT,
+                                             ACTIVATION, BLOCK_H)
             o_off = nb * o_sn + od * o_sd + oh * o_sh + (ow + j) * o_sw
             tl.store(out + o_off[:, None] + c[None, :] * o_sc, value,
                      mask=(out_ok & (ow + j < OW))[:, None] & c_ok[None, :])
@@ -729,9 +739,8 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
             acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd,
                                          x_sh, x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, UNROLL_COLUMNS, True,
                                          DECODE_BF16, BF16)
-        value = _channels_inner_finished(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps,
-                                         out, HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32, NORM,
-                                         NORM_FORMAT, ACTIVATION)
+        value = _channels_inner_finished(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, out, HAS_BIAS,
+                                         BIAS_FORMAT, DST_FORMAT, VIA_F32, NORM, NORM_FORMAT, ACTIVATION, 0)
         o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
         tl.store(out + o_off[:, None] + c[None, :] * o_sc, value, mask=out_ok[:, None] & c_ok[None, :])
 

@@ -483,11 +483,9 @@ class _Setting:
             configs += settings(self.channels_inner_tiles(tiles), **stage)
         if tiles is None:
             configs += settings(self.channels_inner_tiles(_CHANNELS_INNER_ROWS_LOOPED), ROWS_LOOPED=True, **stage)
-            # read in place, a tap's weights lie a window apart (a load each, but no staging launch, which costs
-            # a small plane's convolution a quarter of its time)
-            configs += settings(self.sliding_tiles(), SLIDING=True)
-            if stage:
-                configs += settings(self.sliding_tiles(), SLIDING=True, **stage)
+            # staged where a tap's weights lie a window apart: read in place, their scalar loads take a layout
+            # the compiler moves through shared memory, a barrier a tap (sm_90)
+            configs += settings(self.sliding_tiles(), SLIDING=True, **stage)
         return _unique(configs)
 
 
