@@ -257,19 +257,24 @@ def test_a_depthwise_shape_has_a_key_of_its_own(rng, monkeypatch):
     _check(got, reference(x, w, None, 1, 1, 1, 8), "float32", 9)
 
 
-def test_offsets_in_64_bits(rng, monkeypatch):
+@pytest.mark.parametrize("sliding", [False, True])
+def test_offsets_in_64_bits(sliding, rng, monkeypatch):
     # an operand past 2^31 elements cannot be made here: the 64-bit offsets its launch takes, asked for on a
-    # small one, give the same values
+    # small one, give the same values, in the tile form and the SLIDING one (at unit width stride)
     from nbxtensor.ops import convolution
     monkeypatch.setattr(convolution, "needs_index_64", lambda *operands, **kwargs: True)
+    if sliding:
+        _forcing(monkeypatch, [dict(CHANNELS_INNER=True, SLIDING=True, BLOCK_H=4, BLOCK_W=3, BLOCK_C=16,
+                                    num_warps=1, STAGE_WEIGHT=True)])
+    stride = (2, 1) if sliding else 2
     x = _values(rng, (2, 20, 7, 11), "float16")
     w = _values(rng, (20, 1, 3, 3), "float16")
     b = _values(rng, (20,), "float16")
     with capture() as captured:
-        got = _convolve(_channels_last(x, "float16"), w, b, "float16", 2, 1, 1, 20)
-    assert [constexprs["INDEX_64"] for kernel, _, _, _, constexprs, _ in captured.launches
-            if kernel is K.conv_depthwise_channels_inner] == [True]
-    _check(got, depthwise_reference(x, w, b, 2, 1, 1), "float16", 9)
+        got = _convolve(_channels_last(x, "float16"), w, b, "float16", stride, 1, 1, 20)
+    assert [(constexprs["INDEX_64"], constexprs["SLIDING"]) for kernel, _, _, _, constexprs, _ in captured.launches
+            if kernel is K.conv_depthwise_channels_inner] == [(True, sliding)]
+    _check(got, depthwise_reference(x, w, b, stride, 1, 1), "float16", 9)
 
 
 def _key_of(shape, window=(7, 7)):
