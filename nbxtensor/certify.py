@@ -428,9 +428,9 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
     stride), padding about half the window (borders read zeros), the stride - 1 trailing inputs a stride
     skips, dilation 1, grouped when the key says so (3 groups for the implicit GEMM; for the direct kernel,
     more output channels than its widest tile; for ``depthwise_conv``, the key's N, its channel count, whose
-    bucket's smallest is ragged against the channels-inner kernel's blocks), the input channels-last when the key says so, the weight contiguous as a module holds it
-    (STAGE candidates copy it), a bias, and the M output positions as a batch of 2 (M even) and output
-    extents about square. A 1x1 stride-1 ungrouped forward key is formed only by an input
+    bucket's smallest is ragged against the channels-inner kernel's blocks), the input channels-last when the
+    key says so, the weight contiguous as a module holds it (STAGE candidates copy it), a bias, and the M
+    output positions as a batch of 2 (M even) and output extents about square. A 1x1 stride-1 ungrouped forward key is formed only by an input
     no view reshapes into the product's operand: the input is read in place from a wider buffer.
     Bound: the product's, γ(K+3)·(|x|*|w|) for the K = C_in/groups * window products of an output, one
     more term for the bias, then the output's rounding."""

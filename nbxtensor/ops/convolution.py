@@ -255,7 +255,7 @@ _CHANNELS_INNER_ROWS_LOOPED = [(4, 8, 64, 4), (8, 8, 32, 4)]
 # the columns, not once a tap. Few lanes a program, so that small planes of many channels still make
 # programs for every multiprocessor; four columns keep a 7x7 window's accumulators, weights and inputs
 # within the registers (sm_90: 118 a thread, no spills), seven (which divide ConvNeXt's 56, 28, 14 and 7)
-# spill a little
+# spill a few (255 a thread)
 _CHANNELS_INNER_SLIDING = [(8, 4, 64, 2), (4, 4, 64, 1), (16, 4, 32, 2), (2, 4, 128, 1), (4, 7, 64, 1)]
 # the interpreter's one setting: a few rows and two channel blocks of small channel counts
 _CHANNELS_INNER_INTERPRETED = (4, 8, 16, 4)
