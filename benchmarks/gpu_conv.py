@@ -11,10 +11,11 @@ candidate's timing, to $OUT/gpu_conv.json when OUT is set. A first call of each 
 late stages, ConvNeXt's depthwise in both layouts, the fp16 conv1d of 8 x 768 x 3000, about 150 s on an
 H100 with a cold tuning store); CONV_ONLY=a,b keeps the rows whose name contains one of those words
 (CONV_ONLY=dw: the depthwise rows, ConvNeXt's 7x7 and MobileNet's 3x3 at stride 1 and 2), CONV_LAYOUTS=
-nchw,channels_last and CONV_DTYPES=bfloat16,float16 the rows of those layouts and dtypes. CONV_FLUSH=1 times
-every call alone after an L2 flush and a pause that covers a call's host cost (device time, as the tuner
-measures its candidates); by default calls run back to back, so that a row whose device time is under a call's
-host cost times the host (on an H100, batch-1 depthwise rows: about 19 us a torch call, 12-14 us ours)."""
+nchw,channels_last, CONV_DTYPES=bfloat16,float16 and CONV_BATCHES=8,32 the rows of those layouts, dtypes and
+batches. CONV_FLUSH=1 times every call alone after an L2 flush and a pause that covers a call's host cost
+(device time, as the tuner measures its candidates); by default calls run back to back, so that a row whose
+device time is under a call's host cost times the host (on an H100, batch-1 depthwise rows: about 19 us a
+torch call, 12-14 us ours)."""
 from __future__ import annotations
 
 import json
@@ -126,13 +127,14 @@ def main():
     only = [w for w in os.environ.get("CONV_ONLY", "").split(",") if w]
     layouts = os.environ.get("CONV_LAYOUTS", "nchw,channels_last").split(",")
     dtypes = os.environ.get("CONV_DTYPES", "bfloat16,float16").split(",")
+    batches = [int(b) for b in os.environ.get("CONV_BATCHES", "").split(",") if b]
     budget = float(os.environ.get("CONV_SECONDS", "230"))
     flush = _l2_flush() if os.environ.get("CONV_FLUSH") == "1" else None
     timed = _timed_candidates()
     rows, skipped = [], 0
     started = time.perf_counter()
     for (name, batch, cin, spatial, cout, kernel, stride, padding, groups), dtype, channels_last in _rows(quick):
-        if only and not any(w in name for w in only):
+        if (only and not any(w in name for w in only)) or (batches and batch not in batches):
             continue
         if ("channels_last" if channels_last else "nchw") not in layouts or str(dtype).split(".")[-1] not in dtypes:
             continue
