@@ -426,11 +426,11 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
     (moved within their buckets where the route asks, see ``_conv_channels``; one input and one output
     channel a group for ``depthwise_conv``), its window and stride (2-d unless the depth has a window or a
     stride), padding about half the window (borders read zeros), the stride - 1 trailing inputs a stride
-    skips, dilation 1, grouped when the key says so (3 groups for the implicit GEMM; for the direct kernels,
-    more output channels than the direct kernel's widest tile, so the channels-inner kernel's blocks are
-    ragged too), the input channels-last when the key says so, the weight contiguous as a module holds it
-    (STAGE candidates copy it), a bias, and the M output positions as a batch of 2 (M even) and output
-    extents about square. A 1x1 stride-1 ungrouped forward key is formed only by an input
+    skips, dilation 1, grouped when the key says so (3 groups for the implicit GEMM; for the direct kernel,
+    more output channels than its widest tile; for ``depthwise_conv``, the key's N, its channel count, whose
+    bucket's smallest is ragged against the channels-inner kernel's blocks), the input channels-last when the
+    key says so, the weight contiguous as a module holds it (STAGE candidates copy it), a bias, and the M
+    output positions as a batch of 2 (M even) and output extents about square. A 1x1 stride-1 ungrouped forward key is formed only by an input
     no view reshapes into the product's operand: the input is read in place from a wider buffer.
     Bound: the product's, γ(K+3)·(|x|*|w|) for the K = C_in/groups * window products of an output, one
     more term for the bias, then the output's rounding."""
@@ -449,7 +449,7 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
             raise MalformedKey("convolution launch key: a depthwise_conv key is a forward, grouped, channels-last "
                                f"convolution's, got channels_last={flags['channels_last']}, transposed="
                                f"{flags['transposed']}, groups={flags['groups']}")
-        channels = (1, 1)
+        channels = (1, 1)  # a group's; the key's N groups (2 at least: one channel is not read channels-last)
     else:
         channels = _conv_channels(route, extents["N"], extents["K"], backend_for(device).facts["ladders"]["cols"],
                                   least_cin_g=2 if channels_last and not grouped else 1)
@@ -457,7 +457,8 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
         return []
     cout_g, cin_g = channels
     widest_tile = max(c for _, c, _ in _DIRECT_SHAPES)
-    groups = 1 if not grouped else 3 if route == "gemm" else max(3, widest_tile // cout_g + 1)
+    groups = (1 if not grouped else 3 if route == "gemm" else max(2, extents["N"]) if route == "depthwise"
+              else max(3, widest_tile // cout_g + 1))
     cin, cout = cin_g * groups, cout_g * groups
     dims = 3 if window[0] > 1 or stride[0] > 1 else 2
     m = extents["M"]

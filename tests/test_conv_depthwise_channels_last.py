@@ -249,7 +249,7 @@ def test_a_depthwise_shape_has_a_key_of_its_own(rng, monkeypatch):
         plans.clear_all()
         F.conv2d(_channels_last(x, "float32"), nbx.tensor(w, device=TEST_DEVICE), padding=1, groups=8)
     assert [key.split("|")[0] for key in keys] == ["depthwise_conv", "direct_conv"]
-    assert keys[0].split("|")[1:] == keys[1].split("|")[1:]  # the same buckets and flags otherwise
+    assert keys[0].split("|")[4:] == keys[1].split("|")[4:]  # the same dtype and flags otherwise
     launched = _launched(monkeypatch)
     got = _convolve(_channels_last(x, "float32"), w, None, "float32", 1, 1, 1, 8)
     assert launched == ["conv_direct"]
@@ -257,16 +257,122 @@ def test_a_depthwise_shape_has_a_key_of_its_own(rng, monkeypatch):
     _check(got, reference(x, w, None, 1, 1, 1, 8), "float32", 9)
 
 
-def test_offsets_in_64_bits(rng, monkeypatch):
+@pytest.mark.parametrize("sliding", [False, True])
+def test_offsets_in_64_bits(sliding, rng, monkeypatch):
     # an operand past 2^31 elements cannot be made here: the 64-bit offsets its launch takes, asked for on a
-    # small one, give the same values
+    # small one, give the same values, in the tile form and the SLIDING one (at unit width stride)
     from nbxtensor.ops import convolution
     monkeypatch.setattr(convolution, "needs_index_64", lambda *operands, **kwargs: True)
+    if sliding:
+        _forcing(monkeypatch, [dict(CHANNELS_INNER=True, SLIDING=True, BLOCK_H=4, BLOCK_W=3, BLOCK_C=16,
+                                    num_warps=1, STAGE_WEIGHT=True)])
+    stride = (2, 1) if sliding else 2
     x = _values(rng, (2, 20, 7, 11), "float16")
     w = _values(rng, (20, 1, 3, 3), "float16")
     b = _values(rng, (20,), "float16")
     with capture() as captured:
-        got = _convolve(_channels_last(x, "float16"), w, b, "float16", 2, 1, 1, 20)
-    assert [constexprs["INDEX_64"] for kernel, _, _, _, constexprs, _ in captured.launches
-            if kernel is K.conv_depthwise_channels_inner] == [True]
-    _check(got, depthwise_reference(x, w, b, 2, 1, 1), "float16", 9)
+        got = _convolve(_channels_last(x, "float16"), w, b, "float16", stride, 1, 1, 20)
+    assert [(constexprs["INDEX_64"], constexprs["SLIDING"]) for kernel, _, _, _, constexprs, _ in captured.launches
+            if kernel is K.conv_depthwise_channels_inner] == [(True, sliding)]
+    _check(got, depthwise_reference(x, w, b, stride, 1, 1), "float16", 9)
+
+
+def _key_of(shape, window=(7, 7)):
+    """The launch key of a channels-last depthwise convolution of ``shape`` on an H100 (Hopper's buckets)."""
+    from nbxtensor.device.facts import load as load_facts
+    x = nbx.empty(shape, device="meta", dtype="bfloat16").to(memory_format=nbx.channels_last)
+    w = nbx.empty((shape[1], 1, *window), device="meta", dtype="bfloat16")
+    setting = _Setting("conv2d", x, w, None, 1, tuple(k // 2 for k in window), 1, False, 0, shape[1])
+    return setting.key(load_facts("hopper"), x.dtype)
+
+
+def test_a_depthwise_key_names_its_channel_count():
+    # ConvNeXt's stages at batches 8 and 32 make the same output positions over 2x or 4x the channels (96 x 56^2
+    # at batch 8, 192 x 28^2 at 32): their keys differ in N, the channel count, so that neither takes the tiles
+    # the other tuned; positions and channels in the same buckets share one
+    batch8, batch32 = _key_of((8, 96, 56, 56)), _key_of((32, 192, 28, 28))
+    assert batch8.split("|")[1] == batch32.split("|")[1]  # M: 25088 positions each
+    assert batch8.split("|")[2:3] == ["N=128"] and batch32.split("|")[2:3] == ["N=256"]
+    assert _key_of((8, 100, 56, 56)) == batch8
+
+
+SLIDING_CASES = [
+    # (input shape, window, stride, padding, dilation): the width's stride and dilation 1
+    ((2, 20, 10, 19), (3, 3), 1, 1, 1),          # 20 channels: a ragged channel block; edge and interior tiles
+    ((1, 16, 12, 24), (7, 7), 1, 3, 1),          # ConvNeXt's window; some tiles' windows inside the input
+    ((1, 12, 13, 21), (3, 3), (2, 1), 2, (2, 1)),  # the height strided and dilated
+    ((2, 5, 7, 9), (2, 3), 1, 0, 1),             # no padding, an even window, 5 channels
+    ((1, 12, 5, 6, 7), (3, 3, 3), 1, 1, 1),      # 3-d
+]
+
+
+@pytest.mark.parametrize("columns", [3, 7])
+@pytest.mark.parametrize("case", SLIDING_CASES)
+@pytest.mark.parametrize("dtype", _DTYPES)
+def test_sliding_columns_match_the_direct_loop(case, dtype, columns, rng, monkeypatch):
+    # SLIDING accumulates BLOCK_W output columns apart and loads each input column a window row reaches once:
+    # column counts that divide no plane's width (3) or exceed it (7 > 5 and 6), the weight staged or not
+    shape, window, stride, padding, dilation = case
+    channels = shape[1]
+    x = _values(rng, shape, dtype)
+    w = _values(rng, (channels, 1, *window), dtype)
+    b = _values(rng, (channels,), dtype)
+    want = depthwise_reference(x, w, b, stride, padding, dilation)
+    for staged in (False, True):
+        _forcing(monkeypatch, [dict(CHANNELS_INNER=True, SLIDING=True, BLOCK_H=4, BLOCK_W=columns, BLOCK_C=16,
+                                    num_warps=1, **({"STAGE_WEIGHT": True} if staged else {}))])
+        launched = _launched(monkeypatch)
+        with capture() as captured:
+            got = _convolve(_channels_last(x, dtype), w, b, dtype, stride, padding, dilation, channels)
+        assert launched == ["conv_stage_channels_inner"] * staged + ["conv_depthwise_channels_inner"]
+        assert [constexprs["SLIDING"] for kernel, _, _, _, constexprs, _ in captured.launches
+                if kernel is K.conv_depthwise_channels_inner] == [True]
+        _check(got, want, dtype, int(np.prod(window)))
+
+
+def test_a_sliding_setting_on_a_strided_or_dilated_width_runs_as_tiles(rng, monkeypatch):
+    # a key records no dilation, so a SLIDING setting may meet a width it cannot slide over (dilated; a
+    # strided width forms another key, forced here): it runs as the tile form, its columns a power of two
+    _forcing(monkeypatch, [dict(CHANNELS_INNER=True, SLIDING=True, BLOCK_H=4, BLOCK_W=3, BLOCK_C=16, num_warps=1)])
+    x = _values(rng, (1, 12, 9, 13), "float16")
+    w = _values(rng, (12, 1, 3, 3), "float16")
+    for stride, dilation in ((1, (1, 2)), ((1, 2), 1)):
+        with capture() as captured:
+            got = _convolve(_channels_last(x, "float16"), w, None, "float16", stride, 2, dilation, 12)
+        (constexprs,) = [c for kernel, _, _, _, c, _ in captured.launches if kernel is K.conv_depthwise_channels_inner]
+        assert (constexprs["SLIDING"], constexprs["BLOCK_W"]) == (False, 4)
+        _check(got, depthwise_reference(x, w, None, stride, 2, dilation), "float16", 9)
+
+
+def test_sliding_candidates():
+    # offered where the width's stride and dilation are 1, each with the weight staged (read in place, a tap's
+    # channels lie a window apart), fitted to the plane and channels, a vector of channels a lane at least
+    setting, configs = _candidates_of((8, 384, 14, 14), (7, 7), 384)
+    sliding = [c for c in configs if c.get("SLIDING")]
+    assert sliding and all(c.get("STAGE_WEIGHT") and c["CHANNELS_INNER"] for c in sliding)
+    for c in sliding:
+        assert c["BLOCK_H"] * c["BLOCK_C"] >= 32 * c["num_warps"] * 8 and c["BLOCK_W"] <= 14
+    assert any(c["BLOCK_W"] == 7 for c in sliding)  # seven columns: two a row of the 14 x 14 plane
+    setting, configs = _candidates_of((1, 768, 7, 7), (7, 7), 768)
+    assert {c["BLOCK_H"] for c in configs if c.get("SLIDING")} <= {2, 4, 8}
+    x = nbx.empty((1, 32, 16, 16), device="meta", dtype="bfloat16").to(memory_format=nbx.channels_last)
+    w = nbx.empty((32, 1, 3, 3), device="meta", dtype="bfloat16")
+    for stride, dilation in ((2, 1), (1, 2), ((2, 1), 1)):
+        setting = _Setting("conv2d", x, w, None, stride, 1, dilation, False, 0, 32)
+        slides = any(c.get("SLIDING") for c in setting.candidates(_gpu_facts(), x.dtype))
+        assert slides == (setting.stride[2] == 1 and setting.dilation[2] == 1), (stride, dilation)
+
+
+@pytest.mark.parametrize("dtype", _DTYPES)
+def test_sliding_columns_apply_the_norm(dtype, rng, monkeypatch):
+    # the fused convolution, inference batch norm and activation: each column's accumulator takes the epilogue
+    # (test_conv_batch_norm's case, reference and bound)
+    from tests.test_conv_batch_norm import ROUTES, _captured_call, _expected, _operands
+    from tests.test_conv_batch_norm import _check as check_fused
+    _forcing(monkeypatch, [dict(CHANNELS_INNER=True, SLIDING=True, BLOCK_H=4, BLOCK_W=3, BLOCK_C=16, num_warps=1)])
+    case = ROUTES["depthwise"]
+    operands = _operands(case, dtype, rng)
+    got, launches = _captured_call(case, operands, dtype, True, "silu")
+    (constexprs,) = [launch[4] for launch in launches if launch[0] is K.conv_depthwise_channels_inner]
+    assert constexprs["SLIDING"] and constexprs["NORM"]
+    check_fused(got, *_expected(*operands, case, "silu"), dtype)

@@ -589,28 +589,109 @@ def _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH,
 
 
 @triton.jit
+def _channels_inner_sliding_row(accs, row_ptr, w_row, row_ok, c_ok, iw0, IW, x_sw, w_sw, KW: tl.constexpr,
+                                BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, MASKED: tl.constexpr,
+                                DECODE_BF16: tl.constexpr, BF16: tl.constexpr):
+    """``accs`` (one tile of rows x channels an output column) plus one window row, the window's columns at
+    unit stride and dilation: its KW weights loaded once, then each of the BLOCK_W + KW - 1 input columns the
+    row reaches (pointers ``row_ptr`` at input column ``iw0``) loaded once and multiplied into every output
+    column that reaches it, so that a column's inputs are reused from registers, not reloaded a tap."""
+    # the weights loaded as whole tiles (each row the same), so that they take the inputs' layout: a row of
+    # BLOCK_C would be spread over all the lanes and then moved through shared memory
+    w_tile = w_row[None, :] + tl.zeros((BLOCK_H, 1), dtype=tl.int32)
+    weights = ()
+    for kw in tl.static_range(KW):
+        weights = weights + (_float32_of(tl.load(w_tile + kw * w_sw, mask=c_ok[None, :], other=0), DECODE_BF16,
+                                         BF16),)
+    for i in tl.static_range(BLOCK_W + KW - 1):
+        if MASKED:
+            ok = row_ok & (iw0 + i >= 0) & (iw0 + i < IW)
+            xv = tl.load(row_ptr + i * x_sw, mask=ok[:, None] & c_ok[None, :], other=0)
+        else:
+            xv = tl.load(row_ptr + i * x_sw, mask=c_ok[None, :], other=0)
+        xf = _float32_of(xv, DECODE_BF16, BF16)
+        updated = ()
+        for j in tl.static_range(BLOCK_W):
+            if i - j >= 0 and i - j < KW:
+                updated = updated + (accs[j] + xf * weights[i - j],)
+            else:
+                updated = updated + (accs[j],)
+        accs = updated
+    return accs
+
+
+@triton.jit
+def _channels_inner_sliding(x_tile, w_c, i_d0, ih, iw0, rows_ok, c_ok, ID, IH, IW, dd, dh, x_sd, x_sh, x_sw, w_sd,
+                            w_sh, w_sw, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+                            BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
+                            MASKED: tl.constexpr, DECODE_BF16: tl.constexpr, BF16: tl.constexpr):
+    """The whole window for BLOCK_W output columns kept apart (a tuple of BLOCK_H x BLOCK_C float32 tiles),
+    window rows unrolled, each through ``_channels_inner_sliding_row``."""
+    accs = ()
+    for j in tl.static_range(BLOCK_W):
+        accs = accs + (tl.zeros((BLOCK_H, BLOCK_C), dtype=tl.float32),)
+    for r in tl.static_range(KD * KH):
+        row_ptr, row_ok, w_row = _channels_inner_window_row(r, x_tile, w_c, i_d0, ih, rows_ok, ID, IH, dd, dh,
+                                                            x_sd, x_sh, w_sd, w_sh, KH)
+        accs = _channels_inner_sliding_row(accs, row_ptr, w_row, row_ok, c_ok, iw0, IW, x_sw, w_sw, KW, BLOCK_H,
+                                           BLOCK_W, MASKED, DECODE_BF16, BF16)
+    return accs
+
+
+@triton.jit
+def _channels_inner_finished(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, out, HAS_BIAS: tl.constexpr,
+                             BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                             NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr,
+                             ROWS: tl.constexpr):
+    """The accumulator (positions x channels ``c``) with the bias, the norm and activation, rounded once to
+    the type of ``out``'s elements. ROWS (a SLIDING column's rows): the per-channel vectors are loaded as
+    whole ROWS x BLOCK_C tiles, in the accumulator's layout (a row of channels alone would be spread over
+    every lane and moved through shared memory)."""
+    if ROWS:
+        c = c[None, :] + tl.zeros((ROWS, 1), dtype=c.dtype)
+        c_ok = tl.broadcast_to(c_ok[None, :], c.shape)
+    if HAS_BIAS:
+        terms = decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
+        acc = acc + (terms if ROWS else terms[None, :])
+    if NORM:
+        n_mean, n_scale, n_shift = norm_parameters(c, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
+        if ROWS:
+            acc = activated((acc - n_mean) * n_scale + n_shift, ACTIVATION)
+        else:
+            acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
+    return encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+
+
+@triton.jit
 def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, C, OD, OH, OW, ID, IH, IW,
                                   sd, sh, sw, pd, ph, pw, dd, dh, dw,
                                   x_sn, x_sc, x_sd, x_sh, x_sw, w_sc, w_sd, w_sh, w_sw, o_sn, o_sc, o_sd, o_sh, o_sw,
                                   KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, UNROLL: tl.constexpr,
-                                  UNROLL_COLUMNS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
-                                  BLOCK_C: tl.constexpr, EVEN_C: tl.constexpr, HAS_BIAS: tl.constexpr,
-                                  DECODE_BF16: tl.constexpr, BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr,
-                                  DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-                                  NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
+                                  UNROLL_COLUMNS: tl.constexpr, SLIDING: tl.constexpr, BLOCK_H: tl.constexpr,
+                                  BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr, EVEN_C: tl.constexpr,
+                                  HAS_BIAS: tl.constexpr, DECODE_BF16: tl.constexpr, BF16: tl.constexpr,
+                                  BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                                  INDEX_64: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr,
+                                  ACTIVATION: tl.constexpr):
     """out[n, c, o] = bias[c] + sum over the window of x[n, c, .] * w[c, 0, .]: a forward depthwise convolution
     (one input and one output channel a group) whose input's channels are adjacent in memory (channels-last).
     Program (t, j) takes output rows x columns BLOCK_H x BLOCK_W of plane (n, od), t = (n * OD + od) * tiles
     + tile, times channels j * BLOCK_C onwards: each tap loads the tile's inputs as rows of BLOCK_C adjacent
     channels (vector loads, the window's overlap served from L1) and the tap's BLOCK_C weights once, and
-    accumulates in float32. A tile whose whole window lies inside the input loads without position masks;
-    EVEN_C (BLOCK_C divides C) drops the channel mask; BF16: the elements are bfloat16."""
+    accumulates in float32. SLIDING (the width's stride and dilation 1): the BLOCK_W output columns are
+    accumulated apart, and each input column a window row reaches is loaded once for all of them
+    (``_channels_inner_sliding_row``). A tile whose whole window lies inside the input loads without
+    position masks; EVEN_C (BLOCK_C divides C) drops the channel mask; BF16: the elements are bfloat16."""
     nb, od, tile_h, tile_w = _plane_tile(OH, OW, OD, BLOCK_H, BLOCK_W)
     oh0 = tile_h * BLOCK_H
     ow0 = tile_w * BLOCK_W
-    p = tl.arange(0, BLOCK_H * BLOCK_W)
-    oh = oh0 + p // BLOCK_W
-    ow = ow0 + p % BLOCK_W
+    if SLIDING:  # the tile's rows; its columns are the accumulators' tuple
+        oh = oh0 + tl.arange(0, BLOCK_H)
+        ow = ow0
+    else:
+        p = tl.arange(0, BLOCK_H * BLOCK_W)
+        oh = oh0 + p // BLOCK_W
+        ow = ow0 + p % BLOCK_W
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     if INDEX_64:
         nb = nb.to(tl.int64)
@@ -622,7 +703,7 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
         c_ok = tl.full([BLOCK_C], 1, tl.int1)
     else:
         c_ok = c < C
-    out_ok = (oh < OH) & (ow < OW)
+    out_ok = (oh < OH) & (ow < OW)  # SLIDING: the rows inside the plane (ow, the first column, is inside)
     ih = oh * sh - ph
     iw = ow * sw - pw
     i_d0 = od * sd - pd
@@ -632,23 +713,36 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
     interior = ((oh0 + BLOCK_H <= OH) & (ow0 + BLOCK_W <= OW) & (oh0 * sh - ph >= 0) & (ow0 * sw - pw >= 0)
                 & (i_d0 >= 0) & (i_d0 + (KD - 1) * dd < ID) & ((oh0 + BLOCK_H - 1) * sh - ph + (KH - 1) * dh < IH)
                 & ((ow0 + BLOCK_W - 1) * sw - pw + (KW - 1) * dw < IW))
-    acc = tl.zeros((BLOCK_H * BLOCK_W, BLOCK_C), dtype=tl.float32)
-    if interior:
-        acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh,
-                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, UNROLL_COLUMNS, False, DECODE_BF16,
-                                     BF16)
+    if SLIDING:
+        if interior:
+            accs = _channels_inner_sliding(x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, x_sd, x_sh,
+                                           x_sw, w_sd, w_sh, w_sw, KD, KH, KW, BLOCK_H, BLOCK_W, BLOCK_C, False,
+                                           DECODE_BF16, BF16)
+        else:
+            accs = _channels_inner_sliding(x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, x_sd, x_sh,
+                                           x_sw, w_sd, w_sh, w_sw, KD, KH, KW, BLOCK_H, BLOCK_W, BLOCK_C, True,
+                                           DECODE_BF16, BF16)
+        for j in tl.static_range(BLOCK_W):
+            value = _channels_inner_finished(accs[j], c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, out,
+                                             HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32, NORM, NORM_FORMAT,
+                                             ACTIVATION, BLOCK_H)
+            o_off = nb * o_sn + od * o_sd + oh * o_sh + (ow + j) * o_sw
+            tl.store(out + o_off[:, None] + c[None, :] * o_sc, value,
+                     mask=(out_ok & (ow + j < OW))[:, None] & c_ok[None, :])
     else:
-        acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd, x_sh,
-                                     x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, UNROLL_COLUMNS, True, DECODE_BF16,
-                                     BF16)
-    if HAS_BIAS:
-        acc = acc + decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)[None, :]
-    if NORM:
-        n_mean, n_scale, n_shift = norm_parameters(c, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
-        acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
-    value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
-    o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
-    tl.store(out + o_off[:, None] + c[None, :] * o_sc, value, mask=out_ok[:, None] & c_ok[None, :])
+        acc = tl.zeros((BLOCK_H * BLOCK_W, BLOCK_C), dtype=tl.float32)
+        if interior:
+            acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd,
+                                         x_sh, x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, UNROLL_COLUMNS, False,
+                                         DECODE_BF16, BF16)
+        else:
+            acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd,
+                                         x_sh, x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, UNROLL_COLUMNS, True,
+                                         DECODE_BF16, BF16)
+        value = _channels_inner_finished(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, out, HAS_BIAS,
+                                         BIAS_FORMAT, DST_FORMAT, VIA_F32, NORM, NORM_FORMAT, ACTIVATION, 0)
+        o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
+        tl.store(out + o_off[:, None] + c[None, :] * o_sc, value, mask=out_ok[:, None] & c_ok[None, :])
 
 
 @triton.jit

@@ -249,6 +249,14 @@ _CHANNELS_INNER_TILES = [(4, 8, 64, 4), (8, 8, 32, 4), (2, 16, 64, 4), (4, 16, 6
 # tiles (of the list above) also tried with the window's rows a loop (ROWS_LOOPED: less code, fewer loads
 # in flight), their weight staged
 _CHANNELS_INNER_ROWS_LOOPED = [(4, 8, 64, 4), (8, 8, 32, 4)]
+# (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) of the kernel's SLIDING form (width stride and dilation 1): BLOCK_W
+# output columns, any count, each a BLOCK_H x BLOCK_C float32 tile whose lanes hold one vector of channels
+# (BLOCK_H x BLOCK_C / 8 lanes): each input column a window row reaches is loaded and widened once for all
+# the columns, not once a tap. Few lanes a program, so that small planes of many channels still make
+# programs for every multiprocessor; four columns keep a 7x7 window's accumulators, weights and inputs
+# within the registers (sm_90: 118 a thread, no spills), seven (which divide ConvNeXt's 56, 28, 14 and 7)
+# spill a few (255 a thread)
+_CHANNELS_INNER_SLIDING = [(8, 4, 64, 2), (4, 4, 64, 1), (16, 4, 32, 2), (2, 4, 128, 1), (4, 7, 64, 1)]
 # the interpreter's one setting: a few rows and two channel blocks of small channel counts
 _CHANNELS_INNER_INTERPRETED = (4, 8, 16, 4)
 # elements a thread at least holds: one 16-byte vector of 16-bit channels
@@ -357,6 +365,21 @@ class _Setting:
                            max(1, min(warps, elements // (32 * _CHANNELS_INNER_THREAD_ELEMENTS)))))
         return list(dict.fromkeys(shapes))
 
+    def sliding_tiles(self) -> list[tuple[int, int, int, int]]:
+        """(BLOCK_H, BLOCK_W, BLOCK_C, num_warps) of the depthwise kernel's SLIDING candidates, fitted to the
+        output (no taller than the plane's rows, no more columns than it has, no more channels than the
+        convolution), with no more lanes than a column tile has vectors; none unless the width's stride and
+        dilation are 1 and the window is unrolled."""
+        if self.stride[2] != 1 or self.dilation[2] != 1 or self.volume > _UNROLL_MAX_STEPS:
+            return []
+        oh, ow = self.out_spatial[1:]
+        shapes = []
+        for bh, bw, bc, warps in _CHANNELS_INNER_SLIDING:
+            height, block_c = min(bh, next_pow2(oh)), min(bc, next_pow2(self.cout))
+            vectors = height * block_c // _CHANNELS_INNER_THREAD_ELEMENTS
+            shapes.append((height, min(bw, ow), block_c, max(1, min(warps, vectors // 32))))
+        return list(dict.fromkeys(shapes))
+
     def stages(self) -> bool:
         """Whether a candidate may copy an operand channels-innermost first: forward, batched, and the input
         (or, for the implicit GEMM, the weight) not already so."""
@@ -366,10 +389,13 @@ class _Setting:
     def key(self, facts, dtype) -> str:
         """The launch key: ``conv`` (the implicit GEMM), ``direct_conv`` (the direct kernel), or for a depthwise
         convolution read channels-innermost ``depthwise_conv``, whose candidates add the channels-inner kernel's
-        (a grouped shape of the same buckets has its own key, so neither takes the other's setting)."""
+        (a grouped shape of the same buckets has its own key, so neither takes the other's setting), and whose
+        N is the channel count, not a group's one output channel: the same output positions over 4x the
+        channels (ConvNeXt's later stages at 4x the batch) are another shape for its tiles."""
         kernel = ("depthwise_conv" if self.depthwise_channels_inner else "direct_conv" if self.route == "direct"
                   else "conv")
-        return tuning.launch_key(kernel, facts, rows={"M": self.m}, cols={"N": self.cout_g, "K": self.cin_g},
+        n = self.cout if self.depthwise_channels_inner else self.cout_g
+        return tuning.launch_key(kernel, facts, rows={"M": self.m}, cols={"N": n, "K": self.cin_g},
                                  dtypes=(dtype,),
                                  flags={"window": "x".join(map(str, self.kernel)),
                                         "stride": "x".join(map(str, self.stride)), "channels_last": self.channels_last,
@@ -447,7 +473,7 @@ class _Setting:
         """The depthwise kernel's settings for ``channels_inner_tiles(tiles)``, each with the weight read in
         place (a tap's channels a window apart) and, where they are not adjacent already, staged
         channels-innermost first (STAGE_WEIGHT: a tap's channel block one run); by default also those of
-        ``_CHANNELS_INNER_ROWS_LOOPED`` with the window's rows a loop."""
+        ``_CHANNELS_INNER_ROWS_LOOPED`` with the window's rows a loop and the SLIDING ones (``sliding_tiles``)."""
         def settings(fitted, **flags):
             return [dict(CHANNELS_INNER=True, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc, num_warps=w, **flags)
                     for bh, bw, bc, w in fitted]
@@ -457,6 +483,9 @@ class _Setting:
             configs += settings(self.channels_inner_tiles(tiles), **stage)
         if tiles is None:
             configs += settings(self.channels_inner_tiles(_CHANNELS_INNER_ROWS_LOOPED), ROWS_LOOPED=True, **stage)
+            # staged where a tap's weights lie a window apart: read in place, their scalar loads take a layout
+            # the compiler moves through shared memory, a barrier a tap (sm_90)
+            configs += settings(self.sliding_tiles(), SLIDING=True, **stage)
         return _unique(configs)
 
 
@@ -490,6 +519,11 @@ def _channels_inner_launches(st, config, common, x_slot, bias_slot, bias_args, o
     else:  # (C, 1, *window)
         w_sc, _, *w_window = st.ws
     block_h, block_w, block_c = config["BLOCK_H"], config["BLOCK_W"], config["BLOCK_C"]
+    # a key records no dilation: a SLIDING setting tuned at unit width dilation, handed a dilated width, runs
+    # as the tile form (its columns a power of two)
+    sliding = bool(config.get("SLIDING")) and st.stride[2] == 1 and st.dilation[2] == 1
+    if config.get("SLIDING") and not sliding:
+        block_w = next_pow2(block_w)
     tiles = cdiv(st.out_spatial[1], block_h) * cdiv(st.out_spatial[2], block_w)
     constexprs = {k: common[k] for k in ("KD", "KH", "KW", "HAS_BIAS", "DECODE_BF16", "BIAS_FORMAT", "DST_FORMAT",
                                          "VIA_F32", "NORM", "NORM_FORMAT", "ACTIVATION")}
@@ -498,7 +532,7 @@ def _channels_inner_launches(st, config, common, x_slot, bias_slot, bias_args, o
         [x_slot, Slot("w_staged" if stage_weight else "w"), bias_slot, out_slot, *bias_args, st.cout, *st.out_spatial,
          *st.in_spatial, *st.stride, *st.padding, *st.dilation, *st.xs, w_sc, *w_window, *out_strides_3d],
         dict(constexprs, UNROLL=st.volume <= _UNROLL_MAX_STEPS and not config.get("ROWS_LOOPED"),
-             UNROLL_COLUMNS=st.kernel[2] <= _UNROLL_MAX_STEPS, BLOCK_H=block_h, BLOCK_W=block_w,
+             UNROLL_COLUMNS=st.kernel[2] <= _UNROLL_MAX_STEPS, SLIDING=sliding, BLOCK_H=block_h, BLOCK_W=block_w,
              BLOCK_C=block_c,
              EVEN_C=st.cout % block_c == 0, BF16=input.dtype.name == "bfloat16",
              INDEX_64=needs_index_64(input, (st.full_out, out_strides)), num_warps=config["num_warps"]))
