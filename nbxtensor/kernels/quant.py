@@ -352,6 +352,23 @@ def _int4_groups(scales, zeros, rw, rn, N, k_base, k_stop, group_size, s_sg, s_s
 
 
 @triton.jit
+def _prefetch(pointers):
+    """Starts bringing the lines at ``pointers`` into L1 and returns 0 without waiting (compiled CUDA only)."""
+    return tl.inline_asm_elementwise("prefetch.global.L1 [$1]; mov.u32 $0, 0;", "=r,l", [pointers], dtype=tl.int32,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def _prefetch_group(scales, zeros, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn):
+    """Starts bringing into L1 the scales and zero points of columns ``rn`` of the group holding input
+    ``k_base`` (the last group past ``k_stop``), which ``_int4_groups`` reads as one group a K tile."""
+    g = tl.minimum(k_base, k_stop - 1) // group_size
+    rn_in = tl.where(rn < N, rn, 0)
+    _prefetch(scales + g * s_sg + rn_in * s_sn)
+    _prefetch(zeros + g * z_sg + rn_in * z_sn)
+
+
+@triton.jit
 def _nibble_tile(low, high, zero, scale, I: tl.constexpr, DOT: tl.constexpr, SCALED: tl.constexpr):
     """Nibble I's values for ``_int4_tile``, in the dot's type."""
     value = _nibble_values(low, high, zero, I)
@@ -524,6 +541,11 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
             products -= (zero + SIXTEEN) * x_sum[:, None]
         return acc + products * scale
     else:
+        if INLINE_ASM and FACTORED:
+            # the compiler pipelines the loads of the words and the rows (they feed the dot) but not the scales'
+            # and zero points', whose latency each GEMV step would wait for twice (the zero points load after the
+            # scales' barrier); two K tiles ahead, they arrive in L1 before the step that reads them
+            _prefetch_group(scales, zeros, rn, N, k_base + 2 * BLOCK_K, k_stop, group_size, s_sg, s_sn, z_sg, z_sn)
         kk = k_base + tl.arange(0, BLOCK_K)
         x_tile = _operand(_rows_load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, (kk < k_stop)[None, :],
                                      EVEN_K), DECODE_BF16)
