@@ -6,9 +6,10 @@ of int8 or float8 bytes (4 weights) in ``quantized_gemv``'s, compiled for a GPU 
 
 Each case compiles one specialisation at a representative tuned shape; the loop is the longest range a backward
 branch closes, and its instructions are divided by the packed words one thread reads an iteration
-(BLOCK_K / 8 * BLOCK_N / (32 * num_warps); BLOCK_K / 4 * ... for bytes). ``--portable`` compiles the float32 tile path (INLINE_ASM false). Each line also
-counts what a step of the loop waits on (barriers, global loads it consumes, shared-memory stores of layout
-exchanges, L1 prefetches) and gives the registers a thread and the shared memory a program takes.
+(BLOCK_K / 8 * BLOCK_N / (32 * num_warps); BLOCK_K / 4 * ... for bytes). ``--portable`` compiles the float32
+tile path (INLINE_ASM false). Each line also counts what a step of the loop waits on (barriers, global loads it
+consumes, shared-memory stores of layout exchanges, L1 prefetches) and gives the registers a thread and the
+shared memory a program takes.
 """
 import argparse
 import os

@@ -297,3 +297,22 @@ def test_fp8_candidates_fit_the_device(name, group_k):
     assert any(config.get("PERSISTENT") for config in offered)
     narrow = quant_ops.fp8_candidates(facts, 4096, 4096, 4096, group_k, tiles=False, blocked=group_k is not None)
     assert narrow and not any(config.get(flag) for config in narrow for flag in quant_ops._FP8_TILE_FLAGS)
+
+
+@pytest.mark.parametrize("rows", [1, 4, 16])
+@pytest.mark.parametrize("k, group_size", [(256, 32), (256, 128), (4096, 128), (200, 8)])
+def test_int4_decode_settings_fit_the_declared_workspace(rng, rows, k, group_size):
+    """Every int4 GEMV setting offered on an H100 splits K into no more partials than the cost rule's workspace
+    holds (float32 partials a split, m x n each): a short K split four ways by 64-input tiles once asked for
+    twice what was declared."""
+    from nbxtensor.device.facts import load as load_facts
+    from nbxtensor.ops.matmul_gemv import split_k
+    n = 64
+    q, zeros, scales, _ = _random_int4(rng, k, n, group_size, False)
+    weight = QuantizedWeight.int4(q, scales, zeros, group_size=group_size)
+    rows_meta = nbx.empty((rows, k), dtype="bfloat16", device="meta")
+    declared = quant_ops._cost(rows_meta, weight).workspace
+    for config in quant_ops.decode_candidates(load_facts("hopper"), rows, n, k, "int4", group_size):
+        block_k = quant_ops._dot_block_k(config["BLOCK_K"], "bfloat16", rows > 1)
+        splits = split_k(k, dict(config, BLOCK_K=block_k))[1]
+        assert splits == 1 or splits * rows * n * 4 <= declared, config

@@ -309,12 +309,19 @@ def decode_candidates(facts: dict, m: int, n: int, k: int, format: str, group_si
     return out
 
 
+# the cost rule sizes a decode GEMV's partials by the float GEMV's settings (``matmul_plans._product_workspace``),
+# whose most-split ones take K tiles of 128 (8 splits of several rows, 4 of one): no int4 setting splits K into
+# shorter runs than that, so their partials fit the declared workspace
+_SPLIT_MIN_INPUTS = 128
+
+
 def _int4_gemv_config(facts: dict, n: int, k: int, block_n: int, block_k: int, splits: int, warps: int,
                       stages: int | None = None) -> dict:
     """An int4 GEMV setting of ``_GEMV_INT4_SHAPES`` or ``_GEMV_INT4_ROWS_SHAPES`` for an (n, k) weight."""
     block_k = _clamp_block(block_k, block_k, k)
     config = dict(BLOCK_N=_clamp_block(block_n, facts["tiles"]["max_block_n"], n), BLOCK_K=block_k,
-                  SPLITS=max(1, min(splits, cdiv(k, block_k))), num_warps=min(warps, facts["tiles"]["max_warps"]))
+                  SPLITS=max(1, min(splits, cdiv(k, block_k), cdiv(k, _SPLIT_MIN_INPUTS))),
+                  num_warps=min(warps, facts["tiles"]["max_warps"]))
     if stages is not None:
         config["num_stages"] = stages
     return config
