@@ -31,6 +31,8 @@ _SHAPES = [("int4_gemv", "bf16", 1, 128, 128, 4, None, True), ("int4_gemv", "bf1
            ("int4_gemv", "fp16", 16, 128, 128, 4, None, True), ("int4_gemv", "bf16", 16, 256, 64, 4, None, False),
            ("int4_gemv", "bf16", 16, 64, 128, 4, None, True), ("int4_gemv", "bf16", 16, 128, 128, 8, None, True),
            ("int4_gemm", "bf16", 128, 256, 64, 8, 3, True), ("int4_gemm", "fp16", 128, 256, 64, 8, 3, True)]
+# ``int4_gemv``'s swapped form (the weight tile the dot's first operand) at tuned 2-16 rows shapes
+_SWAPPED_SHAPES = [("bf16", 128, 128, 4), ("fp16", 128, 128, 4), ("bf16", 64, 128, 4), ("bf16", 256, 128, 8)]
 # (weight format, rows' type, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, scales): tuned shapes of ``quantized_gemv``,
 # scales per channel or per 128 x 128 block
 _BYTE_SHAPES = [("int8", "bf16", 16, 64, 128, 4, "channel"), ("fp8", "bf16", 16, 64, 128, 4, "channel"),
@@ -50,6 +52,10 @@ CASES = {_name(kernel, rows, m, bn, bk, warps, one_group):
          (kernel, rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, ONE_GROUP=one_group,
                              **({} if stages is None else {"num_stages": stages})))
          for kernel, rows, m, bn, bk, warps, stages, one_group in _SHAPES}
+CASES.update({f"gemv 16 rows {rows} {bn}x{bk} w{warps} one group swapped":
+              ("int4_gemv", rows, dict(BLOCK_M=16, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, ONE_GROUP=True,
+                                       SWAPPED=True))
+              for rows, bn, bk, warps in _SWAPPED_SHAPES})
 CASES.update({f"gemv {m} row{'s' * (m > 1)} {rows} {weight} {bn}x{bk} w{warps} per {scales}":
               ("quantized_gemv", rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, WEIGHT=weight,
                                             SCALES=scales))
@@ -69,7 +75,7 @@ def record(kernel: str, rows: str, constexprs: dict, inline_asm: bool) -> dict:
     strides = [value(4096), value(1)] * 4 + [value(1), value(4096), value(1)]
     if kernel == "int4_gemv":
         args = pointers + [pointer("fp32"), value(16), value(4096), value(4096), value(1024)] + strides
-        fixed = dict(PDL=True, SPLIT=True)
+        fixed = dict(PDL=True, SPLIT=True, SWAPPED=False)
     else:
         args = pointers + [value(2048), value(4096), value(4096)] + strides
         fixed = dict(GROUP_M=8)

@@ -252,8 +252,8 @@ def test_rows_gemv_prefetches_each_tiles_scales_and_zero_points(tmp_path):
         from nbxtensor.kernels import quant
         counts = {{}}
         for name in ("gemv 16 rows bf16 128x128 w4 one group", "gemv 16 rows fp16 128x128 w4 one group",
-                     "gemv 16 rows bf16 256x64 w4 groups of 32", "gemv 1 row bf16 128x128 w4 one group",
-                     "gemm bf16 128x256x64 w8 one group"):
+                     "gemv 16 rows bf16 128x128 w4 one group swapped", "gemv 16 rows bf16 256x64 w4 groups of 32",
+                     "gemv 1 row bf16 128x128 w4 one group", "gemm bf16 128x256x64 w8 one group"):
             kernel, rows, constexprs = int4_sass.CASES[name]
             positional, named = compile_check._arguments(int4_sass.record(kernel, rows, constexprs, True))
             compiled = getattr(quant, kernel).warmup(*positional, grid=(1,), **named,
@@ -263,5 +263,6 @@ def test_rows_gemv_prefetches_each_tiles_scales_and_zero_points(tmp_path):
     """)
     counts = compiled_output(program, tmp_path)
     assert counts == {"gemv 16 rows bf16 128x128 w4 one group": 2, "gemv 16 rows fp16 128x128 w4 one group": 2,
+                      "gemv 16 rows bf16 128x128 w4 one group swapped": 2,
                       "gemv 16 rows bf16 256x64 w4 groups of 32": 0, "gemv 1 row bf16 128x128 w4 one group": 0,
                       "gemm bf16 128x256x64 w8 one group": 0}

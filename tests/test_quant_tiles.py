@@ -133,10 +133,11 @@ def test_int4_half_precision_rows_inside_groups(rng, forced, dtype, rows):
 
 
 def _rows_settings(rows, n, k, group_size):
-    """The first two int4 GEMV settings offered on an H100 for ``rows`` rows (``_GEMV_INT4_ROWS_SHAPES``: K tiles
-    inside one group, split K)."""
+    """The first int4 GEMV setting offered on an H100 for ``rows`` rows (``_GEMV_INT4_ROWS_SHAPES``: K tiles
+    inside one group, split K), and the first swapped one (the weight tile the dot's first operand)."""
     from nbxtensor.device.facts import load as load_facts
-    return quant_ops.decode_candidates(load_facts("hopper"), rows, n, k, "int4", group_size)[:2]
+    offered = quant_ops.decode_candidates(load_facts("hopper"), rows, n, k, "int4", group_size)
+    return [offered[0], next(config for config in offered if config.get("SWAPPED"))]
 
 
 @pytest.mark.parametrize("group_size", [32, 64, 128])
@@ -144,8 +145,9 @@ def _rows_settings(rows, n, k, group_size):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_int4_rows_at_the_offered_rows_settings(rng, monkeypatch, group_size, rows, dtype):
     """2-16 rows at the settings an H100 times first, odd N: the factored form (a K tile inside one group, the
-    product scaled after the dot; compiled, the kernel prefetches each tile's scales and zero points), and with
-    act-order the same settings through the per-input form."""
+    product scaled after the dot; compiled, the kernel prefetches each tile's scales and zero points), plain
+    and swapped (the product taken transposed), and with act-order the same settings through the per-input
+    form."""
     k, n = 384, 77
     for settings in _rows_settings(rows, n, k, group_size):
         monkeypatch.setattr(quant_ops.tuning, "choose_timed", lambda key, facts, candidates, prepare: settings)

@@ -65,14 +65,20 @@ _FP8_TILE_VARIANTS = [(128, 256, 128, 3, 8, _FP8_PT), (128, 256, 128, 4, 8, _FP8
 # (at most the float GEMV's 4 splits of one row, which the cost rule's workspace holds)
 _GEMV_INT4_SHAPES = [(128, 128, 4, 4), (256, 64, 4, 4), (128, 256, 2, 4), (256, 128, 2, 8), (64, 256, 4, 4),
                      (256, 64, 4, 8), (128, 64, 4, 4), (64, 128, 1, 4), (128, 256, 4, 8), (256, 128, 4, 8)]
-# (BLOCK_N, BLOCK_K, SPLITS, num_warps[, num_stages]) of the int4 GEMV at 2-16 rows, timed first: K tiles cut to
-# lie inside one group, whose scales and zero points the kernel then reads as one row each, prefetched two steps
-# ahead (``kernels/quant.py``, the factored form); a BLOCK_N under the program's threads (64 of 128, 128 of 256)
-# loads them straight into the layouts that use them instead of exchanging them through shared memory. Splits
-# give Llama's 4096- and 14336-input products several programs an SM.
-_GEMV_INT4_ROWS_SHAPES = [(128, 128, 2, 4), (64, 128, 4, 4), (128, 128, 4, 8), (128, 128, 4, 4), (128, 128, 1, 4),
-                          (64, 128, 2, 4), (64, 128, 8, 4), (128, 64, 4, 4), (128, 128, 2, 8), (256, 128, 2, 8),
-                          (128, 128, 2, 4, 4), (64, 128, 4, 4, 4)]
+# (BLOCK_N, BLOCK_K, SPLITS, num_warps, {num_stages, SWAPPED}) of the int4 GEMV at 2-16 rows, timed first: K
+# tiles cut to lie inside one group, whose scales and zero points the kernel then reads as one row each,
+# prefetched two steps ahead (``kernels/quant.py``, the factored form); a BLOCK_N under the program's threads (64
+# of 128, 128 of 256) loads them straight into the layouts that use them instead of exchanging them through
+# shared memory. Splits give Llama's 4096- and 14336-input products several programs an SM. SWAPPED takes the
+# weight tile as the dot's wide operand (on sm_90 a ``wgmma`` of BLOCK_N x 16, about a fifth fewer SASS
+# instructions a word, but the tile passes through shared memory to be transposed): the GPU's timing decides.
+_ROWS_SWAPPED = dict(SWAPPED=True)
+_GEMV_INT4_ROWS_SHAPES = [(128, 128, 2, 4, {}), (64, 128, 4, 4, {}), (128, 128, 4, 8, {}), (128, 128, 4, 4, {}),
+                          (128, 128, 1, 4, {}), (64, 128, 2, 4, {}), (64, 128, 8, 4, {}), (128, 64, 4, 4, {}),
+                          (128, 128, 2, 8, {}), (256, 128, 2, 8, {}), (128, 128, 2, 4, dict(num_stages=4)),
+                          (64, 128, 4, 4, dict(num_stages=4)), (128, 128, 2, 4, _ROWS_SWAPPED),
+                          (128, 128, 4, 4, _ROWS_SWAPPED), (64, 128, 4, 4, _ROWS_SWAPPED),
+                          (256, 128, 2, 8, _ROWS_SWAPPED), (128, 128, 4, 8, _ROWS_SWAPPED)]
 
 
 # Products of more 16-bit rows than this dequantize the whole weight once, into a workspace of the rows' type,
@@ -316,15 +322,12 @@ _SPLIT_MIN_INPUTS = 128
 
 
 def _int4_gemv_config(facts: dict, n: int, k: int, block_n: int, block_k: int, splits: int, warps: int,
-                      stages: int | None = None) -> dict:
+                      extra: dict | None = None) -> dict:
     """An int4 GEMV setting of ``_GEMV_INT4_SHAPES`` or ``_GEMV_INT4_ROWS_SHAPES`` for an (n, k) weight."""
     block_k = _clamp_block(block_k, block_k, k)
-    config = dict(BLOCK_N=_clamp_block(block_n, facts["tiles"]["max_block_n"], n), BLOCK_K=block_k,
-                  SPLITS=max(1, min(splits, cdiv(k, block_k), cdiv(k, _SPLIT_MIN_INPUTS))),
-                  num_warps=min(warps, facts["tiles"]["max_warps"]))
-    if stages is not None:
-        config["num_stages"] = stages
-    return config
+    return dict(BLOCK_N=_clamp_block(block_n, facts["tiles"]["max_block_n"], n), BLOCK_K=block_k,
+                SPLITS=max(1, min(splits, cdiv(k, block_k), cdiv(k, _SPLIT_MIN_INPUTS))),
+                num_warps=min(warps, facts["tiles"]["max_warps"]), **(extra or {}))
 
 
 def inline_nibbles(facts: dict, dtype: str) -> bool:
@@ -417,7 +420,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
                 [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"), Slot("partial"),
                  m, n, k, k_per_split, *int4_common],
                 dict(shape, ONE_GROUP=_groups_in_tile(weight, k, block_k) == 1, PDL=dependent_launch(dev),
-                     EVEN_K=k % k_per_split == 0, **int4_flags))
+                     EVEN_K=k % k_per_split == 0, SWAPPED=bool(config.get("SWAPPED")), **int4_flags))
         else:
             main = PlannedLaunch(
                 K.quantized_gemv, (cdiv(n, config["BLOCK_N"]), splits),
