@@ -24,12 +24,14 @@ cuda_only = pytest.mark.skipif(not str(TEST_DEVICE).startswith("cuda"), reason="
 
 NP_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 # (rows, settings): one row and the GEMV's several rows (a K tile inside one group of 64 and 128 inputs,
-# factored; across two groups of 32, scaled tiles), and a prefill GEMM; narrow tiles of 16 inputs (two word
-# rows; several rows take 32, ``ops/quant.py``'s MIN_CONVERTED_DOT_K) and of 64 over three splits
+# factored, also swapped; across two groups of 32, scaled tiles), and a prefill GEMM; narrow tiles of 16 inputs
+# (two word rows; several rows take 32, ``ops/quant.py``'s MIN_CONVERTED_DOT_K) and of 64 over three splits
 CASES = [(1, dict(BLOCK_N=64, BLOCK_K=64, SPLITS=2, num_warps=4)),
          (4, dict(BLOCK_N=64, BLOCK_K=64, SPLITS=2, num_warps=4)),
          (16, dict(BLOCK_N=128, BLOCK_K=64, SPLITS=1, num_warps=4)),
          (16, dict(BLOCK_N=64, BLOCK_K=128, SPLITS=2, num_warps=4)),
+         (4, dict(BLOCK_N=128, BLOCK_K=64, SPLITS=2, num_warps=4, SWAPPED=True)),
+         (16, dict(BLOCK_N=64, BLOCK_K=64, SPLITS=1, num_warps=4, SWAPPED=True)),
          (40, dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=64, num_stages=2, num_warps=4))]
 CASES += [(rows, dict(BLOCK_N=16, BLOCK_K=block_k, SPLITS=splits, num_warps=4))
           for rows in (1, 4, 16) for block_k, splits in ((16, 1), (64, 3))]
