@@ -142,13 +142,13 @@ def _rows_settings(rows, n, k, group_size):
 
 @pytest.mark.parametrize("group_size", [32, 64, 128])
 @pytest.mark.parametrize("rows", (2, 4, 7, 16))
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_int4_rows_at_the_offered_rows_settings(rng, monkeypatch, group_size, rows, dtype):
+@pytest.mark.parametrize("dtype, k", [("float32", 384), ("bfloat16", 384), ("float16", 203)])
+def test_int4_rows_at_the_offered_rows_settings(rng, monkeypatch, group_size, rows, dtype, k):
     """2-16 rows at the settings an H100 times first, odd N: the factored form (a K tile inside one group, the
     product scaled after the dot; compiled, the kernel prefetches each tile's scales and zero points), plain
     and swapped (the product taken transposed), and with act-order the same settings through the per-input
-    form."""
-    k, n = 384, 77
+    form. K odd (203) leaves a short last group and K tile."""
+    n = 77
     for settings in _rows_settings(rows, n, k, group_size):
         monkeypatch.setattr(quant_ops.tuning, "choose_timed", lambda key, facts, candidates, prepare: settings)
         monkeypatch.setattr(quant_ops, "_plans", PlanCache())
