@@ -6,7 +6,10 @@ of int8 or float8 bytes (4 weights) in ``quantized_gemv``'s, compiled for a GPU 
 
 Each case compiles one specialisation at a representative tuned shape; the loop is the longest range a backward
 branch closes, and its instructions are divided by the packed words one thread reads an iteration
-(BLOCK_K / 8 * BLOCK_N / (32 * num_warps); BLOCK_K / 4 * ... for bytes). ``--portable`` compiles the float32 tile path (INLINE_ASM false).
+(BLOCK_K / 8 * BLOCK_N / (32 * num_warps); BLOCK_K / 4 * ... for bytes). ``--portable`` compiles the float32
+tile path (INLINE_ASM false). Each line also counts what a step of the loop waits on (barriers, global loads it
+consumes, shared-memory stores of layout exchanges, L1 prefetches) and gives the registers a thread and the
+shared memory a program takes.
 """
 import argparse
 import os
@@ -26,7 +29,10 @@ import compile_check  # noqa: E402
 _SHAPES = [("int4_gemv", "bf16", 1, 128, 128, 4, None, True), ("int4_gemv", "bf16", 1, 256, 64, 4, None, False),
            ("int4_gemv", "fp16", 1, 128, 128, 4, None, True), ("int4_gemv", "bf16", 16, 128, 128, 4, None, True),
            ("int4_gemv", "fp16", 16, 128, 128, 4, None, True), ("int4_gemv", "bf16", 16, 256, 64, 4, None, False),
+           ("int4_gemv", "bf16", 16, 64, 128, 4, None, True), ("int4_gemv", "bf16", 16, 128, 128, 8, None, True),
            ("int4_gemm", "bf16", 128, 256, 64, 8, 3, True), ("int4_gemm", "fp16", 128, 256, 64, 8, 3, True)]
+# ``int4_gemv``'s swapped form (the weight tile the dot's first operand) at tuned 2-16 rows shapes
+_SWAPPED_SHAPES = [("bf16", 128, 128, 4), ("fp16", 128, 128, 4), ("bf16", 64, 128, 4), ("bf16", 256, 128, 8)]
 # (weight format, rows' type, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, scales): tuned shapes of ``quantized_gemv``,
 # scales per channel or per 128 x 128 block
 _BYTE_SHAPES = [("int8", "bf16", 16, 64, 128, 4, "channel"), ("fp8", "bf16", 16, 64, 128, 4, "channel"),
@@ -46,12 +52,17 @@ CASES = {_name(kernel, rows, m, bn, bk, warps, one_group):
          (kernel, rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, ONE_GROUP=one_group,
                              **({} if stages is None else {"num_stages": stages})))
          for kernel, rows, m, bn, bk, warps, stages, one_group in _SHAPES}
+CASES.update({f"gemv 16 rows {rows} {bn}x{bk} w{warps} one group swapped":
+              ("int4_gemv", rows, dict(BLOCK_M=16, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, ONE_GROUP=True,
+                                       SWAPPED=True))
+              for rows, bn, bk, warps in _SWAPPED_SHAPES})
 CASES.update({f"gemv {m} row{'s' * (m > 1)} {rows} {weight} {bn}x{bk} w{warps} per {scales}":
               ("quantized_gemv", rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, WEIGHT=weight,
                                             SCALES=scales))
               for weight, rows, m, bn, bk, warps, scales in _BYTE_SHAPES})
 FORMATS = {"fp16": 0, "bf16": 1}  # SCALE_FORMAT as the host passes it on a GPU (``lowering.load_format``)
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
+_REGISTERS = re.compile(r"REG:(\d+)")
 
 
 def record(kernel: str, rows: str, constexprs: dict, inline_asm: bool) -> dict:
@@ -64,7 +75,7 @@ def record(kernel: str, rows: str, constexprs: dict, inline_asm: bool) -> dict:
     strides = [value(4096), value(1)] * 4 + [value(1), value(4096), value(1)]
     if kernel == "int4_gemv":
         args = pointers + [pointer("fp32"), value(16), value(4096), value(4096), value(1024)] + strides
-        fixed = dict(PDL=True, SPLIT=True)
+        fixed = dict(PDL=True, SPLIT=True, SWAPPED=False)
     else:
         args = pointers + [value(2048), value(4096), value(4096)] + strides
         fixed = dict(GROUP_M=8)
@@ -130,12 +141,19 @@ def main() -> int:
             Path(cubin).write_bytes(compiled.asm["cubin"])
             sass = subprocess.run([str(binaries / "nvdisasm"), "-c", cubin], capture_output=True, text=True,
                                   check=True).stdout
+            usage = subprocess.run([str(binaries / "cuobjdump"), "-res-usage", cubin], capture_output=True, text=True,
+                                   check=True).stdout
         body = loop_body(sass)
         per_word = 4 if kernel == "quantized_gemv" else 8
         words = constexprs["BLOCK_K"] // per_word * constexprs["BLOCK_N"] / (32 * constexprs["num_warps"])
-        common = Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for t in body).most_common(8)
+        operations = Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for t in body)
+        common = operations.most_common(8)
+        # what a step waits for: barriers, global loads it consumes itself (LDG; LDGSTS are the pipelined
+        # copies of later steps), the shared-memory exchanges of layouts (STS), and L1 prefetches (CCTL)
+        waits = " ".join(f"{op} {operations[op]}" for op in ("BAR", "LDG", "LDGSTS", "STS", "CCTL"))
         print(f"{name}: {len(body) / words:.1f} per word ({len(body)} in the loop, {words:g} words a thread); "
-              + " ".join(f"{op} {count}" for op, count in common))
+              + " ".join(f"{op} {count}" for op, count in common)
+              + f" | {waits} | registers {_REGISTERS.search(usage).group(1)}, shared {compiled.metadata.shared}")
         if args.dump is not None:
             args.dump.mkdir(parents=True, exist_ok=True)
             (args.dump / (name.replace(" ", "_") + ".sass")).write_text(sass)

@@ -24,12 +24,14 @@ cuda_only = pytest.mark.skipif(not str(TEST_DEVICE).startswith("cuda"), reason="
 
 NP_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 # (rows, settings): one row and the GEMV's several rows (a K tile inside one group of 64 and 128 inputs,
-# factored; across two groups of 32, scaled tiles), and a prefill GEMM; narrow tiles of 16 inputs (two word
-# rows; several rows take 32, ``ops/quant.py``'s MIN_CONVERTED_DOT_K) and of 64 over three splits
+# factored, also swapped; across two groups of 32, scaled tiles), and a prefill GEMM; narrow tiles of 16 inputs
+# (two word rows; several rows take 32, ``ops/quant.py``'s MIN_CONVERTED_DOT_K) and of 64 over three splits
 CASES = [(1, dict(BLOCK_N=64, BLOCK_K=64, SPLITS=2, num_warps=4)),
          (4, dict(BLOCK_N=64, BLOCK_K=64, SPLITS=2, num_warps=4)),
          (16, dict(BLOCK_N=128, BLOCK_K=64, SPLITS=1, num_warps=4)),
          (16, dict(BLOCK_N=64, BLOCK_K=128, SPLITS=2, num_warps=4)),
+         (4, dict(BLOCK_N=128, BLOCK_K=64, SPLITS=2, num_warps=4, SWAPPED=True)),
+         (16, dict(BLOCK_N=64, BLOCK_K=64, SPLITS=1, num_warps=4, SWAPPED=True)),
          (40, dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=64, num_stages=2, num_warps=4))]
 CASES += [(rows, dict(BLOCK_N=16, BLOCK_K=block_k, SPLITS=splits, num_warps=4))
           for rows in (1, 4, 16) for block_k, splits in ((16, 1), (64, 3))]
@@ -236,3 +238,33 @@ def test_dequantized_dot_operands_cover_their_k_tile(tmp_path):
     assert {element for _, element, *_ in dots} == {"f16", "bf16"}
     short = [dot for dot in dots if dot[2] < 4 * dot[3]]
     assert not short, f"(kernel, type, K tile, kWidth) with threads repeating K inputs: {short}"
+
+
+@cpu_kernels
+def test_rows_gemv_prefetches_each_tiles_scales_and_zero_points(tmp_path):
+    """Compiled for sm_90 (``scripts/int4_sass.py``'s cases), the int4 GEMV at 2-16 rows with K tiles inside one
+    group prefetches into L1 the scales and the zero points of the tile two steps ahead (two ``prefetch`` a
+    step: the compiler pipelines the words and the rows only); one row, tiles spanning groups and the prefill
+    GEMM read theirs as before."""
+    program = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(ROOT / "scripts")!r})
+        import compile_check, int4_sass
+        compile_check._worker_init(90)
+        from nbxtensor.kernels import quant
+        counts = {{}}
+        for name in ("gemv 16 rows bf16 128x128 w4 one group", "gemv 16 rows fp16 128x128 w4 one group",
+                     "gemv 16 rows bf16 128x128 w4 one group swapped", "gemv 16 rows bf16 256x64 w4 groups of 32",
+                     "gemv 1 row bf16 128x128 w4 one group", "gemm bf16 128x256x64 w8 one group"):
+            kernel, rows, constexprs = int4_sass.CASES[name]
+            positional, named = compile_check._arguments(int4_sass.record(kernel, rows, constexprs, True))
+            compiled = getattr(quant, kernel).warmup(*positional, grid=(1,), **named,
+                                                     launch_pdl=named.get("PDL") is True)
+            counts[name] = compiled.asm["ptx"].count("prefetch.global.L1")
+        print(json.dumps(counts))
+    """)
+    counts = compiled_output(program, tmp_path)
+    assert counts == {"gemv 16 rows bf16 128x128 w4 one group": 2, "gemv 16 rows fp16 128x128 w4 one group": 2,
+                      "gemv 16 rows bf16 128x128 w4 one group swapped": 2,
+                      "gemv 16 rows bf16 256x64 w4 groups of 32": 0, "gemv 1 row bf16 128x128 w4 one group": 0,
+                      "gemm bf16 128x256x64 w8 one group": 0}

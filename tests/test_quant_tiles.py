@@ -132,6 +132,53 @@ def test_int4_half_precision_rows_inside_groups(rng, forced, dtype, rows):
     _check(rng.standard_normal((rows, k)), weight, _reference_int4(q, zeros, scales, g_idx), dtype)
 
 
+def _rows_settings(rows, n, k, group_size):
+    """The first int4 GEMV setting offered on an H100 for ``rows`` rows (``_GEMV_INT4_ROWS_SHAPES``: K tiles
+    inside one group, split K), and the first swapped one (the weight tile the dot's first operand)."""
+    from nbxtensor.device.facts import load as load_facts
+    offered = quant_ops.decode_candidates(load_facts("hopper"), rows, n, k, "int4", group_size)
+    return [offered[0], next(config for config in offered if config.get("SWAPPED"))]
+
+
+@pytest.mark.parametrize("group_size", [32, 64, 128])
+@pytest.mark.parametrize("rows", (2, 4, 7, 16))
+@pytest.mark.parametrize("dtype, k", [("float32", 384), ("bfloat16", 384), ("float16", 203)])
+def test_int4_rows_at_the_offered_rows_settings(rng, monkeypatch, group_size, rows, dtype, k):
+    """2-16 rows at the settings an H100 times first, odd N: the factored form (a K tile inside one group, the
+    product scaled after the dot; compiled, the kernel prefetches each tile's scales and zero points), plain
+    and swapped (the product taken transposed), and with act-order the same settings through the per-input
+    form. K odd (203) leaves a short last group and K tile."""
+    n = 77
+    for settings in _rows_settings(rows, n, k, group_size):
+        monkeypatch.setattr(quant_ops.tuning, "choose_timed", lambda key, facts, candidates, prepare: settings)
+        monkeypatch.setattr(quant_ops, "_plans", PlanCache())
+        for act_order in (False, True):
+            q, zeros, scales, g_idx = _random_int4(rng, k, n, group_size, act_order)
+            weight = QuantizedWeight.int4(q, scales, zeros, g_idx if act_order else None, group_size=group_size,
+                                          device=TEST_DEVICE)
+            assert quant_ops._groups_in_tile(weight, k, settings["BLOCK_K"]) == (0 if act_order else 1)
+            _check(rng.standard_normal((rows, k)), weight, _reference_int4(q, zeros, scales, g_idx), dtype)
+
+
+@pytest.mark.parametrize("group_size", [16, 32, 48, 64, 96, 128, 4096])
+def test_int4_rows_settings_take_k_tiles_inside_one_group(group_size):
+    """Offered for 2-16 rows first: K tiles of a power of two dividing the group (any, where one group is all of
+    K) and at least MIN_CONVERTED_DOT_K, so that the factored form runs; where no such tile exists (groups of 16
+    or 48) the float GEMV's settings lead as before. One row's settings keep their order."""
+    from nbxtensor.device.facts import load as load_facts
+    from nbxtensor.ops.matmul_gemv import gemv_candidates
+    facts = load_facts("hopper")
+    k, n = 4096, 28672
+    offered = quant_ops.decode_candidates(facts, 4, n, k, "int4", group_size)
+    assert len({tuple(sorted(config.items())) for config in offered}) == len(offered)
+    leading = offered[:offered.index(gemv_candidates(facts, 4, n, k)[0])]
+    assert bool(leading) == (group_size not in (16, 48))
+    for config in leading:
+        assert config["BLOCK_K"] >= quant_ops.MIN_CONVERTED_DOT_K
+        assert group_size >= k or group_size % config["BLOCK_K"] == 0
+    assert quant_ops.decode_candidates(facts, 1, n, k, "int4", group_size)[0] == gemv_candidates(facts, 1, n, k)[0]
+
+
 def _every_byte(format, n):
     """(n, 256) int8 or e4m3 values holding every byte at input b (e4m3's two NaNs as zero) and their float64
     values."""
@@ -252,3 +299,22 @@ def test_fp8_candidates_fit_the_device(name, group_k):
     assert any(config.get("PERSISTENT") for config in offered)
     narrow = quant_ops.fp8_candidates(facts, 4096, 4096, 4096, group_k, tiles=False, blocked=group_k is not None)
     assert narrow and not any(config.get(flag) for config in narrow for flag in quant_ops._FP8_TILE_FLAGS)
+
+
+@pytest.mark.parametrize("rows", [1, 4, 16])
+@pytest.mark.parametrize("k, group_size", [(256, 32), (256, 128), (4096, 128), (200, 8)])
+def test_int4_decode_settings_fit_the_declared_workspace(rng, rows, k, group_size):
+    """Every int4 GEMV setting offered on an H100 splits K into no more partials than the cost rule's workspace
+    holds (float32 partials a split, m x n each): a short K split four ways by 64-input tiles once asked for
+    twice what was declared."""
+    from nbxtensor.device.facts import load as load_facts
+    from nbxtensor.ops.matmul_gemv import split_k
+    n = 64
+    q, zeros, scales, _ = _random_int4(rng, k, n, group_size, False)
+    weight = QuantizedWeight.int4(q, scales, zeros, group_size=group_size)
+    rows_meta = nbx.empty((rows, k), dtype="bfloat16", device="meta")
+    declared = quant_ops._cost(rows_meta, weight).workspace
+    for config in quant_ops.decode_candidates(load_facts("hopper"), rows, n, k, "int4", group_size):
+        block_k = quant_ops._dot_block_k(config["BLOCK_K"], "bfloat16", rows > 1)
+        splits = split_k(k, dict(config, BLOCK_K=block_k))[1]
+        assert splits == 1 or splits * rows * n * 4 <= declared, config

@@ -352,6 +352,23 @@ def _int4_groups(scales, zeros, rw, rn, N, k_base, k_stop, group_size, s_sg, s_s
 
 
 @triton.jit
+def _prefetch(pointers):
+    """Starts bringing the lines at ``pointers`` into L1 and returns 0 without waiting (compiled CUDA only)."""
+    return tl.inline_asm_elementwise("prefetch.global.L1 [$1]; mov.u32 $0, 0;", "=r,l", [pointers], dtype=tl.int32,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def _prefetch_group(scales, zeros, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn):
+    """Starts bringing into L1 the scales and zero points of columns ``rn`` of the group holding input
+    ``k_base`` (the last group past ``k_stop``), which ``_int4_groups`` reads as one group a K tile."""
+    g = tl.minimum(k_base, k_stop - 1) // group_size
+    rn_in = tl.where(rn < N, rn, 0)
+    _prefetch(scales + g * s_sg + rn_in * s_sn)
+    _prefetch(zeros + g * z_sg + rn_in * z_sn)
+
+
+@triton.jit
 def _nibble_tile(low, high, zero, scale, I: tl.constexpr, DOT: tl.constexpr, SCALED: tl.constexpr):
     """Nibble I's values for ``_int4_tile``, in the dot's type."""
     value = _nibble_values(low, high, zero, I)
@@ -462,8 +479,8 @@ def _rows_load(pointers, in_k, EVEN_K: tl.constexpr):
 @triton.jit
 def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes, k_stop, group_size,
                x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-               SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, FACTORED: tl.constexpr, DOT: tl.constexpr,
-               PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, INLINE_ASM: tl.constexpr,
+               SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, FACTORED: tl.constexpr, SWAPPED: tl.constexpr,
+               DOT: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, INLINE_ASM: tl.constexpr,
                EVEN_K: tl.constexpr):
     """acc plus the rows' products with the int4 weight's inputs k_base + 0.. (those below k_stop); ``lanes``
     is arange(BLOCK_K // 8), the K tile's word rows. EVEN_K: every K tile lies below k_stop, so loads along
@@ -471,8 +488,9 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
 
     One row: acc is [BLOCK_K // 8, BLOCK_N]; each word's 8 products gather in registers and meet its scale
     once. Several rows: the tile goes through ``tl.dot``; FACTORED (the K tile inside one group) multiplies
-    the tile's product by the scales rather than every weight. INLINE_ASM: the tile is built by inline PTX
-    (``_int4_dot_tile``)."""
+    the tile's product by the scales rather than every weight, and with SWAPPED takes the weight tile as the
+    dot's wide first operand and the rows as its narrow second (acc is then [BLOCK_N, BLOCK_M]: on Hopper a
+    ``wgmma`` of BLOCK_N x 16). INLINE_ASM: the tile is built by inline PTX (``_int4_dot_tile``)."""
     rw = k_base // 8 + lanes
     if EVEN_K:
         rw_in = rw
@@ -524,16 +542,28 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
             products -= (zero + SIXTEEN) * x_sum[:, None]
         return acc + products * scale
     else:
+        if INLINE_ASM and FACTORED:
+            # the compiler pipelines the loads of the words and the rows (they feed the dot) but not the scales'
+            # and zero points', whose latency each GEMV step would wait for twice (the zero points load after the
+            # scales' barrier); two K tiles ahead, they arrive in L1 before the step that reads them
+            _prefetch_group(scales, zeros, rn, N, k_base + 2 * BLOCK_K, k_stop, group_size, s_sg, s_sn, z_sg, z_sn)
         kk = k_base + tl.arange(0, BLOCK_K)
-        x_tile = _operand(_rows_load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, (kk < k_stop)[None, :],
-                                     EVEN_K), DECODE_BF16)
         if FACTORED:
             # the tile holds nibble - zero, exact in any float type
-            product = tl.dot(x_tile.to(DOT), _int4_dot_tile(words, low, high, zero, scale, scales.dtype.element_ty,
-                                                            DOT, False, INLINE_ASM),
-                             input_precision=PRECISION, out_dtype=tl.float32)
-            return acc + product * scale
+            tile = _int4_dot_tile(words, low, high, zero, scale, scales.dtype.element_ty, DOT, False, INLINE_ASM)
+            if SWAPPED:
+                rows_t = _operand(_rows_load(x + rm_load[None, :] * x_sm + kk[:, None] * x_sk,
+                                             (kk < k_stop)[:, None], EVEN_K), DECODE_BF16)
+                product = tl.dot(tl.trans(tile), rows_t.to(DOT), input_precision=PRECISION, out_dtype=tl.float32)
+                return acc + product * tl.trans(scale)
+            else:
+                x_tile = _operand(_rows_load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk,
+                                             (kk < k_stop)[None, :], EVEN_K), DECODE_BF16)
+                product = tl.dot(x_tile.to(DOT), tile, input_precision=PRECISION, out_dtype=tl.float32)
+                return acc + product * scale
         else:
+            x_tile = _operand(_rows_load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, (kk < k_stop)[None, :],
+                                         EVEN_K), DECODE_BF16)
             return tl.dot(x_tile.to(DOT), _int4_dot_tile(words, low, high, zero, scale, scales.dtype.element_ty,
                                                          DOT, True, INLINE_ASM), acc,
                           input_precision=PRECISION, out_dtype=tl.float32)
@@ -546,28 +576,34 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split,
               GROUP_SIZE: tl.constexpr, SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr,
               PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
-              INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr, PDL: tl.constexpr):
+              INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr, PDL: tl.constexpr, SWAPPED: tl.constexpr):
     """``quantized_gemv`` for int4 weights whose words each lie in one group (``_int4_step``); the group size
-    is a constant of the compiled kernel (its group index then costs a shift or a multiply, not a division)."""
+    is a constant of the compiled kernel (its group index then costs a shift or a multiply, not a division).
+    SWAPPED (several rows, a K tile inside one group): the product is taken transposed, out.T = w @ x.T."""
     await_predecessors(PDL)
     # one row accumulates per word: [BLOCK_K // 8, BLOCK_N]
     split, rm, rn, lanes, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M,
                                                                                  BLOCK_N, BLOCK_K // 8, tl.float32,
                                                                                  INDEX_64)
+    TRANSPOSED: tl.constexpr = SWAPPED and BLOCK_M > 1 and ONE_GROUP
+    if TRANSPOSED:
+        acc = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
     if INTERPRETED:
         k0 = 0
         while k0 < k_per_split:
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
                              GROUP_SIZE, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
-                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16,
+                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, TRANSPOSED, DOT, PRECISION, DECODE_BF16,
                              INLINE_ASM, EVEN_K)
             k0 += BLOCK_K
     else:
         for k0 in range(0, k_per_split, BLOCK_K):
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
                              GROUP_SIZE, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
-                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, DOT, PRECISION, DECODE_BF16,
+                             SCALE_FORMAT, ONE_GROUP, ONE_GROUP, TRANSPOSED, DOT, PRECISION, DECODE_BF16,
                              INLINE_ASM, EVEN_K)
+    if TRANSPOSED:
+        acc = tl.trans(acc)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M, SPLIT,
                 HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
@@ -590,13 +626,13 @@ def int4_gemm(x, q, scales, zeros, bias, out, M, N, K,
         while k0 < K:
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, GROUP_SIZE, x_sm, x_sk,
                              q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
-                             DOT, PRECISION, DECODE_BF16, INLINE_ASM, EVEN_K)
+                             False, DOT, PRECISION, DECODE_BF16, INLINE_ASM, EVEN_K)
             k0 += BLOCK_K
     else:
         for k0 in range(0, K, BLOCK_K):
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k0, lanes, K, GROUP_SIZE, x_sm, x_sk,
                              q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, SCALE_FORMAT, ONE_GROUP, False,
-                             DOT, PRECISION, DECODE_BF16, INLINE_ASM, EVEN_K)
+                             False, DOT, PRECISION, DECODE_BF16, INLINE_ASM, EVEN_K)
     _store_tile(acc, bias, out, rm, rn, M, N, bias_sn, out_sm, out_sn, HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 

@@ -65,6 +65,20 @@ _FP8_TILE_VARIANTS = [(128, 256, 128, 3, 8, _FP8_PT), (128, 256, 128, 4, 8, _FP8
 # (at most the float GEMV's 4 splits of one row, which the cost rule's workspace holds)
 _GEMV_INT4_SHAPES = [(128, 128, 4, 4), (256, 64, 4, 4), (128, 256, 2, 4), (256, 128, 2, 8), (64, 256, 4, 4),
                      (256, 64, 4, 8), (128, 64, 4, 4), (64, 128, 1, 4), (128, 256, 4, 8), (256, 128, 4, 8)]
+# (BLOCK_N, BLOCK_K, SPLITS, num_warps, {num_stages, SWAPPED}) of the int4 GEMV at 2-16 rows, timed first: K
+# tiles cut to lie inside one group, whose scales and zero points the kernel then reads as one row each,
+# prefetched two steps ahead (``kernels/quant.py``, the factored form); a BLOCK_N under the program's threads (64
+# of 128, 128 of 256) loads them straight into the layouts that use them instead of exchanging them through
+# shared memory. Splits give Llama's 4096- and 14336-input products several programs an SM. SWAPPED takes the
+# weight tile as the dot's wide operand (on sm_90 a ``wgmma`` of BLOCK_N x 16, about a fifth fewer SASS
+# instructions a word, but the tile passes through shared memory to be transposed): the GPU's timing decides.
+_ROWS_SWAPPED = dict(SWAPPED=True)
+_GEMV_INT4_ROWS_SHAPES = [(128, 128, 2, 4, {}), (64, 128, 4, 4, {}), (128, 128, 4, 8, {}), (128, 128, 4, 4, {}),
+                          (128, 128, 1, 4, {}), (64, 128, 2, 4, {}), (64, 128, 8, 4, {}), (128, 64, 4, 4, {}),
+                          (128, 128, 2, 8, {}), (256, 128, 2, 8, {}), (128, 128, 2, 4, dict(num_stages=4)),
+                          (64, 128, 4, 4, dict(num_stages=4)), (128, 128, 2, 4, _ROWS_SWAPPED),
+                          (128, 128, 4, 4, _ROWS_SWAPPED), (64, 128, 4, 4, _ROWS_SWAPPED),
+                          (256, 128, 2, 8, _ROWS_SWAPPED), (128, 128, 4, 8, _ROWS_SWAPPED)]
 
 
 # Products of more 16-bit rows than this dequantize the whole weight once, into a workspace of the rows' type,
@@ -278,21 +292,42 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, whole_words: bool = Fal
     return out
 
 
-def decode_candidates(facts: dict, m: int, n: int, k: int, format: str) -> list[dict]:
+def decode_candidates(facts: dict, m: int, n: int, k: int, format: str, group_size: int | None = None) -> list[dict]:
     """Settings worth timing for the decode GEMV of m rows by an (n, k) quantized weight: the float GEMV's,
-    and for int4 wide tiles with split K besides."""
-    out = gemv_candidates(facts, m, n, k)
+    and for int4 wide tiles with split K besides; for int4 at several rows first K tiles inside one group of
+    ``group_size`` inputs (``_GEMV_INT4_ROWS_SHAPES``)."""
+    generic = gemv_candidates(facts, m, n, k)
     if format != "int4" or facts["kernels"].get("interpreted"):
-        return out
-    seen = {tuple(config.values()) for config in out}
-    for bn, bk, splits, warps in _GEMV_INT4_SHAPES:
-        block_k = _clamp_block(bk, bk, k)
-        config = dict(BLOCK_N=_clamp_block(bn, facts["tiles"]["max_block_n"], n), BLOCK_K=block_k,
-                      SPLITS=max(1, min(splits, cdiv(k, block_k))), num_warps=min(warps, facts["tiles"]["max_warps"]))
-        if tuple(config.values()) not in seen:
-            seen.add(tuple(config.values()))
+        return generic
+    ordered = generic + [_int4_gemv_config(facts, n, k, *shape) for shape in _GEMV_INT4_SHAPES]
+    # several rows: first K tiles inside one group, of a power of two dividing the group's size (or any, where
+    # one group is all of K), at least MIN_CONVERTED_DOT_K
+    inside = k if group_size is None or group_size >= k else group_size & -group_size
+    if m > 1 and inside >= MIN_CONVERTED_DOT_K:
+        ordered = [_int4_gemv_config(facts, n, k, bn, min(bk, inside), *rest)
+                   for bn, bk, *rest in _GEMV_INT4_ROWS_SHAPES] + ordered
+    out, seen = [], set()
+    for config in ordered:
+        marker = tuple(sorted(config.items()))
+        if marker not in seen:
+            seen.add(marker)
             out.append(config)
     return out
+
+
+# the cost rule sizes a decode GEMV's partials by the float GEMV's settings (``matmul_plans._product_workspace``),
+# whose most-split ones take K tiles of 128 (8 splits of several rows, 4 of one): no int4 setting splits K into
+# shorter runs than that, so their partials fit the declared workspace
+_SPLIT_MIN_INPUTS = 128
+
+
+def _int4_gemv_config(facts: dict, n: int, k: int, block_n: int, block_k: int, splits: int, warps: int,
+                      extra: dict | None = None) -> dict:
+    """An int4 GEMV setting of ``_GEMV_INT4_SHAPES`` or ``_GEMV_INT4_ROWS_SHAPES`` for an (n, k) weight."""
+    block_k = _clamp_block(block_k, block_k, k)
+    return dict(BLOCK_N=_clamp_block(block_n, facts["tiles"]["max_block_n"], n), BLOCK_K=block_k,
+                SPLITS=max(1, min(splits, cdiv(k, block_k), cdiv(k, _SPLIT_MIN_INPUTS))),
+                num_warps=min(warps, facts["tiles"]["max_warps"]), **(extra or {}))
 
 
 def inline_nibbles(facts: dict, dtype: str) -> bool:
@@ -385,7 +420,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
                 [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"), Slot("partial"),
                  m, n, k, k_per_split, *int4_common],
                 dict(shape, ONE_GROUP=_groups_in_tile(weight, k, block_k) == 1, PDL=dependent_launch(dev),
-                     EVEN_K=k % k_per_split == 0, **int4_flags))
+                     EVEN_K=k % k_per_split == 0, SWAPPED=bool(config.get("SWAPPED")), **int4_flags))
         else:
             main = PlannedLaunch(
                 K.quantized_gemv, (cdiv(n, config["BLOCK_N"]), splits),
@@ -423,7 +458,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
         return lambda x, weight, bias, out: launch(dev, tensors_of(x, weight, bias, out))
 
     launches_for = gemv_for if decode else gemm_for
-    candidates = ((lambda: decode_candidates(facts, m, n, k, weight.format)) if decode
+    candidates = ((lambda: decode_candidates(facts, m, n, k, weight.format, weight.group_size)) if decode
                   else (lambda: gemm_candidates(facts, m, n, k, whole_words)))
     config = tuning.choose_timed(key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), x, weight, bias, out))
