@@ -459,20 +459,19 @@ def bind_launch(entry, grid, backend, values, positions):
     return backend.bind_launch(compiled, grid, values, positions)
 
 
-def relaunch(error: RuntimeError, launcher, backend, device, stream, new) -> None:
-    """After ``launcher(stream, *new)`` raised ``error``: the backend makes the device current where the
-    thread had no context, and the launch is tried once more; any other failure is raised, named."""
-    backend.launch_failed(error, device.index)
-    launcher(stream, *new)
+def issue(launcher, backend, device, stream, values) -> None:
+    """``launcher(stream, *values)``, a bound launch; where it fails, the backend makes the device current (a
+    thread that had no context) and the launch is tried once more; any other failure is raised, named."""
+    try:
+        launcher(stream, *values)
+    except RuntimeError as error:
+        backend.launch_failed(error, device.index)
+        launcher(stream, *values)
 
 
 def _launch_bound(launcher, backend, device, new) -> None:
-    """``launcher(stream, *new)`` on the device's current stream (``relaunch`` where it fails)."""
-    stream = backend.current_stream_handle(device.index)
-    try:
-        launcher(stream, *new)
-    except RuntimeError as error:
-        relaunch(error, launcher, backend, device, stream, new)
+    """``launcher(stream, *new)`` on the device's current stream."""
+    issue(launcher, backend, device, backend.current_stream_handle(device.index), new)
 
 
 def bind_slots(grid, device, positions, values, bound: dict, varying) -> tuple | None:

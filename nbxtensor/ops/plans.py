@@ -15,7 +15,7 @@ from .. import dtypes as _dtypes
 from .. import launch as _launch
 from ..allocation import outside_arena
 from ..device import backend_for
-from ..launch import bind_slots, launch_slots, relaunch
+from ..launch import bind_slots, issue, launch_slots
 from ..tensor import Tensor
 
 _all_caches: list = []
@@ -274,11 +274,7 @@ class LaunchCall:
                 return general(x)
             stream = stream_of(index)
             for launcher, arguments in steps:
-                values = arguments(addresses)
-                try:
-                    launcher(stream, *values)
-                except RuntimeError as error:
-                    relaunch(error, launcher, backend, device, stream, values)
+                issue(launcher, backend, device, stream, arguments(addresses))
             return finish(made)
         return call
 
@@ -298,12 +294,7 @@ def _bound_one(step, itemsize: int, make, general, backend, device):
         target = out._storage.buffer.ptr + out._offset * out._dtype.itemsize
         if target & 15:  # an output a graph's arena placed off 16 bytes
             return general(x)
-        values = arguments((source, target))
-        stream = stream_of(index)
-        try:
-            launcher(stream, *values)
-        except RuntimeError as error:
-            relaunch(error, launcher, backend, device, stream, values)
+        issue(launcher, backend, device, stream_of(index), arguments((source, target)))
         return out
     return call
 

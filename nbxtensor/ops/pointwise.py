@@ -52,7 +52,7 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.formats import FORMAT_NATIVE
-from ..launch import cdiv, launch, launch_slots, relaunch
+from ..launch import cdiv, issue, launch, launch_slots
 from ..lowering import BITS_TYPE, conversion_flags, encode_scalar_wrapping, load_format, needs_index_64
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
@@ -385,10 +385,7 @@ def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
             aligned |= ptr
         if aligned & 15:
             return None
-        try:
-            launcher(stream, *addresses)
-        except RuntimeError as error:
-            relaunch(error, launcher, backend, device, stream, addresses)
+        issue(launcher, backend, device, stream, addresses)
         return made
     return call
 
