@@ -50,6 +50,15 @@ def _values(rng, shape, dtype):
     return nbx.tensor(rng.standard_normal(shape).astype(np.float32)).to(dtype).to("float32").numpy()
 
 
+def _case_values(rng, case, dtype):
+    """A case's (input shape, window, stride, padding, dilation) as its input, depthwise weight and bias values,
+    and its (stride, padding, dilation)."""
+    shape, window, *geometry = case
+    channels = shape[1]
+    return (_values(rng, shape, dtype), _values(rng, (channels, 1, *window), dtype),
+            _values(rng, (channels,), dtype), geometry)
+
+
 def _channels_last(a, dtype):
     """``a`` (N, C, *S) on the test device with its channels innermost in memory."""
     dims = a.ndim - 2
@@ -112,16 +121,13 @@ CASES = [
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("dtype", _DTYPES)
 def test_channels_last_depthwise_matches_the_direct_loop(case, dtype, rng, monkeypatch, channels_inner_chosen):
-    shape, window, stride, padding, dilation = case
-    channels = shape[1]
-    x = _values(rng, shape, dtype)
-    w = _values(rng, (channels, 1, *window), dtype)
-    b = _values(rng, (channels,), dtype)
+    x, w, b, (stride, padding, dilation) = _case_values(rng, case, dtype)
+    channels = x.shape[1]
     launched = _launched(monkeypatch)
     got = _convolve(_channels_last(x, dtype), w, b, dtype, stride, padding, dilation, channels)
     assert launched == ["conv_depthwise_channels_inner"]
     assert got.stride()[1] == 1  # channels-last in, channels-last out (torch's rule)
-    _check(got, depthwise_reference(x, w, b, stride, padding, dilation), dtype, int(np.prod(window)))
+    _check(got, depthwise_reference(x, w, b, stride, padding, dilation), dtype, int(np.prod(w.shape[2:])))
 
 
 @settings(max_examples=10, deadline=None)
@@ -312,11 +318,8 @@ SLIDING_CASES = [
 def test_sliding_columns_match_the_direct_loop(case, dtype, columns, rng, monkeypatch):
     # SLIDING accumulates BLOCK_W output columns apart and loads each input column a window row reaches once:
     # column counts that divide no plane's width (3) or exceed it (7 > 5 and 6), the weight staged or not
-    shape, window, stride, padding, dilation = case
-    channels = shape[1]
-    x = _values(rng, shape, dtype)
-    w = _values(rng, (channels, 1, *window), dtype)
-    b = _values(rng, (channels,), dtype)
+    x, w, b, (stride, padding, dilation) = _case_values(rng, case, dtype)
+    channels = x.shape[1]
     want = depthwise_reference(x, w, b, stride, padding, dilation)
     for staged in (False, True):
         _forcing(monkeypatch, [dict(CHANNELS_INNER=True, SLIDING=True, BLOCK_H=4, BLOCK_W=columns, BLOCK_C=16,
@@ -327,7 +330,7 @@ def test_sliding_columns_match_the_direct_loop(case, dtype, columns, rng, monkey
         assert launched == ["conv_stage_channels_inner"] * staged + ["conv_depthwise_channels_inner"]
         assert [constexprs["SLIDING"] for kernel, _, _, _, constexprs, _ in captured.launches
                 if kernel is K.conv_depthwise_channels_inner] == [True]
-        _check(got, want, dtype, int(np.prod(window)))
+        _check(got, want, dtype, int(np.prod(w.shape[2:])))
 
 
 def test_a_sliding_setting_on_a_strided_or_dilated_width_runs_as_tiles(rng, monkeypatch):
