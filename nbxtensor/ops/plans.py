@@ -251,10 +251,8 @@ class LaunchCall:
         stream_of, index = backend.current_stream_handle, device.index
 
         def call(x):
-            if _launch._captures_open:
-                return general(x)
-            source = x._storage.buffer.ptr + x._offset * itemsize
-            if source & 15:
+            source = _bound_source(x, itemsize)
+            if source is None:
                 return general(x)
             addresses = [source]
             made = []
@@ -279,16 +277,23 @@ class LaunchCall:
         return call
 
 
+def _bound_source(x: Tensor, itemsize: int):
+    """``x``'s address for a bound call, or None where the general path must take the call: inside a capture
+    (which records launches) or off Triton's 16-byte specialisation."""
+    if _launch._captures_open:
+        return None
+    source = x._storage.buffer.ptr + x._offset * itemsize
+    return None if source & 15 else source
+
+
 def _bound_one(step, itemsize: int, make, general, backend, device):
     """``LaunchCall.bound`` of one launch from the source to one output, the usual reduction or row op."""
     launcher, arguments = step
     stream_of, index = backend.current_stream_handle, device.index
 
     def call(x):
-        if _launch._captures_open:
-            return general(x)
-        source = x._storage.buffer.ptr + x._offset * itemsize
-        if source & 15:
+        source = _bound_source(x, itemsize)
+        if source is None:
             return general(x)
         out = make()
         target = out._storage.buffer.ptr + out._offset * out._dtype.itemsize
