@@ -371,11 +371,7 @@ def _simple_reduction(kind: str, op: int):
         out = _simple_result(kind, x, dim, keepdim, dtype)
         if kind == "nansum" and out.dtype.is_integral and x.dtype.is_floating_point:
             raise RuntimeError("nansum does not support an integer result for floating-point input")
-        dims = reduced_dims(x.ndim, dim, kind)
-        acc = compute_dtype(out.dtype)
-        if _exactly_widens(x.dtype, out.dtype):  # ``_source`` reads ``x`` itself: its plan is this layout's
-            return binding_run(_simple_plans, key, _reduce_plan(x, dims, op, out.shape, out.dtype, acc, acc), 0)
-        return lambda x: _run_reduce(x.to(out.dtype), dims, op, out.shape, out.dtype, acc, acc)[0]
+        return binding_run(_simple_plans, key, _converting_plan(x, out, reduced_dims(x.ndim, dim, kind), op), 0)
 
     def impl(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
         key = (kind, layout_key(x), dim_key(dim), keepdim, dtype)
@@ -689,10 +685,9 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
 def _converting_plan(x: Tensor, meta: TensorMeta, dims, op: int, **options):
     """``_reduce_plan``'s execute of ``op`` for tensors laid out as ``x`` is, converted to ``meta.dtype`` first
     where loading cannot widen them exactly (``_source``)."""
-    if _exactly_widens(x.dtype, meta.dtype):
-        acc = compute_dtype(meta.dtype)
-        return _reduce_plan(x, dims, op, meta.shape, meta.dtype, acc, acc, **options)
     acc = compute_dtype(meta.dtype)
+    if _exactly_widens(x.dtype, meta.dtype):  # ``_source`` reads ``x`` itself: its plan is this layout's
+        return _reduce_plan(x, dims, op, meta.shape, meta.dtype, acc, acc, **options)
     return lambda x: _run_reduce(x.to(meta.dtype), dims, op, meta.shape, meta.dtype, acc, acc, **options)
 
 
