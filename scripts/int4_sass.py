@@ -33,6 +33,8 @@ _SHAPES = [("int4_gemv", "bf16", 1, 128, 128, 4, None, True), ("int4_gemv", "bf1
            ("int4_gemm", "bf16", 128, 256, 64, 8, 3, True), ("int4_gemm", "fp16", 128, 256, 64, 8, 3, True)]
 # ``int4_gemv``'s swapped form (the weight tile the dot's first operand) at tuned 2-16 rows shapes
 _SWAPPED_SHAPES = [("bf16", 128, 128, 4), ("fp16", 128, 128, 4), ("bf16", 64, 128, 4), ("bf16", 256, 128, 8)]
+# ``int4_gemv``'s one row with its K loop pipelined (LOOP_STAGES): (rows' type, BLOCK_N, BLOCK_K, warps, stages)
+_PIPELINED_SHAPES = [("bf16", 128, 128, 4, 3), ("bf16", 128, 256, 4, 3), ("fp16", 128, 128, 4, 4)]
 # (weight format, rows' type, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, scales): tuned shapes of ``quantized_gemv``,
 # scales per channel or per 128 x 128 block
 _BYTE_SHAPES = [("int8", "bf16", 16, 64, 128, 4, "channel"), ("fp8", "bf16", 16, 64, 128, 4, "channel"),
@@ -56,6 +58,10 @@ CASES.update({f"gemv 16 rows {rows} {bn}x{bk} w{warps} one group swapped":
               ("int4_gemv", rows, dict(BLOCK_M=16, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, ONE_GROUP=True,
                                        SWAPPED=True))
               for rows, bn, bk, warps in _SWAPPED_SHAPES})
+CASES.update({f"gemv 1 row {rows} {bn}x{bk} w{warps} one group pipelined {stages}":
+              ("int4_gemv", rows, dict(BLOCK_M=1, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, ONE_GROUP=True,
+                                       LOOP_STAGES=stages))
+              for rows, bn, bk, warps, stages in _PIPELINED_SHAPES})
 CASES.update({f"gemv {m} row{'s' * (m > 1)} {rows} {weight} {bn}x{bk} w{warps} per {scales}":
               ("quantized_gemv", rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, WEIGHT=weight,
                                             SCALES=scales))
@@ -75,7 +81,7 @@ def record(kernel: str, rows: str, constexprs: dict, inline_asm: bool) -> dict:
     strides = [value(4096), value(1)] * 4 + [value(1), value(4096), value(1)]
     if kernel == "int4_gemv":
         args = pointers + [pointer("fp32"), value(16), value(4096), value(4096), value(1024)] + strides
-        fixed = dict(PDL=True, SPLIT=True, SWAPPED=False)
+        fixed = dict(PDL=True, SPLIT=True, SWAPPED=False, LOOP_STAGES=None)
     else:
         args = pointers + [value(2048), value(4096), value(4096)] + strides
         fixed = dict(GROUP_M=8)

@@ -576,10 +576,14 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split,
               GROUP_SIZE: tl.constexpr, SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr,
               PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
-              INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr, PDL: tl.constexpr, SWAPPED: tl.constexpr):
+              INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr, PDL: tl.constexpr, SWAPPED: tl.constexpr,
+              LOOP_STAGES: tl.constexpr):
     """``quantized_gemv`` for int4 weights whose words each lie in one group (``_int4_step``); the group size
     is a constant of the compiled kernel (its group index then costs a shift or a multiply, not a division).
-    SWAPPED (several rows, a K tile inside one group): the product is taken transposed, out.T = w @ x.T."""
+    SWAPPED (several rows, a K tile inside one group): the product is taken transposed, out.T = w @ x.T.
+    LOOP_STAGES (None: the compiler's default): the K loop pipelined into this many stages, every load of a
+    step in it (words, scales, zero points, rows) copied ahead into shared memory; by default only a dot's
+    operands are, and one row, which takes no dot, waits for each step's loads before its arithmetic."""
     await_predecessors(PDL)
     # one row accumulates per word: [BLOCK_K // 8, BLOCK_N]
     split, rm, rn, lanes, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M,
@@ -597,7 +601,7 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split,
                              INLINE_ASM, EVEN_K)
             k0 += BLOCK_K
     else:
-        for k0 in range(0, k_per_split, BLOCK_K):
+        for k0 in tl.range(0, k_per_split, BLOCK_K, num_stages=LOOP_STAGES):
             acc = _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_start + k0, lanes, k_stop,
                              GROUP_SIZE, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K,
                              SCALE_FORMAT, ONE_GROUP, ONE_GROUP, TRANSPOSED, DOT, PRECISION, DECODE_BF16,

@@ -65,6 +65,17 @@ _FP8_TILE_VARIANTS = [(128, 256, 128, 3, 8, _FP8_PT), (128, 256, 128, 4, 8, _FP8
 # (at most the float GEMV's 4 splits of one row, which the cost rule's workspace holds)
 _GEMV_INT4_SHAPES = [(128, 128, 4, 4), (256, 64, 4, 4), (128, 256, 2, 4), (256, 128, 2, 8), (64, 256, 4, 4),
                      (256, 64, 4, 8), (128, 64, 4, 4), (64, 128, 1, 4), (128, 256, 4, 8), (256, 128, 4, 8)]
+# (BLOCK_N, BLOCK_K, SPLITS, num_warps, {LOOP_STAGES}) of the int4 GEMV at one row with its K loop pipelined
+# (``int4_gemv``'s LOOP_STAGES): one row takes no dot, so by default each step waits for its loads before its
+# arithmetic and a program keeps one step's words in flight; pipelined, LOOP_STAGES - 1 steps' loads run under
+# the arithmetic (shared memory: about 10 KB a stage at 128 x 128), so fewer splits (or none: no second
+# launch combining partials) can keep the device's memory busy
+_PIPELINED = dict(LOOP_STAGES=3)
+_GEMV_INT4_ONE_ROW_PIPELINED = [(128, 128, 4, 4, _PIPELINED), (128, 128, 2, 4, _PIPELINED),
+                                (128, 128, 1, 4, dict(LOOP_STAGES=4)), (128, 256, 2, 4, _PIPELINED),
+                                (128, 256, 1, 4, _PIPELINED), (256, 64, 4, 4, _PIPELINED),
+                                (64, 128, 4, 4, _PIPELINED), (64, 256, 1, 4, _PIPELINED),
+                                (256, 128, 2, 8, _PIPELINED), (128, 64, 4, 4, dict(LOOP_STAGES=4))]
 # (BLOCK_N, BLOCK_K, SPLITS, num_warps, {num_stages, SWAPPED}) of the int4 GEMV at 2-16 rows, timed first: K
 # tiles cut to lie inside one group, whose scales and zero points the kernel then reads as one row each,
 # prefetched two steps ahead (``kernels/quant.py``, the factored form); a BLOCK_N under the program's threads (64
@@ -292,14 +303,18 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, whole_words: bool = Fal
     return out
 
 
-def decode_candidates(facts: dict, m: int, n: int, k: int, format: str, group_size: int | None = None) -> list[dict]:
+def decode_candidates(facts: dict, m: int, n: int, k: int, format: str, group_size: int | None = None,
+                      whole_words: bool = True) -> list[dict]:
     """Settings worth timing for the decode GEMV of m rows by an (n, k) quantized weight: the float GEMV's,
     and for int4 wide tiles with split K besides; for int4 at several rows first K tiles inside one group of
-    ``group_size`` inputs (``_GEMV_INT4_ROWS_SHAPES``)."""
+    ``group_size`` inputs (``_GEMV_INT4_ROWS_SHAPES``); at one row, where each word lies in one group
+    (``whole_words``: ``int4_gemv``), the pipelined K loops too (``_GEMV_INT4_ONE_ROW_PIPELINED``)."""
     generic = gemv_candidates(facts, m, n, k)
     if format != "int4" or facts["kernels"].get("interpreted"):
         return generic
     ordered = generic + [_int4_gemv_config(facts, n, k, *shape) for shape in _GEMV_INT4_SHAPES]
+    if m == 1 and whole_words:
+        ordered += [_int4_gemv_config(facts, n, k, *shape) for shape in _GEMV_INT4_ONE_ROW_PIPELINED]
     # several rows: first K tiles inside one group, of a power of two dividing the group's size (or any, where
     # one group is all of K), at least MIN_CONVERTED_DOT_K
     inside = k if group_size is None or group_size >= k else group_size & -group_size
@@ -420,7 +435,8 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
                 [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"), Slot("partial"),
                  m, n, k, k_per_split, *int4_common],
                 dict(shape, ONE_GROUP=_groups_in_tile(weight, k, block_k) == 1, PDL=dependent_launch(dev),
-                     EVEN_K=k % k_per_split == 0, SWAPPED=bool(config.get("SWAPPED")), **int4_flags))
+                     EVEN_K=k % k_per_split == 0, SWAPPED=bool(config.get("SWAPPED")),
+                     LOOP_STAGES=config.get("LOOP_STAGES"), **int4_flags))
         else:
             main = PlannedLaunch(
                 K.quantized_gemv, (cdiv(n, config["BLOCK_N"]), splits),
@@ -458,8 +474,8 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
         return lambda x, weight, bias, out: launch(dev, tensors_of(x, weight, bias, out))
 
     launches_for = gemv_for if decode else gemm_for
-    candidates = ((lambda: decode_candidates(facts, m, n, k, weight.format, weight.group_size)) if decode
-                  else (lambda: gemm_candidates(facts, m, n, k, whole_words)))
+    candidates = ((lambda: decode_candidates(facts, m, n, k, weight.format, weight.group_size, whole_words))
+                  if decode else (lambda: gemm_candidates(facts, m, n, k, whole_words)))
     config = tuning.choose_timed(key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), x, weight, bias, out))
     return launches_for(config)
