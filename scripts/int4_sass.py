@@ -40,7 +40,8 @@ _PIPELINED_SHAPES = [("bf16", 128, 128, 4, 3), ("bf16", 128, 256, 4, 3), ("fp16"
 _BYTE_SHAPES = [("int8", "bf16", 16, 64, 128, 4, "channel"), ("fp8", "bf16", 16, 64, 128, 4, "channel"),
                 ("int8", "bf16", 16, 32, 256, 4, "channel"), ("fp8", "bf16", 16, 32, 256, 4, "channel"),
                 ("int8", "fp16", 16, 64, 128, 4, "channel"), ("fp8", "bf16", 16, 32, 256, 4, "block"),
-                ("int8", "bf16", 1, 64, 128, 4, "channel")]
+                ("int8", "bf16", 1, 64, 128, 4, "channel"), ("fp8", "bf16", 1, 64, 128, 4, "channel"),
+                ("int8", "fp16", 1, 32, 256, 4, "channel")]
 _BYTE_TYPES = {"int8": ("int8", 1), "fp8": ("fp8e4nv", 2)}  # pointer type, WEIGHT
 
 

@@ -236,6 +236,26 @@ def test_byte_weights_every_value_at_several_rows(rng, forced, format, block_k, 
     _check(rng.standard_normal((rows, q.shape[1])), weight, reference, dtype)
 
 
+@pytest.mark.parametrize("format", ["int8", "fp8"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_byte_weights_every_value_at_one_row(rng, forced, format, dtype):
+    """One row of int8 and e4m3 weights, K odd (the last tile's bytes masked): output n of a unit row is byte n
+    of input 0 times its power-of-two scale, exact, so every byte value's conversion is checked (compiled, int8
+    becomes a float by its bits, not I2F); then random rows against the float64 bound."""
+    k = 37
+    forced(32, 2)
+    q, values = _every_byte(format, k)
+    q, values = np.ascontiguousarray(q.T), np.ascontiguousarray(values.T)  # (256, k): output n holds byte n
+    scales = np.exp2(rng.integers(-3, 1, 256)).astype(np.float32)
+    weight = (QuantizedWeight.int8(q, scales[:, None], device=TEST_DEVICE) if format == "int8"
+              else QuantizedWeight.fp8(q, scales, device=TEST_DEVICE))
+    reference = values * scales.astype(np.float64)[:, None]
+    unit = np.zeros((1, k))
+    unit[0, 0] = 1.0
+    _check(unit, weight, reference, dtype)
+    _check(rng.standard_normal((1, k)), weight, reference, dtype)
+
+
 @pytest.mark.parametrize("mode, block_k", [("tensor", 32), ("channel", 32), ("block", 32), ("block", 256)])
 @pytest.mark.parametrize("rows", (3, 16))
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

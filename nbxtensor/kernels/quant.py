@@ -64,12 +64,19 @@ def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, rn_words, N, k_mask, k
         words = tl.load(q + rw[:, None] * q_sk + rn_words[None, :] * q_sn, mask=(rn_words < N)[None, :], other=0)
         nibbles = (words[:, None, :] >> (tl.arange(0, 8) * 4)[None, :, None]) & 0xF
         values = tl.reshape(nibbles, (BLOCK_K, words.shape[1])).to(tl.float32)
-    elif WEIGHT == WEIGHT_INT8:
-        values = tl.load(q + kk_in[:, None] * q_sk + rn[None, :] * q_sn).to(tl.float32)
-    else:
+    elif INTERPRETED:
+        # clamped: a masked float8 load has no zero to fill with in the interpreter, nor float8 arithmetic
         raw = tl.load(q + kk_in[:, None] * q_sk + rn[None, :] * q_sn)
-        if INTERPRETED:
-            values = decode(raw, E4M3)  # the interpreter has no float8 arithmetic
+        values = (decode(raw, E4M3) if WEIGHT == WEIGHT_FP8 else raw).to(tl.float32)
+    else:
+        # masked rather than clamped, so that the loads keep their contiguity along K (vector loads of bytes)
+        raw = tl.load(q + kk[:, None] * q_sk + rn[None, :] * q_sn, mask=k_mask[:, None],
+                      other=0.0 if WEIGHT == WEIGHT_FP8 else 0)
+        if WEIGHT == WEIGHT_INT8:
+            # v by its bits rather than I2F (a quarter of the float units' rate): the byte's bits XOR 0x80 are
+            # v + 128, which in the mantissa of 2^23 reads as 2^23 + 128 + v; taking 2^23 + 128 off is exact
+            biased = raw.to(tl.uint8, bitcast=True).to(tl.int32) ^ (MANTISSA_BASE | 0x80)
+            values = biased.to(tl.float32, bitcast=True) - 8388736.0
         else:
             values = raw.to(tl.float32)
     if GROUPS_IN_TILE > 0:
@@ -87,7 +94,12 @@ def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, rn_words, N, k_mask, k
                         SCALE_FORMAT).to(tl.float32)
         if WEIGHT == WEIGHT_INT4:
             values = values - tl.load(zeros + group[:, None] * z_sg + rn[None, :] * z_sn).to(tl.float32)
-    return tl.where(k_mask[:, None], values * scale, 0.0)
+    weight = values * scale
+    if WEIGHT == WEIGHT_INT4 or INTERPRETED:
+        # compiled bytes past k_stop are zeros already (masked loads); their scales, read at clamped groups,
+        # are the product's own (a non-finite one makes the sum non-finite either way)
+        weight = tl.where(k_mask[:, None], weight, 0.0)
+    return weight
 
 
 @triton.jit
