@@ -24,6 +24,22 @@ E4M3 = tl.constexpr(FORMAT_E4M3FN)
 
 
 @triton.jit
+def _int8_as(values, TYPE: tl.constexpr):
+    """int8 ``values`` in float32 or float16 by their bits rather than I2F (a quarter of the float units'
+    rate): a byte's bits XOR 0x80 are v + 128, which in the mantissa of a float whose ulp is 1 (2^23 in float32,
+    2^10 in float16) reads as that power plus 128 + v, and taking the power plus 128 off is exact. Other types
+    convert as usual."""
+    if TYPE == tl.float32:
+        biased = values.to(tl.uint8, bitcast=True).to(tl.uint32) ^ 0x4B000080
+        return biased.to(tl.float32, bitcast=True) - 8388736.0
+    elif TYPE == tl.float16:
+        biased = values.to(tl.uint8, bitcast=True).to(tl.uint16) ^ 0x6480
+        return biased.to(tl.float16, bitcast=True) - 1152.0
+    else:
+        return values.to(TYPE)
+
+
+@triton.jit
 def _per_input(tile, GROUPS: tl.constexpr, BLOCK_K: tl.constexpr):
     """A [GROUPS, BLOCK_N] tile of per-group values broadcast to the [BLOCK_K, BLOCK_N] inputs of the K tile
     (GROUPS equal runs of inputs); one group stays [1, BLOCK_N] and broadcasts in the arithmetic."""
@@ -72,13 +88,7 @@ def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, rn_words, N, k_mask, k
         # masked rather than clamped, so that the loads keep their contiguity along K (vector loads of bytes)
         raw = tl.load(q + kk[:, None] * q_sk + rn[None, :] * q_sn, mask=k_mask[:, None],
                       other=0.0 if WEIGHT == WEIGHT_FP8 else 0)
-        if WEIGHT == WEIGHT_INT8:
-            # v by its bits rather than I2F (a quarter of the float units' rate): the byte's bits XOR 0x80 are
-            # v + 128, which in the mantissa of 2^23 reads as 2^23 + 128 + v; taking 2^23 + 128 off is exact
-            biased = raw.to(tl.uint8, bitcast=True).to(tl.int32) ^ (MANTISSA_BASE | 0x80)
-            values = biased.to(tl.float32, bitcast=True) - 8388736.0
-        else:
-            values = raw.to(tl.float32)
+        values = _int8_as(raw, tl.float32) if WEIGHT == WEIGHT_INT8 else raw.to(tl.float32)
     if GROUPS_IN_TILE > 0:
         scale = _per_input(decode(_group_tile(scales, k_base, k_stop, group_size, rn // scale_block_n, s_sg, s_sn,
                                                GROUPS_IN_TILE), SCALE_FORMAT).to(tl.float32), GROUPS_IN_TILE, BLOCK_K)
@@ -128,7 +138,8 @@ def _byte_rows_step(acc, x, q, scales, rm_load, rn_load, k_base, K, group_size, 
                              other=0.0 if WEIGHT == WEIGHT_FP8 else 0)
         x_tile = _operand(tl.load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, mask=k_mask[None, :], other=0),
                           DECODE_BF16)
-        product = tl.dot(x_tile.to(DOT), values.to(DOT), input_precision=PRECISION, out_dtype=tl.float32)
+        weight = _int8_as(values, DOT) if WEIGHT == WEIGHT_INT8 else values.to(DOT)
+        product = tl.dot(x_tile.to(DOT), weight, input_precision=PRECISION, out_dtype=tl.float32)
         scale = decode(_group_tile(scales, group_base, K, group_size, rn_load // scale_block_n, s_sg, s_sn, 1),
                        SCALE_FORMAT).to(tl.float32)
         acc += product * scale
