@@ -467,3 +467,19 @@ def test_a_planned_launch_of_aligned_tensors_goes_straight_to_its_launcher(bound
     taken = len(specialised)
     planned(cpu, {"out": second})
     assert len(specialised) == taken and bound_launches[-1][1] == second.data_ptr()
+
+
+def test_costly_bodies_keep_every_multiprocessor_busy_on_small_tensors(monkeypatch):
+    """A costly body (gelu, erf) takes the heavy block only where every multiprocessor still gets two programs;
+    a smaller tensor halves it down to MIN_HEAVY_BLOCK (64 x 3072 made 48 programs of 4096 for 132 SMs). Cheap
+    bodies and the interpreter keep the plain block."""
+    from nbxtensor.device.facts import load as load_facts
+    from nbxtensor.ops import pointwise
+    monkeypatch.setattr(pointwise, "multiprocessors", lambda dev: 132)
+    hopper = load_facts("hopper")["kernels"]
+    assert pointwise._block(hopper, True, 64 * 3072, None) == 512
+    assert pointwise._block(hopper, True, 4096 * 4096, None) == hopper["elementwise_block_heavy"]
+    assert pointwise._block(hopper, True, 1000, None) == pointwise.MIN_HEAVY_BLOCK
+    assert pointwise._block(hopper, False, 64 * 3072, None) == hopper["elementwise_block"]
+    cpu = load_facts("cpu")["kernels"]
+    assert pointwise._block(cpu, True, 1000, None) == cpu["elementwise_block"]
