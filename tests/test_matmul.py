@@ -115,6 +115,18 @@ def test_gemv_over_several_programs_and_k_steps(rng, monkeypatch, rows):
     assert_product_close(nbx.nn.functional.linear(x, weight), _f64(x), _f64(weight).T, 100, "float32")
 
 
+@pytest.mark.parametrize("settings", [dict(SPLITS=1, LOOP_STAGES=3), dict(SPLITS=2, LOOP_STAGES=4)])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_one_row_gemv_with_its_k_loop_pipelined(rng, monkeypatch, settings, dtype):
+    """One row at a pipelined setting (``LOOP_STAGES``: compiled, each step's weight tile copied ahead into
+    shared memory), several programs and K steps, a short last step; the interpreter runs the same steps
+    unpipelined."""
+    monkeypatch.setattr(MG, "gemv_candidates",
+                        lambda facts, m, n, k: [dict(BLOCK_N=16, BLOCK_K=32, num_warps=4, **settings)])
+    x, weight = _inputs(rng, (1, 200), dtype), _inputs(rng, (40, 200), dtype)
+    assert_product_close(nbx.nn.functional.linear(x, weight), _f64(x), _f64(weight).T, 200, dtype)
+
+
 def test_gemv_split_over_k_adds_partials_in_order(rng, monkeypatch):
     """The split path runs only when tuning picks it; force a 3-way split to test the combine."""
     def split_first(facts, m, n, k):

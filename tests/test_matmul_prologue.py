@@ -42,15 +42,21 @@ def _rms_rows(x64, norm64):
     return x64 / np.sqrt(np.mean(x64 * x64, axis=1, keepdims=True) + EPS) * norm64
 
 
-@pytest.fixture(params=[False, True], ids=["one split", "split K"])
+@pytest.fixture(params=["one split", "split K", "pipelined"])
 def splits(request, monkeypatch, first_candidate):
-    """The GEMV's first setting, or K split three ways in tiles of 16 (every program still norms whole rows);
-    the first candidate on every device, where a GPU would time them all inside the tests' capture."""
-    if request.param:
+    """Whether K is split: the GEMV's first setting; K split three ways in tiles of 16 (every program still
+    norms whole rows); or the first setting with its K loop pipelined (compiled: each step's loads copied ahead
+    into shared memory; the same sums in the same order as the unfused product's first setting). The first
+    candidate on every device, where a GPU would time them all inside the tests' capture."""
+    offered = matmul_prologue.gemv_candidates
+    if request.param == "split K":
         monkeypatch.setattr(matmul_prologue, "gemv_candidates",
                             lambda facts, m, n, k: [dict(BLOCK_N=16, BLOCK_K=16, SPLITS=3, num_warps=4)])
+    elif request.param == "pipelined":
+        monkeypatch.setattr(matmul_prologue, "gemv_candidates",
+                            lambda facts, m, n, k: [dict(offered(facts, m, n, k)[0], LOOP_STAGES=3)])
     plans.clear_all()
-    yield request.param
+    yield request.param == "split K"
     plans.clear_all()
 
 

@@ -163,16 +163,17 @@ def test_int4_rows_at_the_offered_rows_settings(rng, monkeypatch, group_size, ro
 @pytest.mark.parametrize("dtype, k, group_size", [("bfloat16", 512, 128), ("float16", 300, 32), ("float32", 256, 64)])
 def test_int4_one_row_at_the_offered_pipelined_settings(rng, monkeypatch, dtype, k, group_size):
     """One row at every setting an H100 times with the K loop pipelined (``LOOP_STAGES``: compiled, each
-    step's words, scales, zero points and row copied ahead into shared memory), odd N; K 300 leaves a short
-    last tile. The interpreter runs the same steps unpipelined, so on the CPU this checks the settings' split
+    step's words, scales, zero points and row copied ahead into shared memory; the float GEMV's pipelined
+    settings too), odd N; K 300 leaves a short last tile. The interpreter runs the same steps unpipelined, so on the CPU this checks the settings' split
     and tile arithmetic, and on a GPU the pipelined loops."""
     from nbxtensor.device.facts import load as load_facts
     n = 77
     offered = [config for config in quant_ops.decode_candidates(load_facts("hopper"), 1, n, k, "int4", group_size)
                if config.get("LOOP_STAGES")]
     assert len(offered) >= 5  # some coincide once clamped to a short K
-    assert not any(config.get("LOOP_STAGES") for config in quant_ops.decode_candidates(
-        load_facts("hopper"), 1, n, k, "int4", group_size, whole_words=False))
+    int4_only = [config for config in offered if config not in quant_ops.decode_candidates(
+        load_facts("hopper"), 1, n, k, "int4", group_size, whole_words=False)]
+    assert int4_only  # ``_GEMV_INT4_ONE_ROW_PIPELINED``, offered only where every word lies in one group
     q, zeros, scales, g_idx = _random_int4(rng, k, n, group_size, False)
     weight = QuantizedWeight.int4(q, scales, zeros, group_size=group_size, device=TEST_DEVICE)
     reference = _reference_int4(q, zeros, scales, g_idx)

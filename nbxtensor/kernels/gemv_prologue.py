@@ -120,13 +120,13 @@ def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, M, N, K, k_per
                   SPLIT: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
                   HAS_BIAS: tl.constexpr, X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr, BIAS_FORMAT: tl.constexpr,
                   DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
-                  PDL: tl.constexpr):
+                  PDL: tl.constexpr, LOOP_STAGES: tl.constexpr):
     """``gemv`` of the rows the PROLOGUE computes from ``x`` (M rows, M <= BLOCK_M <= 16) by the K x N
     weight ``w``. PROLOGUE_RMS_NORM: rms_norm(x (+ res)) * norm_w (statistics STATS_BLOCK_K columns a step),
     the sum written to res_out (dense rows of K) by program (0, 0) alone and read by no program (each adds x
     and res itself).
     PROLOGUE_ACT_AND_MUL: act(x[:, :K]) * x[:, K:], ACT_MODE as ``act_and_mul``'s MODE. The output's dtype is
-    the activation's (x's): DST_FORMAT and VIA_F32 round both."""
+    the activation's (x's): DST_FORMAT and VIA_F32 round both. LOOP_STAGES as ``gemv``'s."""
     await_predecessors(PDL)
     split, rm, rn, rk, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M, BLOCK_N,
                                                                               BLOCK_K, ACC, INDEX_64)
@@ -146,7 +146,7 @@ def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, M, N, K, k_per
                                  DST_FORMAT, VIA_F32)
             k0 += BLOCK_K
     else:
-        for k0 in range(0, k_per_split, BLOCK_K):
+        for k0 in tl.range(0, k_per_split, BLOCK_K, num_stages=LOOP_STAGES):
             acc = _prologue_step(acc, x, res, res_out, norm_w, w, rm, rn_load, k_start + k0 + rk, row_mask, k_stop,
                                  K, inverse_rms, x_sm, x_sk, res_sm, res_sk, nw_sk, w_sk, w_sn, PROLOGUE,
                                  HAS_RESIDUAL, ACT_MODE, BLOCK_M, ACC, PRECISION, DECODE_BF16, X_FORMAT, NW_FORMAT,

@@ -572,11 +572,13 @@ def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta, norm_mean,
          ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr,
          SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
          INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr, NORM: tl.constexpr,
-         NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
+         NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, LOOP_STAGES: tl.constexpr):
     """Rows of ``x`` (M of them, M <= BLOCK_M <= 16) times the K x N weight ``w``, which is streamed once:
     program (i, s) reads columns [i * BLOCK_N, ...) of the rows in split s of K. With SPLIT, each program
     writes its float32 partial sums to ``partial`` (split, M, N) and ``gemv_combine`` adds them in a
-    fixed order (no atomics, so results do not depend on scheduling)."""
+    fixed order (no atomics, so results do not depend on scheduling). LOOP_STAGES (None: the compiler's
+    default): the K loop pipelined into this many stages, each step's loads copied ahead into shared memory;
+    by default only a dot's operands are, so one row (no dot) waits for each step's weight tile in turn."""
     await_predecessors(PDL)
     split, rm, rn, rk, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M, BLOCK_N,
                                                                               BLOCK_K, ACC, INDEX_64)
@@ -587,7 +589,7 @@ def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta, norm_mean,
                              BLOCK_M, ACC, PRECISION, DECODE_BF16)
             k0 += BLOCK_K
     else:
-        for k0 in range(0, k_per_split, BLOCK_K):
+        for k0 in tl.range(0, k_per_split, BLOCK_K, num_stages=LOOP_STAGES):
             acc = _gemv_step(acc, x, w, rm_load, rn_load, k_start + k0 + rk, k_stop, x_sm, x_sk, w_sk, w_sn,
                              BLOCK_M, ACC, PRECISION, DECODE_BF16)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, alpha, beta, out, out_sm, out_sn,

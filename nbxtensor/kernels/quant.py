@@ -182,10 +182,11 @@ def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_pe
                    GROUPS_IN_TILE: tl.constexpr, DOT: tl.constexpr,
                    PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr,
                    BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, LOOP_STAGES: tl.constexpr):
     """out = x @ w.T + bias for M <= BLOCK_M <= 16 rows of ``x``: program (i, s) reads output columns
     [i * BLOCK_N, ...) of the weight's inputs in split s of K, so the weight is streamed once. With SPLIT,
-    float32 partial sums go to ``partial`` (split, M, N) for ``gemv_combine`` (a fixed order, no atomics)."""
+    float32 partial sums go to ``partial`` (split, M, N) for ``gemv_combine`` (a fixed order, no atomics).
+    LOOP_STAGES as ``int4_gemv``'s."""
     split, rm, rn, rk, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M, BLOCK_N,
                                                                               BLOCK_K, tl.float32, INDEX_64)
     if INTERPRETED:
@@ -198,7 +199,7 @@ def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_pe
                              INTERPRETED)
             k0 += BLOCK_K
     else:
-        for k0 in range(0, k_per_split, BLOCK_K):
+        for k0 in tl.range(0, k_per_split, BLOCK_K, num_stages=LOOP_STAGES):
             acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k_start + k0, rk, k_stop,
                              group_size, scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M,
                              BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16,

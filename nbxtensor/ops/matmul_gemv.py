@@ -30,7 +30,7 @@ def _clamp_block(block: int, ceiling: int, extent: int) -> int:
 
 
 # true float32 products run on the FMA units, not the matrix unit: short K steps over large output tiles
-# (BLOCK_N, BLOCK_K, SPLITS, num_warps[, num_stages: Triton's default when absent]); the first is what an
+# (BLOCK_N, BLOCK_K, SPLITS, num_warps[, settings: num_stages, where not Triton's default]); the first is what an
 # untimed device uses. One row is a multiply-add over a [BLOCK_K, BLOCK_N] weight tile (no matrix unit), so
 # long K tiles keep many bytes in flight; several rows go through tl.dot, with K tiles up to the same length
 # (weight streaming wants bytes in flight more than square tiles), or more stages of shorter ones.
@@ -42,8 +42,23 @@ _GEMV_ONE_ROW_SHAPES = [(32, 256, 1, 4), (16, 512, 1, 4), (64, 256, 1, 8), (32, 
 _GEMV_ROWS_SHAPES = [(64, 128, 1, 4), (128, 128, 1, 8), (64, 64, 1, 4), (32, 256, 1, 4), (64, 256, 1, 8),
                      (64, 128, 2, 4), (128, 128, 4, 8), (64, 128, 8, 4), (32, 128, 8, 4), (256, 64, 2, 8),
                      (16, 256, 1, 4), (32, 512, 1, 8), (16, 512, 1, 4),
-                     (64, 128, 1, 4, 4), (64, 128, 1, 4, 5), (32, 256, 1, 4, 4), (64, 64, 1, 4, 6), (32, 128, 1, 4, 6)]
+                     # small tiles: a stage count past the GEMM ceiling fits (one that does not is skipped)
+                     (64, 128, 1, 4, dict(num_stages=4)), (64, 128, 1, 4, dict(num_stages=5)),
+                     (32, 256, 1, 4, dict(num_stages=4)), (64, 64, 1, 4, dict(num_stages=6)),
+                     (32, 128, 1, 4, dict(num_stages=6))]
 _GEMV_MAX_BLOCK_K = 512
+# one row with its K loop pipelined (the kernels' LOOP_STAGES): one row takes no dot, so by default each step
+# waits for its own weight tile; pipelined, the next steps' tiles stream into shared memory under it
+_PIPELINED, _PIPELINED_DEEP = dict(LOOP_STAGES=3), dict(LOOP_STAGES=4)
+_GEMV_ONE_ROW_PIPELINED = [(32, 256, 1, 4, _PIPELINED), (16, 512, 1, 4, _PIPELINED), (64, 256, 1, 8, _PIPELINED),
+                           (8, 512, 1, 4, _PIPELINED_DEEP), (32, 256, 2, 4, _PIPELINED), (16, 512, 2, 4, _PIPELINED)]
+
+
+def launch_settings(config: dict) -> dict:
+    """The launch options and loop constexpr of a GEMV ``config``: its warps, its stages where it names them,
+    and LOOP_STAGES (None where it pipelines nothing beyond the compiler's default)."""
+    return dict(num_warps=config["num_warps"], LOOP_STAGES=config.get("LOOP_STAGES"),
+                **({"num_stages": config["num_stages"]} if "num_stages" in config else {}))
 
 
 def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
@@ -54,13 +69,13 @@ def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
                      BLOCK_K=_clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), SPLITS=1, num_warps=4)]
     tiles = facts["tiles"]
     seen, out = set(), []
-    for bn, bk, splits, warps, *stages in _GEMV_ONE_ROW_SHAPES if m == 1 else _GEMV_ROWS_SHAPES:
+    shapes = _GEMV_ONE_ROW_SHAPES + _GEMV_ONE_ROW_PIPELINED if m == 1 else _GEMV_ROWS_SHAPES
+    for bn, bk, splits, warps, *extra in shapes:
         block_k = _clamp_block(bk, _GEMV_MAX_BLOCK_K, k)
         config = dict(BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n), BLOCK_K=block_k,
-                      SPLITS=max(1, min(splits, cdiv(k, block_k))), num_warps=min(warps, tiles["max_warps"]))
-        if stages:  # small tiles: a stage count past the GEMM ceiling fits; one that does not is skipped
-            config["num_stages"] = stages[0]
-        marker = tuple(config.values())
+                      SPLITS=max(1, min(splits, cdiv(k, block_k))), num_warps=min(warps, tiles["max_warps"]),
+                      **(extra[0] if extra else {}))
+        marker = tuple(sorted(config.items()))
         if marker not in seen:
             seen.add(marker)
             out.append(config)
@@ -139,8 +154,7 @@ def _gemv_launches(key, a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled,
              float(beta), *norm_args, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
             dict(BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], SPLIT=splits > 1,
                  HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, PDL=dependent_launch(dev),
-                 num_warps=config["num_warps"], **({"num_stages": config["num_stages"]} if "num_stages" in config
-                                                   else {}), **flags))
+                 **launch_settings(config), **flags))
         combine = combine_launch(config, splits, m, n, alpha, beta, (bias_sm, bias_sn), (out_sm, out_sn), has_bias,
                                  scaled, flags, dev, norm)
 

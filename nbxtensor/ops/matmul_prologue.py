@@ -23,7 +23,7 @@ from ..launch import cdiv, dependent_launch, next_pow2
 from ..lowering import float_format, needs_index_64
 from ..shape import ShapeError
 from ..tensor import Tensor
-from .matmul_gemv import GEMV_MAX_ROWS, combine_launch, gemv_candidates, split_k
+from .matmul_gemv import GEMV_MAX_ROWS, combine_launch, gemv_candidates, launch_settings, split_k
 from .matmul_plans import _operand_flags, _product_workspace
 from .normalization import _rms_eps
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
@@ -179,8 +179,7 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
                  NW_FORMAT=float_format(norm_weight.dtype) if rms else FORMAT_NATIVE.value,
                  BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                  INDEX_64=index_64, INTERPRETED=flags["INTERPRETED"], PDL=dependent_launch(dev),
-                 num_warps=config["num_warps"],
-                 **({"num_stages": config["num_stages"]} if "num_stages" in config else {})))
+                 **launch_settings(config)))
         combine = combine_launch(config, splits, m, n, 1, 1, (0, bias_sn), (n, 1), has_bias, False, flags, dev)
 
         def run(x, residual, norm_weight, weight, bias, out, res_out):

@@ -25,7 +25,7 @@ from ..quant import FP8_MAX, QuantizedWeight, quantize_fp8
 from ..tensor import Tensor
 from .matmul import _fold_rows
 from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M,
-                          _INTERPRETED_BLOCK_N, combine_launch, gemv_candidates)
+                          _INTERPRETED_BLOCK_N, combine_launch, gemv_candidates, launch_settings)
 from .matmul_plans import GROUP_M, _dot_precision, _has_tma, _product_workspace, planned_product, product_keys
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, family_samples, nbytes, register, workspace_bytes
@@ -427,16 +427,14 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
         k_per_split = cdiv(cdiv(k, splits), block_k) * block_k
         splits = max(1, cdiv(k, k_per_split))
         shape = dict(BLOCK_M=1 if m == 1 else GEMV_MAX_ROWS, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k,
-                     SPLIT=splits > 1, num_warps=config["num_warps"],
-                     **({"num_stages": config["num_stages"]} if "num_stages" in config else {}))
+                     SPLIT=splits > 1, **launch_settings(config))
         if whole_words:
             main = PlannedLaunch(
                 K.int4_gemv, (cdiv(n, config["BLOCK_N"]), splits),
                 [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"), Slot("partial"),
                  m, n, k, k_per_split, *int4_common],
                 dict(shape, ONE_GROUP=_groups_in_tile(weight, k, block_k) == 1, PDL=dependent_launch(dev),
-                     EVEN_K=k % k_per_split == 0, SWAPPED=bool(config.get("SWAPPED")),
-                     LOOP_STAGES=config.get("LOOP_STAGES"), **int4_flags))
+                     EVEN_K=k % k_per_split == 0, SWAPPED=bool(config.get("SWAPPED")), **int4_flags))
         else:
             main = PlannedLaunch(
                 K.quantized_gemv, (cdiv(n, config["BLOCK_N"]), splits),
