@@ -11,7 +11,7 @@ from .. import shape as S
 from ..allocation import fresh_tensor_maker
 from ..dtypes import get_dtype
 from ..kernels import pool as K
-from ..launch import cdiv
+from ..launch import cdiv, next_pow2
 from ..lowering import conversion_flags, load_format, needs_index_64
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
@@ -126,11 +126,58 @@ def _out_shape(x, g: _Geometry, spatial_out) -> tuple:
     return (*tuple(x.shape)[:len(x.shape) - g.nd], *spatial_out)
 
 
+# the widest output tile: wider output rows (more channels, channels-last) take several column blocks
+_TILE_COLUMNS = 128
+# the most taps of a fixed window whose loops are unrolled (an adaptive window's extent is known at run time)
+_UNROLLED_TAPS = 64
+
+
+def division_magic(d: int) -> tuple:
+    """(magic, shift) with n // d == (n * magic) >> shift for every 0 <= n < 2**31: magic is
+    ceil(2**(31 + l) / d), l = ceil(log2(d)), under 2**32 (its error, under 2**l / d per unit of n, never
+    reaches the next multiple of d); passed as the int32 of its bits (``kernels/common.divide``)."""
+    l = (d - 1).bit_length()
+    magic = -(-(1 << (31 + l)) // d)
+    return (magic - (1 << 32) if magic >= 1 << 31 else magic), 31 + l
+
+
+def tile_columns(across: int, block: int) -> int:
+    """A tile's columns for rows of ``across`` elements: a power of two up to ``_TILE_COLUMNS`` (and the
+    block), of those from 32 up (a warp's width) the one leaving the fewest padded columns, the widest of
+    equals."""
+    widest = min(next_pow2(across), _TILE_COLUMNS, block)
+    narrowest = min(32, widest)
+    options = [widest >> k for k in range(widest.bit_length()) if widest >> k >= narrowest]
+    return min(options, key=lambda width: (cdiv(across, width) * width, -width))
+
+
+def output_tile_plan(block: int, n: int, c: int, spatial_out, channels_last: bool) -> tuple:
+    """(grid, the kernel's ``lines``, ``col_blocks`` and ``magic`` arguments, its BLOCK_ROWS, BLOCK_COLS and
+    EVEN_COLS)
+    of a kernel taking ``kernels/common.output_tile``'s tiles of about ``block`` elements over an
+    (n, c, *spatial_out) output: rows by columns in NCDHW order, pixels by channels in channels-last."""
+    od, oh, ow = spatial_out
+    lines, across = (n * od * oh * ow, c) if channels_last else (n * c * od * oh, ow)
+    columns = tile_columns(across, block)
+    rows = block // columns
+    col_blocks = cdiv(across, columns)
+    magic = sum((division_magic(d) for d in ((ow, oh, od) if channels_last else (oh, od, c))), ())
+    return ((cdiv(lines, rows) * col_blocks,), lines, col_blocks, magic,
+            dict(BLOCK_ROWS=rows, BLOCK_COLS=columns, EVEN_COLS=across % columns == 0))
+
+
 _plans = PlanCache()
 
 
 def _run(x, key, make):
     return _plans.get((layout_key(x), *key), make)(x)
+
+
+def _least_value(dtype):
+    """Where a maximum of ``dtype`` elements starts: -inf, or the integer type's least value."""
+    if dtype.is_floating_point:
+        return float("-inf")
+    return 0 if dtype.kind == "uint" else -(1 << (dtype.bits - 1))
 
 
 def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), stride=(1, 1, 1), pad=(0, 0, 0),
@@ -153,19 +200,21 @@ def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), str
     channels_last = strides is not None
     if adaptive:  # the longest window of each dim: ceil(I/O) + 1 covers every [floor(o*I/O), ceil((o+1)*I/O))
         kernel = tuple(min(i, -(-i // o) + 1) for i, o in zip(g.spatial, out_spatial))
+    grid, lines, col_blocks, magic, tile = output_tile_plan(block, g.n, g.c, out_spatial, channels_last)
     src_slot, out_slot = Slot("src"), Slot("out")
     launch = PlannedLaunch(
-        K.pool_window, (cdiv(total, block),),
-        [src_slot, out_slot, Slot("indices") if with_indices else out_slot, total, g.c, *g.spatial, *out_spatial,
-         *_planes(x.stride(), g),
-         *_planes(strides or S.contiguous_strides(out_shape), g), *stride, *pad, *dilation,
+        K.pool_window, grid,
+        [src_slot, out_slot, Slot("indices") if with_indices else out_slot, lines, g.c, *g.spatial, *out_spatial,
+         col_blocks, magic, *_planes(x.stride(), g), *stride, *pad, *dilation,
          1 if divisor is None else int(divisor)],
-        dict(KD=kernel[0], KH=kernel[1], KW=kernel[2], KIND=kind, ADAPTIVE=adaptive, COUNT_PAD=count_pad,
+        dict(KD=kernel[0], KH=kernel[1], KW=kernel[2], KIND=kind, ADAPTIVE=adaptive,
+             CLAMPED=kind == K.KIND_MAX and dilation == (1, 1, 1), UNROLL=not adaptive and math.prod(kernel) <= _UNROLLED_TAPS,
+             LOWEST=_least_value(dtype), COUNT_PAD=count_pad,
              HAS_DIVISOR=divisor is not None, INTEGER=not dtype.is_floating_point,
              WITH_INDICES=with_indices, CHANNELS_LAST=channels_last, COMPUTE=compute.triton,
              SRC_FORMAT=load_format(dtype),
              DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-             INDEX_64=needs_index_64(x, count=total * 8), BLOCK=block,
+             INDEX_64=needs_index_64(x, count=total * 8), **tile,
              num_warps=4))
 
     def execute(x):
