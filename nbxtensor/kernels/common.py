@@ -71,13 +71,15 @@ def divide(n, d, magic, shift, INDEX_64: tl.constexpr):
 
 
 @triton.jit
-def output_tile(lines, C, OD, OH, OW, col_blocks, magic, CHANNELS_LAST: tl.constexpr, EVEN_COLS: tl.constexpr,
-                INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
+def output_tile(lines, C, OD, OH, OW, col_blocks, magic, step, CHANNELS_LAST: tl.constexpr, EVEN_COLS: tl.constexpr,
+                INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, COL_STEPS: tl.constexpr):
     """(n, c, d, h, w, out_offset, mask) of this program's output tile of a dense (N, C, D, H, W) output,
     the coordinates each of shape [BLOCK_COLS, 1] (columns) or [1, BLOCK_ROWS] (rows): in NCDHW order
     BLOCK_ROWS rows (n, c, d, h) by BLOCK_COLS columns w, with CHANNELS_LAST BLOCK_ROWS pixels (n, d, h, w)
-    by BLOCK_COLS channels. ``lines`` is the number of rows (pixels), ``col_blocks`` the column blocks a
-    row takes (EVEN_COLS: each whole), ``magic`` the (magic, shift) pairs of the three divisors a row
+    by BLOCK_COLS channels. A program takes COL_STEPS such tiles side by side, ``step`` picks one (the
+    rows' work, the same for each, is shared once the compiler has inlined them). ``lines`` is the number
+    of rows (pixels), ``col_blocks`` the blocks of COL_STEPS * BLOCK_COLS columns a row takes (EVEN_COLS:
+    each whole), ``magic`` the (magic, shift) pairs of the three divisors a row
     (pixel) index is split by (OH, OD, C; channels-last OW, OH, OD): the divisions run once a row (pixel),
     the columns are an arange. Lanes past the output's end take its last row (column), so every
     coordinate lies inside it and loads need no mask; ``mask`` is the stores'. Columns are the tile's
@@ -88,9 +90,10 @@ def output_tile(lines, C, OD, OH, OW, col_blocks, magic, CHANNELS_LAST: tl.const
         pid = pid.to(tl.int64)
     row_block = pid // col_blocks
     row = (row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS))[None, :]
-    col = ((pid - row_block * col_blocks) * BLOCK_COLS + tl.arange(0, BLOCK_COLS))[:, None]
+    col = ((pid - row_block * col_blocks) * (COL_STEPS * BLOCK_COLS) + step * BLOCK_COLS
+           + tl.arange(0, BLOCK_COLS))[:, None]
     across = C if CHANNELS_LAST else OW
-    mask = row < lines
+    mask = tl.broadcast_to(row < lines, (BLOCK_COLS, BLOCK_ROWS))
     row = tl.minimum(row, lines - 1)
     if not EVEN_COLS:
         mask = mask & (col < across)

@@ -45,31 +45,49 @@ def _tap(start, k, dilation, size, end, ADAPTIVE: tl.constexpr, CLAMPED: tl.cons
 
 @triton.jit
 def pool_window(src, dst, indices, lines, C, ID, IH, IW, OD, OH, OW, col_blocks, magic,
-                s_n, s_c, s_d, s_h, s_w,
-                SD, SH, SW, PD, PH, PW, DD, DH, DW, divisor,
+                s_n, s_c, s_d, s_h, s_w, SD, SH, SW, PD, PH, PW, DD, DH, DW, divisor,
                 KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, KIND: tl.constexpr, ADAPTIVE: tl.constexpr,
-                CLAMPED: tl.constexpr, UNROLL: tl.constexpr, LOWEST: tl.constexpr, COUNT_PAD: tl.constexpr, HAS_DIVISOR: tl.constexpr, INTEGER: tl.constexpr,
-                WITH_INDICES: tl.constexpr, CHANNELS_LAST: tl.constexpr, COMPUTE: tl.constexpr,
-                SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                EVEN_COLS: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-                BLOCK_COLS: tl.constexpr):
+                CLAMPED: tl.constexpr, UNROLL: tl.constexpr, LOWEST: tl.constexpr, COUNT_PAD: tl.constexpr,
+                HAS_DIVISOR: tl.constexpr, INTEGER: tl.constexpr, WITH_INDICES: tl.constexpr,
+                CHANNELS_LAST: tl.constexpr, COMPUTE: tl.constexpr, SRC_FORMAT: tl.constexpr,
+                DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, EVEN_COLS: tl.constexpr, INDEX_64: tl.constexpr,
+                BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, COL_STEPS: tl.constexpr):
     """KD, KH, KW: the window's extent (adaptive: the longest window). Max takes a NaN over any number
     and, among equal values, the first; its index is (d * IH + h) * IW + w in the input's plane.
     CLAMPED (max with unit dilation, where every window holds an input): taps read clamped positions,
-    unmasked. LOWEST: the dtype's least value (-inf for floats), where a maximum starts. The tile is [BLOCK_COLS, BLOCK_ROWS] (``common.output_tile``); ``lines`` its rows' count."""
-    n, c, od, oh, ow, out_offset, mask = output_tile(lines, C, OD, OH, OW, col_blocks, magic, CHANNELS_LAST,
-                                                     EVEN_COLS, INDEX_64, BLOCK_ROWS, BLOCK_COLS)
+    unmasked. UNROLL: the window's loops unrolled (a fixed window of few taps). LOWEST: the dtype's least
+    value (-inf for floats), where a maximum starts. A program takes COL_STEPS tiles of
+    ``common.output_tile`` side by side along the rows (``lines`` their count), which share the rows' work."""
+    for step in tl.static_range(COL_STEPS):
+        n, c, od, oh, ow, out_offset, mask = output_tile(lines, C, OD, OH, OW, col_blocks, magic, step,
+                                                         CHANNELS_LAST, EVEN_COLS, INDEX_64, BLOCK_ROWS, BLOCK_COLS,
+                                                         COL_STEPS)
+        _pool_tile(src, dst, indices, n, c, od, oh, ow, out_offset, mask, ID, IH, IW, OD, OH, OW,
+                   s_n, s_c, s_d, s_h, s_w, SD, SH, SW, PD, PH, PW, DD, DH, DW, divisor, KD, KH, KW, KIND, ADAPTIVE,
+                   CLAMPED, UNROLL, LOWEST, COUNT_PAD, HAS_DIVISOR, INTEGER, WITH_INDICES, CHANNELS_LAST, COMPUTE,
+                   SRC_FORMAT, DST_FORMAT, VIA_F32, INDEX_64)
+
+
+@triton.jit
+def _pool_tile(src, dst, indices, n, c, od, oh, ow, out_offset, mask, ID, IH, IW, OD, OH, OW,
+               s_n, s_c, s_d, s_h, s_w, SD, SH, SW, PD, PH, PW, DD, DH, DW, divisor,
+               KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, KIND: tl.constexpr, ADAPTIVE: tl.constexpr,
+               CLAMPED: tl.constexpr, UNROLL: tl.constexpr, LOWEST: tl.constexpr, COUNT_PAD: tl.constexpr,
+               HAS_DIVISOR: tl.constexpr, INTEGER: tl.constexpr, WITH_INDICES: tl.constexpr,
+               CHANNELS_LAST: tl.constexpr, COMPUTE: tl.constexpr, SRC_FORMAT: tl.constexpr,
+               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr):
+    """One output tile of ``pool_window``."""
     d0, d_end = _window(od, ID, KD, SD, PD, ADAPTIVE, OD)
     h0, h_end = _window(oh, IH, KH, SH, PH, ADAPTIVE, OH)
     w0, w_end = _window(ow, IW, KW, SW, PW, ADAPTIVE, OW)
     if KIND == 0:
         if WITH_INDICES:
-            best = tl.zeros([BLOCK_COLS, BLOCK_ROWS], COMPUTE)
-            best_index = tl.full([BLOCK_COLS, BLOCK_ROWS], -1, tl.int64 if INDEX_64 else tl.int32)
+            best = tl.zeros(mask.shape, COMPUTE)
+            best_index = tl.full(mask.shape, -1, tl.int64 if INDEX_64 else tl.int32)
         else:
-            best = tl.full([BLOCK_COLS, BLOCK_ROWS], LOWEST, COMPUTE)
+            best = tl.full(mask.shape, LOWEST, COMPUTE)
     else:
-        acc = tl.zeros([BLOCK_COLS, BLOCK_ROWS], COMPUTE)
+        acc = tl.zeros(mask.shape, COMPUTE)
     for kd in tl.range(0, KD, loop_unroll_factor=KD if UNROLL else 1):
         d, d_ok = _tap(d0, kd, DD, ID, d_end, ADAPTIVE, CLAMPED)
         for kh in tl.range(0, KH, loop_unroll_factor=KH if UNROLL else 1):
@@ -105,7 +123,7 @@ def pool_window(src, dst, indices, lines, C, ID, IH, IW, OD, OH, OW, col_blocks,
             tl.store(indices + out_offset, best_index.to(tl.int64), mask=mask)
     else:
         if HAS_DIVISOR:
-            extent = tl.full([BLOCK_COLS, BLOCK_ROWS], divisor, tl.int32)
+            extent = tl.full(mask.shape, divisor, tl.int32)
         elif ADAPTIVE or COUNT_PAD:  # the window's extent (clipped to the padded input; adaptive: its cells)
             extent = (d_end - d0) * (h_end - h0) * (w_end - w0)
         else:  # the inputs inside it (average pooling has no dilation)

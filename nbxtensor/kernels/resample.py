@@ -92,14 +92,27 @@ def resample(src, dst, lines, C, ID, IH, IW, OD, OH, OW, col_blocks, magic,
              RESAMPLE_H: tl.constexpr, RESAMPLE_W: tl.constexpr, CHANNELS_LAST: tl.constexpr,
              SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
              FLOAT_TO_INT: tl.constexpr, EVEN_COLS: tl.constexpr, INDEX_64: tl.constexpr,
-             BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
+             BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, COL_STEPS: tl.constexpr):
     """RESAMPLE_D/H/W: whether linear interpolation runs in that dim (a dim that does not resample reads
-    one tap). Nearest modes copy elements, so integer dtypes pass through them exactly. The tile is
-    ``common.output_tile``'s [BLOCK_COLS, BLOCK_ROWS] (``lines`` its rows' count): each dim's source
-    taps and weights are worked out on its row or column vector, an element combines them."""
-    n, c, od, oh, ow, out_offset, mask = output_tile(lines, C, OD, OH, OW, col_blocks, magic, CHANNELS_LAST,
-                                                     EVEN_COLS, INDEX_64, BLOCK_ROWS, BLOCK_COLS)
-    out = dst + out_offset
+    one tap). Nearest modes copy elements, so integer dtypes pass through them exactly. A program takes
+    COL_STEPS tiles of ``common.output_tile`` side by side along the rows (``lines`` their count): each
+    dim's source taps and weights are worked out on its row or column vector, an element combines them."""
+    for step in tl.static_range(COL_STEPS):
+        n, c, od, oh, ow, out_offset, mask = output_tile(lines, C, OD, OH, OW, col_blocks, magic, step,
+                                                         CHANNELS_LAST, EVEN_COLS, INDEX_64, BLOCK_ROWS, BLOCK_COLS,
+                                                         COL_STEPS)
+        _resample_tile(src, dst + out_offset, mask, n, c, od, oh, ow, ID, IH, IW, s_n, s_c, s_d, s_h, s_w,
+                       scale_d, scale_h, scale_w, MODE, ALIGN_CORNERS, RESAMPLE_D, RESAMPLE_H, RESAMPLE_W,
+                       CHANNELS_LAST, SRC_FORMAT, DST_FORMAT, VIA_F32, FLOAT_TO_INT)
+
+
+@triton.jit
+def _resample_tile(src, out, mask, n, c, od, oh, ow, ID, IH, IW, s_n, s_c, s_d, s_h, s_w, scale_d, scale_h, scale_w,
+                   MODE: tl.constexpr, ALIGN_CORNERS: tl.constexpr, RESAMPLE_D: tl.constexpr,
+                   RESAMPLE_H: tl.constexpr, RESAMPLE_W: tl.constexpr, CHANNELS_LAST: tl.constexpr,
+                   SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                   FLOAT_TO_INT: tl.constexpr):
+    """One output tile of ``resample``, written at ``out``."""
     if MODE == MODE_NEAREST or MODE == MODE_NEAREST_EXACT:
         d = _nearest(od, scale_d, ID, MODE == MODE_NEAREST_EXACT)
         h = _nearest(oh, scale_h, IH, MODE == MODE_NEAREST_EXACT)
@@ -124,7 +137,7 @@ def resample(src, dst, lines, C, ID, IH, IW, OD, OH, OW, col_blocks, magic,
         else:
             value = _linear_plane(src, n, c, od, h_a, h_b, lh, w_a, w_b, lw, s_n, s_c, s_d, s_h, s_w, RESAMPLE_H,
                                   RESAMPLE_W, CHANNELS_LAST, SRC_FORMAT)
-        tl.store(out, encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+        tl.store(out, encode(value, out.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
     else:  # MODE_CUBIC
         real_w = _source(ow, scale_w, ALIGN_CORNERS, True)
         real_h = _source(oh, scale_h, ALIGN_CORNERS, True)
@@ -142,7 +155,7 @@ def resample(src, dst, lines, C, ID, IH, IW, OD, OH, OW, col_blocks, magic,
                               CHANNELS_LAST, SRC_FORMAT) * ht2
                  + _cubic_row(src, n, c, od, _clamped(ih + 2, IH), iw, IW, wt0, wt1, wt2, wt3, s_n, s_c, s_d, s_h, s_w,
                               CHANNELS_LAST, SRC_FORMAT) * ht3)
-        tl.store(out, encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+        tl.store(out, encode(value, out.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
 
 
 @triton.jit

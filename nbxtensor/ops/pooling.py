@@ -128,6 +128,12 @@ def _out_shape(x, g: _Geometry, spatial_out) -> tuple:
 
 # the widest output tile: wider output rows (more channels, channels-last) take several column blocks
 _TILE_COLUMNS = 128
+# a warp's threads; the most column steps a window's program takes along NCDHW rows
+_WARP = 32
+_WINDOW_COL_STEPS = 4
+# channels-last rows of fewer channels than this are no vector loads (Triton vectorises along a dim whose
+# stride it knows divides by 16): a thread takes all of a pixel's
+_VECTOR_CHANNELS = 16
 # the most taps of a fixed window whose loops are unrolled (an adaptive window's extent is known at run time)
 _UNROLLED_TAPS = 64
 
@@ -141,29 +147,32 @@ def division_magic(d: int) -> tuple:
     return (magic - (1 << 32) if magic >= 1 << 31 else magic), 31 + l
 
 
-def tile_columns(across: int, block: int) -> int:
-    """A tile's columns for rows of ``across`` elements: a power of two up to ``_TILE_COLUMNS`` (and the
-    block), of those from 32 up (a warp's width) the one leaving the fewest padded columns, the widest of
-    equals."""
-    widest = min(next_pow2(across), _TILE_COLUMNS, block)
-    narrowest = min(32, widest)
-    options = [widest >> k for k in range(widest.bit_length()) if widest >> k >= narrowest]
-    return min(options, key=lambda width: (cdiv(across, width) * width, -width))
-
-
-def output_tile_plan(block: int, n: int, c: int, spatial_out, channels_last: bool) -> tuple:
-    """(grid, the kernel's ``lines``, ``col_blocks`` and ``magic`` arguments, its BLOCK_ROWS, BLOCK_COLS and
-    EVEN_COLS)
-    of a kernel taking ``kernels/common.output_tile``'s tiles of about ``block`` elements over an
-    (n, c, *spatial_out) output: rows by columns in NCDHW order, pixels by channels in channels-last."""
+def output_tile_plan(block: int, n: int, c: int, spatial_out, channels_last: bool, col_steps: int = 1) -> tuple:
+    """(grid, the kernel's ``lines``, ``col_blocks`` and ``magic`` arguments, its BLOCK_ROWS, BLOCK_COLS,
+    COL_STEPS and EVEN_COLS) of a kernel taking ``kernels/common.output_tile``'s tiles, COL_STEPS side by
+    side, of about ``block`` elements a program over an (n, c, *spatial_out) output: rows by columns in
+    NCDHW order, pixels by channels in channels-last. A thread holds one column of several rows (it
+    shares their column's work), and shares its row's (pixel's) work among the columns it holds: up to
+    ``col_steps`` where a warp spans 32 columns of an NCDHW row wider than that (for a kernel whose rows
+    cost more than its columns), each of a pixel's channels where they are too few for vector loads
+    (channels-last, under 16), a vector of channels where they are (multiples of 16)."""
     od, oh, ow = spatial_out
     lines, across = (n * od * oh * ow, c) if channels_last else (n * c * od * oh, ow)
-    columns = tile_columns(across, block)
-    rows = block // columns
-    col_blocks = cdiv(across, columns)
+    if channels_last and across < _VECTOR_CHANNELS:
+        columns, steps = 1, across
+    elif not channels_last and across > _WARP and col_steps > 1:
+        columns = _WARP
+        steps = min(range(col_steps, 0, -1), key=lambda s: cdiv(across, _WARP * s) * _WARP * s - across)
+    else:  # a power of two from a warp's width up, the fewest padded columns, the widest of equals
+        widest = min(next_pow2(across), _TILE_COLUMNS, block)
+        widths = [widest >> k for k in range(widest.bit_length()) if widest >> k >= min(_WARP, widest)]
+        columns, steps = min(widths, key=lambda width: (cdiv(across, width) * width, -width)), 1
+    rows = max(1, block // (columns * steps))
+    rows = 1 << (rows.bit_length() - 1)
+    col_blocks = cdiv(across, columns * steps)
     magic = sum((division_magic(d) for d in ((ow, oh, od) if channels_last else (oh, od, c))), ())
     return ((cdiv(lines, rows) * col_blocks,), lines, col_blocks, magic,
-            dict(BLOCK_ROWS=rows, BLOCK_COLS=columns, EVEN_COLS=across % columns == 0))
+            dict(BLOCK_ROWS=rows, BLOCK_COLS=columns, COL_STEPS=steps, EVEN_COLS=across % (columns * steps) == 0))
 
 
 _plans = PlanCache()
@@ -200,7 +209,8 @@ def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), str
     channels_last = strides is not None
     if adaptive:  # the longest window of each dim: ceil(I/O) + 1 covers every [floor(o*I/O), ceil((o+1)*I/O))
         kernel = tuple(min(i, -(-i // o) + 1) for i, o in zip(g.spatial, out_spatial))
-    grid, lines, col_blocks, magic, tile = output_tile_plan(block, g.n, g.c, out_spatial, channels_last)
+    grid, lines, col_blocks, magic, tile = output_tile_plan(block, g.n, g.c, out_spatial, channels_last,
+                                                            _WINDOW_COL_STEPS)
     src_slot, out_slot = Slot("src"), Slot("out")
     launch = PlannedLaunch(
         K.pool_window, grid,
