@@ -9,6 +9,7 @@ import math
 
 from .. import shape as S
 from ..allocation import fresh_tensor_maker
+from ..device import multiprocessors
 from ..dtypes import get_dtype
 from ..kernels import pool as K
 from ..launch import cdiv, next_pow2
@@ -128,13 +129,16 @@ def _out_shape(x, g: _Geometry, spatial_out) -> tuple:
 
 # the widest output tile: wider output rows (more channels, channels-last) take several column blocks
 _TILE_COLUMNS = 128
+_MIN_TILE_BLOCK = 256
+_PROGRAMS_PER_MULTIPROCESSOR = 2
 # a warp's threads; the most column steps a window's program takes along NCDHW rows
 _WARP = 32
 _WINDOW_COL_STEPS = 4
 # channels-last rows of fewer channels than this are no vector loads (Triton vectorises along a dim whose
 # stride it knows divides by 16): a thread takes all of a pixel's
 _VECTOR_CHANNELS = 16
-# the most taps of a fixed window whose loops are unrolled (an adaptive window's extent is known at run time)
+# the most taps of a window whose loops are unrolled, its loads all in flight at once (an adaptive
+# window's longest extent; its taps past the window's end are masked or clamped)
 _UNROLLED_TAPS = 64
 
 
@@ -145,6 +149,19 @@ def division_magic(d: int) -> tuple:
     l = (d - 1).bit_length()
     magic = -(-(1 << (31 + l)) // d)
     return (magic - (1 << 32) if magic >= 1 << 31 else magic), 31 + l
+
+
+def tile_block(dev, total: int) -> int:
+    """Output elements a program of a tiled kernel takes: the facts' elementwise block, halved (to
+    ``_MIN_TILE_BLOCK`` at least) on a compiling device while ``total`` gives fewer than two programs a
+    multiprocessor, so that a small output still spreads over the device."""
+    facts = kernel_facts(dev)
+    block = facts["elementwise_block"]
+    if facts.get("interpreted"):
+        return block
+    while block > _MIN_TILE_BLOCK and cdiv(total, block) < _PROGRAMS_PER_MULTIPROCESSOR * multiprocessors(dev):
+        block //= 2
+    return block
 
 
 def output_tile_plan(block: int, n: int, c: int, spatial_out, channels_last: bool, col_steps: int = 1) -> tuple:
@@ -203,9 +220,7 @@ def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), str
     compute = get_dtype("float64") if dtype.name == "float64" else (
         dtype if not dtype.is_floating_point else get_dtype("float32"))
     flags = conversion_flags(compute, dtype, dev)
-    facts = kernel_facts(dev)
-    # each element loops over its window: a compiled program takes few (registers), an interpreted one many
-    block = facts["elementwise_block"] if facts.get("interpreted") else min(256, facts["elementwise_block"])
+    block = tile_block(dev, total)
     channels_last = strides is not None
     if adaptive:  # the longest window of each dim: ceil(I/O) + 1 covers every [floor(o*I/O), ceil((o+1)*I/O))
         kernel = tuple(min(i, -(-i // o) + 1) for i, o in zip(g.spatial, out_spatial))
@@ -218,7 +233,7 @@ def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), str
          col_blocks, magic, *_planes(x.stride(), g), *stride, *pad, *dilation,
          1 if divisor is None else int(divisor)],
         dict(KD=kernel[0], KH=kernel[1], KW=kernel[2], KIND=kind, ADAPTIVE=adaptive,
-             CLAMPED=kind == K.KIND_MAX and dilation == (1, 1, 1), UNROLL=not adaptive and math.prod(kernel) <= _UNROLLED_TAPS,
+             CLAMPED=kind == K.KIND_MAX and dilation == (1, 1, 1), UNROLL=math.prod(kernel) <= _UNROLLED_TAPS,
              LOWEST=_least_value(dtype), COUNT_PAD=count_pad,
              HAS_DIVISOR=divisor is not None, INTEGER=not dtype.is_floating_point,
              WITH_INDICES=with_indices, CHANNELS_LAST=channels_last, COMPUTE=compute.triton,

@@ -19,7 +19,7 @@ from ..lowering import conversion_flags, load_format, needs_index_64
 from ..tensor import Tensor
 from .copy import copy_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .pooling import output_tile_plan
+from .pooling import output_tile_plan, tile_block
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
 from .samples import Samples, by_name, operand, sample
@@ -128,7 +128,7 @@ def _plan(x, nd, output_size, scales, mode, align_corners, op):
                  CHANNELS_LAST=strides is not None, SRC_FORMAT=load_format(dt), DST_FORMAT=flags["DST_FORMAT"],
                  VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(x, count=total), BLOCK=block, num_warps=4))
     else:
-        grid, lines, col_blocks, magic, tile = output_tile_plan(block, out_shape[0], out_shape[1], spatial_out,
+        grid, lines, col_blocks, magic, tile = output_tile_plan(tile_block(dev, total), out_shape[0], out_shape[1], spatial_out,
                                                                 strides is not None)
         launch = PlannedLaunch(
             K.resample, grid,
