@@ -29,7 +29,7 @@ def _window(o, size, kernel, stride, pad, ADAPTIVE: tl.constexpr, out_size):
 def _tap(start, k, dilation, size, end, ADAPTIVE: tl.constexpr, CLAMPED: tl.constexpr):
     """(position, whether it is read) of tap ``k`` of a window. CLAMPED: a position outside the input
     (or past an adaptive window's end) reads the nearest one inside, a duplicate of a tap of the same
-    window, which leaves a maximum and its first index as they are."""
+    window, which leaves a maximum and its first index as they are; every tap is read."""
     at = start + k * dilation
     if CLAMPED:
         if ADAPTIVE:
@@ -55,7 +55,7 @@ def pool_window(src, dst, indices, lines, C, ID, IH, IW, OD, OH, OW, col_blocks,
     """KD, KH, KW: the window's extent (adaptive: the longest window). Max takes a NaN over any number
     and, among equal values, the first; its index is (d * IH + h) * IW + w in the input's plane.
     CLAMPED (max with unit dilation, where every window holds an input): taps read clamped positions,
-    unmasked. UNROLL: the window's loops unrolled (a fixed window of few taps). LOWEST: the dtype's least
+    unmasked. UNROLL: the window's loops unrolled (a window of few taps). LOWEST: the dtype's least
     value (-inf for floats), where a maximum starts. A program takes COL_STEPS tiles of
     ``common.output_tile`` side by side along the rows (``lines`` their count), which share the rows' work."""
     for step in tl.static_range(COL_STEPS):

@@ -1,8 +1,9 @@
 """Resampling over (N, C, D, H, W) with torch's source-coordinate arithmetic, in float32: nearest
 (floor(o * scale)), nearest-exact (floor((o + 0.5) * scale)), linear in each dim that resamples, and
 bicubic (A = -0.75, taps clamped to the border) in H and W. ``scale_*`` is input/output (or 1/scale_factor,
-or (I-1)/(O-1) with align_corners) as the host computed it in float32. As in pool.py, a program takes
-BLOCK output elements in the output's memory order."""
+or (I-1)/(O-1) with align_corners) as the host computed it in float32. As in pool.py, a program of
+``resample`` takes tiles of the output in its memory order (``common.output_tile``); the antialiased
+kernel takes BLOCK output elements in that order."""
 import triton
 import triton.language as tl
 

@@ -128,8 +128,8 @@ def _plan(x, nd, output_size, scales, mode, align_corners, op):
                  CHANNELS_LAST=strides is not None, SRC_FORMAT=load_format(dt), DST_FORMAT=flags["DST_FORMAT"],
                  VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(x, count=total), BLOCK=block, num_warps=4))
     else:
-        grid, lines, col_blocks, magic, tile = output_tile_plan(tile_block(dev, total), out_shape[0], out_shape[1], spatial_out,
-                                                                strides is not None)
+        grid, lines, col_blocks, magic, tile = output_tile_plan(tile_block(dev, total), out_shape[0], out_shape[1],
+                                                                spatial_out, strides is not None)
         launch = PlannedLaunch(
             K.resample, grid,
             [Slot("src"), Slot("out"), lines, out_shape[1], *spatial_in, *spatial_out, col_blocks, magic,
