@@ -299,3 +299,20 @@ def test_pool_tiles(rng, set_kernel_facts, block, layout, shape):
     ref_avg, _ = ref_adaptive(a.astype(np.float64), sizes, "avg")  # at most 36 inputs summed in float32
     np.testing.assert_allclose(getattr(F, f"adaptive_avg_pool{nd}d")(x, sizes).numpy(), ref_avg, rtol=0,
                                atol=36 * EPS["float32"] * 4)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_pool_tiles_in_64_bits(rng, monkeypatch, set_kernel_facts, layout):
+    """The launches' 64-bit index form (asked for on a small input: one past 2**31 elements cannot be made
+    here) divides row indices by plain division: the same values as the 32-bit form's multiply-shift."""
+    from nbxtensor.ops import pooling
+    x = as_tensor(rng.standard_normal((2, 3, 9, 37)).astype(np.float32), layout)
+    def run():
+        return [t.numpy() for t in (*F.max_pool2d(x, 3, 2, 1, return_indices=True), F.max_pool2d(x, 3, 2, 1),
+                                    F.avg_pool2d(x, 3, 2, 1), *F.adaptive_max_pool2d(x, (4, 6), return_indices=True),
+                                    F.adaptive_avg_pool2d(x, (4, 6)))]
+    narrow = run()
+    monkeypatch.setattr(pooling, "needs_index_64", lambda *operands, **kwargs: True)
+    set_kernel_facts(elementwise_block=64)  # forgets the 32-bit plans
+    for got, want in zip(run(), narrow):
+        np.testing.assert_array_equal(got, want)

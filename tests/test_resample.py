@@ -195,3 +195,19 @@ def test_resample_tiles(rng, set_kernel_facts, block, layout, channels, size):
     for one, many in zip(whole, tiled):  # each element's arithmetic does not depend on the tiling
         np.testing.assert_array_equal(many.numpy(), one.numpy())
         assert many.stride() == one.stride()
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_resample_tiles_in_64_bits(rng, monkeypatch, set_kernel_facts, layout):
+    """The launches' 64-bit index form (asked for on a small input) gives the 32-bit form's values."""
+    from nbxtensor.ops import resample
+    a = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    x = channels_last(a) if layout == "channels_last" else to_nbx(a)
+
+    def run():
+        return [F.interpolate(x, size=(9, 37), mode=mode).numpy() for mode in ("nearest", "bilinear", "bicubic")]
+    narrow = run()
+    monkeypatch.setattr(resample, "needs_index_64", lambda *operands, **kwargs: True)
+    set_kernel_facts(elementwise_block=64)  # forgets the 32-bit plans
+    for got, want in zip(run(), narrow):
+        np.testing.assert_array_equal(got, want)
