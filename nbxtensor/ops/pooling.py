@@ -137,15 +137,19 @@ _WINDOW_COL_STEPS = 4
 # channels-last rows of fewer channels than this are no vector loads (Triton vectorises along a dim whose
 # stride it knows divides by 16): a thread takes all of a pixel's
 _VECTOR_CHANNELS = 16
-# the most taps of a window whose loops are unrolled, its loads all in flight at once (an adaptive
-# window's longest extent; its taps past the window's end are masked or clamped)
-_UNROLLED_TAPS = 64
+# the most loads a thread's unrolled window issues (taps times the elements it holds): a window's loops
+# are unrolled up to this, its loads all in flight at once (an adaptive window's longest extent, its taps
+# past the window's end masked or clamped); a wider window, or an interpreted block's many elements a
+# thread, keeps them loops (ptxas takes minutes over thousands of unrolled loads)
+_UNROLLED_LOADS = 512
+# a window program's warps
+_WARPS = 4
 
 
 def division_magic(d: int) -> tuple:
     """(magic, shift) with n // d == (n * magic) >> shift for every 0 <= n < 2**31: magic is
-    ceil(2**(31 + l) / d), l = ceil(log2(d)), under 2**32 (its error, under 2**l / d per unit of n, never
-    reaches the next multiple of d); passed as the int32 of its bits (``kernels/common.divide``)."""
+    ceil(2**(31 + l) / d), l = ceil(log2(d)), under 2**32; n * magic / 2**shift exceeds n / d by under
+    n / 2**31 / d < 1 / d, short of the next integer. Passed as the int32 of its bits (``kernels/common.divide``)."""
     l = (d - 1).bit_length()
     magic = -(-(1 << (31 + l)) // d)
     return (magic - (1 << 32) if magic >= 1 << 31 else magic), 31 + l
@@ -233,14 +237,12 @@ def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), str
          col_blocks, magic, *_planes(x.stride(), g), *stride, *pad, *dilation,
          1 if divisor is None else int(divisor)],
         dict(KD=kernel[0], KH=kernel[1], KW=kernel[2], KIND=kind, ADAPTIVE=adaptive,
-             CLAMPED=kind == K.KIND_MAX and dilation == (1, 1, 1), UNROLL=math.prod(kernel) <= _UNROLLED_TAPS,
-             LOWEST=_least_value(dtype), COUNT_PAD=count_pad,
-             HAS_DIVISOR=divisor is not None, INTEGER=not dtype.is_floating_point,
+             CLAMPED=kind == K.KIND_MAX and dilation == (1, 1, 1),
+             UNROLL=math.prod(kernel) * block // (_WARP * _WARPS) <= _UNROLLED_LOADS, LOWEST=_least_value(dtype),
+             COUNT_PAD=count_pad, HAS_DIVISOR=divisor is not None, INTEGER=not dtype.is_floating_point,
              WITH_INDICES=with_indices, CHANNELS_LAST=channels_last, COMPUTE=compute.triton,
-             SRC_FORMAT=load_format(dtype),
-             DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-             INDEX_64=needs_index_64(x, count=total * 8), **tile,
-             num_warps=4))
+             SRC_FORMAT=load_format(dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+             INDEX_64=needs_index_64(x, count=total * 8), **tile, num_warps=_WARPS))
 
     def execute(x):
         out = make_out()
