@@ -155,6 +155,25 @@ def test_avg_pool_half(rng, dtype):
     np.testing.assert_allclose(out.numpy().astype(np.float64), ref, rtol=2 * EPS[dtype], atol=2 * EPS[dtype])
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "uint8", "int64"])
+@pytest.mark.parametrize("dilation", [1, 2])
+def test_max_pool_values_only(rng, dtype, dilation, layout):
+    """Without indices a maximum is one max a tap: from the dtype's least value, a NaN kept (unit
+    dilation reads clamped taps, others masked ones that must not read padding as zero)."""
+    dt = nbx.get_dtype(dtype)
+    a = rng.standard_normal((1, 3, 7, 8)) * 40
+    a = a - 60 if dt.kind == "int" else a  # all negative: padding read as 0 would win
+    a = (a if dt.is_floating_point else np.clip(a, -128 if dt.kind == "int" else 0, 255)).astype(dt.numpy)
+    if dt.is_floating_point:
+        a[0, 1, 3, 4] = np.nan
+    if dtype == "int8":
+        a[0, 2] = -128  # every window at the type's least value
+    out = F.max_pool2d(as_tensor(a, layout), 3, 2, 1, dilation)
+    ref, _ = ref_pool(a.astype(np.float64), (3, 3), (2, 2), (1, 1), (dilation, dilation), False, "max")
+    np.testing.assert_array_equal(out.numpy().astype(np.float64), ref)
+
+
 def test_max_pool_nan_wins(rng):
     a = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
     a[0, 0, 0, 1] = np.nan
@@ -222,3 +241,78 @@ def test_errors(call, message):
     x = to_nbx(np.zeros((1, 2, 4, 4), np.float32))
     with pytest.raises((RuntimeError, NotImplementedError), match=message):
         call(x)
+
+
+def test_division_magic():
+    """The multiply-shift divisions the tiled kernels split row indices with: exact for every divisor and
+    numerator below 2**31, the numerators near a multiple and at the ends."""
+    from nbxtensor.ops.pooling import division_magic
+    rng = np.random.default_rng(7)
+    divisors = [*range(1, 300), *(1 << k for k in range(31)), *((1 << k) + 1 for k in range(31)),
+                *rng.integers(2, 2 ** 31, 300).tolist(), 2 ** 31 - 1]
+    for d in divisors:
+        magic, shift = division_magic(d)
+        assert -2 ** 31 <= magic < 2 ** 31
+        numerators = {0, 1, d - 1, d, d + 1, 2 ** 31 - 1, (2 ** 31 - 1) // d * d, (2 ** 31 - 1) // d * d - 1}
+        for n in numerators | set(rng.integers(0, 2 ** 31, 20).tolist()):
+            if 0 <= n < 2 ** 31:
+                assert (n * (magic % 2 ** 32)) >> shift == n // d, (d, n)
+
+
+def strided(a):
+    """A tensor holding ``a`` whose rows are read with a stride of 2 (the odd columns of a wider array)."""
+    wide = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+    wide[..., 1::2] = a
+    return to_nbx(wide)[..., 1::2]
+
+
+# a pool's output rows not a multiple of a tile's columns (38, 4, 3 wide) nor its rows, channels-last
+# pixels of 3 channels (a thread takes a pixel's) and of 130 (past the widest tile: several column blocks),
+# a batch of 1, a strided input
+TILE_SHAPES = [(1, 3, 9, 75), (2, 5, 7, 8), (1, 130, 5, 6), (1, 2, 3, 5, 33)]
+
+
+@pytest.mark.parametrize("block", [64, 512])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+@pytest.mark.parametrize("shape", TILE_SHAPES)
+def test_pool_tiles(rng, set_kernel_facts, block, layout, shape):
+    """Programs of ``block`` output elements, so a launch takes many tiles, some partial."""
+    set_kernel_facts(elementwise_block=block)
+    a = rng.standard_normal(shape).astype(np.float32)
+    a.flat[::7] = a.flat[3]  # ties: the first is taken
+    x = strided(a) if layout == "strided" else as_tensor(a, layout)
+    nd = len(shape) - 2
+    k, s, p = (3,) * nd, (2,) * nd, (1,) * nd
+    values, indices = getattr(F, f"max_pool{nd}d")(x, k, s, p, 1, False, return_indices=True)
+    ref_values, ref_indices = ref_pool(a.astype(np.float64), k, s, p, (1,) * nd, False, "max")
+    np.testing.assert_array_equal(values.numpy(), ref_values.astype(np.float32))
+    np.testing.assert_array_equal(indices.numpy(), ref_indices)
+    np.testing.assert_array_equal(getattr(F, f"max_pool{nd}d")(x, k, s, p).numpy(), ref_values.astype(np.float32))
+    out = getattr(F, f"avg_pool{nd}d")(x, k, s, p, False, False)
+    ref, _ = ref_pool(a.astype(np.float64), k, s, p, (1,) * nd, False, "avg", False)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=0, atol=27 * EPS["float32"] * 4)
+    sizes = (2, 3, 7)[-nd:]
+    values, indices = getattr(F, f"adaptive_max_pool{nd}d")(x, sizes, return_indices=True)
+    ref_values, ref_indices = ref_adaptive(a.astype(np.float64), sizes, "max")
+    np.testing.assert_array_equal(values.numpy(), ref_values.astype(np.float32))
+    np.testing.assert_array_equal(indices.numpy(), ref_indices)
+    ref_avg, _ = ref_adaptive(a.astype(np.float64), sizes, "avg")  # at most 36 inputs summed in float32
+    np.testing.assert_allclose(getattr(F, f"adaptive_avg_pool{nd}d")(x, sizes).numpy(), ref_avg, rtol=0,
+                               atol=36 * EPS["float32"] * 4)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_pool_tiles_in_64_bits(rng, monkeypatch, set_kernel_facts, layout):
+    """The launches' 64-bit index form (asked for on a small input: one past 2**31 elements cannot be made
+    here) divides row indices by plain division: the same values as the 32-bit form's multiply-shift."""
+    from nbxtensor.ops import pooling
+    x = as_tensor(rng.standard_normal((2, 3, 9, 37)).astype(np.float32), layout)
+    def run():
+        return [t.numpy() for t in (*F.max_pool2d(x, 3, 2, 1, return_indices=True), F.max_pool2d(x, 3, 2, 1),
+                                    F.avg_pool2d(x, 3, 2, 1), *F.adaptive_max_pool2d(x, (4, 6), return_indices=True),
+                                    F.adaptive_avg_pool2d(x, (4, 6)))]
+    narrow = run()
+    monkeypatch.setattr(pooling, "needs_index_64", lambda *operands, **kwargs: True)
+    set_kernel_facts(elementwise_block=64)  # forgets the 32-bit plans
+    for got, want in zip(run(), narrow):
+        np.testing.assert_array_equal(got, want)

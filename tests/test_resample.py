@@ -8,7 +8,7 @@ import pytest
 import nbxtensor as nbx
 
 from .conftest import to_nbx
-from .test_pooling import channels_last
+from .test_pooling import channels_last, strided
 
 F = nbx.nn.functional
 EPS32 = 2.0 ** -23
@@ -159,3 +159,55 @@ def test_antialias_errors():
         F.interpolate(to_nbx(np.zeros((1, 2, 4), np.float32)), size=2, mode="linear", antialias=True)
     with pytest.raises(NotImplementedError, match="int32"):
         F.interpolate(x.to(nbx.int32), size=2, mode="bilinear", antialias=True)
+
+
+@pytest.mark.parametrize("block", [64, 512])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+@pytest.mark.parametrize("channels, size", [(3, (9, 37)), (130, (4, 3)), (2, (7, 70))])
+def test_resample_tiles(rng, set_kernel_facts, block, layout, channels, size):
+    """Programs of ``block`` output elements, so a launch takes many tiles, some partial: output rows of
+    37, 3 and 70 (not a multiple of a tile's columns), channels-last pixels of 3 channels (a thread takes a
+    pixel's) and of 130 (several column blocks), a batch of 1, a strided input. Nearest and bilinear
+    against the references; bicubic, trilinear and nearest-exact of bytes as the one-program launch."""
+    a = rng.standard_normal((1, channels, 5, 7)).astype(np.float32)
+    x = strided(a) if layout == "strided" else channels_last(a) if layout == "channels_last" else to_nbx(a)
+    x3 = to_nbx(np.stack([a, a[:, :, ::-1]], 2))  # (1, C, 2, 5, 7)
+    x3 = channels_last(x3.numpy()) if layout == "channels_last" else x3
+    u8 = to_nbx((np.abs(a) * 60).astype(np.uint8))
+    u8 = channels_last(u8.numpy()) if layout == "channels_last" else u8
+    whole = [F.interpolate(x, size=size, mode="bicubic", align_corners=False),
+             F.interpolate(x3, size=(3, *size), mode="trilinear", align_corners=True),
+             F.interpolate(u8, size=size, mode="nearest-exact")]
+    set_kernel_facts(elementwise_block=block)
+    out = F.interpolate(x, size=size, mode="nearest")
+    hi, wi = ref_nearest_index(5, size[0], None, False), ref_nearest_index(7, size[1], None, False)
+    np.testing.assert_array_equal(out.numpy(), a[:, :, hi][:, :, :, wi])
+    out = F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+    h0, h1, lh = ref_linear_weights(5, size[0], None, False)
+    w0, w1, lw = ref_linear_weights(7, size[1], None, False)
+    b = a.astype(np.float64)
+    rows = lambda h: b[:, :, h][:, :, :, w0] * (1 - lw) + b[:, :, h][:, :, :, w1] * lw  # noqa: E731
+    ref = rows(h0) * (1 - lh)[:, None] + rows(h1) * lh[:, None]
+    np.testing.assert_allclose(out.numpy(), ref, rtol=0, atol=8 * EPS32 * np.abs(b).max())
+    tiled = [F.interpolate(x, size=size, mode="bicubic", align_corners=False),
+             F.interpolate(x3, size=(3, *size), mode="trilinear", align_corners=True),
+             F.interpolate(u8, size=size, mode="nearest-exact")]
+    for one, many in zip(whole, tiled):  # each element's arithmetic does not depend on the tiling
+        np.testing.assert_array_equal(many.numpy(), one.numpy())
+        assert many.stride() == one.stride()
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_resample_tiles_in_64_bits(rng, monkeypatch, set_kernel_facts, layout):
+    """The launches' 64-bit index form (asked for on a small input) gives the 32-bit form's values."""
+    from nbxtensor.ops import resample
+    a = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    x = channels_last(a) if layout == "channels_last" else to_nbx(a)
+
+    def run():
+        return [F.interpolate(x, size=(9, 37), mode=mode).numpy() for mode in ("nearest", "bilinear", "bicubic")]
+    narrow = run()
+    monkeypatch.setattr(resample, "needs_index_64", lambda *operands, **kwargs: True)
+    set_kernel_facts(elementwise_block=64)  # forgets the 32-bit plans
+    for got, want in zip(run(), narrow):
+        np.testing.assert_array_equal(got, want)

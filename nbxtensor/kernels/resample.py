@@ -1,12 +1,13 @@
 """Resampling over (N, C, D, H, W) with torch's source-coordinate arithmetic, in float32: nearest
 (floor(o * scale)), nearest-exact (floor((o + 0.5) * scale)), linear in each dim that resamples, and
 bicubic (A = -0.75, taps clamped to the border) in H and W. ``scale_*`` is input/output (or 1/scale_factor,
-or (I-1)/(O-1) with align_corners) as the host computed it in float32. As in pool.py, a program takes
-BLOCK output elements in the output's memory order."""
+or (I-1)/(O-1) with align_corners) as the host computed it in float32. As in pool.py, a program of
+``resample`` takes tiles of the output in its memory order (``common.output_tile``); the antialiased
+kernel takes BLOCK output elements in that order."""
 import triton
 import triton.language as tl
 
-from .common import program_elements, spatial_coordinates
+from .common import output_tile, program_elements, spatial_coordinates, tile_pointers
 from .formats import decode, encode
 
 # MODE: the interpolation (the host passes the ``.value``)
@@ -65,17 +66,9 @@ def _cubic_weights(t):
 
 
 @triton.jit
-def _load(base, d, h, w, s_d, s_h, s_w, mask, SRC_FORMAT: tl.constexpr):
-    return decode(tl.load(base + d * s_d + h * s_h + w * s_w, mask=mask, other=0), SRC_FORMAT).to(tl.float32)
-
-
-@triton.jit
-def _cubic_row(row, w_a, w_b, w_c, w_e, t0, t1, t2, t3, s_w, mask, SRC_FORMAT: tl.constexpr):
-    """Cubic interpolation along W of the row at ``row``: taps at w_a..w_e weighted t0..t3."""
-    return (_load(row, 0, 0, w_a, 0, 0, s_w, mask, SRC_FORMAT) * t0
-            + _load(row, 0, 0, w_b, 0, 0, s_w, mask, SRC_FORMAT) * t1
-            + _load(row, 0, 0, w_c, 0, 0, s_w, mask, SRC_FORMAT) * t2
-            + _load(row, 0, 0, w_e, 0, 0, s_w, mask, SRC_FORMAT) * t3)
+def _load(src, n, c, d, h, w, s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST: tl.constexpr, SRC_FORMAT: tl.constexpr):
+    return decode(tl.load(tile_pointers(src, n, c, d, h, w, s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST)),
+                  SRC_FORMAT).to(tl.float32)
 
 
 @triton.jit
@@ -84,24 +77,48 @@ def _clamped(i, size):
 
 
 @triton.jit
-def resample(src, dst, total, C, ID, IH, IW, OD, OH, OW,
-             s_n, s_c, s_d, s_h, s_w, o_n, o_c, o_d, o_h, o_w, scale_d, scale_h, scale_w,
+def _cubic_row(src, n, c, d, h, iw, IW, t0, t1, t2, t3, s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST: tl.constexpr,
+               SRC_FORMAT: tl.constexpr):
+    """Cubic interpolation along W of row ``h``: taps iw - 1 .. iw + 2, clamped to the row, weighted t0..t3."""
+    return (_load(src, n, c, d, h, _clamped(iw - 1, IW), s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST, SRC_FORMAT) * t0
+            + _load(src, n, c, d, h, _clamped(iw, IW), s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST, SRC_FORMAT) * t1
+            + _load(src, n, c, d, h, _clamped(iw + 1, IW), s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST, SRC_FORMAT) * t2
+            + _load(src, n, c, d, h, _clamped(iw + 2, IW), s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST, SRC_FORMAT) * t3)
+
+
+@triton.jit
+def resample(src, dst, lines, C, ID, IH, IW, OD, OH, OW, col_blocks, magic,
+             s_n, s_c, s_d, s_h, s_w, scale_d, scale_h, scale_w,
              MODE: tl.constexpr, ALIGN_CORNERS: tl.constexpr, RESAMPLE_D: tl.constexpr,
              RESAMPLE_H: tl.constexpr, RESAMPLE_W: tl.constexpr, CHANNELS_LAST: tl.constexpr,
              SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-             FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
+             FLOAT_TO_INT: tl.constexpr, EVEN_COLS: tl.constexpr, INDEX_64: tl.constexpr,
+             BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, COL_STEPS: tl.constexpr):
     """RESAMPLE_D/H/W: whether linear interpolation runs in that dim (a dim that does not resample reads
-    one tap). Nearest modes copy elements, so integer dtypes pass through them exactly."""
-    i = program_elements(BLOCK, INDEX_64)
-    mask = i < total
-    n, c, od, oh, ow = spatial_coordinates(i, C, OD, OH, OW, CHANNELS_LAST)
-    base = src + n * s_n + c * s_c
-    out = dst + n * o_n + c * o_c + od * o_d + oh * o_h + ow * o_w
+    one tap). Nearest modes copy elements, so integer dtypes pass through them exactly. A program takes
+    COL_STEPS tiles of ``common.output_tile`` side by side along the rows (``lines`` their count): each
+    dim's source taps and weights are worked out on its row or column vector, an element combines them."""
+    for step in tl.static_range(COL_STEPS):
+        n, c, od, oh, ow, out_offset, mask = output_tile(lines, C, OD, OH, OW, col_blocks, magic, step,
+                                                         CHANNELS_LAST, EVEN_COLS, INDEX_64, BLOCK_ROWS, BLOCK_COLS,
+                                                         COL_STEPS)
+        _resample_tile(src, dst + out_offset, mask, n, c, od, oh, ow, ID, IH, IW, s_n, s_c, s_d, s_h, s_w,
+                       scale_d, scale_h, scale_w, MODE, ALIGN_CORNERS, RESAMPLE_D, RESAMPLE_H, RESAMPLE_W,
+                       CHANNELS_LAST, SRC_FORMAT, DST_FORMAT, VIA_F32, FLOAT_TO_INT)
+
+
+@triton.jit
+def _resample_tile(src, out, mask, n, c, od, oh, ow, ID, IH, IW, s_n, s_c, s_d, s_h, s_w, scale_d, scale_h, scale_w,
+                   MODE: tl.constexpr, ALIGN_CORNERS: tl.constexpr, RESAMPLE_D: tl.constexpr,
+                   RESAMPLE_H: tl.constexpr, RESAMPLE_W: tl.constexpr, CHANNELS_LAST: tl.constexpr,
+                   SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                   FLOAT_TO_INT: tl.constexpr):
+    """One output tile of ``resample``, written at ``out``."""
     if MODE == MODE_NEAREST or MODE == MODE_NEAREST_EXACT:
         d = _nearest(od, scale_d, ID, MODE == MODE_NEAREST_EXACT)
         h = _nearest(oh, scale_h, IH, MODE == MODE_NEAREST_EXACT)
         w = _nearest(ow, scale_w, IW, MODE == MODE_NEAREST_EXACT)
-        tl.store(out, tl.load(base + d * s_d + h * s_h + w * s_w, mask=mask), mask=mask)
+        tl.store(out, tl.load(tile_pointers(src, n, c, d, h, w, s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST)), mask=mask)
     elif MODE == MODE_LINEAR:
         if RESAMPLE_W:
             w_a, w_b, lw = _linear_taps(ow, scale_w, IW, ALIGN_CORNERS)
@@ -111,16 +128,17 @@ def resample(src, dst, total, C, ID, IH, IW, OD, OH, OW,
             h_a, h_b, lh = _linear_taps(oh, scale_h, IH, ALIGN_CORNERS)
         else:
             h_a, h_b, lh = oh, oh, 0.0
-        value = _linear_plane(base, od, h_a, h_b, lh, w_a, w_b, lw, s_d, s_h, s_w, mask, RESAMPLE_H, RESAMPLE_W,
-                              SRC_FORMAT)
         if RESAMPLE_D:
             d_a, d_b, ld = _linear_taps(od, scale_d, ID, ALIGN_CORNERS)
-            value = _linear_plane(base, d_a, h_a, h_b, lh, w_a, w_b, lw, s_d, s_h, s_w, mask, RESAMPLE_H,
-                                  RESAMPLE_W, SRC_FORMAT)
-            far = _linear_plane(base, d_b, h_a, h_b, lh, w_a, w_b, lw, s_d, s_h, s_w, mask, RESAMPLE_H,
-                                RESAMPLE_W, SRC_FORMAT)
+            value = _linear_plane(src, n, c, d_a, h_a, h_b, lh, w_a, w_b, lw, s_n, s_c, s_d, s_h, s_w, RESAMPLE_H,
+                                  RESAMPLE_W, CHANNELS_LAST, SRC_FORMAT)
+            far = _linear_plane(src, n, c, d_b, h_a, h_b, lh, w_a, w_b, lw, s_n, s_c, s_d, s_h, s_w, RESAMPLE_H,
+                                RESAMPLE_W, CHANNELS_LAST, SRC_FORMAT)
             value = (1.0 - ld) * value + ld * far
-        tl.store(out, encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+        else:
+            value = _linear_plane(src, n, c, od, h_a, h_b, lh, w_a, w_b, lw, s_n, s_c, s_d, s_h, s_w, RESAMPLE_H,
+                                  RESAMPLE_W, CHANNELS_LAST, SRC_FORMAT)
+        tl.store(out, encode(value, out.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
     else:  # MODE_CUBIC
         real_w = _source(ow, scale_w, ALIGN_CORNERS, True)
         real_h = _source(oh, scale_h, ALIGN_CORNERS, True)
@@ -130,30 +148,30 @@ def resample(src, dst, total, C, ID, IH, IW, OD, OH, OW,
         ht0, ht1, ht2, ht3 = _cubic_weights(real_h - fh)
         iw = fw.to(tl.int32)
         ih = fh.to(tl.int32)
-        w_a, w_b, w_c, w_e = _clamped(iw - 1, IW), _clamped(iw, IW), _clamped(iw + 1, IW), _clamped(iw + 2, IW)
-        row = base + od * s_d
-        value = (_cubic_row(row + _clamped(ih - 1, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
-                            SRC_FORMAT) * ht0
-                 + _cubic_row(row + _clamped(ih, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
-                              SRC_FORMAT) * ht1
-                 + _cubic_row(row + _clamped(ih + 1, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
-                              SRC_FORMAT) * ht2
-                 + _cubic_row(row + _clamped(ih + 2, IH) * s_h, w_a, w_b, w_c, w_e, wt0, wt1, wt2, wt3, s_w, mask,
-                              SRC_FORMAT) * ht3)
-        tl.store(out, encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+        value = (_cubic_row(src, n, c, od, _clamped(ih - 1, IH), iw, IW, wt0, wt1, wt2, wt3, s_n, s_c, s_d, s_h, s_w,
+                            CHANNELS_LAST, SRC_FORMAT) * ht0
+                 + _cubic_row(src, n, c, od, _clamped(ih, IH), iw, IW, wt0, wt1, wt2, wt3, s_n, s_c, s_d, s_h, s_w,
+                              CHANNELS_LAST, SRC_FORMAT) * ht1
+                 + _cubic_row(src, n, c, od, _clamped(ih + 1, IH), iw, IW, wt0, wt1, wt2, wt3, s_n, s_c, s_d, s_h, s_w,
+                              CHANNELS_LAST, SRC_FORMAT) * ht2
+                 + _cubic_row(src, n, c, od, _clamped(ih + 2, IH), iw, IW, wt0, wt1, wt2, wt3, s_n, s_c, s_d, s_h, s_w,
+                              CHANNELS_LAST, SRC_FORMAT) * ht3)
+        tl.store(out, encode(value, out.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
 
 
 @triton.jit
-def _linear_plane(base, d, h_a, h_b, lh, w_a, w_b, lw, s_d, s_h, s_w, mask, RESAMPLE_H: tl.constexpr,
-                  RESAMPLE_W: tl.constexpr, SRC_FORMAT: tl.constexpr):
+def _linear_plane(src, n, c, d, h_a, h_b, lh, w_a, w_b, lw, s_n, s_c, s_d, s_h, s_w, RESAMPLE_H: tl.constexpr,
+                  RESAMPLE_W: tl.constexpr, CHANNELS_LAST: tl.constexpr, SRC_FORMAT: tl.constexpr):
     """Linear interpolation in H and W of one D plane, rows first as torch orders it."""
-    near = _load(base, d, h_a, w_a, s_d, s_h, s_w, mask, SRC_FORMAT)
+    near = _load(src, n, c, d, h_a, w_a, s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST, SRC_FORMAT)
     if RESAMPLE_W:
-        near = (1.0 - lw) * near + lw * _load(base, d, h_a, w_b, s_d, s_h, s_w, mask, SRC_FORMAT)
+        near = (1.0 - lw) * near + lw * _load(src, n, c, d, h_a, w_b, s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST,
+                                              SRC_FORMAT)
     if RESAMPLE_H:
-        far = _load(base, d, h_b, w_a, s_d, s_h, s_w, mask, SRC_FORMAT)
+        far = _load(src, n, c, d, h_b, w_a, s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST, SRC_FORMAT)
         if RESAMPLE_W:
-            far = (1.0 - lw) * far + lw * _load(base, d, h_b, w_b, s_d, s_h, s_w, mask, SRC_FORMAT)
+            far = (1.0 - lw) * far + lw * _load(src, n, c, d, h_b, w_b, s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST,
+                                                SRC_FORMAT)
         near = (1.0 - lh) * near + lh * far
     return near
 
@@ -214,7 +232,8 @@ def resample_aa(src, dst, total, C, IH, IW, OH, OW, s_n, s_c, s_h, s_w, o_n, o_c
         for b in range(0, MAX_W):
             ww = _aa_filter(((b + w0).to(tl.float32) - w_center + 0.5) * invscale_w, CUBIC) / w_total
             ok = row_ok & (b < w_count)
-            row += tl.where(ok, ww * _load(base, 0, a + h0, b + w0, 0, s_h, s_w, ok, SRC_FORMAT), 0.0)
+            x = decode(tl.load(base + (a + h0) * s_h + (b + w0) * s_w, mask=ok, other=0), SRC_FORMAT).to(tl.float32)
+            row += tl.where(ok, ww * x, 0.0)
         value += tl.where(row_ok, wh * row, 0.0)
     out = dst + n * o_n + c * o_c + oh * o_h + ow * o_w
     tl.store(out, encode(value, dst.dtype.element_ty, DST_FORMAT, VIA_F32, False), mask=mask)

@@ -9,9 +9,10 @@ import math
 
 from .. import shape as S
 from ..allocation import fresh_tensor_maker
+from ..device import multiprocessors
 from ..dtypes import get_dtype
 from ..kernels import pool as K
-from ..launch import cdiv
+from ..launch import cdiv, next_pow2
 from ..lowering import conversion_flags, load_format, needs_index_64
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
@@ -126,11 +127,87 @@ def _out_shape(x, g: _Geometry, spatial_out) -> tuple:
     return (*tuple(x.shape)[:len(x.shape) - g.nd], *spatial_out)
 
 
+# the widest output tile: wider output rows (more channels, channels-last) take several column blocks
+_TILE_COLUMNS = 128
+_MIN_TILE_BLOCK = 256
+_PROGRAMS_PER_MULTIPROCESSOR = 2
+# a warp's threads; the most column steps a window's program takes along NCDHW rows
+_WARP = 32
+_WINDOW_COL_STEPS = 4
+# channels-last rows of fewer channels than this are no vector loads (Triton vectorises along a dim whose
+# stride it knows divides by 16): a thread takes all of a pixel's
+_VECTOR_CHANNELS = 16
+# the most loads a thread's unrolled window issues (taps times the elements it holds): a window's loops
+# are unrolled up to this, its loads all in flight at once (an adaptive window's longest extent, its taps
+# past the window's end masked or clamped); a wider window, or an interpreted block's many elements a
+# thread, keeps them loops (ptxas takes minutes over thousands of unrolled loads)
+_UNROLLED_LOADS = 512
+# a window program's warps
+_WARPS = 4
+
+
+def division_magic(d: int) -> tuple:
+    """(magic, shift) with n // d == (n * magic) >> shift for every 0 <= n < 2**31: magic is
+    ceil(2**(31 + l) / d), l = ceil(log2(d)), under 2**32; n * magic / 2**shift exceeds n / d by under
+    n / 2**31 / d < 1 / d, short of the next integer. Passed as the int32 of its bits (``kernels/common.divide``)."""
+    l = (d - 1).bit_length()
+    magic = -(-(1 << (31 + l)) // d)
+    return (magic - (1 << 32) if magic >= 1 << 31 else magic), 31 + l
+
+
+def tile_block(dev, total: int) -> int:
+    """Output elements a program of a tiled kernel takes: the facts' elementwise block, halved (to
+    ``_MIN_TILE_BLOCK`` at least) on a compiling device while ``total`` gives fewer than two programs a
+    multiprocessor, so that a small output still spreads over the device."""
+    facts = kernel_facts(dev)
+    block = facts["elementwise_block"]
+    if facts.get("interpreted"):
+        return block
+    while block > _MIN_TILE_BLOCK and cdiv(total, block) < _PROGRAMS_PER_MULTIPROCESSOR * multiprocessors(dev):
+        block //= 2
+    return block
+
+
+def output_tile_plan(block: int, n: int, c: int, spatial_out, channels_last: bool, col_steps: int = 1) -> tuple:
+    """(grid, the kernel's ``lines``, ``col_blocks`` and ``magic`` arguments, its BLOCK_ROWS, BLOCK_COLS,
+    COL_STEPS and EVEN_COLS) of a kernel taking ``kernels/common.output_tile``'s tiles, COL_STEPS side by
+    side, of about ``block`` elements a program over an (n, c, *spatial_out) output: rows by columns in
+    NCDHW order, pixels by channels in channels-last. A thread holds one column of several rows (it
+    shares their column's work), and shares its row's (pixel's) work among the columns it holds: up to
+    ``col_steps`` where a warp spans 32 columns of an NCDHW row wider than that (for a kernel whose rows
+    cost more than its columns), each of a pixel's channels where they are too few for vector loads
+    (channels-last, under 16), a vector of channels where they are (multiples of 16)."""
+    od, oh, ow = spatial_out
+    lines, across = (n * od * oh * ow, c) if channels_last else (n * c * od * oh, ow)
+    if channels_last and across < _VECTOR_CHANNELS:
+        columns, steps = 1, across
+    elif not channels_last and across > _WARP and col_steps > 1:
+        columns = _WARP
+        steps = min(range(col_steps, 0, -1), key=lambda s: cdiv(across, _WARP * s) * _WARP * s - across)
+    else:  # a power of two from a warp's width up, the fewest padded columns, the widest of equals
+        widest = min(next_pow2(across), _TILE_COLUMNS, block)
+        widths = [widest >> k for k in range(widest.bit_length()) if widest >> k >= min(_WARP, widest)]
+        columns, steps = min(widths, key=lambda width: (cdiv(across, width) * width, -width)), 1
+    rows = max(1, block // (columns * steps))
+    rows = 1 << (rows.bit_length() - 1)
+    col_blocks = cdiv(across, columns * steps)
+    magic = sum((division_magic(d) for d in ((ow, oh, od) if channels_last else (oh, od, c))), ())
+    return ((cdiv(lines, rows) * col_blocks,), lines, col_blocks, magic,
+            dict(BLOCK_ROWS=rows, BLOCK_COLS=columns, COL_STEPS=steps, EVEN_COLS=across % (columns * steps) == 0))
+
+
 _plans = PlanCache()
 
 
 def _run(x, key, make):
     return _plans.get((layout_key(x), *key), make)(x)
+
+
+def _least_value(dtype):
+    """Where a maximum of ``dtype`` elements starts: -inf, or the integer type's least value."""
+    if dtype.is_floating_point:
+        return float("-inf")
+    return 0 if dtype.kind == "uint" else -(1 << (dtype.bits - 1))
 
 
 def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), stride=(1, 1, 1), pad=(0, 0, 0),
@@ -147,26 +224,25 @@ def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), str
     compute = get_dtype("float64") if dtype.name == "float64" else (
         dtype if not dtype.is_floating_point else get_dtype("float32"))
     flags = conversion_flags(compute, dtype, dev)
-    facts = kernel_facts(dev)
-    # each element loops over its window: a compiled program takes few (registers), an interpreted one many
-    block = facts["elementwise_block"] if facts.get("interpreted") else min(256, facts["elementwise_block"])
+    block = tile_block(dev, total)
     channels_last = strides is not None
     if adaptive:  # the longest window of each dim: ceil(I/O) + 1 covers every [floor(o*I/O), ceil((o+1)*I/O))
         kernel = tuple(min(i, -(-i // o) + 1) for i, o in zip(g.spatial, out_spatial))
+    grid, lines, col_blocks, magic, tile = output_tile_plan(block, g.n, g.c, out_spatial, channels_last,
+                                                            _WINDOW_COL_STEPS)
     src_slot, out_slot = Slot("src"), Slot("out")
     launch = PlannedLaunch(
-        K.pool_window, (cdiv(total, block),),
-        [src_slot, out_slot, Slot("indices") if with_indices else out_slot, total, g.c, *g.spatial, *out_spatial,
-         *_planes(x.stride(), g),
-         *_planes(strides or S.contiguous_strides(out_shape), g), *stride, *pad, *dilation,
+        K.pool_window, grid,
+        [src_slot, out_slot, Slot("indices") if with_indices else out_slot, lines, g.c, *g.spatial, *out_spatial,
+         col_blocks, magic, *_planes(x.stride(), g), *stride, *pad, *dilation,
          1 if divisor is None else int(divisor)],
-        dict(KD=kernel[0], KH=kernel[1], KW=kernel[2], KIND=kind, ADAPTIVE=adaptive, COUNT_PAD=count_pad,
-             HAS_DIVISOR=divisor is not None, INTEGER=not dtype.is_floating_point,
+        dict(KD=kernel[0], KH=kernel[1], KW=kernel[2], KIND=kind, ADAPTIVE=adaptive,
+             CLAMPED=kind == K.KIND_MAX and dilation == (1, 1, 1),
+             UNROLL=math.prod(kernel) * block // (_WARP * _WARPS) <= _UNROLLED_LOADS, LOWEST=_least_value(dtype),
+             COUNT_PAD=count_pad, HAS_DIVISOR=divisor is not None, INTEGER=not dtype.is_floating_point,
              WITH_INDICES=with_indices, CHANNELS_LAST=channels_last, COMPUTE=compute.triton,
-             SRC_FORMAT=load_format(dtype),
-             DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-             INDEX_64=needs_index_64(x, count=total * 8), BLOCK=block,
-             num_warps=4))
+             SRC_FORMAT=load_format(dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
+             INDEX_64=needs_index_64(x, count=total * 8), **tile, num_warps=_WARPS))
 
     def execute(x):
         out = make_out()

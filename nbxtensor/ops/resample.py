@@ -19,6 +19,7 @@ from ..lowering import conversion_flags, load_format, needs_index_64
 from ..tensor import Tensor
 from .copy import copy_
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .pooling import output_tile_plan, tile_block
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
 from .samples import Samples, by_name, operand, sample
@@ -127,15 +128,16 @@ def _plan(x, nd, output_size, scales, mode, align_corners, op):
                  CHANNELS_LAST=strides is not None, SRC_FORMAT=load_format(dt), DST_FORMAT=flags["DST_FORMAT"],
                  VIA_F32=flags["VIA_F32"], INDEX_64=needs_index_64(x, count=total), BLOCK=block, num_warps=4))
     else:
+        grid, lines, col_blocks, magic, tile = output_tile_plan(tile_block(dev, total), out_shape[0], out_shape[1],
+                                                                spatial_out, strides is not None)
         launch = PlannedLaunch(
-        K.resample, (cdiv(total, block),),
-            [Slot("src"), Slot("out"), total, out_shape[1], *spatial_in, *spatial_out,
-             in_strides[0], in_strides[1], *(0,) * lift, *in_strides[2:],
-             out_strides[0], out_strides[1], *(0,) * lift, *out_strides[2:], *kernel_scales],
+            K.resample, grid,
+            [Slot("src"), Slot("out"), lines, out_shape[1], *spatial_in, *spatial_out, col_blocks, magic,
+             in_strides[0], in_strides[1], *(0,) * lift, *in_strides[2:], *kernel_scales],
             dict(MODE=kernel_mode, ALIGN_CORNERS=align_corners and not nearest, RESAMPLE_D=nd == 3,
                  RESAMPLE_H=nd >= 2, RESAMPLE_W=True, CHANNELS_LAST=strides is not None, SRC_FORMAT=load_format(dt),
                  DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=False,
-                 INDEX_64=needs_index_64(x, count=total), BLOCK=block, num_warps=4))
+                 INDEX_64=needs_index_64(x, count=total), **tile, num_warps=4))
 
     def execute(x):
         out = make_out()
