@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from .device import backend_for
+from .device import backend_for, multiprocessors
 from .storage import Storage
 
 _ALIGN_MASK = 15  # Triton specialises pointers on 16-byte alignment
@@ -148,6 +148,16 @@ def _log_for_compile_check(kernel, args, constexprs: dict) -> None:
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def spread_block(block: int, smallest: int, total: int, dev) -> int:
+    """Elements a program of ``total``: ``block``, halved (not under ``smallest``) while the launch would give
+    fewer than two programs a multiprocessor of ``dev``, so that a small tensor still spreads over the device
+    rather than leaving most of it idle while each thread works through many elements in turn."""
+    wanted = 2 * multiprocessors(dev)
+    while block > smallest and cdiv(total, block) < wanted:
+        block //= 2
+    return block
 
 
 def next_pow2(n: int) -> int:

@@ -473,9 +473,10 @@ def test_costly_bodies_keep_every_multiprocessor_busy_on_small_tensors(monkeypat
     """A costly body (gelu, erf) takes the heavy block only where every multiprocessor still gets two programs;
     a smaller tensor halves it down to MIN_HEAVY_BLOCK (64 x 3072 made 48 programs of 4096 for 132 SMs). Cheap
     bodies and the interpreter keep the plain block."""
+    from nbxtensor import launch
     from nbxtensor.device.facts import load as load_facts
     from nbxtensor.ops import pointwise
-    monkeypatch.setattr(pointwise, "multiprocessors", lambda dev: 132)
+    monkeypatch.setattr(launch, "multiprocessors", lambda dev: 132)
     hopper = load_facts("hopper")["kernels"]
     assert pointwise._block(hopper, True, 64 * 3072, None) == 512
     assert pointwise._block(hopper, True, 4096 * 4096, None) == hopper["elementwise_block_heavy"]

@@ -48,11 +48,11 @@ from .. import allocation as _allocation
 from .. import launch as _launch_module
 from .. import shape as S
 from ..allocation import allocate_tensor, new_tensor
-from ..device import backend_for, multiprocessors
+from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import pointwise as K
 from ..kernels.formats import FORMAT_NATIVE
-from ..launch import cdiv, issue, launch, launch_slots
+from ..launch import cdiv, issue, launch, launch_slots, spread_block
 from ..lowering import BITS_TYPE, conversion_flags, encode_scalar_wrapping, load_format, needs_index_64
 from ..promotion import can_cast, get_default_dtype, result_type
 from ..storage import Storage
@@ -607,16 +607,12 @@ MIN_HEAVY_BLOCK = 512
 
 
 def _block(kernel_facts: dict, heavy: bool, n: int, dev) -> int:
-    """Elements a program of ``n``: the facts' block, or for a costly body their heavy block, halved (not under
-    MIN_HEAVY_BLOCK) until every multiprocessor has two programs: on a small tensor the heavy block left most
-    of them idle (64 x 3072 made 48 programs for 132 SMs) while each thread ran 32 elements' bodies in turn.
-    The interpreter, which runs programs one after another, keeps its one block."""
+    """Elements a program of ``n``: the facts' block, or for a costly body their heavy block spread over the
+    device (``spread_block``, to MIN_HEAVY_BLOCK: 64 x 3072 made 48 programs of 4096 for 132 SMs). The
+    interpreter, which runs programs one after another, keeps its one block."""
     if not heavy or kernel_facts.get("interpreted"):
         return kernel_facts["elementwise_block"]
-    block, wanted = kernel_facts["elementwise_block_heavy"], 2 * multiprocessors(dev)
-    while block > MIN_HEAVY_BLOCK and cdiv(n, block) < wanted:
-        block //= 2
-    return block
+    return spread_block(kernel_facts["elementwise_block_heavy"], MIN_HEAVY_BLOCK, n, dev)
 _MAX_GRID_Y = 65535
 
 

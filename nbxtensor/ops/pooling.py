@@ -9,10 +9,9 @@ import math
 
 from .. import shape as S
 from ..allocation import fresh_tensor_maker
-from ..device import multiprocessors
 from ..dtypes import get_dtype
 from ..kernels import pool as K
-from ..launch import cdiv, next_pow2
+from ..launch import cdiv, next_pow2, spread_block
 from ..lowering import conversion_flags, load_format, needs_index_64
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
@@ -130,7 +129,6 @@ def _out_shape(x, g: _Geometry, spatial_out) -> tuple:
 # the widest output tile: wider output rows (more channels, channels-last) take several column blocks
 _TILE_COLUMNS = 128
 _MIN_TILE_BLOCK = 256
-_PROGRAMS_PER_MULTIPROCESSOR = 2
 # a warp's threads; the most column steps a window's program takes along NCDHW rows
 _WARP = 32
 _WINDOW_COL_STEPS = 4
@@ -160,12 +158,9 @@ def tile_block(dev, total: int) -> int:
     ``_MIN_TILE_BLOCK`` at least) on a compiling device while ``total`` gives fewer than two programs a
     multiprocessor, so that a small output still spreads over the device."""
     facts = kernel_facts(dev)
-    block = facts["elementwise_block"]
     if facts.get("interpreted"):
-        return block
-    while block > _MIN_TILE_BLOCK and cdiv(total, block) < _PROGRAMS_PER_MULTIPROCESSOR * multiprocessors(dev):
-        block //= 2
-    return block
+        return facts["elementwise_block"]
+    return spread_block(facts["elementwise_block"], _MIN_TILE_BLOCK, total, dev)
 
 
 def output_tile_plan(block: int, n: int, c: int, spatial_out, channels_last: bool, col_steps: int = 1) -> tuple:
