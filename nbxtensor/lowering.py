@@ -35,6 +35,16 @@ def needs_index_64(*operands, count: int = 0, reach: int = 0) -> bool:
     return False
 
 
+def division_magic(d: int) -> tuple:
+    """(magic, shift) with n // d == (n * magic) >> shift for every index 0 <= n < INT32_LIMIT: magic is
+    ceil(INT32_LIMIT * 2**l / d), l = ceil(log2(d)), under 2**32; n * magic / 2**shift exceeds n / d by under
+    n / INT32_LIMIT / d < 1 / d, short of the next integer. Passed as the int32 of its bits
+    (``kernels/common.divide``, a multiply and a shift in place of a division's twenty-odd instructions)."""
+    l = (d - 1).bit_length()
+    magic = -(-(INT32_LIMIT << l) // d)
+    return (magic - 2 * INT32_LIMIT if magic >= INT32_LIMIT else magic), INT32_LIMIT.bit_length() - 1 + l
+
+
 def padded_for_kernel(values, fill=1) -> tuple:
     """``values`` as a kernel's tuple argument, which holds at least one entry (``fill`` for an empty one)."""
     return tuple(values) if len(values) else (fill,)

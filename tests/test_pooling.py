@@ -246,7 +246,7 @@ def test_errors(call, message):
 def test_division_magic():
     """The multiply-shift divisions the tiled kernels split row indices with: exact for every divisor and
     numerator below 2**31, the numerators near a multiple and at the ends."""
-    from nbxtensor.ops.pooling import division_magic
+    from nbxtensor.lowering import division_magic
     rng = np.random.default_rng(7)
     divisors = [*range(1, 300), *(1 << k for k in range(31)), *((1 << k) + 1 for k in range(31)),
                 *rng.integers(2, 2 ** 31, 300).tolist(), 2 ** 31 - 1]

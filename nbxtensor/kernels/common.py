@@ -60,7 +60,7 @@ def spatial_coordinates(i, C, OD, OH, OW, CHANNELS_LAST: tl.constexpr):
 @triton.jit
 def divide(n, d, magic, shift, INDEX_64: tl.constexpr):
     """(n // d, n % d) of non-negative ``n``: in 32 bits by a multiply and a shift with the host's
-    ``magic``, ``shift`` (``ops.pooling.division_magic(d)``) in place of a division's twenty-odd instructions;
+    ``magic``, ``shift`` (``lowering.division_magic(d)``) in place of a division's twenty-odd instructions;
     by a division under INDEX_64."""
     if INDEX_64:
         q = n // d

@@ -12,7 +12,7 @@ from ..allocation import fresh_tensor_maker
 from ..dtypes import get_dtype
 from ..kernels import pool as K
 from ..launch import cdiv, next_pow2, spread_block
-from ..lowering import conversion_flags, load_format, needs_index_64
+from ..lowering import conversion_flags, division_magic, load_format, needs_index_64
 from ..tensor import Tensor
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .reductions import kernel_facts
@@ -142,15 +142,6 @@ _VECTOR_CHANNELS = 16
 _UNROLLED_LOADS = 512
 # a window program's warps
 _WARPS = 4
-
-
-def division_magic(d: int) -> tuple:
-    """(magic, shift) with n // d == (n * magic) >> shift for every 0 <= n < 2**31: magic is
-    ceil(2**(31 + l) / d), l = ceil(log2(d)), under 2**32; n * magic / 2**shift exceeds n / d by under
-    n / 2**31 / d < 1 / d, short of the next integer. Passed as the int32 of its bits (``kernels/common.divide``)."""
-    l = (d - 1).bit_length()
-    magic = -(-(1 << (31 + l)) // d)
-    return (magic - (1 << 32) if magic >= 1 << 31 else magic), 31 + l
 
 
 def tile_block(dev, total: int) -> int:
