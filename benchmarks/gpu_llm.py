@@ -24,6 +24,8 @@ from nbxtensor import llm
 import torch  # noqa: E402  (the reference; nbxtensor.llm never imports it)
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
+from timing import print_tuned  # noqa: E402
+
 LAYERS = int(os.environ.get("NBX_LLAMA_LAYERS", "22"))
 # datasheet bandwidths (bytes/s): H100 SXM HBM3, H200 HBM3e
 BANDWIDTH = 3.35e12 if "H100" in torch.cuda.get_device_name() else 4.8e12
@@ -167,6 +169,7 @@ def main() -> None:
     print("what | ours | transformers | note")
     for row in rows:
         print(" | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row))
+    print_tuned(("gemv|M=1|", "gemv_rms_norm|M=1|", "gemv_act_and_mul|M=1|"))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from nbxtensor.quant import QuantizedWeight
 
 import torch  # noqa: E402  (the reference)
 
-from timing import gpu_pair_ms, gpu_time_ms
+from timing import gpu_pair_ms, gpu_time_ms, print_tuned
 
 FLOOR_BANDWIDTH = 4.1e12  # the bandwidth for the int4 GEMV floor
 # (name, out_features, in_features) of Llama-2-7B and Llama-3-8B projections (q/k/v and gate/up joined)
@@ -310,6 +310,8 @@ def main() -> None:
     print(f"{nbx.cuda.get_device_name()}, torch {torch.__version__}, int4 inline PTX {'on' if inline_asm else 'off'}, "
           f"whole weight dequantized past {quant_ops.IN_LOOP_MAX_ROWS} rows", flush=True)
     kernels = timed_section("decode", kernel_rows)
+    if kernels:
+        print_tuned(("quantized_gemv", "gemv"))
     prefill = timed_section("prefill", prefill_rows)
     e2e = timed_section("e2e", end_to_end_rows)
     fp8_prefill = timed_section("fp8e2e", fp8_prefill_rows)

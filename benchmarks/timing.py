@@ -125,6 +125,16 @@ def host_pair_us(ours, theirs, *, reps: int = 200, rounds: int = 21) -> tuple[fl
     return _alternating(lambda fn: _per_call_us(fn, reps), ours, theirs, rounds)
 
 
+def print_tuned(prefixes: tuple) -> None:
+    """The setting each tuned launch key starting with one of ``prefixes`` took (which candidates won: split
+    K, pipelined K loops, swapped tiles), with its timed cost."""
+    import nbxtensor as nbx
+    for key, entry in sorted(nbx.tuning.entries().items()):
+        if key.startswith(prefixes) and entry.get("config"):
+            ms = entry.get("ms")
+            print(f"{key}: {entry['config']}" + (f" ({ms * 1e3:.1f} us)" if ms is not None else ""), flush=True)
+
+
 def kernel_table(title, work):
     """Print where the GPU time of one call of ``work`` goes, by kernel (CUPTI, through torch's profiler,
     sees our Triton launches and torch's alike). NBX_BENCH_KERNEL_TABLES=0 skips them: a process that never
