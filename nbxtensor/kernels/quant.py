@@ -186,7 +186,7 @@ def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_pe
     """out = x @ w.T + bias for M <= BLOCK_M <= 16 rows of ``x``: program (i, s) reads output columns
     [i * BLOCK_N, ...) of the weight's inputs in split s of K, so the weight is streamed once. With SPLIT,
     float32 partial sums go to ``partial`` (split, M, N) for ``gemv_combine`` (a fixed order, no atomics).
-    LOOP_STAGES as ``int4_gemv``'s."""
+    LOOP_STAGES as ``kernels/matmul.gemv``'s."""
     split, rm, rn, rk, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M, BLOCK_N,
                                                                               BLOCK_K, tl.float32, INDEX_64)
     if INTERPRETED:
@@ -605,9 +605,8 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split,
     """``quantized_gemv`` for int4 weights whose words each lie in one group (``_int4_step``); the group size
     is a constant of the compiled kernel (its group index then costs a shift or a multiply, not a division).
     SWAPPED (several rows, a K tile inside one group): the product is taken transposed, out.T = w @ x.T.
-    LOOP_STAGES (None: the compiler's default): the K loop pipelined into this many stages, every load of a
-    step in it (words, scales, zero points, rows) copied ahead into shared memory; by default only a dot's
-    operands are, and one row, which takes no dot, waits for each step's loads before its arithmetic."""
+    LOOP_STAGES as ``kernels/matmul.gemv``'s: pipelined, a step's words, scales, zero points and rows are all
+    copied ahead."""
     await_predecessors(PDL)
     # one row accumulates per word: [BLOCK_K // 8, BLOCK_N]
     split, rm, rn, lanes, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M,

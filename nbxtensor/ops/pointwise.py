@@ -613,6 +613,8 @@ def _block(kernel_facts: dict, heavy: bool, n: int, dev) -> int:
     if not heavy or kernel_facts.get("interpreted"):
         return kernel_facts["elementwise_block"]
     return spread_block(kernel_facts["elementwise_block_heavy"], MIN_HEAVY_BLOCK, n, dev)
+
+
 _MAX_GRID_Y = 65535
 
 

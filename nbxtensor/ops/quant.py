@@ -25,7 +25,8 @@ from ..quant import FP8_MAX, QuantizedWeight, quantize_fp8
 from ..tensor import Tensor
 from .matmul import _fold_rows
 from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M,
-                          _INTERPRETED_BLOCK_N, combine_launch, gemv_candidates, launch_settings)
+                          _INTERPRETED_BLOCK_N, _PIPELINED, _PIPELINED_DEEP, combine_launch, gemv_candidates,
+                          launch_settings)
 from .matmul_plans import GROUP_M, _dot_precision, _has_tma, _product_workspace, planned_product, product_keys
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, family_samples, nbytes, register, workspace_bytes
@@ -70,12 +71,11 @@ _GEMV_INT4_SHAPES = [(128, 128, 4, 4), (256, 64, 4, 4), (128, 256, 2, 4), (256, 
 # arithmetic and a program keeps one step's words in flight; pipelined, LOOP_STAGES - 1 steps' loads run under
 # the arithmetic (shared memory: about 10 KB a stage at 128 x 128), so fewer splits (or none: no second
 # launch combining partials) can keep the device's memory busy
-_PIPELINED = dict(LOOP_STAGES=3)
 _GEMV_INT4_ONE_ROW_PIPELINED = [(128, 128, 4, 4, _PIPELINED), (128, 128, 2, 4, _PIPELINED),
-                                (128, 128, 1, 4, dict(LOOP_STAGES=4)), (128, 256, 2, 4, _PIPELINED),
+                                (128, 128, 1, 4, _PIPELINED_DEEP), (128, 256, 2, 4, _PIPELINED),
                                 (128, 256, 1, 4, _PIPELINED), (256, 64, 4, 4, _PIPELINED),
                                 (64, 128, 4, 4, _PIPELINED), (64, 256, 1, 4, _PIPELINED),
-                                (256, 128, 2, 8, _PIPELINED), (128, 64, 4, 4, dict(LOOP_STAGES=4))]
+                                (256, 128, 2, 8, _PIPELINED), (128, 64, 4, 4, _PIPELINED_DEEP)]
 # (BLOCK_N, BLOCK_K, SPLITS, num_warps, {num_stages, SWAPPED}) of the int4 GEMV at 2-16 rows, timed first: K
 # tiles cut to lie inside one group, whose scales and zero points the kernel then reads as one row each,
 # prefetched two steps ahead (``kernels/quant.py``, the factored form); a BLOCK_N under the program's threads (64
