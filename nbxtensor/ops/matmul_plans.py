@@ -281,7 +281,7 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
                      num_stages=1, num_warps=1, GROUP_M=GROUP_M)]
     tiles = facts["tiles"]
     shared = facts.get("shared_memory_per_block_bytes")
-    seen, out = set(), []
+    out = []
     fma = dtype.name == "float32" and _dot_precision(dtype) == IEEE and not parts
     if parts:
         plain = _GEMM_PARTS_SHAPES + (_GEMM_PARTS_BATCH_SHAPES if batches > 1 else [])
@@ -314,13 +314,9 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
                       GROUP_M=GROUP_M, **{f: True for f in _TILE_FLAGS if flags.get(f)},
                       **{f: flags[f] for f in ("SPLITS", "PROGRAMS_PER_SM") if f in flags})
         staged = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * dtype.itemsize * config["num_stages"]
-        if shared and staged > shared:
-            continue
-        marker = tuple(sorted(config.items()))
-        if marker not in seen:
-            seen.add(marker)
+        if not shared or staged <= shared:
             out.append(config)
-    return out
+    return tuning.distinct_candidates(out)
 
 
 def _operand_flags(dtype, out_dtype, bias, dev, facts) -> dict:
