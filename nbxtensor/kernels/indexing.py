@@ -141,18 +141,30 @@ def advanced_accumulate(data, other, index, alpha, n, n_b, shape, data_strides, 
 
 
 @triton.jit
+def _index_lanes(index, n, shape, element_strides, indexed_strides, index_strides, dim_size, status,
+                 RANK: tl.constexpr, DIM: tl.constexpr, CODE: tl.constexpr, WRAP: tl.constexpr,
+                 INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
+    """A program's lanes over the index's shape, for gather and scatter along DIM: which lanes are valid,
+    each lane's offset in the tensor that has the index's shape, its offset in the indexed tensor with
+    DIM left out, the checked index there and the lanes that may use it."""
+    idx = program_elements(BLOCK, INDEX_64)
+    valid = idx < n
+    element_off = strided_offset(idx, shape, element_strides, RANK)
+    index_off = strided_offset(idx, shape, index_strides, RANK)
+    indexed_off = strided_offset(idx, shape, indexed_strides, RANK, DIM)
+    i, ok = _checked(tl.load(index + index_off, mask=valid, other=0), dim_size, valid, status, CODE, WRAP)
+    if not INDEX_64:
+        i = i.to(tl.int32)
+    return valid, element_off, indexed_off, i, ok
+
+
+@triton.jit
 def dim_gather(out, src, index, n, shape, out_strides, src_strides, index_strides, src_dim_size, status,
                RANK: tl.constexpr, DIM: tl.constexpr, CODE: tl.constexpr, WRAP: tl.constexpr,
                INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """``out[c] = src[c with c[DIM] replaced by index[c]]`` over the index's shape."""
-    idx = program_elements(BLOCK, INDEX_64)
-    valid = idx < n
-    out_off = strided_offset(idx, shape, out_strides, RANK)
-    index_off = strided_offset(idx, shape, index_strides, RANK)
-    src_off = strided_offset(idx, shape, src_strides, RANK, DIM)
-    i, ok = _checked(tl.load(index + index_off, mask=valid, other=0), src_dim_size, valid, status, CODE, WRAP)
-    if not INDEX_64:
-        i = i.to(tl.int32)
+    valid, out_off, src_off, i, ok = _index_lanes(index, n, shape, out_strides, src_strides, index_strides,
+                                                  src_dim_size, status, RANK, DIM, CODE, WRAP, INDEX_64, BLOCK)
     values = tl.load(src + src_off + i * src_strides[DIM], mask=ok)
     tl.store(out + out_off, values, mask=valid)
 
@@ -165,14 +177,8 @@ def dim_scatter(dst, src, index, constant_bits, n, shape, dst_strides, src_strid
                 INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """``dst[c with c[DIM] replaced by index[c]] = src[c]`` (or a constant) over the index's shape;
     which of several writes to one element lands is unspecified, as in ATen."""
-    idx = program_elements(BLOCK, INDEX_64)
-    valid = idx < n
-    src_off = strided_offset(idx, shape, src_strides, RANK)
-    index_off = strided_offset(idx, shape, index_strides, RANK)
-    dst_off = strided_offset(idx, shape, dst_strides, RANK, DIM)
-    i, ok = _checked(tl.load(index + index_off, mask=valid, other=0), dst_dim_size, valid, status, CODE, WRAP)
-    if not INDEX_64:
-        i = i.to(tl.int32)
+    valid, src_off, dst_off, i, ok = _index_lanes(index, n, shape, src_strides, dst_strides, index_strides,
+                                                  dst_dim_size, status, RANK, DIM, CODE, WRAP, INDEX_64, BLOCK)
     if CONSTANT:
         value = tl.full([BLOCK], constant_bits, tl.int64).to(CONSTANT_BITS_TYPE).to(dst.dtype.element_ty,
                                                                                      bitcast=True)
