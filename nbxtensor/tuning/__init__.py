@@ -52,13 +52,10 @@ def choose_timed(key: str, facts: dict, candidates, prepare) -> dict:
 def distinct_candidates(configs) -> list[dict]:
     """``configs`` in order without repeats: clamping to a small shape or a device's ceilings makes
     different table rows the same setting, which would be built and timed twice."""
-    seen, out = set(), []
+    firsts = {}
     for config in configs:
-        marker = tuple(sorted(config.items()))
-        if marker not in seen:
-            seen.add(marker)
-            out.append(config)
-    return out
+        firsts.setdefault(tuple(sorted(config.items())), config)
+    return list(firsts.values())
 
 
 def cache_path(device=None):
