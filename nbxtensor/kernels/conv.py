@@ -81,6 +81,16 @@ def _channel_epilogue(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, H
 
 
 @triton.jit
+def _store_positions(out, acc, nb, od, oh, ow, c, rows_ok, c_ok, o_sn, o_sc, o_sd, o_sh, o_sw,
+                     DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
+    """The float32 accumulator (output positions (nb, od, oh, ow) x channels ``c``) rounded once to the type
+    of ``out``'s elements and stored where ``rows_ok`` and ``c_ok`` hold."""
+    value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
+    tl.store(out + o_off[:, None] + c[None, :] * o_sc, value, mask=rows_ok[:, None] & c_ok[None, :])
+
+
+@triton.jit
 def _window_position(p, KH: tl.constexpr, KW: tl.constexpr):
     """(kd, kh, kw) of the kernel window's flat position ``p``."""
     return p // (KW * KH), (p // KW) % KH, p % KW
@@ -354,9 +364,7 @@ def conv_implicit_gemm(x, w, bias, out, partial, b_s, mean, var, norm_w, norm_b,
     else:
         acc = _channel_epilogue(acc, co, n_ok, bias, b_s, mean, var, norm_w, norm_b, eps, HAS_BIAS, BIAS_FORMAT,
                                 NORM, NORM_FORMAT, ACTIVATION, 0)
-        value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
-        o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
-        tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & n_ok[None, :])
+        _store_positions(out, acc, nb, od, oh, ow, co, m_ok, n_ok, o_sn, o_sc, o_sd, o_sh, o_sw, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
@@ -376,9 +384,8 @@ def conv_split_sum(partial, bias, out, b_s, mean, var, norm_w, norm_b, eps, M, C
     acc = _channel_epilogue(acc, co, co < COUT, bias, b_s, mean, var, norm_w, norm_b, eps, HAS_BIAS, BIAS_FORMAT,
                             NORM, NORM_FORMAT, ACTIVATION, 0)
     nb, od, oh, ow = _output_position(rm, OD, OH, OW)
-    value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
-    o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
-    tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=ok)
+    _store_positions(out, acc, nb, od, oh, ow, co, rm < M, co < COUT, o_sn, o_sc, o_sd, o_sh, o_sw, DST_FORMAT,
+                     VIA_F32)
 
 
 @triton.jit
@@ -436,9 +443,7 @@ def conv_direct(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, M, COUT, C
                                TRANSPOSED, DECODE_BF16)
     acc = _channel_epilogue(acc, co, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, HAS_BIAS, BIAS_FORMAT, NORM,
                             NORM_FORMAT, ACTIVATION, 0)
-    value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
-    o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
-    tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & c_ok[None, :])
+    _store_positions(out, acc, nb, od, oh, ow, co, m_ok, c_ok, o_sn, o_sc, o_sd, o_sh, o_sw, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
@@ -728,9 +733,7 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
                                          DECODE_BF16, BF16)
         acc = _channel_epilogue(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, HAS_BIAS, BIAS_FORMAT,
                                 NORM, NORM_FORMAT, ACTIVATION, 0)
-        value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
-        o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
-        tl.store(out + o_off[:, None] + c[None, :] * o_sc, value, mask=out_ok[:, None] & c_ok[None, :])
+        _store_positions(out, acc, nb, od, oh, ow, c, out_ok, c_ok, o_sn, o_sc, o_sd, o_sh, o_sw, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
