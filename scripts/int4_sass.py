@@ -109,7 +109,7 @@ def byte_record(rows: str, constexprs: dict, pointer, value) -> dict:
             "constexprs": dict(constexprs, WEIGHT=weight, SPLIT=True, SCALE_FORMAT=0, HAS_G_IDX=False,
                                GROUPS_IN_TILE=constexprs["BLOCK_K"] // 128 if block else 1, DOT={"dtype": rows}, PRECISION="ieee", DECODE_BF16=False,
                                HAS_BIAS=False, BIAS_FORMAT=0, DST_FORMAT=0, VIA_F32=True, INDEX_64=False,
-                               INTERPRETED=False)}
+                               INTERPRETED=False, LOOP_STAGES=None)}
 
 
 def loop_body(sass: str) -> list[str]:
