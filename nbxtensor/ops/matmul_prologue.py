@@ -187,32 +187,10 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
         NW_FORMAT=float_format(norm_weight.dtype) if rms else FORMAT_NATIVE.value, BIAS_FORMAT=flags["BIAS_FORMAT"],
         DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INTERPRETED=flags["INTERPRETED"],
         PDL=dependent_launch(dev))
-    block_m = 1 if m == 1 else GEMV_MAX_ROWS
-    if quantized:
-        main_for, candidates = _quantized_main(x, residual, norm_weight, weight, bias, eps, prologue_slots,
-                                               prologue_strides, prologue_constexprs, facts)
-        weight_tensors = weight_slots
-    else:
-        index_64 = needs_index_64(*(t for t in (x, residual, norm_weight, weight, bias) if t is not None))
-        # the weight as (K, N), bias and output (dense) strides
-        strides = [*prologue_strides, weight.stride(1), weight.stride(0), 0, bias_sn, n, 1]
-
-        def main_for(config):
-            k_per_split, splits = split_k(k, config)
-            return PlannedLaunch(
-                G.gemv_prologue, (cdiv(n, config["BLOCK_N"]), splits),
-                [*prologue_slots, Slot("w"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split,
-                 float(eps or 0.0), *strides],
-                dict(prologue_constexprs, BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
-                     STATS_BLOCK_K=max(config["BLOCK_K"], min(next_pow2(k), _STATS_ELEMENTS // block_m)),
-                     SPLIT=splits > 1, ACC=flags["ACC"], PRECISION=flags["PRECISION"],
-                     DECODE_BF16=flags["DECODE_BF16"], INDEX_64=index_64, **launch_settings(config))), splits
-
-        def candidates():
-            return gemv_candidates(facts, m, n, k)
-
-        def weight_tensors(weight):
-            return {"w": weight}
+    make_main = _quantized_main if quantized else _float_main
+    main_for, candidates = make_main(x, residual, norm_weight, weight, bias, eps, prologue_slots, prologue_strides,
+                                     prologue_constexprs, flags, facts)
+    weight_tensors = weight_slots if quantized else (lambda weight: {"w": weight})
 
     def launches_for(config):
         """``run(x, residual, norm_weight, weight, bias, out, res_out)`` for ``config``, its launches built once."""
@@ -247,8 +225,36 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
     return execute
 
 
+def _float_main(x, residual, norm_weight, weight, bias, eps, prologue_slots, prologue_strides, prologue_constexprs,
+                flags, facts):
+    """(``main_for(config) -> (launch, splits)``, the candidates) of ``gemv_prologue`` for 1 to ``GEMV_MAX_ROWS``
+    rows and a float ``weight``, over the GEMV's candidates."""
+    m = x.shape[0]
+    n, k = weight.shape
+    block_m = 1 if m == 1 else GEMV_MAX_ROWS
+    index_64 = needs_index_64(*(t for t in (x, residual, norm_weight, weight, bias) if t is not None))
+    # the weight as (K, N), bias and output (dense) strides
+    strides = [*prologue_strides, weight.stride(1), weight.stride(0), 0, bias.stride(0) if bias is not None else 0,
+               n, 1]
+
+    def main_for(config):
+        k_per_split, splits = split_k(k, config)
+        return PlannedLaunch(
+            G.gemv_prologue, (cdiv(n, config["BLOCK_N"]), splits),
+            [*prologue_slots, Slot("w"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split,
+             float(eps or 0.0), *strides],
+            dict(prologue_constexprs, BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
+                 STATS_BLOCK_K=max(config["BLOCK_K"], min(next_pow2(k), _STATS_ELEMENTS // block_m)),
+                 SPLIT=splits > 1, ACC=flags["ACC"], PRECISION=flags["PRECISION"], DECODE_BF16=flags["DECODE_BF16"],
+                 INDEX_64=index_64, **launch_settings(config))), splits
+
+    def candidates():
+        return gemv_candidates(facts, m, n, k)
+    return main_for, candidates
+
+
 def _quantized_main(x, residual, norm_weight, weight: QuantizedWeight, bias, eps, prologue_slots, prologue_strides,
-                    prologue_constexprs, facts):
+                    prologue_constexprs, flags, facts):
     """(``main_for(config) -> (launch, splits)``, the candidates) of ``quantized_gemv_prologue`` for one row
     and a quantized ``weight``: its weight arguments and constexprs as ``quantized_linear``'s one-row GEMV
     takes them (``int4_gemv``'s where the int4 words each lie in one group), over that GEMV's candidates."""
