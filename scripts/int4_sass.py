@@ -175,7 +175,8 @@ def main() -> int:
             continue
         launch = record(kernel, rows, constexprs, not args.portable)
         positional, named = compile_check._arguments(launch)
-        compiled = getattr(importlib.import_module(launch["module"]), kernel).warmup(*positional, grid=(1,), **named, launch_pdl=named.get("PDL") is True)
+        function = getattr(importlib.import_module(launch["module"]), kernel)
+        compiled = function.warmup(*positional, grid=(1,), **named, launch_pdl=named.get("PDL") is True)
         with tempfile.TemporaryDirectory() as folder:
             cubin = os.path.join(folder, "kernel.cubin")
             Path(cubin).write_bytes(compiled.asm["cubin"])

@@ -226,8 +226,8 @@ def quantized_gemv_prologue(x, res, res_out, norm_w, q, scales, zeros, g_idx, bi
     if INTERPRETED:
         k0 = 0
         while k0 < k_per_split:
-            acc = _quantized_prologue_step(acc, x, res, res_out, norm_w, q, scales, zeros, g_idx, rm, rn, rn_load, lanes,
-                                           rk, k_start + k0, row_mask, N, k_stop, K, inverse_rms, group_size,
+            acc = _quantized_prologue_step(acc, x, res, res_out, norm_w, q, scales, zeros, g_idx, rm, rn, rn_load,
+                                           lanes, rk, k_start + k0, row_mask, N, k_stop, K, inverse_rms, group_size,
                                            scale_block_n, x_sm, x_sk, res_sm, res_sk, nw_sk, q_sk, q_sn, s_sg, s_sn,
                                            z_sg, z_sn, PROLOGUE, HAS_RESIDUAL, ACT_MODE, BLOCK_K, WHOLE_WORDS, WEIGHT,
                                            SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, GROUP_SIZE, ONE_GROUP, INLINE_ASM,
@@ -235,8 +235,8 @@ def quantized_gemv_prologue(x, res, res_out, norm_w, q, scales, zeros, g_idx, bi
             k0 += BLOCK_K
     else:
         for k0 in tl.range(0, k_per_split, BLOCK_K, num_stages=LOOP_STAGES):
-            acc = _quantized_prologue_step(acc, x, res, res_out, norm_w, q, scales, zeros, g_idx, rm, rn, rn_load, lanes,
-                                           rk, k_start + k0, row_mask, N, k_stop, K, inverse_rms, group_size,
+            acc = _quantized_prologue_step(acc, x, res, res_out, norm_w, q, scales, zeros, g_idx, rm, rn, rn_load,
+                                           lanes, rk, k_start + k0, row_mask, N, k_stop, K, inverse_rms, group_size,
                                            scale_block_n, x_sm, x_sk, res_sm, res_sk, nw_sk, q_sk, q_sn, s_sg, s_sn,
                                            z_sg, z_sn, PROLOGUE, HAS_RESIDUAL, ACT_MODE, BLOCK_K, WHOLE_WORDS, WEIGHT,
                                            SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, GROUP_SIZE, ONE_GROUP, INLINE_ASM,

@@ -570,10 +570,11 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
     is arange(BLOCK_K // 8), the K tile's word rows. EVEN_K: every K tile lies below k_stop, so loads along
     K take no mask (vector loads of the rows).
 
-    One row: acc is [BLOCK_K // 8, BLOCK_N] (``_int4_row``). Several rows: the tile goes through ``tl.dot``; FACTORED (the K tile inside one group) multiplies
-    the tile's product by the scales rather than every weight, and with SWAPPED takes the weight tile as the
-    dot's wide first operand and the rows as its narrow second (acc is then [BLOCK_N, BLOCK_M]: on Hopper a
-    ``wgmma`` of BLOCK_N x 16). INLINE_ASM: the tile is built by inline PTX (``_int4_dot_tile``)."""
+    One row: acc is [BLOCK_K // 8, BLOCK_N] (``_int4_row``). Several rows: the tile goes through ``tl.dot``;
+    FACTORED (the K tile inside one group) multiplies the tile's product by the scales rather than every
+    weight, and with SWAPPED takes the weight tile as the dot's wide first operand and the rows as its narrow
+    second (acc is then [BLOCK_N, BLOCK_M]: on Hopper a ``wgmma`` of BLOCK_N x 16). INLINE_ASM: the tile is
+    built by inline PTX (``_int4_dot_tile``)."""
     # one row of 16-bit rows reads them a word row each even inside one group: [rows, BLOCK_N] loads in the
     # words' layout cost fewer instructions than one [BLOCK_N] load brought into it through shared memory
     # (float32 rows form their per-nibble offsets from the zero points once a group instead)

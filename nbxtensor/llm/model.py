@@ -342,8 +342,9 @@ class DecoderModel:
         head (of its rows from ``last`` on, where given). Decode batches of at most ``FOLD_MAX_ROWS`` rows (``last``
         None) fold each norm into the product after it and the gated activation into the down
         projection (``matmul_prologue``, float or quantized weights alike; q, k and v or gate and up weights
-        that stay a list, act-order or block-scaled ones, take their norm apart): a layer is [add + norm, qkv] -> rotary and append -> attention ->
-        [o] -> [add + norm, gate_up] -> [act, down], and the last layer's add + norm feeds the head."""
+        that stay a list, act-order or block-scaled ones, take their norm apart): a layer is [add + norm, qkv]
+        -> rotary and append -> attention -> [o] -> [add + norm, gate_up] -> [act, down], and the last layer's
+        add + norm feeds the head."""
         c = self.config
         hidden = (c.hidden_size,)
         fuse = last is None and x.shape[0] <= FOLD_MAX_ROWS
