@@ -108,11 +108,11 @@ def _assert_near(out, rows64, w64, steps64, dtype, b64=None):
 
 
 @pytest.fixture(params=["one split", "split K", "pipelined"])
-def setting(request, monkeypatch):
+def setting(request, monkeypatch, first_candidate):
     """The quantized one-row GEMV's first setting (the unfused product's: the same sums, so the same bits);
     K split three ways in tiles of 16 (every program still norms the whole row; the residual sum written
     once); or the first setting with its K loop pipelined (LOOP_STAGES: on a GPU each step's loads copied
-    ahead, the same sums)."""
+    ahead, the same sums). The first candidate on every device, where a GPU would time them all."""
     offered = matmul_prologue.decode_candidates
     if request.param == "split K":
         monkeypatch.setattr(matmul_prologue, "decode_candidates",
