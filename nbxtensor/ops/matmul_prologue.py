@@ -298,13 +298,21 @@ def _rms_rows(x, norm_weight, eps):
 
 
 def _linear_reference(rows, weight, bias):
+    if isinstance(weight, QuantizedWeight):
+        weight = weight.dequantize().astype(np.float64)
     return rows @ weight.T + (0 if bias is None else bias)
+
+
+def _quantized(format: str, n: int = 8, k: int = 16) -> QuantizedWeight:
+    """An (n, k) weight quantized in ``format`` on the host (not an operand: it is made here, on the CPU)."""
+    return QuantizedWeight.quantize(np.linspace(-1.0, 1.0, n * k, dtype=np.float32).reshape(n, k), format, group_size=8)
 
 
 def _rms_norm_linear_samples(op):
     return Samples((sample(operand(2, 8), operand(8), operand(4, 8), None, 1e-6),
                     sample(operand(1, 8, dtype="bfloat16"), operand(8, dtype="bfloat16"),
-                           operand(5, 8, dtype="bfloat16"), operand(5, dtype="bfloat16"))),
+                           operand(5, 8, dtype="bfloat16"), operand(5, dtype="bfloat16")),
+                    sample(operand(1, 16), operand(16), _quantized("int4"), operand(8), 1e-6)),
                    lambda x, norm_weight, weight, bias=None, eps=None: _linear_reference(
                        _rms_rows(x, norm_weight, eps), weight, bias))
 
@@ -317,14 +325,17 @@ def _add_rms_norm_linear_reference(x, residual, norm_weight, weight, bias=None, 
 def _add_rms_norm_linear_samples(op):
     return Samples((sample(operand(3, 8), operand(3, 8), operand(8), operand(5, 8), None, 1e-6),
                     sample(operand(2, 8, dtype="float16"), operand(2, 8, dtype="float16"), operand(8, dtype="float16"),
-                           operand(3, 8, dtype="float16"))),
+                           operand(3, 8, dtype="float16")),
+                    sample(operand(1, 16, dtype="float16"), operand(1, 16, dtype="float16"), operand(16, dtype="float16"),
+                           _quantized("int8"))),
                    _add_rms_norm_linear_reference)
 
 
 def _act_and_mul_linear_samples(op):
     return Samples((sample(operand(2, 8), operand(3, 4)),
                     sample(operand(3, 8, dtype="bfloat16"), operand(5, 4, dtype="bfloat16"),
-                           operand(5, dtype="bfloat16"), "gelu_tanh")),
+                           operand(5, dtype="bfloat16"), "gelu_tanh"),
+                    sample(operand(1, 32, dtype="bfloat16"), _quantized("fp8"))),
                    lambda x, weight, bias=None, activation="silu": _linear_reference(
                        _act_and_mul_reference(x, activation=activation), weight, bias))
 
