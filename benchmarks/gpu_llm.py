@@ -169,7 +169,8 @@ def main() -> None:
     print("what | ours | transformers | note")
     for row in rows:
         print(" | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row))
-    print_tuned(("gemv|M=1|", "gemv_rms_norm|M=1|", "gemv_act_and_mul|M=1|"))
+    print_tuned(("gemv|M=1|", "gemv_rms_norm|M=1|", "gemv_act_and_mul|M=1|", "quantized_gemv|M=1|",
+                 "quantized_gemv_rms_norm|M=1|", "quantized_gemv_act_and_mul|M=1|"))
 
 
 if __name__ == "__main__":

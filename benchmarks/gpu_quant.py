@@ -19,7 +19,9 @@ NBX_QUANT_SECTIONS (comma-separated, default decode,prefill,e2e,fp8e2e,fp8block)
 prints its seconds. NBX_INT4_INLINE_ASM=0 times int4 through the portable float32 tile forms instead of the
 inline PTX ones (``ops.quant.inline_nibbles``; the same bits), for a before/after in one session.
 NBX_QUANT_IN_LOOP_MAX_ROWS=N moves the rows past which 16-bit products dequantize the whole weight and run our
-GEMM on it (``ops.quant.IN_LOOP_MAX_ROWS``; 8192 times prefill's in-loop GEMM instead).
+GEMM on it (``ops.quant.IN_LOOP_MAX_ROWS``; 8192 times prefill's in-loop GEMM instead). NBX_QUANT_FOLD=0 runs
+the end-to-end decode steps with their norms and gated activations apart from the int4 products (``llm.model``'s
+``FOLD_MAX_ROWS`` 0), for the folds' before and after in one session.
 Prints a table last."""
 from __future__ import annotations
 
@@ -32,8 +34,9 @@ import numpy as np
 
 import nbxtensor as nbx
 from nbxtensor import launch, llm
+from nbxtensor.llm import model as llm_model
 from nbxtensor.nn import functional as F
-from nbxtensor.ops import quant as quant_ops
+from nbxtensor.ops import matmul_prologue, quant as quant_ops
 from nbxtensor.quant import QuantizedWeight
 
 import torch  # noqa: E402  (the reference)
@@ -305,15 +308,21 @@ def timed_section(name: str, run) -> list[tuple]:
 def main() -> None:
     inline_asm = os.environ.get("NBX_INT4_INLINE_ASM", "1") != "0"
     if not inline_asm:
-        quant_ops.inline_nibbles = lambda facts, dtype: False
+        # the quantized GEMVs and those with a norm or activation in their prologue (the e2e decode steps)
+        quant_ops.inline_nibbles = matmul_prologue.inline_nibbles = lambda facts, dtype: False
     quant_ops.IN_LOOP_MAX_ROWS = int(os.environ.get("NBX_QUANT_IN_LOOP_MAX_ROWS", quant_ops.IN_LOOP_MAX_ROWS))
+    if os.environ.get("NBX_QUANT_FOLD", "1") == "0":
+        llm_model.FOLD_MAX_ROWS = 0
     print(f"{nbx.cuda.get_device_name()}, torch {torch.__version__}, int4 inline PTX {'on' if inline_asm else 'off'}, "
-          f"whole weight dequantized past {quant_ops.IN_LOOP_MAX_ROWS} rows", flush=True)
+          f"whole weight dequantized past {quant_ops.IN_LOOP_MAX_ROWS} rows, decode folds up to "
+          f"{llm_model.FOLD_MAX_ROWS} row", flush=True)
     kernels = timed_section("decode", kernel_rows)
     if kernels:
         print_tuned(("quantized_gemv", "gemv"))
     prefill = timed_section("prefill", prefill_rows)
     e2e = timed_section("e2e", end_to_end_rows)
+    if e2e:  # one-row decode steps fold their norms and activations into the int4 products
+        print_tuned(("quantized_gemv_rms_norm|M=1|", "quantized_gemv_act_and_mul|M=1|"))
     fp8_prefill = timed_section("fp8e2e", fp8_prefill_rows)
     blocks = timed_section("fp8block", block_rows)
     table("decode rows (us)", "shape | torch bf16 | ours bf16 | int4 | int8 | fp8 | int4 vs our bf16 | int4 of floor",

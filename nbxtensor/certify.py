@@ -132,15 +132,27 @@ def _prologue_cases(kernel: str, extents, dtypes, flags, device) -> list[Case]:
     the normed value's roundings to the dtype, the norm's own float32 roundings (its K squares). And
     ``gemv_act_and_mul``: act(gate) * up of the key's activation; its bound adds the activation's value
     rounded to the dtype before and after the product with up, and float32's few ulps in exp or tanh (of
-    the gate's size: 1 + tanh cancels)."""
+    the gate's size: 1 + tanh cancels). The ``quantized_`` kernels: the same of a weight rounded to nearest
+    in the key's format, as ``_quantized_cases`` makes and bounds it."""
     from .ops.matmul_prologue import act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
+    from .quant import QuantizedWeight
+    quantized = kernel.startswith("quantized_")
+    if quantized and flags.get("g_idx") == "1":
+        return []  # act-order weights come only from GPTQ checkpoints: no rounding here makes one
     rng = np.random.default_rng(0)
     name, _ = dtypes
     m, n, k = extents["M"], extents["N"], extents["K"]
     unit, accumulate = max(_UNIT_ROUNDOFF.get(name, 0.0), _UNIT_ROUNDOFF["float32"]), _UNIT_ROUNDOFF["float32"]
-    weight, w64 = _operand(rng, (n, k), name, device, transposed=False)
+    if quantized:
+        weight = QuantizedWeight.quantize(rng.standard_normal((n, k)).astype(np.float32) * 0.05, flags["format"],
+                                          group_size=min(128, k), device=device, dtype=name)
+        w64 = weight.dequantize().astype(np.float64)
+        dequantized = unit + accumulate
+    else:
+        weight, w64 = _operand(rng, (n, k), name, device, transposed=False)
+        dequantized = 0.0
     bias, b64 = _operand(rng, (n,), name, device, transposed=False)
-    if kernel == "gemv_rms_norm":
+    if kernel.endswith("gemv_rms_norm"):
         x, x64 = _operand(rng, (m, k), name, device, transposed=False)
         norm, norm64 = _operand(rng, (k,), name, device, transposed=False)
         eps = 1e-6
@@ -168,7 +180,7 @@ def _prologue_cases(kernel: str, extents, dtypes, flags, device) -> list[Case]:
             return act_and_mul_linear(x, weight, bias, activation)
     reference = rows @ w64.T + b64
     bound = (_gamma(k + 4, accumulate) * (np.abs(rows) @ np.abs(w64).T + np.abs(b64)) + row_error @ np.abs(w64).T
-             + _output_rounding(name) * np.abs(reference))
+             + dequantized * (np.abs(rows) @ np.abs(w64).T) + _output_rounding(name) * np.abs(reference))
     return [Case((m, n, k), run, reference, bound)]
 
 
@@ -533,6 +545,8 @@ CERTIFIERS: dict[str, Certifier] = {
     "gemv": Certifier(("M",), _product_cases),
     "gemv_rms_norm": Certifier(("M",), functools.partial(_prologue_cases, "gemv_rms_norm")),
     "gemv_act_and_mul": Certifier(("M",), functools.partial(_prologue_cases, "gemv_act_and_mul")),
+    "quantized_gemv_rms_norm": Certifier(("M",), functools.partial(_prologue_cases, "quantized_gemv_rms_norm")),
+    "quantized_gemv_act_and_mul": Certifier(("M",), functools.partial(_prologue_cases, "quantized_gemv_act_and_mul")),
     "attention": Certifier(("L",), _prefill_cases),
     "attention_decode": Certifier(("G",), _decode_cases),
     "quantized_gemm": Certifier(("M",), _quantized_cases),

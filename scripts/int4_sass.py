@@ -1,6 +1,7 @@
-"""SASS instructions per packed int4 word in the K loop of ``int4_gemv`` and ``int4_gemm``, and per 32-bit word
-of int8 or float8 bytes (4 weights) in ``quantized_gemv``'s, compiled for a GPU target on a machine without one
-(``compile_check.py``'s compile-only driver):
+"""SASS instructions per packed int4 word in the K loop of ``int4_gemv`` and ``int4_gemm`` (and of
+``quantized_gemv_prologue``, one row of int4 words behind an RMS norm, an add and RMS norm, or a gated
+activation), and per 32-bit word of int8 or float8 bytes (4 weights) in ``quantized_gemv``'s, compiled for a GPU
+target on a machine without one (``compile_check.py``'s compile-only driver):
 
     python3 scripts/int4_sass.py [--target 90] [--portable] [--dump DIR] [--only TEXT]
 
@@ -67,6 +68,15 @@ CASES.update({f"gemv {m} row{'s' * (m > 1)} {rows} {weight} {bn}x{bk} w{warps} p
               ("quantized_gemv", rows, dict(BLOCK_M=m, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, WEIGHT=weight,
                                             SCALES=scales))
               for weight, rows, m, bn, bk, warps, scales in _BYTE_SHAPES})
+# ``quantized_gemv_prologue`` at the one-row int4 shapes above: (rows' type, BLOCK_N, BLOCK_K, warps, stages)
+_PROLOGUE_SHAPES = [("bf16", 128, 128, 4, None), ("fp16", 128, 128, 4, None), ("bf16", 128, 128, 4, 3)]
+# prologue name: (PROLOGUE, HAS_RESIDUAL)
+_PROLOGUES = {"rms norm": (1, False), "add rms norm": (1, True), "act and mul": (2, False)}
+CASES.update({f"gemv 1 row {rows} {bn}x{bk} w{warps} one group{f' pipelined {stages}' if stages else ''} prologue "
+              f"{prologue}": ("quantized_gemv_prologue", rows,
+                              dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, ONE_GROUP=True, LOOP_STAGES=stages,
+                                   PROLOGUE=_PROLOGUES[prologue][0], HAS_RESIDUAL=_PROLOGUES[prologue][1]))
+              for rows, bn, bk, warps, stages in _PROLOGUE_SHAPES for prologue in _PROLOGUES})
 FORMATS = {"fp16": 0, "bf16": 1}  # SCALE_FORMAT as the host passes it on a GPU (``lowering.load_format``)
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
 _REGISTERS = re.compile(r"REG:(\d+)")
@@ -78,6 +88,8 @@ def record(kernel: str, rows: str, constexprs: dict, inline_asm: bool) -> dict:
     value = lambda v: {"value": v}  # noqa: E731
     if kernel == "quantized_gemv":
         return byte_record(rows, constexprs, pointer, value)
+    if kernel == "quantized_gemv_prologue":
+        return prologue_record(rows, constexprs, inline_asm, pointer, value)
     pointers = [pointer(rows), pointer("int32"), pointer(rows), pointer("uint8"), pointer(rows), pointer(rows)]
     strides = [value(4096), value(1)] * 4 + [value(1), value(4096), value(1)]
     if kernel == "int4_gemv":
@@ -109,7 +121,28 @@ def byte_record(rows: str, constexprs: dict, pointer, value) -> dict:
             "constexprs": dict(constexprs, WEIGHT=weight, SPLIT=True, SCALE_FORMAT=0, HAS_G_IDX=False,
                                GROUPS_IN_TILE=constexprs["BLOCK_K"] // 128 if block else 1, DOT={"dtype": rows}, PRECISION="ieee", DECODE_BF16=False,
                                HAS_BIAS=False, BIAS_FORMAT=0, DST_FORMAT=0, VIA_F32=True, INDEX_64=False,
-                               INTERPRETED=False)}
+                               INTERPRETED=False, LOOP_STAGES=None)}
+
+
+def prologue_record(rows: str, constexprs: dict, inline_asm: bool, pointer, value) -> dict:
+    """``record`` for ``quantized_gemv_prologue``: one row of 4096 inputs (x, residual, norm weight of the rows'
+    type) by int4 words in groups of 128, K split in four (as ``int4_gemv``'s records)."""
+    from nbxtensor.dtypes import get_dtype
+    from nbxtensor.lowering import float_format
+    from nbxtensor.ops.pointwise_table import _ACTIVATION_ROUNDING, _GATED_ACTIVATIONS
+    dtype = get_dtype({"bf16": "bfloat16", "fp16": "float16"}[rows])
+    args = [pointer(rows)] * 4 + [pointer("int32"), pointer(rows), pointer("uint8"), pointer("int32"), pointer(rows),
+                                  pointer(rows), pointer("fp32")]
+    args += [value(1), value(4096), value(4096), value(1024), value(1e-6), value(128), value(1)]
+    # x, residual (row, input), norm weight, words (K / 8, N), scales and zero points (group, N), bias, output
+    args += [value(v) for v in (4096, 1, 4096, 1, 1, 4096, 1, 4096, 1, 4096, 1, 1, 4096, 1)]
+    activation = _GATED_ACTIVATIONS["silu"] + 4 * _ACTIVATION_ROUNDING.get(dtype.name, 0)
+    return {"module": "nbxtensor.kernels.gemv_prologue", "kernel": "quantized_gemv_prologue", "args": args,
+            "constexprs": dict(constexprs, ACT_MODE=activation if constexprs["PROLOGUE"] == 2 else 0,
+                               STATS_BLOCK_K=4096, SPLIT=True, WHOLE_WORDS=True, WEIGHT=0, SCALE_FORMAT=FORMATS[rows],
+                               HAS_G_IDX=False, GROUPS_IN_TILE=1, GROUP_SIZE=128, INLINE_ASM=inline_asm, EVEN_K=True,
+                               HAS_BIAS=False, X_FORMAT=float_format(dtype), NW_FORMAT=float_format(dtype),
+                               BIAS_FORMAT=0, DST_FORMAT=0, VIA_F32=True, INDEX_64=False, INTERPRETED=False, PDL=True)}
 
 
 def loop_body(sass: str) -> list[str]:
@@ -136,13 +169,14 @@ def main() -> int:
     args = parser.parse_args()
     compile_check._worker_init(args.target)
     binaries = Path(__import__("triton").__file__).parent / "backends" / "nvidia" / "bin"
-    from nbxtensor.kernels import quant
+    import importlib
     for name, (kernel, rows, constexprs) in CASES.items():
         if args.only not in name:
             continue
         launch = record(kernel, rows, constexprs, not args.portable)
         positional, named = compile_check._arguments(launch)
-        compiled = getattr(quant, kernel).warmup(*positional, grid=(1,), **named, launch_pdl=named.get("PDL") is True)
+        function = getattr(importlib.import_module(launch["module"]), kernel)
+        compiled = function.warmup(*positional, grid=(1,), **named, launch_pdl=named.get("PDL") is True)
         with tempfile.TemporaryDirectory() as folder:
             cubin = os.path.join(folder, "kernel.cubin")
             Path(cubin).write_bytes(compiled.asm["cubin"])

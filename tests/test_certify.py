@@ -514,6 +514,50 @@ def test_prologue_keys_certify_refuse_a_wrong_candidate_and_serve_certified_only
         np.testing.assert_array_equal(call().numpy(), free)
 
 
+@pytest.mark.parametrize("op, dtype, form", [("add_rms_norm_linear", "bfloat16", "int4"),
+                                             ("rms_norm_linear", "float32", "int8"),
+                                             ("act_and_mul_linear", "float16", "fp8")])
+def test_quantized_prologue_keys_certify_refuse_a_wrong_candidate_and_serve_certified_only(op, dtype, form,
+                                                                                           monkeypatch):
+    """One row's norm or activation in a quantized GEMV's prologue: keys of their own, certified against a
+    weight rounded to nearest in the key's format (dequantized on the host); a planted candidate whose splits
+    stop a tile short of K is refused."""
+    from nbxtensor.ops import matmul_prologue
+    from nbxtensor.quant import QuantizedWeight
+    rng = np.random.default_rng(6)
+
+    def t(*shape):
+        return nbx.tensor(rng.standard_normal(shape).astype(np.float32), device="cpu").to(dtype)
+    x, residual, norm, gate_up = t(1, 64), t(1, 64), t(64), t(1, 128)
+    weight = QuantizedWeight.quantize(rng.standard_normal((24, 64)).astype(np.float32) * 0.05, form, group_size=64,
+                                      device="cpu", dtype=dtype)
+    call = {"rms_norm_linear": lambda: matmul_prologue.rms_norm_linear(x, norm, weight),
+            "add_rms_norm_linear": lambda: matmul_prologue.add_rms_norm_linear(x, residual, norm, weight)[0],
+            "act_and_mul_linear": lambda: matmul_prologue.act_and_mul_linear(gate_up, weight)}[op]
+    good = matmul_prologue.decode_candidates
+    monkeypatch.setattr(matmul_prologue, "decode_candidates",
+                        lambda *args: [dict(c, BLOCK_N=16, BLOCK_K=16, SPLITS=2) for c in good(*args)] + good(*args))
+    real_split_k = matmul_prologue.split_k
+
+    def planted_split_k(k, config):  # a split's K range one tile short: its last tile is never read
+        k_per_split, splits = real_split_k(k, config)
+        return (k_per_split - 16, splits) if config["SPLITS"] == 2 else (k_per_split, splits)
+    monkeypatch.setattr(matmul_prologue, "split_k", planted_split_k)
+    with tuning.recording() as formed:
+        call()
+    (key,) = formed
+    assert key.startswith("quantized_gemv_") and f"|format={form}" in key
+    report = certify.certify_key(key, "cpu")
+    assert report["status"] == "certified" and report["op"] == op and report["config"]["SPLITS"] == 1
+    (refused,) = report["refused"]
+    assert refused["config"]["SPLITS"] == 2 and "outside the float64 reference's bound" in refused["reason"]
+    clear_all()
+    free = call().numpy()
+    clear_all()
+    with tuning.certified_only():
+        np.testing.assert_array_equal(call().numpy(), free)
+
+
 def test_the_census_of_a_1b_llm_over_its_buckets_is_quick():
     """TinyLlama-1.1B's shape: every prompt length up to its 2048 context, every batch size to 256."""
     import time

@@ -314,6 +314,40 @@ def test_the_prologue_products_compile_for_hopper_in_every_form(tmp_path):
 
 
 @cpu_kernels
+def test_the_quantized_prologue_products_compile_for_hopper_in_every_form(tmp_path):
+    """``quantized_gemv_prologue`` over each one-row path (int4 words whole, int4 act-order, int8, fp8), each
+    prologue and rows' dtype, K split; with dependent launch, each waiting before it touches memory."""
+    records = _record(tmp_path, """
+        import numpy as np
+        import nbxtensor as nbx
+        from nbxtensor.ops import matmul_prologue as P
+        from nbxtensor.quant import QuantizedWeight
+        from tests.test_quant import _random_int4
+        offered = P.decode_candidates
+        P.decode_candidates = lambda *args: [dict(offered(*args)[0], BLOCK_N=32, BLOCK_K=32, SPLITS=2)]
+        rng = np.random.default_rng(0)
+
+        def t(*shape, dtype):
+            return nbx.tensor(rng.standard_normal(shape).astype(np.float32)).to(dtype)
+        q, zeros, scales, g_idx = _random_int4(rng, 96, 40, 32, True)
+        weights = [QuantizedWeight.int4(q, scales, zeros, g_idx, group_size=32)] + [
+            QuantizedWeight.quantize(rng.standard_normal((40, 96)).astype(np.float32), form, group_size=32)
+            for form in ("int4", "int8", "fp8")]
+        for dtype in ("bfloat16", "float16", "float32"):
+            for weight in weights:
+                P.add_rms_norm_linear(t(1, 96, dtype=dtype), t(1, 96, dtype=dtype), t(96, dtype=dtype), weight, None,
+                                      1e-6)
+                P.act_and_mul_linear(t(1, 192, dtype=dtype), weight, t(40, dtype=dtype), activation="silu")
+    """)
+    kernels = {json.loads(line)["kernel"] for line in records.read_text().splitlines()}
+    assert {"quantized_gemv_prologue", "gemv_combine"} <= kernels
+    result = _check(records, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"compiled (\d+) of \1 specialisations for sm_90 \(\d+ with programmatic dependent launch\); "
+                     r"0 failed", result.stdout), result.stdout
+
+
+@cpu_kernels
 def test_a_kernel_compiled_with_dependent_launch_that_does_not_wait_first_is_reported(tmp_path):
     (tmp_path / "dependent_kernels.py").write_text(textwrap.dedent("""
         import nbxtensor  # settles Triton's mode first

@@ -116,7 +116,8 @@ def test_quantize_on_load_runs_every_format(float_checkpoint, format):
     assert len(llm.generate(PROMPT, max_new_tokens=3, temperature=0).tokens) == 3
 
 
-def test_a_gptq_checkpoint_with_act_order(tmp_path):
+def _gptq_act_order(directory) -> tuple:
+    """A GPTQ checkpoint with act-order (``g_idx``) in ``directory``/gptq, and the float32 weights it stands for."""
     rng = np.random.default_rng(3)
     tensors, dequantized = {}, {}
     for name, a in _float_weights(rng).items():
@@ -132,9 +133,53 @@ def test_a_gptq_checkpoint_with_act_order(tmp_path):
         tensors.update({prefix + ".qweight": _pack_gptq_qweight(q), prefix + ".qzeros": _pack_along_n(zeros - 1, range(8)),
                         prefix + ".scales": scales, prefix + ".g_idx": g_idx})
         dequantized[name] = _reference_int4(q, zeros, scales, g_idx).astype(np.float32)
-    gptq = _write(tmp_path / "gptq", tensors, {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True,
-                                               "sym": False})
+    gptq = _write(directory / "gptq", tensors, {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True,
+                                                "sym": False})
+    return gptq, dequantized
+
+
+def test_a_gptq_checkpoint_with_act_order(tmp_path):
+    gptq, dequantized = _gptq_act_order(tmp_path)
     assert _tokens(gptq, True) == _tokens(_write(tmp_path / "float", dequantized))
+
+
+@pytest.mark.parametrize("form", ["int4", "int8", "fp8", "gptq act-order"])
+def test_a_quantized_decode_step_folds_norms_and_activations_into_its_products(float_checkpoint, tmp_path, monkeypatch,
+                                                                               form):
+    """A one-row decode step over quantized weights computes each layer's add + norm in the qkv and gate_up
+    products and the gated activation in the down product, as over float weights: 3 launches a layer fewer
+    than the unfused step (and one for the float head). Act-order q, k, v (gate, up) weights stay apart
+    (``quant.join_rows``): their norms run alone, the activation still folds. Logits equal the unfused
+    step's to the float32 products' rounding; greedy tokens are the same."""
+    from nbxtensor.launch import capture
+    from nbxtensor.llm import model as model_module
+    directory, quantize = (_gptq_act_order(tmp_path)[0], None) if form == "gptq act-order" else (float_checkpoint, form)
+    model = load(directory, device=TEST_DEVICE, dtype="float32", quantize=quantize, replay=False)
+    decoder = model.model
+    cache = decoder.new_cache(64, block_size=4)
+    decoder.prefill(cache, 0, PROMPT)
+    inputs = {name: nbx.tensor(array, device=TEST_DEVICE)
+              for name, array in decoder.decode_inputs(cache, [0], [7]).items()}
+    steps = {}
+    for fold in (True, False):
+        if not fold:  # the norms and the activation launch alone
+            monkeypatch.setattr(model_module, "FOLD_MAX_ROWS", 0)
+        decoder.decode_from(cache, inputs)  # plans each op (a plan may launch a copy while it is made)
+        with capture() as recorded:
+            logits = decoder.decode_from(cache, inputs)
+        tokens = model.generate(PROMPT, max_new_tokens=NEW_TOKENS, temperature=0).tokens
+        steps[fold] = [launch[0].fn.__name__ for launch in recorded.launches], logits.numpy(), tokens
+    (folded, folded_logits, folded_tokens), (unfolded, unfolded_logits, unfolded_tokens) = steps[True], steps[False]
+    layers = decoder.config.num_layers
+    per_layer = 1 if form == "gptq act-order" else 3
+    assert isinstance(decoder.layers[0].qkv, list) == (form == "gptq act-order")
+    assert len(unfolded) - len(folded) == per_layer * layers + 1
+    assert folded.count("quantized_gemv_prologue") == per_layer * layers
+    assert folded.count("gemv_prologue") == 1  # the float head behind the final add + norm
+    # float32 products of 64 to 192 terms, and their inputs' roundings: a few units of 2^-24 each
+    np.testing.assert_allclose(folded_logits, unfolded_logits, rtol=1e-5, atol=1e-5)
+    assert (folded_logits.argmax(-1) == unfolded_logits.argmax(-1)).all()
+    assert folded_tokens == unfolded_tokens
 
 
 def test_unsupported_and_inconsistent_quantized_checkpoints_are_refused(float_checkpoint, tmp_path):
@@ -296,6 +341,15 @@ def test_nbx_generate_fp8_activations(fp8_checkpoint, float_checkpoint, capsys):
 def test_census_of_a_quantized_checkpoint_equals_the_shadow_run(float_checkpoint, tmp_path, format, option):
     directory = tmp_path / format
     write_quantized(float_checkpoint, directory, format, group_size=32)
+    counted = _census_and_shadow_run(directory, option)
+    assert any(key.startswith("fp8_gemm|") for key in counted) == bool(option)
+    # one-row decode steps fold their norms and activations into the quantized products
+    assert any(key.startswith("quantized_gemv_rms_norm|") for key in counted)
+
+
+def _census_and_shadow_run(directory, option=None):
+    """The census of a checkpoint's prefill of LONG_PROMPT and one-row decode steps, checked equal to the keys a
+    run forms."""
     model = load(directory, device=TEST_DEVICE, dtype="float32", fp8_activations=option)
     with census.shadow() as formed:
         model.generate(LONG_PROMPT, max_new_tokens=2, temperature=0)
@@ -307,7 +361,15 @@ def test_census_of_a_quantized_checkpoint_equals_the_shadow_run(float_checkpoint
     counted = engine_census(config, "float32", facts, prompts=[len(LONG_PROMPT)], batch_sizes=[1],
                             projections=projections)
     assert set(counted) == set(formed)
-    assert any(key.startswith("fp8_gemm|") for key in counted) == bool(option)
+    return counted
+
+
+def test_census_of_an_act_order_checkpoint_equals_the_shadow_run(tmp_path):
+    """Act-order q, k, v (gate, up) weights stay apart: their norms form no key, their products the quantized
+    GEMV's; the down product folds the activation."""
+    counted = _census_and_shadow_run(_gptq_act_order(tmp_path)[0])
+    assert not any(key.startswith("quantized_gemv_rms_norm|") for key in counted)
+    assert any(key.startswith("quantized_gemv_act_and_mul|") and "|g_idx=1" in key for key in counted)
 
 
 def test_cli_census_of_an_fp8_checkpoint_lists_fp8_gemm_keys(fp8_checkpoint, capsys):

@@ -6,7 +6,8 @@ output would be stored, so results match the unfused pair to the product's own r
 
 The weight streaming, splits and epilogue are ``gemv``'s (``kernels/matmul.py``); every program
 recomputes the row statistics over the whole of K (decode rows are a few thousand values, read from L2),
-so K may still be split over programs.
+so K may still be split over programs. ``quantized_gemv_prologue`` is the same for one row and a quantized
+weight, its weight tiles dequantized as ``kernels/quant.py``'s one-row GEMVs dequantize them.
 """
 import triton
 import triton.language as tl
@@ -16,6 +17,7 @@ from .dependent_launch import await_predecessors
 from .matmul import _gemv_program, _gemv_write, _operand
 from .pointwise_bodies import act_and_mul
 from .pointwise_codes import CAT_FLOAT32
+from .quant import _int4_row, _int4_words, _weight_tile
 
 PROLOGUE_RMS_NORM = tl.constexpr(1)
 PROLOGUE_ACT_AND_MUL = tl.constexpr(2)
@@ -153,3 +155,91 @@ def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, M, N, K, k_per
                                  DST_FORMAT, VIA_F32)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M,
                 SPLIT, HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def _quantized_prologue_step(acc, x, res, res_out, norm_w, q, scales, zeros, g_idx, rm, rn, rn_load, lanes, rk, k_base,
+                             row_mask, N, k_stop, K, inverse_rms, group_size, scale_block_n, x_sm, x_sk, res_sm, res_sk,
+                             nw_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, PROLOGUE: tl.constexpr,
+                             HAS_RESIDUAL: tl.constexpr, ACT_MODE: tl.constexpr, BLOCK_K: tl.constexpr,
+                             WHOLE_WORDS: tl.constexpr, WEIGHT: tl.constexpr, SCALE_FORMAT: tl.constexpr,
+                             HAS_G_IDX: tl.constexpr, GROUPS_IN_TILE: tl.constexpr, GROUP_SIZE: tl.constexpr,
+                             ONE_GROUP: tl.constexpr, INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr,
+                             X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr, ACT_FORMAT: tl.constexpr,
+                             ACT_VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
+    """One K step of one row: the prologue's inputs k_base + ``rk`` (rounded to the activation dtype), then
+    their products with the quantized weight's tile, as ``int4_gemv`` (WHOLE_WORDS) or ``quantized_gemv``
+    takes them at one row."""
+    tile = _prologue_tile(x, res, res_out, norm_w, rm, k_base + rk, row_mask, k_stop, K, inverse_rms, x_sm, x_sk,
+                          res_sm, res_sk, nw_sk, PROLOGUE, HAS_RESIDUAL, ACT_MODE, X_FORMAT, NW_FORMAT, ACT_FORMAT,
+                          ACT_VIA_F32)
+    row = tl.reshape(decode(tile, X_FORMAT).to(tl.float32), (BLOCK_K,))
+    if WHOLE_WORDS:
+        rw, words, low, high, scale, zero = _int4_words(q, scales, zeros, rn, N, k_base, lanes, k_stop, GROUP_SIZE,
+                                                        q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, SCALE_FORMAT, ONE_GROUP,
+                                                        x.dtype.element_ty != tl.float32, EVEN_K)
+        return _int4_row(acc, tl.reshape(row, (BLOCK_K // 8, 8)), words, low, high, zero, scale,
+                         x.dtype.element_ty == tl.float32, INLINE_ASM)
+    else:
+        kk = k_base + rk
+        w_tile = _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn_load, rn, N, kk < k_stop, k_stop, group_size,
+                              scale_block_n, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_K, WEIGHT, SCALE_FORMAT,
+                              HAS_G_IDX, GROUPS_IN_TILE, INTERPRETED)
+        return acc + row[:, None] * w_tile
+
+
+@triton.jit
+def quantized_gemv_prologue(x, res, res_out, norm_w, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_per_split,
+                            eps, group_size, scale_block_n, x_sm, x_sk, res_sm, res_sk, nw_sk, q_sk, q_sn, s_sg, s_sn,
+                            z_sg, z_sn, bias_sn, out_sm, out_sn, PROLOGUE: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                            ACT_MODE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                            STATS_BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, WHOLE_WORDS: tl.constexpr,
+                            WEIGHT: tl.constexpr, SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr,
+                            GROUPS_IN_TILE: tl.constexpr, GROUP_SIZE: tl.constexpr, ONE_GROUP: tl.constexpr,
+                            INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr,
+                            X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+                            DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
+                            INTERPRETED: tl.constexpr, PDL: tl.constexpr, LOOP_STAGES: tl.constexpr):
+    """``gemv_prologue`` for one row (M = 1) and a quantized (N, K) weight: WHOLE_WORDS, int4 whose words each lie
+    in one group, as ``int4_gemv`` reads it (the group size the constant GROUP_SIZE; ONE_GROUP, INLINE_ASM and
+    EVEN_K as there); else int4, int8 or float8 as ``quantized_gemv`` reads them (WEIGHT, ``group_size``,
+    GROUPS_IN_TILE, HAS_G_IDX as there). The PROLOGUE, the residual sum's one writer and LOOP_STAGES are
+    ``gemv_prologue``'s."""
+    await_predecessors(PDL)
+    # one row accumulates per word (int4 words) or per input: [BLOCK_K // 8 or BLOCK_K, BLOCK_N]
+    if WHOLE_WORDS:
+        LANES: tl.constexpr = BLOCK_K // 8
+    else:
+        LANES: tl.constexpr = BLOCK_K
+    split, rm, rn, lanes, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, 1, BLOCK_N,
+                                                                                 LANES, tl.float32, INDEX_64)
+    rk = tl.arange(0, BLOCK_K)
+    if INDEX_64:
+        rk = rk.to(tl.int64)
+    row_mask = rm < M
+    if PROLOGUE == PROLOGUE_RMS_NORM:
+        write = (tl.program_id(0) == 0) & (split == 0)
+        inverse_rms = _inverse_rms(x, res, res_out, rm, row_mask, K, eps, x_sm, x_sk, res_sm, res_sk, write, 1,
+                                   STATS_BLOCK_K, HAS_RESIDUAL, X_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
+    else:
+        inverse_rms = tl.zeros((1,), dtype=tl.float32)
+    if INTERPRETED:
+        k0 = 0
+        while k0 < k_per_split:
+            acc = _quantized_prologue_step(acc, x, res, res_out, norm_w, q, scales, zeros, g_idx, rm, rn, rn_load,
+                                           lanes, rk, k_start + k0, row_mask, N, k_stop, K, inverse_rms, group_size,
+                                           scale_block_n, x_sm, x_sk, res_sm, res_sk, nw_sk, q_sk, q_sn, s_sg, s_sn,
+                                           z_sg, z_sn, PROLOGUE, HAS_RESIDUAL, ACT_MODE, BLOCK_K, WHOLE_WORDS, WEIGHT,
+                                           SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, GROUP_SIZE, ONE_GROUP, INLINE_ASM,
+                                           EVEN_K, X_FORMAT, NW_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
+            k0 += BLOCK_K
+    else:
+        for k0 in tl.range(0, k_per_split, BLOCK_K, num_stages=LOOP_STAGES):
+            acc = _quantized_prologue_step(acc, x, res, res_out, norm_w, q, scales, zeros, g_idx, rm, rn, rn_load,
+                                           lanes, rk, k_start + k0, row_mask, N, k_stop, K, inverse_rms, group_size,
+                                           scale_block_n, x_sm, x_sk, res_sm, res_sk, nw_sk, q_sk, q_sn, s_sg, s_sn,
+                                           z_sg, z_sn, PROLOGUE, HAS_RESIDUAL, ACT_MODE, BLOCK_K, WHOLE_WORDS, WEIGHT,
+                                           SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, GROUP_SIZE, ONE_GROUP, INLINE_ASM,
+                                           EVEN_K, X_FORMAT, NW_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
+    _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, 1, SPLIT, HAS_BIAS,
+                False, BIAS_FORMAT, DST_FORMAT, VIA_F32)

@@ -501,20 +501,11 @@ def _rows_load(pointers, in_k, EVEN_K: tl.constexpr):
 
 
 @triton.jit
-def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes, k_stop, group_size,
-               x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-               SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, FACTORED: tl.constexpr, SWAPPED: tl.constexpr,
-               DOT: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, INLINE_ASM: tl.constexpr,
-               EVEN_K: tl.constexpr):
-    """acc plus the rows' products with the int4 weight's inputs k_base + 0.. (those below k_stop); ``lanes``
-    is arange(BLOCK_K // 8), the K tile's word rows. EVEN_K: every K tile lies below k_stop, so loads along
-    K take no mask (vector loads of the rows).
-
-    One row: acc is [BLOCK_K // 8, BLOCK_N]; each word's 8 products gather in registers and meet its scale
-    once. Several rows: the tile goes through ``tl.dot``; FACTORED (the K tile inside one group) multiplies
-    the tile's product by the scales rather than every weight, and with SWAPPED takes the weight tile as the
-    dot's wide first operand and the rows as its narrow second (acc is then [BLOCK_N, BLOCK_M]: on Hopper a
-    ``wgmma`` of BLOCK_N x 16). INLINE_ASM: the tile is built by inline PTX (``_int4_dot_tile``)."""
+def _int4_words(q, scales, zeros, rn, N, k_base, lanes, k_stop, group_size, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn,
+                SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, BY_ROW: tl.constexpr, EVEN_K: tl.constexpr):
+    """(rw, words, low, high, scale, zero) of the K tile at k_base: its word rows k_base // 8 + ``lanes``, their
+    [rows, BLOCK_N] words of columns ``rn`` (those below N), the words as ``_nibble_values`` takes them, and
+    their float32 scales and zero points (``_int4_groups``). EVEN_K: every K tile lies below k_stop."""
     rw = k_base // 8 + lanes
     if EVEN_K:
         rw_in = rw
@@ -524,47 +515,77 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
     words = tl.load(q + rw_in[:, None] * q_sk + rn[None, :] * q_sn, mask=(rn < N)[None, :], other=0)
     low = words | MANTISSA_BASE
     high = (words >> 12) | MANTISSA_BASE
+    scale, zero = _int4_groups(scales, zeros, rw_in, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
+                               SCALE_FORMAT, ONE_GROUP, BY_ROW)
+    return rw, words, low, high, scale, zero
+
+
+@triton.jit
+def _int4_row(acc, x_words, words, low, high, zero, scale, ROWS_F32: tl.constexpr, INLINE_ASM: tl.constexpr):
+    """acc ([rows, BLOCK_N]) plus one row's products with a K tile of int4 words (``_int4_words``): ``x_words``
+    the row's float32 inputs as [rows, 8] (input 8r + i is nibble i of word row r). Each word's 8 products
+    gather in registers and meet its scale once: float32 rows (ROWS_F32) as nibble - zero
+    (``_nibble_values``), 16-bit ones as 16 + nibble with (16 + zero) * sum x taken off once a word."""
+    x_words = tl.reshape(x_words, (x_words.shape[0], 2, 2, 2))
+    x_0123, x_4567 = tl.split(tl.permute(x_words, (0, 2, 3, 1)))
+    x_01, x_23 = tl.split(tl.permute(x_0123, (0, 2, 1)))
+    x_45, x_67 = tl.split(tl.permute(x_4567, (0, 2, 1)))
+    x_0, x_1 = tl.split(x_01)
+    x_2, x_3 = tl.split(x_23)
+    x_4, x_5 = tl.split(x_45)
+    x_6, x_7 = tl.split(x_67)
+    if ROWS_F32:
+        products = x_0[:, None] * _nibble_values(low, high, zero, 0)
+        products += x_1[:, None] * _nibble_values(low, high, zero, 1)
+        products += x_2[:, None] * _nibble_values(low, high, zero, 2)
+        products += x_3[:, None] * _nibble_values(low, high, zero, 3)
+        products += x_4[:, None] * _nibble_values(low, high, zero, 4)
+        products += x_5[:, None] * _nibble_values(low, high, zero, 5)
+        products += x_6[:, None] * _nibble_values(low, high, zero, 6)
+        products += x_7[:, None] * _nibble_values(low, high, zero, 7)
+    else:
+        # 16-bit rows: sum x_i (16 + nibble i), then take (16 + zero) * sum x_i off once a word
+        # (``_sixteen_plus_nibbles``)
+        v0, v1, v2, v3, v4, v5, v6, v7 = _sixteen_plus_nibbles(words, INLINE_ASM)
+        products = x_0[:, None] * v0
+        products += x_1[:, None] * v1
+        products += x_2[:, None] * v2
+        products += x_3[:, None] * v3
+        products += x_4[:, None] * v4
+        products += x_5[:, None] * v5
+        products += x_6[:, None] * v6
+        products += x_7[:, None] * v7
+        x_sum = ((x_0 + x_1) + (x_2 + x_3)) + ((x_4 + x_5) + (x_6 + x_7))
+        products -= (zero + SIXTEEN) * x_sum[:, None]
+    return acc + products * scale
+
+
+@triton.jit
+def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes, k_stop, group_size,
+               x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+               SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, FACTORED: tl.constexpr, SWAPPED: tl.constexpr,
+               DOT: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, INLINE_ASM: tl.constexpr,
+               EVEN_K: tl.constexpr):
+    """acc plus the rows' products with the int4 weight's inputs k_base + 0.. (those below k_stop); ``lanes``
+    is arange(BLOCK_K // 8), the K tile's word rows. EVEN_K: every K tile lies below k_stop, so loads along
+    K take no mask (vector loads of the rows).
+
+    One row: acc is [BLOCK_K // 8, BLOCK_N] (``_int4_row``). Several rows: the tile goes through ``tl.dot``;
+    FACTORED (the K tile inside one group) multiplies the tile's product by the scales rather than every
+    weight, and with SWAPPED takes the weight tile as the dot's wide first operand and the rows as its narrow
+    second (acc is then [BLOCK_N, BLOCK_M]: on Hopper a ``wgmma`` of BLOCK_N x 16). INLINE_ASM: the tile is
+    built by inline PTX (``_int4_dot_tile``)."""
     # one row of 16-bit rows reads them a word row each even inside one group: [rows, BLOCK_N] loads in the
     # words' layout cost fewer instructions than one [BLOCK_N] load brought into it through shared memory
     # (float32 rows form their per-nibble offsets from the zero points once a group instead)
-    scale, zero = _int4_groups(scales, zeros, rw_in, rn, N, k_base, k_stop, group_size, s_sg, s_sn, z_sg, z_sn,
-                               SCALE_FORMAT, ONE_GROUP, BLOCK_M == 1 and x.dtype.element_ty != tl.float32)
+    rw, words, low, high, scale, zero = _int4_words(q, scales, zeros, rn, N, k_base, lanes, k_stop, group_size, q_sk,
+                                                    q_sn, s_sg, s_sn, z_sg, z_sn, SCALE_FORMAT, ONE_GROUP,
+                                                    BLOCK_M == 1 and x.dtype.element_ty != tl.float32, EVEN_K)
     if BLOCK_M == 1:
-        # the K tile's inputs as [rows, 8] (one vector load a word row), split into the 8 nibbles' [rows]
+        # the K tile's inputs as [rows, 8] (one vector load a word row)
         kk = rw[:, None] * 8 + tl.arange(0, 8)[None, :]
         x_words = _operand(_rows_load(x + kk * x_sk, kk < k_stop, EVEN_K), DECODE_BF16).to(tl.float32)
-        x_words = tl.reshape(x_words, (x_words.shape[0], 2, 2, 2))
-        x_0123, x_4567 = tl.split(tl.permute(x_words, (0, 2, 3, 1)))
-        x_01, x_23 = tl.split(tl.permute(x_0123, (0, 2, 1)))
-        x_45, x_67 = tl.split(tl.permute(x_4567, (0, 2, 1)))
-        x_0, x_1 = tl.split(x_01)
-        x_2, x_3 = tl.split(x_23)
-        x_4, x_5 = tl.split(x_45)
-        x_6, x_7 = tl.split(x_67)
-        if x.dtype.element_ty == tl.float32:
-            products = x_0[:, None] * _nibble_values(low, high, zero, 0)
-            products += x_1[:, None] * _nibble_values(low, high, zero, 1)
-            products += x_2[:, None] * _nibble_values(low, high, zero, 2)
-            products += x_3[:, None] * _nibble_values(low, high, zero, 3)
-            products += x_4[:, None] * _nibble_values(low, high, zero, 4)
-            products += x_5[:, None] * _nibble_values(low, high, zero, 5)
-            products += x_6[:, None] * _nibble_values(low, high, zero, 6)
-            products += x_7[:, None] * _nibble_values(low, high, zero, 7)
-        else:
-            # 16-bit rows: sum x_i (16 + nibble i), then take (16 + zero) * sum x_i off once a word
-            # (``_sixteen_plus_nibbles``)
-            v0, v1, v2, v3, v4, v5, v6, v7 = _sixteen_plus_nibbles(words, INLINE_ASM)
-            products = x_0[:, None] * v0
-            products += x_1[:, None] * v1
-            products += x_2[:, None] * v2
-            products += x_3[:, None] * v3
-            products += x_4[:, None] * v4
-            products += x_5[:, None] * v5
-            products += x_6[:, None] * v6
-            products += x_7[:, None] * v7
-            x_sum = ((x_0 + x_1) + (x_2 + x_3)) + ((x_4 + x_5) + (x_6 + x_7))
-            products -= (zero + SIXTEEN) * x_sum[:, None]
-        return acc + products * scale
+        return _int4_row(acc, x_words, words, low, high, zero, scale, x.dtype.element_ty == tl.float32, INLINE_ASM)
     else:
         if INLINE_ASM and FACTORED:
             # the compiler pipelines the loads of the words and the rows (they feed the dot) but not the scales'

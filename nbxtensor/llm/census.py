@@ -5,8 +5,8 @@ class's facts alone (nothing loaded, allocated or launched).
 A step's operands are laid out as meta tensors the way ``model.py`` lays out the real ones (the joined
 projections' slices, the heads' permutes, the gathered keys of a chunk past the first) and handed to the
 key rules of the ops it calls (``linear``, or ``quantized_linear`` on meta ``QuantizedWeight``s laid out as a
-checkpoint's are (``Projections``), ``prefill_attention``, and for decode-sized batches the float products
-with a norm or an activation folded in; paged decode attention tunes nothing).
+checkpoint's are (``Projections``), ``prefill_attention``, and for one-row decode steps the products, float
+or quantized, with a norm or an activation folded in; paged decode attention tunes nothing).
 Every decoder layer forms the same keys, so a layer's keys count ``num_layers`` times.
 
 ``engine_census`` covers given prompt lengths and batch sizes, or, with ``context``, every prompt length up
@@ -145,32 +145,41 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
     """The keys of a decode step whose norms and gated activations fold into the products after them
     (``DecoderModel._layers``): each layer's qkv product behind its add + norm (the first layer's behind
     its norm alone), its o product, its gate_up product behind an add + norm, its down product behind the
-    activation, and the head behind the final add + norm. Quantized projections fold nothing: norms and
-    activations run apart (and form no key) before them; the float head still folds its norm."""
+    activation, and the head (float) behind the final add + norm. Quantized projections fold alike, but for
+    q, k and v (gate and up) weights that do not join: their norm runs apart (and forms no key) before their
+    products."""
     c = config
     counts: Counter = Counter()
+    joined = projections.joined or c.fused
 
-    def key(op, width, inputs, outputs, *between, bias=False, **options):
+    def key(op, width, inputs, outputs, *between, bias=False, form=projections, **options):
         """The keys of ``op`` on rows ``width`` wide, ``between`` them and its (outputs, inputs) weight."""
         counts.update(registry.get(op).key(facts, _meta((rows, width), dtype), *between,
-                                           _meta((outputs, inputs), dtype), _meta((outputs,), dtype) if bias else None,
-                                           **options))
+                                           form.weight(outputs, inputs, dtype),
+                                           _meta((outputs,), dtype) if bias else None, **options))
+
+    def apart(inputs, *outputs, bias=False):
+        for width in outputs:
+            counts.update(_linear(facts, rows, inputs, width, dtype, bias, projections))
     norm = _meta((c.hidden_size,), dtype)
     stream = _meta((rows, c.hidden_size), dtype)
-    qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim
+    q_rows, kv_rows = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
     for index in range(c.num_layers):
-        if projections.format is not None:
-            counts.update(_layer_products(c, facts, rows, dtype, projections))
-            continue
-        if index == 0:
-            key("rms_norm_linear", c.hidden_size, c.hidden_size, qkv_rows, norm, bias=c.attention_bias)
+        if not joined:
+            apart(c.hidden_size, q_rows, kv_rows, kv_rows, bias=c.attention_bias)
+        elif index == 0:
+            key("rms_norm_linear", c.hidden_size, c.hidden_size, q_rows + 2 * kv_rows, norm, bias=c.attention_bias)
         else:
-            key("add_rms_norm_linear", c.hidden_size, c.hidden_size, qkv_rows, stream, norm, bias=c.attention_bias)
-        counts.update(_linear(facts, rows, c.num_heads * c.head_dim, c.hidden_size, dtype, c.output_bias))
-        key("add_rms_norm_linear", c.hidden_size, c.hidden_size, 2 * c.intermediate_size, stream, norm)
+            key("add_rms_norm_linear", c.hidden_size, c.hidden_size, q_rows + 2 * kv_rows, stream, norm,
+                bias=c.attention_bias)
+        apart(q_rows, c.hidden_size, bias=c.output_bias)
+        if joined:
+            key("add_rms_norm_linear", c.hidden_size, c.hidden_size, 2 * c.intermediate_size, stream, norm)
+        else:
+            apart(c.hidden_size, c.intermediate_size, c.intermediate_size)
         key("act_and_mul_linear", 2 * c.intermediate_size, c.intermediate_size, c.hidden_size,
             activation=c.activation)
-    key("add_rms_norm_linear", c.hidden_size, c.hidden_size, c.vocab_size, stream, norm)
+    key("add_rms_norm_linear", c.hidden_size, c.hidden_size, c.vocab_size, stream, norm, form=FLOAT)
     return counts
 
 

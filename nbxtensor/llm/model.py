@@ -323,10 +323,11 @@ class DecoderModel:
     def _normed_product(self, x: Tensor, residual: Tensor | None, norm: Tensor, weight, bias=None,
                         fuse: bool = False):
         """(rms_norm(x + residual) times ``weight`` plus ``bias``, x + residual): the norm of the new residual
-        stream (of ``x`` alone where ``residual`` is None) feeding a projection. With ``fuse`` and a float
-        weight, one launch computes both (``rms_norm_linear``); otherwise the norm, then the product."""
+        stream (of ``x`` alone where ``residual`` is None) feeding a projection. With ``fuse`` and one weight,
+        float or quantized, one launch computes both (``rms_norm_linear``); otherwise (or for a list of
+        quantized weights that ``_joined`` could not join) the norm, then the product."""
         c = self.config
-        if fuse and isinstance(weight, Tensor):
+        if fuse and not isinstance(weight, list):
             if residual is None:
                 return rms_norm_linear(x, norm, weight, bias, c.rms_eps), x
             return add_rms_norm_linear(x, residual, norm, weight, bias, c.rms_eps)
@@ -340,8 +341,10 @@ class DecoderModel:
         """The logits of the residual stream ``x`` (rows, hidden) after every layer, the final norm and the
         head (of its rows from ``last`` on, where given). Decode batches of at most ``FOLD_MAX_ROWS`` rows (``last``
         None) fold each norm into the product after it and the gated activation into the down
-        projection (``matmul_prologue``): a layer is [add + norm, qkv] -> rotary and append -> attention ->
-        [o] -> [add + norm, gate_up] -> [act, down], and the last layer's add + norm feeds the head."""
+        projection (``matmul_prologue``, float or quantized weights alike; q, k and v or gate and up weights
+        that stay a list, act-order or block-scaled ones, take their norm apart): a layer is [add + norm, qkv]
+        -> rotary and append -> attention -> [o] -> [add + norm, gate_up] -> [act, down], and the last layer's
+        add + norm feeds the head."""
         c = self.config
         hidden = (c.hidden_size,)
         fuse = last is None and x.shape[0] <= FOLD_MAX_ROWS
@@ -356,7 +359,7 @@ class DecoderModel:
                 out = rms_norm(out, hidden, layer.post_norm, c.rms_eps)
             gate_up, residual = self._normed_product(out, residual, layer.pre_mlp_norm if c.sandwich else
                                                      layer.post_norm, layer.gate_up, fuse=fuse)
-            if fuse and isinstance(layer.down, Tensor):
+            if fuse:
                 branch = act_and_mul_linear(gate_up, layer.down, activation=c.activation)
             else:
                 branch = linear(F.act_and_mul(gate_up, activation=c.activation), layer.down, None, self.fp8_activations)

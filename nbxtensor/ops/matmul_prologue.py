@@ -5,7 +5,11 @@ output; ``act_and_mul_linear``: ``linear(act_and_mul(x), weight, bias)``. Each r
 their dtype before the product, as the unfused op stores them, so results match the unfused pair to the
 product's rounding. For decode rows only (1 to ``GEMV_MAX_ROWS``): more rows take the unfused ops, whose
 GEMM reads each input row many times. Tuned under launch keys of their own (``gemv_rms_norm``,
-``gemv_act_and_mul``) over the GEMV's candidates."""
+``gemv_act_and_mul``) over the GEMV's candidates.
+
+A ``QuantizedWeight`` (int4, int8, fp8) takes one row (``quantized_gemv_prologue``), its weight read as
+``quantized_linear``'s one-row GEMV reads it, under keys ``quantized_gemv_rms_norm`` and
+``quantized_gemv_act_and_mul`` (the quantized GEMV's key flags) over that GEMV's candidates."""
 from __future__ import annotations
 
 import functools
@@ -20,7 +24,8 @@ from ..dtypes import get_dtype
 from ..kernels import gemv_prologue as G
 from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, dependent_launch, next_pow2
-from ..lowering import float_format, needs_index_64
+from ..lowering import float_format, load_format, needs_index_64
+from ..quant import QuantizedWeight
 from ..shape import ShapeError
 from ..tensor import Tensor
 from .matmul_gemv import GEMV_MAX_ROWS, combine_launch, gemv_candidates, launch_settings, split_k
@@ -28,6 +33,8 @@ from .matmul_plans import _operand_flags, _product_workspace
 from .normalization import _rms_eps
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .pointwise_table import _ACTIVATION_ROUNDING, _GATED_ACTIVATIONS, _act_and_mul_reference
+from .quant import _WEIGHT_FORMATS, _groups_in_tile, _weight_strides, decode_candidates, inline_nibbles, weight_slots, \
+    whole_words
 from .registry import Cost, TensorMeta, nbytes, register
 
 # Decode steps of at most this many rows fold their norms and gated activations into the products after
@@ -50,12 +57,17 @@ def _check(op: str, x, weight, bias, gated: bool = False, residual=None, norm_we
                          f"{list(x.shape)}; more rows take the unfused ops")
     if gated and x.shape[1] % 2:
         raise ShapeError(f"{op}: the input's {x.shape[1]} features are not a gate and an up half")
+    quantized = isinstance(weight, QuantizedWeight)
+    if quantized and x.shape[0] != 1:
+        raise ShapeError(f"{op}: a quantized weight takes one row, got {x.shape[0]}; more rows take the unfused ops")
     k = x.shape[1] // 2 if gated else x.shape[1]
     if len(weight.shape) != 2 or weight.shape[1] != k or weight.shape[0] < 1:
         raise ShapeError(f"{op}: weight of shape {list(weight.shape)} does not take {k} input features "
                          f"(expected (out_features, {k}))")
     n = weight.shape[0]
-    for name, tensor, shape in (("weight", weight, None), ("bias", bias, (n,)), ("residual", residual, x.shape)):
+    # a quantized weight's dtype is the one it dequantizes to; products take rows of any float dtype
+    for name, tensor, shape in (("weight", None if quantized else weight, None), ("bias", bias, (n,)),
+                                ("residual", residual, x.shape)):
         if tensor is None:
             continue
         if tensor.dtype != x.dtype:
@@ -85,10 +97,12 @@ def _act_and_mul_linear_meta(a):
 
 
 def _cost(x, weight, bias, *extra, written=()):
-    """A GEMV's flops and bytes, the prologue's few flops an input element and what else it reads or
-    writes; its temporaries are the GEMV's split-K partials."""
+    """A GEMV's flops and bytes (a quantized weight's packed values, scales and zero points), the prologue's
+    few flops an input element and what else it reads or writes; its temporaries are the GEMV's split-K
+    partials."""
     (m, width), (n, k) = x.shape, weight.shape
-    read = nbytes(x) + nbytes(weight) + sum(nbytes(t) for t in (bias, *extra) if t is not None)
+    weight_bytes = weight.nbytes if isinstance(weight, QuantizedWeight) else nbytes(weight)
+    read = nbytes(x) + weight_bytes + sum(nbytes(t) for t in (bias, *extra) if t is not None)
     return Cost(flops=2 * m * n * k + 8 * m * width, bytes_read=read,
                 bytes_written=m * n * x.dtype.itemsize + sum(nbytes(t) for t in written),
                 workspace=_product_workspace(x.dtype, 1, m, k, n))
@@ -108,10 +122,15 @@ def _act_and_mul_linear_cost(a):
 
 def _launch_key(facts: dict, x, weight, residual: bool = False, activation: str | None = None) -> str:
     """The launch key of a prologue GEMV of ``x``'s rows by ``weight`` (out_features, K): with an
-    ``activation``, act_and_mul's; else the RMS norm's, of x + residual where ``residual``."""
+    ``activation``, act_and_mul's; else the RMS norm's, of x + residual where ``residual``. A quantized
+    weight's keys are the quantized GEMV's (its scales' dtype, format and act-order) under their own kernel."""
     (m, _), (n, k) = x.shape, weight.shape
     kernel, flags = ("gemv_act_and_mul", {"activation": activation}) if activation else \
         ("gemv_rms_norm", {"residual": residual})
+    if isinstance(weight, QuantizedWeight):
+        return tuning.launch_key("quantized_" + kernel, facts, rows={"M": m}, cols={"N": n, "K": k},
+                                 dtypes=(x.dtype, weight.scales.dtype),
+                                 flags=dict(flags, format=weight.format, g_idx=weight.g_idx is not None))
     return tuning.launch_key(kernel, facts, rows={"M": m}, cols={"N": n, "K": k}, dtypes=(x.dtype, x.dtype),
                              flags=flags)
 
@@ -139,7 +158,8 @@ def _run(op: str, x, residual, norm_weight, weight, bias, eps, activation):
     if any(t.device != x.device for t in tensors):
         raise RuntimeError(f"{op}: expected all tensors on one device, got "
                            f"{sorted({str(t.device) for t in tensors})}")
-    key = (op, *(layout_key(t) for t in (x, residual, norm_weight, weight, bias)), eps, activation)
+    weight_layout = weight.layout_key if isinstance(weight, QuantizedWeight) else layout_key(weight)
+    key = (op, *(layout_key(t) for t in (x, residual, norm_weight)), weight_layout, layout_key(bias), eps, activation)
     return _prologue_plans.get(key, lambda: _plan(op, x, residual, norm_weight, weight, bias, eps, activation))(
         x, residual, norm_weight, weight, bias)
 
@@ -152,41 +172,36 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
     m = x.shape[0]
     n, k = weight.shape
     rms, has_residual, has_bias = norm_weight is not None, residual is not None, bias is not None
+    quantized = isinstance(weight, QuantizedWeight)
     launch_key = _launch_key(facts, x, weight, has_residual, activation)
     flags = _operand_flags(dtype, dtype, bias, dev, facts)
     act_mode = 0 if rms else _GATED_ACTIVATIONS[activation] + 4 * _ACTIVATION_ROUNDING.get(dtype.name, 0)
-    index_64 = needs_index_64(*(t for t in (x, residual, norm_weight, weight, bias) if t is not None))
     bias_sn = bias.stride(0) if has_bias else 0
-    # x, residual, norm weight, the weight as (K, N), bias and output (dense) strides
-    strides = [*x.stride(), *(residual.stride() if has_residual else (0, 0)), norm_weight.stride(0) if rms else 0,
-               weight.stride(1), weight.stride(0), 0, bias_sn, n, 1]
-    block_m = 1 if m == 1 else GEMV_MAX_ROWS
+    # the prologue's operands, alike for every weight: x, residual, the norm weight, and their strides
+    prologue_slots = [Slot("x"), Slot("res"), Slot("res_out"), Slot("norm_w")]
+    prologue_strides = [*x.stride(), *(residual.stride() if has_residual else (0, 0)),
+                        norm_weight.stride(0) if rms else 0]
+    prologue_constexprs = dict(
+        PROLOGUE=G.PROLOGUE_RMS_NORM.value if rms else G.PROLOGUE_ACT_AND_MUL.value, HAS_RESIDUAL=has_residual,
+        ACT_MODE=act_mode, HAS_BIAS=has_bias, X_FORMAT=float_format(dtype),
+        NW_FORMAT=float_format(norm_weight.dtype) if rms else FORMAT_NATIVE.value, BIAS_FORMAT=flags["BIAS_FORMAT"],
+        DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], INTERPRETED=flags["INTERPRETED"],
+        PDL=dependent_launch(dev))
+    make_main = _quantized_main if quantized else _float_main
+    main_for, candidates = make_main(x, residual, norm_weight, weight, bias, eps, prologue_slots, prologue_strides,
+                                     prologue_constexprs, flags, facts)
+    weight_tensors = weight_slots if quantized else (lambda weight: {"w": weight})
 
     def launches_for(config):
         """``run(x, residual, norm_weight, weight, bias, out, res_out)`` for ``config``, its launches built once."""
-        k_per_split, splits = split_k(k, config)
-        main = PlannedLaunch(
-            G.gemv_prologue, (cdiv(n, config["BLOCK_N"]), splits),
-            [Slot("x"), Slot("res"), Slot("res_out"), Slot("norm_w"), Slot("w"), Slot("bias"), Slot("out"),
-             Slot("partial"), m, n, k, k_per_split, float(eps or 0.0), *strides],
-            dict(PROLOGUE=G.PROLOGUE_RMS_NORM.value if rms else G.PROLOGUE_ACT_AND_MUL.value,
-                 HAS_RESIDUAL=has_residual, ACT_MODE=act_mode, BLOCK_M=block_m,
-                 BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
-                 STATS_BLOCK_K=max(config["BLOCK_K"], min(next_pow2(k), _STATS_ELEMENTS // block_m)),
-                 SPLIT=splits > 1, ACC=flags["ACC"],
-                 PRECISION=flags["PRECISION"], DECODE_BF16=flags["DECODE_BF16"], HAS_BIAS=has_bias,
-                 X_FORMAT=float_format(dtype),
-                 NW_FORMAT=float_format(norm_weight.dtype) if rms else FORMAT_NATIVE.value,
-                 BIAS_FORMAT=flags["BIAS_FORMAT"], DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
-                 INDEX_64=index_64, INTERPRETED=flags["INTERPRETED"], PDL=dependent_launch(dev),
-                 **launch_settings(config)))
+        main, splits = main_for(config)
         combine = combine_launch(config, splits, m, n, 1, 1, (0, bias_sn), (n, 1), has_bias, False, flags, dev)
 
         def run(x, residual, norm_weight, weight, bias, out, res_out):
             partial = scratch_tensor((splits, m, n), get_dtype("float32"), dev) if combine is not None else out
             tensors = {"x": x, "res": x if residual is None else residual,
                        "res_out": out if res_out is None else res_out,
-                       "norm_w": x if norm_weight is None else norm_weight, "w": weight,
+                       "norm_w": x if norm_weight is None else norm_weight, **weight_tensors(weight),
                        "bias": out if bias is None else bias, "out": out, "partial": partial}
             main(dev, tensors)
             if combine is not None:
@@ -195,7 +210,7 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
 
     timed_out = new_tensor((m, n), dtype, dev)
     timed_sum = new_tensor((m, k), dtype, dev) if has_residual else None
-    config = tuning.choose_timed(launch_key, facts, lambda: gemv_candidates(facts, m, n, k),
+    config = tuning.choose_timed(launch_key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), x, residual, norm_weight,
                                                                   weight, bias, timed_out, timed_sum))
     run = launches_for(config)
@@ -210,6 +225,71 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
     return execute
 
 
+def _float_main(x, residual, norm_weight, weight, bias, eps, prologue_slots, prologue_strides, prologue_constexprs,
+                flags, facts):
+    """(``main_for(config) -> (launch, splits)``, the candidates) of ``gemv_prologue`` for 1 to ``GEMV_MAX_ROWS``
+    rows and a float ``weight``, over the GEMV's candidates."""
+    m = x.shape[0]
+    n, k = weight.shape
+    block_m = 1 if m == 1 else GEMV_MAX_ROWS
+    index_64 = needs_index_64(*(t for t in (x, residual, norm_weight, weight, bias) if t is not None))
+    # the weight as (K, N), bias and output (dense) strides
+    strides = [*prologue_strides, weight.stride(1), weight.stride(0), 0, bias.stride(0) if bias is not None else 0,
+               n, 1]
+
+    def main_for(config):
+        k_per_split, splits = split_k(k, config)
+        return PlannedLaunch(
+            G.gemv_prologue, (cdiv(n, config["BLOCK_N"]), splits),
+            [*prologue_slots, Slot("w"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split,
+             float(eps or 0.0), *strides],
+            dict(prologue_constexprs, BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
+                 STATS_BLOCK_K=max(config["BLOCK_K"], min(next_pow2(k), _STATS_ELEMENTS // block_m)),
+                 SPLIT=splits > 1, ACC=flags["ACC"], PRECISION=flags["PRECISION"], DECODE_BF16=flags["DECODE_BF16"],
+                 INDEX_64=index_64, **launch_settings(config))), splits
+
+    def candidates():
+        return gemv_candidates(facts, m, n, k)
+    return main_for, candidates
+
+
+def _quantized_main(x, residual, norm_weight, weight: QuantizedWeight, bias, eps, prologue_slots, prologue_strides,
+                    prologue_constexprs, flags, facts):
+    """(``main_for(config) -> (launch, splits)``, the candidates) of ``quantized_gemv_prologue`` for one row
+    and a quantized ``weight``: its weight arguments and constexprs as ``quantized_linear``'s one-row GEMV
+    takes them (``int4_gemv``'s where the int4 words each lie in one group), over that GEMV's candidates."""
+    dtype = x.dtype
+    n, k = weight.shape
+    whole = whole_words(weight)
+    parts = (weight.qweight, weight.scales, weight.zeros, weight.g_idx)
+    index_64 = needs_index_64(*(t for t in (x, residual, norm_weight, bias, *parts) if t is not None))
+    q_sk, q_sn, z_sg, z_sn = _weight_strides(weight)
+    strides = [*prologue_strides, q_sk, q_sn, *weight.scales.stride(), z_sg, z_sn, bias.stride(0) if bias is not None
+               else 0, n, 1]
+    constexprs = dict(prologue_constexprs, WHOLE_WORDS=whole, WEIGHT=_WEIGHT_FORMATS[weight.format],
+                      SCALE_FORMAT=load_format(weight.scales.dtype), HAS_G_IDX=weight.g_idx is not None,
+                      GROUP_SIZE=weight.group_size if whole else 0, INLINE_ASM=inline_nibbles(facts, dtype.name),
+                      INDEX_64=index_64)
+
+    def main_for(config):
+        k_per_split, splits = split_k(k, config)
+        block_k = config["BLOCK_K"]
+        groups = _groups_in_tile(weight, k, block_k)
+        return PlannedLaunch(
+            G.quantized_gemv_prologue, (cdiv(n, config["BLOCK_N"]), splits),
+            [*prologue_slots, Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"),
+             Slot("partial"), 1, n, k, k_per_split, float(eps or 0.0), weight.group_size, weight.scale_block_n,
+             *strides],
+            dict(constexprs, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k,
+                 STATS_BLOCK_K=max(block_k, min(next_pow2(k), _STATS_ELEMENTS)), SPLIT=splits > 1,
+                 GROUPS_IN_TILE=groups, ONE_GROUP=groups == 1, EVEN_K=k % k_per_split == 0,
+                 **launch_settings(config))), splits
+
+    def candidates():
+        return decode_candidates(facts, 1, n, k, weight.format, weight.group_size, whole)
+    return main_for, candidates
+
+
 # ---- samples ---------------------------------------------------------------------------------------
 
 def _rms_rows(x, norm_weight, eps):
@@ -218,13 +298,21 @@ def _rms_rows(x, norm_weight, eps):
 
 
 def _linear_reference(rows, weight, bias):
+    if isinstance(weight, QuantizedWeight):
+        weight = weight.dequantize().astype(np.float64)
     return rows @ weight.T + (0 if bias is None else bias)
+
+
+def _quantized(format: str, n: int = 8, k: int = 16) -> QuantizedWeight:
+    """An (n, k) weight quantized in ``format`` on the host (not an operand: it is made here, on the CPU)."""
+    return QuantizedWeight.quantize(np.linspace(-1.0, 1.0, n * k, dtype=np.float32).reshape(n, k), format, group_size=8)
 
 
 def _rms_norm_linear_samples(op):
     return Samples((sample(operand(2, 8), operand(8), operand(4, 8), None, 1e-6),
                     sample(operand(1, 8, dtype="bfloat16"), operand(8, dtype="bfloat16"),
-                           operand(5, 8, dtype="bfloat16"), operand(5, dtype="bfloat16"))),
+                           operand(5, 8, dtype="bfloat16"), operand(5, dtype="bfloat16")),
+                    sample(operand(1, 16), operand(16), _quantized("int4"), operand(8), 1e-6)),
                    lambda x, norm_weight, weight, bias=None, eps=None: _linear_reference(
                        _rms_rows(x, norm_weight, eps), weight, bias))
 
@@ -237,14 +325,17 @@ def _add_rms_norm_linear_reference(x, residual, norm_weight, weight, bias=None, 
 def _add_rms_norm_linear_samples(op):
     return Samples((sample(operand(3, 8), operand(3, 8), operand(8), operand(5, 8), None, 1e-6),
                     sample(operand(2, 8, dtype="float16"), operand(2, 8, dtype="float16"), operand(8, dtype="float16"),
-                           operand(3, 8, dtype="float16"))),
+                           operand(3, 8, dtype="float16")),
+                    sample(operand(1, 16, dtype="float16"), operand(1, 16, dtype="float16"), operand(16, dtype="float16"),
+                           _quantized("int8"))),
                    _add_rms_norm_linear_reference)
 
 
 def _act_and_mul_linear_samples(op):
     return Samples((sample(operand(2, 8), operand(3, 4)),
                     sample(operand(3, 8, dtype="bfloat16"), operand(5, 4, dtype="bfloat16"),
-                           operand(5, dtype="bfloat16"), "gelu_tanh")),
+                           operand(5, dtype="bfloat16"), "gelu_tanh"),
+                    sample(operand(1, 32, dtype="bfloat16"), _quantized("fp8"))),
                    lambda x, weight, bias=None, activation="silu": _linear_reference(
                        _act_and_mul_reference(x, activation=activation), weight, bias))
 

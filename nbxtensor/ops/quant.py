@@ -386,6 +386,21 @@ def _weight_strides(weight: QuantizedWeight) -> tuple:
     return (q_sk, q_sn, *(weight.zeros.stride() if weight.zeros is not None else (0, 0)))
 
 
+def whole_words(weight: QuantizedWeight) -> bool:
+    """Whether ``weight`` is int4 whose words each lie in one group (no act-order, groups a multiple of 8):
+    ``int4_gemv`` and ``int4_gemm`` read it, its nibbles converted by their bits (``kernels/quant.py``)."""
+    return weight.format == "int4" and weight.g_idx is None and weight.group_size % 8 == 0
+
+
+def weight_slots(weight: QuantizedWeight) -> dict:
+    """``weight``'s parts as the kernels' slots q, scales, zeros and g_idx; the scales stand in for the parts
+    it lacks, pointers a constexpr leaves unread."""
+    placeholder = weight.scales
+    return {"q": weight.qweight, "scales": weight.scales,
+            "zeros": weight.zeros if weight.zeros is not None else placeholder,
+            "g_idx": weight.g_idx if weight.g_idx is not None else placeholder}
+
+
 def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     """``run(x, weight, bias, out)`` for (m, k) rows laid out as ``x`` and a weight laid out as ``weight``,
     with its tuned settings."""
@@ -409,17 +424,13 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
               z_sg, z_sn, bias.stride(0) if has_bias else 0, *out.stride()]
     decode = m <= GEMV_MAX_ROWS
     key = _launch_key(facts, x, weight, m)
-    # int4 whose words each lie in one group: nibbles converted by their bits (``kernels/quant.py``)
-    whole_words = weight.format == "int4" and not has_g_idx and weight.group_size % 8 == 0
+    whole = whole_words(weight)
     int4_common = common[2:]
     int4_flags = {name: value for name, value in flags.items() if name not in ("WEIGHT", "HAS_G_IDX")}
     int4_flags.update(INLINE_ASM=inline_nibbles(facts, x.dtype.name), GROUP_SIZE=weight.group_size)
 
     def tensors_of(x, weight, bias, out, partial=None):
-        placeholder = weight.scales  # for the pointers a constexpr leaves unread
-        return {"x": x, "q": weight.qweight, "scales": weight.scales,
-                "zeros": weight.zeros if weight.zeros is not None else placeholder,
-                "g_idx": weight.g_idx if has_g_idx else placeholder, "bias": bias if has_bias else out, "out": out,
+        return {"x": x, **weight_slots(weight), "bias": bias if has_bias else out, "out": out,
                 "partial": partial if partial is not None else out}
 
     def gemv_for(config):
@@ -428,7 +439,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
         splits = max(1, cdiv(k, k_per_split))
         shape = dict(BLOCK_M=1 if m == 1 else GEMV_MAX_ROWS, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k,
                      SPLIT=splits > 1, **launch_settings(config))
-        if whole_words:
+        if whole:
             main = PlannedLaunch(
                 K.int4_gemv, (cdiv(n, config["BLOCK_N"]), splits),
                 [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"), Slot("partial"),
@@ -458,7 +469,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
         block_k = _dot_block_k(config["BLOCK_K"], x.dtype.name, True)
         shape = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, GROUP_M=GROUP_M,
                      num_warps=config["num_warps"], num_stages=config["num_stages"])
-        if whole_words:
+        if whole:
             launch = PlannedLaunch(
                 K.int4_gemm, grid, [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"),
                                     m, n, k, *int4_common],
@@ -472,8 +483,8 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
         return lambda x, weight, bias, out: launch(dev, tensors_of(x, weight, bias, out))
 
     launches_for = gemv_for if decode else gemm_for
-    candidates = ((lambda: decode_candidates(facts, m, n, k, weight.format, weight.group_size, whole_words))
-                  if decode else (lambda: gemm_candidates(facts, m, n, k, whole_words)))
+    candidates = ((lambda: decode_candidates(facts, m, n, k, weight.format, weight.group_size, whole))
+                  if decode else (lambda: gemm_candidates(facts, m, n, k, whole)))
     config = tuning.choose_timed(key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), x, weight, bias, out))
     return launches_for(config)
@@ -509,10 +520,7 @@ def _dequantized_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int,
 
     def dequantized_weight(weight):
         dequantized = scratch_tensor((n, k), dtype, dev)
-        placeholder = weight.scales  # for the pointers a constexpr leaves unread
-        dequantize(dev, {"q": weight.qweight, "scales": weight.scales,
-                         "zeros": weight.zeros if weight.zeros is not None else placeholder,
-                         "g_idx": weight.g_idx if has_g_idx else placeholder, "dequantized": dequantized})
+        dequantize(dev, {**weight_slots(weight), "dequantized": dequantized})
         return dequantized
 
     operands = _dequantized_operands(x, weight, bias, dequantized_weight(weight))

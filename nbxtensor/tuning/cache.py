@@ -45,7 +45,8 @@ KERNEL_OPS = {"gemm": "matmul", "gemv": "matmul", "attention": "scaled_dot_produ
               "quantized_gemv": "quantized_linear", "fp8_gemm": "quantized_linear",
               "fp8_block_gemm": "quantized_linear", "conv": "convolution",
               "direct_conv": "convolution", "depthwise_conv": "convolution", "gemv_rms_norm": "rms_norm_linear",
-              "gemv_act_and_mul": "act_and_mul_linear"}
+              "gemv_act_and_mul": "act_and_mul_linear", "quantized_gemv_rms_norm": "rms_norm_linear",
+              "quantized_gemv_act_and_mul": "act_and_mul_linear"}
 
 
 def op_of(key: str) -> str:
@@ -53,7 +54,7 @@ def op_of(key: str) -> str:
     kernel = key.split("|", 1)[0]
     if kernel == "attention" and ("|softcap=" in key or "|window=" in key):
         return "prefill_attention"  # caps, windows and offsets: the engine's op, not the public one
-    if kernel == "gemv_rms_norm" and "|residual=1" in key:
+    if kernel in ("gemv_rms_norm", "quantized_gemv_rms_norm") and "|residual=1" in key:
         return "add_rms_norm_linear"
     return KERNEL_OPS.get(kernel, "(no op declares this kernel)")
 
