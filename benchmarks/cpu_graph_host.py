@@ -66,19 +66,13 @@ def tiny_llama(out_dir: str) -> str:
     import transformers
 
     from nbxtensor.export import export
+    from nbxtensor.export.checkpoint import TokenModel
 
-    class Logits(torch.nn.Module):
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
-
-        def forward(self, ids):
-            return self.model(input_ids=ids, use_cache=False).logits
     torch.manual_seed(0)
     config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                       num_key_value_heads=2, intermediate_size=128, vocab_size=256,
                                       max_position_embeddings=64)
-    module = Logits(transformers.LlamaForCausalLM(config).eval())
+    module = TokenModel(transformers.LlamaForCausalLM(config).eval(), "logits")
     return export(module, (torch.randint(0, 256, (1, 16)),), out_dir)
 
 

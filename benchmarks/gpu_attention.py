@@ -13,7 +13,7 @@ import sys
 import nbxtensor as nbx
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timing import gpu_pair_ms, graph_times_ms, kernel_table  # noqa: E402
+from timing import gpu_pair_ms, graph_times_ms, kernel_table, print_checks  # noqa: E402
 
 import torch  # noqa: E402  (the comparison only; nbxtensor itself never imports torch)
 
@@ -143,9 +143,7 @@ print("\nwhat the tuner timed per launch key, best first (ms; * the one it chose
 for key, (timed, chosen) in sweeps.items():
     shown = ", ".join(f"{ms:.3f} {_short(config)}{'*' if config == chosen else ''}" for ms, config in timed)
     print(f"  {key}: {shown}")
-print("\nchecks:")
-for name, ok, worst in checks:
-    print(f"  {'ok  ' if ok else 'FAIL'} {name} (max |diff| {worst:.3g})")
+print_checks(checks, "max |diff| {:.3g}")
 print(f"\n{'what':50s} {'ours ms':>8s} {'torch ms':>9s} {'of torch':>9s}  rate")
 for r in rows:
     ratio = r["torch_ms"] / r["ours_ms"]

@@ -50,6 +50,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+from timing import print_checks  # noqa: E402
 
 # (name, model, dtype, channels_last, batch), the acceptance's models first
 CASES = [
@@ -424,9 +425,7 @@ def main(argv=None):
                 checks.append((f"{name}: runs", False, message[:300]))
                 print(f"{name}: FAILED after {time.perf_counter() - case_start:.0f} s: {message[:300]}", flush=True)
 
-    print("\nchecks:")
-    for name, ok, detail in checks:
-        print(f"  {'ok  ' if ok else 'FAIL'} {name} ({detail})")
+    print_checks(checks, "{}")
     clock = "host clock, CPU interpreter" if smoke else "device time"
     print(f"\n{clock}; {time.perf_counter() - started:.0f} s in all; skipped past CONV_MODELS_SECONDS: "
           f"{', '.join(skipped) or 'none'}")

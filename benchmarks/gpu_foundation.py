@@ -11,7 +11,7 @@ import numpy as np
 import nbxtensor as nbx
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timing import gpu_time_ms  # noqa: E402
+from timing import gpu_time_ms, print_checks  # noqa: E402
 
 out_dir = os.environ.get("OUT", ".")
 rows, checks = [], []
@@ -87,9 +87,7 @@ nbytes = n * 2
 rows.append(("fill bf16 256M", ours, theirs, nbytes / ours / 1e6, nbytes / theirs / 1e6))
 del src, dst, f32, sq, sqo, tsrc, tdst, tf32, tsq, tsqo
 
-print("\nchecks:")
-for name, ok in checks:
-    print(f"  {'ok  ' if ok else 'FAIL'} {name}")
+print_checks(checks)
 print(f"\n{'what':28s} {'ours ms':>9s} {'torch ms':>9s} {'ratio':>6s} {'ours GB/s':>10s} {'torch GB/s':>10s}")
 for name, o, t, gbo, gbt in rows:
     print(f"{name:28s} {o:9.3f} {t:9.3f} {t / o:6.2f} {gbo:10.0f} {gbt:10.0f}")

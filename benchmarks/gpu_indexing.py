@@ -15,7 +15,7 @@ from nbxtensor.device import backend_for
 from nbxtensor.ops import sorting
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timing import gpu_time_ms, kernel_table  # noqa: E402
+from timing import gpu_time_ms, kernel_table, print_checks  # noqa: E402
 
 import torch  # noqa: E402  (the comparison only; nbxtensor itself never imports torch)
 
@@ -119,9 +119,7 @@ try:
 except NotImplementedError as e:
     rows.append((f"sort 16M f32: {e}"[:60], float("nan"), float("nan"), float("nan"), float("nan")))
 
-print("\nchecks:")
-for name, ok in checks:
-    print(f"  {'ok  ' if ok else 'FAIL'} {name}")
+print_checks(checks)
 print(f"\n{'what':40s} {'ours ms':>9s} {'torch ms':>9s} {'ratio':>6s} {'of floor':>8s}")
 for name, o, t, ratio, frac in rows:
     print(f"{name:40s} {o:9.3f} {t:9.3f} {ratio:6.2f} {frac:8.2f}")

@@ -22,6 +22,7 @@ import time
 import nbxtensor as nbx
 from nbxtensor import graph
 from nbxtensor.export import export
+from nbxtensor.export.checkpoint import TokenModel
 
 sys.path.insert(0, os.path.dirname(__file__))
 from timing import gpu_pair_ms  # noqa: E402
@@ -31,15 +32,6 @@ from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 PREFILLS = (512, 2048)
 LAYERS = int(os.environ.get("NBX_LLAMA_LAYERS", "22"))
-
-
-class Logits(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids):
-        return self.model(input_ids=ids, use_cache=False).logits
 
 
 def tinyllama() -> LlamaForCausalLM:
@@ -85,12 +77,12 @@ checks, rows, memory = [], [], []
 with tempfile.TemporaryDirectory() as scratch, torch.no_grad():
     start = time.perf_counter()
     fp32_model = tinyllama()
-    bf16_model = Logits(LlamaForCausalLM(fp32_model.config).to("cuda", torch.bfloat16).eval())
+    bf16_model = TokenModel(LlamaForCausalLM(fp32_model.config).to("cuda", torch.bfloat16).eval(), "logits")
     bf16_model.model.load_state_dict({k: v.to(torch.bfloat16) for k, v in fp32_model.state_dict().items()})
     keep_float32_buffers(bf16_model.model, fp32_model)
     fp32_weights = {k: v.float() for k, v in bf16_model.model.state_dict().items()}  # the bf16 weights, exactly
     fp32_model.load_state_dict(fp32_weights)
-    fp32_model = Logits(fp32_model)
+    fp32_model = TokenModel(fp32_model, "logits")
     print(f"built in {time.perf_counter() - start:.0f} s")
     for tokens in PREFILLS:
         # one static export a prefill length: torch.export cannot prove the causal-mask guards that

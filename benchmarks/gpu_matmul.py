@@ -23,7 +23,7 @@ import nbxtensor as nbx
 
 sys.path.insert(0, os.path.dirname(__file__))
 from gemm_sweep import gemm_sweep  # noqa: E402
-from timing import gpu_time_ms, graph_times_ms  # noqa: E402
+from timing import gpu_time_ms, graph_times_ms, print_checks  # noqa: E402
 
 from nbxtensor.ops import matmul as MM  # noqa: E402
 
@@ -212,9 +212,7 @@ def main():
             sweep_table(*swept_shape, torch_ms[swept_shape[0]])
     MM.backends.cuda.matmul.float32_planes = True
 
-    print("\nchecks:")
-    for name, ok, worst in checks:
-        print(f"  {'ok  ' if ok else 'FAIL'} {name} (max relative diff {worst:.3g})")
+    print_checks(checks, "max relative diff {:.3g}")
     print(f"\n{'what':34s} {'ours ms':>8s} {'torch ms':>9s} {'ratio':>6s} {'rate':>14s} {'of floor':>9s}")
     for r in rows:
         r["ratio"] = r["torch_ms"] / r["ours_ms"]

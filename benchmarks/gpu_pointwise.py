@@ -18,7 +18,7 @@ import nbxtensor as nbx
 import nbxtensor.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timing import gpu_time_ms, host_pair_us  # noqa: E402
+from timing import gpu_time_ms, host_pair_us, print_checks  # noqa: E402
 
 PEAK_TBPS = 4.1  # measured H200 copy bandwidth class (device facts: measured_h200_copy 4.14e12)
 out_dir = os.environ.get("OUT", ".")
@@ -103,9 +103,7 @@ host_ours, host_torch = host_pair_us(lambda: small_a + small_b, lambda: t_small_
 torch.cuda.synchronize()
 
 # --- report -----------------------------------------------------------------------------------
-print("\nchecks:")
-for name, ok in checks:
-    print(f"  {'ok  ' if ok else 'FAIL'} {name}")
+print_checks(checks)
 print(f"\n{'what':40s} {'ours ms':>9s} {'torch ms':>9s} {'ratio':>6s} {'TB/s':>6s} {'of 4.1':>7s} {'of copy':>8s}")
 copy_tbps = rows[0]["ours_tbps"]
 for r in rows:

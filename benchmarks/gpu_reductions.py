@@ -11,7 +11,7 @@ import sys
 import nbxtensor as nbx
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timing import gpu_pair_ms, gpu_time_ms  # noqa: E402
+from timing import gpu_pair_ms, gpu_time_ms, print_checks  # noqa: E402
 
 import torch  # noqa: E402  (the comparison only; nbxtensor itself never imports torch)
 
@@ -151,9 +151,7 @@ for dtype in (torch.bfloat16, torch.float16):
             del t, xt
 
 print(f"\ncopy bandwidth in this run: {copy_bytes_per_s / 1e12:.2f} TB/s (bf16 32768x4096)")
-print("\nchecks:")
-for name, ok, worst in checks:
-    print(f"  {'ok  ' if ok else 'FAIL'} {name} (max |diff| {worst:.3g})")
+print_checks(checks, "max |diff| {:.3g}")
 header = f"{'what':34s} {'ours ms':>8s} {'torch ms':>9s} {'ratio':>6s} {'TB/s':>6s} {'of 4.1':>7s} {'of copy':>8s}  target"
 print("\n" + header)
 for r in rows:

@@ -125,6 +125,14 @@ def host_pair_us(ours, theirs, *, reps: int = 200, rounds: int = 21) -> tuple[fl
     return _alternating(lambda fn: _per_call_us(fn, reps), ours, theirs, rounds)
 
 
+def print_checks(checks, detail: str = "") -> None:
+    """A benchmark's correctness checks under a heading, one line each: ok or FAIL and the check's name, then
+    a check's third field, where it has one, in the format ``detail`` (e.g. "max |diff| {:.3g}")."""
+    print("\nchecks:")
+    for name, ok, *extra in checks:
+        print(f"  {'ok  ' if ok else 'FAIL'} {name}" + (f" ({detail.format(*extra)})" if extra else ""))
+
+
 def print_tuned(prefixes: tuple) -> None:
     """The setting each tuned launch key starting with one of ``prefixes`` took (which candidates won: split
     K, pipelined K loops, swapped tiles), with its timed cost."""

@@ -1,5 +1,6 @@
 """Test configuration. ``NBX_TEST_DEVICE`` picks the device the suite runs on (default: the CPU, through
 Triton's interpreter); on a GPU machine ``NBX_TEST_DEVICE=cuda`` runs the same tests there."""
+import json
 import os
 
 import numpy as np
@@ -101,3 +102,29 @@ def run_in_census(model, arrays):
     assert set(formed) == set(named), (f"the run formed keys the census did not name: {set(formed) - set(named)}; "
                                        f"named but not formed: {set(named) - set(formed)}")
     return result
+
+
+def matches_module(model, module, inputs, tolerance):
+    """Asserts that a loaded graph's output on ``inputs`` (torch tensors), run in the census's shadow, has
+    the torch module's shape and values within ``tolerance`` (relative and absolute)."""
+    import torch
+    with torch.no_grad():
+        want = module(*inputs).numpy()
+    got = run_in_census(model, [t.numpy() for t in inputs])
+    got = (got[0] if isinstance(got, tuple) else got).numpy()
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
+
+
+def exported_run(module, example, folder):
+    """``module`` exported with torch.export on the one input ``example`` into ``folder`` and run from there:
+    (the graph's output on ``example``, the module's, the names of the graph's ops), outputs as NumPy."""
+    import torch
+    from nbxtensor import graph
+    from nbxtensor.export import export
+    export(module, (example,), folder)
+    with torch.no_grad():
+        want = module(example).numpy()
+    got = graph.load(folder, device=TEST_DEVICE)(example.numpy()).numpy()
+    names = {op["op"] for op in json.loads((folder / "graph.json").read_text())["ops"]}
+    return got, want, names

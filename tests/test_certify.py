@@ -483,17 +483,31 @@ def test_prologue_keys_certify_refuse_a_wrong_candidate_and_serve_certified_only
     short of K is refused."""
     from nbxtensor.ops import matmul_prologue
     rng = np.random.default_rng(5)
-
-    def t(*shape):
-        return nbx.tensor(rng.standard_normal(shape).astype(np.float32), device="cpu").to(dtype)
-    x, residual, norm, weight, gate_up = t(3, 40), t(3, 40), t(40), t(24, 40), t(3, 80)
-    call = {"rms_norm_linear": lambda: matmul_prologue.rms_norm_linear(x, norm, weight),
-            "add_rms_norm_linear": lambda: matmul_prologue.add_rms_norm_linear(x, residual, norm, weight)[0],
-            "act_and_mul_linear": lambda: matmul_prologue.act_and_mul_linear(gate_up, weight)}[op]
+    x, residual, norm, weight, gate_up = (_random(rng, dtype, *shape) for shape in ((3, 40), (3, 40), (40,),
+                                                                                     (24, 40), (3, 80)))
     good = matmul_prologue.gemv_candidates
     monkeypatch.setattr(matmul_prologue, "gemv_candidates",
                         lambda facts, m, n, k: [dict(c, BLOCK_N=16, BLOCK_K=16, SPLITS=2) for c in good(facts, m, n, k)]
                         + good(facts, m, n, k))
+    _certify_refusing_short_splits(monkeypatch, op, _prologue_call(op, x, residual, norm, gate_up, weight))
+
+
+def _random(rng, dtype, *shape):
+    return nbx.tensor(rng.standard_normal(shape).astype(np.float32), device="cpu").to(dtype)
+
+
+def _prologue_call(op, x, residual, norm, gate_up, weight):
+    """A call of the prologue product ``op`` on these operands (the sum of add_rms_norm_linear dropped)."""
+    from nbxtensor.ops import matmul_prologue
+    return {"rms_norm_linear": lambda: matmul_prologue.rms_norm_linear(x, norm, weight),
+            "add_rms_norm_linear": lambda: matmul_prologue.add_rms_norm_linear(x, residual, norm, weight)[0],
+            "act_and_mul_linear": lambda: matmul_prologue.act_and_mul_linear(gate_up, weight)}[op]
+
+
+def _certify_refusing_short_splits(monkeypatch, op, call) -> str:
+    """Certifies the key ``call`` forms while each setting of two splits stops a tile short of K: that setting
+    is refused, one of one split certified, and a certified-only call gives a free call's bits. The key."""
+    from nbxtensor.ops import matmul_prologue
     real_split_k = matmul_prologue.split_k
 
     def planted_split_k(k, config):  # a split's K range one tile short: its last tile is never read
@@ -512,6 +526,7 @@ def test_prologue_keys_certify_refuse_a_wrong_candidate_and_serve_certified_only
     clear_all()
     with tuning.certified_only():
         np.testing.assert_array_equal(call().numpy(), free)
+    return key
 
 
 @pytest.mark.parametrize("op, dtype, form", [("add_rms_norm_linear", "bfloat16", "int4"),
@@ -525,37 +540,14 @@ def test_quantized_prologue_keys_certify_refuse_a_wrong_candidate_and_serve_cert
     from nbxtensor.ops import matmul_prologue
     from nbxtensor.quant import QuantizedWeight
     rng = np.random.default_rng(6)
-
-    def t(*shape):
-        return nbx.tensor(rng.standard_normal(shape).astype(np.float32), device="cpu").to(dtype)
-    x, residual, norm, gate_up = t(1, 64), t(1, 64), t(64), t(1, 128)
+    x, residual, norm, gate_up = (_random(rng, dtype, *shape) for shape in ((1, 64), (1, 64), (64,), (1, 128)))
     weight = QuantizedWeight.quantize(rng.standard_normal((24, 64)).astype(np.float32) * 0.05, form, group_size=64,
                                       device="cpu", dtype=dtype)
-    call = {"rms_norm_linear": lambda: matmul_prologue.rms_norm_linear(x, norm, weight),
-            "add_rms_norm_linear": lambda: matmul_prologue.add_rms_norm_linear(x, residual, norm, weight)[0],
-            "act_and_mul_linear": lambda: matmul_prologue.act_and_mul_linear(gate_up, weight)}[op]
     good = matmul_prologue.decode_candidates
     monkeypatch.setattr(matmul_prologue, "decode_candidates",
                         lambda *args: [dict(c, BLOCK_N=16, BLOCK_K=16, SPLITS=2) for c in good(*args)] + good(*args))
-    real_split_k = matmul_prologue.split_k
-
-    def planted_split_k(k, config):  # a split's K range one tile short: its last tile is never read
-        k_per_split, splits = real_split_k(k, config)
-        return (k_per_split - 16, splits) if config["SPLITS"] == 2 else (k_per_split, splits)
-    monkeypatch.setattr(matmul_prologue, "split_k", planted_split_k)
-    with tuning.recording() as formed:
-        call()
-    (key,) = formed
+    key = _certify_refusing_short_splits(monkeypatch, op, _prologue_call(op, x, residual, norm, gate_up, weight))
     assert key.startswith("quantized_gemv_") and f"|format={form}" in key
-    report = certify.certify_key(key, "cpu")
-    assert report["status"] == "certified" and report["op"] == op and report["config"]["SPLITS"] == 1
-    (refused,) = report["refused"]
-    assert refused["config"]["SPLITS"] == 2 and "outside the float64 reference's bound" in refused["reason"]
-    clear_all()
-    free = call().numpy()
-    clear_all()
-    with tuning.certified_only():
-        np.testing.assert_array_equal(call().numpy(), free)
 
 
 def test_the_census_of_a_1b_llm_over_its_buckets_is_quick():

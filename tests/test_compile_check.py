@@ -46,6 +46,15 @@ def _check(records: Path, tmp_path: Path, *options: str, **environment: str) -> 
                           text=True, env=env, cwd=tmp_path, timeout=900)
 
 
+def _assert_every_one_compiles(records: Path, tmp_path: Path, kernels: set) -> None:
+    """``records`` name each of ``kernels``, and every specialisation they hold compiles for sm_90."""
+    assert kernels <= {json.loads(line)["kernel"] for line in records.read_text().splitlines()}
+    result = _check(records, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"compiled (\d+) of \1 specialisations for sm_90 \(\d+ with programmatic dependent launch\); "
+                     r"0 failed", result.stdout), result.stdout
+
+
 @cpu_kernels
 def test_recorded_library_kernels_compile_for_hopper(tmp_path):
     # the sort network, the lane sums and the radix select (k == 1) each ran under the interpreter yet
@@ -60,12 +69,9 @@ def test_recorded_library_kernels_compile_for_hopper(tmp_path):
         nbx.topk(nbx.arange(40.0), 1)  # a long row, k specialised to the constant 1
         nbx.sort(nbx.arange(40.0))  # a long row: radix passes
     """)
-    kernels = {json.loads(line)["kernel"] for line in records.read_text().splitlines()}
-    assert {"pointwise", "reduce_rows", "sort_segments", "radix_histogram", "radix_choose", "radix_count",
-            "radix_gather", "radix_sort_histogram", "radix_sort_scatter"} <= kernels
-    result = _check(records, tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "0 failed" in result.stdout
+    _assert_every_one_compiles(records, tmp_path, {"pointwise", "reduce_rows", "sort_segments", "radix_histogram",
+                                                   "radix_choose", "radix_count", "radix_gather",
+                                                   "radix_sort_histogram", "radix_sort_scatter"})
 
 
 @cpu_kernels
@@ -305,12 +311,7 @@ def test_the_prologue_products_compile_for_hopper_in_every_form(tmp_path):
         P.add_rms_norm_linear(x, residual, norm, weight, None, 1e-6)
         P.act_and_mul_linear(t(2, 80), t(24, 40), activation="gelu_tanh")
     """)
-    kernels = {json.loads(line)["kernel"] for line in records.read_text().splitlines()}
-    assert {"gemv_prologue", "gemv_combine"} <= kernels
-    result = _check(records, tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"compiled (\d+) of \1 specialisations for sm_90 \(\d+ with programmatic dependent launch\); "
-                     r"0 failed", result.stdout), result.stdout
+    _assert_every_one_compiles(records, tmp_path, {"gemv_prologue", "gemv_combine"})
 
 
 @cpu_kernels
@@ -339,12 +340,7 @@ def test_the_quantized_prologue_products_compile_for_hopper_in_every_form(tmp_pa
                                       1e-6)
                 P.act_and_mul_linear(t(1, 192, dtype=dtype), weight, t(40, dtype=dtype), activation="silu")
     """)
-    kernels = {json.loads(line)["kernel"] for line in records.read_text().splitlines()}
-    assert {"quantized_gemv_prologue", "gemv_combine"} <= kernels
-    result = _check(records, tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"compiled (\d+) of \1 specialisations for sm_90 \(\d+ with programmatic dependent launch\); "
-                     r"0 failed", result.stdout), result.stdout
+    _assert_every_one_compiles(records, tmp_path, {"quantized_gemv_prologue", "gemv_combine"})
 
 
 @cpu_kernels

@@ -22,6 +22,7 @@ from nbxtensor.ops import convolution, matmul_gemv, matmul_plans, plans
 from nbxtensor.ops.registry import get
 from tests.conftest import TEST_DEVICE, to_nbx
 from tests.test_conv_routes import _channels_last
+from tests.test_conv_split import candidates_with
 from tests.test_convolution import _rounded, _to, reference
 from tests.test_graph_arena import _Builder
 
@@ -179,9 +180,7 @@ def test_a_split_reduction_applies_the_norm_when_it_sums(route, dtype, monkeypat
     """A starved convolution's partials are summed by conv_split_sum, whose epilogue takes the norm. Its first
     setting splits as far as the shape allows (the interpreter's one setting does; a GPU's first does not)."""
     monkeypatch.setattr(convolution, "split_below_programs", lambda facts: 1 << 30)
-    listed = convolution._Setting.candidates
-    monkeypatch.setattr(convolution._Setting, "candidates", lambda self, facts, dtype: [
-        dict(config, SPLITS=convolution._SPLIT_MAX) for config in listed(self, facts, dtype)])
+    candidates_with(monkeypatch, SPLITS=convolution._SPLIT_MAX)
     case = ROUTES[route]
     operands = _operands(case, dtype, rng)
     got, launches = _captured_call(case, operands, dtype, False, "relu")

@@ -25,14 +25,19 @@ from tests.test_convolution import _check, _rounded, _to, reference
 pytestmark = pytest.mark.usefixtures("first_candidate")
 
 
+def candidates_with(monkeypatch, **flags):
+    """Every convolution setting offered from now on (the interpreter's one among them) with ``flags`` set."""
+    listed = convolution._Setting.candidates
+    monkeypatch.setattr(convolution._Setting, "candidates", lambda self, facts, dtype: [
+        dict(config, **flags) for config in listed(self, facts, dtype)])
+
+
 @pytest.fixture
 def starved(monkeypatch):
     """Every convolution counts as starved of programs, and its settings split it as far as its shape
     allows; ``starved(most)`` also bounds the splits."""
     monkeypatch.setattr(convolution, "split_below_programs", lambda facts: 1 << 30)
-    listed = convolution._Setting.candidates
-    monkeypatch.setattr(convolution._Setting, "candidates", lambda self, facts, dtype: [
-        dict(config, SPLITS=convolution._SPLIT_MAX) for config in listed(self, facts, dtype)])
+    candidates_with(monkeypatch, SPLITS=convolution._SPLIT_MAX)
     plans.clear_all()
 
     def most_splits(most):
@@ -129,9 +134,7 @@ def test_starved_one_by_one_leaves_the_product_for_the_split(channels_last, bias
 def test_a_setting_tuned_elsewhere_splits_no_more_than_this_output_allows(starved, monkeypatch, rng):
     # a key's setting may come from a larger-K shape of its bucket: the plan keeps to this shape's steps
     starved(16)
-    plain = convolution._Setting.candidates
-    monkeypatch.setattr(convolution._Setting, "candidates",
-                        lambda self, facts, dtype: [dict(c, SPLITS=64) for c in plain(self, facts, dtype)])
+    candidates_with(monkeypatch, SPLITS=64)
     got, want, k_terms, launches, _ = _split_run((1, 16, 4, 4), (8, 16, 3, 3), dict(padding=1), "float32", False,
                                                  rng)
     assert launches[0][1][2] == 9  # one K tile at each of 9 kernel positions
@@ -186,9 +189,7 @@ def test_one_loop_form_matches_the_reference(case, channels_last, monkeypatch, r
     xs, wsh, kwargs, transposed, bias = case
     if channels_last and len(xs) not in (4, 5):
         pytest.skip("channels-last is a 4-D and 5-D layout")
-    plain = convolution._Setting.candidates
-    monkeypatch.setattr(convolution._Setting, "candidates",
-                        lambda self, facts, dtype: [dict(c, STEPPED=True) for c in plain(self, facts, dtype)])
+    candidates_with(monkeypatch, STEPPED=True)
     plans.clear_all()
     got, want, k_terms, launches, _ = _split_run(xs, wsh, kwargs, "bfloat16", channels_last, rng, bias=bias,
                                                  transposed=transposed)
@@ -205,9 +206,7 @@ def test_positions_inner_tiles_match_the_reference(case, split, starved, monkeyp
     # the interpreter takes it, split or not
     xs, wsh, kwargs, transposed, bias = case
     starved(2 if split else 1)
-    plain = convolution._Setting.candidates
-    monkeypatch.setattr(convolution._Setting, "candidates", lambda self, facts, dtype: [
-        dict(c, STEPPED=True, POSITIONS_INNER=True) for c in plain(self, facts, dtype)])
+    candidates_with(monkeypatch, STEPPED=True, POSITIONS_INNER=True)
     got, want, k_terms, launches, _ = _split_run(xs, wsh, kwargs, "float16", False, rng, bias=bias,
                                                  transposed=transposed)
     assert launches[0][2]["POSITIONS_INNER"] and (launches[0][1][2] > 1) == split
@@ -238,10 +237,7 @@ def test_prefetched_input_tiles_match_the_reference(case, split, starved, monkey
     # candidates offer it), split over the input's own weight (the last step of each split loads nothing)
     xs, wsh, kwargs, transposed, bias = case
     starved(2 if split else 1)
-    plain = convolution._Setting.candidates
-    monkeypatch.setattr(convolution._Setting, "candidates", lambda self, facts, dtype: [
-        dict(c, STEPPED=True, POSITIONS_INNER=True, PREFETCH=True, STAGE_WEIGHT=not split)
-        for c in plain(self, facts, dtype)])
+    candidates_with(monkeypatch, STEPPED=True, POSITIONS_INNER=True, PREFETCH=True, STAGE_WEIGHT=not split)
     got, want, k_terms, launches, _ = _split_run(xs, wsh, kwargs, "bfloat16", False, rng, bias=bias)
     kernels = [kernel for kernel, _, _ in launches]
     staged = [] if split else [K.conv_stage_channels_inner]

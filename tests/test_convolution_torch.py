@@ -1,7 +1,5 @@
 """Convolution modules exported by torch.export reach the registry's ops and run in our graph runtime,
 matching torch (an oracle only: skipped without torch)."""
-import json
-
 import numpy as np
 import pytest
 
@@ -9,10 +7,8 @@ torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 
 import nbxtensor.nn.functional as F  # noqa: E402
-from nbxtensor import graph  # noqa: E402
-from nbxtensor.export import export  # noqa: E402
 
-from .conftest import TEST_DEVICE, to_nbx  # noqa: E402
+from .conftest import exported_run, to_nbx  # noqa: E402
 
 torch.manual_seed(0)
 
@@ -31,14 +27,8 @@ class TinyConvNet(nn.Module):
 
 
 def test_tiny_conv_model_exports_and_matches_torch(tmp_path):
-    module = TinyConvNet().eval()
-    x = torch.randn(2, 3, 6, 5)
-    export(module, (x,), tmp_path)
-    names = {op["op"] for op in json.loads((tmp_path / "graph.json").read_text())["ops"]}
+    got, want, names = exported_run(TinyConvNet().eval(), torch.randn(2, 3, 6, 5), tmp_path)
     assert "aten::convolution.default" in names or "aten::conv2d.default" in names
-    with torch.no_grad():
-        want = module(x).numpy()
-    got = graph.load(tmp_path, device=TEST_DEVICE)(x.numpy()).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
@@ -68,13 +58,8 @@ class PaddedModes(nn.Module):
 @pytest.mark.parametrize("dims", [1, 2, 3])
 def test_padding_modes_and_even_same_export_and_match_torch(dims, tmp_path):
     torch.manual_seed(dims)
-    module = PaddedModes(dims).eval()
-    x = torch.randn(1, 2, *(6, 5, 4)[:dims])
-    export(module, (x,), tmp_path)
-    with torch.no_grad():
-        want = module(x).numpy()
+    got, want, _ = exported_run(PaddedModes(dims).eval(), torch.randn(1, 2, *(6, 5, 4)[:dims]), tmp_path)
     # float32 sums of at most 54 products of values below 1, in another order than torch's, over 5 layers
-    got = graph.load(tmp_path, device=TEST_DEVICE)(x.numpy()).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 

@@ -60,20 +60,21 @@ def gpt2_dir(tmp_path_factory):
     return directory
 
 
-@pytest.fixture(scope="module")
-def bert_graph(bert_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("bert_graph")
-    code, stdout, _ = _export(bert_dir, out, "--task", "feature-extraction")
+def _exported(model_dir, out, task):
+    """``nbx export`` of a checkpoint folder into ``out`` for ``task``, which succeeds: (out, its stdout)."""
+    code, stdout, _ = _export(model_dir, out, "--task", task)
     assert code == 0
     return out, stdout
+
+
+@pytest.fixture(scope="module")
+def bert_graph(bert_dir, tmp_path_factory):
+    return _exported(bert_dir, tmp_path_factory.mktemp("bert_graph"), "feature-extraction")
 
 
 @pytest.fixture(scope="module")
 def gpt2_graph(gpt2_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("gpt2_graph")
-    code, stdout, _ = _export(gpt2_dir, out, "--task", "causal-lm")
-    assert code == 0
-    return out, stdout
+    return _exported(gpt2_dir, tmp_path_factory.mktemp("gpt2_graph"), "causal-lm")
 
 
 def _token_ids(shape, seed):

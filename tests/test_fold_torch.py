@@ -1,8 +1,6 @@
 """F.unfold / F.fold against torch (CPU), and a patch-embedding-style module exported with
 torch.export reaching im2col / col2im (the exporter keeps them whole). fold sums at most 9 float32
 terms of unit scale, so 1e-6 absolute."""
-import json
-
 import numpy as np
 import pytest
 
@@ -11,10 +9,8 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as TF  # noqa: E402
 
 import nbxtensor as nbx  # noqa: E402
-from nbxtensor import graph  # noqa: E402
-from nbxtensor.export import export  # noqa: E402
 
-from .conftest import cpu_kernels, to_nbx  # noqa: E402
+from .conftest import cpu_kernels, exported_run, to_nbx  # noqa: E402
 
 F = nbx.nn.functional
 torch.manual_seed(0)
@@ -47,10 +43,6 @@ class Blocks(nn.Module):
 
 @cpu_kernels
 def test_export_reaches_the_registry(tmp_path):
-    module = Blocks().eval()
-    example = torch.randn(2, 3, 6, 5)
-    export(module, (example,), tmp_path)
-    model = graph.load(tmp_path)
-    np.testing.assert_allclose(model(example.numpy()).numpy(), module(example).numpy(), rtol=1e-6, atol=1e-6)
-    names = {op["op"] for op in json.loads((tmp_path / "graph.json").read_text())["ops"]}
+    got, want, names = exported_run(Blocks().eval(), torch.randn(2, 3, 6, 5), tmp_path)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     assert any("im2col" in n for n in names) and any("col2im" in n for n in names), names

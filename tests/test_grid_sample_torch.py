@@ -2,8 +2,6 @@
 with torch.export reaches grid_sampler_2d and affine_grid_generator in the registry. Float32
 tolerances: bicubic sums 16 products of unit-scale data, so 1e-5 absolute (torch's CPU kernel
 vectorises the same arithmetic in another order)."""
-import json
-
 import numpy as np
 import pytest
 
@@ -12,10 +10,8 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as TF  # noqa: E402
 
 import nbxtensor as nbx  # noqa: E402
-from nbxtensor import graph  # noqa: E402
-from nbxtensor.export import export  # noqa: E402
 
-from .conftest import cpu_kernels, to_nbx  # noqa: E402
+from .conftest import cpu_kernels, exported_run, to_nbx  # noqa: E402
 
 F = nbx.nn.functional
 torch.manual_seed(0)
@@ -75,12 +71,6 @@ class Transformer(nn.Module):
 
 @cpu_kernels
 def test_export_reaches_the_registry(tmp_path):
-    module = Transformer().eval()
-    example = torch.randn(2, 2, 6, 5)
-    export(module, (example,), tmp_path)
-    model = graph.load(tmp_path)
-    with torch.no_grad():
-        want = module(example).numpy()
-    np.testing.assert_allclose(model(example.numpy()).numpy(), want, rtol=1e-5, atol=1e-5)
-    names = {op["op"] for op in json.loads((tmp_path / "graph.json").read_text())["ops"]}
+    got, want, names = exported_run(Transformer().eval(), torch.randn(2, 2, 6, 5), tmp_path)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert any("grid_sampler_2d" in n for n in names) and any("affine_grid_generator" in n for n in names), names

@@ -2,8 +2,6 @@
 ceil_mode, indices, source coordinates of every interpolate mode; and what torch.export emits for the
 vision modules reaches the registry and runs through the graph runtime. Float32 tolerances: a sum of
 at most 16 float32 terms (bicubic), so 1e-5 absolute on unit-scale data."""
-import json
-
 import numpy as np
 import pytest
 
@@ -12,10 +10,8 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as TF  # noqa: E402
 
 import nbxtensor as nbx  # noqa: E402
-from nbxtensor import graph  # noqa: E402
-from nbxtensor.export import export  # noqa: E402
 
-from .conftest import cpu_kernels, to_nbx  # noqa: E402
+from .conftest import cpu_kernels, exported_run, to_nbx  # noqa: E402
 from .test_pooling import channels_last  # noqa: E402
 
 F = nbx.nn.functional
@@ -99,13 +95,7 @@ class Vision(nn.Module):
 
 @cpu_kernels
 def test_export_reaches_the_registry(tmp_path):
-    module = Vision().eval()
-    example = torch.randn(2, 3, 12, 10)
-    export(module, (example,), tmp_path)
-    model = graph.load(tmp_path)
-    with torch.no_grad():
-        want = module(example).numpy()
-    np.testing.assert_allclose(model(example.numpy()).numpy(), want, rtol=1e-5, atol=1e-5)
-    names = {op["op"] for op in json.loads((tmp_path / "graph.json").read_text())["ops"]}
+    got, want, names = exported_run(Vision().eval(), torch.randn(2, 3, 12, 10), tmp_path)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert any("max_pool2d" in n for n in names) and any("upsample" in n for n in names), names
     assert any("bicubic2d_aa" in n for n in names) and any("bilinear2d_aa" in n for n in names), names

@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers")
 from nbxtensor import graph  # noqa: E402
 from nbxtensor.export import export  # noqa: E402
 
-from .conftest import cpu_kernels, run_in_census  # noqa: E402
+from .conftest import cpu_kernels, matches_module  # noqa: E402
 
 pytestmark = cpu_kernels
 TOLERANCE = 1e-4
@@ -94,15 +94,6 @@ def _export_and_load(module, example, dynamic_shapes, out_dir):
     return graph.load(out_dir)
 
 
-def _assert_matches(model, module, inputs):
-    with torch.no_grad():
-        want = module(*inputs).numpy()
-    got = run_in_census(model, [t.numpy() for t in inputs])
-    got = (got[0] if isinstance(got, tuple) else got).numpy()
-    assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=TOLERANCE, atol=TOLERANCE)
-
-
 def _ids(batch, seq):
     return torch.randint(0, VOCAB, (batch, seq))
 
@@ -113,7 +104,7 @@ def test_architecture(name, tmp_path):
     batch, seq = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("seq", min=2, max=32)
     model = _export_and_load(module, (_ids(2, 7),), ({0: batch, 1: seq},), tmp_path)
     for shape in SHAPES:
-        _assert_matches(model, module, (_ids(*shape),))
+        matches_module(model, module, (_ids(*shape),), TOLERANCE)
 
 
 @pytest.mark.parametrize("name", sorted(ENCODER_DECODER))
@@ -125,7 +116,7 @@ def test_encoder_decoder_forward(name, tmp_path):
     model = _export_and_load(module, (_ids(2, 7), _ids(2, 4)), ({0: batch, 1: source}, {0: batch, 1: target}),
                              tmp_path)
     for batch_size, seq in SHAPES:
-        _assert_matches(model, module, (_ids(batch_size, seq), _ids(batch_size, seq - 2)))
+        matches_module(model, module, (_ids(batch_size, seq), _ids(batch_size, seq - 2)), TOLERANCE)
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
@@ -136,7 +127,7 @@ def test_recurrent(kind, tmp_path):
     batch = torch.export.Dim("batch", min=1, max=8)
     model = _export_and_load(module, (torch.randn(2, 5, 8),), ({0: batch},), tmp_path)
     for batch_size in (2, 3):
-        _assert_matches(model, module, (torch.randn(batch_size, 5, 8),))
+        matches_module(model, module, (torch.randn(batch_size, 5, 8),), TOLERANCE)
 
 
 # fusions of 2 layers: rotary of q and k, the gated MLP, and grouped-query attention where keys are shared

@@ -7,7 +7,6 @@ Tolerance: atol and rtol 1e-4, as tests/test_zoo.py's and for the same reasons: 
 32, the deepest float32 sum a convolution over at most 16 * 3 * 3 (or a 400-sample wav2vec2 window of 10
 taps) terms, norms keeping activations near unit size; the differences seen are about 1e-6, a wrong op is
 off by far more."""
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -17,7 +16,7 @@ import torch.nn as nn  # noqa: E402
 from nbxtensor import graph  # noqa: E402
 from nbxtensor.export import export  # noqa: E402
 
-from .conftest import cpu_kernels, run_in_census  # noqa: E402
+from .conftest import cpu_kernels, matches_module  # noqa: E402
 
 pytestmark = cpu_kernels
 TOLERANCE = 1e-4
@@ -149,13 +148,7 @@ def _check(module, make_inputs, tmp_path):
     export(module, example, tmp_path, dynamic_shapes=tuple({0: batch} for _ in example))
     model = graph.load(tmp_path)
     for size in BATCHES:
-        inputs = make_inputs(size)
-        with torch.no_grad():
-            want = module(*inputs).numpy()
-        got = run_in_census(model, [t.numpy() for t in inputs])
-        got = (got[0] if isinstance(got, tuple) else got).numpy()
-        assert got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=TOLERANCE, atol=TOLERANCE)
+        matches_module(model, module, make_inputs(size), TOLERANCE)
 
 
 @pytest.mark.parametrize("name", sorted(VISION_AND_AUDIO))

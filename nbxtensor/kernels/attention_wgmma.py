@@ -42,6 +42,18 @@ def _copy_rows(smem, base, first, rows_total, row_stride, ROWS: gl.constexpr, HE
 
 
 @gluon.jit
+def _program_tile(heads_per_kv, CAUSAL: gl.constexpr):
+    """(query tile, head, batch, key-value head) of this program: causal tiles in reverse order, so that the
+    longest rows start first, as ``attention.attention_forward``'s."""
+    if CAUSAL:
+        tile_m = gl.num_programs(0) - 1 - gl.program_id(0)
+    else:
+        tile_m = gl.program_id(0)
+    head = gl.program_id(1)
+    return tile_m, head, gl.program_id(2), head // heads_per_kv
+
+
+@gluon.jit
 def _visible_scores(s, tile_m, start_n, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
                     layout: gl.constexpr):
     """Scores of the key tile at ``start_n`` with keys past the last (or, CAUSAL, past the query's own
@@ -95,13 +107,7 @@ def attention_forward_wgmma(q, k, v, out, L, S, heads_per_kv, qk_scale,
     tile_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
     out_rows_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-    if CAUSAL:
-        tile_m = gl.num_programs(0) - 1 - gl.program_id(0)
-    else:
-        tile_m = gl.program_id(0)
-    head = gl.program_id(1)
-    batch = gl.program_id(2)
-    kv_head = head // heads_per_kv
+    tile_m, head, batch, kv_head = _program_tile(heads_per_kv, CAUSAL)
     k_base = k + batch * k_sb + kv_head * k_sh
     v_base = v + batch * v_sb + kv_head * v_sh
     if CAUSAL:
@@ -278,13 +284,7 @@ def attention_forward_wgmma_ws(q, k, v, out, L, S, heads_per_kv, qk_scale,
     dtype: gl.constexpr = q.dtype.element_ty
     HALF_M: gl.constexpr = BLOCK_M // 2
     tile_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    if CAUSAL:
-        tile_m = gl.num_programs(0) - 1 - gl.program_id(0)
-    else:
-        tile_m = gl.program_id(0)
-    head = gl.program_id(1)
-    batch = gl.program_id(2)
-    kv_head = head // heads_per_kv
+    tile_m, head, batch, kv_head = _program_tile(heads_per_kv, CAUSAL)
     if CAUSAL:
         n_tiles = gl.cdiv(gl.minimum(S, (tile_m + 1) * BLOCK_M), BLOCK_N)
     else:

@@ -58,6 +58,39 @@ def _output_position(rm, OD, OH, OW):
 
 
 @triton.jit
+def _channel_epilogue(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, HAS_BIAS: tl.constexpr,
+                      BIAS_FORMAT: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr,
+                      ACTIVATION: tl.constexpr, ROWS: tl.constexpr):
+    """The float32 accumulator (positions x channels ``c``) with the bias, the norm and activation, before
+    its one rounding. ROWS (a SLIDING column's rows): the per-channel vectors are loaded as whole ROWS x
+    BLOCK_C tiles, in the accumulator's layout (a row of channels alone would be spread over every lane and
+    moved through shared memory)."""
+    if ROWS:
+        c = c[None, :] + tl.zeros((ROWS, 1), dtype=c.dtype)
+        c_ok = tl.broadcast_to(c_ok[None, :], c.shape)
+    if HAS_BIAS:
+        terms = decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
+        acc = acc + (terms if ROWS else terms[None, :])
+    if NORM:
+        n_mean, n_scale, n_shift = norm_parameters(c, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
+        if ROWS:
+            acc = activated((acc - n_mean) * n_scale + n_shift, ACTIVATION)
+        else:
+            acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
+    return acc
+
+
+@triton.jit
+def _store_positions(out, acc, nb, od, oh, ow, c, rows_ok, c_ok, o_sn, o_sc, o_sd, o_sh, o_sw,
+                     DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr):
+    """The float32 accumulator (output positions (nb, od, oh, ow) x channels ``c``) rounded once to the type
+    of ``out``'s elements and stored where ``rows_ok`` and ``c_ok`` hold."""
+    value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+    o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
+    tl.store(out + o_off[:, None] + c[None, :] * o_sc, value, mask=rows_ok[:, None] & c_ok[None, :])
+
+
+@triton.jit
 def _window_position(p, KH: tl.constexpr, KW: tl.constexpr):
     """(kd, kh, kw) of the kernel window's flat position ``p``."""
     return p // (KW * KH), (p // KW) % KH, p % KW
@@ -329,15 +362,9 @@ def conv_implicit_gemm(x, w, bias, out, partial, b_s, mean, var, norm_w, norm_b,
         p_off = tl.program_id(2) * M * cout + rm[:, None] * cout + co[None, :]
         tl.store(partial + p_off, acc, mask=m_ok[:, None] & n_ok[None, :])
     else:
-        if HAS_BIAS:
-            bv = decode(tl.load(bias + co * b_s, mask=n_ok, other=0), BIAS_FORMAT).to(tl.float32)
-            acc = acc + bv[None, :]
-        if NORM:
-            n_mean, n_scale, n_shift = norm_parameters(co, n_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
-            acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
-        value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
-        o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
-        tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & n_ok[None, :])
+        acc = _channel_epilogue(acc, co, n_ok, bias, b_s, mean, var, norm_w, norm_b, eps, HAS_BIAS, BIAS_FORMAT,
+                                NORM, NORM_FORMAT, ACTIVATION, 0)
+        _store_positions(out, acc, nb, od, oh, ow, co, m_ok, n_ok, o_sn, o_sc, o_sd, o_sh, o_sw, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
@@ -354,16 +381,11 @@ def conv_split_sum(partial, bias, out, b_s, mean, var, norm_w, norm_b, eps, M, C
     acc = tl.load(partial + p_off, mask=ok, other=0)
     for s in tl.static_range(1, SPLITS):
         acc += tl.load(partial + s * M * COUT + p_off, mask=ok, other=0)
-    if HAS_BIAS:
-        bv = decode(tl.load(bias + co * b_s, mask=co < COUT, other=0), BIAS_FORMAT).to(tl.float32)
-        acc = acc + bv[None, :]
-    if NORM:
-        n_mean, n_scale, n_shift = norm_parameters(co, co < COUT, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
-        acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
+    acc = _channel_epilogue(acc, co, co < COUT, bias, b_s, mean, var, norm_w, norm_b, eps, HAS_BIAS, BIAS_FORMAT,
+                            NORM, NORM_FORMAT, ACTIVATION, 0)
     nb, od, oh, ow = _output_position(rm, OD, OH, OW)
-    value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
-    o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
-    tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=ok)
+    _store_positions(out, acc, nb, od, oh, ow, co, rm < M, co < COUT, o_sn, o_sc, o_sd, o_sh, o_sw, DST_FORMAT,
+                     VIA_F32)
 
 
 @triton.jit
@@ -419,15 +441,9 @@ def conv_direct(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, M, COUT, C
             acc = _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH, IW, sd, sh, sw, pd,
                                ph, pw, dd, dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G, KH, KW,
                                TRANSPOSED, DECODE_BF16)
-    if HAS_BIAS:
-        bv = decode(tl.load(bias + co * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
-        acc = acc + bv[None, :]
-    if NORM:
-        n_mean, n_scale, n_shift = norm_parameters(co, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
-        acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
-    value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
-    o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
-    tl.store(out + o_off[:, None] + co[None, :] * o_sc, value, mask=m_ok[:, None] & c_ok[None, :])
+    acc = _channel_epilogue(acc, co, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, HAS_BIAS, BIAS_FORMAT, NORM,
+                            NORM_FORMAT, ACTIVATION, 0)
+    _store_positions(out, acc, nb, od, oh, ow, co, m_ok, c_ok, o_sn, o_sc, o_sd, o_sh, o_sw, DST_FORMAT, VIA_F32)
 
 
 @triton.jit
@@ -639,30 +655,6 @@ def _channels_inner_sliding(x_tile, w_c, i_d0, ih, iw0, rows_ok, c_ok, ID, IH, I
 
 
 @triton.jit
-def _channels_inner_finished(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, out, HAS_BIAS: tl.constexpr,
-                             BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                             NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr,
-                             ROWS: tl.constexpr):
-    """The accumulator (positions x channels ``c``) with the bias, the norm and activation, rounded once to
-    the type of ``out``'s elements. ROWS (a SLIDING column's rows): the per-channel vectors are loaded as
-    whole ROWS x BLOCK_C tiles, in the accumulator's layout (a row of channels alone would be spread over
-    every lane and moved through shared memory)."""
-    if ROWS:
-        c = c[None, :] + tl.zeros((ROWS, 1), dtype=c.dtype)
-        c_ok = tl.broadcast_to(c_ok[None, :], c.shape)
-    if HAS_BIAS:
-        terms = decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
-        acc = acc + (terms if ROWS else terms[None, :])
-    if NORM:
-        n_mean, n_scale, n_shift = norm_parameters(c, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
-        if ROWS:
-            acc = activated((acc - n_mean) * n_scale + n_shift, ACTIVATION)
-        else:
-            acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
-    return encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
-
-
-@triton.jit
 def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, C, OD, OH, OW, ID, IH, IW,
                                   sd, sh, sw, pd, ph, pw, dd, dh, dw,
                                   x_sn, x_sc, x_sd, x_sh, x_sw, w_sc, w_sd, w_sh, w_sw, o_sn, o_sc, o_sd, o_sh, o_sw,
@@ -723,9 +715,9 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
                                            x_sw, w_sd, w_sh, w_sw, KD, KH, KW, BLOCK_H, BLOCK_W, BLOCK_C, True,
                                            DECODE_BF16, BF16)
         for j in tl.static_range(BLOCK_W):
-            value = _channels_inner_finished(accs[j], c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, out,
-                                             HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32, NORM, NORM_FORMAT,
-                                             ACTIVATION, BLOCK_H)
+            value = encode(_channel_epilogue(accs[j], c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, HAS_BIAS,
+                                             BIAS_FORMAT, NORM, NORM_FORMAT, ACTIVATION, BLOCK_H),
+                           out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
             o_off = nb * o_sn + od * o_sd + oh * o_sh + (ow + j) * o_sw
             tl.store(out + o_off[:, None] + c[None, :] * o_sc, value,
                      mask=(out_ok & (ow + j < OW))[:, None] & c_ok[None, :])
@@ -739,10 +731,9 @@ def conv_depthwise_channels_inner(x, w, bias, out, b_s, mean, var, norm_w, norm_
             acc = _channels_inner_window(acc, x_tile, w_c, i_d0, ih, iw, out_ok, c_ok, ID, IH, IW, dd, dh, dw, x_sd,
                                          x_sh, x_sw, w_sd, w_sh, w_sw, KD, KH, KW, UNROLL, UNROLL_COLUMNS, True,
                                          DECODE_BF16, BF16)
-        value = _channels_inner_finished(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, out, HAS_BIAS,
-                                         BIAS_FORMAT, DST_FORMAT, VIA_F32, NORM, NORM_FORMAT, ACTIVATION, 0)
-        o_off = nb * o_sn + od * o_sd + oh * o_sh + ow * o_sw
-        tl.store(out + o_off[:, None] + c[None, :] * o_sc, value, mask=out_ok[:, None] & c_ok[None, :])
+        acc = _channel_epilogue(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, HAS_BIAS, BIAS_FORMAT,
+                                NORM, NORM_FORMAT, ACTIVATION, 0)
+        _store_positions(out, acc, nb, od, oh, ow, c, out_ok, c_ok, o_sn, o_sc, o_sd, o_sh, o_sw, DST_FORMAT, VIA_F32)
 
 
 @triton.jit

@@ -26,16 +26,20 @@ REDUCE_MIN = tl.constexpr(3)
 
 
 @triton.jit
-def _checked(raw, size, valid, status, CODE: tl.constexpr, WRAP: tl.constexpr):
-    """``raw`` indices as int64 (negative ones counted from the end when WRAP, else out of range),
-    and the lanes that may use them; out-of-range lanes report CODE."""
+def _checked(raw, size, valid, status, CODE: tl.constexpr, WRAP: tl.constexpr, INDEX_64: tl.constexpr):
+    """``raw`` indices (negative ones counted from the end when WRAP, else out of range) in the kernel's
+    index width, int64 with INDEX_64, else int32, and the lanes that may use them; out-of-range lanes
+    report CODE."""
     i = raw.to(tl.int64)
     if WRAP:
         i = tl.where(i < 0, i + size, i)
     in_range = (i >= 0) & (i < size)
     bad = valid & (in_range == 0)
     tl.store(status + (i * 0).to(tl.int32), tl.full(i.shape, CODE, tl.int32), mask=bad)
-    return tl.where(valid & in_range, i, 0), valid & in_range
+    i = tl.where(valid & in_range, i, 0)
+    if not INDEX_64:
+        i = i.to(tl.int32)
+    return i, valid & in_range
 
 
 @triton.jit
@@ -64,9 +68,7 @@ def advanced_index(data, other, index, constant_bits, n, n_b, shape, data_stride
             b_scale *= shape[d]
     for k in tl.static_range(K):
         raw = tl.load(index + k * n_b + b, mask=valid, other=0)
-        i, valid = _checked(raw, index_sizes[k], valid, status, CODE, WRAP)
-        if not INDEX_64:
-            i = i.to(tl.int32)
+        i, valid = _checked(raw, index_sizes[k], valid, status, CODE, WRAP, INDEX_64)
         data_off += i * index_strides[k]
     if MODE == MODE_GATHER:
         tl.store(other + other_off, tl.load(data + data_off, mask=valid), mask=valid)
@@ -97,9 +99,7 @@ def gather_rows(out, src, index, n_b, inner_n, outer_shape, outer_strides, index
     ok = valid
     for k in tl.static_range(K):
         raw = tl.load(index + k * n_b + b + cols * 0)
-        i, ok = _checked(raw, index_sizes[k], ok, status, CODE, WRAP)
-        if not INDEX_64:
-            i = i.to(tl.int32)
+        i, ok = _checked(raw, index_sizes[k], ok, status, CODE, WRAP, INDEX_64)
         base += i * index_strides[k]
     values = tl.load(src + base + cols * src_inner_stride, mask=ok)
     tl.store(out + row * inner_n + cols, values, mask=valid)
@@ -128,9 +128,7 @@ def advanced_accumulate(data, other, index, alpha, n, n_b, shape, data_strides, 
         ok = valid
         for k in tl.static_range(K):
             raw = tl.load(index + k * n_b + b + idx * 0)
-            i, ok = _checked(raw, index_sizes[k], ok, status, CODE, WRAP)
-            if not INDEX_64:
-                i = i.to(tl.int32)
+            i, ok = _checked(raw, index_sizes[k], ok, status, CODE, WRAP, INDEX_64)
             data_off += i * index_strides[k]
         current = decode(tl.load(data + data_off, mask=ok), FORMAT).to(COMPUTE)
         addend = decode(tl.load(other + other_off, mask=ok), FORMAT).to(COMPUTE)
@@ -141,18 +139,28 @@ def advanced_accumulate(data, other, index, alpha, n, n_b, shape, data_strides, 
 
 
 @triton.jit
+def _index_lanes(index, n, shape, element_strides, indexed_strides, index_strides, dim_size, status,
+                 RANK: tl.constexpr, DIM: tl.constexpr, CODE: tl.constexpr, WRAP: tl.constexpr,
+                 INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
+    """A program's lanes over the index's shape, for gather and scatter along DIM: which lanes are valid,
+    each lane's offset in the tensor that has the index's shape, its offset in the indexed tensor with
+    DIM left out, the checked index there and the lanes that may use it."""
+    idx = program_elements(BLOCK, INDEX_64)
+    valid = idx < n
+    element_off = strided_offset(idx, shape, element_strides, RANK)
+    index_off = strided_offset(idx, shape, index_strides, RANK)
+    indexed_off = strided_offset(idx, shape, indexed_strides, RANK, DIM)
+    i, ok = _checked(tl.load(index + index_off, mask=valid, other=0), dim_size, valid, status, CODE, WRAP, INDEX_64)
+    return valid, element_off, indexed_off, i, ok
+
+
+@triton.jit
 def dim_gather(out, src, index, n, shape, out_strides, src_strides, index_strides, src_dim_size, status,
                RANK: tl.constexpr, DIM: tl.constexpr, CODE: tl.constexpr, WRAP: tl.constexpr,
                INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """``out[c] = src[c with c[DIM] replaced by index[c]]`` over the index's shape."""
-    idx = program_elements(BLOCK, INDEX_64)
-    valid = idx < n
-    out_off = strided_offset(idx, shape, out_strides, RANK)
-    index_off = strided_offset(idx, shape, index_strides, RANK)
-    src_off = strided_offset(idx, shape, src_strides, RANK, DIM)
-    i, ok = _checked(tl.load(index + index_off, mask=valid, other=0), src_dim_size, valid, status, CODE, WRAP)
-    if not INDEX_64:
-        i = i.to(tl.int32)
+    valid, out_off, src_off, i, ok = _index_lanes(index, n, shape, out_strides, src_strides, index_strides,
+                                                  src_dim_size, status, RANK, DIM, CODE, WRAP, INDEX_64, BLOCK)
     values = tl.load(src + src_off + i * src_strides[DIM], mask=ok)
     tl.store(out + out_off, values, mask=valid)
 
@@ -165,14 +173,8 @@ def dim_scatter(dst, src, index, constant_bits, n, shape, dst_strides, src_strid
                 INDEX_64: tl.constexpr, BLOCK: tl.constexpr):
     """``dst[c with c[DIM] replaced by index[c]] = src[c]`` (or a constant) over the index's shape;
     which of several writes to one element lands is unspecified, as in ATen."""
-    idx = program_elements(BLOCK, INDEX_64)
-    valid = idx < n
-    src_off = strided_offset(idx, shape, src_strides, RANK)
-    index_off = strided_offset(idx, shape, index_strides, RANK)
-    dst_off = strided_offset(idx, shape, dst_strides, RANK, DIM)
-    i, ok = _checked(tl.load(index + index_off, mask=valid, other=0), dst_dim_size, valid, status, CODE, WRAP)
-    if not INDEX_64:
-        i = i.to(tl.int32)
+    valid, src_off, dst_off, i, ok = _index_lanes(index, n, shape, src_strides, dst_strides, index_strides,
+                                                  dst_dim_size, status, RANK, DIM, CODE, WRAP, INDEX_64, BLOCK)
     if CONSTANT:
         value = tl.full([BLOCK], constant_bits, tl.int64).to(CONSTANT_BITS_TYPE).to(dst.dtype.element_ty,
                                                                                      bitcast=True)
@@ -212,9 +214,7 @@ def dim_scatter_reduce(dst, src, index, counts, n, dim_n, shape, dst_strides, sr
     t = 0
     while t < dim_n:
         raw = tl.load(index + index_base + t * index_strides[DIM], mask=valid, other=0)
-        i, ok = _checked(raw, dst_dim_size, valid, status, CODE, WRAP)
-        if not INDEX_64:
-            i = i.to(tl.int32)
+        i, ok = _checked(raw, dst_dim_size, valid, status, CODE, WRAP, INDEX_64)
         dst_off = dst_base + i * dst_strides[DIM]
         current = decode(tl.load(dst + dst_off, mask=ok), FORMAT).to(COMPUTE)
         value = decode(tl.load(src + src_base + t * src_strides[DIM], mask=ok), FORMAT).to(COMPUTE)

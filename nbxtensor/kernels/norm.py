@@ -37,6 +37,15 @@ def _row_block(src, src_row, j, length, row_mask, stride, UNIT: tl.constexpr, FO
     return mask, x.to(COMPUTE)
 
 
+@triton.jit
+def _chunk_start(chunk_length, INDEX_64: tl.constexpr):
+    """The chunk of the row a program of a split softmax takes (grid axis 1), and its first element."""
+    chunk = tl.program_id(1)
+    if INDEX_64:
+        chunk = chunk.to(tl.int64)
+    return chunk, chunk * chunk_length
+
+
 # A row's sums must not depend on the rows around it. ``tl.sum`` adds in an order set by the tile's layout,
 # which Triton derives from what it knows of the addresses: their alignment, and the values it specialised
 # the row count, shape and strides on. So every pointer arrives 16-byte aligned (the host copies one that
@@ -66,10 +75,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
         lanes = lanes.to(tl.int64)
     out_type = dst.dtype.element_ty
     if STATS:
-        chunk = tl.program_id(1)
-        if INDEX_64:
-            chunk = chunk.to(tl.int64)
-        start = chunk * chunk_length
+        chunk, start = _chunk_start(chunk_length, INDEX_64)
         if ONE_STEP:
             j = start + lanes
             mask, x = _row_block(src, src_row, j, length, row_mask, src_red_stride, RED_UNIT, SRC_FORMAT, COMPUTE)
@@ -110,10 +116,7 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
         tl.store(dst + dst_row[:, None] + _along(lanes, dst_red_stride, DST_UNIT)[None, :],
                  encode(y, out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
     else:
-        chunk = tl.program_id(1)
-        if INDEX_64:
-            chunk = chunk.to(tl.int64)
-        start = chunk * chunk_length
+        chunk, start = _chunk_start(chunk_length, INDEX_64)
         if ONE_STEP:
             # the block is loaded before the chunk states, so that its latency passes while they combine
             j = start + lanes

@@ -467,7 +467,7 @@ class _Setting:
             if not self.transposed:
                 configs += [dict(config, POSITIONS_INNER=True, PREFETCH=True, STAGE_WEIGHT=True)
                             for config in stepped if "SPLITS" not in config]
-        return _unique(configs)
+        return tuning.distinct_candidates(configs)
 
     def channels_inner_candidates(self, tiles=None) -> list[dict]:
         """The depthwise kernel's settings for ``channels_inner_tiles(tiles)``, each with the weight read in
@@ -486,12 +486,12 @@ class _Setting:
             # staged where a tap's weights lie a window apart: read in place, their scalar loads take a layout
             # the compiler moves through shared memory, a barrier a tap (sm_90)
             configs += settings(self.sliding_tiles(), SLIDING=True, **stage)
-        return _unique(configs)
+        return tuning.distinct_candidates(configs)
 
 
 def _staged(setting, configs):
     """``configs`` without repeats, and again with STAGE where the setting may stage its operands."""
-    configs = _unique(configs)
+    configs = tuning.distinct_candidates(configs)
     return configs + [dict(c, STAGE=True) for c in configs] if setting.stages() else configs
 
 
@@ -556,16 +556,6 @@ def _stage_launch(shape, strides, source: Slot, target: Slot) -> PlannedLaunch:
                          [source, target, r, positions, ph, pw, s_b, s_r, s_d, s_h, s_w],
                          dict(BLOCK_R=block_r, BLOCK_P=block_p,
                               INDEX_64=needs_index_64((tuple(shape), tuple(strides)), dense), num_warps=4))
-
-
-def _unique(configs):
-    seen, out = set(), []
-    for config in configs:
-        marker = tuple(sorted(config.items()))
-        if marker not in seen:
-            seen.add(marker)
-            out.append(config)
-    return out
 
 
 def _conv_key(facts, input, weight, bias=None, stride=1, padding=0, dilation=1, transposed=False, output_padding=0,

@@ -68,18 +68,15 @@ def gemv_candidates(facts: dict, m: int, n: int, k: int) -> list[dict]:
         return [dict(BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n),
                      BLOCK_K=_clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), SPLITS=1, num_warps=4)]
     tiles = facts["tiles"]
-    seen, out = set(), []
+    configs = []
     shapes = _GEMV_ONE_ROW_SHAPES + _GEMV_ONE_ROW_PIPELINED if m == 1 else _GEMV_ROWS_SHAPES
     for bn, bk, splits, warps, *extra in shapes:
         block_k = _clamp_block(bk, _GEMV_MAX_BLOCK_K, k)
         config = dict(BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n), BLOCK_K=block_k,
                       SPLITS=max(1, min(splits, cdiv(k, block_k))), num_warps=min(warps, tiles["max_warps"]),
                       **(extra[0] if extra else {}))
-        marker = tuple(sorted(config.items()))
-        if marker not in seen:
-            seen.add(marker)
-            out.append(config)
-    return out
+        configs.append(config)
+    return tuning.distinct_candidates(configs)
 
 
 @dataclass(frozen=True)

@@ -281,7 +281,7 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
                      num_stages=1, num_warps=1, GROUP_M=GROUP_M)]
     tiles = facts["tiles"]
     shared = facts.get("shared_memory_per_block_bytes")
-    seen, out = set(), []
+    out = []
     fma = dtype.name == "float32" and _dot_precision(dtype) == IEEE and not parts
     if parts:
         plain = _GEMM_PARTS_SHAPES + (_GEMM_PARTS_BATCH_SHAPES if batches > 1 else [])
@@ -314,13 +314,9 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, dtype, *, single: bool 
                       GROUP_M=GROUP_M, **{f: True for f in _TILE_FLAGS if flags.get(f)},
                       **{f: flags[f] for f in ("SPLITS", "PROGRAMS_PER_SM") if f in flags})
         staged = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * dtype.itemsize * config["num_stages"]
-        if shared and staged > shared:
-            continue
-        marker = tuple(sorted(config.items()))
-        if marker not in seen:
-            seen.add(marker)
+        if not shared or staged <= shared:
             out.append(config)
-    return out
+    return tuning.distinct_candidates(out)
 
 
 def _operand_flags(dtype, out_dtype, bias, dev, facts) -> dict:
@@ -509,14 +505,7 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         bias2 = bias.expand(*out.shape).reshape(m, n) if has_bias else None
         run_gemv = _gemv_launches(key, a.reshape(m, k), b.reshape(k, n), bias2, out.view(m, n), m, n, k, alpha, beta,
                                   has_bias, scaled, flags, facts, dev, index_64, norm, norm_tensors)
-
-        fresh_output = fresh_tensor_maker(out_shape, out_dtype, dev)
-
-        def execute_gemv(a, b, bias, out=None, norm_tensors=()):
-            out = fresh_output() if out is None else out
-            run_gemv(a, b, bias, out, norm_tensors)
-            return out
-        return execute_gemv
+        return _executing(run_gemv, out_shape, out_dtype, dev)
     parts = route == "planes"
     if parts:
         # float32 tiles split into bfloat16 parts in the GEMM; the interpreter multiplies the parts as the
@@ -579,11 +568,15 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
                             for config in gemm_candidates(facts, m, n, k, a.dtype, batches=batches)]
     config = tuning.choose_timed(key, facts, candidates,
                                  lambda config: functools.partial(launches_for(config), a, b, bias, out, norm_tensors))
-    run = launches_for(config)
+    return _executing(launches_for(config), out_shape, out_dtype, dev)
+
+
+def _executing(run, out_shape, out_dtype, dev):
+    """A product plan's call: ``run(a, b, bias, out, norm_tensors)``'s launches into ``out`` (laid out as the
+    plan's output), else into a fresh tensor, which it returns."""
     fresh_output = fresh_tensor_maker(out_shape, out_dtype, dev)
 
     def execute(a, b, bias, out=None, norm_tensors=()):
-        """``out``: where to write (laid out as the plan's output), else a fresh tensor."""
         out = fresh_output() if out is None else out
         run(a, b, bias, out, norm_tensors)
         return out

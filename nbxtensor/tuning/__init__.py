@@ -49,6 +49,15 @@ def choose_timed(key: str, facts: dict, candidates, prepare) -> dict:
                   rounds=TIMING_ROUNDS, build=build)
 
 
+def distinct_candidates(configs) -> list[dict]:
+    """``configs`` in order without repeats: clamping to a small shape or a device's ceilings makes
+    different table rows the same setting, which would be built and timed twice."""
+    firsts = {}
+    for config in configs:
+        firsts.setdefault(tuple(sorted(config.items())), config)
+    return list(firsts.values())
+
+
 def cache_path(device=None):
     """The file holding ``device``'s (default: the default device's) device class settings."""
     return _cache_path_of(_facts(device)["name"])
@@ -61,6 +70,6 @@ def entries(device=None) -> dict:
 
 
 __all__ = ["MODE_CERTIFIED_ONLY", "MODE_TUNE", "TuningCache", "TuningKeyMissing", "bucket", "cache_for",
-           "TIMING_ROUNDS", "cache_path", "choose", "choose_timed", "entries", "launch_key", "mode", "recording",
+           "TIMING_ROUNDS", "cache_path", "choose", "choose_timed", "distinct_candidates", "entries", "launch_key", "mode", "recording",
            "tuning_dir", "certified_only", "set_certified_only", "certify_command", "versions",
            "StoreFileError", "export_store", "import_store"]
