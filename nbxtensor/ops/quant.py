@@ -291,16 +291,11 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, whole_words: bool = Fal
                      BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n),
                      BLOCK_K=_clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), num_stages=1, num_warps=4)]
     tiles = facts["tiles"]
-    seen, out = set(), []
-    for bm, bn, bk, stages, warps in (_GEMM_INT4_SHAPES if whole_words else []) + _GEMM_SHAPES:
-        config = dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m), BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
-                      BLOCK_K=_clamp_block(bk, tiles["max_block_k"], k), num_stages=min(stages, tiles["max_stages"]),
-                      num_warps=min(warps, tiles["max_warps"]))
-        marker = tuple(config.values())
-        if marker not in seen:
-            seen.add(marker)
-            out.append(config)
-    return out
+    return tuning.distinct_candidates(
+        dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m), BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
+             BLOCK_K=_clamp_block(bk, tiles["max_block_k"], k), num_stages=min(stages, tiles["max_stages"]),
+             num_warps=min(warps, tiles["max_warps"]))
+        for bm, bn, bk, stages, warps in (_GEMM_INT4_SHAPES if whole_words else []) + _GEMM_SHAPES)
 
 
 def decode_candidates(facts: dict, m: int, n: int, k: int, format: str, group_size: int | None = None,
@@ -321,13 +316,7 @@ def decode_candidates(facts: dict, m: int, n: int, k: int, format: str, group_si
     if m > 1 and inside >= MIN_CONVERTED_DOT_K:
         ordered = [_int4_gemv_config(facts, n, k, bn, min(bk, inside), *rest)
                    for bn, bk, *rest in _GEMV_INT4_ROWS_SHAPES] + ordered
-    out, seen = [], set()
-    for config in ordered:
-        marker = tuple(sorted(config.items()))
-        if marker not in seen:
-            seen.add(marker)
-            out.append(config)
-    return out
+    return tuning.distinct_candidates(ordered)
 
 
 # the cost rule sizes a decode GEMV's partials by the float GEMV's settings (``matmul_plans._product_workspace``),
@@ -659,7 +648,7 @@ def fp8_candidates(facts: dict, m: int, n: int, k: int, group_k: int | None = No
         # registers a thread each (ptxas for sm_90 spills hundreds of bytes past that)
         shapes += [shape for shape in _FP8_TILE_VARIANTS if (tma or not shape[5].get("TMA"))
                    and (not blocked or shape[0] * shape[1] <= 64 * 32 * shape[4])]
-    seen, out = set(), []
+    out = []
     for bm, bn, bk, stages, warps, flags in shapes:
         if group_k is not None and group_k % bk:
             continue
@@ -674,11 +663,8 @@ def fp8_candidates(facts: dict, m: int, n: int, k: int, group_k: int | None = No
             staged += 2 * config["BLOCK_M"] * config["BLOCK_N"]
         if shared and staged > shared:
             continue
-        marker = tuple(sorted(config.items()))
-        if marker not in seen:
-            seen.add(marker)
-            out.append(config)
-    return out
+        out.append(config)
+    return tuning.distinct_candidates(out)
 
 
 # ---- samples ---------------------------------------------------------------------------------------
