@@ -62,7 +62,12 @@ def test_a_certified_zoo_graph_runs_certified_only(zoo_graph):
     assert {r["status"] for r in reports} == {"certified"}
     clear_all()
     with tuning.certified_only():
-        np.testing.assert_array_equal(model(ids).numpy(), free)
+        certified = model(ids).numpy()
+    # the free run took each key's first candidate at the shapes it met, certification chose at the bucket's
+    # top rung, where tiles clamp less (the products' K in one step of 64 instead of two of 32): float32 sums
+    # rounded in another order, so the outputs agree to sums over the hidden size (64 terms: 64 units of
+    # 2^-24 of the magnitudes), not bit for bit
+    np.testing.assert_allclose(certified, free, rtol=64 * 2.0 ** -24, atol=64 * 2.0 ** -24 * np.abs(free).max())
 
 
 LLM_COMMON = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
