@@ -21,9 +21,22 @@ from typing import Callable
 
 import numpy as np
 
+import nbxtensor as nbx
+
 from . import progress
 from .allocation import poisoned
-from .tuning.cache import bucket, cache_for, certifications, op_of, time_candidates
+from .census import census
+from .device import backend_for, resolve
+from .dtypes import get_dtype
+from .nn import functional as F
+from .ops.attention import prefill_attention
+from .ops.convolution import _DIRECT_MAX_GROUP_MATRIX, _DIRECT_SHAPES, convolution
+from .ops.matmul import _product
+from .ops.matmul_prologue import act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
+from .ops.plans import clear_all
+from .ops.quant import quantized_linear
+from .quant import FP8_BLOCK, QuantizedWeight
+from .tuning.cache import bucket, cache_for, certifications, op_of, recording, time_candidates
 
 __all__ = ["certify_key", "certify_keys", "certify_graph", "parse_key", "MalformedKey", "CERTIFIERS"]
 
@@ -81,7 +94,6 @@ def _gamma(terms: int, unit: float) -> float:
 def _operand(rng, shape, dtype_name: str, device, transposed: bool):
     """A tensor of ``dtype_name`` of ``shape`` (its last two dims stored transposed when asked), and its
     exact values in float64."""
-    import nbxtensor as nbx
     stored = (*shape[:-2], shape[-1], shape[-2]) if transposed else tuple(shape)
     if dtype_name.startswith(("int", "uint")):
         values = rng.integers(-8 if dtype_name.startswith("int") else 0, 8, stored).astype(np.int32)
@@ -95,7 +107,6 @@ def _operand(rng, shape, dtype_name: str, device, transposed: bool):
 
 def _exact(tensor) -> np.ndarray:
     """A tensor's values in float64 (half floats widened on the device first: float32 holds them exactly)."""
-    import nbxtensor as nbx
     if tensor.dtype.kind == "float" and tensor.dtype.itemsize < 4:
         tensor = tensor.to(nbx.float32)
     with np.errstate(invalid="ignore"):  # a wrong candidate's output may hold anything
@@ -105,8 +116,6 @@ def _exact(tensor) -> np.ndarray:
 def _product_cases(extents, dtypes, flags, device) -> list[Case]:
     """GEMM and GEMV keys: ``matmul``'s product (the same route a linear layer takes) on operands with the
     key's dtypes and layouts. Bound: float accumulation of K products, then rounding to the output."""
-    from .dtypes import get_dtype
-    from .ops.matmul import _product
     rng = np.random.default_rng(0)
     in_name, out_name = dtypes
     out_dtype = get_dtype(out_name)
@@ -134,8 +143,6 @@ def _prologue_cases(kernel: str, extents, dtypes, flags, device) -> list[Case]:
     rounded to the dtype before and after the product with up, and float32's few ulps in exp or tanh (of
     the gate's size: 1 + tanh cancels). The ``quantized_`` kernels: the same of a weight rounded to nearest
     in the key's format, as ``_quantized_cases`` makes and bounds it."""
-    from .ops.matmul_prologue import act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
-    from .quant import QuantizedWeight
     quantized = kernel.startswith("quantized_")
     if quantized and flags.get("g_idx") == "1":
         return []  # act-order weights come only from GPTQ checkpoints: no rounding here makes one
@@ -228,7 +235,6 @@ def _attention_reference(q64, k64, v64, allowed, additive, softcap, dtype_name: 
 def _attention_mask(rng, flags, length, keys, dtype_name, device):
     """The mask the key's ``mask`` flag names (0 none, 1 bool, 2 additive), (L, S) broadcast over heads: the
     tensor and (allowed, additive) in float64."""
-    import nbxtensor as nbx
     kind = flags.get("mask", "0")
     if kind == "0":
         return None, np.ones((length, keys), dtype=bool), None
@@ -246,8 +252,6 @@ def _prefill_cases(extents, dtypes, flags, device) -> list[Case]:
     """Prefill attention keys: plain ones through ``scaled_dot_product_attention``; those naming a cap, a
     window or a query offset (a prompt's chunk past its first) through ``prefill_attention``, the op that
     takes them, with the offset that makes the queries the keys' last positions; so too one causal row."""
-    from .nn import functional as F
-    from .ops.attention import prefill_attention
     rng = np.random.default_rng(0)
     length, keys, dim = extents["L"], extents["S"], extents["E"]
     (name,) = dtypes
@@ -285,7 +289,6 @@ def _prefill_cases(extents, dtypes, flags, device) -> list[Case]:
 
 def _decode_cases(extents, dtypes, flags, device) -> list[Case]:
     """Decode attention keys: one query row of G heads sharing one key head."""
-    from .nn import functional as F
     rng = np.random.default_rng(0)
     group, keys, dim = extents["G"], extents["S"], extents["E"]
     (name,) = dtypes
@@ -305,8 +308,6 @@ def _quantized_cases(extents, dtypes, flags, device) -> list[Case]:
     forms). Reference: the input times the dequantized weight (``QuantizedWeight.dequantize``, on the host),
     in float64. Bound: the product's, plus the dequantized weight's rounding to the dot's input dtype
     (the kernel dequantizes tiles in registers) and to float32 (the host's dequantized copy)."""
-    from .ops.quant import quantized_linear
-    from .quant import QuantizedWeight
     if flags.get("g_idx") == "1":
         return []  # act-order weights come only from GPTQ checkpoints: no rounding here makes one
     rng = np.random.default_rng(0)
@@ -379,7 +380,6 @@ def _conv_channels(route: str, cout_g: int, cin_g: int, ladder, least_cin_g: int
     the direct kernel, its smallest extents for one too narrow for the implicit GEMM), or None where none
     do. The implicit GEMM widens the outputs first, so that a ragged key keeps few input channels (its
     flat-K form)."""
-    from .ops.convolution import _DIRECT_MAX_GROUP_MATRIX as widest
     (out_low, out_top), (in_low, in_top) = ((_smallest_in_bucket(bucket(e, ladder), ladder), bucket(e, ladder))
                                             for e in (cout_g, cin_g))
     in_low = max(in_low, least_cin_g)
@@ -387,13 +387,13 @@ def _conv_channels(route: str, cout_g: int, cin_g: int, ladder, least_cin_g: int
         return None
     cin_g = max(cin_g, in_low)
     if route == "direct":
-        if cout_g * cin_g > widest:
-            cin_g = max(in_low, min(cin_g, widest // cout_g))
-        if cout_g * cin_g > widest:
-            cout_g = max(out_low, widest // cin_g)
-        return (cout_g, cin_g) if cout_g * cin_g <= widest else None
+        if cout_g * cin_g > _DIRECT_MAX_GROUP_MATRIX:
+            cin_g = max(in_low, min(cin_g, _DIRECT_MAX_GROUP_MATRIX // cout_g))
+        if cout_g * cin_g > _DIRECT_MAX_GROUP_MATRIX:
+            cout_g = max(out_low, _DIRECT_MAX_GROUP_MATRIX // cin_g)
+        return (cout_g, cin_g) if cout_g * cin_g <= _DIRECT_MAX_GROUP_MATRIX else None
     for inputs in range(cin_g, in_top + 1):  # the fewest input channels with enough outputs in their bucket
-        outputs = max(cout_g, widest // inputs + 1)
+        outputs = max(cout_g, _DIRECT_MAX_GROUP_MATRIX // inputs + 1)
         if outputs <= out_top:
             return outputs, inputs
     return None
@@ -403,7 +403,6 @@ def _conv_operand(rng, shape, dtype_name: str, device, channels_last: bool, stri
     """A tensor of ``shape`` (N, C, *S), its channels innermost in memory when asked, read in place from a
     buffer one column wider when ``strided`` (a layout no view reshapes densely), and its exact values in
     float64."""
-    import nbxtensor as nbx
     dims = len(shape) - 2
     stored = (shape[0], *shape[2:], shape[1]) if channels_last else tuple(shape)
     columns = dims if channels_last else dims + 1  # the last spatial dim's place in ``stored``
@@ -446,8 +445,6 @@ def _conv_cases(route: str, extents, dtypes, flags, device) -> list[Case]:
     no view reshapes into the product's operand: the input is read in place from a wider buffer.
     Bound: the product's, γ(K+3)·(|x|*|w|) for the K = C_in/groups * window products of an output, one
     more term for the bias, then the output's rounding."""
-    from .device import backend_for
-    from .ops.convolution import _DIRECT_SHAPES, convolution
     rng = np.random.default_rng(0)
     if len(dtypes) != 1 or set(extents) != {"M", "N", "K"}:
         raise MalformedKey(f"convolution launch key: extents {sorted(extents)} and dtypes {list(dtypes)}, expected "
@@ -518,8 +515,6 @@ def _fp8_activation_cases(fp8_scales: str, extents, dtypes, flags, device) -> li
     the unrounded input times the dequantized weight, in float64. Bound: the product's, plus the rows' rounding
     to e4m3 (half a step: 2^-4 of an element, or 2^-10 of its scale, a row's or its 1 x 128 block's, below
     e4m3's normals) and the output's rounding."""
-    from .ops.quant import quantized_linear
-    from .quant import FP8_BLOCK, QuantizedWeight
     rng = np.random.default_rng(0)
     m, n, k = extents["M"], extents["N"], extents["K"]
     in_name, _ = dtypes
@@ -645,9 +640,6 @@ def certify_key(key: str, device=None, *, again: bool = False) -> dict:
     """Tune and certify ``key`` on ``device`` (default: the default device) unless it holds a certified
     entry of these versions (``again``: certify anyway). A report: key, op, status (``kept``, ``certified``,
     ``refused``: every candidate refused, or ``uncertifiable``), config and the refused candidates."""
-    from .device import backend_for, resolve
-    from .ops.plans import clear_all
-    from .tuning.cache import recording
     dev = resolve(device)
     facts = backend_for(dev).facts
     cache = cache_for(facts["name"])
@@ -718,6 +710,4 @@ def certify_keys(keys, device=None, *, again: bool = False) -> list[dict]:
 
 def certify_graph(model, values: dict | None = None, device=None, *, again: bool = False) -> list[dict]:
     """Certify every launch key the census of ``model`` (a loaded graph) names for ``values`` on ``device``."""
-    from .census import census
-    from .device import backend_for, resolve
     return certify_keys(census(model, values, backend_for(resolve(device)).facts), device, again=again)
