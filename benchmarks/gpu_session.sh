@@ -2,7 +2,9 @@
 # One device call: GPU benchmarks, the whole suite with cuda as the test device, or both.
 # Usage on the lent GPU (nothing installable there):
 #   bash benchmarks/gpu_session.sh bench|suite|all [SECONDS] [SHARDS]
-# BENCHMARKS (names in benchmarks/, without .py) and TEST_FILES narrow what runs.
+# BENCHMARKS (names in benchmarks/, without .py) and TEST_FILES narrow what runs. A benchmark may carry its
+# environment as name@VAR=value,VAR=value (gpu_llm@NBX_PDL=1,NBX_LLM_SIZE=8b); BENCH_CAP (default 200) is
+# the seconds each may take.
 # The suite runs as SHARDS pytest processes over disjoint test files (cold runs are compile-bound, and
 # the machine has many cores). Logs are packed into $OUT/logs.tgz (the device returns few files); a short
 # summary is printed last.
@@ -26,12 +28,18 @@ if [ "$mode" != suite ]; then
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
     --format=csv -lms 200 > "$logs/clocks.csv" 2>&1 &
   monitor=$!
-  for bench in ${BENCHMARKS:-gpu_foundation gpu_device gpu_pointwise gpu_reductions gpu_indexing gpu_matmul gpu_attention gpu_host_and_tiles gpu_graph}; do
+  cap="${BENCH_CAP:-200}"
+  for entry in ${BENCHMARKS:-gpu_foundation gpu_device gpu_pointwise gpu_reductions gpu_indexing gpu_matmul gpu_attention gpu_host_and_tiles gpu_graph}; do
+    bench="${entry%%@*}"
+    settings=()
+    [ "$entry" = "$bench" ] || IFS=, read -r -a settings <<< "${entry#*@}"
+    name="$(echo "$entry" | tr -c 'A-Za-z0-9_\n' _)"
     left=$(remaining)
-    [ "$left" -gt 10 ] || { echo "$bench skipped (no time left)" >> "$logs/summary.txt"; continue; }
+    [ "$left" -gt 10 ] || { echo "$entry skipped (no time left)" >> "$logs/summary.txt"; continue; }
     start=$(date +%s)
-    OUT="$logs" timeout $(( left < 200 ? left : 200 )) python3 "benchmarks/$bench.py" > "$logs/$bench.log" 2>&1
-    echo "$bench rc=$? $(( $(date +%s) - start ))s $(date +%H:%M:%S)" >> "$logs/summary.txt"
+    env "${settings[@]}" OUT="$logs" timeout $(( left < cap ? left : cap )) python3 "benchmarks/$bench.py" \
+      > "$logs/$name.log" 2>&1
+    echo "$entry rc=$? $(( $(date +%s) - start ))s $(date +%H:%M:%S)" >> "$logs/summary.txt"
   done
   kill "$monitor" 2>/dev/null
 fi
