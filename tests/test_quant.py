@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
-from nbxtensor.ops import registry
+from nbxtensor.ops import plans, registry
+from nbxtensor.ops import quant as quant_ops
 from nbxtensor.quant import (AWQ_ORDER, QuantizationError, QuantizedWeight, join_rows, pack_int4_columns,
                              pack_int4_rows, quantize_fp8, quantize_int4, quantize_int8, unpack_int4_columns,
                              unpack_int4_rows)
@@ -243,6 +244,36 @@ def test_fp8_activations(rng, mode, rows, dtype):
     assert (np.abs(out.numpy().astype(np.float64) - expected) <= bound).all()
     # the rows really were rounded: the product of the unrounded rows lies outside the bound somewhere
     assert (np.abs(x.astype(np.float64) @ w.T + bias.astype(np.float64) - expected) > bound).any()
+
+
+@pytest.mark.parametrize("form", ["fp8_gemm", "fp8_gemm_tiles"])
+@pytest.mark.parametrize("k", [64, 192])
+def test_fp8_products_read_no_weight_input_past_k(rng, monkeypatch, form, k):
+    """The rows are padded with zeros to a multiple of 128 inputs and the K loop runs over all of them; with
+    64-input K tiles and K a multiple of 64 but not of 128 (Llama's 64-wide heads, tiny models), the last tile
+    lies wholly past K. Its weight loads must stay inside the weight (the last input read again, meeting the
+    rows' zeros): read past it, they took the next rows' bytes or memory past the weight, whose e4m3 NaN (0x7f)
+    made the product NaN on an H100 (0 x NaN). The launch is checked for the clamped form (the interpreter
+    reads stray memory as it happens to be), and the product against float64."""
+    n = 24
+    q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    scales = rng.uniform(0.01, 0.1, (1,)).astype(np.float32)
+    weight = QuantizedWeight.fp8(q, scales, device=TEST_DEVICE)
+    config = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=64, num_stages=1, num_warps=4)
+    if form == "fp8_gemm_tiles":
+        config["PERSISTENT"] = True
+    monkeypatch.setattr(quant_ops, "fp8_candidates", lambda *args, **kwargs: [config])
+    plans.clear_all()
+    x = rng.standard_normal((20, k)).astype(np.float32)
+    with nbx.launch.capture() as recorded:
+        out = nbx.quantized_linear(to_nbx(x), weight, fp8_activations=True)
+    products = [launch for launch in recorded.launches if launch[0].fn.__name__ == form]
+    assert products and all(launch[4]["EVEN_K"] is False for launch in products)
+    w = q.astype(np.float64) * np.float64(scales[0])
+    held = _e4m3_rows(x.astype(np.float64))
+    expected = held @ w.T
+    assert (np.abs(out.numpy().astype(np.float64) - expected) <= _bound(held, w, k, "float32")).all()
+    plans.clear_all()
 
 
 @pytest.mark.parametrize("rows", [3, 20])

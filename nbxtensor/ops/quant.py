@@ -599,8 +599,10 @@ def _fp8_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int)
 
     def launches_for(config):
         block_k = config["BLOCK_K"]
+        # the K loop runs to k_padded: a weight tile past K (K a multiple of a 64-input tile, not of 128) must
+        # read the weight's last input in place of inputs it lacks, as a ragged K's does
         shape = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, GROUP_M=GROUP_M,
-                     EVEN_K=k % block_k == 0, num_warps=config["num_warps"], num_stages=config["num_stages"])
+                     EVEN_K=k == k_padded, num_warps=config["num_warps"], num_stages=config["num_stages"])
         grid = (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),)
         if any(config.get(name) for name in _FP8_TILE_FLAGS) and not index_64:
             product = tiles_for(config, shape)
