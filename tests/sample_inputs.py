@@ -46,6 +46,8 @@ def _values(operand: Operand, rng) -> np.ndarray:
         return np.resize(edges, count).reshape(shape)
     if operand.values == "index":
         return rng.integers(operand.domain[0], operand.domain[1], size=shape).astype(dtype)
+    if operand.values == "ascending":
+        return np.sort(rng.integers(operand.domain[0], operand.domain[1], size=shape), axis=-1).astype(dtype)
     if operand.values == "distinct":
         return (operand.domain[0] + rng.permutation(operand.domain[1] - operand.domain[0])[:count]).reshape(shape).astype(dtype)
     low, high = {"normal": (-3, 3), "positive": (0.5, 3), "unit": (0.05, 0.95)}.get(operand.values, operand.domain or (-3, 3))

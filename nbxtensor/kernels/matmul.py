@@ -619,6 +619,69 @@ def gemv_combine(partial, bias, out, M, N, splits, alpha, beta, norm_mean, norm_
               N, NORM, NORM_FORMAT, ACTIVATION)
 
 
+@triton.jit
+def _running_max(x, y):
+    return tl.maximum(x, y)
+
+
+@triton.jit
+def _row_ends(offs, lanes, experts, total_rows, SHIFT: tl.constexpr):
+    """Each lane's group end (SHIFT 0) or start (SHIFT 1) among the ``experts`` groups of ``offs`` and the
+    one after them (the rows past the last end): every end clamped to [0, total_rows] and raised to the
+    largest before it, so that any ``offs`` gives ordered row ranges inside the rows."""
+    source = lanes - SHIFT
+    taken = (source >= 0) & (source < experts)
+    ends = tl.load(offs + source, mask=taken, other=0)
+    ends = tl.where(source < 0, 0, tl.where(taken, ends, total_rows))
+    return tl.associative_scan(tl.minimum(tl.maximum(ends, 0), total_rows), 0, _running_max)
+
+
+@triton.jit
+def grouped_gemm(a, b, offs, out, total_rows, N, K, experts, a_sm, a_sk, b_se, b_sk, b_sn, out_sm, out_sn,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_E: tl.constexpr,
+                 EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+                 DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
+                 INTERPRETED: tl.constexpr):
+    """out[rows of group e] = a[rows of group e] @ b[e]: group e's rows run from the end of group e - 1 to
+    ``offs[e]`` (ends clamped to the rows and made non-decreasing here, whatever ``offs`` holds), and a group
+    after the last expert takes the rows past its end, written as zeros. Program (slot, n) takes one
+    BLOCK_M-row tile of one group and columns [n * BLOCK_N, ...): the groups' tiles are counted from
+    ``offs`` on the device and numbered one after another, so the grid (cdiv(total_rows, BLOCK_M) +
+    ``experts`` slots, enough for any ``offs``) is fixed by the shapes alone and a slot past the last tile,
+    or of an expert with no rows, exits at once."""
+    slot = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK_E)
+    ends = _row_ends(offs, lanes, experts, total_rows, 0)
+    starts = _row_ends(offs, lanes, experts, total_rows, 1)
+    tiles = (ends - starts + BLOCK_M - 1) // BLOCK_M
+    tiles_through = tl.cumsum(tiles, 0)
+    group = tl.sum((tiles_through <= slot).to(tl.int32), 0)
+    if group <= experts:
+        mine = lanes == group
+        first_tile = tl.sum(tl.where(mine, tiles_through - tiles, 0), 0)
+        row_end = tl.sum(tl.where(mine, ends, 0), 0)
+        rm = tl.sum(tl.where(mine, starts, 0), 0) + (slot - first_tile) * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        rk = tl.arange(0, BLOCK_K)
+        expert = tl.minimum(group, experts - 1)
+        if INDEX_64:
+            rm = rm.to(tl.int64)
+            rn = rn.to(tl.int64)
+            rk = rk.to(tl.int64)
+            expert = expert.to(tl.int64)
+        # rows past the group's end read its last row and columns past N column 0: never stored
+        rm_load = tl.where(rm < row_end, rm, row_end - 1)
+        rn_load = tl.where(rn < N, rn, 0)
+        a_ptrs = a + rm_load[:, None] * a_sm + rk[None, :] * a_sk
+        b_ptrs = b + expert * b_se + rk[:, None] * b_sk + rn_load[None, :] * b_sn
+        # the group past the experts multiplies nothing: its rows stay zero
+        acc = _k_loop(tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC), a_ptrs, b_ptrs, tl.where(group < experts, K, 0), rk,
+                      a_sk, b_sk, BLOCK_K, EVEN_K, ACC, PRECISION, DECODE_BF16, INTERPRETED)
+        mask = (rm[:, None] < row_end) & (rn[None, :] < N)
+        value = encode(acc, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
+        tl.store(out + rm[:, None] * out_sm + rn[None, :] * out_sn, value, mask=mask)
+
+
 # float32 products on bfloat16 matrix units: each operand is split into three bfloat16 parts whose sum is
 # it exactly (x = high + mid + low: 8 significant bits each, by truncation, so no part overflows), and the
 # product is the sum of the six part products larger than float32's rounding, accumulated in float32.

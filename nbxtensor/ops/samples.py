@@ -21,10 +21,11 @@ LAYOUTS = ("contiguous", "transposed", "sliced", "broadcast")
 # what values an operand holds: ``normal`` standard normal (small integers for integer dtypes, both for
 # bool), ``positive`` in [0.5, 3] (1 to 5 for integers), ``domain`` uniform in ``domain``, ``edge`` ±0, ±inf,
 # nan, ±1, the dtype's extremes and tiny values cycled (integers: their extremes, 0 and ±1), ``index``
-# integers in [``domain[0]``, ``domain[1]``), ``distinct`` such integers no two alike (indices whose writes never collide),
-# ``unit`` in (0, 1); square matrices in the last two dims: ``invertible`` (normal plus n on the diagonal),
-# ``spd`` (symmetric positive definite: a Gram matrix plus n on the diagonal)
-VALUES = ("normal", "positive", "domain", "edge", "index", "distinct", "unit", "invertible", "spd")
+# integers in [``domain[0]``, ``domain[1]``), ``distinct`` such integers no two alike (indices whose writes
+# never collide), ``ascending`` such integers in non-decreasing order (cumulative ends), ``unit`` in (0, 1);
+# square matrices in the last two dims: ``invertible`` (normal plus n on the diagonal), ``spd`` (symmetric
+# positive definite: a Gram matrix plus n on the diagonal)
+VALUES = ("normal", "positive", "domain", "edge", "index", "distinct", "ascending", "unit", "invertible", "spd")
 # how a sample's results are compared: ``values`` elementwise with the oracle; ``metadata`` only shapes and
 # dtypes (random draws, results that are not unique)
 VALUES_COMPARED = ("values", "metadata")
