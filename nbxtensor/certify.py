@@ -33,6 +33,7 @@ from .ops.attention import prefill_attention
 from .ops.convolution import _DIRECT_MAX_GROUP_MATRIX, _DIRECT_SHAPES, convolution
 from .ops.matmul import _product
 from .ops.matmul_prologue import act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
+from .ops.moe import grouped_mm, grouped_reference
 from .ops.plans import clear_all
 from .ops.quant import quantized_linear
 from .quant import FP8_BLOCK, QuantizedWeight
@@ -132,6 +133,23 @@ def _product_cases(extents, dtypes, flags, device) -> list[Case]:
         # K products and sums plus the two operands' conversions to the accumulator, then the output's rounding
         bound = _gamma(k + 3, accumulate) * np.matmul(np.abs(a64), np.abs(b64)) + rounded * np.abs(reference)
     return [Case((*lead, m, n, k), lambda: _product("matmul", a, b, lambda: out_dtype), reference, bound)]
+
+
+def _grouped_cases(extents, dtypes, flags, device) -> list[Case]:
+    """``grouped_gemm`` keys: ``grouped_mm`` on rows shared out unevenly among the key's experts (of several,
+    the first takes none and the last more than the others; an eighth of the rows, past the last end, stay
+    zero), its stack of matrices laid out as the key's flag says. Bound: the product's, row by row against its
+    expert's matrix."""
+    rng = np.random.default_rng(0)
+    (in_name, _), rows, n, k, experts = dtypes, extents["M"], extents["N"], extents["K"], extents["E"]
+    a, a64 = _operand(rng, (rows, k), in_name, device, transposed=flags.get("a_k_unit") == "0")
+    b, b64 = _operand(rng, (experts, k, n), in_name, device, transposed=flags.get("b_n_unit") == "0")
+    ends = np.minimum(np.arange(experts) * rows // experts, rows - rows // 8)
+    ends[-1] = rows - rows // 8
+    reference, magnitudes = grouped_reference(a64, b64, ends), grouped_reference(np.abs(a64), np.abs(b64), ends)
+    bound = _gamma(k + 3, _UNIT_ROUNDOFF["float32"]) * magnitudes + _output_rounding(in_name) * np.abs(reference)
+    offs = nbx.tensor(ends.astype(np.int32), device=device)
+    return [Case((rows, n, k, experts), lambda: grouped_mm(a, b, offs), reference, bound)]
 
 
 def _prologue_cases(kernel: str, extents, dtypes, flags, device) -> list[Case]:
@@ -551,6 +569,7 @@ CERTIFIERS: dict[str, Certifier] = {
     "conv": Certifier(("M",), functools.partial(_conv_cases, "gemm")),
     "direct_conv": Certifier(("M",), functools.partial(_conv_cases, "direct")),
     "depthwise_conv": Certifier(("M",), functools.partial(_conv_cases, "depthwise")),
+    "grouped_gemm": Certifier(("M",), _grouped_cases),
 }
 
 

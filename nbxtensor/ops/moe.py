@@ -19,6 +19,7 @@ with every expert, so no shape depends on the routing.
 from __future__ import annotations
 
 import functools
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -29,10 +30,10 @@ from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..launch import cdiv, next_pow2
+from ..lowering import needs_index_64
 from ..tensor import Tensor
 from .matmul_gemv import _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, _clamp_block
-from .matmul_plans import _by_planes, _operand_flags
-from ..lowering import needs_index_64
+from .matmul_plans import _by_planes, _meta, _operand_flags
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .pointwise_table import _GATED_ACTIVATIONS, _act_and_mul_reference
 from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
@@ -237,3 +238,155 @@ def _grouped_samples() -> Samples:
                     sample(operand(4, 3, layout="transposed"), operand(1, 3, 2), ends(1, 4)),
                     sample(operand(0, 3), operand(2, 3, 4), ends(2, 0))),
                    lambda a, b, offs, **unused: grouped_reference(a, b, offs))
+
+
+# ---- moe --------------------------------------------------------------------------------------------
+def _op(name):
+    return get(name).impl
+
+
+def _moe_meta(a) -> TensorMeta:
+    x, router, gate_up, down = a.input, a.router_weight, a.gate_up, a.down
+    if not len(x.shape):
+        raise RuntimeError("moe: input must have a hidden dim, got a 0-d tensor")
+    if x.dtype.name not in _FLOATS:
+        raise TypeError(f"moe: {x.dtype.name} input is not supported; it takes {', '.join(_FLOATS)}")
+    for name, weight in (("router_weight", router), ("gate_up", gate_up), ("down", down)):
+        if weight.dtype is not x.dtype:
+            raise RuntimeError(f"moe: {name} is {weight.dtype.name} but input is {x.dtype.name}; all must have one "
+                               f"dtype")
+    hidden = x.shape[-1]
+    if len(router.shape) != 2 or router.shape[1] != hidden:
+        raise RuntimeError(f"moe: router_weight must be (experts, {hidden}), got shape {_shape_text(router)}")
+    experts = router.shape[0]
+    if len(gate_up.shape) != 3 or gate_up.shape[0] != experts or gate_up.shape[2] != hidden or gate_up.shape[1] % 2:
+        raise RuntimeError(f"moe: gate_up must be ({experts}, 2 * intermediate, {hidden}) (each expert's gate rows, "
+                           f"then its up rows), got shape {_shape_text(gate_up)}")
+    intermediate = gate_up.shape[1] // 2
+    if tuple(down.shape) != (experts, hidden, intermediate):
+        raise RuntimeError(f"moe: down must be ({experts}, {hidden}, {intermediate}), got shape {_shape_text(down)}")
+    if type(a.top_k) is not int or not 1 <= a.top_k <= experts:
+        raise ValueError(f"moe: top_k must be an integer from 1 to the {experts} experts, got {a.top_k!r}")
+    if a.activation not in _GATED_ACTIVATIONS:
+        raise ValueError(f"moe: activation must be one of {', '.join(_GATED_ACTIVATIONS)}, got {a.activation!r}")
+    return TensorMeta(tuple(x.shape), x.dtype)
+
+
+def _sort_key_dtype(experts: int):
+    """The narrowest integer dtype holding every expert index: the fewer its bytes, the fewer radix passes
+    sort a long prefill's token-expert pairs."""
+    return get_dtype("uint8" if experts <= 256 else "int16" if experts <= 1 << 15 else "int32")
+
+
+def _moe_sizes(a) -> tuple:
+    """(tokens, hidden, experts, intermediate, token-expert pairs) of a call."""
+    tokens = S.numel(a.input.shape[:-1])
+    experts, hidden = a.router_weight.shape
+    return tokens, hidden, experts, a.down.shape[2], tokens * a.top_k
+
+
+def _moe_cost(a) -> Cost:
+    out = _moe_meta(a)
+    tokens, hidden, experts, intermediate, pairs = _moe_sizes(a)
+    dtype, size = a.input.dtype, a.input.dtype.itemsize
+    rows = TensorMeta((tokens, hidden), dtype)
+    probabilities = TensorMeta((tokens, experts), _F32)
+    selected = TensorMeta((tokens, a.top_k), _F32)
+    compared = TensorMeta((pairs, experts), get_dtype("bool"))
+    weighted = TensorMeta((tokens, a.top_k, hidden), _F32)
+    temporaries = [tokens * hidden * size,  # the rows, where the input's do not merge into one matrix
+                   tokens * experts * size, tokens * experts * 4, tokens * a.top_k * 4, tokens * a.top_k * 8,
+                   *([tokens * 4, tokens * a.top_k * 4] if a.norm_topk_prob else []),
+                   pairs * _sort_key_dtype(experts).itemsize, experts * 8, pairs * experts, experts * 4, pairs * 8,
+                   pairs * 8, pairs * hidden * size, pairs * 2 * intermediate * size, pairs * intermediate * size,
+                   pairs * hidden * size, pairs * hidden * size, pairs * hidden * 4,
+                   *([tokens * hidden * 4] if dtype is not _F32 else [])]
+    # the ops called whose cost rules declare temporaries of their own
+    nested = max(get("linear").cost(rows, a.router_weight, None).workspace,
+                 get("softmax").cost(TensorMeta((tokens, experts), dtype), -1, dtype=_F32).workspace,
+                 get("topk").cost(probabilities, a.top_k, -1).workspace,
+                 get("sum").cost(selected, -1, keepdim=True).workspace,
+                 get("sum").cost(compared, 0, dtype=_I32).workspace, get("sum").cost(weighted, 1).workspace)
+    # every expert's weights are counted read: which are depends on the routing (an upper bound)
+    return Cost(flops=2 * tokens * hidden * experts + 6 * pairs * hidden * intermediate + 2 * pairs * hidden,
+                bytes_read=sum(nbytes(t) for t in (a.input, a.router_weight, a.gate_up, a.down)),
+                bytes_written=nbytes(out), workspace=workspace_bytes(*temporaries) + nested)
+
+
+def _moe_key(facts, input, router_weight, gate_up, down, top_k, norm_topk_prob=False, activation="silu"):
+    """The router's product's keys and the two grouped products' (on the gathered rows and the activations,
+    both contiguous)."""
+    hidden = input.shape[-1]
+    rows = input if len(input.shape) == 2 else _meta((S.numel(input.shape[:-1]), hidden), input.dtype)
+    pairs = rows.shape[0] * top_k
+    ends = _meta((router_weight.shape[0],), _I32)
+    return [*get("linear").key(facts, rows, router_weight, None),
+            *_grouped_key(facts, _meta((pairs, hidden), input.dtype), gate_up.transpose(1, 2), ends),
+            *_grouped_key(facts, _meta((pairs, down.shape[2]), input.dtype), down.transpose(1, 2), ends)]
+
+
+@register("moe", family="moe", aten=["nbx::moe"], meta=_moe_meta, cost=_moe_cost, bound=True, key=_moe_key,
+          samples=lambda op: _moe_samples())
+def moe(input: Tensor, router_weight: Tensor, gate_up: Tensor, down: Tensor, top_k: int,
+        norm_topk_prob: bool = False, activation: str = "silu") -> Tensor:
+    """A mixture-of-experts MLP of the rows of ``input`` (..., hidden): ``router_weight`` (experts, hidden)
+    scores the experts, each row goes to its ``top_k`` likeliest (softmax in float32; their weights
+    renormalised to sum to one with ``norm_topk_prob``), expert e computing ``down[e] @ act(gate) * up`` with
+    [gate; up] = ``gate_up[e]`` (experts, 2 * intermediate, hidden) @ row, ``down`` (experts, hidden,
+    intermediate); a row's result is the sum of its experts' outputs times their weights, in float32 (the
+    weights are never rounded to a half dtype), rounded once to the input's dtype."""
+    _moe_meta(SimpleNamespace(input=input, router_weight=router_weight, gate_up=gate_up, down=down, top_k=top_k,
+                              activation=activation))
+    dev = input.device
+    if any(w.device != dev for w in (router_weight, gate_up, down)):
+        raise RuntimeError(f"moe: expected all tensors on one device, got input on {dev} and weights on "
+                           f"{', '.join(str(w.device) for w in (router_weight, gate_up, down))}")
+    hidden, experts = input.shape[-1], router_weight.shape[0]
+    with scratch_scope():
+        x = input.reshape(-1, hidden)
+        tokens = x.shape[0]
+        weights, chosen = _op("topk")(_op("softmax")(_op("linear")(x, router_weight), -1, dtype=_F32), top_k, -1)
+        if norm_topk_prob:
+            weights = weights / weights.sum(-1, keepdim=True)
+        pairs = chosen.reshape(-1)
+        # the end of expert e's rows in the sorted order: the pairs routed to experts 0 to e
+        ends = (pairs.unsqueeze(1) <= _op("arange")(experts, device=dev)).sum(0, dtype=_I32)
+        order = _op("argsort")(pairs.to(_sort_key_dtype(experts)), stable=True)
+        rows = _op("index_select")(x, 0, order // top_k)
+        activated = _op("act_and_mul")(grouped_mm(rows, gate_up.transpose(1, 2), ends), activation=activation)
+        expert_out = grouped_mm(activated, down.transpose(1, 2), ends)
+        by_pair = _op("empty_like")(expert_out).index_copy_(0, order, expert_out)
+        weighted = by_pair.view(tokens, top_k, hidden) * weights.unsqueeze(-1)
+    summed = weighted.sum(1)
+    return (summed if input.dtype is _F32 else summed.to(input.dtype)).view(input.shape)
+
+
+def moe_reference(x, router_weight, gate_up, down, top_k, norm_topk_prob=False, activation="silu") -> np.ndarray:
+    """``moe`` in float64 NumPy, token by token and expert by expert."""
+    hidden = x.shape[-1]
+    rows = np.asarray(x, np.float64).reshape(-1, hidden)
+    logits = rows @ np.asarray(router_weight, np.float64).T
+    probabilities = np.exp(logits - logits.max(-1, keepdims=True))
+    probabilities /= probabilities.sum(-1, keepdims=True)
+    out = np.zeros_like(rows)
+    for token, scores in enumerate(probabilities):
+        chosen = np.argsort(-scores, kind="stable")[:top_k]
+        weights = scores[chosen] / (scores[chosen].sum() if norm_topk_prob else 1.0)
+        for expert, weight in zip(chosen, weights):
+            gated = _act_and_mul_reference(np.asarray(gate_up[expert], np.float64) @ rows[token],
+                                           activation=activation)
+            out[token] += weight * (np.asarray(down[expert], np.float64) @ gated)
+    return out.reshape(x.shape)
+
+
+def _moe_samples() -> Samples:
+    """Two of three experts renormalised, one of four not, every expert of three in bfloat16 (no choice a
+    half-precision router's rounding could turn), tokens in two dims, gelu."""
+    def experts(count, hidden, intermediate, dtype="float32"):
+        return (operand(count, hidden, dtype=dtype), operand(count, 2 * intermediate, hidden, dtype=dtype),
+                operand(count, hidden, intermediate, dtype=dtype))
+    return Samples((sample(operand(5, 4), *experts(3, 4, 3), 2, norm_topk_prob=True),
+                    sample(operand(6, 4), *experts(4, 4, 2), 1),
+                    sample(operand(4, 4, dtype="bfloat16"), *experts(3, 4, 2, dtype="bfloat16"), 3),
+                    sample(operand(2, 3, 4), *experts(3, 4, 3), 2, activation="gelu_tanh")),
+                   moe_reference)
