@@ -2,10 +2,12 @@
 
 One forward serves the Llama lineage (Llama 1-3 with 3.1-style RoPE scaling, Mistral with its sliding
 window, Qwen2 with its QKV bias, Qwen3 with its per-head q/k norms, Phi-3 with its fused QKV and gate-up
-weights) and Gemma (embeddings scaled by sqrt(hidden), norms scaling by 1 + weight, a gelu-tanh MLP; Gemma 2
+weights), Gemma (embeddings scaled by sqrt(hidden), norms scaling by 1 + weight, a gelu-tanh MLP; Gemma 2
 adds norms after attention and around the MLP, soft-capped attention scores and logits, and sliding-window
-layers between full ones): the families differ in facts of their config, which ``DecoderConfig.from_hf``
-reads once. A prompt runs as a prefill (the flash kernel, causal, in chunks of at most ``prefill_chunk``
+layers between full ones) and the mixtures of experts (Mixtral; Qwen2-MoE with its shared expert and dense
+layers between sparse ones; Qwen3-MoE; OLMoE with its q/k norms over every head's width and clipped q, k
+and v), whose sparse layers run ``ops.moe.moe`` in place of the MLP: the families differ in facts of their
+config, which ``DecoderConfig.from_hf`` reads once. A prompt runs as a prefill (the flash kernel, causal, in chunks of at most ``prefill_chunk``
 tokens, each attending to the cache so far); every later token of a batch of sequences as one decode step
 (the paged decode kernel over ``PagedKVCache``).
 """
@@ -21,8 +23,9 @@ from ..dtypes import get_dtype
 from ..nn import functional as F
 from ..ops.attention import paged_attention, prefill_attention, rotary_append
 from ..ops.copy import cat
+from ..ops.creation import empty, tensor as make_tensor
 from ..ops.matmul_prologue import FOLD_MAX_ROWS, act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
-from ..ops.creation import tensor as make_tensor
+from ..ops.moe import moe
 from ..ops.normalization import add_rms_norm, rms_norm
 from ..quant import join_rows
 from ..tensor import Tensor
@@ -31,9 +34,11 @@ from .cache import PagedKVCache
 from .checkpoint import CheckpointError
 from .quantized import fp8_activations_of, linear, load_weights, quantization_of
 
-__all__ = ["DecoderConfig", "DecoderModel", "SUPPORTED_ARCHITECTURES", "load_model"]
+__all__ = ["DecoderConfig", "DecoderModel", "MixtureConfig", "SUPPORTED_ARCHITECTURES", "load_model",
+           "refuse_quantized_experts"]
 
-# architectures value -> what its config means beyond the Llama defaults
+# architectures value -> what its config means beyond the Llama defaults; "experts": how its mixture-of-experts
+# layers read (``_EXPERT_FAMILIES``)
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": {},
     "MistralForCausalLM": {},
@@ -42,7 +47,53 @@ SUPPORTED_ARCHITECTURES = {
     "Phi3ForCausalLM": {"fused": True},
     "GemmaForCausalLM": {"gemma": True},
     "Gemma2ForCausalLM": {"gemma": True, "sandwich": True},
+    "MixtralForCausalLM": {"experts": "mixtral"},
+    "Qwen2MoeForCausalLM": {"experts": "qwen2_moe", "attention_bias": True, "bias_key": "qkv_bias"},
+    "Qwen3MoeForCausalLM": {"experts": "qwen3_moe", "qk_norm": True},
+    "OlmoeForCausalLM": {"experts": "olmoe", "qk_norm": True, "qk_norm_whole": True, "clip_qkv": True},
 }
+
+
+@dataclass(frozen=True)
+class ExpertFamily:
+    """How a family's checkpoint holds its mixture-of-experts layers: the module (``block``) holding the router
+    (``gate``) and the experts, each expert's gate, up and down projections' names, the config key of an
+    expert's intermediate size, whether the top-k weights are always renormalised (else as the config's
+    ``norm_topk_prob`` says), whether a shared expert runs beside the routed ones (its output scaled by the
+    sigmoid of ``shared_expert_gate``), and whether ``decoder_sparse_step`` and ``mlp_only_layers`` choose
+    the sparse layers (else every layer is one)."""
+    block: str
+    projections: tuple
+    size_key: str
+    renormalised: bool = False
+    shared: bool = False
+    sparse_layers: bool = False
+
+
+_QWEN_EXPERTS = ("gate_proj", "up_proj", "down_proj")
+_EXPERT_FAMILIES = {
+    "mixtral": ExpertFamily("block_sparse_moe", ("w1", "w3", "w2"), "intermediate_size", renormalised=True),
+    "qwen2_moe": ExpertFamily("mlp", _QWEN_EXPERTS, "moe_intermediate_size", shared=True, sparse_layers=True),
+    "qwen3_moe": ExpertFamily("mlp", _QWEN_EXPERTS, "moe_intermediate_size", sparse_layers=True),
+    "olmoe": ExpertFamily("mlp", _QWEN_EXPERTS, "intermediate_size"),
+}
+# routing options of other mixture-of-experts families that change the math, and the values that do not
+_ROUTING_OPTIONS = {"scoring_func": ("softmax",), "topk_method": ("greedy",), "routed_scaling_factor": (1, 1.0),
+                    "n_group": (1,), "topk_group": (1,), "first_k_dense_replace": (0,), "moe_layer_freq": (1,)}
+
+
+@dataclass(frozen=True)
+class MixtureConfig:
+    """A model's mixture-of-experts layers: ``layers[i]`` says whether layer i is one (the others run their
+    dense MLP), each of ``experts`` experts of ``intermediate_size``, ``top_k`` of them a token, their weights
+    renormalised where ``norm_topk_prob``; ``shared_size``: a shared expert's intermediate size (0: none)."""
+    family: ExpertFamily
+    experts: int
+    top_k: int
+    intermediate_size: int
+    norm_topk_prob: bool
+    shared_size: int
+    layers: tuple
 # a prompt longer than this prefills in chunks of it unless the model is told otherwise
 DEFAULT_PREFILL_CHUNK = 2048
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
@@ -78,6 +129,9 @@ class DecoderConfig:
     dtype: str
     eos_token_ids: tuple[int, ...]
     bos_token_id: int | None
+    qk_norm_whole: bool  # the q and k norms over every head's width at once (OLMoE), not head by head
+    clip_qkv: float | None  # q, k and v clamped to [-clip_qkv, clip_qkv] after the norms (OLMoE)
+    mixture: MixtureConfig | None
 
     @property
     def activation(self) -> str:
@@ -154,6 +208,7 @@ class DecoderConfig:
             return float(value)
         sandwich = family.get("sandwich", False)
         pre_scalar = positive("query_pre_attn_scalar") if sandwich else None
+        bias_key = family.get("bias_key", "attention_bias")
         return cls(architecture=architecture, vocab_size=integer("vocab_size"), hidden_size=hidden,
                    intermediate_size=integer("intermediate_size"), num_layers=layers,
                    num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
@@ -162,7 +217,7 @@ class DecoderConfig:
                    rope_scaling=rope or None,
                    max_positions=integer("max_position_embeddings", 2048),
                    tie_embeddings=bool(config.get("tie_word_embeddings", gemma)),
-                   attention_bias=bool(config.get("attention_bias", family.get("attention_bias", False))),
+                   attention_bias=bool(config.get(bias_key, family.get("attention_bias", False))),
                    output_bias=bool(config.get("attention_bias", False)),
                    qk_norm=family.get("qk_norm", False), fused=family.get("fused", False),
                    rotary_dim=rotary_dim,
@@ -171,7 +226,38 @@ class DecoderConfig:
                    attention_softcap=positive("attn_logit_softcapping") if sandwich else None,
                    final_softcap=positive("final_logit_softcapping") if sandwich else None,
                    dtype=_DTYPES.get(dtype, "float32"), eos_token_ids=tuple(int(e) for e in eos_ids),
-                   bos_token_id=config.get("bos_token_id"))
+                   bos_token_id=config.get("bos_token_id"), qk_norm_whole=family.get("qk_norm_whole", False),
+                   clip_qkv=positive("clip_qkv") if family.get("clip_qkv") else None,
+                   mixture=_mixture_of(config, family, where, layers, integer))
+
+
+def _mixture_of(config: dict, family: dict, where: str, layers: int, integer) -> MixtureConfig | None:
+    """The mixture-of-experts layers of a family that has them, read from its config (``integer(key, default,
+    minimum)`` reads a checked integer); routing options that would change the math are refused by name
+    (router jitter is left alone: it acts in training only)."""
+    if "experts" not in family:
+        return None
+    experts = _EXPERT_FAMILIES[family["experts"]]
+    for option, harmless in _ROUTING_OPTIONS.items():
+        if config.get(option) is not None and config[option] not in harmless:
+            raise CheckpointError(f"{where}: config {option} = {config[option]!r} is not supported (mixture-of-experts "
+                                  f"layers route by softmax then top-k)")
+    count = integer("num_local_experts" if "num_local_experts" in config else "num_experts")
+    top_k = integer("num_experts_per_tok")
+    if top_k > count:
+        raise CheckpointError(f"{where}: config num_experts_per_tok {top_k} is more than the {count} experts")
+    sparse = [True] * layers
+    if experts.sparse_layers:
+        step = integer("decoder_sparse_step", 1)
+        dense = config.get("mlp_only_layers") or []
+        if not isinstance(dense, list) or not all(type(i) is int for i in dense):
+            raise CheckpointError(f"{where}: config mlp_only_layers must list layer indices, got {dense!r}")
+        sparse = [i not in dense and (i + 1) % step == 0 for i in range(layers)]
+    shared = integer("shared_expert_intermediate_size") if experts.shared else 0
+    norm = experts.renormalised or config.get("norm_topk_prob", False)
+    if type(norm) is not bool:
+        raise CheckpointError(f"{where}: config norm_topk_prob = {norm!r} is not true or false")
+    return MixtureConfig(experts, count, top_k, integer(experts.size_key), norm, shared, tuple(sparse))
 
 
 def rope_tables(config: DecoderConfig, positions: int) -> tuple[np.ndarray, np.ndarray]:
@@ -201,42 +287,85 @@ def rope_tables(config: DecoderConfig, positions: int) -> tuple[np.ndarray, np.n
 class _Layer:
     """One decoder layer's weights. The query, key and value projections are one (q + k + v rows, hidden)
     matrix and the gate and up projections one (2 * intermediate, hidden) matrix, as Phi-3 stores them: a
-    decode step then streams each through one product. Separate checkpoint weights are joined here and
-    taken out of ``weights``, so the originals are freed as each layer is built."""
+    decode step then streams each through one product. A mixture-of-experts layer holds its router and its
+    experts stacked, every expert's gate and up rows in one (experts, 2 * intermediate, hidden) tensor and its
+    down projections in one (experts, hidden, intermediate), as ``ops.moe.moe`` takes them, and a shared
+    expert's gate and up rows joined with its gate's row (one product). Separate checkpoint weights are
+    joined here and taken out of ``weights``, so the originals are freed as each layer is built."""
 
-    def __init__(self, weights: dict, prefix: str, config: DecoderConfig):
+    def __init__(self, weights: dict, prefix: str, config: DecoderConfig, index: int):
         def take(name, optional=False):
             value = weights.pop(prefix + name, None)
             if value is None and not optional:
                 raise CheckpointError(f"the checkpoint lacks weight {prefix + name}")
             return value
+
+        def check(name, weight, want):
+            shape = [sum(w.shape[0] for w in weight), weight[0].shape[1]] if isinstance(weight, list) \
+                else list(weight.shape)
+            if shape != list(want):
+                raise CheckpointError(f"{prefix}: the {name} weights are {shape}, not {list(want)} as the config "
+                                      f"gives")
         self.input_norm = take("input_layernorm.weight")
         self.post_norm = take("post_attention_layernorm.weight")
+        hidden = config.hidden_size
+        mixture = config.mixture if config.mixture is not None and config.mixture.layers[index] else None
+        self.router = self.experts_gate_up = self.experts_down = self.shared_gate_up = self.shared_down = None
         if config.fused:
             self.qkv = take("self_attn.qkv_proj.weight")
             self.gate_up = take("mlp.gate_up_proj.weight")
         else:
             self.qkv = _joined([take(f"self_attn.{n}_proj.weight") for n in "qkv"])
-            self.gate_up = _joined([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")])
-        rows = (config.num_heads + 2 * config.num_kv_heads) * config.head_dim
-        for name, weight, want in (("qkv", self.qkv, rows), ("gate_up", self.gate_up, 2 * config.intermediate_size)):
-            shape = [sum(w.shape[0] for w in weight), weight[0].shape[1]] if isinstance(weight, list) \
-                else list(weight.shape)
-            if shape != [want, config.hidden_size]:
-                raise CheckpointError(f"{prefix}: the {name} projection weights are {shape}, not "
-                                      f"[{want}, {config.hidden_size}] as the config gives")
+            self.gate_up = None if mixture else _joined([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")])
+        check("qkv projection", self.qkv, ((config.num_heads + 2 * config.num_kv_heads) * config.head_dim, hidden))
+        if mixture is None:
+            self.down = take("mlp.down_proj.weight")
+            check("gate_up projection", self.gate_up, (2 * config.intermediate_size, hidden))
+        else:
+            self._experts(take, check, mixture, hidden)
         biases = [take(f"self_attn.{n}_proj.bias", not config.attention_bias) for n in "qkv"]
         self.qkv_bias = None if not config.attention_bias else biases if isinstance(self.qkv, list) else cat(biases)
         self.o = take("self_attn.o_proj.weight")
-        self.down = take("mlp.down_proj.weight")
         self.o_bias = take("self_attn.o_proj.bias", not config.output_bias)
         self.q_norm = take("self_attn.q_norm.weight", not config.qk_norm)
         self.k_norm = take("self_attn.k_norm.weight", not config.qk_norm)
+        if config.qk_norm:  # each head's width, or every head's (OLMoE)
+            heads = (config.num_heads, config.num_kv_heads) if config.qk_norm_whole else (1, 1)
+            check("q_norm", self.q_norm, (heads[0] * config.head_dim,))
+            check("k_norm", self.k_norm, (heads[1] * config.head_dim,))
         self.pre_mlp_norm = take("pre_feedforward_layernorm.weight", not config.sandwich)
         self.post_mlp_norm = take("post_feedforward_layernorm.weight", not config.sandwich)
         if config.gemma:
             self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm = (
                 _one_plus(w) for w in (self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm))
+
+    def _experts(self, take, check, mixture: MixtureConfig, hidden: int) -> None:
+        """The router, the experts stacked (each expert's weights copied in and dropped in turn) and the shared
+        expert of a mixture-of-experts layer."""
+        block = mixture.family.block
+        gate_name, up_name, down_name = mixture.family.projections
+        size, count = mixture.intermediate_size, mixture.experts
+        self.router = take(f"{block}.gate.weight")
+        check("router", self.router, (count, hidden))
+        first = take(f"{block}.experts.0.{gate_name}.weight")
+        self.experts_gate_up = empty((count, 2 * size, hidden), dtype=first.dtype, device=first.device)
+        self.experts_down = empty((count, hidden, size), dtype=first.dtype, device=first.device)
+        for expert in range(count):
+            named = f"{block}.experts.{expert}."
+            gate = first if expert == 0 else take(named + f"{gate_name}.weight")
+            up, down = take(named + f"{up_name}.weight"), take(named + f"{down_name}.weight")
+            for name, weight, want in ((gate_name, gate, (size, hidden)), (up_name, up, (size, hidden)),
+                                       (down_name, down, (hidden, size))):
+                check(f"expert {expert} {name}", weight, want)
+            self.experts_gate_up[expert, :size] = gate
+            self.experts_gate_up[expert, size:] = up
+            self.experts_down[expert] = down
+        if mixture.shared_size:
+            shared = [take(f"{block}.shared_expert.{n}.weight") for n in ("gate_proj", "up_proj")]
+            self.shared_gate_up = cat([*shared, take(f"{block}.shared_expert_gate.weight")])
+            check("shared expert gate, up and gate", self.shared_gate_up, (2 * mixture.shared_size + 1, hidden))
+            self.shared_down = take(f"{block}.shared_expert.down_proj.weight")
+            check("shared expert down", self.shared_down, (hidden, mixture.shared_size))
 
 
 def _joined(weights: list):
@@ -283,7 +412,7 @@ class DecoderModel:
         self.lm_head = self.embed if config.tie_embeddings else weights.get("lm_head.weight")
         if self.lm_head is None:
             raise CheckpointError("the checkpoint lacks lm_head.weight (and tie_word_embeddings is false)")
-        self.layers = [_Layer(weights, f"model.layers.{i}.", config) for i in range(config.num_layers)]
+        self.layers = [_Layer(weights, f"model.layers.{i}.", config, i) for i in range(config.num_layers)]
         cos, sin = rope_tables(config, config.max_positions)
         self.cos = make_tensor(cos, device=device)
         self.sin = make_tensor(sin, device=device)
@@ -303,12 +432,17 @@ class DecoderModel:
         c = self.config
         rows = qkv.shape[0]
         q_width, kv_width = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-        q = qkv[:, :q_width].view(rows, c.num_heads, c.head_dim)
-        k = qkv[:, q_width:q_width + kv_width].view(rows, c.num_kv_heads, c.head_dim)
-        v = qkv[:, q_width + kv_width:].view(rows, c.num_kv_heads, c.head_dim)
-        if c.qk_norm:
+        q, k, v = qkv[:, :q_width], qkv[:, q_width:q_width + kv_width], qkv[:, q_width + kv_width:]
+        if c.qk_norm_whole:
+            q = rms_norm(q, (q_width,), layer.q_norm, c.rms_eps)
+            k = rms_norm(k, (kv_width,), layer.k_norm, c.rms_eps)
+        q = q.view(rows, c.num_heads, c.head_dim)
+        k, v = (t.view(rows, c.num_kv_heads, c.head_dim) for t in (k, v))
+        if c.qk_norm and not c.qk_norm_whole:
             q = rms_norm(q, (c.head_dim,), layer.q_norm, c.rms_eps)
             k = rms_norm(k, (c.head_dim,), layer.k_norm, c.rms_eps)
+        if c.clip_qkv is not None:
+            q, k, v = (t.clamp(-c.clip_qkv, c.clip_qkv) for t in (q, k, v))
         q, k = rotary_append(q, k, v, self.cos, self.sin, positions, cache.keys[index], cache.values[index], slots)
         return q, k, v
 
@@ -344,7 +478,7 @@ class DecoderModel:
         projection (``matmul_prologue``, float or quantized weights alike; q, k and v or gate and up weights
         that stay a list, act-order or block-scaled ones, take their norm apart): a layer is [add + norm, qkv]
         -> rotary and append -> attention -> [o] -> [add + norm, gate_up] -> [act, down], and the last layer's
-        add + norm feeds the head."""
+        add + norm feeds the head. A mixture-of-experts layer's add + norm runs alone before its experts."""
         c = self.config
         hidden = (c.hidden_size,)
         fuse = last is None and x.shape[0] <= FOLD_MAX_ROWS
@@ -357,18 +491,36 @@ class DecoderModel:
             out = linear(attended, layer.o, layer.o_bias, self.fp8_activations)
             if c.sandwich:
                 out = rms_norm(out, hidden, layer.post_norm, c.rms_eps)
-            gate_up, residual = self._normed_product(out, residual, layer.pre_mlp_norm if c.sandwich else
-                                                     layer.post_norm, layer.gate_up, fuse=fuse)
-            if fuse:
-                branch = act_and_mul_linear(gate_up, layer.down, activation=c.activation)
+            mlp_norm = layer.pre_mlp_norm if c.sandwich else layer.post_norm
+            if layer.router is not None:
+                h, residual = add_rms_norm(out, residual, hidden, mlp_norm, c.rms_eps)
+                branch = self._mixture(layer, h)
             else:
-                branch = linear(F.act_and_mul(gate_up, activation=c.activation), layer.down, None, self.fp8_activations)
+                gate_up, residual = self._normed_product(out, residual, mlp_norm, layer.gate_up, fuse=fuse)
+                if fuse:
+                    branch = act_and_mul_linear(gate_up, layer.down, activation=c.activation)
+                else:
+                    branch = linear(F.act_and_mul(gate_up, activation=c.activation), layer.down, None,
+                                    self.fp8_activations)
             if c.sandwich:
                 branch = rms_norm(branch, hidden, layer.post_mlp_norm, c.rms_eps)
         if fuse:
             return self._capped(self._normed_product(branch, residual, self.norm, self.lm_head, fuse=True)[0])
         h, _ = add_rms_norm(branch, residual, hidden, self.norm, c.rms_eps)
         return self._capped(linear(h if last is None else h[last:], self.lm_head))
+
+    def _mixture(self, layer: _Layer, h: Tensor) -> Tensor:
+        """A mixture-of-experts layer's output for the normed rows ``h``: the routed experts' (``moe``), plus a
+        shared expert's times the sigmoid of its gate, where the layer has one."""
+        c, mixture = self.config, self.config.mixture
+        out = moe(h, layer.router, layer.experts_gate_up, layer.experts_down, mixture.top_k, mixture.norm_topk_prob,
+                  c.activation)
+        if layer.shared_gate_up is None:
+            return out
+        # the shared expert's gate and up rows, then its gate's row
+        joined = linear(h, layer.shared_gate_up)
+        shared = linear(F.act_and_mul(joined[:, :-1], activation=c.activation), layer.shared_down)
+        return out.addcmul(F.sigmoid(joined[:, -1:]), shared)
 
     def prefill(self, cache: PagedKVCache, sequence: int, tokens, every_position: bool = False) -> Tensor:
         """Logits (1, vocab) after the prompt ``tokens`` of a fresh cache ``sequence``, run in chunks of at
@@ -455,6 +607,18 @@ class DecoderModel:
                              f"{c.max_positions} (max_position_embeddings)")
 
 
+def refuse_quantized_experts(config: DecoderConfig, hf_config: dict, quantize, where: str) -> None:
+    """A mixture-of-experts model loads in float only: its experts are stacked from float weights."""
+    if config.mixture is None:
+        return
+    if hf_config.get("quantization_config") is not None:
+        raise CheckpointError(f"{where}: quantized mixture-of-experts checkpoints ({config.architecture} with a "
+                              f"quantization_config) are not supported yet; load a float checkpoint")
+    if quantize is not None:
+        raise CheckpointError(f"{where}: quantize= is not supported yet for mixture-of-experts models "
+                              f"({config.architecture}); load it in float (quantize=None)")
+
+
 def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
                quantize: str | None = None, fp8_activations: bool | None = None) -> DecoderModel:
     """The decoder in the Hugging Face checkpoint ``directory`` on ``device``, in ``dtype`` (default: the
@@ -466,6 +630,7 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
     directory = os.fspath(directory)
     hf_config = checkpoint.read_json(directory, checkpoint.CONFIG_FILE)
     config = DecoderConfig.from_hf(hf_config, directory)
+    refuse_quantized_experts(config, hf_config, quantize, directory)
     device = resolve(device)
     dtype = get_dtype(dtype or config.dtype)
     if dtype.name not in _DTYPES:
