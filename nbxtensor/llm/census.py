@@ -7,7 +7,8 @@ projections' slices, the heads' permutes, the gathered keys of a chunk past the 
 key rules of the ops it calls (``linear``, or ``quantized_linear`` on meta ``QuantizedWeight``s laid out as a
 checkpoint's are (``Projections``), ``prefill_attention``, and for one-row decode steps the products, float
 or quantized, with a norm or an activation folded in; paged decode attention tunes nothing).
-Every decoder layer forms the same keys, so a layer's keys count ``num_layers`` times.
+A sparse layer forms its mixture of experts' keys (``moe``'s, and its shared expert's products') in place of
+its MLP's.
 
 ``engine_census`` covers given prompt lengths and batch sizes, or, with ``context``, every prompt length up
 to it: a key is a function of its extents' buckets, so one length of each run of lengths whose buckets
@@ -31,7 +32,7 @@ from ..ops.matmul_prologue import FOLD_MAX_ROWS
 from ..quant import FP8_BLOCK, QuantizedWeight
 from . import checkpoint
 from .checkpoint import CheckpointError
-from .model import DEFAULT_PREFILL_CHUNK, DecoderConfig
+from .model import DEFAULT_PREFILL_CHUNK, DecoderConfig, refuse_quantized_experts
 from .quantized import fp8_activations_of, quantization_of, requested_rounding
 from .replay import BATCH_BUCKETS
 
@@ -94,9 +95,30 @@ def _linear(facts, rows: int, inputs: int, outputs: int, dtype, bias: bool, form
     return registry.get("quantized_linear").key(facts, x, weight, b, form.fp8_activations and rows > GEMV_MAX_ROWS)
 
 
-def _layer_products(config: DecoderConfig, facts, rows: int, dtype, form: Projections = FLOAT) -> list:
-    """The keys of a layer's products on ``rows`` rows of the residual stream: qkv, o, gate_up and down, q, k
-    and v (gate and up) apart where their weights do not join."""
+def _sparse(config: DecoderConfig, index: int) -> bool:
+    """Whether layer ``index`` is a mixture of experts."""
+    return config.mixture is not None and config.mixture.layers[index]
+
+
+def _mixture_keys(config: DecoderConfig, facts, rows: int, dtype) -> list:
+    """The keys of a mixture-of-experts layer's MLP on ``rows`` normed rows: ``moe``'s (its router and its two
+    grouped products), and its shared expert's products (gate, up and gate's row joined, then down)."""
+    c, mixture = config, config.mixture
+    experts, size = mixture.experts, mixture.intermediate_size
+    keys = registry.get("moe").key(facts, _meta((rows, c.hidden_size), dtype), _meta((experts, c.hidden_size), dtype),
+                                   _meta((experts, 2 * size, c.hidden_size), dtype),
+                                   _meta((experts, c.hidden_size, size), dtype), mixture.top_k)
+    if mixture.shared_size:
+        keys += _linear(facts, rows, c.hidden_size, 2 * mixture.shared_size + 1, dtype, False)
+        keys += _linear(facts, rows, mixture.shared_size, c.hidden_size, dtype, False)
+    return keys
+
+
+def _layer_products(config: DecoderConfig, facts, rows: int, dtype, form: Projections = FLOAT,
+                    index: int = 0) -> list:
+    """The keys of layer ``index``'s products on ``rows`` rows of the residual stream: qkv, o, gate_up and
+    down (a mixture of experts' keys in a sparse layer), q, k and v (gate and up) apart where their weights do
+    not join."""
     c = config
     q_rows, kv_rows = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
     joined = form.joined or c.fused
@@ -106,6 +128,8 @@ def _layer_products(config: DecoderConfig, facts, rows: int, dtype, form: Projec
     for outputs in qkv:
         keys += _linear(facts, rows, c.hidden_size, outputs, dtype, c.attention_bias, form)
     keys += _linear(facts, rows, q_rows, c.hidden_size, dtype, c.output_bias, form)
+    if _sparse(c, index):
+        return keys + _mixture_keys(c, facts, rows, dtype)
     for outputs in gate_up:
         keys += _linear(facts, rows, c.hidden_size, outputs, dtype, False, form)
     return keys + _linear(facts, rows, c.intermediate_size, c.hidden_size, dtype, False, form)
@@ -132,8 +156,8 @@ def prefill_keys(config: DecoderConfig, dtype, facts: dict, length: int, offset:
         v = qkv[:, (c.num_heads + c.num_kv_heads) * c.head_dim:].view(length, c.num_kv_heads, c.head_dim) \
             .permute(1, 0, 2)
     attention = registry.get("prefill_attention").key
-    for window in c.layer_windows:
-        counts.update(_layer_products(c, facts, length, dtype, projections))
+    for index, window in enumerate(c.layer_windows):
+        counts.update(_layer_products(c, facts, length, dtype, projections, index))
         counts.update(attention(facts, q, k, v, scale=c.attention_scale, softcap=c.attention_softcap, window=window,
                                 query_offset=offset))
     if logits:
@@ -173,6 +197,9 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
             key("add_rms_norm_linear", c.hidden_size, c.hidden_size, q_rows + 2 * kv_rows, stream, norm,
                 bias=c.attention_bias)
         apart(q_rows, c.hidden_size, bias=c.output_bias)
+        if _sparse(c, index):  # its norm runs alone
+            counts.update(_mixture_keys(c, facts, rows, dtype))
+            continue
         if joined:
             key("add_rms_norm_linear", c.hidden_size, c.hidden_size, 2 * c.intermediate_size, stream, norm)
         else:
@@ -189,8 +216,8 @@ def decode_keys(config: DecoderConfig, dtype, facts: dict, rows: int, projection
     if rows <= FOLD_MAX_ROWS:
         return _folded(config, facts, rows, dtype, projections)
     counts: Counter = Counter()
-    for _ in range(config.num_layers):
-        counts.update(_layer_products(config, facts, rows, dtype, projections))
+    for index in range(config.num_layers):
+        counts.update(_layer_products(config, facts, rows, dtype, projections, index))
     counts.update(_logits(config, facts, rows, dtype))
     return counts
 
@@ -302,6 +329,7 @@ def checkpoint_census(directory, facts: dict, *, dtype=None, batch_sizes=None, c
     directory = os.fspath(directory)
     hf_config = checkpoint.read_json(directory, checkpoint.CONFIG_FILE)
     config = DecoderConfig.from_hf(hf_config, directory)
+    refuse_quantized_experts(config, hf_config, quantize, directory)
     dtype = dtype or config.dtype
     projections = checkpoint_projections(directory, hf_config, dtype, facts, quantize, fp8_activations)
     context = config.max_positions if context is None else context
