@@ -47,8 +47,10 @@ FAMILIES = {
 PROMPTS = [[5, 17, 3, 44, 9], [8, 2, 60], [1, 90, 33, 33, 12, 70, 4, 21]]
 
 
-def _checkpoint(tmp_path_factory, family: str, **overrides):
-    config_name, model_name, extra = FAMILIES[family]
+def _checkpoint(tmp_path_factory, family: str, families: dict = FAMILIES, **overrides):
+    """A tiny model of ``family`` (one of ``families``: its config class, model class and settings) with
+    seeded random weights, saved: (the transformers model, its directory)."""
+    config_name, model_name, extra = families[family]
     config = getattr(transformers, config_name)(**{**COMMON, **extra, **overrides})
     # the eager attention is transformers' reference: its sdpa path of some versions drops Gemma 2's soft
     # cap (the reference then parts from ours at the first token on the GPU machine's transformers 5.17)
