@@ -221,3 +221,37 @@ def test_moe_refuses_mismatched_weights_by_name(rng):
         nbx.moe(x, router, gate_up, down, 5)
     with pytest.raises(RuntimeError, match="router_weight is bfloat16 but input is float32"):
         nbx.moe(x, router.bfloat16(), gate_up, down, 2)
+
+
+@pytest.mark.skipif(TEST_DEVICE != "cpu", reason="certifies the CPU's device class")
+def test_grouped_keys_certify_refuse_a_wrong_candidate_and_serve_certified_only(rng, monkeypatch, tmp_path):
+    """A candidate whose launch writes nothing (memory poisoned while it is judged) is refused, though it
+    comes first; the one certified serves a certified-only run."""
+    from nbxtensor import certify, tuning
+    from nbxtensor.ops import plans
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    plans.clear_all()
+    usual = moe_ops.grouped_candidates
+
+    def candidates(facts, rows, n, k, dtype, parts=False):
+        good = usual(facts, rows, n, k, dtype, parts)[0]
+        return [dict(good, num_stages=2), good]  # the first marked by its stages, which the interpreter ignores
+
+    def launch(kernel, grid, args, constexprs):
+        planned = plans.PlannedLaunch(kernel, grid, args, constexprs)
+        return (lambda dev, tensors: None) if constexprs["num_stages"] == 2 else planned
+    monkeypatch.setattr(moe_ops, "grouped_candidates", candidates)
+    monkeypatch.setattr(moe_ops, "PlannedLaunch", launch)
+    a, b, a_tensor, b_tensor = _operands(rng, 20, 40, 24, 3, "bfloat16", stored_transposed=True)
+    offs = to_nbx(np.int32([6, 6, 17]))
+    with tuning.recording() as formed:  # free to tune, the interpreter takes the first candidate: the wrong one
+        nbx.grouped_mm(a_tensor, b_tensor, offs)
+    (key,) = formed
+    report = certify.certify_key(key, "cpu")
+    assert report["status"] == "certified" and report["op"] == "grouped_mm"
+    (refused,) = report["refused"]
+    assert "outside the float64 reference's bound" in refused["reason"]
+    plans.clear_all()
+    with tuning.certified_only():
+        _assert_close(nbx.grouped_mm(a_tensor, b_tensor, offs), a, b, [6, 6, 17], "bfloat16")
+    plans.clear_all()
