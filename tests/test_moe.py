@@ -54,7 +54,8 @@ def _assert_close(got, a, b, offs, dtype):
     magnitudes = _loops(np.abs(a), np.abs(b), offs)
     bound = (a.shape[1] + 2) * UNIT["float32"] * magnitudes + UNIT[dtype] * np.abs(reference)
     error = np.abs(got.float().numpy().astype(np.float64) - reference)
-    assert (error <= bound).all(), f"worst error {error.max():.3g} where the bound is {bound[error.argmax() // error.shape[1]]}"
+    worst = np.unravel_index(error.argmax(), error.shape)
+    assert (error <= bound).all(), f"worst error {error[worst]:.3g} where the bound is {bound[worst]:.3g}"
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ adds norms after attention and around the MLP, soft-capped attention scores and 
 layers between full ones) and the mixtures of experts (Mixtral; Qwen2-MoE with its shared expert and dense
 layers between sparse ones; Qwen3-MoE; OLMoE with its q/k norms over every head's width and clipped q, k
 and v), whose sparse layers run ``ops.moe.moe`` in place of the MLP: the families differ in facts of their
-config, which ``DecoderConfig.from_hf`` reads once. A prompt runs as a prefill (the flash kernel, causal, in chunks of at most ``prefill_chunk``
-tokens, each attending to the cache so far); every later token of a batch of sequences as one decode step
-(the paged decode kernel over ``PagedKVCache``).
+config, which ``DecoderConfig.from_hf`` reads once. A prompt runs as a prefill (the flash kernel, causal, in
+chunks of at most ``prefill_chunk`` tokens, each attending to the cache so far); every later token of a batch
+of sequences as one decode step (the paged decode kernel over ``PagedKVCache``).
 """
 from __future__ import annotations
 
@@ -94,6 +94,8 @@ class MixtureConfig:
     norm_topk_prob: bool
     shared_size: int
     layers: tuple
+
+
 # a prompt longer than this prefills in chunks of it unless the model is told otherwise
 DEFAULT_PREFILL_CHUNK = 2048
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
