@@ -293,6 +293,31 @@ def test_an_op_taking_more_than_its_cost_rule_declares_is_caught(tmp_path, monke
     assert model.last_run.peak_bytes == model.plan({"s": 3}).peak_bytes + 32
 
 
+@pytest.mark.parametrize("overload, arguments", [
+    ("aten::index_copy.default", lambda base, rows, values: [base, 0, rows, values]),
+    ("aten::index_put.default", lambda base, rows, values: [base, [rows], values]),
+    ("aten::scatter.src", lambda base, rows, values: [base, 0, rows, values])])
+def test_a_write_through_an_index_reads_another_steps_intermediate_in_place(tmp_path, overload, arguments):
+    """Every intermediate of a run lies in the one storage of its arena: an indexed write whose values are
+    another step's intermediate is no write of a tensor into itself, and takes no copy of them past its
+    declared workspace (one was taken whenever the two shared a storage)."""
+    g = _Builder({"s": {"min": 1, "max": 8, "trace": 3}})
+    x, base = g.input("x", [2, 4]), g.input("base", ["s", 4])
+    rows = g.input("rows", [2, 4] if overload == "aten::scatter.src" else [2], "int64")
+    values = g.op("aten::mul.Tensor", [x, 2.0], [2, 4])
+    written = g.op(overload, arguments(base, rows, values), ["s", 4])
+    model = graph.load(g.write(tmp_path, [x, base, rows], [written]), device=TEST_DEVICE)
+    x_values, base_values = np.arange(8, dtype=np.float32).reshape(2, 4), np.zeros((5, 4), np.float32)
+    picked = np.array([3, 1]) if overload != "aten::scatter.src" else np.array([[3, 1, 0, 4], [1, 3, 4, 0]])
+    expected = base_values.copy()
+    if overload == "aten::scatter.src":
+        np.put_along_axis(expected, picked, 2 * x_values, axis=0)
+    else:
+        expected[picked] = 2 * x_values
+    np.testing.assert_array_equal(model(x_values, base_values, picked).numpy(), expected)
+    _assert_on_plan(model, {"s": 5})
+
+
 def test_a_persistent_buffer_made_during_a_run_is_not_the_arenas(tmp_path, monkeypatch):
     """The device's status flag, made at the first checked launch (here, inside a run), outlives the run:
     it comes from the allocator, not the step's workspace."""

@@ -211,6 +211,22 @@ def test_moe_captures_and_replays_with_new_routing(rng):
     assert not np.array_equal(expected.numpy(), nbx.moe(to_nbx(first), *weights, 2, True).numpy())
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_moe_runs_in_a_graph_on_the_workspace_its_cost_rule_declares(rng, tmp_path, monkeypatch, dtype):
+    """A graph step of ``nbx::moe`` takes every temporary from its declared workspace (``arena.strict``
+    raises otherwise) and gives the eager call's bits."""
+    from nbxtensor.graph import arena
+    from .test_samples import _run_one_op_graph
+    monkeypatch.setattr(arena, "strict", True)
+    _, weights = _experts(rng, 16, 5, 8, dtype)
+    x = to_nbx(rng.standard_normal((9, 16)).astype(np.float32)).to(dtype)
+    tensors = {f"input::a{i}": t for i, t in enumerate([x, *weights])}
+    expected = nbx.moe(x, *weights, 2, True)
+    (got,) = _run_one_op_graph(tmp_path, "nbx::moe", tensors, [*({"tensor": name} for name in tensors), 2],
+                               {"norm_topk_prob": True}, [expected])
+    assert got.numpy().tobytes() == expected.numpy().tobytes()
+
+
 def test_moe_refuses_mismatched_weights_by_name(rng):
     _, (router, gate_up, down) = _experts(rng, 16, 4, 8)
     x = nbx.ones((3, 16), device=TEST_DEVICE)

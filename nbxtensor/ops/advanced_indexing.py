@@ -24,7 +24,7 @@ from ..kernels import indexing as K
 from ..launch import cdiv, launch, next_pow2
 from ..lowering import BITS_TYPE, elementwise_block, encode_scalar, needs_index_64, padded_for_kernel
 from ..tensor import Tensor
-from .copy import clone, copy_, has_internal_overlap
+from .copy import clone, copy_, has_internal_overlap, shares_memory
 from .creation import full, tensor
 from .index_common import (check_index_dtype, index_status, on_device, out_of_range_message, read_modify_write_flags,
                            real_pairs)
@@ -267,7 +267,7 @@ def _value_for(plan: IndexPlan, value, op: str):
         else:
             return encode_scalar(value, view.dtype)
     value = on_device(value, view.device)
-    if value.dtype is not view.dtype or value._storage is view._storage:
+    if value.dtype is not view.dtype or shares_memory(value, view):
         value = value.to(view.dtype, copy=True)
     lead = 0
     while value.ndim - lead > len(shape) and value.shape[lead] == 1:

@@ -99,6 +99,18 @@ def has_internal_overlap(t: Tensor) -> bool:
     return 0 in strides and t.numel() != 0 and any(st == 0 and n > 1 for n, st in zip(t._shape, strides))
 
 
+def shares_memory(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a`` and ``b`` may touch a byte of one another: one storage, and the byte spans from their
+    first to their last element meet. One storage alone says too little: a graph's arena holds every
+    intermediate of a run in one."""
+    if a._storage is not b._storage or a.numel() == 0 or b.numel() == 0:
+        return False
+    a_begin, b_begin = a.storage_offset() * a.element_size(), b.storage_offset() * b.element_size()
+    a_end = a_begin + (S.max_offset(a.shape, a.stride()) + 1) * a.element_size()
+    b_end = b_begin + (S.max_offset(b.shape, b.stride()) + 1) * b.element_size()
+    return a_begin < b_end and b_begin < a_end
+
+
 def check_overlap(dst: Tensor, src: Tensor) -> None:
     """ATen's checks before a write: ``dst`` may not be broadcast, and ``src`` may not partially
     overlap it. As in ATen, overlap is judged only when both are non-overlapping and dense; for
@@ -224,7 +236,7 @@ def fill_(x: Tensor, value) -> Tensor:
             value = value.item()
         else:
             # a value that is a view of x is read before x is written
-            return copy_(x, clone(value) if value._storage is x._storage else value)
+            return copy_(x, clone(value) if shares_memory(value, x) else value)
     # no check for a broadcast x: writing one value to a shared location is well defined (ATen agrees)
     if x.dtype.is_complex:
         value = complex(value)

@@ -18,7 +18,7 @@ from ..launch import cdiv, launch
 from ..lowering import BITS_TYPE, elementwise_block, encode_scalar, needs_index_64
 from ..tensor import Tensor
 from .advanced_indexing import IndexPlan, gather_through, put_through
-from .copy import clone, copy_, fill_, has_internal_overlap
+from .copy import clone, copy_, fill_, has_internal_overlap, shares_memory
 from .creation import full
 from .index_common import (check_index_dtype, index_status, on_device, out_of_range_message, read_modify_write_flags,
                            real_pairs)
@@ -216,7 +216,7 @@ def scatter_into(out: Tensor, dim: int, index: Tensor, src, op: str) -> Tensor:
     dst1, index1 = _as_nd(out, 1), _as_nd(index, 1)
     if src_t is not None:
         src_t = on_device(src_t, dev)
-        if src_t.dtype is not out.dtype or src_t._storage is out._storage:
+        if src_t.dtype is not out.dtype or shares_memory(src_t, out):
             src_t = src_t.to(out.dtype, copy=True)
         src1 = _as_nd(src_t, 1)
         bits = 0
@@ -282,7 +282,7 @@ def _scatter_reduce_into(out: Tensor, dim: int, index: Tensor, src: Tensor, redu
         return copy_(out, work)
     index = on_device(index, dev)
     src = on_device(src, dev)
-    if src.dtype is not out.dtype or src._storage is out._storage:
+    if src.dtype is not out.dtype or shares_memory(src, out):
         src = src.to(out.dtype, copy=True)
     if not include_self:
         scatter_into(out, dim, index, _identity(reduce, out.dtype), op)

@@ -297,7 +297,8 @@ def _moe_cost(a) -> Cost:
     temporaries = [tokens * hidden * size,  # the rows, where the input's do not merge into one matrix
                    tokens * experts * size, tokens * experts * 4, tokens * a.top_k * 4, tokens * a.top_k * 8,
                    *([tokens * 4, tokens * a.top_k * 4] if a.norm_topk_prob else []),
-                   pairs * _sort_key_dtype(experts).itemsize, experts * 8, pairs * experts, experts * 4, pairs * 8,
+                   # the sort's keys, and the sorted keys it returns beside the order
+                   *[pairs * _sort_key_dtype(experts).itemsize] * 2, experts * 8, pairs * experts, experts * 4, pairs * 8,
                    pairs * 8, pairs * hidden * size, pairs * 2 * intermediate * size, pairs * intermediate * size,
                    pairs * hidden * size, pairs * hidden * size, pairs * hidden * 4,
                    *([tokens * hidden * 4] if dtype is not _F32 else [])]
