@@ -80,6 +80,20 @@ def test_grouped_mm_matches_float64_loops(rng, row_tiles_of_16, dtype, offs):
     _assert_close(nbx.grouped_mm(a_tensor, b_tensor, to_nbx(np.int32(offs))), a, b, offs, dtype)
 
 
+def test_float32_on_bfloat16_parts_is_as_accurate(rng, monkeypatch):
+    """Where the device's matrix unit takes bfloat16 (forced here), float32 rows and matrices multiply as
+    their bfloat16 parts' products, under a key of their own, within the float32 bound."""
+    from nbxtensor import tuning
+    monkeypatch.setattr(moe_ops, "_by_planes", lambda dtype, facts: dtype.name == "float32")
+    moe_ops._grouped_plans.clear()
+    a, b, a_tensor, b_tensor = _operands(rng, 21, 40, 24, 3, "float32", stored_transposed=True)
+    with tuning.recording() as formed:
+        got = nbx.grouped_mm(a_tensor, b_tensor, to_nbx(np.int32([4, 4, 19])))
+    moe_ops._grouped_plans.clear()
+    assert [key.endswith("|bf16_parts=1") for key in formed] == [True]
+    _assert_close(got, a, b, [4, 4, 19], "float32")
+
+
 def test_a_weight_stored_by_outputs_is_read_in_place(rng):
     """A (groups, n, k) weight passed as ``w.transpose(1, 2)`` takes the one launch, no copy."""
     a, b, a_tensor, b_tensor = _operands(rng, 13, 24, 20, 3, "bfloat16", stored_transposed=True)
