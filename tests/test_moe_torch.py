@@ -8,7 +8,7 @@ import pytest
 
 import nbxtensor as nbx
 
-from .conftest import to_nbx
+from .conftest import TEST_DEVICE, to_nbx
 
 torch = pytest.importorskip("torch")
 
@@ -40,5 +40,6 @@ def test_grouped_mm_matches_torch(dtype, offs, transposed):
     b = b.transpose(1, 2) if transposed else b.transpose(1, 2).contiguous()
     ends = torch.tensor(offs, dtype=torch.int32)
     theirs = torch._grouped_mm(a, b, ends).float().numpy()[:offs[-1]]
-    ours = nbx.grouped_mm(nbx.tensor(a), nbx.tensor(b), to_nbx(np.int32(offs))).float().numpy()[:offs[-1]]
+    ours = nbx.grouped_mm(nbx.tensor(a).to(TEST_DEVICE), nbx.tensor(b).to(TEST_DEVICE),
+                          to_nbx(np.int32(offs))).float().numpy()[:offs[-1]]
     np.testing.assert_allclose(ours, theirs, rtol=TOLERANCES[dtype], atol=TOLERANCES[dtype] * np.abs(theirs).max())
