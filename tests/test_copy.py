@@ -642,3 +642,17 @@ def test_fresh_tensor_maker_gives_what_new_tensor_gives():
         assert make() is served and asked[0][:3] == ((3, 5), (5, 1), nbx.float32)
     finally:
         A.arena_service = None
+
+
+def test_two_views_share_memory_where_their_bytes_meet():
+    """Views of one storage share memory only where the spans of their elements meet (a graph's arena holds
+    every intermediate in one storage); a 0-d value read from the tensor it fills is copied first."""
+    from nbxtensor.ops.copy import shares_memory
+    x = nbx.zeros((4, 6), device=TEST_DEVICE)
+    assert not shares_memory(x[:2], x[2:]) and shares_memory(x[1:3], x[2:])
+    assert shares_memory(x[:, ::2], x[:, 1::2])  # interleaved: the spans meet
+    assert not shares_memory(x, nbx.zeros((4, 6), device=TEST_DEVICE)) and not shares_memory(x[:0], x)
+    assert shares_memory(x.view(nbx.int32)[3:], x[3])
+    x[1, 2] = 5.0
+    x.fill_(x[1, 2])
+    assert (x.numpy() == 5.0).all()
