@@ -46,7 +46,7 @@ from .ops import tensor_more as _tensor_more_ops  # noqa: E402,F401
 from .ops import margin_losses as _margin_loss_ops  # noqa: E402,F401
 from .ops import nn_more as _nn_more_ops  # noqa: E402,F401
 from .ops import mha as _mha_ops  # noqa: E402,F401
-from .ops import fft as _fft_ops  # noqa: E402,F401
+from .ops import fft as _fft_ops, stft as _stft_ops  # noqa: E402,F401
 from .ops import ctc as _ctc_ops  # noqa: E402,F401
 from .ops import special_polynomials as _special_polynomial_ops  # noqa: E402,F401
 from .ops import special_table as _special_table_ops  # noqa: E402,F401

@@ -2,8 +2,8 @@
 from .ops import fft as _fft
 from .ops.registry import public_function as _public
 
-_NAMES = [*_fft.TRANSFORMS]
+_OPS = {**_fft.TRANSFORMS, **_fft.HELPERS}
 
-globals().update({name: _public(_fft.TRANSFORMS[name]) for name in _NAMES})
+globals().update({name: _public(op) for name, op in _OPS.items()})
 
-__all__ = sorted(_NAMES)
+__all__ = sorted(_OPS)

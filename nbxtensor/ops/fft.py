@@ -48,6 +48,7 @@ from ..kernels import fft as K
 from ..kernels.matmul import PRECISION_BF16_PARTS
 from ..launch import cdiv, launch
 from ..lowering import encode_scalar, needs_index_64, padded_for_kernel
+from ..grad_mode import refuse_requires_grad
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .creation import tensor
@@ -677,3 +678,75 @@ def fft_c2r(self, dim, normalization: int, last_dim_size: int):
     """aten::_fft_c2r: the inverse transform over ``dim`` of a one-sided Hermitian input, real, its last dim
     ``last_dim_size`` long."""
     return _execute(_c2r_plan(self, dim, normalization, last_dim_size), self)
+
+
+# ---- sample frequencies and shifts ------------------------------------------------------------------
+
+def _frequencies_meta(name: str, n, dtype):
+    if n < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
+    dtype = get_default_dtype() if dtype is None else get_dtype(dtype)
+    if not (dtype.is_floating_point or dtype.is_complex) or dtype.storage_only:
+        raise RuntimeError(f"{name} requires a floating point or complex dtype")
+    return TensorMeta((int(n) // 2 + 1 if name == "rfftfreq" else int(n),), dtype)
+
+
+def _frequencies(name: str, n, d, dtype, device, requires_grad):
+    """The sample frequencies, as torch makes them: the integers k (negative past the middle for fftfreq),
+    in ``dtype``, times 1 / (n d) (a double: infinity for n d = 0, so rfftfreq(0) is [nan])."""
+    refuse_requires_grad(requires_grad, f"fft.{name}")
+    meta = _frequencies_meta(name, n, dtype)
+    k = np.arange(meta.shape[0])
+    if name == "fftfreq":
+        k[(n + 1) // 2:] -= n
+    with scratch_scope():
+        integers = tensor(k, dtype=meta.dtype, device=device)
+    return _op("mul")(integers, 1.0 / (n * d) if n * d else math.inf)
+
+
+def _declare_frequencies(name: str):
+    def impl(n, d=1.0, *, dtype=None, layout=None, device=None, requires_grad=False):
+        return _frequencies(name, n, d, dtype, device, requires_grad)
+    impl.__name__ = impl.__qualname__ = name
+    impl.__doc__ = f"torch.fft.{name}: the sample frequencies of a{' one-sided' if name == 'rfftfreq' else 'n'} " \
+                   f"n-point transform at spacing d."
+
+    def cost(a):
+        made = _frequencies_meta(name, a.n, a.dtype)
+        return Cost(flops=made.shape[0], bytes_written=made.shape[0] * made.dtype.itemsize,
+                    workspace=workspace_bytes(made.shape[0] * made.dtype.itemsize))
+    return register(f"fft.{name}", family="creation", aten=[f"aten::fft_{name}.default"], api=(), variants=(OUT,),
+                    meta=lambda a: _frequencies_meta(name, a.n, a.dtype), cost=cost, bound=True)(impl)
+
+
+def _shifts(name: str, x, dim) -> tuple:
+    """(shifts, dims) of ``fftshift``/``ifftshift``: every dim's half, rounded down or up, by default all."""
+    dims = tuple(range(len(x.shape))) if dim is None else tuple(S.wrap_dim(d, len(x.shape)) for d in _as_tuple(dim))
+    up = name == "ifftshift"
+    return tuple((x.shape[d] + up) // 2 for d in dims), dims
+
+
+def _declare_shift(name: str):
+    def impl(input, dim=None):
+        shifts, dims = _shifts(name, input, dim)
+        if not dims:
+            return _op("clone")(input)
+        return _op("roll")(input, shifts, dims)
+    impl.__name__ = impl.__qualname__ = name
+    impl.__doc__ = f"torch.fft.{name}: the zero frequency moved {'back from' if name == 'ifftshift' else 'to'} " \
+                   f"the middle of each dim (``roll`` by half its length)."
+
+    def meta(a):
+        _shifts(name, a.input, a.dim)
+        return TensorMeta(tuple(a.input.shape), a.input.dtype)
+
+    def cost(a):
+        made = meta(a)
+        return Cost(bytes_read=S.numel(made.shape) * made.dtype.itemsize,
+                    bytes_written=S.numel(made.shape) * made.dtype.itemsize)
+    return register(f"fft.{name}", family="shape", aten=[f"aten::fft_{name}.default"], api=(), meta=meta, cost=cost,
+                    bound=True)(impl)
+
+
+HELPERS = {name: _declare_frequencies(name) for name in ("fftfreq", "rfftfreq")}
+HELPERS.update({name: _declare_shift(name) for name in ("fftshift", "ifftshift")})
