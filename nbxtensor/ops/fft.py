@@ -632,9 +632,9 @@ _NORM_MODES = (lambda n: 1.0, lambda n: 1 / math.sqrt(n), lambda n: 1 / n)
 
 
 def _primitive_plan(name: str, kind: str, sign: int, x, dim, normalization: int, last_dim_size=None) -> _Plan:
-    if kind == R2C and x.dtype.is_complex or kind != R2C and not x.dtype.is_complex:
-        raise RuntimeError(f"{name} expects a {'real' if kind == R2C else 'complex'} input tensor, but got "
-                           f"{x.dtype.name}")
+    real = name == "_fft_r2c"
+    if x.dtype.is_complex == real:
+        raise RuntimeError(f"{name} expects a {'real' if real else 'complex'} input tensor, but got {x.dtype.name}")
     dtype = _fft_dtype(x.dtype)
     dims = tuple(S.wrap_dim(d, len(x.shape)) for d in _as_tuple(dim))
     if not dims:
@@ -750,3 +750,114 @@ def _declare_shift(name: str):
 
 HELPERS = {name: _declare_frequencies(name) for name in ("fftfreq", "rfftfreq")}
 HELPERS.update({name: _declare_shift(name) for name in ("fftshift", "ifftshift")})
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _numpy_axes(ndim: int, s, dim) -> list:
+    """NumPy's axes for torch's ``s`` and ``dim``: ``dim`` as given, else the last len(s) dims, else all."""
+    if dim is not None:
+        return [d % ndim for d in _as_tuple(dim)]
+    return list(range(ndim - len(_as_tuple(s)), ndim)) if s is not None else list(range(ndim))
+
+
+def _numpy_transform(name: str, arity: str):
+    """NumPy's float64 transform behind ``name + arity``; hfft and ihfft of several dims, which NumPy lacks,
+    as a complex transform of the leading dims and the one-dim transform of the last."""
+    bind = arguments_binder(name + arity, TRANSFORMS[name + arity].impl)
+
+    def reference(*args, **kwargs):
+        a = bind(*args, **kwargs)
+        x = np.asarray(a.input)
+        x = x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+        if arity == "":
+            return getattr(np.fft, name)(x, n=a.n, axis=a.dim, norm=a.norm)
+        axes = _numpy_axes(x.ndim, a.s, a.dim)
+        sizes = None if a.s is None else list(_as_tuple(a.s))
+        if name == "hfft":
+            head = np.fft.fftn(x, s=sizes and sizes[:-1], axes=axes[:-1], norm=a.norm) if len(axes) > 1 else x
+            return np.fft.hfft(head, n=sizes and sizes[-1], axis=axes[-1], norm=a.norm)
+        if name == "ihfft":
+            last = np.fft.ihfft(x, n=sizes and sizes[-1], axis=axes[-1], norm=a.norm)
+            return np.fft.ifftn(last, s=sizes and sizes[:-1], axes=axes[:-1], norm=a.norm) if len(axes) > 1 else last
+        return getattr(np.fft, name + "n")(x, s=sizes, axes=axes, norm=a.norm)
+    return reference
+
+
+def _transform_cases(name: str, arity: str) -> tuple:
+    kind = FAMILIES[name].kind
+    first, wide = ("complex64", "complex128") if kind == C2R else ("float32", "float64")
+    other = "complex64" if kind == C2C else first  # fft and ifft take complex inputs, rfft and ihfft do not
+    if arity == "":
+        return (sample(operand(3, 8, dtype=first)),
+                sample(operand(4, 5, dtype=other, layout="transposed"), n=7, dim=0, norm="ortho"),
+                sample(operand(6, dtype=wide), n=4, norm="forward"),
+                sample(operand(2, 6, dtype=first, layout="sliced"), 9, -1, "backward"),
+                sample(operand(2, 3, dtype="int64"), dim=0))
+    several = (0, 2) if arity == "n" else None
+    return (sample(operand(3, 4, dtype=first)),
+            sample(operand(2, 3, 5, dtype=other, layout="transposed"), s=(4, 6), norm="ortho"),
+            sample(operand(3, 2, 4, dtype=wide), (2, 7), *(() if several is None else (several,)), norm="forward"),
+            sample(operand(2, 3, 4, dtype=first), dim=several or (0, 1)),
+            sample(operand(5, 2, dtype="int64")))
+
+
+def _norm_names(forward: bool) -> tuple:
+    """NumPy's norm names of ATen's norm modes (none, 1/sqrt(n), 1/n) in a direction."""
+    return ("backward", "ortho", "forward") if forward else ("forward", "ortho", "backward")
+
+
+def _c2c_reference(x, dim, normalization, forward):
+    transform = np.fft.fftn if forward else np.fft.ifftn
+    return transform(x.astype(np.complex128), axes=list(dim), norm=_norm_names(forward)[normalization])
+
+
+def _r2c_reference(x, dim, normalization, onesided):
+    transform = np.fft.rfftn if onesided else np.fft.fftn
+    return transform(x.astype(np.float64), axes=list(dim), norm=_norm_names(True)[normalization])
+
+
+def _c2r_reference(x, dim, normalization, last_dim_size):
+    dim = list(dim)
+    return np.fft.irfftn(x.astype(np.complex128), s=[x.shape[d] for d in dim[:-1]] + [last_dim_size], axes=dim,
+                         norm=_norm_names(False)[normalization])
+
+
+def _frequencies_reference(name: str):
+    def reference(n, d=1.0, **kwargs):
+        return getattr(np.fft, name)(n, d)
+    return reference
+
+
+def _shift_reference(name: str):
+    def reference(x, dim=None):
+        return getattr(np.fft, name)(x, axes=dim)
+    return reference
+
+
+_COMPLEX = dict(dtype="complex64")
+_SAMPLES = {
+    **{f"fft.{name}{arity}": Samples(_transform_cases(name, arity), _numpy_transform(name, arity))
+       for name in FAMILIES for arity in ARITIES},
+    "_fft_c2c": Samples((sample(operand(3, 4, **_COMPLEX), [1], 0, True),
+                         sample(operand(2, 3, 4, **_COMPLEX, layout="transposed"), [0, 2], 2, False),
+                         sample(operand(5, 3, dtype="complex128"), [0], 1, True)), _c2c_reference),
+    "_fft_r2c": Samples((sample(operand(3, 6), [1], 0, True), sample(operand(2, 3, 4), [0, 2], 1, False),
+                         sample(operand(4, 5, dtype="float64", layout="sliced"), [0, 1], 2, True)), _r2c_reference),
+    "_fft_c2r": Samples((sample(operand(3, 4, **_COMPLEX), [1], 2, 6), sample(operand(2, 3, 4, **_COMPLEX), [0, 2], 0, 7),
+                         sample(operand(4, 5, dtype="complex128"), [0, 1], 1, 8)), _c2r_reference),
+    **{f"fft.{name}": Samples((sample(5), sample(8, 0.5), sample(1, dtype=get_dtype("float64"))),
+                              _frequencies_reference(name)) for name in ("fftfreq", "rfftfreq")},
+    **{f"fft.{name}": Samples((sample(operand(3, 4)), sample(operand(5, dtype="complex64"), dim=0),
+                               sample(operand(2, 3, 5, layout="transposed"), dim=(0, 2)),
+                               sample(operand(4, 3, dtype="int64"), dim=-1)), _shift_reference(name))
+       for name in ("fftshift", "ifftshift")},
+}
+
+
+def _fft_samples(op):
+    return _SAMPLES.get(op.name)
+
+
+for _family in ("fft", "creation", "shape"):
+    family_samples(_family, _fft_samples)

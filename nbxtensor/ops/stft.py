@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import shape as S
 from ..allocation import new_tensor, scratch_scope, scratch_tensor, workspace_bytes
 from ..kernels import fft as K
@@ -17,7 +19,8 @@ from ..promotion import promote_types
 from ..tensor import Tensor
 from .aten_calls import positional_as_keywords
 from .fft import FORWARD, INVERSE, signal, transform, transform_flops, transform_workspace, _fft_dtype
-from .registry import Cost, TensorMeta, get, register
+from .registry import Cost, TensorMeta, family_samples, get, register
+from .samples import Samples, by_name, operand, sample
 
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
@@ -281,3 +284,74 @@ def istft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=No
     if made.shape[-1] > kept:
         _op("fill_")(_op("narrow")(target, 1, kept, made.shape[-1] - kept), 0)
     return _op("squeeze")(out, 0) if len(input.shape) == 2 else out
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _numpy_window(window, n_fft: int, win: int) -> np.ndarray:
+    window = np.ones(win) if window is None else np.asarray(window)
+    left = (n_fft - win) // 2
+    return np.pad(window, (left, n_fft - win - left))
+
+
+def _stft_reference(x, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
+                    normalized=False, onesided=None, return_complex=None, align_to_window=None):
+    """Frames gathered by index from the NumPy-padded signal, windowed, and NumPy's float64 transform."""
+    hop = n_fft // 4 if hop_length is None else hop_length
+    signals = np.atleast_2d(x)
+    if center:
+        mode = {"replicate": "edge", "circular": "wrap"}.get(pad_mode, pad_mode)
+        signals = np.pad(signals, ((0, 0), (n_fft // 2, n_fft // 2)), mode=mode)
+    count = 1 + (signals.shape[1] - n_fft) // hop
+    frames = signals[:, np.arange(count)[:, None] * hop + np.arange(n_fft)] * _numpy_window(
+        window, n_fft, n_fft if win_length is None else win_length)
+    onesided = not np.iscomplexobj(frames) if onesided is None else onesided
+    spectra = (np.fft.rfft if onesided else np.fft.fft)(frames, axis=-1, norm="ortho" if normalized else None)
+    spectra = np.swapaxes(spectra, 1, 2)[0 if np.ndim(x) == 1 else slice(None)]
+    return spectra if return_complex or return_complex is None and np.iscomplexobj(frames) else np.stack([spectra.real, spectra.imag], axis=-1)
+
+
+def _istft_reference(spectra, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,
+                     onesided=None, length=None, return_complex=False):
+    """NumPy's float64 inverse transforms of the frames, windowed, added in place one by one and divided by
+    the squared window's sum."""
+    hop = n_fft // 4 if hop_length is None else hop_length
+    batched = np.ndim(spectra) == 3
+    spectra = np.swapaxes(spectra if batched else spectra[None], 1, 2)
+    onesided = spectra.shape[-1] != n_fft if onesided is None else onesided
+    inverse = np.fft.ifft if return_complex else np.fft.irfft
+    frames = inverse(spectra, n=n_fft, axis=-1, norm="ortho" if normalized else None)
+    window = _numpy_window(window, n_fft, n_fft if win_length is None else win_length)
+    expected = n_fft + hop * (spectra.shape[1] - 1)
+    signal_sum = np.zeros((spectra.shape[0], expected), frames.dtype)
+    envelope = np.zeros(expected)
+    for t in range(spectra.shape[1]):
+        signal_sum[:, t * hop:t * hop + n_fft] += frames[:, t] * window
+        envelope[t * hop:t * hop + n_fft] += np.abs(window) ** 2 if not np.iscomplexobj(window) else window ** 2
+    start = n_fft // 2 if center else 0
+    end = start + length if length is not None else expected - n_fft // 2 if center else expected
+    rebuilt = signal_sum[:, start:end] / envelope[start:end]
+    if length is not None and rebuilt.shape[1] < length:
+        rebuilt = np.pad(rebuilt, ((0, 0), (0, length - rebuilt.shape[1])))
+    return rebuilt if batched else rebuilt[0]
+
+
+_POSITIVE_WINDOW = dict(values="positive")
+_SAMPLES = {
+    "stft": Samples((sample(operand(2, 40), 16, return_complex=True),
+                     sample(operand(50), 12, 4, window=operand(12, **_POSITIVE_WINDOW), return_complex=True),
+                     sample(operand(2, 30, layout="transposed"), 8, 3, 6, operand(6, dtype="float64"), center=False,
+                            onesided=False, return_complex=False),
+                     sample(operand(3, 33, dtype="complex64"), 10, pad_mode="constant", normalized=True),
+                     sample(operand(40, layout="sliced"), 17, 5, pad_mode="replicate", return_complex=True)),
+                    _stft_reference),
+    "istft": Samples((sample(operand(2, 9, 5, dtype="complex64"), 16),
+                      sample(operand(9, 7, dtype="complex64"), 16, 4, 12, operand(12, **_POSITIVE_WINDOW),
+                             normalized=True, length=30),
+                      sample(operand(2, 8, 6, dtype="complex128", layout="transposed"), 8, 4, center=False,
+                             onesided=False, return_complex=True),
+                      sample(operand(1, 9, 4, dtype="complex64"), 16, 8, window=operand(16, **_POSITIVE_WINDOW),
+                             length=50)),
+                     _istft_reference),
+}
+family_samples("fft", by_name(_SAMPLES))
