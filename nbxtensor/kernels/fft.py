@@ -2,13 +2,17 @@
 registers, as one or two stages of small dense DFTs (``ops/fft.py`` plans the passes and says why).
 
 A row of length n1 * n2 is the tile t[j2, j1] = x[n2 * j1 + j2]; stage one multiplies it by the n1-point DFT
-matrix along j1 (``tl.dot``), the twiddles w_n^(j2 k1) follow elementwise, and stage two multiplies by the
-n2-point DFT matrix along j2, giving X[k1 + n1 * k2] (Cooley-Tukey's four steps, the transposes done by
-the tile's permute and the store's addresses). A single stage (P2 == 1) is a direct DFT. Padded lanes
-(each stage's extent rounded to the power of two P1 or P2) hold zeros and meet zero matrix entries.
+matrix along j1, the twiddles w_n^(j2 k1) follow elementwise, and stage two multiplies by the n2-point DFT
+matrix along j2, giving X[k1 + n1 * k2] (Cooley-Tukey's four steps, the transposes done by the tile's permute
+and the store's addresses). A single stage (P2 == 1) is a direct DFT. Padded lanes (each stage's extent
+rounded to the power of two P1 or P2) hold zeros and meet zero matrix entries.
 
-Complex data is interleaved (real, imaginary) and reached through the component type: strides come in
-components. A side's signal index i is the row's element index, or with IN_GROUPED / OUT_GROUPED
+Complex values stay interleaved (real, imaginary) in a trailing axis of 2 from load to store, one vector
+load or store a pair; a stage is one real product (``tl.dot``) of the tile's rows, [real, imaginary] pairs
+side by side, by the DFT matrix written as a real one of twice the size (entry (2j + s, 2k + t) the real
+part of w^(jk) where s = t, its imaginary part signed where not): a real input takes its even rows, a real
+output its even columns. Strides count elements, complex or real. A side's signal index i is the row's
+element index, or with IN_GROUPED / OUT_GROUPED
 ``row + element * inner_rows`` (the rows of a four-step's first pass are a signal's residues), and its
 address ``base + i * stride``. Reads past ``in_count`` are zeros (padding), writes past ``out_count`` are
 dropped (a one-sided spectrum). A Hermitian input reads X[i] for i <= signal_length / 2 and the
@@ -47,30 +51,28 @@ def _product(a, b, acc, PRECISION: tl.constexpr, PARTS_IN_F32: tl.constexpr):
 
 
 @triton.jit
-def _complex_product(a_r, a_i, w, size, P: tl.constexpr, REAL_LEFT: tl.constexpr, REAL_ONLY: tl.constexpr,
-                     PRECISION: tl.constexpr, PARTS_IN_F32: tl.constexpr):
-    """(a_r + i a_i) @ (W_r + i W_i) for the P x P matrix W at ``w`` (real plane, then imaginary plane, each
-    row-major at stride P); REAL_LEFT: a_i is zero; REAL_ONLY: only the real part is wanted (the imaginary
-    part returned is a_i, unused)."""
-    lanes = tl.arange(0, P)
-    entries = w + lanes[:, None] * P + lanes[None, :]
-    w_r = tl.load(entries)
-    w_i = tl.load(entries + size)
-    zero = tl.zeros(a_r.shape, a_r.dtype)
-    out_r = _product(a_r, w_r, zero, PRECISION, PARTS_IN_F32)
-    if not REAL_LEFT:
-        out_r = _product(a_i, -w_i, out_r, PRECISION, PARTS_IN_F32)
-    if REAL_ONLY:
-        return out_r, a_i
-    out_i = _product(a_r, w_i, zero, PRECISION, PARTS_IN_F32)
-    if not REAL_LEFT:
-        out_i = _product(a_i, w_r, out_i, PRECISION, PARTS_IN_F32)
-    return out_r, out_i
+def _stage(a, w, P: tl.constexpr, REAL_IN: tl.constexpr, REAL_OUT: tl.constexpr, PRECISION: tl.constexpr,
+           PARTS_IN_F32: tl.constexpr):
+    """The rows of ``a`` (pairs side by side, or real values where REAL_IN) times the P-point DFT matrix,
+    real-valued 2P x 2P and row-major at ``w``: the result's pairs (their real parts where REAL_OUT)."""
+    rows = tl.arange(0, (2 - REAL_IN) * P) * (1 + REAL_IN)
+    columns = tl.arange(0, (2 - REAL_OUT) * P) * (1 + REAL_OUT)
+    matrix = tl.load(w + rows[:, None] * (2 * P) + columns[None, :])
+    return _product(a, matrix, tl.zeros((a.shape[0], (2 - REAL_OUT) * P), a.dtype), PRECISION, PARTS_IN_F32)
 
 
 @triton.jit
-def _times(x_r, x_i, t_r, t_i):
-    return x_r * t_r - x_i * t_i, x_r * t_i + x_i * t_r
+def _times(pairs, t_r, t_i):
+    """Complex pairs (a trailing axis of 2) times t_r + i t_i."""
+    x_r, x_i = tl.split(pairs)
+    return tl.join(x_r * t_r - x_i * t_i, x_r * t_i + x_i * t_r)
+
+
+@triton.jit
+def _pair_offsets(offset):
+    """Component offsets of the complex elements at element offsets ``offset`` (a 3-d tile): a trailing
+    axis of the two parts."""
+    return (2 * offset)[:, :, :, None] + tl.arange(0, 2)[None, None, None, :]
 
 
 @triton.jit
@@ -78,12 +80,12 @@ def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, sign
              in_row_stride, in_stride, out_row_stride, out_stride, outer_shape, in_outer_strides, out_outer_strides,
              post_group_stride, post_stride, scale_bits,
              INPUT: tl.constexpr, OUTPUT: tl.constexpr, IN_GROUPED: tl.constexpr, OUT_GROUPED: tl.constexpr,
-             PRE: tl.constexpr, POST: tl.constexpr, SCALED: tl.constexpr, OUTER_RANK: tl.constexpr, ROWS: tl.constexpr, P1: tl.constexpr,
-             P2: tl.constexpr, PRECISION: tl.constexpr, PARTS_IN_F32: tl.constexpr, INDEX_64: tl.constexpr):
+             PRE: tl.constexpr, POST: tl.constexpr, SCALED: tl.constexpr, OUTER_RANK: tl.constexpr,
+             ROWS: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr, PRECISION: tl.constexpr,
+             PARTS_IN_F32: tl.constexpr, INDEX_64: tl.constexpr):
     """Rows ``inner_rows`` of each of the outer index's rows (a flat index over ``outer_shape``), ROWS at a
-    time, each of length n1 * n2 (module docstring). ``tables`` holds the stage-one DFT matrix (P1 x P1,
-    real plane then imaginary plane), the stage-two one (P2 x P2) and the twiddles (P2 x P1), zero past
-    n1 and n2."""
+    time, each of length n1 * n2 (module docstring). ``tables`` holds the stage-one DFT matrix (2 P1 x 2 P1),
+    the stage-two one (2 P2 x 2 P2) and the twiddles (P2 x P1 pairs), zero past n1 and n2."""
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
@@ -92,7 +94,7 @@ def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, sign
     row = rows[:, None, None]
     row_ok = row < inner_rows
 
-    # the input tile [ROWS, P2, P1]: element n2 * j1 + j2 of each row
+    # the input tile [ROWS, P2, P1] (and its pairs' axis): element n2 * j1 + j2 of each row
     j2 = tl.arange(0, P2)[None, :, None]
     j1 = tl.arange(0, P1)[None, None, :]
     local = n2 * j1 + j2
@@ -107,42 +109,41 @@ def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, sign
         mirrored = 2 * index > signal_length
         read = tl.where(mirrored, signal_length - index, index)
         ok = ok & (index < signal_length) & (read < in_count)
-        address = src + base + read * in_stride
-        x_r = tl.load(address, mask=ok, other=0.0)
-        x_i = tl.load(address + 1, mask=ok, other=0.0)
-        x_i = tl.where(mirrored, -x_i, x_i)
+        x = tl.load(src + _pair_offsets(base + read * in_stride), mask=ok[:, :, :, None], other=0.0)
+        conjugated = mirrored[:, :, :, None] & (tl.arange(0, 2)[None, None, None, :] == 1)
+        x = tl.where(conjugated, -x, x)
     else:
         ok = ok & (index < in_count)
-        address = src + base + index * in_stride
-        x_r = tl.load(address, mask=ok, other=0.0)
         if INPUT == INPUT_COMPLEX:
-            x_i = tl.load(address + 1, mask=ok, other=0.0)
+            x = tl.load(src + _pair_offsets(base + index * in_stride), mask=ok[:, :, :, None], other=0.0)
         else:
-            x_i = tl.zeros(x_r.shape, x_r.dtype)
+            x = tl.load(src + base + index * in_stride, mask=ok, other=0.0)
     if PRE == PRE_REAL:
         factor = tl.load(pre + index, mask=ok, other=0.0)
-        x_r = x_r * factor
-        x_i = x_i * factor
+        x = x * factor[:, :, :, None] if INPUT != INPUT_REAL else x * factor
     elif PRE == PRE_COMPLEX:
-        factor = pre + 2 * index
-        x_r, x_i = _times(x_r, x_i, tl.load(factor, mask=ok, other=0.0), tl.load(factor + 1, mask=ok, other=0.0))
+        factor_r, factor_i = tl.split(tl.load(pre + _pair_offsets(index), mask=ok[:, :, :, None], other=0.0))
+        if INPUT == INPUT_REAL:
+            x = tl.join(x * factor_r, x * factor_i)
+        else:
+            x = _times(x, factor_r, factor_i)
+    real_input: tl.constexpr = INPUT == INPUT_REAL and PRE != PRE_COMPLEX
+    real_output: tl.constexpr = OUTPUT == OUTPUT_REAL and not POST
 
     # stage one along j1, then the twiddles and stage two along j2: d[r, k1, k2] = X[k1 + n1 * k2]
-    b_r, b_i = _complex_product(tl.reshape(x_r, (ROWS * P2, P1)), tl.reshape(x_i, (ROWS * P2, P1)), tables,
-                                P1 * P1, P1, INPUT == INPUT_REAL and PRE != PRE_COMPLEX,
-                                P2 == 1 and OUTPUT == OUTPUT_REAL and not POST, PRECISION, PARTS_IN_F32)
+    b = _stage(tl.reshape(x, (ROWS * P2, (2 - real_input) * P1)), tables, P1, real_input, P2 == 1 and real_output,
+               PRECISION, PARTS_IN_F32)
     if P2 == 1:
-        d_r = tl.reshape(b_r, (ROWS, P1, 1))
-        d_i = tl.reshape(b_i, (ROWS, P1, 1))
+        d = tl.reshape(b, (ROWS, P1, 1) if real_output else (ROWS, P1, 1, 2))
     else:
-        twiddles = tables + 2 * (P1 * P1 + P2 * P2) + tl.arange(0, P2)[:, None] * P1 + tl.arange(0, P1)[None, :]
-        c_r, c_i = _times(tl.reshape(b_r, (ROWS, P2, P1)), tl.reshape(b_i, (ROWS, P2, P1)),
-                          tl.load(twiddles)[None, :, :], tl.load(twiddles + P2 * P1)[None, :, :])
-        d_r, d_i = _complex_product(tl.reshape(tl.permute(c_r, (0, 2, 1)), (ROWS * P1, P2)),
-                                    tl.reshape(tl.permute(c_i, (0, 2, 1)), (ROWS * P1, P2)), tables + 2 * P1 * P1,
-                                    P2 * P2, P2, False, OUTPUT == OUTPUT_REAL and not POST, PRECISION, PARTS_IN_F32)
-        d_r = tl.reshape(d_r, (ROWS, P1, P2))
-        d_i = tl.reshape(d_i, (ROWS, P1, P2))
+        twiddles = tl.load(tables + 4 * (P1 * P1 + P2 * P2) + 2 * (tl.arange(0, P2)[:, None, None] * P1 +
+                                                               tl.arange(0, P1)[None, :, None])
+                           + tl.arange(0, 2)[None, None, :])
+        twiddle_r, twiddle_i = tl.split(twiddles)
+        c = _times(tl.reshape(b, (ROWS, P2, P1, 2)), twiddle_r[None, :, :], twiddle_i[None, :, :])
+        d = _stage(tl.reshape(tl.permute(c, (0, 2, 1, 3)), (ROWS * P1, 2 * P2)), tables + 4 * P1 * P1, P2, False,
+                   real_output, PRECISION, PARTS_IN_F32)
+        d = tl.reshape(d, (ROWS, P1, P2) if real_output else (ROWS, P1, P2, 2))
 
     k1 = tl.arange(0, P1)[None, :, None]
     k2 = tl.arange(0, P2)[None, None, :]
@@ -155,16 +156,18 @@ def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, sign
         base = base + row * out_row_stride
     ok = row_ok & (k1 < n1) & (k2 < n2) & (index < out_count)
     if POST:
-        factor = post + 2 * (row * post_group_stride + q * post_stride)
-        d_r, d_i = _times(d_r, d_i, tl.load(factor, mask=ok, other=0.0), tl.load(factor + 1, mask=ok, other=0.0))
+        factor = tl.load(post + _pair_offsets(row * post_group_stride + q * post_stride), mask=ok[:, :, :, None],
+                         other=0.0)
+        factor_r, factor_i = tl.split(factor)
+        d = _times(d, factor_r, factor_i)
     if SCALED:
-        if d_r.dtype == tl.float64:
-            scale = tl.full((1, 1, 1), scale_bits, tl.int64).to(tl.float64, bitcast=True)
+        if d.dtype == tl.float64:
+            d = d * tl.full((1,), scale_bits, tl.int64).to(tl.float64, bitcast=True)
         else:
-            scale = tl.full((1, 1, 1), scale_bits, tl.int32).to(tl.float32, bitcast=True)
-        d_r = d_r * scale
-        d_i = d_i * scale
-    address = dst + base + index * out_stride
-    tl.store(address, d_r, mask=ok)
+            d = d * tl.full((1,), scale_bits, tl.int32).to(tl.float32, bitcast=True)
     if OUTPUT == OUTPUT_COMPLEX:
-        tl.store(address + 1, d_i, mask=ok)
+        tl.store(dst + _pair_offsets(base + index * out_stride), d, mask=ok[:, :, :, None])
+    elif POST:
+        tl.store(dst + base + index * out_stride, tl.split(d)[0], mask=ok)
+    else:
+        tl.store(dst + base + index * out_stride, d, mask=ok)

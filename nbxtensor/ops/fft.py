@@ -158,16 +158,22 @@ def _table(key: tuple, dtype, device, make) -> Tensor:
 
 
 def _stage_tables(n1: int, n2: int, sign: int, component, device) -> Tensor:
-    """A pass's tables as the kernel reads them: the n1- and n2-point DFT matrices (P1 x P1, P2 x P2) and
-    the twiddles w_n^(j2 k1) (P2 x P1), each a real plane then an imaginary plane, zero past n1 and n2."""
+    """A pass's tables as the kernel reads them: the n1- and n2-point DFT matrices as real matrices of twice
+    their size (``kernels/fft.py``), then the twiddles w_n^(j2 k1) (P2 x P1 pairs), zero past n1 and n2."""
+    def realified(n: int, p: int) -> np.ndarray:
+        roots = np.zeros((p, p), np.complex128)
+        roots[:n, :n] = _roots(np.outer(np.arange(n), np.arange(n)), n, sign)
+        matrix = np.empty((p, 2, p, 2))
+        matrix[:, 0, :, 0] = matrix[:, 1, :, 1] = roots.real
+        matrix[:, 0, :, 1] = roots.imag
+        matrix[:, 1, :, 0] = -roots.imag
+        return matrix.ravel()
+
     def make():
         p1, p2 = _tile(n1, n2)
-        planes = []
-        for rows, cols, n, (p, q) in ((n1, n1, n1, (p1, p1)), (n2, n2, n2, (p2, p2)), (n2, n1, n1 * n2, (p2, p1))):
-            block = np.zeros((p, q), np.complex128)
-            block[:rows, :cols] = _roots(np.outer(np.arange(rows), np.arange(cols)), n, sign)
-            planes += [block.real.ravel(), block.imag.ravel()]
-        return np.concatenate(planes)
+        twiddles = np.zeros((p2, p1), np.complex128)
+        twiddles[:n2, :n1] = _roots(np.outer(np.arange(n2), np.arange(n1)), n1 * n2, sign)
+        return np.concatenate([realified(n1, p1), realified(n2, p2), np.stack([twiddles.real, twiddles.imag], -1).ravel()])
     return _table(("stages", n1, n2, sign), component, device, make)
 
 
@@ -197,8 +203,8 @@ def _chirp_spectrum(n: int, m: int, sign: int, dtype, device) -> Tensor:
 # ---- passes -----------------------------------------------------------------------------------------
 
 class Signal(NamedTuple):
-    """A tensor's rows along one dim, in components (a complex element is two): the batch's sizes and
-    strides (every other dim, in order) and the signal's stride."""
+    """A tensor's rows along one dim: the batch's sizes and strides (every other dim, in order) and the
+    signal's stride, in elements."""
     tensor: Tensor
     sizes: tuple
     strides: tuple
@@ -206,15 +212,14 @@ class Signal(NamedTuple):
 
 
 def signal(t: Tensor, dim: int) -> Signal:
-    c = 2 if t.dtype.is_complex else 1
     strides = t.stride()
     return Signal(t, tuple(s for d, s in enumerate(t.shape) if d != dim),
-                  tuple(c * s for d, s in enumerate(strides) if d != dim), c * strides[dim])
+                  tuple(s for d, s in enumerate(strides) if d != dim), strides[dim])
 
 
 def _batch_strides(t: Tensor, sizes: tuple) -> tuple:
-    """The batch strides, in components, of a contiguous complex workspace (batch..., rest...)."""
-    rest = 2 * S.numel(t.shape[len(sizes):])
+    """The batch strides of a contiguous workspace (batch..., rest...)."""
+    rest = S.numel(t.shape[len(sizes):])
     return tuple(rest * s for s in S.contiguous_strides(sizes))
 
 
@@ -229,10 +234,11 @@ class _Side(NamedTuple):
 
 
 def _precision(component, device) -> str:
-    """The products' precision: float32 as bfloat16 parts where the device has bfloat16 matrix units,
-    else IEEE on the FMA units (float64 always)."""
+    """The products' precision: IEEE on the FMA units, or for float32, where the facts ask for it
+    (``fft_float32_parts``) and the device has bfloat16 matrix units, the six products of bfloat16 parts."""
     facts = backend_for(device).facts
-    if component.name == "float32" and "bfloat16" in (facts.get("matrix_unit") or {}).get("dtypes", ()):
+    if component.name == "float32" and facts["kernels"].get("fft_float32_parts") and \
+            "bfloat16" in (facts.get("matrix_unit") or {}).get("dtypes", ()):
         return PRECISION_BF16_PARTS.value
     return "ieee"
 
@@ -301,12 +307,12 @@ def _run(source: Signal, target: Signal, passes: tuple, sign: int, *, input_kind
     # pass one: the rows (batch, jb) of length na at stride nb, into work[batch, ka, jb] times w_n^(jb ka)
     shape, (source_outer, work_outer) = S.coalesce(sizes, source.strides, work_strides)
     _launch_pass(_Side(source.tensor, source_outer, source.stride, source.stride, True),
-                 _Side(work, work_outer, 2, 2, True), shape, nb, na, sign, input_kind=input_kind,
+                 _Side(work, work_outer, 1, 1, True), shape, nb, na, sign, input_kind=input_kind,
                  output_kind=K.OUTPUT_COMPLEX, signal_length=signal_length, in_count=in_count, out_count=na * nb,
                  pre=pre, post=_twiddles(na, nb, sign, dtype, target.tensor.device), post_strides=(na, 1))
     # pass two: the rows (batch, ka) of length nb, into X[ka + na kb]
     shape, (work_outer, target_outer) = S.coalesce(sizes, work_strides, target.strides)
-    _launch_pass(_Side(work, work_outer, 2 * nb, 2, False),
+    _launch_pass(_Side(work, work_outer, nb, 1, False),
                  _Side(target.tensor, target_outer, target.stride, target.stride, True), shape, na, nb, sign,
                  input_kind=K.INPUT_COMPLEX, output_kind=output_kind, signal_length=nb, in_count=nb,
                  out_count=out_count, scale=scale, post=post, post_strides=(1, na))
@@ -331,7 +337,7 @@ def transform(source: Signal, target: Signal, n: int, sign: int, *, input_kind, 
     with scratch_scope():
         pre = chirp if window is None else _op("mul")(chirp, window)
     spectrum = scratch_tensor((*source.sizes, m), dtype, device)
-    spectrum = Signal(spectrum, source.sizes, _batch_strides(spectrum, source.sizes), 2)
+    spectrum = Signal(spectrum, source.sizes, _batch_strides(spectrum, source.sizes), 1)
     _run(source, spectrum, method.passes, FORWARD, input_kind=input_kind, output_kind=K.OUTPUT_COMPLEX,
          signal_length=n, in_count=min(in_count, n), out_count=m, pre=pre,
          post=_chirp_spectrum(n, m, sign, dtype, device))
