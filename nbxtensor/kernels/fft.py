@@ -76,6 +76,18 @@ def _pair_offsets(offset):
 
 
 @triton.jit
+def _rows_side(outer, row, local, inner_rows, outer_shape, outer_strides, row_stride, OUTER_RANK: tl.constexpr,
+               GROUPED: tl.constexpr):
+    """(base offset, signal index) of elements ``local`` of rows ``row`` of the outer row ``outer`` on one
+    side: the index grouped with the row, or the row's base moved by its stride."""
+    base = strided_offset(outer, outer_shape, outer_strides, OUTER_RANK)
+    if GROUPED:
+        return base, row + local * inner_rows
+    else:
+        return base + row * row_stride, local + row * 0
+
+
+@triton.jit
 def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, signal_length, in_count, out_count,
              in_row_stride, in_stride, out_row_stride, out_stride, outer_shape, in_outer_strides, out_outer_strides,
              post_group_stride, post_stride, scale_bits,
@@ -97,13 +109,8 @@ def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, sign
     # the input tile [ROWS, P2, P1] (and its pairs' axis): element n2 * j1 + j2 of each row
     j2 = tl.arange(0, P2)[None, :, None]
     j1 = tl.arange(0, P1)[None, None, :]
-    local = n2 * j1 + j2
-    base = strided_offset(outer, outer_shape, in_outer_strides, OUTER_RANK)
-    if IN_GROUPED:
-        index = row + local * inner_rows
-    else:
-        index = local + row * 0
-        base = base + row * in_row_stride
+    base, index = _rows_side(outer, row, n2 * j1 + j2, inner_rows, outer_shape, in_outer_strides, in_row_stride,
+                             OUTER_RANK, IN_GROUPED)
     ok = row_ok & (j1 < n1) & (j2 < n2)
     if INPUT == INPUT_HERMITIAN:
         mirrored = 2 * index > signal_length
@@ -148,12 +155,8 @@ def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, sign
     k1 = tl.arange(0, P1)[None, :, None]
     k2 = tl.arange(0, P2)[None, None, :]
     q = k1 + n1 * k2
-    base = strided_offset(outer, outer_shape, out_outer_strides, OUTER_RANK)
-    if OUT_GROUPED:
-        index = row + q * inner_rows
-    else:
-        index = q + row * 0
-        base = base + row * out_row_stride
+    base, index = _rows_side(outer, row, q, inner_rows, outer_shape, out_outer_strides, out_row_stride, OUTER_RANK,
+                             OUT_GROUPED)
     ok = row_ok & (k1 < n1) & (k2 < n2) & (index < out_count)
     if POST:
         factor = tl.load(post + _pair_offsets(row * post_group_stride + q * post_stride), mask=ok[:, :, :, None],
