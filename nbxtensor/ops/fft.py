@@ -138,6 +138,11 @@ _TABLES: dict = {}
 _TABLES_LIMIT = 256
 
 
+def _products(rows: int, columns: int) -> np.ndarray:
+    """The exponents j k of a rows x columns table of roots."""
+    return np.arange(rows)[:, None] * np.arange(columns)[None, :]
+
+
 def _roots(exponents, n: int, sign: int) -> np.ndarray:
     """exp(sign 2 pi i e / n) for integer exponents e, reduced mod n first so the angle is exact to float64."""
     e = np.mod(np.asarray(exponents, dtype=np.int64), n)
@@ -162,7 +167,7 @@ def _stage_tables(n1: int, n2: int, sign: int, component, device) -> Tensor:
     their size (``kernels/fft.py``), then the twiddles w_n^(j2 k1) (P2 x P1 pairs), zero past n1 and n2."""
     def realified(n: int, p: int) -> np.ndarray:
         roots = np.zeros((p, p), np.complex128)
-        roots[:n, :n] = _roots(np.outer(np.arange(n), np.arange(n)), n, sign)
+        roots[:n, :n] = _roots(_products(n, n), n, sign)
         matrix = np.empty((p, 2, p, 2))
         matrix[:, 0, :, 0] = matrix[:, 1, :, 1] = roots.real
         matrix[:, 0, :, 1] = roots.imag
@@ -172,7 +177,7 @@ def _stage_tables(n1: int, n2: int, sign: int, component, device) -> Tensor:
     def make():
         p1, p2 = _tile(n1, n2)
         twiddles = np.zeros((p2, p1), np.complex128)
-        twiddles[:n2, :n1] = _roots(np.outer(np.arange(n2), np.arange(n1)), n1 * n2, sign)
+        twiddles[:n2, :n1] = _roots(_products(n2, n1), n1 * n2, sign)
         return np.concatenate([realified(n1, p1), realified(n2, p2), np.stack([twiddles.real, twiddles.imag], -1).ravel()])
     return _table(("stages", n1, n2, sign), component, device, make)
 
@@ -180,7 +185,7 @@ def _stage_tables(n1: int, n2: int, sign: int, component, device) -> Tensor:
 def _twiddles(na: int, nb: int, sign: int, dtype, device) -> Tensor:
     """The four-step's twiddles w_n^(jb ka), n = na * nb, as an (nb, na) complex table."""
     return _table(("twiddles", na, nb, sign), dtype, device,
-                  lambda: _roots(np.outer(np.arange(nb), np.arange(na)), na * nb, sign))
+                  lambda: _roots(_products(nb, na), na * nb, sign))
 
 
 def _chirp(n: int, sign: int, dtype, device) -> Tensor:
