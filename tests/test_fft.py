@@ -14,11 +14,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import nbxtensor as nbx
+from nbxtensor.graph import arena
 from nbxtensor.ops import fft as F
 
 from .conftest import TEST_DEVICE, cpu_kernels, examples, to_nbx
+from .test_stft import _Input, _run_graph
 
-pytestmark = cpu_kernels
 
 LENGTHS = (1, 2, 3, 5, 7, 8, 12, 16, 17, 30, 64, 97, 100, 128, 255, 256, 1000)
 EPS = {"float32": np.finfo(np.float32).eps, "float64": np.finfo(np.float64).eps}
@@ -68,9 +69,9 @@ def test_real_transforms_of_every_length_kind(n, rng):
     assert_close_fft(nbx.fft.ihfft(to_nbx(x)), np.fft.ihfft(wide), x, n, axes=-1)
 
 
-@pytest.mark.parametrize("n", [4096, 8192, 4099])
+@pytest.mark.parametrize("n", [1024, 8192, 4099])
 def test_long_rows_take_two_passes_or_bluestein(n, rng):
-    """4096 is one pass of two 64-point stages, 8192 the four-step's two passes, 4099 (prime) Bluestein's
+    """1024 is one pass of two 32-point stages, 8192 the four-step's two passes, 4099 (prime) Bluestein's
     convolution of 16384 points in two passes each way; real and one-sided Hermitian rows too."""
     x = _random(rng, (1, n), "complex64")
     assert_close_fft(nbx.fft.fft(to_nbx(x)), np.fft.fft(x.astype(np.complex128)), x, n, axes=-1)
@@ -82,14 +83,45 @@ def test_long_rows_take_two_passes_or_bluestein(n, rng):
 
 
 def test_plans_of_each_length_kind():
-    assert F._method(64) == F._Method((64,), 0)
-    assert math.prod(F._tile(*F._stages(1000))) == 2048  # 1000 = 20 x 50 or 25 x 40: 32 x 64 lanes
+    assert F._method(32) == F._Method((32,), 0)
+    assert F._method(64).passes == (64,) and F._stages(64) in ((2, 32), (4, 16), (8, 8), (16, 4), (32, 2))
+    assert math.prod(F._tile(*F._stages(500))) == 1024  # 500 = 20 x 25 (or 25 x 20): 32 x 32 lanes
     assert F._method(8192).passes == (256, 32) and not F._method(8192).bluestein
     assert F._method(97) == F._Method((256,), 256)
     assert F._method(1 << 20).passes == (1024, 1024)
-    assert len(F._method(10 ** 6).passes) == 2 and not F._method(10 ** 6).bluestein
-    with pytest.raises(NotImplementedError, match="length 16777259"):
-        F._method(16777259)
+    assert len(F._method(10 ** 6).passes) == 3 and not F._method(10 ** 6).bluestein  # 1000 has no 32 x 32 split
+    assert F._method(16777259).bluestein == 1 << 26
+    with pytest.raises(NotImplementedError, match="length 536870923"):
+        F._method(536870923)
+
+
+@pytest.fixture
+def small_passes(monkeypatch):
+    """Stages of at most 8 points, so passes of at most 64: lengths of a few thousand take three passes."""
+    cached = (F._stages, F._passes, F._method)
+    for function in cached:
+        function.cache_clear()
+    monkeypatch.setattr(F, "STAGE_MAX", 8)
+    monkeypatch.setattr(F, "PASS_MAX", 64)
+    yield
+    for function in cached:
+        function.cache_clear()
+
+
+@pytest.mark.parametrize("n", [3000, 2053])
+def test_three_passes_and_bluestein_through_them(small_passes, n, rng):
+    """3000 = 40 x 15 x 5 takes three passes, the last two on the first's rows (and a one-sided output
+    through a whole workspace); the prime 2053 Bluestein's 8192 = 64 x 64 x 2, its tables applied after."""
+    method = F._method(n)
+    assert len(method.passes) == 3 and bool(method.bluestein) == (n == 2053)
+    x = _random(rng, (2, n), "complex64")
+    assert_close_fft(nbx.fft.fft(to_nbx(x)), np.fft.fft(x.astype(np.complex128)), x, n, axes=-1)
+    real = x.real.copy()
+    assert_close_fft(nbx.fft.rfft(to_nbx(real), norm="ortho"), np.fft.rfft(real.astype(np.float64), norm="ortho"),
+                     real, n, axes=-1)
+    half = x[:, :n // 2 + 1]
+    assert_close_fft(nbx.fft.irfft(to_nbx(half), n=n), np.fft.irfft(half.astype(np.complex128), n=n), half, n,
+                     axes=-1)
 
 
 TRANSFORMS_1D = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft"]
@@ -249,7 +281,7 @@ def test_out_writes_the_result(rng):
     (lambda x, c: nbx.fft.fftfreq(-1), RuntimeError, "negative dimension -1"),
     (lambda x, c: nbx.fft.fftfreq(4, dtype=nbx.int64), RuntimeError, "requires a floating point or complex dtype"),
     (lambda x, c: nbx.fft.fftshift(x, dim=3), IndexError, "Dimension out of range"),
-    (lambda x, c: nbx.fft.fft(x, n=16777259), NotImplementedError, "an FFT of length 16777259 is not supported"),
+    (lambda x, c: nbx.fft.fft(x, n=536870923), NotImplementedError, "an FFT of length 536870923 is not supported"),
 ])
 def test_bad_arguments_raise_torch_errors(call, error, message, rng):
     x, c = nbx.ones(3, 4), nbx.ones(3, 4, dtype=nbx.complex64)
@@ -290,12 +322,13 @@ def test_aten_primitives(rng):
         op("_fft_c2c").impl(to_nbx(x), [0], 0, True)
 
 
+@cpu_kernels  # a GPU compiles these kernels for minutes
 def test_float32_products_on_bfloat16_parts_keep_float32_accuracy(monkeypatch, rng):
-    """Where a device has bfloat16 matrix units the stages multiply float32 tiles as their bfloat16 parts'
-    six products: as accurate as float32 FMA (the interpreter runs the same form)."""
+    """Where the facts ask for it the stages multiply float32 tiles as their bfloat16 parts' six products: as
+    accurate as float32 FMA (the interpreter runs the same form)."""
     monkeypatch.setattr(F, "_precision", lambda component, device: (
         F.PRECISION_BF16_PARTS.value if component.name == "float32" else "ieee"))
-    for n in (12, 100, 8192):
+    for n in (12, 100, 2048):
         x = _random(rng, (2, n), "complex64")
         assert_close_fft(nbx.fft.fft(to_nbx(x)), np.fft.fft(x.astype(np.complex128)), x, n, axes=-1)
     x = _random(rng, (2, 97), "float32")
@@ -317,3 +350,15 @@ def test_random_shapes_dims_and_sizes_match_numpy(data):
     expected = _numpy_several(name, x, sizes, dims, norm)
     got = getattr(nbx.fft, name + "n")(to_nbx(x), s=sizes, dim=dims, norm=norm)
     assert_close_fft(got, expected, x, 16, axes=tuple(dims))
+
+
+@pytest.mark.parametrize("overload, n", [("aten::fft_rfft.default", 3000), ("aten::fft_ifft.default", 2053)])
+def test_three_pass_graph_steps_stay_inside_their_declared_workspace(tmp_path, monkeypatch, small_passes, overload,
+                                                                     n, rng):
+    """Three passes: a one-sided output through a whole workspace, Bluestein's tables applied after."""
+    monkeypatch.setattr(arena, "strict", True)
+    x = to_nbx(rng.standard_normal((2, n)).astype(np.float32))
+    op = nbx.ops.registry.lookup(overload)
+    expected = op.impl(x)
+    got = _run_graph(tmp_path, overload, [x], [_Input(0)], {}, expected.shape, expected.dtype.name)
+    np.testing.assert_array_equal(got.numpy(), expected.numpy())

@@ -5,12 +5,11 @@ import pytest
 
 import nbxtensor as nbx
 
-from .conftest import cpu_kernels, to_nbx
+from .conftest import to_nbx
 from .test_fft import assert_close_fft
 
 torch = pytest.importorskip("torch")
 
-pytestmark = cpu_kernels
 
 
 def _pair(rng, shape, dtype):

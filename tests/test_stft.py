@@ -12,9 +12,8 @@ from nbxtensor import graph
 from nbxtensor.graph import arena
 from nbxtensor.ops.stft import _istft_reference, _stft_reference
 
-from .conftest import TEST_DEVICE, cpu_kernels, to_nbx
+from .conftest import TEST_DEVICE, to_nbx
 
-pytestmark = cpu_kernels
 
 # float32 frames of at most 67 points: a few eps times log2 n of the frame's norm (tests/test_fft.py)
 ATOL = 4e-6
@@ -175,3 +174,4 @@ def test_graph_steps_stay_inside_their_declared_workspace(tmp_path, monkeypatch,
     expected = op.impl(x, *args, **kwargs)
     got = _run_graph(tmp_path, overload, [x], [_Input(0), *args], kwargs, expected.shape, expected.dtype.name)
     np.testing.assert_array_equal(got.numpy(), expected.numpy())
+

@@ -4,31 +4,30 @@ one table), ``fftfreq``/``rfftfreq``, ``fftshift``/``ifftshift`` and ATen's ``_f
 
 How a transform runs. An n-dim transform is a one-dim transform per dim, the first reading the input (real,
 complex or one-sided Hermitian) and the rest working in place on the result. A one-dim transform of length
-n is one or two passes of ``kernels/fft.py``'s kernel, a program holding whole rows in registers:
+n is passes of ``kernels/fft.py``'s kernel, a program holding whole rows in registers:
 
-- n of at most 64: one stage, the row times the n-point DFT matrix (``tl.dot``);
-- n = n1 * n2 with n1, n2 <= 64 (so at most 4096): two stages with the twiddles between them, in one pass;
-- longer n = na * nb: the four-step form, two passes through a workspace, the first multiplying its output
-  by the twiddles w_n^(jb ka) on the way out;
-- n with a prime factor above 64 (or no split of those shapes): Bluestein's chirp z-transform, a
+- n of at most 32: one stage, the row times the n-point DFT matrix (``tl.dot``);
+- n = n1 * n2 with n1, n2 <= 32 (so at most 1024): two stages with the twiddles between them, in one pass;
+- longer n = na * rest: the four-step form, a pass of na through a workspace that multiplies its output by
+  the twiddles w_n^(j ka) on the way out, then the rest's passes (two passes up to 2^20, three up to 2^30);
+- n with a prime factor above 32 (or no split of those shapes): Bluestein's chirp z-transform, a
   convolution of power-of-two length m >= 2n - 1 run as a forward and an inverse transform of length m,
   the chirps and the kernel's spectrum multiplied in the passes' loads and stores.
 
-Why small dense DFTs on the matrix unit rather than radix-2 butterflies: Triton has no lane shuffles, so a
-butterfly network would exchange data through a layout conversion per radix step, while a stage of up to 64
-points is one product of the row tile with a 64 x 64 matrix and a row of 4096 points costs two products and
-one transpose in registers. A pass reads and writes memory once, which is what an FFT of these sizes is
-bound by; the products cost about 4 * (p1 + p2) real multiply-adds an element (p the stages' extents padded
-to powers of two, at least 16, tl.dot's least), more than the 5 log2 n flops of a radix-2 FFT, on units
-that have them to spare. float32 products run as the six products of their bfloat16 parts where the device
-has bfloat16 matrix units (``kernels/matmul.py``'s exact float32, never TF32), else on the FMA units in
-IEEE float32; float64 ones on the FMA units. Every table (DFT matrices, twiddles, chirps, the Bluestein
-kernel's spectrum) is computed in float64 on the host from exact integer exponents (jk mod n) and rounded
-once to the data's type, and kept on the device per length. A stage's error grows with its few terms and
-the stages are log_64 n, so the error grows as log n (``tests/test_fft.py`` measures it against NumPy's
-float64).
+Why small dense DFTs: Triton has no lane shuffles, so a butterfly network would exchange data through a
+layout conversion per radix step, while a stage of up to 32 points is one product of the row tile with a
+DFT matrix and a row of 1024 points costs two products and one transpose in registers; each pass reads and
+writes memory once. The products cost 4 (p1 + p2) multiply-adds an element (p the stages' extents padded to
+powers of two, at least 16, tl.dot's least), far more than the 5 log2 n flops of a radix-2 FFT, and on an
+H100 in IEEE float32 on the FMA units that bounds large transforms by arithmetic, not memory (README, "What
+does not work yet"); 64-point stages spilled registers there. Float32 products stay IEEE float32 on the FMA
+units (never TF32), or where the facts ask (``fft_float32_parts``) the six products of their bfloat16 parts
+on the matrix units (``kernels/matmul.py``'s exact float32; slow to compile); float64 ones on the FMA units.
+Every table (DFT matrices, twiddles, chirps, the Bluestein kernel's spectrum) is computed in float64 on the
+host from exact integer exponents (jk mod n) and rounded once to the data's type, and kept on the device per
+length. A stage's error grows with its few terms and the stages are about log_32 n, so the error grows as
+log n (``tests/test_fft.py`` measures it against NumPy's float64).
 
-Lengths: every n up to 4096^2 that splits into two passes, and up to 2^23 by Bluestein; longer ones raise.
 float16 and bfloat16 inputs are refused, as torch refuses them on the CPU; integer and bool inputs promote
 to the default float.
 """
@@ -55,8 +54,10 @@ from .creation import tensor
 from .registry import OUT, Cost, TensorMeta, arguments_binder, family_samples, get, register
 from .samples import Samples, operand, sample
 
-STAGE_MAX = 64           # the longest DFT one stage multiplies by: a 64 x 64 complex matrix
+STAGE_MAX = 32           # the longest DFT one stage multiplies by: a 32 x 32 complex matrix (64-point stages
+                         # spilled registers on an H100: ten times slower a pass)
 PASS_MAX = STAGE_MAX ** 2  # the longest row one pass holds (two stages)
+LENGTH_MAX = 1 << 30     # the longest convolution Bluestein's method takes
 TILE_MIN = 16            # tl.dot's least extent on a GPU: a stage's extent pads to it
 FORWARD, INVERSE = -1, 1  # the sign of the exponent: X[k] = sum x[j] exp(sign 2 pi i jk / n)
 
@@ -102,15 +103,16 @@ def _pass_work(n: int) -> float:
 
 @functools.lru_cache(maxsize=None)
 def _passes(n: int) -> tuple | None:
-    """The pass lengths of a transform of length n: (n,) in one pass, (na, nb) in the four-step form (the
-    split of least work); None where neither exists."""
+    """The pass lengths of a transform of length n: (n,) in one pass, else the four-step form's first pass
+    and the passes of the rest (the fewest passes, then the least work, then the most even); None where
+    n has no such split."""
     if _stages(n) is not None:
         return (n,)
-    splits = [(na, n // na) for na in range(STAGE_MAX + 1, PASS_MAX + 1) if n % na == 0 and n // na <= PASS_MAX
-              and _stages(na) is not None and _stages(n // na) is not None]
+    splits = [(na, *rest) for na in range(STAGE_MAX + 1, PASS_MAX + 1) if n % na == 0 and _stages(na) is not None
+              for rest in [_passes(n // na)] if rest is not None]
     if not splits:
         return None
-    return min(splits, key=lambda s: (_pass_work(s[0]) + _pass_work(s[1]), abs(s[0] - s[1]), s))
+    return min(splits, key=lambda s: (len(s), sum(map(_pass_work, s)), max(s) - min(s), s))
 
 
 class _Method(NamedTuple):
@@ -124,12 +126,10 @@ def _method(n: int) -> _Method:
     if passes is not None:
         return _Method(passes, 0)
     m = _pow2(2 * n - 1)
-    passes = _passes(m)
-    if passes is None:
-        raise NotImplementedError(f"an FFT of length {n} is not supported: lengths go up to {PASS_MAX ** 2} where "
-                                  f"they split into factors up to {STAGE_MAX}, and up to {PASS_MAX ** 2 // 2} "
-                                  f"otherwise")
-    return _Method(passes, m)
+    if m > LENGTH_MAX:
+        raise NotImplementedError(f"an FFT of length {n} is not supported: with a prime factor above {STAGE_MAX} "
+                                  f"lengths go up to {LENGTH_MAX // 2} (Bluestein's convolution of {LENGTH_MAX})")
+    return _Method(_passes(m), m)
 
 
 # ---- tables: float64 on the host, rounded once, kept on the device --------------------------------
@@ -305,22 +305,53 @@ def _run(source: Signal, target: Signal, passes: tuple, sign: int, *, input_kind
                      passes[0], sign, input_kind=input_kind, output_kind=output_kind, signal_length=signal_length,
                      in_count=in_count, out_count=out_count, scale=scale, pre=pre, post=post, post_strides=(0, 1))
         return
-    na, nb = passes
-    dtype = target.tensor.dtype.to_real().to_complex()
-    work = scratch_tensor((*sizes, na, nb), dtype, target.tensor.device)
+    na, rest = passes[0], math.prod(passes[1:])
+    dtype, device = target.tensor.dtype.to_real().to_complex(), target.tensor.device
+    work = scratch_tensor((*sizes, na, rest), dtype, device)
     work_strides = _batch_strides(work, sizes)
-    # pass one: the rows (batch, jb) of length na at stride nb, into work[batch, ka, jb] times w_n^(jb ka)
+    # pass one: the rows (batch, j) of length na at stride rest, into work[batch, ka, j] times w_n^(j ka)
     shape, (source_outer, work_outer) = S.coalesce(sizes, source.strides, work_strides)
     _launch_pass(_Side(source.tensor, source_outer, source.stride, source.stride, True),
-                 _Side(work, work_outer, 1, 1, True), shape, nb, na, sign, input_kind=input_kind,
-                 output_kind=K.OUTPUT_COMPLEX, signal_length=signal_length, in_count=in_count, out_count=na * nb,
-                 pre=pre, post=_twiddles(na, nb, sign, dtype, target.tensor.device), post_strides=(na, 1))
-    # pass two: the rows (batch, ka) of length nb, into X[ka + na kb]
-    shape, (work_outer, target_outer) = S.coalesce(sizes, work_strides, target.strides)
-    _launch_pass(_Side(work, work_outer, nb, 1, False),
-                 _Side(target.tensor, target_outer, target.stride, target.stride, True), shape, na, nb, sign,
-                 input_kind=K.INPUT_COMPLEX, output_kind=output_kind, signal_length=nb, in_count=nb,
-                 out_count=out_count, scale=scale, post=post, post_strides=(1, na))
+                 _Side(work, work_outer, 1, 1, True), shape, rest, na, sign, input_kind=input_kind,
+                 output_kind=K.OUTPUT_COMPLEX, signal_length=signal_length, in_count=in_count, out_count=na * rest,
+                 pre=pre, post=_twiddles(na, rest, sign, dtype, device), post_strides=(na, 1))
+    if len(passes) == 2:
+        # pass two: the rows (batch, ka) of length rest, into X[ka + na k]
+        shape, (work_outer, target_outer) = S.coalesce(sizes, work_strides, target.strides)
+        _launch_pass(_Side(work, work_outer, rest, 1, False),
+                     _Side(target.tensor, target_outer, target.stride, target.stride, True), shape, na, rest, sign,
+                     input_kind=K.INPUT_COMPLEX, output_kind=output_kind, signal_length=rest, in_count=rest,
+                     out_count=out_count, scale=scale, post=post, post_strides=(1, na))
+        return
+    # more passes: the rows (batch, ka) by the passes left into X[ka + na k], a view of the target, or of a
+    # whole workspace where the output is cut short or multiplied by a table (its index is no row's)
+    direct = out_count == na * rest and post is None
+    whole = target
+    if not direct:
+        whole = scratch_tensor((*sizes, na * rest), dtype, device)
+        whole = Signal(whole, sizes, _batch_strides(whole, sizes), 1)
+    rows = Signal(work, (*sizes, na), (*work_strides, rest), 1)
+    _run(rows, Signal(whole.tensor, (*sizes, na), (*whole.strides, whole.stride), whole.stride * na), passes[1:], sign,
+         input_kind=K.INPUT_COMPLEX, output_kind=output_kind if direct else K.OUTPUT_COMPLEX, signal_length=rest,
+         in_count=rest, out_count=rest, scale=scale if direct else 1.0)
+    if not direct:
+        _finish(whole.tensor, target, out_count, output_kind, scale, post)
+
+
+def _finish(whole: Tensor, target: Signal, out_count: int, output_kind, scale: float, post: Tensor | None) -> None:
+    """``whole``'s rows (batch..., n) cut to ``out_count``, times ``post`` by index and ``scale``, into
+    ``target`` (their real parts for a real output)."""
+    with scratch_scope():
+        values = _op("narrow")(whole, -1, 0, out_count)
+        if post is not None:
+            values = _op("mul")(values, _op("narrow")(post, 0, 0, out_count))
+        if scale != 1.0:
+            values = _op("mul")(values, scale)
+        if output_kind == K.OUTPUT_REAL:
+            values = _op("select")(_op("view_as_real")(values), -1, 0)
+    view = _op("as_strided")(target.tensor, (*target.sizes, out_count), (*target.strides, target.stride),
+                             target.tensor.storage_offset())
+    _op("copy_")(view, values)
 
 
 def transform(source: Signal, target: Signal, n: int, sign: int, *, input_kind, output_kind, in_count: int,
@@ -351,11 +382,13 @@ def transform(source: Signal, target: Signal, n: int, sign: int, *, input_kind, 
 
 
 def transform_workspace(batch: int, n: int, component, windowed: bool = False) -> int:
-    """The workspace bytes ``transform`` takes for ``batch`` rows of length n (its ``scratch_tensor``s)."""
+    """The workspace bytes ``transform`` takes for ``batch`` rows of length n, at most (its ``scratch_tensor``s:
+    a pass's output between passes, past two passes a whole output and its products by a table and a scale)."""
     method = _method(n)
     row_bytes = 2 * component.itemsize * (method.bluestein or n)
-    runs = 2 if method.bluestein else 1
-    sizes = [batch * row_bytes] * (runs if len(method.passes) == 2 else 0)
+    between = len(method.passes) - 1
+    ending = 3 if between > 1 else 0
+    sizes = [batch * row_bytes] * ((between + ending) * (2 if method.bluestein else 1))
     if method.bluestein:
         sizes.append(batch * row_bytes)
         if windowed:

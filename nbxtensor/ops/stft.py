@@ -1,8 +1,8 @@
 """``stft`` and ``istft`` as torch has them: frames of a (padded) signal, windowed and transformed by
 ``ops/fft.py``'s one-dim transform, and back by overlap-add (``fold``) divided by the window's envelope.
 
-stft reads its frames in place (a strided view of the signal, padded first where ``center``) and
-multiplies them by the window in the transform's loads; its result is laid out as torch's, frames
+stft reads its frames in place (a strided view of the signal, padded first where ``center``: a copy and its
+two edges) and multiplies them by the window in the transform's loads; its result is laid out as torch's, frames
 innermost in memory (a transposed view of (batch, frames, frequencies)). Checks and their messages are
 torch's.
 """
@@ -96,14 +96,38 @@ def _stft_rules():
         temporaries = [transform_workspace(batch * frames, n_fft, dtype.to_real(), windowed=True),
                        workspace_bytes(n_fft * dtype.itemsize)]
         padded = batch * length
-        if a.center:  # the padded signal and the positions it is gathered by
-            temporaries.append(workspace_bytes(padded * a.input.dtype.itemsize, (length) * 8))
+        if a.center:  # the padded signal and, reflected, its two flipped edges
+            edge = batch * (n_fft // 2) * a.input.dtype.itemsize
+            temporaries.append(workspace_bytes(padded * a.input.dtype.itemsize, edge, edge))
         if dtype is not a.input.dtype:
             temporaries.append(workspace_bytes(padded * dtype.itemsize))
         return Cost(flops=transform_flops(batch * frames, n_fft, not dtype.is_complex) + batch * frames * n_fft,
                     bytes_read=batch * frames * n_fft * dtype.itemsize, bytes_written=S.numel(made.shape) *
                     made.dtype.itemsize, workspace=sum(temporaries))
     return dict(meta=meta, cost=cost, bound=True)
+
+
+def _padded_signal(x: Tensor, pad: int, mode: str) -> Tensor:
+    """Signals (batch, length) padded by ``pad`` on both sides as torch.nn.functional.pad pads them: the middle
+    copied, each edge copied from the slice of the signal its mode names (reflected, repeated, wrapped) or
+    zeroed; no table of positions."""
+    batch, length = x.shape
+    out = scratch_tensor((batch, length + 2 * pad), x.dtype, x.device)
+    _op("copy_")(_op("narrow")(out, 1, pad, length), x)
+    if not pad:
+        return out
+    edges = _op("narrow")(out, 1, 0, pad), _op("narrow")(out, 1, pad + length, pad)
+    if mode == "constant":
+        sources = (0, 0)
+    elif mode == "replicate":
+        sources = tuple(_op("expand")(_op("narrow")(x, 1, start, 1), (batch, pad)) for start in (0, length - 1))
+    elif mode == "circular":
+        sources = _op("narrow")(x, 1, length - pad, pad), _op("narrow")(x, 1, 0, pad)
+    else:
+        sources = tuple(_op("flip")(_op("narrow")(x, 1, start, pad), [1]) for start in (1, length - pad - 1))
+    for edge, source in zip(edges, sources):
+        _op("copy_")(edge, source) if isinstance(source, Tensor) else _op("fill_")(edge, source)
+    return out
 
 
 def _padded_window(window, n_fft: int, win: int, dtype, device):
@@ -142,8 +166,7 @@ def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=Non
     with scratch_scope():
         x = _op("reshape")(input, (batch, input.shape[-1]))
         if center:
-            x = _op("reshape")(_op("pad")(_op("reshape")(x, (1, batch, x.shape[-1])), (n_fft // 2, n_fft // 2),
-                                         pad_mode), (batch, length))
+            x = _padded_signal(x, n_fft // 2, pad_mode)
         if x.dtype is not dtype:
             x = _op("to")(x, dtype=dtype)
         table = _padded_window(window, n_fft, win, dtype, device)
