@@ -3,9 +3,10 @@ the same run: Whisper's log-mel STFT (n_fft 400, hop 160, 30 s of 16 kHz audio, 
 spectrograms (n_fft 512, 1024, 2048), 2-D FFTs of 256^2 and 1024^2 complex images (batch 8), long 1-D rffts
 (2^20 and 10^6 points) and FNet's fft2 over (batch 8, 512 tokens, 768 hidden). Prints the checks, then a table:
 our ms, torch ms, ratio (torch / ours), the bytes a transform must move (its input read and its output written
-once) per second, and that floor's time as a fraction of ours at the copy bandwidth measured in this run. Two
-cases run again with the stages' float32 products as the six products of bfloat16 parts on the matrix units
-(``parts`` rows) instead of IEEE float32 on the FMA units, the default (``fft_float32_parts`` in the facts).
+once) per second, and that floor's time as a fraction of ours at the copy bandwidth measured in this run. A few
+cases run again under other settings: the stages' float32 products as the six products of bfloat16 parts on
+the matrix units (``parts`` rows) instead of IEEE float32 on the FMA units (``fft_float32_parts`` in the
+facts), programs of other sizes (``tile N`` rows: the facts' ``fft_tile_elements``).
 
 ``--dry-run`` needs no GPU: it lists each case's shapes, the plan of every one-dim transform (passes, Bluestein)
 and the floor's bytes, from metadata and the plans alone."""
@@ -18,6 +19,7 @@ import sys
 from typing import Callable, NamedTuple
 
 import nbxtensor as nbx
+from nbxtensor.device import backend_for
 from nbxtensor.ops import fft as F
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -35,7 +37,7 @@ class Case(NamedTuple):
     theirs: Callable      # (torch input, torch window or None) -> result
     window: int | None    # a Hann window's length, where the case takes one
     out_bytes: int        # the result's bytes
-    parts_too: bool = False  # also timed with float32 products as bfloat16 parts on the matrix units
+    variants: tuple = ()  # other settings it is also timed under: (label, facts' kernel settings)
 
 
 def _stft_case(name, batch, samples, n_fft, hop):
@@ -43,13 +45,13 @@ def _stft_case(name, batch, samples, n_fft, hop):
     kwargs = dict(n_fft=n_fft, hop_length=hop, return_complex=True)
     return Case(name, (batch, samples), "float32", (n_fft,),
                 lambda x, w: nbx.stft(x, window=w, **kwargs), lambda x, w: _torch().stft(x, window=w, **kwargs),
-                n_fft, batch * (n_fft // 2 + 1) * frames * 8, parts_too=n_fft == 400 and batch == 8)
+                n_fft, batch * (n_fft // 2 + 1) * frames * 8)
 
 
-def _fft2_case(name, shape, dtype, parts_too=False):
+def _fft2_case(name, shape, dtype, variants=()):
     complex_bytes = 8 * math.prod(shape)
     return Case(name, shape, dtype, shape[-2:], lambda x, w: nbx.fft.fft2(x), lambda x, w: _torch().fft.fft2(x),
-                None, complex_bytes, parts_too)
+                None, complex_bytes, variants)
 
 
 def _rfft_case(name, n):
@@ -61,8 +63,9 @@ CASES = [
     _stft_case("whisper stft b1 n400 h160", 1, SECONDS * RATE, 400, 160),
     _stft_case("whisper stft b8 n400 h160", 8, SECONDS * RATE, 400, 160),
     *[_stft_case(f"spectrogram b8 n{n} h{n // 4}", 8, 10 * RATE, n, n // 4) for n in (512, 1024, 2048)],
-    _fft2_case("fft2 c64 8x256x256", (8, 256, 256), "complex64", parts_too=True),
-    _fft2_case("fft2 c64 8x1024x1024", (8, 1024, 1024), "complex64"),
+    _fft2_case("fft2 c64 8x256x256", (8, 256, 256), "complex64", (("parts", {"fft_float32_parts": True}),)),
+    _fft2_case("fft2 c64 8x1024x1024", (8, 1024, 1024), "complex64",
+               (("tile 2048", {"fft_tile_elements": 2048}), ("tile 8192", {"fft_tile_elements": 8192}))),
     _rfft_case("rfft 2^20", 1 << 20),
     _rfft_case("rfft 10^6", 10 ** 6),
     _fft2_case("fnet fft2 f32 8x512x768", (8, 512, 768), "float32"),
@@ -127,19 +130,20 @@ def _measure(case: Case, torch, gpu_pair_ms, copy_bytes_per_s) -> tuple:
     worst = float((got - expected).abs().max() / expected.abs().max())
     check = (case.name, tuple(got.shape) == tuple(expected.shape) and worst <= 2e-5, worst)
     rows = []
-    for label, precision in [("", None)] + ([(" parts", F.PRECISION_BF16_PARTS.value)] if case.parts_too else []):
-        chosen = F._precision
-        if precision is not None:
-            F._precision = lambda component, device: precision
+    facts = backend_for(ours_input.device).facts["kernels"]
+    for label, settings in (("", {}), *case.variants):
+        kept = {name: facts.get(name) for name in settings}
+        facts.update(settings)
         try:
             ours_ms, torch_ms = gpu_pair_ms(lambda: case.ours(ours_input, ours_window),
                                             lambda: case.theirs(theirs_input, theirs_window))
         finally:
-            F._precision = chosen
+            facts.update(kept)
         floor = _in_bytes(case) + case.out_bytes
-        rows.append(dict(name=case.name + label, ours_ms=ours_ms, torch_ms=torch_ms, floor_bytes=floor,
+        rows.append(dict(name=f"{case.name} {label}".strip(), ours_ms=ours_ms, torch_ms=torch_ms, floor_bytes=floor,
                          ratio=torch_ms / ours_ms, tb_per_s=floor / ours_ms / 1e9,
-                         of_floor=floor / copy_bytes_per_s / (ours_ms * 1e-3), plans=_plan_text(case.lengths)))
+                         of_floor=floor / copy_bytes_per_s / (ours_ms * 1e-3), plans=_plan_text(case.lengths),
+                         variant=label or None))
     return check, rows
 
 
@@ -162,7 +166,7 @@ def run() -> None:
     for r in rows:
         print(f"{r['name']:36s} {r['ours_ms']:8.3f} {r['torch_ms']:9.3f} {r['ratio']:6.2f} {r['tb_per_s']:6.2f} "
               f"{r['of_floor']:9.1%}  {r['plans']}")
-    plain = [r for r in rows if not r["name"].endswith(" parts")]
+    plain = [r for r in rows if r.get("variant") is None]
     geomean = math.exp(sum(math.log(r["ratio"]) for r in plain) / len(plain))
     print(f"\ntorch / ours, geometric mean over the cases: {geomean:.2f}")
     with open(os.path.join(out_dir, "gpu_fft.json"), "w") as f:
