@@ -47,6 +47,7 @@ from .ops import margin_losses as _margin_loss_ops  # noqa: E402,F401
 from .ops import nn_more as _nn_more_ops  # noqa: E402,F401
 from .ops import mha as _mha_ops  # noqa: E402,F401
 from .ops import moe as _moe_ops  # noqa: E402,F401
+from .ops import fft as _fft_ops, stft as _stft_ops  # noqa: E402,F401
 from .ops import ctc as _ctc_ops  # noqa: E402,F401
 from .ops import special_polynomials as _special_polynomial_ops  # noqa: E402,F401
 from .ops import special_table as _special_table_ops  # noqa: E402,F401
@@ -75,6 +76,7 @@ from . import special  # noqa: E402
 from . import io  # noqa: E402  (safetensors load_file, save_file, safe_open)
 from . import masked  # noqa: E402
 from . import signal  # noqa: E402  (signal.windows)
+from . import fft  # noqa: E402  (torch.fft's functions)
 
 for _d in all_dtypes:
     globals()[_d.name] = _d

@@ -69,14 +69,12 @@ RANDOM = {"bernoulli", "multinomial", "normal", "uniform", "cauchy", "exponentia
 
 
 def excluded_because(op):
-    """Why an op is outside an inference library's conformance, or None. The rules: FFT (``fft.*``,
-    ``stft``, ``istft``: not started, README), convolution (``nn.functional.conv*``: tested on their own,
+    """Why an op is outside an inference library's conformance, or None. The rules: convolution
+    (``nn.functional.conv*``: tested on their own,
     too slow interpreted), training-only (names with ``backward`` or ``with_update``: gradients and
     running-statistics updates), random-only (draws from the random stream, whose numbers differ from
     torch's: ``rand*``, ``*dropout*`` and ``RANDOM``, with or without ``nn.functional.``)."""
     bare = op.name.removeprefix("nn.functional.")
-    if op.name.startswith("fft.") or op.name in ("stft", "istft"):
-        return "FFT"
     if op.name.startswith("nn.functional.conv"):
         return "convolution"
     if "backward" in op.name or "with_update" in op.name:

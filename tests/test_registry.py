@@ -177,7 +177,7 @@ ADAPTED_OVERLOADS = (
     "aten::kl_div.default", "aten::l1_loss.default", "aten::mse_loss.default", "aten::nll_loss.default",
     "aten::nll_loss2d.default", "aten::nll_loss_nd.default", "aten::polygamma_.default", "aten::rsub.Scalar",
     "aten::rsub.Scalar_out",
-    "aten::smooth_l1_loss.default", "aten::sub.Scalar", "aten::sub.Scalar_out", "aten::sub_.Scalar",
+    "aten::smooth_l1_loss.default", "aten::stft.default", "aten::sub.Scalar", "aten::sub.Scalar_out", "aten::sub_.Scalar",
     "aten::tensordot.default", "aten::to.device", "aten::to.dtype", "aten::to.dtype_layout",
 )
 

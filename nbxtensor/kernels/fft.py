@@ -1,0 +1,176 @@
+"""One pass of a discrete Fourier transform: every program transforms ROWS rows of one length held whole in
+registers, as one or two stages of small dense DFTs (``ops/fft.py`` plans the passes and says why).
+
+A row of length n1 * n2 is the tile t[j2, j1] = x[n2 * j1 + j2]; stage one multiplies it by the n1-point DFT
+matrix along j1, the twiddles w_n^(j2 k1) follow elementwise, and stage two multiplies by the n2-point DFT
+matrix along j2, giving X[k1 + n1 * k2] (Cooley-Tukey's four steps, the transposes done by the tile's permute
+and the store's addresses). A single stage (P2 == 1) is a direct DFT. Padded lanes (each stage's extent
+rounded to the power of two P1 or P2) hold zeros and meet zero matrix entries.
+
+Complex values stay interleaved (real, imaginary) in a trailing axis of 2 from load to store, one vector
+load or store a pair; a stage is one real product (``tl.dot``) of the tile's rows, [real, imaginary] pairs
+side by side, by the DFT matrix written as a real one of twice the size (entry (2j + s, 2k + t) the real
+part of w^(jk) where s = t, its imaginary part signed where not): a real input takes its even rows, a real
+output its even columns. Strides count elements, complex or real. A side's signal index i is the row's
+element index, or with IN_GROUPED / OUT_GROUPED
+``row + element * inner_rows`` (the rows of a four-step's first pass are a signal's residues), and its
+address ``base + i * stride``. Reads past ``in_count`` are zeros (padding), writes past ``out_count`` are
+dropped (a one-sided spectrum). A Hermitian input reads X[i] for i <= signal_length / 2 and the
+conjugate of X[signal_length - i] above. ``pre`` multiplies input element i by a table's entry i (a window, a
+chirp); ``post`` multiplies output q of row r by the complex table's entry r * post_group_stride + q *
+post_stride (a four-step's twiddles, or a chirp), and SCALED every output by the float whose bits are
+``scale_bits`` (the norm).
+"""
+import triton
+import triton.language as tl
+
+from .common import strided_offset
+from .matmul import PRECISION_BF16_PARTS, _parts_dot
+
+# what a pass reads: real elements, complex ones, or the one-sided half of a Hermitian signal
+INPUT_REAL = tl.constexpr(0)
+INPUT_COMPLEX = tl.constexpr(1)
+INPUT_HERMITIAN = tl.constexpr(2)
+# what it writes: complex elements, or their real parts
+OUTPUT_COMPLEX = tl.constexpr(0)
+OUTPUT_REAL = tl.constexpr(1)
+# the table ``pre`` multiplies input elements by: none, real entries (a window), complex ones (a chirp)
+PRE_NONE = tl.constexpr(0)
+PRE_REAL = tl.constexpr(1)
+PRE_COMPLEX = tl.constexpr(2)
+
+
+@triton.jit
+def _product(a, b, acc, PRECISION: tl.constexpr, PARTS_IN_F32: tl.constexpr):
+    """acc plus a @ b, exact to the data's type: float64 and IEEE float32 on the FMA units, float32 as the
+    six products of its bfloat16 parts on a matrix unit (PARTS_IN_F32: the interpreter's form)."""
+    if PRECISION == PRECISION_BF16_PARTS:
+        return _parts_dot(a, b, acc, PARTS_IN_F32)
+    else:
+        return tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=acc.dtype)
+
+
+@triton.jit
+def _stage(a, w, P: tl.constexpr, REAL_IN: tl.constexpr, REAL_OUT: tl.constexpr, PRECISION: tl.constexpr,
+           PARTS_IN_F32: tl.constexpr):
+    """The rows of ``a`` (pairs side by side, or real values where REAL_IN) times the P-point DFT matrix,
+    real-valued 2P x 2P and row-major at ``w``: the result's pairs (their real parts where REAL_OUT)."""
+    rows = tl.arange(0, (2 - REAL_IN) * P) * (1 + REAL_IN)
+    columns = tl.arange(0, (2 - REAL_OUT) * P) * (1 + REAL_OUT)
+    matrix = tl.load(w + rows[:, None] * (2 * P) + columns[None, :])
+    return _product(a, matrix, tl.zeros((a.shape[0], (2 - REAL_OUT) * P), a.dtype), PRECISION, PARTS_IN_F32)
+
+
+@triton.jit
+def _times(pairs, t_r, t_i):
+    """Complex pairs (a trailing axis of 2) times t_r + i t_i."""
+    x_r, x_i = tl.split(pairs)
+    return tl.join(x_r * t_r - x_i * t_i, x_r * t_i + x_i * t_r)
+
+
+@triton.jit
+def _pair_offsets(offset):
+    """Component offsets of the complex elements at element offsets ``offset`` (a 3-d tile): a trailing
+    axis of the two parts."""
+    return (2 * offset)[:, :, :, None] + tl.arange(0, 2)[None, None, None, :]
+
+
+@triton.jit
+def _rows_side(outer, row, local, inner_rows, outer_shape, outer_strides, row_stride, OUTER_RANK: tl.constexpr,
+               GROUPED: tl.constexpr):
+    """(base offset, signal index) of elements ``local`` of rows ``row`` of the outer row ``outer`` on one
+    side: the index grouped with the row, or the row's base moved by its stride."""
+    base = strided_offset(outer, outer_shape, outer_strides, OUTER_RANK)
+    if GROUPED:
+        return base, row + local * inner_rows
+    else:
+        return base + row * row_stride, local + row * 0
+
+
+@triton.jit
+def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, signal_length, in_count, out_count,
+             in_row_stride, in_stride, out_row_stride, out_stride, outer_shape, in_outer_strides, out_outer_strides,
+             post_group_stride, post_stride, scale_bits,
+             INPUT: tl.constexpr, OUTPUT: tl.constexpr, IN_GROUPED: tl.constexpr, OUT_GROUPED: tl.constexpr,
+             PRE: tl.constexpr, POST: tl.constexpr, SCALED: tl.constexpr, OUTER_RANK: tl.constexpr,
+             ROWS: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr, PRECISION: tl.constexpr,
+             PARTS_IN_F32: tl.constexpr, INDEX_64: tl.constexpr):
+    """Rows ``inner_rows`` of each of the outer index's rows (a flat index over ``outer_shape``), ROWS at a
+    time, each of length n1 * n2 (module docstring). ``tables`` holds the stage-one DFT matrix (2 P1 x 2 P1),
+    the stage-two one (2 P2 x 2 P2) and the twiddles (P2 x P1 pairs), zero past n1 and n2."""
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    outer = pid // inner_blocks
+    rows = (pid - outer * inner_blocks) * ROWS + tl.arange(0, ROWS)
+    row = rows[:, None, None]
+    row_ok = row < inner_rows
+
+    # the input tile [ROWS, P2, P1] (and its pairs' axis): element n2 * j1 + j2 of each row
+    j2 = tl.arange(0, P2)[None, :, None]
+    j1 = tl.arange(0, P1)[None, None, :]
+    base, index = _rows_side(outer, row, n2 * j1 + j2, inner_rows, outer_shape, in_outer_strides, in_row_stride,
+                             OUTER_RANK, IN_GROUPED)
+    ok = row_ok & (j1 < n1) & (j2 < n2)
+    if INPUT == INPUT_HERMITIAN:
+        mirrored = 2 * index > signal_length
+        read = tl.where(mirrored, signal_length - index, index)
+        ok = ok & (index < signal_length) & (read < in_count)
+        x = tl.load(src + _pair_offsets(base + read * in_stride), mask=ok[:, :, :, None], other=0.0)
+        conjugated = mirrored[:, :, :, None] & (tl.arange(0, 2)[None, None, None, :] == 1)
+        x = tl.where(conjugated, -x, x)
+    else:
+        ok = ok & (index < in_count)
+        if INPUT == INPUT_COMPLEX:
+            x = tl.load(src + _pair_offsets(base + index * in_stride), mask=ok[:, :, :, None], other=0.0)
+        else:
+            x = tl.load(src + base + index * in_stride, mask=ok, other=0.0)
+    if PRE == PRE_REAL:
+        factor = tl.load(pre + index, mask=ok, other=0.0)
+        x = x * factor[:, :, :, None] if INPUT != INPUT_REAL else x * factor
+    elif PRE == PRE_COMPLEX:
+        factor_r, factor_i = tl.split(tl.load(pre + _pair_offsets(index), mask=ok[:, :, :, None], other=0.0))
+        if INPUT == INPUT_REAL:
+            x = tl.join(x * factor_r, x * factor_i)
+        else:
+            x = _times(x, factor_r, factor_i)
+    real_input: tl.constexpr = INPUT == INPUT_REAL and PRE != PRE_COMPLEX
+    real_output: tl.constexpr = OUTPUT == OUTPUT_REAL and not POST
+
+    # stage one along j1, then the twiddles and stage two along j2: d[r, k1, k2] = X[k1 + n1 * k2]
+    b = _stage(tl.reshape(x, (ROWS * P2, (2 - real_input) * P1)), tables, P1, real_input, P2 == 1 and real_output,
+               PRECISION, PARTS_IN_F32)
+    if P2 == 1:
+        d = tl.reshape(b, (ROWS, P1, 1) if real_output else (ROWS, P1, 1, 2))
+    else:
+        twiddles = tl.load(tables + 4 * (P1 * P1 + P2 * P2) + 2 * (tl.arange(0, P2)[:, None, None] * P1 +
+                                                               tl.arange(0, P1)[None, :, None])
+                           + tl.arange(0, 2)[None, None, :])
+        twiddle_r, twiddle_i = tl.split(twiddles)
+        c = _times(tl.reshape(b, (ROWS, P2, P1, 2)), twiddle_r[None, :, :], twiddle_i[None, :, :])
+        d = _stage(tl.reshape(tl.permute(c, (0, 2, 1, 3)), (ROWS * P1, 2 * P2)), tables + 4 * P1 * P1, P2, False,
+                   real_output, PRECISION, PARTS_IN_F32)
+        d = tl.reshape(d, (ROWS, P1, P2) if real_output else (ROWS, P1, P2, 2))
+
+    k1 = tl.arange(0, P1)[None, :, None]
+    k2 = tl.arange(0, P2)[None, None, :]
+    q = k1 + n1 * k2
+    base, index = _rows_side(outer, row, q, inner_rows, outer_shape, out_outer_strides, out_row_stride, OUTER_RANK,
+                             OUT_GROUPED)
+    ok = row_ok & (k1 < n1) & (k2 < n2) & (index < out_count)
+    if POST:
+        factor = tl.load(post + _pair_offsets(row * post_group_stride + q * post_stride), mask=ok[:, :, :, None],
+                         other=0.0)
+        factor_r, factor_i = tl.split(factor)
+        d = _times(d, factor_r, factor_i)
+    if SCALED:
+        if d.dtype == tl.float64:
+            d = d * tl.full((1,), scale_bits, tl.int64).to(tl.float64, bitcast=True)
+        else:
+            d = d * tl.full((1,), scale_bits, tl.int32).to(tl.float32, bitcast=True)
+    if OUTPUT == OUTPUT_COMPLEX:
+        tl.store(dst + _pair_offsets(base + index * out_stride), d, mask=ok[:, :, :, None])
+    elif POST:
+        tl.store(dst + base + index * out_stride, tl.split(d)[0], mask=ok)
+    else:
+        tl.store(dst + base + index * out_stride, d, mask=ok)

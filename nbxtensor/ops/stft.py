@@ -1,0 +1,380 @@
+"""``stft`` and ``istft`` as torch has them: frames of a (padded) signal, windowed and transformed by
+``ops/fft.py``'s one-dim transform, and back by overlap-add (``fold``) divided by the window's envelope.
+
+stft reads its frames in place (a strided view of the signal, padded first where ``center``: a copy and its
+two edges) and multiplies them by the window in the transform's loads; its result is laid out as torch's, frames
+innermost in memory (a transposed view of (batch, frames, frequencies)). Checks and their messages are
+torch's.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import shape as S
+from ..allocation import new_tensor, scratch_scope, scratch_tensor, workspace_bytes
+from ..kernels import fft as K
+from ..promotion import promote_types
+from ..tensor import Tensor
+from .aten_calls import positional_as_keywords
+from .fft import FORWARD, INVERSE, signal, transform, transform_flops, transform_workspace, _fft_dtype
+from .registry import Cost, TensorMeta, family_samples, get, register
+from .samples import Samples, by_name, operand, sample
+
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _op(name):
+    return get(name).impl
+
+
+# ---- stft -------------------------------------------------------------------------------------------
+
+def _window_length(name: str, n_fft: int, hop_length, win_length) -> tuple:
+    hop = n_fft // 4 if hop_length is None else int(hop_length)
+    win = n_fft if win_length is None else int(win_length)
+    return hop, win
+
+
+def _stft_plan(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided, return_complex):
+    """(output meta, the frames' dtype, (batch, padded length, frames, frequencies), onesided) of an stft,
+    the call checked as torch checks it."""
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise RuntimeError("stft: expected a tensor of floating point or complex values")
+    if len(x.shape) not in (1, 2):
+        raise RuntimeError(f"stft: expected a 1D or 2D tensor, got {len(x.shape)}D")
+    n_fft = int(n_fft)
+    hop, win = _window_length("stft", n_fft, hop_length, win_length)
+    length = x.shape[-1]
+    if center:
+        if pad_mode not in _PAD_MODES:
+            raise NotImplementedError(f"Unrecognised padding mode {pad_mode}")
+        if pad_mode == "reflect" and n_fft // 2 >= max(length, 1):
+            raise RuntimeError(f"stft: reflect padding of n_fft // 2 = {n_fft // 2} must be smaller than the signal's "
+                               f"length {length}")
+        length += 2 * (n_fft // 2)
+    if n_fft <= 0 or n_fft > length:
+        raise RuntimeError(f"stft: expected 0 < n_fft < {length}, but got n_fft={n_fft}")
+    if hop <= 0:
+        raise RuntimeError(f"stft: expected hop_length > 0, but got hop_length={hop}")
+    if win <= 0 or win > n_fft:
+        raise RuntimeError(f"stft: expected 0 < win_length <= n_fft, but got win_length={win}")
+    if window is not None and (len(window.shape) != 1 or window.shape[0] != win):
+        raise RuntimeError(f"stft: expected a 1D window tensor of size equal to win_length={win}, but got window with "
+                           f"size {list(window.shape)}")
+    dtype = x.dtype if window is None else promote_types(x.dtype, window.dtype)
+    dtype = _fft_dtype(dtype)
+    complex_frames = dtype.is_complex
+    if return_complex is None:
+        if not complex_frames:
+            raise RuntimeError("stft requires the return_complex parameter be given for real inputs, and will further "
+                               "require that return_complex=True in a future PyTorch release.")
+        return_complex = True
+    onesided = (not complex_frames) if onesided is None else bool(onesided)
+    if complex_frames and onesided:
+        raise RuntimeError("Cannot have onesided output if window or input is complex")
+    batch = x.shape[0] if len(x.shape) == 2 else 1
+    frames = 1 + (length - n_fft) // hop
+    frequencies = n_fft // 2 + 1 if onesided else n_fft
+    shape = (*x.shape[:-1], frequencies, frames)
+    complex_dtype = dtype.to_real().to_complex()
+    meta = TensorMeta(shape, complex_dtype) if return_complex else TensorMeta((*shape, 2), dtype.to_real())
+    return meta, dtype, (batch, length, frames, frequencies, hop, win)
+
+
+def _stft_rules():
+    def meta(a):
+        return _stft_plan(a.input, a.n_fft, a.hop_length, a.win_length, a.window, a.center, a.pad_mode,
+                          a.normalized, a.onesided, a.return_complex)[0]
+
+    def cost(a):
+        made, dtype, (batch, length, frames, frequencies, hop, win) = _stft_plan(
+            a.input, a.n_fft, a.hop_length, a.win_length, a.window, a.center, a.pad_mode, a.normalized, a.onesided,
+            a.return_complex)
+        n_fft = int(a.n_fft)
+        temporaries = [transform_workspace(batch * frames, n_fft, dtype.to_real(), windowed=True),
+                       workspace_bytes(n_fft * dtype.itemsize)]
+        padded = batch * length
+        if a.center:  # the padded signal and, reflected, its two flipped edges
+            edge = batch * (n_fft // 2) * a.input.dtype.itemsize
+            temporaries.append(workspace_bytes(padded * a.input.dtype.itemsize, edge, edge))
+        if dtype is not a.input.dtype:
+            temporaries.append(workspace_bytes(padded * dtype.itemsize))
+        return Cost(flops=transform_flops(batch * frames, n_fft, not dtype.is_complex) + batch * frames * n_fft,
+                    bytes_read=batch * frames * n_fft * dtype.itemsize, bytes_written=S.numel(made.shape) *
+                    made.dtype.itemsize, workspace=sum(temporaries))
+    return dict(meta=meta, cost=cost, bound=True)
+
+
+def _padded_signal(x: Tensor, pad: int, mode: str) -> Tensor:
+    """Signals (batch, length) padded by ``pad`` on both sides as torch.nn.functional.pad pads them: the middle
+    copied, each edge copied from the slice of the signal its mode names (reflected, repeated, wrapped) or
+    zeroed; no table of positions."""
+    batch, length = x.shape
+    out = scratch_tensor((batch, length + 2 * pad), x.dtype, x.device)
+    _op("copy_")(_op("narrow")(out, 1, pad, length), x)
+    if not pad:
+        return out
+    edges = _op("narrow")(out, 1, 0, pad), _op("narrow")(out, 1, pad + length, pad)
+    if mode == "constant":
+        sources = (0, 0)
+    elif mode == "replicate":
+        sources = tuple(_op("expand")(_op("narrow")(x, 1, start, 1), (batch, pad)) for start in (0, length - 1))
+    elif mode == "circular":
+        sources = _op("narrow")(x, 1, length - pad, pad), _op("narrow")(x, 1, 0, pad)
+    else:
+        sources = tuple(_op("flip")(_op("narrow")(x, 1, start, pad), [1]) for start in (1, length - pad - 1))
+    for edge, source in zip(edges, sources):
+        _op("copy_")(edge, source) if isinstance(source, Tensor) else _op("fill_")(edge, source)
+    return out
+
+
+def _padded_window(window, n_fft: int, win: int, dtype, device):
+    """The window zero-padded to n_fft, centred as torch centres it, in ``dtype``; None for a window of
+    ones as long as the frame (no multiplication)."""
+    if window is None and win == n_fft:
+        return None
+    padded = _op("fill_")(scratch_tensor((n_fft,), dtype, device), 0)
+    middle = _op("narrow")(padded, 0, (n_fft - win) // 2, win)
+    if window is None:
+        _op("fill_")(middle, 1)
+    else:
+        _op("copy_")(middle, window)
+    return padded
+
+
+def _uncentred(args, kwargs):
+    """aten::stft.default's arguments (no center, no pad_mode) as the implementation takes them."""
+    args, kwargs = positional_as_keywords(5, "normalized", "onesided", "return_complex", "align_to_window")(args,
+                                                                                                             kwargs)
+    return args, {**kwargs, "center": False}
+
+
+@register("stft", family="fft", aten=["aten::stft.center", "aten::stft.default"], methods=("stft",),
+          adapters={"aten::stft.default": _uncentred}, **_stft_rules())
+def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=None, center: bool = True,
+         pad_mode: str = "reflect", normalized: bool = False, onesided=None, return_complex=None,
+         align_to_window=None) -> Tensor:
+    """torch.stft: the transforms of a signal's (batch, length) frames of n_fft every hop_length, times the
+    window, as (batch, frequencies, frames)."""
+    made, dtype, (batch, length, frames, frequencies, hop, win) = _stft_plan(
+        input, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided, return_complex)
+    n_fft, device = int(n_fft), input.device
+    complex_dtype = dtype.to_real().to_complex()
+    out = new_tensor((batch, frequencies, frames), complex_dtype, device, strides=(frequencies * frames, 1, frequencies))
+    with scratch_scope():
+        x = _op("reshape")(input, (batch, input.shape[-1]))
+        if center:
+            x = _padded_signal(x, n_fft // 2, pad_mode)
+        if x.dtype is not dtype:
+            x = _op("to")(x, dtype=dtype)
+        table = _padded_window(window, n_fft, win, dtype, device)
+    framed = _op("as_strided")(x, (batch, frames, n_fft), (x.stride(0), hop * x.stride(1), x.stride(1)),
+                               x.storage_offset())
+    scale = 1 / math.sqrt(n_fft) if normalized else 1.0
+    transform(signal(framed, 2), signal(_op("transpose")(out, 1, 2), 2), n_fft, FORWARD,
+              input_kind=K.INPUT_COMPLEX if dtype.is_complex else K.INPUT_REAL, output_kind=K.OUTPUT_COMPLEX,
+              in_count=n_fft, out_count=frequencies, scale=scale, window=table)
+    if len(input.shape) == 1:
+        out = _op("squeeze")(out, 0)
+    return out if made.dtype.is_complex else _op("view_as_real")(out)
+
+
+# ---- istft ------------------------------------------------------------------------------------------
+
+def _istft_plan(x, n_fft, hop_length, win_length, window, center, normalized, onesided, length, return_complex):
+    """(output meta, frames' dtype, (batch, frames, frequencies, hop, win, onesided, expected length, start, kept))
+    of an istft, the call checked as torch checks it."""
+    if not x.dtype.is_complex:
+        raise RuntimeError("istft requires a complex-valued input tensor matching the output from stft with "
+                           "return_complex=True.")
+    if not S.numel(x.shape):
+        raise RuntimeError("istft: input tensor cannot be empty.")
+    if len(x.shape) not in (2, 3):
+        raise RuntimeError(f"istft: expected a tensor with 2 or 3 dimensions of complex dtype, but got "
+                           f"{len(x.shape)}")
+    n_fft = int(n_fft)
+    hop, win = _window_length("istft", n_fft, hop_length, win_length)
+    frequencies, frames = x.shape[-2:]
+    onesided = frequencies != n_fft if onesided is None else bool(onesided)
+    if onesided and n_fft // 2 + 1 != frequencies:
+        raise RuntimeError(f"istft: expected the frequency dimension (3rd to the last) of the input tensor to match "
+                           f"n_fft / 2 + 1 when onesided=True, but got {frequencies}")
+    if not onesided and n_fft != frequencies:
+        raise RuntimeError(f"istft: expected the frequency dimension (3rd to the last) of the input tensor to match "
+                           f"n_fft when onesided=False, but got {frequencies}")
+    if not 0 < hop <= win:
+        raise RuntimeError("istft: expected 0 < hop_length <= win_length")
+    if not 0 < win <= n_fft:
+        raise RuntimeError("istft: expected 0 < win_length <= n_fft")
+    if window is not None and (len(window.shape) != 1 or window.shape[0] != win):
+        raise RuntimeError("istft: Invalid window shape. window has to be 1D and length of `win_length`")
+    if return_complex and onesided:
+        raise RuntimeError("Cannot have onesided output if window or input is complex")
+    if not return_complex and window is not None and window.dtype.is_complex:
+        raise RuntimeError("Complex windows are incompatible with return_complex=False")
+    frames_dtype = _fft_dtype(x.dtype) if return_complex else x.dtype.to_real()
+    window_dtype = frames_dtype.to_real() if window is None else window.dtype
+    dtype = promote_types(frames_dtype, window_dtype)
+    expected = n_fft + hop * (frames - 1)
+    start = n_fft // 2 if center else 0
+    end = start + int(length) if length is not None else expected - n_fft // 2 if center else expected
+    kept = max(0, min(end, expected) - start)
+    batch = x.shape[0] if len(x.shape) == 3 else 1
+    shape = (*x.shape[:-2], kept if length is None else int(length))
+    return (TensorMeta(shape, dtype), frames_dtype, window_dtype,
+            (batch, frames, frequencies, hop, win, onesided, expected, start, kept))
+
+
+def _istft_temporaries(x, n_fft, frames_dtype, window_dtype, dtype, geometry) -> list:
+    """The bytes of each temporary an istft makes, in the order it makes them."""
+    batch, frames, _, _, _, _, expected, _, _ = geometry
+    framed = batch * frames * n_fft
+    sizes = [framed * frames_dtype.itemsize, n_fft * window_dtype.itemsize, framed * dtype.itemsize]
+    if dtype.is_complex:  # the windowed frames' components gathered for fold
+        sizes.append(framed * dtype.itemsize)
+    sizes += [batch * expected * dtype.itemsize, n_fft * window_dtype.itemsize, expected * window_dtype.itemsize]
+    return sizes
+
+
+def _istft_rules():
+    def plan_of(a):
+        return _istft_plan(a.input, a.n_fft, a.hop_length, a.win_length, a.window, a.center, a.normalized,
+                           a.onesided, a.length, a.return_complex)
+
+    def cost(a):
+        made, frames_dtype, window_dtype, geometry = plan_of(a)
+        batch, frames, _, _, _, _, expected, _, _ = geometry
+        n_fft = int(a.n_fft)
+        temporaries = _istft_temporaries(a.input, n_fft, frames_dtype, window_dtype, made.dtype, geometry)
+        framed = batch * frames * n_fft
+        return Cost(flops=transform_flops(batch * frames, n_fft, not frames_dtype.is_complex) + 4 * framed,
+                    bytes_read=S.numel(a.input.shape) * a.input.dtype.itemsize + 3 * framed * made.dtype.itemsize,
+                    bytes_written=S.numel(made.shape) * made.dtype.itemsize + 3 * framed * made.dtype.itemsize,
+                    workspace=workspace_bytes(*temporaries) + transform_workspace(batch * frames, n_fft,
+                                                                                  frames_dtype.to_real()))
+    return dict(meta=lambda a: plan_of(a)[0], cost=cost, bound=True)
+
+
+def _overlap_add(columns: Tensor, n_fft: int, expected: int, hop: int) -> Tensor:
+    """Frames of n_fft real elements, as (batch, channels * n_fft, count) columns, summed at ``hop`` apart:
+    (batch, channels, expected)."""
+    batch, rows, _ = columns.shape
+    summed = _op("fold")(columns, (1, expected), (1, n_fft), stride=(1, hop))
+    return _op("reshape")(summed, (batch, rows // n_fft, expected))
+
+
+@register("istft", family="fft", aten=["aten::istft.default"], methods=("istft",), **_istft_rules())
+def istft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=None, center: bool = True,
+          normalized: bool = False, onesided=None, length=None, return_complex: bool = False) -> Tensor:
+    """torch.istft: the signal whose stft ``input`` is, by overlap-add of the inverse transforms of its
+    frames, times the window, divided by the window's squared envelope."""
+    made, frames_dtype, window_dtype, geometry = _istft_plan(input, n_fft, hop_length, win_length, window, center,
+                                                             normalized, onesided, length, return_complex)
+    batch, count, frequencies, hop, win, onesided, expected, start, kept = geometry
+    n_fft, device, dtype = int(n_fft), input.device, made.dtype
+    spectra = _op("reshape")(input, (batch, frequencies, count))
+    out = new_tensor((batch, made.shape[-1]), dtype, device)
+    with scratch_scope():
+        frames = scratch_tensor((batch, count, n_fft), frames_dtype, device)
+        if frames_dtype.is_complex:
+            kinds = dict(input_kind=K.INPUT_COMPLEX, output_kind=K.OUTPUT_COMPLEX, in_count=n_fft)
+        else:
+            kinds = dict(input_kind=K.INPUT_HERMITIAN, output_kind=K.OUTPUT_REAL, in_count=n_fft // 2 + 1)
+        transform(signal(spectra, 1), signal(frames, 2), n_fft, INVERSE, out_count=n_fft,
+                  scale=1 / math.sqrt(n_fft) if normalized else 1 / n_fft, **kinds)
+        table = _padded_window(window, n_fft, win, window_dtype, device)
+        if table is None:
+            table = _op("fill_")(scratch_tensor((n_fft,), window_dtype, device), 1)
+        windowed = _op("mul")(frames, table)
+        if dtype.is_complex:
+            columns = _op("reshape")(_op("permute")(_op("view_as_real")(windowed), (0, 3, 2, 1)),
+                                     (batch, 2 * n_fft, count))
+            target = _op("view_as_real")(out)
+        else:
+            columns = _op("permute")(windowed, (0, 2, 1))
+            target = _op("unsqueeze")(out, 2)
+        summed = _op("permute")(_overlap_add(columns, n_fft, expected, hop), (0, 2, 1))
+        squares = _op("expand")(_op("reshape")(_op("mul")(table, table), (1, n_fft, 1)), (1, n_fft, count))
+        envelope = _op("narrow")(_op("reshape")(_overlap_add(squares, n_fft, expected, hop), (expected, 1)), 0,
+                                 start, kept)
+        lowest = abs(envelope.numpy()).min() if kept else 1.0
+        if lowest < 1e-11:
+            raise RuntimeError(f"istft: window overlap add min: {lowest} (the window's squared envelope vanishes; "
+                               f"it must not, where the signal is rebuilt)")
+    _op("div")(_op("narrow")(summed, 1, start, kept), envelope, out=_op("narrow")(target, 1, 0, kept))
+    if made.shape[-1] > kept:
+        _op("fill_")(_op("narrow")(target, 1, kept, made.shape[-1] - kept), 0)
+    return _op("squeeze")(out, 0) if len(input.shape) == 2 else out
+
+
+# ---- samples ---------------------------------------------------------------------------------------
+
+def _numpy_window(window, n_fft: int, win: int) -> np.ndarray:
+    window = np.ones(win) if window is None else np.asarray(window)
+    left = (n_fft - win) // 2
+    return np.pad(window, (left, n_fft - win - left))
+
+
+def _stft_reference(x, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
+                    normalized=False, onesided=None, return_complex=None, align_to_window=None):
+    """Frames gathered by index from the NumPy-padded signal, windowed, and NumPy's float64 transform."""
+    hop = n_fft // 4 if hop_length is None else hop_length
+    signals = np.atleast_2d(x)
+    if center:
+        mode = {"replicate": "edge", "circular": "wrap"}.get(pad_mode, pad_mode)
+        signals = np.pad(signals, ((0, 0), (n_fft // 2, n_fft // 2)), mode=mode)
+    count = 1 + (signals.shape[1] - n_fft) // hop
+    frames = signals[:, np.arange(count)[:, None] * hop + np.arange(n_fft)] * _numpy_window(
+        window, n_fft, n_fft if win_length is None else win_length)
+    onesided = not np.iscomplexobj(frames) if onesided is None else onesided
+    spectra = (np.fft.rfft if onesided else np.fft.fft)(frames, axis=-1, norm="ortho" if normalized else None)
+    spectra = np.swapaxes(spectra, 1, 2)[0 if np.ndim(x) == 1 else slice(None)]
+    return spectra if return_complex or return_complex is None and np.iscomplexobj(frames) else np.stack([spectra.real, spectra.imag], axis=-1)
+
+
+def _istft_reference(spectra, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,
+                     onesided=None, length=None, return_complex=False):
+    """NumPy's float64 inverse transforms of the frames, windowed, added in place one by one and divided by
+    the squared window's sum."""
+    hop = n_fft // 4 if hop_length is None else hop_length
+    batched = np.ndim(spectra) == 3
+    spectra = np.swapaxes(spectra if batched else spectra[None], 1, 2)
+    onesided = spectra.shape[-1] != n_fft if onesided is None else onesided
+    inverse = np.fft.ifft if return_complex else np.fft.irfft
+    frames = inverse(spectra, n=n_fft, axis=-1, norm="ortho" if normalized else None)
+    window = _numpy_window(window, n_fft, n_fft if win_length is None else win_length)
+    expected = n_fft + hop * (spectra.shape[1] - 1)
+    signal_sum = np.zeros((spectra.shape[0], expected), frames.dtype)
+    envelope = np.zeros(expected)
+    for t in range(spectra.shape[1]):
+        signal_sum[:, t * hop:t * hop + n_fft] += frames[:, t] * window
+        envelope[t * hop:t * hop + n_fft] += np.abs(window) ** 2 if not np.iscomplexobj(window) else window ** 2
+    start = n_fft // 2 if center else 0
+    end = start + length if length is not None else expected - n_fft // 2 if center else expected
+    rebuilt = signal_sum[:, start:end] / envelope[start:end]
+    if length is not None and rebuilt.shape[1] < length:
+        rebuilt = np.pad(rebuilt, ((0, 0), (0, length - rebuilt.shape[1])))
+    return rebuilt if batched else rebuilt[0]
+
+
+_POSITIVE_WINDOW = dict(values="positive")
+_SAMPLES = {
+    "stft": Samples((sample(operand(2, 40), 16, return_complex=True),
+                     sample(operand(50), 12, 4, window=operand(12, **_POSITIVE_WINDOW), return_complex=True),
+                     sample(operand(2, 30, layout="transposed"), 8, 3, 6, operand(6, dtype="float64"), center=False,
+                            onesided=False, return_complex=False),
+                     sample(operand(3, 33, dtype="complex64"), 10, pad_mode="constant", normalized=True),
+                     sample(operand(40, layout="sliced"), 17, 5, pad_mode="replicate", return_complex=True)),
+                    _stft_reference),
+    "istft": Samples((sample(operand(2, 9, 5, dtype="complex64"), 16),
+                      sample(operand(9, 7, dtype="complex64"), 16, 4, 12, operand(12, **_POSITIVE_WINDOW),
+                             normalized=True, length=30),
+                      sample(operand(2, 8, 6, dtype="complex128", layout="transposed"), 8, 4, center=False,
+                             onesided=False, return_complex=True),
+                      sample(operand(1, 9, 4, dtype="complex64"), 16, 8, window=operand(16, **_POSITIVE_WINDOW),
+                             length=50)),
+                     _istft_reference),
+}
+family_samples("fft", by_name(_SAMPLES))
