@@ -95,11 +95,6 @@ def _linear(facts, rows: int, inputs: int, outputs: int, dtype, bias: bool, form
     return registry.get("quantized_linear").key(facts, x, weight, b, form.fp8_activations and rows > GEMV_MAX_ROWS)
 
 
-def _sparse(config: DecoderConfig, index: int) -> bool:
-    """Whether layer ``index`` is a mixture of experts."""
-    return config.mixture is not None and config.mixture.layers[index]
-
-
 def _mixture_keys(config: DecoderConfig, facts, rows: int, dtype) -> list:
     """The keys of a mixture-of-experts layer's MLP on ``rows`` normed rows: ``moe``'s (its router and its two
     grouped products), and its shared expert's products (gate, up and gate's row joined, then down)."""
@@ -128,7 +123,7 @@ def _layer_products(config: DecoderConfig, facts, rows: int, dtype, form: Projec
     for outputs in qkv:
         keys += _linear(facts, rows, c.hidden_size, outputs, dtype, c.attention_bias, form)
     keys += _linear(facts, rows, q_rows, c.hidden_size, dtype, c.output_bias, form)
-    if _sparse(c, index):
+    if c.mixture_at(index) is not None:
         return keys + _mixture_keys(c, facts, rows, dtype)
     for outputs in gate_up:
         keys += _linear(facts, rows, c.hidden_size, outputs, dtype, False, form)
@@ -197,7 +192,7 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
             key("add_rms_norm_linear", c.hidden_size, c.hidden_size, q_rows + 2 * kv_rows, stream, norm,
                 bias=c.attention_bias)
         apart(q_rows, c.hidden_size, bias=c.output_bias)
-        if _sparse(c, index):  # its norm runs alone
+        if c.mixture_at(index) is not None:  # its norm runs alone
             counts.update(_mixture_keys(c, facts, rows, dtype))
             continue
         if joined:

@@ -135,6 +135,10 @@ class DecoderConfig:
     clip_qkv: float | None  # q, k and v clamped to [-clip_qkv, clip_qkv] after the norms (OLMoE)
     mixture: MixtureConfig | None
 
+    def mixture_at(self, index: int) -> MixtureConfig | None:
+        """The mixture of experts layer ``index`` runs in place of a dense MLP, or None."""
+        return self.mixture if self.mixture is not None and self.mixture.layers[index] else None
+
     @property
     def activation(self) -> str:
         """The gated MLP's activation, as ``act_and_mul`` names it."""
@@ -311,7 +315,7 @@ class _Layer:
         self.input_norm = take("input_layernorm.weight")
         self.post_norm = take("post_attention_layernorm.weight")
         hidden = config.hidden_size
-        mixture = config.mixture if config.mixture is not None and config.mixture.layers[index] else None
+        mixture = config.mixture_at(index)
         self.router = self.experts_gate_up = self.experts_down = self.shared_gate_up = self.shared_down = None
         if config.fused:
             self.qkv = take("self_attn.qkv_proj.weight")

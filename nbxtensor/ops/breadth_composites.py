@@ -14,15 +14,11 @@ from ..dtypes import get_dtype
 from ..promotion import result_type
 from ..tensor import Tensor
 from .nn_composites import _float_dtype, temporaries
-from .registry import VIEW, Cost, TensorMeta, family_samples, get, nbytes, register, samples_of
+from .registry import Cost, TensorMeta, VIEW, family_samples, get, nbytes, op_impl, register, samples_of
 from .samples import Samples, by_name, operand, sample, unary_samples
 from .views import NO_COST, view_op
 
 _CONTIGUOUS = S.MEMORY_FORMATS["contiguous_format"]
-
-
-def _op(name):
-    return get(name).impl
 
 
 def _meta_tensor(x) -> Tensor:
@@ -46,7 +42,7 @@ def _total_bytes(meta) -> int:
 
 def _copied(out):
     if isinstance(out, Tensor):
-        return _op("clone")(out, memory_format=_CONTIGUOUS)
+        return op_impl("clone")(out, memory_format=_CONTIGUOUS)
     return tuple(_copied(o) for o in out)
 
 
@@ -137,14 +133,14 @@ def _stacked_cost(stack_meta):
           meta=lambda a: _column_stack_meta(a.tensors), cost=_stacked_cost(_column_stack_meta), bound=True)
 def column_stack(tensors) -> Tensor:
     """The tensors side by side as columns: 0-d and 1-d ones as single columns, the rest joined on dim 1."""
-    return _op("cat")([t.reshape(_column_shape(tuple(t.shape))) for t in tensors], 1)
+    return op_impl("cat")([t.reshape(_column_shape(tuple(t.shape))) for t in tensors], 1)
 
 
 @register("dstack", family="shape", aten=["aten::dstack.default"], meta=lambda a: _dstack_meta(a.tensors),
           cost=_stacked_cost(_dstack_meta), bound=True)
 def dstack(tensors) -> Tensor:
     """The tensors, each seen as at least 3-d (``atleast_3d``), joined along dim 2."""
-    return _op("cat")(list(atleast_3d.impl(list(tensors))), 2)
+    return op_impl("cat")(list(atleast_3d.impl(list(tensors))), 2)
 
 
 def _rot90_dims(ndim, k, dims):
@@ -177,8 +173,8 @@ def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
     if k == 0:
         return input.clone()
     if k == 2:
-        return _op("flip")(input, (d0, d1))
-    return _op("flip")(input, (d1 if k == 1 else d0,)).transpose(d0, d1)
+        return op_impl("flip")(input, (d0, d1))
+    return op_impl("flip")(input, (d1 if k == 1 else d0,)).transpose(d0, d1)
 
 
 def _flattened(input) -> Tensor:
@@ -190,19 +186,19 @@ def _flattened(input) -> Tensor:
           cost=lambda a: get("diag").cost(_flattened(a.input), a.offset), bound=True, methods=("diagflat",))
 def diagflat(input: Tensor, offset: int = 0) -> Tensor:
     """A square matrix with the flattened input on diagonal ``offset``, zeros elsewhere."""
-    return _op("diag")(input.reshape(-1), offset)
+    return op_impl("diag")(input.reshape(-1), offset)
 
 
 @view_op("unsafe_chunk", ["aten::unsafe_chunk.default"], methods=("unsafe_chunk",))
 def unsafe_chunk(x: Tensor, chunks: int, dim: int = 0):
     """``chunk``: views, as torch's, whose only difference is autograd's bookkeeping."""
-    return _op("chunk")(x, chunks, dim)
+    return op_impl("chunk")(x, chunks, dim)
 
 
 @view_op("unsafe_split", ["aten::unsafe_split.Tensor"], methods=("unsafe_split",))
 def unsafe_split(x: Tensor, split_size, dim: int = 0):
     """``split``: views, as torch's, whose only difference is autograd's bookkeeping."""
-    return _op("split")(x, split_size, dim)
+    return op_impl("split")(x, split_size, dim)
 
 
 # ---- identities ------------------------------------------------------------------------------------
@@ -275,10 +271,10 @@ def logaddexp2(a: Tensor, b: Tensor) -> Tensor:
     meta = _binary_meta(a, b)
     with scratch_scope():
         a, b = a.to(meta.dtype), b.to(meta.dtype)
-        larger = _op("maximum")(a, b)
-        total = larger + _op("log1p")(_op("exp2")(-(a - b).abs())) * (1 / math.log(2))
-        same_infinity = (a == b) & _op("isinf")(a)
-    return _op("where")(same_infinity, a, total).expand(meta.shape).contiguous()
+        larger = op_impl("maximum")(a, b)
+        total = larger + op_impl("log1p")(op_impl("exp2")(-(a - b).abs())) * (1 / math.log(2))
+        same_infinity = (a == b) & op_impl("isinf")(a)
+    return op_impl("where")(same_infinity, a, total).expand(meta.shape).contiguous()
 
 
 def _heaviside_meta(input, values):
@@ -303,7 +299,7 @@ def heaviside(input: Tensor, values: Tensor) -> Tensor:
     with scratch_scope():
         step = (input > 0).to(meta.dtype)
         at_zero = input == 0
-    return _op("where")(at_zero, values, step).expand(meta.shape).contiguous()
+    return op_impl("where")(at_zero, values, step).expand(meta.shape).contiguous()
 
 
 def _isreal_meta(x):
@@ -317,7 +313,7 @@ def isreal(x: Tensor) -> Tensor:
     """Whether each element has a zero imaginary part: all true for non-complex tensors."""
     if x.dtype.is_complex:
         return x.imag == 0
-    return _op("ones")(tuple(x.shape), dtype="bool", device=x.device)
+    return op_impl("ones")(tuple(x.shape), dtype="bool", device=x.device)
 
 
 def _float_power_dtype(a, b):
@@ -346,7 +342,7 @@ def float_power(a, b) -> Tensor:
     dtype = _float_power_meta(a, b).dtype
     with scratch_scope():
         a, b = (v.to(dtype) if isinstance(v, Tensor) else v for v in (a, b))
-    return _op("pow")(a, b)
+    return op_impl("pow")(a, b)
 
 
 # ---- reductions and products -----------------------------------------------------------------------
@@ -363,7 +359,7 @@ def _trace_meta(x):
 def trace(x: Tensor) -> Tensor:
     """The sum of a matrix's main diagonal (integers summed as int64, as ``sum``)."""
     _trace_meta(x)
-    return _op("sum")(x.diagonal())
+    return op_impl("sum")(x.diagonal())
 
 
 def _inner_meta(a, b):
@@ -387,7 +383,7 @@ def inner(a: Tensor, b: Tensor) -> Tensor:
     _inner_meta(a, b)
     if a.ndim == 0 or b.ndim == 0:
         return a * b
-    return _op("tensordot")(a, b, ([-1], [-1]))
+    return op_impl("tensordot")(a, b, ([-1], [-1]))
 
 
 def _dist_meta(a, b):
@@ -406,7 +402,7 @@ def dist(a: Tensor, b: Tensor, p=2) -> Tensor:
     """The p-norm of ``a - b`` over all elements."""
     with scratch_scope():
         difference = a - b
-    return _op("linalg.vector_norm")(difference, p)
+    return op_impl("linalg.vector_norm")(difference, p)
 
 
 # ---- torch.nn.functional: softmin, the shrinks, the deprecated upsample aliases ---------------------
@@ -431,7 +427,7 @@ def softmin(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor
     """``softmax(-input)`` along ``dim``."""
     with scratch_scope():
         negated = -input
-    return _op("softmax")(negated, dim, dtype)
+    return op_impl("softmax")(negated, dim, dtype)
 
 
 @register("hardshrink", family="pointwise", aten=["aten::hardshrink.default"], meta=_of_input,
@@ -440,7 +436,7 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """0 inside [-lambd, lambd], ``input`` elsewhere (NaN included)."""
     with scratch_scope():
         inside = (input >= -lambd) & (input <= lambd)
-    return _op("where")(inside, 0, input).to(input.dtype)
+    return op_impl("where")(inside, 0, input).to(input.dtype)
 
 
 @register("softshrink", family="pointwise", aten=["aten::softshrink.default"], meta=_of_input,
@@ -450,8 +446,8 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     with scratch_scope():
-        below = _op("where")(input < -lambd, input + lambd, input * 0)
-    return _op("where")(input > lambd, input - lambd, below).to(input.dtype)
+        below = op_impl("where")(input < -lambd, input + lambd, input * 0)
+    return op_impl("where")(input > lambd, input - lambd, below).to(input.dtype)
 
 
 @register("tanhshrink", family="pointwise", aten=["nbx::tanhshrink"], meta=_of_input, cost=_pointwise_cost(2),
@@ -459,7 +455,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 def tanhshrink(input: Tensor) -> Tensor:
     """``input - tanh(input)``."""
     with scratch_scope():
-        squashed = _op("tanh")(input)
+        squashed = op_impl("tanh")(input)
     return input - squashed
 
 
@@ -468,7 +464,7 @@ def tanhshrink(input: Tensor) -> Tensor:
           cost=lambda a: get("interpolate").cost(a.input, a.size, a.scale_factor, "nearest"), bound=True, api=())
 def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
     """torch's deprecated alias: ``interpolate(mode="nearest")``."""
-    return _op("interpolate")(input, size, scale_factor, "nearest")
+    return op_impl("interpolate")(input, size, scale_factor, "nearest")
 
 
 @register("upsample_bilinear", family="resample", functional=True, aten=["nbx::upsample_bilinear"],
@@ -477,7 +473,7 @@ def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
           api=())
 def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
     """torch's deprecated alias: ``interpolate(mode="bilinear", align_corners=True)``."""
-    return _op("interpolate")(input, size, scale_factor, "bilinear", True)
+    return op_impl("interpolate")(input, size, scale_factor, "bilinear", True)
 
 
 

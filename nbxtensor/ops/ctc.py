@@ -12,14 +12,10 @@ from ..tensor import Tensor
 from .creation import tensor
 from .losses import _reduced_meta, reduction_name
 from .nn_composites import temporaries
-from .registry import Cost, family_samples, get, nbytes, register
+from .registry import Cost, family_samples, nbytes, op_impl, register
 from .samples import Samples, by_name, operand, sample
 
 _INT64 = get_dtype("int64")
-
-
-def _op(name):
-    return get(name).impl
 
 
 def _lengths(values, device) -> Tensor:
@@ -95,7 +91,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
         flat_targets = targets.reshape(-1).to(_INT64).contiguous()
         if flat_targets.numel() and ((flat_targets < 0) | (flat_targets >= classes)).any().item():
             raise IndexError(f"ctc_loss: target class out of range for {classes} classes")
-        starts = (_op("arange")(batch, dtype=_INT64, device=device) * targets.shape[-1] if padded
+        starts = (op_impl("arange")(batch, dtype=_INT64, device=device) * targets.shape[-1] if padded
                   else label_counts.cumsum(0) - label_counts)
         probabilities = (log_probs if batched else log_probs.unsqueeze(1)).to(wide).contiguous()
         block = next_pow2(2 * max(counts, default=0) + 1)
@@ -106,7 +102,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
                 frame_counts.contiguous(), label_counts.contiguous(), alpha, losses, *probabilities.stride(),
                 int(blank)], BLOCK=block)
         if zero_infinity:
-            losses = _op("where")(losses == float("inf"), 0.0, losses)
+            losses = op_impl("where")(losses == float("inf"), 0.0, losses)
         if reduction == "mean":
             losses = losses / label_counts.clamp_min(1).to(wide)
         losses = losses.to(log_probs.dtype)

@@ -51,7 +51,7 @@ from ..grad_mode import refuse_requires_grad
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .creation import tensor
-from .registry import OUT, Cost, TensorMeta, arguments_binder, family_samples, get, register
+from .registry import Cost, OUT, TensorMeta, arguments_binder, family_samples, op_impl, register
 from .samples import Samples, operand, sample
 
 STAGE_MAX = 32           # the longest DFT one stage multiplies by: a 32 x 32 complex matrix (64-point stages
@@ -60,10 +60,6 @@ PASS_MAX = STAGE_MAX ** 2  # the longest row one pass holds (two stages)
 LENGTH_MAX = 1 << 30     # the longest convolution Bluestein's method takes
 TILE_MIN = 16            # tl.dot's least extent on a GPU: a stage's extent pads to it
 FORWARD, INVERSE = -1, 1  # the sign of the exponent: X[k] = sum x[j] exp(sign 2 pi i jk / n)
-
-
-def _op(name):
-    return get(name).impl
 
 
 # ---- lengths: how a transform of length n runs ----------------------------------------------------
@@ -342,16 +338,16 @@ def _finish(whole: Tensor, target: Signal, out_count: int, output_kind, scale: f
     """``whole``'s rows (batch..., n) cut to ``out_count``, times ``post`` by index and ``scale``, into
     ``target`` (their real parts for a real output)."""
     with scratch_scope():
-        values = _op("narrow")(whole, -1, 0, out_count)
+        values = op_impl("narrow")(whole, -1, 0, out_count)
         if post is not None:
-            values = _op("mul")(values, _op("narrow")(post, 0, 0, out_count))
+            values = op_impl("mul")(values, op_impl("narrow")(post, 0, 0, out_count))
         if scale != 1.0:
-            values = _op("mul")(values, scale)
+            values = op_impl("mul")(values, scale)
         if output_kind == K.OUTPUT_REAL:
-            values = _op("select")(_op("view_as_real")(values), -1, 0)
-    view = _op("as_strided")(target.tensor, (*target.sizes, out_count), (*target.strides, target.stride),
+            values = op_impl("select")(op_impl("view_as_real")(values), -1, 0)
+    view = op_impl("as_strided")(target.tensor, (*target.sizes, out_count), (*target.strides, target.stride),
                              target.tensor.storage_offset())
-    _op("copy_")(view, values)
+    op_impl("copy_")(view, values)
 
 
 def transform(source: Signal, target: Signal, n: int, sign: int, *, input_kind, output_kind, in_count: int,
@@ -371,7 +367,7 @@ def transform(source: Signal, target: Signal, n: int, sign: int, *, input_kind, 
     dtype = target.tensor.dtype.to_real().to_complex()
     chirp = _chirp(n, sign, dtype, device)
     with scratch_scope():
-        pre = chirp if window is None else _op("mul")(chirp, window)
+        pre = chirp if window is None else op_impl("mul")(chirp, window)
     spectrum = scratch_tensor((*source.sizes, m), dtype, device)
     spectrum = Signal(spectrum, source.sizes, _batch_strides(spectrum, source.sizes), 1)
     _run(source, spectrum, method.passes, FORWARD, input_kind=input_kind, output_kind=K.OUTPUT_COMPLEX,
@@ -524,7 +520,7 @@ def _plan(kind: str, sign: int, shape: tuple, input_dtype, dtype, dims: tuple, s
 def _narrowed(x: Tensor, sizes: tuple) -> Tensor:
     for d, size in enumerate(sizes):
         if x.shape[d] != size:
-            x = _op("narrow")(x, d, 0, size)
+            x = op_impl("narrow")(x, d, 0, size)
     return x
 
 
@@ -534,13 +530,13 @@ def _execute(plan: _Plan, x: Tensor) -> Tensor:
     x = _narrowed(x, plan.source_sizes)
     out = new_tensor(plan.out_shape, plan.out_dtype, device)
     if not plan.steps:
-        return _op("copy_")(out, x)
+        return op_impl("copy_")(out, x)
     if x.dtype is not plan.compute:
         with scratch_scope():
-            x = _op("to")(x, dtype=plan.compute)
+            x = op_impl("to")(x, dtype=plan.compute)
     buffer = scratch_tensor(plan.buffer_shape, plan.compute.to_real().to_complex(), device) if plan.staged else out
     if plan.zeroed:
-        _op("fill_")(buffer, 0)
+        op_impl("fill_")(buffer, 0)
     for step in plan.steps:
         source = x if step.from_input else buffer
         target = out if step.output_kind == K.OUTPUT_REAL else buffer
@@ -745,7 +741,7 @@ def _frequencies(name: str, n, d, dtype, device, requires_grad):
         k[(n + 1) // 2:] -= n
     with scratch_scope():
         integers = tensor(k, dtype=meta.dtype, device=device)
-    return _op("mul")(integers, 1.0 / (n * d) if n * d else math.inf)
+    return op_impl("mul")(integers, 1.0 / (n * d) if n * d else math.inf)
 
 
 def _declare_frequencies(name: str):
@@ -774,8 +770,8 @@ def _declare_shift(name: str):
     def impl(input, dim=None):
         shifts, dims = _shifts(name, input, dim)
         if not dims:
-            return _op("clone")(input)
-        return _op("roll")(input, shifts, dims)
+            return op_impl("clone")(input)
+        return op_impl("roll")(input, shifts, dims)
     impl.__name__ = impl.__qualname__ = name
     impl.__doc__ = f"torch.fft.{name}: the zero frequency moved {'back from' if name == 'ifftshift' else 'to'} " \
                    f"the middle of each dim (``roll`` by half its length)."

@@ -13,16 +13,12 @@ from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..tensor import Tensor
 from .linalg_lu import _check_float, _check_matrices, _cubic_rules, _type_name
-from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, op_impl, register, workspace_bytes
 from .samples import Samples, by_name, operand, sample
 from .views import view_op
 
 _F64 = get_dtype("float64")
 _I64 = get_dtype("int64")
-
-
-def _op(name):
-    return get(name).impl
 
 
 def _meta_tensor(x) -> Tensor:
@@ -32,7 +28,7 @@ def _meta_tensor(x) -> Tensor:
 def _product_for(dtype):
     """The matrix product for ``dtype``: ``matmul``, or for float64 (which it does not take) the small-matrix
     product of ``linalg_lu``."""
-    return _op("linalg.matrix_product") if dtype is _F64 else _op("matmul")
+    return op_impl("linalg.matrix_product") if dtype is _F64 else op_impl("matmul")
 
 
 # ---- matrix_power, tensorinv, tensorsolve --------------------------------------------------------------
@@ -56,9 +52,9 @@ def matrix_power(A: Tensor, n: int) -> Tensor:
     """A^n by repeated squaring (the bits of n, lowest first); n = 0 gives the identity, n < 0 powers A^-1."""
     _matrix_power_meta(A, n)
     if n == 0:
-        return _op("eye")(A.shape[-1], dtype=A.dtype, device=A.device).expand(A.shape).clone()
+        return op_impl("eye")(A.shape[-1], dtype=A.dtype, device=A.device).expand(A.shape).clone()
     with scratch_scope():
-        base = _op("linalg.inv")(A) if n < 0 else A
+        base = op_impl("linalg.inv")(A) if n < 0 else A
     n = abs(n)
     if n == 1:
         return base.clone()
@@ -90,7 +86,7 @@ def tensorinv(A: Tensor, ind: int = 2) -> Tensor:
     """The inverse of A seen as a matrix of prod(shape[:ind]) rows, shaped shape[ind:] + shape[:ind]."""
     meta = _tensorinv_meta(A, ind)
     rows = S.numel(tuple(A.shape[:ind]))
-    return _op("linalg.inv")(A.reshape(rows, rows)).reshape(meta.shape)
+    return op_impl("linalg.inv")(A.reshape(rows, rows)).reshape(meta.shape)
 
 
 def _tensorsolve_parts(A, B, dims):
@@ -119,7 +115,7 @@ def tensorsolve(A: Tensor, B: Tensor, dims=None) -> Tensor:
     result, rows = _tensorsolve_parts(A, B, dims)
     if dims is not None:
         A = A.movedim(tuple(dims), tuple(range(A.ndim - len(dims), A.ndim)))
-    return _op("linalg.solve")(A.reshape(rows, rows), B.reshape(rows)).reshape(result)
+    return op_impl("linalg.solve")(A.reshape(rows, rows), B.reshape(rows)).reshape(result)
 
 
 # ---- multi_dot -------------------------------------------------------------------------------------------
@@ -228,7 +224,7 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:
     """The Vandermonde matrix of x's last dim: column j holds x^j, j < N (default len(x)); a running product."""
     meta = _vander_meta(x, N)
     with scratch_scope():
-        powers = _op("ones")(meta.shape, dtype=x.dtype, device=x.device)
+        powers = op_impl("ones")(meta.shape, dtype=x.dtype, device=x.device)
         powers[..., 1:] = x.reshape(*meta.shape[:-1], 1)
     return powers.cumprod(-1, dtype=x.dtype)
 
@@ -260,7 +256,7 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
 @view_op("linalg.diagonal", ["aten::linalg_diagonal.default"], api=())
 def linalg_diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     """``diagonal`` with the last two dims by default: a view of each matrix's diagonal."""
-    return _op("diagonal")(A, offset, dim1, dim2)
+    return op_impl("diagonal")(A, offset, dim1, dim2)
 
 
 # ---- matrix_exp ---------------------------------------------------------------------------------------------
@@ -292,7 +288,7 @@ def matrix_exp(A: Tensor) -> Tensor:
     _matrix_exp_meta(A)
     if A.numel() == 0:
         return A.clone()
-    matmul, n = _op("linalg.matrix_product"), A.shape[-1]
+    matmul, n = op_impl("linalg.matrix_product"), A.shape[-1]
     with scratch_scope():
         X = A.to(_F64)
         norm = X.abs().sum(-2).amax().item()
@@ -300,14 +296,14 @@ def matrix_exp(A: Tensor) -> Tensor:
         if halvings:
             X = X / 2.0 ** halvings
         b = _PADE_13
-        identity = _op("eye")(n, dtype=_F64, device=A.device)
+        identity = op_impl("eye")(n, dtype=_F64, device=A.device)
         X2 = matmul(X, X)
         X4 = matmul(X2, X2)
         X6 = matmul(X4, X2)
         odd = matmul(X, matmul(X6, X6 * b[13] + X4 * b[11] + X2 * b[9]) + X6 * b[7] + X4 * b[5] + X2 * b[3]
                      + identity * b[1])
         even = matmul(X6, X6 * b[12] + X4 * b[10] + X2 * b[8]) + X6 * b[6] + X4 * b[4] + X2 * b[2] + identity * b[0]
-        result = _op("linalg.solve")(even - odd, even + odd)
+        result = op_impl("linalg.solve")(even - odd, even + odd)
         for _ in range(halvings):
             result = matmul(result, result)
     return result.to(A.dtype)
@@ -348,7 +344,7 @@ def _matrix_norm_meta(A, ord, dim, keepdim, dtype, op):
 def _matrix_norm(A: Tensor, ord, dim, keepdim: bool, dtype) -> Tensor:
     rows, cols = _matrix_norm_dims(A, tuple(dim), "linalg.matrix_norm")
     if ord == "fro":
-        return _op("linalg.vector_norm")(A, 2, (rows, cols), keepdim, dtype=dtype)
+        return op_impl("linalg.vector_norm")(A, 2, (rows, cols), keepdim, dtype=dtype)
     if ord in _SINGULAR_VALUE_ORDS:
         return _singular_value_norm(A, ord, rows, cols, keepdim, dtype)
     with scratch_scope():
@@ -376,7 +372,7 @@ def _singular_value_norm(A: Tensor, ord, rows: int, cols: int, keepdim: bool, dt
     """The largest (2) or smallest (-2) singular value, or their sum ('nuc'); 0 for an empty matrix."""
     with scratch_scope():
         x = A if dtype is None else A.to(dtype)
-        values = _op("linalg.svdvals")(x.movedim((rows, cols), (-2, -1)))
+        values = op_impl("linalg.svdvals")(x.movedim((rows, cols), (-2, -1)))
     if ord == "nuc" or values.shape[-1] == 0:
         result = values.sum(-1)
     else:
@@ -440,7 +436,7 @@ def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) ->
     kind, order, dims = _norm_plan(A, ord, dim)
     if kind == "matrix":
         return _matrix_norm(A, order, dims, keepdim, dtype)
-    return _op("linalg.vector_norm")(A, order, dims, keepdim, dtype=dtype)
+    return op_impl("linalg.vector_norm")(A, order, dims, keepdim, dtype=dtype)
 
 
 # ---- samples ---------------------------------------------------------------------------------------

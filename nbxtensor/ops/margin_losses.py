@@ -14,12 +14,8 @@ from ..allocation import scratch_scope
 from ..tensor import Tensor
 from .losses import _reduced, _reduced_meta, reduction_name
 from .nn_composites import _float_dtype, temporaries
-from .registry import Cost, arguments_binder, family_samples, get, nbytes, register
+from .registry import Cost, arguments_binder, family_samples, nbytes, op_impl, register
 from .samples import Samples, by_name, operand, sample
-
-
-def _op(name):
-    return get(name).impl
 
 
 def _tensors(arguments: dict) -> list:
@@ -68,7 +64,7 @@ def _margin(value, x: Tensor) -> Tensor:
     """The float ``value`` as a 0-d tensor of the dtype it gives against ``x``: ATen adds a Scalar margin
     in the tensor's float dtype, so a bfloat16 loss rounds its margin to bfloat16 first, and an integer one
     computes in the default float dtype."""
-    return _op("full")((), float(value), dtype=_float_dtype(x.dtype), device=x.device)
+    return op_impl("full")((), float(value), dtype=_float_dtype(x.dtype), device=x.device)
 
 
 def _check_float(x, op: str) -> None:
@@ -116,7 +112,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
                          reduction="mean") -> Tensor:
     """input where target is 1, max(0, margin - input) where it is -1 (ATen's sum of the two terms, each
     taken where the target is not the other label)."""
-    where = _op("where")
+    where = op_impl("where")
     with scratch_scope():
         loss = where(target != 1, (_margin(margin, input) - input).clamp_min(0), 0) + where(target != -1, input, 0)
     return _reduced(loss, reduction)
@@ -160,7 +156,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1, the cosine over the
     last dim with 1e-12 added to each squared magnitude (ATen's). Integer and bool inputs compute in the
     default float dtype."""
-    where = _op("where")
+    where = op_impl("where")
     dim = input1.ndim - 1
     eps = 1e-12
     dtype = _float_dtype(input1.dtype, input2.dtype, target.dtype)
@@ -187,13 +183,13 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
     """exp(input) - target input (``log_input``), else input - target log(input + eps); ``full`` adds
     Stirling's term target log(target) - target + log(2 pi target) / 2 where target > 1. Integer inputs
     compute in the default float dtype."""
-    where = _op("where")
+    where = op_impl("where")
     dtype = _float_dtype(input.dtype, target.dtype)
     with scratch_scope():
         input, target = input.to(dtype), target.to(dtype)
         loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
         if full:
-            stirling = _op("xlogy")(target, target) - target + (target * (2 * math.pi)).log() * 0.5
+            stirling = op_impl("xlogy")(target, target) - target + (target * (2 * math.pi)).log() * 0.5
             loss = loss + where(target > 1, stirling, 0)
     return _reduced(loss, reduction)
 
@@ -294,8 +290,8 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
             hinge = hinge * hinge
         if weight is not None:
             hinge = hinge * weight.to(input.dtype).index_select(0, labels.reshape(-1)).unsqueeze(1)
-        others = labels != _op("arange")(classes, device=input.device).unsqueeze(0)
-        loss = (_op("where")(others, hinge, 0).sum(1) / classes).reshape(tuple(target.shape))
+        others = labels != op_impl("arange")(classes, device=input.device).unsqueeze(0)
+        loss = (op_impl("where")(others, hinge, 0).sum(1) / classes).reshape(tuple(target.shape))
     return _reduced(loss, reduction)
 
 
@@ -319,12 +315,12 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
     and the non-target classes i of max(0, 1 - (x[j] - x[i])), divided by the number of classes."""
     classes = input.shape[-1] if input.ndim else 1
     rows, labels = input.reshape(-1, classes), target.reshape(-1, classes)
-    where = _op("where")
+    where = op_impl("where")
     with scratch_scope():
         valid = (labels < 0).to("int64").cumsum(1) == 0  # the targets end at the first negative entry
         listed = where(valid, labels, 0)
         _check_targets_in_range(listed, classes, "multilabel_margin_loss")
-        class_ids = _op("arange")(classes, device=input.device)
+        class_ids = op_impl("arange")(classes, device=input.device)
         is_target = ((listed.unsqueeze(2) == class_ids) & valid.unsqueeze(2)).any(1)
         picked = rows.gather(1, listed)
         hinge = (1 - picked.unsqueeze(2) + rows.unsqueeze(1)).clamp_min(0)
@@ -352,7 +348,7 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight=None, size
                                 reduction="mean") -> Tensor:
     """-(target log_sigmoid(x) + (1 - target) log_sigmoid(-x)) times ``weight``, averaged over the classes
     (the last dim), then reduced over the samples."""
-    log_sigmoid = _op("logsigmoid")
+    log_sigmoid = op_impl("logsigmoid")
     with scratch_scope():
         loss = -(target * log_sigmoid(input) + (1 - target) * log_sigmoid(-input))
         if weight is not None:
@@ -378,7 +374,7 @@ def _triplet(distance, anchor, positive, negative, margin, swap, reduction):
         to_positive = distance(anchor, positive)
         to_negative = distance(anchor, negative)
         if swap:
-            to_negative = _op("minimum")(to_negative, distance(positive, negative))
+            to_negative = op_impl("minimum")(to_negative, distance(positive, negative))
         loss = (_margin(margin, to_positive) + to_positive - to_negative).clamp_min(0)
     return _reduced(loss, reduction)
 
@@ -390,7 +386,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
                         reduction="mean") -> Tensor:
     """max(0, margin + d(anchor, positive) - d(anchor, negative)) with d the p-norm pairwise_distance;
     ``swap`` takes the smaller of d(anchor, negative) and d(positive, negative)."""
-    distance = functools.partial(_op("pairwise_distance"), p=p, eps=eps)
+    distance = functools.partial(op_impl("pairwise_distance"), p=p, eps=eps)
     return _triplet(distance, anchor, positive, negative, margin, swap, reduction)
 
 
@@ -406,7 +402,7 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
                                       margin: float = 1.0, swap: bool = False, reduction="mean") -> Tensor:
     """triplet_margin_loss with ``distance_function(x, y)`` (any callable of nbxtensor tensors; default
     pairwise_distance) as the distance."""
-    distance = distance_function if distance_function is not None else _op("pairwise_distance")
+    distance = distance_function if distance_function is not None else op_impl("pairwise_distance")
     return _triplet(distance, anchor, positive, negative, margin, swap, reduction)
 
 

@@ -23,14 +23,10 @@ from ..promotion import get_default_dtype, promote_types
 from ..tensor import Tensor
 from .nn_composites import temporaries
 from .reductions import _sum_dtype, reduced_dims, reduced_shape
-from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, op_impl, register
 from .samples import Samples, by_name, operand, sample
 
 _BOOL, _I64, _F32, _F64 = (get_dtype(name) for name in ("bool", "int64", "float32", "float64"))
-
-
-def _op(name):
-    return get(name).impl
 
 
 # ---- masks and identities ---------------------------------------------------------------------------
@@ -81,7 +77,7 @@ def _filled(input: Tensor, mask, kind: str, op: str) -> Tensor:
     """``input`` with its masked-out elements replaced by the identity ``kind`` (``input`` itself without a mask)."""
     if mask is None:
         return input
-    return _op("where")(_canonical_mask(input, mask, op), input, _identity(kind, input.dtype, op))
+    return op_impl("where")(_canonical_mask(input, mask, op), input, _identity(kind, input.dtype, op))
 
 
 def _converted(make, made_dtype, dtype) -> Tensor:
@@ -102,7 +98,7 @@ def _masked_count(input: Tensor, mask, dims, keepdim: bool, op: str):
     """How many elements each reduced slice keeps: an int64 tensor with a mask, else the slice's length."""
     if mask is None:
         return math.prod(input.shape[d] for d in dims) if input.ndim else 1
-    return _op("sum")(_canonical_mask(input, mask, op), dims, keepdim)
+    return op_impl("sum")(_canonical_mask(input, mask, op), dims, keepdim)
 
 
 def _cost(meta, flops_per_element: int, input_sized: int, result_sized: int = 1):
@@ -180,7 +176,7 @@ def _arg_reduction(name: str, identity: str):
         out = result(input, dim, keepdim, dtype, mask)
         with scratch_scope():
             filled = _filled(input, mask, identity, name)
-        return _converted(lambda: _op(name)(filled, dim, bool(keepdim)), _I64, out.dtype)
+        return _converted(lambda: op_impl(name)(filled, dim, bool(keepdim)), _I64, out.dtype)
     impl.__doc__ = (f"torch.masked.{name}: the index of the ``{name}`` of the elements ``mask`` keeps (flattened "
                     "when ``dim`` is None), as the input's dtype unless ``dtype`` says otherwise.")
 
@@ -215,7 +211,7 @@ def _along_dim(name: str, identity: str, family: str):
         out = result(input, dim, dtype, mask)
         with scratch_scope():
             filled = _filled(input, mask, identity, name)
-        return _op(name)(filled, S.wrap_dim(dim, input.ndim), dtype=out.dtype)
+        return op_impl(name)(filled, S.wrap_dim(dim, input.ndim), dtype=out.dtype)
     impl.__doc__ = (f"torch.masked.{name}: ``{name}`` along ``dim`` with the elements ``mask`` drops taken as the "
                     f"identity ({identity}); the result has the input's dtype unless ``dtype`` says otherwise.")
 
@@ -283,10 +279,10 @@ def median(input: Tensor, dim: int = -1, *, keepdim: bool = False, dtype=None, m
     if input.dtype.is_floating_point:
         with scratch_scope():
             filled = _filled(input, mask, "nan", "median")
-        return _op("nanmedian")(filled, dim, bool(keepdim)).values
+        return op_impl("nanmedian")(filled, dim, bool(keepdim)).values
     with scratch_scope():
         filled = _filled(input.to(_F32), mask, "nan", "median")
-        values = _op("nanmedian")(filled, dim, bool(keepdim)).values
+        values = op_impl("nanmedian")(filled, dim, bool(keepdim)).values
         if values.isnan().any().item():
             raise ValueError(f"masked.median: a slice whose elements are all masked out has no median in the "
                              f"integer result dtype {out.dtype.name}")
@@ -319,7 +315,7 @@ def norm(input: Tensor, ord=2.0, dim=None, *, keepdim: bool = False, dtype=None,
     dims = reduced_dims(input.ndim, dim, "masked.norm")
     with scratch_scope():
         filled = _filled(input, mask, _norm_identity(ord), "norm")
-    return _op("linalg.vector_norm")(filled, ord, dims, bool(keepdim), dtype=out.dtype)
+    return op_impl("linalg.vector_norm")(filled, ord, dims, bool(keepdim), dtype=out.dtype)
 
 
 def _normalize_result(input, ord, dim, dtype, mask):

@@ -10,12 +10,8 @@ import math
 from ..allocation import scratch_scope
 from ..tensor import Tensor
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, arguments_binder, family_samples, get, nbytes, register
+from .registry import Cost, TensorMeta, arguments_binder, family_samples, get, nbytes, op_impl, register
 from .samples import Samples, by_name, operand, sample
-
-
-def _op(name):
-    return get(name).impl
 
 
 def _check_mask(mask, name: str, expected: tuple, alternatives: str) -> None:
@@ -59,7 +55,7 @@ def _additive(mask, dtype):
     """A mask as torch's canonical float form: a bool one -inf where True, a float one as given."""
     if mask is None or mask.dtype.is_floating_point:
         return mask
-    return _op("where")(mask, float("-inf"), 0.0).to(dtype)
+    return op_impl("where")(mask, float("-inf"), 0.0).to(dtype)
 
 
 def _key_count(a, src_len: int) -> int:
@@ -115,7 +111,7 @@ def _multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, emb
                              "is None")
     if bias_k is not None and (static_k is not None or static_v is not None):
         raise AssertionError("bias cannot be added to static key or value.")
-    linear, cat, pad = _op("linear"), _op("cat"), _op("pad")
+    linear, cat, pad = op_impl("linear"), op_impl("cat"), op_impl("pad")
     head_dim = embed // num_heads
     heads = bsz * num_heads
     dtype = query.dtype
@@ -151,7 +147,7 @@ def _multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, emb
         k = static_k if static_k is not None else k.reshape(k.shape[0], heads, head_dim).transpose(0, 1)
         v = static_v if static_v is not None else v.reshape(v.shape[0], heads, head_dim).transpose(0, 1)
         if add_zero_attn:
-            zeros = _op("zeros")((heads, 1, head_dim), dtype=k.dtype, device=k.device)
+            zeros = op_impl("zeros")((heads, 1, head_dim), dtype=k.dtype, device=k.device)
             k, v = cat([k, zeros], 1), cat([v, zeros], 1)
             mask = pad(mask, (0, 1)) if mask is not None else None
             padding = pad(padding, (0, 1)) if padding is not None else None
@@ -162,14 +158,14 @@ def _multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, emb
         if need_weights:
             scaled = q * math.sqrt(1.0 / head_dim)
             keys_t = k.transpose(-2, -1)
-            scores = (_op("baddbmm")(mask.expand(heads, tgt_len, src_len), scaled, keys_t) if mask is not None
+            scores = (op_impl("baddbmm")(mask.expand(heads, tgt_len, src_len), scaled, keys_t) if mask is not None
                       else scaled.matmul(keys_t))
             probabilities = scores.softmax(-1)
             attended = probabilities.matmul(v)
         else:
             if mask is not None:
                 mask = mask.unsqueeze(0) if mask.shape[0] == 1 else mask.reshape(bsz, num_heads, -1, src_len)
-            attended = _op("scaled_dot_product_attention")(
+            attended = op_impl("scaled_dot_product_attention")(
                 q.reshape(bsz, num_heads, tgt_len, head_dim), k.reshape(bsz, num_heads, src_len, head_dim),
                 v.reshape(bsz, num_heads, src_len, head_dim), mask, 0.0, causal)
             attended = attended.permute(2, 0, 1, 3)

@@ -36,7 +36,7 @@ from .matmul_gemv import _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M, _INTERPRETE
 from .matmul_plans import _by_planes, _meta, _operand_flags
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .pointwise_table import _GATED_ACTIVATIONS, _act_and_mul_reference
-from .registry import Cost, TensorMeta, get, nbytes, register, workspace_bytes
+from .registry import Cost, TensorMeta, get, nbytes, op_impl, register, workspace_bytes
 from .samples import Samples, operand, sample
 
 _FLOATS = ("float32", "float16", "bfloat16")
@@ -241,10 +241,6 @@ def _grouped_samples() -> Samples:
 
 
 # ---- moe --------------------------------------------------------------------------------------------
-def _op(name):
-    return get(name).impl
-
-
 def _moe_meta(a) -> TensorMeta:
     x, router, gate_up, down = a.input, a.router_weight, a.gate_up, a.down
     if not len(x.shape):
@@ -346,17 +342,17 @@ def moe(input: Tensor, router_weight: Tensor, gate_up: Tensor, down: Tensor, top
     with scratch_scope():
         x = input.reshape(-1, hidden)
         tokens = x.shape[0]
-        weights, chosen = _op("topk")(_op("softmax")(_op("linear")(x, router_weight), -1, dtype=_F32), top_k, -1)
+        weights, chosen = op_impl("topk")(op_impl("softmax")(op_impl("linear")(x, router_weight), -1, dtype=_F32), top_k, -1)
         if norm_topk_prob:
             weights = weights / weights.sum(-1, keepdim=True)
         pairs = chosen.reshape(-1)
         # the end of expert e's rows in the sorted order: the pairs routed to experts 0 to e
-        ends = (pairs.unsqueeze(1) <= _op("arange")(experts, device=dev)).sum(0, dtype=_I32)
-        order = _op("argsort")(pairs.to(_sort_key_dtype(experts)), stable=True)
-        rows = _op("index_select")(x, 0, order // top_k)
-        activated = _op("act_and_mul")(grouped_mm(rows, gate_up.transpose(1, 2), ends), activation=activation)
+        ends = (pairs.unsqueeze(1) <= op_impl("arange")(experts, device=dev)).sum(0, dtype=_I32)
+        order = op_impl("argsort")(pairs.to(_sort_key_dtype(experts)), stable=True)
+        rows = op_impl("index_select")(x, 0, order // top_k)
+        activated = op_impl("act_and_mul")(grouped_mm(rows, gate_up.transpose(1, 2), ends), activation=activation)
         expert_out = grouped_mm(activated, down.transpose(1, 2), ends)
-        by_pair = _op("empty_like")(expert_out).index_copy_(0, order, expert_out)
+        by_pair = op_impl("empty_like")(expert_out).index_copy_(0, order, expert_out)
         weighted = by_pair.view(tokens, top_k, hidden) * weights.unsqueeze(-1)
     summed = weighted.sum(1)
     return (summed if input.dtype is _F32 else summed.to(input.dtype)).view(input.shape)

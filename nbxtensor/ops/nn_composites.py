@@ -11,14 +11,10 @@ from ..allocation import new_tensor, scratch_scope
 from ..dtypes import get_dtype
 from ..promotion import get_default_dtype, promote_types, result_type
 from ..tensor import Tensor
-from .registry import INPLACE, OUT, Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
+from .registry import Cost, INPLACE, OUT, TensorMeta, family_samples, get, nbytes, op_impl, register, workspace_bytes
 from .samples import Samples, by_name, operand, sample
 
 _F32 = get_dtype("float32")
-
-
-def _op(name):
-    return get(name).impl
 
 
 def _float_dtype(*dtypes):
@@ -58,7 +54,7 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
     """``input / max(||input||_p, eps)`` along ``dim``."""
     S.wrap_dim(dim, input.ndim)
     with scratch_scope():
-        denom = _op("linalg.vector_norm")(input, p, dim, True).clamp_min(eps)
+        denom = op_impl("linalg.vector_norm")(input, p, dim, True).clamp_min(eps)
     return input / denom
 
 
@@ -89,8 +85,8 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     with scratch_scope():
         a = x1.expand(shape).to(meta.dtype)
         b = x2.expand(shape).to(meta.dtype)
-        a = a / _op("linalg.vector_norm")(a, 2, dim, True).clamp_min(eps)
-        b = b / _op("linalg.vector_norm")(b, 2, dim, True).clamp_min(eps)
+        a = a / op_impl("linalg.vector_norm")(a, 2, dim, True).clamp_min(eps)
+        b = b / op_impl("linalg.vector_norm")(b, 2, dim, True).clamp_min(eps)
         product = a * b
     return product.sum(dim)
 
@@ -115,7 +111,7 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     meta = _pairwise_meta(x1, x2, keepdim)
     with scratch_scope():
         difference = (x1 - x2).to(meta.dtype) + eps
-    return _op("linalg.vector_norm")(difference, p, -1 if difference.ndim else None, keepdim and difference.ndim > 0)
+    return op_impl("linalg.vector_norm")(difference, p, -1 if difference.ndim else None, keepdim and difference.ndim > 0)
 
 
 _CDIST_MODES = {"use_mm_for_euclid_dist_if_necessary": 0, "use_mm_for_euclid_dist": 1,
@@ -156,7 +152,7 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode="use_mm_for_eucli
     _cdist_meta(x1, x2, p, compute_mode)
     with scratch_scope():
         difference = x1.unsqueeze(-2) - x2.unsqueeze(-3)
-    return _op("linalg.vector_norm")(difference, p, -1)
+    return op_impl("linalg.vector_norm")(difference, p, -1)
 
 
 # ---- instance and local response norm ------------------------------------------------------------
@@ -190,13 +186,13 @@ def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=Non
     the running statistics when ``use_input_stats`` is False (inference batch norm)."""
     _instance_norm_meta(input)
     if not use_input_stats:
-        return _op("batch_norm")(input, running_mean, running_var, weight, bias, False, momentum, eps)
+        return op_impl("batch_norm")(input, running_mean, running_var, weight, bias, False, momentum, eps)
     if running_mean is not None or running_var is not None:
         raise NotImplementedError("instance_norm: updating running_mean and running_var from the input's statistics "
                                   "is training; pass use_input_stats=False to normalise with them, or leave them None")
     if S.numel(input.shape[2:]) <= 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size {list(input.shape)}")
-    return _op("group_norm")(input, input.shape[1], weight, bias, eps)
+    return op_impl("group_norm")(input, input.shape[1], weight, bias, eps)
 
 
 def _lrn_meta(input, size) -> TensorMeta:
@@ -223,7 +219,7 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
     if input.numel() == 0:
         return input.clone()
     with scratch_scope():
-        padded = _op("pad")(input * input, (0, 0) * (input.ndim - 2) + (size // 2, (size - 1) // 2))
+        padded = op_impl("pad")(input * input, (0, 0) * (input.ndim - 2) + (size // 2, (size - 1) // 2))
         windows = padded.unfold(1, size, 1)
         # torch averages through avg_pool, whose integer mean truncates the sum's quotient
         window = windows.mean(-1) if input.dtype.is_floating_point else windows.sum(-1).div(size, rounding_mode="trunc")
@@ -266,7 +262,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     with scratch_scope():
         positive = input > 0
         scaled = weight * input
-    return _op("where")(positive, input, scaled)
+    return op_impl("where")(positive, input, scaled)
 
 
 def _check_rrelu(input, lower, upper) -> TensorMeta:
@@ -300,7 +296,7 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
     with scratch_scope():
         slopes = new_tensor(input.shape, input.dtype, input.device).uniform_(lower, upper, generator=generator)
         scaled = input * slopes
-    result = _op("where")(input > 0, input, scaled)
+    result = op_impl("where")(input > 0, input, scaled)
     return input.copy_(result) if inplace else result
 
 
@@ -473,23 +469,23 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
     with scratch_scope():
         flat = input.reshape(-1).to("int64")
         count = flat.shape[0]
-        positions = _op("arange")(count, dtype="int64", device=input.device)
+        positions = op_impl("arange")(count, dtype="int64", device=input.device)
         if input.ndim == 2:
             bag = positions // max(input.shape[1], 1)
         else:
             starts = offsets.to("int64")
             if not include_last_offset:
                 # a position past every offset still belongs to the last bag; the sentinel keeps it there
-                starts = _op("cat")([starts, starts.new_full((1,), count + 1)])
-            bag = _op("searchsorted")(starts, positions, right=True) - 1
+                starts = op_impl("cat")([starts, starts.new_full((1,), count + 1)])
+            bag = op_impl("searchsorted")(starts, positions, right=True) - 1
             # positions before offsets[0] or from the last offset on (include_last_offset) go to no bag
-            bag = _op("where")((bag < 0) | (bag >= bags), bags, bag)
+            bag = op_impl("where")((bag < 0) | (bag >= bags), bags, bag)
         if padding_idx is not None:
-            bag = _op("where")(flat == padding_idx, bags, bag)
-        gathered = _op("index_select")(weight, 0, flat)
+            bag = op_impl("where")(flat == padding_idx, bags, bag)
+        gathered = op_impl("index_select")(weight, 0, flat)
         if mode == "max":
             target = weight.new_zeros((bags + 1, width))
-            filled = _op("scatter_reduce")(target, 0, bag.unsqueeze(1).expand(count, width), gathered, "amax",
+            filled = op_impl("scatter_reduce")(target, 0, bag.unsqueeze(1).expand(count, width), gathered, "amax",
                                           include_self=False)
         else:
             # half-precision sums accumulate in float32 and round once at the end
@@ -497,7 +493,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
             gathered = gathered.to(wide)
             if per_sample_weights is not None:
                 gathered = gathered * per_sample_weights.reshape(-1, 1).to(wide)
-            filled = _op("zeros")((bags + 1, width), dtype=wide, device=weight.device).index_add_(0, bag, gathered)
+            filled = op_impl("zeros")((bags + 1, width), dtype=wide, device=weight.device).index_add_(0, bag, gathered)
             if mode == "mean":
                 sizes = filled.new_zeros((bags + 1,)).index_add_(0, bag, filled.new_ones((count,)))
                 filled = filled / sizes.clamp_min(1).unsqueeze(1)

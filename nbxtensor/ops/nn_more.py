@@ -9,12 +9,8 @@ from ..allocation import scratch_scope
 from ..dtypes import get_dtype
 from ..tensor import Tensor
 from .nn_composites import temporaries
-from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
+from .registry import Cost, TensorMeta, family_samples, get, nbytes, op_impl, register
 from .samples import Samples, by_name, operand, sample
-
-
-def _op(name):
-    return get(name).impl
 
 
 def _statistics_dtype(dtype):
@@ -115,8 +111,8 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
     _pdist_meta(input, p)
     rows = input.shape[0]
     with scratch_scope():
-        distances = _op("cdist")(input, input, p)
-        upper = _op("triu_indices")(rows, rows, 1, device=input.device)
+        distances = op_impl("cdist")(input, input, p)
+        upper = op_impl("triu_indices")(rows, rows, 1, device=input.device)
         flat = upper[0] * rows + upper[1]
     return distances.reshape(-1).index_select(0, flat)
 
@@ -190,9 +186,9 @@ def _declare_unpool(nd: int):
             raise RuntimeError(f"Found an invalid max index (output volumes are of size "
                                f"{'x'.join(str(s) for s in out_meta.shape[-nd:])})")
         if input.numel() == 0:
-            return _op("zeros")(out_meta.shape, dtype=input.dtype, device=input.device)
+            return op_impl("zeros")(out_meta.shape, dtype=input.dtype, device=input.device)
         with scratch_scope():
-            zeros = _op("zeros")((planes, plane), dtype=input.dtype, device=input.device)
+            zeros = op_impl("zeros")((planes, plane), dtype=input.dtype, device=input.device)
         return zeros.scatter(1, indices.reshape(planes, -1), input.reshape(planes, -1)).reshape(out_meta.shape)
     max_unpool.__doc__ = (f"``nn.functional.{name}``: zeros of the pooled input's size (``output_size``, else "
                           f"from the window), each value of ``input`` put where its ``indices`` (flat in its "
@@ -244,13 +240,13 @@ def _window_starts(samples: Tensor, size: int, kernel: int, out: int) -> Tensor:
     trunc((i + u) alpha) - trunc(u alpha), alpha = (size - kernel) / (out - 1), computed in the samples'
     dtype; the last window ends at the input's end."""
     last = size - kernel
-    steps = _op("arange")(out, dtype=samples.dtype, device=samples.device)
+    steps = op_impl("arange")(out, dtype=samples.dtype, device=samples.device)
     if out == 1:
-        return _op("full")((*samples.shape, 1), last, dtype=get_dtype("int64"), device=samples.device)
-    alpha = _op("full")((), last / (out - 1), dtype=samples.dtype, device=samples.device)
+        return op_impl("full")((*samples.shape, 1), last, dtype=get_dtype("int64"), device=samples.device)
+    alpha = op_impl("full")((), last / (out - 1), dtype=samples.dtype, device=samples.device)
     u = samples.unsqueeze(-1)
     starts = ((steps + u) * alpha).to("int64") - (u * alpha).to("int64")
-    return _op("where")(steps == out - 1, last, starts)
+    return op_impl("where")(steps == out - 1, last, starts)
 
 
 def _declare_fractional(nd: int):
@@ -279,13 +275,13 @@ def _declare_fractional(nd: int):
         int64 = get_dtype("int64")
         with scratch_scope():
             samples = (_random_samples.reshape(n, c, nd).to(x.dtype) if _random_samples is not None
-                       else _op("rand")((n, c, nd), dtype=x.dtype, device=x.device))
+                       else op_impl("rand")((n, c, nd), dtype=x.dtype, device=x.device))
             flat = None
             for d in range(nd):
                 # ATen's 2-d pool draws its width's sample first, the 3-d one its dims in order
                 sample = samples[:, :, (1 - d) if nd == 2 else d]
                 positions = (_window_starts(sample, spatial[d], kernel[d], sizes[d]).unsqueeze(-1)
-                             + _op("arange")(kernel[d], dtype=int64, device=x.device))
+                             + op_impl("arange")(kernel[d], dtype=int64, device=x.device))
                 placed = [1] * (2 * nd)
                 placed[d], placed[nd + d] = sizes[d], kernel[d]
                 positions = positions.reshape(n, c, *placed)
@@ -371,7 +367,7 @@ def _inference_batch_norm(input, weight, bias, running_mean, running_var, traini
     _refuse_training(training, op)
     out = get("batch_norm").impl(input, running_mean, running_var, weight, bias, False, momentum, eps)
     empty = _empty_statistics(input)
-    zeros = _op("zeros")
+    zeros = op_impl("zeros")
     return out, zeros(empty.shape, dtype=empty.dtype, device=input.device), zeros(
         empty.shape, dtype=empty.dtype, device=input.device)
 

@@ -372,6 +372,11 @@ def get(name: str) -> OpDef:
         raise KeyError(f"no op named {name!r}; families: {', '.join(families())}") from None
 
 
+def op_impl(name: str):
+    """The implementation of registry op ``name``: how a composite calls the ops it is built of."""
+    return get(name).impl
+
+
 def lookup(aten_name: str) -> OpDef:
     """The op implementing an ATen overload such as ``aten::add.Tensor``; a bare ``aten::add``
     means its ``.default`` overload."""

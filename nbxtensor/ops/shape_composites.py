@@ -15,16 +15,12 @@ from ..promotion import result_type
 from ..tensor import Tensor
 from .creation import tensor
 from .nn_composites import temporaries
-from .registry import (OUT, VIEW, Cost, TensorMeta, family_samples, get, nbytes, register, tensor_attribute,
+from .registry import (Cost, OUT, TensorMeta, VIEW, family_samples, nbytes, op_impl, register, tensor_attribute,
                        workspace_bytes)
 from .samples import Samples, by_name, operand, sample, unary_samples
 from .views import NO_COST, narrow, reshape, view_op
 
 _I64 = get_dtype("int64")
-
-
-def _op(name):
-    return get(name).impl
 
 
 def _meta_tensor(x) -> Tensor:
@@ -36,7 +32,7 @@ def _meta_tensor(x) -> Tensor:
 @view_op("split_with_sizes", ["aten::split_with_sizes.default"], methods=("split_with_sizes",))
 def split_with_sizes(x: Tensor, split_sizes, dim: int = 0):
     """Views of ``x`` along ``dim`` of the given sizes, which must sum to its size there."""
-    return _op("split")(x, [int(n) for n in split_sizes], dim)
+    return op_impl("split")(x, [int(n) for n in split_sizes], dim)
 
 
 def _tensor_split_bounds(size: int, indices_or_sections) -> list[int]:
@@ -124,7 +120,7 @@ def _hermitian(x: Tensor, batched: bool) -> Tensor:
     if not batched and x.ndim not in (0, 2):
         raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {x.ndim}-D tensor.")
     flipped = x.mT if batched else x.T
-    return _op("conj")(flipped) if x.dtype.is_complex else flipped
+    return op_impl("conj")(flipped) if x.dtype.is_complex else flipped
 
 
 tensor_attribute("H", property(lambda x: _hermitian(x, False)))
@@ -192,8 +188,8 @@ def cartesian_prod(*tensors) -> Tensor:
     if len(tensors) == 1:
         return tensors[0]
     with scratch_scope():
-        grids = [g.reshape(-1).to(meta.dtype) for g in _op("meshgrid")(*tensors, indexing="ij")]
-    return _op("stack")(grids, 1)
+        grids = [g.reshape(-1).to(meta.dtype) for g in op_impl("meshgrid")(*tensors, indexing="ij")]
+    return op_impl("stack")(grids, 1)
 
 
 def _combination_rows(n: int, r: int, with_replacement: bool) -> np.ndarray:
@@ -230,7 +226,7 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
     rows = _combination_rows(input.shape[0], r, with_replacement)
     with scratch_scope():
         index = tensor(rows.reshape(-1), dtype=_I64, device=input.device)
-    return _op("index_select")(input, 0, index).reshape(meta.shape)
+    return op_impl("index_select")(input, 0, index).reshape(meta.shape)
 
 
 # ---- block_diag, kron, tensordot, cross, diff -------------------------------------------------------------
@@ -255,7 +251,7 @@ def block_diag(*tensors) -> Tensor:
     """The tensors (each taken as a matrix: 0-d as 1 x 1, 1-D as a row) along the diagonal, zeros elsewhere."""
     meta = _block_diag_result(tensors)
     device = tensors[0].device if tensors else None
-    out = _op("zeros")(meta.shape, dtype=meta.dtype, device=device)
+    out = op_impl("zeros")(meta.shape, dtype=meta.dtype, device=device)
     row = col = 0
     for t in tensors:
         rows, cols = _as_matrix(tuple(t.shape))
@@ -337,7 +333,7 @@ def _tensordot_cost(call):
 
 
 def _summed_to_one(x: Tensor, dims: list) -> Tensor:
-    return _op("sum")(x, dims, True, dtype=x.dtype) if dims else x
+    return op_impl("sum")(x, dims, True, dtype=x.dtype) if dims else x
 
 
 def _tensordot_from_aten(args, kwargs):
@@ -361,7 +357,7 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
         inner = S.numel([a.shape[d] for d in dims_a])
         left = a.permute(free_a + dims_a).reshape(S.numel([a.shape[i] for i in free_a]), inner)
         right = b.permute(dims_b + free_b).reshape(inner, S.numel([b.shape[i] for i in free_b]))
-    return _op("matmul")(left.to(meta.dtype), right.to(meta.dtype)).reshape(meta.shape)
+    return op_impl("matmul")(left.to(meta.dtype), right.to(meta.dtype)).reshape(meta.shape)
 
 
 def _cross_dim(shape, dim, op):
@@ -393,7 +389,7 @@ def _cross_impl(op: str, default):
             ax, ay, az = (narrow(a, d, i, 1) for i in range(3))
             bx, by, bz = (narrow(b, d, i, 1) for i in range(3))
             parts = [ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx]
-        return _op("cat")(parts, d).to(meta.dtype)
+        return op_impl("cat")(parts, d).to(meta.dtype)
     impl.__doc__ = "The cross product of 3-vectors along ``dim``, after broadcasting."
     return impl
 
@@ -457,7 +453,7 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) ->
                 shape[d] = 1
                 t = t.expand(shape)
             pieces.append(t)
-        x = _op("cat")(pieces, d) if len(pieces) > 1 else input
+        x = op_impl("cat")(pieces, d) if len(pieces) > 1 else input
     for step in range(n):
         length = x.shape[d]
         if length <= 1:
@@ -502,18 +498,18 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
         raise RuntimeError("isin: complex tensors are not supported (there is no order to search)")
     count = S.numel(test_elements.shape)
     if count == 0:
-        return _op("full")(tuple(elements.shape), invert, dtype="bool", device=elements.device)
+        return op_impl("full")(tuple(elements.shape), invert, dtype="bool", device=elements.device)
     with scratch_scope():
         ordered = test_elements.reshape(-1).to(common).sort().values
         values = elements.to(common).reshape(-1)
-        position = _op("searchsorted")(ordered, values).clamp_max(count - 1)
+        position = op_impl("searchsorted")(ordered, values).clamp_max(count - 1)
         nearest = ordered.index_select(0, position)
     found = nearest != values if invert else nearest == values
     return found.reshape(tuple(elements.shape))
 
 
 def _diagonal_scatter_result(input, src, offset, dim1, dim2) -> TensorMeta:
-    expected = tuple(_op("diagonal")(_meta_tensor(input), offset, dim1, dim2).shape)
+    expected = tuple(op_impl("diagonal")(_meta_tensor(input), offset, dim1, dim2).shape)
     if tuple(src.shape) != expected:
         raise RuntimeError(f"diagonal_scatter: expected src to have a size equal to the diagonal of the input, "
                            f"{list(expected)}, but got {list(src.shape)}")
@@ -528,7 +524,7 @@ def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
     """A copy of ``input`` with the diagonal (``offset``, ``dim1``, ``dim2``) replaced by ``src``."""
     _diagonal_scatter_result(input, src, offset, dim1, dim2)
     out = input.clone()
-    _op("diagonal")(out, offset, dim1, dim2).copy_(src)
+    op_impl("diagonal")(out, offset, dim1, dim2).copy_(src)
     return out
 
 

@@ -15,7 +15,7 @@ from ..dtypes import get_dtype
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .nn_composites import temporaries
-from .registry import OUT, Cost, TensorMeta, family_samples, get, nbytes, register
+from .registry import Cost, OUT, TensorMeta, family_samples, nbytes, op_impl, register
 from .samples import Samples, by_name, operand, sample
 
 _I64 = get_dtype("int64")
@@ -23,10 +23,6 @@ median_result = namedtuple("median", ["values", "indices"])
 nanmedian_result = namedtuple("nanmedian", ["values", "indices"])
 mode_result = namedtuple("mode", ["values", "indices"])
 histogram_result = namedtuple("histogram", ["hist", "bin_edges"])
-
-
-def _op(name):
-    return get(name).impl
 
 
 def _sort_cost(x, outputs, extra=4):
@@ -65,18 +61,18 @@ def _sorted_rows(input: Tensor, dim):
 def _median(input: Tensor, dim, keepdim: bool, ignore_nan: bool, op: str, result):
     meta = _median_meta_for(op)(input, dim, keepdim)
     if dim is None and input.numel() == 0:
-        return _op("full")((), math.nan, dtype=input.dtype, device=input.device)
+        return op_impl("full")((), math.nan, dtype=input.dtype, device=input.device)
     with scratch_scope():
         values, indices, nans = _sorted_rows(input, dim)
         n = values.shape[-1]
         if nans is None:
-            pick = _op("full")(tuple(values.shape[:-1]) + (1,), (n - 1) // 2, dtype=_I64, device=input.device)
+            pick = op_impl("full")(tuple(values.shape[:-1]) + (1,), (n - 1) // 2, dtype=_I64, device=input.device)
         elif ignore_nan:
             # the lower median of the valid values; an all-NaN row picks its first (NaN) element
             pick = ((n - nans - 1).div(2, rounding_mode="floor")).clamp_min(0)
         else:
             # a row holding NaN gives NaN: the first NaN sits at n - nans
-            pick = _op("where")(nans > 0, n - nans, (n - 1) // 2)
+            pick = op_impl("where")(nans > 0, n - nans, (n - 1) // 2)
     if dim is None:
         return values.gather(-1, pick).reshape(())
     shape = meta[0].shape
@@ -127,11 +123,11 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False):
     with scratch_scope():
         values, indices, _ = _sorted_rows(input, dim)
         n = values.shape[-1]
-        positions = _op("arange")(n, device=input.device).expand(values.shape)
-        starts = _op("ones")(values.shape, dtype="bool", device=input.device)
+        positions = op_impl("arange")(n, device=input.device).expand(values.shape)
+        starts = op_impl("ones")(values.shape, dtype="bool", device=input.device)
         if n > 1:
             starts[..., 1:] = values[..., 1:] != values[..., :-1]
-        run_start = _op("where")(starts, positions, 0).cummax(-1).values
+        run_start = op_impl("where")(starts, positions, 0).cummax(-1).values
         # (position - its run's start) peaks at the last element of the longest run; argmax takes the first
         # peak, so of equally long runs the smallest value wins
         ends = (positions - run_start).argmax(-1, keepdim=True)
@@ -176,7 +172,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op):
     if scalar_q:
         if not 0 <= q <= 1:
             raise RuntimeError(f"{op}() q must be in the range [0, 1] but got {q}")
-        q = _op("full")((1,), q, dtype=input.dtype, device=input.device)
+        q = op_impl("full")((1,), q, dtype=input.dtype, device=input.device)
     elif q.numel() and ((q < 0) | (q > 1)).any().item():
         raise RuntimeError(f"{op}() q values must be in the range [0, 1]")
     with scratch_scope():
@@ -185,7 +181,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op):
         rows = values.reshape(-1, n)
         nans = nans.reshape(-1, 1)
         qs = q.reshape(-1, 1, 1)
-        valid = (n - nans) if ignore_nan else _op("full_like")(nans, n)
+        valid = (n - nans) if ignore_nan else op_impl("full_like")(nans, n)
         rank = qs * (valid - 1).to(input.dtype)
         if interpolation == "nearest":
             rank = rank.round()
@@ -203,7 +199,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op):
             result = below.lerp(above, rank - low.to(input.dtype))
         # a row with NaN gives NaN (quantile), an all-NaN row too (nanquantile)
         undefined = (valid == 0) if ignore_nan else (nans > 0)
-    final = _op("where")(undefined, math.nan, result).reshape(meta.shape)
+    final = op_impl("where")(undefined, math.nan, result).reshape(meta.shape)
     return final
 
 
@@ -296,7 +292,7 @@ def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
     meta = _trapezoid_meta(y, x, dx, dim)
     d = S.wrap_dim(dim, y.ndim)
     if y.shape[d] <= 1:
-        return _op("zeros")(meta.shape, dtype=meta.dtype, device=y.device)
+        return op_impl("zeros")(meta.shape, dtype=meta.dtype, device=y.device)
     with scratch_scope():
         areas = _areas(y, x, dx, d, meta.dtype)
     return areas.sum(d)
@@ -351,17 +347,17 @@ def equal_bin_edges(values: Tensor, count: int, range, op: str) -> Tensor:
         raise RuntimeError(f"torch.{op}(): range of [{low}, {high}] is not finite")
     if low == high:
         low, high = low - 0.5, high + 0.5
-    return _op("linspace")(low, high, count + 1, dtype=values.dtype, device=values.device)
+    return op_impl("linspace")(low, high, count + 1, dtype=values.dtype, device=values.device)
 
 
 def bin_positions(values: Tensor, edges: Tensor) -> Tensor:
     """The bin of each of the 1-D ``values`` between ``edges``: a bin holds [edge, next edge), the last one its
     right edge too; values outside the edges (and NaN) get the bin count, one past the last bin."""
     count = edges.shape[0] - 1
-    bin_of = _op("searchsorted")(edges, values, right=True) - 1
-    bin_of = _op("where")(values == edges[count], count - 1, bin_of)
+    bin_of = op_impl("searchsorted")(edges, values, right=True) - 1
+    bin_of = op_impl("where")(values == edges[count], count - 1, bin_of)
     outside = (bin_of < 0) | (bin_of >= count) | values.isnan()
-    return _op("where")(outside, count, bin_of)
+    return op_impl("where")(outside, count, bin_of)
 
 
 @register("histogram", family="sorting", aten=["aten::histogram.bins_tensor", "aten::histogram.bin_ct"],
@@ -384,9 +380,9 @@ def histogram(input: Tensor, bins=100, *, range=None, weight=None, density: bool
     with scratch_scope():
         values = input.reshape(-1)
         bin_of = bin_positions(values, edges)
-        amounts = (_op("ones")(values.shape, dtype=input.dtype, device=input.device) if weight is None
+        amounts = (op_impl("ones")(values.shape, dtype=input.dtype, device=input.device) if weight is None
                    else weight.reshape(-1).to(input.dtype))
-        totals = _op("zeros")((count + 1,), dtype=input.dtype, device=input.device).index_add_(0, bin_of, amounts)
+        totals = op_impl("zeros")((count + 1,), dtype=input.dtype, device=input.device).index_add_(0, bin_of, amounts)
         if density:
             scale = totals[:count].sum() * (edges[1:] - edges[:-1])
     hist = totals[:count] / scale if density else totals[:count].clone()
@@ -417,8 +413,8 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     d = S.wrap_dim(dim, input.ndim)
     others = [i for i in builtins.range(input.ndim) if i != d]
     with scratch_scope():
-        norms = _op("linalg.vector_norm")(input, p, others, True)
-        factor = _op("where")(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).to(input.dtype)
+        norms = op_impl("linalg.vector_norm")(input, p, others, True)
+        factor = op_impl("where")(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).to(input.dtype)
     return input * factor
 
 
