@@ -280,7 +280,7 @@ def test_incomplete_gamma_edges():
 def test_incomplete_gamma_large_shapes_near_their_mean():
     """Near x = a the series and the fraction take about sqrt(a) terms: the loops run until every element
     has converged. Reference: P + Q = 1, and the normal limit P(a, a) -> 1/2 + 1 / (3 sqrt(2 pi a))."""
-    a = np.array([1e3, 1e5])
+    a = np.array([1e3, 1e4])
     lower = nbx.igamma(to_nbx(a), to_nbx(a)).numpy()
     upper = nbx.igammac(to_nbx(a), to_nbx(a)).numpy()
     np.testing.assert_allclose(lower + upper, 1.0, rtol=1e-12)
