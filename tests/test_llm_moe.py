@@ -12,6 +12,7 @@ import pytest
 
 from nbxtensor import census as C
 from nbxtensor import llm
+from nbxtensor.device import backend_for, resolve
 from nbxtensor.device.facts import load as load_facts
 from nbxtensor.launch import capture
 from nbxtensor.llm.census import checkpoint_census, engine_census
@@ -76,8 +77,8 @@ def test_a_batch_decodes_the_tokens_each_prompt_gets_alone(tmp_path_factory):
 
 def test_the_census_names_the_keys_a_mixture_of_experts_run_forms(tmp_path_factory):
     """Prefill in chunks and two-row decode steps: the keys of the router's, the experts' grouped and the
-    shared expert's products, as a real run forms them; on Hopper's facts too, the float32 grouped products on
-    bfloat16 parts."""
+    shared expert's products, as a real run forms them on the test device; on Hopper's facts too, the float32
+    grouped products on bfloat16 parts."""
     _, directory = _checkpoint(tmp_path_factory, "qwen2_moe", FAMILIES)
     ours = llm.load(directory, device=TEST_DEVICE, cache_tokens=256, block_size=4, prefill_chunk=4)
     with C.shadow() as formed:
@@ -86,7 +87,7 @@ def test_the_census_names_the_keys_a_mixture_of_experts_run_forms(tmp_path_facto
         while ours.engine.busy:
             ours.engine.step()
     config = DecoderConfig.from_hf(json.loads((directory / "config.json").read_text()), str(directory))
-    keys = engine_census(config, config.dtype, load_facts("cpu"), prompts=[len(p) for p in PROMPTS[:2]],
+    keys = engine_census(config, config.dtype, backend_for(resolve(TEST_DEVICE)).facts, prompts=[len(p) for p in PROMPTS[:2]],
                          batch_sizes=[2], prefill_chunk=4)
     assert set(keys) == set(formed) and any(key.startswith("grouped_gemm|") for key in keys)
     hopper, _ = checkpoint_census(directory, load_facts("hopper"), batch_sizes=[1], context=16)

@@ -248,13 +248,14 @@ def test_fp8_activations(rng, mode, rows, dtype):
 
 @pytest.mark.parametrize("form", ["fp8_gemm", "fp8_gemm_tiles"])
 @pytest.mark.parametrize("k", [64, 192])
-def test_fp8_products_read_no_weight_input_past_k(rng, monkeypatch, form, k):
+def test_fp8_products_read_no_weight_input_past_k(rng, monkeypatch, first_candidate, form, k):
     """The rows are padded with zeros to a multiple of 128 inputs and the K loop runs over all of them; with
     64-input K tiles and K a multiple of 64 but not of 128 (Llama's 64-wide heads, tiny models), the last tile
     lies wholly past K. Its weight loads must stay inside the weight (the last input read again, meeting the
     rows' zeros): read past it, they took the next rows' bytes or memory past the weight, whose e4m3 NaN (0x7f)
     made the product NaN on an H100 (0 x NaN). The launch is checked for the clamped form (the interpreter
-    reads stray memory as it happens to be), and the product against float64."""
+    reads stray memory as it happens to be), and the product against float64. The forced setting is taken
+    on every device (``first_candidate``: a compiling one would otherwise take its stored tuning)."""
     n = 24
     q = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
     scales = rng.uniform(0.01, 0.1, (1,)).astype(np.float32)
