@@ -106,8 +106,6 @@ def main() -> None:
             floor_ms = used * expert_bytes / FLOOR_BYTES_PER_S * 1e3
             block_rows.append((f"{name} rows {m}", ours_ms, torch_ms, torch_ms / ours_ms, floor_ms / ours_ms))
             print("block", *block_rows[-1], sep=" | ", flush=True)
-        del gate_up, down, router, ours_gate_up, ours_down, ours_router
-        torch.cuda.empty_cache()
     print_checks(checks, "max relative error {:.2g}")
     for title, rows in (("grouped_mm (gate and up) vs torch._grouped_mm", grouped_rows),
                         ("moe block vs torch ops around _grouped_mm", block_rows)):
