@@ -16,6 +16,7 @@ from hypothesis import given, settings, strategies as st
 import nbxtensor as nbx
 from nbxtensor.graph import arena
 from nbxtensor.ops import fft as F
+from nbxtensor.ops import plans
 
 from .conftest import TEST_DEVICE, cpu_kernels, examples, to_nbx
 from .test_stft import _Input, _run_graph
@@ -95,6 +96,34 @@ def test_plans_of_each_length_kind():
         F._method(536870923)
 
 
+REPLAYED = [
+    ("fft", lambda x: nbx.fft.fft(x), (3, 16), "complex64"),                      # one launch, source to output
+    ("rfft of integers", lambda x: nbx.fft.rfft(x), (2, 12), "int32"),          # converted first
+    ("fft2 padded", lambda x: nbx.fft.fft2(x, s=(6, 5)), (4, 5), "complex128"),  # a buffer zeroed first
+    ("irfft2", lambda x: nbx.fft.irfft2(x, s=(4, 6)), (4, 4), "complex64"),      # a staged buffer, Hermitian
+    ("two passes", lambda x: nbx.fft.ifft(x, norm="ortho"), (2, 2048), "complex64"),
+    ("bluestein", lambda x: nbx.fft.hfft(x, n=37, dim=0), (19, 3), "complex64"),
+    ("primitive", lambda x: F.fft_r2c.impl(x, [0, 1], 2, True), (3, 6), "float64"),
+]
+
+
+@pytest.mark.parametrize("name, call, shape, dtype", REPLAYED, ids=[case[0] for case in REPLAYED])
+def test_a_layout_s_later_calls_replay_its_first_call_s_launches(name, call, shape, dtype, monkeypatch, rng):
+    """The first call of a layout runs the general path and records it; later calls of that layout, on other
+    tensors (one at an offset in its storage), run the recorded launches without it."""
+    first = _random(rng, shape, dtype)
+    later = _random(rng, (2, *shape), dtype)
+    expected = []
+    for x in (later[1], first):  # each as a first call computes it, ``first``'s plan kept
+        plans.clear_all()
+        expected.insert(0, call(to_nbx(x)).numpy())
+    monkeypatch.setattr(F, "_execute", lambda plan, x: pytest.fail("a replayed call ran the general path"))
+    twice = to_nbx(later)
+    for x, want in zip((to_nbx(first), twice[1]), expected):
+        got = call(x)
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
 @pytest.fixture
 def small_passes(monkeypatch):
     """Stages of at most 8 points, so passes of at most 64: lengths of a few thousand take three passes."""
@@ -103,9 +132,11 @@ def small_passes(monkeypatch):
         function.cache_clear()
     monkeypatch.setattr(F, "STAGE_MAX", 8)
     monkeypatch.setattr(F, "PASS_MAX", 64)
+    plans.clear_all()  # calls of layouts planned under the usual stages
     yield
     for function in cached:
         function.cache_clear()
+    plans.clear_all()
 
 
 @pytest.mark.parametrize("n", [3000, 2053])
@@ -328,11 +359,13 @@ def test_float32_products_on_bfloat16_parts_keep_float32_accuracy(monkeypatch, r
     accurate as float32 FMA (the interpreter runs the same form)."""
     monkeypatch.setattr(F, "_precision", lambda component, device: (
         F.PRECISION_BF16_PARTS.value if component.name == "float32" else "ieee"))
+    plans.clear_all()  # calls of these layouts planned in IEEE float32
     for n in (12, 100, 2048):
         x = _random(rng, (2, n), "complex64")
         assert_close_fft(nbx.fft.fft(to_nbx(x)), np.fft.fft(x.astype(np.complex128)), x, n, axes=-1)
     x = _random(rng, (2, 97), "float32")
     assert_close_fft(nbx.fft.rfft(to_nbx(x)), np.fft.rfft(x.astype(np.float64)), x, 97, axes=-1)
+    plans.clear_all()
 
 
 @settings(max_examples=examples(25), deadline=None)
