@@ -242,7 +242,7 @@ def _active() -> _Recorder | None:
     return getattr(_recorders, "active", None)
 
 
-def _note_role(name: str, t: Tensor) -> None:
+def note_role(name: str, t: Tensor) -> None:
     recorder = _active()
     if recorder is not None:
         recorder.roles[name] = t
@@ -271,7 +271,7 @@ def _issue(grid, device, args: list, **constexprs) -> None:
     launch(K.fft_pass, grid, device, args, **constexprs)
 
 
-def _planned_launches(recorder: _Recorder):
+def planned_launches(recorder: _Recorder):
     """(``PlannedLaunch``es, ``Workspace``, each role's slot name) replaying the recorded launches, every tensor argument a slot
     named by its role or temporary (matched by storage and offset) or a kept table; None where the call
     cannot be replayed so."""
@@ -317,20 +317,23 @@ def call_key(name: str, x: Tensor, *options):
 _CALLS = PlanCache()
 
 
-def planned_call(key, x: Tensor, run, replay):
-    """``run(x)``, the general path of a call, for the first call of ``key``, its work recorded; later calls
-    of ``key`` take ``replay(recorder, x, key)``'s result, made once from that record (``key`` None: every
-    call takes the general path)."""
+def planned_call(key, args: tuple, run, replay):
+    """``run(*args)``, the general path of a call, for the first call of ``key``, its work recorded; later
+    calls of ``key`` take ``replay(recorder, key, *args)``'s result, made once from that record, as
+    ``execute(*args)`` (``key`` None: every call takes the general path)."""
     if key is None:
-        return run(x)
+        return run(*args)
     execute = _CALLS.lookup(key)
     if execute is not None:
-        return execute(x)
+        return execute(*args)
     with _Recording(_Recorder()) as recorder:
-        result = run(x)
+        result = run(*args)
     with outside_arena():
-        _CALLS.put(key, replay(recorder, x, key))
+        _CALLS.put(key, replay(recorder, key, *args))
     return result
+
+
+lookup_call = _CALLS.lookup  # ``lookup_call(key)``: the replay ``planned_call`` made for ``key``, or None
 
 
 # ---- passes -----------------------------------------------------------------------------------------
@@ -673,7 +676,7 @@ def _execute(plan: _Plan, x: Tensor) -> Tensor:
             x = op_impl("to")(x, dtype=plan.compute)
     buffer = _scratch(plan.buffer_shape, plan.compute.to_real().to_complex(), device) if plan.staged else out
     for name, t in (("src", x), ("out", out), ("buffer", buffer)):
-        _note_role(name, t)
+        note_role(name, t)
     if plan.zeroed:
         op_impl("fill_")(buffer, 0)
     for step in plan.steps:
@@ -689,12 +692,12 @@ def _execute(plan: _Plan, x: Tensor) -> Tensor:
 
 
 def _replay(plan: _Plan):
-    """``replay(recorder, x)`` for ``planned_call``: a call of ``plan``'s layout as its recorded launches,
+    """``replay(recorder, key, x)`` for ``planned_call``: a call of ``plan``'s layout as its recorded launches,
     with fresh output and temporaries; where the input converts or the buffer is zeroed first, those ops
     run before them. One from the source to a fresh output alone is a ``LaunchCall``, which binds its
     launches where kernels compile."""
-    def replay(recorder: _Recorder, x: Tensor, key):
-        planned = _planned_launches(recorder)
+    def replay(recorder: _Recorder, key, x: Tensor):
+        planned = planned_launches(recorder)
         if planned is None:
             return functools.partial(_execute, plan)
         launches, workspace, slots = planned
@@ -816,7 +819,7 @@ def _declare_transform(name: str, family: _Family, arity: str):
 
     def run(input, size, dim, norm):
         plan = _transform_plan(full, family, arity, input, size, dim, norm)
-        return planned_call(call_key(full, input, size, dim, norm), input, functools.partial(_execute, plan),
+        return planned_call(call_key(full, input, size, dim, norm), (input,), functools.partial(_execute, plan),
                             _replay(plan))
 
     if arity == "":
@@ -884,7 +887,7 @@ def _primitive_call(name: str, plan_of, x, *options):
     if execute is not None:
         return execute(x)
     plan = plan_of(x, *options)
-    return planned_call(key, x, functools.partial(_execute, plan), _replay(plan))
+    return planned_call(key, (x,), functools.partial(_execute, plan), _replay(plan))
 
 
 @register("_fft_c2c", family="fft", aten=["aten::_fft_c2c.default"], api=(), variants=(OUT,),
