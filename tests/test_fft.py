@@ -124,6 +124,31 @@ def test_a_layout_s_later_calls_replay_its_first_call_s_launches(name, call, sha
         np.testing.assert_array_equal(got.numpy(), want)
 
 
+@pytest.mark.parametrize("form", [F.DENSE, F.RADIX])
+def test_every_form_of_a_power_of_two_pass_computes_the_transform(form, monkeypatch, rng):
+    """A power-of-two pass is timed in both forms on a GPU; the interpreter takes the first: each forced in
+    turn, over one-stage, two-stage and two-pass lengths, real, Hermitian and complex rows, both widths."""
+    assert [config["FORM"] for config in F._forms(256)] == [F.RADIX, F.DENSE] and F._forms(12) == [{"FORM": F.DENSE}]
+    monkeypatch.setattr(F.tuning, "choose_timed", lambda key, facts, candidates, prepare: {"FORM": form})
+    stages, issue = [], F._issue
+
+    def recording(grid, device, args, **constexprs):
+        stages.append(constexprs["RADIX_STAGES"])
+        issue(grid, device, args, **constexprs)
+    monkeypatch.setattr(F, "_issue", recording)
+    plans.clear_all()
+    for n, dtype in ((16, "complex64"), (1024, "complex128"), (8192, "complex64")):
+        x = _random(rng, (2, n), dtype)
+        assert_close_fft(nbx.fft.ifft(to_nbx(x)), np.fft.ifft(x.astype(np.complex128)), x, n, axes=-1)
+    real = _random(rng, (3, 64), "float64")
+    assert_close_fft(nbx.fft.rfft(to_nbx(real)), np.fft.rfft(real), real, 64, axes=-1)
+    half = _random(rng, (2, 17), "complex64")
+    assert_close_fft(nbx.fft.irfft(to_nbx(half)), np.fft.irfft(half.astype(np.complex128)), half, 32, axes=-1)
+    radix = [4, 10, 8, 5, 6, 5]  # the passes' log2 lengths: 8192 = 256 x 32
+    assert stages == (radix if form == F.RADIX else [0] * len(radix))
+    plans.clear_all()
+
+
 @pytest.fixture
 def small_passes(monkeypatch):
     """Stages of at most 8 points, so passes of at most 64: lengths of a few thousand take three passes."""

@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, tuning
 from .. import shape as S
 from ..allocation import (Workspace, fresh_tensor_maker, new_tensor, outside_arena, scratch_scope, scratch_tensor,
                           workspace_bytes)
@@ -183,6 +183,12 @@ def _stage_tables(n1: int, n2: int, sign: int, component, device) -> Tensor:
         twiddles[:n2, :n1] = _roots(_products(n2, n1), n1 * n2, sign)
         return np.concatenate([realified(n1, p1), realified(n2, p2), np.stack([twiddles.real, twiddles.imag], -1).ravel()])
     return _table(("stages", n1, n2, sign), component, device, make)
+
+
+def _radix_tables(n: int, sign: int, component, device) -> Tensor:
+    """The radix form's twiddles w_n^e, e < n / 2, as (real, imaginary) pairs (``kernels/fft.py``)."""
+    return _table(("radix", n, sign), component, device,
+                  lambda: np.stack([(roots := _roots(np.arange(n // 2), n, sign)).real, roots.imag], -1).ravel())
 
 
 def _twiddles(na: int, nb: int, sign: int, dtype, device) -> Tensor:
@@ -386,33 +392,69 @@ def _rows_per_program(p1: int, p2: int, inner_rows: int, facts: dict) -> int:
     return max(min(rows, _pow2(inner_rows)), TILE_MIN // p2)
 
 
+# a pass's forms: its stages as dense DFTs (tl.dot), or for a power-of-two length the radix-2 form
+DENSE, RADIX = "dense", "radix"
+
+
+def _forms(n: int) -> list:
+    """The forms a pass of length n may take, the interpreter's choice first."""
+    return [{"FORM": RADIX}, {"FORM": DENSE}] if 4 <= n <= PASS_MAX and n & (n - 1) == 0 else [{"FORM": DENSE}]
+
+
 def _launch_pass(source: _Side, target: _Side, outer_shape: tuple, inner_rows: int, n: int, sign: int, *,
                  input_kind, output_kind, signal_length: int, in_count: int, out_count: int, scale: float = 1.0,
                  pre: Tensor | None = None, post: Tensor | None = None, post_strides: tuple = (0, 0)) -> None:
-    n1, n2 = _stages(n)
-    p1, p2 = _tile(n1, n2)
     device = target.tensor.device
     component = target.tensor.dtype.to_real()
     facts = backend_for(device).facts
-    tables = _stage_tables(n1, n2, sign, component, device)
-    rows = _rows_per_program(p1, p2, inner_rows, facts)
-    blocks = cdiv(inner_rows, rows)
-    pre_kind = K.PRE_NONE if pre is None else K.PRE_COMPLEX if pre.dtype.is_complex else K.PRE_REAL
-    in_components = 2 if source.tensor.dtype.is_complex else 1
-    out_components = 2 if target.tensor.dtype.is_complex else 1
-    index_64 = needs_index_64(*((t.shape, tuple(c * s for s in t.stride())) for t, c in
-                                ((source.tensor, in_components), (target.tensor, out_components))),
-                              count=S.numel(outer_shape) * blocks * rows * p1 * p2, reach=1)
-    _issue((S.numel(outer_shape) * blocks,), device,
-           [source.tensor, target.tensor, tables, tables if pre is None else pre, tables if post is None else post,
-            inner_rows, blocks, n1, n2, signal_length, in_count, out_count, source.row_stride, source.stride,
-            target.row_stride, target.stride, padded_for_kernel(outer_shape), padded_for_kernel(source.outer_strides, 0),
-            padded_for_kernel(target.outer_strides, 0), *post_strides, encode_scalar(scale, component)],
-           INPUT=input_kind.value, OUTPUT=output_kind.value, IN_GROUPED=source.grouped, OUT_GROUPED=target.grouped,
-           PRE=pre_kind.value, POST=post is not None, SCALED=scale != 1.0, OUTER_RANK=max(len(outer_shape), 1),
-           ROWS=rows, P1=p1, P2=p2, PRECISION=_precision(component, device),
-           PARTS_IN_F32=bool(facts["kernels"].get("interpreted")), INDEX_64=index_64,
-           num_warps=4 if rows * p1 * p2 <= 2048 else 8)
+
+    def arguments(config: dict, source: _Side, target: _Side) -> tuple:
+        """(grid, arguments, constexprs) of the pass in the form ``config`` names."""
+        if config["FORM"] == RADIX:
+            n1, n2, p1, p2, tables = n, 1, n, 1, _radix_tables(n, sign, component, device)
+            rows = max(1, min(facts["kernels"]["fft_tile_elements"] // n, _pow2(inner_rows)))
+            stages = n.bit_length() - 1
+        else:
+            n1, n2 = _stages(n)
+            p1, p2 = _tile(n1, n2)
+            tables = _stage_tables(n1, n2, sign, component, device)
+            rows = _rows_per_program(p1, p2, inner_rows, facts)
+            stages = 0
+        blocks = cdiv(inner_rows, rows)
+        pre_kind = K.PRE_NONE if pre is None else K.PRE_COMPLEX if pre.dtype.is_complex else K.PRE_REAL
+        in_components = 2 if source.tensor.dtype.is_complex else 1
+        out_components = 2 if target.tensor.dtype.is_complex else 1
+        index_64 = needs_index_64(*((t.shape, tuple(c * s for s in t.stride())) for t, c in
+                                    ((source.tensor, in_components), (target.tensor, out_components))),
+                                  count=S.numel(outer_shape) * blocks * rows * p1 * p2, reach=1)
+        args = [source.tensor, target.tensor, tables, tables if pre is None else pre, tables if post is None else post,
+                inner_rows, blocks, n1, n2, signal_length, in_count, out_count, source.row_stride, source.stride,
+                target.row_stride, target.stride, padded_for_kernel(outer_shape),
+                padded_for_kernel(source.outer_strides, 0), padded_for_kernel(target.outer_strides, 0), *post_strides,
+                encode_scalar(scale, component)]
+        constexprs = dict(
+            INPUT=input_kind.value, OUTPUT=output_kind.value, IN_GROUPED=source.grouped, OUT_GROUPED=target.grouped,
+            PRE=pre_kind.value, POST=post is not None, SCALED=scale != 1.0, OUTER_RANK=max(len(outer_shape), 1),
+            ROWS=rows, P1=p1, P2=p2, PRECISION=_precision(component, device),
+            PARTS_IN_F32=bool(facts["kernels"].get("interpreted")), INDEX_64=index_64, RADIX_STAGES=stages,
+            num_warps=4 if rows * p1 * p2 <= 2048 else 8)
+        return (S.numel(outer_shape) * blocks,), args, constexprs
+
+    def timed(config: dict):
+        """The pass in form ``config`` on tensors of its sides' layouts of its own (a pass in place must not
+        run over its data while it is timed)."""
+        probes = [side._replace(tensor=new_tensor(side.tensor.shape, side.tensor.dtype, device,
+                                                  strides=side.tensor.stride())) for side in (source, target)]
+        grid, args, constexprs = arguments(config, *probes)
+        return lambda: launch(K.fft_pass, grid, device, args, **constexprs)
+
+    forms = _forms(n)
+    config = forms[0] if len(forms) == 1 else tuning.choose_timed(
+        tuning.launch_key("fft_pass", facts, rows={"M": S.numel(outer_shape) * inner_rows}, cols={"N": n},
+                          dtypes=(component,), flags=dict(INPUT=input_kind.value, OUTPUT=output_kind.value)),
+        facts, forms, timed)
+    grid, args, constexprs = arguments(config, source, target)
+    _issue(grid, device, args, **constexprs)
 
 
 def _run(source: Signal, target: Signal, passes: tuple, sign: int, *, input_kind, output_kind, signal_length: int,
