@@ -1,11 +1,17 @@
 """One pass of a discrete Fourier transform: every program transforms ROWS rows of one length held whole in
-registers, as one or two stages of small dense DFTs (``ops/fft.py`` plans the passes and says why).
+registers, in one of two forms (``ops/fft.py`` plans the passes, says why, and times the forms against each
+other on a GPU): one or two stages of small dense DFTs, or for a power-of-two length radix-2 stages.
 
 A row of length n1 * n2 is the tile t[j2, j1] = x[n2 * j1 + j2]; stage one multiplies it by the n1-point DFT
 matrix along j1, the twiddles w_n^(j2 k1) follow elementwise, and stage two multiplies by the n2-point DFT
 matrix along j2, giving X[k1 + n1 * k2] (Cooley-Tukey's four steps, the transposes done by the tile's permute
 and the store's addresses). A single stage (P2 == 1) is a direct DFT. Padded lanes (each stage's extent
 rounded to the power of two P1 or P2) hold zeros and meet zero matrix entries.
+
+The radix form (RADIX_STAGES = log2 n > 0, the tile [ROWS, 1, n]) splits the row into real and imaginary
+parts and runs Pease's constant-geometry radix-2 stages on them (``_radix2_stages``): about five operations
+an element a stage instead of a dense stage's 4 P multiply-adds, paid for by a permute of the tile a stage;
+its result is bit-reversed, which the store's addresses undo.
 
 Complex values stay interleaved (real, imaginary) in a trailing axis of 2 from load to store, one vector
 load or store a pair; a stage is one real product (``tl.dot``) of the tile's rows, [real, imaginary] pairs

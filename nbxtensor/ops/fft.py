@@ -14,15 +14,19 @@ n is passes of ``kernels/fft.py``'s kernel, a program holding whole rows in regi
   convolution of power-of-two length m >= 2n - 1 run as a forward and an inverse transform of length m,
   the chirps and the kernel's spectrum multiplied in the passes' loads and stores.
 
-Why small dense DFTs: Triton has no lane shuffles, so a butterfly network would exchange data through a
-layout conversion per radix step, while a stage of up to 32 points is one product of the row tile with a
-DFT matrix and a row of 1024 points costs two products and one transpose in registers; each pass reads and
-writes memory once. The products cost 4 (p1 + p2) multiply-adds an element (p the stages' extents padded to
-powers of two, at least 16, tl.dot's least), far more than the 5 log2 n flops of a radix-2 FFT, and on an
-H100 in IEEE float32 on the FMA units that bounds large transforms by arithmetic, not memory (README, "What
-does not work yet"); 64-point stages spilled registers there. Float32 products stay IEEE float32 on the FMA
-units (never TF32), or where the facts ask (``fft_float32_parts``) the six products of their bfloat16 parts
-on the matrix units (``kernels/matmul.py``'s exact float32; slow to compile); float64 ones on the FMA units.
+Why small dense DFTs: Triton has no lane shuffles, so a butterfly network exchanges data through a layout
+conversion per radix step, while a stage of up to 32 points is one product of the row tile with a DFT matrix
+and a row of 1024 points costs two products and one transpose in registers; each pass reads and writes
+memory once. The products cost 4 (p1 + p2) multiply-adds an element (p the stages' extents padded to powers
+of two, at least 16, tl.dot's least), far more than the 5 log2 n flops of a radix-2 FFT, and on an H100 in
+IEEE float32 on the FMA units that bounds large transforms by arithmetic, not memory (README, "What does not
+work yet"); 64-point stages spilled registers there. So a pass of a power-of-two length (4 to 1024) has a
+second form, the radix form: log2 n radix-2 stages on the register tile (``kernels/fft.py``), about five
+operations an element a stage and a permute of the tile each. Which is faster depends on how the permutes
+compile, so the two are timed against each other per launch key (``tuning.choose_timed``); the interpreter
+takes the radix form. Float32 products stay IEEE float32 on the FMA units (never TF32), or where the facts ask
+(``fft_float32_parts``) the six products of their bfloat16 parts on the matrix units (``kernels/matmul.py``'s
+exact float32; slow to compile); float64 ones on the FMA units.
 Every table (DFT matrices, twiddles, chirps, the Bluestein kernel's spectrum) is computed in float64 on the
 host from exact integer exponents (jk mod n) and rounded once to the data's type, and kept on the device per
 length. A stage's error grows with its few terms and the stages are about log_32 n, so the error grows as
@@ -30,6 +34,13 @@ log n (``tests/test_fft.py`` measures it against NumPy's float64).
 
 float16 and bfloat16 inputs are refused, as torch refuses them on the CPU; integer and bool inputs promote
 to the default float.
+
+Call plans. Every op keeps a plan per call layout (the input's layout, the options, the default float): the
+first call of a layout runs the general path above and records its passes' launches, temporaries and
+tables (``planned_call``); later calls replay them (a ``LaunchCall`` where the input goes straight to a fresh
+output, binding its launches where kernels compile), with only the input's conversion and the buffer's
+zeroing as ops where the plan has them. A call that runs an op between its passes (three passes with a cut
+output, Bluestein's product of a window by its chirp) keeps the general path.
 """
 from __future__ import annotations
 
