@@ -289,9 +289,9 @@ def _issue(grid, device, args: list, **constexprs) -> None:
 
 
 def planned_launches(recorder: _Recorder):
-    """(``PlannedLaunch``es, ``Workspace``, each role's slot name) replaying the recorded launches, every tensor argument a slot
-    named by its role or temporary (matched by storage and offset) or a kept table; None where the call
-    cannot be replayed so."""
+    """(``PlannedLaunch``es, ``Workspace``, each role's slot name) replaying the recorded launches, every
+    tensor argument a slot named by its role or temporary (matched by storage and offset) or a kept table;
+    None where the call cannot be replayed so."""
     if recorder.refused:
         return None
     named = {**recorder.roles, **{name: t for name, (_, _, t) in recorder.temporaries.items()}}
@@ -309,7 +309,8 @@ def planned_launches(recorder: _Recorder):
             planned.append(a)
         launches.append(PlannedLaunch(K.fft_pass, grid, planned, constexprs))
     slots = {role: places[id(t._storage), t._offset] for role, t in recorder.roles.items()}
-    return launches, Workspace({name: (shape, dtype) for name, (shape, dtype, _) in recorder.temporaries.items()}), slots
+    pieces = {name: (shape, dtype) for name, (shape, dtype, _) in recorder.temporaries.items()}
+    return launches, Workspace(pieces), slots
 
 
 def _option_key(value):

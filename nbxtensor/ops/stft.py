@@ -13,14 +13,13 @@ import math
 import numpy as np
 
 from .. import shape as S
-from ..allocation import new_tensor, scratch_scope, scratch_tensor, workspace_bytes
+from ..allocation import fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor, workspace_bytes
 from ..kernels import fft as K
 from ..promotion import promote_types
 from ..tensor import Tensor
 from .aten_calls import positional_as_keywords
 from .fft import (FORWARD, INVERSE, call_key, lookup_call, note_role, planned_call, planned_launches, signal, transform,
                   transform_flops, transform_workspace, _fft_dtype)
-from ..allocation import fresh_tensor_maker
 from .plans import layout_key
 from .registry import Cost, TensorMeta, family_samples, get, register
 from .samples import Samples, by_name, operand, sample
