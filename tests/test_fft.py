@@ -16,6 +16,7 @@ from hypothesis import given, settings, strategies as st
 import nbxtensor as nbx
 from nbxtensor.graph import arena
 from nbxtensor.ops import fft as F
+from nbxtensor.ops import plans
 
 from .conftest import TEST_DEVICE, cpu_kernels, examples, to_nbx
 from .test_stft import _Input, _run_graph
@@ -95,6 +96,59 @@ def test_plans_of_each_length_kind():
         F._method(536870923)
 
 
+REPLAYED = [
+    ("fft", lambda x: nbx.fft.fft(x), (3, 16), "complex64"),                      # one launch, source to output
+    ("rfft of integers", lambda x: nbx.fft.rfft(x), (2, 12), "int32"),          # converted first
+    ("fft2 padded", lambda x: nbx.fft.fft2(x, s=(6, 5)), (4, 5), "complex128"),  # a buffer zeroed first
+    ("irfft2", lambda x: nbx.fft.irfft2(x, s=(4, 6)), (4, 4), "complex64"),      # a staged buffer, Hermitian
+    ("two passes", lambda x: nbx.fft.ifft(x, norm="ortho"), (2, 2048), "complex64"),
+    ("bluestein", lambda x: nbx.fft.hfft(x, n=37, dim=0), (19, 3), "complex64"),
+    ("primitive", lambda x: F.fft_r2c.impl(x, [0, 1], 2, True), (3, 6), "float64"),
+]
+
+
+@pytest.mark.parametrize("name, call, shape, dtype", REPLAYED, ids=[case[0] for case in REPLAYED])
+def test_a_layout_s_later_calls_replay_its_first_call_s_launches(name, call, shape, dtype, monkeypatch, rng):
+    """The first call of a layout runs the general path and records it; later calls of that layout, on other
+    tensors (one at an offset in its storage), run the recorded launches without it."""
+    first = _random(rng, shape, dtype)
+    later = _random(rng, (2, *shape), dtype)
+    expected = []
+    for x in (later[1], first):  # each as a first call computes it, ``first``'s plan kept
+        plans.clear_all()
+        expected.insert(0, call(to_nbx(x)).numpy())
+    monkeypatch.setattr(F, "_execute", lambda plan, x: pytest.fail("a replayed call ran the general path"))
+    twice = to_nbx(later)
+    for x, want in zip((to_nbx(first), twice[1]), expected):
+        got = call(x)
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("form", [F.DENSE, F.RADIX])
+def test_every_form_of_a_power_of_two_pass_computes_the_transform(form, monkeypatch, rng):
+    """A power-of-two pass is timed in both forms on a GPU; the interpreter takes the first: each forced in
+    turn, over one-stage, two-stage and two-pass lengths, real, Hermitian and complex rows, both widths."""
+    assert [config["FORM"] for config in F._forms(256)] == [F.RADIX, F.DENSE] and F._forms(12) == [{"FORM": F.DENSE}]
+    monkeypatch.setattr(F.tuning, "choose_timed", lambda key, facts, candidates, prepare: {"FORM": form})
+    stages, issue = [], F._issue
+
+    def recording(grid, device, args, **constexprs):
+        stages.append(constexprs["RADIX_STAGES"])
+        issue(grid, device, args, **constexprs)
+    monkeypatch.setattr(F, "_issue", recording)
+    plans.clear_all()
+    for n, dtype in ((16, "complex64"), (1024, "complex128"), (8192, "complex64")):
+        x = _random(rng, (2, n), dtype)
+        assert_close_fft(nbx.fft.ifft(to_nbx(x)), np.fft.ifft(x.astype(np.complex128)), x, n, axes=-1)
+    real = _random(rng, (3, 64), "float64")
+    assert_close_fft(nbx.fft.rfft(to_nbx(real)), np.fft.rfft(real), real, 64, axes=-1)
+    half = _random(rng, (2, 17), "complex64")
+    assert_close_fft(nbx.fft.irfft(to_nbx(half)), np.fft.irfft(half.astype(np.complex128)), half, 32, axes=-1)
+    radix = [4, 10, 8, 5, 6, 5]  # the passes' log2 lengths: 8192 = 256 x 32
+    assert stages == (radix if form == F.RADIX else [0] * len(radix))
+    plans.clear_all()
+
+
 @pytest.fixture
 def small_passes(monkeypatch):
     """Stages of at most 8 points, so passes of at most 64: lengths of a few thousand take three passes."""
@@ -103,9 +157,11 @@ def small_passes(monkeypatch):
         function.cache_clear()
     monkeypatch.setattr(F, "STAGE_MAX", 8)
     monkeypatch.setattr(F, "PASS_MAX", 64)
+    plans.clear_all()  # calls of layouts planned under the usual stages
     yield
     for function in cached:
         function.cache_clear()
+    plans.clear_all()
 
 
 @pytest.mark.parametrize("n", [3000, 2053])
@@ -328,11 +384,13 @@ def test_float32_products_on_bfloat16_parts_keep_float32_accuracy(monkeypatch, r
     accurate as float32 FMA (the interpreter runs the same form)."""
     monkeypatch.setattr(F, "_precision", lambda component, device: (
         F.PRECISION_BF16_PARTS.value if component.name == "float32" else "ieee"))
+    plans.clear_all()  # calls of these layouts planned in IEEE float32
     for n in (12, 100, 2048):
         x = _random(rng, (2, n), "complex64")
         assert_close_fft(nbx.fft.fft(to_nbx(x)), np.fft.fft(x.astype(np.complex128)), x, n, axes=-1)
     x = _random(rng, (2, 97), "float32")
     assert_close_fft(nbx.fft.rfft(to_nbx(x)), np.fft.rfft(x.astype(np.float64)), x, 97, axes=-1)
+    plans.clear_all()
 
 
 @settings(max_examples=examples(25), deadline=None)

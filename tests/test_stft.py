@@ -59,6 +59,21 @@ def test_stft_layout_dtypes_and_forms(rng):
     _close(two_sided, _stft_reference(z.astype(np.complex128), 8), 4)
 
 
+@pytest.mark.parametrize("window_length", [12, 16])  # padded to the frame, or read as it is
+def test_stft_s_later_calls_replay_the_transform_s_launches(window_length, monkeypatch, rng):
+    """A layout's first call plans the transform; later calls, with other signals and windows, pad and
+    window by ops and replay its launches."""
+    from nbxtensor.ops import plans, stft as stft_module
+    plans.clear_all()
+    kwargs = dict(n_fft=16, hop_length=5, win_length=window_length, return_complex=True)
+    signals = rng.standard_normal((2, 2, 70)).astype(np.float32)
+    windows = rng.uniform(0.5, 1.0, (2, window_length)).astype(np.float32)
+    nbx.stft(to_nbx(signals[0]), window=to_nbx(windows[0]), **kwargs)
+    monkeypatch.setattr(stft_module, "transform", lambda *a, **k: pytest.fail("a replayed call planned again"))
+    got = nbx.stft(to_nbx(signals[1]), window=to_nbx(windows[1]), **kwargs)
+    _close(got, _stft_reference(signals[1].astype(np.float64), window=windows[1].astype(np.float64), **kwargs), 4)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda x: nbx.stft(x, 16), "requires the return_complex parameter"),
     (lambda x: nbx.stft(x, 0, return_complex=True), r"expected 0 < n_fft < 100, but got n_fft=0"),

@@ -1,11 +1,17 @@
 """One pass of a discrete Fourier transform: every program transforms ROWS rows of one length held whole in
-registers, as one or two stages of small dense DFTs (``ops/fft.py`` plans the passes and says why).
+registers, in one of two forms (``ops/fft.py`` plans the passes, says why, and times the forms against each
+other on a GPU): one or two stages of small dense DFTs, or for a power-of-two length radix-2 stages.
 
 A row of length n1 * n2 is the tile t[j2, j1] = x[n2 * j1 + j2]; stage one multiplies it by the n1-point DFT
 matrix along j1, the twiddles w_n^(j2 k1) follow elementwise, and stage two multiplies by the n2-point DFT
 matrix along j2, giving X[k1 + n1 * k2] (Cooley-Tukey's four steps, the transposes done by the tile's permute
 and the store's addresses). A single stage (P2 == 1) is a direct DFT. Padded lanes (each stage's extent
 rounded to the power of two P1 or P2) hold zeros and meet zero matrix entries.
+
+The radix form (RADIX_STAGES = log2 n > 0, the tile [ROWS, 1, n]) splits the row into real and imaginary
+parts and runs Pease's constant-geometry radix-2 stages on them (``_radix2_stages``): about five operations
+an element a stage instead of a dense stage's 4 P multiply-adds, paid for by a permute of the tile a stage;
+its result is bit-reversed, which the store's addresses undo.
 
 Complex values stay interleaved (real, imaginary) in a trailing axis of 2 from load to store, one vector
 load or store a pair; a stage is one real product (``tl.dot``) of the tile's rows, [real, imaginary] pairs
@@ -62,6 +68,38 @@ def _stage(a, w, P: tl.constexpr, REAL_IN: tl.constexpr, REAL_OUT: tl.constexpr,
 
 
 @triton.jit
+def _radix2_stages(x_r, x_i, twiddles, ROWS: tl.constexpr, N: tl.constexpr, STAGES: tl.constexpr):
+    """The N-point DFTs (N = 2^STAGES) of rows [ROWS, N] given as real and imaginary parts, by Pease's
+    constant-geometry radix-2 decimation in frequency: each stage pairs element p of the row's first half
+    with element p of its second (a reshape, a permute and a split), and joins the butterflies' sum and
+    twiddled difference as adjacent elements, so every stage has the same shape. Stage s twiddles by
+    w_N^e, e = p with its low s bits cleared (``twiddles``: w_N^e for e < N / 2, pairs). Element f of the
+    result is X[bit reversal of f]."""
+    HALF: tl.constexpr = N // 2
+    p = tl.arange(0, HALF)
+    for s in tl.static_range(STAGES):
+        a_r, b_r = tl.split(tl.permute(tl.reshape(x_r, (ROWS, 2, HALF)), (0, 2, 1)))
+        a_i, b_i = tl.split(tl.permute(tl.reshape(x_i, (ROWS, 2, HALF)), (0, 2, 1)))
+        e = (p >> s) << s
+        w_r = tl.load(twiddles + 2 * e)[None, :]
+        w_i = tl.load(twiddles + 2 * e + 1)[None, :]
+        d_r = a_r - b_r
+        d_i = a_i - b_i
+        x_r = tl.reshape(tl.join(a_r + b_r, d_r * w_r - d_i * w_i), (ROWS, N))
+        x_i = tl.reshape(tl.join(a_i + b_i, d_r * w_i + d_i * w_r), (ROWS, N))
+    return x_r, x_i
+
+
+@triton.jit
+def _bit_reversed(k, BITS: tl.constexpr):
+    """k with its low BITS bits in reverse order."""
+    r = k * 0
+    for b in tl.static_range(BITS):
+        r = r | (((k >> b) & 1) << (BITS - 1 - b))
+    return r
+
+
+@triton.jit
 def _times(pairs, t_r, t_i):
     """Complex pairs (a trailing axis of 2) times t_r + i t_i."""
     x_r, x_i = tl.split(pairs)
@@ -94,10 +132,12 @@ def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, sign
              INPUT: tl.constexpr, OUTPUT: tl.constexpr, IN_GROUPED: tl.constexpr, OUT_GROUPED: tl.constexpr,
              PRE: tl.constexpr, POST: tl.constexpr, SCALED: tl.constexpr, OUTER_RANK: tl.constexpr,
              ROWS: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr, PRECISION: tl.constexpr,
-             PARTS_IN_F32: tl.constexpr, INDEX_64: tl.constexpr):
+             PARTS_IN_F32: tl.constexpr, INDEX_64: tl.constexpr, RADIX_STAGES: tl.constexpr):
     """Rows ``inner_rows`` of each of the outer index's rows (a flat index over ``outer_shape``), ROWS at a
     time, each of length n1 * n2 (module docstring). ``tables`` holds the stage-one DFT matrix (2 P1 x 2 P1),
-    the stage-two one (2 P2 x 2 P2) and the twiddles (P2 x P1 pairs), zero past n1 and n2."""
+    the stage-two one (2 P2 x 2 P2) and the twiddles (P2 x P1 pairs), zero past n1 and n2. RADIX_STAGES > 0:
+    the radix form instead, a row of n1 = P1 = 2^RADIX_STAGES (n2 = P2 = 1) by radix-2 stages, ``tables``
+    their twiddles (``_radix2_stages``)."""
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
@@ -137,22 +177,38 @@ def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, sign
     real_input: tl.constexpr = INPUT == INPUT_REAL and PRE != PRE_COMPLEX
     real_output: tl.constexpr = OUTPUT == OUTPUT_REAL and not POST
 
-    # stage one along j1, then the twiddles and stage two along j2: d[r, k1, k2] = X[k1 + n1 * k2]
-    b = _stage(tl.reshape(x, (ROWS * P2, (2 - real_input) * P1)), tables, P1, real_input, P2 == 1 and real_output,
-               PRECISION, PARTS_IN_F32)
-    if P2 == 1:
-        d = tl.reshape(b, (ROWS, P1, 1) if real_output else (ROWS, P1, 1, 2))
+    if RADIX_STAGES > 0:
+        # the radix form: the row as real and imaginary parts, [ROWS, P1], its result bit-reversed
+        if real_input:
+            x_r = tl.reshape(x, (ROWS, P1))
+            x_i = tl.zeros((ROWS, P1), x_r.dtype)
+        else:
+            x_r, x_i = tl.split(tl.reshape(x, (ROWS, P1, 2)))
+        x_r, x_i = _radix2_stages(x_r, x_i, tables, ROWS, P1, RADIX_STAGES)
+        if real_output:
+            d = tl.reshape(x_r, (ROWS, P1, 1))
+        else:
+            d = tl.reshape(tl.join(x_r, x_i), (ROWS, P1, 1, 2))
     else:
-        twiddles = tl.load(tables + 4 * (P1 * P1 + P2 * P2) + 2 * (tl.arange(0, P2)[:, None, None] * P1 +
-                                                               tl.arange(0, P1)[None, :, None])
-                           + tl.arange(0, 2)[None, None, :])
-        twiddle_r, twiddle_i = tl.split(twiddles)
-        c = _times(tl.reshape(b, (ROWS, P2, P1, 2)), twiddle_r[None, :, :], twiddle_i[None, :, :])
-        d = _stage(tl.reshape(tl.permute(c, (0, 2, 1, 3)), (ROWS * P1, 2 * P2)), tables + 4 * P1 * P1, P2, False,
-                   real_output, PRECISION, PARTS_IN_F32)
-        d = tl.reshape(d, (ROWS, P1, P2) if real_output else (ROWS, P1, P2, 2))
+        # stage one along j1, then the twiddles and stage two along j2: d[r, k1, k2] = X[k1 + n1 * k2]
+        b = _stage(tl.reshape(x, (ROWS * P2, (2 - real_input) * P1)), tables, P1, real_input, P2 == 1 and real_output,
+                   PRECISION, PARTS_IN_F32)
+        if P2 == 1:
+            d = tl.reshape(b, (ROWS, P1, 1) if real_output else (ROWS, P1, 1, 2))
+        else:
+            twiddles = tl.load(tables + 4 * (P1 * P1 + P2 * P2) + 2 * (tl.arange(0, P2)[:, None, None] * P1 +
+                                                                   tl.arange(0, P1)[None, :, None])
+                               + tl.arange(0, 2)[None, None, :])
+            twiddle_r, twiddle_i = tl.split(twiddles)
+            c = _times(tl.reshape(b, (ROWS, P2, P1, 2)), twiddle_r[None, :, :], twiddle_i[None, :, :])
+            d = _stage(tl.reshape(tl.permute(c, (0, 2, 1, 3)), (ROWS * P1, 2 * P2)), tables + 4 * P1 * P1, P2, False,
+                       real_output, PRECISION, PARTS_IN_F32)
+            d = tl.reshape(d, (ROWS, P1, P2) if real_output else (ROWS, P1, P2, 2))
 
-    k1 = tl.arange(0, P1)[None, :, None]
+    k1 = tl.arange(0, P1)
+    if RADIX_STAGES > 0:
+        k1 = _bit_reversed(k1, RADIX_STAGES)
+    k1 = k1[None, :, None]
     k2 = tl.arange(0, P2)[None, None, :]
     q = k1 + n1 * k2
     base, index = _rows_side(outer, row, q, inner_rows, outer_shape, out_outer_strides, out_row_stride, OUTER_RANK,

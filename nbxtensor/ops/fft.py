@@ -14,15 +14,19 @@ n is passes of ``kernels/fft.py``'s kernel, a program holding whole rows in regi
   convolution of power-of-two length m >= 2n - 1 run as a forward and an inverse transform of length m,
   the chirps and the kernel's spectrum multiplied in the passes' loads and stores.
 
-Why small dense DFTs: Triton has no lane shuffles, so a butterfly network would exchange data through a
-layout conversion per radix step, while a stage of up to 32 points is one product of the row tile with a
-DFT matrix and a row of 1024 points costs two products and one transpose in registers; each pass reads and
-writes memory once. The products cost 4 (p1 + p2) multiply-adds an element (p the stages' extents padded to
-powers of two, at least 16, tl.dot's least), far more than the 5 log2 n flops of a radix-2 FFT, and on an
-H100 in IEEE float32 on the FMA units that bounds large transforms by arithmetic, not memory (README, "What
-does not work yet"); 64-point stages spilled registers there. Float32 products stay IEEE float32 on the FMA
-units (never TF32), or where the facts ask (``fft_float32_parts``) the six products of their bfloat16 parts
-on the matrix units (``kernels/matmul.py``'s exact float32; slow to compile); float64 ones on the FMA units.
+Why small dense DFTs: Triton has no lane shuffles, so a butterfly network exchanges data through a layout
+conversion per radix step, while a stage of up to 32 points is one product of the row tile with a DFT matrix
+and a row of 1024 points costs two products and one transpose in registers; each pass reads and writes
+memory once. The products cost 4 (p1 + p2) multiply-adds an element (p the stages' extents padded to powers
+of two, at least 16, tl.dot's least), far more than the 5 log2 n flops of a radix-2 FFT, and on an H100 in
+IEEE float32 on the FMA units that bounds large transforms by arithmetic, not memory (README, "What does not
+work yet"); 64-point stages spilled registers there. So a pass of a power-of-two length (4 to 1024) has a
+second form, the radix form: log2 n radix-2 stages on the register tile (``kernels/fft.py``), about five
+operations an element a stage and a permute of the tile each. Which is faster depends on how the permutes
+compile, so the two are timed against each other per launch key (``tuning.choose_timed``); the interpreter
+takes the radix form. Float32 products stay IEEE float32 on the FMA units (never TF32), or where the facts ask
+(``fft_float32_parts``) the six products of their bfloat16 parts on the matrix units (``kernels/matmul.py``'s
+exact float32; slow to compile); float64 ones on the FMA units.
 Every table (DFT matrices, twiddles, chirps, the Bluestein kernel's spectrum) is computed in float64 on the
 host from exact integer exponents (jk mod n) and rounded once to the data's type, and kept on the device per
 length. A stage's error grows with its few terms and the stages are about log_32 n, so the error grows as
@@ -30,17 +34,27 @@ log n (``tests/test_fft.py`` measures it against NumPy's float64).
 
 float16 and bfloat16 inputs are refused, as torch refuses them on the CPU; integer and bool inputs promote
 to the default float.
+
+Call plans. Every op keeps a plan per call layout (the input's layout, the options, the default float): the
+first call of a layout runs the general path above and records its passes' launches, temporaries and
+tables (``planned_call``); later calls replay them (a ``LaunchCall`` where the input goes straight to a fresh
+output, binding its launches where kernels compile), with only the input's conversion and the buffer's
+zeroing as ops where the plan has them. A call that runs an op between its passes (three passes with a cut
+output, Bluestein's product of a window by its chirp) keeps the general path.
 """
 from __future__ import annotations
 
 import functools
 import math
+import threading
 from typing import NamedTuple
 
 import numpy as np
 
+from .. import dtypes, tuning
 from .. import shape as S
-from ..allocation import new_tensor, outside_arena, scratch_scope, scratch_tensor, workspace_bytes
+from ..allocation import (Workspace, fresh_tensor_maker, new_tensor, outside_arena, scratch_scope, scratch_tensor,
+                          workspace_bytes)
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import fft as K
@@ -51,6 +65,7 @@ from ..grad_mode import refuse_requires_grad
 from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .creation import tensor
+from .plans import LaunchCall, PlanCache, PlannedLaunch, Slot, binding_run, layout_key
 from .registry import Cost, OUT, TensorMeta, arguments_binder, family_samples, op_impl, register
 from .samples import Samples, operand, sample
 
@@ -155,6 +170,9 @@ def _table(key: tuple, dtype, device, make) -> Tensor:
         if len(_TABLES) >= _TABLES_LIMIT:
             _TABLES.clear()
         _TABLES[full] = found
+    recorder = _active()
+    if recorder is not None:
+        recorder.tables.add(id(found))
     return found
 
 
@@ -178,6 +196,12 @@ def _stage_tables(n1: int, n2: int, sign: int, component, device) -> Tensor:
     return _table(("stages", n1, n2, sign), component, device, make)
 
 
+def _radix_tables(n: int, sign: int, component, device) -> Tensor:
+    """The radix form's twiddles w_n^e, e < n / 2, as (real, imaginary) pairs (``kernels/fft.py``)."""
+    return _table(("radix", n, sign), component, device,
+                  lambda: np.stack([(roots := _roots(np.arange(n // 2), n, sign)).real, roots.imag], -1).ravel())
+
+
 def _twiddles(na: int, nb: int, sign: int, dtype, device) -> Tensor:
     """The four-step's twiddles w_n^(jb ka), n = na * nb, as an (nb, na) complex table."""
     return _table(("twiddles", na, nb, sign), dtype, device,
@@ -199,6 +223,135 @@ def _chirp_spectrum(n: int, m: int, sign: int, dtype, device) -> Tensor:
         kernel[m - n + 1:] = conjugate[1:][::-1]
         return np.fft.fft(kernel)
     return _table(("chirp spectrum", n, m, sign), dtype, device, make)
+
+
+# ---- call plans: a layout's launches recorded once, replayed after ----------------------------------
+
+class _Recorder:
+    """What a call being planned did: its passes' launches (grid, arguments, constexprs), its temporaries
+    (name -> (shape, dtype, tensor)), the tables it read (their ids), the tensors the plan names
+    (``roles``: name -> tensor) and whether it did work a replay of launches cannot repeat (an op between
+    the passes)."""
+
+    def __init__(self):
+        self.launches, self.temporaries, self.tables, self.roles = [], {}, set(), {}
+        self.refused = False
+
+
+_recorders = threading.local()  # ``active``: this thread's recorder, where a call is being planned
+
+
+class _Recording:
+    """The block in which this thread's transform work is noted in ``recorder``."""
+
+    def __init__(self, recorder: _Recorder):
+        self.recorder = recorder
+
+    def __enter__(self):
+        self.outer, _recorders.active = getattr(_recorders, "active", None), self.recorder
+        return self.recorder
+
+    def __exit__(self, *exc):
+        _recorders.active = self.outer
+
+
+def _active() -> _Recorder | None:
+    return getattr(_recorders, "active", None)
+
+
+def note_role(name: str, t: Tensor) -> None:
+    recorder = _active()
+    if recorder is not None:
+        recorder.roles[name] = t
+
+
+def _refuse_replay() -> None:
+    """The call being planned runs an op between its passes: its plan runs the general path."""
+    recorder = _active()
+    if recorder is not None:
+        recorder.refused = True
+
+
+def _scratch(shape: tuple, dtype, device) -> Tensor:
+    """A temporary of the transform (``scratch_tensor``), a workspace piece of the call being planned."""
+    t = scratch_tensor(shape, dtype, device)
+    recorder = _active()
+    if recorder is not None:
+        recorder.temporaries[f"temporary {len(recorder.temporaries)}"] = (tuple(shape), dtype, t)
+    return t
+
+
+def _issue(grid, device, args: list, **constexprs) -> None:
+    recorder = _active()
+    if recorder is not None:
+        recorder.launches.append((grid, list(args), constexprs))
+    launch(K.fft_pass, grid, device, args, **constexprs)
+
+
+def planned_launches(recorder: _Recorder):
+    """(``PlannedLaunch``es, ``Workspace``, each role's slot name) replaying the recorded launches, every
+    tensor argument a slot named by its role or temporary (matched by storage and offset) or a kept table;
+    None where the call cannot be replayed so."""
+    if recorder.refused:
+        return None
+    named = {**recorder.roles, **{name: t for name, (_, _, t) in recorder.temporaries.items()}}
+    places = {(id(t._storage), t._offset): name for name, t in named.items()}
+    launches = []
+    for grid, args, constexprs in recorder.launches:
+        planned = []
+        for a in args:
+            if isinstance(a, Tensor):
+                name = places.get((id(a._storage), a._offset))
+                if name is not None:
+                    a = Slot(name)
+                elif id(a) not in recorder.tables:
+                    return None
+            planned.append(a)
+        launches.append(PlannedLaunch(K.fft_pass, grid, planned, constexprs))
+    slots = {role: places[id(t._storage), t._offset] for role, t in recorder.roles.items()}
+    pieces = {name: (shape, dtype) for name, (shape, dtype, _) in recorder.temporaries.items()}
+    return launches, Workspace(pieces), slots
+
+
+def _option_key(value):
+    """A call's option (``n``, ``s``, ``dim``, ``norm``...) as part of a plan key: with its type (True == 1
+    as keys), sequences item by item; None where it is none of those (the call is planned for itself)."""
+    if value is None or type(value) in (int, bool, str, float):
+        return type(value), value
+    if type(value) in (list, tuple):
+        items = tuple(map(_option_key, value))
+        return None if None in items else (type(value), items)
+    return None
+
+
+def call_key(name: str, x: Tensor, *options):
+    """The plan key of a call of ``name`` on ``x`` with ``options``, or None (no plan kept)."""
+    if type(x) is not Tensor:
+        return None
+    items = tuple(map(_option_key, options))
+    return None if None in items else (name, layout_key(x), items, dtypes._default_float)
+
+
+_CALLS = PlanCache()
+
+
+def planned_call(key, args: tuple, run, replay):
+    """``run(*args)``, the general path of a call, for the first call of ``key``, its work recorded; later
+    calls of ``key`` take ``replay(recorder, key, *args)``'s result, made once from that record, as
+    ``execute(*args)`` (``key`` None: every call takes the general path)."""
+    if key is None:
+        return run(*args)
+    execute = _CALLS.lookup(key)
+    if execute is not None:
+        return execute(*args)
+    with _Recording(_Recorder()) as recorder:
+        result = run(*args)
+    with outside_arena():
+        _CALLS.put(key, replay(recorder, key, *args))
+    return result
+
+
+lookup_call = _CALLS.lookup  # ``lookup_call(key)``: the replay ``planned_call`` made for ``key``, or None
 
 
 # ---- passes -----------------------------------------------------------------------------------------
@@ -251,33 +404,69 @@ def _rows_per_program(p1: int, p2: int, inner_rows: int, facts: dict) -> int:
     return max(min(rows, _pow2(inner_rows)), TILE_MIN // p2)
 
 
+# a pass's forms: its stages as dense DFTs (tl.dot), or for a power-of-two length the radix-2 form
+DENSE, RADIX = "dense", "radix"
+
+
+def _forms(n: int) -> list:
+    """The forms a pass of length n may take, the interpreter's choice first."""
+    return [{"FORM": RADIX}, {"FORM": DENSE}] if 4 <= n <= PASS_MAX and n & (n - 1) == 0 else [{"FORM": DENSE}]
+
+
 def _launch_pass(source: _Side, target: _Side, outer_shape: tuple, inner_rows: int, n: int, sign: int, *,
                  input_kind, output_kind, signal_length: int, in_count: int, out_count: int, scale: float = 1.0,
                  pre: Tensor | None = None, post: Tensor | None = None, post_strides: tuple = (0, 0)) -> None:
-    n1, n2 = _stages(n)
-    p1, p2 = _tile(n1, n2)
     device = target.tensor.device
     component = target.tensor.dtype.to_real()
     facts = backend_for(device).facts
-    tables = _stage_tables(n1, n2, sign, component, device)
-    rows = _rows_per_program(p1, p2, inner_rows, facts)
-    blocks = cdiv(inner_rows, rows)
-    pre_kind = K.PRE_NONE if pre is None else K.PRE_COMPLEX if pre.dtype.is_complex else K.PRE_REAL
-    in_components = 2 if source.tensor.dtype.is_complex else 1
-    out_components = 2 if target.tensor.dtype.is_complex else 1
-    index_64 = needs_index_64(*((t.shape, tuple(c * s for s in t.stride())) for t, c in
-                                ((source.tensor, in_components), (target.tensor, out_components))),
-                              count=S.numel(outer_shape) * blocks * rows * p1 * p2, reach=1)
-    launch(K.fft_pass, (S.numel(outer_shape) * blocks,), device,
-           [source.tensor, target.tensor, tables, tables if pre is None else pre, tables if post is None else post,
-            inner_rows, blocks, n1, n2, signal_length, in_count, out_count, source.row_stride, source.stride,
-            target.row_stride, target.stride, padded_for_kernel(outer_shape), padded_for_kernel(source.outer_strides, 0),
-            padded_for_kernel(target.outer_strides, 0), *post_strides, encode_scalar(scale, component)],
-           INPUT=input_kind.value, OUTPUT=output_kind.value, IN_GROUPED=source.grouped, OUT_GROUPED=target.grouped,
-           PRE=pre_kind.value, POST=post is not None, SCALED=scale != 1.0, OUTER_RANK=max(len(outer_shape), 1),
-           ROWS=rows, P1=p1, P2=p2, PRECISION=_precision(component, device),
-           PARTS_IN_F32=bool(facts["kernels"].get("interpreted")), INDEX_64=index_64,
-           num_warps=4 if rows * p1 * p2 <= 2048 else 8)
+
+    def arguments(config: dict, source: _Side, target: _Side) -> tuple:
+        """(grid, arguments, constexprs) of the pass in the form ``config`` names."""
+        if config["FORM"] == RADIX:
+            n1, n2, p1, p2, tables = n, 1, n, 1, _radix_tables(n, sign, component, device)
+            rows = max(1, min(facts["kernels"]["fft_tile_elements"] // n, _pow2(inner_rows)))
+            stages = n.bit_length() - 1
+        else:
+            n1, n2 = _stages(n)
+            p1, p2 = _tile(n1, n2)
+            tables = _stage_tables(n1, n2, sign, component, device)
+            rows = _rows_per_program(p1, p2, inner_rows, facts)
+            stages = 0
+        blocks = cdiv(inner_rows, rows)
+        pre_kind = K.PRE_NONE if pre is None else K.PRE_COMPLEX if pre.dtype.is_complex else K.PRE_REAL
+        in_components = 2 if source.tensor.dtype.is_complex else 1
+        out_components = 2 if target.tensor.dtype.is_complex else 1
+        index_64 = needs_index_64(*((t.shape, tuple(c * s for s in t.stride())) for t, c in
+                                    ((source.tensor, in_components), (target.tensor, out_components))),
+                                  count=S.numel(outer_shape) * blocks * rows * p1 * p2, reach=1)
+        args = [source.tensor, target.tensor, tables, tables if pre is None else pre, tables if post is None else post,
+                inner_rows, blocks, n1, n2, signal_length, in_count, out_count, source.row_stride, source.stride,
+                target.row_stride, target.stride, padded_for_kernel(outer_shape),
+                padded_for_kernel(source.outer_strides, 0), padded_for_kernel(target.outer_strides, 0), *post_strides,
+                encode_scalar(scale, component)]
+        constexprs = dict(
+            INPUT=input_kind.value, OUTPUT=output_kind.value, IN_GROUPED=source.grouped, OUT_GROUPED=target.grouped,
+            PRE=pre_kind.value, POST=post is not None, SCALED=scale != 1.0, OUTER_RANK=max(len(outer_shape), 1),
+            ROWS=rows, P1=p1, P2=p2, PRECISION=_precision(component, device),
+            PARTS_IN_F32=bool(facts["kernels"].get("interpreted")), INDEX_64=index_64, RADIX_STAGES=stages,
+            num_warps=4 if rows * p1 * p2 <= 2048 else 8)
+        return (S.numel(outer_shape) * blocks,), args, constexprs
+
+    def timed(config: dict):
+        """The pass in form ``config`` on tensors of its sides' layouts of its own (a pass in place must not
+        run over its data while it is timed)."""
+        probes = [side._replace(tensor=new_tensor(side.tensor.shape, side.tensor.dtype, device,
+                                                  strides=side.tensor.stride())) for side in (source, target)]
+        grid, args, constexprs = arguments(config, *probes)
+        return lambda: launch(K.fft_pass, grid, device, args, **constexprs)
+
+    forms = _forms(n)
+    config = forms[0] if len(forms) == 1 else tuning.choose_timed(
+        tuning.launch_key("fft_pass", facts, rows={"M": S.numel(outer_shape) * inner_rows}, cols={"N": n},
+                          dtypes=(component,), flags=dict(INPUT=input_kind.value, OUTPUT=output_kind.value)),
+        facts, forms, timed)
+    grid, args, constexprs = arguments(config, source, target)
+    _issue(grid, device, args, **constexprs)
 
 
 def _run(source: Signal, target: Signal, passes: tuple, sign: int, *, input_kind, output_kind, signal_length: int,
@@ -303,7 +492,7 @@ def _run(source: Signal, target: Signal, passes: tuple, sign: int, *, input_kind
         return
     na, rest = passes[0], math.prod(passes[1:])
     dtype, device = target.tensor.dtype.to_real().to_complex(), target.tensor.device
-    work = scratch_tensor((*sizes, na, rest), dtype, device)
+    work = _scratch((*sizes, na, rest), dtype, device)
     work_strides = _batch_strides(work, sizes)
     # pass one: the rows (batch, j) of length na at stride rest, into work[batch, ka, j] times w_n^(j ka)
     shape, (source_outer, work_outer) = S.coalesce(sizes, source.strides, work_strides)
@@ -324,7 +513,7 @@ def _run(source: Signal, target: Signal, passes: tuple, sign: int, *, input_kind
     direct = out_count == na * rest and post is None
     whole = target
     if not direct:
-        whole = scratch_tensor((*sizes, na * rest), dtype, device)
+        whole = _scratch((*sizes, na * rest), dtype, device)
         whole = Signal(whole, sizes, _batch_strides(whole, sizes), 1)
     rows = Signal(work, (*sizes, na), (*work_strides, rest), 1)
     _run(rows, Signal(whole.tensor, (*sizes, na), (*whole.strides, whole.stride), whole.stride * na), passes[1:], sign,
@@ -337,6 +526,7 @@ def _run(source: Signal, target: Signal, passes: tuple, sign: int, *, input_kind
 def _finish(whole: Tensor, target: Signal, out_count: int, output_kind, scale: float, post: Tensor | None) -> None:
     """``whole``'s rows (batch..., n) cut to ``out_count``, times ``post`` by index and ``scale``, into
     ``target`` (their real parts for a real output)."""
+    _refuse_replay()
     with scratch_scope():
         values = op_impl("narrow")(whole, -1, 0, out_count)
         if post is not None:
@@ -366,9 +556,11 @@ def transform(source: Signal, target: Signal, n: int, sign: int, *, input_kind, 
     device = target.tensor.device
     dtype = target.tensor.dtype.to_real().to_complex()
     chirp = _chirp(n, sign, dtype, device)
+    if window is not None:
+        _refuse_replay()
     with scratch_scope():
         pre = chirp if window is None else op_impl("mul")(chirp, window)
-    spectrum = scratch_tensor((*source.sizes, m), dtype, device)
+    spectrum = _scratch((*source.sizes, m), dtype, device)
     spectrum = Signal(spectrum, source.sizes, _batch_strides(spectrum, source.sizes), 1)
     _run(source, spectrum, method.passes, FORWARD, input_kind=input_kind, output_kind=K.OUTPUT_COMPLEX,
          signal_length=n, in_count=min(in_count, n), out_count=m, pre=pre,
@@ -525,16 +717,20 @@ def _narrowed(x: Tensor, sizes: tuple) -> Tensor:
 
 
 def _execute(plan: _Plan, x: Tensor) -> Tensor:
-    """Run ``plan`` on ``x``: its output."""
+    """Run ``plan`` on ``x``: its output (the general path; a call being planned notes its source, output
+    and buffer as ``src``, ``out`` and ``buffer``)."""
     device = x.device
     x = _narrowed(x, plan.source_sizes)
     out = new_tensor(plan.out_shape, plan.out_dtype, device)
     if not plan.steps:
+        _refuse_replay()
         return op_impl("copy_")(out, x)
     if x.dtype is not plan.compute:
         with scratch_scope():
             x = op_impl("to")(x, dtype=plan.compute)
-    buffer = scratch_tensor(plan.buffer_shape, plan.compute.to_real().to_complex(), device) if plan.staged else out
+    buffer = _scratch(plan.buffer_shape, plan.compute.to_real().to_complex(), device) if plan.staged else out
+    for name, t in (("src", x), ("out", out), ("buffer", buffer)):
+        note_role(name, t)
     if plan.zeroed:
         op_impl("fill_")(buffer, 0)
     for step in plan.steps:
@@ -547,6 +743,39 @@ def _execute(plan: _Plan, x: Tensor) -> Tensor:
                   input_kind=step.input_kind, output_kind=step.output_kind, in_count=step.in_count,
                   out_count=step.out_count, scale=step.scale)
     return out
+
+
+def _replay(plan: _Plan):
+    """``replay(recorder, key, x)`` for ``planned_call``: a call of ``plan``'s layout as its recorded launches,
+    with fresh output and temporaries; where the input converts or the buffer is zeroed first, those ops
+    run before them. One from the source to a fresh output alone is a ``LaunchCall``, which binds its
+    launches where kernels compile."""
+    def replay(recorder: _Recorder, key, x: Tensor):
+        planned = planned_launches(recorder)
+        if planned is None:
+            return functools.partial(_execute, plan)
+        launches, workspace, slots = planned
+        device = x.device
+        fresh_output = fresh_tensor_maker(plan.out_shape, plan.out_dtype, device)
+        convert = x.dtype is not plan.compute
+        if not convert and not plan.zeroed and launches:
+            return binding_run(_CALLS, key, LaunchCall(device, launches, workspace, "src",
+                                                       [(("out", "buffer"), fresh_output)]), 0)
+
+        def execute(x: Tensor) -> Tensor:
+            out = fresh_output()
+            if convert:
+                with scratch_scope():
+                    x = op_impl("to")(_narrowed(x, plan.source_sizes), dtype=plan.compute)
+            tensors = {"src": x, "out": out, "buffer": out}
+            workspace.allocate(device, tensors)
+            if plan.zeroed:
+                op_impl("fill_")(tensors[slots["buffer"]], 0)
+            for launched in launches:
+                launched(device, tensors)
+            return out
+        return execute
+    return replay
 
 
 # ---- torch.fft's transforms: one table ------------------------------------------------------------
@@ -642,14 +871,21 @@ def _declare_transform(name: str, family: _Family, arity: str):
     def plan_of(a) -> _Plan:
         return _transform_plan(full, family, arity, a.input, a.n if arity == "" else a.s, a.dim, a.norm)
 
+    def run(input, size, dim, norm):
+        plan = _transform_plan(full, family, arity, input, size, dim, norm)
+        return planned_call(call_key(full, input, size, dim, norm), (input,), functools.partial(_execute, plan),
+                            _replay(plan))
+
     if arity == "":
         def impl(input, n=None, dim=-1, norm=None):
-            return _execute(_transform_plan(full, family, arity, input, n, dim, norm), input)
+            execute = _CALLS.lookup(call_key(full, input, n, dim, norm))
+            return execute(input) if execute is not None else run(input, n, dim, norm)
     else:
         default = ARITIES[arity]
 
         def impl(input, s=None, dim=default, norm=None):
-            return _execute(_transform_plan(full, family, arity, input, s, dim, norm), input)
+            execute = _CALLS.lookup(call_key(full, input, s, dim, norm))
+            return execute(input) if execute is not None else run(input, s, dim, norm)
     impl.__name__ = impl.__qualname__ = full
     impl.__doc__ = f"torch.fft.{full}: {_DOCS[name]}{'' if arity == '' else ' over several dims'}."
     return register(f"fft.{full}", family="fft", aten=[f"aten::fft_{full}.default"], api=(), variants=(OUT,),
@@ -698,18 +934,28 @@ def _c2r_plan(x, dim, normalization, last_dim_size):
     return _primitive_plan("_fft_c2r", C2R, INVERSE, x, dim, normalization, last_dim_size)
 
 
+def _primitive_call(name: str, plan_of, x, *options):
+    """A primitive's call through its layout's plan (``planned_call``)."""
+    key = call_key(name, x, *options)
+    execute = _CALLS.lookup(key)
+    if execute is not None:
+        return execute(x)
+    plan = plan_of(x, *options)
+    return planned_call(key, (x,), functools.partial(_execute, plan), _replay(plan))
+
+
 @register("_fft_c2c", family="fft", aten=["aten::_fft_c2c.default"], api=(), variants=(OUT,),
           **_rules(lambda a: _c2c_plan(a.self, a.dim, a.normalization, a.forward)))
 def fft_c2c(self, dim, normalization: int, forward: bool):
     """aten::_fft_c2c: a complex transform over ``dim``, forward or inverse, scaled by the norm mode."""
-    return _execute(_c2c_plan(self, dim, normalization, forward), self)
+    return _primitive_call("_fft_c2c", _c2c_plan, self, dim, normalization, forward)
 
 
 @register("_fft_r2c", family="fft", aten=["aten::_fft_r2c.default"], api=(), variants=(OUT,),
           **_rules(lambda a: _r2c_plan(a.self, a.dim, a.normalization, a.onesided)))
 def fft_r2c(self, dim, normalization: int, onesided: bool):
     """aten::_fft_r2c: the forward transform of a real input over ``dim``, one-sided along its last."""
-    return _execute(_r2c_plan(self, dim, normalization, onesided), self)
+    return _primitive_call("_fft_r2c", _r2c_plan, self, dim, normalization, onesided)
 
 
 @register("_fft_c2r", family="fft", aten=["aten::_fft_c2r.default"], api=(), variants=(OUT,),
@@ -717,7 +963,7 @@ def fft_r2c(self, dim, normalization: int, onesided: bool):
 def fft_c2r(self, dim, normalization: int, last_dim_size: int):
     """aten::_fft_c2r: the inverse transform over ``dim`` of a one-sided Hermitian input, real, its last dim
     ``last_dim_size`` long."""
-    return _execute(_c2r_plan(self, dim, normalization, last_dim_size), self)
+    return _primitive_call("_fft_c2r", _c2r_plan, self, dim, normalization, last_dim_size)
 
 
 # ---- sample frequencies and shifts ------------------------------------------------------------------
