@@ -38,8 +38,12 @@ from .checkpoint import CheckpointError
 __all__ = ["linear", "quantization_of", "load_weights", "fp8_activations_of", "write_quantized", "QUANTIZABLE"]
 
 READ_METHODS = ("gptq", "awq", "fp8", "fbgemm_fp8", "compressed-tensors", "nbx")
-# the decoder's linear layers, the weights quantized on load (embeddings, norms and the LM head stay float)
-QUANTIZABLE = re.compile(r"model\.layers\.\d+\.(self_attn|mlp)\.(q|k|v|o|qkv|gate|up|down|gate_up)_proj\.weight")
+# the decoder's linear layers, the weights quantized on load: attention and MLP projections, and a mixture of
+# experts' experts (Mixtral's w1, w3 and w2) and shared expert (embeddings, norms, the LM head, routers and the
+# shared expert's gate stay float)
+QUANTIZABLE = re.compile(r"model\.layers\.\d+\.(self_attn\.(q|k|v|o|qkv)_proj|mlp\.(gate|up|down|gate_up)_proj"
+                         r"|(mlp|block_sparse_moe)\.experts\.\d+\.(gate_proj|up_proj|down_proj|w1|w2|w3)"
+                         r"|mlp\.shared_expert\.(gate|up|down)_proj)\.weight")
 DEFAULT_GROUP_SIZE = 128
 # fbgemm_fp8's bound on activation scales where its config gives none (transformers' FbgemmFp8Config default)
 DEFAULT_ACTIVATION_SCALE_UB = 1200.0
