@@ -352,7 +352,7 @@ class _Layer:
         block, count = mixture.family.block, mixture.experts
         self.router = take(f"{block}.gate.weight")
         if isinstance(self.router, QuantizedWeight):
-            raise CheckpointError(f"{prefix}{block}.gate: a quantized router is not supported (routers stay float, "
+            raise CheckpointError(f"{self.prefix}{block}.gate: a quantized router is not supported (routers stay float, "
                                   f"as quantizers leave them)")
         check("router", self.router, (count, hidden))
         first = take(f"{block}.experts.0.{mixture.family.projections[0]}.weight")
