@@ -10,7 +10,9 @@ weights with ``weight_scale`` per tensor, channel or 128 x 128 block, and activa
 token, or per 128-input group against block weights, or static: an ``input_scale`` a layer; weight-only unless
 ``fp8_activations`` is asked for) and ``nbx`` (what ``write_quantized`` writes for int8: int8 ``weight`` and a
 per-channel ``weight_scale``).
-Any other method is refused by name. A quantized layer's tensors are checked against each other (shapes,
+A mixture of experts' experts and shared expert are quantized like the other projections (``QUANTIZABLE``;
+routers stay float), and the model stacks the experts (``quant.stack_experts``). Any other method is refused by
+name. A quantized layer's tensors are checked against each other (shapes,
 dtypes, group indices) before anything reads them.
 
 Written: int4 as AWQ (GEMM packing), int8 as ``nbx``, fp8 as ``fbgemm_fp8``: checkpoints other readers of
