@@ -346,16 +346,17 @@ def _quantized_cases(extents, dtypes, flags, device) -> list[Case]:
 def _grouped_quantized_cases(extents, dtypes, flags, device) -> list[Case]:
     """``grouped_quantized_gemm`` keys: ``grouped_quantized_linear`` of rows shared out as ``_grouped_cases``
     shares them, against a stack of the key's experts' weights each rounded to nearest in the key's format (as
-    ``_quantized_cases`` makes and bounds one; act-order keys alike have no rounding to make them). Reference:
-    each expert's rows times its dequantized weight, in float64."""
+    ``_quantized_cases`` makes and bounds one, its scales in the key's scale dtype, which may differ from the
+    rows'; act-order keys alike have no rounding to make them). Reference: each expert's rows times its
+    dequantized weight, in float64."""
     if flags.get("g_idx") == "1":
         return []
     rng = np.random.default_rng(0)
-    (in_name, _), rows, n, k, experts = dtypes, extents["M"], extents["N"], extents["K"], extents["E"]
+    (in_name, scale_name), rows, n, k, experts = dtypes, extents["M"], extents["N"], extents["K"], extents["E"]
     x, x64 = _operand(rng, (rows, k), in_name, device, transposed=False)
     weight = stack_experts([[QuantizedWeight.quantize(rng.standard_normal((n, k)).astype(np.float32) * 0.05,
                                                       flags["format"], group_size=min(128, k), device=device,
-                                                      dtype=in_name)] for _ in range(experts)])
+                                                      dtype=scale_name)] for _ in range(experts)])
     w64 = weight.dequantize().astype(np.float64).transpose(0, 2, 1)
     ends = np.minimum(np.arange(experts) * rows // experts, rows - rows // 8)
     ends[-1] = rows - rows // 8

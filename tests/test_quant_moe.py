@@ -230,3 +230,23 @@ def test_moe_refuses_a_quantized_router():
     stack = stack_experts([[QuantizedWeight.quantize(np.ones((16, 16), np.float32), "int8")]] * 4)
     with pytest.raises(TypeError, match="router_weight must be a float tensor"):
         nbx.moe(nbx.ones((2, 16)), weight, stack, stack, 2)
+
+
+@pytest.mark.skipif(TEST_DEVICE != "cpu", reason="certifies the CPU's device class")
+@pytest.mark.parametrize("format", ["int4", "fp8"])
+def test_grouped_quantized_keys_certify(rng, monkeypatch, tmp_path, format):
+    """The key a call forms is certified against its float64 reference and names the op that forms it."""
+    from nbxtensor import certify, tuning
+    from nbxtensor.ops import plans
+    monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path))
+    plans.clear_all()
+    stack, _ = _stack([_int4_expert(rng, 24, 40, 32) if format == "int4" else _byte_expert(rng, 24, 40, format)
+                       for _ in range(3)])
+    with tuning.recording() as formed:
+        nbx.grouped_quantized_linear(to_nbx(rng.standard_normal((20, 40)).astype(np.float32)).bfloat16(), stack,
+                                     to_nbx(np.int32([6, 6, 17])))
+    (key,) = formed
+    assert key.startswith("grouped_quantized_gemm|") and f"|format={format}|" in key
+    report = certify.certify_key(key, "cpu")
+    assert report["status"] == "certified" and report["op"] == "grouped_quantized_linear"
+    plans.clear_all()
