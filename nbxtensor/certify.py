@@ -33,10 +33,10 @@ from .ops.attention import prefill_attention
 from .ops.convolution import _DIRECT_MAX_GROUP_MATRIX, _DIRECT_SHAPES, convolution
 from .ops.matmul import _product
 from .ops.matmul_prologue import act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
-from .ops.moe import grouped_mm, grouped_reference
+from .ops.moe import grouped_mm, grouped_quantized_linear, grouped_reference
 from .ops.plans import clear_all
 from .ops.quant import quantized_linear
-from .quant import FP8_BLOCK, QuantizedWeight
+from .quant import FP8_BLOCK, QuantizedWeight, stack_experts
 from .tuning.cache import bucket, cache_for, certifications, op_of, recording, time_candidates
 
 __all__ = ["certify_key", "certify_keys", "certify_graph", "parse_key", "MalformedKey", "CERTIFIERS"]
@@ -343,6 +343,31 @@ def _quantized_cases(extents, dtypes, flags, device) -> list[Case]:
     return [Case((m, n, k), lambda: quantized_linear(x, weight), reference, bound)]
 
 
+def _grouped_quantized_cases(extents, dtypes, flags, device) -> list[Case]:
+    """``grouped_quantized_gemm`` keys: ``grouped_quantized_linear`` of rows shared out as ``_grouped_cases``
+    shares them, against a stack of the key's experts' weights each rounded to nearest in the key's format (as
+    ``_quantized_cases`` makes and bounds one, its scales in the key's scale dtype, which may differ from the
+    rows'; act-order keys alike have no rounding to make them). Reference: each expert's rows times its
+    dequantized weight, in float64."""
+    if flags.get("g_idx") == "1":
+        return []
+    rng = np.random.default_rng(0)
+    (in_name, scale_name), rows, n, k, experts = dtypes, extents["M"], extents["N"], extents["K"], extents["E"]
+    x, x64 = _operand(rng, (rows, k), in_name, device, transposed=False)
+    weight = stack_experts([[QuantizedWeight.quantize(rng.standard_normal((n, k)).astype(np.float32) * 0.05,
+                                                      flags["format"], group_size=min(128, k), device=device,
+                                                      dtype=scale_name)] for _ in range(experts)])
+    w64 = weight.dequantize().astype(np.float64).transpose(0, 2, 1)
+    ends = np.minimum(np.arange(experts) * rows // experts, rows - rows // 8)
+    ends[-1] = rows - rows // 8
+    reference, magnitudes = grouped_reference(x64, w64, ends), grouped_reference(np.abs(x64), np.abs(w64), ends)
+    accumulate = _UNIT_ROUNDOFF["float32"]
+    dequantized = max(_UNIT_ROUNDOFF.get(in_name, accumulate), accumulate) + accumulate
+    bound = (_gamma(k + 3, accumulate) + dequantized) * magnitudes + _output_rounding(in_name) * np.abs(reference)
+    offs = nbx.tensor(ends.astype(np.int32), device=device)
+    return [Case((rows, n, k, experts), lambda: grouped_quantized_linear(x, weight, offs), reference, bound)]
+
+
 def _conv_reference(x64, w64, b64, stride, padding, groups: int, transposed: bool, out_spatial) -> np.ndarray:
     """The convolution (dilation 1) of 5-d ``x64`` (N, C, D, H, W) by ``w64`` in float64, one kernel position
     at a time, each a batch of matrix products (positions by a group's input channels, times its weight):
@@ -570,6 +595,7 @@ CERTIFIERS: dict[str, Certifier] = {
     "direct_conv": Certifier(("M",), functools.partial(_conv_cases, "direct")),
     "depthwise_conv": Certifier(("M",), functools.partial(_conv_cases, "depthwise")),
     "grouped_gemm": Certifier(("M",), _grouped_cases),
+    "grouped_quantized_gemm": Certifier(("M",), _grouped_quantized_cases),
 }
 
 

@@ -15,6 +15,11 @@ multiplies by it), whatever checkpoint it came from:
 - ``fp8``: ``qweight`` (N, K) float8_e4m3fn, ``scales`` viewed as (groups along K, groups along N):
   (1, 1) per tensor, (1, N) per channel, (ceil(K / 128), ceil(N / 128)) per 128 x 128 block;
   w[n, k] = q[n, k] * scales[k // group_size, n // scale_block_n].
+
+A stack of E experts' weights (``stack_experts``) is one ``QuantizedWeight`` of shape (E, N, K) whose parts
+have a leading expert dim: (E, ceil(K / 8), N) words, (E, G, N) scales and zero points and (E, K) ``g_idx``
+for int4; (E, N, K) values and (E, 1, N), or (E, ceil(K / 128), ceil(N / 128)) block scales, for int8 and fp8.
+``w[e]`` is expert e's (N, K) weight.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ from .ops.plans import layout_key
 
 __all__ = ["QuantizationError", "QuantizedWeight", "FORMATS", "quantize", "quantize_int4", "quantize_int8",
            "quantize_fp8", "pack_int4_rows", "unpack_int4_rows", "pack_int4_columns", "unpack_int4_columns",
-           "AWQ_ORDER"]
+           "AWQ_ORDER", "stack_experts"]
 
 FORMATS = ("int4", "int8", "fp8")
 FP8_MODES = ("tensor", "channel", "block")
@@ -402,19 +407,22 @@ class QuantizedWeight:
                    if t is not None)
 
     def dim(self) -> int:
-        return 2
+        return len(self.shape)
 
     ndim = property(dim)
 
     def __repr__(self) -> str:
         grouping = (f"group_size={self.group_size}" + (", act_order" if self.g_idx is not None else "")
                     if self.format == "int4" else "per channel" if self.format == "int8"
-                    else {1: "per channel", self.shape[0]: "per tensor"}.get(self.scale_block_n, "per block"))
+                    else {1: "per channel", self.shape[-2]: "per tensor"}.get(self.scale_block_n, "per block"))
         return (f"QuantizedWeight({self.format}, shape={self.shape}, dtype={self.dtype.name}, {grouping}, "
                 f"nbytes={self.nbytes}, device={self.device})")
 
     def __getitem__(self, rows) -> "QuantizedWeight":
-        """The weight of output rows ``rows`` (a slice of step 1), sharing this one's memory."""
+        """The weight of output rows ``rows`` (a slice of step 1), sharing this one's memory; of a stack of
+        experts' weights, expert ``rows``'s (an integer)."""
+        if len(self.shape) == 3:
+            return self._expert(rows)
         if not isinstance(rows, slice) or rows.step not in (None, 1):
             raise TypeError(f"a QuantizedWeight is indexed by a slice of output rows, got {rows!r}")
         n, k = self.shape
@@ -439,8 +447,22 @@ class QuantizedWeight:
         return QuantizedWeight(self.format, (stop - start, k), self.dtype, qweight, scales, zeros, self.g_idx,
                                self.group_size, block_n, self.activation_scale, self.activation_scale_ub)
 
+    def _expert(self, index) -> "QuantizedWeight":
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"a stack of experts' QuantizedWeights is indexed by an expert (an integer), got {index!r}")
+        experts = self.shape[0]
+        if not -experts <= index < experts:
+            raise IndexError(f"expert {index} is out of range for a stack of {experts} experts' weights")
+        index = int(index) % experts
+        parts = [None if t is None else t[index] for t in (self.qweight, self.scales, self.zeros, self.g_idx)]
+        return QuantizedWeight(self.format, self.shape[1:], self.dtype, *parts, self.group_size, self.scale_block_n,
+                               self.activation_scale, self.activation_scale_ub)
+
     def dequantize(self) -> np.ndarray:
-        """The (N, K) float32 weight this one stands for, computed on the host."""
+        """The (N, K) float32 weight this one stands for (of a stack of experts', (E, N, K)), computed on the
+        host."""
+        if len(self.shape) == 3:
+            return np.stack([self._expert(e).dequantize() for e in range(self.shape[0])])
         n, k = self.shape
         scales = self.scales.numpy().astype(np.float64)
         groups = (self.g_idx.numpy() if self.g_idx is not None else np.arange(k) // self.group_size)
@@ -476,6 +498,75 @@ def join_rows(weights: list) -> "QuantizedWeight | None":
     rows = sum(w.shape[0] for w in weights)
     return QuantizedWeight(first.format, (rows, first.shape[1]), first.dtype, qweight, scales, zeros, None,
                            first.group_size, first.scale_block_n, first.activation_scale, first.activation_scale_ub)
+
+
+def _fp8_blocks(w: QuantizedWeight) -> bool:
+    """Whether fp8 ``w``'s scales are per 128 x 128 block (a weight of one block counts as either)."""
+    return w.group_size == FP8_BLOCK and w.scale_block_n == FP8_BLOCK
+
+
+def stack_experts(experts: list) -> QuantizedWeight:
+    """The experts' quantized weights as one (E, N, K) stack (the module docstring's layout) for
+    ``nbx.grouped_quantized_linear``: ``experts[e]`` lists expert e's (N_i, K) weights, joined by output rows in
+    that order (a gate projection's rows, then an up projection's). Every weight must share the format, input
+    size, dtype, scales' dtype, group size and device; every expert the joined rows. Act-order int4 weights
+    joined in one expert must order their inputs alike (one ``g_idx``: GPTQ sorts them by statistics of the
+    input, which an expert's gate and up projections share); each expert keeps its own. fp8 scales per tensor or
+    per channel become per channel; per 128 x 128 block they stay so where each joined weight but the last
+    ends on a block. The stack multiplies weight-only: fp8 rows' scaling settings are not kept."""
+    if not experts or not all(isinstance(joined, (list, tuple)) and joined for joined in experts):
+        raise QuantizationError("stack_experts: expected a non-empty list of experts, each a non-empty list of "
+                                "QuantizedWeights")
+    weights = [w for joined in experts for w in joined]
+    if not all(isinstance(w, QuantizedWeight) and len(w.shape) == 2 for w in weights):
+        raise QuantizationError("stack_experts: every expert's weights must be 2-D QuantizedWeights, got "
+                                f"{', '.join(sorted({type(w).__name__ for w in weights}))}")
+    first = weights[0]
+    forms = {(w.format, w.shape[1], w.dtype.name, w.scales.dtype.name, w.group_size, str(w.device)) for w in weights}
+    if len(forms) != 1:
+        raise QuantizationError(f"stack_experts: the experts' weights differ in format, inputs, dtype, scales' dtype, "
+                                f"group size or device: {sorted(forms)}")
+    rows = [[w.shape[0] for w in joined] for joined in experts]
+    if any(r != rows[0] for r in rows):
+        raise QuantizationError(f"stack_experts: every expert must join weights of the same rows, got {rows}")
+    n, k = sum(rows[0]), first.shape[1]
+    blocks = first.format == "fp8" and _fp8_blocks(first)
+    if first.format == "fp8":
+        if any(_fp8_blocks(w) != blocks for w in weights):
+            raise QuantizationError("stack_experts: fp8 weights with 128 x 128 block scales and weights with "
+                                    "scales per tensor or channel do not stack")
+        if blocks and any(r % FP8_BLOCK for r in rows[0][:-1]):
+            raise QuantizationError(f"stack_experts: fp8 weights with 128 x 128 block scales join only where each "
+                                    f"but the last has a multiple of {FP8_BLOCK} rows, got {rows[0]}")
+    orders = []
+    for joined in experts:
+        order = joined[0].g_idx
+        if any((w.g_idx is None) != (order is None) or (order is not None and not np.array_equal(
+                w.g_idx.numpy(), order.numpy())) for w in joined[1:]):
+            raise QuantizationError("stack_experts: act-order int4 weights joined in one expert must share one "
+                                    "g_idx (their inputs' order)")
+        orders.append(order)
+
+    def stacked(parts):
+        return cat([p.unsqueeze(0) for p in parts])
+    if first.format == "int4":
+        qweight, scales, zeros = (stacked([cat([getattr(w, name) for w in joined], dim=1) for joined in experts])
+                                  for name in ("qweight", "scales", "zeros"))
+        g_idx = None
+        if any(order is not None for order in orders):
+            in_order = tensor((np.arange(k) // first.group_size).astype(np.int32), device=first.device)
+            g_idx = stacked([in_order if order is None else order for order in orders])
+        block_n = 1
+    else:
+        qweight = stacked([cat([w.qweight for w in joined]) for joined in experts])
+        g_idx = zeros = None
+        if blocks:
+            scales, block_n = stacked([cat([w.scales for w in joined], dim=1) for joined in experts]), FP8_BLOCK
+        else:  # one scale a channel, per-tensor ones repeated over their rows
+            scales = stacked([cat([w.scales.expand(1, w.shape[0]) for w in joined], dim=1) for joined in experts])
+            block_n = 1
+    return QuantizedWeight(first.format, (len(experts), n, k), first.dtype, qweight, scales, zeros, g_idx,
+                           first.group_size, block_n)
 
 
 def _dtype_name(np_dtype) -> str:

@@ -637,6 +637,24 @@ def _row_ends(offs, lanes, experts, total_rows, SHIFT: tl.constexpr):
 
 
 @triton.jit
+def grouped_slot(offs, experts, total_rows, BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr):
+    """(group, first row, row end) of the BLOCK_M-row tile that program slot ``tl.program_id(0)`` of a grouped
+    product takes: the groups' tiles are counted from ``offs`` (``_row_ends``) and numbered one after another;
+    a group of ``experts`` is the rows past the last end, and a slot past every tile gets a group above it."""
+    slot = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK_E)
+    ends = _row_ends(offs, lanes, experts, total_rows, 0)
+    starts = _row_ends(offs, lanes, experts, total_rows, 1)
+    tiles = (ends - starts + BLOCK_M - 1) // BLOCK_M
+    tiles_through = tl.cumsum(tiles, 0)
+    group = tl.sum((tiles_through <= slot).to(tl.int32), 0)
+    mine = lanes == group
+    first_tile = tl.sum(tl.where(mine, tiles_through - tiles, 0), 0)
+    row_end = tl.sum(tl.where(mine, ends, 0), 0)
+    return group, tl.sum(tl.where(mine, starts, 0), 0) + (slot - first_tile) * BLOCK_M, row_end
+
+
+@triton.jit
 def grouped_gemm(a, b, offs, out, total_rows, N, K, experts, a_sm, a_sk, b_se, b_sk, b_sn, out_sm, out_sn,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_E: tl.constexpr,
                  EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
@@ -649,18 +667,9 @@ def grouped_gemm(a, b, offs, out, total_rows, N, K, experts, a_sm, a_sk, b_se, b
     ``offs`` on the device and numbered one after another, so the grid (cdiv(total_rows, BLOCK_M) +
     ``experts`` slots, enough for any ``offs``) is fixed by the shapes alone and a slot past the last tile,
     or of an expert with no rows, exits at once."""
-    slot = tl.program_id(0)
-    lanes = tl.arange(0, BLOCK_E)
-    ends = _row_ends(offs, lanes, experts, total_rows, 0)
-    starts = _row_ends(offs, lanes, experts, total_rows, 1)
-    tiles = (ends - starts + BLOCK_M - 1) // BLOCK_M
-    tiles_through = tl.cumsum(tiles, 0)
-    group = tl.sum((tiles_through <= slot).to(tl.int32), 0)
+    group, row_start, row_end = grouped_slot(offs, experts, total_rows, BLOCK_M, BLOCK_E)
     if group <= experts:
-        mine = lanes == group
-        first_tile = tl.sum(tl.where(mine, tiles_through - tiles, 0), 0)
-        row_end = tl.sum(tl.where(mine, ends, 0), 0)
-        rm = tl.sum(tl.where(mine, starts, 0), 0) + (slot - first_tile) * BLOCK_M + tl.arange(0, BLOCK_M)
+        rm = row_start + tl.arange(0, BLOCK_M)
         rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
         rk = tl.arange(0, BLOCK_K)
         expert = tl.minimum(group, experts - 1)

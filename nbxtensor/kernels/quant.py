@@ -6,16 +6,18 @@ of many rows ``dequantize_weight`` writes the whole weight out once in the rows'
 
 ``quantized_gemv`` (decode, up to 16 rows) streams the weight with split K as ``kernels/matmul.py``'s
 ``gemv`` does (its ``gemv_combine`` adds the partials); ``quantized_gemm`` (prefill) tiles the output and
-multiplies on the matrix units. Float8 rows: ``fp8_rows`` rounds them to e4m3 (a scale per row or per 1 x 128
+multiplies on the matrix units; ``grouped_quantized_gemm`` multiplies row groups by a stack of experts'
+quantized weights with ``quantized_gemm``'s weight tiles, as ``kernels/matmul.py``'s ``grouped_gemm`` multiplies
+them by float matrices (groups found from ``offs`` on the device). Float8 rows: ``fp8_rows`` rounds them to e4m3 (a scale per row or per 1 x 128
 block), ``fp8_gemm`` and ``fp8_block_gemm`` multiply them by e4m3 weights on the float8 matrix units, as does
 ``fp8_gemm_tiles`` for either scaling, walking the tiles as ``kernels/matmul.py``'s ``gemm_tiles`` does.
 """
 import triton
 import triton.language as tl
 
-from .formats import FORMAT_E4M3FN, decode, encode
+from .formats import FORMAT_E4M3FN, FORMAT_NATIVE, decode, encode
 from .dependent_launch import await_predecessors
-from .matmul import _epilogue, _gemv_program, _gemv_write, _grouped_tile, _operand, _tile_indices
+from .matmul import _epilogue, _gemv_program, _gemv_write, _grouped_tile, _operand, _tile_indices, grouped_slot
 
 WEIGHT_INT4 = tl.constexpr(0)
 WEIGHT_INT8 = tl.constexpr(1)
@@ -254,6 +256,55 @@ def quantized_gemm(x, q, scales, zeros, g_idx, bias, out, M, N, K, group_size, s
                              scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, WEIGHT,
                              SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16, INTERPRETED)
     _store_tile(acc, bias, out, rm, rn, M, N, bias_sn, out_sm, out_sn, HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+
+
+@triton.jit
+def grouped_quantized_gemm(x, q, scales, zeros, g_idx, offs, out, total_rows, N, K, experts, group_size, scale_block_n,
+                           x_sm, x_sk, q_se, q_sk, q_sn, s_se, s_sg, s_sn, z_se, z_sg, z_sn, g_se, out_sm, out_sn,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_E: tl.constexpr,
+                           WEIGHT: tl.constexpr, SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr,
+                           GROUPS_IN_TILE: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
+                           DECODE_BF16: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                           INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+    """out[rows of group e] = x[rows of group e] @ w[e].T for a stack of quantized (N, K) weights, each expert's
+    parts ``*_se`` elements after the previous one's: ``kernels/matmul.py``'s ``grouped_gemm`` with the weight
+    tiles of ``quantized_gemm`` (``_rows_step``, dequantized in registers as they are loaded). Groups come from
+    ``offs`` on the device (``grouped_slot``), so the grid (cdiv(total_rows, BLOCK_M) + ``experts`` slots) is
+    fixed by the shapes; the rows past the last end are written as zeros."""
+    group, row_start, row_end = grouped_slot(offs, experts, total_rows, BLOCK_M, BLOCK_E)
+    if group <= experts:
+        rm = row_start + tl.arange(0, BLOCK_M)
+        rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        rk = tl.arange(0, BLOCK_K)
+        expert = tl.minimum(group, experts - 1)
+        if INDEX_64:
+            rm = rm.to(tl.int64)
+            rn = rn.to(tl.int64)
+            rk = rk.to(tl.int64)
+            expert = expert.to(tl.int64)
+        # rows past the group's end read its last row and columns past N column 0: never stored
+        rm_load = tl.where(rm < row_end, rm, row_end - 1)
+        rn_load = tl.where(rn < N, rn, 0)
+        q_expert, scales_expert = q + expert * q_se, scales + expert * s_se
+        zeros_expert, g_idx_expert = zeros + expert * z_se, g_idx + expert * g_se
+        # the group past the experts multiplies nothing: its rows stay zero
+        k_end = tl.where(group < experts, K, 0)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if INTERPRETED:
+            k0 = 0
+            while k0 < k_end:
+                acc = _rows_step(acc, x, q_expert, scales_expert, zeros_expert, g_idx_expert, rm_load, rn_load, rn, N,
+                                 k0, rk, K, group_size, scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn,
+                                 BLOCK_M, BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION,
+                                 DECODE_BF16, INTERPRETED)
+                k0 += BLOCK_K
+        else:
+            for k0 in range(0, k_end, BLOCK_K):
+                acc = _rows_step(acc, x, q_expert, scales_expert, zeros_expert, g_idx_expert, rm_load, rn_load, rn, N,
+                                 k0, rk, K, group_size, scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn,
+                                 BLOCK_M, BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION,
+                                 DECODE_BF16, INTERPRETED)
+        _store_tile(acc, out, out, rm, rn, row_end, N, 0, out_sm, out_sn, False, FORMAT_NATIVE, DST_FORMAT, VIA_F32)
 
 
 @triton.jit

@@ -7,8 +7,8 @@ projections' slices, the heads' permutes, the gathered keys of a chunk past the 
 key rules of the ops it calls (``linear``, or ``quantized_linear`` on meta ``QuantizedWeight``s laid out as a
 checkpoint's are (``Projections``), ``prefill_attention``, and for one-row decode steps the products, float
 or quantized, with a norm or an activation folded in; paged decode attention tunes nothing).
-A sparse layer forms its mixture of experts' keys (``moe``'s, and its shared expert's products') in place of
-its MLP's.
+A sparse layer forms its mixture of experts' keys (``moe``'s, on float or quantized stacks of experts, and its
+shared expert's products') in place of its MLP's.
 
 ``engine_census`` covers given prompt lengths and batch sizes, or, with ``context``, every prompt length up
 to it: a key is a function of its extents' buckets, so one length of each run of lengths whose buckets
@@ -32,7 +32,7 @@ from ..ops.matmul_prologue import FOLD_MAX_ROWS
 from ..quant import FP8_BLOCK, QuantizedWeight
 from . import checkpoint
 from .checkpoint import CheckpointError
-from .model import DEFAULT_PREFILL_CHUNK, DecoderConfig, refuse_quantized_experts
+from .model import DEFAULT_PREFILL_CHUNK, DecoderConfig
 from .quantized import fp8_activations_of, quantization_of, requested_rounding
 from .replay import BATCH_BUCKETS
 
@@ -80,6 +80,22 @@ class Projections:
                                outputs if per_tensor else 1)
 
 
+    def experts(self, count: int, outputs: int, inputs: int, dtype):
+        """A meta stack of ``count`` experts' (outputs, inputs) weights in this form, as ``quant.stack_experts``
+        lays them out (fp8 scales per tensor become per channel); float (experts, outputs, inputs) where the
+        form is float."""
+        if self.format is None:
+            return _meta((count, outputs, inputs), dtype)
+        one = self.weight(outputs, inputs, dtype)
+        block_n = one.scale_block_n
+        scales = one.scales
+        if self.format == "fp8" and self.fp8_scales == "tensor":
+            scales, block_n = scales.expand(1, outputs), 1
+        parts = [None if t is None else _meta((count, *t.shape), t.dtype) for t in (one.qweight, scales, one.zeros,
+                                                                                  one.g_idx)]
+        return QuantizedWeight(self.format, (count, outputs, inputs), dtype, *parts, one.group_size, block_n)
+
+
 FLOAT = Projections()
 
 
@@ -95,17 +111,24 @@ def _linear(facts, rows: int, inputs: int, outputs: int, dtype, bias: bool, form
     return registry.get("quantized_linear").key(facts, x, weight, b, form.fp8_activations and rows > GEMV_MAX_ROWS)
 
 
-def _mixture_keys(config: DecoderConfig, facts, rows: int, dtype) -> list:
+def _mixture_keys(config: DecoderConfig, facts, rows: int, dtype, form: Projections = FLOAT) -> list:
     """The keys of a mixture-of-experts layer's MLP on ``rows`` normed rows: ``moe``'s (its router and its two
-    grouped products), and its shared expert's products (gate, up and gate's row joined, then down)."""
+    grouped products, float or quantized as ``form`` says), and its shared expert's products (gate, up and gate's
+    row joined, then down; quantized, the gate and up rows joined where they join and the float gate's row
+    apart)."""
     c, mixture = config, config.mixture
-    experts, size = mixture.experts, mixture.intermediate_size
+    experts, size, shared = mixture.experts, mixture.intermediate_size, mixture.shared_size
     keys = registry.get("moe").key(facts, _meta((rows, c.hidden_size), dtype), _meta((experts, c.hidden_size), dtype),
-                                   _meta((experts, 2 * size, c.hidden_size), dtype),
-                                   _meta((experts, c.hidden_size, size), dtype), mixture.top_k)
-    if mixture.shared_size:
-        keys += _linear(facts, rows, c.hidden_size, 2 * mixture.shared_size + 1, dtype, False)
-        keys += _linear(facts, rows, mixture.shared_size, c.hidden_size, dtype, False)
+                                   form.experts(experts, 2 * size, c.hidden_size, dtype),
+                                   form.experts(experts, c.hidden_size, size, dtype), mixture.top_k)
+    if shared and form.format is None:
+        keys += _linear(facts, rows, c.hidden_size, 2 * shared + 1, dtype, False)
+    elif shared:
+        for outputs in [2 * shared] if form.joined else [shared] * 2:
+            keys += _linear(facts, rows, c.hidden_size, outputs, dtype, False, form)
+        keys += _linear(facts, rows, c.hidden_size, 1, dtype, False)
+    if shared:
+        keys += _linear(facts, rows, shared, c.hidden_size, dtype, False, form)
     return keys
 
 
@@ -124,7 +147,7 @@ def _layer_products(config: DecoderConfig, facts, rows: int, dtype, form: Projec
         keys += _linear(facts, rows, c.hidden_size, outputs, dtype, c.attention_bias, form)
     keys += _linear(facts, rows, q_rows, c.hidden_size, dtype, c.output_bias, form)
     if c.mixture_at(index) is not None:
-        return keys + _mixture_keys(c, facts, rows, dtype)
+        return keys + _mixture_keys(c, facts, rows, dtype, form)
     for outputs in gate_up:
         keys += _linear(facts, rows, c.hidden_size, outputs, dtype, False, form)
     return keys + _linear(facts, rows, c.intermediate_size, c.hidden_size, dtype, False, form)
@@ -193,7 +216,7 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
                 bias=c.attention_bias)
         apart(q_rows, c.hidden_size, bias=c.output_bias)
         if c.mixture_at(index) is not None:  # its norm runs alone
-            counts.update(_mixture_keys(c, facts, rows, dtype))
+            counts.update(_mixture_keys(c, facts, rows, dtype, projections))
             continue
         if joined:
             key("add_rms_norm_linear", c.hidden_size, c.hidden_size, 2 * c.intermediate_size, stream, norm)
@@ -324,7 +347,6 @@ def checkpoint_census(directory, facts: dict, *, dtype=None, batch_sizes=None, c
     directory = os.fspath(directory)
     hf_config = checkpoint.read_json(directory, checkpoint.CONFIG_FILE)
     config = DecoderConfig.from_hf(hf_config, directory)
-    refuse_quantized_experts(config, hf_config, quantize, directory)
     dtype = dtype or config.dtype
     projections = checkpoint_projections(directory, hf_config, dtype, facts, quantize, fp8_activations)
     context = config.max_positions if context is None else context

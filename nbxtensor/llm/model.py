@@ -27,15 +27,14 @@ from ..ops.creation import empty, tensor as make_tensor
 from ..ops.matmul_prologue import FOLD_MAX_ROWS, act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
 from ..ops.moe import moe
 from ..ops.normalization import add_rms_norm, rms_norm
-from ..quant import join_rows
+from ..quant import QuantizationError, QuantizedWeight, join_rows, stack_experts
 from ..tensor import Tensor
 from . import checkpoint
 from .cache import PagedKVCache
 from .checkpoint import CheckpointError
 from .quantized import fp8_activations_of, linear, load_weights, quantization_of
 
-__all__ = ["DecoderConfig", "DecoderModel", "MixtureConfig", "SUPPORTED_ARCHITECTURES", "load_model",
-           "refuse_quantized_experts"]
+__all__ = ["DecoderConfig", "DecoderModel", "MixtureConfig", "SUPPORTED_ARCHITECTURES", "load_model"]
 
 # architectures value -> what its config means beyond the Llama defaults; "experts": how its mixture-of-experts
 # layers read (``_EXPERT_FAMILIES``)
@@ -295,8 +294,9 @@ class _Layer:
     matrix and the gate and up projections one (2 * intermediate, hidden) matrix, as Phi-3 stores them: a
     decode step then streams each through one product. A mixture-of-experts layer holds its router and its
     experts stacked, every expert's gate and up rows in one (experts, 2 * intermediate, hidden) tensor and its
-    down projections in one (experts, hidden, intermediate), as ``ops.moe.moe`` takes them, and a shared
-    expert's gate and up rows joined with its gate's row (one product). Separate checkpoint weights are
+    down projections in one (experts, hidden, intermediate), as ``ops.moe.moe`` takes them (quantized experts as
+    stacks of quantized weights, ``quant.stack_experts``), and a shared expert's gate and up rows joined with its
+    gate's row (one product; quantized ones joined apart from the float gate's row). Separate checkpoint weights are
     joined here and taken out of ``weights``, so the originals are freed as each layer is built."""
 
     def __init__(self, weights: dict, prefix: str, config: DecoderConfig, index: int):
@@ -312,6 +312,7 @@ class _Layer:
             if shape != list(want):
                 raise CheckpointError(f"{prefix}: the {name} weights are {shape}, not {list(want)} as the config "
                                       f"gives")
+        self.prefix = prefix
         self.input_norm = take("input_layernorm.weight")
         self.post_norm = take("post_attention_layernorm.weight")
         hidden = config.hidden_size
@@ -346,32 +347,71 @@ class _Layer:
                 _one_plus(w) for w in (self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm))
 
     def _experts(self, take, check, mixture: MixtureConfig, hidden: int) -> None:
-        """The router, the experts stacked (each expert's weights copied in and dropped in turn) and the shared
-        expert of a mixture-of-experts layer."""
-        block = mixture.family.block
-        gate_name, up_name, down_name = mixture.family.projections
-        size, count = mixture.intermediate_size, mixture.experts
+        """The router, the experts stacked (float or quantized) and the shared expert of a mixture-of-experts
+        layer."""
+        block, count = mixture.family.block, mixture.experts
         self.router = take(f"{block}.gate.weight")
+        if isinstance(self.router, QuantizedWeight):
+            raise CheckpointError(f"{self.prefix}{block}.gate: a quantized router is not supported (routers stay float, "
+                                  f"as quantizers leave them)")
         check("router", self.router, (count, hidden))
-        first = take(f"{block}.experts.0.{gate_name}.weight")
-        self.experts_gate_up = empty((count, 2 * size, hidden), dtype=first.dtype, device=first.device)
-        self.experts_down = empty((count, hidden, size), dtype=first.dtype, device=first.device)
-        for expert in range(count):
-            named = f"{block}.experts.{expert}."
-            gate = first if expert == 0 else take(named + f"{gate_name}.weight")
-            up, down = take(named + f"{up_name}.weight"), take(named + f"{down_name}.weight")
-            for name, weight, want in ((gate_name, gate, (size, hidden)), (up_name, up, (size, hidden)),
-                                       (down_name, down, (hidden, size))):
-                check(f"expert {expert} {name}", weight, want)
-            self.experts_gate_up[expert, :size] = gate
-            self.experts_gate_up[expert, size:] = up
-            self.experts_down[expert] = down
+        first = take(f"{block}.experts.0.{mixture.family.projections[0]}.weight")
+        if isinstance(first, QuantizedWeight):
+            self._quantized_experts(take, check, mixture, hidden, first)
+        else:
+            self._float_experts(take, check, mixture, hidden, first)
         if mixture.shared_size:
             shared = [take(f"{block}.shared_expert.{n}.weight") for n in ("gate_proj", "up_proj")]
-            self.shared_gate_up = cat([*shared, take(f"{block}.shared_expert_gate.weight")])
+            gate_row = take(f"{block}.shared_expert_gate.weight")
+            if all(isinstance(w, Tensor) for w in shared):
+                self.shared_gate_up = cat([*shared, gate_row])
+            else:  # quantized gate and up rows (joined where they can be), then the float gate's row
+                joined = join_rows(shared)
+                self.shared_gate_up = [*(shared if joined is None else [joined]), gate_row]
             check("shared expert gate, up and gate", self.shared_gate_up, (2 * mixture.shared_size + 1, hidden))
             self.shared_down = take(f"{block}.shared_expert.down_proj.weight")
             check("shared expert down", self.shared_down, (hidden, mixture.shared_size))
+
+    @staticmethod
+    def _expert_weights(take, check, mixture: MixtureConfig, hidden: int, expert: int, gate) -> tuple:
+        """Expert ``expert``'s gate, up and down projections, their shapes checked."""
+        gate_name, up_name, down_name = mixture.family.projections
+        size = mixture.intermediate_size
+        named = f"{mixture.family.block}.experts.{expert}."
+        gate = take(named + f"{gate_name}.weight") if gate is None else gate
+        up, down = take(named + f"{up_name}.weight"), take(named + f"{down_name}.weight")
+        for name, weight, want in ((gate_name, gate, (size, hidden)), (up_name, up, (size, hidden)),
+                                   (down_name, down, (hidden, size))):
+            check(f"expert {expert} {name}", weight, want)
+        return gate, up, down
+
+    def _quantized_experts(self, take, check, mixture: MixtureConfig, hidden: int, first) -> None:
+        """Quantized experts stacked (``quant.stack_experts``): each expert's gate and up rows joined, its down
+        projection alone."""
+        gate_up, down = [], []
+        for expert in range(mixture.experts):
+            gate, up, projection = self._expert_weights(take, check, mixture, hidden, expert,
+                                                        first if expert == 0 else None)
+            gate_up.append([gate, up])
+            down.append([projection])
+        try:
+            self.experts_gate_up, self.experts_down = stack_experts(gate_up), stack_experts(down)
+        except QuantizationError as error:
+            raise CheckpointError(f"{self.prefix}{mixture.family.block}.experts: {error}") from None
+
+    def _float_experts(self, take, check, mixture: MixtureConfig, hidden: int, first) -> None:
+        """Float experts stacked, each expert's weights copied in and dropped in turn."""
+        size, count = mixture.intermediate_size, mixture.experts
+        self.experts_gate_up = empty((count, 2 * size, hidden), dtype=first.dtype, device=first.device)
+        self.experts_down = empty((count, hidden, size), dtype=first.dtype, device=first.device)
+        for expert in range(count):
+            gate, up, down = self._expert_weights(take, check, mixture, hidden, expert, first if expert == 0 else None)
+            if not all(isinstance(w, Tensor) for w in (gate, up, down)):
+                raise CheckpointError(f"{self.prefix}{mixture.family.block}.experts: expert 0 is float but expert "
+                                      f"{expert} is quantized; every expert must be one or the other")
+            self.experts_gate_up[expert, :size] = gate
+            self.experts_gate_up[expert, size:] = up
+            self.experts_down[expert] = down
 
 
 def _joined(weights: list):
@@ -524,8 +564,9 @@ class DecoderModel:
         if layer.shared_gate_up is None:
             return out
         # the shared expert's gate and up rows, then its gate's row
-        joined = linear(h, layer.shared_gate_up)
-        shared = linear(F.act_and_mul(joined[:, :-1], activation=c.activation), layer.shared_down)
+        joined = _project(h, layer.shared_gate_up, None, self.fp8_activations)
+        shared = linear(F.act_and_mul(joined[:, :-1], activation=c.activation), layer.shared_down, None,
+                        self.fp8_activations)
         return out.addcmul(F.sigmoid(joined[:, -1:]), shared)
 
     def prefill(self, cache: PagedKVCache, sequence: int, tokens, every_position: bool = False) -> Tensor:
@@ -613,18 +654,6 @@ class DecoderModel:
                              f"{c.max_positions} (max_position_embeddings)")
 
 
-def refuse_quantized_experts(config: DecoderConfig, hf_config: dict, quantize, where: str) -> None:
-    """A mixture-of-experts model loads in float only: its experts are stacked from float weights."""
-    if config.mixture is None:
-        return
-    if hf_config.get("quantization_config") is not None:
-        raise CheckpointError(f"{where}: quantized mixture-of-experts checkpoints ({config.architecture} with a "
-                              f"quantization_config) are not supported yet; load a float checkpoint")
-    if quantize is not None:
-        raise CheckpointError(f"{where}: quantize= is not supported yet for mixture-of-experts models "
-                              f"({config.architecture}); load it in float (quantize=None)")
-
-
 def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
                quantize: str | None = None, fp8_activations: bool | None = None) -> DecoderModel:
     """The decoder in the Hugging Face checkpoint ``directory`` on ``device``, in ``dtype`` (default: the
@@ -636,7 +665,6 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
     directory = os.fspath(directory)
     hf_config = checkpoint.read_json(directory, checkpoint.CONFIG_FILE)
     config = DecoderConfig.from_hf(hf_config, directory)
-    refuse_quantized_experts(config, hf_config, quantize, directory)
     device = resolve(device)
     dtype = get_dtype(dtype or config.dtype)
     if dtype.name not in _DTYPES:

@@ -10,7 +10,9 @@ weights with ``weight_scale`` per tensor, channel or 128 x 128 block, and activa
 token, or per 128-input group against block weights, or static: an ``input_scale`` a layer; weight-only unless
 ``fp8_activations`` is asked for) and ``nbx`` (what ``write_quantized`` writes for int8: int8 ``weight`` and a
 per-channel ``weight_scale``).
-Any other method is refused by name. A quantized layer's tensors are checked against each other (shapes,
+A mixture of experts' experts and shared expert are quantized like the other projections (``QUANTIZABLE``;
+routers stay float), and the model stacks the experts (``quant.stack_experts``). Any other method is refused by
+name. A quantized layer's tensors are checked against each other (shapes,
 dtypes, group indices) before anything reads them.
 
 Written: int4 as AWQ (GEMM packing), int8 as ``nbx``, fp8 as ``fbgemm_fp8``: checkpoints other readers of
@@ -38,8 +40,12 @@ from .checkpoint import CheckpointError
 __all__ = ["linear", "quantization_of", "load_weights", "fp8_activations_of", "write_quantized", "QUANTIZABLE"]
 
 READ_METHODS = ("gptq", "awq", "fp8", "fbgemm_fp8", "compressed-tensors", "nbx")
-# the decoder's linear layers, the weights quantized on load (embeddings, norms and the LM head stay float)
-QUANTIZABLE = re.compile(r"model\.layers\.\d+\.(self_attn|mlp)\.(q|k|v|o|qkv|gate|up|down|gate_up)_proj\.weight")
+# the decoder's linear layers, the weights quantized on load: attention and MLP projections, and a mixture of
+# experts' experts (Mixtral's w1, w3 and w2) and shared expert (embeddings, norms, the LM head, routers and the
+# shared expert's gate stay float)
+QUANTIZABLE = re.compile(r"model\.layers\.\d+\.(self_attn\.(q|k|v|o|qkv)_proj|mlp\.(gate|up|down|gate_up)_proj"
+                         r"|(mlp|block_sparse_moe)\.experts\.\d+\.(gate_proj|up_proj|down_proj|w1|w2|w3)"
+                         r"|mlp\.shared_expert\.(gate|up|down)_proj)\.weight")
 DEFAULT_GROUP_SIZE = 128
 # fbgemm_fp8's bound on activation scales where its config gives none (transformers' FbgemmFp8Config default)
 DEFAULT_ACTIVATION_SCALE_UB = 1200.0

@@ -7,11 +7,14 @@ alone: each program finds its group and rows from ``offs`` on the device, so a d
 tokens anew each time is captured and replayed like any other (nothing is read on the host). Products
 accumulate in float32, float32 ones as the library's other float32 products do (bfloat16 parts in registers
 where the device's matrix unit takes bfloat16 and the precision is "highest", else true float32, or TF32 when
-asked for). Settings are tuned per launch key (``grouped_gemm``).
+asked for). Settings are tuned per launch key (``grouped_gemm``). ``grouped_quantized_linear`` is its form for a
+stack of experts' quantized weights (``quant.stack_experts``: int4 with or without act-order, int8, fp8), one
+launch of ``kernels/quant.py``'s ``grouped_quantized_gemm``, which finds its groups alike and dequantizes each
+weight tile as it loads it (launch key ``grouped_quantized_gemm``).
 
 ``moe`` routes each token to its ``top_k`` experts (softmax in float32 over the router's logits, the top
 ``top_k``, renormalised to sum to one where asked), sorts the token-expert pairs by expert (a stable sort, so
-the order is that of the tokens), runs the gated MLP of every expert as two grouped products around
+the order is that of the tokens), runs the gated MLP of every expert as two grouped products (float or quantized) around
 ``act_and_mul``, and sums each token's ``top_k`` outputs weighted by its routing weights in float32, in a fixed
 order (no atomics), rounding once to the input's dtype. Expert counts come from a comparison of every pair
 with every expert, so no shape depends on the routing.
@@ -29,12 +32,15 @@ from ..allocation import fresh_tensor_maker, scratch_scope
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
+from ..kernels import quant as QK
 from ..launch import cdiv, next_pow2
-from ..lowering import needs_index_64
+from ..lowering import conversion_flags, load_format, needs_index_64
+from ..quant import QuantizedWeight, stack_experts
 from ..tensor import Tensor
 from .matmul_gemv import _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, _clamp_block
-from .matmul_plans import _by_planes, _meta, _operand_flags
+from .matmul_plans import _by_planes, _dot_precision, _meta, _operand_flags
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .quant import _WEIGHT_FORMATS, _dot_block_k, _groups_in_tile, weight_slots
 from .pointwise_table import _GATED_ACTIVATIONS, _act_and_mul_reference
 from .registry import Cost, TensorMeta, get, nbytes, op_impl, register, workspace_bytes
 from .samples import Samples, operand, sample
@@ -50,6 +56,16 @@ def _shape_text(x) -> str:
     return "x".join(str(n) for n in x.shape) if len(x.shape) else "()"
 
 
+def _check_offs(op: str, offs, groups: int, group: str) -> None:
+    if offs is None:
+        raise RuntimeError(f"{op}: offs is required for a 2-D input: int32 cumulative row ends, one per {group}")
+    if offs.dtype is not _I32:
+        raise TypeError(f"{op}: offs must be int32, got {offs.dtype.name}")
+    if tuple(offs.shape) != (groups,):
+        raise RuntimeError(f"{op}: offs must hold one row end per {group}, shape ({groups},), got shape "
+                           f"({', '.join(map(str, offs.shape))})")
+
+
 def _grouped_meta(input, mat2, offs, bias, out_dtype) -> TensorMeta:
     if len(input.shape) != 2 or len(mat2.shape) != 3:
         raise RuntimeError(f"grouped_mm: input must be a matrix (2-D) and mat2 a stack of matrices (3-D), got a "
@@ -61,14 +77,7 @@ def _grouped_meta(input, mat2, offs, bias, out_dtype) -> TensorMeta:
     if input.dtype.name not in _FLOATS:
         raise TypeError(f"grouped_mm: {input.dtype.name} operands are not supported; it takes "
                         f"{', '.join(_FLOATS)} (convert with .to(...))")
-    if offs is None:
-        raise RuntimeError("grouped_mm: offs is required for a 2-D input: int32 cumulative row ends, one per "
-                           "matrix of mat2")
-    if offs.dtype is not _I32:
-        raise TypeError(f"grouped_mm: offs must be int32, got {offs.dtype.name}")
-    if tuple(offs.shape) != (mat2.shape[0],):
-        raise RuntimeError(f"grouped_mm: offs must hold one row end per matrix of mat2, shape ({mat2.shape[0]},), "
-                           f"got shape ({', '.join(map(str, offs.shape))})")
+    _check_offs("grouped_mm", offs, mat2.shape[0], "matrix of mat2")
     if input.shape[1] != mat2.shape[1]:
         raise RuntimeError(f"grouped_mm: input's rows have {input.shape[1]} elements but mat2's matrices "
                            f"{mat2.shape[1]} rows (shapes {_shape_text(input)} and {_shape_text(mat2)}): the "
@@ -240,6 +249,170 @@ def _grouped_samples() -> Samples:
                    lambda a, b, offs, **unused: grouped_reference(a, b, offs))
 
 
+# ---- grouped_quantized_linear ------------------------------------------------------------------------
+def _grouped_quantized_meta(input, weight, offs) -> TensorMeta:
+    if not isinstance(weight, QuantizedWeight) or len(weight.shape) != 3:
+        raise TypeError(f"grouped_quantized_linear: weight must be a stack of experts' quantized weights, a 3-D "
+                        f"QuantizedWeight (experts, out_features, in_features) from quant.stack_experts, got "
+                        f"{weight!r}")
+    if len(input.shape) != 2:
+        raise RuntimeError(f"grouped_quantized_linear: input must be a matrix (2-D), got shape {_shape_text(input)}")
+    if input.dtype.name not in _FLOATS:
+        raise TypeError(f"grouped_quantized_linear: {input.dtype.name} input is not supported; it takes "
+                        f"{', '.join(_FLOATS)}")
+    experts, n, k = weight.shape
+    _check_offs("grouped_quantized_linear", offs, experts, "expert of weight")
+    if input.shape[1] != k:
+        raise RuntimeError(f"grouped_quantized_linear: input's rows have {input.shape[1]} elements but the experts' "
+                           f"weights {k} inputs (weight shape {'x'.join(map(str, weight.shape))})")
+    return TensorMeta((input.shape[0], n), input.dtype)
+
+
+def _grouped_quantized_cost(a) -> Cost:
+    out = _grouped_quantized_meta(a.input, a.weight, a.offs)
+    rows, k = a.input.shape
+    # every expert's packed weight, scales and zero points counted read: which are depends on offs (an upper
+    # bound, as grouped_mm's)
+    return Cost(flops=2 * rows * k * a.weight.shape[1], bytes_read=nbytes(a.input) + a.weight.nbytes + nbytes(a.offs),
+                bytes_written=nbytes(out))
+
+
+def grouped_quantized_key(facts: dict, rows: int, weight: QuantizedWeight, dtype) -> str:
+    """The launch key of ``rows`` rows of ``dtype`` against a stack of experts' quantized ``weight``."""
+    experts, n, k = weight.shape
+    return tuning.launch_key("grouped_quantized_gemm", facts, rows={"M": rows}, cols={"N": n, "K": k, "E": experts},
+                             dtypes=(dtype, weight.scales.dtype),
+                             flags={"format": weight.format, "g_idx": weight.g_idx is not None})
+
+
+def _grouped_quantized_key(facts, input, weight, offs=None) -> list[str]:
+    _grouped_quantized_meta(input, weight, offs)
+    rows = input.shape[0]
+    return [grouped_quantized_key(facts, rows, weight, input.dtype)] if rows and weight.shape[1] else []
+
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps): short row tiles first, as grouped_mm's; the dequantized
+# float32 weight tile lives in registers beside the accumulator, so tiles stay as small as quantized_gemm's
+_GROUPED_QUANTIZED_SHAPES = [(16, 64, 64, 4, 4), (16, 128, 64, 4, 4), (32, 128, 64, 3, 4), (64, 64, 64, 3, 4),
+                             (64, 128, 64, 3, 4), (128, 128, 64, 3, 8), (64, 128, 128, 2, 4)]
+
+
+def grouped_quantized_candidates(facts: dict, rows: int, n: int, k: int) -> list[dict]:
+    """The settings worth timing for a grouped quantized product on a device with these facts."""
+    if facts["kernels"].get("interpreted"):
+        # the interpreter pays per program: wide tiles, the whole of a few experts' rows in one
+        return [dict(BLOCK_M=_clamp_block(_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_M, rows),
+                     BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n),
+                     BLOCK_K=_clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), num_stages=1, num_warps=4)]
+    tiles = facts["tiles"]
+    return tuning.distinct_candidates(
+        dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], rows), BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
+             BLOCK_K=_clamp_block(bk, tiles["max_block_k"], k), num_stages=min(stages, tiles["max_stages"]),
+             num_warps=min(warps, tiles["max_warps"]))
+        for bm, bn, bk, stages, warps in _GROUPED_QUANTIZED_SHAPES)
+
+
+_grouped_quantized_plans = PlanCache()
+
+
+@register("grouped_quantized_linear", family="moe", aten=["nbx::grouped_quantized_linear"],
+          meta=lambda a: _grouped_quantized_meta(a.input, a.weight, a.offs), cost=_grouped_quantized_cost, bound=True,
+          key=_grouped_quantized_key, samples=lambda op: _grouped_quantized_samples())
+def grouped_quantized_linear(input: Tensor, weight: QuantizedWeight, offs: Tensor) -> Tensor:
+    """Rows ``offs[e - 1]:offs[e]`` of the 2-D ``input`` (rows, k) times expert e's quantized weight, transposed:
+    ``weight`` is a stack of experts' (n, k) weights (``quant.stack_experts``), so the result is (rows, n) in
+    the input's dtype. ``offs`` as ``grouped_mm`` takes it (int32 cumulative row ends, read on the device only,
+    clamped to the rows and made non-decreasing; rows past the last end are zero). Each weight tile is
+    dequantized in registers as it is loaded (``kernels/quant.py``'s ``grouped_quantized_gemm``)."""
+    key = (layout_key(input), weight.layout_key if type(weight) is QuantizedWeight else None, layout_key(offs))
+    plan = _grouped_quantized_plans.lookup(key)
+    if plan is None:
+        _grouped_quantized_meta(input, weight, offs)
+        if weight.device != input.device or offs.device != input.device:
+            raise RuntimeError(f"grouped_quantized_linear: expected all tensors on one device, got input on "
+                               f"{input.device}, weight on {weight.device} and offs on {offs.device}")
+        plan = _grouped_quantized_plans.get(key, lambda: _plan_grouped_quantized(input, weight, offs))
+    return plan(input, weight, offs)
+
+
+def _stack_strides(weight: QuantizedWeight) -> list:
+    """(q_se, q_sk, q_sn, s_se, s_sg, s_sn, z_se, z_sg, z_sn, g_se): each part's strides by expert, along K (or
+    group) and along N (int4 words are (E, K / 8, N), int8 and fp8 values (E, N, K)); zeros where a part is
+    absent."""
+    q = weight.qweight
+    q_se, q_sk, q_sn = (q.stride() if weight.format == "int4" else (q.stride(0), q.stride(2), q.stride(1)))
+    zeros = weight.zeros.stride() if weight.zeros is not None else (0, 0, 0)
+    return [q_se, q_sk, q_sn, *weight.scales.stride(), *zeros,
+            weight.g_idx.stride(0) if weight.g_idx is not None else 0]
+
+
+def _plan_grouped_quantized(x: Tensor, weight: QuantizedWeight, offs: Tensor):
+    """``execute(x, weight, offs) -> out`` for operands laid out as these (tuning on them if needed)."""
+    dev = x.device
+    facts = backend_for(dev).facts
+    interpreted = bool(facts["kernels"].get("interpreted"))
+    rows, k = x.shape
+    experts, n, _ = weight.shape
+    make_output = fresh_tensor_maker((rows, n), x.dtype, dev)
+    if not rows or not n:
+        return lambda x, weight, offs: make_output()
+    if weight.g_idx is not None and weight.g_idx.stride(1) != 1:
+        raise RuntimeError("grouped_quantized_linear: the weight's g_idx must be contiguous along its inputs")
+    decode_bf16 = x.dtype.name == "bfloat16" and interpreted
+    conversion = conversion_flags(_F32, x.dtype, dev)
+    out = make_output()
+    index_64 = needs_index_64(*(t for t in (x, out, weight.qweight, weight.scales, weight.zeros, weight.g_idx)
+                                if t is not None))
+    flags = dict(WEIGHT=_WEIGHT_FORMATS[weight.format], SCALE_FORMAT=load_format(weight.scales.dtype),
+                 HAS_G_IDX=weight.g_idx is not None, DOT=_F32.triton if decode_bf16 else x.dtype.triton,
+                 PRECISION=_dot_precision(x.dtype), DECODE_BF16=decode_bf16, DST_FORMAT=conversion["DST_FORMAT"],
+                 VIA_F32=conversion["VIA_F32"], INDEX_64=index_64, INTERPRETED=interpreted)
+    strides = _stack_strides(weight)
+
+    def launch_for(config):
+        block_m = config["BLOCK_M"]
+        # several rows always go through tl.dot: K tiles long enough for converted 16-bit operands
+        block_k = _dot_block_k(config["BLOCK_K"], x.dtype.name, True)
+        planned = PlannedLaunch(
+            QK.grouped_quantized_gemm, (cdiv(rows, block_m) + experts, cdiv(n, config["BLOCK_N"])),
+            [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("offs"), Slot("out"), rows, n,
+             k, experts, weight.group_size, weight.scale_block_n, *x.stride(), *strides, *out.stride()],
+            dict(BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k, BLOCK_E=next_pow2(experts + 1),
+                 GROUPS_IN_TILE=_groups_in_tile(weight, k, block_k), num_warps=config["num_warps"],
+                 num_stages=config["num_stages"], **flags))
+
+        def run(x, weight, offs, out):
+            planned(dev, {"x": x, **weight_slots(weight), "offs": offs, "out": out})
+            return out
+        return run
+
+    key = grouped_quantized_key(facts, rows, weight, x.dtype)
+    config = tuning.choose_timed(key, facts, lambda: grouped_quantized_candidates(facts, rows, n, k),
+                                 lambda config: functools.partial(launch_for(config), x, weight, offs, out))
+    run = launch_for(config)
+    return lambda x, weight, offs: run(x, weight, offs, make_output())
+
+
+def _grouped_quantized_reference(x, weight, offs) -> np.ndarray:
+    return grouped_reference(x, weight.dequantize().astype(np.float64).transpose(0, 2, 1), offs)
+
+
+def _grouped_quantized_samples() -> Samples:
+    """Three experts' (8, 16) weights quantized per format on the host (a stack, not an operand: it is made here,
+    on the CPU): int4 in groups of 8, int8, fp8 per channel; row ends past the rows and short of them; an empty
+    input."""
+    rng = np.random.default_rng(0)
+    dense = [rng.uniform(-1.0, 1.0, (8, 16)).astype(np.float32) for _ in range(3)]
+    int4, int8, fp8 = (stack_experts([[QuantizedWeight.quantize(w, format, group_size=8)] for w in dense])
+                       for format in ("int4", "int8", "fp8"))
+
+    def ends(rows):
+        return operand(3, dtype="int32", values="ascending", domain=(0, rows + 2))
+    return Samples((sample(operand(7, 16), int4, ends(7)), sample(operand(5, 16, dtype="bfloat16"), int8, ends(5)),
+                    sample(operand(6, 16, dtype="float16"), fp8, ends(6)), sample(operand(0, 16), int8, ends(0))),
+                   _grouped_quantized_reference)
+
+
 # ---- moe --------------------------------------------------------------------------------------------
 def _moe_meta(a) -> TensorMeta:
     x, router, gate_up, down = a.input, a.router_weight, a.gate_up, a.down
@@ -248,10 +421,14 @@ def _moe_meta(a) -> TensorMeta:
     if x.dtype.name not in _FLOATS:
         raise TypeError(f"moe: {x.dtype.name} input is not supported; it takes {', '.join(_FLOATS)}")
     for name, weight in (("router_weight", router), ("gate_up", gate_up), ("down", down)):
-        if weight.dtype is not x.dtype:
+        # a stack of quantized experts multiplies rows of any float dtype
+        if weight.dtype is not x.dtype and not isinstance(weight, QuantizedWeight):
             raise RuntimeError(f"moe: {name} is {weight.dtype.name} but input is {x.dtype.name}; all must have one "
                                f"dtype")
     hidden = x.shape[-1]
+    if isinstance(router, QuantizedWeight):
+        raise TypeError("moe: router_weight must be a float tensor (routers stay unquantized); gate_up and down may "
+                        "be stacks of quantized experts")
     if len(router.shape) != 2 or router.shape[1] != hidden:
         raise RuntimeError(f"moe: router_weight must be (experts, {hidden}), got shape {_shape_text(router)}")
     experts = router.shape[0]
@@ -306,7 +483,8 @@ def _moe_cost(a) -> Cost:
                  get("sum").cost(compared, 0, dtype=_I32).workspace, get("sum").cost(weighted, 1).workspace)
     # every expert's weights are counted read: which are depends on the routing (an upper bound)
     return Cost(flops=2 * tokens * hidden * experts + 6 * pairs * hidden * intermediate + 2 * pairs * hidden,
-                bytes_read=sum(nbytes(t) for t in (a.input, a.router_weight, a.gate_up, a.down)),
+                bytes_read=sum(t.nbytes if isinstance(t, QuantizedWeight) else nbytes(t)
+                               for t in (a.input, a.router_weight, a.gate_up, a.down)),
                 bytes_written=nbytes(out), workspace=workspace_bytes(*temporaries) + nested)
 
 
@@ -318,8 +496,22 @@ def _moe_key(facts, input, router_weight, gate_up, down, top_k, norm_topk_prob=F
     pairs = rows.shape[0] * top_k
     ends = _meta((router_weight.shape[0],), _I32)
     return [*get("linear").key(facts, rows, router_weight, None),
-            *_grouped_key(facts, _meta((pairs, hidden), input.dtype), gate_up.transpose(1, 2), ends),
-            *_grouped_key(facts, _meta((pairs, down.shape[2]), input.dtype), down.transpose(1, 2), ends)]
+            *_expert_product_key(facts, _meta((pairs, hidden), input.dtype), gate_up, ends),
+            *_expert_product_key(facts, _meta((pairs, down.shape[2]), input.dtype), down, ends)]
+
+
+def _expert_product_key(facts, rows, weights, ends) -> list[str]:
+    if isinstance(weights, QuantizedWeight):
+        return _grouped_quantized_key(facts, rows, weights, ends)
+    return _grouped_key(facts, rows, weights.transpose(1, 2), ends)
+
+
+def _expert_product(rows: Tensor, weights, ends: Tensor) -> Tensor:
+    """Each expert's rows times its (out_features, in_features) weight, transposed: a float stack read in place
+    by ``grouped_mm``, or a stack of quantized weights."""
+    if isinstance(weights, QuantizedWeight):
+        return grouped_quantized_linear(rows, weights, ends)
+    return grouped_mm(rows, weights.transpose(1, 2), ends)
 
 
 @register("moe", family="moe", aten=["nbx::moe"], meta=_moe_meta, cost=_moe_cost, bound=True, key=_moe_key,
@@ -331,7 +523,9 @@ def moe(input: Tensor, router_weight: Tensor, gate_up: Tensor, down: Tensor, top
     renormalised to sum to one with ``norm_topk_prob``), expert e computing ``down[e] @ act(gate) * up`` with
     [gate; up] = ``gate_up[e]`` (experts, 2 * intermediate, hidden) @ row, ``down`` (experts, hidden,
     intermediate); a row's result is the sum of its experts' outputs times their weights, in float32 (the
-    weights are never rounded to a half dtype), rounded once to the input's dtype."""
+    weights are never rounded to a half dtype), rounded once to the input's dtype. ``gate_up`` and ``down`` may
+    each be a stack of quantized experts' weights of those shapes (``quant.stack_experts``), multiplied by
+    ``grouped_quantized_linear``; the router stays float."""
     _moe_meta(SimpleNamespace(input=input, router_weight=router_weight, gate_up=gate_up, down=down, top_k=top_k,
                               activation=activation))
     dev = input.device
@@ -350,8 +544,8 @@ def moe(input: Tensor, router_weight: Tensor, gate_up: Tensor, down: Tensor, top
         ends = (pairs.unsqueeze(1) <= op_impl("arange")(experts, device=dev)).sum(0, dtype=_I32)
         order = op_impl("argsort")(pairs.to(_sort_key_dtype(experts)), stable=True)
         rows = op_impl("index_select")(x, 0, order // top_k)
-        activated = op_impl("act_and_mul")(grouped_mm(rows, gate_up.transpose(1, 2), ends), activation=activation)
-        expert_out = grouped_mm(activated, down.transpose(1, 2), ends)
+        activated = op_impl("act_and_mul")(_expert_product(rows, gate_up, ends), activation=activation)
+        expert_out = _expert_product(activated, down, ends)
         by_pair = op_impl("empty_like")(expert_out).index_copy_(0, order, expert_out)
         weighted = by_pair.view(tokens, top_k, hidden) * weights.unsqueeze(-1)
     summed = weighted.sum(1)

@@ -139,6 +139,9 @@ def _meta(input, weight, bias=None, fp8_activations=False):
     if not isinstance(weight, QuantizedWeight):
         raise TypeError(f"quantized_linear: weight must be a QuantizedWeight, got {type(weight).__name__} "
                         f"(a float weight goes through nn.functional.linear)")
+    if len(weight.shape) != 2:
+        raise RuntimeError(f"quantized_linear: weight must be one (out_features, in_features) weight, got a stack of "
+                           f"{weight.shape[0]} experts' weights (grouped_quantized_linear multiplies those)")
     if input.dtype.name not in _FLOATS:
         raise TypeError(f"quantized_linear: input must be float32, float16 or bfloat16, got {input.dtype.name}")
     n, k = weight.shape

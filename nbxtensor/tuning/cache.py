@@ -46,7 +46,8 @@ KERNEL_OPS = {"gemm": "matmul", "gemv": "matmul", "attention": "scaled_dot_produ
               "fp8_block_gemm": "quantized_linear", "conv": "convolution",
               "direct_conv": "convolution", "depthwise_conv": "convolution", "gemv_rms_norm": "rms_norm_linear",
               "gemv_act_and_mul": "act_and_mul_linear", "quantized_gemv_rms_norm": "rms_norm_linear",
-              "quantized_gemv_act_and_mul": "act_and_mul_linear", "grouped_gemm": "grouped_mm"}
+              "quantized_gemv_act_and_mul": "act_and_mul_linear", "grouped_gemm": "grouped_mm",
+              "grouped_quantized_gemm": "grouped_quantized_linear"}
 
 
 def op_of(key: str) -> str:
