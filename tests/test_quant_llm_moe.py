@@ -16,7 +16,7 @@ import pytest
 
 import nbxtensor as nbx
 from nbxtensor import census as C
-from nbxtensor.device.facts import load as load_facts
+from nbxtensor.device import backend_for, resolve
 from nbxtensor.io import load_file
 from nbxtensor.llm import load
 from nbxtensor.llm.census import checkpoint_projections, engine_census
@@ -43,22 +43,40 @@ PROMPT = [5, 17, 3, 44, 9, 30, 61]
 NEW_TOKENS = 5
 
 
-@pytest.fixture(scope="module", params=sorted(FAMILIES))
-def family(request, tmp_path_factory):
-    """(name, the float checkpoint's directory) of a model whose weights are drawn with a standard deviation of
-    0.15 (norms about 1): its greedy tokens vary, with wide gaps between the top logits."""
-    config_name, model_name, extra = FAMILIES[request.param]
+def _float_checkpoint(tmp_path_factory, name: str):
+    """The float checkpoint's directory of a model of family ``name`` whose weights are drawn with a standard
+    deviation of 0.15 (norms about 1): its greedy tokens vary, with wide gaps between the top logits."""
+    config_name, model_name, extra = FAMILIES[name]
     config = getattr(transformers, config_name)(**{**COMMON, **extra})
     torch.manual_seed(0)
     model = getattr(transformers, model_name)(config).eval()
     with torch.no_grad():
-        for name, parameter in model.named_parameters():
+        for parameter_name, parameter in model.named_parameters():
             parameter.normal_(0.0, 0.1 if parameter.ndim == 1 else 0.15)
-            if "norm" in name:
+            if "norm" in parameter_name:
                 parameter.add_(1.0)
-    directory = tmp_path_factory.mktemp(request.param)
+    directory = tmp_path_factory.mktemp(name)
     model.save_pretrained(directory)
-    return request.param, directory
+    return directory
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request, tmp_path_factory):
+    """(name, the float checkpoint's directory) of each family."""
+    return request.param, _float_checkpoint(tmp_path_factory, request.param)
+
+
+# the tests below run one family each to keep the suite short: the int8 tokens and the act-order stack are the
+# same for both (both families' quantized experts are compared by their logits above them), and the family with
+# a shared expert and a dense layer forms every kind of key
+@pytest.fixture(scope="module")
+def mixtral(tmp_path_factory):
+    return _float_checkpoint(tmp_path_factory, "mixtral")
+
+
+@pytest.fixture(scope="module")
+def qwen2_moe(tmp_path_factory):
+    return _float_checkpoint(tmp_path_factory, "qwen2_moe")
 
 
 def _config(directory) -> dict:
@@ -88,12 +106,10 @@ def _tokens(directory, quantized=False, replay=False, **settings):
     return tokens
 
 
-def test_int8_experts_generate_the_dequantized_models_tokens(family, tmp_path):
+def test_int8_experts_generate_the_dequantized_models_tokens(mixtral, tmp_path):
     """Written as ``nbx`` int8 and rounded on load alike: the same weights, the same tokens; decode steps of
     quantized experts replay."""
-    name, directory = family
-    if name != "mixtral":
-        pytest.skip("one family keeps the suite short; Qwen2-MoE's quantized experts are checked by their logits")
+    directory = mixtral
     quantized = tmp_path / "int8"
     write_quantized(directory, quantized, "int8")
     expected = _tokens(_dequantized_checkpoint(quantized, tmp_path / "dequantized"))
@@ -150,11 +166,8 @@ def _gptq_act_order(directory, out) -> tuple:
     return gptq, _write(out / "dequantized", dequantized, config=config)
 
 
-def test_act_order_experts_give_the_dequantized_models_logits(family, tmp_path):
-    name, directory = family
-    if name != "mixtral":
-        pytest.skip("one family suffices: the act-order stack is the same for both")
-    gptq, dequantized = _gptq_act_order(directory, tmp_path)
+def test_act_order_experts_give_the_dequantized_models_logits(mixtral, tmp_path):
+    gptq, dequantized = _gptq_act_order(mixtral, tmp_path)
     llm = _run(gptq)
     assert llm.model.layers[0].experts_gate_up.g_idx is not None
     want = _run(dequantized).logits(PROMPT).numpy()
@@ -169,12 +182,10 @@ def test_act_order_experts_give_the_dequantized_models_logits(family, tmp_path):
         _run(broken)
 
 
-def test_the_census_names_the_keys_a_quantized_mixture_of_experts_run_forms(family):
+def test_the_census_names_the_keys_a_quantized_mixture_of_experts_run_forms(qwen2_moe):
     """Prefill in chunks and two-row decode steps of a model quantized on load to int4: the quantized experts'
-    grouped keys, the float router's and (Qwen2-MoE) the quantized shared expert's beside its float gate's."""
-    name, directory = family
-    if name != "qwen2_moe":
-        pytest.skip("the family with a shared expert and a dense layer forms every kind of key")
+    grouped keys, the float router's and the quantized shared expert's beside its float gate's."""
+    directory = qwen2_moe
     llm = load(directory, device=TEST_DEVICE, dtype="float32", cache_tokens=128, block_size=4, prefill_chunk=4,
                quantize="int4")
     with C.shadow() as formed:
@@ -184,7 +195,7 @@ def test_the_census_names_the_keys_a_quantized_mixture_of_experts_run_forms(fami
             llm.engine.step()
     hf_config = json.loads((directory / "config.json").read_text())
     config = DecoderConfig.from_hf(hf_config, str(directory))
-    facts = load_facts("cpu")
+    facts = backend_for(resolve(TEST_DEVICE)).facts
     projections = checkpoint_projections(str(directory), hf_config, "float32", facts, quantize="int4")
     keys = engine_census(config, "float32", facts, prompts=[len(PROMPT), 3], batch_sizes=[2], prefill_chunk=4,
                          projections=projections)
