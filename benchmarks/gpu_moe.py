@@ -9,7 +9,7 @@ around the gated activation, weighted sum) against the same block written with t
 ``torch._grouped_mm`` (the fastest eager form torch has). Columns: our ms, torch's, the ratio (torch / ours),
 and the fraction of the memory floor (the routed experts' weights read once, at the bandwidth given by
 ``NBX_FLOOR_TBPS``, default 3.35 for an H100 SXM; 4.8 for an H200) that our time reaches. Checks first: each
-result against torch's within bf16 rounding."""
+result against torch's within bf16 rounding (the block's on the rows whose k-th and next router logits differ)."""
 from __future__ import annotations
 
 import os
@@ -39,8 +39,9 @@ def _ours(t: torch.Tensor) -> nbx.Tensor:
 
 
 def torch_moe(x, router, gate_up, down, top_k, norm):
-    """The block in torch ops: float32 routing, pairs sorted by expert, two ``_grouped_mm`` around silu * up."""
-    scores = torch.softmax(x.float() @ router.float().T, dim=-1)
+    """The block in torch ops as transformers' Qwen and Mixtral blocks route: the router's logits in the input's
+    dtype, softmax in float32, pairs sorted by expert, two ``_grouped_mm`` around silu * up."""
+    scores = torch.softmax((x @ router.T).float(), dim=-1)
     weights, experts = torch.topk(scores, top_k, dim=-1)
     if norm:
         weights = weights / weights.sum(-1, keepdim=True)
@@ -87,7 +88,8 @@ def main() -> None:
             ours_weight = ours_gate_up.transpose(1, 2)
             want = torch._grouped_mm(pairs, weight, offs=offs)
             got = torch.from_dlpack(nbx.grouped_mm(ours_pairs, ours_weight, ours_offs))
-            checks.append((f"grouped_mm {name} rows {m}", _relative_error(got, want) < 2e-2, _relative_error(got, want)))
+            error = _relative_error(got, want)
+            checks.append((f"grouped_mm {name} rows {m}", error < 2e-2, error))
             ours_ms, torch_ms = gpu_pair_ms(lambda: nbx.grouped_mm(ours_pairs, ours_weight, ours_offs),
                                             lambda: torch._grouped_mm(pairs, weight, offs=offs), reps=5, rounds=6)
             used = int((torch.diff(offs, prepend=offs.new_zeros(1)) > 0).sum())
@@ -98,7 +100,12 @@ def main() -> None:
             # the whole block
             want = torch_moe(x, router, gate_up, down, top_k, norm)
             got = torch.from_dlpack(nbx.moe(ours_x, ours_router, ours_gate_up, ours_down, top_k, norm_topk_prob=norm))
-            checks.append((f"moe {name} rows {m}", _relative_error(got, want) < 3e-2, _relative_error(got, want)))
+            # a row whose k-th and next bf16 router logits are equal may take either expert (torch.topk leaves the
+            # order of ties unspecified; ours takes the lower index): compared on the other rows
+            ranked = torch.sort((x @ router.T).float(), dim=-1, descending=True).values
+            untied = ranked[:, top_k - 1] != ranked[:, top_k]
+            error = _relative_error(got[untied], want[untied])
+            checks.append((f"moe {name} rows {m} ({int((~untied).sum())} tied rows left out)", error < 3e-2, error))
             ours_ms, torch_ms = gpu_pair_ms(
                 lambda: nbx.moe(ours_x, ours_router, ours_gate_up, ours_down, top_k, norm_topk_prob=norm),
                 lambda: torch_moe(x, router, gate_up, down, top_k, norm), reps=5, rounds=6)
