@@ -128,3 +128,26 @@ def exported_run(module, example, folder):
     got = graph.load(folder, device=TEST_DEVICE)(example.numpy()).numpy()
     names = {op["op"] for op in json.loads((folder / "graph.json").read_text())["ops"]}
     return got, want, names
+
+
+@pytest.fixture
+def guarded_outputs(monkeypatch):
+    """Grouped products' outputs (``grouped_mm``'s and ``grouped_quantized_linear``'s) made as the middle rows
+    of a buffer whose rows before and after hold 7.0: the buffers, to check that no write left the output."""
+    from nbxtensor.ops import moe as moe_ops
+    made = []
+
+    def maker(shape, dtype, dev, strides=None, scratch=False):
+        rows, columns = shape
+
+        def make():
+            buffer = nbx.full((rows + 32, columns), 7.0, dtype=dtype, device=dev)
+            made.append((buffer, rows))
+            return buffer[16:16 + rows]
+        return make
+    monkeypatch.setattr(moe_ops, "fresh_tensor_maker", maker)
+    moe_ops._grouped_plans.clear()
+    moe_ops._grouped_quantized_plans.clear()
+    yield made
+    moe_ops._grouped_plans.clear()
+    moe_ops._grouped_quantized_plans.clear()

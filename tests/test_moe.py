@@ -113,26 +113,6 @@ def test_rows_past_the_last_end_are_written_zero(rng):
     assert (got[5:] == 0).all() and np.isfinite(got).all()
 
 
-@pytest.fixture
-def guarded_outputs(monkeypatch):
-    """grouped_mm's outputs made as the middle rows of a buffer whose rows before and after hold 7.0: the
-    buffers, to check that no write left the output."""
-    made = []
-
-    def maker(shape, dtype, dev, strides=None, scratch=False):
-        rows, columns = shape
-
-        def make():
-            buffer = nbx.full((rows + 32, columns), 7.0, dtype=dtype, device=dev)
-            made.append((buffer, rows))
-            return buffer[16:16 + rows]
-        return make
-    monkeypatch.setattr(moe_ops, "fresh_tensor_maker", maker)
-    moe_ops._grouped_plans.clear()
-    yield made
-    moe_ops._grouped_plans.clear()
-
-
 @pytest.mark.parametrize("offs", [[9, 2, 5], [100, 200, 300], [-7, 3, -1], [2 ** 31 - 1, -2 ** 31, 4]],
                          ids=["decreasing", "past-the-rows", "negative", "extremes"])
 def test_hostile_offs_stay_inside_the_rows(rng, guarded_outputs, offs):

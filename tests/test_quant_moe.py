@@ -107,25 +107,6 @@ def test_int8_and_fp8_experts_match_float64_loops(rng, row_tiles_of_16, format, 
     _assert_close(nbx.grouped_quantized_linear(a_tensor, stack, to_nbx(np.int32(offs))), a, b, offs, dtype)
 
 
-@pytest.fixture
-def guarded_outputs(monkeypatch):
-    """Outputs made as the middle rows of a buffer whose rows before and after hold 7.0."""
-    made = []
-
-    def maker(shape, dtype, dev, strides=None, scratch=False):
-        rows, columns = shape
-
-        def make():
-            buffer = nbx.full((rows + 32, columns), 7.0, dtype=dtype, device=dev)
-            made.append((buffer, rows))
-            return buffer[16:16 + rows]
-        return make
-    monkeypatch.setattr(moe_ops, "fresh_tensor_maker", maker)
-    moe_ops._grouped_quantized_plans.clear()
-    yield made
-    moe_ops._grouped_quantized_plans.clear()
-
-
 @pytest.mark.parametrize("offs", [[9, 2, 5], [100, 200, 300], [-7, 3, -1], [2 ** 31 - 1, -2 ** 31, 4]],
                          ids=["decreasing", "past-the-rows", "negative", "extremes"])
 def test_hostile_offs_stay_inside_the_rows(rng, guarded_outputs, offs):

@@ -637,10 +637,14 @@ def _row_ends(offs, lanes, experts, total_rows, SHIFT: tl.constexpr):
 
 
 @triton.jit
-def grouped_slot(offs, experts, total_rows, BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr):
-    """(group, first row, row end) of the BLOCK_M-row tile that program slot ``tl.program_id(0)`` of a grouped
-    product takes: the groups' tiles are counted from ``offs`` (``_row_ends``) and numbered one after another;
-    a group of ``experts`` is the rows past the last end, and a slot past every tile gets a group above it."""
+def grouped_tile_indices(offs, experts, total_rows, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         BLOCK_K: tl.constexpr, BLOCK_E: tl.constexpr, INDEX_64: tl.constexpr):
+    """The tile program (slot ``tl.program_id(0)``, ``tl.program_id(1)``) of a grouped product takes: (group,
+    rows, rows to load, columns, columns to load, K offsets, expert, the group's row end). The groups' tiles
+    are counted from ``offs`` (``_row_ends``) and numbered one after another; a group of ``experts`` is the
+    rows past the last end, and a slot past every tile gets a group above it. Rows past the group's end load
+    its last row, columns past N column 0 (never stored); the expert of the group past the experts is the last
+    one (it multiplies nothing)."""
     slot = tl.program_id(0)
     lanes = tl.arange(0, BLOCK_E)
     ends = _row_ends(offs, lanes, experts, total_rows, 0)
@@ -651,7 +655,16 @@ def grouped_slot(offs, experts, total_rows, BLOCK_M: tl.constexpr, BLOCK_E: tl.c
     mine = lanes == group
     first_tile = tl.sum(tl.where(mine, tiles_through - tiles, 0), 0)
     row_end = tl.sum(tl.where(mine, ends, 0), 0)
-    return group, tl.sum(tl.where(mine, starts, 0), 0) + (slot - first_tile) * BLOCK_M, row_end
+    rm = tl.sum(tl.where(mine, starts, 0), 0) + (slot - first_tile) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    expert = tl.minimum(group, experts - 1)
+    if INDEX_64:
+        rm = rm.to(tl.int64)
+        rn = rn.to(tl.int64)
+        rk = rk.to(tl.int64)
+        expert = expert.to(tl.int64)
+    return group, rm, tl.where(rm < row_end, rm, row_end - 1), rn, tl.where(rn < N, rn, 0), rk, expert, row_end
 
 
 @triton.jit
@@ -667,20 +680,9 @@ def grouped_gemm(a, b, offs, out, total_rows, N, K, experts, a_sm, a_sk, b_se, b
     ``offs`` on the device and numbered one after another, so the grid (cdiv(total_rows, BLOCK_M) +
     ``experts`` slots, enough for any ``offs``) is fixed by the shapes alone and a slot past the last tile,
     or of an expert with no rows, exits at once."""
-    group, row_start, row_end = grouped_slot(offs, experts, total_rows, BLOCK_M, BLOCK_E)
+    group, rm, rm_load, rn, rn_load, rk, expert, row_end = grouped_tile_indices(
+        offs, experts, total_rows, N, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_E, INDEX_64)
     if group <= experts:
-        rm = row_start + tl.arange(0, BLOCK_M)
-        rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        rk = tl.arange(0, BLOCK_K)
-        expert = tl.minimum(group, experts - 1)
-        if INDEX_64:
-            rm = rm.to(tl.int64)
-            rn = rn.to(tl.int64)
-            rk = rk.to(tl.int64)
-            expert = expert.to(tl.int64)
-        # rows past the group's end read its last row and columns past N column 0: never stored
-        rm_load = tl.where(rm < row_end, rm, row_end - 1)
-        rn_load = tl.where(rn < N, rn, 0)
         a_ptrs = a + rm_load[:, None] * a_sm + rk[None, :] * a_sk
         b_ptrs = b + expert * b_se + rk[:, None] * b_sk + rn_load[None, :] * b_sn
         # the group past the experts multiplies nothing: its rows stay zero

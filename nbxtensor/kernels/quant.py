@@ -17,7 +17,7 @@ import triton.language as tl
 
 from .formats import FORMAT_E4M3FN, FORMAT_NATIVE, decode, encode
 from .dependent_launch import await_predecessors
-from .matmul import _epilogue, _gemv_program, _gemv_write, _grouped_tile, _operand, _tile_indices, grouped_slot
+from .matmul import _epilogue, _gemv_program, _gemv_write, _grouped_tile, _operand, _tile_indices, grouped_tile_indices
 
 WEIGHT_INT4 = tl.constexpr(0)
 WEIGHT_INT8 = tl.constexpr(1)
@@ -269,22 +269,11 @@ def grouped_quantized_gemm(x, q, scales, zeros, g_idx, offs, out, total_rows, N,
     """out[rows of group e] = x[rows of group e] @ w[e].T for a stack of quantized (N, K) weights, each expert's
     parts ``*_se`` elements after the previous one's: ``kernels/matmul.py``'s ``grouped_gemm`` with the weight
     tiles of ``quantized_gemm`` (``_rows_step``, dequantized in registers as they are loaded). Groups come from
-    ``offs`` on the device (``grouped_slot``), so the grid (cdiv(total_rows, BLOCK_M) + ``experts`` slots) is
+    ``offs`` on the device (``grouped_tile_indices``), so the grid (cdiv(total_rows, BLOCK_M) + ``experts`` slots) is
     fixed by the shapes; the rows past the last end are written as zeros."""
-    group, row_start, row_end = grouped_slot(offs, experts, total_rows, BLOCK_M, BLOCK_E)
+    group, rm, rm_load, rn, rn_load, rk, expert, row_end = grouped_tile_indices(
+        offs, experts, total_rows, N, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_E, INDEX_64)
     if group <= experts:
-        rm = row_start + tl.arange(0, BLOCK_M)
-        rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        rk = tl.arange(0, BLOCK_K)
-        expert = tl.minimum(group, experts - 1)
-        if INDEX_64:
-            rm = rm.to(tl.int64)
-            rn = rn.to(tl.int64)
-            rk = rk.to(tl.int64)
-            expert = expert.to(tl.int64)
-        # rows past the group's end read its last row and columns past N column 0: never stored
-        rm_load = tl.where(rm < row_end, rm, row_end - 1)
-        rn_load = tl.where(rn < N, rn, 0)
         q_expert, scales_expert = q + expert * q_se, scales + expert * s_se
         zeros_expert, g_idx_expert = zeros + expert * z_se, g_idx + expert * g_se
         # the group past the experts multiplies nothing: its rows stay zero
