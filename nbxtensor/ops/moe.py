@@ -40,7 +40,7 @@ from ..tensor import Tensor
 from .matmul_gemv import _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, _clamp_block
 from .matmul_plans import _by_planes, _dot_precision, _meta, _operand_flags
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .quant import _WEIGHT_FORMATS, _dot_block_k, _groups_in_tile, weight_slots
+from .quant import _WEIGHT_FORMATS, _dot_block_k, _groups_in_tile, tile_candidates, weight_slots
 from .pointwise_table import _GATED_ACTIVATIONS, _act_and_mul_reference
 from .registry import Cost, TensorMeta, get, nbytes, op_impl, register, workspace_bytes
 from .samples import Samples, operand, sample
@@ -299,17 +299,7 @@ _GROUPED_QUANTIZED_SHAPES = [(16, 64, 64, 4, 4), (16, 128, 64, 4, 4), (32, 128, 
 
 def grouped_quantized_candidates(facts: dict, rows: int, n: int, k: int) -> list[dict]:
     """The settings worth timing for a grouped quantized product on a device with these facts."""
-    if facts["kernels"].get("interpreted"):
-        # the interpreter pays per program: wide tiles, the whole of a few experts' rows in one
-        return [dict(BLOCK_M=_clamp_block(_INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_M, rows),
-                     BLOCK_N=_clamp_block(_INTERPRETED_BLOCK_N, _INTERPRETED_BLOCK_N, n),
-                     BLOCK_K=_clamp_block(_INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_K, k), num_stages=1, num_warps=4)]
-    tiles = facts["tiles"]
-    return tuning.distinct_candidates(
-        dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], rows), BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
-             BLOCK_K=_clamp_block(bk, tiles["max_block_k"], k), num_stages=min(stages, tiles["max_stages"]),
-             num_warps=min(warps, tiles["max_warps"]))
-        for bm, bn, bk, stages, warps in _GROUPED_QUANTIZED_SHAPES)
+    return tile_candidates(facts, rows, n, k, _GROUPED_QUANTIZED_SHAPES)
 
 
 _grouped_quantized_plans = PlanCache()

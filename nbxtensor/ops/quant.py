@@ -287,6 +287,12 @@ def _plan(input: Tensor, weight: QuantizedWeight, bias: Tensor | None, fp8_activ
 def gemm_candidates(facts: dict, m: int, n: int, k: int, whole_words: bool = False) -> list[dict]:
     """Settings worth timing for the prefill GEMM of m rows by an (n, k) quantized weight (``whole_words``:
     int4 read by ``int4_gemm``)."""
+    return tile_candidates(facts, m, n, k, (_GEMM_INT4_SHAPES if whole_words else []) + _GEMM_SHAPES)
+
+
+def tile_candidates(facts: dict, m: int, n: int, k: int, shapes) -> list[dict]:
+    """The (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps) ``shapes`` of a dequantizing product of m rows by
+    an (n, k) weight, clamped to the facts' ceilings and the problem."""
     if facts["kernels"].get("interpreted"):
         # the interpreter pays per program and operation: one wide tile a program, long K steps (4 warps, which
         # the interpreter ignores, keep the tile compilable when the launch is compile-checked)
@@ -298,7 +304,7 @@ def gemm_candidates(facts: dict, m: int, n: int, k: int, whole_words: bool = Fal
         dict(BLOCK_M=_clamp_block(bm, tiles["max_block_m"], m), BLOCK_N=_clamp_block(bn, tiles["max_block_n"], n),
              BLOCK_K=_clamp_block(bk, tiles["max_block_k"], k), num_stages=min(stages, tiles["max_stages"]),
              num_warps=min(warps, tiles["max_warps"]))
-        for bm, bn, bk, stages, warps in (_GEMM_INT4_SHAPES if whole_words else []) + _GEMM_SHAPES)
+        for bm, bn, bk, stages, warps in shapes)
 
 
 def decode_candidates(facts: dict, m: int, n: int, k: int, format: str, group_size: int | None = None,
