@@ -218,7 +218,7 @@ class Tensor:
         return self.detach()
 
     def _kernel_pointer(self, backend):
-        return backend.kernel_pointer(self.data_ptr(), self._dtype.triton)
+        return backend.kernel_pointer(self.data_ptr(), backend.kernel_element_type(self._dtype))
 
     # ---- host access ------------------------------------------------------------------------
     def numpy(self, *, force: bool = False) -> np.ndarray:

@@ -11,7 +11,9 @@ then compile each distinct specialisation here:
 
 Interpreter-only switches (``INTERPRETED``, ``DECODE_BF16``, ``INLINE_ASM``) are compiled as a GPU would set
 them, and so is ``PDL`` (programmatic dependent launch, ``kernels/dependent_launch.py``): true where the facts file of
-the target's class names ``programmatic_dependent_launch``. A specialisation compiled with ``PDL`` true
+the target's class names ``programmatic_dependent_launch``. Pointers to float8 e4m3 tensors are compiled as
+pointers to bytes for a target whose class has no float8 conversions (facts ``native_fp8``), as such a GPU
+passes them (``Backend.kernel_element_type``). A specialisation compiled with ``PDL`` true
 must wait (``griddepcontrol.wait``) before its PTX touches global memory or branches, and signal its
 dependents; one that does not is a failure. A record made with ``DECODE_BF16`` true (bfloat16 rows the
 interpreter widens) compiles with the bfloat16 ``DOT`` a GPU takes where the kernel has one.
@@ -56,17 +58,29 @@ _DOT_OP = re.compile(r"= tt\.dot ")
 _THREADS_ALONG_K = 4
 
 
-def target_settings(capability: int) -> dict:
-    """The constexprs a GPU of compute ``capability`` sets where the interpreter set others (module
-    docstring). Reads the facts files directly: importing nbxtensor here would settle Triton's mode."""
+def _target_facts(capability: int) -> dict:
+    """The facts file of the class of compute ``capability``, or ``generic_cuda``'s, which a GPU no file
+    matches derives its facts from. Read directly: importing nbxtensor here would settle Triton's mode."""
     major, minor = divmod(capability, 10)
-    dependent_launch = False
     for path in sorted(_FACTS.glob("*.yaml")):
         facts = yaml.safe_load(path.read_text())
         match = facts.get("match", {})
         if match.get("type") == "cuda" and [major, minor] in match.get("capability", []):
-            dependent_launch = bool(facts["kernels"].get("programmatic_dependent_launch"))
+            return facts
+    return yaml.safe_load((_FACTS / "generic_cuda.yaml").read_text())
+
+
+def target_settings(capability: int) -> dict:
+    """The constexprs a GPU of compute ``capability`` sets where the interpreter set others (module
+    docstring)."""
+    dependent_launch = bool(_target_facts(capability)["kernels"].get("programmatic_dependent_launch"))
     return {**_GPU_SETTINGS, _PDL: dependent_launch}
+
+
+def target_pointer_types(capability: int) -> dict:
+    """The element types a GPU of compute ``capability`` passes pointers to tensors of a recorded type as, where
+    they differ (``Backend.kernel_element_type``): e4m3 as bytes where its class has no float8 conversions."""
+    return {} if _target_facts(capability).get("native_fp8") else {"fp8e4nv": "uint8"}
 
 
 def dependent_launch_problem(ptx: str) -> str | None:
@@ -106,11 +120,14 @@ def short_dot_operands(ttgir: str) -> list[tuple[int, str, int, int]]:
     return sorted(short)
 
 
-def _representative(described: dict) -> dict:
+def _representative(described: dict, pointer_types: dict | None = None) -> dict:
     """An argument that Triton specialises as it does ``described``: integers by whether they equal 1,
-    divide by 16 and fit 32 bits; floats as floats; tuples element by element."""
+    divide by 16 and fit 32 bits; floats as floats; tuples element by element; pointers to the element type
+    that ``pointer_types`` maps the recorded one to, if any."""
     if "tuple" in described:
-        return {"tuple": [_representative(v) for v in described["tuple"]]}
+        return {"tuple": [_representative(v, pointer_types) for v in described["tuple"]]}
+    if "pointer" in described:
+        return dict(described, pointer=(pointer_types or {}).get(described["pointer"], described["pointer"]))
     value = described.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return described
@@ -123,15 +140,16 @@ def _representative(described: dict) -> dict:
 
 
 def distinct_launches(path: str, limit_per_kernel: int | None, all_arguments: bool = False,
-                      settings: dict = _GPU_SETTINGS) -> list[dict]:
+                      settings: dict = _GPU_SETTINGS, pointer_types: dict | None = None) -> list[dict]:
     """The recorded launches, one per (kernel, constexprs) in first-seen order, or with ``all_arguments``
     one per (kernel, constexprs, argument specialisation); with ``limit_per_kernel``, at most that many
-    constexpr sets of each kernel. Constexprs named in ``settings`` take its values."""
+    constexpr sets of each kernel. Constexprs named in ``settings`` take its values, pointers the element
+    types ``pointer_types`` maps theirs to."""
     seen, per_kernel, out = set(), {}, []
     with open(path) as f:
         for line in f:
             record = json.loads(line)
-            record["args"] = [_representative(a) for a in record["args"]]
+            record["args"] = [_representative(a, pointer_types) for a in record["args"]]
             if record["constexprs"].get("DECODE_BF16") is True and "DOT" in record["constexprs"]:
                 record["constexprs"]["DOT"] = {"dtype": "bf16"}
             for name, value in settings.items():
@@ -254,7 +272,8 @@ def main(argv=None) -> int:
     parser.add_argument("--ptx-dir", type=Path, default=None,
                         help="write each specialisation's PTX into this folder (compare two runs with diff -r)")
     args = parser.parse_args(argv)
-    records = distinct_launches(args.records, args.limit_per_kernel, args.all_arguments, target_settings(args.target))
+    records = distinct_launches(args.records, args.limit_per_kernel, args.all_arguments, target_settings(args.target),
+                                target_pointer_types(args.target))
     failures, timings, interpreter_only = [], [], 0
     if args.ptx_dir is not None:
         args.ptx_dir.mkdir(parents=True, exist_ok=True)

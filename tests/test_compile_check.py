@@ -387,13 +387,38 @@ def test_a_kernel_compiled_with_dependent_launch_that_does_not_wait_first_is_rep
     assert "(3 with programmatic dependent launch); 2 failed" in result.stdout
 
 
-def test_the_compile_check_sets_pdl_as_the_target_class_facts_do():
+@cpu_kernels
+def test_an_fp8_weight_gemv_compiles_for_ampere_reading_bytes(tmp_path):
+    """Triton refuses the e4m3 type below sm_89: for Ampere the check compiles a recorded fp8-weight GEMV with its
+    weight as bytes, as an Ampere GPU passes it (facts ``native_fp8``), decoded by their bits in the kernel."""
+    records = _record(tmp_path, """
+        import numpy as np
+        import nbxtensor as nbx
+        from nbxtensor.ops import quant
+        from nbxtensor.quant import QuantizedWeight
+        offered = quant.decode_candidates
+        quant.decode_candidates = lambda *args: [dict(offered(*args)[0], BLOCK_N=32, BLOCK_K=64, SPLITS=1)]
+        rng = np.random.default_rng(0)
+        weight = QuantizedWeight.quantize(rng.standard_normal((40, 96)).astype(np.float32), "fp8")
+        nbx.quantized_linear(nbx.tensor(rng.standard_normal((1, 96)).astype(np.float32)), weight)
+    """)
+    launches = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [record["kernel"] for record in launches] == ["quantized_gemv"]
+    assert {"pointer": "fp8e4nv", "aligned": True} in launches[0]["args"]
+    result = _check(records, tmp_path, "--target", "80")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "compiled 1 of 1 specialisations for sm_80" in result.stdout, result.stdout
+
+
+def test_the_compile_check_sets_pdl_and_pointer_types_as_the_target_class_facts_do():
     spec = importlib.util.spec_from_file_location("compile_check", CHECK)
     check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(check)
     assert check.target_settings(90)["PDL"] is True
     assert check.target_settings(80)["PDL"] is False  # Ampere: no programmatic dependent launch
     assert check.target_settings(120)["PDL"] is False  # no facts file: derived ones, which do not claim it
+    assert check.target_pointer_types(90) == {} and check.target_pointer_types(89) == {}
+    assert check.target_pointer_types(80) == {"fp8e4nv": "uint8"}  # no float8 conversions: e4m3 as bytes
 
 
 _CODED_KERNEL = textwrap.dedent("""

@@ -7,7 +7,7 @@ from nbxtensor.device import facts
 from nbxtensor.device.cuda import facts_for
 
 REQUIRED = ("name", "match", "kernels", "tiles", "ladders", "memory", "sm_count_class")
-GPU_REQUIRED = ("shared_memory_per_block_bytes", "matrix_unit", "native_bf16", "native_fp64",
+GPU_REQUIRED = ("shared_memory_per_block_bytes", "matrix_unit", "native_bf16", "native_fp64", "native_fp8",
                 "bandwidth_bytes_per_s", "flops_per_s")
 
 

@@ -54,6 +54,16 @@ class Backend(ABC):
     def facts(self) -> dict:
         """The facts of the device class this backend drives (see ``device/facts``)."""
 
+    def kernel_element_type(self, dtype):
+        """The Triton type kernels on this device read and write ``dtype``'s elements as: float8 e4m3 as its
+        bytes (uint8) where the facts name no float8 conversions (``native_fp8``: Triton refuses the e4m3 type
+        when compiling for such a GPU, and its interpreter misreads e4m3 NaN), kernels then converting it by
+        its bits (``kernels/formats.py``); any other dtype as its own Triton type."""
+        if dtype.name == "float8_e4m3fn" and not self.facts.get("native_fp8"):
+            import triton.language as tl
+            return tl.uint8
+        return dtype.triton
+
     def current_index(self) -> int:
         return 0
 

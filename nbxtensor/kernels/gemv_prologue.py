@@ -166,7 +166,7 @@ def _quantized_prologue_step(acc, x, res, res_out, norm_w, q, scales, zeros, g_i
                              HAS_G_IDX: tl.constexpr, GROUPS_IN_TILE: tl.constexpr, GROUP_SIZE: tl.constexpr,
                              ONE_GROUP: tl.constexpr, INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr,
                              X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr, ACT_FORMAT: tl.constexpr,
-                             ACT_VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr):
+                             ACT_VIA_F32: tl.constexpr):
     """One K step of one row: the prologue's inputs k_base + ``rk`` (rounded to the activation dtype), then
     their products with the quantized weight's tile, as ``int4_gemv`` (WHOLE_WORDS) or ``quantized_gemv``
     takes them at one row."""
@@ -184,7 +184,7 @@ def _quantized_prologue_step(acc, x, res, res_out, norm_w, q, scales, zeros, g_i
         kk = k_base + rk
         w_tile = _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn_load, rn, N, kk < k_stop, k_stop, group_size,
                               scale_block_n, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_K, WEIGHT, SCALE_FORMAT,
-                              HAS_G_IDX, GROUPS_IN_TILE, INTERPRETED)
+                              HAS_G_IDX, GROUPS_IN_TILE)
         return acc + row[:, None] * w_tile
 
 
@@ -231,7 +231,7 @@ def quantized_gemv_prologue(x, res, res_out, norm_w, q, scales, zeros, g_idx, bi
                                            scale_block_n, x_sm, x_sk, res_sm, res_sk, nw_sk, q_sk, q_sn, s_sg, s_sn,
                                            z_sg, z_sn, PROLOGUE, HAS_RESIDUAL, ACT_MODE, BLOCK_K, WHOLE_WORDS, WEIGHT,
                                            SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, GROUP_SIZE, ONE_GROUP, INLINE_ASM,
-                                           EVEN_K, X_FORMAT, NW_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
+                                           EVEN_K, X_FORMAT, NW_FORMAT, DST_FORMAT, VIA_F32)
             k0 += BLOCK_K
     else:
         for k0 in tl.range(0, k_per_split, BLOCK_K, num_stages=LOOP_STAGES):
@@ -240,6 +240,6 @@ def quantized_gemv_prologue(x, res, res_out, norm_w, q, scales, zeros, g_idx, bi
                                            scale_block_n, x_sm, x_sk, res_sm, res_sk, nw_sk, q_sk, q_sn, s_sg, s_sn,
                                            z_sg, z_sn, PROLOGUE, HAS_RESIDUAL, ACT_MODE, BLOCK_K, WHOLE_WORDS, WEIGHT,
                                            SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, GROUP_SIZE, ONE_GROUP, INLINE_ASM,
-                                           EVEN_K, X_FORMAT, NW_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED)
+                                           EVEN_K, X_FORMAT, NW_FORMAT, DST_FORMAT, VIA_F32)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, 1, SPLIT, HAS_BIAS,
                 False, BIAS_FORMAT, DST_FORMAT, VIA_F32)

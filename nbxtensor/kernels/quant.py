@@ -42,6 +42,20 @@ def _int8_as(values, TYPE: tl.constexpr):
 
 
 @triton.jit
+def _byte_weight(raw, WEIGHT: tl.constexpr, TYPE: tl.constexpr):
+    """int8 or e4m3 weight elements as loaded, in TYPE, exactly (every int8 and e4m3 value is exact in float32,
+    float16 and bfloat16). e4m3 read through a float8 pointer converts natively; read as bytes (on a device whose
+    facts name no float8 conversions, ``native_fp8``, and in the interpreter: ``Backend.kernel_element_type``)
+    it is decoded by its bits, as the copy kernel decodes it."""
+    if WEIGHT == WEIGHT_INT8:
+        return _int8_as(raw, TYPE)
+    elif raw.dtype == tl.uint8:
+        return decode(raw, E4M3).to(TYPE)
+    else:
+        return raw.to(TYPE)
+
+
+@triton.jit
 def _per_input(tile, GROUPS: tl.constexpr, BLOCK_K: tl.constexpr):
     """A [GROUPS, BLOCK_N] tile of per-group values broadcast to the [BLOCK_K, BLOCK_N] inputs of the K tile
     (GROUPS equal runs of inputs); one group stays [1, BLOCK_N] and broadcasts in the arithmetic."""
@@ -64,11 +78,10 @@ def _group_tile(ptr, k_base, k_stop, group_size, rn_group, s_sg, s_sn, GROUPS: t
 @triton.jit
 def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, rn_words, N, k_mask, k_stop, group_size, scale_block_n,
                  q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_K: tl.constexpr, WEIGHT: tl.constexpr,
-                 SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr, GROUPS_IN_TILE: tl.constexpr,
-                 INTERPRETED: tl.constexpr):
+                 SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr, GROUPS_IN_TILE: tl.constexpr):
     """The float32 [BLOCK_K, BLOCK_N] tile of the weight, transposed (inputs kk = k_base + 0.. by outputs rn),
-    dequantized; inputs past ``k_stop`` (``k_mask`` false) give zeros. Loads use indices clamped into range
-    (a masked float8 load has no zero to fill with in the interpreter), except the int4 words'.
+    dequantized; inputs past ``k_stop`` (``k_mask`` false) give zeros. Scales and zero points are read at
+    indices clamped into range.
 
     int4 words are read once each as a [BLOCK_K // 8, BLOCK_N] tile (contiguous along N: vector loads) and
     split into their 8 nibbles in registers. With GROUPS_IN_TILE > 0 the K tile holds that many whole groups
@@ -82,15 +95,11 @@ def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, rn_words, N, k_mask, k
         words = tl.load(q + rw[:, None] * q_sk + rn_words[None, :] * q_sn, mask=(rn_words < N)[None, :], other=0)
         nibbles = (words[:, None, :] >> (tl.arange(0, 8) * 4)[None, :, None]) & 0xF
         values = tl.reshape(nibbles, (BLOCK_K, words.shape[1])).to(tl.float32)
-    elif INTERPRETED:
-        # clamped: a masked float8 load has no zero to fill with in the interpreter, nor float8 arithmetic
-        raw = tl.load(q + kk_in[:, None] * q_sk + rn[None, :] * q_sn)
-        values = (decode(raw, E4M3) if WEIGHT == WEIGHT_FP8 else raw).to(tl.float32)
     else:
         # masked rather than clamped, so that the loads keep their contiguity along K (vector loads of bytes)
         raw = tl.load(q + kk[:, None] * q_sk + rn[None, :] * q_sn, mask=k_mask[:, None],
                       other=0.0 if WEIGHT == WEIGHT_FP8 else 0)
-        values = _int8_as(raw, tl.float32) if WEIGHT == WEIGHT_INT8 else raw.to(tl.float32)
+        values = _byte_weight(raw, WEIGHT, tl.float32)
     if GROUPS_IN_TILE > 0:
         scale = _per_input(decode(_group_tile(scales, k_base, k_stop, group_size, rn // scale_block_n, s_sg, s_sn,
                                                GROUPS_IN_TILE), SCALE_FORMAT).to(tl.float32), GROUPS_IN_TILE, BLOCK_K)
@@ -107,9 +116,9 @@ def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, rn_words, N, k_mask, k
         if WEIGHT == WEIGHT_INT4:
             values = values - tl.load(zeros + group[:, None] * z_sg + rn[None, :] * z_sn).to(tl.float32)
     weight = values * scale
-    if WEIGHT == WEIGHT_INT4 or INTERPRETED:
-        # compiled bytes past k_stop are zeros already (masked loads); their scales, read at clamped groups,
-        # are the product's own (a non-finite one makes the sum non-finite either way)
+    if WEIGHT == WEIGHT_INT4:
+        # bytes past k_stop are zeros already (masked loads); their scales, read at clamped groups, are the
+        # product's own (a non-finite one makes the sum non-finite either way)
         weight = tl.where(k_mask[:, None], weight, 0.0)
     return weight
 
@@ -118,7 +127,7 @@ def _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn, rn_words, N, k_mask, k
 def _byte_rows_step(acc, x, q, scales, rm_load, rn_load, k_base, K, group_size, scale_block_n, x_sm, x_sk, q_sk,
                     q_sn, s_sg, s_sn, BLOCK_K: tl.constexpr, WEIGHT: tl.constexpr, SCALE_FORMAT: tl.constexpr,
                     GROUPS_IN_TILE: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
-                    DECODE_BF16: tl.constexpr, INTERPRETED: tl.constexpr):
+                    DECODE_BF16: tl.constexpr):
     """``_rows_step`` for an int8 or float8 weight whose K tile holds whole groups of scales (or lies inside one):
     the bytes are read as vectors along K and converted straight to the dot's type (every int8 and e4m3 value
     is exact in either 16-bit type), each group's part multiplies on the matrix units with float32
@@ -129,18 +138,12 @@ def _byte_rows_step(acc, x, q, scales, rm_load, rn_load, k_base, K, group_size, 
         group_base = k_base + group * GROUP_K
         kk = group_base + tl.arange(0, GROUP_K)
         k_mask = kk < K
-        if INTERPRETED:
-            # clamped: a masked float8 load has no zero to fill with in the interpreter, nor float8 arithmetic;
-            # the clamped inputs meet zeros of the rows
-            raw = tl.load(q + tl.where(k_mask, kk, 0)[:, None] * q_sk + rn_load[None, :] * q_sn)
-            values = decode(raw, E4M3) if WEIGHT == WEIGHT_FP8 else raw
-        else:
-            # masked rather than clamped, so that the loads keep their contiguity along K (vector loads)
-            values = tl.load(q + kk[:, None] * q_sk + rn_load[None, :] * q_sn, mask=k_mask[:, None],
-                             other=0.0 if WEIGHT == WEIGHT_FP8 else 0)
+        # masked rather than clamped, so that the loads keep their contiguity along K (vector loads)
+        raw = tl.load(q + kk[:, None] * q_sk + rn_load[None, :] * q_sn, mask=k_mask[:, None],
+                      other=0.0 if WEIGHT == WEIGHT_FP8 else 0)
         x_tile = _operand(tl.load(x + rm_load[:, None] * x_sm + kk[None, :] * x_sk, mask=k_mask[None, :], other=0),
                           DECODE_BF16)
-        weight = _int8_as(values, DOT) if WEIGHT == WEIGHT_INT8 else values.to(DOT)
+        weight = _byte_weight(raw, WEIGHT, DOT)
         product = tl.dot(x_tile.to(DOT), weight, input_precision=PRECISION, out_dtype=tl.float32)
         scale = decode(_group_tile(scales, group_base, K, group_size, rn_load // scale_block_n, s_sg, s_sn, 1),
                        SCALE_FORMAT).to(tl.float32)
@@ -152,18 +155,16 @@ def _byte_rows_step(acc, x, q, scales, rm_load, rn_load, k_base, K, group_size, 
 def _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k_base, rk, K, group_size, scale_block_n,
                x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                WEIGHT: tl.constexpr, SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr,
-               GROUPS_IN_TILE: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
-               INTERPRETED: tl.constexpr):
+               GROUPS_IN_TILE: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr):
     """acc plus the rows' products with the weight's inputs k_base + ``rk`` (those below K)."""
     kk = k_base + rk
     k_mask = kk < K
     if BLOCK_M > 1 and WEIGHT != WEIGHT_INT4 and GROUPS_IN_TILE > 0:
         return _byte_rows_step(acc, x, q, scales, rm_load, rn_load, k_base, K, group_size, scale_block_n, x_sm, x_sk,
                                q_sk, q_sn, s_sg, s_sn, BLOCK_K, WEIGHT, SCALE_FORMAT, GROUPS_IN_TILE, DOT, PRECISION,
-                               DECODE_BF16, INTERPRETED)
+                               DECODE_BF16)
     w_tile = _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn_load, rn, N, k_mask, K, group_size, scale_block_n,
-                          q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE,
-                          INTERPRETED)
+                          q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE)
     if BLOCK_M == 1:
         # one row: products gather in a [BLOCK_K, BLOCK_N] accumulator, summed over K once at the end
         x_row = _operand(tl.load(x + kk * x_sk, mask=k_mask, other=0), DECODE_BF16).to(tl.float32)
@@ -197,15 +198,13 @@ def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_pe
         while k0 < k_per_split:
             acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k_start + k0, rk, k_stop,
                              group_size, scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M,
-                             BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16,
-                             INTERPRETED)
+                             BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16)
             k0 += BLOCK_K
     else:
         for k0 in tl.range(0, k_per_split, BLOCK_K, num_stages=LOOP_STAGES):
             acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k_start + k0, rk, k_stop,
                              group_size, scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M,
-                             BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16,
-                             INTERPRETED)
+                             BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M, SPLIT,
                 HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
@@ -248,13 +247,13 @@ def quantized_gemm(x, q, scales, zeros, g_idx, bias, out, M, N, K, group_size, s
         while k0 < K:
             acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k0, rk, K, group_size,
                              scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, WEIGHT,
-                             SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16, INTERPRETED)
+                             SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16)
             k0 += BLOCK_K
     else:
         for k0 in range(0, K, BLOCK_K):
             acc = _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k0, rk, K, group_size,
                              scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M, BLOCK_K, WEIGHT,
-                             SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16, INTERPRETED)
+                             SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16)
     _store_tile(acc, bias, out, rm, rn, M, N, bias_sn, out_sm, out_sn, HAS_BIAS, BIAS_FORMAT, DST_FORMAT, VIA_F32)
 
 
@@ -285,14 +284,14 @@ def grouped_quantized_gemm(x, q, scales, zeros, g_idx, offs, out, total_rows, N,
                 acc = _rows_step(acc, x, q_expert, scales_expert, zeros_expert, g_idx_expert, rm_load, rn_load, rn, N,
                                  k0, rk, K, group_size, scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn,
                                  BLOCK_M, BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION,
-                                 DECODE_BF16, INTERPRETED)
+                                 DECODE_BF16)
                 k0 += BLOCK_K
         else:
             for k0 in range(0, k_end, BLOCK_K):
                 acc = _rows_step(acc, x, q_expert, scales_expert, zeros_expert, g_idx_expert, rm_load, rn_load, rn, N,
                                  k0, rk, K, group_size, scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn,
                                  BLOCK_M, BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION,
-                                 DECODE_BF16, INTERPRETED)
+                                 DECODE_BF16)
         _store_tile(acc, out, out, rm, rn, row_end, N, 0, out_sm, out_sn, False, FORMAT_NATIVE, DST_FORMAT, VIA_F32)
 
 
@@ -300,8 +299,7 @@ def grouped_quantized_gemm(x, q, scales, zeros, g_idx, offs, out, total_rows, N,
 def dequantize_weight(q, scales, zeros, g_idx, out, N, K, group_size, scale_block_n, q_sk, q_sn, s_sg, s_sn, z_sg,
                       z_sn, out_sn, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WEIGHT: tl.constexpr,
                       SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr, GROUPS_IN_TILE: tl.constexpr,
-                      DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-                      INTERPRETED: tl.constexpr):
+                      DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr):
     """out[n, k] = the weight's (n, k) element, the float32 (value - zero) * scale of ``_weight_tile`` rounded
     once to out's type: the tile ``quantized_gemm`` meets rows of that type with. Program (i, j) writes inputs
     [i * BLOCK_K, ...) of outputs [j * BLOCK_N, ...) (for int4 a [BLOCK_K / 8, BLOCK_N] tile of words), so
@@ -315,8 +313,7 @@ def dequantize_weight(q, scales, zeros, g_idx, out, N, K, group_size, scale_bloc
     k_mask = kk < K
     rn_in = tl.where(rn < N, rn, 0)
     tile = _weight_tile(q, scales, zeros, g_idx, k_base, kk, rn_in, rn, N, k_mask, K, group_size, scale_block_n,
-                        q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE,
-                        INTERPRETED)
+                        q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE)
     tl.store(out + rn[None, :] * out_sn + kk[:, None], encode(tile, out.dtype.element_ty, DST_FORMAT, VIA_F32, False),
              mask=k_mask[:, None] & (rn < N)[None, :])
 
@@ -735,11 +732,12 @@ SCALE_STATIC = tl.constexpr(2)
 
 
 @triton.jit
-def _e4m3(v, out_type, INTERPRETED: tl.constexpr):
-    """float32 ``v`` rounded to e4m3 to nearest even, saturating at 448: where kernels compile, Triton's float8
-    cast, one ``cvt.rn.satfinite`` for two values; in the interpreter ``encode``, which rounds the same by the
-    bits (finite overflow and infinity to 448; only a NaN's sign bit may differ)."""
-    if INTERPRETED:
+def _e4m3(v, out_type):
+    """float32 ``v`` rounded to e4m3 to nearest even, saturating at 448: into a float8 ``out_type``, Triton's
+    cast, one ``cvt.rn.satfinite`` for two values; into bytes (e4m3 tensors where the device has no float8
+    conversions, the interpreter's included: ``Backend.kernel_element_type``) ``encode``, which rounds the same
+    by the bits (finite overflow and infinity to 448; only a NaN's sign bit may differ)."""
+    if out_type == tl.uint8:
         return encode(v, out_type, E4M3, False, False)
     else:
         return v.to(out_type)
@@ -792,14 +790,14 @@ def fp8_rows(x, out, row_scales, given, K, k_padded, group_k, x_sm, x_sk, BLOCK:
         while k0 < stop:
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            tl.store(out + m * k_padded + kk, _e4m3(tl.div_rn(v, scale), out.dtype.element_ty, INTERPRETED),
+            tl.store(out + m * k_padded + kk, _e4m3(tl.div_rn(v, scale), out.dtype.element_ty),
                      mask=kk < stop)
             k0 += BLOCK
     else:
         for k0 in range(start, stop, BLOCK):
             kk = k0 + rk
             v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=kk < K, other=0), DECODE_BF16).to(tl.float32)
-            tl.store(out + m * k_padded + kk, _e4m3(tl.div_rn(v, scale), out.dtype.element_ty, INTERPRETED),
+            tl.store(out + m * k_padded + kk, _e4m3(tl.div_rn(v, scale), out.dtype.element_ty),
                      mask=kk < stop)
     tl.store(row_scales + m * tl.num_programs(1) + g, scale)
 
@@ -816,7 +814,7 @@ def fp8_rows_whole(x, out, row_scales, given, K, k_padded, group_k, groups, x_sm
     inside = (rg[:, None] < groups) & (rj[None, :] < group_k)
     v = _operand(tl.load(x + m * x_sm + kk * x_sk, mask=inside & (kk < K), other=0), DECODE_BF16).to(tl.float32)
     scale = _group_scale(tl.max(tl.abs(v), axis=1), given, SCALING)
-    tl.store(out + m * k_padded + kk, _e4m3(tl.div_rn(v, scale[:, None]), out.dtype.element_ty, INTERPRETED),
+    tl.store(out + m * k_padded + kk, _e4m3(tl.div_rn(v, scale[:, None]), out.dtype.element_ty),
              mask=inside)
     tl.store(row_scales + m * groups + rg, scale, mask=rg < groups)
 

@@ -514,7 +514,7 @@ def _dequantized_launches(x, weight: QuantizedWeight, bias, out, m: int, n: int,
         dict(BLOCK_N=block_n, BLOCK_K=block_k, WEIGHT=_WEIGHT_FORMATS[weight.format],
              SCALE_FORMAT=load_format(weight.scales.dtype), HAS_G_IDX=has_g_idx,
              GROUPS_IN_TILE=_groups_in_tile(weight, k, block_k), DST_FORMAT=conversion["DST_FORMAT"],
-             VIA_F32=conversion["VIA_F32"], INDEX_64=index_64, INTERPRETED=interpreted, num_warps=warps))
+             VIA_F32=conversion["VIA_F32"], INDEX_64=index_64, num_warps=warps))
 
     def dequantized_weight(weight):
         dequantized = scratch_tensor((n, k), dtype, dev)
