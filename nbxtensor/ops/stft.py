@@ -1,8 +1,8 @@
 """``stft`` and ``istft`` as torch has them: frames of a (padded) signal, windowed and transformed by
 ``ops/fft.py``'s one-dim transform, and back by overlap-add (``fold``) divided by the window's envelope.
 
-stft reads its frames in place (a strided view of the signal, padded first where ``center``: a copy and its
-two edges) and multiplies them by the window in the transform's loads; its result is laid out as torch's, frames
+stft's transform reads its frames straight from the unpadded signal, the center padding's positions mapped
+into it by the pad mode and the window multiplied in the same loads (``kernels/fft.py``'s FRAME); its result is laid out as torch's, frames
 innermost in memory (a transposed view of (batch, frames, frequencies)). Checks and their messages are
 torch's.
 """
@@ -18,8 +18,8 @@ from ..kernels import fft as K
 from ..promotion import promote_types
 from ..tensor import Tensor
 from .aten_calls import positional_as_keywords
-from .fft import (FORWARD, INVERSE, call_key, lookup_call, note_role, planned_call, planned_launches, signal, transform,
-                  transform_flops, transform_workspace, _fft_dtype)
+from .fft import (FORWARD, INVERSE, Framing, Signal, call_key, lookup_call, note_role, planned_call, planned_launches,
+                  signal, transform, transform_flops, transform_workspace, _fft_dtype, _method)
 from .plans import layout_key
 from .registry import Cost, TensorMeta, family_samples, get, register
 from .samples import Samples, by_name, operand, sample
@@ -55,6 +55,8 @@ def _stft_plan(x, n_fft, hop_length, win_length, window, center, pad_mode, norma
         if pad_mode == "reflect" and n_fft // 2 >= max(length, 1):
             raise RuntimeError(f"stft: reflect padding of n_fft // 2 = {n_fft // 2} must be smaller than the signal's "
                                f"length {length}")
+        if pad_mode in ("replicate", "circular") and not length:
+            raise RuntimeError(f"stft: {pad_mode} padding needs a signal of at least one element")
         length += 2 * (n_fft // 2)
     if n_fft <= 0 or n_fft > length:
         raise RuntimeError(f"stft: expected 0 < n_fft < {length}, but got n_fft={n_fft}")
@@ -95,41 +97,13 @@ def _stft_rules():
             a.input, a.n_fft, a.hop_length, a.win_length, a.window, a.center, a.pad_mode, a.normalized, a.onesided,
             a.return_complex)
         n_fft = int(a.n_fft)
-        temporaries = [transform_workspace(batch * frames, n_fft, dtype.to_real(), windowed=True),
-                       workspace_bytes(n_fft * dtype.itemsize)]
-        padded = batch * length
-        if a.center:  # the padded signal and, reflected, its two flipped edges
-            edge = batch * (n_fft // 2) * a.input.dtype.itemsize
-            temporaries.append(workspace_bytes(padded * a.input.dtype.itemsize, edge, edge))
-        if dtype is not a.input.dtype:
-            temporaries.append(workspace_bytes(padded * dtype.itemsize))
+        temporaries = [transform_workspace(batch * frames, n_fft, dtype.to_real(), windowed=True)]
+        if a.window is not None and a.window.stride(0) != 1 or _method(n_fft).bluestein:  # the window padded
+            temporaries.append(workspace_bytes(n_fft * dtype.itemsize))
         return Cost(flops=transform_flops(batch * frames, n_fft, not dtype.is_complex) + batch * frames * n_fft,
                     bytes_read=batch * frames * n_fft * dtype.itemsize, bytes_written=S.numel(made.shape) *
                     made.dtype.itemsize, workspace=sum(temporaries))
     return dict(meta=meta, cost=cost, bound=True)
-
-
-def _padded_signal(x: Tensor, pad: int, mode: str) -> Tensor:
-    """Signals (batch, length) padded by ``pad`` on both sides as torch.nn.functional.pad pads them: the middle
-    copied, each edge copied from the slice of the signal its mode names (reflected, repeated, wrapped) or
-    zeroed; no table of positions."""
-    batch, length = x.shape
-    out = scratch_tensor((batch, length + 2 * pad), x.dtype, x.device)
-    _op("copy_")(_op("narrow")(out, 1, pad, length), x)
-    if not pad:
-        return out
-    edges = _op("narrow")(out, 1, 0, pad), _op("narrow")(out, 1, pad + length, pad)
-    if mode == "constant":
-        sources = (0, 0)
-    elif mode == "replicate":
-        sources = tuple(_op("expand")(_op("narrow")(x, 1, start, 1), (batch, pad)) for start in (0, length - 1))
-    elif mode == "circular":
-        sources = _op("narrow")(x, 1, length - pad, pad), _op("narrow")(x, 1, 0, pad)
-    else:
-        sources = tuple(_op("flip")(_op("narrow")(x, 1, start, pad), [1]) for start in (1, length - pad - 1))
-    for edge, source in zip(edges, sources):
-        _op("copy_")(edge, source) if isinstance(source, Tensor) else _op("fill_")(edge, source)
-    return out
 
 
 def _padded_window(window, n_fft: int, win: int, dtype, device):
@@ -148,6 +122,21 @@ def _padded_window(window, n_fft: int, win: int, dtype, device):
     return padded
 
 
+_FRAME_MODES = {"constant": K.FRAME_ZEROS, "reflect": K.FRAME_REFLECT, "replicate": K.FRAME_REPLICATE,
+                "circular": K.FRAME_CIRCULAR}
+
+
+def _window_table(window, n_fft: int, win: int, dtype, device):
+    """(the table the transform's loads multiply by, its first element in the frame, its length): the window
+    itself where it is contiguous and the transform takes it alone (the kernel zeros the frame outside it);
+    else, made by ops, the window zero-padded to n_fft (Bluestein multiplies it by its chirp first)."""
+    centred = (n_fft - win) // 2
+    direct = window is None or window.stride(0) == 1
+    if direct and not (_method(n_fft).bluestein and (window is not None or win < n_fft)):
+        return window, centred, win
+    return _padded_window(window, n_fft, win, dtype, device), 0, n_fft
+
+
 def _uncentred(args, kwargs):
     """aten::stft.default's arguments (no center, no pad_mode) as the implementation takes them."""
     args, kwargs = positional_as_keywords(5, "normalized", "onesided", "return_complex", "align_to_window")(args,
@@ -161,8 +150,9 @@ def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=Non
          pad_mode: str = "reflect", normalized: bool = False, onesided=None, return_complex=None,
          align_to_window=None) -> Tensor:
     """torch.stft: the transforms of a signal's (batch, length) frames of n_fft every hop_length, times the
-    window, as (batch, frequencies, frames). A layout's later calls replay its first call's transform
-    (``fft.planned_call``): only the signal's padding and the window's run as ops."""
+    window, as (batch, frequencies, frames). The transform reads the frames straight from the signal, its
+    center padding mapped in the loads, and the window as it is; a layout's later calls replay the first
+    call's launches (``fft.planned_call``)."""
     options = (n_fft, hop_length, win_length, center, pad_mode, normalized, onesided, return_complex, align_to_window)
     key = call_key("stft", input, *options)
     if key is not None and window is not None:
@@ -172,33 +162,26 @@ def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=Non
         return execute(input, window)
     made, dtype, geometry = _stft_plan(input, n_fft, hop_length, win_length, window, center, pad_mode, normalized,
                                        onesided, return_complex)
-    batch, _, frames, frequencies, _, _ = geometry
-    n_fft = int(n_fft)
-    out_layout = ((batch, frequencies, frames), dtype.to_real().to_complex(), input.device,
-                  (frequencies * frames, 1, frequencies))
-
-    def prepared(input, window):
-        """The (padded, converted) signal and the window's table the transform reads, made by ops."""
-        with scratch_scope():
-            x = _op("reshape")(input, (batch, input.shape[-1]))
-            if center:
-                x = _padded_signal(x, n_fft // 2, pad_mode)
-            if x.dtype is not dtype:
-                x = _op("to")(x, dtype=dtype)
-            return x, _padded_window(window, n_fft, geometry[5], dtype, input.device)
+    batch, _, frames, frequencies, hop, win = geometry
+    n_fft, device = int(n_fft), input.device
+    complex_dtype = dtype.to_real().to_complex()
+    # torch's layout, frames innermost: (batch, frequencies, frames), without the batch dim for one signal
+    out_shape, out_strides = (frequencies, frames), (1, frequencies)
+    if len(input.shape) == 2:
+        out_shape, out_strides = (batch, *out_shape), (frequencies * frames, *out_strides)
 
     def finished(out):
-        if len(input.shape) == 1:
-            out = _op("squeeze")(out, 0)
         return out if made.dtype.is_complex else _op("view_as_real")(out)
 
     def run(input, window):
-        out = new_tensor(*out_layout[:3], strides=out_layout[3])
-        x, table = prepared(input, window)
-        for name, t in (("src", x), ("out", out), ("window", table)):
-            if t is not None:
-                note_role(name, t)
-        _stft_transform(x, table, out, n_fft, dtype, geometry, normalized)
+        out = new_tensor(out_shape, complex_dtype, device, strides=out_strides)
+        with scratch_scope():
+            table, window_start, window_count = _window_table(window, n_fft, win, dtype, device)
+            for name, t in (("src", input), ("out", out), ("window", table)):
+                if t is not None:
+                    note_role(name, t)
+            _stft_transform(input, table, out, n_fft, dtype, geometry, center, pad_mode, normalized, window_start,
+                            window_count)
         return finished(out)
 
     def replay(recorder, key, input, window):
@@ -206,14 +189,17 @@ def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=Non
         if found is None:
             return run
         launches, workspace, _ = found
-        device = input.device
-        fresh_output = fresh_tensor_maker(*out_layout[:3], strides=out_layout[3])
+        fresh_output = fresh_tensor_maker(out_shape, complex_dtype, device, strides=out_strides)
+        pieces = bool(workspace.offsets)
 
         def execute(input, window):
             out = fresh_output()
-            x, table = prepared(input, window)
-            tensors = {"src": x, "out": out, "window": table}
-            workspace.allocate(device, tensors)
+            tensors = {"src": input, "out": out, "window": window}
+            if window is not None and window.stride(0) != 1:  # a strided window is copied as the first call did
+                with scratch_scope():
+                    tensors["window"] = _window_table(window, n_fft, win, dtype, device)[0]
+            if pieces:
+                workspace.allocate(device, tensors)
             for launched in launches:
                 launched(device, tensors)
             return finished(out)
@@ -221,14 +207,20 @@ def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=Non
     return planned_call(key, (input, window), run, replay)
 
 
-def _stft_transform(x: Tensor, table, out: Tensor, n_fft: int, dtype, geometry, normalized: bool) -> None:
-    """The transforms of the frames of the signals ``x`` (batch, length) times ``table`` into ``out``."""
+def _stft_transform(x: Tensor, table, out: Tensor, n_fft: int, dtype, geometry, center: bool, pad_mode: str,
+                    normalized: bool, window_start: int, window_count: int) -> None:
+    """The transforms of the frames of the signals ``x`` ((batch,) length, unpadded) times ``table`` (the
+    window, from frame element ``window_start`` on) into ``out`` ((batch,) frequencies, frames)."""
     batch, _, frames, frequencies, hop, _ = geometry
-    framed = _op("as_strided")(x, (batch, frames, n_fft), (x.stride(0), hop * x.stride(1), x.stride(1)),
-                               x.storage_offset())
+    length = x.shape[-1]
+    batch_stride = x.stride(0) if len(x.shape) == 2 else 0
+    framing = Framing(_FRAME_MODES[pad_mode].value if center else K.FRAME_ZEROS.value, (0, hop),
+                      n_fft // 2 if center else 0, length, window_start, window_count)
+    source = Signal(x, (batch, frames), (batch_stride, 0), x.stride(-1), framing)
+    target = out if len(out.shape) == 3 else _op("unsqueeze")(out, 0)
     scale = 1 / math.sqrt(n_fft) if normalized else 1.0
-    transform(signal(framed, 2), signal(_op("transpose")(out, 1, 2), 2), n_fft, FORWARD,
-              input_kind=K.INPUT_COMPLEX if dtype.is_complex else K.INPUT_REAL, output_kind=K.OUTPUT_COMPLEX,
+    transform(source, signal(_op("transpose")(target, 1, 2), 2), n_fft, FORWARD,
+              input_kind=K.INPUT_COMPLEX if x.dtype.is_complex else K.INPUT_REAL, output_kind=K.OUTPUT_COMPLEX,
               in_count=n_fft, out_count=frequencies, scale=scale, window=table)
 
 
