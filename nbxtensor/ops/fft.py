@@ -472,7 +472,8 @@ def _launch_pass(source: _Side, target: _Side, outer_shape: tuple, inner_rows: i
         constexprs = dict(
             INPUT=input_kind.value, OUTPUT=output_kind.value, IN_GROUPED=source.grouped, OUT_GROUPED=target.grouped,
             PRE=pre_kind.value, POST=post is not None,
-            FRAME=K.FRAME_NONE.value if source.framing is None else source.framing.mode, SCALED=scale != 1.0, OUTER_RANK=max(len(outer_shape), 1),
+            FRAME=K.FRAME_NONE.value if source.framing is None else source.framing.mode, SCALED=scale != 1.0,
+            OUTER_RANK=max(len(outer_shape), 1),
             ROWS=rows, P1=p1, P2=p2, PRECISION=_precision(component, device),
             PARTS_IN_F32=bool(facts["kernels"].get("interpreted")), INDEX_64=index_64, RADIX_STAGES=stages,
             num_warps=4 if rows * p1 * p2 <= 2048 else 8)

@@ -2,9 +2,9 @@
 ``ops/fft.py``'s one-dim transform, and back by overlap-add (``fold``) divided by the window's envelope.
 
 stft's transform reads its frames straight from the unpadded signal, the center padding's positions mapped
-into it by the pad mode and the window multiplied in the same loads (``kernels/fft.py``'s FRAME); its result is laid out as torch's, frames
-innermost in memory (a transposed view of (batch, frames, frequencies)). Checks and their messages are
-torch's.
+into it by the pad mode and the window multiplied in the same loads (``kernels/fft.py``'s FRAME); its result
+is laid out as torch's, frames innermost in memory (a transposed view of (batch, frames, frequencies)).
+Checks and their messages are torch's.
 """
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def _stft_rules():
             a.return_complex)
         n_fft = int(a.n_fft)
         temporaries = [transform_workspace(batch * frames, n_fft, dtype.to_real(), windowed=True)]
-        if a.window is not None and a.window.stride(0) != 1 or _method(n_fft).bluestein:  # the window padded
+        if a.window is not None or _method(n_fft).bluestein:  # at most: the window padded (strided, Bluestein)
             temporaries.append(workspace_bytes(n_fft * dtype.itemsize))
         return Cost(flops=transform_flops(batch * frames, n_fft, not dtype.is_complex) + batch * frames * n_fft,
                     bytes_read=batch * frames * n_fft * dtype.itemsize, bytes_written=S.numel(made.shape) *
