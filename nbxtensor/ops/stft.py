@@ -15,6 +15,7 @@ import numpy as np
 from .. import shape as S
 from ..allocation import fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor, workspace_bytes
 from ..kernels import fft as K
+from ..launch import launch
 from ..promotion import promote_types
 from ..tensor import Tensor
 from .aten_calls import positional_as_keywords
@@ -271,9 +272,13 @@ def _istft_plan(x, n_fft, hop_length, win_length, window, center, normalized, on
 
 
 def _istft_temporaries(x, n_fft, frames_dtype, window_dtype, dtype, geometry) -> list:
-    """The bytes of each temporary an istft makes, in the order it makes them."""
+    """The bytes of each temporary an istft makes, in the order it makes them: the frames, then the
+    overlap-add pass's (a contiguous window, a least envelope a program) or, for a complex window, its ops'."""
     batch, frames, _, _, _, _, expected, _, _ = geometry
     framed = batch * frames * n_fft
+    if not window_dtype.is_complex:
+        return [framed * frames_dtype.itemsize, n_fft * window_dtype.itemsize,
+                batch * (-(-expected // _OVERLAP_BLOCK) + 1) * dtype.itemsize]
     sizes = [framed * frames_dtype.itemsize, n_fft * window_dtype.itemsize, framed * dtype.itemsize]
     if dtype.is_complex:  # the windowed frames' components gathered for fold
         sizes.append(framed * dtype.itemsize)
@@ -312,7 +317,9 @@ def _overlap_add(columns: Tensor, n_fft: int, expected: int, hop: int) -> Tensor
 def istft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=None, center: bool = True,
           normalized: bool = False, onesided=None, length=None, return_complex: bool = False) -> Tensor:
     """torch.istft: the signal whose stft ``input`` is, by overlap-add of the inverse transforms of its
-    frames, times the window, divided by the window's squared envelope."""
+    frames, times the window, divided by the window's squared envelope: the transform's pass, then one
+    overlap-add pass (``kernels/fft.py``'s ``overlap_add``) that windows, sums and divides; a complex window
+    takes ops (its envelope is complex)."""
     made, frames_dtype, window_dtype, geometry = _istft_plan(input, n_fft, hop_length, win_length, window, center,
                                                              normalized, onesided, length, return_complex)
     batch, count, frequencies, hop, win, onesided, expected, start, kept = geometry
@@ -327,29 +334,70 @@ def istft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=No
             kinds = dict(input_kind=K.INPUT_HERMITIAN, output_kind=K.OUTPUT_REAL, in_count=n_fft // 2 + 1)
         transform(signal(spectra, 1), signal(frames, 2), n_fft, INVERSE, out_count=n_fft,
                   scale=1 / math.sqrt(n_fft) if normalized else 1 / n_fft, **kinds)
-        table = _padded_window(window, n_fft, win, window_dtype, device)
-        if table is None:
-            table = _op("fill_")(scratch_tensor((n_fft,), window_dtype, device), 1)
-        windowed = _op("mul")(frames, table)
-        if dtype.is_complex:
-            columns = _op("reshape")(_op("permute")(_op("view_as_real")(windowed), (0, 3, 2, 1)),
-                                     (batch, 2 * n_fft, count))
-            target = _op("view_as_real")(out)
+        if _overlap_adds_in_one_pass(window, frames, out):
+            lowest = _overlap_add_pass(frames, window, out, n_fft, win, geometry)
         else:
-            columns = _op("permute")(windowed, (0, 2, 1))
-            target = _op("unsqueeze")(out, 2)
-        summed = _op("permute")(_overlap_add(columns, n_fft, expected, hop), (0, 2, 1))
-        squares = _op("expand")(_op("reshape")(_op("mul")(table, table), (1, n_fft, 1)), (1, n_fft, count))
-        envelope = _op("narrow")(_op("reshape")(_overlap_add(squares, n_fft, expected, hop), (expected, 1)), 0,
-                                 start, kept)
-        lowest = abs(envelope.numpy()).min() if kept else 1.0
-        if lowest < 1e-11:
-            raise RuntimeError(f"istft: window overlap add min: {lowest} (the window's squared envelope vanishes; "
-                               f"it must not, where the signal is rebuilt)")
-    _op("div")(_op("narrow")(summed, 1, start, kept), envelope, out=_op("narrow")(target, 1, 0, kept))
-    if made.shape[-1] > kept:
-        _op("fill_")(_op("narrow")(target, 1, kept, made.shape[-1] - kept), 0)
+            lowest = _overlap_add_by_ops(frames, window, out, n_fft, win, window_dtype, geometry)
+    if lowest < 1e-11:
+        raise RuntimeError(f"istft: window overlap add min: {lowest} (the window's squared envelope vanishes; "
+                           f"it must not, where the signal is rebuilt)")
     return _op("squeeze")(out, 0) if len(input.shape) == 2 else out
+
+
+def _overlap_adds_in_one_pass(window, frames: Tensor, out: Tensor) -> bool:
+    """Whether ``overlap_add`` takes the call: a real window (or none), offsets inside int32."""
+    reach = 2 * max(S.numel(frames.shape), S.numel(out.shape))
+    return (window is None or not window.dtype.is_complex) and reach < 2 ** 31
+
+
+_OVERLAP_BLOCK = 1024  # output positions a program of ``overlap_add`` writes
+
+
+def _overlap_add_pass(frames: Tensor, window, out: Tensor, n_fft: int, win: int, geometry) -> float:
+    """``frames`` (batch, count, n_fft) windowed, summed at hop apart and divided by the envelope into ``out``
+    (batch, length) by one ``overlap_add`` pass; the envelope's least magnitude where the signal is kept."""
+    batch, count, _, hop, _, _, _, start, kept = geometry
+    out_length = out.shape[-1]
+    block = min(_OVERLAP_BLOCK, 1 << max(out_length - 1, 1).bit_length())
+    blocks = -(-out_length // block)
+    if not batch * blocks:
+        return 1.0
+    if window is not None and window.stride(0) != 1:
+        window = _op("contiguous")(window)
+    lowest = scratch_tensor((batch * blocks,), out.dtype.to_real(), out.device)
+    launch(K.overlap_add, (batch * blocks,), out.device,
+           [frames, frames if window is None else window, out, lowest, count, n_fft, hop, start, kept, out_length,
+            (n_fft - win) // 2, win, count * n_fft, out.stride(0), blocks],
+           COMPLEX=out.dtype.is_complex, WINDOWED=window is not None, OVERLAPS=-(-n_fft // hop), BLOCK=block)
+    return float(lowest.numpy().min()) if kept else 1.0
+
+
+def _overlap_add_by_ops(frames: Tensor, window, out: Tensor, n_fft: int, win: int, window_dtype, geometry) -> float:
+    """``_overlap_add_pass`` by ops (the window product, ``fold`` for the sums, the division), for a complex
+    window; the envelope's least magnitude where the signal is kept."""
+    batch, count, _, hop, _, _, expected, start, kept = geometry
+    dtype, device = out.dtype, out.device
+    table = _padded_window(window, n_fft, win, window_dtype, device)
+    if table is None:
+        table = _op("fill_")(scratch_tensor((n_fft,), window_dtype, device), 1)
+    windowed = _op("mul")(frames, table)
+    if dtype.is_complex:
+        columns = _op("reshape")(_op("permute")(_op("view_as_real")(windowed), (0, 3, 2, 1)),
+                                 (batch, 2 * n_fft, count))
+        target = _op("view_as_real")(out)
+    else:
+        columns = _op("permute")(windowed, (0, 2, 1))
+        target = _op("unsqueeze")(out, 2)
+    summed = _op("permute")(_overlap_add(columns, n_fft, expected, hop), (0, 2, 1))
+    squares = _op("expand")(_op("reshape")(_op("mul")(table, table), (1, n_fft, 1)), (1, n_fft, count))
+    envelope = _op("narrow")(_op("reshape")(_overlap_add(squares, n_fft, expected, hop), (expected, 1)), 0,
+                             start, kept)
+    lowest = abs(envelope.numpy()).min() if kept else 1.0
+    if lowest >= 1e-11:
+        _op("div")(_op("narrow")(summed, 1, start, kept), envelope, out=_op("narrow")(target, 1, 0, kept))
+    if out.shape[-1] > kept:
+        _op("fill_")(_op("narrow")(target, 1, kept, out.shape[-1] - kept), 0)
+    return lowest
 
 
 # ---- samples ---------------------------------------------------------------------------------------
