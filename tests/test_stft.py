@@ -186,6 +186,30 @@ def test_istft_matches_numpy_overlap_add(n_fft, hop, win, center, normalized, le
     _close(got, expected, 10)
 
 
+@pytest.mark.parametrize("spectra_dtype, window_dtype, strided, return_complex", [
+    ("complex64", "float64", False, False),    # float32 frames summed in float64
+    ("complex128", "float32", True, False),    # a strided window
+    ("complex64", "complex64", False, True),   # a complex window: its envelope complex, by ops
+])
+def test_istft_windows_of_every_kind(spectra_dtype, window_dtype, strided, return_complex, rng):
+    spectra = _spectra(rng, 9, 7, dtype=spectra_dtype) if return_complex else _spectra(rng, 2, 9, 7,
+                                                                                         dtype=spectra_dtype)
+    n_fft = 9 if return_complex else 16
+    window = (np.hanning(14)[1:-1] + (0.2j if window_dtype.startswith("complex") else 0.2)).astype(window_dtype)
+    ours = to_nbx(np.repeat(window, 2))[::2] if strided else to_nbx(window)
+    kwargs = dict(hop_length=3, win_length=12, onesided=False if return_complex else None, length=22,
+                  return_complex=return_complex)
+    if return_complex:
+        kwargs.update(win_length=8, hop_length=2, length=15)
+        window, ours = window[:8], to_nbx(window[:8])
+    got = nbx.istft(to_nbx(spectra), n_fft, window=ours, **kwargs)
+    expected = _istft_reference(spectra.astype(np.complex128), n_fft, window=window.astype(
+        np.complex128 if window_dtype.startswith("complex") else np.float64), **kwargs)
+    assert got.dtype.name == {("complex64", "float64"): "float64", ("complex128", "float32"): "float64",
+                              ("complex64", "complex64"): "complex64"}[spectra_dtype, window_dtype]
+    _close(got, expected, 10)
+
+
 def test_istft_inverts_stft(rng):
     x = rng.standard_normal((3, 120)).astype(np.float32)
     window = nbx.tensor(np.hanning(32).astype(np.float32) + 0.1)

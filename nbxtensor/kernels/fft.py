@@ -287,44 +287,66 @@ def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, sign
 @triton.jit
 def overlap_add(frames, window, out, lowest, count, n_fft, hop, start, kept, out_length, window_start, window_count,
                 frames_batch_stride, out_batch_stride, blocks,
-                COMPLEX: tl.constexpr, WINDOWED: tl.constexpr, OVERLAPS: tl.constexpr, BLOCK: tl.constexpr):
+                COMPLEX: tl.constexpr, WINDOW: tl.constexpr, OVERLAPS: tl.constexpr, BLOCK: tl.constexpr,
+                INDEX_64: tl.constexpr):
     """istft's end in one pass: BLOCK output positions t of one signal (program ``pid``: signal pid // blocks)
     are the sum, over the frames f covering position p = start + t, of frame element j = p - f * hop times
     the window's entry (``window`` holds entries j - window_start for j in [window_start, window_start +
-    window_count), zero elsewhere; WINDOWED false: ones there), divided by the sum of the window's squares
-    there (the envelope); zeros from ``kept`` on. ``frames`` are (signal, frame, n_fft) rows; OVERLAPS is the
-    most frames a position meets. ``lowest[pid]`` gets the least |envelope| among the program's kept
-    positions (the caller checks it as torch does)."""
+    window_count), zero elsewhere; WINDOW: none (ones there), real (PRE_REAL) or complex (PRE_COMPLEX)),
+    divided by the sum of the window's squares there (the envelope, complex for a complex window); zeros from
+    ``kept`` on. ``frames`` are (signal, frame, n_fft) rows; OVERLAPS is the most frames a position meets.
+    ``lowest[pid]`` gets the least |envelope| among the program's kept positions (the caller checks it as
+    torch does)."""
     pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
     signal_index = pid // blocks
     t = (pid - signal_index * blocks) * BLOCK + tl.arange(0, BLOCK)
     keep = t < kept
     p = start + t
     dtype = out.dtype.element_ty
-    total = tl.zeros((BLOCK, 2) if COMPLEX else (BLOCK,), dtype)
-    envelope = tl.zeros((BLOCK,), dtype)
+    total_r = tl.zeros((BLOCK,), dtype)
+    total_i = tl.zeros((BLOCK,), dtype)
+    envelope_r = tl.zeros((BLOCK,), dtype)
+    envelope_i = tl.zeros((BLOCK,), dtype)
     for k in tl.static_range(OVERLAPS):
         f = p // hop - k
         j = p - f * hop
         ok = keep & (f >= 0) & (f < count) & (j < n_fft) & (j >= window_start) & (j < window_start + window_count)
-        if WINDOWED:
-            w = tl.load(window + j - window_start, mask=ok, other=0.0).to(dtype)
+        w_i = tl.zeros((BLOCK,), dtype)
+        if WINDOW == PRE_REAL:
+            w_r = tl.load(window + j - window_start, mask=ok, other=0.0).to(dtype)
+        elif WINDOW == PRE_COMPLEX:
+            w_r = tl.load(window + 2 * (j - window_start), mask=ok, other=0.0).to(dtype)
+            w_i = tl.load(window + 2 * (j - window_start) + 1, mask=ok, other=0.0).to(dtype)
         else:
-            w = tl.where(ok, 1.0, 0.0).to(dtype)
+            w_r = tl.where(ok, 1.0, 0.0).to(dtype)
         offset = signal_index * frames_batch_stride + f * n_fft + j
         if COMPLEX:
-            x = tl.load(frames + 2 * offset[:, None] + tl.arange(0, 2)[None, :], mask=ok[:, None], other=0.0)
-            total += x.to(dtype) * w[:, None]
+            x_r = tl.load(frames + 2 * offset, mask=ok, other=0.0).to(dtype)
+            x_i = tl.load(frames + 2 * offset + 1, mask=ok, other=0.0).to(dtype)
         else:
-            total += tl.load(frames + offset, mask=ok, other=0.0).to(dtype) * w
-        envelope += w * w
-    tl.store(lowest + pid, tl.min(tl.where(keep, tl.abs(envelope), float("inf")), axis=0))
-    divisor = tl.where(keep, envelope, 1.0)
+            x_r = tl.load(frames + offset, mask=ok, other=0.0).to(dtype)
+            x_i = tl.zeros((BLOCK,), dtype)
+        total_r += x_r * w_r - x_i * w_i
+        total_i += x_r * w_i + x_i * w_r
+        envelope_r += w_r * w_r - w_i * w_i
+        envelope_i += 2 * w_r * w_i
+    magnitude = tl.sqrt(envelope_r * envelope_r + envelope_i * envelope_i)
+    tl.store(lowest + pid, tl.min(tl.where(keep, magnitude, float("inf")), axis=0))
+    # the quotient total / envelope (complex only for a complex window); zeros past ``kept``
+    if WINDOW == PRE_COMPLEX:
+        divisor = tl.where(keep, envelope_r * envelope_r + envelope_i * envelope_i, 1.0)
+        y_r = tl.where(keep, (total_r * envelope_r + total_i * envelope_i) / divisor, 0.0)
+        y_i = tl.where(keep, (total_i * envelope_r - total_r * envelope_i) / divisor, 0.0)
+    else:
+        divisor = tl.where(keep, envelope_r, 1.0)
+        y_r = tl.where(keep, total_r / divisor, 0.0)
+        y_i = tl.where(keep, total_i / divisor, 0.0)
     written = t < out_length
     if COMPLEX:
-        target = out + 2 * signal_index * out_batch_stride
-        y = tl.where(keep[:, None], total / divisor[:, None], 0.0)
-        tl.store(target + 2 * t[:, None] + tl.arange(0, 2)[None, :], y, mask=written[:, None])
+        target = out + 2 * (signal_index * out_batch_stride + t)
+        tl.store(target, y_r, mask=written)
+        tl.store(target + 1, y_i, mask=written)
     else:
-        target = out + signal_index * out_batch_stride
-        tl.store(target + t, tl.where(keep, total / divisor, 0.0), mask=written)
+        tl.store(out + signal_index * out_batch_stride + t, y_r, mask=written)

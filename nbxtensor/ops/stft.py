@@ -1,5 +1,5 @@
 """``stft`` and ``istft`` as torch has them: frames of a (padded) signal, windowed and transformed by
-``ops/fft.py``'s one-dim transform, and back by overlap-add (``fold``) divided by the window's envelope.
+``ops/fft.py``'s one-dim transform, and back by overlap-add divided by the window's envelope (one pass).
 
 stft's transform reads its frames straight from the unpadded signal, the center padding's positions mapped
 into it by the pad mode and the window multiplied in the same loads (``kernels/fft.py``'s FRAME); its result
@@ -271,19 +271,12 @@ def _istft_plan(x, n_fft, hop_length, win_length, window, center, normalized, on
             (batch, frames, frequencies, hop, win, onesided, expected, start, kept))
 
 
-def _istft_temporaries(x, n_fft, frames_dtype, window_dtype, dtype, geometry) -> list:
-    """The bytes of each temporary an istft makes, in the order it makes them: the frames, then the
-    overlap-add pass's (a contiguous window, a least envelope a program) or, for a complex window, its ops'."""
-    batch, frames, _, _, _, _, expected, _, _ = geometry
-    framed = batch * frames * n_fft
-    if not window_dtype.is_complex:
-        return [framed * frames_dtype.itemsize, n_fft * window_dtype.itemsize,
-                batch * (-(-expected // _OVERLAP_BLOCK) + 1) * dtype.itemsize]
-    sizes = [framed * frames_dtype.itemsize, n_fft * window_dtype.itemsize, framed * dtype.itemsize]
-    if dtype.is_complex:  # the windowed frames' components gathered for fold
-        sizes.append(framed * dtype.itemsize)
-    sizes += [batch * expected * dtype.itemsize, n_fft * window_dtype.itemsize, expected * window_dtype.itemsize]
-    return sizes
+def _istft_temporaries(n_fft, frames_dtype, window_dtype, dtype, geometry, out_length: int) -> list:
+    """The bytes of each temporary an istft makes, in the order it makes them: the frames, a contiguous
+    window (a strided one), the overlap-add pass's least envelope a program."""
+    batch, frames, _, _, _, _, _, _, _ = geometry
+    return [batch * frames * n_fft * frames_dtype.itemsize, n_fft * window_dtype.itemsize,
+            batch * (-(-out_length // _OVERLAP_BLOCK)) * dtype.to_real().itemsize]
 
 
 def _istft_rules():
@@ -295,22 +288,14 @@ def _istft_rules():
         made, frames_dtype, window_dtype, geometry = plan_of(a)
         batch, frames, _, _, _, _, expected, _, _ = geometry
         n_fft = int(a.n_fft)
-        temporaries = _istft_temporaries(a.input, n_fft, frames_dtype, window_dtype, made.dtype, geometry)
+        temporaries = _istft_temporaries(n_fft, frames_dtype, window_dtype, made.dtype, geometry, made.shape[-1])
         framed = batch * frames * n_fft
         return Cost(flops=transform_flops(batch * frames, n_fft, not frames_dtype.is_complex) + 4 * framed,
-                    bytes_read=S.numel(a.input.shape) * a.input.dtype.itemsize + 3 * framed * made.dtype.itemsize,
-                    bytes_written=S.numel(made.shape) * made.dtype.itemsize + 3 * framed * made.dtype.itemsize,
+                    bytes_read=S.numel(a.input.shape) * a.input.dtype.itemsize + framed * frames_dtype.itemsize,
+                    bytes_written=S.numel(made.shape) * made.dtype.itemsize + framed * frames_dtype.itemsize,
                     workspace=workspace_bytes(*temporaries) + transform_workspace(batch * frames, n_fft,
                                                                                   frames_dtype.to_real()))
     return dict(meta=lambda a: plan_of(a)[0], cost=cost, bound=True)
-
-
-def _overlap_add(columns: Tensor, n_fft: int, expected: int, hop: int) -> Tensor:
-    """Frames of n_fft real elements, as (batch, channels * n_fft, count) columns, summed at ``hop`` apart:
-    (batch, channels, expected)."""
-    batch, rows, _ = columns.shape
-    summed = _op("fold")(columns, (1, expected), (1, n_fft), stride=(1, hop))
-    return _op("reshape")(summed, (batch, rows // n_fft, expected))
 
 
 @register("istft", family="fft", aten=["aten::istft.default"], methods=("istft",), **_istft_rules())
@@ -318,8 +303,7 @@ def istft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=No
           normalized: bool = False, onesided=None, length=None, return_complex: bool = False) -> Tensor:
     """torch.istft: the signal whose stft ``input`` is, by overlap-add of the inverse transforms of its
     frames, times the window, divided by the window's squared envelope: the transform's pass, then one
-    overlap-add pass (``kernels/fft.py``'s ``overlap_add``) that windows, sums and divides; a complex window
-    takes ops (its envelope is complex)."""
+    overlap-add pass (``kernels/fft.py``'s ``overlap_add``) that windows, sums and divides."""
     made, frames_dtype, window_dtype, geometry = _istft_plan(input, n_fft, hop_length, win_length, window, center,
                                                              normalized, onesided, length, return_complex)
     batch, count, frequencies, hop, win, onesided, expected, start, kept = geometry
@@ -334,20 +318,11 @@ def istft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=No
             kinds = dict(input_kind=K.INPUT_HERMITIAN, output_kind=K.OUTPUT_REAL, in_count=n_fft // 2 + 1)
         transform(signal(spectra, 1), signal(frames, 2), n_fft, INVERSE, out_count=n_fft,
                   scale=1 / math.sqrt(n_fft) if normalized else 1 / n_fft, **kinds)
-        if _overlap_adds_in_one_pass(window, frames, out):
-            lowest = _overlap_add_pass(frames, window, out, n_fft, win, geometry)
-        else:
-            lowest = _overlap_add_by_ops(frames, window, out, n_fft, win, window_dtype, geometry)
+        lowest = _overlap_add_pass(frames, window, out, n_fft, win, geometry)
     if lowest < 1e-11:
         raise RuntimeError(f"istft: window overlap add min: {lowest} (the window's squared envelope vanishes; "
                            f"it must not, where the signal is rebuilt)")
     return _op("squeeze")(out, 0) if len(input.shape) == 2 else out
-
-
-def _overlap_adds_in_one_pass(window, frames: Tensor, out: Tensor) -> bool:
-    """Whether ``overlap_add`` takes the call: a real window (or none), offsets inside int32."""
-    reach = 2 * max(S.numel(frames.shape), S.numel(out.shape))
-    return (window is None or not window.dtype.is_complex) and reach < 2 ** 31
 
 
 _OVERLAP_BLOCK = 1024  # output positions a program of ``overlap_add`` writes
@@ -365,39 +340,14 @@ def _overlap_add_pass(frames: Tensor, window, out: Tensor, n_fft: int, win: int,
     if window is not None and window.stride(0) != 1:
         window = _op("contiguous")(window)
     lowest = scratch_tensor((batch * blocks,), out.dtype.to_real(), out.device)
+    window_kind = K.PRE_NONE if window is None else K.PRE_COMPLEX if window.dtype.is_complex else K.PRE_REAL
+    index_64 = 2 * max(S.numel(frames.shape), S.numel(out.shape)) + 2 * n_fft >= 2 ** 31
     launch(K.overlap_add, (batch * blocks,), out.device,
            [frames, frames if window is None else window, out, lowest, count, n_fft, hop, start, kept, out_length,
             (n_fft - win) // 2, win, count * n_fft, out.stride(0), blocks],
-           COMPLEX=out.dtype.is_complex, WINDOWED=window is not None, OVERLAPS=-(-n_fft // hop), BLOCK=block)
+           COMPLEX=out.dtype.is_complex, WINDOW=window_kind.value, OVERLAPS=-(-n_fft // hop), BLOCK=block,
+           INDEX_64=index_64)
     return float(lowest.numpy().min()) if kept else 1.0
-
-
-def _overlap_add_by_ops(frames: Tensor, window, out: Tensor, n_fft: int, win: int, window_dtype, geometry) -> float:
-    """``_overlap_add_pass`` by ops (the window product, ``fold`` for the sums, the division), for a complex
-    window; the envelope's least magnitude where the signal is kept."""
-    batch, count, _, hop, _, _, expected, start, kept = geometry
-    dtype, device = out.dtype, out.device
-    table = _padded_window(window, n_fft, win, window_dtype, device)
-    if table is None:
-        table = _op("fill_")(scratch_tensor((n_fft,), window_dtype, device), 1)
-    windowed = _op("mul")(frames, table)
-    if dtype.is_complex:
-        columns = _op("reshape")(_op("permute")(_op("view_as_real")(windowed), (0, 3, 2, 1)),
-                                 (batch, 2 * n_fft, count))
-        target = _op("view_as_real")(out)
-    else:
-        columns = _op("permute")(windowed, (0, 2, 1))
-        target = _op("unsqueeze")(out, 2)
-    summed = _op("permute")(_overlap_add(columns, n_fft, expected, hop), (0, 2, 1))
-    squares = _op("expand")(_op("reshape")(_op("mul")(table, table), (1, n_fft, 1)), (1, n_fft, count))
-    envelope = _op("narrow")(_op("reshape")(_overlap_add(squares, n_fft, expected, hop), (expected, 1)), 0,
-                             start, kept)
-    lowest = abs(envelope.numpy()).min() if kept else 1.0
-    if lowest >= 1e-11:
-        _op("div")(_op("narrow")(summed, 1, start, kept), envelope, out=_op("narrow")(target, 1, 0, kept))
-    if out.shape[-1] > kept:
-        _op("fill_")(_op("narrow")(target, 1, kept, out.shape[-1] - kept), 0)
-    return lowest
 
 
 # ---- samples ---------------------------------------------------------------------------------------
@@ -438,10 +388,10 @@ def _istft_reference(spectra, n_fft, hop_length=None, win_length=None, window=No
     window = _numpy_window(window, n_fft, n_fft if win_length is None else win_length)
     expected = n_fft + hop * (spectra.shape[1] - 1)
     signal_sum = np.zeros((spectra.shape[0], expected), frames.dtype)
-    envelope = np.zeros(expected)
+    envelope = np.zeros(expected, window.dtype)  # a complex window's envelope is complex (torch squares it)
     for t in range(spectra.shape[1]):
         signal_sum[:, t * hop:t * hop + n_fft] += frames[:, t] * window
-        envelope[t * hop:t * hop + n_fft] += np.abs(window) ** 2 if not np.iscomplexobj(window) else window ** 2
+        envelope[t * hop:t * hop + n_fft] += window ** 2
     start = n_fft // 2 if center else 0
     end = start + length if length is not None else expected - n_fft // 2 if center else expected
     rebuilt = signal_sum[:, start:end] / envelope[start:end]
