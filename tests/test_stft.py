@@ -144,6 +144,28 @@ def test_a_repeated_stft_is_its_launches_only(monkeypatch, rng):
         _close(got, expected, np.sqrt(n_fft))
 
 
+def test_a_repeated_istft_is_its_launches_and_the_envelope_check(monkeypatch, rng):
+    """istft's later calls: the transform's pass and the overlap-add pass, no op; the envelope still checked."""
+    from nbxtensor.ops import plans, stft as stft_module
+    plans.clear_all()
+    window = to_nbx(np.hanning(16).astype(np.float32) + 0.1)
+    spectra = _spectra(rng, 2, 2, 9, 12)
+    nbx.istft(to_nbx(spectra[0]), 16, 4, window=window, length=50)
+    with monkeypatch.context() as patched:
+        patched.setattr(stft_module, "_op", lambda name: pytest.fail(f"a replayed call ran {name}"))
+        patched.setattr(stft_module, "transform", lambda *a, **k: pytest.fail("a replayed call planned again"))
+        issued = []
+        launch_slots = plans.launch_slots
+        patched.setattr(plans, "launch_slots", lambda *a: issued.append(a[0]) or launch_slots(*a))
+        got = nbx.istft(to_nbx(spectra[1]), 16, 4, window=window, length=50)
+        assert len(issued) == 2
+        with pytest.raises(RuntimeError, match="window overlap add min"):
+            nbx.istft(to_nbx(spectra[1]), 16, 4, window=nbx.zeros(16), length=50)
+    expected = _istft_reference(spectra[1].astype(np.complex128), 16, 4, window=window.numpy().astype(np.float64),
+                                length=50)
+    _close(got, expected, 10)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda x: nbx.stft(x, 16), "requires the return_complex parameter"),
     (lambda x: nbx.stft(x, 0, return_complex=True), r"expected 0 < n_fft < 100, but got n_fft=0"),

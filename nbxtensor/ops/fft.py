@@ -272,7 +272,7 @@ def _refuse_replay() -> None:
         recorder.refused = True
 
 
-def _scratch(shape: tuple, dtype, device) -> Tensor:
+def planned_scratch(shape: tuple, dtype, device) -> Tensor:
     """A temporary of the transform (``scratch_tensor``), a workspace piece of the call being planned."""
     t = scratch_tensor(shape, dtype, device)
     recorder = _active()
@@ -282,10 +282,15 @@ def _scratch(shape: tuple, dtype, device) -> Tensor:
 
 
 def _issue(grid, device, args: list, **constexprs) -> None:
+    issue_planned(K.fft_pass, grid, device, args, **constexprs)
+
+
+def issue_planned(kernel, grid, device, args: list, **constexprs) -> None:
+    """``launch``, noted in the call being planned (a pass, or an op's own kernel after its passes)."""
     recorder = _active()
     if recorder is not None:
-        recorder.launches.append((grid, list(args), constexprs))
-    launch(K.fft_pass, grid, device, args, **constexprs)
+        recorder.launches.append((kernel, grid, list(args), constexprs))
+    launch(kernel, grid, device, args, **constexprs)
 
 
 def planned_launches(recorder: _Recorder):
@@ -297,7 +302,7 @@ def planned_launches(recorder: _Recorder):
     named = {**recorder.roles, **{name: t for name, (_, _, t) in recorder.temporaries.items()}}
     places = {(id(t._storage), t._offset): name for name, t in named.items()}
     launches = []
-    for grid, args, constexprs in recorder.launches:
+    for kernel, grid, args, constexprs in recorder.launches:
         planned = []
         for a in args:
             if isinstance(a, Tensor):
@@ -307,7 +312,7 @@ def planned_launches(recorder: _Recorder):
                 elif id(a) not in recorder.tables:
                     return None
             planned.append(a)
-        launches.append(PlannedLaunch(K.fft_pass, grid, planned, constexprs))
+        launches.append(PlannedLaunch(kernel, grid, planned, constexprs))
     slots = {role: places[id(t._storage), t._offset] for role, t in recorder.roles.items()}
     pieces = {name: (shape, dtype) for name, (shape, dtype, _) in recorder.temporaries.items()}
     return launches, Workspace(pieces), slots
@@ -527,7 +532,7 @@ def _run(source: Signal, target: Signal, passes: tuple, sign: int, *, input_kind
         return
     na, rest = passes[0], math.prod(passes[1:])
     dtype, device = target.tensor.dtype.to_real().to_complex(), target.tensor.device
-    work = _scratch((*sizes, na, rest), dtype, device)
+    work = planned_scratch((*sizes, na, rest), dtype, device)
     work_strides = _batch_strides(work, sizes)
     # pass one: the rows (batch, j) of length na at stride rest, into work[batch, ka, j] times w_n^(j ka)
     shape, (source_outer, work_outer, positions_outer) = S.coalesce(sizes, source.strides, work_strides,
@@ -550,7 +555,7 @@ def _run(source: Signal, target: Signal, passes: tuple, sign: int, *, input_kind
     direct = out_count == na * rest and post is None
     whole = target
     if not direct:
-        whole = _scratch((*sizes, na * rest), dtype, device)
+        whole = planned_scratch((*sizes, na * rest), dtype, device)
         whole = Signal(whole, sizes, _batch_strides(whole, sizes), 1)
     rows = Signal(work, (*sizes, na), (*work_strides, rest), 1)
     _run(rows, Signal(whole.tensor, (*sizes, na), (*whole.strides, whole.stride), whole.stride * na), passes[1:], sign,
@@ -597,7 +602,7 @@ def transform(source: Signal, target: Signal, n: int, sign: int, *, input_kind, 
         _refuse_replay()
     with scratch_scope():
         pre = chirp if window is None else op_impl("mul")(chirp, window)
-    spectrum = _scratch((*source.sizes, m), dtype, device)
+    spectrum = planned_scratch((*source.sizes, m), dtype, device)
     spectrum = Signal(spectrum, source.sizes, _batch_strides(spectrum, source.sizes), 1)
     _run(source, spectrum, method.passes, FORWARD, input_kind=input_kind, output_kind=K.OUTPUT_COMPLEX,
          signal_length=n, in_count=min(in_count, n), out_count=m, pre=pre,
@@ -765,7 +770,7 @@ def _execute(plan: _Plan, x: Tensor) -> Tensor:
     if x.dtype is not plan.compute:
         with scratch_scope():
             x = op_impl("to")(x, dtype=plan.compute)
-    buffer = _scratch(plan.buffer_shape, plan.compute.to_real().to_complex(), device) if plan.staged else out
+    buffer = planned_scratch(plan.buffer_shape, plan.compute.to_real().to_complex(), device) if plan.staged else out
     for name, t in (("src", x), ("out", out), ("buffer", buffer)):
         note_role(name, t)
     if plan.zeroed:

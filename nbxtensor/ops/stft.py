@@ -15,12 +15,12 @@ import numpy as np
 from .. import shape as S
 from ..allocation import fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor, workspace_bytes
 from ..kernels import fft as K
-from ..launch import launch
 from ..promotion import promote_types
 from ..tensor import Tensor
 from .aten_calls import positional_as_keywords
-from .fft import (FORWARD, INVERSE, Framing, Signal, call_key, lookup_call, note_role, planned_call, planned_launches,
-                  signal, transform, transform_flops, transform_workspace, _fft_dtype, _method)
+from .fft import (FORWARD, INVERSE, Framing, Signal, call_key, issue_planned, lookup_call, note_role, planned_call,
+                  planned_launches, planned_scratch, signal, transform, transform_flops, transform_workspace, _fft_dtype,
+                  _method)
 from .plans import layout_key
 from .registry import Cost, TensorMeta, family_samples, get, register
 from .samples import Samples, by_name, operand, sample
@@ -303,51 +303,99 @@ def istft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=No
           normalized: bool = False, onesided=None, length=None, return_complex: bool = False) -> Tensor:
     """torch.istft: the signal whose stft ``input`` is, by overlap-add of the inverse transforms of its
     frames, times the window, divided by the window's squared envelope: the transform's pass, then one
-    overlap-add pass (``kernels/fft.py``'s ``overlap_add``) that windows, sums and divides."""
+    overlap-add pass (``kernels/fft.py``'s ``overlap_add``) that windows, sums and divides. A layout's later
+    calls replay the first call's launches (``fft.planned_call``), then check the envelope as torch does."""
+    options = (n_fft, hop_length, win_length, center, normalized, onesided, length, return_complex)
+    key = call_key("istft", input, *options)
+    if key is not None and window is not None:
+        key = (key, layout_key(window)) if type(window) is Tensor else None
+    execute = lookup_call(key)
+    if execute is not None:
+        return execute(input, window)
     made, frames_dtype, window_dtype, geometry = _istft_plan(input, n_fft, hop_length, win_length, window, center,
                                                              normalized, onesided, length, return_complex)
     batch, count, frequencies, hop, win, onesided, expected, start, kept = geometry
     n_fft, device, dtype = int(n_fft), input.device, made.dtype
-    spectra = _op("reshape")(input, (batch, frequencies, count))
-    out = new_tensor((batch, made.shape[-1]), dtype, device)
-    with scratch_scope():
-        frames = scratch_tensor((batch, count, n_fft), frames_dtype, device)
-        if frames_dtype.is_complex:
-            kinds = dict(input_kind=K.INPUT_COMPLEX, output_kind=K.OUTPUT_COMPLEX, in_count=n_fft)
-        else:
-            kinds = dict(input_kind=K.INPUT_HERMITIAN, output_kind=K.OUTPUT_REAL, in_count=n_fft // 2 + 1)
-        transform(signal(spectra, 1), signal(frames, 2), n_fft, INVERSE, out_count=n_fft,
-                  scale=1 / math.sqrt(n_fft) if normalized else 1 / n_fft, **kinds)
-        lowest = _overlap_add_pass(frames, window, out, n_fft, win, geometry)
-    if lowest < 1e-11:
-        raise RuntimeError(f"istft: window overlap add min: {lowest} (the window's squared envelope vanishes; "
+
+    def run(input, window):
+        out = new_tensor(made.shape, dtype, device)
+        with scratch_scope():
+            spectra = _op("reshape")(input, (batch, frequencies, count))
+            frames = planned_scratch((batch, count, n_fft), frames_dtype, device)
+            if frames_dtype.is_complex:
+                kinds = dict(input_kind=K.INPUT_COMPLEX, output_kind=K.OUTPUT_COMPLEX, in_count=n_fft)
+            else:
+                kinds = dict(input_kind=K.INPUT_HERMITIAN, output_kind=K.OUTPUT_REAL, in_count=n_fft // 2 + 1)
+            transform(signal(spectra, 1), signal(frames, 2), n_fft, INVERSE, out_count=n_fft,
+                      scale=1 / math.sqrt(n_fft) if normalized else 1 / n_fft, **kinds)
+            table = _contiguous_window(window)
+            for name, t in (("src", input), ("out", out), ("window", table)):
+                if t is not None:
+                    note_role(name, t)
+            lowest = _overlap_add_pass(frames, table, _op("reshape")(out, (batch, made.shape[-1])), n_fft, win,
+                                       geometry)
+            _check_envelope(lowest, kept)
+        return out
+
+    def replay(recorder, key, input, window):
+        found = planned_launches(recorder)
+        if found is None:
+            return run
+        launches, workspace, slots = found
+        fresh_output = fresh_tensor_maker(made.shape, dtype, device)
+        lowest_slot = slots.get("lowest")
+
+        def execute(input, window):
+            out = fresh_output()
+            with scratch_scope():
+                tensors = {"src": input, "out": out, "window": _contiguous_window(window)}
+                workspace.allocate(device, tensors)
+                for launched in launches:
+                    launched(device, tensors)
+                if lowest_slot is not None:
+                    _check_envelope(tensors[lowest_slot], kept)
+            return out
+        return execute
+    return planned_call(key, (input, window), run, replay)
+
+
+def _contiguous_window(window):
+    """The window as ``overlap_add`` reads it: contiguous (a strided one copied)."""
+    return window if window is None or window.stride(0) == 1 else _op("contiguous")(window)
+
+
+def _check_envelope(lowest: Tensor, kept: int) -> None:
+    """torch's check: the window's squared envelope must not vanish where the signal is kept (``lowest``:
+    each overlap-add program's least magnitude; read back, as torch reads its own)."""
+    smallest = float(lowest.numpy().min()) if kept and S.numel(lowest.shape) else 1.0
+    if smallest < 1e-11:
+        raise RuntimeError(f"istft: window overlap add min: {smallest} (the window's squared envelope vanishes; "
                            f"it must not, where the signal is rebuilt)")
-    return _op("squeeze")(out, 0) if len(input.shape) == 2 else out
 
 
 _OVERLAP_BLOCK = 1024  # output positions a program of ``overlap_add`` writes
 
 
-def _overlap_add_pass(frames: Tensor, window, out: Tensor, n_fft: int, win: int, geometry) -> float:
-    """``frames`` (batch, count, n_fft) windowed, summed at hop apart and divided by the envelope into ``out``
-    (batch, length) by one ``overlap_add`` pass; the envelope's least magnitude where the signal is kept."""
+def _overlap_add_pass(frames: Tensor, window, out: Tensor, n_fft: int, win: int, geometry) -> Tensor:
+    """``frames`` (batch, count, n_fft) windowed (a contiguous window), summed at hop apart and divided by the
+    envelope into ``out`` (batch, length) by one ``overlap_add`` pass; each program's least envelope
+    magnitude where the signal is kept."""
     batch, count, _, hop, _, _, _, start, kept = geometry
     out_length = out.shape[-1]
     block = min(_OVERLAP_BLOCK, 1 << max(out_length - 1, 1).bit_length())
     blocks = -(-out_length // block)
+    lowest = planned_scratch((batch * blocks,), out.dtype.to_real(), out.device)
+    note_role("lowest", lowest)
     if not batch * blocks:
-        return 1.0
-    if window is not None and window.stride(0) != 1:
-        window = _op("contiguous")(window)
-    lowest = scratch_tensor((batch * blocks,), out.dtype.to_real(), out.device)
+        return lowest
     window_kind = K.PRE_NONE if window is None else K.PRE_COMPLEX if window.dtype.is_complex else K.PRE_REAL
     index_64 = 2 * max(S.numel(frames.shape), S.numel(out.shape)) + 2 * n_fft >= 2 ** 31
-    launch(K.overlap_add, (batch * blocks,), out.device,
-           [frames, frames if window is None else window, out, lowest, count, n_fft, hop, start, kept, out_length,
-            (n_fft - win) // 2, win, count * n_fft, out.stride(0), blocks],
-           COMPLEX=out.dtype.is_complex, WINDOW=window_kind.value, OVERLAPS=-(-n_fft // hop), BLOCK=block,
-           INDEX_64=index_64)
-    return float(lowest.numpy().min()) if kept else 1.0
+    issue_planned(K.overlap_add, (batch * blocks,), out.device,
+                  [frames, frames if window is None else window, out, lowest, count, n_fft, hop, start, kept,
+                   out_length, (n_fft - win) // 2, win, count * n_fft, out.stride(0), blocks],
+                  COMPLEX=out.dtype.is_complex, WINDOW=window_kind.value, OVERLAPS=-(-n_fft // hop), BLOCK=block,
+                  INDEX_64=index_64)
+    return lowest
 
 
 # ---- samples ---------------------------------------------------------------------------------------
