@@ -35,6 +35,9 @@ strides of the frames' dims being 0), mapped into [0, source_length) as torch's 
 the address is ``base + mapped position * in_stride``. Elements outside [window_start, window_start +
 window_count) are zeros (a window shorter than the frame, centred), and ``pre`` holds the window's own
 entries (entry i - window_start). The loads convert to the tables' type (the transform's).
+
+``overlap_add`` is istft's end after its transform's pass: the frames windowed, summed and divided by the
+window's squared envelope in one pass.
 """
 import triton
 import triton.language as tl
