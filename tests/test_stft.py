@@ -61,8 +61,8 @@ def test_stft_layout_dtypes_and_forms(rng):
 
 @pytest.mark.parametrize("window_length", [12, 16])  # padded to the frame, or read as it is
 def test_stft_s_later_calls_replay_the_transform_s_launches(window_length, monkeypatch, rng):
-    """A layout's first call plans the transform; later calls, with other signals and windows, pad and
-    window by ops and replay its launches."""
+    """A layout's first call plans the transform; later calls, with other signals and windows (one padded to
+    the frame, or read as it is), replay its launches."""
     from nbxtensor.ops import plans, stft as stft_module
     plans.clear_all()
     kwargs = dict(n_fft=16, hop_length=5, win_length=window_length, return_complex=True)
