@@ -61,8 +61,8 @@ def test_stft_layout_dtypes_and_forms(rng):
 
 @pytest.mark.parametrize("window_length", [12, 16])  # padded to the frame, or read as it is
 def test_stft_s_later_calls_replay_the_transform_s_launches(window_length, monkeypatch, rng):
-    """A layout's first call plans the transform; later calls, with other signals and windows, pad and
-    window by ops and replay its launches."""
+    """A layout's first call plans the transform; later calls, with other signals and windows (one padded to
+    the frame, or read as it is), replay its launches."""
     from nbxtensor.ops import plans, stft as stft_module
     plans.clear_all()
     kwargs = dict(n_fft=16, hop_length=5, win_length=window_length, return_complex=True)
@@ -72,6 +72,98 @@ def test_stft_s_later_calls_replay_the_transform_s_launches(window_length, monke
     monkeypatch.setattr(stft_module, "transform", lambda *a, **k: pytest.fail("a replayed call planned again"))
     got = nbx.stft(to_nbx(signals[1]), window=to_nbx(windows[1]), **kwargs)
     _close(got, _stft_reference(signals[1].astype(np.float64), window=windows[1].astype(np.float64), **kwargs), 4)
+
+
+# frames read straight from the unpadded signal: every pad mode, center or not, odd and even frames (one pass,
+# two passes, Bluestein's), hops that do not divide, windows shorter than the frame, 1-D and batched signals,
+# float32/float64/complex inputs and windows of another dtype
+@pytest.mark.parametrize("shape, dtype, n_fft, hop, win, center, pad_mode, window_dtype", [
+    ((2, 90), "float32", 16, 5, 11, True, "reflect", "float32"),
+    ((75,), "float32", 21, 4, 21, True, "constant", "float32"),
+    ((3, 61), "float64", 20, 7, 15, True, "replicate", "float64"),
+    ((2, 50), "float32", 15, 6, 10, True, "circular", None),
+    ((2, 70), "complex64", 12, 5, 12, False, "reflect", "float32"),
+    ((80,), "float32", 13, 3, 9, True, "reflect", "float64"),          # a float32 signal read as float64
+    ((2, 300), "float32", 64, 50, 40, True, "replicate", "complex64"),
+    ((1, 120), "float32", 37, 11, 30, True, "circular", None),         # Bluestein: the window of ones padded
+    ((2, 1200), "float32", 1024, 300, 1000, True, "reflect", "float32"),
+    ((1, 2500), "float32", 2048, 700, 2000, True, "constant", "float32"),  # two passes: the frame index grouped
+    ((1700,), "float64", 1500, 170, 1500, True, "replicate", None),         # two passes of an even non-power
+])
+@pytest.mark.filterwarnings("ignore:A window was not provided")
+def test_stft_reads_frames_from_the_unpadded_signal(shape, dtype, n_fft, hop, win, center, pad_mode, window_dtype,
+                                                    rng):
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal(shape)
+    if dtype.startswith("complex"):
+        x = x + 1j * rng.standard_normal(shape)
+    x = x.astype(dtype)
+    window = None
+    if window_dtype is not None:
+        window = np.hanning(win + 2)[1:-1] + (0.3j if window_dtype.startswith("complex") else 0)
+        window = window.astype(window_dtype)
+    kwargs = dict(hop_length=hop, win_length=win, center=center, pad_mode=pad_mode, return_complex=True)
+    got = nbx.stft(to_nbx(x), n_fft, window=None if window is None else to_nbx(window), **kwargs)
+    expected = torch.stft(torch.from_numpy(x), n_fft, window=None if window is None else torch.from_numpy(window),
+                          **kwargs)
+    assert tuple(got.shape) == tuple(expected.shape) and got.stride() == expected.stride()
+    assert got.dtype.name == str(expected.dtype).removeprefix("torch.")
+    if len(shape) == 2 and window is not None:  # a transposed signal and a strided window read the same
+        strided = nbx.stft(to_nbx(np.ascontiguousarray(x.T)).T, n_fft, window=to_nbx(np.repeat(window, 2))[::2],
+                           **kwargs)
+        np.testing.assert_array_equal(strided.numpy(), got.numpy())
+    reference = _stft_reference(x.astype(np.complex128 if np.iscomplexobj(x) else np.float64), n_fft,
+                                window=None if window is None else window.astype(np.complex128 if
+                                                                                 np.iscomplexobj(window) else
+                                                                                 np.float64), **kwargs)
+    # float32's bound, or float64's as many of its eps; torch's own error as large again
+    scale = np.sqrt(n_fft) * (np.finfo(np.float64).eps / np.finfo(np.float32).eps if got.dtype is nbx.complex128 else 1)
+    _close(got, reference, scale)
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=0, atol=2 * ATOL * scale)
+
+
+def test_a_repeated_stft_is_its_launches_only(monkeypatch, rng):
+    """A layout's later calls run no op and plan nothing: the one launch of a single-pass frame, and the two
+    of a two-pass one."""
+    from nbxtensor.ops import plans, stft as stft_module
+    plans.clear_all()
+    for n_fft, launches in ((400, 1), (2048, 2)):
+        window = to_nbx(np.hanning(n_fft).astype(np.float32))
+        signals = rng.standard_normal((2, 2, 3000)).astype(np.float32)
+        nbx.stft(to_nbx(signals[0]), n_fft, 160, window=window, return_complex=True)
+        with monkeypatch.context() as patched:
+            patched.setattr(stft_module, "_op", lambda name: pytest.fail(f"a replayed call ran {name}"))
+            patched.setattr(stft_module, "transform", lambda *a, **k: pytest.fail("a replayed call planned again"))
+            issued = []
+            launch_slots = plans.launch_slots
+            patched.setattr(plans, "launch_slots", lambda *a: issued.append(a[0]) or launch_slots(*a))
+            got = nbx.stft(to_nbx(signals[1]), n_fft, 160, window=window, return_complex=True)
+        assert len(issued) == launches
+        expected = _stft_reference(signals[1].astype(np.float64), n_fft, 160, window=window.numpy().astype(np.float64),
+                                   return_complex=True)
+        _close(got, expected, np.sqrt(n_fft))
+
+
+def test_a_repeated_istft_is_its_launches_and_the_envelope_check(monkeypatch, rng):
+    """istft's later calls: the transform's pass and the overlap-add pass, no op; the envelope still checked."""
+    from nbxtensor.ops import plans, stft as stft_module
+    plans.clear_all()
+    window = to_nbx(np.hanning(16).astype(np.float32) + 0.1)
+    spectra = _spectra(rng, 2, 2, 9, 12)
+    nbx.istft(to_nbx(spectra[0]), 16, 4, window=window, length=50)
+    with monkeypatch.context() as patched:
+        patched.setattr(stft_module, "_op", lambda name: pytest.fail(f"a replayed call ran {name}"))
+        patched.setattr(stft_module, "transform", lambda *a, **k: pytest.fail("a replayed call planned again"))
+        issued = []
+        launch_slots = plans.launch_slots
+        patched.setattr(plans, "launch_slots", lambda *a: issued.append(a[0]) or launch_slots(*a))
+        got = nbx.istft(to_nbx(spectra[1]), 16, 4, window=window, length=50)
+        assert len(issued) == 2
+        with pytest.raises(RuntimeError, match="window overlap add min"):
+            nbx.istft(to_nbx(spectra[1]), 16, 4, window=nbx.zeros(16), length=50)
+    expected = _istft_reference(spectra[1].astype(np.complex128), 16, 4, window=window.numpy().astype(np.float64),
+                                length=50)
+    _close(got, expected, 10)
 
 
 @pytest.mark.parametrize("call, message", [
@@ -113,6 +205,30 @@ def test_istft_matches_numpy_overlap_add(n_fft, hop, win, center, normalized, le
                   onesided=onesided, return_complex=return_complex)
     got = nbx.istft(to_nbx(spectra), n_fft, window=to_nbx(window), **kwargs)
     expected = _istft_reference(spectra.astype(np.complex128), n_fft, window=window.astype(np.float64), **kwargs)
+    _close(got, expected, 10)
+
+
+@pytest.mark.parametrize("spectra_dtype, window_dtype, strided, return_complex", [
+    ("complex64", "float64", False, False),    # float32 frames summed in float64
+    ("complex128", "float32", True, False),    # a strided window
+    ("complex64", "complex64", False, True),   # a complex window: its envelope complex, by ops
+])
+def test_istft_windows_of_every_kind(spectra_dtype, window_dtype, strided, return_complex, rng):
+    spectra = _spectra(rng, 9, 7, dtype=spectra_dtype) if return_complex else _spectra(rng, 2, 9, 7,
+                                                                                         dtype=spectra_dtype)
+    n_fft = 9 if return_complex else 16
+    window = (np.hanning(14)[1:-1] + (0.2j if window_dtype.startswith("complex") else 0.2)).astype(window_dtype)
+    ours = to_nbx(np.repeat(window, 2))[::2] if strided else to_nbx(window)
+    kwargs = dict(hop_length=3, win_length=12, onesided=False if return_complex else None, length=22,
+                  return_complex=return_complex)
+    if return_complex:
+        kwargs.update(win_length=8, hop_length=2, length=15)
+        window, ours = window[:8], to_nbx(window[:8])
+    got = nbx.istft(to_nbx(spectra), n_fft, window=ours, **kwargs)
+    expected = _istft_reference(spectra.astype(np.complex128), n_fft, window=window.astype(
+        np.complex128 if window_dtype.startswith("complex") else np.float64), **kwargs)
+    assert got.dtype.name == {("complex64", "float64"): "float64", ("complex128", "float32"): "float64",
+                              ("complex64", "complex64"): "complex64"}[spectra_dtype, window_dtype]
     _close(got, expected, 10)
 
 

@@ -26,6 +26,18 @@ conjugate of X[signal_length - i] above. ``pre`` multiplies input element i by a
 chirp); ``post`` multiplies output q of row r by the complex table's entry r * post_group_stride + q *
 post_stride (a four-step's twiddles, or a chirp), and SCALED every output by the float whose bits are
 ``scale_bits`` (the norm).
+
+FRAME (an stft's frames read straight from the unpadded signals): input element i of a frame is the
+signal's position ``frame_start + i - frame_pad``, where ``frame_start`` is the frame's first position
+(``in_outer_positions`` and ``in_row_position`` give it as the strides give the address, the element
+strides of the frames' dims being 0), mapped into [0, source_length) as torch's center padding maps it
+(reflected, replicated, wrapped, or zero outside: FRAME_ZEROS, also a frame that never leaves the signal);
+the address is ``base + mapped position * in_stride``. Elements outside [window_start, window_start +
+window_count) are zeros (a window shorter than the frame, centred), and ``pre`` holds the window's own
+entries (entry i - window_start). The loads convert to the tables' type (the transform's).
+
+``overlap_add`` is istft's end after its transform's pass: the frames windowed, summed and divided by the
+window's squared envelope in one pass.
 """
 import triton
 import triton.language as tl
@@ -44,6 +56,13 @@ OUTPUT_REAL = tl.constexpr(1)
 PRE_NONE = tl.constexpr(0)
 PRE_REAL = tl.constexpr(1)
 PRE_COMPLEX = tl.constexpr(2)
+# how a pass reads an stft's frames from the unpadded signal (``fft_pass``): not at all (rows as they are), or
+# the center padding's positions mapped as torch's pad modes map them
+FRAME_NONE = tl.constexpr(0)
+FRAME_ZEROS = tl.constexpr(1)
+FRAME_REFLECT = tl.constexpr(2)
+FRAME_REPLICATE = tl.constexpr(3)
+FRAME_CIRCULAR = tl.constexpr(4)
 
 
 @triton.jit
@@ -126,11 +145,28 @@ def _rows_side(outer, row, local, inner_rows, outer_shape, outer_strides, row_st
 
 
 @triton.jit
+def _signal_position(position, length, FRAME: tl.constexpr):
+    """A padded signal's position as a position of the signal of ``length`` (``fft_pass``'s FRAME): outside
+    [0, length) reflected about the end elements, clamped to them, or wrapped; FRAME_ZEROS leaves it (the
+    caller zeros what falls outside)."""
+    if FRAME == FRAME_REFLECT:
+        position = tl.where(position < 0, -position, position)
+        position = tl.where(position >= length, 2 * (length - 1) - position, position)
+    elif FRAME == FRAME_REPLICATE:
+        position = tl.minimum(tl.maximum(position, 0), length - 1)
+    elif FRAME == FRAME_CIRCULAR:
+        position = position % length
+        position = tl.where(position < 0, position + length, position)
+    return position
+
+
+@triton.jit
 def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, signal_length, in_count, out_count,
              in_row_stride, in_stride, out_row_stride, out_stride, outer_shape, in_outer_strides, out_outer_strides,
-             post_group_stride, post_stride, scale_bits,
+             post_group_stride, post_stride, scale_bits, in_outer_positions, in_row_position, frame_pad,
+             source_length, window_start, window_count,
              INPUT: tl.constexpr, OUTPUT: tl.constexpr, IN_GROUPED: tl.constexpr, OUT_GROUPED: tl.constexpr,
-             PRE: tl.constexpr, POST: tl.constexpr, SCALED: tl.constexpr, OUTER_RANK: tl.constexpr,
+             PRE: tl.constexpr, POST: tl.constexpr, FRAME: tl.constexpr, SCALED: tl.constexpr, OUTER_RANK: tl.constexpr,
              ROWS: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr, PRECISION: tl.constexpr,
              PARTS_IN_F32: tl.constexpr, INDEX_64: tl.constexpr, RADIX_STAGES: tl.constexpr):
     """Rows ``inner_rows`` of each of the outer index's rows (a flat index over ``outer_shape``), ROWS at a
@@ -152,6 +188,18 @@ def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, sign
     base, index = _rows_side(outer, row, n2 * j1 + j2, inner_rows, outer_shape, in_outer_strides, in_row_stride,
                              OUTER_RANK, IN_GROUPED)
     ok = row_ok & (j1 < n1) & (j2 < n2)
+    pre_index = index
+    read_index = index
+    if FRAME != FRAME_NONE:
+        start = strided_offset(outer, outer_shape, in_outer_positions, OUTER_RANK)
+        if not IN_GROUPED:
+            start += row * in_row_position
+        position = _signal_position(start + index - frame_pad, source_length, FRAME)
+        ok = ok & (index >= window_start) & (index < window_start + window_count)
+        if FRAME == FRAME_ZEROS:
+            ok = ok & (position >= 0) & (position < source_length)
+        read_index = position
+        pre_index = index - window_start
     if INPUT == INPUT_HERMITIAN:
         mirrored = 2 * index > signal_length
         read = tl.where(mirrored, signal_length - index, index)
@@ -162,14 +210,21 @@ def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, sign
     else:
         ok = ok & (index < in_count)
         if INPUT == INPUT_COMPLEX:
-            x = tl.load(src + _pair_offsets(base + index * in_stride), mask=ok[:, :, :, None], other=0.0)
+            x = tl.load(src + _pair_offsets(base + read_index * in_stride), mask=ok[:, :, :, None], other=0.0)
         else:
-            x = tl.load(src + base + index * in_stride, mask=ok, other=0.0)
+            x = tl.load(src + base + read_index * in_stride, mask=ok, other=0.0)
+        if FRAME != FRAME_NONE:
+            x = x.to(tables.dtype.element_ty)
     if PRE == PRE_REAL:
-        factor = tl.load(pre + index, mask=ok, other=0.0)
+        factor = tl.load(pre + pre_index, mask=ok, other=0.0)
+        if FRAME != FRAME_NONE:
+            factor = factor.to(tables.dtype.element_ty)
         x = x * factor[:, :, :, None] if INPUT != INPUT_REAL else x * factor
     elif PRE == PRE_COMPLEX:
-        factor_r, factor_i = tl.split(tl.load(pre + _pair_offsets(index), mask=ok[:, :, :, None], other=0.0))
+        factor_r, factor_i = tl.split(tl.load(pre + _pair_offsets(pre_index), mask=ok[:, :, :, None], other=0.0))
+        if FRAME != FRAME_NONE:
+            factor_r = factor_r.to(tables.dtype.element_ty)
+            factor_i = factor_i.to(tables.dtype.element_ty)
         if INPUT == INPUT_REAL:
             x = tl.join(x * factor_r, x * factor_i)
         else:
@@ -230,3 +285,71 @@ def fft_pass(src, dst, tables, pre, post, inner_rows, inner_blocks, n1, n2, sign
         tl.store(dst + base + index * out_stride, tl.split(d)[0], mask=ok)
     else:
         tl.store(dst + base + index * out_stride, d, mask=ok)
+
+
+@triton.jit
+def overlap_add(frames, window, out, lowest, count, n_fft, hop, start, kept, out_length, window_start, window_count,
+                frames_batch_stride, out_batch_stride, blocks,
+                COMPLEX: tl.constexpr, WINDOW: tl.constexpr, OVERLAPS: tl.constexpr, BLOCK: tl.constexpr,
+                INDEX_64: tl.constexpr):
+    """istft's end in one pass: BLOCK output positions t of one signal (program ``pid``: signal pid // blocks)
+    are the sum, over the frames f covering position p = start + t, of frame element j = p - f * hop times
+    the window's entry (``window`` holds entries j - window_start for j in [window_start, window_start +
+    window_count), zero elsewhere; WINDOW: none (ones there), real (PRE_REAL) or complex (PRE_COMPLEX)),
+    divided by the sum of the window's squares there (the envelope, complex for a complex window); zeros from
+    ``kept`` on. ``frames`` are (signal, frame, n_fft) rows; OVERLAPS is the most frames a position meets.
+    ``lowest[pid]`` gets the least |envelope| among the program's kept positions (the caller checks it as
+    torch does)."""
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    signal_index = pid // blocks
+    t = (pid - signal_index * blocks) * BLOCK + tl.arange(0, BLOCK)
+    keep = t < kept
+    p = start + t
+    dtype = out.dtype.element_ty
+    total_r = tl.zeros((BLOCK,), dtype)
+    total_i = tl.zeros((BLOCK,), dtype)
+    envelope_r = tl.zeros((BLOCK,), dtype)
+    envelope_i = tl.zeros((BLOCK,), dtype)
+    for k in tl.static_range(OVERLAPS):
+        f = p // hop - k
+        j = p - f * hop
+        ok = keep & (f >= 0) & (f < count) & (j < n_fft) & (j >= window_start) & (j < window_start + window_count)
+        w_i = tl.zeros((BLOCK,), dtype)
+        if WINDOW == PRE_REAL:
+            w_r = tl.load(window + j - window_start, mask=ok, other=0.0).to(dtype)
+        elif WINDOW == PRE_COMPLEX:
+            w_r = tl.load(window + 2 * (j - window_start), mask=ok, other=0.0).to(dtype)
+            w_i = tl.load(window + 2 * (j - window_start) + 1, mask=ok, other=0.0).to(dtype)
+        else:
+            w_r = tl.where(ok, 1.0, 0.0).to(dtype)
+        offset = signal_index * frames_batch_stride + f * n_fft + j
+        if COMPLEX:
+            x_r = tl.load(frames + 2 * offset, mask=ok, other=0.0).to(dtype)
+            x_i = tl.load(frames + 2 * offset + 1, mask=ok, other=0.0).to(dtype)
+        else:
+            x_r = tl.load(frames + offset, mask=ok, other=0.0).to(dtype)
+            x_i = tl.zeros((BLOCK,), dtype)
+        total_r += x_r * w_r - x_i * w_i
+        total_i += x_r * w_i + x_i * w_r
+        envelope_r += w_r * w_r - w_i * w_i
+        envelope_i += 2 * w_r * w_i
+    magnitude = tl.sqrt(envelope_r * envelope_r + envelope_i * envelope_i)
+    tl.store(lowest + pid, tl.min(tl.where(keep, magnitude, float("inf")), axis=0))
+    # the quotient total / envelope (complex only for a complex window); zeros past ``kept``
+    if WINDOW == PRE_COMPLEX:
+        divisor = tl.where(keep, envelope_r * envelope_r + envelope_i * envelope_i, 1.0)
+        y_r = tl.where(keep, (total_r * envelope_r + total_i * envelope_i) / divisor, 0.0)
+        y_i = tl.where(keep, (total_i * envelope_r - total_r * envelope_i) / divisor, 0.0)
+    else:
+        divisor = tl.where(keep, envelope_r, 1.0)
+        y_r = tl.where(keep, total_r / divisor, 0.0)
+        y_i = tl.where(keep, total_i / divisor, 0.0)
+    written = t < out_length
+    if COMPLEX:
+        target = out + 2 * (signal_index * out_batch_stride + t)
+        tl.store(target, y_r, mask=written)
+        tl.store(target + 1, y_i, mask=written)
+    else:
+        tl.store(out + signal_index * out_batch_stride + t, y_r, mask=written)

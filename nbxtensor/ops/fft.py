@@ -272,7 +272,7 @@ def _refuse_replay() -> None:
         recorder.refused = True
 
 
-def _scratch(shape: tuple, dtype, device) -> Tensor:
+def planned_scratch(shape: tuple, dtype, device) -> Tensor:
     """A temporary of the transform (``scratch_tensor``), a workspace piece of the call being planned."""
     t = scratch_tensor(shape, dtype, device)
     recorder = _active()
@@ -282,10 +282,15 @@ def _scratch(shape: tuple, dtype, device) -> Tensor:
 
 
 def _issue(grid, device, args: list, **constexprs) -> None:
+    issue_planned(K.fft_pass, grid, device, args, **constexprs)
+
+
+def issue_planned(kernel, grid, device, args: list, **constexprs) -> None:
+    """``launch``, noted in the call being planned (a pass, or an op's own kernel after its passes)."""
     recorder = _active()
     if recorder is not None:
-        recorder.launches.append((grid, list(args), constexprs))
-    launch(K.fft_pass, grid, device, args, **constexprs)
+        recorder.launches.append((kernel, grid, list(args), constexprs))
+    launch(kernel, grid, device, args, **constexprs)
 
 
 def planned_launches(recorder: _Recorder):
@@ -297,7 +302,7 @@ def planned_launches(recorder: _Recorder):
     named = {**recorder.roles, **{name: t for name, (_, _, t) in recorder.temporaries.items()}}
     places = {(id(t._storage), t._offset): name for name, t in named.items()}
     launches = []
-    for grid, args, constexprs in recorder.launches:
+    for kernel, grid, args, constexprs in recorder.launches:
         planned = []
         for a in args:
             if isinstance(a, Tensor):
@@ -307,7 +312,7 @@ def planned_launches(recorder: _Recorder):
                 elif id(a) not in recorder.tables:
                     return None
             planned.append(a)
-        launches.append(PlannedLaunch(K.fft_pass, grid, planned, constexprs))
+        launches.append(PlannedLaunch(kernel, grid, planned, constexprs))
     slots = {role: places[id(t._storage), t._offset] for role, t in recorder.roles.items()}
     pieces = {name: (shape, dtype) for name, (shape, dtype, _) in recorder.temporaries.items()}
     return launches, Workspace(pieces), slots
@@ -356,13 +361,26 @@ lookup_call = _CALLS.lookup  # ``lookup_call(key)``: the replay ``planned_call``
 
 # ---- passes -----------------------------------------------------------------------------------------
 
+class Framing(NamedTuple):
+    """How a source's rows are an stft's frames read from its unpadded signals (``kernels/fft.py``'s FRAME):
+    the pad mode (a ``K.FRAME_*``), each batch dim's step in signal positions (the frames' dim: the hop),
+    the center padding, the signals' length, and the centred window's first element and length."""
+    mode: int
+    positions: tuple
+    pad: int
+    length: int
+    window_start: int
+    window_count: int
+
+
 class Signal(NamedTuple):
     """A tensor's rows along one dim: the batch's sizes and strides (every other dim, in order) and the
-    signal's stride, in elements."""
+    signal's stride, in elements; ``framing``, where the rows are frames of an unpadded signal."""
     tensor: Tensor
     sizes: tuple
     strides: tuple
     stride: int
+    framing: Framing | None = None
 
 
 def signal(t: Tensor, dim: int) -> Signal:
@@ -379,12 +397,15 @@ def _batch_strides(t: Tensor, sizes: tuple) -> tuple:
 
 class _Side(NamedTuple):
     """One side of a pass: the tensor, its outer rows' strides, the inner rows' stride, the signal's
-    stride, and whether the signal index is grouped (``kernels/fft.py``)."""
+    stride, and whether the signal index is grouped (``kernels/fft.py``); a framed source's ``framing``,
+    its ``positions`` the outer rows' steps in positions and ``row_position`` the inner rows'."""
     tensor: Tensor
     outer_strides: tuple
     row_stride: int
     stride: int
     grouped: bool
+    framing: Framing | None = None
+    row_position: int = 0
 
 
 def _precision(component, device) -> str:
@@ -411,6 +432,15 @@ DENSE, RADIX = "dense", "radix"
 def _forms(n: int) -> list:
     """The forms a pass of length n may take, the interpreter's choice first."""
     return [{"FORM": RADIX}, {"FORM": DENSE}] if 4 <= n <= PASS_MAX and n & (n - 1) == 0 else [{"FORM": DENSE}]
+
+
+def _framing_arguments(source: _Side) -> list:
+    """The pass's frame arguments (``kernels/fft.py``'s FRAME): zeros where the source is no framed one."""
+    framing = source.framing
+    if framing is None:
+        return [padded_for_kernel((0,) * len(source.outer_strides), 0), 0, 0, 0, 0, 0]
+    return [padded_for_kernel(framing.positions, 0), source.row_position, framing.pad, framing.length,
+            framing.window_start, framing.window_count]
 
 
 def _launch_pass(source: _Side, target: _Side, outer_shape: tuple, inner_rows: int, n: int, sign: int, *,
@@ -443,10 +473,12 @@ def _launch_pass(source: _Side, target: _Side, outer_shape: tuple, inner_rows: i
                 inner_rows, blocks, n1, n2, signal_length, in_count, out_count, source.row_stride, source.stride,
                 target.row_stride, target.stride, padded_for_kernel(outer_shape),
                 padded_for_kernel(source.outer_strides, 0), padded_for_kernel(target.outer_strides, 0), *post_strides,
-                encode_scalar(scale, component)]
+                encode_scalar(scale, component), *_framing_arguments(source)]
         constexprs = dict(
             INPUT=input_kind.value, OUTPUT=output_kind.value, IN_GROUPED=source.grouped, OUT_GROUPED=target.grouped,
-            PRE=pre_kind.value, POST=post is not None, SCALED=scale != 1.0, OUTER_RANK=max(len(outer_shape), 1),
+            PRE=pre_kind.value, POST=post is not None,
+            FRAME=K.FRAME_NONE.value if source.framing is None else source.framing.mode, SCALED=scale != 1.0,
+            OUTER_RANK=max(len(outer_shape), 1),
             ROWS=rows, P1=p1, P2=p2, PRECISION=_precision(component, device),
             PARTS_IN_F32=bool(facts["kernels"].get("interpreted")), INDEX_64=index_64, RADIX_STAGES=stages,
             num_warps=4 if rows * p1 * p2 <= 2048 else 8)
@@ -469,6 +501,11 @@ def _launch_pass(source: _Side, target: _Side, outer_shape: tuple, inner_rows: i
     _issue(grid, device, args, **constexprs)
 
 
+def _positions(source: Signal) -> tuple:
+    """Each batch dim's step in signal positions of a framed source (zeros for any other)."""
+    return (0,) * len(source.sizes) if source.framing is None else source.framing.positions
+
+
 def _run(source: Signal, target: Signal, passes: tuple, sign: int, *, input_kind, output_kind, signal_length: int,
          in_count: int, out_count: int, scale: float = 1.0, pre: Tensor | None = None, post: Tensor | None = None):
     """A transform of length prod(passes) from ``source``'s rows into ``target``'s: one pass, or the
@@ -480,23 +517,28 @@ def _run(source: Signal, target: Signal, passes: tuple, sign: int, *, input_kind
         spread = [d for d, size in enumerate(sizes) if size > 1]
         inner = min(spread, key=lambda d: (abs(source.strides[d]), d)) if spread else None
         outer = [d for d in range(len(sizes)) if d != inner]
-        outer_shape, (source_outer, target_outer) = S.coalesce([sizes[d] for d in outer],
-                                                                [source.strides[d] for d in outer],
-                                                                [target.strides[d] for d in outer])
+        positions = _positions(source)
+        outer_shape, (source_outer, target_outer, positions_outer) = S.coalesce(
+            [sizes[d] for d in outer], [source.strides[d] for d in outer], [target.strides[d] for d in outer],
+            [positions[d] for d in outer])
         inner_rows = 1 if inner is None else sizes[inner]
         row_strides = (0, 0) if inner is None else (source.strides[inner], target.strides[inner])
-        _launch_pass(_Side(source.tensor, source_outer, row_strides[0], source.stride, False),
+        framing = source.framing and source.framing._replace(positions=positions_outer)
+        _launch_pass(_Side(source.tensor, source_outer, row_strides[0], source.stride, False, framing,
+                           0 if inner is None else positions[inner]),
                      _Side(target.tensor, target_outer, row_strides[1], target.stride, False), outer_shape, inner_rows,
                      passes[0], sign, input_kind=input_kind, output_kind=output_kind, signal_length=signal_length,
                      in_count=in_count, out_count=out_count, scale=scale, pre=pre, post=post, post_strides=(0, 1))
         return
     na, rest = passes[0], math.prod(passes[1:])
     dtype, device = target.tensor.dtype.to_real().to_complex(), target.tensor.device
-    work = _scratch((*sizes, na, rest), dtype, device)
+    work = planned_scratch((*sizes, na, rest), dtype, device)
     work_strides = _batch_strides(work, sizes)
     # pass one: the rows (batch, j) of length na at stride rest, into work[batch, ka, j] times w_n^(j ka)
-    shape, (source_outer, work_outer) = S.coalesce(sizes, source.strides, work_strides)
-    _launch_pass(_Side(source.tensor, source_outer, source.stride, source.stride, True),
+    shape, (source_outer, work_outer, positions_outer) = S.coalesce(sizes, source.strides, work_strides,
+                                                                   _positions(source))
+    framing = source.framing and source.framing._replace(positions=positions_outer)
+    _launch_pass(_Side(source.tensor, source_outer, source.stride, source.stride, True, framing),
                  _Side(work, work_outer, 1, 1, True), shape, rest, na, sign, input_kind=input_kind,
                  output_kind=K.OUTPUT_COMPLEX, signal_length=signal_length, in_count=in_count, out_count=na * rest,
                  pre=pre, post=_twiddles(na, rest, sign, dtype, device), post_strides=(na, 1))
@@ -513,7 +555,7 @@ def _run(source: Signal, target: Signal, passes: tuple, sign: int, *, input_kind
     direct = out_count == na * rest and post is None
     whole = target
     if not direct:
-        whole = _scratch((*sizes, na * rest), dtype, device)
+        whole = planned_scratch((*sizes, na * rest), dtype, device)
         whole = Signal(whole, sizes, _batch_strides(whole, sizes), 1)
     rows = Signal(work, (*sizes, na), (*work_strides, rest), 1)
     _run(rows, Signal(whole.tensor, (*sizes, na), (*whole.strides, whole.stride), whole.stride * na), passes[1:], sign,
@@ -560,7 +602,7 @@ def transform(source: Signal, target: Signal, n: int, sign: int, *, input_kind, 
         _refuse_replay()
     with scratch_scope():
         pre = chirp if window is None else op_impl("mul")(chirp, window)
-    spectrum = _scratch((*source.sizes, m), dtype, device)
+    spectrum = planned_scratch((*source.sizes, m), dtype, device)
     spectrum = Signal(spectrum, source.sizes, _batch_strides(spectrum, source.sizes), 1)
     _run(source, spectrum, method.passes, FORWARD, input_kind=input_kind, output_kind=K.OUTPUT_COMPLEX,
          signal_length=n, in_count=min(in_count, n), out_count=m, pre=pre,
@@ -728,7 +770,7 @@ def _execute(plan: _Plan, x: Tensor) -> Tensor:
     if x.dtype is not plan.compute:
         with scratch_scope():
             x = op_impl("to")(x, dtype=plan.compute)
-    buffer = _scratch(plan.buffer_shape, plan.compute.to_real().to_complex(), device) if plan.staged else out
+    buffer = planned_scratch(plan.buffer_shape, plan.compute.to_real().to_complex(), device) if plan.staged else out
     for name, t in (("src", x), ("out", out), ("buffer", buffer)):
         note_role(name, t)
     if plan.zeroed:

@@ -1,10 +1,10 @@
 """``stft`` and ``istft`` as torch has them: frames of a (padded) signal, windowed and transformed by
-``ops/fft.py``'s one-dim transform, and back by overlap-add (``fold``) divided by the window's envelope.
+``ops/fft.py``'s one-dim transform, and back by overlap-add divided by the window's envelope (one pass).
 
-stft reads its frames in place (a strided view of the signal, padded first where ``center``: a copy and its
-two edges) and multiplies them by the window in the transform's loads; its result is laid out as torch's, frames
-innermost in memory (a transposed view of (batch, frames, frequencies)). Checks and their messages are
-torch's.
+stft's transform reads its frames straight from the unpadded signal, the center padding's positions mapped
+into it by the pad mode and the window multiplied in the same loads (``kernels/fft.py``'s FRAME); its result
+is laid out as torch's, frames innermost in memory (a transposed view of (batch, frames, frequencies)).
+Checks and their messages are torch's.
 """
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from ..kernels import fft as K
 from ..promotion import promote_types
 from ..tensor import Tensor
 from .aten_calls import positional_as_keywords
-from .fft import (FORWARD, INVERSE, call_key, lookup_call, note_role, planned_call, planned_launches, signal, transform,
-                  transform_flops, transform_workspace, _fft_dtype)
+from .fft import (FORWARD, INVERSE, Framing, Signal, call_key, issue_planned, lookup_call, note_role, planned_call,
+                  planned_launches, planned_scratch, signal, transform, transform_flops, transform_workspace, _fft_dtype,
+                  _method)
 from .plans import layout_key
 from .registry import Cost, TensorMeta, family_samples, get, register
 from .samples import Samples, by_name, operand, sample
@@ -55,6 +56,8 @@ def _stft_plan(x, n_fft, hop_length, win_length, window, center, pad_mode, norma
         if pad_mode == "reflect" and n_fft // 2 >= max(length, 1):
             raise RuntimeError(f"stft: reflect padding of n_fft // 2 = {n_fft // 2} must be smaller than the signal's "
                                f"length {length}")
+        if pad_mode in ("replicate", "circular") and not length:
+            raise RuntimeError(f"stft: {pad_mode} padding needs a signal of at least one element")
         length += 2 * (n_fft // 2)
     if n_fft <= 0 or n_fft > length:
         raise RuntimeError(f"stft: expected 0 < n_fft < {length}, but got n_fft={n_fft}")
@@ -95,41 +98,13 @@ def _stft_rules():
             a.input, a.n_fft, a.hop_length, a.win_length, a.window, a.center, a.pad_mode, a.normalized, a.onesided,
             a.return_complex)
         n_fft = int(a.n_fft)
-        temporaries = [transform_workspace(batch * frames, n_fft, dtype.to_real(), windowed=True),
-                       workspace_bytes(n_fft * dtype.itemsize)]
-        padded = batch * length
-        if a.center:  # the padded signal and, reflected, its two flipped edges
-            edge = batch * (n_fft // 2) * a.input.dtype.itemsize
-            temporaries.append(workspace_bytes(padded * a.input.dtype.itemsize, edge, edge))
-        if dtype is not a.input.dtype:
-            temporaries.append(workspace_bytes(padded * dtype.itemsize))
+        temporaries = [transform_workspace(batch * frames, n_fft, dtype.to_real(), windowed=True)]
+        if a.window is not None or _method(n_fft).bluestein:  # at most: the window padded (strided, Bluestein)
+            temporaries.append(workspace_bytes(n_fft * dtype.itemsize))
         return Cost(flops=transform_flops(batch * frames, n_fft, not dtype.is_complex) + batch * frames * n_fft,
                     bytes_read=batch * frames * n_fft * dtype.itemsize, bytes_written=S.numel(made.shape) *
                     made.dtype.itemsize, workspace=sum(temporaries))
     return dict(meta=meta, cost=cost, bound=True)
-
-
-def _padded_signal(x: Tensor, pad: int, mode: str) -> Tensor:
-    """Signals (batch, length) padded by ``pad`` on both sides as torch.nn.functional.pad pads them: the middle
-    copied, each edge copied from the slice of the signal its mode names (reflected, repeated, wrapped) or
-    zeroed; no table of positions."""
-    batch, length = x.shape
-    out = scratch_tensor((batch, length + 2 * pad), x.dtype, x.device)
-    _op("copy_")(_op("narrow")(out, 1, pad, length), x)
-    if not pad:
-        return out
-    edges = _op("narrow")(out, 1, 0, pad), _op("narrow")(out, 1, pad + length, pad)
-    if mode == "constant":
-        sources = (0, 0)
-    elif mode == "replicate":
-        sources = tuple(_op("expand")(_op("narrow")(x, 1, start, 1), (batch, pad)) for start in (0, length - 1))
-    elif mode == "circular":
-        sources = _op("narrow")(x, 1, length - pad, pad), _op("narrow")(x, 1, 0, pad)
-    else:
-        sources = tuple(_op("flip")(_op("narrow")(x, 1, start, pad), [1]) for start in (1, length - pad - 1))
-    for edge, source in zip(edges, sources):
-        _op("copy_")(edge, source) if isinstance(source, Tensor) else _op("fill_")(edge, source)
-    return out
 
 
 def _padded_window(window, n_fft: int, win: int, dtype, device):
@@ -148,6 +123,21 @@ def _padded_window(window, n_fft: int, win: int, dtype, device):
     return padded
 
 
+_FRAME_MODES = {"constant": K.FRAME_ZEROS, "reflect": K.FRAME_REFLECT, "replicate": K.FRAME_REPLICATE,
+                "circular": K.FRAME_CIRCULAR}
+
+
+def _window_table(window, n_fft: int, win: int, dtype, device):
+    """(the table the transform's loads multiply by, its first element in the frame, its length): the window
+    itself where it is contiguous and the transform takes it alone (the kernel zeros the frame outside it);
+    else, made by ops, the window zero-padded to n_fft (Bluestein multiplies it by its chirp first)."""
+    centred = (n_fft - win) // 2
+    direct = window is None or window.stride(0) == 1
+    if direct and not (_method(n_fft).bluestein and (window is not None or win < n_fft)):
+        return window, centred, win
+    return _padded_window(window, n_fft, win, dtype, device), 0, n_fft
+
+
 def _uncentred(args, kwargs):
     """aten::stft.default's arguments (no center, no pad_mode) as the implementation takes them."""
     args, kwargs = positional_as_keywords(5, "normalized", "onesided", "return_complex", "align_to_window")(args,
@@ -161,8 +151,9 @@ def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=Non
          pad_mode: str = "reflect", normalized: bool = False, onesided=None, return_complex=None,
          align_to_window=None) -> Tensor:
     """torch.stft: the transforms of a signal's (batch, length) frames of n_fft every hop_length, times the
-    window, as (batch, frequencies, frames). A layout's later calls replay its first call's transform
-    (``fft.planned_call``): only the signal's padding and the window's run as ops."""
+    window, as (batch, frequencies, frames). The transform reads the frames straight from the signal, its
+    center padding mapped in the loads, and the window as it is; a layout's later calls replay the first
+    call's launches (``fft.planned_call``)."""
     options = (n_fft, hop_length, win_length, center, pad_mode, normalized, onesided, return_complex, align_to_window)
     key = call_key("stft", input, *options)
     if key is not None and window is not None:
@@ -172,33 +163,26 @@ def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=Non
         return execute(input, window)
     made, dtype, geometry = _stft_plan(input, n_fft, hop_length, win_length, window, center, pad_mode, normalized,
                                        onesided, return_complex)
-    batch, _, frames, frequencies, _, _ = geometry
-    n_fft = int(n_fft)
-    out_layout = ((batch, frequencies, frames), dtype.to_real().to_complex(), input.device,
-                  (frequencies * frames, 1, frequencies))
-
-    def prepared(input, window):
-        """The (padded, converted) signal and the window's table the transform reads, made by ops."""
-        with scratch_scope():
-            x = _op("reshape")(input, (batch, input.shape[-1]))
-            if center:
-                x = _padded_signal(x, n_fft // 2, pad_mode)
-            if x.dtype is not dtype:
-                x = _op("to")(x, dtype=dtype)
-            return x, _padded_window(window, n_fft, geometry[5], dtype, input.device)
+    batch, _, frames, frequencies, hop, win = geometry
+    n_fft, device = int(n_fft), input.device
+    complex_dtype = dtype.to_real().to_complex()
+    # torch's layout, frames innermost: (batch, frequencies, frames), without the batch dim for one signal
+    out_shape, out_strides = (frequencies, frames), (1, frequencies)
+    if len(input.shape) == 2:
+        out_shape, out_strides = (batch, *out_shape), (frequencies * frames, *out_strides)
 
     def finished(out):
-        if len(input.shape) == 1:
-            out = _op("squeeze")(out, 0)
         return out if made.dtype.is_complex else _op("view_as_real")(out)
 
     def run(input, window):
-        out = new_tensor(*out_layout[:3], strides=out_layout[3])
-        x, table = prepared(input, window)
-        for name, t in (("src", x), ("out", out), ("window", table)):
-            if t is not None:
-                note_role(name, t)
-        _stft_transform(x, table, out, n_fft, dtype, geometry, normalized)
+        out = new_tensor(out_shape, complex_dtype, device, strides=out_strides)
+        with scratch_scope():
+            table, window_start, window_count = _window_table(window, n_fft, win, dtype, device)
+            for name, t in (("src", input), ("out", out), ("window", table)):
+                if t is not None:
+                    note_role(name, t)
+            _stft_transform(input, table, out, n_fft, dtype, geometry, center, pad_mode, normalized, window_start,
+                            window_count)
         return finished(out)
 
     def replay(recorder, key, input, window):
@@ -206,14 +190,17 @@ def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=Non
         if found is None:
             return run
         launches, workspace, _ = found
-        device = input.device
-        fresh_output = fresh_tensor_maker(*out_layout[:3], strides=out_layout[3])
+        fresh_output = fresh_tensor_maker(out_shape, complex_dtype, device, strides=out_strides)
+        pieces = bool(workspace.offsets)
 
         def execute(input, window):
             out = fresh_output()
-            x, table = prepared(input, window)
-            tensors = {"src": x, "out": out, "window": table}
-            workspace.allocate(device, tensors)
+            tensors = {"src": input, "out": out, "window": window}
+            if window is not None and window.stride(0) != 1:  # a strided window is copied as the first call did
+                with scratch_scope():
+                    tensors["window"] = _window_table(window, n_fft, win, dtype, device)[0]
+            if pieces:
+                workspace.allocate(device, tensors)
             for launched in launches:
                 launched(device, tensors)
             return finished(out)
@@ -221,14 +208,20 @@ def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=Non
     return planned_call(key, (input, window), run, replay)
 
 
-def _stft_transform(x: Tensor, table, out: Tensor, n_fft: int, dtype, geometry, normalized: bool) -> None:
-    """The transforms of the frames of the signals ``x`` (batch, length) times ``table`` into ``out``."""
+def _stft_transform(x: Tensor, table, out: Tensor, n_fft: int, dtype, geometry, center: bool, pad_mode: str,
+                    normalized: bool, window_start: int, window_count: int) -> None:
+    """The transforms of the frames of the signals ``x`` ((batch,) length, unpadded) times ``table`` (the
+    window, from frame element ``window_start`` on) into ``out`` ((batch,) frequencies, frames)."""
     batch, _, frames, frequencies, hop, _ = geometry
-    framed = _op("as_strided")(x, (batch, frames, n_fft), (x.stride(0), hop * x.stride(1), x.stride(1)),
-                               x.storage_offset())
+    length = x.shape[-1]
+    batch_stride = x.stride(0) if len(x.shape) == 2 else 0
+    framing = Framing(_FRAME_MODES[pad_mode].value if center else K.FRAME_ZEROS.value, (0, hop),
+                      n_fft // 2 if center else 0, length, window_start, window_count)
+    source = Signal(x, (batch, frames), (batch_stride, 0), x.stride(-1), framing)
+    target = out if len(out.shape) == 3 else _op("unsqueeze")(out, 0)
     scale = 1 / math.sqrt(n_fft) if normalized else 1.0
-    transform(signal(framed, 2), signal(_op("transpose")(out, 1, 2), 2), n_fft, FORWARD,
-              input_kind=K.INPUT_COMPLEX if dtype.is_complex else K.INPUT_REAL, output_kind=K.OUTPUT_COMPLEX,
+    transform(source, signal(_op("transpose")(target, 1, 2), 2), n_fft, FORWARD,
+              input_kind=K.INPUT_COMPLEX if x.dtype.is_complex else K.INPUT_REAL, output_kind=K.OUTPUT_COMPLEX,
               in_count=n_fft, out_count=frequencies, scale=scale, window=table)
 
 
@@ -278,15 +271,12 @@ def _istft_plan(x, n_fft, hop_length, win_length, window, center, normalized, on
             (batch, frames, frequencies, hop, win, onesided, expected, start, kept))
 
 
-def _istft_temporaries(x, n_fft, frames_dtype, window_dtype, dtype, geometry) -> list:
-    """The bytes of each temporary an istft makes, in the order it makes them."""
-    batch, frames, _, _, _, _, expected, _, _ = geometry
-    framed = batch * frames * n_fft
-    sizes = [framed * frames_dtype.itemsize, n_fft * window_dtype.itemsize, framed * dtype.itemsize]
-    if dtype.is_complex:  # the windowed frames' components gathered for fold
-        sizes.append(framed * dtype.itemsize)
-    sizes += [batch * expected * dtype.itemsize, n_fft * window_dtype.itemsize, expected * window_dtype.itemsize]
-    return sizes
+def _istft_temporaries(n_fft, frames_dtype, window_dtype, dtype, geometry, out_length: int) -> list:
+    """The bytes of each temporary an istft makes, in the order it makes them: the frames, a contiguous
+    window (a strided one), the overlap-add pass's least envelope a program."""
+    batch, frames, _, _, _, _, _, _, _ = geometry
+    return [batch * frames * n_fft * frames_dtype.itemsize, n_fft * window_dtype.itemsize,
+            batch * (-(-out_length // _OVERLAP_BLOCK)) * dtype.to_real().itemsize]
 
 
 def _istft_rules():
@@ -298,66 +288,114 @@ def _istft_rules():
         made, frames_dtype, window_dtype, geometry = plan_of(a)
         batch, frames, _, _, _, _, expected, _, _ = geometry
         n_fft = int(a.n_fft)
-        temporaries = _istft_temporaries(a.input, n_fft, frames_dtype, window_dtype, made.dtype, geometry)
+        temporaries = _istft_temporaries(n_fft, frames_dtype, window_dtype, made.dtype, geometry, made.shape[-1])
         framed = batch * frames * n_fft
         return Cost(flops=transform_flops(batch * frames, n_fft, not frames_dtype.is_complex) + 4 * framed,
-                    bytes_read=S.numel(a.input.shape) * a.input.dtype.itemsize + 3 * framed * made.dtype.itemsize,
-                    bytes_written=S.numel(made.shape) * made.dtype.itemsize + 3 * framed * made.dtype.itemsize,
+                    bytes_read=S.numel(a.input.shape) * a.input.dtype.itemsize + framed * frames_dtype.itemsize,
+                    bytes_written=S.numel(made.shape) * made.dtype.itemsize + framed * frames_dtype.itemsize,
                     workspace=workspace_bytes(*temporaries) + transform_workspace(batch * frames, n_fft,
                                                                                   frames_dtype.to_real()))
     return dict(meta=lambda a: plan_of(a)[0], cost=cost, bound=True)
-
-
-def _overlap_add(columns: Tensor, n_fft: int, expected: int, hop: int) -> Tensor:
-    """Frames of n_fft real elements, as (batch, channels * n_fft, count) columns, summed at ``hop`` apart:
-    (batch, channels, expected)."""
-    batch, rows, _ = columns.shape
-    summed = _op("fold")(columns, (1, expected), (1, n_fft), stride=(1, hop))
-    return _op("reshape")(summed, (batch, rows // n_fft, expected))
 
 
 @register("istft", family="fft", aten=["aten::istft.default"], methods=("istft",), **_istft_rules())
 def istft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=None, center: bool = True,
           normalized: bool = False, onesided=None, length=None, return_complex: bool = False) -> Tensor:
     """torch.istft: the signal whose stft ``input`` is, by overlap-add of the inverse transforms of its
-    frames, times the window, divided by the window's squared envelope."""
+    frames, times the window, divided by the window's squared envelope: the transform's pass, then one
+    overlap-add pass (``kernels/fft.py``'s ``overlap_add``) that windows, sums and divides. A layout's later
+    calls replay the first call's launches (``fft.planned_call``), then check the envelope as torch does."""
+    options = (n_fft, hop_length, win_length, center, normalized, onesided, length, return_complex)
+    key = call_key("istft", input, *options)
+    if key is not None and window is not None:
+        key = (key, layout_key(window)) if type(window) is Tensor else None
+    execute = lookup_call(key)
+    if execute is not None:
+        return execute(input, window)
     made, frames_dtype, window_dtype, geometry = _istft_plan(input, n_fft, hop_length, win_length, window, center,
                                                              normalized, onesided, length, return_complex)
     batch, count, frequencies, hop, win, onesided, expected, start, kept = geometry
     n_fft, device, dtype = int(n_fft), input.device, made.dtype
-    spectra = _op("reshape")(input, (batch, frequencies, count))
-    out = new_tensor((batch, made.shape[-1]), dtype, device)
-    with scratch_scope():
-        frames = scratch_tensor((batch, count, n_fft), frames_dtype, device)
-        if frames_dtype.is_complex:
-            kinds = dict(input_kind=K.INPUT_COMPLEX, output_kind=K.OUTPUT_COMPLEX, in_count=n_fft)
-        else:
-            kinds = dict(input_kind=K.INPUT_HERMITIAN, output_kind=K.OUTPUT_REAL, in_count=n_fft // 2 + 1)
-        transform(signal(spectra, 1), signal(frames, 2), n_fft, INVERSE, out_count=n_fft,
-                  scale=1 / math.sqrt(n_fft) if normalized else 1 / n_fft, **kinds)
-        table = _padded_window(window, n_fft, win, window_dtype, device)
-        if table is None:
-            table = _op("fill_")(scratch_tensor((n_fft,), window_dtype, device), 1)
-        windowed = _op("mul")(frames, table)
-        if dtype.is_complex:
-            columns = _op("reshape")(_op("permute")(_op("view_as_real")(windowed), (0, 3, 2, 1)),
-                                     (batch, 2 * n_fft, count))
-            target = _op("view_as_real")(out)
-        else:
-            columns = _op("permute")(windowed, (0, 2, 1))
-            target = _op("unsqueeze")(out, 2)
-        summed = _op("permute")(_overlap_add(columns, n_fft, expected, hop), (0, 2, 1))
-        squares = _op("expand")(_op("reshape")(_op("mul")(table, table), (1, n_fft, 1)), (1, n_fft, count))
-        envelope = _op("narrow")(_op("reshape")(_overlap_add(squares, n_fft, expected, hop), (expected, 1)), 0,
-                                 start, kept)
-        lowest = abs(envelope.numpy()).min() if kept else 1.0
-        if lowest < 1e-11:
-            raise RuntimeError(f"istft: window overlap add min: {lowest} (the window's squared envelope vanishes; "
-                               f"it must not, where the signal is rebuilt)")
-    _op("div")(_op("narrow")(summed, 1, start, kept), envelope, out=_op("narrow")(target, 1, 0, kept))
-    if made.shape[-1] > kept:
-        _op("fill_")(_op("narrow")(target, 1, kept, made.shape[-1] - kept), 0)
-    return _op("squeeze")(out, 0) if len(input.shape) == 2 else out
+
+    def run(input, window):
+        out = new_tensor(made.shape, dtype, device)
+        with scratch_scope():
+            spectra = _op("reshape")(input, (batch, frequencies, count))
+            frames = planned_scratch((batch, count, n_fft), frames_dtype, device)
+            if frames_dtype.is_complex:
+                kinds = dict(input_kind=K.INPUT_COMPLEX, output_kind=K.OUTPUT_COMPLEX, in_count=n_fft)
+            else:
+                kinds = dict(input_kind=K.INPUT_HERMITIAN, output_kind=K.OUTPUT_REAL, in_count=n_fft // 2 + 1)
+            transform(signal(spectra, 1), signal(frames, 2), n_fft, INVERSE, out_count=n_fft,
+                      scale=1 / math.sqrt(n_fft) if normalized else 1 / n_fft, **kinds)
+            table = _contiguous_window(window)
+            for name, t in (("src", input), ("out", out), ("window", table)):
+                if t is not None:
+                    note_role(name, t)
+            lowest = _overlap_add_pass(frames, table, _op("reshape")(out, (batch, made.shape[-1])), n_fft, win,
+                                       geometry)
+            _check_envelope(lowest, kept)
+        return out
+
+    def replay(recorder, key, input, window):
+        found = planned_launches(recorder)
+        if found is None:
+            return run
+        launches, workspace, slots = found
+        fresh_output = fresh_tensor_maker(made.shape, dtype, device)
+        lowest_slot = slots.get("lowest")
+
+        def execute(input, window):
+            out = fresh_output()
+            with scratch_scope():
+                tensors = {"src": input, "out": out, "window": _contiguous_window(window)}
+                workspace.allocate(device, tensors)
+                for launched in launches:
+                    launched(device, tensors)
+                if lowest_slot is not None:
+                    _check_envelope(tensors[lowest_slot], kept)
+            return out
+        return execute
+    return planned_call(key, (input, window), run, replay)
+
+
+def _contiguous_window(window):
+    """The window as ``overlap_add`` reads it: contiguous (a strided one copied)."""
+    return window if window is None or window.stride(0) == 1 else _op("contiguous")(window)
+
+
+def _check_envelope(lowest: Tensor, kept: int) -> None:
+    """torch's check: the window's squared envelope must not vanish where the signal is kept (``lowest``:
+    each overlap-add program's least magnitude; read back, as torch reads its own)."""
+    smallest = float(lowest.numpy().min()) if kept and S.numel(lowest.shape) else 1.0
+    if smallest < 1e-11:
+        raise RuntimeError(f"istft: window overlap add min: {smallest} (the window's squared envelope vanishes; "
+                           f"it must not, where the signal is rebuilt)")
+
+
+_OVERLAP_BLOCK = 1024  # output positions a program of ``overlap_add`` writes
+
+
+def _overlap_add_pass(frames: Tensor, window, out: Tensor, n_fft: int, win: int, geometry) -> Tensor:
+    """``frames`` (batch, count, n_fft) windowed (a contiguous window), summed at hop apart and divided by the
+    envelope into ``out`` (batch, length) by one ``overlap_add`` pass; each program's least envelope
+    magnitude where the signal is kept."""
+    batch, count, _, hop, _, _, _, start, kept = geometry
+    out_length = out.shape[-1]
+    block = min(_OVERLAP_BLOCK, 1 << max(out_length - 1, 1).bit_length())
+    blocks = -(-out_length // block)
+    lowest = planned_scratch((batch * blocks,), out.dtype.to_real(), out.device)
+    note_role("lowest", lowest)
+    if not batch * blocks:
+        return lowest
+    window_kind = K.PRE_NONE if window is None else K.PRE_COMPLEX if window.dtype.is_complex else K.PRE_REAL
+    index_64 = 2 * max(S.numel(frames.shape), S.numel(out.shape)) + 2 * n_fft >= 2 ** 31
+    issue_planned(K.overlap_add, (batch * blocks,), out.device,
+                  [frames, frames if window is None else window, out, lowest, count, n_fft, hop, start, kept,
+                   out_length, (n_fft - win) // 2, win, count * n_fft, out.stride(0), blocks],
+                  COMPLEX=out.dtype.is_complex, WINDOW=window_kind.value, OVERLAPS=-(-n_fft // hop), BLOCK=block,
+                  INDEX_64=index_64)
+    return lowest
 
 
 # ---- samples ---------------------------------------------------------------------------------------
@@ -398,10 +436,10 @@ def _istft_reference(spectra, n_fft, hop_length=None, win_length=None, window=No
     window = _numpy_window(window, n_fft, n_fft if win_length is None else win_length)
     expected = n_fft + hop * (spectra.shape[1] - 1)
     signal_sum = np.zeros((spectra.shape[0], expected), frames.dtype)
-    envelope = np.zeros(expected)
+    envelope = np.zeros(expected, window.dtype)  # a complex window's envelope is complex (torch squares it)
     for t in range(spectra.shape[1]):
         signal_sum[:, t * hop:t * hop + n_fft] += frames[:, t] * window
-        envelope[t * hop:t * hop + n_fft] += np.abs(window) ** 2 if not np.iscomplexobj(window) else window ** 2
+        envelope[t * hop:t * hop + n_fft] += window ** 2
     start = n_fft // 2 if center else 0
     end = start + length if length is not None else expected - n_fft // 2 if center else expected
     rebuilt = signal_sum[:, start:end] / envelope[start:end]
