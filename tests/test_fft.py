@@ -420,3 +420,33 @@ def test_three_pass_graph_steps_stay_inside_their_declared_workspace(tmp_path, m
     expected = op.impl(x)
     got = _run_graph(tmp_path, overload, [x], [_Input(0)], {}, expected.shape, expected.dtype.name)
     np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+_KEYED_CALLS = [  # (op, its arguments, the input's shape and dtype, the timed passes it forms)
+    ("fft.fft", lambda x: (x,), (3, 256), "complex64", 1),      # one pass: radix or dense, timed
+    ("fft.ifft", lambda x: (x,), (2, 4096), "complex64", 2),    # two passes of 64
+    ("fft.fft", lambda x: (x,), (2, 37), "complex64", 2),       # Bluestein: two transforms of 128
+    ("fft.rfft", lambda x: (x, 100), (2, 100), "float32", 0),   # dense stages only: no key
+    ("fft.irfft2", lambda x: (x,), (3, 8, 5), "complex128", 2),
+    ("stft", lambda x: (x, 512, 128, None, None, True, "reflect", False, None, True), (2, 2000), "float32", 1),
+    ("stft", lambda x: (x, 400, 160, None, None, True, "reflect", False, None, True), (2, 2000), "float32", 0),
+    ("istft", lambda x: (x, 64), (2, 33, 20), "complex64", 1),
+]
+
+
+@pytest.mark.parametrize("name,arguments,shape,dtype,timed", _KEYED_CALLS,
+                         ids=[f"{name}-{'x'.join(map(str, shape))}" for name, _, shape, _, _ in _KEYED_CALLS])
+def test_key_rules_name_the_keys_a_call_forms(name, arguments, shape, dtype, timed):
+    """A transform's key rule gives, from the shapes alone, the tuned pass keys its call forms (the census and
+    certification count on it)."""
+    from nbxtensor import census
+    from nbxtensor.device import backend_for, resolve
+    from nbxtensor.ops import registry
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if dtype.startswith("complex") else 0)
+    x = to_nbx(values.astype(dtype))
+    op = registry.get(name)
+    with census.shadow() as formed:
+        op.impl(*arguments(x))
+    assert len(formed) == timed
+    assert op.key(backend_for(resolve(TEST_DEVICE)).facts, *arguments(x)) == list(formed)

@@ -66,7 +66,7 @@ from ..promotion import get_default_dtype
 from ..tensor import Tensor
 from .creation import tensor
 from .plans import LaunchCall, PlanCache, PlannedLaunch, Slot, binding_run, layout_key
-from .registry import Cost, OUT, TensorMeta, arguments_binder, family_samples, op_impl, register
+from .registry import Cost, OUT, TensorMeta, arguments_binder, family_samples, get, op_impl, register
 from .samples import Samples, operand, sample
 
 STAGE_MAX = 32           # the longest DFT one stage multiplies by: a 32 x 32 complex matrix (64-point stages
@@ -434,6 +434,38 @@ def _forms(n: int) -> list:
     return [{"FORM": RADIX}, {"FORM": DENSE}] if 4 <= n <= PASS_MAX and n & (n - 1) == 0 else [{"FORM": DENSE}]
 
 
+def _pass_key(facts: dict, rows: int, n: int, component, input_kind, output_kind) -> str:
+    """The launch key of a pass of ``rows`` rows of length n whose form is timed (``_forms``)."""
+    return tuning.launch_key("fft_pass", facts, rows={"M": rows}, cols={"N": n}, dtypes=(component,),
+                             flags=dict(INPUT=input_kind.value, OUTPUT=output_kind.value))
+
+
+def transform_keys(facts: dict, batch: int, n: int, component, input_kind, output_kind, out_count: int) -> list:
+    """The tuned launch keys ``transform`` of ``batch`` rows of length n forms (passes of a power-of-two
+    length time their radix and dense forms), from the shapes alone: its passes as ``_run`` makes them."""
+    if not batch:
+        return []
+    method = _method(n)
+    if not method.bluestein:
+        return _run_keys(facts, batch, method.passes, component, input_kind, output_kind, out_count == n)
+    return (_run_keys(facts, batch, method.passes, component, input_kind, K.OUTPUT_COMPLEX, False) +
+            _run_keys(facts, batch, method.passes, component, K.INPUT_COMPLEX, output_kind, False))
+
+
+def _run_keys(facts, batch: int, passes: tuple, component, input_kind, output_kind, direct: bool) -> list:
+    """``_run``'s pass keys (``direct``: its output written whole, no table multiplying it)."""
+    def timed(rows, n, input_kind, output_kind):
+        return [_pass_key(facts, rows, n, component, input_kind, output_kind)] if len(_forms(n)) > 1 else []
+    if len(passes) == 1:
+        return timed(batch, passes[0], input_kind, output_kind)
+    na, rest = passes[0], math.prod(passes[1:])
+    first = timed(batch * rest, na, input_kind, K.OUTPUT_COMPLEX)
+    if len(passes) == 2:
+        return first + timed(batch * na, rest, K.INPUT_COMPLEX, output_kind)
+    return first + _run_keys(facts, batch * na, passes[1:], component, K.INPUT_COMPLEX,
+                             output_kind if direct else K.OUTPUT_COMPLEX, True)
+
+
 def _framing_arguments(source: _Side) -> list:
     """The pass's frame arguments (``kernels/fft.py``'s FRAME): zeros where the source is no framed one."""
     framing = source.framing
@@ -494,9 +526,8 @@ def _launch_pass(source: _Side, target: _Side, outer_shape: tuple, inner_rows: i
 
     forms = _forms(n)
     config = forms[0] if len(forms) == 1 else tuning.choose_timed(
-        tuning.launch_key("fft_pass", facts, rows={"M": S.numel(outer_shape) * inner_rows}, cols={"N": n},
-                          dtypes=(component,), flags=dict(INPUT=input_kind.value, OUTPUT=output_kind.value)),
-        facts, forms, timed)
+        _pass_key(facts, S.numel(outer_shape) * inner_rows, n, component, input_kind, output_kind), facts, forms,
+        timed)
     grid, args, constexprs = arguments(config, source, target)
     _issue(grid, device, args, **constexprs)
 
@@ -787,6 +818,18 @@ def _execute(plan: _Plan, x: Tensor) -> Tensor:
     return out
 
 
+def plan_keys(facts: dict, plan: _Plan) -> list:
+    """The tuned launch keys ``_execute`` forms for ``plan``: each step's transform over the rows of the
+    tensor it reads (the truncated input, or the buffer)."""
+    keys = []
+    component = plan.compute.to_real()
+    for step in plan.steps:
+        sizes = plan.source_sizes if step.from_input else plan.buffer_shape
+        batch = math.prod(size for d, size in enumerate(sizes) if d != step.dim)
+        keys += transform_keys(facts, batch, step.n, component, step.input_kind, step.output_kind, step.out_count)
+    return keys
+
+
 def _replay(plan: _Plan):
     """``replay(recorder, key, x)`` for ``planned_call``: a call of ``plan``'s layout as its recorded launches,
     with fresh output and temporaries; where the input converts or the buffer is zeroed first, those ops
@@ -902,9 +945,23 @@ def _transform_plan(name: str, family: _Family, arity: str, x, size_argument, di
     return _plan(family.kind, family.sign, shape, x.dtype, dtype, dims, sizes, scales[:len(sizes)])
 
 
-def _rules(plan_of) -> dict:
-    """The meta and cost rules, on bound arguments, of an op whose plan is ``plan_of(arguments)``."""
-    return dict(meta=lambda a: TensorMeta(*plan_of(a)[:2]), cost=lambda a: plan_of(a).cost, bound=True)
+def _rules(name: str, plan_of) -> dict:
+    """The meta, cost and key rules of op ``name`` whose plan is ``plan_of(arguments)`` (meta and cost on
+    bound arguments)."""
+    return dict(meta=lambda a: TensorMeta(*plan_of(a)[:2]), cost=lambda a: plan_of(a).cost, bound=True,
+                key=bound_key_rule(name, lambda facts, a: plan_keys(facts, plan_of(a))))
+
+
+def bound_key_rule(name: str, keys_of):
+    """A key rule, called as the op ``name`` is, that hands ``keys_of(facts, arguments)`` the call's arguments
+    bound to its implementation's parameters (bound at the first call: the op is registered by then)."""
+    binders = []
+
+    def key(facts, *args, **kwargs):
+        if not binders:
+            binders.append(arguments_binder(name, get(name).impl))
+        return keys_of(facts, binders[0](*args, **kwargs))
+    return key
 
 
 def _declare_transform(name: str, family: _Family, arity: str):
@@ -931,7 +988,7 @@ def _declare_transform(name: str, family: _Family, arity: str):
     impl.__name__ = impl.__qualname__ = full
     impl.__doc__ = f"torch.fft.{full}: {_DOCS[name]}{'' if arity == '' else ' over several dims'}."
     return register(f"fft.{full}", family="fft", aten=[f"aten::fft_{full}.default"], api=(), variants=(OUT,),
-                    **_rules(plan_of))(impl)
+                    **_rules(f"fft.{full}", plan_of))(impl)
 
 
 _DOCS = {"fft": "the discrete Fourier transform", "ifft": "the inverse discrete Fourier transform",
@@ -987,21 +1044,21 @@ def _primitive_call(name: str, plan_of, x, *options):
 
 
 @register("_fft_c2c", family="fft", aten=["aten::_fft_c2c.default"], api=(), variants=(OUT,),
-          **_rules(lambda a: _c2c_plan(a.self, a.dim, a.normalization, a.forward)))
+          **_rules("_fft_c2c", lambda a: _c2c_plan(a.self, a.dim, a.normalization, a.forward)))
 def fft_c2c(self, dim, normalization: int, forward: bool):
     """aten::_fft_c2c: a complex transform over ``dim``, forward or inverse, scaled by the norm mode."""
     return _primitive_call("_fft_c2c", _c2c_plan, self, dim, normalization, forward)
 
 
 @register("_fft_r2c", family="fft", aten=["aten::_fft_r2c.default"], api=(), variants=(OUT,),
-          **_rules(lambda a: _r2c_plan(a.self, a.dim, a.normalization, a.onesided)))
+          **_rules("_fft_r2c", lambda a: _r2c_plan(a.self, a.dim, a.normalization, a.onesided)))
 def fft_r2c(self, dim, normalization: int, onesided: bool):
     """aten::_fft_r2c: the forward transform of a real input over ``dim``, one-sided along its last."""
     return _primitive_call("_fft_r2c", _r2c_plan, self, dim, normalization, onesided)
 
 
 @register("_fft_c2r", family="fft", aten=["aten::_fft_c2r.default"], api=(), variants=(OUT,),
-          **_rules(lambda a: _c2r_plan(a.self, a.dim, a.normalization, a.last_dim_size)))
+          **_rules("_fft_c2r", lambda a: _c2r_plan(a.self, a.dim, a.normalization, a.last_dim_size)))
 def fft_c2r(self, dim, normalization: int, last_dim_size: int):
     """aten::_fft_c2r: the inverse transform over ``dim`` of a one-sided Hermitian input, real, its last dim
     ``last_dim_size`` long."""

@@ -18,9 +18,9 @@ from ..kernels import fft as K
 from ..promotion import promote_types
 from ..tensor import Tensor
 from .aten_calls import positional_as_keywords
-from .fft import (FORWARD, INVERSE, Framing, Signal, call_key, issue_planned, lookup_call, note_role, planned_call,
-                  planned_launches, planned_scratch, signal, transform, transform_flops, transform_workspace, _fft_dtype,
-                  _method)
+from .fft import (FORWARD, INVERSE, Framing, Signal, bound_key_rule, call_key, issue_planned, lookup_call, note_role,
+                  planned_call, planned_launches, planned_scratch, signal, transform, transform_flops, transform_keys,
+                  transform_workspace, _fft_dtype, _method)
 from .plans import layout_key
 from .registry import Cost, TensorMeta, family_samples, get, register
 from .samples import Samples, by_name, operand, sample
@@ -104,7 +104,13 @@ def _stft_rules():
         return Cost(flops=transform_flops(batch * frames, n_fft, not dtype.is_complex) + batch * frames * n_fft,
                     bytes_read=batch * frames * n_fft * dtype.itemsize, bytes_written=S.numel(made.shape) *
                     made.dtype.itemsize, workspace=sum(temporaries))
-    return dict(meta=meta, cost=cost, bound=True)
+    def keys(facts, a):
+        _, dtype, (batch, _, frames, frequencies, _, _) = _stft_plan(
+            a.input, a.n_fft, a.hop_length, a.win_length, a.window, a.center, a.pad_mode, a.normalized, a.onesided,
+            a.return_complex)
+        return transform_keys(facts, batch * frames, int(a.n_fft), dtype.to_real(),
+                              K.INPUT_COMPLEX if dtype.is_complex else K.INPUT_REAL, K.OUTPUT_COMPLEX, frequencies)
+    return dict(meta=meta, cost=cost, bound=True, key=bound_key_rule("stft", keys))
 
 
 def _padded_window(window, n_fft: int, win: int, dtype, device):
@@ -295,7 +301,12 @@ def _istft_rules():
                     bytes_written=S.numel(made.shape) * made.dtype.itemsize + framed * frames_dtype.itemsize,
                     workspace=workspace_bytes(*temporaries) + transform_workspace(batch * frames, n_fft,
                                                                                   frames_dtype.to_real()))
-    return dict(meta=lambda a: plan_of(a)[0], cost=cost, bound=True)
+    def keys(facts, a):
+        _, frames_dtype, _, geometry = plan_of(a)
+        n_fft = int(a.n_fft)
+        kinds = (K.INPUT_COMPLEX, K.OUTPUT_COMPLEX) if frames_dtype.is_complex else (K.INPUT_HERMITIAN, K.OUTPUT_REAL)
+        return transform_keys(facts, geometry[0] * geometry[1], n_fft, frames_dtype.to_real(), *kinds, n_fft)
+    return dict(meta=lambda a: plan_of(a)[0], cost=cost, bound=True, key=bound_key_rule("istft", keys))
 
 
 @register("istft", family="fft", aten=["aten::istft.default"], methods=("istft",), **_istft_rules())
