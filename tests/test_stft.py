@@ -2,6 +2,7 @@
 windowed, NumPy's float64 transform; overlap-add one frame at a time), their errors in torch's words, and
 the FFT ops' declared workspace: graph runs of one step on a strict arena (every temporary inside what the
 cost rule declares)."""
+import contextlib
 import json
 
 import numpy as np
@@ -122,21 +123,29 @@ def test_stft_reads_frames_from_the_unpadded_signal(shape, dtype, n_fft, hop, wi
     np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=0, atol=2 * ATOL * scale)
 
 
+@contextlib.contextmanager
+def _replays_only(monkeypatch):
+    """Inside: an op run or a transform planned by the stft module fails the test; yields the kernels launched."""
+    from nbxtensor.ops import plans, stft as stft_module
+    with monkeypatch.context() as patched:
+        patched.setattr(stft_module, "_op", lambda name: pytest.fail(f"a replayed call ran {name}"))
+        patched.setattr(stft_module, "transform", lambda *a, **k: pytest.fail("a replayed call planned again"))
+        issued = []
+        launch_slots = plans.launch_slots
+        patched.setattr(plans, "launch_slots", lambda *a: issued.append(a[0]) or launch_slots(*a))
+        yield issued
+
+
 def test_a_repeated_stft_is_its_launches_only(monkeypatch, rng):
     """A layout's later calls run no op and plan nothing: the one launch of a single-pass frame, and the two
     of a two-pass one."""
-    from nbxtensor.ops import plans, stft as stft_module
+    from nbxtensor.ops import plans
     plans.clear_all()
     for n_fft, launches in ((400, 1), (2048, 2)):
         window = to_nbx(np.hanning(n_fft).astype(np.float32))
         signals = rng.standard_normal((2, 2, 3000)).astype(np.float32)
         nbx.stft(to_nbx(signals[0]), n_fft, 160, window=window, return_complex=True)
-        with monkeypatch.context() as patched:
-            patched.setattr(stft_module, "_op", lambda name: pytest.fail(f"a replayed call ran {name}"))
-            patched.setattr(stft_module, "transform", lambda *a, **k: pytest.fail("a replayed call planned again"))
-            issued = []
-            launch_slots = plans.launch_slots
-            patched.setattr(plans, "launch_slots", lambda *a: issued.append(a[0]) or launch_slots(*a))
+        with _replays_only(monkeypatch) as issued:
             got = nbx.stft(to_nbx(signals[1]), n_fft, 160, window=window, return_complex=True)
         assert len(issued) == launches
         expected = _stft_reference(signals[1].astype(np.float64), n_fft, 160, window=window.numpy().astype(np.float64),
@@ -146,17 +155,12 @@ def test_a_repeated_stft_is_its_launches_only(monkeypatch, rng):
 
 def test_a_repeated_istft_is_its_launches_and_the_envelope_check(monkeypatch, rng):
     """istft's later calls: the transform's pass and the overlap-add pass, no op; the envelope still checked."""
-    from nbxtensor.ops import plans, stft as stft_module
+    from nbxtensor.ops import plans
     plans.clear_all()
     window = to_nbx(np.hanning(16).astype(np.float32) + 0.1)
     spectra = _spectra(rng, 2, 2, 9, 12)
     nbx.istft(to_nbx(spectra[0]), 16, 4, window=window, length=50)
-    with monkeypatch.context() as patched:
-        patched.setattr(stft_module, "_op", lambda name: pytest.fail(f"a replayed call ran {name}"))
-        patched.setattr(stft_module, "transform", lambda *a, **k: pytest.fail("a replayed call planned again"))
-        issued = []
-        launch_slots = plans.launch_slots
-        patched.setattr(plans, "launch_slots", lambda *a: issued.append(a[0]) or launch_slots(*a))
+    with _replays_only(monkeypatch) as issued:
         got = nbx.istft(to_nbx(spectra[1]), 16, 4, window=window, length=50)
         assert len(issued) == 2
         with pytest.raises(RuntimeError, match="window overlap add min"):

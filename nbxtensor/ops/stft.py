@@ -144,6 +144,15 @@ def _window_table(window, n_fft: int, win: int, dtype, device):
     return _padded_window(window, n_fft, win, dtype, device), 0, n_fft
 
 
+def _windowed_call(name: str, input: Tensor, window, *options) -> tuple:
+    """(the call key of op ``name`` on ``input`` with ``window`` and ``options``, the plan kept under it or
+    None): a window that is no tensor makes no key."""
+    key = call_key(name, input, *options)
+    if key is not None and window is not None:
+        key = (key, layout_key(window)) if type(window) is Tensor else None
+    return key, lookup_call(key)
+
+
 def _uncentred(args, kwargs):
     """aten::stft.default's arguments (no center, no pad_mode) as the implementation takes them."""
     args, kwargs = positional_as_keywords(5, "normalized", "onesided", "return_complex", "align_to_window")(args,
@@ -160,11 +169,8 @@ def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=Non
     window, as (batch, frequencies, frames). The transform reads the frames straight from the signal, its
     center padding mapped in the loads, and the window as it is; a layout's later calls replay the first
     call's launches (``fft.planned_call``)."""
-    options = (n_fft, hop_length, win_length, center, pad_mode, normalized, onesided, return_complex, align_to_window)
-    key = call_key("stft", input, *options)
-    if key is not None and window is not None:
-        key = (key, layout_key(window)) if type(window) is Tensor else None
-    execute = lookup_call(key)
+    key, execute = _windowed_call("stft", input, window, n_fft, hop_length, win_length, center, pad_mode, normalized,
+                                  onesided, return_complex, align_to_window)
     if execute is not None:
         return execute(input, window)
     made, dtype, geometry = _stft_plan(input, n_fft, hop_length, win_length, window, center, pad_mode, normalized,
@@ -316,11 +322,8 @@ def istft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=No
     frames, times the window, divided by the window's squared envelope: the transform's pass, then one
     overlap-add pass (``kernels/fft.py``'s ``overlap_add``) that windows, sums and divides. A layout's later
     calls replay the first call's launches (``fft.planned_call``), then check the envelope as torch does."""
-    options = (n_fft, hop_length, win_length, center, normalized, onesided, length, return_complex)
-    key = call_key("istft", input, *options)
-    if key is not None and window is not None:
-        key = (key, layout_key(window)) if type(window) is Tensor else None
-    execute = lookup_call(key)
+    key, execute = _windowed_call("istft", input, window, n_fft, hop_length, win_length, center, normalized, onesided,
+                                  length, return_complex)
     if execute is not None:
         return execute(input, window)
     made, frames_dtype, window_dtype, geometry = _istft_plan(input, n_fft, hop_length, win_length, window, center,
