@@ -15,6 +15,7 @@ import numpy as np
 from .. import shape as S
 from ..allocation import fresh_tensor_maker, new_tensor, scratch_scope, scratch_tensor, workspace_bytes
 from ..kernels import fft as K
+from ..lowering import needs_index_64
 from ..promotion import promote_types
 from ..tensor import Tensor
 from .aten_calls import positional_as_keywords
@@ -403,7 +404,8 @@ def _overlap_add_pass(frames: Tensor, window, out: Tensor, n_fft: int, win: int,
     if not batch * blocks:
         return lowest
     window_kind = K.PRE_NONE if window is None else K.PRE_COMPLEX if window.dtype.is_complex else K.PRE_REAL
-    index_64 = 2 * max(S.numel(frames.shape), S.numel(out.shape)) + 2 * n_fft >= 2 ** 31
+    # component offsets (two a complex element), and a frame's components past the last
+    index_64 = needs_index_64(count=2 * max(S.numel(frames.shape), S.numel(out.shape)) + 2 * n_fft)
     issue_planned(K.overlap_add, (batch * blocks,), out.device,
                   [frames, frames if window is None else window, out, lowest, count, n_fft, hop, start, kept,
                    out_length, (n_fft - win) // 2, win, count * n_fft, out.stride(0), blocks],
