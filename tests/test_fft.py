@@ -130,12 +130,12 @@ def test_every_form_of_a_power_of_two_pass_computes_the_transform(form, monkeypa
     turn, over one-stage, two-stage and two-pass lengths, real, Hermitian and complex rows, both widths."""
     assert [config["FORM"] for config in F._forms(256)] == [F.RADIX, F.DENSE] and F._forms(12) == [{"FORM": F.DENSE}]
     monkeypatch.setattr(F.tuning, "choose_timed", lambda key, facts, candidates, prepare: {"FORM": form})
-    stages, issue = [], F._issue
+    stages, issue = [], F.issue_planned
 
-    def recording(grid, device, args, **constexprs):
+    def recording(kernel, grid, device, args, **constexprs):
         stages.append(constexprs["RADIX_STAGES"])
-        issue(grid, device, args, **constexprs)
-    monkeypatch.setattr(F, "_issue", recording)
+        issue(kernel, grid, device, args, **constexprs)
+    monkeypatch.setattr(F, "issue_planned", recording)
     plans.clear_all()
     for n, dtype in ((16, "complex64"), (1024, "complex128"), (8192, "complex64")):
         x = _random(rng, (2, n), dtype)

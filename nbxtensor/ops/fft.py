@@ -281,10 +281,6 @@ def planned_scratch(shape: tuple, dtype, device) -> Tensor:
     return t
 
 
-def _issue(grid, device, args: list, **constexprs) -> None:
-    issue_planned(K.fft_pass, grid, device, args, **constexprs)
-
-
 def issue_planned(kernel, grid, device, args: list, **constexprs) -> None:
     """``launch``, noted in the call being planned (a pass, or an op's own kernel after its passes)."""
     recorder = _active()
@@ -529,7 +525,7 @@ def _launch_pass(source: _Side, target: _Side, outer_shape: tuple, inner_rows: i
         _pass_key(facts, S.numel(outer_shape) * inner_rows, n, component, input_kind, output_kind), facts, forms,
         timed)
     grid, args, constexprs = arguments(config, source, target)
-    _issue(grid, device, args, **constexprs)
+    issue_planned(K.fft_pass, grid, device, args, **constexprs)
 
 
 def _positions(source: Signal) -> tuple:

@@ -34,13 +34,13 @@ from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels import quant as QK
 from ..launch import cdiv, next_pow2
-from ..lowering import conversion_flags, load_format, needs_index_64
+from ..lowering import needs_index_64
 from ..quant import QuantizedWeight, stack_experts
 from ..tensor import Tensor
 from .matmul_gemv import _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, _clamp_block
-from .matmul_plans import _by_planes, _dot_precision, _meta, _operand_flags
+from .matmul_plans import _by_planes, _meta, _operand_flags
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
-from .quant import _WEIGHT_FORMATS, _dot_block_k, _groups_in_tile, tile_candidates, weight_slots
+from .quant import _dot_block_k, _groups_in_tile, dequantizing_flags, tile_candidates, weight_slots
 from .pointwise_table import _GATED_ACTIVATIONS, _act_and_mul_reference
 from .registry import Cost, TensorMeta, get, nbytes, op_impl, register, workspace_bytes
 from .samples import Samples, operand, sample
@@ -348,15 +348,10 @@ def _plan_grouped_quantized(x: Tensor, weight: QuantizedWeight, offs: Tensor):
         return lambda x, weight, offs: make_output()
     if weight.g_idx is not None and weight.g_idx.stride(1) != 1:
         raise RuntimeError("grouped_quantized_linear: the weight's g_idx must be contiguous along its inputs")
-    decode_bf16 = x.dtype.name == "bfloat16" and interpreted
-    conversion = conversion_flags(_F32, x.dtype, dev)
     out = make_output()
     index_64 = needs_index_64(*(t for t in (x, out, weight.qweight, weight.scales, weight.zeros, weight.g_idx)
                                 if t is not None))
-    flags = dict(WEIGHT=_WEIGHT_FORMATS[weight.format], SCALE_FORMAT=load_format(weight.scales.dtype),
-                 HAS_G_IDX=weight.g_idx is not None, DOT=_F32.triton if decode_bf16 else x.dtype.triton,
-                 PRECISION=_dot_precision(x.dtype), DECODE_BF16=decode_bf16, DST_FORMAT=conversion["DST_FORMAT"],
-                 VIA_F32=conversion["VIA_F32"], INDEX_64=index_64, INTERPRETED=interpreted)
+    flags = dequantizing_flags(x.dtype, weight, x.dtype, interpreted, index_64, dev)
     strides = _stack_strides(weight)
 
     def launch_for(config):

@@ -399,6 +399,18 @@ def weight_slots(weight: QuantizedWeight) -> dict:
             "g_idx": weight.g_idx if weight.g_idx is not None else placeholder}
 
 
+def dequantizing_flags(dtype, weight: QuantizedWeight, out_dtype, interpreted: bool, index_64: bool, dev) -> dict:
+    """The constexprs every product that dequantizes ``weight``'s tiles against rows of ``dtype`` takes: the
+    weight's format, its scales' and g_idx, the dot's operand type and precision (bfloat16 rows widened
+    where the interpreter takes them), the output's encoding."""
+    decode_bf16 = dtype.name == "bfloat16" and interpreted
+    conversion = conversion_flags(get_dtype("float32"), out_dtype, dev)
+    return dict(WEIGHT=_WEIGHT_FORMATS[weight.format], SCALE_FORMAT=load_format(weight.scales.dtype),
+                HAS_G_IDX=weight.g_idx is not None, DOT=get_dtype("float32").triton if decode_bf16 else dtype.triton,
+                PRECISION=_dot_precision(dtype), DECODE_BF16=decode_bf16, DST_FORMAT=conversion["DST_FORMAT"],
+                VIA_F32=conversion["VIA_F32"], INDEX_64=index_64, INTERPRETED=interpreted)
+
+
 def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     """``run(x, weight, bias, out)`` for (m, k) rows laid out as ``x`` and a weight laid out as ``weight``,
     with its tuned settings."""
@@ -406,18 +418,11 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     facts = backend_for(dev).facts
     interpreted = bool(facts["kernels"].get("interpreted"))
     has_bias = bias is not None
-    decode_bf16 = x.dtype.name == "bfloat16" and interpreted
-    conversion = conversion_flags(get_dtype("float32"), out.dtype, dev)
     q = weight.qweight
     q_sk, q_sn, z_sg, z_sn = _weight_strides(weight)
-    has_g_idx = weight.g_idx is not None
     index_64 = needs_index_64(*(t for t in (x, out, q, weight.scales, weight.zeros, bias) if t is not None))
-    flags = dict(WEIGHT=_WEIGHT_FORMATS[weight.format], SCALE_FORMAT=load_format(weight.scales.dtype),
-                 HAS_G_IDX=has_g_idx, DOT=get_dtype("float32").triton if decode_bf16 else x.dtype.triton,
-                 PRECISION=_dot_precision(x.dtype), DECODE_BF16=decode_bf16, HAS_BIAS=has_bias,
-                 BIAS_FORMAT=float_format(bias.dtype) if has_bias else FORMAT_NATIVE.value,
-                 DST_FORMAT=conversion["DST_FORMAT"], VIA_F32=conversion["VIA_F32"], INDEX_64=index_64,
-                 INTERPRETED=interpreted)
+    flags = dict(dequantizing_flags(x.dtype, weight, out.dtype, interpreted, index_64, dev), HAS_BIAS=has_bias,
+                 BIAS_FORMAT=float_format(bias.dtype) if has_bias else FORMAT_NATIVE.value)
     common = [weight.group_size, weight.scale_block_n, x.stride(0), x.stride(1), q_sk, q_sn, *weight.scales.stride(),
               z_sg, z_sn, bias.stride(0) if has_bias else 0, *out.stride()]
     decode = m <= GEMV_MAX_ROWS
