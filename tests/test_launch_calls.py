@@ -8,7 +8,7 @@ import pytest
 import nbxtensor as nbx
 import nbxtensor.launch as L
 from nbxtensor import allocation
-from nbxtensor.ops import normalization, plans, reductions, sorting
+from nbxtensor.ops import normalization, plans, pooling, reductions, resample, sorting
 from tests.test_pointwise_plans import bound_launches  # noqa: F401 (a fixture)
 
 F = nbx.nn.functional
@@ -75,6 +75,14 @@ CALLS = [
     ("sort", lambda x: nbx.sort(x), (4, 32)),
     ("topk", lambda x: nbx.topk(x, 3), (2, 4, 32)),
     ("topk of long rows", lambda x: x.topk(5), (2, 8192)),
+    ("max_pool2d", lambda x: F.max_pool2d(x, 3, 2, 1), (1, 2, 8, 8)),
+    ("max_pool2d with indices", lambda x: F.max_pool2d(x, 2, return_indices=True), (1, 2, 8, 8)),
+    ("avg_pool1d", lambda x: F.avg_pool1d(x, 3), (2, 3, 9)),
+    ("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, 1), (2, 3, 5, 5)),
+    ("interpolate nearest", lambda x: F.interpolate(x, scale_factor=2.0), (1, 2, 4, 4)),
+    ("interpolate bilinear", lambda x: F.interpolate(x, size=[7, 5], mode="bilinear"), (1, 2, 4, 4)),
+    ("interpolate antialiased", lambda x: F.interpolate(x, size=(2, 3), mode="bicubic", antialias=True), (1, 2, 6, 6)),
+    ("upsample_nearest1d", lambda x: nbx.ops.registry.get("upsample_nearest1d").impl(x, [6], None), (1, 2, 3)),
 ]
 
 
@@ -97,7 +105,8 @@ def test_a_repeated_call_goes_straight_to_its_bound_launchers(bound_launches, mo
                             (plans, "launch_slots"), (L, "launch_planned"), (reductions, "_plan_reduce"),
                             (reductions, "_simple_result"), (reductions, "reduced_dims"), (reductions, "_plan_scan"),
                             (normalization, "_plan_softmax"), (normalization, "_softmax_result"),
-                            (sorting, "_plan_select"), (sorting, "_rows")]:
+                            (sorting, "_plan_select"), (sorting, "_rows"), (pooling, "_plan"),
+                            (pooling, "_window_args"), (resample, "_plan"), (resample, "_interpolate_plan")]:
         monkeypatch.setattr(owner, function, refused)
     before = len(bound_launches)
     bound = _outputs(call(y))

@@ -211,3 +211,29 @@ def test_resample_tiles_in_64_bits(rng, monkeypatch, set_kernel_facts, layout):
     set_kernel_facts(elementwise_block=64)  # forgets the 32-bit plans
     for got, want in zip(run(), narrow):
         np.testing.assert_array_equal(got, want)
+
+
+def test_interpolate_goes_to_the_plan_its_upsample_op_makes(rng):
+    """A repeated interpolate skips its dispatch and checks by keying its upsample op's plan directly: that
+    key must be the one the op itself makes, else every layout would hold two plans."""
+    from nbxtensor.ops import resample
+    from nbxtensor.ops.registry import get
+    x = to_nbx(rng.standard_normal((1, 2, 4, 6)).astype(np.float32))
+    calls = [
+        (lambda: F.interpolate(x, scale_factor=2.0), lambda: get("upsample_nearest2d").impl(x, None, [2.0, 2.0])),
+        (lambda: F.interpolate(x, size=[8, 9], mode="bilinear", align_corners=True),
+         lambda: get("upsample_bilinear2d").impl(x, [8, 9], True, None)),
+        (lambda: F.interpolate(x, size=(3, 3), mode="bicubic", antialias=True),
+         lambda: get("upsample_bicubic2d_aa").impl(x, [3, 3], False, None)),
+        (lambda: F.interpolate(x, scale_factor=(1.5, 0.5), mode="nearest-exact", recompute_scale_factor=True),
+         lambda: get("upsample_nearest_exact2d").impl(x, [6, 3], None)),
+    ]
+    for through_interpolate, through_op in calls:
+        resample._plans.clear()
+        first = through_interpolate().numpy()
+        again = through_interpolate().numpy()
+        planned = len(resample._plans)
+        direct = through_op().numpy()
+        assert planned == len(resample._plans) == 1
+        np.testing.assert_array_equal(first, direct)
+        np.testing.assert_array_equal(again, direct)

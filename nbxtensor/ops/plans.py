@@ -13,7 +13,7 @@ from operator import itemgetter
 
 from .. import dtypes as _dtypes
 from .. import launch as _launch
-from ..allocation import outside_arena
+from ..allocation import Workspace, outside_arena
 from ..device import backend_for
 from ..launch import bind_slots, issue, launch_slots
 from ..tensor import Tensor
@@ -321,3 +321,12 @@ def binding_run(cache: PlanCache, key, execute, pick, general=None):
             cache.put(key, execute.bound(pick, general))
         return result
     return run
+
+
+_NO_WORKSPACE = Workspace({})
+
+
+def one_launch_run(cache: PlanCache, key, device, launch: PlannedLaunch, source: str, outputs: list, pick):
+    """``binding_run`` of a call that is one planned launch reading ``source`` and writing ``outputs`` (as
+    ``LaunchCall`` takes them), with no workspace: a pool, a resample, a row op."""
+    return binding_run(cache, key, LaunchCall(device, [launch], _NO_WORKSPACE, source, outputs), pick)

@@ -14,7 +14,7 @@ from ..kernels import pool as K
 from ..launch import cdiv, next_pow2, spread_block
 from ..lowering import conversion_flags, division_magic, load_format, needs_index_64
 from ..tensor import Tensor
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key, one_launch_run
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
 from .samples import Samples, operand, sample
@@ -186,7 +186,10 @@ _plans = PlanCache()
 
 
 def _run(x, key, make):
-    return _plans.get((layout_key(x), *key), make)(x)
+    """The call of ``x`` through the plan of its layout and ``key`` (the op and its arguments), made the first
+    time by ``make(full_key)``; once its launch is bound, the plan is its bound form (``plans.binding_run``)."""
+    key = (layout_key(x), *key)
+    return _plans.get(key, lambda: make(key))(x)
 
 
 def _least_value(dtype):
@@ -196,9 +199,10 @@ def _least_value(dtype):
     return 0 if dtype.kind == "uint" else -(1 << (dtype.bits - 1))
 
 
-def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), stride=(1, 1, 1), pad=(0, 0, 0),
-          dilation=(1, 1, 1), count_pad=True, divisor=None, with_indices=False):
-    """``execute(x) -> out`` or ``(out, indices)`` for inputs laid out as ``x``; sizes are 3-d."""
+def _plan(key, x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), stride=(1, 1, 1),
+          pad=(0, 0, 0), dilation=(1, 1, 1), count_pad=True, divisor=None, with_indices=False):
+    """``execute(x) -> out`` or ``(out, indices)`` for inputs laid out as ``x``, the plan ``key`` names in
+    ``_plans``; sizes are 3-d."""
     dev, dtype = x.device, x.dtype
     out_shape = _out_shape(x, g, out_spatial[3 - g.nd:])
     strides = _output_strides(x, out_shape)
@@ -230,15 +234,12 @@ def _plan(x, g: _Geometry, out_spatial, *, kind, adaptive, kernel=(1, 1, 1), str
              SRC_FORMAT=load_format(dtype), DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
              INDEX_64=needs_index_64(x, count=total * 8), **tile, num_warps=_WARPS))
 
-    def execute(x):
-        out = make_out()
-        if with_indices:
-            indices = make_indices()
-            launch(dev, {"src": x, "out": out, "indices": indices})
-            return out, indices
-        launch(dev, {"src": x, "out": out})
-        return out
-    return execute
+    outputs = [(("out",), make_out)] + ([(("indices",), make_indices)] if with_indices else [])
+    return one_launch_run(_plans, key, dev, launch, "src", outputs, _both if with_indices else 0)
+
+
+def _both(values, indices):
+    return values, indices
 
 
 # ---- max and average pooling --------------------------------------------------------------------------
@@ -247,11 +248,11 @@ def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode, with_ind
     key = (op, nd, _hashable(kernel_size), _hashable(stride), _hashable(padding), _hashable(dilation),
            bool(ceil_mode), with_indices)
 
-    def make():
+    def make(full_key):
         g, out, kernel, strides, pads, dilations = _window_args(x, nd, kernel_size, stride, padding, dilation,
                                                                 ceil_mode, op, average=False)
         lift = (1,) * (3 - nd)
-        return _plan(x, g, lift + out, kind=K.KIND_MAX, adaptive=False, kernel=lift + kernel,
+        return _plan(full_key, x, g, lift + out, kind=K.KIND_MAX, adaptive=False, kernel=lift + kernel,
                      stride=lift + strides, pad=(0,) * (3 - nd) + pads, dilation=lift + dilations,
                      with_indices=with_indices)
     return _run(x, key, make)
@@ -264,11 +265,11 @@ def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
     key = (op, nd, _hashable(kernel_size), _hashable(stride), _hashable(padding), bool(ceil_mode),
            bool(count_include_pad), divisor_override)
 
-    def make():
+    def make(full_key):
         g, out, kernel, strides, pads, _ = _window_args(x, nd, kernel_size, stride, padding, 1, ceil_mode, op,
                                                         average=True)
         lift = (1,) * (3 - nd)
-        return _plan(x, g, lift + out, kind=K.KIND_AVG, adaptive=False, kernel=lift + kernel,
+        return _plan(full_key, x, g, lift + out, kind=K.KIND_AVG, adaptive=False, kernel=lift + kernel,
                      stride=lift + strides, pad=(0,) * (3 - nd) + pads, count_pad=bool(count_include_pad),
                      divisor=divisor_override)
     return _run(x, key, make)
@@ -359,9 +360,9 @@ def _adaptive(x, nd, output_size, kind, with_indices, op):
     _check_dtype(x, op, integers=False)
     key = (op, nd, _hashable(output_size), kind, with_indices)
 
-    def make():
+    def make(full_key):
         g, sizes = _adaptive_sizes(x, nd, output_size, op)
-        return _plan(x, g, (1,) * (3 - nd) + sizes, kind=kind, adaptive=True, with_indices=with_indices)
+        return _plan(full_key, x, g, (1,) * (3 - nd) + sizes, kind=kind, adaptive=True, with_indices=with_indices)
     return _run(x, key, make)
 
 

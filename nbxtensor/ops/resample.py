@@ -18,7 +18,7 @@ from ..launch import cdiv
 from ..lowering import conversion_flags, load_format, needs_index_64
 from ..tensor import Tensor
 from .copy import copy_
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .plans import PlanCache, PlannedLaunch, Slot, layout_key, one_launch_run
 from .pooling import output_tile_plan, tile_block
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
@@ -85,13 +85,24 @@ _plans = PlanCache()
 def _resample(x, nd: int, output_size, scales, mode: str, align_corners: bool, op: str) -> Tensor:
     """``x`` (N, C and ``nd`` spatial dims) resampled to ``output_size`` (None: from ``scales``, as the
     .vec overloads do); ``scales`` (per dim, None each where not given) set the source coordinates."""
-    scales = None if scales is None else tuple(scales)
-    key = (layout_key(x), nd, None if output_size is None else tuple(output_size), scales, mode, bool(align_corners),
-           op)
-    return _plans.get(key, lambda: _plan(x, nd, output_size, scales, mode, bool(align_corners), op))(x)
+    return _planned(_resample_key(x, nd, output_size, scales, mode, align_corners, op), x)
 
 
-def _plan(x, nd, output_size, scales, mode, align_corners, op):
+def _resample_key(x, nd, output_size, scales, mode, align_corners, op) -> tuple:
+    """The key of ``x``'s plan in ``_plans``: its layout, then ``_plan``'s arguments after the input."""
+    return (layout_key(x), nd, None if output_size is None else tuple(output_size),
+            None if scales is None else tuple(scales), mode, bool(align_corners), op)
+
+
+def _planned(key, x) -> Tensor:
+    """The call of ``x`` through the plan ``key`` names (made the first time, then bound once its launch is)."""
+    run = _plans.lookup(key)
+    if run is None:
+        run = _plans.get(key, lambda: _plan(key, x, *key[1:]))
+    return run(x)
+
+
+def _plan(key, x, nd, output_size, scales, mode, align_corners, op):
     kernel_mode = _KERNEL_MODES[mode]
     dt = x.dtype
     nearest = kernel_mode in (K.MODE_NEAREST.value, K.MODE_NEAREST_EXACT.value)
@@ -139,11 +150,7 @@ def _plan(x, nd, output_size, scales, mode, align_corners, op):
                  DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"], FLOAT_TO_INT=False,
                  INDEX_64=needs_index_64(x, count=total), **tile, num_warps=4))
 
-    def execute(x):
-        out = make_out()
-        launch(dev, {"src": x, "out": out})
-        return out
-    return execute
+    return one_launch_run(_plans, key, dev, launch, "src", [(("out",), make_out)], 0)
 
 
 def _split_scales(nd, rest):
@@ -310,14 +317,39 @@ def _interpolate_cost(a):
     return op.cost(*call)
 
 
+# each upsample op's (mode, spatial dims, whether it takes align_corners), by its registry name
+_UPSAMPLE_MODES = {name.lstrip("_"): (mode, nd, has_align) for name, mode, nd, has_align in _UPSAMPLE_OPS}
+# interpolate's arguments (with the input's layout) -> the key of the upsample op's plan in ``_plans``
+_interpolations = PlanCache()
+
+
+def _hashable(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
 @register("interpolate", family="resample", aten=["nbx::interpolate"], meta=_interpolate_meta, cost=_interpolate_cost,
           bound=True, api=(), functional=True)
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False) -> Tensor:
     """torch.nn.functional.interpolate: the ``upsample_*`` op (or, for 'area', adaptive average pooling)
-    that torch dispatches to, with torch's output sizes and source coordinates."""
-    op, call = _call_planned(input, *_interpolate_plan(input, size, scale_factor, mode, align_corners,
-                                                       recompute_scale_factor, antialias))
+    that torch dispatches to, with torch's output sizes and source coordinates. A repeated call goes
+    straight to its upsample op's plan."""
+    try:
+        key = (layout_key(input), _hashable(size), _hashable(scale_factor), mode, align_corners,
+               recompute_scale_factor, antialias)
+        planned = _interpolations.lookup(key)
+    except TypeError:  # an argument that does not hash: dispatched alone
+        key = planned = None
+    if planned is not None:
+        return _planned(planned, input)
+    name, output_size, scale_factors, align = _interpolate_plan(input, size, scale_factor, mode, align_corners,
+                                                                 recompute_scale_factor, antialias)
+    op, call = _call_planned(input, name, output_size, scale_factors, align)
+    upsampling = _UPSAMPLE_MODES.get(name)
+    if key is not None and upsampling is not None:  # 'area' is adaptive pooling, which plans by itself
+        kernel_mode, nd, has_align = upsampling
+        _interpolations.put(key, _resample_key(input, nd, output_size, _split_scales(nd, (scale_factors,)),
+                                               kernel_mode, has_align and align, name))
     return op.impl(*call)
 
 
