@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
+from nbxtensor.device import backend_for
 from tests.conftest import TEST_DEVICE, to_nbx
 
 F = nbx.nn.functional
@@ -518,6 +519,44 @@ def test_paged_attention_empty_sequence_and_bf16(rng):
     k, v = _gather(key_cache, table[1], 19), _gather(value_cache, table[1], 19)
     np.testing.assert_allclose(out[1], reference(q[1][:, None], k, v)[:, 0], atol=2e-2, rtol=2e-2)
     assert F.paged_attention(*args).numpy().tobytes() == F.paged_attention(*args).numpy().tobytes()
+
+
+def test_decode_split_fills_the_device_by_kv_heads_never_by_batch():
+    """On a compiling device the untuned decode plan (paged decode's) splits a sequence's keys so that its
+    kv heads x splits give about two waves of programs: one sequence over 4 kv heads at 32k keys takes 64
+    splits (16 left 64 programs for 132 SMs), many heads keep 16; the batch never enters."""
+    from nbxtensor.device.facts import load
+    from nbxtensor.ops.attention import decode_candidates, decode_plan, filling_splits
+    hopper = load("hopper")
+    assert [filling_splits(heads, hopper) for heads in (1, 4, 8, 12, 32, 64)] == [64, 64, 64, 32, 16, 16]
+    first = decode_candidates(32768, 128, hopper, 4)[0]
+    assert decode_plan(32768, hopper, first) == (64, 512, 64)
+    assert decode_plan(128, hopper, first) == (64, 64, 2)  # never below a key tile a split
+    assert decode_candidates(4096, 256, hopper, 8) == [dict(BLOCK_N=32, SPLITS=64, num_warps=4, num_stages=None)]
+
+
+def test_paged_attention_at_the_most_splits_matches_and_is_batch_invariant(rng, monkeypatch):
+    """Paged decode at ``_DECODE_MOST_SPLITS`` key splits (forced: the interpreter plans 4) matches the
+    float64 reference, and a sequence's row has the same bits alone as in a batch."""
+    from nbxtensor.ops import attention as attention_ops
+    most = attention_ops._DECODE_MOST_SPLITS
+    monkeypatch.setattr(attention_ops, "decode_candidates", lambda keys, head_dim, facts, kv_heads: [
+        dict(BLOCK_N=16, SPLITS=most, num_warps=4, num_stages=None)])
+    attention_ops._attention_plans.clear()
+    seq_lens = [1024, 700, 3]
+    key_cache, value_cache, table = _paged_setup(rng, seq_lens, block_size=16)
+    q = rng.standard_normal((len(seq_lens), 8, 32)).astype(np.float32)
+    lens = np.array(seq_lens, np.int32)
+    out = F.paged_attention(to_nbx(q), to_nbx(key_cache), to_nbx(value_cache), to_nbx(table), to_nbx(lens)).numpy()
+    facts = backend_for(nbx.device("cpu")).facts
+    assert attention_ops.decode_plan(table.shape[1] * 16, facts, dict(BLOCK_N=16, SPLITS=most)) == (16, 16, most)
+    for b, length in enumerate(seq_lens):
+        k, v = _gather(key_cache, table[b], length), _gather(value_cache, table[b], length)
+        # float32 softmax over up to 1024 keys, split in 64 partial sums combined in float32
+        np.testing.assert_allclose(out[b], reference(q[b][:, None], k, v)[:, 0], atol=3e-5, rtol=3e-5)
+    alone = F.paged_attention(to_nbx(q[1:2]), to_nbx(key_cache), to_nbx(value_cache), to_nbx(table[1:2]),
+                              to_nbx(lens[1:2])).numpy()
+    assert alone.tobytes() == out[1:2].tobytes()
 
 
 def test_kv_cache_append_then_attend(rng):

@@ -35,8 +35,10 @@ _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 MAX_HEAD_DIM = 256
 MAX_GRID_YZ = 65535
 # decode splits the keys of a sequence into about this many parts (fewer for short sequences); a function
-# of the key count alone, so a sequence's result does not depend on the batch it is in
+# of the key count, the device class and the model's kv heads, never of the batch, so a sequence's result
+# does not depend on the batch it is in
 _DECODE_SPLITS = {True: 4, False: 16}
+_DECODE_MOST_SPLITS = 64
 
 
 def _dims(shape) -> str:
@@ -178,7 +180,7 @@ def _decode_workspace(query, keys: int, value_dim: int, causal: bool) -> int:
     keys = 1 if causal else keys
     if not keys or not S.numel(query.shape):
         return 0
-    target = max(*_DECODE_SPLITS.values(), *(shape[1] for shape in _DECODE_SHAPES))
+    target = max(*_DECODE_SPLITS.values(), _DECODE_MOST_SPLITS, *(shape[1] for shape in _DECODE_SHAPES))
     splits = min(target, cdiv(keys, 16))
     rows = S.numel(query.shape[:-1])  # batch x heads: one query row each
     f32 = get_dtype("float32")
@@ -450,15 +452,27 @@ _DECODE_SHAPES = [(64, 16, 4, 3), (64, 32, 4, 3), (64, 16, 4, 2), (64, 32, 4, 2)
                   (128, 8, 8, 3), (32, 32, 4, 4)]
 
 
-def decode_candidates(keys: int, head_dim: int, facts: dict) -> list[dict]:
-    """Decode settings to time: under the interpreter, or past head dim 128, the fixed plan alone."""
+def filling_splits(kv_heads: int, facts: dict) -> int:
+    """The split target that gives one sequence about two waves of programs (kv heads x splits) on a
+    device of these facts, from 16 to ``_DECODE_MOST_SPLITS``: a batch of one long sequence (a chat's
+    decode) over 4 or 8 kv heads at 16 splits leaves half the SMs or more idle."""
+    programs = 2 * facts.get("multiprocessors_max", 0)
+    return max(_DECODE_SPLITS[False], min(_DECODE_MOST_SPLITS, next_pow2(cdiv(programs, max(kv_heads, 1)))))
+
+
+def decode_candidates(keys: int, head_dim: int, facts: dict, kv_heads: int) -> list[dict]:
+    """Decode settings to time, the first the untuned plan (paged decode's): under the interpreter the fixed
+    plan alone; on a compiling device first the split that fills it for ``kv_heads`` heads (past head dim 128
+    that alone), then ``_DECODE_SHAPES``."""
     interpreted = bool(facts["kernels"].get("interpreted"))
-    default = dict(BLOCK_N=64 if head_dim <= 128 else 32, SPLITS=_DECODE_SPLITS[interpreted], num_warps=4,
+    default = dict(BLOCK_N=64 if head_dim <= 128 else 32,
+                   SPLITS=_DECODE_SPLITS[True] if interpreted else filling_splits(kv_heads, facts), num_warps=4,
                    num_stages=None)
     if interpreted or head_dim > 128:
         return [default]
+    block_n, _, warps, stages = _DECODE_SHAPES[0]
     tiles, seen, out = facts["tiles"], set(), []
-    for block_n, splits, warps, stages in _DECODE_SHAPES:
+    for block_n, splits, warps, stages in [(block_n, default["SPLITS"], warps, stages), *_DECODE_SHAPES]:
         config = dict(BLOCK_N=block_n, SPLITS=splits, num_warps=min(warps, tiles["max_warps"]),
                       num_stages=min(stages, tiles["max_stages"]))
         marker = decode_plan(keys, facts, config) + (config["num_warps"], config["num_stages"])
@@ -489,6 +503,7 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     B, H_q, E = q.shape
     value_dim = out.shape[2]
     head_dim = max(E, value_dim)
+    groups = H_q // heads_per_kv
     if paged is None and tuned is None:
         # timed on these tensors (the partials are temporaries)
         key = _decode_key(q, mask_kind, heads_per_kv, keys, value_dim, facts)
@@ -498,8 +513,8 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
                                             scale, keys, dev, facts, tuned=config)
             return functools.partial(run_launches, dev, launches, temporaries,
                                      {"q": q, "k": k, "v": v, "mask": mask, "out": out})
-        tuned = tuning.choose_timed(key, facts, lambda: decode_candidates(keys, head_dim, facts), prepare)
-    config = tuned or decode_candidates(keys, head_dim, facts)[0]
+        tuned = tuning.choose_timed(key, facts, lambda: decode_candidates(keys, head_dim, facts, groups), prepare)
+    config = tuned or decode_candidates(keys, head_dim, facts, groups)[0]
     block_n, per_split, splits = decode_plan(keys, facts, config)
     stages = {} if config.get("num_stages") is None else {"num_stages": config["num_stages"]}
     block_dv = max(16, next_pow2(value_dim))
@@ -508,7 +523,6 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     del flags["DST_FORMAT"], flags["VIA_F32"]
     f32 = get_dtype("float32")
     temporaries = _decode_partials(B * H_q, splits, block_dv, f32)
-    groups = H_q // heads_per_kv
     if paged is None:
         table, lens, table_sb = Slot("q"), Slot("q"), 0
         # dense: (batch, head, key, dim)
