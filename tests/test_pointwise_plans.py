@@ -308,17 +308,21 @@ def test_a_bound_call_launches_exactly_what_the_general_path_does(bound_launches
     assert fast_launches[3] != fast_launches[4]  # x * 0.0 and x * -0.0
 
 
-def test_a_bound_call_takes_each_operand_from_its_own_argument(bound_launches):
-    """A call bound from ``x + x`` could not tell its operands apart: it is not bound, so a later ``a + b``
-    of the same layout reads a and b; and an operand off Triton's 16-byte alignment, a capture or a new
-    default dtype go through the general path."""
+def test_a_bound_call_takes_each_operand_from_its_own_argument(bound_launches, monkeypatch):
+    """``x + x`` is bound under a key of its own (one tensor passed twice), so a later ``a + b`` of the same
+    layout reads a and b, and a later ``y + y`` takes its bound call and reads y twice; an operand off
+    Triton's 16-byte alignment, a capture or a new default dtype go through the general path."""
     rng = np.random.default_rng(1)
-    x, a, b = (_host(rng.standard_normal(32).astype(np.float32)) for _ in range(3))
+    x, a, b, y = (_host(rng.standard_normal(32).astype(np.float32)) for _ in range(4))
     for _ in range(3):
         x + x
     a + b
     kernel_args = bound_launches[-1][1:]
     assert a.data_ptr() in kernel_args and b.data_ptr() in kernel_args
+    with monkeypatch.context() as patched:
+        patched.setattr(pointwise, "_run", lambda *args, **kwargs: pytest.fail("y + y took the general path"))
+        doubled = y + y
+    assert bound_launches[-1][1:].count(y.data_ptr()) == 2 and doubled.data_ptr() in bound_launches[-1]
     big = _host(rng.standard_normal(40).astype(np.float32))
     shifted = big[1:33]  # 4 bytes past an aligned address
     out = shifted + b

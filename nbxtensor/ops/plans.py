@@ -38,16 +38,18 @@ def layout_key(t):
 def positional_key(args):
     """The plan key of a call by positional tensors and Python scalars alone, or None: every tensor's layout
     and device, every scalar's type and value (floats by their exact text, since 0.0 == -0.0), the default
-    float. A plan that is a function of these serves every call with an equal key. A tensor goes as its
-    layout key (an int, see ``tensor.layout_key``), a scalar as its type and value or as a string, so one
-    argument's items never read as another's."""
+    float, and which arguments are one tensor passed again (``x * x``), so that a call bound from its
+    arguments' places reads the same places at every call of its key. A plan that is a function of these
+    serves every call with an equal key. A tensor goes as its layout key (an int, see ``tensor.layout_key``),
+    a scalar as its type and value or as a string, so one argument's items never read as another's."""
     if len(args) == 2:  # two tensors whose layout keys are known: the usual binary call, built directly
         x, y = args
         if type(x) is Tensor and type(y) is Tensor:
             layout_x, layout_y = x._layout, y._layout
             if layout_x is not None and layout_y is not None:
-                return (_dtypes._default_float, layout_x, layout_y)
+                return (_dtypes._default_float, layout_x, layout_y if x is not y else (_PASSED_AGAIN, 0))
     key = [_dtypes._default_float]
+    tensors = []
     for a in args:
         kind = type(a)
         if kind is Tensor:
@@ -56,6 +58,11 @@ def positional_key(args):
                 layout = a._layout_key()
                 if layout is None:
                     return None
+            for place, seen in enumerate(tensors):
+                if seen is a:
+                    layout = (_PASSED_AGAIN, place)
+                    break
+            tensors.append(a)
             key.append(layout)
         elif kind is float:
             key.append(a.hex())
@@ -64,6 +71,10 @@ def positional_key(args):
         else:
             return None
     return tuple(key)
+
+
+# in a plan key, in place of a tensor's layout: (this, k), the k-th tensor argument passed again
+_PASSED_AGAIN = "passed again"
 
 
 def clear_all() -> None:

@@ -344,14 +344,15 @@ def _bind_fast_call(plan: _CallPlan, args, slots, out: Tensor):
     ``positional_key``: it allocates the output and issues the launch in its bound form
     (``PlannedLaunch.bind``), with this call's scalar bits fixed and the stream, the output's and the
     operands' addresses the only arguments that change. Returns None for calls it does not serve (an operand
-    that is not one argument, a launch with no bound form); the call returns None when an address of a
+    that is no argument, a launch with no bound form); the call returns None when an address of a
     later call is off Triton's 16-byte specialisation, and the general path takes over."""
     real = plan.launch
     arg_of = []  # per kernel operand: the argument whose address it takes, or -1 (the output's, unread)
     for i in real.pointer_slots:
         found = [-1] if i < 0 else [j for j, a in enumerate(args) if a is slots[i]]
-        if len(found) != 1:
+        if not found:
             return None
+        # one tensor in several places (``x * x``): the key says they hold one tensor at every call
         arg_of.append(found[0])
     outputs = [1 + k for k, j in enumerate(arg_of) if j < 0] + [0]  # slots taking the output's address
     read = [(1 + k, j) for k, j in enumerate(arg_of) if j >= 0]  # (slot, argument) of the operands read
