@@ -247,24 +247,3 @@ def test_softmax_splits_every_row_past_the_resident_length(rng, spread):
     assert np.all(np.abs(got[0, 150:] - e / e.sum()) <= 303 * EPS["float32"] * e / e.sum() + SUBNORMAL["float32"])
     assert np.isnan(got[1]).all()
     assert to_nbx(b[2:]).softmax(1).numpy().tobytes() == got[2:].astype(np.float32).tobytes()
-
-
-@pytest.mark.parametrize("split", [False, True])
-def test_column_steps_in_flight_keep_the_bits(rng, spread, monkeypatch, split):
-    """A column reduction loads up to four steps' tiles before folding them (``STEPS``): the folds run in
-    the order one step at a time runs them, so every op gives the same bits with STEPS 1, including
-    chunks whose step count is not a multiple of four and a last tile past the row's end."""
-    from nbxtensor.ops import plans, reductions
-    if not split:
-        spread(reduction_column_split_length=4096)
-    a = rng.standard_normal((117, 40)).astype(np.float32)  # 117 reduced elements: 7.3 steps of 16
-    a[5, 3] = np.nan
-    x = to_nbx(a)
-    calls = [lambda t: t.sum(0), lambda t: t.argmax(0), lambda t: t.var(0), lambda t: t.amin(0),
-             lambda t: t.logsumexp(0), lambda t: t.norm(dim=0), lambda t: nbx.aminmax(t, dim=0)[1],
-             lambda t: t.to(nbx.bfloat16).mean(0)]
-    stepped = [call(x).numpy().tobytes() for call in calls]
-    chosen = reductions._steps_in_flight(True, 117, 16)
-    monkeypatch.setattr(reductions, "_steps_in_flight", lambda column, chunk, block_r: 1)
-    plans.clear_all()
-    assert chosen == 4 and [call(x).numpy().tobytes() for call in calls] == stepped

@@ -58,7 +58,7 @@ def _epilogue(acc, bias_ptr, bias_off, bias_sm, bias_sn, rm, rn, mask, alpha, be
               out_sm, out_sn, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr,
               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, norm_mean=None, norm_var=None, norm_weight=None,
               norm_shift=None, eps=None, M=None, N=None, NORM: tl.constexpr = NORM_OFF,
-              NORM_FORMAT: tl.constexpr = 0, ACTIVATION: tl.constexpr = 0, OUT_ROW_ALIGN: tl.constexpr = 1):
+              NORM_FORMAT: tl.constexpr = 0, ACTIVATION: tl.constexpr = 0):
     """``alpha * acc + beta * bias`` (as far as the flags ask), then with NORM the batch norm of output rows
     ``rm`` (of M) or columns ``rn`` (of N) and ACTIVATION, stored in the output's type."""
     if SCALED:
@@ -78,25 +78,7 @@ def _epilogue(acc, bias_ptr, bias_off, bias_sm, bias_sn, rm, rn, mask, alpha, be
                                                    NORM_FORMAT)
         acc = activated((acc - n_mean[None, :]) * n_scale[None, :] + n_shift[None, :], ACTIVATION)
     value = encode(acc, out_ptr.dtype.element_ty, DST_FORMAT, VIA_F32, False)
-    out_rows = rm * out_sm
-    if OUT_ROW_ALIGN > 1:
-        out_rows = tl.multiple_of(out_rows, OUT_ROW_ALIGN)
-    tl.store(out_ptr + out_off + out_rows[:, None] + rn[None, :] * out_sn, value, mask=mask)
-
-
-@triton.jit
-def _operand_pointers(a, b, rm, rn, rk, a_sm, a_sk, b_sk, b_sn, A_ROW_ALIGN: tl.constexpr, B_ROW_ALIGN: tl.constexpr):
-    """Pointers to a's (rm, rk) and b's (rk, rn) tiles. A_ROW_ALIGN / B_ROW_ALIGN (> 1 where the host knows
-    it and the columns are unit-strided): the elements each row stride is a multiple of. Triton specialises an
-    integer argument on divisibility by 16 alone, so a row stride of 1500 half-precision elements would read
-    as no alignment: single-element loads, and no asynchronous copies to pipeline the K loop."""
-    a_rows = rm * a_sm
-    if A_ROW_ALIGN > 1:
-        a_rows = tl.multiple_of(a_rows, A_ROW_ALIGN)
-    b_rows = rk * b_sk
-    if B_ROW_ALIGN > 1:
-        b_rows = tl.multiple_of(b_rows, B_ROW_ALIGN)
-    return a + a_rows[:, None] + rk[None, :] * a_sk, b + b_rows[:, None] + rn[None, :] * b_sn
+    tl.store(out_ptr + out_off + rm[:, None] * out_sm + rn[None, :] * out_sn, value, mask=mask)
 
 
 @triton.jit
@@ -115,28 +97,22 @@ def _gemm_step(acc, a_ptrs, b_ptrs, left, rk, EVEN_K: tl.constexpr, ACC: tl.cons
 @triton.jit
 def _k_loop(acc, a_ptrs, b_ptrs, K, rk, a_sk, b_sk, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr,
             PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, INTERPRETED: tl.constexpr):
-    """acc plus the product over K of the tiles ``a_ptrs`` and ``b_ptrs`` point at, BLOCK_K at a time. The
-    whole K tiles load unmasked and a part tile past them last, masked: a mask along a's contiguous K in every
-    step would leave Triton no vector width, so no asynchronous copies and no pipelined loop. The tiles add
-    in K order either way."""
-    whole = K // BLOCK_K
+    """acc plus the product over K of the tiles ``a_ptrs`` and ``b_ptrs`` point at, BLOCK_K at a time."""
+    k_tiles = tl.cdiv(K, BLOCK_K)
     if INTERPRETED:
         # Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2); a GPU needs the
         # for loop, which is what it software-pipelines over num_stages
         k = 0
-        while k < whole:
-            acc = _gemm_step(acc, a_ptrs, b_ptrs, BLOCK_K, rk, True, ACC, PRECISION, DECODE_BF16)
+        while k < k_tiles:
+            acc = _gemm_step(acc, a_ptrs, b_ptrs, K - k * BLOCK_K, rk, EVEN_K, ACC, PRECISION, DECODE_BF16)
             a_ptrs += BLOCK_K * a_sk
             b_ptrs += BLOCK_K * b_sk
             k += 1
     else:
-        for k in range(0, whole):
-            acc = _gemm_step(acc, a_ptrs, b_ptrs, BLOCK_K, rk, True, ACC, PRECISION, DECODE_BF16)
+        for k in range(0, k_tiles):
+            acc = _gemm_step(acc, a_ptrs, b_ptrs, K - k * BLOCK_K, rk, EVEN_K, ACC, PRECISION, DECODE_BF16)
             a_ptrs += BLOCK_K * a_sk
             b_ptrs += BLOCK_K * b_sk
-    if not EVEN_K:
-        if whole * BLOCK_K < K:
-            acc = _gemm_step(acc, a_ptrs, b_ptrs, K - whole * BLOCK_K, rk, False, ACC, PRECISION, DECODE_BF16)
     return acc
 
 
@@ -171,14 +147,14 @@ def _batch_tile(a, b, batch, tile_m, tile_n, M, N, K, k_start, k_length, batch_s
                 b_batch_strides, bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn,
                 BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
-                INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, A_ROW_ALIGN: tl.constexpr = 1, B_ROW_ALIGN: tl.constexpr = 1):
+                INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
     """Output tile (tile_m, tile_n) of matrix ``batch``, summed over K elements [k_start, k_start +
     k_length): (acc, rows, columns, the output's mask, the bias's and the output's batch offsets)."""
     off_a, off_b, off_bias, off_out = _batch_offsets(batch, batch_shape, a_batch_strides, b_batch_strides,
                                                      bias_batch_strides, out_batch_strides, BATCH_RANK)
     rm, rn, rk, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K, INDEX_64)
-    a_ptrs, b_ptrs = _operand_pointers(a + off_a, b + off_b, rm_load, rn_load, rk + k_start, a_sm, a_sk, b_sk, b_sn,
-                                       A_ROW_ALIGN, B_ROW_ALIGN)
+    a_ptrs = a + off_a + rm_load[:, None] * a_sm + (rk + k_start)[None, :] * a_sk
+    b_ptrs = b + off_b + (rk + k_start)[:, None] * b_sk + rn_load[None, :] * b_sn
     acc = _k_loop(tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC), a_ptrs, b_ptrs, k_length, rk, a_sk, b_sk, BLOCK_K, EVEN_K,
                   ACC, PRECISION, DECODE_BF16, INTERPRETED)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
@@ -194,7 +170,7 @@ def gemm(a, b, bias, out, partial, M, N, K, k_per_split, batch_start, alpha, bet
          GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SPLIT: tl.constexpr, ACC: tl.constexpr,
          PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
          BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-         INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, A_ROW_ALIGN: tl.constexpr = 1, B_ROW_ALIGN: tl.constexpr = 1, OUT_ROW_ALIGN: tl.constexpr = 1):
+         INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """out[batch] = alpha * a[batch] @ b[batch] + beta * bias[batch] (then NORM's); one BLOCK_M x BLOCK_N tile per
     program (axis 0), one batch per program row (axis 1, offset by ``batch_start``). SPLIT (one matrix):
     program (i, 0, s) multiplies the K piece [s * k_per_split, (s + 1) * k_per_split) and writes its float32
@@ -216,13 +192,13 @@ def gemm(a, b, bias, out, partial, M, N, K, k_per_split, batch_start, alpha, bet
     acc, rm, rn, mask, off_bias, off_out = _batch_tile(
         a, b, batch, tile_m, tile_n, M, N, K, k_start, k_length, batch_shape, a_batch_strides, b_batch_strides,
         bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-        ACC, PRECISION, DECODE_BF16, INDEX_64, INTERPRETED, A_ROW_ALIGN, B_ROW_ALIGN)
+        ACC, PRECISION, DECODE_BF16, INDEX_64, INTERPRETED)
     if SPLIT:
         tl.store(partial + (tl.program_id(2) * M + rm[:, None]) * N + rn[None, :], acc, mask=mask)
     else:
         _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
                   HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift,
-                  eps, M, N, NORM, NORM_FORMAT, ACTIVATION, OUT_ROW_ALIGN=OUT_ROW_ALIGN)
+                  eps, M, N, NORM, NORM_FORMAT, ACTIVATION)
 
 
 @triton.jit
@@ -233,7 +209,7 @@ def _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, n
                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr,
                 PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-                INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, A_ROW_ALIGN: tl.constexpr = 1, B_ROW_ALIGN: tl.constexpr = 1, OUT_ROW_ALIGN: tl.constexpr = 1):
+                INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """Work item ``item`` of ``gemm_batches``: output tile item % tiles (in ``gemm``'s grouped order) of
     matrix item // tiles, its product and epilogue."""
     tiles = tiles_m * tiles_n
@@ -244,10 +220,10 @@ def _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, n
     acc, rm, rn, mask, off_bias, off_out = _batch_tile(
         a, b, batch, tile_m, tile_n, M, N, K, 0, K, batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides,
         out_batch_strides, a_sm, a_sk, b_sk, b_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, ACC, PRECISION,
-        DECODE_BF16, INDEX_64, INTERPRETED, A_ROW_ALIGN, B_ROW_ALIGN)
+        DECODE_BF16, INDEX_64, INTERPRETED)
     _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
               HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift, eps, M,
-              N, NORM, NORM_FORMAT, ACTIVATION, OUT_ROW_ALIGN=OUT_ROW_ALIGN)
+              N, NORM, NORM_FORMAT, ACTIVATION)
 
 
 @triton.jit
@@ -259,7 +235,7 @@ def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
                  GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, FLATTEN: tl.constexpr, ACC: tl.constexpr,
                  PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
                  BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-                 INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, A_ROW_ALIGN: tl.constexpr = 1, B_ROW_ALIGN: tl.constexpr = 1, OUT_ROW_ALIGN: tl.constexpr = 1):
+                 INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """``gemm``'s product of ``batches`` matrices on a persistent grid: ``programs`` programs walk the
     (matrix, tile) items matrix by matrix, program p taking items p, p + programs, ... A batch of small
     matrices (attention's, one or two K steps a tile) then pays a program's start and drain once per
@@ -277,7 +253,7 @@ def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
                         bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
                         out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, ACC, PRECISION, DECODE_BF16,
                         HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64, INTERPRETED, NORM, NORM_FORMAT,
-                        ACTIVATION, A_ROW_ALIGN, B_ROW_ALIGN, OUT_ROW_ALIGN)
+                        ACTIVATION)
             item += programs
     else:
         for item in tl.range(tl.program_id(0), items, programs, flatten=FLATTEN):
@@ -286,7 +262,7 @@ def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
                         bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
                         out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, ACC, PRECISION, DECODE_BF16,
                         HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64, INTERPRETED, NORM, NORM_FORMAT,
-                        ACTIVATION, A_ROW_ALIGN, B_ROW_ALIGN, OUT_ROW_ALIGN)
+                        ACTIVATION)
 
 
 @triton.jit
@@ -342,7 +318,7 @@ def gemm_exact(a, b, bias, out, M, N, K, batch_start, alpha, beta,
 def _tile_product(a, b, a_desc, b_desc, off_m, off_n, M, N, k_start, k_length, a_sm, a_sk, b_sk, b_sn,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TMA: tl.constexpr,
                   B_K_MAJOR: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
-                  DECODE_BF16: tl.constexpr, INTERPRETED: tl.constexpr, A_ROW_ALIGN: tl.constexpr = 1, B_ROW_ALIGN: tl.constexpr = 1):
+                  DECODE_BF16: tl.constexpr, INTERPRETED: tl.constexpr):
     """The float32 (int32) BLOCK_M x BLOCK_N tile at (off_m, off_n) of a @ b over K's [k_start, k_start +
     k_length). With TMA, tiles come through the tensor descriptors (the copy engine fills shared memory;
     out-of-bounds elements read as zeros, so nothing is masked); otherwise through pointers as in ``gemm``."""
@@ -363,8 +339,8 @@ def _tile_product(a, b, a_desc, b_desc, off_m, off_n, M, N, k_start, k_length, a
         rm = off_m + tl.arange(0, BLOCK_M)
         rn = off_n + tl.arange(0, BLOCK_N)
         rk = tl.arange(0, BLOCK_K)
-        a_ptrs, b_ptrs = _operand_pointers(a, b, tl.where(rm < M, rm, 0), tl.where(rn < N, rn, 0), k_start + rk,
-                                           a_sm, a_sk, b_sk, b_sn, A_ROW_ALIGN, B_ROW_ALIGN)
+        a_ptrs = a + tl.where(rm < M, rm, 0)[:, None] * a_sm + (k_start + rk)[None, :] * a_sk
+        b_ptrs = b + (k_start + rk)[:, None] * b_sk + tl.where(rn < N, rn, 0)[None, :] * b_sn
         acc = _k_loop(acc, a_ptrs, b_ptrs, k_length, rk, a_sk, b_sk, BLOCK_K, EVEN_K, ACC, PRECISION, DECODE_BF16,
                       INTERPRETED)
     return acc
@@ -389,18 +365,18 @@ def _output_tile(a, b, bias, out, a_desc, b_desc, tile, tiles_m, tiles_n, M, N, 
                  TMA: tl.constexpr, B_K_MAJOR: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr,
                  PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
                  BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                 INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, A_ROW_ALIGN: tl.constexpr = 1, B_ROW_ALIGN: tl.constexpr = 1, OUT_ROW_ALIGN: tl.constexpr = 1):
+                 INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """Output tile ``tile`` of ``gemm_tiles`` (in grouped order): its product and epilogue."""
     tile_m, tile_n = _grouped_tile(tile, tiles_m, tiles_n, GROUP_M)
     acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, 0, K, a_sm, a_sk, b_sk,
                         b_sn, BLOCK_M, BLOCK_N, BLOCK_K, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16,
-                        INTERPRETED, A_ROW_ALIGN, B_ROW_ALIGN)
+                        INTERPRETED)
     rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     _epilogue(acc, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn, HAS_BIAS, SCALED,
               BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift, eps, M, N, NORM,
-              NORM_FORMAT, ACTIVATION, OUT_ROW_ALIGN=OUT_ROW_ALIGN)
+              NORM_FORMAT, ACTIVATION)
 
 
 @triton.jit
@@ -411,7 +387,7 @@ def _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole
                  EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
                  HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
                  VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr,
-                 ACTIVATION: tl.constexpr, A_ROW_ALIGN: tl.constexpr = 1, B_ROW_ALIGN: tl.constexpr = 1, OUT_ROW_ALIGN: tl.constexpr = 1):
+                 ACTIVATION: tl.constexpr):
     """Split unit ``unit`` of ``gemm_tiles``: K piece ``unit % splits`` of tile ``whole_tiles + unit // splits``,
     its float32 sums written to ``partial`` (one BLOCK_M x BLOCK_N block a unit). The piece that arrives last
     at its tile's counter (an integer count, the kernel's only atomic) adds the tile's blocks in piece order
@@ -423,7 +399,7 @@ def _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole
     tile_m, tile_n = _grouped_tile(whole_tiles + slot, tiles_m, tiles_n, GROUP_M)
     acc = _tile_product(a, b, a_desc, b_desc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, k_start,
                         tl.minimum(K - k_start, k_per_split), a_sm, a_sk, b_sk, b_sn, BLOCK_M, BLOCK_N, BLOCK_K, TMA,
-                        B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, INTERPRETED, A_ROW_ALIGN, B_ROW_ALIGN)
+                        B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, INTERPRETED)
     columns = tl.arange(0, BLOCK_N)
     tl.store(partial + unit * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + columns[None, :], acc)
     # every thread's sums are stored before the count is raised; its release publishes them to the last piece
@@ -449,7 +425,7 @@ def _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole
             mask = (rm[:, None] < M) & (rn[None, :] < N)
             _epilogue(total, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn, HAS_BIAS,
                       SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift, eps, M,
-                      N, NORM, NORM_FORMAT, ACTIVATION, OUT_ROW_ALIGN=OUT_ROW_ALIGN)
+                      N, NORM, NORM_FORMAT, ACTIVATION)
         tl.store(counters + slot, 0)
 
 
@@ -461,7 +437,7 @@ def gemm_tiles(a, b, bias, out, partial, counters, M, N, K, programs, whole_tile
                SPLIT: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
                DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr,
                DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr, NORM: tl.constexpr,
-               NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, A_ROW_ALIGN: tl.constexpr = 1, B_ROW_ALIGN: tl.constexpr = 1, OUT_ROW_ALIGN: tl.constexpr = 1):
+               NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """out = alpha * a @ b + beta * bias (then NORM's) for one matrix (no batch): ``programs`` programs (the
     grid) walk the output tiles in ``gemm``'s grouped order, program p taking tiles p, p + programs, ... With a
     grid of one program per SM (persistent), the loads of a program's next tile are issued while its last tile's
@@ -495,7 +471,7 @@ def gemm_tiles(a, b, bias, out, partial, counters, M, N, K, programs, whole_tile
                          norm_var, norm_weight, norm_shift, eps, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
                          out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION,
                          DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED, NORM,
-                         NORM_FORMAT, ACTIVATION, A_ROW_ALIGN, B_ROW_ALIGN, OUT_ROW_ALIGN)
+                         NORM_FORMAT, ACTIVATION)
             tile += programs
     else:
         for tile in tl.range(pid, whole_tiles, programs, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
@@ -503,7 +479,7 @@ def gemm_tiles(a, b, bias, out, partial, counters, M, N, K, programs, whole_tile
                          norm_var, norm_weight, norm_shift, eps, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
                          out_sn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION,
                          DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED, NORM,
-                         NORM_FORMAT, ACTIVATION, A_ROW_ALIGN, B_ROW_ALIGN, OUT_ROW_ALIGN)
+                         NORM_FORMAT, ACTIVATION)
     if SPLIT:
         units = (tiles_m * tiles_n - whole_tiles) * splits
         # the walk goes on where the whole tiles left off: this program's first unit
@@ -515,7 +491,7 @@ def gemm_tiles(a, b, bias, out, partial, counters, M, N, K, programs, whole_tile
                              k_per_split, tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean, norm_var, norm_weight,
                              norm_shift, eps, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M,
                              BLOCK_N, BLOCK_K, GROUP_M, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, HAS_BIAS,
-                             SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED, NORM, NORM_FORMAT, ACTIVATION, A_ROW_ALIGN, B_ROW_ALIGN, OUT_ROW_ALIGN)
+                             SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED, NORM, NORM_FORMAT, ACTIVATION)
                 unit += programs
         else:
             for unit in tl.range(first, units, programs):
@@ -523,7 +499,7 @@ def gemm_tiles(a, b, bias, out, partial, counters, M, N, K, programs, whole_tile
                              k_per_split, tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean, norm_var, norm_weight,
                              norm_shift, eps, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn, BLOCK_M,
                              BLOCK_N, BLOCK_K, GROUP_M, TMA, B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, HAS_BIAS,
-                             SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED, NORM, NORM_FORMAT, ACTIVATION, A_ROW_ALIGN, B_ROW_ALIGN, OUT_ROW_ALIGN)
+                             SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INTERPRETED, NORM, NORM_FORMAT, ACTIVATION)
 
 
 @triton.jit

@@ -395,28 +395,6 @@ def _row_geometry(n_rows, n_inner, row_shape, row_strides, ROW_RANK: tl.constexp
     return row_off, out_idx, row_mask
 
 
-@triton.jit
-def _step_tile(src, row_off, row_mask, j, length, end, red_shape, red_strides, RED_RANK: tl.constexpr,
-               RED_UNIT: tl.constexpr, SRC_FORMAT: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-               BLOCK_R: tl.constexpr):
-    """One step's tile of ``reduce_rows``: reduced elements ``j`` of this program's rows (those of the row and
-    of the chunk ending at ``end``), in the compute type, with their indices and mask."""
-    if RED_UNIT:
-        red_off = j
-    else:
-        red_off = strided_offset(j, red_shape, red_strides, RED_RANK)
-    mask = row_mask[:, None] & ((j < length) & (j < end))[None, :]
-    raw = tl.load(src + row_off[:, None] + red_off[None, :], mask=mask, other=0)
-    return decode(raw, SRC_FORMAT).to(COMPUTE), tl.broadcast_to(j[None, :], [BLOCK_ROWS, BLOCK_R]), mask
-
-
-@triton.jit
-def _fold_step(s0, s1, s2, x, j, mask, p, OP: tl.constexpr, KIND: tl.constexpr, ACC: tl.constexpr,
-               LOWEST: tl.constexpr, HIGHEST: tl.constexpr):
-    t0, t1, t2 = _lift(x, j, mask, p, OP, KIND, ACC, LOWEST, HIGHEST)
-    return _fold(s0, s1, s2, t0, t1, t2, KIND)
-
-
 # The row count is never specialised: a kernel compiled for one row could contract its arithmetic
 # differently from the many-row kernel, and a row must reduce to the same bits in any batch.
 @triton.jit(do_not_specialize=["n_rows", "n_inner"])
@@ -429,9 +407,8 @@ def reduce_rows(src, out0, out1, part0, part1, part2,
                 SPLIT: tl.constexpr, OUT_VALUES: tl.constexpr, OUT_SECOND: tl.constexpr,
                 SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
                 FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr,
-                BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, LANE_BITS: tl.constexpr, STEPS: tl.constexpr = 1):
-    """Reduce rows (one chunk of each when SPLIT, writing partial states to part0..2); STEPS (1, 2 or 4)
-    steps' loads in flight at once."""
+                BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, LANE_BITS: tl.constexpr):
+    """Reduce rows (one chunk of each when SPLIT, writing partial states to part0..2)."""
     row_off, out_idx, row_mask = _row_geometry(n_rows, n_inner, row_shape, row_strides, ROW_RANK, COLUMN,
                                                INDEX_64, BLOCK_ROWS)
     chunk = tl.program_id(1)
@@ -440,35 +417,23 @@ def reduce_rows(src, out0, out1, part0, part1, part2,
         chunk = chunk.to(tl.int64)
         lanes = lanes.to(tl.int64)
     begin = chunk * chunk_length
-    end = begin + chunk_length
     s0, s1, s2 = _identity([BLOCK_ROWS, BLOCK_R], KIND, ACC, LOWEST, HIGHEST)
     # chunk lengths are multiples of BLOCK_R, so only the last chunk of a row meets its end. Loops
-    # are while loops: Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2), and a
-    # GPU does not pipeline them, so STEPS steps' tiles are loaded before the first is folded (a program
-    # of a few short column steps otherwise waits for memory once a step); the steps fold in turn, as one
-    # at a time would, so the bits do not depend on STEPS.
+    # are while loops: Triton's interpreter cannot iterate a range over runtime bounds (NumPy 2).
     start = begin
-    while start < end:
-        x0, j0, m0 = _step_tile(src, row_off, row_mask, start + lanes, length, end, red_shape, red_strides,
-                                RED_RANK, RED_UNIT, SRC_FORMAT, COMPUTE, BLOCK_ROWS, BLOCK_R)
-        if STEPS >= 2:
-            x1, j1, m1 = _step_tile(src, row_off, row_mask, start + BLOCK_R + lanes, length, end, red_shape,
-                                    red_strides, RED_RANK, RED_UNIT, SRC_FORMAT, COMPUTE, BLOCK_ROWS, BLOCK_R)
-        if STEPS >= 4:
-            x2, j2, m2 = _step_tile(src, row_off, row_mask, start + 2 * BLOCK_R + lanes, length, end, red_shape,
-                                    red_strides, RED_RANK, RED_UNIT, SRC_FORMAT, COMPUTE, BLOCK_ROWS, BLOCK_R)
-            x3, j3, m3 = _step_tile(src, row_off, row_mask, start + 3 * BLOCK_R + lanes, length, end, red_shape,
-                                    red_strides, RED_RANK, RED_UNIT, SRC_FORMAT, COMPUTE, BLOCK_ROWS, BLOCK_R)
-        s0, s1, s2 = _fold_step(s0, s1, s2, x0, j0, m0, p, OP, KIND, ACC, LOWEST, HIGHEST)
-        if STEPS >= 2:
-            if start + BLOCK_R < end:
-                s0, s1, s2 = _fold_step(s0, s1, s2, x1, j1, m1, p, OP, KIND, ACC, LOWEST, HIGHEST)
-        if STEPS >= 4:
-            if start + 2 * BLOCK_R < end:
-                s0, s1, s2 = _fold_step(s0, s1, s2, x2, j2, m2, p, OP, KIND, ACC, LOWEST, HIGHEST)
-            if start + 3 * BLOCK_R < end:
-                s0, s1, s2 = _fold_step(s0, s1, s2, x3, j3, m3, p, OP, KIND, ACC, LOWEST, HIGHEST)
-        start += STEPS * BLOCK_R
+    while start < begin + chunk_length:
+        j = start + lanes
+        if RED_UNIT:
+            red_off = j
+        else:
+            red_off = strided_offset(j, red_shape, red_strides, RED_RANK)
+        mask = row_mask[:, None] & (j < length)[None, :]
+        raw = tl.load(src + row_off[:, None] + red_off[None, :], mask=mask, other=0)
+        x = decode(raw, SRC_FORMAT).to(COMPUTE)
+        t0, t1, t2 = _lift(x, tl.broadcast_to(j[None, :], [BLOCK_ROWS, BLOCK_R]), mask, p, OP, KIND, ACC,
+                           LOWEST, HIGHEST)
+        s0, s1, s2 = _fold(s0, s1, s2, t0, t1, t2, KIND)
+        start += BLOCK_R
     r0, r1, r2 = _reduce_lanes(s0, s1, s2, KIND, LANE_BITS)
     if SPLIT:
         part_idx = out_idx * n_chunks + chunk

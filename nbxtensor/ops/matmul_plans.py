@@ -514,9 +514,6 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     shape_c, a_bs, b_bs, bias_bs, out_bs = _pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs)
     bias_sm, bias_sn = bias_strides[-2:]
     out_sm, out_sn = out.stride()[-2:]
-    flags = dict(flags, A_ROW_ALIGN=row_alignment(a_sm, a_sk, a.dtype.itemsize),
-                 B_ROW_ALIGN=row_alignment(b_sk, b_sn, b.dtype.itemsize),
-                 OUT_ROW_ALIGN=row_alignment(out_sm, out_sn, out.dtype.itemsize))
 
     single = batches == 1 and not index_64
 
@@ -690,20 +687,6 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
                            out if (len(steps) - 1 - index) % 2 == 0 else spare,
                            norm_tensors if index == len(steps) - 1 else ())
     return run
-
-
-def row_alignment(row_stride: int, column_stride: int, itemsize: int) -> int:
-    """The ``*_ROW_ALIGN`` hint of a matrix operand: the largest power of two, up to 16 bytes' worth of
-    elements, that its row stride is a multiple of, where its columns are unit-strided (else 1: nothing to
-    tell). A row stride that is a multiple of 16 elements says 16 bytes' worth as well, which Triton's own
-    specialisation also knows, so aligned layouts share one compiled kernel."""
-    if column_stride != 1:
-        return 1
-    most = max(1, 16 // itemsize)
-    align = 1
-    while align < most and row_stride % (2 * align) == 0:
-        align *= 2
-    return align
 
 
 def _with_precision(flags: dict, config: dict, dtype) -> dict:

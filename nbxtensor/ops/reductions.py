@@ -240,15 +240,6 @@ def _reduce_plan(x: Tensor, dims, op: int, out_shape, out_dtype, acc, compute, *
                                                        values, p, correction, order_matters))
 
 
-def _steps_in_flight(column: bool, chunk: int, block_r: int) -> int:
-    """``reduce_rows``' STEPS: a column layout's program steps over a few reduced elements of many kept ones
-    at a time (``reduction_column_lanes``), a short load each, so it keeps up to four steps' loads in flight;
-    a row layout's step is already a whole tile."""
-    if not column:
-        return 1
-    return 4 if chunk >= 4 * block_r else 2 if chunk >= 2 * block_r else 1
-
-
 def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second, values, p, correction,
                  order_matters):
     """``execute(x) -> (out0, out1)`` for tensors laid out as ``x`` is."""
@@ -311,8 +302,7 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
         dict(COMPUTE=compute.triton, ROW_RANK=len(row_shape), RED_RANK=len(red_shape), RED_UNIT=red_unit,
              COLUMN=column, SPLIT=split, SRC_FORMAT=load_format(x.dtype),
              INDEX_64=needs_index_64(x), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
-             LANE_BITS=block_r.bit_length() - 1, STEPS=_steps_in_flight(column, min(chunk, length), block_r),
-             num_warps=warps, **common))]
+             LANE_BITS=block_r.bit_length() - 1, num_warps=warps, **common))]
     if split:
         chunks = next_pow2(n_chunks)
         rows_per_program = max(1, facts["reduction_tile"] // chunks)
