@@ -524,15 +524,16 @@ def test_paged_attention_empty_sequence_and_bf16(rng):
 def test_decode_split_fills_the_device_by_kv_heads_never_by_batch():
     """On a compiling device the untuned decode plan (paged decode's) splits a sequence's keys so that its
     kv heads x splits give about two waves of programs: one sequence over 4 kv heads at 32k keys takes 64
-    splits (16 left 64 programs for 132 SMs), many heads keep 16; the batch never enters."""
+    splits (16 left 64 programs for 132 SMs), many heads keep 16, and past 16 a split keeps 256 keys (8k
+    keys: 32; 4k: 16, as large batches run fastest); the batch never enters."""
     from nbxtensor.device.facts import load
     from nbxtensor.ops.attention import decode_candidates, decode_plan, filling_splits
     hopper = load("hopper")
-    assert [filling_splits(heads, hopper) for heads in (1, 4, 8, 12, 32, 64)] == [64, 64, 64, 32, 16, 16]
+    assert [filling_splits(heads, 32768, hopper) for heads in (1, 4, 8, 12, 32, 64)] == [64, 64, 64, 32, 16, 16]
+    assert [filling_splits(1, keys, hopper) for keys in (128, 4096, 8192, 16384)] == [16, 16, 32, 64]
     first = decode_candidates(32768, 128, hopper, 4)[0]
     assert decode_plan(32768, hopper, first) == (64, 512, 64)
-    assert decode_plan(128, hopper, first) == (64, 64, 2)  # never below a key tile a split
-    assert decode_candidates(4096, 256, hopper, 8) == [dict(BLOCK_N=32, SPLITS=64, num_warps=4, num_stages=None)]
+    assert decode_candidates(4096, 256, hopper, 8) == [dict(BLOCK_N=32, SPLITS=16, num_warps=4, num_stages=None)]
 
 
 def test_paged_attention_at_the_most_splits_matches_and_is_batch_invariant(rng, monkeypatch):

@@ -39,6 +39,9 @@ MAX_GRID_YZ = 65535
 # does not depend on the batch it is in
 _DECODE_SPLITS = {True: 4, False: 16}
 _DECODE_MOST_SPLITS = 64
+# splits past the default keep at least this many keys each: at batch 64 and 4096 keys, 64 splits of 64
+# keys (32768 programs and their partials) ran 16% slower than 16 splits
+_DECODE_SPLIT_KEYS = 256
 
 
 def _dims(shape) -> str:
@@ -452,12 +455,14 @@ _DECODE_SHAPES = [(64, 16, 4, 3), (64, 32, 4, 3), (64, 16, 4, 2), (64, 32, 4, 2)
                   (128, 8, 8, 3), (32, 32, 4, 4)]
 
 
-def filling_splits(kv_heads: int, facts: dict) -> int:
+def filling_splits(kv_heads: int, keys: int, facts: dict) -> int:
     """The split target that gives one sequence about two waves of programs (kv heads x splits) on a
-    device of these facts, from 16 to ``_DECODE_MOST_SPLITS``: a batch of one long sequence (a chat's
-    decode) over 4 or 8 kv heads at 16 splits leaves half the SMs or more idle."""
+    device of these facts, from 16 to ``_DECODE_MOST_SPLITS``, past 16 only as far as each split keeps
+    ``_DECODE_SPLIT_KEYS`` of the ``keys``: a batch of one long sequence (a chat's decode) over 4 or 8 kv
+    heads at 16 splits leaves half the SMs or more idle, while a large batch is slowed by short splits."""
     programs = 2 * facts.get("multiprocessors_max", 0)
-    return max(_DECODE_SPLITS[False], min(_DECODE_MOST_SPLITS, next_pow2(cdiv(programs, max(kv_heads, 1)))))
+    filling = min(_DECODE_MOST_SPLITS, next_pow2(cdiv(programs, max(kv_heads, 1))))
+    return max(_DECODE_SPLITS[False], min(filling, keys // _DECODE_SPLIT_KEYS))
 
 
 def decode_candidates(keys: int, head_dim: int, facts: dict, kv_heads: int) -> list[dict]:
@@ -466,7 +471,7 @@ def decode_candidates(keys: int, head_dim: int, facts: dict, kv_heads: int) -> l
     that alone), then ``_DECODE_SHAPES``."""
     interpreted = bool(facts["kernels"].get("interpreted"))
     default = dict(BLOCK_N=64 if head_dim <= 128 else 32,
-                   SPLITS=_DECODE_SPLITS[True] if interpreted else filling_splits(kv_heads, facts), num_warps=4,
+                   SPLITS=_DECODE_SPLITS[True] if interpreted else filling_splits(kv_heads, keys, facts), num_warps=4,
                    num_stages=None)
     if interpreted or head_dim > 128:
         return [default]
