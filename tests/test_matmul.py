@@ -684,3 +684,25 @@ def test_products_with_row_strides_off_16_elements(rng, dtype, k):
              np.abs(a64) @ np.abs(a64).transpose(0, 2, 1))]:
         error = np.abs(got.numpy().astype(np.float64) - want)
         assert np.all(error <= k * 2.0 ** -23 * magnitude + eps * np.abs(want) + 1e-30)
+
+
+def test_products_without_tile_edges_load_rows_and_columns_as_they_are(rng, monkeypatch):
+    """Where m and n are multiples of the blocks no tile has an edge: EVEN_M / EVEN_N drop the guard on the
+    rows and columns loaded (which hid b's contiguous columns from Triton: element loads, no pipelined K
+    loop on a GPU). The products are the same bits with the guard forced back."""
+    a = to_nbx(rng.standard_normal((3, 32, 40)).astype(np.float32))
+    b = to_nbx(rng.standard_normal((3, 40, 64)).astype(np.float32))
+    seen = []
+    even_edges = MP._even_edges
+    monkeypatch.setattr(MP, "_even_edges", lambda config, m, n: seen.append(even_edges(config, m, n)) or seen[-1])
+    clear_all()
+    plain = nbx.bmm(a, b).numpy()
+    ragged = nbx.bmm(a[:, :31], b[:, :, :63]).numpy()
+    assert dict(EVEN_M=True, EVEN_N=True) in seen and dict(EVEN_M=False, EVEN_N=False) in seen
+    monkeypatch.setattr(MP, "_even_edges", lambda config, m, n: dict(EVEN_M=False, EVEN_N=False))
+    clear_all()
+    assert nbx.bmm(a, b).numpy().tobytes() == plain.tobytes()
+    assert nbx.bmm(a[:, :31], b[:, :, :63]).numpy().tobytes() == ragged.tobytes()
+    np.testing.assert_allclose(plain, a.numpy().astype(np.float64) @ b.numpy().astype(np.float64), rtol=1e-5,
+                               atol=1e-4)
+    clear_all()

@@ -128,10 +128,12 @@ def _grouped_tile(tile, tiles_m, tiles_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def _tile_indices(tile_m, tile_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  INDEX_64: tl.constexpr):
+                  INDEX_64: tl.constexpr, EVEN_M: tl.constexpr = False, EVEN_N: tl.constexpr = False):
     """Rows, columns and K offsets of output tile (tile_m, tile_n), and the rows and columns to load: those
     past the edge read row 0 / column 0 instead of masking (their results are never stored, and the loads
-    stay unmasked along M and N)."""
+    stay unmasked along M and N). EVEN_M / EVEN_N: M / N is a multiple of its block, so no tile has an edge
+    and the rows / columns load as they are: a ``where`` hides their contiguity from Triton, and a b whose
+    columns are contiguous then loads element by element, with no asynchronous copies to pipeline its K loop."""
     rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -139,7 +141,13 @@ def _tile_indices(tile_m, tile_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
         rm = rm.to(tl.int64)
         rn = rn.to(tl.int64)
         rk = rk.to(tl.int64)
-    return rm, rn, rk, tl.where(rm < M, rm, 0), tl.where(rn < N, rn, 0)
+    rm_load = rm
+    if not EVEN_M:
+        rm_load = tl.where(rm < M, rm, 0)
+    rn_load = rn
+    if not EVEN_N:
+        rn_load = tl.where(rn < N, rn, 0)
+    return rm, rn, rk, rm_load, rn_load
 
 
 @triton.jit
@@ -147,12 +155,13 @@ def _batch_tile(a, b, batch, tile_m, tile_n, M, N, K, k_start, k_length, batch_s
                 b_batch_strides, bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn,
                 BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
-                INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
+                INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, EVEN_M: tl.constexpr = False, EVEN_N: tl.constexpr = False):
     """Output tile (tile_m, tile_n) of matrix ``batch``, summed over K elements [k_start, k_start +
     k_length): (acc, rows, columns, the output's mask, the bias's and the output's batch offsets)."""
     off_a, off_b, off_bias, off_out = _batch_offsets(batch, batch_shape, a_batch_strides, b_batch_strides,
                                                      bias_batch_strides, out_batch_strides, BATCH_RANK)
-    rm, rn, rk, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K, INDEX_64)
+    rm, rn, rk, rm_load, rn_load = _tile_indices(tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K, INDEX_64, EVEN_M,
+                                                 EVEN_N)
     a_ptrs = a + off_a + rm_load[:, None] * a_sm + (rk + k_start)[None, :] * a_sk
     b_ptrs = b + off_b + (rk + k_start)[:, None] * b_sk + rn_load[None, :] * b_sn
     acc = _k_loop(tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC), a_ptrs, b_ptrs, k_length, rk, a_sk, b_sk, BLOCK_K, EVEN_K,
@@ -170,7 +179,7 @@ def gemm(a, b, bias, out, partial, M, N, K, k_per_split, batch_start, alpha, bet
          GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SPLIT: tl.constexpr, ACC: tl.constexpr,
          PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
          BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-         INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
+         INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, EVEN_M: tl.constexpr = False, EVEN_N: tl.constexpr = False):
     """out[batch] = alpha * a[batch] @ b[batch] + beta * bias[batch] (then NORM's); one BLOCK_M x BLOCK_N tile per
     program (axis 0), one batch per program row (axis 1, offset by ``batch_start``). SPLIT (one matrix):
     program (i, 0, s) multiplies the K piece [s * k_per_split, (s + 1) * k_per_split) and writes its float32
@@ -192,7 +201,7 @@ def gemm(a, b, bias, out, partial, M, N, K, k_per_split, batch_start, alpha, bet
     acc, rm, rn, mask, off_bias, off_out = _batch_tile(
         a, b, batch, tile_m, tile_n, M, N, K, k_start, k_length, batch_shape, a_batch_strides, b_batch_strides,
         bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-        ACC, PRECISION, DECODE_BF16, INDEX_64, INTERPRETED)
+        ACC, PRECISION, DECODE_BF16, INDEX_64, INTERPRETED, EVEN_M, EVEN_N)
     if SPLIT:
         tl.store(partial + (tl.program_id(2) * M + rm[:, None]) * N + rn[None, :], acc, mask=mask)
     else:
@@ -209,7 +218,7 @@ def _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, n
                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr,
                 PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-                INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
+                INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, EVEN_M: tl.constexpr = False, EVEN_N: tl.constexpr = False):
     """Work item ``item`` of ``gemm_batches``: output tile item % tiles (in ``gemm``'s grouped order) of
     matrix item // tiles, its product and epilogue."""
     tiles = tiles_m * tiles_n
@@ -220,7 +229,7 @@ def _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, n
     acc, rm, rn, mask, off_bias, off_out = _batch_tile(
         a, b, batch, tile_m, tile_n, M, N, K, 0, K, batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides,
         out_batch_strides, a_sm, a_sk, b_sk, b_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, ACC, PRECISION,
-        DECODE_BF16, INDEX_64, INTERPRETED)
+        DECODE_BF16, INDEX_64, INTERPRETED, EVEN_M, EVEN_N)
     _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
               HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift, eps, M,
               N, NORM, NORM_FORMAT, ACTIVATION)
@@ -235,7 +244,7 @@ def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
                  GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, FLATTEN: tl.constexpr, ACC: tl.constexpr,
                  PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
                  BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-                 INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
+                 INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, EVEN_M: tl.constexpr = False, EVEN_N: tl.constexpr = False):
     """``gemm``'s product of ``batches`` matrices on a persistent grid: ``programs`` programs walk the
     (matrix, tile) items matrix by matrix, program p taking items p, p + programs, ... A batch of small
     matrices (attention's, one or two K steps a tile) then pays a program's start and drain once per
@@ -253,7 +262,7 @@ def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
                         bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
                         out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, ACC, PRECISION, DECODE_BF16,
                         HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64, INTERPRETED, NORM, NORM_FORMAT,
-                        ACTIVATION)
+                        ACTIVATION, EVEN_M, EVEN_N)
             item += programs
     else:
         for item in tl.range(tl.program_id(0), items, programs, flatten=FLATTEN):
@@ -262,7 +271,7 @@ def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
                         bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
                         out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, ACC, PRECISION, DECODE_BF16,
                         HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64, INTERPRETED, NORM, NORM_FORMAT,
-                        ACTIVATION)
+                        ACTIVATION, EVEN_M, EVEN_N)
 
 
 @triton.jit
@@ -638,13 +647,15 @@ def _row_ends(offs, lanes, experts, total_rows, SHIFT: tl.constexpr):
 
 @triton.jit
 def grouped_tile_indices(offs, experts, total_rows, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK_K: tl.constexpr, BLOCK_E: tl.constexpr, INDEX_64: tl.constexpr):
+                         BLOCK_K: tl.constexpr, BLOCK_E: tl.constexpr, INDEX_64: tl.constexpr,
+                         EVEN_N: tl.constexpr = False):
     """The tile program (slot ``tl.program_id(0)``, ``tl.program_id(1)``) of a grouped product takes: (group,
     rows, rows to load, columns, columns to load, K offsets, expert, the group's row end). The groups' tiles
     are counted from ``offs`` (``_row_ends``) and numbered one after another; a group of ``experts`` is the
     rows past the last end, and a slot past every tile gets a group above it. Rows past the group's end load
-    its last row, columns past N column 0 (never stored); the expert of the group past the experts is the last
-    one (it multiplies nothing)."""
+    its last row, columns past N column 0 (never stored; with EVEN_N, N a multiple of BLOCK_N, there are none
+    and the columns load as they are, as ``_tile_indices`` says why); the expert of the group past the experts
+    is the last one (it multiplies nothing)."""
     slot = tl.program_id(0)
     lanes = tl.arange(0, BLOCK_E)
     ends = _row_ends(offs, lanes, experts, total_rows, 0)
@@ -664,7 +675,10 @@ def grouped_tile_indices(offs, experts, total_rows, N, BLOCK_M: tl.constexpr, BL
         rn = rn.to(tl.int64)
         rk = rk.to(tl.int64)
         expert = expert.to(tl.int64)
-    return group, rm, tl.where(rm < row_end, rm, row_end - 1), rn, tl.where(rn < N, rn, 0), rk, expert, row_end
+    rn_load = rn
+    if not EVEN_N:
+        rn_load = tl.where(rn < N, rn, 0)
+    return group, rm, tl.where(rm < row_end, rm, row_end - 1), rn, rn_load, rk, expert, row_end
 
 
 @triton.jit
@@ -672,7 +686,7 @@ def grouped_gemm(a, b, offs, out, total_rows, N, K, experts, a_sm, a_sk, b_se, b
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_E: tl.constexpr,
                  EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
                  DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-                 INTERPRETED: tl.constexpr):
+                 INTERPRETED: tl.constexpr, EVEN_N: tl.constexpr = False):
     """out[rows of group e] = a[rows of group e] @ b[e]: group e's rows run from the end of group e - 1 to
     ``offs[e]`` (ends clamped to the rows and made non-decreasing here, whatever ``offs`` holds), and a group
     after the last expert takes the rows past its end, written as zeros. Program (slot, n) takes one
@@ -681,7 +695,7 @@ def grouped_gemm(a, b, offs, out, total_rows, N, K, experts, a_sm, a_sk, b_se, b
     ``experts`` slots, enough for any ``offs``) is fixed by the shapes alone and a slot past the last tile,
     or of an expert with no rows, exits at once."""
     group, rm, rm_load, rn, rn_load, rk, expert, row_end = grouped_tile_indices(
-        offs, experts, total_rows, N, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_E, INDEX_64)
+        offs, experts, total_rows, N, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_E, INDEX_64, EVEN_N)
     if group <= experts:
         a_ptrs = a + rm_load[:, None] * a_sm + rk[None, :] * a_sk
         b_ptrs = b + expert * b_se + rk[:, None] * b_sk + rn_load[None, :] * b_sn

@@ -539,7 +539,7 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         tiles = cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"])
         constexprs = dict(BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                           BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0,
-                          SPLIT=False, HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64,
+                          **_even_edges(config, m, n), SPLIT=False, HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64,
                           num_warps=config["num_warps"], num_stages=config["num_stages"],
                           **_with_precision(flags, config, a.dtype))
         launches = [PlannedLaunch(K.gemm, (tiles, min(MAX_GRID_Y, batches - start)),
@@ -689,6 +689,12 @@ def _planes_launches(op: str, a: Tensor, b: Tensor, bias: Tensor | None, alpha, 
     return run
 
 
+def _even_edges(config: dict, m: int, n: int) -> dict:
+    """``gemm``'s EVEN_M / EVEN_N: whether m and n are multiples of the setting's blocks (no tile has an edge to
+    guard, so its rows and columns load as they are, contiguous where the operand is)."""
+    return dict(EVEN_M=m % config["BLOCK_M"] == 0, EVEN_N=n % config["BLOCK_N"] == 0)
+
+
 def _with_precision(flags: dict, config: dict, dtype) -> dict:
     """The operand flags, with the dot precision a config may name: ``IEEE`` (true float32, a candidate of a
     batch's key on bfloat16 parts) or, in benchmark sweeps only, emulated float32 (no tuning candidate
@@ -771,7 +777,8 @@ def _split_launches(config, splits, dev, m, n, k, alpha, beta, has_bias, scaled,
         [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split, 0, alpha, beta,
          *no_norm_args, (1,), (0,), (0,), (0,), (0,), a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
         dict(BATCH_RANK=1, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k,
-             GROUP_M=config["GROUP_M"], EVEN_K=k % block_k == 0, SPLIT=True, HAS_BIAS=has_bias, SCALED=scaled,
+             GROUP_M=config["GROUP_M"], EVEN_K=k % block_k == 0, **_even_edges(config, m, n), SPLIT=True,
+             HAS_BIAS=has_bias, SCALED=scaled,
              INDEX_64=False, num_warps=config["num_warps"], num_stages=config["num_stages"],
              **dict(flags, **no_norm_constexprs)))
     norm_args, norm_constexprs = norm_launch_parts(norm)
@@ -804,7 +811,8 @@ def _batch_launches(config, dev, m, n, k, alpha, beta, has_bias, scaled, flags, 
         [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, S.numel(shape_c), programs, alpha, beta,
          *norm_args, shape_c, a_bs, b_bs, bias_bs, out_bs, *strides],
         dict(BATCH_RANK=len(shape_c), BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
-             GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0, FLATTEN=bool(config.get("FLATTEN")),
+             GROUP_M=config["GROUP_M"], EVEN_K=k % config["BLOCK_K"] == 0, **_even_edges(config, m, n),
+             FLATTEN=bool(config.get("FLATTEN")),
              HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, num_warps=config["num_warps"],
              num_stages=config["num_stages"], **flags))
 

@@ -208,8 +208,9 @@ def _plan_grouped(a: Tensor, b: Tensor, offs: Tensor):
             [Slot("a"), Slot("b"), Slot("offs"), Slot("out"), rows, n, k, experts, *a.stride(), *b.stride(),
              *out.stride()],
             dict(BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
-                 BLOCK_E=next_pow2(experts + 1), EVEN_K=k % config["BLOCK_K"] == 0, INDEX_64=index_64,
-                 num_warps=config["num_warps"], num_stages=config["num_stages"], **flags))
+                 BLOCK_E=next_pow2(experts + 1), EVEN_K=k % config["BLOCK_K"] == 0,
+                 EVEN_N=n % config["BLOCK_N"] == 0, INDEX_64=index_64, num_warps=config["num_warps"],
+                 num_stages=config["num_stages"], **flags))
 
         def run(a, b, offs, out):
             planned(dev, {"a": a, "b": b, "offs": offs, "out": out})
