@@ -154,8 +154,8 @@ def _tile_indices(tile_m, tile_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
 def _batch_tile(a, b, batch, tile_m, tile_n, M, N, K, k_start, k_length, batch_shape, a_batch_strides,
                 b_batch_strides, bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn,
                 BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
-                INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, EVEN_M: tl.constexpr = False, EVEN_N: tl.constexpr = False):
+                EVEN_K: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, ACC: tl.constexpr,
+                PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
     """Output tile (tile_m, tile_n) of matrix ``batch``, summed over K elements [k_start, k_start +
     k_length): (acc, rows, columns, the output's mask, the bias's and the output's batch offsets)."""
     off_a, off_b, off_bias, off_out = _batch_offsets(batch, batch_shape, a_batch_strides, b_batch_strides,
@@ -176,10 +176,11 @@ def gemm(a, b, bias, out, partial, M, N, K, k_per_split, batch_start, alpha, bet
          batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
          a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
          BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-         GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SPLIT: tl.constexpr, ACC: tl.constexpr,
-         PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
-         BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-         INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, EVEN_M: tl.constexpr = False, EVEN_N: tl.constexpr = False):
+         GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr,
+         SPLIT: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+         HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+         VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, NORM: tl.constexpr,
+         NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """out[batch] = alpha * a[batch] @ b[batch] + beta * bias[batch] (then NORM's); one BLOCK_M x BLOCK_N tile per
     program (axis 0), one batch per program row (axis 1, offset by ``batch_start``). SPLIT (one matrix):
     program (i, 0, s) multiplies the K piece [s * k_per_split, (s + 1) * k_per_split) and writes its float32
@@ -201,7 +202,7 @@ def gemm(a, b, bias, out, partial, M, N, K, k_per_split, batch_start, alpha, bet
     acc, rm, rn, mask, off_bias, off_out = _batch_tile(
         a, b, batch, tile_m, tile_n, M, N, K, k_start, k_length, batch_shape, a_batch_strides, b_batch_strides,
         bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-        ACC, PRECISION, DECODE_BF16, INDEX_64, INTERPRETED, EVEN_M, EVEN_N)
+        EVEN_M, EVEN_N, ACC, PRECISION, DECODE_BF16, INDEX_64, INTERPRETED)
     if SPLIT:
         tl.store(partial + (tl.program_id(2) * M + rm[:, None]) * N + rn[None, :], acc, mask=mask)
     else:
@@ -215,10 +216,11 @@ def _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, n
                 norm_shift, eps, batch_shape, a_batch_strides,
                 b_batch_strides, bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn,
                 out_sm, out_sn, BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, ACC: tl.constexpr,
-                PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
-                BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-                INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, EVEN_M: tl.constexpr = False, EVEN_N: tl.constexpr = False):
+                BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, EVEN_M: tl.constexpr,
+                EVEN_N: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+                HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, NORM: tl.constexpr,
+                NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """Work item ``item`` of ``gemm_batches``: output tile item % tiles (in ``gemm``'s grouped order) of
     matrix item // tiles, its product and epilogue."""
     tiles = tiles_m * tiles_n
@@ -228,8 +230,8 @@ def _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, n
     tile_m, tile_n = _grouped_tile(item % tiles, tiles_m, tiles_n, GROUP_M)
     acc, rm, rn, mask, off_bias, off_out = _batch_tile(
         a, b, batch, tile_m, tile_n, M, N, K, 0, K, batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides,
-        out_batch_strides, a_sm, a_sk, b_sk, b_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, ACC, PRECISION,
-        DECODE_BF16, INDEX_64, INTERPRETED, EVEN_M, EVEN_N)
+        out_batch_strides, a_sm, a_sk, b_sk, b_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, EVEN_M, EVEN_N, ACC,
+        PRECISION, DECODE_BF16, INDEX_64, INTERPRETED)
     _epilogue(acc, bias, off_bias, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, off_out, out_sm, out_sn,
               HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift, eps, M,
               N, NORM, NORM_FORMAT, ACTIVATION)
@@ -241,10 +243,11 @@ def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
                  batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
                  a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
                  BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, FLATTEN: tl.constexpr, ACC: tl.constexpr,
-                 PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
-                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-                 INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, EVEN_M: tl.constexpr = False, EVEN_N: tl.constexpr = False):
+                 GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr,
+                 FLATTEN: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
+                 HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
+                 VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, NORM: tl.constexpr,
+                 NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr):
     """``gemm``'s product of ``batches`` matrices on a persistent grid: ``programs`` programs walk the
     (matrix, tile) items matrix by matrix, program p taking items p, p + programs, ... A batch of small
     matrices (attention's, one or two K steps a tile) then pays a program's start and drain once per
@@ -260,18 +263,18 @@ def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
             _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean, norm_var,
                         norm_weight, norm_shift, eps, batch_shape, a_batch_strides, b_batch_strides,
                         bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
-                        out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, ACC, PRECISION, DECODE_BF16,
-                        HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64, INTERPRETED, NORM, NORM_FORMAT,
-                        ACTIVATION, EVEN_M, EVEN_N)
+                        out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, EVEN_M, EVEN_N, ACC,
+                        PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64,
+                        INTERPRETED, NORM, NORM_FORMAT, ACTIVATION)
             item += programs
     else:
         for item in tl.range(tl.program_id(0), items, programs, flatten=FLATTEN):
             _batch_item(a, b, bias, out, item, tiles_m, tiles_n, M, N, K, alpha, beta, norm_mean, norm_var,
                         norm_weight, norm_shift, eps, batch_shape, a_batch_strides, b_batch_strides,
                         bias_batch_strides, out_batch_strides, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm,
-                        out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, ACC, PRECISION, DECODE_BF16,
-                        HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64, INTERPRETED, NORM, NORM_FORMAT,
-                        ACTIVATION, EVEN_M, EVEN_N)
+                        out_sn, BATCH_RANK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, EVEN_M, EVEN_N, ACC,
+                        PRECISION, DECODE_BF16, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, INDEX_64,
+                        INTERPRETED, NORM, NORM_FORMAT, ACTIVATION)
 
 
 @triton.jit
@@ -686,7 +689,7 @@ def grouped_gemm(a, b, offs, out, total_rows, N, K, experts, a_sm, a_sk, b_se, b
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_E: tl.constexpr,
                  EVEN_K: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
                  DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr,
-                 INTERPRETED: tl.constexpr, EVEN_N: tl.constexpr = False):
+                 INTERPRETED: tl.constexpr, EVEN_N: tl.constexpr):
     """out[rows of group e] = a[rows of group e] @ b[e]: group e's rows run from the end of group e - 1 to
     ``offs[e]`` (ends clamped to the rows and made non-decreasing here, whatever ``offs`` holds), and a group
     after the last expert takes the rows past its end, written as zeros. Program (slot, n) takes one

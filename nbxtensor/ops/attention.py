@@ -475,9 +475,9 @@ def decode_candidates(keys: int, head_dim: int, facts: dict, kv_heads: int) -> l
                    num_stages=None)
     if interpreted or head_dim > 128:
         return [default]
-    block_n, _, warps, stages = _DECODE_SHAPES[0]
+    filling = (_DECODE_SHAPES[0][0], default["SPLITS"], *_DECODE_SHAPES[0][2:])
     tiles, seen, out = facts["tiles"], set(), []
-    for block_n, splits, warps, stages in [(block_n, default["SPLITS"], warps, stages), *_DECODE_SHAPES]:
+    for block_n, splits, warps, stages in [filling, *_DECODE_SHAPES]:
         config = dict(BLOCK_N=block_n, SPLITS=splits, num_warps=min(warps, tiles["max_warps"]),
                       num_stages=min(stages, tiles["max_stages"]))
         marker = decode_plan(keys, facts, config) + (config["num_warps"], config["num_stages"])

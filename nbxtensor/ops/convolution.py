@@ -31,7 +31,7 @@ from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
 from .matmul_gemv import ProductNorm
 from .matmul_plans import _dot_precision, _product_workspace, planned_product, product_keys
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .plans import PlanCache, PlannedLaunch, Slot, key_argument, layout_key
 from .registry import Cost, TensorMeta, family_samples, nbytes, register
 from .samples import Samples, by_name, operand, sample
 
@@ -576,10 +576,6 @@ def _conv_key(facts, input, weight, bias=None, stride=1, padding=0, dilation=1, 
 _plans = PlanCache()
 
 
-def _hashable(value):
-    return value if isinstance(value, (int, str)) else tuple(value)
-
-
 # the activations a fused batch norm may take: their codes in the kernels' epilogues
 ACTIVATIONS = {"none": E.ACT_NONE.value, "relu": E.ACT_RELU.value, "silu": E.ACT_SILU.value,
                "relu6": E.ACT_RELU6.value, "hardswish": E.ACT_HARDSWISH.value}
@@ -600,8 +596,8 @@ def _convolution(op, input, weight, bias, stride, padding, dilation, transposed,
                  norm: _NormEpilogue | None = None, norm_tensors: tuple = (), check=None):
     """The convolution through its plan for these layouts; ``check()``, where given, validates the call before
     a plan is made (a planned layout has passed it)."""
-    key = (op, layout_key(input), layout_key(weight), layout_key(bias), _hashable(stride), _hashable(padding),
-           _hashable(dilation), bool(transposed), _hashable(output_padding), groups, norm,
+    key = (op, layout_key(input), layout_key(weight), layout_key(bias), key_argument(stride), key_argument(padding),
+           key_argument(dilation), bool(transposed), key_argument(output_padding), groups, norm,
            *map(layout_key, norm_tensors))
     plan = _plans.lookup(key)
     if plan is None:  # layout keys name the device, so the operands of a planned call share one

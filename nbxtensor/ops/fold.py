@@ -10,7 +10,7 @@ from ..dtypes import get_dtype
 from ..kernels import fold as K
 from ..launch import cdiv
 from ..tensor import Tensor
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key
+from .plans import PlanCache, PlannedLaunch, Slot, key_argument, layout_key
 from ..lowering import conversion_flags, load_format, needs_index_64
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, family_samples, nbytes, register
@@ -95,10 +95,6 @@ def _col2im_meta(input, output_size, kernel_size, dilation, padding, stride):
 _plans = PlanCache()
 
 
-def _hashable(v):
-    return v if isinstance(v, int) else tuple(v)
-
-
 def _im2col_plan(x, kernel_size, dilation, padding, stride):
     meta = _im2col_meta(x, kernel_size, dilation, padding, stride)
     k, d, p, s = _geometry(kernel_size, dilation, padding, stride)
@@ -174,14 +170,14 @@ _COL2IM_RULES = {
 @register("im2col", family="resample", aten=["aten::im2col.default"], api=(), **_IM2COL_RULES)
 def im2col(input: Tensor, kernel_size, dilation, padding, stride) -> Tensor:
     """aten::im2col: (N, C, H, W) -> (N, C * KH * KW, L), column l holding block l's elements (c, kh, kw)."""
-    key = ("im2col", layout_key(input), *(_hashable(v) for v in (kernel_size, dilation, padding, stride)))
+    key = ("im2col", layout_key(input), *(key_argument(v) for v in (kernel_size, dilation, padding, stride)))
     return _plans.get(key, lambda: _im2col_plan(input, kernel_size, dilation, padding, stride))(input)
 
 
 @register("col2im", family="resample", aten=["aten::col2im.default"], api=(), **_COL2IM_RULES)
 def col2im(input: Tensor, output_size, kernel_size, dilation, padding, stride) -> Tensor:
     """aten::col2im: (N, C * KH * KW, L) -> (N, C, H, W), each block's column summed into its place."""
-    key = ("col2im", layout_key(input), *(_hashable(v) for v in (output_size, kernel_size, dilation, padding, stride)))
+    key = ("col2im", layout_key(input), *(key_argument(v) for v in (output_size, kernel_size, dilation, padding, stride)))
     return _plans.get(key, lambda: _col2im_plan(input, output_size, kernel_size, dilation, padding, stride))(input)
 
 

@@ -73,6 +73,12 @@ def positional_key(args):
     return tuple(key)
 
 
+def key_argument(value):
+    """A call's argument as a plan key holds it: a number, a string or None as it is, any other sequence
+    (a list, a tuple, a torch.Size) as a tuple."""
+    return value if value is None or isinstance(value, (int, float, str)) else tuple(value)
+
+
 # in a plan key, in place of a tensor's layout: (this, k), the k-th tensor argument passed again
 _PASSED_AGAIN = "passed again"
 

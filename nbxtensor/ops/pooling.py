@@ -14,7 +14,7 @@ from ..kernels import pool as K
 from ..launch import cdiv, next_pow2, spread_block
 from ..lowering import conversion_flags, division_magic, load_format, needs_index_64
 from ..tensor import Tensor
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key, one_launch_run
+from .plans import PlanCache, PlannedLaunch, Slot, key_argument, layout_key, one_launch_run
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, workspace_bytes
 from .samples import Samples, operand, sample
@@ -245,7 +245,7 @@ def _both(values, indices):
 # ---- max and average pooling --------------------------------------------------------------------------
 def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode, with_indices, op):
     _check_dtype(x, op, integers=True)
-    key = (op, nd, _hashable(kernel_size), _hashable(stride), _hashable(padding), _hashable(dilation),
+    key = (op, nd, key_argument(kernel_size), key_argument(stride), key_argument(padding), key_argument(dilation),
            bool(ceil_mode), with_indices)
 
     def make(full_key):
@@ -262,7 +262,7 @@ def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
     _check_dtype(x, op, integers=x.dtype.name == "int64")  # torch averages int64, no narrower integer
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
-    key = (op, nd, _hashable(kernel_size), _hashable(stride), _hashable(padding), bool(ceil_mode),
+    key = (op, nd, key_argument(kernel_size), key_argument(stride), key_argument(padding), bool(ceil_mode),
            bool(count_include_pad), divisor_override)
 
     def make(full_key):
@@ -273,10 +273,6 @@ def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
                      stride=lift + strides, pad=(0,) * (3 - nd) + pads, count_pad=bool(count_include_pad),
                      divisor=divisor_override)
     return _run(x, key, make)
-
-
-def _hashable(v):
-    return v if v is None or isinstance(v, int) else tuple(v)
 
 
 def _with_indices(a, indices) -> bool:
@@ -358,7 +354,7 @@ def _adaptive_sizes(x, nd, output_size, op):
 
 def _adaptive(x, nd, output_size, kind, with_indices, op):
     _check_dtype(x, op, integers=False)
-    key = (op, nd, _hashable(output_size), kind, with_indices)
+    key = (op, nd, key_argument(output_size), kind, with_indices)
 
     def make(full_key):
         g, sizes = _adaptive_sizes(x, nd, output_size, op)

@@ -18,7 +18,7 @@ from ..launch import cdiv
 from ..lowering import conversion_flags, load_format, needs_index_64
 from ..tensor import Tensor
 from .copy import copy_
-from .plans import PlanCache, PlannedLaunch, Slot, layout_key, one_launch_run
+from .plans import PlanCache, PlannedLaunch, Slot, key_argument, layout_key, one_launch_run
 from .pooling import output_tile_plan, tile_block
 from .reductions import kernel_facts
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
@@ -96,10 +96,7 @@ def _resample_key(x, nd, output_size, scales, mode, align_corners, op) -> tuple:
 
 def _planned(key, x) -> Tensor:
     """The call of ``x`` through the plan ``key`` names (made the first time, then bound once its launch is)."""
-    run = _plans.lookup(key)
-    if run is None:
-        run = _plans.get(key, lambda: _plan(key, x, *key[1:]))
-    return run(x)
+    return _plans.get(key, lambda: _plan(key, x, *key[1:]))(x)
 
 
 def _plan(key, x, nd, output_size, scales, mode, align_corners, op):
@@ -323,10 +320,6 @@ _UPSAMPLE_MODES = {name.lstrip("_"): (mode, nd, has_align) for name, mode, nd, h
 _interpolations = PlanCache()
 
 
-def _hashable(value):
-    return tuple(value) if isinstance(value, list) else value
-
-
 @register("interpolate", family="resample", aten=["nbx::interpolate"], meta=_interpolate_meta, cost=_interpolate_cost,
           bound=True, api=(), functional=True)
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
@@ -335,7 +328,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     that torch dispatches to, with torch's output sizes and source coordinates. A repeated call goes
     straight to its upsample op's plan."""
     try:
-        key = (layout_key(input), _hashable(size), _hashable(scale_factor), mode, align_corners,
+        key = (layout_key(input), key_argument(size), key_argument(scale_factor), mode, align_corners,
                recompute_scale_factor, antialias)
         planned = _interpolations.lookup(key)
     except TypeError:  # an argument that does not hash: dispatched alone
