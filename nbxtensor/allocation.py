@@ -1,5 +1,6 @@
 """Memory for tensors, below the ops: outputs (``new_tensor``), an op's temporaries (``scratch_tensor``,
-``scratch_scope``, ``Workspace``) and memory that outlives a call (``outside_arena``). While a graph runs on
+``scratch_scope``, ``Workspace``), memory that outlives a call (``outside_arena``) and the counters by which
+the programs of one launch find the last of them to finish (``arrival_counters``). While a graph runs on
 its planned arena, the arena serves them (``arena_service``, installed by graph/arena.py)."""
 from __future__ import annotations
 
@@ -88,6 +89,31 @@ def outside_arena():
         _arena_local.outside = outside
 
 
+# Int32 counters a stream's launches share, zero between launches: programs that each store a part of a
+# result raise one to find the last of them, which combines the parts in a fixed order and sets it back
+# to zero (``kernels/common.last_to_arrive``). Launches on one stream run one after another; another
+# stream has counters of its own. A launch needing more counters than this takes two launches instead.
+ARRIVAL_COUNTERS = 4096
+_arrival_counters: dict = {}  # (device, stream handle) -> the counters
+
+
+def arrival_counters(dev: _device, stream=None) -> Tensor:
+    """The arrival counters (``ARRIVAL_COUNTERS`` int32 zeros) of ``dev``'s ``stream`` (its current stream
+    when None), made on first use and kept. Zeroed by the backend's memset, not a kernel: the first use
+    may come while launches run nothing (a tuner building its candidates inside ``launch.compiling_ahead``)."""
+    backend = backend_for(dev)
+    if stream is None:
+        stream_of = getattr(backend, "current_stream_handle", None)
+        stream = stream_of(dev.index) if stream_of is not None else 0
+    counters = _arrival_counters.get((dev, stream))
+    if counters is None:
+        with outside_arena():  # the stream's for good, not a graph step's
+            made = new_tensor((ARRIVAL_COUNTERS,), get_dtype("int32"), dev)
+        backend.fill_bytes(made.data_ptr(), made.nbytes, 0, dev.index)
+        counters = _arrival_counters.setdefault((dev, stream), made)
+    return counters
+
+
 # open ``poisoned()`` blocks: while any is, memory the allocator hands out starts as POISON_BYTE bytes
 _poisoning = 0
 _poisoning_lock = threading.Lock()
@@ -161,10 +187,12 @@ _new = object.__new__
 
 class Workspace:
     """An op plan's temporaries, carved at each call from one allocation (one allocator round trip instead
-    of one per temporary); each piece starts 16 bytes after the one before it, rounded up."""
+    of one per temporary); each piece starts 16 bytes after the one before it, rounded up. With
+    ``counters``, the call's stream's ``arrival_counters`` come too, named "counters"."""
 
-    def __init__(self, pieces: dict):
+    def __init__(self, pieces: dict, counters: bool = False):
         """``pieces``: name -> (shape, dtype)."""
+        self.counters = counters
         self.pieces, offset = [], 0
         for name, (shape, dtype) in pieces.items():
             shape = tuple(shape)
@@ -185,9 +213,11 @@ class Workspace:
         return workspace_bytes(max(sum(cls._piece_bytes(shape, dtype) for shape, dtype in pairs), 1)) if pairs else 0
 
     def allocate(self, device, tensors: dict) -> None:
-        """Put a fresh tensor for every piece into ``tensors``."""
+        """Put a fresh tensor for every piece (and the counters) into ``tensors``."""
         if self.pieces:
             self.carve(self.buffer_maker(device)(), tensors)
+        if self.counters:
+            tensors["counters"] = arrival_counters(device)
 
     def buffer_maker(self, device):
         """``make()``: a fresh uint8 buffer of this workspace on ``device``, which ``carve`` cuts into its

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import nbxtensor.nn.functional as F
-from nbxtensor import graph
+from nbxtensor import allocation, graph
 from nbxtensor.kernels import conv as K
 from nbxtensor.kernels import matmul as MK
 from nbxtensor.launch import capture
@@ -264,7 +264,7 @@ def test_the_1x1_product_applies_the_norm_on_every_path(path, dtype, channels_la
     if dtype not in dtypes:
         pytest.skip(f"{path} serves {', '.join(dtypes)}")
     monkeypatch.setattr(matmul_plans, "multiprocessors", lambda dev: 3)  # a wave split's last wave on 3 SMs
-    monkeypatch.setattr(matmul_plans, "_tile_counters_held", {})
+    monkeypatch.setattr(allocation, "_arrival_counters", {})
     if force is not None:
         force(monkeypatch)
     case = (x_shape, (cout, x_shape[1], 1, 1), 1, 0, 1, 1, False, None)
@@ -275,7 +275,7 @@ def test_the_1x1_product_applies_the_norm_on_every_path(path, dtype, channels_la
         assert launched[0][4]["SPLIT"]
     _check(got, *_expected(*operands, case, activation), dtype)
     if path == "wave_split":
-        assert matmul_plans._tile_counters(got.device).numpy().tolist() == [0] * 3
+        assert not allocation.arrival_counters(got.device).numpy().any()
 
 
 def test_the_1x1_product_route_declares_no_temporary_for_the_norm():

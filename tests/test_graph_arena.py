@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
-from nbxtensor import graph
+from nbxtensor import allocation, graph
 from nbxtensor.device import backend_for
 from nbxtensor.device import errors as device_errors
 from nbxtensor.graph import GraphError, arena
@@ -446,7 +446,7 @@ def test_wave_split_partials_come_from_the_arena_and_its_counters_from_outside(t
     counters, made during the run, outlive it (the allocator's, not the arena's)."""
     monkeypatch.setenv("NBX_TUNING_DIR", str(tmp_path / "tuning"))
     monkeypatch.setattr(MP, "multiprocessors", lambda dev: 3)
-    monkeypatch.setattr(MP, "_tile_counters_held", {})
+    monkeypatch.setattr(allocation, "_arrival_counters", {})
     monkeypatch.setattr(MP, "gemm_candidates", lambda facts, m, n, k, dtype, **options: [dict(
         BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, num_stages=1, num_warps=1, GROUP_M=2, PERSISTENT=True, SPLITS=8)])
     clear_all()
@@ -466,5 +466,5 @@ def test_wave_split_partials_come_from_the_arena_and_its_counters_from_outside(t
     assert np.all(np.abs(got - 2 * (x64 @ w64.T)) <= bound)
     run, _ = _assert_on_plan(model, {"s": 130})
     assert run.scratch_served == 1
-    (counters,) = MP._tile_counters_held.values()
-    assert counters._storage.nbytes == counters.nbytes and counters.numpy().tolist() == [0] * 3
+    (counters,) = allocation._arrival_counters.values()
+    assert counters._storage.nbytes == counters.nbytes and not counters.numpy().any()

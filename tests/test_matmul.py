@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
+from nbxtensor import allocation
 from nbxtensor.kernels import matmul as K
 from nbxtensor.ops import matmul as MM
 from nbxtensor.ops import matmul_gemv as MG
@@ -379,9 +380,8 @@ def test_wave_split_sums_its_pieces_in_one_launch(rng, force_gemm_config, monkey
     counters left at zero; the same bits every call. Rows of 792 half-precision elements are 16-byte aligned,
     so the TMA variants read through descriptors (zeros past K in the last piece)."""
     monkeypatch.setattr(MP, "multiprocessors", lambda dev: 3)
-    monkeypatch.setattr(MP, "_tile_counters_held", {})  # counters for 3 SMs stay this test's
-    counters = MP._tile_counters(to_nbx(np.zeros(1, np.float32)).device)
-    assert counters.numpy().tolist() == [0] * 3  # one a multiprocessor
+    monkeypatch.setattr(allocation, "_arrival_counters", {})  # the counters stay this test's
+    counters = allocation.arrival_counters(to_nbx(np.zeros(1, np.float32)).device)
     x, b, bias = _inputs(rng, (130, 792), dtype), _inputs(rng, (792, 24), dtype), _inputs(rng, (24,), dtype)
     tiles = dict(BLOCK_M=32, BLOCK_N=16)
     assert MP._wave_split(_tile_config(variant, SPLITS=8, **tiles), 10, 3, 130, 24, 792, 2) == (9, 3, 272)
@@ -403,7 +403,7 @@ def test_wave_split_sums_its_pieces_in_one_launch(rng, force_gemm_config, monkey
         results[name] = [nbx.addmm(bias, x, b, beta=0.5, alpha=2.0), nbx.mm(x[:32], b[:, :16])]
         if name == "wave":
             assert launched == [(K.gemm_tiles, bool(variant.get("TMA")), True)] * 2
-            assert counters.numpy().tolist() == [0] * 3
+            assert not counters.numpy().any()
             again = nbx.addmm(bias, x, b, beta=0.5, alpha=2.0)
             np.testing.assert_array_equal(again.numpy(), results[name][0].numpy())
     assert_product_close(results["wave"][0], 2 * _f64(x), _f64(b), 792, dtype, bias_scale=(0.5 * _f64(bias),))
@@ -416,23 +416,23 @@ def test_wave_split_sums_its_pieces_in_one_launch(rng, force_gemm_config, monkey
     np.testing.assert_array_equal(wave[1], two[1])
 
 
-def test_split_counters_start_at_zero_without_a_kernel(monkeypatch):
-    """A stream's split counters may first be asked for while launches run nothing (a tuner builds its
+def test_arrival_counters_start_at_zero_without_a_kernel(monkeypatch):
+    """A stream's arrival counters may first be asked for while launches run nothing (a tuner builds its
     candidates inside ``launch.compiling_ahead``) and memory starts as poison (certification): they are
     zeroed by the backend's memset, never by a kernel, and made once a device and stream."""
-    from nbxtensor import allocation, launch
+    from nbxtensor import launch
     from nbxtensor.ops import plans
     dev = to_nbx(np.zeros(1, np.float32)).device
-    monkeypatch.setattr(MP, "_tile_counters_held", {})
+    monkeypatch.setattr(allocation, "_arrival_counters", {})
 
     def refused(*args, **kwargs):
         raise AssertionError("a kernel launched")
     monkeypatch.setattr(plans, "launch_slots", refused)
     monkeypatch.setattr(launch, "launch_planned", refused)
     with allocation.poisoned():
-        counters = MP._tile_counters(dev)
-    assert counters.dtype == nbx.int32 and counters.numpy().tolist() == [0] * MP.multiprocessors(dev)
-    assert MP._tile_counters(dev) is counters
+        counters = allocation.arrival_counters(dev)
+    assert counters.dtype == nbx.int32 and counters.numpy().tolist() == [0] * allocation.ARRIVAL_COUNTERS
+    assert allocation.arrival_counters(dev) is counters
 
 
 def test_wave_split_candidates_fill_the_last_wave_on_hopper():

@@ -145,6 +145,47 @@ def test_spreading_few_rows_keeps_the_bits(rng, spread):
     assert run_all() == alone
 
 
+def test_split_chunks_combine_in_their_launch(rng, spread, monkeypatch):
+    """The last program of a row block's chunks to finish combines their states in the split's own launch:
+    one launch, the same bits as the second launch that combines them where the programs of rows outnumber
+    the arrival counters (here: none), for every kind of state and both layouts, and the counters are left
+    at zero for the next launch. Replayed, the capture gives the same bits again."""
+    from nbxtensor import allocation
+    from nbxtensor.ops.plans import clear_all
+    a = rng.standard_normal((3, 301)).astype(np.float32)
+    c = rng.standard_normal((150, 40)).astype(np.float32)
+    ints = rng.integers(-1000, 1000, (200, 9)).astype(np.int32)
+    xa, xc, xi = to_nbx(a), to_nbx(c), to_nbx(ints)
+    near_one = 1 + xa * 1e-3
+    ops = [lambda: xa.sum(1), lambda: xa.var(1), lambda: xa.logsumexp(1), lambda: xa.norm(3, 1),
+           lambda: near_one.prod(1), lambda: xa.argmax(1), lambda: xa.T.amax(0), lambda: xc.sum(0),
+           lambda: xc.std(0), lambda: xi.sum(0)]
+
+    def run_all():
+        results, launches = [], []
+        for op in ops:
+            with capture() as captured:
+                out = op()
+            results.append(out.numpy().tobytes())
+            launches.append([launch[0].__name__ for launch in captured.launches])
+            captured.replay()
+            assert out.numpy().tobytes() == results[-1]
+        return results, launches
+    combined, combined_launches = run_all()
+    counters = allocation.arrival_counters(nbx.device("cpu"))
+    assert not counters.numpy().any()
+    for names in combined_launches:
+        assert names.count("reduce_rows") == 1 and "combine_partials" not in names
+    monkeypatch.setattr("nbxtensor.ops.reductions.ARRIVAL_COUNTERS", 0)
+    clear_all()
+    apart, apart_launches = run_all()
+    assert apart == combined
+    assert all(names.count("combine_partials") == 1 for names in apart_launches)
+    np.testing.assert_allclose(np.frombuffer(combined[7], np.float32), c.astype(np.float64).sum(0), rtol=1e-5,
+                               atol=1e-4)
+    clear_all()
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_vocabulary_rows(rng, spread, dtype):
     """softmax, log_softmax, logsumexp and argmax over rows split in chunks (301 elements: chunks of 128

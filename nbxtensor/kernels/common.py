@@ -122,3 +122,17 @@ def tile_pointers(base, n, c, d, h, w, s_n, s_c, s_d, s_h, s_w, CHANNELS_LAST: t
         return base + ((n * s_n + d * s_d + h * s_h + w * s_w) + c * s_c)
     else:
         return (base + w * s_w) + (n * s_n + c * s_c + d * s_d + h * s_h)
+
+
+@triton.jit
+def last_to_arrive(counters, slot, arrivals):
+    """Whether this program is the last of the ``arrivals`` programs that share counter ``slot`` of
+    ``counters`` (``allocation.arrival_counters``: zero before the launch) to get here. Every thread's
+    stores are made before the count is raised, whose release publishes them to the last program; that
+    program (which acquires them: read them past L1, ``cache_modifier=".cg"``, as other multiprocessors
+    wrote them) sets the counter back to zero for the next launch."""
+    tl.debug_barrier()
+    last = tl.atomic_add(counters + slot, 1, sem="acq_rel", scope="gpu") == arrivals - 1
+    if last:
+        tl.store(counters + slot, 0)
+    return last

@@ -14,7 +14,7 @@ where NORM is off.
 import triton
 import triton.language as tl
 
-from .common import strided_offset
+from .common import last_to_arrive, strided_offset
 from .formats import decode, encode
 from .dependent_launch import await_predecessors
 from .norm_epilogue import activated, norm_parameters
@@ -414,10 +414,7 @@ def _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole
                         B_K_MAJOR, EVEN_K, ACC, PRECISION, DECODE_BF16, INTERPRETED)
     columns = tl.arange(0, BLOCK_N)
     tl.store(partial + unit * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + columns[None, :], acc)
-    # every thread's sums are stored before the count is raised; its release publishes them to the last piece
-    tl.debug_barrier()
-    arrived = tl.atomic_add(counters + slot, 1, sem="acq_rel", scope="gpu")
-    if arrived == splits - 1:
+    if last_to_arrive(counters, slot, splits):
         blocks = partial + slot * splits * (BLOCK_M * BLOCK_N)
         rn = tile_n * BLOCK_N + columns
         for quarter in tl.static_range(4):
@@ -438,7 +435,6 @@ def _split_piece(a, b, bias, out, partial, counters, a_desc, b_desc, unit, whole
             _epilogue(total, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn, HAS_BIAS,
                       SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift, eps, M,
                       N, NORM, NORM_FORMAT, ACTIVATION)
-        tl.store(counters + slot, 0)
 
 
 @triton.jit

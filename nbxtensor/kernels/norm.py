@@ -122,12 +122,12 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
             j = start + lanes
             mask, x = _row_block(src, src_row, j, length, row_mask, src_red_stride, RED_UNIT, SRC_FORMAT, COMPUTE)
             top, total, _ = load_partials(part0, part1, part0, rows, row_mask, n_chunks, 9, COMPUTE, float("-inf"),
-                                          float("inf"), BLOCK_ROWS, CHUNKS, CHUNK_BITS)
+                                          float("inf"), BLOCK_ROWS, CHUNKS, CHUNK_BITS, "")
             tl.store(dst + dst_row[:, None] + _along(j, dst_red_stride, DST_UNIT)[None, :],
                      encode(_normalised(x, top, total, LOG), out_type, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
         else:
             top, total, _ = load_partials(part0, part1, part0, rows, row_mask, n_chunks, 9, COMPUTE, float("-inf"),
-                                          float("inf"), BLOCK_ROWS, CHUNKS, CHUNK_BITS)
+                                          float("inf"), BLOCK_ROWS, CHUNKS, CHUNK_BITS, "")
             stop = start + chunk_length
             while start < stop:
                 j = start + lanes

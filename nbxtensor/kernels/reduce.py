@@ -14,14 +14,16 @@ Every op keeps up to three state tensors per lane (element ``j`` of a row goes t
 order of that arithmetic depends only on the row length and the layout (the launch settings are a
 function of those), never on the number of rows or on which program handles a row, so a row gives
 the same bits alone or in any batch. A row too long for one program is split into fixed chunks
-whose partial states are written out and combined, in a fixed order, by ``combine_partials``.
+whose partial states are written out and combined, in a fixed order, by the last program of a row's chunks
+to finish (``last_to_arrive``) or, where a launch has more programs of rows than there are arrival
+counters, by a second launch (``combine_partials``): the same arithmetic either way.
 """
 import triton
 import triton.language as tl
 
 from . import ieee
 
-from .common import strided_offset
+from .common import last_to_arrive, strided_offset
 from .formats import decode, encode
 
 OP_SUM = 0
@@ -372,6 +374,21 @@ def _store_results(out0, out1, out_idx, row_mask, s0, s1, s2, count, p, correcti
 
 
 @triton.jit
+def _program_rows(pid, lanes, n_rows, n_inner, COLUMN: tl.constexpr, BLOCK_ROWS: tl.constexpr):
+    """(output indices, which are real, their rows' outer index, inner index) of program ``pid``'s rows at
+    ``lanes`` (of 0..BLOCK_ROWS - 1): COLUMN, neighbouring inner indices of one outer index (a row's input
+    offset that outer index's plus the inner one); else whole rows (the inner index 0)."""
+    if COLUMN:
+        inner_blocks = tl.cdiv(n_inner, BLOCK_ROWS)
+        outer = pid // inner_blocks
+        inner = (pid % inner_blocks) * BLOCK_ROWS + lanes
+        return outer * n_inner + inner, inner < n_inner, outer, inner
+    else:
+        rows = pid * BLOCK_ROWS + lanes
+        return rows, rows < n_rows, rows, 0
+
+
+@triton.jit
 def _row_geometry(n_rows, n_inner, row_shape, row_strides, ROW_RANK: tl.constexpr, COLUMN: tl.constexpr,
                   INDEX_64: tl.constexpr, BLOCK_ROWS: tl.constexpr):
     """(offsets of this program's rows, their output indices, which are real)."""
@@ -380,25 +397,14 @@ def _row_geometry(n_rows, n_inner, row_shape, row_strides, ROW_RANK: tl.constexp
     if INDEX_64:
         pid = pid.to(tl.int64)
         lanes = lanes.to(tl.int64)
-    if COLUMN:
-        inner_blocks = tl.cdiv(n_inner, BLOCK_ROWS)
-        outer = pid // inner_blocks
-        inner = (pid % inner_blocks) * BLOCK_ROWS + lanes
-        row_mask = inner < n_inner
-        row_off = strided_offset(outer, row_shape, row_strides, ROW_RANK) + inner
-        out_idx = outer * n_inner + inner
-    else:
-        rows = pid * BLOCK_ROWS + lanes
-        row_mask = rows < n_rows
-        row_off = strided_offset(rows, row_shape, row_strides, ROW_RANK)
-        out_idx = rows
-    return row_off, out_idx, row_mask
+    out_idx, row_mask, outer, inner = _program_rows(pid, lanes, n_rows, n_inner, COLUMN, BLOCK_ROWS)
+    return strided_offset(outer, row_shape, row_strides, ROW_RANK) + inner, out_idx, row_mask
 
 
 # The row count is never specialised: a kernel compiled for one row could contract its arithmetic
 # differently from the many-row kernel, and a row must reduce to the same bits in any batch.
 @triton.jit(do_not_specialize=["n_rows", "n_inner"])
-def reduce_rows(src, out0, out1, part0, part1, part2,
+def reduce_rows(src, out0, out1, part0, part1, part2, counters,
                 n_rows, n_inner, length, chunk_length, n_chunks, count, p, correction,
                 row_shape, row_strides, red_shape, red_strides,
                 OP: tl.constexpr, KIND: tl.constexpr, ACC: tl.constexpr, COMPUTE: tl.constexpr,
@@ -407,8 +413,12 @@ def reduce_rows(src, out0, out1, part0, part1, part2,
                 SPLIT: tl.constexpr, OUT_VALUES: tl.constexpr, OUT_SECOND: tl.constexpr,
                 SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
                 FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr,
-                BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, LANE_BITS: tl.constexpr):
-    """Reduce rows (one chunk of each when SPLIT, writing partial states to part0..2)."""
+                BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, LANE_BITS: tl.constexpr,
+                COMBINE: tl.constexpr, COMBINE_ROWS: tl.constexpr, CHUNKS: tl.constexpr, CHUNK_BITS: tl.constexpr):
+    """Reduce rows (one chunk of each when SPLIT, writing partial states to part0..2). COMBINE (with SPLIT):
+    the last program of a row block's chunks to finish (counter ``program_id(0)`` of ``counters``)
+    combines their states and stores the results, COMBINE_ROWS rows at a time, as ``combine_partials``
+    would (CHUNKS, CHUNK_BITS as its)."""
     row_off, out_idx, row_mask = _row_geometry(n_rows, n_inner, row_shape, row_strides, ROW_RANK, COLUMN,
                                                INDEX_64, BLOCK_ROWS)
     chunk = tl.program_id(1)
@@ -440,6 +450,18 @@ def reduce_rows(src, out0, out1, part0, part1, part2,
         tl.store(part0 + part_idx, r0, mask=row_mask)
         tl.store(part1 + part_idx, r1, mask=row_mask)
         tl.store(part2 + part_idx, r2, mask=row_mask)
+        if COMBINE:
+            pid = tl.program_id(0)
+            if last_to_arrive(counters, pid, n_chunks):
+                if INDEX_64:
+                    pid = pid.to(tl.int64)
+                for first in range(0, BLOCK_ROWS, COMBINE_ROWS):
+                    rows, mask, _, _ = _program_rows(pid, first + tl.arange(0, COMBINE_ROWS), n_rows, n_inner,
+                                                     COLUMN, BLOCK_ROWS)
+                    c0, c1, c2 = load_partials(part0, part1, part2, rows, mask, n_chunks, KIND, ACC, LOWEST,
+                                               HIGHEST, COMBINE_ROWS, CHUNKS, CHUNK_BITS, ".cg")
+                    _store_results(out0, out1, rows, mask, c0, c1, c2, count, p, correction, OP, KIND, OUT_VALUES,
+                                   OUT_SECOND, DST_FORMAT, VIA_F32, FLOAT_TO_INT)
     else:
         _store_results(out0, out1, out_idx, row_mask, r0, r1, r2, count, p, correction, OP, KIND, OUT_VALUES,
                        OUT_SECOND, DST_FORMAT, VIA_F32, FLOAT_TO_INT)
@@ -448,15 +470,16 @@ def reduce_rows(src, out0, out1, part0, part1, part2,
 @triton.jit
 def load_partials(part0, part1, part2, rows, row_mask, n_chunks, KIND: tl.constexpr, ACC: tl.constexpr,
                   LOWEST: tl.constexpr, HIGHEST: tl.constexpr, BLOCK_ROWS: tl.constexpr, CHUNKS: tl.constexpr,
-                  CHUNK_BITS: tl.constexpr):
-    """The partial states of ``rows`` (all their chunks) combined, in a fixed order, into one per row."""
+                  CHUNK_BITS: tl.constexpr, CACHE: tl.constexpr):
+    """The partial states of ``rows`` (all their chunks) combined, in a fixed order, into one per row
+    (loaded with the cache modifier CACHE)."""
     chunks = tl.arange(0, CHUNKS)
     mask = row_mask[:, None] & (chunks < n_chunks)[None, :]
     idx = rows[:, None] * n_chunks + chunks[None, :]
     id0, id1, id2 = _identity([BLOCK_ROWS, CHUNKS], KIND, ACC, LOWEST, HIGHEST)
-    s0 = tl.where(mask, tl.load(part0 + idx, mask=mask, other=0), id0)
-    s1 = tl.where(mask, tl.load(part1 + idx, mask=mask, other=0), id1)
-    s2 = tl.where(mask, tl.load(part2 + idx, mask=mask, other=0), id2)
+    s0 = tl.where(mask, tl.load(part0 + idx, mask=mask, other=0, cache_modifier=CACHE), id0)
+    s1 = tl.where(mask, tl.load(part1 + idx, mask=mask, other=0, cache_modifier=CACHE), id1)
+    s2 = tl.where(mask, tl.load(part2 + idx, mask=mask, other=0, cache_modifier=CACHE), id2)
     return _reduce_lanes(s0, s1, s2, KIND, CHUNK_BITS)
 
 
@@ -471,7 +494,7 @@ def combine_partials(part0, part1, part2, out0, out1, n_rows, n_chunks, count, p
     rows = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < n_rows
     r0, r1, r2 = load_partials(part0, part1, part2, rows, row_mask, n_chunks, KIND, ACC, LOWEST, HIGHEST, BLOCK_ROWS,
-                               CHUNKS, CHUNK_BITS)
+                               CHUNKS, CHUNK_BITS, "")
     _store_results(out0, out1, rows, row_mask, r0, r1, r2, count, p, correction, OP, KIND, OUT_VALUES, OUT_SECOND,
                    DST_FORMAT, VIA_F32, FLOAT_TO_INT)
 

@@ -14,7 +14,7 @@ from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, next_pow2
-from ..allocation import Workspace, fresh_tensor_maker, new_tensor, outside_arena, scratch_tensor
+from ..allocation import Workspace, arrival_counters, fresh_tensor_maker, new_tensor, scratch_tensor
 from ..lowering import conversion_flags, float_format, needs_index_64
 from ..tensor import Tensor
 from .matmul_gemv import (_GEMV_MAX_BLOCK_K, _GEMV_ONE_ROW_SHAPES, _GEMV_ROWS_SHAPES, _INTERPRETED_BLOCK_K,
@@ -822,28 +822,6 @@ def _batch_launches(config, dev, m, n, k, alpha, beta, has_bias, scaled, flags, 
     return run
 
 
-# the counters of ``gemm_tiles``' split tiles, by (device, stream)
-_tile_counters_held: dict = {}
-
-
-def _tile_counters(dev) -> Tensor:
-    """``gemm_tiles``' int32 counters of split tiles on ``dev``'s current stream: one a multiprocessor (a
-    launch splits fewer tiles than that), made zero, and zero again after each launch, which leaves them as
-    it found them. Launches on one stream run one after another; another stream has counters of its own.
-    Zeroed by the backend's memset, not a kernel: the first call may come while launches run nothing (a
-    tuner building its candidates inside ``launch.compiling_ahead``)."""
-    backend = backend_for(dev)
-    stream_of = getattr(backend, "current_stream_handle", None)
-    key = (dev, stream_of(dev.index) if stream_of is not None else 0)
-    counters = _tile_counters_held.get(key)
-    if counters is None:
-        with outside_arena():  # the stream's for good, not a graph step's
-            made = new_tensor((multiprocessors(dev),), get_dtype("int32"), dev)
-        backend.fill_bytes(made.data_ptr(), made.nbytes, 0, dev.index)
-        counters = _tile_counters_held.setdefault(key, made)
-    return counters
-
-
 def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, scaled, flags, strides, norm_args):
     """``run(a, b, bias, out, norm_tensors=())`` through ``gemm_tiles`` for one matrix. A TMA config whose
     operands cannot be read by descriptors (strides here, or an address off 16 bytes at a call) reads through
@@ -878,7 +856,7 @@ def _tile_launches(config, dev, facts, m, n, k, alpha, beta, dtype, has_bias, sc
         tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out, "partial": out, "counters": out,
                    **dict(zip(NORM_SLOTS, norm_tensors))}
         if splits > 1:
-            tensors.update(partial=scratch_tensor(partial_shape, float32, dev), counters=_tile_counters(dev))
+            tensors.update(partial=scratch_tensor(partial_shape, float32, dev), counters=arrival_counters(dev))
         if fallback is not None and (a.data_ptr() | b.data_ptr()) & 15:
             fallback(dev, tensors)
             return

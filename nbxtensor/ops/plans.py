@@ -13,7 +13,7 @@ from operator import itemgetter
 
 from .. import dtypes as _dtypes
 from .. import launch as _launch
-from ..allocation import Workspace, outside_arena
+from ..allocation import Workspace, arrival_counters, outside_arena
 from ..device import backend_for
 from ..launch import bind_slots, issue, launch_slots
 from ..tensor import Tensor
@@ -235,7 +235,8 @@ class LaunchCall:
         what ``call`` returns) serves the calls it does not: inside a capture (which records launches) and
         where an address is off Triton's 16-byte specialisation."""
         device, backend = self.device, self._backend
-        sources = {self.source: 0}  # each slot's place among the call's addresses: source, outputs, pieces
+        sources = {self.source: 0}  # each slot's place among the call's addresses: source, outputs, pieces,
+        # counters
         makers, places = [], []
         for place, (names, make) in enumerate(self.outputs):
             if make is not None:
@@ -246,13 +247,16 @@ class LaunchCall:
         sources.update((name, 1 + len(makers) + i) for i, name in enumerate(pieces))
         workspace = self.workspace.buffer_maker(device) if pieces else None
         offsets = tuple(pieces.values())
+        counters = self.workspace.counters
+        if counters:
+            sources["counters"] = 1 + len(makers) + len(pieces)
         steps = []
         for launcher, planned in zip(self.launchers, self.launches):
             places_read = [sources[name] for name in planned.names]
             steps.append((launcher, itemgetter(*places_read) if len(places_read) > 1 else
                           (lambda addresses, i=places_read[0]: (addresses[i],))))
         itemsize = self._itemsize
-        if places == [pick] and workspace is None and len(steps) == 1:
+        if places == [pick] and workspace is None and not counters and len(steps) == 1:
             return _bound_one(steps[0], itemsize, makers[0], general, backend, device)
         if type(pick) is int:
             finish = itemgetter(places.index(pick))
@@ -288,6 +292,8 @@ class LaunchCall:
             if aligned & 15:  # an output a graph's arena placed off 16 bytes
                 return general(x)
             stream = stream_of(index)
+            if counters:
+                addresses.append(arrival_counters(device, stream).data_ptr())
             for launcher, arguments in steps:
                 issue(launcher, backend, device, stream, arguments(addresses))
             return finish(made)

@@ -9,7 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import shape as S
-from ..allocation import Workspace, fresh_tensor_maker
+from ..allocation import ARRIVAL_COUNTERS, Workspace, fresh_tensor_maker
 from ..device import backend_for, multiprocessors
 from ..device.facts import all_facts
 from ..dtypes import get_dtype
@@ -293,27 +293,31 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
                   OUT_SECOND=second is not None, DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                   FLOAT_TO_INT=flags["FLOAT_TO_INT"])
     split = n_chunks > 1
+    # a split's chunks combine in its launch unless its programs of rows outnumber the arrival counters
+    combined = split and grid0 <= ARRIVAL_COUNTERS
+    chunks = next_pow2(n_chunks)
+    combine_rows = max(1, facts["reduction_tile"] // chunks)
     o0, o1 = Slot("out0"), Slot("out1")
     parts = (Slot("part0"), Slot("part1"), Slot("part2")) if split else (o0, o0, o0)
     launches = [PlannedLaunch(
         K.reduce_rows, (grid0, n_chunks),
-        [Slot("x"), o0, o1, *parts, n_rows, n_inner, length, chunk, n_chunks, float(length), float(p),
-         float(correction), tuple(row_shape), tuple(row_strides), tuple(red_shape), tuple(red_strides)],
+        [Slot("x"), o0, o1, *parts, Slot("counters") if combined else o0, n_rows, n_inner, length, chunk, n_chunks,
+         float(length), float(p), float(correction), tuple(row_shape), tuple(row_strides), tuple(red_shape),
+         tuple(red_strides)],
         dict(COMPUTE=compute.triton, ROW_RANK=len(row_shape), RED_RANK=len(red_shape), RED_UNIT=red_unit,
              COLUMN=column, SPLIT=split, SRC_FORMAT=load_format(x.dtype),
              INDEX_64=needs_index_64(x), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
-             LANE_BITS=block_r.bit_length() - 1, num_warps=warps, **common))]
-    if split:
-        chunks = next_pow2(n_chunks)
-        rows_per_program = max(1, facts["reduction_tile"] // chunks)
+             LANE_BITS=block_r.bit_length() - 1, COMBINE=combined, COMBINE_ROWS=min(combine_rows, block_rows),
+             CHUNKS=chunks, CHUNK_BITS=chunks.bit_length() - 1, num_warps=warps, **common))]
+    if split and not combined:
         launches.append(PlannedLaunch(
-            K.combine_partials, (cdiv(n_rows, rows_per_program),),
+            K.combine_partials, (cdiv(n_rows, combine_rows),),
             [*parts, o0, o1, n_rows, n_chunks, float(length), float(p), float(correction)],
-            dict(BLOCK_ROWS=rows_per_program, CHUNKS=chunks, CHUNK_BITS=chunks.bit_length() - 1,
+            dict(BLOCK_ROWS=combine_rows, CHUNKS=chunks, CHUNK_BITS=chunks.bit_length() - 1,
                  num_warps=facts["reduction_warps"], **common)))
     parts = n_rows * n_chunks
     workspace = Workspace({"part0": ((parts,), acc), "part1": ((parts,), int64 if arg else acc),
-                           "part2": ((parts,), acc)} if split else {})
+                           "part2": ((parts,), acc)} if split else {}, counters=combined)
     # the one output written fills both output slots (and, unsplit, the partials' slots)
     if first is None or other is None:
         written = ("out0", "out1")
