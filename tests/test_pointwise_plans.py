@@ -488,3 +488,28 @@ def test_costly_bodies_keep_every_multiprocessor_busy_on_small_tensors(monkeypat
     assert pointwise._block(hopper, False, 64 * 3072, None) == hopper["elementwise_block"]
     cpu = load_facts("cpu")["kernels"]
     assert pointwise._block(cpu, True, 1000, None) == cpu["elementwise_block"]
+
+
+def test_a_bound_split_reduction_takes_its_streams_arrival_counters(bound_launches, monkeypatch, set_kernel_facts):
+    """A split column sum binds with its arrival counters: a bound call passes those of the stream it
+    launches on (each stream has its own), as the general path does, in one launch."""
+    from nbxtensor import allocation
+    from nbxtensor.device import backend_for
+    from nbxtensor.ops import plans
+    set_kernel_facts(reduction_column_split_length=16, reduction_split_min=16, reduction_split_block=256)
+    clear_all()
+    x = _host(np.ones((150, 40), np.float32))
+    stream = [0]
+    monkeypatch.setattr(type(backend_for(x.device)), "current_stream_handle", lambda self, index=None: stream[0])
+    for _ in range(3):
+        x.sum(0)
+    monkeypatch.setattr(plans, "run_launches", lambda *args: pytest.fail("the general path was taken"))
+    for handle in (0, 5):
+        stream[0] = handle
+        before = len(bound_launches)
+        x.sum(0)
+        assert len(bound_launches) == before + 1
+        launched = bound_launches[-1]
+        assert launched[0] == handle
+        assert allocation.arrival_counters(x.device, handle).data_ptr() in launched[1:]
+    assert allocation.arrival_counters(x.device, 0) is not allocation.arrival_counters(x.device, 5)
