@@ -93,8 +93,10 @@ def split_products_in_two(candidates):
 
 def run_decode_step_ops(rng, device=TEST_DEVICE) -> None:
     """Each op of a decode step once, on tiny operands: a product, the residual add with its norm and a
-    norm alone, the gated activation, rotary embedding with the cache append, paged attention, and the
-    products with a norm (after an add, or alone) or the gated activation in their prologue."""
+    norm alone, the gated activation, rotary embedding with the cache append, paged attention (its splits
+    merged by the last to finish, and, for another layout planned as where the groups outnumber the
+    arrival counters, by a second launch), and the products with a norm (after an add, or alone) or the
+    gated activation in their prologue."""
     def f32(*shape):
         return nbx.tensor(rng.standard_normal(shape).astype(np.float32), device=device)
 
@@ -108,6 +110,11 @@ def run_decode_step_ops(rng, device=TEST_DEVICE) -> None:
     q, _ = F.rotary_append(f32(1, 4, 16), f32(1, 2, 16), f32(1, 2, 16), f32(8, 8), f32(8, 8), ints([5]), *caches,
                            ints(5))
     F.paged_attention(q, *caches, ints([0, 1]), ints(6))
+    counters, attention.ARRIVAL_COUNTERS = attention.ARRIVAL_COUNTERS, 0
+    try:
+        F.paged_attention(f32(1, 2, 16), *caches, ints([0, 1]), ints(6))
+    finally:
+        attention.ARRIVAL_COUNTERS = counters
     matmul_prologue.rms_norm_linear(f32(1, 32), f32(32), f32(16, 32), None, 1e-6)
     matmul_prologue.add_rms_norm_linear(f32(1, 32), f32(1, 32), f32(32), f32(16, 32), None, 1e-6)
     matmul_prologue.act_and_mul_linear(f32(1, 64), f32(16, 32), activation="silu")
