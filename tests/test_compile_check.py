@@ -287,7 +287,7 @@ def test_the_decode_step_kernels_wait_first_when_compiled_with_dependent_launch(
     assert all(record["constexprs"]["PDL"] is False for record in launches)  # the interpreter never takes it
     result = _check(records, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "compiled 13 of 13 specialisations for sm_90 (13 with programmatic dependent launch); 0 failed" \
+    assert "compiled 12 of 12 specialisations for sm_90 (12 with programmatic dependent launch); 0 failed" \
         in result.stdout
 
 
@@ -311,7 +311,7 @@ def test_the_prologue_products_compile_for_hopper_in_every_form(tmp_path):
         P.add_rms_norm_linear(x, residual, norm, weight, None, 1e-6)
         P.act_and_mul_linear(t(2, 80), t(24, 40), activation="gelu_tanh")
     """)
-    _assert_every_one_compiles(records, tmp_path, {"gemv_prologue", "gemv_combine"})
+    _assert_every_one_compiles(records, tmp_path, {"gemv_prologue"})
 
 
 @cpu_kernels
@@ -340,7 +340,7 @@ def test_the_quantized_prologue_products_compile_for_hopper_in_every_form(tmp_pa
                                       1e-6)
                 P.act_and_mul_linear(t(1, 192, dtype=dtype), weight, t(40, dtype=dtype), activation="silu")
     """)
-    _assert_every_one_compiles(records, tmp_path, {"quantized_gemv_prologue", "gemv_combine"})
+    _assert_every_one_compiles(records, tmp_path, {"quantized_gemv_prologue"})
 
 
 @cpu_kernels

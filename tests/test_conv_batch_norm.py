@@ -237,7 +237,7 @@ PRODUCT_PATHS = {
     "gemm": ((2, 8, 4, 5), 20, None, _DTYPES, [MK.gemm]),
     # 12 output channels (NCHW, one image) or 9 positions (channels-last): a GEMV's rows; K split in three
     "gemv": (_GEMV_SHAPE, 12, None, _DTYPES, [MK.gemv]),
-    "gemv_split": (_GEMV_SHAPE, 12, _force_gemv_split, _DTYPES, [MK.gemv, MK.gemv_combine]),
+    "gemv_split": (_GEMV_SHAPE, 12, _force_gemv_split, _DTYPES, [MK.gemv]),
     "split": (_WIDE, 20, lambda mp: _force_gemm(mp, _tiles(SPLITS=3)), ["float16", "bfloat16"],
               [MK.gemm, MK.gemv_combine]),
     "tiles": (_WIDE, 20, lambda mp: _force_gemm(mp, _tiles(PERSISTENT=True, TMA=True)), _DTYPES, [MK.gemm_tiles]),

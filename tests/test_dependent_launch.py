@@ -3,6 +3,7 @@ facts and ``NBX_PDL``, and a launch carries the attribute exactly when its ``PDL
 that such a kernel waits first, is ``tests/test_compile_check.py``'s)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -91,30 +92,41 @@ def split_products_in_two(candidates):
     return lambda facts, m, n, k: [dict(c, SPLITS=2, BLOCK_K=16) for c in candidates(facts, m, n, k)]
 
 
+@contextlib.contextmanager
+def counters_outnumbered():
+    """Ops planned inside plan as where their programs outnumber the arrival counters: a split's parts
+    combine in a second launch."""
+    kept = attention.ARRIVAL_COUNTERS, matmul_gemv.ARRIVAL_COUNTERS
+    attention.ARRIVAL_COUNTERS = matmul_gemv.ARRIVAL_COUNTERS = 0
+    try:
+        yield
+    finally:
+        attention.ARRIVAL_COUNTERS, matmul_gemv.ARRIVAL_COUNTERS = kept
+
+
 def run_decode_step_ops(rng, device=TEST_DEVICE) -> None:
-    """Each op of a decode step once, on tiny operands: a product, the residual add with its norm and a
-    norm alone, the gated activation, rotary embedding with the cache append, paged attention (its splits
-    merged by the last to finish, and, for another layout planned as where the groups outnumber the
+    """Each op of a decode step once, on tiny operands: a product (planned as where its column blocks
+    outnumber the arrival counters: its splits added by a second launch), the residual add with its norm
+    and a norm alone, the gated activation, rotary embedding with the cache append, paged attention (its
+    splits merged by the last to finish, and, for another layout planned as where the groups outnumber the
     arrival counters, by a second launch), and the products with a norm (after an add, or alone) or the
-    gated activation in their prologue."""
+    gated activation in their prologue (their splits added by the last to finish)."""
     def f32(*shape):
         return nbx.tensor(rng.standard_normal(shape).astype(np.float32), device=device)
 
     def ints(*values):
         return nbx.tensor(np.array(values, np.int32), device=device)
     caches = f32(4, 4, 2, 16), f32(4, 4, 2, 16)
-    F.linear(f32(1, 64), f32(32, 64))
+    with counters_outnumbered():
+        F.linear(f32(1, 64), f32(32, 64))
     h, _ = add_rms_norm(f32(1, 32), f32(1, 32), (32,), f32(32), 1e-6)
     rms_norm(h, (32,), f32(32), 1e-6)
     F.act_and_mul(f32(1, 64), activation="silu")
     q, _ = F.rotary_append(f32(1, 4, 16), f32(1, 2, 16), f32(1, 2, 16), f32(8, 8), f32(8, 8), ints([5]), *caches,
                            ints(5))
     F.paged_attention(q, *caches, ints([0, 1]), ints(6))
-    counters, attention.ARRIVAL_COUNTERS = attention.ARRIVAL_COUNTERS, 0
-    try:
+    with counters_outnumbered():
         F.paged_attention(f32(1, 2, 16), *caches, ints([0, 1]), ints(6))
-    finally:
-        attention.ARRIVAL_COUNTERS = counters
     matmul_prologue.rms_norm_linear(f32(1, 32), f32(32), f32(16, 32), None, 1e-6)
     matmul_prologue.add_rms_norm_linear(f32(1, 32), f32(1, 32), f32(32), f32(16, 32), None, 1e-6)
     matmul_prologue.act_and_mul_linear(f32(1, 64), f32(16, 32), activation="silu")

@@ -128,15 +128,27 @@ def test_one_row_gemv_with_its_k_loop_pipelined(rng, monkeypatch, settings, dtyp
     assert_product_close(nbx.nn.functional.linear(x, weight), _f64(x), _f64(weight).T, 200, dtype)
 
 
-def test_gemv_split_over_k_adds_partials_in_order(rng, monkeypatch):
-    """The split path runs only when tuning picks it; force a 3-way split to test the combine."""
+@pytest.mark.parametrize("rows", [1, 3])
+def test_gemv_split_over_k_adds_partials_in_order(rng, monkeypatch, rows):
+    """The split path runs only when tuning picks it; a 3-way split forced: the last split of each column
+    block adds the splits' partial sums in its launch, with the bits of the second launch that adds them
+    where the column blocks outnumber the arrival counters, and leaves the counters at zero."""
     def split_first(facts, m, n, k):
         return [dict(BLOCK_N=32, BLOCK_K=16, SPLITS=3, num_warps=1)]
     monkeypatch.setattr(MG, "gemv_candidates", split_first)
-    x, w, bias = _inputs(rng, (3, 100), "float32"), _inputs(rng, (100, 40), "float32"), _inputs(rng, (40,), "float32")
-    out = nbx.addmm(bias, x, w, beta=0.5, alpha=2.0)
-    assert_product_close(out, 2 * x.numpy().astype(np.float64), w.numpy().astype(np.float64), 100, "float32",
-                         bias_scale=(0.5 * bias.numpy().astype(np.float64),))
+    x, w, bias = _inputs(rng, (rows, 100), "float32"), _inputs(rng, (100, 40), "float32"), _inputs(rng, (40,), "float32")
+    results = []
+    for counters in (allocation.ARRIVAL_COUNTERS, 0):
+        monkeypatch.setattr(MG, "ARRIVAL_COUNTERS", counters)
+        clear_all()
+        with nbx.launch.capture() as recorded:
+            results.append(nbx.addmm(bias, x, w, beta=0.5, alpha=2.0).numpy())
+        assert [launch[0] for launch in recorded.launches] == ([K.gemv] if counters else [K.gemv, K.gemv_combine])
+    clear_all()
+    assert results[0].tobytes() == results[1].tobytes()
+    assert not allocation.arrival_counters(x.device).numpy().any()
+    assert_product_close(to_nbx(results[0]), 2 * x.numpy().astype(np.float64), w.numpy().astype(np.float64), 100,
+                         "float32", bias_scale=(0.5 * bias.numpy().astype(np.float64),))
 
 
 def test_addmm_baddbmm_alpha_beta(rng):

@@ -150,7 +150,7 @@ def test_rms_norm_quantized_linear_matches_float64_and_the_unfused_ops(rng, sett
         out, kernels = _launched(lambda: rms_norm_linear(x, norm, weight, None, EPS))
         h = rms_norm(x, (k,), norm, EPS)
     split = setting == "split K"
-    assert kernels == ["quantized_gemv_prologue"] + ["gemv_combine"] * split
+    assert kernels == ["quantized_gemv_prologue"]  # split or not: the last split adds the splits
     assert out.shape == (1, weight.shape[0]) and out.dtype == x.dtype
     rows64 = x64 / np.sqrt(np.mean(x64 * x64, axis=1, keepdims=True) + EPS) * norm64
     _assert_near(out, rows64, w64, steps64, dtype)
@@ -171,7 +171,7 @@ def test_act_and_mul_quantized_linear_matches_float64_and_the_unfused_ops(rng, s
     x, x64 = _tensor(rng, (1, 2 * k), dtype)
     bias, b64 = _tensor(rng, (weight.shape[0],), dtype)
     out, kernels = _launched(lambda: act_and_mul_linear(x, weight, bias, activation))
-    assert kernels == ["quantized_gemv_prologue"] + ["gemv_combine"] * (setting == "split K")
+    assert kernels == ["quantized_gemv_prologue"]
     gate, up = x64[:, :k], x64[:, k:]
     if activation == "silu":
         activated = gate / (1 + np.exp(-gate))

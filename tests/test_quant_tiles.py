@@ -361,3 +361,28 @@ def test_int4_decode_settings_fit_the_declared_workspace(rng, rows, k, group_siz
         block_k = quant_ops._dot_block_k(config["BLOCK_K"], "bfloat16", rows > 1)
         splits = split_k(k, dict(config, BLOCK_K=block_k))[1]
         assert splits == 1 or splits * rows * n * 4 <= declared, config
+
+
+@pytest.mark.parametrize("rows", (1, 4))
+def test_split_quantized_gemv_adds_its_splits_in_its_launch(rng, forced, monkeypatch, rows):
+    """A quantized GEMV in 3 splits: the last split of each column block adds the partial sums in its launch,
+    with the bits of the second launch that adds them where the column blocks outnumber the arrival
+    counters; int4 whose words lie in one group (``int4_gemv``) and int8 (``quantized_gemv``), a bias."""
+    from nbxtensor.launch import capture
+    from nbxtensor.ops import matmul_gemv
+    k, n = 96, 40
+    q, zeros, scales, _ = _random_int4(rng, k, n, 32, False)
+    weights = [QuantizedWeight.int4(q, scales, zeros, None, group_size=32, device=TEST_DEVICE),
+               QuantizedWeight.quantize(rng.standard_normal((n, k)).astype(np.float32), "int8", device=TEST_DEVICE)]
+    x = to_nbx(rng.standard_normal((rows, k)).astype(np.float32))
+    bias = to_nbx(rng.standard_normal(n).astype(np.float32))
+    for weight in weights:
+        results = []
+        for counters in (matmul_gemv.ARRIVAL_COUNTERS, 0):
+            monkeypatch.setattr(matmul_gemv, "ARRIVAL_COUNTERS", counters)
+            forced(16, 3)
+            nbx.quantized_linear(x, weight, bias)  # planned outside the capture
+            with capture() as recorded:
+                results.append(nbx.quantized_linear(x, weight, bias).numpy())
+            assert len(recorded.launches) == (1 if counters else 2)
+        assert results[0].tobytes() == results[1].tobytes()

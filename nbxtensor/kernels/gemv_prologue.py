@@ -115,12 +115,12 @@ def _prologue_step(acc, x, res, res_out, norm_w, w, rm, rn_load, kk, row_mask, k
 
 
 @triton.jit
-def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, M, N, K, k_per_split, eps,
+def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, counters, M, N, K, k_per_split, eps,
                   x_sm, x_sk, res_sm, res_sk, nw_sk, w_sk, w_sn, bias_sm, bias_sn, out_sm, out_sn,
                   PROLOGUE: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT_MODE: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STATS_BLOCK_K: tl.constexpr,
-                  SPLIT: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr,
-                  HAS_BIAS: tl.constexpr, X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+                  SPLIT: tl.constexpr, COMBINE: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
+                  DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr, BIAS_FORMAT: tl.constexpr,
                   DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
                   PDL: tl.constexpr, LOOP_STAGES: tl.constexpr):
     """``gemv`` of the rows the PROLOGUE computes from ``x`` (M rows, M <= BLOCK_M <= 16) by the K x N
@@ -154,7 +154,7 @@ def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, M, N, K, k_per
                                  HAS_RESIDUAL, ACT_MODE, BLOCK_M, ACC, PRECISION, DECODE_BF16, X_FORMAT, NW_FORMAT,
                                  DST_FORMAT, VIA_F32)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M,
-                SPLIT, HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+                SPLIT, HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32, counters=counters, COMBINE=COMBINE)
 
 
 @triton.jit
@@ -189,11 +189,12 @@ def _quantized_prologue_step(acc, x, res, res_out, norm_w, q, scales, zeros, g_i
 
 
 @triton.jit
-def quantized_gemv_prologue(x, res, res_out, norm_w, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_per_split,
-                            eps, group_size, scale_block_n, x_sm, x_sk, res_sm, res_sk, nw_sk, q_sk, q_sn, s_sg, s_sn,
+def quantized_gemv_prologue(x, res, res_out, norm_w, q, scales, zeros, g_idx, bias, out, partial, counters, M, N, K,
+                            k_per_split, eps, group_size, scale_block_n, x_sm, x_sk, res_sm, res_sk, nw_sk, q_sk, q_sn, s_sg, s_sn,
                             z_sg, z_sn, bias_sn, out_sm, out_sn, PROLOGUE: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                             ACT_MODE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                            STATS_BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, WHOLE_WORDS: tl.constexpr,
+                            STATS_BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, COMBINE: tl.constexpr,
+                            WHOLE_WORDS: tl.constexpr,
                             WEIGHT: tl.constexpr, SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr,
                             GROUPS_IN_TILE: tl.constexpr, GROUP_SIZE: tl.constexpr, ONE_GROUP: tl.constexpr,
                             INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr,
@@ -242,4 +243,4 @@ def quantized_gemv_prologue(x, res, res_out, norm_w, q, scales, zeros, g_idx, bi
                                            SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, GROUP_SIZE, ONE_GROUP, INLINE_ASM,
                                            EVEN_K, X_FORMAT, NW_FORMAT, DST_FORMAT, VIA_F32)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, 1, SPLIT, HAS_BIAS,
-                False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+                False, BIAS_FORMAT, DST_FORMAT, VIA_F32, counters=counters, COMBINE=COMBINE)

@@ -557,9 +557,12 @@ def _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, alpha
                 BLOCK_M: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, SCALED: tl.constexpr,
                 BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, norm_mean=None,
                 norm_var=None, norm_weight=None, norm_shift=None, eps=None, NORM: tl.constexpr = NORM_OFF,
-                NORM_FORMAT: tl.constexpr = 0, ACTIVATION: tl.constexpr = 0):
+                NORM_FORMAT: tl.constexpr = 0, ACTIVATION: tl.constexpr = 0, counters=None,
+                COMBINE: tl.constexpr = False):
     """A GEMV program's (BLOCK_M, BLOCK_N) result from its accumulator (one row's lanes summed), written
-    as its split's float32 partial sums, or through the epilogue to ``out``."""
+    as its split's float32 partial sums, or through the epilogue to ``out``. COMBINE (with SPLIT): the last
+    split of a column block to finish (counter ``program_id(0)`` of ``counters``) adds the block's partial
+    sums as ``gemv_combine`` does and applies the epilogue."""
     if BLOCK_M == 1:
         rows = tl.sum(acc, axis=0)[None, :]
     else:
@@ -567,6 +570,13 @@ def _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, alpha
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     if SPLIT:
         tl.store(partial + (split * M + rm[:, None]) * N + rn[None, :], rows, mask=mask)
+        if COMBINE:
+            splits = tl.num_programs(1)
+            if last_to_arrive(counters, tl.program_id(0), splits):
+                total = _split_sums(partial, rm, rn, M, N, splits, mask, rows.dtype, ".cg")
+                _epilogue(total, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
+                          HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight,
+                          norm_shift, eps, M, N, NORM, NORM_FORMAT, ACTIVATION)
     else:
         _epilogue(rows, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
                   HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift,
@@ -574,17 +584,30 @@ def _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, alpha
 
 
 @triton.jit
-def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta, norm_mean, norm_var, norm_weight, norm_shift,
-         eps, x_sm, x_sk, w_sk, w_sn, bias_sm, bias_sn, out_sm, out_sn,
-         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
+def _split_sums(partial, rm, rn, M, N, splits, mask, ACC: tl.constexpr, CACHE: tl.constexpr):
+    """The (rm, rn) block of the splits' partial sums (split, M, N) added in split order (loaded with the
+    cache modifier CACHE): the same bits whatever program adds them."""
+    acc = tl.zeros((rm.shape[0], rn.shape[0]), dtype=ACC)
+    s = 0
+    while s < splits:
+        acc += tl.load(partial + (s * M + rm[:, None]) * N + rn[None, :], mask=mask, other=0, cache_modifier=CACHE)
+        s += 1
+    return acc
+
+
+@triton.jit
+def gemv(x, w, bias, out, partial, counters, M, N, K, k_per_split, alpha, beta, norm_mean, norm_var, norm_weight,
+         norm_shift, eps, x_sm, x_sk, w_sk, w_sn, bias_sm, bias_sn, out_sm, out_sn,
+         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, COMBINE: tl.constexpr,
          ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr,
          SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
          INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr, NORM: tl.constexpr,
          NORM_FORMAT: tl.constexpr, ACTIVATION: tl.constexpr, LOOP_STAGES: tl.constexpr):
     """Rows of ``x`` (M of them, M <= BLOCK_M <= 16) times the K x N weight ``w``, which is streamed once:
     program (i, s) reads columns [i * BLOCK_N, ...) of the rows in split s of K. With SPLIT, each program
-    writes its float32 partial sums to ``partial`` (split, M, N) and ``gemv_combine`` adds them in a
-    fixed order (no atomics, so results do not depend on scheduling). LOOP_STAGES (None: the compiler's
+    writes its float32 partial sums to ``partial`` (split, M, N), which the last split of each column block
+    to finish (COMBINE, ``_gemv_write``) or ``gemv_combine`` adds in split order (results do not depend on
+    scheduling). LOOP_STAGES (None: the compiler's
     default): the K loop pipelined into this many stages, each step's loads copied ahead into shared memory;
     by default only a dot's operands are, so one row (no dot) waits for each step's weight tile in turn."""
     await_predecessors(PDL)
@@ -602,7 +625,7 @@ def gemv(x, w, bias, out, partial, M, N, K, k_per_split, alpha, beta, norm_mean,
                              BLOCK_M, ACC, PRECISION, DECODE_BF16)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, bias_sm, bias_sn, alpha, beta, out, out_sm, out_sn,
                 BLOCK_M, SPLIT, HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight,
-                norm_shift, eps, NORM, NORM_FORMAT, ACTIVATION)
+                norm_shift, eps, NORM, NORM_FORMAT, ACTIVATION, counters, COMBINE)
 
 
 @triton.jit
@@ -617,11 +640,7 @@ def gemv_combine(partial, bias, out, M, N, splits, alpha, beta, norm_mean, norm_
     rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=partial.dtype.element_ty)
-    s = 0
-    while s < splits:
-        acc += tl.load(partial + (s * M + rm[:, None]) * N + rn[None, :], mask=mask, other=0)
-        s += 1
+    acc = _split_sums(partial, rm, rn, M, N, splits, mask, partial.dtype.element_ty, "")
     _epilogue(acc, bias, 0, bias_sm, bias_sn, rm, rn, mask, alpha, beta, out, 0, out_sm, out_sn,
               HAS_BIAS, SCALED, BIAS_FORMAT, DST_FORMAT, VIA_F32, norm_mean, norm_var, norm_weight, norm_shift, eps, M,
               N, NORM, NORM_FORMAT, ACTIVATION)

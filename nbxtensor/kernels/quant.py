@@ -178,9 +178,10 @@ def _rows_step(acc, x, q, scales, zeros, g_idx, rm_load, rn_load, rn, N, k_base,
 
 
 @triton.jit
-def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_per_split, group_size, scale_block_n,
-                   x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, bias_sn, out_sm, out_sn,
+def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, counters, M, N, K, k_per_split, group_size,
+                   scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, bias_sn, out_sm, out_sn,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
+                   COMBINE: tl.constexpr,
                    WEIGHT: tl.constexpr, SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr,
                    GROUPS_IN_TILE: tl.constexpr, DOT: tl.constexpr,
                    PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr,
@@ -188,7 +189,7 @@ def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_pe
                    INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, LOOP_STAGES: tl.constexpr):
     """out = x @ w.T + bias for M <= BLOCK_M <= 16 rows of ``x``: program (i, s) reads output columns
     [i * BLOCK_N, ...) of the weight's inputs in split s of K, so the weight is streamed once. With SPLIT,
-    float32 partial sums go to ``partial`` (split, M, N) for ``gemv_combine`` (a fixed order, no atomics).
+    float32 partial sums go to ``partial`` (split, M, N), added in a fixed order as ``gemv``'s are (COMBINE).
     LOOP_STAGES as ``kernels/matmul.gemv``'s."""
     split, rm, rn, rk, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M, BLOCK_N,
                                                                               BLOCK_K, tl.float32, INDEX_64)
@@ -206,7 +207,7 @@ def quantized_gemv(x, q, scales, zeros, g_idx, bias, out, partial, M, N, K, k_pe
                              group_size, scale_block_n, x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, BLOCK_M,
                              BLOCK_K, WEIGHT, SCALE_FORMAT, HAS_G_IDX, GROUPS_IN_TILE, DOT, PRECISION, DECODE_BF16)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M, SPLIT,
-                HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+                HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32, counters=counters, COMBINE=COMBINE)
 
 
 @triton.jit
@@ -652,9 +653,10 @@ def _int4_step(acc, x, q, scales, zeros, rm_load, rn, rn_load, N, k_base, lanes,
 
 
 @triton.jit
-def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split,
+def int4_gemv(x, q, scales, zeros, bias, out, partial, counters, M, N, K, k_per_split,
               x_sm, x_sk, q_sk, q_sn, s_sg, s_sn, z_sg, z_sn, bias_sn, out_sm, out_sn,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
+              COMBINE: tl.constexpr,
               GROUP_SIZE: tl.constexpr, SCALE_FORMAT: tl.constexpr, ONE_GROUP: tl.constexpr, DOT: tl.constexpr,
               PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_FORMAT: tl.constexpr,
               DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
@@ -690,7 +692,7 @@ def int4_gemv(x, q, scales, zeros, bias, out, partial, M, N, K, k_per_split,
     if TRANSPOSED:
         acc = tl.trans(acc)
     _gemv_write(acc, rm, rn, M, N, partial, split, bias, 0, bias_sn, 1.0, 1.0, out, out_sm, out_sn, BLOCK_M, SPLIT,
-                HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32)
+                HAS_BIAS, False, BIAS_FORMAT, DST_FORMAT, VIA_F32, counters=counters, COMBINE=COMBINE)
 
 
 @triton.jit

@@ -1,13 +1,13 @@
 """Matrix products of a handful of rows (decode): ``gemv`` streams the matrix once, K split over programs
-when the matrix is too narrow to fill the device, the splits' partial sums added by ``gemv_combine`` in a
-fixed order. ``matmul_plans`` routes products of up to ``GEMV_MAX_ROWS`` rows here."""
+when the matrix is too narrow to fill the device, the splits' partial sums added in a fixed order by the
+last split of each column block to finish (or, past the arrival counters, by ``gemv_combine``). ``matmul_plans`` routes products of up to ``GEMV_MAX_ROWS`` rows here."""
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
 
 from .. import tuning
-from ..allocation import scratch_tensor
+from ..allocation import ARRIVAL_COUNTERS, arrival_counters, scratch_tensor
 from ..dtypes import get_dtype
 from ..kernels import matmul as K
 from ..kernels import norm_epilogue as E
@@ -113,11 +113,27 @@ def split_k(k: int, config: dict) -> tuple[int, int]:
     return k_per_split, max(1, cdiv(k, k_per_split))
 
 
+def combines_in_launch(config: dict, splits: int, n: int) -> bool:
+    """Whether a GEMV split in ``splits`` adds its partial sums in its own launch (its last split of each
+    column block to finish): where its column blocks fit the arrival counters."""
+    return splits > 1 and cdiv(n, config["BLOCK_N"]) <= ARRIVAL_COUNTERS
+
+
+def split_slots(splits: int, combined: bool, m: int, n: int, dtype, dev, out) -> dict:
+    """The "partial" and "counters" slots of a GEMV launch in ``splits`` (``combined``: as
+    ``combines_in_launch`` answers): the partial sums' temporary and the stream's arrival counters where
+    the launch uses them, ``out`` in their place where not."""
+    if splits == 1:
+        return {"partial": out, "counters": out}
+    return {"partial": scratch_tensor((splits, m, n), dtype, dev),
+            "counters": arrival_counters(dev) if combined else out}
+
+
 def combine_launch(config, splits, m, n, alpha, beta, bias_strides, out_strides, has_bias, scaled, flags, dev,
                    norm: ProductNorm | None = None):
     """The ``gemv_combine`` launch adding a split GEMV's partials (slots partial, bias, out; the norm's where
-    ``norm``), or None for one split."""
-    if splits == 1:
+    ``norm``), or None where there is one split or the GEMV's launch adds them (``combines_in_launch``)."""
+    if splits == 1 or combines_in_launch(config, splits, n):
         return None
     combine_n = min(config["BLOCK_N"], 64)
     norm_args, norm_constexprs = norm_launch_parts(norm)
@@ -145,19 +161,20 @@ def _gemv_launches(key, a, b, bias, out, m, n, k, alpha, beta, has_bias, scaled,
     def launches_for(config):
         """``run(a, b, bias, out)`` for ``config``, its launches built once."""
         k_per_split, splits = split_k(k, config)
+        combined = combines_in_launch(config, splits, n)
         main = PlannedLaunch(
             K.gemv, (cdiv(n, config["BLOCK_N"]), splits),
-            [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split, float(alpha),
-             float(beta), *norm_args, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
+            [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), Slot("partial"), Slot("counters"), m, n, k, k_per_split,
+             float(alpha), float(beta), *norm_args, a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn],
             dict(BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], SPLIT=splits > 1,
-                 HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, PDL=dependent_launch(dev),
+                 COMBINE=combined, HAS_BIAS=has_bias, SCALED=scaled, INDEX_64=index_64, PDL=dependent_launch(dev),
                  **launch_settings(config), **flags))
         combine = combine_launch(config, splits, m, n, alpha, beta, (bias_sm, bias_sn), (out_sm, out_sn), has_bias,
                                  scaled, flags, dev, norm)
 
         def run(a, b, bias, out, norm_tensors=()):
-            partial = scratch_tensor((splits, m, n), partial_dtype, dev) if combine is not None else out
-            tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out, "partial": partial,
+            tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out,
+                       **split_slots(splits, combined, m, n, partial_dtype, dev, out),
                        **dict(zip(NORM_SLOTS, norm_tensors))}
             main(dev, tensors)
             if combine is not None:

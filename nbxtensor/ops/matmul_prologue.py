@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import tuning
-from ..allocation import fresh_tensor_maker, new_tensor, scratch_tensor
+from ..allocation import fresh_tensor_maker, new_tensor
 from ..device import backend_for
 from ..dtypes import get_dtype
 from ..kernels import gemv_prologue as G
@@ -28,7 +28,8 @@ from ..lowering import float_format, load_format, needs_index_64
 from ..quant import QuantizedWeight
 from ..shape import ShapeError
 from ..tensor import Tensor
-from .matmul_gemv import GEMV_MAX_ROWS, combine_launch, gemv_candidates, launch_settings, split_k
+from .matmul_gemv import (GEMV_MAX_ROWS, combine_launch, combines_in_launch, gemv_candidates, launch_settings,
+                          split_k, split_slots)
 from .matmul_plans import _operand_flags, _product_workspace
 from .normalization import _rms_eps
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
@@ -195,14 +196,15 @@ def _plan(op, x, residual, norm_weight, weight, bias, eps, activation):
     def launches_for(config):
         """``run(x, residual, norm_weight, weight, bias, out, res_out)`` for ``config``, its launches built once."""
         main, splits = main_for(config)
+        combined = combines_in_launch(config, splits, n)
         combine = combine_launch(config, splits, m, n, 1, 1, (0, bias_sn), (n, 1), has_bias, False, flags, dev)
 
         def run(x, residual, norm_weight, weight, bias, out, res_out):
-            partial = scratch_tensor((splits, m, n), get_dtype("float32"), dev) if combine is not None else out
             tensors = {"x": x, "res": x if residual is None else residual,
                        "res_out": out if res_out is None else res_out,
                        "norm_w": x if norm_weight is None else norm_weight, **weight_tensors(weight),
-                       "bias": out if bias is None else bias, "out": out, "partial": partial}
+                       "bias": out if bias is None else bias, "out": out,
+                       **split_slots(splits, combined, m, n, get_dtype("float32"), dev, out)}
             main(dev, tensors)
             if combine is not None:
                 combine(dev, tensors)
@@ -241,11 +243,11 @@ def _float_main(x, residual, norm_weight, weight, bias, eps, prologue_slots, pro
         k_per_split, splits = split_k(k, config)
         return PlannedLaunch(
             G.gemv_prologue, (cdiv(n, config["BLOCK_N"]), splits),
-            [*prologue_slots, Slot("w"), Slot("bias"), Slot("out"), Slot("partial"), m, n, k, k_per_split,
-             float(eps or 0.0), *strides],
+            [*prologue_slots, Slot("w"), Slot("bias"), Slot("out"), Slot("partial"), Slot("counters"), m, n, k,
+             k_per_split, float(eps or 0.0), *strides],
             dict(prologue_constexprs, BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
                  STATS_BLOCK_K=max(config["BLOCK_K"], min(next_pow2(k), _STATS_ELEMENTS // block_m)),
-                 SPLIT=splits > 1, ACC=flags["ACC"], PRECISION=flags["PRECISION"], DECODE_BF16=flags["DECODE_BF16"],
+                 SPLIT=splits > 1, COMBINE=combines_in_launch(config, splits, n), ACC=flags["ACC"], PRECISION=flags["PRECISION"], DECODE_BF16=flags["DECODE_BF16"],
                  INDEX_64=index_64, **launch_settings(config))), splits
 
     def candidates():
@@ -278,10 +280,11 @@ def _quantized_main(x, residual, norm_weight, weight: QuantizedWeight, bias, eps
         return PlannedLaunch(
             G.quantized_gemv_prologue, (cdiv(n, config["BLOCK_N"]), splits),
             [*prologue_slots, Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"),
-             Slot("partial"), 1, n, k, k_per_split, float(eps or 0.0), weight.group_size, weight.scale_block_n,
-             *strides],
+             Slot("partial"), Slot("counters"), 1, n, k, k_per_split, float(eps or 0.0), weight.group_size,
+             weight.scale_block_n, *strides],
             dict(constexprs, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k,
                  STATS_BLOCK_K=max(block_k, min(next_pow2(k), _STATS_ELEMENTS)), SPLIT=splits > 1,
+                 COMBINE=combines_in_launch(config, splits, n),
                  GROUPS_IN_TILE=groups, ONE_GROUP=groups == 1, EVEN_K=k % k_per_split == 0,
                  **launch_settings(config))), splits
 

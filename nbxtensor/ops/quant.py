@@ -25,8 +25,8 @@ from ..quant import FP8_MAX, QuantizedWeight, quantize_fp8
 from ..tensor import Tensor
 from .matmul import _fold_rows
 from .matmul_gemv import (GEMV_MAX_ROWS, _clamp_block, _INTERPRETED_BLOCK_K, _INTERPRETED_BLOCK_M,
-                          _INTERPRETED_BLOCK_N, _PIPELINED, _PIPELINED_DEEP, combine_launch, gemv_candidates,
-                          launch_settings)
+                          _INTERPRETED_BLOCK_N, _PIPELINED, _PIPELINED_DEEP, combine_launch, combines_in_launch,
+                          gemv_candidates, launch_settings, split_slots)
 from .matmul_plans import GROUP_M, _dot_precision, _has_tma, _product_workspace, planned_product, product_keys
 from .plans import PlanCache, PlannedLaunch, Slot, layout_key
 from .registry import Cost, TensorMeta, family_samples, nbytes, register, workspace_bytes
@@ -432,36 +432,37 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     int4_flags = {name: value for name, value in flags.items() if name not in ("WEIGHT", "HAS_G_IDX")}
     int4_flags.update(INLINE_ASM=inline_nibbles(facts, x.dtype.name), GROUP_SIZE=weight.group_size)
 
-    def tensors_of(x, weight, bias, out, partial=None):
+    def tensors_of(x, weight, bias, out, splits=None):
         return {"x": x, **weight_slots(weight), "bias": bias if has_bias else out, "out": out,
-                "partial": partial if partial is not None else out}
+                **(splits(out) if splits is not None else {"partial": out, "counters": out})}
 
     def gemv_for(config):
         block_k, splits = _dot_block_k(config["BLOCK_K"], x.dtype.name, m > 1), config["SPLITS"]
         k_per_split = cdiv(cdiv(k, splits), block_k) * block_k
         splits = max(1, cdiv(k, k_per_split))
+        combined = combines_in_launch(config, splits, n)
         shape = dict(BLOCK_M=1 if m == 1 else GEMV_MAX_ROWS, BLOCK_N=config["BLOCK_N"], BLOCK_K=block_k,
-                     SPLIT=splits > 1, **launch_settings(config))
+                     SPLIT=splits > 1, COMBINE=combined, **launch_settings(config))
         if whole:
             main = PlannedLaunch(
                 K.int4_gemv, (cdiv(n, config["BLOCK_N"]), splits),
                 [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("bias"), Slot("out"), Slot("partial"),
-                 m, n, k, k_per_split, *int4_common],
+                 Slot("counters"), m, n, k, k_per_split, *int4_common],
                 dict(shape, ONE_GROUP=_groups_in_tile(weight, k, block_k) == 1, PDL=dependent_launch(dev),
                      EVEN_K=k % k_per_split == 0, SWAPPED=bool(config.get("SWAPPED")), **int4_flags))
         else:
             main = PlannedLaunch(
                 K.quantized_gemv, (cdiv(n, config["BLOCK_N"]), splits),
                 [Slot("x"), Slot("q"), Slot("scales"), Slot("zeros"), Slot("g_idx"), Slot("bias"), Slot("out"),
-                 Slot("partial"), m, n, k, k_per_split, *common],
+                 Slot("partial"), Slot("counters"), m, n, k, k_per_split, *common],
                 dict(shape, GROUPS_IN_TILE=_groups_in_tile(weight, k, block_k), **flags))
         combine = combine_launch(config, splits, m, n, 1.0, 1.0, (0, common[-3]), out.stride(), has_bias, False, flags,
                                  dev)
         float32 = get_dtype("float32")
 
         def run(x, weight, bias, out):
-            partial = scratch_tensor((splits, m, n), float32, dev) if combine is not None else None
-            tensors = tensors_of(x, weight, bias, out, partial)
+            tensors = tensors_of(x, weight, bias, out,
+                                 lambda out: split_slots(splits, combined, m, n, float32, dev, out))
             main(dev, tensors)
             if combine is not None:
                 combine(dev, tensors)
