@@ -731,47 +731,6 @@ def test_registry_meta_and_cost():
     assert op.cost(square, square, square).flops == 4 * 2 * 8 * 256 * 256 * 64
 
 
-def test_decode_splits_merge_in_their_launch_with_the_second_launchs_bits(rng, monkeypatch):
-    """The last split of a kv head's group to finish merges the group's split states in the decode's one
-    launch, with the bits of the second launch that merges them where the groups outnumber the arrival
-    counters (here: none), paged and dense, an empty sequence included; the counters are left at zero."""
-    from nbxtensor import allocation
-    from nbxtensor.launch import capture
-    from nbxtensor.ops import attention as attention_ops
-    monkeypatch.setattr(attention_ops, "decode_candidates", lambda keys, head_dim, facts, kv_heads: [
-        dict(BLOCK_N=16, SPLITS=8, num_warps=4, num_stages=None)])
-    seq_lens = [100, 0, 37]
-    key_cache, value_cache, table = _paged_setup(rng, seq_lens, block_size=16)
-    paged = (to_nbx(rng.standard_normal((3, 8, 32)).astype(np.float32)), to_nbx(key_cache), to_nbx(value_cache),
-             to_nbx(table), to_nbx(np.array(seq_lens, np.int32)))
-    q, k, v = _inputs(rng, (2, 8, 1, 32), (2, 2, 90, 32), (2, 2, 90, 32))
-
-    def run():
-        attention_ops._attention_plans.clear()
-        outputs, kernels = [], []
-        for call in (lambda: F.paged_attention(*paged), lambda: _sdpa(q, k, v, enable_gqa=True)):
-            call()  # planned outside the capture
-            with capture() as recorded:
-                out = call()
-            outputs.append(out.numpy())
-            kernels.append([launch[0].__name__ for launch in recorded.launches])
-        return outputs, kernels
-    merged, merged_kernels = run()
-    assert merged_kernels == [["decode_partial"]] * 2
-    assert not allocation.arrival_counters(nbx.device(TEST_DEVICE)).numpy().any()
-    monkeypatch.setattr(attention_ops, "ARRIVAL_COUNTERS", 0)
-    apart, apart_kernels = run()
-    assert apart_kernels == [["decode_partial", "decode_combine"]] * 2
-    assert all(a.tobytes() == b.tobytes() for a, b in zip(merged, apart))
-    assert np.all(merged[0][1] == 0)
-    for b in (0, 2):
-        kb, vb = _gather(key_cache, table[b], seq_lens[b]), _gather(value_cache, table[b], seq_lens[b])
-        q_b = paged[0].numpy()[b][:, None]
-        np.testing.assert_allclose(merged[0][b], reference(q_b, kb, vb)[:, 0], atol=2e-5, rtol=2e-5)
-    _close(_sdpa(q, k, v, enable_gqa=True), reference(q, k, v))
-    attention_ops._attention_plans.clear()
-
-
 def test_decode_temporaries_share_one_allocation_in_aligned_pieces():
     """A decode step's partial results are carved from one buffer: every piece 16-byte aligned, none
     overlapping, each with its own shape and dtype."""

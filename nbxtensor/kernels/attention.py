@@ -1,6 +1,5 @@
 """Attention kernels: a fused flash-style forward (online softmax over K/V tiles, float32 state), a split-K
-decode kernel for one query token per sequence (dense or paged keys) with a fixed-order combine (by the
-last split to finish, or a second launch), a paged
+decode kernel for one query token per sequence (dense or paged keys) with a fixed-order combine, a paged
 KV-cache append and rotary position embeddings.
 
 Scores are kept in base 2: ``qk * scale * log2(e)`` and ``exp2``, which is exact up to float32 rounding
@@ -21,7 +20,6 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from .common import last_to_arrive
 from .formats import decode, encode
 from .dependent_launch import await_predecessors
 from .matmul import PRECISION_BF16_PARTS, _parts_dot
@@ -31,8 +29,6 @@ LOG2_E = 1.4426950408889634
 MASK_NONE = 0
 MASK_BOOL = 1  # True (nonzero) = attend
 MASK_ADDITIVE = 2
-
-MERGE_STEP = tl.constexpr(8)  # split states a step of ``_merged_splits``
 
 # kernels only Triton's interpreter runs (scripts/compile_check.py does not compile them for a GPU)
 INTERPRETER_ONLY = ("attention_forward_heads",)
@@ -366,23 +362,20 @@ def _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, r
 
 
 @triton.jit
-def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, part_sum, out, counters,
+def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, part_sum,
                    S, heads_per_kv, H_q, keys_per_split, splits, qk_scale, softcap, window, block_size,
                    q_sb, q_sh, q_sd, k_sb, k_sh, k_sn, k_sd, v_sb, v_sh, v_sn, v_sd,
-                   mask_sb, mask_sh, mask_ss, table_sb, out_sb, out_sh, out_sd,
+                   mask_sb, mask_sh, mask_ss, table_sb,
                    HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
                    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, MASK_KIND: tl.constexpr,
                    MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr,
-                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr, COMBINE: tl.constexpr,
-                   BLOCK_S: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                   SOFTCAP: tl.constexpr = False, WINDOW: tl.constexpr = False):
+                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr, SOFTCAP: tl.constexpr = False,
+                   WINDOW: tl.constexpr = False):
     """The partial (max, sum, weighted sum) of one KV head's group of query heads (axis 0) over one split
     of the keys (axis 1) of one sequence (axis 2). The group shares every K/V tile it loads, which is what
     makes grouped-query decode read the cache once. Dense keys are (b, kv head, key, dim) through strides;
     paged keys are (page, slot, kv head, dim), and then ``k_sb``/``k_sn`` are the page and slot strides.
-    The query stands after the last key: WINDOW lets it see the last ``window`` keys only. COMBINE: the
-    last of a group's splits to finish (counter batch x kv heads + kv head of ``counters``) merges their
-    states into ``out`` as ``decode_combine`` does (BLOCK_S, DST_FORMAT, VIA_F32 as its)."""
+    The query stands after the last key: WINDOW lets it see the last ``window`` keys only."""
     await_predecessors(PDL)
     kv_head = tl.program_id(0)
     split = tl.program_id(1)
@@ -433,67 +426,35 @@ def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, par
                                           v_sn, v_sd, mask_sh, mask_ss, block_size, HEAD_DIM, VALUE_DIM, PAGED,
                                           MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64, SOFTCAP)
     # partials are (batch, query head, split) rows, contiguous
-    first_state = (batch * H_q + rg) * splits
-    state = first_state + split
+    state = (batch * H_q + rg) * splits + split
     tl.store(part_max + state, m_i, mask=group_ok)
     tl.store(part_sum + state, l_i, mask=group_ok)
     tl.store(part_acc + state[:, None] * BLOCK_DV + rdv[None, :], acc, mask=group_ok[:, None])
-    if COMBINE:
-        if last_to_arrive(counters, batch * tl.num_programs(0) + kv_head, splits):
-            result = _merged_splits(part_acc, part_max, part_sum, first_state, group_ok, splits, rdv, BLOCK_DV,
-                                    BLOCK_S, ".cg")
-            tl.store(out + batch * out_sb + rg[:, None] * out_sh + rdv[None, :] * out_sd,
-                     encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False),
-                     mask=group_ok[:, None] & (rdv[None, :] < VALUE_DIM))
-
-
-@triton.jit
-def _merged_splits(part_acc, part_max, part_sum, first_state, heads_ok, splits, rdv, BLOCK_DV: tl.constexpr,
-                   BLOCK_S: tl.constexpr, CACHE: tl.constexpr):
-    """The outputs ([heads, BLOCK_DV], float32) of the query heads whose split states start at
-    ``first_state`` (those ``heads_ok``): the largest of their maxima (exact in any order), then each
-    split's weighted state added in split order, element by element, so that the bits depend on the split
-    alone, never on the program's shape or which split finished first. Loaded with the cache modifier
-    CACHE."""
-    rs = tl.arange(0, BLOCK_S)
-    maxima = tl.load(part_max + first_state[:, None] + rs[None, :], mask=heads_ok[:, None] & (rs[None, :] < splits),
-                     other=float("-inf"), cache_modifier=CACHE)
-    top = tl.max(maxima, 1)
-    # a head none of whose keys was visible has only -inf maxima: measure from 0 (weights 0, result 0)
-    top = tl.where(top == float("-inf"), 0.0, top)
-    total = tl.zeros_like(top)
-    acc = tl.zeros((top.shape[0], BLOCK_DV), dtype=tl.float32)
-    # MERGE_STEP splits a step, unrolled so that their loads are in flight together
-    first = 0
-    while first < splits:
-        for i in tl.static_range(MERGE_STEP):
-            present = heads_ok & (first + i < splits)
-            state = first_state + first + i
-            weight = tl.math.exp2(tl.load(part_max + state, mask=present, other=float("-inf"),
-                                          cache_modifier=CACHE) - top)
-            total += tl.load(part_sum + state, mask=present, other=0.0, cache_modifier=CACHE) * weight
-            acc += tl.load(part_acc + state[:, None] * BLOCK_DV + rdv[None, :], mask=present[:, None], other=0.0,
-                           cache_modifier=CACHE) * weight[:, None]
-        first += MERGE_STEP
-    return acc / tl.where(total > 0, total, 1.0)[:, None]
 
 
 @triton.jit
 def decode_combine(part_acc, part_max, part_sum, out, H_q, splits, out_sb, out_sh, out_sd,
                    VALUE_DIM: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_S: tl.constexpr, DST_FORMAT: tl.constexpr,
                    VIA_F32: tl.constexpr, PDL: tl.constexpr):
-    """Merges one query head's split states (axis 0: head, axis 1: batch) in a fixed order
-    (``_merged_splits``), so the result's bits do not depend on which program finished first: the second
-    launch of a decode whose groups outnumber the arrival counters."""
+    """Merges one query head's split states (axis 0: head, axis 1: batch), all BLOCK_S (>= splits) of them
+    loaded at once and reduced in a fixed order, so the result's bits do not depend on which program
+    finished first."""
     await_predecessors(PDL)
     head = tl.program_id(0)
     batch = tl.program_id(1)
     rdv = tl.arange(0, BLOCK_DV)
-    first_state = (batch * H_q + head) * splits + tl.zeros((1,), dtype=tl.int32)
-    result = _merged_splits(part_acc, part_max, part_sum, first_state, first_state >= 0, splits, rdv, BLOCK_DV,
-                            BLOCK_S, "")
+    rs = tl.arange(0, BLOCK_S)
+    present = rs < splits
+    state = (batch * H_q + head) * splits + rs
+    m = tl.load(part_max + state, mask=present, other=float("-inf"))
+    m_all = tl.max(m, 0)
+    # a head none of whose keys was visible has only -inf maxima: measure from 0 (weights 0, result 0)
+    weight = tl.math.exp2(m - tl.where(m_all == float("-inf"), 0.0, m_all))
+    total = tl.sum(tl.load(part_sum + state, mask=present, other=0.0) * weight, 0)
+    acc = tl.load(part_acc + state[:, None] * BLOCK_DV + rdv[None, :], mask=present[:, None], other=0.0)
+    result = tl.sum(acc * weight[:, None], 0) / tl.where(total > 0, total, 1.0)
     value = encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False)
-    tl.store(out + batch * out_sb + head * out_sh + rdv[None, :] * out_sd, value, mask=rdv[None, :] < VALUE_DIM)
+    tl.store(out + batch * out_sb + head * out_sh + rdv * out_sd, value, mask=rdv < VALUE_DIM)
 
 
 # ---- paged KV cache append ----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import shape as S
 from .. import tuning
-from ..allocation import ARRIVAL_COUNTERS, Workspace, fresh_tensor_maker, new_tensor, scratch_scope, workspace_bytes
+from ..allocation import Workspace, fresh_tensor_maker, new_tensor, scratch_scope, workspace_bytes
 from ..device import backend_for, resolve
 from ..dtypes import get_dtype
 from ..kernels import attention as K
@@ -524,6 +524,8 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     stages = {} if config.get("num_stages") is None else {"num_stages": config["num_stages"]}
     block_dv = max(16, next_pow2(value_dim))
     flags = _common_flags(q.dtype, out.dtype, dev, facts)
+    combine_flags = dict(DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"])
+    del flags["DST_FORMAT"], flags["VIA_F32"]
     f32 = get_dtype("float32")
     temporaries = _decode_partials(B * H_q, splits, block_dv, f32)
     if paged is None:
@@ -539,28 +541,24 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     partial_elements = B * H_q * splits * block_dv
     index_64 = needs_index_64(q, k, v, out, *([mask] if mask is not None else []), count=partial_elements)
     part_acc, part_max, part_sum = Slot("part_acc"), Slot("part_max"), Slot("part_sum")
-    # the last split of a group to finish merges the group's states unless the groups outnumber the counters
-    combined = groups * B <= ARRIVAL_COUNTERS
-    merge = dict(BLOCK_S=next_pow2(splits), DST_FORMAT=flags.pop("DST_FORMAT"), VIA_F32=flags.pop("VIA_F32"))
     launches = [
         PlannedLaunch(
             K.decode_partial, (groups, splits, B),
             [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), table, lens, part_acc,
-             part_max, part_sum, Slot("out"), Slot("counters") if combined else Slot("out"), keys, heads_per_kv, H_q,
-             per_split, splits, scale * K.LOG2_E, (softcap or 1.0) * K.LOG2_E, window or 0,
-             k.shape[1] if paged is not None else 1, *q.stride(), *k_args, *v_args, mask_strides[0], mask_strides[1],
-             mask_strides[3], table_sb, *out.stride()],
+             part_max, part_sum, keys, heads_per_kv, H_q, per_split, splits, scale * K.LOG2_E,
+             (softcap or 1.0) * K.LOG2_E, window or 0, k.shape[1] if paged is not None else 1, *q.stride(), *k_args,
+             *v_args, mask_strides[0], mask_strides[1], mask_strides[3], table_sb],
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, next_pow2(heads_per_kv)), BLOCK_N=block_n,
                  BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
                  MASK_FORMAT=mask_format, INDEX_64=index_64, PDL=dependent_launch(dev), num_warps=config["num_warps"],
-                 COMBINE=combined, SOFTCAP=softcap is not None, WINDOW=window is not None, **merge, **stages,
-                 **flags))]
-    if not combined:
-        launches.append(PlannedLaunch(
+                 SOFTCAP=softcap is not None, WINDOW=window is not None, **stages, **flags)),
+        PlannedLaunch(
             K.decode_combine, (H_q, B),
             [part_acc, part_max, part_sum, Slot("out"), H_q, splits, *out.stride()],
-            dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, PDL=dependent_launch(dev), num_warps=2, **merge)))
-    return launches, Workspace(temporaries, counters=combined)
+            dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, BLOCK_S=next_pow2(splits), PDL=dependent_launch(dev),
+                 num_warps=2, **combine_flags)),
+    ]
+    return launches, Workspace(temporaries)
 
 
 # ---- the entry point -------------------------------------------------------------------------------------
