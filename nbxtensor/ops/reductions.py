@@ -220,6 +220,10 @@ def device_programs(dev, facts: dict) -> int:
 
 
 _reduce_plans = PlanCache()
+# a split combines its chunks in its own launch up to this many: column sums of 6-8 chunks ran a fifth faster
+# so, those of 33 and 47 chunks at half speed (their combine then also held too many registers)
+_COMBINED_CHUNKS_MAX = 16
+_COMBINE_ELEMENTS_A_THREAD = 2
 
 
 def _run_reduce(x: Tensor, dims, op: int, out_shape, out_dtype, acc, compute, *, second=None, values=True,
@@ -293,10 +297,16 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
                   OUT_SECOND=second is not None, DST_FORMAT=flags["DST_FORMAT"], VIA_F32=flags["VIA_F32"],
                   FLOAT_TO_INT=flags["FLOAT_TO_INT"])
     split = n_chunks > 1
-    # a split's chunks combine in its launch unless its programs of rows outnumber the arrival counters
-    combined = split and grid0 <= ARRIVAL_COUNTERS
+    # a split of a few chunks combines them in its launch (the last program of a row block to finish) unless
+    # its programs of rows outnumber the arrival counters; more chunks take a second launch, spread over many
+    # programs, instead of one program's serial tail (_COMBINED_CHUNKS_MAX)
+    combined = 1 < n_chunks <= _COMBINED_CHUNKS_MAX and grid0 <= ARRIVAL_COUNTERS
     chunks = next_pow2(n_chunks)
     combine_rows = max(1, facts["reduction_tile"] // chunks)
+    # the last program combines rows a few at a time: a tile of more than _COMBINE_ELEMENTS_A_THREAD states a
+    # thread raises the whole kernel's registers (ptxas, sm_90a: 38 registers without the combine, 168 for 32
+    # rows of 64 chunks on 4 warps, 40 at 2 states a thread), and with them the streaming loop's occupancy
+    in_launch_rows = max(1, min(block_rows, _COMBINE_ELEMENTS_A_THREAD * 32 * warps // chunks))
     o0, o1 = Slot("out0"), Slot("out1")
     parts = (Slot("part0"), Slot("part1"), Slot("part2")) if split else (o0, o0, o0)
     launches = [PlannedLaunch(
@@ -307,7 +317,7 @@ def _plan_reduce(x: Tensor, dims, op, out_shape, out_dtype, acc, compute, second
         dict(COMPUTE=compute.triton, ROW_RANK=len(row_shape), RED_RANK=len(red_shape), RED_UNIT=red_unit,
              COLUMN=column, SPLIT=split, SRC_FORMAT=load_format(x.dtype),
              INDEX_64=needs_index_64(x), BLOCK_ROWS=block_rows, BLOCK_R=block_r,
-             LANE_BITS=block_r.bit_length() - 1, COMBINE=combined, COMBINE_ROWS=min(combine_rows, block_rows),
+             LANE_BITS=block_r.bit_length() - 1, COMBINE=combined, COMBINE_ROWS=in_launch_rows,
              CHUNKS=chunks, CHUNK_BITS=chunks.bit_length() - 1, num_warps=warps, **common))]
     if split and not combined:
         launches.append(PlannedLaunch(
