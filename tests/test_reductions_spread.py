@@ -146,12 +146,16 @@ def test_spreading_few_rows_keeps_the_bits(rng, spread):
 
 
 def test_split_chunks_combine_in_their_launch(rng, spread, monkeypatch):
-    """The last program of a row block's chunks to finish combines their states in the split's own launch:
-    one launch, the same bits as the second launch that combines them where the programs of rows outnumber
-    the arrival counters (here: none), for every kind of state and both layouts, and the counters are left
-    at zero for the next launch. Replayed, the capture gives the same bits again."""
+    """The last program of a row block's chunks to finish combines their states in the split's own launch
+    (a split of a few chunks: chunks of at least 128 elements, so 2 or 3 on any device): one launch, the same
+    bits as the second launch that combines them where the programs of rows outnumber the arrival counters
+    (here: none), for every kind of state and both layouts, and the counters are left at zero for the next
+    launch. Replayed, the capture gives the same bits again. A split of more chunks than
+    ``_COMBINED_CHUNKS_MAX`` takes the second launch."""
     from nbxtensor import allocation
     from nbxtensor.ops.plans import clear_all
+    from nbxtensor.ops.reductions import _COMBINED_CHUNKS_MAX
+    spread(reduction_split_min=128)
     a = rng.standard_normal((3, 301)).astype(np.float32)
     c = rng.standard_normal((150, 40)).astype(np.float32)
     ints = rng.integers(-1000, 1000, (200, 9)).astype(np.int32)
@@ -172,8 +176,7 @@ def test_split_chunks_combine_in_their_launch(rng, spread, monkeypatch):
             assert out.numpy().tobytes() == results[-1]
         return results, launches
     combined, combined_launches = run_all()
-    counters = allocation.arrival_counters(nbx.device("cpu"))
-    assert not counters.numpy().any()
+    assert not allocation.arrival_counters(xa.device).numpy().any()
     for names in combined_launches:
         assert names.count("reduce_rows") == 1 and "combine_partials" not in names
     monkeypatch.setattr("nbxtensor.ops.reductions.ARRIVAL_COUNTERS", 0)
@@ -183,6 +186,14 @@ def test_split_chunks_combine_in_their_launch(rng, spread, monkeypatch):
     assert all(names.count("combine_partials") == 1 for names in apart_launches)
     np.testing.assert_allclose(np.frombuffer(combined[7], np.float32), c.astype(np.float64).sum(0), rtol=1e-5,
                                atol=1e-4)
+    monkeypatch.undo()
+    spread(reduction_split_min=16, reduction_split_block=32)  # 2000 elements: 63 chunks of 32
+    clear_all()
+    long = to_nbx(rng.standard_normal((2, 2000)).astype(np.float32))
+    with capture() as captured:
+        long.sum(1)
+    assert 2000 // 32 > _COMBINED_CHUNKS_MAX
+    assert [launch[0].__name__ for launch in captured.launches] == ["reduce_rows", "combine_partials"]
     clear_all()
 
 
