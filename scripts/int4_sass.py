@@ -93,8 +93,10 @@ def record(kernel: str, rows: str, constexprs: dict, inline_asm: bool) -> dict:
     pointers = [pointer(rows), pointer("int32"), pointer(rows), pointer("uint8"), pointer(rows), pointer(rows)]
     strides = [value(4096), value(1)] * 4 + [value(1), value(4096), value(1)]
     if kernel == "int4_gemv":
-        args = pointers + [pointer("fp32"), value(16), value(4096), value(4096), value(1024)] + strides
-        fixed = dict(PDL=True, SPLIT=True, SWAPPED=False, LOOP_STAGES=None)
+        # the partial sums (K split in four) and the arrival counters of the last split to finish
+        args = pointers + [pointer("fp32"), pointer("int32"), value(16), value(4096), value(4096), value(1024)]
+        args += strides
+        fixed = dict(PDL=True, SPLIT=True, COMBINE=True, SWAPPED=False, LOOP_STAGES=None)
     else:
         args = pointers + [value(2048), value(4096), value(4096)] + strides
         fixed = dict(GROUP_M=8)
@@ -114,11 +116,11 @@ def byte_record(rows: str, constexprs: dict, pointer, value) -> dict:
     block = constexprs.pop("SCALES") == "block"
     scaling = (128, 128, 32, 1) if block else (4096, 1, 0, 1)
     args = [pointer(rows), pointer(q_type), pointer("fp32"), pointer("fp32"), pointer("fp32"), pointer(rows),
-            pointer(rows), pointer("fp32"), value(16), value(4096), value(4096), value(1024),
+            pointer(rows), pointer("fp32"), pointer("int32"), value(16), value(4096), value(4096), value(1024),
             *map(value, scaling[:2]), value(4096), value(1), value(1), value(4096), *map(value, scaling[2:]),
             value(0), value(0), value(1), value(4096), value(1)]
     return {"module": "nbxtensor.kernels.quant", "kernel": "quantized_gemv", "args": args,
-            "constexprs": dict(constexprs, WEIGHT=weight, SPLIT=True, SCALE_FORMAT=0, HAS_G_IDX=False,
+            "constexprs": dict(constexprs, WEIGHT=weight, SPLIT=True, COMBINE=True, SCALE_FORMAT=0, HAS_G_IDX=False,
                                GROUPS_IN_TILE=constexprs["BLOCK_K"] // 128 if block else 1, DOT={"dtype": rows}, PRECISION="ieee", DECODE_BF16=False,
                                HAS_BIAS=False, BIAS_FORMAT=0, DST_FORMAT=0, VIA_F32=True, INDEX_64=False,
                                INTERPRETED=False, LOOP_STAGES=None)}
@@ -132,14 +134,15 @@ def prologue_record(rows: str, constexprs: dict, inline_asm: bool, pointer, valu
     from nbxtensor.ops.pointwise_table import _ACTIVATION_ROUNDING, _GATED_ACTIVATIONS
     dtype = get_dtype({"bf16": "bfloat16", "fp16": "float16"}[rows])
     args = [pointer(rows)] * 4 + [pointer("int32"), pointer(rows), pointer("uint8"), pointer("int32"), pointer(rows),
-                                  pointer(rows), pointer("fp32")]
+                                  pointer(rows), pointer("fp32"), pointer("int32")]
     args += [value(1), value(4096), value(4096), value(1024), value(1e-6), value(128), value(1)]
     # x, residual (row, input), norm weight, words (K / 8, N), scales and zero points (group, N), bias, output
     args += [value(v) for v in (4096, 1, 4096, 1, 1, 4096, 1, 4096, 1, 4096, 1, 1, 4096, 1)]
     activation = _GATED_ACTIVATIONS["silu"] + 4 * _ACTIVATION_ROUNDING.get(dtype.name, 0)
     return {"module": "nbxtensor.kernels.gemv_prologue", "kernel": "quantized_gemv_prologue", "args": args,
             "constexprs": dict(constexprs, ACT_MODE=activation if constexprs["PROLOGUE"] == 2 else 0,
-                               STATS_BLOCK_K=4096, SPLIT=True, WHOLE_WORDS=True, WEIGHT=0, SCALE_FORMAT=FORMATS[rows],
+                               STATS_BLOCK_K=4096, SPLIT=True, COMBINE=True, WHOLE_WORDS=True, WEIGHT=0,
+                               SCALE_FORMAT=FORMATS[rows],
                                HAS_G_IDX=False, GROUPS_IN_TILE=1, GROUP_SIZE=128, INLINE_ASM=inline_asm, EVEN_K=True,
                                HAS_BIAS=False, X_FORMAT=float_format(dtype), NW_FORMAT=float_format(dtype),
                                BIAS_FORMAT=0, DST_FORMAT=0, VIA_F32=True, INDEX_64=False, INTERPRETED=False, PDL=True)}
