@@ -731,6 +731,39 @@ def test_registry_meta_and_cost():
     assert op.cost(square, square, square).flops == 4 * 2 * 8 * 256 * 256 * 64
 
 
+def test_decode_in_one_split_writes_its_output_in_one_launch(rng, monkeypatch):
+    """A decode whose keys take one split normalises its state into the output itself: one launch, no
+    partials, paged (an empty sequence among them) and dense, against the float64 reference; a sequence's
+    row has the same bits alone as in a batch."""
+    from nbxtensor.launch import capture
+    from nbxtensor.ops import attention as attention_ops
+    monkeypatch.setattr(attention_ops, "decode_candidates", lambda keys, head_dim, facts, kv_heads: [
+        dict(BLOCK_N=64, SPLITS=1, num_warps=4, num_stages=None)])
+    attention_ops._attention_plans.clear()
+    seq_lens = [50, 0, 37]
+    key_cache, value_cache, table = _paged_setup(rng, seq_lens, block_size=16)
+    q = rng.standard_normal((3, 8, 32)).astype(np.float32)
+    lens = np.array(seq_lens, np.int32)
+    operands = (to_nbx(q), to_nbx(key_cache), to_nbx(value_cache), to_nbx(table), to_nbx(lens))
+    F.paged_attention(*operands)
+    with capture() as recorded:
+        out = F.paged_attention(*operands).numpy()
+    assert [launch[0].__name__ for launch in recorded.launches] == ["decode_partial"]
+    assert np.all(out[1] == 0)
+    for b in (0, 2):
+        k, v = _gather(key_cache, table[b], seq_lens[b]), _gather(value_cache, table[b], seq_lens[b])
+        np.testing.assert_allclose(out[b], reference(q[b][:, None], k, v)[:, 0], atol=2e-5, rtol=2e-5)
+    alone = F.paged_attention(to_nbx(q[2:]), to_nbx(key_cache), to_nbx(value_cache), to_nbx(table[2:]),
+                              to_nbx(lens[2:])).numpy()
+    assert alone.tobytes() == out[2:].tobytes()
+    qd, kd, vd = _inputs(rng, (2, 8, 1, 32), (2, 2, 40, 32), (2, 2, 40, 32))
+    with capture() as recorded:
+        dense = _sdpa(qd, kd, vd, enable_gqa=True)
+    assert [launch[0].__name__ for launch in recorded.launches] == ["decode_partial"]
+    _close(dense, reference(qd, kd, vd))
+    attention_ops._attention_plans.clear()
+
+
 def test_decode_temporaries_share_one_allocation_in_aligned_pieces():
     """A decode step's partial results are carved from one buffer: every piece 16-byte aligned, none
     overlapping, each with its own shape and dtype."""

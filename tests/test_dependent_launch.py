@@ -115,7 +115,7 @@ def run_decode_step_ops(rng, device=TEST_DEVICE) -> None:
 
     def ints(*values):
         return nbx.tensor(np.array(values, np.int32), device=device)
-    caches = f32(4, 4, 2, 16), f32(4, 4, 2, 16)
+    caches = f32(20, 4, 2, 16), f32(20, 4, 2, 16)  # 17 pages of 4 keys: 68 keys, in two splits
     with counters_outnumbered():
         F.linear(f32(1, 64), f32(32, 64))
     h, _ = add_rms_norm(f32(1, 32), f32(1, 32), (32,), f32(32), 1e-6)
@@ -123,7 +123,7 @@ def run_decode_step_ops(rng, device=TEST_DEVICE) -> None:
     F.act_and_mul(f32(1, 64), activation="silu")
     q, _ = F.rotary_append(f32(1, 4, 16), f32(1, 2, 16), f32(1, 2, 16), f32(8, 8), f32(8, 8), ints([5]), *caches,
                            ints(5))
-    F.paged_attention(q, *caches, ints([0, 1]), ints(6))
+    F.paged_attention(q, *caches, ints(list(range(17))), ints(66))
     matmul_prologue.rms_norm_linear(f32(1, 32), f32(32), f32(16, 32), None, 1e-6)
     matmul_prologue.add_rms_norm_linear(f32(1, 32), f32(1, 32), f32(32), f32(16, 32), None, 1e-6)
     matmul_prologue.act_and_mul_linear(f32(1, 64), f32(16, 32), activation="silu")

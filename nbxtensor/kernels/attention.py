@@ -362,20 +362,23 @@ def _decode_block(acc, m_i, l_i, q_tile, k_base, v_base, mask_base, table_row, r
 
 
 @triton.jit
-def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, part_sum,
+def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, part_sum, out,
                    S, heads_per_kv, H_q, keys_per_split, splits, qk_scale, softcap, window, block_size,
                    q_sb, q_sh, q_sd, k_sb, k_sh, k_sn, k_sd, v_sb, v_sh, v_sn, v_sd,
-                   mask_sb, mask_sh, mask_ss, table_sb,
+                   mask_sb, mask_sh, mask_ss, table_sb, out_sb, out_sh, out_sd,
                    HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
                    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PAGED: tl.constexpr, MASK_KIND: tl.constexpr,
                    MASK_FORMAT: tl.constexpr, IN_FORMAT: tl.constexpr, PRECISION: tl.constexpr,
-                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr, SOFTCAP: tl.constexpr = False,
+                   INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr, WHOLE: tl.constexpr,
+                   DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, SOFTCAP: tl.constexpr = False,
                    WINDOW: tl.constexpr = False):
     """The partial (max, sum, weighted sum) of one KV head's group of query heads (axis 0) over one split
     of the keys (axis 1) of one sequence (axis 2). The group shares every K/V tile it loads, which is what
     makes grouped-query decode read the cache once. Dense keys are (b, kv head, key, dim) through strides;
     paged keys are (page, slot, kv head, dim), and then ``k_sb``/``k_sn`` are the page and slot strides.
-    The query stands after the last key: WINDOW lets it see the last ``window`` keys only."""
+    The query stands after the last key: WINDOW lets it see the last ``window`` keys only. WHOLE: one split
+    holds every key, and its state, normalised, is the output (``out``; DST_FORMAT and VIA_F32 as
+    ``decode_combine``'s): the bits ``decode_combine`` gives one state, without its launch."""
     await_predecessors(PDL)
     kv_head = tl.program_id(0)
     split = tl.program_id(1)
@@ -425,11 +428,18 @@ def decode_partial(q, k, v, mask, block_table, seq_lens, part_acc, part_max, par
                                           rd, rdv, rn, key_start, key_stop, qk_scale, softcap, k_sb, k_sn, k_sd, v_sb,
                                           v_sn, v_sd, mask_sh, mask_ss, block_size, HEAD_DIM, VALUE_DIM, PAGED,
                                           MASK_KIND, MASK_FORMAT, IN_FORMAT, PRECISION, INDEX_64, SOFTCAP)
-    # partials are (batch, query head, split) rows, contiguous
-    state = (batch * H_q + rg) * splits + split
-    tl.store(part_max + state, m_i, mask=group_ok)
-    tl.store(part_sum + state, l_i, mask=group_ok)
-    tl.store(part_acc + state[:, None] * BLOCK_DV + rdv[None, :], acc, mask=group_ok[:, None])
+    if WHOLE:
+        # decode_combine's merge of one state: weight exp2(0) = 1, or 0 (and a zero state) where no key was seen
+        result = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+        tl.store(out + batch * out_sb + rg[:, None] * out_sh + rdv[None, :] * out_sd,
+                 encode(result, out.dtype.element_ty, DST_FORMAT, VIA_F32, False),
+                 mask=group_ok[:, None] & (rdv[None, :] < VALUE_DIM))
+    else:
+        # partials are (batch, query head, split) rows, contiguous
+        state = (batch * H_q + rg) * splits + split
+        tl.store(part_max + state, m_i, mask=group_ok)
+        tl.store(part_sum + state, l_i, mask=group_ok)
+        tl.store(part_acc + state[:, None] * BLOCK_DV + rdv[None, :], acc, mask=group_ok[:, None])
 
 
 @triton.jit

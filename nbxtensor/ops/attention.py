@@ -541,24 +541,27 @@ def _decode(q, k, v, mask, mask_kind, mask_format, mask_strides, out, heads_per_
     partial_elements = B * H_q * splits * block_dv
     index_64 = needs_index_64(q, k, v, out, *([mask] if mask is not None else []), count=partial_elements)
     part_acc, part_max, part_sum = Slot("part_acc"), Slot("part_max"), Slot("part_sum")
+    whole = splits == 1  # one split: its state is the output, no partials and no combine
     launches = [
         PlannedLaunch(
             K.decode_partial, (groups, splits, B),
-            [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), table, lens, part_acc,
-             part_max, part_sum, keys, heads_per_kv, H_q, per_split, splits, scale * K.LOG2_E,
-             (softcap or 1.0) * K.LOG2_E, window or 0, k.shape[1] if paged is not None else 1, *q.stride(), *k_args,
-             *v_args, mask_strides[0], mask_strides[1], mask_strides[3], table_sb],
+            [Slot("q"), Slot("k"), Slot("v"), Slot("mask" if mask is not None else "q"), table, lens,
+             *((Slot("out"),) * 3 if whole else (part_acc, part_max, part_sum)), Slot("out"), keys, heads_per_kv,
+             H_q, per_split, splits, scale * K.LOG2_E, (softcap or 1.0) * K.LOG2_E, window or 0,
+             k.shape[1] if paged is not None else 1, *q.stride(), *k_args, *v_args, mask_strides[0], mask_strides[1],
+             mask_strides[3], table_sb, *out.stride()],
             dict(HEAD_DIM=E, VALUE_DIM=value_dim, BLOCK_G=max(16, next_pow2(heads_per_kv)), BLOCK_N=block_n,
                  BLOCK_D=max(16, next_pow2(E)), BLOCK_DV=block_dv, PAGED=paged is not None, MASK_KIND=mask_kind,
                  MASK_FORMAT=mask_format, INDEX_64=index_64, PDL=dependent_launch(dev), num_warps=config["num_warps"],
-                 SOFTCAP=softcap is not None, WINDOW=window is not None, **stages, **flags)),
-        PlannedLaunch(
+                 WHOLE=whole, SOFTCAP=softcap is not None, WINDOW=window is not None, **stages, **flags,
+                 **combine_flags))]
+    if not whole:
+        launches.append(PlannedLaunch(
             K.decode_combine, (H_q, B),
             [part_acc, part_max, part_sum, Slot("out"), H_q, splits, *out.stride()],
             dict(VALUE_DIM=value_dim, BLOCK_DV=block_dv, BLOCK_S=next_pow2(splits), PDL=dependent_launch(dev),
-                 num_warps=2, **combine_flags)),
-    ]
-    return launches, Workspace(temporaries)
+                 num_warps=2, **combine_flags)))
+    return launches, Workspace({} if whole else temporaries)
 
 
 # ---- the entry point -------------------------------------------------------------------------------------
