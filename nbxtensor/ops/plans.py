@@ -248,6 +248,7 @@ class LaunchCall:
         workspace = self.workspace.buffer_maker(device) if pieces else None
         offsets = tuple(pieces.values())
         counters = self.workspace.counters
+        counters_at: dict = {}  # stream -> the address of its arrival counters (kept for good)
         if counters:
             sources["counters"] = 1 + len(makers) + len(pieces)
         steps = []
@@ -293,7 +294,10 @@ class LaunchCall:
                 return general(x)
             stream = stream_of(index)
             if counters:
-                addresses.append(arrival_counters(device, stream).data_ptr())
+                address = counters_at.get(stream)
+                if address is None:
+                    address = counters_at[stream] = arrival_counters(device, stream).data_ptr()
+                addresses.append(address)
             for launcher, arguments in steps:
                 issue(launcher, backend, device, stream, arguments(addresses))
             return finish(made)
