@@ -193,9 +193,9 @@ def test_chunked_planes_alternate_between_their_temporary_and_the_output(tmp_pat
 
 @cpu_kernels
 def test_decode_attention_takes_its_partials_from_the_arena(tmp_path):
-    """One query row against 40 keys: the split-K decode's partials (accumulators, maxima, sums) are the
-    step's workspace."""
-    g = _Builder({"s": {"min": 1, "max": 128, "trace": 40}})
+    """One query row against 200 keys (four splits of 64 under the interpreter; one split would write the
+    output itself): the split-K decode's partials (accumulators, maxima, sums) are the step's workspace."""
+    g = _Builder({"s": {"min": 1, "max": 256, "trace": 200}})
     q = g.input("q", [1, HEADS, 1, HEAD_DIM])
     k = g.input("k", [1, HEADS, "s", HEAD_DIM])
     v = g.input("v", [1, HEADS, "s", HEAD_DIM])
@@ -203,7 +203,7 @@ def test_decode_attention_takes_its_partials_from_the_arena(tmp_path):
     out = g.op("aten::mul.Tensor", [attended, 3.0], [1, HEADS, 1, HEAD_DIM])
     model = graph.load(g.write(tmp_path, [q, k, v], [out]), device=TEST_DEVICE)
     rng = np.random.default_rng(4)
-    keys_shape = (1, HEADS, 40, HEAD_DIM)
+    keys_shape = (1, HEADS, 200, HEAD_DIM)
     q_value, k_value, v_value = (rng.standard_normal(shape).astype(np.float32)
                                  for shape in ((1, HEADS, 1, HEAD_DIM), keys_shape, keys_shape))
     got = model(q_value, k_value, v_value).numpy()
@@ -211,7 +211,7 @@ def test_decode_attention_takes_its_partials_from_the_arena(tmp_path):
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     expected = 3 * (weights / weights.sum(-1, keepdims=True)) @ v_value
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
-    run, _ = _assert_on_plan(model, {"s": 40})
+    run, _ = _assert_on_plan(model, {"s": 200})
     assert run.scratch_served == 1
 
 
