@@ -120,7 +120,8 @@ def gemv_prologue(x, res, res_out, norm_w, w, bias, out, partial, counters, M, N
                   PROLOGUE: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT_MODE: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STATS_BLOCK_K: tl.constexpr,
                   SPLIT: tl.constexpr, COMBINE: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
-                  DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr, BIAS_FORMAT: tl.constexpr,
+                  DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr, X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr,
+                  BIAS_FORMAT: tl.constexpr,
                   DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
                   PDL: tl.constexpr, LOOP_STAGES: tl.constexpr):
     """``gemv`` of the rows the PROLOGUE computes from ``x`` (M rows, M <= BLOCK_M <= 16) by the K x N
@@ -190,12 +191,12 @@ def _quantized_prologue_step(acc, x, res, res_out, norm_w, q, scales, zeros, g_i
 
 @triton.jit
 def quantized_gemv_prologue(x, res, res_out, norm_w, q, scales, zeros, g_idx, bias, out, partial, counters, M, N, K,
-                            k_per_split, eps, group_size, scale_block_n, x_sm, x_sk, res_sm, res_sk, nw_sk, q_sk, q_sn, s_sg, s_sn,
-                            z_sg, z_sn, bias_sn, out_sm, out_sn, PROLOGUE: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
-                            ACT_MODE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                            STATS_BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, COMBINE: tl.constexpr,
-                            WHOLE_WORDS: tl.constexpr,
-                            WEIGHT: tl.constexpr, SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr,
+                            k_per_split, eps, group_size, scale_block_n, x_sm, x_sk, res_sm, res_sk, nw_sk, q_sk, q_sn,
+                            s_sg, s_sn, z_sg, z_sn, bias_sn, out_sm, out_sn, PROLOGUE: tl.constexpr,
+                            HAS_RESIDUAL: tl.constexpr, ACT_MODE: tl.constexpr, BLOCK_N: tl.constexpr,
+                            BLOCK_K: tl.constexpr, STATS_BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
+                            COMBINE: tl.constexpr, WHOLE_WORDS: tl.constexpr, WEIGHT: tl.constexpr,
+                            SCALE_FORMAT: tl.constexpr, HAS_G_IDX: tl.constexpr,
                             GROUPS_IN_TILE: tl.constexpr, GROUP_SIZE: tl.constexpr, ONE_GROUP: tl.constexpr,
                             INLINE_ASM: tl.constexpr, EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr,
                             X_FORMAT: tl.constexpr, NW_FORMAT: tl.constexpr, BIAS_FORMAT: tl.constexpr,

@@ -598,7 +598,8 @@ def _split_sums(partial, rm, rn, M, N, splits, mask, ACC: tl.constexpr, CACHE: t
 @triton.jit
 def gemv(x, w, bias, out, partial, counters, M, N, K, k_per_split, alpha, beta, norm_mean, norm_var, norm_weight,
          norm_shift, eps, x_sm, x_sk, w_sk, w_sn, bias_sm, bias_sn, out_sm, out_sn,
-         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, COMBINE: tl.constexpr,
+         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
+         COMBINE: tl.constexpr,
          ACC: tl.constexpr, PRECISION: tl.constexpr, DECODE_BF16: tl.constexpr, HAS_BIAS: tl.constexpr,
          SCALED: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
          INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr, NORM: tl.constexpr,
@@ -607,9 +608,9 @@ def gemv(x, w, bias, out, partial, counters, M, N, K, k_per_split, alpha, beta, 
     program (i, s) reads columns [i * BLOCK_N, ...) of the rows in split s of K. With SPLIT, each program
     writes its float32 partial sums to ``partial`` (split, M, N), which the last split of each column block
     to finish (COMBINE, ``_gemv_write``) or ``gemv_combine`` adds in split order (results do not depend on
-    scheduling). LOOP_STAGES (None: the compiler's
-    default): the K loop pipelined into this many stages, each step's loads copied ahead into shared memory;
-    by default only a dot's operands are, so one row (no dot) waits for each step's weight tile in turn."""
+    scheduling). LOOP_STAGES (None: the compiler's default): the K loop pipelined into this many stages, each
+    step's loads copied ahead into shared memory; by default only a dot's operands are, so one row (no dot)
+    waits for each step's weight tile in turn."""
     await_predecessors(PDL)
     split, rm, rn, rk, k_start, k_stop, rm_load, rn_load, acc = _gemv_program(M, N, K, k_per_split, BLOCK_M, BLOCK_N,
                                                                               BLOCK_K, ACC, INDEX_64)

@@ -177,7 +177,8 @@ def im2col(input: Tensor, kernel_size, dilation, padding, stride) -> Tensor:
 @register("col2im", family="resample", aten=["aten::col2im.default"], api=(), **_COL2IM_RULES)
 def col2im(input: Tensor, output_size, kernel_size, dilation, padding, stride) -> Tensor:
     """aten::col2im: (N, C * KH * KW, L) -> (N, C, H, W), each block's column summed into its place."""
-    key = ("col2im", layout_key(input), *(key_argument(v) for v in (output_size, kernel_size, dilation, padding, stride)))
+    key = ("col2im", layout_key(input),
+           *(key_argument(v) for v in (output_size, kernel_size, dilation, padding, stride)))
     return _plans.get(key, lambda: _col2im_plan(input, output_size, kernel_size, dilation, padding, stride))(input)
 
 

@@ -1,6 +1,7 @@
 """Matrix products of a handful of rows (decode): ``gemv`` streams the matrix once, K split over programs
 when the matrix is too narrow to fill the device, the splits' partial sums added in a fixed order by the
-last split of each column block to finish (or, past the arrival counters, by ``gemv_combine``). ``matmul_plans`` routes products of up to ``GEMV_MAX_ROWS`` rows here."""
+last split of each column block to finish (or, past the arrival counters, by ``gemv_combine``).
+``matmul_plans`` routes products of up to ``GEMV_MAX_ROWS`` rows here."""
 from __future__ import annotations
 
 import functools

@@ -247,7 +247,8 @@ def _float_main(x, residual, norm_weight, weight, bias, eps, prologue_slots, pro
              k_per_split, float(eps or 0.0), *strides],
             dict(prologue_constexprs, BLOCK_M=block_m, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
                  STATS_BLOCK_K=max(config["BLOCK_K"], min(next_pow2(k), _STATS_ELEMENTS // block_m)),
-                 SPLIT=splits > 1, COMBINE=combines_in_launch(config, splits, n), ACC=flags["ACC"], PRECISION=flags["PRECISION"], DECODE_BF16=flags["DECODE_BF16"],
+                 SPLIT=splits > 1, COMBINE=combines_in_launch(config, splits, n), ACC=flags["ACC"],
+                 PRECISION=flags["PRECISION"], DECODE_BF16=flags["DECODE_BF16"],
                  INDEX_64=index_64, **launch_settings(config))), splits
 
     def candidates():

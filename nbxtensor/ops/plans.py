@@ -235,8 +235,8 @@ class LaunchCall:
         what ``call`` returns) serves the calls it does not: inside a capture (which records launches) and
         where an address is off Triton's 16-byte specialisation."""
         device, backend = self.device, self._backend
-        sources = {self.source: 0}  # each slot's place among the call's addresses: source, outputs, pieces,
-        # counters
+        # each slot's place among the call's addresses: source, outputs, pieces, counters
+        sources = {self.source: 0}
         makers, places = [], []
         for place, (names, make) in enumerate(self.outputs):
             if make is not None:

@@ -432,9 +432,10 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
     int4_flags = {name: value for name, value in flags.items() if name not in ("WEIGHT", "HAS_G_IDX")}
     int4_flags.update(INLINE_ASM=inline_nibbles(facts, x.dtype.name), GROUP_SIZE=weight.group_size)
 
-    def tensors_of(x, weight, bias, out, splits=None):
+    def tensors_of(x, weight, bias, out, split=None):
+        """The launch's slots; ``split``: a GEMV's partial and counters slots (``split_slots``)."""
         return {"x": x, **weight_slots(weight), "bias": bias if has_bias else out, "out": out,
-                **(splits(out) if splits is not None else {"partial": out, "counters": out})}
+                **(split or {"partial": out})}
 
     def gemv_for(config):
         block_k, splits = _dot_block_k(config["BLOCK_K"], x.dtype.name, m > 1), config["SPLITS"]
@@ -461,8 +462,7 @@ def _launches(x, weight: QuantizedWeight, bias, out, m: int, n: int, k: int):
         float32 = get_dtype("float32")
 
         def run(x, weight, bias, out):
-            tensors = tensors_of(x, weight, bias, out,
-                                 lambda out: split_slots(splits, combined, m, n, float32, dev, out))
+            tensors = tensors_of(x, weight, bias, out, split_slots(splits, combined, m, n, float32, dev, out))
             main(dev, tensors)
             if combine is not None:
                 combine(dev, tensors)
