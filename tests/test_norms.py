@@ -123,6 +123,37 @@ def test_vocabulary_rows_under_hopper_facts(rng, set_kernel_facts):
                                atol=1e-38)
 
 
+@pytest.mark.parametrize("dtype,shape", [("float32", (9, 197)), ("float16", (6, 257)), ("bfloat16", (3, 5, 41)),
+                                         ("float32", (5, 1024)), ("float64", (7, 33))])
+def test_short_rows_take_a_warp_each(rng, set_kernel_facts, dtype, shape):
+    """Rows of 32 to 1024 elements that one warp's vector loads do not cover, under ``softmax_warp_rows`` (GPU
+    facts): one warp a row, 4 rows a program, the row as [BLOCK_R // 32, 32] (197 and 257 are ViT's and CLIP's
+    attention rows; 1024 float32 is past a warp's 128-element vectors). Against float64 within two roundings
+    and the float32 sum of the row; log_softmax; a row alone gives the bits it has in the batch; a row of -inf
+    is NaN and a NaN spreads over its row only."""
+    set_kernel_facts(softmax_warp_rows=4)
+    a = (rng.standard_normal(shape) * 3).astype(nbx.get_dtype(dtype).numpy)
+    n = shape[-1]
+    x = to_nbx(a)
+    with capture() as captured:
+        got = nbx.softmax(x, -1).numpy()
+    rows = a.size // n
+    assert [(grid, c["WARP_ROWS"], c["BLOCK_ROWS"], c["num_warps"], c["BLOCK_R"])
+            for _, grid, _, _, c, _ in captured.launches] == [((-(-rows // 4),), True, 4, 4, 1 << (n - 1).bit_length())]
+    bound = tolerance(dtype, n)
+    np.testing.assert_allclose(got.astype(np.float64), ref_softmax(a, -1), rtol=bound, atol=bound * 1e-3)
+    np.testing.assert_allclose(nbx.log_softmax(x, -1).numpy().astype(np.float64), np.log(ref_softmax(a, -1)),
+                               rtol=bound, atol=bound * 4)
+    flat, rows_got = a.reshape(rows, n), got.reshape(rows, n)
+    for i in (0, rows - 1):
+        assert nbx.softmax(to_nbx(flat[i:i + 1]), -1).numpy().tobytes() == rows_got[i:i + 1].tobytes()
+    special = flat[:3].copy()
+    special[0] = -np.inf
+    special[1, n // 2] = np.nan
+    out = nbx.softmax(to_nbx(special), -1).numpy()
+    assert np.isnan(out[:2]).all() and not np.isnan(out[2]).any()
+
+
 @pytest.mark.parametrize("block,chunks", [(64, 64), (16, 4)], ids=["one-block chunks", "chunks of 8 blocks"])
 def test_a_split_softmax_sweeps_the_chunks_its_first_pass_cut(rng, set_kernel_facts, block, chunks):
     """Rows of 301 past the resident length: in 5 chunks of one 64-wide block, 4 rows a program (the sweep

@@ -164,16 +164,24 @@ def _plan_softmax(x: Tensor, dim, dtype, log: bool, key):
     temporaries = {}
     if length <= facts["softmax_resident_max"]:
         block_r = next_pow2(length)
-        block_rows = max(1, facts["reduction_tile"] // block_r)
-        # at most 32 of the tile's elements a thread: a row of 16384 on 8 warps takes all 255 registers
-        # (ptxas, sm_90a), on 16 about 120
-        warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256), block_rows * block_r // 1024)
+        # unit-stride rows of up to 1024 that one warp's vector loads do not cover: a warp each
+        # (``softmax_warp_rows`` of them a program) where the device class says so, loaded element by element
+        # (vector loads would have Triton lay the warps along the row again)
+        warp_rows = facts.get("softmax_warp_rows", 0) if unit and 32 * align < block_r <= 1024 else 0
+        if warp_rows:
+            block_rows = warps = warp_rows
+            common.update(ROW_ALIGN=1, DST_ALIGN=1)
+        else:
+            block_rows = max(1, facts["reduction_tile"] // block_r)
+            # at most 32 of the tile's elements a thread: a row of 16384 on 8 warps takes all 255 registers
+            # (ptxas, sm_90a), on 16 about 120
+            warps = max(1, min(facts["reduction_warps"], block_rows * block_r // 256), block_rows * block_r // 1024)
         launches = [PlannedLaunch(
             N.softmax_rows, (cdiv(n_rows, block_rows),),
             [source, result, result, result, n_rows, 0, length, length, 1, row_shape, src_strides, dst_strides,
              src.stride(d), view.stride(d)],
             dict(RESIDENT=True, BLOCK_ROWS=block_rows, BLOCK_R=block_r, CHUNKS=1, CHUNK_BITS=0, STATS=False,
-                 ONE_STEP=False, num_warps=warps, **common))]
+                 ONE_STEP=False, WARP_ROWS=warp_rows > 0, num_warps=warps, **common))]
     else:
         # a long row: (max, sum of exp) per chunk, then a normalising sweep of the same chunks
         chunk, n_chunks = _softmax_split(length, facts)
