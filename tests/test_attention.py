@@ -527,13 +527,15 @@ def test_paged_attention_empty_sequence_and_bf16(rng):
 def test_decode_split_fills_the_device_by_kv_heads_never_by_batch():
     """On a compiling device the untuned decode plan (paged decode's) splits a sequence's keys so that its
     kv heads x splits give about two waves of programs: one sequence over 4 kv heads at 32k keys takes 64
-    splits (16 left 64 programs for 132 SMs), many heads keep 16, and past 16 a split keeps 256 keys (8k
-    keys: 32; 4k: 16, as large batches run fastest); the batch never enters."""
+    splits (16 left 64 programs for 132 SMs), many heads keep 16, past 16 a split keeps 256 keys (8k
+    keys: 32; 4k: 16, as large batches run fastest) and below it 128 (128 keys: one split; 1500: 11); the
+    batch never enters."""
     from nbxtensor.device.facts import load
     from nbxtensor.ops.attention import decode_candidates, decode_plan, filling_splits
     hopper = load("hopper")
     assert [filling_splits(heads, 32768, hopper) for heads in (1, 4, 8, 12, 32, 64)] == [64, 64, 64, 32, 16, 16]
-    assert [filling_splits(1, keys, hopper) for keys in (128, 4096, 8192, 16384)] == [16, 16, 32, 64]
+    assert [filling_splits(1, keys, hopper) for keys in (100, 128, 1024, 1500, 2048, 4096, 8192, 16384)] == \
+        [1, 1, 8, 11, 16, 16, 32, 64]
     first = decode_candidates(32768, 128, hopper, 4)[0]
     assert decode_plan(32768, hopper, first) == (64, 512, 64)
     assert decode_candidates(4096, 256, hopper, 8) == [dict(BLOCK_N=32, SPLITS=16, num_warps=4, num_stages=None)]

@@ -42,6 +42,9 @@ _DECODE_MOST_SPLITS = 64
 # splits past the default keep at least this many keys each: at batch 64 and 4096 keys, 64 splits of 64
 # keys (32768 programs and their partials) ran 16% slower than 16 splits
 _DECODE_SPLIT_KEYS = 256
+# and every split at least this many (a short sequence takes fewer than the default, down to one): at batch
+# 64, 128 keys in 16 splits of 8 ran at 0.71x torch, in one split at 1.0x (H100)
+_DECODE_SPLIT_MIN_KEYS = 128
 
 
 def _dims(shape) -> str:
@@ -460,11 +463,13 @@ _DECODE_SHAPES = [(64, 16, 4, 3), (64, 32, 4, 3), (64, 16, 4, 2), (64, 32, 4, 2)
 def filling_splits(kv_heads: int, keys: int, facts: dict) -> int:
     """The split target that gives one sequence about two waves of programs (kv heads x splits) on a
     device of these facts, from 16 to ``_DECODE_MOST_SPLITS``, past 16 only as far as each split keeps
-    ``_DECODE_SPLIT_KEYS`` of the ``keys``: a batch of one long sequence (a chat's decode) over 4 or 8 kv
-    heads at 16 splits leaves half the SMs or more idle, while a large batch is slowed by short splits."""
+    ``_DECODE_SPLIT_KEYS`` of the ``keys``, and below 16 where a split would keep fewer than
+    ``_DECODE_SPLIT_MIN_KEYS``: a batch of one long sequence (a chat's decode) over 4 or 8 kv heads at 16
+    splits leaves half the SMs or more idle, while a large batch is slowed by short splits."""
     programs = 2 * facts.get("multiprocessors_max", 0)
     filling = min(_DECODE_MOST_SPLITS, next_pow2(cdiv(programs, max(kv_heads, 1))))
-    return max(_DECODE_SPLITS[False], min(filling, keys // _DECODE_SPLIT_KEYS))
+    splits = max(_DECODE_SPLITS[False], min(filling, keys // _DECODE_SPLIT_KEYS))
+    return max(1, min(splits, keys // _DECODE_SPLIT_MIN_KEYS))
 
 
 def decode_candidates(keys: int, head_dim: int, facts: dict, kv_heads: int) -> list[dict]:
