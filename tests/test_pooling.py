@@ -243,6 +243,21 @@ def test_errors(call, message):
         call(x)
 
 
+def test_a_refused_dtype_is_refused_on_every_call():
+    """The dtype is checked where a call's plan is made (its key holds the dtype): a refused dtype makes no
+    plan, so a second call is refused again, also after a float call of the same shape made one."""
+    x = to_nbx(np.zeros((1, 2, 4, 4), np.float32))
+    F.max_pool2d(x, 2)
+    F.adaptive_avg_pool2d(x, 1)
+    for _ in range(2):
+        with pytest.raises(NotImplementedError, match="not implemented for 'bool'"):
+            F.max_pool2d(x > 0, 2)
+        with pytest.raises(NotImplementedError, match="not implemented for 'int32'"):
+            F.avg_pool2d(x.to(nbx.int32), 2)
+        with pytest.raises(NotImplementedError, match="not implemented for 'int64'"):
+            F.adaptive_avg_pool2d(x.to(nbx.int64), 1)
+
+
 def test_division_magic():
     """The multiply-shift divisions the tiled kernels split row indices with: exact for every divisor and
     numerator below 2**31, the numerators near a multiple and at the ends."""

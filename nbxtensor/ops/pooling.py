@@ -185,11 +185,17 @@ def output_tile_plan(block: int, n: int, c: int, spatial_out, channels_last: boo
 _plans = PlanCache()
 
 
-def _run(x, key, make):
+def _run(x, key, make, op: str, integers: bool):
     """The call of ``x`` through the plan of its layout and ``key`` (the op and its arguments), made the first
-    time by ``make(full_key)``; once its launch is bound, the plan is its bound form (``plans.binding_run``)."""
-    key = (layout_key(x), *key)
-    return _plans.get(key, lambda: make(key))(x)
+    time by ``make(full_key)``, after ``x``'s dtype is checked (``_check_dtype``: the layout in the key holds
+    the dtype, so a repeated call skips the check); once its launch is bound, the plan is its bound form
+    (``plans.binding_run``)."""
+    full_key = (layout_key(x), *key)
+    run = _plans.lookup(full_key)
+    if run is None:
+        _check_dtype(x, op, integers)
+        run = _plans.get(full_key, lambda: make(full_key))
+    return run(x)
 
 
 def _least_value(dtype):
@@ -244,7 +250,6 @@ def _both(values, indices):
 
 # ---- max and average pooling --------------------------------------------------------------------------
 def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode, with_indices, op):
-    _check_dtype(x, op, integers=True)
     key = (op, nd, key_argument(kernel_size), key_argument(stride), key_argument(padding), key_argument(dilation),
            bool(ceil_mode), with_indices)
 
@@ -255,11 +260,10 @@ def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode, with_ind
         return _plan(full_key, x, g, lift + out, kind=K.KIND_MAX, adaptive=False, kernel=lift + kernel,
                      stride=lift + strides, pad=(0,) * (3 - nd) + pads, dilation=lift + dilations,
                      with_indices=with_indices)
-    return _run(x, key, make)
+    return _run(x, key, make, op, integers=True)
 
 
 def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, op):
-    _check_dtype(x, op, integers=x.dtype.name == "int64")  # torch averages int64, no narrower integer
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
     key = (op, nd, key_argument(kernel_size), key_argument(stride), key_argument(padding), bool(ceil_mode),
@@ -272,7 +276,8 @@ def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
         return _plan(full_key, x, g, lift + out, kind=K.KIND_AVG, adaptive=False, kernel=lift + kernel,
                      stride=lift + strides, pad=(0,) * (3 - nd) + pads, count_pad=bool(count_include_pad),
                      divisor=divisor_override)
-    return _run(x, key, make)
+    # torch averages int64, no narrower integer
+    return _run(x, key, make, op, integers=x.dtype.name == "int64")
 
 
 def _with_indices(a, indices) -> bool:
@@ -353,13 +358,12 @@ def _adaptive_sizes(x, nd, output_size, op):
 
 
 def _adaptive(x, nd, output_size, kind, with_indices, op):
-    _check_dtype(x, op, integers=False)
     key = (op, nd, key_argument(output_size), kind, with_indices)
 
     def make(full_key):
         g, sizes = _adaptive_sizes(x, nd, output_size, op)
         return _plan(full_key, x, g, (1,) * (3 - nd) + sizes, kind=kind, adaptive=True, with_indices=with_indices)
-    return _run(x, key, make)
+    return _run(x, key, make, op, integers=False)
 
 
 def _adaptive_rules(nd, indices) -> dict:
