@@ -257,8 +257,8 @@ def test_errors_name_shapes_dims_and_dtypes():
         nbx.matmul(a, b)
     with pytest.raises(RuntimeError, match=r"same dtype.*float32 and float16"):
         nbx.mm(nbx.zeros(2, 3), nbx.zeros(3, 2, dtype=nbx.float16))
-    with pytest.raises(TypeError, match="float64 operands are not supported"):
-        nbx.mm(nbx.zeros(2, 3, dtype=nbx.float64), nbx.zeros(3, 2, dtype=nbx.float64))
+    with pytest.raises(TypeError, match="complex64 operands are not supported"):
+        nbx.mm(nbx.zeros(2, 3, dtype=nbx.complex64), nbx.zeros(3, 2, dtype=nbx.complex64))
     with pytest.raises(RuntimeError, match="mat2 must be a matrix"):
         nbx.mm(a, nbx.zeros(3))
     with pytest.raises(RuntimeError, match=r"batch sizes differ.*\(2\).*\(3\)"):
@@ -718,3 +718,38 @@ def test_products_without_tile_edges_load_rows_and_columns_as_they_are(rng, monk
     np.testing.assert_allclose(plain, a.numpy().astype(np.float64) @ b.numpy().astype(np.float64), rtol=1e-5,
                                atol=1e-4)
     clear_all()
+
+
+def test_float64_products_sum_in_float64():
+    """float64 operands take the FMA units' wide product (``gemm_wide``) in float64: every product form (mm,
+    a GEMV's few rows, transposed operands read in place, matmul broadcasting batches, addmm and baddbmm with
+    alpha and beta that float32 cannot hold, linear with a bias, mv, dot, einsum, K = 0). Against NumPy's
+    float64 products: a sum of K products rounded in float64 is within about K ulps of the sum of the
+    products' magnitudes, so the bound is (K + 2) * 2^-52 * (|a| @ |b| + |the added term|); alpha = 0.1 passed
+    as float32 would miss by about 1e-9 of the product."""
+    rng = np.random.default_rng(5)
+
+    def close(got, want, a, b, added=0.0):
+        assert got.dtype is nbx.float64
+        scale = np.abs(a) @ np.abs(b) + np.abs(added)
+        assert np.all(np.abs(got.numpy() - want) <= (a.shape[-1] + 2) * 2.0 ** -52 * scale)
+
+    a, b, c = rng.standard_normal((37, 45)), rng.standard_normal((45, 29)), rng.standard_normal((37, 29))
+    close(nbx.mm(to_nbx(a), to_nbx(b)), a @ b, a, b)
+    close(nbx.mm(to_nbx(a[:3]), to_nbx(b)), a[:3] @ b, a[:3], b)
+    close(nbx.mm(to_nbx(a.T.copy()).t(), to_nbx(b.T.copy()).t()), a @ b, a, b)
+    close(nbx.addmm(to_nbx(c), to_nbx(a), to_nbx(b), beta=0.1, alpha=-1.7), 0.1 * c - 1.7 * (a @ b), 1.7 * a, b,
+          0.1 * c)
+    x, y = rng.standard_normal((3, 1, 6, 45)), rng.standard_normal((2, 45, 5))
+    close(nbx.matmul(to_nbx(x), to_nbx(y)), x @ y, x, y)
+    x, y, z = rng.standard_normal((4, 7, 9)), rng.standard_normal((4, 9, 3)), rng.standard_normal((4, 7, 3))
+    alpha = 3 * 2.0 ** -30 + 2.0 ** -60
+    close(nbx.baddbmm(to_nbx(z), to_nbx(x), to_nbx(y), beta=0.3, alpha=alpha), 0.3 * z + alpha * (x @ y), alpha * x,
+          y, 0.3 * z)
+    w, bias = rng.standard_normal((29, 45)), rng.standard_normal(29)
+    close(nbx.nn.functional.linear(to_nbx(a), to_nbx(w), to_nbx(bias)), a @ w.T + bias, a, w.T, bias)
+    close(nbx.mv(to_nbx(a), to_nbx(b[:, 0])), a @ b[:, 0], a, b[:, 0])
+    close(nbx.dot(to_nbx(a[0]), to_nbx(b[:, 0])), a[0] @ b[:, 0], a[0], b[:, 0])
+    close(nbx.einsum("ij,jk->ik", to_nbx(a), to_nbx(b)), a @ b, a, b)
+    empty = nbx.mm(to_nbx(a[:, :0]), to_nbx(b[:0]))
+    assert empty.dtype is nbx.float64 and empty.shape == (37, 29) and not empty.numpy().any()

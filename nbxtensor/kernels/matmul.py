@@ -1,6 +1,6 @@
 """Matrix-product kernels: a tiled, batched, strided GEMM, a weight-streaming GEMV for decode rows, and
-an exact integer GEMM (``gemm_exact``, int64 sums of elementwise products, for the integer dtypes the
-matrix unit does not take).
+a GEMM on the FMA units in a 64-bit type (``gemm_wide``: int64 sums of elementwise products, exact, for the
+integer dtypes the matrix unit does not take; float64 ones for float64).
 
 The first two read their operands through arbitrary strides (a transposed weight is read in place), accumulate in
 float32 (int32 for int8 inputs), and apply the ``alpha * (a @ b) + beta * bias`` epilogue of addmm and
@@ -278,23 +278,36 @@ def gemm_batches(a, b, bias, out, M, N, K, batches, programs, alpha, beta,
 
 
 @triton.jit
-def _exact_step(acc, a, b, off_a, off_b, rm_load, rn_load, rk, left, a_sm, a_sk, b_sk, b_sn):
-    """acc plus the exact int64 product of the next K tile (``left`` elements of K remain): each output
-    is a sum of elementwise products over the tile, with no matrix unit (it takes no int64 operands)."""
+def _wide_step(acc, a, b, off_a, off_b, rm_load, rn_load, rk, left, a_sm, a_sk, b_sk, b_sn):
+    """acc plus the product of the next K tile (``left`` elements of K remain) in acc's 64-bit type: each
+    output is a sum of elementwise products over the tile, with no matrix unit (it takes no int64 operands,
+    and float64 ones on few GPUs)."""
     a_tile = tl.load(a + off_a + rm_load[:, None] * a_sm + rk[None, :] * a_sk, mask=rk[None, :] < left, other=0)
     b_tile = tl.load(b + off_b + rk[:, None] * b_sk + rn_load[None, :] * b_sn, mask=rk[:, None] < left, other=0)
-    products = a_tile.to(tl.int64)[:, :, None] * b_tile.to(tl.int64)[None, :, :]
+    products = a_tile.to(acc.dtype)[:, :, None] * b_tile.to(acc.dtype)[None, :, :]
     return acc + tl.sum(products, axis=1)
 
 
 @triton.jit
-def gemm_exact(a, b, bias, out, M, N, K, batch_start, alpha, beta,
-               batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
-               a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
-               BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr):
-    """out[batch] = alpha * a[batch] @ b[batch] + beta * bias[batch] for integer operands, accumulated in
-    int64 and wrapped to the output's width as torch's integer products are; tiles and grid as ``gemm``."""
+def _wide_scalar(value, FLOAT: tl.constexpr):
+    """alpha or beta as ``gemm_wide`` takes it: an integer, or with FLOAT a float64's bits (a Python float
+    argument would reach the kernel as float32)."""
+    if FLOAT:
+        return tl.full((1, 1), value, tl.int64).to(tl.float64, bitcast=True)
+    else:
+        return value
+
+
+@triton.jit
+def gemm_wide(a, b, bias, out, M, N, K, batch_start, alpha, beta,
+              batch_shape, a_batch_strides, b_batch_strides, bias_batch_strides, out_batch_strides,
+              a_sm, a_sk, b_sk, b_sn, bias_sm, bias_sn, out_sm, out_sn,
+              BATCH_RANK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+              HAS_BIAS: tl.constexpr, SCALED: tl.constexpr, INDEX_64: tl.constexpr, INTERPRETED: tl.constexpr,
+              FLOAT: tl.constexpr = False):
+    """out[batch] = alpha * a[batch] @ b[batch] + beta * bias[batch] on the FMA units: integer operands
+    accumulated in int64 and wrapped to the output's width as torch's integer products are, or with FLOAT
+    float64 ones in float64 (alpha and beta as their bits); tiles and grid as ``gemm``."""
     pid = tl.program_id(0)
     batch = tl.program_id(1) + batch_start
     if INDEX_64:
@@ -304,24 +317,24 @@ def gemm_exact(a, b, bias, out, M, N, K, batch_start, alpha, beta,
                                                      bias_batch_strides, out_batch_strides, BATCH_RANK)
     rm, rn, rk, rm_load, rn_load = _tile_indices(pid // tiles_n, pid % tiles_n, M, N, BLOCK_M, BLOCK_N, BLOCK_K,
                                                  INDEX_64)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int64)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if FLOAT else tl.int64)
     k_tiles = tl.cdiv(K, BLOCK_K)
     if INTERPRETED:
         k = 0
         while k < k_tiles:
-            acc = _exact_step(acc, a, b, off_a, off_b, rm_load, rn_load, rk + k * BLOCK_K, K, a_sm, a_sk, b_sk, b_sn)
+            acc = _wide_step(acc, a, b, off_a, off_b, rm_load, rn_load, rk + k * BLOCK_K, K, a_sm, a_sk, b_sk, b_sn)
             k += 1
     else:
         for k in range(0, k_tiles):
-            acc = _exact_step(acc, a, b, off_a, off_b, rm_load, rn_load, rk + k * BLOCK_K, K, a_sm, a_sk, b_sk, b_sn)
+            acc = _wide_step(acc, a, b, off_a, off_b, rm_load, rn_load, rk + k * BLOCK_K, K, a_sm, a_sk, b_sk, b_sn)
     if SCALED:
-        acc = acc * alpha
+        acc = acc * _wide_scalar(alpha, FLOAT)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     if HAS_BIAS:
         bias_tile = tl.load(bias + off_bias + rm[:, None] * bias_sm + rn[None, :] * bias_sn, mask=mask, other=0)
-        bias_tile = bias_tile.to(tl.int64)
+        bias_tile = bias_tile.to(acc.dtype)
         if SCALED:
-            bias_tile = bias_tile * beta
+            bias_tile = bias_tile * _wide_scalar(beta, FLOAT)
         acc = acc + bias_tile
     tl.store(out + off_out + rm[:, None] * out_sm + rn[None, :] * out_sn, acc.to(out.dtype.element_ty), mask=mask)
 

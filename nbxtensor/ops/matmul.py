@@ -6,8 +6,9 @@ transposed weight is read in place), or, for a handful of rows against one matri
 which streams the matrix once. Settings come from the tuning cache under a launch key (``tuning/``).
 
 dtypes: both operands share one of float32, float16, bfloat16 (accumulated in float32, returned in the
-input dtype), int8 (accumulated and returned in int32), or int64, int32, int16, uint8 (summed exactly in
-int64 by ``gemm_exact`` and returned in the input dtype, wrapping as torch's do); outer and addr also take
+input dtype), int8 (accumulated and returned in int32), int64, int32, int16, uint8 (summed exactly in
+int64 by ``gemm_wide`` and returned in the input dtype, wrapping as torch's do) or float64 (summed in
+float64 by ``gemm_wide``, on the FMA units); outer and addr also take
 bool (logical and / or, as torch). float32 is multiplied in true float32 unless the
 user opts into TF32 as torch has it: ``set_float32_matmul_precision("high")`` or
 ``backends.cuda.matmul.allow_tf32 = True``.
@@ -26,7 +27,7 @@ from ..dtypes import get_dtype
 from ..tensor import Tensor
 from .aten_calls import drop_keywords
 from .matmul_gemv import GEMV_MAX_ROWS, gemv_candidates  # noqa: F401  (the family's public names, kept here)
-from .matmul_plans import (_EXACT_INTEGER, GEMM_WARP_SPECIALIZED, GROUP_M, MAX_BATCH_RANK, MAX_GRID_Y,  # noqa: F401
+from .matmul_plans import (_WIDE, GEMM_WARP_SPECIALIZED, GROUP_M, MAX_BATCH_RANK, MAX_GRID_Y,  # noqa: F401
                            _meta, _plan_product, _product, _product_keys, _product_plans, _product_workspace, backends,
                            gemm_candidates, gemm_key, gemv_key, get_float32_matmul_precision, planned_product,
                            product_keys, set_float32_matmul_precision)
@@ -35,7 +36,7 @@ from .reductions import _sum_dtype
 from .registry import Cost, TensorMeta, family_samples, get, nbytes, register, tensor_attribute, workspace_bytes
 from .samples import Samples, by_name, operand, sample
 
-_SUPPORTED = ("float32", "float16", "bfloat16", "int8", *_EXACT_INTEGER)
+_SUPPORTED = ("float32", "float16", "bfloat16", "int8", *_WIDE)
 
 
 # ---- checks and meta rules --------------------------------------------------------------------------
@@ -781,7 +782,9 @@ def _products():
     return {
         "mm": Samples((sample(operand(2, 3), operand(3, 4)), sample(operand(3, 2, layout="transposed"), operand(2, 4)),
                        sample(operand(2, 3, **bf16), operand(3, 2, **bf16)), sample(operand(2, 0), operand(0, 3)),
-                       sample(operand(0, 3), operand(3, 2)), sample(operand(2, 3, dtype="int64"), operand(3, 2, dtype="int64"))),
+                       sample(operand(0, 3), operand(3, 2)), sample(operand(2, 3, dtype="int64"), operand(3, 2, dtype="int64")),
+                       sample(operand(2, 3, dtype="float64"),
+                              operand(3, 2, dtype="float64", layout="transposed"))),
                       np.matmul),
         "bmm": Samples((sample(operand(2, 2, 3), operand(2, 3, 4)), sample(operand(2, 3, 2, layout="transposed"), operand(2, 2, 3)),
                         sample(operand(1, 2, 3, **bf16), operand(1, 3, 2, **bf16)), sample(operand(0, 2, 3), operand(0, 3, 1))),
@@ -792,7 +795,9 @@ def _products():
         "addmm": Samples((sample(operand(2, 4), operand(2, 3), operand(3, 4)),
                           sample(operand(4), operand(3, 2, layout="transposed"), operand(2, 4), beta=0.5, alpha=2),
                           sample(operand(2, 2, **bf16), operand(2, 3, **bf16), operand(3, 2, **bf16)),
-                          sample(operand(2, 3), operand(2, 0), operand(0, 3))), affine(np.matmul)),
+                          sample(operand(2, 3), operand(2, 0), operand(0, 3)),
+                          sample(operand(3, dtype="float64"), operand(2, 4, dtype="float64"),
+                                 operand(4, 3, dtype="float64"), beta=0.1, alpha=-1.7)), affine(np.matmul)),
         "baddbmm": Samples((sample(operand(2, 2, 4), operand(2, 2, 3), operand(2, 3, 4)),
                             sample(operand(2, 1), operand(1, 2, 3), operand(1, 3, 1), beta=0.0, alpha=1.5)),
                            affine(np.matmul)),

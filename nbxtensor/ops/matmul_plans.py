@@ -15,7 +15,7 @@ from ..kernels import matmul as K
 from ..kernels.formats import FORMAT_NATIVE
 from ..launch import cdiv, next_pow2
 from ..allocation import Workspace, arrival_counters, fresh_tensor_maker, new_tensor, scratch_tensor
-from ..lowering import conversion_flags, float_format, needs_index_64
+from ..lowering import conversion_flags, encode_scalar, float_format, needs_index_64
 from ..tensor import Tensor
 from .matmul_gemv import (_GEMV_MAX_BLOCK_K, _GEMV_ONE_ROW_SHAPES, _GEMV_ROWS_SHAPES, _INTERPRETED_BLOCK_K,
                           _INTERPRETED_BLOCK_M, _INTERPRETED_BLOCK_N, GEMV_MAX_ROWS, NORM_SLOTS, ProductNorm,
@@ -32,8 +32,10 @@ GROUP_M = 8
 # integer operands multiplied exactly (int64 sums, wrapped to their own width as torch's are); int8 takes
 # the matrix unit and returns int32
 _EXACT_INTEGER = ("int64", "int32", "int16", "uint8")
-# (BLOCK_M, BLOCK_N, BLOCK_K) of the exact integer product, clamped to the problem
-_EXACT_TILE = (32, 32, 8)
+# operands multiplied on the FMA units in a 64-bit type (``gemm_wide``): those integers, and float64
+_WIDE = (*_EXACT_INTEGER, "float64")
+# (BLOCK_M, BLOCK_N, BLOCK_K) of the wide product, clamped to the problem
+_WIDE_TILE = (32, 32, 8)
 
 # ---- float32 precision, as torch spells it ---------------------------------------------------------
 _PRECISIONS = ("highest", "high", "medium")
@@ -384,7 +386,7 @@ def gemv_key(facts: dict, m: int, n: int, k: int, dtype, out_dtype, a_sk: int, b
 def _product_route(a, b, out_dtype, bias, beta, facts: dict, planes: bool = True):
     """How ``_plan_product`` runs a product of operands laid out as these (tensors, or meta tensors for the
     key rules) on a device with these facts: (route, launch key or None), the route one of "empty",
-    "exact" (untuned), "dense" (batch dims past ``MAX_BATCH_RANK``: contiguous copies), "gemv", "planes"
+    "wide" (untuned, ``gemm_wide``), "dense" (batch dims past ``MAX_BATCH_RANK``: contiguous copies), "gemv", "planes"
     (float32 on bfloat16 parts: split in registers or as planes in memory, or for a batch of matrices
     split in registers or true float32, as the key's setting says) and "gemm"."""
     m, k = a.shape[-2:]
@@ -393,8 +395,8 @@ def _product_route(a, b, out_dtype, bias, beta, facts: dict, planes: bool = True
     out_shape = (*batch, m, n)
     if S.numel(out_shape) == 0:
         return "empty", None
-    if a.dtype.name in _EXACT_INTEGER:
-        return "exact", None
+    if a.dtype.name in _WIDE:
+        return "wide", None
     has_bias = bias is not None and beta != 0
     bias_strides = S.broadcast_strides(bias.shape, bias.stride(), out_shape) if has_bias else (0,) * len(out_shape)
     shape_c, _ = S.coalesce(batch, S.broadcast_strides(a.shape[:-2], a.stride()[:-2], batch),
@@ -470,15 +472,15 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
     route, key = _product_route(a, b, out_dtype, bias, beta, facts, planes)
     if route == "empty":
         return lambda a, b, bias, out=None, norm_tensors=(): new_tensor(out_shape, out_dtype, dev)
-    if norm is not None and route in ("exact", "dense"):
+    if norm is not None and route in ("wide", "dense"):
         raise RuntimeError(f"{op}: a product routed {route!r} takes no batch norm in its epilogue")
     out = new_tensor(out_shape, out_dtype, dev)
     has_bias = bias is not None and beta != 0
-    exact = route == "exact"
-    if exact and any(isinstance(scalar, float) for scalar in (alpha, beta)):
+    wide = route == "wide"
+    if wide and out_dtype.kind != "float" and any(isinstance(scalar, float) for scalar in (alpha, beta)):
         raise RuntimeError(f"{op}: for integral input tensors, alpha and beta must be integers, got alpha={alpha!r} "
                            f"and beta={beta!r}")
-    if out_dtype.kind == "int" and not exact and (alpha != 1 or has_bias):
+    if out_dtype.kind == "int" and not wide and (alpha != 1 or has_bias):
         raise RuntimeError(f"{op}: alpha, beta and an added input are supported for float products only")
     scaled = alpha != 1 or (has_bias and beta != 1)
     a_bs = S.broadcast_strides(a.shape[:-2], a.stride()[:-2], batch)
@@ -493,9 +495,9 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
             op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(), lambda: out_dtype,
             bias.expand(*out_shape).contiguous() if has_bias else None, alpha, beta if has_bias else 0)
     index_64 = needs_index_64(a, b, out, *([bias] if has_bias else []))
-    if exact:
-        return _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides,
-                               *_pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs), index_64)
+    if wide:
+        return _wide_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides,
+                              *_pad_batch(shape_c, a_bs, b_bs, bias_bs, out_bs), index_64)
     norm_args, norm_constexprs = norm_launch_parts(norm)
     flags = dict(_operand_flags(a.dtype, out_dtype, bias if has_bias else None, dev, facts), **norm_constexprs)
     batches = S.numel(shape_c)
@@ -721,22 +723,25 @@ def _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn):
     return False, False
 
 
-def _exact_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides, shape_c, a_bs, b_bs, bias_bs,
-                    out_bs, index_64):
-    """``execute(a, b, bias) -> out`` through ``gemm_exact``: integer products summed exactly in int64 (the
-    matrix unit takes no int64 operands, and int32 ones on few targets), one launch per MAX_GRID_Y batches.
-    Its tiles are fixed (a tile's K x int64 partial products live in registers), not tuned."""
+def _wide_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides, shape_c, a_bs, b_bs, bias_bs,
+                   out_bs, index_64):
+    """``execute(a, b, bias) -> out`` through ``gemm_wide``: integer products summed exactly in int64 (the
+    matrix unit takes no int64 operands, and int32 ones on few targets), float64 ones in float64 (alpha and
+    beta passed as their bits), one launch per MAX_GRID_Y batches. Its tiles are fixed (a tile's K x 64-bit
+    partial products live in registers), not tuned."""
     dev = a.device
     batches = S.numel(shape_c)
     block_m, block_n, block_k = (max(2, min(limit, next_pow2(extent)))
-                                 for limit, extent in zip(_EXACT_TILE, (m, n, k)))
+                                 for limit, extent in zip(_WIDE_TILE, (m, n, k)))
     tiles = cdiv(m, block_m) * cdiv(n, block_n)
+    floating = out.dtype.kind == "float"
     constexprs = dict(BATCH_RANK=len(shape_c), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, HAS_BIAS=has_bias,
                       SCALED=scaled, INDEX_64=index_64, INTERPRETED=bool(backend_for(dev).facts["kernels"].get(
-                          "interpreted")), num_warps=4)
+                          "interpreted")), FLOAT=floating, num_warps=4)
     (a_sm, a_sk), (b_sk, b_sn) = a.stride()[-2:], b.stride()[-2:]
-    launches = [PlannedLaunch(K.gemm_exact, (tiles, min(MAX_GRID_Y, batches - start)),
-                              [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, start, int(alpha), int(beta),
+    alpha, beta = (encode_scalar(x, out.dtype) if floating else int(x) for x in (alpha, beta))
+    launches = [PlannedLaunch(K.gemm_wide, (tiles, min(MAX_GRID_Y, batches - start)),
+                              [Slot("a"), Slot("b"), Slot("bias"), Slot("out"), m, n, k, start, alpha, beta,
                                shape_c, a_bs, b_bs, bias_bs, out_bs, a_sm, a_sk, b_sk, b_sn, *bias_strides[-2:],
                                *out.stride()[-2:]], constexprs)
                 for start in range(0, batches, MAX_GRID_Y)]
