@@ -883,3 +883,24 @@ def test_cap_window_and_offset_errors(rng):
         F.prefill_attention(q, k, v, softcap=0.0, query_offset=2)
     with pytest.raises(ValueError, match="window must be an integer"):
         F.prefill_attention(q, k, v, window=0, query_offset=2)
+
+
+@pytest.mark.parametrize("causal, mask_kind", [(False, None), (True, None), (False, "bool"), (False, "additive")])
+def test_float64_attention_takes_the_product_form(rng, causal, mask_kind):
+    """float64 query, key and value (no kernel takes them) run as softmax(q k^T scale + mask) v through the
+    float64 products and softmax: against the float64 reference within a few ulps of the scores' scale (two
+    products of K = 24 and 40 terms, a softmax over 40), where a float32 pass would miss by ~1e-7. The result
+    stays float64; enable_gqa with fewer key heads is refused by name."""
+    q, k, v = (rng.standard_normal(s) for s in ((2, 3, 17, 24), (2, 3, 40, 24), (2, 3, 40, 24)))
+    mask = None
+    if mask_kind == "bool":
+        mask = rng.random((17, 40)) < 0.7
+        mask[:, 0] = True
+    elif mask_kind == "additive":
+        mask = rng.standard_normal((2, 1, 17, 40))
+    out = _sdpa(q, k, v, mask, is_causal=causal, scale=0.3)
+    assert out.dtype is nbx.float64
+    want = reference(q, k, v, mask, causal=causal, scale=0.3)
+    np.testing.assert_allclose(out.numpy(), want, atol=1e-13, rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="in float64"):
+        _sdpa(q, k[:, :1], v[:, :1], enable_gqa=True)

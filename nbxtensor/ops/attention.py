@@ -32,6 +32,8 @@ from .registry import Cost, TensorMeta, family_samples, get, nbytes, register
 from .samples import Samples, by_name, operand, sample
 
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+# scaled_dot_product_attention also takes float64, through the product form alone (``_product_form``)
+_SDPA_DTYPES = (*_FLOAT_DTYPES, "float64")
 MAX_HEAD_DIM = 256
 MAX_GRID_YZ = 65535
 # decode splits the keys of a sequence into about this many parts (fewer for short sequences); a function
@@ -52,13 +54,13 @@ def _dims(shape) -> str:
 
 
 # ---- checks and meta ------------------------------------------------------------------------------------
-def _check_operands(op: str, query, key, value, max_head_dim: int | None = MAX_HEAD_DIM):
+def _check_operands(op: str, query, key, value, max_head_dim: int | None = MAX_HEAD_DIM, dtypes=_FLOAT_DTYPES):
     for name, t in (("query", query), ("key", key), ("value", value)):
         if len(t.shape) < 2:
             raise RuntimeError(f"{op}: {name} must have at least 2 dims (..., length, dim), got shape "
                                f"{_dims(t.shape)}")
-        if t.dtype.name not in _FLOAT_DTYPES:
-            raise TypeError(f"{op}: {name} is {t.dtype.name}; attention takes {', '.join(_FLOAT_DTYPES)}")
+        if t.dtype.name not in dtypes:
+            raise TypeError(f"{op}: {name} is {t.dtype.name}; attention takes {', '.join(dtypes)}")
     if not (query.dtype is key.dtype is value.dtype):
         raise RuntimeError(f"{op}: query, key and value must share a dtype, got {query.dtype.name}, "
                            f"{key.dtype.name} and {value.dtype.name}")
@@ -123,11 +125,13 @@ def _check_mask(op: str, attn_mask, query, key):
 
 def _sdpa_result(query, key, value, attn_mask, enable_gqa) -> TensorMeta:
     op = "scaled_dot_product_attention"
-    _check_operands(op, query, key, value, max_head_dim=None)  # wider heads take the product form
+    # wider heads and float64 take the product form
+    _check_operands(op, query, key, value, max_head_dim=None, dtypes=_SDPA_DTYPES)
     _kv_lead(op, query, key, value, enable_gqa)
-    if _wide_heads(query, value) and enable_gqa and _kv_heads(key) != _kv_heads(query):
-        raise NotImplementedError(f"{op}: enable_gqa with head dims past {MAX_HEAD_DIM} (query {_dims(query.shape)}, "
-                                  f"key {_dims(key.shape)}) is not supported; repeat the key and value heads first")
+    if _product_form(query, value) and enable_gqa and _kv_heads(key) != _kv_heads(query):
+        raise NotImplementedError(f"{op}: enable_gqa with head dims past {MAX_HEAD_DIM} or in float64 (query "
+                                  f"{_dims(query.shape)} {query.dtype.name}, key {_dims(key.shape)}) is not "
+                                  "supported; repeat the key and value heads first")
     _check_mask(op, attn_mask, query, key)
     return TensorMeta((*query.shape[:-1], value.shape[-1]), query.dtype)
 
@@ -136,18 +140,19 @@ def _sdpa_meta(a):
     return _sdpa_result(a.query, a.key, a.value, a.attn_mask, a.enable_gqa)
 
 
-def _wide_heads(query, value) -> bool:
-    """Whether head dims pass the kernels' MAX_HEAD_DIM (the SD VAE's one 512-wide head): such attention
-    materialises its scores, as torch's math backend does, through the registry's products and softmax."""
-    return max(query.shape[-1], value.shape[-1]) > MAX_HEAD_DIM
+def _product_form(query, value) -> bool:
+    """Whether head dims pass the kernels' MAX_HEAD_DIM (the SD VAE's one 512-wide head) or the operands are
+    float64, which no attention kernel takes: such attention materialises its scores, as torch's math backend
+    does, through the registry's products and softmax."""
+    return max(query.shape[-1], value.shape[-1]) > MAX_HEAD_DIM or query.dtype.name == "float64"
 
 
 def _kv_heads(t) -> int:
     return t.shape[-3] if len(t.shape) >= 3 else 1
 
 
-def _wide_heads_temporaries(query, key, value) -> list:
-    """The wide-head form's two products, as pairs of operand metas, and the metas of its temporaries:
+def _product_form_temporaries(query, key, value) -> list:
+    """The product form's two products, as pairs of operand metas, and the metas of its temporaries:
     the scaled query, the scores, the masked scores, the weights, and the product before it takes the
     output's layout."""
     meta = _sdpa_result(query, key, value, None, False)
@@ -160,8 +165,8 @@ def _wide_heads_temporaries(query, key, value) -> list:
 def _sdpa_cost(a):
     query, key, value, attn_mask, is_causal = a.query, a.key, a.value, a.attn_mask, a.is_causal
     out = _sdpa_meta(a)
-    if _wide_heads(query, value):
-        products, temporaries = _wide_heads_temporaries(query, key, value)
+    if _product_form(query, value):
+        products, temporaries = _product_form_temporaries(query, key, value)
         # the bools of the mask made (ones, tril, not) or the given one negated
         masks = ([query.shape[-2] * key.shape[-2]] * 3 if is_causal else
                  [S.numel(attn_mask.shape)] if attn_mask is not None and attn_mask.dtype.name == "bool" else [])
@@ -618,10 +623,10 @@ def _sdpa_key(facts, query, key, value, attn_mask=None, dropout_p=0.0, is_causal
     keys = key.shape[-2]
     if not S.numel(meta.shape) or not keys:
         return []
-    if _wide_heads(query, value):
+    if _product_form(query, value):
         from .pointwise import output_strides
         dev = resolve("meta")
-        # the operands as ``_wide_heads_attention`` makes them: the scaled query laid out as pointwise ops
+        # the operands as ``_product_form_attention`` makes them: the scaled query laid out as pointwise ops
         # lay it, the key's transposed view, the weights contiguous, the value as given
         scaled = new_tensor(query.shape, query.dtype, dev, output_strides(tuple(query.shape), [query.stride()]))
         weights = new_tensor((*query.shape[:-1], keys), query.dtype, dev)
@@ -684,8 +689,8 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
         return lambda query, key, value, attn_mask: zeros(meta.shape, dtype=meta.dtype, device=dev)
     L, E = query.shape[-2:]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
-    if _wide_heads(query, value):
-        return _wide_heads_attention(L, keys, dev, is_causal, scale, fresh_output)
+    if _product_form(query, value):
+        return _product_form_attention(L, keys, dev, is_causal, scale, fresh_output)
     heads_per_kv, operands_4d = _sdpa_operands(query, key, value, attn_mask, is_causal, enable_gqa)
     q4, k4, v4, mask = operands_4d(query, key, value, attn_mask)
     out4 = _as_4d(out)
@@ -721,10 +726,11 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
     return execute
 
 
-def _wide_heads_attention(length: int, keys: int, dev, is_causal: bool, scale: float, fresh_output):
-    """``execute(query, key, value, attn_mask) -> out`` of attention whose head dims pass the kernels':
+def _product_form_attention(length: int, keys: int, dev, is_causal: bool, scale: float, fresh_output):
+    """``execute(query, key, value, attn_mask) -> out`` of attention in the product form (``_product_form``):
     softmax(query * scale @ key^T + mask) @ value through the registry's ops, the scores materialised
-    (``_wide_heads_temporaries``, declared as workspace) and the weights computed in float32 (softmax's)."""
+    (``_product_form_temporaries``, declared as workspace) and the weights computed as softmax computes them
+    (float32 for 16-bit scores, float64 for float64)."""
     def execute(query, key, value, attn_mask):
         with scratch_scope():
             scores = get("matmul").impl(get("mul").impl(query, scale), key.transpose(-2, -1))
