@@ -64,6 +64,9 @@ def test_split_plan_on_the_h200():
     assert split_plan(1 << 20, HOPPER, H200_SMS) == (4096, 256)
     assert split_plan(1 << 30, HOPPER, H200_SMS) == (1 << 20, 1024)
     assert split_plan(4096, HOPPER, H200_SMS, column=True) == (256, 16)
+    # column splits up to 4096 long make about 16 chunks (more programs, fewer steps each), longer ones as rows
+    assert [split_plan(n, HOPPER, H200_SMS, column=True) for n in (1500, 2048, 6304)] == [(128, 12), (128, 16),
+                                                                                          (256, 25)]
     assert split_plan(4096, HOPPER, H200_SMS) == (4096, 1)
     for facts in (f["kernels"] for f in all_facts()):
         for length in (100, 5000, 20000, 32000, 150000, 1 << 22):
@@ -108,6 +111,21 @@ def test_column_and_multi_dim_reductions_split(rng, spread, dtype):
     for t in (to_nbx(images), to_nbx(images).contiguous(memory_format="channels_last")):
         got = t.mean((0, 2, 3)).numpy().astype(np.float64)
         assert np.all(np.abs(got - i64.mean((0, 2, 3))) <= sum_bound(i64, (0, 2, 3), dtype) / 126)
+
+
+def test_short_column_splits_make_the_named_chunk_count(rng, spread):
+    """With ``reduction_column_split_chunks`` (the GPU facts' 16; 4 here), a column split up to
+    ``reduction_split_block`` long makes about that many chunks, of at least the column lanes: 150 rows in 4
+    chunks of 64 (against 10 of 16 without it), combined in the launch; against float64, and a column alone
+    pair gives the bits it has among the others (the chunks depend on the length alone)."""
+    spread(reduction_column_split_chunks=4)
+    a = rng.standard_normal((150, 40)).astype(np.float32)
+    with capture() as captured:
+        got = to_nbx(a).sum(0).numpy()
+    assert [(grid[1], c["COMBINE"]) for _, grid, _, _, c, _ in captured.launches] == [(3, True)]
+    a64 = a.astype(np.float64)
+    assert np.all(np.abs(got - a64.sum(0)) <= sum_bound(a64, 0, "float32"))
+    assert to_nbx(a[:, 6:8].copy()).sum(0).numpy().tobytes() == got[6:8].tobytes()
 
 
 def test_exact_reductions_whatever_the_split(rng, spread):

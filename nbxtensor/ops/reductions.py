@@ -174,11 +174,18 @@ def split_plan(length: int, facts: dict, multiprocessor_count: int | None = None
     every multiprocessor (down to ``reduction_split_min`` elements, up to ``reduction_split_block``), and
     into about ``reduction_split_chunks`` of them when longer. Column layouts (reduced elements strided,
     kept ones adjacent) split from a shorter length: their programs span many kept elements, so they
-    are few."""
+    are few; up to ``reduction_split_block`` they make about ``reduction_column_split_chunks`` chunks (where
+    the facts name it), past it they split as rows do."""
     if threshold is None:
         threshold = facts["reduction_column_split_length" if column else "reduction_split_length"]
     if length <= threshold:
         return max(length, 1), 1
+    column_chunks = facts.get("reduction_column_split_chunks")
+    if column and column_chunks and length <= facts["reduction_split_block"]:
+        # a column split up to a split block long makes about this many chunks: at 256 a chunk (the row
+        # floor) 2048 rows of 768 columns gave 192 programs of 16 steps, too few loads in flight
+        chunk = max(facts["reduction_column_lanes"], next_pow2(cdiv(length, column_chunks)))
+        return chunk, cdiv(length, chunk)
     floor = facts["reduction_split_min"]
     spread = floor if multiprocessor_count is None else max(floor, next_pow2(cdiv(length, multiprocessor_count)))
     chunk = max(next_pow2(cdiv(length, facts["reduction_split_chunks"])), min(facts["reduction_split_block"], spread))
