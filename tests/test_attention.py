@@ -890,7 +890,7 @@ def test_float64_attention_takes_the_product_form(rng, causal, mask_kind):
     """float64 query, key and value (no kernel takes them) run as softmax(q k^T scale + mask) v through the
     float64 products and softmax: against the float64 reference within a few ulps of the scores' scale (two
     products of K = 24 and 40 terms, a softmax over 40), where a float32 pass would miss by ~1e-7. The result
-    stays float64; enable_gqa with fewer key heads is refused by name."""
+    stays float64; under enable_gqa the key and value heads repeat to the query's."""
     q, k, v = (rng.standard_normal(s) for s in ((2, 3, 17, 24), (2, 3, 40, 24), (2, 3, 40, 24)))
     mask = None
     if mask_kind == "bool":
@@ -902,5 +902,23 @@ def test_float64_attention_takes_the_product_form(rng, causal, mask_kind):
     assert out.dtype is nbx.float64
     want = reference(q, k, v, mask, causal=causal, scale=0.3)
     np.testing.assert_allclose(out.numpy(), want, atol=1e-13, rtol=1e-12)
-    with pytest.raises(NotImplementedError, match="in float64"):
-        _sdpa(q, k[:, :1], v[:, :1], enable_gqa=True)
+    grouped = _sdpa(q, k[:, :1], v[:, :1], mask, is_causal=causal, scale=0.3, enable_gqa=True)
+    np.testing.assert_allclose(grouped.numpy(), reference(q, k[:, :1], v[:, :1], mask, causal=causal, scale=0.3),
+                               atol=1e-13, rtol=1e-12)
+
+
+def test_grouped_query_heads_in_the_product_form(rng):
+    """Heads past 256 under enable_gqa (refused before): the key and value heads repeat to the query's,
+    as torch's math backend does; the cost rule declares the repeated heads among its temporaries and the
+    key rule names the two products' keys."""
+    from nbxtensor.ops.registry import TensorMeta, get
+    q, k, v = _inputs(rng, (1, 4, 9, 264), (1, 2, 11, 264), (1, 2, 11, 264))
+    out = _sdpa(q, k, v, enable_gqa=True)
+    _close(out, reference(q, k, v), "float32")
+    metas = [TensorMeta(t.shape, nbx.float32) for t in (q, k, v)]
+    sdpa = get("scaled_dot_product_attention")
+    repeated = 2 * 4 * 11 * 264 * 4
+    assert sdpa.cost(*metas, enable_gqa=True).workspace >= sdpa.cost(*metas[:1], *(
+        TensorMeta((1, 4, 11, 264), nbx.float32) for _ in range(2))).workspace + repeated
+    on_meta = [nbx.empty(t.shape, dtype=nbx.float32, device="meta") for t in (q, k, v)]
+    assert len(sdpa.key(backend_for(nbx.device("cpu")).facts, *on_meta, enable_gqa=True)) == 2

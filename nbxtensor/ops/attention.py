@@ -128,10 +128,6 @@ def _sdpa_result(query, key, value, attn_mask, enable_gqa) -> TensorMeta:
     # wider heads and float64 take the product form
     _check_operands(op, query, key, value, max_head_dim=None, dtypes=_SDPA_DTYPES)
     _kv_lead(op, query, key, value, enable_gqa)
-    if _product_form(query, value) and enable_gqa and _kv_heads(key) != _kv_heads(query):
-        raise NotImplementedError(f"{op}: enable_gqa with head dims past {MAX_HEAD_DIM} or in float64 (query "
-                                  f"{_dims(query.shape)} {query.dtype.name}, key {_dims(key.shape)}) is not "
-                                  "supported; repeat the key and value heads first")
     _check_mask(op, attn_mask, query, key)
     return TensorMeta((*query.shape[:-1], value.shape[-1]), query.dtype)
 
@@ -151,27 +147,43 @@ def _kv_heads(t) -> int:
     return t.shape[-3] if len(t.shape) >= 3 else 1
 
 
-def _product_form_temporaries(query, key, value) -> list:
+def _product_form_groups(query, key, enable_gqa: bool) -> int:
+    """How many query heads share a key head in the product form: past 1 its key and value heads are
+    repeated to the query's (``repeat_interleave``), as torch's math backend does under enable_gqa."""
+    return _kv_heads(query) // _kv_heads(key) if enable_gqa and len(query.shape) >= 3 else 1
+
+
+def _repeated_heads(t, groups: int) -> TensorMeta:
+    """The meta of ``t`` with each head repeated ``groups`` times (dim -3)."""
+    return TensorMeta((*t.shape[:-3], t.shape[-3] * groups, *t.shape[-2:]), t.dtype)
+
+
+def _product_form_temporaries(query, key, value, groups: int = 1) -> list:
     """The product form's two products, as pairs of operand metas, and the metas of its temporaries:
-    the scaled query, the scores, the masked scores, the weights, and the product before it takes the
-    output's layout."""
+    the repeated key and value heads (``groups`` past 1), the scaled query, the scores, the masked scores,
+    the weights, and the product before it takes the output's layout."""
+    repeated = [_repeated_heads(key, groups), _repeated_heads(value, groups)] if groups > 1 else []
+    if repeated:
+        key, value = repeated
     meta = _sdpa_result(query, key, value, None, False)
     scores = TensorMeta((*query.shape[:-1], key.shape[-2]), query.dtype)
     key_t = TensorMeta((*key.shape[:-2], key.shape[-1], key.shape[-2]), key.dtype)
     return ([(query, key_t), (scores, value)],
-            [TensorMeta(tuple(query.shape), query.dtype), scores, scores, scores, meta])
+            [*repeated, TensorMeta(tuple(query.shape), query.dtype), scores, scores, scores, meta])
 
 
 def _sdpa_cost(a):
     query, key, value, attn_mask, is_causal = a.query, a.key, a.value, a.attn_mask, a.is_causal
     out = _sdpa_meta(a)
     if _product_form(query, value):
-        products, temporaries = _product_form_temporaries(query, key, value)
+        groups = _product_form_groups(query, key, a.enable_gqa)
+        products, temporaries = _product_form_temporaries(query, key, value, groups)
         # the bools of the mask made (ones, tril, not) or the given one negated
         masks = ([query.shape[-2] * key.shape[-2]] * 3 if is_causal else
                  [S.numel(attn_mask.shape)] if attn_mask is not None and attn_mask.dtype.name == "bool" else [])
         costs = [get("matmul").cost(x, y) for x, y in products]
-        return Cost(flops=sum(c.flops for c in costs) + 5 * S.numel(temporaries[1].shape),
+        scores = products[1][0]
+        return Cost(flops=sum(c.flops for c in costs) + 5 * S.numel(scores.shape),
                     bytes_read=sum(c.bytes_read for c in costs), bytes_written=nbytes(out),
                     workspace=workspace_bytes(*(nbytes(t) for t in temporaries), *masks)
                     + sum(c.workspace for c in costs))
@@ -627,7 +639,11 @@ def _sdpa_key(facts, query, key, value, attn_mask=None, dropout_p=0.0, is_causal
         from .pointwise import output_strides
         dev = resolve("meta")
         # the operands as ``_product_form_attention`` makes them: the scaled query laid out as pointwise ops
-        # lay it, the key's transposed view, the weights contiguous, the value as given
+        # lay it, the key's transposed view, the weights contiguous, the value as given (key and value
+        # heads repeated, contiguous, under grouped-query heads)
+        groups = _product_form_groups(query, key, enable_gqa)
+        if groups > 1:
+            key, value = (new_tensor(_repeated_heads(t, groups).shape, t.dtype, dev) for t in (key, value))
         scaled = new_tensor(query.shape, query.dtype, dev, output_strides(tuple(query.shape), [query.stride()]))
         weights = new_tensor((*query.shape[:-1], keys), query.dtype, dev)
         matmul_key = get("matmul").key
@@ -690,7 +706,8 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
     L, E = query.shape[-2:]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
     if _product_form(query, value):
-        return _product_form_attention(L, keys, dev, is_causal, scale, fresh_output)
+        return _product_form_attention(L, keys, dev, is_causal, scale, fresh_output,
+                                       _product_form_groups(query, key, enable_gqa))
     heads_per_kv, operands_4d = _sdpa_operands(query, key, value, attn_mask, is_causal, enable_gqa)
     q4, k4, v4, mask = operands_4d(query, key, value, attn_mask)
     out4 = _as_4d(out)
@@ -726,13 +743,16 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
     return execute
 
 
-def _product_form_attention(length: int, keys: int, dev, is_causal: bool, scale: float, fresh_output):
+def _product_form_attention(length: int, keys: int, dev, is_causal: bool, scale: float, fresh_output,
+                            groups: int = 1):
     """``execute(query, key, value, attn_mask) -> out`` of attention in the product form (``_product_form``):
     softmax(query * scale @ key^T + mask) @ value through the registry's ops, the scores materialised
     (``_product_form_temporaries``, declared as workspace) and the weights computed as softmax computes them
-    (float32 for 16-bit scores, float64 for float64)."""
+    (float32 for 16-bit scores, float64 for float64); key and value heads repeated ``groups`` times each."""
     def execute(query, key, value, attn_mask):
         with scratch_scope():
+            if groups > 1:
+                key, value = (get("repeat_interleave").impl(t, groups, -3) for t in (key, value))
             scores = get("matmul").impl(get("mul").impl(query, scale), key.transpose(-2, -1))
             if is_causal:  # top-left aligned: query i sees keys j <= i
                 allowed = get("tril").impl(get("ones").impl((length, keys), dtype="bool", device=dev))
