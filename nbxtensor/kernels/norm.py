@@ -64,8 +64,9 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
                  WARP_ROWS: tl.constexpr = False):
     """softmax (or log_softmax with LOG) of rows (RED_UNIT, DST_UNIT: a row's elements are adjacent in
     src, in dst; ROW_ALIGN, DST_ALIGN: what row starts are promised to be multiples of). RESIDENT: a row
-    is one block; with WARP_ROWS (BLOCK_R of 32 to 1024, one warp a row) by ``_warp_row_softmax``. Otherwise a long row takes two launches over (rows, chunk) programs: STATS writes each
-    chunk's (max, sum of exp) state to part0/part1, then each program of the second combines the row's
+    is one block; with WARP_ROWS (unit-stride rows, BLOCK_R of 32 to 1024) one warp a row
+    (``_warp_row_softmax``). Otherwise a long row takes two launches over (rows, chunk) programs: STATS writes
+    each chunk's (max, sum of exp) state to part0/part1, then each program of the second combines the row's
     states, in an order no layout changes, and writes its chunk (ONE_STEP: the chunk is one block, in
     either launch)."""
     rows, row_mask = _rows(n_rows, INDEX_64, BLOCK_ROWS)
@@ -102,9 +103,8 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
         tl.store(part0 + rows * n_chunks + chunk, top, mask=row_mask)
         tl.store(part1 + rows * n_chunks + chunk, total, mask=row_mask)
     elif RESIDENT and WARP_ROWS:
-        _warp_row_softmax(src, dst, src_row, dst_row, row_mask, length, src_red_stride, dst_red_stride, LOG,
-                          RED_UNIT, DST_UNIT, COMPUTE, SRC_FORMAT, DST_FORMAT, VIA_F32, FLOAT_TO_INT, INDEX_64,
-                          BLOCK_R)
+        _warp_row_softmax(src, dst, src_row, dst_row, row_mask, length, dst_red_stride, LOG, DST_UNIT, COMPUTE,
+                          SRC_FORMAT, DST_FORMAT, VIA_F32, FLOAT_TO_INT, INDEX_64, BLOCK_R)
     elif RESIDENT:
         mask = row_mask[:, None] & (lanes < length)[None, :]
         x = decode(tl.load(src + src_row[:, None] + _along(lanes, src_red_stride, RED_UNIT)[None, :], mask=mask,
@@ -145,20 +145,20 @@ def softmax_rows(src, dst, part0, part1, n_rows, opaque_zero, length, chunk_leng
 
 
 @triton.jit
-def _warp_row_softmax(src, dst, src_row, dst_row, row_mask, length, src_red_stride, dst_red_stride, LOG: tl.constexpr,
-                      RED_UNIT: tl.constexpr, DST_UNIT: tl.constexpr, COMPUTE: tl.constexpr,
-                      SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
-                      FLOAT_TO_INT: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_R: tl.constexpr):
-    """The resident softmax of short rows, each in one warp: a row's BLOCK_R elements as [BLOCK_R // 32, 32],
-    element 32 e + lane held by its lane, so that its maximum and sum reduce in each thread and then across
-    the warp's lanes by shuffles. The [rows, BLOCK_R] tile of the general form spreads a row over every warp,
-    and its reductions wait on shared memory and barriers (Triton lays warps along a row's length first)."""
+def _warp_row_softmax(src, dst, src_row, dst_row, row_mask, length, dst_red_stride, LOG: tl.constexpr,
+                      DST_UNIT: tl.constexpr, COMPUTE: tl.constexpr, SRC_FORMAT: tl.constexpr,
+                      DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr, FLOAT_TO_INT: tl.constexpr,
+                      INDEX_64: tl.constexpr, BLOCK_R: tl.constexpr):
+    """The resident softmax of short unit-stride rows, each in one warp: a row's BLOCK_R elements as
+    [BLOCK_R // 32, 32], element 32 e + lane held by its lane, so that its maximum and sum reduce in each
+    thread and then across the warp's lanes by shuffles. The [rows, BLOCK_R] tile of the general form spreads
+    a row over every warp, and its reductions wait on shared memory and barriers (Triton lays warps along a
+    row's length first)."""
     j = tl.arange(0, BLOCK_R // 32)[None, :, None] * 32 + tl.arange(0, 32)[None, None, :]
     if INDEX_64:
         j = j.to(tl.int64)
     mask = row_mask[:, None, None] & (j < length)
-    x = decode(tl.load(src + src_row[:, None, None] + _along(j, src_red_stride, RED_UNIT), mask=mask, other=0),
-               SRC_FORMAT)
+    x = decode(tl.load(src + src_row[:, None, None] + j, mask=mask, other=0), SRC_FORMAT)
     x = tl.where(mask, x.to(COMPUTE), float("-inf"))
     top = _extreme_lanes(_extreme_lanes(x, True), True)
     shifted = x - top[:, None, None]
