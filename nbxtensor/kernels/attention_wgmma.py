@@ -11,8 +11,8 @@ only through the ring's barriers (a slot is refilled once both have read it), no
 whole program each step, so one's softmax runs while the other's products do; and each key and value
 tile crosses from L2 once for 128 rows instead of 64.
 
-Served: 16-bit queries, keys and values with head dim 64, 128 or 256 (the warp-specialised form 64 or 128, and
-rows on 16 bytes), no user mask, a positive scale, unit stride along the head dim and 32-bit offsets;
+Served: 16-bit queries, keys and values with head dim 64 or 128, no user mask, a positive scale, unit
+stride along the head dim and 32-bit offsets (the warp-specialised form also rows on 16 bytes);
 ``ops/attention.py`` takes every other case to the portable kernel in ``attention.py``. Scores are in
 base 2 as there, with the scale folded into the exponent.
 """

@@ -335,13 +335,11 @@ def forward_candidates(facts: dict, length: int, keys: int, head_dim: int, dtype
 # kernels/attention_wgmma.py on Hopper's asynchronous matrix unit: (BLOCK_M, BLOCK_N, num_warps, STAGES,
 # Q_IN_REGISTERS) per head dim. sm_90 resources at head dim 128: 64 x 64 in 3 stages 112 KB of shared memory
 # (two programs an SM) and 164 registers a thread, 200 with the queries in registers; 128 x 64 in 3 stages
-# 128 KB and 199 with them. At head dim 256 (ptxas, sm_90a): 64 x 32 in 2 / 3 stages 96 / 128 KB, 255 / 254
-# registers, no spill; 64 x 64 in 2 stages 160 KB, 4 bytes spilled (the queries in registers spill 144)
+# 128 KB and 199 with them
 _WGMMA_SHAPES = {
     64: [(64, 64, 4, 3, False), (64, 64, 4, 3, True), (128, 64, 8, 3, False), (128, 128, 8, 2, False)],
     128: [(64, 64, 4, 3, False), (64, 64, 4, 2, False), (64, 64, 4, 3, True), (64, 64, 4, 2, True),
           (128, 64, 8, 3, True)],
-    256: [(64, 32, 4, 2, False), (64, 32, 4, 3, False), (64, 64, 4, 2, False)],
 }
 
 # its warp-specialised form (``attention_forward_wgmma_ws``): 128-row tiles shared by two computing
@@ -382,7 +380,7 @@ def wgmma_candidates(facts: dict, q, k, v, out, mask, scale: float, index_64: bo
            for bm, bn, warps, stages, in_registers in _WGMMA_SHAPES[q.shape[3]]]
     if _rows_aligned(q, k, v):
         out += [dict(KERNEL="wgmma_ws", BLOCK_M=128, BLOCK_N=bn, num_warps=4, STAGES=stages,
-                     maxnreg=_WGMMA_WS_REGISTERS) for bn, stages in _WGMMA_WS_SHAPES.get(q.shape[3], [])]
+                     maxnreg=_WGMMA_WS_REGISTERS) for bn, stages in _WGMMA_WS_SHAPES[q.shape[3]]]
     return out
 
 
