@@ -902,6 +902,9 @@ def test_float64_attention_takes_the_product_form(rng, causal, mask_kind):
     grouped = _sdpa(q, k[:, :1], v[:, :1], mask, is_causal=causal, scale=0.3, enable_gqa=True)
     np.testing.assert_allclose(grouped.numpy(), reference(q, k[:, :1], v[:, :1], mask, causal=causal, scale=0.3),
                                atol=1e-13, rtol=1e-12)
+    # keys of rank 2 broadcast over the query's heads, enable_gqa or not
+    shared = _sdpa(q[0], k[0, 0], v[0, 0], enable_gqa=True)
+    np.testing.assert_allclose(shared.numpy(), reference(q[0], k[0, :1], v[0, :1]), atol=1e-13, rtol=1e-12)
 
 
 def test_grouped_query_heads_in_the_product_form(rng):

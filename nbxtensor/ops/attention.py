@@ -150,7 +150,7 @@ def _kv_heads(t) -> int:
 def _product_form_groups(query, key, enable_gqa: bool) -> int:
     """How many query heads share a key head in the product form: past 1 its key and value heads are
     repeated to the query's (``repeat_interleave``), as torch's math backend does under enable_gqa."""
-    return _kv_heads(query) // _kv_heads(key) if enable_gqa and len(query.shape) >= 3 else 1
+    return _kv_heads(query) // _kv_heads(key) if enable_gqa and len(query.shape) >= 3 and len(key.shape) >= 3 else 1
 
 
 def _repeated_heads(t, groups: int) -> TensorMeta:
