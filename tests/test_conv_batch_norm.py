@@ -296,11 +296,11 @@ def test_the_1x1_product_route_declares_no_temporary_for_the_norm():
 
 
 def test_a_product_route_without_the_epilogue_refuses_a_norm(rng):
-    """Integer products (summed exactly, another kernel) have no norm in their epilogue: asked for one, the
-    plan says so rather than leave it out."""
+    """Integer products (summed exactly by the wide product, another kernel) have no norm in their epilogue:
+    asked for one, the plan says so rather than leave it out."""
     a = to_nbx(rng.integers(-5, 5, (3, 4)).astype(np.int64))
     norm = matmul_gemv.ProductNorm(per_row=True, eps=_EPS, activation=0, dtype=a.dtype)
-    with pytest.raises(RuntimeError, match="a product routed 'exact' takes no batch norm in its epilogue"):
+    with pytest.raises(RuntimeError, match="a product routed 'wide' takes no batch norm in its epilogue"):
         matmul_plans.planned_product("matmul", a, a.transpose(0, 1), a.dtype, norm=norm)
 
 
