@@ -158,7 +158,7 @@ def _repeated_heads(t, groups: int) -> TensorMeta:
     return TensorMeta((*t.shape[:-3], t.shape[-3] * groups, *t.shape[-2:]), t.dtype)
 
 
-def _product_form_temporaries(query, key, value, groups: int = 1) -> list:
+def _product_form_temporaries(query, key, value, groups: int) -> list:
     """The product form's two products, as pairs of operand metas, and the metas of its temporaries:
     the repeated key and value heads (``groups`` past 1), the scaled query, the scores, the masked scores,
     the weights, and the product before it takes the output's layout."""
@@ -742,7 +742,7 @@ def _plan_sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa):
 
 
 def _product_form_attention(length: int, keys: int, dev, is_causal: bool, scale: float, fresh_output,
-                            groups: int = 1):
+                            groups: int):
     """``execute(query, key, value, attn_mask) -> out`` of attention in the product form (``_product_form``):
     softmax(query * scale @ key^T + mask) @ value through the registry's ops, the scores materialised
     (``_product_form_temporaries``, declared as workspace) and the weights computed as softmax computes them
