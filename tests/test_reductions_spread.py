@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import nbxtensor as nbx
+from nbxtensor import allocation
 from nbxtensor.device.facts import all_facts
 from nbxtensor.launch import capture
 from nbxtensor.ops import registry
@@ -265,8 +266,8 @@ def test_cumsum_over_chunks(rng, spread, dtype):
 
 
 def test_cumsum_of_a_long_row_takes_two_launches(rng, spread):
-    """A split row: chunk totals, then every chunk scanned from the exact sum of the totals before it, in
-    two launches and no other op; a row that is not split: one launch. Lengths with no convenient divisor
+    """Split rows (more chunks in all than multiprocessors): chunk totals, then every chunk scanned from the
+    exact sum of the totals before it, in two launches and no other op; a row that is not split: one launch. Lengths with no convenient divisor
     (a prime; a vocabulary's 50257 = 29 x 1733) take the same plan. Against float64: the carry is the
     exact sum of float32 totals rounded once, so the bound is that of the float32 additions within the
     chunks and the totals, plus the output's rounding."""
@@ -294,6 +295,34 @@ def test_cumsum_of_a_long_row_takes_two_launches(rng, spread):
     exact = np.cumsum(short.astype(np.float64), 1)
     assert np.all(np.abs(got - exact) <= 60 * EPS["float32"] * np.cumsum(np.abs(short.astype(np.float64)), 1)
                   + EPS["float32"] * np.abs(exact))
+
+
+def test_cumsum_of_one_long_row_takes_one_launch(rng, spread, monkeypatch):
+    """A split row whose chunks' programs can all run at once (293 elements in 3 chunks on the interpreter's 3
+    multiprocessors) is scanned in one launch: each chunk publishes its total, waits for the flags of the chunks
+    before it and adds their totals up as the second of two launches does, so the row has the bits it has in a
+    batch (two launches). The row's flags and its arrival counter are zero again after every call and replay
+    (the next launch on the stream finds them clear); integers exactly."""
+    monkeypatch.setattr(allocation, "_arrival_counters", {})
+    a = rng.standard_normal((2, 293)).astype(np.float32)
+    x = to_nbx(a)
+    batch = x.cumsum(1).numpy()
+    for _ in range(2):
+        with capture() as captured:
+            got = x[1].cumsum(0)
+        assert len(captured.launches) == 1 and captured.launches[0][4]["PHASE"] == 3
+        assert got.numpy().tobytes() == batch[1].tobytes()
+        assert not allocation.arrival_counters(got.device).numpy().any()
+    got.fill_(0.0)
+    captured.replay()
+    assert got.numpy().tobytes() == batch[1].tobytes()
+    assert not allocation.arrival_counters(got.device).numpy().any()
+    ints = rng.integers(-1000, 1000, 293).astype(np.int32)
+    assert to_nbx(ints).cumsum(0).tolist() == np.cumsum(ints.astype(np.int64)).tolist()
+    # four chunks on three multiprocessors: two launches, as a chunk could wait on one not yet running
+    with capture() as captured:
+        to_nbx(rng.standard_normal(1000).astype(np.float32)).cumsum(0)
+    assert len(captured.launches) == 2
 
 
 def test_softmax_splits_every_row_past_the_resident_length(rng, spread):

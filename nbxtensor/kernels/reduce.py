@@ -530,11 +530,65 @@ def _last_of_row(x, BLOCK_R: tl.constexpr):
     return tl.sum(tl.where(last, x, 0), 1)[:, None]
 
 
+@triton.jit
+def _scan_steps(src, dst, dst_idx, carry, carry_idx, start, stop, rows, row_mask, src_row, dst_row, lanes,
+                src_red_stride, dst_red_stride, SCAN: tl.constexpr, ACC: tl.constexpr, COMPUTE: tl.constexpr,
+                SRC_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr, VIA_F32: tl.constexpr,
+                FLOAT_TO_INT: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, STORE: tl.constexpr):
+    """(carry, carry_idx) after scanning elements start..stop of the rows, a block at a time, each block joined
+    to the carry of those before it; STORE writes the scanned values (and cummax/cummin's indices)."""
+    while start < stop:
+        j = start + lanes
+        mask = row_mask[:, None] & (j < stop)[None, :]
+        raw = tl.load(src + src_row[:, None] + (j * src_red_stride)[None, :], mask=mask, other=0)
+        x = decode(raw, SRC_FORMAT).to(COMPUTE).to(ACC)
+        idx = tl.broadcast_to(j[None, :].to(tl.int64), [BLOCK_ROWS, BLOCK_R])
+        if SCAN == 0:
+            y = tl.associative_scan(x, 1, _scan_combine_add) + carry
+            carry = _last_of_row(y, BLOCK_R)
+        elif SCAN == 1:
+            y = tl.associative_scan(x, 1, _scan_combine_mul) * carry
+            carry = _last_of_row(y, BLOCK_R)
+        elif SCAN == 2 or SCAN == 3:
+            if SCAN == 2:
+                v, i = tl.associative_scan((x, idx), 1, _cummax_combine)
+                y, yi = _cummax_combine(carry, carry_idx, v, i)
+            else:
+                v, i = tl.associative_scan((x, idx), 1, _cummin_combine)
+                y, yi = _cummin_combine(carry, carry_idx, v, i)
+            carry = _last_of_row(y, BLOCK_R)
+            carry_idx = _last_of_row(yi, BLOCK_R)
+            if STORE:
+                tl.store(dst_idx + dst_row[:, None] + (j * dst_red_stride)[None, :], yi, mask=mask)
+        else:
+            m, s = tl.associative_scan((x, tl.full(x.shape, 1.0, ACC)), 1, logsumexp_combine)
+            m, s = logsumexp_combine(carry, tl.where(carry == float("-inf"), 0.0, 1.0), m, s)
+            y = m + tl.log(s)
+            carry = _last_of_row(y, BLOCK_R)
+        if STORE:
+            tl.store(dst + dst_row[:, None] + (j * dst_red_stride)[None, :],
+                     encode(y, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
+        start += BLOCK_R
+    return carry, carry_idx
+
+
+@triton.jit
+def _await_earlier_chunks(flags, chunk, CHUNKS: tl.constexpr):
+    """Wait until ``flags`` (one a chunk of the row) are set for every chunk before ``chunk``; acquiring
+    them, this program then reads what those chunks published before setting them."""
+    earlier = tl.arange(0, CHUNKS) < chunk
+    pending = chunk > 0
+    while pending:
+        seen = tl.atomic_add(flags + tl.arange(0, CHUNKS), 0, mask=earlier, sem="acquire", scope="gpu")
+        pending = tl.sum(tl.where(earlier & (seen == 0), 1, 0)) > 0
+    tl.debug_barrier()
+
+
 # Like softmax's rows (kernels/norm.py), a scanned row must not depend on its batch: the row count is not
 # specialised on and row starts go through ``row_starts``, promised nothing (ROW_ALIGN 1); the host keeps
 # the tile's row count whatever the batch.
 @triton.jit(do_not_specialize=["n_rows", "opaque_zero"])
-def scan_rows(src, dst, dst_idx, carries, n_rows, opaque_zero, length, chunk_length, n_chunks,
+def scan_rows(src, dst, dst_idx, carries, counters, n_rows, opaque_zero, length, chunk_length, n_chunks,
               row_shape, src_row_strides, dst_row_strides, src_red_stride, dst_red_stride,
               SCAN: tl.constexpr, ACC: tl.constexpr, COMPUTE: tl.constexpr, LOWEST: tl.constexpr,
               HIGHEST: tl.constexpr, ROW_RANK: tl.constexpr, PHASE: tl.constexpr,
@@ -546,7 +600,11 @@ def scan_rows(src, dst, dst_idx, carries, n_rows, opaque_zero, length, chunk_len
     as chunks over programs (row block, chunk): PHASE 1 writes each chunk's total to ``carries``
     [row, chunk]; PHASE 2 scans each chunk from the sum of the totals before it (CHUNKS: n_chunks to a
     power of two), which every chunk's program adds up exactly, so in no order that a program could
-    change. PHASE 0: whole rows, one program each."""
+    change. PHASE 3 does both in one launch where every chunk's program runs at once: each publishes its
+    total by setting its flag in ``counters`` (slots row * n_chunks + chunk), waits for the flags of the
+    chunks before it, and the row's last program to finish (counter n_rows * n_chunks + row) clears them
+    for the next launch; the same sums in the same order as PHASE 1 and 2, so the same bits. PHASE 0:
+    whole rows, one program each."""
     pid = tl.program_id(0)
     rows = tl.arange(0, BLOCK_ROWS)
     lanes = tl.arange(0, BLOCK_R)
@@ -578,41 +636,26 @@ def scan_rows(src, dst, dst_idx, carries, n_rows, opaque_zero, length, chunk_len
     else:
         start = chunk * chunk_length
         stop = tl.minimum(start + chunk_length, length)
-    if PHASE == 2:  # carries holds the chunk totals: the carry is the sum of those before this chunk
+    if PHASE == 1 or PHASE == 3:
+        total, _ = _scan_steps(src, dst, dst_idx, carry, carry_idx, start, stop, rows, row_mask, src_row, dst_row,
+                               lanes, src_red_stride, dst_red_stride, SCAN, ACC, COMPUTE, SRC_FORMAT, DST_FORMAT,
+                               VIA_F32, FLOAT_TO_INT, BLOCK_ROWS, BLOCK_R, False)
+        tl.store(carries + rows[:, None] * n_chunks + chunk, total, mask=row_mask[:, None])
+    if PHASE == 3:
+        # BLOCK_ROWS is 1 here: the program's row is pid
+        flags = counters + pid * n_chunks
+        tl.debug_barrier()
+        tl.atomic_xchg(flags + chunk, 1, sem="release", scope="gpu")
+        _await_earlier_chunks(flags, chunk, CHUNKS)
+    if PHASE == 2 or PHASE == 3:  # carries holds the chunk totals: the carry is the sum of those before this chunk
         earlier = tl.arange(0, CHUNKS)
         before = row_mask[:, None] & (earlier < chunk)[None, :]
-        carry = _lane_sum(tl.load(carries + rows[:, None] * n_chunks + earlier[None, :], mask=before,
-                                  other=0).to(ACC))[:, None]
-    while start < stop:
-        j = start + lanes
-        mask = row_mask[:, None] & (j < stop)[None, :]
-        raw = tl.load(src + src_row[:, None] + (j * src_red_stride)[None, :], mask=mask, other=0)
-        x = decode(raw, SRC_FORMAT).to(COMPUTE).to(ACC)
-        idx = tl.broadcast_to(j[None, :].to(tl.int64), [BLOCK_ROWS, BLOCK_R])
-        if SCAN == 0:
-            y = tl.associative_scan(x, 1, _scan_combine_add) + carry
-            carry = _last_of_row(y, BLOCK_R)
-        elif SCAN == 1:
-            y = tl.associative_scan(x, 1, _scan_combine_mul) * carry
-            carry = _last_of_row(y, BLOCK_R)
-        elif SCAN == 2 or SCAN == 3:
-            if SCAN == 2:
-                v, i = tl.associative_scan((x, idx), 1, _cummax_combine)
-                y, yi = _cummax_combine(carry, carry_idx, v, i)
-            else:
-                v, i = tl.associative_scan((x, idx), 1, _cummin_combine)
-                y, yi = _cummin_combine(carry, carry_idx, v, i)
-            carry = _last_of_row(y, BLOCK_R)
-            carry_idx = _last_of_row(yi, BLOCK_R)
-            tl.store(dst_idx + dst_row[:, None] + (j * dst_red_stride)[None, :], yi, mask=mask)
-        else:
-            m, s = tl.associative_scan((x, tl.full(x.shape, 1.0, ACC)), 1, logsumexp_combine)
-            m, s = logsumexp_combine(carry, tl.where(carry == float("-inf"), 0.0, 1.0), m, s)
-            y = m + tl.log(s)
-            carry = _last_of_row(y, BLOCK_R)
-        if PHASE != 1:
-            tl.store(dst + dst_row[:, None] + (j * dst_red_stride)[None, :],
-                     encode(y, dst.dtype.element_ty, DST_FORMAT, VIA_F32, FLOAT_TO_INT), mask=mask)
-        start += BLOCK_R
-    if PHASE == 1:
-        tl.store(carries + rows[:, None] * n_chunks + chunk, carry, mask=row_mask[:, None])
+        carry = _lane_sum(tl.load(carries + rows[:, None] * n_chunks + earlier[None, :], mask=before, other=0,
+                                  cache_modifier=".cg").to(ACC))[:, None]
+    if PHASE != 1:
+        _scan_steps(src, dst, dst_idx, carry, carry_idx, start, stop, rows, row_mask, src_row, dst_row, lanes,
+                    src_red_stride, dst_red_stride, SCAN, ACC, COMPUTE, SRC_FORMAT, DST_FORMAT, VIA_F32,
+                    FLOAT_TO_INT, BLOCK_ROWS, BLOCK_R, True)
+    if PHASE == 3:
+        if last_to_arrive(counters, n_rows * n_chunks + pid, n_chunks):
+            tl.store(flags + tl.arange(0, CHUNKS), 0, mask=tl.arange(0, CHUNKS) < n_chunks)

@@ -868,29 +868,35 @@ def _plan_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_ind
                   CHUNKS=1, num_warps=warps)
     src, out, indices = Slot("x"), Slot("out"), Slot("indices" if with_indices else "out")
     geometry = [tuple(row_shape), tuple(src_strides), tuple(dst_strides), x.stride(d), out_strides[d]]
-    chunk, n_chunks = split_plan(length, facts, multiprocessors(dev), threshold=scan_split_length(facts))
+    sms = multiprocessors(dev)
+    chunk, n_chunks = split_plan(length, facts, sms, threshold=scan_split_length(facts))
     workspace = Workspace({})
     if scan != SCAN_CUMSUM or n_chunks == 1:
         launches = [PlannedLaunch(K.scan_rows, (cdiv(n_rows, block_rows),),
-                                  [src, out, indices, out, n_rows, 0, length, length, 1, *geometry],
+                                  [src, out, indices, out, out, n_rows, 0, length, length, 1, *geometry],
                                   dict(PHASE=0, **common))]
     else:
         # a long row: one program would walk it alone, so its chunks scan in parallel, each from the sum
-        # of the chunks before it, which the chunk's program adds up itself from the chunk totals (two
-        # launches). Whether and how a row is chunked depends on its length alone (as for the
-        # reductions' split), so a row's sums do not depend on its batch. One row a program, its tile a
-        # function of the chunk alone: a few long rows would leave most rows of a many-row tile masked
+        # of the chunks before it, which the chunk's program adds up itself from the chunk totals. Whether
+        # and how a row is chunked depends on its length alone (as for the reductions' split), so a row's
+        # sums do not depend on its batch. One row a program, its tile a function of the chunk alone: a few
+        # long rows would leave most rows of a many-row tile masked
         block_r = min(chunk, facts["reduction_split_block"])
         chunks = next_pow2(n_chunks)
         common.update(BLOCK_ROWS=1, BLOCK_R=block_r, CHUNKS=chunks,
                       num_warps=max(1, min(facts["reduction_warps"], max(block_r, chunks) // 256)))
         grid = (n_rows, n_chunks)
-        totals = Slot("totals")
-        launches = [PlannedLaunch(K.scan_rows, grid, [src, out, indices, totals, n_rows, 0, length, chunk, n_chunks,
-                                                      *geometry], dict(PHASE=1, **common)),
-                    PlannedLaunch(K.scan_rows, grid, [src, out, indices, totals, n_rows, 0, length, chunk, n_chunks,
-                                                      *geometry], dict(PHASE=2, **common))]
-        workspace = Workspace({"totals": ((n_rows, n_chunks), acc)})
+        # in one launch where every chunk's program can run at once (one a multiprocessor), as each waits for
+        # the totals of the chunks before it; otherwise totals first, then the scans (two launches)
+        one_launch = n_rows * n_chunks <= min(sms, ARRIVAL_COUNTERS // 2)
+        args = [src, out, indices, Slot("totals"), Slot("counters") if one_launch else out, n_rows, 0, length, chunk,
+                n_chunks, *geometry]
+        if one_launch:
+            launches = [PlannedLaunch(K.scan_rows, grid, args, dict(PHASE=3, **common))]
+        else:
+            launches = [PlannedLaunch(K.scan_rows, grid, args, dict(PHASE=1, **common)),
+                        PlannedLaunch(K.scan_rows, grid, args, dict(PHASE=2, **common))]
+        workspace = Workspace({"totals": ((n_rows, n_chunks), acc)}, counters=one_launch)
 
     if not scalar:
         return LaunchCall(dev, launches, workspace, "x", [(("out",), make_out), (("indices",), make_indices)])
