@@ -113,6 +113,34 @@ def test_transposed(case, rng):
            int(np.prod(wsh[1:])) * xs[1])
 
 
+@pytest.mark.parametrize("case", FORWARD + [((1, 80, 4, 4), (3, 80, 3, 3), 1, 1, 1, 1)] + [
+    (*case, True) for case in TRANSPOSED])
+def test_float64_sums_in_float64(case, rng):
+    """float64 convolutions (the direct kernel, a group of 80 channels past its unrolled ones included, and
+    the 1x1 product), forward and transposed, channels-last too: each output a float64 sum of its window's
+    k terms, so within k float64 roundings of the sum of the terms' magnitudes (the same reference on |x|,
+    |w| and |b|)."""
+    transposed = len(case) == 8
+    xs, wsh, stride, padding, dilation, groups, *extra = case
+    output_padding = extra[0] if transposed else 0
+    x, w = rng.standard_normal(xs), rng.standard_normal(wsh)
+    b = rng.standard_normal(wsh[1] * groups if transposed else wsh[0])
+    name = f"conv_transpose{len(xs) - 2}d" if transposed else f"conv{len(xs) - 2}d"
+    options = dict(output_padding=output_padding) if transposed else {}
+    want = reference(x, w, b, stride, padding, dilation, groups, transposed, output_padding)
+    magnitude = reference(np.abs(x), np.abs(w), np.abs(b), stride, padding, dilation, groups, transposed,
+                          output_padding)
+    terms = int(np.prod(wsh[1:])) * (xs[1] if transposed else 1) + 1
+    inputs = [_to(x, "float64")]
+    if len(xs) == 4:
+        inputs.append(inputs[0].contiguous(memory_format=nbx.channels_last))
+    for x_in in inputs:
+        got = getattr(F, name)(x_in, _to(w, "float64"), _to(b, "float64"), stride=stride, padding=padding,
+                               dilation=dilation, groups=groups, **options)
+        assert got.dtype == nbx.float64 and got.shape == want.shape
+        assert np.all(np.abs(got.numpy() - want) <= terms * 2.0 ** -52 * magnitude)
+
+
 def test_channels_last_in_place_and_out(rng):
     x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)

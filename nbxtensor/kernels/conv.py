@@ -36,6 +36,9 @@ import triton.language as tl
 from .formats import decode, encode
 from .norm_epilogue import activated, norm_parameters
 
+# a direct convolution's group channels unrolled up to this many (every small group's), a loop past them
+DIRECT_UNROLLED_CHANNELS = tl.constexpr(64)
+
 
 @triton.jit
 def _source_index(o, k, stride, pad, dil, size, TRANSPOSED: tl.constexpr):
@@ -61,15 +64,15 @@ def _output_position(rm, OD, OH, OW):
 def _channel_epilogue(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, HAS_BIAS: tl.constexpr,
                       BIAS_FORMAT: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr,
                       ACTIVATION: tl.constexpr, ROWS: tl.constexpr):
-    """The float32 accumulator (positions x channels ``c``) with the bias, the norm and activation, before
-    its one rounding. ROWS (a SLIDING column's rows): the per-channel vectors are loaded as whole ROWS x
+    """The accumulator (positions x channels ``c``; float32, float64 for float64 operands, which take no norm)
+    with the bias, the norm and activation, before its one rounding. ROWS (a SLIDING column's rows): the per-channel vectors are loaded as whole ROWS x
     BLOCK_C tiles, in the accumulator's layout (a row of channels alone would be spread over every lane and
     moved through shared memory)."""
     if ROWS:
         c = c[None, :] + tl.zeros((ROWS, 1), dtype=c.dtype)
         c_ok = tl.broadcast_to(c_ok[None, :], c.shape)
     if HAS_BIAS:
-        terms = decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(tl.float32)
+        terms = decode(tl.load(bias + c * b_s, mask=c_ok, other=0), BIAS_FORMAT).to(acc.dtype)
         acc = acc + (terms if ROWS else terms[None, :])
     if NORM:
         n_mean, n_scale, n_shift = norm_parameters(c, c_ok, mean, var, norm_w, norm_b, eps, NORM_FORMAT)
@@ -389,22 +392,36 @@ def conv_split_sum(partial, bias, out, b_s, mean, var, norm_w, norm_b, eps, M, C
 
 
 @triton.jit
+def _direct_channel(acc, x_at, x_ok, w_at, c_ok, DECODE_BF16: tl.constexpr):
+    """``acc`` plus one input channel's values at ``x_at`` (positions x channels) times its weights at ``w_at``,
+    in the accumulator's type."""
+    xv = tl.load(x_at, mask=x_ok, other=0)
+    wv = tl.load(w_at, mask=c_ok, other=0)
+    if DECODE_BF16:
+        xv = decode(xv, 1)
+        wv = decode(wv, 1)
+    return acc + xv.to(acc.dtype) * wv.to(acc.dtype)[None, :]
+
+
+@triton.jit
 def _direct_step(acc, x_chan, x_rows, w_chan, od, oh, ow, m_ok, c_ok, p, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd,
                  dh, dw, x_sc, x_sd, x_sh, x_sw, w_s_in, w_sd, w_sh, w_sw, CIN_G: tl.constexpr, KH: tl.constexpr,
                  KW: tl.constexpr, TRANSPOSED: tl.constexpr, DECODE_BF16: tl.constexpr):
-    """``acc`` plus every input channel of the group times the weight at kernel position ``p``."""
+    """``acc`` plus every input channel of the group times the weight at kernel position ``p``: the channels
+    unrolled up to DIRECT_UNROLLED_CHANNELS (a small group's), a loop past them (a float64 convolution of
+    any group takes this kernel)."""
     row_off, row_ok = _row_source(od, oh, ow, m_ok, p, KH, KW, ID, IH, IW, sd, sh, sw, pd, ph, pw, dd, dh, dw,
                                   x_sd, x_sh, x_sw, TRANSPOSED)
     kd, kh, kw = _window_position(p, KH, KW)
     w_pos = w_chan + kd * w_sd + kh * w_sh + kw * w_sw
-    for ci in tl.static_range(CIN_G):
-        xv = tl.load(x_chan[None, :] + ci * x_sc + (x_rows + row_off)[:, None],
-                     mask=row_ok[:, None] & c_ok[None, :], other=0)
-        wv = tl.load(w_pos + ci * w_s_in, mask=c_ok, other=0)
-        if DECODE_BF16:
-            xv = decode(xv, 1)
-            wv = decode(wv, 1)
-        acc += xv.to(tl.float32) * wv.to(tl.float32)[None, :]
+    x_at = x_chan[None, :] + (x_rows + row_off)[:, None]
+    x_ok = row_ok[:, None] & c_ok[None, :]
+    if CIN_G <= DIRECT_UNROLLED_CHANNELS:
+        for ci in tl.static_range(CIN_G):
+            acc = _direct_channel(acc, x_at + ci * x_sc, x_ok, w_pos + ci * w_s_in, c_ok, DECODE_BF16)
+    else:
+        for ci in range(CIN_G):
+            acc = _direct_channel(acc, x_at + ci * x_sc, x_ok, w_pos + ci * w_s_in, c_ok, DECODE_BF16)
     return acc
 
 
@@ -417,9 +434,10 @@ def conv_direct(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, M, COUT, C
                 BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
                 DECODE_BF16: tl.constexpr, BIAS_FORMAT: tl.constexpr, DST_FORMAT: tl.constexpr,
                 VIA_F32: tl.constexpr, INTERPRETED: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr,
-                ACTIVATION: tl.constexpr):
+                ACTIVATION: tl.constexpr, ACC: tl.constexpr):
     """out[n, co, o] = bias + sum over the CIN_G input channels of co's group and the window of x * w, in
-    float32 on the vector units; program (i, j) takes BLOCK_M output positions x BLOCK_C output channels."""
+    ACC (float32; float64 for float64 operands) on the vector units; program (i, j) takes BLOCK_M output
+    positions x BLOCK_C output channels."""
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     co = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     m_ok = rm < M
@@ -429,7 +447,7 @@ def conv_direct(x, w, bias, out, b_s, mean, var, norm_w, norm_b, eps, M, COUT, C
     x_chan = x + g * (CIN_G * x_sc)
     x_rows = nb * x_sn
     w_chan = w + g * w_sg + (co - g * COUT_G) * w_s_out
-    acc = tl.zeros((BLOCK_M, BLOCK_C), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_C), dtype=ACC)
     VOLUME: tl.constexpr = KD * KH * KW
     if UNROLL:
         for p in tl.static_range(VOLUME):

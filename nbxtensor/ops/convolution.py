@@ -12,7 +12,8 @@ reduction among programs, their float32 partials (a workspace the cost rule decl
 by a second launch. A plan binds its launches once per layout, so a repeated call allocates its output and
 launches. Inputs are read in place through their strides (NCHW or channels-last), and the output is
 channels-last when the input or weight is (torch's rule). Accumulation is float32; float32 operands
-multiply in true float32 unless TF32 is opted into (``set_float32_matmul_precision``).
+multiply in true float32 unless TF32 is opted into (``set_float32_matmul_precision``). float64 operands sum in
+float64: a 1x1 convolution through the product (its float64 form), any other on the direct kernel.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from .plans import PlanCache, PlannedLaunch, Slot, key_argument, layout_key
 from .registry import Cost, TensorMeta, family_samples, nbytes, register
 from .samples import Samples, by_name, operand, sample
 
-_FLOATS = ("float32", "float16", "bfloat16")
+_FLOATS = ("float32", "float16", "bfloat16", "float64")
 
 
 def _tuple(op, name, value, dims):
@@ -304,13 +305,15 @@ class _Setting:
         self.w_s_in = self.weight_strides(self.ws)[1]
         self.volume = S.numel(self.kernel)
         self.channels_last = self.xs[1] == 1 and self.cin > 1
+        # float64 sums in float64: the product (float64 on the FMA units) or the direct kernel, its only form
+        self.wide = input.dtype.name == "float64"
         # a channel a group, read channels-innermost: the depthwise kernel's vector loads apply
         self.depthwise_channels_inner = (not self.transposed and self.channels_last and self.cin_g == 1
-                                         and self.cout_g == 1)
+                                         and self.cout_g == 1 and not self.wide)
         self.split_cap = _split_cap(self.m * self.cout)
         self.starved = (facts is not None and self.split_cap > 1 and
                         self.m * self.cout < split_below_programs(facts) * _LARGEST_TILE)
-        direct = self.cin_g * self.cout_g <= _DIRECT_MAX_GROUP_MATRIX
+        direct = self.cin_g * self.cout_g <= _DIRECT_MAX_GROUP_MATRIX or self.wide
         self.route = ("matmul" if not self.starved and self._runs_as_product(input) else
                       "direct" if direct else "gemm")
         self.flat_k = self.route == "gemm" and self.cin_g < _FLAT_K_BELOW
@@ -337,7 +340,7 @@ class _Setting:
         """(BLOCK_H, BLOCK_W, num_warps) of the plane kernel's candidates: a forward direct convolution whose
         input columns are adjacent in memory (NCHW, or any layout whose last spatial stride is 1 and whose
         channels are not); none otherwise."""
-        if self.transposed or self.xs[4] != 1 or self.xs[1] == 1:
+        if self.transposed or self.xs[4] != 1 or self.xs[1] == 1 or self.wide:
             return []
         oh, ow = self.out_spatial[1:]
         width = min(_PLANE_MAX_WIDTH, next_pow2(ow))
@@ -383,7 +386,7 @@ class _Setting:
     def stages(self) -> bool:
         """Whether a candidate may copy an operand channels-innermost first: forward, batched, and the input
         (or, for the implicit GEMM, the weight) not already so."""
-        return (not self.transposed and self.batched
+        return (not self.transposed and self.batched and not self.wide
                 and (self.xs[1] != 1 or (self.route == "gemm" and self.w_s_in != 1)))
 
     def key(self, facts, dtype) -> str:
@@ -674,7 +677,8 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
     if S.numel(st.full_out) == 0:
         return lambda input, weight, bias, norm_tensors=(): fresh_output()._view(st.out_shape, result_strides)
     interpreted = bool(facts["kernels"].get("interpreted"))
-    conversion = conversion_flags(get_dtype("float32"), dtype, dev)
+    acc = get_dtype("float64" if st.wide else "float32")
+    conversion = conversion_flags(acc, dtype, dev)
     kd, kh, kw = st.kernel
     bias_format = float_format(dtype)
     common = dict(KD=kd, KH=kh, KW=kw, UNROLL=st.volume * (st.cin_g if st.route == "direct" else 1)
@@ -728,7 +732,7 @@ def _plan(op, input, weight, bias, stride, padding, dilation, transposed, output
                 K.conv_direct, (cdiv(st.m, config["BLOCK_M"]), cdiv(st.cout, config["BLOCK_C"])),
                 [x_slot, w_slot, bias_slot, out_slot, *bias_args, st.m, st.cout, st.cout_g, *args, *os_],
                 dict(common, CIN_G=st.cin_g, BLOCK_M=config["BLOCK_M"], BLOCK_C=config["BLOCK_C"],
-                     num_warps=config["num_warps"]))]
+                     ACC=acc.triton, num_warps=config["num_warps"]))]
         else:
             splits, per_split = st.split_steps(config)
             tiles = cdiv(st.m, config["BLOCK_M"]) * cdiv(st.cout_g, config["BLOCK_N"])
@@ -851,6 +855,9 @@ def _normed_result(input, weight, bias, stride, padding, dilation, transposed, o
         if tuple(vector.shape) != (channels,):
             raise RuntimeError(f"{_NORMED}: expected {name} of size [{channels}] (the output's channels), got "
                                f"{list(vector.shape)}")
+    if input.dtype.name not in _NORM_DTYPES:
+        raise TypeError(f"{_NORMED}: {input.dtype.name} is not supported (the epilogue computes in float32); "
+                        f"the fused op takes {', '.join(_NORM_DTYPES)}")
     dtypes = {vector.dtype.name for vector in vectors.values()}
     if len(dtypes) != 1 or not dtypes <= set(_NORM_DTYPES):
         raise TypeError(f"{_NORMED}: the norm's vectors must share one dtype of {', '.join(_NORM_DTYPES)}, got "
@@ -933,7 +940,9 @@ def _conv_samples(n: int, transposed: bool):
                     sample(operand(1, 2, *spatial), weight(2, 2, 3), None, 2, 1),
                     sample(operand(2, 4, *spatial), weight(4, 2, 1) if transposed else operand(4, 2, *(1,) * n),
                            None, 1, 0, *extra, 2),
-                    sample(operand(1, 2, *spatial, dtype="bfloat16"), operand(*weight(2, 2, 2).shape, dtype="bfloat16"))))
+                    sample(operand(1, 2, *spatial, dtype="bfloat16"), operand(*weight(2, 2, 2).shape, dtype="bfloat16")),
+                    sample(operand(1, 2, *spatial, dtype="float64"), operand(*weight(2, 3, 2).shape, dtype="float64"),
+                           operand(3, dtype="float64"), 1, 1)))
 
 
 _SAMPLES = {

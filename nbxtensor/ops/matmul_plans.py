@@ -491,9 +491,12 @@ def _plan_product(op: str, a: Tensor, b: Tensor, out_dtype, bias, alpha, beta, p
         bias_strides = (0,) * out.ndim
     shape_c, (a_bs, b_bs, bias_bs, out_bs) = S.coalesce(batch, a_bs, b_bs, bias_strides[:-2], out.stride()[:-2])
     if route == "dense":
-        return lambda a, b, bias: _product(
-            op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(), lambda: out_dtype,
-            bias.expand(*out_shape).contiguous() if has_bias else None, alpha, beta if has_bias else 0)
+        def dense(a, b, bias, out=None, norm_tensors=()):
+            product = _product(op, a.expand(*batch, m, k).contiguous(), b.expand(*batch, k, n).contiguous(),
+                               lambda: out_dtype, bias.expand(*out_shape).contiguous() if has_bias else None, alpha,
+                               beta if has_bias else 0)
+            return product if out is None else out.copy_(product)
+        return dense
     index_64 = needs_index_64(a, b, out, *([bias] if has_bias else []))
     if wide:
         return _wide_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides,
@@ -725,7 +728,8 @@ def _tma_layout(dtype, a_sm, a_sk, b_sk, b_sn):
 
 def _wide_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strides, shape_c, a_bs, b_bs, bias_bs,
                    out_bs, index_64):
-    """``execute(a, b, bias) -> out`` through ``gemm_wide``: integer products summed exactly in int64 (the
+    """``execute(a, b, bias, out=None, norm_tensors=()) -> out`` (a fresh one unless given; no norm) through
+    ``gemm_wide``: integer products summed exactly in int64 (the
     matrix unit takes no int64 operands, and int32 ones on few targets), float64 ones in float64 (alpha and
     beta passed as their bits), one launch per MAX_GRID_Y batches. Its tiles are fixed (a tile's K x 64-bit
     partial products live in registers), not tuned."""
@@ -747,8 +751,8 @@ def _wide_launches(a, b, out, m, n, k, alpha, beta, has_bias, scaled, bias_strid
                 for start in range(0, batches, MAX_GRID_Y)]
     fresh_output = fresh_tensor_maker(out.shape, out.dtype, dev)
 
-    def execute(a, b, bias):
-        out = fresh_output()
+    def execute(a, b, bias, out=None, norm_tensors=()):
+        out = fresh_output() if out is None else out
         tensors = {"a": a, "b": b, "bias": bias if has_bias else out, "out": out}
         for planned in launches:
             planned(dev, tensors)
