@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import nbxtensor as nbx
 from nbxtensor import graph
 from nbxtensor.graph import GraphError
-from nbxtensor.graph.format import MAX_EXPRESSION_CHARS, MAX_JSON_NESTING
+from nbxtensor.graph.format import MAX_EXPRESSION_CHARS, MAX_JSON_NESTING, evaluate_expression
 from nbxtensor.io import save_file
 
 from .test_graph import BIAS, WEIGHT, _mlp_document, _write
@@ -273,6 +273,31 @@ def test_an_overlong_shape_expression_is_refused(tmp_path, expression, match):
     document = _mlp_document()
     document["tensors"]["relu"]["shape"] = ["s0", expression]
     _refused(_write(tmp_path, document), "tensor 'relu': shape expression .*" + match)
+
+
+@pytest.mark.parametrize("expression,match", [
+    ("max(s0, 1)", "calls something other than Max or Min"),
+    ("Max(s0)", "calls something other than Max or Min of two or more"),
+    ("Max(s0, key=1)", "calls something other than Max or Min"),
+    ("__import__('os')", "calls something other than Max or Min"),
+    ("s0.real", "holds Attribute, not arithmetic"),
+])
+def test_a_call_other_than_max_or_min_is_refused(tmp_path, expression, match):
+    document = _mlp_document()
+    document["tensors"]["relu"]["shape"] = ["s0", expression]
+    _refused(_write(tmp_path, document), "tensor 'relu': shape expression .*" + re.escape(match))
+
+
+def test_max_and_min_of_expressions_size_a_tensor(tmp_path):
+    """torch.export writes Max(...) where a slice may come out empty (MPT's ALiBi biases: Max(0, 1 - seq)); the
+    loader evaluates Max and Min of any two or more expressions."""
+    assert evaluate_expression("Max(0, 3 - s0) + Min(s0 * 4, 7, 100) + 1", {"s0": 2}) == 1 + 7 + 1
+    assert evaluate_expression("Max(0, 3 - s0)", {"s0": 5}) == 0
+    document = _mlp_document()
+    document["tensors"]["relu"]["shape"] = ["s0", "Max(3, s0 - 100) + Min(0, s0 - 1)"]  # 3 for every s0 >= 1
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    want = graph.load(_write(tmp_path / "plain"))(x).numpy()
+    assert graph.load(_write(tmp_path / "max_min", document))(x).numpy().tobytes() == want.tobytes()
 
 
 def test_a_symbol_with_a_negative_minimum_is_refused(tmp_path):

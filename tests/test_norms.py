@@ -325,6 +325,26 @@ def test_softmax_of_a_transposed_input_is_contiguous_like_torch(rng):
     assert alone.numpy().tobytes() == out[:, 3:4].contiguous().numpy().tobytes()
 
 
+def test_rms_norm_of_a_transposed_dense_view_keeps_its_layout(rng):
+    """An RMS norm over the trailing dim of a dense view in another order (a head-wise q norm of
+    (batch, seq, heads, dim) projections transposed to (batch, heads, seq, dim)) returns its result in the
+    input's layout, as the pointwise ops transformers' RMSNorm is written in do: a graph exported from them views
+    the result's transpose as (batch, seq, heads * dim). Bits as the contiguous input's; the residual form keeps
+    both results so; layer_norm returns contiguous results whatever the input (ATen's native_layer_norm)."""
+    a = rng.standard_normal((2, 7, 4, 8)).astype(np.float32)
+    r = rng.standard_normal((2, 7, 4, 8)).astype(np.float32)
+    w = to_nbx(rng.standard_normal(8).astype(np.float32))
+    x, res = to_nbx(a).transpose(1, 2), to_nbx(r).transpose(1, 2)
+    out = nbx.rms_norm(x, (8,), w, 1e-6)
+    assert out.stride() == x.stride()
+    assert out.numpy().tobytes() == nbx.rms_norm(x.contiguous(), (8,), w, 1e-6).numpy().tobytes()
+    assert tuple(out.transpose(1, 2).view(2, 7, 32).shape) == (2, 7, 32)
+    normed, summed = F.add_rms_norm(x, res, (8,), w, eps=1e-6)
+    assert normed.stride() == summed.stride() == x.stride()
+    assert summed.numpy().tobytes() == (x.contiguous() + res.contiguous()).numpy().tobytes()
+    assert nbx.layer_norm(x, (8,)).is_contiguous()
+
+
 def _transformers_rms_norm(a, w, eps):
     """transformers' RMSNorm in float32 as it runs it: the normalised value rounded to the input's dtype,
     then multiplied by the weight (and rounded again)."""

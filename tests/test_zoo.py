@@ -48,6 +48,14 @@ ENCODER_ONLY_OR_DECODER_ONLY = {
                          ffn_dim=64, vocab_size=VOCAB, max_position_embeddings=64, word_embed_proj_dim=32),
     "t5_encoder": _model("T5Config", "T5EncoderModel", **T5),
     "clip_text": _model("CLIPTextConfig", "CLIPTextModel", **COMMON, bos_token_id=1, eos_token_id=2),
+    # q and k normed head by head on transposed views, the result viewed as torch's pointwise chain lays it out
+    "gemma3": _model("Gemma3TextConfig", "Gemma3TextModel", **COMMON, num_key_value_heads=2, head_dim=8,
+                     sliding_window=64),
+    # experts through transformers' own grouped-product op (torch's takes no float32 operands on the CPU)
+    "mixtral": _model("MixtralConfig", "MixtralModel", **COMMON, num_key_value_heads=2, num_local_experts=4,
+                      num_experts_per_tok=2),
+    # ALiBi biases sliced to Max(0, 1 - seq) positions: a shape expression with Max
+    "mpt": _model("MptConfig", "MptModel", d_model=32, n_heads=4, n_layers=2, vocab_size=VOCAB, max_seq_len=64),
 }
 ENCODER_DECODER = {
     "t5": _model("T5Config", "T5Model", **T5),

@@ -44,14 +44,16 @@ class GraphError(ValueError):
 
 
 # ---- symbolic shape expressions -------------------------------------------------------------------
-# An expression is an int, a symbol name, or + - * // and parentheses over those: what torch.export's
-# shape guards produce for the dimensions a model derives from its inputs (``2*s0``, ``s0 + 1``).
+# An expression is an int, a symbol name, or + - * // % and parentheses over those, or Max(...) and Min(...) of
+# two or more expressions: what torch.export's shape guards produce for the dimensions a model derives from its
+# inputs (``2*s0``, ``s0 + 1``, ``Max(0, 1 - s0)`` of a slice that may be empty).
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
            ast.Mod: operator.mod}
+_CALLS = {"Max": max, "Min": min}
 
 
 def parse_expression(text: str, known_symbols) -> ast.AST:
-    """The checked syntax tree of ``text``; refuses anything but ints, known symbols and + - * // %."""
+    """The checked syntax tree of ``text``; refuses anything but ints, known symbols, + - * // % and Max/Min."""
     tree, names = _parsed(text)
     for name in names:
         if name not in known_symbols:
@@ -74,10 +76,17 @@ def _parsed(text: str) -> tuple[ast.AST, tuple[str, ...]]:
     if depth > MAX_EXPRESSION_DEPTH:
         raise ValueError(f"shape expression {text!r} nests {depth} levels deep, more than the limit of "
                          f"{MAX_EXPRESSION_DEPTH}")
-    names = []
+    names, called = [], set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            names.append(node.id)
+        if isinstance(node, ast.Call):
+            if (not isinstance(node.func, ast.Name) or node.func.id not in _CALLS or len(node.args) < 2
+                    or node.keywords):
+                raise ValueError(f"shape expression {text!r} calls something other than Max or Min of two or "
+                                 "more expressions")
+            called.add(id(node.func))
+        elif isinstance(node, ast.Name):
+            if id(node) not in called:
+                names.append(node.id)
         elif isinstance(node, ast.Constant):
             if type(node.value) is not int:
                 raise ValueError(f"shape expression {text!r} holds a non-integer {node.value!r}")
@@ -130,6 +139,8 @@ def _evaluate(node: ast.AST, values: dict[str, int]) -> int:
         return values[node.id]
     if isinstance(node, ast.UnaryOp):
         return -_evaluate(node.operand, values)
+    if isinstance(node, ast.Call):
+        return _CALLS[node.func.id](_evaluate(argument, values) for argument in node.args)
     return _BINARY[type(node.op)](_evaluate(node.left, values), _evaluate(node.right, values))
 
 

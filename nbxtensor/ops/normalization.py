@@ -288,11 +288,47 @@ def _run_norm(x, length, *, rms, weight, bias, eps, residual=None, groups=1, gro
         x, weight, bias, residual)
 
 
+def _dense_order(x, length, residual) -> tuple[int, ...] | None:
+    """The order of ``x``'s dims (outermost first) in which it is contiguous, where that is not their own order
+    and keeps the normalised trailing dims (``length`` elements) innermost, and ``residual`` (if any) is laid out
+    alike: an RMS norm of such a tensor (a head-wise norm of a transposed view) keeps its layout, as the
+    pointwise ops transformers' RMSNorm is written in do (a graph exported from them views the result so).
+    None otherwise."""
+    shape, strides = tuple(x.shape), tuple(x.stride())
+    if residual is not None and tuple(residual.stride()) != strides:
+        return None
+    order = tuple(sorted(range(len(shape)), key=lambda d: -strides[d]))
+    trailing = 0
+    while trailing < len(shape) and math.prod(shape[len(shape) - trailing:]) < length:
+        trailing += 1
+    if (order == tuple(range(len(shape))) or order[len(order) - trailing:] != tuple(range(len(shape) - trailing, len(shape)))
+            or not S.is_contiguous(tuple(shape[d] for d in order), tuple(strides[d] for d in order))):
+        return None
+    return order
+
+
 def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_channels, spatial, per_channel, op,
                round_normed):
     """``execute(x, weight, bias, residual) -> (out, residual sum or None)`` for operands laid out as these."""
     if x.dtype.is_complex or not x.dtype.is_floating_point or x.dtype.storage_only:
         raise TypeError(f"{op}: expected a floating-point input, got {x.dtype.name}")
+    order = _dense_order(x, length, residual) if rms and groups == 1 else None
+    if order is not None and x.numel():
+        shape, strides = tuple(x.shape), tuple(x.stride())
+        inner_shape = tuple(shape[d] for d in order)
+        inverse = tuple(order.index(d) for d in range(len(order)))
+        out_strides = tuple(S.contiguous_strides(inner_shape)[i] for i in inverse)
+
+        def inner_view(t):
+            return None if t is None else t._view(inner_shape, tuple(t.stride(d) for d in order))
+        inner = _plan_norm(inner_view(x), length, weight, bias, inner_view(residual), rms=rms, eps=eps, groups=groups,
+                           group_channels=group_channels, spatial=spatial, per_channel=per_channel, op=op,
+                           round_normed=round_normed)
+
+        def in_layout(x, weight, bias, residual):
+            out, res_out = inner(inner_view(x), weight, bias, inner_view(residual))
+            return out._view(shape, out_strides), None if res_out is None else res_out._view(shape, out_strides)
+        return in_layout
     dev, shape, dtype = x.device, tuple(x.shape), x.dtype
     n_rows = x.numel() // length if length else 0
     if x.numel() == 0:
