@@ -43,6 +43,13 @@ FAMILIES = {
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {"head_dim": 16, "query_pre_attn_scalar": 24,
                                                      "sliding_window": 8, "attn_logit_softcapping": 0.5,
                                                      "final_logit_softcapping": 2.0}),
+    # q and k normed head by head by (1 + weight); layer 0 sliding over 8 keys with its own rope base, layer 1
+    # full with linearly scaled rope
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", {
+        "head_dim": 16, "query_pre_attn_scalar": 24, "sliding_window": 8,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}}}),
 }
 PROMPTS = [[5, 17, 3, 44, 9], [8, 2, 60], [1, 90, 33, 33, 12, 70, 4, 21]]
 
@@ -214,11 +221,11 @@ def test_steps_launched_ahead_of_reading_tokens_give_the_op_by_op_tokens(tmp_pat
     assert runs[True][1][1] == "stop" and runs[True][2][1] == "length"
 
 
-@pytest.mark.parametrize("chunk", [64, 5])
-def test_logits_at_every_position_equal_transformers(tmp_path_factory, chunk):
+@pytest.mark.parametrize("chunk,family", [(64, "qwen2"), (5, "qwen2"), (5, "gemma3")])
+def test_logits_at_every_position_equal_transformers(tmp_path_factory, chunk, family):
     """Teacher forcing: ``LLM.logits`` gives each position's logits in one prefill (in chunks of 5 too),
     as transformers' forward does, and leaves the cache as it found it."""
-    model, directory = _checkpoint(tmp_path_factory, "qwen2")
+    model, directory = _checkpoint(tmp_path_factory, family)
     ours = llm.load(directory, device=TEST_DEVICE, cache_tokens=256, block_size=4, prefill_chunk=chunk)
     prompt = [(11 * i + 5) % 97 for i in range(13)]
     free = ours.engine.cache.free_tokens
@@ -252,17 +259,23 @@ def test_stop_tokens_end_a_request(tmp_path_factory):
     assert stopped.tokens == expected[:expected.index(expected[3]) + 1] and stopped.finish_reason == "stop"
 
 
-def test_rope_tables_follow_transformers(tmp_path_factory):
-    """cos/sin as transformers makes them (float32 inverse frequencies and angles), llama3 scaling too."""
-    model, directory = _checkpoint(tmp_path_factory, "llama3.1-rope")
+@pytest.mark.parametrize("family", ["llama3.1-rope", "gemma3"])
+def test_rope_tables_follow_transformers(tmp_path_factory, family):
+    """cos/sin as transformers makes them (float32 inverse frequencies and angles), llama3 and linear scaling
+    too, and Gemma 3's sliding-window layers' tables of their own base."""
+    model, directory = _checkpoint(tmp_path_factory, family)
     config = DecoderConfig.from_hf(json.loads((directory / "config.json").read_text()), "test")
-    cos, sin = rope_tables(config, 40)
     rotary = model.model.rotary_emb
     x = torch.zeros(1, 40, config.head_dim)
-    ref_cos, ref_sin = rotary(x, torch.arange(40)[None])
     half = config.head_dim // 2
-    np.testing.assert_allclose(cos, ref_cos[0, :, :half].numpy(), rtol=0, atol=2e-6)
-    np.testing.assert_allclose(sin, ref_sin[0, :, :half].numpy(), rtol=0, atol=2e-6)
+    for layer_type in dict.fromkeys(config.layer_types):
+        sliding = layer_type == "sliding_attention"
+        cos, sin = rope_tables(config, 40, sliding)
+        ref_cos, ref_sin = (rotary(x, torch.arange(40)[None], layer_type) if family == "gemma3"
+                            else rotary(x, torch.arange(40)[None]))
+        np.testing.assert_allclose(cos, ref_cos[0, :, :half].numpy(), rtol=0, atol=2e-6)
+        np.testing.assert_allclose(sin, ref_sin[0, :, :half].numpy(), rtol=0, atol=2e-6)
+    assert (config.sliding_rope is not None) == (family == "gemma3")
 
 
 def test_paged_cache_hands_out_and_takes_back_pages():

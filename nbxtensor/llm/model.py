@@ -46,6 +46,7 @@ SUPPORTED_ARCHITECTURES = {
     "Phi3ForCausalLM": {"fused": True},
     "GemmaForCausalLM": {"gemma": True},
     "Gemma2ForCausalLM": {"gemma": True, "sandwich": True},
+    "Gemma3ForCausalLM": {"gemma": True, "sandwich": True, "qk_norm": True},
     "MixtralForCausalLM": {"experts": "mixtral"},
     "Qwen2MoeForCausalLM": {"experts": "qwen2_moe", "attention_bias": True, "bias_key": "qkv_bias"},
     "Qwen3MoeForCausalLM": {"experts": "qwen3_moe", "qk_norm": True},
@@ -113,6 +114,9 @@ class DecoderConfig:
     rms_eps: float
     rope_theta: float
     rope_scaling: dict | None
+    # the rope parameters of the layers whose type is sliding_attention (Gemma 3: another base, no scaling),
+    # None where every layer shares rope_theta and rope_scaling
+    sliding_rope: dict | None
     max_positions: int
     tie_embeddings: bool
     attention_bias: bool
@@ -122,6 +126,7 @@ class DecoderConfig:
     rotary_dim: int
     sliding_window: int | None
     layer_windows: tuple  # each layer's sliding window, None for full attention
+    layer_types: tuple  # each layer's attention type: sliding_attention or full_attention, as the config names it
     gemma: bool  # embeddings times sqrt(hidden), norms times (1 + weight), gelu-tanh MLP
     sandwich: bool  # norms after attention and after the MLP too (Gemma 2)
     attention_scale: float | None  # None: 1 / sqrt(head_dim)
@@ -171,10 +176,23 @@ class DecoderConfig:
         eos = config.get("eos_token_id")
         eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (eos,))
         dtype = str(config.get("torch_dtype") or config.get("dtype") or "float32").removeprefix("torch.")
-        # transformers 5 writes rope_parameters (the base inside); earlier versions rope_theta and rope_scaling
+        # transformers 5 writes rope_parameters (the base inside; one set per layer type where they differ);
+        # earlier versions rope_theta and rope_scaling (and Gemma 3 rope_local_base_freq)
         rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
         if not isinstance(rope, dict):
             raise CheckpointError(f"{where}: config rope_parameters must be an object")
+        sliding_rope = None
+        if "full_attention" in rope or "sliding_attention" in rope:
+            if not all(isinstance(rope.get(t), dict) for t in ("full_attention", "sliding_attention")):
+                raise CheckpointError(f"{where}: config rope_parameters by layer type must give an object for "
+                                      "full_attention and sliding_attention")
+            rope, sliding_rope = rope["full_attention"], rope["sliding_attention"]
+        elif config.get("rope_local_base_freq") is not None:
+            sliding_rope = {"rope_type": "default", "rope_theta": config["rope_local_base_freq"]}
+        for parameters in (rope, sliding_rope or {}):
+            theta = parameters.get("rope_theta", 10000.0)
+            if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
+                raise CheckpointError(f"{where}: config rope_theta = {theta!r} is not a positive number")
         factor = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))
         rotary_dim = int(head_dim * float(factor))
         if not 2 <= rotary_dim <= head_dim or rotary_dim % 2:
@@ -195,6 +213,8 @@ class DecoderConfig:
                 raise CheckpointError(f"{where}: config layer_types {unknown} are not supported (sliding_attention "
                                       f"and full_attention are)")
             layer_windows = tuple(window if t == "sliding_attention" else None for t in layer_types)
+        if not isinstance(layer_types, list) or len(layer_types) != layers:
+            layer_types = ["full_attention" if w is None else "sliding_attention" for w in layer_windows]
         gemma = family.get("gemma", False)
         if gemma:
             activation = config.get("hidden_activation") or config.get("hidden_act") or "gelu_pytorch_tanh"
@@ -219,14 +239,15 @@ class DecoderConfig:
                    num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
                    rms_eps=float(config.get("rms_norm_eps", 1e-6)),
                    rope_theta=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
-                   rope_scaling=rope or None,
+                   rope_scaling=rope or None, sliding_rope=sliding_rope,
                    max_positions=integer("max_position_embeddings", 2048),
                    tie_embeddings=bool(config.get("tie_word_embeddings", gemma)),
                    attention_bias=bool(config.get(bias_key, family.get("attention_bias", False))),
                    output_bias=bool(config.get("attention_bias", False)),
                    qk_norm=family.get("qk_norm", False), fused=family.get("fused", False),
                    rotary_dim=rotary_dim,
-                   sliding_window=window, layer_windows=layer_windows, gemma=gemma, sandwich=sandwich,
+                   sliding_window=window, layer_windows=layer_windows, layer_types=tuple(layer_types), gemma=gemma,
+                   sandwich=sandwich,
                    attention_scale=None if pre_scalar is None else pre_scalar ** -0.5,
                    attention_softcap=positive("attn_logit_softcapping") if sandwich else None,
                    final_softcap=positive("final_logit_softcapping") if sandwich else None,
@@ -265,13 +286,15 @@ def _mixture_of(config: dict, family: dict, where: str, layers: int, integer) ->
     return MixtureConfig(experts, count, top_k, integer(experts.size_key), norm, shared, tuple(sparse))
 
 
-def rope_tables(config: DecoderConfig, positions: int) -> tuple[np.ndarray, np.ndarray]:
+def rope_tables(config: DecoderConfig, positions: int, sliding: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin (positions, rotary_dim / 2) in float32, computed as transformers does (float32 inverse
-    frequencies, float32 angles), with 3.1-style ("llama3") and linear scaling."""
+    frequencies, float32 angles), with 3.1-style ("llama3") and linear scaling; ``sliding``: the tables of the
+    sliding-window layers where their parameters are their own (``sliding_rope``)."""
     dim = config.rotary_dim
-    inv_freq = (1.0 / (np.float32(config.rope_theta) ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32)
-                                                          / np.float32(dim)))).astype(np.float32)
-    scaling = config.rope_scaling or {}
+    scaling = (config.sliding_rope if sliding and config.sliding_rope is not None else config.rope_scaling) or {}
+    theta = float(scaling.get("rope_theta", config.rope_theta))
+    inv_freq = (1.0 / (np.float32(theta) ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32)
+                                             / np.float32(dim)))).astype(np.float32)
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if kind == "linear":
         inv_freq = (inv_freq / np.float32(scaling["factor"])).astype(np.float32)
@@ -345,6 +368,8 @@ class _Layer:
         if config.gemma:
             self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm = (
                 _one_plus(w) for w in (self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm))
+            if config.qk_norm:
+                self.q_norm, self.k_norm = _one_plus(self.q_norm), _one_plus(self.k_norm)
 
     def _experts(self, take, check, mixture: MixtureConfig, hidden: int) -> None:
         """The router, the experts stacked (float or quantized) and the shared expert of a mixture-of-experts
@@ -459,9 +484,12 @@ class DecoderModel:
         if self.lm_head is None:
             raise CheckpointError("the checkpoint lacks lm_head.weight (and tie_word_embeddings is false)")
         self.layers = [_Layer(weights, f"model.layers.{i}.", config, i) for i in range(config.num_layers)]
-        cos, sin = rope_tables(config, config.max_positions)
-        self.cos = make_tensor(cos, device=device)
-        self.sin = make_tensor(sin, device=device)
+        # each layer's cos and sin tables: the sliding-window layers' own where their rope differs
+        tables = {False: tuple(make_tensor(t, device=device) for t in rope_tables(config, config.max_positions))}
+        if config.sliding_rope is not None:
+            tables[True] = tuple(make_tensor(t, device=device) for t in rope_tables(config, config.max_positions, True))
+        self.rope = [tables[config.sliding_rope is not None and kind == "sliding_attention"]
+                     for kind in config.layer_types]
         self._int32 = get_dtype("int32")
 
     def new_cache(self, tokens: int, block_size: int = 16) -> PagedKVCache:
@@ -489,7 +517,8 @@ class DecoderModel:
             k = rms_norm(k, (c.head_dim,), layer.k_norm, c.rms_eps)
         if c.clip_qkv is not None:
             q, k, v = (t.clamp(-c.clip_qkv, c.clip_qkv) for t in (q, k, v))
-        q, k = rotary_append(q, k, v, self.cos, self.sin, positions, cache.keys[index], cache.values[index], slots)
+        cos, sin = self.rope[index]
+        q, k = rotary_append(q, k, v, cos, sin, positions, cache.keys[index], cache.values[index], slots)
         return q, k, v
 
     def _embed(self, tokens: Tensor) -> Tensor:
