@@ -146,7 +146,8 @@ class Engine:
         limit = self.model.config.max_positions
         return self.replayer is not None and all(
             r.finish_reason is None and r.params.plain_greedy and len(r.tokens) + 2 <= r.params.max_new_tokens
-            and len(r.prompt) + len(r.tokens) + 2 < limit for r in batch)
+            and len(r.prompt) + len(r.tokens) + 2 < limit
+            and not any(self.model.reruns_at(len(r.prompt) + len(r.tokens) + k) for k in (-1, 0, 1)) for r in batch)
 
     def _launch(self, batch: list[Request], logits) -> _InFlight:
         chosen = logits.argmax(dim=-1)
@@ -194,6 +195,10 @@ class Engine:
         return self._launch(inflight.batch, logits) if logits is not None else None
 
     def _decode(self, batch: list[Request]) -> list[tuple[Request, int]]:
+        rerun = [r for r in batch if self.model.reruns_at(self.cache.length(r.id))]
+        if rerun:
+            made = [(r, self._take(r, self._rerun(r))) for r in rerun]
+            return made + self._decode([r for r in batch if not any(r is x for x in rerun)])
         if not batch:
             return []
         sequences, tokens = [r.id for r in batch], [r.tokens[-1] for r in batch]
@@ -207,6 +212,12 @@ class Engine:
         greedy = [row for row, r in enumerate(batch) if r.params.plain_greedy]
         picked = dict(zip(greedy, logits[:len(batch)].argmax(dim=-1).tolist())) if greedy else {}
         return [(r, self._take(r, logits[row], picked.get(row))) for row, r in enumerate(batch)]
+
+    def _rerun(self, request: Request):
+        """The logits after a request's tokens so far, its whole sequence prefilled again in place of its
+        pages (``DecoderModel.reruns_at``)."""
+        self.cache.release(request.id)
+        return self.model.prefill(self.cache, request.id, request.prompt + request.tokens)[0]
 
     def _take(self, request: Request, logits, token: int | None = None) -> int:
         """Appends the request's next token (``token`` when already chosen, as a plain greedy one) and

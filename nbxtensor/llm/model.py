@@ -43,7 +43,7 @@ SUPPORTED_ARCHITECTURES = {
     "MistralForCausalLM": {},
     "Qwen2ForCausalLM": {"attention_bias": True},
     "Qwen3ForCausalLM": {"qk_norm": True},
-    "Phi3ForCausalLM": {"fused": True},
+    "Phi3ForCausalLM": {"fused": True, "rerun_past_original": True},
     "GemmaForCausalLM": {"gemma": True},
     "Gemma2ForCausalLM": {"gemma": True, "sandwich": True},
     "Gemma3ForCausalLM": {"gemma": True, "sandwich": True, "qk_norm": True},
@@ -123,6 +123,9 @@ class DecoderConfig:
     output_bias: bool
     qk_norm: bool
     fused: bool  # one qkv_proj and one gate_up_proj weight (Phi-3)
+    # a sequence is run again whole when it first passes LongRoPE's original length, its keys then all rotated
+    # by the long factors (Phi-3, as transformers generates it)
+    rerun_past_original: bool
     rotary_dim: int
     sliding_window: int | None
     layer_windows: tuple  # each layer's sliding window, None for full attention
@@ -189,6 +192,9 @@ class DecoderConfig:
             rope, sliding_rope = rope["full_attention"], rope["sliding_attention"]
         elif config.get("rope_local_base_freq") is not None:
             sliding_rope = {"rope_type": "default", "rope_theta": config["rope_local_base_freq"]}
+        if config.get("original_max_position_embeddings") is not None and rope:
+            # Phi-3's checkpoints give the original length beside rope_scaling, not in it
+            rope = {"original_max_position_embeddings": config["original_max_position_embeddings"], **rope}
         for parameters in (rope, sliding_rope or {}):
             theta = parameters.get("rope_theta", 10000.0)
             if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
@@ -245,6 +251,7 @@ class DecoderConfig:
                    attention_bias=bool(config.get(bias_key, family.get("attention_bias", False))),
                    output_bias=bool(config.get("attention_bias", False)),
                    qk_norm=family.get("qk_norm", False), fused=family.get("fused", False),
+                   rerun_past_original=family.get("rerun_past_original", False),
                    rotary_dim=rotary_dim,
                    sliding_window=window, layer_windows=layer_windows, layer_types=tuple(layer_types), gemma=gemma,
                    sandwich=sandwich,
@@ -286,16 +293,19 @@ def _mixture_of(config: dict, family: dict, where: str, layers: int, integer) ->
     return MixtureConfig(experts, count, top_k, integer(experts.size_key), norm, shared, tuple(sparse))
 
 
-def rope_tables(config: DecoderConfig, positions: int, sliding: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def rope_tables(config: DecoderConfig, positions: int, sliding: bool = False,
+                long: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin (positions, rotary_dim / 2) in float32, computed as transformers does (float32 inverse
-    frequencies, float32 angles), with 3.1-style ("llama3") and linear scaling; ``sliding``: the tables of the
-    sliding-window layers where their parameters are their own (``sliding_rope``)."""
+    frequencies, float32 angles, both times the scaling's attention factor), with 3.1-style ("llama3"), linear,
+    YaRN and LongRoPE scaling; ``sliding``: the tables of the sliding-window layers where their parameters are
+    their own (``sliding_rope``); ``long``: LongRoPE's long factors (a forward past the original length)."""
     dim = config.rotary_dim
     scaling = (config.sliding_rope if sliding and config.sliding_rope is not None else config.rope_scaling) or {}
     theta = float(scaling.get("rope_theta", config.rope_theta))
-    inv_freq = (1.0 / (np.float32(theta) ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32)
-                                             / np.float32(dim)))).astype(np.float32)
+    exponents = np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim)
+    inv_freq = (1.0 / (np.float32(theta) ** exponents)).astype(np.float32)
     kind = scaling.get("rope_type", scaling.get("type", "default"))
+    attention_factor = 1.0
     if kind == "linear":
         inv_freq = (inv_freq / np.float32(scaling["factor"])).astype(np.float32)
     elif kind == "llama3":
@@ -306,10 +316,76 @@ def rope_tables(config: DecoderConfig, positions: int, sliding: bool = False) ->
         smoothed = (1 - smooth) * inv_freq / factor + smooth * inv_freq
         inv_freq = np.where(wavelength > original / low, inv_freq / factor,
                             np.where(wavelength < original / high, inv_freq, smoothed)).astype(np.float32)
+    elif kind == "yarn":
+        inv_freq, attention_factor = _yarn(scaling, theta, dim, exponents, config.max_positions)
+    elif kind == "longrope":
+        inv_freq, attention_factor = _longrope(scaling, theta, dim, exponents, config.max_positions, long)
     elif kind != "default":
-        raise CheckpointError(f"rope_scaling type {kind!r} is not supported (default, linear and llama3 are)")
+        raise CheckpointError(f"rope_scaling type {kind!r} is not supported (default, linear, llama3, yarn and "
+                              "longrope are)")
     angles = np.arange(positions, dtype=np.float32)[:, None] * inv_freq[None, :]
-    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    return ((np.cos(angles) * np.float32(attention_factor)).astype(np.float32),
+            (np.sin(angles) * np.float32(attention_factor)).astype(np.float32))
+
+
+def _yarn_scale(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's attention temperature: 0.1 * mscale * ln(factor) + 1 (1 for no extension)."""
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _yarn(scaling: dict, theta: float, dim: int, exponents, max_positions: int) -> tuple[np.ndarray, float]:
+    """YaRN's inverse frequencies and attention factor: each frequency interpolated (divided by ``factor``)
+    where it turns fewer than ``beta_slow`` times over the original length, kept where more than ``beta_fast``,
+    blended linearly between (the bounds floored and ceiled unless ``truncate`` is false)."""
+    original = float(scaling["original_max_position_embeddings"])
+    factor = float(scaling.get("factor") or max_positions / original)
+    attention = scaling.get("attention_factor")
+    if attention is None:
+        mscale, mscale_all = scaling.get("mscale"), scaling.get("mscale_all_dim")
+        attention = (_yarn_scale(factor, mscale) / _yarn_scale(factor, mscale_all) if mscale and mscale_all
+                     else _yarn_scale(factor))
+    fast, slow = float(scaling.get("beta_fast") or 32), float(scaling.get("beta_slow") or 1)
+
+    def dimension(rotations):  # the dim index whose frequency turns ``rotations`` times over the original length
+        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+    low, high = dimension(fast), dimension(slow)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    powers = (np.float32(theta) ** exponents).astype(np.float32)
+    kept = (1 - np.clip((np.arange(dim // 2, dtype=np.float32) - np.float32(low)) / np.float32(high - low), 0, 1)
+            ).astype(np.float32)
+    interpolated = (1.0 / (np.float32(factor) * powers)).astype(np.float32)
+    extrapolated = (1.0 / powers).astype(np.float32)
+    return (interpolated * (1 - kept) + extrapolated * kept).astype(np.float32), float(attention)
+
+
+def _longrope(scaling: dict, theta: float, dim: int, exponents, max_positions: int,
+              long: bool) -> tuple[np.ndarray, float]:
+    """LongRoPE's inverse frequencies (each divided by its short or long factor) and attention factor
+    (sqrt(1 + ln(factor) / ln(original length)), factor the extended over the original length)."""
+    original = float(scaling["original_max_position_embeddings"])
+    factors = scaling["long_factor" if long else "short_factor"]
+    if not isinstance(factors, list) or len(factors) != dim // 2:
+        raise CheckpointError(f"rope_scaling {'long' if long else 'short'}_factor must list {dim // 2} numbers (one "
+                              f"a frequency of the rotary dim {dim})")
+    factor = float(scaling.get("factor") or max_positions / original)
+    attention = scaling.get("attention_factor")
+    if attention is None:
+        attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
+    powers = (np.float32(theta) ** exponents).astype(np.float32)
+    return (1.0 / (np.asarray(factors, np.float32) * powers)).astype(np.float32), float(attention)
+
+
+def _long_rope_past(config: DecoderConfig) -> int | None:
+    """The original length past which a forward takes LongRoPE's long factors, None where no layer's rope is
+    LongRoPE."""
+    for scaling in (config.rope_scaling, config.sliding_rope):
+        if scaling and scaling.get("rope_type", scaling.get("type")) == "longrope":
+            return int(scaling["original_max_position_embeddings"])
+    return None
 
 
 class _Layer:
@@ -484,10 +560,20 @@ class DecoderModel:
         if self.lm_head is None:
             raise CheckpointError("the checkpoint lacks lm_head.weight (and tie_word_embeddings is false)")
         self.layers = [_Layer(weights, f"model.layers.{i}.", config, i) for i in range(config.num_layers)]
-        # each layer's cos and sin tables: the sliding-window layers' own where their rope differs
-        tables = {False: tuple(make_tensor(t, device=device) for t in rope_tables(config, config.max_positions))}
+        # each layer's cos and sin tables: the sliding-window layers' own where their rope differs. LongRoPE's
+        # rows follow for the forwards past the original length (``_rope_rows``): rows P on are the long factors'
+        positions = config.max_positions
+        self.long_rope_past = _long_rope_past(config)
+
+        def tables_of(sliding):
+            short = rope_tables(config, positions, sliding)
+            if self.long_rope_past is not None:
+                long = rope_tables(config, positions, sliding, long=True)
+                short = tuple(np.concatenate(pair) for pair in zip(short, long))
+            return tuple(make_tensor(t, device=device) for t in short)
+        tables = {False: tables_of(False)}
         if config.sliding_rope is not None:
-            tables[True] = tuple(make_tensor(t, device=device) for t in rope_tables(config, config.max_positions, True))
+            tables[True] = tables_of(True)
         self.rope = [tables[config.sliding_rope is not None and kind == "sliding_attention"]
                      for kind in config.layer_types]
         self._int32 = get_dtype("int32")
@@ -598,26 +684,40 @@ class DecoderModel:
                         self.fp8_activations)
         return out.addcmul(F.sigmoid(joined[:, -1:]), shared)
 
+    def reruns_at(self, length: int) -> bool:
+        """Whether a sequence of ``length`` cached tokens is run again whole, with its next token, rather than
+        decoded (``DecoderConfig.rerun_past_original``): its next forward is the first past the original length."""
+        return self.config.rerun_past_original and self.long_rope_past is not None and length == self.long_rope_past
+
+    def _rope_rows(self, positions: np.ndarray, forward_length) -> np.ndarray:
+        """The rope table rows of ``positions`` in a forward over ``forward_length`` positions (an array, one a
+        row): the positions themselves, or LongRoPE's long rows where the forward runs past the original length,
+        as transformers picks the factors by the forward's length (a prompt's whole, a decode step's own)."""
+        if self.long_rope_past is None:
+            return positions
+        long = np.asarray(forward_length) > self.long_rope_past
+        return (positions + np.where(long, self.config.max_positions, 0)).astype(np.int32)
+
     def prefill(self, cache: PagedKVCache, sequence: int, tokens, every_position: bool = False) -> Tensor:
         """Logits (1, vocab) after the prompt ``tokens`` of a fresh cache ``sequence``, run in chunks of at
         most ``prefill_chunk`` tokens; with ``every_position``, (len(tokens), vocab): the logits after each
         token (teacher forcing)."""
         self._check_length(len(tokens))
         chunks = [self._prefill_chunk(cache, sequence, tokens[start:start + self.prefill_chunk], start,
-                                      every_position)
+                                      every_position, len(tokens))
                   for start in range(0, len(tokens), self.prefill_chunk)]
         return cat(chunks) if every_position and len(chunks) > 1 else chunks[-1]
 
-    def _prefill_chunk(self, cache: PagedKVCache, sequence: int, tokens, offset: int,
-                       every_position: bool = False) -> Tensor:
+    def _prefill_chunk(self, cache: PagedKVCache, sequence: int, tokens, offset: int, every_position: bool,
+                       prompt_length: int) -> Tensor:
         """Logits (1, vocab) after ``tokens`` (after each of them with ``every_position``), positions
-        ``offset`` on of ``sequence``, whose first ``offset`` are in the cache: the chunk's queries attend to
-        those keys (read from its pages) and to its own."""
+        ``offset`` on of ``sequence``, whose first ``offset`` are in the cache, of a prompt of ``prompt_length``:
+        the chunk's queries attend to those keys (read from its pages) and to its own."""
         c = self.config
         length = len(tokens)
         slots = self._ints(cache.extend(sequence, length))
         x = self._embed(self._ints(tokens))
-        positions = self._ints(np.arange(offset, offset + length).reshape(length, 1))
+        positions = self._ints(self._rope_rows(np.arange(offset, offset + length), prompt_length).reshape(length, 1))
         pages = self._ints(cache.block_table([sequence])[0]) if offset else None
 
         def attend(index, q, k, v):
@@ -655,7 +755,8 @@ class DecoderModel:
             table[row, :len(page_list)] = page_list
         padding = rows - len(sequences)
         return {"tokens": np.asarray(list(tokens) + [0] * padding, np.int32),
-                "positions": np.asarray(lengths + [0] * padding, np.int32).reshape(rows, 1),
+                "positions": self._rope_rows(np.asarray(lengths + [0] * padding, np.int32),
+                                             np.asarray([n + 1 for n in lengths] + [0] * padding)).reshape(rows, 1),
                 "slots": np.asarray(slots + [-1] * padding, np.int32),
                 "table": table, "seq_lens": np.asarray([n + 1 for n in lengths] + [0] * padding, np.int32)}
 
