@@ -45,6 +45,9 @@ FAMILIES = {
         "original_max_position_embeddings": 16,
         "rope_scaling": {"type": "longrope", "short_factor": [1.0 + 0.1 * i for i in range(8)],
                          "long_factor": [1.5 + 0.5 * i for i in range(8)]}}),
+    # embeddings, branches, attention scores and logits each scaled by its multiplier
+    "granite": ("GraniteConfig", "GraniteForCausalLM", {"embedding_multiplier": 3.0, "residual_multiplier": 0.5,
+                                                       "attention_multiplier": 0.2, "logits_scaling": 2.5}),
     "qwen2-yarn": ("Qwen2Config", "Qwen2ForCausalLM", {
         "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}}),
     "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": 16}),

@@ -47,6 +47,7 @@ SUPPORTED_ARCHITECTURES = {
     "GemmaForCausalLM": {"gemma": True},
     "Gemma2ForCausalLM": {"gemma": True, "sandwich": True},
     "Gemma3ForCausalLM": {"gemma": True, "sandwich": True, "qk_norm": True},
+    "GraniteForCausalLM": {"multipliers": True},
     "MixtralForCausalLM": {"experts": "mixtral"},
     "Qwen2MoeForCausalLM": {"experts": "qwen2_moe", "attention_bias": True, "bias_key": "qkv_bias"},
     "Qwen3MoeForCausalLM": {"experts": "qwen3_moe", "qk_norm": True},
@@ -133,6 +134,11 @@ class DecoderConfig:
     gemma: bool  # embeddings times sqrt(hidden), norms times (1 + weight), gelu-tanh MLP
     sandwich: bool  # norms after attention and after the MLP too (Gemma 2)
     attention_scale: float | None  # None: 1 / sqrt(head_dim)
+    # Granite's: the embeddings times embedding_multiplier, each branch times residual_multiplier before it joins
+    # the residual stream, the logits over logits_scaling (None: 1)
+    embedding_multiplier: float | None
+    residual_multiplier: float | None
+    logits_scaling: float | None
     attention_softcap: float | None
     final_softcap: float | None
     dtype: str
@@ -239,6 +245,7 @@ class DecoderConfig:
             return float(value)
         sandwich = family.get("sandwich", False)
         pre_scalar = positive("query_pre_attn_scalar") if sandwich else None
+        multipliers = family.get("multipliers", False)
         bias_key = family.get("bias_key", "attention_bias")
         return cls(architecture=architecture, vocab_size=integer("vocab_size"), hidden_size=hidden,
                    intermediate_size=integer("intermediate_size"), num_layers=layers,
@@ -255,7 +262,11 @@ class DecoderConfig:
                    rotary_dim=rotary_dim,
                    sliding_window=window, layer_windows=layer_windows, layer_types=tuple(layer_types), gemma=gemma,
                    sandwich=sandwich,
-                   attention_scale=None if pre_scalar is None else pre_scalar ** -0.5,
+                   attention_scale=(positive("attention_multiplier") if multipliers else
+                                    None if pre_scalar is None else pre_scalar ** -0.5),
+                   embedding_multiplier=positive("embedding_multiplier") if multipliers else None,
+                   residual_multiplier=positive("residual_multiplier") if multipliers else None,
+                   logits_scaling=positive("logits_scaling") if multipliers else None,
                    attention_softcap=positive("attn_logit_softcapping") if sandwich else None,
                    final_softcap=positive("final_logit_softcapping") if sandwich else None,
                    dtype=_DTYPES.get(dtype, "float32"), eos_token_ids=tuple(int(e) for e in eos_ids),
@@ -609,11 +620,21 @@ class DecoderModel:
 
     def _embed(self, tokens: Tensor) -> Tensor:
         x = F.embedding(tokens, self.embed)
+        if self.config.embedding_multiplier is not None:
+            x = x * self.config.embedding_multiplier
         return x * self.embed_scale if self.embed_scale is not None else x
 
     def _capped(self, logits: Tensor) -> Tensor:
-        cap = self.config.final_softcap
-        return F.tanh(logits / cap) * cap if cap is not None else logits
+        """The head's logits as the model gives them: over Granite's logits_scaling, soft-capped (Gemma 2)."""
+        c = self.config
+        if c.logits_scaling is not None:
+            logits = logits / c.logits_scaling
+        return F.tanh(logits / c.final_softcap) * c.final_softcap if c.final_softcap is not None else logits
+
+    def _branch(self, x: Tensor) -> Tensor:
+        """An attention or MLP output as it joins the residual stream (times Granite's residual_multiplier)."""
+        m = self.config.residual_multiplier
+        return x if m is None else x * m
 
     def _normed_product(self, x: Tensor, residual: Tensor | None, norm: Tensor, weight, bias=None,
                         fuse: bool = False):
@@ -649,7 +670,7 @@ class DecoderModel:
             qkv, residual = self._normed_product(branch, residual, layer.input_norm, layer.qkv, layer.qkv_bias, fuse)
             q, k, v = self._attention_inputs(layer, qkv, positions, cache, index, slots)
             attended = attend(index, q, k, v).reshape(qkv.shape[0], c.num_heads * c.head_dim)
-            out = linear(attended, layer.o, layer.o_bias, self.fp8_activations)
+            out = self._branch(linear(attended, layer.o, layer.o_bias, self.fp8_activations))
             if c.sandwich:
                 out = rms_norm(out, hidden, layer.post_norm, c.rms_eps)
             mlp_norm = layer.pre_mlp_norm if c.sandwich else layer.post_norm
@@ -665,6 +686,7 @@ class DecoderModel:
                                     self.fp8_activations)
             if c.sandwich:
                 branch = rms_norm(branch, hidden, layer.post_mlp_norm, c.rms_eps)
+            branch = self._branch(branch)
         if fuse:
             return self._capped(self._normed_product(branch, residual, self.norm, self.lm_head, fuse=True)[0])
         h, _ = add_rms_norm(branch, residual, hidden, self.norm, c.rms_eps)
