@@ -556,3 +556,68 @@ def test_a_missing_weight_and_a_dtype_the_device_cannot_run_are_refused(tmp_path
     monkeypatch.setattr(model_module, "backend_for", lambda device: Turing())
     with pytest.raises(TypeError, match="no bfloat16 arithmetic.*dtype='float16'"):
         llm.load(directory, device=TEST_DEVICE, dtype="bfloat16")
+
+
+def _randomized(model):
+    """``model`` with every weight random, as ``_checkpoint`` makes them."""
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            parameter.normal_(0.0, 0.3 if parameter.ndim == 1 else 0.05)
+            if "norm" in name:
+                parameter.add_(1.0)
+    return model.eval()
+
+
+def test_a_gemma2_config_without_layer_types_alternates_its_layers(tmp_path):
+    """Gemma 2 checkpoints on the Hub list no layer_types; transformers then slides on every other layer (the
+    first of each pair), not on every one: the tokens of a window of 4 over prompts and 16 new tokens follow."""
+    config = transformers.Gemma2Config(**{**COMMON, "num_hidden_layers": 4}, head_dim=16, sliding_window=4,
+                                       query_pre_attn_scalar=24)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    _randomized(transformers.Gemma2ForCausalLM(config)).save_pretrained(tmp_path)
+    written = json.loads((tmp_path / "config.json").read_text())
+    del written["layer_types"]
+    (tmp_path / "config.json").write_text(json.dumps(written))
+    reference = transformers.Gemma2ForCausalLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    ours = llm.load(tmp_path, device=TEST_DEVICE)
+    assert list(ours.model.config.layer_types) == reference.config.layer_types == ["sliding_attention",
+                                                                                   "full_attention"] * 2
+    assert [g.tokens for g in ours.generate(PROMPTS, max_new_tokens=16)] == [_reference(reference, p, 16)
+                                                                             for p in PROMPTS]
+
+
+def test_a_multimodal_gemma3_checkpoint_runs_its_text_decoder(tmp_path):
+    """A Gemma3ForConditionalGeneration checkpoint (gemma-3-4b and up) runs its language model alone: the
+    decoder's config is text_config, its weights those under language_model.; greedy tokens of text prompts as
+    the whole model's."""
+    text = dict(COMMON, vocab_size=300, head_dim=16, sliding_window=4, query_pre_attn_scalar=24)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, image_size=28,
+                  patch_size=14)
+    config = transformers.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                                       image_token_index=299, boi_token_index=297, eoi_token_index=298)
+    config._attn_implementation = config.text_config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = _randomized(transformers.Gemma3ForConditionalGeneration(config))
+    model.save_pretrained(tmp_path)
+    ours = llm.load(tmp_path, device=TEST_DEVICE)
+    assert ours.model.config.architecture == "Gemma3ForCausalLM"
+    assert [g.tokens for g in ours.generate(PROMPTS, max_new_tokens=16)] == [_reference(model, p, 16) for p in PROMPTS]
+
+
+def test_a_sparse_gemma3_text_config_takes_transformers_defaults():
+    """gemma-3-4b's text_config names five keys; the rest are Gemma3TextConfig's defaults, every sixth layer
+    attending to all keys, the others sliding with their own rope base."""
+    sparse = {"hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 34, "sliding_window": 1024,
+              "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}
+    ours = DecoderConfig.from_hf({"architectures": ["Gemma3ForCausalLM"], **sparse}, "test")
+    theirs = transformers.Gemma3TextConfig(**sparse)
+    assert (ours.vocab_size, ours.num_heads, ours.num_kv_heads, ours.head_dim, ours.max_positions) == (
+        theirs.vocab_size, theirs.num_attention_heads, theirs.num_key_value_heads, theirs.head_dim,
+        theirs.max_position_embeddings)
+    assert list(ours.layer_types) == theirs.layer_types
+    assert ours.attention_scale == theirs.query_pre_attn_scalar ** -0.5 and ours.tie_embeddings
+    rope = theirs.rope_parameters
+    assert ours.rope_theta == rope["full_attention"]["rope_theta"]
+    assert ours.sliding_rope["rope_theta"] == rope["sliding_attention"]["rope_theta"]
+    assert ours.rope_scaling["rope_type"] == rope["full_attention"]["rope_type"] == "linear"

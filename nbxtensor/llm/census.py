@@ -345,7 +345,7 @@ def checkpoint_census(directory, facts: dict, *, dtype=None, batch_sizes=None, c
     ``batch_sizes``) and every prompt length up to ``context`` (default the model's), its layers' weights as
     ``llm.load(directory, quantize=, fp8_activations=)`` holds them. Also the settings used, for printing."""
     directory = os.fspath(directory)
-    hf_config = checkpoint.read_json(directory, checkpoint.CONFIG_FILE)
+    hf_config, _ = checkpoint.decoder_config(directory)
     config = DecoderConfig.from_hf(hf_config, directory)
     dtype = dtype or config.dtype
     projections = checkpoint_projections(directory, hf_config, dtype, facts, quantize, fp8_activations)

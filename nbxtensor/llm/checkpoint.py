@@ -14,7 +14,7 @@ import stat
 from .. import progress
 from ..io.safetensors import SafetensorsError, safe_open
 
-__all__ = ["CheckpointError", "read_json", "weight_files", "load_weights"]
+__all__ = ["CheckpointError", "read_json", "decoder_config", "weight_files", "load_weights"]
 
 CONFIG_FILE = "config.json"
 GENERATION_CONFIG_FILE = "generation_config.json"
@@ -60,6 +60,28 @@ def read_json(directory: str, name: str, required: bool = True) -> dict | None:
     if not isinstance(document, dict):
         raise CheckpointError(f"{path}: expected a JSON object at the top")
     return document
+
+
+# multimodal checkpoints whose text decoder runs alone: architecture -> (the decoder's architecture, the prefix of
+# its weights' names); the decoder's config is ``text_config``, with the keys it leaves to the top level
+TEXT_DECODERS = {"Gemma3ForConditionalGeneration": ("Gemma3ForCausalLM", "language_model.")}
+_TOP_LEVEL_KEYS = ("eos_token_id", "bos_token_id", "pad_token_id", "torch_dtype", "dtype", "tie_word_embeddings")
+
+
+def decoder_config(directory: str) -> tuple[dict, str]:
+    """(config, prefix): ``config.json`` as the text decoder reads it (a multimodal checkpoint's ``text_config``,
+    ``TEXT_DECODERS``) and the prefix its weights' names carry in the checkpoint ("" for a decoder's own)."""
+    config = read_json(directory, CONFIG_FILE)
+    architectures = config.get("architectures")
+    for architecture in architectures if isinstance(architectures, list) else []:
+        if architecture in TEXT_DECODERS:
+            decoder, prefix = TEXT_DECODERS[architecture]
+            text = config.get("text_config")
+            if not isinstance(text, dict):
+                raise CheckpointError(f"{directory}: {CONFIG_FILE} of {architecture} has no text_config object")
+            inherited = {key: config[key] for key in _TOP_LEVEL_KEYS if key in config}
+            return {**inherited, **text, "architectures": [decoder]}, prefix
+    return config, ""
 
 
 def weight_files(directory: str) -> dict[str, str | None]:

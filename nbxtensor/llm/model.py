@@ -37,7 +37,9 @@ from .quantized import fp8_activations_of, linear, load_weights, quantization_of
 __all__ = ["DecoderConfig", "DecoderModel", "MixtureConfig", "SUPPORTED_ARCHITECTURES", "load_model"]
 
 # architectures value -> what its config means beyond the Llama defaults; "experts": how its mixture-of-experts
-# layers read (``_EXPERT_FAMILIES``)
+# layers read (``_EXPERT_FAMILIES``); "defaults": the values transformers gives keys a config leaves out (Gemma 3's
+# multimodal checkpoints write few); "global_every": where a config lists no layer_types, every n-th layer attends
+# to all keys and the others slide (n: the config's sliding_window_pattern where it gives one)
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": {},
     "MistralForCausalLM": {},
@@ -45,8 +47,14 @@ SUPPORTED_ARCHITECTURES = {
     "Qwen3ForCausalLM": {"qk_norm": True},
     "Phi3ForCausalLM": {"fused": True, "rerun_past_original": True},
     "GemmaForCausalLM": {"gemma": True},
-    "Gemma2ForCausalLM": {"gemma": True, "sandwich": True},
-    "Gemma3ForCausalLM": {"gemma": True, "sandwich": True, "qk_norm": True},
+    "Gemma2ForCausalLM": {"gemma": True, "sandwich": True, "global_every": 2, "defaults": {
+        "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "query_pre_attn_scalar": 256,
+        "sliding_window": 4096, "head_dim": 256}},
+    "Gemma3ForCausalLM": {"gemma": True, "sandwich": True, "qk_norm": True, "global_every": 6, "defaults": {
+        "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256,
+        "sliding_window": 4096, "max_position_embeddings": 131072, "tie_word_embeddings": True}},
     "GraniteForCausalLM": {"multipliers": True},
     "MixtralForCausalLM": {"experts": "mixtral"},
     "Qwen2MoeForCausalLM": {"experts": "qwen2_moe", "attention_bias": True, "bias_key": "qkv_bias"},
@@ -166,6 +174,7 @@ class DecoderConfig:
                                   f"{', '.join(SUPPORTED_ARCHITECTURES)}")
         architecture = known[0]
         family = SUPPORTED_ARCHITECTURES[architecture]
+        config = {**family.get("defaults", {}), **config}
 
         def integer(key, default=None, minimum=1):
             value = config.get(key, default)
@@ -213,6 +222,11 @@ class DecoderConfig:
         window = window if type(window) is int and window > 0 else None
         layers = integer("num_hidden_layers")
         layer_types = config.get("layer_types")
+        if layer_types is None and "global_every" in family:
+            every = config.get("sliding_window_pattern") or config.get("_sliding_window_pattern") or family["global_every"]
+            if type(every) is not int or every < 1:
+                raise CheckpointError(f"{where}: config sliding_window_pattern = {every!r} is not an integer >= 1")
+            layer_types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
         if window is None:
             layer_windows = (None,) * layers
         elif layer_types is None:
@@ -815,7 +829,7 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
     weights multiply prefill-sized rows rounded to float8 on the float8 matrix units."""
     import os
     directory = os.fspath(directory)
-    hf_config = checkpoint.read_json(directory, checkpoint.CONFIG_FILE)
+    hf_config, prefix = checkpoint.decoder_config(directory)
     config = DecoderConfig.from_hf(hf_config, directory)
     device = resolve(device)
     dtype = get_dtype(dtype or config.dtype)
@@ -825,7 +839,9 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
     if dtype.name == "bfloat16" and backend_for(device).facts.get("native_bf16") is False:
         raise TypeError(f"{device} has no bfloat16 arithmetic (its facts say native_bf16: false); load the model "
                         f"with dtype='float16' or 'float32' (nbx generate --dtype float16)")
-    weights = load_weights(directory, device, dtype, lambda name: name.startswith(("model.", "lm_head.")), quantize)
+    weights = load_weights(directory, device, dtype,
+                           lambda name: name.startswith((prefix + "model.", prefix + "lm_head.")), quantize)
+    weights = {name[len(prefix):]: weight for name, weight in weights.items()}
     for required in ("model.embed_tokens.weight", "model.norm.weight"):
         if required not in weights:
             raise CheckpointError(f"{directory}: the checkpoint lacks weight {required}")
