@@ -45,6 +45,8 @@ FAMILIES = {
         "original_max_position_embeddings": 16,
         "rope_scaling": {"type": "longrope", "short_factor": [1.0 + 0.1 * i for i in range(8)],
                          "long_factor": [1.5 + 0.5 * i for i in range(8)]}}),
+    # the second layer (every 2nd) attends with unrotated queries and keys
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", {"no_rope_layer_interval": 2}),
     # embeddings, branches, attention scores and logits each scaled by its multiplier
     "granite": ("GraniteConfig", "GraniteForCausalLM", {"embedding_multiplier": 3.0, "residual_multiplier": 0.5,
                                                        "attention_multiplier": 0.2, "logits_scaling": 2.5}),

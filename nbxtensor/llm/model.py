@@ -39,7 +39,8 @@ __all__ = ["DecoderConfig", "DecoderModel", "MixtureConfig", "SUPPORTED_ARCHITEC
 # architectures value -> what its config means beyond the Llama defaults; "experts": how its mixture-of-experts
 # layers read (``_EXPERT_FAMILIES``); "defaults": the values transformers gives keys a config leaves out (Gemma 3's
 # multimodal checkpoints write few); "global_every": where a config lists no layer_types, every n-th layer attends
-# to all keys and the others slide (n: the config's sliding_window_pattern where it gives one)
+# to all keys and the others slide (n: the config's sliding_window_pattern where it gives one); "no_rope_every": where
+# a config lists no no_rope_layers, every n-th layer's queries and keys go unrotated (n: no_rope_layer_interval)
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": {},
     "MistralForCausalLM": {},
@@ -56,6 +57,7 @@ SUPPORTED_ARCHITECTURES = {
         "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256,
         "sliding_window": 4096, "max_position_embeddings": 131072, "tie_word_embeddings": True}},
     "GraniteForCausalLM": {"multipliers": True},
+    "SmolLM3ForCausalLM": {"no_rope_every": 4},
     "MixtralForCausalLM": {"experts": "mixtral"},
     "Qwen2MoeForCausalLM": {"experts": "qwen2_moe", "attention_bias": True, "bias_key": "qkv_bias"},
     "Qwen3MoeForCausalLM": {"experts": "qwen3_moe", "qk_norm": True},
@@ -139,6 +141,7 @@ class DecoderConfig:
     sliding_window: int | None
     layer_windows: tuple  # each layer's sliding window, None for full attention
     layer_types: tuple  # each layer's attention type: sliding_attention or full_attention, as the config names it
+    rotary_layers: tuple  # whether each layer rotates its queries and keys (SmolLM3 leaves some unrotated)
     gemma: bool  # embeddings times sqrt(hidden), norms times (1 + weight), gelu-tanh MLP
     sandwich: bool  # norms after attention and after the MLP too (Gemma 2)
     attention_scale: float | None  # None: 1 / sqrt(head_dim)
@@ -241,6 +244,14 @@ class DecoderConfig:
             layer_windows = tuple(window if t == "sliding_attention" else None for t in layer_types)
         if not isinstance(layer_types, list) or len(layer_types) != layers:
             layer_types = ["full_attention" if w is None else "sliding_attention" for w in layer_windows]
+        rotary_layers = (True,) * layers
+        if "no_rope_every" in family:
+            every = integer("no_rope_layer_interval", family["no_rope_every"])
+            flags = config.get("no_rope_layers")
+            flags = [int((i + 1) % every != 0) for i in range(layers)] if flags is None else flags
+            if not isinstance(flags, list) or len(flags) != layers or any(f not in (0, 1) for f in flags):
+                raise CheckpointError(f"{where}: config no_rope_layers must list a 0 or 1 for each of {layers} layers")
+            rotary_layers = tuple(bool(f) for f in flags)
         gemma = family.get("gemma", False)
         if gemma:
             activation = config.get("hidden_activation") or config.get("hidden_act") or "gelu_pytorch_tanh"
@@ -274,7 +285,8 @@ class DecoderConfig:
                    qk_norm=family.get("qk_norm", False), fused=family.get("fused", False),
                    rerun_past_original=family.get("rerun_past_original", False),
                    rotary_dim=rotary_dim,
-                   sliding_window=window, layer_windows=layer_windows, layer_types=tuple(layer_types), gemma=gemma,
+                   sliding_window=window, layer_windows=layer_windows, layer_types=tuple(layer_types),
+                   rotary_layers=rotary_layers, gemma=gemma,
                    sandwich=sandwich,
                    attention_scale=(positive("attention_multiplier") if multipliers else
                                     None if pre_scalar is None else pre_scalar ** -0.5),
@@ -599,8 +611,12 @@ class DecoderModel:
         tables = {False: tables_of(False)}
         if config.sliding_rope is not None:
             tables[True] = tables_of(True)
-        self.rope = [tables[config.sliding_rope is not None and kind == "sliding_attention"]
-                     for kind in config.layer_types]
+        # a layer that rotates nothing takes tables of angle 0: cos 1 and sin 0 leave every finite value as it is
+        rows = positions * (1 if self.long_rope_past is None else 2)
+        unrotated = None if all(config.rotary_layers) else tuple(
+            make_tensor(np.full((rows, config.rotary_dim // 2), value, np.float32), device=device) for value in (1, 0))
+        self.rope = [tables[config.sliding_rope is not None and kind == "sliding_attention"] if rotary else unrotated
+                     for kind, rotary in zip(config.layer_types, config.rotary_layers)]
         self._int32 = get_dtype("int32")
 
     def new_cache(self, tokens: int, block_size: int = 16) -> PagedKVCache:
