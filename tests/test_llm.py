@@ -589,21 +589,33 @@ def test_a_gemma2_config_without_layer_types_alternates_its_layers(tmp_path):
                                                                              for p in PROMPTS]
 
 
-def test_a_multimodal_gemma3_checkpoint_runs_its_text_decoder(tmp_path):
-    """A Gemma3ForConditionalGeneration checkpoint (gemma-3-4b and up) runs its language model alone: the
-    decoder's config is text_config, its weights those under language_model.; greedy tokens of text prompts as
-    the whole model's."""
-    text = dict(COMMON, vocab_size=300, head_dim=16, sliding_window=4, query_pre_attn_scalar=24)
+MULTIMODAL = {
+    "gemma3": ("Gemma3Config", "Gemma3ForConditionalGeneration", "Gemma3ForCausalLM",
+               dict(head_dim=16, sliding_window=4, query_pre_attn_scalar=24),
+               dict(mm_tokens_per_image=4, image_token_index=299, boi_token_index=297, eoi_token_index=298)),
+    # its text_config unties the head, the whole model ties it (and saves no lm_head)
+    "mistral3": ("Mistral3Config", "Mistral3ForConditionalGeneration", "MistralForCausalLM",
+                 dict(head_dim=16, tie_word_embeddings=False), dict(image_token_index=299)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MULTIMODAL))
+def test_a_multimodal_checkpoint_runs_its_text_decoder(tmp_path, name):
+    """A Gemma3ForConditionalGeneration (gemma-3-4b and up) or Mistral3ForConditionalGeneration (Mistral Small
+    3.1) checkpoint runs its language model alone: the decoder's config is text_config (the head tied as the
+    whole model says), its weights those under language_model.; greedy tokens of text prompts as the whole
+    model's."""
+    config_name, model_name, decoder, text, extra = MULTIMODAL[name]
     vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, image_size=28,
-                  patch_size=14)
-    config = transformers.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
-                                       image_token_index=299, boi_token_index=297, eoi_token_index=298)
+                  patch_size=14, head_dim=8)
+    config = getattr(transformers, config_name)(text_config=dict(COMMON, vocab_size=300, **text),
+                                                vision_config=vision, **extra)
     config._attn_implementation = config.text_config._attn_implementation = "eager"
     torch.manual_seed(0)
-    model = _randomized(transformers.Gemma3ForConditionalGeneration(config))
+    model = _randomized(getattr(transformers, model_name)(config))
     model.save_pretrained(tmp_path)
     ours = llm.load(tmp_path, device=TEST_DEVICE)
-    assert ours.model.config.architecture == "Gemma3ForCausalLM"
+    assert ours.model.config.architecture == decoder
     assert [g.tokens for g in ours.generate(PROMPTS, max_new_tokens=16)] == [_reference(model, p, 16) for p in PROMPTS]
 
 

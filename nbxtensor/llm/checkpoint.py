@@ -64,8 +64,9 @@ def read_json(directory: str, name: str, required: bool = True) -> dict | None:
 
 # multimodal checkpoints whose text decoder runs alone: architecture -> (the decoder's architecture, the prefix of
 # its weights' names); the decoder's config is ``text_config``, with the keys it leaves to the top level
-TEXT_DECODERS = {"Gemma3ForConditionalGeneration": ("Gemma3ForCausalLM", "language_model.")}
-_TOP_LEVEL_KEYS = ("eos_token_id", "bos_token_id", "pad_token_id", "torch_dtype", "dtype", "tie_word_embeddings")
+TEXT_DECODERS = {"Gemma3ForConditionalGeneration": ("Gemma3ForCausalLM", "language_model."),
+                 "Mistral3ForConditionalGeneration": ("MistralForCausalLM", "language_model.")}
+_TOP_LEVEL_KEYS = ("eos_token_id", "bos_token_id", "pad_token_id", "torch_dtype", "dtype")
 
 
 def decoder_config(directory: str) -> tuple[dict, str]:
@@ -80,7 +81,9 @@ def decoder_config(directory: str) -> tuple[dict, str]:
             if not isinstance(text, dict):
                 raise CheckpointError(f"{directory}: {CONFIG_FILE} of {architecture} has no text_config object")
             inherited = {key: config[key] for key in _TOP_LEVEL_KEYS if key in config}
-            return {**inherited, **text, "architectures": [decoder]}, prefix
+            # the whole model ties its head to the embeddings or not, whatever text_config says
+            tied = {"tie_word_embeddings": config["tie_word_embeddings"]} if "tie_word_embeddings" in config else {}
+            return {**inherited, **text, **tied, "architectures": [decoder]}, prefix
     return config, ""
 
 
