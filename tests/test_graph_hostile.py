@@ -252,7 +252,7 @@ def test_a_divisor_that_is_zero_for_the_values_names_the_tensor(tmp_path, operat
     document = _mlp_document()
     document["tensors"]["relu"]["shape"] = ["s0", f"3 {operator} (s0 - 2)"]
     model = graph.load(_write(tmp_path, document))
-    with pytest.raises(GraphError, match=rf"tensor 'relu': shape expression .* divides by zero for s0=2"):
+    with pytest.raises(GraphError, match=r"tensor 'relu': shape expression .* divides by zero for s0=2"):
         model.plan({"s0": 2})
 
 

@@ -314,7 +314,7 @@ def _plan_norm(x, length, weight, bias, residual, *, rms, eps, groups, group_cha
         raise TypeError(f"{op}: expected a floating-point input, got {x.dtype.name}")
     order = _dense_order(x, length, residual) if rms and groups == 1 else None
     if order is not None and x.numel():
-        shape, strides = tuple(x.shape), tuple(x.stride())
+        shape = tuple(x.shape)
         inner_shape = tuple(shape[d] for d in order)
         inverse = tuple(order.index(d) for d in range(len(order)))
         out_strides = tuple(S.contiguous_strides(inner_shape)[i] for i in inverse)
