@@ -117,6 +117,17 @@ def test_engine_census_equals_the_shadow_run(checkpoint, served):
     assert set(_census(checkpoint, served, [len(served)])) == set(formed)
 
 
+def test_a_post_norm_family_census_equals_the_shadow_run(tmp_path):
+    """OLMo 2 normalises after attention and after the MLP only: its one-row decode steps fold no norm into
+    their products, and the census counts plain products there."""
+    torch.manual_seed(0)
+    transformers.Olmo2ForCausalLM(transformers.Olmo2Config(**LLM_COMMON)).eval().save_pretrained(tmp_path)
+    model = llm.load(tmp_path, device="cpu", prefill_chunk=CHUNK)
+    with C.shadow() as formed:
+        _serve(model, PROMPTS[:1])
+    assert set(_census(str(tmp_path), PROMPTS[:1], [1])) == set(formed)
+
+
 def test_a_certified_engine_serves_certified_only(checkpoint):
     model = llm.load(checkpoint, device="cpu", prefill_chunk=CHUNK)
     free = _serve(model, PROMPTS)

@@ -68,6 +68,8 @@ VARIANTS = {
     # embeddings, branches, attention scores and logits each scaled by its multiplier
     "granite": ("GraniteConfig", "GraniteForCausalLM", {"embedding_multiplier": 3.0, "residual_multiplier": 0.5,
                                                        "attention_multiplier": 0.2, "logits_scaling": 2.5}),
+    # norms after attention and after the MLP only, q and k normed over every head's width
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {}),
     "qwen2-yarn": ("Qwen2Config", "Qwen2ForCausalLM", {
         "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}}),
 }

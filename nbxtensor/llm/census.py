@@ -186,7 +186,7 @@ def prefill_keys(config: DecoderConfig, dtype, facts: dict, length: int, offset:
 def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Projections) -> Counter:
     """The keys of a decode step whose norms and gated activations fold into the products after them
     (``DecoderModel._layers``): each layer's qkv product behind its add + norm (the first layer's behind
-    its norm alone), its o product, its gate_up product behind an add + norm, its down product behind the
+    its norm alone; a post-norm family's products take the stream as it is), its o product, its gate_up product behind an add + norm, its down product behind the
     activation, and the head (float) behind the final add + norm. Quantized projections fold alike, but for
     q, k and v (gate and up) weights that do not join: their norm runs apart (and forms no key) before their
     products."""
@@ -209,6 +209,8 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
     for index in range(c.num_layers):
         if not joined:
             apart(c.hidden_size, q_rows, kv_rows, kv_rows, bias=c.attention_bias)
+        elif c.post_norms:  # the stream feeds its products unnormed (OLMo 2): nothing to fold
+            apart(c.hidden_size, q_rows + 2 * kv_rows, bias=c.attention_bias)
         elif index == 0:
             key("rms_norm_linear", c.hidden_size, c.hidden_size, q_rows + 2 * kv_rows, norm, bias=c.attention_bias)
         else:
@@ -218,7 +220,9 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
         if c.mixture_at(index) is not None:  # its norm runs alone
             counts.update(_mixture_keys(c, facts, rows, dtype, projections))
             continue
-        if joined:
+        if joined and c.post_norms:
+            apart(c.hidden_size, 2 * c.intermediate_size)
+        elif joined:
             key("add_rms_norm_linear", c.hidden_size, c.hidden_size, 2 * c.intermediate_size, stream, norm)
         else:
             apart(c.hidden_size, c.intermediate_size, c.intermediate_size)

@@ -58,6 +58,7 @@ SUPPORTED_ARCHITECTURES = {
         "sliding_window": 4096, "max_position_embeddings": 131072, "tie_word_embeddings": True}},
     "GraniteForCausalLM": {"multipliers": True},
     "SmolLM3ForCausalLM": {"no_rope_every": 4},
+    "Olmo2ForCausalLM": {"qk_norm": True, "qk_norm_whole": True, "post_norms": True},
     "MixtralForCausalLM": {"experts": "mixtral"},
     "Qwen2MoeForCausalLM": {"experts": "qwen2_moe", "attention_bias": True, "bias_key": "qkv_bias"},
     "Qwen3MoeForCausalLM": {"experts": "qwen3_moe", "qk_norm": True},
@@ -144,6 +145,7 @@ class DecoderConfig:
     rotary_layers: tuple  # whether each layer rotates its queries and keys (SmolLM3 leaves some unrotated)
     gemma: bool  # embeddings times sqrt(hidden), norms times (1 + weight), gelu-tanh MLP
     sandwich: bool  # norms after attention and after the MLP too (Gemma 2)
+    post_norms: bool  # norms after attention and after the MLP only: the stream feeds each product unnormed (OLMo 2)
     attention_scale: float | None  # None: 1 / sqrt(head_dim)
     # Granite's: the embeddings times embedding_multiplier, each branch times residual_multiplier before it joins
     # the residual stream, the logits over logits_scaling (None: 1)
@@ -287,7 +289,7 @@ class DecoderConfig:
                    rotary_dim=rotary_dim,
                    sliding_window=window, layer_windows=layer_windows, layer_types=tuple(layer_types),
                    rotary_layers=rotary_layers, gemma=gemma,
-                   sandwich=sandwich,
+                   sandwich=sandwich, post_norms=family.get("post_norms", False),
                    attention_scale=(positive("attention_multiplier") if multipliers else
                                     None if pre_scalar is None else pre_scalar ** -0.5),
                    embedding_multiplier=positive("embedding_multiplier") if multipliers else None,
@@ -449,7 +451,7 @@ class _Layer:
                 raise CheckpointError(f"{prefix}: the {name} weights are {shape}, not {list(want)} as the config "
                                       f"gives")
         self.prefix = prefix
-        self.input_norm = take("input_layernorm.weight")
+        self.input_norm = take("input_layernorm.weight", config.post_norms)
         self.post_norm = take("post_attention_layernorm.weight")
         hidden = config.hidden_size
         mixture = config.mixture_at(index)
@@ -477,7 +479,7 @@ class _Layer:
             check("q_norm", self.q_norm, (heads[0] * config.head_dim,))
             check("k_norm", self.k_norm, (heads[1] * config.head_dim,))
         self.pre_mlp_norm = take("pre_feedforward_layernorm.weight", not config.sandwich)
-        self.post_mlp_norm = take("post_feedforward_layernorm.weight", not config.sandwich)
+        self.post_mlp_norm = take("post_feedforward_layernorm.weight", not (config.sandwich or config.post_norms))
         if config.gemma:
             self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm = (
                 _one_plus(w) for w in (self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm))
@@ -671,8 +673,12 @@ class DecoderModel:
         """(rms_norm(x + residual) times ``weight`` plus ``bias``, x + residual): the norm of the new residual
         stream (of ``x`` alone where ``residual`` is None) feeding a projection. With ``fuse`` and one weight,
         float or quantized, one launch computes both (``rms_norm_linear``); otherwise (or for a list of
-        quantized weights that ``_joined`` could not join) the norm, then the product."""
+        quantized weights that ``_joined`` could not join) the norm, then the product. ``norm`` None: the
+        stream feeds the product unnormed (a post-norm family's, OLMo 2)."""
         c = self.config
+        if norm is None:
+            h = x if residual is None else residual + x
+            return _project(h, weight, bias, self.fp8_activations), h
         if fuse and not isinstance(weight, list):
             if residual is None:
                 return rms_norm_linear(x, norm, weight, bias, c.rms_eps), x
@@ -701,9 +707,9 @@ class DecoderModel:
             q, k, v = self._attention_inputs(layer, qkv, positions, cache, index, slots)
             attended = attend(index, q, k, v).reshape(qkv.shape[0], c.num_heads * c.head_dim)
             out = self._branch(linear(attended, layer.o, layer.o_bias, self.fp8_activations))
-            if c.sandwich:
+            if c.sandwich or c.post_norms:
                 out = rms_norm(out, hidden, layer.post_norm, c.rms_eps)
-            mlp_norm = layer.pre_mlp_norm if c.sandwich else layer.post_norm
+            mlp_norm = layer.pre_mlp_norm if c.sandwich or c.post_norms else layer.post_norm
             if layer.router is not None:
                 h, residual = add_rms_norm(out, residual, hidden, mlp_norm, c.rms_eps)
                 branch = self._mixture(layer, h)
@@ -714,7 +720,7 @@ class DecoderModel:
                 else:
                     branch = linear(F.act_and_mul(gate_up, activation=c.activation), layer.down, None,
                                     self.fp8_activations)
-            if c.sandwich:
+            if c.sandwich or c.post_norms:
                 branch = rms_norm(branch, hidden, layer.post_mlp_norm, c.rms_eps)
             branch = self._branch(branch)
         if fuse:
