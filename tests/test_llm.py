@@ -16,7 +16,12 @@ import pytest
 
 from nbxtensor import llm
 from nbxtensor.llm.cache import CacheFull, PagedKVCache
+from nbxtensor.device.facts import load as load_facts
+from nbxtensor.io.safetensors import safe_open
+from nbxtensor.llm.census import checkpoint_census
 from nbxtensor.llm.checkpoint import CheckpointError
+from nbxtensor.llm.quantized import write_quantized
+from nbxtensor.quant import QuantizedWeight
 from nbxtensor.llm.model import rope_tables, DecoderConfig
 
 from .conftest import TEST_DEVICE, to_nbx
@@ -654,3 +659,26 @@ def test_a_sparse_gemma3_text_config_takes_transformers_defaults():
     assert ours.rope_theta == rope["full_attention"]["rope_theta"]
     assert ours.sliding_rope["rope_theta"] == rope["sliding_attention"]["rope_theta"]
     assert ours.rope_scaling["rope_type"] == rope["full_attention"]["rope_type"] == "linear"
+
+
+def test_a_multimodal_checkpoints_text_decoder_quantizes(tmp_path):
+    """int8 on load and ``nbx quantize`` take a multimodal checkpoint's decoder projections (named under
+    language_model.), not its vision tower's; both load quantized and generate alike; the census reads the
+    written checkpoint's scales."""
+    config_name, model_name, _, text, extra = MULTIMODAL["gemma3"]
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, image_size=28,
+                  patch_size=14)
+    config = getattr(transformers, config_name)(text_config=dict(COMMON, vocab_size=300, **text),
+                                                vision_config=vision, **extra)
+    torch.manual_seed(0)
+    _randomized(getattr(transformers, model_name)(config)).save_pretrained(tmp_path / "float")
+    on_load = llm.load(tmp_path / "float", device=TEST_DEVICE, quantize="int8")
+    write_quantized(tmp_path / "float", tmp_path / "int8", "int8")
+    written = llm.load(tmp_path / "int8", device=TEST_DEVICE)
+    for ours in (on_load, written):
+        assert all(isinstance(w, QuantizedWeight) for w in (ours.model.layers[0].o, ours.model.layers[1].down))
+    assert on_load.generate(PROMPTS[0], max_new_tokens=6).tokens == written.generate(PROMPTS[0], max_new_tokens=6).tokens
+    with safe_open(str(tmp_path / "int8" / "model.safetensors")) as file:
+        assert not any(name.startswith("vision_tower") and name.endswith("weight_scale") for name in file.keys())
+    _, settings = checkpoint_census(tmp_path / "int8", load_facts("hopper"), batch_sizes=[1], context=8)
+    assert settings["weights"] == "int8"

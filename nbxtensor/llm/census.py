@@ -307,12 +307,14 @@ _FORMATS = {"gptq": "int4", "awq": "int4", "fp8": "fp8", "fbgemm_fp8": "fp8", "c
 
 
 def _scale_tensor(directory: str, method: str) -> tuple[str, tuple]:
-    """The dtype name and shape of the first decoder layer scale tensor in the checkpoint's headers."""
+    """The dtype name and shape of the first decoder layer scale tensor in the checkpoint's headers (its
+    names under a multimodal checkpoint's prefix too, ``checkpoint.TEXT_DECODERS``)."""
     suffix = _SCALES[method]
+    prefixes = ("model.layers.", *(prefix + "model.layers." for _, prefix in checkpoint.TEXT_DECODERS.values()))
     for path in checkpoint.weight_files(directory):
         with safe_open(path) as file:
             for name in file.keys():
-                if name.startswith("model.layers.") and name.endswith("." + suffix):
+                if name.startswith(prefixes) and name.endswith("." + suffix):
                     info = file.info(name)
                     return info.dtype.name, tuple(info.shape)
     raise CheckpointError(f"{directory}: quantization_config names {method}, but no layer tensor ends in .{suffix}")

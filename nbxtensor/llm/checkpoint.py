@@ -66,7 +66,7 @@ def read_json(directory: str, name: str, required: bool = True) -> dict | None:
 # its weights' names); the decoder's config is ``text_config``, with the keys it leaves to the top level
 TEXT_DECODERS = {"Gemma3ForConditionalGeneration": ("Gemma3ForCausalLM", "language_model."),
                  "Mistral3ForConditionalGeneration": ("MistralForCausalLM", "language_model.")}
-_TOP_LEVEL_KEYS = ("eos_token_id", "bos_token_id", "pad_token_id", "torch_dtype", "dtype")
+_TOP_LEVEL_KEYS = ("eos_token_id", "bos_token_id", "pad_token_id", "torch_dtype", "dtype", "quantization_config")
 
 
 def decoder_config(directory: str) -> tuple[dict, str]:
