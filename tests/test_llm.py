@@ -19,6 +19,7 @@ from nbxtensor.llm.cache import CacheFull, PagedKVCache
 from nbxtensor.device.facts import load as load_facts
 from nbxtensor.io.safetensors import safe_open
 from nbxtensor.llm.census import checkpoint_census
+from nbxtensor.llm.chat import ChatTemplate
 from nbxtensor.llm.checkpoint import CheckpointError
 from nbxtensor.llm.quantized import write_quantized
 from nbxtensor.quant import QuantizedWeight
@@ -682,3 +683,14 @@ def test_a_multimodal_checkpoints_text_decoder_quantizes(tmp_path):
         assert not any(name.startswith("vision_tower") and name.endswith("weight_scale") for name in file.keys())
     _, settings = checkpoint_census(tmp_path / "int8", load_facts("hopper"), batch_sizes=[1], context=8)
     assert settings["weights"] == "int8"
+
+
+def test_a_chat_template_from_its_own_files(tmp_path):
+    """Checkpoints that keep the template out of tokenizer_config.json: chat_template.jinja (transformers'
+    own save), or a multimodal processor's chat_template.json; each renders as the tokenizer_config one."""
+    messages = [{"role": "user", "content": "w5"}]
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"bos_token": "w6"}))
+    (tmp_path / "chat_template.json").write_text(json.dumps({"chat_template": CHAT_TEMPLATE}))
+    assert ChatTemplate(str(tmp_path)).render(messages) == "w6w1 w5 w2 "
+    (tmp_path / "chat_template.jinja").write_text("{{ bos_token }}jinja {{ messages[0]['content'] }}")
+    assert ChatTemplate(str(tmp_path)).render(messages) == "w6jinja w5"

@@ -1,4 +1,5 @@
-"""Chat prompts: the checkpoint's chat template (``tokenizer_config.json``'s ``chat_template``, Jinja)
+"""Chat prompts: the checkpoint's chat template (``tokenizer_config.json``'s ``chat_template``, else
+``chat_template.jinja``, else a multimodal processor's ``chat_template.json``; Jinja)
 applied to a conversation, as transformers' ``apply_chat_template(..., add_generation_prompt=True)`` does.
 
 A template is a stranger's program, so it runs in Jinja's immutable sandbox (no attribute access to
@@ -11,12 +12,14 @@ import json
 import os
 from datetime import datetime
 
-from .checkpoint import CheckpointError, read_json
+from .checkpoint import MAX_JSON_BYTES, CheckpointError, read_json
 
 __all__ = ["ChatTemplate", "TOKENIZER_CONFIG_FILE", "TemplateError"]
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
+# a multimodal checkpoint's processor template: {"chat_template": ...}
+PROCESSOR_TEMPLATE_FILE = "chat_template.json"
 
 
 class TemplateError(ValueError):
@@ -44,11 +47,17 @@ class ChatTemplate:
             named = {t.get("name"): t.get("template") for t in source if isinstance(t, dict)}
             source = named.get("default")
         if source is None and os.path.isfile(os.path.join(directory, CHAT_TEMPLATE_FILE)):
-            with open(os.path.join(directory, CHAT_TEMPLATE_FILE), encoding="utf-8") as file:
+            path = os.path.join(directory, CHAT_TEMPLATE_FILE)
+            if os.path.getsize(path) > MAX_JSON_BYTES:
+                raise CheckpointError(f"{path}: larger than {MAX_JSON_BYTES} bytes; not a chat template")
+            with open(path, encoding="utf-8", errors="replace") as file:
                 source = file.read()
+        if source is None:
+            source = (read_json(directory, PROCESSOR_TEMPLATE_FILE, required=False) or {}).get("chat_template")
         if not isinstance(source, str) or not source:
             raise CheckpointError(f"{directory}: no chat template ({TOKENIZER_CONFIG_FILE} has no chat_template "
-                                  f"and there is no {CHAT_TEMPLATE_FILE}); nbx generate continues plain text")
+                                  f"and there is no {CHAT_TEMPLATE_FILE} or {PROCESSOR_TEMPLATE_FILE}); nbx generate "
+                                  "continues plain text")
         try:
             from jinja2 import TemplateError as JinjaError
             from jinja2.sandbox import ImmutableSandboxedEnvironment
