@@ -621,18 +621,24 @@ MULTIMODAL = {
     # its text_config unties the head, the whole model ties it (and saves no lm_head)
     "mistral3": ("Mistral3Config", "Mistral3ForConditionalGeneration", "MistralForCausalLM",
                  dict(head_dim=16, tie_word_embeddings=False), dict(image_token_index=299)),
+    # multimodal rope: a text token's position is the same on each of its three axes; weights unprefixed
+    "qwen2_5_vl": ("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration", "Qwen2ForCausalLM",
+                   dict(rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]}),
+                   dict(image_token_id=299, video_token_id=298, vision_start_token_id=297)),
 }
+VISION = {"qwen2_5_vl": dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=4, out_hidden_size=64,
+                             patch_size=14, window_size=28, fullatt_block_indexes=[0])}
 
 
 @pytest.mark.parametrize("name", sorted(MULTIMODAL))
 def test_a_multimodal_checkpoint_runs_its_text_decoder(tmp_path, name):
-    """A Gemma3ForConditionalGeneration (gemma-3-4b and up) or Mistral3ForConditionalGeneration (Mistral Small
-    3.1) checkpoint runs its language model alone: the decoder's config is text_config (the head tied as the
+    """A Gemma3ForConditionalGeneration (gemma-3-4b and up), Mistral3ForConditionalGeneration (Mistral Small
+    3.1) or Qwen2_5_VLForConditionalGeneration checkpoint runs its language model alone: the decoder's config is text_config (the head tied as the
     whole model says), its weights those under language_model.; greedy tokens of a text prompt as the whole
     model's."""
     config_name, model_name, decoder, text, extra = MULTIMODAL[name]
-    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, image_size=28,
-                  patch_size=14, head_dim=8)
+    vision = VISION.get(name, dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+                                   image_size=28, patch_size=14, head_dim=8))
     config = getattr(transformers, config_name)(text_config=dict(COMMON, vocab_size=300, **text),
                                                 vision_config=vision, **extra)
     config._attn_implementation = config.text_config._attn_implementation = "eager"
@@ -641,7 +647,13 @@ def test_a_multimodal_checkpoint_runs_its_text_decoder(tmp_path, name):
     model.save_pretrained(tmp_path)
     ours = llm.load(tmp_path, device=TEST_DEVICE)
     assert ours.model.config.architecture == decoder
-    assert ours.generate(PROMPTS[2], max_new_tokens=12).tokens == _reference(model, PROMPTS[2], 12)
+    expected = _reference(model, PROMPTS[2], 12)
+    assert ours.generate(PROMPTS[2], max_new_tokens=12).tokens == expected
+    if name == "qwen2_5_vl":  # as checkpoints written before transformers 5 give it: the decoder's keys on top
+        written = json.loads((tmp_path / "config.json").read_text())
+        text = written.pop("text_config")
+        (tmp_path / "config.json").write_text(json.dumps({**written, **text}))
+        assert llm.load(tmp_path, device=TEST_DEVICE).generate(PROMPTS[2], max_new_tokens=12).tokens == expected
 
 
 def test_a_sparse_gemma3_text_config_takes_transformers_defaults():

@@ -63,9 +63,12 @@ def read_json(directory: str, name: str, required: bool = True) -> dict | None:
 
 
 # multimodal checkpoints whose text decoder runs alone: architecture -> (the decoder's architecture, the prefix of
-# its weights' names); the decoder's config is ``text_config``, with the keys it leaves to the top level
+# its weights' names); the decoder's config is ``text_config`` (where there is one), with the keys it leaves to the
+# top level
 TEXT_DECODERS = {"Gemma3ForConditionalGeneration": ("Gemma3ForCausalLM", "language_model."),
-                 "Mistral3ForConditionalGeneration": ("MistralForCausalLM", "language_model.")}
+                 "Mistral3ForConditionalGeneration": ("MistralForCausalLM", "language_model."),
+                 "Qwen2VLForConditionalGeneration": ("Qwen2ForCausalLM", ""),
+                 "Qwen2_5_VLForConditionalGeneration": ("Qwen2ForCausalLM", "")}
 _TOP_LEVEL_KEYS = ("eos_token_id", "bos_token_id", "pad_token_id", "torch_dtype", "dtype", "quantization_config")
 
 
@@ -77,9 +80,11 @@ def decoder_config(directory: str) -> tuple[dict, str]:
     for architecture in architectures if isinstance(architectures, list) else []:
         if architecture in TEXT_DECODERS:
             decoder, prefix = TEXT_DECODERS[architecture]
-            text = config.get("text_config")
+            # Qwen2-VL's checkpoints written before transformers 5 keep the decoder's keys at the top level
+            text = config.get("text_config", config)
             if not isinstance(text, dict):
-                raise CheckpointError(f"{directory}: {CONFIG_FILE} of {architecture} has no text_config object")
+                raise CheckpointError(f"{directory}: {CONFIG_FILE} of {architecture} has a text_config that is not "
+                                      "an object")
             inherited = {key: config[key] for key in _TOP_LEVEL_KEYS if key in config}
             # the whole model ties its head to the embeddings or not, whatever text_config says
             tied = {"tie_word_embeddings": config["tie_word_embeddings"]} if "tie_word_embeddings" in config else {}

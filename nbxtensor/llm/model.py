@@ -345,6 +345,8 @@ def rope_tables(config: DecoderConfig, positions: int, sliding: bool = False,
     inv_freq = (1.0 / (np.float32(theta) ** exponents)).astype(np.float32)
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     attention_factor = 1.0
+    if kind == "mrope":  # Qwen2-VL's: a text token's position is the same on every axis, which is plain rope
+        kind = "default"
     if kind == "linear":
         inv_freq = (inv_freq / np.float32(scaling["factor"])).astype(np.float32)
     elif kind == "llama3":
