@@ -272,18 +272,23 @@ def test_logits_at_every_position_equal_transformers(tmp_path_factory, chunk, fa
         ours.logits([])
 
 
-@pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_a_variant_family_matches_transformers(tmp_path_factory, name):
-    """Teacher-forced logits at every position (float32: a few ulp of logits of size ~1) and a greedy
-    continuation, op by op and replayed, as transformers gives them."""
-    model, directory = _checkpoint(tmp_path_factory, name, VARIANTS)
-    ours = llm.load(directory, device=TEST_DEVICE)
+def _matches_transformers(model, directory, **options):
+    """The checkpoint loaded (``options`` as ``llm.load`` takes them), its teacher-forced logits at every position
+    and a greedy continuation (op by op, then replayed) checked against ``model``'s. float32 products over a
+    hidden size of 64 and two layers: logits of size ~1 agree to a few ulp."""
+    ours = llm.load(directory, device=TEST_DEVICE, **options)
     assert ours.model.config.architecture == model.config.architectures[0]
     prompt = [(11 * i + 5) % 97 for i in range(13)]
     with torch.no_grad():
         want = model(torch.tensor([prompt])).logits[0].double().numpy()
     np.testing.assert_allclose(ours.logits(prompt).numpy(), want, rtol=0, atol=2e-5)
     assert ours.generate(PROMPTS[0], max_new_tokens=8).tokens == _reference(model, PROMPTS[0], 8)
+    return ours
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_a_variant_family_matches_transformers(tmp_path_factory, name):
+    _matches_transformers(*_checkpoint(tmp_path_factory, name, VARIANTS))
 
 
 def test_sampling_is_reproducible_per_seed_and_differs_across_seeds(tmp_path_factory):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from nbxtensor import census as C
@@ -19,7 +18,7 @@ from nbxtensor.llm.census import checkpoint_census, engine_census
 from nbxtensor.llm.model import DecoderConfig
 
 from .conftest import TEST_DEVICE, to_nbx
-from .test_llm import PROMPTS, _checkpoint, _reference
+from .test_llm import PROMPTS, _checkpoint, _matches_transformers, _reference
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -41,16 +40,8 @@ SPARSE_LAYERS = {"mixtral": 2, "qwen2_moe": 1, "qwen3_moe": 1, "olmoe": 2}
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_a_mixture_of_experts_family_matches_transformers(tmp_path_factory, name):
-    model, directory = _checkpoint(tmp_path_factory, name, FAMILIES)
-    ours = llm.load(directory, device=TEST_DEVICE, cache_tokens=256)
-    assert ours.model.config.architecture == model.config.architectures[0]
-    prompt = [(11 * i + 5) % 97 for i in range(13)]
-    with torch.no_grad():
-        want = model(torch.tensor([prompt])).logits[0].double().numpy()
-    # float32 products over a hidden size of 64 (experts of 32 to 96 inputs), two layers, softmax routing
-    # weights: a few ulp of logits of size ~1, as the dense families
-    np.testing.assert_allclose(ours.logits(prompt).numpy(), want, rtol=0, atol=2e-5)
-    assert ours.generate(PROMPTS[0], max_new_tokens=8).tokens == _reference(model, PROMPTS[0], 8)
+    # experts of 32 to 96 inputs and softmax routing weights: logits agree as the dense families' do
+    ours = _matches_transformers(*_checkpoint(tmp_path_factory, name, FAMILIES), cache_tokens=256)
     replayer = ours.engine.replayer
     assert replayer._buckets and not replayer.refused and all(b.verified for b in replayer._buckets.values())
     # a one-row step: the dense layers fold their norms and activation, the sparse ones run two grouped products
