@@ -267,8 +267,9 @@ def test_cumsum_over_chunks(rng, spread, dtype):
 
 def test_cumsum_of_a_long_row_takes_two_launches(rng, spread):
     """Split rows (more chunks in all than multiprocessors): chunk totals, then every chunk scanned from the
-    exact sum of the totals before it, in two launches and no other op; a row that is not split: one launch. Lengths with no convenient divisor
-    (a prime; a vocabulary's 50257 = 29 x 1733) take the same plan. Against float64: the carry is the
+    exact sum of the totals before it, in two launches and no other op; a row that is not split: one
+    launch. Lengths with no convenient divisor (a prime; a vocabulary's 50257 = 29 x 1733) take the same
+    plan. Against float64: the carry is the
     exact sum of float32 totals rounded once, so the bound is that of the float32 additions within the
     chunks and the totals, plus the output's rounding."""
     for length in (293, 50257 // 64):

@@ -65,9 +65,9 @@ def _channel_epilogue(acc, c, c_ok, bias, b_s, mean, var, norm_w, norm_b, eps, H
                       BIAS_FORMAT: tl.constexpr, NORM: tl.constexpr, NORM_FORMAT: tl.constexpr,
                       ACTIVATION: tl.constexpr, ROWS: tl.constexpr):
     """The accumulator (positions x channels ``c``; float32, float64 for float64 operands, which take no norm)
-    with the bias, the norm and activation, before its one rounding. ROWS (a SLIDING column's rows): the per-channel vectors are loaded as whole ROWS x
-    BLOCK_C tiles, in the accumulator's layout (a row of channels alone would be spread over every lane and
-    moved through shared memory)."""
+    with the bias, the norm and activation, before its one rounding. ROWS (a SLIDING column's rows): the
+    per-channel vectors are loaded as whole ROWS x BLOCK_C tiles, in the accumulator's layout (a row of
+    channels alone would be spread over every lane and moved through shared memory)."""
     if ROWS:
         c = c[None, :] + tl.zeros((ROWS, 1), dtype=c.dtype)
         c_ok = tl.broadcast_to(c_ok[None, :], c.shape)

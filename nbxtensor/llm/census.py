@@ -186,8 +186,9 @@ def prefill_keys(config: DecoderConfig, dtype, facts: dict, length: int, offset:
 def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Projections) -> Counter:
     """The keys of a decode step whose norms and gated activations fold into the products after them
     (``DecoderModel._layers``): each layer's qkv product behind its add + norm (the first layer's behind
-    its norm alone; a post-norm family's products take the stream as it is), its o product, its gate_up product behind an add + norm, its down product behind the
-    activation, and the head (float) behind the final add + norm. Quantized projections fold alike, but for
+    its norm alone; a post-norm family's products take the stream as it is), its o product, its gate_up
+    product behind an add + norm, its down product behind the activation, and the head (float) behind the
+    final add + norm. Quantized projections fold alike, but for
     q, k and v (gate and up) weights that do not join: their norm runs apart (and forms no key) before their
     products."""
     c = config

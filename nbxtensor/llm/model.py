@@ -228,7 +228,8 @@ class DecoderConfig:
         layers = integer("num_hidden_layers")
         layer_types = config.get("layer_types")
         if layer_types is None and "global_every" in family:
-            every = config.get("sliding_window_pattern") or config.get("_sliding_window_pattern") or family["global_every"]
+            every = (config.get("sliding_window_pattern") or config.get("_sliding_window_pattern")
+                     or family["global_every"])
             if type(every) is not int or every < 1:
                 raise CheckpointError(f"{where}: config sliding_window_pattern = {every!r} is not an integer >= 1")
             layer_types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]

@@ -940,7 +940,8 @@ def _conv_samples(n: int, transposed: bool):
                     sample(operand(1, 2, *spatial), weight(2, 2, 3), None, 2, 1),
                     sample(operand(2, 4, *spatial), weight(4, 2, 1) if transposed else operand(4, 2, *(1,) * n),
                            None, 1, 0, *extra, 2),
-                    sample(operand(1, 2, *spatial, dtype="bfloat16"), operand(*weight(2, 2, 2).shape, dtype="bfloat16")),
+                    sample(operand(1, 2, *spatial, dtype="bfloat16"),
+                           operand(*weight(2, 2, 2).shape, dtype="bfloat16")),
                     sample(operand(1, 2, *spatial, dtype="float64"), operand(*weight(2, 3, 2).shape, dtype="float64"),
                            operand(3, dtype="float64"), 1, 1)))
 

@@ -164,7 +164,8 @@ _grouped_plans = PlanCache()
 
 # transformers' MoE layers export their grouped products as its own op where torch's takes no such operands
 # (the CPU's, float32): the same (input, weight, offs) with int32 row ends and zeros past the last
-@register("grouped_mm", family="matmul", aten=["aten::_grouped_mm.default", "transformers::grouped_mm_fallback.default"],
+@register("grouped_mm", family="matmul",
+          aten=["aten::_grouped_mm.default", "transformers::grouped_mm_fallback.default"],
           meta=lambda a: _grouped_meta(a.input, a.mat2, a.offs, a.bias, a.out_dtype), cost=_grouped_cost, bound=True,
           key=_grouped_key, samples=lambda op: _grouped_samples())
 def grouped_mm(input: Tensor, mat2: Tensor, offs: Tensor | None = None, bias=None, out_dtype=None) -> Tensor:

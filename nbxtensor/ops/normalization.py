@@ -301,7 +301,8 @@ def _dense_order(x, length, residual) -> tuple[int, ...] | None:
     trailing = 0
     while trailing < len(shape) and math.prod(shape[len(shape) - trailing:]) < length:
         trailing += 1
-    if (order == tuple(range(len(shape))) or order[len(order) - trailing:] != tuple(range(len(shape) - trailing, len(shape)))
+    innermost = tuple(range(len(shape) - trailing, len(shape)))
+    if (order == tuple(range(len(shape))) or order[len(order) - trailing:] != innermost
             or not S.is_contiguous(tuple(shape[d] for d in order), tuple(strides[d] for d in order))):
         return None
     return order
