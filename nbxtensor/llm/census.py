@@ -311,7 +311,7 @@ def _scale_tensor(directory: str, method: str) -> tuple[str, tuple]:
     """The dtype name and shape of the first decoder layer scale tensor in the checkpoint's headers (its
     names under a multimodal checkpoint's prefix too, ``checkpoint.TEXT_DECODERS``)."""
     suffix = _SCALES[method]
-    prefixes = ("model.layers.", *(prefix + "model.layers." for _, prefix in checkpoint.TEXT_DECODERS.values()))
+    prefixes = tuple(prefix + "model.layers." for prefix in checkpoint.TEXT_PREFIXES)
     for path in checkpoint.weight_files(directory):
         with safe_open(path) as file:
             for name in file.keys():

@@ -69,6 +69,8 @@ TEXT_DECODERS = {"Gemma3ForConditionalGeneration": ("Gemma3ForCausalLM", "langua
                  "Mistral3ForConditionalGeneration": ("MistralForCausalLM", "language_model."),
                  "Qwen2VLForConditionalGeneration": ("Qwen2ForCausalLM", ""),
                  "Qwen2_5_VLForConditionalGeneration": ("Qwen2ForCausalLM", "")}
+# the prefixes a decoder's weight names may carry, its own ("") first
+TEXT_PREFIXES = tuple(dict.fromkeys(("", *(prefix for _, prefix in TEXT_DECODERS.values()))))
 _TOP_LEVEL_KEYS = ("eos_token_id", "bos_token_id", "pad_token_id", "torch_dtype", "dtype", "quantization_config")
 
 

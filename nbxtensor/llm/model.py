@@ -13,6 +13,7 @@ of sequences as one decode step (the paged decode kernel over ``PagedKVCache``).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -140,7 +141,6 @@ class DecoderConfig:
     rerun_past_original: bool
     rotary_dim: int
     sliding_window: int | None
-    layer_windows: tuple  # each layer's sliding window, None for full attention
     layer_types: tuple  # each layer's attention type: sliding_attention or full_attention, as the config names it
     rotary_layers: tuple  # whether each layer rotates its queries and keys (SmolLM3 leaves some unrotated)
     gemma: bool  # embeddings times sqrt(hidden), norms times (1 + weight), gelu-tanh MLP
@@ -160,6 +160,17 @@ class DecoderConfig:
     qk_norm_whole: bool  # the q and k norms over every head's width at once (OLMoE), not head by head
     clip_qkv: float | None  # q, k and v clamped to [-clip_qkv, clip_qkv] after the norms (OLMoE)
     mixture: MixtureConfig | None
+
+    @functools.cached_property
+    def layer_windows(self) -> tuple:
+        """Each layer's sliding window (``sliding_window`` for a sliding_attention layer), None for full
+        attention."""
+        return tuple(self.sliding_window if kind == "sliding_attention" else None for kind in self.layer_types)
+
+    @property
+    def normed_after(self) -> bool:
+        """Whether attention and the MLP are normed after they run (Gemma 2's sandwich, OLMo 2's post-norms)."""
+        return self.sandwich or self.post_norms
 
     def mixture_at(self, index: int) -> MixtureConfig | None:
         """The mixture of experts layer ``index`` runs in place of a dense MLP, or None."""
@@ -233,20 +244,17 @@ class DecoderConfig:
             if type(every) is not int or every < 1:
                 raise CheckpointError(f"{where}: config sliding_window_pattern = {every!r} is not an integer >= 1")
             layer_types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
-        if window is None:
-            layer_windows = (None,) * layers
-        elif layer_types is None:
-            layer_windows = (window,) * layers
-        elif not isinstance(layer_types, list) or len(layer_types) != layers:
-            raise CheckpointError(f"{where}: config layer_types must list one type for each of {layers} layers")
-        else:
+        if layer_types is None:
+            layer_types = ["full_attention" if window is None else "sliding_attention"] * layers
+        elif window is not None:
+            if not isinstance(layer_types, list) or len(layer_types) != layers:
+                raise CheckpointError(f"{where}: config layer_types must list one type for each of {layers} layers")
             unknown = sorted(set(layer_types) - {"sliding_attention", "full_attention"})
             if unknown:
                 raise CheckpointError(f"{where}: config layer_types {unknown} are not supported (sliding_attention "
                                       f"and full_attention are)")
-            layer_windows = tuple(window if t == "sliding_attention" else None for t in layer_types)
-        if not isinstance(layer_types, list) or len(layer_types) != layers:
-            layer_types = ["full_attention" if w is None else "sliding_attention" for w in layer_windows]
+        elif not isinstance(layer_types, list) or len(layer_types) != layers:
+            layer_types = ["full_attention"] * layers  # no window: the types choose only the rope tables
         rotary_layers = (True,) * layers
         if "no_rope_every" in family:
             every = integer("no_rope_layer_interval", family["no_rope_every"])
@@ -288,7 +296,7 @@ class DecoderConfig:
                    qk_norm=family.get("qk_norm", False), fused=family.get("fused", False),
                    rerun_past_original=family.get("rerun_past_original", False),
                    rotary_dim=rotary_dim,
-                   sliding_window=window, layer_windows=layer_windows, layer_types=tuple(layer_types),
+                   sliding_window=window, layer_types=tuple(layer_types),
                    rotary_layers=rotary_layers, gemma=gemma,
                    sandwich=sandwich, post_norms=family.get("post_norms", False),
                    attention_scale=(positive("attention_multiplier") if multipliers else
@@ -342,8 +350,10 @@ def rope_tables(config: DecoderConfig, positions: int, sliding: bool = False,
     dim = config.rotary_dim
     scaling = (config.sliding_rope if sliding and config.sliding_rope is not None else config.rope_scaling) or {}
     theta = float(scaling.get("rope_theta", config.rope_theta))
-    exponents = np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim)
-    inv_freq = (1.0 / (np.float32(theta) ** exponents)).astype(np.float32)
+    # theta ** (2i / dim), each frequency's wavelength over 2 pi
+    powers = (np.float32(theta) ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim))
+              ).astype(np.float32)
+    inv_freq = (1.0 / powers).astype(np.float32)
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     attention_factor = 1.0
     if kind == "mrope":  # Qwen2-VL's: a text token's position is the same on every axis, which is plain rope
@@ -359,9 +369,9 @@ def rope_tables(config: DecoderConfig, positions: int, sliding: bool = False,
         inv_freq = np.where(wavelength > original / low, inv_freq / factor,
                             np.where(wavelength < original / high, inv_freq, smoothed)).astype(np.float32)
     elif kind == "yarn":
-        inv_freq, attention_factor = _yarn(scaling, theta, dim, exponents, config.max_positions)
+        inv_freq, attention_factor = _yarn(scaling, theta, dim, powers, config.max_positions)
     elif kind == "longrope":
-        inv_freq, attention_factor = _longrope(scaling, theta, dim, exponents, config.max_positions, long)
+        inv_freq, attention_factor = _longrope(scaling, dim, powers, config.max_positions, long)
     elif kind != "default":
         raise CheckpointError(f"rope_scaling type {kind!r} is not supported (default, linear, llama3, yarn and "
                               "longrope are)")
@@ -375,7 +385,7 @@ def _yarn_scale(factor: float, mscale: float = 1.0) -> float:
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
-def _yarn(scaling: dict, theta: float, dim: int, exponents, max_positions: int) -> tuple[np.ndarray, float]:
+def _yarn(scaling: dict, theta: float, dim: int, powers, max_positions: int) -> tuple[np.ndarray, float]:
     """YaRN's inverse frequencies and attention factor: each frequency interpolated (divided by ``factor``)
     where it turns fewer than ``beta_slow`` times over the original length, kept where more than ``beta_fast``,
     blended linearly between (the bounds floored and ceiled unless ``truncate`` is false)."""
@@ -396,7 +406,6 @@ def _yarn(scaling: dict, theta: float, dim: int, exponents, max_positions: int) 
     low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001
-    powers = (np.float32(theta) ** exponents).astype(np.float32)
     kept = (1 - np.clip((np.arange(dim // 2, dtype=np.float32) - np.float32(low)) / np.float32(high - low), 0, 1)
             ).astype(np.float32)
     interpolated = (1.0 / (np.float32(factor) * powers)).astype(np.float32)
@@ -404,8 +413,7 @@ def _yarn(scaling: dict, theta: float, dim: int, exponents, max_positions: int) 
     return (interpolated * (1 - kept) + extrapolated * kept).astype(np.float32), float(attention)
 
 
-def _longrope(scaling: dict, theta: float, dim: int, exponents, max_positions: int,
-              long: bool) -> tuple[np.ndarray, float]:
+def _longrope(scaling: dict, dim: int, powers, max_positions: int, long: bool) -> tuple[np.ndarray, float]:
     """LongRoPE's inverse frequencies (each divided by its short or long factor) and attention factor
     (sqrt(1 + ln(factor) / ln(original length)), factor the extended over the original length)."""
     original = float(scaling["original_max_position_embeddings"])
@@ -417,7 +425,6 @@ def _longrope(scaling: dict, theta: float, dim: int, exponents, max_positions: i
     attention = scaling.get("attention_factor")
     if attention is None:
         attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
-    powers = (np.float32(theta) ** exponents).astype(np.float32)
     return (1.0 / (np.asarray(factors, np.float32) * powers)).astype(np.float32), float(attention)
 
 
@@ -482,7 +489,7 @@ class _Layer:
             check("q_norm", self.q_norm, (heads[0] * config.head_dim,))
             check("k_norm", self.k_norm, (heads[1] * config.head_dim,))
         self.pre_mlp_norm = take("pre_feedforward_layernorm.weight", not config.sandwich)
-        self.post_mlp_norm = take("post_feedforward_layernorm.weight", not (config.sandwich or config.post_norms))
+        self.post_mlp_norm = take("post_feedforward_layernorm.weight", not config.normed_after)
         if config.gemma:
             self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm = (
                 _one_plus(w) for w in (self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm))
@@ -710,9 +717,9 @@ class DecoderModel:
             q, k, v = self._attention_inputs(layer, qkv, positions, cache, index, slots)
             attended = attend(index, q, k, v).reshape(qkv.shape[0], c.num_heads * c.head_dim)
             out = self._branch(linear(attended, layer.o, layer.o_bias, self.fp8_activations))
-            if c.sandwich or c.post_norms:
+            if c.normed_after:
                 out = rms_norm(out, hidden, layer.post_norm, c.rms_eps)
-            mlp_norm = layer.pre_mlp_norm if c.sandwich or c.post_norms else layer.post_norm
+            mlp_norm = layer.pre_mlp_norm if c.normed_after else layer.post_norm
             if layer.router is not None:
                 h, residual = add_rms_norm(out, residual, hidden, mlp_norm, c.rms_eps)
                 branch = self._mixture(layer, h)
@@ -723,7 +730,7 @@ class DecoderModel:
                 else:
                     branch = linear(F.act_and_mul(gate_up, activation=c.activation), layer.down, None,
                                     self.fp8_activations)
-            if c.sandwich or c.post_norms:
+            if c.normed_after:
                 branch = rms_norm(branch, hidden, layer.post_mlp_norm, c.rms_eps)
             branch = self._branch(branch)
         if fuse:

@@ -44,8 +44,7 @@ READ_METHODS = ("gptq", "awq", "fp8", "fbgemm_fp8", "compressed-tensors", "nbx")
 # experts' experts (Mixtral's w1, w3 and w2) and shared expert (embeddings, norms, the LM head, routers and the
 # shared expert's gate stay float); under a multimodal checkpoint's text-decoder prefix too (its vision tower
 # stays float)
-_TEXT_PREFIXES = "|".join(dict.fromkeys(re.escape(prefix) for _, prefix in checkpoint.TEXT_DECODERS.values()))
-QUANTIZABLE = re.compile(rf"(?:{_TEXT_PREFIXES})?"
+QUANTIZABLE = re.compile(rf"(?:{'|'.join(map(re.escape, checkpoint.TEXT_PREFIXES))})"
                          r"model\.layers\.\d+\.(self_attn\.(q|k|v|o|qkv)_proj|mlp\.(gate|up|down|gate_up)_proj"
                          r"|(mlp|block_sparse_moe)\.experts\.\d+\.(gate_proj|up_proj|down_proj|w1|w2|w3)"
                          r"|mlp\.shared_expert\.(gate|up|down)_proj)\.weight")
