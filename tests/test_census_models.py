@@ -117,11 +117,21 @@ def test_engine_census_equals_the_shadow_run(checkpoint, served):
     assert set(_census(checkpoint, served, [len(served)])) == set(formed)
 
 
-def test_a_post_norm_family_census_equals_the_shadow_run(tmp_path):
-    """OLMo 2 normalises after attention and after the MLP only: its one-row decode steps fold no norm into
-    their products, and the census counts plain products there."""
+# families whose one-row decode steps fold no norm into their products: OLMo 2 normalises after attention and
+# after the MLP only; GPT-2's LayerNorms and plain MLP (biases on every product), Phi's parallel block and its
+# head's bias
+UNFOLDED = {"olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {}),
+            "gpt2": ("GPT2Config", "GPT2LMHeadModel", {"n_inner": 96, "num_key_value_heads": 4}),
+            "phi": ("PhiConfig", "PhiForCausalLM", {})}
+
+
+@pytest.mark.parametrize("name", sorted(UNFOLDED))
+def test_an_unfolded_family_census_equals_the_shadow_run(tmp_path, name):
+    """The census counts plain products in the one-row steps of a family that folds nothing."""
+    config_name, model_name, extra = UNFOLDED[name]
     torch.manual_seed(0)
-    transformers.Olmo2ForCausalLM(transformers.Olmo2Config(**LLM_COMMON)).eval().save_pretrained(tmp_path)
+    getattr(transformers, model_name)(getattr(transformers, config_name)(**LLM_COMMON, **extra)).eval() \
+        .save_pretrained(tmp_path)
     model = llm.load(tmp_path, device="cpu", prefill_chunk=CHUNK)
     with C.shadow() as formed:
         _serve(model, PROMPTS[:1])

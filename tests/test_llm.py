@@ -79,6 +79,22 @@ VARIANTS = {
     "qwen2-yarn": ("Qwen2Config", "Qwen2ForCausalLM", {
         "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}}),
 }
+# LayerNorm families, each named its own way (read under Llama's names): GPT-2 (learned positions, Conv1D weights
+# stored (in, out), a fused qkv), GPT-NeoX (q, k, v rows interleaved head by head; attention and MLP in parallel,
+# each through its norm; a quarter of each head rotated), Phi (parallel through one norm, biases everywhere, the
+# head's too), StableLM (a gated MLP after LayerNorm; sequential, then parallel), Starcoder2 (a plain gelu MLP, a
+# window) and OPT (learned positions two rows on, relu). Configs without grouped heads name every head a kv head
+LAYER_NORM_FAMILIES = {
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", {"n_inner": 96, "num_key_value_heads": 4}),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"num_key_value_heads": 4}),
+    "gpt_neox-sequential": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"num_key_value_heads": 4,
+                                                                    "use_parallel_residual": False}),
+    "phi": ("PhiConfig", "PhiForCausalLM", {}),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM", {"use_qkv_bias": True}),
+    "stablelm-parallel": ("StableLmConfig", "StableLmForCausalLM", {"use_parallel_residual": True}),
+    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", {"sliding_window": 8}),
+    "opt": ("OPTConfig", "OPTForCausalLM", {"ffn_dim": 96, "word_embed_proj_dim": 64, "num_key_value_heads": 4}),
+}
 PROMPTS = [[5, 17, 3, 44, 9], [8, 2, 60], [1, 90, 33, 33, 12, 70, 4, 21]]
 
 
@@ -289,6 +305,15 @@ def _matches_transformers(model, directory, **options):
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_a_variant_family_matches_transformers(tmp_path_factory, name):
     _matches_transformers(*_checkpoint(tmp_path_factory, name, VARIANTS))
+
+
+@pytest.mark.parametrize("name", sorted(LAYER_NORM_FAMILIES))
+def test_a_layer_norm_family_matches_transformers(tmp_path_factory, name):
+    model, directory = _checkpoint(tmp_path_factory, name, LAYER_NORM_FAMILIES)
+    ours = _matches_transformers(model, directory)
+    # a batch of three (the last prompt longer than Starcoder2's window), its decode steps replayed
+    assert [g.tokens for g in ours.generate(PROMPTS, max_new_tokens=8)] == [_reference(model, p, 8) for p in PROMPTS]
+    assert not ours.engine.replayer.refused
 
 
 def test_sampling_is_reproducible_per_seed_and_differs_across_seeds(tmp_path_factory):
@@ -712,3 +737,52 @@ def test_a_chat_template_from_its_own_files(tmp_path):
     assert ChatTemplate(str(tmp_path)).render(messages) == "w6w1 w5 w2 "
     (tmp_path / "chat_template.jinja").write_text("{{ bos_token }}jinja {{ messages[0]['content'] }}")
     assert ChatTemplate(str(tmp_path)).render(messages) == "w6jinja w5"
+
+
+def test_layer_norm_families_quantize_under_their_own_names(tmp_path_factory, tmp_path):
+    """Phi's projections (named dense, fc1, fc2 in its checkpoint) quantize on load and in ``nbx quantize``, whose
+    checkpoint keeps Phi's names; both load quantized and generate alike. GPT-NeoX's interleaved qkv rows quantize
+    on load (reordered first), but a written or packed checkpoint of such a family is refused by name."""
+    _, phi = _checkpoint(tmp_path_factory, "phi", LAYER_NORM_FAMILIES)
+    on_load = llm.load(phi, device=TEST_DEVICE, quantize="int8")
+    write_quantized(phi, tmp_path / "phi-int8", "int8")
+    written = llm.load(tmp_path / "phi-int8", device=TEST_DEVICE)
+    for ours in (on_load, written):
+        layer = ours.model.layers[1]
+        assert all(isinstance(w, QuantizedWeight) for w in (layer.o, layer.gate_up, layer.down))
+    assert len({tuple(ours.generate(PROMPTS[0], max_new_tokens=6).tokens) for ours in (on_load, written)}) == 1
+    with safe_open(str(tmp_path / "phi-int8" / "model.safetensors")) as file:
+        assert "model.layers.0.mlp.fc1.weight_scale" in file.keys()
+    model, neox = _checkpoint(tmp_path_factory, "gpt_neox", LAYER_NORM_FAMILIES)
+    quantized = llm.load(neox, device=TEST_DEVICE, quantize="int8")
+    assert isinstance(quantized.model.layers[0].qkv, QuantizedWeight)
+    with torch.no_grad():  # int8 rows per channel: logits within a few hundredths of the float model's
+        want = model(torch.tensor([PROMPTS[2]])).logits[0].double().numpy()
+    np.testing.assert_allclose(quantized.logits(PROMPTS[2]).numpy(), want, rtol=0, atol=0.05)
+    with pytest.raises(CheckpointError, match="cannot be written quantized"):
+        write_quantized(neox, tmp_path / "neox-int8", "int8")
+    packed = tmp_path / "neox-packed"
+    packed.mkdir()
+    (packed / "model.safetensors").symlink_to(neox / "model.safetensors")
+    config = json.loads((neox / "config.json").read_text())
+    (packed / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "nbx",
+                                                                                     "format": "int8"}}))
+    with pytest.raises(CheckpointError, match="a quantized checkpoint of this family is not supported"):
+        llm.load(packed, device=TEST_DEVICE)
+
+
+@pytest.mark.parametrize("name, change, message", [
+    ("phi", {"qk_layernorm": True}, "qk_layernorm = True is not supported for PhiForCausalLM"),
+    ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx = True is not supported"),
+    ("opt", {"do_layer_norm_before": False}, "do_layer_norm_before = False is not supported"),
+    ("opt", {"word_embed_proj_dim": 32}, "word_embed_proj_dim 32 other than hidden_size"),
+    ("gpt_neox", {"hidden_act": "gelu_fast"}, "hidden_act 'gelu_fast' is not supported"),
+])
+def test_layer_norm_family_options_the_engine_does_not_compute_are_refused(tmp_path_factory, tmp_path, name,
+                                                                            change, message):
+    _, directory = _checkpoint(tmp_path_factory, name, LAYER_NORM_FAMILIES)
+    config = json.loads((directory / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, **change}))
+    (tmp_path / "model.safetensors").symlink_to(directory / "model.safetensors")
+    with pytest.raises(CheckpointError, match=message):
+        llm.load(tmp_path, device=TEST_DEVICE)

@@ -139,9 +139,9 @@ def _layer_products(config: DecoderConfig, facts, rows: int, dtype, form: Projec
     not join."""
     c = config
     q_rows, kv_rows = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-    joined = form.joined or c.fused
-    qkv = [q_rows + 2 * kv_rows] if joined else [q_rows, kv_rows, kv_rows]
-    gate_up = [2 * c.intermediate_size] if joined else [c.intermediate_size] * 2
+    qkv = [q_rows + 2 * kv_rows] if form.joined or c.fused_qkv else [q_rows, kv_rows, kv_rows]
+    gate_up = ([c.intermediate_size] if not c.gated else [2 * c.intermediate_size]
+               if form.joined or c.fused_gate_up else [c.intermediate_size] * 2)
     keys = []
     for outputs in qkv:
         keys += _linear(facts, rows, c.hidden_size, outputs, dtype, c.attention_bias, form)
@@ -149,12 +149,12 @@ def _layer_products(config: DecoderConfig, facts, rows: int, dtype, form: Projec
     if c.mixture_at(index) is not None:
         return keys + _mixture_keys(c, facts, rows, dtype, form)
     for outputs in gate_up:
-        keys += _linear(facts, rows, c.hidden_size, outputs, dtype, False, form)
-    return keys + _linear(facts, rows, c.intermediate_size, c.hidden_size, dtype, False, form)
+        keys += _linear(facts, rows, c.hidden_size, outputs, dtype, c.mlp_bias, form)
+    return keys + _linear(facts, rows, c.intermediate_size, c.hidden_size, dtype, c.mlp_bias, form)
 
 
 def _logits(config: DecoderConfig, facts, rows: int, dtype) -> list:
-    return _linear(facts, rows, config.hidden_size, config.vocab_size, dtype, False)
+    return _linear(facts, rows, config.hidden_size, config.vocab_size, dtype, config.head_bias)
 
 
 def prefill_keys(config: DecoderConfig, dtype, facts: dict, length: int, offset: int = 0,
@@ -193,7 +193,7 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
     products."""
     c = config
     counts: Counter = Counter()
-    joined = projections.joined or c.fused
+    qkv_joined, gate_up_joined = projections.joined or c.fused_qkv, projections.joined or c.fused_gate_up
 
     def key(op, width, inputs, outputs, *between, bias=False, form=projections, **options):
         """The keys of ``op`` on rows ``width`` wide, ``between`` them and its (outputs, inputs) weight."""
@@ -208,7 +208,7 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
     stream = _meta((rows, c.hidden_size), dtype)
     q_rows, kv_rows = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
     for index in range(c.num_layers):
-        if not joined:
+        if not qkv_joined:
             apart(c.hidden_size, q_rows, kv_rows, kv_rows, bias=c.attention_bias)
         elif c.post_norms:  # the stream feeds its products unnormed (OLMo 2): nothing to fold
             apart(c.hidden_size, q_rows + 2 * kv_rows, bias=c.attention_bias)
@@ -221,9 +221,9 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
         if c.mixture_at(index) is not None:  # its norm runs alone
             counts.update(_mixture_keys(c, facts, rows, dtype, projections))
             continue
-        if joined and c.post_norms:
+        if gate_up_joined and c.post_norms:
             apart(c.hidden_size, 2 * c.intermediate_size)
-        elif joined:
+        elif gate_up_joined:
             key("add_rms_norm_linear", c.hidden_size, c.hidden_size, 2 * c.intermediate_size, stream, norm)
         else:
             apart(c.hidden_size, c.intermediate_size, c.intermediate_size)
@@ -236,7 +236,7 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
 def decode_keys(config: DecoderConfig, dtype, facts: dict, rows: int, projections: Projections = FLOAT) -> Counter:
     """The keys of one decode step of ``rows`` sequences (padding rows included)."""
     dtype = get_dtype(dtype)
-    if rows <= FOLD_MAX_ROWS:
+    if rows <= FOLD_MAX_ROWS and config.folds:
         return _folded(config, facts, rows, dtype, projections)
     counts: Counter = Counter()
     for index in range(config.num_layers):

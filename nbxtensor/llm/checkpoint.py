@@ -9,12 +9,18 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from .. import progress
 from ..io.safetensors import SafetensorsError, safe_open
+from ..ops.creation import tensor as make_tensor
 
-__all__ = ["CheckpointError", "read_json", "decoder_config", "weight_files", "load_weights"]
+__all__ = ["CheckpointError", "read_json", "decoder_config", "weight_files", "load_weights", "WeightNames",
+           "WEIGHT_NAMES", "with_llama_keys"]
 
 CONFIG_FILE = "config.json"
 GENERATION_CONFIG_FILE = "generation_config.json"
@@ -71,6 +77,16 @@ TEXT_DECODERS = {"Gemma3ForConditionalGeneration": ("Gemma3ForCausalLM", "langua
                  "Qwen2_5_VLForConditionalGeneration": ("Qwen2ForCausalLM", "")}
 # the prefixes a decoder's weight names may carry, its own ("") first
 TEXT_PREFIXES = tuple(dict.fromkeys(("", *(prefix for _, prefix in TEXT_DECODERS.values()))))
+# config keys some families name otherwise, read under the Llama lineage's names
+CONFIG_KEYS = {
+    "GPT2LMHeadModel": {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
+                        "n_positions": "max_position_embeddings", "n_inner": "intermediate_size",
+                        "layer_norm_epsilon": "layer_norm_eps", "activation_function": "hidden_act"},
+    "GPTNeoXForCausalLM": {"rotary_pct": "partial_rotary_factor", "rotary_emb_base": "rope_theta"},
+    "Starcoder2ForCausalLM": {"norm_epsilon": "layer_norm_eps"},
+    "OPTForCausalLM": {"ffn_dim": "intermediate_size", "activation_function": "hidden_act",
+                       "enable_bias": "attention_bias"},
+}
 _TOP_LEVEL_KEYS = ("eos_token_id", "bos_token_id", "pad_token_id", "torch_dtype", "dtype", "quantization_config")
 
 
@@ -91,7 +107,110 @@ def decoder_config(directory: str) -> tuple[dict, str]:
             # the whole model ties its head to the embeddings or not, whatever text_config says
             tied = {"tie_word_embeddings": config["tie_word_embeddings"]} if "tie_word_embeddings" in config else {}
             return {**inherited, **text, **tied, "architectures": [decoder]}, prefix
-    return config, ""
+    return with_llama_keys(config), ""
+
+
+def with_llama_keys(config: dict) -> dict:
+    """``config`` with the keys its family names otherwise (``CONFIG_KEYS``) under the Llama lineage's names (a key
+    the config also gives under that name keeps the Llama-named value)."""
+    architectures = config.get("architectures")
+    for architecture in architectures if isinstance(architectures, list) else []:
+        if architecture in CONFIG_KEYS:
+            aliases = CONFIG_KEYS[architecture]
+            return {aliases.get(key, key): value for key, value in config.items()
+                    if aliases.get(key, key) == key or aliases[key] not in config}
+    return config
+
+
+@dataclass(frozen=True)
+class WeightNames:
+    """How a family's checkpoint names its decoder's weights, read under the Llama lineage's names (the model reads
+    those alone): ``outer`` maps whole-model prefixes (embeddings, final norm, head) to Llama's; ``layer`` is the
+    pattern of layer i's prefix (one group: i) and ``parts`` maps its modules to Llama's. ``in_out``: Llama
+    modules stored (inputs, outputs), transposed as they are read (GPT-2's Conv1D); ``per_head_qkv``: the fused
+    q, k, v rows interleave head by head (GPT-NeoX's), reordered as they are read to all q rows, then k, then v.
+    A name nothing maps is not read. A quantized checkpoint's tensors (``qweight``, ``scales``, ...) are renamed
+    alike, but a family whose weights are reordered as they are read (``reorders``) cannot reorder packed ones."""
+    outer: dict
+    layer: str
+    parts: dict
+    in_out: tuple = ()
+    per_head_qkv: bool = False
+    _pattern: re.Pattern = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        parts = "|".join(re.escape(part) for part in sorted(self.parts, key=len, reverse=True))
+        object.__setattr__(self, "_pattern", re.compile(rf"{self.layer}({parts})\.(\w+)"))
+
+    @property
+    def reorders(self) -> bool:
+        return bool(self.in_out) or self.per_head_qkv
+
+    def rename(self, name: str) -> str | None:
+        """``name`` as the Llama lineage names that weight, None for a weight the model does not read."""
+        found = self._pattern.fullmatch(name)
+        if found:
+            index, part, kind = found.groups()
+            return f"model.layers.{index}.{self.parts[part]}.{kind}"
+        for prefix, llama in self.outer.items():
+            if name.startswith(prefix) and name[len(prefix):].isidentifier():
+                return llama + name[len(prefix):]
+        return None
+
+    def reorder(self, name: str, heads: int):
+        """The function that takes the stored array of the weight named ``name`` (a Llama name) to the layout the
+        model reads, None where it is read as stored."""
+        module = name.rsplit(".", 1)[0].split(".", 3)[-1]
+        if module in self.in_out and name.endswith(".weight"):
+            return lambda array: array.T
+        if self.per_head_qkv and module == "self_attn.qkv_proj":
+            def by_projection(array):
+                if array.shape[0] % (3 * heads):
+                    raise CheckpointError(f"{name}: {array.shape[0]} rows are not 3 x {heads} heads")
+                grouped = array.reshape(heads, 3, array.shape[0] // (3 * heads), *array.shape[1:])
+                return np.swapaxes(grouped, 0, 1).reshape(array.shape)
+            return by_projection
+        return None
+
+
+_LLAMA_OUTER = {"model.embed_tokens.": "model.embed_tokens.", "model.norm.": "model.norm.", "lm_head.": "lm_head."}
+_LLAMA_ATTENTION = {f"self_attn.{p}_proj": f"self_attn.{p}_proj" for p in "qkvo"}
+_LLAMA_NORMS = {n: n for n in ("input_layernorm", "post_attention_layernorm")}
+_GPT2_CONV1D = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.up_proj", "mlp.down_proj")
+# families that name their weights otherwise than the Llama lineage
+WEIGHT_NAMES = {
+    "GPT2LMHeadModel": WeightNames(
+        {f"{p}{stored}.": llama for p in ("transformer.", "") for stored, llama in
+         (("wte", "model.embed_tokens."), ("wpe", "model.embed_positions."), ("ln_f", "model.norm."))}
+        | {"lm_head.": "lm_head."},
+        r"(?:transformer\.)?h\.(\d+)\.",
+        {"ln_1": "input_layernorm", "attn.c_attn": "self_attn.qkv_proj", "attn.c_proj": "self_attn.o_proj",
+         "ln_2": "post_attention_layernorm", "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj"},
+        in_out=_GPT2_CONV1D),
+    "GPTNeoXForCausalLM": WeightNames(
+        {"gpt_neox.embed_in.": "model.embed_tokens.", "gpt_neox.final_layer_norm.": "model.norm.",
+         "embed_out.": "lm_head."},
+        r"gpt_neox\.layers\.(\d+)\.",
+        {**_LLAMA_NORMS, "attention.query_key_value": "self_attn.qkv_proj", "attention.dense": "self_attn.o_proj",
+         "mlp.dense_h_to_4h": "mlp.up_proj", "mlp.dense_4h_to_h": "mlp.down_proj"},
+        per_head_qkv=True),
+    "PhiForCausalLM": WeightNames(
+        {**_LLAMA_OUTER, "model.final_layernorm.": "model.norm."},
+        r"model\.layers\.(\d+)\.",
+        {"input_layernorm": "input_layernorm", **{f"self_attn.{p}_proj": f"self_attn.{p}_proj" for p in "qkv"},
+         "self_attn.dense": "self_attn.o_proj", "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj"}),
+    "Starcoder2ForCausalLM": WeightNames(
+        _LLAMA_OUTER, r"model\.layers\.(\d+)\.",
+        {**_LLAMA_NORMS, **_LLAMA_ATTENTION, "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj"}),
+    "OPTForCausalLM": WeightNames(
+        {"model.decoder.embed_tokens.": "model.embed_tokens.",
+         "model.decoder.embed_positions.": "model.embed_positions.",
+         "model.decoder.final_layer_norm.": "model.norm.", "lm_head.": "lm_head."},
+        r"model\.decoder\.layers\.(\d+)\.",
+        {"self_attn_layer_norm": "input_layernorm", **{f"self_attn.{p}_proj": f"self_attn.{p}_proj" for p in "qkv"},
+         "self_attn.out_proj": "self_attn.o_proj", "final_layer_norm": "post_attention_layernorm",
+         "fc1": "mlp.up_proj", "fc2": "mlp.down_proj"}),
+}
 
 
 def weight_files(directory: str) -> dict[str, str | None]:
@@ -112,17 +231,20 @@ def weight_files(directory: str) -> dict[str, str | None]:
                           f"safetensors")
 
 
-def load_weights(directory: str, device, wanted) -> dict:
+def load_weights(directory: str, device, wanted, names: WeightNames | None = None, heads: int = 1) -> dict:
     """The tensors of the checkpoint named by ``wanted(name)`` (a predicate), on ``device``, read shard by
     shard under a progress bar of their bytes (the headers, read first, give the total). A name found in
-    two files is refused."""
+    two files is refused. ``names``: the family's names, each weight read under its Llama name (``wanted`` is
+    asked of that name) and laid out as the model reads it (``WeightNames.reorder``, ``heads`` attention heads)."""
     files = weight_files(directory)
+    rename = names.rename if names is not None else (lambda name: name)
     plan = {}
     for path in files:
         try:
             with safe_open(path) as file:
                 plan[path] = {name: math.prod(piece.shape) * piece.dtype.itemsize
-                              for name in file.keys() if wanted(name) for piece in (file.get_slice(name),)}
+                              for name in file.keys() if rename(name) is not None and wanted(rename(name))
+                              for piece in (file.get_slice(name),)}
         except SafetensorsError as error:
             raise CheckpointError(f"{path}: {error}") from None
     found = {}
@@ -131,10 +253,15 @@ def load_weights(directory: str, device, wanted) -> dict:
         for path, sizes in plan.items():
             try:
                 with safe_open(path, device=device) as file:
-                    for name, size in sizes.items():
+                    for stored, size in sizes.items():
+                        name = rename(stored)
                         if name in found:
                             raise CheckpointError(f"{directory}: weight {name!r} is in two files")
-                        found[name] = file.get_tensor(name)
+                        found[name] = file.get_tensor(stored)
+                        reorder = names.reorder(name, heads) if names is not None else None
+                        if reorder is not None:
+                            found[name] = make_tensor(np.ascontiguousarray(reorder(found[name].numpy())),
+                                                      device=found[name].device)
                         shown.advance(size)
             except SafetensorsError as error:
                 raise CheckpointError(f"{path}: {error}") from None

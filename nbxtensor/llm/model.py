@@ -6,8 +6,10 @@ weights), Gemma (embeddings scaled by sqrt(hidden), norms scaling by 1 + weight,
 adds norms after attention and around the MLP, soft-capped attention scores and logits, and sliding-window
 layers between full ones) and the mixtures of experts (Mixtral; Qwen2-MoE with its shared expert and dense
 layers between sparse ones; Qwen3-MoE; OLMoE with its q/k norms over every head's width and clipped q, k
-and v), whose sparse layers run ``ops.moe.moe`` in place of the MLP: the families differ in facts of their
-config, which ``DecoderConfig.from_hf`` reads once. A prompt runs as a prefill (the flash kernel, causal, in
+and v), whose sparse layers run ``ops.moe.moe`` in place of the MLP, and the LayerNorm families (GPT-2 with its
+learned positions, GPT-NeoX and Phi with attention and MLP in parallel, StableLM, Starcoder2, OPT), read under
+the Llama lineage's weight names (``checkpoint.WEIGHT_NAMES``): the families differ in facts of their config,
+which ``DecoderConfig.from_hf`` reads once. A prompt runs as a prefill (the flash kernel, causal, in
 chunks of at most ``prefill_chunk`` tokens, each attending to the cache so far); every later token of a batch
 of sequences as one decode step (the paged decode kernel over ``PagedKVCache``).
 """
@@ -27,7 +29,7 @@ from ..ops.copy import cat
 from ..ops.creation import empty, tensor as make_tensor
 from ..ops.matmul_prologue import FOLD_MAX_ROWS, act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
 from ..ops.moe import moe
-from ..ops.normalization import add_rms_norm, rms_norm
+from ..ops.normalization import add_layer_norm, add_rms_norm, rms_norm
 from ..quant import QuantizationError, QuantizedWeight, join_rows, stack_experts
 from ..tensor import Tensor
 from . import checkpoint
@@ -41,13 +43,20 @@ __all__ = ["DecoderConfig", "DecoderModel", "MixtureConfig", "SUPPORTED_ARCHITEC
 # layers read (``_EXPERT_FAMILIES``); "defaults": the values transformers gives keys a config leaves out (Gemma 3's
 # multimodal checkpoints write few); "global_every": where a config lists no layer_types, every n-th layer attends
 # to all keys and the others slide (n: the config's sliding_window_pattern where it gives one); "no_rope_every": where
-# a config lists no no_rope_layers, every n-th layer's queries and keys go unrotated (n: no_rope_layer_interval)
+# a config lists no no_rope_layers, every n-th layer's queries and keys go unrotated (n: no_rope_layer_interval).
+# The LayerNorm families ("layer_norm": norms that remove the mean and add a bias, read from "eps_key") name their
+# weights otherwise (``checkpoint.WEIGHT_NAMES``, read under Llama's names); "plain_mlp": up, activation, down (no
+# gate), with biases where "mlp_bias" (a config key, or True); "parallel": attention and the MLP both read the layer's
+# input stream, each through its own norm (or as the config key named says), "shared_norm": through the one
+# norm (Phi); "positions": learned absolute position embeddings (their table's row offset), no rope; "head_bias": the
+# LM head adds a bias
+_LAYER_NORM = {"layer_norm": True, "plain_mlp": True, "mlp_bias": True}
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": {},
     "MistralForCausalLM": {},
     "Qwen2ForCausalLM": {"attention_bias": True},
     "Qwen3ForCausalLM": {"qk_norm": True},
-    "Phi3ForCausalLM": {"fused": True, "rerun_past_original": True},
+    "Phi3ForCausalLM": {"fused_qkv": True, "fused_gate_up": True, "rerun_past_original": True},
     "GemmaForCausalLM": {"gemma": True},
     "Gemma2ForCausalLM": {"gemma": True, "sandwich": True, "global_every": 2, "defaults": {
         "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "query_pre_attn_scalar": 256,
@@ -64,7 +73,34 @@ SUPPORTED_ARCHITECTURES = {
     "Qwen2MoeForCausalLM": {"experts": "qwen2_moe", "attention_bias": True, "bias_key": "qkv_bias"},
     "Qwen3MoeForCausalLM": {"experts": "qwen3_moe", "qk_norm": True},
     "OlmoeForCausalLM": {"experts": "olmoe", "qk_norm": True, "qk_norm_whole": True, "clip_qkv": True},
+    "GPT2LMHeadModel": {**_LAYER_NORM, "fused_qkv": True, "positions": 0, "attention_bias": True,
+                        "output_bias": True, "defaults": {"hidden_act": "gelu_new", "layer_norm_eps": 1e-5,
+                                                          "tie_word_embeddings": True}},
+    "GPTNeoXForCausalLM": {**_LAYER_NORM, "fused_qkv": True, "parallel": "use_parallel_residual", "attention_bias": True,
+                           "output_bias": "attention_bias",
+                           "defaults": {"hidden_act": "gelu", "use_parallel_residual": True, "rotary_pct": 0.25,
+                                        "tie_word_embeddings": False}},
+    "PhiForCausalLM": {**_LAYER_NORM, "parallel": True, "shared_norm": True, "attention_bias": True,
+                       "output_bias": True, "head_bias": True,
+                       "defaults": {"hidden_act": "gelu_new", "partial_rotary_factor": 0.5,
+                                    "tie_word_embeddings": False}},
+    "StableLmForCausalLM": {"layer_norm": True, "parallel": "use_parallel_residual",
+                            "shared_norm": "use_parallel_residual", "bias_key": "use_qkv_bias",
+                            "defaults": {"partial_rotary_factor": 0.25, "tie_word_embeddings": False}},
+    "Starcoder2ForCausalLM": {**_LAYER_NORM, "mlp_bias": "use_bias", "bias_key": "use_bias",
+                              "output_bias": "use_bias",
+                              "defaults": {"hidden_act": "gelu_pytorch_tanh", "use_bias": True,
+                                           "tie_word_embeddings": True}},
+    "OPTForCausalLM": {**_LAYER_NORM, "positions": 2, "mlp_bias": "attention_bias", "output_bias": "attention_bias",
+                       "defaults": {"hidden_act": "relu", "attention_bias": True, "tie_word_embeddings": True}},
 }
+# a checkpoint's hidden_act -> the activation as ``act_and_mul`` and ``_activated`` name it
+_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
+                "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+# family options whose values other than these change the math in ways the engine does not compute
+_REFUSED_OPTIONS = {"qk_layernorm": (False, None), "scale_attn_by_inverse_layer_idx": (False, None),
+                    "do_layer_norm_before": (True, None), "_remove_final_layer_norm": (False, None),
+                    "layer_norm_elementwise_affine": (True, None)}
 
 
 @dataclass(frozen=True)
@@ -124,7 +160,7 @@ class DecoderConfig:
     num_heads: int
     num_kv_heads: int
     head_dim: int
-    rms_eps: float
+    norm_eps: float
     rope_theta: float
     rope_scaling: dict | None
     # the rope parameters of the layers whose type is sliding_attention (Gemma 3: another base, no scaling),
@@ -135,7 +171,8 @@ class DecoderConfig:
     attention_bias: bool
     output_bias: bool
     qk_norm: bool
-    fused: bool  # one qkv_proj and one gate_up_proj weight (Phi-3)
+    fused_qkv: bool  # one qkv_proj weight (Phi-3, GPT-2, GPT-NeoX)
+    fused_gate_up: bool  # one gate_up_proj weight (Phi-3)
     # a sequence is run again whole when it first passes LongRoPE's original length, its keys then all rotated
     # by the long factors (Phi-3, as transformers generates it)
     rerun_past_original: bool
@@ -160,6 +197,16 @@ class DecoderConfig:
     qk_norm_whole: bool  # the q and k norms over every head's width at once (OLMoE), not head by head
     clip_qkv: float | None  # q, k and v clamped to [-clip_qkv, clip_qkv] after the norms (OLMoE)
     mixture: MixtureConfig | None
+    activation: str  # the MLP's, as ``act_and_mul`` names it (gelu_tanh, silu, gelu, relu)
+    layer_norm: bool  # LayerNorm (the mean removed, a bias added where the checkpoint has one), not RMS norm
+    gated: bool  # the MLP's gate and up products feed act(gate) * up; else up feeds act(up)
+    mlp_bias: bool
+    head_bias: bool
+    # attention and the MLP read the layer's input stream, each through its own norm (GPT-NeoX) or through the
+    # one (Phi: ``shared_norm``), and both join the stream at once
+    parallel: bool
+    shared_norm: bool
+    position_offset: int | None  # learned absolute position embeddings: the table's row of position 0
 
     @functools.cached_property
     def layer_windows(self) -> tuple:
@@ -177,9 +224,10 @@ class DecoderConfig:
         return self.mixture if self.mixture is not None and self.mixture.layers[index] else None
 
     @property
-    def activation(self) -> str:
-        """The gated MLP's activation, as ``act_and_mul`` names it."""
-        return "gelu_tanh" if self.gemma else "silu"
+    def folds(self) -> bool:
+        """Whether a decode step folds its norms into the products after them (RMS norms that feed gated MLPs
+        after attention, in turn)."""
+        return not self.layer_norm and not self.parallel
 
     @classmethod
     def from_hf(cls, config: dict, where: str) -> "DecoderConfig":
@@ -190,7 +238,14 @@ class DecoderConfig:
                                   f"{', '.join(SUPPORTED_ARCHITECTURES)}")
         architecture = known[0]
         family = SUPPORTED_ARCHITECTURES[architecture]
-        config = {**family.get("defaults", {}), **config}
+        config = checkpoint.with_llama_keys({**family.get("defaults", {}), **config})
+        for option, computed in _REFUSED_OPTIONS.items():
+            if config.get(option) not in computed:
+                raise CheckpointError(f"{where}: config {option} = {config[option]!r} is not supported for "
+                                      f"{architecture}")
+        if config.get("word_embed_proj_dim", config.get("hidden_size")) != config.get("hidden_size"):
+            raise CheckpointError(f"{where}: config word_embed_proj_dim {config['word_embed_proj_dim']!r} other than "
+                                  f"hidden_size (projected embeddings) is not supported")
 
         def integer(key, default=None, minimum=1):
             value = config.get(key, default)
@@ -255,7 +310,8 @@ class DecoderConfig:
                                       f"and full_attention are)")
         elif not isinstance(layer_types, list) or len(layer_types) != layers:
             layer_types = ["full_attention"] * layers  # no window: the types choose only the rope tables
-        rotary_layers = (True,) * layers
+        # learned absolute positions (GPT-2, OPT) rotate nothing
+        rotary_layers = (family.get("positions") is None,) * layers
         if "no_rope_every" in family:
             every = integer("no_rope_layer_interval", family["no_rope_every"])
             flags = config.get("no_rope_layers")
@@ -269,8 +325,18 @@ class DecoderConfig:
             if activation not in ("gelu_pytorch_tanh", "gelu"):
                 raise CheckpointError(f"{where}: hidden_activation {activation!r} is not supported for Gemma "
                                       f"(gelu_pytorch_tanh is)")
-        elif config.get("hidden_act", "silu") != "silu":
-            raise CheckpointError(f"{where}: hidden_act {config['hidden_act']!r} is not supported (silu is)")
+            activation = "gelu_tanh"
+        else:
+            activation = _ACTIVATIONS.get(config.get("hidden_act", "silu"))
+            gated_ones = ("silu", "gelu_tanh", "gelu")
+            if activation is None or (not family.get("plain_mlp") and activation not in gated_ones):
+                raise CheckpointError(f"{where}: hidden_act {config['hidden_act']!r} is not supported (of "
+                                      f"{', '.join(a for a, ours in _ACTIVATIONS.items() if family.get('plain_mlp') or ours in gated_ones)})")
+
+        def flag(option, default=False):
+            """A family fact: True or False, or the config key that gives it."""
+            value = family.get(option, default)
+            return bool(config.get(value, False)) if isinstance(value, str) else value
 
         def positive(key):
             value = config.get(key)
@@ -283,17 +349,22 @@ class DecoderConfig:
         pre_scalar = positive("query_pre_attn_scalar") if sandwich else None
         multipliers = family.get("multipliers", False)
         bias_key = family.get("bias_key", "attention_bias")
+        layer_norm = family.get("layer_norm", False)
+        # GPT-2 leaves n_inner out for four times the hidden size
+        intermediate = integer("intermediate_size") if config.get("intermediate_size") is not None or \
+            architecture != "GPT2LMHeadModel" else 4 * hidden
         return cls(architecture=architecture, vocab_size=integer("vocab_size"), hidden_size=hidden,
-                   intermediate_size=integer("intermediate_size"), num_layers=layers,
+                   intermediate_size=intermediate, num_layers=layers,
                    num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
-                   rms_eps=float(config.get("rms_norm_eps", 1e-6)),
+                   norm_eps=float(config.get("layer_norm_eps", 1e-5) if layer_norm else config.get("rms_norm_eps", 1e-6)),
                    rope_theta=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
                    rope_scaling=rope or None, sliding_rope=sliding_rope,
                    max_positions=integer("max_position_embeddings", 2048),
                    tie_embeddings=bool(config.get("tie_word_embeddings", gemma)),
                    attention_bias=bool(config.get(bias_key, family.get("attention_bias", False))),
-                   output_bias=bool(config.get("attention_bias", False)),
-                   qk_norm=family.get("qk_norm", False), fused=family.get("fused", False),
+                   output_bias=flag("output_bias", "attention_bias"),
+                   qk_norm=family.get("qk_norm", False), fused_qkv=family.get("fused_qkv", False),
+                   fused_gate_up=family.get("fused_gate_up", False),
                    rerun_past_original=family.get("rerun_past_original", False),
                    rotary_dim=rotary_dim,
                    sliding_window=window, layer_types=tuple(layer_types),
@@ -309,7 +380,10 @@ class DecoderConfig:
                    dtype=_DTYPES.get(dtype, "float32"), eos_token_ids=tuple(int(e) for e in eos_ids),
                    bos_token_id=config.get("bos_token_id"), qk_norm_whole=family.get("qk_norm_whole", False),
                    clip_qkv=positive("clip_qkv") if family.get("clip_qkv") else None,
-                   mixture=_mixture_of(config, family, where, layers, integer))
+                   mixture=_mixture_of(config, family, where, layers, integer), activation=activation,
+                   layer_norm=layer_norm, gated=not family.get("plain_mlp", False), mlp_bias=flag("mlp_bias"),
+                   head_bias=flag("head_bias"), parallel=flag("parallel"), shared_norm=flag("shared_norm"),
+                   position_offset=family.get("positions"))
 
 
 def _mixture_of(config: dict, family: dict, where: str, layers: int, integer) -> MixtureConfig | None:
@@ -462,24 +536,38 @@ class _Layer:
                                       f"gives")
         self.prefix = prefix
         self.input_norm = take("input_layernorm.weight", config.post_norms)
-        self.post_norm = take("post_attention_layernorm.weight")
+        self.post_norm = take("post_attention_layernorm.weight", config.shared_norm)
+        # LayerNorms' biases, where the checkpoint gives them
+        self.input_norm_bias = take("input_layernorm.bias", True)
+        self.post_norm_bias = take("post_attention_layernorm.bias", True)
         hidden = config.hidden_size
         mixture = config.mixture_at(index)
         self.router = self.experts_gate_up = self.experts_down = self.shared_gate_up = self.shared_down = None
-        if config.fused:
-            self.qkv = take("self_attn.qkv_proj.weight")
+        self.qkv = (take("self_attn.qkv_proj.weight") if config.fused_qkv
+                    else _joined([take(f"self_attn.{n}_proj.weight") for n in "qkv"]))
+        # the MLP's first product: its gate and up rows (a gated MLP), or its up rows
+        if mixture is not None:
+            self.gate_up = None
+        elif not config.gated:
+            self.gate_up = take("mlp.up_proj.weight")
+        elif config.fused_gate_up:
             self.gate_up = take("mlp.gate_up_proj.weight")
         else:
-            self.qkv = _joined([take(f"self_attn.{n}_proj.weight") for n in "qkv"])
-            self.gate_up = None if mixture else _joined([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")])
+            self.gate_up = _joined([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")])
         check("qkv projection", self.qkv, ((config.num_heads + 2 * config.num_kv_heads) * config.head_dim, hidden))
+        self.up_bias = take("mlp.up_proj.bias", not config.mlp_bias)
+        self.down_bias = take("mlp.down_proj.bias", not config.mlp_bias)
         if mixture is None:
             self.down = take("mlp.down_proj.weight")
-            check("gate_up projection", self.gate_up, (2 * config.intermediate_size, hidden))
+            check("gate_up projection" if config.gated else "up projection", self.gate_up,
+                  ((2 if config.gated else 1) * config.intermediate_size, hidden))
         else:
             self._experts(take, check, mixture, hidden)
-        biases = [take(f"self_attn.{n}_proj.bias", not config.attention_bias) for n in "qkv"]
-        self.qkv_bias = None if not config.attention_bias else biases if isinstance(self.qkv, list) else cat(biases)
+        if config.fused_qkv:
+            self.qkv_bias = take("self_attn.qkv_proj.bias", not config.attention_bias)
+        else:
+            biases = [take(f"self_attn.{n}_proj.bias", not config.attention_bias) for n in "qkv"]
+            self.qkv_bias = None if not config.attention_bias else biases if isinstance(self.qkv, list) else cat(biases)
         self.o = take("self_attn.o_proj.weight")
         self.o_bias = take("self_attn.o_proj.bias", not config.output_bias)
         self.q_norm = take("self_attn.q_norm.weight", not config.qk_norm)
@@ -581,6 +669,13 @@ def _project(h: Tensor, weight, bias=None, fp8_activations: bool = False) -> Ten
     return linear(h, weight, bias, fp8_activations)
 
 
+def _activated(x: Tensor, activation: str) -> Tensor:
+    """``activation`` (as ``DecoderConfig.activation`` names it) of ``x``: a plain MLP's."""
+    if activation == "gelu_tanh":
+        return F.gelu(x, approximate="tanh")
+    return {"gelu": F.gelu, "relu": F.relu, "silu": F.silu}[activation](x)
+
+
 def _one_plus(weight):
     """A Gemma norm's weight as the norm multiplies by it: 1 + weight, summed in float32 as transformers
     does (then in the model's dtype, where a float32 model gives the same products)."""
@@ -602,12 +697,23 @@ class DecoderModel:
         self.fp8_activations = fp8_activations
         self.embed = weights["model.embed_tokens.weight"]
         self.norm = _one_plus(weights["model.norm.weight"]) if config.gemma else weights["model.norm.weight"]
+        self.norm_bias = weights.get("model.norm.bias")
+        self.positions = None
+        if config.position_offset is not None:
+            table = weights.get("model.embed_positions.weight")
+            if table is None or table.shape[0] < config.position_offset + config.max_positions:
+                raise CheckpointError(f"the checkpoint's position embeddings must hold {config.max_positions} positions "
+                                      f"after {config.position_offset} rows")
+            self.positions = table[config.position_offset:]
         # Gemma's sqrt(hidden), rounded to the model's dtype as transformers rounds it
         self.embed_scale = (make_tensor(np.asarray(math.sqrt(config.hidden_size), np.float32), device=device).to(dtype)
                             if config.gemma else None)
         self.lm_head = self.embed if config.tie_embeddings else weights.get("lm_head.weight")
         if self.lm_head is None:
             raise CheckpointError("the checkpoint lacks lm_head.weight (and tie_word_embeddings is false)")
+        self.head_bias = weights.get("lm_head.bias") if config.head_bias else None
+        if config.head_bias and self.head_bias is None:
+            raise CheckpointError("the checkpoint lacks lm_head.bias")
         self.layers = [_Layer(weights, f"model.layers.{i}.", config, i) for i in range(config.num_layers)]
         # each layer's cos and sin tables: the sliding-window layers' own where their rope differs. LongRoPE's
         # rows follow for the forwards past the original length (``_rope_rows``): rows P on are the long factors'
@@ -647,21 +753,24 @@ class DecoderModel:
         q_width, kv_width = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
         q, k, v = qkv[:, :q_width], qkv[:, q_width:q_width + kv_width], qkv[:, q_width + kv_width:]
         if c.qk_norm_whole:
-            q = rms_norm(q, (q_width,), layer.q_norm, c.rms_eps)
-            k = rms_norm(k, (kv_width,), layer.k_norm, c.rms_eps)
+            q = rms_norm(q, (q_width,), layer.q_norm, c.norm_eps)
+            k = rms_norm(k, (kv_width,), layer.k_norm, c.norm_eps)
         q = q.view(rows, c.num_heads, c.head_dim)
         k, v = (t.view(rows, c.num_kv_heads, c.head_dim) for t in (k, v))
         if c.qk_norm and not c.qk_norm_whole:
-            q = rms_norm(q, (c.head_dim,), layer.q_norm, c.rms_eps)
-            k = rms_norm(k, (c.head_dim,), layer.k_norm, c.rms_eps)
+            q = rms_norm(q, (c.head_dim,), layer.q_norm, c.norm_eps)
+            k = rms_norm(k, (c.head_dim,), layer.k_norm, c.norm_eps)
         if c.clip_qkv is not None:
             q, k, v = (t.clamp(-c.clip_qkv, c.clip_qkv) for t in (q, k, v))
         cos, sin = self.rope[index]
         q, k = rotary_append(q, k, v, cos, sin, positions, cache.keys[index], cache.values[index], slots)
         return q, k, v
 
-    def _embed(self, tokens: Tensor) -> Tensor:
+    def _embed(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        """The tokens' embeddings, plus their positions' where the family learned them (``positions``: one a row)."""
         x = F.embedding(tokens, self.embed)
+        if self.positions is not None:
+            x = x + F.embedding(positions.view(-1), self.positions)
         if self.config.embedding_multiplier is not None:
             x = x * self.config.embedding_multiplier
         return x * self.embed_scale if self.embed_scale is not None else x
@@ -678,9 +787,21 @@ class DecoderModel:
         m = self.config.residual_multiplier
         return x if m is None else x * m
 
+    def _norm(self, x: Tensor, residual: Tensor | None, weight: Tensor, bias: Tensor | None = None):
+        """(norm(x + residual), x + residual), or (norm(x), x) where ``residual`` is None: the family's norm, RMS or
+        LayerNorm (``bias`` added)."""
+        c, hidden = self.config, (self.config.hidden_size,)
+        if c.layer_norm:
+            if residual is None:
+                return F.layer_norm(x, hidden, weight, bias, c.norm_eps), x
+            return add_layer_norm(x, residual, hidden, weight, bias, c.norm_eps)
+        if residual is None:
+            return rms_norm(x, hidden, weight, c.norm_eps), x
+        return add_rms_norm(x, residual, hidden, weight, c.norm_eps)
+
     def _normed_product(self, x: Tensor, residual: Tensor | None, norm: Tensor, weight, bias=None,
-                        fuse: bool = False):
-        """(rms_norm(x + residual) times ``weight`` plus ``bias``, x + residual): the norm of the new residual
+                        fuse: bool = False, norm_bias: Tensor | None = None):
+        """(norm(x + residual) times ``weight`` plus ``bias``, x + residual): the norm of the new residual
         stream (of ``x`` alone where ``residual`` is None) feeding a projection. With ``fuse`` and one weight,
         float or quantized, one launch computes both (``rms_norm_linear``); otherwise (or for a list of
         quantized weights that ``_joined`` could not join) the norm, then the product. ``norm`` None: the
@@ -691,12 +812,19 @@ class DecoderModel:
             return _project(h, weight, bias, self.fp8_activations), h
         if fuse and not isinstance(weight, list):
             if residual is None:
-                return rms_norm_linear(x, norm, weight, bias, c.rms_eps), x
-            return add_rms_norm_linear(x, residual, norm, weight, bias, c.rms_eps)
-        if residual is None:
-            return _project(rms_norm(x, (c.hidden_size,), norm, c.rms_eps), weight, bias, self.fp8_activations), x
-        h, residual = add_rms_norm(x, residual, (c.hidden_size,), norm, c.rms_eps)
+                return rms_norm_linear(x, norm, weight, bias, c.norm_eps), x
+            return add_rms_norm_linear(x, residual, norm, weight, bias, c.norm_eps)
+        h, residual = self._norm(x, residual, norm, norm_bias)
         return _project(h, weight, bias, self.fp8_activations), residual
+
+    def _mlp(self, layer: _Layer, first: Tensor) -> Tensor:
+        """A dense MLP's output from its first product ``first`` (the gate and up rows, or the up rows of a
+        plain MLP): the activation, then the down product."""
+        c = self.config
+        if c.gated:
+            return linear(F.act_and_mul(first, activation=c.activation), layer.down, layer.down_bias,
+                          self.fp8_activations)
+        return linear(_activated(first, c.activation), layer.down, layer.down_bias, self.fp8_activations)
 
     def _layers(self, x: Tensor, positions: Tensor, cache: PagedKVCache, slots: Tensor, attend,
                 last: int | None = None) -> Tensor:
@@ -709,34 +837,42 @@ class DecoderModel:
         add + norm feeds the head. A mixture-of-experts layer's add + norm runs alone before its experts."""
         c = self.config
         hidden = (c.hidden_size,)
-        fuse = last is None and x.shape[0] <= FOLD_MAX_ROWS
+        fuse = last is None and x.shape[0] <= FOLD_MAX_ROWS and c.folds
         # each norm adds the branch before it to the residual stream (the embeddings start the stream)
         branch, residual = x, None
         for index, layer in enumerate(self.layers):
-            qkv, residual = self._normed_product(branch, residual, layer.input_norm, layer.qkv, layer.qkv_bias, fuse)
+            if c.parallel:  # attention and the MLP read the same stream; both join it at once
+                h, residual = self._norm(branch, residual, layer.input_norm, layer.input_norm_bias)
+                qkv = _project(h, layer.qkv, layer.qkv_bias, self.fp8_activations)
+            else:
+                qkv, residual = self._normed_product(branch, residual, layer.input_norm, layer.qkv, layer.qkv_bias,
+                                                     fuse, layer.input_norm_bias)
             q, k, v = self._attention_inputs(layer, qkv, positions, cache, index, slots)
             attended = attend(index, q, k, v).reshape(qkv.shape[0], c.num_heads * c.head_dim)
             out = self._branch(linear(attended, layer.o, layer.o_bias, self.fp8_activations))
+            if c.parallel:
+                if not c.shared_norm:
+                    h, _ = self._norm(residual, None, layer.post_norm, layer.post_norm_bias)
+                branch = out + self._mlp(layer, _project(h, layer.gate_up, layer.up_bias, self.fp8_activations))
+                continue
             if c.normed_after:
-                out = rms_norm(out, hidden, layer.post_norm, c.rms_eps)
+                out = rms_norm(out, hidden, layer.post_norm, c.norm_eps)
             mlp_norm = layer.pre_mlp_norm if c.normed_after else layer.post_norm
             if layer.router is not None:
-                h, residual = add_rms_norm(out, residual, hidden, mlp_norm, c.rms_eps)
+                h, residual = add_rms_norm(out, residual, hidden, mlp_norm, c.norm_eps)
                 branch = self._mixture(layer, h)
             else:
-                gate_up, residual = self._normed_product(out, residual, mlp_norm, layer.gate_up, fuse=fuse)
-                if fuse:
-                    branch = act_and_mul_linear(gate_up, layer.down, activation=c.activation)
-                else:
-                    branch = linear(F.act_and_mul(gate_up, activation=c.activation), layer.down, None,
-                                    self.fp8_activations)
+                first, residual = self._normed_product(out, residual, mlp_norm, layer.gate_up, layer.up_bias, fuse,
+                                                       layer.post_norm_bias)
+                branch = (act_and_mul_linear(first, layer.down, activation=c.activation) if fuse
+                          else self._mlp(layer, first))
             if c.normed_after:
-                branch = rms_norm(branch, hidden, layer.post_mlp_norm, c.rms_eps)
+                branch = rms_norm(branch, hidden, layer.post_mlp_norm, c.norm_eps)
             branch = self._branch(branch)
         if fuse:
             return self._capped(self._normed_product(branch, residual, self.norm, self.lm_head, fuse=True)[0])
-        h, _ = add_rms_norm(branch, residual, hidden, self.norm, c.rms_eps)
-        return self._capped(linear(h if last is None else h[last:], self.lm_head))
+        h, _ = self._norm(branch, residual, self.norm, self.norm_bias)
+        return self._capped(linear(h if last is None else h[last:], self.lm_head, self.head_bias))
 
     def _mixture(self, layer: _Layer, h: Tensor) -> Tensor:
         """A mixture-of-experts layer's output for the normed rows ``h``: the routed experts' (``moe``), plus a
@@ -784,8 +920,8 @@ class DecoderModel:
         c = self.config
         length = len(tokens)
         slots = self._ints(cache.extend(sequence, length))
-        x = self._embed(self._ints(tokens))
         positions = self._ints(self._rope_rows(np.arange(offset, offset + length), prompt_length).reshape(length, 1))
+        x = self._embed(self._ints(tokens), positions)
         pages = self._ints(cache.block_table([sequence])[0]) if offset else None
 
         def attend(index, q, k, v):
@@ -832,7 +968,7 @@ class DecoderModel:
         """Logits (rows, vocab) of a decode step whose inputs are already on the device (``decode_inputs``'s
         arrays as tensors): it reads nothing on the host, so it can be captured and replayed."""
         c = self.config
-        x = self._embed(inputs["tokens"])
+        x = self._embed(inputs["tokens"], inputs["positions"])
 
         def attend(index, q, k, v):
             return paged_attention(q, cache.keys[index], cache.values[index], inputs["table"], inputs["seq_lens"],
@@ -872,7 +1008,8 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
         raise TypeError(f"{device} has no bfloat16 arithmetic (its facts say native_bf16: false); load the model "
                         f"with dtype='float16' or 'float32' (nbx generate --dtype float16)")
     weights = load_weights(directory, device, dtype,
-                           lambda name: name.startswith((prefix + "model.", prefix + "lm_head.")), quantize)
+                           lambda name: name.startswith((prefix + "model.", prefix + "lm_head.")), quantize,
+                           checkpoint.WEIGHT_NAMES.get(config.architecture), config.num_heads)
     weights = {name[len(prefix):]: weight for name, weight in weights.items()}
     for required in ("model.embed_tokens.weight", "model.norm.weight"):
         if required not in weights:
