@@ -83,7 +83,7 @@ VARIANTS = {
 # stored (in, out), a fused qkv), GPT-NeoX (q, k, v rows interleaved head by head; attention and MLP in parallel,
 # each through its norm; a quarter of each head rotated), Phi (parallel through one norm, biases everywhere, the
 # head's too), StableLM (a gated MLP after LayerNorm; sequential, then parallel), Starcoder2 (a plain gelu MLP, a
-# window) and OPT (learned positions two rows on, relu). Configs without grouped heads name every head a kv head
+# window), OPT (learned positions two rows on, relu), GPT-J and Cohere. Configs without grouped heads name every head a kv head
 LAYER_NORM_FAMILIES = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", {"n_inner": 96, "num_key_value_heads": 4}),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"num_key_value_heads": 4}),
@@ -94,6 +94,10 @@ LAYER_NORM_FAMILIES = {
     "stablelm-parallel": ("StableLmConfig", "StableLmForCausalLM", {"use_parallel_residual": True}),
     "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", {"sliding_window": 8}),
     "opt": ("OPTConfig", "OPTForCausalLM", {"ffn_dim": 96, "word_embed_proj_dim": 64, "num_key_value_heads": 4}),
+    # rotary pairs of neighbouring dims (read with each head's q and k rows reordered): GPT-J rotating 8 of 16
+    # dims, Cohere every dim, with its LayerNorm without bias and a logit scale that bends the logits
+    "gptj": ("GPTJConfig", "GPTJForCausalLM", {"rotary_dim": 8, "n_inner": 96, "num_key_value_heads": 4}),
+    "cohere": ("CohereConfig", "CohereForCausalLM", {"logit_scale": 0.5}),
 }
 PROMPTS = [[5, 17, 3, 44, 9], [8, 2, 60], [1, 90, 33, 33, 12, 70, 4, 21]]
 

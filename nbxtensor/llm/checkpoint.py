@@ -84,6 +84,9 @@ CONFIG_KEYS = {
                         "layer_norm_epsilon": "layer_norm_eps", "activation_function": "hidden_act"},
     "GPTNeoXForCausalLM": {"rotary_pct": "partial_rotary_factor", "rotary_emb_base": "rope_theta"},
     "Starcoder2ForCausalLM": {"norm_epsilon": "layer_norm_eps"},
+    "GPTJForCausalLM": {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
+                        "n_positions": "max_position_embeddings", "n_inner": "intermediate_size",
+                        "layer_norm_epsilon": "layer_norm_eps", "activation_function": "hidden_act"},
     "OPTForCausalLM": {"ffn_dim": "intermediate_size", "activation_function": "hidden_act",
                        "enable_bias": "attention_bias"},
 }
@@ -128,7 +131,11 @@ class WeightNames:
     those alone): ``outer`` maps whole-model prefixes (embeddings, final norm, head) to Llama's; ``layer`` is the
     pattern of layer i's prefix (one group: i) and ``parts`` maps its modules to Llama's. ``in_out``: Llama
     modules stored (inputs, outputs), transposed as they are read (GPT-2's Conv1D); ``per_head_qkv``: the fused
-    q, k, v rows interleave head by head (GPT-NeoX's), reordered as they are read to all q rows, then k, then v.
+    q, k, v rows interleave head by head (GPT-NeoX's), reordered as they are read to all q rows, then k, then v;
+    ``interleaved_rope``: the rotary pairs are a head's neighbouring dims (GPT-J's, Cohere's), and each head's q
+    and k rows are reordered (the rotary dims' even ones, then their odd ones, then the rest) so that the pairs
+    are half a rotary width apart, as the rotary kernel takes them: q and k permuted alike leave every score
+    as it was.
     A name nothing maps is not read. A quantized checkpoint's tensors (``qweight``, ``scales``, ...) are renamed
     alike, but a family whose weights are reordered as they are read (``reorders``) cannot reorder packed ones."""
     outer: dict
@@ -136,6 +143,7 @@ class WeightNames:
     parts: dict
     in_out: tuple = ()
     per_head_qkv: bool = False
+    interleaved_rope: bool = False
     _pattern: re.Pattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -144,7 +152,7 @@ class WeightNames:
 
     @property
     def reorders(self) -> bool:
-        return bool(self.in_out) or self.per_head_qkv
+        return bool(self.in_out) or self.per_head_qkv or self.interleaved_rope
 
     def rename(self, name: str) -> str | None:
         """``name`` as the Llama lineage names that weight, None for a weight the model does not read."""
@@ -157,12 +165,24 @@ class WeightNames:
                 return llama + name[len(prefix):]
         return None
 
-    def reorder(self, name: str, heads: int):
+    def reorder(self, name: str, layout):
         """The function that takes the stored array of the weight named ``name`` (a Llama name) to the layout the
-        model reads, None where it is read as stored."""
+        model reads, None where it is read as stored. ``layout``: the model's num_heads, num_kv_heads, head_dim
+        and rotary_dim."""
         module = name.rsplit(".", 1)[0].split(".", 3)[-1]
+        heads = layout.num_heads
         if module in self.in_out and name.endswith(".weight"):
             return lambda array: array.T
+        if self.interleaved_rope and module in ("self_attn.q_proj", "self_attn.k_proj"):
+            dim, rotary = layout.head_dim, layout.rotary_dim
+            order = np.concatenate([np.arange(0, rotary, 2), np.arange(1, rotary, 2), np.arange(rotary, dim)])
+
+            def pairs_apart(array):
+                if array.shape[0] % dim:
+                    raise CheckpointError(f"{name}: {array.shape[0]} rows are not whole heads of {dim}")
+                by_head = array.reshape(array.shape[0] // dim, dim, *array.shape[1:])
+                return by_head[:, order].reshape(array.shape)
+            return pairs_apart
         if self.per_head_qkv and module == "self_attn.qkv_proj":
             def by_projection(array):
                 if array.shape[0] % (3 * heads):
@@ -202,6 +222,17 @@ WEIGHT_NAMES = {
     "Starcoder2ForCausalLM": WeightNames(
         _LLAMA_OUTER, r"model\.layers\.(\d+)\.",
         {**_LLAMA_NORMS, **_LLAMA_ATTENTION, "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj"}),
+    "GPTJForCausalLM": WeightNames(
+        {"transformer.wte.": "model.embed_tokens.", "transformer.ln_f.": "model.norm.", "lm_head.": "lm_head."},
+        r"transformer\.h\.(\d+)\.",
+        {"ln_1": "input_layernorm", **{f"attn.{p}_proj": f"self_attn.{p}_proj" for p in "qkv"},
+         "attn.out_proj": "self_attn.o_proj", "mlp.fc_in": "mlp.up_proj", "mlp.fc_out": "mlp.down_proj"},
+        interleaved_rope=True),
+    "CohereForCausalLM": WeightNames(
+        _LLAMA_OUTER, r"model\.layers\.(\d+)\.",
+        {"input_layernorm": "input_layernorm", **_LLAMA_ATTENTION,
+         **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}},
+        interleaved_rope=True),
     "OPTForCausalLM": WeightNames(
         {"model.decoder.embed_tokens.": "model.embed_tokens.",
          "model.decoder.embed_positions.": "model.embed_positions.",
@@ -231,11 +262,11 @@ def weight_files(directory: str) -> dict[str, str | None]:
                           f"safetensors")
 
 
-def load_weights(directory: str, device, wanted, names: WeightNames | None = None, heads: int = 1) -> dict:
+def load_weights(directory: str, device, wanted, names: WeightNames | None = None, layout=None) -> dict:
     """The tensors of the checkpoint named by ``wanted(name)`` (a predicate), on ``device``, read shard by
     shard under a progress bar of their bytes (the headers, read first, give the total). A name found in
     two files is refused. ``names``: the family's names, each weight read under its Llama name (``wanted`` is
-    asked of that name) and laid out as the model reads it (``WeightNames.reorder``, ``heads`` attention heads)."""
+    asked of that name) and laid out as the model reads it (``WeightNames.reorder`` of ``layout``)."""
     files = weight_files(directory)
     rename = names.rename if names is not None else (lambda name: name)
     plan = {}
@@ -258,7 +289,7 @@ def load_weights(directory: str, device, wanted, names: WeightNames | None = Non
                         if name in found:
                             raise CheckpointError(f"{directory}: weight {name!r} is in two files")
                         found[name] = file.get_tensor(stored)
-                        reorder = names.reorder(name, heads) if names is not None else None
+                        reorder = names.reorder(name, layout) if names is not None else None
                         if reorder is not None:
                             found[name] = make_tensor(np.ascontiguousarray(reorder(found[name].numpy())),
                                                       device=found[name].device)

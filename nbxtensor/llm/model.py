@@ -7,7 +7,8 @@ adds norms after attention and around the MLP, soft-capped attention scores and 
 layers between full ones) and the mixtures of experts (Mixtral; Qwen2-MoE with its shared expert and dense
 layers between sparse ones; Qwen3-MoE; OLMoE with its q/k norms over every head's width and clipped q, k
 and v), whose sparse layers run ``ops.moe.moe`` in place of the MLP, and the LayerNorm families (GPT-2 with its
-learned positions, GPT-NeoX and Phi with attention and MLP in parallel, StableLM, Starcoder2, OPT), read under
+learned positions, GPT-NeoX and Phi with attention and MLP in parallel, StableLM, Starcoder2, OPT, GPT-J and
+Cohere with rotary pairs of neighbouring dims), read under
 the Llama lineage's weight names (``checkpoint.WEIGHT_NAMES``): the families differ in facts of their config,
 which ``DecoderConfig.from_hf`` reads once. A prompt runs as a prefill (the flash kernel, causal, in
 chunks of at most ``prefill_chunk`` tokens, each attending to the cache so far); every later token of a batch
@@ -91,6 +92,11 @@ SUPPORTED_ARCHITECTURES = {
                               "output_bias": "use_bias",
                               "defaults": {"hidden_act": "gelu_pytorch_tanh", "use_bias": True,
                                            "tie_word_embeddings": True}},
+    "GPTJForCausalLM": {**_LAYER_NORM, "parallel": True, "shared_norm": True, "head_bias": True,
+                        "defaults": {"hidden_act": "gelu_new", "rotary_dim": 64, "tie_word_embeddings": False}},
+    # LayerNorm without a bias; the logits times logit_scale
+    "CohereForCausalLM": {"layer_norm": True, "parallel": True, "shared_norm": True, "logit_scale": True,
+                          "defaults": {"logit_scale": 0.0625, "tie_word_embeddings": True}},
     "OPTForCausalLM": {**_LAYER_NORM, "positions": 2, "mlp_bias": "attention_bias", "output_bias": "attention_bias",
                        "defaults": {"hidden_act": "relu", "attention_bias": True, "tie_word_embeddings": True}},
 }
@@ -98,7 +104,7 @@ SUPPORTED_ARCHITECTURES = {
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
                 "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 # family options whose values other than these change the math in ways the engine does not compute
-_REFUSED_OPTIONS = {"qk_layernorm": (False, None), "scale_attn_by_inverse_layer_idx": (False, None),
+_REFUSED_OPTIONS = {"qk_layernorm": (False, None), "use_qk_norm": (False, None), "scale_attn_by_inverse_layer_idx": (False, None),
                     "do_layer_norm_before": (True, None), "_remove_final_layer_norm": (False, None),
                     "layer_norm_elementwise_affine": (True, None)}
 
@@ -189,6 +195,7 @@ class DecoderConfig:
     embedding_multiplier: float | None
     residual_multiplier: float | None
     logits_scaling: float | None
+    logit_scale: float | None  # Cohere's: the logits times it
     attention_softcap: float | None
     final_softcap: float | None
     dtype: str
@@ -286,6 +293,8 @@ class DecoderConfig:
             if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
                 raise CheckpointError(f"{where}: config rope_theta = {theta!r} is not a positive number")
         factor = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))
+        if config.get("rotary_dim") is not None:  # GPT-J gives the rotated dims, not their share
+            factor = config["rotary_dim"] / head_dim if type(config["rotary_dim"]) is int else config["rotary_dim"]
         rotary_dim = int(head_dim * float(factor))
         if not 2 <= rotary_dim <= head_dim or rotary_dim % 2:
             raise CheckpointError(f"{where}: partial_rotary_factor {factor!r} gives a rotary dim of {rotary_dim}")
@@ -375,6 +384,7 @@ class DecoderConfig:
                    embedding_multiplier=positive("embedding_multiplier") if multipliers else None,
                    residual_multiplier=positive("residual_multiplier") if multipliers else None,
                    logits_scaling=positive("logits_scaling") if multipliers else None,
+                   logit_scale=positive("logit_scale") if family.get("logit_scale") else None,
                    attention_softcap=positive("attn_logit_softcapping") if sandwich else None,
                    final_softcap=positive("final_logit_softcapping") if sandwich else None,
                    dtype=_DTYPES.get(dtype, "float32"), eos_token_ids=tuple(int(e) for e in eos_ids),
@@ -776,10 +786,13 @@ class DecoderModel:
         return x * self.embed_scale if self.embed_scale is not None else x
 
     def _capped(self, logits: Tensor) -> Tensor:
-        """The head's logits as the model gives them: over Granite's logits_scaling, soft-capped (Gemma 2)."""
+        """The head's logits as the model gives them: over Granite's logits_scaling, times Cohere's logit_scale,
+        soft-capped (Gemma 2)."""
         c = self.config
         if c.logits_scaling is not None:
             logits = logits / c.logits_scaling
+        if c.logit_scale is not None:
+            logits = logits * c.logit_scale
         return F.tanh(logits / c.final_softcap) * c.final_softcap if c.final_softcap is not None else logits
 
     def _branch(self, x: Tensor) -> Tensor:
@@ -1009,7 +1022,7 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
                         f"with dtype='float16' or 'float32' (nbx generate --dtype float16)")
     weights = load_weights(directory, device, dtype,
                            lambda name: name.startswith((prefix + "model.", prefix + "lm_head.")), quantize,
-                           checkpoint.WEIGHT_NAMES.get(config.architecture), config.num_heads)
+                           checkpoint.WEIGHT_NAMES.get(config.architecture), config)
     weights = {name[len(prefix):]: weight for name, weight in weights.items()}
     for required in ("model.embed_tokens.weight", "model.norm.weight"):
         if required not in weights:

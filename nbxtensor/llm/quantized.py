@@ -265,23 +265,23 @@ def requested_rounding(directory: str, spec: dict | None, quantize) -> tuple[str
 
 
 def load_weights(directory: str, device, dtype, wanted, quantize=None, names: checkpoint.WeightNames | None = None,
-                 heads: int = 1) -> dict:
+                 layout=None) -> dict:
     """The checkpoint's tensors named by ``wanted``: float ones in ``dtype`` on ``device``, quantized linear
     layers as ``QuantizedWeight`` under their ``.weight`` names. ``quantize`` (int4, int8 or fp8, or
     {"format": ..., "group_size": ...}) rounds a float checkpoint's linear layers to nearest (int4 in groups
-    of ``group_size`` inputs, 128 unless given; int8 and fp8 per channel). ``names``, ``heads``: as
+    of ``group_size`` inputs, 128 unless given; int8 and fp8 per channel). ``names``, ``layout``: as
     ``checkpoint.load_weights`` takes them (the weights read under Llama's names, rounded after reordering)."""
     spec = quantization_of(checkpoint.read_json(directory, checkpoint.CONFIG_FILE), directory)
     quantize, group_size = requested_rounding(directory, spec, quantize)
     if spec is None and quantize is None:
-        raw = checkpoint.load_weights(directory, device, wanted, names, heads)
+        raw = checkpoint.load_weights(directory, device, wanted, names, layout)
         return {name: w if w.dtype is dtype else w.to(dtype) for name, w in raw.items()}
     if spec is not None and names is not None and names.reorders:
         raise CheckpointError(f"{directory}: a quantized checkpoint of this family is not supported (its fused or "
                               f"transposed weights are reordered as they are read, which packed ones cannot be); "
                               f"quantize its float checkpoint on load instead")
     # quantized tensors are repacked (or rounded) on the host, then uploaded
-    raw = checkpoint.load_weights(directory, "cpu", wanted, names, heads)
+    raw = checkpoint.load_weights(directory, "cpu", wanted, names, layout)
     weights = {}
     try:
         if spec is not None:
