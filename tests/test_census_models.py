@@ -119,10 +119,11 @@ def test_engine_census_equals_the_shadow_run(checkpoint, served):
 
 # families whose one-row decode steps fold no norm into their products: OLMo 2 normalises after attention and
 # after the MLP only; GPT-2's LayerNorms and plain MLP (biases on every product), Phi's parallel block and its
-# head's bias
+# head's bias, Cohere's parallel block with a gated MLP
 UNFOLDED = {"olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {}),
             "gpt2": ("GPT2Config", "GPT2LMHeadModel", {"n_inner": 96, "num_key_value_heads": 4}),
-            "phi": ("PhiConfig", "PhiForCausalLM", {})}
+            "phi": ("PhiConfig", "PhiForCausalLM", {}),
+            "cohere": ("CohereConfig", "CohereForCausalLM", {})}
 
 
 @pytest.mark.parametrize("name", sorted(UNFOLDED))
@@ -130,7 +131,7 @@ def test_an_unfolded_family_census_equals_the_shadow_run(tmp_path, name):
     """The census counts plain products in the one-row steps of a family that folds nothing."""
     config_name, model_name, extra = UNFOLDED[name]
     torch.manual_seed(0)
-    getattr(transformers, model_name)(getattr(transformers, config_name)(**LLM_COMMON, **extra)).eval() \
+    getattr(transformers, model_name)(getattr(transformers, config_name)(**{**LLM_COMMON, **extra})).eval() \
         .save_pretrained(tmp_path)
     model = llm.load(tmp_path, device="cpu", prefill_chunk=CHUNK)
     with C.shadow() as formed:
