@@ -83,7 +83,7 @@ VARIANTS = {
 # stored (in, out), a fused qkv), GPT-NeoX (q, k, v rows interleaved head by head; attention and MLP in parallel,
 # each through its norm; a quarter of each head rotated), Phi (parallel through one norm, biases everywhere, the
 # head's too), StableLM (a gated MLP after LayerNorm; sequential, then parallel), Starcoder2 (a plain gelu MLP, a
-# window), OPT (learned positions two rows on, relu), GPT-J and Cohere. Configs without grouped heads name every head a kv head
+# window), OPT (learned positions two rows on, relu), GPT-J, Cohere and Falcon. Configs without grouped heads name every head a kv head
 LAYER_NORM_FAMILIES = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", {"n_inner": 96, "num_key_value_heads": 4}),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"num_key_value_heads": 4}),
@@ -98,6 +98,13 @@ LAYER_NORM_FAMILIES = {
     # dims, Cohere every dim, with its LayerNorm without bias and a logit scale that bends the logits
     "gptj": ("GPTJConfig", "GPTJForCausalLM", {"rotary_dim": 8, "n_inner": 96, "num_key_value_heads": 4}),
     "cohere": ("CohereConfig", "CohereForCausalLM", {"logit_scale": 0.5}),
+    # Falcon's three layouts of fused qkv rows: one key and value head (7B), kv groups with two norms in
+    # parallel (40B, 180B), and a q, k and v a head, sequential, with biases
+    "falcon": ("FalconConfig", "FalconForCausalLM", {"ffn_hidden_size": 96}),
+    "falcon-grouped": ("FalconConfig", "FalconForCausalLM", {"ffn_hidden_size": 96, "new_decoder_architecture": True,
+                                                             "num_kv_heads": 2}),
+    "falcon-sequential": ("FalconConfig", "FalconForCausalLM", {"ffn_hidden_size": 96, "multi_query": False,
+                                                                "parallel_attn": False, "bias": True}),
 }
 PROMPTS = [[5, 17, 3, 44, 9], [8, 2, 60], [1, 90, 33, 33, 12, 70, 4, 21]]
 

@@ -87,6 +87,8 @@ CONFIG_KEYS = {
     "GPTJForCausalLM": {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
                         "n_positions": "max_position_embeddings", "n_inner": "intermediate_size",
                         "layer_norm_epsilon": "layer_norm_eps", "activation_function": "hidden_act"},
+    "FalconForCausalLM": {"layer_norm_epsilon": "layer_norm_eps", "ffn_hidden_size": "intermediate_size",
+                          "activation": "hidden_act", "bias": "attention_bias"},
     "OPTForCausalLM": {"ffn_dim": "intermediate_size", "activation_function": "hidden_act",
                        "enable_bias": "attention_bias"},
 }
@@ -130,8 +132,9 @@ class WeightNames:
     """How a family's checkpoint names its decoder's weights, read under the Llama lineage's names (the model reads
     those alone): ``outer`` maps whole-model prefixes (embeddings, final norm, head) to Llama's; ``layer`` is the
     pattern of layer i's prefix (one group: i) and ``parts`` maps its modules to Llama's. ``in_out``: Llama
-    modules stored (inputs, outputs), transposed as they are read (GPT-2's Conv1D); ``per_head_qkv``: the fused
-    q, k, v rows interleave head by head (GPT-NeoX's), reordered as they are read to all q rows, then k, then v;
+    modules stored (inputs, outputs), transposed as they are read (GPT-2's Conv1D); ``grouped_qkv``: the fused
+    q, k, v rows come by kv head, each one's queries then its key and value (GPT-NeoX's a q, k and v a head,
+    Falcon's groups), reordered as they are read to all q rows, then k, then v;
     ``interleaved_rope``: the rotary pairs are a head's neighbouring dims (GPT-J's, Cohere's), and each head's q
     and k rows are reordered (the rotary dims' even ones, then their odd ones, then the rest) so that the pairs
     are half a rotary width apart, as the rotary kernel takes them: q and k permuted alike leave every score
@@ -142,7 +145,7 @@ class WeightNames:
     layer: str
     parts: dict
     in_out: tuple = ()
-    per_head_qkv: bool = False
+    grouped_qkv: bool = False
     interleaved_rope: bool = False
     _pattern: re.Pattern = field(init=False, repr=False, compare=False)
 
@@ -152,7 +155,7 @@ class WeightNames:
 
     @property
     def reorders(self) -> bool:
-        return bool(self.in_out) or self.per_head_qkv or self.interleaved_rope
+        return bool(self.in_out) or self.grouped_qkv or self.interleaved_rope
 
     def rename(self, name: str) -> str | None:
         """``name`` as the Llama lineage names that weight, None for a weight the model does not read."""
@@ -183,12 +186,17 @@ class WeightNames:
                 by_head = array.reshape(array.shape[0] // dim, dim, *array.shape[1:])
                 return by_head[:, order].reshape(array.shape)
             return pairs_apart
-        if self.per_head_qkv and module == "self_attn.qkv_proj":
+        if self.grouped_qkv and module == "self_attn.qkv_proj":
+            groups, per_group, dim = layout.num_kv_heads, heads // layout.num_kv_heads, layout.head_dim
+
             def by_projection(array):
-                if array.shape[0] % (3 * heads):
-                    raise CheckpointError(f"{name}: {array.shape[0]} rows are not 3 x {heads} heads")
-                grouped = array.reshape(heads, 3, array.shape[0] // (3 * heads), *array.shape[1:])
-                return np.swapaxes(grouped, 0, 1).reshape(array.shape)
+                if array.shape[0] != groups * (per_group + 2) * dim:
+                    raise CheckpointError(f"{name}: {array.shape[0]} rows are not {groups} groups of {per_group} "
+                                          f"queries, a key and a value of {dim}")
+                grouped = array.reshape(groups, per_group + 2, dim, *array.shape[1:])
+                return np.concatenate([grouped[:, :per_group].reshape(-1, *array.shape[1:]),
+                                       grouped[:, per_group].reshape(-1, *array.shape[1:]),
+                                       grouped[:, per_group + 1].reshape(-1, *array.shape[1:])])
             return by_projection
         return None
 
@@ -213,7 +221,7 @@ WEIGHT_NAMES = {
         r"gpt_neox\.layers\.(\d+)\.",
         {**_LLAMA_NORMS, "attention.query_key_value": "self_attn.qkv_proj", "attention.dense": "self_attn.o_proj",
          "mlp.dense_h_to_4h": "mlp.up_proj", "mlp.dense_4h_to_h": "mlp.down_proj"},
-        per_head_qkv=True),
+        grouped_qkv=True),
     "PhiForCausalLM": WeightNames(
         {**_LLAMA_OUTER, "model.final_layernorm.": "model.norm."},
         r"model\.layers\.(\d+)\.",
@@ -233,6 +241,14 @@ WEIGHT_NAMES = {
         {"input_layernorm": "input_layernorm", **_LLAMA_ATTENTION,
          **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}},
         interleaved_rope=True),
+    "FalconForCausalLM": WeightNames(
+        {"transformer.word_embeddings.": "model.embed_tokens.", "transformer.ln_f.": "model.norm.",
+         "lm_head.": "lm_head."},
+        r"transformer\.h\.(\d+)\.",
+        {**_LLAMA_NORMS, "ln_attn": "input_layernorm", "ln_mlp": "post_attention_layernorm",
+         "self_attention.query_key_value": "self_attn.qkv_proj", "self_attention.dense": "self_attn.o_proj",
+         "mlp.dense_h_to_4h": "mlp.up_proj", "mlp.dense_4h_to_h": "mlp.down_proj"},
+        grouped_qkv=True),
     "OPTForCausalLM": WeightNames(
         {"model.decoder.embed_tokens.": "model.embed_tokens.",
          "model.decoder.embed_positions.": "model.embed_positions.",

@@ -7,8 +7,8 @@ adds norms after attention and around the MLP, soft-capped attention scores and 
 layers between full ones) and the mixtures of experts (Mixtral; Qwen2-MoE with its shared expert and dense
 layers between sparse ones; Qwen3-MoE; OLMoE with its q/k norms over every head's width and clipped q, k
 and v), whose sparse layers run ``ops.moe.moe`` in place of the MLP, and the LayerNorm families (GPT-2 with its
-learned positions, GPT-NeoX and Phi with attention and MLP in parallel, StableLM, Starcoder2, OPT, GPT-J and
-Cohere with rotary pairs of neighbouring dims), read under
+learned positions, GPT-NeoX, Phi and Falcon with attention and MLP in parallel, StableLM, Starcoder2, OPT, GPT-J
+and Cohere with rotary pairs of neighbouring dims), read under
 the Llama lineage's weight names (``checkpoint.WEIGHT_NAMES``): the families differ in facts of their config,
 which ``DecoderConfig.from_hf`` reads once. A prompt runs as a prefill (the flash kernel, causal, in
 chunks of at most ``prefill_chunk`` tokens, each attending to the cache so far); every later token of a batch
@@ -50,7 +50,8 @@ __all__ = ["DecoderConfig", "DecoderModel", "MixtureConfig", "SUPPORTED_ARCHITEC
 # gate), with biases where "mlp_bias" (a config key, or True); "parallel": attention and the MLP both read the layer's
 # input stream, each through its own norm (or as the config key named says), "shared_norm": through the one
 # norm (Phi); "positions": learned absolute position embeddings (their table's row offset), no rope; "head_bias": the
-# LM head adds a bias
+# LM head adds a bias; "four_wide": an MLP four times the hidden size where the config gives no width; "falcon":
+# Falcon's key and value heads and norms, by its architecture flags
 _LAYER_NORM = {"layer_norm": True, "plain_mlp": True, "mlp_bias": True}
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": {},
@@ -74,7 +75,7 @@ SUPPORTED_ARCHITECTURES = {
     "Qwen2MoeForCausalLM": {"experts": "qwen2_moe", "attention_bias": True, "bias_key": "qkv_bias"},
     "Qwen3MoeForCausalLM": {"experts": "qwen3_moe", "qk_norm": True},
     "OlmoeForCausalLM": {"experts": "olmoe", "qk_norm": True, "qk_norm_whole": True, "clip_qkv": True},
-    "GPT2LMHeadModel": {**_LAYER_NORM, "fused_qkv": True, "positions": 0, "attention_bias": True,
+    "GPT2LMHeadModel": {**_LAYER_NORM, "four_wide": True, "fused_qkv": True, "positions": 0, "attention_bias": True,
                         "output_bias": True, "defaults": {"hidden_act": "gelu_new", "layer_norm_eps": 1e-5,
                                                           "tie_word_embeddings": True}},
     "GPTNeoXForCausalLM": {**_LAYER_NORM, "fused_qkv": True, "parallel": "use_parallel_residual", "attention_bias": True,
@@ -92,11 +93,15 @@ SUPPORTED_ARCHITECTURES = {
                               "output_bias": "use_bias",
                               "defaults": {"hidden_act": "gelu_pytorch_tanh", "use_bias": True,
                                            "tie_word_embeddings": True}},
-    "GPTJForCausalLM": {**_LAYER_NORM, "parallel": True, "shared_norm": True, "head_bias": True,
+    "GPTJForCausalLM": {**_LAYER_NORM, "four_wide": True, "parallel": True, "shared_norm": True, "head_bias": True,
                         "defaults": {"hidden_act": "gelu_new", "rotary_dim": 64, "tie_word_embeddings": False}},
     # LayerNorm without a bias; the logits times logit_scale
     "CohereForCausalLM": {"layer_norm": True, "parallel": True, "shared_norm": True, "logit_scale": True,
                           "defaults": {"logit_scale": 0.0625, "tie_word_embeddings": True}},
+    "FalconForCausalLM": {**_LAYER_NORM, "four_wide": True, "falcon": True, "fused_qkv": True,
+                          "parallel": "parallel_attn", "mlp_bias": "attention_bias", "output_bias": "attention_bias",
+                          "defaults": {"hidden_act": "gelu", "parallel_attn": True, "multi_query": True,
+                                       "tie_word_embeddings": True}},
     "OPTForCausalLM": {**_LAYER_NORM, "positions": 2, "mlp_bias": "attention_bias", "output_bias": "attention_bias",
                        "defaults": {"hidden_act": "relu", "attention_bias": True, "tie_word_embeddings": True}},
 }
@@ -104,7 +109,7 @@ SUPPORTED_ARCHITECTURES = {
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
                 "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 # family options whose values other than these change the math in ways the engine does not compute
-_REFUSED_OPTIONS = {"qk_layernorm": (False, None), "use_qk_norm": (False, None), "scale_attn_by_inverse_layer_idx": (False, None),
+_REFUSED_OPTIONS = {"qk_layernorm": (False, None), "use_qk_norm": (False, None), "alibi": (False, None), "scale_attn_by_inverse_layer_idx": (False, None),
                     "do_layer_norm_before": (True, None), "_remove_final_layer_norm": (False, None),
                     "layer_norm_elementwise_affine": (True, None)}
 
@@ -260,9 +265,20 @@ class DecoderConfig:
                 raise CheckpointError(f"{where}: config {key} = {value!r} is not an integer >= {minimum}")
             return value
 
+        def flag(option, default=False):
+            """A family fact: True or False, or the config key that gives it."""
+            value = family.get(option, default)
+            return bool(config.get(value, False)) if isinstance(value, str) else value
+
         heads = integer("num_attention_heads")
         hidden = integer("hidden_size")
         kv_heads = integer("num_key_value_heads", heads)
+        shared_norm = flag("shared_norm")
+        if family.get("falcon"):  # key and value heads by the architecture's flags; the new one norms twice
+            new = bool(config.get("new_decoder_architecture"))
+            kv_heads = integer("num_kv_heads", heads) if new or not config.get("multi_query", True) else 1
+            shared_norm = bool(config.get("parallel_attn", True)) and not (
+                new and (config.get("num_ln_in_parallel_attn") or 2) == 2)
         if heads % kv_heads:
             raise CheckpointError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads "
                                   f"{kv_heads}")
@@ -342,11 +358,6 @@ class DecoderConfig:
                 raise CheckpointError(f"{where}: hidden_act {config['hidden_act']!r} is not supported (of "
                                       f"{', '.join(a for a, ours in _ACTIVATIONS.items() if family.get('plain_mlp') or ours in gated_ones)})")
 
-        def flag(option, default=False):
-            """A family fact: True or False, or the config key that gives it."""
-            value = family.get(option, default)
-            return bool(config.get(value, False)) if isinstance(value, str) else value
-
         def positive(key):
             value = config.get(key)
             if value is None:
@@ -359,9 +370,9 @@ class DecoderConfig:
         multipliers = family.get("multipliers", False)
         bias_key = family.get("bias_key", "attention_bias")
         layer_norm = family.get("layer_norm", False)
-        # GPT-2 leaves n_inner out for four times the hidden size
+        # GPT-2, GPT-J and Falcon leave their MLP's width out for four times the hidden size
         intermediate = integer("intermediate_size") if config.get("intermediate_size") is not None or \
-            architecture != "GPT2LMHeadModel" else 4 * hidden
+            not family.get("four_wide") else 4 * hidden
         return cls(architecture=architecture, vocab_size=integer("vocab_size"), hidden_size=hidden,
                    intermediate_size=intermediate, num_layers=layers,
                    num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
@@ -392,7 +403,7 @@ class DecoderConfig:
                    clip_qkv=positive("clip_qkv") if family.get("clip_qkv") else None,
                    mixture=_mixture_of(config, family, where, layers, integer), activation=activation,
                    layer_norm=layer_norm, gated=not family.get("plain_mlp", False), mlp_bias=flag("mlp_bias"),
-                   head_bias=flag("head_bias"), parallel=flag("parallel"), shared_norm=flag("shared_norm"),
+                   head_bias=flag("head_bias"), parallel=flag("parallel"), shared_norm=shared_norm,
                    position_offset=family.get("positions"))
 
 
