@@ -98,6 +98,9 @@ LAYER_NORM_FAMILIES = {
     # dims, Cohere every dim, with its LayerNorm without bias and a logit scale that bends the logits
     "gptj": ("GPTJConfig", "GPTJForCausalLM", {"rotary_dim": 8, "n_inner": 96, "num_key_value_heads": 4}),
     "cohere": ("CohereConfig", "CohereForCausalLM", {"logit_scale": 0.5}),
+    # Cohere 2: layer 0 slides over 8 keys with rope, layer 1 attends to all without
+    "cohere2": ("Cohere2Config", "Cohere2ForCausalLM", {"logit_scale": 0.5, "sliding_window": 8,
+                                                       "layer_types": ["sliding_attention", "full_attention"]}),
     # Falcon's three layouts of fused qkv rows: one key and value head (7B), kv groups with two norms in
     # parallel (40B, 180B), and a q, k and v a head, sequential, with biases
     "falcon": ("FalconConfig", "FalconForCausalLM", {"ffn_hidden_size": 96}),

@@ -205,6 +205,11 @@ _LLAMA_OUTER = {"model.embed_tokens.": "model.embed_tokens.", "model.norm.": "mo
 _LLAMA_ATTENTION = {f"self_attn.{p}_proj": f"self_attn.{p}_proj" for p in "qkvo"}
 _LLAMA_NORMS = {n: n for n in ("input_layernorm", "post_attention_layernorm")}
 _GPT2_CONV1D = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.up_proj", "mlp.down_proj")
+# Llama's names but one norm a layer, and rotary pairs of neighbouring dims
+_COHERE = WeightNames(_LLAMA_OUTER, r"model\.layers\.(\d+)\.",
+                      {"input_layernorm": "input_layernorm", **_LLAMA_ATTENTION,
+                       **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}},
+                      interleaved_rope=True)
 # families that name their weights otherwise than the Llama lineage
 WEIGHT_NAMES = {
     "GPT2LMHeadModel": WeightNames(
@@ -236,11 +241,8 @@ WEIGHT_NAMES = {
         {"ln_1": "input_layernorm", **{f"attn.{p}_proj": f"self_attn.{p}_proj" for p in "qkv"},
          "attn.out_proj": "self_attn.o_proj", "mlp.fc_in": "mlp.up_proj", "mlp.fc_out": "mlp.down_proj"},
         interleaved_rope=True),
-    "CohereForCausalLM": WeightNames(
-        _LLAMA_OUTER, r"model\.layers\.(\d+)\.",
-        {"input_layernorm": "input_layernorm", **_LLAMA_ATTENTION,
-         **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}},
-        interleaved_rope=True),
+    "CohereForCausalLM": _COHERE,
+    "Cohere2ForCausalLM": _COHERE,
     "FalconForCausalLM": WeightNames(
         {"transformer.word_embeddings.": "model.embed_tokens.", "transformer.ln_f.": "model.norm.",
          "lm_head.": "lm_head."},

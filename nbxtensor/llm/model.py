@@ -51,7 +51,8 @@ __all__ = ["DecoderConfig", "DecoderModel", "MixtureConfig", "SUPPORTED_ARCHITEC
 # input stream, each through its own norm (or as the config key named says), "shared_norm": through the one
 # norm (Phi); "positions": learned absolute position embeddings (their table's row offset), no rope; "head_bias": the
 # LM head adds a bias; "four_wide": an MLP four times the hidden size where the config gives no width; "falcon":
-# Falcon's key and value heads and norms, by its architecture flags
+# Falcon's key and value heads and norms, by its architecture flags; "rope_sliding_only": the full-attention layers
+# rotate nothing
 _LAYER_NORM = {"layer_norm": True, "plain_mlp": True, "mlp_bias": True}
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": {},
@@ -98,6 +99,9 @@ SUPPORTED_ARCHITECTURES = {
     # LayerNorm without a bias; the logits times logit_scale
     "CohereForCausalLM": {"layer_norm": True, "parallel": True, "shared_norm": True, "logit_scale": True,
                           "defaults": {"logit_scale": 0.0625, "tie_word_embeddings": True}},
+    "Cohere2ForCausalLM": {"layer_norm": True, "parallel": True, "shared_norm": True, "logit_scale": True,
+                           "global_every": 4, "rope_sliding_only": True,
+                           "defaults": {"logit_scale": 0.0625, "tie_word_embeddings": True, "sliding_window": 4096}},
     "FalconForCausalLM": {**_LAYER_NORM, "four_wide": True, "falcon": True, "fused_qkv": True,
                           "parallel": "parallel_attn", "mlp_bias": "attention_bias", "output_bias": "attention_bias",
                           "defaults": {"hidden_act": "gelu", "parallel_attn": True, "multi_query": True,
@@ -337,6 +341,10 @@ class DecoderConfig:
             layer_types = ["full_attention"] * layers  # no window: the types choose only the rope tables
         # learned absolute positions (GPT-2, OPT) rotate nothing
         rotary_layers = (family.get("positions") is None,) * layers
+        if family.get("rope_sliding_only"):  # Cohere 2: the full-attention layers rotate nothing
+            if window is None:
+                raise CheckpointError(f"{where}: config sliding_window must be given for {architecture}")
+            rotary_layers = tuple(kind == "sliding_attention" for kind in layer_types)
         if "no_rope_every" in family:
             every = integer("no_rope_layer_interval", family["no_rope_every"])
             flags = config.get("no_rope_layers")
