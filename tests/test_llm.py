@@ -76,6 +76,10 @@ VARIANTS = {
                                                        "attention_multiplier": 0.2, "logits_scaling": 2.5}),
     # norms after attention and after the MLP only, q and k normed over every head's width
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {}),
+    # rotary pairs of neighbouring dims over half of each head, q, k and v biases, one gate_up weight; GLM-4 norms
+    # after attention and around the MLP too
+    "glm": ("GlmConfig", "GlmForCausalLM", {"head_dim": 16}),
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", {"head_dim": 16}),
     "qwen2-yarn": ("Qwen2Config", "Qwen2ForCausalLM", {
         "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}}),
 }

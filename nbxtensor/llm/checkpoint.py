@@ -210,6 +210,8 @@ _COHERE = WeightNames(_LLAMA_OUTER, r"model\.layers\.(\d+)\.",
                       {"input_layernorm": "input_layernorm", **_LLAMA_ATTENTION,
                        **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}},
                       interleaved_rope=True)
+# Llama's names with the gate and up rows in one weight, and rotary pairs of neighbouring dims
+_GLM_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, "mlp.gate_up_proj": "mlp.gate_up_proj", "mlp.down_proj": "mlp.down_proj"}
 # families that name their weights otherwise than the Llama lineage
 WEIGHT_NAMES = {
     "GPT2LMHeadModel": WeightNames(
@@ -243,6 +245,13 @@ WEIGHT_NAMES = {
         interleaved_rope=True),
     "CohereForCausalLM": _COHERE,
     "Cohere2ForCausalLM": _COHERE,
+    "GlmForCausalLM": WeightNames(_LLAMA_OUTER, r"model\.layers\.(\d+)\.", _GLM_PARTS, interleaved_rope=True),
+    # norms after attention and around the MLP, as Gemma 2 names them
+    "Glm4ForCausalLM": WeightNames(
+        _LLAMA_OUTER, r"model\.layers\.(\d+)\.",
+        {**_GLM_PARTS, "post_self_attn_layernorm": "post_attention_layernorm",
+         "post_attention_layernorm": "pre_feedforward_layernorm", "post_mlp_layernorm": "post_feedforward_layernorm"},
+        interleaved_rope=True),
     "FalconForCausalLM": WeightNames(
         {"transformer.word_embeddings.": "model.embed_tokens.", "transformer.ln_f.": "model.norm.",
          "lm_head.": "lm_head."},

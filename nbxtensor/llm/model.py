@@ -8,7 +8,7 @@ layers between full ones) and the mixtures of experts (Mixtral; Qwen2-MoE with i
 layers between sparse ones; Qwen3-MoE; OLMoE with its q/k norms over every head's width and clipped q, k
 and v), whose sparse layers run ``ops.moe.moe`` in place of the MLP, and the LayerNorm families (GPT-2 with its
 learned positions, GPT-NeoX, Phi and Falcon with attention and MLP in parallel, StableLM, Starcoder2, OPT, GPT-J
-and Cohere with rotary pairs of neighbouring dims), read under
+and Cohere with rotary pairs of neighbouring dims, as GLM has), read under
 the Llama lineage's weight names (``checkpoint.WEIGHT_NAMES``): the families differ in facts of their config,
 which ``DecoderConfig.from_hf`` reads once. A prompt runs as a prefill (the flash kernel, causal, in
 chunks of at most ``prefill_chunk`` tokens, each attending to the cache so far); every later token of a batch
@@ -70,6 +70,12 @@ SUPPORTED_ARCHITECTURES = {
         "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256,
         "sliding_window": 4096, "max_position_embeddings": 131072, "tie_word_embeddings": True}},
     "GraniteForCausalLM": {"multipliers": True},
+    # GLM: rotary pairs of neighbouring dims over half of each head (``checkpoint.WEIGHT_NAMES``), q, k and v biases,
+    # one gate_up weight; GLM-4 adds norms after attention and around the MLP
+    "GlmForCausalLM": {"fused_gate_up": True, "attention_bias": True, "output_bias": False,
+                       "defaults": {"partial_rotary_factor": 0.5}},
+    "Glm4ForCausalLM": {"fused_gate_up": True, "attention_bias": True, "output_bias": False, "sandwich": True,
+                        "defaults": {"partial_rotary_factor": 0.5}},
     "SmolLM3ForCausalLM": {"no_rope_every": 4},
     "Olmo2ForCausalLM": {"qk_norm": True, "qk_norm_whole": True, "post_norms": True},
     "MixtralForCausalLM": {"experts": "mixtral"},
