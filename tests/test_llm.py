@@ -87,7 +87,8 @@ VARIANTS = {
 # stored (in, out), a fused qkv), GPT-NeoX (q, k, v rows interleaved head by head; attention and MLP in parallel,
 # each through its norm; a quarter of each head rotated), Phi (parallel through one norm, biases everywhere, the
 # head's too), StableLM (a gated MLP after LayerNorm; sequential, then parallel), Starcoder2 (a plain gelu MLP, a
-# window), OPT (learned positions two rows on, relu), GPT-J, Cohere and Falcon. Configs without grouped heads name every head a kv head
+# window), OPT (learned positions two rows on, relu), GPT-J, Cohere and Falcon. Configs without grouped heads name
+# every head a kv head
 LAYER_NORM_FAMILIES = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", {"n_inner": 96, "num_key_value_heads": 4}),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"num_key_value_heads": 4}),

@@ -211,7 +211,7 @@ _COHERE = WeightNames(_LLAMA_OUTER, r"model\.layers\.(\d+)\.",
                        **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}},
                       interleaved_rope=True)
 # Llama's names with the gate and up rows in one weight, and rotary pairs of neighbouring dims
-_GLM_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, "mlp.gate_up_proj": "mlp.gate_up_proj", "mlp.down_proj": "mlp.down_proj"}
+_GLM_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate_up", "down")}}
 # families that name their weights otherwise than the Llama lineage
 WEIGHT_NAMES = {
     "GPT2LMHeadModel": WeightNames(

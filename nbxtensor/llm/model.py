@@ -85,7 +85,8 @@ SUPPORTED_ARCHITECTURES = {
     "GPT2LMHeadModel": {**_LAYER_NORM, "four_wide": True, "fused_qkv": True, "positions": 0, "attention_bias": True,
                         "output_bias": True, "defaults": {"hidden_act": "gelu_new", "layer_norm_eps": 1e-5,
                                                           "tie_word_embeddings": True}},
-    "GPTNeoXForCausalLM": {**_LAYER_NORM, "fused_qkv": True, "parallel": "use_parallel_residual", "attention_bias": True,
+    "GPTNeoXForCausalLM": {**_LAYER_NORM, "fused_qkv": True, "parallel": "use_parallel_residual",
+                           "attention_bias": True,
                            "output_bias": "attention_bias",
                            "defaults": {"hidden_act": "gelu", "use_parallel_residual": True, "rotary_pct": 0.25,
                                         "tie_word_embeddings": False}},
@@ -119,7 +120,8 @@ SUPPORTED_ARCHITECTURES = {
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
                 "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 # family options whose values other than these change the math in ways the engine does not compute
-_REFUSED_OPTIONS = {"qk_layernorm": (False, None), "use_qk_norm": (False, None), "alibi": (False, None), "scale_attn_by_inverse_layer_idx": (False, None),
+_REFUSED_OPTIONS = {"qk_layernorm": (False, None), "use_qk_norm": (False, None), "alibi": (False, None),
+                    "scale_attn_by_inverse_layer_idx": (False, None),
                     "do_layer_norm_before": (True, None), "_remove_final_layer_norm": (False, None),
                     "layer_norm_elementwise_affine": (True, None)}
 
@@ -369,8 +371,9 @@ class DecoderConfig:
             activation = _ACTIVATIONS.get(config.get("hidden_act", "silu"))
             gated_ones = ("silu", "gelu_tanh", "gelu")
             if activation is None or (not family.get("plain_mlp") and activation not in gated_ones):
+                known = [a for a, ours in _ACTIVATIONS.items() if family.get("plain_mlp") or ours in gated_ones]
                 raise CheckpointError(f"{where}: hidden_act {config['hidden_act']!r} is not supported (of "
-                                      f"{', '.join(a for a, ours in _ACTIVATIONS.items() if family.get('plain_mlp') or ours in gated_ones)})")
+                                      f"{', '.join(known)})")
 
         def positive(key):
             value = config.get(key)
@@ -390,7 +393,8 @@ class DecoderConfig:
         return cls(architecture=architecture, vocab_size=integer("vocab_size"), hidden_size=hidden,
                    intermediate_size=intermediate, num_layers=layers,
                    num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
-                   norm_eps=float(config.get("layer_norm_eps", 1e-5) if layer_norm else config.get("rms_norm_eps", 1e-6)),
+                   norm_eps=float(config.get("layer_norm_eps", 1e-5) if layer_norm
+                                  else config.get("rms_norm_eps", 1e-6)),
                    rope_theta=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
                    rope_scaling=rope or None, sliding_rope=sliding_rope,
                    max_positions=integer("max_position_embeddings", 2048),
@@ -737,8 +741,8 @@ class DecoderModel:
         if config.position_offset is not None:
             table = weights.get("model.embed_positions.weight")
             if table is None or table.shape[0] < config.position_offset + config.max_positions:
-                raise CheckpointError(f"the checkpoint's position embeddings must hold {config.max_positions} positions "
-                                      f"after {config.position_offset} rows")
+                raise CheckpointError(f"the checkpoint's position embeddings must hold {config.max_positions} "
+                                      f"positions after {config.position_offset} rows")
             self.positions = table[config.position_offset:]
         # Gemma's sqrt(hidden), rounded to the model's dtype as transformers rounds it
         self.embed_scale = (make_tensor(np.asarray(math.sqrt(config.hidden_size), np.float32), device=device).to(dtype)

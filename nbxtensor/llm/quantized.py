@@ -317,8 +317,8 @@ def write_quantized(directory, out, format: str, group_size: int = DEFAULT_GROUP
     names = next((checkpoint.WEIGHT_NAMES[a] for a in architectures if a in checkpoint.WEIGHT_NAMES), None) \
         if isinstance(architectures, list) else None
     if names is not None and names.reorders:
-        raise CheckpointError(f"{directory}: {architectures[0]} checkpoints cannot be written quantized (their fused or "
-                              f"transposed weights are reordered as they are read); quantize them on load instead")
+        raise CheckpointError(f"{directory}: {architectures[0]} checkpoints cannot be written quantized (their fused "
+                              f"or transposed weights are reordered as they are read); quantize them on load instead")
     raw = checkpoint.load_weights(directory, "cpu", lambda name: True)
     tensors = {}
     for name, w in raw.items():
