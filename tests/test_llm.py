@@ -76,6 +76,8 @@ VARIANTS = {
                                                        "attention_multiplier": 0.2, "logits_scaling": 2.5}),
     # norms after attention and after the MLP only, q and k normed over every head's width
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {}),
+    # LayerNorms without weights, q, k and v clipped (a bound of the order of the projections)
+    "olmo": ("OlmoConfig", "OlmoForCausalLM", {"clip_qkv": 0.5}),
     # rotary pairs of neighbouring dims over half of each head, q, k and v biases, one gate_up weight; GLM-4 norms
     # after attention and around the MLP too
     "glm": ("GlmConfig", "GlmForCausalLM", {"head_dim": 16}),
@@ -99,6 +101,8 @@ LAYER_NORM_FAMILIES = {
     "stablelm-parallel": ("StableLmConfig", "StableLmForCausalLM", {"use_parallel_residual": True}),
     "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", {"sliding_window": 8}),
     "opt": ("OPTConfig", "OPTForCausalLM", {"ffn_dim": 96, "word_embed_proj_dim": 64, "num_key_value_heads": 4}),
+    # LayerNorms scaling by 1 + weight, a squared-relu MLP with biases
+    "nemotron": ("NemotronConfig", "NemotronForCausalLM", {"mlp_bias": True, "head_dim": 16}),
     # rotary pairs of neighbouring dims (read with each head's q and k rows reordered): GPT-J rotating 8 of 16
     # dims, Cohere every dim, with its LayerNorm without bias and a logit scale that bends the logits
     "gptj": ("GPTJConfig", "GPTJForCausalLM", {"rotary_dim": 8, "n_inner": 96, "num_key_value_heads": 4}),

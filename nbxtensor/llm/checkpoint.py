@@ -84,6 +84,7 @@ CONFIG_KEYS = {
                         "layer_norm_epsilon": "layer_norm_eps", "activation_function": "hidden_act"},
     "GPTNeoXForCausalLM": {"rotary_pct": "partial_rotary_factor", "rotary_emb_base": "rope_theta"},
     "Starcoder2ForCausalLM": {"norm_epsilon": "layer_norm_eps"},
+    "NemotronForCausalLM": {"norm_eps": "layer_norm_eps"},
     "GPTJForCausalLM": {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
                         "n_positions": "max_position_embeddings", "n_inner": "intermediate_size",
                         "layer_norm_epsilon": "layer_norm_eps", "activation_function": "hidden_act"},

@@ -7,7 +7,8 @@ adds norms after attention and around the MLP, soft-capped attention scores and 
 layers between full ones) and the mixtures of experts (Mixtral; Qwen2-MoE with its shared expert and dense
 layers between sparse ones; Qwen3-MoE; OLMoE with its q/k norms over every head's width and clipped q, k
 and v), whose sparse layers run ``ops.moe.moe`` in place of the MLP, and the LayerNorm families (GPT-2 with its
-learned positions, GPT-NeoX, Phi and Falcon with attention and MLP in parallel, StableLM, Starcoder2, OPT, GPT-J
+learned positions, GPT-NeoX, Phi and Falcon with attention and MLP in parallel, StableLM, Starcoder2, OPT, OLMo,
+Nemotron, GPT-J
 and Cohere with rotary pairs of neighbouring dims, as GLM has), read under
 the Llama lineage's weight names (``checkpoint.WEIGHT_NAMES``): the families differ in facts of their config,
 which ``DecoderConfig.from_hf`` reads once. A prompt runs as a prefill (the flash kernel, causal, in
@@ -72,6 +73,12 @@ SUPPORTED_ARCHITECTURES = {
     "GraniteForCausalLM": {"multipliers": True},
     # GLM: rotary pairs of neighbouring dims over half of each head (``checkpoint.WEIGHT_NAMES``), q, k and v biases,
     # one gate_up weight; GLM-4 adds norms after attention and around the MLP
+    # LayerNorms without weights or biases, q, k and v clipped
+    "OlmoForCausalLM": {"layer_norm": True, "norm_weights": False, "clip_qkv": True},
+    # LayerNorms scaling by 1 + weight, a plain squared-relu MLP
+    "NemotronForCausalLM": {**_LAYER_NORM, "norm_plus_one": True, "mlp_bias": "mlp_bias",
+                            "defaults": {"hidden_act": "relu2", "partial_rotary_factor": 0.5, "norm_eps": 1e-5,
+                                         "tie_word_embeddings": False}},
     "GlmForCausalLM": {"fused_gate_up": True, "attention_bias": True, "output_bias": False,
                        "defaults": {"partial_rotary_factor": 0.5}},
     "Glm4ForCausalLM": {"fused_gate_up": True, "attention_bias": True, "output_bias": False, "sandwich": True,
@@ -118,7 +125,7 @@ SUPPORTED_ARCHITECTURES = {
 }
 # a checkpoint's hidden_act -> the activation as ``act_and_mul`` and ``_activated`` name it
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
-                "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+                "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "relu2": "relu2"}
 # family options whose values other than these change the math in ways the engine does not compute
 _REFUSED_OPTIONS = {"qk_layernorm": (False, None), "use_qk_norm": (False, None), "alibi": (False, None),
                     "scale_attn_by_inverse_layer_idx": (False, None),
@@ -204,6 +211,8 @@ class DecoderConfig:
     layer_types: tuple  # each layer's attention type: sliding_attention or full_attention, as the config names it
     rotary_layers: tuple  # whether each layer rotates its queries and keys (SmolLM3 leaves some unrotated)
     gemma: bool  # embeddings times sqrt(hidden), norms times (1 + weight), gelu-tanh MLP
+    norm_plus_one: bool  # norms scale by 1 + weight (Gemma's, Nemotron's)
+    norm_weights: bool  # False: norms without weights or biases (OLMo's)
     sandwich: bool  # norms after attention and after the MLP too (Gemma 2)
     post_norms: bool  # norms after attention and after the MLP only: the stream feeds each product unnormed (OLMo 2)
     attention_scale: float | None  # None: 1 / sqrt(head_dim)
@@ -406,7 +415,8 @@ class DecoderConfig:
                    rerun_past_original=family.get("rerun_past_original", False),
                    rotary_dim=rotary_dim,
                    sliding_window=window, layer_types=tuple(layer_types),
-                   rotary_layers=rotary_layers, gemma=gemma,
+                   rotary_layers=rotary_layers, gemma=gemma, norm_plus_one=gemma or family.get("norm_plus_one", False),
+                   norm_weights=family.get("norm_weights", True),
                    sandwich=sandwich, post_norms=family.get("post_norms", False),
                    attention_scale=(positive("attention_multiplier") if multipliers else
                                     None if pre_scalar is None else pre_scalar ** -0.5),
@@ -574,8 +584,9 @@ class _Layer:
                 raise CheckpointError(f"{prefix}: the {name} weights are {shape}, not {list(want)} as the config "
                                       f"gives")
         self.prefix = prefix
-        self.input_norm = take("input_layernorm.weight", config.post_norms)
-        self.post_norm = take("post_attention_layernorm.weight", config.shared_norm)
+        weightless = not config.norm_weights
+        self.input_norm = take("input_layernorm.weight", config.post_norms or weightless)
+        self.post_norm = take("post_attention_layernorm.weight", config.shared_norm or weightless)
         # LayerNorms' biases, where the checkpoint gives them
         self.input_norm_bias = take("input_layernorm.bias", True)
         self.post_norm_bias = take("post_attention_layernorm.bias", True)
@@ -617,7 +628,7 @@ class _Layer:
             check("k_norm", self.k_norm, (heads[1] * config.head_dim,))
         self.pre_mlp_norm = take("pre_feedforward_layernorm.weight", not config.sandwich)
         self.post_mlp_norm = take("post_feedforward_layernorm.weight", not config.normed_after)
-        if config.gemma:
+        if config.norm_plus_one:
             self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm = (
                 _one_plus(w) for w in (self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm))
             if config.qk_norm:
@@ -712,6 +723,9 @@ def _activated(x: Tensor, activation: str) -> Tensor:
     """``activation`` (as ``DecoderConfig.activation`` names it) of ``x``: a plain MLP's."""
     if activation == "gelu_tanh":
         return F.gelu(x, approximate="tanh")
+    if activation == "relu2":
+        positive = F.relu(x)
+        return positive * positive
     return {"gelu": F.gelu, "relu": F.relu, "silu": F.silu}[activation](x)
 
 
@@ -735,7 +749,10 @@ class DecoderModel:
         self.config, self.device, self.dtype, self.prefill_chunk = config, device, dtype, prefill_chunk
         self.fp8_activations = fp8_activations
         self.embed = weights["model.embed_tokens.weight"]
-        self.norm = _one_plus(weights["model.norm.weight"]) if config.gemma else weights["model.norm.weight"]
+        self.norm = weights.get("model.norm.weight")
+        if self.norm is None and config.norm_weights:
+            raise CheckpointError("the checkpoint lacks weight model.norm.weight")
+        self.norm = _one_plus(self.norm) if config.norm_plus_one else self.norm
         self.norm_bias = weights.get("model.norm.bias")
         self.positions = None
         if config.position_offset is not None:
@@ -841,15 +858,15 @@ class DecoderModel:
             return rms_norm(x, hidden, weight, c.norm_eps), x
         return add_rms_norm(x, residual, hidden, weight, c.norm_eps)
 
-    def _normed_product(self, x: Tensor, residual: Tensor | None, norm: Tensor, weight, bias=None,
-                        fuse: bool = False, norm_bias: Tensor | None = None):
+    def _normed_product(self, x: Tensor, residual: Tensor | None, norm: Tensor | None, weight, bias=None,
+                        fuse: bool = False, norm_bias: Tensor | None = None, unnormed: bool = False):
         """(norm(x + residual) times ``weight`` plus ``bias``, x + residual): the norm of the new residual
         stream (of ``x`` alone where ``residual`` is None) feeding a projection. With ``fuse`` and one weight,
         float or quantized, one launch computes both (``rms_norm_linear``); otherwise (or for a list of
-        quantized weights that ``_joined`` could not join) the norm, then the product. ``norm`` None: the
-        stream feeds the product unnormed (a post-norm family's, OLMo 2)."""
+        quantized weights that ``_joined`` could not join) the norm, then the product. ``unnormed``: the
+        stream feeds the product as it is (a post-norm family's, OLMo 2)."""
         c = self.config
-        if norm is None:
+        if unnormed:
             h = x if residual is None else residual + x
             return _project(h, weight, bias, self.fp8_activations), h
         if fuse and not isinstance(weight, list):
@@ -888,7 +905,7 @@ class DecoderModel:
                 qkv = _project(h, layer.qkv, layer.qkv_bias, self.fp8_activations)
             else:
                 qkv, residual = self._normed_product(branch, residual, layer.input_norm, layer.qkv, layer.qkv_bias,
-                                                     fuse, layer.input_norm_bias)
+                                                     fuse, layer.input_norm_bias, c.post_norms)
             q, k, v = self._attention_inputs(layer, qkv, positions, cache, index, slots)
             attended = attend(index, q, k, v).reshape(qkv.shape[0], c.num_heads * c.head_dim)
             out = self._branch(linear(attended, layer.o, layer.o_bias, self.fp8_activations))
@@ -905,7 +922,7 @@ class DecoderModel:
                 branch = self._mixture(layer, h)
             else:
                 first, residual = self._normed_product(out, residual, mlp_norm, layer.gate_up, layer.up_bias, fuse,
-                                                       layer.post_norm_bias)
+                                                       layer.post_norm_bias, c.post_norms)
                 branch = (act_and_mul_linear(first, layer.down, activation=c.activation) if fuse
                           else self._mlp(layer, first))
             if c.normed_after:
@@ -1053,9 +1070,8 @@ def load_model(directory, device=None, dtype=None, prefill_chunk: int = DEFAULT_
                            lambda name: name.startswith((prefix + "model.", prefix + "lm_head.")), quantize,
                            checkpoint.WEIGHT_NAMES.get(config.architecture), config)
     weights = {name[len(prefix):]: weight for name, weight in weights.items()}
-    for required in ("model.embed_tokens.weight", "model.norm.weight"):
-        if required not in weights:
-            raise CheckpointError(f"{directory}: the checkpoint lacks weight {required}")
+    if "model.embed_tokens.weight" not in weights:
+        raise CheckpointError(f"{directory}: the checkpoint lacks weight model.embed_tokens.weight")
     fp8_rows = fp8_activations_of(quantization_of(hf_config, directory), fp8_activations, weights,
                                   backend_for(device).facts, directory)
     return DecoderModel(config, weights, device, dtype, prefill_chunk, fp8_rows)
