@@ -82,6 +82,22 @@ VARIANTS = {
     # after attention and around the MLP too
     "glm": ("GlmConfig", "GlmForCausalLM", {"head_dim": 16}),
     "glm4": ("Glm4Config", "Glm4ForCausalLM", {"head_dim": 16}),
+    # layer 0 slides over 8 keys, layer 1 attends to all with its own linear rope scaling
+    "olmo3": ("Olmo3Config", "Olmo3ForCausalLM", {"sliding_window": 8, "layer_types": ["sliding_attention",
+                                                                                      "full_attention"],
+                                                  "rope_parameters": {"sliding_attention": {"rope_type": "default"},
+                                                                      "full_attention": {"rope_type": "linear",
+                                                                                         "factor": 2.0}}}),
+    "ministral": ("MinistralConfig", "MinistralForCausalLM", {"sliding_window": 8, "head_dim": 16}),
+    # rotary pairs of neighbouring dims with q, k, v biases (Helium) or biases everywhere (ERNIE 4.5)
+    "helium": ("HeliumConfig", "HeliumForCausalLM", {"head_dim": 16, "attention_bias": True, "mlp_bias": True}),
+    "ernie4_5": ("Ernie4_5Config", "Ernie4_5ForCausalLM", {"head_dim": 16, "use_bias": True}),
+    # a plain squared-relu MLP with biases; biases on q, k, v, o and the gated MLP
+    "arcee": ("ArceeConfig", "ArceeForCausalLM", {"mlp_bias": True}),
+    "seed_oss": ("SeedOssConfig", "SeedOssForCausalLM", {"head_dim": 16, "attention_out_bias": True,
+                                                         "mlp_bias": True}),
+    # biases on every product (Llama's attention_bias and mlp_bias): folded one-row steps add them too
+    "llama-biases": ("LlamaConfig", "LlamaForCausalLM", {"attention_bias": True, "mlp_bias": True}),
     "qwen2-yarn": ("Qwen2Config", "Qwen2ForCausalLM", {
         "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}}),
 }
@@ -808,4 +824,16 @@ def test_layer_norm_family_options_the_engine_does_not_compute_are_refused(tmp_p
     (tmp_path / "config.json").write_text(json.dumps({**config, **change}))
     (tmp_path / "model.safetensors").symlink_to(directory / "model.safetensors")
     with pytest.raises(CheckpointError, match=message):
+        llm.load(tmp_path, device=TEST_DEVICE)
+
+
+def test_layer_weights_the_config_does_not_announce_are_refused(tmp_path_factory, tmp_path):
+    """A checkpoint whose config leaves out a setting its weights need (here Llama's mlp_bias) would run without
+    those weights: it is refused, naming one."""
+    _, directory = _checkpoint(tmp_path_factory, "llama-biases", VARIANTS)
+    config = json.loads((directory / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "mlp_bias": False}))
+    (tmp_path / "model.safetensors").symlink_to(directory / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"6 layer weights that LlamaForCausalLM with this config does not "
+                                              r"read \(the first: model.layers.0.mlp.down_proj.bias\)"):
         llm.load(tmp_path, device=TEST_DEVICE)

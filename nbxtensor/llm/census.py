@@ -222,13 +222,14 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
             counts.update(_mixture_keys(c, facts, rows, dtype, projections))
             continue
         if gate_up_joined and c.post_norms:
-            apart(c.hidden_size, 2 * c.intermediate_size)
+            apart(c.hidden_size, 2 * c.intermediate_size, bias=c.mlp_bias)
         elif gate_up_joined:
-            key("add_rms_norm_linear", c.hidden_size, c.hidden_size, 2 * c.intermediate_size, stream, norm)
+            key("add_rms_norm_linear", c.hidden_size, c.hidden_size, 2 * c.intermediate_size, stream, norm,
+                bias=c.mlp_bias)
         else:
-            apart(c.hidden_size, c.intermediate_size, c.intermediate_size)
+            apart(c.hidden_size, c.intermediate_size, c.intermediate_size, bias=c.mlp_bias)
         key("act_and_mul_linear", 2 * c.intermediate_size, c.intermediate_size, c.hidden_size,
-            activation=c.activation)
+            bias=c.mlp_bias, activation=c.activation)
     key("add_rms_norm_linear", c.hidden_size, c.hidden_size, c.vocab_size, stream, norm, form=FLOAT)
     return counts
 

@@ -211,6 +211,8 @@ _COHERE = WeightNames(_LLAMA_OUTER, r"model\.layers\.(\d+)\.",
                       {"input_layernorm": "input_layernorm", **_LLAMA_ATTENTION,
                        **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}},
                       interleaved_rope=True)
+# Llama's own names, for families that keep them but pair their rotary dims otherwise
+_LLAMA_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}}
 # Llama's names with the gate and up rows in one weight, and rotary pairs of neighbouring dims
 _GLM_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate_up", "down")}}
 # families that name their weights otherwise than the Llama lineage
@@ -246,6 +248,9 @@ WEIGHT_NAMES = {
         interleaved_rope=True),
     "CohereForCausalLM": _COHERE,
     "Cohere2ForCausalLM": _COHERE,
+    "HeliumForCausalLM": WeightNames(_LLAMA_OUTER, r"model\.layers\.(\d+)\.", _LLAMA_PARTS, interleaved_rope=True),
+    "Ernie4_5ForCausalLM": WeightNames(_LLAMA_OUTER, r"model\.layers\.(\d+)\.", _LLAMA_PARTS,
+                                       interleaved_rope=True),
     "GlmForCausalLM": WeightNames(_LLAMA_OUTER, r"model\.layers\.(\d+)\.", _GLM_PARTS, interleaved_rope=True),
     # norms after attention and around the MLP, as Gemma 2 names them
     "Glm4ForCausalLM": WeightNames(

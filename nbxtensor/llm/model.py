@@ -84,7 +84,18 @@ SUPPORTED_ARCHITECTURES = {
     "Glm4ForCausalLM": {"fused_gate_up": True, "attention_bias": True, "output_bias": False, "sandwich": True,
                         "defaults": {"partial_rotary_factor": 0.5}},
     "SmolLM3ForCausalLM": {"no_rope_every": 4},
+    "MinistralForCausalLM": {},
+    # q, k and v biases without an output bias; rotary pairs of neighbouring dims (``checkpoint.WEIGHT_NAMES``)
+    "HeliumForCausalLM": {"output_bias": False},
+    # a plain squared-relu MLP
+    "ArceeForCausalLM": {"plain_mlp": True, "defaults": {"hidden_act": "relu2"}},
+    "SeedOssForCausalLM": {"output_bias": "attention_out_bias", "defaults": {"attention_bias": True}},
+    # biases on every product as use_bias says; rotary pairs of neighbouring dims
+    "Ernie4_5ForCausalLM": {"bias_key": "use_bias", "output_bias": "use_bias", "mlp_bias": "use_bias",
+                            "defaults": {"tie_word_embeddings": True}},
     "Olmo2ForCausalLM": {"qk_norm": True, "qk_norm_whole": True, "post_norms": True},
+    # OLMo 2 with sliding-window layers, every fourth attending to all keys with its own rope
+    "Olmo3ForCausalLM": {"qk_norm": True, "qk_norm_whole": True, "post_norms": True, "global_every": 4},
     "MixtralForCausalLM": {"experts": "mixtral"},
     "Qwen2MoeForCausalLM": {"experts": "qwen2_moe", "attention_bias": True, "bias_key": "qkv_bias"},
     "Qwen3MoeForCausalLM": {"experts": "qwen3_moe", "qk_norm": True},
@@ -123,6 +134,8 @@ SUPPORTED_ARCHITECTURES = {
     "OPTForCausalLM": {**_LAYER_NORM, "positions": 2, "mlp_bias": "attention_bias", "output_bias": "attention_bias",
                        "defaults": {"hidden_act": "relu", "attention_bias": True, "tie_word_embeddings": True}},
 }
+# tensors older checkpoints save beside a layer's weights that hold no weight (rope frequencies, causal masks)
+_BUFFERS = (".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias", ".attention.masked_bias")
 # a checkpoint's hidden_act -> the activation as ``act_and_mul`` and ``_activated`` name it
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
                 "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "relu2": "relu2"}
@@ -258,9 +271,9 @@ class DecoderConfig:
 
     @property
     def folds(self) -> bool:
-        """Whether a decode step folds its norms into the products after them (RMS norms that feed gated MLPs
-        after attention, in turn)."""
-        return not self.layer_norm and not self.parallel
+        """Whether a decode step folds its norms into the products after them (RMS norms, attention then a gated
+        MLP in turn)."""
+        return not self.layer_norm and not self.parallel and self.gated
 
     @classmethod
     def from_hf(cls, config: dict, where: str) -> "DecoderConfig":
@@ -430,7 +443,7 @@ class DecoderConfig:
                    bos_token_id=config.get("bos_token_id"), qk_norm_whole=family.get("qk_norm_whole", False),
                    clip_qkv=positive("clip_qkv") if family.get("clip_qkv") else None,
                    mixture=_mixture_of(config, family, where, layers, integer), activation=activation,
-                   layer_norm=layer_norm, gated=not family.get("plain_mlp", False), mlp_bias=flag("mlp_bias"),
+                   layer_norm=layer_norm, gated=not family.get("plain_mlp", False), mlp_bias=flag("mlp_bias", "mlp_bias"),
                    head_bias=flag("head_bias"), parallel=flag("parallel"), shared_norm=shared_norm,
                    position_offset=family.get("positions"))
 
@@ -571,9 +584,13 @@ class _Layer:
     joined here and taken out of ``weights``, so the originals are freed as each layer is built."""
 
     def __init__(self, weights: dict, prefix: str, config: DecoderConfig, index: int):
-        def take(name, optional=False):
+        def take(name, wanted=True):
+            """The weight ``name``, which must be there; None, left unread, where the config says the layer has
+            none (``wanted`` false)."""
+            if not wanted:
+                return None
             value = weights.pop(prefix + name, None)
-            if value is None and not optional:
+            if value is None:
                 raise CheckpointError(f"the checkpoint lacks weight {prefix + name}")
             return value
 
@@ -585,28 +602,34 @@ class _Layer:
                                       f"gives")
         self.prefix = prefix
         weightless = not config.norm_weights
-        self.input_norm = take("input_layernorm.weight", config.post_norms or weightless)
-        self.post_norm = take("post_attention_layernorm.weight", config.shared_norm or weightless)
+        self.input_norm = take("input_layernorm.weight", not (config.post_norms or weightless))
+        self.post_norm = take("post_attention_layernorm.weight", not (config.shared_norm or weightless))
         # LayerNorms' biases, where the checkpoint gives them
-        self.input_norm_bias = take("input_layernorm.bias", True)
-        self.post_norm_bias = take("post_attention_layernorm.bias", True)
+        self.input_norm_bias, self.post_norm_bias = (
+            weights.pop(prefix + name, None) if config.layer_norm else None
+            for name in ("input_layernorm.bias", "post_attention_layernorm.bias"))
         hidden = config.hidden_size
         mixture = config.mixture_at(index)
         self.router = self.experts_gate_up = self.experts_down = self.shared_gate_up = self.shared_down = None
         self.qkv = (take("self_attn.qkv_proj.weight") if config.fused_qkv
                     else _joined([take(f"self_attn.{n}_proj.weight") for n in "qkv"]))
-        # the MLP's first product: its gate and up rows (a gated MLP), or its up rows
+        # the MLP's first product: its gate and up rows (a gated MLP), or its up rows, and their bias
+        self.first_bias = None
         if mixture is not None:
             self.gate_up = None
         elif not config.gated:
             self.gate_up = take("mlp.up_proj.weight")
+            self.first_bias = take("mlp.up_proj.bias", config.mlp_bias)
         elif config.fused_gate_up:
             self.gate_up = take("mlp.gate_up_proj.weight")
+            self.first_bias = take("mlp.gate_up_proj.bias", config.mlp_bias)
         else:
             self.gate_up = _joined([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")])
+            biases = [take(f"mlp.{n}_proj.bias", config.mlp_bias) for n in ("gate", "up")]
+            self.first_bias = (None if not config.mlp_bias else biases if isinstance(self.gate_up, list)
+                               else cat(biases))
         check("qkv projection", self.qkv, ((config.num_heads + 2 * config.num_kv_heads) * config.head_dim, hidden))
-        self.up_bias = take("mlp.up_proj.bias", not config.mlp_bias)
-        self.down_bias = take("mlp.down_proj.bias", not config.mlp_bias)
+        self.down_bias = take("mlp.down_proj.bias", config.mlp_bias)
         if mixture is None:
             self.down = take("mlp.down_proj.weight")
             check("gate_up projection" if config.gated else "up projection", self.gate_up,
@@ -614,20 +637,20 @@ class _Layer:
         else:
             self._experts(take, check, mixture, hidden)
         if config.fused_qkv:
-            self.qkv_bias = take("self_attn.qkv_proj.bias", not config.attention_bias)
+            self.qkv_bias = take("self_attn.qkv_proj.bias", config.attention_bias)
         else:
-            biases = [take(f"self_attn.{n}_proj.bias", not config.attention_bias) for n in "qkv"]
+            biases = [take(f"self_attn.{n}_proj.bias", config.attention_bias) for n in "qkv"]
             self.qkv_bias = None if not config.attention_bias else biases if isinstance(self.qkv, list) else cat(biases)
         self.o = take("self_attn.o_proj.weight")
-        self.o_bias = take("self_attn.o_proj.bias", not config.output_bias)
-        self.q_norm = take("self_attn.q_norm.weight", not config.qk_norm)
-        self.k_norm = take("self_attn.k_norm.weight", not config.qk_norm)
+        self.o_bias = take("self_attn.o_proj.bias", config.output_bias)
+        self.q_norm = take("self_attn.q_norm.weight", config.qk_norm)
+        self.k_norm = take("self_attn.k_norm.weight", config.qk_norm)
         if config.qk_norm:  # each head's width, or every head's (OLMoE)
             heads = (config.num_heads, config.num_kv_heads) if config.qk_norm_whole else (1, 1)
             check("q_norm", self.q_norm, (heads[0] * config.head_dim,))
             check("k_norm", self.k_norm, (heads[1] * config.head_dim,))
-        self.pre_mlp_norm = take("pre_feedforward_layernorm.weight", not config.sandwich)
-        self.post_mlp_norm = take("post_feedforward_layernorm.weight", not config.normed_after)
+        self.pre_mlp_norm = take("pre_feedforward_layernorm.weight", config.sandwich)
+        self.post_mlp_norm = take("post_feedforward_layernorm.weight", config.normed_after)
         if config.norm_plus_one:
             self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm = (
                 _one_plus(w) for w in (self.input_norm, self.post_norm, self.pre_mlp_norm, self.post_mlp_norm))
@@ -771,6 +794,12 @@ class DecoderModel:
         if config.head_bias and self.head_bias is None:
             raise CheckpointError("the checkpoint lacks lm_head.bias")
         self.layers = [_Layer(weights, f"model.layers.{i}.", config, i) for i in range(config.num_layers)]
+        # a layer weight no step reads would be dropped silently: a bias or norm the config does not announce
+        unread = sorted(name for name in weights if name.startswith("model.layers.") and not name.endswith(_BUFFERS))
+        if unread:
+            raise CheckpointError(f"the checkpoint holds {len(unread)} layer weights that {config.architecture} with "
+                                  f"this config does not read (the first: {unread[0]}); its config may leave out a "
+                                  f"setting (a bias, a norm) the engine does not know")
         # each layer's cos and sin tables: the sliding-window layers' own where their rope differs. LongRoPE's
         # rows follow for the forwards past the original length (``_rope_rows``): rows P on are the long factors'
         positions = config.max_positions
@@ -912,7 +941,7 @@ class DecoderModel:
             if c.parallel:
                 if not c.shared_norm:
                     h, _ = self._norm(residual, None, layer.post_norm, layer.post_norm_bias)
-                branch = out + self._mlp(layer, _project(h, layer.gate_up, layer.up_bias, self.fp8_activations))
+                branch = out + self._mlp(layer, _project(h, layer.gate_up, layer.first_bias, self.fp8_activations))
                 continue
             if c.normed_after:
                 out = rms_norm(out, hidden, layer.post_norm, c.norm_eps)
@@ -921,9 +950,9 @@ class DecoderModel:
                 h, residual = add_rms_norm(out, residual, hidden, mlp_norm, c.norm_eps)
                 branch = self._mixture(layer, h)
             else:
-                first, residual = self._normed_product(out, residual, mlp_norm, layer.gate_up, layer.up_bias, fuse,
-                                                       layer.post_norm_bias, c.post_norms)
-                branch = (act_and_mul_linear(first, layer.down, activation=c.activation) if fuse
+                first, residual = self._normed_product(out, residual, mlp_norm, layer.gate_up, layer.first_bias,
+                                                       fuse, layer.post_norm_bias, c.post_norms)
+                branch = (act_and_mul_linear(first, layer.down, layer.down_bias, activation=c.activation) if fuse
                           else self._mlp(layer, first))
             if c.normed_after:
                 branch = rms_norm(branch, hidden, layer.post_mlp_norm, c.norm_eps)
