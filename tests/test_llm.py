@@ -350,9 +350,12 @@ def test_a_variant_family_matches_transformers(tmp_path_factory, name):
 def test_a_layer_norm_family_matches_transformers(tmp_path_factory, name):
     model, directory = _checkpoint(tmp_path_factory, name, LAYER_NORM_FAMILIES)
     ours = _matches_transformers(model, directory)
-    # a batch of three (the last prompt longer than Starcoder2's window), its decode steps replayed
-    assert [g.tokens for g in ours.generate(PROMPTS, max_new_tokens=8)] == [_reference(model, p, 8) for p in PROMPTS]
-    assert not ours.engine.replayer.refused
+    if name in ("gpt2", "opt", "starcoder2"):
+        # a batch of three, its decode steps replayed: learned positions read by row, padding rows too; the last
+        # prompt longer than Starcoder2's window
+        batched = ours.generate(PROMPTS, max_new_tokens=8)
+        assert [g.tokens for g in batched] == [_reference(model, p, 8) for p in PROMPTS]
+        assert not ours.engine.replayer.refused
 
 
 def test_sampling_is_reproducible_per_seed_and_differs_across_seeds(tmp_path_factory):
