@@ -205,14 +205,14 @@ class WeightNames:
 _LLAMA_OUTER = {"model.embed_tokens.": "model.embed_tokens.", "model.norm.": "model.norm.", "lm_head.": "lm_head."}
 _LLAMA_ATTENTION = {f"self_attn.{p}_proj": f"self_attn.{p}_proj" for p in "qkvo"}
 _LLAMA_NORMS = {n: n for n in ("input_layernorm", "post_attention_layernorm")}
+_LLAMA_MLP = {f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}
 _GPT2_CONV1D = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.up_proj", "mlp.down_proj")
 # Llama's names but one norm a layer, and rotary pairs of neighbouring dims
 _COHERE = WeightNames(_LLAMA_OUTER, r"model\.layers\.(\d+)\.",
-                      {"input_layernorm": "input_layernorm", **_LLAMA_ATTENTION,
-                       **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}},
+                      {"input_layernorm": "input_layernorm", **_LLAMA_ATTENTION, **_LLAMA_MLP},
                       interleaved_rope=True)
 # Llama's own names, for families that keep them but pair their rotary dims otherwise
-_LLAMA_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}}
+_LLAMA_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, **_LLAMA_MLP}
 # Llama's names with the gate and up rows in one weight, and rotary pairs of neighbouring dims
 _GLM_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate_up", "down")}}
 # families that name their weights otherwise than the Llama lineage

@@ -443,7 +443,8 @@ class DecoderConfig:
                    bos_token_id=config.get("bos_token_id"), qk_norm_whole=family.get("qk_norm_whole", False),
                    clip_qkv=positive("clip_qkv") if family.get("clip_qkv") else None,
                    mixture=_mixture_of(config, family, where, layers, integer), activation=activation,
-                   layer_norm=layer_norm, gated=not family.get("plain_mlp", False), mlp_bias=flag("mlp_bias", "mlp_bias"),
+                   layer_norm=layer_norm, gated=not family.get("plain_mlp", False),
+                   mlp_bias=flag("mlp_bias", "mlp_bias"),
                    head_bias=flag("head_bias"), parallel=flag("parallel"), shared_norm=shared_norm,
                    position_offset=family.get("positions"))
 
