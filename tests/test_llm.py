@@ -89,6 +89,9 @@ VARIANTS = {
                                                                       "full_attention": {"rope_type": "linear",
                                                                                          "factor": 2.0}}}),
     "ministral": ("MinistralConfig", "MinistralForCausalLM", {"sliding_window": 8, "head_dim": 16}),
+    # post-norms, q and k normed head by head; layer 0 slides over 8 keys with rope, layer 1 attends to all without
+    "exaone4": ("Exaone4Config", "Exaone4ForCausalLM", {"sliding_window": 8, "head_dim": 16,
+                                                        "layer_types": ["sliding_attention", "full_attention"]}),
     # rotary pairs of neighbouring dims with q, k, v biases (Helium) or biases everywhere (ERNIE 4.5)
     "helium": ("HeliumConfig", "HeliumForCausalLM", {"head_dim": 16, "attention_bias": True, "mlp_bias": True}),
     "ernie4_5": ("Ernie4_5Config", "Ernie4_5ForCausalLM", {"head_dim": 16, "use_bias": True}),

@@ -53,7 +53,7 @@ __all__ = ["DecoderConfig", "DecoderModel", "MixtureConfig", "SUPPORTED_ARCHITEC
 # norm (Phi); "positions": learned absolute position embeddings (their table's row offset), no rope; "head_bias": the
 # LM head adds a bias; "four_wide": an MLP four times the hidden size where the config gives no width; "falcon":
 # Falcon's key and value heads and norms, by its architecture flags; "rope_sliding_only": the full-attention layers
-# rotate nothing
+# rotate nothing where the config gives a window ("windowed_only": it must)
 _LAYER_NORM = {"layer_norm": True, "plain_mlp": True, "mlp_bias": True}
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": {},
@@ -94,6 +94,9 @@ SUPPORTED_ARCHITECTURES = {
     "Ernie4_5ForCausalLM": {"bias_key": "use_bias", "output_bias": "use_bias", "mlp_bias": "use_bias",
                             "defaults": {"tie_word_embeddings": True}},
     "Olmo2ForCausalLM": {"qk_norm": True, "qk_norm_whole": True, "post_norms": True},
+    # OLMo 2's post-norms with q and k normed head by head; where it has sliding-window layers, the full ones
+    # rotate nothing
+    "Exaone4ForCausalLM": {"qk_norm": True, "post_norms": True, "global_every": 4, "rope_sliding_only": True},
     # OLMo 2 with sliding-window layers, every fourth attending to all keys with its own rope
     "Olmo3ForCausalLM": {"qk_norm": True, "qk_norm_whole": True, "post_norms": True, "global_every": 4},
     "MixtralForCausalLM": {"experts": "mixtral"},
@@ -125,7 +128,7 @@ SUPPORTED_ARCHITECTURES = {
     "CohereForCausalLM": {"layer_norm": True, "parallel": True, "shared_norm": True, "logit_scale": True,
                           "defaults": {"logit_scale": 0.0625, "tie_word_embeddings": True}},
     "Cohere2ForCausalLM": {"layer_norm": True, "parallel": True, "shared_norm": True, "logit_scale": True,
-                           "global_every": 4, "rope_sliding_only": True,
+                           "global_every": 4, "rope_sliding_only": "windowed_only",
                            "defaults": {"logit_scale": 0.0625, "tie_word_embeddings": True, "sliding_window": 4096}},
     "FalconForCausalLM": {**_LAYER_NORM, "four_wide": True, "falcon": True, "fused_qkv": True,
                           "parallel": "parallel_attn", "mlp_bias": "attention_bias", "output_bias": "attention_bias",
@@ -371,10 +374,10 @@ class DecoderConfig:
             layer_types = ["full_attention"] * layers  # no window: the types choose only the rope tables
         # learned absolute positions (GPT-2, OPT) rotate nothing
         rotary_layers = (family.get("positions") is None,) * layers
-        if family.get("rope_sliding_only"):  # Cohere 2: the full-attention layers rotate nothing
-            if window is None:
-                raise CheckpointError(f"{where}: config sliding_window must be given for {architecture}")
+        if family.get("rope_sliding_only") and window is not None:  # the full-attention layers rotate nothing
             rotary_layers = tuple(kind == "sliding_attention" for kind in layer_types)
+        elif family.get("rope_sliding_only") == "windowed_only":  # Cohere 2 without a window would rotate nothing
+            raise CheckpointError(f"{where}: config sliding_window must be given for {architecture}")
         if "no_rope_every" in family:
             every = integer("no_rope_layer_interval", family["no_rope_every"])
             flags = config.get("no_rope_layers")
