@@ -843,3 +843,22 @@ def test_layer_weights_the_config_does_not_announce_are_refused(tmp_path_factory
     with pytest.raises(CheckpointError, match=r"6 layer weights that LlamaForCausalLM with this config does not "
                                               r"read \(the first: model.layers.0.mlp.down_proj.bias\)"):
         llm.load(tmp_path, device=TEST_DEVICE)
+
+
+def test_hostile_renamed_checkpoints_are_refused(tmp_path_factory, tmp_path):
+    """A GPT-2 weight given under both of its family's names, and a GPT-NeoX fused qkv whose rows are not whole
+    groups of heads, are refused by name rather than read."""
+    from nbxtensor.io.safetensors import load_file, save_file
+    for name, change, message in [
+            ("gpt2", lambda t: {**t, "wte.weight": t["transformer.wte.weight"]}, "given twice"),
+            ("gpt_neox", lambda t: {**t, "gpt_neox.layers.0.attention.query_key_value.weight":
+                                    t["gpt_neox.layers.0.attention.query_key_value.weight"][:-1]},
+             "rows are not 4 groups of 1 queries")]:
+        _, directory = _checkpoint(tmp_path_factory, name, LAYER_NORM_FAMILIES)
+        hostile = tmp_path / name
+        hostile.mkdir()
+        (hostile / "config.json").write_text((directory / "config.json").read_text())
+        save_file(change(load_file(str(directory / "model.safetensors"), device="cpu")),
+                  str(hostile / "model.safetensors"))
+        with pytest.raises(CheckpointError, match=message):
+            llm.load(hostile, device=TEST_DEVICE)

@@ -77,17 +77,16 @@ TEXT_DECODERS = {"Gemma3ForConditionalGeneration": ("Gemma3ForCausalLM", "langua
                  "Qwen2_5_VLForConditionalGeneration": ("Qwen2ForCausalLM", "")}
 # the prefixes a decoder's weight names may carry, its own ("") first
 TEXT_PREFIXES = tuple(dict.fromkeys(("", *(prefix for _, prefix in TEXT_DECODERS.values()))))
+_GPT2_KEYS = {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
+              "n_positions": "max_position_embeddings", "n_inner": "intermediate_size",
+              "layer_norm_epsilon": "layer_norm_eps", "activation_function": "hidden_act"}
 # config keys some families name otherwise, read under the Llama lineage's names
 CONFIG_KEYS = {
-    "GPT2LMHeadModel": {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
-                        "n_positions": "max_position_embeddings", "n_inner": "intermediate_size",
-                        "layer_norm_epsilon": "layer_norm_eps", "activation_function": "hidden_act"},
+    "GPT2LMHeadModel": _GPT2_KEYS,
     "GPTNeoXForCausalLM": {"rotary_pct": "partial_rotary_factor", "rotary_emb_base": "rope_theta"},
     "Starcoder2ForCausalLM": {"norm_epsilon": "layer_norm_eps"},
     "NemotronForCausalLM": {"norm_eps": "layer_norm_eps"},
-    "GPTJForCausalLM": {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
-                        "n_positions": "max_position_embeddings", "n_inner": "intermediate_size",
-                        "layer_norm_epsilon": "layer_norm_eps", "activation_function": "hidden_act"},
+    "GPTJForCausalLM": _GPT2_KEYS,
     "FalconForCausalLM": {"layer_norm_epsilon": "layer_norm_eps", "ffn_hidden_size": "intermediate_size",
                           "activation": "hidden_act", "bias": "attention_bias"},
     "OPTForCausalLM": {"ffn_dim": "intermediate_size", "activation_function": "hidden_act",
@@ -203,7 +202,8 @@ class WeightNames:
 
 
 _LLAMA_OUTER = {"model.embed_tokens.": "model.embed_tokens.", "model.norm.": "model.norm.", "lm_head.": "lm_head."}
-_LLAMA_ATTENTION = {f"self_attn.{p}_proj": f"self_attn.{p}_proj" for p in "qkvo"}
+_LLAMA_QKV = {f"self_attn.{p}_proj": f"self_attn.{p}_proj" for p in "qkv"}
+_LLAMA_ATTENTION = {**_LLAMA_QKV, "self_attn.o_proj": "self_attn.o_proj"}
 _LLAMA_NORMS = {n: n for n in ("input_layernorm", "post_attention_layernorm")}
 _LLAMA_MLP = {f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}
 _GPT2_CONV1D = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.up_proj", "mlp.down_proj")
@@ -214,7 +214,8 @@ _COHERE = WeightNames(_LLAMA_OUTER, r"model\.layers\.(\d+)\.",
 # Llama's own names, for families that keep them but pair their rotary dims otherwise
 _LLAMA_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, **_LLAMA_MLP}
 # Llama's names with the gate and up rows in one weight, and rotary pairs of neighbouring dims
-_GLM_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, **{f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate_up", "down")}}
+_GLM_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, "mlp.gate_up_proj": "mlp.gate_up_proj",
+              "mlp.down_proj": "mlp.down_proj"}
 # families that name their weights otherwise than the Llama lineage
 WEIGHT_NAMES = {
     "GPT2LMHeadModel": WeightNames(
@@ -235,8 +236,7 @@ WEIGHT_NAMES = {
     "PhiForCausalLM": WeightNames(
         {**_LLAMA_OUTER, "model.final_layernorm.": "model.norm."},
         r"model\.layers\.(\d+)\.",
-        {"input_layernorm": "input_layernorm", **{f"self_attn.{p}_proj": f"self_attn.{p}_proj" for p in "qkv"},
-         "self_attn.dense": "self_attn.o_proj", "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj"}),
+        {"input_layernorm": "input_layernorm", **_LLAMA_QKV, "self_attn.dense": "self_attn.o_proj", "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj"}),
     "Starcoder2ForCausalLM": WeightNames(
         _LLAMA_OUTER, r"model\.layers\.(\d+)\.",
         {**_LLAMA_NORMS, **_LLAMA_ATTENTION, "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj"}),
@@ -271,7 +271,7 @@ WEIGHT_NAMES = {
          "model.decoder.embed_positions.": "model.embed_positions.",
          "model.decoder.final_layer_norm.": "model.norm.", "lm_head.": "lm_head."},
         r"model\.decoder\.layers\.(\d+)\.",
-        {"self_attn_layer_norm": "input_layernorm", **{f"self_attn.{p}_proj": f"self_attn.{p}_proj" for p in "qkv"},
+        {"self_attn_layer_norm": "input_layernorm", **_LLAMA_QKV,
          "self_attn.out_proj": "self_attn.o_proj", "final_layer_norm": "post_attention_layernorm",
          "fc1": "mlp.up_proj", "fc2": "mlp.down_proj"}),
 }
@@ -320,7 +320,8 @@ def load_weights(directory: str, device, wanted, names: WeightNames | None = Non
                     for stored, size in sizes.items():
                         name = rename(stored)
                         if name in found:
-                            raise CheckpointError(f"{directory}: weight {name!r} is in two files")
+                            raise CheckpointError(f"{directory}: weight {name!r} is given twice (in two files, or "
+                                                  f"under two names of its family)")
                         found[name] = file.get_tensor(stored)
                         reorder = names.reorder(name, layout) if names is not None else None
                         if reorder is not None:
