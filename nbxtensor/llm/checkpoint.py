@@ -236,7 +236,8 @@ WEIGHT_NAMES = {
     "PhiForCausalLM": WeightNames(
         {**_LLAMA_OUTER, "model.final_layernorm.": "model.norm."},
         r"model\.layers\.(\d+)\.",
-        {"input_layernorm": "input_layernorm", **_LLAMA_QKV, "self_attn.dense": "self_attn.o_proj", "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj"}),
+        {"input_layernorm": "input_layernorm", **_LLAMA_QKV, "self_attn.dense": "self_attn.o_proj",
+         "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj"}),
     "Starcoder2ForCausalLM": WeightNames(
         _LLAMA_OUTER, r"model\.layers\.(\d+)\.",
         {**_LLAMA_NORMS, **_LLAMA_ATTENTION, "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj"}),
