@@ -32,7 +32,8 @@ from .nn import functional as F
 from .ops.attention import prefill_attention
 from .ops.convolution import _DIRECT_MAX_GROUP_MATRIX, _DIRECT_SHAPES, convolution
 from .ops.matmul import _product
-from .ops.matmul_prologue import act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
+from .ops.matmul_prologue import (act_and_mul_linear, add_layer_norm_linear, add_rms_norm_linear, layer_norm_linear,
+                                  rms_norm_linear)
 from .ops.moe import grouped_mm, grouped_quantized_linear, grouped_reference
 from .ops.plans import clear_all
 from .ops.quant import quantized_linear
@@ -156,7 +157,9 @@ def _prologue_cases(kernel: str, extents, dtypes, flags, device) -> list[Case]:
     """Keys of the products with a prologue (``ops/matmul_prologue.py``), on a contiguous input, weight
     (out_features, K) and bias. ``gemv_rms_norm``: the rows' RMS norm (of x + residual with the key's
     residual flag) times a norm weight; its bound adds to the product's the input rows' error: the sum's and
-    the normed value's roundings to the dtype, the norm's own float32 roundings (its K squares). And
+    the normed value's roundings to the dtype, the norm's own float32 roundings (its K squares).
+    ``gemv_layer_norm``: the same of a LayerNorm with a bias, its bound also the mean's rounding carried by
+    every centered value. And
     ``gemv_act_and_mul``: act(gate) * up of the key's activation; its bound adds the activation's value
     rounded to the dtype before and after the product with up, and float32's few ulps in exp or tanh (of
     the gate's size: 1 + tanh cancels). The ``quantized_`` kernels: the same of a weight rounded to nearest
@@ -177,20 +180,35 @@ def _prologue_cases(kernel: str, extents, dtypes, flags, device) -> list[Case]:
         weight, w64 = _operand(rng, (n, k), name, device, transposed=False)
         dequantized = 0.0
     bias, b64 = _operand(rng, (n,), name, device, transposed=False)
-    if kernel.endswith("gemv_rms_norm"):
+    if kernel.endswith("gemv_rms_norm") or kernel.endswith("gemv_layer_norm"):
         x, x64 = _operand(rng, (m, k), name, device, transposed=False)
         norm, norm64 = _operand(rng, (k,), name, device, transposed=False)
-        eps = 1e-6
+        shift, shift64 = _operand(rng, (k,), name, device, transposed=False)
+        layer = kernel.endswith("gemv_layer_norm")
+        eps = 1e-5 if layer else 1e-6
         residual, r64 = _operand(rng, (m, k), name, device, transposed=False)
 
         def run():
+            if layer and flags.get("residual") == "1":
+                return add_layer_norm_linear(x, residual, norm, shift, weight, bias, eps)[0]
+            if layer:
+                return layer_norm_linear(x, norm, shift, weight, bias, eps)
             if flags.get("residual") == "1":
                 return add_rms_norm_linear(x, residual, norm, weight, bias, eps)[0]
             return rms_norm_linear(x, norm, weight, bias, eps)
         if flags.get("residual") == "1":
             x64 = x64 + r64
-        rows = x64 / np.sqrt(np.mean(x64 * x64, axis=1, keepdims=True) + eps) * norm64
-        row_error = (3 * unit + _gamma(k + 4, accumulate)) * np.abs(rows)
+        if layer:
+            # the mean's float32 sum of K terms shifts every centered value by up to gamma(K) of the row's size
+            centered = x64 - np.mean(x64, axis=1, keepdims=True)
+            inverse = 1 / np.sqrt(np.mean(centered * centered, axis=1, keepdims=True) + eps)
+            rows = centered * inverse * norm64 + shift64
+            row_error = ((3 * unit + _gamma(2 * k + 8, accumulate)) * np.abs(rows)
+                         + _gamma(k + 4, accumulate) * np.abs(x64).max(axis=1, keepdims=True) * inverse
+                         * np.abs(norm64))
+        else:
+            rows = x64 / np.sqrt(np.mean(x64 * x64, axis=1, keepdims=True) + eps) * norm64
+            row_error = (3 * unit + _gamma(k + 4, accumulate)) * np.abs(rows)
     else:
         activation = flags.get("activation", "silu")
         x, x64 = _operand(rng, (m, 2 * k), name, device, transposed=False)
@@ -584,6 +602,8 @@ CERTIFIERS: dict[str, Certifier] = {
     "gemv_rms_norm": Certifier(("M",), functools.partial(_prologue_cases, "gemv_rms_norm")),
     "gemv_act_and_mul": Certifier(("M",), functools.partial(_prologue_cases, "gemv_act_and_mul")),
     "quantized_gemv_rms_norm": Certifier(("M",), functools.partial(_prologue_cases, "quantized_gemv_rms_norm")),
+    "gemv_layer_norm": Certifier(("M",), functools.partial(_prologue_cases, "gemv_layer_norm")),
+    "quantized_gemv_layer_norm": Certifier(("M",), functools.partial(_prologue_cases, "quantized_gemv_layer_norm")),
     "quantized_gemv_act_and_mul": Certifier(("M",), functools.partial(_prologue_cases, "quantized_gemv_act_and_mul")),
     "attention": Certifier(("L",), _prefill_cases),
     "attention_decode": Certifier(("G",), _decode_cases),

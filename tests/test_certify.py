@@ -476,6 +476,7 @@ def test_quantized_keys_certify_and_serve_certified_only(format, fp8_scales, fp8
 
 
 @pytest.mark.parametrize("op, dtype", [("rms_norm_linear", "float32"), ("add_rms_norm_linear", "bfloat16"),
+                                       ("layer_norm_linear", "float32"), ("add_layer_norm_linear", "float16"),
                                        ("act_and_mul_linear", "float16")])
 def test_prologue_keys_certify_refuse_a_wrong_candidate_and_serve_certified_only(op, dtype, monkeypatch):
     """The products with a norm or an activation in their prologue: their own keys and certifier (a float64
@@ -501,6 +502,9 @@ def _prologue_call(op, x, residual, norm, gate_up, weight):
     from nbxtensor.ops import matmul_prologue
     return {"rms_norm_linear": lambda: matmul_prologue.rms_norm_linear(x, norm, weight),
             "add_rms_norm_linear": lambda: matmul_prologue.add_rms_norm_linear(x, residual, norm, weight)[0],
+            "layer_norm_linear": lambda: matmul_prologue.layer_norm_linear(x, norm, norm, weight),
+            "add_layer_norm_linear": lambda: matmul_prologue.add_layer_norm_linear(x, residual, norm, norm,
+                                                                                   weight)[0],
             "act_and_mul_linear": lambda: matmul_prologue.act_and_mul_linear(gate_up, weight)}[op]
 
 
@@ -531,6 +535,7 @@ def _certify_refusing_short_splits(monkeypatch, op, call) -> str:
 
 @pytest.mark.parametrize("op, dtype, form", [("add_rms_norm_linear", "bfloat16", "int4"),
                                              ("rms_norm_linear", "float32", "int8"),
+                                             ("add_layer_norm_linear", "bfloat16", "int8"),
                                              ("act_and_mul_linear", "float16", "fp8")])
 def test_quantized_prologue_keys_certify_refuse_a_wrong_candidate_and_serve_certified_only(op, dtype, form,
                                                                                            monkeypatch):

@@ -862,3 +862,33 @@ def test_hostile_renamed_checkpoints_are_refused(tmp_path_factory, tmp_path):
                   str(hostile / "model.safetensors"))
         with pytest.raises(CheckpointError, match=message):
             llm.load(hostile, device=TEST_DEVICE)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "olmo"])
+def test_a_layer_norm_decode_step_folds_its_norms_into_its_products(tmp_path_factory, monkeypatch, name):
+    """A one-row decode step of a LayerNorm family launches 2 kernels a layer fewer and one fewer for the head:
+    each LayerNorm (its bias, and the residual's add) runs in the prologue of the product after it; a plain MLP's
+    activation still runs alone. GPT-2's norms have weights and biases, OLMo's neither. Its logits equal the
+    unfused step's to the products' rounding."""
+    from nbxtensor.launch import capture
+    from nbxtensor.llm import model as model_module
+    _, directory = _checkpoint(tmp_path_factory, name, {**LAYER_NORM_FAMILIES, **VARIANTS})
+    model = llm.load(directory, device=TEST_DEVICE, replay=False).model
+    cache = model.new_cache(64, block_size=4)
+    model.prefill(cache, 0, PROMPTS[0])
+    inputs = {key: to_nbx(array) for key, array in model.decode_inputs(cache, [0], [7]).items()}
+    steps = {}
+    for fold in (True, False):
+        if not fold:
+            monkeypatch.setattr(model_module, "FOLD_MAX_ROWS", 0)
+        model.decode_from(cache, inputs)
+        with capture() as recorded:
+            logits = model.decode_from(cache, inputs)
+        steps[fold] = [launch[0].fn.__name__ for launch in recorded.launches], logits.numpy()
+    (folded, folded_logits), (unfolded, unfolded_logits) = steps[True], steps[False]
+    layers = model.config.num_layers
+    gated = model.config.gated
+    assert len(unfolded) - len(folded) == (3 if gated else 2) * layers + 1
+    assert folded.count("gemv_prologue") == (3 if gated else 2) * layers + 1
+    assert "norm_rows" not in folded
+    np.testing.assert_allclose(folded_logits, unfolded_logits, rtol=1e-5, atol=1e-5)

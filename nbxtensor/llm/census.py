@@ -184,11 +184,11 @@ def prefill_keys(config: DecoderConfig, dtype, facts: dict, length: int, offset:
 
 
 def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Projections) -> Counter:
-    """The keys of a decode step whose norms and gated activations fold into the products after them
-    (``DecoderModel._layers``): each layer's qkv product behind its add + norm (the first layer's behind
-    its norm alone; a post-norm family's products take the stream as it is), its o product, its gate_up
-    product behind an add + norm, its down product behind the activation, and the head (float) behind the
-    final add + norm. Quantized projections fold alike, but for
+    """The keys of a decode step whose norms (RMS or LayerNorm) and gated activations fold into the products
+    after them (``DecoderModel._layers``): each layer's qkv product behind its add + norm (the first layer's
+    behind its norm alone; a post-norm family's products take the stream as it is), its o product, its gate_up
+    (a plain MLP's up) product behind an add + norm, its down product behind a gated activation (a plain one's
+    apart), and the head (float) behind the final add + norm. Quantized projections fold alike, but for
     q, k and v (gate and up) weights that do not join: their norm runs apart (and forms no key) before their
     products."""
     c = config
@@ -204,8 +204,13 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
     def apart(inputs, *outputs, bias=False):
         for width in outputs:
             counts.update(_linear(facts, rows, inputs, width, dtype, bias, projections))
-    norm = _meta((c.hidden_size,), dtype)
+    vector = _meta((c.hidden_size,), dtype)
     stream = _meta((rows, c.hidden_size), dtype)
+    # a LayerNorm's weight and bias (either may be absent: the norm's own facts do not change the key), an RMS norm's
+    # weight
+    norm = (vector, vector) if c.layer_norm else (vector,)
+    first_op, added_op = ("layer_norm_linear", "add_layer_norm_linear") if c.layer_norm else \
+        ("rms_norm_linear", "add_rms_norm_linear")
     q_rows, kv_rows = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
     for index in range(c.num_layers):
         if not qkv_joined:
@@ -213,24 +218,27 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
         elif c.post_norms:  # the stream feeds its products unnormed (OLMo 2): nothing to fold
             apart(c.hidden_size, q_rows + 2 * kv_rows, bias=c.attention_bias)
         elif index == 0:
-            key("rms_norm_linear", c.hidden_size, c.hidden_size, q_rows + 2 * kv_rows, norm, bias=c.attention_bias)
+            key(first_op, c.hidden_size, c.hidden_size, q_rows + 2 * kv_rows, *norm, bias=c.attention_bias)
         else:
-            key("add_rms_norm_linear", c.hidden_size, c.hidden_size, q_rows + 2 * kv_rows, stream, norm,
+            key(added_op, c.hidden_size, c.hidden_size, q_rows + 2 * kv_rows, stream, *norm,
                 bias=c.attention_bias)
         apart(q_rows, c.hidden_size, bias=c.output_bias)
         if c.mixture_at(index) is not None:  # its norm runs alone
             counts.update(_mixture_keys(c, facts, rows, dtype, projections))
             continue
-        if gate_up_joined and c.post_norms:
-            apart(c.hidden_size, 2 * c.intermediate_size, bias=c.mlp_bias)
-        elif gate_up_joined:
-            key("add_rms_norm_linear", c.hidden_size, c.hidden_size, 2 * c.intermediate_size, stream, norm,
-                bias=c.mlp_bias)
+        first_width = (2 if c.gated else 1) * c.intermediate_size
+        if (gate_up_joined or not c.gated) and c.post_norms:
+            apart(c.hidden_size, first_width, bias=c.mlp_bias)
+        elif gate_up_joined or not c.gated:
+            key(added_op, c.hidden_size, c.hidden_size, first_width, stream, *norm, bias=c.mlp_bias)
         else:
             apart(c.hidden_size, c.intermediate_size, c.intermediate_size, bias=c.mlp_bias)
-        key("act_and_mul_linear", 2 * c.intermediate_size, c.intermediate_size, c.hidden_size,
-            bias=c.mlp_bias, activation=c.activation)
-    key("add_rms_norm_linear", c.hidden_size, c.hidden_size, c.vocab_size, stream, norm, form=FLOAT)
+        if c.gated:
+            key("act_and_mul_linear", 2 * c.intermediate_size, c.intermediate_size, c.hidden_size,
+                bias=c.mlp_bias, activation=c.activation)
+        else:  # a plain MLP's activation runs alone, then its down product
+            apart(c.intermediate_size, c.hidden_size, bias=c.mlp_bias)
+    key(added_op, c.hidden_size, c.hidden_size, c.vocab_size, stream, *norm, bias=c.head_bias, form=FLOAT)
     return counts
 
 

@@ -29,7 +29,8 @@ from ..nn import functional as F
 from ..ops.attention import paged_attention, prefill_attention, rotary_append
 from ..ops.copy import cat
 from ..ops.creation import empty, tensor as make_tensor
-from ..ops.matmul_prologue import FOLD_MAX_ROWS, act_and_mul_linear, add_rms_norm_linear, rms_norm_linear
+from ..ops.matmul_prologue import (FOLD_MAX_ROWS, act_and_mul_linear, add_layer_norm_linear, add_rms_norm_linear,
+                                   layer_norm_linear, rms_norm_linear)
 from ..ops.moe import moe
 from ..ops.normalization import add_layer_norm, add_rms_norm, rms_norm
 from ..quant import QuantizationError, QuantizedWeight, join_rows, stack_experts
@@ -274,9 +275,9 @@ class DecoderConfig:
 
     @property
     def folds(self) -> bool:
-        """Whether a decode step folds its norms into the products after them (RMS norms, attention then a gated
-        MLP in turn)."""
-        return not self.layer_norm and not self.parallel and self.gated
+        """Whether a one-row decode step folds its norms into the products after them (attention and the MLP in
+        turn, not in parallel); a gated MLP's activation folds into its down product too."""
+        return not self.parallel
 
     @classmethod
     def from_hf(cls, config: dict, where: str) -> "DecoderConfig":
@@ -902,6 +903,10 @@ class DecoderModel:
         if unnormed:
             h = x if residual is None else residual + x
             return _project(h, weight, bias, self.fp8_activations), h
+        if fuse and not isinstance(weight, list) and c.layer_norm:
+            if residual is None:
+                return layer_norm_linear(x, norm, norm_bias, weight, bias, c.norm_eps), x
+            return add_layer_norm_linear(x, residual, norm, norm_bias, weight, bias, c.norm_eps)
         if fuse and not isinstance(weight, list):
             if residual is None:
                 return rms_norm_linear(x, norm, weight, bias, c.norm_eps), x
@@ -956,13 +961,14 @@ class DecoderModel:
             else:
                 first, residual = self._normed_product(out, residual, mlp_norm, layer.gate_up, layer.first_bias,
                                                        fuse, layer.post_norm_bias, c.post_norms)
-                branch = (act_and_mul_linear(first, layer.down, layer.down_bias, activation=c.activation) if fuse
-                          else self._mlp(layer, first))
+                branch = (act_and_mul_linear(first, layer.down, layer.down_bias, activation=c.activation)
+                          if fuse and c.gated else self._mlp(layer, first))
             if c.normed_after:
                 branch = rms_norm(branch, hidden, layer.post_mlp_norm, c.norm_eps)
             branch = self._branch(branch)
         if fuse:
-            return self._capped(self._normed_product(branch, residual, self.norm, self.lm_head, fuse=True)[0])
+            return self._capped(self._normed_product(branch, residual, self.norm, self.lm_head, self.head_bias, True,
+                                                     self.norm_bias)[0])
         h, _ = self._norm(branch, residual, self.norm, self.norm_bias)
         return self._capped(linear(h if last is None else h[last:], self.lm_head, self.head_bias))
 

@@ -46,7 +46,8 @@ KERNEL_OPS = {"gemm": "matmul", "gemv": "matmul", "attention": "scaled_dot_produ
               "fp8_block_gemm": "quantized_linear", "conv": "convolution",
               "direct_conv": "convolution", "depthwise_conv": "convolution", "gemv_rms_norm": "rms_norm_linear",
               "gemv_act_and_mul": "act_and_mul_linear", "quantized_gemv_rms_norm": "rms_norm_linear",
-              "quantized_gemv_act_and_mul": "act_and_mul_linear", "grouped_gemm": "grouped_mm",
+              "quantized_gemv_act_and_mul": "act_and_mul_linear", "gemv_layer_norm": "layer_norm_linear",
+              "quantized_gemv_layer_norm": "layer_norm_linear", "grouped_gemm": "grouped_mm",
               "grouped_quantized_gemm": "grouped_quantized_linear"}
 
 
@@ -55,8 +56,9 @@ def op_of(key: str) -> str:
     kernel = key.split("|", 1)[0]
     if kernel == "attention" and ("|softcap=" in key or "|window=" in key):
         return "prefill_attention"  # caps, windows and offsets: the engine's op, not the public one
-    if kernel in ("gemv_rms_norm", "quantized_gemv_rms_norm") and "|residual=1" in key:
-        return "add_rms_norm_linear"
+    if kernel in ("gemv_rms_norm", "quantized_gemv_rms_norm", "gemv_layer_norm", "quantized_gemv_layer_norm") \
+            and "|residual=1" in key:
+        return "add_" + KERNEL_OPS[kernel]
     return KERNEL_OPS.get(kernel, "(no op declares this kernel)")
 
 
