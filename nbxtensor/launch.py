@@ -389,11 +389,23 @@ def launch_planned(kernel, grid, device, args, constexprs: dict, constexpr_key: 
         _use_scratch(device)  # a kernel may ask for global scratch on its first launch
         compiled = kernel[grid](*[a._kernel_pointer(backend) if type(a) is _Pointer else a for a in args],
                                 **constexprs, launch_pdl=constexprs.get(PDL) is True)
-        _compiled[key] = (compiled, [constexprs[name] for name in kernel.arg_names[len(args):]],
-                          _direct_launcher(compiled))
+        _compiled[key] = (compiled, _constexpr_values(kernel, len(args), constexprs), _direct_launcher(compiled))
         return None
     _run_compiled(entry, grid, backend, device, values)
     return entry, values, backend
+
+
+def _constexpr_values(kernel, positional: int, constexprs: dict) -> list:
+    """The values of ``kernel``'s parameters after its ``positional`` ones, in order, as a compiled launch
+    passes them: given by keyword, or the kernel's default for a constexpr a launch leaves out."""
+    defaults = {p.name: p.default for p in getattr(kernel, "params", ()) if p.has_default}
+    values = []
+    for name in kernel.arg_names[positional:]:
+        if name not in constexprs and name not in defaults:
+            raise TypeError(f"{getattr(kernel, '__name__', kernel)}: launched without constexpr {name}, which has "
+                            "no default")
+        values.append(constexprs[name] if name in constexprs else defaults[name])
+    return values
 
 
 def _specialised(args) -> tuple[tuple, list]:

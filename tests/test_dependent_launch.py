@@ -163,3 +163,25 @@ def test_nbx_pdl_takes_0_or_1_only():
                             timeout=300)
     assert result.returncode != 0
     assert "NBX_PDL must be 0 or 1, got 'yes'" in result.stderr
+
+
+def test_a_constexpr_left_to_its_default_is_passed_to_later_compiled_launches(monkeypatch):
+    """A launch may leave a constexpr with a default out (softmax's long rows leave WARP_ROWS): its first,
+    compiling launch records the default among the values later launches pass, where it once raised KeyError
+    on the GPU alone."""
+    monkeypatch.setattr(launch, "backend_for", lambda device: _backend(True))
+    monkeypatch.setattr(launch, "_compiled", {})
+    monkeypatch.setattr(launch, "_use_scratch", lambda device: None)
+    monkeypatch.setattr(launch, "_direct_launcher", lambda compiled: None)
+    kernel = _Kernel()
+    kernel.arg_names = ["x", "BLOCK", "WARP_ROWS"]
+    kernel.params = [SimpleNamespace(name="x", has_default=False, default=None),
+                     SimpleNamespace(name="BLOCK", has_default=False, default=None),
+                     SimpleNamespace(name="WARP_ROWS", has_default=True, default=False)]
+    launch.launch(kernel, (1,), SimpleNamespace(type="cuda", index=0), [7], BLOCK=4)
+    ((_, values, _),) = launch._compiled.values()
+    assert values == [4, False]
+    kernel.arg_names.append("STAGES")
+    kernel.params.append(SimpleNamespace(name="STAGES", has_default=False, default=None))
+    with pytest.raises(TypeError, match="launched without constexpr STAGES, which has no default"):
+        launch.launch(kernel, (2,), SimpleNamespace(type="cuda", index=0), [7], BLOCK=8)
