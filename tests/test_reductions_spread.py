@@ -348,3 +348,14 @@ def test_softmax_splits_every_row_past_the_resident_length(rng, spread):
     assert np.all(np.abs(got[0, 150:] - e / e.sum()) <= 303 * EPS["float32"] * e / e.sum() + SUBNORMAL["float32"])
     assert np.isnan(got[1]).all()
     assert to_nbx(b[2:]).softmax(1).numpy().tobytes() == got[2:].astype(np.float32).tobytes()
+
+
+def test_a_scan_splits_into_chunks_no_shorter_than_its_own_floor():
+    """On Hopper a cumsum row of 32000 splits into 16 chunks of 2048 (a reduction's split would make 125 of 256,
+    and a one-row scan then waits on 124 totals a chunk), by its length alone; a reduction keeps its own split."""
+    from nbxtensor.device.facts import load as load_facts
+    from nbxtensor.ops.reductions import scan_split
+    hopper = load_facts("hopper")["kernels"]
+    assert scan_split(32000, hopper, 132) == (2048, 16)
+    assert scan_split(256000, hopper, 132) == (2048, 125)  # long rows spread over the SMs as before
+    assert split_plan(32000, hopper, 132) == (256, 125)

@@ -166,12 +166,13 @@ def _pad(shape, strides):
 
 
 def split_plan(length: int, facts: dict, multiprocessor_count: int | None = None,
-               column: bool = False, threshold: int | None = None) -> tuple[int, int]:
+               column: bool = False, threshold: int | None = None, floor: int | None = None) -> tuple[int, int]:
     """(chunk length, chunk count) for a row of ``length``: a function of the length and the device
     alone (its facts, its ``multiprocessor_count``; None: the most chunks any device takes), so a row is
     reduced in the same order whatever batch it is in. A row past the split length (``threshold``, the
     op's own where it splits sooner) is cut into chunks short enough that one row alone spreads over
-    every multiprocessor (down to ``reduction_split_min`` elements, up to ``reduction_split_block``), and
+    every multiprocessor (down to ``reduction_split_min`` elements, or the op's own ``floor``, up to
+    ``reduction_split_block``), and
     into about ``reduction_split_chunks`` of them when longer. Column layouts (reduced elements strided,
     kept ones adjacent) split from a shorter length: their programs span many kept elements, so they
     are few; up to ``reduction_split_block`` they make about ``reduction_column_split_chunks`` chunks (where
@@ -186,7 +187,7 @@ def split_plan(length: int, facts: dict, multiprocessor_count: int | None = None
         # floor) 2048 rows of 768 columns gave 192 programs of 16 steps, too few loads in flight
         chunk = max(facts["reduction_column_lanes"], next_pow2(cdiv(length, column_chunks)))
         return chunk, cdiv(length, chunk)
-    floor = facts["reduction_split_min"]
+    floor = facts["reduction_split_min"] if floor is None else floor
     spread = floor if multiprocessor_count is None else max(floor, next_pow2(cdiv(length, multiprocessor_count)))
     chunk = max(next_pow2(cdiv(length, facts["reduction_split_chunks"])), min(facts["reduction_split_block"], spread))
     return chunk, cdiv(length, chunk)
@@ -196,6 +197,14 @@ def scan_split_length(facts: dict) -> int:
     """cumsum splits a row that one program would walk in more than one step of a split chunk's width:
     the steps of one program follow each other, the chunks of a split row run side by side."""
     return min(facts["reduction_split_length"], facts["reduction_split_block"])
+
+
+def scan_split(length: int, facts: dict, multiprocessor_count: int | None = None) -> tuple[int, int]:
+    """cumsum's (chunk length, chunk count) for a row of ``length``: a reduction's split, but no chunk shorter
+    than ``scan_split_min`` where the facts name it: a chunk's program waits for the totals of every chunk
+    before it, so a one-row scan of many short chunks is bound by those waits, not by its bytes."""
+    return split_plan(length, facts, multiprocessor_count, threshold=scan_split_length(facts),
+                      floor=facts.get("scan_split_min"))
 
 
 def tile_for(length: int, facts: dict, column: bool = False, split: bool = False) -> tuple[int, int, int]:
@@ -869,7 +878,7 @@ def _plan_scan(x: Tensor, dim: int, scan: int, out_dtype, acc, compute, with_ind
     src, out, indices = Slot("x"), Slot("out"), Slot("indices" if with_indices else "out")
     geometry = [tuple(row_shape), tuple(src_strides), tuple(dst_strides), x.stride(d), out_strides[d]]
     sms = multiprocessors(dev)
-    chunk, n_chunks = split_plan(length, facts, sms, threshold=scan_split_length(facts))
+    chunk, n_chunks = scan_split(length, facts, sms)
     workspace = Workspace({})
     if scan != SCAN_CUMSUM or n_chunks == 1:
         launches = [PlannedLaunch(K.scan_rows, (cdiv(n_rows, block_rows),),
@@ -937,8 +946,7 @@ def _chunked_scan_workspace(shape, dim: int) -> int:
     if not length:
         return 0
     rows = S.numel(shape) // length
-    chunks = builtins.max(split_plan(length, facts["kernels"], threshold=scan_split_length(facts["kernels"]))[1]
-                          for facts in all_facts())
+    chunks = builtins.max(scan_split(length, facts["kernels"])[1] for facts in all_facts())
     return Workspace.bytes_for([((rows * chunks,), _dt("int64"))]) if chunks > 1 else 0
 
 
