@@ -864,12 +864,13 @@ def test_hostile_renamed_checkpoints_are_refused(tmp_path_factory, tmp_path):
             llm.load(hostile, device=TEST_DEVICE)
 
 
-@pytest.mark.parametrize("name", ["gpt2", "olmo"])
-def test_a_layer_norm_decode_step_folds_its_norms_into_its_products(tmp_path_factory, monkeypatch, name):
-    """A one-row decode step of a LayerNorm family launches 2 kernels a layer fewer and one fewer for the head:
-    each LayerNorm (its bias, and the residual's add) runs in the prologue of the product after it; a plain MLP's
-    activation still runs alone. GPT-2's norms have weights and biases, OLMo's neither. Its logits equal the
-    unfused step's to the products' rounding."""
+@pytest.mark.parametrize("name, fewer", [("gpt2", 2), ("olmo", 3), ("phi", 1), ("gpt_neox", 2), ("cohere", 2)])
+def test_a_layer_norm_decode_step_folds_its_norms_into_its_products(tmp_path_factory, monkeypatch, name, fewer):
+    """A one-row decode step of a LayerNorm family launches ``fewer`` kernels a layer fewer and one fewer for the
+    head: each LayerNorm (its bias, and the residual's add) runs in the prologue of the product after it, a gated
+    activation in the down product's; a plain MLP's activation still runs alone. GPT-2's norms have weights and
+    biases, OLMo's neither; a parallel block's products each norm the stream (Phi's and Cohere's one norm, whose
+    launch is saved once; GPT-NeoX's two). Its logits equal the unfused step's to the products' rounding."""
     from nbxtensor.launch import capture
     from nbxtensor.llm import model as model_module
     _, directory = _checkpoint(tmp_path_factory, name, {**LAYER_NORM_FAMILIES, **VARIANTS})
@@ -887,8 +888,7 @@ def test_a_layer_norm_decode_step_folds_its_norms_into_its_products(tmp_path_fac
         steps[fold] = [launch[0].fn.__name__ for launch in recorded.launches], logits.numpy()
     (folded, folded_logits), (unfolded, unfolded_logits) = steps[True], steps[False]
     layers = model.config.num_layers
-    gated = model.config.gated
-    assert len(unfolded) - len(folded) == (3 if gated else 2) * layers + 1
-    assert folded.count("gemv_prologue") == (3 if gated else 2) * layers + 1
+    assert len(unfolded) - len(folded) == fewer * layers + 1
+    assert folded.count("gemv_prologue") == (3 if model.config.gated else 2) * layers + 1
     assert "norm_rows" not in folded
     np.testing.assert_allclose(folded_logits, unfolded_logits, rtol=1e-5, atol=1e-5)

@@ -187,8 +187,9 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
     """The keys of a decode step whose norms (RMS or LayerNorm) and gated activations fold into the products
     after them (``DecoderModel._layers``): each layer's qkv product behind its add + norm (the first layer's
     behind its norm alone; a post-norm family's products take the stream as it is), its o product, its gate_up
-    (a plain MLP's up) product behind an add + norm, its down product behind a gated activation (a plain one's
-    apart), and the head (float) behind the final add + norm. Quantized projections fold alike, but for
+    (a plain MLP's up) product behind an add + norm (a parallel block's behind a norm of the stream its qkv
+    product summed), its down product behind a gated activation (a plain one's apart), and the head (float)
+    behind the final add + norm. Quantized projections fold alike, but for
     q, k and v (gate and up) weights that do not join: their norm runs apart (and forms no key) before their
     products."""
     c = config
@@ -227,10 +228,12 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
             counts.update(_mixture_keys(c, facts, rows, dtype, projections))
             continue
         first_width = (2 if c.gated else 1) * c.intermediate_size
+        # a parallel block's MLP norms the stream its attention's product already added to
+        mlp_op, mlp_between = (first_op, norm) if c.parallel else (added_op, (stream, *norm))
         if (gate_up_joined or not c.gated) and c.post_norms:
             apart(c.hidden_size, first_width, bias=c.mlp_bias)
         elif gate_up_joined or not c.gated:
-            key(added_op, c.hidden_size, c.hidden_size, first_width, stream, *norm, bias=c.mlp_bias)
+            key(mlp_op, c.hidden_size, c.hidden_size, first_width, *mlp_between, bias=c.mlp_bias)
         else:
             apart(c.hidden_size, c.intermediate_size, c.intermediate_size, bias=c.mlp_bias)
         if c.gated:
@@ -245,7 +248,7 @@ def _folded(config: DecoderConfig, facts, rows: int, dtype, projections: Project
 def decode_keys(config: DecoderConfig, dtype, facts: dict, rows: int, projections: Projections = FLOAT) -> Counter:
     """The keys of one decode step of ``rows`` sequences (padding rows included)."""
     dtype = get_dtype(dtype)
-    if rows <= FOLD_MAX_ROWS and config.folds:
+    if rows <= FOLD_MAX_ROWS:
         return _folded(config, facts, rows, dtype, projections)
     counts: Counter = Counter()
     for index in range(config.num_layers):

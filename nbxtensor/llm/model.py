@@ -273,12 +273,6 @@ class DecoderConfig:
         """The mixture of experts layer ``index`` runs in place of a dense MLP, or None."""
         return self.mixture if self.mixture is not None and self.mixture.layers[index] else None
 
-    @property
-    def folds(self) -> bool:
-        """Whether a one-row decode step folds its norms into the products after them (attention and the MLP in
-        turn, not in parallel); a gated MLP's activation folds into its down product too."""
-        return not self.parallel
-
     @classmethod
     def from_hf(cls, config: dict, where: str) -> "DecoderConfig":
         architectures = config.get("architectures") or []
@@ -914,6 +908,24 @@ class DecoderModel:
         h, residual = self._norm(x, residual, norm, norm_bias)
         return _project(h, weight, bias, self.fp8_activations), residual
 
+    def _parallel_inputs(self, layer: _Layer, branch: Tensor, residual: Tensor | None, fuse: bool):
+        """(qkv, the MLP's first product, the new stream) of a parallel block, whose attention and MLP read the
+        stream normed once (a shared norm) or by a norm each. With ``fuse`` each norm runs in its product's
+        prologue (the MLP's recomputing the stream's statistics); otherwise the norms run first."""
+        c = self.config
+        mlp_norm, mlp_norm_bias = ((layer.input_norm, layer.input_norm_bias) if c.shared_norm
+                                   else (layer.post_norm, layer.post_norm_bias))
+        if fuse:
+            qkv, stream = self._normed_product(branch, residual, layer.input_norm, layer.qkv, layer.qkv_bias, True,
+                                               layer.input_norm_bias)
+            first, _ = self._normed_product(stream, None, mlp_norm, layer.gate_up, layer.first_bias, True,
+                                            mlp_norm_bias)
+            return qkv, first, stream
+        h, stream = self._norm(branch, residual, layer.input_norm, layer.input_norm_bias)
+        h_mlp = h if c.shared_norm else self._norm(stream, None, mlp_norm, mlp_norm_bias)[0]
+        return (_project(h, layer.qkv, layer.qkv_bias, self.fp8_activations),
+                _project(h_mlp, layer.gate_up, layer.first_bias, self.fp8_activations), stream)
+
     def _mlp(self, layer: _Layer, first: Tensor) -> Tensor:
         """A dense MLP's output from its first product ``first`` (the gate and up rows, or the up rows of a
         plain MLP): the activation, then the down product."""
@@ -934,13 +946,12 @@ class DecoderModel:
         add + norm feeds the head. A mixture-of-experts layer's add + norm runs alone before its experts."""
         c = self.config
         hidden = (c.hidden_size,)
-        fuse = last is None and x.shape[0] <= FOLD_MAX_ROWS and c.folds
+        fuse = last is None and x.shape[0] <= FOLD_MAX_ROWS
         # each norm adds the branch before it to the residual stream (the embeddings start the stream)
         branch, residual = x, None
         for index, layer in enumerate(self.layers):
             if c.parallel:  # attention and the MLP read the same stream; both join it at once
-                h, residual = self._norm(branch, residual, layer.input_norm, layer.input_norm_bias)
-                qkv = _project(h, layer.qkv, layer.qkv_bias, self.fp8_activations)
+                qkv, first, residual = self._parallel_inputs(layer, branch, residual, fuse)
             else:
                 qkv, residual = self._normed_product(branch, residual, layer.input_norm, layer.qkv, layer.qkv_bias,
                                                      fuse, layer.input_norm_bias, c.post_norms)
@@ -948,9 +959,8 @@ class DecoderModel:
             attended = attend(index, q, k, v).reshape(qkv.shape[0], c.num_heads * c.head_dim)
             out = self._branch(linear(attended, layer.o, layer.o_bias, self.fp8_activations))
             if c.parallel:
-                if not c.shared_norm:
-                    h, _ = self._norm(residual, None, layer.post_norm, layer.post_norm_bias)
-                branch = out + self._mlp(layer, _project(h, layer.gate_up, layer.first_bias, self.fp8_activations))
+                branch = out + (act_and_mul_linear(first, layer.down, layer.down_bias, activation=c.activation)
+                                if fuse and c.gated else self._mlp(layer, first))
                 continue
             if c.normed_after:
                 out = rms_norm(out, hidden, layer.post_norm, c.norm_eps)
