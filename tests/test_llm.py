@@ -196,15 +196,28 @@ def test_a_decode_step_folds_norms_and_activations_into_its_products(tmp_path_fa
     norm runs in the prologue of the product after it (the add of the residual too) and the gated
     activation in the down projection's. Its logits equal the unfused step's to the products' rounding, for
     biases (Qwen2), q/k norms (Qwen3), and sandwich norms, soft caps and tied embeddings (Gemma 2)."""
+    _, directory = _checkpoint(tmp_path_factory, name)
+    model, (folded, folded_logits), (unfolded, unfolded_logits) = _folded_and_unfolded_steps(directory, monkeypatch)
+    layers = model.config.num_layers
+    assert len(unfolded) - len(folded) == 3 * layers + 1
+    assert folded.count("gemv_prologue") == 3 * layers + 1
+    if name == "qwen2":  # no q/k or sandwich norms: every norm and activation is in a prologue
+        assert "norm_rows" not in folded and "pointwise" not in folded
+    # float32 products of 64 to 192 terms, and their inputs' roundings: a few units of 2^-24 each
+    np.testing.assert_allclose(folded_logits, unfolded_logits, rtol=1e-5, atol=1e-5)
+    assert (folded_logits.argmax(-1) == unfolded_logits.argmax(-1)).all()
+
+
+def _folded_and_unfolded_steps(directory, monkeypatch):
+    """(model, (kernel names, logits) of a one-row decode step folded, the same unfolded) of the checkpoint's
+    model, two prompts prefilled."""
     from nbxtensor.launch import capture
     from nbxtensor.llm import model as model_module
-    _, directory = _checkpoint(tmp_path_factory, name)
     model = llm.load(directory, device=TEST_DEVICE, replay=False).model
     cache = model.new_cache(64, block_size=4)
     for sequence, prompt in enumerate(PROMPTS[:2]):
         model.prefill(cache, sequence, prompt)
-    arrays = model.decode_inputs(cache, [0], [7])
-    inputs = {key: to_nbx(array) for key, array in arrays.items()}
+    inputs = {key: to_nbx(array) for key, array in model.decode_inputs(cache, [0], [7]).items()}
     steps = {}
     for fold in (True, False):
         if not fold:  # the norms and the activation launch alone
@@ -215,15 +228,7 @@ def test_a_decode_step_folds_norms_and_activations_into_its_products(tmp_path_fa
         with capture() as recorded:
             logits = model.decode_from(cache, inputs)
         steps[fold] = [launch[0].fn.__name__ for launch in recorded.launches], logits.numpy()
-    (folded, folded_logits), (unfolded, unfolded_logits) = steps[True], steps[False]
-    layers = model.config.num_layers
-    assert len(unfolded) - len(folded) == 3 * layers + 1
-    assert folded.count("gemv_prologue") == 3 * layers + 1
-    if name == "qwen2":  # no q/k or sandwich norms: every norm and activation is in a prologue
-        assert "norm_rows" not in folded and "pointwise" not in folded
-    # float32 products of 64 to 192 terms, and their inputs' roundings: a few units of 2^-24 each
-    np.testing.assert_allclose(folded_logits, unfolded_logits, rtol=1e-5, atol=1e-5)
-    assert (folded_logits.argmax(-1) == unfolded_logits.argmax(-1)).all()
+    return model, steps[True], steps[False]
 
 
 def test_a_decode_step_of_two_rows_folds_nothing(tmp_path_factory):
@@ -871,22 +876,8 @@ def test_a_layer_norm_decode_step_folds_its_norms_into_its_products(tmp_path_fac
     activation in the down product's; a plain MLP's activation still runs alone. GPT-2's norms have weights and
     biases, OLMo's neither; a parallel block's products each norm the stream (Phi's and Cohere's one norm, whose
     launch is saved once; GPT-NeoX's two). Its logits equal the unfused step's to the products' rounding."""
-    from nbxtensor.launch import capture
-    from nbxtensor.llm import model as model_module
     _, directory = _checkpoint(tmp_path_factory, name, {**LAYER_NORM_FAMILIES, **VARIANTS})
-    model = llm.load(directory, device=TEST_DEVICE, replay=False).model
-    cache = model.new_cache(64, block_size=4)
-    model.prefill(cache, 0, PROMPTS[0])
-    inputs = {key: to_nbx(array) for key, array in model.decode_inputs(cache, [0], [7]).items()}
-    steps = {}
-    for fold in (True, False):
-        if not fold:
-            monkeypatch.setattr(model_module, "FOLD_MAX_ROWS", 0)
-        model.decode_from(cache, inputs)
-        with capture() as recorded:
-            logits = model.decode_from(cache, inputs)
-        steps[fold] = [launch[0].fn.__name__ for launch in recorded.launches], logits.numpy()
-    (folded, folded_logits), (unfolded, unfolded_logits) = steps[True], steps[False]
+    model, (folded, folded_logits), (unfolded, unfolded_logits) = _folded_and_unfolded_steps(directory, monkeypatch)
     layers = model.config.num_layers
     assert len(unfolded) - len(folded) == fewer * layers + 1
     assert folded.count("gemv_prologue") == (3 if model.config.gated else 2) * layers + 1

@@ -1,8 +1,8 @@
 """GEMVs whose prologue computes their input rows from the op that would have produced them, so a decode
 step launches one kernel where it launched two: the RMS norm or LayerNorm of the rows (optionally of
 ``x + residual``, the sum written out once as the new residual stream) times the norm's weight (plus its
-bias), or a gated MLP's ``act(gate) * up``. Each value is rounded to the activation dtype before the product, as the unfused op's
-output would be stored, so results match the unfused pair to the product's own rounding.
+bias), or a gated MLP's ``act(gate) * up``. Each value is rounded to the activation dtype before the product,
+as the unfused op's output would be stored, so results match the unfused pair to the product's own rounding.
 
 The weight streaming, splits and epilogue are ``gemv``'s (``kernels/matmul.py``); every program
 recomputes the row statistics over the whole of K (decode rows are a few thousand values, read from L2),
@@ -52,26 +52,28 @@ def _row_moment(x, res, res_out, rm, row_mask, K, center, x_sm, x_sk, res_sm, re
     if INTERPRETED:
         k0 = 0
         while k0 < K:
-            kk = k0 + rk
-            mask = row_mask[:, None] & (kk < K)[None, :]
-            values = _summed_rows(x, res, res_out, rm, kk, mask, K, x_sm, x_sk, res_sm, res_sk, write, HAS_RESIDUAL,
-                                  X_FORMAT, ACT_FORMAT, ACT_VIA_F32)
-            values = tl.where(mask, values - center[:, None], 0.0)
-            if POWER == 2:
-                values = values * values
-            total += values
+            total += _moment_terms(x, res, res_out, rm, row_mask, k0 + rk, K, center, x_sm, x_sk, res_sm, res_sk, write,
+                                   POWER, HAS_RESIDUAL, X_FORMAT, ACT_FORMAT, ACT_VIA_F32)
             k0 += BLOCK_K
     else:
         for k0 in range(0, K, BLOCK_K):
-            kk = k0 + rk
-            mask = row_mask[:, None] & (kk < K)[None, :]
-            values = _summed_rows(x, res, res_out, rm, kk, mask, K, x_sm, x_sk, res_sm, res_sk, write, HAS_RESIDUAL,
-                                  X_FORMAT, ACT_FORMAT, ACT_VIA_F32)
-            values = tl.where(mask, values - center[:, None], 0.0)
-            if POWER == 2:
-                values = values * values
-            total += values
+            total += _moment_terms(x, res, res_out, rm, row_mask, k0 + rk, K, center, x_sm, x_sk, res_sm, res_sk, write,
+                                   POWER, HAS_RESIDUAL, X_FORMAT, ACT_FORMAT, ACT_VIA_F32)
     return tl.sum(total, 1) / K
+
+
+@triton.jit
+def _moment_terms(x, res, res_out, rm, row_mask, kk, K, center, x_sm, x_sk, res_sm, res_sk, write, POWER: tl.constexpr,
+                  HAS_RESIDUAL: tl.constexpr, X_FORMAT: tl.constexpr, ACT_FORMAT: tl.constexpr,
+                  ACT_VIA_F32: tl.constexpr):
+    """(row - center) ** POWER at columns ``kk`` (zero past K or a padding row)."""
+    mask = row_mask[:, None] & (kk < K)[None, :]
+    values = _summed_rows(x, res, res_out, rm, kk, mask, K, x_sm, x_sk, res_sm, res_sk, write, HAS_RESIDUAL, X_FORMAT,
+                          ACT_FORMAT, ACT_VIA_F32)
+    values = tl.where(mask, values - center[:, None], 0.0)
+    if POWER == 2:
+        values = values * values
+    return values
 
 
 @triton.jit

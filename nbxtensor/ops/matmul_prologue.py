@@ -402,8 +402,8 @@ def _add_layer_norm_linear_samples(op):
     return Samples((sample(operand(3, 8), operand(3, 8), operand(8), operand(8), operand(5, 8), None, 1e-5),
                     sample(operand(2, 8, dtype="float16"), operand(2, 8, dtype="float16"), operand(8, dtype="float16"),
                            None, operand(3, 8, dtype="float16")),
-                    sample(operand(1, 16, dtype="float16"), operand(1, 16, dtype="float16"), operand(16, dtype="float16"),
-                           operand(16, dtype="float16"), _quantized("int4"))),
+                    sample(operand(1, 16, dtype="float16"), operand(1, 16, dtype="float16"),
+                           operand(16, dtype="float16"), operand(16, dtype="float16"), _quantized("int4"))),
                    _add_layer_norm_linear_reference)
 
 
