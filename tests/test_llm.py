@@ -119,6 +119,10 @@ LAYER_NORM_FAMILIES = {
     "stablelm": ("StableLmConfig", "StableLmForCausalLM", {"use_qkv_bias": True}),
     "stablelm-parallel": ("StableLmConfig", "StableLmForCausalLM", {"use_parallel_residual": True}),
     "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", {"sliding_window": 8}),
+    # one key and value head (StarCoder, SantaCoder), then a q, k and v a head with unscaled scores
+    "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", {"n_inner": 96}),
+    "gpt_bigcode-mha": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", {"n_inner": 96, "multi_query": False,
+                                                                      "scale_attn_weights": False}),
     "opt": ("OPTConfig", "OPTForCausalLM", {"ffn_dim": 96, "word_embed_proj_dim": 64, "num_key_value_heads": 4}),
     # LayerNorms scaling by 1 + weight, a squared-relu MLP with biases
     "nemotron": ("NemotronConfig", "NemotronForCausalLM", {"mlp_bias": True, "head_dim": 16}),

@@ -83,6 +83,7 @@ _GPT2_KEYS = {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer
 # config keys some families name otherwise, read under the Llama lineage's names
 CONFIG_KEYS = {
     "GPT2LMHeadModel": _GPT2_KEYS,
+    "GPTBigCodeForCausalLM": _GPT2_KEYS,
     "GPTNeoXForCausalLM": {"rotary_pct": "partial_rotary_factor", "rotary_emb_base": "rope_theta"},
     "Starcoder2ForCausalLM": {"norm_epsilon": "layer_norm_eps"},
     "NemotronForCausalLM": {"norm_eps": "layer_norm_eps"},
@@ -207,6 +208,11 @@ _LLAMA_ATTENTION = {**_LLAMA_QKV, "self_attn.o_proj": "self_attn.o_proj"}
 _LLAMA_NORMS = {n: n for n in ("input_layernorm", "post_attention_layernorm")}
 _LLAMA_MLP = {f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}
 _GPT2_CONV1D = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.up_proj", "mlp.down_proj")
+_GPT2_OUTER = ({f"{p}{stored}.": llama for p in ("transformer.", "") for stored, llama in
+                (("wte", "model.embed_tokens."), ("wpe", "model.embed_positions."), ("ln_f", "model.norm."))}
+               | {"lm_head.": "lm_head."})
+_GPT2_PARTS = {"ln_1": "input_layernorm", "attn.c_attn": "self_attn.qkv_proj", "attn.c_proj": "self_attn.o_proj",
+               "ln_2": "post_attention_layernorm", "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj"}
 # Llama's names but one norm a layer, and rotary pairs of neighbouring dims
 _COHERE = WeightNames(_LLAMA_OUTER, r"model\.layers\.(\d+)\.",
                       {"input_layernorm": "input_layernorm", **_LLAMA_ATTENTION, **_LLAMA_MLP},
@@ -218,14 +224,10 @@ _GLM_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, "mlp.gate_up_proj": "mlp.gate_
               "mlp.down_proj": "mlp.down_proj"}
 # families that name their weights otherwise than the Llama lineage
 WEIGHT_NAMES = {
-    "GPT2LMHeadModel": WeightNames(
-        {f"{p}{stored}.": llama for p in ("transformer.", "") for stored, llama in
-         (("wte", "model.embed_tokens."), ("wpe", "model.embed_positions."), ("ln_f", "model.norm."))}
-        | {"lm_head.": "lm_head."},
-        r"(?:transformer\.)?h\.(\d+)\.",
-        {"ln_1": "input_layernorm", "attn.c_attn": "self_attn.qkv_proj", "attn.c_proj": "self_attn.o_proj",
-         "ln_2": "post_attention_layernorm", "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj"},
-        in_out=_GPT2_CONV1D),
+    "GPT2LMHeadModel": WeightNames(_GPT2_OUTER, r"(?:transformer\.)?h\.(\d+)\.", _GPT2_PARTS, in_out=_GPT2_CONV1D),
+    # GPT-2's names, Linear weights; one key and value head (or a q, k and v a head without multi_query)
+    "GPTBigCodeForCausalLM": WeightNames(_GPT2_OUTER, r"(?:transformer\.)?h\.(\d+)\.", _GPT2_PARTS,
+                                         grouped_qkv=True),
     "GPTNeoXForCausalLM": WeightNames(
         {"gpt_neox.embed_in.": "model.embed_tokens.", "gpt_neox.final_layer_norm.": "model.norm.",
          "embed_out.": "lm_head."},

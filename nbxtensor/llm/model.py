@@ -53,7 +53,8 @@ __all__ = ["DecoderConfig", "DecoderModel", "MixtureConfig", "SUPPORTED_ARCHITEC
 # input stream, each through its own norm (or as the config key named says), "shared_norm": through the one
 # norm (Phi); "positions": learned absolute position embeddings (their table's row offset), no rope; "head_bias": the
 # LM head adds a bias; "four_wide": an MLP four times the hidden size where the config gives no width; "falcon":
-# Falcon's key and value heads and norms, by its architecture flags; "rope_sliding_only": the full-attention layers
+# Falcon's key and value heads and norms, by its architecture flags; "multi_query": one key and value head where the
+# config's multi_query says so; "rope_sliding_only": the full-attention layers
 # rotate nothing where the config gives a window ("windowed_only": it must)
 _LAYER_NORM = {"layer_norm": True, "plain_mlp": True, "mlp_bias": True}
 SUPPORTED_ARCHITECTURES = {
@@ -107,6 +108,10 @@ SUPPORTED_ARCHITECTURES = {
     "GPT2LMHeadModel": {**_LAYER_NORM, "four_wide": True, "fused_qkv": True, "positions": 0, "attention_bias": True,
                         "output_bias": True, "defaults": {"hidden_act": "gelu_new", "layer_norm_eps": 1e-5,
                                                           "tie_word_embeddings": True}},
+    "GPTBigCodeForCausalLM": {**_LAYER_NORM, "four_wide": True, "fused_qkv": True, "positions": 0,
+                              "attention_bias": True, "output_bias": True, "multi_query": True,
+                              "defaults": {"hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-5,
+                                           "multi_query": True, "tie_word_embeddings": True}},
     "GPTNeoXForCausalLM": {**_LAYER_NORM, "fused_qkv": True, "parallel": "use_parallel_residual",
                            "attention_bias": True,
                            "output_bias": "attention_bias",
@@ -306,6 +311,8 @@ class DecoderConfig:
         hidden = integer("hidden_size")
         kv_heads = integer("num_key_value_heads", heads)
         shared_norm = flag("shared_norm")
+        if family.get("multi_query"):  # GPTBigCode: one key and value head, or every head one
+            kv_heads = 1 if config.get("multi_query") else heads
         if family.get("falcon"):  # key and value heads by the architecture's flags; the new one norms twice
             new = bool(config.get("new_decoder_architecture"))
             kv_heads = integer("num_kv_heads", heads) if new or not config.get("multi_query", True) else 1
@@ -429,7 +436,9 @@ class DecoderConfig:
                    rotary_layers=rotary_layers, gemma=gemma, norm_plus_one=gemma or family.get("norm_plus_one", False),
                    norm_weights=family.get("norm_weights", True),
                    sandwich=sandwich, post_norms=family.get("post_norms", False),
+                   # GPT-2's and GPTBigCode's scale_attn_weights false: the scores unscaled
                    attention_scale=(positive("attention_multiplier") if multipliers else
+                                    1.0 if config.get("scale_attn_weights") is False else
                                     None if pre_scalar is None else pre_scalar ** -0.5),
                    embedding_multiplier=positive("embedding_multiplier") if multipliers else None,
                    residual_multiplier=positive("residual_multiplier") if multipliers else None,
