@@ -118,6 +118,10 @@ LAYER_NORM_FAMILIES = {
     "phi": ("PhiConfig", "PhiForCausalLM", {}),
     "stablelm": ("StableLmConfig", "StableLmForCausalLM", {"use_qkv_bias": True}),
     "stablelm-parallel": ("StableLmConfig", "StableLmForCausalLM", {"use_parallel_residual": True}),
+    # q and k LayerNormed head by head: a norm for every head with a bias (Phi), a norm a head (StableLM, Cohere)
+    "phi-qk-norm": ("PhiConfig", "PhiForCausalLM", {"qk_layernorm": True}),
+    "stablelm-qk-norm": ("StableLmConfig", "StableLmForCausalLM", {"qk_layernorm": True}),
+    "cohere-qk-norm": ("CohereConfig", "CohereForCausalLM", {"use_qk_norm": True}),
     "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", {"sliding_window": 8}),
     # one key and value head (StarCoder, SantaCoder), then a q, k and v a head with unscaled scores
     "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", {"n_inner": 96}),
@@ -826,7 +830,6 @@ def test_layer_norm_families_quantize_under_their_own_names(tmp_path_factory, tm
 
 
 @pytest.mark.parametrize("name, change, message", [
-    ("phi", {"qk_layernorm": True}, "qk_layernorm = True is not supported for PhiForCausalLM"),
     ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx = True is not supported"),
     ("opt", {"do_layer_norm_before": False}, "do_layer_norm_before = False is not supported"),
     ("opt", {"word_embed_proj_dim": 32}, "word_embed_proj_dim 32 other than hidden_size"),

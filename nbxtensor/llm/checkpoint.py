@@ -128,6 +128,12 @@ def with_llama_keys(config: dict) -> dict:
     return config
 
 
+def _pairs_apart(dim: int, rotary: int) -> np.ndarray:
+    """A head's dims reordered so that rotary pairs of neighbouring dims sit half the rotary width apart: the rotary
+    dims' even ones, then their odd ones, then the rest."""
+    return np.concatenate([np.arange(0, rotary, 2), np.arange(1, rotary, 2), np.arange(rotary, dim)])
+
+
 @dataclass(frozen=True)
 class WeightNames:
     """How a family's checkpoint names its decoder's weights, read under the Llama lineage's names (the model reads
@@ -139,7 +145,7 @@ class WeightNames:
     ``interleaved_rope``: the rotary pairs are a head's neighbouring dims (GPT-J's, Cohere's), and each head's q
     and k rows are reordered (the rotary dims' even ones, then their odd ones, then the rest) so that the pairs
     are half a rotary width apart, as the rotary kernel takes them: q and k permuted alike leave every score
-    as it was.
+    as it was (their per-head norms' weights permuted alike too).
     A name nothing maps is not read. A quantized checkpoint's tensors (``qweight``, ``scales``, ...) are renamed
     alike, but a family whose weights are reordered as they are read (``reorders``) cannot reorder packed ones."""
     outer: dict
@@ -177,9 +183,17 @@ class WeightNames:
         heads = layout.num_heads
         if module in self.in_out and name.endswith(".weight"):
             return lambda array: array.T
+        if self.interleaved_rope and module in ("self_attn.q_norm", "self_attn.k_norm"):
+            order = _pairs_apart(layout.head_dim, layout.rotary_dim)
+
+            def dims_apart(array):  # a q or k norm's weights over each head's dims, in the rows' new order
+                if array.shape[-1] != layout.head_dim:
+                    raise CheckpointError(f"{name}: its last dim {array.shape[-1]} is not the head dim")
+                return array[..., order]
+            return dims_apart
         if self.interleaved_rope and module in ("self_attn.q_proj", "self_attn.k_proj"):
-            dim, rotary = layout.head_dim, layout.rotary_dim
-            order = np.concatenate([np.arange(0, rotary, 2), np.arange(1, rotary, 2), np.arange(rotary, dim)])
+            dim = layout.head_dim
+            order = _pairs_apart(dim, layout.rotary_dim)
 
             def pairs_apart(array):
                 if array.shape[0] % dim:
@@ -215,7 +229,8 @@ _GPT2_PARTS = {"ln_1": "input_layernorm", "attn.c_attn": "self_attn.qkv_proj", "
                "ln_2": "post_attention_layernorm", "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj"}
 # Llama's names but one norm a layer, and rotary pairs of neighbouring dims
 _COHERE = WeightNames(_LLAMA_OUTER, r"model\.layers\.(\d+)\.",
-                      {"input_layernorm": "input_layernorm", **_LLAMA_ATTENTION, **_LLAMA_MLP},
+                      {"input_layernorm": "input_layernorm", **_LLAMA_ATTENTION, **_LLAMA_MLP,
+                       "self_attn.q_norm": "self_attn.q_norm", "self_attn.k_norm": "self_attn.k_norm"},
                       interleaved_rope=True)
 # Llama's own names, for families that keep them but pair their rotary dims otherwise
 _LLAMA_PARTS = {**_LLAMA_NORMS, **_LLAMA_ATTENTION, **_LLAMA_MLP}
@@ -239,7 +254,8 @@ WEIGHT_NAMES = {
         {**_LLAMA_OUTER, "model.final_layernorm.": "model.norm."},
         r"model\.layers\.(\d+)\.",
         {"input_layernorm": "input_layernorm", **_LLAMA_QKV, "self_attn.dense": "self_attn.o_proj",
-         "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj"}),
+         "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj", "self_attn.q_layernorm": "self_attn.q_norm",
+         "self_attn.k_layernorm": "self_attn.k_norm"}),
     "Starcoder2ForCausalLM": WeightNames(
         _LLAMA_OUTER, r"model\.layers\.(\d+)\.",
         {**_LLAMA_NORMS, **_LLAMA_ATTENTION, "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj"}),

@@ -118,11 +118,13 @@ SUPPORTED_ARCHITECTURES = {
                            "defaults": {"hidden_act": "gelu", "use_parallel_residual": True, "rotary_pct": 0.25,
                                         "tie_word_embeddings": False}},
     "PhiForCausalLM": {**_LAYER_NORM, "parallel": True, "shared_norm": True, "attention_bias": True,
+                       "qk_layer_norm": "qk_layernorm",
                        "output_bias": True, "head_bias": True,
                        "defaults": {"hidden_act": "gelu_new", "partial_rotary_factor": 0.5,
                                     "tie_word_embeddings": False}},
     "StableLmForCausalLM": {"layer_norm": True, "parallel": "use_parallel_residual",
                             "shared_norm": "use_parallel_residual", "bias_key": "use_qkv_bias",
+                            "qk_layer_norm": "qk_layernorm",
                             "defaults": {"partial_rotary_factor": 0.25, "tie_word_embeddings": False}},
     "Starcoder2ForCausalLM": {**_LAYER_NORM, "mlp_bias": "use_bias", "bias_key": "use_bias",
                               "output_bias": "use_bias",
@@ -132,6 +134,7 @@ SUPPORTED_ARCHITECTURES = {
                         "defaults": {"hidden_act": "gelu_new", "rotary_dim": 64, "tie_word_embeddings": False}},
     # LayerNorm without a bias; the logits times logit_scale
     "CohereForCausalLM": {"layer_norm": True, "parallel": True, "shared_norm": True, "logit_scale": True,
+                          "qk_layer_norm": "use_qk_norm",
                           "defaults": {"logit_scale": 0.0625, "tie_word_embeddings": True}},
     "Cohere2ForCausalLM": {"layer_norm": True, "parallel": True, "shared_norm": True, "logit_scale": True,
                            "global_every": 4, "rope_sliding_only": "windowed_only",
@@ -149,7 +152,7 @@ _BUFFERS = (".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attenti
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
                 "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "relu2": "relu2"}
 # family options whose values other than these change the math in ways the engine does not compute
-_REFUSED_OPTIONS = {"qk_layernorm": (False, None), "use_qk_norm": (False, None), "alibi": (False, None),
+_REFUSED_OPTIONS = {"alibi": (False, None),
                     "scale_attn_by_inverse_layer_idx": (False, None),
                     "do_layer_norm_before": (True, None), "_remove_final_layer_norm": (False, None),
                     "layer_norm_elementwise_affine": (True, None)}
@@ -223,6 +226,9 @@ class DecoderConfig:
     attention_bias: bool
     output_bias: bool
     qk_norm: bool
+    # q and k LayerNormed head by head before rope (Phi, StableLM, Cohere): one weight (and bias) for every head,
+    # or a weight a head
+    qk_layer_norm: bool
     fused_qkv: bool  # one qkv_proj weight (Phi-3, GPT-2, GPT-NeoX)
     fused_gate_up: bool  # one gate_up_proj weight (Phi-3)
     # a sequence is run again whole when it first passes LongRoPE's original length, its keys then all rotated
@@ -428,7 +434,8 @@ class DecoderConfig:
                    tie_embeddings=bool(config.get("tie_word_embeddings", gemma)),
                    attention_bias=bool(config.get(bias_key, family.get("attention_bias", False))),
                    output_bias=flag("output_bias", "attention_bias"),
-                   qk_norm=family.get("qk_norm", False), fused_qkv=family.get("fused_qkv", False),
+                   qk_norm=family.get("qk_norm", False), qk_layer_norm=flag("qk_layer_norm"),
+                   fused_qkv=family.get("fused_qkv", False),
                    fused_gate_up=family.get("fused_gate_up", False),
                    rerun_past_original=family.get("rerun_past_original", False),
                    rotary_dim=rotary_dim,
@@ -653,6 +660,11 @@ class _Layer:
         self.o_bias = take("self_attn.o_proj.bias", config.output_bias)
         self.q_norm = take("self_attn.q_norm.weight", config.qk_norm)
         self.k_norm = take("self_attn.k_norm.weight", config.qk_norm)
+        self.q_norm_bias = self.k_norm_bias = None
+        if config.qk_layer_norm:
+            (self.q_norm, self.q_norm_bias), (self.k_norm, self.k_norm_bias) = (
+                _head_norm(weights, prefix, which, heads, config.head_dim)
+                for which, heads in (("q", config.num_heads), ("k", config.num_kv_heads)))
         if config.qk_norm:  # each head's width, or every head's (OLMoE)
             heads = (config.num_heads, config.num_kv_heads) if config.qk_norm_whole else (1, 1)
             check("q_norm", self.q_norm, (heads[0] * config.head_dim,))
@@ -731,6 +743,23 @@ class _Layer:
             self.experts_gate_up[expert, :size] = gate
             self.experts_gate_up[expert, size:] = up
             self.experts_down[expert] = down
+
+
+def _head_norm(weights: dict, prefix: str, which: str, heads: int, dim: int) -> tuple:
+    """(weight, bias or None) of a q or k LayerNorm over each head's ``dim``: one (dim,) weight for every head
+    (Phi's, under ``self_attn.{which}_norm``), or (heads, dim), one a head (Cohere's; StableLM's kept as a norm a
+    head, ``{which}_layernorm.norms.{h}``, stacked here)."""
+    name = f"{prefix}self_attn.{which}_norm"
+    if name + ".weight" in weights:
+        weight = weights.pop(name + ".weight")
+    else:
+        per_head = [weights.pop(f"{prefix}self_attn.{which}_layernorm.norms.{h}.weight", None) for h in range(heads)]
+        if any(w is None for w in per_head):
+            raise CheckpointError(f"the checkpoint lacks weight {name}.weight (or one a head)")
+        weight = cat(per_head).view(heads, dim)
+    if tuple(weight.shape) not in ((dim,), (heads, dim)):
+        raise CheckpointError(f"{name}: the norm's weight is {list(weight.shape)}, not [{dim}] or [{heads}, {dim}]")
+    return weight, weights.pop(name + ".bias", None)
 
 
 def _joined(weights: list):
@@ -853,11 +882,23 @@ class DecoderModel:
         if c.qk_norm and not c.qk_norm_whole:
             q = rms_norm(q, (c.head_dim,), layer.q_norm, c.norm_eps)
             k = rms_norm(k, (c.head_dim,), layer.k_norm, c.norm_eps)
+        if c.qk_layer_norm:
+            q, k = (self._head_layer_norm(t, w, b) for t, w, b in ((q, layer.q_norm, layer.q_norm_bias),
+                                                                    (k, layer.k_norm, layer.k_norm_bias)))
         if c.clip_qkv is not None:
             q, k, v = (t.clamp(-c.clip_qkv, c.clip_qkv) for t in (q, k, v))
         cos, sin = self.rope[index]
         q, k = rotary_append(q, k, v, cos, sin, positions, cache.keys[index], cache.values[index], slots)
         return q, k, v
+
+    def _head_layer_norm(self, t: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        """The LayerNorm of each head of ``t`` (rows, heads, head_dim): by one weight for every head, or a weight a
+        head (rows of ``weight``), its product rounded once more."""
+        c = self.config
+        if weight.ndim == 1:
+            return F.layer_norm(t, (c.head_dim,), weight, bias, c.norm_eps)
+        normed = F.layer_norm(t, (c.head_dim,), None, None, c.norm_eps) * weight
+        return normed if bias is None else normed + bias
 
     def _embed(self, tokens: Tensor, positions: Tensor) -> Tensor:
         """The tokens' embeddings, plus their positions' where the family learned them (``positions``: one a row)."""
