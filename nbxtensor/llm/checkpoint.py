@@ -221,6 +221,8 @@ _LLAMA_QKV = {f"self_attn.{p}_proj": f"self_attn.{p}_proj" for p in "qkv"}
 _LLAMA_ATTENTION = {**_LLAMA_QKV, "self_attn.o_proj": "self_attn.o_proj"}
 _LLAMA_NORMS = {n: n for n in ("input_layernorm", "post_attention_layernorm")}
 _LLAMA_MLP = {f"mlp.{p}_proj": f"mlp.{p}_proj" for p in ("gate", "up", "down")}
+# GPT-NeoX's and Falcon's MLP
+_DENSE_MLP = {"mlp.dense_h_to_4h": "mlp.up_proj", "mlp.dense_4h_to_h": "mlp.down_proj"}
 _GPT2_CONV1D = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.up_proj", "mlp.down_proj")
 _GPT2_OUTER = ({f"{p}{stored}.": llama for p in ("transformer.", "") for stored, llama in
                 (("wte", "model.embed_tokens."), ("wpe", "model.embed_positions."), ("ln_f", "model.norm."))}
@@ -248,7 +250,7 @@ WEIGHT_NAMES = {
          "embed_out.": "lm_head."},
         r"gpt_neox\.layers\.(\d+)\.",
         {**_LLAMA_NORMS, "attention.query_key_value": "self_attn.qkv_proj", "attention.dense": "self_attn.o_proj",
-         "mlp.dense_h_to_4h": "mlp.up_proj", "mlp.dense_4h_to_h": "mlp.down_proj"},
+         **_DENSE_MLP},
         grouped_qkv=True),
     "PhiForCausalLM": WeightNames(
         {**_LLAMA_OUTER, "model.final_layernorm.": "model.norm."},
@@ -283,7 +285,7 @@ WEIGHT_NAMES = {
         r"transformer\.h\.(\d+)\.",
         {**_LLAMA_NORMS, "ln_attn": "input_layernorm", "ln_mlp": "post_attention_layernorm",
          "self_attention.query_key_value": "self_attn.qkv_proj", "self_attention.dense": "self_attn.o_proj",
-         "mlp.dense_h_to_4h": "mlp.up_proj", "mlp.dense_4h_to_h": "mlp.down_proj"},
+         **_DENSE_MLP},
         grouped_qkv=True),
     "OPTForCausalLM": WeightNames(
         {"model.decoder.embed_tokens.": "model.embed_tokens.",
