@@ -8,10 +8,9 @@ layers between full ones) and the mixtures of experts (Mixtral; Qwen2-MoE with i
 layers between sparse ones; Qwen3-MoE; OLMoE with its q/k norms over every head's width and clipped q, k
 and v), whose sparse layers run ``ops.moe.moe`` in place of the MLP, and the LayerNorm families (GPT-2 with its
 learned positions, GPT-NeoX, Phi and Falcon with attention and MLP in parallel, StableLM, Starcoder2, OPT, OLMo,
-Nemotron, GPT-J
-and Cohere with rotary pairs of neighbouring dims, as GLM has), read under
-the Llama lineage's weight names (``checkpoint.WEIGHT_NAMES``): the families differ in facts of their config,
-which ``DecoderConfig.from_hf`` reads once. A prompt runs as a prefill (the flash kernel, causal, in
+Nemotron, GPT-J and Cohere with rotary pairs of neighbouring dims, as GLM has), read under the Llama lineage's
+weight names (``checkpoint.WEIGHT_NAMES``): the families differ in facts of their config, which
+``DecoderConfig.from_hf`` reads once. A prompt runs as a prefill (the flash kernel, causal, in
 chunks of at most ``prefill_chunk`` tokens, each attending to the cache so far); every later token of a batch
 of sequences as one decode step (the paged decode kernel over ``PagedKVCache``).
 """
@@ -47,15 +46,18 @@ __all__ = ["DecoderConfig", "DecoderModel", "MixtureConfig", "SUPPORTED_ARCHITEC
 # multimodal checkpoints write few); "global_every": where a config lists no layer_types, every n-th layer attends
 # to all keys and the others slide (n: the config's sliding_window_pattern where it gives one); "no_rope_every": where
 # a config lists no no_rope_layers, every n-th layer's queries and keys go unrotated (n: no_rope_layer_interval).
-# The LayerNorm families ("layer_norm": norms that remove the mean and add a bias, read from "eps_key") name their
-# weights otherwise (``checkpoint.WEIGHT_NAMES``, read under Llama's names); "plain_mlp": up, activation, down (no
-# gate), with biases where "mlp_bias" (a config key, or True); "parallel": attention and the MLP both read the layer's
-# input stream, each through its own norm (or as the config key named says), "shared_norm": through the one
-# norm (Phi); "positions": learned absolute position embeddings (their table's row offset), no rope; "head_bias": the
-# LM head adds a bias; "four_wide": an MLP four times the hidden size where the config gives no width; "falcon":
-# Falcon's key and value heads and norms, by its architecture flags; "multi_query": one key and value head where the
-# config's multi_query says so; "rope_sliding_only": the full-attention layers
-# rotate nothing where the config gives a window ("windowed_only": it must)
+# A fact given as a string is the config key that turns it on. "layer_norm": norms that remove the mean and add a
+# bias where the checkpoint has one (eps from layer_norm_eps); "norm_plus_one": norms scale by 1 + weight;
+# "norm_weights" False: norms without weights; "plain_mlp": up, activation, down (no gate); "mlp_bias",
+# "output_bias", "head_bias": biases on the MLP's products, the attention output, the LM head; "parallel": attention
+# and the MLP both read the layer's input stream, each through its own norm, "shared_norm": through the one;
+# "qk_layer_norm": q and k LayerNormed head by head; "positions": learned absolute position embeddings (their
+# table's row offset), no rope; "four_wide": an MLP four times the hidden size where the config gives no width;
+# "multi_query": one key and value head where the config's multi_query says so (every head one, or
+# num_kv_heads under Falcon's new_decoder_architecture); "falcon": Falcon's norms by its architecture flags;
+# "logit_scale": the logits times the config's logit_scale; "rope_sliding_only": the full-attention layers rotate
+# nothing where the config gives a window ("windowed_only": it must). Families that name their weights otherwise
+# are read under Llama's names (``checkpoint.WEIGHT_NAMES``)
 _LAYER_NORM = {"layer_norm": True, "plain_mlp": True, "mlp_bias": True}
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": {},
@@ -73,14 +75,14 @@ SUPPORTED_ARCHITECTURES = {
         "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256,
         "sliding_window": 4096, "max_position_embeddings": 131072, "tie_word_embeddings": True}},
     "GraniteForCausalLM": {"multipliers": True},
-    # GLM: rotary pairs of neighbouring dims over half of each head (``checkpoint.WEIGHT_NAMES``), q, k and v biases,
-    # one gate_up weight; GLM-4 adds norms after attention and around the MLP
     # LayerNorms without weights or biases, q, k and v clipped
     "OlmoForCausalLM": {"layer_norm": True, "norm_weights": False, "clip_qkv": True},
     # LayerNorms scaling by 1 + weight, a plain squared-relu MLP
     "NemotronForCausalLM": {**_LAYER_NORM, "norm_plus_one": True, "mlp_bias": "mlp_bias",
                             "defaults": {"hidden_act": "relu2", "partial_rotary_factor": 0.5, "norm_eps": 1e-5,
                                          "tie_word_embeddings": False}},
+    # GLM: rotary pairs of neighbouring dims over half of each head (``checkpoint.WEIGHT_NAMES``), q, k and v biases,
+    # one gate_up weight; GLM-4 adds norms after attention and around the MLP
     "GlmForCausalLM": {"fused_gate_up": True, "attention_bias": True, "output_bias": False,
                        "defaults": {"partial_rotary_factor": 0.5}},
     "Glm4ForCausalLM": {"fused_gate_up": True, "attention_bias": True, "output_bias": False, "sandwich": True,
@@ -140,7 +142,8 @@ SUPPORTED_ARCHITECTURES = {
                            "global_every": 4, "rope_sliding_only": "windowed_only",
                            "defaults": {"logit_scale": 0.0625, "tie_word_embeddings": True, "sliding_window": 4096}},
     "FalconForCausalLM": {**_LAYER_NORM, "four_wide": True, "falcon": True, "fused_qkv": True,
-                          "parallel": "parallel_attn", "mlp_bias": "attention_bias", "output_bias": "attention_bias",
+                          "multi_query": True, "parallel": "parallel_attn", "mlp_bias": "attention_bias",
+                          "output_bias": "attention_bias",
                           "defaults": {"hidden_act": "gelu", "parallel_attn": True, "multi_query": True,
                                        "tie_word_embeddings": True}},
     "OPTForCausalLM": {**_LAYER_NORM, "positions": 2, "mlp_bias": "attention_bias", "output_bias": "attention_bias",
@@ -317,13 +320,12 @@ class DecoderConfig:
         hidden = integer("hidden_size")
         kv_heads = integer("num_key_value_heads", heads)
         shared_norm = flag("shared_norm")
-        if family.get("multi_query"):  # GPTBigCode: one key and value head, or every head one
-            kv_heads = 1 if config.get("multi_query") else heads
-        if family.get("falcon"):  # key and value heads by the architecture's flags; the new one norms twice
-            new = bool(config.get("new_decoder_architecture"))
-            kv_heads = integer("num_kv_heads", heads) if new or not config.get("multi_query", True) else 1
+        new_falcon = bool(config.get("new_decoder_architecture"))
+        if family.get("multi_query"):  # GPTBigCode's and Falcon's key and value heads
+            kv_heads = integer("num_kv_heads", heads) if new_falcon or not config.get("multi_query") else 1
+        if family.get("falcon"):  # the new architecture norms twice
             shared_norm = bool(config.get("parallel_attn", True)) and not (
-                new and (config.get("num_ln_in_parallel_attn") or 2) == 2)
+                new_falcon and (config.get("num_ln_in_parallel_attn") or 2) == 2)
         if heads % kv_heads:
             raise CheckpointError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads "
                                   f"{kv_heads}")
@@ -355,7 +357,7 @@ class DecoderConfig:
                 raise CheckpointError(f"{where}: config rope_theta = {theta!r} is not a positive number")
         factor = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))
         if config.get("rotary_dim") is not None:  # GPT-J gives the rotated dims, not their share
-            factor = config["rotary_dim"] / head_dim if type(config["rotary_dim"]) is int else config["rotary_dim"]
+            factor = integer("rotary_dim") / head_dim
         rotary_dim = int(head_dim * float(factor))
         if not 2 <= rotary_dim <= head_dim or rotary_dim % 2:
             raise CheckpointError(f"{where}: partial_rotary_factor {factor!r} gives a rotary dim of {rotary_dim}")
@@ -640,9 +642,8 @@ class _Layer:
             self.first_bias = take("mlp.gate_up_proj.bias", config.mlp_bias)
         else:
             self.gate_up = _joined([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")])
-            biases = [take(f"mlp.{n}_proj.bias", config.mlp_bias) for n in ("gate", "up")]
-            self.first_bias = (None if not config.mlp_bias else biases if isinstance(self.gate_up, list)
-                               else cat(biases))
+            self.first_bias = _joined_bias([take(f"mlp.{n}_proj.bias", config.mlp_bias) for n in ("gate", "up")],
+                                           self.gate_up)
         check("qkv projection", self.qkv, ((config.num_heads + 2 * config.num_kv_heads) * config.head_dim, hidden))
         self.down_bias = take("mlp.down_proj.bias", config.mlp_bias)
         if mixture is None:
@@ -654,8 +655,8 @@ class _Layer:
         if config.fused_qkv:
             self.qkv_bias = take("self_attn.qkv_proj.bias", config.attention_bias)
         else:
-            biases = [take(f"self_attn.{n}_proj.bias", config.attention_bias) for n in "qkv"]
-            self.qkv_bias = None if not config.attention_bias else biases if isinstance(self.qkv, list) else cat(biases)
+            self.qkv_bias = _joined_bias([take(f"self_attn.{n}_proj.bias", config.attention_bias) for n in "qkv"],
+                                         self.qkv)
         self.o = take("self_attn.o_proj.weight")
         self.o_bias = take("self_attn.o_proj.bias", config.output_bias)
         self.q_norm = take("self_attn.q_norm.weight", config.qk_norm)
@@ -769,6 +770,14 @@ def _joined(weights: list):
         return cat(weights)
     joined = join_rows(weights)
     return weights if joined is None else joined
+
+
+def _joined_bias(biases: list, joined):
+    """The biases of projections ``_joined`` joined into ``joined``: None where they have none, one vector where
+    the weights became one, the list where they stayed a list."""
+    if biases[0] is None:
+        return None
+    return biases if isinstance(joined, list) else cat(biases)
 
 
 def _project(h: Tensor, weight, bias=None, fp8_activations: bool = False) -> Tensor:
@@ -976,10 +985,13 @@ class DecoderModel:
         return (_project(h, layer.qkv, layer.qkv_bias, self.fp8_activations),
                 _project(h_mlp, layer.gate_up, layer.first_bias, self.fp8_activations), stream)
 
-    def _mlp(self, layer: _Layer, first: Tensor) -> Tensor:
+    def _mlp(self, layer: _Layer, first: Tensor, fuse: bool) -> Tensor:
         """A dense MLP's output from its first product ``first`` (the gate and up rows, or the up rows of a
-        plain MLP): the activation, then the down product."""
+        plain MLP): the activation, then the down product; with ``fuse``, a gated activation in the down
+        product's prologue (``act_and_mul_linear``)."""
         c = self.config
+        if fuse and c.gated:
+            return act_and_mul_linear(first, layer.down, layer.down_bias, activation=c.activation)
         if c.gated:
             return linear(F.act_and_mul(first, activation=c.activation), layer.down, layer.down_bias,
                           self.fp8_activations)
@@ -1009,8 +1021,7 @@ class DecoderModel:
             attended = attend(index, q, k, v).reshape(qkv.shape[0], c.num_heads * c.head_dim)
             out = self._branch(linear(attended, layer.o, layer.o_bias, self.fp8_activations))
             if c.parallel:
-                branch = out + (act_and_mul_linear(first, layer.down, layer.down_bias, activation=c.activation)
-                                if fuse and c.gated else self._mlp(layer, first))
+                branch = out + self._mlp(layer, first, fuse)
                 continue
             if c.normed_after:
                 out = rms_norm(out, hidden, layer.post_norm, c.norm_eps)
@@ -1021,8 +1032,7 @@ class DecoderModel:
             else:
                 first, residual = self._normed_product(out, residual, mlp_norm, layer.gate_up, layer.first_bias,
                                                        fuse, layer.post_norm_bias, c.post_norms)
-                branch = (act_and_mul_linear(first, layer.down, layer.down_bias, activation=c.activation)
-                          if fuse and c.gated else self._mlp(layer, first))
+                branch = self._mlp(layer, first, fuse)
             if c.normed_after:
                 branch = rms_norm(branch, hidden, layer.post_mlp_norm, c.norm_eps)
             branch = self._branch(branch)
